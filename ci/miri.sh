@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Miri on the generic paths, interpreted as x86-64 and as aarch64.
+source "$(dirname "$0")/env.sh"
+export MIRIFLAGS="${MIRIFLAGS:-}"
+STREAM_HAL_EXPECT_BACKEND=generic:miri cargo +nightly miri test --locked -p stream-hal
+STREAM_HAL_EXPECT_BACKEND=generic:miri cargo +nightly miri test --locked -p stream-hal --target aarch64-unknown-linux-gnu

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Sanitizer builds. Each must report the generic backend with the sanitizer's name, and the ASan
+# run proves the switch matters (a deliberate one-byte overflow through memcpy_nontemporal is
+# reported). MSan and TSan need an instrumented std (-Zbuild-std); they run in release mode to
+# stay fast.
+source "$(dirname "$0")/env.sh"
+host=x86_64-unknown-linux-gnu
+
+echo "--- AddressSanitizer"
+STREAM_HAL_EXPECT_BACKEND=generic:address RUSTFLAGS="-Zsanitizer=address" CARGO_TARGET_DIR=target/asan \
+    cargo +nightly test --workspace --locked --target "$host" --lib --tests
+
+echo "--- MemorySanitizer"
+STREAM_HAL_EXPECT_BACKEND=generic:memory RUSTFLAGS="-Zsanitizer=memory" CARGO_TARGET_DIR=target/msan \
+    cargo +nightly test -Zbuild-std --locked --release --target "$host" -p stream-hal --lib --tests
+
+echo "--- ThreadSanitizer"
+STREAM_HAL_EXPECT_BACKEND=generic:thread RUSTFLAGS="-Zsanitizer=thread" CARGO_TARGET_DIR=target/tsan \
+    cargo +nightly test -Zbuild-std --locked --release --target "$host" -p stream-hal --lib --tests

@@ -1,0 +1,61 @@
+//! Decoding of the aarch64 `DCZID_EL0` register (Data Cache Zero ID), used by the aarch64
+//! `clear_pages` to choose between `dc zva` and the `stnp xzr, xzr` fallback.
+//!
+//! This is pure bit arithmetic with no assembly, so it is compiled and tested on every host; the
+//! register itself is only read in `arch/aarch64.rs`.
+//!
+//! Layout (Arm ARM, `DCZID_EL0`): bits `[3:0]` are `BS`, log2 of the `dc zva` block size in
+//! 4-byte words; bit `4` is `DZP`, "DC ZVA prohibited". Linux's `arch/arm64/lib/clear_page.S`
+//! tests `DZP` with `tbnz x1, #4` and computes the block size as `4 << BS`.
+
+/// How the aarch64 backend zeroes memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)] // only constructed by the aarch64 backend outside tests
+pub(crate) enum ZeroMethod {
+    /// `dc zva` is permitted and zeroes `block_bytes`-byte naturally aligned blocks.
+    DcZva {
+        /// `4 << DCZID_EL0.BS` bytes (64 on most cores, at most `4 << 15`).
+        block_bytes: usize,
+    },
+    /// `DCZID_EL0.DZP` is set: `dc zva` is prohibited, use `stnp xzr, xzr`.
+    Prohibited,
+}
+
+/// Bit 4 of `DCZID_EL0`.
+pub(crate) const DZP: u64 = 1 << 4;
+
+/// Decodes a `DCZID_EL0` value.
+#[allow(dead_code)] // only called by the aarch64 backend outside tests
+pub(crate) const fn decode(dczid: u64) -> ZeroMethod {
+    if dczid & DZP != 0 {
+        ZeroMethod::Prohibited
+    } else {
+        ZeroMethod::DcZva { block_bytes: 4 << (dczid & 0xf) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_size_is_four_shifted_by_bs() {
+        assert_eq!(decode(0), ZeroMethod::DcZva { block_bytes: 4 });
+        // BS = 4 is what Cortex-A and Neoverse cores (and QEMU) report: 64-byte blocks.
+        assert_eq!(decode(4), ZeroMethod::DcZva { block_bytes: 64 });
+        assert_eq!(decode(9), ZeroMethod::DcZva { block_bytes: 2048 });
+        assert_eq!(decode(0xf), ZeroMethod::DcZva { block_bytes: 4 << 15 });
+    }
+
+    #[test]
+    fn dzp_forces_the_fallback_whatever_the_block_size() {
+        for bs in 0..16 {
+            assert_eq!(decode(DZP | bs), ZeroMethod::Prohibited);
+        }
+    }
+
+    #[test]
+    fn bits_above_dzp_are_ignored() {
+        assert_eq!(decode(0xffe0 | 4), ZeroMethod::DcZva { block_bytes: 64 });
+    }
+}

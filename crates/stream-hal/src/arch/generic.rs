@@ -1,0 +1,61 @@
+//! Generic backend: plain stores through `copy_nonoverlapping` and `write_bytes`.
+//!
+//! Used on targets without a streaming backend, under every sanitizer (so that the sanitizer
+//! instruments every store), under Miri, and with the `force-generic` feature. It is compiled on
+//! every target and exported as [`crate::generic`] so that the native backend can be tested
+//! against it on one host.
+
+use core::ptr;
+
+/// Copies `len` bytes with normal stores (`copy_nonoverlapping`, i.e. `memcpy`).
+///
+/// # Safety
+///
+/// `src` must be valid for reads and `dst` for writes of `len` bytes, and the regions must not
+/// overlap.
+#[inline]
+pub unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: the caller guarantees both regions are valid for `len` bytes and disjoint.
+    unsafe { ptr::copy_nonoverlapping(src, dst, len) }
+}
+
+/// Nothing to order: this backend issues only normal stores.
+#[inline(always)]
+#[allow(dead_code)] // unused when a streaming backend is selected
+pub(crate) fn drain() {}
+
+/// Zeroes `npages * 4096` bytes with `write_bytes` (`memset`).
+///
+/// # Safety
+///
+/// `dst` must be valid for writes of `npages * 4096` bytes, and the product must not overflow.
+#[inline]
+pub unsafe fn clear_pages(dst: *mut u8, npages: usize) {
+    // SAFETY: the caller guarantees `dst` is valid for `npages * PAGE_SIZE` bytes.
+    unsafe { ptr::write_bytes(dst, 0, npages * crate::PAGE_SIZE) }
+}
+
+/// Stores one `size`-byte record with a normal copy (`size` is a compile-time constant at
+/// every call site, so this is a fixed sequence of moves).
+///
+/// # Safety
+///
+/// `src` valid for reads and `dst` for writes of `size` bytes; no overlap.
+#[inline(always)]
+#[allow(dead_code)] // unused when a streaming backend is selected
+pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
+    // SAFETY: the caller guarantees both regions are valid for `size` bytes and disjoint.
+    unsafe { ptr::copy_nonoverlapping(src, dst, size) }
+}
+
+/// Same as [`store_record`]: with normal stores the load width does not matter.
+///
+/// # Safety
+///
+/// As for [`store_record`].
+#[inline(always)]
+#[allow(dead_code)] // unused when a streaming backend is selected
+pub(crate) unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usize) {
+    // SAFETY: same contract as `store_record`.
+    unsafe { store_record(dst, src, size) }
+}

@@ -1,0 +1,320 @@
+//! # stream-hal: write-once streaming stores, portable
+//!
+//! `stream-hal` is the small hardware abstraction that the Linux memmap-init work asked for
+//! (Alistair Popple's review of the 2026 zone-device template series: *"implement a memcpy
+//! variant that is optimised for write-once streaming operations that can transparently
+//! degrade to memcpy on unoptimised architectures"*). It has one public surface and three
+//! backends, chosen once per build:
+//!
+//! | backend | copy | [`drain`] | [`clear_pages`] |
+//! |---|---|---|---|
+//! | x86-64, SSE2 enabled | `movntdq` (16 B) on the 16-byte-aligned body, `movnti` (4/8 B) to reach it, cached stores for the 0-3 edge bytes | `sfence` | `rep stosb` |
+//! | x86-64 without SSE (`x86_64-unknown-none`, soft-float kernels) | `movnti` from general-purpose registers | `sfence` | `rep stosb` |
+//! | aarch64 | `stnp` pairs of general-purpose registers on the 16-byte-aligned body, cached edges | `dmb ish` | `dc zva` blocks of `4 << DCZID_EL0.BS` bytes, or `stnp xzr, xzr` when `DCZID_EL0.DZP` forbids `dc zva` |
+//! | generic (other targets, any sanitizer, Miri, feature `force-generic`) | `copy_nonoverlapping` | nothing | `write_bytes` |
+//!
+//! [`backend()`] tells which one this build uses and, for the generic one, why.
+//!
+//! ## The ordering rule, and how this crate enforces it
+//!
+//! Streaming stores are weakly ordered: on x86-64 a later normal store (say, a flag that
+//! publishes the buffer) can become visible before them, and the Rust memory model treats them
+//! as if "another thread" performed them until a fence runs (see the safety notes of
+//! `core::arch::x86_64::_mm_sfence`). So:
+//!
+//! * the raw, kernel-shaped API — [`memcpy_nontemporal`], [`store_record`],
+//!   [`clear_pages`] — is `unsafe` and leaves the fence to the caller, who must call [`drain`]
+//!   before the destination is read, written by other code, or published;
+//! * the safe API — [`scope`], [`fill`], [`fill_with`], [`copy_nontemporal`],
+//!   [`clear_pages_in`] — drains before it hands the memory back, on every path including
+//!   unwinding. A [`StreamWriter`] only exists inside [`scope`], so it cannot be leaked with
+//!   `mem::forget` to skip the fence: reading or publishing streamed memory before the drain
+//!   cannot be written in safe code.
+//!
+//! ## Fixed-size records
+//!
+//! [`store_record`] stores one `T` with a sequence of streaming stores whose length is a
+//! compile-time constant (it is monomorphized on `T`), so for the 8- to 128-byte records this
+//! crate is built for (a Linux `struct page` is 56 to 96 bytes) the compiler emits straight-line
+//! stores and no runtime copy loop — what the upstream open-coded `switch (sizeof(struct page))`
+//! tried to get, without putting arch code in the caller.
+//!
+//! ## Example
+//!
+//! ```
+//! use core::mem::MaybeUninit;
+//!
+//! #[derive(Clone, Copy, PartialEq, Debug)]
+//! #[repr(C, align(64))]
+//! struct Slot { words: [u64; 8] }
+//!
+//! let mut memory = vec![MaybeUninit::<Slot>::uninit(); 1024];
+//! // Each slot gets the template with its index patched into word 0; the writer drains
+//! // (sfence on x86-64) before `slots` is handed back.
+//! let template = Slot { words: [7; 8] };
+//! let slots = stream_hal::fill_with(&mut memory, |i| {
+//!     let mut s = template;
+//!     s.words[0] = i as u64;
+//!     s
+//! });
+//! assert_eq!(slots[5].words[0], 5);
+//! assert_eq!(slots[5].words[1], 7);
+//! ```
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+#[cfg(test)]
+extern crate std;
+
+mod arch;
+mod writer;
+
+use core::fmt;
+
+pub use writer::{StreamWriter, fill, fill_with, scope};
+
+/// Size of the pages [`clear_pages`] clears: 4 KiB, the base page of x86-64 and of arm64's
+/// default configuration.
+pub const PAGE_SIZE: usize = 4096;
+
+/// Copies `len` bytes from `src` to `dst` with write-once streaming stores where the backend has
+/// them; the result is the same as `memcpy`.
+///
+/// Any alignment of `dst` and `src` and any length (including 0) is accepted. Misaligned edge
+/// bytes are written with normal stores, the aligned body with streaming stores (see the table
+/// in the [crate documentation](crate)). It does **not** fence: call [`drain`] before anything
+/// reads, overwrites or publishes `dst`.
+///
+/// # Safety
+///
+/// * `src` must be valid for reads of `len` bytes and `dst` valid for writes of `len` bytes;
+/// * the two regions must not overlap;
+/// * until [`drain`] has run on this thread, no code may read or write `dst[..len]` (on x86-64
+///   the streaming stores are not ordered with later accesses, and the Rust memory model treats
+///   such an access as a data race).
+#[inline]
+pub unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: forwarded verbatim; the caller upholds the contract above, which is the contract
+    // of every backend's `memcpy_nontemporal`.
+    unsafe { arch::memcpy_nontemporal(dst, src, len) }
+}
+
+/// Orders every streaming store this thread issued before the call before any load or store
+/// that follows it.
+///
+/// x86-64: `sfence`. aarch64: `dmb ish` (see `arch/aarch64.rs` for why a full inner-shareable
+/// barrier and not `dmb ishst`). Generic backend: nothing, because it only issues normal stores.
+#[inline]
+pub fn drain() {
+    arch::drain();
+}
+
+/// Zeroes `npages * 4096` bytes at `dst` with the architecture's best bulk primitive.
+///
+/// This is the `clear_pages()` range primitive of the 2026 batch-clear series: one call for a
+/// whole high-order allocation instead of one `clear_page()` per 4 KiB page. x86-64 uses one
+/// `rep stosb` over the whole range; aarch64 `dc zva` (or `stnp xzr, xzr` where `dc zva` is
+/// prohibited); the generic backend `write_bytes`. `dst` need not be page-aligned (edges are
+/// cleared with normal stores), but page-aligned ranges are the fast case.
+///
+/// The aarch64 fallback uses streaming stores: call [`drain`] before publishing the pages (the
+/// safe [`clear_pages_in`] does).
+///
+/// # Safety
+///
+/// `dst` must be valid for writes of `npages * 4096` bytes, and that product must not overflow
+/// `usize`.
+#[inline]
+pub unsafe fn clear_pages(dst: *mut u8, npages: usize) {
+    // SAFETY: forwarded verbatim; the caller upholds the contract above.
+    unsafe { arch::clear_pages(dst, npages) }
+}
+
+/// Stores one `T` at `dst` with streaming stores, as a fixed sequence of stores whose length
+/// is known at compile time (no runtime copy loop for records of 8 to 128 bytes).
+///
+/// On x86-64 with SSE2 a 16-byte-aligned destination gets `movntdq` stores loaded with 16-byte
+/// loads; otherwise `movnti` stores loaded with 8-byte loads. Edge bytes of records whose size
+/// is not a multiple of 4 are stored normally. Does **not** fence.
+///
+/// Performance note: if you just patched `*src` in memory with 8-byte stores, a 16-byte reload
+/// of it stalls store-to-load forwarding (measured 3x slower than no template at all). Build the
+/// record as a value (the optimizer keeps it in registers) or use [`store_record_words`], which
+/// reloads with the same 8-byte width.
+///
+/// # Safety
+///
+/// `dst` must be valid for writes of `size_of::<T>()` bytes and must not overlap `src`. The
+/// same no-access-before-[`drain`] rule as for [`memcpy_nontemporal`] applies.
+#[inline(always)]
+pub unsafe fn store_record<T: Copy>(dst: *mut T, src: &T) {
+    // SAFETY: forwarded verbatim; the caller upholds the contract above.
+    unsafe { arch::store_record(dst.cast::<u8>(), core::ptr::from_ref(src).cast::<u8>(), size_of::<T>()) }
+}
+
+/// Like [`store_record`], but always reloads `src` in 8-byte words (x86-64: 8-byte loads and
+/// `movnti`), which is the fast choice when `src` was just patched in memory by 8-byte stores.
+///
+/// # Safety
+///
+/// As for [`store_record`].
+#[inline(always)]
+pub unsafe fn store_record_words<T: Copy>(dst: *mut T, src: &T) {
+    // SAFETY: forwarded verbatim; the caller upholds the contract above.
+    unsafe {
+        arch::store_record_words(dst.cast::<u8>(), core::ptr::from_ref(src).cast::<u8>(), size_of::<T>())
+    }
+}
+
+/// Error of the safe slice entry points ([`copy_nontemporal`], [`clear_pages_in`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SliceError {
+    /// Source and destination lengths differ.
+    LengthMismatch {
+        /// Destination length in bytes.
+        dst: usize,
+        /// Source length in bytes.
+        src: usize,
+    },
+    /// The slice given to [`clear_pages_in`] is not a whole number of 4 KiB pages.
+    NotWholePages {
+        /// Length in bytes.
+        len: usize,
+    },
+}
+
+impl fmt::Display for SliceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            SliceError::LengthMismatch { dst, src } => {
+                write!(f, "destination is {dst} bytes but source is {src} bytes")
+            }
+            SliceError::NotWholePages { len } => {
+                write!(f, "{len} bytes is not a whole number of {PAGE_SIZE}-byte pages")
+            }
+        }
+    }
+}
+
+impl core::error::Error for SliceError {}
+
+/// Safe streaming copy between two equally long slices; drains before returning.
+///
+/// # Errors
+///
+/// [`SliceError::LengthMismatch`] if the lengths differ (nothing is written).
+pub fn copy_nontemporal(dst: &mut [u8], src: &[u8]) -> Result<(), SliceError> {
+    if dst.len() != src.len() {
+        return Err(SliceError::LengthMismatch { dst: dst.len(), src: src.len() });
+    }
+    // SAFETY: both slices are valid for `len` bytes, and a `&mut` and a `&` cannot overlap.
+    // `drain` runs before the borrow of `dst` ends, so no access can race the streaming stores.
+    unsafe { memcpy_nontemporal(dst.as_mut_ptr(), src.as_ptr(), dst.len()) };
+    drain();
+    Ok(())
+}
+
+/// Safe [`clear_pages`] over a slice of whole pages; drains before returning.
+///
+/// # Errors
+///
+/// [`SliceError::NotWholePages`] if `dst.len()` is not a multiple of 4096 (nothing is written).
+pub fn clear_pages_in(dst: &mut [u8]) -> Result<(), SliceError> {
+    if dst.len() % PAGE_SIZE != 0 {
+        return Err(SliceError::NotWholePages { len: dst.len() });
+    }
+    // SAFETY: `dst` is valid for writes of its whole length, which is `npages * 4096` without
+    // overflow; `drain` runs before the borrow ends.
+    unsafe { clear_pages(dst.as_mut_ptr(), dst.len() / PAGE_SIZE) };
+    drain();
+    Ok(())
+}
+
+/// The backend this build of `stream-hal` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// x86-64 streaming stores with an `sfence` drain.
+    X86_64 {
+        /// `true` when SSE2 is enabled, so 16-byte `movntdq` stores are used for aligned runs;
+        /// `false` on soft-float kernel targets such as `x86_64-unknown-none`, where only the
+        /// general-purpose-register `movnti` is used.
+        vector: bool,
+    },
+    /// aarch64 `stnp` streaming stores with a `dmb ish` drain, `dc zva` clearing.
+    Aarch64,
+    /// Plain stores (`copy_nonoverlapping`, `write_bytes`); the reason says why.
+    Generic(GenericReason),
+}
+
+/// Why a build uses the generic backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GenericReason {
+    /// The target architecture has no streaming backend (the architecture is named).
+    UnsupportedTarget(&'static str),
+    /// A sanitizer is enabled (named as rustc names it: `address`, `memory`, `thread`,
+    /// `hwaddress`, `leak`, ...; several are comma-separated). Sanitizers cannot see inside
+    /// inline assembly, so the generic backend keeps every store visible to them.
+    Sanitizer(&'static str),
+    /// The build runs under Miri, which cannot execute inline assembly.
+    Miri,
+    /// The `force-generic` feature is enabled.
+    ForceGeneric,
+}
+
+impl Backend {
+    /// `true` if this backend issues streaming (non-temporal) stores.
+    #[must_use]
+    pub const fn is_streaming(&self) -> bool {
+        !matches!(self, Backend::Generic(_))
+    }
+
+    /// Short machine-readable name: `x86_64`, `x86_64-movnti`, `aarch64` or `generic`.
+    #[must_use]
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Backend::X86_64 { vector: true } => "x86_64",
+            Backend::X86_64 { vector: false } => "x86_64-movnti",
+            Backend::Aarch64 => "aarch64",
+            Backend::Generic(_) => "generic",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Backend::X86_64 { vector: true } => f.write_str("x86-64 streaming (movntdq + movnti, sfence)"),
+            Backend::X86_64 { vector: false } => f.write_str("x86-64 streaming (movnti only, sfence)"),
+            Backend::Aarch64 => f.write_str("aarch64 streaming (stnp, dmb ish, dc zva)"),
+            Backend::Generic(reason) => write!(f, "generic ({reason})"),
+        }
+    }
+}
+
+impl fmt::Display for GenericReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GenericReason::UnsupportedTarget(arch) => write!(f, "unsupported target: {arch}"),
+            GenericReason::Sanitizer(name) => write!(f, "sanitizer: {name}"),
+            GenericReason::Miri => f.write_str("Miri"),
+            GenericReason::ForceGeneric => f.write_str("feature force-generic"),
+        }
+    }
+}
+
+/// Which backend this build uses and, when generic, why. Decided once by the build script.
+#[must_use]
+pub const fn backend() -> Backend {
+    arch::BACKEND
+}
+
+/// The portable reference implementation, compiled on every target.
+///
+/// These are the generic backend's functions, exported so that users (and this crate's own
+/// differential tests) can compare the native backend against them on one host. They issue
+/// only normal stores, so they need no [`drain`].
+pub mod generic {
+    pub use crate::arch::generic::{clear_pages, memcpy_nontemporal};
+}

@@ -1,0 +1,99 @@
+//! Property tests: random lengths (up to 1 MiB) and offsets for `memcpy_nontemporal` and
+//! `clear_pages`, and random record layouts for the typed writer; every destination is guarded.
+
+mod common;
+use std::mem::MaybeUninit;
+
+use common::{Aligned, GUARD, GUARD_BYTE, check_copy, pattern};
+use proptest::prelude::*;
+
+fn config() -> ProptestConfig {
+    if cfg!(miri) {
+        ProptestConfig { cases: 4, failure_persistence: None, ..ProptestConfig::default() }
+    } else {
+        ProptestConfig { cases: 128, ..ProptestConfig::default() }
+    }
+}
+
+fn max_len() -> usize {
+    if cfg!(miri) { 300 } else { 1 << 20 }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn memcpy_nontemporal_equals_memcpy(len in 0..=max_len(), src_off in 0usize..64, dst_off in 0usize..64, seed: u8) {
+        let mut src = Aligned::new(len + 64, 0);
+        src.bytes_mut().copy_from_slice(&pattern(len + 64, seed));
+        let mut dst = Aligned::new(2 * GUARD + 64 + len, 0);
+        check_copy(stream_hal::memcpy_nontemporal, &mut dst, &src, src_off, dst_off, len);
+    }
+
+    #[test]
+    fn clear_pages_zeroes_exactly_the_pages(npages in 0usize..if cfg!(miri) { 2 } else { 48 }, off in 0usize..4096) {
+        let len = npages * stream_hal::PAGE_SIZE;
+        let mut buf = Aligned::new(GUARD + 4096 + len + GUARD, GUARD_BYTE);
+        let start = GUARD + off;
+        // SAFETY: `start + len` is inside `buf`.
+        unsafe { stream_hal::clear_pages(buf.bytes_mut().as_mut_ptr().add(start), npages) };
+        stream_hal::drain();
+        let b = buf.bytes();
+        prop_assert!(b[..start].iter().all(|&x| x == GUARD_BYTE));
+        prop_assert!(b[start..start + len].iter().all(|&x| x == 0));
+        prop_assert!(b[start + len..].iter().all(|&x| x == GUARD_BYTE));
+    }
+
+    #[test]
+    fn writer_slots_equal_the_model(
+        n in 0usize..if cfg!(miri) { 8 } else { 3000 },
+        split in 0usize..64,
+        template in any::<[u64; 8]>(),
+        salt: u64,
+    ) {
+        // A 64-byte record (struct page size) and a 72-byte one (WANT_PAGE_VIRTUAL size), each
+        // with 4 guard slots on each side that the writer must not touch.
+        writer_case::<8>(n, split, template, salt)?;
+        let t9: [u64; 9] = core::array::from_fn(|i| template[i % 8] ^ i as u64);
+        writer_case::<9>(n, split, t9, salt)?;
+    }
+}
+
+fn writer_case<const W: usize>(
+    n: usize,
+    split: usize,
+    template: [u64; W],
+    salt: u64,
+) -> Result<(), TestCaseError> {
+    const G: usize = 4;
+    let guard = [0xA5A5_A5A5_A5A5_A5A5u64; W];
+    let mut slots = vec![MaybeUninit::new(guard); G + n + G];
+    let split = split.min(n);
+    let model: Vec<[u64; W]> = (0..n)
+        .map(|i| {
+            if i < split {
+                template
+            } else {
+                let mut r = template;
+                r[0] = i as u64 ^ salt;
+                r[W - 1] = !(i as u64);
+                r
+            }
+        })
+        .collect();
+    let (written, ()) = stream_hal::scope(&mut slots[G..G + n], |w| {
+        w.fill_n(&template, split).unwrap();
+        w.fill_with(|i| {
+            let mut r = template;
+            r[0] = i as u64 ^ salt;
+            r[W - 1] = !(i as u64);
+            r
+        });
+    });
+    prop_assert_eq!(&written[..], &model[..]);
+    for s in slots[..G].iter().chain(&slots[G + n..]) {
+        // SAFETY: guard slots were initialized with `MaybeUninit::new` and never handed out.
+        prop_assert_eq!(unsafe { s.assume_init() }, guard);
+    }
+    Ok(())
+}
