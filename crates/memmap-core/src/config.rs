@@ -1,0 +1,605 @@
+//! Kernel configuration as data, and the page-flags layout computed from it.
+//!
+//! DESIGN.md rule 6: kernel behaviour is data, not scattered `if`s. One [`KernelConfig`] value
+//! says everything the initializers need to know about the kernel being modelled; presets give
+//! x86-64 and arm64 (4 KiB pages, 32768 pages per section, pageblock order 9) and a classic
+//! SPARSEMEM variant whose section number lives in `page->flags` (so flags depend on the PFN).
+//!
+//! [`FlagsLayout`] is `include/linux/page-flags-layout.h` and the `*_PGOFF`/`*_PGSHIFT`
+//! arithmetic of `include/linux/mmzone.h`, evaluated for one config.
+
+use core::fmt;
+
+/// The kernel being modelled. Every field is a Kconfig option or an architecture constant.
+///
+/// Construct one from a preset ([`KernelConfig::X86_64`], [`KernelConfig::ARM64`],
+/// [`KernelConfig::X86_64_CLASSIC_SPARSE`]) and adjust fields; [`KernelConfig::flags_layout`]
+/// validates the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelConfig {
+    /// Preset name (for reports and dumps).
+    pub name: &'static str,
+    /// `PAGE_SHIFT` (12: 4 KiB pages).
+    pub page_shift: u32,
+    /// `SECTION_SIZE_BITS` (27 on x86-64 and arm64 with 4 KiB pages: 128 MiB sections).
+    pub section_size_bits: u32,
+    /// `MAX_PHYSMEM_BITS` (46 on x86-64 with 4-level paging, 48 on arm64 with 48-bit PA).
+    pub max_physmem_bits: u32,
+    /// `CONFIG_SPARSEMEM_VMEMMAP`. When false (classic SPARSEMEM) the section number is kept
+    /// in `page->flags` (`SECTION_IN_PAGE_FLAGS`) and flags depend on the PFN.
+    pub sparsemem_vmemmap: bool,
+    /// `CONFIG_NODES_SHIFT`.
+    pub nodes_shift: u32,
+    /// `MAX_NR_ZONES`, counting `ZONE_DEVICE`, which is always the last zone.
+    pub max_nr_zones: u32,
+    /// `__NR_PAGEFLAGS` of the modelled build (see [`crate::flags::PG`]).
+    pub nr_pageflags: u32,
+    /// `LAST_CPUPID_SHIFT` = `LAST__PID_SHIFT` (8) + `NR_CPUS_BITS` with
+    /// `CONFIG_NUMA_BALANCING`; 0 without it.
+    pub last_cpupid_shift: u32,
+    /// `KASAN_TAG_WIDTH`: 8 with `KASAN_SW_TAGS`, 4 with `KASAN_HW_TAGS`, else 0.
+    pub kasan_tag_width: u32,
+    /// `LRU_GEN_WIDTH` (multi-gen LRU: `order_base_2(MAX_NR_GENS + 1)` = 3), 0 without MGLRU.
+    pub lru_gen_width: u32,
+    /// `__LRU_REFS_WIDTH` (`MAX_NR_TIERS - 2` = 2 with MGLRU), 0 without.
+    pub lru_refs_width: u32,
+    /// `pageblock_order` (9: 2 MiB pageblocks).
+    pub pageblock_order: u32,
+    /// `MAX_PAGE_ORDER` (10 on x86-64 and arm64 with 4 KiB pages).
+    pub max_page_order: u32,
+    /// `PAGE_OFFSET`: `__va(phys) = PAGE_OFFSET + phys` (for `page->virtual`).
+    pub page_offset: u64,
+    /// Start of the vmemmap: the modelled address of the `struct page` of PFN 0.
+    pub vmemmap_start: u64,
+    /// `CONFIG_KASAN` (generic or tag-based): the template fast paths are off.
+    pub kasan: bool,
+    /// `CONFIG_KMSAN`: the template fast paths are off.
+    pub kmsan: bool,
+    /// `CONFIG_DEBUG_PAGE_REF`: the `page_ref_set` tracepoint exists (whether it is enabled is
+    /// a run-time question for [`crate::InitHooks`]).
+    pub debug_page_ref: bool,
+    /// `NR_PAGES_IN_LARGE_FOLIO` (`CONFIG_MEMCG || CONFIG_SLAB_OBJ_EXT`): folios keep
+    /// `_nr_pages` at byte 120.
+    pub nr_pages_in_large_folio: bool,
+    /// `CONFIG_PAGE_MAPCOUNT`: `prep_compound_head` zeroes `_nr_pages_mapped`.
+    pub page_mapcount: bool,
+    /// `CONFIG_MM_ID`: `prep_compound_head` sets `_mm_ids` and `_mm_id_mapcount`.
+    pub mm_id: bool,
+    /// `CONFIG_ARCH_WANT_OPTIMIZE_DAX_VMEMMAP`: ZONE_DEVICE compound pages share tail vmemmap
+    /// pages, so only 128 struct pages per compound are written.
+    pub optimize_dax_vmemmap: bool,
+    /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` (HVO is available to `hugetlb-init`).
+    pub hugetlb_vmemmap: bool,
+    /// `CONFIG_CGROUP_HUGETLB` (hugetlb folios carry cgroup pointers in page\[3\]).
+    pub cgroup_hugetlb: bool,
+}
+
+impl KernelConfig {
+    /// x86-64, 4-level paging, SPARSEMEM_VMEMMAP, a distribution-like build: 64 nodes
+    /// (`NODES_SHIFT` 6), zones DMA, DMA32, NORMAL, MOVABLE, DEVICE, NUMA balancing with
+    /// `NR_CPUS` 8192, multi-gen LRU, MEMCG, THP (so `CONFIG_MM_ID`), DAX vmemmap optimization and
+    /// HVO. Flags: node in bits 63..58, zone 57..55, last cpupid 54..34.
+    pub const X86_64: KernelConfig = KernelConfig {
+        name: "x86_64",
+        page_shift: 12,
+        section_size_bits: 27,
+        max_physmem_bits: 46,
+        sparsemem_vmemmap: true,
+        nodes_shift: 6,
+        max_nr_zones: 5,
+        // PG_locked..PG_dropbehind (20) + mlocked + uncached (x86 PAT) + hwpoison.
+        nr_pageflags: 23,
+        last_cpupid_shift: 8 + 13,
+        kasan_tag_width: 0,
+        lru_gen_width: 3,
+        lru_refs_width: 2,
+        pageblock_order: 9,
+        max_page_order: 10,
+        page_offset: 0xffff_8880_0000_0000,
+        vmemmap_start: 0xffff_ea00_0000_0000,
+        kasan: false,
+        kmsan: false,
+        debug_page_ref: false,
+        nr_pages_in_large_folio: true,
+        page_mapcount: true,
+        mm_id: true,
+        optimize_dax_vmemmap: true,
+        hugetlb_vmemmap: true,
+        cgroup_hugetlb: true,
+    };
+
+    /// arm64, 4 KiB pages, 48-bit VA and PA, SPARSEMEM_VMEMMAP: 16 nodes (`NODES_SHIFT` 4), the
+    /// same five zones, NUMA balancing with `NR_CPUS` 512, MGLRU, MTE's `PG_arch_2`/`PG_arch_3`.
+    /// No DAX vmemmap optimization and no HVO, as in the seed-002 test kernel ("HVO is
+    /// unavailable on arm64 in v7.4-rc1").
+    pub const ARM64: KernelConfig = KernelConfig {
+        name: "arm64",
+        page_shift: 12,
+        section_size_bits: 27,
+        max_physmem_bits: 48,
+        sparsemem_vmemmap: true,
+        nodes_shift: 4,
+        max_nr_zones: 5,
+        // PG_locked..PG_dropbehind (20) + mlocked + hwpoison + arch_2 + arch_3.
+        nr_pageflags: 24,
+        last_cpupid_shift: 8 + 9,
+        kasan_tag_width: 0,
+        lru_gen_width: 3,
+        lru_refs_width: 2,
+        pageblock_order: 9,
+        max_page_order: 10,
+        page_offset: 0xffff_0000_0000_0000,
+        vmemmap_start: 0xffff_fc00_0000_0000,
+        kasan: false,
+        kmsan: false,
+        debug_page_ref: false,
+        nr_pages_in_large_folio: true,
+        page_mapcount: true,
+        mm_id: true,
+        optimize_dax_vmemmap: false,
+        hugetlb_vmemmap: false,
+        cgroup_hugetlb: true,
+    };
+
+    /// x86-64 with classic SPARSEMEM (no VMEMMAP): the 19-bit section number
+    /// (`MAX_PHYSMEM_BITS - SECTION_SIZE_BITS` = 46 - 27) lives in flags bits 63..45, so flags
+    /// change at every 32768-PFN boundary and templates must refresh them. NUMA balancing is off
+    /// in this preset because `LAST_CPUPID` would no longer fit in `page->flags` (the kernel would
+    /// move it to a `_last_cpupid` field and change `sizeof(struct page)`).
+    pub const X86_64_CLASSIC_SPARSE: KernelConfig = KernelConfig {
+        name: "x86_64-classic-sparse",
+        sparsemem_vmemmap: false,
+        last_cpupid_shift: 0,
+        optimize_dax_vmemmap: false,
+        hugetlb_vmemmap: false,
+        ..KernelConfig::X86_64
+    };
+
+    /// The presets, by name.
+    pub const PRESETS: [KernelConfig; 3] =
+        [KernelConfig::X86_64, KernelConfig::ARM64, KernelConfig::X86_64_CLASSIC_SPARSE];
+
+    /// Looks a preset up by name (`x86_64`, `arm64`, `x86_64-classic-sparse`).
+    #[must_use]
+    pub fn preset(name: &str) -> Option<KernelConfig> {
+        Self::PRESETS.iter().copied().find(|c| c.name == name)
+    }
+
+    /// `ZONE_DEVICE`'s index: the last zone.
+    #[must_use]
+    pub const fn zone_device(&self) -> u32 {
+        self.max_nr_zones - 1
+    }
+
+    /// `PAGE_SIZE`.
+    #[must_use]
+    pub const fn page_size(&self) -> u64 {
+        1 << self.page_shift
+    }
+
+    /// `PFN_SECTION_SHIFT` = `SECTION_SIZE_BITS - PAGE_SHIFT`.
+    #[must_use]
+    pub const fn pfn_section_shift(&self) -> u32 {
+        self.section_size_bits - self.page_shift
+    }
+
+    /// `PAGES_PER_SECTION`.
+    #[must_use]
+    pub const fn pages_per_section(&self) -> u64 {
+        1 << self.pfn_section_shift()
+    }
+
+    /// `pageblock_nr_pages`.
+    #[must_use]
+    pub const fn pageblock_nr_pages(&self) -> u64 {
+        1 << self.pageblock_order
+    }
+
+    /// `MAX_ORDER_NR_PAGES`.
+    #[must_use]
+    pub const fn max_order_nr_pages(&self) -> u64 {
+        1 << self.max_page_order
+    }
+
+    /// `__va(pfn << PAGE_SHIFT)`.
+    #[must_use]
+    pub const fn pfn_to_virt(&self, pfn: u64) -> u64 {
+        self.page_offset.wrapping_add(pfn << self.page_shift)
+    }
+
+    /// `pfn_to_section_nr(pfn)`.
+    #[must_use]
+    pub const fn pfn_to_section_nr(&self, pfn: u64) -> u64 {
+        pfn >> self.pfn_section_shift()
+    }
+
+    /// Computes and validates the page-flags layout.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the fields do not fit in a 64-bit `page->flags` the way the kernel
+    /// requires (where the kernel has a `#error`), or when they would need a layout change this
+    /// model does not implement (`NODE_NOT_IN_PAGE_FLAGS`, `LAST_CPUPID_NOT_IN_PAGE_FLAGS`).
+    pub const fn flags_layout(&self) -> Result<FlagsLayout, ConfigError> {
+        FlagsLayout::compute(self)
+    }
+}
+
+/// Why a [`KernelConfig`] cannot be modelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigError {
+    /// `MAX_NR_ZONES` is 0 or above 8 (`ZONES_SHIFT` is defined only up to 3).
+    TooManyZones(u32),
+    /// A size parameter is out of range (page shift, section bits, pageblock order...).
+    BadParameter(&'static str),
+    /// `__NR_PAGEFLAGS` leaves no room for the fields.
+    PageFlagsFull {
+        /// Bits the fields need.
+        needed: u32,
+        /// Bits available (`64 - NR_PAGEFLAGS`).
+        available: u32,
+    },
+    /// The node id does not fit in `page->flags`: the kernel would define
+    /// `NODE_NOT_IN_PAGE_FLAGS` (or `#error` with VMEMMAP). Not modelled.
+    NodeNotInPageFlags,
+    /// `LAST_CPUPID` does not fit: the kernel would add `_last_cpupid` to `struct page`. Not
+    /// modelled (it changes `sizeof(struct page)`).
+    LastCpupidNotInPageFlags,
+    /// KASAN tag does not fit ("KASAN: not enough bits in page flags for tag").
+    KasanTagDoesNotFit,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::TooManyZones(n) => write!(f, "MAX_NR_ZONES = {n} is outside 1..=8"),
+            ConfigError::BadParameter(what) => write!(f, "bad kernel config parameter: {what}"),
+            ConfigError::PageFlagsFull { needed, available } => {
+                write!(f, "page->flags fields need {needed} bits but only {available} are free")
+            }
+            ConfigError::NodeNotInPageFlags => f.write_str("node id does not fit in page->flags"),
+            ConfigError::LastCpupidNotInPageFlags => {
+                f.write_str("LAST_CPUPID does not fit in page->flags (would add _last_cpupid)")
+            }
+            ConfigError::KasanTagDoesNotFit => f.write_str("KASAN tag does not fit in page->flags"),
+        }
+    }
+}
+
+impl core::error::Error for ConfigError {}
+
+/// Positions of the non-flag fields of `page->flags`, computed as
+/// `include/linux/page-flags-layout.h` and `include/linux/mmzone.h` do.
+///
+/// Layout, high bits first: `| SECTION | NODE | ZONE | LAST_CPUPID | KASAN_TAG | LRU_GEN |
+/// LRU_REFS | ... | FLAGS |`. A field of width 0 is absent and has shift 0
+/// (`X_PGSHIFT = X_PGOFF * (X_WIDTH != 0)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlagsLayout {
+    /// `SECTIONS_WIDTH` (0 under SPARSEMEM_VMEMMAP).
+    pub sections_width: u32,
+    /// `SECTIONS_PGSHIFT`.
+    pub sections_pgshift: u32,
+    /// `NODES_WIDTH`.
+    pub nodes_width: u32,
+    /// `NODES_PGSHIFT`.
+    pub nodes_pgshift: u32,
+    /// `ZONES_WIDTH`.
+    pub zones_width: u32,
+    /// `ZONES_PGSHIFT`.
+    pub zones_pgshift: u32,
+    /// `LAST_CPUPID_WIDTH`.
+    pub last_cpupid_width: u32,
+    /// `LAST_CPUPID_PGSHIFT`.
+    pub last_cpupid_pgshift: u32,
+    /// `LAST_CPUPID_SHIFT` (the mask width, used even where the field is absent).
+    pub last_cpupid_shift: u32,
+    /// `KASAN_TAG_WIDTH`.
+    pub kasan_tag_width: u32,
+    /// `KASAN_TAG_PGSHIFT`.
+    pub kasan_tag_pgshift: u32,
+    /// `LRU_GEN_WIDTH`.
+    pub lru_gen_width: u32,
+    /// `LRU_GEN_PGSHIFT`.
+    pub lru_gen_pgshift: u32,
+    /// `LRU_REFS_WIDTH`.
+    pub lru_refs_width: u32,
+    /// `LRU_REFS_PGSHIFT`.
+    pub lru_refs_pgshift: u32,
+    /// `NR_PAGEFLAGS`.
+    pub nr_pageflags: u32,
+}
+
+const BITS_PER_LONG: u32 = 64;
+
+const fn zones_shift(max_nr_zones: u32) -> Option<u32> {
+    match max_nr_zones {
+        1 => Some(0),
+        2 => Some(1),
+        3..=4 => Some(2),
+        5..=8 => Some(3),
+        _ => None,
+    }
+}
+
+const fn shift_if(width: u32, pgoff: u32) -> u32 {
+    if width != 0 { pgoff } else { 0 }
+}
+
+const fn mask(width: u32) -> u64 {
+    if width == 0 {
+        0
+    } else if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    }
+}
+
+impl FlagsLayout {
+    /// See [`KernelConfig::flags_layout`].
+    ///
+    /// # Errors
+    ///
+    /// As [`KernelConfig::flags_layout`].
+    pub const fn compute(cfg: &KernelConfig) -> Result<FlagsLayout, ConfigError> {
+        if cfg.page_shift < 10 || cfg.page_shift > 18 {
+            return Err(ConfigError::BadParameter("page_shift must be in 10..=18"));
+        }
+        if cfg.section_size_bits <= cfg.page_shift || cfg.section_size_bits > cfg.max_physmem_bits {
+            return Err(ConfigError::BadParameter(
+                "section_size_bits must be in (page_shift, max_physmem_bits]",
+            ));
+        }
+        if cfg.max_physmem_bits > 52 + 4 {
+            return Err(ConfigError::BadParameter("max_physmem_bits must be at most 56"));
+        }
+        if cfg.pageblock_order > cfg.pfn_section_shift() || cfg.max_page_order > cfg.pfn_section_shift() {
+            return Err(ConfigError::BadParameter(
+                "pageblock_order and max_page_order must fit in a section",
+            ));
+        }
+        if cfg.nr_pageflags >= BITS_PER_LONG {
+            return Err(ConfigError::BadParameter("nr_pageflags must be below 64"));
+        }
+        let Some(zones_width) = zones_shift(cfg.max_nr_zones) else {
+            return Err(ConfigError::TooManyZones(cfg.max_nr_zones));
+        };
+        let available = BITS_PER_LONG - cfg.nr_pageflags;
+        let sections_width =
+            if cfg.sparsemem_vmemmap { 0 } else { cfg.max_physmem_bits - cfg.section_size_bits };
+        // NODES_WIDTH: NODES_SHIFT if it fits next to zones, MGLRU and sections.
+        let nodes_width = if zones_width + cfg.lru_gen_width + sections_width + cfg.nodes_shift <= available {
+            cfg.nodes_shift
+        } else {
+            return Err(ConfigError::NodeNotInPageFlags);
+        };
+        if zones_width + cfg.lru_gen_width + sections_width + nodes_width + cfg.kasan_tag_width > available {
+            return Err(ConfigError::KasanTagDoesNotFit);
+        }
+        let last_cpupid_width = if zones_width
+            + cfg.lru_gen_width
+            + sections_width
+            + nodes_width
+            + cfg.kasan_tag_width
+            + cfg.last_cpupid_shift
+            <= available
+        {
+            cfg.last_cpupid_shift
+        } else {
+            return Err(ConfigError::LastCpupidNotInPageFlags);
+        };
+        let used = zones_width
+            + cfg.lru_gen_width
+            + sections_width
+            + nodes_width
+            + cfg.kasan_tag_width
+            + last_cpupid_width;
+        if used > available {
+            return Err(ConfigError::PageFlagsFull { needed: used, available });
+        }
+        // LRU_REFS_WIDTH = min(__LRU_REFS_WIDTH, what is left).
+        let left = available - used;
+        let lru_refs_width = if cfg.lru_refs_width < left { cfg.lru_refs_width } else { left };
+
+        let sections_pgoff = BITS_PER_LONG - sections_width;
+        let nodes_pgoff = sections_pgoff - nodes_width;
+        let zones_pgoff = nodes_pgoff - zones_width;
+        let last_cpupid_pgoff = zones_pgoff - last_cpupid_width;
+        let kasan_tag_pgoff = last_cpupid_pgoff - cfg.kasan_tag_width;
+        let lru_gen_pgoff = kasan_tag_pgoff - cfg.lru_gen_width;
+        let lru_refs_pgoff = lru_gen_pgoff - lru_refs_width;
+
+        Ok(FlagsLayout {
+            sections_width,
+            sections_pgshift: shift_if(sections_width, sections_pgoff),
+            nodes_width,
+            nodes_pgshift: shift_if(nodes_width, nodes_pgoff),
+            zones_width,
+            zones_pgshift: shift_if(zones_width, zones_pgoff),
+            last_cpupid_width,
+            last_cpupid_pgshift: shift_if(last_cpupid_width, last_cpupid_pgoff),
+            last_cpupid_shift: cfg.last_cpupid_shift,
+            kasan_tag_width: cfg.kasan_tag_width,
+            kasan_tag_pgshift: shift_if(cfg.kasan_tag_width, kasan_tag_pgoff),
+            lru_gen_width: cfg.lru_gen_width,
+            lru_gen_pgshift: shift_if(cfg.lru_gen_width, lru_gen_pgoff),
+            lru_refs_width,
+            lru_refs_pgshift: shift_if(lru_refs_width, lru_refs_pgoff),
+            nr_pageflags: cfg.nr_pageflags,
+        })
+    }
+
+    /// `ZONES_MASK`.
+    #[must_use]
+    pub const fn zones_mask(&self) -> u64 {
+        mask(self.zones_width)
+    }
+
+    /// `NODES_MASK`.
+    #[must_use]
+    pub const fn nodes_mask(&self) -> u64 {
+        mask(self.nodes_width)
+    }
+
+    /// `SECTIONS_MASK`.
+    #[must_use]
+    pub const fn sections_mask(&self) -> u64 {
+        mask(self.sections_width)
+    }
+
+    /// `LAST_CPUPID_MASK` (from `LAST_CPUPID_SHIFT`, not the width).
+    #[must_use]
+    pub const fn last_cpupid_mask(&self) -> u64 {
+        mask(self.last_cpupid_shift)
+    }
+
+    /// `KASAN_TAG_MASK`.
+    #[must_use]
+    pub const fn kasan_tag_mask(&self) -> u64 {
+        mask(self.kasan_tag_width)
+    }
+
+    /// `SECTION_IN_PAGE_FLAGS`: flags depend on the PFN.
+    #[must_use]
+    pub const fn section_in_page_flags(&self) -> bool {
+        self.sections_width != 0
+    }
+
+    /// `set_page_zone`: clears the zone field, then ORs the new value in.
+    #[must_use]
+    pub const fn set_zone(&self, flags: u64, zone: u32) -> u64 {
+        let m = self.zones_mask();
+        (flags & !(m << self.zones_pgshift)) | ((zone as u64 & m) << self.zones_pgshift)
+    }
+
+    /// `set_page_node`.
+    #[must_use]
+    pub const fn set_node(&self, flags: u64, node: u32) -> u64 {
+        let m = self.nodes_mask();
+        (flags & !(m << self.nodes_pgshift)) | ((node as u64 & m) << self.nodes_pgshift)
+    }
+
+    /// `set_page_section` (only meaningful with `SECTION_IN_PAGE_FLAGS`; a no-op otherwise,
+    /// because the mask is empty).
+    #[must_use]
+    pub const fn set_section(&self, flags: u64, section: u64) -> u64 {
+        let m = self.sections_mask();
+        (flags & !(m << self.sections_pgshift)) | ((section & m) << self.sections_pgshift)
+    }
+
+    /// `page_zonenum`.
+    #[must_use]
+    pub const fn zone(&self, flags: u64) -> u32 {
+        ((flags >> self.zones_pgshift) & self.zones_mask()) as u32
+    }
+
+    /// `page_to_nid` (node in flags).
+    #[must_use]
+    pub const fn node(&self, flags: u64) -> u32 {
+        ((flags >> self.nodes_pgshift) & self.nodes_mask()) as u32
+    }
+
+    /// `page_to_section`.
+    #[must_use]
+    pub const fn section(&self, flags: u64) -> u64 {
+        (flags >> self.sections_pgshift) & self.sections_mask()
+    }
+
+    /// `page_cpupid_reset_last` applied to `flags`: the LAST_CPUPID field all ones.
+    #[must_use]
+    pub const fn cpupid_reset_last(&self, flags: u64) -> u64 {
+        if self.last_cpupid_width == 0 {
+            flags
+        } else {
+            flags | (self.last_cpupid_mask() << self.last_cpupid_pgshift)
+        }
+    }
+
+    /// `page_kasan_tag_set(page, tag)`: stores `tag ^ 0xff` in the KASAN tag field.
+    #[must_use]
+    pub const fn kasan_tag_set(&self, flags: u64, tag: u8) -> u64 {
+        let m = self.kasan_tag_mask();
+        let stored = (tag ^ 0xff) as u64 & m;
+        (flags & !(m << self.kasan_tag_pgshift)) | (stored << self.kasan_tag_pgshift)
+    }
+
+    /// `set_page_links(page, zone, node, pfn)` on the given flags.
+    #[must_use]
+    pub const fn set_links(&self, flags: u64, zone: u32, node: u32, section: u64) -> u64 {
+        let f = self.set_zone(flags, zone);
+        let f = self.set_node(f, node);
+        if self.section_in_page_flags() { self.set_section(f, section) } else { f }
+    }
+
+    /// Bits occupied by the non-flag fields (for the fits-in-a-long check).
+    #[must_use]
+    pub const fn field_bits(&self) -> u32 {
+        self.sections_width
+            + self.nodes_width
+            + self.zones_width
+            + self.last_cpupid_width
+            + self.kasan_tag_width
+            + self.lru_gen_width
+            + self.lru_refs_width
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn x86_64_layout_matches_the_worked_example() {
+        // kernel-spec.md §2.2: NODES_SHIFT 6, MAX_NR_ZONES 5 -> node in 63..58, zone in 57..55.
+        let l = KernelConfig::X86_64.flags_layout().unwrap();
+        assert_eq!((l.nodes_pgshift, l.nodes_width), (58, 6));
+        assert_eq!((l.zones_pgshift, l.zones_width), (55, 3));
+        assert_eq!(l.sections_width, 0);
+        assert_eq!(l.sections_pgshift, 0);
+        assert_eq!((l.last_cpupid_pgshift, l.last_cpupid_width), (34, 21));
+        assert_eq!((l.lru_gen_pgshift, l.lru_refs_pgshift), (31, 29));
+    }
+
+    #[test]
+    fn classic_sparse_puts_the_section_on_top() {
+        let l = KernelConfig::X86_64_CLASSIC_SPARSE.flags_layout().unwrap();
+        assert_eq!((l.sections_pgshift, l.sections_width), (45, 19));
+        assert_eq!((l.nodes_pgshift, l.zones_pgshift), (39, 36));
+        assert!(l.section_in_page_flags());
+    }
+
+    #[test]
+    fn zone_width_follows_max_nr_zones() {
+        for (zones, width) in [(1, 0), (2, 1), (3, 2), (4, 2), (5, 3), (8, 3)] {
+            let cfg = KernelConfig { max_nr_zones: zones, ..KernelConfig::X86_64 };
+            assert_eq!(cfg.flags_layout().unwrap().zones_width, width, "MAX_NR_ZONES {zones}");
+        }
+        let cfg = KernelConfig { max_nr_zones: 9, ..KernelConfig::X86_64 };
+        assert_eq!(cfg.flags_layout(), Err(ConfigError::TooManyZones(9)));
+    }
+
+    #[test]
+    fn fields_that_do_not_fit_are_rejected() {
+        let cfg = KernelConfig { last_cpupid_shift: 8 + 13, ..KernelConfig::X86_64_CLASSIC_SPARSE };
+        assert_eq!(cfg.flags_layout(), Err(ConfigError::LastCpupidNotInPageFlags));
+        let cfg = KernelConfig { nodes_shift: 40, ..KernelConfig::X86_64 };
+        assert_eq!(cfg.flags_layout(), Err(ConfigError::NodeNotInPageFlags));
+        let cfg = KernelConfig {
+            kasan_tag_width: 8,
+            nodes_shift: 30,
+            last_cpupid_shift: 0,
+            ..KernelConfig::X86_64
+        };
+        assert_eq!(cfg.flags_layout(), Err(ConfigError::KasanTagDoesNotFit));
+    }
+
+    #[test]
+    fn presets_are_found_by_name() {
+        for p in KernelConfig::PRESETS {
+            assert_eq!(KernelConfig::preset(p.name), Some(p));
+            assert!(p.flags_layout().is_ok(), "{}", p.name);
+        }
+        assert_eq!(KernelConfig::preset("mips"), None);
+    }
+}

@@ -1,0 +1,103 @@
+//! Page flag bit numbers, page types and migrate types of the modelled kernel baseline.
+//!
+//! Baseline (DESIGN.md rule 6): the v6.18+ `enum pageflags` order (`PG_locked` 0 ...
+//! `PG_reserved` 13 ... `PG_dropbehind` 19), `memdesc_flags_t` flags (one `unsigned long`), the
+//! classic `head | 1` compound-head encoding, `prep_compound_head()` after the tail loop of
+//! `memmap_init_compound()`, and FS_DAX refcount 0. `PG_reserved` was bit 14 in v6.6; build
+//! another [`PG`] table for other baselines.
+
+/// `enum pageflags` bit numbers (v6.18+ order, from `include/linux/page-flags.h`).
+#[allow(missing_docs)]
+pub struct PG;
+
+#[allow(missing_docs)]
+impl PG {
+    pub const LOCKED: u32 = 0;
+    pub const WRITEBACK: u32 = 1;
+    pub const REFERENCED: u32 = 2;
+    pub const UPTODATE: u32 = 3;
+    pub const DIRTY: u32 = 4;
+    pub const LRU: u32 = 5;
+    /// "Must be in bit 6".
+    pub const HEAD: u32 = 6;
+    pub const WAITERS: u32 = 7;
+    pub const ACTIVE: u32 = 8;
+    pub const WORKINGSET: u32 = 9;
+    pub const OWNER_PRIV_1: u32 = 10;
+    pub const OWNER_2: u32 = 11;
+    pub const ARCH_1: u32 = 12;
+    pub const RESERVED: u32 = 13;
+    pub const PRIVATE: u32 = 14;
+    pub const PRIVATE_2: u32 = 15;
+    pub const RECLAIM: u32 = 16;
+    pub const SWAPBACKED: u32 = 17;
+    pub const UNEVICTABLE: u32 = 18;
+    pub const DROPBEHIND: u32 = 19;
+    pub const MLOCKED: u32 = 20;
+}
+
+/// Page types stored in the top byte of `page_type` (`PGTY_* << 24`), from
+/// `include/linux/page-flags.h`. `page_type == 0xffff_ffff` (`_mapcount == -1`) means no type.
+#[allow(missing_docs)]
+pub struct PageType;
+
+#[allow(missing_docs)]
+impl PageType {
+    pub const BUDDY: u8 = 0xf0;
+    pub const OFFLINE: u8 = 0xf1;
+    pub const TABLE: u8 = 0xf2;
+    pub const GUARD: u8 = 0xf3;
+    pub const HUGETLB: u8 = 0xf4;
+    pub const SLAB: u8 = 0xf5;
+    pub const ZSMALLOC: u8 = 0xf6;
+    pub const UNACCEPTED: u8 = 0xf7;
+    pub const LARGE_KMALLOC: u8 = 0xf8;
+
+    /// The `page_type` word of a page of type `ty`: `ty << 24`.
+    #[must_use]
+    pub const fn word(ty: u8) -> u32 {
+        (ty as u32) << 24
+    }
+}
+
+/// Migrate types kept per pageblock (`enum migratetype`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum MigrateType {
+    /// `MIGRATE_UNMOVABLE` (0).
+    Unmovable = 0,
+    /// `MIGRATE_MOVABLE` (1).
+    Movable = 1,
+    /// `MIGRATE_RECLAIMABLE` (2).
+    Reclaimable = 2,
+}
+
+impl MigrateType {
+    /// The stored value.
+    #[must_use]
+    pub const fn value(self) -> u8 {
+        self as u8
+    }
+
+    /// Decodes a stored value.
+    #[must_use]
+    pub const fn from_value(v: u8) -> Option<MigrateType> {
+        match v {
+            0 => Some(MigrateType::Unmovable),
+            1 => Some(MigrateType::Movable),
+            2 => Some(MigrateType::Reclaimable),
+            _ => None,
+        }
+    }
+}
+
+/// `TAIL_MAPPING`: `(void *)0x400 + POISON_POINTER_DELTA` with x86-64's and arm64's
+/// `CONFIG_ILLEGAL_POINTER_VALUE` 0xdead000000000000.
+pub const TAIL_MAPPING: u64 = 0xdead_0000_0000_0400;
+
+/// `VMEMMAP_RESERVE_NR`: vmemmap pages of a ZONE_DEVICE compound page that are unique when the
+/// DAX vmemmap optimization applies (the rest map the second one again).
+pub const VMEMMAP_RESERVE_NR: u64 = 2;
+
+/// `KASAN_TAG_KERNEL`, the tag `page_kasan_tag_reset` sets.
+pub const KASAN_TAG_KERNEL: u8 = 0xff;

@@ -1,0 +1,341 @@
+//! The kernel's per-page operations, step for step (`mm/mm_init.c`, `mm/internal.h`,
+//! `include/linux/mm.h`, `include/linux/page_ref.h`), as methods of [`Memmap`].
+//!
+//! These are the *slow path*: every function performs the kernel's stores in the kernel's
+//! order. Stores the kernel makes with `atomic_set()` or `WRITE_ONCE()` (`_refcount`,
+//! `_mapcount`, `lru.next`, `compound_head`, the folio counters) are volatile here too, so the
+//! compiler can neither merge them with the zeroing nor drop them, just as in C. The template and
+//! streaming paths in [`crate::zone_device`] (and in `hugetlb-init`) are tested byte for byte
+//! against these.
+//!
+//! All pages are addressed by PFN; pointer-valued fields hold the modelled kernel addresses of
+//! [`Memmap::vaddr`].
+
+use crate::flags::{KASAN_TAG_KERNEL, MigrateType, PG, TAIL_MAPPING};
+use crate::hooks::{InitHooks, PageRefEvent};
+use crate::memmap::Memmap;
+use crate::page::{StructPage, offsets};
+
+/// Writes the 8-byte field at `offset` of `*page` (plain store).
+///
+/// # Safety
+///
+/// `page` valid for writes; `offset + 8 <= P::SIZE`, 8-aligned.
+#[inline(always)]
+pub(crate) unsafe fn wr64<P>(page: *mut P, offset: usize, v: u64) {
+    // SAFETY: the caller guarantees the field is inside the writable page.
+    unsafe { page.cast::<u8>().add(offset).cast::<u64>().write(v) }
+}
+
+/// Reads the 8-byte field at `offset` of `*page`.
+///
+/// # Safety
+///
+/// `page` valid for reads; `offset + 8 <= P::SIZE`, 8-aligned.
+#[inline(always)]
+pub(crate) unsafe fn rd64<P>(page: *const P, offset: usize) -> u64 {
+    // SAFETY: the caller guarantees the field is inside the readable page.
+    unsafe { page.cast::<u8>().add(offset).cast::<u64>().read() }
+}
+
+/// `WRITE_ONCE` of an 8-byte field.
+///
+/// # Safety
+///
+/// As for [`wr64`].
+#[inline(always)]
+pub(crate) unsafe fn wr64_once<P>(page: *mut P, offset: usize, v: u64) {
+    // SAFETY: as for `wr64`.
+    unsafe { page.cast::<u8>().add(offset).cast::<u64>().write_volatile(v) }
+}
+
+/// `atomic_set` of a 4-byte field.
+///
+/// # Safety
+///
+/// `page` valid for writes; `offset + 4 <= P::SIZE`, 4-aligned.
+#[inline(always)]
+pub(crate) unsafe fn wr32_once<P>(page: *mut P, offset: usize, v: u32) {
+    // SAFETY: the caller guarantees the field is inside the writable page.
+    unsafe { page.cast::<u8>().add(offset).cast::<u32>().write_volatile(v) }
+}
+
+/// Plain store of a 4-byte field.
+///
+/// # Safety
+///
+/// As for [`wr32_once`].
+#[inline(always)]
+pub(crate) unsafe fn wr32<P>(page: *mut P, offset: usize, v: u32) {
+    // SAFETY: the caller guarantees the field is inside the writable page.
+    unsafe { page.cast::<u8>().add(offset).cast::<u32>().write(v) }
+}
+
+/// `-1` as stored in an `atomic_t`.
+const MINUS_ONE: u32 = u32::MAX;
+
+impl<P: StructPage> Memmap<'_, P> {
+    /// Whether `page_ref_tracepoint_active(page_ref_set)` is true: the configuration has
+    /// `CONFIG_DEBUG_PAGE_REF` and the hook reports the tracepoint enabled.
+    #[inline(always)]
+    pub fn page_ref_tracepoint_active<H: InitHooks>(&self, hooks: &H) -> bool {
+        self.config().debug_page_ref && hooks.page_ref_tracepoint_enabled()
+    }
+
+    /// `set_page_count(page, v)`: `atomic_set(&page->_refcount, v)`, then the `page_ref_set`
+    /// tracepoint if it is active.
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap.
+    #[inline]
+    pub fn set_page_count<H: InitHooks>(&mut self, pfn: u64, v: i32, hooks: &mut H) {
+        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        // SAFETY: in range (checked); the memmap's storage is writable.
+        unsafe { wr32_once(self.page_ptr(pfn), offsets::REFCOUNT, v as u32) };
+        if self.page_ref_tracepoint_active(hooks) {
+            let page = self.read(pfn);
+            let event = PageRefEvent {
+                pfn,
+                flags: page.flags(),
+                count: page.refcount(),
+                mapcount: page.mapcount(),
+                mapping: page.mapping(),
+                migratetype: self.pageblock_migratetype(pfn),
+                val: v,
+            };
+            hooks.page_ref_set(&event);
+        }
+    }
+
+    /// `__init_single_page(page, pfn, zone, nid)`, in the kernel's order:
+    /// `mm_zero_struct_page` → `set_page_links` → `init_page_count` → `_mapcount = -1` →
+    /// `page_cpupid_reset_last` → `page_kasan_tag_reset` → `INIT_LIST_HEAD(&page->lru)` →
+    /// `set_page_address` (`WANT_PAGE_VIRTUAL`; 64-bit kernels have no highmem zone).
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap.
+    #[inline]
+    pub fn init_single_page<H: InitHooks>(&mut self, pfn: u64, zone: u32, nid: u32, hooks: &mut H) {
+        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        let layout = *self.layout();
+        let cfg = *self.config();
+        let vaddr = self.vaddr(pfn);
+        // SAFETY: in range (checked); all fields are inside the page.
+        let page = unsafe { self.page_ptr(pfn) };
+        // SAFETY: `page` is a valid, writable, aligned struct page for every access below.
+        unsafe {
+            // 1. mm_zero_struct_page()
+            page.write(P::ZEROED);
+            // 2. set_page_links(): zone, node, [section]
+            let flags = layout.set_links(rd64(page, offsets::FLAGS), zone, nid, cfg.pfn_to_section_nr(pfn));
+            wr64(page, offsets::FLAGS, flags);
+        }
+        // 3. init_page_count() = set_page_count(page, 1)
+        self.set_page_count(pfn, 1, hooks);
+        // SAFETY: as above.
+        unsafe {
+            // 4. atomic_set(&page->_mapcount, -1)
+            wr32_once(page, offsets::MAPCOUNT, MINUS_ONE);
+            // 5. page_cpupid_reset_last()
+            if layout.last_cpupid_width != 0 {
+                wr64(page, offsets::FLAGS, layout.cpupid_reset_last(rd64(page, offsets::FLAGS)));
+            }
+            // 6. page_kasan_tag_reset(): only tag-based KASAN keeps a tag in flags.
+            if cfg.kasan && layout.kasan_tag_width != 0 {
+                wr64(
+                    page,
+                    offsets::FLAGS,
+                    layout.kasan_tag_set(rd64(page, offsets::FLAGS), KASAN_TAG_KERNEL),
+                );
+            }
+            // 7. INIT_LIST_HEAD(&page->lru): WRITE_ONCE(next, list); prev = list
+            wr64_once(page, offsets::LRU_NEXT, vaddr + offsets::LRU_NEXT as u64);
+            wr64(page, offsets::LRU_PREV, vaddr + offsets::LRU_NEXT as u64);
+            // 8. set_page_address(page, __va(pfn << PAGE_SHIFT))
+            if P::WANT_PAGE_VIRTUAL {
+                wr64(page, offsets::VIRTUAL, cfg.pfn_to_virt(pfn));
+            }
+        }
+    }
+
+    /// Sets flag bit `bit` with a plain read-modify-write (`__SetPageReserved`,
+    /// `__SetPageHead`, ...).
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap.
+    #[inline]
+    pub fn set_flag(&mut self, pfn: u64, bit: u32) {
+        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        // SAFETY: in range (checked).
+        unsafe {
+            let page = self.page_ptr(pfn);
+            wr64(page, offsets::FLAGS, rd64(page, offsets::FLAGS) | (1 << bit));
+        }
+    }
+
+    /// Clears flag bit `bit` with a plain read-modify-write (`__ClearPageReserved`, ...).
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap.
+    #[inline]
+    pub fn clear_flag(&mut self, pfn: u64, bit: u32) {
+        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        // SAFETY: in range (checked).
+        unsafe {
+            let page = self.page_ptr(pfn);
+            wr64(page, offsets::FLAGS, rd64(page, offsets::FLAGS) & !(1 << bit));
+        }
+    }
+
+    /// `page_folio(page)`: the PFN of the folio `pfn` belongs to, decoded from the classic
+    /// `compound_head` word (`head | 1` on tails). On a freshly initialized page word 8 is
+    /// `&page->lru` (bit 0 clear), so the folio is the page itself.
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap, or a tail's head pointer is not a struct page of this
+    /// memmap.
+    #[must_use]
+    pub fn page_folio(&self, pfn: u64) -> u64 {
+        let head = self.read(pfn).compound_head();
+        if head & 1 == 0 {
+            pfn
+        } else {
+            self.vaddr_to_pfn(head - 1).expect("compound_head points outside the memmap")
+        }
+    }
+
+    /// `prep_compound_tail(head, tail_idx)` (classic encoding): `mapping = TAIL_MAPPING`,
+    /// `set_compound_head(p, head)` (`WRITE_ONCE(p->compound_head, head + 1)`),
+    /// `set_page_private(p, 0)`.
+    ///
+    /// # Panics
+    ///
+    /// If the tail is outside the memmap.
+    #[inline]
+    pub fn prep_compound_tail(&mut self, head_pfn: u64, tail_idx: u64) {
+        let pfn = head_pfn + tail_idx;
+        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        let head = self.vaddr(head_pfn);
+        // SAFETY: in range (checked).
+        unsafe {
+            let p = self.page_ptr(pfn);
+            wr64(p, offsets::MAPPING, TAIL_MAPPING);
+            wr64_once(p, offsets::COMPOUND_HEAD, head + 1);
+            wr64(p, offsets::PRIVATE, 0);
+        }
+    }
+
+    /// `prep_compound_head(page, order)` on the folio at `head_pfn` (baseline: `CONFIG_64BIT`;
+    /// `NR_PAGES_IN_LARGE_FOLIO`, `CONFIG_PAGE_MAPCOUNT` and `CONFIG_MM_ID` from the config).
+    ///
+    /// Returns `false` when `folio_set_order()` would `WARN_ON_ONCE` (order 0, or the head
+    /// lacks `PG_head`): then, as in the kernel, the order and `_nr_pages` are not set but the
+    /// rest of the function still runs.
+    ///
+    /// # Panics
+    ///
+    /// If page\[1\] (or, for order > 1, page\[2\]) is outside the memmap.
+    pub fn prep_compound_head(&mut self, head_pfn: u64, order: u32) -> bool {
+        let cfg = *self.config();
+        let p1 = head_pfn + 1;
+        assert!(self.contains(p1), "pfn {p1:#x} outside memmap");
+        if order > 1 {
+            assert!(self.contains(head_pfn + 2), "pfn {:#x} outside memmap", head_pfn + 2);
+        }
+        let head_is_large = self.read(head_pfn).test_flag(PG::HEAD);
+        let ok = order != 0 && head_is_large;
+        // SAFETY: page[1] and (order > 1) page[2] are in range (checked); every field offset
+        // is inside its page.
+        unsafe {
+            let page1 = self.page_ptr(p1);
+            // folio_set_order()
+            if ok {
+                let flags_1 = rd64(page1, offsets::FLAGS);
+                wr64(page1, offsets::FLAGS, (flags_1 & !0xff) | u64::from(order));
+                if cfg.nr_pages_in_large_folio {
+                    wr32(page1, offsets::MEMCG_DATA, 1u32 << order);
+                }
+            }
+            // atomic_set(&folio->_large_mapcount, -1)
+            wr32_once(page1, LARGE_MAPCOUNT, MINUS_ONE);
+            if cfg.page_mapcount {
+                // atomic_set(&folio->_nr_pages_mapped, 0)
+                wr32_once(page1, NR_PAGES_MAPPED, 0);
+            }
+            if cfg.mm_id {
+                wr64(page1, MM_IDS, 0);
+                wr32(page1, MM_ID_MAPCOUNT, MINUS_ONE);
+                wr32(page1, MM_ID_MAPCOUNT + 4, MINUS_ONE);
+            }
+            // IS_ENABLED(CONFIG_64BIT) || order > 1
+            wr32_once(page1, PINCOUNT, 0);
+            wr32_once(page1, ENTIRE_MAPCOUNT, MINUS_ONE);
+            if order > 1 {
+                // INIT_LIST_HEAD(&folio->_deferred_list)
+                let list = self.vaddr(head_pfn + 2) + DEFERRED_LIST as u64;
+                let page2 = self.page_ptr(head_pfn + 2);
+                wr64_once(page2, DEFERRED_LIST, list);
+                wr64(page2, DEFERRED_LIST + 8, list);
+            }
+        }
+        ok
+    }
+
+    /// `folio_ref_freeze(folio, count)` / `page_ref_freeze`: `cmpxchg(_refcount, count, 0)`.
+    /// Returns whether the count was `count` (and is now 0).
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap.
+    pub fn page_ref_freeze(&mut self, pfn: u64, count: i32) -> bool {
+        let page = self.read(pfn);
+        if page.refcount() != count {
+            return false;
+        }
+        // SAFETY: in range (read above checked it).
+        unsafe { wr32_once(self.page_ptr(pfn), offsets::REFCOUNT, 0) };
+        true
+    }
+
+    /// `pageblock_aligned(pfn)`.
+    #[inline(always)]
+    #[must_use]
+    pub fn pageblock_aligned(&self, pfn: u64) -> bool {
+        pfn & (self.config().pageblock_nr_pages() - 1) == 0
+    }
+
+    /// `set_pageblock_migratetype(page, MIGRATE_MOVABLE)` followed by `cond_resched()`: what
+    /// every initializer does at a pageblock-aligned PFN.
+    #[inline]
+    pub fn pageblock_init<H: InitHooks>(&mut self, pfn: u64, hooks: &mut H) {
+        self.set_pageblock_migratetype(pfn, MigrateType::Movable);
+        hooks.cond_resched(pfn);
+    }
+}
+
+/// Offsets of the folio fields inside page\[1\] and page\[2\] (valid for any `struct page`
+/// size: `struct folio` pads each of its pages to `sizeof(struct page)`).
+const LARGE_MAPCOUNT: usize = 16;
+const NR_PAGES_MAPPED: usize = 20;
+const ENTIRE_MAPCOUNT: usize = 24;
+const PINCOUNT: usize = 28;
+const MM_ID_MAPCOUNT: usize = 32;
+const MM_IDS: usize = 40;
+const DEFERRED_LIST: usize = 16;
+
+const _: () = {
+    use crate::page::folio;
+    assert!(folio::LARGE_MAPCOUNT == 64 + LARGE_MAPCOUNT);
+    assert!(folio::NR_PAGES_MAPPED == 64 + NR_PAGES_MAPPED);
+    assert!(folio::ENTIRE_MAPCOUNT == 64 + ENTIRE_MAPCOUNT);
+    assert!(folio::PINCOUNT == 64 + PINCOUNT);
+    assert!(folio::MM_ID_MAPCOUNT == 64 + MM_ID_MAPCOUNT);
+    assert!(folio::MM_IDS == 64 + MM_IDS);
+    assert!(folio::NR_PAGES == 64 + offsets::MEMCG_DATA);
+    assert!(folio::DEFERRED_LIST == 128 + DEFERRED_LIST);
+};

@@ -1,0 +1,435 @@
+//! The memmap: PFN-indexed `struct page` storage plus the per-pageblock migrate types.
+//!
+//! DESIGN.md rule 7: the storage comes from the caller. A [`Memmap`] is a view over
+//! caller-provided `&mut [P]` (or `&mut [MaybeUninit<P>]`, which it first fills with the kernel's
+//! struct-page poison, as `memmap_alloc` + `page_init_poison` do) and a caller-provided byte per
+//! pageblock; under the `std` feature [`OwnedMemmap`](crate::OwnedMemmap) owns an anonymous
+//! `mmap` large enough for 100 GiB-class ranges.
+//!
+//! ## Addresses
+//!
+//! `struct page` contains pointers: `lru` points at itself, a tail's `compound_head` at its head,
+//! `_deferred_list` at itself. A byte-faithful model needs the *kernel* addresses, not wherever
+//! the host allocator put the buffer, so a memmap has a modelled virtual address for each struct
+//! page: by default `vmemmap_start + pfn * sizeof(struct page)` exactly as `pfn_to_page()` is
+//! on SPARSEMEM_VMEMMAP, settable with [`Memmap::with_vaddr_base`]. Two memmaps with the same
+//! base and configuration therefore produce the same bytes, wherever their buffers live.
+//!
+//! ## Access
+//!
+//! Pages are read and written by value through raw pointers ([`Memmap::read`],
+//! [`Memmap::write`]); the memmap never hands out long-lived references into itself. This keeps
+//! it sound when the storage is remapped memory in which several virtual pages alias one
+//! physical page (HVO in `hugetlb-init`).
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::mem::MaybeUninit;
+use core::ptr::NonNull;
+
+use crate::config::{FlagsLayout, KernelConfig};
+use crate::flags::MigrateType;
+use crate::page::StructPage;
+use crate::{ConfigError, InitError};
+
+/// Value of a pageblock byte that no initializer has set.
+pub const PAGEBLOCK_UNSET: u8 = 0xff;
+
+/// `PAGE_POISON_PATTERN`: what `page_init_poison` fills fresh memmap memory with
+/// (`CONFIG_DEBUG_VM` builds), so reading an uninitialized struct page is recognisable.
+pub const PAGE_POISON_BYTE: u8 = 0xff;
+
+/// A PFN-indexed view of `struct page` storage and its pageblock migrate types.
+pub struct Memmap<'a, P: StructPage> {
+    pages: NonNull<P>,
+    len: usize,
+    base_pfn: u64,
+    vaddr_base: u64,
+    pageblocks: NonNull<u8>,
+    pageblocks_len: usize,
+    cfg: KernelConfig,
+    layout: FlagsLayout,
+    _borrow: PhantomData<&'a mut [P]>,
+}
+
+// SAFETY: a `Memmap` is an exclusive borrow of `[P]` and `[u8]` (both `Send`); it is `Send` for
+// the same reason `&mut [P]` is.
+unsafe impl<P: StructPage> Send for Memmap<'_, P> {}
+
+impl<P: StructPage> fmt::Debug for Memmap<'_, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Memmap")
+            .field("base_pfn", &self.base_pfn)
+            .field("nr_pages", &self.len)
+            .field("struct_page_size", &P::SIZE)
+            .field("vaddr_base", &format_args!("{:#x}", self.vaddr_base))
+            .field("config", &self.cfg.name)
+            .finish()
+    }
+}
+
+/// Number of pageblock bytes a memmap of `nr_pages` pages starting at `base_pfn` needs.
+#[must_use]
+pub const fn pageblocks_needed(cfg: &KernelConfig, base_pfn: u64, nr_pages: u64) -> usize {
+    if nr_pages == 0 {
+        return 0;
+    }
+    let first = base_pfn >> cfg.pageblock_order;
+    let last = (base_pfn + nr_pages - 1) >> cfg.pageblock_order;
+    (last - first + 1) as usize
+}
+
+impl<'a, P: StructPage> Memmap<'a, P> {
+    /// A memmap over initialized storage: `pages[i]` is the struct page of `base_pfn + i`, and
+    /// `pageblocks` has one byte per pageblock overlapping the range
+    /// ([`pageblocks_needed`]); the pageblock bytes are reset to [`PAGEBLOCK_UNSET`].
+    ///
+    /// # Errors
+    ///
+    /// [`InitError::Config`] if the configuration is invalid, [`InitError::PageblocksTooShort`]
+    /// if `pageblocks` is too short, [`InitError::RangeOverflow`] if the PFN range overflows.
+    pub fn new(
+        cfg: KernelConfig,
+        base_pfn: u64,
+        pages: &'a mut [P],
+        pageblocks: &'a mut [u8],
+    ) -> Result<Self, InitError> {
+        let len = pages.len();
+        // SAFETY: `pages` and `pageblocks` are exclusive borrows for `'a`, initialized, and the
+        // view is bounded by their lengths.
+        unsafe { Self::from_raw_parts(cfg, base_pfn, NonNull::from(pages).cast(), len, pageblocks) }
+    }
+
+    /// A memmap over uninitialized storage. The pages are first filled with
+    /// [`PAGE_POISON_BYTE`] (streamed, like the kernel's `page_init_poison` of fresh memmap
+    /// memory), so that every later read sees initialized bytes.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Memmap::new`].
+    pub fn from_uninit(
+        cfg: KernelConfig,
+        base_pfn: u64,
+        pages: &'a mut [MaybeUninit<P>],
+        pageblocks: &'a mut [u8],
+    ) -> Result<Self, InitError> {
+        let len = pages.len();
+        let ptr = pages.as_mut_ptr().cast::<u8>();
+        // SAFETY: the slice is valid for `len * SIZE` bytes of writes and `u8` has no invalid
+        // values; the copy source is a one-page buffer repeated (stream-hal's copy does not
+        // fence, so drain below before any read).
+        unsafe {
+            let poison = [PAGE_POISON_BYTE; 128];
+            let bytes = len * P::SIZE;
+            let mut off = 0;
+            while off < bytes {
+                let n = (bytes - off).min(poison.len());
+                stream_hal::memcpy_nontemporal(ptr.add(off), poison.as_ptr(), n);
+                off += n;
+            }
+        }
+        stream_hal::drain();
+        // SAFETY: every byte of `pages` is now initialized (poison), and `P` is plain words, for
+        // which every bit pattern is valid.
+        unsafe { Self::from_raw_parts(cfg, base_pfn, NonNull::from(pages).cast(), len, pageblocks) }
+    }
+
+    /// A memmap over raw storage.
+    ///
+    /// # Safety
+    ///
+    /// For `'a`, `pages` must be valid for reads of `len` initialized `P`s, exclusively used
+    /// through this memmap, and valid for writes at every page the caller's initializers will
+    /// write (read-only parts are allowed where nothing writes, e.g. HVO-remapped vmemmap).
+    /// `pageblocks` must not be accessed elsewhere for `'a`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Memmap::new`].
+    pub unsafe fn from_raw_parts(
+        cfg: KernelConfig,
+        base_pfn: u64,
+        pages: NonNull<P>,
+        len: usize,
+        pageblocks: &'a mut [u8],
+    ) -> Result<Self, InitError> {
+        let layout = cfg.flags_layout().map_err(InitError::Config)?;
+        let Some(end) = base_pfn.checked_add(len as u64) else {
+            return Err(InitError::RangeOverflow);
+        };
+        let _ = end;
+        let needed = pageblocks_needed(&cfg, base_pfn, len as u64);
+        if pageblocks.len() < needed {
+            return Err(InitError::PageblocksTooShort { needed, got: pageblocks.len() });
+        }
+        pageblocks[..needed].fill(PAGEBLOCK_UNSET);
+        let vaddr_base = cfg.vmemmap_start.wrapping_add(base_pfn.wrapping_mul(P::SIZE as u64));
+        Ok(Memmap {
+            pages,
+            len,
+            base_pfn,
+            vaddr_base,
+            pageblocks: NonNull::from(&mut pageblocks[..needed]).cast(),
+            pageblocks_len: needed,
+            cfg,
+            layout,
+            _borrow: PhantomData,
+        })
+    }
+
+    /// Sets the modelled virtual address of the struct page of `base_pfn`.
+    #[must_use]
+    pub fn with_vaddr_base(mut self, vaddr: u64) -> Self {
+        self.vaddr_base = vaddr;
+        self
+    }
+
+    /// The kernel configuration.
+    #[must_use]
+    pub fn config(&self) -> &KernelConfig {
+        &self.cfg
+    }
+
+    /// The page-flags layout of the configuration.
+    #[must_use]
+    pub fn layout(&self) -> &FlagsLayout {
+        &self.layout
+    }
+
+    /// First PFN.
+    #[must_use]
+    pub fn base_pfn(&self) -> u64 {
+        self.base_pfn
+    }
+
+    /// One past the last PFN.
+    #[must_use]
+    pub fn end_pfn(&self) -> u64 {
+        self.base_pfn + self.len as u64
+    }
+
+    /// Number of struct pages.
+    #[must_use]
+    pub fn nr_pages(&self) -> usize {
+        self.len
+    }
+
+    /// Whether `pfn` is in the memmap.
+    #[must_use]
+    pub fn contains(&self, pfn: u64) -> bool {
+        pfn >= self.base_pfn && pfn < self.end_pfn()
+    }
+
+    /// Whether `[start, start + nr)` is in the memmap.
+    #[must_use]
+    pub fn contains_range(&self, start: u64, nr: u64) -> bool {
+        start >= self.base_pfn && start.checked_add(nr).is_some_and(|end| end <= self.end_pfn())
+    }
+
+    /// The modelled address of the struct page of `pfn` (`pfn_to_page(pfn)`).
+    #[must_use]
+    pub fn vaddr(&self, pfn: u64) -> u64 {
+        self.vaddr_base.wrapping_add(pfn.wrapping_sub(self.base_pfn).wrapping_mul(P::SIZE as u64))
+    }
+
+    /// The PFN of the struct page at modelled address `vaddr` (`page_to_pfn`), if it is in this
+    /// memmap and a struct page boundary.
+    #[must_use]
+    pub fn vaddr_to_pfn(&self, vaddr: u64) -> Option<u64> {
+        let off = vaddr.checked_sub(self.vaddr_base)?;
+        if off % P::SIZE as u64 != 0 {
+            return None;
+        }
+        let pfn = self.base_pfn.checked_add(off / P::SIZE as u64)?;
+        self.contains(pfn).then_some(pfn)
+    }
+
+    /// The struct page of `pfn`, by value.
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap.
+    #[must_use]
+    pub fn read(&self, pfn: u64) -> P {
+        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        // SAFETY: in range (checked), storage initialized and readable (constructor contract).
+        unsafe { self.page_ptr(pfn).read() }
+    }
+
+    /// Overwrites the struct page of `pfn`.
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap.
+    pub fn write(&mut self, pfn: u64, page: P) {
+        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        // SAFETY: in range (checked); writable by the constructor contract.
+        unsafe { self.page_ptr(pfn).write(page) }
+    }
+
+    /// Raw pointer to the struct page of `pfn` (host memory).
+    ///
+    /// # Safety
+    ///
+    /// `pfn` must be in the memmap.
+    #[inline(always)]
+    #[must_use]
+    pub unsafe fn page_ptr(&self, pfn: u64) -> *mut P {
+        // SAFETY: the caller guarantees `pfn - base_pfn < len`, so the offset stays inside the
+        // storage.
+        unsafe { self.pages.as_ptr().add((pfn - self.base_pfn) as usize) }
+    }
+
+    /// Calls `f` with each struct page of `[start, start + nr)` in PFN order.
+    ///
+    /// # Panics
+    ///
+    /// If the range is not in the memmap.
+    pub fn for_each(&self, start: u64, nr: u64, mut f: impl FnMut(u64, &P)) {
+        assert!(self.contains_range(start, nr), "range outside memmap");
+        for pfn in start..start + nr {
+            f(pfn, &self.read(pfn));
+        }
+    }
+
+    /// The struct pages' bytes for `[start, start + nr)`, in PFN order, into `out`
+    /// (`nr * sizeof(struct page)` bytes).
+    ///
+    /// # Panics
+    ///
+    /// If the range is not in the memmap or `out` has the wrong length.
+    pub fn copy_bytes(&self, start: u64, nr: u64, out: &mut [u8]) {
+        assert_eq!(out.len(), nr as usize * P::SIZE, "output length");
+        let mut chunks = out.chunks_exact_mut(P::SIZE);
+        self.for_each(start, nr, |_, page| {
+            let chunk = chunks.next().expect("length checked");
+            for (dst, w) in chunk.chunks_exact_mut(8).zip(page.words()) {
+                dst.copy_from_slice(&w.to_ne_bytes());
+            }
+        });
+    }
+
+    /// Index of `pfn`'s pageblock in the pageblock array.
+    fn pageblock_index(&self, pfn: u64) -> usize {
+        ((pfn >> self.cfg.pageblock_order) - (self.base_pfn >> self.cfg.pageblock_order)) as usize
+    }
+
+    /// The migrate type stored for `pfn`'s pageblock (`None` if never set).
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap.
+    #[must_use]
+    pub fn pageblock_migratetype(&self, pfn: u64) -> Option<MigrateType> {
+        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        let i = self.pageblock_index(pfn);
+        debug_assert!(i < self.pageblocks_len);
+        // SAFETY: `i < pageblocks_len` for every pfn in the memmap (the constructor sized the
+        // array with `pageblocks_needed`).
+        MigrateType::from_value(unsafe { self.pageblocks.as_ptr().add(i).read() })
+    }
+
+    /// The raw pageblock bytes ([`PAGEBLOCK_UNSET`] where never set).
+    #[must_use]
+    pub fn pageblock_bytes(&self) -> &[u8] {
+        // SAFETY: the array is exclusively borrowed for `'a` and `pageblocks_len` long.
+        unsafe { core::slice::from_raw_parts(self.pageblocks.as_ptr(), self.pageblocks_len) }
+    }
+
+    /// Stores `mt` for `pfn`'s pageblock (the bitmap write of `set_pageblock_migratetype`).
+    pub(crate) fn store_pageblock(&mut self, pfn: u64, mt: MigrateType) {
+        let i = self.pageblock_index(pfn);
+        assert!(i < self.pageblocks_len, "pageblock of pfn {pfn:#x} outside the pageblock array");
+        // SAFETY: bounds checked above; exclusive borrow.
+        unsafe { self.pageblocks.as_ptr().add(i).write(mt.value()) };
+    }
+
+    /// `set_pageblock_migratetype(pfn_to_page(pfn), mt)`.
+    ///
+    /// Like the kernel, this finds the pageblock through `page_to_pfn(page)`. On classic
+    /// SPARSEMEM that reads the section number back out of the page's flags (the
+    /// read-after-write dependency that made the upstream template series write
+    /// pageblock-aligned pages with normal stores); the section read is checked against the
+    /// PFN.
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap, or (classic SPARSEMEM) the page's section bits do not
+    /// match its PFN, i.e. the page was not initialized.
+    pub fn set_pageblock_migratetype(&mut self, pfn: u64, mt: MigrateType) {
+        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        if self.layout.section_in_page_flags() {
+            // page_to_pfn() -> page_to_section(page): a load of the flags just written.
+            let flags = self.read(pfn).words()[0];
+            let section = self.layout.section(flags);
+            assert_eq!(
+                section,
+                self.cfg.pfn_to_section_nr(pfn) & self.layout.sections_mask(),
+                "set_pageblock_migratetype: page {pfn:#x} has foreign section bits (not initialized?)"
+            );
+        }
+        self.store_pageblock(pfn, mt);
+    }
+
+    /// PFNs at the start of every pageblock overlapping `[start, start + nr)` whose migrate type
+    /// is `mt`.
+    pub fn pageblocks_with(&self, start: u64, nr: u64, mt: MigrateType) -> impl Iterator<Item = u64> + '_ {
+        let order = self.cfg.pageblock_order;
+        let first = start >> order;
+        let last = if nr == 0 { first } else { ((start + nr - 1) >> order) + 1 };
+        (first..last).map(move |b| b << order).filter(move |&pfn| {
+            let probe = pfn.max(self.base_pfn);
+            self.contains(probe) && self.pageblock_migratetype(probe) == Some(mt)
+        })
+    }
+}
+
+impl From<ConfigError> for InitError {
+    fn from(e: ConfigError) -> Self {
+        InitError::Config(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::page::Page64;
+    use std::vec;
+
+    #[test]
+    fn pageblocks_cover_partial_blocks_at_both_ends() {
+        let cfg = KernelConfig::X86_64;
+        assert_eq!(pageblocks_needed(&cfg, 0, 0), 0);
+        assert_eq!(pageblocks_needed(&cfg, 0, 512), 1);
+        assert_eq!(pageblocks_needed(&cfg, 511, 2), 2);
+        assert_eq!(pageblocks_needed(&cfg, 100, 1024), 3);
+    }
+
+    #[test]
+    fn vaddr_follows_pfn_to_page() {
+        let cfg = KernelConfig::X86_64;
+        let mut pages = vec![Page64::ZEROED; 16];
+        let mut pb = vec![0; 1];
+        let m = Memmap::new(cfg, 0x1000, &mut pages, &mut pb).unwrap();
+        assert_eq!(m.vaddr(0x1000), 0xffff_ea00_0000_0000 + 0x1000 * 64);
+        assert_eq!(m.vaddr_to_pfn(m.vaddr(0x100f)), Some(0x100f));
+        assert_eq!(m.vaddr_to_pfn(m.vaddr(0x1010)), None);
+        assert_eq!(m.vaddr_to_pfn(m.vaddr(0x1001) + 8), None);
+    }
+
+    #[test]
+    fn short_pageblock_array_is_an_error() {
+        let mut pages = vec![Page64::ZEROED; 1024];
+        let mut pb = vec![0; 1];
+        let err = Memmap::new(KernelConfig::X86_64, 0, &mut pages, &mut pb).unwrap_err();
+        assert_eq!(err, InitError::PageblocksTooShort { needed: 2, got: 1 });
+    }
+
+    #[test]
+    fn uninit_storage_is_poisoned() {
+        let mut pages = vec![MaybeUninit::<Page64>::uninit(); 3];
+        let mut pb = vec![0; 1];
+        let m = Memmap::from_uninit(KernelConfig::X86_64, 0, &mut pages, &mut pb).unwrap();
+        assert!(m.read(2).words().iter().all(|&w| w == u64::MAX));
+    }
+}

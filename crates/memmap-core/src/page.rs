@@ -1,0 +1,488 @@
+//! `struct page` as a type whose size is a compile-time constant (DESIGN.md rule 5).
+//!
+//! [`Page64`] is the 64-byte x86-64/arm64 layout; [`Page72`] adds `void *virtual` for
+//! `WANT_PAGE_VIRTUAL` builds. Both are `#[repr(C, align(8))]` arrays of native-endian 64-bit
+//! words, with typed accessors for every field and raw word access:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | `flags` (`memdesc_flags_t`) |
+//! | 8 | 8 | `lru.next` / `compound_head` (tail) / `folio->pgmap` (ZONE_DEVICE) |
+//! | 16 | 8 | `lru.prev` / `zone_device_data` |
+//! | 24 | 8 | `mapping` |
+//! | 32 | 8 | `index` |
+//! | 40 | 8 | `private` |
+//! | 48 | 4 | `_mapcount` / `page_type` |
+//! | 52 | 4 | `_refcount` |
+//! | 56 | 8 | `memcg_data` |
+//! | 64 | 8 | `virtual` ([`Page72`] only) |
+//!
+//! The offsets are checked at compile time against a `#[repr(C)]` mirror of the C struct
+//! ([`CStructPage`]), and the large-folio overlay ([`folio`]) against the page words it must
+//! alias, the way the kernel's `FOLIO_MATCH` static assertions do.
+
+use core::fmt;
+use core::mem::{offset_of, size_of};
+
+/// Byte offsets of the `struct page` fields.
+pub mod offsets {
+    /// `flags`.
+    pub const FLAGS: usize = 0;
+    /// `lru.next`, `compound_head` of a tail page, `folio->pgmap` of a ZONE_DEVICE page.
+    pub const LRU_NEXT: usize = 8;
+    /// Same word as [`LRU_NEXT`].
+    pub const COMPOUND_HEAD: usize = 8;
+    /// Same word as [`LRU_NEXT`].
+    pub const PGMAP: usize = 8;
+    /// `lru.prev`.
+    pub const LRU_PREV: usize = 16;
+    /// Same word as [`LRU_PREV`].
+    pub const ZONE_DEVICE_DATA: usize = 16;
+    /// `mapping`.
+    pub const MAPPING: usize = 24;
+    /// `index` (`__folio_index`).
+    pub const INDEX: usize = 32;
+    /// `private`.
+    pub const PRIVATE: usize = 40;
+    /// `_mapcount`.
+    pub const MAPCOUNT: usize = 48;
+    /// `page_type` (same bytes as `_mapcount`).
+    pub const PAGE_TYPE: usize = 48;
+    /// `_refcount`.
+    pub const REFCOUNT: usize = 52;
+    /// `memcg_data`.
+    pub const MEMCG_DATA: usize = 56;
+    /// `virtual` (`WANT_PAGE_VIRTUAL` only).
+    pub const VIRTUAL: usize = 64;
+}
+
+/// A `struct page` of `WORDS` 64-bit words.
+///
+/// Only `Page<8>` ([`Page64`]) and `Page<9>` ([`Page72`]) implement [`StructPage`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(C, align(8))]
+pub struct Page<const WORDS: usize> {
+    words: [u64; WORDS],
+}
+
+/// The 64-byte layout of x86-64 and arm64 (no KMSAN, LAST_CPUPID in flags, no
+/// WANT_PAGE_VIRTUAL).
+pub type Page64 = Page<8>;
+
+/// The 72-byte `WANT_PAGE_VIRTUAL` layout: [`Page64`] plus `virtual` at byte 64. Its size is not
+/// a power of two, so every vmemmap optimization is off with it.
+pub type Page72 = Page<9>;
+
+/// The `#[repr(C)]` mirror of the 64-byte C `struct page`, used only for the compile-time layout
+/// checks (`offset_of!`), as `FOLIO_MATCH` does in C.
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct CStructPage {
+    pub flags: u64,
+    pub lru_next: u64,
+    pub lru_prev: u64,
+    pub mapping: u64,
+    pub index: u64,
+    pub private: u64,
+    pub mapcount: i32,
+    pub refcount: i32,
+    pub memcg_data: u64,
+}
+
+/// The `#[repr(C)]` mirror of the 72-byte `WANT_PAGE_VIRTUAL` C `struct page`.
+#[repr(C)]
+#[allow(missing_docs)]
+pub struct CStructPageVirtual {
+    pub page: CStructPage,
+    pub virtual_: u64,
+}
+
+const _: () = {
+    assert!(size_of::<Page64>() == 64 && size_of::<Page72>() == 72);
+    assert!(size_of::<CStructPage>() == 64 && size_of::<CStructPageVirtual>() == 72);
+    assert!(offset_of!(CStructPage, flags) == offsets::FLAGS);
+    assert!(offset_of!(CStructPage, lru_next) == offsets::LRU_NEXT);
+    assert!(offset_of!(CStructPage, lru_prev) == offsets::LRU_PREV);
+    assert!(offset_of!(CStructPage, mapping) == offsets::MAPPING);
+    assert!(offset_of!(CStructPage, index) == offsets::INDEX);
+    assert!(offset_of!(CStructPage, private) == offsets::PRIVATE);
+    assert!(offset_of!(CStructPage, mapcount) == offsets::MAPCOUNT);
+    assert!(offset_of!(CStructPage, refcount) == offsets::REFCOUNT);
+    assert!(offset_of!(CStructPage, memcg_data) == offsets::MEMCG_DATA);
+    assert!(offset_of!(CStructPageVirtual, virtual_) == offsets::VIRTUAL);
+};
+
+/// A `struct page` layout: implemented by [`Page64`] and [`Page72`].
+///
+/// Everything the initializers need is a compile-time constant here, so hot loops are
+/// monomorphized on the layout (DESIGN.md rule 5). The provided methods are the typed field
+/// accessors, identical for both layouts.
+pub trait StructPage: Copy + Eq + fmt::Debug + Send + Sync + 'static + sealed::Sealed {
+    /// `sizeof(struct page)`.
+    const SIZE: usize;
+    /// `WANT_PAGE_VIRTUAL`: the layout has `virtual`.
+    const WANT_PAGE_VIRTUAL: bool;
+    /// All bytes zero (`mm_zero_struct_page`).
+    const ZEROED: Self;
+
+    /// The page as words.
+    fn words(&self) -> &[u64];
+    /// The page as mutable words.
+    fn words_mut(&mut self) -> &mut [u64];
+
+    /// The 8-byte field at byte `offset` (a multiple of 8).
+    #[inline(always)]
+    fn u64_at(&self, offset: usize) -> u64 {
+        self.words()[offset / 8]
+    }
+    /// Sets the 8-byte field at byte `offset`.
+    #[inline(always)]
+    fn set_u64_at(&mut self, offset: usize, value: u64) {
+        self.words_mut()[offset / 8] = value;
+    }
+    /// The 4-byte field at byte `offset` (a multiple of 4).
+    #[inline(always)]
+    fn u32_at(&self, offset: usize) -> u32 {
+        (self.words()[offset / 8] >> half_shift(offset)) as u32
+    }
+    /// Sets the 4-byte field at byte `offset`, leaving the other half of the word alone.
+    #[inline(always)]
+    fn set_u32_at(&mut self, offset: usize, value: u32) {
+        let s = half_shift(offset);
+        let w = &mut self.words_mut()[offset / 8];
+        *w = (*w & !(0xffff_ffffu64 << s)) | (u64::from(value) << s);
+    }
+    /// `flags`.
+    #[inline(always)]
+    fn flags(&self) -> u64 {
+        self.words()[0]
+    }
+    /// Sets `flags`.
+    #[inline(always)]
+    fn set_flags(&mut self, v: u64) {
+        self.words_mut()[0] = v;
+    }
+    /// Tests flag bit `bit` (a [`crate::flags::PG`] number).
+    #[inline(always)]
+    fn test_flag(&self, bit: u32) -> bool {
+        self.flags() & (1 << bit) != 0
+    }
+    /// `lru.next` (word at 8).
+    #[inline(always)]
+    fn lru_next(&self) -> u64 {
+        self.words()[1]
+    }
+    /// `lru.prev` (word at 16).
+    #[inline(always)]
+    fn lru_prev(&self) -> u64 {
+        self.words()[2]
+    }
+    /// `compound_head` (word at 8; bit 0 set on tail pages).
+    #[inline(always)]
+    fn compound_head(&self) -> u64 {
+        self.words()[1]
+    }
+    /// `folio->pgmap` of a ZONE_DEVICE head or single page (word at 8).
+    #[inline(always)]
+    fn pgmap(&self) -> u64 {
+        self.words()[1]
+    }
+    /// `zone_device_data` (word at 16).
+    #[inline(always)]
+    fn zone_device_data(&self) -> u64 {
+        self.words()[2]
+    }
+    /// `mapping`.
+    #[inline(always)]
+    fn mapping(&self) -> u64 {
+        self.words()[3]
+    }
+    /// `index`.
+    #[inline(always)]
+    fn index(&self) -> u64 {
+        self.words()[4]
+    }
+    /// `private`.
+    #[inline(always)]
+    fn private(&self) -> u64 {
+        self.words()[5]
+    }
+    /// `_mapcount`.
+    #[inline(always)]
+    fn mapcount(&self) -> i32 {
+        self.u32_at(offsets::MAPCOUNT) as i32
+    }
+    /// `page_type` (same bytes as `_mapcount`).
+    #[inline(always)]
+    fn page_type(&self) -> u32 {
+        self.u32_at(offsets::PAGE_TYPE)
+    }
+    /// `_refcount`.
+    #[inline(always)]
+    fn refcount(&self) -> i32 {
+        self.u32_at(offsets::REFCOUNT) as i32
+    }
+    /// `memcg_data`.
+    #[inline(always)]
+    fn memcg_data(&self) -> u64 {
+        self.words()[7]
+    }
+    /// `virtual`, for layouts that have it.
+    #[inline(always)]
+    fn virtual_address(&self) -> Option<u64> {
+        self.words().get(8).copied()
+    }
+    /// Sets `virtual` (no effect on layouts without it).
+    #[inline(always)]
+    fn set_virtual_address(&mut self, v: u64) {
+        if let Some(w) = self.words_mut().get_mut(8) {
+            *w = v;
+        }
+    }
+    /// The page's bytes in memory order (`out` is `SIZE` bytes).
+    fn to_bytes(&self, out: &mut [u8]) {
+        for (chunk, w) in out.chunks_exact_mut(8).zip(self.words().iter()) {
+            chunk.copy_from_slice(&w.to_ne_bytes());
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Page64 {}
+    impl Sealed for super::Page72 {}
+}
+
+impl StructPage for Page64 {
+    const SIZE: usize = 64;
+    const WANT_PAGE_VIRTUAL: bool = false;
+    const ZEROED: Self = Page { words: [0; 8] };
+    fn words(&self) -> &[u64] {
+        &self.words
+    }
+    fn words_mut(&mut self) -> &mut [u64] {
+        &mut self.words
+    }
+}
+
+impl StructPage for Page72 {
+    const SIZE: usize = 72;
+    const WANT_PAGE_VIRTUAL: bool = true;
+    const ZEROED: Self = Page { words: [0; 9] };
+    fn words(&self) -> &[u64] {
+        &self.words
+    }
+    fn words_mut(&mut self) -> &mut [u64] {
+        &mut self.words
+    }
+}
+
+/// Shift of the 32-bit half at byte `offset` (a multiple of 4) inside its native-endian word.
+const fn half_shift(offset: usize) -> u32 {
+    let low_half = offset % 8 == 0;
+    if cfg!(target_endian = "little") == low_half { 0 } else { 32 }
+}
+
+impl<const W: usize> Page<W> {
+    /// A page from raw words.
+    #[must_use]
+    pub const fn from_words(words: [u64; W]) -> Self {
+        Page { words }
+    }
+
+    /// The raw words.
+    #[must_use]
+    pub const fn into_words(self) -> [u64; W] {
+        self.words
+    }
+
+    /// Raw 64-bit word at byte offset `8 * i`.
+    #[must_use]
+    pub const fn word(&self, i: usize) -> u64 {
+        self.words[i]
+    }
+
+    /// Sets the raw word at byte offset `8 * i`.
+    pub fn set_word(&mut self, i: usize, value: u64) {
+        self.words[i] = value;
+    }
+
+    /// Writes the 4-byte field at byte `offset` of the page at `page` with a volatile store,
+    /// as the kernel's `atomic_set`/`WRITE_ONCE` do (so the compiler neither merges nor drops
+    /// it).
+    ///
+    /// # Safety
+    ///
+    /// `page` must be valid for writes and properly aligned.
+    #[inline(always)]
+    pub unsafe fn write_u32_once(page: *mut Self, offset: usize, value: u32) {
+        // SAFETY: `offset + 4 <= size_of::<Self>()` for every field offset used with this
+        // function, the page is 8-aligned so the 4-byte field is 4-aligned, and the caller
+        // guarantees the page is writable.
+        unsafe { page.cast::<u8>().add(offset).cast::<u32>().write_volatile(value) }
+    }
+
+    /// Writes the 8-byte field at byte `offset` with a volatile store (`WRITE_ONCE`).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Page::write_u32_once`].
+    #[inline(always)]
+    pub unsafe fn write_u64_once(page: *mut Self, offset: usize, value: u64) {
+        // SAFETY: as for `write_u32_once`; the field is 8-aligned.
+        unsafe { page.cast::<u8>().add(offset).cast::<u64>().write_volatile(value) }
+    }
+}
+
+impl<const W: usize> fmt::Debug for Page<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let w = &self.words;
+        let half = |offset: usize| (w[offset / 8] >> half_shift(offset)) as u32;
+        let mut d = f.debug_struct("Page");
+        d.field("flags", &format_args!("{:#018x}", w[0]))
+            .field("word8", &format_args!("{:#018x}", w[1]))
+            .field("word16", &format_args!("{:#018x}", w[2]))
+            .field("mapping", &format_args!("{:#018x}", w[3]))
+            .field("index", &format_args!("{:#x}", w[4]))
+            .field("private", &format_args!("{:#x}", w[5]))
+            .field("mapcount", &(half(offsets::MAPCOUNT) as i32))
+            .field("refcount", &(half(offsets::REFCOUNT) as i32))
+            .field("memcg_data", &format_args!("{:#x}", w[7]));
+        if W > 8 {
+            d.field("virtual", &format_args!("{:#018x}", w[8]));
+        }
+        d.finish()
+    }
+}
+
+/// The large-folio overlay of `struct folio` on the first four pages of a compound page
+/// (`include/linux/mm_types.h`, 64-bit, ≈6.15+), as byte offsets from the head page.
+///
+/// The `FOLIO_MATCH`-style compile-time checks below pin every field to the page word it
+/// aliases, for the 64-byte layout (the only one large folios are modelled with: with a
+/// non-power-of-two `struct page` the offsets are computed from [`StructPage::SIZE`] by
+/// [`folio::page_word`]).
+pub mod folio {
+    use super::offsets;
+
+    /// `_flags_1` (page\[1\].flags; the folio order in its low 8 bits).
+    pub const FLAGS_1: usize = 64;
+    /// `_head_1` (page\[1\].compound_head).
+    pub const HEAD_1: usize = 72;
+    /// `atomic_t _large_mapcount` (page\[1\] + 16, low half).
+    pub const LARGE_MAPCOUNT: usize = 80;
+    /// `atomic_t _nr_pages_mapped` (page\[1\] + 16, high half).
+    pub const NR_PAGES_MAPPED: usize = 84;
+    /// `atomic_t _entire_mapcount` (page\[1\].mapping, low half).
+    pub const ENTIRE_MAPCOUNT: usize = 88;
+    /// `atomic_t _pincount` (page\[1\].mapping, high half).
+    pub const PINCOUNT: usize = 92;
+    /// `mm_id_mapcount_t _mm_id_mapcount[2]` (page\[1\].index).
+    pub const MM_ID_MAPCOUNT: usize = 96;
+    /// `unsigned long _mm_ids` (page\[1\].private).
+    pub const MM_IDS: usize = 104;
+    /// `atomic_t _mapcount_1` (page\[1\]._mapcount).
+    pub const MAPCOUNT_1: usize = 112;
+    /// `atomic_t _refcount_1` (page\[1\]._refcount).
+    pub const REFCOUNT_1: usize = 116;
+    /// `unsigned int _nr_pages` (page\[1\].memcg_data, low half; `NR_PAGES_IN_LARGE_FOLIO`).
+    pub const NR_PAGES: usize = 120;
+    /// `_flags_2` (page\[2\].flags).
+    pub const FLAGS_2: usize = 128;
+    /// `_head_2` (page\[2\].compound_head).
+    pub const HEAD_2: usize = 136;
+    /// `struct list_head _deferred_list` (`next` at page\[2\] + 16, `prev` = page\[2\].mapping).
+    pub const DEFERRED_LIST: usize = 144;
+    /// `_flags_3` (page\[3\].flags).
+    pub const FLAGS_3: usize = 192;
+    /// `_head_3` (page\[3\].compound_head).
+    pub const HEAD_3: usize = 200;
+    /// `_hugetlb_subpool` (page\[3\] + 16).
+    pub const HUGETLB_SUBPOOL: usize = 208;
+    /// `_hugetlb_cgroup` (page\[3\].mapping).
+    pub const HUGETLB_CGROUP: usize = 216;
+    /// `_hugetlb_cgroup_rsvd` (page\[3\].index).
+    pub const HUGETLB_CGROUP_RSVD: usize = 224;
+    /// `_hugetlb_hwpoison` (page\[3\].private).
+    pub const HUGETLB_HWPOISON: usize = 232;
+
+    /// Splits a folio byte offset (for the 64-byte layout) into (page index, byte offset in
+    /// that page).
+    #[must_use]
+    pub const fn page_word(folio_offset: usize) -> (usize, usize) {
+        (folio_offset / 64, folio_offset % 64)
+    }
+
+    /// `FOLIO_MATCH(page_field, folio_field)`: the folio field lands on the page field of
+    /// page `page`.
+    const fn matches(folio_offset: usize, page: usize, page_offset: usize) -> bool {
+        folio_offset == page * 64 + page_offset
+    }
+
+    const _: () = {
+        assert!(matches(FLAGS_1, 1, offsets::FLAGS));
+        assert!(matches(HEAD_1, 1, offsets::COMPOUND_HEAD));
+        assert!(matches(LARGE_MAPCOUNT, 1, offsets::LRU_PREV));
+        assert!(matches(NR_PAGES_MAPPED, 1, offsets::LRU_PREV + 4));
+        assert!(matches(ENTIRE_MAPCOUNT, 1, offsets::MAPPING));
+        assert!(matches(PINCOUNT, 1, offsets::MAPPING + 4));
+        assert!(matches(MM_ID_MAPCOUNT, 1, offsets::INDEX));
+        assert!(matches(MM_IDS, 1, offsets::PRIVATE));
+        assert!(matches(MAPCOUNT_1, 1, offsets::MAPCOUNT));
+        assert!(matches(REFCOUNT_1, 1, offsets::REFCOUNT));
+        assert!(matches(NR_PAGES, 1, offsets::MEMCG_DATA));
+        assert!(matches(FLAGS_2, 2, offsets::FLAGS));
+        assert!(matches(HEAD_2, 2, offsets::COMPOUND_HEAD));
+        assert!(matches(DEFERRED_LIST, 2, offsets::LRU_PREV));
+        assert!(matches(DEFERRED_LIST + 8, 2, offsets::MAPPING));
+        assert!(matches(FLAGS_3, 3, offsets::FLAGS));
+        assert!(matches(HEAD_3, 3, offsets::COMPOUND_HEAD));
+        assert!(matches(HUGETLB_SUBPOOL, 3, offsets::LRU_PREV));
+        assert!(matches(HUGETLB_CGROUP, 3, offsets::MAPPING));
+        assert!(matches(HUGETLB_CGROUP_RSVD, 3, offsets::INDEX));
+        assert!(matches(HUGETLB_HWPOISON, 3, offsets::PRIVATE));
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_accessors_read_the_right_bytes() {
+        let mut p = Page64::ZEROED;
+        let mut bytes = [0u8; 64];
+        p.set_u32_at(offsets::MAPCOUNT, 0xffff_ffff);
+        p.set_u32_at(offsets::REFCOUNT, 1);
+        p.set_u64_at(offsets::MAPPING, 0xdead_0000_0000_0400);
+        p.to_bytes(&mut bytes);
+        assert_eq!(&bytes[48..52], &0xffff_ffffu32.to_ne_bytes());
+        assert_eq!(&bytes[52..56], &1u32.to_ne_bytes());
+        assert_eq!(&bytes[24..32], &0xdead_0000_0000_0400u64.to_ne_bytes());
+        assert_eq!(p.mapcount(), -1);
+        assert_eq!(p.refcount(), 1);
+        assert_eq!(p.page_type(), 0xffff_ffff);
+        assert_eq!(p.virtual_address(), None);
+    }
+
+    #[test]
+    fn half_word_setters_preserve_the_other_half() {
+        let mut p = Page64::ZEROED;
+        p.set_u32_at(offsets::MAPCOUNT, 0x1234_5678);
+        p.set_u32_at(offsets::REFCOUNT, 0x9abc_def0);
+        assert_eq!(p.u32_at(offsets::MAPCOUNT), 0x1234_5678);
+        assert_eq!(p.u32_at(offsets::REFCOUNT), 0x9abc_def0);
+    }
+
+    #[test]
+    fn volatile_writes_hit_the_field() {
+        let mut p = Page72::ZEROED;
+        // SAFETY: `p` is a valid, aligned page.
+        unsafe {
+            Page72::write_u32_once(&mut p, offsets::REFCOUNT, 7);
+            Page72::write_u64_once(&mut p, offsets::VIRTUAL, 0xffff_8880_0000_1000);
+        }
+        assert_eq!(p.refcount(), 7);
+        assert_eq!(p.virtual_address(), Some(0xffff_8880_0000_1000));
+    }
+}

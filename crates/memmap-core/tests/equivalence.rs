@@ -1,0 +1,179 @@
+//! The central property: for every configuration, the Template and Streaming (and Auto) paths
+//! produce a memmap byte-identical to the Slow path, with identical pageblock migrate types,
+//! identical `cond_resched` calls and identical tracepoint events, and leave the guard struct
+//! pages around the range untouched.
+//!
+//! Random: memory type, `vmemmap_shift` in {0, 1..=9, 18}, altmap on/off with random
+//! reserve/free, start PFN (including ranges that cross a 32768-PFN section boundary, where
+//! classic SPARSEMEM flags change), page count, 64/72-byte layout, VMEMMAP/classic-sparse/arm64
+//! config, tracepoint on/off, node id.
+
+mod common;
+
+use common::{range, run, with_debug_page_ref};
+use memmap_core::{
+    DevPagemap, KernelConfig, MemoryType, Page64, Page72, Strategy, StructPage, VmemAltmap, ZoneDeviceRange,
+};
+use proptest::prelude::*;
+use proptest::strategy::Strategy as _;
+
+#[derive(Debug, Clone)]
+struct Case {
+    cfg: KernelConfig,
+    layout72: bool,
+    range: ZoneDeviceRange,
+    pgmap: DevPagemap,
+    tracepoint: bool,
+}
+
+fn shifts() -> impl proptest::strategy::Strategy<Value = u32> {
+    if cfg!(miri) {
+        prop_oneof![Just(0u32), 1u32..=3].boxed()
+    } else {
+        prop_oneof![4 => 0u32..=9, 1 => Just(18u32)].boxed()
+    }
+}
+
+fn case() -> impl proptest::strategy::Strategy<Value = Case> {
+    (
+        prop::sample::select(KernelConfig::PRESETS.to_vec()),
+        any::<bool>(),
+        prop::sample::select(MemoryType::ALL.to_vec()),
+        shifts(),
+        any::<bool>(),
+        (0u64..4, 0u64..=1000),
+        (0u64..64, 0u64..4, 0u64..3),
+        any::<bool>(),
+        0u32..4,
+        any::<u64>(),
+    )
+        .prop_map(
+            |(
+                cfg,
+                layout72,
+                memory_type,
+                shift,
+                altmap,
+                (reserve_units, split),
+                (section, near, compounds),
+                tracepoint,
+                nid,
+                addr_salt,
+            )| {
+                let ppc = 1u64 << shift;
+                // Number of compound pages: keep the 1 GiB case to one, small cases larger.
+                let budget = if cfg!(miri) { 24 } else { 3000 };
+                let count = if shift >= 12 {
+                    1
+                } else {
+                    1 + (compounds * 997 + reserve_units * 131) % (budget / ppc).max(1)
+                };
+                let count = count.max(if altmap { reserve_units + 1 } else { 1 });
+                // Start near a section boundary sometimes, aligned to the compound size.
+                let sec = cfg.pages_per_section();
+                let raw_start = section * sec
+                    + if near == 0 { sec.saturating_sub((count / 2) * ppc) } else { near * 4096 };
+                let start = (raw_start / ppc) * ppc;
+                let nr = count * ppc;
+                let mut pgmap = DevPagemap::new(memory_type).with_vmemmap_shift(shift);
+                pgmap.addr = DevPagemap::DEFAULT_ADDR + (addr_salt % 4096) * 64;
+                if altmap {
+                    // reserve + free is a whole number of compounds, split at random.
+                    let offset = reserve_units.min(count - 1) * ppc;
+                    let reserve = split.min(offset);
+                    pgmap =
+                        pgmap.with_altmap(VmemAltmap { base_pfn: start, reserve, free: offset - reserve });
+                }
+                let cfg = with_debug_page_ref(cfg);
+                let nid = nid & memmap_core::FlagsLayout::compute(&cfg).unwrap().nodes_mask() as u32;
+                Case {
+                    cfg,
+                    layout72,
+                    range: ZoneDeviceRange { nid, ..range(&cfg, start, nr) },
+                    pgmap,
+                    tracepoint,
+                }
+            },
+        )
+}
+
+fn check<P: StructPage>(c: &Case) -> Result<(), TestCaseError> {
+    let slow = run::<P>(c.cfg, &c.range, &c.pgmap, Strategy::Slow, c.tracepoint).expect("valid case");
+    prop_assert!(slow.guard_intact(&c.range), "slow path wrote outside the range");
+    for s in [Strategy::Template, Strategy::Streaming, Strategy::Auto] {
+        let fast = run::<P>(c.cfg, &c.range, &c.pgmap, s, c.tracepoint).expect("valid case");
+        prop_assert!(fast.guard_intact(&c.range), "{s} wrote outside the range");
+        if let Some(i) = (0..slow.pages.len()).find(|&i| slow.pages[i] != fast.pages[i]) {
+            let pfn = slow.base_pfn + i as u64;
+            return Err(TestCaseError::fail(format!(
+                "{s}: struct page of pfn {pfn:#x} differs\n slow: {:?}\n fast: {:?}",
+                slow.pages[i], fast.pages[i]
+            )));
+        }
+        prop_assert_eq!(&slow.pageblocks, &fast.pageblocks, "{} pageblocks", s);
+        prop_assert_eq!(&slow.resched, &fast.resched, "{} cond_resched calls", s);
+        prop_assert_eq!(&slow.events, &fast.events, "{} tracepoint events", s);
+        prop_assert_eq!(slow.report.nr_pages, fast.report.nr_pages);
+        prop_assert_eq!(slow.report.pages_initialized, fast.report.pages_initialized);
+        if c.tracepoint {
+            prop_assert_eq!(fast.report.used, Strategy::Slow, "tracepoint active must force the slow path");
+        } else if s != Strategy::Auto {
+            prop_assert_eq!(fast.report.used, s);
+        }
+    }
+    Ok(())
+}
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: if cfg!(miri) { 6 } else { 160 },
+        max_shrink_iters: 2000,
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn template_and_streaming_equal_slow(c in case()) {
+        if c.layout72 { check::<Page72>(&c)?; } else { check::<Page64>(&c)?; }
+    }
+}
+
+/// A deterministic sweep of the corners the random search could take long to hit: every memory
+/// type × compound order 0/1/2/9 × altmap on/off × both layouts × every preset.
+#[test]
+fn corner_matrix_equal_slow() {
+    let shifts: &[u32] = if cfg!(miri) { &[0, 2] } else { &[0, 1, 2, 9] };
+    for cfg in KernelConfig::PRESETS {
+        for ty in MemoryType::ALL {
+            for &shift in shifts {
+                for altmap in [false, true] {
+                    for tracepoint in [false, true] {
+                        let ppc = 1u64 << shift;
+                        let start = cfg.pages_per_section() - 2 * ppc.max(4);
+                        let nr = 4 * ppc.max(4);
+                        let mut pgmap = DevPagemap::new(ty).with_vmemmap_shift(shift);
+                        if altmap {
+                            pgmap = pgmap.with_altmap(VmemAltmap {
+                                base_pfn: start,
+                                reserve: ppc.max(4) / 2,
+                                free: ppc.max(4) / 2,
+                            });
+                        }
+                        let c = Case {
+                            cfg: with_debug_page_ref(cfg),
+                            layout72: false,
+                            range: range(&cfg, start, nr),
+                            pgmap,
+                            tracepoint,
+                        };
+                        check::<Page64>(&c).unwrap_or_else(|e| panic!("{c:?}: {e}"));
+                        check::<Page72>(&c).unwrap_or_else(|e| panic!("{c:?}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+}
