@@ -104,10 +104,10 @@ pub struct VmemAltmap {
 }
 
 impl VmemAltmap {
-    /// `vmem_altmap_offset(altmap)` = `reserve + free`.
+    /// `vmem_altmap_offset(altmap)` = `reserve + free` (saturating).
     #[must_use]
     pub const fn offset(&self) -> u64 {
-        self.reserve + self.free
+        self.reserve.saturating_add(self.free)
     }
 }
 
@@ -318,7 +318,7 @@ fn plan<P: StructPage>(
     }
     let mut start = range.start_pfn;
     if let Some(a) = pgmap.altmap {
-        let altmap_end = a.base_pfn.checked_add(a.offset());
+        let altmap_end = a.reserve.checked_add(a.free).and_then(|o| a.base_pfn.checked_add(o));
         if a.base_pfn < range.start_pfn || altmap_end.is_none_or(|e| e > end) {
             return Err(InitError::AltmapOutsideRange {
                 base_pfn: a.base_pfn,
@@ -329,7 +329,7 @@ fn plan<P: StructPage>(
             });
         }
         // The memmap_init_range() call before this one initialized the altmap part.
-        start = a.base_pfn + a.offset();
+        start = altmap_end.expect("checked above");
     }
     let ppc = pgmap.vmemmap_nr();
     if start % ppc != 0 || (end - start) % ppc != 0 {

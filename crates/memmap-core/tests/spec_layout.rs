@@ -1,0 +1,287 @@
+//! kernel-spec.md §1.3 (struct page layout) and §2.5 (page-flags layout): every "what a faithful
+//! model must check" item, as a named test.
+
+mod common;
+
+use core::mem::offset_of;
+
+use common::{range, run};
+use memmap_core::page::{CStructPage, CStructPageVirtual, folio, offsets};
+use memmap_core::{
+    DevPagemap, FlagsLayout, KernelConfig, MemoryType, Page64, Page72, Strategy, StructPage,
+    compound_nr_pages, vmemmap_can_optimize,
+};
+use proptest::prelude::*;
+
+// ---------------------------------------------------------------- §1.3 struct page layout
+
+#[test]
+fn s1_3_size_is_64_and_offsets_match_the_kernel() {
+    assert_eq!(size_of::<Page64>(), 64);
+    assert_eq!(align_of::<Page64>(), 8);
+    assert_eq!(Page64::SIZE, 64);
+    let expect = [
+        (offset_of!(CStructPage, flags), 0),
+        (offset_of!(CStructPage, lru_next), 8),
+        (offset_of!(CStructPage, lru_prev), 16),
+        (offset_of!(CStructPage, mapping), 24),
+        (offset_of!(CStructPage, index), 32),
+        (offset_of!(CStructPage, private), 40),
+        (offset_of!(CStructPage, mapcount), 48),
+        (offset_of!(CStructPage, refcount), 52),
+        (offset_of!(CStructPage, memcg_data), 56),
+    ];
+    for (got, want) in expect {
+        assert_eq!(got, want);
+    }
+    // The accessors read exactly those bytes.
+    let mut bytes = [0u8; 64];
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    let words: [u64; 8] =
+        core::array::from_fn(|i| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap()));
+    let p = Page64::from_words(words);
+    let at8 = |o: usize| u64::from_ne_bytes(bytes[o..o + 8].try_into().unwrap());
+    let at4 = |o: usize| u32::from_ne_bytes(bytes[o..o + 4].try_into().unwrap());
+    assert_eq!(p.flags(), at8(offsets::FLAGS));
+    assert_eq!(p.pgmap(), at8(offsets::PGMAP));
+    assert_eq!(p.compound_head(), at8(offsets::COMPOUND_HEAD));
+    assert_eq!(p.zone_device_data(), at8(offsets::ZONE_DEVICE_DATA));
+    assert_eq!(p.mapping(), at8(offsets::MAPPING));
+    assert_eq!(p.index(), at8(offsets::INDEX));
+    assert_eq!(p.private(), at8(offsets::PRIVATE));
+    assert_eq!(p.mapcount() as u32, at4(offsets::MAPCOUNT));
+    assert_eq!(p.refcount() as u32, at4(offsets::REFCOUNT));
+    assert_eq!(p.memcg_data(), at8(offsets::MEMCG_DATA));
+}
+
+#[test]
+fn s1_3_want_page_virtual_layout_is_72_bytes_with_virtual_at_64() {
+    assert_eq!(size_of::<Page72>(), 72);
+    assert_eq!(offset_of!(CStructPageVirtual, virtual_), offsets::VIRTUAL);
+    let mut p = Page72::ZEROED;
+    p.set_virtual_address(0xffff_8880_1234_5000);
+    assert_eq!(p.word(8), 0xffff_8880_1234_5000);
+    assert_eq!(Page64::ZEROED.virtual_address(), None);
+}
+
+#[test]
+fn s1_3_non_power_of_two_size_turns_vmemmap_optimizations_off() {
+    let cfg = KernelConfig::X86_64;
+    let pgmap = DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(9);
+    assert!(vmemmap_can_optimize(&cfg, Page64::SIZE, &pgmap));
+    assert_eq!(compound_nr_pages(&cfg, Page64::SIZE, &pgmap), 128);
+    assert!(!vmemmap_can_optimize(&cfg, Page72::SIZE, &pgmap));
+    assert_eq!(compound_nr_pages(&cfg, Page72::SIZE, &pgmap), 512);
+}
+
+/// Runs a devdax init of one compound page of `order` and returns the run.
+fn one_compound(order: u32) -> common::Run<Page64> {
+    let cfg = KernelConfig::X86_64;
+    let ppc = 1u64 << order;
+    let pgmap = DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(order);
+    run::<Page64>(cfg, &range(&cfg, 1 << 20, ppc), &pgmap, Strategy::Slow, false).unwrap()
+}
+
+/// Reads a folio field (byte offset from the head, 64-byte layout) out of the run's pages.
+fn folio_u64(r: &common::Run<Page64>, head: u64, off: usize) -> u64 {
+    let (i, o) = folio::page_word(off);
+    r.page(head + i as u64).u64_at(o)
+}
+
+fn folio_u32(r: &common::Run<Page64>, head: u64, off: usize) -> u32 {
+    let (i, o) = folio::page_word(off);
+    r.page(head + i as u64).u32_at(o)
+}
+
+#[test]
+fn s1_3_folio_fields_land_on_page_words() {
+    let r = one_compound(9);
+    let head = 1 << 20;
+    // FOLIO_MATCH: each folio field is the page word it overlays.
+    assert_eq!(folio_u64(&r, head, folio::FLAGS_1), r.page(head + 1).flags());
+    assert_eq!(folio_u64(&r, head, folio::HEAD_1), r.page(head + 1).compound_head());
+    assert_eq!(folio_u64(&r, head, folio::FLAGS_2), r.page(head + 2).flags());
+    assert_eq!(folio_u64(&r, head, folio::HEAD_2), r.page(head + 2).compound_head());
+    assert_eq!(folio_u64(&r, head, folio::FLAGS_3), r.page(head + 3).flags());
+    // And they hold what prep_compound_head stored.
+    assert_eq!(folio_u64(&r, head, folio::FLAGS_1) & 0xff, 9, "order in _flags_1");
+    assert_eq!(folio_u32(&r, head, folio::LARGE_MAPCOUNT) as i32, -1);
+    assert_eq!(folio_u32(&r, head, folio::NR_PAGES_MAPPED), 0);
+    assert_eq!(folio_u32(&r, head, folio::ENTIRE_MAPCOUNT) as i32, -1);
+    assert_eq!(folio_u32(&r, head, folio::PINCOUNT), 0);
+    assert_eq!(folio_u32(&r, head, folio::MM_ID_MAPCOUNT) as i32, -1);
+    assert_eq!(folio_u32(&r, head, folio::MM_ID_MAPCOUNT + 4) as i32, -1);
+    assert_eq!(folio_u64(&r, head, folio::MM_IDS), 0);
+    assert_eq!(folio_u32(&r, head, folio::NR_PAGES), 512);
+}
+
+#[test]
+fn s1_3_mapcount_1_and_refcount_1_alias_page1() {
+    let r = one_compound(9);
+    let head = 1 << 20;
+    assert_eq!(folio_u32(&r, head, folio::MAPCOUNT_1) as i32, r.page(head + 1).mapcount());
+    assert_eq!(folio_u32(&r, head, folio::REFCOUNT_1) as i32, r.page(head + 1).refcount());
+    assert_eq!(r.page(head + 1).mapcount(), -1);
+    assert_eq!(r.page(head + 1).refcount(), 0);
+}
+
+#[test]
+fn s1_3_entire_mapcount_and_pincount_overwrite_tail_mapping_of_page1() {
+    // prep_compound_head ran after prep_compound_tail(head, 1): page[1].mapping is no longer
+    // TAIL_MAPPING but {_entire_mapcount = -1, _pincount = 0}.
+    for order in [1, 2, 9] {
+        let r = one_compound(order);
+        let m = r.page((1 << 20) + 1).mapping();
+        assert_ne!(m, memmap_core::TAIL_MAPPING, "order {order}");
+        let bytes = m.to_ne_bytes();
+        assert_eq!(i32::from_ne_bytes(bytes[..4].try_into().unwrap()), -1, "_entire_mapcount");
+        assert_eq!(i32::from_ne_bytes(bytes[4..].try_into().unwrap()), 0, "_pincount");
+    }
+}
+
+#[test]
+fn s1_3_deferred_list_overwrites_page2_mapping_only_for_order_above_1() {
+    let cfg = KernelConfig::X86_64;
+    let head = 1u64 << 20;
+    let r = one_compound(2);
+    let list = common::vaddr::<Page64>(&cfg, head + 2) + 16;
+    assert_eq!(r.page(head + 2).u64_at(16), list, "_deferred_list.next");
+    assert_eq!(r.page(head + 2).mapping(), list, "_deferred_list.prev overwrites page[2].mapping");
+    // Order 1 has no page[2] to touch: the next struct page is not part of the compound.
+    let r = one_compound(1);
+    assert!(common::is_guard(r.page(head + 2)));
+}
+
+// ---------------------------------------------------------------- §2.5 page-flags layout
+
+fn layouts() -> Vec<(KernelConfig, FlagsLayout)> {
+    let mut v: Vec<_> = KernelConfig::PRESETS.iter().map(|c| (*c, c.flags_layout().unwrap())).collect();
+    let arm64_64k =
+        KernelConfig { name: "arm64-64k", page_shift: 16, section_size_bits: 29, ..KernelConfig::ARM64 };
+    v.push((arm64_64k, arm64_64k.flags_layout().unwrap()));
+    let kasan_sw =
+        KernelConfig { name: "arm64-kasan-sw-tags", kasan: true, kasan_tag_width: 8, ..KernelConfig::ARM64 };
+    v.push((kasan_sw, kasan_sw.flags_layout().unwrap()));
+    v
+}
+
+fn field_masks(l: &FlagsLayout) -> Vec<(&'static str, u64)> {
+    let m = |w: u32, s: u32| if w == 0 { 0 } else { ((1u64 << w) - 1) << s };
+    vec![
+        ("section", m(l.sections_width, l.sections_pgshift)),
+        ("node", m(l.nodes_width, l.nodes_pgshift)),
+        ("zone", m(l.zones_width, l.zones_pgshift)),
+        ("last_cpupid", m(l.last_cpupid_width, l.last_cpupid_pgshift)),
+        ("kasan_tag", m(l.kasan_tag_width, l.kasan_tag_pgshift)),
+        ("lru_gen", m(l.lru_gen_width, l.lru_gen_pgshift)),
+        ("lru_refs", m(l.lru_refs_width, l.lru_refs_pgshift)),
+    ]
+}
+
+#[test]
+fn s2_5_widths_fit_and_each_field_sits_at_its_pgshift() {
+    for (cfg, l) in layouts() {
+        assert!(l.field_bits() <= 64 - cfg.nr_pageflags, "{}", cfg.name);
+        let masks = field_masks(&l);
+        let mut union = 0u64;
+        let mut next_top = 64u32;
+        for (name, mask) in &masks {
+            assert_eq!(union & mask, 0, "{}: {name} overlaps another field", cfg.name);
+            union |= mask;
+            if *mask != 0 {
+                // Fields are packed downward from bit 63 in the kernel's order.
+                assert_eq!(64 - mask.leading_zeros(), next_top, "{}: {name} not packed", cfg.name);
+                next_top = mask.trailing_zeros();
+            }
+        }
+        let pageflags = (1u64 << cfg.nr_pageflags) - 1;
+        assert_eq!(union & pageflags, 0, "{}: fields overlap the NR_PAGEFLAGS flag bits", cfg.name);
+    }
+}
+
+#[test]
+fn s2_5_zone_and_node_round_trip() {
+    for (cfg, l) in layouts() {
+        for zone in 0..cfg.max_nr_zones {
+            for nid in [0, 1, l.nodes_mask() as u32 / 2, l.nodes_mask() as u32] {
+                let f = l.set_links(0, zone, nid, 0);
+                assert_eq!(l.zone(f), zone, "{}", cfg.name);
+                assert_eq!(l.node(f), nid, "{}", cfg.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn s2_5_section_bits_equal_pfn_section_only_with_section_in_page_flags() {
+    for (cfg, l) in layouts() {
+        for pfn in [0u64, 32767, 32768, 5 << 15, (1 << 30) + 7] {
+            let f = l.set_links(0, 2, 1, cfg.pfn_to_section_nr(pfn));
+            if l.section_in_page_flags() {
+                assert_eq!(l.section(f), pfn >> cfg.pfn_section_shift(), "{}", cfg.name);
+            } else {
+                assert_eq!(l.section(f), 0, "{}", cfg.name);
+                assert_eq!(
+                    f,
+                    l.set_links(0, 2, 1, 0),
+                    "{}: VMEMMAP flags must not depend on the pfn",
+                    cfg.name
+                );
+            }
+        }
+    }
+}
+
+/// Initialized flags: PFN-independent with VMEMMAP (template-safe), changing at every
+/// 32768-PFN boundary without it.
+#[test]
+fn s2_5_initialized_flags_depend_on_the_pfn_only_without_vmemmap() {
+    for cfg in KernelConfig::PRESETS {
+        let start = 32768 - 4;
+        let r = run::<Page64>(
+            cfg,
+            &range(&cfg, start, 8),
+            &DevPagemap::new(MemoryType::FsDax),
+            Strategy::Slow,
+            false,
+        )
+        .unwrap();
+        let before = r.page(32767).flags();
+        let after = r.page(32768).flags();
+        assert_eq!(r.page(32766).flags(), before);
+        assert_eq!(r.page(32769).flags(), after);
+        if cfg.sparsemem_vmemmap {
+            assert_eq!(before, after, "{}", cfg.name);
+        } else {
+            assert_ne!(before, after, "{}", cfg.name);
+            let l = cfg.flags_layout().unwrap();
+            assert_eq!((l.section(before), l.section(after)), (0, 1));
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn s2_5_setters_preserve_every_bit_outside_their_mask(flags: u64, zone in 0u32..8, node: u32, section: u64, which in 0usize..5) {
+        let (_, l) = layouts()[which];
+        let zm = l.zones_mask() << l.zones_pgshift;
+        let nm = l.nodes_mask() << l.nodes_pgshift;
+        let sm = l.sections_mask() << l.sections_pgshift;
+        prop_assert_eq!(l.set_zone(flags, zone) & !zm, flags & !zm);
+        prop_assert_eq!(l.set_node(flags, node) & !nm, flags & !nm);
+        prop_assert_eq!(l.set_section(flags, section) & !sm, flags & !sm);
+        // clear-then-OR: setting twice equals setting once with the last value.
+        prop_assert_eq!(l.set_zone(l.set_zone(flags, zone ^ 1), zone), l.set_zone(flags, zone));
+    }
+}
+
+#[test]
+fn s2_5_pages_per_section() {
+    assert_eq!(KernelConfig::X86_64.pages_per_section(), 32768);
+    assert_eq!(KernelConfig::ARM64.pages_per_section(), 32768);
+    let arm64_64k = KernelConfig { page_shift: 16, section_size_bits: 29, ..KernelConfig::ARM64 };
+    assert_eq!(arm64_64k.pages_per_section(), 8192);
+    assert_eq!(KernelConfig::X86_64.pageblock_nr_pages(), 512);
+}
