@@ -183,11 +183,7 @@ fn s3_11_movable_and_cond_resched_exactly_at_initialized_pageblock_starts() {
         for s in STRATEGIES {
             let r = run::<Page64>(cfg, &range(&cfg, start, nr), &pgmap, s, false).unwrap();
             assert_eq!(r.resched, expect, "{s} shift {shift}");
-            let mut pb = r.pageblocks.clone();
-            let mut memmap_pages = r.pages.clone();
-            let m = Memmap::new(cfg, r.base_pfn, &mut memmap_pages, &mut pb).unwrap();
-            drop(m);
-            // Re-derive from the raw pageblock bytes: index = pageblock - first pageblock.
+            // From the raw pageblock bytes: index = pageblock - first pageblock of the memmap.
             let first = r.base_pfn >> 9;
             let movable: Vec<u64> = r
                 .pageblocks
