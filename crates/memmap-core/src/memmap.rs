@@ -371,6 +371,70 @@ impl<'a, P: StructPage> Memmap<'a, P> {
         self.store_pageblock(pfn, mt);
     }
 
+    /// A shorter-lived view of the same memmap (to split it without giving it up).
+    #[must_use]
+    pub fn reborrow(&mut self) -> Memmap<'_, P> {
+        Memmap { _borrow: PhantomData, ..*self }
+    }
+
+    /// Splits the memmap at `pfn` into `[base, pfn)` and `[pfn, end)`, two independent views
+    /// (for example one per thread, as the kernel's padata jobs split a range at section
+    /// boundaries). `pfn` must be pageblock-aligned so that the pageblock array splits too.
+    /// Use [`Memmap::reborrow`] to split a memmap you want to keep.
+    ///
+    /// # Errors
+    ///
+    /// [`InitError::Misaligned`] if `pfn` is not pageblock-aligned,
+    /// [`InitError::OutOfRange`] if it is not inside `[base, end]`.
+    pub fn split_at(self, pfn: u64) -> Result<(Memmap<'a, P>, Memmap<'a, P>), InitError> {
+        let pb = self.cfg.pageblock_nr_pages();
+        if pfn < self.base_pfn || pfn > self.end_pfn() {
+            return Err(InitError::OutOfRange {
+                start_pfn: pfn,
+                nr_pages: 0,
+                memmap_start: self.base_pfn,
+                memmap_end: self.end_pfn(),
+            });
+        }
+        if pfn % pb != 0 {
+            return Err(InitError::Misaligned { start_pfn: pfn, nr_pages: 0, pfns_per_compound: pb });
+        }
+        let left_len = (pfn - self.base_pfn) as usize;
+        let left_pb = if left_len == 0 { 0 } else { self.pageblock_index(pfn - 1) + 1 };
+        let part = |base_pfn: u64,
+                    pages: NonNull<P>,
+                    len: usize,
+                    pageblocks: NonNull<u8>,
+                    pageblocks_len: usize,
+                    vaddr_base: u64| {
+            Memmap {
+                pages,
+                len,
+                base_pfn,
+                vaddr_base,
+                pageblocks,
+                pageblocks_len,
+                cfg: self.cfg,
+                layout: self.layout,
+                _borrow: PhantomData,
+            }
+        };
+        // SAFETY: `left_len <= len` and `left_pb <= pageblocks_len` (the split pfn is inside the
+        // memmap and pageblock-aligned, so the pageblocks left of it are exactly the first
+        // `left_pb`); the two halves are disjoint and inherit this view's exclusive borrow.
+        let (right_pages, right_pb) = unsafe { (self.pages.add(left_len), self.pageblocks.add(left_pb)) };
+        let left = part(self.base_pfn, self.pages, left_len, self.pageblocks, left_pb, self.vaddr_base);
+        let right = part(
+            pfn,
+            right_pages,
+            self.len - left_len,
+            right_pb,
+            self.pageblocks_len - left_pb,
+            self.vaddr(pfn),
+        );
+        Ok((left, right))
+    }
+
     /// PFNs at the start of every pageblock overlapping `[start, start + nr)` whose migrate type
     /// is `mt`.
     pub fn pageblocks_with(&self, start: u64, nr: u64, mt: MigrateType) -> impl Iterator<Item = u64> + '_ {
@@ -423,6 +487,30 @@ mod tests {
         let mut pb = vec![0; 1];
         let err = Memmap::new(KernelConfig::X86_64, 0, &mut pages, &mut pb).unwrap_err();
         assert_eq!(err, InitError::PageblocksTooShort { needed: 2, got: 1 });
+    }
+
+    #[test]
+    fn split_halves_are_disjoint_views_of_the_same_storage() {
+        let cfg = KernelConfig::X86_64;
+        let mut pages = vec![Page64::ZEROED; 2048];
+        let mut pb = vec![0; 5];
+        let mut m = Memmap::new(cfg, 100, &mut pages, &mut pb).unwrap();
+        assert!(m.reborrow().split_at(99).is_err() && m.reborrow().split_at(2149).is_err());
+        assert!(m.reborrow().split_at(600).is_err(), "not pageblock-aligned");
+        let (mut a, mut b) = m.reborrow().split_at(1024).unwrap();
+        assert_eq!((a.base_pfn(), a.end_pfn(), b.base_pfn(), b.end_pfn()), (100, 1024, 1024, 2148));
+        assert_eq!(b.vaddr(1024), a.vaddr(1023) + 64);
+        a.set_pageblock_migratetype(1023, MigrateType::Movable);
+        b.set_pageblock_migratetype(1024, MigrateType::Reclaimable);
+        let mut p = Page64::ZEROED;
+        p.set_flags(7);
+        b.write(1024, p);
+        assert_eq!(m.read(1024).flags(), 7);
+        assert_eq!(m.pageblock_migratetype(1023), Some(MigrateType::Movable));
+        assert_eq!(m.pageblock_migratetype(1024), Some(MigrateType::Reclaimable));
+        assert_eq!(m.pageblock_migratetype(1536), None);
+        let (a, b) = m.split_at(100).unwrap();
+        assert_eq!((a.nr_pages(), b.nr_pages()), (0, 2048));
     }
 
     #[test]

@@ -31,17 +31,12 @@ proptest! {
     }
 
     #[test]
-    fn clear_pages_zeroes_exactly_the_pages(npages in 0usize..if cfg!(miri) { 2 } else { 48 }, off in 0usize..4096) {
-        let len = npages * stream_hal::PAGE_SIZE;
-        let mut buf = Aligned::new(GUARD + 4096 + len + GUARD, GUARD_BYTE);
-        let start = GUARD + off;
-        // SAFETY: `start + len` is inside `buf`.
-        unsafe { stream_hal::clear_pages(buf.bytes_mut().as_mut_ptr().add(start), npages) };
-        stream_hal::drain();
-        let b = buf.bytes();
-        prop_assert!(b[..start].iter().all(|&x| x == GUARD_BYTE));
-        prop_assert!(b[start..start + len].iter().all(|&x| x == 0));
-        prop_assert!(b[start + len..].iter().all(|&x| x == GUARD_BYTE));
+    fn clear_pages_zeroes_exactly_the_pages(
+        npages in 0usize..if cfg!(miri) { 2 } else { 48 },
+        off in 0usize..4096,
+        which in 0usize..4,
+    ) {
+        check_clear(CLEARS[which], npages, off)?;
     }
 
     #[test]
@@ -96,4 +91,43 @@ fn writer_case<const W: usize>(
         prop_assert_eq!(unsafe { s.assume_init() }, guard);
     }
     Ok(())
+}
+
+type ClearFn = unsafe fn(*mut u8, usize);
+
+/// `clear_pages` (size-dependent choice), its two forced methods, and the generic reference.
+const CLEARS: [ClearFn; 4] = [
+    stream_hal::clear_pages,
+    stream_hal::clear_pages_cached,
+    stream_hal::clear_pages_streaming,
+    stream_hal::generic::clear_pages,
+];
+
+fn check_clear(clear: ClearFn, npages: usize, off: usize) -> Result<(), TestCaseError> {
+    let len = npages * stream_hal::PAGE_SIZE;
+    let mut buf = Aligned::new(GUARD + 4096 + len + GUARD, GUARD_BYTE);
+    let start = GUARD + off;
+    // SAFETY: `start + len` is inside `buf`.
+    unsafe { clear(buf.bytes_mut().as_mut_ptr().add(start), npages) };
+    stream_hal::drain();
+    let b = buf.bytes();
+    prop_assert!(b[..start].iter().all(|&x| x == GUARD_BYTE));
+    prop_assert!(b[start..start + len].iter().all(|&x| x == 0));
+    prop_assert!(b[start + len..].iter().all(|&x| x == GUARD_BYTE));
+    Ok(())
+}
+
+/// The size bands of `clear_pages` (below, inside and at the start of the streaming band), page
+/// aligned and not.
+#[test]
+fn clear_pages_at_the_method_thresholds() {
+    let min = stream_hal::CLEAR_STREAMING_MIN / stream_hal::PAGE_SIZE;
+    let sizes: Vec<usize> = if cfg!(miri) { vec![1, 3] } else { vec![min - 1, min, min + 1, 2 * min + 3] };
+    for npages in sizes {
+        for off in [0, 8, 100] {
+            for clear in CLEARS {
+                check_clear(clear, npages, off).unwrap();
+            }
+        }
+    }
 }

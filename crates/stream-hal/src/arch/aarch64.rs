@@ -212,6 +212,28 @@ pub(crate) unsafe fn clear_pages(dst: *mut u8, npages: usize) {
     }
 }
 
+/// `dc zva` where permitted (it zeroes whole cache lines in place), else the `stnp` fallback.
+///
+/// # Safety
+///
+/// `dst` writable for `npages * 4096` bytes; the product does not overflow.
+#[inline]
+pub(crate) unsafe fn clear_pages_cached(dst: *mut u8, npages: usize) {
+    // SAFETY: same contract; `clear_pages` already prefers `dc zva`.
+    unsafe { clear_pages(dst, npages) }
+}
+
+/// Always the `stnp xzr, xzr` non-temporal loop.
+///
+/// # Safety
+///
+/// `dst` writable for `npages * 4096` bytes; the product does not overflow.
+#[inline]
+pub(crate) unsafe fn clear_pages_streaming(dst: *mut u8, npages: usize) {
+    // SAFETY: same contract.
+    unsafe { clear_stnp(dst, npages * PAGE_SIZE) }
+}
+
 /// Zeroes `len` bytes with `dc zva` on every whole `block`-byte block and normal stores on the
 /// misaligned edges (a `dc zva` on a partial block would zero bytes outside the range).
 ///

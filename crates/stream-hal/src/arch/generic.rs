@@ -35,6 +35,30 @@ pub unsafe fn clear_pages(dst: *mut u8, npages: usize) {
     unsafe { ptr::write_bytes(dst, 0, npages * crate::PAGE_SIZE) }
 }
 
+/// Same as [`clear_pages`] (the generic backend has one way to clear).
+///
+/// # Safety
+///
+/// As for [`clear_pages`].
+#[inline]
+#[allow(dead_code)] // unused when a streaming backend is selected
+pub(crate) unsafe fn clear_pages_cached(dst: *mut u8, npages: usize) {
+    // SAFETY: same contract.
+    unsafe { clear_pages(dst, npages) }
+}
+
+/// Same as [`clear_pages`] (the generic backend has one way to clear).
+///
+/// # Safety
+///
+/// As for [`clear_pages`].
+#[inline]
+#[allow(dead_code)] // unused when a streaming backend is selected
+pub(crate) unsafe fn clear_pages_streaming(dst: *mut u8, npages: usize) {
+    // SAFETY: same contract.
+    unsafe { clear_pages(dst, npages) }
+}
+
 /// Stores one `size`-byte record with a normal copy (`size` is a compile-time constant at
 /// every call site, so this is a fixed sequence of moves).
 ///

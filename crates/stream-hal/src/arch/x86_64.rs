@@ -258,13 +258,33 @@ pub(crate) fn drain() {
     unsafe { asm!("sfence", options(nostack, preserves_flags)) };
 }
 
-/// See [`crate::clear_pages`]: one `rep stosb` of `npages * 4096` bytes.
+/// See [`crate::clear_pages`]: `rep stosb` for ranges the CPU's fast-string microcode clears
+/// well (below [`crate::CLEAR_STREAMING_MIN`], where the pages are likely reused from cache, and
+/// from [`crate::CLEAR_REP_LARGE_MIN`] up, where the microcode switches to its own
+/// non-temporal protocol), streaming zero stores in between.
 ///
 /// # Safety
 ///
 /// `dst` writable for `npages * 4096` bytes; the product does not overflow.
 #[inline]
 pub(crate) unsafe fn clear_pages(dst: *mut u8, npages: usize) {
+    let len = npages * PAGE_SIZE;
+    if (crate::CLEAR_STREAMING_MIN..crate::CLEAR_REP_LARGE_MIN).contains(&len) {
+        // SAFETY: same contract.
+        unsafe { clear_pages_streaming(dst, npages) }
+    } else {
+        // SAFETY: same contract.
+        unsafe { clear_pages_cached(dst, npages) }
+    }
+}
+
+/// One `rep stosb` of `npages * 4096` bytes (Linux's `clear_page_erms`/`clear_pages` on ERMS).
+///
+/// # Safety
+///
+/// `dst` writable for `npages * 4096` bytes; the product does not overflow.
+#[inline]
+pub(crate) unsafe fn clear_pages_cached(dst: *mut u8, npages: usize) {
     let len = npages * PAGE_SIZE;
     // SAFETY: `rep stosb` writes exactly `rcx = len` bytes of `al = 0` upward from `rdi = dst`
     // (the direction flag is clear on entry to inline assembly, as Rust requires), which the
@@ -278,4 +298,46 @@ pub(crate) unsafe fn clear_pages(dst: *mut u8, npages: usize) {
             options(nostack, preserves_flags),
         );
     }
+}
+
+/// Zeroes `npages * 4096` bytes with streaming stores: `movntdq` of a zero register (64 bytes
+/// per iteration) with SSE2, `movnti` of a zero general-purpose register without. Normal
+/// stores for a misaligned head or tail. Does not fence.
+///
+/// # Safety
+///
+/// `dst` writable for `npages * 4096` bytes; the product does not overflow.
+#[inline(never)]
+pub(crate) unsafe fn clear_pages_streaming(dst: *mut u8, npages: usize) {
+    let len = npages * PAGE_SIZE;
+    let head = (dst.addr().wrapping_neg() & 15).min(len);
+    // SAFETY: `head <= len` bytes at `dst` are writable.
+    unsafe { ptr::write_bytes(dst, 0, head) };
+    let mut p = dst.wrapping_add(head);
+    let mut n = len - head;
+    #[cfg(target_feature = "sse2")]
+    {
+        use core::arch::x86_64::{__m128i, _mm_setzero_si128, _mm_stream_si128};
+        // SAFETY: SSE2 is enabled at compile time.
+        let zero = unsafe { _mm_setzero_si128() };
+        while n >= 64 {
+            // SAFETY: 64 writable bytes at the 16-byte-aligned `p`.
+            unsafe {
+                _mm_stream_si128(p.cast::<__m128i>(), zero);
+                _mm_stream_si128(p.add(16).cast::<__m128i>(), zero);
+                _mm_stream_si128(p.add(32).cast::<__m128i>(), zero);
+                _mm_stream_si128(p.add(48).cast::<__m128i>(), zero);
+            }
+            p = p.wrapping_add(64);
+            n -= 64;
+        }
+    }
+    while n >= 8 {
+        // SAFETY: 8 writable bytes at `p`.
+        unsafe { movnti64(p, 0) };
+        p = p.wrapping_add(8);
+        n -= 8;
+    }
+    // SAFETY: the last `n < 8` bytes are inside the range.
+    unsafe { ptr::write_bytes(p, 0, n) };
 }

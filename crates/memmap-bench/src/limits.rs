@@ -1,0 +1,113 @@
+//! The machine's limits, measured in the same run as the scenarios: how fast this machine can
+//! fill memory with zero and with non-zero data, and copy it.
+//!
+//! A `struct page` template is non-zero, so the limit for initializing struct pages is the
+//! non-zero fill rate; clearing pages is judged against the zero fill rate (zero fills are
+//! cheaper on some machines). Buffers are faulted in before measuring, and the variants run
+//! interleaved; the result is the median.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::measure::{Runner, gbps, interleaved};
+
+/// Measured limits, GB/s (10^9 bytes per second).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Limits {
+    /// Best all-zero fill: `memset(0)` or `stream_hal::clear_pages` (`rep stosb`).
+    pub fill_zero_gbps: f64,
+    /// `memset` with a non-zero byte.
+    pub fill_nonzero_gbps: f64,
+    /// `memset(0)` alone.
+    pub memset_zero_gbps: f64,
+    /// `stream_hal::clear_pages` alone.
+    pub clear_pages_gbps: f64,
+    /// `memcpy` bandwidth (bytes copied per second).
+    pub copy_gbps: f64,
+    /// Buffer size used.
+    pub buffer_bytes: u64,
+    /// Rounds per variant.
+    pub rounds: usize,
+}
+
+/// A page-aligned, pre-faulted buffer.
+struct Buffer {
+    map: Vec<u64>,
+}
+
+impl Buffer {
+    fn new(bytes: usize) -> Buffer {
+        let mut map = vec![0u64; bytes.div_ceil(8) + 512];
+        // Touch every page with a non-zero value so that none is a shared zero page.
+        for w in map.iter_mut().step_by(512) {
+            *w = 1;
+        }
+        Buffer { map }
+    }
+    fn page_aligned(&mut self, bytes: usize) -> *mut u8 {
+        let p = self.map.as_mut_ptr().cast::<u8>();
+        let off = p.align_offset(4096);
+        assert!(off + bytes <= self.map.len() * 8);
+        p.wrapping_add(off)
+    }
+}
+
+fn time(f: impl FnOnce()) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
+}
+
+/// Measures the limits on a `bytes`-byte buffer (rounded down to whole pages).
+#[must_use]
+pub fn measure(bytes: u64, rounds: usize) -> Limits {
+    let len = (bytes as usize / 4096).max(1) * 4096;
+    let mut a = Buffer::new(len);
+    let mut b = Buffer::new(len);
+    let pa = a.page_aligned(len);
+    let pb = b.page_aligned(len);
+    // SAFETY (every closure below): `pa` and `pb` point to distinct buffers of at least `len`
+    // bytes, page-aligned, that live until `interleaved` returns; `len` is a whole number of
+    // pages.
+    let mut runners = vec![
+        Runner::new("memset_zero", move |_| {
+            time(|| {
+                // SAFETY: see above.
+                unsafe { std::ptr::write_bytes(pa, 0, len) }
+            })
+        }),
+        Runner::new("memset_nonzero", move |_| {
+            time(|| {
+                // SAFETY: see above.
+                unsafe { std::ptr::write_bytes(pa, 0x5a, len) }
+            })
+        }),
+        Runner::new("clear_pages", move |_| {
+            time(|| {
+                // SAFETY: see above.
+                unsafe { stream_hal::clear_pages(pa, len / 4096) };
+                stream_hal::drain();
+            })
+        }),
+        Runner::new("memcpy", move |_| {
+            time(|| {
+                // SAFETY: see above.
+                unsafe { std::ptr::copy_nonoverlapping(pa, pb, len) }
+            })
+        }),
+    ];
+    let s = interleaved(rounds.max(2), &mut runners);
+    std::hint::black_box((&mut a, &mut b));
+    let g = |i: usize| gbps(len as u64, crate::measure::median(s[i].rebinds()));
+    let (memset_zero, memset_nonzero, clear_pages, copy) = (g(0), g(1), g(2), g(3));
+    Limits {
+        fill_zero_gbps: memset_zero.max(clear_pages),
+        fill_nonzero_gbps: memset_nonzero,
+        memset_zero_gbps: memset_zero,
+        clear_pages_gbps: clear_pages,
+        copy_gbps: copy,
+        buffer_bytes: len as u64,
+        rounds: rounds.max(2),
+    }
+}

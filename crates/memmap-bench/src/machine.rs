@@ -1,0 +1,57 @@
+//! The machine line: CPU model, CPU count, memory, stream-hal backend.
+
+use serde::Serialize;
+
+/// What the report says about the machine.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// CPU model name (`/proc/cpuinfo`), or the architecture.
+    pub cpu: String,
+    /// Logical CPUs available to this process.
+    pub cpus: usize,
+    /// Physical memory in bytes (`MemTotal`), if known.
+    pub mem_total_bytes: Option<u64>,
+    /// Memory available for new allocations in bytes (`MemAvailable`), if known.
+    pub mem_available_bytes: Option<u64>,
+    /// `stream_hal::backend()`.
+    pub backend: String,
+    /// Whether the backend issues streaming stores.
+    pub streaming: bool,
+    /// Target triple architecture.
+    pub arch: String,
+}
+
+impl Machine {
+    /// Reads the machine description.
+    #[must_use]
+    pub fn detect() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                matches!(k.trim(), "model name" | "Model" | "cpu model").then(|| v.trim().to_string())
+            })
+            .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+        Machine {
+            cpu,
+            cpus: std::thread::available_parallelism().map_or(1, usize::from),
+            mem_total_bytes: meminfo("MemTotal"),
+            mem_available_bytes: meminfo("MemAvailable"),
+            backend: stream_hal::backend().to_string(),
+            streaming: stream_hal::backend().is_streaming(),
+            arch: std::env::consts::ARCH.to_string(),
+        }
+    }
+}
+
+/// A `/proc/meminfo` value in bytes.
+#[must_use]
+pub fn meminfo(key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+        let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
+        Some(kb * 1024)
+    })
+}

@@ -1,0 +1,357 @@
+//! The report: per-scenario tables, the summary table, the `--json` document and the `--plot`
+//! SVG.
+//!
+//! JSON schema (fixed fields; more are welcome and present):
+//!
+//! ```text
+//! {"machine": {...},
+//!  "limits": {"fill_zero_gbps": f, "fill_nonzero_gbps": f, ...},
+//!  "scenarios": [{"name": s, "struct_pages": n, "bytes": n,
+//!                 "results": [{"strategy": s, "first_ms": f, "rebind_avg_ms": f,
+//!                              "median_ms": f, "gbps": f, "x_limit": f, ...}], ...}]}
+//! ```
+//!
+//! `crates/memmap-bench/schema/report.schema.json` is the JSON Schema CI validates against.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::limits::Limits;
+use crate::machine::Machine;
+use crate::measure::{Samples, gbps};
+
+/// Which limit a scenario is judged against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// Non-zero fill (struct pages are non-zero records).
+    FillNonzero,
+    /// Zero fill (clearing pages).
+    FillZero,
+}
+
+impl LimitKind {
+    /// The limit's value.
+    #[must_use]
+    pub fn of(self, l: &Limits) -> f64 {
+        match self {
+            LimitKind::FillNonzero => l.fill_nonzero_gbps,
+            LimitKind::FillZero => l.fill_zero_gbps,
+        }
+    }
+
+    /// Short label.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            LimitKind::FillNonzero => "non-zero fill",
+            LimitKind::FillZero => "zero fill",
+        }
+    }
+}
+
+/// One strategy's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct StrategyResult {
+    /// Strategy name.
+    pub strategy: String,
+    /// Round 0: fresh memory ("first binding"), ms.
+    pub first_ms: f64,
+    /// Mean of rounds 1.. ("rebinds"), ms.
+    pub rebind_avg_ms: f64,
+    /// Median of rounds 1.., ms.
+    pub median_ms: f64,
+    /// Bytes written per second at the median, GB/s.
+    pub gbps: f64,
+    /// `gbps` over the scenario's limit measured in this run.
+    pub x_limit: f64,
+    /// Rebind average of the baseline strategy over this one's.
+    pub speedup: f64,
+    /// Every round, ms.
+    pub rounds_ms: Vec<f64>,
+}
+
+/// What a scenario measured, for [`Scenario::from_samples`].
+#[derive(Debug, Clone)]
+pub struct ScenarioSpec {
+    /// Scenario name.
+    pub name: String,
+    /// What it models.
+    pub description: String,
+    /// Struct pages initialized per round.
+    pub struct_pages: u64,
+    /// Bytes written per round.
+    pub bytes: u64,
+    /// Threads used.
+    pub threads: usize,
+    /// The limit to compare with.
+    pub limit: LimitKind,
+}
+
+/// One scenario's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    /// Scenario name (`zone-device-fsdax`, ...).
+    pub name: String,
+    /// What it models.
+    pub description: String,
+    /// Struct pages initialized per round (0 for clearing scenarios).
+    pub struct_pages: u64,
+    /// Bytes written per round (struct pages, or memory cleared).
+    pub bytes: u64,
+    /// Rounds per strategy.
+    pub rounds: usize,
+    /// Threads used.
+    pub threads: usize,
+    /// The limit the results are compared with.
+    pub limit: LimitKind,
+    /// Its value in this run, GB/s.
+    pub limit_gbps: f64,
+    /// The strategy speedups are relative to.
+    pub baseline: String,
+    /// Per-strategy results, baseline first.
+    pub results: Vec<StrategyResult>,
+    /// Scenario-specific figures.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Scenario {
+    /// Builds a scenario from interleaved samples (the first sample is the baseline).
+    #[must_use]
+    pub fn from_samples(spec: ScenarioSpec, limits: &Limits, samples: &[Samples]) -> Scenario {
+        let ScenarioSpec { name, description, struct_pages, bytes, threads, limit } = spec;
+        let limit_gbps = limit.of(limits);
+        let base = samples[0].rebind_avg_ms();
+        let results = samples
+            .iter()
+            .map(|s| {
+                let median_ms = s.median_ms();
+                let g = gbps(bytes, median_ms / 1e3);
+                StrategyResult {
+                    strategy: s.name.clone(),
+                    first_ms: s.first().as_secs_f64() * 1e3,
+                    rebind_avg_ms: s.rebind_avg_ms(),
+                    median_ms,
+                    gbps: g,
+                    x_limit: g / limit_gbps,
+                    speedup: base / s.rebind_avg_ms(),
+                    rounds_ms: s.rounds.iter().map(|d| d.as_secs_f64() * 1e3).collect(),
+                }
+            })
+            .collect();
+        Scenario {
+            name,
+            description,
+            struct_pages,
+            bytes,
+            rounds: samples[0].rounds.len(),
+            threads,
+            limit,
+            limit_gbps,
+            baseline: samples[0].name.clone(),
+            results,
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    /// The result of `strategy`.
+    #[must_use]
+    pub fn result(&self, strategy: &str) -> Option<&StrategyResult> {
+        self.results.iter().find(|r| r.strategy == strategy)
+    }
+
+    /// The human-readable table.
+    #[must_use]
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "{}: {}", self.name, self.description);
+        let _ = writeln!(
+            s,
+            "  {:<11} {:>10} {:>14} {:>10} {:>9} {:>8} {:>9}",
+            "strategy",
+            "first ms",
+            "rebind avg ms",
+            "median ms",
+            format!("vs {}", short(&self.baseline)),
+            "GB/s",
+            "x limit"
+        );
+        for r in &self.results {
+            let _ = writeln!(
+                s,
+                "  {:<11} {:>10.1} {:>14.2} {:>10.2} {:>8.2}x {:>8.2} {:>9.2}",
+                r.strategy, r.first_ms, r.rebind_avg_ms, r.median_ms, r.speedup, r.gbps, r.x_limit
+            );
+        }
+        let _ =
+            writeln!(s, "  limit: {} {:.2} GB/s (measured in this run)", self.limit.label(), self.limit_gbps);
+        s
+    }
+}
+
+fn short(name: &str) -> &str {
+    if name.len() > 6 { &name[..6] } else { name }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Machine description.
+    pub machine: Machine,
+    /// Limits measured in this run.
+    pub limits: Limits,
+    /// Scenarios, in run order.
+    pub scenarios: Vec<Scenario>,
+    /// The command line.
+    pub command: String,
+    /// `--quick`.
+    pub quick: bool,
+}
+
+impl Report {
+    /// The machine and limits lines.
+    #[must_use]
+    pub fn header(&self) -> String {
+        let m = &self.machine;
+        format!(
+            "machine: {} ({} CPUs{}), stream-hal backend: {}\nlimits:  fill zero {:.2} GB/s, fill non-zero {:.2} GB/s, copy {:.2} GB/s ({} buffer, {} rounds)\n",
+            m.cpu,
+            m.cpus,
+            m.mem_total_bytes.map_or(String::new(), |b| format!(", {}", crate::size::Bytes(b))),
+            m.backend,
+            self.limits.fill_zero_gbps,
+            self.limits.fill_nonzero_gbps,
+            self.limits.copy_gbps,
+            crate::size::Bytes(self.limits.buffer_bytes),
+            self.limits.rounds,
+        )
+    }
+
+    /// The one summary table: every strategy of every scenario.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "summary (rebind = average of rounds after the first; x limit = GB/s / limit of this run)"
+        );
+        let _ = writeln!(
+            s,
+            "  {:<24} {:<11} {:>10} {:>11} {:>9} {:>8} {:>8}",
+            "scenario", "strategy", "first ms", "rebind ms", "speedup", "GB/s", "x limit"
+        );
+        for sc in &self.scenarios {
+            for r in &sc.results {
+                let _ = writeln!(
+                    s,
+                    "  {:<24} {:<11} {:>10.1} {:>11.2} {:>8.2}x {:>8.2} {:>8.2}",
+                    sc.name, r.strategy, r.first_ms, r.rebind_avg_ms, r.speedup, r.gbps, r.x_limit
+                );
+            }
+        }
+        s
+    }
+
+    /// Writes an SVG bar chart of GB/s per strategy per scenario, with each scenario's limit
+    /// drawn across its group.
+    ///
+    /// # Errors
+    ///
+    /// Drawing or file errors, as text.
+    pub fn plot(&self, path: &Path) -> Result<(), String> {
+        plot::draw(self, path).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+mod plot {
+    use plotters::prelude::*;
+
+    use super::Report;
+
+    const COLORS: [RGBColor; 4] = [
+        RGBColor(0xd6, 0x60, 0x4d),
+        RGBColor(0xf4, 0xa5, 0x82),
+        RGBColor(0x43, 0x93, 0xc3),
+        RGBColor(0x21, 0x66, 0xac),
+    ];
+
+    pub(super) fn draw(report: &Report, path: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+        let groups: Vec<_> = report.scenarios.iter().filter(|s| !s.results.is_empty()).collect();
+        let width = 160 + 170 * groups.len().max(1) as u32;
+        let root = SVGBackend::new(path, (width, 480)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let ymax = groups
+            .iter()
+            .flat_map(|s| s.results.iter().map(|r| r.gbps).chain([s.limit_gbps]))
+            .fold(1.0f64, f64::max)
+            * 1.15;
+        let n = groups.len().max(1) as f64;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!(
+                    "memmap-bench: GB/s per strategy vs the limit measured in the same run ({})",
+                    report.machine.backend
+                ),
+                ("sans-serif", 15),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0f64..n, 0f64..ymax)?;
+        let names: Vec<String> = groups.iter().map(|s| s.name.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(groups.len().max(1))
+            .x_label_formatter(&|x| {
+                let i = x.floor() as usize;
+                names.get(i).cloned().unwrap_or_default()
+            })
+            .y_desc("GB/s")
+            .draw()?;
+        let mut legend: Vec<String> = Vec::new();
+        for (g, sc) in groups.iter().enumerate() {
+            let k = sc.results.len() as f64;
+            let bar_w = 0.8 / k;
+            for (j, r) in sc.results.iter().enumerate() {
+                let slot = legend.iter().position(|l| l == &r.strategy).unwrap_or_else(|| {
+                    legend.push(r.strategy.clone());
+                    legend.len() - 1
+                });
+                let color = COLORS[slot % COLORS.len()];
+                let x0 = g as f64 + 0.1 + j as f64 * bar_w;
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(x0, 0.0), (x0 + bar_w * 0.9, r.gbps)],
+                    color.filled(),
+                )))?;
+                chart.draw_series(std::iter::once(Text::new(
+                    format!("{:.1}", r.gbps),
+                    (x0, r.gbps + ymax * 0.01),
+                    ("sans-serif", 11).into_font(),
+                )))?;
+            }
+            chart.draw_series(LineSeries::new(
+                [(g as f64 + 0.05, sc.limit_gbps), (g as f64 + 0.95, sc.limit_gbps)],
+                BLACK.stroke_width(2),
+            ))?;
+            chart.draw_series(std::iter::once(Text::new(
+                format!("limit ({}) {:.1}", sc.limit.label(), sc.limit_gbps),
+                (g as f64 + 0.08, sc.limit_gbps + ymax * 0.03),
+                ("sans-serif", 11).into_font(),
+            )))?;
+        }
+        for (slot, name) in legend.iter().enumerate() {
+            let color = COLORS[slot % COLORS.len()];
+            chart
+                .draw_series(std::iter::once(Rectangle::new([(0.0, 0.0), (0.0, 0.0)], color.filled())))?
+                .label(name.clone())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+        }
+        chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.9)).draw()?;
+        root.present()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,219 @@
+//! The command-line interface from the outside: dump, diff, argument errors, the JSON report.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_memmap-bench"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("memmap-bench-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run memmap-bench")
+}
+
+fn dump(dir: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["dump", "zone-device", "--out", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert!(out.status.success(), "dump failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap()
+}
+
+fn u64_at(bytes: &[u8], off: usize) -> u64 {
+    u64::from_ne_bytes(bytes[off..off + 8].try_into().unwrap())
+}
+
+#[test]
+fn dump_writes_the_documented_format() {
+    let dir = tmp("format");
+    let meta = dump(
+        &dir,
+        &[
+            "--memory-type",
+            "generic",
+            "--pages",
+            "2048",
+            "--vmemmap-shift",
+            "9",
+            "--strategy",
+            "streaming",
+            "--nid",
+            "3",
+        ],
+    );
+    for key in [
+        "start_pfn",
+        "nr_pages",
+        "struct_page_size",
+        "page_addr_base",
+        "pgmap_addr",
+        "memory_type",
+        "vmemmap_shift",
+        "altmap",
+        "nid",
+        "zone",
+        "flags_layout",
+        "pg_bits",
+        "movable_pageblock_pfns",
+        "resched_pfns",
+        "page_ref_events",
+        "strategy",
+    ] {
+        assert!(meta.get(key).is_some(), "meta.json lacks {key}: {meta}");
+    }
+    assert_eq!(meta["strategy"], "streaming");
+    assert_eq!(meta["struct_page_size"], 64);
+    assert_eq!(meta["memory_type"], "generic");
+    assert!(meta["altmap"].is_null());
+    let start = meta["start_pfn"].as_u64().unwrap();
+    let base = meta["page_addr_base"].as_u64().unwrap();
+    let bytes = std::fs::read(dir.join("memmap.bin")).unwrap();
+    assert_eq!(bytes.len(), 2048 * 64);
+    // Tail 5 of the second compound page points at its head through page_addr_base.
+    let head = start + 512;
+    let tail = head + 5;
+    let off = ((tail - start) * 64) as usize;
+    assert_eq!(u64_at(&bytes, off + 8), base + (head - start) * 64 + 1);
+    // The head holds the pgmap address, and the node is in the flags.
+    let hoff = ((head - start) * 64) as usize;
+    assert_eq!(u64_at(&bytes, hoff + 8), meta["pgmap_addr"].as_u64().unwrap());
+    let fl = &meta["flags_layout"];
+    let flags = u64_at(&bytes, hoff);
+    let nodes =
+        (flags >> fl["nodes_pgshift"].as_u64().unwrap()) & ((1 << fl["nodes_width"].as_u64().unwrap()) - 1);
+    assert_eq!(nodes, 3);
+    assert_eq!(meta["movable_pageblock_pfns"].as_array().unwrap().len(), 4);
+    assert_eq!(meta["resched_pfns"], 4);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn slow_and_streaming_dumps_are_identical_and_diff_says_so() {
+    let (a, b) = (tmp("slow"), tmp("streaming"));
+    let common = [
+        "--memory-type",
+        "fsdax",
+        "--pages",
+        "3000",
+        "--layout",
+        "72",
+        "--altmap-reserve",
+        "2",
+        "--altmap-free",
+        "30",
+    ];
+    dump(&a, &[&common[..], &["--strategy", "slow"]].concat());
+    dump(&b, &[&common[..], &["--strategy", "streaming", "--config", "x86_64"]].concat());
+    let out = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("identical"));
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
+}
+
+#[test]
+fn diff_names_the_first_differing_pfn_and_field() {
+    let (a, b) = (tmp("fsdax"), tmp("generic"));
+    dump(&a, &["--memory-type", "fsdax", "--pages", "64", "--start-pfn", "4096"]);
+    dump(&b, &["--memory-type", "generic", "--pages", "64", "--start-pfn", "4096"]);
+    let out = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("first difference at pfn 0x1000, field _refcount"), "{text}");
+    assert!(text.contains("64 struct page(s) differ"), "{text}");
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
+}
+
+#[test]
+fn tracepoint_dump_uses_the_slow_path_and_counts_events() {
+    let dir = tmp("trace");
+    let meta = dump(
+        &dir,
+        &["--memory-type", "private", "--pages", "16", "--strategy", "streaming", "--page-ref-trace"],
+    );
+    assert_eq!(meta["strategy"], "slow");
+    assert_eq!(meta["strategy_requested"], "streaming");
+    assert_eq!(meta["page_ref_events"], 32, "init_page_count + set_page_count(0) per page");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_arguments_exit_with_status_2_before_any_work() {
+    let dir = tmp("bad");
+    for args in [
+        vec!["zone-device", "--rounds", "0"],
+        vec!["zone-device", "--size", "100T"],
+        vec!["zone-device", "--size", "12X"],
+        vec!["clear", "--size", "1000000G"],
+        vec!["--threads", "0", "limits"],
+        vec!["--config", "sparc64", "limits"],
+        vec!["dump", "zone-device", "--memory-type", "floppy", "--pages", "8", "--out", "/tmp/x"],
+        vec![
+            "dump",
+            "zone-device",
+            "--memory-type",
+            "fsdax",
+            "--pages",
+            "8",
+            "--vmemmap-shift",
+            "2",
+            "--start-pfn",
+            "3",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+        vec!["diff", "/nonexistent/a", "/nonexistent/b"],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(!String::from_utf8_lossy(&out.stderr).is_empty());
+    }
+    assert!(!dir.exists(), "a rejected dump must not create its directory");
+}
+
+#[test]
+fn json_report_follows_the_schema() {
+    let svg = tmp("plot").with_extension("svg");
+    let out = run(&[
+        "zone-device",
+        "--size",
+        "64M",
+        "--rounds",
+        "2",
+        "--json",
+        "--no-progress",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert!(v["machine"].is_object());
+    assert!(v["limits"]["fill_zero_gbps"].as_f64().unwrap() > 0.0);
+    assert!(v["limits"]["fill_nonzero_gbps"].as_f64().unwrap() > 0.0);
+    let names: Vec<&str> =
+        v["scenarios"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["zone-device-fsdax", "zone-device-devdax-2m"]);
+    for sc in v["scenarios"].as_array().unwrap() {
+        assert!(sc["struct_pages"].as_u64().unwrap() > 0);
+        assert!(sc["bytes"].as_u64().unwrap() > 0);
+        let strategies: Vec<&str> =
+            sc["results"].as_array().unwrap().iter().map(|r| r["strategy"].as_str().unwrap()).collect();
+        assert_eq!(strategies, ["slow", "template", "streaming"]);
+        for r in sc["results"].as_array().unwrap() {
+            for k in ["first_ms", "rebind_avg_ms", "median_ms", "gbps", "x_limit"] {
+                assert!(r[k].as_f64().unwrap() > 0.0, "{k} in {r}");
+            }
+        }
+        assert_eq!(sc["identical_to_slow"], true);
+    }
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.contains("<svg") && plot.contains("zone-device-fsdax"));
+    let _ = std::fs::remove_file(&svg);
+}
