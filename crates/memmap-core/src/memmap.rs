@@ -379,8 +379,9 @@ impl<'a, P: StructPage> Memmap<'a, P> {
 
     /// Splits the memmap at `pfn` into `[base, pfn)` and `[pfn, end)`, two independent views
     /// (for example one per thread, as the kernel's padata jobs split a range at section
-    /// boundaries). `pfn` must be pageblock-aligned so that the pageblock array splits too.
-    /// Use [`Memmap::reborrow`] to split a memmap you want to keep.
+    /// boundaries). `pfn` must be pageblock-aligned so that the pageblock array splits too
+    /// (or be the first or one-past-the-last PFN, which always works). Use [`Memmap::reborrow`]
+    /// to split a memmap you want to keep.
     ///
     /// # Errors
     ///
@@ -396,7 +397,7 @@ impl<'a, P: StructPage> Memmap<'a, P> {
                 memmap_end: self.end_pfn(),
             });
         }
-        if pfn % pb != 0 {
+        if pfn % pb != 0 && pfn != self.base_pfn && pfn != self.end_pfn() {
             return Err(InitError::Misaligned { start_pfn: pfn, nr_pages: 0, pfns_per_compound: pb });
         }
         let left_len = (pfn - self.base_pfn) as usize;
