@@ -4,3 +4,5 @@ source "$(dirname "$0")/env.sh"
 export MIRIFLAGS="${MIRIFLAGS:-}"
 STREAM_HAL_EXPECT_BACKEND=generic:miri cargo +nightly miri test --locked -p stream-hal
 STREAM_HAL_EXPECT_BACKEND=generic:miri cargo +nightly miri test --locked -p stream-hal --target aarch64-unknown-linux-gnu
+# memmap-core's suite scales itself down under Miri (cfg!(miri)): small memmaps, few proptest cases.
+STREAM_HAL_EXPECT_BACKEND=generic:miri cargo +nightly miri test --locked -p memmap-core

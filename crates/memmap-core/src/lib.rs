@@ -89,8 +89,8 @@ pub use owned::OwnedMemmap;
 pub use page::{Page, Page64, Page72, StructPage};
 pub use template::{FillMode, template_fill, template_fill_with};
 pub use zone_device::{
-    DevPagemap, InitOptions, InitReport, MemoryType, VmemAltmap, ZoneDeviceRange, compound_nr_pages,
-    memmap_init_zone_device, vmemmap_can_optimize,
+    DevPagemap, DrainPolicy, InitOptions, InitReport, MemoryType, VmemAltmap, ZoneDeviceRange,
+    compound_nr_pages, memmap_init_zone_device, vmemmap_can_optimize,
 };
 
 /// How to initialize a range of struct pages.

@@ -9,10 +9,14 @@
 //!   page is a copy of its template with only the PFN-dependent fields refreshed (section bits
 //!   when they live in `page->flags`, `virtual` under `WANT_PAGE_VIRTUAL`).
 //! * [`Strategy::Streaming`] is the template path with `stream_hal` streaming stores, following
-//!   the upstream ordering rules: pageblock-aligned pages are written with normal stores because
-//!   `set_pageblock_migratetype()` may read them back, and the streaming stores are drained
-//!   before `memmap_init_compound()` touches the head, before `prep_compound_head()` and before
-//!   returning.
+//!   the upstream ordering rules: nothing reads a streamed page back or rewrites it with normal
+//!   stores before a drain. Pageblock-aligned pages are written with normal stores because
+//!   `set_pageblock_migratetype()` may read them back (as upstream does). Upstream then drains
+//!   before `memmap_init_compound()` reads the head, before `prep_compound_head()` and before
+//!   returning ([`DrainPolicy::Upstream`]); by default ([`DrainPolicy::Minimal`]) the head and
+//!   page\[2\] are written with normal stores too, so those two reads touch no streamed memory
+//!   and the one drain before returning is the only one needed. A drain per compound page waits
+//!   for the write-combining buffers every 128 struct pages and halves the devdax throughput.
 //! * [`Strategy::Auto`] applies the kernel's rules: the slow path when the `page_ref_set`
 //!   tracepoint is active, when KASAN or KMSAN is configured, or when `stream-hal` reports a
 //!   sanitizer build; otherwise streaming when the struct pages to write reach
@@ -196,11 +200,27 @@ pub struct ZoneDeviceRange {
     pub nr_pages: u64,
 }
 
+/// Where [`Strategy::Streaming`] drains (see `run_template` in the source for the details).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DrainPolicy {
+    /// The pages that are read back or partly rewritten later (compound head, page\[1\],
+    /// page\[2\], pageblock-aligned pages) are written with normal stores, so no streamed byte
+    /// is touched before the one drain at return.
+    #[default]
+    Minimal,
+    /// As the Linux series: stream the head and page\[2\] too, and drain before
+    /// `memmap_init_compound`, before `prep_compound_head` and before returning (two drains per
+    /// compound page).
+    Upstream,
+}
+
 /// How to initialize.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InitOptions {
     /// The requested strategy.
     pub strategy: Strategy,
+    /// Where the streaming path drains.
+    pub drains: DrainPolicy,
     /// [`Strategy::Auto`] streams when at least this many bytes of struct pages are written;
     /// below it the cached template wins (a destination small enough to stay in cache is
     /// faster with normal stores; see `nt-store-measurements.md`).
@@ -216,7 +236,18 @@ impl InitOptions {
     /// Options for `strategy` with the default threshold.
     #[must_use]
     pub const fn new(strategy: Strategy) -> Self {
-        InitOptions { strategy, streaming_threshold_bytes: Self::DEFAULT_STREAMING_THRESHOLD }
+        InitOptions {
+            strategy,
+            drains: DrainPolicy::Minimal,
+            streaming_threshold_bytes: Self::DEFAULT_STREAMING_THRESHOLD,
+        }
+    }
+
+    /// With the given drain policy.
+    #[must_use]
+    pub const fn with_drains(mut self, drains: DrainPolicy) -> Self {
+        self.drains = drains;
+        self
     }
 }
 
@@ -436,8 +467,8 @@ pub fn memmap_init_zone_device<P: StructPage, H: InitHooks>(
     let written = plan.pages_written();
     let (used, reason) = resolve(memmap, opts, hooks, written * P::SIZE as u64);
     let drains = match used {
-        Strategy::Template => run_template::<P, H, Cached>(memmap, &plan, pgmap, hooks),
-        Strategy::Streaming => run_template::<P, H, Streamed>(memmap, &plan, pgmap, hooks),
+        Strategy::Template => run_template::<P, H, Cached>(memmap, &plan, pgmap, opts.drains, hooks),
+        Strategy::Streaming => run_template::<P, H, Streamed>(memmap, &plan, pgmap, opts.drains, hooks),
         _ => {
             run_slow(memmap, &plan, pgmap, hooks);
             0
@@ -635,17 +666,32 @@ fn refresh_section<P: StructPage>(m: &Memmap<'_, P>, t: &mut P, pfn: u64) {
 }
 
 /// The template (cached or streaming) loop; returns the number of drains.
+///
+/// With [`DrainPolicy::Minimal`] every page that is later read back or partly rewritten with
+/// normal stores is itself written with normal stores: the compound head (`__SetPageHead` reads
+/// it), page\[1\] (seeded through the slow path) and page\[2\] (`prep_compound_head` writes its
+/// `_deferred_list`), and every pageblock-aligned page (`set_pageblock_migratetype` may read it).
+/// No streamed byte is ever touched again before the drain at return, so that one drain is the
+/// only one needed. [`DrainPolicy::Upstream`] streams the head and page\[2\] like the other
+/// tails and drains where the Linux series does: before `memmap_init_compound` reads the head,
+/// before `prep_compound_head`, and before returning.
 fn run_template<P: StructPage, H: InitHooks, S: Store>(
     m: &mut Memmap<'_, P>,
     plan: &Plan,
     pgmap: &DevPagemap,
+    policy: DrainPolicy,
     hooks: &mut H,
 ) -> u64 {
     let mut drains = 0;
-    let drain = |drains: &mut u64| {
-        if S::STREAMING {
+    let mut streamed = false;
+    let upstream = policy == DrainPolicy::Upstream;
+    // Upstream drains at its three points unconditionally; the minimal policy only when
+    // something was streamed since the last drain.
+    let drain = |drains: &mut u64, streamed: &mut bool| {
+        if S::STREAMING && (*streamed || upstream) {
             stream_hal::drain();
             *drains += 1;
+            *streamed = false;
         }
     };
     // Seed the head template from the first real struct page, through the slow path.
@@ -654,17 +700,25 @@ fn run_template<P: StructPage, H: InitHooks, S: Store>(
 
     if plan.pfns_per_compound == 1 {
         template_run::<P, H, S>(m, plan.start + 1, plan.end, &mut head_tmpl, hooks);
-        drain(&mut drains);
+        streamed = true;
+        drain(&mut drains, &mut streamed);
         return drains;
     }
 
     let mut head = plan.start;
     while head < plan.end {
         if head != plan.start {
-            template_run::<P, H, S>(m, head, head + 1, &mut head_tmpl, hooks);
+            if upstream {
+                template_run::<P, H, S>(m, head, head + 1, &mut head_tmpl, hooks);
+                streamed = true;
+            } else {
+                template_run::<P, H, Cached>(m, head, head + 1, &mut head_tmpl, hooks);
+            }
         }
         // memmap_init_compound() reads the head back (__SetPageHead).
-        drain(&mut drains);
+        if upstream {
+            drain(&mut drains, &mut streamed);
+        }
         m.set_flag(head, PG::HEAD);
         // Seed this compound's tail template from page[1], through the slow path.
         let first_tail = head + 1;
@@ -672,11 +726,24 @@ fn run_template<P: StructPage, H: InitHooks, S: Store>(
         m.prep_compound_tail(head, 1);
         m.set_page_count(first_tail, 0, hooks);
         let mut tail_tmpl = m.read(first_tail);
-        template_run::<P, H, S>(m, head + 2, head + plan.compound_pages, &mut tail_tmpl, hooks);
-        // prep_compound_head() writes page[1] and page[2], which may have been streamed.
-        drain(&mut drains);
+        let end = head + plan.compound_pages;
+        let mut next = head + 2;
+        if !upstream && next < end {
+            // page[2] gets normal stores: prep_compound_head() rewrites part of it.
+            template_run::<P, H, Cached>(m, next, next + 1, &mut tail_tmpl, hooks);
+            next += 1;
+        }
+        if next < end {
+            template_run::<P, H, S>(m, next, end, &mut tail_tmpl, hooks);
+            streamed = true;
+        }
+        // prep_compound_head() writes page[1] and page[2].
+        if upstream {
+            drain(&mut drains, &mut streamed);
+        }
         m.prep_compound_head(head, plan.order);
         head += plan.pfns_per_compound;
     }
+    drain(&mut drains, &mut streamed);
     drains
 }

@@ -263,6 +263,12 @@ fn s2_5_initialized_flags_depend_on_the_pfn_only_without_vmemmap() {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 8 } else { 256 },
+        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
+        ..ProptestConfig::default()
+    })]
+
     #[test]
     fn s2_5_setters_preserve_every_bit_outside_their_mask(flags: u64, zone in 0u32..8, node: u32, section: u64, which in 0usize..5) {
         let (_, l) = layouts()[which];

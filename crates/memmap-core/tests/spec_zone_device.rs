@@ -60,6 +60,10 @@ fn s3_11_want_page_virtual_gets_the_direct_map_address() {
 /// Every initialized pfn: PG_reserved, `_mapcount == -1`, `zone_device_data == NULL`, zone ==
 /// ZONE_DEVICE, node == nid.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
+)]
 fn s3_11_every_initialized_page_is_reserved_device_zone_node_unmapped() {
     let cfg = cfg();
     let l = cfg.flags_layout().unwrap();
@@ -108,6 +112,10 @@ fn s3_11_word8_is_pgmap_for_heads_and_head_plus_one_for_tails() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
+)]
 fn s3_11_refcount_by_memory_type_and_zero_for_every_tail() {
     let cfg = cfg();
     for ty in MemoryType::ALL {
@@ -154,6 +162,10 @@ fn s3_11_tails_have_tail_mapping_except_page1_and_page2() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
+)]
 fn s3_11_head_has_pg_head_and_page1_has_order_and_nr_pages() {
     let cfg = cfg();
     for shift in [1, 3, 9] {
@@ -171,6 +183,10 @@ fn s3_11_head_has_pg_head_and_page1_has_order_and_nr_pages() {
 /// MOVABLE exactly at the initialized pageblock-aligned pfns, and `cond_resched` at the same
 /// pfns, in order; with the DAX vmemmap optimization the skipped struct pages get neither.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
+)]
 fn s3_11_movable_and_cond_resched_exactly_at_initialized_pageblock_starts() {
     let cfg = cfg();
     for (shift, start, nr) in [(0u32, BASE + 100, 2000u64), (9, BASE, 4 * 512), (10, BASE, 2 * 1024)] {
@@ -217,6 +233,10 @@ fn s3_11_altmap_pfns_are_not_touched_and_without_altmap_start_is_first() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
+)]
 fn s3_11_vmemmap_optimized_compounds_write_exactly_128_struct_pages() {
     let cfg = cfg();
     for shift in [8, 9, 18] {
@@ -233,6 +253,10 @@ fn s3_11_vmemmap_optimized_compounds_write_exactly_128_struct_pages() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
+)]
 fn s3_11_unoptimized_compounds_write_every_struct_page() {
     // Order 7: two vmemmap pages, not more than VMEMMAP_RESERVE_NR, so not optimizable; and
     // every order under arm64 (no ARCH_WANT_OPTIMIZE_DAX_VMEMMAP), altmap, or the 72-byte page.
@@ -257,6 +281,10 @@ fn s3_11_unoptimized_compounds_write_every_struct_page() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
+)]
 fn s3_11_pr_debug_reports_nr_pages_after_the_altmap_adjustment() {
     let cfg = cfg();
     let pgmap =
@@ -270,6 +298,10 @@ fn s3_11_pr_debug_reports_nr_pages_after_the_altmap_adjustment() {
 /// Tracepoint events: `1 + (0 or 1)` per head or single page, `1 + 1 + 1` per tail (GENERIC
 /// tails: `1 + 0 + 1`), one per `set_page_count`/`init_page_count`.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
+)]
 fn s3_11_tracepoint_emits_one_event_per_set_page_count() {
     let cfg = with_debug_page_ref(cfg());
     for ty in MemoryType::ALL {
@@ -309,6 +341,10 @@ fn cfg_without_debug() -> KernelConfig {
 // ---------------------------------------------------------------- §4.4
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
+)]
 fn s4_4_template_and_streaming_equal_slow_for_each_type_with_and_without_altmap() {
     for cfg in KernelConfig::PRESETS {
         for ty in MemoryType::ALL {
@@ -355,13 +391,17 @@ fn s4_4_fast_paths_are_off_with_the_tracepoint_or_kasan_or_kmsan() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
+)]
 fn s4_4_auto_uses_the_threshold_unless_stream_hal_is_sanitized() {
     let cfg = cfg();
     let pgmap = DevPagemap::new(MemoryType::FsDax);
     let mut pages = vec![Page64::ZEROED; 20_000];
     let mut pb = vec![0; pageblocks_needed(&cfg, BASE, 20_000)];
     let mut m = Memmap::new(cfg, BASE, &mut pages, &mut pb).unwrap();
-    let opts = InitOptions { strategy: Strategy::Auto, streaming_threshold_bytes: 64 * 10_000 };
+    let opts = InitOptions { streaming_threshold_bytes: 64 * 10_000, ..InitOptions::new(Strategy::Auto) };
     let small =
         memmap_init_zone_device(&mut m, &range(&cfg, BASE, 9_999), &pgmap, &opts, &mut memmap_core::NoHooks)
             .unwrap();
@@ -380,6 +420,10 @@ fn s4_4_auto_uses_the_threshold_unless_stream_hal_is_sanitized() {
 /// Section bits (classic SPARSEMEM) and `virtual` (WANT_PAGE_VIRTUAL) are refreshed for every
 /// pfn the template writes, including across a section boundary.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
+)]
 fn s4_4_pfn_dependent_fields_are_refreshed_per_pfn() {
     let cfg = KernelConfig::X86_64_CLASSIC_SPARSE;
     let l = cfg.flags_layout().unwrap();
@@ -400,6 +444,10 @@ fn s4_4_pfn_dependent_fields_are_refreshed_per_pfn() {
 /// if they are not the pfn's (see `Memmap::set_pageblock_migratetype`), so a streaming path that
 /// left those pages in flight or unwritten would fail here.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
+)]
 fn s4_4_pageblock_pages_are_readable_when_the_migratetype_is_set() {
     let cfg = KernelConfig::X86_64_CLASSIC_SPARSE;
     for shift in [0, 9] {
@@ -409,27 +457,44 @@ fn s4_4_pageblock_pages_are_readable_when_the_migratetype_is_set() {
     }
 }
 
-/// The streaming path drains before `memmap_init_compound` reads the head, before
-/// `prep_compound_head`, and before returning; the cached template never drains.
+/// The streaming path never touches a streamed page before a drain: with the upstream policy it
+/// drains before `memmap_init_compound` reads the head, before `prep_compound_head`, and before
+/// returning; with the default minimal policy the pages read back are written with normal stores
+/// and one drain before returning suffices. The cached template never drains. Both policies
+/// produce the slow path's bytes.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
+)]
 fn s4_4_streaming_drains_at_the_upstream_points() {
+    use memmap_core::DrainPolicy;
     let cfg = cfg();
-    let singles = run::<Page64>(
-        cfg,
-        &range(&cfg, BASE, 1000),
-        &DevPagemap::new(MemoryType::FsDax),
-        Strategy::Streaming,
-        false,
-    )
-    .unwrap();
-    assert_eq!(singles.report.drains, 1, "once, before returning");
+    let run_with = |rg: &ZoneDeviceRange, pgmap: &DevPagemap, opts: InitOptions| {
+        let mut pages = vec![Page64::ZEROED; rg.nr_pages as usize];
+        let mut pb = vec![0; pageblocks_needed(&cfg, rg.start_pfn, rg.nr_pages)];
+        let mut m = Memmap::new(cfg, rg.start_pfn, &mut pages, &mut pb).unwrap();
+        let report = memmap_init_zone_device(&mut m, rg, pgmap, &opts, &mut memmap_core::NoHooks).unwrap();
+        (report, pages)
+    };
+    let streaming = InitOptions::new(Strategy::Streaming);
+    let singles = DevPagemap::new(MemoryType::FsDax);
+    for policy in [DrainPolicy::Minimal, DrainPolicy::Upstream] {
+        let (r, _) = run_with(&range(&cfg, BASE, 1000), &singles, streaming.with_drains(policy));
+        assert_eq!(r.drains, 1, "{policy:?}: once, before returning");
+    }
     let pgmap = DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(9);
-    let compound =
-        run::<Page64>(cfg, &range(&cfg, BASE, 8 * 512), &pgmap, Strategy::Streaming, false).unwrap();
-    assert_eq!(compound.report.drains, 16, "two per compound page");
-    let template =
-        run::<Page64>(cfg, &range(&cfg, BASE, 8 * 512), &pgmap, Strategy::Template, false).unwrap();
-    assert_eq!(template.report.drains, 0);
+    let rg = range(&cfg, BASE, 8 * 512);
+    let (upstream, up_pages) = run_with(&rg, &pgmap, streaming.with_drains(DrainPolicy::Upstream));
+    assert_eq!(upstream.drains, 17, "two per compound page, one before returning");
+    let (minimal, min_pages) = run_with(&rg, &pgmap, streaming);
+    assert_eq!(minimal.drains, 1, "one, before returning");
+    let (slow, slow_pages) = run_with(&rg, &pgmap, InitOptions::new(Strategy::Slow));
+    assert_eq!(slow.drains, 0);
+    assert!(up_pages == slow_pages && min_pages == slow_pages);
+    let (template, _) =
+        run_with(&rg, &pgmap, InitOptions::new(Strategy::Template).with_drains(DrainPolicy::Upstream));
+    assert_eq!(template.drains, 0);
 }
 
 // ---------------------------------------------------------------- typed errors

@@ -52,6 +52,17 @@ pub fn run<P: StructPage>(
     strategy: Strategy,
     tracepoint: bool,
 ) -> Result<Run<P>, (InitError, bool)> {
+    run_opts(cfg, range, pgmap, InitOptions::new(strategy), tracepoint)
+}
+
+/// [`run`] with full options.
+pub fn run_opts<P: StructPage>(
+    cfg: KernelConfig,
+    range: &ZoneDeviceRange,
+    pgmap: &DevPagemap,
+    opts: InitOptions,
+    tracepoint: bool,
+) -> Result<Run<P>, (InitError, bool)> {
     let base = range.start_pfn.saturating_sub(GUARD_PAGES);
     let n = range.start_pfn - base + range.nr_pages + GUARD_PAGES;
     let mut pages = vec![guard_page::<P>(); n as usize];
@@ -59,7 +70,7 @@ pub fn run<P: StructPage>(
     let mut hooks = RecordingHooks::new(tracepoint);
     let result = {
         let mut memmap = Memmap::new(cfg, base, &mut pages, &mut pageblocks).expect("memmap");
-        memmap_init_zone_device(&mut memmap, range, pgmap, &InitOptions::new(strategy), &mut hooks)
+        memmap_init_zone_device(&mut memmap, range, pgmap, &opts, &mut hooks)
     };
     match result {
         Ok(report) => Ok(Run {
