@@ -111,8 +111,10 @@ impl Store for Streamed {
     #[inline(always)]
     unsafe fn store<P: StructPage>(dst: *mut P, src: &P) {
         // SAFETY: the caller guarantees `dst` is writable; the tail-init function drains before
-        // returning, so nothing reads the page before the fence.
-        unsafe { stream_hal::store_record(dst, src) }
+        // returning, so nothing reads the page before the fence. `store_record_words` reloads
+        // the record with 8-byte loads: every record was just patched (`lru.prev`) with an
+        // 8-byte store, and a 16-byte reload of it would stall store forwarding.
+        unsafe { stream_hal::store_record_words(dst, src) }
     }
 }
 
