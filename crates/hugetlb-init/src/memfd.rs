@@ -559,6 +559,10 @@ impl<P: StructPage> OwnedBoot<P> {
 
     /// The bytes of every struct page of every gigantic page of the last boot, folios in PFN
     /// order (what `memmap-bench dump hugetlb` writes as `memmap.bin`).
+    ///
+    /// # Panics
+    ///
+    /// Never: every folio lies in its node's vmemmap (checked by the boot).
     #[must_use]
     pub fn folio_bytes(&self) -> Vec<u8> {
         let mut folios: Vec<&HugeBootmemPage> = self.records.iter().collect();

@@ -568,15 +568,17 @@ fn s6_5_node_outside_its_memmap_is_refused() {
     let spec = NodeSpec::packed(0, Hstate::H2M, 2);
     let mut pages = vec![Page64::ZEROED; 512];
     let mut pb = vec![0; 2];
-    let m = Memmap::new(cfg, spec.start_pfn, &mut pages, &mut pb).unwrap();
-    let mut nodes = [Node::new(spec, m, ModelRemap::default(), NoHooks)];
-    let mut rec = [HugeBootmemPage::EMPTY; 2];
-    let r = hugetlb_init::boot(
-        &mut nodes,
-        &BootRequest::per_node(Hstate::H2M, 1),
-        &params(Strategy::Slow, HvoMode::On.params()),
-        &mut rec,
-    );
+    let r = {
+        let m = Memmap::new(cfg, spec.start_pfn, &mut pages, &mut pb).unwrap();
+        let mut nodes = [Node::new(spec, m, ModelRemap::default(), NoHooks)];
+        let mut rec = [HugeBootmemPage::EMPTY; 2];
+        hugetlb_init::boot(
+            &mut nodes,
+            &BootRequest::per_node(Hstate::H2M, 1),
+            &params(Strategy::Slow, HvoMode::On.params()),
+            &mut rec,
+        )
+    };
     assert_eq!(
         r,
         Err(HugetlbError::NodeOutsideMemmap {
@@ -587,7 +589,6 @@ fn s6_5_node_outside_its_memmap_is_refused() {
             memmap_end: spec.start_pfn + 512,
         })
     );
-    drop(nodes);
     assert!(pages.iter().all(|p| *p == Page64::ZEROED));
 }
 
