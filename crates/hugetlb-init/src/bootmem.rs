@@ -126,7 +126,7 @@ impl<'a> BootRequest<'a> {
     }
 }
 
-/// `huge_bootmem_page` flags ([recalled] names of ≈6.15 `mm/hugetlb.c`; the values are this
+/// `huge_bootmem_page` flags (\[recalled\] names of ≈6.15 `mm/hugetlb.c`; the values are this
 /// model's).
 pub mod bootmem_flags {
     /// `HUGE_BOOTMEM_HVO`: pre-HVO (`SPARSEMEM_VMEMMAP_PREINIT`) already done. Never set by this

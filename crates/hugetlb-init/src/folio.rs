@@ -41,7 +41,7 @@ use crate::bootmem::TailInit;
 use crate::hstate::Hstate;
 
 /// `enum hugetlb_page_flags` bit `HPG_vmemmap_optimized`, kept in the head's `private` word
-/// (`folio->private`). [recalled] order of ≈6.15: `HPG_restore_reserve` 0, `HPG_migratable` 1,
+/// (`folio->private`). \[recalled\] order of ≈6.15: `HPG_restore_reserve` 0, `HPG_migratable` 1,
 /// `HPG_temporary` 2, `HPG_freed` 3, `HPG_vmemmap_optimized` 4, `HPG_raw_hwp_unreliable` 5,
 /// `HPG_cma` 6.
 pub const HPG_VMEMMAP_OPTIMIZED: u32 = 4;
@@ -270,7 +270,7 @@ pub fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
 /// `init_new_hugetlb_folio(h, folio)`: `__folio_set_hugetlb()` (`page_type = PGTY_hugetlb <<
 /// 24`), `INIT_LIST_HEAD(&folio->lru)`, `hugetlb_set_folio_subpool(folio, NULL)`, and under
 /// `CONFIG_CGROUP_HUGETLB` `set_hugetlb_cgroup(folio, NULL)` and
-/// `set_hugetlb_cgroup_rsvd(folio, NULL)`. [recalled] body of ≈6.15; the field offsets are
+/// `set_hugetlb_cgroup_rsvd(folio, NULL)`. \[recalled\] body of ≈6.15; the field offsets are
 /// kernel-spec §1.2's page\[3\] words.
 ///
 /// # Panics

@@ -8,7 +8,7 @@
 //!    the allocation whose failure makes HVO fail with `-ENOMEM`),
 //! 2. allocates a **new** page, copies the head vmemmap page into it and maps it read-write
 //!    as the head vmemmap page (so the old, physically contiguous vmemmap block can be freed
-//!    whole); if that allocation fails it keeps the current head page ([recalled]
+//!    whole); if that allocation fails it keeps the current head page (\[recalled\]
 //!    `vmemmap_remap_free()`/`vmemmap_pte_range()`: "Fallback to the currently mapped head page
 //!    in case should it fail to allocate"),
 //! 3. maps every vmemmap page in `[start, end)` read-only (`PAGE_KERNEL_RO`) onto that page,
