@@ -126,6 +126,8 @@ fn config() -> ProptestConfig {
     ProptestConfig {
         cases: if cfg!(miri) { 3 } else { 48 },
         max_shrink_iters: 500,
+        // Miri's isolation forbids the file system (getcwd) that failure persistence needs.
+        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
         ..ProptestConfig::default()
     }
 }
