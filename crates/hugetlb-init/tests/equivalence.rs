@@ -65,8 +65,10 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
                     start += pages.div_ceil(nr) * nr + nr;
                 }
                 if counts.iter().all(|&c| c == 0) {
-                    counts[0] = 1;
-                    specs[0].nr_pages += nr + 512;
+                    // At least one page: one more node, above the others, holding exactly one.
+                    let nid = (nid_base + 3 * specs.len() as u32) % 16;
+                    specs.push(NodeSpec { nid, zone: zone.min(2), start_pfn: start, nr_pages: nr });
+                    counts.push(1);
                 }
                 let hvo = match hvo_kind {
                     0 => HvoParams { boot_option: true, fault: HvoFault::None },
