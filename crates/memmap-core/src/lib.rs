@@ -73,6 +73,7 @@ pub mod memmap;
 #[cfg(feature = "std")]
 mod owned;
 pub mod page;
+mod shared;
 pub mod template;
 pub mod zone_device;
 
@@ -87,6 +88,7 @@ pub use memmap::{Memmap, PAGEBLOCK_UNSET, pageblocks_needed};
 #[cfg(feature = "std")]
 pub use owned::OwnedMemmap;
 pub use page::{Page, Page64, Page72, StructPage};
+pub use shared::resolve_strategy;
 pub use template::{FillMode, template_fill, template_fill_with};
 pub use zone_device::{
     DevPagemap, DrainPolicy, InitOptions, InitReport, MemoryType, VmemAltmap, ZoneDeviceRange,

@@ -388,24 +388,7 @@ fn resolve<P: StructPage, H: InitHooks>(
     hooks: &H,
     bytes: u64,
 ) -> (Strategy, StrategyReason) {
-    let cfg = memmap.config();
-    match opts.strategy {
-        Strategy::Slow => return (Strategy::Slow, StrategyReason::Requested),
-        _ if memmap.page_ref_tracepoint_active(hooks) => {
-            return (Strategy::Slow, StrategyReason::PageRefTracepoint);
-        }
-        _ if cfg.kasan || cfg.kmsan => return (Strategy::Slow, StrategyReason::KasanOrKmsan),
-        Strategy::Template | Strategy::Streaming => return (opts.strategy, StrategyReason::Requested),
-        Strategy::Auto => {}
-    }
-    if let stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_)) = stream_hal::backend() {
-        return (Strategy::Slow, StrategyReason::SanitizerBuild);
-    }
-    if bytes >= opts.streaming_threshold_bytes {
-        (Strategy::Streaming, StrategyReason::AboveThreshold)
-    } else {
-        (Strategy::Template, StrategyReason::BelowThreshold)
-    }
+    crate::shared::resolve_strategy(memmap, opts.strategy, opts.streaming_threshold_bytes, hooks, bytes)
 }
 
 #[cfg(feature = "std")]
@@ -601,14 +584,7 @@ impl Store for Streamed {
 /// in flags (`set_page_section_from_pfn`) and `virtual` (`set_page_address`).
 #[inline(always)]
 fn refresh<P: StructPage>(m: &Memmap<'_, P>, t: &mut P, pfn: u64) {
-    let layout = m.layout();
-    if layout.section_in_page_flags() {
-        let f = layout.set_section(t.flags(), m.config().pfn_to_section_nr(pfn));
-        t.set_flags(f);
-    }
-    if P::WANT_PAGE_VIRTUAL {
-        t.set_virtual_address(m.config().pfn_to_virt(pfn));
-    }
+    m.refresh_template(t, pfn);
 }
 
 /// Copies `tmpl` (refreshed per PFN) into every page of `[from, to)`: pageblock-aligned pages

@@ -1,0 +1,386 @@
+//! Boot-time allocation of gigantic pages (`mm/hugetlb.c` `alloc_bootmem()` /
+//! `__alloc_bootmem_huge_page()`), modelled on simulated per-node physical ranges.
+//!
+//! The kernel allocates each page with `memblock_alloc_try_nid_raw(huge_page_size, align =
+//! huge_page_size, ..., nid)`, which searches **top-down**, records a `struct huge_bootmem_page`
+//! on `huge_boot_pages[nid]` with `list_add()` (so the most recent allocation is first), and
+//! marks everything but the first base page `MEMBLOCK_RSRV_NOINIT`: only the head struct page is
+//! initialized by `memmap_init_reserved_pages()`, the tails are left for hugetlb.
+//!
+//! Modelling choices:
+//!
+//! * a node is one physical range in one zone ([`NodeSpec`]); nothing else is allocated from
+//!   it, so the pages are stacked from the highest huge-page-aligned address down;
+//! * the kernel keeps the `huge_bootmem_page` *inside* the huge page's memory; the model has no
+//!   page contents, so the records live in a caller-provided slice, grouped by node in node
+//!   order, each node's group in list order (ascending PFN, the reverse of allocation order);
+//! * the tail struct pages are not written by anything here: whatever the storage held
+//!   (poison, garbage) stays until hugetlb initializes them (`CONFIG_DEFERRED_STRUCT_PAGE_INIT`
+//!   with the pages above `first_deferred_pfn`, the usual case for top-down allocations).
+
+use memmap_core::{Strategy, StrategyReason};
+
+use crate::HugetlbError;
+use crate::hstate::Hstate;
+use crate::hvo::HvoOutcome;
+
+/// `ZONE_NORMAL` in the memmap-core presets (zones DMA 0, DMA32 1, NORMAL 2, MOVABLE 3,
+/// DEVICE 4): where boot-time gigantic pages normally land.
+pub const ZONE_NORMAL: u32 = 2;
+
+/// One NUMA node's memory in the simulated machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NodeSpec {
+    /// Node id (`nid`).
+    pub nid: u32,
+    /// Zone index of the whole range (`zone_idx`). Must be a real zone below `ZONE_DEVICE`.
+    pub zone: u32,
+    /// First PFN of the node's memory.
+    pub start_pfn: u64,
+    /// Pages of memory (0: a memoryless node).
+    pub nr_pages: u64,
+}
+
+impl NodeSpec {
+    /// A node of `nr_pages` pages from `start_pfn` in `ZONE_NORMAL`.
+    #[must_use]
+    pub const fn new(nid: u32, start_pfn: u64, nr_pages: u64) -> NodeSpec {
+        NodeSpec { nid, zone: ZONE_NORMAL, start_pfn, nr_pages }
+    }
+
+    /// One past the last PFN (saturating).
+    #[must_use]
+    pub const fn end_pfn(&self) -> u64 {
+        self.start_pfn.saturating_add(self.nr_pages)
+    }
+
+    /// Node `nid` of a machine whose nodes each hold exactly `count` pages of `hstate` and are
+    /// laid out back to back from 4 GiB (PFN `0x100000`), `ZONE_NORMAL`. What the bench
+    /// program and the tests use to build "K gigantic pages on N nodes".
+    #[must_use]
+    pub const fn packed(nid: u32, hstate: Hstate, count: u64) -> NodeSpec {
+        let nr = count * hstate.nr_pages();
+        let base = align_up(PACKED_BASE_PFN, hstate.nr_pages());
+        NodeSpec::new(nid, base + nid as u64 * nr, nr)
+    }
+
+    /// Huge pages of `hstate` that fit in the node (aligned, top-down).
+    #[must_use]
+    pub const fn capacity(&self, hstate: Hstate) -> u64 {
+        let nr = hstate.nr_pages();
+        let top = align_down(self.end_pfn(), nr);
+        let bottom = align_up(self.start_pfn, nr);
+        if top > bottom { (top - bottom) / nr } else { 0 }
+    }
+}
+
+/// First PFN of [`NodeSpec::packed`] layouts: 4 GiB.
+pub const PACKED_BASE_PFN: u64 = 1 << 20;
+
+const fn align_up(x: u64, a: u64) -> u64 {
+    x.div_ceil(a) * a
+}
+
+const fn align_down(x: u64, a: u64) -> u64 {
+    x / a * a
+}
+
+/// How many pages each node gets (`hugepages=N` or the node-specific `hugepages=0:N,1:M`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PagesPerNode<'a> {
+    /// The same count on every node.
+    Same(u64),
+    /// `counts[i]` pages on the `i`-th node of the node list.
+    Each(&'a [u64]),
+}
+
+/// A boot-time huge page request: `hugepagesz=<hstate> hugepages=<pages>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootRequest<'a> {
+    /// The page size.
+    pub hstate: Hstate,
+    /// Pages per node.
+    pub pages: PagesPerNode<'a>,
+}
+
+impl<'a> BootRequest<'a> {
+    /// `count` pages of `hstate` on every node.
+    #[must_use]
+    pub const fn per_node(hstate: Hstate, count: u64) -> Self {
+        BootRequest { hstate, pages: PagesPerNode::Same(count) }
+    }
+
+    /// The count for the `i`-th node.
+    #[must_use]
+    pub fn count(&self, i: usize) -> u64 {
+        match self.pages {
+            PagesPerNode::Same(n) => n,
+            PagesPerNode::Each(c) => c.get(i).copied().unwrap_or(0),
+        }
+    }
+
+    /// Total pages over `nodes` nodes (saturating).
+    #[must_use]
+    pub fn total(&self, nodes: usize) -> u64 {
+        (0..nodes).fold(0u64, |acc, i| acc.saturating_add(self.count(i)))
+    }
+}
+
+/// `huge_bootmem_page` flags (\[recalled\] names of ≈6.15 `mm/hugetlb.c`; the values are this
+/// model's).
+pub mod bootmem_flags {
+    /// `HUGE_BOOTMEM_HVO`: pre-HVO (`SPARSEMEM_VMEMMAP_PREINIT`) already done. Never set by this
+    /// model, which does not implement pre-HVO.
+    pub const HVO: u32 = 1 << 0;
+    /// `HUGE_BOOTMEM_ZONES_VALID`: `hugetlb_bootmem_page_zones_valid()` found the page inside
+    /// one zone.
+    pub const ZONES_VALID: u32 = 1 << 1;
+    /// `HUGE_BOOTMEM_CMA`: from hugetlb CMA. Never set by this model.
+    pub const CMA: u32 = 1 << 2;
+}
+
+/// How one folio's fallback tails were initialized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TailInit {
+    /// Strategy used (never [`Strategy::Auto`]).
+    pub used: Strategy,
+    /// Why.
+    pub reason: StrategyReason,
+    /// Tail struct pages written.
+    pub pages: u64,
+    /// `stream_hal::drain()` calls.
+    pub drains: u64,
+}
+
+/// What the boot did to one folio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FolioOutcome {
+    /// The folio went through `hugetlb_folio_init_vmemmap` and `init_new_hugetlb_folio`.
+    pub initialized: bool,
+    /// What HVO did.
+    pub hvo: HvoOutcome,
+    /// The fallback `hugetlb_folio_init_tail_vmemmap(folio, RESERVE, nr)`, when HVO did not
+    /// cover the folio.
+    pub fallback: Option<TailInit>,
+}
+
+impl FolioOutcome {
+    /// Whether HVO optimized the folio (`folio_test_hugetlb_vmemmap_optimized`).
+    #[must_use]
+    pub const fn optimized(&self) -> bool {
+        matches!(self.hvo, HvoOutcome::Optimized { .. })
+    }
+}
+
+/// `struct huge_bootmem_page` plus what the boot did to the folio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HugeBootmemPage {
+    /// PFN of the head page (the record's address in the kernel: it sits in the page).
+    pub head_pfn: u64,
+    /// The node whose list holds the record (`listnode`).
+    pub nid: u32,
+    /// `hstate`.
+    pub hstate: Hstate,
+    /// `flags` ([`bootmem_flags`]); 0 when allocated.
+    pub flags: u32,
+    /// The boot's outcome for this folio.
+    pub outcome: FolioOutcome,
+}
+
+impl HugeBootmemPage {
+    /// An empty record (for sizing caller storage).
+    pub const EMPTY: HugeBootmemPage = HugeBootmemPage {
+        head_pfn: 0,
+        nid: 0,
+        hstate: Hstate::H2M,
+        flags: 0,
+        outcome: FolioOutcome { initialized: false, hvo: HvoOutcome::NotAttempted, fallback: None },
+    };
+
+    /// PFN range `[head, head + nr)` of the folio.
+    #[must_use]
+    pub const fn pfns(&self) -> core::ops::Range<u64> {
+        self.head_pfn..self.head_pfn + self.hstate.nr_pages()
+    }
+}
+
+impl Default for HugeBootmemPage {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
+/// Checks the node list and the request; returns the total page count.
+///
+/// # Errors
+///
+/// See [`alloc_bootmem_huge_pages`].
+pub fn validate_request(nodes: &[NodeSpec], request: &BootRequest<'_>) -> Result<u64, HugetlbError> {
+    validate_with(nodes.len(), |i| nodes[i], request)
+}
+
+pub(crate) fn validate_with(
+    n_nodes: usize,
+    node: impl Fn(usize) -> NodeSpec,
+    request: &BootRequest<'_>,
+) -> Result<u64, HugetlbError> {
+    if let PagesPerNode::Each(c) = request.pages {
+        if c.len() != n_nodes {
+            return Err(HugetlbError::CountsMismatch { nodes: n_nodes, counts: c.len() });
+        }
+    }
+    for i in 0..n_nodes {
+        let n = node(i);
+        if n.start_pfn.checked_add(n.nr_pages).is_none() {
+            return Err(HugetlbError::RangeOverflow { nid: n.nid });
+        }
+        for j in 0..i {
+            let m = node(j);
+            if m.nid == n.nid {
+                return Err(HugetlbError::DuplicateNode { nid: n.nid });
+            }
+            let overlap = n.start_pfn < m.end_pfn() && m.start_pfn < n.end_pfn();
+            if overlap && n.nr_pages != 0 && m.nr_pages != 0 {
+                return Err(HugetlbError::NodesOverlap { a: m.nid, b: n.nid });
+            }
+        }
+    }
+    let total = request.total(n_nodes);
+    if total == 0 {
+        return Err(HugetlbError::ZeroPages);
+    }
+    for i in 0..n_nodes {
+        let n = node(i);
+        let want = request.count(i);
+        if want == 0 {
+            continue;
+        }
+        if n.nr_pages == 0 {
+            return Err(HugetlbError::NodeWithoutMemory { nid: n.nid });
+        }
+        let fit = n.capacity(request.hstate);
+        if want > fit {
+            return Err(HugetlbError::RangeTooSmall {
+                nid: n.nid,
+                hstate: request.hstate,
+                requested: want,
+                fit,
+            });
+        }
+    }
+    Ok(total)
+}
+
+/// `hugetlb_hstate_alloc_pages()` for a gigantic hstate on every node: computes where memblock
+/// puts each page and fills `records[..total]` (grouped by node in node order, each group in
+/// `huge_boot_pages[nid]` list order). Writes no struct page. Returns the total.
+///
+/// # Errors
+///
+/// Nothing is written to `records` when one is returned:
+/// [`HugetlbError::ZeroPages`] (the request asks for no page at all),
+/// [`HugetlbError::CountsMismatch`], [`HugetlbError::DuplicateNode`],
+/// [`HugetlbError::NodesOverlap`], [`HugetlbError::RangeOverflow`],
+/// [`HugetlbError::NodeWithoutMemory`] (pages requested on a node with no memory),
+/// [`HugetlbError::RangeTooSmall`] (fewer aligned huge pages fit than requested),
+/// [`HugetlbError::RecordsTooShort`].
+pub fn alloc_bootmem_huge_pages(
+    nodes: &[NodeSpec],
+    request: &BootRequest<'_>,
+    records: &mut [HugeBootmemPage],
+) -> Result<usize, HugetlbError> {
+    alloc_with(nodes.len(), |i| nodes[i], request, records)
+}
+
+pub(crate) fn alloc_with(
+    n_nodes: usize,
+    node: impl Fn(usize) -> NodeSpec,
+    request: &BootRequest<'_>,
+    records: &mut [HugeBootmemPage],
+) -> Result<usize, HugetlbError> {
+    let total = validate_with(n_nodes, &node, request)?;
+    let total = usize::try_from(total)
+        .map_err(|_| HugetlbError::RecordsTooShort { needed: usize::MAX, got: records.len() })?;
+    if records.len() < total {
+        return Err(HugetlbError::RecordsTooShort { needed: total, got: records.len() });
+    }
+    let nr = request.hstate.nr_pages();
+    let mut out = 0;
+    for i in 0..n_nodes {
+        let n = node(i);
+        let count = request.count(i);
+        let top = align_down(n.end_pfn(), nr);
+        // Allocation k (k = 0, 1, ...) lands at top - (k + 1) * nr; list_add() puts the last
+        // allocation first, so list position j holds allocation count - 1 - j.
+        for j in 0..count {
+            records[out] = HugeBootmemPage {
+                head_pfn: top - (count - j) * nr,
+                nid: n.nid,
+                hstate: request.hstate,
+                flags: 0,
+                outcome: FolioOutcome::default(),
+            };
+            out += 1;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_are_stacked_top_down_and_listed_last_first() {
+        let nodes = [NodeSpec::new(0, 1000, 3 * 512 + 700), NodeSpec::new(1, 1 << 20, 1024)];
+        let mut rec = [HugeBootmemPage::EMPTY; 4];
+        let req = BootRequest { hstate: Hstate::H2M, pages: PagesPerNode::Each(&[2, 2]) };
+        assert_eq!(alloc_bootmem_huge_pages(&nodes, &req, &mut rec), Ok(4));
+        // Node 0 ends at pfn 3236; top aligned = 3072; allocations at 2560 then 2048.
+        assert_eq!(
+            rec.map(|r| (r.nid, r.head_pfn)),
+            [(0, 2048), (0, 2560), (1, (1 << 20)), (1, (1 << 20) + 512)]
+        );
+        assert_eq!(nodes[0].capacity(Hstate::H2M), 4);
+    }
+
+    #[test]
+    fn bad_requests_are_typed_errors_and_write_nothing() {
+        let nodes = [NodeSpec::new(0, 0, 1024), NodeSpec::new(1, 4096, 0)];
+        let mut rec = [HugeBootmemPage::EMPTY; 8];
+        let err =
+            |req: BootRequest<'_>, rec: &mut [HugeBootmemPage]| alloc_bootmem_huge_pages(&nodes, &req, rec);
+        assert_eq!(err(BootRequest::per_node(Hstate::H2M, 0), &mut rec), Err(HugetlbError::ZeroPages));
+        assert_eq!(
+            err(BootRequest::per_node(Hstate::H2M, 1), &mut rec),
+            Err(HugetlbError::NodeWithoutMemory { nid: 1 })
+        );
+        assert_eq!(
+            err(BootRequest { hstate: Hstate::H2M, pages: PagesPerNode::Each(&[3, 0]) }, &mut rec),
+            Err(HugetlbError::RangeTooSmall { nid: 0, hstate: Hstate::H2M, requested: 3, fit: 2 })
+        );
+        assert_eq!(
+            err(BootRequest { hstate: Hstate::H1G, pages: PagesPerNode::Each(&[1, 0]) }, &mut rec),
+            Err(HugetlbError::RangeTooSmall { nid: 0, hstate: Hstate::H1G, requested: 1, fit: 0 })
+        );
+        assert_eq!(
+            err(BootRequest { hstate: Hstate::H2M, pages: PagesPerNode::Each(&[1]) }, &mut rec),
+            Err(HugetlbError::CountsMismatch { nodes: 2, counts: 1 })
+        );
+        assert_eq!(
+            err(BootRequest { hstate: Hstate::H2M, pages: PagesPerNode::Each(&[2, 0]) }, &mut rec[..1]),
+            Err(HugetlbError::RecordsTooShort { needed: 2, got: 1 })
+        );
+        assert!(rec.iter().all(|r| *r == HugeBootmemPage::EMPTY));
+        let dup = [NodeSpec::new(0, 0, 1024), NodeSpec::new(0, 4096, 1024)];
+        assert_eq!(
+            alloc_bootmem_huge_pages(&dup, &BootRequest::per_node(Hstate::H2M, 1), &mut rec),
+            Err(HugetlbError::DuplicateNode { nid: 0 })
+        );
+        let overlap = [NodeSpec::new(0, 0, 1024), NodeSpec::new(1, 512, 1024)];
+        assert_eq!(
+            alloc_bootmem_huge_pages(&overlap, &BootRequest::per_node(Hstate::H2M, 1), &mut rec),
+            Err(HugetlbError::NodesOverlap { a: 0, b: 1 })
+        );
+    }
+}

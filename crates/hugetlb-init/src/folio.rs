@@ -1,0 +1,368 @@
+//! The per-folio kernel operations of the boot path, step for step (`mm/mm_init.c`,
+//! `mm/hugetlb.c`), on a memmap-core [`Memmap`], plus the tail-init strategies.
+//!
+//! Every struct page store goes through memmap-core's kernel operations
+//! (`init_single_page`, `prep_compound_tail`, `set_page_count`, `prep_compound_head`,
+//! `page_ref_freeze`, `set_flag`/`clear_flag`, `set_pageblock_migratetype`); the template paths
+//! only copy what those produced.
+//!
+//! ## Tail pages and the template
+//!
+//! After `__init_single_page()` + `prep_compound_tail()` + `set_page_count(0)` a hugetlb tail
+//! page holds (64-byte layout, VMEMMAP):
+//!
+//! | word | value | depends on |
+//! |---|---|---|
+//! | flags @0 | node, zone, last-cpupid ones | nothing (section bits under classic SPARSEMEM: the PFN) |
+//! | @8 `compound_head` | `head + 1` | the folio |
+//! | @16 `lru.prev` | `&page->lru` (the page's own address + 8) | **the page's address** |
+//! | @24 `mapping` | `TAIL_MAPPING` | nothing |
+//! | @32, @40 | 0 | nothing |
+//! | @48 / @52 | `_mapcount` -1 / `_refcount` 0 | nothing |
+//! | @56 | 0 | nothing |
+//! | @64 `virtual` (72-byte layout) | `__va(pfn << PAGE_SHIFT)` | the PFN |
+//!
+//! Unlike a ZONE_DEVICE page, whose word 16 (`zone_device_data`) is set to NULL, a hugetlb tail
+//! keeps the `INIT_LIST_HEAD(&page->lru)` self-pointer in `lru.prev`: `prep_compound_tail()`
+//! overwrites only `lru.next` (the `compound_head` word). So a template copy must refresh word
+//! 16 for every page, besides the PFN-dependent fields `memmap_init_page_from_template()`
+//! refreshes (section bits, `virtual`). The seed patch (Li Zhe, "mm/hugetlb: optimize bootmem
+//! hugepage tail vmemmap init") refreshes only the latter; on the baseline's
+//! `__init_single_page()` its copies would carry the template page's `lru.prev`. This crate's
+//! template and streaming paths refresh all three, and the property tests compare them byte for
+//! byte with the slow path.
+
+use memmap_core::page::offsets;
+use memmap_core::{
+    InitHooks, InitOptions, Memmap, MigrateType, PG, PageType, Strategy, StructPage, resolve_strategy,
+};
+
+use crate::bootmem::TailInit;
+use crate::hstate::Hstate;
+
+/// `enum hugetlb_page_flags` bit `HPG_vmemmap_optimized`, kept in the head's `private` word
+/// (`folio->private`). \[recalled\] order of ≈6.15: `HPG_restore_reserve` 0, `HPG_migratable` 1,
+/// `HPG_temporary` 2, `HPG_freed` 3, `HPG_vmemmap_optimized` 4, `HPG_raw_hwp_unreliable` 5,
+/// `HPG_cma` 6.
+pub const HPG_VMEMMAP_OPTIMIZED: u32 = 4;
+
+/// Byte offsets inside page\[3\] of the hugetlb folio fields (`struct folio` pads each page to
+/// `sizeof(struct page)`, so these hold for the 72-byte layout too).
+pub mod folio3 {
+    /// `_hugetlb_subpool` (page\[3\] + 16, folio byte 208 with 64-byte pages).
+    pub const HUGETLB_SUBPOOL: usize = 16;
+    /// `_hugetlb_cgroup` (page\[3\].mapping, folio byte 216), only with `CONFIG_CGROUP_HUGETLB`.
+    pub const HUGETLB_CGROUP: usize = 24;
+    /// `_hugetlb_cgroup_rsvd` (page\[3\].index, folio byte 224), only with `CONFIG_CGROUP_HUGETLB`.
+    pub const HUGETLB_CGROUP_RSVD: usize = 32;
+
+    const _: () = {
+        use memmap_core::page::folio;
+        assert!(folio::HUGETLB_SUBPOOL == 3 * 64 + HUGETLB_SUBPOOL);
+        assert!(folio::HUGETLB_CGROUP == 3 * 64 + HUGETLB_CGROUP);
+        assert!(folio::HUGETLB_CGROUP_RSVD == 3 * 64 + HUGETLB_CGROUP_RSVD);
+    };
+}
+
+/// The head of a boot-time gigantic page as `memmap_init_reserved_pages()` leaves it:
+/// `reserve_bootmem_region()` → `__init_deferred_page()` → `__init_page_from_nid()`
+/// (`__init_single_page()`, then `MIGRATE_MOVABLE` for the pageblock because the PFN is
+/// pageblock-aligned), then `__SetPageReserved()`. Refcount 1, `PG_reserved`.
+///
+/// # Panics
+///
+/// If `pfn` is outside the memmap.
+pub fn reserve_bootmem_head<P: StructPage, H: InitHooks>(
+    m: &mut Memmap<'_, P>,
+    pfn: u64,
+    zone: u32,
+    nid: u32,
+    hooks: &mut H,
+) {
+    m.init_single_page(pfn, zone, nid, hooks);
+    if m.pageblock_aligned(pfn) {
+        m.set_pageblock_migratetype(pfn, MigrateType::Movable);
+    }
+    m.set_flag(pfn, PG::RESERVED);
+}
+
+/// How template records are stored.
+trait Store {
+    const STREAMING: bool;
+    /// # Safety
+    ///
+    /// `dst` valid for writes of one `P`.
+    unsafe fn store<P: StructPage>(dst: *mut P, src: &P);
+}
+
+struct Cached;
+impl Store for Cached {
+    const STREAMING: bool = false;
+    #[inline(always)]
+    unsafe fn store<P: StructPage>(dst: *mut P, src: &P) {
+        // SAFETY: the caller guarantees `dst` is writable.
+        unsafe { dst.write(*src) }
+    }
+}
+
+struct Streamed;
+impl Store for Streamed {
+    const STREAMING: bool = true;
+    #[inline(always)]
+    unsafe fn store<P: StructPage>(dst: *mut P, src: &P) {
+        // SAFETY: the caller guarantees `dst` is writable; the tail-init function drains before
+        // returning, so nothing reads the page before the fence. `store_record_words` reloads
+        // the record with 8-byte loads: every record was just patched (`lru.prev`) with an
+        // 8-byte store, and a 16-byte reload of it would stall store forwarding.
+        unsafe { stream_hal::store_record_words(dst, src) }
+    }
+}
+
+/// `hugetlb_folio_init_tail_vmemmap(folio, start, end)`: initializes tails
+/// `[head + start, head + end)` of the folio of order `order` at `head_pfn`, with the zone and
+/// node read from the head's flags (`folio_zonenum`, `folio_nid`), using `opts.strategy`
+/// (resolved as memmap-core does: Slow when the `page_ref_set` tracepoint is active or
+/// KASAN/KMSAN is configured; Auto by the size threshold).
+///
+/// * Slow: per page `__init_single_page()`, `prep_compound_tail()`, `set_page_count(page, 0)`.
+/// * Template: the first tail through the slow path, every other tail a copy of it with
+///   `lru.prev`, the section bits and `virtual` refreshed (see the module documentation),
+///   built in registers and stored with normal stores.
+/// * Streaming: the same records stored with `stream_hal::store_record`, drained before
+///   returning (so before the folio is used by anyone).
+///
+/// `start >= end` is a no-op (Balbir Singh asked whether it can happen: with HVO
+/// unavailable and `HUGETLB_VMEMMAP_RESERVE_PAGES >= pages_per_huge_page`, which no supported
+/// hstate has, it could).
+///
+/// # Panics
+///
+/// If a tail is outside the memmap or `end` exceeds the folio.
+pub fn hugetlb_folio_init_tail_vmemmap<P: StructPage, H: InitHooks>(
+    m: &mut Memmap<'_, P>,
+    head_pfn: u64,
+    order: u32,
+    start: u64,
+    end: u64,
+    opts: &InitOptions,
+    hooks: &mut H,
+) -> TailInit {
+    assert!(end <= 1 << order, "tail range beyond the folio");
+    let pages = end.saturating_sub(start);
+    let (used, reason) =
+        resolve_strategy(m, opts.strategy, opts.streaming_threshold_bytes, hooks, pages * P::SIZE as u64);
+    let mut out = TailInit { used, reason, pages, drains: 0 };
+    if pages == 0 {
+        return out;
+    }
+    assert!(m.contains_range(head_pfn + start, pages), "tails outside the memmap");
+    let head = m.read(head_pfn);
+    let zone = m.layout().zone(head.flags());
+    let nid = m.layout().node(head.flags());
+    match used {
+        Strategy::Template => tail_template::<P, H, Cached>(m, head_pfn, start, end, zone, nid, hooks),
+        Strategy::Streaming => {
+            tail_template::<P, H, Streamed>(m, head_pfn, start, end, zone, nid, hooks);
+            stream_hal::drain();
+            out.drains = 1;
+        }
+        _ => {
+            for pfn in head_pfn + start..head_pfn + end {
+                init_tail_slow(m, head_pfn, pfn, zone, nid, hooks);
+            }
+        }
+    }
+    out
+}
+
+/// One tail, the kernel's way.
+#[inline]
+fn init_tail_slow<P: StructPage, H: InitHooks>(
+    m: &mut Memmap<'_, P>,
+    head_pfn: u64,
+    pfn: u64,
+    zone: u32,
+    nid: u32,
+    hooks: &mut H,
+) {
+    m.init_single_page(pfn, zone, nid, hooks);
+    m.prep_compound_tail(head_pfn, pfn - head_pfn);
+    m.set_page_count(pfn, 0, hooks);
+}
+
+/// The template loop: first tail slow, the rest refreshed copies. Monomorphized on the layout
+/// and the store kind; the record is rebuilt from the template in registers for every page
+/// (no patch-then-reload of a memory template, see `stream_hal::store_record`).
+fn tail_template<P: StructPage, H: InitHooks, S: Store>(
+    m: &mut Memmap<'_, P>,
+    head_pfn: u64,
+    start: u64,
+    end: u64,
+    zone: u32,
+    nid: u32,
+    hooks: &mut H,
+) {
+    let first = head_pfn + start;
+    init_tail_slow(m, head_pfn, first, zone, nid, hooks);
+    // The template is a local value: Balbir Singh's "do we need a separate template and page?"
+    // - the copy is what lets the loop keep the record in registers instead of re-reading (and,
+    // with streaming stores, re-reading not-yet-drained) destination memory.
+    let t = m.read(first);
+    let from = first + 1;
+    let to = head_pfn + end;
+    if from >= to {
+        return;
+    }
+    let size = P::SIZE as u64;
+    // SAFETY: `[from, to)` is inside the memmap (checked by the caller).
+    let base = unsafe { m.page_ptr(from) };
+    let vaddr0 = m.vaddr(from);
+    if m.layout().section_in_page_flags() {
+        // Classic SPARSEMEM: the section bits change every PAGES_PER_SECTION pfns; refresh them
+        // (and `virtual`) through memmap-core's template refresh for every page.
+        for i in 0..to - from {
+            let pfn = from + i;
+            let mut r = t;
+            m.refresh_template(&mut r, pfn);
+            r.set_u64_at(offsets::LRU_PREV, vaddr0 + i * size + offsets::LRU_NEXT as u64);
+            // SAFETY: `pfn < to`, inside the memmap; `base + i` is its struct page.
+            unsafe { S::store(base.add(i as usize), &r) };
+        }
+    } else {
+        let cfg = *m.config();
+        for i in 0..to - from {
+            let mut r = t;
+            r.set_u64_at(offsets::LRU_PREV, vaddr0 + i * size + offsets::LRU_NEXT as u64);
+            if P::WANT_PAGE_VIRTUAL {
+                r.set_virtual_address(cfg.pfn_to_virt(from + i));
+            }
+            // SAFETY: as above.
+            unsafe { S::store(base.add(i as usize), &r) };
+        }
+    }
+    let _ = S::STREAMING;
+}
+
+/// `hugetlb_folio_init_vmemmap(folio, h, nr_pages)`: `__folio_clear_reserved()`,
+/// `__folio_set_head()`, `folio_ref_freeze(folio, 1)`, tails `1..nr_pages` through
+/// [`hugetlb_folio_init_tail_vmemmap`], then `prep_compound_head()`.
+///
+/// # Panics
+///
+/// If the folio is outside the memmap, or the head's refcount is not 1 (`VM_BUG_ON(!ret)` of
+/// the freeze: the head did not come from the reserved-region path).
+pub fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
+    m: &mut Memmap<'_, P>,
+    head_pfn: u64,
+    hstate: Hstate,
+    nr_pages: u64,
+    opts: &InitOptions,
+    hooks: &mut H,
+) -> TailInit {
+    m.clear_flag(head_pfn, PG::RESERVED);
+    m.set_flag(head_pfn, PG::HEAD);
+    assert!(m.page_ref_freeze(head_pfn, 1), "folio_ref_freeze(head {head_pfn:#x}, 1) failed");
+    let tails = hugetlb_folio_init_tail_vmemmap(m, head_pfn, hstate.order(), 1, nr_pages, opts, hooks);
+    m.prep_compound_head(head_pfn, hstate.order());
+    tails
+}
+
+/// `init_new_hugetlb_folio(h, folio)`: `__folio_set_hugetlb()` (`page_type = PGTY_hugetlb <<
+/// 24`), `INIT_LIST_HEAD(&folio->lru)`, `hugetlb_set_folio_subpool(folio, NULL)`, and under
+/// `CONFIG_CGROUP_HUGETLB` `set_hugetlb_cgroup(folio, NULL)` and
+/// `set_hugetlb_cgroup_rsvd(folio, NULL)`. \[recalled\] body of ≈6.15; the field offsets are
+/// kernel-spec §1.2's page\[3\] words.
+///
+/// # Panics
+///
+/// If page\[3\] of the folio is outside the memmap.
+pub fn init_new_hugetlb_folio<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64) {
+    let page3 = head_pfn + 3;
+    assert!(m.contains_range(head_pfn, 4), "folio head pages outside the memmap");
+    let head_vaddr = m.vaddr(head_pfn);
+    let cgroup = m.config().cgroup_hugetlb;
+    // SAFETY: head and page[3] are in the memmap (checked); every offset is inside its page.
+    unsafe {
+        let head = m.page_ptr(head_pfn);
+        // __folio_set_hugetlb(): page->page_type = PGTY_hugetlb << 24
+        head.cast::<u8>().add(offsets::PAGE_TYPE).cast::<u32>().write(PageType::word(PageType::HUGETLB));
+        // INIT_LIST_HEAD(&folio->lru): WRITE_ONCE(next, list); WRITE_ONCE(prev, list)
+        let list = head_vaddr + offsets::LRU_NEXT as u64;
+        P::write_u64_once_at(head, offsets::LRU_NEXT, list);
+        P::write_u64_once_at(head, offsets::LRU_PREV, list);
+        let p3 = m.page_ptr(page3);
+        // hugetlb_set_folio_subpool(folio, NULL)
+        p3.cast::<u8>().add(folio3::HUGETLB_SUBPOOL).cast::<u64>().write(0);
+        if cgroup {
+            p3.cast::<u8>().add(folio3::HUGETLB_CGROUP).cast::<u64>().write(0);
+            p3.cast::<u8>().add(folio3::HUGETLB_CGROUP_RSVD).cast::<u64>().write(0);
+        }
+    }
+}
+
+/// Volatile 8-byte store at a byte offset of a struct page (`WRITE_ONCE`).
+trait WriteOnce {
+    /// # Safety
+    ///
+    /// `page` valid for writes; `offset + 8 <= size`, 8-aligned.
+    unsafe fn write_u64_once_at(page: *mut Self, offset: usize, v: u64);
+}
+
+impl<P: StructPage> WriteOnce for P {
+    #[inline(always)]
+    unsafe fn write_u64_once_at(page: *mut Self, offset: usize, v: u64) {
+        // SAFETY: the caller guarantees the field is inside the writable page.
+        unsafe { page.cast::<u8>().add(offset).cast::<u64>().write_volatile(v) }
+    }
+}
+
+/// `hugetlb_bootmem_init_migratetype(folio, h)`: `MIGRATE_MOVABLE` on every pageblock of the
+/// folio (`init_pageblock_migratetype(folio_page(folio, i), MIGRATE_MOVABLE, false)` for
+/// `i = 0, pageblock_nr_pages, ...`).
+///
+/// # Panics
+///
+/// If the folio is outside the memmap or its head is not pageblock-aligned
+/// (`WARN_ON_ONCE(!pageblock_aligned(folio_pfn(folio)))`, fatal here).
+pub fn hugetlb_bootmem_init_migratetype<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64, hstate: Hstate) {
+    assert!(m.pageblock_aligned(head_pfn), "head {head_pfn:#x} not pageblock-aligned");
+    let step = m.config().pageblock_nr_pages();
+    let mut i = 0;
+    while i < hstate.nr_pages() {
+        m.set_pageblock_migratetype(head_pfn + i, MigrateType::Movable);
+        i += step;
+    }
+}
+
+/// `folio_test_hugetlb_vmemmap_optimized(folio)` on a head page.
+#[must_use]
+pub fn folio_test_hugetlb_vmemmap_optimized<P: StructPage>(head: &P) -> bool {
+    head.private() & (1 << HPG_VMEMMAP_OPTIMIZED) != 0
+}
+
+/// Sets or clears `HPG_vmemmap_optimized` in the head's `private`
+/// (`folio_set/clear_hugetlb_vmemmap_optimized`).
+///
+/// # Panics
+///
+/// If `head_pfn` is outside the memmap.
+pub fn folio_assign_hugetlb_vmemmap_optimized<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64, on: bool) {
+    assert!(m.contains(head_pfn), "pfn {head_pfn:#x} outside memmap");
+    // SAFETY: in range (checked); `private` is inside the page.
+    unsafe {
+        let p = m.page_ptr(head_pfn).cast::<u8>().add(offsets::PRIVATE).cast::<u64>();
+        let v = p.read();
+        let bit = 1u64 << HPG_VMEMMAP_OPTIMIZED;
+        p.write(if on { v | bit } else { v & !bit });
+    }
+}
+
+/// Whether the struct page is the head of an initialized hugetlb folio of `hstate`
+/// (`PG_head`, hugetlb page type, page\[1\] order) with `HPG_vmemmap_optimized` set.
+#[must_use]
+pub fn is_optimized_hugetlb_head<P: StructPage>(head: &P, page1: &P, hstate: Hstate) -> bool {
+    head.test_flag(PG::HEAD)
+        && head.page_type() == PageType::word(PageType::HUGETLB)
+        && folio_test_hugetlb_vmemmap_optimized(head)
+        && page1.flags() & 0xff == u64::from(hstate.order())
+}

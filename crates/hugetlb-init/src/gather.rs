@@ -1,0 +1,563 @@
+//! The boot sequence: reserved heads, then `gather_bootmem_prealloc()` per node (in parallel
+//! under `std`), `prep_and_add_bootmem_folios()` with HVO and the fallback tail init.
+
+use core::time::Duration;
+
+use memmap_core::{InitHooks, InitOptions, Memmap, NoHooks, Strategy, StrategyReason, StructPage};
+
+use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec, TailInit, alloc_with, bootmem_flags};
+use crate::folio::{
+    hugetlb_bootmem_init_migratetype, hugetlb_folio_init_tail_vmemmap, hugetlb_folio_init_vmemmap,
+    init_new_hugetlb_folio, reserve_bootmem_head,
+};
+use crate::hstate::{Hstate, PAGE_SHIFT, hugetlb_vmemmap_reserve_pages};
+use crate::hvo::{
+    HvoOutcome, HvoParams, HvoUnavailable, ModelRemap, VmemmapRemap, hugetlb_vmemmap_optimize_folio,
+    hvo_availability,
+};
+use crate::padata::PadataJob;
+use crate::{HugetlbError, MaybeSend};
+
+/// One node of the simulated machine: its memory, its memmap (which must cover the memory),
+/// its vmemmap remapper and its hooks. Each node is gathered by one worker, so everything here
+/// belongs to that worker.
+pub struct Node<'a, P: StructPage, R = ModelRemap, H = NoHooks> {
+    /// The node's memory.
+    pub spec: NodeSpec,
+    /// Struct pages of (at least) the node's memory.
+    pub memmap: Memmap<'a, P>,
+    /// HVO backend.
+    pub remap: R,
+    /// `cond_resched` and tracepoint hooks of this node's worker.
+    pub hooks: H,
+    /// Filled by [`gather_bootmem_prealloc`].
+    pub report: NodeReport,
+}
+
+impl<'a, P: StructPage, R: VmemmapRemap<P>, H> Node<'a, P, R, H> {
+    /// A node with an empty report.
+    pub fn new(spec: NodeSpec, memmap: Memmap<'a, P>, remap: R, hooks: H) -> Self {
+        Node { spec, memmap, remap, hooks, report: NodeReport::default() }
+    }
+
+    /// The struct page at `pfn` as the kernel would read it through the vmemmap (HVO-aliased
+    /// tails show the head vmemmap page's struct pages).
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap.
+    #[must_use]
+    pub fn read(&self, pfn: u64) -> P {
+        self.memmap.read(self.remap.resolve(&self.memmap, pfn))
+    }
+
+    /// The bytes of the struct pages `[start, start + nr)` as [`Node::read`] sees them, in PFN
+    /// order, into `out` (`nr * sizeof(struct page)` bytes).
+    ///
+    /// # Panics
+    ///
+    /// If the range is outside the memmap or `out` has the wrong length.
+    pub fn copy_bytes(&self, start: u64, nr: u64, out: &mut [u8]) {
+        assert_eq!(out.len() as u64, nr * P::SIZE as u64, "output length");
+        assert!(self.memmap.contains_range(start, nr), "range outside memmap");
+        for (i, chunk) in out.chunks_exact_mut(P::SIZE).enumerate() {
+            self.read(start + i as u64).to_bytes(chunk);
+        }
+    }
+}
+
+impl<P: StructPage, R, H> core::fmt::Debug for Node<'_, P, R, H> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Node").field("spec", &self.spec).field("report", &self.report).finish_non_exhaustive()
+    }
+}
+
+/// What the gather did on one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NodeReport {
+    /// Folios prepared.
+    pub folios: u64,
+    /// Folios HVO optimized.
+    pub optimized: u64,
+    /// Folios on which HVO failed.
+    pub hvo_failed: u64,
+    /// Folios whose tails `RESERVE..nr` went through the fallback.
+    pub fallback_folios: u64,
+    /// Tail struct pages the fallback wrote.
+    pub fallback_pages: u64,
+    /// Strategy of the fallback tail init (the last one; all folios of one hstate resolve the
+    /// same way).
+    pub fallback_strategy: Option<(Strategy, StrategyReason)>,
+    /// `stream_hal::drain()` calls.
+    pub drains: u64,
+    /// `adjust_managed_page_count()` total.
+    pub managed_pages: u64,
+    /// Time in the fallback tail init (`std`).
+    pub tail_init_time: Option<Duration>,
+    /// Time of the whole node gather (`std`).
+    pub gather_time: Option<Duration>,
+    /// The node was gathered on the thread that called [`gather_bootmem_prealloc`].
+    pub on_caller_thread: bool,
+}
+
+/// How to boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootParams {
+    /// Tail init strategy and the [`Strategy::Auto`] threshold (memmap-core's options).
+    pub tail: InitOptions,
+    /// HVO boot option and fault injection.
+    pub hvo: HvoParams,
+    /// Gather nodes on parallel threads (`std`; ignored without it).
+    pub parallel: bool,
+}
+
+impl BootParams {
+    /// `strategy` with the default Auto threshold, HVO as given, parallel gather.
+    #[must_use]
+    pub const fn new(strategy: Strategy, hvo: HvoParams) -> Self {
+        BootParams { tail: InitOptions::new(strategy), hvo, parallel: true }
+    }
+}
+
+/// What one boot did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootReport {
+    /// The hstate.
+    pub hstate: Hstate,
+    /// Folios prepared.
+    pub folios: u64,
+    /// Folios HVO optimized.
+    pub optimized: u64,
+    /// Folios on which HVO failed (and the fallback ran).
+    pub hvo_failed: u64,
+    /// Whether HVO could run at all, and why not.
+    pub hvo: Result<(), HvoUnavailable>,
+    /// Requested tail strategy.
+    pub requested: Strategy,
+    /// Strategy of the fallback tail init and why (`None`: no folio needed the fallback).
+    pub fallback_strategy: Option<(Strategy, StrategyReason)>,
+    /// Folios that went through the fallback.
+    pub fallback_folios: u64,
+    /// Tail struct pages written by the fallback.
+    pub fallback_pages: u64,
+    /// `stream_hal::drain()` calls.
+    pub drains: u64,
+    /// The stream-hal backend.
+    pub backend: stream_hal::Backend,
+    /// padata `nworks` of the gather (threads, the caller included; 1 without `std`).
+    pub nworks: u64,
+    /// Fallback tail init time summed over nodes (`std`): the figure the seed measured.
+    pub tail_init_time: Option<Duration>,
+    /// Wall time of the gather (`std`).
+    pub gather_time: Option<Duration>,
+    /// Wall time of the whole boot call (`std`).
+    pub elapsed: Option<Duration>,
+}
+
+#[cfg(feature = "std")]
+type Instant = std::time::Instant;
+#[cfg(not(feature = "std"))]
+#[derive(Clone, Copy)]
+struct Instant;
+
+#[cfg(feature = "std")]
+fn now() -> Instant {
+    std::time::Instant::now()
+}
+#[cfg(not(feature = "std"))]
+fn now() -> Instant {
+    Instant
+}
+
+#[cfg(feature = "std")]
+fn since(t: Instant) -> Option<Duration> {
+    Some(t.elapsed())
+}
+#[cfg(not(feature = "std"))]
+fn since(_t: Instant) -> Option<Duration> {
+    None
+}
+
+fn add_time(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// Checks what the whole boot needs from the nodes: a 4 KiB-page config, pageblocks no larger
+/// than the smallest hstate, each node's memory inside its memmap, node ids and zones that fit.
+fn validate_nodes<P: StructPage, R, H>(nodes: &[Node<'_, P, R, H>]) -> Result<(), HugetlbError> {
+    for n in nodes {
+        let cfg = n.memmap.config();
+        if cfg.page_shift != PAGE_SHIFT {
+            return Err(HugetlbError::UnsupportedBasePage { page_shift: cfg.page_shift });
+        }
+        if cfg.pageblock_order > Hstate::H2M.order() {
+            return Err(HugetlbError::PageblockLargerThanHstate { pageblock_order: cfg.pageblock_order });
+        }
+        let s = n.spec;
+        let max = n.memmap.layout().nodes_mask();
+        if u64::from(s.nid) > max {
+            return Err(HugetlbError::NodeOutOfRange { nid: s.nid, max: max as u32 });
+        }
+        if s.zone >= cfg.zone_device() {
+            return Err(HugetlbError::BadZone { nid: s.nid, zone: s.zone, zone_device: cfg.zone_device() });
+        }
+        if s.nr_pages != 0 && !n.memmap.contains_range(s.start_pfn, s.nr_pages) {
+            return Err(HugetlbError::NodeOutsideMemmap {
+                nid: s.nid,
+                start_pfn: s.start_pfn,
+                nr_pages: s.nr_pages,
+                memmap_start: n.memmap.base_pfn(),
+                memmap_end: n.memmap.end_pfn(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The whole boot: [`hugetlb_bootmem_alloc`] (records), [`memmap_init_reserved_heads`]
+/// (heads), [`gather_bootmem_prealloc`] (everything else). Fills `records[..n]` (the per-folio
+/// summary: head PFN, hstate (order), nid, HVO outcome, fallback strategy) and each node's
+/// report.
+///
+/// # Errors
+///
+/// Everything is validated before the first write; on error nothing is written (struct pages,
+/// pageblocks, records, hooks). See [`HugetlbError`].
+pub fn boot<P, R, H>(
+    nodes: &mut [Node<'_, P, R, H>],
+    request: &BootRequest<'_>,
+    params: &BootParams,
+    records: &mut [HugeBootmemPage],
+) -> Result<BootReport, HugetlbError>
+where
+    P: StructPage,
+    R: VmemmapRemap<P> + MaybeSend,
+    H: InitHooks + MaybeSend,
+{
+    let t0 = now();
+    let n = hugetlb_bootmem_alloc(nodes, request, records)?;
+    memmap_init_reserved_heads(nodes, &records[..n])?;
+    let mut report = gather_bootmem_prealloc(nodes, &mut records[..n], params)?;
+    report.elapsed = since(t0);
+    Ok(report)
+}
+
+/// `hugetlb_bootmem_alloc()` on the nodes: validates the nodes and the request and computes the
+/// `huge_bootmem_page` records (see [`crate::bootmem::alloc_bootmem_huge_pages`]). Writes no
+/// struct page. Returns the number of records.
+///
+/// # Errors
+///
+/// Node errors ([`HugetlbError::UnsupportedBasePage`], [`HugetlbError::NodeOutOfRange`],
+/// [`HugetlbError::BadZone`], [`HugetlbError::NodeOutsideMemmap`], ...) and request errors
+/// ([`HugetlbError::ZeroPages`], [`HugetlbError::NodeWithoutMemory`],
+/// [`HugetlbError::RangeTooSmall`], ...). Nothing is written on error.
+pub fn hugetlb_bootmem_alloc<P: StructPage, R, H>(
+    nodes: &[Node<'_, P, R, H>],
+    request: &BootRequest<'_>,
+    records: &mut [HugeBootmemPage],
+) -> Result<usize, HugetlbError> {
+    validate_nodes(nodes)?;
+    alloc_with(nodes.len(), |i| nodes[i].spec, request, records)
+}
+
+/// Finds node `i`'s record group: the records after `from` whose nid is the node's.
+fn group_end(records: &[HugeBootmemPage], from: usize, nid: u32) -> usize {
+    from + records[from..].iter().take_while(|r| r.nid == nid).count()
+}
+
+/// Checks that `records` are grouped by node in node order and that each folio lies in its
+/// node's memory.
+fn validate_records<P: StructPage, R, H>(
+    nodes: &[Node<'_, P, R, H>],
+    records: &[HugeBootmemPage],
+) -> Result<(), HugetlbError> {
+    let mut at = 0;
+    for n in nodes {
+        let end = group_end(records, at, n.spec.nid);
+        for r in &records[at..end] {
+            let nr = r.hstate.nr_pages();
+            if r.head_pfn % nr != 0 || r.head_pfn < n.spec.start_pfn || r.head_pfn + nr > n.spec.end_pfn() {
+                return Err(HugetlbError::FolioOutsideNode { head_pfn: r.head_pfn, nid: n.spec.nid });
+            }
+        }
+        at = end;
+    }
+    if at != records.len() {
+        return Err(HugetlbError::RecordsNotGrouped { index: at });
+    }
+    Ok(())
+}
+
+/// `memmap_init_reserved_pages()` for the boot pages: only the first base page of each
+/// gigantic page is a normal reserved region (the rest is `MEMBLOCK_RSRV_NOINIT`), so only the
+/// head struct page is initialized, through [`reserve_bootmem_head`].
+///
+/// # Errors
+///
+/// [`HugetlbError::RecordsNotGrouped`] or [`HugetlbError::FolioOutsideNode`] (nothing written).
+pub fn memmap_init_reserved_heads<P: StructPage, R, H: InitHooks>(
+    nodes: &mut [Node<'_, P, R, H>],
+    records: &[HugeBootmemPage],
+) -> Result<(), HugetlbError> {
+    validate_nodes(nodes)?;
+    validate_records(nodes, records)?;
+    let mut at = 0;
+    for n in nodes.iter_mut() {
+        let end = group_end(records, at, n.spec.nid);
+        for r in &records[at..end] {
+            reserve_bootmem_head(&mut n.memmap, r.head_pfn, n.spec.zone, n.spec.nid, &mut n.hooks);
+        }
+        at = end;
+    }
+    Ok(())
+}
+
+/// `gather_bootmem_prealloc()`: a padata job with one work item per node (`min_chunk = align =
+/// 1`, at most one thread per node with memory, the caller participating); each item is
+/// [`gather_bootmem_prealloc_node`]. Without `std`, or with `params.parallel` false, the nodes
+/// are gathered in order on the calling thread.
+///
+/// # Errors
+///
+/// Validated before any write: [`HugetlbError::RecordsNotGrouped`],
+/// [`HugetlbError::FolioOutsideNode`], [`HugetlbError::HeadNotReserved`] (a head did not come
+/// from [`memmap_init_reserved_heads`]: refcount 1 and `PG_reserved`).
+pub fn gather_bootmem_prealloc<P, R, H>(
+    nodes: &mut [Node<'_, P, R, H>],
+    records: &mut [HugeBootmemPage],
+    params: &BootParams,
+) -> Result<BootReport, HugetlbError>
+where
+    P: StructPage,
+    R: VmemmapRemap<P> + MaybeSend,
+    H: InitHooks + MaybeSend,
+{
+    validate_nodes(nodes)?;
+    validate_records(nodes, records)?;
+    let mut at = 0;
+    for n in nodes.iter() {
+        let end = group_end(records, at, n.spec.nid);
+        for r in &records[at..end] {
+            let head = n.memmap.read(r.head_pfn);
+            if head.refcount() != 1 || !head.test_flag(memmap_core::PG::RESERVED) {
+                return Err(HugetlbError::HeadNotReserved { pfn: r.head_pfn });
+            }
+        }
+        at = end;
+    }
+    let t0 = now();
+    let job = PadataJob::gather_bootmem(
+        nodes.len() as u64,
+        nodes.iter().filter(|n| n.spec.nr_pages > 0).count() as u64,
+    );
+    let nworks = run_gather(nodes, records, params, &job);
+    let gather_time = since(t0);
+
+    let cfg = nodes.first().map(|n| *n.memmap.config());
+    let mut rep = BootReport {
+        hstate: records.first().map_or(Hstate::H2M, |r| r.hstate),
+        folios: 0,
+        optimized: 0,
+        hvo_failed: 0,
+        hvo: cfg.map_or(Ok(()), |c| hvo_availability::<P>(&c, &params.hvo)),
+        requested: params.tail.strategy,
+        fallback_strategy: None,
+        fallback_folios: 0,
+        fallback_pages: 0,
+        drains: 0,
+        backend: stream_hal::backend(),
+        nworks,
+        tail_init_time: None,
+        gather_time,
+        elapsed: None,
+    };
+    for n in nodes.iter() {
+        let r = &n.report;
+        rep.folios += r.folios;
+        rep.optimized += r.optimized;
+        rep.hvo_failed += r.hvo_failed;
+        rep.fallback_folios += r.fallback_folios;
+        rep.fallback_pages += r.fallback_pages;
+        rep.drains += r.drains;
+        rep.fallback_strategy = rep.fallback_strategy.or(r.fallback_strategy);
+        rep.tail_init_time = add_time(rep.tail_init_time, r.tail_init_time);
+    }
+    Ok(rep)
+}
+
+/// Runs the per-node gathers; returns `nworks`.
+#[cfg(feature = "std")]
+fn run_gather<P, R, H>(
+    nodes: &mut [Node<'_, P, R, H>],
+    records: &mut [HugeBootmemPage],
+    params: &BootParams,
+    job: &PadataJob,
+) -> u64
+where
+    P: StructPage,
+    R: VmemmapRemap<P> + MaybeSend,
+    H: InitHooks + MaybeSend,
+{
+    if !params.parallel || job.plan().nworks <= 1 {
+        gather_sequential(nodes, records, params);
+        return 1;
+    }
+    use std::sync::Mutex;
+    let caller = std::thread::current().id();
+    // One work item per node: its node and its record group. Each is taken exactly once.
+    let mut items = std::vec::Vec::with_capacity(nodes.len());
+    let mut rest = records;
+    for n in nodes.iter_mut() {
+        let end = group_end(rest, 0, n.spec.nid);
+        let (mine, tail) = rest.split_at_mut(end);
+        rest = tail;
+        items.push(Mutex::new(Some((n, mine))));
+    }
+    let plan = crate::padata::padata_do_multithreaded(job, |start, end| {
+        for i in start..end {
+            let taken = items[i as usize].lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+            if let Some((node, recs)) = taken {
+                gather_bootmem_prealloc_node(node, recs, params);
+                node.report.on_caller_thread = std::thread::current().id() == caller;
+            }
+        }
+    });
+    plan.nworks
+}
+
+#[cfg(not(feature = "std"))]
+fn run_gather<P, R, H>(
+    nodes: &mut [Node<'_, P, R, H>],
+    records: &mut [HugeBootmemPage],
+    params: &BootParams,
+    _job: &PadataJob,
+) -> u64
+where
+    P: StructPage,
+    R: VmemmapRemap<P> + MaybeSend,
+    H: InitHooks + MaybeSend,
+{
+    gather_sequential(nodes, records, params);
+    1
+}
+
+fn gather_sequential<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
+    nodes: &mut [Node<'_, P, R, H>],
+    records: &mut [HugeBootmemPage],
+    params: &BootParams,
+) {
+    let mut rest = records;
+    for n in nodes.iter_mut() {
+        let end = group_end(rest, 0, n.spec.nid);
+        let (mine, tail) = rest.split_at_mut(end);
+        rest = tail;
+        gather_bootmem_prealloc_node(n, mine, params);
+        n.report.on_caller_thread = true;
+    }
+}
+
+/// `gather_bootmem_prealloc_node(nid)`: for each `huge_bootmem_page` of the node's list
+/// (`records`, in list order): the zones check (`HUGE_BOOTMEM_ZONES_VALID`; a node here is one
+/// zone, so it always passes), a flush of the pending folios when the hstate changes,
+/// [`hugetlb_folio_init_vmemmap`] with `HUGETLB_VMEMMAP_RESERVE_PAGES`,
+/// [`init_new_hugetlb_folio`], `list_add()` to the pending list,
+/// `adjust_managed_page_count()`, `cond_resched()`; finally
+/// [`prep_and_add_bootmem_folios`] for the last hstate.
+///
+/// The heads must come from [`memmap_init_reserved_heads`] ([`gather_bootmem_prealloc`]
+/// checks it).
+///
+/// # Panics
+///
+/// If a head is not reserved with refcount 1 (the kernel's `VM_BUG_ON`).
+pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
+    node: &mut Node<'_, P, R, H>,
+    records: &mut [HugeBootmemPage],
+    params: &BootParams,
+) {
+    let t0 = now();
+    let mut list_start = 0;
+    let mut prev: Option<Hstate> = None;
+    for i in 0..records.len() {
+        let h = records[i].hstate;
+        records[i].flags |= bootmem_flags::ZONES_VALID;
+        if prev.is_some_and(|p| p != h) {
+            prep_and_add_bootmem_folios(node, &mut records[list_start..i], params);
+            list_start = i;
+        }
+        prev = Some(h);
+        let head = records[i].head_pfn;
+        let reserve = hugetlb_vmemmap_reserve_pages::<P>().min(h.nr_pages());
+        let tails =
+            hugetlb_folio_init_vmemmap(&mut node.memmap, head, h, reserve, &params.tail, &mut node.hooks);
+        node.report.drains += tails.drains;
+        init_new_hugetlb_folio(&mut node.memmap, head);
+        records[i].outcome.initialized = true;
+        node.report.managed_pages += h.nr_pages();
+        node.hooks.cond_resched(head);
+    }
+    prep_and_add_bootmem_folios(node, &mut records[list_start..], params);
+    node.report.gather_time = add_time(node.report.gather_time, since(t0));
+}
+
+/// `prep_and_add_bootmem_folios(h, folio_list)` for the folios of `records` (all of one
+/// hstate, in processing order; the kernel's `folio_list` is built with `list_add()`, so it is
+/// walked in reverse): `hugetlb_vmemmap_optimize_bootmem_folios()` on every folio, then per
+/// folio the fallback `hugetlb_folio_init_tail_vmemmap(folio, RESERVE, nr)` if HVO did not
+/// optimize it (timed), and [`hugetlb_bootmem_init_migratetype`].
+///
+/// Not modelled: `__prep_account_new_huge_page()` and `enqueue_hugetlb_folio()` (the free
+/// lists are the records, and the head's `lru` keeps the `INIT_LIST_HEAD` self-pointers
+/// instead of free-list links).
+pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
+    node: &mut Node<'_, P, R, H>,
+    records: &mut [HugeBootmemPage],
+    params: &BootParams,
+) {
+    // hugetlb_vmemmap_optimize_bootmem_folios(h, folio_list): a no-op stub without
+    // CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP, otherwise each folio in list order.
+    for (pos, r) in records.iter_mut().rev().enumerate() {
+        r.outcome.hvo = hugetlb_vmemmap_optimize_folio(
+            &mut node.memmap,
+            &mut node.remap,
+            r.head_pfn,
+            r.hstate,
+            &params.hvo,
+            pos as u64,
+        );
+        match r.outcome.hvo {
+            HvoOutcome::Optimized { .. } => node.report.optimized += 1,
+            HvoOutcome::Failed(_) => node.report.hvo_failed += 1,
+            HvoOutcome::Unavailable(_) | HvoOutcome::NotAttempted => {}
+        }
+    }
+    for r in records.iter_mut().rev() {
+        let h = r.hstate;
+        if !r.outcome.optimized() {
+            let reserve = hugetlb_vmemmap_reserve_pages::<P>().min(h.nr_pages());
+            let t0 = now();
+            let t: TailInit = hugetlb_folio_init_tail_vmemmap(
+                &mut node.memmap,
+                r.head_pfn,
+                h.order(),
+                reserve,
+                h.nr_pages(),
+                &params.tail,
+                &mut node.hooks,
+            );
+            node.report.tail_init_time = add_time(node.report.tail_init_time, since(t0));
+            node.report.fallback_folios += 1;
+            node.report.fallback_pages += t.pages;
+            node.report.drains += t.drains;
+            node.report.fallback_strategy = Some((t.used, t.reason));
+            r.outcome.fallback = Some(t);
+        }
+        hugetlb_bootmem_init_migratetype(&mut node.memmap, r.head_pfn, h);
+        node.report.folios += 1;
+    }
+}

@@ -1,0 +1,616 @@
+//! Real HVO on Linux (`std`): a memfd-backed vmemmap whose optimized tail pages are mapped
+//! read-only onto one page.
+//!
+//! [`MemfdVmemmap`] is one node's vmemmap: a memfd whose first `map_len` bytes hold the struct
+//! pages (mapped `MAP_SHARED`, read-write) and whose remaining pages are a pool of spare pages
+//! for HVO's head copies (`alloc_pages_node(nid, ...)` in `vmemmap_remap_free()`). Its
+//! [`MemfdRemap`] performs `vmemmap_remap_free()` for real:
+//!
+//! 1. an injected page-table allocation failure returns `-ENOMEM` before anything changes;
+//! 2. a spare page receives a copy of the head vmemmap page (`pwrite`), and the head vmemmap
+//!    page is remapped read-write onto it (`mmap(MAP_FIXED)`); without a spare page the current
+//!    head page is kept, as the kernel does when that allocation fails;
+//! 3. every other vmemmap page of the folio is remapped **read-only** (`PROT_READ`,
+//!    `MAP_SHARED | MAP_FIXED`) onto the same file page, one mapping per page, so struct page
+//!    `64 * k + j` is struct page `j` and a store to it raises `SIGSEGV`;
+//! 4. the old pages are punched out of the file (`fallocate(PUNCH_HOLE)`), which frees their
+//!    memory: [`MemfdVmemmap::resident_bytes`] (the file's allocated blocks) drops from 16 MiB to
+//!    4 KiB per 1 GiB folio.
+//!
+//! If a mapping call fails half-way (typically `ENOMEM` from `vm.max_map_count`: each
+//! optimized 1 GiB folio costs 4095 mappings, so the default limit of 65530 admits about 15 per
+//! process), the folio's original pages are mapped back and the error is returned; the boot
+//! then treats the folio as the kernel treats a failed HVO (fallback tail init).
+//!
+//! The struct pages are only ever accessed through raw pointers (memmap-core's [`Memmap`] keeps
+//! no references into its storage), which is what makes replacing pages under it sound.
+
+use core::ffi::c_void;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::vec::Vec;
+
+use memmap_core::memmap::PAGE_POISON_BYTE;
+use memmap_core::{InitHooks, KernelConfig, Memmap, NoHooks, StructPage, pageblocks_needed};
+use rustix::fs::{FallocateFlags, MemfdFlags};
+use rustix::mm::{MapFlags, ProtFlags};
+
+use crate::HugetlbError;
+use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec};
+use crate::gather::{BootParams, BootReport, Node, NodeReport};
+use crate::hstate::{Hstate, PAGE_SIZE};
+use crate::hvo::{HvoError, RemapAlloc, RemapDone, VmemmapRemap};
+
+const PAGE: usize = PAGE_SIZE as usize;
+
+fn invalid(msg: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// One node's vmemmap in a memfd (see the [module documentation](self)).
+pub struct MemfdVmemmap<P: StructPage> {
+    fd: OwnedFd,
+    map: NonNull<u8>,
+    map_len: usize,
+    /// Bytes from the mapping's start to the struct page of `base_pfn` (the vmemmap is
+    /// page-aligned at PFNs that are multiples of `PAGE_SIZE / sizeof(struct page)`, as the
+    /// kernel's is).
+    first_off: usize,
+    base_pfn: u64,
+    nr_pages: usize,
+    spare_frames: u64,
+    spare_used: u64,
+    cfg: KernelConfig,
+    pageblocks: Vec<u8>,
+    _page: PhantomData<P>,
+}
+
+// SAFETY: the mapping and the fd are owned by this value and only accessed through `&self` /
+// `&mut self`; moving it to another thread moves that ownership, as for a `Vec`.
+unsafe impl<P: StructPage> Send for MemfdVmemmap<P> {}
+
+impl<P: StructPage> core::fmt::Debug for MemfdVmemmap<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("MemfdVmemmap")
+            .field("base_pfn", &self.base_pfn)
+            .field("nr_pages", &self.nr_pages)
+            .field("map_len", &self.map_len)
+            .field("spare_frames", &self.spare_frames)
+            .field("spare_used", &self.spare_used)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: StructPage> MemfdVmemmap<P> {
+    /// A vmemmap for the struct pages of `[base_pfn, base_pfn + nr_pages)`, with
+    /// `spare_frames` spare pages for HVO head copies. With `poison`, the struct pages are
+    /// filled with memmap-core's `PAGE_POISON_BYTE` (all memory becomes resident, like a
+    /// populated vmemmap with garbage in the `NOINIT` struct pages); without it they are the
+    /// file's zeros and take no memory until written.
+    ///
+    /// # Errors
+    ///
+    /// [`io::ErrorKind::InvalidInput`] for an invalid configuration, a non-4 KiB system page
+    /// size or sizes that overflow; the `memfd_create`/`ftruncate`/`mmap` error otherwise.
+    pub fn new(
+        cfg: KernelConfig,
+        base_pfn: u64,
+        nr_pages: u64,
+        spare_frames: u64,
+        poison: bool,
+    ) -> io::Result<Self> {
+        cfg.flags_layout().map_err(|_| invalid("invalid kernel configuration"))?;
+        if rustix::param::page_size() != PAGE {
+            return Err(invalid("the system page size is not 4 KiB"));
+        }
+        let nr = usize::try_from(nr_pages).map_err(|_| invalid("too many pages"))?;
+        base_pfn.checked_add(nr_pages).ok_or_else(|| invalid("pfn range overflows"))?;
+        let per_page = (PAGE / P::SIZE) as u64;
+        let first_off = if P::SIZE.is_power_of_two() { (base_pfn % per_page) as usize * P::SIZE } else { 0 };
+        let bytes = nr
+            .checked_mul(P::SIZE)
+            .and_then(|b| b.checked_add(first_off))
+            .ok_or_else(|| invalid("too large"))?;
+        let map_len = bytes.div_ceil(PAGE).max(1) * PAGE;
+        let file_len = (map_len as u64)
+            .checked_add(spare_frames.checked_mul(PAGE_SIZE).ok_or_else(|| invalid("too many spare frames"))?)
+            .ok_or_else(|| invalid("too large"))?;
+        let fd = rustix::fs::memfd_create(c"hugetlb-vmemmap", MemfdFlags::CLOEXEC)?;
+        rustix::fs::ftruncate(&fd, file_len)?;
+        let map = Self::map_all(&fd, map_len)?;
+        let mut v = MemfdVmemmap {
+            fd,
+            map,
+            map_len,
+            first_off,
+            base_pfn,
+            nr_pages: nr,
+            spare_frames,
+            spare_used: 0,
+            cfg,
+            pageblocks: std::vec![0; pageblocks_needed(&cfg, base_pfn, nr_pages)],
+            _page: PhantomData,
+        };
+        if poison {
+            v.poison();
+        }
+        Ok(v)
+    }
+
+    fn map_all(fd: &OwnedFd, map_len: usize) -> io::Result<NonNull<u8>> {
+        // SAFETY: a fresh shared mapping of the memfd at an address the kernel chooses; it
+        // overlaps nothing of ours.
+        let p = unsafe {
+            rustix::mm::mmap(
+                core::ptr::null_mut(),
+                map_len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                fd,
+                0,
+            )?
+        };
+        NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
+    }
+
+    fn poison(&mut self) {
+        // SAFETY: the whole mapping is ours, mapped read-write (after `new` or `reset`).
+        unsafe { self.map.as_ptr().write_bytes(PAGE_POISON_BYTE, self.map_len) };
+    }
+
+    /// Gives every page back and maps the vmemmap anew, read-write, unoptimized (and poisoned
+    /// if asked): the state of [`MemfdVmemmap::new`]. Needed before booting again after HVO
+    /// made tail vmemmap pages read-only.
+    ///
+    /// # Errors
+    ///
+    /// The `munmap`/`ftruncate`/`mmap` error.
+    pub fn reset(&mut self, poison: bool) -> io::Result<()> {
+        // SAFETY: the mapping is ours and nothing borrows it (`&mut self`).
+        unsafe { rustix::mm::munmap(self.map.as_ptr().cast::<c_void>(), self.map_len)? };
+        let file_len = self.map_len as u64 + self.spare_frames * PAGE_SIZE;
+        rustix::fs::ftruncate(&self.fd, 0)?;
+        rustix::fs::ftruncate(&self.fd, file_len)?;
+        self.map = Self::map_all(&self.fd, self.map_len)?;
+        self.spare_used = 0;
+        if poison {
+            self.poison();
+        }
+        Ok(())
+    }
+
+    /// A [`Memmap`] over the struct pages and the [`MemfdRemap`] that optimizes them. The
+    /// pageblock array is reset to unset.
+    ///
+    /// # Panics
+    ///
+    /// Never: the configuration and sizes were validated by [`MemfdVmemmap::new`].
+    pub fn parts(&mut self) -> (Memmap<'_, P>, MemfdRemap<'_, P>) {
+        // SAFETY: `first_off + nr_pages * SIZE <= map_len`, inside the mapping.
+        let pages = unsafe { self.map.as_ptr().add(self.first_off) }.cast::<P>();
+        let pages = NonNull::new(pages).expect("non-null mapping");
+        // SAFETY: the mapping is readable, aligned for `P` (page-aligned base, `first_off` a
+        // multiple of `P::SIZE`), initialized (file zeros or poison) and exclusively borrowed
+        // through `&mut self` for the lifetime of the view; pages that HVO makes read-only are
+        // never written by the initializers (they only write tails of folios HVO did not
+        // optimize).
+        let memmap = unsafe {
+            Memmap::from_raw_parts(self.cfg, self.base_pfn, pages, self.nr_pages, &mut self.pageblocks)
+        }
+        .unwrap_or_else(|e| unreachable!("validated in new(): {e}"));
+        let remap = MemfdRemap {
+            fd: self.fd.as_fd(),
+            map: self.map,
+            map_len: self.map_len,
+            spare_base: self.map_len as u64,
+            spare_frames: self.spare_frames,
+            spare_used: &mut self.spare_used,
+            _page: PhantomData,
+        };
+        (memmap, remap)
+    }
+
+    /// First PFN.
+    #[must_use]
+    pub fn base_pfn(&self) -> u64 {
+        self.base_pfn
+    }
+
+    /// Number of struct pages.
+    #[must_use]
+    pub fn nr_pages(&self) -> u64 {
+        self.nr_pages as u64
+    }
+
+    /// Host address of the struct page of `pfn`.
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the vmemmap.
+    #[must_use]
+    pub fn host_addr(&self, pfn: u64) -> usize {
+        assert!(pfn >= self.base_pfn && pfn - self.base_pfn < self.nr_pages as u64, "pfn outside vmemmap");
+        self.map.as_ptr() as usize + self.first_off + (pfn - self.base_pfn) as usize * P::SIZE
+    }
+
+    /// Host address range `[start, end)` of the vmemmap mapping.
+    #[must_use]
+    pub fn host_range(&self) -> (usize, usize) {
+        let s = self.map.as_ptr() as usize;
+        (s, s + self.map_len)
+    }
+
+    /// The struct page of `pfn` as the CPU reads it through the (possibly remapped) vmemmap.
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the vmemmap.
+    #[must_use]
+    pub fn read(&self, pfn: u64) -> P {
+        let a = self.host_addr(pfn);
+        // SAFETY: inside the mapping, which is always readable (RO or RW), aligned for `P`,
+        // initialized; no `&mut` into it exists while `&self` is held.
+        unsafe { (a as *const P).read() }
+    }
+
+    /// The pageblock bytes of the last boot (`memmap_core::PAGEBLOCK_UNSET` where never set).
+    #[must_use]
+    pub fn pageblocks(&self) -> &[u8] {
+        &self.pageblocks
+    }
+
+    /// Memory the vmemmap occupies: the memfd's allocated blocks (`st_blocks * 512`), struct
+    /// pages and head copies. Pages punched out by HVO or never written do not count.
+    ///
+    /// # Errors
+    ///
+    /// The `fstat` error.
+    pub fn resident_bytes(&self) -> io::Result<u64> {
+        let st = rustix::fs::fstat(&self.fd)?;
+        Ok(st.st_blocks as u64 * 512)
+    }
+
+    /// Spare pages used for head copies.
+    #[must_use]
+    pub fn head_copies(&self) -> u64 {
+        self.spare_used
+    }
+}
+
+impl<P: StructPage> Drop for MemfdVmemmap<P> {
+    fn drop(&mut self) {
+        // SAFETY: the mapping (and every MAP_FIXED replacement inside it) is ours; no view
+        // borrows it any more (views borrow `self`).
+        let _ = unsafe { rustix::mm::munmap(self.map.as_ptr().cast::<c_void>(), self.map_len) };
+    }
+}
+
+/// The HVO backend of one [`MemfdVmemmap`] (see the [module documentation](self)).
+pub struct MemfdRemap<'a, P: StructPage> {
+    fd: BorrowedFd<'a>,
+    map: NonNull<u8>,
+    map_len: usize,
+    spare_base: u64,
+    spare_frames: u64,
+    spare_used: &'a mut u64,
+    _page: PhantomData<P>,
+}
+
+// SAFETY: the remapper only issues syscalls on its own vmemmap mapping and file, which the
+// borrowed `MemfdVmemmap` owns for `'a`; moving it to the thread that gathers the node is like
+// moving a `&mut MemfdVmemmap`.
+unsafe impl<P: StructPage> Send for MemfdRemap<'_, P> {}
+
+impl<P: StructPage> core::fmt::Debug for MemfdRemap<'_, P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("MemfdRemap").field("spare_used", &*self.spare_used).finish_non_exhaustive()
+    }
+}
+
+impl<P: StructPage> MemfdRemap<'_, P> {
+    /// `mmap(addr, len, prot, MAP_SHARED | MAP_FIXED, fd, off)`.
+    ///
+    /// # Safety
+    ///
+    /// `[addr, addr + len)` must be inside this vmemmap's mapping, and no reference into it may
+    /// be live.
+    unsafe fn map_fixed(&self, addr: usize, len: usize, off: u64, prot: ProtFlags) -> rustix::io::Result<()> {
+        // SAFETY: the caller guarantees the range is ours; MAP_FIXED replaces our own pages.
+        unsafe {
+            rustix::mm::mmap(
+                addr as *mut c_void,
+                len,
+                prot,
+                MapFlags::SHARED | MapFlags::FIXED,
+                self.fd,
+                off,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn punch(&self, off: u64, len: u64) {
+        // Freeing is best effort: a failed punch leaves the memory allocated, never wrong data.
+        let _ =
+            rustix::fs::fallocate(self.fd, FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE, off, len);
+    }
+}
+
+impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
+    fn remap_free(
+        &mut self,
+        memmap: &mut Memmap<'_, P>,
+        head_pfn: u64,
+        nr_pages: u64,
+        alloc: RemapAlloc,
+    ) -> Result<RemapDone, HvoError> {
+        const EINVAL: i32 = 22;
+        let size = nr_pages * P::SIZE as u64;
+        if !P::SIZE.is_power_of_two() || size % PAGE_SIZE != 0 || !memmap.contains_range(head_pfn, nr_pages) {
+            return Err(HvoError::Remap { errno: EINVAL });
+        }
+        // SAFETY: `head_pfn` is in the memmap (checked).
+        let reuse = unsafe { memmap.page_ptr(head_pfn) } as usize;
+        let base = self.map.as_ptr() as usize;
+        if reuse % PAGE != 0 || reuse < base || reuse + size as usize > base + self.map_len {
+            return Err(HvoError::Remap { errno: EINVAL });
+        }
+        let reuse_off = (reuse - base) as u64;
+        let pages = (size / PAGE_SIZE) as usize;
+        // vmemmap_split_pmd(): the page-table allocation.
+        if !alloc.page_table {
+            return Err(HvoError::NoMemory);
+        }
+        // alloc_pages_node() + copy_page() of the head vmemmap page.
+        let mut new_off = None;
+        if alloc.head_copy && *self.spare_used < self.spare_frames {
+            let off = self.spare_base + *self.spare_used * PAGE_SIZE;
+            // SAFETY: the head vmemmap page is inside the mapping and readable; nothing writes
+            // it during this call.
+            let head = unsafe { core::slice::from_raw_parts(reuse as *const u8, PAGE) };
+            let mut done = 0;
+            while done < PAGE {
+                match rustix::io::pwrite(self.fd, &head[done..], off + done as u64) {
+                    Ok(n) => done += n,
+                    Err(e) => return Err(HvoError::Remap { errno: e.raw_os_error() }),
+                }
+            }
+            *self.spare_used += 1;
+            new_off = Some(off);
+        }
+        let target = new_off.unwrap_or(reuse_off);
+        let undo = |this: &mut Self, mapped: usize, e: rustix::io::Errno| {
+            // Map the folio's original pages back over whatever was remapped (one call: their
+            // file offsets are contiguous), and give the spare page back.
+            // SAFETY: `[reuse, reuse + mapped pages)` is inside our mapping.
+            let _ = unsafe {
+                this.map_fixed(reuse, mapped * PAGE, reuse_off, ProtFlags::READ | ProtFlags::WRITE)
+            };
+            if let Some(off) = new_off {
+                this.punch(off, PAGE_SIZE);
+                *this.spare_used -= 1;
+            }
+            HvoError::Remap { errno: e.raw_os_error() }
+        };
+        if new_off.is_some() {
+            // SAFETY: the head vmemmap page is inside our mapping; no reference into it lives.
+            if let Err(e) = unsafe { self.map_fixed(reuse, PAGE, target, ProtFlags::READ | ProtFlags::WRITE) }
+            {
+                return Err(undo(self, 1, e));
+            }
+        }
+        for k in 1..pages {
+            // SAFETY: tail vmemmap page `k` of the folio is inside our mapping (range checked).
+            if let Err(e) = unsafe { self.map_fixed(reuse + k * PAGE, PAGE, target, ProtFlags::READ) } {
+                return Err(undo(self, k, e));
+            }
+        }
+        // free_vmemmap_page_list(): the old pages (the old head too when it was copied).
+        let free_from = if new_off.is_some() { reuse_off } else { reuse_off + PAGE_SIZE };
+        let freed = reuse_off + size - free_from;
+        self.punch(free_from, freed);
+        Ok(RemapDone { head_copied: new_off.is_some(), freed_pages: freed / PAGE_SIZE })
+    }
+
+    fn resolve(&self, _memmap: &Memmap<'_, P>, pfn: u64) -> u64 {
+        // The MMU does the aliasing.
+        pfn
+    }
+}
+
+/// An owned machine for the bench program and the tests: one [`MemfdVmemmap`] per node (real
+/// HVO), the records and the reports of the last boot.
+pub struct OwnedBoot<P: StructPage> {
+    specs: Vec<NodeSpec>,
+    vmemmaps: Vec<MemfdVmemmap<P>>,
+    records: Vec<HugeBootmemPage>,
+    reports: Vec<NodeReport>,
+    poison: bool,
+    dirty: bool,
+}
+
+impl<P: StructPage> core::fmt::Debug for OwnedBoot<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("OwnedBoot").field("specs", &self.specs).field("folios", &self.records.len()).finish()
+    }
+}
+
+impl<P: StructPage> OwnedBoot<P> {
+    /// A machine with the given nodes, each with a memfd vmemmap covering exactly its memory
+    /// and enough spare pages for one head copy per 2 MiB of memory. `poison` as for
+    /// [`MemfdVmemmap::new`].
+    ///
+    /// # Errors
+    ///
+    /// As [`MemfdVmemmap::new`].
+    pub fn new(cfg: KernelConfig, specs: &[NodeSpec], poison: bool) -> io::Result<Self> {
+        let vmemmaps = specs
+            .iter()
+            .map(|s| MemfdVmemmap::new(cfg, s.start_pfn, s.nr_pages, s.capacity(Hstate::H2M), poison))
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(OwnedBoot {
+            specs: specs.to_vec(),
+            vmemmaps,
+            records: Vec::new(),
+            reports: std::vec![NodeReport::default(); specs.len()],
+            poison,
+            dirty: false,
+        })
+    }
+
+    /// `nodes` nodes of `count` pages of `hstate` each ([`NodeSpec::packed`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`MemfdVmemmap::new`].
+    pub fn packed(
+        cfg: KernelConfig,
+        hstate: Hstate,
+        nodes: u32,
+        count: u64,
+        poison: bool,
+    ) -> io::Result<Self> {
+        let specs: Vec<NodeSpec> = (0..nodes).map(|nid| NodeSpec::packed(nid, hstate, count)).collect();
+        Self::new(cfg, &specs, poison)
+    }
+
+    /// Boots (see [`crate::boot`]) with no hooks. A second boot first resets the vmemmaps
+    /// ([`MemfdVmemmap::reset`]) so that it starts from the same state as the first.
+    ///
+    /// # Errors
+    ///
+    /// [`HugetlbError`] (nothing written), or [`BootError::Io`] when a reset failed.
+    pub fn boot(&mut self, request: &BootRequest<'_>, params: &BootParams) -> Result<BootReport, BootError> {
+        self.boot_with_hooks(request, params, |_| NoHooks)
+    }
+
+    /// [`OwnedBoot::boot`] with `hooks(nid)` as each node's hooks.
+    ///
+    /// # Errors
+    ///
+    /// As [`OwnedBoot::boot`].
+    pub fn boot_with_hooks<H: InitHooks + Send>(
+        &mut self,
+        request: &BootRequest<'_>,
+        params: &BootParams,
+        mut hooks: impl FnMut(u32) -> H,
+    ) -> Result<BootReport, BootError> {
+        crate::bootmem::validate_request(&self.specs, request)?;
+        if self.dirty {
+            for v in &mut self.vmemmaps {
+                v.reset(self.poison).map_err(BootError::Io)?;
+            }
+        }
+        self.records = std::vec![HugeBootmemPage::EMPTY; request.total(self.specs.len()) as usize];
+        self.dirty = true;
+        let mut nodes: Vec<Node<'_, P, MemfdRemap<'_, P>, H>> = self
+            .vmemmaps
+            .iter_mut()
+            .zip(&self.specs)
+            .map(|(v, s)| {
+                let (memmap, remap) = v.parts();
+                Node::new(*s, memmap, remap, hooks(s.nid))
+            })
+            .collect();
+        let report = crate::boot(&mut nodes, request, params, &mut self.records)?;
+        self.reports = nodes.iter().map(|n| n.report).collect();
+        Ok(report)
+    }
+
+    /// The nodes.
+    #[must_use]
+    pub fn specs(&self) -> &[NodeSpec] {
+        &self.specs
+    }
+
+    /// Per-folio records of the last boot (head PFN, hstate, nid, HVO outcome, fallback), in
+    /// node order, each node in list order (ascending PFN).
+    #[must_use]
+    pub fn folios(&self) -> &[HugeBootmemPage] {
+        &self.records
+    }
+
+    /// Per-node reports of the last boot.
+    #[must_use]
+    pub fn node_reports(&self) -> &[NodeReport] {
+        &self.reports
+    }
+
+    /// Node `i`'s vmemmap.
+    ///
+    /// # Panics
+    ///
+    /// If there is no node `i`.
+    #[must_use]
+    pub fn vmemmap(&self, i: usize) -> &MemfdVmemmap<P> {
+        &self.vmemmaps[i]
+    }
+
+    /// The struct page of `pfn` as the CPU sees it, if some node's vmemmap has it.
+    #[must_use]
+    pub fn read(&self, pfn: u64) -> Option<P> {
+        self.vmemmaps
+            .iter()
+            .find(|v| pfn >= v.base_pfn() && pfn - v.base_pfn() < v.nr_pages())
+            .map(|v| v.read(pfn))
+    }
+
+    /// The bytes of every struct page of every gigantic page of the last boot, folios in PFN
+    /// order (what `memmap-bench dump hugetlb` writes as `memmap.bin`).
+    ///
+    /// # Panics
+    ///
+    /// Never: every folio lies in its node's vmemmap (checked by the boot).
+    #[must_use]
+    pub fn folio_bytes(&self) -> Vec<u8> {
+        let mut folios: Vec<&HugeBootmemPage> = self.records.iter().collect();
+        folios.sort_by_key(|r| r.head_pfn);
+        let total: u64 = folios.iter().map(|r| r.hstate.nr_pages()).sum();
+        let mut out = std::vec![0u8; total as usize * P::SIZE];
+        let mut chunks = out.chunks_exact_mut(P::SIZE);
+        for r in folios {
+            for pfn in r.pfns() {
+                let page = self.read(pfn).expect("folio inside a node");
+                page.to_bytes(chunks.next().expect("sized above"));
+            }
+        }
+        out
+    }
+
+    /// Memory all vmemmaps occupy ([`MemfdVmemmap::resident_bytes`] summed).
+    ///
+    /// # Errors
+    ///
+    /// The `fstat` error.
+    pub fn resident_vmemmap_bytes(&self) -> io::Result<u64> {
+        self.vmemmaps.iter().map(MemfdVmemmap::resident_bytes).sum()
+    }
+}
+
+/// Error of [`OwnedBoot::boot`].
+#[derive(Debug)]
+pub enum BootError {
+    /// Bad input; nothing written.
+    Invalid(HugetlbError),
+    /// Resetting a vmemmap failed.
+    Io(io::Error),
+}
+
+impl From<HugetlbError> for BootError {
+    fn from(e: HugetlbError) -> Self {
+        BootError::Invalid(e)
+    }
+}
+
+impl core::fmt::Display for BootError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BootError::Invalid(e) => e.fmt(f),
+            BootError::Io(e) => write!(f, "vmemmap reset failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BootError {}

@@ -1,0 +1,144 @@
+//! The central property for hugetlb: Template, Streaming and Auto tail init produce the same
+//! struct pages (raw storage and the vmemmap view), pageblocks, `cond_resched` calls, tracepoint
+//! events and per-folio outcomes as the Slow path, and leave the guard struct pages and the
+//! memory outside the folios untouched.
+//!
+//! Random: configuration preset (x86-64 with HVO, arm64 without, classic SPARSEMEM with PFN-
+//! dependent flags), CGROUP_HUGETLB, layout (64/72 bytes), hstate (1 GiB rarely), number of
+//! nodes and pages per node, node ids, zone, HVO on/off/failing every n-th folio, tracepoint.
+
+mod common;
+
+use common::{Booted, boot_model, params};
+use hugetlb_init::{BootRequest, Hstate, HvoFault, HvoParams, NodeSpec, PagesPerNode};
+use memmap_core::{KernelConfig, Page64, Page72, Strategy, StructPage};
+use proptest::prelude::*;
+use proptest::strategy::Strategy as _;
+
+#[derive(Debug, Clone)]
+struct Case {
+    cfg: KernelConfig,
+    layout72: bool,
+    hstate: Hstate,
+    specs: Vec<NodeSpec>,
+    counts: Vec<u64>,
+    hvo: HvoParams,
+    tracepoint: bool,
+}
+
+fn case() -> impl proptest::strategy::Strategy<Value = Case> {
+    let hstate = if cfg!(miri) {
+        Just(Hstate::H2M).boxed()
+    } else {
+        prop_oneof![7 => Just(Hstate::H2M), 1 => Just(Hstate::H1G)].boxed()
+    };
+    let max_count: u64 = if cfg!(miri) { 1 } else { 3 };
+    (
+        prop::sample::select(KernelConfig::PRESETS.to_vec()),
+        any::<bool>(),
+        any::<bool>(),
+        hstate,
+        prop::collection::vec((0..=max_count, 0u64..2, 0u32..3), 1..=if cfg!(miri) { 2 } else { 3 }),
+        0u32..4,
+        (0u32..3, 1u32..4),
+        any::<bool>(),
+        0u32..16,
+    )
+        .prop_map(
+            |(preset, cgroup, layout72, hstate, nodes, zone, (hvo_kind, every), tracepoint, nid_base)| {
+                let cfg = KernelConfig { cgroup_hugetlb: cgroup, debug_page_ref: true, ..preset };
+                let nr = hstate.nr_pages();
+                let mut start = 1u64 << 20;
+                let mut specs = Vec::new();
+                let mut counts = Vec::new();
+                for (i, &(count, slack, misalign)) in nodes.iter().enumerate() {
+                    // Some unaligned memory below and above, so top-down allocation has to align.
+                    let lead = u64::from(misalign) * 100;
+                    let pages = lead + (count + slack) * nr + u64::from(misalign) * 37;
+                    specs.push(NodeSpec {
+                        nid: (nid_base + 3 * i as u32) % 16,
+                        zone: zone.min(2),
+                        start_pfn: start,
+                        nr_pages: pages,
+                    });
+                    counts.push(count);
+                    start += pages.div_ceil(nr) * nr + nr;
+                }
+                if counts.iter().all(|&c| c == 0) {
+                    // At least one page: one more node, above the others, holding exactly one.
+                    let nid = (nid_base + 3 * specs.len() as u32) % 16;
+                    specs.push(NodeSpec { nid, zone: zone.min(2), start_pfn: start, nr_pages: nr });
+                    counts.push(1);
+                }
+                let hvo = match hvo_kind {
+                    0 => HvoParams { boot_option: true, fault: HvoFault::None },
+                    1 => HvoParams { boot_option: false, fault: HvoFault::None },
+                    _ => HvoParams { boot_option: true, fault: HvoFault::PageTable { every } },
+                };
+                Case { cfg, layout72, hstate, specs, counts, hvo, tracepoint }
+            },
+        )
+}
+
+fn compare<P: StructPage>(slow: &Booted<P>, fast: &Booted<P>, s: Strategy) -> Result<(), TestCaseError> {
+    fast.untouched_outside_folios().map_err(|e| TestCaseError::fail(format!("{s}: {e}")))?;
+    for (a, b) in slow.nodes.iter().zip(&fast.nodes) {
+        if let Some(i) = (0..a.raw.len()).find(|&i| a.raw[i] != b.raw[i]) {
+            return Err(TestCaseError::fail(format!(
+                "{s}: struct page of pfn {:#x} differs\n slow: {:?}\n fast: {:?}",
+                a.base + i as u64,
+                a.raw[i],
+                b.raw[i]
+            )));
+        }
+        prop_assert!(a.view == b.view, "{} vmemmap view differs", s);
+        prop_assert_eq!(&a.pageblocks, &b.pageblocks, "{} pageblocks", s);
+        prop_assert_eq!(&a.resched, &b.resched, "{} cond_resched", s);
+        prop_assert_eq!(&a.events, &b.events, "{} tracepoint events", s);
+    }
+    for (a, b) in slow.records.iter().zip(&fast.records) {
+        prop_assert_eq!((a.head_pfn, a.nid, a.hstate, a.flags), (b.head_pfn, b.nid, b.hstate, b.flags));
+        prop_assert_eq!(a.outcome.hvo, b.outcome.hvo);
+        prop_assert_eq!(a.outcome.fallback.map(|f| f.pages), b.outcome.fallback.map(|f| f.pages));
+    }
+    Ok(())
+}
+
+fn check<P: StructPage>(c: &Case) -> Result<(), TestCaseError> {
+    let req = BootRequest { hstate: c.hstate, pages: PagesPerNode::Each(&c.counts) };
+    let slow = boot_model::<P>(c.cfg, &c.specs, &req, &params(Strategy::Slow, c.hvo), c.tracepoint)
+        .map_err(|(e, _)| TestCaseError::fail(format!("slow boot failed: {e}")))?;
+    slow.untouched_outside_folios().map_err(TestCaseError::fail)?;
+    for s in [Strategy::Template, Strategy::Streaming, Strategy::Auto] {
+        let fast = boot_model::<P>(c.cfg, &c.specs, &req, &params(s, c.hvo), c.tracepoint)
+            .map_err(|(e, _)| TestCaseError::fail(format!("{s} boot failed: {e}")))?;
+        compare(&slow, &fast, s)?;
+        if let Some((used, _)) = fast.report.fallback_strategy {
+            if c.tracepoint {
+                prop_assert_eq!(used, Strategy::Slow, "tracepoint active must force the slow path");
+            } else if s != Strategy::Auto {
+                prop_assert_eq!(used, s);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: if cfg!(miri) { 3 } else { 48 },
+        max_shrink_iters: 500,
+        // Miri's isolation forbids the file system (getcwd) that failure persistence needs.
+        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn template_and_streaming_tails_equal_slow(c in case()) {
+        if c.layout72 { check::<Page72>(&c)?; } else { check::<Page64>(&c)?; }
+    }
+}

@@ -1,0 +1,609 @@
+//! kernel-spec.md §6.5 ("what a faithful model must check" for boot-time gigantic pages and
+//! HVO): every item as a named test, for 2 MiB and 1 GiB pages (2 MiB only under Miri), with HVO
+//! on, off and failing, plus the typed errors and the HVO availability rules.
+
+mod common;
+
+use common::{Booted, NOINIT_WORD, boot_model, hstates, is_filled, packed, params, vaddr};
+use hugetlb_init::folio::{HPG_VMEMMAP_OPTIMIZED, folio3};
+use hugetlb_init::{
+    BootRequest, Hstate, HugeBootmemPage, HugetlbError, HvoError, HvoFault, HvoMode, HvoOutcome, HvoParams,
+    HvoUnavailable, ModelRemap, Node, NodeSpec, PagesPerNode, gather_bootmem_prealloc, hugetlb_bootmem_alloc,
+    hugetlb_folio_init_vmemmap, hugetlb_vmemmap_reserve_pages, reserve_bootmem_head,
+};
+use memmap_core::page::offsets;
+use memmap_core::{
+    InitHooks, InitOptions, KernelConfig, Memmap, MigrateType, NoHooks, PG, Page64, Page72, PageType,
+    Strategy, StructPage, TAIL_MAPPING, pageblocks_needed,
+};
+
+const STRATEGIES: [Strategy; 3] = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
+
+fn cfg() -> KernelConfig {
+    KernelConfig::X86_64
+}
+
+/// Boots `count` pages per node on `nodes` nodes.
+fn run<P: StructPage>(
+    cfg: KernelConfig,
+    h: Hstate,
+    nodes: u32,
+    count: u64,
+    s: Strategy,
+    hvo: HvoMode,
+) -> Booted<P> {
+    let b = boot_model::<P>(
+        cfg,
+        &packed(h, nodes, count),
+        &BootRequest::per_node(h, count),
+        &params(s, hvo.params()),
+        false,
+    )
+    .unwrap_or_else(|(e, _)| panic!("boot failed: {e}"));
+    b.untouched_outside_folios().unwrap();
+    b
+}
+
+/// Every (hstate, HVO mode, strategy) combination: two nodes with two 2 MiB folios each, or one
+/// node with one 1 GiB folio (to keep the debug build fast).
+fn each_case(mut f: impl FnMut(Hstate, HvoMode, Strategy, &Booted<Page64>)) {
+    for &h in hstates() {
+        for hvo in HvoMode::ALL {
+            for s in STRATEGIES {
+                // Miri: one 2 MiB folio per case.
+                let small = h == Hstate::H1G || cfg!(miri);
+                let b = if small { run(cfg(), h, 1, 1, s, hvo) } else { run(cfg(), h, 2, 2, s, hvo) };
+                f(h, hvo, s, &b);
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------- §6.5, item by item
+
+/// "After boot, the head of a bootmem gigantic page has `_refcount == 0`, PG_reserved clear,
+/// PG_head set, and hugetlb page_type (`PGTY_hugetlb << 24` in `page_type`)."
+#[test]
+fn s6_5_head_refcount_0_not_reserved_head_hugetlb_type() {
+    each_case(|h, hvo, s, b| {
+        for r in &b.records {
+            let head = b.page(r.head_pfn);
+            let what = format!("{h} {hvo:?} {s} head {:#x}", r.head_pfn);
+            assert_eq!(head.refcount(), 0, "{what}");
+            assert!(!head.test_flag(PG::RESERVED), "{what}");
+            assert!(head.test_flag(PG::HEAD), "{what}");
+            assert_eq!(head.page_type(), PageType::word(PageType::HUGETLB), "{what}");
+            assert_eq!(head.page_type(), 0xf400_0000, "{what}");
+            // init_new_hugetlb_folio(): INIT_LIST_HEAD(&folio->lru).
+            let v = vaddr::<Page64>(&b.cfg, r.head_pfn);
+            assert_eq!((head.lru_next(), head.lru_prev()), (v + 8, v + 8), "{what}");
+            let l = b.cfg.flags_layout().unwrap();
+            assert_eq!(l.node(head.flags()), r.nid, "{what}");
+            assert_eq!(l.zone(head.flags()), hugetlb_init::ZONE_NORMAL, "{what}");
+            // folio->private: HPG_vmemmap_optimized exactly when HVO optimized the folio.
+            assert_eq!(head.private() >> HPG_VMEMMAP_OPTIMIZED & 1 == 1, r.outcome.optimized(), "{what}");
+            assert_eq!(r.outcome.optimized(), hvo == HvoMode::On, "{what}");
+        }
+    });
+}
+
+/// Checks one tail `idx` of the folio at `head` against §6.5's tail invariants and the folio
+/// overlay of page\[1..3\].
+fn check_tail<P: StructPage>(b: &Booted<P>, head: u64, h: Hstate, idx: u64) -> Result<(), String> {
+    let cfg = b.cfg;
+    let l = cfg.flags_layout().unwrap();
+    let hp = b.page(head);
+    let p = b.page(head + idx);
+    let va = |pfn: u64| vaddr::<P>(&cfg, pfn);
+    let err = |what: &str| Err(format!("tail {idx} of {head:#x} ({h}): {what}: {p:?}"));
+    if l.zone(p.flags()) != l.zone(hp.flags()) || l.node(p.flags()) != l.node(hp.flags()) {
+        return err("zone/nid differ from the head's");
+    }
+    if p.test_flag(PG::HEAD) || p.test_flag(PG::RESERVED) {
+        return err("PG_head or PG_reserved on a tail");
+    }
+    if p.compound_head() != va(head) + 1 {
+        return err("compound_head is not head|1");
+    }
+    if p.refcount() != 0 {
+        return err("_refcount != 0");
+    }
+    if p.mapcount() != -1 {
+        return err("_mapcount != -1");
+    }
+    if p.private() != 0 {
+        return err("private != 0");
+    }
+    let expect_mapping = match idx {
+        // _entire_mapcount = -1 (low half), _pincount = 0 (high half).
+        1 => u64::from(u32::MAX),
+        // _deferred_list.prev (6.18+ order: prep_compound_head after the tails).
+        2 => va(head + 2) + 16,
+        // _hugetlb_cgroup = NULL under CONFIG_CGROUP_HUGETLB.
+        3 if cfg.cgroup_hugetlb => 0,
+        _ => TAIL_MAPPING,
+    };
+    if p.mapping() != expect_mapping {
+        return err("mapping");
+    }
+    let expect_word16 = match idx {
+        // _large_mapcount = -1, _nr_pages_mapped = 0.
+        1 => u64::from(u32::MAX),
+        2 => va(head + 2) + 16,
+        // _hugetlb_subpool = NULL.
+        3 => 0,
+        // INIT_LIST_HEAD(&page->lru).prev survives prep_compound_tail().
+        _ => va(head + idx) + 8,
+    };
+    if p.lru_prev() != expect_word16 {
+        return err("word 16");
+    }
+    let expect_index = if idx == 1 && cfg.mm_id { u64::MAX } else { 0 };
+    if p.index() != expect_index {
+        return err("index");
+    }
+    let expect_memcg = if idx == 1 && cfg.nr_pages_in_large_folio { 1u64 << h.order() } else { 0 };
+    if p.memcg_data() & 0xffff_ffff != expect_memcg {
+        return err("memcg_data / _nr_pages");
+    }
+    if idx == 1 && p.flags() & 0xff != u64::from(h.order()) {
+        return err("page[1] order");
+    }
+    if let Some(v) = p.virtual_address() {
+        if v != cfg.pfn_to_virt(head + idx) {
+            return err("virtual");
+        }
+    }
+    Ok(())
+}
+
+/// "Tails 1..63 always have: zone/nid equal to the head's; `compound_head == head|1`;
+/// `mapping == TAIL_MAPPING`, except on page\[1\]–page\[3\] (page\[3\].mapping becomes
+/// `_hugetlb_cgroup = NULL` under CGROUP_HUGETLB); `private == 0`; `_refcount == 0`;
+/// `_mapcount == -1`."
+#[test]
+fn s6_5_tails_1_to_63_always_initialized() {
+    each_case(|h, hvo, s, b| {
+        for r in &b.records {
+            for idx in 1..64 {
+                check_tail(b, r.head_pfn, h, idx).unwrap_or_else(|e| panic!("{hvo:?} {s}: {e}"));
+            }
+        }
+    });
+}
+
+/// Without CGROUP_HUGETLB page\[3\].mapping stays TAIL_MAPPING (the cgroup fields do not
+/// exist).
+#[test]
+fn s6_5_page3_mapping_without_cgroup_hugetlb_is_tail_mapping() {
+    let cfg = KernelConfig { cgroup_hugetlb: false, ..cfg() };
+    for s in STRATEGIES {
+        let b = run::<Page64>(cfg, Hstate::H2M, 1, 1, s, HvoMode::Off);
+        let head = b.records[0].head_pfn;
+        assert_eq!(b.page(head + 3).mapping(), TAIL_MAPPING);
+        check_tail(&b, head, Hstate::H2M, 3).unwrap();
+    }
+}
+
+/// "Without HVO, the same holds for tails 64..nr-1."
+#[test]
+fn s6_5_without_hvo_every_tail_is_initialized() {
+    each_case(|h, hvo, s, b| {
+        if hvo == HvoMode::On {
+            return;
+        }
+        for r in &b.records {
+            assert!(!r.outcome.optimized());
+            let fb = r.outcome.fallback.expect("fallback ran");
+            assert_eq!(fb.pages, h.nr_pages() - 64, "{s}");
+            for idx in 64..h.nr_pages() {
+                check_tail(b, r.head_pfn, h, idx).unwrap_or_else(|e| panic!("{hvo:?} {s}: {e}"));
+            }
+        }
+    });
+}
+
+/// "With HVO, vmemmap pages 1..N-1 are RO aliases of page 0's content, so `struct
+/// page[64·k + j]` equals `struct page[j]` bytewise. No tail ≥64 is written by the init code."
+#[test]
+fn s6_5_with_hvo_tails_alias_the_head_vmemmap_page_and_are_never_written() {
+    each_case(|h, hvo, s, b| {
+        if hvo != HvoMode::On {
+            return;
+        }
+        for r in &b.records {
+            assert!(matches!(r.outcome.hvo, HvoOutcome::Optimized { .. }), "{s}");
+            assert_eq!(r.outcome.fallback, None, "{s}: the fallback must not run on an optimized folio");
+            for idx in 64..h.nr_pages() {
+                let pfn = r.head_pfn + idx;
+                assert_eq!(b.page(pfn), b.page(r.head_pfn + idx % 64), "{s}: {pfn:#x}");
+                assert!(
+                    is_filled(&b.raw(pfn), NOINIT_WORD),
+                    "{s}: tail {idx} of an optimized folio was written"
+                );
+            }
+            // Struct page 64 reads as the head (the "fake head").
+            assert!(b.page(r.head_pfn + 64).test_flag(PG::HEAD));
+        }
+    });
+}
+
+/// HVO failing (injected page-table allocation failure) runs the fallback and leaves exactly the
+/// bytes, pageblocks and hook calls of a boot with `hugetlb_free_vmemmap=off`.
+#[test]
+fn s6_5_failed_hvo_produces_the_bytes_of_a_boot_without_hvo() {
+    for &h in hstates() {
+        for s in STRATEGIES {
+            let (nodes, count) = if h == Hstate::H1G || cfg!(miri) { (1, 1) } else { (2, 3) };
+            let off = run::<Page64>(cfg(), h, nodes, count, s, HvoMode::Off);
+            let fail = run::<Page64>(cfg(), h, nodes, count, s, HvoMode::Fail);
+            for r in &fail.records {
+                assert_eq!(r.outcome.hvo, HvoOutcome::Failed(HvoError::NoMemory));
+            }
+            assert_eq!(fail.report.hvo_failed, fail.records.len() as u64);
+            for (a, b) in off.nodes.iter().zip(&fail.nodes) {
+                assert!(a.raw == b.raw, "{h} {s}: struct pages differ");
+                assert_eq!(a.pageblocks, b.pageblocks);
+                assert_eq!(a.resched, b.resched);
+            }
+        }
+    }
+}
+
+/// Only some folios failing: those fall back, the others are optimized, per node list position.
+#[test]
+fn s6_5_partial_hvo_failure_falls_back_per_folio() {
+    let p =
+        params(Strategy::Template, HvoParams { boot_option: true, fault: HvoFault::PageTable { every: 2 } });
+    let b = boot_model::<Page64>(
+        cfg(),
+        &packed(Hstate::H2M, 2, 3),
+        &BootRequest::per_node(Hstate::H2M, 3),
+        &p,
+        false,
+    )
+    .unwrap();
+    // folio_list is built with list_add(): list position 0 is the last folio processed.
+    for node in b.records.chunks(3) {
+        let opt: Vec<bool> = node.iter().map(|r| r.outcome.optimized()).collect();
+        assert_eq!(opt, [false, true, false]);
+    }
+    for r in &b.records {
+        for idx in 1..Hstate::H2M.nr_pages() {
+            if r.outcome.optimized() && idx >= 64 {
+                assert_eq!(b.page(r.head_pfn + idx), b.page(r.head_pfn + idx % 64));
+            } else {
+                check_tail(&b, r.head_pfn, Hstate::H2M, idx).unwrap();
+            }
+        }
+    }
+    assert_eq!((b.report.optimized, b.report.hvo_failed, b.report.fallback_folios), (2, 4, 4));
+}
+
+/// A failed head-copy allocation does not make HVO fail (the current head page is reused).
+#[test]
+fn s6_5_failed_head_copy_allocation_still_optimizes() {
+    let p = params(Strategy::Slow, HvoParams { boot_option: true, fault: HvoFault::HeadCopy { every: 1 } });
+    let b = boot_model::<Page64>(
+        cfg(),
+        &packed(Hstate::H2M, 1, 2),
+        &BootRequest::per_node(Hstate::H2M, 2),
+        &p,
+        false,
+    )
+    .unwrap();
+    for r in &b.records {
+        assert_eq!(r.outcome.hvo, HvoOutcome::Optimized { head_copied: false, freed_pages: 7 });
+    }
+}
+
+/// "The head must be initialized by the generic code before the tails, because tails read the
+/// zone and nid from it." The tails take zone and node from the head's flags, whatever the
+/// node says; and a gather over heads that did not come from the reserved-region path is
+/// refused before anything is written.
+#[test]
+fn s6_5_head_is_initialized_first_and_tails_read_zone_and_nid_from_it() {
+    let cfg = cfg();
+    let l = cfg.flags_layout().unwrap();
+    let spec = NodeSpec::packed(0, Hstate::H2M, 1);
+    for s in STRATEGIES {
+        let mut pages = vec![common::filled::<Page64>(NOINIT_WORD); spec.nr_pages as usize];
+        let mut pb = vec![0; pageblocks_needed(&cfg, spec.start_pfn, spec.nr_pages)];
+        let mut m = Memmap::new(cfg, spec.start_pfn, &mut pages, &mut pb).unwrap();
+        let head = spec.start_pfn;
+        // A head in ZONE_DMA32 of node 5: the tails follow it.
+        reserve_bootmem_head(&mut m, head, 1, 5, &mut NoHooks);
+        assert_eq!((m.read(head).refcount(), m.read(head).test_flag(PG::RESERVED)), (1, true));
+        hugetlb_folio_init_vmemmap(&mut m, head, Hstate::H2M, 64, &InitOptions::new(s), &mut NoHooks);
+        for pfn in head + 1..head + 64 {
+            let f = m.read(pfn).flags();
+            assert_eq!((l.zone(f), l.node(f)), (1, 5), "{s}: tail {pfn:#x}");
+        }
+    }
+    // Gather without the reserved heads: refused, nothing written.
+    let mut pages = vec![common::filled::<Page64>(NOINIT_WORD); spec.nr_pages as usize];
+    let mut pb = vec![0; pageblocks_needed(&cfg, spec.start_pfn, spec.nr_pages)];
+    let before = pages.clone();
+    {
+        let m = Memmap::new(cfg, spec.start_pfn, &mut pages, &mut pb).unwrap();
+        let mut nodes = [Node::new(spec, m, ModelRemap::default(), NoHooks)];
+        let mut rec = [HugeBootmemPage::EMPTY; 1];
+        let req = BootRequest::per_node(Hstate::H2M, 1);
+        assert_eq!(hugetlb_bootmem_alloc(&nodes, &req, &mut rec), Ok(1));
+        let err =
+            gather_bootmem_prealloc(&mut nodes, &mut rec, &params(Strategy::Slow, HvoMode::On.params()));
+        assert_eq!(err, Err(HugetlbError::HeadNotReserved { pfn: spec.start_pfn }));
+    }
+    assert!(pages == before, "a refused gather wrote struct pages");
+}
+
+/// "`prep_compound_head` runs last, and only after the head's PG_head is set." If it ran before
+/// the tails, their initialization would wipe the folio words of page\[1\] and page\[2\]; if
+/// PG_head were not set, `folio_set_order()` would not store the order.
+#[test]
+fn s6_5_prep_compound_head_runs_last_after_pg_head() {
+    each_case(|h, hvo, s, b| {
+        for r in &b.records {
+            let p1 = b.page(r.head_pfn + 1);
+            let p2 = b.page(r.head_pfn + 2);
+            let what = format!("{h} {hvo:?} {s}");
+            assert_eq!(p1.flags() & 0xff, u64::from(h.order()), "{what}: order (PG_head set first)");
+            assert_eq!(p1.mapping(), u64::from(u32::MAX), "{what}: _entire_mapcount/_pincount survived");
+            assert_eq!(p1.u32_at(16), u32::MAX, "{what}: _large_mapcount");
+            let list = vaddr::<Page64>(&b.cfg, r.head_pfn + 2) + 16;
+            assert_eq!((p2.lru_prev(), p2.mapping()), (list, list), "{what}: _deferred_list self-pointers");
+        }
+    });
+}
+
+/// "Every MOVABLE pageblock of the gigantic page is set (`hugetlb_bootmem_init_migratetype`)."
+/// Pageblocks outside the folios stay unset.
+#[test]
+fn s6_5_every_pageblock_of_every_folio_is_movable() {
+    each_case(|_, hvo, s, b| {
+        let pb = b.cfg.pageblock_nr_pages();
+        for n in &b.nodes {
+            let mut pfn = n.base & !(pb - 1);
+            while pfn < n.base + n.raw.len() as u64 {
+                let probe = pfn.max(n.base);
+                let expect = if b.in_folio(probe) {
+                    MigrateType::Movable.value()
+                } else {
+                    memmap_core::PAGEBLOCK_UNSET
+                };
+                assert_eq!(b.pageblock(probe), expect, "{hvo:?} {s}: pageblock at {pfn:#x}");
+                pfn += pb;
+            }
+        }
+    });
+}
+
+/// Hooks that record which thread gathered the node and make each node take long enough that
+/// every worker gets one.
+#[derive(Debug, Default)]
+struct ThreadHooks {
+    threads: Vec<std::thread::ThreadId>,
+}
+
+impl InitHooks for ThreadHooks {
+    fn cond_resched(&mut self, _pfn: u64) {
+        self.threads.push(std::thread::current().id());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// "padata: one work item per node (`min_chunk = align = 1`)": each node is gathered exactly
+/// once, by one worker, on at most `min(nr_node_ids, nodes with memory)` threads, and the
+/// calling thread is one of them. (NUMA placement of the workers is not modelled.)
+#[test]
+#[cfg_attr(miri, ignore = "sleeps and threads; the plan arithmetic is unit-tested")]
+fn s6_5_padata_one_work_item_per_node_and_the_caller_participates() {
+    let cfg = cfg();
+    let mut specs = packed(Hstate::H2M, 4, 2);
+    specs[3].nr_pages = 0; // a memoryless node: no thread for it
+    let counts = [2, 2, 2, 0];
+    let req = BootRequest { hstate: Hstate::H2M, pages: PagesPerNode::Each(&counts) };
+    let mut stores: Vec<(Vec<Page64>, Vec<u8>)> = specs
+        .iter()
+        .map(|s| {
+            (
+                vec![Page64::ZEROED; s.nr_pages.max(1) as usize],
+                vec![0; pageblocks_needed(&cfg, s.start_pfn, s.nr_pages.max(1))],
+            )
+        })
+        .collect();
+    let mut nodes: Vec<Node<'_, Page64, ModelRemap, ThreadHooks>> = stores
+        .iter_mut()
+        .zip(&specs)
+        .map(|((p, pb), s)| {
+            Node::new(
+                *s,
+                Memmap::new(cfg, s.start_pfn, p, pb).unwrap(),
+                ModelRemap::default(),
+                ThreadHooks::default(),
+            )
+        })
+        .collect();
+    let mut rec = vec![HugeBootmemPage::EMPTY; 6];
+    let report =
+        hugetlb_init::boot(&mut nodes, &req, &params(Strategy::Template, HvoMode::On.params()), &mut rec)
+            .unwrap();
+    assert_eq!(report.nworks, 3, "nworks = min(nr_node_ids 4, nodes with memory 3)");
+    let mut threads = Vec::new();
+    for n in &nodes[..3] {
+        // cond_resched once per folio, all on one thread.
+        assert_eq!(n.hooks.threads.len(), 2);
+        assert!(n.hooks.threads.windows(2).all(|w| w[0] == w[1]), "a node was split across workers");
+        threads.push(n.hooks.threads[0]);
+    }
+    threads.sort_unstable_by_key(|t| format!("{t:?}"));
+    threads.dedup();
+    assert_eq!(threads.len(), 3, "each of the 3 workers gathers one node");
+    assert!(threads.contains(&std::thread::current().id()), "the caller participates");
+    assert_eq!(nodes.iter().filter(|n| n.report.on_caller_thread && n.report.folios > 0).count(), 1);
+    assert!(rec.iter().all(|r| r.outcome.initialized));
+}
+
+// ------------------------------------------------------------------- HVO availability
+
+#[test]
+fn s6_5_hvo_unavailable_config_boot_option_layout_and_non_vmemmap() {
+    let h = Hstate::H2M;
+    let check = |cfg: KernelConfig, hvo: HvoMode, layout72: bool, why: HvoUnavailable| {
+        let b_out = if layout72 {
+            let b = run::<Page72>(cfg, h, 1, 2, Strategy::Template, hvo);
+            (b.records.clone(), b.report)
+        } else {
+            let b = run::<Page64>(cfg, h, 1, 2, Strategy::Template, hvo);
+            (b.records.clone(), b.report)
+        };
+        assert_eq!(b_out.1.hvo, Err(why));
+        for r in &b_out.0 {
+            assert_eq!(r.outcome.hvo, HvoOutcome::Unavailable(why));
+            assert!(r.outcome.fallback.is_some());
+        }
+    };
+    check(KernelConfig { hugetlb_vmemmap: false, ..cfg() }, HvoMode::On, false, HvoUnavailable::ConfigOff);
+    check(KernelConfig::ARM64, HvoMode::On, false, HvoUnavailable::ConfigOff);
+    check(cfg(), HvoMode::Off, false, HvoUnavailable::BootOptionOff);
+    check(cfg(), HvoMode::On, true, HvoUnavailable::StructPageNotPowerOfTwo);
+    let classic = KernelConfig { hugetlb_vmemmap: true, ..KernelConfig::X86_64_CLASSIC_SPARSE };
+    check(classic, HvoMode::On, false, HvoUnavailable::NoSparsememVmemmap);
+}
+
+/// With the 72-byte layout `HUGETLB_VMEMMAP_RESERVE_PAGES` is 4096 / 72 = 56: the first call
+/// initializes tails 1..55 and the fallback 56..nr; every tail is right.
+#[test]
+fn s6_5_layout72_reserve_is_56_and_every_tail_is_initialized() {
+    assert_eq!(hugetlb_vmemmap_reserve_pages::<Page72>(), 56);
+    for s in STRATEGIES {
+        let b = run::<Page72>(cfg(), Hstate::H2M, 1, 1, s, HvoMode::On);
+        let r = b.records[0];
+        assert_eq!(r.outcome.fallback.unwrap().pages, 512 - 56);
+        for idx in 1..512 {
+            check_tail(&b, r.head_pfn, Hstate::H2M, idx).unwrap();
+        }
+    }
+}
+
+/// With the `page_ref_set` tracepoint on, every strategy falls back to the slow path and emits
+/// one event per `set_page_count`/`init_page_count`: the head's `init_page_count`, then per
+/// tail written `init_page_count(1)` and `set_page_count(0)`.
+#[test]
+fn s6_5_tracepoint_forces_slow_and_counts_events() {
+    let cfg = KernelConfig { debug_page_ref: true, ..cfg() };
+    for hvo in HvoMode::ALL {
+        let mut slow_events = None;
+        for s in [Strategy::Slow, Strategy::Template, Strategy::Streaming, Strategy::Auto] {
+            let b = boot_model::<Page64>(
+                cfg,
+                &packed(Hstate::H2M, 1, 2),
+                &BootRequest::per_node(Hstate::H2M, 2),
+                &params(s, hvo.params()),
+                true,
+            )
+            .unwrap();
+            let tails_written = if hvo == HvoMode::On { 63 } else { 511 };
+            assert_eq!(b.nodes[0].events.len() as u64, 2 * (1 + 2 * tails_written), "{hvo:?} {s}");
+            if hvo != HvoMode::On {
+                assert_eq!(b.report.fallback_strategy.unwrap().0, Strategy::Slow, "{s}");
+            }
+            match &slow_events {
+                None => slow_events = Some(b.nodes[0].events.clone()),
+                Some(e) => assert_eq!(e, &b.nodes[0].events, "{hvo:?} {s}: events differ from Slow"),
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------- typed errors
+
+#[test]
+fn s6_5_bad_input_is_a_typed_error_and_writes_nothing() {
+    let cfg = cfg();
+    let h = Hstate::H2M;
+    let p = params(Strategy::Streaming, HvoMode::On.params());
+    let err = |specs: &[NodeSpec], req: BootRequest<'_>| {
+        boot_model::<Page64>(cfg, specs, &req, &p, true).unwrap_err()
+    };
+    let two = packed(h, 2, 2);
+    assert_eq!(err(&two, BootRequest::per_node(h, 0)), (HugetlbError::ZeroPages, true));
+    assert_eq!(
+        err(&two, BootRequest::per_node(h, 3)),
+        (HugetlbError::RangeTooSmall { nid: 0, hstate: h, requested: 3, fit: 2 }, true)
+    );
+    assert_eq!(
+        err(&two, BootRequest::per_node(Hstate::H1G, 1)),
+        (HugetlbError::RangeTooSmall { nid: 0, hstate: Hstate::H1G, requested: 1, fit: 0 }, true)
+    );
+    let mut memoryless = two.clone();
+    memoryless[1].nr_pages = 0;
+    assert_eq!(
+        err(&memoryless, BootRequest::per_node(h, 1)),
+        (HugetlbError::NodeWithoutMemory { nid: 1 }, true)
+    );
+    let mut far = two.clone();
+    far[1].nid = 64;
+    assert_eq!(
+        err(&far, BootRequest::per_node(h, 1)),
+        (HugetlbError::NodeOutOfRange { nid: 64, max: 63 }, true)
+    );
+    let mut dev = two.clone();
+    dev[0].zone = cfg.zone_device();
+    assert_eq!(
+        err(&dev, BootRequest::per_node(h, 1)).0,
+        HugetlbError::BadZone { nid: 0, zone: 4, zone_device: 4 }
+    );
+    assert_eq!(Hstate::from_size(4 << 20), Err(HugetlbError::UnsupportedHstate { size: 4 << 20 }));
+    let big = KernelConfig { page_shift: 14, ..cfg };
+    assert_eq!(
+        boot_model::<Page64>(big, &two, &BootRequest::per_node(h, 1), &p, false).unwrap_err().0,
+        HugetlbError::UnsupportedBasePage { page_shift: 14 }
+    );
+}
+
+/// A node whose memory is not inside its memmap is refused.
+#[test]
+fn s6_5_node_outside_its_memmap_is_refused() {
+    let cfg = cfg();
+    let spec = NodeSpec::packed(0, Hstate::H2M, 2);
+    let mut pages = vec![Page64::ZEROED; 512];
+    let mut pb = vec![0; 2];
+    let r = {
+        let m = Memmap::new(cfg, spec.start_pfn, &mut pages, &mut pb).unwrap();
+        let mut nodes = [Node::new(spec, m, ModelRemap::default(), NoHooks)];
+        let mut rec = [HugeBootmemPage::EMPTY; 2];
+        hugetlb_init::boot(
+            &mut nodes,
+            &BootRequest::per_node(Hstate::H2M, 1),
+            &params(Strategy::Slow, HvoMode::On.params()),
+            &mut rec,
+        )
+    };
+    assert_eq!(
+        r,
+        Err(HugetlbError::NodeOutsideMemmap {
+            nid: 0,
+            start_pfn: spec.start_pfn,
+            nr_pages: 1024,
+            memmap_start: spec.start_pfn,
+            memmap_end: spec.start_pfn + 512,
+        })
+    );
+    assert!(pages.iter().all(|p| *p == Page64::ZEROED));
+}
+
+/// The 6.5 head checks hold at the word level too: `page_type` is the word at byte 48.
+#[test]
+fn s6_5_page_type_is_stored_at_byte_48() {
+    let b = run::<Page64>(cfg(), Hstate::H2M, 1, 1, Strategy::Slow, HvoMode::Off);
+    let head = b.page(b.records[0].head_pfn);
+    let mut bytes = [0u8; 64];
+    head.to_bytes(&mut bytes);
+    assert_eq!(&bytes[offsets::PAGE_TYPE..offsets::PAGE_TYPE + 4], &0xf400_0000u32.to_ne_bytes());
+    // page[3]: subpool and cgroup pointers NULL at their folio offsets.
+    let p3 = b.page(b.records[0].head_pfn + 3);
+    assert_eq!(p3.u64_at(folio3::HUGETLB_SUBPOOL), 0);
+    assert_eq!(p3.u64_at(folio3::HUGETLB_CGROUP), 0);
+    assert_eq!(p3.u64_at(folio3::HUGETLB_CGROUP_RSVD), 0);
+}
