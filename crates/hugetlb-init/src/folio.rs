@@ -89,19 +89,21 @@ pub fn reserve_bootmem_head<P: StructPage, H: InitHooks>(
 /// How template records are stored.
 trait Store {
     const STREAMING: bool;
+    /// Stores a record given by value (built in registers).
+    ///
     /// # Safety
     ///
     /// `dst` valid for writes of one `P`.
-    unsafe fn store<P: StructPage>(dst: *mut P, src: &P);
+    unsafe fn store<P: StructPage>(dst: *mut P, rec: P);
 }
 
 struct Cached;
 impl Store for Cached {
     const STREAMING: bool = false;
     #[inline(always)]
-    unsafe fn store<P: StructPage>(dst: *mut P, src: &P) {
+    unsafe fn store<P: StructPage>(dst: *mut P, rec: P) {
         // SAFETY: the caller guarantees `dst` is writable.
-        unsafe { dst.write(*src) }
+        unsafe { dst.write(rec) }
     }
 }
 
@@ -109,12 +111,13 @@ struct Streamed;
 impl Store for Streamed {
     const STREAMING: bool = true;
     #[inline(always)]
-    unsafe fn store<P: StructPage>(dst: *mut P, src: &P) {
-        // SAFETY: the caller guarantees `dst` is writable; the tail-init function drains before
-        // returning, so nothing reads the page before the fence. `store_record_words` reloads
-        // the record with 8-byte loads: every record was just patched (`lru.prev`) with an
-        // 8-byte store, and a 16-byte reload of it would stall store forwarding.
-        unsafe { stream_hal::store_record_words(dst, src) }
+    unsafe fn store<P: StructPage>(dst: *mut P, rec: P) {
+        // SAFETY: the caller guarantees `dst` is writable (struct pages are 8-aligned); the
+        // tail-init function drains before returning, so nothing reads the page before the
+        // fence. The record goes from registers to the streaming stores (`store_words`): every
+        // record was just patched (`lru.prev`), and a 16-byte reload of a patched record in
+        // memory would stall store forwarding.
+        unsafe { rec.store_streaming(dst) }
     }
 }
 
@@ -226,7 +229,7 @@ fn tail_template<P: StructPage, H: InitHooks, S: Store>(
             m.refresh_template(&mut r, pfn);
             r.set_u64_at(offsets::LRU_PREV, vaddr0 + i * size + offsets::LRU_NEXT as u64);
             // SAFETY: `pfn < to`, inside the memmap; `base + i` is its struct page.
-            unsafe { S::store(base.add(i as usize), &r) };
+            unsafe { S::store(base.add(i as usize), r) };
         }
     } else {
         let cfg = *m.config();
@@ -237,7 +240,7 @@ fn tail_template<P: StructPage, H: InitHooks, S: Store>(
                 r.set_virtual_address(cfg.pfn_to_virt(from + i));
             }
             // SAFETY: as above.
-            unsafe { S::store(base.add(i as usize), &r) };
+            unsafe { S::store(base.add(i as usize), r) };
         }
     }
     let _ = S::STREAMING;

@@ -299,3 +299,158 @@ pub fn memmap_bytes<P: StructPage>(memmap: &Memmap<'_, P>, start: u64, nr: u64) 
     memmap.copy_bytes(start, nr, &mut out);
     out
 }
+
+/// Options of `dump hugetlb`.
+#[derive(Debug, Clone)]
+pub struct HugetlbDump {
+    /// Kernel config.
+    pub config: KernelConfig,
+    /// 72-byte layout.
+    pub layout72: bool,
+    /// Page size.
+    pub hstate: hugetlb_init::Hstate,
+    /// Pages per node.
+    pub count: u64,
+    /// Nodes.
+    pub nodes: u32,
+    /// HVO mode.
+    pub hvo: hugetlb_init::HvoMode,
+    /// Tail init strategy.
+    pub strategy: Strategy,
+    /// Enable `CONFIG_DEBUG_PAGE_REF` and the tracepoint.
+    pub page_ref_trace: bool,
+}
+
+/// Counts hook calls across node threads.
+#[derive(Clone)]
+struct SharedCounts {
+    resched: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    events: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    tracepoint: bool,
+}
+
+impl memmap_core::InitHooks for SharedCounts {
+    fn cond_resched(&mut self, _pfn: u64) {
+        self.resched.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn page_ref_tracepoint_enabled(&self) -> bool {
+        self.tracepoint
+    }
+    fn page_ref_set(&mut self, _event: &memmap_core::PageRefEvent) {
+        self.events.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Boots the gigantic pages (real memfd HVO on Linux) and writes the dump to `dir`: the struct
+/// pages of every gigantic page in PFN order, as the CPU reads them (HVO-optimized tails read
+/// through their read-only alias).
+///
+/// # Errors
+///
+/// I/O errors, or [`io::ErrorKind::InvalidInput`] carrying the boot's typed error.
+pub fn dump_hugetlb(opts: &HugetlbDump, dir: &Path) -> io::Result<DumpMeta> {
+    if opts.layout72 {
+        dump_hugetlb_as::<memmap_core::Page72>(opts, dir)
+    } else {
+        dump_hugetlb_as::<memmap_core::Page64>(opts, dir)
+    }
+}
+
+fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, dir: &Path) -> io::Result<DumpMeta> {
+    use hugetlb_init::{BootParams, BootRequest, OwnedBoot};
+    let cfg =
+        KernelConfig { debug_page_ref: opts.page_ref_trace || opts.config.debug_page_ref, ..opts.config };
+    let layout = cfg.flags_layout().map_err(invalid)?;
+    if opts.nodes == 0 || u64::from(opts.nodes - 1) > layout.nodes_mask() {
+        return Err(invalid(format!("--nodes must be in 1..={}", layout.nodes_mask() + 1)));
+    }
+    let mut machine = OwnedBoot::<P>::packed(cfg, opts.hstate, opts.nodes, opts.count.max(1), true)?;
+    let counts = SharedCounts {
+        resched: std::sync::Arc::default(),
+        events: std::sync::Arc::default(),
+        tracepoint: opts.page_ref_trace,
+    };
+    let params = BootParams { tail: InitOptions::new(opts.strategy), hvo: opts.hvo.params(), parallel: true };
+    let report = machine
+        .boot_with_hooks(&BootRequest::per_node(opts.hstate, opts.count), &params, |_| counts.clone())
+        .map_err(|e| match e {
+            hugetlb_init::BootError::Invalid(e) => invalid(e),
+            hugetlb_init::BootError::Io(e) => e,
+        })?;
+    let bytes = machine.folio_bytes();
+    let mut folios: Vec<_> = machine.folios().to_vec();
+    folios.sort_by_key(|r| r.head_pfn);
+    let start_pfn = folios.first().map_or(0, |r| r.head_pfn);
+    let nr_pages = (bytes.len() / P::SIZE) as u64;
+    // The packed node layout puts the folios back to back, so `memmap.bin` is one PFN range.
+    let contiguous = folios.windows(2).all(|w| w[0].head_pfn + w[0].hstate.nr_pages() == w[1].head_pfn);
+    if !contiguous {
+        return Err(io::Error::other("gigantic pages are not contiguous"));
+    }
+    let mut movable = Vec::new();
+    for (i, spec) in machine.specs().iter().enumerate() {
+        let first = spec.start_pfn >> cfg.pageblock_order;
+        for (k, &v) in machine.vmemmap(i).pageblocks().iter().enumerate() {
+            if v == MigrateType::Movable.value() {
+                movable.push((first + k as u64) << cfg.pageblock_order);
+            }
+        }
+    }
+    fs::create_dir_all(dir)?;
+    fs::write(dir.join("memmap.bin"), &bytes)?;
+
+    let (used, reason) =
+        report.fallback_strategy.unwrap_or((opts.strategy, memmap_core::StrategyReason::Requested));
+    let mut detail = serde_json::Map::new();
+    detail.insert("hstate".into(), opts.hstate.name().into());
+    detail.insert("order".into(), opts.hstate.order().into());
+    detail.insert("nodes".into(), opts.nodes.into());
+    detail.insert("count_per_node".into(), opts.count.into());
+    detail.insert("hvo".into(), opts.hvo.name().into());
+    detail.insert("hvo_available".into(), report.hvo.is_ok().into());
+    detail.insert("optimized".into(), report.optimized.into());
+    detail.insert("fallback_folios".into(), report.fallback_folios.into());
+    detail.insert(
+        "folios".into(),
+        serde_json::Value::Array(
+            folios
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "head_pfn": r.head_pfn,
+                        "order": r.hstate.order(),
+                        "nid": r.nid,
+                        "optimized": r.outcome.optimized(),
+                    })
+                })
+                .collect(),
+        ),
+    );
+    detail.insert("resident_vmemmap_bytes".into(), machine.resident_vmemmap_bytes().unwrap_or(0).into());
+    let page_addr_base = cfg.vmemmap_start.wrapping_add(start_pfn.wrapping_mul(P::SIZE as u64));
+    let meta = DumpMeta {
+        format: FORMAT_VERSION,
+        kind: "hugetlb".into(),
+        config: cfg.name.into(),
+        endianness: if cfg!(target_endian = "little") { "little" } else { "big" }.into(),
+        start_pfn,
+        nr_pages,
+        struct_page_size: P::SIZE,
+        page_addr_base,
+        page_addr_base_hex: format!("{page_addr_base:#x}"),
+        zone: machine.specs().first().map_or(0, |s| s.zone),
+        nid: machine.specs().first().map_or(0, |s| s.nid),
+        flags_layout: FlagsLayoutJson::from(&layout),
+        pg_bits: PgBits::baseline(),
+        movable_pageblock_pfns: movable,
+        resched_pfns: counts.resched.load(std::sync::atomic::Ordering::Relaxed),
+        page_ref_events: counts.events.load(std::sync::atomic::Ordering::Relaxed),
+        strategy: used.name().into(),
+        strategy_requested: opts.strategy.name().into(),
+        strategy_reason: reason.to_string(),
+        backend: stream_hal::backend().to_string(),
+        detail,
+    };
+    write_meta(dir, &meta)?;
+    Ok(meta)
+}

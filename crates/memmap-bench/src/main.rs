@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use memmap_bench::dump::{ZoneDeviceDump, dump_zone_device, read_dump};
+use memmap_bench::dump::{HugetlbDump, ZoneDeviceDump, dump_zone_device, read_dump};
 use memmap_bench::limits::{self, Limits};
 use memmap_bench::machine::{Machine, meminfo};
 use memmap_bench::report::{Report, Scenario};
-use memmap_bench::scenarios::{Common, clear, zone_device};
+use memmap_bench::scenarios::{Common, clear, hugetlb, zone_device};
 use memmap_bench::size::{Bytes, parse_size};
 use memmap_core::{KernelConfig, MemoryType, Strategy};
 
@@ -49,6 +49,8 @@ enum Command {
     All(SuiteArgs),
     /// memmap_init_zone_device: nd_pmem (fsdax, 4K) and dax_pmem (devdax, 2M compound pages).
     ZoneDevice(ZoneDeviceArgs),
+    /// Boot-time 1 GiB pages: fallback tail init with HVO off (seed 002), and HVO on.
+    Hugetlb(HugetlbArgs),
     /// init_on_alloc clearing of 2 MiB pages: page by page versus one clear_pages call.
     Clear(ClearArgs),
     /// The machine's fill limits (zero and non-zero data) and copy bandwidth.
@@ -75,6 +77,26 @@ struct SuiteArgs {
     /// clear size (default 16G).
     #[arg(long, value_parser = parse_size_arg)]
     clear_size: Option<u64>,
+    /// hugetlb: number of 1 GiB pages (default 64, as in seed 002).
+    #[arg(long)]
+    hugetlb_count: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum HvoChoice {
+    On,
+    Off,
+    Both,
+}
+
+#[derive(Debug, Args)]
+struct HugetlbArgs {
+    /// Number of 1 GiB pages (default 64, as in seed 002).
+    #[arg(long)]
+    count: Option<u64>,
+    /// HVO off (the seed's case), on, or both.
+    #[arg(long, default_value = "both")]
+    hvo: HvoChoice,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -108,6 +130,51 @@ struct ClearArgs {
 enum DumpKind {
     /// memmap_init_zone_device of one device range.
     ZoneDevice(DumpZoneDeviceArgs),
+    /// Boot-time gigantic pages (real memfd-backed HVO on Linux).
+    Hugetlb(DumpHugetlbArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum HstateArg {
+    #[value(name = "2M")]
+    H2m,
+    #[value(name = "1G")]
+    H1g,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum HvoArg {
+    On,
+    Off,
+    Fail,
+}
+
+#[derive(Debug, Args)]
+struct DumpHugetlbArgs {
+    /// Huge page size.
+    #[arg(long)]
+    hstate: HstateArg,
+    /// Pages per node.
+    #[arg(long)]
+    count: u64,
+    /// Nodes.
+    #[arg(long, default_value_t = 1)]
+    nodes: u32,
+    /// HVO: on, off (hugetlb_free_vmemmap=off) or fail (injected allocation failure).
+    #[arg(long, default_value = "on")]
+    hvo: HvoArg,
+    /// struct page layout.
+    #[arg(long, default_value = "64")]
+    layout: Layout,
+    /// Tail init strategy.
+    #[arg(long, default_value = "auto", value_parser = parse_strategy)]
+    strategy: Strategy,
+    /// Enable CONFIG_DEBUG_PAGE_REF and the page_ref_set tracepoint.
+    #[arg(long)]
+    page_ref_trace: bool,
+    /// Output directory.
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -208,6 +275,7 @@ fn main() -> ExitCode {
     }
     match &cli.command {
         Some(Command::Dump { kind: DumpKind::ZoneDevice(a) }) => return dump(a, cli.config),
+        Some(Command::Dump { kind: DumpKind::Hugetlb(a) }) => return dump_hugetlb(a, cli.config),
         Some(Command::Diff { a, b }) => return diff(a, b),
         _ => {}
     }
@@ -250,6 +318,60 @@ fn dump(a: &DumpZoneDeviceArgs, config: KernelConfig) -> ExitCode {
     }
 }
 
+fn dump_hugetlb(a: &DumpHugetlbArgs, config: KernelConfig) -> ExitCode {
+    if a.count == 0 {
+        return usage("--count must be at least 1");
+    }
+    let hstate = match a.hstate {
+        HstateArg::H2m => hugetlb_init::Hstate::H2M,
+        HstateArg::H1g => hugetlb_init::Hstate::H1G,
+    };
+    let opts = HugetlbDump {
+        config,
+        layout72: a.layout == Layout::L72,
+        hstate,
+        count: a.count,
+        nodes: a.nodes,
+        hvo: match a.hvo {
+            HvoArg::On => hugetlb_init::HvoMode::On,
+            HvoArg::Off => hugetlb_init::HvoMode::Off,
+            HvoArg::Fail => hugetlb_init::HvoMode::Fail,
+        },
+        strategy: a.strategy,
+        page_ref_trace: a.page_ref_trace,
+    };
+    let need =
+        u64::from(a.nodes) * a.count * hstate.nr_pages() * if a.layout == Layout::L72 { 72 } else { 64 };
+    if let Some(avail) = meminfo("MemAvailable") {
+        if need > avail / 10 * 9 {
+            return usage(format!(
+                "the dump needs {} of memory but only {} is available",
+                Bytes(need),
+                Bytes(avail)
+            ));
+        }
+    }
+    match memmap_bench::dump::dump_hugetlb(&opts, &a.out) {
+        Ok(meta) => {
+            println!(
+                "wrote {} struct pages ({} bytes each) of {} folio(s) to {}: strategy {} ({})",
+                meta.nr_pages,
+                meta.struct_page_size,
+                meta.detail.get("folios").and_then(|f| f.as_array()).map_or(0, Vec::len),
+                a.out.display(),
+                meta.strategy,
+                meta.strategy_reason
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => usage(e),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn diff(a: &std::path::Path, b: &std::path::Path) -> ExitCode {
     let (da, db) = match (read_dump(a), read_dump(b)) {
         (Ok(da), Ok(db)) => (da, db),
@@ -264,6 +386,8 @@ fn diff(a: &std::path::Path, b: &std::path::Path) -> ExitCode {
 struct Plan {
     zone_device: Vec<zone_device::Case>,
     zone_device_size: u64,
+    hugetlb: Vec<bool>,
+    hugetlb_count: u64,
     clear: Option<u64>,
     limits_only: bool,
 }
@@ -272,20 +396,27 @@ fn plan(cli: &Cli) -> Plan {
     let quick = cli.quick;
     let zd_default = if quick { 1 << 30 } else { 16 << 30 };
     let clear_default = if quick { 1 << 30 } else { 16 << 30 };
+    let hugetlb_default = if quick { 4 } else { 64 };
     let both = vec![zone_device::Case::Fsdax, zone_device::Case::Devdax2m];
+    let none = Plan {
+        zone_device: vec![],
+        zone_device_size: 0,
+        hugetlb: vec![],
+        hugetlb_count: 0,
+        clear: None,
+        limits_only: false,
+    };
+    let everything = |zd: Option<u64>, clear: Option<u64>, count: Option<u64>| Plan {
+        zone_device: both.clone(),
+        zone_device_size: zd.unwrap_or(zd_default),
+        hugetlb: vec![false, true],
+        hugetlb_count: count.unwrap_or(hugetlb_default),
+        clear: Some(clear.unwrap_or(clear_default)),
+        limits_only: false,
+    };
     match &cli.command {
-        None => Plan {
-            zone_device: both,
-            zone_device_size: zd_default,
-            clear: Some(clear_default),
-            limits_only: false,
-        },
-        Some(Command::All(a)) => Plan {
-            zone_device: both,
-            zone_device_size: a.zone_device_size.unwrap_or(zd_default),
-            clear: Some(a.clear_size.unwrap_or(clear_default)),
-            limits_only: false,
-        },
+        None => everything(None, None, None),
+        Some(Command::All(a)) => everything(a.zone_device_size, a.clear_size, a.hugetlb_count),
         Some(Command::ZoneDevice(a)) => Plan {
             zone_device: match a.align {
                 None => both,
@@ -293,18 +424,19 @@ fn plan(cli: &Cli) -> Plan {
                 Some(Align::A2m) => vec![zone_device::Case::Devdax2m],
             },
             zone_device_size: a.size.unwrap_or(zd_default),
-            clear: None,
-            limits_only: false,
+            ..none
         },
-        Some(Command::Clear(a)) => Plan {
-            zone_device: vec![],
-            zone_device_size: 0,
-            clear: Some(a.size.unwrap_or(clear_default)),
-            limits_only: false,
+        Some(Command::Hugetlb(a)) => Plan {
+            hugetlb: match a.hvo {
+                HvoChoice::Off => vec![false],
+                HvoChoice::On => vec![true],
+                HvoChoice::Both => vec![false, true],
+            },
+            hugetlb_count: a.count.unwrap_or(hugetlb_default),
+            ..none
         },
-        Some(Command::Limits) => {
-            Plan { zone_device: vec![], zone_device_size: 0, clear: None, limits_only: true }
-        }
+        Some(Command::Clear(a)) => Plan { clear: Some(a.size.unwrap_or(clear_default)), ..none },
+        Some(Command::Limits) => Plan { limits_only: true, ..none },
         Some(Command::Dump { .. } | Command::Diff { .. }) => unreachable!("handled before"),
     }
 }
@@ -320,7 +452,14 @@ fn run_suite(cli: &Cli) -> ExitCode {
             if plan.zone_device.is_empty() { 0 } else { zone_device::memory_needed(plan.zone_device_size) },
         ),
         ("clear", plan.clear.map_or(0, clear::memory_needed)),
+        (
+            "hugetlb",
+            plan.hugetlb.iter().map(|&h| hugetlb::memory_needed(plan.hugetlb_count, h)).max().unwrap_or(0),
+        ),
     ];
+    if !plan.hugetlb.is_empty() && plan.hugetlb_count == 0 {
+        return usage("--count must be at least 1");
+    }
     if let Some(avail) = meminfo("MemAvailable") {
         for (name, need) in needs {
             if need > avail / 10 * 9 {
@@ -364,6 +503,11 @@ fn run_suite(cli: &Cli) -> ExitCode {
         let zp = zone_device::Params { size: plan.zone_device_size, config: cli.config };
         for case in &plan.zone_device {
             let sc = zone_device::run(*case, &zp, &common, &report.limits);
+            push(&mut report, sc, &human);
+        }
+        let hp = hugetlb::Params { count: plan.hugetlb_count, config: cli.config };
+        for &hvo in &plan.hugetlb {
+            let sc = hugetlb::run(hvo, &hp, &common, &report.limits);
             push(&mut report, sc, &human);
         }
         if let Some(size) = plan.clear {

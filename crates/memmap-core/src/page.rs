@@ -130,6 +130,16 @@ pub trait StructPage: Copy + Eq + fmt::Debug + Send + Sync + 'static + sealed::S
     /// The page as mutable words.
     fn words_mut(&mut self) -> &mut [u64];
 
+    /// Stores this page at `dst` with streaming stores, straight from its words (by value, so a
+    /// page built in registers is stored without a round trip through memory; see
+    /// `stream_hal::store_words`). Does not fence.
+    ///
+    /// # Safety
+    ///
+    /// `dst` must be valid for writes and aligned; nothing may access it before
+    /// `stream_hal::drain()`.
+    unsafe fn store_streaming(self, dst: *mut Self);
+
     /// The 8-byte field at byte `offset` (a multiple of 8).
     #[inline(always)]
     fn u64_at(&self, offset: usize) -> u64 {
@@ -263,6 +273,11 @@ impl StructPage for Page64 {
     fn words_mut(&mut self) -> &mut [u64] {
         &mut self.words
     }
+    #[inline(always)]
+    unsafe fn store_streaming(self, dst: *mut Self) {
+        // SAFETY: the caller guarantees `dst` is writable and aligned (8 bytes) for the page.
+        unsafe { stream_hal::store_words(dst.cast::<[u64; 8]>(), self.words) }
+    }
 }
 
 impl StructPage for Page72 {
@@ -274,6 +289,11 @@ impl StructPage for Page72 {
     }
     fn words_mut(&mut self) -> &mut [u64] {
         &mut self.words
+    }
+    #[inline(always)]
+    unsafe fn store_streaming(self, dst: *mut Self) {
+        // SAFETY: the caller guarantees `dst` is writable and aligned (8 bytes) for the page.
+        unsafe { stream_hal::store_words(dst.cast::<[u64; 9]>(), self.words) }
     }
 }
 

@@ -552,10 +552,18 @@ fn run_slow<P: StructPage, H: InitHooks>(
 /// How template copies are stored.
 trait Store {
     const STREAMING: bool;
+    /// Stores a record that is constant across the loop (kept in registers by the optimizer).
+    ///
     /// # Safety
     ///
     /// `dst` valid for writes of one `P`.
     unsafe fn store<P: StructPage>(dst: *mut P, src: &P);
+    /// Stores a record patched per page, given by value (built in registers).
+    ///
+    /// # Safety
+    ///
+    /// `dst` valid for writes of one `P`.
+    unsafe fn store_patched<P: StructPage>(dst: *mut P, rec: P);
 }
 
 /// Normal (cached) stores.
@@ -567,6 +575,11 @@ impl Store for Cached {
         // SAFETY: the caller guarantees `dst` is writable.
         unsafe { dst.write(*src) }
     }
+    #[inline(always)]
+    unsafe fn store_patched<P: StructPage>(dst: *mut P, rec: P) {
+        // SAFETY: the caller guarantees `dst` is writable.
+        unsafe { dst.write(rec) }
+    }
 }
 
 /// stream-hal streaming stores.
@@ -577,6 +590,11 @@ impl Store for Streamed {
     unsafe fn store<P: StructPage>(dst: *mut P, src: &P) {
         // SAFETY: the caller guarantees `dst` is writable; callers drain before any read.
         unsafe { stream_hal::store_record(dst, src) }
+    }
+    #[inline(always)]
+    unsafe fn store_patched<P: StructPage>(dst: *mut P, rec: P) {
+        // SAFETY: as for `store`; memmap struct pages are 8-aligned.
+        unsafe { rec.store_streaming(dst) }
     }
 }
 
@@ -625,7 +643,7 @@ fn template_run<P: StructPage, H: InitHooks, S: Store>(
                 let mut rec = t;
                 rec.set_virtual_address(m.config().pfn_to_virt(pfn + i));
                 // SAFETY: `dst` is a writable struct page of the memmap.
-                unsafe { S::store(dst, &rec) };
+                unsafe { S::store_patched(dst, rec) };
             } else {
                 // SAFETY: as above.
                 unsafe { S::store(dst, &t) };

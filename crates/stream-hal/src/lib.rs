@@ -197,8 +197,10 @@ pub unsafe fn store_record<T: Copy>(dst: *mut T, src: &T) {
     unsafe { arch::store_record(dst.cast::<u8>(), core::ptr::from_ref(src).cast::<u8>(), size_of::<T>()) }
 }
 
-/// Like [`store_record`], but always reloads `src` in 8-byte words (x86-64: 8-byte loads and
-/// `movnti`), which is the fast choice when `src` was just patched in memory by 8-byte stores.
+/// Like [`store_record`], but reads `src` with 8-byte loads only, which is the fast choice when
+/// `src` was just patched in memory by 8-byte stores (a wider load of such bytes stalls store
+/// forwarding). On x86-64 with SSE2 the words are paired in XMM registers and stored with
+/// `movntdq`; without SSE2 (and for misaligned destinations) each word gets a `movnti`.
 ///
 /// # Safety
 ///
@@ -209,6 +211,23 @@ pub unsafe fn store_record_words<T: Copy>(dst: *mut T, src: &T) {
     unsafe {
         arch::store_record_words(dst.cast::<u8>(), core::ptr::from_ref(src).cast::<u8>(), size_of::<T>())
     }
+}
+
+/// Stores a record of `N` 64-bit words given **by value** with streaming stores (x86-64:
+/// `movntdq` of word pairs combined in registers, `movnti` for an odd word or an 8-mod-16
+/// destination; aarch64: `stnp`). Nothing is read from memory, so a record built in registers
+/// (a template copy with per-page fields patched) goes from registers to the store without a
+/// round trip through the stack: the fastest way to stream records that change per slot.
+/// Does **not** fence.
+///
+/// # Safety
+///
+/// `dst` must be valid for writes of `8 * N` bytes and 8-byte aligned. The same
+/// no-access-before-[`drain`] rule as for [`memcpy_nontemporal`] applies.
+#[inline(always)]
+pub unsafe fn store_words<const N: usize>(dst: *mut [u64; N], words: [u64; N]) {
+    // SAFETY: forwarded; the caller upholds the contract above.
+    unsafe { arch::store_words(dst.cast::<u64>(), words) }
 }
 
 /// Error of the safe slice entry points ([`copy_nontemporal`], [`clear_pages_in`]).

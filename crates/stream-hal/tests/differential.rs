@@ -102,3 +102,27 @@ fn store_record_every_size_and_offset() {
     }
     sizes!(1 3 4 7 8 12 16 20 24 32 40 48 56 64 72 80 88 96 104 112 120 128 130);
 }
+
+/// `store_words` for records of 1 to 16 words at every 8-byte-aligned offset within a
+/// 64-byte line (16-byte aligned and 8 mod 16), guarded.
+#[test]
+fn store_words_every_length_and_alignment() {
+    macro_rules! lens {
+        ($($n:literal)*) => {$(
+            for off in (0..64usize).step_by(8) {
+                let words: [u64; $n] = core::array::from_fn(|i| 0x0101_0101_0101_0101u64.wrapping_mul(i as u64 + 3) | 1);
+                let mut buf = Aligned::new(64 + 8 * $n + 64 + 64, common::GUARD_BYTE);
+                let dst = buf.bytes_mut().as_mut_ptr().wrapping_add(64 + off).cast::<[u64; $n]>();
+                // SAFETY: `dst` is 8-aligned and inside `buf` with room for the record.
+                unsafe { stream_hal::store_words(dst, words) };
+                stream_hal::drain();
+                let b = buf.bytes();
+                let expect: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+                assert!(b[..64 + off].iter().all(|&x| x == common::GUARD_BYTE), "{} words off {}", $n, off);
+                assert_eq!(&b[64 + off..64 + off + 8 * $n], &expect[..], "{} words off {}", $n, off);
+                assert!(b[64 + off + 8 * $n..].iter().all(|&x| x == common::GUARD_BYTE), "{} words off {}", $n, off);
+            }
+        )*};
+    }
+    lens!(1 2 3 4 5 6 7 8 9 10 11 12 16);
+}

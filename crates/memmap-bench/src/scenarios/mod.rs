@@ -2,6 +2,7 @@
 //! [`crate::measure::interleaved`], and returns a [`crate::report::Scenario`].
 
 pub mod clear;
+pub mod hugetlb;
 pub mod zone_device;
 
 /// Settings shared by every scenario.

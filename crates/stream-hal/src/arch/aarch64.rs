@@ -93,6 +93,26 @@ unsafe fn load32(src: *const u8) -> u32 {
     unsafe { ptr::read_unaligned(src.cast::<u32>()) }
 }
 
+/// See `arch/mod.rs`: `N` words given by value, stored as `stnp` pairs (a last odd word as a
+/// pair of 32-bit halves).
+///
+/// # Safety
+///
+/// `dst` writable for `8 * N` bytes and 8-byte aligned.
+#[inline(always)]
+pub(crate) unsafe fn store_words<const N: usize>(dst: *mut u64, words: [u64; N]) {
+    let mut i = 0;
+    while i + 2 <= N {
+        // SAFETY: words `i`, `i + 1` are inside the 8-aligned record.
+        unsafe { stnp64(dst.add(i).cast::<u8>(), words[i], words[i + 1]) };
+        i += 2;
+    }
+    if i < N {
+        // SAFETY: word `i` is inside the record and 8-aligned (so 4-aligned).
+        unsafe { stnp32(dst.add(i).cast::<u8>(), words[i] as u32, (words[i] >> 32) as u32) };
+    }
+}
+
 /// See `arch/mod.rs`. `size` is a compile-time constant at every call site.
 ///
 /// # Safety

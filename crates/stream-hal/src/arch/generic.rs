@@ -72,6 +72,18 @@ pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
     unsafe { ptr::copy_nonoverlapping(src, dst, size) }
 }
 
+/// Stores `N` words with normal stores.
+///
+/// # Safety
+///
+/// `dst` writable for `8 * N` bytes and 8-byte aligned.
+#[inline(always)]
+#[allow(dead_code)] // unused when a streaming backend is selected
+pub(crate) unsafe fn store_words<const N: usize>(dst: *mut u64, words: [u64; N]) {
+    // SAFETY: the caller guarantees `dst` is writable and aligned for `[u64; N]`.
+    unsafe { dst.cast::<[u64; N]>().write(words) }
+}
+
 /// Same as [`store_record`]: with normal stores the load width does not matter.
 ///
 /// # Safety

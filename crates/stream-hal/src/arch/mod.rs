@@ -8,6 +8,7 @@
 //!   compile-time constant at the call site (`size_of::<T>()`), and the function is
 //!   `#[inline(always)]`, so every branch on it folds away
 //! * `unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usize)`
+//! * `unsafe fn store_words<const N: usize>(dst: *mut u64, words: [u64; N])`
 //! * `const BACKEND: Backend`
 //!
 //! `cfg(miri)` is checked here as well as in the build script, so that a build script that was
@@ -21,20 +22,20 @@ cfg_if::cfg_if! {
         mod x86_64;
         pub(crate) use self::x86_64::{
             clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, store_record,
-            store_record_words,
+            store_record_words, store_words,
         };
         pub(crate) const BACKEND: crate::Backend = crate::Backend::X86_64 { vector: x86_64::VECTOR };
     } else if #[cfg(all(stream_hal_backend = "aarch64", target_arch = "aarch64", not(miri)))] {
         mod aarch64;
         pub(crate) use self::aarch64::{
             clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, store_record,
-            store_record_words,
+            store_record_words, store_words,
         };
         pub(crate) const BACKEND: crate::Backend = crate::Backend::Aarch64;
     } else {
         pub(crate) use self::generic::{
             clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, store_record,
-            store_record_words,
+            store_record_words, store_words,
         };
         pub(crate) const BACKEND: crate::Backend = crate::Backend::Generic(generic_reason());
     }
