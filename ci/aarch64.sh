@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
 # The whole workspace's tests on real aarch64 code (stnp, dc zva, dmb) under qemu-user.
 source "$(dirname "$0")/env.sh"
-STREAM_HAL_EXPECT_BACKEND=aarch64 cargo test --workspace --locked --target aarch64-unknown-linux-gnu
+# The bench's CLI tests start the aarch64 program as a child process: run it under qemu too.
+export MEMMAP_BENCH_TEST_RUNNER="$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER"
+# Fewer random cases under emulation (about 10x slower); the host run does the full count.
+export PROPTEST_CASES="${PROPTEST_CASES:-32}"
+STREAM_HAL_EXPECT_BACKEND=aarch64 cargo test --workspace --locked --no-fail-fast --target aarch64-unknown-linux-gnu

@@ -126,7 +126,7 @@ fn check<P: StructPage>(c: &Case) -> Result<(), TestCaseError> {
 
 fn config() -> ProptestConfig {
     ProptestConfig {
-        cases: if cfg!(miri) { 3 } else { 48 },
+        cases: if cfg!(miri) { 3 } else { env_cases(48) },
         max_shrink_iters: 500,
         // Miri's isolation forbids the file system (getcwd) that failure persistence needs.
         failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
@@ -141,4 +141,9 @@ proptest! {
     fn template_and_streaming_tails_equal_slow(c in case()) {
         if c.layout72 { check::<Page72>(&c)?; } else { check::<Page64>(&c)?; }
     }
+}
+
+/// `PROPTEST_CASES` from the environment (CI lowers it under emulation), else `default`.
+fn env_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }

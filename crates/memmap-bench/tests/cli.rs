@@ -3,8 +3,19 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The program under test. When the tests themselves run under an emulator (qemu-user for
+/// aarch64 in CI), `MEMMAP_BENCH_TEST_RUNNER` names it so the child runs under it too.
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_memmap-bench"))
+    let exe = env!("CARGO_BIN_EXE_memmap-bench");
+    match std::env::var("MEMMAP_BENCH_TEST_RUNNER") {
+        Ok(runner) if !runner.trim().is_empty() => {
+            let mut parts = runner.split_whitespace();
+            let mut cmd = Command::new(parts.next().expect("non-empty"));
+            cmd.args(parts).arg(exe);
+            cmd
+        }
+        _ => Command::new(exe),
+    }
 }
 
 fn tmp(name: &str) -> PathBuf {

@@ -264,7 +264,7 @@ fn s2_5_initialized_flags_depend_on_the_pfn_only_without_vmemmap() {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: if cfg!(miri) { 8 } else { 256 },
+        cases: if cfg!(miri) { 8 } else { env_cases(256) },
         failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
         ..ProptestConfig::default()
     })]
@@ -290,4 +290,9 @@ fn s2_5_pages_per_section() {
     let arm64_64k = KernelConfig { page_shift: 16, section_size_bits: 29, ..KernelConfig::ARM64 };
     assert_eq!(arm64_64k.pages_per_section(), 8192);
     assert_eq!(KernelConfig::X86_64.pageblock_nr_pages(), 512);
+}
+
+/// `PROPTEST_CASES` from the environment (CI lowers it under emulation), else `default`.
+fn env_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }

@@ -11,7 +11,7 @@ fn config() -> ProptestConfig {
     if cfg!(miri) {
         ProptestConfig { cases: 4, failure_persistence: None, ..ProptestConfig::default() }
     } else {
-        ProptestConfig { cases: 128, ..ProptestConfig::default() }
+        ProptestConfig { cases: env_cases(128), ..ProptestConfig::default() }
     }
 }
 
@@ -130,4 +130,9 @@ fn clear_pages_at_the_method_thresholds() {
             }
         }
     }
+}
+
+/// `PROPTEST_CASES` from the environment (CI lowers it under emulation), else `default`.
+fn env_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
