@@ -65,28 +65,49 @@
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+pub mod arena;
+pub mod buddy;
 pub mod config;
+pub mod deferred;
 pub mod flags;
 pub mod hooks;
 mod init;
+pub mod memblock;
 pub mod memmap;
+pub mod node;
+pub mod ondemand;
 #[cfg(feature = "std")]
 mod owned;
+pub mod padata;
 pub mod page;
+pub mod sync;
 pub mod template;
 pub mod zone_device;
 
 use core::fmt;
 
+#[cfg(feature = "std")]
+pub use arena::OwnedArena;
+pub use arena::{ArenaError, ClearMode, Gfp, InitPolicy, PhysArena};
+pub use buddy::{AllocError, BadPageReason, FreeError, PageBlock};
 pub use config::{ConfigError, FlagsLayout, KernelConfig};
+pub use deferred::{DeferCounter, DeferredReport};
 pub use flags::{MigrateType, PG, PageType, TAIL_MAPPING};
 #[cfg(feature = "std")]
 pub use hooks::RecordingHooks;
 pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};
+pub use memblock::{LayoutError, NodeLayout, PfnRange, ReservedRange, ZoneSpan};
 pub use memmap::{Memmap, PAGEBLOCK_UNSET, pageblocks_needed};
+pub use node::{
+    BootOptions, BootReport, InitMode, Node, NodeError, NodeParts, NodeStats, pg_uninitialized_2m,
+};
 #[cfg(feature = "std")]
 pub use owned::OwnedMemmap;
+pub use padata::{PadataChunks, PadataJob, PadataPlan};
+#[cfg(feature = "std")]
+pub use padata::{PadataReport, padata_do_multithreaded};
 pub use page::{Page, Page64, Page72, StructPage};
+pub use sync::{BlockStates, RunOnce, SpinLock};
 pub use template::{FillMode, template_fill, template_fill_with};
 pub use zone_device::{
     DevPagemap, InitOptions, InitReport, MemoryType, VmemAltmap, ZoneDeviceRange, compound_nr_pages,
