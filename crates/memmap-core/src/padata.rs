@@ -74,6 +74,10 @@ impl PadataJob {
     pub fn chunks(&self) -> PadataChunks {
         match self.plan() {
             None => PadataChunks { start: self.start, remaining: 0, chunk: 1 },
+            // One work: one call for the whole job ("cut to the chase").
+            Some(p) if p.nworks == 1 => {
+                PadataChunks { start: self.start, remaining: self.size, chunk: u64::MAX }
+            }
             Some(p) => PadataChunks { start: self.start, remaining: self.size, chunk: p.chunk },
         }
     }
@@ -97,7 +101,11 @@ impl Iterator for PadataChunks {
         }
         let start = self.start;
         // "So end is chunk size aligned if enough work remains."
-        let size = (roundup(start + 1, self.chunk) - start).min(self.remaining);
+        let size = if self.chunk == u64::MAX {
+            self.remaining
+        } else {
+            (roundup(start + 1, self.chunk) - start).min(self.remaining)
+        };
         self.start += size;
         self.remaining -= size;
         Some((start, start + size))
