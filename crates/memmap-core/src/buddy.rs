@@ -682,6 +682,20 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
 
     // ------------------------------------------------------------------ inspection
 
+    /// The `PAGE_FLAGS_CHECK_AT_PREP` mask this node applies (includes `PG_uninitialized_2m`
+    /// in on-demand mode).
+    #[must_use]
+    pub fn page_flags_check_at_prep(&self) -> u64 {
+        self.check_at_prep()
+    }
+
+    /// The `PAGE_FLAGS_CHECK_AT_FREE` mask this node applies (includes `PG_uninitialized_2m`
+    /// in on-demand mode).
+    #[must_use]
+    pub fn page_flags_check_at_free(&self) -> u64 {
+        self.check_at_free()
+    }
+
     /// Pages in zone `zone`'s free lists (0 for a zone the node does not have).
     #[must_use]
     pub fn zone_free_pages(&self, zone: u32) -> u64 {
