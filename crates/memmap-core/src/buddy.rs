@@ -742,6 +742,19 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         }
     }
 
+    /// The struct page of `pfn` inside the allocation `block` (`None` if `pfn` is not in it or
+    /// the block belongs to another node). The holder of an allocation may read its struct
+    /// pages while other threads allocate and free: nobody else writes them.
+    #[must_use]
+    pub fn block_page(&self, block: &PageBlock, pfn: u64) -> Option<P> {
+        if block.node_id != self.node_id || pfn < block.pfn || pfn >= block.pfn + block.nr_pages() {
+            return None;
+        }
+        // SAFETY: the block is allocated and owned by the handle's holder; the allocator writes
+        // allocated pages only when their holder frees them.
+        Some(unsafe { self.rd(pfn) })
+    }
+
     /// The contents of an allocation in the node's arena (`None` without an arena, or for a
     /// block of another node).
     pub fn block_contents<'b>(&'b self, block: &'b mut PageBlock) -> Option<&'b mut [u8]> {
