@@ -462,7 +462,7 @@ fn s8_5_grow_zone_grows_a_section_multiple_stops_on_section_boundaries_and_is_mo
     let grows = node.stats().grows.load(std::sync::atomic::Ordering::Relaxed);
     while let Ok(b) = node.alloc_pages(2, 0, Gfp::NONE) {
         got += b.nr_pages();
-        std::mem::forget(b);
+        let _ = b.into_raw();
     }
     assert_eq!(got, 6 * pps);
     assert!(node.stats().grows.load(std::sync::atomic::Ordering::Relaxed) > grows);
