@@ -128,6 +128,8 @@ fn config() -> ProptestConfig {
     ProptestConfig {
         cases: if cfg!(miri) { 6 } else { 160 },
         max_shrink_iters: 2000,
+        // Miri's isolation forbids the getcwd() of the failure-persistence file lookup.
+        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
         ..ProptestConfig::default()
     }
 }

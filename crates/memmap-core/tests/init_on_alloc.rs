@@ -46,7 +46,12 @@ fn s7_5_allocations_read_back_zero_and_neighbours_are_untouched() {
         let opts = BootOptions { policy: policy(clear), ..BootOptions::new(InitMode::Eager) };
         let (mut node, _) = st.boot(cfg, l, &opts);
         let mut zeroed = BTreeSet::new();
-        for order in (0..=cfg.max_page_order).rev().chain(0..3) {
+        let orders: Vec<u32> = if cfg!(miri) {
+            vec![cfg.max_page_order, 0, 1]
+        } else {
+            (0..=cfg.max_page_order).rev().chain(0..3).collect()
+        };
+        for order in orders {
             let mut b = node.alloc_pages(ZONE, order, Gfp::NONE).unwrap();
             let contents = node.block_contents(&mut b).unwrap();
             assert_eq!(contents.len(), PAGE << order);
