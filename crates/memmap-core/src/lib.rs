@@ -25,6 +25,14 @@
 //! | [`hooks`] | `cond_resched()` and the `page_ref_set` tracepoint ([`InitHooks`]) |
 //! | [`zone_device`] | `memmap_init_zone_device()` and friends |
 //! | [`template`] | a generic template fill for any `T: Copy` record |
+//! | [`memblock`] | memory, reserved (`MEMBLOCK_RSRV_NOINIT`) and zone ranges of a node ([`NodeLayout`]) |
+//! | [`node`] | boot-time `memmap_init()` of a node, eager / deferred / on-demand ([`Node::boot`]) |
+//! | [`deferred`] | `defer_init()`, `deferred_init_memmap()`, `deferred_grow_zone()` |
+//! | [`padata`] | `padata_do_multithreaded()`: the work split, and a runner on real threads |
+//! | [`ondemand`] | the 2013 RFC: one struct page per 2 MiB block at boot, expansion on first use |
+//! | [`buddy`] | the buddy allocator over a node's zones ([`Node::alloc_pages`], [`Node::free_pages`]) |
+//! | [`arena`] | page contents and init_on_alloc / init_on_free ([`PhysArena`], [`InitPolicy`]) |
+//! | [`sync`] | the spin lock and the per-block init states the node shares between threads |
 //!
 //! ## Baseline
 //!
