@@ -106,8 +106,8 @@ fn allocators_race_deferred_init_without_losing_or_duplicating_pages() {
     let zones = [ZoneSpan::new(ZONE, pps, (1 + sections) * pps)];
     let memory = [PfnRange::new(pps, (1 + sections) * pps - 9)];
     let reserved = [
-        ReservedRange::new(3 * pps + 77, 3 * pps + 1100),
-        ReservedRange::noinit(4 * pps + 5, 4 * pps + 2000),
+        ReservedRange::new(2 * pps + 77, 2 * pps + pps / 2),
+        ReservedRange::noinit(3 * pps + 5, 3 * pps + pps / 2 + 9),
     ];
     let l = NodeLayout { nid: NID, zones: &zones, memory: &memory, reserved: &reserved };
     let mut st = Storage::new(&cfg, l.span(), false);
