@@ -25,6 +25,14 @@
 //! | [`hooks`] | `cond_resched()` and the `page_ref_set` tracepoint ([`InitHooks`]) |
 //! | [`zone_device`] | `memmap_init_zone_device()` and friends |
 //! | [`template`] | a generic template fill for any `T: Copy` record |
+//! | [`memblock`] | memory, reserved (`MEMBLOCK_RSRV_NOINIT`) and zone ranges of a node ([`NodeLayout`]) |
+//! | [`node`] | boot-time `memmap_init()` of a node, eager / deferred / on-demand ([`Node::boot`]) |
+//! | [`deferred`] | `defer_init()`, `deferred_init_memmap()`, `deferred_grow_zone()` |
+//! | [`padata`] | `padata_do_multithreaded()`: the work split, and a runner on real threads |
+//! | [`ondemand`] | the 2013 RFC: one struct page per 2 MiB block at boot, expansion on first use |
+//! | [`buddy`] | the buddy allocator over a node's zones ([`Node::alloc_pages`], [`Node::free_pages`]) |
+//! | [`arena`] | page contents and init_on_alloc / init_on_free ([`PhysArena`], [`InitPolicy`]) |
+//! | [`sync`] | the spin lock and the per-block init states the node shares between threads |
 //!
 //! ## Baseline
 //!
@@ -65,30 +73,51 @@
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+pub mod arena;
+pub mod buddy;
 pub mod config;
+pub mod deferred;
 pub mod flags;
 pub mod hooks;
 mod init;
+pub mod memblock;
 pub mod memmap;
+pub mod node;
+pub mod ondemand;
 #[cfg(feature = "std")]
 mod owned;
+pub mod padata;
 pub mod page;
 mod shared;
+pub mod sync;
 pub mod template;
 pub mod zone_device;
 
 use core::fmt;
 
+#[cfg(feature = "std")]
+pub use arena::OwnedArena;
+pub use arena::{ArenaError, ClearMode, Gfp, InitPolicy, PhysArena};
+pub use buddy::{AllocError, BadPageReason, FreeError, PageBlock};
 pub use config::{ConfigError, FlagsLayout, KernelConfig};
+pub use deferred::{DeferCounter, DeferredReport};
 pub use flags::{MigrateType, PG, PageType, TAIL_MAPPING};
 #[cfg(feature = "std")]
 pub use hooks::RecordingHooks;
 pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};
+pub use memblock::{LayoutError, NodeLayout, PfnRange, ReservedRange, ZoneSpan};
 pub use memmap::{Memmap, PAGEBLOCK_UNSET, pageblocks_needed};
+pub use node::{
+    BootOptions, BootReport, InitMode, Node, NodeError, NodeParts, NodeStats, pg_uninitialized_2m,
+};
 #[cfg(feature = "std")]
 pub use owned::OwnedMemmap;
+pub use padata::{PadataChunks, PadataJob, PadataPlan};
+#[cfg(feature = "std")]
+pub use padata::{PadataReport, padata_do_multithreaded};
 pub use page::{Page, Page64, Page72, StructPage};
 pub use shared::resolve_strategy;
+pub use sync::{BlockStates, RunOnce, SpinLock};
 pub use template::{FillMode, template_fill, template_fill_with};
 pub use zone_device::{
     DevPagemap, DrainPolicy, InitOptions, InitReport, MemoryType, VmemAltmap, ZoneDeviceRange,

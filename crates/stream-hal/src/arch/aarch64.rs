@@ -363,4 +363,34 @@ mod tests {
             ZeroMethod::Prohibited => {}
         }
     }
+
+    /// kernel-spec §7.5 (arm64): `clear_page` stops at the page boundary: clearing whole
+    /// page-aligned pages through either path writes exactly those pages.
+    #[test]
+    fn s7_5_arm64_clear_stops_at_page_alignment() {
+        let mut buf = vec![0xa5u8; 5 * PAGE_SIZE];
+        let off = buf.as_ptr().addr().wrapping_neg() & (PAGE_SIZE - 1);
+        let block = match dczid::decode(read_dczid()) {
+            ZeroMethod::DcZva { block_bytes } => Some(block_bytes),
+            ZeroMethod::Prohibited => None,
+        };
+        for npages in [1usize, 2] {
+            buf.fill(0xa5);
+            let p = buf.as_mut_ptr().wrapping_add(off);
+            // SAFETY: `off + 3 pages` is inside the 5-page buffer, page-aligned at `p`.
+            unsafe {
+                match block {
+                    Some(b) => clear_dc_zva(p, npages * PAGE_SIZE, b),
+                    None => clear_stnp(p, npages * PAGE_SIZE),
+                }
+                clear_stnp(p.add(npages * PAGE_SIZE + PAGE_SIZE), PAGE_SIZE);
+            }
+            drain();
+            let end = off + npages * PAGE_SIZE;
+            assert!(buf[off..end].iter().all(|&x| x == 0));
+            assert!(buf[end..end + PAGE_SIZE].iter().all(|&x| x == 0xa5), "stopped at the page boundary");
+            assert!(buf[end + PAGE_SIZE..end + 2 * PAGE_SIZE].iter().all(|&x| x == 0));
+            assert!(buf[..off].iter().all(|&x| x == 0xa5));
+        }
+    }
 }

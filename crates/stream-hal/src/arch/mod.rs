@@ -16,6 +16,7 @@
 
 pub(crate) mod dczid;
 pub(crate) mod generic;
+pub(crate) mod x86_clear;
 
 cfg_if::cfg_if! {
     if #[cfg(all(stream_hal_backend = "x86_64", target_arch = "x86_64", not(miri)))] {

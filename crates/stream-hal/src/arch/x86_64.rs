@@ -465,3 +465,111 @@ pub(crate) unsafe fn clear_pages_streaming(dst: *mut u8, npages: usize) {
     // SAFETY: the last `n < 8` bytes are inside the range.
     unsafe { ptr::write_bytes(p, 0, n) };
 }
+
+/// `clear_pages` through the alternative `variant` (see `arch/x86_clear.rs`): `rep stosb` with
+/// `rcx = len`, `rep stosq` with `rcx = len >> 3`, or the 64-byte unrolled loop with
+/// `rcx = len >> 6`: Linux's `ALTERNATIVE_2` choice, modelled for the §7.5 checks.
+/// [`clear_pages`] itself uses `rep stosb` or streaming stores by size.
+///
+/// # Safety
+///
+/// `dst` writable for `npages * 4096` bytes; the product does not overflow.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) unsafe fn clear_pages_variant(
+    variant: super::x86_clear::X86ClearVariant,
+    dst: *mut u8,
+    npages: usize,
+) {
+    use super::x86_clear::X86ClearVariant;
+    let len = npages * PAGE_SIZE;
+    let count = variant.count(len);
+    match variant {
+        // SAFETY: as in `clear_pages`: exactly `rcx` bytes of `al` from `rdi`, which the
+        // caller guarantees are writable.
+        X86ClearVariant::RepStosb => unsafe {
+            asm!(
+                "rep stosb",
+                inout("rcx") count => _,
+                inout("rdi") dst => _,
+                in("al") 0u8,
+                options(nostack, preserves_flags),
+            );
+        },
+        // SAFETY: `rep stosq` writes `rcx` 8-byte words of `rax` upward from `rdi`: `count * 8 =
+        // len` bytes (len is a multiple of 4096), all writable per the caller.
+        X86ClearVariant::RepStosq => unsafe {
+            asm!(
+                "rep stosq",
+                inout("rcx") count => _,
+                inout("rdi") dst => _,
+                in("rax") 0u64,
+                options(nostack, preserves_flags),
+            );
+        },
+        // SAFETY: `memzero_page_aligned_unrolled`: `rcx` iterations of eight 8-byte stores of
+        // `rax` and a 64-byte advance: `count * 64 = len` bytes, writable per the caller. The
+        // loop changes flags (`dec`), so `preserves_flags` is not claimed. A zero count skips
+        // the loop.
+        X86ClearVariant::Unrolled64 => unsafe {
+            asm!(
+                "test {n}, {n}",
+                "jz 3f",
+                "2:",
+                "mov qword ptr [{p}], {z}",
+                "mov qword ptr [{p} + 8], {z}",
+                "mov qword ptr [{p} + 16], {z}",
+                "mov qword ptr [{p} + 24], {z}",
+                "mov qword ptr [{p} + 32], {z}",
+                "mov qword ptr [{p} + 40], {z}",
+                "mov qword ptr [{p} + 48], {z}",
+                "mov qword ptr [{p} + 56], {z}",
+                "lea {p}, [{p} + 64]",
+                "dec {n}",
+                "jnz 2b",
+                "3:",
+                n = inout(reg) count => _,
+                p = inout(reg) dst => _,
+                z = in(reg) 0u64,
+                options(nostack),
+            );
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each `clear_pages` alternative zeroes exactly its range (guard bytes on both sides).
+    use super::*;
+    use crate::arch::x86_clear::X86ClearVariant;
+    use std::vec;
+
+    #[test]
+    fn s7_5_each_x86_alternative_zeroes_exactly_npages() {
+        for v in [X86ClearVariant::RepStosb, X86ClearVariant::RepStosq, X86ClearVariant::Unrolled64] {
+            for offset in [0usize, 8, 64, 4096] {
+                for npages in [0usize, 1, 2, 5] {
+                    let len = npages * PAGE_SIZE;
+                    let mut buf = vec![0xa5u8; offset + len + 4096];
+                    // SAFETY: `offset + len` bytes are inside `buf`.
+                    unsafe { clear_pages_variant(v, buf.as_mut_ptr().add(offset), npages) };
+                    assert!(buf[..offset].iter().all(|&b| b == 0xa5), "{v:?}: bytes before changed");
+                    assert!(buf[offset..offset + len].iter().all(|&b| b == 0), "{v:?}: range not zeroed");
+                    assert!(buf[offset + len..].iter().all(|&b| b == 0xa5), "{v:?}: bytes after changed");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn s7_5_clear_page_equals_clear_pages_of_one() {
+        let mut a = vec![0x5au8; 3 * PAGE_SIZE];
+        let mut b = a.clone();
+        // SAFETY: one page at offset 4096 of 3-page buffers.
+        unsafe {
+            clear_pages(a.as_mut_ptr().add(PAGE_SIZE), 1);
+            clear_pages_variant(X86ClearVariant::RepStosb, b.as_mut_ptr().add(PAGE_SIZE), 1);
+        }
+        assert_eq!(a, b);
+        assert!(a[PAGE_SIZE..2 * PAGE_SIZE].iter().all(|&x| x == 0));
+    }
+}

@@ -1,0 +1,186 @@
+//! Criterion benchmarks of deferred / on-demand struct page init, the buddy allocator and
+//! init_on_alloc clearing:
+//!
+//! * `boot/{eager,deferred,on-demand}`: `Node::boot` of one zone (the "boot" time);
+//!   `full/deferred` adds `deferred_init_memmap(2)`, `full/on-demand` adds `expand_all()` (the
+//!   "full availability" time);
+//! * `alloc/order-{0,9}/{eager,on-demand}`: allocate every page of the zone at that order and free
+//!   it again, on a fully initialized zone versus an on-demand zone (whose first allocation pass
+//!   expands each block, then pays only the check);
+//! * `init_on_alloc/{per-page,batch}`: allocate the zone in order-9 blocks with init_on_alloc.
+//!
+//! `MEMMAP_BENCH_GIB` sets the zone size (default 4 GiB: 1,048,576 struct pages, 64 MiB of
+//! memmap). The bench program `memmap-bench` runs the full-size scenarios.
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use memmap_core::{
+    BootOptions, ClearMode, Gfp, InitMode, InitPolicy, KernelConfig, NoHooks, Node, NodeLayout, NodeParts,
+    OwnedArena, OwnedMemmap, Page64, PfnRange, ZoneSpan,
+};
+
+const ZONE: u32 = 2;
+const BASE: u64 = 1 << 20;
+
+fn nr_pages() -> u64 {
+    let gib: u64 = std::env::var("MEMMAP_BENCH_GIB").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    gib << 18
+}
+
+fn reset(states: &[AtomicU8]) {
+    for s in states {
+        s.store(0, Ordering::Relaxed);
+    }
+}
+
+fn boot_and_full(c: &mut Criterion) {
+    let cfg = KernelConfig::X86_64;
+    let nr = nr_pages();
+    let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
+    let memory = [PfnRange::new(BASE, BASE + nr)];
+    let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
+    let mut owned = OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap");
+    owned.populate().expect("populate");
+    let states = memmap_core::BlockStates::alloc(Node::<Page64>::states_needed(&cfg, layout.span()));
+    let mut g = c.benchmark_group("deferred");
+    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    g.throughput(Throughput::Bytes(nr * 64));
+    for mode in InitMode::ALL {
+        for full in [false, true] {
+            if full && mode == InitMode::Eager {
+                continue;
+            }
+            let name = format!("{}/{}", if full { "full" } else { "boot" }, mode.name());
+            g.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        reset(&states);
+                        let parts = NodeParts {
+                            memmap: owned.memmap(),
+                            layout,
+                            states: &states,
+                            arena: None,
+                            hooks: NoHooks,
+                        };
+                        let t = Instant::now();
+                        let (node, r) = Node::boot(parts, &BootOptions::new(mode)).expect("boot");
+                        if full {
+                            match mode {
+                                InitMode::Deferred => {
+                                    black_box(node.deferred_init_memmap(2));
+                                }
+                                InitMode::OnDemand => {
+                                    black_box(node.expand_all());
+                                }
+                                InitMode::Eager => {}
+                            }
+                        }
+                        total += t.elapsed();
+                        black_box(r.pages_freed);
+                    }
+                    total
+                });
+            });
+        }
+    }
+    g.finish();
+}
+
+fn alloc(c: &mut Criterion) {
+    let cfg = KernelConfig::X86_64;
+    let nr = nr_pages().min(1 << 18); // at most 1 GiB: allocation throughput, not size
+    let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
+    let memory = [PfnRange::new(BASE, BASE + nr)];
+    let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
+    let mut owned = OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap");
+    owned.populate().expect("populate");
+    let states = memmap_core::BlockStates::alloc(Node::<Page64>::states_needed(&cfg, layout.span()));
+    let mut g = c.benchmark_group("alloc");
+    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    for order in [0u32, 9] {
+        g.throughput(Throughput::Elements(nr >> order));
+        for mode in [InitMode::Eager, InitMode::OnDemand] {
+            g.bench_function(format!("order-{order}/{}", mode.name()), |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        reset(&states);
+                        let parts = NodeParts {
+                            memmap: owned.memmap(),
+                            layout,
+                            states: &states,
+                            arena: None,
+                            hooks: NoHooks,
+                        };
+                        let opts = BootOptions { check_pages: false, ..BootOptions::new(mode) };
+                        let (node, _) = Node::boot(parts, &opts).expect("boot");
+                        let t = Instant::now();
+                        let mut held = Vec::with_capacity((nr >> order) as usize);
+                        while let Ok(p) = node.alloc_pages(ZONE, order, Gfp::NONE) {
+                            held.push(p);
+                        }
+                        for p in held {
+                            node.free_pages(p).expect("free");
+                        }
+                        total += t.elapsed();
+                    }
+                    total
+                });
+            });
+        }
+    }
+    g.finish();
+}
+
+fn init_on_alloc(c: &mut Criterion) {
+    let cfg = KernelConfig::X86_64;
+    let nr = nr_pages().min(1 << 18);
+    let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
+    let memory = [PfnRange::new(BASE, BASE + nr)];
+    let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
+    let mut owned = OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap");
+    let mut arena = OwnedArena::new(BASE, nr).expect("mmap");
+    arena.populate().expect("populate");
+    let states = memmap_core::BlockStates::alloc(Node::<Page64>::states_needed(&cfg, layout.span()));
+    let mut g = c.benchmark_group("init_on_alloc");
+    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    g.throughput(Throughput::Bytes(nr * 4096));
+    for clear in [ClearMode::PerPage, ClearMode::Batch] {
+        g.bench_function(clear.name(), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    reset(&states);
+                    let parts = NodeParts {
+                        memmap: owned.memmap(),
+                        layout,
+                        states: &states,
+                        arena: Some(arena.arena()),
+                        hooks: NoHooks,
+                    };
+                    let policy = InitPolicy { init_on_alloc: true, clear, ..InitPolicy::default() };
+                    let opts =
+                        BootOptions { policy, check_pages: false, ..BootOptions::new(InitMode::Eager) };
+                    let (node, _) = Node::boot(parts, &opts).expect("boot");
+                    let t = Instant::now();
+                    let mut held = Vec::new();
+                    while let Ok(p) = node.alloc_pages(ZONE, 9, Gfp::NONE) {
+                        held.push(p);
+                    }
+                    total += t.elapsed();
+                    black_box(held.len());
+                }
+                total
+            });
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, boot_and_full, alloc, init_on_alloc);
+criterion_main!(benches);

@@ -1,0 +1,334 @@
+//! Deferred struct page init (`CONFIG_DEFERRED_STRUCT_PAGE_INIT`), kernel-spec §8.1-8.3.
+//!
+//! * At boot, [`DeferCounter`] (`defer_init()`) stops `memmap_init_range()` in a node's highest
+//!   zone at the first section-aligned PFN after more than `PAGES_PER_SECTION` PFNs of that zone
+//!   were initialized; that PFN becomes `first_deferred_pfn`. Lower zones are initialized
+//!   fully, holes are initialized as unavailable, and reserved pages above `first_deferred_pfn`
+//!   are initialized by `reserve_bootmem_region()` unless `MEMBLOCK_RSRV_NOINIT`.
+//! * [`Node::deferred_init_memmap`] is the `pgdatinit` kthread: it takes the deferred range
+//!   under the resize lock and, for each free range, runs a padata job (`align` and `min_chunk`
+//!   one section) whose chunks initialize and free `MAX_ORDER_NR_PAGES` at a time
+//!   (`deferred_init_maxorder`: an init pass, then a free pass; full aligned blocks are freed at
+//!   `MAX_PAGE_ORDER` with `MIGRATE_MOVABLE` on each of their pageblocks, partial ones page by
+//!   page at order 0).
+//! * [`Node::deferred_grow_zone`] serves allocations that arrive first: it initializes and frees
+//!   at least `ALIGN(1 << order, PAGES_PER_SECTION)` pages, stopping only on a section boundary,
+//!   and moves `first_deferred_pfn` forward.
+//!
+//! Each block is published as initialized ([`BlockStates`](crate::BlockStates)) after the init
+//! pass and before its pages are freed, so a thread holding the zone lock can tell which struct
+//! pages it may read.
+
+use core::sync::atomic::Ordering;
+
+use crate::flags::MigrateType;
+use crate::hooks::InitHooks;
+use crate::memblock::ZoneSpan;
+use crate::node::{Node, PbMode, RunKind, clock_elapsed, clock_start};
+use crate::padata::PadataJob;
+use crate::page::StructPage;
+
+/// The static state of `defer_init()` (`prev_end_pfn`, `nr_initialised`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeferCounter {
+    prev_end_pfn: u64,
+    nr_initialised: u64,
+    pages_per_section: u64,
+}
+
+impl DeferCounter {
+    /// Fresh state for sections of `pages_per_section` PFNs.
+    #[must_use]
+    pub const fn new(pages_per_section: u64) -> Self {
+        DeferCounter { prev_end_pfn: 0, nr_initialised: 0, pages_per_section }
+    }
+
+    /// `nr_initialised`.
+    #[must_use]
+    pub const fn nr_initialised(&self) -> u64 {
+        self.nr_initialised
+    }
+
+    /// `defer_init(nid, pfn, end_pfn)` for one PFN, `end_pfn` being the zone's end and
+    /// `pgdat_end_pfn` the node's; updates `first_deferred_pfn` when it decides to defer.
+    ///
+    /// ```text
+    /// if (end_pfn < pgdat_end_pfn(NODE_DATA(nid))) return false;   // only the highest zone
+    /// if (NODE_DATA(nid)->first_deferred_pfn != ULONG_MAX) return true;
+    /// if (prev_end_pfn != end_pfn) { prev_end_pfn = end_pfn; nr_initialised = 0; }
+    /// nr_initialised++;
+    /// if (nr_initialised > PAGES_PER_SECTION && (pfn & (PAGES_PER_SECTION - 1)) == 0) {
+    ///     NODE_DATA(nid)->first_deferred_pfn = pfn; return true; }
+    /// return false;
+    /// ```
+    pub fn defer_init(
+        &mut self,
+        pfn: u64,
+        end_pfn: u64,
+        pgdat_end_pfn: u64,
+        first_deferred_pfn: &mut u64,
+    ) -> bool {
+        if end_pfn < pgdat_end_pfn {
+            return false;
+        }
+        if *first_deferred_pfn != u64::MAX {
+            return true;
+        }
+        if self.prev_end_pfn != end_pfn {
+            self.prev_end_pfn = end_pfn;
+            self.nr_initialised = 0;
+        }
+        self.nr_initialised += 1;
+        if self.nr_initialised > self.pages_per_section && pfn & (self.pages_per_section - 1) == 0 {
+            *first_deferred_pfn = pfn;
+            return true;
+        }
+        false
+    }
+
+    /// [`DeferCounter::defer_init`] applied to every PFN of `[from, to)` in order, stopping at
+    /// the first that defers: returns that PFN (`None` if none does). Same state afterwards as
+    /// the per-PFN loop, in O(1).
+    pub fn defer_point(
+        &mut self,
+        from: u64,
+        to: u64,
+        end_pfn: u64,
+        pgdat_end_pfn: u64,
+        first_deferred_pfn: &mut u64,
+    ) -> Option<u64> {
+        if from >= to || end_pfn < pgdat_end_pfn {
+            return None;
+        }
+        if *first_deferred_pfn != u64::MAX {
+            return Some(from);
+        }
+        if self.prev_end_pfn != end_pfn {
+            self.prev_end_pfn = end_pfn;
+            self.nr_initialised = 0;
+        }
+        // The deferring pfn p is the first section-aligned one at which the counter (which
+        // counts p itself) exceeds PAGES_PER_SECTION.
+        let need = (self.pages_per_section + 1).saturating_sub(self.nr_initialised);
+        let min_p = from + need.saturating_sub(1);
+        let p = min_p.next_multiple_of(self.pages_per_section);
+        if p < to {
+            self.nr_initialised += p - from + 1;
+            *first_deferred_pfn = p;
+            Some(p)
+        } else {
+            self.nr_initialised += to - from;
+            None
+        }
+    }
+}
+
+/// What [`Node::deferred_init_memmap`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeferredReport {
+    /// `first_deferred_pfn` it started from (`None`: nothing was deferred any more).
+    pub first_deferred_pfn: Option<u64>,
+    /// padata jobs run (one per free range, extended to the next section boundary).
+    pub jobs: u64,
+    /// Struct pages it initialized.
+    pub pages_initialized: u64,
+    /// The `pr_info("node %d deferred pages initialised in %ums")` time (`std` only).
+    pub elapsed: Option<core::time::Duration>,
+}
+
+impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
+    /// `deferred_init_memmap(pgdat)` on real threads: the `pgdatinit` kthread, with up to
+    /// `max_threads` padata works (the calling thread is one of them). When it returns, every
+    /// deferred page is initialized and freed, and the `deferred_pages` static key is off
+    /// (`page_alloc_init_late`).
+    #[cfg(feature = "std")]
+    pub fn deferred_init_memmap(&self, max_threads: usize) -> DeferredReport {
+        self.deferred_init_memmap_with(|job, f| {
+            let job = PadataJob { max_threads, ..*job };
+            crate::padata::padata_do_multithreaded(&job, f);
+        })
+    }
+
+    /// `deferred_init_memmap(pgdat)` on the calling thread only (`max_threads` = 1: each job is
+    /// one call), usable without `std`.
+    pub fn deferred_init_memmap_serial(&self) -> DeferredReport {
+        self.deferred_init_memmap_with(|job, f| {
+            if job.size != 0 {
+                f(job.start, job.start + job.size);
+            }
+        })
+    }
+
+    /// `deferred_init_memmap(pgdat)` with a caller-supplied padata runner: `run(job, thread_fn)`
+    /// must call `thread_fn` on chunks that cover `[job.start, job.start + job.size)` exactly
+    /// once (any threads, any order) and return when they are done.
+    pub fn deferred_init_memmap_with<R>(&self, mut run: R) -> DeferredReport
+    where
+        R: FnMut(&PadataJob, &(dyn Fn(u64, u64) + Sync)),
+    {
+        let clock = clock_start();
+        let before = self.stats.pages_initialized.load(Ordering::Relaxed);
+        // Take the deferred range under the resize lock.
+        let first = {
+            let mut g = self.resize_lock.lock();
+            core::mem::replace(&mut *g, u64::MAX)
+        };
+        let mut jobs = 0;
+        if first != u64::MAX {
+            let zone = self.layout.highest_zone();
+            let pps = self.cfg.pages_per_section();
+            let mut first_init_pfn = first;
+            while let Some(r) = self.layout.next_free_range(&zone, first_init_pfn) {
+                first_init_pfn = r.end.next_multiple_of(pps);
+                let job = PadataJob {
+                    start: r.start,
+                    size: first_init_pfn - r.start,
+                    align: pps,
+                    min_chunk: pps,
+                    max_threads: 1,
+                };
+                run(&job, &|s, e| self.deferred_init_memmap_chunk(s, e, &zone));
+                jobs += 1;
+            }
+        }
+        // page_alloc_init_late(): all kthreads are done, disable the deferred_pages key.
+        self.deferred_pages.store(false, Ordering::Release);
+        DeferredReport {
+            first_deferred_pfn: (first != u64::MAX).then_some(first),
+            jobs,
+            pages_initialized: self.stats.pages_initialized.load(Ordering::Relaxed) - before,
+            elapsed: clock_elapsed(clock),
+        }
+    }
+
+    /// `deferred_init_memmap_chunk(start_pfn, end_pfn, zone)`.
+    fn deferred_init_memmap_chunk(&self, start: u64, end: u64, zone: &ZoneSpan) {
+        let Some(first) = self.layout.next_free_range(zone, start) else { return };
+        let mut spfn = first.start;
+        while spfn < end {
+            let (_, next) = self.deferred_init_maxorder(zone, spfn);
+            spfn = next;
+            // cond_resched()
+            self.inner.lock().hooks.cond_resched(spfn.min(end));
+        }
+    }
+
+    /// `deferred_init_maxorder()`: initialize the free pages of `[spfn, mo_pfn)`, publish their
+    /// blocks, then free them. Returns the pages initialized and the next `spfn` (`u64::MAX`
+    /// when the zone has no free range left).
+    fn deferred_init_maxorder(&self, zone: &ZoneSpan, spfn: u64) -> (u64, u64) {
+        let mo_pfn = (spfn + 1).next_multiple_of(self.cfg.max_order_nr_pages());
+        // First pass: initialize.
+        let mut nr = 0;
+        let mut next = u64::MAX;
+        let mut from = spfn;
+        while let Some(r) = self.layout.next_free_range(zone, from) {
+            if mo_pfn <= r.start {
+                next = r.start;
+                break;
+            }
+            let t = mo_pfn.min(r.end);
+            nr += self.init_run(r.start, t, zone.zone, RunKind::plain(PbMode::None));
+            if mo_pfn < r.end {
+                next = mo_pfn;
+                break;
+            }
+            from = r.end;
+        }
+        // Publish the blocks: everything in them is now initialized (below spfn in the same
+        // block there is no free page left to initialize).
+        let bs = self.cfg.pageblock_nr_pages();
+        let mut b = self.block_start(spfn);
+        while b < mo_pfn.min(self.span.end) {
+            self.states.mark_done(self.block_index(b));
+            b += bs;
+        }
+        // Second pass: free.
+        let mut from = spfn;
+        while let Some(r) = self.layout.next_free_range(zone, from) {
+            if mo_pfn <= r.start {
+                break;
+            }
+            let t = mo_pfn.min(r.end);
+            self.deferred_free_pages(zone.zone, r.start, t - r.start);
+            if mo_pfn <= r.end {
+                break;
+            }
+            from = r.end;
+        }
+        (nr, next)
+    }
+
+    /// `deferred_free_pages(pfn, nr_pages)`.
+    fn deferred_free_pages(&self, zone: u32, pfn: u64, nr: u64) {
+        if nr == 0 {
+            return;
+        }
+        let max_nr = self.cfg.max_order_nr_pages();
+        let pb = self.cfg.pageblock_nr_pages();
+        if nr == max_nr && pfn % max_nr == 0 {
+            {
+                let mut g = self.inner.lock();
+                for p in (pfn..pfn + nr).step_by(pb as usize) {
+                    g.memmap.set_pageblock_migratetype(p, MigrateType::Movable);
+                }
+            }
+            self.free_pages_core(zone, pfn, self.cfg.max_page_order);
+            return;
+        }
+        for p in pfn..pfn + nr {
+            if p % pb == 0 {
+                self.inner.lock().memmap.set_pageblock_migratetype(p, MigrateType::Movable);
+            }
+            self.free_pages_core(zone, p, 0);
+        }
+    }
+
+    /// `deferred_grow_zone(zone, order)`: called by the allocator when `zone` cannot serve an
+    /// allocation of `order` while deferred init is pending. Returns whether the caller should
+    /// retry (pages were added, or someone else grew the zone meanwhile).
+    pub fn deferred_grow_zone(&self, zone: u32, order: u32) -> bool {
+        let Some(z) = self.layout.zone(zone).copied() else { return false };
+        // Only the last zone may have deferred pages.
+        if z.span.end != self.span.end {
+            return false;
+        }
+        let pps = self.cfg.pages_per_section();
+        let nr_pages_needed = (1u64 << order.min(63)).next_multiple_of(pps);
+        let first_deferred_pfn = *self.resize_lock.lock();
+        let mut g = self.resize_lock.lock();
+        // If someone grew this zone while we were waiting for the lock, there may be enough
+        // pages already.
+        if first_deferred_pfn != *g {
+            return true;
+        }
+        let Some(r) = self.layout.next_free_range(&z, first_deferred_pfn) else {
+            *g = u64::MAX;
+            // Retry only once.
+            return first_deferred_pfn != u64::MAX;
+        };
+        let mut spfn = r.start;
+        let mut nr_pages = 0;
+        loop {
+            let section_start = spfn;
+            let (n, next) = self.deferred_init_maxorder(&z, spfn);
+            nr_pages += n;
+            spfn = next;
+            if spfn == u64::MAX {
+                break;
+            }
+            // We should only stop along section boundaries.
+            if (section_start ^ spfn) < pps {
+                continue;
+            }
+            // If our quota has been met we can stop here.
+            if nr_pages >= nr_pages_needed {
+                break;
+            }
+        }
+        *g = spfn;
+        drop(g);
+        self.stats.grows.fetch_add(1, Ordering::Relaxed);
+        nr_pages > 0
+    }
+}

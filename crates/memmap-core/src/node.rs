@@ -1,0 +1,960 @@
+//! A NUMA node's memmap at boot, shared between threads: the home of deferred init
+//! ([`crate::deferred`]), on-demand init ([`crate::ondemand`]) and the buddy allocator
+//! ([`crate::buddy`]).
+//!
+//! [`Node::boot`] is the boot-time part of `mm/mm_init.c` for one node:
+//!
+//! 1. `memmap_init()`: for every memory range and zone, `memmap_init_range()` initializes the
+//!    struct pages (`__init_single_page`, `MIGRATE_MOVABLE` and `cond_resched()` at
+//!    pageblock-aligned PFNs); holes between ranges get `init_unavailable_range()`
+//!    (initialized and `PG_reserved`). What happens in the highest zone depends on the
+//!    [`InitMode`]: everything ([`InitMode::Eager`]), up to the first deferred PFN chosen by
+//!    `defer_init()` ([`InitMode::Deferred`]), or only the first struct page of each 2 MiB block
+//!    ([`InitMode::OnDemand`], the 2013 RFC, applied to every zone of the node as the RFC did).
+//! 2. `memmap_init_reserved_pages()`: `reserve_bootmem_region()` on every reserved range that is
+//!    not `MEMBLOCK_RSRV_NOINIT`: deferred struct pages are initialized now
+//!    (`__init_deferred_page`), on-demand blocks expanded, and every page gets `PG_reserved`.
+//! 3. `free_low_memory_core_early()`: every free range is handed to the buddy allocator in the
+//!    largest naturally aligned chunks (`__free_pages_memory()`), except the deferred ones
+//!    (`memblock_free_pages()` skips PFNs that are not `early_page_initialised()`).
+//!
+//! ## Sharing
+//!
+//! A node is `Sync`. Struct pages are written through raw pointers, always by the one thread
+//! that owns them at that moment: the booting thread, a padata worker for its chunk, the zone
+//! lock holder for free pages, an allocating thread for its allocation. Ownership moves only
+//! through a [`SpinLock`] (the zone locks, the resize lock, the memmap lock) or a
+//! [`BlockStates`] release/acquire pair, so there is no data race. The existing
+//! [`Memmap`] view sits behind the *memmap lock* together with the [`InitHooks`]: the slow
+//! paths, pageblock migrate types and tracepoint events go through it.
+
+use core::fmt;
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+
+use crate::arena::{InitPolicy, PhysArena};
+use crate::buddy::FreeArea;
+use crate::config::{FlagsLayout, KernelConfig};
+use crate::flags::{MigrateType, PG};
+use crate::hooks::{InitHooks, NoHooks};
+use crate::init::{rd64, wr64};
+use crate::memblock::{LayoutError, NodeLayout, PfnRange};
+use crate::memmap::Memmap;
+use crate::page::{StructPage, offsets};
+use crate::sync::{BlockStates, SpinLock};
+use crate::{InitError, Strategy, StrategyReason};
+
+/// Zone slots of a node (`MAX_NR_ZONES` is at most 8).
+pub(crate) const MAX_ZONES: usize = 8;
+/// Orders the allocator supports (`MAX_PAGE_ORDER` must be below this).
+pub const MAX_ORDERS: usize = 24;
+
+/// How the node's struct pages are initialized at boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InitMode {
+    /// Everything at boot (no `CONFIG_DEFERRED_STRUCT_PAGE_INIT`).
+    Eager,
+    /// `CONFIG_DEFERRED_STRUCT_PAGE_INIT`: the highest zone past its first section is left to
+    /// [`Node::deferred_init_memmap`] and [`Node::deferred_grow_zone`].
+    Deferred,
+    /// The 2013 RFC: one struct page per 2 MiB block at boot, the rest on first allocator use.
+    OnDemand,
+}
+
+impl InitMode {
+    /// All modes.
+    pub const ALL: [InitMode; 3] = [InitMode::Eager, InitMode::Deferred, InitMode::OnDemand];
+
+    /// `eager`, `deferred` or `on-demand`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            InitMode::Eager => "eager",
+            InitMode::Deferred => "deferred",
+            InitMode::OnDemand => "on-demand",
+        }
+    }
+
+    /// Parses [`InitMode::name`].
+    #[must_use]
+    pub fn from_name(s: &str) -> Option<InitMode> {
+        Self::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+impl fmt::Display for InitMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Options of [`Node::boot`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootOptions {
+    /// The init mode.
+    pub mode: InitMode,
+    /// How runs of struct pages are written (boot init, deferred init, on-demand expansion):
+    /// the slow path, or a template copied with normal or streaming stores. `Auto` streams
+    /// unless the kernel's rules (tracepoint, KASAN/KMSAN, sanitizer build) require the slow
+    /// path.
+    pub strategy: Strategy,
+    /// init_on_alloc / init_on_free and the clear mode.
+    pub policy: InitPolicy,
+    /// `is_check_pages_enabled()` (`CONFIG_DEBUG_VM`): check every page of an allocation at
+    /// prep and every page of a free, not only the first.
+    pub check_pages: bool,
+}
+
+impl BootOptions {
+    /// `mode` with [`Strategy::Auto`], no memory auto-init, page checks on.
+    #[must_use]
+    pub const fn new(mode: InitMode) -> Self {
+        BootOptions { mode, strategy: Strategy::Auto, policy: policy_off(), check_pages: true }
+    }
+}
+
+const fn policy_off() -> InitPolicy {
+    InitPolicy {
+        init_on_alloc: false,
+        init_on_free: false,
+        page_poisoning: false,
+        kasan_hw_tags: false,
+        clear: crate::arena::ClearMode::Batch,
+    }
+}
+
+/// What a node is built from.
+pub struct NodeParts<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
+    /// The memmap view; it must cover the node span. The node keeps it (and its pageblock
+    /// array) until [`Node::into_memmap`].
+    pub memmap: Memmap<'a, P>,
+    /// The memblock-shaped layout.
+    pub layout: NodeLayout<'a>,
+    /// One state byte per pageblock overlapping the node span ([`Node::states_needed`]), all
+    /// `BLOCK_UNINIT`.
+    pub states: &'a [AtomicU8],
+    /// Page contents, for init_on_alloc/init_on_free; must cover the node span.
+    pub arena: Option<PhysArena<'a>>,
+    /// `cond_resched()` and the `page_ref_set` tracepoint.
+    pub hooks: H,
+}
+
+/// Why a node could not be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeError {
+    /// The layout is invalid.
+    Layout(LayoutError),
+    /// The memmap does not cover the node span, or the configuration is invalid.
+    Init(InitError),
+    /// Too few state bytes.
+    StatesTooShort {
+        /// Needed.
+        needed: usize,
+        /// Given.
+        got: usize,
+    },
+    /// The arena does not cover the node span.
+    ArenaTooSmall,
+    /// `MAX_PAGE_ORDER` is not below [`MAX_ORDERS`], or `pageblock_order` is above it.
+    UnsupportedOrders {
+        /// `max_page_order`.
+        max_page_order: u32,
+        /// `pageblock_order`.
+        pageblock_order: u32,
+    },
+    /// There is no free `page->flags` bit for `PG_uninitialized_2m` in this configuration.
+    NoFlagBitForOnDemand,
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            NodeError::Layout(e) => write!(f, "bad node layout: {e}"),
+            NodeError::Init(e) => write!(f, "{e}"),
+            NodeError::StatesTooShort { needed, got } => {
+                write!(f, "{got} block state bytes, {needed} needed")
+            }
+            NodeError::ArenaTooSmall => f.write_str("the arena does not cover the node span"),
+            NodeError::UnsupportedOrders { max_page_order, pageblock_order } => {
+                write!(f, "MAX_PAGE_ORDER {max_page_order} / pageblock_order {pageblock_order} not supported")
+            }
+            NodeError::NoFlagBitForOnDemand => f.write_str("no free page flag bit for PG_uninitialized_2m"),
+        }
+    }
+}
+
+impl core::error::Error for NodeError {}
+
+impl From<LayoutError> for NodeError {
+    fn from(e: LayoutError) -> Self {
+        NodeError::Layout(e)
+    }
+}
+
+impl From<InitError> for NodeError {
+    fn from(e: InitError) -> Self {
+        NodeError::Init(e)
+    }
+}
+
+/// What [`Node::boot`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootReport {
+    /// `NODE_DATA(nid)->first_deferred_pfn` after boot (`None`: nothing deferred).
+    pub first_deferred_pfn: Option<u64>,
+    /// Struct pages written by `__init_single_page` at boot.
+    pub pages_initialized: u64,
+    /// Pages handed to the buddy allocator at boot.
+    pub pages_freed: u64,
+    /// The strategy used for runs of struct pages.
+    pub strategy: Strategy,
+    /// Why.
+    pub reason: StrategyReason,
+    /// Wall time (`std` only).
+    pub elapsed: Option<core::time::Duration>,
+}
+
+/// Counters of a node (relaxed atomics; read them when the node is quiescent).
+#[derive(Debug)]
+pub struct NodeStats {
+    /// `__free_pages_core()` calls per order.
+    pub free_core_calls: [AtomicU64; MAX_ORDERS],
+    /// Struct pages written by `__init_single_page` (boot, deferred, on-demand, grow).
+    pub pages_initialized: AtomicU64,
+    /// On-demand block expansions.
+    pub expansions: AtomicU64,
+    /// `deferred_grow_zone()` calls that grew the zone.
+    pub grows: AtomicU64,
+}
+
+impl NodeStats {
+    fn new() -> Self {
+        NodeStats {
+            free_core_calls: core::array::from_fn(|_| AtomicU64::new(0)),
+            pages_initialized: AtomicU64::new(0),
+            expansions: AtomicU64::new(0),
+            grows: AtomicU64::new(0),
+        }
+    }
+
+    /// `__free_pages_core()` calls of `order`.
+    #[must_use]
+    pub fn free_core(&self, order: u32) -> u64 {
+        self.free_core_calls[order as usize].load(Ordering::Relaxed)
+    }
+}
+
+/// The memmap view and the hooks, behind the memmap lock.
+pub(crate) struct Inner<'a, P: StructPage, H> {
+    pub(crate) memmap: Memmap<'a, P>,
+    pub(crate) hooks: H,
+}
+
+/// Raw access to the node's struct pages.
+#[derive(Clone, Copy)]
+pub(crate) struct RawPages<P> {
+    ptr: core::ptr::NonNull<P>,
+    base_pfn: u64,
+    vaddr_base: u64,
+}
+
+// SAFETY: `RawPages` is a pointer into storage exclusively borrowed by the node for its lifetime
+// (`Memmap` is `Send`). Every access through it follows the ownership rules of the module
+// documentation, so sharing the pointer between threads introduces no data race.
+unsafe impl<P: Send> Send for RawPages<P> {}
+// SAFETY: as above.
+unsafe impl<P: Sync> Sync for RawPages<P> {}
+
+impl<P: StructPage> RawPages<P> {
+    /// # Safety
+    ///
+    /// `pfn` must be in the memmap.
+    #[inline(always)]
+    pub(crate) unsafe fn ptr(&self, pfn: u64) -> *mut P {
+        // SAFETY: the caller guarantees `pfn - base_pfn` is inside the storage.
+        unsafe { self.ptr.as_ptr().add((pfn - self.base_pfn) as usize) }
+    }
+
+    /// The modelled kernel address of the struct page of `pfn`.
+    #[inline(always)]
+    pub(crate) fn vaddr(&self, pfn: u64) -> u64 {
+        self.vaddr_base.wrapping_add(pfn.wrapping_sub(self.base_pfn).wrapping_mul(P::SIZE as u64))
+    }
+
+    /// The PFN of the struct page whose `lru` list node is at `list_vaddr`.
+    #[inline(always)]
+    pub(crate) fn pfn_of_list(&self, list_vaddr: u64) -> u64 {
+        self.base_pfn + (list_vaddr - offsets::LRU_NEXT as u64 - self.vaddr_base) / P::SIZE as u64
+    }
+}
+
+/// How [`Node::init_run`] treats pageblock-aligned PFNs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PbMode {
+    /// Nothing (`deferred_init_pages`, `init_unavailable_range`, on-demand expansion).
+    None,
+    /// `set_pageblock_migratetype(MOVABLE)` (`__init_page_from_nid`).
+    Movable,
+    /// `set_pageblock_migratetype(MOVABLE)` and `cond_resched()` (`memmap_init_range`).
+    MovableResched,
+}
+
+/// One run of [`Node::init_run`]: `__init_single_page` on each PFN, then `extra_flags` ORed
+/// in, then `set_page_count(count)` when `count != 1`, then the pageblock work.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunKind {
+    pub(crate) pageblock: PbMode,
+    pub(crate) extra_flags: u64,
+    pub(crate) count: i32,
+}
+
+impl RunKind {
+    pub(crate) const fn plain(pageblock: PbMode) -> Self {
+        RunKind { pageblock, extra_flags: 0, count: 1 }
+    }
+}
+
+/// A node: its memmap, layout, per-zone free lists and deferred/on-demand state.
+pub struct Node<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
+    pub(crate) inner: SpinLock<Inner<'a, P, H>>,
+    pub(crate) pages: RawPages<P>,
+    pub(crate) cfg: KernelConfig,
+    pub(crate) flags_layout: FlagsLayout,
+    pub(crate) layout: NodeLayout<'a>,
+    pub(crate) span: PfnRange,
+    pub(crate) opts: BootOptions,
+    pub(crate) strategy: Strategy,
+    pub(crate) reason: StrategyReason,
+    pub(crate) states: BlockStates<'a>,
+    pub(crate) trace: bool,
+    pub(crate) uninit_bit: u32,
+    /// `pgdat_resize_lock` around `NODE_DATA(nid)->first_deferred_pfn`.
+    pub(crate) resize_lock: SpinLock<u64>,
+    /// The `deferred_pages` static key: on from boot until deferred init has finished.
+    pub(crate) deferred_pages: AtomicBool,
+    pub(crate) zones: [SpinLock<FreeArea>; MAX_ZONES],
+    pub(crate) arena: Option<PhysArena<'a>>,
+    pub(crate) stats: NodeStats,
+    /// Unique id (so that a [`crate::PageBlock`] of another node is refused).
+    pub(crate) node_id: u64,
+}
+
+impl<P: StructPage, H: InitHooks + Send> fmt::Debug for Node<'_, P, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("nid", &self.layout.nid)
+            .field("span", &self.span)
+            .field("mode", &self.opts.mode)
+            .field("strategy", &self.strategy)
+            .finish()
+    }
+}
+
+#[cfg(feature = "std")]
+pub(crate) type Clock = std::time::Instant;
+#[cfg(feature = "std")]
+pub(crate) fn clock_start() -> Option<Clock> {
+    Some(Clock::now())
+}
+#[cfg(not(feature = "std"))]
+pub(crate) fn clock_start() -> Option<()> {
+    None
+}
+#[cfg(feature = "std")]
+pub(crate) fn clock_elapsed(start: Option<Clock>) -> Option<core::time::Duration> {
+    start.map(|s| s.elapsed())
+}
+#[cfg(not(feature = "std"))]
+pub(crate) fn clock_elapsed(_start: Option<()>) -> Option<core::time::Duration> {
+    None
+}
+
+/// The strategy actually used for runs, by the rules of `zone_device`: the slow path when the
+/// `page_ref_set` tracepoint is active, with KASAN/KMSAN, or (for `Auto`) in a sanitizer build.
+fn resolve(cfg: &KernelConfig, trace: bool, s: Strategy) -> (Strategy, StrategyReason) {
+    match s {
+        Strategy::Slow => (Strategy::Slow, StrategyReason::Requested),
+        _ if trace => (Strategy::Slow, StrategyReason::PageRefTracepoint),
+        _ if cfg.kasan || cfg.kmsan => (Strategy::Slow, StrategyReason::KasanOrKmsan),
+        Strategy::Template | Strategy::Streaming => (s, StrategyReason::Requested),
+        Strategy::Auto => {
+            if let stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_)) =
+                stream_hal::backend()
+            {
+                (Strategy::Slow, StrategyReason::SanitizerBuild)
+            } else {
+                (Strategy::Streaming, StrategyReason::AboveThreshold)
+            }
+        }
+    }
+}
+
+/// The lowest bit used by a non-flag field of `page->flags` (64 if none).
+fn lowest_field_bit(l: &FlagsLayout) -> u32 {
+    [
+        (l.sections_width, l.sections_pgshift),
+        (l.nodes_width, l.nodes_pgshift),
+        (l.zones_width, l.zones_pgshift),
+        (l.last_cpupid_width, l.last_cpupid_pgshift),
+        (l.kasan_tag_width, l.kasan_tag_pgshift),
+        (l.lru_gen_width, l.lru_gen_pgshift),
+        (l.lru_refs_width, l.lru_refs_pgshift),
+    ]
+    .into_iter()
+    .filter(|&(w, _)| w != 0)
+    .map(|(_, s)| s)
+    .min()
+    .unwrap_or(64)
+}
+
+/// The model's `PG_uninitialized_2m` bit for `cfg`: the first bit after the baseline's
+/// `__NR_PAGEFLAGS` flags (see [`crate::ondemand`]), or `None` if a `page->flags` field starts
+/// there.
+#[must_use]
+pub fn pg_uninitialized_2m(cfg: &KernelConfig) -> Option<u32> {
+    let l = cfg.flags_layout().ok()?;
+    (cfg.nr_pageflags < lowest_field_bit(&l)).then_some(cfg.nr_pageflags)
+}
+
+impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
+    /// State bytes a node spanning `span` needs: one per pageblock overlapping it.
+    #[must_use]
+    pub fn states_needed(cfg: &KernelConfig, span: PfnRange) -> usize {
+        crate::memmap::pageblocks_needed(cfg, span.start, span.len())
+    }
+
+    /// Boot-time init of the node (see the module documentation).
+    ///
+    /// # Errors
+    ///
+    /// [`NodeError`] for a bad layout, a memmap that does not cover the node, too few state
+    /// bytes, an arena that does not cover the node, unsupported orders, or (on-demand) a
+    /// configuration without a free flag bit. Nothing is written on error.
+    ///
+    /// # Panics
+    ///
+    /// Never for a validated layout (the internal `expect`s state invariants checked above).
+    pub fn boot(parts: NodeParts<'a, P, H>, opts: &BootOptions) -> Result<(Self, BootReport), NodeError> {
+        let clock = clock_start();
+        let NodeParts { memmap, layout, states, arena, hooks } = parts;
+        let cfg = *memmap.config();
+        let flags_layout = *memmap.layout();
+        layout.validate(cfg.max_nr_zones - 1)?;
+        if u64::from(layout.nid) > flags_layout.nodes_mask() {
+            return Err(
+                InitError::NodeOutOfRange { nid: layout.nid, max: flags_layout.nodes_mask() as u32 }.into()
+            );
+        }
+        let span = layout.span();
+        if !memmap.contains_range(span.start, span.len()) {
+            return Err(InitError::OutOfRange {
+                start_pfn: span.start,
+                nr_pages: span.len(),
+                memmap_start: memmap.base_pfn(),
+                memmap_end: memmap.end_pfn(),
+            }
+            .into());
+        }
+        if cfg.max_page_order as usize >= MAX_ORDERS || cfg.pageblock_order > cfg.max_page_order {
+            return Err(NodeError::UnsupportedOrders {
+                max_page_order: cfg.max_page_order,
+                pageblock_order: cfg.pageblock_order,
+            });
+        }
+        let needed = Self::states_needed(&cfg, span);
+        if states.len() < needed {
+            return Err(NodeError::StatesTooShort { needed, got: states.len() });
+        }
+        if arena.as_ref().is_some_and(|a| !a.covers(span.start, span.len())) {
+            return Err(NodeError::ArenaTooSmall);
+        }
+        let uninit_bit = match (opts.mode, pg_uninitialized_2m(&cfg)) {
+            (InitMode::OnDemand, None) => return Err(NodeError::NoFlagBitForOnDemand),
+            (_, bit) => bit.unwrap_or(63),
+        };
+        let trace = memmap.page_ref_tracepoint_active(&hooks);
+        let (strategy, reason) = resolve(&cfg, trace, opts.strategy);
+        // SAFETY: the span is non-empty (zones are non-empty) and inside the memmap (checked).
+        let first = unsafe { memmap.page_ptr(memmap.base_pfn()) };
+        let pages = RawPages {
+            ptr: core::ptr::NonNull::new(first).expect("memmap storage is non-null"),
+            base_pfn: memmap.base_pfn(),
+            vaddr_base: memmap.vaddr(memmap.base_pfn()),
+        };
+        let zones = core::array::from_fn(|z| {
+            SpinLock::new(FreeArea::new(crate::buddy::zone_struct_addr(&cfg, layout.nid, z as u32)))
+        });
+        let node = Node {
+            inner: SpinLock::new(Inner { memmap, hooks }),
+            pages,
+            cfg,
+            flags_layout,
+            layout,
+            span,
+            opts: *opts,
+            strategy,
+            reason,
+            states: BlockStates::new(&states[..needed]),
+            trace,
+            uninit_bit,
+            resize_lock: SpinLock::new(u64::MAX),
+            deferred_pages: AtomicBool::new(false),
+            zones,
+            arena,
+            stats: NodeStats::new(),
+            node_id: crate::buddy::next_node_id(),
+        };
+        let fdp = node.memmap_init();
+        *node.resize_lock.lock() = fdp;
+        node.mark_boot_states(fdp);
+        node.reserve_bootmem_regions(fdp);
+        let freed = node.free_boot_memory(fdp);
+        node.deferred_pages.store(fdp != u64::MAX, Ordering::Release);
+        let report = BootReport {
+            first_deferred_pfn: (fdp != u64::MAX).then_some(fdp),
+            pages_initialized: node.stats.pages_initialized.load(Ordering::Relaxed),
+            pages_freed: freed,
+            strategy,
+            reason,
+            elapsed: clock_elapsed(clock),
+        };
+        Ok((node, report))
+    }
+
+    /// The kernel configuration.
+    #[must_use]
+    pub fn config(&self) -> &KernelConfig {
+        &self.cfg
+    }
+
+    /// The layout the node was booted with.
+    #[must_use]
+    pub fn layout(&self) -> &NodeLayout<'a> {
+        &self.layout
+    }
+
+    /// The node span.
+    #[must_use]
+    pub fn span(&self) -> PfnRange {
+        self.span
+    }
+
+    /// The boot options.
+    #[must_use]
+    pub fn options(&self) -> &BootOptions {
+        &self.opts
+    }
+
+    /// The strategy used for runs of struct pages, and why.
+    #[must_use]
+    pub fn strategy(&self) -> (Strategy, StrategyReason) {
+        (self.strategy, self.reason)
+    }
+
+    /// The counters.
+    #[must_use]
+    pub fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    /// `NODE_DATA(nid)->first_deferred_pfn` (`u64::MAX`: nothing left deferred), read under the
+    /// resize lock.
+    #[must_use]
+    pub fn first_deferred_pfn(&self) -> u64 {
+        *self.resize_lock.lock()
+    }
+
+    /// Whether the `deferred_pages` static key is still on (deferred init not finished).
+    #[must_use]
+    pub fn deferred_pending(&self) -> bool {
+        self.deferred_pages.load(Ordering::Acquire)
+    }
+
+    /// The struct page of `pfn`, by value, through exclusive access (no thread can be writing).
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the node span.
+    #[must_use]
+    pub fn read_page(&mut self, pfn: u64) -> P {
+        assert!(self.span.contains(pfn), "pfn {pfn:#x} outside the node");
+        self.inner.get_mut().memmap.read(pfn)
+    }
+
+    /// The pageblock migrate type of `pfn`, through exclusive access.
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the node span.
+    #[must_use]
+    pub fn pageblock_migratetype(&mut self, pfn: u64) -> Option<MigrateType> {
+        assert!(self.span.contains(pfn), "pfn {pfn:#x} outside the node");
+        self.inner.get_mut().memmap.pageblock_migratetype(pfn)
+    }
+
+    /// The hooks, through exclusive access.
+    pub fn hooks_mut(&mut self) -> &mut H {
+        &mut self.inner.get_mut().hooks
+    }
+
+    /// The arena, through exclusive access.
+    pub fn arena_mut(&mut self) -> Option<&mut PhysArena<'a>> {
+        self.arena.as_mut()
+    }
+
+    /// Gives the memmap view and the hooks back.
+    #[must_use]
+    pub fn into_memmap(self) -> (Memmap<'a, P>, H) {
+        let Inner { memmap, hooks } = self.inner.into_inner();
+        (memmap, hooks)
+    }
+
+    /// Index of `pfn`'s block in the state array.
+    #[inline(always)]
+    pub(crate) fn block_index(&self, pfn: u64) -> usize {
+        ((pfn >> self.cfg.pageblock_order) - (self.span.start >> self.cfg.pageblock_order)) as usize
+    }
+
+    /// First PFN of `pfn`'s block.
+    #[inline(always)]
+    pub(crate) fn block_start(&self, pfn: u64) -> u64 {
+        pfn & !(self.cfg.pageblock_nr_pages() - 1)
+    }
+
+    /// Whether the struct page of `pfn` may be read by a thread that holds the zone lock:
+    /// its block is published as initialized, or (on-demand) it is a block's first page, which
+    /// boot always initializes.
+    #[inline]
+    pub(crate) fn initialized(&self, pfn: u64) -> bool {
+        if !self.span.contains(pfn) {
+            return false;
+        }
+        self.states.is_done(self.block_index(pfn))
+            || (self.opts.mode == InitMode::OnDemand
+                && pfn == self.block_start(pfn)
+                && self.layout.is_memory(pfn))
+    }
+
+    /// Whether `pfn`'s struct page was initialized, as far as the node's bookkeeping knows
+    /// (the block is published as done, or it is an on-demand block's first page).
+    #[must_use]
+    pub fn is_initialized(&self, pfn: u64) -> bool {
+        self.initialized(pfn)
+    }
+
+    /// Reads the struct page of `pfn`.
+    ///
+    /// # Safety
+    ///
+    /// `pfn` in the node span, and no other thread writing it (the caller owns it).
+    #[inline(always)]
+    pub(crate) unsafe fn rd(&self, pfn: u64) -> P {
+        // SAFETY: per the caller.
+        unsafe { self.pages.ptr(pfn).read() }
+    }
+
+    /// Reads a word of the struct page of `pfn`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Node::rd`].
+    #[inline(always)]
+    pub(crate) unsafe fn rd_word(&self, pfn: u64, offset: usize) -> u64 {
+        // SAFETY: per the caller; the field is inside the page.
+        unsafe { rd64(self.pages.ptr(pfn), offset) }
+    }
+
+    /// Writes a word of the struct page of `pfn`.
+    ///
+    /// # Safety
+    ///
+    /// `pfn` in the node span, owned by the caller.
+    #[inline(always)]
+    pub(crate) unsafe fn wr_word(&self, pfn: u64, offset: usize, v: u64) {
+        // SAFETY: per the caller; the field is inside the page.
+        unsafe { wr64(self.pages.ptr(pfn), offset, v) }
+    }
+
+    /// `set_page_count(page, v)`: a raw store, or the memmap's version (with the tracepoint)
+    /// when the tracepoint is active.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Node::wr_word`].
+    #[inline]
+    pub(crate) unsafe fn set_count(&self, pfn: u64, v: i32) {
+        if self.trace {
+            let mut g = self.inner.lock();
+            let Inner { memmap, hooks } = &mut *g;
+            memmap.set_page_count(pfn, v, hooks);
+        } else {
+            // SAFETY: per the caller.
+            unsafe { crate::init::wr32_once(self.pages.ptr(pfn), offsets::REFCOUNT, v as u32) };
+        }
+    }
+
+    /// `__init_single_page` on `[from, to)` of `zone` with the node's strategy, plus `kind`'s
+    /// extras (see [`RunKind`]). Returns the number of pages written.
+    ///
+    /// The caller owns the PFNs. Template and streaming runs build the template through the
+    /// slow path at `from` and copy it with the address-dependent fields refreshed (`lru`
+    /// self-pointers, `virtual`, section bits); pageblock-aligned PFNs are stored normally
+    /// because `set_pageblock_migratetype` may read them back; streaming runs drain before
+    /// returning.
+    pub(crate) fn init_run(&self, from: u64, to: u64, zone: u32, kind: RunKind) -> u64 {
+        if from >= to {
+            return 0;
+        }
+        let nid = self.layout.nid;
+        let slow_one = |inner: &mut Inner<'a, P, H>, pfn: u64| {
+            let Inner { memmap, hooks } = inner;
+            memmap.init_single_page(pfn, zone, nid, hooks);
+            if kind.extra_flags != 0 {
+                // SAFETY: `pfn` is in the memmap (init_single_page checked it) and owned.
+                unsafe {
+                    let p = memmap.page_ptr(pfn);
+                    wr64(p, offsets::FLAGS, rd64(p, offsets::FLAGS) | kind.extra_flags);
+                }
+            }
+            if kind.count != 1 {
+                memmap.set_page_count(pfn, kind.count, hooks);
+            }
+            if memmap.pageblock_aligned(pfn) {
+                match kind.pageblock {
+                    PbMode::None => {}
+                    PbMode::Movable => memmap.set_pageblock_migratetype(pfn, MigrateType::Movable),
+                    PbMode::MovableResched => memmap.pageblock_init(pfn, hooks),
+                }
+            }
+        };
+        let n = to - from;
+        self.stats.pages_initialized.fetch_add(n, Ordering::Relaxed);
+        if self.strategy == Strategy::Slow {
+            let mut g = self.inner.lock();
+            for pfn in from..to {
+                slow_one(&mut g, pfn);
+            }
+            return n;
+        }
+        let mut tmpl = {
+            let mut g = self.inner.lock();
+            slow_one(&mut g, from);
+            g.memmap.read(from)
+        };
+        if self.strategy == Strategy::Streaming {
+            self.template_run::<Streamed>(from + 1, to, &mut tmpl, kind);
+            stream_hal::drain();
+        } else {
+            self.template_run::<Cached>(from + 1, to, &mut tmpl, kind);
+        }
+        n
+    }
+
+    fn template_run<S: Store>(&self, from: u64, to: u64, tmpl: &mut P, kind: RunKind) {
+        let pb = self.cfg.pageblock_nr_pages();
+        let section_dep = self.flags_layout.section_in_page_flags();
+        let mut pfn = from;
+        while pfn < to {
+            let seg_end = ((pfn | (pb - 1)) + 1).min(to);
+            if section_dep {
+                let f = self.flags_layout.set_section(tmpl.flags(), self.cfg.pfn_to_section_nr(pfn));
+                tmpl.set_flags(f);
+            }
+            if pfn & (pb - 1) == 0 {
+                let rec = self.refreshed(tmpl, pfn);
+                // SAFETY: the caller owns `[from, to)`, inside the memmap.
+                unsafe { self.pages.ptr(pfn).write(rec) };
+                if kind.pageblock != PbMode::None {
+                    let mut g = self.inner.lock();
+                    let Inner { memmap, hooks } = &mut *g;
+                    match kind.pageblock {
+                        PbMode::MovableResched => memmap.pageblock_init(pfn, hooks),
+                        _ => memmap.set_pageblock_migratetype(pfn, MigrateType::Movable),
+                    }
+                }
+                pfn += 1;
+            }
+            let t = *tmpl;
+            for p in pfn..seg_end {
+                let rec = self.refreshed(&t, p);
+                // SAFETY: `p` is in the caller's range; `S::store` callers drain before reads.
+                unsafe { S::store(self.pages.ptr(p), &rec) };
+            }
+            pfn = seg_end;
+        }
+    }
+
+    /// The template with `pfn`'s address-dependent fields: `lru` self-pointers and `virtual`.
+    #[inline(always)]
+    fn refreshed(&self, t: &P, pfn: u64) -> P {
+        let mut r = *t;
+        let list = self.pages.vaddr(pfn) + offsets::LRU_NEXT as u64;
+        r.set_u64_at(offsets::LRU_NEXT, list);
+        r.set_u64_at(offsets::LRU_PREV, list);
+        if P::WANT_PAGE_VIRTUAL {
+            r.set_virtual_address(self.cfg.pfn_to_virt(pfn));
+        }
+        r
+    }
+
+    /// `memmap_init()` for this node; returns `first_deferred_pfn`.
+    fn memmap_init(&self) -> u64 {
+        let mut counter = crate::deferred::DeferCounter::new(self.cfg.pages_per_section());
+        let mut fdp = u64::MAX;
+        let pgdat_end = self.span.end;
+        let mut hole = self.span.start;
+        let mut last_zone = self.layout.zones[0].zone;
+        for m in self.layout.memory.iter().filter(|m| !m.is_empty()) {
+            for z in self.layout.zones {
+                let s = m.start.clamp(z.span.start, z.span.end);
+                let e = m.end.clamp(z.span.start, z.span.end);
+                if s >= e {
+                    continue;
+                }
+                match self.opts.mode {
+                    InitMode::Eager => {
+                        self.init_run(s, e, z.zone, RunKind::plain(PbMode::MovableResched));
+                    }
+                    InitMode::Deferred => {
+                        let stop = counter.defer_point(s, e, z.span.end, pgdat_end, &mut fdp).unwrap_or(e);
+                        self.init_run(s, stop, z.zone, RunKind::plain(PbMode::MovableResched));
+                    }
+                    InitMode::OnDemand => self.ondemand_memmap_init_range(s, e, z.zone),
+                }
+                if hole < s {
+                    self.init_unavailable_range(hole, s, z.zone);
+                }
+                hole = e;
+                last_zone = z.zone;
+            }
+        }
+        if hole < self.span.end {
+            self.init_unavailable_range(hole, self.span.end, last_zone);
+        }
+        fdp
+    }
+
+    /// `init_unavailable_range()`: holes are initialized and `PG_reserved`.
+    fn init_unavailable_range(&self, from: u64, to: u64, zone: u32) {
+        let kind = RunKind { pageblock: PbMode::None, extra_flags: 1 << PG::RESERVED, count: 1 };
+        self.init_run(from, to, zone, kind);
+    }
+
+    /// Publishes the blocks boot initialized completely.
+    fn mark_boot_states(&self, fdp: u64) {
+        let pb = self.cfg.pageblock_nr_pages();
+        let mut b = self.block_start(self.span.start);
+        while b < self.span.end {
+            let done = match self.opts.mode {
+                InitMode::Eager => true,
+                InitMode::Deferred => b + pb <= fdp,
+                InitMode::OnDemand => {
+                    // SAFETY: boot is single-threaded and `b` is in the span (checked first).
+                    let flagged = self.span.contains(b) && unsafe { self.rd(b) }.test_flag(self.uninit_bit);
+                    !flagged
+                }
+            };
+            if done {
+                self.states.mark_done(self.block_index(b.max(self.span.start)));
+            }
+            b += pb;
+        }
+    }
+
+    /// `memmap_init_reserved_pages()`: `reserve_bootmem_region()` on every reserved range that
+    /// is not `MEMBLOCK_RSRV_NOINIT`.
+    fn reserve_bootmem_regions(&self, fdp: u64) {
+        for r in self.layout.reserved.iter().filter(|r| !r.noinit && !r.range.is_empty()) {
+            let mut pfn = r.range.start;
+            while pfn < r.range.end {
+                let z = *self.layout.zone_of(pfn).expect("validated: reserved ranges are inside zones");
+                let end = r.range.end.min(z.span.end);
+                match self.opts.mode {
+                    InitMode::Deferred if end > fdp => {
+                        // Below fdp: initialized by memmap_init. From fdp on:
+                        // __init_deferred_page() -> __init_page_from_nid(), then PG_reserved.
+                        let from = pfn.max(fdp);
+                        self.set_reserved(pfn, from);
+                        let kind =
+                            RunKind { pageblock: PbMode::Movable, extra_flags: 1 << PG::RESERVED, count: 1 };
+                        self.init_run(from, end, z.zone, kind);
+                    }
+                    InitMode::OnDemand => {
+                        self.ensure_range_initialized(pfn, end - pfn);
+                        self.set_reserved(pfn, end);
+                    }
+                    _ => self.set_reserved(pfn, end),
+                }
+                pfn = end;
+            }
+        }
+    }
+
+    /// `__SetPageReserved` on `[from, to)` (boot: single-threaded).
+    fn set_reserved(&self, from: u64, to: u64) {
+        for pfn in from..to {
+            // SAFETY: boot is single-threaded and `pfn` is in a zone of the node.
+            unsafe {
+                let f = self.rd_word(pfn, offsets::FLAGS);
+                self.wr_word(pfn, offsets::FLAGS, f | 1 << PG::RESERVED);
+            }
+        }
+    }
+
+    /// `free_low_memory_core_early()` for this node; returns the pages freed.
+    fn free_boot_memory(&self, fdp: u64) -> u64 {
+        let mut freed = 0;
+        for z in self.layout.zones {
+            for r in self.layout.free_ranges(*z, z.span.start) {
+                freed += self.free_pages_memory(z.zone, r.start, r.end, fdp);
+            }
+        }
+        freed
+    }
+
+    /// `__free_pages_memory(start, end)`: the largest naturally aligned chunks, each through
+    /// `memblock_free_pages()`, which skips deferred PFNs.
+    fn free_pages_memory(&self, zone: u32, mut start: u64, end: u64, fdp: u64) -> u64 {
+        let max = self.cfg.max_page_order;
+        let mut freed = 0;
+        while start < end {
+            let mut order = if start == 0 { max } else { max.min(start.trailing_zeros()) };
+            while start + (1 << order) > end {
+                order -= 1;
+            }
+            if start < fdp {
+                self.free_pages_core(zone, start, order);
+                freed += 1 << order;
+            }
+            start += 1 << order;
+        }
+        freed
+    }
+}
+
+/// How template copies are stored.
+pub(crate) trait Store {
+    /// # Safety
+    ///
+    /// `dst` valid for writes of one `P`; streaming stores must be drained before any read.
+    unsafe fn store<P: StructPage>(dst: *mut P, src: &P);
+}
+
+/// Normal stores.
+pub(crate) struct Cached;
+impl Store for Cached {
+    #[inline(always)]
+    unsafe fn store<P: StructPage>(dst: *mut P, src: &P) {
+        // SAFETY: the caller guarantees `dst` is writable.
+        unsafe { dst.write(*src) }
+    }
+}
+
+/// stream-hal streaming stores.
+pub(crate) struct Streamed;
+impl Store for Streamed {
+    #[inline(always)]
+    unsafe fn store<P: StructPage>(dst: *mut P, src: &P) {
+        // SAFETY: the caller guarantees `dst` is writable and drains before any read.
+        unsafe { stream_hal::store_record(dst, src) }
+    }
+}

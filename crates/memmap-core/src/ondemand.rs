@@ -1,0 +1,144 @@
+//! On-demand struct page init: the 2013 RFC "Transparent on-demand struct page initialization
+//! embedded in the buddy allocator" (Robin Holt, Nathan Zimmer; v3, 12 Aug 2013).
+//!
+//! At boot, `memmap_init_zone` initializes only the **first** struct page of each 2 MiB-aligned
+//! block (`PTRS_PER_PMD` = 512 pages with 4 KiB pages; in this model the block is the pageblock,
+//! which is the same 512 pages on the presets) that lies entirely inside one memory range of one
+//! zone, and flags it `PG_uninitialized_2m`. Blocks cut by a range edge are initialized fully, as
+//! the RFC's `pfn_range_init_avail` check does. The first time the allocator touches a block
+//! (`expand()` splitting below the block size, `prep_new_page()`, and at boot
+//! `reserve_bootmem_region()`), `__expand_page_initialization` clears the flag and initializes
+//! the other 511 struct pages from the base page's zone, node and reference count.
+//!
+//! ## The flag bit
+//!
+//! The RFC added `PG_uninitialized_2m` right after `PG_reserved`, which renumbers every later
+//! flag. This model keeps the v6.18 baseline numbering used everywhere else
+//! ([`crate::flags::PG`]) and puts the flag in the first bit after the baseline's flags:
+//! bit `KernelConfig::nr_pageflags` (23 on the x86-64 presets, 24 on arm64), i.e. a new last entry
+//! of `enum pageflags` before `__NR_PAGEFLAGS`. [`pg_uninitialized_2m`](crate::pg_uninitialized_2m)
+//! returns it, or `None` when a `page->flags` field (LRU refs, LRU gen, cpupid, zone, node)
+//! starts at that bit. As in the RFC, the flag is part of the free and prep page checks.
+//!
+//! ## Concurrency
+//!
+//! Each block has a state byte ([`BlockStates`](crate::BlockStates)): `UNINIT → INITIALIZING →
+//! DONE`. The thread that wins the compare-and-swap expands the block and publishes it with a
+//! release store; others wait for `DONE`. The node expands a block only while holding the lock
+//! of the block's zone (the RFC's hooks run under `zone->lock`), which also orders the base
+//! page's buddy-list words against the expansion's clear of its flag.
+//!
+//! Expansion uses the node's strategy: the first tail through the slow path, then a template
+//! copy (normal or streaming stores, drained before the block is published).
+
+use core::sync::atomic::Ordering;
+
+use crate::hooks::InitHooks;
+use crate::node::{Node, PbMode, RunKind};
+use crate::page::{StructPage, offsets};
+use crate::sync::RunOnce;
+
+impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
+    /// The `PG_uninitialized_2m` bit of this node's configuration.
+    #[must_use]
+    pub fn uninitialized_2m_bit(&self) -> u32 {
+        self.uninit_bit
+    }
+
+    /// `memmap_init_zone` of the RFC on `[s, e)` of `zone` (a memory range clamped to the zone).
+    pub(crate) fn ondemand_memmap_init_range(&self, s: u64, e: u64, zone: u32) {
+        let bs = self.cfg.pageblock_nr_pages();
+        let mut pfn = s;
+        while pfn < e {
+            let b = self.block_start(pfn);
+            if b == pfn && pfn + bs <= e {
+                // A whole block: its first struct page only, flagged.
+                let kind = RunKind {
+                    pageblock: PbMode::MovableResched,
+                    extra_flags: 1 << self.uninit_bit,
+                    count: 1,
+                };
+                self.init_run(pfn, pfn + 1, zone, kind);
+                pfn += bs;
+            } else {
+                let stop = (b + bs).min(e);
+                self.init_run(pfn, stop, zone, RunKind::plain(PbMode::MovableResched));
+                pfn = stop;
+            }
+        }
+    }
+
+    /// Expands every block overlapping `[start, start + nr)` that is not yet expanded
+    /// (`ensure_pages_are_initialized`). The caller holds the lock of the zone of each block, or
+    /// is the booting thread. Returns the number of expansions this call made.
+    pub(crate) fn ensure_range_initialized(&self, start: u64, nr: u64) -> u64 {
+        if nr == 0 {
+            return 0;
+        }
+        let bs = self.cfg.pageblock_nr_pages();
+        let mut b = self.block_start(start);
+        let mut n = 0;
+        while b < start + nr {
+            if self.span.contains(b) && self.ensure_block(b) == RunOnce::Ran {
+                n += 1;
+            }
+            b += bs;
+        }
+        n
+    }
+
+    /// `ensure_page_is_initialized` for the block starting at `base`: expands it once.
+    pub(crate) fn ensure_block(&self, base: u64) -> RunOnce {
+        let i = self.block_index(base);
+        if self.states.is_done(i) {
+            return RunOnce::AlreadyDone;
+        }
+        self.states.run_once(i, || self.expand_block(base))
+    }
+
+    /// `__expand_page_initialization(basepage)`: clears the flag, then initializes the rest of
+    /// the block from the base page's zone, node and count.
+    fn expand_block(&self, base: u64) {
+        // SAFETY: the caller holds the zone lock (or boots), and won `run_once`, so it owns the
+        // block: nobody else reads or writes its struct pages now.
+        let page = unsafe { self.rd(base) };
+        debug_assert!(page.test_flag(self.uninit_bit), "expanding block {base:#x} without the flag");
+        let zone = self.flags_layout.zone(page.flags());
+        debug_assert_eq!(self.flags_layout.node(page.flags()), self.layout.nid);
+        let count = page.refcount();
+        // SAFETY: as above.
+        unsafe { self.wr_word(base, offsets::FLAGS, page.flags() & !(1 << self.uninit_bit)) };
+        let end = (base + self.cfg.pageblock_nr_pages()).min(self.span.end);
+        self.init_run(base + 1, end, zone, RunKind { pageblock: PbMode::None, extra_flags: 0, count });
+        self.stats.expansions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Expands the blocks overlapping `[start, start + nr)` (taking each block's zone lock), as
+    /// the allocator would on first use. Returns the number of expansions made. A no-op outside
+    /// [`InitMode::OnDemand`](crate::InitMode::OnDemand), for PFNs outside the node, and for
+    /// blocks outside every zone.
+    #[must_use = "the number of expansions tells whether anything was still uninitialized"]
+    pub fn ensure_initialized(&self, start: u64, nr: u64) -> u64 {
+        if self.opts.mode != crate::InitMode::OnDemand {
+            return 0;
+        }
+        let bs = self.cfg.pageblock_nr_pages();
+        let end = start.saturating_add(nr).min(self.span.end);
+        let mut b = self.block_start(start.max(self.span.start));
+        let mut n = 0;
+        while b < end {
+            if let Some(z) = self.layout.zone_of(b) {
+                let _zone = self.zones[z.zone as usize].lock();
+                n += self.ensure_range_initialized(b, 1);
+            }
+            b += bs;
+        }
+        n
+    }
+
+    /// Expands every block of the node: "full availability" of an on-demand node.
+    #[must_use = "the number of expansions tells how many blocks were still uninitialized"]
+    pub fn expand_all(&self) -> u64 {
+        self.ensure_initialized(self.span.start, self.span.len())
+    }
+}

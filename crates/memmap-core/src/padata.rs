@@ -1,0 +1,206 @@
+//! `padata_do_multithreaded()` (kernel/padata.c): how a job is split between threads.
+//!
+//! The split is a pure function ([`PadataJob::plan`] and [`PadataJob::chunks`]), so the rules of
+//! kernel-spec §8.3 are testable without threads; [`padata_do_multithreaded`] (`std`) runs it on
+//! real threads with `std::thread::scope`, the calling thread participating as in the kernel.
+//!
+//! The rules, as in the kernel:
+//!
+//! 1. `size == 0`: nothing to do.
+//! 2. `nworks = max(size / max(min_chunk, align), 1)`, then `min(nworks, max_threads)`.
+//! 3. `nworks == 1`: one call `thread_fn(start, start + size)` on the calling thread.
+//! 4. Otherwise `nworks - 1` helpers are started ("start at 1 because the current task
+//!    participates") and `chunk = size / (nworks * 4)` (load balance factor 4), then
+//!    `max(chunk, min_chunk)`, `max(chunk, 1)`, `roundup(chunk, align)`.
+//! 5. Each helper, under the job lock, takes `size = min(roundup(start + 1, chunk) - start,
+//!    remaining)` from the front of the job, so every call's end is chunk-aligned except the
+//!    last one's.
+//! 6. The calling thread runs a helper too, then waits for the others.
+
+/// `LOAD_BALANCE_FACTOR` of `padata_do_multithreaded`.
+pub const LOAD_BALANCE_FACTOR: u64 = 4;
+
+/// `struct padata_mt_job`, without the function and its argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PadataJob {
+    /// `start`.
+    pub start: u64,
+    /// `size`.
+    pub size: u64,
+    /// `align`: chunk sizes are rounded up to a multiple of it (0 is treated as 1).
+    pub align: u64,
+    /// `min_chunk`: the smallest chunk worth a thread (0 is treated as 1).
+    pub min_chunk: u64,
+    /// `max_threads` (0 is treated as 1).
+    pub max_threads: usize,
+}
+
+/// How a job is split: the number of works (threads, the caller included) and the chunk size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PadataPlan {
+    /// `nworks`, the caller included.
+    pub nworks: usize,
+    /// `ps.chunk_size`; with one work, the whole job is one call and this is `size`.
+    pub chunk: u64,
+}
+
+/// `roundup(x, y)` for any `y > 0`.
+const fn roundup(x: u64, y: u64) -> u64 {
+    x.div_ceil(y) * y
+}
+
+impl PadataJob {
+    /// The plan of rules 1-4, or `None` for an empty job.
+    #[must_use]
+    pub fn plan(&self) -> Option<PadataPlan> {
+        if self.size == 0 {
+            return None;
+        }
+        let align = self.align.max(1);
+        let min_chunk = self.min_chunk.max(1);
+        let nworks = (self.size / min_chunk.max(align)).max(1);
+        let nworks = nworks.min(self.max_threads.max(1) as u64) as usize;
+        if nworks == 1 {
+            return Some(PadataPlan { nworks, chunk: self.size });
+        }
+        let chunk = self.size / (nworks as u64 * LOAD_BALANCE_FACTOR);
+        let chunk = chunk.max(min_chunk).max(1);
+        Some(PadataPlan { nworks, chunk: roundup(chunk, align) })
+    }
+
+    /// The `[start, end)` of every `thread_fn` call, in the order helpers take them (rule 5).
+    /// Which thread makes which call depends on scheduling; the set of calls does not.
+    #[must_use]
+    pub fn chunks(&self) -> PadataChunks {
+        match self.plan() {
+            None => PadataChunks { start: self.start, remaining: 0, chunk: 1 },
+            // One work: one call for the whole job ("cut to the chase").
+            Some(p) if p.nworks == 1 => {
+                PadataChunks { start: self.start, remaining: self.size, chunk: u64::MAX }
+            }
+            Some(p) => PadataChunks { start: self.start, remaining: self.size, chunk: p.chunk },
+        }
+    }
+}
+
+/// Iterator over the calls of a job (see [`PadataJob::chunks`]); also the shared state the
+/// helpers take work from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PadataChunks {
+    start: u64,
+    remaining: u64,
+    chunk: u64,
+}
+
+impl Iterator for PadataChunks {
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let start = self.start;
+        // "So end is chunk size aligned if enough work remains."
+        let size = if self.chunk == u64::MAX {
+            self.remaining
+        } else {
+            (roundup(start + 1, self.chunk) - start).min(self.remaining)
+        };
+        self.start += size;
+        self.remaining -= size;
+        Some((start, start + size))
+    }
+}
+
+/// What [`padata_do_multithreaded`] did.
+#[cfg(feature = "std")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PadataReport {
+    /// The plan (`None` for an empty job).
+    pub plan: Option<PadataPlan>,
+    /// Calls made by each work, the caller's first: `calls[0]` lists the `[start, end)` the
+    /// calling thread ran.
+    pub calls: std::vec::Vec<std::vec::Vec<(u64, u64)>>,
+}
+
+/// `padata_do_multithreaded(job)` on real threads: `nworks - 1` scoped helper threads plus the
+/// calling thread run `thread_fn(start, end)` over the chunks of [`PadataJob::chunks`], and the
+/// call returns when all of them are done.
+///
+/// # Panics
+///
+/// If `thread_fn` panics on any thread (the panic is propagated).
+#[cfg(feature = "std")]
+pub fn padata_do_multithreaded<F>(job: &PadataJob, thread_fn: F) -> PadataReport
+where
+    F: Fn(u64, u64) + Sync,
+{
+    use crate::sync::SpinLock;
+    use std::vec::Vec;
+
+    let Some(plan) = job.plan() else {
+        return PadataReport { plan: None, calls: Vec::new() };
+    };
+    if plan.nworks == 1 {
+        // "Single thread, no coordination needed, cut to the chase."
+        thread_fn(job.start, job.start + job.size);
+        return PadataReport {
+            plan: Some(plan),
+            calls: std::vec![std::vec![(job.start, job.start + job.size)]],
+        };
+    }
+    let state = SpinLock::new(job.chunks());
+    let helper = || {
+        let mut mine = Vec::new();
+        loop {
+            // Take the next chunk under the job lock, run it unlocked.
+            let next = state.lock().next();
+            let Some((start, end)) = next else { break };
+            thread_fn(start, end);
+            mine.push((start, end));
+        }
+        mine
+    };
+    let calls = std::thread::scope(|s| {
+        let helpers: Vec<_> = (1..plan.nworks).map(|_| s.spawn(helper)).collect();
+        // "The current task participates."
+        let mut calls = std::vec![helper()];
+        calls.extend(helpers.into_iter().map(|h| h.join().expect("padata helper panicked")));
+        calls
+    });
+    PadataReport { plan: Some(plan), calls }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    #[test]
+    fn worked_example_of_the_spec() {
+        // 64 GiB highest zone, 32 CPUs: 512 sections -> 32 works, 4-section chunks.
+        let job = PadataJob { start: 0, size: 16_777_216, align: 32768, min_chunk: 32768, max_threads: 32 };
+        assert_eq!(job.plan(), Some(PadataPlan { nworks: 32, chunk: 131_072 }));
+    }
+
+    #[test]
+    fn empty_and_single_work_jobs() {
+        let job = PadataJob { start: 5, size: 0, align: 8, min_chunk: 8, max_threads: 4 };
+        assert_eq!(job.plan(), None);
+        assert_eq!(job.chunks().count(), 0);
+        let job = PadataJob { start: 5, size: 7, align: 8, min_chunk: 8, max_threads: 4 };
+        assert_eq!(job.plan(), Some(PadataPlan { nworks: 1, chunk: 7 }));
+        assert_eq!(job.chunks().collect::<Vec<_>>(), [(5, 12)]);
+    }
+
+    #[test]
+    fn chunks_of_an_unaligned_start() {
+        let job = PadataJob { start: 3, size: 61, align: 8, min_chunk: 8, max_threads: 2 };
+        // nworks 2, chunk max(61/8 = 7, 8) = 8.
+        assert_eq!(job.plan(), Some(PadataPlan { nworks: 2, chunk: 8 }));
+        let c: Vec<_> = job.chunks().collect();
+        assert_eq!(c[0], (3, 8));
+        assert_eq!(c[1], (8, 16));
+        assert_eq!(*c.last().unwrap(), (56, 64));
+    }
+}

@@ -1,0 +1,305 @@
+//! kernel-spec.md §8.5, the 2013 on-demand RFC items, and the buddy allocator's typed errors.
+
+mod support;
+
+use memmap_core::{
+    AllocError, BootOptions, FreeError, Gfp, InitMode, KernelConfig, Memmap, NoHooks, Node, NodeError,
+    NodeLayout, NodeParts, PG, Page64, PfnRange, ReservedRange, RunOnce, StructPage, ZoneSpan,
+    pageblocks_needed, pg_uninitialized_2m,
+};
+use support::{Storage, cfg, is_guard};
+
+const NID: u32 = 0;
+const ZONE: u32 = 2;
+
+fn layout<'a>(
+    zones: &'a [ZoneSpan],
+    memory: &'a [PfnRange],
+    reserved: &'a [ReservedRange],
+) -> NodeLayout<'a> {
+    NodeLayout { nid: NID, zones, memory, reserved }
+}
+
+/// A zone of 8 blocks whose memory starts 3 pages into the first block and ends 5 pages
+/// before the last block's end, with a reserved range inside block 4.
+fn blocks_layout(cfg: &KernelConfig) -> (Vec<ZoneSpan>, Vec<PfnRange>, Vec<ReservedRange>) {
+    let bs = cfg.pageblock_nr_pages();
+    let s0 = 4 * cfg.max_order_nr_pages();
+    let zones = vec![ZoneSpan::new(ZONE, s0, s0 + 8 * bs)];
+    let memory = vec![PfnRange::new(s0 + 3, s0 + 8 * bs - 5)];
+    let reserved = vec![ReservedRange::new(s0 + 4 * bs + 2, s0 + 4 * bs + 6)];
+    (zones, memory, reserved)
+}
+
+/// Exactly one initialized struct page, carrying the flag, per whole 2 MiB block of a memory
+/// range; blocks cut by a range edge are initialized fully and unflagged.
+#[test]
+fn s8_5_ondemand_one_initialized_page_and_the_flag_per_block() {
+    let cfg = cfg();
+    let bs = cfg.pageblock_nr_pages();
+    let (zones, memory, _) = blocks_layout(&cfg);
+    let l = layout(&zones, &memory, &[]);
+    let mut st = Storage::new(&cfg, l.span(), false);
+    let (mut node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::OnDemand));
+    let bit = node.uninitialized_2m_bit();
+    assert_eq!(Some(bit), pg_uninitialized_2m(&cfg));
+    assert_eq!(bit, cfg.nr_pageflags);
+    let s0 = zones[0].span.start;
+    for b in 0..8 {
+        let base = s0 + b * bs;
+        let p = node.read_page(base);
+        let edge = b == 0 || b == 7;
+        assert_eq!(p.test_flag(bit), !edge, "block {b}");
+        for pfn in base + 1..base + bs {
+            let q = node.read_page(pfn);
+            assert_eq!(is_guard(&q), !edge, "block {b} pfn {pfn:#x}");
+        }
+        assert_eq!(node.is_initialized(base + 1), edge);
+    }
+    assert_eq!(node.stats().expansions.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
+
+/// Expansion happens before the allocator uses a block, once: the allocated pages are
+/// initialized, a second expansion request does nothing and changes no byte.
+#[test]
+fn s8_5_ondemand_expansion_is_idempotent_and_precedes_allocator_use() {
+    let cfg = cfg();
+    let bs = cfg.pageblock_nr_pages();
+    let (zones, memory, _) = blocks_layout(&cfg);
+    let l = layout(&zones, &memory, &[]);
+    let mut st = Storage::new(&cfg, l.span(), false);
+    let (mut node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::OnDemand));
+    let bit = node.uninitialized_2m_bit();
+    let block = node.alloc_pages(ZONE, 0, Gfp::NONE).expect("a page");
+    let pfn = block.pfn();
+    let base = pfn & !(bs - 1);
+    let fl = cfg.flags_layout().unwrap();
+    let expansions = node.stats().expansions.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(expansions <= 1);
+    let p = node.read_page(pfn);
+    assert_eq!((fl.zone(p.flags()), p.refcount(), p.mapcount()), (ZONE, 1, -1));
+    assert!(!p.test_flag(bit));
+    for q in base..base + bs {
+        let page = node.read_page(q);
+        assert!(!is_guard(&page) && !page.test_flag(bit), "pfn {q:#x} of the block in use");
+    }
+    let before: Vec<Page64> = (base..base + bs).map(|q| node.read_page(q)).collect();
+    assert_eq!(node.ensure_initialized(base, bs), 0, "already expanded");
+    let after: Vec<Page64> = (base..base + bs).map(|q| node.read_page(q)).collect();
+    assert_eq!(before, after);
+    node.free_pages(block).unwrap();
+}
+
+/// The flag is part of `PAGE_FLAGS_CHECK_AT_PREP` and `PAGE_FLAGS_CHECK_AT_FREE`.
+#[test]
+fn s8_5_ondemand_flag_is_checked_at_free_and_at_prep() {
+    let cfg = cfg();
+    let (zones, memory, _) = blocks_layout(&cfg);
+    let l = layout(&zones, &memory, &[]);
+    let mut st = Storage::new(&cfg, l.span(), false);
+    let (node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::OnDemand));
+    let bit = 1u64 << node.uninitialized_2m_bit();
+    assert_ne!(node.page_flags_check_at_prep() & bit, 0);
+    assert_ne!(node.page_flags_check_at_free() & bit, 0);
+    assert_ne!(node.page_flags_check_at_free() & 1 << PG::RESERVED, 0);
+    // A whole-zone drain hands out only pages whose flag is clear (prep would refuse them).
+    let mut blocks = Vec::new();
+    while let Ok(b) = node.alloc_pages(ZONE, 0, Gfp::NONE) {
+        blocks.push(b);
+    }
+    let free_pfns = (zones[0].span.start..zones[0].span.end).filter(|&p| l.is_free(p)).count();
+    assert_eq!(blocks.len(), free_pfns);
+    for b in blocks {
+        node.free_pages(b).unwrap();
+    }
+}
+
+/// Expanded pages copy zone, node and reference count from the base page: 0 for a free block,
+/// 1 for a block expanded at boot by `reserve_bootmem_region()`.
+#[test]
+fn s8_5_ondemand_expanded_pages_copy_zone_nid_and_count_from_the_base() {
+    let cfg = cfg();
+    let bs = cfg.pageblock_nr_pages();
+    let (zones, memory, reserved) = blocks_layout(&cfg);
+    let l = layout(&zones, &memory, &reserved);
+    let mut st = Storage::new(&cfg, l.span(), false);
+    let (mut node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::OnDemand));
+    let fl = cfg.flags_layout().unwrap();
+    let s0 = zones[0].span.start;
+    // Block 4 holds a reserved range: expanded at boot, before the base was freed (count 1).
+    let b4 = s0 + 4 * bs;
+    assert!(node.is_initialized(b4 + 1));
+    for q in b4 + 1..b4 + bs {
+        let p = node.read_page(q);
+        let reserved = reserved[0].range.contains(q);
+        assert_eq!(p.test_flag(PG::RESERVED), reserved);
+        // Free pages of the block were then freed (count 0); reserved ones keep the copy (1).
+        assert_eq!(p.refcount(), i32::from(reserved), "pfn {q:#x}");
+    }
+    // Block 2 is free: its base has count 0 when expanded.
+    let b2 = s0 + 2 * bs;
+    assert_eq!(node.read_page(b2).refcount(), 0);
+    assert_eq!(node.ensure_initialized(b2, 1), 1);
+    for q in b2 + 1..b2 + bs {
+        let p = node.read_page(q);
+        assert_eq!((fl.zone(p.flags()), fl.node(p.flags()), p.refcount(), p.mapcount()), (ZONE, NID, 0, -1));
+    }
+}
+
+/// `BlockStates::run_once`: any number of threads touching one block initialize it once, and
+/// all of them return only after the initialization is visible.
+#[test]
+fn ondemand_run_once_under_contention_initializes_once() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let states = memmap_core::BlockStates::alloc(4);
+    let st = memmap_core::BlockStates::new(&states);
+    let runs = AtomicU64::new(0);
+    let data = std::sync::Mutex::new(0u64);
+    let threads = if cfg!(miri) { 3 } else { 8 };
+    let outcomes: Vec<RunOnce> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let r = st.run_once(2, || {
+                        runs.fetch_add(1, Ordering::Relaxed);
+                        std::thread::yield_now();
+                        *data.lock().unwrap() = 42;
+                    });
+                    assert_eq!(*data.lock().unwrap(), 42, "returned before the block was initialized");
+                    r
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(runs.load(Ordering::Relaxed), 1);
+    assert_eq!(outcomes.iter().filter(|&&o| o == RunOnce::Ran).count(), 1);
+    assert!(st.is_done(2) && !st.is_done(1));
+}
+
+// ---------------------------------------------------------------- typed errors
+
+fn simple_node_storage(cfg: &KernelConfig) -> (Vec<ZoneSpan>, Vec<PfnRange>) {
+    let mo = cfg.max_order_nr_pages();
+    (vec![ZoneSpan::new(ZONE, 2 * mo, 6 * mo)], vec![PfnRange::new(2 * mo, 6 * mo)])
+}
+
+#[test]
+fn double_free_and_freeing_unallocated_pages_are_typed_errors() {
+    let cfg = cfg();
+    let (zones, memory) = simple_node_storage(&cfg);
+    let reserved = [ReservedRange::new(zones[0].span.start + 40, zones[0].span.start + 41)];
+    let l = layout(&zones, &memory, &reserved);
+    for mode in [InitMode::Eager, InitMode::OnDemand] {
+        let mut st = Storage::new(&cfg, l.span(), false);
+        let (node, _) = st.boot(cfg, l, &BootOptions::new(mode));
+        let free_before = node.zone_free_pages(ZONE);
+        let b = node.alloc_pages(ZONE, 2, Gfp::NONE).unwrap();
+        let (pfn, order) = b.into_raw();
+        // SAFETY: the handle was given up with `into_raw`; no handle is alive.
+        unsafe {
+            node.free_pages_raw(pfn, order).unwrap();
+            assert_eq!(node.free_pages_raw(pfn, order), Err(FreeError::DoubleFree { pfn }), "{mode}");
+            assert_eq!(node.free_pages_raw(pfn + 1, 0), Err(FreeError::DoubleFree { pfn: pfn + 1 }));
+            assert_eq!(
+                node.free_pages_raw(pfn + 1, 1),
+                Err(FreeError::Misaligned { pfn: pfn + 1, order: 1 })
+            );
+            assert_eq!(
+                node.free_pages_raw(pfn, 20),
+                Err(FreeError::OrderTooLarge { order: 20, max: cfg.max_page_order })
+            );
+            assert_eq!(node.free_pages_raw(1, 0), Err(FreeError::NotInZone { pfn: 1 }));
+            // A reserved page was never handed out.
+            let r = reserved[0].range.start;
+            assert_eq!(node.free_pages_raw(r, 0), Err(FreeError::NotAllocated { pfn: r }));
+        }
+        // An allocated page freed with a larger order overlaps free pages: refused whole.
+        let a = node.alloc_pages(ZONE, 0, Gfp::NONE).unwrap();
+        let (apfn, _) = a.into_raw();
+        let big = apfn & !((1 << cfg.max_page_order) - 1);
+        // SAFETY: no live handle.
+        let e = unsafe { node.free_pages_raw(big, cfg.max_page_order) };
+        assert!(
+            matches!(
+                e,
+                Err(FreeError::NotAllocated { .. }
+                    | FreeError::BadPage { .. }
+                    | FreeError::DoubleFree { .. }
+                    | FreeError::Uninitialized { .. })
+            ),
+            "{e:?}"
+        );
+        // SAFETY: no live handle.
+        unsafe { node.free_pages_raw(apfn, 0).unwrap() };
+        assert_eq!(node.zone_free_pages(ZONE), free_before, "{mode}: nothing lost or corrupted");
+    }
+}
+
+#[test]
+fn bad_allocation_requests_are_typed_errors() {
+    let cfg = cfg();
+    let (zones, memory) = simple_node_storage(&cfg);
+    let l = layout(&zones, &memory, &[]);
+    let mut st = Storage::new(&cfg, l.span(), false);
+    let (node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::Eager));
+    assert_eq!(
+        node.alloc_pages(ZONE, cfg.max_page_order + 1, Gfp::NONE),
+        Err(AllocError::OrderTooLarge { order: cfg.max_page_order + 1, max: cfg.max_page_order })
+    );
+    assert_eq!(node.alloc_pages(1, 0, Gfp::NONE), Err(AllocError::NoSuchZone { zone: 1 }));
+    let mut held = Vec::new();
+    while let Ok(b) = node.alloc_pages(ZONE, cfg.max_page_order, Gfp::NONE) {
+        held.push(b);
+    }
+    assert_eq!(held.len(), 4);
+    assert_eq!(node.alloc_pages(ZONE, 0, Gfp::NONE), Err(AllocError::NoMemory));
+    for b in held {
+        node.free_pages(b).unwrap();
+    }
+}
+
+#[test]
+fn bad_node_inputs_are_typed_errors() {
+    let cfg = cfg();
+    let (zones, memory) = simple_node_storage(&cfg);
+    let l = layout(&zones, &memory, &[]);
+    let span = l.span();
+    let mut pages = vec![Page64::ZEROED; span.end as usize];
+    let mut pb = vec![0; pageblocks_needed(&cfg, 0, span.end)];
+    let need = Node::<Page64>::states_needed(&cfg, span);
+    let states = memmap_core::BlockStates::alloc(need);
+    let boot = |pages: &mut Vec<Page64>, pb: &mut Vec<u8>, cfg: KernelConfig, mode, states: &[_], arena| {
+        let memmap = Memmap::new(cfg, 0, pages, pb).unwrap();
+        let parts = NodeParts { memmap, layout: l, states, arena, hooks: NoHooks };
+        Node::boot(parts, &BootOptions::new(mode)).map(|_| ()).unwrap_err()
+    };
+    assert_eq!(
+        boot(&mut pages, &mut pb, cfg, InitMode::Eager, &states[..need - 1], None),
+        NodeError::StatesTooShort { needed: need, got: need - 1 }
+    );
+    let mut small = vec![0u8; 4096];
+    let arena = memmap_core::PhysArena::new(span.start, &mut small).unwrap();
+    assert_eq!(
+        boot(&mut pages, &mut pb, cfg, InitMode::Eager, &states, Some(arena)),
+        NodeError::ArenaTooSmall
+    );
+    // A configuration whose LRU refs field starts right after the page flags.
+    let full = KernelConfig { nr_pageflags: 29, ..cfg };
+    assert_eq!(pg_uninitialized_2m(&full), None);
+    assert_eq!(
+        boot(&mut pages, &mut pb, full, InitMode::OnDemand, &states, None),
+        NodeError::NoFlagBitForOnDemand
+    );
+    // A memmap that does not cover the node.
+    let mut short = vec![Page64::ZEROED; (span.end - 1) as usize];
+    let memmap = Memmap::new(cfg, 0, &mut short, &mut pb).unwrap();
+    let parts = NodeParts { memmap, layout: l, states: &states, arena: None, hooks: NoHooks };
+    assert!(matches!(Node::boot(parts, &BootOptions::new(InitMode::Eager)), Err(NodeError::Init(_))));
+    // A bad layout.
+    let bad = [ZoneSpan::new(ZONE, 10, 5)];
+    let memmap = Memmap::new(cfg, 0, &mut pages, &mut pb).unwrap();
+    let parts =
+        NodeParts { memmap, layout: layout(&bad, &[], &[]), states: &states, arena: None, hooks: NoHooks };
+    assert!(matches!(Node::boot(parts, &BootOptions::new(InitMode::Eager)), Err(NodeError::Layout(_))));
+}

@@ -1,0 +1,121 @@
+//! Helpers for the node tests: configurations small enough for Miri, guarded storage, and an
+//! independent computation of the expected free blocks.
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::atomic::AtomicU8;
+
+use memmap_core::{
+    BootOptions, BootReport, KernelConfig, Memmap, NoHooks, Node, NodeLayout, NodeParts, Page64, PfnRange,
+    PhysArena, StructPage, pageblocks_needed,
+};
+
+/// Word the struct page storage is filled with before boot: untouched pages keep it.
+pub const GUARD_WORD: u64 = 0x5a5a_5a5a_5a5a_5a5a;
+
+/// A configuration with 256-page sections, 16-page pageblocks and `MAX_PAGE_ORDER` 6, so that
+/// nodes of a few sections stay small under Miri; the x86-64 preset otherwise.
+pub fn tiny() -> KernelConfig {
+    KernelConfig {
+        name: "tiny",
+        section_size_bits: 12 + 8,
+        pageblock_order: 4,
+        max_page_order: 6,
+        ..KernelConfig::X86_64
+    }
+}
+
+/// The configuration for tests that may run under Miri.
+pub fn cfg() -> KernelConfig {
+    if cfg!(miri) { tiny() } else { KernelConfig::X86_64 }
+}
+
+/// Storage for one node: guarded struct pages, pageblocks, states and (optionally) an arena.
+pub struct Storage {
+    pub base: u64,
+    pub pages: Vec<Page64>,
+    pub pageblocks: Vec<u8>,
+    pub states: Vec<AtomicU8>,
+    pub arena: Vec<u8>,
+}
+
+impl Storage {
+    /// Storage for the PFNs `[span.start - 1, span.end + 1)` (one guard page each side) and an
+    /// arena of `arena_pages` around the span (0: none).
+    pub fn new(cfg: &KernelConfig, span: PfnRange, arena: bool) -> Self {
+        let base = span.start - 1;
+        let n = span.len() + 2;
+        let mut p = Page64::ZEROED;
+        p.words_mut().fill(GUARD_WORD);
+        Storage {
+            base,
+            pages: vec![p; n as usize],
+            pageblocks: vec![0; pageblocks_needed(cfg, base, n)],
+            states: memmap_core::BlockStates::alloc(Node::<Page64>::states_needed(cfg, span)),
+            arena: if arena { vec![0xa5; (n as usize) * 4096] } else { Vec::new() },
+        }
+    }
+
+    /// Boots a node over this storage.
+    pub fn boot<'a>(
+        &'a mut self,
+        cfg: KernelConfig,
+        layout: NodeLayout<'a>,
+        opts: &BootOptions,
+    ) -> (Node<'a, Page64>, BootReport) {
+        let memmap = Memmap::new(cfg, self.base, &mut self.pages, &mut self.pageblocks).expect("memmap");
+        let arena = if self.arena.is_empty() {
+            None
+        } else {
+            Some(PhysArena::new(self.base, &mut self.arena).expect("arena"))
+        };
+        let parts = NodeParts { memmap, layout, states: &self.states, arena, hooks: NoHooks };
+        Node::boot(parts, opts).expect("boot")
+    }
+}
+
+/// Whether a struct page was never written.
+pub fn is_guard<P: StructPage>(p: &P) -> bool {
+    p.words().iter().all(|&w| w == GUARD_WORD)
+}
+
+/// The canonical decomposition of the free PFNs of `[start, end)` into the largest naturally
+/// aligned blocks of at most `max_order`: what a buddy allocator with every buddy merged holds.
+pub fn maximal_blocks(free: &[bool], start: u64, max_order: u32) -> Vec<(u64, u32)> {
+    let mut out = Vec::new();
+    let end = start + free.len() as u64;
+    let mut pfn = start;
+    while pfn < end {
+        if !free[(pfn - start) as usize] {
+            pfn += 1;
+            continue;
+        }
+        let mut order = max_order;
+        loop {
+            let n = 1u64 << order;
+            if pfn % n == 0 && pfn + n <= end && (pfn..pfn + n).all(|p| free[(p - start) as usize]) {
+                break;
+            }
+            order -= 1;
+        }
+        out.push((pfn, order));
+        pfn += 1 << order;
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The free blocks of `zone`, sorted.
+pub fn free_blocks<P: StructPage, H: memmap_core::InitHooks + Send>(
+    node: &Node<'_, P, H>,
+    zone: u32,
+) -> Vec<(u64, u32)> {
+    let mut v = Vec::new();
+    node.for_each_free_block(zone, |pfn, o| v.push((pfn, o)));
+    v.sort_unstable();
+    v
+}
+
+/// Per-PFN free flags of a zone span according to the layout.
+pub fn free_map(layout: &NodeLayout<'_>, span: PfnRange) -> Vec<bool> {
+    (span.start..span.end).map(|p| layout.is_free(p)).collect()
+}
