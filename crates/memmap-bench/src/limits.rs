@@ -31,25 +31,25 @@ pub struct Limits {
     pub rounds: usize,
 }
 
-/// A page-aligned, pre-faulted buffer.
+/// A pre-faulted anonymous mapping with transparent huge pages requested, like the memmaps and
+/// arenas the scenarios write (and the kernel's direct map and vmemmap).
 struct Buffer {
-    map: Vec<u64>,
+    map: memmap2::MmapMut,
 }
 
 impl Buffer {
     fn new(bytes: usize) -> Buffer {
-        let mut map = vec![0u64; bytes.div_ceil(8) + 512];
+        let mut map =
+            memmap2::MmapOptions::new().len(bytes.max(4096)).map_anon().expect("mmap the limit buffer");
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
         // Touch every page with a non-zero value so that none is a shared zero page.
-        for w in map.iter_mut().step_by(512) {
-            *w = 1;
-        }
+        map.iter_mut().step_by(4096).for_each(|b| *b = 1);
         Buffer { map }
     }
     fn page_aligned(&mut self, bytes: usize) -> *mut u8 {
-        let p = self.map.as_mut_ptr().cast::<u8>();
-        let off = p.align_offset(4096);
-        assert!(off + bytes <= self.map.len() * 8);
-        p.wrapping_add(off)
+        assert!(bytes <= self.map.len());
+        self.map.as_mut_ptr()
     }
 }
 

@@ -17,6 +17,8 @@ pub struct Machine {
     pub backend: String,
     /// Whether the backend issues streaming stores.
     pub streaming: bool,
+    /// How `stream_hal::clear_pages` zeroes large ranges on this CPU.
+    pub streaming_clear: String,
     /// Target triple architecture.
     pub arch: String,
 }
@@ -40,6 +42,7 @@ impl Machine {
             mem_available_bytes: meminfo("MemAvailable"),
             backend: stream_hal::backend().to_string(),
             streaming: stream_hal::backend().is_streaming(),
+            streaming_clear: stream_hal::streaming_clear_method().to_string(),
             arch: std::env::consts::ARCH.to_string(),
         }
     }

@@ -9,7 +9,7 @@ use memmap_bench::dump::{HugetlbDump, ZoneDeviceDump, dump_zone_device, read_dum
 use memmap_bench::limits::{self, Limits};
 use memmap_bench::machine::{Machine, meminfo};
 use memmap_bench::report::{Report, Scenario};
-use memmap_bench::scenarios::{Common, clear, hugetlb, zone_device};
+use memmap_bench::scenarios::{Common, alloc, clear, deferred, hugetlb, zone_device};
 use memmap_bench::size::{Bytes, parse_size};
 use memmap_core::{KernelConfig, MemoryType, Strategy};
 
@@ -53,6 +53,8 @@ enum Command {
     Hugetlb(HugetlbArgs),
     /// init_on_alloc clearing of 2 MiB pages: page by page versus one clear_pages call.
     Clear(ClearArgs),
+    /// Boot-time struct page init of a 64 GiB zone: eager, deferred, on-demand; allocator check cost.
+    Deferred(DeferredArgs),
     /// The machine's fill limits (zero and non-zero data) and copy bandwidth.
     Limits,
     /// Write a memmap to DIR/memmap.bin and DIR/meta.json.
@@ -80,6 +82,9 @@ struct SuiteArgs {
     /// hugetlb: number of 1 GiB pages (default 64, as in seed 002).
     #[arg(long)]
     hugetlb_count: Option<u64>,
+    /// deferred zone size (default 64G).
+    #[arg(long, value_parser = parse_size_arg)]
+    deferred_size: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -122,6 +127,17 @@ struct ZoneDeviceArgs {
 #[derive(Debug, Args)]
 struct ClearArgs {
     /// Memory to clear, in 2 MiB pages (default 16G).
+    #[arg(long, value_parser = parse_size_arg)]
+    size: Option<u64>,
+    /// Allocate through the buddy allocator with init_on_alloc (batch versus per page) instead
+    /// of clearing a flat arena.
+    #[arg(long)]
+    alloc: bool,
+}
+
+#[derive(Debug, Args)]
+struct DeferredArgs {
+    /// Zone size (default 64G: 1 GiB of struct pages).
     #[arg(long, value_parser = parse_size_arg)]
     size: Option<u64>,
 }
@@ -389,6 +405,8 @@ struct Plan {
     hugetlb: Vec<bool>,
     hugetlb_count: u64,
     clear: Option<u64>,
+    alloc: Option<u64>,
+    deferred: Option<u64>,
     limits_only: bool,
 }
 
@@ -397,6 +415,7 @@ fn plan(cli: &Cli) -> Plan {
     let zd_default = if quick { 1 << 30 } else { 16 << 30 };
     let clear_default = if quick { 1 << 30 } else { 16 << 30 };
     let hugetlb_default = if quick { 4 } else { 64 };
+    let deferred_default = if quick { 4 << 30 } else { 64 << 30 };
     let both = vec![zone_device::Case::Fsdax, zone_device::Case::Devdax2m];
     let none = Plan {
         zone_device: vec![],
@@ -404,19 +423,23 @@ fn plan(cli: &Cli) -> Plan {
         hugetlb: vec![],
         hugetlb_count: 0,
         clear: None,
+        alloc: None,
+        deferred: None,
         limits_only: false,
     };
-    let everything = |zd: Option<u64>, clear: Option<u64>, count: Option<u64>| Plan {
+    let everything = |a: &SuiteArgs| Plan {
         zone_device: both.clone(),
-        zone_device_size: zd.unwrap_or(zd_default),
+        zone_device_size: a.zone_device_size.unwrap_or(zd_default),
         hugetlb: vec![false, true],
-        hugetlb_count: count.unwrap_or(hugetlb_default),
-        clear: Some(clear.unwrap_or(clear_default)),
+        hugetlb_count: a.hugetlb_count.unwrap_or(hugetlb_default),
+        clear: Some(a.clear_size.unwrap_or(clear_default)),
+        alloc: Some(a.clear_size.unwrap_or(clear_default)),
+        deferred: Some(a.deferred_size.unwrap_or(deferred_default)),
         limits_only: false,
     };
     match &cli.command {
-        None => everything(None, None, None),
-        Some(Command::All(a)) => everything(a.zone_device_size, a.clear_size, a.hugetlb_count),
+        None => everything(&SuiteArgs::default()),
+        Some(Command::All(a)) => everything(a),
         Some(Command::ZoneDevice(a)) => Plan {
             zone_device: match a.align {
                 None => both,
@@ -435,7 +458,9 @@ fn plan(cli: &Cli) -> Plan {
             hugetlb_count: a.count.unwrap_or(hugetlb_default),
             ..none
         },
+        Some(Command::Clear(a)) if a.alloc => Plan { alloc: Some(a.size.unwrap_or(clear_default)), ..none },
         Some(Command::Clear(a)) => Plan { clear: Some(a.size.unwrap_or(clear_default)), ..none },
+        Some(Command::Deferred(a)) => Plan { deferred: Some(a.size.unwrap_or(deferred_default)), ..none },
         Some(Command::Limits) => Plan { limits_only: true, ..none },
         Some(Command::Dump { .. } | Command::Diff { .. }) => unreachable!("handled before"),
     }
@@ -512,6 +537,14 @@ fn run_suite(cli: &Cli) -> ExitCode {
         }
         if let Some(size) = plan.clear {
             let sc = clear::run(size, &common, &report.limits);
+            push(&mut report, sc, &human);
+        }
+        if let Some(size) = plan.alloc {
+            let sc = alloc::run(size, cli.config, &common, &report.limits);
+            push(&mut report, sc, &human);
+        }
+        if let Some(size) = plan.deferred {
+            let sc = deferred::run(&deferred::Params { size, config: cli.config }, &common, &report.limits);
             push(&mut report, sc, &human);
         }
         human(&report.summary());

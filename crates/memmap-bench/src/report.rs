@@ -113,6 +113,9 @@ pub struct Scenario {
     pub baseline: String,
     /// Per-strategy results, baseline first.
     pub results: Vec<StrategyResult>,
+    /// Extra lines printed under the table.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Scenario-specific figures.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
@@ -153,6 +156,7 @@ impl Scenario {
             limit_gbps,
             baseline: samples[0].name.clone(),
             results,
+            notes: Vec::new(),
             extra: serde_json::Map::new(),
         }
     }
@@ -188,6 +192,9 @@ impl Scenario {
         }
         let _ =
             writeln!(s, "  limit: {} {:.2} GB/s (measured in this run)", self.limit.label(), self.limit_gbps);
+        for n in &self.notes {
+            let _ = writeln!(s, "{n}");
+        }
         s
     }
 }
@@ -217,11 +224,12 @@ impl Report {
     pub fn header(&self) -> String {
         let m = &self.machine;
         format!(
-            "machine: {} ({} CPUs{}), stream-hal backend: {}\nlimits:  fill zero {:.2} GB/s, fill non-zero {:.2} GB/s, copy {:.2} GB/s ({} buffer, {} rounds)\n",
+            "machine: {} ({} CPUs{}), stream-hal backend: {}, large clears: {}\nlimits:  fill zero {:.2} GB/s, fill non-zero {:.2} GB/s, copy {:.2} GB/s ({} buffer, {} rounds)\n",
             m.cpu,
             m.cpus,
             m.mem_total_bytes.map_or(String::new(), |b| format!(", {}", crate::size::Bytes(b))),
             m.backend,
+            m.streaming_clear,
             self.limits.fill_zero_gbps,
             self.limits.fill_nonzero_gbps,
             self.limits.copy_gbps,

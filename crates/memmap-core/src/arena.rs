@@ -286,6 +286,10 @@ impl OwnedArena {
         let len =
             usize::try_from(nr_pages).ok().and_then(|n| n.checked_mul(ARENA_PAGE_SIZE)).ok_or_else(bad)?;
         let map = memmap2::MmapOptions::new().len(len.max(1)).map_anon()?;
+        // Physical memory is mapped with large pages in the kernel's direct map: ask for
+        // transparent huge pages (ignored where unavailable).
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
         Ok(OwnedArena { map, base_pfn, nr_pages })
     }
 

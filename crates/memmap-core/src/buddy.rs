@@ -542,7 +542,11 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `expand(zone, page, low, high)`: gives back the upper halves. On-demand: the halves
     /// below the block size live inside the block of `pfn`, which is expanded first.
     fn expand(&self, area: &mut FreeArea, pfn: u64, low: u32, mut high: u32) {
-        if self.opts.mode == InitMode::OnDemand && low < self.cfg.pageblock_order && high > low {
+        if self.opts.mode == InitMode::OnDemand
+            && low < self.cfg.pageblock_order
+            && high > low
+            && !self.states.is_done(self.block_index(pfn))
+        {
             self.ensure_block(self.block_start(pfn));
         }
         let mut size = 1u64 << high;
@@ -557,7 +561,11 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `set_page_private(page, 0)` and `set_page_refcounted(page)`.
     fn prep_new_page(&self, zone: u32, pfn: u64, order: u32) -> Result<(), AllocError> {
         let n = 1u64 << order;
-        if self.opts.mode == InitMode::OnDemand {
+        // The on-demand check: one load of the block's state in the common case (the RFC's
+        // "flag check once every PTRS_PER_PMD"), the expansion path only when it is not done.
+        if self.opts.mode == InitMode::OnDemand
+            && !(n <= self.cfg.pageblock_nr_pages() && self.states.is_done(self.block_index(pfn)))
+        {
             self.ensure_range_initialized(pfn, n);
         }
         let checked = if self.opts.check_pages { n } else { 1 };

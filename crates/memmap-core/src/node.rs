@@ -847,11 +847,10 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             let done = match self.opts.mode {
                 InitMode::Eager => true,
                 InitMode::Deferred => b + pb <= fdp,
-                InitMode::OnDemand => {
-                    // SAFETY: boot is single-threaded and `b` is in the span (checked first).
-                    let flagged = self.span.contains(b) && unsafe { self.rd(b) }.test_flag(self.uninit_bit);
-                    !flagged
-                }
+                // Exactly the blocks `ondemand_memmap_init_range` flagged stay unexpanded. The
+                // predicate is computed from the layout rather than by reading every base page
+                // back (a cache miss per 2 MiB block, most of the on-demand boot time).
+                InitMode::OnDemand => !self.ondemand_flags_block(b),
             };
             if done {
                 self.states.mark_done(self.block_index(b.max(self.span.start)));

@@ -68,6 +68,23 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         }
     }
 
+    /// Whether [`Self::ondemand_memmap_init_range`] leaves the block starting at `b` with only
+    /// its flagged base page: `b` is block-aligned and the whole block lies inside one memory
+    /// range of one zone.
+    pub(crate) fn ondemand_flags_block(&self, b: u64) -> bool {
+        let bs = self.cfg.pageblock_nr_pages();
+        if b % bs != 0 || !self.span.contains(b) {
+            return false;
+        }
+        self.layout.memory.iter().any(|m| {
+            self.layout.zones.iter().any(|z| {
+                let s = m.start.clamp(z.span.start, z.span.end);
+                let e = m.end.clamp(z.span.start, z.span.end);
+                s <= b && b + bs <= e
+            })
+        })
+    }
+
     /// Expands every block overlapping `[start, start + nr)` that is not yet expanded
     /// (`ensure_pages_are_initialized`). The caller holds the lock of the zone of each block, or
     /// is the booting thread. Returns the number of expansions this call made.

@@ -13,7 +13,8 @@ use crate::memmap::{Memmap, pageblocks_needed};
 use crate::page::StructPage;
 
 /// A memmap that owns its storage: an anonymous private mapping of `nr_pages` struct pages
-/// (zero-filled and faulted in lazily by the OS, like fresh memory) and the pageblock array.
+/// (zero-filled and faulted in lazily by the OS, like fresh memory; transparent huge pages are
+/// requested, as the kernel maps the vmemmap with 2 MiB pages) and the pageblock array.
 ///
 /// 100 GiB of 4 KiB pages is 26,214,400 struct pages, 1.56 GiB of memmap with [`Page64`]
 /// (crate::Page64): this is the storage the bench program uses for such ranges.
@@ -53,6 +54,10 @@ impl<P: StructPage> OwnedMemmap<P> {
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "memmap size overflows"))?;
         // A zero-length mapping is an error for mmap; keep one page so empty memmaps work.
         let map = MmapOptions::new().len(bytes.max(1)).map_anon()?;
+        // The kernel maps the vmemmap with PMD (2 MiB) pages where it can; ask for the same
+        // (transparent huge pages; ignored where THP is unavailable or disabled).
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
         Ok(OwnedMemmap {
             map,
             nr_pages: n,

@@ -699,43 +699,109 @@ fn run_template<P: StructPage, H: InitHooks, S: Store>(
         return drains;
     }
 
-    let mut head = plan.start;
-    while head < plan.end {
-        if head != plan.start {
-            if upstream {
+    if upstream {
+        // The Linux series: per compound, the head from the head template, a drain before
+        // memmap_init_compound() reads it, page[1] seeded through the slow path as the tail
+        // template, the tails streamed, a drain before prep_compound_head().
+        let mut head = plan.start;
+        while head < plan.end {
+            if head != plan.start {
                 template_run::<P, H, S>(m, head, head + 1, &mut head_tmpl, hooks);
                 streamed = true;
-            } else {
-                template_run::<P, H, Cached>(m, head, head + 1, &mut head_tmpl, hooks);
             }
-        }
-        // memmap_init_compound() reads the head back (__SetPageHead).
-        if upstream {
             drain(&mut drains, &mut streamed);
+            m.set_flag(head, PG::HEAD);
+            let first_tail = head + 1;
+            m.init_zone_device_page(first_tail, plan.zone, plan.nid, pgmap, hooks);
+            m.prep_compound_tail(head, 1);
+            m.set_page_count(first_tail, 0, hooks);
+            let mut tail_tmpl = m.read(first_tail);
+            if head + 2 < head + plan.compound_pages {
+                template_run::<P, H, S>(m, head + 2, head + plan.compound_pages, &mut tail_tmpl, hooks);
+                streamed = true;
+            }
+            drain(&mut drains, &mut streamed);
+            m.prep_compound_head(head, plan.order);
+            head += plan.pfns_per_compound;
         }
-        m.set_flag(head, PG::HEAD);
-        // Seed this compound's tail template from page[1], through the slow path.
-        let first_tail = head + 1;
-        m.init_zone_device_page(first_tail, plan.zone, plan.nid, pgmap, hooks);
-        m.prep_compound_tail(head, 1);
-        m.set_page_count(first_tail, 0, hooks);
-        let mut tail_tmpl = m.read(first_tail);
+        drain(&mut drains, &mut streamed);
+        return drains;
+    }
+
+    // Minimal: the first compound page is built in memory with normal stores where it is read
+    // back (head, page[1], page[2]), which seeds three more templates: the final head, page[1]
+    // and page[2] as `__SetPageHead` and `prep_compound_head` leave them. Every later compound
+    // page is then streamed record by record, each template refreshed in registers with its
+    // PFN-dependent fields (section bits, `virtual`) and its compound-dependent pointers
+    // (`compound_head`, the `_deferred_list` self-pointers). Nothing streamed is ever read
+    // back or rewritten, so the one drain before returning is the only one needed.
+    let first = plan.start;
+    m.set_flag(first, PG::HEAD);
+    m.init_zone_device_page(first + 1, plan.zone, plan.nid, pgmap, hooks);
+    m.prep_compound_tail(first, 1);
+    m.set_page_count(first + 1, 0, hooks);
+    let mut tail_tmpl = m.read(first + 1);
+    let end = first + plan.compound_pages;
+    if first + 2 < end {
+        template_run::<P, H, Cached>(m, first + 2, first + 3, &mut tail_tmpl, hooks);
+    }
+    if first + 3 < end {
+        template_run::<P, H, S>(m, first + 3, end, &mut tail_tmpl, hooks);
+        streamed = true;
+    }
+    m.prep_compound_head(first, plan.order);
+    let head_final = m.read(first);
+    let page1_final = m.read(first + 1);
+    let page2_final = (plan.compound_pages > 2).then(|| m.read(first + 2));
+    let section_dep = m.layout().section_in_page_flags();
+
+    let mut head = first + plan.pfns_per_compound;
+    while head < plan.end {
+        let head_vaddr = m.vaddr(head);
+        // Head: pageblock-aligned heads get `set_pageblock_migratetype`, which on classic
+        // SPARSEMEM reads the page back: those are stored normally.
+        let mut rec = head_final;
+        m.refresh_template(&mut rec, head);
+        // SAFETY: `head` is inside the validated range.
+        let dst = unsafe { m.page_ptr(head) };
+        if m.pageblock_aligned(head) {
+            if section_dep {
+                // SAFETY: `dst` is a writable struct page of the memmap.
+                unsafe { Cached::store_patched(dst, rec) };
+            } else {
+                // SAFETY: as above; nothing reads it before the final drain.
+                unsafe { S::store_patched(dst, rec) };
+            }
+            m.pageblock_init(head, hooks);
+        } else {
+            // SAFETY: as above.
+            unsafe { S::store_patched(dst, rec) };
+        }
+        // page[1]: the folio counters of prep_compound_head, the compound head pointer.
+        let mut rec = page1_final;
+        rec.set_u64_at(offsets::COMPOUND_HEAD, head_vaddr + 1);
+        m.refresh_template(&mut rec, head + 1);
+        // SAFETY: `head + 1` is inside the range (compound pages have at least two pages).
+        unsafe { S::store_patched(m.page_ptr(head + 1), rec) };
+        if let Some(p2) = page2_final {
+            // page[2]: the `_deferred_list` self-pointers (order > 1).
+            let mut rec = p2;
+            rec.set_u64_at(offsets::COMPOUND_HEAD, head_vaddr + 1);
+            if plan.order > 1 {
+                let list = m.vaddr(head + 2) + offsets::LRU_PREV as u64;
+                rec.set_u64_at(offsets::LRU_PREV, list);
+                rec.set_u64_at(offsets::MAPPING, list);
+            }
+            m.refresh_template(&mut rec, head + 2);
+            // SAFETY: `head + 2` is inside the range (`compound_pages > 2`).
+            unsafe { S::store_patched(m.page_ptr(head + 2), rec) };
+        }
+        tail_tmpl.set_u64_at(offsets::COMPOUND_HEAD, head_vaddr + 1);
         let end = head + plan.compound_pages;
-        let mut next = head + 2;
-        if !upstream && next < end {
-            // page[2] gets normal stores: prep_compound_head() rewrites part of it.
-            template_run::<P, H, Cached>(m, next, next + 1, &mut tail_tmpl, hooks);
-            next += 1;
+        if head + 3 < end {
+            template_run::<P, H, S>(m, head + 3, end, &mut tail_tmpl, hooks);
         }
-        if next < end {
-            template_run::<P, H, S>(m, next, end, &mut tail_tmpl, hooks);
-            streamed = true;
-        }
-        // prep_compound_head() writes page[1] and page[2].
-        if upstream {
-            drain(&mut drains, &mut streamed);
-        }
-        m.prep_compound_head(head, plan.order);
+        streamed = true;
         head += plan.pfns_per_compound;
     }
     drain(&mut drains, &mut streamed);

@@ -1,7 +1,9 @@
 //! The timing scenarios. Each builds its storage, runs its strategies interleaved with
 //! [`crate::measure::interleaved`], and returns a [`crate::report::Scenario`].
 
+pub mod alloc;
 pub mod clear;
+pub mod deferred;
 pub mod hugetlb;
 pub mod zone_device;
 

@@ -243,6 +243,11 @@ pub(crate) unsafe fn clear_pages_cached(dst: *mut u8, npages: usize) {
     unsafe { clear_pages(dst, npages) }
 }
 
+/// The method [`clear_pages_streaming`] uses.
+pub(crate) fn streaming_clear_method() -> &'static str {
+    "stnp"
+}
+
 /// Always the `stnp xzr, xzr` non-temporal loop.
 ///
 /// # Safety

@@ -47,6 +47,12 @@ pub(crate) unsafe fn clear_pages_cached(dst: *mut u8, npages: usize) {
     unsafe { clear_pages(dst, npages) }
 }
 
+/// The method [`clear_pages_streaming`] uses.
+#[allow(dead_code)] // unused when a streaming backend is selected
+pub(crate) fn streaming_clear_method() -> &'static str {
+    "write_bytes"
+}
+
 /// Same as [`clear_pages`] (the generic backend has one way to clear).
 ///
 /// # Safety

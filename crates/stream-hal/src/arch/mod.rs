@@ -23,20 +23,20 @@ cfg_if::cfg_if! {
         mod x86_64;
         pub(crate) use self::x86_64::{
             clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, store_record,
-            store_record_words, store_words,
+            store_record_words, store_words, streaming_clear_method,
         };
         pub(crate) const BACKEND: crate::Backend = crate::Backend::X86_64 { vector: x86_64::VECTOR };
     } else if #[cfg(all(stream_hal_backend = "aarch64", target_arch = "aarch64", not(miri)))] {
         mod aarch64;
         pub(crate) use self::aarch64::{
             clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, store_record,
-            store_record_words, store_words,
+            store_record_words, store_words, streaming_clear_method,
         };
         pub(crate) const BACKEND: crate::Backend = crate::Backend::Aarch64;
     } else {
         pub(crate) use self::generic::{
             clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, store_record,
-            store_record_words, store_words,
+            store_record_words, store_words, streaming_clear_method,
         };
         pub(crate) const BACKEND: crate::Backend = crate::Backend::Generic(generic_reason());
     }

@@ -383,9 +383,10 @@ pub(crate) fn drain() {
 }
 
 /// See [`crate::clear_pages`]: `rep stosb` for ranges the CPU's fast-string microcode clears
-/// well (below [`crate::CLEAR_STREAMING_MIN`], where the pages are likely reused from cache, and
-/// from [`crate::CLEAR_REP_LARGE_MIN`] up, where the microcode switches to its own
-/// non-temporal protocol), streaming zero stores in between.
+/// well (below [`crate::CLEAR_STREAMING_MIN`], where the pages are likely reused from cache, and,
+/// on CPUs without `CLZERO`, from [`crate::CLEAR_REP_LARGE_MIN`] up, where the microcode
+/// switches to its own non-temporal protocol), streaming zeroing in between (`clzero` where
+/// available, else `movntdq`).
 ///
 /// # Safety
 ///
@@ -393,7 +394,10 @@ pub(crate) fn drain() {
 #[inline]
 pub(crate) unsafe fn clear_pages(dst: *mut u8, npages: usize) {
     let len = npages * PAGE_SIZE;
-    if (crate::CLEAR_STREAMING_MIN..crate::CLEAR_REP_LARGE_MIN).contains(&len) {
+    // With CLZERO the streaming path beats `rep stosb` at every large size (measured 31.2 vs
+    // 29.9 GB/s at 1 GiB on Zen 3); without it only up to CLEAR_REP_LARGE_MIN.
+    let streaming_max = if has_clzero() { usize::MAX } else { crate::CLEAR_REP_LARGE_MIN };
+    if len >= crate::CLEAR_STREAMING_MIN && len < streaming_max {
         // SAFETY: same contract.
         unsafe { clear_pages_streaming(dst, npages) }
     } else {
@@ -424,9 +428,44 @@ pub(crate) unsafe fn clear_pages_cached(dst: *mut u8, npages: usize) {
     }
 }
 
-/// Zeroes `npages * 4096` bytes with streaming stores: `movntdq` of a zero register (64 bytes
-/// per iteration) with SSE2, `movnti` of a zero general-purpose register without. Normal
-/// stores for a misaligned head or tail. Does not fence.
+/// Whether the CPU has `CLZERO` (AMD: CPUID `0x8000_0008`, EBX bit 0), detected on first use
+/// and cached. `CLZERO` zeroes a whole 64-byte line without reading it, weakly ordered like a
+/// non-temporal store (AMD APM: "software should use an SFENCE ... to enforce memory ordering
+/// of CLZERO"), and on Zen 3 it is the fastest way to zero memory (measured 27.7 GB/s on 2 MiB
+/// ranges against 25.0 for `movntdq` and 9.3 for `rep stosb`).
+pub(crate) fn has_clzero() -> bool {
+    use core::sync::atomic::{AtomicU8, Ordering};
+    static STATE: AtomicU8 = AtomicU8::new(0); // 0: not yet detected, 1: absent, 2: present
+    match STATE.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let present = detect_clzero();
+            STATE.store(if present { 2 } else { 1 }, Ordering::Relaxed);
+            present
+        }
+    }
+}
+
+fn detect_clzero() -> bool {
+    use core::arch::x86_64::__cpuid;
+    // SAFETY: `cpuid` exists on every x86-64 CPU and only reads identification registers
+    // (`__cpuid` is an `unsafe fn` on older toolchains, a safe one on newer).
+    #[allow(unused_unsafe)]
+    let max_extended = unsafe { __cpuid(0x8000_0000) }.eax;
+    if max_extended < 0x8000_0008 {
+        return false;
+    }
+    // SAFETY: as above; the leaf exists (checked).
+    #[allow(unused_unsafe)]
+    let ebx = unsafe { __cpuid(0x8000_0008) }.ebx;
+    ebx & 1 != 0
+}
+
+/// Zeroes `npages * 4096` bytes with streaming stores: `clzero` per 64-byte line where the CPU
+/// has it, else `movntdq` of a zero register (64 bytes per iteration) with SSE2, else `movnti`
+/// of a zero general-purpose register. Normal stores for a misaligned head or tail. Does not
+/// fence.
 ///
 /// # Safety
 ///
@@ -434,6 +473,46 @@ pub(crate) unsafe fn clear_pages_cached(dst: *mut u8, npages: usize) {
 #[inline(never)]
 pub(crate) unsafe fn clear_pages_streaming(dst: *mut u8, npages: usize) {
     let len = npages * PAGE_SIZE;
+    if has_clzero() {
+        // SAFETY: same contract; the CPU has CLZERO.
+        unsafe { clear_clzero(dst, len) }
+    } else {
+        // SAFETY: same contract.
+        unsafe { clear_movnt(dst, len) }
+    }
+}
+
+/// Zeroes `len` bytes: `clzero` on every whole, aligned 64-byte line, normal stores on the
+/// edges (a `clzero` on a partial line would zero bytes outside the range).
+///
+/// # Safety
+///
+/// `dst` writable for `len` bytes; the CPU has `CLZERO`.
+unsafe fn clear_clzero(dst: *mut u8, len: usize) {
+    let head = (dst.addr().wrapping_neg() & 63).min(len);
+    // SAFETY: `head <= len` bytes at `dst` are writable.
+    unsafe { ptr::write_bytes(dst, 0, head) };
+    let mut p = dst.wrapping_add(head);
+    let mut n = len - head;
+    while n >= 64 {
+        // SAFETY: `p` is 64-byte aligned and the whole line `p..p+64` lies inside the range, so
+        // `clzero` (which zeroes the line containing `rax`) writes only allowed bytes. It
+        // changes no flags and does not use the stack.
+        unsafe { asm!("clzero", in("rax") p, options(nostack, preserves_flags)) };
+        p = p.wrapping_add(64);
+        n -= 64;
+    }
+    // SAFETY: the last `n < 64` bytes are inside the range.
+    unsafe { ptr::write_bytes(p, 0, n) };
+}
+
+/// Zeroes `len` bytes with `movntdq` of a zero register (64 bytes per iteration) with SSE2,
+/// `movnti` of a zero general-purpose register without; normal stores on the edges.
+///
+/// # Safety
+///
+/// `dst` writable for `len` bytes.
+unsafe fn clear_movnt(dst: *mut u8, len: usize) {
     let head = (dst.addr().wrapping_neg() & 15).min(len);
     // SAFETY: `head <= len` bytes at `dst` are writable.
     unsafe { ptr::write_bytes(dst, 0, head) };
@@ -464,6 +543,17 @@ pub(crate) unsafe fn clear_pages_streaming(dst: *mut u8, npages: usize) {
     }
     // SAFETY: the last `n < 8` bytes are inside the range.
     unsafe { ptr::write_bytes(p, 0, n) };
+}
+
+/// The method [`clear_pages_streaming`] uses on this CPU.
+pub(crate) fn streaming_clear_method() -> &'static str {
+    if has_clzero() {
+        "clzero"
+    } else if cfg!(target_feature = "sse2") {
+        "movntdq"
+    } else {
+        "movnti"
+    }
 }
 
 /// `clear_pages` through the alternative `variant` (see `arch/x86_clear.rs`): `rep stosb` with
@@ -555,6 +645,38 @@ mod tests {
                     assert!(buf[..offset].iter().all(|&b| b == 0xa5), "{v:?}: bytes before changed");
                     assert!(buf[offset..offset + len].iter().all(|&b| b == 0), "{v:?}: range not zeroed");
                     assert!(buf[offset + len..].iter().all(|&b| b == 0xa5), "{v:?}: bytes after changed");
+                }
+            }
+        }
+    }
+
+    /// Both streaming clear bodies, whatever this CPU has (CLZERO is only run where present).
+    #[test]
+    fn streaming_clear_bodies_zero_exactly_the_range() {
+        for offset in [0usize, 1, 8, 63, 64, 100, 4096] {
+            for len in [0usize, 1, 63, 64, 65, 4096, 3 * 4096 + 17, 1 << 20] {
+                let mut buf = vec![0xa5u8; offset + len + 128];
+                // SAFETY: `offset + len` bytes are inside `buf`.
+                unsafe { clear_movnt(buf.as_mut_ptr().add(offset), len) };
+                drain();
+                assert!(
+                    buf[..offset].iter().all(|&b| b == 0xa5)
+                        && buf[offset + len..].iter().all(|&b| b == 0xa5)
+                );
+                assert!(buf[offset..offset + len].iter().all(|&b| b == 0), "movnt offset {offset} len {len}");
+                if has_clzero() {
+                    buf.fill(0xa5);
+                    // SAFETY: as above; the CPU has CLZERO.
+                    unsafe { clear_clzero(buf.as_mut_ptr().add(offset), len) };
+                    drain();
+                    assert!(
+                        buf[..offset].iter().all(|&b| b == 0xa5)
+                            && buf[offset + len..].iter().all(|&b| b == 0xa5)
+                    );
+                    assert!(
+                        buf[offset..offset + len].iter().all(|&b| b == 0),
+                        "clzero offset {offset} len {len}"
+                    );
                 }
             }
         }

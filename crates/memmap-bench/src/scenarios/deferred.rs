@@ -1,0 +1,264 @@
+//! `deferred`: boot-time struct page init of a 64 GiB zone (16,777,216 struct pages, 1 GiB of
+//! memmap) three ways, and the cost of the on-demand check in the allocator.
+//!
+//! * `eager`: every struct page initialized and freed at boot (`memmap_init_range`);
+//! * `deferred`: DEFERRED_STRUCT_PAGE_INIT: the zone is initialized up to the first deferred
+//!   section at boot, the rest by `deferred_init_memmap` (padata on real threads);
+//! * `on-demand`: the 2013 RFC: one struct page per 2 MiB block at boot, each block expanded the
+//!   first time the allocator touches it.
+//!
+//! The main figure per strategy is the boot time (what `memmap_init_zone` cost in the RFC's
+//! measurement); `full_ms` adds what it takes until every struct page is initialized
+//! (`deferred_init_memmap`, or expanding every block). Then order-0 and order-9 allocation
+//! throughput of a fully initialized zone is compared with an on-demand zone whose blocks are
+//! all expanded already, which isolates the per-allocation check (the RFC measured +2.6% in a
+//! page-fault test).
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use memmap_core::{
+    BlockStates, BootOptions, Gfp, InitMode, KernelConfig, NoHooks, Node, NodeLayout, NodeParts, OwnedMemmap,
+    Page64, PfnRange, ZoneSpan,
+};
+
+use super::Common;
+use crate::limits::Limits;
+use crate::measure::{Runner, Samples, interleaved, median};
+use crate::progress::bar;
+use crate::report::{LimitKind, Scenario, ScenarioSpec};
+use crate::size::Bytes;
+
+const ZONE: u32 = 2;
+const BASE: u64 = 1 << 20;
+
+/// Parameters.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Zone size in bytes of memory.
+    pub size: u64,
+    /// Kernel config.
+    pub config: KernelConfig,
+}
+
+/// Memory the scenario needs: one memmap per strategy.
+#[must_use]
+pub fn memory_needed(size: u64) -> u64 {
+    3 * (size / 4096) * 64
+}
+
+fn reset(states: &[AtomicU8]) {
+    for s in states {
+        s.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Runs the scenario.
+///
+/// # Panics
+///
+/// If the memmaps cannot be mapped or the boot is rejected.
+pub fn run(p: &Params, common: &Common, limits: &Limits) -> Scenario {
+    let cfg = p.config;
+    let nr = p.size / 4096;
+    let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
+    let memory = [PfnRange::new(BASE, BASE + nr)];
+    let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
+    let rounds = common.rounds(5, 3);
+    let threads = if common.threads > 1 {
+        common.threads
+    } else {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    };
+    let modes = [InitMode::Eager, InitMode::Deferred, InitMode::OnDemand];
+    let mut storage: Vec<OwnedMemmap<Page64>> =
+        modes.iter().map(|_| OwnedMemmap::new(cfg, BASE, nr).expect("mmap the memmap")).collect();
+    let states: Vec<Vec<AtomicU8>> = modes
+        .iter()
+        .map(|_| BlockStates::alloc(Node::<Page64>::states_needed(&cfg, layout.span())))
+        .collect();
+    let pb = bar(rounds as u64 * modes.len() as u64, "deferred-64g", common.progress);
+    let full: Vec<std::cell::RefCell<Vec<Duration>>> =
+        modes.iter().map(|_| std::cell::RefCell::default()).collect();
+    let boot_pages: Vec<std::cell::Cell<u64>> = modes.iter().map(|_| std::cell::Cell::new(0)).collect();
+    let samples: Vec<Samples> = {
+        let mut runners: Vec<Runner<'_>> = modes
+            .iter()
+            .enumerate()
+            .zip(storage.iter_mut())
+            .map(|((i, &mode), owned)| {
+                let (states, full, boot_pages, pb) = (&states[i], &full[i], &boot_pages[i], pb.clone());
+                Runner::new(mode.name(), move |_| {
+                    reset(states);
+                    let parts =
+                        NodeParts { memmap: owned.memmap(), layout, states, arena: None, hooks: NoHooks };
+                    let t = Instant::now();
+                    let (node, report) = Node::boot(parts, &BootOptions::new(mode)).expect("boot");
+                    let boot = t.elapsed();
+                    match mode {
+                        InitMode::Deferred => {
+                            node.deferred_init_memmap(threads);
+                        }
+                        InitMode::OnDemand => {
+                            let _expanded = node.expand_all();
+                        }
+                        InitMode::Eager => {}
+                    }
+                    full.borrow_mut().push(t.elapsed());
+                    boot_pages.set(report.pages_initialized);
+                    pb.inc(1);
+                    boot
+                })
+            })
+            .collect();
+        interleaved(rounds, &mut runners)
+    };
+    pb.finish_and_clear();
+    let (alloc, alloc_table) = alloc_check(cfg, common);
+    let description = format!(
+        "boot init of a {} zone ({} struct pages, {} of memmap): boot time, then time to full availability; {} rounds, deferred init on {} threads",
+        Bytes(p.size),
+        nr,
+        Bytes(nr * 64),
+        rounds,
+        threads
+    );
+    let spec = ScenarioSpec {
+        name: "deferred-64g".into(),
+        description,
+        struct_pages: nr,
+        bytes: nr * 64,
+        threads,
+        limit: LimitKind::FillNonzero,
+    };
+    let mut sc = Scenario::from_samples(spec, limits, &samples);
+    // GB/s per strategy: the struct pages each one writes at boot.
+    for (r, pages) in sc.results.iter_mut().zip(&boot_pages) {
+        r.gbps = crate::measure::gbps(pages.get() * 64, r.median_ms / 1e3);
+        r.x_limit = r.gbps / sc.limit_gbps;
+    }
+    let full_ms: serde_json::Map<String, serde_json::Value> = modes
+        .iter()
+        .zip(&full)
+        .map(|(m, f)| {
+            let v = f.borrow();
+            let rebinds = if v.len() > 1 { &v[1..] } else { &v[..] };
+            (m.name().to_string(), (median(rebinds) * 1e3).into())
+        })
+        .collect();
+    sc.extra.insert("full_availability_median_ms".into(), full_ms.into());
+    sc.extra.insert(
+        "boot_struct_pages".into(),
+        modes
+            .iter()
+            .zip(&boot_pages)
+            .map(|(m, p)| (m.name().to_string(), p.get().into()))
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+    );
+    sc.extra.insert("alloc_check".into(), alloc);
+    let full_line = modes
+        .iter()
+        .zip(&full)
+        .map(|(m, f)| {
+            let v = f.borrow();
+            format!("{} {:.1} ms", m.name(), median(if v.len() > 1 { &v[1..] } else { &v[..] }) * 1e3)
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    sc.notes.push(format!("  time to full availability (median): {full_line}"));
+    sc.notes.push(alloc_table.trim_end().to_string());
+    sc
+}
+
+/// Order-0 and order-9 allocate-everything-then-free throughput on a fully initialized zone and
+/// on an on-demand zone whose blocks were all expanded by a first pass, interleaved.
+fn alloc_check(cfg: KernelConfig, common: &Common) -> (serde_json::Value, String) {
+    let rounds = common.rounds(25, 5).max(3);
+    let mut out = serde_json::Map::new();
+    let mut table = String::from("  allocation throughput (allocate the whole zone, then free it):\n");
+    for order in [0u32, 9] {
+        // 262,144 order-0 allocations (1 GiB zone); 8,192 order-9 ones (16 GiB zone).
+        let nr: u64 = match (order, common.quick) {
+            (0, false) => 1 << 18,
+            (0, true) => 1 << 16,
+            (_, false) => 1 << 22,
+            (_, true) => 1 << 18,
+        };
+        let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
+        let memory = [PfnRange::new(BASE, BASE + nr)];
+        let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
+        let mut eager_owned = OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap");
+        let mut od_owned = OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap");
+        // Resident before measuring, so both zones start from the same kind of memory.
+        eager_owned.populate().expect("populate");
+        od_owned.populate().expect("populate");
+        let eager_states = BlockStates::alloc(Node::<Page64>::states_needed(&cfg, layout.span()));
+        let od_states = BlockStates::alloc(Node::<Page64>::states_needed(&cfg, layout.span()));
+        let opts = |mode| BootOptions { check_pages: false, ..BootOptions::new(mode) };
+        let (eager, _) = Node::boot(
+            NodeParts {
+                memmap: eager_owned.memmap(),
+                layout,
+                states: &eager_states,
+                arena: None,
+                hooks: NoHooks,
+            },
+            &opts(InitMode::Eager),
+        )
+        .expect("boot");
+        let (od, _) = Node::boot(
+            NodeParts { memmap: od_owned.memmap(), layout, states: &od_states, arena: None, hooks: NoHooks },
+            &opts(InitMode::OnDemand),
+        )
+        .expect("boot");
+        let cycle = |node: &Node<'_, Page64>| {
+            let t = Instant::now();
+            let mut held = Vec::with_capacity((nr >> order) as usize);
+            while let Ok(b) = node.alloc_pages(ZONE, order, Gfp::NONE) {
+                held.push(b);
+            }
+            let n = held.len() as u64;
+            for b in held {
+                node.free_pages(b).expect("free");
+            }
+            (t.elapsed(), n)
+        };
+        // The first on-demand pass expands every block; it is reported, then excluded.
+        let (first_od, _) = cycle(&od);
+        let mut runners = vec![
+            Runner::new("fully-initialized", |_| cycle(&eager).0),
+            Runner::new("on-demand-check", |_| cycle(&od).0),
+        ];
+        let s = interleaved(rounds, &mut runners);
+        drop(runners);
+        let eager_ms = s[0].median_ms();
+        let od_ms = s[1].median_ms();
+        // The two runs of a round are adjacent in time: the median of the per-round ratios is
+        // robust to the machine's drift between rounds.
+        let ratios: Vec<Duration> = s[0]
+            .rebinds()
+            .iter()
+            .zip(s[1].rebinds())
+            .map(|(e, o)| Duration::from_secs_f64(o.as_secs_f64() / e.as_secs_f64()))
+            .collect();
+        let overhead = (median(&ratios) - 1.0) * 100.0;
+        let allocs = nr >> order;
+        out.insert(
+            format!("order_{order}"),
+            serde_json::json!({
+                "allocations": allocs,
+                "fully_initialized_ms": eager_ms,
+                "on_demand_ms": od_ms,
+                "on_demand_first_pass_ms": first_od.as_secs_f64() * 1e3,
+                "overhead_pct": overhead,
+                "fully_initialized_mallocs_per_s": allocs as f64 / (eager_ms / 1e3),
+            }),
+        );
+        table.push_str(&format!(
+            "    order {order}: {allocs} allocs, fully initialized {eager_ms:.2} ms, on-demand {od_ms:.2} ms ({overhead:+.1}%), first on-demand pass (expands) {:.2} ms\n",
+            first_od.as_secs_f64() * 1e3
+        ));
+    }
+    (out.into(), table)
+}
