@@ -785,7 +785,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
 
     /// The template with `pfn`'s address-dependent fields: `lru` self-pointers and `virtual`.
     #[inline(always)]
-    fn refreshed(&self, t: &P, pfn: u64) -> P {
+    pub(crate) fn refreshed(&self, t: &P, pfn: u64) -> P {
         let mut r = *t;
         let list = self.pages.vaddr(pfn) + offsets::LRU_NEXT as u64;
         r.set_u64_at(offsets::LRU_NEXT, list);
@@ -843,6 +843,9 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     fn mark_boot_states(&self, fdp: u64) {
         let pb = self.cfg.pageblock_nr_pages();
         let mut b = self.block_start(self.span.start);
+        // On-demand: the memory-and-zone range that held the last flagged block (blocks come in
+        // ascending order, so consecutive blocks mostly hit it and skip the layout scan).
+        let mut flagged_range: Option<(u64, u64)> = None;
         while b < self.span.end {
             let done = match self.opts.mode {
                 InitMode::Eager => true,
@@ -850,7 +853,13 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
                 // Exactly the blocks `ondemand_memmap_init_range` flagged stay unexpanded. The
                 // predicate is computed from the layout rather than by reading every base page
                 // back (a cache miss per 2 MiB block, most of the on-demand boot time).
-                InitMode::OnDemand => !self.ondemand_flags_block(b),
+                InitMode::OnDemand => match flagged_range {
+                    Some((s, e)) if s <= b && b + pb <= e => false,
+                    _ => {
+                        flagged_range = self.ondemand_flagging_range(b);
+                        flagged_range.is_none()
+                    }
+                },
             };
             if done {
                 self.states.mark_done(self.block_index(b.max(self.span.start)));
@@ -953,7 +962,10 @@ pub(crate) struct Streamed;
 impl Store for Streamed {
     #[inline(always)]
     unsafe fn store<P: StructPage>(dst: *mut P, src: &P) {
-        // SAFETY: the caller guarantees `dst` is writable and drains before any read.
-        unsafe { stream_hal::store_record(dst, src) }
+        // SAFETY: the caller guarantees `dst` is writable (struct pages are 8-aligned) and
+        // drains before any read. The record was just patched per page (`lru` self-pointers):
+        // it goes to the streaming stores by value, from registers, not reloaded from memory
+        // with wider loads (a store-forwarding stall, 3x slower).
+        unsafe { (*src).store_streaming(dst) }
     }
 }

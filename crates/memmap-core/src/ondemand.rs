@@ -33,8 +33,9 @@
 
 use core::sync::atomic::Ordering;
 
+use crate::Strategy;
 use crate::hooks::InitHooks;
-use crate::node::{Node, PbMode, RunKind};
+use crate::node::{Inner, Node, PbMode, RunKind};
 use crate::page::{StructPage, offsets};
 use crate::sync::RunOnce;
 
@@ -52,14 +53,10 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         while pfn < e {
             let b = self.block_start(pfn);
             if b == pfn && pfn + bs <= e {
-                // A whole block: its first struct page only, flagged.
-                let kind = RunKind {
-                    pageblock: PbMode::MovableResched,
-                    extra_flags: 1 << self.uninit_bit,
-                    count: 1,
-                };
-                self.init_run(pfn, pfn + 1, zone, kind);
-                pfn += bs;
+                // Whole blocks: their first struct pages only, flagged.
+                let nblocks = (e - pfn) / bs;
+                self.ondemand_base_pages(pfn, nblocks, zone);
+                pfn += nblocks * bs;
             } else {
                 let stop = (b + bs).min(e);
                 self.init_run(pfn, stop, zone, RunKind::plain(PbMode::MovableResched));
@@ -68,19 +65,64 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         }
     }
 
-    /// Whether [`Self::ondemand_memmap_init_range`] leaves the block starting at `b` with only
-    /// its flagged base page: `b` is block-aligned and the whole block lies inside one memory
-    /// range of one zone.
-    pub(crate) fn ondemand_flags_block(&self, b: u64) -> bool {
+    /// The flagged first struct pages of `nblocks` consecutive whole blocks from `first`: the
+    /// first through `__init_single_page` (the slow path), the others copies of it with the
+    /// address-dependent fields refreshed (`lru` self-pointers, section bits, `virtual`) in
+    /// registers and streamed (one base page per 2 MiB block: a write that would otherwise read
+    /// a whole line from memory first), each followed by `set_pageblock_migratetype(MOVABLE)`
+    /// and `cond_resched()`, and one drain before the boot's free pass reads them. On classic
+    /// SPARSEMEM, where `set_pageblock_migratetype` reads the page back, they are stored
+    /// normally.
+    fn ondemand_base_pages(&self, first: u64, nblocks: u64, zone: u32) {
+        let kind = RunKind { pageblock: PbMode::MovableResched, extra_flags: 1 << self.uninit_bit, count: 1 };
+        self.init_run(first, first + 1, zone, kind);
+        if nblocks < 2 || self.strategy == Strategy::Slow {
+            for k in 1..nblocks {
+                let b = first + k * self.cfg.pageblock_nr_pages();
+                self.init_run(b, b + 1, zone, kind);
+            }
+            return;
+        }
+        let bs = self.cfg.pageblock_nr_pages();
+        // SAFETY: boot is single-threaded; `first` was just initialized.
+        let mut t = unsafe { self.rd(first) };
+        let section_dep = self.flags_layout.section_in_page_flags();
+        let mut g = self.inner.lock();
+        let Inner { memmap, hooks } = &mut *g;
+        for k in 1..nblocks {
+            let b = first + k * bs;
+            if section_dep {
+                t.set_flags(self.flags_layout.set_section(t.flags(), self.cfg.pfn_to_section_nr(b)));
+            }
+            let rec = self.refreshed(&t, b);
+            if section_dep {
+                // `set_pageblock_migratetype` reads the section bits back (classic SPARSEMEM).
+                // SAFETY: `b` is in the node's span (the range is inside a zone) and owned by
+                // the booting thread.
+                unsafe { self.pages.ptr(b).write(rec) };
+            } else {
+                // SAFETY: as above; drained below, before the free pass reads it.
+                unsafe { rec.store_streaming(self.pages.ptr(b)) };
+            }
+            memmap.pageblock_init(b, hooks);
+        }
+        stream_hal::drain();
+        drop(g);
+        self.stats.pages_initialized.fetch_add(nblocks - 1, Ordering::Relaxed);
+    }
+
+    /// The memory-and-zone intersection `[s, e)` in which the block at `b` is whole (so
+    /// [`Self::ondemand_memmap_init_range`] flagged it), if any.
+    pub(crate) fn ondemand_flagging_range(&self, b: u64) -> Option<(u64, u64)> {
         let bs = self.cfg.pageblock_nr_pages();
         if b % bs != 0 || !self.span.contains(b) {
-            return false;
+            return None;
         }
-        self.layout.memory.iter().any(|m| {
-            self.layout.zones.iter().any(|z| {
+        self.layout.memory.iter().find_map(|m| {
+            self.layout.zones.iter().find_map(|z| {
                 let s = m.start.clamp(z.span.start, z.span.end);
                 let e = m.end.clamp(z.span.start, z.span.end);
-                s <= b && b + bs <= e
+                (s <= b && b + bs <= e).then_some((s, e))
             })
         })
     }
