@@ -7,3 +7,5 @@ cargo clippy --workspace --all-targets --locked --target aarch64-unknown-linux-g
 cargo clippy -p stream-hal --locked --target x86_64-unknown-none -- -D warnings
 cargo clippy -p stream-hal --locked --target aarch64-unknown-none -- -D warnings
 cargo clippy -p stream-hal --locked --features force-generic --all-targets -- -D warnings
+# Documentation builds without broken or private intra-doc links.
+RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --workspace --locked

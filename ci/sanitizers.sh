@@ -17,3 +17,6 @@ STREAM_HAL_EXPECT_BACKEND=generic:memory RUSTFLAGS="-Zsanitizer=memory" CARGO_TA
 echo "--- ThreadSanitizer"
 STREAM_HAL_EXPECT_BACKEND=generic:thread RUSTFLAGS="-Zsanitizer=thread" CARGO_TARGET_DIR=target/tsan \
     cargo +nightly test -Zbuild-std --locked --release --target "$host" -p stream-hal --lib --tests
+# Allocators racing deferred init and on-demand expansion (memmap-core's concurrency tests).
+STREAM_HAL_EXPECT_BACKEND=generic:thread RUSTFLAGS="-Zsanitizer=thread" CARGO_TARGET_DIR=target/tsan \
+    cargo +nightly test -Zbuild-std --locked --release --target "$host" -p memmap-core --test concurrency

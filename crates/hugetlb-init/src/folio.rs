@@ -131,7 +131,7 @@ impl Store for Streamed {
 /// * Template: the first tail through the slow path, every other tail a copy of it with
 ///   `lru.prev`, the section bits and `virtual` refreshed (see the module documentation),
 ///   built in registers and stored with normal stores.
-/// * Streaming: the same records stored with `stream_hal::store_record`, drained before
+/// * Streaming: the same records streamed from registers (`StructPage::store_streaming`), drained before
 ///   returning (so before the folio is used by anyone).
 ///
 /// `start >= end` is a no-op (Balbir Singh asked whether it can happen: with HVO

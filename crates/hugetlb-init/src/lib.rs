@@ -36,7 +36,8 @@
 //!   `set_page_count(page, 0)` per page;
 //! * **Template**: the first tail through the slow path, the others copies of it with the
 //!   per-page fields refreshed in registers, normal stores;
-//! * **Streaming**: the same records stored with `stream_hal::store_record` and drained before
+//! * **Streaming**: the same records streamed from registers (`stream_hal::store_words` through
+//!   `StructPage::store_streaming`) and drained before
 //!   the function returns, i.e. before `prep_compound_head()` or anyone else reads the folio;
 //! * **Auto**: Slow when the `page_ref_set` tracepoint is active, KASAN/KMSAN is configured or
 //!   the build is a sanitizer build; Streaming from the threshold up; Template below it (the

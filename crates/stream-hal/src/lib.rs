@@ -73,7 +73,7 @@ mod writer;
 use core::fmt;
 
 pub use arch::x86_clear::{X86ClearFeatures, X86ClearVariant};
-pub use writer::{StreamWriter, fill, fill_with, scope};
+pub use writer::{StreamWriter, WriterFull, fill, fill_with, scope};
 
 /// Size of the pages [`clear_pages`] clears: 4 KiB, the base page of x86-64 and of arm64's
 /// default configuration.
