@@ -2,6 +2,8 @@
 # Miri on the generic paths, interpreted as x86-64 and as aarch64.
 source "$(dirname "$0")/env.sh"
 export MIRIFLAGS="${MIRIFLAGS:-}"
+# Miri runs the aarch64 target itself: the qemu runner from env.sh must not wrap it.
+unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER
 STREAM_HAL_EXPECT_BACKEND=generic:miri cargo +nightly miri test --locked -p stream-hal
 STREAM_HAL_EXPECT_BACKEND=generic:miri cargo +nightly miri test --locked -p stream-hal --target aarch64-unknown-linux-gnu
 # memmap-core's suite scales itself down under Miri (cfg!(miri)): small memmaps, few proptest cases.

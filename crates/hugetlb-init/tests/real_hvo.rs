@@ -74,12 +74,17 @@ fn real_hvo_without_head_copy_keeps_the_old_head_page() {
 /// signal, or the error `write` returned when its store went through.
 fn child_write(addr: usize) -> Result<i32, i32> {
     let mut cmd = Command::new("/nonexistent/never-executed");
-    // SAFETY: the closure runs in the forked child before exec and only performs one volatile
-    // store and builds an `io::Error` from a raw code (no allocation, no lock). The store goes to
-    // a shared mapping of this test's memfd: if it is (wrongly) writable, it overwrites one
-    // struct page word of a vmemmap the parent does not read afterwards.
+    // SAFETY: the closure runs in the forked child before exec and only resets the SIGSEGV
+    // action (async-signal-safe), performs one volatile store and builds an `io::Error` from a
+    // raw code (no allocation, no lock). The store goes to a shared mapping of this test's memfd:
+    // if it is (wrongly) writable, it overwrites one struct page word of a vmemmap the parent
+    // does not read afterwards.
     unsafe {
         cmd.pre_exec(move || {
+            // Sanitizer runtimes (ASan) catch SIGSEGV to print a report and exit(1): restore
+            // the default action so the fault ends the child by the signal. signal(2) is
+            // async-signal-safe.
+            libc::signal(libc::SIGSEGV, libc::SIG_DFL);
             (addr as *mut u64).write_volatile(0x0bad_c0de);
             Err(std::io::Error::from_raw_os_error(WROTE))
         });
