@@ -29,7 +29,8 @@
 //! page's buddy-list words against the expansion's clear of its flag.
 //!
 //! Expansion uses the node's strategy: the first tail through the slow path, then a template
-//! copy (normal or streaming stores, drained before the block is published).
+//! copy (normal or streaming stores, drained before the block is published). The boot-time
+//! base pages are template copies written with normal stores (see `ondemand_base_pages`).
 
 use core::sync::atomic::Ordering;
 
@@ -68,11 +69,13 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// The flagged first struct pages of `nblocks` consecutive whole blocks from `first`: the
     /// first through `__init_single_page` (the slow path), the others copies of it with the
     /// address-dependent fields refreshed (`lru` self-pointers, section bits, `virtual`) in
-    /// registers and streamed (one base page per 2 MiB block: a write that would otherwise read
-    /// a whole line from memory first), each followed by `set_pageblock_migratetype(MOVABLE)`
-    /// and `cond_resched()`, and one drain before the boot's free pass reads them. On classic
-    /// SPARSEMEM, where `set_pageblock_migratetype` reads the page back, they are stored
-    /// normally.
+    /// registers, each followed by `set_pageblock_migratetype(MOVABLE)` and `cond_resched()`.
+    ///
+    /// They are written with normal stores, not streamed: the boot's free pass reads every one
+    /// of them back right away (`__free_pages_core`), and one line per 2 MiB block is 2 MiB of
+    /// struct pages for a 64 GiB zone, which stays in the last-level cache. Streaming them sent
+    /// each line to DRAM only for the free pass to miss on it (measured about 10% slower on the
+    /// 64 GiB boot, `cargo bench -p memmap-core --bench deferred` with `MEMMAP_BENCH_GIB=64`).
     fn ondemand_base_pages(&self, first: u64, nblocks: u64, zone: u32) {
         let kind = RunKind { pageblock: PbMode::MovableResched, extra_flags: 1 << self.uninit_bit, count: 1 };
         self.init_run(first, first + 1, zone, kind);
@@ -95,18 +98,11 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                 t.set_flags(self.flags_layout.set_section(t.flags(), self.cfg.pfn_to_section_nr(b)));
             }
             let rec = self.refreshed(&t, b);
-            if section_dep {
-                // `set_pageblock_migratetype` reads the section bits back (classic SPARSEMEM).
-                // SAFETY: `b` is in the node's span (the range is inside a zone) and owned by
-                // the booting thread.
-                unsafe { self.pages.ptr(b).write(rec) };
-            } else {
-                // SAFETY: as above; drained below, before the free pass reads it.
-                unsafe { rec.store_streaming(self.pages.ptr(b)) };
-            }
+            // SAFETY: `b` is in the node's span (the range is inside a zone) and owned by
+            // the booting thread.
+            unsafe { self.pages.ptr(b).write(rec) };
             memmap.pageblock_init(b, hooks);
         }
-        stream_hal::drain();
         drop(g);
         self.stats.pages_initialized.fetch_add(nblocks - 1, Ordering::Relaxed);
     }

@@ -566,7 +566,10 @@ fn errors_altmap_outside_the_range() {
 #[test]
 fn errors_vmemmap_shift_too_large_wrong_zone_bad_node() {
     let pgmap = DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(19);
-    expect_err(range(&cfg(), BASE, 1 << 19), pgmap, |e| {
+    // Natively a range aligned to the too-large compound size (so only the shift is wrong);
+    // Miri checks the same error on a small range (the shift is checked first).
+    let nr = if cfg!(miri) { 8 } else { 1 << 19 };
+    expect_err(range(&cfg(), BASE, nr), pgmap, |e| {
         matches!(e, InitError::VmemmapShiftTooLarge { shift: 19, max: 18 })
     });
     let normal = ZoneDeviceRange { zone: 2, ..range(&cfg(), BASE, 8) };
