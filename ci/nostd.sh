@@ -12,5 +12,7 @@ if grep -Eq 'xmm|movntdq' <<<"$dis"; then
 fi
 echo "x86_64-unknown-none: movnti-only path confirmed ($(grep -c movnti <<<"$dis") movnti, 0 SSE instructions)"
 arlib=target/aarch64-unknown-none/release/libstream_hal.rlib
-aarch64-linux-gnu-objdump -d "$arlib" | grep -q stnp || { echo "aarch64-unknown-none: no stnp in $arlib"; exit 1; }
-echo "aarch64-unknown-none: stnp path present"
+# Disassemble into a variable: `objdump | grep -q` fails under pipefail when grep exits early.
+adis=$(aarch64-linux-gnu-objdump -d "$arlib")
+grep -q 'stnp' <<<"$adis" || { echo "aarch64-unknown-none: no stnp in $arlib"; exit 1; }
+echo "aarch64-unknown-none: stnp path present ($(grep -c stnp <<<"$adis") stnp, $(grep -cE 'dc[[:space:]]+zva' <<<"$adis") dc zva)"

@@ -87,3 +87,19 @@ fn safe_entry_points_reject_bad_input_and_write_nothing() {
     stream_hal::copy_nontemporal(&mut dst, &[9u8; 8]).unwrap();
     assert_eq!(dst, [9; 8]);
 }
+
+/// `prefetch` is a hint: safe with any pointer (null, dangling, unmapped, the kernel half),
+/// never faults, and changes no memory.
+#[test]
+fn prefetch_never_faults_and_changes_nothing() {
+    let buf: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 3) as u8).collect();
+    let before = buf.clone();
+    for off in (0..buf.len()).step_by(64) {
+        stream_hal::prefetch(buf[off..].as_ptr());
+    }
+    for p in [0usize, 1, 4096, usize::MAX & !63, 0xffff_8000_0000_0000, 0x7fff_ffff_f000] {
+        stream_hal::prefetch(p as *const u64);
+    }
+    stream_hal::prefetch(core::ptr::dangling::<[u8; 4096]>());
+    assert_eq!(buf, before);
+}

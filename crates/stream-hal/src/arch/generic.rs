@@ -24,6 +24,12 @@ pub unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize) {
 #[allow(dead_code)] // unused when a streaming backend is selected
 pub(crate) fn drain() {}
 
+/// No prefetch instruction: a hint may be dropped (and must be, under Miri and sanitizers,
+/// which could not see through one).
+#[inline(always)]
+#[allow(dead_code)] // unused when a streaming backend is selected
+pub(crate) fn prefetch(_p: *const u8) {}
+
 /// Zeroes `npages * 4096` bytes with `write_bytes` (`memset`).
 ///
 /// # Safety

@@ -3,6 +3,7 @@
 //!
 //! * `unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize)`
 //! * `fn drain()`
+//! * `fn prefetch(p: *const u8)` — a cache hint that never faults
 //! * `unsafe fn clear_pages(dst: *mut u8, npages: usize)`
 //! * `unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize)` — `size` is always a
 //!   compile-time constant at the call site (`size_of::<T>()`), and the function is
@@ -22,20 +23,20 @@ cfg_if::cfg_if! {
     if #[cfg(all(stream_hal_backend = "x86_64", target_arch = "x86_64", not(miri)))] {
         mod x86_64;
         pub(crate) use self::x86_64::{
-            clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, store_record,
+            clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, prefetch, store_record,
             store_record_words, store_words, streaming_clear_method,
         };
         pub(crate) const BACKEND: crate::Backend = crate::Backend::X86_64 { vector: x86_64::VECTOR };
     } else if #[cfg(all(stream_hal_backend = "aarch64", target_arch = "aarch64", not(miri)))] {
         mod aarch64;
         pub(crate) use self::aarch64::{
-            clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, store_record,
+            clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, prefetch, store_record,
             store_record_words, store_words, streaming_clear_method,
         };
         pub(crate) const BACKEND: crate::Backend = crate::Backend::Aarch64;
     } else {
         pub(crate) use self::generic::{
-            clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, store_record,
+            clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, prefetch, store_record,
             store_record_words, store_words, streaming_clear_method,
         };
         pub(crate) const BACKEND: crate::Backend = crate::Backend::Generic(generic_reason());
