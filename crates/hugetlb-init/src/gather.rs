@@ -15,8 +15,8 @@ use crate::hvo::{
     HvoOutcome, HvoParams, HvoUnavailable, ModelRemap, VmemmapRemap, hugetlb_vmemmap_optimize_folio,
     hvo_availability,
 };
-use crate::padata::PadataJob;
 use crate::{HugetlbError, MaybeSend};
+use memmap_core::padata::PadataJob;
 
 /// One node of the simulated machine: its memory, its memmap (which must cover the memory),
 /// its vmemmap remapper and its hooks. Each node is gathered by one worker, so everything here
@@ -351,10 +351,8 @@ where
         at = end;
     }
     let t0 = now();
-    let job = PadataJob::gather_bootmem(
-        nodes.len() as u64,
-        nodes.iter().filter(|n| n.spec.nr_pages > 0).count() as u64,
-    );
+    let job =
+        PadataJob::gather_bootmem(nodes.len() as u64, nodes.iter().filter(|n| n.spec.nr_pages > 0).count());
     let nworks = run_gather(nodes, records, params, &job);
     let gather_time = since(t0);
 
@@ -403,7 +401,7 @@ where
     R: VmemmapRemap<P> + MaybeSend,
     H: InitHooks + MaybeSend,
 {
-    if !params.parallel || job.plan().nworks <= 1 {
+    if !params.parallel || job.plan().is_none_or(|p| p.nworks <= 1) {
         gather_sequential(nodes, records, params);
         return 1;
     }
@@ -418,7 +416,7 @@ where
         rest = tail;
         items.push(Mutex::new(Some((n, mine))));
     }
-    let plan = crate::padata::padata_do_multithreaded(job, |start, end| {
+    let report = memmap_core::padata::padata_do_multithreaded(job, |start, end| {
         for i in start..end {
             let taken = items[i as usize].lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
             if let Some((node, recs)) = taken {
@@ -427,7 +425,7 @@ where
             }
         }
     });
-    plan.nworks
+    report.plan.map_or(1, |p| p.nworks as u64)
 }
 
 #[cfg(not(feature = "std"))]

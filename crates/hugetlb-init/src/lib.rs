@@ -144,7 +144,8 @@ pub mod hstate;
 pub mod hvo;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod memfd;
-pub mod padata;
+/// `padata_do_multithreaded()`, shared with memmap-core's deferred init.
+pub use memmap_core::padata;
 
 use core::fmt;
 

@@ -50,6 +50,14 @@ const fn roundup(x: u64, y: u64) -> u64 {
 }
 
 impl PadataJob {
+    /// The job of hugetlb's `gather_bootmem_prealloc()`: one item per node id (`size =
+    /// nr_node_ids`, `align = min_chunk = 1`), at most one thread per node with memory
+    /// (`max_threads = num_node_state(N_MEMORY)`).
+    #[must_use]
+    pub const fn gather_bootmem(nr_node_ids: u64, nodes_with_memory: usize) -> PadataJob {
+        PadataJob { start: 0, size: nr_node_ids, align: 1, min_chunk: 1, max_threads: nodes_with_memory }
+    }
+
     /// The plan of rules 1-4, or `None` for an empty job.
     #[must_use]
     pub fn plan(&self) -> Option<PadataPlan> {
@@ -181,6 +189,18 @@ mod tests {
         // 64 GiB highest zone, 32 CPUs: 512 sections -> 32 works, 4-section chunks.
         let job = PadataJob { start: 0, size: 16_777_216, align: 32768, min_chunk: 32768, max_threads: 32 };
         assert_eq!(job.plan(), Some(PadataPlan { nworks: 32, chunk: 131_072 }));
+    }
+
+    #[test]
+    fn gather_bootmem_is_one_node_per_chunk() {
+        assert_eq!(PadataJob::gather_bootmem(4, 4).plan(), Some(PadataPlan { nworks: 4, chunk: 1 }));
+        assert_eq!(PadataJob::gather_bootmem(4, 2).plan(), Some(PadataPlan { nworks: 2, chunk: 1 }));
+        assert_eq!(PadataJob::gather_bootmem(1, 1).plan(), Some(PadataPlan { nworks: 1, chunk: 1 }));
+        assert_eq!(PadataJob::gather_bootmem(0, 0).plan(), None);
+        assert_eq!(
+            PadataJob::gather_bootmem(4, 4).chunks().collect::<Vec<_>>(),
+            [(0, 1), (1, 2), (2, 3), (3, 4)]
+        );
     }
 
     #[test]
