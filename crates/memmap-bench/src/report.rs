@@ -224,7 +224,7 @@ impl Report {
     pub fn header(&self) -> String {
         let m = &self.machine;
         format!(
-            "machine: {} ({} CPUs{}), stream-hal backend: {}, large clears: {}\nlimits:  fill zero {:.2} GB/s, fill non-zero {:.2} GB/s, copy {:.2} GB/s ({} buffer, {} rounds)\n",
+            "machine: {} ({} CPUs{}), stream-hal backend: {}, large clears: {}\nlimits:  fill zero {:.2} GB/s, fill non-zero {:.2} GB/s, copy {:.2} GB/s, one line per 32 KiB {:.1} ns ({} buffer, {} rounds)\n",
             m.cpu,
             m.cpus,
             m.mem_total_bytes.map_or(String::new(), |b| format!(", {}", crate::size::Bytes(b))),
@@ -233,6 +233,7 @@ impl Report {
             self.limits.fill_zero_gbps,
             self.limits.fill_nonzero_gbps,
             self.limits.copy_gbps,
+            self.limits.scattered_line_ns,
             crate::size::Bytes(self.limits.buffer_bytes),
             self.limits.rounds,
         )

@@ -169,6 +169,19 @@ pub fn run(p: &Params, common: &Common, limits: &Limits) -> Scenario {
         .collect::<Vec<_>>()
         .join(", ");
     sc.notes.push(format!("  time to full availability (median): {full_line}"));
+    // What on-demand boot costs in memory traffic here: the first struct page of every 2 MiB
+    // block is written once (memmap init) and read back once (the free pass), one scattered
+    // line each time, at the probe's cost per line (the boot overlaps some of it: the free
+    // pass prefetches).
+    let blocks = nr / cfg.pageblock_nr_pages();
+    let floor_ms = 2.0 * blocks as f64 * limits.scattered_line_ns / 1e6;
+    let eager_ms = sc.results.first().map_or(0.0, |r| r.median_ms);
+    sc.notes.push(format!(
+        "  on-demand reference: 2 x {blocks} scattered lines x {:.1} ns (limits probe) = {floor_ms:.2} ms = eager / {:.0}",
+        limits.scattered_line_ns,
+        eager_ms / floor_ms
+    ));
+    sc.extra.insert("on_demand_scattered_lines_ms".into(), floor_ms.into());
     sc.notes.push(alloc_table.trim_end().to_string());
     sc
 }
