@@ -32,7 +32,7 @@ struct Cli {
     /// Split each scenario's range across N threads (section-aligned chunks).
     #[arg(long, global = true, default_value_t = 1, value_name = "N")]
     threads: usize,
-    /// Rounds per strategy (default: 30 for zone-device as in the seeds, 5 for the others).
+    /// Rounds per strategy (default: 30 for zone-device as in the seeds, 15 for deferred, 5 for the others).
     #[arg(long, global = true, value_name = "N")]
     rounds: Option<usize>,
     /// Kernel config preset modelled by the timing scenarios.

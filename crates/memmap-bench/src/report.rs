@@ -172,9 +172,10 @@ impl Scenario {
     pub fn table(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "{}: {}", self.name, self.description);
+        let w = self.results.iter().map(|r| r.strategy.len()).max().unwrap_or(0).max(11);
         let _ = writeln!(
             s,
-            "  {:<11} {:>10} {:>14} {:>10} {:>9} {:>8} {:>9}",
+            "  {:<w$} {:>10} {:>14} {:>10} {:>9} {:>8} {:>9}",
             "strategy",
             "first ms",
             "rebind avg ms",
@@ -186,7 +187,7 @@ impl Scenario {
         for r in &self.results {
             let _ = writeln!(
                 s,
-                "  {:<11} {:>10.1} {:>14.2} {:>10.2} {:>8.2}x {:>8.2} {:>9.2}",
+                "  {:<w$} {:>10.1} {:>14.2} {:>10.2} {:>8.2}x {:>8.2} {:>9.2}",
                 r.strategy, r.first_ms, r.rebind_avg_ms, r.median_ms, r.speedup, r.gbps, r.x_limit
             );
         }
@@ -247,16 +248,24 @@ impl Report {
             s,
             "summary (rebind = average of rounds after the first; x limit = GB/s / limit of this run)"
         );
+        let w = self
+            .scenarios
+            .iter()
+            .flat_map(|sc| &sc.results)
+            .map(|r| r.strategy.len())
+            .max()
+            .unwrap_or(0)
+            .max(11);
         let _ = writeln!(
             s,
-            "  {:<24} {:<11} {:>10} {:>11} {:>9} {:>8} {:>8}",
+            "  {:<24} {:<w$} {:>10} {:>11} {:>9} {:>8} {:>8}",
             "scenario", "strategy", "first ms", "rebind ms", "speedup", "GB/s", "x limit"
         );
         for sc in &self.scenarios {
             for r in &sc.results {
                 let _ = writeln!(
                     s,
-                    "  {:<24} {:<11} {:>10.1} {:>11.2} {:>8.2}x {:>8.2} {:>8.2}",
+                    "  {:<24} {:<w$} {:>10.1} {:>11.2} {:>8.2}x {:>8.2} {:>8.2}",
                     sc.name, r.strategy, r.first_ms, r.rebind_avg_ms, r.speedup, r.gbps, r.x_limit
                 );
             }

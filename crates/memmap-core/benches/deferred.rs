@@ -1,7 +1,9 @@
 //! Criterion benchmarks of deferred / on-demand struct page init, the buddy allocator and
 //! init_on_alloc clearing:
 //!
-//! * `boot/{eager,deferred,on-demand}`: `Node::boot` of one zone (the "boot" time);
+//! * `boot/{eager,deferred,on-demand}`: `Node::boot` of one zone (the "boot" time), and
+//!   `boot/{eager,on-demand}-kernel-order` with the kernel's pass order ([`BootOrder::Kernel`])
+//!   instead of the fused boot;
 //!   `full/deferred` adds `deferred_init_memmap(2)`, `full/on-demand` adds `expand_all()` (the
 //!   "full availability" time);
 //! * `alloc/order-{0,9}/{eager,on-demand}`: allocate every page of the zone at that order and free
@@ -19,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use memmap_core::{
-    BootOptions, ClearMode, Gfp, InitMode, InitPolicy, KernelConfig, NoHooks, Node, NodeLayout, NodeParts,
-    OwnedArena, OwnedMemmap, Page64, PfnRange, ZoneSpan,
+    BootOptions, BootOrder, ClearMode, Gfp, InitMode, InitPolicy, KernelConfig, NoHooks, Node, NodeLayout,
+    NodeParts, OwnedArena, OwnedMemmap, Page64, PfnRange, ZoneSpan,
 };
 
 const ZONE: u32 = 2;
@@ -49,12 +51,17 @@ fn boot_and_full(c: &mut Criterion) {
     let mut g = c.benchmark_group("deferred");
     g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
     g.throughput(Throughput::Bytes(nr * 64));
-    for mode in InitMode::ALL {
+    let variants = InitMode::ALL
+        .into_iter()
+        .flat_map(|m| [(m, BootOrder::Fused), (m, BootOrder::Kernel)])
+        .filter(|&(m, o)| m != InitMode::Deferred || o == BootOrder::Fused);
+    for (mode, order) in variants {
         for full in [false, true] {
-            if full && mode == InitMode::Eager {
+            if full && (mode == InitMode::Eager || order == BootOrder::Kernel) {
                 continue;
             }
-            let name = format!("{}/{}", if full { "full" } else { "boot" }, mode.name());
+            let suffix = if order == BootOrder::Kernel { "-kernel-order" } else { "" };
+            let name = format!("{}/{}{suffix}", if full { "full" } else { "boot" }, mode.name());
             g.bench_function(name, |b| {
                 b.iter_custom(|iters| {
                     let mut total = Duration::ZERO;
@@ -68,7 +75,8 @@ fn boot_and_full(c: &mut Criterion) {
                             hooks: NoHooks,
                         };
                         let t = Instant::now();
-                        let (node, r) = Node::boot(parts, &BootOptions::new(mode)).expect("boot");
+                        let opts = BootOptions { order, ..BootOptions::new(mode) };
+                        let (node, r) = Node::boot(parts, &opts).expect("boot");
                         if full {
                             match mode {
                                 InitMode::Deferred => {

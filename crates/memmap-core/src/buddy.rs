@@ -36,7 +36,7 @@ use crate::arena::Gfp;
 use crate::config::KernelConfig;
 use crate::flags::{PG, PageType};
 use crate::hooks::InitHooks;
-use crate::node::{InitMode, MAX_ORDERS, Node};
+use crate::node::{FREE_PREFETCH_AHEAD, InitMode, Inner, MAX_ORDERS, Node, PbMode, RunKind};
 use crate::page::{StructPage, offsets};
 
 /// `LIST_POISON1` (`0x100 + POISON_POINTER_DELTA`).
@@ -449,43 +449,149 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// and a zero count (on-demand: only the first page of a block not expanded yet; the others
     /// copy the count when expanded), then the block goes to the buddy allocator at the tail.
     pub(crate) fn free_pages_core(&self, zone: u32, pfn: u64, order: u32) {
+        self.free_pages_core_run(zone, pfn, order, 1, pfn);
+    }
+
+    /// `__free_pages_core()` on `count` consecutive blocks of `order` from `pfn`, in ascending
+    /// order, under one hold of the zone lock (the boot free pass: nothing else runs yet, so
+    /// the kernel's per-block lock round trip only costs time; the bytes, lists and counters are
+    /// the same). While it frees a block it prefetches the first struct page of each pageblock
+    /// [`FREE_PREFETCH_AHEAD`] blocks ahead, below `prefetch_end`.
+    pub(crate) fn free_pages_core_run(&self, zone: u32, pfn: u64, order: u32, count: u64, prefetch_end: u64) {
         let n = 1u64 << order;
         if self.opts.policy.want_init_on_free() {
             if let Some(a) = &self.arena {
                 // SAFETY: the node's arena covers its span; these pages are not in the buddy
                 // allocator yet, so this thread owns their contents.
-                unsafe { a.clear(pfn, n, self.opts.policy.clear) };
+                unsafe { a.clear(pfn, n * count, self.opts.policy.clear) };
             }
         }
-        let mut area = self.zones[zone as usize].lock();
         let bs = self.cfg.pageblock_nr_pages();
-        let end = pfn + n;
-        let mut p = pfn;
-        while p < end {
-            let block_end = ((p | (bs - 1)) + 1).min(end);
-            let mut stop = block_end;
-            if self.opts.mode == InitMode::OnDemand && !self.states.is_done(self.block_index(p)) {
-                if p == self.block_start(p) {
-                    // Only the base page is initialized: the others copy its count later.
-                    stop = p + 1;
-                } else {
-                    self.ensure_block(self.block_start(p));
-                }
+        let on_demand = self.opts.mode == InitMode::OnDemand;
+        let mut area = self.zones[zone as usize].lock();
+        for c in 0..count {
+            let chunk = pfn + c * n;
+            let ahead = chunk + (FREE_PREFETCH_AHEAD << order);
+            let mut b = ahead;
+            while b < (ahead + n).min(prefetch_end) {
+                // SAFETY: `b` is below `prefetch_end`, inside the free range being freed, so its
+                // struct page is inside the memmap storage; only the address is computed.
+                stream_hal::prefetch(unsafe { self.pages.ptr(b) });
+                b += bs;
             }
-            for q in p..stop {
-                // SAFETY: the pages are initialized (or an unexpanded block's base) and owned by
-                // this thread until linked; the zone lock is held.
-                unsafe {
-                    let f = self.rd_word(q, offsets::FLAGS);
-                    self.wr_word(q, offsets::FLAGS, f & !(1 << PG::RESERVED));
-                    self.set_count(q, 0);
+            let end = chunk + n;
+            if on_demand && order >= self.cfg.pageblock_order {
+                // Whole pageblocks (the bulk of the boot free pass): an unexpanded block's
+                // base page, or every page of an expanded one.
+                for base in (chunk..end).step_by(bs as usize) {
+                    let pages = if self.states.is_done(self.block_index(base)) { bs } else { 1 };
+                    for q in base..base + pages {
+                        // SAFETY: as below.
+                        unsafe { self.clear_reserved_zero_count(q) };
+                    }
                 }
+                self.free_one_page(&mut area, zone, chunk, order, true);
+                continue;
             }
-            p = block_end;
+            let mut p = chunk;
+            while p < end {
+                let block_end = ((p | (bs - 1)) + 1).min(end);
+                let mut stop = block_end;
+                if on_demand && !self.states.is_done(self.block_index(p)) {
+                    if p == self.block_start(p) {
+                        // Only the base page is initialized: the others copy its count later.
+                        stop = p + 1;
+                    } else {
+                        self.ensure_block(self.block_start(p));
+                    }
+                }
+                for q in p..stop {
+                    // SAFETY: the pages are initialized (or an unexpanded block's base) and owned
+                    // by this thread until linked; the zone lock is held.
+                    unsafe { self.clear_reserved_zero_count(q) };
+                }
+                p = block_end;
+            }
+            self.free_one_page(&mut area, zone, chunk, order, true);
         }
-        self.stats.free_core_calls[order as usize].fetch_add(1, Ordering::Relaxed);
-        area.managed_pages += n;
-        self.free_one_page(&mut area, zone, pfn, order, true);
+        self.stats.free_core_calls[order as usize].fetch_add(count, Ordering::Relaxed);
+        area.managed_pages += n * count;
+    }
+
+    /// The on-demand boot of one window `[lo, hi)` of `zone` that lies inside one memory range,
+    /// with no reserved page: `memmap_init` (the flagged first struct page of every block),
+    /// then `__free_pages_core` of each `MAX_PAGE_ORDER` block, at the tail of its free list,
+    /// with each first struct page written once, in its final state. Returns the pages freed.
+    ///
+    /// The kernel writes such a struct page three times (`__init_single_page`, then
+    /// `__ClearPageReserved` and `set_page_count(0)`, then the buddy fields and list links of
+    /// the block head); the bytes left are the same, and so are the pageblock bits, the
+    /// `cond_resched()` calls, the free lists and the counters (the fused-boot tests compare
+    /// all of it with the kernel's order). The first block goes through the slow path and is
+    /// the template of the others, as in [`Node::init_run`].
+    pub(crate) fn ondemand_boot_window(&self, zone: u32, lo: u64, hi: u64) -> u64 {
+        let max = self.cfg.max_page_order;
+        let (n, bs) = (1u64 << max, self.cfg.pageblock_nr_pages());
+        debug_assert!(lo % n == 0 && hi % n == 0 && lo < hi);
+        let kind = RunKind { pageblock: PbMode::MovableResched, extra_flags: 1 << self.uninit_bit, count: 1 };
+        self.init_run(lo, lo + 1, zone, kind);
+        // SAFETY: boot is single-threaded; `lo` was just initialized.
+        let mut t = unsafe { self.rd(lo) };
+        let section_dep = self.flags_layout.section_in_page_flags();
+        let mut area = self.zones[zone as usize].lock();
+        let mut g = self.inner.lock();
+        let Inner { memmap, hooks } = &mut *g;
+        let head = area.head_addr(max);
+        let mut b = lo;
+        while b < hi {
+            if section_dep {
+                t.set_flags(self.flags_layout.set_section(t.flags(), self.cfg.pfn_to_section_nr(b)));
+            }
+            let mut rec = self.refreshed(&t, b);
+            // __free_pages_core(): __ClearPageReserved(), set_page_count(0).
+            rec.set_flags(rec.flags() & !(1 << PG::RESERVED));
+            rec.set_u32_at(offsets::REFCOUNT, 0);
+            if b % n == 0 {
+                // __add_to_free_list(tail) + set_buddy_order().
+                let prev = area.heads[max as usize].1;
+                let new = self.pages.vaddr(b) + offsets::LRU_NEXT as u64;
+                rec.set_u64_at(offsets::LRU_NEXT, head);
+                rec.set_u64_at(offsets::LRU_PREV, prev);
+                rec.set_u64_at(offsets::PRIVATE, u64::from(max));
+                rec.set_u32_at(offsets::PAGE_TYPE, PAGE_TYPE_BUDDY);
+                self.list_set_prev(&mut area, max, head, new);
+                self.list_set_next(&mut area, max, prev, new);
+                area.nr_free[max as usize] += 1;
+            }
+            // SAFETY: `b` is in the node's span (inside a zone) and owned by the booting thread.
+            unsafe { self.pages.ptr(b).write(rec) };
+            if b != lo {
+                memmap.pageblock_init(b, hooks);
+            }
+            b += bs;
+        }
+        drop(g);
+        let pages = hi - lo;
+        self.stats.pages_initialized.fetch_add(pages / bs - 1, Ordering::Relaxed);
+        self.stats.free_core_calls[max as usize].fetch_add(pages / n, Ordering::Relaxed);
+        area.managed_pages += pages;
+        area.free_pages += pages;
+        pages
+    }
+
+    /// `__ClearPageReserved(p); set_page_count(p, 0)`.
+    ///
+    /// # Safety
+    ///
+    /// `q` initialized and owned by the caller (a block being freed, under the zone lock).
+    #[inline(always)]
+    unsafe fn clear_reserved_zero_count(&self, q: u64) {
+        // SAFETY: per the caller.
+        unsafe {
+            let f = self.rd_word(q, offsets::FLAGS);
+            self.wr_word(q, offsets::FLAGS, f & !(1 << PG::RESERVED));
+            self.set_count(q, 0);
+        }
     }
 
     // ------------------------------------------------------------------ allocation

@@ -108,7 +108,7 @@ pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};
 pub use memblock::{LayoutError, NodeLayout, PfnRange, ReservedRange, ZoneSpan};
 pub use memmap::{Memmap, PAGEBLOCK_UNSET, pageblocks_needed};
 pub use node::{
-    BootOptions, BootReport, InitMode, Node, NodeError, NodeParts, NodeStats, pg_uninitialized_2m,
+    BootOptions, BootOrder, BootReport, InitMode, Node, NodeError, NodeParts, NodeStats, pg_uninitialized_2m,
 };
 #[cfg(feature = "std")]
 pub use owned::OwnedMemmap;

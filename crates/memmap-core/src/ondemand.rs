@@ -30,7 +30,10 @@
 //!
 //! Expansion uses the node's strategy: the first tail through the slow path, then a template
 //! copy (normal or streaming stores, drained before the block is published). The boot-time
-//! base pages are template copies written with normal stores (see `ondemand_base_pages`).
+//! base pages are template copies written with normal stores (see `ondemand_base_pages`); the
+//! fused boot ([`BootOrder::Fused`](crate::BootOrder::Fused), the default) writes the base
+//! pages of whole free `MAX_PAGE_ORDER` blocks once, already freed to the buddy allocator
+//! (`Node::ondemand_boot_window`).
 
 use core::sync::atomic::Ordering;
 

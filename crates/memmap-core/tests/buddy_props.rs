@@ -13,78 +13,9 @@ use memmap_core::{
 };
 use memmap_core::{Node, NodeLayout, Page64};
 use proptest::prelude::*;
-use support::{Storage, free_blocks, free_map, is_guard, maximal_blocks, tiny};
+use support::{Storage, free_blocks, free_map, is_guard, layouts, maximal_blocks, tiny};
 
 const NID: u32 = 3;
-
-#[derive(Debug, Clone)]
-struct Layout {
-    zones: Vec<ZoneSpan>,
-    memory: Vec<PfnRange>,
-    reserved: Vec<ReservedRange>,
-}
-
-impl Layout {
-    fn node(&self) -> NodeLayout<'_> {
-        NodeLayout { nid: NID, zones: &self.zones, memory: &self.memory, reserved: &self.reserved }
-    }
-}
-
-/// A node of the tiny configuration (256-page sections): a lower zone of 1-2 sections and a
-/// highest zone of 2-4, memory with up to two holes, up to three reserved ranges (some NOINIT).
-fn layouts() -> impl Strategy<Value = Layout> {
-    let pps = tiny().pages_per_section();
-    (
-        1u64..3,
-        2u64..5,
-        prop::collection::vec((0u64..1, 1u64..40), 0..3),
-        prop::collection::vec((1u64..100, 1u64..30, any::<bool>()), 0..4),
-        0u64..7,
-    )
-        .prop_map(move |(low, high, holes, res, head)| {
-            let s0 = 2 * pps;
-            let mid = s0 + low * pps;
-            let end = mid + high * pps;
-            let zones = vec![ZoneSpan::new(1, s0, mid), ZoneSpan::new(2, mid, end)];
-            // Memory: the span minus the holes (each at a pseudo-random place).
-            let mut cuts: Vec<(u64, u64)> = holes
-                .iter()
-                .enumerate()
-                .map(|(i, &(_, len))| {
-                    let at = s0 + head + (i as u64 + 1) * (end - s0) / 4 + len * 3;
-                    (at, (at + len).min(end))
-                })
-                .collect();
-            cuts.sort_unstable();
-            let mut memory = Vec::new();
-            let mut at = s0 + head;
-            for (hs, he) in cuts {
-                if hs > at {
-                    memory.push(PfnRange::new(at, hs));
-                }
-                at = at.max(he);
-            }
-            if at < end - 2 {
-                memory.push(PfnRange::new(at, end - 2));
-            }
-            let mut reserved = Vec::new();
-            let mut at = s0;
-            for (gap, len, noinit) in res {
-                let start = at + gap * 5;
-                let stop = (start + len).min(end);
-                if start >= end {
-                    break;
-                }
-                reserved.push(if noinit {
-                    ReservedRange::noinit(start, stop)
-                } else {
-                    ReservedRange::new(start, stop)
-                });
-                at = stop;
-            }
-            Layout { zones, memory, reserved }
-        })
-}
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -135,7 +66,7 @@ proptest! {
 
     #[test]
     fn random_alloc_free_never_hands_out_uninitialized_or_duplicate_pages(
-        layout in layouts(),
+        layout in layouts(NID),
         mode in prop::sample::select(InitMode::ALL.to_vec()),
         strategy in strategies(),
         ops in ops(tiny().max_page_order, if cfg!(miri) { 12 } else { 80 }),
@@ -190,7 +121,7 @@ proptest! {
 
     #[test]
     fn a_block_expanded_on_demand_equals_the_block_initialized_at_boot(
-        layout in layouts(),
+        layout in layouts(NID),
         strategy in strategies(),
         pick in any::<u64>(),
     ) {

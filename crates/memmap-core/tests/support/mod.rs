@@ -5,9 +5,10 @@
 use std::sync::atomic::AtomicU8;
 
 use memmap_core::{
-    BootOptions, BootReport, KernelConfig, Memmap, NoHooks, Node, NodeLayout, NodeParts, Page64, PfnRange,
-    PhysArena, StructPage, pageblocks_needed,
+    BootOptions, BootReport, InitHooks, KernelConfig, Memmap, NoHooks, Node, NodeLayout, NodeParts, Page64,
+    PfnRange, PhysArena, ReservedRange, StructPage, ZoneSpan, pageblocks_needed,
 };
+use proptest::prelude::*;
 
 /// Word the struct page storage is filled with before boot: untouched pages keep it.
 pub const GUARD_WORD: u64 = 0x5a5a_5a5a_5a5a_5a5a;
@@ -62,13 +63,24 @@ impl Storage {
         layout: NodeLayout<'a>,
         opts: &BootOptions,
     ) -> (Node<'a, Page64>, BootReport) {
+        self.boot_with(cfg, layout, opts, NoHooks)
+    }
+
+    /// Boots a node over this storage with `hooks`.
+    pub fn boot_with<'a, H: InitHooks + Send>(
+        &'a mut self,
+        cfg: KernelConfig,
+        layout: NodeLayout<'a>,
+        opts: &BootOptions,
+        hooks: H,
+    ) -> (Node<'a, Page64, H>, BootReport) {
         let memmap = Memmap::new(cfg, self.base, &mut self.pages, &mut self.pageblocks).expect("memmap");
         let arena = if self.arena.is_empty() {
             None
         } else {
             Some(PhysArena::new(self.base, &mut self.arena).expect("arena"))
         };
-        let parts = NodeParts { memmap, layout, states: &self.states, arena, hooks: NoHooks };
+        let parts = NodeParts { memmap, layout, states: &self.states, arena, hooks };
         Node::boot(parts, opts).expect("boot")
     }
 }
@@ -118,4 +130,74 @@ pub fn free_blocks<P: StructPage, H: memmap_core::InitHooks + Send>(
 /// Per-PFN free flags of a zone span according to the layout.
 pub fn free_map(layout: &NodeLayout<'_>, span: PfnRange) -> Vec<bool> {
     (span.start..span.end).map(|p| layout.is_free(p)).collect()
+}
+
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub nid: u32,
+    pub zones: Vec<ZoneSpan>,
+    pub memory: Vec<PfnRange>,
+    pub reserved: Vec<ReservedRange>,
+}
+
+impl Layout {
+    pub fn node(&self) -> NodeLayout<'_> {
+        NodeLayout { nid: self.nid, zones: &self.zones, memory: &self.memory, reserved: &self.reserved }
+    }
+}
+
+/// A node of the tiny configuration (256-page sections): a lower zone of 1-2 sections and a
+/// highest zone of 2-4, memory with up to two holes, up to three reserved ranges (some NOINIT).
+pub fn layouts(nid: u32) -> impl proptest::strategy::Strategy<Value = Layout> {
+    let pps = tiny().pages_per_section();
+    (
+        1u64..3,
+        2u64..5,
+        prop::collection::vec((0u64..1, 1u64..40), 0..3),
+        prop::collection::vec((1u64..100, 1u64..30, any::<bool>()), 0..4),
+        0u64..7,
+    )
+        .prop_map(move |(low, high, holes, res, head)| {
+            let s0 = 2 * pps;
+            let mid = s0 + low * pps;
+            let end = mid + high * pps;
+            let zones = vec![ZoneSpan::new(1, s0, mid), ZoneSpan::new(2, mid, end)];
+            // Memory: the span minus the holes (each at a pseudo-random place).
+            let mut cuts: Vec<(u64, u64)> = holes
+                .iter()
+                .enumerate()
+                .map(|(i, &(_, len))| {
+                    let at = s0 + head + (i as u64 + 1) * (end - s0) / 4 + len * 3;
+                    (at, (at + len).min(end))
+                })
+                .collect();
+            cuts.sort_unstable();
+            let mut memory = Vec::new();
+            let mut at = s0 + head;
+            for (hs, he) in cuts {
+                if hs > at {
+                    memory.push(PfnRange::new(at, hs));
+                }
+                at = at.max(he);
+            }
+            if at < end - 2 {
+                memory.push(PfnRange::new(at, end - 2));
+            }
+            let mut reserved = Vec::new();
+            let mut at = s0;
+            for (gap, len, noinit) in res {
+                let start = at + gap * 5;
+                let stop = (start + len).min(end);
+                if start >= end {
+                    break;
+                }
+                reserved.push(if noinit {
+                    ReservedRange::noinit(start, stop)
+                } else {
+                    ReservedRange::new(start, stop)
+                });
+                at = stop;
+            }
+            Layout { nid, zones, memory, reserved }
+        })
 }
