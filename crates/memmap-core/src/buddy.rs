@@ -32,11 +32,14 @@
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use crate::Strategy;
 use crate::arena::Gfp;
 use crate::config::KernelConfig;
 use crate::flags::{PG, PageType};
 use crate::hooks::InitHooks;
-use crate::node::{FREE_PREFETCH_AHEAD, InitMode, Inner, MAX_ORDERS, Node, PbMode, RunKind};
+use crate::node::{
+    Cached, FREE_PREFETCH_AHEAD, InitMode, Inner, MAX_ORDERS, Node, PbMode, RunKind, Store, Streamed,
+};
 use crate::page::{StructPage, offsets};
 
 /// `LIST_POISON1` (`0x100 + POISON_POINTER_DELTA`).
@@ -538,10 +541,21 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         // SAFETY: boot is single-threaded; `lo` was just initialized.
         let mut t = unsafe { self.rd(lo) };
         let section_dep = self.flags_layout.section_in_page_flags();
+        // Streamed only when asked for explicitly: with Auto the fused boot stores normally. A
+        // streamed line per 2 MiB block sent the 64 GiB boot anywhere from 1.0 to 4.7 ms from
+        // one round to the next (write-combining flushes to scattered DRAM rows), where normal
+        // stores stay within about 1.6 to 2.6 ms.
+        let stream = self.strategy == Strategy::Streaming && !self.boot_cached.load(Ordering::Relaxed);
         let mut area = self.zones[zone as usize].lock();
         let mut g = self.inner.lock();
         let Inner { memmap, hooks } = &mut *g;
+        // The window's blocks go to the tail of the MAX_PAGE_ORDER list in ascending order:
+        // each one's links are known before it is written (the previous block of the window, or
+        // the list's tail before it; the next block, or the list head after the last). Nothing
+        // reads these struct pages back during the pass, so they can be streamed.
         let head = area.head_addr(max);
+        let old_tail = area.heads[max as usize].1;
+        let list_of = |pfn: u64| self.pages.vaddr(pfn) + offsets::LRU_NEXT as u64;
         let mut b = lo;
         while b < hi {
             if section_dep {
@@ -553,25 +567,32 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             rec.set_u32_at(offsets::REFCOUNT, 0);
             if b % n == 0 {
                 // __add_to_free_list(tail) + set_buddy_order().
-                let prev = area.heads[max as usize].1;
-                let new = self.pages.vaddr(b) + offsets::LRU_NEXT as u64;
-                rec.set_u64_at(offsets::LRU_NEXT, head);
-                rec.set_u64_at(offsets::LRU_PREV, prev);
+                rec.set_u64_at(offsets::LRU_NEXT, if b + n < hi { list_of(b + n) } else { head });
+                rec.set_u64_at(offsets::LRU_PREV, if b > lo { list_of(b - n) } else { old_tail });
                 rec.set_u64_at(offsets::PRIVATE, u64::from(max));
                 rec.set_u32_at(offsets::PAGE_TYPE, PAGE_TYPE_BUDDY);
-                self.list_set_prev(&mut area, max, head, new);
-                self.list_set_next(&mut area, max, prev, new);
-                area.nr_free[max as usize] += 1;
             }
-            // SAFETY: `b` is in the node's span (inside a zone) and owned by the booting thread.
-            unsafe { self.pages.ptr(b).write(rec) };
+            // SAFETY: `b` is in the node's span (inside a zone), so inside the memmap storage,
+            // and owned by the booting thread; a streaming pass drains before anything reads it.
+            unsafe {
+                let dst = self.pages.ptr(b);
+                if stream { Streamed::store(dst, &rec) } else { Cached::store(dst, &rec) }
+            }
             if b != lo {
                 memmap.pageblock_init(b, hooks);
             }
             b += bs;
         }
         drop(g);
+        if stream {
+            stream_hal::drain();
+        }
+        // The list ends: the old tail (or the head) points to the first block, the head back to
+        // the last.
+        self.list_set_next(&mut area, max, old_tail, list_of(lo));
+        self.list_set_prev(&mut area, max, head, list_of(hi - n));
         let pages = hi - lo;
+        area.nr_free[max as usize] += pages / n;
         self.stats.pages_initialized.fetch_add(pages / bs - 1, Ordering::Relaxed);
         self.stats.free_core_calls[max as usize].fetch_add(pages / n, Ordering::Relaxed);
         area.managed_pages += pages;

@@ -18,7 +18,7 @@
 //! throughput of a fully initialized zone is compared with an on-demand zone whose blocks are
 //! all expanded already, which isolates the per-allocation check (the RFC measured +2.6% in a
 //! page-fault test). The two zones swap their memmaps every round and are rebooted each round
-//! (untimed), and the short order-9 cycles are timed 16 at a time, so neither memory placement
+//! (untimed), and the short order-9 cycles are timed 64 at a time, so neither memory placement
 //! nor timer noise can pass for the check's cost.
 
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -251,7 +251,7 @@ fn alloc_check(cfg: KernelConfig, common: &Common) -> (serde_json::Value, String
             }
             (t.elapsed(), n)
         };
-        let reps: u32 = if order == 0 { 1 } else { 16 };
+        let reps: u32 = if order == 0 { 1 } else { 64 };
         let first_od = std::cell::Cell::new(None::<Duration>);
         // Each round boots the mode on its memmap of the round (not timed), runs one untimed
         // cycle (on demand: the pass that expands every block; it is reported once), then the
