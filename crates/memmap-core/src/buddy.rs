@@ -557,12 +557,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         let old_tail = area.heads[max as usize].1;
         let list_of = |pfn: u64| self.pages.vaddr(pfn) + offsets::LRU_NEXT as u64;
         let mut b = lo;
-        let pfd: u64 = std::env::var("PFD").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
         while b < hi {
-            if pfd > 0 && b + pfd * bs < hi {
-                let p = unsafe { self.pages.ptr(b + pfd * bs) };
-                unsafe { core::arch::asm!("prefetchw [{}]", in(reg) p, options(nostack, preserves_flags, readonly)) };
-            }
             if section_dep {
                 t.set_flags(self.flags_layout.set_section(t.flags(), self.cfg.pfn_to_section_nr(b)));
             }
