@@ -578,11 +578,11 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                 let dst = self.pages.ptr(b);
                 if stream { Streamed::store(dst, &rec) } else { Cached::store(dst, &rec) }
             }
-            if b != lo {
-                memmap.pageblock_init(b, hooks);
-            }
             b += bs;
         }
+        // set_pageblock_migratetype(MOVABLE) + cond_resched() of every block but the first
+        // (init_run did that one), in one run: they touch the pageblock bits only.
+        memmap.pageblock_init_run(lo + bs, (hi - lo) / bs - 1, hooks);
         drop(g);
         if stream {
             stream_hal::drain();

@@ -316,6 +316,35 @@ impl<P: StructPage> Memmap<'_, P> {
         self.set_pageblock_migratetype(pfn, MigrateType::Movable);
         hooks.cond_resched(pfn);
     }
+
+    /// [`Memmap::pageblock_init`] on `n` consecutive pageblocks from the pageblock-aligned
+    /// `pfn`, in ascending order: the same pageblock bits and `cond_resched()` calls, with one
+    /// bounds check for the run where the pageblock is found from the PFN alone (classic
+    /// SPARSEMEM reads each page's section back, as the kernel does, block by block).
+    ///
+    /// # Panics
+    ///
+    /// If a pageblock of the run is outside the memmap, or as [`Memmap::set_pageblock_migratetype`].
+    pub(crate) fn pageblock_init_run<H: InitHooks>(&mut self, pfn: u64, n: u64, hooks: &mut H) {
+        let bs = self.config().pageblock_nr_pages();
+        if n == 0 {
+            return;
+        }
+        if self.layout().section_in_page_flags() {
+            for k in 0..n {
+                self.pageblock_init(pfn + k * bs, hooks);
+            }
+            return;
+        }
+        assert!(
+            self.contains(pfn) && self.contains(pfn + (n - 1) * bs),
+            "pageblocks of pfn {pfn:#x} + {n} outside memmap"
+        );
+        self.store_pageblocks(pfn, n, MigrateType::Movable);
+        for k in 0..n {
+            hooks.cond_resched(pfn + k * bs);
+        }
+    }
 }
 
 /// Offsets of the folio fields inside page\[1\] and page\[2\] (valid for any `struct page`

@@ -344,6 +344,15 @@ impl<'a, P: StructPage> Memmap<'a, P> {
         unsafe { self.pageblocks.as_ptr().add(i).write(mt.value()) };
     }
 
+    /// Stores `mt` for the `n` consecutive pageblocks from `pfn`'s.
+    pub(crate) fn store_pageblocks(&mut self, pfn: u64, n: u64, mt: MigrateType) {
+        let i = self.pageblock_index(pfn);
+        let n = usize::try_from(n).expect("pageblock count fits usize");
+        assert!(i + n <= self.pageblocks_len, "pageblocks of pfn {pfn:#x} outside the pageblock array");
+        // SAFETY: bounds checked above; exclusive borrow.
+        unsafe { self.pageblocks.as_ptr().add(i).write_bytes(mt.value(), n) };
+    }
+
     /// `set_pageblock_migratetype(pfn_to_page(pfn), mt)`.
     ///
     /// Like the kernel, this finds the pageblock through `page_to_pfn(page)`. On classic
@@ -480,6 +489,44 @@ mod tests {
         assert_eq!(m.vaddr_to_pfn(m.vaddr(0x100f)), Some(0x100f));
         assert_eq!(m.vaddr_to_pfn(m.vaddr(0x1010)), None);
         assert_eq!(m.vaddr_to_pfn(m.vaddr(0x1001) + 8), None);
+    }
+
+    /// `pageblock_init_run` leaves the pageblock bits and `cond_resched()` calls that
+    /// `pageblock_init` on each block leaves, on a vmemmap and a classic-SPARSEMEM config, and
+    /// refuses a run past the memmap.
+    #[test]
+    fn pageblock_init_run_equals_pageblock_init_per_block() {
+        use crate::hooks::RecordingHooks;
+        for cfg in [KernelConfig::X86_64, KernelConfig::X86_64_CLASSIC_SPARSE] {
+            let (base, n) = (3 * 512, 8 * 512 + 100);
+            let run = |one_by_one: bool| {
+                let mut pages = vec![Page64::ZEROED; n];
+                let mut pb = vec![0; pageblocks_needed(&cfg, base, n as u64)];
+                let mut hooks = RecordingHooks::default();
+                let mut m = Memmap::new(cfg, base, &mut pages, &mut pb).unwrap();
+                for b in (base + 512..base + 6 * 512).step_by(512) {
+                    m.init_single_page(b, 2, 0, &mut hooks);
+                }
+                if one_by_one {
+                    for b in (base + 512..base + 6 * 512).step_by(512) {
+                        m.pageblock_init(b, &mut hooks);
+                    }
+                } else {
+                    m.pageblock_init_run(base + 512, 5, &mut hooks);
+                    m.pageblock_init_run(base + 512, 0, &mut hooks);
+                }
+                drop(m);
+                (pb, hooks.resched_pfns)
+            };
+            assert_eq!(run(true), run(false), "{}", cfg.name);
+            let mut pages = vec![Page64::ZEROED; n];
+            let mut pb = vec![0; pageblocks_needed(&cfg, base, n as u64)];
+            let outside = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut m = Memmap::new(cfg, base, &mut pages, &mut pb).unwrap();
+                m.pageblock_init_run(base + 512, 9, &mut crate::NoHooks);
+            }));
+            assert!(outside.is_err(), "a run past the memmap is refused");
+        }
     }
 
     #[test]

@@ -104,8 +104,10 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             // SAFETY: `b` is in the node's span (the range is inside a zone) and owned by
             // the booting thread.
             unsafe { self.pages.ptr(b).write(rec) };
-            memmap.pageblock_init(b, hooks);
         }
+        // set_pageblock_migratetype(MOVABLE) + cond_resched() of each of them, in one run: they
+        // touch the pageblock bits only.
+        memmap.pageblock_init_run(first + bs, nblocks - 1, hooks);
         drop(g);
         self.stats.pages_initialized.fetch_add(nblocks - 1, Ordering::Relaxed);
     }
