@@ -501,10 +501,14 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                 let block_end = ((p | (bs - 1)) + 1).min(end);
                 let mut stop = block_end;
                 if on_demand && !self.states.is_done(self.block_index(p)) {
-                    if p == self.block_start(p) {
-                        // Only the base page is initialized: the others copy its count later.
+                    if p == self.block_start(p) && block_end == p + bs {
+                        // The whole block is freed and only its base page is initialized: the
+                        // others copy its (zero) count when the block is expanded.
                         stop = p + 1;
                     } else {
+                        // Part of the block stays out of the allocator (a NOINIT reservation):
+                        // those pages keep the count of 1 they were initialized with, so the
+                        // block is expanded before its free part gets a zero count.
                         self.ensure_block(self.block_start(p));
                     }
                 }

@@ -515,7 +515,7 @@ mod tests {
                     m.pageblock_init_run(base + 512, 5, &mut hooks);
                     m.pageblock_init_run(base + 512, 0, &mut hooks);
                 }
-                drop(m);
+                let _ = m;
                 (pb, hooks.resched_pfns)
             };
             assert_eq!(run(true), run(false), "{}", cfg.name);

@@ -3,9 +3,9 @@
 mod support;
 
 use memmap_core::{
-    AllocError, BootOptions, FreeError, Gfp, InitMode, KernelConfig, Memmap, NoHooks, Node, NodeError,
-    NodeLayout, NodeParts, PG, Page64, PfnRange, ReservedRange, RunOnce, StructPage, ZoneSpan,
-    pageblocks_needed, pg_uninitialized_2m,
+    AllocError, BootOptions, BootOrder, FreeError, Gfp, InitMode, KernelConfig, Memmap, NoHooks, Node,
+    NodeError, NodeLayout, NodeParts, PG, Page64, PfnRange, ReservedRange, RunOnce, Strategy, StructPage,
+    ZoneSpan, pageblocks_needed, pg_uninitialized_2m,
 };
 use support::{Storage, cfg, is_guard};
 
@@ -302,4 +302,38 @@ fn bad_node_inputs_are_typed_errors() {
     let parts =
         NodeParts { memmap, layout: layout(&bad, &[], &[]), states: &states, arena: None, hooks: NoHooks };
     assert!(matches!(Node::boot(parts, &BootOptions::new(InitMode::Eager)), Err(NodeError::Layout(_))));
+}
+
+/// A block partly covered by a NOINIT reservation: its free part goes to the buddy allocator at
+/// boot and the reserved pages stay out with the count of 1 they were initialized with. Expanded
+/// on demand, in either boot order, the block equals the block initialized eagerly (regression:
+/// freeing the block's base page in a chunk smaller than the block used to leave the expansion
+/// copying its zero count into the reserved pages).
+#[test]
+fn a_block_partly_reserved_noinit_expands_to_the_eager_bytes() {
+    let cfg = support::tiny();
+    let pps = cfg.pages_per_section();
+    let bs = cfg.pageblock_nr_pages();
+    let zones = [ZoneSpan::new(2, pps, 3 * pps)];
+    let memory = [PfnRange::new(pps, 3 * pps)];
+    let b = pps + 4 * bs;
+    let half = bs / 2;
+    for reserved in [
+        [ReservedRange::noinit(b + half, b + bs)],
+        [ReservedRange::noinit(b, b + half)],
+        [ReservedRange::noinit(b + 3, b + 5)],
+    ] {
+        let l = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &reserved };
+        let mut es = Storage::new(&cfg, l.span(), false);
+        let eager_opts = BootOptions { strategy: Strategy::Slow, ..BootOptions::new(InitMode::Eager) };
+        let (mut eager, _) = es.boot(cfg, l, &eager_opts);
+        for order in [BootOrder::Kernel, BootOrder::Fused] {
+            let mut os = Storage::new(&cfg, l.span(), false);
+            let (mut od, _) = os.boot(cfg, l, &BootOptions { order, ..BootOptions::new(InitMode::OnDemand) });
+            let _ = od.ensure_initialized(b, bs);
+            for pfn in b..b + bs {
+                assert_eq!(od.read_page(pfn), eager.read_page(pfn), "{reserved:?} {order:?} pfn {pfn:#x}");
+            }
+        }
+    }
 }
