@@ -72,7 +72,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// The flagged first struct pages of `nblocks` consecutive whole blocks from `first`: the
     /// first through `__init_single_page` (the slow path), the others copies of it with the
     /// address-dependent fields refreshed (`lru` self-pointers, section bits, `virtual`) in
-    /// registers, each followed by `set_pageblock_migratetype(MOVABLE)` and `cond_resched()`.
+    /// registers; then `set_pageblock_migratetype(MOVABLE)` and `cond_resched()` for each, in one run.
     ///
     /// They are written with normal stores, not streamed: the boot's free pass reads every one
     /// of them back right away (`__free_pages_core`), and one line per 2 MiB block is 2 MiB of

@@ -53,16 +53,8 @@ fn check_block(node: &mut Node<'_, Page64>, cfg: &KernelConfig, b: &PageBlock) {
     }
 }
 
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: if cfg!(miri) { 2 } else { 48 },
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(support::proptest_config(48))]
 
     #[test]
     fn random_alloc_free_never_hands_out_uninitialized_or_duplicate_pages(

@@ -150,16 +150,8 @@ fn strategies() -> Vec<InitStrategy> {
     if cfg!(miri) { vec![InitStrategy::Template] } else { InitStrategy::ALL.to_vec() }
 }
 
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: if cfg!(miri) { 2 } else { 64 },
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(support::proptest_config(64))]
 
     /// Random layouts (two zones, holes, reserved and NOINIT ranges), every mode and strategy,
     /// automatic and small windows (down to one `MAX_PAGE_ORDER` block), with and without

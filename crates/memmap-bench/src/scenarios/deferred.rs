@@ -88,19 +88,18 @@ pub fn run(p: &Params, common: &Common, limits: &Limits) -> Scenario {
     } else {
         std::thread::available_parallelism().map_or(1, usize::from)
     };
-    let modes = STRATEGIES;
     let mut storage: Vec<OwnedMemmap<Page64>> =
-        modes.iter().map(|_| OwnedMemmap::new(cfg, BASE, nr).expect("mmap the memmap")).collect();
-    let states: Vec<Vec<AtomicU8>> = modes
+        STRATEGIES.iter().map(|_| OwnedMemmap::new(cfg, BASE, nr).expect("mmap the memmap")).collect();
+    let states: Vec<Vec<AtomicU8>> = STRATEGIES
         .iter()
         .map(|_| BlockStates::alloc(Node::<Page64>::states_needed(&cfg, layout.span())))
         .collect();
-    let pb = bar(rounds as u64 * modes.len() as u64, "deferred-64g", common.progress);
+    let pb = bar(rounds as u64 * STRATEGIES.len() as u64, "deferred-64g", common.progress);
     let full: Vec<std::cell::RefCell<Vec<Duration>>> =
-        modes.iter().map(|_| std::cell::RefCell::default()).collect();
-    let boot_pages: Vec<std::cell::Cell<u64>> = modes.iter().map(|_| std::cell::Cell::new(0)).collect();
+        STRATEGIES.iter().map(|_| std::cell::RefCell::default()).collect();
+    let boot_pages: Vec<std::cell::Cell<u64>> = STRATEGIES.iter().map(|_| std::cell::Cell::new(0)).collect();
     let samples: Vec<Samples> = {
-        let mut runners: Vec<Runner<'_>> = modes
+        let mut runners: Vec<Runner<'_>> = STRATEGIES
             .iter()
             .enumerate()
             .zip(storage.iter_mut())
@@ -156,7 +155,7 @@ pub fn run(p: &Params, common: &Common, limits: &Limits) -> Scenario {
         r.gbps = crate::measure::gbps(pages.get() * 64, r.median_ms / 1e3);
         r.x_limit = r.gbps / sc.limit_gbps;
     }
-    let full_ms: serde_json::Map<String, serde_json::Value> = modes
+    let full_ms: serde_json::Map<String, serde_json::Value> = STRATEGIES
         .iter()
         .zip(&full)
         .map(|(m, f)| {
@@ -168,7 +167,7 @@ pub fn run(p: &Params, common: &Common, limits: &Limits) -> Scenario {
     sc.extra.insert("full_availability_median_ms".into(), full_ms.into());
     sc.extra.insert(
         "boot_struct_pages".into(),
-        modes
+        STRATEGIES
             .iter()
             .zip(&boot_pages)
             .map(|(m, p)| (m.0.to_string(), p.get().into()))
@@ -176,7 +175,7 @@ pub fn run(p: &Params, common: &Common, limits: &Limits) -> Scenario {
             .into(),
     );
     sc.extra.insert("alloc_check".into(), alloc);
-    let full_line = modes
+    let full_line = STRATEGIES
         .iter()
         .zip(&full)
         .map(|(m, f)| {

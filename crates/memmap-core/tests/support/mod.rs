@@ -201,3 +201,13 @@ pub fn layouts(nid: u32) -> impl proptest::strategy::Strategy<Value = Layout> {
             Layout { nid, zones, memory, reserved }
         })
 }
+
+/// The node property tests' configuration: `cases` natively, 2 under Miri, no persistence
+/// (Miri's isolation forbids the file system it needs).
+pub fn proptest_config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { cases },
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
