@@ -24,7 +24,6 @@
 //! | [`memmap`] | the vmemmap and `pageblock_flags` ([`Memmap`]; [`OwnedMemmap`] under `std`) |
 //! | [`hooks`] | `cond_resched()` and the `page_ref_set` tracepoint ([`InitHooks`]) |
 //! | [`zone_device`] | `memmap_init_zone_device()` and friends |
-//! | [`template`] | a generic template fill for any `T: Copy` record |
 //! | [`memblock`] | memory, reserved (`MEMBLOCK_RSRV_NOINIT`) and zone ranges of a node ([`NodeLayout`]) |
 //! | [`node`] | boot-time `memmap_init()` of a node, eager / deferred / on-demand ([`Node::boot`]) |
 //! | [`deferred`] | `defer_init()`, `deferred_init_memmap()`, `deferred_grow_zone()` |
@@ -90,7 +89,6 @@ pub mod padata;
 pub mod page;
 mod shared;
 pub mod sync;
-pub mod template;
 pub mod zone_device;
 
 use core::fmt;
@@ -118,7 +116,6 @@ pub use padata::{PadataReport, padata_do_multithreaded};
 pub use page::{Page, Page64, Page72, StructPage};
 pub use shared::resolve_strategy;
 pub use sync::{BlockStates, RunOnce, SpinLock};
-pub use template::{FillMode, template_fill, template_fill_with};
 pub use zone_device::{
     DevPagemap, DrainPolicy, InitOptions, InitReport, MemoryType, VmemAltmap, ZoneDeviceRange,
     compound_nr_pages, memmap_init_zone_device, vmemmap_can_optimize,

@@ -117,7 +117,7 @@ const _: () = {
 /// Everything the initializers need is a compile-time constant here, so hot loops are
 /// monomorphized on the layout (DESIGN.md rule 5). The provided methods are the typed field
 /// accessors, identical for both layouts.
-pub trait StructPage: Copy + Eq + fmt::Debug + Send + Sync + 'static + sealed::Sealed {
+pub trait StructPage: Copy + Eq + fmt::Debug + Send + Sync + 'static + stream_hal::Record + sealed::Sealed {
     /// `sizeof(struct page)`.
     const SIZE: usize;
     /// `WANT_PAGE_VIRTUAL`: the layout has `virtual`.
@@ -256,6 +256,11 @@ pub trait StructPage: Copy + Eq + fmt::Debug + Send + Sync + 'static + sealed::S
         }
     }
 }
+
+// SAFETY: `Page<W>` is `#[repr(C, align(8))]` around `[u64; W]`: its size is `8 * W` and every
+// byte belongs to a word, so no value has an uninitialized byte.
+unsafe impl<const W: usize> stream_hal::Record for Page<W> {}
+const _: () = assert!(size_of::<Page<8>>() == 64 && size_of::<Page<9>>() == 72);
 
 mod sealed {
     pub trait Sealed {}

@@ -19,12 +19,15 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Record {
+struct Slot {
     words: [u64; 8],
 }
 
-const TEMPLATE: Record =
-    Record { words: [0x0580_0000_0000_2000, 0xffff_8881_0000_0000, 0, 0, 0, 0, 0x0000_0000_ffff_ffff, 0] };
+// SAFETY: eight `u64`s, no padding.
+unsafe impl stream_hal::Record for Slot {}
+
+const TEMPLATE: Slot =
+    Slot { words: [0x0580_0000_0000_2000, 0xffff_8881_0000_0000, 0, 0, 0, 0, 0x0000_0000_ffff_ffff, 0] };
 
 fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(29) | 1).collect()
@@ -88,8 +91,8 @@ fn clear(c: &mut Criterion) {
 
 fn records64(c: &mut Criterion) {
     let gib: usize = std::env::var("STREAM_HAL_BENCH_GIB").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-    let n = (gib << 30) / size_of::<Record>();
-    let mut slots: Vec<MaybeUninit<Record>> = Vec::with_capacity(n);
+    let n = (gib << 30) / size_of::<Slot>();
+    let mut slots: Vec<MaybeUninit<Slot>> = Vec::with_capacity(n);
     // SAFETY: `MaybeUninit` needs no initialization; capacity is `n`.
     unsafe { slots.set_len(n) };
     // Fault the buffer in before measuring (rebind rounds, not first binding).
@@ -97,7 +100,7 @@ fn records64(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("records64");
     g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(4));
-    g.throughput(Throughput::Bytes((n * size_of::<Record>()) as u64));
+    g.throughput(Throughput::Bytes((n * size_of::<Slot>()) as u64));
     g.bench_function("stream_writer_fill", |b| {
         b.iter(|| black_box(stream_hal::fill(&mut slots, &TEMPLATE).len()));
     });
@@ -122,7 +125,7 @@ fn records64(c: &mut Criterion) {
     g.bench_function("memset_nonzero", |b| {
         b.iter(|| {
             // SAFETY: the buffer holds `n` records; 0x5a is a valid byte for `MaybeUninit`.
-            unsafe { std::ptr::write_bytes(slots.as_mut_ptr().cast::<u8>(), 0x5a, n * size_of::<Record>()) };
+            unsafe { std::ptr::write_bytes(slots.as_mut_ptr().cast::<u8>(), 0x5a, n * size_of::<Slot>()) };
             black_box(&mut slots);
         });
     });

@@ -8,12 +8,35 @@
 //!
 //! | backend | copy | [`drain`] | [`clear_pages`] |
 //! |---|---|---|---|
-//! | x86-64, SSE2 enabled | `movntdq` (16 B) on the 16-byte-aligned body, `movnti` (4/8 B) to reach it, cached stores for the 0-3 edge bytes | `sfence` | `rep stosb` below 1 MiB; from 1 MiB `clzero` (AMD, detected) or `movntdq` zero stores (up to 512 MiB, then `rep stosb`) |
-//! | x86-64 without SSE (`x86_64-unknown-none`, soft-float kernels) | `movnti` from general-purpose registers | `sfence` | as above with `movnti` instead of `movntdq` |
+//! | x86-64, SSE2 enabled | `movntdq` (16 B) on the 16-byte-aligned body, `movnti` (4/8 B) to reach it, cached stores for the 0-3 edge bytes | `sfence` | `rep stosb` below 1 MiB; from 1 MiB `clzero` (AMD, see [`cpu_features`]) or `movntdq` zero stores (up to 512 MiB, then `rep stosb`) |
+//! | x86-64 without SSE (`x86_64-unknown-none` and other soft-float kernel targets) | `movnti` from general-purpose registers | `sfence` | as above with `movnti` instead of `movntdq` |
 //! | aarch64 | `stnp` pairs of general-purpose registers on the 16-byte-aligned body, cached edges | `dmb ish` | `dc zva` blocks of `4 << DCZID_EL0.BS` bytes, or `stnp xzr, xzr` when `DCZID_EL0.DZP` forbids `dc zva` |
 //! | generic (other targets, any sanitizer, Miri, feature `force-generic`) | `copy_nonoverlapping` | nothing | `write_bytes` |
 //!
-//! [`backend()`] tells which one this build uses and, for the generic one, why.
+//! [`backend()`] tells which one this build uses and, for the generic one, why. The choice comes
+//! from `cfg(target_arch)` and `cfg(target_feature)`, so a custom kernel target (a target JSON
+//! built with `-Zbuild-std`) gets the backend of its architecture.
+//!
+//! ## What to call first
+//!
+//! * Initializing an array of records (frame metadata, page tables, descriptors): the safe
+//!   [`fill`], [`fill_with`], [`template_fill_with`] or, for several kinds of records in one
+//!   pass, [`scope`]. Records implement [`Record`] (no padding bytes).
+//! * Copying or zeroing a buffer you hold as a slice: [`copy_nontemporal`],
+//!   [`copy_to_uninit`], [`clear_slice`], [`clear_pages_in`].
+//! * Kernel-shaped raw code over pointers: [`memcpy_nontemporal`], [`clear`],
+//!   [`clear_pages`], [`store_record`], [`store_words`], then one [`drain`] per batch.
+//! * Early boot in a confidential guest, where `CPUID` traps: [`set_cpu_features`] (or the
+//!   `no-cpuid` feature) before the first clear.
+//!
+//! ## Crate features
+//!
+//! * `force-generic`: use the generic (plain-store) backend even where a streaming one exists.
+//! * `no-cpuid`: never execute `CPUID` implicitly; without [`set_cpu_features`] the optional
+//!   CPU features are taken as absent.
+//!
+//! No feature is on by default, and the crate is `no_std` without `alloc`. Minimum supported
+//! Rust version: 1.85 (edition 2024).
 //!
 //! ## The ordering rule, and how this crate enforces it
 //!
@@ -22,12 +45,12 @@
 //! as if "another thread" performed them until a fence runs (see the safety notes of
 //! `core::arch::x86_64::_mm_sfence`). So:
 //!
-//! * the raw, kernel-shaped API — [`memcpy_nontemporal`], [`store_record`],
+//! * the raw, kernel-shaped API — [`memcpy_nontemporal`], [`store_record`], [`clear`],
 //!   [`clear_pages`] — is `unsafe` and leaves the fence to the caller, who must call [`drain`]
 //!   before the destination is read, written by other code, or published;
-//! * the safe API — [`scope`], [`fill`], [`fill_with`], [`copy_nontemporal`],
-//!   [`clear_pages_in`] — drains before it hands the memory back, on every path including
-//!   unwinding. A [`StreamWriter`] only exists inside [`scope`], so it cannot be leaked with
+//! * the safe API — [`scope`], [`fill`], [`fill_with`], [`template_fill`],
+//!   [`copy_nontemporal`], [`copy_to_uninit`], [`clear_slice`], [`clear_pages_in`] — drains
+//!   before it hands the memory back, on every path including unwinding. A [`StreamWriter`] only exists inside [`scope`], so it cannot be leaked with
 //!   `mem::forget` to skip the fence: reading or publishing streamed memory before the drain
 //!   cannot be written in safe code.
 //!
@@ -47,6 +70,8 @@
 //! #[derive(Clone, Copy, PartialEq, Debug)]
 //! #[repr(C, align(64))]
 //! struct Slot { words: [u64; 8] }
+//! // SAFETY: eight `u64`s fill the 64 bytes: no padding.
+//! unsafe impl stream_hal::Record for Slot {}
 //!
 //! let mut memory = vec![MaybeUninit::<Slot>::uninit(); 1024];
 //! // Each slot gets the template with its index patched into word 0; the writer drains
@@ -68,16 +93,59 @@
 extern crate std;
 
 mod arch;
+mod cpu;
+#[cfg(stream_hal_emulate)]
+pub mod emulation;
+mod fill;
+mod record;
 mod writer;
 
 use core::fmt;
+use core::mem::MaybeUninit;
 
-pub use arch::x86_clear::{X86ClearFeatures, X86ClearVariant};
+pub use cpu::{CpuFeatures, cpu_features, set_cpu_features};
+pub use fill::{DEFAULT_STREAMING_THRESHOLD, FillMode, fill_records, template_fill, template_fill_with};
+pub use record::Record;
 pub use writer::{StreamWriter, WriterFull, fill, fill_with, scope};
 
 /// Size of the pages [`clear_pages`] clears: 4 KiB, the base page of x86-64 and of arm64's
-/// default configuration.
+/// default configuration. Other page sizes: [`clear_pages_of`].
 pub const PAGE_SIZE: usize = 4096;
+
+/// A base page size, for the page-counted clears ([`clear_pages_of`], [`clear_pages_in`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PageSize {
+    /// 4 KiB: x86-64, and arm64's default.
+    Size4K,
+    /// 16 KiB: arm64 with 16 KiB granules (Apple silicon).
+    Size16K,
+    /// 64 KiB: arm64 with 64 KiB granules (some server distributions), ppc64.
+    Size64K,
+}
+
+impl PageSize {
+    /// The size in bytes.
+    #[must_use]
+    pub const fn bytes(self) -> usize {
+        match self {
+            PageSize::Size4K => 4 << 10,
+            PageSize::Size16K => 16 << 10,
+            PageSize::Size64K => 64 << 10,
+        }
+    }
+
+    /// The page size of `bytes` bytes, if it is one of the supported sizes.
+    #[must_use]
+    pub const fn from_bytes(bytes: usize) -> Option<PageSize> {
+        match bytes {
+            0x1000 => Some(PageSize::Size4K),
+            0x4000 => Some(PageSize::Size16K),
+            0x10000 => Some(PageSize::Size64K),
+            _ => None,
+        }
+    }
+}
 
 /// Copies `len` bytes from `src` to `dst` with write-once streaming stores where the backend has
 /// them; the result is the same as `memcpy`.
@@ -89,7 +157,9 @@ pub const PAGE_SIZE: usize = 4096;
 ///
 /// # Safety
 ///
-/// * `src` must be valid for reads of `len` bytes and `dst` valid for writes of `len` bytes;
+/// * `src` must be valid for reads of `len` bytes, and those bytes must be initialized (the
+///   streaming backends load them as integers and vectors);
+/// * `dst` must be valid for writes of `len` bytes;
 /// * the two regions must not overlap;
 /// * until [`drain`] has run on this thread, no code may read or write `dst[..len]` (on x86-64
 ///   the streaming stores are not ordered with later accesses, and the Rust memory model treats
@@ -125,79 +195,104 @@ pub fn prefetch<T>(p: *const T) {
     arch::prefetch(p.cast());
 }
 
-/// Smallest range (bytes) the x86-64 [`clear_pages`] clears with streaming stores: 1 MiB, twice
+/// Smallest range (bytes) the x86-64 [`clear`] clears with streaming stores: 1 MiB, twice
 /// Zen 3's per-core L2. Below it `rep stosb` keeps the pages in cache for the caller who is
 /// about to use them.
 pub const CLEAR_STREAMING_MIN: usize = 1 << 20;
 
-/// Smallest range (bytes) the x86-64 [`clear_pages`] hands back to one `rep stosb` on CPUs
-/// without `CLZERO`: 512 MiB. From about that size the fast-string microcode uses its own
-/// non-temporal protocol and beats `movntdq` stores; below it (on AMD Zen 3 measured from 1 MiB
-/// to 256 MiB) it stays on the cached path at about a third of the streaming rate. With `CLZERO`
-/// (AMD) streaming zeroing wins at every size from [`CLEAR_STREAMING_MIN`] up.
+/// Smallest range (bytes) the x86-64 [`clear`] hands back to one `rep stosb` on CPUs without
+/// `CLZERO`: 512 MiB. From about that size the fast-string microcode uses its own non-temporal
+/// protocol and beats `movntdq` stores; below it (on AMD Zen 3 measured from 1 MiB to 256 MiB)
+/// it stays on the cached path at about a third of the streaming rate. With `CLZERO` (AMD)
+/// streaming zeroing wins at every size from [`CLEAR_STREAMING_MIN`] up.
 pub const CLEAR_REP_LARGE_MIN: usize = 512 << 20;
 
-/// Zeroes `npages * 4096` bytes at `dst` with the architecture's best bulk primitive for that
-/// size.
+/// Zeroes `len` bytes at `dst` with the architecture's best bulk primitive for that size.
 ///
-/// This is the `clear_pages()` range primitive of the 2026 batch-clear series: one call for a
-/// whole high-order allocation instead of one `clear_page()` per 4 KiB page.
+/// This is the `clear_pages()` range primitive of the 2026 Linux batch-clear series, in bytes:
+/// one call for a whole high-order allocation instead of one `clear_page()` per page.
 ///
 /// * x86-64: `rep stosb` (Linux's choice on ERMS CPUs) below [`CLEAR_STREAMING_MIN`];
-///   streaming zeroing from there up: `clzero` per 64-byte line where the CPU has it (AMD,
-///   detected once with CPUID), else `movntdq` (or `movnti` without SSE) up to
-///   [`CLEAR_REP_LARGE_MIN`] and `rep stosb` beyond. On 2 MiB ranges AMD Zen 3 measured
-///   9.3 GB/s for `rep stosb` (it stays on the cached path), 25.0 for `movntdq` and 27.7 for
-///   `clzero` (Linux's earlier `clear_pages_movnt`/`clzero` huge-page proposals made the same
-///   observation).
+///   streaming zeroing from there up: `clzero` per 64-byte line where [`cpu_features`] reports
+///   it (AMD), else `movntdq` (or `movnti` without SSE) up to [`CLEAR_REP_LARGE_MIN`] and
+///   `rep stosb` beyond. On 2 MiB ranges AMD Zen 3 measured 9.3 GB/s for `rep stosb` (it stays
+///   on the cached path), 25.0 for `movntdq` and 27.7 for `clzero`.
 /// * aarch64: `dc zva` in blocks of `4 << DCZID_EL0.BS` bytes, or `stnp xzr, xzr` when
 ///   `DCZID_EL0.DZP` prohibits `dc zva`.
 /// * generic: `write_bytes`.
 ///
-/// `dst` need not be page-aligned (edges are cleared with normal stores), but page-aligned
-/// ranges are the fast case. The result may be written with streaming stores: call [`drain`]
-/// before publishing the pages (the safe [`clear_pages_in`] does). [`clear_pages_cached`] and
-/// [`clear_pages_streaming`] force one method.
+/// Any alignment and length are accepted (edges are cleared with normal stores), but
+/// page-aligned ranges are the fast case. [`clear_cached`] and [`clear_streaming`] force one
+/// method.
 ///
 /// # Safety
 ///
-/// `dst` must be valid for writes of `npages * 4096` bytes, and that product must not overflow
-/// `usize`.
+/// * `dst` must be valid for writes of `len` bytes;
+/// * the range may be written with streaming stores: until [`drain`] has run on this thread, no
+///   code may read or write it, and it must not be published to another thread before that
+///   (the safe [`clear_slice`] drains for you).
 #[inline]
-pub unsafe fn clear_pages(dst: *mut u8, npages: usize) {
+pub unsafe fn clear(dst: *mut u8, len: usize) {
     // SAFETY: forwarded verbatim; the caller upholds the contract above.
-    unsafe { arch::clear_pages(dst, npages) }
+    unsafe { arch::clear(dst, len) }
 }
 
-/// What [`clear_pages_streaming`] (and [`clear_pages`] for large ranges) uses on this CPU:
-/// `clzero`, `movntdq`, `movnti`, `stnp` or `write_bytes`.
+/// [`clear`] of `npages` 4 KiB pages ([`PAGE_SIZE`]): Linux's `clear_pages(addr, npages)`.
+///
+/// # Safety
+///
+/// As for [`clear`], with `len = npages * 4096`; that product must not overflow `usize`.
+#[inline]
+pub unsafe fn clear_pages(dst: *mut u8, npages: usize) {
+    // SAFETY: the caller guarantees `npages * PAGE_SIZE` writable bytes (without overflow) and
+    // the drain rule of `clear`.
+    unsafe { arch::clear(dst, npages * PAGE_SIZE) }
+}
+
+/// [`clear`] of `npages` pages of `page_size` (a 16 KiB-page or 64 KiB-page kernel passes its
+/// own page count and size).
+///
+/// # Safety
+///
+/// As for [`clear`], with `len = npages * page_size.bytes()`; that product must not overflow
+/// `usize`.
+#[inline]
+pub unsafe fn clear_pages_of(dst: *mut u8, npages: usize, page_size: PageSize) {
+    // SAFETY: the caller guarantees `npages * page_size` writable bytes (without overflow) and
+    // the drain rule of `clear`.
+    unsafe { arch::clear(dst, npages * page_size.bytes()) }
+}
+
+/// [`clear`] with the cached method whatever the size: x86-64 one `rep stosb`, aarch64 `dc zva`
+/// (or `stnp` where prohibited), generic `write_bytes`.
+///
+/// # Safety
+///
+/// As for [`clear`].
+#[inline]
+pub unsafe fn clear_cached(dst: *mut u8, len: usize) {
+    // SAFETY: forwarded verbatim.
+    unsafe { arch::clear_cached(dst, len) }
+}
+
+/// [`clear`] with streaming stores whatever the size ([`streaming_clear_method`] says which:
+/// x86-64 `clzero` or `movntdq`/`movnti` of zero, aarch64 `stnp xzr, xzr`, generic
+/// `write_bytes`).
+///
+/// # Safety
+///
+/// As for [`clear`].
+#[inline]
+pub unsafe fn clear_streaming(dst: *mut u8, len: usize) {
+    // SAFETY: forwarded verbatim.
+    unsafe { arch::clear_streaming(dst, len) }
+}
+
+/// What [`clear_streaming`] (and [`clear`] for large ranges) uses on this CPU: `clzero`,
+/// `movntdq`, `movnti`, `stnp` or `write_bytes`.
 #[must_use]
 pub fn streaming_clear_method() -> &'static str {
     arch::streaming_clear_method()
-}
-
-/// [`clear_pages`] with the cached method whatever the size: x86-64 one `rep stosb`, aarch64
-/// `dc zva` (or `stnp` where prohibited), generic `write_bytes`.
-///
-/// # Safety
-///
-/// As for [`clear_pages`].
-#[inline]
-pub unsafe fn clear_pages_cached(dst: *mut u8, npages: usize) {
-    // SAFETY: forwarded verbatim.
-    unsafe { arch::clear_pages_cached(dst, npages) }
-}
-
-/// [`clear_pages`] with streaming stores whatever the size: x86-64 `movntdq`/`movnti` of zero,
-/// aarch64 `stnp xzr, xzr`, generic `write_bytes`. Call [`drain`] before publishing.
-///
-/// # Safety
-///
-/// As for [`clear_pages`].
-#[inline]
-pub unsafe fn clear_pages_streaming(dst: *mut u8, npages: usize) {
-    // SAFETY: forwarded verbatim.
-    unsafe { arch::clear_pages_streaming(dst, npages) }
 }
 
 /// Stores one `T` at `dst` with streaming stores, as a fixed sequence of stores whose length
@@ -205,7 +300,9 @@ pub unsafe fn clear_pages_streaming(dst: *mut u8, npages: usize) {
 ///
 /// On x86-64 with SSE2 a 16-byte-aligned destination gets `movntdq` stores loaded with 16-byte
 /// loads; otherwise `movnti` stores loaded with 8-byte loads. Edge bytes of records whose size
-/// is not a multiple of 4 are stored normally. Does **not** fence.
+/// is not a multiple of 4 are stored normally. Does **not** fence. The bytes of `*src` are
+/// copied: for a `T` that is not `Copy`, the caller decides what becomes of `*src` afterwards
+/// (the safe writer forgets it, having moved it into the slot).
 ///
 /// Performance note: if you just patched `*src` in memory with 8-byte stores, a 16-byte reload
 /// of it stalls store-to-load forwarding (measured 3x slower than no template at all). Build the
@@ -214,11 +311,14 @@ pub unsafe fn clear_pages_streaming(dst: *mut u8, npages: usize) {
 ///
 /// # Safety
 ///
-/// `dst` must be valid for writes of `size_of::<T>()` bytes and must not overlap `src`. The
-/// same no-access-before-[`drain`] rule as for [`memcpy_nontemporal`] applies.
+/// * `dst` must be valid for writes of `size_of::<T>()` bytes and must not overlap `src`;
+/// * no other thread may write `*src` during the call (this matters only for types with
+///   interior mutability: the bytes are read with plain loads);
+/// * the same no-access-before-[`drain`] rule as for [`memcpy_nontemporal`] applies to `dst`.
 #[inline(always)]
-pub unsafe fn store_record<T: Copy>(dst: *mut T, src: &T) {
-    // SAFETY: forwarded verbatim; the caller upholds the contract above.
+pub unsafe fn store_record<T: Record>(dst: *mut T, src: &T) {
+    // SAFETY: `src` is a valid reference, so readable for `size_of::<T>()` bytes, all
+    // initialized because `T: Record`; the caller upholds the rest.
     unsafe { arch::store_record(dst.cast::<u8>(), core::ptr::from_ref(src).cast::<u8>(), size_of::<T>()) }
 }
 
@@ -231,8 +331,8 @@ pub unsafe fn store_record<T: Copy>(dst: *mut T, src: &T) {
 ///
 /// As for [`store_record`].
 #[inline(always)]
-pub unsafe fn store_record_words<T: Copy>(dst: *mut T, src: &T) {
-    // SAFETY: forwarded verbatim; the caller upholds the contract above.
+pub unsafe fn store_record_words<T: Record>(dst: *mut T, src: &T) {
+    // SAFETY: as for `store_record`.
     unsafe {
         arch::store_record_words(dst.cast::<u8>(), core::ptr::from_ref(src).cast::<u8>(), size_of::<T>())
     }
@@ -255,8 +355,10 @@ pub unsafe fn store_words<const N: usize>(dst: *mut [u64; N], words: [u64; N]) {
     unsafe { arch::store_words(dst.cast::<u64>(), words) }
 }
 
-/// Error of the safe slice entry points ([`copy_nontemporal`], [`clear_pages_in`]).
+/// Error of the safe slice entry points ([`copy_nontemporal`], [`copy_to_uninit`],
+/// [`clear_pages_in`]). Nothing was written when one is returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SliceError {
     /// Source and destination lengths differ.
     LengthMismatch {
@@ -265,10 +367,12 @@ pub enum SliceError {
         /// Source length in bytes.
         src: usize,
     },
-    /// The slice given to [`clear_pages_in`] is not a whole number of 4 KiB pages.
+    /// The slice given to [`clear_pages_in`] is not a whole number of pages.
     NotWholePages {
         /// Length in bytes.
         len: usize,
+        /// The page size asked for, in bytes.
+        page_size: usize,
     },
 }
 
@@ -278,8 +382,8 @@ impl fmt::Display for SliceError {
             SliceError::LengthMismatch { dst, src } => {
                 write!(f, "destination is {dst} bytes but source is {src} bytes")
             }
-            SliceError::NotWholePages { len } => {
-                write!(f, "{len} bytes is not a whole number of {PAGE_SIZE}-byte pages")
+            SliceError::NotWholePages { len, page_size } => {
+                write!(f, "{len} bytes is not a whole number of {page_size}-byte pages")
             }
         }
     }
@@ -296,31 +400,60 @@ pub fn copy_nontemporal(dst: &mut [u8], src: &[u8]) -> Result<(), SliceError> {
     if dst.len() != src.len() {
         return Err(SliceError::LengthMismatch { dst: dst.len(), src: src.len() });
     }
-    // SAFETY: both slices are valid for `len` bytes, and a `&mut` and a `&` cannot overlap.
-    // `drain` runs before the borrow of `dst` ends, so no access can race the streaming stores.
+    // SAFETY: `src` is a valid `&[u8]`, readable and initialized for `len` bytes; `dst` is
+    // writable for `len` bytes; a `&mut` and a `&` cannot overlap. `drain` runs before the
+    // borrow of `dst` ends, so no access can race the streaming stores.
     unsafe { memcpy_nontemporal(dst.as_mut_ptr(), src.as_ptr(), dst.len()) };
     drain();
     Ok(())
 }
 
-/// Safe [`clear_pages`] over a slice of whole pages; drains before returning.
+/// Safe streaming copy into uninitialized memory; drains, then returns the destination
+/// initialized.
 ///
 /// # Errors
 ///
-/// [`SliceError::NotWholePages`] if `dst.len()` is not a multiple of 4096 (nothing is written).
-pub fn clear_pages_in(dst: &mut [u8]) -> Result<(), SliceError> {
-    if dst.len() % PAGE_SIZE != 0 {
-        return Err(SliceError::NotWholePages { len: dst.len() });
+/// [`SliceError::LengthMismatch`] if the lengths differ (nothing is written).
+pub fn copy_to_uninit<'a>(dst: &'a mut [MaybeUninit<u8>], src: &[u8]) -> Result<&'a mut [u8], SliceError> {
+    if dst.len() != src.len() {
+        return Err(SliceError::LengthMismatch { dst: dst.len(), src: src.len() });
     }
-    // SAFETY: `dst` is valid for writes of its whole length, which is `npages * 4096` without
-    // overflow; `drain` runs before the borrow ends.
-    unsafe { clear_pages(dst.as_mut_ptr(), dst.len() / PAGE_SIZE) };
+    let len = dst.len();
+    let ptr = dst.as_mut_ptr().cast::<u8>();
+    // SAFETY: as in `copy_nontemporal`: `src` readable and initialized for `len` bytes, `dst`
+    // writable for `len` bytes (writing through `MaybeUninit<u8>` needs no initialization), no
+    // overlap; drained before the memory is handed back.
+    unsafe { memcpy_nontemporal(ptr, src.as_ptr(), len) };
     drain();
+    // SAFETY: all `len` bytes were written above and ordered by the drain; the result borrows
+    // `dst` exclusively for `'a`.
+    Ok(unsafe { core::slice::from_raw_parts_mut(ptr, len) })
+}
+
+/// Safe [`clear`] of a whole slice, any length; drains before returning.
+pub fn clear_slice(dst: &mut [u8]) {
+    // SAFETY: `dst` is writable for its whole length; `drain` runs before the borrow ends.
+    unsafe { clear(dst.as_mut_ptr(), dst.len()) };
+    drain();
+}
+
+/// Safe [`clear`] of a slice of whole pages of `page_size`; drains before returning.
+///
+/// # Errors
+///
+/// [`SliceError::NotWholePages`] if `dst.len()` is not a multiple of the page size (nothing is
+/// written).
+pub fn clear_pages_in(dst: &mut [u8], page_size: PageSize) -> Result<(), SliceError> {
+    if dst.len() % page_size.bytes() != 0 {
+        return Err(SliceError::NotWholePages { len: dst.len(), page_size: page_size.bytes() });
+    }
+    clear_slice(dst);
     Ok(())
 }
 
 /// The backend this build of `stream-hal` uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Backend {
     /// x86-64 streaming stores with an `sfence` drain.
     X86_64 {
@@ -333,10 +466,27 @@ pub enum Backend {
     Aarch64,
     /// Plain stores (`copy_nonoverlapping`, `write_bytes`); the reason says why.
     Generic(GenericReason),
+    /// An architecture's backend with its instructions emulated by ordinary accesses, for
+    /// checking it under Miri and the sanitizers (`--cfg stream_hal_emulate`; see
+    /// [`emulation`](crate#emulation)). Nothing is streamed.
+    Emulated(Arch),
+}
+
+/// An architecture with a streaming backend (for [`Backend::Emulated`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Arch {
+    /// x86-64, with or without SSE2 (see [`Backend::X86_64`]).
+    X86_64 {
+        /// SSE2 enabled.
+        vector: bool,
+    },
+    /// aarch64.
+    Aarch64,
 }
 
 /// Why a build uses the generic backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum GenericReason {
     /// The target architecture has no streaming backend (the architecture is named).
@@ -355,10 +505,11 @@ impl Backend {
     /// `true` if this backend issues streaming (non-temporal) stores.
     #[must_use]
     pub const fn is_streaming(&self) -> bool {
-        !matches!(self, Backend::Generic(_))
+        matches!(self, Backend::X86_64 { .. } | Backend::Aarch64)
     }
 
-    /// Short machine-readable name: `x86_64`, `x86_64-movnti`, `aarch64` or `generic`.
+    /// Short machine-readable name: `x86_64`, `x86_64-movnti`, `aarch64`, `generic`,
+    /// `x86_64-emulated`, `x86_64-movnti-emulated` or `aarch64-emulated`.
     #[must_use]
     pub const fn name(&self) -> &'static str {
         match self {
@@ -366,6 +517,9 @@ impl Backend {
             Backend::X86_64 { vector: false } => "x86_64-movnti",
             Backend::Aarch64 => "aarch64",
             Backend::Generic(_) => "generic",
+            Backend::Emulated(Arch::X86_64 { vector: true }) => "x86_64-emulated",
+            Backend::Emulated(Arch::X86_64 { vector: false }) => "x86_64-movnti-emulated",
+            Backend::Emulated(Arch::Aarch64) => "aarch64-emulated",
         }
     }
 }
@@ -377,6 +531,13 @@ impl fmt::Display for Backend {
             Backend::X86_64 { vector: false } => f.write_str("x86-64 streaming (movnti only, sfence)"),
             Backend::Aarch64 => f.write_str("aarch64 streaming (stnp, dmb ish, dc zva)"),
             Backend::Generic(reason) => write!(f, "generic ({reason})"),
+            Backend::Emulated(Arch::X86_64 { vector: true }) => {
+                f.write_str("x86-64 backend, instructions emulated (movntdq + movnti)")
+            }
+            Backend::Emulated(Arch::X86_64 { vector: false }) => {
+                f.write_str("x86-64 backend, instructions emulated (movnti only)")
+            }
+            Backend::Emulated(Arch::Aarch64) => f.write_str("aarch64 backend, instructions emulated"),
         }
     }
 }
@@ -392,7 +553,7 @@ impl fmt::Display for GenericReason {
     }
 }
 
-/// Which backend this build uses and, when generic, why. Decided once by the build script.
+/// Which backend this build uses and, when generic, why. Decided at compile time.
 #[must_use]
 pub const fn backend() -> Backend {
     arch::BACKEND
@@ -404,5 +565,5 @@ pub const fn backend() -> Backend {
 /// differential tests) can compare the native backend against them on one host. They issue
 /// only normal stores, so they need no [`drain`].
 pub mod generic {
-    pub use crate::arch::generic::{clear_pages, memcpy_nontemporal};
+    pub use crate::arch::generic::{clear, memcpy_nontemporal};
 }

@@ -14,10 +14,17 @@
 //!    cannot be swapped with `mem::swap` to smuggle one out of its scope.
 //! 5. Slots are written strictly in order, so "the first `written()` slots are initialized" is
 //!    the only bookkeeping needed to hand back a `&mut [T]` of initialized values.
+//! 6. Records are [`Record`]s: the backends load them with integer and vector loads, which must
+//!    not read padding. A record moved in ([`StreamWriter::push`], [`StreamWriter::fill_with`])
+//!    is owned by the writer while its bytes are read and is then forgotten: its bytes now live
+//!    in the slot, which the caller owns. Copies of one template ([`StreamWriter::fill`])
+//!    need `T: Copy`.
 
 use core::fmt;
 use core::marker::PhantomData;
-use core::mem::MaybeUninit;
+use core::mem::{ManuallyDrop, MaybeUninit};
+
+use crate::Record;
 
 /// Writes `T` records into uninitialized slots, in order, with streaming stores.
 ///
@@ -50,7 +57,7 @@ impl fmt::Display for WriterFull {
 
 impl core::error::Error for WriterFull {}
 
-impl<T: Copy> StreamWriter<'_, T> {
+impl<T: Record> StreamWriter<'_, T> {
     /// Total number of slots.
     #[must_use]
     pub fn capacity(&self) -> usize {
@@ -78,33 +85,14 @@ impl<T: Copy> StreamWriter<'_, T> {
         if self.written == self.capacity {
             return Err(WriterFull { requested: 1, remaining: 0 });
         }
-        // SAFETY: `written < capacity`, so the slot is inside the borrowed slice; the slice is
-        // exclusively borrowed by the enclosing `scope`, which drains before anything else can
-        // access it.
-        unsafe { crate::store_record(self.base.add(self.written), &value) };
+        let value = ManuallyDrop::new(value);
+        // SAFETY: `written < capacity`, so the slot is inside the borrowed slice, writable and
+        // aligned for a `T`; the slice is exclusively borrowed by the enclosing `scope`, which
+        // drains before anything else can access it; `value` is a local that no other thread can
+        // reach, and `T: Record` has no uninitialized bytes. Its bytes move into the slot, so the
+        // local is not dropped.
+        unsafe { crate::store_record(self.base.add(self.written), &*value) };
         self.written += 1;
-        Ok(())
-    }
-
-    /// Streams `template` into every remaining slot; returns how many slots were written.
-    pub fn fill(&mut self, template: &T) -> usize {
-        let n = self.remaining();
-        // SAFETY: `n == remaining()`.
-        unsafe { self.fill_unchecked(template, n) };
-        n
-    }
-
-    /// Streams `template` into the next `n` slots.
-    ///
-    /// # Errors
-    ///
-    /// [`WriterFull`] if fewer than `n` slots remain (nothing is written).
-    pub fn fill_n(&mut self, template: &T, n: usize) -> Result<(), WriterFull> {
-        if n > self.remaining() {
-            return Err(WriterFull { requested: n, remaining: self.remaining() });
-        }
-        // SAFETY: `n <= remaining()`.
-        unsafe { self.fill_unchecked(template, n) };
         Ok(())
     }
 
@@ -138,31 +126,57 @@ impl<T: Copy> StreamWriter<'_, T> {
     ///
     /// `n <= self.remaining()`.
     #[inline]
-    unsafe fn fill_unchecked(&mut self, template: &T, n: usize) {
-        // A local copy the optimizer can keep in registers for the whole loop.
-        let t = *template;
+    unsafe fn fill_with_unchecked(&mut self, n: usize, mut f: impl FnMut(usize) -> T) {
         let start = self.written;
         for i in start..start + n {
-            // SAFETY: `i < written + n <= capacity`: the slot is inside the borrowed slice.
-            unsafe { crate::store_record(self.base.add(i), &t) };
+            let value = ManuallyDrop::new(f(i));
+            // SAFETY: `i < written + n <= capacity`, so the slot is inside the borrowed slice;
+            // `value` is a local (see `push`) whose bytes move into the slot.
+            unsafe { crate::store_record(self.base.add(i), &*value) };
+            // Count as we go, so that a panic in `f` leaves `written` exact for the unwinding
+            // path of `scope` (which drains; the prefix is never handed out after a panic).
+            self.written = i + 1;
         }
-        self.written = start + n;
+    }
+}
+
+impl<T: Record + Copy> StreamWriter<'_, T> {
+    /// Streams `template` into every remaining slot; returns how many slots were written.
+    pub fn fill(&mut self, template: &T) -> usize {
+        let n = self.remaining();
+        // SAFETY: `n == remaining()`.
+        unsafe { self.fill_unchecked(template, n) };
+        n
+    }
+
+    /// Streams `template` into the next `n` slots.
+    ///
+    /// # Errors
+    ///
+    /// [`WriterFull`] if fewer than `n` slots remain (nothing is written).
+    pub fn fill_n(&mut self, template: &T, n: usize) -> Result<(), WriterFull> {
+        if n > self.remaining() {
+            return Err(WriterFull { requested: n, remaining: self.remaining() });
+        }
+        // SAFETY: `n <= remaining()`.
+        unsafe { self.fill_unchecked(template, n) };
+        Ok(())
     }
 
     /// # Safety
     ///
     /// `n <= self.remaining()`.
     #[inline]
-    unsafe fn fill_with_unchecked(&mut self, n: usize, mut f: impl FnMut(usize) -> T) {
+    unsafe fn fill_unchecked(&mut self, template: &T, n: usize) {
+        // A local copy the optimizer can keep in registers for the whole loop.
+        let t = *template;
         let start = self.written;
         for i in start..start + n {
-            let value = f(i);
-            // SAFETY: `i < written + n <= capacity`.
-            unsafe { crate::store_record(self.base.add(i), &value) };
-            // Count as we go, so that a panic in `f` leaves `written` exact for the unwinding
-            // path of `scope` (which drains; the prefix is never handed out after a panic).
-            self.written = i + 1;
+            // SAFETY: `i < written + n <= capacity`: the slot is inside the borrowed slice; `t`
+            // is a local copy no other thread can reach, and `T: Record`.
+            unsafe { crate::store_record(self.base.add(i), &t) };
         }
+        self.written = start + n;
     }
 }
 
@@ -232,7 +246,7 @@ impl Drop for DrainOnDrop {
 ///     stream_hal::scope(&mut b, |wb| core::mem::swap(wa, wb));
 /// });
 /// ```
-pub fn scope<'a, T: Copy, R>(
+pub fn scope<'a, T: Record, R>(
     slots: &'a mut [MaybeUninit<T>],
     f: impl for<'w> FnOnce(&mut StreamWriter<'w, T>) -> R,
 ) -> (&'a mut [T], R) {
@@ -247,15 +261,16 @@ pub fn scope<'a, T: Copy, R>(
     let result = f(&mut writer);
     drop(guard); // drain()
     let written = writer.written;
-    // SAFETY: the first `written` slots were each written with a whole `T` (the writer only
-    // advances `written` after a store), the stores are ordered by the drain above, and the
-    // memory is the exclusively borrowed `slots`, whose lifetime `'a` the result keeps.
+    // SAFETY: the first `written` slots were each written with the bytes of a whole, valid `T`
+    // (the writer only advances `written` after a store), the stores are ordered by the drain
+    // above, and the memory is the exclusively borrowed `slots`, whose lifetime `'a` the result
+    // keeps.
     let init = unsafe { core::slice::from_raw_parts_mut(slots.as_mut_ptr().cast::<T>(), written) };
     (init, result)
 }
 
 /// Streams `template` into every slot and returns them initialized (drained).
-pub fn fill<'a, T: Copy>(slots: &'a mut [MaybeUninit<T>], template: &T) -> &'a mut [T] {
+pub fn fill<'a, T: Record + Copy>(slots: &'a mut [MaybeUninit<T>], template: &T) -> &'a mut [T] {
     scope(slots, |w| {
         w.fill(template);
     })
@@ -263,7 +278,7 @@ pub fn fill<'a, T: Copy>(slots: &'a mut [MaybeUninit<T>], template: &T) -> &'a m
 }
 
 /// Streams `f(i)` into every slot `i` and returns them initialized (drained).
-pub fn fill_with<T: Copy>(slots: &mut [MaybeUninit<T>], f: impl FnMut(usize) -> T) -> &mut [T] {
+pub fn fill_with<T: Record>(slots: &mut [MaybeUninit<T>], f: impl FnMut(usize) -> T) -> &mut [T] {
     scope(slots, |w| {
         w.fill_with(f);
     })
@@ -281,6 +296,8 @@ mod tests {
     struct Rec72 {
         words: [u64; 9],
     }
+    // SAFETY: nine `u64`s, no padding.
+    unsafe impl Record for Rec72 {}
 
     #[test]
     fn fills_in_order_and_reports_counts() {

@@ -19,10 +19,14 @@ fn describe(b: Backend) -> String {
 }
 
 fn default_expectation() -> String {
-    if cfg!(miri) {
-        "generic:miri".into()
-    } else if cfg!(feature = "force-generic") {
+    if cfg!(feature = "force-generic") {
         "generic:force-generic".into()
+    } else if cfg!(stream_hal_emulate) && cfg!(target_arch = "x86_64") {
+        if cfg!(target_feature = "sse2") { "x86_64-emulated".into() } else { "x86_64-movnti-emulated".into() }
+    } else if cfg!(stream_hal_emulate) && cfg!(target_arch = "aarch64") {
+        "aarch64-emulated".into()
+    } else if cfg!(miri) {
+        "generic:miri".into()
     } else if cfg!(target_arch = "x86_64") {
         if cfg!(target_feature = "sse2") { "x86_64".into() } else { "x86_64-movnti".into() }
     } else if cfg!(target_arch = "aarch64") {
@@ -42,12 +46,21 @@ fn backend_matches_the_build_configuration() {
 fn streaming_flag_and_display_agree() {
     let b = backend();
     let text = b.to_string();
-    if b.is_streaming() {
-        assert!(text.contains("streaming"), "{text}");
-        assert_ne!(b.name(), "generic");
-    } else {
-        assert!(text.starts_with("generic ("), "{text}");
-        assert_eq!(b.name(), "generic");
+    match b {
+        Backend::Generic(_) => {
+            assert!(!b.is_streaming());
+            assert!(text.starts_with("generic ("), "{text}");
+            assert_eq!(b.name(), "generic");
+        }
+        Backend::Emulated(_) => {
+            assert!(!b.is_streaming(), "emulated instructions stream nothing");
+            assert!(text.contains("emulated") && b.name().ends_with("-emulated"), "{text}");
+        }
+        _ => {
+            assert!(b.is_streaming());
+            assert!(text.contains("streaming"), "{text}");
+            assert_ne!(b.name(), "generic");
+        }
     }
 }
 
@@ -78,11 +91,16 @@ fn safe_entry_points_reject_bad_input_and_write_nothing() {
     assert_eq!(dst, [1; 8]);
     let mut page = vec![3u8; 4097];
     assert_eq!(
-        stream_hal::clear_pages_in(&mut page),
-        Err(stream_hal::SliceError::NotWholePages { len: 4097 })
+        stream_hal::clear_pages_in(&mut page, stream_hal::PageSize::Size4K),
+        Err(stream_hal::SliceError::NotWholePages { len: 4097, page_size: 4096 })
     );
     assert!(page.iter().all(|&b| b == 3));
-    assert_eq!(stream_hal::clear_pages_in(&mut page[..4096]), Ok(()));
+    assert_eq!(
+        stream_hal::clear_pages_in(&mut page[..4096], stream_hal::PageSize::Size16K),
+        Err(stream_hal::SliceError::NotWholePages { len: 4096, page_size: 16384 })
+    );
+    assert!(page.iter().all(|&b| b == 3));
+    assert_eq!(stream_hal::clear_pages_in(&mut page[..4096], stream_hal::PageSize::Size4K), Ok(()));
     assert!(page[..4096].iter().all(|&b| b == 0) && page[4096] == 3);
     stream_hal::copy_nontemporal(&mut dst, &[9u8; 8]).unwrap();
     assert_eq!(dst, [9; 8]);
@@ -98,7 +116,7 @@ fn prefetch_never_faults_and_changes_nothing() {
         stream_hal::prefetch(buf[off..].as_ptr());
     }
     for p in [0usize, 1, 4096, usize::MAX & !63, 0xffff_8000_0000_0000, 0x7fff_ffff_f000] {
-        stream_hal::prefetch(p as *const u64);
+        stream_hal::prefetch(core::ptr::without_provenance::<u64>(p));
     }
     stream_hal::prefetch(core::ptr::dangling::<[u8; 4096]>());
     assert_eq!(buf, before);

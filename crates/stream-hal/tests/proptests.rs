@@ -31,12 +31,12 @@ proptest! {
     }
 
     #[test]
-    fn clear_pages_zeroes_exactly_the_pages(
-        npages in 0usize..if cfg!(miri) { 2 } else { 48 },
+    fn clear_zeroes_exactly_the_range(
+        len in 0usize..if cfg!(miri) { 300 } else { 48 * 4096 },
         off in 0usize..4096,
         which in 0usize..4,
     ) {
-        check_clear(CLEARS[which], npages, off)?;
+        check_clear(CLEARS[which], len, off)?;
     }
 
     #[test]
@@ -95,41 +95,100 @@ fn writer_case<const W: usize>(
 
 type ClearFn = unsafe fn(*mut u8, usize);
 
-/// `clear_pages` (size-dependent choice), its two forced methods, and the generic reference.
-const CLEARS: [ClearFn; 4] = [
-    stream_hal::clear_pages,
-    stream_hal::clear_pages_cached,
-    stream_hal::clear_pages_streaming,
-    stream_hal::generic::clear_pages,
-];
+/// `clear` (size-dependent choice), its two forced methods, and the generic reference.
+const CLEARS: [ClearFn; 4] =
+    [stream_hal::clear, stream_hal::clear_cached, stream_hal::clear_streaming, stream_hal::generic::clear];
 
-fn check_clear(clear: ClearFn, npages: usize, off: usize) -> Result<(), TestCaseError> {
-    let len = npages * stream_hal::PAGE_SIZE;
+fn check_clear(clear: ClearFn, len: usize, off: usize) -> Result<(), TestCaseError> {
     let mut buf = Aligned::new(GUARD + 4096 + len + GUARD, GUARD_BYTE);
     let start = GUARD + off;
     // SAFETY: `start + len` is inside `buf`.
-    unsafe { clear(buf.bytes_mut().as_mut_ptr().add(start), npages) };
+    unsafe { clear(buf.bytes_mut().as_mut_ptr().add(start), len) };
     stream_hal::drain();
     let b = buf.bytes();
-    prop_assert!(b[..start].iter().all(|&x| x == GUARD_BYTE));
-    prop_assert!(b[start..start + len].iter().all(|&x| x == 0));
-    prop_assert!(b[start + len..].iter().all(|&x| x == GUARD_BYTE));
+    prop_assert!(
+        b[..start].iter().all(|&x| x == GUARD_BYTE),
+        "guard before changed: len {} off {}",
+        len,
+        off
+    );
+    prop_assert!(b[start..start + len].iter().all(|&x| x == 0), "not zeroed: len {} off {}", len, off);
+    prop_assert!(
+        b[start + len..].iter().all(|&x| x == GUARD_BYTE),
+        "guard after changed: len {} off {}",
+        len,
+        off
+    );
     Ok(())
 }
 
-/// The size bands of `clear_pages` (below, inside and at the start of the streaming band), page
-/// aligned and not.
+/// Runs `f` with each CPU feature set the x86-64 clear can use on this machine: without
+/// `CLZERO`, and with it where the CPU has it (always under emulation, which executes nothing).
+/// Restores the detected features afterwards.
+fn with_each_feature_set(mut f: impl FnMut()) {
+    let detected = stream_hal::CpuFeatures::detect().unwrap_or(stream_hal::CpuFeatures::NONE);
+    let emulated = matches!(stream_hal::backend(), stream_hal::Backend::Emulated(_));
+    let mut sets = vec![stream_hal::CpuFeatures::NONE];
+    if detected.clzero || emulated {
+        sets.push(stream_hal::CpuFeatures::NONE.with_clzero(true));
+    }
+    for set in sets {
+        stream_hal::set_cpu_features(set);
+        f();
+    }
+    stream_hal::set_cpu_features(detected);
+}
+
+/// The size bands of `clear` (below, inside and at the start of the streaming band), page
+/// aligned and not, with and without `CLZERO`.
 #[test]
-fn clear_pages_at_the_method_thresholds() {
-    let min = stream_hal::CLEAR_STREAMING_MIN / stream_hal::PAGE_SIZE;
-    let sizes: Vec<usize> = if cfg!(miri) { vec![1, 3] } else { vec![min - 1, min, min + 1, 2 * min + 3] };
-    for npages in sizes {
-        for off in [0, 8, 100] {
-            for clear in CLEARS {
-                check_clear(clear, npages, off).unwrap();
+fn clear_at_the_method_thresholds() {
+    let min = stream_hal::CLEAR_STREAMING_MIN;
+    let sizes: Vec<usize> = if cfg!(miri) {
+        vec![4096, 3 * 4096 + 5]
+    } else {
+        vec![min - 4096, min - 1, min, min + 1, 2 * min + 3 * 4096]
+    };
+    with_each_feature_set(|| {
+        for &len in &sizes {
+            for off in [0, 8, 100] {
+                for clear in CLEARS {
+                    check_clear(clear, len, off).unwrap();
+                }
             }
         }
+    });
+}
+
+/// `clear_pages_of` clears exactly `npages` pages of the stated size, and `clear_pages` means
+/// 4 KiB pages.
+#[test]
+fn page_counted_clears_use_the_stated_page_size() {
+    use stream_hal::PageSize;
+    let sizes = [PageSize::Size4K, PageSize::Size16K, PageSize::Size64K];
+    for size in sizes {
+        for npages in [0usize, 1, 3] {
+            let len = npages * size.bytes();
+            let mut buf = Aligned::new(GUARD + len + GUARD, GUARD_BYTE);
+            // SAFETY: `GUARD + len` bytes are inside `buf`.
+            unsafe { stream_hal::clear_pages_of(buf.bytes_mut().as_mut_ptr().add(GUARD), npages, size) };
+            stream_hal::drain();
+            let b = buf.bytes();
+            assert!(
+                b[..GUARD].iter().all(|&x| x == GUARD_BYTE)
+                    && b[GUARD + len..].iter().all(|&x| x == GUARD_BYTE)
+            );
+            assert!(b[GUARD..GUARD + len].iter().all(|&x| x == 0), "{size:?} x {npages}");
+            assert_eq!(PageSize::from_bytes(size.bytes()), Some(size));
+        }
     }
+    let mut buf = Aligned::new(GUARD + 2 * 4096 + GUARD, GUARD_BYTE);
+    // SAFETY: two pages after the guard are inside `buf`.
+    unsafe { stream_hal::clear_pages(buf.bytes_mut().as_mut_ptr().add(GUARD), 1) };
+    stream_hal::drain();
+    assert!(buf.bytes()[GUARD..GUARD + 4096].iter().all(|&x| x == 0));
+    assert!(buf.bytes()[GUARD + 4096..].iter().all(|&x| x == GUARD_BYTE));
+    assert_eq!(PageSize::from_bytes(8192), None);
 }
 
 /// `PROPTEST_CASES` from the environment (CI lowers it under emulation), else `default`.

@@ -26,49 +26,191 @@
 //! crate is for. `drain()` runs once per batch, so the cost of the stronger barrier is
 //! negligible.
 
-use core::arch::asm;
 use core::ptr;
 
 use super::dczid::{self, ZeroMethod};
-use crate::PAGE_SIZE;
 
-/// One 16-byte non-temporal store pair of `a` (at `dst`) and `b` (at `dst + 8`).
-///
-/// # Safety
-///
-/// `dst` writable for 16 bytes and 8-byte aligned.
-#[inline(always)]
-unsafe fn stnp64(dst: *mut u8, a: u64, b: u64) {
-    // SAFETY: the caller guarantees `dst..dst+16` is writable and aligned for the pair; `stnp`
-    // writes exactly those bytes and neither uses the stack nor changes flags.
-    unsafe {
-        asm!(
-            "stnp {a}, {b}, [{dst}]",
-            a = in(reg) a,
-            b = in(reg) b,
-            dst = in(reg) dst,
-            options(nostack, preserves_flags),
-        );
+/// The instructions of this backend, one function each. Under `cfg(stream_hal_emulate)` each is
+/// replaced by an ordinary Rust access of the same bytes with the same alignment requirement
+/// (and `DCZID_EL0` by the value [`crate::emulation::set_dczid`] set), so that Miri and the
+/// sanitizers check the address arithmetic and the loads of everything else in this file.
+mod insn {
+    #[cfg(not(stream_hal_emulate))]
+    use core::arch::asm;
+
+    /// `stnp` of two 64-bit registers: `a` at `dst`, `b` at `dst + 8`.
+    ///
+    /// # Safety
+    ///
+    /// `dst` writable for 16 bytes and 8-byte aligned (pair stores are only issued to aligned
+    /// addresses, which keeps them legal where `SCTLR_ELx.A` enforces alignment).
+    #[inline(always)]
+    pub(super) unsafe fn stnp64(dst: *mut u8, a: u64, b: u64) {
+        #[cfg(not(stream_hal_emulate))]
+        // SAFETY: the caller guarantees `dst..dst+16` is writable and aligned for the pair;
+        // `stnp` writes exactly those bytes and neither uses the stack nor changes flags.
+        unsafe {
+            asm!(
+                "stnp {a}, {b}, [{dst}]",
+                a = in(reg) a,
+                b = in(reg) b,
+                dst = in(reg) dst,
+                options(nostack, preserves_flags),
+            );
+        }
+        #[cfg(stream_hal_emulate)]
+        // SAFETY: the caller guarantees 16 writable, 8-aligned bytes; typed `u64` writes require
+        // that alignment, so a misaligned emulated pair is reported.
+        unsafe {
+            dst.cast::<u64>().write(a);
+            dst.add(8).cast::<u64>().write(b);
+        }
+    }
+
+    /// `stnp` of two 32-bit registers: `a` at `dst`, `b` at `dst + 4`.
+    ///
+    /// # Safety
+    ///
+    /// `dst` writable for 8 bytes and 4-byte aligned.
+    #[inline(always)]
+    pub(super) unsafe fn stnp32(dst: *mut u8, a: u32, b: u32) {
+        #[cfg(not(stream_hal_emulate))]
+        // SAFETY: the caller guarantees `dst..dst+8` is writable and aligned for the pair.
+        unsafe {
+            asm!(
+                "stnp {a:w}, {b:w}, [{dst}]",
+                a = in(reg) a,
+                b = in(reg) b,
+                dst = in(reg) dst,
+                options(nostack, preserves_flags),
+            );
+        }
+        #[cfg(stream_hal_emulate)]
+        // SAFETY: the caller guarantees 8 writable, 4-aligned bytes.
+        unsafe {
+            dst.cast::<u32>().write(a);
+            dst.add(4).cast::<u32>().write(b);
+        }
+    }
+
+    /// `stnp xzr, xzr` on 64 bytes: four zero pairs at `p`, `p + 16`, `p + 32`, `p + 48`.
+    ///
+    /// # Safety
+    ///
+    /// `p` writable for 64 bytes and 16-byte aligned.
+    #[inline(always)]
+    pub(super) unsafe fn stnp_zero64(p: *mut u8) {
+        #[cfg(not(stream_hal_emulate))]
+        // SAFETY: the caller guarantees 64 writable bytes at the 16-byte-aligned `p`; the four
+        // pair stores write exactly those.
+        unsafe {
+            asm!(
+                "stnp xzr, xzr, [{p}]",
+                "stnp xzr, xzr, [{p}, #16]",
+                "stnp xzr, xzr, [{p}, #32]",
+                "stnp xzr, xzr, [{p}, #48]",
+                p = in(reg) p,
+                options(nostack, preserves_flags),
+            );
+        }
+        #[cfg(stream_hal_emulate)]
+        // SAFETY: the caller guarantees 64 writable bytes at the 16-byte-aligned `p`.
+        unsafe {
+            p.cast::<[u128; 4]>().write([0; 4]);
+        }
+    }
+
+    /// `stnp xzr, xzr` on 16 bytes.
+    ///
+    /// # Safety
+    ///
+    /// `p` writable for 16 bytes and 16-byte aligned.
+    #[inline(always)]
+    pub(super) unsafe fn stnp_zero16(p: *mut u8) {
+        #[cfg(not(stream_hal_emulate))]
+        // SAFETY: the caller guarantees 16 writable bytes at the 16-byte-aligned `p`.
+        unsafe {
+            asm!("stnp xzr, xzr, [{p}]", p = in(reg) p, options(nostack, preserves_flags));
+        }
+        #[cfg(stream_hal_emulate)]
+        // SAFETY: as above.
+        unsafe {
+            p.cast::<u128>().write(0);
+        }
+    }
+
+    /// `dc zva`: zeroes the whole `block`-byte block that contains `p` (the instruction ignores
+    /// the address bits below the block size).
+    ///
+    /// # Safety
+    ///
+    /// `dc zva` is permitted, `block` is this CPU's block size, and the whole block containing
+    /// `p` must be valid for writes.
+    #[inline(always)]
+    pub(super) unsafe fn dc_zva(p: *mut u8, block: usize) {
+        #[cfg(not(stream_hal_emulate))]
+        // SAFETY: the caller guarantees `dc zva` is permitted and the block around `p` is
+        // writable; `dc zva` writes exactly that block, changes no flags, uses no stack.
+        unsafe {
+            let _ = block;
+            asm!("dc zva, {}", in(reg) p, options(nostack, preserves_flags));
+        }
+        #[cfg(stream_hal_emulate)]
+        {
+            // What the instruction writes: the aligned block around `p`, even when `p` is not
+            // the block's start (so a misaligned emulated call is reported).
+            let start = p.wrapping_sub(p.addr() & (block - 1));
+            // SAFETY: the caller guarantees the block containing `p` is writable.
+            unsafe { core::ptr::write_bytes(start, 0, block) };
+        }
+    }
+
+    /// `dmb ish`.
+    #[inline(always)]
+    pub(super) fn dmb_ish() {
+        #[cfg(not(stream_hal_emulate))]
+        // SAFETY: `dmb ish` has no operands and no preconditions. Not `nomem`: it is also a
+        // compiler barrier for memory accesses.
+        unsafe {
+            asm!("dmb ish", options(nostack, preserves_flags));
+        }
+        #[cfg(stream_hal_emulate)]
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// `prfm pldl1keep, [p]`: a hint; never faults.
+    #[inline(always)]
+    pub(super) fn prfm_pldl1keep(p: *const u8) {
+        #[cfg(not(stream_hal_emulate))]
+        // SAFETY: `prfm` has no architecturally visible effect besides timing: it cannot fault,
+        // writes nothing and changes no flags.
+        unsafe {
+            asm!("prfm pldl1keep, [{}]", in(reg) p, options(nostack, preserves_flags, readonly));
+        }
+        #[cfg(stream_hal_emulate)]
+        let _ = p;
+    }
+
+    /// `mrs DCZID_EL0`.
+    #[inline]
+    pub(super) fn read_dczid() -> u64 {
+        #[cfg(not(stream_hal_emulate))]
+        {
+            let value: u64;
+            // SAFETY: `mrs` of DCZID_EL0 is permitted at every exception level this code runs
+            // at, reads no memory and changes no flags.
+            unsafe { asm!("mrs {}, dczid_el0", out(reg) value, options(nomem, nostack, preserves_flags)) };
+            value
+        }
+        #[cfg(stream_hal_emulate)]
+        crate::emulation::dczid()
     }
 }
 
-/// One 8-byte non-temporal store pair of two 32-bit words.
-///
-/// # Safety
-///
-/// `dst` writable for 8 bytes and 4-byte aligned.
-#[inline(always)]
-unsafe fn stnp32(dst: *mut u8, a: u32, b: u32) {
-    // SAFETY: the caller guarantees `dst..dst+8` is writable and aligned for the pair.
-    unsafe {
-        asm!(
-            "stnp {a:w}, {b:w}, [{dst}]",
-            a = in(reg) a,
-            b = in(reg) b,
-            dst = in(reg) dst,
-            options(nostack, preserves_flags),
-        );
-    }
+/// No CPUID on aarch64: the features [`crate::CpuFeatures`] describes are x86-64's, and
+/// `DCZID_EL0` is read at every clear.
+pub(crate) fn detect_cpu_features() -> Option<crate::CpuFeatures> {
+    None
 }
 
 /// 8 bytes from `src`, any alignment.
@@ -104,12 +246,12 @@ pub(crate) unsafe fn store_words<const N: usize>(dst: *mut u64, words: [u64; N])
     let mut i = 0;
     while i + 2 <= N {
         // SAFETY: words `i`, `i + 1` are inside the 8-aligned record.
-        unsafe { stnp64(dst.add(i).cast::<u8>(), words[i], words[i + 1]) };
+        unsafe { insn::stnp64(dst.add(i).cast::<u8>(), words[i], words[i + 1]) };
         i += 2;
     }
     if i < N {
         // SAFETY: word `i` is inside the record and 8-aligned (so 4-aligned).
-        unsafe { stnp32(dst.add(i).cast::<u8>(), words[i] as u32, (words[i] >> 32) as u32) };
+        unsafe { insn::stnp32(dst.add(i).cast::<u8>(), words[i] as u32, (words[i] >> 32) as u32) };
     }
 }
 
@@ -129,12 +271,12 @@ pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
     let mut off = 0;
     while off + 16 <= size {
         // SAFETY: `off + 16 <= size`; `dst + off` is 8-byte aligned.
-        unsafe { stnp64(dst.add(off), load64(src.add(off)), load64(src.add(off + 8))) };
+        unsafe { insn::stnp64(dst.add(off), load64(src.add(off)), load64(src.add(off + 8))) };
         off += 16;
     }
     if off + 8 <= size {
         // SAFETY: `off + 8 <= size`; `dst + off` is 8-byte (so 4-byte) aligned.
-        unsafe { stnp32(dst.add(off), load32(src.add(off)), load32(src.add(off + 4))) };
+        unsafe { insn::stnp32(dst.add(off), load32(src.add(off)), load32(src.add(off + 4))) };
         off += 8;
     }
     if off < size {
@@ -176,10 +318,10 @@ pub(crate) unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize
     while n >= 64 {
         // SAFETY: 64 bytes remain; `d` is 16-byte aligned.
         unsafe {
-            stnp64(d, load64(s), load64(s.add(8)));
-            stnp64(d.add(16), load64(s.add(16)), load64(s.add(24)));
-            stnp64(d.add(32), load64(s.add(32)), load64(s.add(40)));
-            stnp64(d.add(48), load64(s.add(48)), load64(s.add(56)));
+            insn::stnp64(d, load64(s), load64(s.add(8)));
+            insn::stnp64(d.add(16), load64(s.add(16)), load64(s.add(24)));
+            insn::stnp64(d.add(32), load64(s.add(32)), load64(s.add(40)));
+            insn::stnp64(d.add(48), load64(s.add(48)), load64(s.add(56)));
         }
         // SAFETY: advancing by 64 <= n.
         unsafe { (d, s) = (d.add(64), s.add(64)) };
@@ -187,7 +329,7 @@ pub(crate) unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize
     }
     while n >= 16 {
         // SAFETY: 16 bytes remain; `d` is 16-byte aligned.
-        unsafe { stnp64(d, load64(s), load64(s.add(8))) };
+        unsafe { insn::stnp64(d, load64(s), load64(s.add(8))) };
         // SAFETY: advancing by 16 <= n.
         unsafe { (d, s) = (d.add(16), s.add(16)) };
         n -= 16;
@@ -201,58 +343,45 @@ pub(crate) unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize
 /// `dmb ish`: see the module documentation for why the full inner-shareable barrier.
 #[inline(always)]
 pub(crate) fn drain() {
-    // SAFETY: `dmb ish` has no operands and no preconditions. Not `nomem`: it is also a compiler
-    // barrier for memory accesses.
-    unsafe { asm!("dmb ish", options(nostack, preserves_flags)) };
+    insn::dmb_ish();
 }
 
 /// `prfm pldl1keep`: a hint to bring the line holding `p` into L1 for reading. Prefetches never
 /// fault (Arm ARM: a PRFM to an address that would abort is ignored).
 #[inline(always)]
 pub(crate) fn prefetch(p: *const u8) {
-    // SAFETY: `prfm` has no architecturally visible effect besides timing: it cannot fault,
-    // writes nothing and changes no flags.
-    unsafe { asm!("prfm pldl1keep, [{}]", in(reg) p, options(nostack, preserves_flags, readonly)) };
+    insn::prfm_pldl1keep(p);
 }
 
-/// Reads `DCZID_EL0` (readable at EL0 and EL1).
-#[inline]
-pub(crate) fn read_dczid() -> u64 {
-    let value: u64;
-    // SAFETY: `mrs` of DCZID_EL0 is permitted at every exception level this code runs at, reads
-    // no memory and changes no flags.
-    unsafe { asm!("mrs {}, dczid_el0", out(reg) value, options(nomem, nostack, preserves_flags)) };
-    value
-}
-
-/// See [`crate::clear_pages`].
+/// See [`crate::clear`]: `dc zva` where `DCZID_EL0` permits it, else the `stnp` loop.
 ///
 /// # Safety
 ///
-/// `dst` writable for `npages * 4096` bytes; the product does not overflow.
+/// `dst` writable for `len` bytes.
 #[inline]
-pub(crate) unsafe fn clear_pages(dst: *mut u8, npages: usize) {
-    let len = npages * PAGE_SIZE;
-    match dczid::decode(read_dczid()) {
-        // SAFETY: the caller guarantees `dst..dst+len` is writable; `dc zva` is permitted.
+pub(crate) unsafe fn clear(dst: *mut u8, len: usize) {
+    match dczid::decode(insn::read_dczid()) {
+        // SAFETY: the caller guarantees `dst..dst+len` is writable; `dc zva` is permitted and
+        // `block_bytes` is this CPU's block size (both from DCZID_EL0).
         ZeroMethod::DcZva { block_bytes } => unsafe { clear_dc_zva(dst, len, block_bytes) },
         // SAFETY: as above.
         ZeroMethod::Prohibited => unsafe { clear_stnp(dst, len) },
     }
 }
 
-/// `dc zva` where permitted (it zeroes whole cache lines in place), else the `stnp` fallback.
+/// `dc zva` where permitted (it zeroes whole cache lines in place), else the `stnp` fallback:
+/// the same as [`clear`].
 ///
 /// # Safety
 ///
-/// `dst` writable for `npages * 4096` bytes; the product does not overflow.
+/// `dst` writable for `len` bytes.
 #[inline]
-pub(crate) unsafe fn clear_pages_cached(dst: *mut u8, npages: usize) {
-    // SAFETY: same contract; `clear_pages` already prefers `dc zva`.
-    unsafe { clear_pages(dst, npages) }
+pub(crate) unsafe fn clear_cached(dst: *mut u8, len: usize) {
+    // SAFETY: same contract; `clear` already prefers `dc zva`.
+    unsafe { clear(dst, len) }
 }
 
-/// The method [`clear_pages_streaming`] uses.
+/// The method [`clear_streaming`] uses.
 pub(crate) fn streaming_clear_method() -> &'static str {
     "stnp"
 }
@@ -261,11 +390,11 @@ pub(crate) fn streaming_clear_method() -> &'static str {
 ///
 /// # Safety
 ///
-/// `dst` writable for `npages * 4096` bytes; the product does not overflow.
+/// `dst` writable for `len` bytes.
 #[inline]
-pub(crate) unsafe fn clear_pages_streaming(dst: *mut u8, npages: usize) {
+pub(crate) unsafe fn clear_streaming(dst: *mut u8, len: usize) {
     // SAFETY: same contract.
-    unsafe { clear_stnp(dst, npages * PAGE_SIZE) }
+    unsafe { clear_stnp(dst, len) }
 }
 
 /// Zeroes `len` bytes with `dc zva` on every whole `block`-byte block and normal stores on the
@@ -275,16 +404,17 @@ pub(crate) unsafe fn clear_pages_streaming(dst: *mut u8, npages: usize) {
 ///
 /// `dst` writable for `len` bytes; `block` is the `dc zva` block size of this CPU (a power of
 /// two) and `dc zva` is not prohibited.
-pub(crate) unsafe fn clear_dc_zva(dst: *mut u8, len: usize, block: usize) {
+unsafe fn clear_dc_zva(dst: *mut u8, len: usize, block: usize) {
     let head = (dst.addr().wrapping_neg() & (block - 1)).min(len);
     // SAFETY: `head <= len`.
     unsafe { ptr::write_bytes(dst, 0, head) };
     let mut p = dst.wrapping_add(head);
     let mut n = len - head;
     while n >= block {
-        // SAFETY: `p` is block-aligned and `p..p+block` lies inside the range, so `dc zva`
-        // zeroes exactly bytes the caller allows us to write.
-        unsafe { asm!("dc zva, {}", in(reg) p, options(nostack, preserves_flags)) };
+        // SAFETY: `p` is block-aligned (the head reached a block boundary whenever
+        // `n >= block`) and `p..p+block` lies inside the range, so `dc zva` zeroes exactly
+        // bytes the caller allows us to write; the caller guarantees it is permitted.
+        unsafe { insn::dc_zva(p, block) };
         p = p.wrapping_add(block);
         n -= block;
     }
@@ -298,7 +428,7 @@ pub(crate) unsafe fn clear_dc_zva(dst: *mut u8, len: usize, block: usize) {
 /// # Safety
 ///
 /// `dst` writable for `len` bytes.
-pub(crate) unsafe fn clear_stnp(dst: *mut u8, len: usize) {
+unsafe fn clear_stnp(dst: *mut u8, len: usize) {
     let head = (dst.addr().wrapping_neg() & 15).min(len);
     // SAFETY: `head <= len`.
     unsafe { ptr::write_bytes(dst, 0, head) };
@@ -306,22 +436,13 @@ pub(crate) unsafe fn clear_stnp(dst: *mut u8, len: usize) {
     let mut n = len - head;
     while n >= 64 {
         // SAFETY: 64 writable bytes at a 16-byte-aligned `p`.
-        unsafe {
-            asm!(
-                "stnp xzr, xzr, [{p}]",
-                "stnp xzr, xzr, [{p}, #16]",
-                "stnp xzr, xzr, [{p}, #32]",
-                "stnp xzr, xzr, [{p}, #48]",
-                p = in(reg) p,
-                options(nostack, preserves_flags),
-            );
-        }
+        unsafe { insn::stnp_zero64(p) };
         p = p.wrapping_add(64);
         n -= 64;
     }
     while n >= 16 {
         // SAFETY: 16 writable bytes at a 16-byte-aligned `p`.
-        unsafe { asm!("stnp xzr, xzr, [{p}]", p = in(reg) p, options(nostack, preserves_flags)) };
+        unsafe { insn::stnp_zero16(p) };
         p = p.wrapping_add(16);
         n -= 16;
     }
@@ -332,9 +453,12 @@ pub(crate) unsafe fn clear_stnp(dst: *mut u8, len: usize) {
 #[cfg(test)]
 mod tests {
     //! Both clearing paths run here on real aarch64 code (under qemu-user in CI), whatever
-    //! `DCZID_EL0.DZP` says on the machine, so the `stnp` fallback is exercised too.
+    //! `DCZID_EL0.DZP` says on the machine, so the `stnp` fallback is exercised too; under
+    //! emulation the `dc zva` path runs with several block sizes.
     use super::*;
     use std::vec;
+
+    const PAGE: usize = 4096;
 
     fn check_clear(f: impl Fn(*mut u8, usize), offset: usize, len: usize) {
         let mut buf = vec![0xa5u8; len + offset + 64];
@@ -345,23 +469,42 @@ mod tests {
         assert!(buf[offset + len..].iter().all(|&b| b == 0xa5), "bytes after the range changed");
     }
 
+    fn offsets_and_lens() -> (&'static [usize], &'static [usize]) {
+        if cfg!(miri) {
+            (&[0, 1, 16, 63], &[0, 1, 15, 64, 65, 200])
+        } else {
+            (&[0, 1, 8, 15, 16, 63, 64, 100], &[0, 1, 15, 16, 63, 64, 65, 4096, 3 * 4096 + 17])
+        }
+    }
+
     #[test]
     fn dc_zva_path_zeroes_exactly_the_range() {
-        let ZeroMethod::DcZva { block_bytes } = dczid::decode(read_dczid()) else {
-            return; // DC ZVA prohibited on this machine: the fallback test covers it.
+        let blocks = if cfg!(stream_hal_emulate) {
+            vec![16, 64, 256]
+        } else {
+            match dczid::decode(insn::read_dczid()) {
+                ZeroMethod::DcZva { block_bytes } => vec![block_bytes],
+                // DC ZVA prohibited on this machine: the fallback test covers it.
+                ZeroMethod::Prohibited => return,
+            }
         };
-        for offset in [0, 1, 8, 15, 16, 63, 64, 100] {
-            for len in [0, 1, 63, 64, 65, 4096, 3 * 4096 + 17] {
-                // SAFETY: the closure is only called with ranges inside `buf`.
-                check_clear(|p, n| unsafe { clear_dc_zva(p, n, block_bytes) }, offset, len);
+        let (offsets, lens) = offsets_and_lens();
+        for block in blocks {
+            for &offset in offsets {
+                for &len in lens {
+                    // SAFETY: the closure is only called with ranges inside `buf`; `block` is the
+                    // CPU's block size (or an emulated one) and DC ZVA is permitted.
+                    check_clear(|p, n| unsafe { clear_dc_zva(p, n, block) }, offset, len);
+                }
             }
         }
     }
 
     #[test]
     fn stnp_fallback_zeroes_exactly_the_range() {
-        for offset in [0, 1, 8, 15, 16, 63, 64, 100] {
-            for len in [0, 1, 15, 16, 63, 64, 65, 4096, 3 * 4096 + 17] {
+        let (offsets, lens) = offsets_and_lens();
+        for &offset in offsets {
+            for &len in lens {
                 // SAFETY: the closure is only called with ranges inside `buf`.
                 check_clear(|p, n| unsafe { clear_stnp(p, n) }, offset, len);
             }
@@ -370,7 +513,7 @@ mod tests {
 
     #[test]
     fn dczid_reports_a_usable_block_size() {
-        match dczid::decode(read_dczid()) {
+        match dczid::decode(insn::read_dczid()) {
             ZeroMethod::DcZva { block_bytes } => {
                 assert!(block_bytes.is_power_of_two() && (4..=2048).contains(&block_bytes));
             }
@@ -378,33 +521,44 @@ mod tests {
         }
     }
 
-    /// kernel-spec §7.5 (arm64): `clear_page` stops at the page boundary: clearing whole
-    /// page-aligned pages through either path writes exactly those pages.
+    /// Clearing whole page-aligned pages through either path writes exactly those pages and
+    /// stops at the page boundary, as arm64's `clear_page` does.
     #[test]
-    fn s7_5_arm64_clear_stops_at_page_alignment() {
-        let mut buf = vec![0xa5u8; 5 * PAGE_SIZE];
-        let off = buf.as_ptr().addr().wrapping_neg() & (PAGE_SIZE - 1);
-        let block = match dczid::decode(read_dczid()) {
-            ZeroMethod::DcZva { block_bytes } => Some(block_bytes),
-            ZeroMethod::Prohibited => None,
-        };
+    fn clear_stops_at_the_page_boundary() {
+        let mut buf = vec![0xa5u8; 5 * PAGE];
+        let off = buf.as_ptr().addr().wrapping_neg() & (PAGE - 1);
         for npages in [1usize, 2] {
             buf.fill(0xa5);
             let p = buf.as_mut_ptr().wrapping_add(off);
-            // SAFETY: `off + 3 pages` is inside the 5-page buffer, page-aligned at `p`.
+            // SAFETY: `off + npages + 2` pages are inside the 5-page buffer.
             unsafe {
-                match block {
-                    Some(b) => clear_dc_zva(p, npages * PAGE_SIZE, b),
-                    None => clear_stnp(p, npages * PAGE_SIZE),
-                }
-                clear_stnp(p.add(npages * PAGE_SIZE + PAGE_SIZE), PAGE_SIZE);
+                clear(p, npages * PAGE);
+                clear_stnp(p.add(npages * PAGE + PAGE), PAGE);
             }
             drain();
-            let end = off + npages * PAGE_SIZE;
+            let end = off + npages * PAGE;
             assert!(buf[off..end].iter().all(|&x| x == 0));
-            assert!(buf[end..end + PAGE_SIZE].iter().all(|&x| x == 0xa5), "stopped at the page boundary");
-            assert!(buf[end + PAGE_SIZE..end + 2 * PAGE_SIZE].iter().all(|&x| x == 0));
+            assert!(buf[end..end + PAGE].iter().all(|&x| x == 0xa5), "stopped at the page boundary");
+            assert!(buf[end + PAGE..end + 2 * PAGE].iter().all(|&x| x == 0));
             assert!(buf[..off].iter().all(|&x| x == 0xa5));
         }
+    }
+
+    /// Under emulation, `DCZID_EL0.DZP` set sends `clear` to the `stnp` fallback and clear to
+    /// the `dc zva` path, both zeroing exactly the range.
+    #[cfg(stream_hal_emulate)]
+    #[test]
+    fn clear_follows_the_emulated_dczid() {
+        let (offsets, lens) = offsets_and_lens();
+        for dczid in [4u64, 2, 1 << 4 | 4] {
+            crate::emulation::set_dczid(dczid);
+            for &offset in offsets {
+                for &len in lens {
+                    // SAFETY: the closure is only called with ranges inside `buf`.
+                    check_clear(|p, n| unsafe { clear(p, n) }, offset, len);
+                }
+            }
+        }
+        crate::emulation::set_dczid(4);
     }
 }

@@ -58,14 +58,4 @@ mod tests {
     fn bits_above_dzp_are_ignored() {
         assert_eq!(decode(0xffe0 | 4), ZeroMethod::DcZva { block_bytes: 64 });
     }
-
-    /// kernel-spec §7.5 (arm64): the DC ZVA block size is `4 << DCZID_EL0.BS` and DZP forces
-    /// the `stnp` path.
-    #[test]
-    fn s7_5_arm64_dc_zva_block_is_4_shl_bs_and_dzp_forces_stnp() {
-        for bs in 0..16u64 {
-            assert_eq!(decode(bs), ZeroMethod::DcZva { block_bytes: 4 << bs });
-            assert_eq!(decode(bs | DZP), ZeroMethod::Prohibited);
-        }
-    }
 }

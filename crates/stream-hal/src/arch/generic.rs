@@ -30,45 +30,51 @@ pub(crate) fn drain() {}
 #[allow(dead_code)] // unused when a streaming backend is selected
 pub(crate) fn prefetch(_p: *const u8) {}
 
-/// Zeroes `npages * 4096` bytes with `write_bytes` (`memset`).
-///
-/// # Safety
-///
-/// `dst` must be valid for writes of `npages * 4096` bytes, and the product must not overflow.
-#[inline]
-pub unsafe fn clear_pages(dst: *mut u8, npages: usize) {
-    // SAFETY: the caller guarantees `dst` is valid for `npages * PAGE_SIZE` bytes.
-    unsafe { ptr::write_bytes(dst, 0, npages * crate::PAGE_SIZE) }
+/// No CPU features to detect.
+#[allow(dead_code)] // unused when a streaming backend is selected
+pub(crate) fn detect_cpu_features() -> Option<crate::CpuFeatures> {
+    None
 }
 
-/// Same as [`clear_pages`] (the generic backend has one way to clear).
+/// Zeroes `len` bytes with `write_bytes` (`memset`).
 ///
 /// # Safety
 ///
-/// As for [`clear_pages`].
+/// `dst` must be valid for writes of `len` bytes.
+#[inline]
+pub unsafe fn clear(dst: *mut u8, len: usize) {
+    // SAFETY: the caller guarantees `dst` is valid for `len` bytes.
+    unsafe { ptr::write_bytes(dst, 0, len) }
+}
+
+/// Same as [`clear`] (the generic backend has one way to clear).
+///
+/// # Safety
+///
+/// As for [`clear`].
 #[inline]
 #[allow(dead_code)] // unused when a streaming backend is selected
-pub(crate) unsafe fn clear_pages_cached(dst: *mut u8, npages: usize) {
+pub(crate) unsafe fn clear_cached(dst: *mut u8, len: usize) {
     // SAFETY: same contract.
-    unsafe { clear_pages(dst, npages) }
+    unsafe { clear(dst, len) }
 }
 
-/// The method [`clear_pages_streaming`] uses.
+/// The method [`clear_streaming`] uses.
 #[allow(dead_code)] // unused when a streaming backend is selected
 pub(crate) fn streaming_clear_method() -> &'static str {
     "write_bytes"
 }
 
-/// Same as [`clear_pages`] (the generic backend has one way to clear).
+/// Same as [`clear`] (the generic backend has one way to clear).
 ///
 /// # Safety
 ///
-/// As for [`clear_pages`].
+/// As for [`clear`].
 #[inline]
 #[allow(dead_code)] // unused when a streaming backend is selected
-pub(crate) unsafe fn clear_pages_streaming(dst: *mut u8, npages: usize) {
+pub(crate) unsafe fn clear_streaming(dst: *mut u8, len: usize) {
     // SAFETY: same contract.
-    unsafe { clear_pages(dst, npages) }
+    unsafe { clear(dst, len) }
 }
 
 /// Stores one `size`-byte record with a normal copy (`size` is a compile-time constant at

@@ -1,85 +1,124 @@
-//! Backend selection. The build script decides (`cfg(stream_hal_backend = ...)`); this module
-//! maps the decision to one implementation of the crate-internal surface:
+//! Backend selection: one implementation of the crate-internal surface per build.
 //!
 //! * `unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize)`
 //! * `fn drain()`
-//! * `fn prefetch(p: *const u8)` — a cache hint that never faults
-//! * `unsafe fn clear_pages(dst: *mut u8, npages: usize)`
-//! * `unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize)` — `size` is always a
-//!   compile-time constant at the call site (`size_of::<T>()`), and the function is
+//! * `fn prefetch(p: *const u8)`: a cache hint that never faults
+//! * `unsafe fn clear(dst: *mut u8, len: usize)`, `clear_cached`, `clear_streaming`
+//! * `fn streaming_clear_method() -> &'static str`
+//! * `unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize)`: `size` is always a
+//!   compile-time constant at the call site (`size_of::<T>()`) and the function is
 //!   `#[inline(always)]`, so every branch on it folds away
 //! * `unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usize)`
 //! * `unsafe fn store_words<const N: usize>(dst: *mut u64, words: [u64; N])`
 //! * `const BACKEND: Backend`
 //!
-//! `cfg(miri)` is checked here as well as in the build script, so that a build script that was
-//! not rerun under Miri can never put inline assembly in front of the interpreter.
+//! The choice, first match wins:
+//!
+//! 1. feature `force-generic`: generic;
+//! 2. `cfg(stream_hal_emulate)` (a test switch, set with `RUSTFLAGS="--cfg stream_hal_emulate"`):
+//!    the target architecture's backend with its instructions emulated by ordinary accesses,
+//!    so that Miri and the sanitizers check all of its address arithmetic and loads (see
+//!    [`emulation`](crate::emulation));
+//! 3. Miri, or a sanitizer (`cfg(stream_hal_sanitizer)`, from the build script): generic, so
+//!    the tool sees every store as an ordinary store;
+//! 4. `target_arch = "x86_64"` or `"aarch64"`: that backend (x86-64 with or without SSE2, from
+//!    `target_feature`);
+//! 5. anything else: generic.
+//!
+//! Everything is decided from `cfg`, which comes from the target specification, so custom
+//! target JSON files get the same backend as the built-in targets of their architecture.
 
 pub(crate) mod dczid;
 pub(crate) mod generic;
-pub(crate) mod x86_clear;
 
 cfg_if::cfg_if! {
-    if #[cfg(all(stream_hal_backend = "x86_64", target_arch = "x86_64", not(miri)))] {
+    if #[cfg(feature = "force-generic")] {
+        pub(crate) use self::generic::{
+            clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch, store_record,
+            store_record_words, store_words, streaming_clear_method,
+        };
+        pub(crate) const BACKEND: crate::Backend = crate::Backend::Generic(crate::GenericReason::ForceGeneric);
+    } else if #[cfg(all(target_arch = "x86_64", any(stream_hal_emulate, not(any(miri, stream_hal_sanitizer)))))] {
         mod x86_64;
         pub(crate) use self::x86_64::{
-            clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, prefetch, store_record,
+            clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch, store_record,
             store_record_words, store_words, streaming_clear_method,
         };
-        pub(crate) const BACKEND: crate::Backend = crate::Backend::X86_64 { vector: x86_64::VECTOR };
-    } else if #[cfg(all(stream_hal_backend = "aarch64", target_arch = "aarch64", not(miri)))] {
+        pub(crate) const BACKEND: crate::Backend = if cfg!(stream_hal_emulate) {
+            crate::Backend::Emulated(crate::Arch::X86_64 { vector: x86_64::VECTOR })
+        } else {
+            crate::Backend::X86_64 { vector: x86_64::VECTOR }
+        };
+    } else if #[cfg(all(target_arch = "aarch64", any(stream_hal_emulate, not(any(miri, stream_hal_sanitizer)))))] {
         mod aarch64;
         pub(crate) use self::aarch64::{
-            clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, prefetch, store_record,
+            clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch, store_record,
             store_record_words, store_words, streaming_clear_method,
         };
-        pub(crate) const BACKEND: crate::Backend = crate::Backend::Aarch64;
+        pub(crate) const BACKEND: crate::Backend = if cfg!(stream_hal_emulate) {
+            crate::Backend::Emulated(crate::Arch::Aarch64)
+        } else {
+            crate::Backend::Aarch64
+        };
     } else {
         pub(crate) use self::generic::{
-            clear_pages, clear_pages_cached, clear_pages_streaming, drain, memcpy_nontemporal, prefetch, store_record,
+            clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch, store_record,
             store_record_words, store_words, streaming_clear_method,
         };
         pub(crate) const BACKEND: crate::Backend = crate::Backend::Generic(generic_reason());
     }
 }
 
-/// The reason recorded by the build script, as a [`crate::GenericReason`].
+/// Why the generic backend was chosen without `force-generic`.
 #[allow(dead_code)] // unused when a streaming backend is selected
 const fn generic_reason() -> crate::GenericReason {
     if cfg!(miri) {
-        return crate::GenericReason::Miri;
-    }
-    let reason = env!("STREAM_HAL_GENERIC_REASON");
-    let detail = env!("STREAM_HAL_GENERIC_DETAIL");
-    if const_eq(reason, "force-generic") {
-        crate::GenericReason::ForceGeneric
-    } else if const_eq(reason, "miri") {
         crate::GenericReason::Miri
-    } else if const_eq(reason, "sanitizer") {
-        crate::GenericReason::Sanitizer(detail)
-    } else if const_eq(reason, "unsupported-target") {
-        crate::GenericReason::UnsupportedTarget(detail)
+    } else if cfg!(stream_hal_sanitizer) {
+        match option_env!("STREAM_HAL_SANITIZERS") {
+            Some(names) => crate::GenericReason::Sanitizer(names),
+            None => crate::GenericReason::Sanitizer("unknown"),
+        }
     } else {
-        // The build script chose a native backend for an architecture this module was not
-        // compiled for (a custom target whose name says x86_64 but whose `target_arch` does
-        // not): report the architecture as unsupported.
-        crate::GenericReason::UnsupportedTarget(env!("STREAM_HAL_TARGET_ARCH"))
+        crate::GenericReason::UnsupportedTarget(target_arch_name())
     }
 }
 
-/// `str` equality usable in a `const fn`.
+/// The target architecture's name as `cfg(target_arch)` spells it, for the architectures Rust
+/// supports (`unknown` for any other).
 #[allow(dead_code)]
-const fn const_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
+const fn target_arch_name() -> &'static str {
+    if cfg!(target_arch = "x86") {
+        "x86"
+    } else if cfg!(target_arch = "x86_64") {
+        "x86_64"
+    } else if cfg!(target_arch = "arm") {
+        "arm"
+    } else if cfg!(target_arch = "aarch64") {
+        "aarch64"
+    } else if cfg!(target_arch = "riscv32") {
+        "riscv32"
+    } else if cfg!(target_arch = "riscv64") {
+        "riscv64"
+    } else if cfg!(target_arch = "powerpc") {
+        "powerpc"
+    } else if cfg!(target_arch = "powerpc64") {
+        "powerpc64"
+    } else if cfg!(target_arch = "s390x") {
+        "s390x"
+    } else if cfg!(target_arch = "loongarch64") {
+        "loongarch64"
+    } else if cfg!(target_arch = "mips") {
+        "mips"
+    } else if cfg!(target_arch = "mips64") {
+        "mips64"
+    } else if cfg!(target_arch = "sparc64") {
+        "sparc64"
+    } else if cfg!(target_arch = "wasm32") {
+        "wasm32"
+    } else if cfg!(target_arch = "wasm64") {
+        "wasm64"
+    } else {
+        "unknown"
     }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
 }
