@@ -289,7 +289,7 @@ impl<P: StructPage> VmemmapRemap<P> for ModelRemap {
         if !alloc.page_table {
             return Err(HvoError::NoMemory);
         }
-        let freed = (nr_pages * P::SIZE as u64).div_ceil(PAGE_SIZE) - 1;
+        let freed = nr_pages.saturating_mul(P::SIZE as u64).div_ceil(PAGE_SIZE).saturating_sub(1);
         self.freed_pages += freed;
         Ok(RemapDone { head_copied: false, freed_pages: freed })
     }

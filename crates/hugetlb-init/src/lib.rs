@@ -167,7 +167,7 @@ pub use hvo::{
     hvo_availability,
 };
 #[cfg(all(feature = "std", target_os = "linux"))]
-pub use memfd::{BootError, MemfdRemap, MemfdVmemmap, OwnedBoot};
+pub use memfd::{BootError, MemfdVmemmap, OwnedBoot};
 pub use memmap_core::ConfigError;
 
 /// `Send` under `std` (the nodes are gathered on parallel threads), nothing without it.

@@ -184,10 +184,23 @@ impl<P: StructPage> MemfdVmemmap<P> {
     /// A [`Memmap`] over the struct pages and the [`MemfdRemap`] that optimizes them. The
     /// pageblock array is reset to unset.
     ///
+    /// Crate-private on purpose: once the remapper has run, tail vmemmap pages are mapped
+    /// read-only and alias the head page, so a safe `Memmap::write` through the view could
+    /// fault, and a read of one alias after a write through another could be served from a
+    /// value the compiler kept (it assumes distinct addresses do not alias). The boot, the only
+    /// user, never writes an optimized tail and never reads one through this view; after the
+    /// boot the struct pages are read with [`MemfdVmemmap::read`], whose loads are volatile.
+    ///
+    /// ```compile_fail
+    /// let mut v = hugetlb_init::MemfdVmemmap::<memmap_core::Page64>::new(
+    ///     memmap_core::KernelConfig::X86_64, 1 << 20, 512, 1, false).unwrap();
+    /// let (memmap, _remap) = v.parts(); // private: no safe writable view after HVO
+    /// ```
+    ///
     /// # Panics
     ///
     /// Never: the configuration and sizes were validated by [`MemfdVmemmap::new`].
-    pub fn parts(&mut self) -> (Memmap<'_, P>, MemfdRemap<'_, P>) {
+    pub(crate) fn parts(&mut self) -> (Memmap<'_, P>, MemfdRemap<'_, P>) {
         // SAFETY: `first_off + nr_pages * SIZE <= map_len`, inside the mapping.
         let pages = unsafe { self.map.as_ptr().add(self.first_off) }.cast::<P>();
         let pages = NonNull::new(pages).expect("non-null mapping");
@@ -244,15 +257,22 @@ impl<P: StructPage> MemfdVmemmap<P> {
 
     /// The struct page of `pfn` as the CPU reads it through the (possibly remapped) vmemmap.
     ///
+    /// The load is volatile: after HVO several virtual pages of the mapping are one physical
+    /// page, which the compiler cannot know, so every read goes to memory.
+    ///
     /// # Panics
     ///
     /// If `pfn` is outside the vmemmap.
     #[must_use]
     pub fn read(&self, pfn: u64) -> P {
-        let a = self.host_addr(pfn);
-        // SAFETY: inside the mapping, which is always readable (RO or RW), aligned for `P`,
-        // initialized; no `&mut` into it exists while `&self` is held.
-        unsafe { (a as *const P).read() }
+        assert!(pfn >= self.base_pfn && pfn - self.base_pfn < self.nr_pages as u64, "pfn outside vmemmap");
+        let off = self.first_off + (pfn - self.base_pfn) as usize * P::SIZE;
+        // SAFETY: `off + P::SIZE <= map_len` (the pfn is inside the vmemmap, checked), so the
+        // pointer stays inside the mapping, which is always readable (RO or RW), aligned for
+        // `P` (page-aligned base, `first_off` and the offset multiples of `P::SIZE`, which is a
+        // multiple of 8) and initialized (file zeros, poison or written pages); no `&mut` into it
+        // exists while `&self` is held.
+        unsafe { self.map.as_ptr().add(off).cast::<P>().read_volatile() }
     }
 
     /// The pageblock bytes of the last boot (`memmap_core::PAGEBLOCK_UNSET` where never set).
@@ -288,7 +308,7 @@ impl<P: StructPage> Drop for MemfdVmemmap<P> {
 }
 
 /// The HVO backend of one [`MemfdVmemmap`] (see the [module documentation](self)).
-pub struct MemfdRemap<'a, P: StructPage> {
+pub(crate) struct MemfdRemap<'a, P: StructPage> {
     fd: BorrowedFd<'a>,
     map: NonNull<u8>,
     map_len: usize,
@@ -347,7 +367,9 @@ impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
         alloc: RemapAlloc,
     ) -> Result<RemapDone, HvoError> {
         const EINVAL: i32 = 22;
-        let size = nr_pages * P::SIZE as u64;
+        let Some(size) = nr_pages.checked_mul(P::SIZE as u64) else {
+            return Err(HvoError::Remap { errno: EINVAL });
+        };
         if !P::SIZE.is_power_of_two() || size % PAGE_SIZE != 0 || !memmap.contains_range(head_pfn, nr_pages) {
             return Err(HvoError::Remap { errno: EINVAL });
         }

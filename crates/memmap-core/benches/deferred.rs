@@ -16,7 +16,7 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU8, Ordering};
+
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -33,12 +33,6 @@ fn nr_pages() -> u64 {
     gib << 18
 }
 
-fn reset(states: &[AtomicU8]) {
-    for s in states {
-        s.store(0, Ordering::Relaxed);
-    }
-}
-
 fn boot_and_full(c: &mut Criterion) {
     let cfg = KernelConfig::X86_64;
     let nr = nr_pages();
@@ -47,7 +41,7 @@ fn boot_and_full(c: &mut Criterion) {
     let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
     let mut owned = OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap");
     owned.populate().expect("populate");
-    let states = memmap_core::BlockStates::alloc(Node::<Page64>::states_needed(&cfg, layout.span()));
+    let mut states = vec![0u8; Node::<Page64>::states_needed(&cfg, layout.span())];
     let mut g = c.benchmark_group("deferred");
     g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
     g.throughput(Throughput::Bytes(nr * 64));
@@ -66,11 +60,10 @@ fn boot_and_full(c: &mut Criterion) {
                 b.iter_custom(|iters| {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
-                        reset(&states);
                         let parts = NodeParts {
                             memmap: owned.memmap(),
                             layout,
-                            states: &states,
+                            states: &mut states,
                             arena: None,
                             hooks: NoHooks,
                         };
@@ -107,7 +100,7 @@ fn alloc(c: &mut Criterion) {
     let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
     let mut owned = OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap");
     owned.populate().expect("populate");
-    let states = memmap_core::BlockStates::alloc(Node::<Page64>::states_needed(&cfg, layout.span()));
+    let mut states = vec![0u8; Node::<Page64>::states_needed(&cfg, layout.span())];
     let mut g = c.benchmark_group("alloc");
     g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
     for order in [0u32, 9] {
@@ -117,11 +110,10 @@ fn alloc(c: &mut Criterion) {
                 b.iter_custom(|iters| {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
-                        reset(&states);
                         let parts = NodeParts {
                             memmap: owned.memmap(),
                             layout,
-                            states: &states,
+                            states: &mut states,
                             arena: None,
                             hooks: NoHooks,
                         };
@@ -154,7 +146,7 @@ fn init_on_alloc(c: &mut Criterion) {
     let mut owned = OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap");
     let mut arena = OwnedArena::new(BASE, nr).expect("mmap");
     arena.populate().expect("populate");
-    let states = memmap_core::BlockStates::alloc(Node::<Page64>::states_needed(&cfg, layout.span()));
+    let mut states = vec![0u8; Node::<Page64>::states_needed(&cfg, layout.span())];
     let mut g = c.benchmark_group("init_on_alloc");
     g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
     g.throughput(Throughput::Bytes(nr * 4096));
@@ -163,11 +155,10 @@ fn init_on_alloc(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    reset(&states);
                     let parts = NodeParts {
                         memmap: owned.memmap(),
                         layout,
-                        states: &states,
+                        states: &mut states,
                         arena: Some(arena.arena()),
                         hooks: NoHooks,
                     };

@@ -174,43 +174,55 @@ impl KernelConfig {
     /// `PAGE_SIZE`.
     #[must_use]
     pub const fn page_size(&self) -> u64 {
-        1 << self.page_shift
+        pow2(self.page_shift)
     }
 
     /// `PFN_SECTION_SHIFT` = `SECTION_SIZE_BITS - PAGE_SHIFT`.
     #[must_use]
     pub const fn pfn_section_shift(&self) -> u32 {
-        self.section_size_bits - self.page_shift
+        self.section_size_bits.saturating_sub(self.page_shift)
     }
 
     /// `PAGES_PER_SECTION`.
     #[must_use]
     pub const fn pages_per_section(&self) -> u64 {
-        1 << self.pfn_section_shift()
+        pow2(self.pfn_section_shift())
     }
 
     /// `pageblock_nr_pages`.
     #[must_use]
     pub const fn pageblock_nr_pages(&self) -> u64 {
-        1 << self.pageblock_order
+        pow2(self.pageblock_order)
     }
 
     /// `MAX_ORDER_NR_PAGES`.
     #[must_use]
     pub const fn max_order_nr_pages(&self) -> u64 {
-        1 << self.max_page_order
+        pow2(self.max_page_order)
     }
 
     /// `__va(pfn << PAGE_SHIFT)`.
     #[must_use]
     pub const fn pfn_to_virt(&self, pfn: u64) -> u64 {
-        self.page_offset.wrapping_add(pfn << self.page_shift)
+        self.page_offset.wrapping_add(pfn.wrapping_shl(self.page_shift))
+    }
+
+    /// One past the largest PFN the configuration can address: `1 << (MAX_PHYSMEM_BITS -
+    /// PAGE_SHIFT)`. Memmaps must end at or below it, which also keeps every PFN computation of
+    /// the initializers (a PFN plus a pageblock, a section or a compound page) far from `u64`
+    /// overflow.
+    #[must_use]
+    pub const fn max_pfn(&self) -> u64 {
+        1u64 << (self.max_physmem_bits.saturating_sub(self.page_shift) & 63)
     }
 
     /// `pfn_to_section_nr(pfn)`.
     #[must_use]
     pub const fn pfn_to_section_nr(&self, pfn: u64) -> u64 {
-        pfn >> self.pfn_section_shift()
+        match pfn.checked_shr(self.pfn_section_shift()) {
+            Some(s) => s,
+            None => 0,
+        }
     }
 
     /// Computes and validates the page-flags layout.
@@ -312,6 +324,12 @@ pub struct FlagsLayout {
 
 const BITS_PER_LONG: u32 = 64;
 
+/// `1 << shift`, saturating at `u64::MAX` for shifts the configuration validation refuses
+/// (the accessors stay total on configurations that were never validated).
+const fn pow2(shift: u32) -> u64 {
+    if shift >= 64 { u64::MAX } else { 1 << shift }
+}
+
 const fn zones_shift(max_nr_zones: u32) -> Option<u32> {
     match max_nr_zones {
         1 => Some(0),
@@ -361,6 +379,15 @@ impl FlagsLayout {
         }
         if cfg.nr_pageflags >= BITS_PER_LONG {
             return Err(ConfigError::BadParameter("nr_pageflags must be below 64"));
+        }
+        // Every field width is at most a word, so the sums below cannot overflow.
+        if cfg.nodes_shift > BITS_PER_LONG
+            || cfg.last_cpupid_shift > BITS_PER_LONG
+            || cfg.kasan_tag_width > BITS_PER_LONG
+            || cfg.lru_gen_width > BITS_PER_LONG
+            || cfg.lru_refs_width > BITS_PER_LONG
+        {
+            return Err(ConfigError::BadParameter("a page->flags field is wider than 64 bits"));
         }
         let Some(zones_width) = zones_shift(cfg.max_nr_zones) else {
             return Err(ConfigError::TooManyZones(cfg.max_nr_zones));

@@ -206,6 +206,14 @@ pub enum InitError {
     },
     /// A PFN range overflows `u64`.
     RangeOverflow,
+    /// The memmap would reach past the largest PFN of the configuration
+    /// ([`KernelConfig::max_pfn`]: `MAX_PHYSMEM_BITS` says no such page exists).
+    BeyondMaxPfn {
+        /// One past the last PFN asked for.
+        end_pfn: u64,
+        /// [`KernelConfig::max_pfn`].
+        max_pfn: u64,
+    },
     /// The range is not inside the memmap.
     OutOfRange {
         /// First PFN asked for.
@@ -270,6 +278,11 @@ impl fmt::Display for InitError {
                 write!(f, "pageblock array has {got} entries, {needed} needed")
             }
             InitError::RangeOverflow => f.write_str("pfn range overflows"),
+            InitError::BeyondMaxPfn { end_pfn, max_pfn } => write!(
+                f,
+                "pfn range ends at {end_pfn:#x}, past the configuration's last pfn {:#x} (MAX_PHYSMEM_BITS)",
+                max_pfn - 1
+            ),
             InitError::OutOfRange { start_pfn, nr_pages, memmap_start, memmap_end } => write!(
                 f,
                 "pfns [{start_pfn:#x}, {:#x}) are not inside the memmap [{memmap_start:#x}, {memmap_end:#x})",

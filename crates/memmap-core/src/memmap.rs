@@ -68,15 +68,18 @@ impl<P: StructPage> fmt::Debug for Memmap<'_, P> {
     }
 }
 
-/// Number of pageblock bytes a memmap of `nr_pages` pages starting at `base_pfn` needs.
+/// Number of pageblock bytes a memmap of `nr_pages` pages starting at `base_pfn` needs
+/// (saturating at `usize::MAX` for ranges no memmap can have; [`Memmap::new`] refuses those).
 #[must_use]
 pub const fn pageblocks_needed(cfg: &KernelConfig, base_pfn: u64, nr_pages: u64) -> usize {
     if nr_pages == 0 {
         return 0;
     }
-    let first = base_pfn >> cfg.pageblock_order;
-    let last = (base_pfn + nr_pages - 1) >> cfg.pageblock_order;
-    (last - first + 1) as usize
+    let order = if cfg.pageblock_order < 64 { cfg.pageblock_order } else { 63 };
+    let first = base_pfn >> order;
+    let last = base_pfn.saturating_add(nr_pages - 1) >> order;
+    let n = last - first + 1;
+    if n > usize::MAX as u64 { usize::MAX } else { n as usize }
 }
 
 impl<'a, P: StructPage> Memmap<'a, P> {
@@ -157,7 +160,9 @@ impl<'a, P: StructPage> Memmap<'a, P> {
         let Some(end) = base_pfn.checked_add(len as u64) else {
             return Err(InitError::RangeOverflow);
         };
-        let _ = end;
+        if end > cfg.max_pfn() {
+            return Err(InitError::BeyondMaxPfn { end_pfn: end, max_pfn: cfg.max_pfn() });
+        }
         let needed = pageblocks_needed(&cfg, base_pfn, len as u64);
         if pageblocks.len() < needed {
             return Err(InitError::PageblocksTooShort { needed, got: pageblocks.len() });

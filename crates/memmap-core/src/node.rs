@@ -174,9 +174,10 @@ pub struct NodeParts<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
     pub memmap: Memmap<'a, P>,
     /// The memblock-shaped layout.
     pub layout: NodeLayout<'a>,
-    /// One state byte per pageblock overlapping the node span ([`Node::states_needed`]), all
-    /// `BLOCK_UNINIT`.
-    pub states: &'a [AtomicU8],
+    /// One state byte per pageblock overlapping the node span ([`Node::states_needed`]); any
+    /// content (boot resets them). The node keeps the exclusive borrow for its lifetime, so no
+    /// other code can change a block's state while the node's threads rely on it.
+    pub states: &'a mut [u8],
     /// Page contents, for init_on_alloc/init_on_free; must cover the node span.
     pub arena: Option<PhysArena<'a>>,
     /// `cond_resched()` and the `page_ref_set` tracepoint.
@@ -281,10 +282,10 @@ impl NodeStats {
         }
     }
 
-    /// `__free_pages_core()` calls of `order`.
+    /// `__free_pages_core()` calls of `order` (0 for orders the allocator does not have).
     #[must_use]
     pub fn free_core(&self, order: u32) -> u64 {
-        self.free_core_calls[order as usize].load(Ordering::Relaxed)
+        self.free_core_calls.get(order as usize).map_or(0, |c| c.load(Ordering::Relaxed))
     }
 }
 
@@ -512,6 +513,14 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         if states.len() < needed {
             return Err(NodeError::StatesTooShort { needed, got: states.len() });
         }
+        let states = &mut states[..needed];
+        states.fill(crate::sync::BLOCK_UNINIT);
+        let states: &'a mut [u8] = states;
+        // SAFETY: `AtomicU8` has the same size, alignment and bit validity as `u8` (its
+        // documentation guarantees it), so the slice is a valid `[AtomicU8]` of the same length;
+        // the `&'a mut` borrow is exclusive and moves into the node, so for `'a` every access
+        // to these bytes goes through the atomics.
+        let states: &'a [AtomicU8] = unsafe { &*(core::ptr::from_mut(states) as *const [AtomicU8]) };
         if arena.as_ref().is_some_and(|a| !a.covers(span.start, span.len())) {
             return Err(NodeError::ArenaTooSmall);
         }
@@ -541,7 +550,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             opts: *opts,
             strategy,
             reason,
-            states: BlockStates::new(&states[..needed]),
+            states: BlockStates::new(states),
             trace,
             uninit_bit,
             resize_lock: SpinLock::new(u64::MAX),
@@ -808,7 +817,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         let section_dep = self.flags_layout.section_in_page_flags();
         let mut pfn = from;
         while pfn < to {
-            let seg_end = ((pfn | (pb - 1)) + 1).min(to);
+            let seg_end = (pfn | (pb - 1)).saturating_add(1).min(to);
             if section_dep {
                 let f = self.flags_layout.set_section(tmpl.flags(), self.cfg.pfn_to_section_nr(pfn));
                 tmpl.set_flags(f);
@@ -877,7 +886,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         let mut freed = 0;
         let mut lo = self.span.start;
         while lo < self.span.end {
-            let hi = ((lo | (window - 1)) + 1).min(self.span.end);
+            let hi = (lo | (window - 1)).saturating_add(1).min(self.span.end);
             if let Some(zone) = self.ondemand_simple_window(lo, hi, window) {
                 freed += self.ondemand_boot_window(zone, lo, hi);
             } else {

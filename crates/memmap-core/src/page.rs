@@ -117,7 +117,9 @@ const _: () = {
 /// Everything the initializers need is a compile-time constant here, so hot loops are
 /// monomorphized on the layout (DESIGN.md rule 5). The provided methods are the typed field
 /// accessors, identical for both layouts.
-pub trait StructPage: Copy + Eq + fmt::Debug + Send + Sync + 'static + stream_hal::Record + sealed::Sealed {
+pub trait StructPage:
+    Copy + Eq + fmt::Debug + Send + Sync + 'static + stream_hal::Record + sealed::Sealed
+{
     /// `sizeof(struct page)`.
     const SIZE: usize;
     /// `WANT_PAGE_VIRTUAL`: the layout has `virtual`.
@@ -338,12 +340,13 @@ impl<const W: usize> Page<W> {
     ///
     /// # Safety
     ///
-    /// `page` must be valid for writes and properly aligned.
+    /// `page` must be valid for writes and aligned for `Self`, and the field must lie inside
+    /// the page: `offset` a multiple of 4 with `offset + 4 <= size_of::<Self>()`.
     #[inline(always)]
     pub unsafe fn write_u32_once(page: *mut Self, offset: usize, value: u32) {
-        // SAFETY: `offset + 4 <= size_of::<Self>()` for every field offset used with this
-        // function, the page is 8-aligned so the 4-byte field is 4-aligned, and the caller
-        // guarantees the page is writable.
+        // SAFETY: the caller guarantees `offset + 4 <= size_of::<Self>()` with `offset` a
+        // multiple of 4 and a writable page aligned to 8, so the 4-byte field is inside the page
+        // and 4-aligned.
         unsafe { page.cast::<u8>().add(offset).cast::<u32>().write_volatile(value) }
     }
 
@@ -351,10 +354,11 @@ impl<const W: usize> Page<W> {
     ///
     /// # Safety
     ///
-    /// As for [`Page::write_u32_once`].
+    /// `page` must be valid for writes and aligned for `Self`, and the field must lie inside
+    /// the page: `offset` a multiple of 8 with `offset + 8 <= size_of::<Self>()`.
     #[inline(always)]
     pub unsafe fn write_u64_once(page: *mut Self, offset: usize, value: u64) {
-        // SAFETY: as for `write_u32_once`; the field is 8-aligned.
+        // SAFETY: the caller guarantees an in-bounds, 8-aligned field of a writable page.
         unsafe { page.cast::<u8>().add(offset).cast::<u64>().write_volatile(value) }
     }
 }

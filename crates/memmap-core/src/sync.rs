@@ -10,6 +10,7 @@
 
 use core::cell::UnsafeCell;
 use core::fmt;
+use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
@@ -51,7 +52,7 @@ impl<T> SpinLock<T> {
         let mut spins = 0;
         loop {
             if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                return SpinGuard { lock: self };
+                return SpinGuard { lock: self, _not_auto: PhantomData };
             }
             while self.locked.load(Ordering::Relaxed) {
                 relax(&mut spins);
@@ -77,9 +78,25 @@ impl<T> fmt::Debug for SpinLock<T> {
 }
 
 /// Access to the value of a held [`SpinLock`]; unlocks on drop.
+///
+/// `Sync` only when `T: Sync` (like `std::sync::MutexGuard`): a `&SpinGuard` hands out `&T`,
+/// so sharing the guard between threads shares the `T`. Without the explicit impls below the
+/// guard would be `Sync` whenever `T: Send` (through `&SpinLock<T>`), and two threads holding
+/// `&SpinGuard<Cell<_>>` could race on the cell.
 pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+    /// Opts out of the auto traits; the impls below grant exactly the right ones.
+    _not_auto: PhantomData<*mut T>,
 }
+
+// SAFETY: sending the guard sends the exclusive access to `T` it represents (`&mut T` through
+// `DerefMut`) and the duty to release the lock; a spin lock can be released from any thread
+// (the release store in `Drop` pairs with the acquiring compare-exchange in `lock` wherever it
+// runs). That is sound exactly when `T: Send`.
+unsafe impl<T: Send> Send for SpinGuard<'_, T> {}
+// SAFETY: a shared `&SpinGuard` only gives `&T` (through `Deref`), so sharing it between
+// threads shares `&T`: sound exactly when `T: Sync`.
+unsafe impl<T: Sync> Sync for SpinGuard<'_, T> {}
 
 impl<T> Deref for SpinGuard<'_, T> {
     type Target = T;
@@ -240,6 +257,27 @@ impl<'a> BlockStates<'a> {
 mod tests {
     use super::*;
     use std::vec::Vec;
+
+    /// `impls::<T>()` is `true` when `T: Sync`: the inherent associated const wins over the
+    /// blanket trait's only when its bound holds (the negative-trait assertion trick of
+    /// `static_assertions::assert_not_impl_any!`).
+    struct Probe<T: ?Sized>(PhantomData<T>);
+    trait NotSync {
+        const IS_SYNC: bool = false;
+    }
+    impl<T: ?Sized> NotSync for Probe<T> {}
+    impl<T: ?Sized + Sync> Probe<T> {
+        const IS_SYNC: bool = true;
+    }
+
+    /// A guard over a `Send + !Sync` value must not be `Sync`: sharing it would let two threads
+    /// mutate the value through `&` (a `Cell`) at once. Checked at compile time.
+    const _: () = {
+        assert!(!<Probe<SpinGuard<'static, core::cell::Cell<u64>>>>::IS_SYNC);
+        assert!(<Probe<SpinGuard<'static, u64>>>::IS_SYNC);
+        assert!(!<Probe<core::cell::Cell<u64>>>::IS_SYNC, "the probe tells Sync from !Sync");
+        assert!(<Probe<SpinLock<core::cell::Cell<u64>>>>::IS_SYNC, "the lock itself is Sync for T: Send");
+    };
 
     #[test]
     fn lock_gives_exclusive_access() {

@@ -156,10 +156,11 @@ impl DevPagemap {
         self
     }
 
-    /// `pgmap_vmemmap_nr(pgmap)` = `1 << vmemmap_shift`.
+    /// `pgmap_vmemmap_nr(pgmap)` = `1 << vmemmap_shift`, saturating at `u64::MAX` for shifts of
+    /// 64 and more (which [`memmap_init_zone_device`] refuses: [`MAX_VMEMMAP_SHIFT`]).
     #[must_use]
     pub const fn vmemmap_nr(&self) -> u64 {
-        1 << self.vmemmap_shift
+        if self.vmemmap_shift >= 64 { u64::MAX } else { 1 << self.vmemmap_shift }
     }
 }
 
@@ -171,7 +172,7 @@ pub fn vmemmap_can_optimize(cfg: &crate::KernelConfig, page_size: usize, pgmap: 
     cfg.optimize_dax_vmemmap
         && page_size.is_power_of_two()
         && pgmap.altmap.is_none()
-        && (pgmap.vmemmap_nr() * page_size as u64) >> cfg.page_shift > VMEMMAP_RESERVE_NR
+        && (pgmap.vmemmap_nr().saturating_mul(page_size as u64)) >> cfg.page_shift > VMEMMAP_RESERVE_NR
 }
 
 /// `compound_nr_pages(altmap, pgmap)`: the struct pages written per compound page: all of them,
@@ -433,19 +434,29 @@ pub fn memmap_init_zone_device<P: StructPage, H: InitHooks>(
     hooks: &mut H,
 ) -> Result<InitReport, InitError> {
     let clock = clock_start();
-    let Some(plan) = plan(memmap, range, pgmap)? else {
-        let (used, reason) = resolve(memmap, opts, hooks, 0);
-        return Ok(InitReport {
-            start_pfn: range.start_pfn,
-            nr_pages: 0,
-            pages_initialized: 0,
-            requested: opts.strategy,
-            used,
-            reason,
-            backend: stream_hal::backend(),
-            drains: 0,
-            elapsed: clock_elapsed(clock),
-        });
+    // Nothing to write: a zero-length range, or an altmap that covers the whole range (the
+    // kernel's loop then runs from `start_pfn + vmem_altmap_offset()` to `end_pfn`, zero times).
+    let empty = match plan(memmap, range, pgmap)? {
+        Some(plan) if plan.start < plan.end => Ok(plan),
+        Some(plan) => Err(plan.start),
+        None => Err(range.start_pfn),
+    };
+    let plan = match empty {
+        Ok(plan) => plan,
+        Err(start_pfn) => {
+            let (used, reason) = resolve(memmap, opts, hooks, 0);
+            return Ok(InitReport {
+                start_pfn,
+                nr_pages: 0,
+                pages_initialized: 0,
+                requested: opts.strategy,
+                used,
+                reason,
+                backend: stream_hal::backend(),
+                drains: 0,
+                elapsed: clock_elapsed(clock),
+            });
+        }
     };
     let written = plan.pages_written();
     let (used, reason) = resolve(memmap, opts, hooks, written * P::SIZE as u64);
@@ -621,7 +632,7 @@ fn template_run<P: StructPage, H: InitHooks, S: Store>(
     let pb = m.config().pageblock_nr_pages();
     let mut pfn = from;
     while pfn < to {
-        let seg_end = ((pfn | (pb - 1)) + 1).min(to);
+        let seg_end = (pfn | (pb - 1)).saturating_add(1).min(to);
         if section_dep {
             refresh_section(m, tmpl, pfn);
         }

@@ -45,7 +45,7 @@ fn boot(cfg: KernelConfig, layout: &NodeLayout<'_>, opts: &BootOptions, arena: b
     o.resched = hooks.resched_pfns;
     o.pages = st.pages.clone();
     o.pageblocks = st.pageblocks.clone();
-    o.states = st.states.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+    o.states = st.states.clone();
     o
 }
 

@@ -170,10 +170,10 @@ fn s7_5_order_9_allocations_in_an_owned_arena_read_back_zero() {
         let mut mm = OwnedMemmap::<Page64>::new(cfg, base, n).unwrap();
         let mut arena = OwnedArena::new(base, n).unwrap();
         arena.arena().bytes_mut().fill(PATTERN);
-        let states = memmap_core::BlockStates::alloc(Node::<Page64>::states_needed(&cfg, l.span()));
+        let mut states = vec![0u8; Node::<Page64>::states_needed(&cfg, l.span())];
         let memmap: Memmap<'_, Page64> = mm.memmap();
         let parts =
-            NodeParts { memmap, layout: l, states: &states, arena: Some(arena.arena()), hooks: NoHooks };
+            NodeParts { memmap, layout: l, states: &mut states, arena: Some(arena.arena()), hooks: NoHooks };
         let opts = BootOptions { policy: policy(clear), ..BootOptions::new(InitMode::Eager) };
         let (node, _) = Node::boot(parts, &opts).unwrap();
         let mut held = Vec::new();

@@ -364,10 +364,10 @@ fn s8_5_pages_are_freed_only_after_they_are_initialized() {
     let span = l.span();
     let mut pages = vec![Page64::ZEROED; (span.end + 1) as usize];
     let mut pb = vec![0; pageblocks_needed(&cfg, 0, span.end + 1)];
-    let states = memmap_core::BlockStates::alloc(Node::<Page64>::states_needed(&cfg, span));
+    let mut states = vec![0u8; Node::<Page64>::states_needed(&cfg, span)];
     let memmap = Memmap::new(cfg, 0, &mut pages, &mut pb).unwrap();
     let parts =
-        NodeParts { memmap, layout: l, states: &states, arena: None, hooks: RecordingHooks::new(true) };
+        NodeParts { memmap, layout: l, states: &mut states, arena: None, hooks: RecordingHooks::new(true) };
     let (node, report) = Node::boot(parts, &BootOptions::new(InitMode::Deferred)).unwrap();
     assert_eq!(report.strategy, Strategy::Slow, "tracepoint active: per-page path");
     node.deferred_init_memmap(2);

@@ -268,39 +268,45 @@ fn bad_node_inputs_are_typed_errors() {
     let mut pages = vec![Page64::ZEROED; span.end as usize];
     let mut pb = vec![0; pageblocks_needed(&cfg, 0, span.end)];
     let need = Node::<Page64>::states_needed(&cfg, span);
-    let states = memmap_core::BlockStates::alloc(need);
-    let boot = |pages: &mut Vec<Page64>, pb: &mut Vec<u8>, cfg: KernelConfig, mode, states: &[_], arena| {
-        let memmap = Memmap::new(cfg, 0, pages, pb).unwrap();
-        let parts = NodeParts { memmap, layout: l, states, arena, hooks: NoHooks };
-        Node::boot(parts, &BootOptions::new(mode)).map(|_| ()).unwrap_err()
-    };
+    let mut states = vec![0u8; need];
+    let boot =
+        |pages: &mut Vec<Page64>, pb: &mut Vec<u8>, cfg: KernelConfig, mode, states: &mut [u8], arena| {
+            let memmap = Memmap::new(cfg, 0, pages, pb).unwrap();
+            let parts = NodeParts { memmap, layout: l, states, arena, hooks: NoHooks };
+            Node::boot(parts, &BootOptions::new(mode)).map(|_| ()).unwrap_err()
+        };
     assert_eq!(
-        boot(&mut pages, &mut pb, cfg, InitMode::Eager, &states[..need - 1], None),
+        boot(&mut pages, &mut pb, cfg, InitMode::Eager, &mut states[..need - 1], None),
         NodeError::StatesTooShort { needed: need, got: need - 1 }
     );
     let mut small = vec![0u8; 4096];
     let arena = memmap_core::PhysArena::new(span.start, &mut small).unwrap();
     assert_eq!(
-        boot(&mut pages, &mut pb, cfg, InitMode::Eager, &states, Some(arena)),
+        boot(&mut pages, &mut pb, cfg, InitMode::Eager, &mut states, Some(arena)),
         NodeError::ArenaTooSmall
     );
     // A configuration whose LRU refs field starts right after the page flags.
     let full = KernelConfig { nr_pageflags: 29, ..cfg };
     assert_eq!(pg_uninitialized_2m(&full), None);
     assert_eq!(
-        boot(&mut pages, &mut pb, full, InitMode::OnDemand, &states, None),
+        boot(&mut pages, &mut pb, full, InitMode::OnDemand, &mut states, None),
         NodeError::NoFlagBitForOnDemand
     );
     // A memmap that does not cover the node.
     let mut short = vec![Page64::ZEROED; (span.end - 1) as usize];
     let memmap = Memmap::new(cfg, 0, &mut short, &mut pb).unwrap();
-    let parts = NodeParts { memmap, layout: l, states: &states, arena: None, hooks: NoHooks };
+    let parts = NodeParts { memmap, layout: l, states: &mut states, arena: None, hooks: NoHooks };
     assert!(matches!(Node::boot(parts, &BootOptions::new(InitMode::Eager)), Err(NodeError::Init(_))));
     // A bad layout.
     let bad = [ZoneSpan::new(ZONE, 10, 5)];
     let memmap = Memmap::new(cfg, 0, &mut pages, &mut pb).unwrap();
-    let parts =
-        NodeParts { memmap, layout: layout(&bad, &[], &[]), states: &states, arena: None, hooks: NoHooks };
+    let parts = NodeParts {
+        memmap,
+        layout: layout(&bad, &[], &[]),
+        states: &mut states,
+        arena: None,
+        hooks: NoHooks,
+    };
     assert!(matches!(Node::boot(parts, &BootOptions::new(InitMode::Eager)), Err(NodeError::Layout(_))));
 }
 

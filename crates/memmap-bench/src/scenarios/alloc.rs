@@ -4,12 +4,11 @@
 //! page, the old `kernel_init_pages` loop) or with one `clear_pages(block, 512)` (`batch`, the
 //! 2026 series). The arena holding the page contents is resident before measuring.
 
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
 
 use memmap_core::{
-    BlockStates, BootOptions, ClearMode, Gfp, InitMode, InitPolicy, KernelConfig, NoHooks, Node, NodeLayout,
-    NodeParts, OwnedArena, OwnedMemmap, Page64, PfnRange, ZoneSpan,
+    BootOptions, ClearMode, Gfp, InitMode, InitPolicy, KernelConfig, NoHooks, Node, NodeLayout, NodeParts,
+    OwnedArena, OwnedMemmap, Page64, PfnRange, ZoneSpan,
 };
 
 use super::Common;
@@ -28,12 +27,6 @@ pub fn memory_needed(size: u64) -> u64 {
     size + size / 4096 * 64
 }
 
-fn reset(states: &[AtomicU8]) {
-    for s in states {
-        s.store(0, Ordering::Relaxed);
-    }
-}
-
 /// Runs the scenario over a zone of `size` bytes (whole 2 MiB blocks).
 ///
 /// # Panics
@@ -50,19 +43,19 @@ pub fn run(size: u64, cfg: KernelConfig, common: &Common, limits: &Limits) -> Sc
     // One memmap and one arena, used by the two strategies in turn.
     let storage =
         std::cell::RefCell::new((OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap the memmap"), arena));
-    let states = BlockStates::alloc(Node::<Page64>::states_needed(&cfg, layout.span()));
+    let nstates = Node::<Page64>::states_needed(&cfg, layout.span());
     let pb = bar(rounds as u64 * 2 * nr, "alloc-init-on-alloc", common.progress);
     let blocks = nr / 512;
     let runner = |clear: ClearMode| {
-        let (pb, states, storage) = (pb.clone(), &states, &storage);
+        let (pb, storage) = (pb.clone(), &storage);
+        let mut states = vec![0u8; nstates];
         Runner::new(clear.name(), move |_| {
-            reset(states);
             let mut guard = storage.borrow_mut();
             let (owned, arena) = &mut *guard;
             let parts = NodeParts {
                 memmap: owned.memmap(),
                 layout,
-                states,
+                states: &mut states,
                 arena: Some(arena.arena()),
                 hooks: NoHooks,
             };

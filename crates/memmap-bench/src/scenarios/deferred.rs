@@ -21,12 +21,11 @@
 //! (untimed), and the short order-9 cycles are timed 64 at a time, so neither memory placement
 //! nor timer noise can pass for the check's cost.
 
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use memmap_core::{
-    BlockStates, BootOptions, BootOrder, Gfp, InitMode, KernelConfig, NoHooks, Node, NodeLayout, NodeParts,
-    OwnedMemmap, Page64, PfnRange, ZoneSpan,
+    BootOptions, BootOrder, Gfp, InitMode, KernelConfig, NoHooks, Node, NodeLayout, NodeParts, OwnedMemmap,
+    Page64, PfnRange, ZoneSpan,
 };
 
 use super::Common;
@@ -63,12 +62,6 @@ pub fn memory_needed(size: u64) -> u64 {
     STRATEGIES.len() as u64 * (size / 4096) * 64
 }
 
-fn reset(states: &[AtomicU8]) {
-    for s in states {
-        s.store(0, Ordering::Relaxed);
-    }
-}
-
 /// Runs the scenario.
 ///
 /// # Panics
@@ -90,10 +83,7 @@ pub fn run(p: &Params, common: &Common, limits: &Limits) -> Scenario {
     };
     let mut storage: Vec<OwnedMemmap<Page64>> =
         STRATEGIES.iter().map(|_| OwnedMemmap::new(cfg, BASE, nr).expect("mmap the memmap")).collect();
-    let states: Vec<Vec<AtomicU8>> = STRATEGIES
-        .iter()
-        .map(|_| BlockStates::alloc(Node::<Page64>::states_needed(&cfg, layout.span())))
-        .collect();
+    let nstates = Node::<Page64>::states_needed(&cfg, layout.span());
     let pb = bar(rounds as u64 * STRATEGIES.len() as u64, "deferred-64g", common.progress);
     let full: Vec<std::cell::RefCell<Vec<Duration>>> =
         STRATEGIES.iter().map(|_| std::cell::RefCell::default()).collect();
@@ -104,11 +94,16 @@ pub fn run(p: &Params, common: &Common, limits: &Limits) -> Scenario {
             .enumerate()
             .zip(storage.iter_mut())
             .map(|((i, &(name, mode, order)), owned)| {
-                let (states, full, boot_pages, pb) = (&states[i], &full[i], &boot_pages[i], pb.clone());
+                let (full, boot_pages, pb) = (&full[i], &boot_pages[i], pb.clone());
+                let mut states = vec![0u8; nstates];
                 Runner::new(name, move |_| {
-                    reset(states);
-                    let parts =
-                        NodeParts { memmap: owned.memmap(), layout, states, arena: None, hooks: NoHooks };
+                    let parts = NodeParts {
+                        memmap: owned.memmap(),
+                        layout,
+                        states: &mut states,
+                        arena: None,
+                        hooks: NoHooks,
+                    };
                     let opts = BootOptions { order, ..BootOptions::new(mode) };
                     let t = Instant::now();
                     let (node, report) = Node::boot(parts, &opts).expect("boot");
@@ -235,8 +230,9 @@ fn alloc_check(cfg: KernelConfig, common: &Common) -> (serde_json::Value, String
                 std::cell::RefCell::new(m)
             })
             .collect();
-        let states: Vec<Vec<AtomicU8>> =
-            (0..2).map(|_| BlockStates::alloc(Node::<Page64>::states_needed(&cfg, layout.span()))).collect();
+        let states: Vec<std::cell::RefCell<Vec<u8>>> = (0..2)
+            .map(|_| std::cell::RefCell::new(vec![0u8; Node::<Page64>::states_needed(&cfg, layout.span())]))
+            .collect();
         let opts = |mode| BootOptions { check_pages: false, ..BootOptions::new(mode) };
         let cycle = |node: &Node<'_, Page64>| {
             let t = Instant::now();
@@ -258,9 +254,14 @@ fn alloc_check(cfg: KernelConfig, common: &Common) -> (serde_json::Value, String
         let run_mode = |mode: InitMode, round: usize| {
             let i = (round + usize::from(mode == InitMode::OnDemand)) % 2;
             let mut owned = storage[i].borrow_mut();
-            reset(&states[i]);
-            let parts =
-                NodeParts { memmap: owned.memmap(), layout, states: &states[i], arena: None, hooks: NoHooks };
+            let mut states = states[i].borrow_mut();
+            let parts = NodeParts {
+                memmap: owned.memmap(),
+                layout,
+                states: &mut states,
+                arena: None,
+                hooks: NoHooks,
+            };
             let (node, _) = Node::boot(parts, &opts(mode)).expect("boot");
             let (warm, _) = cycle(&node);
             if mode == InitMode::OnDemand && first_od.get().is_none() {

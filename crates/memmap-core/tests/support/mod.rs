@@ -2,8 +2,6 @@
 //! independent computation of the expected free blocks.
 #![allow(dead_code, unreachable_pub)]
 
-use std::sync::atomic::AtomicU8;
-
 use memmap_core::{
     BootOptions, BootReport, InitHooks, KernelConfig, Memmap, NoHooks, Node, NodeLayout, NodeParts, Page64,
     PfnRange, PhysArena, ReservedRange, StructPage, ZoneSpan, pageblocks_needed,
@@ -35,7 +33,7 @@ pub struct Storage {
     pub base: u64,
     pub pages: Vec<Page64>,
     pub pageblocks: Vec<u8>,
-    pub states: Vec<AtomicU8>,
+    pub states: Vec<u8>,
     pub arena: Vec<u8>,
 }
 
@@ -51,7 +49,7 @@ impl Storage {
             base,
             pages: vec![p; n as usize],
             pageblocks: vec![0; pageblocks_needed(cfg, base, n)],
-            states: memmap_core::BlockStates::alloc(Node::<Page64>::states_needed(cfg, span)),
+            states: vec![0u8; Node::<Page64>::states_needed(cfg, span)],
             arena: if arena { vec![0xa5; (n as usize) * 4096] } else { Vec::new() },
         }
     }
@@ -80,7 +78,7 @@ impl Storage {
         } else {
             Some(PhysArena::new(self.base, &mut self.arena).expect("arena"))
         };
-        let parts = NodeParts { memmap, layout, states: &self.states, arena, hooks };
+        let parts = NodeParts { memmap, layout, states: &mut self.states, arena, hooks };
         Node::boot(parts, opts).expect("boot")
     }
 }
