@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole workspace's tests on real aarch64 code (stnp, dc zva, dmb) under qemu-user.
+# The whole workspace's tests on real aarch64 code (stnp, dc zva, dmb) under qemu-user, without
+# Docker: the fallback of ci/cross.sh (which .ci/run runs: the same tests inside a cross container).
 source "$(dirname "$0")/env.sh"
 # The bench's CLI tests start the aarch64 program as a child process: run it under qemu too.
 export MEMMAP_BENCH_TEST_RUNNER="$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER"
