@@ -55,6 +55,9 @@ pub(crate) struct Bump<'a> {
 
 impl Bump<'_> {
     /// `len` bytes aligned to `align` (a power of two), every byte set to `fill`.
+    // Hands out `&mut` from `&self` like any bump allocator: each call returns a range no other
+    // call returns (see the SAFETY comment), so the slices never alias.
+    #[allow(clippy::mut_from_ref)]
     pub(crate) fn bytes(&self, len: usize, align: usize, fill: u8) -> Result<&mut [u8], OutOfRam> {
         let start = self.reserve(len, align)?;
         let p = start as *mut u8;
@@ -70,6 +73,7 @@ impl Bump<'_> {
     }
 
     /// `n` uninitialized slots of `T`, aligned for `T`.
+    #[allow(clippy::mut_from_ref)] // as for `bytes`
     pub(crate) fn slots<T>(&self, n: usize) -> Result<&mut [MaybeUninit<T>], OutOfRam> {
         let len = n.checked_mul(size_of::<T>()).ok_or(OutOfRam { wanted: usize::MAX, left: self.left() })?;
         let start = self.reserve(len, align_of::<T>())?;

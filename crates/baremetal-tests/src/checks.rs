@@ -137,7 +137,7 @@ impl fmt::Display for Failure {
                 for (name, value) in case.iter().filter(|(name, _)| !name.is_empty()) {
                     write!(f, " {name}={value}")?;
                 }
-                write!(f, ": byte {at} is {found:#04x}, expected {expected:#04x}")
+                write!(f, ": byte {at} of the checked region is {found:#04x}, expected {expected:#04x}")
             }
             Failure::Record { index, word, found, expected } => {
                 write!(f, "record {index}, word {word}: found {found:#018x}, expected {expected:#018x}")
@@ -167,8 +167,9 @@ fn all_equal(
     let chunks = bytes.chunks_exact(8);
     let tail = chunks.remainder();
     for (k, chunk) in chunks.enumerate() {
-        if u64::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7]])
-            != word
+        if u64::from_ne_bytes([
+            chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7],
+        ]) != word
         {
             let j = chunk.iter().position(|&b| b != value).unwrap_or(0);
             return Err(Failure::Byte { what, case, at: 8 * k + j, found: chunk[j], expected: value });
@@ -184,7 +185,12 @@ fn all_equal(
 }
 
 /// Checks that `actual == expected`.
-fn same(actual: &[u8], expected: &[u8], what: &'static str, case: [(&'static str, usize); 3]) -> Result<(), Failure> {
+fn same(
+    actual: &[u8],
+    expected: &[u8],
+    what: &'static str,
+    case: [(&'static str, usize); 3],
+) -> Result<(), Failure> {
     if actual == expected {
         return Ok(());
     }
@@ -218,7 +224,12 @@ fn copy_case(
     hal::drain();
     // SAFETY: as above, for `reference`.
     unsafe { hal::copy_reference(reference.as_mut_ptr().add(start), s.as_ptr(), len) };
-    same(&native[..window], &reference[..window], "native vs reference", case)?;
+    same(
+        &native[..window],
+        &reference[..window],
+        "native vs reference (64 guard bytes, destination, 64 guard bytes)",
+        case,
+    )?;
     all_equal(&native[..start], GUARD_BYTE, "guard before", case)?;
     same(&native[start..end], s, "data", case)?;
     all_equal(&native[end..window], GUARD_BYTE, "guard after", case)
@@ -284,7 +295,8 @@ fn memcpy_large(arena: &mut Arena) -> Result<Done, Failure> {
 fn store_words_n<const N: usize>(buf: &mut [u8], done: &mut Done) -> Result<(), Failure> {
     for off in (0..64).step_by(8) {
         let case = [("words", N), ("offset", off), ("", 0)];
-        let words: [u64; N] = core::array::from_fn(|i| 0x0101_0101_0101_0101u64.wrapping_mul(i as u64 + 3) | 1);
+        let words: [u64; N] =
+            core::array::from_fn(|i| 0x0101_0101_0101_0101u64.wrapping_mul(i as u64 + 3) | 1);
         let start = COPY_GUARD + off;
         let end = start + 8 * N;
         let window = &mut buf[..end + COPY_GUARD];
@@ -470,7 +482,8 @@ fn scope_mixed(arena: &mut Arena) -> Result<Done, Failure> {
     let after = bump.bytes(64, 64, GUARD_BYTE)?;
     let first = Page64 { words: [u64::MAX; 8] };
     let template = Page64 { words: TEMPLATE };
-    let (records, calls_ok) = hal::scope_mixed(slots, first, &template, FILLED, |i| Page64 { words: patched(i) });
+    let (records, calls_ok) =
+        hal::scope_mixed(slots, first, &template, FILLED, |i| Page64 { words: patched(i) });
     if !calls_ok {
         return Err(Failure::Writer("push/fill_n failed, or an oversized fill_n was accepted"));
     }

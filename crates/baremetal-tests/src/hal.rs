@@ -82,13 +82,14 @@ impl Clear {
     /// `dst` writable for `npages * PAGE_SIZE` bytes (no overflow), and nothing touches them
     /// before [`drain`].
     pub(crate) unsafe fn run(self, dst: *mut u8, npages: usize) {
-        // SAFETY (all three): forwarded; the caller upholds the contract of `clear_pages`.
-        unsafe {
-            match self {
-                Clear::BySize => stream_hal::clear_pages(dst, npages),
-                Clear::Cached => stream_hal::clear_pages_cached(dst, npages),
-                Clear::Streaming => stream_hal::clear_pages_streaming(dst, npages),
-            }
+        match self {
+            // SAFETY: forwarded; the caller upholds the contract of `clear_pages`, which the
+            // other two entry points share.
+            Clear::BySize => unsafe { stream_hal::clear_pages(dst, npages) },
+            // SAFETY: as above.
+            Clear::Cached => unsafe { stream_hal::clear_pages_cached(dst, npages) },
+            // SAFETY: as above.
+            Clear::Streaming => unsafe { stream_hal::clear_pages_streaming(dst, npages) },
         }
     }
 

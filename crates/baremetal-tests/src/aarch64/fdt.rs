@@ -108,9 +108,16 @@ pub(crate) fn memory(blob: &[u8]) -> Result<Memory, FdtError> {
                     address_cells = be32(value, 0)?;
                 } else if depth == 1 && name == b"#size-cells" {
                     size_cells = be32(value, 0)?;
-                } else if in_memory && name == b"reg" && (1..=2).contains(&address_cells) && (1..=2).contains(&size_cells) {
+                } else if in_memory
+                    && name == b"reg"
+                    && (1..=2).contains(&address_cells)
+                    && (1..=2).contains(&size_cells)
+                {
                     let base = cells(value, address_cells)?;
-                    let size = cells(value.get(4 * address_cells as usize..).ok_or(FdtError::Truncated)?, size_cells)?;
+                    let size = cells(
+                        value.get(4 * address_cells as usize..).ok_or(FdtError::Truncated)?,
+                        size_cells,
+                    )?;
                     return Ok(Memory { base, size });
                 }
             }

@@ -19,7 +19,8 @@ const DEVICE: u64 = BLOCK | (1 << 53) | (1 << 54);
 /// `TCR_EL1`: T0SZ = 25 (39-bit VA, walks start at level 1), IRGN0/ORGN0 write-back
 /// write-allocate, SH0 inner shareable, TG0 4 KiB; T1SZ = 25, EPD1 (no TTBR1 walks), TG1 4 KiB;
 /// IPS 40 bits.
-const TCR: u64 = 25 | (0b01 << 8) | (0b01 << 10) | (0b11 << 12) | (25 << 16) | (1 << 23) | (0b10 << 30) | (0b010 << 32);
+const TCR: u64 =
+    25 | (0b01 << 8) | (0b01 << 10) | (0b11 << 12) | (25 << 16) | (1 << 23) | (0b10 << 30) | (0b010 << 32);
 /// `SCTLR_EL1` bits set on top of the boot value: M (MMU), C (data cache), I (instruction
 /// cache).
 const SCTLR_ON: u64 = (1 << 0) | (1 << 2) | (1 << 12);

@@ -58,7 +58,9 @@ pub(crate) fn exit(status: Status) -> ! {
         let block: [u64; 2] = [ADP_STOPPED_APPLICATION_EXIT, if status == Status::Pass { 0 } else { 1 }];
         // SAFETY: the semihosting call reads the two-word parameter block at x1 (alive for the
         // call) and stops the machine; it writes no memory the program uses.
-        unsafe { asm!("hlt #0xf000", in("x0") SYS_EXIT, in("x1") block.as_ptr(), options(nostack, readonly)) };
+        unsafe {
+            asm!("hlt #0xf000", in("x0") SYS_EXIT, in("x1") block.as_ptr(), options(nostack, readonly))
+        };
     }
     loop {
         // SAFETY: `wfe` only waits.
@@ -203,7 +205,10 @@ extern "C" fn kmain(boot_el: u64) -> ! {
     freq = freq.max(1);
     println!("counter: CNTFRQ_EL0 = {freq} Hz (check times below are guest virtual time)");
 
-    println!("kernel image {kernel_start:#x}..{kernel_end:#x}; test arena {start:#x}..{end:#x} ({} MiB)", (end - start) >> 20);
+    println!(
+        "kernel image {kernel_start:#x}..{kernel_end:#x}; test arena {start:#x}..{end:#x} ({} MiB)",
+        (end - start) >> 20
+    );
     // SAFETY: `[start, end)` is RAM from the device tree above the kernel image and its stacks
     // (and above the device tree, which lies below the image), identity-mapped as Normal
     // write-back memory by `mmu::enable`. This single-threaded kernel uses it for nothing else
@@ -223,9 +228,16 @@ extern "C" fn kmain(boot_el: u64) -> ! {
         );
         report.set_prefix(prefix);
         if (dzp == 1) == prohibit {
-            report.pass(format_args!("DCZID_EL0.DZP = {dzp} at EL1 with HCR_EL2.TDZ = {}", u64::from(prohibit)));
+            report.pass(format_args!(
+                "DCZID_EL0.DZP = {dzp} at EL1 with HCR_EL2.TDZ = {}",
+                u64::from(prohibit)
+            ));
         } else {
-            report.fail(format_args!("DCZID_EL0.DZP = {} at EL1 with HCR_EL2.TDZ = {}", u64::from(prohibit), u64::from(prohibit)));
+            report.fail(format_args!(
+                "DCZID_EL0.DZP = {} at EL1 with HCR_EL2.TDZ = {}",
+                u64::from(prohibit),
+                u64::from(prohibit)
+            ));
         }
         checks::run_all(&mut arena, &mut report, &Plan { big_clear_pages: None });
     }

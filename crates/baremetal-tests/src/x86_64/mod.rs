@@ -173,43 +173,83 @@ struct Range {
     end: u64,
 }
 
+/// `struct hvm_start_info` of the PVH boot ABI (Xen's `arch-x86/hvm/start_info.h`), up to
+/// version 1.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct HvmStartInfo {
+    magic: u32,
+    version: u32,
+    flags: u32,
+    nr_modules: u32,
+    modlist_paddr: u64,
+    cmdline_paddr: u64,
+    rsdp_paddr: u64,
+    /// Version 1: the memory map.
+    memmap_paddr: u64,
+    memmap_entries: u32,
+}
+
+/// `struct hvm_memmap_table_entry`: an E820-style range.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct HvmMemmapEntry {
+    addr: u64,
+    size: u64,
+    kind: u32,
+    _reserved: u32,
+}
+
 /// Prints the PVH start info and memory map and returns the largest RAM range.
 ///
 /// # Safety
 ///
 /// `start_info` is the address the PVH entry received in `ebx` (so it points at an
-/// `hvm_start_info` the firmware wrote, and its memory map, all identity-mapped).
+/// `hvm_start_info` the firmware wrote, and from version 1 at its memory map, all in the
+/// identity-mapped low 4 GiB).
 unsafe fn memory_map(start_info: u32) -> Option<Range> {
-    let base = start_info as usize as *const u8;
-    // SAFETY (all reads below): by the PVH boot ABI `base` points at an `hvm_start_info`
-    // (at offset 0 magic, 4 version, 8 flags, 12 nr_modules: u32; 16 modlist, 24 cmdline,
-    // 32 rsdp, 40 memmap: u64; 48 memmap_entries: u32) and, from version 1, `memmap_paddr` at a table of
-    // `memmap_entries` 24-byte entries; the entry code identity-mapped the low 4 GiB where the
-    // firmware put them. Unaligned reads make no alignment assumption.
-    let read32 = |p: *const u8, off: usize| unsafe { p.add(off).cast::<u32>().read_unaligned() };
-    // SAFETY: as above.
-    let read64 = |p: *const u8, off: usize| unsafe { p.add(off).cast::<u64>().read_unaligned() };
-    let magic = read32(base, 0);
-    let version = read32(base, 4);
+    let base = start_info as usize;
+    // SAFETY: by the PVH boot ABI the address holds an `hvm_start_info`, which starts with its
+    // magic and version in every version; `read_unaligned` makes no alignment assumption.
+    let [magic, version] = unsafe { (base as *const [u32; 2]).read_unaligned() };
     println!("pvh start info at {start_info:#x}: magic {magic:#x}, version {version}");
     if magic != HVM_START_MAGIC || version < 1 {
         println!("pvh: no memory map (need magic {HVM_START_MAGIC:#x}, version >= 1)");
         return None;
     }
-    let table = read64(base, 40) as usize as *const u8;
-    let entries = read32(base, 48) as usize;
+    // SAFETY: the structure is at least version 1 (checked), so it has all the fields of
+    // `HvmStartInfo`.
+    let info = unsafe { (base as *const HvmStartInfo).read_unaligned() };
+    println!(
+        "pvh: flags {:#x}, {} modules at {:#x}, cmdline at {:#x}, rsdp at {:#x}, memory map at {:#x}",
+        info.flags,
+        info.nr_modules,
+        info.modlist_paddr,
+        info.cmdline_paddr,
+        info.rsdp_paddr,
+        info.memmap_paddr
+    );
+    let entries = info.memmap_entries as usize;
     if entries > MEMMAP_MAX_ENTRIES {
         println!("pvh: implausible memory map of {entries} entries");
         return None;
     }
+    let table = info.memmap_paddr as usize as *const HvmMemmapEntry;
     let mut best: Option<Range> = None;
     for i in 0..entries {
-        // SAFETY: entry `i < memmap_entries` of the table (see above).
-        let entry = unsafe { table.add(24 * i) };
-        let (addr, size, kind) = (read64(entry, 0), read64(entry, 8), read32(entry, 16));
-        println!("  memmap[{i}]: {addr:#012x}..{:#012x} type {kind}{}", addr + size, if kind == MEMMAP_RAM { " (RAM)" } else { "" });
-        if kind == MEMMAP_RAM && best.is_none_or(|b| size > b.end - b.start) {
-            best = Some(Range { start: addr, end: addr + size });
+        // SAFETY: version >= 1, so `memmap_paddr` points at `memmap_entries` entries written by
+        // the firmware in identity-mapped memory; `i` is below that count.
+        let e = unsafe { table.add(i).read_unaligned() };
+        let ram = e.kind == MEMMAP_RAM;
+        println!(
+            "  memmap[{i}]: {:#012x}..{:#012x} type {}{}",
+            e.addr,
+            e.addr + e.size,
+            e.kind,
+            if ram { " (RAM)" } else { "" }
+        );
+        if ram && best.is_none_or(|b| e.size > b.end - b.start) {
+            best = Some(Range { start: e.addr, end: e.addr + e.size });
         }
     }
     best
@@ -245,9 +285,9 @@ fn install_idt() {
         reserved: 0,
     }; 32];
     let idt = &raw mut IDT;
-    for vector in 0..32 {
-        // SAFETY: `exception_stubs` is a read-only table of 32 addresses emitted by boot.rs.
-        let handler = unsafe { exception_stubs[vector] };
+    // SAFETY: `exception_stubs` is a read-only table of 32 addresses emitted by boot.rs.
+    let stubs = unsafe { exception_stubs };
+    for (vector, &handler) in stubs.iter().enumerate() {
         let gate = Gate {
             offset_low: handler as u16,
             selector: 0x08, // the 64-bit code segment of boot.rs's GDT
@@ -340,7 +380,11 @@ extern "C" fn kmain(start_info: u32) -> ! {
         report.fail(format_args!("RAM above the kernel ({kernel_end:#x})"));
         report.finish();
     }
-    println!("kernel image {:#x}..{kernel_end:#x}; test arena {start:#x}..{end:#x} ({} MiB)", 0x100000, (end - start) >> 20);
+    println!(
+        "kernel image {:#x}..{kernel_end:#x}; test arena {start:#x}..{end:#x} ({} MiB)",
+        0x100000,
+        (end - start) >> 20
+    );
     // SAFETY: `[start, end)` lies in the largest RAM range of the firmware's memory map, above
     // the kernel image, its stack and page tables (`__kernel_end`), and below 4 GiB, which the
     // entry code identity-mapped writable (its memory type is the firmware's MTRR setting for
