@@ -29,13 +29,15 @@ qemu=()
 command -v qemu-system-x86_64 >/dev/null || qemu+=(qemu-system-x86)
 command -v qemu-system-aarch64 >/dev/null || qemu+=(qemu-system-arm)
 if [ ${#qemu[@]} -gt 0 ]; then
-    # From bookworm-backports: the machine image ships qemu-utils from there (10.0), which
-    # Breaks bookworm's own qemu-system-common (7.2), so apt would remove qemu-utils to install
-    # 7.2. A private sources directory and package lists keep the machine's apt setup as it is.
+    # From bookworm-backports: the machine image ships qemu-utils 10.0 from there, which Breaks
+    # bookworm's own qemu-system-common 7.2 (apt refuses that install). Only the QEMU packages
+    # (and the SeaBIOS they need) are taken from backports, so qemu-user and the rest stay as
+    # they are; a private sources directory and package lists leave the machine's apt setup
+    # untouched. (The kernels also pass under bookworm's QEMU 7.2.)
     apt_dir=$(mktemp -d)
     mkdir -p "$apt_dir/sources.list.d" "$apt_dir/lists/partial"
     cp /etc/apt/sources.list.d/*.sources "$apt_dir/sources.list.d/" 2>/dev/null || true
-    [ -f /etc/apt/sources.list ] && cp /etc/apt/sources.list "$apt_dir/sources.list" || : >"$apt_dir/sources.list"
+    if [ -f /etc/apt/sources.list ]; then cp /etc/apt/sources.list "$apt_dir/sources.list"; else : >"$apt_dir/sources.list"; fi
     cat >"$apt_dir/sources.list.d/backports.sources" <<'EOF'
 Types: deb
 URIs: http://deb.debian.org/debian
@@ -45,10 +47,11 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
     apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourceParts=$apt_dir/sources.list.d"
               -o "Dir::State::Lists=$apt_dir/lists")
-    echo "baremetal: installing ${qemu[*]} from bookworm-backports"
+    pkgs=()
+    for pkg in "${qemu[@]}" qemu-system-common qemu-system-data seabios; do pkgs+=("$pkg/bookworm-backports"); done
+    echo "baremetal: installing ${pkgs[*]}"
     $sudo apt-get "${apt_opts[@]}" update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends \
-        -t bookworm-backports "${qemu[@]}"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends "${pkgs[@]}"
     rm -rf "$apt_dir"
 fi
 rustup target add x86_64-unknown-none aarch64-unknown-none
