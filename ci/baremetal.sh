@@ -105,7 +105,7 @@ run() {
     t=$(now)
     echo "baremetal: $name: $*"
     set +e
-    timeout --kill-after=10 "$TIMEOUT" "$@" </dev/null 2>&1 | tr -d '\r' | tee "$out/$name.log"
+    timeout --kill-after=10 "$TIMEOUT" "$@" </dev/null 2>&1 | sed -u 's/\r$//' | tee "$out/$name.log"
     status=${PIPESTATUS[0]}
     set -e
     echo "baremetal: $name: QEMU exited with $status in $(elapsed "$t") s"
