@@ -100,9 +100,13 @@ pub(crate) fn memory(blob: &[u8]) -> Result<Memory, FdtError> {
             }
             PROP => {
                 let len = be32(blob, pos)? as usize;
-                let name = cstr(blob, strings + be32(blob, pos + 4)? as usize)?;
+                let name_at =
+                    strings.checked_add(be32(blob, pos + 4)? as usize).ok_or(FdtError::Truncated)?;
+                let name = cstr(blob, name_at)?;
                 pos += 8;
-                let value = blob.get(pos..pos + len).ok_or(FdtError::Truncated)?;
+                let value = blob
+                    .get(pos..pos.checked_add(len).ok_or(FdtError::Truncated)?)
+                    .ok_or(FdtError::Truncated)?;
                 pos += len.next_multiple_of(4);
                 if depth == 1 && name == b"#address-cells" {
                     address_cells = be32(value, 0)?;

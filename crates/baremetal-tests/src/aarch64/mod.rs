@@ -179,7 +179,7 @@ extern "C" fn kmain(boot_el: u64) -> ! {
             report.finish();
         }
     };
-    let ram_end = ram.base + ram.size;
+    let ram_end = ram.base.saturating_add(ram.size);
     println!("device tree at {DTB:#x}: memory {:#x}..{ram_end:#x} ({} MiB)", ram.base, ram.size >> 20);
     let kernel_start = &raw const __kernel_start as u64;
     let kernel_end = &raw const __kernel_end as u64;

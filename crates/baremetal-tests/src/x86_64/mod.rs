@@ -32,6 +32,8 @@ const MAPPED_END: u64 = 4 << 30;
 const BIG_CLEAR_PAGES: usize = (512 << 20) / crate::hal::PAGE_SIZE;
 
 unsafe extern "C" {
+    /// First byte of the kernel image (linker script).
+    static __kernel_start: u8;
     /// First byte after the kernel image, stack and page tables (linker script).
     static __kernel_end: u8;
     /// Addresses of the 32 exception entry stubs (boot.rs).
@@ -173,8 +175,8 @@ struct Range {
     end: u64,
 }
 
-/// `struct hvm_start_info` of the PVH boot ABI (Xen's `arch-x86/hvm/start_info.h`), up to
-/// version 1.
+/// `struct hvm_start_info` of the PVH boot ABI, up to version 1 (which added the memory
+/// map).
 #[derive(Clone, Copy)]
 #[repr(C)]
 struct HvmStartInfo {
@@ -380,9 +382,9 @@ extern "C" fn kmain(start_info: u32) -> ! {
         report.fail(format_args!("RAM above the kernel ({kernel_end:#x})"));
         report.finish();
     }
+    let kernel_start = &raw const __kernel_start as u64;
     println!(
-        "kernel image {:#x}..{kernel_end:#x}; test arena {start:#x}..{end:#x} ({} MiB)",
-        0x100000,
+        "kernel image {kernel_start:#x}..{kernel_end:#x}; test arena {start:#x}..{end:#x} ({} MiB)",
         (end - start) >> 20
     );
     // SAFETY: `[start, end)` lies in the largest RAM range of the firmware's memory map, above
