@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# stream-hal on bare metal: builds the test kernels of crates/baremetal-tests for
+# x86_64-unknown-none and aarch64-unknown-none, boots each under QEMU (TCG), and checks the exit
+# status and the lines the kernel prints on its serial port. Also checks that the x86-64 kernel
+# has movnti and no SSE instruction, and that the aarch64 kernel has dc zva and stnp.
+source "$(dirname "$0")/env.sh"
+
+# Seconds before a kernel that has not exited counts as hung (a run takes 5-20 s).
+TIMEOUT="${BAREMETAL_TIMEOUT:-300}"
+crate=crates/baremetal-tests
+out="$crate/target/qemu"
+step_start=$(date +%s)
+now() { date +%s%N; }
+elapsed() { local ds=$(( ($(now) - $1) / 100000000 )); echo "$(( ds / 10 )).$(( ds % 10 ))"; }
+
+# --- tools --------------------------------------------------------------------------------------
+t=$(now)
+sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+need=()
+for pkg in binutils binutils-aarch64-linux-gnu; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    echo "baremetal: installing ${need[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+qemu=()
+command -v qemu-system-x86_64 >/dev/null || qemu+=(qemu-system-x86)
+command -v qemu-system-aarch64 >/dev/null || qemu+=(qemu-system-arm)
+if [ ${#qemu[@]} -gt 0 ]; then
+    # From bookworm-backports: the machine image ships qemu-utils 10.0 from there, which Breaks
+    # bookworm's own qemu-system-common 7.2 (apt refuses that install). Only the QEMU packages
+    # (and the SeaBIOS they need) are taken from backports, so qemu-user and the rest stay as
+    # they are; a private sources directory and package lists leave the machine's apt setup
+    # untouched. (The kernels also pass under bookworm's QEMU 7.2.)
+    apt_dir=$(mktemp -d)
+    mkdir -p "$apt_dir/sources.list.d" "$apt_dir/lists/partial"
+    cp /etc/apt/sources.list.d/*.sources "$apt_dir/sources.list.d/" 2>/dev/null || true
+    if [ -f /etc/apt/sources.list ]; then cp /etc/apt/sources.list "$apt_dir/sources.list"; else : >"$apt_dir/sources.list"; fi
+    cat >"$apt_dir/sources.list.d/backports.sources" <<'EOF'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+    apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourceParts=$apt_dir/sources.list.d"
+              -o "Dir::State::Lists=$apt_dir/lists")
+    pkgs=()
+    for pkg in "${qemu[@]}" qemu-system-common qemu-system-data seabios; do pkgs+=("$pkg/bookworm-backports"); done
+    echo "baremetal: installing ${pkgs[*]}"
+    $sudo apt-get "${apt_opts[@]}" update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends "${pkgs[@]}"
+    rm -rf "$apt_dir"
+fi
+rustup target add x86_64-unknown-none aarch64-unknown-none
+qemu-system-x86_64 --version | head -1
+qemu-system-aarch64 --version | head -1
+echo "baremetal: tools ready in $(elapsed "$t") s"
+
+# --- build --------------------------------------------------------------------------------------
+# The crate is outside the root workspace (own lockfile; kernel-only targets), so the root fmt
+# and clippy steps do not see it: check it here. Its .cargo/config.toml is read from its directory.
+t=$(now)
+(
+    cd "$crate"
+    cargo fmt --check
+    for target in x86_64-unknown-none aarch64-unknown-none; do
+        cargo clippy --locked --release --target "$target" -- -D warnings
+        cargo build --locked --release --target "$target"
+    done
+)
+x86_kernel="$crate/target/x86_64-unknown-none/release/baremetal-tests"
+arm_kernel="$crate/target/aarch64-unknown-none/release/baremetal-tests"
+echo "baremetal: kernels built and linted in $(elapsed "$t") s"
+
+# --- instructions in the kernels ----------------------------------------------------------------
+dis=$(objdump -d -M intel "$x86_kernel")
+movnti=$(grep -c 'movnti' <<<"$dis" || true)
+sse=$(grep -cE '\b[xyz]?mm[0-9]+\b|movntdq|movntps|movntpd|[ls]dmxcsr|fxsave|fxrstor|xsave|emms' <<<"$dis" || true)
+if [ "$movnti" -eq 0 ] || [ "$sse" -ne 0 ]; then
+    echo "baremetal: x86-64 kernel: $movnti movnti, $sse SSE/MMX instructions (want >0 and 0)"
+    grep -E '\b[xyz]?mm[0-9]+\b|movntdq|movntps|movntpd|[ls]dmxcsr|fxsave|fxrstor|xsave|emms' <<<"$dis" | head
+    exit 1
+fi
+echo "baremetal: x86-64 kernel: $movnti movnti, 0 SSE/MMX instructions"
+adis=$(aarch64-linux-gnu-objdump -d "$arm_kernel")
+stnp=$(grep -c 'stnp' <<<"$adis" || true)
+zva=$(grep -cE 'dc[[:space:]]+zva' <<<"$adis" || true)
+if [ "$stnp" -eq 0 ] || [ "$zva" -eq 0 ]; then
+    echo "baremetal: aarch64 kernel: $stnp stnp, $zva dc zva (want both >0)"; exit 1
+fi
+echo "baremetal: aarch64 kernel: $stnp stnp, $zva dc zva"
+
+# --- runs ---------------------------------------------------------------------------------------
+mkdir -p "$out"
+failed=0
+
+# run NAME EXPECTED_STATUS QEMU_ARGS...: boots a kernel with a timeout, echoes its serial output
+# (carriage returns removed) and keeps it in $out/NAME.log; returns 1 on a wrong exit status.
+run() {
+    local name=$1 expect=$2 t status
+    shift 2
+    t=$(now)
+    echo "baremetal: $name: $*"
+    set +e
+    timeout --kill-after=10 "$TIMEOUT" "$@" </dev/null 2>&1 | sed -u 's/\r$//' | tee "$out/$name.log"
+    status=${PIPESTATUS[0]}
+    set -e
+    echo "baremetal: $name: QEMU exited with $status in $(elapsed "$t") s"
+    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+        echo "baremetal: $name: FAILED: no exit within $TIMEOUT s (hung)"
+        return 1
+    fi
+    if [ "$status" -ne "$expect" ]; then
+        echo "baremetal: $name: FAILED: exit status $status, expected $expect"
+        return 1
+    fi
+}
+
+# expect NAME REGEX...: every extended regex matches a line of NAME's log.
+expect() {
+    local name=$1 re ok=0
+    shift
+    for re in "$@"; do
+        if ! grep -qE "$re" "$out/$name.log"; then
+            echo "baremetal: $name: FAILED: no line matches: $re"
+            ok=1
+        fi
+    done
+    if grep -q 'FAIL' "$out/$name.log"; then
+        echo "baremetal: $name: FAILED: the kernel reported failures:"
+        grep 'FAIL' "$out/$name.log" | head -20
+        ok=1
+    fi
+    return $ok
+}
+
+summary_re='^summary: [1-9][0-9]* passed, 0 failed$'
+
+# x86-64: PVH boot; isa-debug-exit turns the kernel's pass value 0x10 into exit status 33.
+if run x86_64 33 qemu-system-x86_64 -accel tcg -machine q35 -cpu max -m 1G -smp 1 -nic none \
+        -display none -no-reboot -serial stdio -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
+        -kernel "$x86_kernel"; then
+    if grep -qE '^cpuid: .* clzero yes' "$out/x86_64.log"; then clear=clzero large=clzero; else clear=movnti large='rep stosb'; fi
+    expect x86_64 \
+        '^stream-hal backend: x86_64-movnti ' \
+        "^stream-hal streaming clear method: $clear\$" \
+        '^check clear_pages 255 pages \[rep stosb\]: ok' \
+        "^check clear_pages 256 pages \\[$clear\\]: ok" \
+        "^check clear_pages 131072 pages \\[$large\\]: ok" \
+        '^check fill_with 64-byte records patched per index: ok' \
+        "$summary_re" '^result: PASS$' || failed=1
+else
+    failed=1
+fi
+
+# aarch64: entered at EL2 (virtualization=on); semihosting SYS_EXIT gives status 0 on a pass.
+if run aarch64 0 qemu-system-aarch64 -accel tcg -machine virt,virtualization=on -cpu max -m 1G -smp 1 \
+        -nic none -display none -serial stdio -semihosting-config enable=on,target=native \
+        -kernel "$arm_kernel"; then
+    expect aarch64 \
+        '^stream-hal backend: aarch64 ' \
+        '^boot: entered at EL2, kernel runs at EL1$' \
+        '^pass 1 of 2: .*\(TDZ = 0\): DCZID_EL0 = 0x[0-9a-f]+ \(BS = [0-9]+: [0-9]+-byte blocks, DZP = 0\): clear_pages uses dc zva$' \
+        '^pass 2 of 2: .*\(TDZ = 1\): DCZID_EL0 = 0x[0-9a-f]+ \(BS = [0-9]+: [0-9]+-byte blocks, DZP = 1\): clear_pages uses stnp$' \
+        '^check \[pass 1\] clear_pages 256 pages \[dc zva\]: ok' \
+        '^check \[pass 2\] clear_pages 256 pages \[stnp\]: ok' \
+        '^check \[pass 2\] clear_pages_streaming 4096 pages \[stnp\]: ok' \
+        '^check \[pass 2\] fill_with 64-byte records patched per index: ok' \
+        "$summary_re" '^result: PASS$' || failed=1
+else
+    failed=1
+fi
+
+echo "baremetal: step time $(( $(date +%s) - step_start )) s"
+if [ "$failed" -ne 0 ]; then
+    echo "baremetal: FAILED (serial logs in $out)"
+    exit 1
+fi
+echo "baremetal: both kernels passed"
