@@ -167,7 +167,7 @@ if run aarch64 0 qemu-system-aarch64 -accel tcg -machine virt,virtualization=on 
         '^pass 2 of 2: .*\(TDZ = 1\): DCZID_EL0 = 0x[0-9a-f]+ \(BS = [0-9]+: [0-9]+-byte blocks, DZP = 1\): clear_pages uses stnp$' \
         '^check \[pass 1\] clear_pages 256 pages \[dc zva\]: ok' \
         '^check \[pass 2\] clear_pages 256 pages \[stnp\]: ok' \
-        '^check \[pass 2\] clear_pages_streaming 4096 pages \[stnp\]: ok' \
+        '^check \[pass 2\] clear_streaming 4096 pages \[stnp\]: ok' \
         '^check \[pass 2\] fill_with 64-byte records patched per index: ok' \
         "$summary_re" '^result: PASS$' || failed=1
 else

@@ -368,6 +368,9 @@ struct Page64 {
     words: [u64; 8],
 }
 
+// SAFETY: eight `u64`s fill the 64 bytes: no padding.
+unsafe impl crate::hal::Record for Page64 {}
+
 /// A 56-byte, 8-aligned record (a `struct page` without the memcg word), so consecutive
 /// records start at every 8-byte offset within a 64-byte line.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -375,6 +378,9 @@ struct Page64 {
 struct Page56 {
     words: [u64; 7],
 }
+
+// SAFETY: seven `u64`s fill the 56 bytes: no padding.
+unsafe impl crate::hal::Record for Page56 {}
 
 /// The template: flags, a list head, mapping, index, private, refcount/mapcount, memcg.
 const TEMPLATE: [u64; 8] = [

@@ -8,7 +8,7 @@
 
 use core::mem::MaybeUninit;
 
-pub(crate) use stream_hal::PAGE_SIZE;
+pub(crate) use stream_hal::{PAGE_SIZE, Record};
 
 /// `stream_hal::backend()`'s short name (`x86_64-movnti`, `aarch64`, ...).
 pub(crate) fn backend_name() -> &'static str {
@@ -20,7 +20,20 @@ pub(crate) fn backend() -> stream_hal::Backend {
     stream_hal::backend()
 }
 
-/// What `clear_pages_streaming` uses on this CPU (`movnti`, `clzero`, `stnp`, ...).
+/// Hands the CPU features the kernel detected to `stream-hal` (built with `no-cpuid`, so it
+/// never executes CPUID itself, as early boot code in a confidential guest requires).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn set_cpu_features(clzero: bool) {
+    stream_hal::set_cpu_features(stream_hal::CpuFeatures::NONE.with_clzero(clzero));
+}
+
+/// The features `stream-hal` uses (what [`set_cpu_features`] set).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn cpu_features() -> stream_hal::CpuFeatures {
+    stream_hal::cpu_features()
+}
+
+/// What `clear_streaming` uses on this CPU (`movnti`, `clzero`, `stnp`, ...).
 pub(crate) fn streaming_clear_method() -> &'static str {
     stream_hal::streaming_clear_method()
 }
@@ -56,9 +69,9 @@ pub(crate) fn drain() {
 pub(crate) enum Clear {
     /// `clear_pages`: the method chosen by size.
     BySize,
-    /// `clear_pages_cached`.
+    /// `clear_cached`.
     Cached,
-    /// `clear_pages_streaming`.
+    /// `clear_streaming`.
     Streaming,
 }
 
@@ -70,8 +83,8 @@ impl Clear {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Clear::BySize => "clear_pages",
-            Clear::Cached => "clear_pages_cached",
-            Clear::Streaming => "clear_pages_streaming",
+            Clear::Cached => "clear_cached",
+            Clear::Streaming => "clear_streaming",
         }
     }
 
@@ -86,10 +99,10 @@ impl Clear {
             // SAFETY: forwarded; the caller upholds the contract of `clear_pages`, which the
             // other two entry points share.
             Clear::BySize => unsafe { stream_hal::clear_pages(dst, npages) },
+            // SAFETY: as above, for the same `npages * PAGE_SIZE` bytes.
+            Clear::Cached => unsafe { stream_hal::clear_cached(dst, npages * PAGE_SIZE) },
             // SAFETY: as above.
-            Clear::Cached => unsafe { stream_hal::clear_pages_cached(dst, npages) },
-            // SAFETY: as above.
-            Clear::Streaming => unsafe { stream_hal::clear_pages_streaming(dst, npages) },
+            Clear::Streaming => unsafe { stream_hal::clear_streaming(dst, npages * PAGE_SIZE) },
         }
     }
 
@@ -111,7 +124,7 @@ fn cached_clear_method() -> &'static str {
 #[cfg(target_arch = "x86_64")]
 fn by_size_clear_method(len: usize) -> &'static str {
     let streaming_max =
-        if crate::arch::cpu_features().clzero { usize::MAX } else { stream_hal::CLEAR_REP_LARGE_MIN };
+        if stream_hal::cpu_features().clzero { usize::MAX } else { stream_hal::CLEAR_REP_LARGE_MIN };
     if len >= stream_hal::CLEAR_STREAMING_MIN && len < streaming_max {
         streaming_clear_method()
     } else {
@@ -131,14 +144,14 @@ fn by_size_clear_method(_len: usize) -> &'static str {
 
 /// Streams `f(i)` into every slot and returns them initialized (`stream_hal::fill_with`, the
 /// template fill's engine: it drains before returning).
-pub(crate) fn fill_with<T: Copy>(slots: &mut [MaybeUninit<T>], f: impl FnMut(usize) -> T) -> &mut [T] {
+pub(crate) fn fill_with<T: Record>(slots: &mut [MaybeUninit<T>], f: impl FnMut(usize) -> T) -> &mut [T] {
     stream_hal::fill_with(slots, f)
 }
 
 /// `stream_hal::scope` with one `push`, a `fill_n` of `template`, a `fill_n` that does not fit
 /// (must fail and write nothing) and a `fill_with` of the rest. Returns the drained records and
 /// whether the oversized `fill_n` was refused.
-pub(crate) fn scope_mixed<'a, T: Copy>(
+pub(crate) fn scope_mixed<'a, T: Record + Copy>(
     slots: &'a mut [MaybeUninit<T>],
     first: T,
     template: &T,

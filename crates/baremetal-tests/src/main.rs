@@ -9,7 +9,7 @@
 //! * `memcpy_nontemporal` against the generic reference over every destination offset 0..64,
 //!   13 source offsets and every length 0..=256, and over lengths from 4095 bytes to 4 MiB,
 //!   with guard bytes around every destination;
-//! * `clear_pages`, `clear_pages_cached` and `clear_pages_streaming` from 1 page to 16 MiB at
+//! * `clear_pages`, `clear_cached` and `clear_streaming` from 1 page to 16 MiB at
 //!   aligned and misaligned addresses, a page of guard bytes on each side (x86-64 also one
 //!   512 MiB `clear_pages`);
 //! * `store_words`, and the safe writer (`fill_with`, `scope`) filling 64- and 56-byte records

@@ -361,6 +361,11 @@ extern "C" fn kmain(start_info: u32) -> ! {
         "cr0 {cr0:#x}, cr4 {cr4:#x}: CR4.OSFXSR = {} (SSE never enabled: an SSE instruction would raise #UD)",
         (cr4 >> 9) & 1
     );
+    // stream-hal is built with `no-cpuid`: the kernel passes what it detected.
+    crate::hal::set_cpu_features(cpu.clzero);
+    if crate::hal::cpu_features().clzero != cpu.clzero {
+        report.fail(format_args!("stream-hal uses the CPU features the kernel set"));
+    }
     crate::check_backend(&mut report, "x86_64-movnti");
     let clear_big = if cpu.clzero { "clzero" } else { "rep stosb" };
     println!(
