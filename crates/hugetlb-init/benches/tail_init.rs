@@ -11,8 +11,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use hugetlb_init::{
-    Hstate, hugetlb_folio_init_tail_vmemmap, hugetlb_folio_init_vmemmap, reserve_bootmem_head,
+use hugetlb_init::Hstate;
+use hugetlb_init::folio::{
+    hugetlb_folio_init_tail_vmemmap, hugetlb_folio_init_vmemmap, reserve_bootmem_head,
 };
 use memmap_core::{InitOptions, KernelConfig, NoHooks, OwnedMemmap, Page64, Strategy, StructPage};
 

@@ -18,11 +18,9 @@
 //!   (poison, garbage) stays until hugetlb initializes them (`CONFIG_DEFERRED_STRUCT_PAGE_INIT`
 //!   with the pages above `first_deferred_pfn`, the usual case for top-down allocations).
 
-use memmap_core::{Strategy, StrategyReason};
-
-use crate::HugetlbError;
-use crate::hstate::Hstate;
-use crate::hvo::HvoOutcome;
+use crate::types::Hstate;
+use crate::types::HugetlbError;
+use crate::types::{FolioOutcome, HvoOutcome};
 
 /// `ZONE_NORMAL` in the memmap-core presets (zones DMA 0, DMA32 1, NORMAL 2, MOVABLE 3,
 /// DEVICE 4): where boot-time gigantic pages normally land.
@@ -137,39 +135,6 @@ pub mod bootmem_flags {
     pub const ZONES_VALID: u32 = 1 << 1;
     /// `HUGE_BOOTMEM_CMA`: from hugetlb CMA. Never set by this model.
     pub const CMA: u32 = 1 << 2;
-}
-
-/// How one folio's fallback tails were initialized.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TailInit {
-    /// Strategy used (never [`Strategy::Auto`]).
-    pub used: Strategy,
-    /// Why.
-    pub reason: StrategyReason,
-    /// Tail struct pages written.
-    pub pages: u64,
-    /// `stream_hal::drain()` calls.
-    pub drains: u64,
-}
-
-/// What the boot did to one folio.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct FolioOutcome {
-    /// The folio went through `hugetlb_folio_init_vmemmap` and `init_new_hugetlb_folio`.
-    pub initialized: bool,
-    /// What HVO did.
-    pub hvo: HvoOutcome,
-    /// The fallback `hugetlb_folio_init_tail_vmemmap(folio, RESERVE, nr)`, when HVO did not
-    /// cover the folio.
-    pub fallback: Option<TailInit>,
-}
-
-impl FolioOutcome {
-    /// Whether HVO optimized the folio (`folio_test_hugetlb_vmemmap_optimized`).
-    #[must_use]
-    pub const fn optimized(&self) -> bool {
-        matches!(self.hvo, HvoOutcome::Optimized { .. })
-    }
 }
 
 /// `struct huge_bootmem_page` plus what the boot did to the folio.

@@ -32,13 +32,12 @@
 //! template and streaming paths refresh all three, and the property tests compare them byte for
 //! byte with the slow path.
 
-use memmap_core::page::offsets;
-use memmap_core::{
-    InitHooks, InitOptions, Memmap, MigrateType, PG, PageType, Strategy, StructPage, resolve_strategy,
-};
+use memmap_core::fill::ListSelf;
+use memmap_core::model::page::offsets;
+use memmap_core::{InitHooks, InitOptions, Memmap, MigrateType, PG, PageType, Strategy, StructPage};
 
-use crate::bootmem::TailInit;
-use crate::hstate::Hstate;
+use crate::types::Hstate;
+use crate::types::TailInit;
 
 /// `enum hugetlb_page_flags` bit `HPG_vmemmap_optimized`, kept in the head's `private` word
 /// (`folio->private`). \[recalled\] order of ≈6.15: `HPG_restore_reserve` 0, `HPG_migratable` 1,
@@ -57,7 +56,7 @@ pub mod folio3 {
     pub const HUGETLB_CGROUP_RSVD: usize = 32;
 
     const _: () = {
-        use memmap_core::page::folio;
+        use memmap_core::model::page::folio;
         assert!(folio::HUGETLB_SUBPOOL == 3 * 64 + HUGETLB_SUBPOOL);
         assert!(folio::HUGETLB_CGROUP == 3 * 64 + HUGETLB_CGROUP);
         assert!(folio::HUGETLB_CGROUP_RSVD == 3 * 64 + HUGETLB_CGROUP_RSVD);
@@ -84,41 +83,6 @@ pub fn reserve_bootmem_head<P: StructPage, H: InitHooks>(
         m.set_pageblock_migratetype(pfn, MigrateType::Movable);
     }
     m.set_flag(pfn, PG::RESERVED);
-}
-
-/// How template records are stored.
-trait Store {
-    const STREAMING: bool;
-    /// Stores a record given by value (built in registers).
-    ///
-    /// # Safety
-    ///
-    /// `dst` valid for writes of one `P`.
-    unsafe fn store<P: StructPage>(dst: *mut P, rec: P);
-}
-
-struct Cached;
-impl Store for Cached {
-    const STREAMING: bool = false;
-    #[inline(always)]
-    unsafe fn store<P: StructPage>(dst: *mut P, rec: P) {
-        // SAFETY: the caller guarantees `dst` is writable.
-        unsafe { dst.write(rec) }
-    }
-}
-
-struct Streamed;
-impl Store for Streamed {
-    const STREAMING: bool = true;
-    #[inline(always)]
-    unsafe fn store<P: StructPage>(dst: *mut P, rec: P) {
-        // SAFETY: the caller guarantees `dst` is writable (struct pages are 8-aligned); the
-        // tail-init function drains before returning, so nothing reads the page before the
-        // fence. The record goes from registers to the streaming stores (`store_words`): every
-        // record was just patched (`lru.prev`), and a 16-byte reload of a patched record in
-        // memory would stall store forwarding.
-        unsafe { rec.store_streaming(dst) }
-    }
 }
 
 /// `hugetlb_folio_init_tail_vmemmap(folio, start, end)`: initializes tails
@@ -150,10 +114,15 @@ pub fn hugetlb_folio_init_tail_vmemmap<P: StructPage, H: InitHooks>(
     opts: &InitOptions,
     hooks: &mut H,
 ) -> TailInit {
-    assert!(end <= 1 << order, "tail range beyond the folio");
+    assert!(order < 64 && end <= 1 << order, "tail range beyond the folio");
     let pages = end.saturating_sub(start);
-    let (used, reason) =
-        resolve_strategy(m, opts.strategy, opts.streaming_threshold_bytes, hooks, pages * P::SIZE as u64);
+    let (used, reason) = memmap_core::fill::resolve_for(
+        m,
+        opts.strategy,
+        opts.streaming_threshold_bytes,
+        hooks,
+        pages.saturating_mul(P::SIZE as u64),
+    );
     let mut out = TailInit { used, reason, pages, drains: 0 };
     if pages == 0 {
         return out;
@@ -163,15 +132,13 @@ pub fn hugetlb_folio_init_tail_vmemmap<P: StructPage, H: InitHooks>(
     let zone = m.layout().zone(head.flags());
     let nid = m.layout().node(head.flags());
     match used {
-        Strategy::Template => tail_template::<P, H, Cached>(m, head_pfn, start, end, zone, nid, hooks),
-        Strategy::Streaming => {
-            tail_template::<P, H, Streamed>(m, head_pfn, start, end, zone, nid, hooks);
-            stream_hal::drain();
-            out.drains = 1;
+        Strategy::Template | Strategy::Streaming => {
+            out.drains =
+                tail_template(m, head_pfn, order, start, end, zone, nid, used == Strategy::Streaming, hooks);
         }
         _ => {
             for pfn in head_pfn + start..head_pfn + end {
-                init_tail_slow(m, head_pfn, pfn, zone, nid, hooks);
+                init_tail_slow(m, head_pfn, order, pfn, zone, nid, hooks);
             }
         }
     }
@@ -183,67 +150,44 @@ pub fn hugetlb_folio_init_tail_vmemmap<P: StructPage, H: InitHooks>(
 fn init_tail_slow<P: StructPage, H: InitHooks>(
     m: &mut Memmap<'_, P>,
     head_pfn: u64,
+    order: u32,
     pfn: u64,
     zone: u32,
     nid: u32,
     hooks: &mut H,
 ) {
     m.init_single_page(pfn, zone, nid, hooks);
-    m.prep_compound_tail(head_pfn, pfn - head_pfn);
+    m.prep_compound_tail(head_pfn, pfn - head_pfn, order);
     m.set_page_count(pfn, 0, hooks);
 }
 
-/// The template loop: first tail slow, the rest refreshed copies. Monomorphized on the layout
-/// and the store kind; the record is rebuilt from the template in registers for every page
-/// (no patch-then-reload of a memory template, see `stream_hal::store_record`).
-fn tail_template<P: StructPage, H: InitHooks, S: Store>(
+/// The template path: the first tail through the slow path, the rest copies of it through
+/// memmap-core's template engine ([`Memmap::copy_template`]), which refreshes `lru.prev` (the
+/// tail's own list address, [`ListSelf::Prev`]), the section bits and `virtual` for every page
+/// and drains streamed stores before returning. Returns the number of drains.
+///
+/// The template is a local value, read once from the first tail: Balbir Singh's "do we need a
+/// separate template and page?" - the copy is what lets the engine keep the record in
+/// registers instead of re-reading (and, with streaming stores, re-reading not-yet-drained)
+/// destination memory.
+#[allow(clippy::too_many_arguments)]
+fn tail_template<P: StructPage, H: InitHooks>(
     m: &mut Memmap<'_, P>,
     head_pfn: u64,
+    order: u32,
     start: u64,
     end: u64,
     zone: u32,
     nid: u32,
+    streaming: bool,
     hooks: &mut H,
-) {
+) -> u64 {
     let first = head_pfn + start;
-    init_tail_slow(m, head_pfn, first, zone, nid, hooks);
-    // The template is a local value: Balbir Singh's "do we need a separate template and page?"
-    // - the copy is what lets the loop keep the record in registers instead of re-reading (and,
-    // with streaming stores, re-reading not-yet-drained) destination memory.
+    init_tail_slow(m, head_pfn, order, first, zone, nid, hooks);
     let t = m.read(first);
-    let from = first + 1;
-    let to = head_pfn + end;
-    if from >= to {
-        return;
-    }
-    let size = P::SIZE as u64;
-    // SAFETY: `[from, to)` is inside the memmap (checked by the caller).
-    let base = unsafe { m.page_ptr(from) };
-    let vaddr0 = m.vaddr(from);
-    if m.layout().section_in_page_flags() {
-        // Classic SPARSEMEM: the section bits change every PAGES_PER_SECTION pfns; refresh them
-        // (and `virtual`) through memmap-core's template refresh for every page.
-        for i in 0..to - from {
-            let pfn = from + i;
-            let mut r = t;
-            m.refresh_template(&mut r, pfn);
-            r.set_u64_at(offsets::LRU_PREV, vaddr0 + i * size + offsets::LRU_NEXT as u64);
-            // SAFETY: `pfn < to`, inside the memmap; `base + i` is its struct page.
-            unsafe { S::store(base.add(i as usize), r) };
-        }
-    } else {
-        let cfg = *m.config();
-        for i in 0..to - from {
-            let mut r = t;
-            r.set_u64_at(offsets::LRU_PREV, vaddr0 + i * size + offsets::LRU_NEXT as u64);
-            if P::WANT_PAGE_VIRTUAL {
-                r.set_virtual_address(cfg.pfn_to_virt(from + i));
-            }
-            // SAFETY: as above.
-            unsafe { S::store(base.add(i as usize), r) };
-        }
-    }
-    let _ = S::STREAMING;
+    m.copy_template(&t, first + 1, head_pfn + end, ListSelf::Prev, streaming)
+        .unwrap_or_else(|e| unreachable!("the caller checked that the tails are in the memmap: {e}"))
+        .drains
 }
 
 /// `hugetlb_folio_init_vmemmap(folio, h, nr_pages)`: `__folio_clear_reserved()`,

@@ -38,78 +38,10 @@
 //! ([`HvoFault`]). In every such case the fallback tail init runs and the bytes are those of a
 //! boot without HVO.
 
-use core::fmt;
-
 use memmap_core::{KernelConfig, Memmap, StructPage};
 
 use crate::folio::{folio_assign_hugetlb_vmemmap_optimized, is_optimized_hugetlb_head};
-use crate::hstate::{Hstate, PAGE_SIZE, hugetlb_vmemmap_reserve_pages};
-
-/// Why HVO does not run at all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HvoUnavailable {
-    /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` is not set ([`KernelConfig::hugetlb_vmemmap`]).
-    ConfigOff,
-    /// The configuration is not SPARSEMEM_VMEMMAP, which HVO depends on.
-    NoSparsememVmemmap,
-    /// Booted with `hugetlb_free_vmemmap=off` ([`HvoParams::boot_option`] false).
-    BootOptionOff,
-    /// `sizeof(struct page)` is not a power of two (72-byte layout): nothing is optimizable.
-    StructPageNotPowerOfTwo,
-}
-
-impl fmt::Display for HvoUnavailable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            HvoUnavailable::ConfigOff => "CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP is off",
-            HvoUnavailable::NoSparsememVmemmap => "not SPARSEMEM_VMEMMAP",
-            HvoUnavailable::BootOptionOff => "hugetlb_free_vmemmap=off",
-            HvoUnavailable::StructPageNotPowerOfTwo => "sizeof(struct page) is not a power of two",
-        })
-    }
-}
-
-/// Why HVO failed for one folio.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HvoError {
-    /// `-ENOMEM`: the page-table page for splitting the vmemmap PMD could not be allocated.
-    NoMemory,
-    /// The real (memfd) remapping failed with this errno (e.g. `ENOMEM` when the process runs
-    /// out of `vm.max_map_count` mappings); the folio's vmemmap was restored.
-    Remap {
-        /// `errno`.
-        errno: i32,
-    },
-}
-
-impl fmt::Display for HvoError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HvoError::NoMemory => f.write_str("-ENOMEM (vmemmap page-table allocation failed)"),
-            HvoError::Remap { errno } => write!(f, "vmemmap remap failed, errno {errno}"),
-        }
-    }
-}
-
-/// What HVO did to one folio.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum HvoOutcome {
-    /// The folio has not reached `prep_and_add_bootmem_folios()` yet.
-    #[default]
-    NotAttempted,
-    /// Optimized: the tail vmemmap pages map the head vmemmap page read-only.
-    Optimized {
-        /// A new page received a copy of the head vmemmap page (false: the current head page
-        /// was kept, after a failed allocation or in the no_std model).
-        head_copied: bool,
-        /// Old vmemmap pages freed.
-        freed_pages: u64,
-    },
-    /// HVO does not run.
-    Unavailable(HvoUnavailable),
-    /// HVO failed; the folio is as before.
-    Failed(HvoError),
-}
+use crate::types::{Hstate, HvoError, HvoOutcome, HvoUnavailable, PAGE_SIZE, hugetlb_vmemmap_reserve_pages};
 
 /// Fault injection for the two allocations of `vmemmap_remap_free()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

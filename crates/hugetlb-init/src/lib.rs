@@ -8,28 +8,28 @@
 //!    simulated physical range, each recorded as a `huge_bootmem_page` ([`HugeBootmemPage`]);
 //!    every struct page but the head is `MEMBLOCK_RSRV_NOINIT` and keeps whatever the storage
 //!    held.
-//! 2. **Heads** ([`memmap_init_reserved_heads`]): the reserved-region path,
+//! 2. **Heads** ([`memmap_init_reserved_heads`](boot::memmap_init_reserved_heads)): the reserved-region path,
 //!    `__init_single_page()` + `MIGRATE_MOVABLE` for the (aligned) pageblock + `PG_reserved`,
 //!    refcount 1.
-//! 3. **Gather** ([`gather_bootmem_prealloc`], one worker per node, padata-style with
+//! 3. **Gather** ([`gather_bootmem_prealloc`](boot::gather_bootmem_prealloc), one worker per node, padata-style with
 //!    `min_chunk = 1` and the caller participating, under `std`):
-//!    [`hugetlb_folio_init_vmemmap`] (clear reserved, set head, `folio_ref_freeze(1)`, tails
-//!    `1..HUGETLB_VMEMMAP_RESERVE_PAGES`, `prep_compound_head`), [`init_new_hugetlb_folio`]
+//!    [`hugetlb_folio_init_vmemmap`](folio::hugetlb_folio_init_vmemmap) (clear reserved, set head, `folio_ref_freeze(1)`, tails
+//!    `1..HUGETLB_VMEMMAP_RESERVE_PAGES`, `prep_compound_head`), [`init_new_hugetlb_folio`](folio::init_new_hugetlb_folio)
 //!    (hugetlb page type, `lru`, subpool and cgroup pointers), then per hstate
-//!    [`prep_and_add_bootmem_folios`]: HVO ([`hvo`]), the fallback
-//!    [`hugetlb_folio_init_tail_vmemmap`] for folios HVO did not cover, and
+//!    [`prep_and_add_bootmem_folios`](boot::prep_and_add_bootmem_folios): HVO ([`hvo`]), the fallback
+//!    [`hugetlb_folio_init_tail_vmemmap`](folio::hugetlb_folio_init_tail_vmemmap) for folios HVO did not cover, and
 //!    `MIGRATE_MOVABLE` on every pageblock.
 //!
-//! [`boot`] runs all three. Kernel baseline: memmap-core's (v6.18+ flags, classic `head | 1`
+//! [`boot()`] runs all three. Kernel baseline: memmap-core's (v6.18+ flags, classic `head | 1`
 //! compound head, `prep_compound_head` after the tails), with `mm/hugetlb.c` and
 //! `mm/hugetlb_vmemmap.c` as of ≈6.15-6.17 (`set_page_count(page, 0)` for tails as in the seed's
 //! base tree).
 //!
 //! ## Tail init strategies
 //!
-//! [`hugetlb_folio_init_tail_vmemmap`] is the hot function (for a 1 GiB folio without HVO:
+//! [`hugetlb_folio_init_tail_vmemmap`](folio::hugetlb_folio_init_tail_vmemmap) is the hot function (for a 1 GiB folio without HVO:
 //! 262,080 struct pages, 16 MiB). Its strategies, chosen by memmap-core's
-//! [`memmap_core::resolve_strategy`] (so `Auto` and the fallbacks follow the same rules as
+//! [`memmap_core::fill::resolve`] (so `Auto` and the fallbacks follow the same rules as
 //! ZONE_DEVICE init):
 //!
 //! * **Slow**: the kernel's loop, `__init_single_page()`, `prep_compound_tail()`,
@@ -137,38 +137,23 @@
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+pub mod boot;
 pub mod bootmem;
 pub mod folio;
-mod gather;
-pub mod hstate;
 pub mod hvo;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod memfd;
-/// `padata_do_multithreaded()`, shared with memmap-core's deferred init.
-pub use memmap_core::padata;
+mod types;
 
-use core::fmt;
-
-pub use bootmem::{
-    BootRequest, FolioOutcome, HugeBootmemPage, NodeSpec, PagesPerNode, TailInit, ZONE_NORMAL,
-    alloc_bootmem_huge_pages,
-};
-pub use folio::{
-    hugetlb_bootmem_init_migratetype, hugetlb_folio_init_tail_vmemmap, hugetlb_folio_init_vmemmap,
-    init_new_hugetlb_folio, reserve_bootmem_head,
-};
-pub use gather::{
-    BootParams, BootReport, Node, NodeReport, boot, gather_bootmem_prealloc, gather_bootmem_prealloc_node,
-    hugetlb_bootmem_alloc, memmap_init_reserved_heads, prep_and_add_bootmem_folios,
-};
-pub use hstate::{HUGETLB_VMEMMAP_RESERVE_SIZE, Hstate, hugetlb_vmemmap_reserve_pages};
-pub use hvo::{
-    HvoError, HvoFault, HvoMode, HvoOutcome, HvoParams, HvoUnavailable, ModelRemap, VmemmapRemap,
-    hvo_availability,
-};
+pub use boot::{BootParams, BootReport, Node, NodeReport, boot};
+pub use bootmem::{BootRequest, HugeBootmemPage, NodeSpec, PagesPerNode, ZONE_NORMAL};
+pub use hvo::{HvoFault, HvoMode, HvoParams, ModelRemap, VmemmapRemap};
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub use memfd::{BootError, MemfdVmemmap, OwnedBoot};
-pub use memmap_core::ConfigError;
+pub use types::{
+    FolioOutcome, HUGETLB_VMEMMAP_RESERVE_SIZE, Hstate, HugetlbError, HvoError, HvoOutcome, HvoUnavailable,
+    PAGE_SHIFT, PAGE_SIZE, TailInit, hugetlb_vmemmap_reserve_pages,
+};
 
 /// `Send` under `std` (the nodes are gathered on parallel threads), nothing without it.
 #[cfg(feature = "std")]
@@ -180,167 +165,3 @@ impl<T: Send> MaybeSend for T {}
 pub trait MaybeSend {}
 #[cfg(not(feature = "std"))]
 impl<T> MaybeSend for T {}
-
-/// Bad input to the boot. Nothing is written when one is returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HugetlbError {
-    /// The request asks for no page on any node.
-    ZeroPages,
-    /// Not a supported huge page size (2 MiB or 1 GiB with 4 KiB base pages).
-    UnsupportedHstate {
-        /// Size asked for, in bytes.
-        size: u64,
-    },
-    /// The configuration's base page is not 4 KiB.
-    UnsupportedBasePage {
-        /// `PAGE_SHIFT` of the configuration.
-        page_shift: u32,
-    },
-    /// `pageblock_order` above the 2 MiB hstate's order (heads must be pageblock-aligned).
-    PageblockLargerThanHstate {
-        /// `pageblock_order`.
-        pageblock_order: u32,
-    },
-    /// A node's range cannot hold the pages asked for on it.
-    RangeTooSmall {
-        /// Node.
-        nid: u32,
-        /// Page size.
-        hstate: Hstate,
-        /// Pages asked for.
-        requested: u64,
-        /// Aligned pages that fit.
-        fit: u64,
-    },
-    /// Pages were asked for on a node without memory.
-    NodeWithoutMemory {
-        /// Node.
-        nid: u32,
-    },
-    /// A per-node count list does not match the node list.
-    CountsMismatch {
-        /// Nodes.
-        nodes: usize,
-        /// Counts given.
-        counts: usize,
-    },
-    /// Two nodes have the same id.
-    DuplicateNode {
-        /// Node.
-        nid: u32,
-    },
-    /// Two nodes' ranges overlap.
-    NodesOverlap {
-        /// First node.
-        a: u32,
-        /// Second node.
-        b: u32,
-    },
-    /// A node's PFN range overflows `u64`.
-    RangeOverflow {
-        /// Node.
-        nid: u32,
-    },
-    /// The record storage is too short for the request.
-    RecordsTooShort {
-        /// Records needed.
-        needed: usize,
-        /// Records given.
-        got: usize,
-    },
-    /// The node id does not fit in the flags' node field.
-    NodeOutOfRange {
-        /// Node.
-        nid: u32,
-        /// Largest id.
-        max: u32,
-    },
-    /// The node's zone is not a memory zone below `ZONE_DEVICE`.
-    BadZone {
-        /// Node.
-        nid: u32,
-        /// Zone given.
-        zone: u32,
-        /// `ZONE_DEVICE`.
-        zone_device: u32,
-    },
-    /// A node's memory is not inside its memmap.
-    NodeOutsideMemmap {
-        /// Node.
-        nid: u32,
-        /// Node start.
-        start_pfn: u64,
-        /// Node pages.
-        nr_pages: u64,
-        /// Memmap start.
-        memmap_start: u64,
-        /// Memmap end.
-        memmap_end: u64,
-    },
-    /// The records are not grouped by node in node order (first offending index).
-    RecordsNotGrouped {
-        /// Index.
-        index: usize,
-    },
-    /// A record's folio is misaligned or not inside its node's memory.
-    FolioOutsideNode {
-        /// Head PFN.
-        head_pfn: u64,
-        /// Node.
-        nid: u32,
-    },
-    /// A head is not as the reserved-region path leaves it (refcount 1, `PG_reserved`).
-    HeadNotReserved {
-        /// Head PFN.
-        pfn: u64,
-    },
-}
-
-impl fmt::Display for HugetlbError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            HugetlbError::ZeroPages => f.write_str("no huge pages requested"),
-            HugetlbError::UnsupportedHstate { size } => {
-                write!(f, "unsupported huge page size {size:#x} (2 MiB and 1 GiB are supported)")
-            }
-            HugetlbError::UnsupportedBasePage { page_shift } => {
-                write!(f, "base pages of 2^{page_shift} bytes (only 4 KiB is supported)")
-            }
-            HugetlbError::PageblockLargerThanHstate { pageblock_order } => {
-                write!(f, "pageblock_order {pageblock_order} is larger than the 2 MiB hstate")
-            }
-            HugetlbError::RangeTooSmall { nid, hstate, requested, fit } => {
-                write!(f, "node {nid}: {requested} pages of {hstate} requested, only {fit} fit in its memory")
-            }
-            HugetlbError::NodeWithoutMemory { nid } => write!(f, "node {nid} has no memory"),
-            HugetlbError::CountsMismatch { nodes, counts } => {
-                write!(f, "{counts} per-node counts for {nodes} nodes")
-            }
-            HugetlbError::DuplicateNode { nid } => write!(f, "node {nid} listed twice"),
-            HugetlbError::NodesOverlap { a, b } => write!(f, "nodes {a} and {b} overlap"),
-            HugetlbError::RangeOverflow { nid } => write!(f, "node {nid}: pfn range overflows"),
-            HugetlbError::RecordsTooShort { needed, got } => {
-                write!(f, "{got} huge_bootmem_page records given, {needed} needed")
-            }
-            HugetlbError::NodeOutOfRange { nid, max } => write!(f, "node {nid} does not fit (max {max})"),
-            HugetlbError::BadZone { nid, zone, zone_device } => {
-                write!(f, "node {nid}: zone {zone} is not a memory zone below ZONE_DEVICE ({zone_device})")
-            }
-            HugetlbError::NodeOutsideMemmap { nid, start_pfn, nr_pages, memmap_start, memmap_end } => write!(
-                f,
-                "node {nid}: pfns [{start_pfn:#x}, +{nr_pages}) not inside its memmap [{memmap_start:#x}, {memmap_end:#x})"
-            ),
-            HugetlbError::RecordsNotGrouped { index } => {
-                write!(f, "huge_bootmem_page records not grouped by node in node order (index {index})")
-            }
-            HugetlbError::FolioOutsideNode { head_pfn, nid } => {
-                write!(f, "folio at {head_pfn:#x} is misaligned or outside node {nid}")
-            }
-            HugetlbError::HeadNotReserved { pfn } => {
-                write!(f, "head {pfn:#x} is not a reserved page with refcount 1")
-            }
-        }
-    }
-}
-
-impl core::error::Error for HugetlbError {}

@@ -4,7 +4,7 @@
 //! [`MemfdVmemmap`] is one node's vmemmap: a memfd whose first `map_len` bytes hold the struct
 //! pages (mapped `MAP_SHARED`, read-write) and whose remaining pages are a pool of spare pages
 //! for HVO's head copies (`alloc_pages_node(nid, ...)` in `vmemmap_remap_free()`). Its
-//! [`MemfdRemap`] performs `vmemmap_remap_free()` for real:
+//! remapper (`MemfdRemap`, crate-private) performs `vmemmap_remap_free()` for real:
 //!
 //! 1. an injected page-table allocation failure returns `-ENOMEM` before anything changes;
 //! 2. a spare page receives a copy of the head vmemmap page (`pwrite`), and the head vmemmap
@@ -32,16 +32,18 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::vec::Vec;
 
-use memmap_core::memmap::PAGE_POISON_BYTE;
-use memmap_core::{InitHooks, KernelConfig, Memmap, NoHooks, StructPage, pageblocks_needed};
+use memmap_core::{
+    InitHooks, KernelConfig, Memmap, NoHooks, PAGE_POISON_BYTE, StructPage, pageblocks_needed,
+};
 use rustix::fs::{FallocateFlags, MemfdFlags};
 use rustix::mm::{MapFlags, ProtFlags};
 
-use crate::HugetlbError;
+use crate::boot::{BootParams, BootReport, Node, NodeReport};
 use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec};
-use crate::gather::{BootParams, BootReport, Node, NodeReport};
-use crate::hstate::{Hstate, PAGE_SIZE};
-use crate::hvo::{HvoError, RemapAlloc, RemapDone, VmemmapRemap};
+use crate::hvo::{RemapAlloc, RemapDone, VmemmapRemap};
+use crate::types::HugetlbError;
+use crate::types::HvoError;
+use crate::types::{Hstate, PAGE_SIZE};
 
 const PAGE: usize = PAGE_SIZE as usize;
 
@@ -498,7 +500,7 @@ impl<P: StructPage> OwnedBoot<P> {
         Self::new(cfg, &specs, poison)
     }
 
-    /// Boots (see [`crate::boot`]) with no hooks. A second boot first resets the vmemmaps
+    /// Boots (see [`crate::boot()`]) with no hooks. A second boot first resets the vmemmaps
     /// ([`MemfdVmemmap::reset`]) so that it starts from the same state as the first.
     ///
     /// # Errors

@@ -5,13 +5,14 @@
 mod common;
 
 use common::{Booted, NOINIT_WORD, boot_model, hstates, is_filled, packed, params, vaddr};
+use hugetlb_init::boot::{gather_bootmem_prealloc, hugetlb_bootmem_alloc};
 use hugetlb_init::folio::{HPG_VMEMMAP_OPTIMIZED, folio3};
+use hugetlb_init::folio::{hugetlb_folio_init_vmemmap, reserve_bootmem_head};
 use hugetlb_init::{
     BootRequest, Hstate, HugeBootmemPage, HugetlbError, HvoError, HvoFault, HvoMode, HvoOutcome, HvoParams,
-    HvoUnavailable, ModelRemap, Node, NodeSpec, PagesPerNode, gather_bootmem_prealloc, hugetlb_bootmem_alloc,
-    hugetlb_folio_init_vmemmap, hugetlb_vmemmap_reserve_pages, reserve_bootmem_head,
+    HvoUnavailable, ModelRemap, Node, NodeSpec, PagesPerNode, hugetlb_vmemmap_reserve_pages,
 };
-use memmap_core::page::offsets;
+use memmap_core::model::page::offsets;
 use memmap_core::{
     InitHooks, InitOptions, KernelConfig, Memmap, MigrateType, NoHooks, PG, Page64, Page72, PageType,
     Strategy, StructPage, TAIL_MAPPING, pageblocks_needed,

@@ -194,8 +194,9 @@ fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, dir: &Path) -> io::
     let n = usize::try_from(opts.nr_pages).map_err(invalid)?;
     let mut owned = memmap_core::OwnedMemmap::<P>::new(cfg, opts.start_pfn, opts.nr_pages)?;
     let mut hooks = RecordingHooks::new(opts.page_ref_trace);
-    let (report, page_addr_base, movable) = {
+    let (report, page_addr_base, movable, took) = {
         let mut memmap = owned.memmap();
+        let t = std::time::Instant::now();
         let report: InitReport = memmap_init_zone_device(
             &mut memmap,
             &range,
@@ -204,9 +205,10 @@ fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, dir: &Path) -> io::
             &mut hooks,
         )
         .map_err(invalid)?;
+        let took = t.elapsed();
         let movable: Vec<u64> =
             memmap.pageblocks_with(opts.start_pfn, opts.nr_pages, MigrateType::Movable).collect();
-        (report, memmap.vaddr(opts.start_pfn), movable)
+        (report, memmap.vaddr(opts.start_pfn), movable, took)
     };
     fs::create_dir_all(dir)?;
     fs::write(dir.join("memmap.bin"), &owned.as_bytes()[..n * P::SIZE])?;
@@ -227,7 +229,12 @@ fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, dir: &Path) -> io::
     detail.insert("compound_nr_pages".into(), memmap_core::compound_nr_pages(&cfg, P::SIZE, &pgmap).into());
     detail.insert("init_start_pfn".into(), report.start_pfn.into());
     detail.insert("pages_initialized".into(), report.pages_initialized.into());
-    detail.insert("pr_debug".into(), report.pr_debug().to_string().into());
+    // The kernel's `pr_debug("%s initialised %lu pages in %ums\n", ...)` line.
+    detail.insert(
+        "pr_debug".into(),
+        format!("memmap_init_zone_device initialised {} pages in {}ms", report.nr_pages, took.as_millis())
+            .into(),
+    );
 
     let meta = DumpMeta {
         format: FORMAT_VERSION,

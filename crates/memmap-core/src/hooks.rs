@@ -7,7 +7,7 @@
 //! `init_page_count()` while the tracepoint is enabled (and the configuration has
 //! `CONFIG_DEBUG_PAGE_REF`), exactly where the kernel emits `trace_page_ref_set`.
 
-use crate::flags::MigrateType;
+use crate::model::flags::MigrateType;
 
 /// What `trace_page_ref_set` records (the `page_ref_mod_template` event class).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +28,20 @@ pub struct PageRefEvent {
     pub val: i32,
 }
 
+/// A phase of an initializer, announced through [`InitHooks::phase`] so that a caller can time
+/// it (this crate and `hugetlb-init` keep no clocks: they say what ran, the caller measures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Phase {
+    /// `hugetlb-init`: one node's gather (`gather_bootmem_prealloc_node`: head and reserve
+    /// init, HVO, the fallback tails, migrate types).
+    HugetlbGatherNode,
+    /// `hugetlb-init`: the fallback tail init of one folio (the tails HVO did not cover,
+    /// `hugetlb_folio_init_tail_vmemmap(folio, RESERVE, nr)`), the figure the seed series
+    /// measured.
+    HugetlbFallbackTails,
+}
+
 /// Callbacks from the initializers. Every method has a do-nothing default.
 pub trait InitHooks {
     /// `cond_resched()`, called at every pageblock-aligned PFN that is initialized.
@@ -44,6 +58,10 @@ pub trait InitHooks {
     /// `trace_page_ref_set(page, v)`.
     #[inline(always)]
     fn page_ref_set(&mut self, _event: &PageRefEvent) {}
+
+    /// `phase` begins (`begin == true`) or ends, on the thread that runs it.
+    #[inline(always)]
+    fn phase(&mut self, _phase: Phase, _begin: bool) {}
 }
 
 /// Hooks that do nothing (tracepoint disabled).
@@ -64,6 +82,10 @@ impl<H: InitHooks + ?Sized> InitHooks for &mut H {
     #[inline(always)]
     fn page_ref_set(&mut self, event: &PageRefEvent) {
         (**self).page_ref_set(event);
+    }
+    #[inline(always)]
+    fn phase(&mut self, phase: Phase, begin: bool) {
+        (**self).phase(phase, begin);
     }
 }
 

@@ -14,26 +14,41 @@
 //! streaming paths produce a memmap byte-identical to the slow path, with identical pageblock
 //! migrate types, `cond_resched` calls and tracepoint events.
 //!
+//! ## What to call first
+//!
+//! * ZONE_DEVICE (pmem, device-dax) memmap init: [`memmap_init_zone_device`] on a [`Memmap`]
+//!   (caller-provided storage, or [`OwnedMemmap`] under `std`) with a [`DevPagemap`].
+//! * A node's boot: [`Node::boot`] from [`NodeParts`] ([`InitMode`]: eager, deferred, on
+//!   demand), then the buddy allocator ([`Node::alloc_pages`], [`Node::free_pages`]) and
+//!   deferred init ([`Node::deferred_init_memmap`]).
+//! * Your own initializer on this model (as `hugetlb-init` does): the kernel's per-page
+//!   operations are methods of [`Memmap`] (`init_single_page`, `prep_compound_tail`,
+//!   `prep_compound_head`, ...), and the template engine is [`Memmap::copy_template`] with the
+//!   strategy choice of [`fill::resolve`].
+//! * Records that are not struct pages (a Rust kernel's frame table): `stream_hal`'s
+//!   `template_fill` and `fill_records`.
+//!
 //! ## Map of the crate
 //!
-//! | module | kernel |
-//! |---|---|
-//! | [`config`] | Kconfig values, `page-flags-layout.h` ([`KernelConfig`], [`FlagsLayout`]) |
-//! | [`flags`] | `enum pageflags`, page types, migrate types, `TAIL_MAPPING` |
-//! | [`page`] | `struct page` ([`Page64`], [`Page72`]) and the `struct folio` overlay |
-//! | [`memmap`] | the vmemmap and `pageblock_flags` ([`Memmap`]; [`OwnedMemmap`] under `std`) |
-//! | [`hooks`] | `cond_resched()` and the `page_ref_set` tracepoint ([`InitHooks`]) |
-//! | [`zone_device`] | `memmap_init_zone_device()` and friends |
-//! | [`memblock`] | memory, reserved (`MEMBLOCK_RSRV_NOINIT`) and zone ranges of a node ([`NodeLayout`]) |
-//! | [`node`] | boot-time `memmap_init()` of a node, eager / deferred / on-demand ([`Node::boot`]) |
-//! | [`deferred`] | `defer_init()`, `deferred_init_memmap()`, `deferred_grow_zone()` |
-//! | [`padata`] | `padata_do_multithreaded()`: the work split, and a runner on real threads |
-//! | [`ondemand`] | the 2013 RFC: one struct page per 2 MiB block at boot, expansion on first use |
-//! | [`buddy`] | the buddy allocator over a node's zones ([`Node::alloc_pages`], [`Node::free_pages`]) |
-//! | [`arena`] | page contents and init_on_alloc / init_on_free ([`PhysArena`], [`InitPolicy`]) |
-//! | [`sync`] | the spin lock and the per-block init states the node shares between threads |
+//! | module | what | kernel |
+//! |---|---|---|
+//! | [`model`] | what a struct page is: [`KernelConfig`], [`FlagsLayout`], flag bits, [`Page64`]/[`Page72`] and the folio overlay | `page-flags-layout.h`, `page-flags.h`, `mm_types.h` |
+//! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations | `mm/mm_init.c`, `mm/internal.h` |
+//! | [`fill`] | the one template engine: strategy choice, stores, the copy loop with its per-PFN refresh | the 2026 template and streaming series |
+//! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
+//! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |
 //!
-//! ## Baseline
+//! The kernel behaviour each part models, with the kernel functions named, is described in
+//! `docs/kernel-model.md` in the repository.
+//!
+//! ## Crate features
+//!
+//! * `std` (default): [`OwnedMemmap`] and [`OwnedArena`] (anonymous `mmap` storage),
+//!   [`RecordingHooks`], and the threaded runners ([`padata_do_multithreaded`],
+//!   [`Node::deferred_init_memmap`]). Without it the crate is `no_std` without `alloc`: all
+//!   storage comes from the caller.
+//!
+//! //! ## Baseline
 //!
 //! v6.18+ `enum pageflags` order (`PG_reserved` = 13, `PG_head` = 6), `memdesc_flags_t` flags,
 //! classic `head | 1` compound-head encoding, `prep_compound_head()` after the tail loop of
@@ -72,239 +87,37 @@
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
-pub mod arena;
-pub mod buddy;
-pub mod config;
-pub mod deferred;
-pub mod flags;
-pub mod hooks;
-mod init;
-pub mod memblock;
-pub mod memmap;
-pub mod node;
-pub mod ondemand;
-#[cfg(feature = "std")]
-mod owned;
-pub mod padata;
-pub mod page;
-mod shared;
-pub mod sync;
-pub mod zone_device;
+mod error;
+pub mod fill;
+mod hooks;
+mod memmap;
+pub mod model;
+mod node;
+mod sync;
+mod zone_device;
 
-use core::fmt;
-
-#[cfg(feature = "std")]
-pub use arena::OwnedArena;
-pub use arena::{ArenaError, ClearMode, Gfp, InitPolicy, PhysArena};
-pub use buddy::{AllocError, BadPageReason, FreeError, PageBlock};
-pub use config::{ConfigError, FlagsLayout, KernelConfig};
-pub use deferred::{DeferCounter, DeferredReport};
-pub use flags::{MigrateType, PG, PageType, TAIL_MAPPING};
+pub use error::InitError;
+pub use fill::{Strategy, StrategyReason};
 #[cfg(feature = "std")]
 pub use hooks::RecordingHooks;
-pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};
-pub use memblock::{LayoutError, NodeLayout, PfnRange, ReservedRange, ZoneSpan};
-pub use memmap::{Memmap, PAGEBLOCK_UNSET, pageblocks_needed};
+pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent, Phase};
+#[cfg(feature = "std")]
+pub use memmap::owned::OwnedMemmap;
+pub use memmap::{Memmap, PAGE_POISON_BYTE, PAGEBLOCK_UNSET, pageblocks_needed};
+pub use model::config::{ConfigError, FlagsLayout, KernelConfig};
+pub use model::flags::{MigrateType, PG, PageType, TAIL_MAPPING};
+pub use model::page::{Page, Page64, Page72, StructPage};
+#[cfg(feature = "std")]
+pub use node::OwnedArena;
 pub use node::{
-    BootOptions, BootOrder, BootReport, InitMode, Node, NodeError, NodeParts, NodeStats, pg_uninitialized_2m,
+    AllocError, ArenaError, BadPageReason, BootOptions, BootOrder, BootReport, ClearMode, DeferredReport,
+    FreeError, Gfp, InitMode, InitPolicy, LayoutError, Node, NodeError, NodeLayout, NodeParts, NodeStats,
+    PageBlock, PfnRange, PhysArena, ReservedRange, ZoneSpan, pg_uninitialized_2m,
 };
+pub use sync::padata::{PadataJob, PadataPlan};
 #[cfg(feature = "std")]
-pub use owned::OwnedMemmap;
-pub use padata::{PadataChunks, PadataJob, PadataPlan};
-#[cfg(feature = "std")]
-pub use padata::{PadataReport, padata_do_multithreaded};
-pub use page::{Page, Page64, Page72, StructPage};
-pub use shared::resolve_strategy;
-pub use sync::{BlockStates, RunOnce, SpinLock};
+pub use sync::padata::{PadataReport, padata_do_multithreaded};
 pub use zone_device::{
-    DevPagemap, DrainPolicy, InitOptions, InitReport, MemoryType, VmemAltmap, ZoneDeviceRange,
-    compound_nr_pages, memmap_init_zone_device, vmemmap_can_optimize,
+    DevPagemap, DrainPolicy, InitOptions, InitReport, MAX_VMEMMAP_SHIFT, MemoryType, VmemAltmap,
+    ZoneDeviceRange, compound_nr_pages, memmap_init_zone_device, vmemmap_can_optimize,
 };
-
-/// How to initialize a range of struct pages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Strategy {
-    /// The kernel's per-page code.
-    Slow,
-    /// A template built through the slow path, copied with normal stores.
-    Template,
-    /// The template copied with `stream-hal` streaming stores.
-    Streaming,
-    /// Choose by the kernel's rules and a size threshold.
-    Auto,
-}
-
-impl Strategy {
-    /// All strategies.
-    pub const ALL: [Strategy; 4] = [Strategy::Slow, Strategy::Template, Strategy::Streaming, Strategy::Auto];
-
-    /// Lower-case name (`slow`, `template`, `streaming`, `auto`).
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Strategy::Slow => "slow",
-            Strategy::Template => "template",
-            Strategy::Streaming => "streaming",
-            Strategy::Auto => "auto",
-        }
-    }
-
-    /// Parses [`Strategy::name`].
-    #[must_use]
-    pub fn from_name(s: &str) -> Option<Strategy> {
-        Self::ALL.into_iter().find(|x| x.name() == s)
-    }
-}
-
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Why an init call used the strategy it used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StrategyReason {
-    /// The caller asked for it and nothing prevented it.
-    Requested,
-    /// The `page_ref_set` tracepoint is active: every page must emit its events.
-    PageRefTracepoint,
-    /// KASAN or KMSAN is configured: the fast paths are off.
-    KasanOrKmsan,
-    /// `stream-hal` is running its generic backend because of a sanitizer ([`Strategy::Auto`]).
-    SanitizerBuild,
-    /// [`Strategy::Auto`]: at or above the streaming threshold.
-    AboveThreshold,
-    /// [`Strategy::Auto`]: below the streaming threshold.
-    BelowThreshold,
-}
-
-impl fmt::Display for StrategyReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            StrategyReason::Requested => "requested",
-            StrategyReason::PageRefTracepoint => "page_ref_set tracepoint active",
-            StrategyReason::KasanOrKmsan => "KASAN/KMSAN configured",
-            StrategyReason::SanitizerBuild => "sanitizer build (stream-hal generic)",
-            StrategyReason::AboveThreshold => "at or above the streaming threshold",
-            StrategyReason::BelowThreshold => "below the streaming threshold",
-        })
-    }
-}
-
-/// Bad input to an initializer. Nothing is written when one is returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InitError {
-    /// The kernel configuration is invalid.
-    Config(ConfigError),
-    /// The pageblock array given to a memmap is too short.
-    PageblocksTooShort {
-        /// Bytes needed.
-        needed: usize,
-        /// Bytes given.
-        got: usize,
-    },
-    /// A PFN range overflows `u64`.
-    RangeOverflow,
-    /// The memmap would reach past the largest PFN of the configuration
-    /// ([`KernelConfig::max_pfn`]: `MAX_PHYSMEM_BITS` says no such page exists).
-    BeyondMaxPfn {
-        /// One past the last PFN asked for.
-        end_pfn: u64,
-        /// [`KernelConfig::max_pfn`].
-        max_pfn: u64,
-    },
-    /// The range is not inside the memmap.
-    OutOfRange {
-        /// First PFN asked for.
-        start_pfn: u64,
-        /// Pages asked for.
-        nr_pages: u64,
-        /// First PFN of the memmap.
-        memmap_start: u64,
-        /// One past the last PFN of the memmap.
-        memmap_end: u64,
-    },
-    /// The zone is not `ZONE_DEVICE`.
-    NotZoneDevice {
-        /// Zone given.
-        zone: u32,
-        /// `ZONE_DEVICE` of the configuration.
-        zone_device: u32,
-    },
-    /// The node id does not fit in the flags' node field.
-    NodeOutOfRange {
-        /// Node given.
-        nid: u32,
-        /// Largest node id.
-        max: u32,
-    },
-    /// `vmemmap_shift` is larger than [`zone_device::MAX_VMEMMAP_SHIFT`].
-    VmemmapShiftTooLarge {
-        /// Shift given.
-        shift: u32,
-        /// Largest accepted.
-        max: u32,
-    },
-    /// The start or the length (after the altmap) is not a multiple of the compound size.
-    Misaligned {
-        /// First PFN to initialize.
-        start_pfn: u64,
-        /// Pages to initialize.
-        nr_pages: u64,
-        /// `1 << vmemmap_shift`.
-        pfns_per_compound: u64,
-    },
-    /// The altmap does not lie inside the range.
-    AltmapOutsideRange {
-        /// `altmap.base_pfn`.
-        base_pfn: u64,
-        /// `altmap.reserve`.
-        reserve: u64,
-        /// `altmap.free`.
-        free: u64,
-        /// Range start.
-        start_pfn: u64,
-        /// Range end.
-        end_pfn: u64,
-    },
-}
-
-impl fmt::Display for InitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            InitError::Config(e) => write!(f, "invalid kernel config: {e}"),
-            InitError::PageblocksTooShort { needed, got } => {
-                write!(f, "pageblock array has {got} entries, {needed} needed")
-            }
-            InitError::RangeOverflow => f.write_str("pfn range overflows"),
-            InitError::BeyondMaxPfn { end_pfn, max_pfn } => write!(
-                f,
-                "pfn range ends at {end_pfn:#x}, past the configuration's last pfn {:#x} (MAX_PHYSMEM_BITS)",
-                max_pfn - 1
-            ),
-            InitError::OutOfRange { start_pfn, nr_pages, memmap_start, memmap_end } => write!(
-                f,
-                "pfns [{start_pfn:#x}, {:#x}) are not inside the memmap [{memmap_start:#x}, {memmap_end:#x})",
-                start_pfn.saturating_add(nr_pages)
-            ),
-            InitError::NotZoneDevice { zone, zone_device } => {
-                write!(f, "zone {zone} is not ZONE_DEVICE ({zone_device})")
-            }
-            InitError::NodeOutOfRange { nid, max } => write!(f, "node {nid} does not fit (max {max})"),
-            InitError::VmemmapShiftTooLarge { shift, max } => {
-                write!(f, "vmemmap_shift {shift} is larger than {max}")
-            }
-            InitError::Misaligned { start_pfn, nr_pages, pfns_per_compound } => write!(
-                f,
-                "start pfn {start_pfn:#x} and {nr_pages} pages are not aligned to the compound size {pfns_per_compound}"
-            ),
-            InitError::AltmapOutsideRange { base_pfn, reserve, free, start_pfn, end_pfn } => write!(
-                f,
-                "altmap [{base_pfn:#x}, +{reserve}+{free}) is not inside [{start_pfn:#x}, {end_pfn:#x})"
-            ),
-        }
-    }
-}
-
-impl core::error::Error for InitError {}

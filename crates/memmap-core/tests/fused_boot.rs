@@ -29,7 +29,9 @@ struct Outcome {
     free_core_calls: Vec<u64>,
     pages_initialized: u64,
     expansions: u64,
-    report: (Option<u64>, u64, u64, InitStrategy),
+    /// First deferred pfn, pages initialized, pages freed (the strategy differs on purpose:
+    /// with `Auto` the fused boot stores normally, see [`strategies_say_what_ran`]).
+    report: (Option<u64>, u64, u64),
     resched: Vec<u64>,
     allocations: Vec<Vec<(u32, u64)>>,
 }
@@ -78,7 +80,7 @@ fn outcome_of(
         free_core_calls: stats.free_core_calls.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
         pages_initialized: stats.pages_initialized.load(Ordering::Relaxed),
         expansions: stats.expansions.load(Ordering::Relaxed),
-        report: (r.first_deferred_pfn, r.pages_initialized, r.pages_freed, r.strategy),
+        report: (r.first_deferred_pfn, r.pages_initialized, r.pages_freed),
         resched: Vec::new(),
         allocations: Vec::new(),
     }
@@ -264,4 +266,42 @@ fn layouts_include_simple_windows() {
         }
     }
     assert!(simple > 32, "only {simple} simple windows in 32 layouts");
+}
+
+/// The boot report says what ran: with `Auto`, the kernel's order streams a node that is large
+/// enough, and the fused boot stores normally because its free pass reads the pages right back;
+/// explicit requests are honoured in both orders.
+#[test]
+fn strategies_say_what_ran() {
+    use memmap_core::StrategyReason;
+    let cfg = KernelConfig::X86_64;
+    let mo = cfg.max_order_nr_pages();
+    let zones = [ZoneSpan::new(2, 4 * mo, 4 * mo + 64 * mo)];
+    let memory = [PfnRange::new(4 * mo, 4 * mo + 64 * mo)];
+    let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
+    let sanitizer = matches!(
+        stream_hal::backend(),
+        stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_))
+    );
+    for (strategy, order, expect) in [
+        (InitStrategy::Auto, BootOrder::Kernel, (InitStrategy::Streaming, StrategyReason::AboveThreshold)),
+        (InitStrategy::Auto, BootOrder::Fused, (InitStrategy::Template, StrategyReason::ReadBackSoon)),
+        (InitStrategy::Streaming, BootOrder::Fused, (InitStrategy::Streaming, StrategyReason::Requested)),
+        (InitStrategy::Template, BootOrder::Kernel, (InitStrategy::Template, StrategyReason::Requested)),
+    ] {
+        if sanitizer && strategy == InitStrategy::Auto {
+            continue;
+        }
+        let mut st = Storage::new(&cfg, layout.span(), false);
+        let opts = BootOptions { strategy, order, ..BootOptions::new(InitMode::Eager) };
+        let (node, report) = st.boot(cfg, layout, &opts);
+        assert_eq!((report.strategy, report.reason), expect, "{strategy:?} {order:?}");
+        if strategy == InitStrategy::Auto {
+            assert_eq!(
+                node.strategy(),
+                (InitStrategy::Streaming, StrategyReason::AboveThreshold),
+                "runs after boot"
+            );
+        }
+    }
 }

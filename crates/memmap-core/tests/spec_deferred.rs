@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use memmap_core::{
-    BootOptions, DeferCounter, Gfp, InitMode, MigrateType, PG, PadataJob, PadataPlan, Page64, PfnRange,
-    RecordingHooks, ReservedRange, Strategy, StructPage, ZoneSpan, padata_do_multithreaded,
+    BootOptions, Gfp, InitMode, MigrateType, PG, PadataJob, PadataPlan, Page64, PfnRange, RecordingHooks,
+    ReservedRange, Strategy, StructPage, ZoneSpan, padata_do_multithreaded,
 };
 use memmap_core::{Memmap, Node, NodeLayout, NodeParts, pageblocks_needed};
 use support::{Storage, cfg, free_blocks, free_map, is_guard, maximal_blocks};
@@ -62,83 +62,6 @@ fn s8_5_only_the_highest_zone_is_deferred_and_lower_zones_are_fully_initialized(
     }
     assert_eq!(node.first_deferred_pfn(), fdp);
     assert!(node.deferred_pending());
-}
-
-/// The counter counts the deferring PFN itself: at the first deferred PFN it is
-/// `PAGES_PER_SECTION + 1`, so exactly `PAGES_PER_SECTION` PFNs were initialized before it.
-#[test]
-fn s8_5_counter_includes_the_deferring_pfn() {
-    let pps = 32768;
-    let mut c = DeferCounter::new(pps);
-    let mut fdp = u64::MAX;
-    let end = 10 * pps;
-    let mut first = None;
-    for pfn in pps..end {
-        if c.defer_init(pfn, end, end, &mut fdp) {
-            first = Some(pfn);
-            break;
-        }
-    }
-    assert_eq!(first, Some(2 * pps));
-    assert_eq!(fdp, 2 * pps);
-    assert_eq!(c.nr_initialised(), pps + 1);
-    // Afterwards every call defers.
-    assert!(c.defer_init(2 * pps + 5, end, end, &mut fdp));
-    // A zone that does not end the node is never deferred nor counted.
-    let mut c = DeferCounter::new(pps);
-    let mut fdp = u64::MAX;
-    assert!((0..3 * pps).all(|pfn| !c.defer_init(pfn, 5 * pps, end, &mut fdp)));
-    assert_eq!(c.nr_initialised(), 0);
-}
-
-/// The counter resets when `end_pfn` changes (a new zone or node).
-#[test]
-fn s8_5_counter_resets_when_end_pfn_changes() {
-    let pps = 64;
-    let mut c = DeferCounter::new(pps);
-    let mut fdp = u64::MAX;
-    for pfn in 0..pps - 1 {
-        assert!(!c.defer_init(pfn, 1000, 1000, &mut fdp));
-    }
-    assert_eq!(c.nr_initialised(), pps - 1);
-    // Same node end reached through another end_pfn: the counter starts again.
-    assert!(!c.defer_init(pps, 2000, 1000, &mut fdp));
-    assert_eq!(c.nr_initialised(), 1);
-    // With the reset, pfn 2*pps is the 1 + pps-th counted pfn... not more than pps: no defer.
-    for pfn in pps + 1..2 * pps {
-        assert!(!c.defer_init(pfn, 2000, 1000, &mut fdp));
-    }
-    assert_eq!(c.nr_initialised(), pps);
-    assert!(c.defer_init(2 * pps, 2000, 1000, &mut fdp));
-    assert_eq!(fdp, 2 * pps);
-}
-
-/// `defer_point` (the bulk form used by boot) agrees with the per-PFN `defer_init` loop.
-#[test]
-fn s8_5_bulk_defer_point_equals_the_per_pfn_loop() {
-    let pps = 16;
-    for start_count in [0u64, 3, 15, 16, 17, 40] {
-        for from in [0u64, 1, 15, 16, 33] {
-            for len in [0u64, 1, 5, 16, 17, 40, 80] {
-                let end = 1000;
-                let mut a = DeferCounter::new(pps);
-                let mut b = DeferCounter::new(pps);
-                let (mut fa, mut fb) = (u64::MAX, u64::MAX);
-                for i in 0..start_count {
-                    a.defer_init(1 + i % 7, end, end, &mut fa);
-                    b.defer_init(1 + i % 7, end, end, &mut fb);
-                }
-                if fa != u64::MAX {
-                    continue;
-                }
-                let bulk = a.defer_point(from, from + len, end, end, &mut fa);
-                let looped = (from..from + len).find(|&p| b.defer_init(p, end, end, &mut fb));
-                assert_eq!(bulk, looped, "count {start_count} from {from} len {len}");
-                assert_eq!(fa, fb);
-                assert_eq!(a, b);
-            }
-        }
-    }
 }
 
 /// Holes are not counted: a hole in the highest zone's first section pushes the first

@@ -6,7 +6,7 @@ mod common;
 use core::mem::offset_of;
 
 use common::{range, run};
-use memmap_core::page::{CStructPage, CStructPageVirtual, folio, offsets};
+use memmap_core::model::page::{CStructPage, CStructPageVirtual, folio, offsets};
 use memmap_core::{
     DevPagemap, FlagsLayout, KernelConfig, MemoryType, Page64, Page72, Strategy, StructPage,
     compound_nr_pages, vmemmap_can_optimize,

@@ -4,8 +4,8 @@ mod support;
 
 use memmap_core::{
     AllocError, BootOptions, BootOrder, FreeError, Gfp, InitMode, KernelConfig, Memmap, NoHooks, Node,
-    NodeError, NodeLayout, NodeParts, PG, Page64, PfnRange, ReservedRange, RunOnce, Strategy, StructPage,
-    ZoneSpan, pageblocks_needed, pg_uninitialized_2m,
+    NodeError, NodeLayout, NodeParts, PG, Page64, PfnRange, ReservedRange, Strategy, StructPage, ZoneSpan,
+    pageblocks_needed, pg_uninitialized_2m,
 };
 use support::{Storage, cfg, is_guard};
 
@@ -144,37 +144,6 @@ fn s8_5_ondemand_expanded_pages_copy_zone_nid_and_count_from_the_base() {
         let p = node.read_page(q);
         assert_eq!((fl.zone(p.flags()), fl.node(p.flags()), p.refcount(), p.mapcount()), (ZONE, NID, 0, -1));
     }
-}
-
-/// `BlockStates::run_once`: any number of threads touching one block initialize it once, and
-/// all of them return only after the initialization is visible.
-#[test]
-fn ondemand_run_once_under_contention_initializes_once() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    let states = memmap_core::BlockStates::alloc(4);
-    let st = memmap_core::BlockStates::new(&states);
-    let runs = AtomicU64::new(0);
-    let data = std::sync::Mutex::new(0u64);
-    let threads = if cfg!(miri) { 3 } else { 8 };
-    let outcomes: Vec<RunOnce> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let r = st.run_once(2, || {
-                        runs.fetch_add(1, Ordering::Relaxed);
-                        std::thread::yield_now();
-                        *data.lock().unwrap() = 42;
-                    });
-                    assert_eq!(*data.lock().unwrap(), 42, "returned before the block was initialized");
-                    r
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    assert_eq!(runs.load(Ordering::Relaxed), 1);
-    assert_eq!(outcomes.iter().filter(|&&o| o == RunOnce::Ran).count(), 1);
-    assert!(st.is_done(2) && !st.is_done(1));
 }
 
 // ---------------------------------------------------------------- typed errors

@@ -10,12 +10,12 @@
 //! Each strategy has its own fresh mmap-backed memmap per node, so round 0 includes the page
 //! faults of first touching it. Memmaps are compared with the slow path's afterwards.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hugetlb_init::{
     BootParams, BootRequest, Hstate, HugeBootmemPage, HvoMode, ModelRemap, Node, NodeSpec, boot,
 };
-use memmap_core::{InitOptions, KernelConfig, OwnedMemmap, Page64, Strategy};
+use memmap_core::{InitHooks, InitOptions, KernelConfig, OwnedMemmap, Page64, Phase, Strategy};
 
 use super::Common;
 use crate::limits::Limits;
@@ -77,10 +77,10 @@ pub fn run(hvo: bool, p: &Params, common: &Common, limits: &Limits) -> Scenario 
             let pb = pb.clone();
             let written = &written;
             Runner::new(strategy.name(), move |_| {
-                let mut nodes: Vec<Node<'_, Page64>> = owned
+                let mut nodes: Vec<Node<'_, Page64, ModelRemap, PhaseTimer>> = owned
                     .iter_mut()
                     .zip(specs)
-                    .map(|(o, s)| Node::new(*s, o.memmap(), ModelRemap::default(), memmap_core::NoHooks))
+                    .map(|(o, s)| Node::new(*s, o.memmap(), ModelRemap::default(), PhaseTimer::default()))
                     .collect();
                 let mut records = vec![HugeBootmemPage::EMPTY; count as usize];
                 let params = BootParams {
@@ -92,15 +92,12 @@ pub fn run(hvo: bool, p: &Params, common: &Common, limits: &Limits) -> Scenario 
                 pb.inc(1);
                 // With HVO only the head vmemmap page's struct pages are written.
                 written.set(count * hugetlb_init::hugetlb_vmemmap_reserve_pages::<Page64>());
-                if hvo {
-                    report.gather_time.unwrap_or(Duration::ZERO)
-                } else {
-                    // The per-node fallback times run in parallel with several nodes: report
-                    // the wall time of the slowest node's share as the seed's per-boot figure.
-                    let per_node: Vec<Duration> =
-                        nodes.iter().filter_map(|n| n.report.tail_init_time).collect();
-                    per_node.into_iter().max().unwrap_or_default()
-                }
+                let _ = report;
+                // The nodes run in parallel with several nodes: report the slowest node's share
+                // as the seed's per-boot figure (the whole gather with HVO, the fallback tail
+                // init without).
+                let phase = if hvo { Phase::HugetlbGatherNode } else { Phase::HugetlbFallbackTails };
+                nodes.iter().map(|n| n.hooks.total(phase)).max().unwrap_or_default()
             })
         })
         .collect();
@@ -138,4 +135,30 @@ pub fn run(hvo: bool, p: &Params, common: &Common, limits: &Limits) -> Scenario 
     sc.extra.insert("nodes".into(), nodes.into());
     sc.extra.insert("identical_to_slow".into(), identical.into());
     sc
+}
+
+/// Hooks that time [`Phase`]s: the sum of each phase's begin-to-end intervals on this node.
+#[derive(Debug, Default)]
+pub struct PhaseTimer {
+    open: Vec<(Phase, Instant)>,
+    totals: Vec<(Phase, Duration)>,
+}
+
+impl PhaseTimer {
+    /// The time spent in `phase`.
+    #[must_use]
+    pub fn total(&self, phase: Phase) -> Duration {
+        self.totals.iter().filter(|(p, _)| *p == phase).map(|(_, d)| *d).sum()
+    }
+}
+
+impl InitHooks for PhaseTimer {
+    fn phase(&mut self, phase: Phase, begin: bool) {
+        if begin {
+            self.open.push((phase, Instant::now()));
+        } else if let Some(i) = self.open.iter().rposition(|(p, _)| *p == phase) {
+            let (_, t) = self.open.swap_remove(i);
+            self.totals.push((phase, t.elapsed()));
+        }
+    }
 }

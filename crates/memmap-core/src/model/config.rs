@@ -32,7 +32,7 @@ pub struct KernelConfig {
     pub nodes_shift: u32,
     /// `MAX_NR_ZONES`, counting `ZONE_DEVICE`, which is always the last zone.
     pub max_nr_zones: u32,
-    /// `__NR_PAGEFLAGS` of the modelled build (see [`crate::flags::PG`]).
+    /// `__NR_PAGEFLAGS` of the modelled build (see [`crate::model::flags::PG`]).
     pub nr_pageflags: u32,
     /// `LAST_CPUPID_SHIFT` = `LAST__PID_SHIFT` (8) + `NR_CPUS_BITS` with
     /// `CONFIG_NUMA_BALANCING`; 0 without it.
@@ -223,6 +223,21 @@ impl KernelConfig {
             Some(s) => s,
             None => 0,
         }
+    }
+
+    /// `set_compound_head(page, head)`: the word a tail page of the compound page whose head's
+    /// struct page is at `head_vaddr` keeps at byte 8 (`compound_head`): `head + 1` (bit 0 marks
+    /// a tail).
+    #[must_use]
+    pub const fn compound_head_word(&self, head_vaddr: u64, _order: u32) -> u64 {
+        head_vaddr.wrapping_add(1)
+    }
+
+    /// `_compound_head(page)`: the address of the head's struct page if the word at byte 8 of the
+    /// page at `page_vaddr` marks a tail (bit 0 set), `None` for a head or a single page.
+    #[must_use]
+    pub const fn compound_head_of(&self, word: u64, _page_vaddr: u64) -> Option<u64> {
+        if word & 1 == 1 { Some(word - 1) } else { None }
     }
 
     /// Computes and validates the page-flags layout.

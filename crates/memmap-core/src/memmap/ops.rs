@@ -11,10 +11,10 @@
 //! All pages are addressed by PFN; pointer-valued fields hold the modelled kernel addresses of
 //! [`Memmap::vaddr`].
 
-use crate::flags::{KASAN_TAG_KERNEL, MigrateType, PG, TAIL_MAPPING};
 use crate::hooks::{InitHooks, PageRefEvent};
 use crate::memmap::Memmap;
-use crate::page::{StructPage, offsets};
+use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, PG, TAIL_MAPPING};
+use crate::model::page::{StructPage, offsets};
 
 /// Writes the 8-byte field at `offset` of `*page` (plain store).
 ///
@@ -191,41 +191,40 @@ impl<P: StructPage> Memmap<'_, P> {
         }
     }
 
-    /// `page_folio(page)`: the PFN of the folio `pfn` belongs to, decoded from the classic
-    /// `compound_head` word (`head | 1` on tails). On a freshly initialized page word 8 is
-    /// `&page->lru` (bit 0 clear), so the folio is the page itself.
+    /// `page_folio(page)`: the PFN of the folio `pfn` belongs to, decoded from the
+    /// `compound_head` word by [`KernelConfig::compound_head_of`](crate::KernelConfig::compound_head_of). On a freshly initialized page
+    /// word 8 is `&page->lru` (bit 0 clear), so the folio is the page itself. `None` if a tail's
+    /// head is not a struct page of this memmap.
     ///
     /// # Panics
     ///
-    /// If `pfn` is outside the memmap, or a tail's head pointer is not a struct page of this
-    /// memmap.
+    /// If `pfn` is outside the memmap.
     #[must_use]
-    pub fn page_folio(&self, pfn: u64) -> u64 {
-        let head = self.read(pfn).compound_head();
-        if head & 1 == 0 {
-            pfn
-        } else {
-            self.vaddr_to_pfn(head - 1).expect("compound_head points outside the memmap")
+    pub fn page_folio(&self, pfn: u64) -> Option<u64> {
+        let word = self.read(pfn).compound_head();
+        match self.config().compound_head_of(word, self.vaddr(pfn)) {
+            None => Some(pfn),
+            Some(head) => self.vaddr_to_pfn(head),
         }
     }
 
-    /// `prep_compound_tail(head, tail_idx)` (classic encoding): `mapping = TAIL_MAPPING`,
-    /// `set_compound_head(p, head)` (`WRITE_ONCE(p->compound_head, head + 1)`),
-    /// `set_page_private(p, 0)`.
+    /// `prep_compound_tail(head, tail_idx)` of a compound page of `order`:
+    /// `mapping = TAIL_MAPPING`, `set_compound_head(p, head)` (`WRITE_ONCE` of
+    /// [`KernelConfig::compound_head_word`](crate::KernelConfig::compound_head_word)), `set_page_private(p, 0)`.
     ///
     /// # Panics
     ///
     /// If the tail is outside the memmap.
     #[inline]
-    pub fn prep_compound_tail(&mut self, head_pfn: u64, tail_idx: u64) {
+    pub fn prep_compound_tail(&mut self, head_pfn: u64, tail_idx: u64, order: u32) {
         let pfn = head_pfn + tail_idx;
         assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
-        let head = self.vaddr(head_pfn);
+        let word = self.config().compound_head_word(self.vaddr(head_pfn), order);
         // SAFETY: in range (checked).
         unsafe {
             let p = self.page_ptr(pfn);
             wr64(p, offsets::MAPPING, TAIL_MAPPING);
-            wr64_once(p, offsets::COMPOUND_HEAD, head + 1);
+            wr64_once(p, offsets::COMPOUND_HEAD, word);
             wr64(p, offsets::PRIVATE, 0);
         }
     }
@@ -358,7 +357,7 @@ const MM_IDS: usize = 40;
 const DEFERRED_LIST: usize = 16;
 
 const _: () = {
-    use crate::page::folio;
+    use crate::model::page::folio;
     assert!(folio::LARGE_MAPCOUNT == 64 + LARGE_MAPCOUNT);
     assert!(folio::NR_PAGES_MAPPED == 64 + NR_PAGES_MAPPED);
     assert!(folio::ENTIRE_MAPCOUNT == 64 + ENTIRE_MAPCOUNT);

@@ -22,15 +22,19 @@
 //! it sound when the storage is remapped memory in which several virtual pages alias one
 //! physical page (HVO in `hugetlb-init`).
 
+pub(crate) mod ops;
+#[cfg(feature = "std")]
+pub(crate) mod owned;
+
 use core::fmt;
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
-use crate::config::{FlagsLayout, KernelConfig};
-use crate::flags::MigrateType;
-use crate::page::StructPage;
-use crate::{ConfigError, InitError};
+use crate::InitError;
+use crate::model::config::{FlagsLayout, KernelConfig};
+use crate::model::flags::MigrateType;
+use crate::model::page::StructPage;
 
 /// Value of a pageblock byte that no initializer has set.
 pub const PAGEBLOCK_UNSET: u8 = 0xff;
@@ -272,6 +276,14 @@ impl<'a, P: StructPage> Memmap<'a, P> {
         unsafe { self.page_ptr(pfn).write(page) }
     }
 
+    /// The storage as the fill engine writes it: a copy of the pointer with the PFN and address
+    /// bases. Valid as long as this view's borrow.
+    pub(crate) fn raw_pages(&self) -> crate::fill::Pages<P> {
+        // SAFETY: `self.pages` points at the struct page of `base_pfn` in storage this view
+        // borrows for `'a`, and `vaddr_base` is that page's modelled address.
+        unsafe { crate::fill::Pages::new(self.pages, self.base_pfn, self.vaddr_base) }
+    }
+
     /// Raw pointer to the struct page of `pfn` (host memory).
     ///
     /// # Safety
@@ -463,16 +475,10 @@ impl<'a, P: StructPage> Memmap<'a, P> {
     }
 }
 
-impl From<ConfigError> for InitError {
-    fn from(e: ConfigError) -> Self {
-        InitError::Config(e)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::page::Page64;
+    use crate::model::page::Page64;
     use std::vec;
 
     #[test]

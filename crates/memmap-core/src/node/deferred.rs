@@ -21,16 +21,16 @@
 
 use core::sync::atomic::Ordering;
 
-use crate::flags::MigrateType;
 use crate::hooks::InitHooks;
-use crate::memblock::ZoneSpan;
-use crate::node::{Node, PbMode, RunKind, clock_elapsed, clock_start};
-use crate::padata::PadataJob;
-use crate::page::StructPage;
+use crate::model::flags::MigrateType;
+use crate::model::page::StructPage;
+use crate::node::layout::ZoneSpan;
+use crate::node::{Node, PbMode, RunKind};
+use crate::sync::padata::PadataJob;
 
 /// The static state of `defer_init()` (`prev_end_pfn`, `nr_initialised`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeferCounter {
+pub(crate) struct DeferCounter {
     prev_end_pfn: u64,
     nr_initialised: u64,
     pages_per_section: u64,
@@ -39,13 +39,14 @@ pub struct DeferCounter {
 impl DeferCounter {
     /// Fresh state for sections of `pages_per_section` PFNs.
     #[must_use]
-    pub const fn new(pages_per_section: u64) -> Self {
+    pub(crate) const fn new(pages_per_section: u64) -> Self {
         DeferCounter { prev_end_pfn: 0, nr_initialised: 0, pages_per_section }
     }
 
     /// `nr_initialised`.
     #[must_use]
-    pub const fn nr_initialised(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) const fn nr_initialised(&self) -> u64 {
         self.nr_initialised
     }
 
@@ -61,7 +62,8 @@ impl DeferCounter {
     ///     NODE_DATA(nid)->first_deferred_pfn = pfn; return true; }
     /// return false;
     /// ```
-    pub fn defer_init(
+    #[cfg(test)]
+    pub(crate) fn defer_init(
         &mut self,
         pfn: u64,
         end_pfn: u64,
@@ -89,7 +91,7 @@ impl DeferCounter {
     /// [`DeferCounter::defer_init`] applied to every PFN of `[from, to)` in order, stopping at
     /// the first that defers: returns that PFN (`None` if none does). Same state afterwards as
     /// the per-PFN loop, in O(1).
-    pub fn defer_point(
+    pub(crate) fn defer_point(
         &mut self,
         from: u64,
         to: u64,
@@ -132,8 +134,6 @@ pub struct DeferredReport {
     pub jobs: u64,
     /// Struct pages it initialized.
     pub pages_initialized: u64,
-    /// The `pr_info("node %d deferred pages initialised in %ums")` time (`std` only).
-    pub elapsed: Option<core::time::Duration>,
 }
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
@@ -145,7 +145,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     pub fn deferred_init_memmap(&self, max_threads: usize) -> DeferredReport {
         self.deferred_init_memmap_with(|job, f| {
             let job = PadataJob { max_threads, ..*job };
-            crate::padata::padata_do_multithreaded(&job, f);
+            crate::sync::padata::padata_do_multithreaded(&job, f);
         })
     }
 
@@ -166,7 +166,6 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     where
         R: FnMut(&PadataJob, &(dyn Fn(u64, u64) + Sync)),
     {
-        let clock = clock_start();
         let before = self.stats.pages_initialized.load(Ordering::Relaxed);
         // Take the deferred range under the resize lock.
         let first = {
@@ -197,7 +196,6 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             first_deferred_pfn: (first != u64::MAX).then_some(first),
             jobs,
             pages_initialized: self.stats.pages_initialized.load(Ordering::Relaxed) - before,
-            elapsed: clock_elapsed(clock),
         }
     }
 
@@ -330,5 +328,87 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         drop(g);
         self.stats.grows.fetch_add(1, Ordering::Relaxed);
         nr_pages > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counter counts the deferring PFN itself: at the first deferred PFN it is
+    /// `PAGES_PER_SECTION + 1`, so exactly `PAGES_PER_SECTION` PFNs were initialized before it.
+    #[test]
+    fn the_counter_includes_the_deferring_pfn() {
+        let pps = 32768;
+        let mut c = DeferCounter::new(pps);
+        let mut fdp = u64::MAX;
+        let end = 10 * pps;
+        let mut first = None;
+        for pfn in pps..end {
+            if c.defer_init(pfn, end, end, &mut fdp) {
+                first = Some(pfn);
+                break;
+            }
+        }
+        assert_eq!(first, Some(2 * pps));
+        assert_eq!(fdp, 2 * pps);
+        assert_eq!(c.nr_initialised(), pps + 1);
+        // Afterwards every call defers.
+        assert!(c.defer_init(2 * pps + 5, end, end, &mut fdp));
+        // A zone that does not end the node is never deferred nor counted.
+        let mut c = DeferCounter::new(pps);
+        let mut fdp = u64::MAX;
+        assert!((0..3 * pps).all(|pfn| !c.defer_init(pfn, 5 * pps, end, &mut fdp)));
+        assert_eq!(c.nr_initialised(), 0);
+    }
+
+    /// The counter resets when `end_pfn` changes (a new zone or node).
+    #[test]
+    fn the_counter_resets_when_end_pfn_changes() {
+        let pps = 64;
+        let mut c = DeferCounter::new(pps);
+        let mut fdp = u64::MAX;
+        for pfn in 0..pps - 1 {
+            assert!(!c.defer_init(pfn, 1000, 1000, &mut fdp));
+        }
+        assert_eq!(c.nr_initialised(), pps - 1);
+        // Same node end reached through another end_pfn: the counter starts again.
+        assert!(!c.defer_init(pps, 2000, 1000, &mut fdp));
+        assert_eq!(c.nr_initialised(), 1);
+        // With the reset, pfn 2*pps is the 1 + pps-th counted pfn... not more than pps: no defer.
+        for pfn in pps + 1..2 * pps {
+            assert!(!c.defer_init(pfn, 2000, 1000, &mut fdp));
+        }
+        assert_eq!(c.nr_initialised(), pps);
+        assert!(c.defer_init(2 * pps, 2000, 1000, &mut fdp));
+        assert_eq!(fdp, 2 * pps);
+    }
+
+    /// `defer_point` (the bulk form used by boot) agrees with the per-PFN `defer_init` loop.
+    #[test]
+    fn the_bulk_defer_point_equals_the_per_pfn_loop() {
+        let pps = 16;
+        for start_count in [0u64, 3, 15, 16, 17, 40] {
+            for from in [0u64, 1, 15, 16, 33] {
+                for len in [0u64, 1, 5, 16, 17, 40, 80] {
+                    let end = 1000;
+                    let mut a = DeferCounter::new(pps);
+                    let mut b = DeferCounter::new(pps);
+                    let (mut fa, mut fb) = (u64::MAX, u64::MAX);
+                    for i in 0..start_count {
+                        a.defer_init(1 + i % 7, end, end, &mut fa);
+                        b.defer_init(1 + i % 7, end, end, &mut fb);
+                    }
+                    if fa != u64::MAX {
+                        continue;
+                    }
+                    let bulk = a.defer_point(from, from + len, end, end, &mut fa);
+                    let looped = (from..from + len).find(|&p| b.defer_init(p, end, end, &mut fb));
+                    assert_eq!(bulk, looped, "count {start_count} from {from} len {len}");
+                    assert_eq!(fa, fb);
+                    assert_eq!(a, b);
+                }
+            }
+        }
     }
 }

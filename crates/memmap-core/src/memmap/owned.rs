@@ -8,9 +8,9 @@ use std::vec::Vec;
 use memmap2::{MmapMut, MmapOptions};
 
 use crate::InitError;
-use crate::config::KernelConfig;
 use crate::memmap::{Memmap, pageblocks_needed};
-use crate::page::StructPage;
+use crate::model::config::KernelConfig;
+use crate::model::page::StructPage;
 
 /// A memmap that owns its storage: an anonymous private mapping of `nr_pages` struct pages
 /// (zero-filled and faulted in lazily by the OS, like fresh memory; transparent huge pages are
@@ -159,7 +159,7 @@ impl<P: StructPage> OwnedMemmap<P> {
 #[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
-    use crate::page::Page64;
+    use crate::model::page::Page64;
 
     #[test]
     fn owned_memmap_is_zeroed_and_writable_and_discardable() {

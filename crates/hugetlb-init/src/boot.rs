@@ -1,22 +1,19 @@
 //! The boot sequence: reserved heads, then `gather_bootmem_prealloc()` per node (in parallel
 //! under `std`), `prep_and_add_bootmem_folios()` with HVO and the fallback tail init.
 
-use core::time::Duration;
+use memmap_core::{InitHooks, InitOptions, Memmap, NoHooks, Phase, Strategy, StrategyReason, StructPage};
 
-use memmap_core::{InitHooks, InitOptions, Memmap, NoHooks, Strategy, StrategyReason, StructPage};
-
-use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec, TailInit, alloc_with, bootmem_flags};
+use crate::MaybeSend;
+use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec, alloc_with, bootmem_flags};
 use crate::folio::{
     hugetlb_bootmem_init_migratetype, hugetlb_folio_init_tail_vmemmap, hugetlb_folio_init_vmemmap,
     init_new_hugetlb_folio, reserve_bootmem_head,
 };
-use crate::hstate::{Hstate, PAGE_SHIFT, hugetlb_vmemmap_reserve_pages};
-use crate::hvo::{
-    HvoOutcome, HvoParams, HvoUnavailable, ModelRemap, VmemmapRemap, hugetlb_vmemmap_optimize_folio,
-    hvo_availability,
-};
-use crate::{HugetlbError, MaybeSend};
-use memmap_core::padata::PadataJob;
+use crate::hvo::{HvoParams, ModelRemap, VmemmapRemap, hugetlb_vmemmap_optimize_folio, hvo_availability};
+use crate::types::HugetlbError;
+use crate::types::{Hstate, PAGE_SHIFT, hugetlb_vmemmap_reserve_pages};
+use crate::types::{HvoOutcome, HvoUnavailable, TailInit};
+use memmap_core::PadataJob;
 
 /// One node of the simulated machine: its memory, its memmap (which must cover the memory),
 /// its vmemmap remapper and its hooks. Each node is gathered by one worker, so everything here
@@ -92,10 +89,6 @@ pub struct NodeReport {
     pub drains: u64,
     /// `adjust_managed_page_count()` total.
     pub managed_pages: u64,
-    /// Time in the fallback tail init (`std`).
-    pub tail_init_time: Option<Duration>,
-    /// Time of the whole node gather (`std`).
-    pub gather_time: Option<Duration>,
     /// The node was gathered on the thread that called [`gather_bootmem_prealloc`].
     pub on_caller_thread: bool,
 }
@@ -146,44 +139,6 @@ pub struct BootReport {
     pub backend: stream_hal::Backend,
     /// padata `nworks` of the gather (threads, the caller included; 1 without `std`).
     pub nworks: u64,
-    /// Fallback tail init time summed over nodes (`std`): the figure the seed measured.
-    pub tail_init_time: Option<Duration>,
-    /// Wall time of the gather (`std`).
-    pub gather_time: Option<Duration>,
-    /// Wall time of the whole boot call (`std`).
-    pub elapsed: Option<Duration>,
-}
-
-#[cfg(feature = "std")]
-type Instant = std::time::Instant;
-#[cfg(not(feature = "std"))]
-#[derive(Clone, Copy)]
-struct Instant;
-
-#[cfg(feature = "std")]
-fn now() -> Instant {
-    std::time::Instant::now()
-}
-#[cfg(not(feature = "std"))]
-fn now() -> Instant {
-    Instant
-}
-
-#[cfg(feature = "std")]
-fn since(t: Instant) -> Option<Duration> {
-    Some(t.elapsed())
-}
-#[cfg(not(feature = "std"))]
-fn since(_t: Instant) -> Option<Duration> {
-    None
-}
-
-fn add_time(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a + b),
-        (a, None) => a,
-        (None, b) => b,
-    }
 }
 
 /// Checks what the whole boot needs from the nodes: a 4 KiB-page config, pageblocks no larger
@@ -238,12 +193,9 @@ where
     R: VmemmapRemap<P> + MaybeSend,
     H: InitHooks + MaybeSend,
 {
-    let t0 = now();
     let n = hugetlb_bootmem_alloc(nodes, request, records)?;
     memmap_init_reserved_heads(nodes, &records[..n])?;
-    let mut report = gather_bootmem_prealloc(nodes, &mut records[..n], params)?;
-    report.elapsed = since(t0);
-    Ok(report)
+    gather_bootmem_prealloc(nodes, &mut records[..n], params)
 }
 
 /// `hugetlb_bootmem_alloc()` on the nodes: validates the nodes and the request and computes the
@@ -350,11 +302,9 @@ where
         }
         at = end;
     }
-    let t0 = now();
     let job =
         PadataJob::gather_bootmem(nodes.len() as u64, nodes.iter().filter(|n| n.spec.nr_pages > 0).count());
     let nworks = run_gather(nodes, records, params, &job);
-    let gather_time = since(t0);
 
     let cfg = nodes.first().map(|n| *n.memmap.config());
     let mut rep = BootReport {
@@ -370,9 +320,6 @@ where
         drains: 0,
         backend: stream_hal::backend(),
         nworks,
-        tail_init_time: None,
-        gather_time,
-        elapsed: None,
     };
     for n in nodes.iter() {
         let r = &n.report;
@@ -383,7 +330,6 @@ where
         rep.fallback_pages += r.fallback_pages;
         rep.drains += r.drains;
         rep.fallback_strategy = rep.fallback_strategy.or(r.fallback_strategy);
-        rep.tail_init_time = add_time(rep.tail_init_time, r.tail_init_time);
     }
     Ok(rep)
 }
@@ -416,7 +362,7 @@ where
         rest = tail;
         items.push(Mutex::new(Some((n, mine))));
     }
-    let report = memmap_core::padata::padata_do_multithreaded(job, |start, end| {
+    let report = memmap_core::padata_do_multithreaded(job, |start, end| {
         for i in start..end {
             let taken = items[i as usize].lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
             if let Some((node, recs)) = taken {
@@ -478,7 +424,7 @@ pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHo
     records: &mut [HugeBootmemPage],
     params: &BootParams,
 ) {
-    let t0 = now();
+    node.hooks.phase(Phase::HugetlbGatherNode, true);
     let mut list_start = 0;
     let mut prev: Option<Hstate> = None;
     for i in 0..records.len() {
@@ -500,7 +446,7 @@ pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHo
         node.hooks.cond_resched(head);
     }
     prep_and_add_bootmem_folios(node, &mut records[list_start..], params);
-    node.report.gather_time = add_time(node.report.gather_time, since(t0));
+    node.hooks.phase(Phase::HugetlbGatherNode, false);
 }
 
 /// `prep_and_add_bootmem_folios(h, folio_list)` for the folios of `records` (all of one
@@ -538,7 +484,7 @@ pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHoo
         let h = r.hstate;
         if !r.outcome.optimized() {
             let reserve = hugetlb_vmemmap_reserve_pages::<P>().min(h.nr_pages());
-            let t0 = now();
+            node.hooks.phase(Phase::HugetlbFallbackTails, true);
             let t: TailInit = hugetlb_folio_init_tail_vmemmap(
                 &mut node.memmap,
                 r.head_pfn,
@@ -548,7 +494,7 @@ pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHoo
                 &params.tail,
                 &mut node.hooks,
             );
-            node.report.tail_init_time = add_time(node.report.tail_init_time, since(t0));
+            node.hooks.phase(Phase::HugetlbFallbackTails, false);
             node.report.fallback_folios += 1;
             node.report.fallback_pages += t.pages;
             node.report.drains += t.drains;

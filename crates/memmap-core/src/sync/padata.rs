@@ -18,7 +18,7 @@
 //! 6. The calling thread runs a helper too, then waits for the others.
 
 /// `LOAD_BALANCE_FACTOR` of `padata_do_multithreaded`.
-pub const LOAD_BALANCE_FACTOR: u64 = 4;
+pub(crate) const LOAD_BALANCE_FACTOR: u64 = 4;
 
 /// `struct padata_mt_job`, without the function and its argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

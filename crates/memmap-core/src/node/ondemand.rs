@@ -14,7 +14,7 @@
 //!
 //! The RFC added `PG_uninitialized_2m` right after `PG_reserved`, which renumbers every later
 //! flag. This model keeps the v6.18 baseline numbering used everywhere else
-//! ([`crate::flags::PG`]) and puts the flag in the first bit after the baseline's flags:
+//! ([`crate::model::flags::PG`]) and puts the flag in the first bit after the baseline's flags:
 //! bit `KernelConfig::nr_pageflags` (23 on the x86-64 presets, 24 on arm64), i.e. a new last entry
 //! of `enum pageflags` before `__NR_PAGEFLAGS`. [`pg_uninitialized_2m`](crate::pg_uninitialized_2m)
 //! returns it, or `None` when a `page->flags` field (LRU refs, LRU gen, cpupid, zone, node)
@@ -38,9 +38,12 @@
 use core::sync::atomic::Ordering;
 
 use crate::Strategy;
+use crate::fill::{Cached, Store, Streamed};
 use crate::hooks::InitHooks;
+use crate::model::flags::PG;
+use crate::model::page::{StructPage, offsets};
+use crate::node::buddy::PAGE_TYPE_BUDDY;
 use crate::node::{Inner, Node, PbMode, RunKind};
-use crate::page::{StructPage, offsets};
 use crate::sync::RunOnce;
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
@@ -100,7 +103,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             if section_dep {
                 t.set_flags(self.flags_layout.set_section(t.flags(), self.cfg.pfn_to_section_nr(b)));
             }
-            let rec = self.refreshed(&t, b);
+            let rec = self.refresh().per_pfn(t, b, self.pages.vaddr(b));
             // SAFETY: `b` is in the node's span (the range is inside a zone) and owned by
             // the booting thread.
             unsafe { self.pages.ptr(b).write(rec) };
@@ -200,5 +203,84 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     #[must_use = "the number of expansions tells how many blocks were still uninitialized"]
     pub fn expand_all(&self) -> u64 {
         self.ensure_initialized(self.span.start, self.span.len())
+    }
+
+    /// The on-demand boot of one window `[lo, hi)` of `zone` that lies inside one memory range,
+    /// with no reserved page: `memmap_init` (the flagged first struct page of every block),
+    /// then `__free_pages_core` of each `MAX_PAGE_ORDER` block, at the tail of its free list,
+    /// with each first struct page written once, in its final state. Returns the pages freed.
+    ///
+    /// The kernel writes such a struct page three times (`__init_single_page`, then
+    /// `__ClearPageReserved` and `set_page_count(0)`, then the buddy fields and list links of
+    /// the block head); the bytes left are the same, and so are the pageblock bits, the
+    /// `cond_resched()` calls, the free lists and the counters (the fused-boot tests compare
+    /// all of it with the kernel's order). The first block goes through the slow path and is
+    /// the template of the others, as in [`Node::init_run`].
+    pub(in crate::node) fn ondemand_boot_window(&self, zone: u32, lo: u64, hi: u64) -> u64 {
+        let max = self.cfg.max_page_order;
+        let (n, bs) = (1u64 << max, self.cfg.pageblock_nr_pages());
+        debug_assert!(lo % n == 0 && hi % n == 0 && lo < hi);
+        let kind = RunKind { pageblock: PbMode::MovableResched, extra_flags: 1 << self.uninit_bit, count: 1 };
+        self.init_run(lo, lo + 1, zone, kind);
+        // SAFETY: boot is single-threaded; `lo` was just initialized.
+        let mut t = unsafe { self.rd(lo) };
+        let section_dep = self.flags_layout.section_in_page_flags();
+        // Streamed only when asked for explicitly: with Auto the fused boot stores normally. A
+        // streamed line per 2 MiB block sent the 64 GiB boot anywhere from 1.0 to 4.7 ms from
+        // one round to the next (write-combining flushes to scattered DRAM rows), where normal
+        // stores stay within about 1.6 to 2.6 ms.
+        let stream = self.run_strategy() == Strategy::Streaming;
+        let mut area = self.zones[zone as usize].lock();
+        let mut g = self.inner.lock();
+        let Inner { memmap, hooks } = &mut *g;
+        // The window's blocks go to the tail of the MAX_PAGE_ORDER list in ascending order:
+        // each one's links are known before it is written (the previous block of the window, or
+        // the list's tail before it; the next block, or the list head after the last). Nothing
+        // reads these struct pages back during the pass, so they can be streamed.
+        let head = area.head_addr(max);
+        let old_tail = area.heads[max as usize].1;
+        let list_of = |pfn: u64| self.pages.vaddr(pfn) + offsets::LRU_NEXT as u64;
+        let mut b = lo;
+        while b < hi {
+            if section_dep {
+                t.set_flags(self.flags_layout.set_section(t.flags(), self.cfg.pfn_to_section_nr(b)));
+            }
+            let mut rec = self.refresh().per_pfn(t, b, self.pages.vaddr(b));
+            // __free_pages_core(): __ClearPageReserved(), set_page_count(0).
+            rec.set_flags(rec.flags() & !(1 << PG::RESERVED));
+            rec.set_u32_at(offsets::REFCOUNT, 0);
+            if b % n == 0 {
+                // __add_to_free_list(tail) + set_buddy_order().
+                rec.set_u64_at(offsets::LRU_NEXT, if b + n < hi { list_of(b + n) } else { head });
+                rec.set_u64_at(offsets::LRU_PREV, if b > lo { list_of(b - n) } else { old_tail });
+                rec.set_u64_at(offsets::PRIVATE, u64::from(max));
+                rec.set_u32_at(offsets::PAGE_TYPE, PAGE_TYPE_BUDDY);
+            }
+            // SAFETY: `b` is in the node's span (inside a zone), so inside the memmap storage,
+            // and owned by the booting thread; a streaming pass drains before anything reads it.
+            unsafe {
+                let dst = self.pages.ptr(b);
+                if stream { Streamed::store(dst, rec) } else { Cached::store(dst, rec) }
+            }
+            b += bs;
+        }
+        // set_pageblock_migratetype(MOVABLE) + cond_resched() of every block but the first
+        // (init_run did that one), in one run: they touch the pageblock bits only.
+        memmap.pageblock_init_run(lo + bs, (hi - lo) / bs - 1, hooks);
+        drop(g);
+        if stream {
+            stream_hal::drain();
+        }
+        // The list ends: the old tail (or the head) points to the first block, the head back to
+        // the last.
+        self.list_set_next(&mut area, max, old_tail, list_of(lo));
+        self.list_set_prev(&mut area, max, head, list_of(hi - n));
+        let pages = hi - lo;
+        area.nr_free[max as usize] += pages / n;
+        self.stats.pages_initialized.fetch_add(pages / bs - 1, Ordering::Relaxed);
+        self.stats.free_core_calls[max as usize].fetch_add(pages / n, Ordering::Relaxed);
+        area.managed_pages += pages;
+        area.free_pages += pages;
+        pages
     }
 }

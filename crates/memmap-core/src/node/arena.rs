@@ -13,7 +13,7 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 /// Bytes per PFN in the arena (`PAGE_SIZE` of the modelled kernel; the presets use 4 KiB).
-pub const ARENA_PAGE_SIZE: usize = stream_hal::PAGE_SIZE;
+pub(crate) const ARENA_PAGE_SIZE: usize = stream_hal::PAGE_SIZE;
 
 /// How allocations are zeroed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

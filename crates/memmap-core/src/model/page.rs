@@ -174,7 +174,7 @@ pub trait StructPage:
     fn set_flags(&mut self, v: u64) {
         self.words_mut()[0] = v;
     }
-    /// Tests flag bit `bit` (a [`crate::flags::PG`] number).
+    /// Tests flag bit `bit` (a [`crate::model::flags::PG`] number).
     #[inline(always)]
     fn test_flag(&self, bit: u32) -> bool {
         self.flags() & (1 << bit) != 0

@@ -8,6 +8,8 @@
 //! raw-pointer accesses of `node.rs` free of data races (ThreadSanitizer runs the concurrency
 //! tests).
 
+pub(crate) mod padata;
+
 use core::cell::UnsafeCell;
 use core::fmt;
 use core::marker::PhantomData;
@@ -29,7 +31,7 @@ fn relax(spins: &mut u32) {
 
 /// A test-and-test-and-set spin lock, as `spin_lock()`/`spin_unlock()`: acquire on lock,
 /// release on unlock.
-pub struct SpinLock<T> {
+pub(crate) struct SpinLock<T> {
     locked: AtomicBool,
     data: UnsafeCell<T>,
 }
@@ -43,12 +45,12 @@ unsafe impl<T: Send> Send for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
     /// A new, unlocked lock.
-    pub const fn new(value: T) -> Self {
+    pub(crate) const fn new(value: T) -> Self {
         SpinLock { locked: AtomicBool::new(false), data: UnsafeCell::new(value) }
     }
 
     /// Takes the lock, spinning until it is free.
-    pub fn lock(&self) -> SpinGuard<'_, T> {
+    pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
         let mut spins = 0;
         loop {
             if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
@@ -61,12 +63,12 @@ impl<T> SpinLock<T> {
     }
 
     /// The value, through exclusive access to the lock (no locking needed).
-    pub fn get_mut(&mut self) -> &mut T {
+    pub(crate) fn get_mut(&mut self) -> &mut T {
         self.data.get_mut()
     }
 
     /// Consumes the lock.
-    pub fn into_inner(self) -> T {
+    pub(crate) fn into_inner(self) -> T {
         self.data.into_inner()
     }
 }
@@ -83,7 +85,7 @@ impl<T> fmt::Debug for SpinLock<T> {
 /// so sharing the guard between threads shares the `T`. Without the explicit impls below the
 /// guard would be `Sync` whenever `T: Send` (through `&SpinLock<T>`), and two threads holding
 /// `&SpinGuard<Cell<_>>` could race on the cell.
-pub struct SpinGuard<'a, T> {
+pub(crate) struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
     /// Opts out of the auto traits; the impls below grant exactly the right ones.
     _not_auto: PhantomData<*mut T>,
@@ -121,12 +123,12 @@ impl<T> Drop for SpinGuard<'_, T> {
 }
 
 /// State of a block whose struct pages have not been written.
-pub const BLOCK_UNINIT: u8 = 0;
+pub(crate) const BLOCK_UNINIT: u8 = 0;
 /// State of a block being initialized by one thread; the others wait.
-pub const BLOCK_INITIALIZING: u8 = 1;
+pub(crate) const BLOCK_INITIALIZING: u8 = 1;
 /// State of a block whose struct pages are all initialized (except `MEMBLOCK_RSRV_NOINIT`
 /// pages, which belong to their owner).
-pub const BLOCK_DONE: u8 = 2;
+pub(crate) const BLOCK_DONE: u8 = 2;
 
 /// Per-block initialization states (one byte per pageblock of a node), caller-provided.
 ///
@@ -137,13 +139,13 @@ pub const BLOCK_DONE: u8 = 2;
 /// on-demand expansion of the 2013 RFC runs once when two threads touch the same block, and how
 /// deferred init publishes the blocks it finished.
 #[derive(Debug, Clone, Copy)]
-pub struct BlockStates<'a> {
+pub(crate) struct BlockStates<'a> {
     states: &'a [AtomicU8],
 }
 
 /// What [`BlockStates::run_once`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunOnce {
+pub(crate) enum RunOnce {
     /// This call ran the initializer.
     Ran,
     /// The block was already initialized.
@@ -156,27 +158,8 @@ impl<'a> BlockStates<'a> {
     /// Wraps caller-provided state bytes (all must start at [`BLOCK_UNINIT`] or reflect
     /// earlier work).
     #[must_use]
-    pub const fn new(states: &'a [AtomicU8]) -> Self {
+    pub(crate) const fn new(states: &'a [AtomicU8]) -> Self {
         BlockStates { states }
-    }
-
-    /// `n` fresh state bytes (`std`).
-    #[cfg(feature = "std")]
-    #[must_use]
-    pub fn alloc(n: usize) -> std::vec::Vec<AtomicU8> {
-        (0..n).map(|_| AtomicU8::new(BLOCK_UNINIT)).collect()
-    }
-
-    /// Number of blocks.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.states.len()
-    }
-
-    /// Whether there are no blocks.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.states.is_empty()
     }
 
     /// The state of block `i` (acquire: if it is [`BLOCK_DONE`], the block's struct pages are
@@ -187,7 +170,7 @@ impl<'a> BlockStates<'a> {
     /// If `i` is out of range.
     #[inline]
     #[must_use]
-    pub fn get(&self, i: usize) -> u8 {
+    pub(crate) fn get(&self, i: usize) -> u8 {
         self.states[i].load(Ordering::Acquire)
     }
 
@@ -198,7 +181,7 @@ impl<'a> BlockStates<'a> {
     /// If `i` is out of range.
     #[inline]
     #[must_use]
-    pub fn is_done(&self, i: usize) -> bool {
+    pub(crate) fn is_done(&self, i: usize) -> bool {
         self.get(i) == BLOCK_DONE
     }
 
@@ -208,7 +191,7 @@ impl<'a> BlockStates<'a> {
     ///
     /// If `i` is out of range.
     #[inline]
-    pub fn mark_done(&self, i: usize) {
+    pub(crate) fn mark_done(&self, i: usize) {
         self.states[i].store(BLOCK_DONE, Ordering::Release);
     }
 
@@ -221,7 +204,7 @@ impl<'a> BlockStates<'a> {
     /// # Panics
     ///
     /// If `i` is out of range, or if `init` panics.
-    pub fn run_once(&self, i: usize, init: impl FnOnce()) -> RunOnce {
+    pub(crate) fn run_once(&self, i: usize, init: impl FnOnce()) -> RunOnce {
         let state = &self.states[i];
         match state.compare_exchange(BLOCK_UNINIT, BLOCK_INITIALIZING, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => {
@@ -313,5 +296,36 @@ mod tests {
         assert!(r.is_err());
         assert_eq!(st.get(0), BLOCK_UNINIT);
         assert_eq!(st.run_once(0, || {}), RunOnce::Ran);
+    }
+
+    /// `BlockStates::run_once`: any number of threads touching one block initialize it once, and
+    /// all of them return only after the initialization is visible.
+    #[test]
+    fn run_once_under_contention_initializes_once() {
+        use std::sync::atomic::AtomicU64;
+        let states: Vec<AtomicU8> = (0..4).map(|_| AtomicU8::new(BLOCK_UNINIT)).collect();
+        let st = BlockStates::new(&states);
+        let runs = AtomicU64::new(0);
+        let data = std::sync::Mutex::new(0u64);
+        let threads = if cfg!(miri) { 3 } else { 8 };
+        let outcomes: Vec<RunOnce> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let r = st.run_once(2, || {
+                            runs.fetch_add(1, Ordering::Relaxed);
+                            std::thread::yield_now();
+                            *data.lock().unwrap() = 42;
+                        });
+                        assert_eq!(*data.lock().unwrap(), 42, "returned before the block was initialized");
+                        r
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(runs.load(Ordering::Relaxed), 1);
+        assert_eq!(outcomes.iter().filter(|&&o| o == RunOnce::Ran).count(), 1);
+        assert!(st.is_done(2) && !st.is_done(1));
     }
 }

@@ -1,0 +1,585 @@
+//! The fill engine: how runs of struct pages are written, for every initializer of this crate
+//! (ZONE_DEVICE init, node boot, deferred init, on-demand expansion) and of `hugetlb-init`
+//! (gigantic-page tails).
+//!
+//! Three things live here and nowhere else:
+//!
+//! * **The strategy choice** ([`resolve`]): [`Strategy::Slow`] is the kernel's per-page code;
+//!   [`Strategy::Template`] and [`Strategy::Streaming`] copy one slow-path page with normal or
+//!   `stream-hal` streaming stores; [`Strategy::Auto`] follows the kernel's rules (slow path
+//!   while the `page_ref_set` tracepoint is active or with KASAN/KMSAN, and in sanitizer
+//!   builds) and a size threshold. Every initializer reports what ran and why
+//!   ([`StrategyReason`]).
+//! * **The stores** (`Store`, private): normal stores, or records handed *by value* to
+//!   `stream_hal::store_words`, so a record patched per page goes from registers to the
+//!   streaming store without a round trip through memory (patching a memory template and
+//!   reloading it with wider loads stalls store forwarding: measured 3x slower than the slow
+//!   path).
+//! * **The template loop with its per-PFN refresh** (`copy_run`, private, and the safe
+//!   [`Memmap::copy_template`]): a copy of the template for each PFN with the fields that
+//!   depend on the PFN refreshed: the section number in `page->flags` under classic
+//!   SPARSEMEM (it changes every `PAGES_PER_SECTION` PFNs, a multiple of the pageblock, so once
+//!   per pageblock), `virtual` under `WANT_PAGE_VIRTUAL`, and the `lru` list self-pointers
+//!   where the page keeps `INIT_LIST_HEAD`'s values ([`ListSelf`]). Pageblock-aligned PFNs can
+//!   get a callback (`set_pageblock_migratetype`, `cond_resched`) after a normal store, because
+//!   the callback may read the page back (classic SPARSEMEM's `page_to_pfn`).
+//!
+//! Streaming runs drain through a guard, so a caller hook that panics in the middle of a run
+//! (a `cond_resched` callback) still leaves the streamed stores ordered before the unwinding
+//! code touches anything.
+
+use core::fmt;
+use core::ptr::NonNull;
+
+use crate::InitError;
+use crate::hooks::InitHooks;
+use crate::memmap::Memmap;
+use crate::model::config::{FlagsLayout, KernelConfig};
+use crate::model::page::{StructPage, offsets};
+
+/// How to initialize a range of struct pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    /// The kernel's per-page code.
+    Slow,
+    /// A template built through the slow path, copied with normal stores.
+    Template,
+    /// The template copied with `stream-hal` streaming stores.
+    Streaming,
+    /// Choose by the kernel's rules and a size threshold ([`resolve`]).
+    Auto,
+}
+
+impl Strategy {
+    /// All strategies.
+    pub const ALL: [Strategy; 4] = [Strategy::Slow, Strategy::Template, Strategy::Streaming, Strategy::Auto];
+
+    /// Lower-case name (`slow`, `template`, `streaming`, `auto`).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Strategy::Slow => "slow",
+            Strategy::Template => "template",
+            Strategy::Streaming => "streaming",
+            Strategy::Auto => "auto",
+        }
+    }
+
+    /// Parses [`Strategy::name`].
+    #[must_use]
+    pub fn from_name(s: &str) -> Option<Strategy> {
+        Self::ALL.into_iter().find(|x| x.name() == s)
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why an initializer used the strategy it used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StrategyReason {
+    /// The caller asked for it and nothing prevented it.
+    Requested,
+    /// The `page_ref_set` tracepoint is active: every page must emit its events.
+    PageRefTracepoint,
+    /// KASAN or KMSAN is configured: the fast paths are off.
+    KasanOrKmsan,
+    /// `stream-hal` is running its generic backend because of a sanitizer ([`Strategy::Auto`]).
+    SanitizerBuild,
+    /// [`Strategy::Auto`]: at or above the streaming threshold.
+    AboveThreshold,
+    /// [`Strategy::Auto`]: below the streaming threshold.
+    BelowThreshold,
+    /// [`Strategy::Auto`]: the pages are read back right after they are written (the fused
+    /// boot's free pass), so streaming them to memory would only make that read miss.
+    ReadBackSoon,
+}
+
+impl StrategyReason {
+    /// Short machine-readable name (`requested`, `page-ref-tracepoint`, ...).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            StrategyReason::Requested => "requested",
+            StrategyReason::PageRefTracepoint => "page-ref-tracepoint",
+            StrategyReason::KasanOrKmsan => "kasan-or-kmsan",
+            StrategyReason::SanitizerBuild => "sanitizer-build",
+            StrategyReason::AboveThreshold => "above-threshold",
+            StrategyReason::BelowThreshold => "below-threshold",
+            StrategyReason::ReadBackSoon => "read-back-soon",
+        }
+    }
+}
+
+impl fmt::Display for StrategyReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StrategyReason::Requested => "requested",
+            StrategyReason::PageRefTracepoint => "page_ref_set tracepoint active",
+            StrategyReason::KasanOrKmsan => "KASAN/KMSAN configured",
+            StrategyReason::SanitizerBuild => "sanitizer build (stream-hal generic)",
+            StrategyReason::AboveThreshold => "at or above the streaming threshold",
+            StrategyReason::BelowThreshold => "below the streaming threshold",
+            StrategyReason::ReadBackSoon => "pages read back right away (fused boot)",
+        })
+    }
+}
+
+/// What a run of struct pages is about to do, for [`resolve`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Job {
+    /// Bytes of struct pages the job writes.
+    pub bytes: u64,
+    /// [`Strategy::Auto`] streams from this many bytes up (below it a destination small
+    /// enough to stay in cache is faster with normal stores).
+    pub threshold_bytes: usize,
+    /// Whether the `page_ref_set` tracepoint is active (the configuration has
+    /// `CONFIG_DEBUG_PAGE_REF` and the hooks report it enabled).
+    pub tracepoint: bool,
+    /// Whether the pages are read back right after the job (the fused boot).
+    pub read_back_soon: bool,
+}
+
+/// The strategy a job actually uses for a request of `requested` (never [`Strategy::Auto`]),
+/// and why:
+///
+/// * [`Strategy::Slow`] is always honoured;
+/// * every other request falls back to Slow while the `page_ref_set` tracepoint is active
+///   (every page must emit its event; the kernel's
+///   `zone_device_page_init_optimization_enabled()`) and when KASAN or KMSAN is configured;
+/// * [`Strategy::Template`] and [`Strategy::Streaming`] are otherwise honoured;
+/// * [`Strategy::Auto`] chooses Slow in a sanitizer build (`stream-hal` generic for a
+///   sanitizer), Template when the pages are read back soon, Streaming at or above the
+///   threshold and Template below it.
+#[must_use]
+pub fn resolve(cfg: &KernelConfig, requested: Strategy, job: &Job) -> (Strategy, StrategyReason) {
+    match requested {
+        Strategy::Slow => return (Strategy::Slow, StrategyReason::Requested),
+        _ if job.tracepoint => return (Strategy::Slow, StrategyReason::PageRefTracepoint),
+        _ if cfg.kasan || cfg.kmsan => return (Strategy::Slow, StrategyReason::KasanOrKmsan),
+        Strategy::Template | Strategy::Streaming => return (requested, StrategyReason::Requested),
+        Strategy::Auto => {}
+    }
+    if matches!(stream_hal::backend(), stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_)))
+    {
+        (Strategy::Slow, StrategyReason::SanitizerBuild)
+    } else if job.read_back_soon {
+        (Strategy::Template, StrategyReason::ReadBackSoon)
+    } else if job.bytes >= job.threshold_bytes as u64 {
+        (Strategy::Streaming, StrategyReason::AboveThreshold)
+    } else {
+        (Strategy::Template, StrategyReason::BelowThreshold)
+    }
+}
+
+/// [`resolve`] for a job of `bytes` bytes on `memmap` with `hooks` (the tracepoint state is
+/// read from them), not read back soon.
+#[must_use]
+pub fn resolve_for<P: StructPage, H: InitHooks>(
+    memmap: &Memmap<'_, P>,
+    requested: Strategy,
+    threshold_bytes: usize,
+    hooks: &H,
+    bytes: u64,
+) -> (Strategy, StrategyReason) {
+    let job = Job {
+        bytes,
+        threshold_bytes,
+        tracepoint: memmap.page_ref_tracepoint_active(hooks),
+        read_back_soon: false,
+    };
+    resolve(memmap.config(), requested, &job)
+}
+
+/// Which `lru` words of a template copy hold the page's own list address (`INIT_LIST_HEAD`'s
+/// self-pointers, `&page->lru`), and so are refreshed for every PFN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ListSelf {
+    /// Neither (ZONE_DEVICE pages: `lru.next` is the pgmap or the compound head, `lru.prev`
+    /// `zone_device_data`).
+    Neither,
+    /// `lru.prev` only (compound tails: `lru.next` became the compound head word).
+    Prev,
+    /// Both (a page fresh from `__init_single_page`).
+    Both,
+}
+
+/// How template copies are stored: normal stores, or `stream-hal` streaming stores that the
+/// run's owner drains before anything reads the pages.
+pub(crate) trait Store {
+    /// Whether the stores are streaming (need a drain).
+    const STREAMING: bool;
+    /// Stores `rec` at `dst`.
+    ///
+    /// # Safety
+    ///
+    /// `dst` valid for writes of one `P` and aligned for it; with [`Store::STREAMING`], nothing
+    /// may access `*dst` before `stream_hal::drain()` runs on this thread.
+    unsafe fn store<P: StructPage>(dst: *mut P, rec: P);
+}
+
+/// Normal (cached) stores.
+pub(crate) struct Cached;
+
+impl Store for Cached {
+    const STREAMING: bool = false;
+    #[inline(always)]
+    unsafe fn store<P: StructPage>(dst: *mut P, rec: P) {
+        // SAFETY: the caller guarantees `dst` is writable and aligned.
+        unsafe { dst.write(rec) }
+    }
+}
+
+/// `stream-hal` streaming stores of the record's words, by value.
+pub(crate) struct Streamed;
+
+impl Store for Streamed {
+    const STREAMING: bool = true;
+    #[inline(always)]
+    unsafe fn store<P: StructPage>(dst: *mut P, rec: P) {
+        // SAFETY: the caller guarantees `dst` is writable and aligned (struct pages are 8-byte
+        // aligned, which `store_words` needs), and that nothing touches it before the drain.
+        unsafe { rec.store_streaming(dst) }
+    }
+}
+
+/// Drains on drop when armed: a streaming run's owner holds one so that the drain also happens
+/// when a hook panics in the middle of the run.
+pub(crate) struct DrainGuard {
+    armed: bool,
+}
+
+impl DrainGuard {
+    /// A guard that drains on drop if `streaming`.
+    pub(crate) const fn new(streaming: bool) -> Self {
+        DrainGuard { armed: streaming }
+    }
+
+    /// Drains now (if armed) and disarms; returns whether it drained.
+    pub(crate) fn finish(mut self) -> bool {
+        let armed = self.armed;
+        if armed {
+            stream_hal::drain();
+        }
+        self.armed = false;
+        armed
+    }
+}
+
+impl Drop for DrainGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            stream_hal::drain();
+        }
+    }
+}
+
+/// Raw access to struct pages indexed by PFN, with the modelled kernel address of each: what
+/// the engine writes through. A copy of a memmap's (or a node's) storage pointer.
+pub(crate) struct Pages<P> {
+    ptr: NonNull<P>,
+    base_pfn: u64,
+    vaddr_base: u64,
+}
+
+impl<P> Clone for Pages<P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P> Copy for Pages<P> {}
+
+// SAFETY: `Pages` is a pointer into storage that its owner (a memmap view, or a node holding
+// one) borrows exclusively; the owner's rules decide which thread accesses which page, so
+// sending or sharing the pointer itself introduces no data race.
+unsafe impl<P: Send> Send for Pages<P> {}
+// SAFETY: as above.
+unsafe impl<P: Sync> Sync for Pages<P> {}
+
+impl<P: StructPage> Pages<P> {
+    /// # Safety
+    ///
+    /// `ptr` must point at the struct page of `base_pfn` in storage that outlives every use of
+    /// the result; `vaddr_base` is that page's modelled kernel address.
+    pub(crate) const unsafe fn new(ptr: NonNull<P>, base_pfn: u64, vaddr_base: u64) -> Self {
+        Pages { ptr, base_pfn, vaddr_base }
+    }
+
+    /// Pointer to the struct page of `pfn`.
+    ///
+    /// # Safety
+    ///
+    /// `pfn` must be inside the storage.
+    #[inline(always)]
+    pub(crate) unsafe fn ptr(&self, pfn: u64) -> *mut P {
+        // SAFETY: the caller guarantees `pfn - base_pfn` indexes the storage.
+        unsafe { self.ptr.as_ptr().add((pfn - self.base_pfn) as usize) }
+    }
+
+    /// The modelled kernel address of the struct page of `pfn` (`pfn_to_page`).
+    #[inline(always)]
+    pub(crate) fn vaddr(&self, pfn: u64) -> u64 {
+        self.vaddr_base.wrapping_add(pfn.wrapping_sub(self.base_pfn).wrapping_mul(P::SIZE as u64))
+    }
+
+    /// The PFN of the struct page whose `lru` list node is at `list_vaddr`.
+    #[inline(always)]
+    pub(crate) fn pfn_of_list(&self, list_vaddr: u64) -> u64 {
+        self.base_pfn + (list_vaddr - offsets::LRU_NEXT as u64 - self.vaddr_base) / P::SIZE as u64
+    }
+}
+
+/// The per-PFN refresh of a template copy: one place for every field that depends on where the
+/// copy goes.
+#[derive(Clone, Copy)]
+pub(crate) struct Refresh<'c> {
+    cfg: &'c KernelConfig,
+    layout: &'c FlagsLayout,
+    list: ListSelf,
+}
+
+impl<'c> Refresh<'c> {
+    pub(crate) const fn new(cfg: &'c KernelConfig, layout: &'c FlagsLayout, list: ListSelf) -> Self {
+        Refresh { cfg, layout, list }
+    }
+
+    /// Sets the section bits of `t` for `pfn` (`set_page_section`, only where the section lives
+    /// in `page->flags`). Sections are whole pageblocks, so a run refreshes them once per
+    /// pageblock.
+    #[inline(always)]
+    pub(crate) fn section(&self, t: &mut impl StructPage, pfn: u64) {
+        if self.layout.section_in_page_flags() {
+            t.set_flags(self.layout.set_section(t.flags(), self.cfg.pfn_to_section_nr(pfn)));
+        }
+    }
+
+    /// The fields that change with every PFN: `virtual` and the list self-pointers, for the
+    /// page at `vaddr`.
+    #[inline(always)]
+    pub(crate) fn per_pfn<P: StructPage>(&self, mut rec: P, pfn: u64, vaddr: u64) -> P {
+        let list = vaddr + offsets::LRU_NEXT as u64;
+        match self.list {
+            ListSelf::Neither => {}
+            ListSelf::Prev => rec.set_u64_at(offsets::LRU_PREV, list),
+            ListSelf::Both => {
+                rec.set_u64_at(offsets::LRU_NEXT, list);
+                rec.set_u64_at(offsets::LRU_PREV, list);
+            }
+        }
+        if P::WANT_PAGE_VIRTUAL {
+            rec.set_virtual_address(self.cfg.pfn_to_virt(pfn));
+        }
+        rec
+    }
+
+    /// The whole refresh for one PFN (section bits included): `memmap_init_page_from_template()`.
+    #[inline(always)]
+    pub(crate) fn record<P: StructPage>(&self, t: &P, pfn: u64, vaddr: u64) -> P {
+        let mut rec = *t;
+        self.section(&mut rec, pfn);
+        self.per_pfn(rec, pfn, vaddr)
+    }
+}
+
+/// The template loop: a refreshed copy of `tmpl` into every struct page of `[from, to)`, with
+/// `S`; where `pageblock` is given, each pageblock-aligned PFN is stored normally and then
+/// handed to it. The loop runs one pageblock at a time, so the inner loop is a bare sequence of
+/// record stores; `tmpl`'s section bits are left at those of the last pageblock.
+///
+/// # Safety
+///
+/// `[from, to)` must be inside `pages`' storage and owned by the caller (no other thread
+/// accesses those struct pages during the call); with `S::STREAMING`, the caller drains before
+/// anything reads them (the pages handed to `pageblock` are stored normally and may be read).
+#[inline(always)]
+pub(crate) unsafe fn copy_run<P: StructPage, S: Store>(
+    pages: Pages<P>,
+    refresh: &Refresh<'_>,
+    from: u64,
+    to: u64,
+    tmpl: &mut P,
+    mut pageblock: Option<&mut dyn FnMut(u64)>,
+) {
+    let pb = refresh.cfg.pageblock_nr_pages();
+    let mut pfn = from;
+    while pfn < to {
+        let seg_end = (pfn | (pb - 1)).saturating_add(1).min(to);
+        refresh.section(tmpl, pfn);
+        if pfn & (pb - 1) == 0 {
+            if let Some(f) = pageblock.as_deref_mut() {
+                let rec = refresh.per_pfn(*tmpl, pfn, pages.vaddr(pfn));
+                // SAFETY: `pfn` is in `[from, to)`, inside the storage and owned (caller).
+                unsafe { Cached::store(pages.ptr(pfn), rec) };
+                f(pfn);
+                pfn += 1;
+            }
+        }
+        let t = *tmpl;
+        let mut vaddr = pages.vaddr(pfn);
+        for p in pfn..seg_end {
+            let rec = refresh.per_pfn(t, p, vaddr);
+            // SAFETY: `p` is in `[from, to)`; the caller's contract covers the store.
+            unsafe { S::store(pages.ptr(p), rec) };
+            vaddr = vaddr.wrapping_add(P::SIZE as u64);
+        }
+        pfn = seg_end;
+    }
+}
+
+/// What [`Memmap::copy_template`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyReport {
+    /// Struct pages written.
+    pub pages: u64,
+    /// `stream_hal::drain()` calls (1 for a streamed run, else 0).
+    pub drains: u64,
+}
+
+impl<P: StructPage> Memmap<'_, P> {
+    /// Copies `template` into every struct page of `[from, to)` with the per-PFN fields
+    /// refreshed (section bits, `virtual`, and the list self-pointers `list` names), with
+    /// normal stores or (`streaming`) `stream-hal` streaming stores drained before returning.
+    /// Pageblock-aligned PFNs get no pageblock work here (callers that need it use the slow
+    /// path's `pageblock_init`).
+    ///
+    /// This is the template engine for initializers built on this crate, such as
+    /// `hugetlb-init`'s gigantic-page tails: build the first page through the slow path, read
+    /// it, and copy it.
+    ///
+    /// # Errors
+    ///
+    /// [`InitError::OutOfRange`] if the range is not inside the memmap (nothing is written).
+    pub fn copy_template(
+        &mut self,
+        template: &P,
+        from: u64,
+        to: u64,
+        list: ListSelf,
+        streaming: bool,
+    ) -> Result<CopyReport, InitError> {
+        let n = to.saturating_sub(from);
+        if n == 0 {
+            return Ok(CopyReport { pages: 0, drains: 0 });
+        }
+        if !self.contains_range(from, n) {
+            return Err(InitError::OutOfRange {
+                start_pfn: from,
+                nr_pages: n,
+                memmap_start: self.base_pfn(),
+                memmap_end: self.end_pfn(),
+            });
+        }
+        let (cfg, layout) = (*self.config(), *self.layout());
+        let refresh = Refresh::new(&cfg, &layout, list);
+        let pages = self.raw_pages();
+        let mut tmpl = *template;
+        let guard = DrainGuard::new(streaming);
+        if streaming {
+            // SAFETY: `[from, to)` is inside the memmap (checked) and exclusively borrowed
+            // through `&mut self`; the guard drains before the borrow ends.
+            unsafe { copy_run::<P, Streamed>(pages, &refresh, from, to, &mut tmpl, None) };
+        } else {
+            // SAFETY: as above; normal stores need no drain.
+            unsafe { copy_run::<P, Cached>(pages, &refresh, from, to, &mut tmpl, None) };
+        }
+        let drains = u64::from(guard.finish());
+        Ok(CopyReport { pages: n, drains })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CountingHooks, Page64, Page72};
+    use std::vec;
+
+    fn job(bytes: u64, tracepoint: bool, read_back_soon: bool) -> Job {
+        Job { bytes, threshold_bytes: 100, tracepoint, read_back_soon }
+    }
+
+    #[test]
+    fn auto_follows_the_threshold_and_slow_wins_with_the_tracepoint() {
+        let cfg = KernelConfig::X86_64;
+        let sanitizer = matches!(
+            stream_hal::backend(),
+            stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_))
+        );
+        if !sanitizer {
+            assert_eq!(
+                resolve(&cfg, Strategy::Auto, &job(100, false, false)),
+                (Strategy::Streaming, StrategyReason::AboveThreshold)
+            );
+            assert_eq!(
+                resolve(&cfg, Strategy::Auto, &job(99, false, false)),
+                (Strategy::Template, StrategyReason::BelowThreshold)
+            );
+            assert_eq!(
+                resolve(&cfg, Strategy::Auto, &job(1 << 40, false, true)),
+                (Strategy::Template, StrategyReason::ReadBackSoon)
+            );
+        } else {
+            assert_eq!(
+                resolve(&cfg, Strategy::Auto, &job(100, false, false)),
+                (Strategy::Slow, StrategyReason::SanitizerBuild)
+            );
+        }
+        assert_eq!(
+            resolve(&cfg, Strategy::Streaming, &job(1000, true, false)),
+            (Strategy::Slow, StrategyReason::PageRefTracepoint)
+        );
+        assert_eq!(
+            resolve(&cfg, Strategy::Slow, &job(1000, false, false)),
+            (Strategy::Slow, StrategyReason::Requested)
+        );
+        assert_eq!(
+            resolve(&cfg, Strategy::Template, &job(1000, false, false)),
+            (Strategy::Template, StrategyReason::Requested)
+        );
+        let kasan = KernelConfig { kasan: true, ..cfg };
+        assert_eq!(
+            resolve(&kasan, Strategy::Streaming, &job(1000, false, false)),
+            (Strategy::Slow, StrategyReason::KasanOrKmsan)
+        );
+        let kmsan = KernelConfig { kmsan: true, ..cfg };
+        assert_eq!(
+            resolve(&kmsan, Strategy::Auto, &job(1000, false, false)),
+            (Strategy::Slow, StrategyReason::KasanOrKmsan)
+        );
+    }
+
+    #[test]
+    fn the_tracepoint_counts_only_with_debug_page_ref() {
+        let mut pages = vec![Page64::ZEROED; 4];
+        let mut pb = vec![0; 1];
+        for (debug_page_ref, expect) in [(false, Strategy::Template), (true, Strategy::Slow)] {
+            let cfg = KernelConfig { debug_page_ref, ..KernelConfig::X86_64 };
+            let m = Memmap::new(cfg, 0, &mut pages, &mut pb).unwrap();
+            assert_eq!(resolve_for(&m, Strategy::Template, 100, &CountingHooks::new(true), 1000).0, expect);
+        }
+    }
+
+    #[test]
+    fn a_record_gets_its_section_bits_virtual_and_list_pointers() {
+        let cfg = KernelConfig::X86_64_CLASSIC_SPARSE;
+        let layout = cfg.flags_layout().unwrap();
+        let pfn = 3 * cfg.pages_per_section() + 5;
+        let mut t = Page72::ZEROED;
+        t.set_u64_at(offsets::LRU_NEXT, 0x1111);
+        t.set_u64_at(offsets::LRU_PREV, 0x2222);
+        for (list, next, prev) in [
+            (ListSelf::Neither, 0x1111, 0x2222),
+            (ListSelf::Prev, 0x1111, 0x9008),
+            (ListSelf::Both, 0x9008, 0x9008),
+        ] {
+            let r = Refresh::new(&cfg, &layout, list).record(&t, pfn, 0x9000);
+            assert_eq!(layout.section(r.flags()), 3);
+            assert_eq!(r.virtual_address(), Some(0xffff_8880_0000_0000 + (pfn << 12)));
+            assert_eq!((r.lru_next(), r.lru_prev()), (next, prev), "{list:?}");
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Allocation: `__rmqueue_smallest()`, `expand()` and `prep_new_page()` under the zone lock.
+
+use super::{AllocError, FreeArea, PageBlock};
+use crate::hooks::InitHooks;
+use crate::model::page::{StructPage, offsets};
+use crate::node::arena::Gfp;
+use crate::node::{InitMode, Node};
+
+impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
+    // ------------------------------------------------------------------ allocation
+
+    /// `alloc_pages(gfp, order)` from zone `zone` of the node.
+    ///
+    /// # Errors
+    ///
+    /// [`AllocError::OrderTooLarge`], [`AllocError::NoSuchZone`], [`AllocError::NoMemory`], and
+    /// [`AllocError::BadPage`] if `check_new_page()` fails (a bug: tests assert it never does).
+    pub fn alloc_pages(&self, zone: u32, order: u32, gfp: Gfp) -> Result<PageBlock, AllocError> {
+        if order > self.cfg.max_page_order {
+            return Err(AllocError::OrderTooLarge { order, max: self.cfg.max_page_order });
+        }
+        if self.layout.zone(zone).is_none() {
+            return Err(AllocError::NoSuchZone { zone });
+        }
+        loop {
+            {
+                let mut area = self.zones[zone as usize].lock();
+                if let Some(pfn) = self.rmqueue(&mut area, order) {
+                    area.free_pages -= 1 << order;
+                    self.prep_new_page(zone, pfn, order)?;
+                    drop(area);
+                    if self.opts.policy.init_at_alloc(gfp) {
+                        if let Some(a) = &self.arena {
+                            // SAFETY: the block was just taken off the free lists: this thread
+                            // owns its contents; the arena covers the node.
+                            unsafe { a.clear(pfn, 1 << order, self.opts.policy.clear) };
+                        }
+                    }
+                    return Ok(PageBlock { pfn, order, zone, node_id: self.node_id });
+                }
+            }
+            if self.deferred_pending() && self.deferred_grow_zone(zone, order) {
+                continue;
+            }
+            return Err(AllocError::NoMemory);
+        }
+    }
+
+    /// `__rmqueue_smallest()`.
+    pub(in crate::node) fn rmqueue(&self, area: &mut FreeArea, order: u32) -> Option<u64> {
+        for o in order..=self.cfg.max_page_order {
+            if let Some(pfn) = self.list_first(area, o) {
+                self.del_from_free_list(area, pfn, o);
+                self.expand(area, pfn, order, o);
+                return Some(pfn);
+            }
+        }
+        None
+    }
+
+    /// `expand(zone, page, low, high)`: gives back the upper halves. On-demand: the halves
+    /// below the block size live inside the block of `pfn`, which is expanded first.
+    pub(in crate::node) fn expand(&self, area: &mut FreeArea, pfn: u64, low: u32, mut high: u32) {
+        if self.opts.mode == InitMode::OnDemand
+            && low < self.cfg.pageblock_order
+            && high > low
+            && !self.states.is_done(self.block_index(pfn))
+        {
+            self.ensure_block(self.block_start(pfn));
+        }
+        let mut size = 1u64 << high;
+        while high > low {
+            high -= 1;
+            size >>= 1;
+            self.add_to_free_list(area, pfn + size, high, false);
+        }
+    }
+
+    /// `prep_new_page()`: expand (on-demand), `check_new_pages()`, then `post_alloc_hook()`'s
+    /// `set_page_private(page, 0)` and `set_page_refcounted(page)`.
+    pub(in crate::node) fn prep_new_page(&self, zone: u32, pfn: u64, order: u32) -> Result<(), AllocError> {
+        let n = 1u64 << order;
+        // The on-demand check: one load of the block's state in the common case (the RFC's
+        // "flag check once every PTRS_PER_PMD"), the expansion path only when it is not done.
+        if self.opts.mode == InitMode::OnDemand
+            && !(n <= self.cfg.pageblock_nr_pages() && self.states.is_done(self.block_index(pfn)))
+        {
+            self.ensure_range_initialized(pfn, n);
+        }
+        let checked = if self.opts.check_pages { n } else { 1 };
+        let mask = self.check_at_prep();
+        for p in pfn..pfn + checked {
+            // SAFETY: the block was taken off the free lists under the zone lock (held): its
+            // pages are initialized (expanded above) and owned by this thread.
+            let page = unsafe { self.rd(p) };
+            // The first page's list words and page_type were just reset by
+            // __del_page_from_free_list; the checks below see what the kernel's see.
+            self.page_state(&page, zone, mask).map_err(|reason| AllocError::BadPage { pfn: p, reason })?;
+        }
+        // SAFETY: as above.
+        unsafe {
+            self.wr_word(pfn, offsets::PRIVATE, 0);
+            self.set_count(pfn, 1);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,71 @@
+//! The page checks of the allocator: `check_new_page()` at prep and `free_page_is_bad()` at free.
+
+use super::BadPageReason;
+use crate::hooks::InitHooks;
+use crate::model::flags::PG;
+use crate::model::page::StructPage;
+use crate::node::{InitMode, Node};
+
+/// `PAGE_FLAGS_CHECK_AT_FREE`: `PG_lru`, `PG_locked`, `PG_private`, `PG_private_2`,
+/// `PG_writeback`, `PG_reserved`, `PG_active`, `PG_unevictable`, `PG_mlocked`.
+const CHECK_AT_FREE_FLAGS: u64 = 1 << PG::LRU
+    | 1 << PG::LOCKED
+    | 1 << PG::PRIVATE
+    | 1 << PG::PRIVATE_2
+    | 1 << PG::WRITEBACK
+    | 1 << PG::RESERVED
+    | 1 << PG::ACTIVE
+    | 1 << PG::UNEVICTABLE
+    | 1 << PG::MLOCKED;
+
+impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
+    /// The LRU gen and refs fields of `page->flags` (checked at prep and free).
+    pub(in crate::node) fn lru_field_mask(&self) -> u64 {
+        let l = &self.flags_layout;
+        let m = |w: u32, s: u32| if w == 0 { 0 } else { ((1u64 << w) - 1) << s };
+        m(l.lru_gen_width, l.lru_gen_pgshift) | m(l.lru_refs_width, l.lru_refs_pgshift)
+    }
+
+    pub(in crate::node) fn uninit_mask(&self) -> u64 {
+        if self.opts.mode == InitMode::OnDemand { 1 << self.uninit_bit } else { 0 }
+    }
+
+    /// `PAGE_FLAGS_CHECK_AT_PREP`: every page flag, the LRU fields and `PG_uninitialized_2m`.
+    pub(in crate::node) fn check_at_prep(&self) -> u64 {
+        ((1u64 << self.cfg.nr_pageflags) - 1) | self.lru_field_mask() | self.uninit_mask()
+    }
+
+    pub(in crate::node) fn check_at_free(&self) -> u64 {
+        CHECK_AT_FREE_FLAGS | self.lru_field_mask() | self.uninit_mask()
+    }
+
+    /// `page_expected_state()` for `page` of `zone` with `check_flags`.
+    pub(in crate::node) fn page_state(
+        &self,
+        page: &P,
+        zone: u32,
+        check_flags: u64,
+    ) -> Result<(), BadPageReason> {
+        let f = page.flags();
+        let (z, n) = (self.flags_layout.zone(f), self.flags_layout.node(f));
+        if z != zone || n != self.layout.nid {
+            return Err(BadPageReason::Links { zone: z, nid: n });
+        }
+        if page.mapcount() != -1 {
+            return Err(BadPageReason::Mapcount(page.mapcount()));
+        }
+        if page.mapping() != 0 {
+            return Err(BadPageReason::Mapping(page.mapping()));
+        }
+        if page.refcount() != 0 {
+            return Err(BadPageReason::Refcount(page.refcount()));
+        }
+        if page.memcg_data() != 0 {
+            return Err(BadPageReason::MemcgData(page.memcg_data()));
+        }
+        if f & check_flags != 0 {
+            return Err(BadPageReason::Flags(f & check_flags));
+        }
+        Ok(())
+    }
+}

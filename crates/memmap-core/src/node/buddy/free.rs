@@ -1,0 +1,213 @@
+//! Freeing: `__free_pages_core()` (boot and deferred init) and `__free_pages()` of an allocation.
+
+use core::sync::atomic::Ordering;
+
+use super::{BadPageReason, FreeError, LIST_POISON1, LIST_POISON2, PAGE_TYPE_BUDDY, PageBlock};
+use crate::hooks::InitHooks;
+use crate::model::flags::PG;
+use crate::model::page::{StructPage, offsets};
+use crate::node::boot::FREE_PREFETCH_AHEAD;
+use crate::node::{InitMode, Node};
+
+impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
+    /// `__free_pages_core(page, order, MEMINIT_EARLY)`: every page gets `PG_reserved` cleared
+    /// and a zero count (on-demand: only the first page of a block not expanded yet; the others
+    /// copy the count when expanded), then the block goes to the buddy allocator at the tail.
+    pub(in crate::node) fn free_pages_core(&self, zone: u32, pfn: u64, order: u32) {
+        self.free_pages_core_run(zone, pfn, order, 1, pfn);
+    }
+
+    /// `__free_pages_core()` on `count` consecutive blocks of `order` from `pfn`, in ascending
+    /// order, under one hold of the zone lock (the boot free pass: nothing else runs yet, so
+    /// the kernel's per-block lock round trip only costs time; the bytes, lists and counters are
+    /// the same). While it frees a block it prefetches the first struct page of each pageblock
+    /// [`FREE_PREFETCH_AHEAD`] blocks ahead, below `prefetch_end`.
+    pub(in crate::node) fn free_pages_core_run(
+        &self,
+        zone: u32,
+        pfn: u64,
+        order: u32,
+        count: u64,
+        prefetch_end: u64,
+    ) {
+        let n = 1u64 << order;
+        if self.opts.policy.want_init_on_free() {
+            if let Some(a) = &self.arena {
+                // SAFETY: the node's arena covers its span; these pages are not in the buddy
+                // allocator yet, so this thread owns their contents.
+                unsafe { a.clear(pfn, n * count, self.opts.policy.clear) };
+            }
+        }
+        let bs = self.cfg.pageblock_nr_pages();
+        let on_demand = self.opts.mode == InitMode::OnDemand;
+        let mut area = self.zones[zone as usize].lock();
+        for c in 0..count {
+            let chunk = pfn + c * n;
+            let ahead = chunk + (FREE_PREFETCH_AHEAD << order);
+            let mut b = ahead;
+            while b < (ahead + n).min(prefetch_end) {
+                // SAFETY: `b` is below `prefetch_end`, inside the free range being freed, so its
+                // struct page is inside the memmap storage; only the address is computed.
+                stream_hal::prefetch(unsafe { self.pages.ptr(b) });
+                b += bs;
+            }
+            let end = chunk + n;
+            if on_demand && order >= self.cfg.pageblock_order {
+                // Whole pageblocks (the bulk of the boot free pass): an unexpanded block's
+                // base page, or every page of an expanded one.
+                for base in (chunk..end).step_by(bs as usize) {
+                    let pages = if self.states.is_done(self.block_index(base)) { bs } else { 1 };
+                    for q in base..base + pages {
+                        // SAFETY: as below.
+                        unsafe { self.clear_reserved_zero_count(q) };
+                    }
+                }
+                self.free_one_page(&mut area, zone, chunk, order, true);
+                continue;
+            }
+            let mut p = chunk;
+            while p < end {
+                let block_end = ((p | (bs - 1)) + 1).min(end);
+                let mut stop = block_end;
+                if on_demand && !self.states.is_done(self.block_index(p)) {
+                    if p == self.block_start(p) && block_end == p + bs {
+                        // The whole block is freed and only its base page is initialized: the
+                        // others copy its (zero) count when the block is expanded.
+                        stop = p + 1;
+                    } else {
+                        // Part of the block stays out of the allocator (a NOINIT reservation):
+                        // those pages keep the count of 1 they were initialized with, so the
+                        // block is expanded before its free part gets a zero count.
+                        self.ensure_block(self.block_start(p));
+                    }
+                }
+                for q in p..stop {
+                    // SAFETY: the pages are initialized (or an unexpanded block's base) and owned
+                    // by this thread until linked; the zone lock is held.
+                    unsafe { self.clear_reserved_zero_count(q) };
+                }
+                p = block_end;
+            }
+            self.free_one_page(&mut area, zone, chunk, order, true);
+        }
+        self.stats.free_core_calls[order as usize].fetch_add(count, Ordering::Relaxed);
+        area.managed_pages += n * count;
+    }
+
+    /// `__ClearPageReserved(p); set_page_count(p, 0)`.
+    ///
+    /// # Safety
+    ///
+    /// `q` initialized and owned by the caller (a block being freed, under the zone lock).
+    #[inline(always)]
+    pub(in crate::node) unsafe fn clear_reserved_zero_count(&self, q: u64) {
+        // SAFETY: per the caller.
+        unsafe {
+            let f = self.rd_word(q, offsets::FLAGS);
+            self.wr_word(q, offsets::FLAGS, f & !(1 << PG::RESERVED));
+            self.set_count(q, 0);
+        }
+    }
+
+    // ------------------------------------------------------------------ free
+
+    /// `__free_pages(page, order)` of an allocation.
+    ///
+    /// # Errors
+    ///
+    /// A [`FreeError`] if the struct pages are not in the state the allocator left them in
+    /// (then nothing is modified), or if the block belongs to another node.
+    pub fn free_pages(&self, block: PageBlock) -> Result<(), FreeError> {
+        if block.node_id != self.node_id {
+            return Err(FreeError::NotInZone { pfn: block.pfn });
+        }
+        self.free_inner(block.pfn, block.order)
+    }
+
+    /// `__free_pages(pfn_to_page(pfn), order)` by PFN, with every check of
+    /// [`Node::free_pages`]: a double free, a free of pages never handed out, a misaligned or
+    /// out-of-zone block are [`FreeError`]s and change nothing.
+    ///
+    /// # Errors
+    ///
+    /// See above.
+    ///
+    /// # Safety
+    ///
+    /// No [`PageBlock`] of this node that overlaps the block may be alive (otherwise its
+    /// holder could still reach the pages' contents after they are reallocated).
+    pub unsafe fn free_pages_raw(&self, pfn: u64, order: u32) -> Result<(), FreeError> {
+        self.free_inner(pfn, order)
+    }
+
+    fn free_inner(&self, pfn: u64, order: u32) -> Result<(), FreeError> {
+        let max = self.cfg.max_page_order;
+        if order > max {
+            return Err(FreeError::OrderTooLarge { order, max });
+        }
+        if pfn & ((1 << order) - 1) != 0 {
+            return Err(FreeError::Misaligned { pfn, order });
+        }
+        let n = 1u64 << order;
+        let Some(z) = self.layout.zone_of(pfn).copied() else { return Err(FreeError::NotInZone { pfn }) };
+        if pfn + n > z.span.end {
+            return Err(FreeError::NotInZone { pfn });
+        }
+        let zone = z.zone;
+        let mut area = self.zones[zone as usize].lock();
+        let checked = if self.opts.check_pages { n } else { 1 };
+        if let Some(p) = (pfn..pfn + checked).find(|&p| !self.initialized(p)) {
+            return Err(FreeError::Uninitialized { pfn: p });
+        }
+        if self.is_free_buddy_page(&z, pfn) {
+            return Err(FreeError::DoubleFree { pfn });
+        }
+        // SAFETY: initialized (checked) and in this zone, whose lock is held; allocated pages
+        // are only written under it.
+        let head = unsafe { self.rd(pfn) };
+        if head.refcount() == 0 || head.lru_next() != LIST_POISON1 || head.lru_prev() != LIST_POISON2 {
+            return Err(FreeError::NotAllocated { pfn });
+        }
+        if head.refcount() != 1 {
+            return Err(FreeError::BadPage { pfn, reason: BadPageReason::Refcount(head.refcount()) });
+        }
+        // free_page_is_bad(), as if put_page_testzero() had dropped the count to 0.
+        let mask = self.check_at_free();
+        let mut as_freed = head;
+        as_freed.set_u32_at(offsets::REFCOUNT, 0);
+        self.page_state(&as_freed, zone, mask).map_err(|reason| FreeError::BadPage { pfn, reason })?;
+        for p in pfn + 1..pfn + checked {
+            // SAFETY: as for the head.
+            let page = unsafe { self.rd(p) };
+            self.page_state(&page, zone, mask).map_err(|reason| FreeError::BadPage { pfn: p, reason })?;
+        }
+        // put_page_testzero(), then free_pages_prepare(): flags &= ~PAGE_FLAGS_CHECK_AT_PREP.
+        // SAFETY: as above.
+        unsafe {
+            self.set_count(pfn, 0);
+            let f = self.rd_word(pfn, offsets::FLAGS);
+            self.wr_word(pfn, offsets::FLAGS, f & !self.check_at_prep());
+        }
+        if self.opts.policy.want_init_on_free() {
+            if let Some(a) = &self.arena {
+                // SAFETY: the block is still allocated (not linked yet): the caller owns it.
+                unsafe { a.clear(pfn, n, self.opts.policy.clear) };
+            }
+        }
+        self.free_one_page(&mut area, zone, pfn, order, false);
+        Ok(())
+    }
+
+    /// `is_free_buddy_page(page)`: some naturally aligned block around `pfn` is a free buddy
+    /// block covering it.
+    fn is_free_buddy_page(&self, z: &crate::node::layout::ZoneSpan, pfn: u64) -> bool {
+        (0..=self.cfg.max_page_order).any(|o| {
+            let head = pfn & !((1u64 << o) - 1);
+            z.span.contains(head) && self.initialized(head) && {
+                // SAFETY: initialized page of this zone; the caller holds its lock.
+                let p = unsafe { self.rd(head) };
+                p.page_type() == PAGE_TYPE_BUDDY && p.private() >= u64::from(o)
+            }
+        })
+    }
+}

@@ -1,0 +1,488 @@
+//! The buddy allocator over the zones of a [`Node`]: `mm/page_alloc.c` reduced to what the
+//! struct pages show.
+//!
+//! * Free lists per order `0..=MAX_PAGE_ORDER`, threaded through the free blocks' first struct
+//!   pages (`page->buddy_list`, the `lru` words at bytes 8 and 16) with the modelled kernel
+//!   addresses of the pages and of `zone->free_area[order].free_list[MIGRATE_MOVABLE]`. All boot
+//!   memory is `MIGRATE_MOVABLE`, so the model keeps that one list per order (no pcp lists, no
+//!   fallback between migrate types, no `buddy_merge_likely()` tail placement).
+//! * A free block's first page is marked `PGTY_buddy << 24` in `page_type` with its order in
+//!   `private` (`set_buddy_order()`); `__del_page_from_free_list()` poisons the list words
+//!   (`LIST_POISON1`/`LIST_POISON2`), resets `page_type` to -1 and `private` to 0.
+//! * Allocation is `__rmqueue_smallest()` + `expand()` + `prep_new_page()` under the zone lock;
+//!   free is `free_pages_prepare()` + `__free_one_page()` (merging with the buddy while
+//!   `page_is_buddy()`).
+//! * `check_new_page()` with `PAGE_FLAGS_CHECK_AT_PREP` (every page flag, the LRU gen/refs
+//!   fields, and `PG_uninitialized_2m`) runs on the first page of every allocation, and on all
+//!   of them with [`BootOptions::check_pages`](crate::BootOptions::check_pages)
+//!   (`CONFIG_DEBUG_VM`'s `is_check_pages_enabled()`). The model also checks that the zone and
+//!   node in `page->flags` are the zone's: an uninitialized struct page cannot pass. Frees run
+//!   `free_page_is_bad()` with `PAGE_FLAGS_CHECK_AT_FREE` (again including the on-demand flag).
+//! * A double free (the page is inside a free block: `is_free_buddy_page()`), a free of a page
+//!   that was never handed out (its reference count is 0, or its list words are not the
+//!   poison `__rmqueue_smallest` leaves), a misaligned or out-of-zone free, and a bad page state
+//!   are [`FreeError`]s; nothing is modified when one is returned.
+//! * On-demand: `expand()` and `prep_new_page()` expand the blocks they touch first (the RFC's
+//!   hooks). Deferred: when the highest zone cannot serve an allocation while deferred init is
+//!   pending, [`Node::deferred_grow_zone`] runs and the allocation is retried.
+//! * init_on_alloc / `__GFP_ZERO`: the allocation's contents in the node's arena are zeroed after
+//!   the zone lock is dropped, in one `clear_pages` call or one per page
+//!   ([`ClearMode`](crate::ClearMode)); init_on_free zeroes at free instead and takes precedence.
+
+mod alloc;
+mod check;
+mod free;
+
+use core::fmt;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::hooks::InitHooks;
+use crate::model::config::KernelConfig;
+use crate::model::flags::PageType;
+use crate::model::page::{StructPage, offsets};
+use crate::node::{MAX_ORDERS, Node};
+
+/// `LIST_POISON1` (`0x100 + POISON_POINTER_DELTA`).
+pub(crate) const LIST_POISON1: u64 = 0xdead_0000_0000_0100;
+/// `LIST_POISON2` (`0x122 + POISON_POINTER_DELTA`).
+pub(crate) const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
+/// `page_type` of a free block's first page: `PGTY_buddy << 24`.
+pub(crate) const PAGE_TYPE_BUDDY: u32 = (PageType::BUDDY as u32) << 24;
+/// `page_type` of an untyped page (`_mapcount == -1`).
+pub(crate) const PAGE_TYPE_NONE: u32 = u32::MAX;
+
+/// Modelled offset of `free_area[0]` in `struct zone`.
+const FREE_AREA_OFFSET: u64 = 0x100;
+/// Modelled `sizeof(struct free_area)`: `MIGRATE_TYPES` (6) list heads and `nr_free`.
+const FREE_AREA_SIZE: u64 = 6 * 16 + 8;
+/// `MIGRATE_MOVABLE`.
+const MOVABLE: u64 = 1;
+
+/// Modelled kernel address of `NODE_DATA(nid)->node_zones[zone]`: a direct-map address, one
+/// 256 KiB `pglist_data` per node, 0x1000 bytes per zone. Only used so the free lists hold
+/// stable, recognisable list-head addresses.
+pub(crate) fn zone_struct_addr(cfg: &KernelConfig, nid: u32, zone: u32) -> u64 {
+    cfg.page_offset.wrapping_add(0x7f00_0000 + u64::from(nid) * 0x4_0000 + 0x1000 + u64::from(zone) * 0x1000)
+}
+
+/// `struct free_area[MAX_PAGE_ORDER + 1]` of one zone plus its page counters (behind the zone
+/// lock).
+#[derive(Debug)]
+pub(in crate::node) struct FreeArea {
+    pub(in crate::node) zone_addr: u64,
+    /// `(next, prev)` of each order's list head.
+    pub(in crate::node) heads: [(u64, u64); MAX_ORDERS],
+    pub(in crate::node) nr_free: [u64; MAX_ORDERS],
+    pub(in crate::node) free_pages: u64,
+    pub(in crate::node) managed_pages: u64,
+}
+
+impl FreeArea {
+    pub(in crate::node) fn new(zone_addr: u64) -> Self {
+        let mut a = FreeArea {
+            zone_addr,
+            heads: [(0, 0); MAX_ORDERS],
+            nr_free: [0; MAX_ORDERS],
+            free_pages: 0,
+            managed_pages: 0,
+        };
+        for o in 0..MAX_ORDERS {
+            let h = a.head_addr(o as u32);
+            a.heads[o] = (h, h);
+        }
+        a
+    }
+
+    /// Modelled address of `free_area[order].free_list[MIGRATE_MOVABLE]`.
+    pub(in crate::node) fn head_addr(&self, order: u32) -> u64 {
+        self.zone_addr + FREE_AREA_OFFSET + u64::from(order) * FREE_AREA_SIZE + MOVABLE * 16
+    }
+}
+
+/// An allocation: `1 << order` pages from `pfn`, owned by the holder. Not `Clone`: freeing it
+/// consumes it, and only the holder can reach its contents.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct PageBlock {
+    pfn: u64,
+    order: u32,
+    zone: u32,
+    node_id: u64,
+}
+
+impl PageBlock {
+    /// First PFN.
+    #[must_use]
+    pub fn pfn(&self) -> u64 {
+        self.pfn
+    }
+
+    /// Order.
+    #[must_use]
+    pub fn order(&self) -> u32 {
+        self.order
+    }
+
+    /// Zone index.
+    #[must_use]
+    pub fn zone(&self) -> u32 {
+        self.zone
+    }
+
+    /// Number of pages.
+    #[must_use]
+    pub fn nr_pages(&self) -> u64 {
+        1 << self.order
+    }
+
+    /// Gives up the handle: `(pfn, order)` for [`Node::free_pages_raw`].
+    #[must_use]
+    pub fn into_raw(self) -> (u64, u32) {
+        (self.pfn, self.order)
+    }
+}
+
+/// Why an allocation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllocError {
+    /// `order > MAX_PAGE_ORDER`.
+    OrderTooLarge {
+        /// Requested.
+        order: u32,
+        /// `MAX_PAGE_ORDER`.
+        max: u32,
+    },
+    /// The node has no such zone.
+    NoSuchZone {
+        /// Requested zone index.
+        zone: u32,
+    },
+    /// No free block of that order (after growing the zone, if deferred init was pending).
+    NoMemory,
+    /// `check_new_page()` found a bad page (the block is taken off the free lists, as the
+    /// kernel leaks such pages).
+    BadPage {
+        /// The page.
+        pfn: u64,
+        /// What was wrong.
+        reason: BadPageReason,
+    },
+}
+
+/// Why a free was refused. Nothing was modified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FreeError {
+    /// `order > MAX_PAGE_ORDER`.
+    OrderTooLarge {
+        /// Given.
+        order: u32,
+        /// `MAX_PAGE_ORDER`.
+        max: u32,
+    },
+    /// `pfn` is not aligned to `1 << order`.
+    Misaligned {
+        /// Given.
+        pfn: u64,
+        /// Given.
+        order: u32,
+    },
+    /// The block is not inside one zone of the node (or belongs to another node).
+    NotInZone {
+        /// Given.
+        pfn: u64,
+    },
+    /// A struct page of the block is not (known to be) initialized.
+    Uninitialized {
+        /// The page.
+        pfn: u64,
+    },
+    /// The page is already free: it lies inside a free buddy block.
+    DoubleFree {
+        /// Given.
+        pfn: u64,
+    },
+    /// The page was not handed out by the allocator (reference count 0 and not free, or not
+    /// taken off a free list).
+    NotAllocated {
+        /// Given.
+        pfn: u64,
+    },
+    /// `free_page_is_bad()`.
+    BadPage {
+        /// The page.
+        pfn: u64,
+        /// What was wrong.
+        reason: BadPageReason,
+    },
+}
+
+/// What `check_new_page()`/`free_page_is_bad()` found (`page_bad_reason()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadPageReason {
+    /// "nonzero mapcount" (or a page type is set).
+    Mapcount(i32),
+    /// "non-NULL mapping".
+    Mapping(u64),
+    /// "nonzero _refcount" (or, at free, not exactly one reference).
+    Refcount(i32),
+    /// "page still charged to cgroup".
+    MemcgData(u64),
+    /// "PAGE_FLAGS_CHECK_AT_PREP/FREE flag(s) set": the offending bits.
+    Flags(u64),
+    /// The zone or node in `page->flags` is not this zone's: the struct page was never
+    /// initialized for it (model check).
+    Links {
+        /// Zone found.
+        zone: u32,
+        /// Node found.
+        nid: u32,
+    },
+}
+
+impl fmt::Display for BadPageReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            BadPageReason::Mapcount(m) => write!(f, "nonzero mapcount ({m})"),
+            BadPageReason::Mapping(m) => write!(f, "non-NULL mapping ({m:#x})"),
+            BadPageReason::Refcount(c) => write!(f, "unexpected _refcount ({c})"),
+            BadPageReason::MemcgData(m) => write!(f, "page still charged to cgroup ({m:#x})"),
+            BadPageReason::Flags(b) => write!(f, "page flag check failed ({b:#x})"),
+            BadPageReason::Links { zone, nid } => {
+                write!(f, "flags say zone {zone} node {nid}: not initialized")
+            }
+        }
+    }
+}
+
+impl fmt::Display for AllocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            AllocError::OrderTooLarge { order, max } => write!(f, "order {order} > MAX_PAGE_ORDER {max}"),
+            AllocError::NoSuchZone { zone } => write!(f, "no zone {zone} in this node"),
+            AllocError::NoMemory => f.write_str("out of memory"),
+            AllocError::BadPage { pfn, reason } => write!(f, "bad page {pfn:#x} at prep: {reason}"),
+        }
+    }
+}
+
+impl fmt::Display for FreeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            FreeError::OrderTooLarge { order, max } => write!(f, "order {order} > MAX_PAGE_ORDER {max}"),
+            FreeError::Misaligned { pfn, order } => write!(f, "pfn {pfn:#x} is not aligned to order {order}"),
+            FreeError::NotInZone { pfn } => write!(f, "pfn {pfn:#x} block is not inside a zone of this node"),
+            FreeError::Uninitialized { pfn } => write!(f, "struct page of pfn {pfn:#x} is not initialized"),
+            FreeError::DoubleFree { pfn } => write!(f, "double free of pfn {pfn:#x}"),
+            FreeError::NotAllocated { pfn } => write!(f, "pfn {pfn:#x} was not allocated"),
+            FreeError::BadPage { pfn, reason } => write!(f, "bad page {pfn:#x} at free: {reason}"),
+        }
+    }
+}
+
+impl core::error::Error for AllocError {}
+impl core::error::Error for FreeError {}
+
+/// Unique ids of nodes, so a [`PageBlock`] cannot be used with another node.
+static NEXT_NODE_ID: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) fn next_node_id() -> u64 {
+    NEXT_NODE_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
+    // ------------------------------------------------------------------ free lists
+
+    pub(in crate::node) fn list_set_next(&self, area: &mut FreeArea, order: u32, node_addr: u64, v: u64) {
+        if node_addr == area.head_addr(order) {
+            area.heads[order as usize].0 = v;
+        } else {
+            let pfn = self.pages.pfn_of_list(node_addr);
+            // SAFETY: list nodes are first pages of free blocks of this zone, owned by the zone
+            // lock holder (the caller holds `area`'s lock).
+            unsafe { crate::memmap::ops::wr64_once(self.pages.ptr(pfn), offsets::LRU_NEXT, v) };
+        }
+    }
+
+    pub(in crate::node) fn list_set_prev(&self, area: &mut FreeArea, order: u32, node_addr: u64, v: u64) {
+        if node_addr == area.head_addr(order) {
+            area.heads[order as usize].1 = v;
+        } else {
+            let pfn = self.pages.pfn_of_list(node_addr);
+            // SAFETY: as in `list_set_next`.
+            unsafe { self.wr_word(pfn, offsets::LRU_PREV, v) };
+        }
+    }
+
+    /// `__add_to_free_list()` + `set_buddy_order()`: links the block at the head (or tail) of
+    /// its order's list and marks it buddy.
+    pub(in crate::node) fn add_to_free_list(&self, area: &mut FreeArea, pfn: u64, order: u32, tail: bool) {
+        let head = area.head_addr(order);
+        let (prev, next) =
+            if tail { (area.heads[order as usize].1, head) } else { (head, area.heads[order as usize].0) };
+        let new = self.pages.vaddr(pfn) + offsets::LRU_NEXT as u64;
+        // __list_add(new, prev, next)
+        self.list_set_prev(area, order, next, new);
+        // SAFETY: `pfn` heads a block being freed into this zone; the caller holds the lock.
+        unsafe {
+            self.wr_word(pfn, offsets::LRU_NEXT, next);
+            self.wr_word(pfn, offsets::LRU_PREV, prev);
+        }
+        self.list_set_next(area, order, prev, new);
+        // set_buddy_order(): set_page_private(page, order); __SetPageBuddy(page)
+        // SAFETY: as above.
+        unsafe {
+            self.wr_word(pfn, offsets::PRIVATE, u64::from(order));
+            crate::memmap::ops::wr32(self.pages.ptr(pfn), offsets::PAGE_TYPE, PAGE_TYPE_BUDDY);
+        }
+        area.nr_free[order as usize] += 1;
+    }
+
+    /// `__del_page_from_free_list()`.
+    pub(in crate::node) fn del_from_free_list(&self, area: &mut FreeArea, pfn: u64, order: u32) {
+        // SAFETY: `pfn` heads a free block of this zone; the caller holds the lock.
+        let (next, prev) =
+            unsafe { (self.rd_word(pfn, offsets::LRU_NEXT), self.rd_word(pfn, offsets::LRU_PREV)) };
+        // __list_del(prev, next), then the poison of list_del().
+        self.list_set_prev(area, order, next, prev);
+        self.list_set_next(area, order, prev, next);
+        // SAFETY: as above.
+        unsafe {
+            self.wr_word(pfn, offsets::LRU_NEXT, LIST_POISON1);
+            self.wr_word(pfn, offsets::LRU_PREV, LIST_POISON2);
+            // __ClearPageBuddy(page); set_page_private(page, 0)
+            crate::memmap::ops::wr32(self.pages.ptr(pfn), offsets::PAGE_TYPE, PAGE_TYPE_NONE);
+            self.wr_word(pfn, offsets::PRIVATE, 0);
+        }
+        area.nr_free[order as usize] -= 1;
+    }
+
+    pub(in crate::node) fn list_first(&self, area: &FreeArea, order: u32) -> Option<u64> {
+        let next = area.heads[order as usize].0;
+        (next != area.head_addr(order)).then(|| self.pages.pfn_of_list(next))
+    }
+
+    /// `page_is_buddy(page, buddy, order)`: the buddy heads a free block of exactly `order`
+    /// in the same zone.
+    pub(in crate::node) fn page_is_buddy(&self, zone: u32, buddy: u64, order: u32) -> bool {
+        let Some(z) = self.layout.zone(zone) else { return false };
+        if !z.span.contains(buddy) || !self.initialized(buddy) {
+            return false;
+        }
+        // SAFETY: the buddy is an initialized page of this zone: only the zone lock holder
+        // (the caller) writes it.
+        let p = unsafe { self.rd(buddy) };
+        p.page_type() == PAGE_TYPE_BUDDY
+            && p.private() == u64::from(order)
+            && self.flags_layout.zone(p.flags()) == zone
+    }
+
+    /// `__free_one_page()`: merges with free buddies up to `MAX_PAGE_ORDER`, then links.
+    pub(in crate::node) fn free_one_page(
+        &self,
+        area: &mut FreeArea,
+        zone: u32,
+        mut pfn: u64,
+        order: u32,
+        to_tail: bool,
+    ) {
+        area.free_pages += 1 << order;
+        let mut order = order;
+        while order < self.cfg.max_page_order {
+            let buddy = pfn ^ (1 << order);
+            if !self.page_is_buddy(zone, buddy, order) {
+                break;
+            }
+            self.del_from_free_list(area, buddy, order);
+            pfn &= buddy;
+            order += 1;
+        }
+        self.add_to_free_list(area, pfn, order, to_tail);
+    }
+
+    // ------------------------------------------------------------------ inspection
+
+    /// The `PAGE_FLAGS_CHECK_AT_PREP` mask this node applies (includes `PG_uninitialized_2m`
+    /// in on-demand mode).
+    #[must_use]
+    pub fn page_flags_check_at_prep(&self) -> u64 {
+        self.check_at_prep()
+    }
+
+    /// The `PAGE_FLAGS_CHECK_AT_FREE` mask this node applies (includes `PG_uninitialized_2m`
+    /// in on-demand mode).
+    #[must_use]
+    pub fn page_flags_check_at_free(&self) -> u64 {
+        self.check_at_free()
+    }
+
+    /// Pages in zone `zone`'s free lists (0 for a zone the node does not have).
+    #[must_use]
+    pub fn zone_free_pages(&self, zone: u32) -> u64 {
+        if self.layout.zone(zone).is_none() {
+            return 0;
+        }
+        self.zones[zone as usize].lock().free_pages
+    }
+
+    /// Pages handed to zone `zone` by `__free_pages_core` (`managed_pages`).
+    #[must_use]
+    pub fn zone_managed_pages(&self, zone: u32) -> u64 {
+        if self.layout.zone(zone).is_none() {
+            return 0;
+        }
+        self.zones[zone as usize].lock().managed_pages
+    }
+
+    /// `free_area[order].nr_free` of zone `zone`.
+    #[must_use]
+    pub fn nr_free(&self, zone: u32, order: u32) -> u64 {
+        if self.layout.zone(zone).is_none() || order as usize >= MAX_ORDERS {
+            return 0;
+        }
+        self.zones[zone as usize].lock().nr_free[order as usize]
+    }
+
+    /// Calls `f(pfn, order)` for every free block of zone `zone`, walking the free lists (under
+    /// the zone lock: `f` must not call back into the node).
+    pub fn for_each_free_block(&self, zone: u32, mut f: impl FnMut(u64, u32)) {
+        if self.layout.zone(zone).is_none() {
+            return;
+        }
+        let area = self.zones[zone as usize].lock();
+        for o in 0..=self.cfg.max_page_order {
+            let head = area.head_addr(o);
+            let mut cur = area.heads[o as usize].0;
+            while cur != head {
+                let pfn = self.pages.pfn_of_list(cur);
+                f(pfn, o);
+                // SAFETY: list members are free pages of this zone; the lock is held.
+                cur = unsafe { self.rd_word(pfn, offsets::LRU_NEXT) };
+            }
+        }
+    }
+
+    /// The struct page of `pfn` inside the allocation `block` (`None` if `pfn` is not in it or
+    /// the block belongs to another node). The holder of an allocation may read its struct
+    /// pages while other threads allocate and free: nobody else writes them.
+    #[must_use]
+    pub fn block_page(&self, block: &PageBlock, pfn: u64) -> Option<P> {
+        if block.node_id != self.node_id || pfn < block.pfn || pfn >= block.pfn + block.nr_pages() {
+            return None;
+        }
+        // SAFETY: the block is allocated and owned by the handle's holder; the allocator writes
+        // allocated pages only when their holder frees them.
+        Some(unsafe { self.rd(pfn) })
+    }
+
+    /// The contents of an allocation in the node's arena (`None` without an arena, or for a
+    /// block of another node).
+    pub fn block_contents<'b>(&'b self, block: &'b mut PageBlock) -> Option<&'b mut [u8]> {
+        if block.node_id != self.node_id {
+            return None;
+        }
+        let a = self.arena.as_ref()?;
+        // SAFETY: the arena covers the node; `block` is the unique handle of an allocation of
+        // this node (handles are not `Clone`, `from_raw` does not exist, and `free_pages_raw`
+        // requires no live handle), so its holder owns these bytes for the borrow.
+        Some(unsafe { a.range_mut(block.pfn, block.nr_pages()) })
+    }
+}

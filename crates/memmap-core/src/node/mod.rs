@@ -1,0 +1,685 @@
+//! A NUMA node's memmap at boot, shared between threads: the home of deferred init
+//! ([`crate::node::deferred`]), on-demand init ([`crate::node::ondemand`]) and the buddy allocator
+//! ([`crate::node::buddy`]).
+//!
+//! [`Node::boot`] is the boot-time part of `mm/mm_init.c` for one node:
+//!
+//! 1. `memmap_init()`: for every memory range and zone, `memmap_init_range()` initializes the
+//!    struct pages (`__init_single_page`, `MIGRATE_MOVABLE` and `cond_resched()` at
+//!    pageblock-aligned PFNs); holes between ranges get `init_unavailable_range()`
+//!    (initialized and `PG_reserved`). What happens in the highest zone depends on the
+//!    [`InitMode`]: everything ([`InitMode::Eager`]), up to the first deferred PFN chosen by
+//!    `defer_init()` ([`InitMode::Deferred`]), or only the first struct page of each 2 MiB block
+//!    ([`InitMode::OnDemand`], the 2013 RFC, applied to every zone of the node as the RFC did).
+//! 2. `memmap_init_reserved_pages()`: `reserve_bootmem_region()` on every reserved range that is
+//!    not `MEMBLOCK_RSRV_NOINIT`: deferred struct pages are initialized now
+//!    (`__init_deferred_page`), on-demand blocks expanded, and every page gets `PG_reserved`.
+//! 3. `free_low_memory_core_early()`: every free range is handed to the buddy allocator in the
+//!    largest naturally aligned chunks (`__free_pages_memory()`), except the deferred ones
+//!    (`memblock_free_pages()` skips PFNs that are not `early_page_initialised()`).
+//!
+//! The kernel runs each step over the whole node before the next ([`BootOrder::Kernel`]). By
+//! default the node runs all three on one `MAX_PAGE_ORDER`-aligned window before the next
+//! ([`BootOrder::Fused`]), which leaves the same bytes, lists and counters but lets step 3 find
+//! the struct pages step 1 wrote still in the cache; on-demand windows without reserved pages
+//! or range edges take a single pass that writes each first struct page once, in its final
+//! state. On a 64 GiB node (`memmap-bench deferred`) the fused boot is about 1.15x faster eager
+//! and 1.5x faster on demand; `Node::fused_boot` in the source explains why it is
+//! byte-identical and why it is faster.
+//!
+//! ## Sharing
+//!
+//! A node is `Sync`. Struct pages are written through raw pointers, always by the one thread
+//! that owns them at that moment: the booting thread, a padata worker for its chunk, the zone
+//! lock holder for free pages, an allocating thread for its allocation. Ownership moves only
+//! through a [`SpinLock`] (the zone locks, the resize lock, the memmap lock) or a
+//! [`BlockStates`] release/acquire pair, so there is no data race. The existing
+//! [`Memmap`] view sits behind the *memmap lock* together with the [`InitHooks`]: the slow
+//! paths, pageblock migrate types and tracepoint events go through it.
+
+mod arena;
+mod boot;
+mod buddy;
+mod deferred;
+mod layout;
+mod ondemand;
+
+#[cfg(feature = "std")]
+pub use arena::OwnedArena;
+pub use arena::{ArenaError, ClearMode, Gfp, InitPolicy, PhysArena};
+pub use buddy::{AllocError, BadPageReason, FreeError, PageBlock};
+pub use deferred::DeferredReport;
+pub use layout::{LayoutError, NodeLayout, PfnRange, ReservedRange, ZoneSpan};
+
+use core::fmt;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::InitError;
+use crate::fill::{
+    Cached, DrainGuard, ListSelf, Pages, Refresh, Strategy, StrategyReason, Streamed, copy_run,
+};
+use crate::hooks::{InitHooks, NoHooks};
+use crate::memmap::Memmap;
+use crate::memmap::ops::{rd64, wr64};
+use crate::model::config::{FlagsLayout, KernelConfig};
+use crate::model::flags::MigrateType;
+use crate::model::page::{StructPage, offsets};
+use crate::node::buddy::FreeArea;
+use crate::sync::{BlockStates, SpinLock};
+
+/// Zone slots of a node (`MAX_NR_ZONES` is at most 8).
+pub(crate) const MAX_ZONES: usize = 8;
+/// Orders the allocator supports (`MAX_PAGE_ORDER` must be below this).
+pub(crate) const MAX_ORDERS: usize = 24;
+
+/// How the node's struct pages are initialized at boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InitMode {
+    /// Everything at boot (no `CONFIG_DEFERRED_STRUCT_PAGE_INIT`).
+    Eager,
+    /// `CONFIG_DEFERRED_STRUCT_PAGE_INIT`: the highest zone past its first section is left to
+    /// [`Node::deferred_init_memmap`] and [`Node::deferred_grow_zone`].
+    Deferred,
+    /// The 2013 RFC: one struct page per 2 MiB block at boot, the rest on first allocator use.
+    OnDemand,
+}
+
+impl InitMode {
+    /// All modes.
+    pub const ALL: [InitMode; 3] = [InitMode::Eager, InitMode::Deferred, InitMode::OnDemand];
+
+    /// `eager`, `deferred` or `on-demand`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            InitMode::Eager => "eager",
+            InitMode::Deferred => "deferred",
+            InitMode::OnDemand => "on-demand",
+        }
+    }
+
+    /// Parses [`InitMode::name`].
+    #[must_use]
+    pub fn from_name(s: &str) -> Option<InitMode> {
+        Self::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+impl fmt::Display for InitMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Options of [`Node::boot`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootOptions {
+    /// The init mode.
+    pub mode: InitMode,
+    /// How runs of struct pages are written (boot init, deferred init, on-demand expansion):
+    /// the slow path, or a template copied with normal or streaming stores. `Auto` streams
+    /// unless the kernel's rules (tracepoint, KASAN/KMSAN, sanitizer build) require the slow
+    /// path.
+    pub strategy: Strategy,
+    /// init_on_alloc / init_on_free and the clear mode.
+    pub policy: InitPolicy,
+    /// `is_check_pages_enabled()` (`CONFIG_DEBUG_VM`): check every page of an allocation at
+    /// prep and every page of a free, not only the first.
+    pub check_pages: bool,
+    /// The order of the boot passes ([`BootOrder::Fused`] by default).
+    pub order: BootOrder,
+    /// [`Strategy::Auto`] streams when the node's struct pages take at least this many bytes
+    /// (see [`crate::fill::resolve`]).
+    pub streaming_threshold_bytes: usize,
+}
+
+/// The order in which [`Node::boot`] runs its three passes: `memmap_init` (initialize the
+/// struct pages), `reserve_bootmem_regions` (`PG_reserved` on reserved memory) and the free
+/// pass (`memblock_free_all`: every free page to the buddy allocator).
+///
+/// Every order leaves the same bytes: memmap, pageblock bits, free lists (linked in the same
+/// order), counters and `cond_resched()` calls (`tests/fused_boot.rs` compares them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BootOrder {
+    /// The kernel's: each pass over the whole node in turn. The free pass then reads back
+    /// struct pages written long before, out of the cache by then.
+    Kernel,
+    /// Window by window: the three passes on one `MAX_PAGE_ORDER`-aligned window of the node,
+    /// then on the next, with a window size that keeps the window's struct pages cached from
+    /// initialization to freeing. On-demand windows that lie in one memory range of one zone
+    /// without reserved pages take a single pass that writes each first struct page once, in
+    /// its final state. Falls back to [`BootOrder::Kernel`] in [`InitMode::Deferred`] (its
+    /// boot initializes one section per node) and while the `page_ref_set` tracepoint is
+    /// active (its events keep the kernel's order).
+    #[default]
+    Fused,
+    /// [`BootOrder::Fused`] with windows of `2^order` pages (raised to `MAX_PAGE_ORDER` if
+    /// below), for tuning and tests.
+    FusedWindow {
+        /// log2 of the window in pages.
+        order: u32,
+    },
+}
+
+impl BootOptions {
+    /// `mode` with [`Strategy::Auto`], no memory auto-init, page checks on.
+    #[must_use]
+    pub const fn new(mode: InitMode) -> Self {
+        BootOptions {
+            mode,
+            strategy: Strategy::Auto,
+            policy: policy_off(),
+            check_pages: true,
+            order: BootOrder::Fused,
+            streaming_threshold_bytes: stream_hal::DEFAULT_STREAMING_THRESHOLD,
+        }
+    }
+}
+
+const fn policy_off() -> InitPolicy {
+    InitPolicy {
+        init_on_alloc: false,
+        init_on_free: false,
+        page_poisoning: false,
+        kasan_hw_tags: false,
+        clear: crate::node::arena::ClearMode::Batch,
+    }
+}
+
+/// What a node is built from.
+pub struct NodeParts<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
+    /// The memmap view; it must cover the node span. The node keeps it (and its pageblock
+    /// array) until [`Node::into_memmap`].
+    pub memmap: Memmap<'a, P>,
+    /// The memblock-shaped layout.
+    pub layout: NodeLayout<'a>,
+    /// One state byte per pageblock overlapping the node span ([`Node::states_needed`]); any
+    /// content (boot resets them). The node keeps the exclusive borrow for its lifetime, so no
+    /// other code can change a block's state while the node's threads rely on it.
+    pub states: &'a mut [u8],
+    /// Page contents, for init_on_alloc/init_on_free; must cover the node span.
+    pub arena: Option<PhysArena<'a>>,
+    /// `cond_resched()` and the `page_ref_set` tracepoint.
+    pub hooks: H,
+}
+
+/// Why a node could not be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeError {
+    /// The layout is invalid.
+    Layout(LayoutError),
+    /// The memmap does not cover the node span, or the configuration is invalid.
+    Init(InitError),
+    /// Too few state bytes.
+    StatesTooShort {
+        /// Needed.
+        needed: usize,
+        /// Given.
+        got: usize,
+    },
+    /// The arena does not cover the node span.
+    ArenaTooSmall,
+    /// `MAX_PAGE_ORDER` is not below 24 (the orders the allocator keeps), or `pageblock_order` is above it.
+    UnsupportedOrders {
+        /// `max_page_order`.
+        max_page_order: u32,
+        /// `pageblock_order`.
+        pageblock_order: u32,
+    },
+    /// There is no free `page->flags` bit for `PG_uninitialized_2m` in this configuration.
+    NoFlagBitForOnDemand,
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            NodeError::Layout(e) => write!(f, "bad node layout: {e}"),
+            NodeError::Init(e) => write!(f, "{e}"),
+            NodeError::StatesTooShort { needed, got } => {
+                write!(f, "{got} block state bytes, {needed} needed")
+            }
+            NodeError::ArenaTooSmall => f.write_str("the arena does not cover the node span"),
+            NodeError::UnsupportedOrders { max_page_order, pageblock_order } => {
+                write!(f, "MAX_PAGE_ORDER {max_page_order} / pageblock_order {pageblock_order} not supported")
+            }
+            NodeError::NoFlagBitForOnDemand => f.write_str("no free page flag bit for PG_uninitialized_2m"),
+        }
+    }
+}
+
+impl core::error::Error for NodeError {}
+
+impl From<LayoutError> for NodeError {
+    fn from(e: LayoutError) -> Self {
+        NodeError::Layout(e)
+    }
+}
+
+impl From<InitError> for NodeError {
+    fn from(e: InitError) -> Self {
+        NodeError::Init(e)
+    }
+}
+
+/// What [`Node::boot`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootReport {
+    /// `NODE_DATA(nid)->first_deferred_pfn` after boot (`None`: nothing deferred).
+    pub first_deferred_pfn: Option<u64>,
+    /// Struct pages written by `__init_single_page` at boot.
+    pub pages_initialized: u64,
+    /// Pages handed to the buddy allocator at boot.
+    pub pages_freed: u64,
+    /// The strategy the boot used for runs of struct pages.
+    pub strategy: Strategy,
+    /// Why.
+    pub reason: StrategyReason,
+}
+
+/// Counters of a node (relaxed atomics; read them when the node is quiescent).
+#[derive(Debug)]
+pub struct NodeStats {
+    /// `__free_pages_core()` calls per order.
+    pub free_core_calls: [AtomicU64; MAX_ORDERS],
+    /// Struct pages written by `__init_single_page` (boot, deferred, on-demand, grow).
+    pub pages_initialized: AtomicU64,
+    /// On-demand block expansions.
+    pub expansions: AtomicU64,
+    /// `deferred_grow_zone()` calls that grew the zone.
+    pub grows: AtomicU64,
+}
+
+impl NodeStats {
+    fn new() -> Self {
+        NodeStats {
+            free_core_calls: core::array::from_fn(|_| AtomicU64::new(0)),
+            pages_initialized: AtomicU64::new(0),
+            expansions: AtomicU64::new(0),
+            grows: AtomicU64::new(0),
+        }
+    }
+
+    /// `__free_pages_core()` calls of `order` (0 for orders the allocator does not have).
+    #[must_use]
+    pub fn free_core(&self, order: u32) -> u64 {
+        self.free_core_calls.get(order as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// The memmap view and the hooks, behind the memmap lock.
+struct Inner<'a, P: StructPage, H> {
+    memmap: Memmap<'a, P>,
+    hooks: H,
+}
+
+/// How [`Node::init_run`] treats pageblock-aligned PFNs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PbMode {
+    /// Nothing (`deferred_init_pages`, `init_unavailable_range`, on-demand expansion).
+    None,
+    /// `set_pageblock_migratetype(MOVABLE)` (`__init_page_from_nid`).
+    Movable,
+    /// `set_pageblock_migratetype(MOVABLE)` and `cond_resched()` (`memmap_init_range`).
+    MovableResched,
+}
+
+/// One run of [`Node::init_run`]: `__init_single_page` on each PFN, then `extra_flags` ORed
+/// in, then `set_page_count(count)` when `count != 1`, then the pageblock work.
+#[derive(Debug, Clone, Copy)]
+struct RunKind {
+    pageblock: PbMode,
+    extra_flags: u64,
+    count: i32,
+}
+
+impl RunKind {
+    const fn plain(pageblock: PbMode) -> Self {
+        RunKind { pageblock, extra_flags: 0, count: 1 }
+    }
+}
+
+/// A node: its memmap, layout, per-zone free lists and deferred/on-demand state.
+pub struct Node<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
+    /// The memmap view and the hooks (the *memmap lock*): slow paths, pageblock migrate types
+    /// and tracepoint events go through it.
+    inner: SpinLock<Inner<'a, P, H>>,
+    /// The struct pages, written through raw pointers by the thread that owns each page (see
+    /// the module documentation).
+    pages: Pages<P>,
+    cfg: KernelConfig,
+    flags_layout: FlagsLayout,
+    layout: NodeLayout<'a>,
+    span: PfnRange,
+    opts: BootOptions,
+    /// The strategy of runs after boot (deferred init, on-demand expansion, growing).
+    strategy: Strategy,
+    reason: StrategyReason,
+    /// The strategy of the boot's runs.
+    boot_strategy: Strategy,
+    /// Set while [`Node::boot`] runs: runs use `boot_strategy`. Only the booting thread reads
+    /// or writes it, before the node is returned (and so before any other thread sees it).
+    booting: AtomicBool,
+    /// One state per pageblock: the node's exclusive borrow of the caller's bytes.
+    states: BlockStates<'a>,
+    /// The `page_ref_set` tracepoint is active.
+    trace: bool,
+    /// The `PG_uninitialized_2m` bit.
+    uninit_bit: u32,
+    /// `pgdat_resize_lock` around `NODE_DATA(nid)->first_deferred_pfn`.
+    resize_lock: SpinLock<u64>,
+    /// The `deferred_pages` static key: on from boot until deferred init has finished. The
+    /// release store that turns it off (end of `deferred_init_memmap`) pairs with the acquire
+    /// load in [`Node::deferred_pending`].
+    deferred_pages: AtomicBool,
+    /// Free lists and counters, one lock per zone (the *zone lock*).
+    zones: [SpinLock<FreeArea>; MAX_ZONES],
+    arena: Option<PhysArena<'a>>,
+    stats: NodeStats,
+    /// Unique id (so that a [`crate::PageBlock`] of another node is refused).
+    node_id: u64,
+}
+
+impl<P: StructPage, H: InitHooks + Send> fmt::Debug for Node<'_, P, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("nid", &self.layout.nid)
+            .field("span", &self.span)
+            .field("mode", &self.opts.mode)
+            .field("strategy", &self.strategy)
+            .finish()
+    }
+}
+
+/// The lowest bit used by a non-flag field of `page->flags` (64 if none).
+fn lowest_field_bit(l: &FlagsLayout) -> u32 {
+    [
+        (l.sections_width, l.sections_pgshift),
+        (l.nodes_width, l.nodes_pgshift),
+        (l.zones_width, l.zones_pgshift),
+        (l.last_cpupid_width, l.last_cpupid_pgshift),
+        (l.kasan_tag_width, l.kasan_tag_pgshift),
+        (l.lru_gen_width, l.lru_gen_pgshift),
+        (l.lru_refs_width, l.lru_refs_pgshift),
+    ]
+    .into_iter()
+    .filter(|&(w, _)| w != 0)
+    .map(|(_, s)| s)
+    .min()
+    .unwrap_or(64)
+}
+
+/// The model's `PG_uninitialized_2m` bit for `cfg`: the first bit after the baseline's
+/// `__NR_PAGEFLAGS` flags (see [`InitMode::OnDemand`]), or `None` if a `page->flags` field starts
+/// there.
+#[must_use]
+pub fn pg_uninitialized_2m(cfg: &KernelConfig) -> Option<u32> {
+    let l = cfg.flags_layout().ok()?;
+    (cfg.nr_pageflags < lowest_field_bit(&l)).then_some(cfg.nr_pageflags)
+}
+
+impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
+    /// State bytes a node spanning `span` needs: one per pageblock overlapping it.
+    #[must_use]
+    pub fn states_needed(cfg: &KernelConfig, span: PfnRange) -> usize {
+        crate::memmap::pageblocks_needed(cfg, span.start, span.len())
+    }
+
+    /// The kernel configuration.
+    #[must_use]
+    pub fn config(&self) -> &KernelConfig {
+        &self.cfg
+    }
+
+    /// The layout the node was booted with.
+    #[must_use]
+    pub fn layout(&self) -> &NodeLayout<'a> {
+        &self.layout
+    }
+
+    /// The node span.
+    #[must_use]
+    pub fn span(&self) -> PfnRange {
+        self.span
+    }
+
+    /// The boot options.
+    #[must_use]
+    pub fn options(&self) -> &BootOptions {
+        &self.opts
+    }
+
+    /// The strategy of runs of struct pages after boot (deferred init, on-demand expansion),
+    /// and why. The boot's own is in its [`BootReport`].
+    #[must_use]
+    pub fn strategy(&self) -> (Strategy, StrategyReason) {
+        (self.strategy, self.reason)
+    }
+
+    /// The counters.
+    #[must_use]
+    pub fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    /// `NODE_DATA(nid)->first_deferred_pfn` (`u64::MAX`: nothing left deferred), read under the
+    /// resize lock.
+    #[must_use]
+    pub fn first_deferred_pfn(&self) -> u64 {
+        *self.resize_lock.lock()
+    }
+
+    /// Whether the `deferred_pages` static key is still on (deferred init not finished).
+    #[must_use]
+    pub fn deferred_pending(&self) -> bool {
+        self.deferred_pages.load(Ordering::Acquire)
+    }
+
+    /// The struct page of `pfn`, by value, through exclusive access (no thread can be writing).
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the node span.
+    #[must_use]
+    pub fn read_page(&mut self, pfn: u64) -> P {
+        assert!(self.span.contains(pfn), "pfn {pfn:#x} outside the node");
+        self.inner.get_mut().memmap.read(pfn)
+    }
+
+    /// The pageblock migrate type of `pfn`, through exclusive access.
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the node span.
+    #[must_use]
+    pub fn pageblock_migratetype(&mut self, pfn: u64) -> Option<MigrateType> {
+        assert!(self.span.contains(pfn), "pfn {pfn:#x} outside the node");
+        self.inner.get_mut().memmap.pageblock_migratetype(pfn)
+    }
+
+    /// The hooks, through exclusive access.
+    pub fn hooks_mut(&mut self) -> &mut H {
+        &mut self.inner.get_mut().hooks
+    }
+
+    /// The arena, through exclusive access.
+    pub fn arena_mut(&mut self) -> Option<&mut PhysArena<'a>> {
+        self.arena.as_mut()
+    }
+
+    /// Gives the memmap view and the hooks back.
+    #[must_use]
+    pub fn into_memmap(self) -> (Memmap<'a, P>, H) {
+        let Inner { memmap, hooks } = self.inner.into_inner();
+        (memmap, hooks)
+    }
+
+    /// Index of `pfn`'s block in the state array.
+    #[inline(always)]
+    pub(crate) fn block_index(&self, pfn: u64) -> usize {
+        ((pfn >> self.cfg.pageblock_order) - (self.span.start >> self.cfg.pageblock_order)) as usize
+    }
+
+    /// First PFN of `pfn`'s block.
+    #[inline(always)]
+    pub(crate) fn block_start(&self, pfn: u64) -> u64 {
+        pfn & !(self.cfg.pageblock_nr_pages() - 1)
+    }
+
+    /// Whether the struct page of `pfn` may be read by a thread that holds the zone lock:
+    /// its block is published as initialized, or (on-demand) it is a block's first page, which
+    /// boot always initializes.
+    #[inline]
+    pub(crate) fn initialized(&self, pfn: u64) -> bool {
+        if !self.span.contains(pfn) {
+            return false;
+        }
+        self.states.is_done(self.block_index(pfn))
+            || (self.opts.mode == InitMode::OnDemand
+                && pfn == self.block_start(pfn)
+                && self.layout.is_memory(pfn))
+    }
+
+    /// Whether `pfn`'s struct page was initialized, as far as the node's bookkeeping knows
+    /// (the block is published as done, or it is an on-demand block's first page).
+    #[must_use]
+    pub fn is_initialized(&self, pfn: u64) -> bool {
+        self.initialized(pfn)
+    }
+
+    /// Reads the struct page of `pfn`.
+    ///
+    /// # Safety
+    ///
+    /// `pfn` in the node span, and no other thread writing it (the caller owns it).
+    #[inline(always)]
+    pub(crate) unsafe fn rd(&self, pfn: u64) -> P {
+        // SAFETY: per the caller.
+        unsafe { self.pages.ptr(pfn).read() }
+    }
+
+    /// Reads a word of the struct page of `pfn`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Node::rd`].
+    #[inline(always)]
+    pub(crate) unsafe fn rd_word(&self, pfn: u64, offset: usize) -> u64 {
+        // SAFETY: per the caller; the field is inside the page.
+        unsafe { rd64(self.pages.ptr(pfn), offset) }
+    }
+
+    /// Writes a word of the struct page of `pfn`.
+    ///
+    /// # Safety
+    ///
+    /// `pfn` in the node span, owned by the caller.
+    #[inline(always)]
+    pub(crate) unsafe fn wr_word(&self, pfn: u64, offset: usize, v: u64) {
+        // SAFETY: per the caller; the field is inside the page.
+        unsafe { wr64(self.pages.ptr(pfn), offset, v) }
+    }
+
+    /// `set_page_count(page, v)`: a raw store, or the memmap's version (with the tracepoint)
+    /// when the tracepoint is active.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Node::wr_word`].
+    #[inline]
+    pub(crate) unsafe fn set_count(&self, pfn: u64, v: i32) {
+        if self.trace {
+            let mut g = self.inner.lock();
+            let Inner { memmap, hooks } = &mut *g;
+            memmap.set_page_count(pfn, v, hooks);
+        } else {
+            // SAFETY: per the caller.
+            unsafe { crate::memmap::ops::wr32_once(self.pages.ptr(pfn), offsets::REFCOUNT, v as u32) };
+        }
+    }
+
+    /// `__init_single_page` on `[from, to)` of `zone` with the node's strategy, plus `kind`'s
+    /// extras (see [`RunKind`]). Returns the number of pages written.
+    ///
+    /// The caller owns the PFNs. Template and streaming runs build the template through the
+    /// slow path at `from` and copy it with the address-dependent fields refreshed (`lru`
+    /// self-pointers, `virtual`, section bits); pageblock-aligned PFNs are stored normally
+    /// because `set_pageblock_migratetype` may read them back; streaming runs drain before
+    /// returning.
+    fn init_run(&self, from: u64, to: u64, zone: u32, kind: RunKind) -> u64 {
+        if from >= to {
+            return 0;
+        }
+        let nid = self.layout.nid;
+        let slow_one = |inner: &mut Inner<'a, P, H>, pfn: u64| {
+            let Inner { memmap, hooks } = inner;
+            memmap.init_single_page(pfn, zone, nid, hooks);
+            if kind.extra_flags != 0 {
+                // SAFETY: `pfn` is in the memmap (init_single_page checked it) and owned.
+                unsafe {
+                    let p = memmap.page_ptr(pfn);
+                    wr64(p, offsets::FLAGS, rd64(p, offsets::FLAGS) | kind.extra_flags);
+                }
+            }
+            if kind.count != 1 {
+                memmap.set_page_count(pfn, kind.count, hooks);
+            }
+            if memmap.pageblock_aligned(pfn) {
+                match kind.pageblock {
+                    PbMode::None => {}
+                    PbMode::Movable => memmap.set_pageblock_migratetype(pfn, MigrateType::Movable),
+                    PbMode::MovableResched => memmap.pageblock_init(pfn, hooks),
+                }
+            }
+        };
+        let n = to - from;
+        self.stats.pages_initialized.fetch_add(n, Ordering::Relaxed);
+        if self.run_strategy() == Strategy::Slow {
+            let mut g = self.inner.lock();
+            for pfn in from..to {
+                slow_one(&mut g, pfn);
+            }
+            return n;
+        }
+        let mut tmpl = {
+            let mut g = self.inner.lock();
+            slow_one(&mut g, from);
+            g.memmap.read(from)
+        };
+        let refresh = self.refresh();
+        let mut pageblock = |pfn: u64| {
+            let mut g = self.inner.lock();
+            let Inner { memmap, hooks } = &mut *g;
+            match kind.pageblock {
+                PbMode::MovableResched => memmap.pageblock_init(pfn, hooks),
+                _ => memmap.set_pageblock_migratetype(pfn, MigrateType::Movable),
+            }
+        };
+        let pageblock: Option<&mut dyn FnMut(u64)> =
+            if kind.pageblock == PbMode::None { None } else { Some(&mut pageblock) };
+        if self.run_strategy() == Strategy::Streaming {
+            let guard = DrainGuard::new(true);
+            // SAFETY: the caller owns `[from, to)`, inside the node's span and so its memmap;
+            // the guard drains before the pages can be read (it drops at the end of this block,
+            // or while unwinding from a panicking hook).
+            unsafe { copy_run::<P, Streamed>(self.pages, &refresh, from + 1, to, &mut tmpl, pageblock) };
+            guard.finish();
+        } else {
+            // SAFETY: as above, with normal stores.
+            unsafe { copy_run::<P, Cached>(self.pages, &refresh, from + 1, to, &mut tmpl, pageblock) };
+        }
+        n
+    }
+
+    /// The strategy of runs now: the boot's while booting, the node's after.
+    #[inline]
+    pub(super) fn run_strategy(&self) -> Strategy {
+        if self.booting.load(Ordering::Relaxed) { self.boot_strategy } else { self.strategy }
+    }
+
+    /// The per-PFN refresh of this node's template copies: pages fresh from
+    /// `__init_single_page`, whose `lru` words are self-pointers.
+    #[inline(always)]
+    pub(super) fn refresh(&self) -> Refresh<'_> {
+        Refresh::new(&self.cfg, &self.flags_layout, ListSelf::Both)
+    }
+}

@@ -1,0 +1,367 @@
+//! ZONE_DEVICE memmap initialization: `memmap_init_zone_device()` with the slow, template and
+//! streaming strategies.
+//!
+//! * [`Strategy::Slow`] is the kernel's code (`__init_zone_device_page()` per PFN,
+//!   `memmap_init_compound()` per compound page).
+//! * [`Strategy::Template`] is the Li Zhe series: the first head page is initialized through the
+//!   slow path and copied as the head template; each compound page's first tail (page\[1\]) is
+//!   initialized through the slow path and copied as that compound's tail template; every other
+//!   page is a copy of its template with only the PFN-dependent fields refreshed (section bits
+//!   when they live in `page->flags`, `virtual` under `WANT_PAGE_VIRTUAL`).
+//! * [`Strategy::Streaming`] is the template path with `stream_hal` streaming stores, following
+//!   the upstream ordering rules: nothing reads a streamed page back or rewrites it with normal
+//!   stores before a drain. Pageblock-aligned pages are written with normal stores because
+//!   `set_pageblock_migratetype()` may read them back (as upstream does). Upstream then drains
+//!   before `memmap_init_compound()` reads the head, before `prep_compound_head()` and before
+//!   returning ([`DrainPolicy::Upstream`]); by default ([`DrainPolicy::Minimal`]) the head and
+//!   page\[2\] are written with normal stores too, so those two reads touch no streamed memory
+//!   and the one drain before returning is the only one needed. A drain per compound page waits
+//!   for the write-combining buffers every 128 struct pages and halves the devdax throughput.
+//! * [`Strategy::Auto`] applies the kernel's rules: the slow path when the `page_ref_set`
+//!   tracepoint is active, when KASAN or KMSAN is configured, or when `stream-hal` reports a
+//!   sanitizer build; otherwise streaming when the struct pages to write reach
+//!   [`InitOptions::streaming_threshold_bytes`], the cached template below it.
+//!
+//! Template and Streaming also fall back to Slow when the tracepoint is active or KASAN/KMSAN is
+//! configured, as `zone_device_page_init_optimization_enabled()` does, so every strategy emits
+//! the same tracepoint events and `cond_resched` calls and produces the same bytes.
+
+mod plan;
+mod slow;
+mod template;
+
+use core::fmt;
+
+use crate::InitError;
+use crate::fill::{Cached, Job, Strategy, StrategyReason, Streamed, resolve};
+use crate::hooks::InitHooks;
+use crate::memmap::Memmap;
+use crate::model::flags::VMEMMAP_RESERVE_NR;
+use crate::model::page::StructPage;
+
+/// `enum memory_type` (`include/linux/memremap.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum MemoryType {
+    /// `MEMORY_DEVICE_PRIVATE` (1).
+    Private = 1,
+    /// `MEMORY_DEVICE_COHERENT` (2).
+    Coherent = 2,
+    /// `MEMORY_DEVICE_FS_DAX` (3).
+    FsDax = 3,
+    /// `MEMORY_DEVICE_GENERIC` (4): device-dax.
+    Generic = 4,
+    /// `MEMORY_DEVICE_PCI_P2PDMA` (5).
+    PciP2pdma = 5,
+}
+
+impl MemoryType {
+    /// All memory types.
+    pub const ALL: [MemoryType; 5] = [
+        MemoryType::Private,
+        MemoryType::Coherent,
+        MemoryType::FsDax,
+        MemoryType::Generic,
+        MemoryType::PciP2pdma,
+    ];
+
+    /// The refcount a head or single page has after `__init_zone_device_page()`: 1 for
+    /// GENERIC, 0 for the others (baseline: FS_DAX refcount 0).
+    #[must_use]
+    pub const fn head_refcount(self) -> i32 {
+        match self {
+            MemoryType::Generic => 1,
+            MemoryType::Private | MemoryType::Coherent | MemoryType::FsDax | MemoryType::PciP2pdma => 0,
+        }
+    }
+
+    /// Name as the CLI spells it (`private`, `coherent`, `fsdax`, `generic`, `p2pdma`).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            MemoryType::Private => "private",
+            MemoryType::Coherent => "coherent",
+            MemoryType::FsDax => "fsdax",
+            MemoryType::Generic => "generic",
+            MemoryType::PciP2pdma => "p2pdma",
+        }
+    }
+
+    /// Parses [`MemoryType::name`].
+    #[must_use]
+    pub fn from_name(s: &str) -> Option<MemoryType> {
+        Self::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+impl fmt::Display for MemoryType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `struct vmem_altmap`: device memory that holds its own memmap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VmemAltmap {
+    /// `base_pfn`: first PFN of the device range.
+    pub base_pfn: u64,
+    /// `reserve`: PFNs reserved for the driver at the start.
+    pub reserve: u64,
+    /// `free`: PFNs available for the memmap after the reserve.
+    pub free: u64,
+}
+
+impl VmemAltmap {
+    /// `vmem_altmap_offset(altmap)` = `reserve + free` (saturating).
+    #[must_use]
+    pub const fn offset(&self) -> u64 {
+        self.reserve.saturating_add(self.free)
+    }
+}
+
+/// Largest `vmemmap_shift` accepted: a 1 GiB compound page with 4 KiB base pages
+/// (`PUD_ORDER`), the largest device-dax alignment.
+pub const MAX_VMEMMAP_SHIFT: u32 = 18;
+
+/// `struct dev_pagemap`, the fields memmap init reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DevPagemap {
+    /// `type`.
+    pub memory_type: MemoryType,
+    /// `vmemmap_shift`: compound pages of `1 << vmemmap_shift` base pages (0: none).
+    pub vmemmap_shift: u32,
+    /// `altmap`, present when `PGMAP_ALTMAP_VALID` is set.
+    pub altmap: Option<VmemAltmap>,
+    /// The modelled kernel address of the `struct dev_pagemap` (what `folio->pgmap` holds).
+    pub addr: u64,
+}
+
+impl DevPagemap {
+    /// A default modelled address for the `struct dev_pagemap` (an x86-64 direct-map address).
+    pub const DEFAULT_ADDR: u64 = 0xffff_8881_0420_0000;
+
+    /// A pagemap of `memory_type` without compound pages or altmap.
+    #[must_use]
+    pub const fn new(memory_type: MemoryType) -> Self {
+        DevPagemap { memory_type, vmemmap_shift: 0, altmap: None, addr: Self::DEFAULT_ADDR }
+    }
+
+    /// With compound pages of `1 << shift` base pages.
+    #[must_use]
+    pub const fn with_vmemmap_shift(mut self, shift: u32) -> Self {
+        self.vmemmap_shift = shift;
+        self
+    }
+
+    /// With an altmap.
+    #[must_use]
+    pub const fn with_altmap(mut self, altmap: VmemAltmap) -> Self {
+        self.altmap = Some(altmap);
+        self
+    }
+
+    /// `pgmap_vmemmap_nr(pgmap)` = `1 << vmemmap_shift`, saturating at `u64::MAX` for shifts of
+    /// 64 and more (which [`memmap_init_zone_device`] refuses: [`MAX_VMEMMAP_SHIFT`]).
+    #[must_use]
+    pub const fn vmemmap_nr(&self) -> u64 {
+        if self.vmemmap_shift >= 64 { u64::MAX } else { 1 << self.vmemmap_shift }
+    }
+}
+
+/// `vmemmap_can_optimize(altmap, pgmap)` for a struct page of `page_size` bytes:
+/// `CONFIG_ARCH_WANT_OPTIMIZE_DAX_VMEMMAP && is_power_of_2(sizeof(struct page)) && !altmap &&
+/// (pgmap_vmemmap_nr(pgmap) * sizeof(struct page)) >> PAGE_SHIFT > VMEMMAP_RESERVE_NR`.
+#[must_use]
+pub fn vmemmap_can_optimize(cfg: &crate::KernelConfig, page_size: usize, pgmap: &DevPagemap) -> bool {
+    cfg.optimize_dax_vmemmap
+        && page_size.is_power_of_two()
+        && pgmap.altmap.is_none()
+        && (pgmap.vmemmap_nr().saturating_mul(page_size as u64)) >> cfg.page_shift > VMEMMAP_RESERVE_NR
+}
+
+/// `compound_nr_pages(altmap, pgmap)`: the struct pages written per compound page: all of them,
+/// or `VMEMMAP_RESERVE_NR * (PAGE_SIZE / sizeof(struct page))` (128 for 64-byte pages) when
+/// the DAX vmemmap optimization applies, because the later vmemmap pages all map the second one.
+#[must_use]
+pub fn compound_nr_pages(cfg: &crate::KernelConfig, page_size: usize, pgmap: &DevPagemap) -> u64 {
+    if vmemmap_can_optimize(cfg, page_size, pgmap) {
+        VMEMMAP_RESERVE_NR * (cfg.page_size() / page_size as u64)
+    } else {
+        pgmap.vmemmap_nr()
+    }
+}
+
+/// What to initialize: the arguments of `memmap_init_zone_device(zone, start_pfn, nr_pages,
+/// pgmap)` other than the pagemap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZoneDeviceRange {
+    /// `zone_idx(zone)`: must be `ZONE_DEVICE`.
+    pub zone: u32,
+    /// `pgdat->node_id`.
+    pub nid: u32,
+    /// `start_pfn`.
+    pub start_pfn: u64,
+    /// `nr_pages`.
+    pub nr_pages: u64,
+}
+
+/// Where [`Strategy::Streaming`] drains (see `run_template` in the source for the details).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DrainPolicy {
+    /// The pages that are read back or partly rewritten later (compound head, page\[1\],
+    /// page\[2\], pageblock-aligned pages) are written with normal stores, so no streamed byte
+    /// is touched before the one drain at return.
+    #[default]
+    Minimal,
+    /// As the Linux series: stream the head and page\[2\] too, and drain before
+    /// `memmap_init_compound`, before `prep_compound_head` and before returning (two drains per
+    /// compound page).
+    Upstream,
+}
+
+/// How to initialize.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InitOptions {
+    /// The requested strategy.
+    pub strategy: Strategy,
+    /// Where the streaming path drains.
+    pub drains: DrainPolicy,
+    /// [`Strategy::Auto`] streams when at least this many bytes of struct pages are written;
+    /// below it the cached template wins (a destination small enough to stay in cache is
+    /// faster with normal stores; see `nt-store-measurements.md`).
+    pub streaming_threshold_bytes: usize,
+}
+
+impl InitOptions {
+    /// Default [`InitOptions::streaming_threshold_bytes`]: `stream-hal`'s default threshold,
+    /// 1 MiB of struct pages (64 MiB of device memory with 64-byte pages). Measured on the
+    /// project machine, streaming wins for cold write-once destinations from 1 MiB up.
+    pub const DEFAULT_STREAMING_THRESHOLD: usize = stream_hal::DEFAULT_STREAMING_THRESHOLD;
+
+    /// Options for `strategy` with the default threshold.
+    #[must_use]
+    pub const fn new(strategy: Strategy) -> Self {
+        InitOptions {
+            strategy,
+            drains: DrainPolicy::Minimal,
+            streaming_threshold_bytes: Self::DEFAULT_STREAMING_THRESHOLD,
+        }
+    }
+
+    /// With the given drain policy.
+    #[must_use]
+    pub const fn with_drains(mut self, drains: DrainPolicy) -> Self {
+        self.drains = drains;
+        self
+    }
+}
+
+impl Default for InitOptions {
+    fn default() -> Self {
+        Self::new(Strategy::Auto)
+    }
+}
+
+/// What an init call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InitReport {
+    /// First PFN initialized (after skipping the altmap part).
+    pub start_pfn: u64,
+    /// `nr_pages` as the kernel's `pr_debug` reports it: after the altmap adjustment.
+    pub nr_pages: u64,
+    /// Struct pages actually written (fewer than `nr_pages` with the DAX vmemmap optimization).
+    pub pages_initialized: u64,
+    /// The strategy requested.
+    pub requested: Strategy,
+    /// The strategy used (never [`Strategy::Auto`]).
+    pub used: Strategy,
+    /// Why `used` was chosen.
+    pub reason: StrategyReason,
+    /// The stream-hal backend in effect.
+    pub backend: stream_hal::Backend,
+    /// Number of `drain()` calls made.
+    pub drains: u64,
+}
+
+/// `memmap_init_zone_device(zone, start_pfn, nr_pages, pgmap)`.
+///
+/// Validates everything before writing anything: on error nothing is written. Zero pages is a
+/// no-op that returns a report with `nr_pages == 0`.
+///
+/// # Errors
+///
+/// [`InitError::NotZoneDevice`], [`InitError::NodeOutOfRange`],
+/// [`InitError::VmemmapShiftTooLarge`], [`InitError::RangeOverflow`],
+/// [`InitError::OutOfRange`] (range not in the memmap), [`InitError::AltmapOutsideRange`],
+/// [`InitError::Misaligned`] (start or length not a multiple of the compound size).
+pub fn memmap_init_zone_device<P: StructPage, H: InitHooks>(
+    memmap: &mut Memmap<'_, P>,
+    range: &ZoneDeviceRange,
+    pgmap: &DevPagemap,
+    opts: &InitOptions,
+    hooks: &mut H,
+) -> Result<InitReport, InitError> {
+    // Nothing to write: a zero-length range, or an altmap that covers the whole range (the
+    // kernel's loop then runs from `start_pfn + vmem_altmap_offset()` to `end_pfn`, zero times).
+    let empty = match plan::plan(memmap, range, pgmap)? {
+        Some(plan) if plan.start < plan.end => Ok(plan),
+        Some(plan) => Err(plan.start),
+        None => Err(range.start_pfn),
+    };
+    let plan = match empty {
+        Ok(plan) => plan,
+        Err(start_pfn) => {
+            let (used, reason) = resolve_job(memmap, opts, hooks, 0);
+            return Ok(InitReport {
+                start_pfn,
+                nr_pages: 0,
+                pages_initialized: 0,
+                requested: opts.strategy,
+                used,
+                reason,
+                backend: stream_hal::backend(),
+                drains: 0,
+            });
+        }
+    };
+    let written = plan.pages_written();
+    let (used, reason) = resolve_job(memmap, opts, hooks, written.saturating_mul(P::SIZE as u64));
+    let drains = match used {
+        Strategy::Template => {
+            template::run_template::<P, H, Cached>(memmap, &plan, pgmap, opts.drains, hooks)
+        }
+        Strategy::Streaming => {
+            template::run_template::<P, H, Streamed>(memmap, &plan, pgmap, opts.drains, hooks)
+        }
+        _ => {
+            slow::run_slow(memmap, &plan, pgmap, hooks);
+            0
+        }
+    };
+    Ok(InitReport {
+        start_pfn: plan.start,
+        nr_pages: plan.end - plan.start,
+        pages_initialized: written,
+        requested: opts.strategy,
+        used,
+        reason,
+        backend: stream_hal::backend(),
+        drains,
+    })
+}
+
+/// The strategy of a call writing `bytes` bytes of struct pages (see [`resolve`]).
+fn resolve_job<P: StructPage, H: InitHooks>(
+    memmap: &Memmap<'_, P>,
+    opts: &InitOptions,
+    hooks: &H,
+    bytes: u64,
+) -> (Strategy, StrategyReason) {
+    let job = Job {
+        bytes,
+        threshold_bytes: opts.streaming_threshold_bytes,
+        tracepoint: memmap.page_ref_tracepoint_active(hooks),
+        read_back_soon: false,
+    };
+    resolve(memmap.config(), opts.strategy, &job)
+}

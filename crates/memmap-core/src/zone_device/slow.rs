@@ -1,0 +1,90 @@
+//! The slow path: the kernel's `__init_zone_device_page()` and `memmap_init_compound()`, store
+//! for store.
+
+use super::DevPagemap;
+use super::plan::Plan;
+use crate::hooks::InitHooks;
+use crate::memmap::Memmap;
+use crate::memmap::ops::wr64;
+use crate::model::flags::PG;
+use crate::model::page::{StructPage, offsets};
+
+impl<P: StructPage> Memmap<'_, P> {
+    /// `__init_zone_device_page(page, pfn, zone_idx, nid, pgmap)`.
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap.
+    pub fn init_zone_device_page<H: InitHooks>(
+        &mut self,
+        pfn: u64,
+        zone: u32,
+        nid: u32,
+        pgmap: &DevPagemap,
+        hooks: &mut H,
+    ) {
+        self.init_single_page(pfn, zone, nid, hooks);
+        // "Mark page reserved as it will need to wait for onlining phase for it to be fully
+        // initialized."
+        self.set_flag(pfn, PG::RESERVED);
+        // page_folio(page)->pgmap = pgmap: the folio of a fresh page is the page itself (its
+        // word 8 is `&page->lru`, which never has bit 0 set).
+        let folio = self.page_folio(pfn).unwrap_or(pfn);
+        // SAFETY: `page_folio` returns a PFN of this memmap, and `pfn` was checked by
+        // `init_single_page`; both fields are inside their pages.
+        unsafe {
+            wr64(self.page_ptr(folio), offsets::PGMAP, pgmap.addr);
+            // page->zone_device_data = NULL
+            wr64(self.page_ptr(pfn), offsets::ZONE_DEVICE_DATA, 0);
+        }
+        if self.pageblock_aligned(pfn) {
+            self.pageblock_init(pfn, hooks);
+        }
+        if pgmap.memory_type.head_refcount() == 0 {
+            self.set_page_count(pfn, 0, hooks);
+        }
+    }
+
+    /// `memmap_init_compound(head, head_pfn, zone_idx, nid, pgmap, nr_pages)`, v6.18+ order:
+    /// `__SetPageHead(head)`, then per tail `__init_zone_device_page` +
+    /// `prep_compound_tail` + `set_page_count(page, 0)`, then `prep_compound_head` after the
+    /// loop.
+    ///
+    /// # Panics
+    ///
+    /// If the compound page is outside the memmap.
+    pub fn memmap_init_compound<H: InitHooks>(
+        &mut self,
+        head_pfn: u64,
+        zone: u32,
+        nid: u32,
+        pgmap: &DevPagemap,
+        nr_pages: u64,
+        hooks: &mut H,
+    ) {
+        self.set_flag(head_pfn, PG::HEAD);
+        for pfn in head_pfn + 1..head_pfn + nr_pages {
+            self.init_zone_device_page(pfn, zone, nid, pgmap, hooks);
+            self.prep_compound_tail(head_pfn, pfn - head_pfn, pgmap.vmemmap_shift);
+            self.set_page_count(pfn, 0, hooks);
+        }
+        self.prep_compound_head(head_pfn, pgmap.vmemmap_shift);
+    }
+}
+
+/// The kernel's loop.
+pub(super) fn run_slow<P: StructPage, H: InitHooks>(
+    m: &mut Memmap<'_, P>,
+    plan: &Plan,
+    pgmap: &DevPagemap,
+    hooks: &mut H,
+) {
+    let mut pfn = plan.start;
+    while pfn < plan.end {
+        m.init_zone_device_page(pfn, plan.zone, plan.nid, pgmap, hooks);
+        if plan.pfns_per_compound != 1 {
+            m.memmap_init_compound(pfn, plan.zone, plan.nid, pgmap, plan.compound_pages, hooks);
+        }
+        pfn += plan.pfns_per_compound;
+    }
+}
