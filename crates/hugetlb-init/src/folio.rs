@@ -218,7 +218,7 @@ pub fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
 /// 24`), `INIT_LIST_HEAD(&folio->lru)`, `hugetlb_set_folio_subpool(folio, NULL)`, and under
 /// `CONFIG_CGROUP_HUGETLB` `set_hugetlb_cgroup(folio, NULL)` and
 /// `set_hugetlb_cgroup_rsvd(folio, NULL)`. \[recalled\] body of ≈6.15; the field offsets are
-/// kernel-spec §1.2's page\[3\] words.
+/// page\[3\] words of the folio overlay ([`memmap_core::model::page::folio`]).
 ///
 /// # Panics
 ///

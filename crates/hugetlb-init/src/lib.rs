@@ -99,7 +99,7 @@
 //!   `INIT_LIST_HEAD(&folio->lru)`, subpool and both cgroup pointers NULL), the
 //!   `hugetlb_page_flags` order (`HPG_vmemmap_optimized` = bit 4 of `folio->private`), the
 //!   `huge_bootmem_page` flag names, and `vmemmap_remap_free()` keeping the current head page
-//!   when the new-page allocation fails (kernel-spec §6.4 lists that failure among the reasons
+//!   when the new-page allocation fails (a specification of the boot path lists that failure among the reasons
 //!   HVO is *skipped*; this crate follows the recalled code and makes the page-table allocation
 //!   the failure that skips HVO).
 //! * Tails get `set_page_count(page, 0)` (the seed's base tree) rather than ≈6.15's

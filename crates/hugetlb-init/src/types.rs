@@ -407,7 +407,7 @@ mod tests {
 
     #[test]
     fn sizes_and_vmemmap_arithmetic_match_the_kernel_table() {
-        // kernel-spec §6.3: 2 MiB -> 32 KiB of vmemmap (8 pages, 7 freed); 1 GiB -> 16 MiB
+        // 2 MiB -> 32 KiB of vmemmap (8 pages, 7 freed); 1 GiB -> 16 MiB
         // (4096 pages, 4095 freed).
         assert_eq!(Hstate::H2M.vmemmap_size::<Page64>(), 32 << 10);
         assert_eq!(Hstate::H2M.vmemmap_optimizable_size::<Page64>() / PAGE_SIZE, 7);

@@ -1,6 +1,6 @@
 //! Hooks the initializers call: `cond_resched()` and the `page_ref_set` tracepoint.
 //!
-//! DESIGN.md rule 8: `cond_resched` is a hook. The initializers call
+//! `cond_resched` is a hook. The initializers call
 //! [`InitHooks::cond_resched`] at every pageblock-aligned PFN they initialize, as the kernel
 //! does (`__init_zone_device_page`, `memmap_init_range`); the bench program drives its progress
 //! bar from it. [`InitHooks::page_ref_set`] receives one event per `set_page_count()` /

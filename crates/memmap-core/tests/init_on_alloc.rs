@@ -1,4 +1,4 @@
-//! kernel-spec.md §7.5 (clearing pages, init_on_alloc): allocations are zeroed exactly, in one
+//! Clearing pages with init_on_alloc: allocations are zeroed exactly, in one
 //! `clear_pages` call or one per page, neighbours keep their bytes, and the init_on_alloc /
 //! init_on_free / `__GFP_ZERO` / `__GFP_SKIP_ZERO` rules decide whether anything is zeroed.
 
@@ -40,7 +40,7 @@ fn page_bytes(arena: &[u8], base: u64, pfn: u64) -> &[u8] {
 /// of every order reads back zero, and every page never allocated (inside and around the node,
 /// including guard pages) keeps its pattern.
 #[test]
-fn s7_5_allocations_read_back_zero_and_neighbours_are_untouched() {
+fn allocations_read_back_zero_and_neighbours_are_untouched() {
     let cfg = tiny();
     let (zones, memory) = zone_layout(&cfg, 2);
     let l = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
@@ -78,7 +78,7 @@ fn s7_5_allocations_read_back_zero_and_neighbours_are_untouched() {
 
 /// `clear_page == clear_pages(·, 1)`: the per-page loop and the batch call leave the same bytes.
 #[test]
-fn s7_5_clear_page_loop_equals_one_clear_pages_call() {
+fn clear_page_loop_equals_one_clear_pages_call() {
     let cfg = tiny();
     let (zones, memory) = zone_layout(&cfg, 2);
     let l = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
@@ -109,7 +109,7 @@ fn s7_5_clear_page_loop_equals_one_clear_pages_call() {
 /// tag-based KASAN) does not skip it; `__GFP_ZERO` zeroes without init_on_alloc; init_on_free
 /// zeroes at free (boot frees included) instead; page poisoning turns both keys off.
 #[test]
-fn s7_5_init_on_alloc_zeroes_only_when_init_on_free_is_off_and_skip_rules_allow() {
+fn init_on_alloc_zeroes_only_when_init_on_free_is_off_and_skip_rules_allow() {
     let cfg = tiny();
     let (zones, memory) = zone_layout(&cfg, 1);
     let l = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
@@ -158,7 +158,7 @@ fn s7_5_init_on_alloc_zeroes_only_when_init_on_free_is_off_and_skip_rules_allow(
 /// 16 MiB of 2 MiB allocations from an mmap-backed arena, batch and per page.
 #[cfg(not(miri))]
 #[test]
-fn s7_5_order_9_allocations_in_an_owned_arena_read_back_zero() {
+fn order_9_allocations_in_an_owned_arena_read_back_zero() {
     use memmap_core::{Memmap, NoHooks, NodeParts, OwnedArena, OwnedMemmap, PfnRange as R};
     let cfg = KernelConfig::X86_64;
     let base = 1u64 << 20;

@@ -1,6 +1,6 @@
 //! The memmap: PFN-indexed `struct page` storage plus the per-pageblock migrate types.
 //!
-//! DESIGN.md rule 7: the storage comes from the caller. A [`Memmap`] is a view over
+//! The storage comes from the caller. A [`Memmap`] is a view over
 //! caller-provided `&mut [P]` (or `&mut [MaybeUninit<P>]`, which it first fills with the kernel's
 //! struct-page poison, as `memmap_alloc` + `page_init_poison` do) and a caller-provided byte per
 //! pageblock; under the `std` feature [`OwnedMemmap`](crate::OwnedMemmap) owns an anonymous

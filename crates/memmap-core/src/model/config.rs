@@ -1,6 +1,6 @@
 //! Kernel configuration as data, and the page-flags layout computed from it.
 //!
-//! DESIGN.md rule 6: kernel behaviour is data, not scattered `if`s. One [`KernelConfig`] value
+//! Kernel behaviour is data, not scattered `if`s. One [`KernelConfig`] value
 //! says everything the initializers need to know about the kernel being modelled; presets give
 //! x86-64 and arm64 (4 KiB pages, 32768 pages per section, pageblock order 9) and a classic
 //! SPARSEMEM variant whose section number lives in `page->flags` (so flags depend on the PFN).
@@ -593,7 +593,7 @@ mod tests {
 
     #[test]
     fn x86_64_layout_matches_the_worked_example() {
-        // kernel-spec.md §2.2: NODES_SHIFT 6, MAX_NR_ZONES 5 -> node in 63..58, zone in 57..55.
+        // NODES_SHIFT 6, MAX_NR_ZONES 5, 23 page flags: node in 63..58, zone in 57..55.
         let l = KernelConfig::X86_64.flags_layout().unwrap();
         assert_eq!((l.nodes_pgshift, l.nodes_width), (58, 6));
         assert_eq!((l.zones_pgshift, l.zones_width), (55, 3));

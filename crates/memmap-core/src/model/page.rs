@@ -1,4 +1,4 @@
-//! `struct page` as a type whose size is a compile-time constant (DESIGN.md rule 5).
+//! `struct page` as a type whose size is a compile-time constant, as `sizeof(struct page)` is in C.
 //!
 //! [`Page64`] is the 64-byte x86-64/arm64 layout; [`Page72`] adds `void *virtual` for
 //! `WANT_PAGE_VIRTUAL` builds. Both are `#[repr(C, align(8))]` arrays of native-endian 64-bit
@@ -115,7 +115,7 @@ const _: () = {
 /// A `struct page` layout: implemented by [`Page64`] and [`Page72`].
 ///
 /// Everything the initializers need is a compile-time constant here, so hot loops are
-/// monomorphized on the layout (DESIGN.md rule 5). The provided methods are the typed field
+/// monomorphized on the layout (no runtime-sized copy in them). The provided methods are the typed field
 /// accessors, identical for both layouts.
 pub trait StructPage:
     Copy + Eq + fmt::Debug + Send + Sync + 'static + stream_hal::Record + sealed::Sealed

@@ -1,5 +1,5 @@
-//! Simulated physical memory, and the init_on_alloc / init_on_free policy of
-//! kernel-spec §7.4 as data.
+//! Simulated physical memory, and the init_on_alloc / init_on_free policy (`mm/page_alloc.c`'s
+//! `want_init_on_alloc()`, `want_init_on_free()`, `should_skip_init()`) as data.
 //!
 //! A [`PhysArena`] holds the *contents* of a PFN range (4 KiB per PFN): a caller-provided byte
 //! slice in `no_std`, an anonymous `mmap` under `std` ([`OwnedArena`]). With init_on_alloc on,

@@ -1,4 +1,4 @@
-//! Deferred struct page init (`CONFIG_DEFERRED_STRUCT_PAGE_INIT`), kernel-spec §8.1-8.3.
+//! Deferred struct page init (`CONFIG_DEFERRED_STRUCT_PAGE_INIT`).
 //!
 //! * At boot, [`DeferCounter`] (`defer_init()`) stops `memmap_init_range()` in a node's highest
 //!   zone at the first section-aligned PFN after more than `PAGES_PER_SECTION` PFNs of that zone

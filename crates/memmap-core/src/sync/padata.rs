@@ -1,7 +1,7 @@
 //! `padata_do_multithreaded()` (kernel/padata.c): how a job is split between threads.
 //!
-//! The split is a pure function ([`PadataJob::plan`] and [`PadataJob::chunks`]), so the rules of
-//! kernel-spec §8.3 are testable without threads; [`padata_do_multithreaded`] (`std`) runs it on
+//! The split is a pure function ([`PadataJob::plan`] and [`PadataJob::chunks`]), so the kernel's
+//! rules are testable without threads; [`padata_do_multithreaded`] (`std`) runs it on
 //! real threads with `std::thread::scope`, the calling thread participating as in the kernel.
 //!
 //! The rules, as in the kernel:
@@ -76,7 +76,7 @@ impl PadataJob {
         Some(PadataPlan { nworks, chunk: roundup(chunk, align) })
     }
 
-    /// The `[start, end)` of every `thread_fn` call, in the order helpers take them (rule 5).
+    /// The `[start, end)` of every `thread_fn` call, in the order helpers take them (rule 5 above).
     /// Which thread makes which call depends on scheduling; the set of calls does not.
     #[must_use]
     pub fn chunks(&self) -> PadataChunks {

@@ -228,7 +228,7 @@ pub struct InitOptions {
     pub drains: DrainPolicy,
     /// [`Strategy::Auto`] streams when at least this many bytes of struct pages are written;
     /// below it the cached template wins (a destination small enough to stay in cache is
-    /// faster with normal stores; see `nt-store-measurements.md`).
+    /// faster with normal stores).
     pub streaming_threshold_bytes: usize,
 }
 

@@ -1,4 +1,5 @@
-//! kernel-spec.md §8.5, the 2013 on-demand RFC items, and the buddy allocator's typed errors.
+//! On-demand struct page init (the 2013 RFC: one initialized struct page per 2 MiB block at
+//! boot, the rest expanded on first allocator use), and the buddy allocator's typed errors.
 
 mod support;
 
@@ -34,7 +35,7 @@ fn blocks_layout(cfg: &KernelConfig) -> (Vec<ZoneSpan>, Vec<PfnRange>, Vec<Reser
 /// Exactly one initialized struct page, carrying the flag, per whole 2 MiB block of a memory
 /// range; blocks cut by a range edge are initialized fully and unflagged.
 #[test]
-fn s8_5_ondemand_one_initialized_page_and_the_flag_per_block() {
+fn ondemand_one_initialized_page_and_the_flag_per_block() {
     let cfg = cfg();
     let bs = cfg.pageblock_nr_pages();
     let (zones, memory, _) = blocks_layout(&cfg);
@@ -62,7 +63,7 @@ fn s8_5_ondemand_one_initialized_page_and_the_flag_per_block() {
 /// Expansion happens before the allocator uses a block, once: the allocated pages are
 /// initialized, a second expansion request does nothing and changes no byte.
 #[test]
-fn s8_5_ondemand_expansion_is_idempotent_and_precedes_allocator_use() {
+fn ondemand_expansion_is_idempotent_and_precedes_allocator_use() {
     let cfg = cfg();
     let bs = cfg.pageblock_nr_pages();
     let (zones, memory, _) = blocks_layout(&cfg);
@@ -92,7 +93,7 @@ fn s8_5_ondemand_expansion_is_idempotent_and_precedes_allocator_use() {
 
 /// The flag is part of `PAGE_FLAGS_CHECK_AT_PREP` and `PAGE_FLAGS_CHECK_AT_FREE`.
 #[test]
-fn s8_5_ondemand_flag_is_checked_at_free_and_at_prep() {
+fn ondemand_flag_is_checked_at_free_and_at_prep() {
     let cfg = cfg();
     let (zones, memory, _) = blocks_layout(&cfg);
     let l = layout(&zones, &memory, &[]);
@@ -117,7 +118,7 @@ fn s8_5_ondemand_flag_is_checked_at_free_and_at_prep() {
 /// Expanded pages copy zone, node and reference count from the base page: 0 for a free block,
 /// 1 for a block expanded at boot by `reserve_bootmem_region()`.
 #[test]
-fn s8_5_ondemand_expanded_pages_copy_zone_nid_and_count_from_the_base() {
+fn ondemand_expanded_pages_copy_zone_nid_and_count_from_the_base() {
     let cfg = cfg();
     let bs = cfg.pageblock_nr_pages();
     let (zones, memory, reserved) = blocks_layout(&cfg);

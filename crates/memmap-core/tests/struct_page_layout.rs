@@ -1,5 +1,8 @@
-//! kernel-spec.md §1.3 (struct page layout) and §2.5 (page-flags layout): every "what a faithful
-//! model must check" item, as a named test.
+//! The struct page layout (field offsets, the 72-byte `WANT_PAGE_VIRTUAL` layout, the folio
+//! overlay on pages 1 to 3) and the page-flags layout (where node, zone, section and the other
+//! fields sit in `page->flags`), checked against values written out from the kernel headers
+//! (`include/linux/mm_types.h`, `include/linux/page-flags-layout.h`; see
+//! `docs/kernel-model.md`).
 
 mod common;
 
@@ -13,10 +16,10 @@ use memmap_core::{
 };
 use proptest::prelude::*;
 
-// ---------------------------------------------------------------- §1.3 struct page layout
+// ---------------------------------------------------------------- struct page layout
 
 #[test]
-fn s1_3_size_is_64_and_offsets_match_the_kernel() {
+fn size_is_64_and_offsets_match_the_kernel() {
     assert_eq!(size_of::<Page64>(), 64);
     assert_eq!(align_of::<Page64>(), 8);
     assert_eq!(Page64::SIZE, 64);
@@ -57,7 +60,7 @@ fn s1_3_size_is_64_and_offsets_match_the_kernel() {
 }
 
 #[test]
-fn s1_3_want_page_virtual_layout_is_72_bytes_with_virtual_at_64() {
+fn want_page_virtual_layout_is_72_bytes_with_virtual_at_64() {
     assert_eq!(size_of::<Page72>(), 72);
     assert_eq!(offset_of!(CStructPageVirtual, virtual_), offsets::VIRTUAL);
     let mut p = Page72::ZEROED;
@@ -67,7 +70,7 @@ fn s1_3_want_page_virtual_layout_is_72_bytes_with_virtual_at_64() {
 }
 
 #[test]
-fn s1_3_non_power_of_two_size_turns_vmemmap_optimizations_off() {
+fn non_power_of_two_size_turns_vmemmap_optimizations_off() {
     let cfg = KernelConfig::X86_64;
     let pgmap = DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(9);
     assert!(vmemmap_can_optimize(&cfg, Page64::SIZE, &pgmap));
@@ -95,17 +98,57 @@ fn folio_u32(r: &common::Run<Page64>, head: u64, off: usize) -> u32 {
     r.page(head + i as u64).u32_at(o)
 }
 
+/// The bytes of struct pages `head..head + 4` as one array: the `struct folio` overlay.
+fn folio_bytes(r: &common::Run<Page64>, head: u64) -> Vec<u8> {
+    (head..head + 4)
+        .flat_map(|pfn| r.page(pfn).words().iter().flat_map(|w| w.to_ne_bytes()).collect::<Vec<_>>())
+        .collect()
+}
+
+fn at_u32(b: &[u8], off: usize) -> u32 {
+    u32::from_ne_bytes(b[off..off + 4].try_into().unwrap())
+}
+
+fn at_u64(b: &[u8], off: usize) -> u64 {
+    u64::from_ne_bytes(b[off..off + 8].try_into().unwrap())
+}
+
 #[test]
-fn s1_3_folio_fields_land_on_page_words() {
+fn folio_fields_land_on_page_words() {
     let r = one_compound(9);
     let head = 1 << 20;
-    // FOLIO_MATCH: each folio field is the page word it overlays.
-    assert_eq!(folio_u64(&r, head, folio::FLAGS_1), r.page(head + 1).flags());
-    assert_eq!(folio_u64(&r, head, folio::HEAD_1), r.page(head + 1).compound_head());
-    assert_eq!(folio_u64(&r, head, folio::FLAGS_2), r.page(head + 2).flags());
-    assert_eq!(folio_u64(&r, head, folio::HEAD_2), r.page(head + 2).compound_head());
-    assert_eq!(folio_u64(&r, head, folio::FLAGS_3), r.page(head + 3).flags());
-    // And they hold what prep_compound_head stored.
+    // `struct folio` on 64-bit, offsets from the head as the kernel lays them out
+    // (`include/linux/mm_types.h`): the folio constants must be those numbers.
+    let kernel = [
+        (folio::FLAGS_1, 64),
+        (folio::HEAD_1, 72),
+        (folio::LARGE_MAPCOUNT, 80),
+        (folio::NR_PAGES_MAPPED, 84),
+        (folio::ENTIRE_MAPCOUNT, 88),
+        (folio::PINCOUNT, 92),
+        (folio::MM_ID_MAPCOUNT, 96),
+        (folio::MM_IDS, 104),
+        (folio::MAPCOUNT_1, 112),
+        (folio::REFCOUNT_1, 116),
+        (folio::NR_PAGES, 120),
+        (folio::FLAGS_2, 128),
+        (folio::HEAD_2, 136),
+        (folio::DEFERRED_LIST, 144),
+        (folio::FLAGS_3, 192),
+        (folio::HEAD_3, 200),
+    ];
+    for (ours, theirs) in kernel {
+        assert_eq!(ours, theirs);
+    }
+    // And the raw bytes at those offsets hold what prep_compound_head (and prep_compound_tail
+    // for the `_head_N` words) stored.
+    let b = folio_bytes(&r, head);
+    assert_eq!(at_u64(&b, 64) & 0xff, 9, "folio order in _flags_1");
+    let tail_word = common::vaddr::<Page64>(&KernelConfig::X86_64, head) + 1;
+    for off in [72, 136, 200] {
+        assert_eq!(at_u64(&b, off), tail_word, "_head_N at {off}");
+    }
+    // And through the typed accessors.
     assert_eq!(folio_u64(&r, head, folio::FLAGS_1) & 0xff, 9, "order in _flags_1");
     assert_eq!(folio_u32(&r, head, folio::LARGE_MAPCOUNT) as i32, -1);
     assert_eq!(folio_u32(&r, head, folio::NR_PAGES_MAPPED), 0);
@@ -117,18 +160,20 @@ fn s1_3_folio_fields_land_on_page_words() {
     assert_eq!(folio_u32(&r, head, folio::NR_PAGES), 512);
 }
 
+/// `_mapcount_1` and `_refcount_1` are page\[1\]'s `_mapcount` and `_refcount`: folio bytes 112
+/// and 116 hold -1 (`__init_single_page`) and 0 (`set_page_count(page, 0)` of a tail).
 #[test]
-fn s1_3_mapcount_1_and_refcount_1_alias_page1() {
+fn mapcount_1_and_refcount_1_alias_page1() {
     let r = one_compound(9);
-    let head = 1 << 20;
-    assert_eq!(folio_u32(&r, head, folio::MAPCOUNT_1) as i32, r.page(head + 1).mapcount());
-    assert_eq!(folio_u32(&r, head, folio::REFCOUNT_1) as i32, r.page(head + 1).refcount());
-    assert_eq!(r.page(head + 1).mapcount(), -1);
-    assert_eq!(r.page(head + 1).refcount(), 0);
+    let b = folio_bytes(&r, 1 << 20);
+    assert_eq!(at_u32(&b, 112) as i32, -1);
+    assert_eq!(at_u32(&b, 116), 0);
+    assert_eq!(r.page((1 << 20) + 1).mapcount(), -1);
+    assert_eq!(r.page((1 << 20) + 1).refcount(), 0);
 }
 
 #[test]
-fn s1_3_entire_mapcount_and_pincount_overwrite_tail_mapping_of_page1() {
+fn entire_mapcount_and_pincount_overwrite_tail_mapping_of_page1() {
     // prep_compound_head ran after prep_compound_tail(head, 1): page[1].mapping is no longer
     // TAIL_MAPPING but {_entire_mapcount = -1, _pincount = 0}.
     for order in [1, 2, 9] {
@@ -142,7 +187,7 @@ fn s1_3_entire_mapcount_and_pincount_overwrite_tail_mapping_of_page1() {
 }
 
 #[test]
-fn s1_3_deferred_list_overwrites_page2_mapping_only_for_order_above_1() {
+fn deferred_list_overwrites_page2_mapping_only_for_order_above_1() {
     let cfg = KernelConfig::X86_64;
     let head = 1u64 << 20;
     let r = one_compound(2);
@@ -154,7 +199,7 @@ fn s1_3_deferred_list_overwrites_page2_mapping_only_for_order_above_1() {
     assert!(common::is_guard(r.page(head + 2)));
 }
 
-// ---------------------------------------------------------------- §2.5 page-flags layout
+// ---------------------------------------------------------------- page-flags layout
 
 fn layouts() -> Vec<(KernelConfig, FlagsLayout)> {
     let mut v: Vec<_> = KernelConfig::PRESETS.iter().map(|c| (*c, c.flags_layout().unwrap())).collect();
@@ -181,7 +226,7 @@ fn field_masks(l: &FlagsLayout) -> Vec<(&'static str, u64)> {
 }
 
 #[test]
-fn s2_5_widths_fit_and_each_field_sits_at_its_pgshift() {
+fn widths_fit_and_each_field_sits_at_its_pgshift() {
     for (cfg, l) in layouts() {
         assert!(l.field_bits() <= 64 - cfg.nr_pageflags, "{}", cfg.name);
         let masks = field_masks(&l);
@@ -202,7 +247,7 @@ fn s2_5_widths_fit_and_each_field_sits_at_its_pgshift() {
 }
 
 #[test]
-fn s2_5_zone_and_node_round_trip() {
+fn zone_and_node_round_trip() {
     for (cfg, l) in layouts() {
         for zone in 0..cfg.max_nr_zones {
             for nid in [0, 1, l.nodes_mask() as u32 / 2, l.nodes_mask() as u32] {
@@ -214,13 +259,17 @@ fn s2_5_zone_and_node_round_trip() {
     }
 }
 
+/// With classic SPARSEMEM the section number (`pfn >> 15` with 128 MiB sections of 4 KiB
+/// pages) sits in the top 19 bits of `page->flags` (`MAX_PHYSMEM_BITS - SECTION_SIZE_BITS` =
+/// 46 - 27); with SPARSEMEM_VMEMMAP the flags do not depend on the PFN.
 #[test]
-fn s2_5_section_bits_equal_pfn_section_only_with_section_in_page_flags() {
+fn section_bits_equal_pfn_section_only_with_section_in_page_flags() {
     for (cfg, l) in layouts() {
-        for pfn in [0u64, 32767, 32768, 5 << 15, (1 << 30) + 7] {
+        for (pfn, section) in [(0u64, 0u64), (32767, 0), (32768, 1), (5 << 15, 5), ((1 << 30) + 7, 1 << 15)] {
             let f = l.set_links(0, 2, 1, cfg.pfn_to_section_nr(pfn));
             if l.section_in_page_flags() {
-                assert_eq!(l.section(f), pfn >> cfg.pfn_section_shift(), "{}", cfg.name);
+                assert_eq!(cfg.pfn_to_section_nr(pfn), section, "{}", cfg.name);
+                assert_eq!(f >> 45, section, "{}: section in bits 63..45", cfg.name);
             } else {
                 assert_eq!(l.section(f), 0, "{}", cfg.name);
                 assert_eq!(
@@ -237,7 +286,7 @@ fn s2_5_section_bits_equal_pfn_section_only_with_section_in_page_flags() {
 /// Initialized flags: PFN-independent with VMEMMAP (template-safe), changing at every
 /// 32768-PFN boundary without it.
 #[test]
-fn s2_5_initialized_flags_depend_on_the_pfn_only_without_vmemmap() {
+fn initialized_flags_depend_on_the_pfn_only_without_vmemmap() {
     for cfg in KernelConfig::PRESETS {
         let start = 32768 - 4;
         let r = run::<Page64>(
@@ -270,7 +319,7 @@ proptest! {
     })]
 
     #[test]
-    fn s2_5_setters_preserve_every_bit_outside_their_mask(flags: u64, zone in 0u32..8, node: u32, section: u64, which in 0usize..5) {
+    fn setters_preserve_every_bit_outside_their_mask(flags: u64, zone in 0u32..8, node: u32, section: u64, which in 0usize..5) {
         let (_, l) = layouts()[which];
         let zm = l.zones_mask() << l.zones_pgshift;
         let nm = l.nodes_mask() << l.nodes_pgshift;
@@ -284,7 +333,7 @@ proptest! {
 }
 
 #[test]
-fn s2_5_pages_per_section() {
+fn pages_per_section() {
     assert_eq!(KernelConfig::X86_64.pages_per_section(), 32768);
     assert_eq!(KernelConfig::ARM64.pages_per_section(), 32768);
     let arm64_64k = KernelConfig { page_shift: 16, section_size_bits: 29, ..KernelConfig::ARM64 };

@@ -1,5 +1,6 @@
-//! kernel-spec.md §8.5 (deferred struct page init, padata, `deferred_grow_zone`, the 2013
-//! on-demand RFC): every "what a faithful model must check" item as a named test.
+//! Deferred struct page init (`CONFIG_DEFERRED_STRUCT_PAGE_INIT`): which pages boot initializes,
+//! how `deferred_init_memmap()` splits the rest between padata workers, when pages reach the
+//! buddy allocator, and how `deferred_grow_zone()` serves allocations that arrive first.
 
 mod support;
 
@@ -39,7 +40,7 @@ fn initialized_as(p: &Page64, zone: u32) -> bool {
 /// many sections long; the first deferred PFN is section-aligned and follows more than one
 /// section of initialized pages.
 #[test]
-fn s8_5_only_the_highest_zone_is_deferred_and_lower_zones_are_fully_initialized() {
+fn only_the_highest_zone_is_deferred_and_lower_zones_are_fully_initialized() {
     let cfg = cfg();
     let pps = cfg.pages_per_section();
     let s0 = 4 * pps;
@@ -67,7 +68,7 @@ fn s8_5_only_the_highest_zone_is_deferred_and_lower_zones_are_fully_initialized(
 /// Holes are not counted: a hole in the highest zone's first section pushes the first
 /// deferred PFN one section further than without it.
 #[test]
-fn s8_5_holes_are_not_counted() {
+fn holes_are_not_counted() {
     let cfg = cfg();
     let pps = cfg.pages_per_section();
     let s0 = 2 * pps;
@@ -109,7 +110,7 @@ fn reserved_layout(pps: u64) -> (Vec<ZoneSpan>, Vec<PfnRange>, Vec<ReservedRange
 /// Reserved pages above `first_deferred_pfn` are initialized (and `PG_reserved`) at boot,
 /// except `MEMBLOCK_RSRV_NOINIT` ones; free pages above it are not.
 #[test]
-fn s8_5_reserved_pages_above_first_deferred_pfn_are_initialized_at_boot_unless_noinit() {
+fn reserved_pages_above_first_deferred_pfn_are_initialized_at_boot_unless_noinit() {
     let cfg = cfg();
     let pps = cfg.pages_per_section();
     let (zones, memory, reserved) = reserved_layout(pps);
@@ -139,7 +140,7 @@ fn s8_5_reserved_pages_above_first_deferred_pfn_are_initialized_at_boot_unless_n
 /// before and after `deferred_init_memmap`, NOINIT pages stay uninitialized, and every free
 /// page of the zone is initialized and in the buddy allocator.
 #[test]
-fn s8_5_deferred_workers_touch_only_free_ranges() {
+fn deferred_workers_touch_only_free_ranges() {
     let cfg = cfg();
     let pps = cfg.pages_per_section();
     let (zones, memory, reserved) = reserved_layout(pps);
@@ -169,7 +170,7 @@ fn s8_5_deferred_workers_touch_only_free_ranges() {
 // ---------------------------------------------------------------- padata
 
 #[test]
-fn s8_5_padata_nworks_and_chunk_follow_the_kernel() {
+fn padata_nworks_and_chunk_follow_the_kernel() {
     // nworks = min(size / max(min_chunk, align), max_threads); chunk = size / (nworks * 4),
     // at least min_chunk, rounded up to align.
     let cases = [
@@ -212,7 +213,7 @@ fn some_jobs() -> Vec<PadataJob> {
 
 /// Every call's `[start, end)` ends on a chunk boundary, except the last one.
 #[test]
-fn s8_5_padata_calls_are_chunk_aligned_except_the_last() {
+fn padata_calls_are_chunk_aligned_except_the_last() {
     for job in some_jobs() {
         let plan = job.plan().unwrap();
         let calls: Vec<_> = job.chunks().collect();
@@ -230,7 +231,7 @@ fn s8_5_padata_calls_are_chunk_aligned_except_the_last() {
 
 /// The union of the calls made on real threads covers `[start, start + size)` exactly once.
 #[test]
-fn s8_5_padata_union_covers_the_range_exactly_once() {
+fn padata_union_covers_the_range_exactly_once() {
     let jobs: Vec<_> = some_jobs().into_iter().filter(|j| !cfg!(miri) || j.size <= 100).collect();
     for job in jobs {
         let seen = Mutex::new(Vec::new());
@@ -252,7 +253,7 @@ fn s8_5_padata_union_covers_the_range_exactly_once() {
 
 /// The calling thread is one of the works and runs chunks itself.
 #[test]
-fn s8_5_padata_caller_participates() {
+fn padata_caller_participates() {
     let caller = std::thread::current().id();
     let job = PadataJob { start: 0, size: 64, align: 1, min_chunk: 1, max_threads: 2 };
     let threads = Mutex::new(BTreeSet::new());
@@ -276,7 +277,7 @@ fn s8_5_padata_caller_participates() {
 /// of `__free_pages_core` (seen through the `page_ref_set` tracepoint) finds an initialized
 /// page, and comes after that page's `init_page_count`.
 #[test]
-fn s8_5_pages_are_freed_only_after_they_are_initialized() {
+fn pages_are_freed_only_after_they_are_initialized() {
     let cfg = KernelConfig { debug_page_ref: true, ..support::tiny() };
     let pps = cfg.pages_per_section();
     let l_cfg = cfg.flags_layout().unwrap();
@@ -321,7 +322,7 @@ use memmap_core::KernelConfig;
 /// Full, aligned `MAX_ORDER_NR_PAGES` blocks are freed at `MAX_PAGE_ORDER` with
 /// `MIGRATE_MOVABLE` on every pageblock; partial ones page by page at order 0.
 #[test]
-fn s8_5_full_max_order_blocks_freed_at_max_order_partial_ones_at_order_0() {
+fn full_max_order_blocks_freed_at_max_order_partial_ones_at_order_0() {
     let cfg = cfg();
     let pps = cfg.pages_per_section();
     let mo = cfg.max_order_nr_pages();
@@ -360,7 +361,7 @@ fn s8_5_full_max_order_blocks_freed_at_max_order_partial_ones_at_order_0() {
 /// section boundary, and only moves `first_deferred_pfn` forward; allocations that arrive
 /// before deferred init are served by it.
 #[test]
-fn s8_5_grow_zone_grows_a_section_multiple_stops_on_section_boundaries_and_is_monotonic() {
+fn grow_zone_grows_a_section_multiple_stops_on_section_boundaries_and_is_monotonic() {
     let cfg = cfg();
     let pps = cfg.pages_per_section();
     let zones = [ZoneSpan::new(2, pps, 7 * pps)];

@@ -1,5 +1,7 @@
-//! kernel-spec.md §3.11 (`mm/mm_init.c` ZONE_DEVICE init) and §4.4 (the template series):
-//! every "what a faithful model must check" item, as a named test, plus the typed errors.
+//! `memmap_init_zone_device()` (`mm/mm_init.c`): what the kernel's ZONE_DEVICE init leaves in
+//! every struct page, pageblock and tracepoint event, and the template series' rules (the fast
+//! paths equal the slow path, fall back to it when they must, refresh the PFN-dependent fields),
+//! plus the typed errors. The kernel facts are listed in `docs/kernel-model.md`.
 
 mod common;
 
@@ -17,13 +19,13 @@ fn cfg() -> KernelConfig {
     KernelConfig::X86_64
 }
 
-// ---------------------------------------------------------------- §3.11
+// ---------------------------------------------------------------- what the slow path writes
 
-/// §3.1 / §3.11: the `__init_single_page` order, observed through the tracepoint event that
+/// The `__init_single_page` order, observed through the tracepoint event that
 /// `init_page_count()` emits in the middle of it: at that point the page is zeroed and linked
 /// (zone/node set) but `_mapcount`, last_cpupid and `lru` are not yet written.
 #[test]
-fn s3_11_init_single_page_runs_in_kernel_order() {
+fn init_single_page_runs_in_kernel_order() {
     let cfg = with_debug_page_ref(cfg());
     let l = cfg.flags_layout().unwrap();
     let mut pages = vec![common::guard_page::<Page64>(); 4];
@@ -37,7 +39,7 @@ fn s3_11_init_single_page_runs_in_kernel_order() {
     assert_eq!(ev.flags, l.set_links(0, 2, 3, 0), "links set, cpupid not yet reset");
     assert_eq!(ev.mapcount, 0, "_mapcount not yet -1: zeroed before, set after init_page_count");
     assert_eq!(ev.mapping, 0);
-    // Final bytes: the §3.1 table.
+    // Final bytes: the field table of `__init_single_page` (docs/kernel-model.md).
     let p = m.read(BASE + 2);
     let v = vaddr::<Page64>(&cfg, BASE + 2);
     assert_eq!(p.flags(), l.cpupid_reset_last(l.set_links(0, 2, 3, 0)));
@@ -48,7 +50,7 @@ fn s3_11_init_single_page_runs_in_kernel_order() {
 }
 
 #[test]
-fn s3_11_want_page_virtual_gets_the_direct_map_address() {
+fn want_page_virtual_gets_the_direct_map_address() {
     let cfg = cfg();
     let mut pages = vec![Page72::ZEROED; 2];
     let mut pb = vec![0; 1];
@@ -64,16 +66,17 @@ fn s3_11_want_page_virtual_gets_the_direct_map_address() {
     miri,
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
-fn s3_11_every_initialized_page_is_reserved_device_zone_node_unmapped() {
+fn every_initialized_page_is_reserved_device_zone_node_unmapped() {
     let cfg = cfg();
     let l = cfg.flags_layout().unwrap();
-    for shift in [0, 2, 9] {
+    // Struct pages written per compound page: all of them for 4-page compounds (one vmemmap
+    // page, nothing to deduplicate), 128 (two vmemmap pages) for 2 MiB ones.
+    for (shift, written) in [(0, 1), (2, 4), (9, 128)] {
         for s in STRATEGIES {
             let pgmap = DevPagemap::new(MemoryType::FsDax).with_vmemmap_shift(shift);
             let rg = ZoneDeviceRange { nid: 5, ..range(&cfg, BASE, 4 << shift.max(2)) };
             let r = run::<Page64>(cfg, &rg, &pgmap, s, false).unwrap();
             let ppc = 1u64 << shift;
-            let written = memmap_core::compound_nr_pages(&cfg, 64, &pgmap);
             for pfn in BASE..BASE + rg.nr_pages {
                 if ppc > 1 && (pfn - BASE) % ppc >= written {
                     continue;
@@ -94,7 +97,7 @@ fn s3_11_every_initialized_page_is_reserved_device_zone_node_unmapped() {
 }
 
 #[test]
-fn s3_11_word8_is_pgmap_for_heads_and_head_plus_one_for_tails() {
+fn word8_is_pgmap_for_heads_and_head_plus_one_for_tails() {
     let cfg = cfg();
     let pgmap = DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(3);
     for s in STRATEGIES {
@@ -116,7 +119,7 @@ fn s3_11_word8_is_pgmap_for_heads_and_head_plus_one_for_tails() {
     miri,
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
-fn s3_11_refcount_by_memory_type_and_zero_for_every_tail() {
+fn refcount_by_memory_type_and_zero_for_every_tail() {
     let cfg = cfg();
     for ty in MemoryType::ALL {
         let want_head = if ty == MemoryType::Generic { 1 } else { 0 };
@@ -137,7 +140,7 @@ fn s3_11_refcount_by_memory_type_and_zero_for_every_tail() {
 /// Every tail has `mapping == TAIL_MAPPING` and `private == 0`, except page\[1\] (folio counters)
 /// and, for order > 1, page\[2\] (`_deferred_list.prev`) in the v6.18+ order.
 #[test]
-fn s3_11_tails_have_tail_mapping_except_page1_and_page2() {
+fn tails_have_tail_mapping_except_page1_and_page2() {
     let cfg = cfg();
     for shift in [1, 2, 5] {
         let pgmap = DevPagemap::new(MemoryType::FsDax).with_vmemmap_shift(shift);
@@ -166,7 +169,7 @@ fn s3_11_tails_have_tail_mapping_except_page1_and_page2() {
     miri,
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
-fn s3_11_head_has_pg_head_and_page1_has_order_and_nr_pages() {
+fn head_has_pg_head_and_page1_has_order_and_nr_pages() {
     let cfg = cfg();
     for shift in [1, 3, 9] {
         let pgmap = DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(shift);
@@ -187,11 +190,14 @@ fn s3_11_head_has_pg_head_and_page1_has_order_and_nr_pages() {
     miri,
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
-fn s3_11_movable_and_cond_resched_exactly_at_initialized_pageblock_starts() {
+fn movable_and_cond_resched_exactly_at_initialized_pageblock_starts() {
     let cfg = cfg();
-    for (shift, start, nr) in [(0u32, BASE + 100, 2000u64), (9, BASE, 4 * 512), (10, BASE, 2 * 1024)] {
+    // (vmemmap_shift, start, pages, struct pages written per compound page: 128 of a 2 MiB or a
+    // 4 MiB compound page with the DAX vmemmap optimization)
+    for (shift, start, nr, written) in
+        [(0u32, BASE + 100, 2000u64, 1), (9, BASE, 4 * 512, 128), (10, BASE, 2 * 1024, 128)]
+    {
         let pgmap = DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(shift);
-        let written = memmap_core::compound_nr_pages(&cfg, 64, &pgmap);
         let ppc = 1u64 << shift;
         let expect: Vec<u64> = (start..start + nr)
             .filter(|pfn| pfn % 512 == 0 && (ppc == 1 || (pfn - start) % ppc < written))
@@ -214,7 +220,7 @@ fn s3_11_movable_and_cond_resched_exactly_at_initialized_pageblock_starts() {
 }
 
 #[test]
-fn s3_11_altmap_pfns_are_not_touched_and_without_altmap_start_is_first() {
+fn altmap_pfns_are_not_touched_and_without_altmap_start_is_first() {
     let cfg = cfg();
     let altmap = VmemAltmap { base_pfn: BASE, reserve: 3, free: 29 };
     for s in STRATEGIES {
@@ -237,7 +243,7 @@ fn s3_11_altmap_pfns_are_not_touched_and_without_altmap_start_is_first() {
     miri,
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
-fn s3_11_vmemmap_optimized_compounds_write_exactly_128_struct_pages() {
+fn vmemmap_optimized_compounds_write_exactly_128_struct_pages() {
     let cfg = cfg();
     for shift in [8, 9, 18] {
         let pgmap = DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(shift);
@@ -257,7 +263,7 @@ fn s3_11_vmemmap_optimized_compounds_write_exactly_128_struct_pages() {
     miri,
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
-fn s3_11_unoptimized_compounds_write_every_struct_page() {
+fn unoptimized_compounds_write_every_struct_page() {
     // Order 7: two vmemmap pages, not more than VMEMMAP_RESERVE_NR, so not optimizable; and
     // every order under arm64 (no ARCH_WANT_OPTIMIZE_DAX_VMEMMAP), altmap, or the 72-byte page.
     let cases: [(KernelConfig, u32, bool); 3] =
@@ -285,7 +291,7 @@ fn s3_11_unoptimized_compounds_write_every_struct_page() {
     miri,
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
-fn s3_11_pr_debug_reports_nr_pages_after_the_altmap_adjustment() {
+fn pr_debug_reports_nr_pages_after_the_altmap_adjustment() {
     let cfg = cfg();
     let pgmap =
         DevPagemap::new(MemoryType::FsDax).with_altmap(VmemAltmap { base_pfn: BASE, reserve: 2, free: 6 });
@@ -301,7 +307,7 @@ fn s3_11_pr_debug_reports_nr_pages_after_the_altmap_adjustment() {
     miri,
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
-fn s3_11_tracepoint_emits_one_event_per_set_page_count() {
+fn tracepoint_emits_one_event_per_set_page_count() {
     let cfg = with_debug_page_ref(cfg());
     for ty in MemoryType::ALL {
         for shift in [0, 3] {
@@ -337,14 +343,14 @@ fn cfg_without_debug() -> KernelConfig {
     KernelConfig { debug_page_ref: false, ..cfg() }
 }
 
-// ---------------------------------------------------------------- §4.4
+// ---------------------------------------------------------------- the template and streaming paths
 
 #[test]
 #[cfg_attr(
     miri,
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
-fn s4_4_template_and_streaming_equal_slow_for_each_type_with_and_without_altmap() {
+fn template_and_streaming_equal_slow_for_each_type_with_and_without_altmap() {
     for cfg in KernelConfig::PRESETS {
         for ty in MemoryType::ALL {
             for shift in [0, 1, 2, 9] {
@@ -372,7 +378,7 @@ fn s4_4_template_and_streaming_equal_slow_for_each_type_with_and_without_altmap(
 }
 
 #[test]
-fn s4_4_fast_paths_are_off_with_the_tracepoint_or_kasan_or_kmsan() {
+fn fast_paths_are_off_with_the_tracepoint_or_kasan_or_kmsan() {
     let base = cfg();
     let pgmap = DevPagemap::new(MemoryType::FsDax);
     let rg = range(&base, BASE, 64);
@@ -403,7 +409,7 @@ fn s4_4_fast_paths_are_off_with_the_tracepoint_or_kasan_or_kmsan() {
     miri,
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
-fn s4_4_auto_uses_the_threshold_unless_stream_hal_is_sanitized() {
+fn auto_uses_the_threshold_unless_stream_hal_is_sanitized() {
     let cfg = cfg();
     let pgmap = DevPagemap::new(MemoryType::FsDax);
     let mut pages = vec![Page64::ZEROED; 20_000];
@@ -432,7 +438,7 @@ fn s4_4_auto_uses_the_threshold_unless_stream_hal_is_sanitized() {
     miri,
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
-fn s4_4_pfn_dependent_fields_are_refreshed_per_pfn() {
+fn pfn_dependent_fields_are_refreshed_per_pfn() {
     let cfg = KernelConfig::X86_64_CLASSIC_SPARSE;
     let l = cfg.flags_layout().unwrap();
     let start = 32768 - 600;
@@ -456,7 +462,7 @@ fn s4_4_pfn_dependent_fields_are_refreshed_per_pfn() {
     miri,
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
-fn s4_4_pageblock_pages_are_readable_when_the_migratetype_is_set() {
+fn pageblock_pages_are_readable_when_the_migratetype_is_set() {
     let cfg = KernelConfig::X86_64_CLASSIC_SPARSE;
     for shift in [0, 9] {
         let pgmap = DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(shift);
@@ -475,7 +481,7 @@ fn s4_4_pageblock_pages_are_readable_when_the_migratetype_is_set() {
     miri,
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
-fn s4_4_streaming_drains_at_the_upstream_points() {
+fn streaming_drains_at_the_upstream_points() {
     use memmap_core::DrainPolicy;
     let cfg = cfg();
     let run_with = |rg: &ZoneDeviceRange, pgmap: &DevPagemap, opts: InitOptions| {
