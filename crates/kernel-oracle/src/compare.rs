@@ -277,6 +277,28 @@ pub struct RegionResult {
     pub first: Option<FirstDiff>,
     /// All differences, grouped.
     pub groups: Vec<Group>,
+    /// Pageblock migrate types: `None` when not compared, else the differences (empty: equal).
+    pub pageblocks: Option<Vec<String>>,
+}
+
+/// Compares the kernel's MOVABLE pageblocks with the model's `movable_pageblock_pfns`.
+fn compare_pageblocks(r: &Region, model_meta: &serde_json::Value) -> Option<Vec<String>> {
+    let first = r.pageblock_first_pfn?;
+    let model: std::collections::BTreeSet<u64> = model_meta
+        .get("movable_pageblock_pfns")?
+        .as_array()?
+        .iter()
+        .filter_map(serde_json::Value::as_u64)
+        .collect();
+    let mut out = Vec::new();
+    for (i, &mt) in r.pageblock_migratetypes.iter().enumerate() {
+        let pfn = first + i as u64 * 512;
+        let k_movable = mt == 1;
+        if k_movable != model.contains(&pfn) {
+            out.push(format!("pageblock {pfn:#x}: kernel migratetype {mt}, model {}", if model.contains(&pfn) { "MOVABLE" } else { "not MOVABLE" }));
+        }
+    }
+    Some(out)
 }
 
 /// Comparison of one configuration.
@@ -629,17 +651,19 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
         let kn = kernel_normalizer(facts, r);
         let geo = Geometry::of(r);
         let aliased = aliased_vmemmap_pages(r, &shared);
+        let mut pageblocks = None;
         let (mbytes, m_start, mn, argv) = match r.kind.as_str() {
             "zone-device" => {
-                let args = model::zone_device_args(r)?;
+                let args = model::zone_device_args(facts, r)?;
                 let md = model::dump(bench, &args, &model_dir.join(format!("region-{i}")))?;
                 let pgmap = md.meta.get("pgmap_addr").and_then(serde_json::Value::as_u64);
                 let mn = Normalizer {
                     vmemmap_base: md.vmemmap_base,
-                    vmemmap_size: facts.vmemmap_size,
+                    vmemmap_size: md.span(),
                     pgmap,
                     kimage: BTreeMap::new(),
                 };
+                pageblocks = compare_pageblocks(r, &md.meta);
                 (md.bytes, md.start_pfn, mn, md.argv)
             }
             "hugetlb" => {
@@ -675,7 +699,7 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
                 }
                 let mn = Normalizer {
                     vmemmap_base: md.vmemmap_base,
-                    vmemmap_size: facts.vmemmap_size,
+                    vmemmap_size: md.span(),
                     pgmap: None,
                     kimage: BTreeMap::new(),
                 };
@@ -711,6 +735,7 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
             differing_pages: differing,
             first,
             groups,
+            pageblocks,
         });
         all_bytes.push(kbytes);
     }
@@ -729,11 +754,12 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
 #[must_use]
 pub fn verdict(r: &DirResult) -> String {
     let diff: u64 = r.regions.iter().map(|x| x.differing_pages).sum();
+    let pb: usize = r.regions.iter().filter_map(|x| x.pageblocks.as_ref()).map(Vec::len).sum();
     let pages: u64 = r.regions.iter().map(|x| x.pages).sum();
     let checks_ok = r.checks.iter().all(|c| c.failure.is_none());
     let groups: usize = r.regions.iter().map(|x| x.groups.len()).sum();
     format!(
-        "{} of {pages} struct pages differ ({groups} difference groups); class checks {}",
+        "{} of {pages} struct pages differ ({groups} difference groups), {pb} pageblock types differ; class checks {}",
         diff,
         if checks_ok { "pass" } else { "FAIL" }
     )
@@ -753,6 +779,15 @@ pub fn render(r: &DirResult, verbose: bool) -> String {
     for reg in &r.regions {
         let _ = writeln!(s, "- {}: {} of {} struct pages differ", reg.label, reg.differing_pages, reg.pages);
         let _ = writeln!(s, "  model: memmap-bench {}", reg.model_argv.join(" "));
+        match &reg.pageblocks {
+            Some(d) if d.is_empty() => {
+                let _ = writeln!(s, "  pageblock migrate types: identical");
+            }
+            Some(d) => {
+                let _ = writeln!(s, "  pageblock migrate types: {} differ; first: {}", d.len(), d[0]);
+            }
+            None => {}
+        }
         if let Some(f) = &reg.first {
             let _ = writeln!(
                 s,
@@ -773,4 +808,62 @@ pub fn render(r: &DirResult, verbose: bool) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geo() -> Geometry {
+        Geometry { start_pfn: 0x1000, init_start: 0x1000, compound: 512 }
+    }
+
+    #[test]
+    fn pointers_become_symbols() {
+        let n = Normalizer { vmemmap_base: 0xffff_ea00_0000_0000, vmemmap_size: 1 << 40, pgmap: Some(0xffff_8880_0000_1000), kimage: BTreeMap::new() };
+        let own = 0x1005u64;
+        let addr = |pfn: u64| 0xffff_ea00_0000_0000 + pfn * 64;
+        assert_eq!(n.sym(own, addr(own) + 8), Sym::Page { delta: 0, off: 8, tag: 0 });
+        assert_eq!(classify(geo(), own, n.sym(own, addr(0x1000) + 1), false), Sym::Head { off: 0, tag: 1 });
+        assert_eq!(n.sym(own, 0xffff_8880_0000_1000), Sym::Pgmap);
+        assert_eq!(n.sym(own, 0xdead_0000_0000_0400), Sym::Raw(0xdead_0000_0000_0400));
+        // An aliased page's self pointer written for the same slot 64 pages away.
+        assert_eq!(classify(geo(), own, n.sym(own, addr(own + 128) + 8), true), Sym::AliasSelf { off: 8, tag: 0 });
+        assert_eq!(classify(geo(), own, n.sym(own, addr(own + 128) + 8), false), Sym::Page { delta: 128, off: 8, tag: 0 });
+    }
+
+    #[test]
+    fn roles_follow_the_compound_geometry() {
+        let g = Geometry { start_pfn: 0x1000, init_start: 0x1200, compound: 512 };
+        assert_eq!(g.role(0x11ff), "before init (altmap)");
+        assert_eq!(g.role(0x1200), "head");
+        assert_eq!(g.role(0x1401), "page[1]");
+        assert_eq!(g.role(0x1404), "tail");
+        assert_eq!(Geometry { compound: 1, ..g }.role(0x1300), "page");
+    }
+
+    #[test]
+    fn differences_are_grouped_and_the_first_is_named() {
+        let n = Normalizer { vmemmap_base: 0, vmemmap_size: 0, pgmap: None, kimage: BTreeMap::new() };
+        let g = Geometry { start_pfn: 10, init_start: 10, compound: 1 };
+        let k = vec![0u8; 64 * 3];
+        let mut m = k.clone();
+        m[64 + 52] = 1; // _refcount of the second page
+        m[128 + 52] = 1;
+        let (differing, first, groups) = compare_pages(g, &k, &n, &m, 10, &n, &[], &[]);
+        assert_eq!(differing, 2);
+        let f = first.expect("a difference");
+        assert_eq!((f.pfn, f.field.as_str(), f.offset), (11, "_refcount", 52));
+        assert_eq!(groups.len(), 1);
+        assert_eq!((groups[0].count, groups[0].first_pfn, groups[0].last_pfn), (2, 11, 12));
+    }
+
+    #[test]
+    fn identical_blocks_are_content_aliases() {
+        let mut b = vec![0u8; 4096 * 3];
+        b[0] = 1;
+        b[4096] = 2;
+        b[8192] = 2;
+        assert_eq!(content_aliased(&b, 0), vec![false, false, true]);
+    }
 }

@@ -109,6 +109,13 @@ pub struct Region {
     /// hugetlb: the folio.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub folio: Option<Folio>,
+    /// First pfn of the first pageblock overlapping the region (with `pageblock_migratetypes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pageblock_first_pfn: Option<u64>,
+    /// Migrate type (`get_pageblock_migratetype`, 1 = MOVABLE) of every pageblock overlapping
+    /// the region, read from `mem_section[]->usage->pageblock_flags` in guest memory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pageblock_migratetypes: Vec<u8>,
     /// Guest-physical address of each 4 KiB vmemmap page backing the region (`null`: unmapped),
     /// read with QEMU's `gva2gpa`: equal addresses are aliased vmemmap pages.
     pub vmemmap_gpa: Vec<Option<u64>>,

@@ -278,3 +278,49 @@ pub fn check_all(golden: &Path) -> Result<usize> {
     }
     Ok(ds.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::Folio;
+
+    fn region(start: u64, nr: u64, order: u32) -> Region {
+        Region {
+            kind: "hugetlb".into(),
+            file: String::new(),
+            start_pfn: start,
+            nr_pages: nr,
+            nid: 0,
+            zone: 2,
+            memory_type: None,
+            mode: None,
+            map: None,
+            holder: None,
+            align: None,
+            vmemmap_shift: None,
+            altmap: None,
+            init_start_pfn: None,
+            pgmap_addr: None,
+            hstate: None,
+            hvo: None,
+            boot: None,
+            folio: Some(Folio { head_pfn: start, order, nid: 0 }),
+            pageblock_first_pfn: None,
+            pageblock_migratetypes: Vec::new(),
+            vmemmap_gpa: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn runs_are_disjoint_sorted_and_inside_the_region() {
+        for (nr, order) in [(512u64, 9u32), (1 << 18, 18)] {
+            let r = region(0x100000, nr, order);
+            let runs = runs_for(&r);
+            assert!(runs.windows(2).all(|w| w[0].start_pfn + w[0].nr_pages < w[1].start_pfn));
+            assert!(runs.iter().all(|x| x.start_pfn >= r.start_pfn && x.start_pfn + x.nr_pages <= r.start_pfn + nr));
+            assert_eq!(runs[0].start_pfn, r.start_pfn);
+            let total: u64 = runs.iter().map(|x| x.nr_pages).sum();
+            assert!(total >= 130 && total <= 300, "{total} pages for order {order}");
+        }
+    }
+}

@@ -116,7 +116,7 @@ block hugepages sh -c 'for f in /sys/devices/system/node/node*/hugepages/hugepag
 block ndctl sh -c 'command -v ndctl >/dev/null && ndctl list -N -v || echo "[]"'
 block nd sh -c 'for d in /sys/bus/nd/devices/*; do for a in devtype mode resource size align numa_node namespace holder; do [ -r $d/$a ] && echo "${d##*/} $a $(cat $d/$a 2>/dev/null)"; done; done'
 block zoneinfo sh -c 'grep -E "^Node|spanned|present|start_pfn" /proc/zoneinfo'
-block kallsyms sh -c 'echo 0 > /proc/sys/kernel/kptr_restrict; grep -E " (_text|_stext|_etext|_sdata|_edata|__bss_start|__bss_stop|_end|hstates|max_hstate|default_hstate_idx|node_states|contig_page_data|node_data)$" /proc/kallsyms'
+block kallsyms sh -c 'echo 0 > /proc/sys/kernel/kptr_restrict; grep -E " (_text|_stext|_etext|_sdata|_edata|__bss_start|__bss_stop|_end|hstates|max_hstate|default_hstate_idx|node_states|contig_page_data|node_data|mem_section|memstart_addr)$" /proc/kallsyms'
 block dmesg dmesg
 echo "@@ready"
 while true; do sleep 3600; done
@@ -202,7 +202,12 @@ fn ndctl_files() -> Result<Vec<(String, Vec<u8>)>> {
 ///
 /// Missing host tools or files.
 pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
-    let path = cache.join("initramfs").join(format!("{}.cpio.gz", kernel.release));
+    // The cache key covers everything that goes in besides the host's binaries.
+    let mut key: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in INIT.bytes().chain(modules(kernel.spec.arch).concat().bytes()) {
+        key = (key ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let path = cache.join("initramfs").join(format!("{}-{key:016x}.cpio.gz", kernel.release));
     if path.is_file() {
         return Ok(fs::read(&path)?);
     }
@@ -256,4 +261,24 @@ pub fn with_scenario(base: &[u8], script: &str) -> Vec<u8> {
     let mut out = base.to_vec();
     out.extend_from_slice(&cpio.finish());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpio_entries_are_newc_and_aligned() {
+        let mut c = Cpio::default();
+        c.file("a/b", 0o644, b"hello");
+        c.symlink("a/c", "b");
+        let out = c.finish();
+        assert_eq!(&out[..6], b"070701");
+        assert_eq!(out.len() % 512, 0);
+        let text = String::from_utf8_lossy(&out);
+        // The parent directory comes first, then the file, the link and the trailer.
+        let (d, f, l, t) = (text.find("a\0"), text.find("a/b\0"), text.find("a/c\0"), text.find("TRAILER!!!"));
+        assert!(d < f && f < l && l < t && t.is_some());
+        assert!(text.contains("hello"));
+    }
 }

@@ -326,3 +326,28 @@ impl SystemMap {
         Some(if *a == addr { n.clone() } else { format!("{n}+{:#x}", addr - a) })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_order_numerically() {
+        let mut v = vec!["linux-binary-7.2.9+deb14-amd64", "linux-binary-7.2.13+deb14-amd64", "linux-binary-7.2.10+deb14-amd64"];
+        v.sort_by_key(|n| release_key(n));
+        assert_eq!(v.last(), Some(&"linux-binary-7.2.13+deb14-amd64"));
+    }
+
+    #[test]
+    fn kallsyms_names_addresses_in_the_image() {
+        let m = SystemMap::parse("ffffffff81000000 T _text\nffffffff83e00000 D hstates\nffffffff84000000 B _end\n");
+        assert_eq!(m.name(0xffff_ffff_83e0_0058).as_deref(), Some("hstates+0x58"));
+        assert_eq!(m.name(0xffff_ffff_ffff_8001), None);
+    }
+
+    #[test]
+    fn unknown_kernels_are_an_error() {
+        assert!(spec("9.9-amd64").is_err());
+        assert_eq!(spec("6.12-amd64").map(|k| k.suite).ok(), Some("bookworm-backports"));
+    }
+}

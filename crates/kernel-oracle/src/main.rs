@@ -174,6 +174,9 @@ fn real_main() -> Result<()> {
                                 let res = compare::compare_dir(&dir, &facts, &bench)?;
                                 print!("{}", compare::render(&res, false));
                                 line.push_str(&format!("  {}", compare::verdict(&res)));
+                                if let Some(c) = res.checks.iter().find(|c| c.failure.is_some()) {
+                                    failures.push(format!("{id} {} (class check {}: {:?})", sc.name, c.name, c.failure));
+                                }
                             }
                             if let Some(g) = &golden_dir {
                                 golden::write(&dir, &facts, g)?;

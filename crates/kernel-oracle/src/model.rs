@@ -26,6 +26,16 @@ pub struct ModelDump {
     pub argv: Vec<String>,
 }
 
+impl ModelDump {
+    /// The part of the model's vmemmap its pointers can point into: from pfn 0 to the end of
+    /// the dump plus one gigantic page (the model places nothing beyond), so that values such
+    /// as `-1` near the top of the address space are not read as struct page pointers.
+    #[must_use]
+    pub fn span(&self) -> u64 {
+        (self.start_pfn + (self.bytes.len() as u64) / 64 + (1 << 18)) * 64
+    }
+}
+
 /// Finds `memmap-bench`: `explicit`, else next to this program, else on `PATH`.
 ///
 /// # Errors
@@ -76,17 +86,23 @@ pub fn dump(bench: &Path, args: &[String], dir: &Path) -> Result<ModelDump> {
     Ok(ModelDump { meta, bytes, start_pfn, vmemmap_base: base, argv })
 }
 
+/// The model preset of the kernel's architecture (`x86_64` or `arm64`).
+#[must_use]
+pub fn preset(facts: &Facts) -> &'static str {
+    if facts.kernel.arch == "arm64" { "arm64" } else { "x86_64" }
+}
+
 /// The `memmap-bench dump zone-device` arguments for a ZONE_DEVICE region.
 ///
 /// # Errors
 ///
 /// A region without its ZONE_DEVICE facts.
-pub fn zone_device_args(r: &Region) -> Result<Vec<String>> {
+pub fn zone_device_args(facts: &Facts, r: &Region) -> Result<Vec<String>> {
     let mut a: Vec<String> = vec![
         "dump".into(),
         "zone-device".into(),
         "--config".into(),
-        "x86_64".into(),
+        preset(facts).into(),
         "--memory-type".into(),
         r.memory_type.clone().context("memory_type")?,
         "--pages".into(),
@@ -123,7 +139,7 @@ pub fn hugetlb_args(facts: &Facts) -> Result<Vec<String>> {
         "dump".into(),
         "hugetlb".into(),
         "--config".into(),
-        "x86_64".into(),
+        preset(facts).into(),
         "--hstate".into(),
         first.hstate.clone().context("hstate")?,
         "--count".into(),

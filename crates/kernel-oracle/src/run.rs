@@ -28,9 +28,11 @@ pub fn vmemmap(arch: Arch) -> (u64, u64) {
     match arch {
         // 4-level paging (`no5lvl`), `nokaslr`: VMEMMAP_START, a 1 TiB area.
         Arch::Amd64 => (0xffff_ea00_0000_0000, 1 << 40),
-        // 48-bit VA, 4 KiB pages: VMEMMAP_START = -(1 << (VA_BITS - VMEMMAP_SHIFT)) with
-        // VMEMMAP_SHIFT = PAGE_SHIFT - STRUCT_PAGE_MAX_SHIFT = 6, a 4 TiB area.
-        Arch::Arm64 => (0xffff_fc00_0000_0000, 1 << 42),
+        // 4 KiB pages, VA_BITS 52 (VA_BITS_MIN 48): VMEMMAP_END = -1 GiB, VMEMMAP_SIZE =
+        // ((_PAGE_END(48) - PAGE_OFFSET) >> PAGE_SHIFT) * 64 = 0x3e0000000000, so VMEMMAP_START
+        // = 0xffffc1ffc0000000. The struct page of pfn 0 sits `memstart_addr >> PAGE_SHIFT`
+        // struct pages below it (see `arm64_vmemmap`).
+        Arch::Arm64 => (0xffff_c1ff_c000_0000, 0x3e00_0000_0000),
     }
 }
 
@@ -58,7 +60,7 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> (
             "qemu-system-x86_64"
         }
         Arch::Arm64 => {
-            a.extend(["-machine", "virt", "-cpu", "max", "-smp", "1"].map(String::from));
+            a.extend(["-machine", "virt", "-cpu", "max,pauth-impdef=on", "-smp", "1"].map(String::from));
             append.insert(0, "console=ttyAMA0".into());
             "qemu-system-aarch64"
         }
@@ -180,6 +182,56 @@ fn dump_pages(
         i = j;
     }
     Ok((out, gpas))
+}
+
+fn read_u64(qmp: &mut Qmp, addr: u64, tmp: &Path) -> Result<u64> {
+    qmp.memsave(addr, 8, tmp)?;
+    let b = fs::read(tmp)?;
+    Ok(word(&b, 0))
+}
+
+/// Bits per pageblock in `pageblock_flags`: 4 before Linux 6.16, 8 since the isolation bit
+/// became `PB_migrate_isolate` (bit 7; `NR_PAGEBLOCK_BITS` is rounded up to a power of two).
+#[must_use]
+pub fn pageblock_bits(release: &str) -> u32 {
+    let mut it = release.split(|c: char| !c.is_ascii_digit()).filter_map(|x| x.parse::<u32>().ok());
+    let (major, minor) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+    if (major, minor) >= (6, 16) { 8 } else { 4 }
+}
+
+/// Reads the migrate type of every pageblock overlapping `[start, start + nr)` from the guest's
+/// `mem_section` (SPARSEMEM_EXTREME, 128 MiB sections, `struct mem_section` of 32 bytes with
+/// PAGE_EXTENSION, `usage->pageblock_flags` at byte 24 after the rcu head and the 64-bit
+/// subsection map). Returns the first pageblock's pfn and the types.
+fn read_pageblocks(qmp: &mut Qmp, mem_section: u64, bits: u32, start: u64, nr: u64, tmp: &Path) -> Result<(u64, Vec<u8>)> {
+    const SECTION_PFNS: u64 = 1 << 15;
+    const PB: u64 = 512;
+    let roots = read_u64(qmp, mem_section, tmp)?;
+    let first = start / PB * PB;
+    let mut out = Vec::new();
+    let mut cached: Option<(u64, Vec<u8>)> = None;
+    let mut pfn = first;
+    while pfn < start + nr {
+        let sec = pfn / SECTION_PFNS;
+        if cached.as_ref().is_none_or(|c| c.0 != sec) {
+            let root = read_u64(qmp, roots + (sec / 128) * 8, tmp)?;
+            let ms = root + (sec % 128) * 32;
+            let map = read_u64(qmp, ms, tmp)?;
+            if map & 1 == 0 {
+                bail!("section {sec} is not present");
+            }
+            let usage = read_u64(qmp, ms + 8, tmp)?;
+            let len = (SECTION_PFNS / PB) * u64::from(bits) / 8;
+            qmp.memsave(usage + 24, len, tmp)?;
+            cached = Some((sec, fs::read(tmp)?));
+        }
+        let flags = &cached.as_ref().context("section cached")?.1;
+        let bitidx = ((pfn % SECTION_PFNS) / PB) * u64::from(bits);
+        let byte = flags[(bitidx / 8) as usize];
+        out.push((byte >> (bitidx % 8)) & 7);
+        pfn += PB;
+    }
+    Ok((first, out))
 }
 
 fn word(b: &[u8], off: usize) -> u64 {
@@ -309,10 +361,17 @@ fn collect(
     if sysmap.len() < 1000 {
         sysmap = SystemMap::parse(&block("kallsyms"));
     }
-    let (vbase, vsize) = vmemmap(sc.arch);
+    let (mut vbase, vsize) = vmemmap(sc.arch);
     let tmp = work.join("memsave.tmp");
     let argv = guest.argv.clone();
     let qmp = guest.qmp();
+    if sc.arch == Arch::Arm64 {
+        // vmemmap = (struct page *)VMEMMAP_START - (memstart_addr >> PAGE_SHIFT).
+        let ms = sysmap.addr("memstart_addr").context("memstart_addr not in the guest's kallsyms")?;
+        let memstart = read_u64(qmp, ms, &tmp)?;
+        vbase = vbase.wrapping_sub((memstart >> 12) * STRUCT_PAGE);
+        eprintln!("  arm64: memstart_addr {memstart:#x}, struct page of pfn 0 at {vbase:#x}");
+    }
     let mut regions = Vec::new();
     let mut blobs: Vec<Vec<u8>> = Vec::new();
 
@@ -351,6 +410,19 @@ fn collect(
             start_pfn + nr
         );
         let (bytes, gpas) = dump_pages(qmp, vbase, start_pfn, nr, &tmp)?;
+        let release = console.block("release").unwrap_or_default();
+        let pageblocks = match sysmap.addr("mem_section") {
+            Some(ms) if sc.arch == Arch::Amd64 => {
+                match read_pageblocks(qmp, ms, pageblock_bits(release.trim()), start_pfn, nr, &tmp) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        eprintln!("  note: pageblock migrate types not read: {e:#}");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         let io = ((init_start - start_pfn) * STRUCT_PAGE) as usize;
         let first = bytes.get(io..io + 64).context("init start beyond the namespace")?;
         let (fnid, zone) = flags_node_zone(word(first, 0), layout);
@@ -377,6 +449,8 @@ fn collect(
             hvo: None,
             boot: None,
             folio: None,
+            pageblock_first_pfn: pageblocks.as_ref().map(|p| p.0),
+            pageblock_migratetypes: pageblocks.map(|p| p.1).unwrap_or_default(),
             vmemmap_gpa: gpas,
         });
         blobs.push(bytes);
@@ -420,6 +494,8 @@ fn collect(
                 hvo: Some(h.hvo),
                 boot: Some(h.boot),
                 folio: Some(Folio { head_pfn: head, order, nid: fnid }),
+                pageblock_first_pfn: None,
+                pageblock_migratetypes: Vec::new(),
                 vmemmap_gpa: gpas,
             });
             blobs.push(bytes);
