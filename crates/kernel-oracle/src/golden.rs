@@ -317,10 +317,13 @@ mod tests {
             let r = region(0x100000, nr, order);
             let runs = runs_for(&r);
             assert!(runs.windows(2).all(|w| w[0].start_pfn + w[0].nr_pages < w[1].start_pfn));
-            assert!(runs.iter().all(|x| x.start_pfn >= r.start_pfn && x.start_pfn + x.nr_pages <= r.start_pfn + nr));
+            assert!(
+                runs.iter()
+                    .all(|x| x.start_pfn >= r.start_pfn && x.start_pfn + x.nr_pages <= r.start_pfn + nr)
+            );
             assert_eq!(runs[0].start_pfn, r.start_pfn);
             let total: u64 = runs.iter().map(|x| x.nr_pages).sum();
-            assert!(total >= 130 && total <= 300, "{total} pages for order {order}");
+            assert!((130..=300).contains(&total), "{total} pages for order {order}");
         }
     }
 }

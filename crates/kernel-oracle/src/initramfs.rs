@@ -277,7 +277,8 @@ mod tests {
         assert_eq!(out.len() % 512, 0);
         let text = String::from_utf8_lossy(&out);
         // The parent directory comes first, then the file, the link and the trailer.
-        let (d, f, l, t) = (text.find("a\0"), text.find("a/b\0"), text.find("a/c\0"), text.find("TRAILER!!!"));
+        let (d, f, l, t) =
+            (text.find("a\0"), text.find("a/b\0"), text.find("a/c\0"), text.find("TRAILER!!!"));
         assert!(d < f && f < l && l < t && t.is_some());
         assert!(text.contains("hello"));
     }

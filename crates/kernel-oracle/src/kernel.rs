@@ -333,14 +333,20 @@ mod tests {
 
     #[test]
     fn releases_order_numerically() {
-        let mut v = vec!["linux-binary-7.2.9+deb14-amd64", "linux-binary-7.2.13+deb14-amd64", "linux-binary-7.2.10+deb14-amd64"];
+        let mut v = [
+            "linux-binary-7.2.9+deb14-amd64",
+            "linux-binary-7.2.13+deb14-amd64",
+            "linux-binary-7.2.10+deb14-amd64",
+        ];
         v.sort_by_key(|n| release_key(n));
         assert_eq!(v.last(), Some(&"linux-binary-7.2.13+deb14-amd64"));
     }
 
     #[test]
     fn kallsyms_names_addresses_in_the_image() {
-        let m = SystemMap::parse("ffffffff81000000 T _text\nffffffff83e00000 D hstates\nffffffff84000000 B _end\n");
+        let m = SystemMap::parse(
+            "ffffffff81000000 T _text\nffffffff83e00000 D hstates\nffffffff84000000 B _end\n",
+        );
         assert_eq!(m.name(0xffff_ffff_83e0_0058).as_deref(), Some("hstates+0x58"));
         assert_eq!(m.name(0xffff_ffff_ffff_8001), None);
     }

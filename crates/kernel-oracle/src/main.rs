@@ -175,7 +175,10 @@ fn real_main() -> Result<()> {
                                 print!("{}", compare::render(&res, false));
                                 line.push_str(&format!("  {}", compare::verdict(&res)));
                                 if let Some(c) = res.checks.iter().find(|c| c.failure.is_some()) {
-                                    failures.push(format!("{id} {} (class check {}: {:?})", sc.name, c.name, c.failure));
+                                    failures.push(format!(
+                                        "{id} {} (class check {}: {:?})",
+                                        sc.name, c.name, c.failure
+                                    ));
                                 }
                             }
                             if let Some(g) = &golden_dir {

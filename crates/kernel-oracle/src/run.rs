@@ -203,7 +203,14 @@ pub fn pageblock_bits(release: &str) -> u32 {
 /// `mem_section` (SPARSEMEM_EXTREME, 128 MiB sections, `struct mem_section` of 32 bytes with
 /// PAGE_EXTENSION, `usage->pageblock_flags` at byte 24 after the rcu head and the 64-bit
 /// subsection map). Returns the first pageblock's pfn and the types.
-fn read_pageblocks(qmp: &mut Qmp, mem_section: u64, bits: u32, start: u64, nr: u64, tmp: &Path) -> Result<(u64, Vec<u8>)> {
+fn read_pageblocks(
+    qmp: &mut Qmp,
+    mem_section: u64,
+    bits: u32,
+    start: u64,
+    nr: u64,
+    tmp: &Path,
+) -> Result<(u64, Vec<u8>)> {
     const SECTION_PFNS: u64 = 1 << 15;
     const PB: u64 = 512;
     let roots = read_u64(qmp, mem_section, tmp)?;
