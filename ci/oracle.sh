@@ -44,7 +44,7 @@ fi
 qemu-system-x86_64 --version | head -1
 
 cargo build --locked --release -p memmap-bench -p kernel-oracle
-oracle=./target/release/kernel-oracle
+oracle="${CARGO_TARGET_DIR:-target}/release/kernel-oracle"
 $oracle fetch
 configs=${ORACLE_CONFIGS:-"fsdax-dev devdax-2m-mem devdax-2m-dev devdax-1g-mem devdax-2m-mem-early-section hugetlb-2m-hvo-on hugetlb-1g-hvo-off hugetlb-1g-hvo-on numa2-hugetlb-1g-hvo-on-devdax-2m"}
 if [ "$configs" = all ]; then set -- --all; else set -- $configs; fi
