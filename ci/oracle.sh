@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Real Linux as the oracle, end to end: fetches Debian's 7.2 (sid) and 6.12 (bookworm-backports)
+# kernels through a private apt configuration (cached), boots each memory configuration under
+# QEMU (TCG), dumps the guest's struct pages, compares them with `memmap-bench dump`, and
+# refreshes the golden extracts in the work tree (reported with git diff --stat, not committed).
+#
+# ORACLE_CONFIGS="a b c" picks configurations (default: a representative set; "all" for every
+# x86-64 configuration). The cache is ${XDG_CACHE_HOME:-$HOME/.cache}/memmap-oracle.
+source "$(dirname "$0")/env.sh"
+start=$(date +%s)
+sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+
+need=()
+for pkg in busybox-static ndctl xz-utils file; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    echo "oracle: installing ${need[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+if ! command -v qemu-system-x86_64 >/dev/null; then
+    echo "oracle: installing qemu-system-x86"
+    if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends qemu-system-x86; then
+        # Debian 12 images that carry qemu-utils from bookworm-backports cannot take
+        # bookworm's qemu-system-x86 (qemu-utils Breaks it): install the backports build,
+        # through a source list of its own (the machine's mirror, suite bookworm-backports)
+        # so /etc/apt stays untouched.
+        mirror=$(grep -hoE '^(URIs:|deb) +[^ ]+/debian/?' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null \
+                 | awk '{print $2}' | head -1)
+        [ -n "$mirror" ] || { echo "oracle: no Debian mirror configured"; exit 1; }
+        bpo=$(mktemp -d)
+        mkdir -p "$bpo/lists/partial"
+        echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bookworm-backports main" > "$bpo/bpo.list"
+        cat /etc/apt/sources.list.d/*.sources > "$bpo/base.sources" 2>/dev/null || true
+        mkdir -p "$bpo/parts"; cp "$bpo/base.sources" "$bpo/parts/base.sources" 2>/dev/null || true
+        opts=(-o "Dir::Etc::SourceList=$bpo/bpo.list" -o "Dir::Etc::SourceParts=$bpo/parts" -o "Dir::State::Lists=$bpo/lists")
+        $sudo apt-get "${opts[@]}" update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get "${opts[@]}" install -y -qq --no-install-recommends \
+            -t bookworm-backports qemu-system-x86
+        rm -rf "$bpo"
+    fi
+fi
+qemu-system-x86_64 --version | head -1
+
+cargo build --locked --release -p memmap-bench -p kernel-oracle
+oracle="${CARGO_TARGET_DIR:-target}/release/kernel-oracle"
+$oracle fetch
+configs=${ORACLE_CONFIGS:-"fsdax-dev devdax-2m-mem devdax-2m-dev devdax-1g-mem devdax-2m-mem-early-section hugetlb-2m-hvo-on hugetlb-1g-hvo-off hugetlb-1g-hvo-on numa2-hugetlb-1g-hvo-on-devdax-2m"}
+if [ "$configs" = all ]; then set -- --all; else set -- $configs; fi
+$oracle run "$@" --out target/kernel-oracle --golden crates/kernel-oracle/golden
+$oracle check --golden crates/kernel-oracle/golden
+git diff --stat -- crates/kernel-oracle/golden || true
+echo "oracle: $(( $(date +%s) - start )) s"

@@ -1,0 +1,329 @@
+//! Golden extracts: small compressed pieces of real kernel dumps committed to the repository,
+//! so that `cargo test` checks real kernel bytes offline.
+//!
+//! `golden/<kernel>/<config>/` holds
+//!
+//! * `facts.json`: the configuration's [`Facts`] with each region's `vmemmap_gpa` emptied and
+//!   host paths replaced by `$CACHE`;
+//! * `extract.json`: per region, the extracted pfn runs and the guest-physical frame of every
+//!   vmemmap page they touch;
+//! * `pages.bin.gz`: the struct pages of all runs, region by region, run by run, gzip'd.
+//!
+//! The runs are the first struct pages of the region, the first compound page (or its first
+//! 130 struct pages: head, page\[1\]-\[3\], the first tails, the start of the second and third
+//! vmemmap pages), the boundary to the next compound page, a pageblock boundary, the last
+//! compound page and the region's end.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use serde::{Deserialize, Serialize};
+
+use crate::compare::{Check, Geometry, PageSet, class_checks};
+use crate::facts::{Facts, Region};
+
+const SP: u64 = 64;
+/// Struct pages kept from the start of a compound page.
+const HEAD_RUN: u64 = 130;
+
+/// A run of consecutive pfns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    /// First pfn.
+    pub start_pfn: u64,
+    /// Struct pages.
+    pub nr_pages: u64,
+}
+
+/// The extract of one region.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionExtract {
+    /// Runs, ascending and disjoint.
+    pub runs: Vec<Run>,
+    /// Vmemmap page number (`pfn * 64 / 4096`) to guest-physical frame, for the pages the runs
+    /// touch.
+    pub gpa: BTreeMap<u64, u64>,
+}
+
+/// `extract.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Extract {
+    /// Per region of the facts, in order.
+    pub regions: Vec<RegionExtract>,
+}
+
+/// The runs kept for region `r`.
+#[must_use]
+pub fn runs_for(r: &Region) -> Vec<Run> {
+    let geo = Geometry::of(r);
+    let (start, end) = (r.start_pfn, r.start_pfn + r.nr_pages);
+    let init = geo.init_start;
+    let c = geo.compound;
+    let mut v: Vec<(u64, u64)> = vec![(start, start + 4)];
+    if init > start + 2 {
+        v.push((init - 2, init));
+    }
+    v.push((init, init + c.min(HEAD_RUN)));
+    if c > HEAD_RUN {
+        v.push((init + c - 2, init + c + 2));
+    }
+    let pb = (init + HEAD_RUN).next_multiple_of(512);
+    v.push((pb - 2, pb + 2));
+    if end > init {
+        let last_head = init + (end - 1 - init) / c * c;
+        v.push((last_head, last_head + c.min(HEAD_RUN)));
+    }
+    v.push((end.saturating_sub(4), end));
+    let mut v: Vec<(u64, u64)> =
+        v.into_iter().map(|(a, b)| (a.max(start), b.min(end))).filter(|(a, b)| a < b).collect();
+    v.sort();
+    let mut out: Vec<Run> = Vec::new();
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(last) if a <= last.start_pfn + last.nr_pages => {
+                let e = (last.start_pfn + last.nr_pages).max(b);
+                last.nr_pages = e - last.start_pfn;
+            }
+            _ => out.push(Run { start_pfn: a, nr_pages: b - a }),
+        }
+    }
+    out
+}
+
+/// The golden directory of a configuration.
+#[must_use]
+pub fn dir_of(golden: &Path, facts: &Facts) -> PathBuf {
+    golden.join(&facts.kernel.id).join(&facts.config)
+}
+
+/// Writes the extract of dump directory `dump` into `golden/<kernel>/<config>/`.
+///
+/// # Errors
+///
+/// I/O errors or dumps that disagree with their facts.
+pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
+    let out = dir_of(golden, facts);
+    fs::create_dir_all(&out)?;
+    let mut pages = Vec::new();
+    let mut regions = Vec::new();
+    for (i, r) in facts.regions.iter().enumerate() {
+        let bytes = facts.region_bytes(dump, i)?;
+        let runs = runs_for(r);
+        let first_vpage = r.start_pfn * SP / 4096;
+        let mut gpa = BTreeMap::new();
+        for run in &runs {
+            let lo = (run.start_pfn - r.start_pfn) as usize * SP as usize;
+            pages.extend_from_slice(&bytes[lo..lo + run.nr_pages as usize * SP as usize]);
+            for pfn in run.start_pfn..run.start_pfn + run.nr_pages {
+                let vp = pfn * SP / 4096;
+                if let Some(Some(g)) = r.vmemmap_gpa.get((vp - first_vpage) as usize) {
+                    gpa.insert(vp, *g);
+                }
+            }
+        }
+        regions.push(RegionExtract { runs, gpa });
+    }
+    let mut reduced = facts.clone();
+    for r in &mut reduced.regions {
+        r.vmemmap_gpa.clear();
+    }
+    let cache_prefix = reduced
+        .qemu_argv
+        .iter()
+        .find_map(|a| a.find("/kernels/").map(|i| a[..i].to_string()))
+        .unwrap_or_default();
+    if !cache_prefix.is_empty() {
+        for a in &mut reduced.qemu_argv {
+            *a = a.replace(&cache_prefix, "$CACHE");
+        }
+    }
+    reduced.save(&out)?;
+    fs::write(out.join("extract.json"), serde_json::to_string_pretty(&Extract { regions })? + "\n")?;
+    let mut gz = GzEncoder::new(Vec::new(), Compression::best());
+    gz.write_all(&pages)?;
+    fs::write(out.join("pages.bin.gz"), gz.finish()?)?;
+    eprintln!("  golden: {} ({} struct pages)", out.display(), pages.len() / SP as usize);
+    Ok(())
+}
+
+/// A golden extract read back.
+#[derive(Debug, Clone)]
+pub struct Golden {
+    /// Its directory.
+    pub dir: PathBuf,
+    /// The reduced facts.
+    pub facts: Facts,
+    /// The runs.
+    pub extract: Extract,
+    /// Per region, per run, the struct page bytes.
+    pub bytes: Vec<Vec<Vec<u8>>>,
+}
+
+impl Golden {
+    /// Reads `dir`.
+    ///
+    /// # Errors
+    ///
+    /// Missing or malformed files, or sizes that disagree.
+    pub fn load(dir: &Path) -> Result<Golden> {
+        let facts = Facts::load(dir)?;
+        let extract: Extract = serde_json::from_slice(&fs::read(dir.join("extract.json"))?)
+            .with_context(|| format!("parsing {}", dir.join("extract.json").display()))?;
+        let mut raw = Vec::new();
+        GzDecoder::new(fs::File::open(dir.join("pages.bin.gz"))?).read_to_end(&mut raw)?;
+        if extract.regions.len() != facts.regions.len() {
+            bail!(
+                "{}: {} extracts for {} regions",
+                dir.display(),
+                extract.regions.len(),
+                facts.regions.len()
+            );
+        }
+        let mut off = 0usize;
+        let mut bytes = Vec::new();
+        for (e, r) in extract.regions.iter().zip(&facts.regions) {
+            let mut per_run = Vec::new();
+            for run in &e.runs {
+                if run.start_pfn < r.start_pfn || run.start_pfn + run.nr_pages > r.start_pfn + r.nr_pages {
+                    bail!("{}: run {:#x}+{} outside its region", dir.display(), run.start_pfn, run.nr_pages);
+                }
+                let n = run.nr_pages as usize * SP as usize;
+                let chunk = raw
+                    .get(off..off + n)
+                    .with_context(|| format!("{}: pages.bin.gz too short", dir.display()))?;
+                per_run.push(chunk.to_vec());
+                off += n;
+            }
+            bytes.push(per_run);
+        }
+        if off != raw.len() {
+            bail!("{}: pages.bin.gz has {} bytes, the runs {}", dir.display(), raw.len(), off);
+        }
+        Ok(Golden { dir: dir.to_path_buf(), facts, extract, bytes })
+    }
+
+    /// The struct pages of region `i` as `(pfn, bytes)`.
+    #[must_use]
+    pub fn pages(&self, i: usize) -> Vec<(u64, &[u8])> {
+        let mut v = Vec::new();
+        for (run, b) in self.extract.regions[i].runs.iter().zip(&self.bytes[i]) {
+            for (k, p) in b.chunks_exact(SP as usize).enumerate() {
+                v.push((run.start_pfn + k as u64, p));
+            }
+        }
+        v
+    }
+
+    /// The class checks over the extract.
+    #[must_use]
+    pub fn checks(&self) -> Vec<Check> {
+        let sets: Vec<PageSet<'_>> = self
+            .facts
+            .regions
+            .iter()
+            .enumerate()
+            .map(|(i, r)| PageSet {
+                region: r,
+                pages: self.pages(i),
+                gpa: self.extract.regions[i].gpa.clone(),
+            })
+            .collect();
+        class_checks(&self.facts, &sets)
+    }
+}
+
+/// Every golden directory (`golden/<kernel>/<config>`) under `golden`.
+///
+/// # Errors
+///
+/// I/O errors.
+pub fn dirs(golden: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for k in fs::read_dir(golden).with_context(|| format!("reading {}", golden.display()))? {
+        let k = k?.path();
+        if !k.is_dir() {
+            continue;
+        }
+        for c in fs::read_dir(&k)? {
+            let c = c?.path();
+            if c.join("facts.json").is_file() {
+                out.push(c);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Loads and checks every extract; returns how many passed.
+///
+/// # Errors
+///
+/// A malformed extract or a failed class check.
+pub fn check_all(golden: &Path) -> Result<usize> {
+    let ds = dirs(golden)?;
+    for d in &ds {
+        let g = Golden::load(d)?;
+        for c in g.checks() {
+            if let Some(f) = c.failure {
+                bail!("{}: {}: {f}", d.display(), c.name);
+            }
+        }
+    }
+    Ok(ds.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::Folio;
+
+    fn region(start: u64, nr: u64, order: u32) -> Region {
+        Region {
+            kind: "hugetlb".into(),
+            file: String::new(),
+            start_pfn: start,
+            nr_pages: nr,
+            nid: 0,
+            zone: 2,
+            memory_type: None,
+            mode: None,
+            map: None,
+            holder: None,
+            align: None,
+            vmemmap_shift: None,
+            altmap: None,
+            init_start_pfn: None,
+            pgmap_addr: None,
+            hstate: None,
+            hvo: None,
+            boot: None,
+            folio: Some(Folio { head_pfn: start, order, nid: 0 }),
+            pageblock_first_pfn: None,
+            pageblock_migratetypes: Vec::new(),
+            vmemmap_gpa: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn runs_are_disjoint_sorted_and_inside_the_region() {
+        for (nr, order) in [(512u64, 9u32), (1 << 18, 18)] {
+            let r = region(0x100000, nr, order);
+            let runs = runs_for(&r);
+            assert!(runs.windows(2).all(|w| w[0].start_pfn + w[0].nr_pages < w[1].start_pfn));
+            assert!(
+                runs.iter()
+                    .all(|x| x.start_pfn >= r.start_pfn && x.start_pfn + x.nr_pages <= r.start_pfn + nr)
+            );
+            assert_eq!(runs[0].start_pfn, r.start_pfn);
+            let total: u64 = runs.iter().map(|x| x.nr_pages).sum();
+            assert!((130..=300).contains(&total), "{total} pages for order {order}");
+        }
+    }
+}

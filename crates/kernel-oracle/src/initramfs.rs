@@ -1,0 +1,285 @@
+//! The guest's initramfs: a `newc` cpio archive with a static busybox, the nvdimm/dax modules
+//! (decompressed from `.ko.xz`), `ndctl` with its shared libraries (x86-64), and an `/init`
+//! that loads the modules, runs the configuration's script and waits for the host.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+
+use crate::apt::{self, PrivateApt};
+use crate::cmd;
+use crate::kernel::{Arch, Kernel};
+
+/// A `newc` cpio archive being built.
+#[derive(Default)]
+pub struct Cpio {
+    out: Vec<u8>,
+    ino: u32,
+    dirs: BTreeSet<String>,
+}
+
+impl Cpio {
+    fn header(&mut self, name: &str, mode: u32, size: usize) {
+        self.ino += 1;
+        let namesize = name.len() + 1;
+        let fields = [self.ino, mode, 0, 0, 1, 0, size as u32, 0, 0, 0, 0, namesize as u32, 0];
+        self.out.extend_from_slice(b"070701");
+        for f in fields {
+            self.out.extend_from_slice(format!("{f:08x}").as_bytes());
+        }
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.push(0);
+        self.pad();
+    }
+
+    fn pad(&mut self) {
+        while self.out.len() % 4 != 0 {
+            self.out.push(0);
+        }
+    }
+
+    /// Adds a directory and its parents (once each).
+    pub fn dir(&mut self, path: &str) {
+        let path = path.trim_matches('/');
+        let mut acc = String::new();
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            if !acc.is_empty() {
+                acc.push('/');
+            }
+            acc.push_str(part);
+            if self.dirs.insert(acc.clone()) {
+                let name = acc.clone();
+                self.header(&name, 0o040_755, 0);
+            }
+        }
+    }
+
+    /// Adds a regular file (its parent directories too).
+    pub fn file(&mut self, path: &str, mode: u32, data: &[u8]) {
+        let path = path.trim_start_matches('/');
+        if let Some((parent, _)) = path.rsplit_once('/') {
+            self.dir(parent);
+        }
+        self.header(path, 0o100_000 | mode, data.len());
+        self.out.extend_from_slice(data);
+        self.pad();
+    }
+
+    /// Adds a symbolic link.
+    pub fn symlink(&mut self, path: &str, target: &str) {
+        let path = path.trim_start_matches('/');
+        if let Some((parent, _)) = path.rsplit_once('/') {
+            self.dir(parent);
+        }
+        self.header(path, 0o120_777, target.len());
+        self.out.extend_from_slice(target.as_bytes());
+        self.pad();
+    }
+
+    /// Closes the archive and returns its bytes.
+    #[must_use]
+    pub fn finish(mut self) -> Vec<u8> {
+        self.header("TRAILER!!!", 0, 0);
+        while self.out.len() % 512 != 0 {
+            self.out.push(0);
+        }
+        self.out
+    }
+}
+
+/// The `/init` of every guest. It prints `@@`-prefixed markers on the console that the host
+/// parses: `@@begin NAME` ... `@@end NAME` blocks, `@@fail WHY`, and `@@ready` once the memory
+/// is set up and may be read.
+pub const INIT: &str = r#"#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /tmp /run
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs dev /dev
+block() { echo "@@begin $1"; shift; "$@" 2>&1; echo "@@end"; }
+fail() { echo "@@fail $*"; while true; do sleep 3600; done; }
+run() { echo "@@run $*"; "$@" || fail "$* (exit $?)"; }
+for m in $(cat /modules.order); do insmod /mods/$m.ko || fail "insmod $m"; done
+block release uname -r
+block version cat /proc/version
+block cmdline cat /proc/cmdline
+. /scenario.sh
+block iomem cat /proc/iomem
+block nodes sh -c 'for n in /sys/devices/system/node/node*; do echo "${n##*/} $(cat $n/cpulist)"; done'
+block hugepages sh -c 'for f in /sys/devices/system/node/node*/hugepages/hugepages-*/nr_hugepages; do echo "$f $(cat $f)"; done'
+block ndctl sh -c 'command -v ndctl >/dev/null && ndctl list -N -v || echo "[]"'
+block nd sh -c 'for d in /sys/bus/nd/devices/*; do for a in devtype mode resource size align numa_node namespace holder; do [ -r $d/$a ] && echo "${d##*/} $a $(cat $d/$a 2>/dev/null)"; done; done'
+block zoneinfo sh -c 'grep -E "^Node|spanned|present|start_pfn" /proc/zoneinfo'
+block kallsyms sh -c 'echo 0 > /proc/sys/kernel/kptr_restrict; grep -E " (_text|_stext|_etext|_sdata|_edata|__bss_start|__bss_stop|_end|hstates|max_hstate|default_hstate_idx|node_states|contig_page_data|node_data|mem_section|memstart_addr)$" /proc/kallsyms'
+block dmesg dmesg
+echo "@@ready"
+while true; do sleep 3600; done
+"#;
+
+/// Modules to load, in dependency order.
+#[must_use]
+pub fn modules(arch: Arch) -> &'static [&'static str] {
+    match arch {
+        Arch::Amd64 => &[
+            "nvdimm/libnvdimm",
+            "nvdimm/nd_btt",
+            "nvdimm/nd_e820",
+            "nvdimm/nd_pmem",
+            "dax/device_dax",
+            "dax/dax_pmem",
+        ],
+        Arch::Arm64 => &[
+            "nvdimm/libnvdimm",
+            "nvdimm/nd_btt",
+            "nvdimm/nd_pmem",
+            "nvdimm/nd_virtio",
+            "nvdimm/virtio_pmem",
+            "dax/device_dax",
+            "dax/dax_pmem",
+        ],
+    }
+}
+
+/// Finds the static busybox for `arch`: the host's for amd64 (Debian's `busybox-static`),
+/// the arm64 `busybox-static` package unpacked from the private apt tree otherwise.
+fn busybox(arch: Arch, cache: &Path) -> Result<Vec<u8>> {
+    match arch {
+        Arch::Amd64 => {
+            let path = ["/bin/busybox", "/usr/bin/busybox"]
+                .iter()
+                .map(PathBuf::from)
+                .find(|p| p.is_file())
+                .context("busybox not found: install Debian's busybox-static")?;
+            let out =
+                cmd::run("file", &["-L".into(), path.display().to_string()], None, Duration::from_secs(30));
+            if let Ok(o) = out {
+                if !o.stdout.contains("statically linked") {
+                    bail!("{} is not statically linked: install busybox-static", path.display());
+                }
+            }
+            Ok(fs::read(&path)?)
+        }
+        Arch::Arm64 => {
+            let apt = PrivateApt::new(cache, "sid", "arm64")?;
+            apt.update(false)?;
+            let deb = apt.download("busybox-static", &cache.join("debs"))?;
+            let dest = cache.join("busybox-arm64");
+            apt::extract(&deb, &dest)?;
+            Ok(fs::read(dest.join("bin/busybox")).or_else(|_| fs::read(dest.join("usr/bin/busybox")))?)
+        }
+    }
+}
+
+/// `ndctl` and the shared libraries `ldd` names for it, as (guest path, bytes).
+fn ndctl_files() -> Result<Vec<(String, Vec<u8>)>> {
+    let ndctl = ["/usr/bin/ndctl", "/bin/ndctl"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .context("ndctl not found: install Debian's ndctl")?;
+    let mut files = vec![("bin/ndctl".to_string(), fs::read(&ndctl)?)];
+    let ldd = cmd::run("ldd", &[ndctl.display().to_string()], None, Duration::from_secs(30))?;
+    for line in ldd.stdout.lines() {
+        let path = line.split_whitespace().find(|w| w.starts_with('/'));
+        if let Some(p) = path {
+            let real = fs::canonicalize(p)?;
+            files.push((p.trim_start_matches('/').to_string(), fs::read(&real)?));
+        }
+    }
+    Ok(files)
+}
+
+/// Builds (or reuses from the cache) the gzip-compressed base initramfs of `kernel` and returns
+/// its bytes, padded to a multiple of 4 so a scenario archive can be appended.
+///
+/// # Errors
+///
+/// Missing host tools or files.
+pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
+    // The cache key covers everything that goes in besides the host's binaries.
+    let mut key: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in INIT.bytes().chain(modules(kernel.spec.arch).concat().bytes()) {
+        key = (key ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let path = cache.join("initramfs").join(format!("{}-{key:016x}.cpio.gz", kernel.release));
+    if path.is_file() {
+        return Ok(fs::read(&path)?);
+    }
+    let arch = kernel.spec.arch;
+    let mut cpio = Cpio::default();
+    for d in ["bin", "sbin", "usr/bin", "usr/sbin", "proc", "sys", "dev", "tmp", "run", "etc", "mods"] {
+        cpio.dir(d);
+    }
+    cpio.file("bin/busybox", 0o755, &busybox(arch, cache)?);
+    cpio.symlink("bin/sh", "busybox");
+    cpio.file("init", 0o755, INIT.as_bytes());
+    let mut order = String::new();
+    for m in modules(arch) {
+        let src = kernel.modules.join("drivers").join(format!("{m}.ko.xz"));
+        let out = std::process::Command::new("xz")
+            .arg("-dc")
+            .arg(&src)
+            .output()
+            .context("running xz (install xz-utils)")?;
+        if !out.status.success() {
+            bail!("xz -dc {} failed: {}", src.display(), String::from_utf8_lossy(&out.stderr));
+        }
+        let name = m.rsplit('/').next().unwrap_or(m);
+        cpio.file(&format!("mods/{name}.ko"), 0o644, &out.stdout);
+        order.push_str(name);
+        order.push('\n');
+    }
+    cpio.file("modules.order", 0o644, order.as_bytes());
+    if arch == Arch::Amd64 {
+        for (p, data) in ndctl_files()? {
+            cpio.file(&p, 0o755, &data);
+        }
+    }
+    let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+    gz.write_all(&cpio.finish())?;
+    let mut bytes = gz.finish()?;
+    while bytes.len() % 4 != 0 {
+        bytes.push(0);
+    }
+    fs::create_dir_all(path.parent().context("parent")?)?;
+    fs::write(&path, &bytes)?;
+    Ok(bytes)
+}
+
+/// The base archive followed by an uncompressed archive holding `/scenario.sh` (the kernel
+/// unpacks concatenated archives in order).
+#[must_use]
+pub fn with_scenario(base: &[u8], script: &str) -> Vec<u8> {
+    let mut cpio = Cpio::default();
+    cpio.file("scenario.sh", 0o644, script.as_bytes());
+    let mut out = base.to_vec();
+    out.extend_from_slice(&cpio.finish());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpio_entries_are_newc_and_aligned() {
+        let mut c = Cpio::default();
+        c.file("a/b", 0o644, b"hello");
+        c.symlink("a/c", "b");
+        let out = c.finish();
+        assert_eq!(&out[..6], b"070701");
+        assert_eq!(out.len() % 512, 0);
+        let text = String::from_utf8_lossy(&out);
+        // The parent directory comes first, then the file, the link and the trailer.
+        let (d, f, l, t) =
+            (text.find("a\0"), text.find("a/b\0"), text.find("a/c\0"), text.find("TRAILER!!!"));
+        assert!(d < f && f < l && l < t && t.is_some());
+        assert!(text.contains("hello"));
+    }
+}

@@ -1,0 +1,225 @@
+//! `kernel-oracle`: boots real kernels under QEMU, dumps their struct pages and compares them
+//! with the model. See the crate documentation and `docs/kernel-oracle.md`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+use kernel_oracle::{compare, facts::Facts, golden, kernel, model, run, scenario};
+
+#[derive(Parser)]
+#[command(name = "kernel-oracle", about = "Real Linux kernels under QEMU as the oracle for the memmap model")]
+struct Cli {
+    /// Download and build cache (default: $XDG_CACHE_HOME/memmap-oracle or ~/.cache/memmap-oracle).
+    #[arg(long, global = true)]
+    cache: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// List the kernels and configurations.
+    List,
+    /// Fetch and unpack kernels (all known x86-64 kernels by default).
+    Fetch {
+        /// Kernel ids (`7.2-amd64`, `6.12-amd64`, `7.2-arm64`).
+        #[arg(long = "kernel")]
+        kernels: Vec<String>,
+        /// Run `apt-get update` even if the private lists are fresh.
+        #[arg(long)]
+        refresh: bool,
+    },
+    /// Boot configurations, dump their struct pages, and compare them with the model.
+    Run {
+        /// Configuration names.
+        configs: Vec<String>,
+        /// Every configuration of the chosen kernels' architectures.
+        #[arg(long)]
+        all: bool,
+        /// Kernel ids (default: 7.2-amd64 and 6.12-amd64).
+        #[arg(long = "kernel")]
+        kernels: Vec<String>,
+        /// Output directory (`OUT/<kernel>/<config>/`).
+        #[arg(long, default_value = "target/kernel-oracle")]
+        out: PathBuf,
+        /// Seconds the guest may take to be ready.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Skip the model comparison.
+        #[arg(long)]
+        no_compare: bool,
+        /// Also refresh the golden extracts under this directory (`crates/kernel-oracle/golden`).
+        #[arg(long)]
+        golden: Option<PathBuf>,
+        /// The memmap-bench binary (default: next to this program).
+        #[arg(long)]
+        bench: Option<PathBuf>,
+    },
+    /// Compare dumps (`OUT/<kernel>/<config>` directories) with the model.
+    Compare {
+        /// Dump directories.
+        dirs: Vec<PathBuf>,
+        /// The memmap-bench binary.
+        #[arg(long)]
+        bench: Option<PathBuf>,
+        /// Print every difference group, not only the first ten per region.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// Write golden extracts of dumps into a golden directory.
+    Golden {
+        /// Dump directories.
+        dirs: Vec<PathBuf>,
+        /// Golden directory.
+        #[arg(long, default_value = "crates/kernel-oracle/golden")]
+        to: PathBuf,
+    },
+    /// Check golden extracts (parse and class checks).
+    Check {
+        /// Golden directory.
+        #[arg(long, default_value = "crates/kernel-oracle/golden")]
+        golden: PathBuf,
+    },
+}
+
+fn cache_dir(c: Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(c) = c {
+        return Ok(c);
+    }
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME") {
+        return Ok(PathBuf::from(x).join("memmap-oracle"));
+    }
+    let home = std::env::var_os("HOME").context("neither --cache, XDG_CACHE_HOME nor HOME is set")?;
+    Ok(PathBuf::from(home).join(".cache/memmap-oracle"))
+}
+
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("kernel-oracle: error: {e:#}");
+        std::process::exit(2);
+    }
+}
+
+fn real_main() -> Result<()> {
+    let cli = Cli::parse();
+    let cache = cache_dir(cli.cache)?;
+    match cli.cmd {
+        Cmd::List => {
+            for k in kernel::KERNELS {
+                println!("kernel {:<12} suite {:<20} {}", k.id, k.suite, k.image_pattern);
+            }
+            for s in scenario::SCENARIOS {
+                println!(
+                    "config {:<36} {:?} {} MiB append: {}",
+                    s.name,
+                    s.arch,
+                    s.mem_mb,
+                    s.append().join(" ")
+                );
+            }
+        }
+        Cmd::Fetch { kernels, refresh } => {
+            let ids =
+                if kernels.is_empty() { vec!["7.2-amd64".into(), "6.12-amd64".into()] } else { kernels };
+            for id in ids {
+                let k = kernel::fetch(kernel::spec(&id)?, &cache, refresh)?;
+                println!(
+                    "{id}: {} ({})",
+                    k.release,
+                    k.packages
+                        .iter()
+                        .map(|p| format!("{} {}", p.name, p.version))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        Cmd::Run { configs, all, kernels, out, timeout, no_compare, golden: golden_dir, bench } => {
+            let ids =
+                if kernels.is_empty() { vec!["7.2-amd64".into(), "6.12-amd64".into()] } else { kernels };
+            let mut failures = Vec::new();
+            let mut summary = Vec::new();
+            for id in &ids {
+                let spec = kernel::spec(id)?;
+                let k = kernel::fetch(spec, &cache, false)?;
+                let scs: Vec<scenario::Scenario> = if all {
+                    scenario::SCENARIOS.iter().copied().filter(|s| s.arch == spec.arch).collect()
+                } else {
+                    configs
+                        .iter()
+                        .map(|c| {
+                            scenario::find(c)
+                                .with_context(|| format!("unknown configuration {c:?} (see `list`)"))
+                        })
+                        .collect::<Result<_>>()?
+                };
+                for sc in scs.iter().filter(|s| s.arch == spec.arch) {
+                    let dir = out.join(id).join(sc.name);
+                    eprintln!("== {id} {}", sc.name);
+                    let t = Instant::now();
+                    let opts = run::RunOptions {
+                        cache: cache.clone(),
+                        out: dir.clone(),
+                        timeout: Duration::from_secs(timeout),
+                    };
+                    match run::run(&k, sc, &opts) {
+                        Ok(facts) => {
+                            let mut line =
+                                format!("{id:<11} {:<36} {:>5.1} s", sc.name, t.elapsed().as_secs_f64());
+                            if !no_compare {
+                                let bench = model::bench_path(bench.as_deref())?;
+                                let res = compare::compare_dir(&dir, &facts, &bench)?;
+                                print!("{}", compare::render(&res, false));
+                                line.push_str(&format!("  {}", compare::verdict(&res)));
+                                if let Some(c) = res.checks.iter().find(|c| c.failure.is_some()) {
+                                    failures.push(format!(
+                                        "{id} {} (class check {}: {:?})",
+                                        sc.name, c.name, c.failure
+                                    ));
+                                }
+                            }
+                            if let Some(g) = &golden_dir {
+                                golden::write(&dir, &facts, g)?;
+                            }
+                            summary.push(line);
+                        }
+                        Err(e) => {
+                            eprintln!("  FAILED: {e:#}");
+                            summary.push(format!("{id:<11} {:<36} FAILED", sc.name));
+                            failures.push(format!("{id} {}", sc.name));
+                        }
+                    }
+                }
+            }
+            println!("== summary");
+            for l in &summary {
+                println!("{l}");
+            }
+            if !failures.is_empty() {
+                bail!("{} configuration(s) failed: {}", failures.len(), failures.join(", "));
+            }
+        }
+        Cmd::Compare { dirs, bench, verbose } => {
+            let bench = model::bench_path(bench.as_deref())?;
+            for d in dirs {
+                let facts = Facts::load(&d)?;
+                let res = compare::compare_dir(&d, &facts, &bench)?;
+                print!("{}", compare::render(&res, verbose));
+            }
+        }
+        Cmd::Golden { dirs, to } => {
+            for d in dirs {
+                let facts = Facts::load(&d)?;
+                golden::write(&d, &facts, &to)?;
+            }
+        }
+        Cmd::Check { golden: g } => {
+            let n = golden::check_all(&g)?;
+            println!("{n} golden extracts parse and pass the class checks");
+        }
+    }
+    Ok(())
+}

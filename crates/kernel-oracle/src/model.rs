@@ -1,0 +1,152 @@
+//! The model side: `memmap-bench dump` run as a subprocess for the same configuration, so the
+//! oracle does not link the model's internals.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::cmd;
+use crate::facts::{Facts, Region};
+
+/// A model dump read back: `meta.json` and `memmap.bin`.
+#[derive(Debug, Clone)]
+pub struct ModelDump {
+    /// `meta.json`.
+    pub meta: Value,
+    /// `memmap.bin`.
+    pub bytes: Vec<u8>,
+    /// `start_pfn`.
+    pub start_pfn: u64,
+    /// `page_addr_base - start_pfn * struct_page_size`: the model's vmemmap base.
+    pub vmemmap_base: u64,
+    /// The command line that made it.
+    pub argv: Vec<String>,
+}
+
+impl ModelDump {
+    /// The part of the model's vmemmap its pointers can point into: from pfn 0 to the end of
+    /// the dump plus one gigantic page (the model places nothing beyond), so that values such
+    /// as `-1` near the top of the address space are not read as struct page pointers.
+    #[must_use]
+    pub fn span(&self) -> u64 {
+        (self.start_pfn + (self.bytes.len() as u64) / 64 + (1 << 18)) * 64
+    }
+}
+
+/// Finds `memmap-bench`: `explicit`, else next to this program, else on `PATH`.
+///
+/// # Errors
+///
+/// Not found (build it with `cargo build --release -p memmap-bench`).
+pub fn bench_path(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            let p = dir.join("memmap-bench");
+            if p.is_file() {
+                return Ok(p);
+            }
+        }
+    }
+    if cmd::on_path("memmap-bench") {
+        return Ok(PathBuf::from("memmap-bench"));
+    }
+    bail!(
+        "memmap-bench not found next to kernel-oracle or on PATH: run `cargo build --release -p memmap-bench` or pass --bench"
+    )
+}
+
+fn u(meta: &Value, key: &str) -> Result<u64> {
+    meta.get(key).and_then(Value::as_u64).with_context(|| format!("meta.json has no {key}"))
+}
+
+/// Runs `memmap-bench ARGS --out DIR` and reads the dump back.
+///
+/// # Errors
+///
+/// The program fails or writes a malformed dump.
+pub fn dump(bench: &Path, args: &[String], dir: &Path) -> Result<ModelDump> {
+    let _ = fs::remove_dir_all(dir);
+    let mut argv: Vec<String> = args.to_vec();
+    argv.extend(["--out".into(), dir.display().to_string(), "--no-progress".into()]);
+    cmd::run(&bench.display().to_string(), &argv, None, Duration::from_secs(600))?;
+    let meta: Value = serde_json::from_slice(&fs::read(dir.join("meta.json"))?)?;
+    let bytes = fs::read(dir.join("memmap.bin"))?;
+    let start_pfn = u(&meta, "start_pfn")?;
+    let size = u(&meta, "struct_page_size")?;
+    let base = u(&meta, "page_addr_base")?.wrapping_sub(start_pfn.wrapping_mul(size));
+    if bytes.len() as u64 != u(&meta, "nr_pages")? * size {
+        bail!("{}: size disagrees with meta.json", dir.display());
+    }
+    Ok(ModelDump { meta, bytes, start_pfn, vmemmap_base: base, argv })
+}
+
+/// The model preset of the kernel's architecture (`x86_64` or `arm64`).
+#[must_use]
+pub fn preset(facts: &Facts) -> &'static str {
+    if facts.kernel.arch == "arm64" { "arm64" } else { "x86_64" }
+}
+
+/// The `memmap-bench dump zone-device` arguments for a ZONE_DEVICE region.
+///
+/// # Errors
+///
+/// A region without its ZONE_DEVICE facts.
+pub fn zone_device_args(facts: &Facts, r: &Region) -> Result<Vec<String>> {
+    let mut a: Vec<String> = vec![
+        "dump".into(),
+        "zone-device".into(),
+        "--config".into(),
+        preset(facts).into(),
+        "--memory-type".into(),
+        r.memory_type.clone().context("memory_type")?,
+        "--pages".into(),
+        r.nr_pages.to_string(),
+        "--start-pfn".into(),
+        r.start_pfn.to_string(),
+        "--vmemmap-shift".into(),
+        r.vmemmap_shift.context("vmemmap_shift")?.to_string(),
+        "--nid".into(),
+        r.nid.to_string(),
+    ];
+    if let Some(alt) = r.altmap {
+        a.extend([
+            "--altmap-reserve".into(),
+            alt.reserve.to_string(),
+            "--altmap-free".into(),
+            alt.free.to_string(),
+        ]);
+    }
+    Ok(a)
+}
+
+/// The `memmap-bench dump hugetlb` arguments for the hugetlb regions of `facts`.
+///
+/// # Errors
+///
+/// No hugetlb region.
+pub fn hugetlb_args(facts: &Facts) -> Result<Vec<String>> {
+    let hs: Vec<&Region> = facts.regions.iter().filter(|r| r.kind == "hugetlb").collect();
+    let first = hs.first().context("no hugetlb region")?;
+    let nodes = hs.iter().map(|r| r.nid).max().unwrap_or(0) + 1;
+    let per_node = (0..nodes).map(|n| hs.iter().filter(|r| r.nid == n).count()).max().unwrap_or(1);
+    Ok(vec![
+        "dump".into(),
+        "hugetlb".into(),
+        "--config".into(),
+        preset(facts).into(),
+        "--hstate".into(),
+        first.hstate.clone().context("hstate")?,
+        "--count".into(),
+        per_node.to_string(),
+        "--nodes".into(),
+        nodes.to_string(),
+        "--hvo".into(),
+        if first.hvo == Some(true) { "on" } else { "off" }.into(),
+    ])
+}

@@ -1,0 +1,563 @@
+//! One configuration on one kernel: build the initramfs, boot QEMU, set the memory up in the
+//! guest, learn the pfn ranges from the guest, dump the struct pages through QMP and write
+//! `facts.json` + `region-N.bin`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::facts::{Altmap, FORMAT, Facts, Folio, KernelFacts, Region};
+use crate::initramfs;
+use crate::kernel::{self, Arch, Kernel, SystemMap};
+use crate::qemu::{Console, Guest, Qmp};
+use crate::scenario::Scenario;
+
+/// `sizeof(struct page)` of every kernel the oracle boots (no `WANT_PAGE_VIRTUAL`).
+pub const STRUCT_PAGE: u64 = 64;
+/// Struct pages per 4 KiB vmemmap page.
+pub const PER_VMEMMAP_PAGE: u64 = 4096 / STRUCT_PAGE;
+/// `PGTY_hugetlb`, the top byte of a hugetlb folio head's `page_type`.
+pub const PGTY_HUGETLB: u8 = 0xf4;
+
+/// Where the vmemmap starts and how large it is, for `arch` with KASLR off.
+#[must_use]
+pub fn vmemmap(arch: Arch) -> (u64, u64) {
+    match arch {
+        // 4-level paging (`no5lvl`), `nokaslr`: VMEMMAP_START, a 1 TiB area.
+        Arch::Amd64 => (0xffff_ea00_0000_0000, 1 << 40),
+        // 4 KiB pages, VA_BITS 52 (VA_BITS_MIN 48): VMEMMAP_END = -1 GiB, VMEMMAP_SIZE =
+        // ((_PAGE_END(48) - PAGE_OFFSET) >> PAGE_SHIFT) * 64 = 0x3e0000000000, so VMEMMAP_START
+        // = 0xffffc1ffc0000000. The struct page of pfn 0 sits `memstart_addr >> PAGE_SHIFT`
+        // struct pages below it (see `arm64_vmemmap`).
+        Arch::Arm64 => (0xffff_c1ff_c000_0000, 0x3e00_0000_0000),
+    }
+}
+
+/// Options of a run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Download and build cache.
+    pub cache: PathBuf,
+    /// Output directory of this configuration (`OUT/<kernel>/<config>`).
+    pub out: PathBuf,
+    /// How long the guest may take to be ready.
+    pub timeout: Duration,
+}
+
+fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> (String, Vec<String>) {
+    let mut a: Vec<String> = Vec::new();
+    let mut append: Vec<String> = vec!["nokaslr".into(), "quiet".into(), "panic=-1".into()];
+    let qemu = match sc.arch {
+        Arch::Amd64 => {
+            a.extend(["-machine", "q35", "-cpu", "max", "-smp", "1"].map(String::from));
+            append.insert(0, "console=ttyS0".into());
+            // 4-level paging: the vmemmap at 0xffffea0000000000. `-cpu max` offers LA57 (and
+            // pdpe1gb, which 1 GiB hugetlb pages need).
+            append.push("no5lvl".into());
+            "qemu-system-x86_64"
+        }
+        Arch::Arm64 => {
+            a.extend(["-machine", "virt", "-cpu", "max,pauth-impdef=on", "-smp", "1"].map(String::from));
+            append.insert(0, "console=ttyAMA0".into());
+            "qemu-system-aarch64"
+        }
+    };
+    let extra_mb = sc.virtio_pmem_mb.unwrap_or(0);
+    if extra_mb > 0 {
+        a.extend(["-m".into(), format!("{}M,slots=2,maxmem={}M", sc.mem_mb, sc.mem_mb + extra_mb + 1024)]);
+    } else {
+        a.extend(["-m".into(), format!("{}M", sc.mem_mb)]);
+    }
+    for (i, mb) in sc.numa_mb.iter().enumerate() {
+        a.extend(["-object".into(), format!("memory-backend-ram,id=m{i},size={mb}M")]);
+        a.extend(["-numa".into(), format!("node,nodeid={i},memdev=m{i}")]);
+    }
+    if let Some(mb) = sc.virtio_pmem_mb {
+        let file = work.join("virtio-pmem.img");
+        a.extend([
+            "-object".into(),
+            format!("memory-backend-file,id=pm0,mem-path={},size={mb}M,share=on", file.display()),
+            "-device".into(),
+            "virtio-pmem-pci,memdev=pm0,id=vp0".into(),
+        ]);
+    }
+    append.extend(sc.append());
+    a.extend(["-kernel".into(), kernel.image.display().to_string()]);
+    a.extend(["-initrd".into(), initrd.display().to_string()]);
+    a.extend(["-append".into(), append.join(" ")]);
+    (qemu.to_string(), a)
+}
+
+/// `dev attr value` lines of the `nd` block, as `dev -> attr -> value`.
+fn parse_nd(text: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut m: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for line in text.lines() {
+        let mut it = line.splitn(3, ' ');
+        if let (Some(d), Some(a), Some(v)) = (it.next(), it.next(), it.next()) {
+            m.entry(d.into()).or_default().insert(a.into(), v.trim().into());
+        }
+    }
+    m
+}
+
+fn parse_num(s: &str) -> Result<u64> {
+    let s = s.trim();
+    let v = if let Some(h) = s.strip_prefix("0x") { u64::from_str_radix(h, 16) } else { s.parse() };
+    v.with_context(|| format!("not a number: {s:?}"))
+}
+
+/// Node pfn spans from the `zoneinfo` block: `(nid, start_pfn, end_pfn)` per populated zone.
+fn node_spans(zoneinfo: &str) -> Vec<(u32, u64, u64)> {
+    let mut out = Vec::new();
+    let mut nid = 0u32;
+    let mut spanned = 0u64;
+    for line in zoneinfo.lines() {
+        let l = line.trim();
+        if let Some(rest) = l.strip_prefix("Node ") {
+            nid = rest.split(',').next().and_then(|n| n.trim().parse().ok()).unwrap_or(0);
+        } else if let Some(v) = l.strip_prefix("spanned") {
+            spanned = v.trim().parse().unwrap_or(0);
+        } else if let Some(v) = l.strip_prefix("start_pfn:") {
+            let start: u64 = v.trim().parse().unwrap_or(0);
+            if spanned > 0 {
+                out.push((nid, start, start + spanned));
+            }
+        }
+    }
+    out
+}
+
+/// Top-level `System RAM` ranges of `/proc/iomem`, as pfn ranges.
+fn ram_pfns(iomem: &str) -> Vec<(u64, u64)> {
+    iomem
+        .lines()
+        .filter(|l| !l.starts_with(' ') && l.ends_with(": System RAM"))
+        .filter_map(|l| {
+            let (a, b) = l.split(" : ").next()?.split_once('-')?;
+            let (a, b) = (u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?);
+            Some((a.div_ceil(4096), (b + 1) / 4096))
+        })
+        .collect()
+}
+
+/// Reads the struct pages of `[start, start + nr)` through the guest's vmemmap: every 4 KiB
+/// vmemmap page is translated with `gva2gpa` (unmapped pages read as zeros), and the mapped runs
+/// are copied with `memsave`.
+fn dump_pages(
+    qmp: &mut Qmp,
+    base: u64,
+    start: u64,
+    nr: u64,
+    tmp: &Path,
+) -> Result<(Vec<u8>, Vec<Option<u64>>)> {
+    let first_va = base + start * STRUCT_PAGE;
+    let end_va = base + (start + nr) * STRUCT_PAGE;
+    let page_va = |va: u64| va & !4095;
+    let mut gpas = Vec::new();
+    let mut va = page_va(first_va);
+    while va < end_va {
+        gpas.push(qmp.gva2gpa(va)?);
+        va += 4096;
+    }
+    let mut out = vec![0u8; (nr * STRUCT_PAGE) as usize];
+    let mut i = 0usize;
+    while i < gpas.len() {
+        if gpas[i].is_none() {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < gpas.len() && gpas[j].is_some() && j - i < 512 {
+            j += 1;
+        }
+        let lo = (page_va(first_va) + i as u64 * 4096).max(first_va);
+        let hi = (page_va(first_va) + j as u64 * 4096).min(end_va);
+        qmp.memsave(lo, hi - lo, tmp).with_context(|| format!("memsave {lo:#x} {}", hi - lo))?;
+        let data = fs::read(tmp)?;
+        let off = (lo - first_va) as usize;
+        out[off..off + data.len()].copy_from_slice(&data);
+        i = j;
+    }
+    Ok((out, gpas))
+}
+
+fn read_u64(qmp: &mut Qmp, addr: u64, tmp: &Path) -> Result<u64> {
+    qmp.memsave(addr, 8, tmp)?;
+    let b = fs::read(tmp)?;
+    Ok(word(&b, 0))
+}
+
+/// Bits per pageblock in `pageblock_flags`: 4 before Linux 6.16, 8 since the isolation bit
+/// became `PB_migrate_isolate` (bit 7; `NR_PAGEBLOCK_BITS` is rounded up to a power of two).
+#[must_use]
+pub fn pageblock_bits(release: &str) -> u32 {
+    let mut it = release.split(|c: char| !c.is_ascii_digit()).filter_map(|x| x.parse::<u32>().ok());
+    let (major, minor) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+    if (major, minor) >= (6, 16) { 8 } else { 4 }
+}
+
+/// Reads the migrate type of every pageblock overlapping `[start, start + nr)` from the guest's
+/// `mem_section` (SPARSEMEM_EXTREME, 128 MiB sections, `struct mem_section` of 32 bytes with
+/// PAGE_EXTENSION, `usage->pageblock_flags` at byte 24 after the rcu head and the 64-bit
+/// subsection map). Returns the first pageblock's pfn and the types.
+fn read_pageblocks(
+    qmp: &mut Qmp,
+    mem_section: u64,
+    bits: u32,
+    start: u64,
+    nr: u64,
+    tmp: &Path,
+) -> Result<(u64, Vec<u8>)> {
+    const SECTION_PFNS: u64 = 1 << 15;
+    const PB: u64 = 512;
+    let roots = read_u64(qmp, mem_section, tmp)?;
+    let first = start / PB * PB;
+    let mut out = Vec::new();
+    let mut cached: Option<(u64, Vec<u8>)> = None;
+    let mut pfn = first;
+    while pfn < start + nr {
+        let sec = pfn / SECTION_PFNS;
+        if cached.as_ref().is_none_or(|c| c.0 != sec) {
+            let root = read_u64(qmp, roots + (sec / 128) * 8, tmp)?;
+            let ms = root + (sec % 128) * 32;
+            let map = read_u64(qmp, ms, tmp)?;
+            if map & 1 == 0 {
+                bail!("section {sec} is not present");
+            }
+            let usage = read_u64(qmp, ms + 8, tmp)?;
+            let len = (SECTION_PFNS / PB) * u64::from(bits) / 8;
+            qmp.memsave(usage + 24, len, tmp)?;
+            cached = Some((sec, fs::read(tmp)?));
+        }
+        let flags = &cached.as_ref().context("section cached")?.1;
+        let bitidx = ((pfn % SECTION_PFNS) / PB) * u64::from(bits);
+        let byte = flags[(bitidx / 8) as usize];
+        out.push((byte >> (bitidx % 8)) & 7);
+        pfn += PB;
+    }
+    Ok((first, out))
+}
+
+fn word(b: &[u8], off: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[off..off + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// Finds the hugetlb folios of `order` in the guest's RAM by reading its memmap section by
+/// section: a head is an `order`-aligned struct page whose `page_type` is `PGTY_hugetlb` and
+/// whose next struct page is a tail (`compound_head` bit 0) with `order` in its flags.
+fn find_hugetlb(qmp: &mut Qmp, base: u64, ram: &[(u64, u64)], order: u32, tmp: &Path) -> Result<Vec<u64>> {
+    const CHUNK: u64 = 32768;
+    let nr = 1u64 << order;
+    let mut heads = Vec::new();
+    for &(lo, hi) in ram {
+        let mut pfn = lo.next_multiple_of(nr);
+        while pfn < hi {
+            let chunk_end = (pfn / CHUNK + 1) * CHUNK;
+            let n = chunk_end.min(hi) - pfn;
+            if qmp.memsave(base + pfn * STRUCT_PAGE, n * STRUCT_PAGE, tmp).is_err() {
+                pfn = chunk_end.next_multiple_of(nr);
+                continue;
+            }
+            let data = fs::read(tmp)?;
+            let mut p = 0u64;
+            while p + 1 < n {
+                let o = (p * STRUCT_PAGE) as usize;
+                let o1 = o + STRUCT_PAGE as usize;
+                if data[o + 51] == PGTY_HUGETLB
+                    && word(&data, o1 + 8) & 1 == 1
+                    && word(&data, o1) & 0xff == u64::from(order)
+                {
+                    heads.push(pfn + p);
+                }
+                p += nr;
+            }
+            pfn = chunk_end.min(hi).next_multiple_of(nr);
+        }
+    }
+    Ok(heads)
+}
+
+/// `(nodes_pgshift, zones_pgshift, zones_width)` for a kernel `.config` with SPARSEMEM_VMEMMAP
+/// (no section number in `page->flags`): the node field sits at the top of `flags`, the zone
+/// field right below it (`include/linux/page-flags-layout.h`).
+#[must_use]
+pub fn node_zone_layout(kconfig: &BTreeMap<String, String>) -> (u32, u32, u32) {
+    let on = |s: &str| kconfig.get(s).is_some_and(|v| v == "y");
+    let nodes_shift: u32 = kconfig.get("CONFIG_NODES_SHIFT").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let zones = 2
+        + u32::from(on("CONFIG_ZONE_DMA"))
+        + u32::from(on("CONFIG_ZONE_DMA32"))
+        + u32::from(on("CONFIG_ZONE_DEVICE"))
+        + u32::from(on("CONFIG_HIGHMEM"));
+    let zones_width = match zones {
+        0..=1 => 0,
+        2 => 1,
+        3..=4 => 2,
+        _ => 3,
+    };
+    (64 - nodes_shift, 64 - nodes_shift - zones_width, zones_width)
+}
+
+fn flags_node_zone(flags: u64, layout: (u32, u32, u32)) -> (u32, u32) {
+    let (nshift, zshift, zwidth) = layout;
+    let nid = if nshift >= 64 { 0 } else { (flags >> nshift) as u32 };
+    let zone = ((flags >> zshift) & ((1 << zwidth) - 1)) as u32;
+    (nid, zone)
+}
+
+/// Boots `sc` on `kernel`, dumps its regions into `opts.out` and returns the facts.
+///
+/// # Errors
+///
+/// QEMU or the guest fails, or the regions cannot be found or read.
+pub fn run(kernel: &Kernel, sc: &Scenario, opts: &RunOptions) -> Result<Facts> {
+    if kernel.spec.arch != sc.arch {
+        bail!(
+            "configuration {} is for {:?}, kernel {} is {:?}",
+            sc.name,
+            sc.arch,
+            kernel.spec.id,
+            kernel.spec.arch
+        );
+    }
+    let started = Instant::now();
+    fs::create_dir_all(&opts.out)?;
+    let work = opts.cache.join("work").join(format!("{}-{}", kernel.spec.id, sc.name));
+    fs::create_dir_all(&work)?;
+    let base = initramfs::base(kernel, &opts.cache)?;
+    let initrd = work.join("initrd.img");
+    fs::write(&initrd, initramfs::with_scenario(&base, &sc.script()))?;
+    let (qemu, args) = qemu_command(kernel, sc, &initrd, &work);
+    let qemu_version = Guest::version(&qemu)?;
+    let mut guest = Guest::start(&qemu, &args, &work)?;
+    let console = match guest.wait_ready(opts.timeout) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = fs::copy(work.join("console.log"), opts.out.join("console.log"));
+            return Err(e);
+        }
+    };
+    eprintln!("  guest ready after {:.1} s", started.elapsed().as_secs_f64());
+    let result = collect(kernel, sc, &console, &mut guest, &work, opts, qemu_version);
+    fs::write(opts.out.join("console.log"), &guest.console().text)?;
+    guest.quit();
+    let facts = result?;
+    facts.save(&opts.out)?;
+    eprintln!("  dumped after {:.1} s", started.elapsed().as_secs_f64());
+    Ok(facts)
+}
+
+fn collect(
+    kernel: &Kernel,
+    sc: &Scenario,
+    console: &Console,
+    guest: &mut Guest,
+    work: &Path,
+    opts: &RunOptions,
+    qemu_version: String,
+) -> Result<Facts> {
+    let block = |n: &str| console.block(n).unwrap_or_default();
+    let kconfig = kernel::kconfig_symbols(&kernel.config)?;
+    let layout = node_zone_layout(&kconfig);
+    let mut sysmap = SystemMap::load(&kernel.system_map)?;
+    if sysmap.len() < 1000 {
+        sysmap = SystemMap::parse(&block("kallsyms"));
+    }
+    let (mut vbase, vsize) = vmemmap(sc.arch);
+    let tmp = work.join("memsave.tmp");
+    let argv = guest.argv.clone();
+    let qmp = guest.qmp();
+    if sc.arch == Arch::Arm64 {
+        // vmemmap = (struct page *)VMEMMAP_START - (memstart_addr >> PAGE_SHIFT).
+        let ms = sysmap.addr("memstart_addr").context("memstart_addr not in the guest's kallsyms")?;
+        let memstart = read_u64(qmp, ms, &tmp)?;
+        vbase = vbase.wrapping_sub((memstart >> 12) * STRUCT_PAGE);
+        eprintln!("  arm64: memstart_addr {memstart:#x}, struct page of pfn 0 at {vbase:#x}");
+    }
+    let mut regions = Vec::new();
+    let mut blobs: Vec<Vec<u8>> = Vec::new();
+
+    if let Some(p) = sc.pmem {
+        let nd = parse_nd(&block("nd"));
+        let ns = nd.get("namespace0.0").context("no namespace0.0 in the guest's /sys/bus/nd")?;
+        let ns_start = parse_num(ns.get("resource").context("namespace resource")?)?;
+        let ns_size = parse_num(ns.get("size").context("namespace size")?)?;
+        let holder_name = ns.get("holder").cloned().unwrap_or_default();
+        // A legacy (e820) namespace without a pfn/dax holder is "raw": the pmem driver maps
+        // the whole namespace as fsdax with struct pages in RAM (what ndctl reports as fsdax,
+        // map=mem), and no info block.
+        let (data_start, align, mode) = if holder_name.is_empty() {
+            (ns_start, 4096, "ram".to_string())
+        } else {
+            let holder = nd
+                .get(&holder_name)
+                .with_context(|| format!("namespace holder {holder_name:?} not found"))?;
+            (
+                parse_num(holder.get("resource").context("holder resource")?)?,
+                parse_num(holder.get("align").context("holder align")?)?,
+                holder.get("mode").cloned().unwrap_or_default(),
+            )
+        };
+        let nid = ns.get("numa_node").and_then(|v| v.parse::<i64>().ok()).unwrap_or(0).max(0) as u32;
+        let start_pfn = ns_start / 4096;
+        let nr = ns_size / 4096;
+        let dataoff = (data_start - ns_start) / 4096;
+        // nvdimm's __nvdimm_setup_pfn: base_pfn = the (subsection-aligned) namespace start,
+        // reserve = the 8 KiB info block, free = the rest of the data offset.
+        let altmap = (mode == "pmem").then(|| Altmap { base_pfn: start_pfn, reserve: 2, free: dataoff - 2 });
+        let init_start = start_pfn + altmap.map_or(0, |a| a.reserve + a.free);
+        let vmemmap_shift = if p.mode == "devdax" { (align / 4096).trailing_zeros() } else { 0 };
+        eprintln!(
+            "  namespace pfns [{start_pfn:#x}, {:#x}) holder {holder_name} mode {mode} align {align} data offset {dataoff} pfns",
+            start_pfn + nr
+        );
+        let (bytes, gpas) = dump_pages(qmp, vbase, start_pfn, nr, &tmp)?;
+        let release = console.block("release").unwrap_or_default();
+        let pageblocks = match sysmap.addr("mem_section") {
+            Some(ms) if sc.arch == Arch::Amd64 => {
+                match read_pageblocks(qmp, ms, pageblock_bits(release.trim()), start_pfn, nr, &tmp) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        eprintln!("  note: pageblock migrate types not read: {e:#}");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let io = ((init_start - start_pfn) * STRUCT_PAGE) as usize;
+        let first = bytes.get(io..io + 64).context("init start beyond the namespace")?;
+        let (fnid, zone) = flags_node_zone(word(first, 0), layout);
+        if fnid != nid {
+            eprintln!("  note: namespace numa_node {nid}, flags say node {fnid}");
+        }
+        regions.push(Region {
+            kind: "zone-device".into(),
+            file: format!("region-{}.bin", regions.len()),
+            start_pfn,
+            nr_pages: nr,
+            nid: fnid,
+            zone,
+            memory_type: Some(if p.mode == "devdax" { "generic" } else { "fsdax" }.into()),
+            mode: Some(p.mode.into()),
+            map: Some(p.map.into()),
+            holder: Some(holder_name.clone()),
+            align: Some(align),
+            vmemmap_shift: Some(vmemmap_shift),
+            altmap,
+            init_start_pfn: Some(init_start),
+            pgmap_addr: Some(word(first, 8)),
+            hstate: None,
+            hvo: None,
+            boot: None,
+            folio: None,
+            pageblock_first_pfn: pageblocks.as_ref().map(|p| p.0),
+            pageblock_migratetypes: pageblocks.map(|p| p.1).unwrap_or_default(),
+            vmemmap_gpa: gpas,
+        });
+        blobs.push(bytes);
+    }
+
+    if let Some(h) = sc.hugetlb {
+        let order = (h.size_kb / 4).trailing_zeros();
+        let ram = ram_pfns(&block("iomem"));
+        let spans = node_spans(&block("zoneinfo"));
+        let heads = find_hugetlb(qmp, vbase, &ram, order, &tmp)?;
+        let expected = h.per_node * sc.numa_mb.len().max(1) as u64;
+        if heads.len() as u64 != expected {
+            bail!("found {} hugetlb folios of order {order} in the memmap, expected {expected}", heads.len());
+        }
+        for head in heads {
+            let nr = 1u64 << order;
+            let (bytes, gpas) = dump_pages(qmp, vbase, head, nr, &tmp)?;
+            let (fnid, zone) = flags_node_zone(word(&bytes, 0), layout);
+            let span_nid = spans.iter().find(|s| s.1 <= head && head < s.2).map_or(fnid, |s| s.0);
+            if span_nid != fnid {
+                eprintln!("  note: folio {head:#x} in node {span_nid}'s span, flags say node {fnid}");
+            }
+            eprintln!("  hugetlb folio at pfn {head:#x} (order {order}, node {fnid})");
+            regions.push(Region {
+                kind: "hugetlb".into(),
+                file: format!("region-{}.bin", regions.len()),
+                start_pfn: head,
+                nr_pages: nr,
+                nid: fnid,
+                zone,
+                memory_type: None,
+                mode: None,
+                map: None,
+                holder: None,
+                align: None,
+                vmemmap_shift: None,
+                altmap: None,
+                init_start_pfn: None,
+                pgmap_addr: None,
+                hstate: Some(if order == 18 { "1G" } else { "2M" }.into()),
+                hvo: Some(h.hvo),
+                boot: Some(h.boot),
+                folio: Some(Folio { head_pfn: head, order, nid: fnid }),
+                pageblock_first_pfn: None,
+                pageblock_migratetypes: Vec::new(),
+                vmemmap_gpa: gpas,
+            });
+            blobs.push(bytes);
+        }
+    }
+
+    let (text_lo, text_hi) = (sysmap.addr("_text").unwrap_or(0), sysmap.addr("_end").unwrap_or(0));
+    let mut kernel_symbols = BTreeMap::new();
+    for (r, b) in regions.iter().zip(&blobs) {
+        fs::write(opts.out.join(&r.file), b)?;
+        for w in b.chunks_exact(8) {
+            let v = word(w, 0);
+            if v >= text_lo && v < text_hi {
+                if let Some(n) = sysmap.name(v) {
+                    kernel_symbols.insert(format!("{v:#x}"), n);
+                }
+            }
+        }
+    }
+    let nodes = block("nodes")
+        .lines()
+        .filter_map(|l| l.strip_prefix("node")?.split(' ').next()?.parse().ok())
+        .collect();
+    let warnings = block("dmesg")
+        .lines()
+        .filter(|l| l.contains("WARNING:") || l.contains("BUG:"))
+        .map(|l| l.split_once("] ").map_or(l, |x| x.1).to_string())
+        .collect();
+    let mut gblocks = BTreeMap::new();
+    for n in ["iomem", "ndctl", "nd", "hugepages", "zoneinfo", "nodes", "kallsyms"] {
+        gblocks.insert(n.to_string(), block(n));
+    }
+    Ok(Facts {
+        format: FORMAT,
+        config: sc.name.into(),
+        kernel: KernelFacts {
+            id: kernel.spec.id.into(),
+            release: block("release").trim().into(),
+            version: block("version").trim().into(),
+            suite: kernel.spec.suite.into(),
+            arch: kernel.spec.arch.debian().into(),
+            packages: kernel.packages.clone(),
+            kconfig,
+        },
+        qemu_version,
+        qemu_argv: argv,
+        cmdline: block("cmdline").trim().into(),
+        vmemmap_base: vbase,
+        vmemmap_size: vsize,
+        struct_page_size: STRUCT_PAGE,
+        kernel_image: (text_lo, text_hi),
+        kernel_symbols,
+        nodes,
+        warnings,
+        guest: gblocks,
+        regions,
+    })
+}

@@ -1,0 +1,195 @@
+//! The memory configurations the oracle sets up in a guest, as data.
+
+use crate::kernel::Arch;
+
+/// The ZONE_DEVICE namespace a configuration creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pmem {
+    /// `ndctl create-namespace -m`: `fsdax` or `devdax`.
+    pub mode: &'static str,
+    /// `-M`: `mem` (struct pages in RAM) or `dev` (in the namespace, through an altmap).
+    pub map: &'static str,
+    /// `-a` for devdax (`4K`, `2M`, `1G`); `None` for fsdax.
+    pub align: Option<&'static str>,
+}
+
+/// The hugetlb pages a configuration allocates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hugetlb {
+    /// Huge page size in KiB (2048 or 1048576).
+    pub size_kb: u64,
+    /// Pages per node.
+    pub per_node: u64,
+    /// Allocated at boot (`hugepages=` on the command line) rather than at run time.
+    pub boot: bool,
+    /// `hugetlb_free_vmemmap=on`.
+    pub hvo: bool,
+}
+
+/// One configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct Scenario {
+    /// Name (directory name, command-line argument).
+    pub name: &'static str,
+    /// Guest architecture.
+    pub arch: Arch,
+    /// Guest RAM in MiB.
+    pub mem_mb: u64,
+    /// NUMA node sizes in MiB (empty: one node).
+    pub numa_mb: &'static [u64],
+    /// `memmap=SIZE!START` pmem carve-out, x86 legacy pmem (e.g. `1G!4G`).
+    pub memmap: Option<&'static str>,
+    /// virtio-pmem device size in MiB (arm64).
+    pub virtio_pmem_mb: Option<u64>,
+    /// The namespace to set up and dump.
+    pub pmem: Option<Pmem>,
+    /// The hugetlb pages to set up and dump.
+    pub hugetlb: Option<Hugetlb>,
+}
+
+const fn pmem(name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) -> Scenario {
+    Scenario {
+        name,
+        arch: Arch::Amd64,
+        mem_mb,
+        numa_mb: &[],
+        memmap: Some(memmap),
+        virtio_pmem_mb: None,
+        pmem: Some(p),
+        hugetlb: None,
+    }
+}
+
+const fn huge(name: &'static str, mem_mb: u64, h: Hugetlb) -> Scenario {
+    Scenario {
+        name,
+        arch: Arch::Amd64,
+        mem_mb,
+        numa_mb: &[],
+        memmap: None,
+        virtio_pmem_mb: None,
+        pmem: None,
+        hugetlb: Some(h),
+    }
+}
+
+const fn dd(map: &'static str, align: &'static str) -> Pmem {
+    Pmem { mode: "devdax", map, align: Some(align) }
+}
+
+const fn h(size_kb: u64, per_node: u64, boot: bool, hvo: bool) -> Hugetlb {
+    Hugetlb { size_kb, per_node, boot, hvo }
+}
+
+/// Every configuration. The x86-64 guests use `-machine q35`, whose RAM above 2 GiB starts at
+/// 4 GiB: the legacy pmem carve-outs sit at 4 GiB so that they are backed by guest RAM (a
+/// carve-out in the PCI hole would have no memory behind it, and an altmap there would lose
+/// the struct pages written into it).
+pub const SCENARIOS: &[Scenario] = &[
+    pmem("fsdax-mem", "1G!4G", 3072, Pmem { mode: "fsdax", map: "mem", align: None }),
+    pmem("fsdax-dev", "1G!4G", 3072, Pmem { mode: "fsdax", map: "dev", align: None }),
+    pmem("devdax-4k-mem", "1G!4G", 3072, dd("mem", "4K")),
+    pmem("devdax-4k-dev", "1G!4G", 3072, dd("dev", "4K")),
+    pmem("devdax-2m-mem", "1G!4G", 3072, dd("mem", "2M")),
+    pmem("devdax-2m-dev", "1G!4G", 3072, dd("dev", "2M")),
+    // The namespace starts 64 MiB into the section at 4 GiB, whose first 64 MiB are boot RAM:
+    // its first compound pages live in an early section (boot memmap, no vmemmap dedup).
+    pmem("devdax-2m-mem-early-section", "960M!4160M", 4096, dd("mem", "2M")),
+    pmem("devdax-1g-mem", "2G!4G", 4096, dd("mem", "1G")),
+    pmem("devdax-1g-dev", "2G!4G", 4096, dd("dev", "1G")),
+    huge("hugetlb-2m-hvo-off", 1024, h(2048, 4, false, false)),
+    huge("hugetlb-2m-hvo-on", 1024, h(2048, 4, false, true)),
+    huge("hugetlb-1g-hvo-off", 5120, h(1 << 20, 2, true, false)),
+    huge("hugetlb-1g-hvo-on", 5120, h(1 << 20, 2, true, true)),
+    // Two nodes: node 0 is [0, 2G) + [4G, 6G), node 1 is [6G, 9G). One 1 GiB page per node
+    // with HVO (each node's shared tail page), and a 2 MiB devdax namespace in node 1.
+    Scenario {
+        name: "numa2-hugetlb-1g-hvo-on-devdax-2m",
+        arch: Arch::Amd64,
+        mem_mb: 7168,
+        numa_mb: &[4096, 3072],
+        memmap: Some("1G!7G"),
+        virtio_pmem_mb: None,
+        pmem: Some(dd("mem", "2M")),
+        hugetlb: Some(h(1 << 20, 1, true, true)),
+    },
+    // arm64: runtime 2 MiB hugetlb pages and boot-time 1 GiB pages (QEMU 10.0's
+    // qemu-system-aarch64 has no virtio-pmem-pci, and `memmap=` is x86-only, so arm64 has no
+    // ZONE_DEVICE configuration here).
+    Scenario {
+        name: "arm64-hugetlb-2m",
+        arch: Arch::Arm64,
+        mem_mb: 1024,
+        numa_mb: &[],
+        memmap: None,
+        virtio_pmem_mb: None,
+        pmem: None,
+        hugetlb: Some(h(2048, 4, false, false)),
+    },
+    Scenario {
+        name: "arm64-hugetlb-1g",
+        arch: Arch::Arm64,
+        mem_mb: 3072,
+        numa_mb: &[],
+        memmap: None,
+        virtio_pmem_mb: None,
+        pmem: None,
+        hugetlb: Some(h(1 << 20, 1, true, false)),
+    },
+];
+
+/// Looks a configuration up by name.
+#[must_use]
+pub fn find(name: &str) -> Option<Scenario> {
+    SCENARIOS.iter().copied().find(|s| s.name == name)
+}
+
+impl Scenario {
+    /// Extra kernel command-line words.
+    #[must_use]
+    pub fn append(&self) -> Vec<String> {
+        let mut a = Vec::new();
+        if let Some(m) = self.memmap {
+            a.push(format!("memmap={m}"));
+        }
+        if let Some(h) = self.hugetlb {
+            a.push(format!("hugetlb_free_vmemmap={}", if h.hvo { "on" } else { "off" }));
+            if h.boot {
+                let size = if h.size_kb == 1 << 20 { "1G" } else { "2M" };
+                a.push(format!("hugepagesz={size}"));
+                if self.numa_mb.len() > 1 {
+                    let per: Vec<String> =
+                        (0..self.numa_mb.len()).map(|n| format!("{n}:{}", h.per_node)).collect();
+                    a.push(format!("hugepages={}", per.join(",")));
+                } else {
+                    a.push(format!("hugepages={}", h.per_node));
+                }
+            }
+        }
+        a
+    }
+
+    /// The guest script (`/scenario.sh`, sourced by `/init`, which defines `run` and `fail`).
+    #[must_use]
+    pub fn script(&self) -> String {
+        let mut s = String::new();
+        if let Some(p) = self.pmem.filter(|_| self.arch == Arch::Amd64) {
+            let mut c = format!("run ndctl create-namespace -f -e namespace0.0 -m {} -M {}", p.mode, p.map);
+            if let Some(a) = p.align {
+                c.push_str(&format!(" -a {a}"));
+            }
+            s.push_str(&c);
+            s.push('\n');
+        }
+        if let Some(h) = self.hugetlb {
+            if !h.boot {
+                let total = h.per_node * self.numa_mb.len().max(1) as u64;
+                s.push_str(&format!(
+                    "run sh -c 'echo {total} > /sys/kernel/mm/hugepages/hugepages-{}kB/nr_hugepages'\n",
+                    h.size_kb
+                ));
+            }
+        }
+        s
+    }
+}

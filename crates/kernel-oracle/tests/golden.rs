@@ -1,0 +1,106 @@
+//! The committed golden extracts of real kernel dumps parse, agree with their facts, and pass
+//! the class checks; and the facts record what the kernels are known to do.
+
+use std::path::PathBuf;
+
+use kernel_oracle::golden::{self, Golden};
+
+fn golden_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("golden")
+}
+
+fn load_all() -> Vec<Golden> {
+    let dirs = golden::dirs(&golden_dir()).expect("golden directory");
+    assert!(!dirs.is_empty(), "no golden extracts under {}", golden_dir().display());
+    dirs.iter().map(|d| Golden::load(d).unwrap_or_else(|e| panic!("{}: {e:#}", d.display()))).collect()
+}
+
+fn word(p: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(p[off..off + 8].try_into().expect("8 bytes"))
+}
+
+#[test]
+fn every_extract_passes_the_class_checks() {
+    for g in load_all() {
+        let checks = g.checks();
+        assert!(checks.len() >= 2, "{}: too few checks", g.dir.display());
+        for c in checks {
+            assert!(c.failure.is_none(), "{}: {}: {:?}", g.dir.display(), c.name, c.failure);
+        }
+    }
+}
+
+#[test]
+fn extracts_cover_both_kernels_and_record_their_config() {
+    let all = load_all();
+    for id in ["7.2-amd64", "6.12-amd64"] {
+        let of_kernel: Vec<&Golden> = all.iter().filter(|g| g.facts.kernel.id == id).collect();
+        assert!(!of_kernel.is_empty(), "no extract of {id}");
+        for g in of_kernel {
+            assert_eq!(g.facts.kernel.kconfig.get("CONFIG_NODES_SHIFT").map(String::as_str), Some("10"));
+            assert_eq!(g.facts.kernel.kconfig.get("CONFIG_SPARSEMEM_VMEMMAP").map(String::as_str), Some("y"));
+            assert!(g.facts.kernel.release.starts_with(&id[..id.find('-').unwrap_or(id.len())]));
+        }
+    }
+}
+
+/// Linux 7.x keeps `compound_info = GENMASK(63, order + 6) | 1` in every tail when
+/// `compound_info_has_mask()` (`CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` and a power-of-two struct
+/// page: Debian's amd64, not its arm64); otherwise, and in 6.12, tails keep `head | 1`.
+#[test]
+fn tails_hold_the_compound_word_of_their_kernel() {
+    for g in load_all() {
+        for (i, r) in g.facts.regions.iter().enumerate() {
+            let order = match (r.folio, r.vmemmap_shift) {
+                (Some(f), _) => f.order,
+                (None, Some(s)) if s > 0 => s,
+                _ => continue,
+            };
+            let init = r.init_start_pfn.unwrap_or(r.start_pfn);
+            let pages = g.pages(i);
+            let (pfn, p) =
+                pages.iter().find(|(pfn, _)| *pfn == init + 1).expect("page[1] is in every extract");
+            let head = g.facts.vmemmap_base + (pfn - 1) * 64;
+            let hvo =
+                g.facts.kernel.kconfig.get("CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP").is_some_and(|v| v == "y");
+            let mask = g.facts.kernel.id.starts_with("7.") && hvo;
+            let expect = if mask { (!0u64 << (order + 6)) | 1 } else { head | 1 };
+            assert_eq!(word(p, 8), expect, "{}: page[1] of region {i}", g.dir.display());
+        }
+    }
+}
+
+/// The node and zone fields sit where the kernel's `NODES_SHIFT` puts them (10 on Debian's
+/// amd64: the zone in bits 53..51; 4 on arm64: the zone in bits 59..57).
+#[test]
+fn flags_carry_zone_and_node_at_the_debian_layout() {
+    for g in load_all() {
+        let (nshift, zshift, _) = kernel_oracle::run::node_zone_layout(&g.facts.kernel.kconfig);
+        let expect = if g.facts.kernel.arch == "arm64" { (60, 57) } else { (54, 51) };
+        assert_eq!((nshift, zshift), expect, "{}", g.dir.display());
+        for (i, r) in g.facts.regions.iter().enumerate() {
+            let init = r.init_start_pfn.unwrap_or(r.start_pfn);
+            let pages = g.pages(i);
+            let (_, p) = pages.iter().find(|(pfn, _)| *pfn == init).expect("the first initialized page");
+            let flags = word(p, 0);
+            assert_eq!((flags >> zshift) & 7, u64::from(r.zone), "{}", g.dir.display());
+            assert_eq!(flags >> nshift, u64::from(r.nid), "{}", g.dir.display());
+        }
+    }
+}
+
+/// Linux 6.12.95 leaves tails 128.. of compound devdax pages in an early section as they were
+/// (stale struct pages of the earlier fsdax mapping); 7.2 initializes them ("mm/mm_init: fix
+/// uninitialized struct pages for ZONE_DEVICE"). Every other extract has no stale tail.
+#[test]
+fn only_6_12_leaves_early_section_tails_stale() {
+    for g in load_all() {
+        let checks = g.checks();
+        let tails = checks.iter().find(|c| c.name.contains("tails resolve")).map(|c| c.name.clone());
+        let Some(name) = tails else { continue };
+        let stale_zero = name.contains("; 0 stale");
+        let expect_stale =
+            g.facts.kernel.id == "6.12-amd64" && g.facts.config == "devdax-2m-mem-early-section";
+        assert_eq!(!stale_zero, expect_stale, "{}: {name}", g.dir.display());
+    }
+}
