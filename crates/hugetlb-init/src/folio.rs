@@ -14,7 +14,7 @@
 //! | word | value | depends on |
 //! |---|---|---|
 //! | flags @0 | node, zone, last-cpupid ones | nothing (section bits under classic SPARSEMEM: the PFN) |
-//! | @8 `compound_head` | `head + 1` | the folio |
+//! | @8 `compound_head` | `head + 1`, or from 7.1 with HVO the mask `GENMASK(63, order + 6) \| 1` | the folio (the order) |
 //! | @16 `lru.prev` | `&page->lru` (the page's own address + 8) | **the page's address** |
 //! | @24 `mapping` | `TAIL_MAPPING` | nothing |
 //! | @32, @40 | 0 | nothing |

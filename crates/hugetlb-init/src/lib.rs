@@ -20,10 +20,11 @@
 //!    [`hugetlb_folio_init_tail_vmemmap`](folio::hugetlb_folio_init_tail_vmemmap) for folios HVO did not cover, and
 //!    `MIGRATE_MOVABLE` on every pageblock.
 //!
-//! [`boot()`] runs all three. Kernel baseline: memmap-core's (v6.18+ flags, classic `head | 1`
-//! compound head, `prep_compound_head` after the tails), with `mm/hugetlb.c` and
-//! `mm/hugetlb_vmemmap.c` as of ≈6.15-6.17 (`set_page_count(page, 0)` for tails as in the seed's
-//! base tree).
+//! [`boot()`] runs all three, for the release in the configuration's
+//! [`KernelConfig::version`](memmap_core::KernelConfig::version): the struct page operations and
+//! the `compound_info` encoding come from memmap-core, `mm/hugetlb.c` and
+//! `mm/hugetlb_vmemmap.c` as in the releases memmap-core models (`set_page_count(page, 0)` for
+//! tails).
 //!
 //! ## Tail init strategies
 //!

@@ -48,12 +48,16 @@
 //!   [`Node::deferred_init_memmap`]). Without it the crate is `no_std` without `alloc`: all
 //!   storage comes from the caller.
 //!
-//! //! ## Baseline
+//! ## Kernel releases
 //!
-//! v6.18+ `enum pageflags` order (`PG_reserved` = 13, `PG_head` = 6), `memdesc_flags_t` flags,
-//! classic `head | 1` compound-head encoding, `prep_compound_head()` after the tail loop of
-//! `memmap_init_compound()` (so page\[2\]'s `_deferred_list` holds self-pointers), FS_DAX refcount
-//! 0, `folio->pgmap` at byte 8.
+//! The model follows the release in [`KernelConfig::version`]; the presets are the kernels the
+//! `kernel-oracle` tool boots under QEMU and compares byte for byte (Debian's 7.2 for amd64 and
+//! arm64, 6.12 for amd64), and [`KernelConfig::with_kconfig`] reads any other kernel's
+//! `.config`. What changed between releases is one table, [`model::version::Behaviour`]
+//! (`compound_info` mask, HVO's shared tails, the folio layout, FS_DAX refcount, ZONE_DEVICE
+//! pageblocks and early sections). Common to all: the v6.12+ `enum pageflags` order
+//! (`PG_reserved` = 13, `PG_head` = 6), `prep_compound_head()` after the tail loop of
+//! `memmap_init_compound()`, `folio->pgmap` at byte 8.
 //!
 //! ## Example
 //!

@@ -256,7 +256,7 @@ fn bad_node_inputs_are_typed_errors() {
         NodeError::ArenaTooSmall
     );
     // A configuration whose LRU refs field starts right after the page flags.
-    let full = KernelConfig { nr_pageflags: 29, ..cfg };
+    let full = KernelConfig { nr_pageflags: 25, ..cfg };
     assert_eq!(pg_uninitialized_2m(&full), None);
     assert_eq!(
         boot(&mut pages, &mut pb, full, InitMode::OnDemand, &mut states, None),

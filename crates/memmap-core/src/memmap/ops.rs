@@ -202,7 +202,7 @@ impl<P: StructPage> Memmap<'_, P> {
     #[must_use]
     pub fn page_folio(&self, pfn: u64) -> Option<u64> {
         let word = self.read(pfn).compound_head();
-        match self.config().compound_head_of(word, self.vaddr(pfn)) {
+        match self.config().compound_head_of(word, self.vaddr(pfn), P::SIZE) {
             None => Some(pfn),
             Some(head) => self.vaddr_to_pfn(head),
         }
@@ -219,7 +219,7 @@ impl<P: StructPage> Memmap<'_, P> {
     pub fn prep_compound_tail(&mut self, head_pfn: u64, tail_idx: u64, order: u32) {
         let pfn = head_pfn + tail_idx;
         assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
-        let word = self.config().compound_head_word(self.vaddr(head_pfn), order);
+        let word = self.config().compound_head_word(self.vaddr(head_pfn), order, P::SIZE);
         // SAFETY: in range (checked).
         unsafe {
             let p = self.page_ptr(pfn);

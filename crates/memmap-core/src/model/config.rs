@@ -1,14 +1,20 @@
 //! Kernel configuration as data, and the page-flags layout computed from it.
 //!
-//! Kernel behaviour is data, not scattered `if`s. One [`KernelConfig`] value
-//! says everything the initializers need to know about the kernel being modelled; presets give
-//! x86-64 and arm64 (4 KiB pages, 32768 pages per section, pageblock order 9) and a classic
-//! SPARSEMEM variant whose section number lives in `page->flags` (so flags depend on the PFN).
+//! Kernel behaviour is data, not scattered `if`s. One [`KernelConfig`] value says everything the
+//! initializers need to know about the kernel being modelled: the Kconfig values that shape
+//! `struct page` and its initialization, the architecture's constants, and the release
+//! ([`KernelVersion`]), whose changes [`KernelConfig::behaviour`] lists. Presets give the kernels
+//! real machines run (Debian's 7.2 and 6.12 for amd64, 7.2 for arm64: 4 KiB pages, 32768 pages
+//! per section, pageblock order 9) and a classic SPARSEMEM variant whose section number lives in
+//! `page->flags` (so flags depend on the PFN); [`KernelConfig::with_kconfig`] reads a kernel's
+//! own `.config`.
 //!
 //! [`FlagsLayout`] is `include/linux/page-flags-layout.h` and the `*_PGOFF`/`*_PGSHIFT`
 //! arithmetic of `include/linux/mmzone.h`, evaluated for one config.
 
 use core::fmt;
+
+use super::version::{Behaviour, KernelVersion};
 
 /// The kernel being modelled. Every field is a Kconfig option or an architecture constant.
 ///
@@ -72,20 +78,24 @@ pub struct KernelConfig {
     pub hugetlb_vmemmap: bool,
     /// `CONFIG_CGROUP_HUGETLB` (hugetlb folios carry cgroup pointers in page\[3\]).
     pub cgroup_hugetlb: bool,
+    /// The release modelled: selects the behaviours that changed between releases
+    /// ([`KernelConfig::behaviour`]).
+    pub version: KernelVersion,
 }
 
 impl KernelConfig {
-    /// x86-64, 4-level paging, SPARSEMEM_VMEMMAP, a distribution-like build: 64 nodes
-    /// (`NODES_SHIFT` 6), zones DMA, DMA32, NORMAL, MOVABLE, DEVICE, NUMA balancing with
-    /// `NR_CPUS` 8192, multi-gen LRU, MEMCG, THP (so `CONFIG_MM_ID`), DAX vmemmap optimization and
-    /// HVO. Flags: node in bits 63..58, zone 57..55, last cpupid 54..34.
+    /// x86-64 as Debian builds Linux 7.2 (`linux-image-7.2.13+deb14-amd64`, compared byte for
+    /// byte under QEMU): 4-level paging, SPARSEMEM_VMEMMAP, 1024 nodes (`NODES_SHIFT` 10), zones
+    /// DMA, DMA32, NORMAL, MOVABLE, DEVICE, NUMA balancing with `NR_CPUS` 8192, multi-gen LRU,
+    /// MEMCG, `CONFIG_MM_ID`, DAX vmemmap optimization and HVO. Flags: node in bits 63..54, zone
+    /// 53..51, last cpupid 50..30.
     pub const X86_64: KernelConfig = KernelConfig {
         name: "x86_64",
         page_shift: 12,
         section_size_bits: 27,
         max_physmem_bits: 46,
         sparsemem_vmemmap: true,
-        nodes_shift: 6,
+        nodes_shift: 10,
         max_nr_zones: 5,
         // PG_locked..PG_dropbehind (20) + mlocked + uncached (x86 PAT) + hwpoison.
         nr_pageflags: 23,
@@ -106,17 +116,20 @@ impl KernelConfig {
         optimize_dax_vmemmap: true,
         hugetlb_vmemmap: true,
         cgroup_hugetlb: true,
+        version: KernelVersion::V7_2,
     };
 
-    /// arm64, 4 KiB pages, 48-bit VA and PA, SPARSEMEM_VMEMMAP: 16 nodes (`NODES_SHIFT` 4), the
+    /// arm64 as Debian builds Linux 7.2 (`linux-image-7.2.13+deb14-arm64`, compared under
+    /// QEMU): 4 KiB pages, 52-bit VA and PA, SPARSEMEM_VMEMMAP, 16 nodes (`NODES_SHIFT` 4), the
     /// same five zones, NUMA balancing with `NR_CPUS` 512, MGLRU, MTE's `PG_arch_2`/`PG_arch_3`.
-    /// No DAX vmemmap optimization and no HVO, as in the seed-002 test kernel ("HVO is
-    /// unavailable on arm64 in v7.4-rc1").
+    /// No HVO (Debian's arm64 config lacks `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP`, so tails keep
+    /// the `head | 1` encoding) and no DAX vmemmap optimization. `PAGE_OFFSET` and `vmemmap` are
+    /// those of QEMU's `virt` machine (RAM from 1 GiB, 52-bit VA, `nokaslr`).
     pub const ARM64: KernelConfig = KernelConfig {
         name: "arm64",
         page_shift: 12,
         section_size_bits: 27,
-        max_physmem_bits: 48,
+        max_physmem_bits: 52,
         sparsemem_vmemmap: true,
         nodes_shift: 4,
         max_nr_zones: 5,
@@ -128,8 +141,8 @@ impl KernelConfig {
         lru_refs_width: 2,
         pageblock_order: 9,
         max_page_order: 10,
-        page_offset: 0xffff_0000_0000_0000,
-        vmemmap_start: 0xffff_fc00_0000_0000,
+        page_offset: 0xfff0_0000_0000_0000,
+        vmemmap_start: 0xffff_c1ff_bf00_0000,
         kasan: false,
         kmsan: false,
         debug_page_ref: false,
@@ -139,6 +152,19 @@ impl KernelConfig {
         optimize_dax_vmemmap: false,
         hugetlb_vmemmap: false,
         cgroup_hugetlb: true,
+        version: KernelVersion::V7_2,
+    };
+
+    /// x86-64 as Debian builds Linux 6.12 (`linux-image-6.12.95+deb12-amd64` from
+    /// bookworm-backports, compared under QEMU): the flags layout of [`KernelConfig::X86_64`],
+    /// the 6.12 behaviours ([`KernelVersion::V6_12`]), no `CONFIG_MM_ID` or
+    /// `CONFIG_PAGE_MAPCOUNT` (the 6.12 folio layout has neither).
+    pub const X86_64_6_12: KernelConfig = KernelConfig {
+        name: "x86_64-6.12",
+        page_mapcount: false,
+        mm_id: false,
+        version: KernelVersion::V6_12,
+        ..KernelConfig::X86_64
     };
 
     /// x86-64 with classic SPARSEMEM (no VMEMMAP): the 19-bit section number
@@ -156,13 +182,36 @@ impl KernelConfig {
     };
 
     /// The presets, by name.
-    pub const PRESETS: [KernelConfig; 3] =
-        [KernelConfig::X86_64, KernelConfig::ARM64, KernelConfig::X86_64_CLASSIC_SPARSE];
+    pub const PRESETS: [KernelConfig; 4] = [
+        KernelConfig::X86_64,
+        KernelConfig::ARM64,
+        KernelConfig::X86_64_CLASSIC_SPARSE,
+        KernelConfig::X86_64_6_12,
+    ];
 
-    /// Looks a preset up by name (`x86_64`, `arm64`, `x86_64-classic-sparse`).
+    /// Looks a preset up by name (`x86_64`, `arm64`, `x86_64-classic-sparse`, `x86_64-6.12`).
     #[must_use]
     pub fn preset(name: &str) -> Option<KernelConfig> {
         Self::PRESETS.iter().copied().find(|c| c.name == name)
+    }
+
+    /// The behaviours of the modelled kernel that changed between releases: those of
+    /// [`KernelConfig::version`], with the ones that also depend on the configuration
+    /// applied (the `compound_info` mask and HVO's shared tail pages need
+    /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP`).
+    #[must_use]
+    pub const fn behaviour(&self) -> Behaviour {
+        let mut b = self.version.behaviour();
+        b.compound_info_mask = b.compound_info_mask && self.hugetlb_vmemmap;
+        b.hvo_shared_tail = b.hvo_shared_tail && self.hugetlb_vmemmap;
+        b
+    }
+
+    /// The same configuration modelling another release.
+    #[must_use]
+    pub const fn with_version(mut self, version: KernelVersion) -> Self {
+        self.version = version;
+        self
     }
 
     /// `ZONE_DEVICE`'s index: the last zone.
@@ -225,19 +274,41 @@ impl KernelConfig {
         }
     }
 
-    /// `set_compound_head(page, head)`: the word a tail page of the compound page whose head's
-    /// struct page is at `head_vaddr` keeps at byte 8 (`compound_head`): `head + 1` (bit 0 marks
-    /// a tail).
+    /// `set_compound_head(page, head, order)`: the word a tail page of the compound page of
+    /// `order` whose head's struct page is at `head_vaddr` keeps at byte 8 (`compound_info`),
+    /// for struct pages of `page_size` bytes. Bit 0 marks a tail. With the mask encoding
+    /// ([`Behaviour::compound_info_mask`] and a power-of-two struct page) it is
+    /// `GENMASK(63, order + log2(page_size)) | 1`, the same for every tail of every compound
+    /// page of that order (`0xffffffffffff8001` for 2 MiB, `0xffffffffff000001` for 1 GiB with
+    /// 64-byte pages); otherwise `head + 1`.
     #[must_use]
-    pub const fn compound_head_word(&self, head_vaddr: u64, _order: u32) -> u64 {
-        head_vaddr.wrapping_add(1)
+    pub const fn compound_head_word(&self, head_vaddr: u64, order: u32, page_size: usize) -> u64 {
+        if self.compound_info_has_mask(page_size) {
+            let low = order + page_size.trailing_zeros();
+            let mask = if low >= 64 { 0 } else { u64::MAX << low };
+            mask | 1
+        } else {
+            head_vaddr.wrapping_add(1)
+        }
+    }
+
+    /// `compound_info_has_mask()` for struct pages of `page_size` bytes.
+    #[must_use]
+    pub const fn compound_info_has_mask(&self, page_size: usize) -> bool {
+        self.behaviour().compound_info_mask && page_size.is_power_of_two()
     }
 
     /// `_compound_head(page)`: the address of the head's struct page if the word at byte 8 of the
     /// page at `page_vaddr` marks a tail (bit 0 set), `None` for a head or a single page.
     #[must_use]
-    pub const fn compound_head_of(&self, word: u64, _page_vaddr: u64) -> Option<u64> {
-        if word & 1 == 1 { Some(word - 1) } else { None }
+    pub const fn compound_head_of(&self, word: u64, page_vaddr: u64, page_size: usize) -> Option<u64> {
+        if word & 1 == 0 {
+            None
+        } else if self.compound_info_has_mask(page_size) {
+            Some(page_vaddr & (word & !1))
+        } else {
+            Some(word - 1)
+        }
     }
 
     /// Computes and validates the page-flags layout.
@@ -593,21 +664,22 @@ mod tests {
 
     #[test]
     fn x86_64_layout_matches_the_worked_example() {
-        // NODES_SHIFT 6, MAX_NR_ZONES 5, 23 page flags: node in 63..58, zone in 57..55.
+        // NODES_SHIFT 10, MAX_NR_ZONES 5, 23 page flags: node in 63..54, zone in 53..51, last
+        // cpupid in 50..30, as in the flags of Debian's 7.2 kernel booted under QEMU.
         let l = KernelConfig::X86_64.flags_layout().unwrap();
-        assert_eq!((l.nodes_pgshift, l.nodes_width), (58, 6));
-        assert_eq!((l.zones_pgshift, l.zones_width), (55, 3));
+        assert_eq!((l.nodes_pgshift, l.nodes_width), (54, 10));
+        assert_eq!((l.zones_pgshift, l.zones_width), (51, 3));
         assert_eq!(l.sections_width, 0);
         assert_eq!(l.sections_pgshift, 0);
-        assert_eq!((l.last_cpupid_pgshift, l.last_cpupid_width), (34, 21));
-        assert_eq!((l.lru_gen_pgshift, l.lru_refs_pgshift), (31, 29));
+        assert_eq!((l.last_cpupid_pgshift, l.last_cpupid_width), (30, 21));
+        assert_eq!((l.lru_gen_pgshift, l.lru_refs_pgshift), (27, 25));
     }
 
     #[test]
     fn classic_sparse_puts_the_section_on_top() {
         let l = KernelConfig::X86_64_CLASSIC_SPARSE.flags_layout().unwrap();
         assert_eq!((l.sections_pgshift, l.sections_width), (45, 19));
-        assert_eq!((l.nodes_pgshift, l.zones_pgshift), (39, 36));
+        assert_eq!((l.nodes_pgshift, l.zones_pgshift), (35, 32));
         assert!(l.section_in_page_flags());
     }
 

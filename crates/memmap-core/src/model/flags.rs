@@ -1,10 +1,8 @@
 //! Page flag bit numbers, page types and migrate types of the modelled kernel baseline.
 //!
-//! Baseline: the v6.18+ `enum pageflags` order (`PG_locked` 0 ...
-//! `PG_reserved` 13 ... `PG_dropbehind` 19), `memdesc_flags_t` flags (one `unsigned long`), the
-//! classic `head | 1` compound-head encoding, `prep_compound_head()` after the tail loop of
-//! `memmap_init_compound()`, and FS_DAX refcount 0. `PG_reserved` was bit 14 in v6.6; build
-//! another [`PG`] table for other baselines.
+//! The `enum pageflags` order of 6.12 and later (`PG_locked` 0 ... `PG_reserved` 13 ...
+//! `PG_dropbehind` 19), flags in one `unsigned long`. `PG_reserved` was bit 14 in v6.6; build
+//! another [`PG`] table for older kernels.
 
 /// `enum pageflags` bit numbers (v6.18+ order, from `include/linux/page-flags.h`).
 #[allow(missing_docs)]

@@ -1,7 +1,10 @@
 //! What a `struct page` is: the kernel configuration and page-flags layout ([`config`]), the
 //! flag bits, page types and migrate types ([`flags`]), and the struct page layouts with the
-//! folio overlay ([`page`]).
+//! folio overlay ([`page`]), what changed between kernel releases ([`version`]), and a kernel's
+//! own `.config` read into a configuration ([`kconfig`]).
 
 pub mod config;
 pub mod flags;
+pub mod kconfig;
 pub mod page;
+pub mod version;

@@ -129,7 +129,7 @@ pub(super) fn run_template<P: StructPage, H: InitHooks, S: Store>(
     let mut head = first + plan.pfns_per_compound;
     while head < plan.end {
         let head_vaddr = m.vaddr(head);
-        let tail_word = cfg.compound_head_word(head_vaddr, plan.order);
+        let tail_word = cfg.compound_head_word(head_vaddr, plan.order, P::SIZE);
         // Head: pageblock-aligned heads get `set_pageblock_migratetype`, which on classic
         // SPARSEMEM reads the page back: those are stored normally.
         let rec = refresh.record(&head_final, head, head_vaddr);

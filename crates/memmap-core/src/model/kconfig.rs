@@ -1,0 +1,317 @@
+//! Reading a kernel's own `.config` into a [`KernelConfig`].
+//!
+//! ```
+//! use memmap_core::KernelConfig;
+//! use memmap_core::model::kconfig::Kconfig;
+//!
+//! let dotconfig = "CONFIG_X86_64=y\nCONFIG_NUMA=y\nCONFIG_NODES_SHIFT=6\nCONFIG_NR_CPUS=64\n\
+//!                  CONFIG_NUMA_BALANCING=y\n# CONFIG_LRU_GEN is not set\n";
+//! let cfg = KernelConfig::X86_64.with_kconfig(&Kconfig::new(dotconfig))?;
+//! assert_eq!(cfg.nodes_shift, 6);
+//! assert_eq!(cfg.last_cpupid_shift, 8 + 6);
+//! assert_eq!(cfg.lru_gen_width, 0);
+//! # Ok::<(), memmap_core::model::kconfig::KconfigError>(())
+//! ```
+
+use core::fmt;
+
+use super::config::{ConfigError, KernelConfig};
+
+/// A kernel `.config`: `CONFIG_FOO=value` lines and `# CONFIG_FOO is not set` comments. Read
+/// in place, no allocation.
+#[derive(Debug, Clone, Copy)]
+pub struct Kconfig<'a> {
+    text: &'a str,
+}
+
+impl<'a> Kconfig<'a> {
+    /// The `.config` text.
+    #[must_use]
+    pub const fn new(text: &'a str) -> Self {
+        Kconfig { text }
+    }
+
+    /// The value of `symbol` (with its `CONFIG_` prefix): `Some("y")`, `Some("m")`,
+    /// `Some("10")`, `Some("\"string\"")`, `Some("n")` for `# CONFIG_FOO is not set`, `None`
+    /// when the text does not mention it. The last mention wins, as in Kconfig.
+    #[must_use]
+    pub fn get(&self, symbol: &str) -> Option<&'a str> {
+        let mut found = None;
+        for line in self.text.lines() {
+            let line = line.trim();
+            if let Some(rest) = line.strip_prefix("# ") {
+                if rest.strip_prefix(symbol).is_some_and(|r| r == " is not set") {
+                    found = Some("n");
+                }
+            } else if let Some(rest) = line.strip_prefix(symbol) {
+                if let Some(value) = rest.strip_prefix('=') {
+                    found = Some(value.trim());
+                }
+            }
+        }
+        found
+    }
+
+    /// `Some(true)` for `y` or `m`, `Some(false)` for `n` or not set, `None` when not mentioned.
+    #[must_use]
+    pub fn enabled(&self, symbol: &str) -> Option<bool> {
+        self.get(symbol).map(|v| v == "y" || v == "m")
+    }
+
+    /// A decimal (or `0x` hexadecimal) value; `Ok(None)` when not mentioned or not set.
+    ///
+    /// # Errors
+    ///
+    /// [`KconfigError::BadValue`] when the value is not a number.
+    pub fn number(&self, symbol: &'static str) -> Result<Option<u64>, KconfigError> {
+        match self.get(symbol) {
+            None | Some("n") => Ok(None),
+            Some(v) => {
+                let parsed = match v.strip_prefix("0x") {
+                    Some(hex) => u64::from_str_radix(hex, 16),
+                    None => v.parse(),
+                };
+                parsed.map(Some).map_err(|_| KconfigError::BadValue { symbol })
+            }
+        }
+    }
+}
+
+/// Why a `.config` cannot be applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KconfigError {
+    /// The `.config` is for another architecture than the base configuration.
+    ArchMismatch {
+        /// The architecture the `.config` names.
+        kconfig: &'static str,
+        /// The base configuration's preset name.
+        base: &'static str,
+    },
+    /// A symbol's value could not be read.
+    BadValue {
+        /// The symbol.
+        symbol: &'static str,
+    },
+    /// Base pages other than 4 KiB (arm64's 16 KiB and 64 KiB granules) are not modelled.
+    UnsupportedPageSize,
+    /// The resulting configuration does not fit `page->flags` (or is otherwise invalid).
+    Config(ConfigError),
+}
+
+impl fmt::Display for KconfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            KconfigError::ArchMismatch { kconfig, base } => {
+                write!(f, "the .config is for {kconfig}, the base configuration {base} is not")
+            }
+            KconfigError::BadValue { symbol } => write!(f, "{symbol} has a value that is not a number"),
+            KconfigError::UnsupportedPageSize => f.write_str("only 4 KiB base pages are modelled"),
+            KconfigError::Config(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl core::error::Error for KconfigError {}
+
+/// `order_base_2(n)`: the smallest `k` with `2^k >= n` (0 for 0 and 1).
+const fn order_base_2(n: u64) -> u32 {
+    if n <= 1 { 0 } else { 64 - (n - 1).leading_zeros() }
+}
+
+/// `PG_locked` .. `PG_dropbehind`: the page flags every configuration has (v6.18+ order).
+const BASE_PAGEFLAGS: u32 = 20;
+
+impl KernelConfig {
+    /// This configuration with the Kconfig symbols of `kconfig` applied. The base supplies the
+    /// architecture's constants (address layout, section size) and the release
+    /// ([`KernelConfig::version`]); symbols the text does not mention keep the base's values (a
+    /// complete `.config` mentions every one of them, set or `is not set`).
+    ///
+    /// Read: `CONFIG_NUMA`/`NODES_SHIFT`, `NR_CPUS` with `NUMA_BALANCING` (`LAST_CPUPID_SHIFT` =
+    /// 8 + `order_base_2(NR_CPUS)`), the zones (`ZONE_DMA`, `ZONE_DMA32`, `HIGHMEM`, with
+    /// NORMAL, MOVABLE and DEVICE), `LRU_GEN`, `KASAN` (`KASAN_SW_TAGS`/`KASAN_HW_TAGS`),
+    /// `KMSAN`, `DEBUG_PAGE_REF`, `MEMCG`/`SLAB_OBJ_EXT`, `PAGE_MAPCOUNT`, `MM_ID`,
+    /// `SPARSEMEM_VMEMMAP`, `ARCH_WANT_OPTIMIZE_DAX_VMEMMAP`, `HUGETLB_PAGE_OPTIMIZE_VMEMMAP`,
+    /// `CGROUP_HUGETLB`, `ARCH_FORCE_MAX_ORDER`, and for `__NR_PAGEFLAGS` the optional flags
+    /// (`PG_uncached` with `X86_PAT`, `PG_hwpoison` with `MEMORY_FAILURE`, `PG_arch_2`/`_3` with
+    /// `ARM64_MTE`).
+    ///
+    /// # Errors
+    ///
+    /// [`KconfigError`]: another architecture, a bad value, non-4 KiB pages, or a result that
+    /// does not fit `page->flags`.
+    pub fn with_kconfig(self, kconfig: &Kconfig<'_>) -> Result<KernelConfig, KconfigError> {
+        let mut c = self;
+        let arm64_base = self.name.starts_with("arm64");
+        if kconfig.enabled("CONFIG_X86_64") == Some(true) && arm64_base {
+            return Err(KconfigError::ArchMismatch { kconfig: "x86_64", base: self.name });
+        }
+        if kconfig.enabled("CONFIG_ARM64") == Some(true) && !arm64_base {
+            return Err(KconfigError::ArchMismatch { kconfig: "arm64", base: self.name });
+        }
+        for other in ["CONFIG_ARM64_16K_PAGES", "CONFIG_ARM64_64K_PAGES"] {
+            if kconfig.enabled(other) == Some(true) {
+                return Err(KconfigError::UnsupportedPageSize);
+            }
+        }
+        let set = |field: &mut bool, symbol: &str| {
+            if let Some(v) = kconfig.enabled(symbol) {
+                *field = v;
+            }
+        };
+        match (kconfig.enabled("CONFIG_NUMA"), kconfig.number("CONFIG_NODES_SHIFT")?) {
+            (Some(false), _) => c.nodes_shift = 0,
+            (_, Some(shift)) => c.nodes_shift = u32::try_from(shift).unwrap_or(u32::MAX),
+            _ => {}
+        }
+        let cpus = kconfig.number("CONFIG_NR_CPUS")?;
+        match kconfig.enabled("CONFIG_NUMA_BALANCING") {
+            Some(false) => c.last_cpupid_shift = 0,
+            Some(true) => {
+                if let Some(n) = cpus {
+                    c.last_cpupid_shift = 8 + order_base_2(n);
+                }
+            }
+            None => {}
+        }
+        let zone = |symbol: &str, now: bool| kconfig.enabled(symbol).unwrap_or(now);
+        // ZONE_NORMAL and ZONE_MOVABLE always exist; ZONE_DEVICE is the last zone.
+        let zones = 2
+            + u32::from(zone("CONFIG_ZONE_DMA", self.max_nr_zones >= 5))
+            + u32::from(zone("CONFIG_ZONE_DMA32", self.max_nr_zones >= 5))
+            + u32::from(zone("CONFIG_HIGHMEM", false))
+            + u32::from(zone("CONFIG_ZONE_DEVICE", true));
+        c.max_nr_zones = zones;
+        if let Some(on) = kconfig.enabled("CONFIG_LRU_GEN") {
+            // order_base_2(MAX_NR_GENS + 1) and MAX_NR_TIERS - 2 with MAX_NR_GENS = MAX_NR_TIERS = 4.
+            (c.lru_gen_width, c.lru_refs_width) = if on { (3, 2) } else { (0, 0) };
+        }
+        if let Some(on) = kconfig.enabled("CONFIG_KASAN") {
+            c.kasan = on;
+            c.kasan_tag_width = if !on {
+                0
+            } else if kconfig.enabled("CONFIG_KASAN_SW_TAGS") == Some(true) {
+                8
+            } else if kconfig.enabled("CONFIG_KASAN_HW_TAGS") == Some(true) {
+                4
+            } else {
+                0
+            };
+        }
+        set(&mut c.kmsan, "CONFIG_KMSAN");
+        set(&mut c.debug_page_ref, "CONFIG_DEBUG_PAGE_REF");
+        if let (Some(memcg), obj_ext) =
+            (kconfig.enabled("CONFIG_MEMCG"), kconfig.enabled("CONFIG_SLAB_OBJ_EXT"))
+        {
+            c.nr_pages_in_large_folio = memcg || obj_ext == Some(true);
+        }
+        set(&mut c.page_mapcount, "CONFIG_PAGE_MAPCOUNT");
+        set(&mut c.mm_id, "CONFIG_MM_ID");
+        set(&mut c.sparsemem_vmemmap, "CONFIG_SPARSEMEM_VMEMMAP");
+        set(&mut c.optimize_dax_vmemmap, "CONFIG_ARCH_WANT_OPTIMIZE_DAX_VMEMMAP");
+        set(&mut c.hugetlb_vmemmap, "CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP");
+        set(&mut c.cgroup_hugetlb, "CONFIG_CGROUP_HUGETLB");
+        if let Some(order) = kconfig.number("CONFIG_ARCH_FORCE_MAX_ORDER")? {
+            c.max_page_order = u32::try_from(order).unwrap_or(u32::MAX);
+        }
+        if arm64_base {
+            if let Some(bits) = kconfig.number("CONFIG_ARM64_PA_BITS")? {
+                c.max_physmem_bits = u32::try_from(bits).unwrap_or(u32::MAX);
+            }
+        }
+        // __NR_PAGEFLAGS: the base flags, PG_mlocked (MMU), and the optional ones.
+        let uncached = !arm64_base && kconfig.enabled("CONFIG_X86_PAT").unwrap_or(true);
+        let hwpoison = kconfig.enabled("CONFIG_MEMORY_FAILURE").unwrap_or(true);
+        let mte = arm64_base && kconfig.enabled("CONFIG_ARM64_MTE").unwrap_or(true);
+        c.nr_pageflags = BASE_PAGEFLAGS + 1 + u32::from(uncached) + u32::from(hwpoison) + 2 * u32::from(mte);
+        c.flags_layout().map_err(KconfigError::Config)?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::version::KernelVersion;
+
+    /// The symbols of Debian's `linux-image-7.2.13+deb14-amd64` `.config` that shape struct page.
+    const DEBIAN_7_2_AMD64: &str = "\
+CONFIG_X86_64=y
+CONFIG_64BIT=y
+# CONFIG_ARCH_FORCE_MAX_ORDER is not set
+CONFIG_ARCH_WANT_OPTIMIZE_DAX_VMEMMAP=y
+CONFIG_CGROUP_HUGETLB=y
+# CONFIG_DEBUG_PAGE_REF is not set
+# CONFIG_HIGHMEM is not set
+CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP=y
+# CONFIG_KASAN is not set
+# CONFIG_KMSAN is not set
+CONFIG_LRU_GEN=y
+CONFIG_MEMCG=y
+CONFIG_MEMORY_FAILURE=y
+CONFIG_MM_ID=y
+CONFIG_NODES_SHIFT=10
+CONFIG_NR_CPUS=8192
+CONFIG_NUMA=y
+CONFIG_NUMA_BALANCING=y
+CONFIG_PAGE_MAPCOUNT=y
+CONFIG_SLAB_OBJ_EXT=y
+CONFIG_SPARSEMEM_VMEMMAP=y
+CONFIG_X86_PAT=y
+CONFIG_ZONE_DEVICE=y
+CONFIG_ZONE_DMA=y
+CONFIG_ZONE_DMA32=y
+";
+
+    #[test]
+    fn debian_amd64_gives_the_x86_64_preset() {
+        let cfg = KernelConfig::X86_64.with_kconfig(&Kconfig::new(DEBIAN_7_2_AMD64)).unwrap();
+        assert_eq!(cfg, KernelConfig::X86_64);
+        // The layout the kernel booted under QEMU uses: node 63..54, zone 53..51, cpupid 50..30.
+        let l = cfg.flags_layout().unwrap();
+        assert_eq!((l.nodes_pgshift, l.zones_pgshift, l.last_cpupid_pgshift), (54, 51, 30));
+        let six = KernelConfig::X86_64_6_12.with_kconfig(&Kconfig::new(DEBIAN_7_2_AMD64)).unwrap();
+        assert_eq!(six.version, KernelVersion::V6_12, "the version comes from the base");
+    }
+
+    #[test]
+    fn values_and_comments_are_read() {
+        let k =
+            Kconfig::new("CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C=0x10\nCONFIG_D=\"x\"\nCONFIG_A=n\n");
+        assert_eq!(k.get("CONFIG_A"), Some("n"), "the last mention wins");
+        assert_eq!(k.enabled("CONFIG_B"), Some(false));
+        assert_eq!(k.number("CONFIG_C"), Ok(Some(16)));
+        assert_eq!(k.number("CONFIG_D"), Err(KconfigError::BadValue { symbol: "CONFIG_D" }));
+        assert_eq!(k.get("CONFIG_AB"), None, "prefixes do not match");
+        assert_eq!(k.get("CONFIG_E"), None);
+    }
+
+    #[test]
+    fn wrong_architecture_page_size_or_width_is_an_error() {
+        assert_eq!(
+            KernelConfig::ARM64.with_kconfig(&Kconfig::new("CONFIG_X86_64=y")),
+            Err(KconfigError::ArchMismatch { kconfig: "x86_64", base: "arm64" })
+        );
+        assert_eq!(
+            KernelConfig::ARM64.with_kconfig(&Kconfig::new("CONFIG_ARM64=y\nCONFIG_ARM64_64K_PAGES=y")),
+            Err(KconfigError::UnsupportedPageSize)
+        );
+        assert!(matches!(
+            KernelConfig::X86_64.with_kconfig(&Kconfig::new("CONFIG_NODES_SHIFT=40")),
+            Err(KconfigError::Config(_))
+        ));
+        assert_eq!(order_base_2(512), 9);
+        assert_eq!(order_base_2(8192), 13);
+        assert_eq!(order_base_2(100), 7);
+    }
+
+    #[test]
+    fn arm64_mte_and_pa_bits() {
+        let text = "CONFIG_ARM64=y\nCONFIG_ARM64_4K_PAGES=y\nCONFIG_ARM64_MTE=y\nCONFIG_ARM64_PA_BITS=52\n\
+                    CONFIG_NODES_SHIFT=4\nCONFIG_NR_CPUS=512\nCONFIG_NUMA_BALANCING=y\n\
+                    # CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP is not set\n";
+        let cfg = KernelConfig::ARM64.with_kconfig(&Kconfig::new(text)).unwrap();
+        assert_eq!(cfg, KernelConfig::ARM64);
+    }
+}

@@ -1,0 +1,168 @@
+//! Kernel releases, and what changed between them that shows in the struct pages: the one
+//! place where the model's behaviour depends on the kernel version.
+//!
+//! Every initializer asks [`KernelConfig::behaviour`](crate::KernelConfig::behaviour) rather
+//! than comparing versions itself. Each field of [`Behaviour`] names the kernel change and the
+//! release that has it. The releases compared byte for byte with real kernels booted under QEMU
+//! are 6.12 (Debian's 6.12.95) and 7.2 (Debian's 7.2.13); the release of each change between
+//! them is taken from its merge (see `docs/kernel-model.md`).
+
+use core::fmt;
+
+/// A kernel release, `major.minor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KernelVersion {
+    /// Major number.
+    pub major: u16,
+    /// Minor number.
+    pub minor: u16,
+}
+
+impl KernelVersion {
+    /// Linux 6.12 (a long-term release; Debian 12 backports).
+    pub const V6_12: KernelVersion = KernelVersion::new(6, 12);
+    /// Linux 6.15: the folio layout with `_mm_ids` (`CONFIG_MM_ID`), refcounted FS_DAX pages.
+    pub const V6_15: KernelVersion = KernelVersion::new(6, 15);
+    /// Linux 7.1: the `compound_info` mask and HVO's shared tail pages.
+    pub const V7_1: KernelVersion = KernelVersion::new(7, 1);
+    /// Linux 7.2 (Debian sid).
+    pub const V7_2: KernelVersion = KernelVersion::new(7, 2);
+
+    /// `major.minor`.
+    #[must_use]
+    pub const fn new(major: u16, minor: u16) -> Self {
+        KernelVersion { major, minor }
+    }
+
+    /// Parses a release string's `major.minor` prefix: `7.2`, `7.2.13`, `7.2.13+deb14-amd64`,
+    /// `6.12.95-1~bpo12+1`.
+    #[must_use]
+    pub fn parse(release: &str) -> Option<KernelVersion> {
+        let mut parts = release.split(|c: char| !c.is_ascii_digit());
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next()?.parse().ok()?;
+        Some(KernelVersion { major, minor })
+    }
+
+    /// The behaviours of this release (those that do not also depend on the configuration; see
+    /// [`KernelConfig::behaviour`](crate::KernelConfig::behaviour)).
+    #[must_use]
+    pub const fn behaviour(self) -> Behaviour {
+        Behaviour {
+            compound_info_mask: self.at_least(KernelVersion::V7_1),
+            hvo_shared_tail: self.at_least(KernelVersion::V7_1),
+            folio_layout: if self.at_least(KernelVersion::V6_15) {
+                FolioLayout::MmIds
+            } else {
+                FolioLayout::NrPages
+            },
+            fsdax_refcount_zero: self.at_least(KernelVersion::V6_15),
+            zone_device_pageblock_range: self.at_least(KernelVersion::V7_2),
+            zone_device_early_sections: self.at_least(KernelVersion::V7_2),
+        }
+    }
+
+    /// `self >= v`, usable in `const fn`.
+    #[must_use]
+    pub const fn at_least(self, v: KernelVersion) -> bool {
+        self.major > v.major || (self.major == v.major && self.minor >= v.minor)
+    }
+}
+
+impl fmt::Display for KernelVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// The large-folio overlay of pages 1 to 3, as `include/linux/mm_types.h` laid it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FolioLayout {
+    /// Up to 6.14: page\[1\] holds `_large_mapcount` and `_entire_mapcount` at +16/+20,
+    /// `_nr_pages_mapped` and `_pincount` at +24/+28 and the 64-bit `_folio_nr_pages` at +32;
+    /// page\[2\] holds the hugetlb fields (subpool, cgroup, cgroup_rsvd, hwpoison) from +16;
+    /// `prep_compound_head()` leaves `_deferred_list` alone.
+    NrPages,
+    /// From 6.15 (`CONFIG_MM_ID`, "mm: CONFIG_NO_PAGE_MAPCOUNT"): page\[1\] holds
+    /// `_large_mapcount`/`_nr_pages_mapped` at +16, `_entire_mapcount`/`_pincount` at +24,
+    /// `_mm_id_mapcount` at +32, `_mm_ids` at +40, `_nr_pages` at +56; page\[2\] the
+    /// `_deferred_list` that `prep_compound_head()` initializes for order > 1; page\[3\] the
+    /// hugetlb fields from +16.
+    MmIds,
+}
+
+impl FolioLayout {
+    /// The page of the folio whose words from +16 hold `_hugetlb_subpool`, `_hugetlb_cgroup`,
+    /// `_hugetlb_cgroup_rsvd` and `_hugetlb_hwpoison`.
+    #[must_use]
+    pub const fn hugetlb_fields_page(self) -> u64 {
+        match self {
+            FolioLayout::NrPages => 2,
+            FolioLayout::MmIds => 3,
+        }
+    }
+}
+
+/// What a kernel does that changed between releases (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Behaviour {
+    /// A tail page's `compound_info` (the word at byte 8) holds the mask
+    /// `GENMASK(63, order + log2(sizeof(struct page))) | 1` that turns the tail's own address
+    /// into its head's, instead of `head | 1`: 7.1, Kiryl Shutsemau's "mm: rework
+    /// compound_head() for power-of-2 sizeof(struct page)". Only with
+    /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` (`compound_info_has_mask()`) and a power-of-two
+    /// struct page; [`KernelConfig::behaviour`](crate::KernelConfig::behaviour) applies the
+    /// first condition, [`KernelConfig::compound_head_word`](crate::KernelConfig::compound_head_word)
+    /// the second.
+    pub compound_info_mask: bool,
+    /// HVO maps the optimized tail vmemmap pages of every folio of a node onto one shared page
+    /// of tail struct pages per order (`vmemmap_tails[]`): 7.1, "mm/hugetlb: remove fake head
+    /// pages". Before, onto the folio's own head vmemmap page ("fake heads").
+    pub hvo_shared_tail: bool,
+    /// The folio overlay of pages 1 to 3.
+    pub folio_layout: FolioLayout,
+    /// `MEMORY_DEVICE_FS_DAX` pages start with `_refcount` 0 (6.15, Alistair Popple's "fs/dax:
+    /// properly refcount fs dax pages"); 1 before, as for `MEMORY_DEVICE_GENERIC`.
+    pub fsdax_refcount_zero: bool,
+    /// `memmap_init_zone_device()` sets the migrate type of every pageblock of the range after
+    /// the struct pages (`pageblock_migratetype_init_range()`, `cond_resched()` at
+    /// section-aligned pfns): 7.2, Muchun Song's "mm/mm_init: fix pageblock migratetype for
+    /// ZONE_DEVICE compound pages". Before, `__init_zone_device_page()` set it (with
+    /// `cond_resched()`) for each initialized pageblock-aligned struct page only, which with the
+    /// DAX vmemmap optimization leaves the later pageblocks of a large compound page unset.
+    pub zone_device_pageblock_range: bool,
+    /// `compound_nr_pages()` initializes every struct page of a compound page in an early
+    /// section (one populated at boot, whose memmap is not deduplicated): 7.2, Muchun Song's
+    /// "mm/mm_init: fix uninitialized struct pages for ZONE_DEVICE". Before, only the 128 of
+    /// an optimized layout were written there and the rest kept stale contents.
+    pub zone_device_early_sections: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_parse_from_their_strings() {
+        assert_eq!(KernelVersion::parse("7.2.13+deb14-amd64"), Some(KernelVersion::V7_2));
+        assert_eq!(KernelVersion::parse("6.12.95+deb12-amd64"), Some(KernelVersion::V6_12));
+        assert_eq!(KernelVersion::parse("6.12"), Some(KernelVersion::V6_12));
+        assert_eq!(KernelVersion::parse("7"), None);
+        assert_eq!(KernelVersion::parse("x.y"), None);
+        assert_eq!(std::format!("{}", KernelVersion::V7_2), "7.2");
+    }
+
+    #[test]
+    fn the_compared_releases_differ_where_the_oracle_saw_it() {
+        let old = KernelVersion::V6_12.behaviour();
+        let new = KernelVersion::V7_2.behaviour();
+        assert!(!old.compound_info_mask && new.compound_info_mask);
+        assert!(!old.hvo_shared_tail && new.hvo_shared_tail);
+        assert_eq!((old.folio_layout, new.folio_layout), (FolioLayout::NrPages, FolioLayout::MmIds));
+        assert!(!old.fsdax_refcount_zero && new.fsdax_refcount_zero);
+        assert!(!old.zone_device_pageblock_range && new.zone_device_pageblock_range);
+        assert!(!old.zone_device_early_sections && new.zone_device_early_sections);
+        assert!(KernelVersion::V6_12 < KernelVersion::V6_15 && KernelVersion::V7_1 < KernelVersion::V7_2);
+    }
+}
