@@ -1,19 +1,37 @@
-//! `memmap-bench dump`: writes a memmap to `DIR/memmap.bin` + `DIR/meta.json`.
+//! `memmap-bench dump`: writes a memmap to `DIR/memmap.bin` + `DIR/meta.json`; reading dumps
+//! back.
 //!
-//! See the [crate documentation](crate) for the format.
+//! See the [crate documentation](crate) for the format, [`output`] for how the files are
+//! written (never over an existing dump without `--force`, never through a symbolic link, the
+//! pair consistent) and [`reader`] for how they are checked before their data is read.
 
-use std::fs;
-use std::io;
-use std::path::Path;
+mod error;
+pub mod output;
+pub mod reader;
 
 use memmap_core::{
     DevPagemap, FlagsLayout, InitOptions, InitReport, KernelConfig, Memmap, MemoryType, MigrateType, PG,
-    RecordingHooks, Strategy, StructPage, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,
+    PageRefEvent, RecordingHooks, Strategy, StructPage, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,
 };
 use serde::{Deserialize, Serialize};
 
+pub use error::DumpError;
+pub use output::OutputDir;
+pub use reader::{OpenDump, open_dump, parse_dump, parse_meta, read_dump, validate_meta};
+
+use crate::memory::{MemoryNeed, Overflow, mul};
+
 /// Version of the dump format.
 pub const FORMAT_VERSION: u32 = 1;
+
+/// The dump kinds.
+pub const KINDS: [&str; 2] = ["zone-device", "hugetlb"];
+
+/// The host's byte order as `meta.json` spells it.
+#[must_use]
+pub const fn host_endianness() -> &'static str {
+    if cfg!(target_endian = "little") { "little" } else { "big" }
+}
 
 /// `flags_layout` in `meta.json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,6 +147,9 @@ pub struct DumpMeta {
     pub strategy_reason: String,
     /// `stream_hal::backend()` of the build that wrote the dump.
     pub backend: String,
+    /// `stream_hal::backend().name()` of that build (absent in dumps of older builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_name: Option<String>,
     /// Kind-specific fields.
     #[serde(flatten)]
     pub detail: serde_json::Map<String, serde_json::Value>,
@@ -159,25 +180,70 @@ pub struct ZoneDeviceDump {
     pub page_ref_trace: bool,
 }
 
-/// Runs the initialization and writes the dump to `dir`.
-///
-/// # Errors
-///
-/// An I/O error, or an [`io::ErrorKind::InvalidInput`] error carrying the initializer's typed
-/// error.
-pub fn dump_zone_device(opts: &ZoneDeviceDump, dir: &Path) -> io::Result<DumpMeta> {
-    if opts.layout72 {
-        dump_zone_device_as::<memmap_core::Page72>(opts, dir)
-    } else {
-        dump_zone_device_as::<memmap_core::Page64>(opts, dir)
+impl ZoneDeviceDump {
+    /// `sizeof(struct page)` of the chosen layout.
+    #[must_use]
+    pub fn struct_page_size(&self) -> u64 {
+        if self.layout72 { 72 } else { 64 }
+    }
+
+    /// The memory the dump needs: the memmap and its pageblock bits, and with the tracepoint on
+    /// the two recorded `page_ref_set` events per page.
+    ///
+    /// # Errors
+    ///
+    /// On overflow.
+    pub fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
+        let memmap = mul(self.nr_pages, self.struct_page_size(), "the dump's memmap")?;
+        let events = if self.page_ref_trace {
+            mul(self.nr_pages, 2 * size_of::<PageRefEvent>() as u64, "the dump's tracepoint events")?
+        } else {
+            0
+        };
+        MemoryNeed::resident(memmap)
+            .and(MemoryNeed::resident(self.nr_pages / 512 + 1))?
+            .and(MemoryNeed::resident(events))
     }
 }
 
-fn invalid(e: impl std::fmt::Display) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
+/// Runs the initialization and writes the dump to `out` (checked before by
+/// [`OutputDir::prepare`], which the caller runs first so that a refused output costs no work).
+///
+/// # Errors
+///
+/// [`DumpError::Input`] carrying the initializer's typed error, [`DumpError::Map`] when the
+/// memmap cannot be mapped, or the output's errors.
+pub fn dump_zone_device(opts: &ZoneDeviceDump, out: &OutputDir) -> Result<DumpMeta, DumpError> {
+    if opts.layout72 {
+        dump_zone_device_as::<memmap_core::Page72>(opts, out)
+    } else {
+        dump_zone_device_as::<memmap_core::Page64>(opts, out)
+    }
 }
 
-fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, dir: &Path) -> io::Result<DumpMeta> {
+fn invalid(e: impl std::fmt::Display) -> DumpError {
+    DumpError::Input(e.to_string())
+}
+
+/// An `io::Error` of mapping storage: `InvalidInput` is the library refusing the parameters.
+fn map_error(what: String) -> impl FnOnce(std::io::Error) -> DumpError {
+    move |e| {
+        if e.kind() == std::io::ErrorKind::InvalidInput {
+            DumpError::Input(format!("{what}: {e}"))
+        } else {
+            DumpError::Map { what, source: e }
+        }
+    }
+}
+
+/// `meta.json`'s text.
+fn meta_text(meta: &DumpMeta) -> Result<String, DumpError> {
+    let mut text = serde_json::to_string_pretty(meta).map_err(|e| DumpError::Input(e.to_string()))?;
+    text.push('\n');
+    Ok(text)
+}
+
+fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, out: &OutputDir) -> Result<DumpMeta, DumpError> {
     let cfg =
         KernelConfig { debug_page_ref: opts.page_ref_trace || opts.config.debug_page_ref, ..opts.config };
     let layout = cfg.flags_layout().map_err(invalid)?;
@@ -192,7 +258,8 @@ fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, dir: &Path) -> io::
         nr_pages: opts.nr_pages,
     };
     let n = usize::try_from(opts.nr_pages).map_err(invalid)?;
-    let mut owned = memmap_core::OwnedMemmap::<P>::new(cfg, opts.start_pfn, opts.nr_pages)?;
+    let mut owned = memmap_core::OwnedMemmap::<P>::new(cfg, opts.start_pfn, opts.nr_pages)
+        .map_err(map_error(format!("map a memmap of {} struct pages", opts.nr_pages)))?;
     let mut hooks = RecordingHooks::new(opts.page_ref_trace);
     let (report, page_addr_base, movable, took) = {
         let mut memmap = owned.memmap();
@@ -210,9 +277,6 @@ fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, dir: &Path) -> io::
             memmap.pageblocks_with(opts.start_pfn, opts.nr_pages, MigrateType::Movable).collect();
         (report, memmap.vaddr(opts.start_pfn), movable, took)
     };
-    fs::create_dir_all(dir)?;
-    fs::write(dir.join("memmap.bin"), &owned.as_bytes()[..n * P::SIZE])?;
-
     let mut detail = serde_json::Map::new();
     detail.insert("pgmap_addr".into(), pgmap.addr.into());
     detail.insert("memory_type".into(), opts.memory_type.name().into());
@@ -221,7 +285,7 @@ fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, dir: &Path) -> io::
         "altmap".into(),
         match pgmap.altmap {
             Some(a) => {
-                serde_json::to_value(AltmapJson { base_pfn: a.base_pfn, reserve: a.reserve, free: a.free })?
+                serde_json::json!(AltmapJson { base_pfn: a.base_pfn, reserve: a.reserve, free: a.free })
             }
             None => serde_json::Value::Null,
         },
@@ -240,7 +304,7 @@ fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, dir: &Path) -> io::
         format: FORMAT_VERSION,
         kind: "zone-device".into(),
         config: cfg.name.into(),
-        endianness: if cfg!(target_endian = "little") { "little" } else { "big" }.into(),
+        endianness: host_endianness().into(),
         start_pfn: opts.start_pfn,
         nr_pages: opts.nr_pages,
         struct_page_size: P::SIZE,
@@ -257,46 +321,11 @@ fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, dir: &Path) -> io::
         strategy_requested: report.requested.name().into(),
         strategy_reason: report.reason.to_string(),
         backend: stream_hal::backend().to_string(),
+        backend_name: Some(stream_hal::backend().name().into()),
         detail,
     };
-    write_meta(dir, &meta)?;
+    out.commit(&owned.as_bytes()[..n * P::SIZE], &meta_text(&meta)?)?;
     Ok(meta)
-}
-
-/// Writes `meta.json`.
-///
-/// # Errors
-///
-/// I/O or serialization errors.
-pub fn write_meta(dir: &Path, meta: &DumpMeta) -> io::Result<()> {
-    let text = serde_json::to_string_pretty(meta)?;
-    fs::write(dir.join("meta.json"), text + "\n")
-}
-
-/// Reads a dump back.
-///
-/// # Errors
-///
-/// I/O errors, malformed JSON, or a `memmap.bin` whose size disagrees with `meta.json`.
-pub fn read_dump(dir: &Path) -> io::Result<(DumpMeta, Vec<u8>)> {
-    let meta: DumpMeta = serde_json::from_slice(&fs::read(dir.join("meta.json"))?).map_err(|e| {
-        io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", dir.join("meta.json").display()))
-    })?;
-    let bytes = fs::read(dir.join("memmap.bin"))?;
-    let expect = meta.nr_pages as usize * meta.struct_page_size;
-    if bytes.len() != expect || meta.struct_page_size % 8 != 0 || meta.struct_page_size == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "{}: {} bytes, meta.json says {} pages of {} bytes",
-                dir.join("memmap.bin").display(),
-                bytes.len(),
-                meta.nr_pages,
-                meta.struct_page_size
-            ),
-        ));
-    }
-    Ok((meta, bytes))
 }
 
 /// Reads a memmap view's struct pages `[start, start + nr)` into bytes (for other dump kinds).
@@ -348,22 +377,46 @@ impl memmap_core::InitHooks for SharedCounts {
     }
 }
 
-/// Boots the gigantic pages (real memfd HVO on Linux) and writes the dump to `dir`: the struct
+impl HugetlbDump {
+    /// `sizeof(struct page)` of the chosen layout.
+    #[must_use]
+    pub fn struct_page_size(&self) -> u64 {
+        if self.layout72 { 72 } else { 64 }
+    }
+
+    /// The memory the dump needs: the memfd vmemmap of every node (filled with poison, so all
+    /// resident until HVO frees it) and the copy of every folio's struct pages written out.
+    ///
+    /// # Errors
+    ///
+    /// On overflow.
+    pub fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
+        let folios = mul(u64::from(self.nodes), self.count, "the number of gigantic pages")?;
+        let pages = mul(folios, self.hstate.nr_pages(), "the number of struct pages")?;
+        let bytes = mul(pages, self.struct_page_size(), "the dump's memmap")?;
+        let per_node = bytes / u64::from(self.nodes.max(1));
+        let vmemmap = MemoryNeed { resident: bytes, mapped: bytes, largest_mapping: per_node };
+        vmemmap.and(MemoryNeed::resident(bytes))
+    }
+}
+
+/// Boots the gigantic pages (real memfd HVO on Linux) and writes the dump to `out`: the struct
 /// pages of every gigantic page in PFN order, as the CPU reads them (HVO-optimized tails read
 /// through their read-only alias).
 ///
 /// # Errors
 ///
-/// I/O errors, or [`io::ErrorKind::InvalidInput`] carrying the boot's typed error.
-pub fn dump_hugetlb(opts: &HugetlbDump, dir: &Path) -> io::Result<DumpMeta> {
+/// [`DumpError::Input`] carrying the boot's typed error, [`DumpError::Map`] when the vmemmap
+/// cannot be created, or the output's errors.
+pub fn dump_hugetlb(opts: &HugetlbDump, out: &OutputDir) -> Result<DumpMeta, DumpError> {
     if opts.layout72 {
-        dump_hugetlb_as::<memmap_core::Page72>(opts, dir)
+        dump_hugetlb_as::<memmap_core::Page72>(opts, out)
     } else {
-        dump_hugetlb_as::<memmap_core::Page64>(opts, dir)
+        dump_hugetlb_as::<memmap_core::Page64>(opts, out)
     }
 }
 
-fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, dir: &Path) -> io::Result<DumpMeta> {
+fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, out: &OutputDir) -> Result<DumpMeta, DumpError> {
     use hugetlb_init::{BootParams, BootRequest, OwnedBoot};
     let cfg =
         KernelConfig { debug_page_ref: opts.page_ref_trace || opts.config.debug_page_ref, ..opts.config };
@@ -371,7 +424,11 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, dir: &Path) -> io::Result<
     if opts.nodes == 0 || u64::from(opts.nodes - 1) > layout.nodes_mask() {
         return Err(invalid(format!("--nodes must be in 1..={}", layout.nodes_mask() + 1)));
     }
-    let mut machine = OwnedBoot::<P>::packed(cfg, opts.hstate, opts.nodes, opts.count.max(1), true)?;
+    if opts.count == 0 {
+        return Err(invalid("--count must be at least 1"));
+    }
+    let mut machine = OwnedBoot::<P>::packed(cfg, opts.hstate, opts.nodes, opts.count, true)
+        .map_err(map_error(format!("create the vmemmap of {} x {} pages", opts.count, opts.hstate)))?;
     let counts = SharedCounts {
         resched: std::sync::Arc::default(),
         events: std::sync::Arc::default(),
@@ -382,7 +439,7 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, dir: &Path) -> io::Result<
         .boot_with_hooks(&BootRequest::per_node(opts.hstate, opts.count), &params, |_| counts.clone())
         .map_err(|e| match e {
             hugetlb_init::BootError::Invalid(e) => invalid(e),
-            hugetlb_init::BootError::Io(e) => e,
+            hugetlb_init::BootError::Io(e) => DumpError::Map { what: "reset the vmemmap".into(), source: e },
         })?;
     let bytes = machine.folio_bytes();
     let mut folios: Vec<_> = machine.folios().to_vec();
@@ -392,7 +449,7 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, dir: &Path) -> io::Result<
     // The packed node layout puts the folios back to back, so `memmap.bin` is one PFN range.
     let contiguous = folios.windows(2).all(|w| w[0].head_pfn + w[0].hstate.nr_pages() == w[1].head_pfn);
     if !contiguous {
-        return Err(io::Error::other("gigantic pages are not contiguous"));
+        return Err(invalid("gigantic pages are not contiguous"));
     }
     let mut movable = Vec::new();
     for (i, spec) in machine.specs().iter().enumerate() {
@@ -403,9 +460,6 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, dir: &Path) -> io::Result<
             }
         }
     }
-    fs::create_dir_all(dir)?;
-    fs::write(dir.join("memmap.bin"), &bytes)?;
-
     let (used, reason) =
         report.fallback_strategy.unwrap_or((opts.strategy, memmap_core::StrategyReason::Requested));
     let mut detail = serde_json::Map::new();
@@ -439,7 +493,7 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, dir: &Path) -> io::Result<
         format: FORMAT_VERSION,
         kind: "hugetlb".into(),
         config: cfg.name.into(),
-        endianness: if cfg!(target_endian = "little") { "little" } else { "big" }.into(),
+        endianness: host_endianness().into(),
         start_pfn,
         nr_pages,
         struct_page_size: P::SIZE,
@@ -456,8 +510,9 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, dir: &Path) -> io::Result<
         strategy_requested: opts.strategy.name().into(),
         strategy_reason: reason.to_string(),
         backend: stream_hal::backend().to_string(),
+        backend_name: Some(stream_hal::backend().name().into()),
         detail,
     };
-    write_meta(dir, &meta)?;
+    out.commit(&bytes, &meta_text(&meta)?)?;
     Ok(meta)
 }
