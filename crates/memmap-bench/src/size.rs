@@ -57,14 +57,19 @@ impl fmt::Display for SizeError {
             SizeError::BelowOnePage { input, unit } => {
                 write!(f, "size {input:?} is smaller than one {} page", Bytes(*unit))
             }
-            SizeError::NotWholePages { input, bytes, unit } => write!(
-                f,
-                "size {input:?} ({}) is not a whole number of {} pages (nearest: {} or {})",
-                Bytes(*bytes),
-                Bytes(*unit),
-                Bytes(bytes / unit * unit),
-                Bytes((bytes / unit).saturating_add(1).saturating_mul(*unit)),
-            ),
+            SizeError::NotWholePages { input, bytes, unit } => {
+                write!(
+                    f,
+                    "size {input:?} ({}) is not a whole number of {} pages (nearest: {}",
+                    Bytes(*bytes),
+                    Bytes(*unit),
+                    Bytes(bytes / unit * unit)
+                )?;
+                match (bytes / unit).checked_add(1).and_then(|n| n.checked_mul(*unit)) {
+                    Some(up) => write!(f, " or {})", Bytes(up)),
+                    None => f.write_str(")"),
+                }
+            }
         }
     }
 }
