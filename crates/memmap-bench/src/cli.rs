@@ -226,16 +226,16 @@ struct TimingArgs {
 #[derive(Debug, Args, Clone)]
 struct AllArgs {
     /// zone-device device size, whole 2 MiB pages (default 16G; 100G reproduces the seeds' namespace).
-    #[arg(long, value_parser = size_2m)]
+    #[arg(long, value_name = "SIZE", value_parser = size_2m)]
     zone_device_size: Option<u64>,
     /// clear size, whole 2 MiB pages (default 16G).
-    #[arg(long, value_parser = size_2m)]
+    #[arg(long, value_name = "SIZE", value_parser = size_2m)]
     clear_size: Option<u64>,
     /// hugetlb: number of 1 GiB pages (default 64, as in seed 002).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     hugetlb_count: Option<u64>,
     /// deferred zone size, whole 4 KiB pages (default 64G).
-    #[arg(long, value_parser = size_4k)]
+    #[arg(long, value_name = "SIZE", value_parser = size_4k)]
     deferred_size: Option<u64>,
     #[command(flatten)]
     timing: TimingArgs,
@@ -251,7 +251,7 @@ enum HvoChoice {
 #[derive(Debug, Args)]
 struct HugetlbArgs {
     /// Number of 1 GiB pages (default 64, as in seed 002).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
     /// HVO off (the seed's case), on, or both.
     #[arg(long, default_value = "both")]
@@ -263,7 +263,7 @@ struct HugetlbArgs {
 #[derive(Debug, Args)]
 struct ZoneDeviceArgs {
     /// Namespace size, whole 2 MiB pages (default 16G; 100G reproduces the seeds).
-    #[arg(long, value_parser = size_2m)]
+    #[arg(long, value_name = "SIZE", value_parser = size_2m)]
     size: Option<u64>,
     /// Only one case (default: both): 4K (fsdax, nd_pmem) or 2M (devdax, dax_pmem).
     #[arg(long, value_parser = named::<zone_device::Case>())]
@@ -275,7 +275,7 @@ struct ZoneDeviceArgs {
 #[derive(Debug, Args)]
 struct ClearArgs {
     /// Memory to clear, whole 2 MiB pages (default 16G).
-    #[arg(long, value_parser = size_2m)]
+    #[arg(long, value_name = "SIZE", value_parser = size_2m)]
     size: Option<u64>,
     /// Allocate through the buddy allocator with init_on_alloc (batch versus per page) instead
     /// of clearing a flat arena.
@@ -288,7 +288,7 @@ struct ClearArgs {
 #[derive(Debug, Args)]
 struct DeferredArgs {
     /// Zone size, whole 4 KiB pages (default 64G: 1 GiB of struct pages).
-    #[arg(long, value_parser = size_4k)]
+    #[arg(long, value_name = "SIZE", value_parser = size_4k)]
     size: Option<u64>,
     #[command(flatten)]
     timing: TimingArgs,

@@ -3,7 +3,7 @@
 //!
 //! The `--json` document is [`Report`] serialized (shape below; every scenario may add fields
 //! of its own). Its JSON Schema, `crates/memmap-bench/schema/report.schema.json`, is derived
-//! from these types by [`json_schema`] (scenario and strategy names come from the scenario
+//! from these types by [`json_schema()`] (scenario and strategy names come from the scenario
 //! registry, [`crate::scenarios::CATALOG`]); a test fails when the checked-in file differs, and
 //! CI validates the quick suite's report against it.
 //!
@@ -341,7 +341,7 @@ pub fn json_schema() -> serde_json::Value {
     schema.to_value()
 }
 
-/// The checked-in schema text for [`json_schema`]: pretty JSON with a final newline.
+/// The checked-in schema text for [`json_schema()`]: pretty JSON with a final newline.
 #[must_use]
 pub fn json_schema_text() -> String {
     let mut text = serde_json::to_string_pretty(&json_schema()).unwrap_or_default();

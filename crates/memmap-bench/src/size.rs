@@ -92,7 +92,7 @@ pub fn parse_size(s: &str) -> Result<u64, SizeError> {
 ///
 /// # Errors
 ///
-/// As [`parse_size`], and [`SizeError::BelowOnePage`] or [`SizeError::NotWholePages`].
+/// As [`parse_size()`], and [`SizeError::BelowOnePage`] or [`SizeError::NotWholePages`].
 ///
 /// # Panics
 ///
