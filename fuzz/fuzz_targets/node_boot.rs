@@ -79,7 +79,7 @@ impl Layout {
 
 fn layout(input: &Input, cfg: &KernelConfig) -> Layout {
     let pb = cfg.pageblock_nr_pages();
-    let start = if input.start % 2 == 0 {
+    let start = if input.start.is_multiple_of(2) {
         u64::from(input.start / 2 % 64) * pb
     } else {
         u64::from(input.start % 4096)
