@@ -410,7 +410,8 @@ fn set_meta(dir: &Path, key: &str, value: serde_json::Value) {
 }
 
 fn copy_dump(from: &Path, name: &str) -> PathBuf {
-    let to = tmp(name);
+    // A prefix of its own: tests run in parallel and `tmp` removes what is there.
+    let to = tmp(&format!("copy-{name}"));
     std::fs::create_dir_all(&to).unwrap();
     for f in ["meta.json", "memmap.bin"] {
         std::fs::copy(from.join(f), to.join(f)).unwrap();
