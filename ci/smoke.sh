@@ -21,6 +21,6 @@ for s in report["scenarios"]:
         print(f'  {s["name"]:<24} {r["strategy"]:<14} {r["gbps"]:7.2f} GB/s  x{r["x_limit"]:.2f}')
 PY
 grep -q '<svg' "$out/plot.svg"
-./target/release/memmap-bench dump zone-device --memory-type generic --pages 4096 --vmemmap-shift 9 --strategy slow --out "$out/a" >/dev/null
-./target/release/memmap-bench dump zone-device --memory-type generic --pages 4096 --vmemmap-shift 9 --strategy streaming --out "$out/b" >/dev/null
+./target/release/memmap-bench dump zone-device --memory-type generic --pages 4096 --vmemmap-shift 9 --strategy slow --out "$out/a" --force >/dev/null
+./target/release/memmap-bench dump zone-device --memory-type generic --pages 4096 --vmemmap-shift 9 --strategy streaming --out "$out/b" --force >/dev/null
 ./target/release/memmap-bench diff "$out/a" "$out/b"

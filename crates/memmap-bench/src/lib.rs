@@ -13,6 +13,11 @@
 //! | `limits` | the machine's fill limits (zero and non-zero data) and copy bandwidth |
 //! | `dump`, `diff` | write a memmap to disk; compare two dumps |
 //!
+//! The program is data: [`scenarios::CATALOG`] lists every timing scenario (a
+//! [`scenarios::Scenario`]: name, memory needed, run, report), and `all`, the memory pre-check,
+//! `--json` and `--plot` iterate it. [`cli`] holds the command line; every size and memory need
+//! is checked there, with checked arithmetic, before any work.
+//!
 //! Every timing scenario runs its strategies interleaved round by round in one process; the
 //! first round runs on fresh memory ("first binding", page faults included), the later rounds
 //! are "rebinds". Results are given in GB/s (10^9 bytes per second) of struct pages (or cleared
@@ -46,21 +51,33 @@
 //!     migrate type is MOVABLE;
 //!   * `resched_pfns`: number of `cond_resched` hook calls; `page_ref_events`: number of
 //!     `page_ref_set` tracepoint events;
-//!   * `strategy` (the one actually used), `strategy_requested`, `strategy_reason`, `backend`;
+//!   * `strategy` (the one actually used), `strategy_requested`, `strategy_reason`, `backend`
+//!     (the stream-hal backend's description) and `backend_name` (its short name);
 //!   * for `zone-device`: `pgmap_addr` (what `folio->pgmap` holds), `memory_type`,
 //!     `vmemmap_shift`, `altmap` (`{base_pfn, reserve, free}` or `null`),
 //!     `compound_nr_pages`, `init_start_pfn` (first PFN initialized, after the altmap),
 //!     `pages_initialized`, `pr_debug` (the kernel's debug line).
 //!
+//! `dump` refuses to overwrite an existing dump unless `--force`, never writes through a
+//! symbolic link, and writes both files under temporary names before giving them their names
+//! ([`dump::output`]). The reader checks `meta.json` (size, JSON, `format`, `kind`,
+//! `endianness`, `struct_page_size`) and `memmap.bin`'s length before reading any data
+//! ([`dump::reader`]).
+//!
 //! `memmap-bench diff A B` compares two dumps and prints the first differing PFN and field;
-//! its exit status is 0 when they are identical, 1 when they differ, 2 on bad input.
+//! its exit status is 0 when they are identical, 1 when they differ, 2 on bad input, including
+//! two dumps that differ in `format`, `kind`, `endianness`, `config`, `struct_page_size`,
+//! `start_pfn` or `nr_pages` (they cannot be compared).
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod cli;
 pub mod diff;
 pub mod dump;
 pub mod limits;
 pub mod machine;
 pub mod measure;
+pub mod memory;
 pub mod progress;
 pub mod report;
 pub mod scenarios;

@@ -8,16 +8,19 @@
 
 use std::time::{Duration, Instant};
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::measure::{Runner, gbps, interleaved};
 
 /// Measured limits, GB/s (10^9 bytes per second).
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
 pub struct Limits {
     /// Best all-zero fill: `memset(0)` or `stream_hal::clear_pages` (`rep stosb`).
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub fill_zero_gbps: f64,
     /// `memset` with a non-zero byte.
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub fill_nonzero_gbps: f64,
     /// `memset(0)` alone.
     pub memset_zero_gbps: f64,
@@ -44,14 +47,13 @@ struct Buffer {
 }
 
 impl Buffer {
-    fn new(bytes: usize) -> Buffer {
-        let mut map =
-            memmap2::MmapOptions::new().len(bytes.max(4096)).map_anon().expect("mmap the limit buffer");
+    fn new(bytes: usize) -> std::io::Result<Buffer> {
+        let mut map = memmap2::MmapOptions::new().len(bytes.max(4096)).map_anon()?;
         #[cfg(target_os = "linux")]
         let _ = map.advise(memmap2::Advice::HugePage);
         // Touch every page with a non-zero value so that none is a shared zero page.
         map.iter_mut().step_by(4096).for_each(|b| *b = 1);
-        Buffer { map }
+        Ok(Buffer { map })
     }
     fn page_aligned(&mut self, bytes: usize) -> *mut u8 {
         assert!(bytes <= self.map.len());
@@ -70,12 +72,26 @@ fn time(f: impl FnOnce()) -> Duration {
     t.elapsed()
 }
 
-/// Measures the limits on a `bytes`-byte buffer (rounded down to whole pages).
+/// The memory [`measure`] needs for a `bytes`-byte buffer: two of them, resident.
 #[must_use]
-pub fn measure(bytes: u64, rounds: usize) -> Limits {
-    let len = (bytes as usize / 4096).max(1) * 4096;
-    let mut a = Buffer::new(len);
-    let mut b = Buffer::new(len);
+pub fn memory_needed(bytes: u64) -> crate::memory::MemoryNeed {
+    let len = (bytes / 4096).max(1).saturating_mul(4096);
+    crate::memory::MemoryNeed {
+        resident: len.saturating_mul(2),
+        mapped: len.saturating_mul(2),
+        largest_mapping: len,
+    }
+}
+
+/// Measures the limits on a `bytes`-byte buffer (rounded down to whole pages).
+///
+/// # Errors
+///
+/// The `mmap` error of a buffer.
+pub fn measure(bytes: u64, rounds: usize) -> std::io::Result<Limits> {
+    let len = usize::try_from(bytes / 4096).map_err(std::io::Error::other)?.max(1) * 4096;
+    let mut a = Buffer::new(len)?;
+    let mut b = Buffer::new(len)?;
     let pa = a.page_aligned(len);
     let pb = b.page_aligned(len);
     // SAFETY (every closure below): `pa` and `pb` point to distinct buffers of at least `len`
@@ -123,7 +139,7 @@ pub fn measure(bytes: u64, rounds: usize) -> Limits {
     let g = |i: usize| gbps(len as u64, crate::measure::median(s[i].rebinds()));
     let (memset_zero, memset_nonzero, clear_pages, copy) = (g(0), g(1), g(2), g(4));
     let scattered_line_ns = crate::measure::median(s[3].rebinds()) * 1e9 / SCATTER_LINES as f64;
-    Limits {
+    Ok(Limits {
         fill_zero_gbps: memset_zero.max(clear_pages),
         fill_nonzero_gbps: memset_nonzero,
         memset_zero_gbps: memset_zero,
@@ -132,5 +148,5 @@ pub fn measure(bytes: u64, rounds: usize) -> Limits {
         scattered_line_ns,
         buffer_bytes: len as u64,
         rounds: rounds.max(2),
-    }
+    })
 }

@@ -1,20 +1,25 @@
 //! The machine line: CPU model, CPU count, memory, stream-hal backend.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 /// What the report says about the machine.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Machine {
     /// CPU model name (`/proc/cpuinfo`), or the architecture.
     pub cpu: String,
     /// Logical CPUs available to this process.
+    #[schemars(range(min = 1))]
     pub cpus: usize,
     /// Physical memory in bytes (`MemTotal`), if known.
     pub mem_total_bytes: Option<u64>,
     /// Memory available for new allocations in bytes (`MemAvailable`), if known.
     pub mem_available_bytes: Option<u64>,
-    /// `stream_hal::backend()`.
+    /// `stream_hal::backend()`: its description.
     pub backend: String,
+    /// `stream_hal::backend().name()`: its machine-readable name (`x86_64`, `aarch64`,
+    /// `generic`, ...).
+    pub backend_name: String,
     /// Whether the backend issues streaming stores.
     pub streaming: bool,
     /// How `stream_hal::clear_pages` zeroes large ranges on this CPU.
@@ -41,6 +46,7 @@ impl Machine {
             mem_total_bytes: meminfo("MemTotal"),
             mem_available_bytes: meminfo("MemAvailable"),
             backend: stream_hal::backend().to_string(),
+            backend_name: stream_hal::backend().name().to_string(),
             streaming: stream_hal::backend().is_streaming(),
             streaming_clear: stream_hal::streaming_clear_method().to_string(),
             arch: std::env::consts::ARCH.to_string(),
@@ -52,9 +58,5 @@ impl Machine {
 #[must_use]
 pub fn meminfo(key: &str) -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    text.lines().find_map(|l| {
-        let rest = l.strip_prefix(key)?.strip_prefix(':')?;
-        let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
-        Some(kb * 1024)
-    })
+    crate::memory::meminfo_value(&text, key)
 }

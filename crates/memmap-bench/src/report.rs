@@ -1,29 +1,38 @@
 //! The report: per-scenario tables, the summary table, the `--json` document and the `--plot`
 //! SVG.
 //!
-//! JSON schema (fixed fields; more are welcome and present):
+//! The `--json` document is [`Report`] serialized (shape below; every scenario may add fields
+//! of its own). Its JSON Schema, `crates/memmap-bench/schema/report.schema.json`, is derived
+//! from these types by [`json_schema()`] (scenario and strategy names come from the scenario
+//! registry, [`crate::scenarios::CATALOG`]); a test fails when the checked-in file differs, and
+//! CI validates the quick suite's report against it.
 //!
 //! ```text
-//! {"machine": {...},
+//! {"format": 1,
+//!  "machine": {"cpu": s, "backend": s, "backend_name": s, ...},
 //!  "limits": {"fill_zero_gbps": f, "fill_nonzero_gbps": f, ...},
 //!  "scenarios": [{"name": s, "struct_pages": n, "bytes": n,
 //!                 "results": [{"strategy": s, "first_ms": f, "rebind_avg_ms": f,
-//!                              "median_ms": f, "gbps": f, "x_limit": f, ...}], ...}]}
+//!                              "median_ms": f, "gbps": f, "x_limit": f, ...}], ...}],
+//!  "command": s, "quick": b}
 //! ```
-//!
-//! `crates/memmap-bench/schema/report.schema.json` is the JSON Schema CI validates against.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
 
 use crate::limits::Limits;
 use crate::machine::Machine;
 use crate::measure::{Samples, gbps};
 
+/// Version of the `--json` report's format: raised when a field changes meaning or goes away
+/// (adding fields keeps it).
+pub const REPORT_FORMAT: u32 = 1;
+
 /// Which limit a scenario is judged against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LimitKind {
     /// Non-zero fill (struct pages are non-zero records).
@@ -53,19 +62,25 @@ impl LimitKind {
 }
 
 /// One strategy's figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct StrategyResult {
     /// Strategy name.
+    #[schemars(schema_with = "strategy_name_schema")]
     pub strategy: String,
     /// Round 0: fresh memory ("first binding"), ms.
+    #[schemars(range(min = 0))]
     pub first_ms: f64,
     /// Mean of rounds 1.. ("rebinds"), ms.
+    #[schemars(range(min = 0))]
     pub rebind_avg_ms: f64,
     /// Median of rounds 1.., ms.
+    #[schemars(range(min = 0))]
     pub median_ms: f64,
     /// Bytes written per second at the median, GB/s.
+    #[schemars(range(min = 0))]
     pub gbps: f64,
     /// `gbps` over the scenario's limit measured in this run.
+    #[schemars(range(min = 0))]
     pub x_limit: f64,
     /// Median (of the rounds after the first) of the baseline strategy over this one's.
     pub speedup: f64,
@@ -73,7 +88,7 @@ pub struct StrategyResult {
     pub rounds_ms: Vec<f64>,
 }
 
-/// What a scenario measured, for [`Scenario::from_samples`].
+/// What a scenario measured, for [`ScenarioReport::from_samples`].
 #[derive(Debug, Clone)]
 pub struct ScenarioSpec {
     /// Scenario name.
@@ -90,10 +105,12 @@ pub struct ScenarioSpec {
     pub limit: LimitKind,
 }
 
-/// One scenario's figures.
-#[derive(Debug, Clone, Serialize)]
-pub struct Scenario {
+/// One scenario's figures (what a scenario's `run` returns): one entry of the report's
+/// `scenarios`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ScenarioReport {
     /// Scenario name (`zone-device-fsdax`, ...).
+    #[schemars(schema_with = "scenario_name_schema")]
     pub name: String,
     /// What it models.
     pub description: String,
@@ -112,6 +129,7 @@ pub struct Scenario {
     /// The strategy speedups are relative to.
     pub baseline: String,
     /// Per-strategy results, baseline first.
+    #[schemars(length(min = 1))]
     pub results: Vec<StrategyResult>,
     /// Extra lines printed under the table.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -121,10 +139,10 @@ pub struct Scenario {
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
-impl Scenario {
+impl ScenarioReport {
     /// Builds a scenario from interleaved samples (the first sample is the baseline).
     #[must_use]
-    pub fn from_samples(spec: ScenarioSpec, limits: &Limits, samples: &[Samples]) -> Scenario {
+    pub fn from_samples(spec: ScenarioSpec, limits: &Limits, samples: &[Samples]) -> ScenarioReport {
         let ScenarioSpec { name, description, struct_pages, bytes, threads, limit } = spec;
         let limit_gbps = limit.of(limits);
         // Ratios of medians: a sample of a millisecond-long boot can be three times its median
@@ -147,7 +165,7 @@ impl Scenario {
                 }
             })
             .collect();
-        Scenario {
+        ScenarioReport {
             name,
             description,
             struct_pages,
@@ -206,15 +224,20 @@ fn short(name: &str) -> &str {
     if name.len() > 6 { &name[..6] } else { name }
 }
 
-/// The whole report.
-#[derive(Debug, Clone, Serialize)]
+/// The whole report: the `--json` document.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(title = "memmap-bench --json report")]
 pub struct Report {
+    /// Version of this report format (`REPORT_FORMAT`, 1 today): raised when a field changes
+    /// meaning or goes away; adding fields keeps it.
+    #[schemars(range(min = 1))]
+    pub format: u32,
     /// Machine description.
     pub machine: Machine,
     /// Limits measured in this run.
     pub limits: Limits,
     /// Scenarios, in run order.
-    pub scenarios: Vec<Scenario>,
+    pub scenarios: Vec<ScenarioReport>,
     /// The command line.
     pub command: String,
     /// `--quick`.
@@ -286,6 +309,46 @@ impl Report {
     }
 }
 
+/// The names the registry's scenarios report under (an `enum` in the schema).
+fn scenario_name_schema(_: &mut SchemaGenerator) -> Schema {
+    let names: Vec<&str> = crate::scenarios::CATALOG.iter().map(|e| e.name).collect();
+    json_schema!({ "type": "string", "enum": names })
+}
+
+/// Every strategy name of the registry's scenarios (an `enum` in the schema).
+fn strategy_name_schema(_: &mut SchemaGenerator) -> Schema {
+    let mut names: Vec<&str> = Vec::new();
+    for s in crate::scenarios::CATALOG.iter().flat_map(|e| e.strategies) {
+        if !names.contains(s) {
+            names.push(s);
+        }
+    }
+    json_schema!({ "type": "string", "enum": names })
+}
+
+/// The report's JSON Schema (draft 2020-12), derived from [`Report`]: the content of
+/// `crates/memmap-bench/schema/report.schema.json`.
+#[must_use]
+pub fn json_schema() -> serde_json::Value {
+    let mut schema = schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<Report>();
+    schema.insert(
+        "$id".into(),
+        "https://github.com/memmap-stream/memmap-stream/crates/memmap-bench/schema/report.schema.json".into(),
+    );
+    schema.to_value()
+}
+
+/// The checked-in schema text for [`json_schema()`]: pretty JSON with a final newline.
+#[must_use]
+pub fn json_schema_text() -> String {
+    let mut text = serde_json::to_string_pretty(&json_schema()).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
 mod plot {
     use plotters::prelude::*;
 
@@ -296,10 +359,10 @@ mod plot {
     const COLORS: [RGBColor; 3] =
         [RGBColor(0xd6, 0x60, 0x4d), RGBColor(0xf4, 0xa5, 0x82), RGBColor(0x21, 0x66, 0xac)];
 
-    /// Scenarios whose figure is not a write bandwidth (HVO writes 64 struct pages per folio; the
-    /// deferred scenario compares boot times) are left out of the chart.
+    /// Scenarios whose figure is not a write bandwidth (the registry says which) are left out of
+    /// the chart.
     fn plotted(name: &str) -> bool {
-        !matches!(name, "hugetlb-1g-hvo" | "deferred-64g")
+        crate::scenarios::catalog_entry(name).is_none_or(|e| e.plotted)
     }
 
     pub(super) fn draw(report: &Report, path: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {

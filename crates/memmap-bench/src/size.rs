@@ -1,32 +1,112 @@
-//! Byte sizes on the command line: `16G`, `100G`, `512M`, `4K`, `2M`, or plain bytes. The
-//! suffixes are binary (K = 1024), as `ndctl` and the kernel's `memmap=`/`hugepagesz=` use them.
+//! Byte sizes on the command line, parsed by the `parse-size` crate with binary units: `16G`,
+//! `16GiB`, `16gb`, `1.5G`, `512M`, `4K`, `2M`, or plain bytes (`4096`). K, M, G, T, P and E
+//! are powers of 1024 whether or not an `i` or `B` follows, as `ndctl` and the kernel's
+//! `memmap=`/`hugepagesz=` spell them.
+//!
+//! A size that stands for a number of pages must be a whole number of them:
+//! [`parse_pages`] refuses `3M` where 2 MiB pages are meant instead of silently running on
+//! 2 MiB.
 
 use std::fmt;
 
-/// Parses a size.
+/// The base page size of the modelled kernels (4 KiB).
+pub const PAGE_SIZE: u64 = 4096;
+
+/// Why a size was refused. [`fmt::Display`] names the input and what is expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SizeError {
+    /// Not a size at all (empty, bad digits or unknown suffix).
+    Syntax {
+        /// The input.
+        input: String,
+        /// `parse-size`'s reason.
+        reason: String,
+    },
+    /// More than `u64::MAX` bytes.
+    TooLarge {
+        /// The input.
+        input: String,
+    },
+    /// Smaller than one page of the unit.
+    BelowOnePage {
+        /// The input.
+        input: String,
+        /// The page size the size is counted in.
+        unit: u64,
+    },
+    /// Not a whole number of pages of the unit.
+    NotWholePages {
+        /// The input.
+        input: String,
+        /// The size in bytes.
+        bytes: u64,
+        /// The page size the size is counted in.
+        unit: u64,
+    },
+}
+
+impl fmt::Display for SizeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizeError::Syntax { input, reason } => write!(
+                f,
+                "bad size {input:?} ({reason}): expected a number with an optional binary suffix, \
+                 such as 16G, 16GiB, 1.5G, 512M or 4096"
+            ),
+            SizeError::TooLarge { input } => write!(f, "size {input:?} is larger than 2^64 - 1 bytes"),
+            SizeError::BelowOnePage { input, unit } => {
+                write!(f, "size {input:?} is smaller than one {} page", Bytes(*unit))
+            }
+            SizeError::NotWholePages { input, bytes, unit } => {
+                write!(
+                    f,
+                    "size {input:?} ({}) is not a whole number of {} pages (nearest: {}",
+                    Bytes(*bytes),
+                    Bytes(*unit),
+                    Bytes(bytes / unit * unit)
+                )?;
+                match (bytes / unit).checked_add(1).and_then(|n| n.checked_mul(*unit)) {
+                    Some(up) => write!(f, " or {})", Bytes(up)),
+                    None => f.write_str(")"),
+                }
+            }
+        }
+    }
+}
+
+impl std::error::Error for SizeError {}
+
+/// Parses a size in bytes (binary units).
 ///
 /// # Errors
 ///
-/// A message naming the bad input.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                _ => return Err(format!("bad size {s:?}: unknown suffix {c:?} (use K, M, G or T)")),
-            };
-            (&t[..i], shift)
-        }
-        _ => (t, 0),
-    };
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("bad size {s:?}: expected a number with an optional K/M/G/T suffix"))?;
-    n.checked_mul(1u64 << shift).ok_or_else(|| format!("bad size {s:?}: too large"))
+/// [`SizeError::Syntax`] or [`SizeError::TooLarge`].
+pub fn parse_size(s: &str) -> Result<u64, SizeError> {
+    parse_size::Config::new().with_binary().parse_size(s).map_err(|e| match e {
+        parse_size::Error::PosOverflow => SizeError::TooLarge { input: s.to_string() },
+        e => SizeError::Syntax { input: s.to_string(), reason: e.to_string() },
+    })
+}
+
+/// Parses a size that must be a whole, non-zero number of `unit`-byte pages; returns bytes.
+///
+/// # Errors
+///
+/// As [`parse_size()`], and [`SizeError::BelowOnePage`] or [`SizeError::NotWholePages`].
+///
+/// # Panics
+///
+/// If `unit` is 0 (a programming error: every caller passes a page size).
+pub fn parse_pages(s: &str, unit: u64) -> Result<u64, SizeError> {
+    assert!(unit > 0, "page unit must be positive");
+    let bytes = parse_size(s)?;
+    if bytes < unit {
+        return Err(SizeError::BelowOnePage { input: s.to_string(), unit });
+    }
+    if bytes % unit != 0 {
+        return Err(SizeError::NotWholePages { input: s.to_string(), bytes, unit });
+    }
+    Ok(bytes)
 }
 
 /// A size formatted with a binary suffix (`16 GiB`, `256 MiB`, `4 KiB`, `123 B`).
@@ -35,7 +115,7 @@ pub struct Bytes(pub u64);
 
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let units = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")];
+        let units = [(60, "EiB"), (50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")];
         for (shift, name) in units {
             if self.0 >= 1 << shift {
                 let v = self.0 as f64 / (1u64 << shift) as f64;
@@ -55,17 +135,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes() {
+    fn sizes_as_people_type_them() {
         assert_eq!(parse_size("16G"), Ok(16 << 30));
+        assert_eq!(parse_size("16GiB"), Ok(16 << 30));
+        assert_eq!(parse_size("16gb"), Ok(16 << 30));
         assert_eq!(parse_size("100g"), Ok(100 << 30));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
         assert_eq!(parse_size("2M"), Ok(2 << 20));
         assert_eq!(parse_size("4K"), Ok(4096));
         assert_eq!(parse_size("4096"), Ok(4096));
-        assert!(parse_size("12X").is_err());
-        assert!(parse_size("G").is_err());
-        assert!(parse_size("-1G").is_err());
-        assert!(parse_size("99999999999T").is_err());
+        assert_eq!(parse_size("1T"), Ok(1 << 40));
+        for bad in ["12X", "G", "-1G", "", "1..5G", "0x10"] {
+            assert!(matches!(parse_size(bad), Err(SizeError::Syntax { .. })), "{bad}");
+        }
+        assert!(matches!(parse_size("99999999999T"), Err(SizeError::TooLarge { .. })));
+        assert!(matches!(parse_size("16E"), Err(SizeError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn page_counts_must_be_whole() {
+        assert_eq!(parse_pages("4M", 2 << 20), Ok(4 << 20));
+        assert_eq!(parse_pages("1.5G", 2 << 20), Ok(3 << 29));
+        let e = parse_pages("3M", 2 << 20).unwrap_err();
+        assert_eq!(e, SizeError::NotWholePages { input: "3M".into(), bytes: 3 << 20, unit: 2 << 20 });
+        assert_eq!(
+            e.to_string(),
+            "size \"3M\" (3 MiB) is not a whole number of 2 MiB pages (nearest: 2 MiB or 4 MiB)"
+        );
+        assert!(matches!(parse_pages("0", 4096), Err(SizeError::BelowOnePage { .. })));
+        assert!(matches!(parse_pages("1K", 4096), Err(SizeError::BelowOnePage { .. })));
+        assert!(matches!(parse_pages("4097", 4096), Err(SizeError::NotWholePages { .. })));
+        // The largest u64 that is whole 4 KiB pages, and the error's "nearest" saturating.
+        assert_eq!(parse_pages("18446744073709547520", 4096), Ok(u64::MAX - 4095));
+        assert!(parse_pages("18446744073709551615", 4096).unwrap_err().to_string().contains("nearest"));
+    }
+
+    #[test]
+    fn bytes_display() {
         assert_eq!(Bytes(16 << 30).to_string(), "16 GiB");
         assert_eq!(Bytes(1536 << 20).to_string(), "1.50 GiB");
+        assert_eq!(Bytes(123).to_string(), "123 B");
+        assert_eq!(Bytes(1 << 50).to_string(), "1 PiB");
     }
 }

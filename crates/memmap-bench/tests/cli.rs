@@ -210,6 +210,8 @@ fn json_report_follows_the_schema() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert!(v["machine"].is_object());
+    assert_eq!(v["format"], 1);
+    assert!(!v["machine"]["backend_name"].as_str().unwrap().is_empty());
     assert!(v["limits"]["fill_zero_gbps"].as_f64().unwrap() > 0.0);
     assert!(v["limits"]["fill_nonzero_gbps"].as_f64().unwrap() > 0.0);
     let names: Vec<&str> =
@@ -231,4 +233,252 @@ fn json_report_follows_the_schema() {
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(plot.contains("<svg") && plot.contains("zone-device-fsdax"));
     let _ = std::fs::remove_file(&svg);
+}
+
+/// A refusal: the expected status, a message on stderr, and no panic.
+fn assert_refused(args: &[&str], code: i32, needle: &str) {
+    let out = run(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    assert!(err.contains(needle), "{args:?}: expected {needle:?} in: {err}");
+}
+
+/// Sizes that used to panic (exit 101), wrap or run on a silently rounded size are refused
+/// before any work, with a message naming the problem.
+#[test]
+fn hostile_sizes_are_refused_before_any_work() {
+    let cases: &[(&[&str], &str)] = &[
+        // Used to panic: the pre-check left these scenarios out.
+        (&["clear", "--alloc", "--size", "100G"], "alloc-init-on-alloc"),
+        (&["deferred", "--size", "100T"], "deferred-64g"),
+        // Used to wrap and pass the check, then panic.
+        (&["hugetlb", "--hvo", "off", "--count", "1099511627776"], "overflows"),
+        (&["hugetlb", "--hvo", "on", "--count", "1099511627776"], "overflows"),
+        (&["hugetlb", "--threads", "100", "--count", "100"], "at most 64"),
+        (&["all", "--deferred-size", "100T"], "deferred-64g"),
+        // Used to fail with a bare "Cannot allocate memory".
+        (
+            &[
+                "dump",
+                "zone-device",
+                "--memory-type",
+                "fsdax",
+                "--pages",
+                "1099511627776",
+                "--out",
+                "/nonexistent/x",
+            ],
+            "the dump",
+        ),
+        (
+            &["dump", "hugetlb", "--hstate", "1G", "--count", "1099511627776", "--out", "/nonexistent/x"],
+            "overflows",
+        ),
+        (
+            &[
+                "dump",
+                "hugetlb",
+                "--hstate",
+                "2M",
+                "--count",
+                "4",
+                "--nodes",
+                "4294967295",
+                "--out",
+                "/nonexistent/x",
+            ],
+            "address space",
+        ),
+        // Used to run on 2 MiB.
+        (&["clear", "--size", "3M"], "not a whole number of 2 MiB pages"),
+        (&["zone-device", "--size", "3M"], "not a whole number of 2 MiB pages"),
+        (&["deferred", "--size", "4097"], "not a whole number of 4 KiB pages"),
+        (&["zone-device", "--size", "0"], "smaller than one 2 MiB page"),
+        (&["zone-device", "--size", "16E"], "larger than 2^64 - 1 bytes"),
+        (&["zone-device", "--size", "18446744073709551615"], "not a whole number"),
+        (&["--rounds", "0"], "not in 1..=100000"),
+        (&["--threads", "100000"], "not in 1..=1024"),
+        // Flags a command does not use.
+        (&["--json", "diff", "a", "b"], "cannot be used with '--json'"),
+        (
+            &[
+                "dump",
+                "zone-device",
+                "--memory-type",
+                "fsdax",
+                "--pages",
+                "8",
+                "--out",
+                "x",
+                "--plot",
+                "p.svg",
+            ],
+            "--plot",
+        ),
+        (&["limits", "--rounds", "3"], "--rounds"),
+        // Parameters the initializers refuse with a typed error.
+        (
+            &[
+                "dump",
+                "zone-device",
+                "--memory-type",
+                "fsdax",
+                "--pages",
+                "8",
+                "--start-pfn",
+                "0xffffffffffffffff",
+                "--out",
+                "/nonexistent/x",
+            ],
+            "overflows",
+        ),
+        (
+            &[
+                "dump",
+                "zone-device",
+                "--memory-type",
+                "fsdax",
+                "--pages",
+                "8",
+                "--nid",
+                "4294967295",
+                "--out",
+                "/nonexistent/x",
+            ],
+            "node",
+        ),
+    ];
+    for (args, needle) in cases {
+        assert_refused(args, 2, needle);
+    }
+}
+
+#[test]
+fn dump_refuses_to_overwrite_and_never_follows_a_symlink() {
+    let dir = tmp("overwrite");
+    let d = dir.to_str().unwrap();
+    let args = ["dump", "zone-device", "--memory-type", "fsdax", "--pages", "64", "--out", d];
+    dump(&dir, &["--memory-type", "fsdax", "--pages", "64"]);
+    let before = std::fs::read(dir.join("memmap.bin")).unwrap();
+    assert_refused(&args, 2, "memmap.bin: exists");
+    assert_eq!(std::fs::read(dir.join("memmap.bin")).unwrap(), before);
+    let out = run(&[&args[..], &["--force", "--layout", "72"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::metadata(dir.join("memmap.bin")).unwrap().len(), 64 * 72);
+    #[cfg(unix)]
+    {
+        // A 7-byte victim behind a link named memmap.bin keeps its bytes, with or without --force.
+        let victim = dir.with_extension("victim");
+        std::fs::write(&victim, "victim!").unwrap();
+        let linked = tmp("linked");
+        std::fs::create_dir_all(&linked).unwrap();
+        std::os::unix::fs::symlink(&victim, linked.join("memmap.bin")).unwrap();
+        let l = linked.to_str().unwrap();
+        assert_refused(
+            &["dump", "zone-device", "--memory-type", "fsdax", "--pages", "64", "--out", l],
+            2,
+            "exists",
+        );
+        let out =
+            run(&["dump", "zone-device", "--memory-type", "fsdax", "--pages", "64", "--out", l, "--force"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim!");
+        assert!(!std::fs::symlink_metadata(linked.join("memmap.bin")).unwrap().file_type().is_symlink());
+        assert_refused(
+            &[
+                "dump",
+                "zone-device",
+                "--memory-type",
+                "fsdax",
+                "--pages",
+                "8",
+                "--out",
+                victim.to_str().unwrap(),
+            ],
+            2,
+            "not a directory",
+        );
+        let _ = std::fs::remove_file(&victim);
+        let _ = std::fs::remove_dir_all(&linked);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Rewrites one field of a dump's meta.json.
+fn set_meta(dir: &Path, key: &str, value: serde_json::Value) {
+    let path = dir.join("meta.json");
+    let mut meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    meta[key] = value;
+    std::fs::write(&path, serde_json::to_vec(&meta).unwrap()).unwrap();
+}
+
+fn copy_dump(from: &Path, name: &str) -> PathBuf {
+    // A prefix of its own: tests run in parallel and `tmp` removes what is there.
+    let to = tmp(&format!("copy-{name}"));
+    std::fs::create_dir_all(&to).unwrap();
+    for f in ["meta.json", "memmap.bin"] {
+        std::fs::copy(from.join(f), to.join(f)).unwrap();
+    }
+    to
+}
+
+#[test]
+fn diff_refuses_malformed_and_incomparable_dumps() {
+    let a = tmp("diff-a");
+    dump(&a, &["--memory-type", "fsdax", "--pages", "64"]);
+    let sa = a.to_str().unwrap();
+    let mut made = Vec::new();
+    let mut check = |name: &str, edit: &dyn Fn(&Path), needle: &str| {
+        let b = copy_dump(&a, name);
+        edit(&b);
+        assert_refused(&["diff", sa, b.to_str().unwrap()], 2, needle);
+        made.push(b);
+    };
+    // A meta.json claiming 2^58 pages over a 4 KiB file used to wrap and compare "identical".
+    check(
+        "wrap",
+        &|d| {
+            set_meta(d, "nr_pages", (1u64 << 58).into());
+            std::fs::write(d.join("memmap.bin"), vec![0u8; 4096]).unwrap();
+        },
+        "overflow",
+    );
+    check("short", &|d| set_meta(d, "nr_pages", 63.into()), "4096 bytes, but meta.json says 63");
+    check("format", &|d| set_meta(d, "format", 2.into()), "field format: version 2");
+    check("kind", &|d| set_meta(d, "kind", "floppy".into()), "field kind");
+    check("endian", &|d| set_meta(d, "endianness", "middle".into()), "field endianness");
+    check("size", &|d| set_meta(d, "struct_page_size", 0.into()), "field struct_page_size");
+    check("config", &|d| set_meta(d, "config", "arm64".into()), "config differs");
+    check("big", &|d| set_meta(d, "endianness", "big".into()), "endianness differs");
+    check("start", &|d| set_meta(d, "start_pfn", 0.into()), "start_pfn differs");
+    check("json", &|d| std::fs::write(d.join("meta.json"), "{").unwrap(), "meta.json");
+    check("nometa", &|d| std::fs::remove_file(d.join("meta.json")).unwrap(), "meta.json: open");
+    #[cfg(unix)]
+    check(
+        "zero",
+        &|d| {
+            // memmap.bin linked to /dev/zero used to be read until memory ran out.
+            std::fs::remove_file(d.join("memmap.bin")).unwrap();
+            std::os::unix::fs::symlink("/dev/zero", d.join("memmap.bin")).unwrap();
+        },
+        "character device",
+    );
+    for d in made {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    // Still a real diff when only the bytes differ.
+    let b = copy_dump(&a, "diff-b");
+    let mut bytes = std::fs::read(b.join("memmap.bin")).unwrap();
+    bytes[5 * 64 + 24] ^= 1;
+    std::fs::write(b.join("memmap.bin"), bytes).unwrap();
+    let out = run(&["diff", sa, b.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("pfn 0x100005, field mapping") && text.contains("1 struct page(s) differ"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
 }

@@ -11,40 +11,84 @@ use memmap_core::{
     OwnedArena, OwnedMemmap, Page64, PfnRange, ZoneSpan,
 };
 
-use super::Common;
-use crate::limits::Limits;
+use super::{Context, RunError, Scenario};
 use crate::measure::{Runner, interleaved};
+use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::bar;
-use crate::report::{LimitKind, Scenario, ScenarioSpec};
+use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 const ZONE: u32 = 2;
 const BASE: u64 = 1 << 20;
 
-/// Memory the scenario needs: the arena and the memmap.
-#[must_use]
-pub fn memory_needed(size: u64) -> u64 {
-    size + size / 4096 * 64
+/// The scenario's name.
+pub const NAME: &str = "alloc-init-on-alloc";
+
+/// init_on_alloc through the buddy allocator over a zone of `size` bytes.
+#[derive(Debug, Clone)]
+pub struct Alloc {
+    /// Zone size in bytes (whole 2 MiB blocks).
+    pub size: u64,
+    /// Kernel config.
+    pub config: KernelConfig,
+}
+
+impl Scenario for Alloc {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn description(&self) -> String {
+        format!("{NAME}: allocate a {} zone in 2 MiB blocks", Bytes(self.size))
+    }
+
+    /// The arena and one memmap, both resident, and the node's block states.
+    fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
+        let memmap = mul(self.size / 4096, 64, "the alloc memmap")?;
+        MemoryNeed::resident(self.size)
+            .and(MemoryNeed::resident(memmap))?
+            .and(MemoryNeed::resident(self.size / 4096 / 512))
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.size == 0 || self.size % super::clear::SIZE_UNIT != 0 {
+            return Err(format!(
+                "clear --alloc size {} is not a whole number of 2 MiB pages",
+                Bytes(self.size)
+            ));
+        }
+        if BASE.checked_add(self.size / 4096).is_none_or(|e| e > self.config.max_pfn()) {
+            return Err(format!(
+                "a {} zone ends past config {}'s last pfn",
+                Bytes(self.size),
+                self.config.name
+            ));
+        }
+        Ok(())
+    }
+
+    fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
+        run(self.size, self.config, ctx).map(|r| vec![r])
+    }
 }
 
 /// Runs the scenario over a zone of `size` bytes (whole 2 MiB blocks).
-///
-/// # Panics
-///
-/// If the arena or memmap cannot be mapped, or the boot is rejected.
-pub fn run(size: u64, cfg: KernelConfig, common: &Common, limits: &Limits) -> Scenario {
+fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
+    let (common, limits) = (ctx.common, ctx.limits);
     let nr = (size / (2 << 20)).max(1) * 512;
     let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
     let memory = [PfnRange::new(BASE, BASE + nr)];
     let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
     let rounds = common.rounds(5, 3);
-    let mut arena = OwnedArena::new(BASE, nr).expect("mmap the arena");
-    arena.populate().expect("populate the arena");
+    let mut arena =
+        OwnedArena::new(BASE, nr).map_err(RunError::of(NAME, format!("map a {} arena", Bytes(size))))?;
+    arena.populate().map_err(RunError::of(NAME, "populate the arena"))?;
     // One memmap and one arena, used by the two strategies in turn.
-    let storage =
-        std::cell::RefCell::new((OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap the memmap"), arena));
+    let memmap = OwnedMemmap::<Page64>::new(cfg, BASE, nr)
+        .map_err(RunError::of(NAME, format!("map a memmap of {}", Bytes(nr * 64))))?;
+    let storage = std::cell::RefCell::new((memmap, arena));
     let nstates = Node::<Page64>::states_needed(&cfg, layout.span());
-    let pb = bar(rounds as u64 * 2 * nr, "alloc-init-on-alloc", common.progress);
+    let pb = bar((rounds as u64 * 2).saturating_mul(nr), NAME, common.progress);
     let blocks = nr / 512;
     let runner = |clear: ClearMode| {
         let (pb, storage) = (pb.clone(), &storage);
@@ -80,7 +124,7 @@ pub fn run(size: u64, cfg: KernelConfig, common: &Common, limits: &Limits) -> Sc
     let zeroed = storage.borrow_mut().1.arena().bytes().iter().step_by(4093).all(|&b| b == 0);
     assert!(zeroed, "init_on_alloc left non-zero bytes");
     let spec = ScenarioSpec {
-        name: "alloc-init-on-alloc".into(),
+        name: NAME.into(),
         description: format!(
             "init_on_alloc through the buddy allocator: {} allocations of order 9 ({}), {} rounds",
             blocks,
@@ -92,7 +136,7 @@ pub fn run(size: u64, cfg: KernelConfig, common: &Common, limits: &Limits) -> Sc
         threads: 1,
         limit: LimitKind::FillZero,
     };
-    let mut sc = Scenario::from_samples(spec, limits, &samples);
+    let mut sc = ScenarioReport::from_samples(spec, limits, &samples);
     sc.extra.insert("allocations".into(), blocks.into());
-    sc
+    Ok(sc)
 }

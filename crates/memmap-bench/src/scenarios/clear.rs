@@ -15,15 +15,59 @@ use std::time::Instant;
 
 use memmap2::MmapOptions;
 
-use super::Common;
-use crate::limits::Limits;
+use super::{Context, RunError, Scenario};
 use crate::measure::{Runner, interleaved};
+use crate::memory::{MemoryNeed, Overflow};
 use crate::progress::bar;
-use crate::report::{LimitKind, Scenario, ScenarioSpec};
+use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 const HUGE: usize = 2 << 20;
 const PAGE: usize = 4096;
+
+/// The size unit of the scenario: the 2 MiB page.
+pub const SIZE_UNIT: u64 = HUGE as u64;
+
+/// The scenario's name.
+pub const NAME: &str = "clear-2m";
+
+/// Its strategies, baseline first.
+pub const STRATEGIES: &[&str] = &["per-page", "per-page-erms", "batch"];
+
+/// Clearing `size` bytes of 2 MiB pages.
+#[derive(Debug, Clone)]
+pub struct Clear {
+    /// Bytes to clear (whole 2 MiB pages).
+    pub size: u64,
+}
+
+impl Scenario for Clear {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn description(&self) -> String {
+        format!("{NAME}: clear {}", Bytes(self.size))
+    }
+
+    /// The arena, resident.
+    fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
+        Ok(MemoryNeed::resident(self.size))
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.size == 0 || self.size % SIZE_UNIT != 0 {
+            return Err(format!("clear size {} is not a whole number of 2 MiB pages", Bytes(self.size)));
+        }
+        usize::try_from(self.size)
+            .map(|_| ())
+            .map_err(|_| format!("clear size {} does not fit this machine", Bytes(self.size)))
+    }
+
+    fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
+        run(self.size, ctx).map(|r| vec![r])
+    }
+}
 
 /// One 4 KiB page cleared with normal 8-byte stores, 64 bytes per iteration (`clear_page_orig`).
 ///
@@ -46,30 +90,29 @@ pub unsafe fn clear_page_orig(page: *mut u8) {
     }
 }
 
-/// Memory the scenario needs.
-#[must_use]
-pub fn memory_needed(size: u64) -> u64 {
-    size
-}
-
-/// Runs the scenario over `size` bytes (rounded down to whole 2 MiB pages).
-///
-/// # Panics
-///
-/// If the arena cannot be mapped.
-pub fn run(size: u64, common: &Common, limits: &Limits) -> Scenario {
+/// Runs the scenario over `size` bytes (whole 2 MiB pages, checked by [`Scenario::check`]).
+fn run(size: u64, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
+    let (common, limits) = (ctx.common, ctx.limits);
     let huge_pages = (size as usize / HUGE).max(1);
     let len = huge_pages * HUGE;
     let rounds = common.rounds(5, 3);
-    let mut arena = MmapOptions::new().len(len).map_anon().expect("mmap the arena");
+    let mut arena = MmapOptions::new()
+        .len(len)
+        .map_anon()
+        .map_err(RunError::of(NAME, format!("map {}", Bytes(len as u64))))?;
     let _ = arena.advise(memmap2::Advice::HugePage);
-    // Resident before measuring (allocated memory is), with non-zero contents.
-    if arena.advise(memmap2::Advice::PopulateWrite).is_err() {
-        arena.iter_mut().step_by(PAGE).for_each(|b| *b = 1);
+    // Resident before measuring (allocated memory is), with non-zero contents. A kernel without
+    // MADV_POPULATE_WRITE (before 5.14: EINVAL) has the pages faulted in by the stores below;
+    // any other error (ENOMEM: the memory is not there) stops the scenario here, before it
+    // touches page after page of memory it cannot have.
+    if let Err(e) = arena.advise(memmap2::Advice::PopulateWrite) {
+        if e.raw_os_error() != Some(libc::EINVAL) {
+            return Err(RunError::of(NAME, format!("populate {}", Bytes(len as u64)))(e));
+        }
     }
     arena.iter_mut().step_by(PAGE).for_each(|b| *b = 1);
     let base = arena.as_mut_ptr();
-    let pb = bar((len as u64) * rounds as u64 * 3, "clear-2m", common.progress);
+    let pb = bar((len as u64).saturating_mul(rounds as u64 * 3), NAME, common.progress);
     let runner = |name: &str, f: fn(*mut u8)| {
         let pb = pb.clone();
         Runner::new(name, move |_| {
@@ -111,7 +154,7 @@ pub fn run(size: u64, common: &Common, limits: &Limits) -> Scenario {
     let zeroed = arena.iter().step_by(4093).all(|&b| b == 0);
     assert!(zeroed, "clear scenario left non-zero bytes");
     let spec = ScenarioSpec {
-        name: "clear-2m".into(),
+        name: NAME.into(),
         description: format!(
             "init_on_alloc: clear {} = {} 2 MiB pages, {} rounds",
             Bytes(len as u64),
@@ -123,7 +166,7 @@ pub fn run(size: u64, common: &Common, limits: &Limits) -> Scenario {
         threads: 1,
         limit: LimitKind::FillZero,
     };
-    let mut sc = Scenario::from_samples(spec, limits, &samples);
+    let mut sc = ScenarioReport::from_samples(spec, limits, &samples);
     sc.extra.insert("huge_pages".into(), (huge_pages as u64).into());
-    sc
+    Ok(sc)
 }

@@ -28,20 +28,23 @@ use memmap_core::{
     Page64, PfnRange, ZoneSpan,
 };
 
-use super::Common;
-use crate::limits::Limits;
+use super::{Common, Context, RunError, Scenario};
 use crate::measure::{Runner, Samples, interleaved, median};
+use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::bar;
-use crate::report::{LimitKind, Scenario, ScenarioSpec};
+use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 const ZONE: u32 = 2;
 const BASE: u64 = 1 << 20;
 
-/// Parameters.
+/// The scenario's name.
+pub const NAME: &str = "deferred-64g";
+
+/// Boot-time init of a zone of `size` bytes.
 #[derive(Debug, Clone)]
-pub struct Params {
-    /// Zone size in bytes of memory.
+pub struct Deferred {
+    /// Zone size in bytes of memory (whole 4 KiB pages).
     pub size: u64,
     /// Kernel config.
     pub config: KernelConfig,
@@ -56,18 +59,55 @@ const STRATEGIES: [(&str, InitMode, BootOrder); 5] = [
     ("on-demand", InitMode::OnDemand, BootOrder::Fused),
 ];
 
-/// Memory the scenario needs: one memmap per strategy.
-#[must_use]
-pub fn memory_needed(size: u64) -> u64 {
-    STRATEGIES.len() as u64 * (size / 4096) * 64
+/// The strategies' names, baseline first.
+pub const STRATEGY_NAMES: [&str; 5] =
+    [STRATEGIES[0].0, STRATEGIES[1].0, STRATEGIES[2].0, STRATEGIES[3].0, STRATEGIES[4].0];
+
+/// Zone sizes of the allocator check (order 0 and order 9), in pages: `(normal, quick)`.
+const ALLOC_CHECK_PAGES: [(u64, u64); 2] = [(1 << 18, 1 << 16), (1 << 22, 1 << 18)];
+
+impl Scenario for Deferred {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn description(&self) -> String {
+        format!("{NAME}: boot a {} zone", Bytes(self.size))
+    }
+
+    /// One memmap per strategy, all written by the end of each round, and, while they are
+    /// still mapped, the allocator check's two populated memmaps of its larger zone.
+    fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
+        let memmap = mul(self.size / 4096, 64, "the deferred memmap")?;
+        let states = self.size / 4096 / 512;
+        let check = ALLOC_CHECK_PAGES.iter().map(|&(n, _)| n * 64).max().unwrap_or(0);
+        MemoryNeed::resident(memmap)
+            .and(MemoryNeed::resident(states))?
+            .times(STRATEGIES.len() as u64)?
+            .and(MemoryNeed::resident(check).times(2)?)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.size == 0 || self.size % 4096 != 0 {
+            return Err(format!("deferred size {} is not a whole number of 4 KiB pages", Bytes(self.size)));
+        }
+        if BASE.checked_add(self.size / 4096).is_none_or(|e| e > self.config.max_pfn()) {
+            return Err(format!(
+                "a {} zone ends past config {}'s last pfn",
+                Bytes(self.size),
+                self.config.name
+            ));
+        }
+        Ok(())
+    }
+
+    fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
+        run(self, ctx).map(|r| vec![r])
+    }
 }
 
-/// Runs the scenario.
-///
-/// # Panics
-///
-/// If the memmaps cannot be mapped or the boot is rejected.
-pub fn run(p: &Params, common: &Common, limits: &Limits) -> Scenario {
+fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
+    let (common, limits) = (ctx.common, ctx.limits);
     let cfg = p.config;
     let nr = p.size / 4096;
     let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
@@ -81,10 +121,13 @@ pub fn run(p: &Params, common: &Common, limits: &Limits) -> Scenario {
     } else {
         std::thread::available_parallelism().map_or(1, usize::from)
     };
-    let mut storage: Vec<OwnedMemmap<Page64>> =
-        STRATEGIES.iter().map(|_| OwnedMemmap::new(cfg, BASE, nr).expect("mmap the memmap")).collect();
+    let mut storage: Vec<OwnedMemmap<Page64>> = STRATEGIES
+        .iter()
+        .map(|_| OwnedMemmap::new(cfg, BASE, nr))
+        .collect::<Result<_, _>>()
+        .map_err(RunError::of(NAME, format!("map a memmap of {}", Bytes(nr * 64))))?;
     let nstates = Node::<Page64>::states_needed(&cfg, layout.span());
-    let pb = bar(rounds as u64 * STRATEGIES.len() as u64, "deferred-64g", common.progress);
+    let pb = bar(rounds as u64 * STRATEGIES.len() as u64, NAME, common.progress);
     let full: Vec<std::cell::RefCell<Vec<Duration>>> =
         STRATEGIES.iter().map(|_| std::cell::RefCell::default()).collect();
     let boot_pages: Vec<std::cell::Cell<u64>> = STRATEGIES.iter().map(|_| std::cell::Cell::new(0)).collect();
@@ -127,7 +170,7 @@ pub fn run(p: &Params, common: &Common, limits: &Limits) -> Scenario {
         interleaved(rounds, &mut runners)
     };
     pb.finish_and_clear();
-    let (alloc, alloc_table) = alloc_check(cfg, common);
+    let (alloc, alloc_table) = alloc_check(cfg, common)?;
     let description = format!(
         "boot init of a {} zone ({} struct pages, {} of memmap): boot time, then time to full availability; {} rounds, deferred init on {} threads",
         Bytes(p.size),
@@ -137,14 +180,14 @@ pub fn run(p: &Params, common: &Common, limits: &Limits) -> Scenario {
         threads
     );
     let spec = ScenarioSpec {
-        name: "deferred-64g".into(),
+        name: NAME.into(),
         description,
         struct_pages: nr,
         bytes: nr * 64,
         threads,
         limit: LimitKind::FillNonzero,
     };
-    let mut sc = Scenario::from_samples(spec, limits, &samples);
+    let mut sc = ScenarioReport::from_samples(spec, limits, &samples);
     // GB/s per strategy: the struct pages each one writes at boot.
     for (r, pages) in sc.results.iter_mut().zip(&boot_pages) {
         r.gbps = crate::measure::gbps(pages.get() * 64, r.median_ms / 1e3);
@@ -200,23 +243,19 @@ pub fn run(p: &Params, common: &Common, limits: &Limits) -> Scenario {
     ));
     sc.extra.insert("on_demand_scattered_lines_ms".into(), line_ms.into());
     sc.notes.push(alloc_table.trim_end().to_string());
-    sc
+    Ok(sc)
 }
 
 /// Order-0 and order-9 allocate-everything-then-free throughput on a fully initialized zone and
 /// on an on-demand zone whose blocks were all expanded by a first pass, interleaved.
-fn alloc_check(cfg: KernelConfig, common: &Common) -> (serde_json::Value, String) {
+fn alloc_check(cfg: KernelConfig, common: &Common) -> Result<(serde_json::Value, String), RunError> {
     let rounds = common.rounds(25, 5).max(3);
     let mut out = serde_json::Map::new();
     let mut table = String::from("  allocation throughput (allocate the whole zone, then free it):\n");
     for order in [0u32, 9] {
         // 262,144 order-0 allocations (1 GiB zone); 8,192 order-9 ones (16 GiB zone).
-        let nr: u64 = match (order, common.quick) {
-            (0, false) => 1 << 18,
-            (0, true) => 1 << 16,
-            (_, false) => 1 << 22,
-            (_, true) => 1 << 18,
-        };
+        let (normal, quick) = ALLOC_CHECK_PAGES[usize::from(order != 0)];
+        let nr: u64 = if common.quick { quick } else { normal };
         let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
         let memory = [PfnRange::new(BASE, BASE + nr)];
         let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
@@ -224,12 +263,13 @@ fn alloc_check(cfg: KernelConfig, common: &Common) -> (serde_json::Value, String
         // pieces of memory (placement, huge page coverage) cannot pass for the check's cost.
         let storage: Vec<std::cell::RefCell<OwnedMemmap<Page64>>> = (0..2)
             .map(|_| {
-                let mut m = OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap");
+                let mut m = OwnedMemmap::<Page64>::new(cfg, BASE, nr)
+                    .map_err(RunError::of(NAME, "map the allocator check's memmap"))?;
                 // Resident before measuring, so both start from the same kind of memory.
-                m.populate().expect("populate");
-                std::cell::RefCell::new(m)
+                m.populate().map_err(RunError::of(NAME, "populate the allocator check's memmap"))?;
+                Ok(std::cell::RefCell::new(m))
             })
-            .collect();
+            .collect::<Result<_, RunError>>()?;
         let states: Vec<std::cell::RefCell<Vec<u8>>> = (0..2)
             .map(|_| std::cell::RefCell::new(vec![0u8; Node::<Page64>::states_needed(&cfg, layout.span())]))
             .collect();
@@ -306,5 +346,5 @@ fn alloc_check(cfg: KernelConfig, common: &Common) -> (serde_json::Value, String
             first_od.as_secs_f64() * 1e3
         ));
     }
-    (out.into(), table)
+    Ok((out.into(), table))
 }

@@ -17,43 +17,99 @@ use hugetlb_init::{
 };
 use memmap_core::{InitHooks, InitOptions, KernelConfig, OwnedMemmap, Page64, Phase, Strategy};
 
-use super::Common;
-use crate::limits::Limits;
+use super::{Context, RunError, Scenario, Setup};
 use crate::measure::{Runner, interleaved};
+use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::bar;
-use crate::report::{LimitKind, Scenario, ScenarioSpec};
+use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
 
-/// Parameters.
+/// One case: `count` 1 GiB pages, HVO on or off.
 #[derive(Debug, Clone)]
-pub struct Params {
+pub struct Hugetlb {
+    /// HVO on.
+    pub hvo: bool,
     /// 1 GiB pages in all.
     pub count: u64,
     /// Kernel config.
     pub config: KernelConfig,
+    /// `--threads N` spreads the pages over N nodes gathered in parallel (one worker per node,
+    /// as the kernel's padata job).
+    pub threads: usize,
+}
+
+impl Hugetlb {
+    /// The case with `setup`'s count, config and threads.
+    #[must_use]
+    pub fn new(hvo: bool, setup: &Setup) -> Self {
+        Hugetlb { hvo, count: setup.hugetlb_count, config: setup.config, threads: setup.threads }
+    }
+
+    /// Nodes the pages are spread over.
+    #[must_use]
+    pub fn nodes(&self) -> u64 {
+        (self.threads.max(1) as u64).min(self.count).max(1)
+    }
 }
 
 /// Scenario name.
 #[must_use]
-pub fn name(hvo: bool) -> &'static str {
+pub const fn name(hvo: bool) -> &'static str {
     if hvo { "hugetlb-1g-hvo" } else { "hugetlb-1g-nohvo" }
 }
 
-/// Memory the scenario needs: per strategy, the struct pages of every folio (all written
-/// without HVO).
-#[must_use]
-pub fn memory_needed(count: u64, hvo: bool) -> u64 {
-    if hvo { 3 * count * 8192 } else { 3 * count * Hstate::H1G.vmemmap_size::<Page64>() }
+impl Scenario for Hugetlb {
+    fn name(&self) -> &'static str {
+        name(self.hvo)
+    }
+
+    fn description(&self) -> String {
+        format!("{}: {} x 1 GiB pages on {} node(s)", name(self.hvo), self.count, self.nodes())
+    }
+
+    /// Per strategy, a memmap mapping every folio's struct pages: all written without HVO, the
+    /// two head vmemmap pages of each folio with it.
+    fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
+        let vmemmap = Hstate::H1G.vmemmap_size::<Page64>();
+        let mapped = mul(self.count, vmemmap, "the hugetlb memmap")?;
+        let per_node = mapped / self.nodes();
+        let one = if self.hvo {
+            MemoryNeed {
+                resident: mul(self.count, 8192, "the hugetlb memmap")?,
+                mapped,
+                largest_mapping: per_node,
+            }
+        } else {
+            MemoryNeed { resident: mapped, mapped, largest_mapping: per_node }
+        };
+        let records = mul(self.count, size_of::<HugeBootmemPage>() as u64, "the hugetlb records")?;
+        one.times(3)?.and(MemoryNeed::resident(records))
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.count == 0 {
+            return Err("--count must be at least 1".into());
+        }
+        let max_nodes = self.config.flags_layout().map_err(|e| e.to_string())?.nodes_mask() + 1;
+        if self.nodes() > max_nodes {
+            return Err(format!(
+                "--threads {} spreads the pages over {} nodes; config {} has at most {max_nodes}",
+                self.threads,
+                self.nodes(),
+                self.config.name
+            ));
+        }
+        Ok(())
+    }
+
+    fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
+        run(self, ctx).map(|r| vec![r])
+    }
 }
 
-/// Runs one case. `--threads N` spreads the pages over N nodes gathered in parallel (one
-/// worker per node, as the kernel's padata job).
-///
-/// # Panics
-///
-/// If the memmaps cannot be mapped or the boot is rejected (the caller validates sizes).
-pub fn run(hvo: bool, p: &Params, common: &Common, limits: &Limits) -> Scenario {
+fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
+    let (hvo, common, limits) = (p.hvo, ctx.common, ctx.limits);
     let h = Hstate::H1G;
-    let nodes = common.threads.max(1).min(p.count as usize) as u32;
+    let nodes = p.nodes() as u32;
     let per_node = p.count / u64::from(nodes);
     let specs: Vec<NodeSpec> = (0..nodes).map(|nid| NodeSpec::packed(nid, h, per_node)).collect();
     let count = per_node * u64::from(nodes);
@@ -61,10 +117,9 @@ pub fn run(hvo: bool, p: &Params, common: &Common, limits: &Limits) -> Scenario 
     let strategies = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
     let mut storage: Vec<Vec<OwnedMemmap<Page64>>> = strategies
         .iter()
-        .map(|_| {
-            specs.iter().map(|s| OwnedMemmap::new(p.config, s.start_pfn, s.nr_pages).expect("mmap")).collect()
-        })
-        .collect();
+        .map(|_| specs.iter().map(|s| OwnedMemmap::new(p.config, s.start_pfn, s.nr_pages)).collect())
+        .collect::<Result<_, _>>()
+        .map_err(RunError::of(name(hvo), "map the memmaps"))?;
     let mode = if hvo { HvoMode::On } else { HvoMode::Off };
     let request = BootRequest::per_node(h, per_node);
     let pb = bar(rounds as u64 * strategies.len() as u64, name(hvo), common.progress);
@@ -130,11 +185,11 @@ pub fn run(hvo: bool, p: &Params, common: &Common, limits: &Limits) -> Scenario 
         threads: nodes as usize,
         limit: LimitKind::FillNonzero,
     };
-    let mut sc = Scenario::from_samples(spec, limits, &samples);
+    let mut sc = ScenarioReport::from_samples(spec, limits, &samples);
     sc.extra.insert("gigantic_pages".into(), count.into());
     sc.extra.insert("nodes".into(), nodes.into());
     sc.extra.insert("identical_to_slow".into(), identical.into());
-    sc
+    Ok(sc)
 }
 
 /// Hooks that time [`Phase`]s: the sum of each phase's begin-to-end intervals on this node.

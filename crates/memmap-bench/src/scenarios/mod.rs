@@ -1,11 +1,25 @@
-//! The timing scenarios. Each builds its storage, runs its strategies interleaved with
-//! [`crate::measure::interleaved`], and returns a [`crate::report::Scenario`].
+//! The timing scenarios, as data: each is a [`Scenario`] (name, what it needs from memory,
+//! how it runs, the report it returns), and [`registry`] lists every one the program knows in
+//! run order. `all`, the memory pre-check, `--json` and `--plot` iterate that one list; a
+//! subcommand runs the entries of its [`CatalogEntry::command`].
+//!
+//! Each scenario builds its storage, runs its strategies interleaved with
+//! [`crate::measure::interleaved`], and returns [`ScenarioReport`]s (one per case today; a
+//! scenario may return several, e.g. one per thread count).
 
 pub mod alloc;
 pub mod clear;
 pub mod deferred;
 pub mod hugetlb;
 pub mod zone_device;
+
+use std::fmt;
+
+use memmap_core::{ClearMode, KernelConfig, Strategy};
+
+use crate::limits::Limits;
+use crate::memory::{MemoryNeed, Overflow};
+use crate::report::ScenarioReport;
 
 /// Settings shared by every scenario.
 #[derive(Debug, Clone)]
@@ -28,6 +42,196 @@ impl Common {
     }
 }
 
+/// What a scenario runs with: the shared settings and the limits measured in this run.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// Shared settings.
+    pub common: &'a Common,
+    /// The limits the results are compared with.
+    pub limits: &'a Limits,
+}
+
+/// A scenario could not run: the storage could not be mapped or prepared.
+#[derive(Debug)]
+pub struct RunError {
+    /// The scenario.
+    pub scenario: &'static str,
+    /// What failed (`map the memmap (256 MiB)`, ...).
+    pub what: String,
+    /// The OS error.
+    pub source: std::io::Error,
+}
+
+impl RunError {
+    /// A closure that wraps an `io::Error` of `what` in `scenario`.
+    pub fn of(scenario: &'static str, what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RunError {
+        let what = what.into();
+        move |source| RunError { scenario, what, source }
+    }
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.scenario, self.what, self.source)
+    }
+}
+
+impl std::error::Error for RunError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// One timing scenario with its parameters.
+pub trait Scenario {
+    /// The name its report carries (`zone-device-fsdax`, ...): a [`CATALOG`] name.
+    fn name(&self) -> &'static str;
+
+    /// One line: what this instance runs (sizes included).
+    fn description(&self) -> String;
+
+    /// The memory it needs while it runs, computed with checked arithmetic.
+    ///
+    /// # Errors
+    ///
+    /// [`Overflow`] when the parameters ask for more than a 64-bit byte count.
+    fn memory_needed(&self) -> Result<MemoryNeed, Overflow>;
+
+    /// Checks the parameters beyond memory (alignment, PFN space, node count) before any work.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the parameter.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Runs the scenario.
+    ///
+    /// # Errors
+    ///
+    /// When its storage cannot be mapped or prepared.
+    fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError>;
+}
+
+/// Everything a scenario can be built from: the suite's sizes, the kernel config, the threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setup {
+    /// zone-device: device size in bytes (whole 2 MiB pages).
+    pub zone_device_size: u64,
+    /// hugetlb: number of 1 GiB pages.
+    pub hugetlb_count: u64,
+    /// clear and `clear --alloc`: bytes (whole 2 MiB pages).
+    pub clear_size: u64,
+    /// deferred: zone size in bytes (whole 4 KiB pages).
+    pub deferred_size: u64,
+    /// The kernel config modelled.
+    pub config: KernelConfig,
+    /// `--threads`.
+    pub threads: usize,
+}
+
+impl Setup {
+    /// The default sizes (`quick`: the CI-sized ones) with `config` and `threads`.
+    #[must_use]
+    pub fn defaults(quick: bool, config: KernelConfig, threads: usize) -> Setup {
+        Setup {
+            zone_device_size: if quick { 1 << 30 } else { 16 << 30 },
+            hugetlb_count: if quick { 4 } else { 64 },
+            clear_size: if quick { 1 << 30 } else { 16 << 30 },
+            deferred_size: if quick { 4 << 30 } else { 64 << 30 },
+            config,
+            threads,
+        }
+    }
+}
+
+/// One entry of the registry: a scenario's static facts and how to build it.
+#[derive(Debug, Clone, Copy)]
+pub struct CatalogEntry {
+    /// The name its report carries.
+    pub name: &'static str,
+    /// The subcommand that runs it (`all` runs every entry).
+    pub command: &'static str,
+    /// Its strategies, baseline first.
+    pub strategies: &'static [&'static str],
+    /// Whether `--plot` draws it (its figure is a write bandwidth).
+    pub plotted: bool,
+    /// Builds the scenario.
+    pub build: fn(&Setup) -> Box<dyn Scenario>,
+}
+
+const INIT_STRATEGIES: &[&str] =
+    &[Strategy::Slow.name(), Strategy::Template.name(), Strategy::Streaming.name()];
+
+/// Every scenario, in run order.
+pub const CATALOG: [CatalogEntry; 7] = [
+    CatalogEntry {
+        name: zone_device::Case::Fsdax.name(),
+        command: "zone-device",
+        strategies: INIT_STRATEGIES,
+        plotted: true,
+        build: |s| Box::new(zone_device::ZoneDevice::new(zone_device::Case::Fsdax, s)),
+    },
+    CatalogEntry {
+        name: zone_device::Case::Devdax2m.name(),
+        command: "zone-device",
+        strategies: INIT_STRATEGIES,
+        plotted: true,
+        build: |s| Box::new(zone_device::ZoneDevice::new(zone_device::Case::Devdax2m, s)),
+    },
+    CatalogEntry {
+        name: hugetlb::name(false),
+        command: "hugetlb",
+        strategies: INIT_STRATEGIES,
+        plotted: true,
+        build: |s| Box::new(hugetlb::Hugetlb::new(false, s)),
+    },
+    CatalogEntry {
+        // HVO writes 64 struct pages per folio: not a bandwidth figure.
+        name: hugetlb::name(true),
+        command: "hugetlb",
+        strategies: INIT_STRATEGIES,
+        plotted: false,
+        build: |s| Box::new(hugetlb::Hugetlb::new(true, s)),
+    },
+    CatalogEntry {
+        name: clear::NAME,
+        command: "clear",
+        strategies: clear::STRATEGIES,
+        plotted: true,
+        build: |s| Box::new(clear::Clear { size: s.clear_size }),
+    },
+    CatalogEntry {
+        name: alloc::NAME,
+        command: "clear",
+        strategies: &[ClearMode::PerPage.name(), ClearMode::Batch.name()],
+        plotted: true,
+        build: |s| Box::new(alloc::Alloc { size: s.clear_size, config: s.config }),
+    },
+    CatalogEntry {
+        // Compares boot times: not a bandwidth figure.
+        name: deferred::NAME,
+        command: "deferred",
+        strategies: &deferred::STRATEGY_NAMES,
+        plotted: false,
+        build: |s| Box::new(deferred::Deferred { size: s.deferred_size, config: s.config }),
+    },
+];
+
+/// The catalog entry of the scenario reporting as `name`.
+#[must_use]
+pub fn catalog_entry(name: &str) -> Option<&'static CatalogEntry> {
+    CATALOG.iter().find(|e| e.name == name)
+}
+
+/// The registry: every scenario of [`CATALOG`] for which `select` is true, built from `setup`,
+/// in run order.
+#[must_use]
+pub fn registry(setup: &Setup, select: impl Fn(&CatalogEntry) -> bool) -> Vec<Box<dyn Scenario>> {
+    CATALOG.iter().filter(|e| select(e)).map(|e| (e.build)(setup)).collect()
+}
+
 /// Splits `[start, start + nr)` into at most `threads` chunks whose boundaries are multiples of
 /// `align` (the kernel's padata jobs split at section boundaries). Returns `(start, len)` pairs.
 #[must_use]
@@ -36,7 +240,7 @@ pub fn split(start: u64, nr: u64, threads: usize, align: u64) -> Vec<(u64, u64)>
     let chunk = nr.div_ceil(threads).div_ceil(align) * align;
     let mut out = Vec::new();
     let mut s = start;
-    let end = start + nr;
+    let end = start.saturating_add(nr);
     while s < end {
         let e = ((s / align + chunk / align) * align).min(end).max(s + 1);
         out.push((s, e - s));

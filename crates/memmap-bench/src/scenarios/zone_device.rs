@@ -16,11 +16,11 @@ use memmap_core::{
     ZoneDeviceRange, memmap_init_zone_device,
 };
 
-use super::{Common, split};
-use crate::limits::Limits;
+use super::{Context, RunError, Scenario, Setup, split};
 use crate::measure::{Runner, interleaved};
+use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::{ProgressHooks, bar};
-use crate::report::{LimitKind, Scenario, ScenarioSpec};
+use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 /// The two cases.
@@ -33,9 +33,12 @@ pub enum Case {
 }
 
 impl Case {
+    /// Both cases.
+    pub const ALL: [Case; 2] = [Case::Fsdax, Case::Devdax2m];
+
     /// Scenario name.
     #[must_use]
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Case::Fsdax => "zone-device-fsdax",
             Case::Devdax2m => "zone-device-devdax-2m",
@@ -50,30 +53,90 @@ impl Case {
     }
 }
 
-/// Parameters of the scenario.
-#[derive(Debug, Clone)]
-pub struct Params {
-    /// Device size in bytes.
-    pub size: u64,
-    /// Kernel config.
-    pub config: KernelConfig,
+/// The `--align` spelling of a case: `4K` (fsdax) or `2M` (devdax).
+impl crate::cli::Named for Case {
+    fn all() -> &'static [Self] {
+        &Case::ALL
+    }
+    fn name(&self) -> &'static str {
+        match self {
+            Case::Fsdax => "4K",
+            Case::Devdax2m => "2M",
+        }
+    }
+    fn from_name(s: &str) -> Option<Self> {
+        Case::ALL.into_iter().find(|c| crate::cli::Named::name(c) == s)
+    }
 }
 
 /// First PFN of the modelled device (64 GiB physical: section- and 1 GiB-aligned).
 pub const DEVICE_START_PFN: u64 = 1 << 24;
 
-/// Memory the scenario needs: one memmap per strategy.
-#[must_use]
-pub fn memory_needed(size: u64) -> u64 {
-    3 * (size / 4096) * 64
+/// The devdax alignment the device size must be a multiple of.
+pub const SIZE_UNIT: u64 = 2 << 20;
+
+/// One case over a device of `size` bytes.
+#[derive(Debug, Clone)]
+pub struct ZoneDevice {
+    /// The case.
+    pub case: Case,
+    /// Device size in bytes (whole 2 MiB pages).
+    pub size: u64,
+    /// Kernel config.
+    pub config: KernelConfig,
+    /// Threads the range is split across.
+    pub threads: usize,
 }
 
-/// Runs one case.
-///
-/// # Panics
-///
-/// If the memmap cannot be mapped or the range is rejected (sizes are validated by the caller).
-pub fn run(case: Case, p: &Params, common: &Common, limits: &Limits) -> Scenario {
+impl ZoneDevice {
+    /// The case with `setup`'s size, config and threads.
+    #[must_use]
+    pub fn new(case: Case, setup: &Setup) -> Self {
+        ZoneDevice { case, size: setup.zone_device_size, config: setup.config, threads: setup.threads }
+    }
+}
+
+impl Scenario for ZoneDevice {
+    fn name(&self) -> &'static str {
+        self.case.name()
+    }
+
+    fn description(&self) -> String {
+        format!("{}: a {} device", self.case.name(), Bytes(self.size))
+    }
+
+    /// One memmap per strategy, all written.
+    fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
+        let memmap = mul(self.size / 4096, 64, "the zone-device memmap")?;
+        MemoryNeed::resident(memmap).times(3)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.size == 0 || self.size % SIZE_UNIT != 0 {
+            return Err(format!(
+                "zone-device size {} is not a whole number of 2 MiB pages (the devdax alignment)",
+                Bytes(self.size)
+            ));
+        }
+        let end = DEVICE_START_PFN.checked_add(self.size / 4096);
+        if end.is_none_or(|e| e > self.config.max_pfn()) {
+            return Err(format!(
+                "a {} device at pfn {DEVICE_START_PFN:#x} ends past config {}'s last pfn {:#x}",
+                Bytes(self.size),
+                self.config.name,
+                self.config.max_pfn()
+            ));
+        }
+        Ok(())
+    }
+
+    fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
+        run(self, ctx).map(|r| vec![r])
+    }
+}
+
+fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
+    let (case, common, limits) = (p.case, ctx.common, ctx.limits);
     let cfg = p.config;
     let nr = p.size / 4096;
     let pgmap = case.pgmap();
@@ -83,11 +146,12 @@ pub fn run(case: Case, p: &Params, common: &Common, limits: &Limits) -> Scenario
     let strategies = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
     let mut memmaps: Vec<OwnedMemmap<Page64>> = strategies
         .iter()
-        .map(|_| OwnedMemmap::new(cfg, DEVICE_START_PFN, nr).expect("mmap the memmap"))
-        .collect();
+        .map(|_| OwnedMemmap::new(cfg, DEVICE_START_PFN, nr))
+        .collect::<Result<_, _>>()
+        .map_err(RunError::of(case.name(), format!("map a memmap of {}", Bytes(nr * 64))))?;
     let pb = bar(nr * rounds as u64 * strategies.len() as u64, case.name(), common.progress);
     let step = cfg.pageblock_nr_pages();
-    let threads = common.threads;
+    let threads = p.threads;
     let written_cell = std::cell::Cell::new(0u64);
     {
         let mut runners: Vec<Runner<'_>> = strategies
@@ -131,13 +195,13 @@ pub fn run(case: Case, p: &Params, common: &Common, limits: &Limits) -> Scenario
             threads,
             limit: LimitKind::FillNonzero,
         };
-        let mut sc = Scenario::from_samples(spec, limits, &samples);
+        let mut sc = ScenarioReport::from_samples(spec, limits, &samples);
         sc.extra.insert("device_bytes".into(), p.size.into());
         sc.extra.insert("memmap_pfns".into(), nr.into());
         sc.extra.insert("identical_to_slow".into(), identical.into());
         sc.extra.insert("config".into(), cfg.name.into());
         assert!(identical, "{}: template/streaming memmap differs from the slow path", case.name());
-        sc
+        Ok(sc)
     }
 }
 

@@ -1,0 +1,196 @@
+//! [`DumpError`]: everything that can go wrong writing or reading a dump, each naming the path.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use crate::memory::MemoryError;
+use crate::size::Bytes;
+
+/// Why a dump could not be written or read. Every variant that concerns a file names it.
+#[derive(Debug)]
+pub enum DumpError {
+    /// An I/O operation on `path` failed.
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What was being done (`create`, `write`, `read`, ...).
+        op: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The output file exists and `--force` was not given.
+    Exists {
+        /// The existing file (or link).
+        path: PathBuf,
+    },
+    /// A path that must be a directory is not one.
+    NotADirectory {
+        /// The path.
+        path: PathBuf,
+    },
+    /// An input that must be a regular file is a device, FIFO, socket or directory.
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What it is.
+        is: &'static str,
+    },
+    /// An input is larger than the reader accepts.
+    TooLarge {
+        /// The path.
+        path: PathBuf,
+        /// Its length.
+        len: u64,
+        /// The maximum.
+        max: u64,
+    },
+    /// `meta.json` is not valid JSON of the dump's shape.
+    Json {
+        /// The path.
+        path: PathBuf,
+        /// The parser's message.
+        source: serde_json::Error,
+    },
+    /// `meta.json` parses but a field has a value this reader does not accept.
+    Invalid {
+        /// The path.
+        path: PathBuf,
+        /// The field.
+        field: &'static str,
+        /// Why.
+        why: String,
+    },
+    /// `memmap.bin`'s length is not what `meta.json` describes.
+    SizeMismatch {
+        /// The path of `memmap.bin`.
+        path: PathBuf,
+        /// Its length.
+        len: u64,
+        /// `nr_pages` from `meta.json`.
+        nr_pages: u64,
+        /// `struct_page_size` from `meta.json`.
+        struct_page_size: u64,
+    },
+    /// A file changed while it was being read.
+    Changed {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The dump's parameters were refused by the initializer (a typed error of memmap-core or
+    /// hugetlb-init) or by the size check.
+    Input(String),
+    /// The dump needs more memory than the machine has, or its size overflows.
+    Memory(MemoryError),
+    /// The storage could not be mapped.
+    Map {
+        /// What was being mapped.
+        what: String,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+impl DumpError {
+    /// `Io` with `path` and `op`.
+    pub(crate) fn io(path: impl Into<PathBuf>, op: &'static str) -> impl FnOnce(io::Error) -> DumpError {
+        let path = path.into();
+        move |source| DumpError::Io { path, op, source }
+    }
+
+    /// The exit status the command line gives this error: 2 for bad input (arguments, existing
+    /// outputs, malformed or unreadable dumps), 1 for a failure of the machine while writing.
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            DumpError::Map { .. } => 1,
+            _ => 2,
+        }
+    }
+}
+
+impl fmt::Display for DumpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DumpError::Io { path, op, source } => write!(f, "{}: {op}: {source}", path.display()),
+            DumpError::Exists { path } => {
+                write!(
+                    f,
+                    "{}: exists; refusing to overwrite a dump (use --force to replace it)",
+                    path.display()
+                )
+            }
+            DumpError::NotADirectory { path } => write!(f, "{}: not a directory", path.display()),
+            DumpError::NotRegular { path, is } => {
+                write!(f, "{}: is {is}, not a regular file", path.display())
+            }
+            DumpError::TooLarge { path, len, max } => {
+                write!(
+                    f,
+                    "{}: {} is larger than the {} this reader accepts",
+                    path.display(),
+                    Bytes(*len),
+                    Bytes(*max)
+                )
+            }
+            DumpError::Json { path, source } => write!(f, "{}: {source}", path.display()),
+            DumpError::Invalid { path, field, why } => write!(f, "{}: field {field}: {why}", path.display()),
+            DumpError::SizeMismatch { path, len, nr_pages, struct_page_size } => write!(
+                f,
+                "{}: {len} bytes, but meta.json says {nr_pages} struct pages of {struct_page_size} bytes",
+                path.display()
+            ),
+            DumpError::Changed { path } => write!(f, "{}: changed while being read", path.display()),
+            DumpError::Input(why) => f.write_str(why),
+            DumpError::Memory(e) => write!(f, "{e}"),
+            DumpError::Map { what, source } => write!(f, "{what}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for DumpError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DumpError::Io { source, .. } | DumpError::Map { source, .. } => Some(source),
+            DumpError::Json { source, .. } => Some(source),
+            DumpError::Memory(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<MemoryError> for DumpError {
+    fn from(e: MemoryError) -> Self {
+        DumpError::Memory(e)
+    }
+}
+
+/// What a file type is, for [`DumpError::NotRegular`].
+#[must_use]
+pub(crate) fn file_kind(ft: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ft.is_char_device() {
+            return "a character device";
+        }
+        if ft.is_block_device() {
+            return "a block device";
+        }
+        if ft.is_fifo() {
+            return "a FIFO";
+        }
+        if ft.is_socket() {
+            return "a socket";
+        }
+    }
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
+    }
+}

@@ -1,0 +1,518 @@
+//! `memmap-bench dump`: writes a memmap to `DIR/memmap.bin` + `DIR/meta.json`; reading dumps
+//! back.
+//!
+//! See the [crate documentation](crate) for the format, [`output`] for how the files are
+//! written (never over an existing dump without `--force`, never through a symbolic link, the
+//! pair consistent) and [`reader`] for how they are checked before their data is read.
+
+mod error;
+pub mod output;
+pub mod reader;
+
+use memmap_core::{
+    DevPagemap, FlagsLayout, InitOptions, InitReport, KernelConfig, Memmap, MemoryType, MigrateType, PG,
+    PageRefEvent, RecordingHooks, Strategy, StructPage, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,
+};
+use serde::{Deserialize, Serialize};
+
+pub use error::DumpError;
+pub use output::OutputDir;
+pub use reader::{OpenDump, open_dump, parse_dump, parse_meta, read_dump, validate_meta};
+
+use crate::memory::{MemoryNeed, Overflow, mul};
+
+/// Version of the dump format.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The dump kinds.
+pub const KINDS: [&str; 2] = ["zone-device", "hugetlb"];
+
+/// The host's byte order as `meta.json` spells it.
+#[must_use]
+pub const fn host_endianness() -> &'static str {
+    if cfg!(target_endian = "little") { "little" } else { "big" }
+}
+
+/// `flags_layout` in `meta.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagsLayoutJson {
+    /// `ZONES_PGSHIFT`.
+    pub zones_pgshift: u32,
+    /// `ZONES_WIDTH`.
+    pub zones_width: u32,
+    /// `NODES_PGSHIFT`.
+    pub nodes_pgshift: u32,
+    /// `NODES_WIDTH`.
+    pub nodes_width: u32,
+    /// `SECTIONS_PGSHIFT`.
+    pub sections_pgshift: u32,
+    /// `SECTIONS_WIDTH`.
+    pub sections_width: u32,
+    /// `LAST_CPUPID_PGSHIFT`.
+    pub last_cpupid_pgshift: u32,
+    /// `LAST_CPUPID_WIDTH`.
+    pub last_cpupid_width: u32,
+}
+
+impl From<&FlagsLayout> for FlagsLayoutJson {
+    fn from(l: &FlagsLayout) -> Self {
+        FlagsLayoutJson {
+            zones_pgshift: l.zones_pgshift,
+            zones_width: l.zones_width,
+            nodes_pgshift: l.nodes_pgshift,
+            nodes_width: l.nodes_width,
+            sections_pgshift: l.sections_pgshift,
+            sections_width: l.sections_width,
+            last_cpupid_pgshift: l.last_cpupid_pgshift,
+            last_cpupid_width: l.last_cpupid_width,
+        }
+    }
+}
+
+/// `pg_bits` in `meta.json`: page flag bit numbers and type values of the baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgBits {
+    /// `PG_reserved`.
+    pub reserved: u32,
+    /// `PG_head`.
+    pub head: u32,
+    /// `PGTY_hugetlb << 24`, the `page_type` word of a hugetlb folio head.
+    pub hugetlb_page_type: u32,
+}
+
+impl PgBits {
+    /// The baseline's bits.
+    #[must_use]
+    pub fn baseline() -> Self {
+        PgBits {
+            reserved: PG::RESERVED,
+            head: PG::HEAD,
+            hugetlb_page_type: memmap_core::PageType::word(memmap_core::PageType::HUGETLB),
+        }
+    }
+}
+
+/// `altmap` in `meta.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AltmapJson {
+    /// `base_pfn`.
+    pub base_pfn: u64,
+    /// `reserve`.
+    pub reserve: u64,
+    /// `free`.
+    pub free: u64,
+}
+
+/// Fields common to every dump.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DumpMeta {
+    /// [`FORMAT_VERSION`].
+    pub format: u32,
+    /// `zone-device` or `hugetlb`.
+    pub kind: String,
+    /// Kernel config preset name.
+    pub config: String,
+    /// `little` or `big`: byte order of the words in `memmap.bin`.
+    pub endianness: String,
+    /// First PFN in `memmap.bin`.
+    pub start_pfn: u64,
+    /// Struct pages in `memmap.bin`.
+    pub nr_pages: u64,
+    /// `sizeof(struct page)`: 64, or 72 with `virtual`.
+    pub struct_page_size: usize,
+    /// Modelled kernel address of the struct page of `start_pfn` at init time.
+    pub page_addr_base: u64,
+    /// `page_addr_base` in hex, for people.
+    pub page_addr_base_hex: String,
+    /// `ZONE_DEVICE`'s index (the zone of the initialized pages, for `zone-device`).
+    pub zone: u32,
+    /// Node id.
+    pub nid: u32,
+    /// Page-flags layout.
+    pub flags_layout: FlagsLayoutJson,
+    /// Flag bits and type values.
+    pub pg_bits: PgBits,
+    /// PFN of the first page of every pageblock overlapping the range whose migrate type is
+    /// MOVABLE, ascending.
+    pub movable_pageblock_pfns: Vec<u64>,
+    /// Number of `cond_resched` hook calls.
+    pub resched_pfns: u64,
+    /// Number of `page_ref_set` tracepoint events.
+    pub page_ref_events: u64,
+    /// The strategy actually used.
+    pub strategy: String,
+    /// The strategy requested.
+    pub strategy_requested: String,
+    /// Why `strategy` was used.
+    pub strategy_reason: String,
+    /// `stream_hal::backend()` of the build that wrote the dump.
+    pub backend: String,
+    /// `stream_hal::backend().name()` of that build (absent in dumps of older builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_name: Option<String>,
+    /// Kind-specific fields.
+    #[serde(flatten)]
+    pub detail: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Options of `dump zone-device`.
+#[derive(Debug, Clone)]
+pub struct ZoneDeviceDump {
+    /// Kernel config.
+    pub config: KernelConfig,
+    /// 72-byte `WANT_PAGE_VIRTUAL` layout instead of 64.
+    pub layout72: bool,
+    /// `pgmap->type`.
+    pub memory_type: MemoryType,
+    /// `vmemmap_shift`.
+    pub vmemmap_shift: u32,
+    /// `(reserve, free)` of an altmap starting at `start_pfn`.
+    pub altmap: Option<(u64, u64)>,
+    /// First PFN.
+    pub start_pfn: u64,
+    /// Pages.
+    pub nr_pages: u64,
+    /// Node id.
+    pub nid: u32,
+    /// Strategy.
+    pub strategy: Strategy,
+    /// Enable `CONFIG_DEBUG_PAGE_REF` and the `page_ref_set` tracepoint.
+    pub page_ref_trace: bool,
+}
+
+impl ZoneDeviceDump {
+    /// `sizeof(struct page)` of the chosen layout.
+    #[must_use]
+    pub fn struct_page_size(&self) -> u64 {
+        if self.layout72 { 72 } else { 64 }
+    }
+
+    /// The memory the dump needs: the memmap and its pageblock bits, and with the tracepoint on
+    /// the two recorded `page_ref_set` events per page.
+    ///
+    /// # Errors
+    ///
+    /// On overflow.
+    pub fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
+        let memmap = mul(self.nr_pages, self.struct_page_size(), "the dump's memmap")?;
+        let events = if self.page_ref_trace {
+            mul(self.nr_pages, 2 * size_of::<PageRefEvent>() as u64, "the dump's tracepoint events")?
+        } else {
+            0
+        };
+        MemoryNeed::resident(memmap)
+            .and(MemoryNeed::resident(self.nr_pages / 512 + 1))?
+            .and(MemoryNeed::resident(events))
+    }
+}
+
+/// Runs the initialization and writes the dump to `out` (checked before by
+/// [`OutputDir::prepare`], which the caller runs first so that a refused output costs no work).
+///
+/// # Errors
+///
+/// [`DumpError::Input`] carrying the initializer's typed error, [`DumpError::Map`] when the
+/// memmap cannot be mapped, or the output's errors.
+pub fn dump_zone_device(opts: &ZoneDeviceDump, out: &OutputDir) -> Result<DumpMeta, DumpError> {
+    if opts.layout72 {
+        dump_zone_device_as::<memmap_core::Page72>(opts, out)
+    } else {
+        dump_zone_device_as::<memmap_core::Page64>(opts, out)
+    }
+}
+
+fn invalid(e: impl std::fmt::Display) -> DumpError {
+    DumpError::Input(e.to_string())
+}
+
+/// An `io::Error` of mapping storage: `InvalidInput` is the library refusing the parameters.
+fn map_error(what: String) -> impl FnOnce(std::io::Error) -> DumpError {
+    move |e| {
+        if e.kind() == std::io::ErrorKind::InvalidInput {
+            DumpError::Input(format!("{what}: {e}"))
+        } else {
+            DumpError::Map { what, source: e }
+        }
+    }
+}
+
+/// `meta.json`'s text.
+fn meta_text(meta: &DumpMeta) -> Result<String, DumpError> {
+    let mut text = serde_json::to_string_pretty(meta).map_err(|e| DumpError::Input(e.to_string()))?;
+    text.push('\n');
+    Ok(text)
+}
+
+fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, out: &OutputDir) -> Result<DumpMeta, DumpError> {
+    let cfg =
+        KernelConfig { debug_page_ref: opts.page_ref_trace || opts.config.debug_page_ref, ..opts.config };
+    let layout = cfg.flags_layout().map_err(invalid)?;
+    let mut pgmap = DevPagemap::new(opts.memory_type).with_vmemmap_shift(opts.vmemmap_shift);
+    if let Some((reserve, free)) = opts.altmap {
+        pgmap = pgmap.with_altmap(VmemAltmap { base_pfn: opts.start_pfn, reserve, free });
+    }
+    let range = ZoneDeviceRange {
+        zone: cfg.zone_device(),
+        nid: opts.nid,
+        start_pfn: opts.start_pfn,
+        nr_pages: opts.nr_pages,
+    };
+    let n = usize::try_from(opts.nr_pages).map_err(invalid)?;
+    let mut owned = memmap_core::OwnedMemmap::<P>::new(cfg, opts.start_pfn, opts.nr_pages)
+        .map_err(map_error(format!("map a memmap of {} struct pages", opts.nr_pages)))?;
+    let mut hooks = RecordingHooks::new(opts.page_ref_trace);
+    let (report, page_addr_base, movable, took) = {
+        let mut memmap = owned.memmap();
+        let t = std::time::Instant::now();
+        let report: InitReport = memmap_init_zone_device(
+            &mut memmap,
+            &range,
+            &pgmap,
+            &InitOptions::new(opts.strategy),
+            &mut hooks,
+        )
+        .map_err(invalid)?;
+        let took = t.elapsed();
+        let movable: Vec<u64> =
+            memmap.pageblocks_with(opts.start_pfn, opts.nr_pages, MigrateType::Movable).collect();
+        (report, memmap.vaddr(opts.start_pfn), movable, took)
+    };
+    let mut detail = serde_json::Map::new();
+    detail.insert("pgmap_addr".into(), pgmap.addr.into());
+    detail.insert("memory_type".into(), opts.memory_type.name().into());
+    detail.insert("vmemmap_shift".into(), opts.vmemmap_shift.into());
+    detail.insert(
+        "altmap".into(),
+        match pgmap.altmap {
+            Some(a) => {
+                serde_json::json!(AltmapJson { base_pfn: a.base_pfn, reserve: a.reserve, free: a.free })
+            }
+            None => serde_json::Value::Null,
+        },
+    );
+    detail.insert("compound_nr_pages".into(), memmap_core::compound_nr_pages(&cfg, P::SIZE, &pgmap).into());
+    detail.insert("init_start_pfn".into(), report.start_pfn.into());
+    detail.insert("pages_initialized".into(), report.pages_initialized.into());
+    // The kernel's `pr_debug("%s initialised %lu pages in %ums\n", ...)` line.
+    detail.insert(
+        "pr_debug".into(),
+        format!("memmap_init_zone_device initialised {} pages in {}ms", report.nr_pages, took.as_millis())
+            .into(),
+    );
+
+    let meta = DumpMeta {
+        format: FORMAT_VERSION,
+        kind: "zone-device".into(),
+        config: cfg.name.into(),
+        endianness: host_endianness().into(),
+        start_pfn: opts.start_pfn,
+        nr_pages: opts.nr_pages,
+        struct_page_size: P::SIZE,
+        page_addr_base,
+        page_addr_base_hex: format!("{page_addr_base:#x}"),
+        zone: cfg.zone_device(),
+        nid: opts.nid,
+        flags_layout: FlagsLayoutJson::from(&layout),
+        pg_bits: PgBits::baseline(),
+        movable_pageblock_pfns: movable,
+        resched_pfns: hooks.resched_pfns.len() as u64,
+        page_ref_events: hooks.page_ref_events.len() as u64,
+        strategy: report.used.name().into(),
+        strategy_requested: report.requested.name().into(),
+        strategy_reason: report.reason.to_string(),
+        backend: stream_hal::backend().to_string(),
+        backend_name: Some(stream_hal::backend().name().into()),
+        detail,
+    };
+    out.commit(&owned.as_bytes()[..n * P::SIZE], &meta_text(&meta)?)?;
+    Ok(meta)
+}
+
+/// Reads a memmap view's struct pages `[start, start + nr)` into bytes (for other dump kinds).
+#[must_use]
+pub fn memmap_bytes<P: StructPage>(memmap: &Memmap<'_, P>, start: u64, nr: u64) -> Vec<u8> {
+    let mut out = vec![0u8; nr as usize * P::SIZE];
+    memmap.copy_bytes(start, nr, &mut out);
+    out
+}
+
+/// Options of `dump hugetlb`.
+#[derive(Debug, Clone)]
+pub struct HugetlbDump {
+    /// Kernel config.
+    pub config: KernelConfig,
+    /// 72-byte layout.
+    pub layout72: bool,
+    /// Page size.
+    pub hstate: hugetlb_init::Hstate,
+    /// Pages per node.
+    pub count: u64,
+    /// Nodes.
+    pub nodes: u32,
+    /// HVO mode.
+    pub hvo: hugetlb_init::HvoMode,
+    /// Tail init strategy.
+    pub strategy: Strategy,
+    /// Enable `CONFIG_DEBUG_PAGE_REF` and the tracepoint.
+    pub page_ref_trace: bool,
+}
+
+/// Counts hook calls across node threads.
+#[derive(Clone)]
+struct SharedCounts {
+    resched: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    events: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    tracepoint: bool,
+}
+
+impl memmap_core::InitHooks for SharedCounts {
+    fn cond_resched(&mut self, _pfn: u64) {
+        self.resched.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn page_ref_tracepoint_enabled(&self) -> bool {
+        self.tracepoint
+    }
+    fn page_ref_set(&mut self, _event: &memmap_core::PageRefEvent) {
+        self.events.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl HugetlbDump {
+    /// `sizeof(struct page)` of the chosen layout.
+    #[must_use]
+    pub fn struct_page_size(&self) -> u64 {
+        if self.layout72 { 72 } else { 64 }
+    }
+
+    /// The memory the dump needs: the memfd vmemmap of every node (filled with poison, so all
+    /// resident until HVO frees it) and the copy of every folio's struct pages written out.
+    ///
+    /// # Errors
+    ///
+    /// On overflow.
+    pub fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
+        let folios = mul(u64::from(self.nodes), self.count, "the number of gigantic pages")?;
+        let pages = mul(folios, self.hstate.nr_pages(), "the number of struct pages")?;
+        let bytes = mul(pages, self.struct_page_size(), "the dump's memmap")?;
+        let per_node = bytes / u64::from(self.nodes.max(1));
+        let vmemmap = MemoryNeed { resident: bytes, mapped: bytes, largest_mapping: per_node };
+        vmemmap.and(MemoryNeed::resident(bytes))
+    }
+}
+
+/// Boots the gigantic pages (real memfd HVO on Linux) and writes the dump to `out`: the struct
+/// pages of every gigantic page in PFN order, as the CPU reads them (HVO-optimized tails read
+/// through their read-only alias).
+///
+/// # Errors
+///
+/// [`DumpError::Input`] carrying the boot's typed error, [`DumpError::Map`] when the vmemmap
+/// cannot be created, or the output's errors.
+pub fn dump_hugetlb(opts: &HugetlbDump, out: &OutputDir) -> Result<DumpMeta, DumpError> {
+    if opts.layout72 {
+        dump_hugetlb_as::<memmap_core::Page72>(opts, out)
+    } else {
+        dump_hugetlb_as::<memmap_core::Page64>(opts, out)
+    }
+}
+
+fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, out: &OutputDir) -> Result<DumpMeta, DumpError> {
+    use hugetlb_init::{BootParams, BootRequest, OwnedBoot};
+    let cfg =
+        KernelConfig { debug_page_ref: opts.page_ref_trace || opts.config.debug_page_ref, ..opts.config };
+    let layout = cfg.flags_layout().map_err(invalid)?;
+    if opts.nodes == 0 || u64::from(opts.nodes - 1) > layout.nodes_mask() {
+        return Err(invalid(format!("--nodes must be in 1..={}", layout.nodes_mask() + 1)));
+    }
+    if opts.count == 0 {
+        return Err(invalid("--count must be at least 1"));
+    }
+    let mut machine = OwnedBoot::<P>::packed(cfg, opts.hstate, opts.nodes, opts.count, true)
+        .map_err(map_error(format!("create the vmemmap of {} x {} pages", opts.count, opts.hstate)))?;
+    let counts = SharedCounts {
+        resched: std::sync::Arc::default(),
+        events: std::sync::Arc::default(),
+        tracepoint: opts.page_ref_trace,
+    };
+    let params = BootParams { tail: InitOptions::new(opts.strategy), hvo: opts.hvo.params(), parallel: true };
+    let report = machine
+        .boot_with_hooks(&BootRequest::per_node(opts.hstate, opts.count), &params, |_| counts.clone())
+        .map_err(|e| match e {
+            hugetlb_init::BootError::Invalid(e) => invalid(e),
+            hugetlb_init::BootError::Io(e) => DumpError::Map { what: "reset the vmemmap".into(), source: e },
+        })?;
+    let bytes = machine.folio_bytes();
+    let mut folios: Vec<_> = machine.folios().to_vec();
+    folios.sort_by_key(|r| r.head_pfn);
+    let start_pfn = folios.first().map_or(0, |r| r.head_pfn);
+    let nr_pages = (bytes.len() / P::SIZE) as u64;
+    // The packed node layout puts the folios back to back, so `memmap.bin` is one PFN range.
+    let contiguous = folios.windows(2).all(|w| w[0].head_pfn + w[0].hstate.nr_pages() == w[1].head_pfn);
+    if !contiguous {
+        return Err(invalid("gigantic pages are not contiguous"));
+    }
+    let mut movable = Vec::new();
+    for (i, spec) in machine.specs().iter().enumerate() {
+        let first = spec.start_pfn >> cfg.pageblock_order;
+        for (k, &v) in machine.vmemmap(i).pageblocks().iter().enumerate() {
+            if v == MigrateType::Movable.value() {
+                movable.push((first + k as u64) << cfg.pageblock_order);
+            }
+        }
+    }
+    let (used, reason) =
+        report.fallback_strategy.unwrap_or((opts.strategy, memmap_core::StrategyReason::Requested));
+    let mut detail = serde_json::Map::new();
+    detail.insert("hstate".into(), opts.hstate.name().into());
+    detail.insert("order".into(), opts.hstate.order().into());
+    detail.insert("nodes".into(), opts.nodes.into());
+    detail.insert("count_per_node".into(), opts.count.into());
+    detail.insert("hvo".into(), opts.hvo.name().into());
+    detail.insert("hvo_available".into(), report.hvo.is_ok().into());
+    detail.insert("optimized".into(), report.optimized.into());
+    detail.insert("fallback_folios".into(), report.fallback_folios.into());
+    detail.insert(
+        "folios".into(),
+        serde_json::Value::Array(
+            folios
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "head_pfn": r.head_pfn,
+                        "order": r.hstate.order(),
+                        "nid": r.nid,
+                        "optimized": r.outcome.optimized(),
+                    })
+                })
+                .collect(),
+        ),
+    );
+    detail.insert("resident_vmemmap_bytes".into(), machine.resident_vmemmap_bytes().unwrap_or(0).into());
+    let page_addr_base = cfg.vmemmap_start.wrapping_add(start_pfn.wrapping_mul(P::SIZE as u64));
+    let meta = DumpMeta {
+        format: FORMAT_VERSION,
+        kind: "hugetlb".into(),
+        config: cfg.name.into(),
+        endianness: host_endianness().into(),
+        start_pfn,
+        nr_pages,
+        struct_page_size: P::SIZE,
+        page_addr_base,
+        page_addr_base_hex: format!("{page_addr_base:#x}"),
+        zone: machine.specs().first().map_or(0, |s| s.zone),
+        nid: machine.specs().first().map_or(0, |s| s.nid),
+        flags_layout: FlagsLayoutJson::from(&layout),
+        pg_bits: PgBits::baseline(),
+        movable_pageblock_pfns: movable,
+        resched_pfns: counts.resched.load(std::sync::atomic::Ordering::Relaxed),
+        page_ref_events: counts.events.load(std::sync::atomic::Ordering::Relaxed),
+        strategy: used.name().into(),
+        strategy_requested: opts.strategy.name().into(),
+        strategy_reason: reason.to_string(),
+        backend: stream_hal::backend().to_string(),
+        backend_name: Some(stream_hal::backend().name().into()),
+        detail,
+    };
+    out.commit(&bytes, &meta_text(&meta)?)?;
+    Ok(meta)
+}

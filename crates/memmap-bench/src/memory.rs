@@ -1,0 +1,341 @@
+//! What a run needs from the machine's memory, computed with checked arithmetic, and the check
+//! of that need against what the machine has, before any work starts.
+//!
+//! Every scenario and every dump states its need as a [`MemoryNeed`]: the bytes it makes
+//! resident (written or faulted in), the bytes of address space it maps in all, and its largest
+//! single mapping. [`check`] compares them with `/proc/meminfo`, the overcommit policy, the
+//! address-space limit (`RLIMIT_AS`) and the user address space of the architecture, so that a
+//! size that cannot work is refused with a message (exit status 2) instead of an out-of-memory
+//! kill, a failed `mmap` halfway through, or arithmetic that wraps.
+
+use std::fmt;
+
+use crate::size::Bytes;
+
+/// A size computation overflowed `u64`: the input asks for more bytes than a 64-bit machine
+/// can address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overflow {
+    /// What was being computed.
+    pub what: String,
+}
+
+impl fmt::Display for Overflow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} overflows a 64-bit byte count", self.what)
+    }
+}
+
+impl std::error::Error for Overflow {}
+
+/// `a * b`, or an [`Overflow`] naming `what`.
+///
+/// # Errors
+///
+/// On overflow.
+pub fn mul(a: u64, b: u64, what: &str) -> Result<u64, Overflow> {
+    a.checked_mul(b).ok_or_else(|| Overflow { what: what.to_string() })
+}
+
+/// `a + b`, or an [`Overflow`] naming `what`.
+///
+/// # Errors
+///
+/// On overflow.
+pub fn add(a: u64, b: u64, what: &str) -> Result<u64, Overflow> {
+    a.checked_add(b).ok_or_else(|| Overflow { what: what.to_string() })
+}
+
+/// The memory a run needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryNeed {
+    /// Bytes written or faulted in (they must fit in available memory).
+    pub resident: u64,
+    /// Bytes of address space mapped at the same time.
+    pub mapped: u64,
+    /// The largest single mapping (the kernel's heuristic overcommit refuses one larger than
+    /// RAM plus swap).
+    pub largest_mapping: u64,
+}
+
+impl MemoryNeed {
+    /// One mapping of `bytes`, all of it resident.
+    #[must_use]
+    pub const fn resident(bytes: u64) -> Self {
+        MemoryNeed { resident: bytes, mapped: bytes, largest_mapping: bytes }
+    }
+
+    /// One mapping of `mapped` bytes of which `resident` are touched.
+    #[must_use]
+    pub const fn sparse(mapped: u64, resident: u64) -> Self {
+        MemoryNeed { resident, mapped, largest_mapping: mapped }
+    }
+
+    /// `self` and `other` at the same time.
+    ///
+    /// # Errors
+    ///
+    /// On overflow.
+    pub fn and(self, other: MemoryNeed) -> Result<MemoryNeed, Overflow> {
+        Ok(MemoryNeed {
+            resident: add(self.resident, other.resident, "the memory needed")?,
+            mapped: add(self.mapped, other.mapped, "the address space needed")?,
+            largest_mapping: self.largest_mapping.max(other.largest_mapping),
+        })
+    }
+
+    /// `n` copies of `self` at the same time.
+    ///
+    /// # Errors
+    ///
+    /// On overflow.
+    pub fn times(self, n: u64) -> Result<MemoryNeed, Overflow> {
+        Ok(MemoryNeed {
+            resident: mul(self.resident, n, "the memory needed")?,
+            mapped: mul(self.mapped, n, "the address space needed")?,
+            largest_mapping: self.largest_mapping,
+        })
+    }
+
+    /// The larger of two needs that come one after the other.
+    #[must_use]
+    pub fn max(self, other: MemoryNeed) -> MemoryNeed {
+        MemoryNeed {
+            resident: self.resident.max(other.resident),
+            mapped: self.mapped.max(other.mapped),
+            largest_mapping: self.largest_mapping.max(other.largest_mapping),
+        }
+    }
+}
+
+/// What the machine offers, read from `/proc` and `getrlimit` (each `None` where unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemInfo {
+    /// `MemAvailable`.
+    pub available: Option<u64>,
+    /// `MemTotal`.
+    pub total: Option<u64>,
+    /// `SwapTotal`.
+    pub swap_total: Option<u64>,
+    /// `CommitLimit`.
+    pub commit_limit: Option<u64>,
+    /// `Committed_AS`.
+    pub committed: Option<u64>,
+    /// `/proc/sys/vm/overcommit_memory` (0 heuristic, 1 always, 2 strict).
+    pub overcommit: Option<u32>,
+    /// `RLIMIT_AS` (`None`: unlimited or unknown).
+    pub rlimit_as: Option<u64>,
+}
+
+/// The user address space a process can map on this architecture, conservatively: 128 TiB on
+/// 64-bit targets (x86-64 with 4-level paging; arm64 with 48-bit VAs has twice that), 2 GiB on
+/// 32-bit ones.
+pub const USER_ADDRESS_SPACE: u64 = if usize::BITS >= 64 { 1 << 47 } else { 1 << 31 };
+
+/// Share of `MemAvailable` a run may use (the rest is left to the system and the bench itself).
+const AVAILABLE_SHARE: (u64, u64) = (9, 10);
+
+impl MemInfo {
+    /// Reads the machine's values.
+    #[must_use]
+    pub fn read() -> MemInfo {
+        let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let overcommit = std::fs::read_to_string("/proc/sys/vm/overcommit_memory")
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+        MemInfo {
+            available: meminfo_value(&text, "MemAvailable"),
+            total: meminfo_value(&text, "MemTotal"),
+            swap_total: meminfo_value(&text, "SwapTotal"),
+            commit_limit: meminfo_value(&text, "CommitLimit"),
+            committed: meminfo_value(&text, "Committed_AS"),
+            overcommit,
+            rlimit_as: rlimit_as(),
+        }
+    }
+
+    /// The resident bytes a run may use: 90% of `MemAvailable`.
+    #[must_use]
+    pub fn usable(&self) -> Option<u64> {
+        self.available.map(|a| a / AVAILABLE_SHARE.1 * AVAILABLE_SHARE.0)
+    }
+}
+
+/// A `/proc/meminfo` value (`Key:   123 kB`) in bytes.
+#[must_use]
+pub fn meminfo_value(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+        let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
+        kb.checked_mul(1024)
+    })
+}
+
+#[cfg(unix)]
+fn rlimit_as() -> Option<u64> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `getrlimit` writes one `struct rlimit` through the pointer, which points to a
+    // live, writable, properly aligned `libc::rlimit` on this stack frame.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_AS, &raw mut lim) };
+    // `rlim_t` is 64-bit on 64-bit Linux but not on every unix.
+    #[allow(clippy::useless_conversion)]
+    let cur = u64::try_from(lim.rlim_cur).unwrap_or(u64::MAX);
+    (rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY).then_some(cur)
+}
+
+#[cfg(not(unix))]
+fn rlimit_as() -> Option<u64> {
+    None
+}
+
+/// Why a run cannot get the memory it needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryError {
+    /// The size arithmetic overflowed.
+    Overflow(Overflow),
+    /// Not enough available memory.
+    Resident {
+        /// Who needs it.
+        who: String,
+        /// Bytes needed.
+        need: u64,
+        /// `MemAvailable`.
+        available: u64,
+    },
+    /// More address space than the process can map.
+    AddressSpace {
+        /// Who needs it.
+        who: String,
+        /// Bytes needed.
+        need: u64,
+        /// The limit.
+        limit: u64,
+        /// Which limit.
+        which: &'static str,
+    },
+}
+
+impl fmt::Display for MemoryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemoryError::Overflow(o) => write!(f, "{o}: use a smaller size"),
+            MemoryError::Resident { who, need, available } => write!(
+                f,
+                "{who} needs {} of memory but only {} is available; use a smaller size",
+                Bytes(*need),
+                Bytes(*available)
+            ),
+            MemoryError::AddressSpace { who, need, limit, which } => write!(
+                f,
+                "{who} maps {} of address space, more than {which} ({}); use a smaller size",
+                Bytes(*need),
+                Bytes(*limit)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MemoryError {}
+
+impl From<Overflow> for MemoryError {
+    fn from(o: Overflow) -> Self {
+        MemoryError::Overflow(o)
+    }
+}
+
+/// Checks `need` (of `who`, for messages) against `info`.
+///
+/// # Errors
+///
+/// The first limit `need` exceeds.
+pub fn check(who: &str, need: &MemoryNeed, info: &MemInfo) -> Result<(), MemoryError> {
+    let space = |limit: u64, which: &'static str, need: u64| {
+        if need > limit {
+            Err(MemoryError::AddressSpace { who: who.to_string(), need, limit, which })
+        } else {
+            Ok(())
+        }
+    };
+    space(USER_ADDRESS_SPACE, "the user address space", need.mapped)?;
+    if let Some(limit) = info.rlimit_as {
+        space(limit, "the address-space limit (ulimit -v)", need.mapped)?;
+    }
+    match info.overcommit {
+        // Heuristic overcommit refuses a single mapping larger than RAM plus swap.
+        Some(0) => {
+            if let (Some(total), Some(swap)) = (info.total, info.swap_total) {
+                space(total.saturating_add(swap), "RAM plus swap", need.largest_mapping)?;
+            }
+        }
+        // Strict overcommit: every private writable mapping is committed.
+        Some(2) => {
+            if let (Some(limit), Some(used)) = (info.commit_limit, info.committed) {
+                space(
+                    limit.saturating_sub(used),
+                    "the commit limit left (vm.overcommit_memory=2)",
+                    need.mapped,
+                )?;
+            }
+        }
+        _ => {}
+    }
+    if let (Some(usable), Some(available)) = (info.usable(), info.available) {
+        if need.resident > usable {
+            return Err(MemoryError::Resident { who: who.to_string(), need: need.resident, available });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> MemInfo {
+        MemInfo {
+            available: Some(20 << 30),
+            total: Some(24 << 30),
+            swap_total: Some(0),
+            commit_limit: Some(12 << 30),
+            committed: Some(1 << 30),
+            overcommit: Some(0),
+            rlimit_as: None,
+        }
+    }
+
+    #[test]
+    fn needs_are_checked_against_each_limit() {
+        let i = info();
+        assert_eq!(check("x", &MemoryNeed::resident(1 << 30), &i), Ok(()));
+        assert!(matches!(check("x", &MemoryNeed::resident(19 << 30), &i), Err(MemoryError::Resident { .. })));
+        // Sparse: little resident, but one mapping larger than RAM + swap.
+        let e = check("x", &MemoryNeed::sparse(30 << 30, 1 << 20), &i).unwrap_err();
+        assert!(e.to_string().contains("RAM plus swap"), "{e}");
+        // Several mappings each below RAM: fine under the heuristic.
+        let many = MemoryNeed::sparse(10 << 30, 1 << 20).times(3).unwrap();
+        assert_eq!(check("x", &many, &i), Ok(()));
+        let strict = MemInfo { overcommit: Some(2), ..i };
+        assert!(check("x", &many, &strict).unwrap_err().to_string().contains("commit limit"));
+        let limited = MemInfo { rlimit_as: Some(1 << 30), ..i };
+        assert!(
+            check("x", &MemoryNeed::sparse(2 << 30, 0), &limited).unwrap_err().to_string().contains("ulimit")
+        );
+        let huge = MemoryNeed::sparse(1 << 50, 0);
+        assert!(
+            check("x", &huge, &MemInfo::default()).unwrap_err().to_string().contains("user address space")
+        );
+        // Unknown machine: only the address-space bound applies.
+        assert_eq!(check("x", &MemoryNeed::resident(1 << 40), &MemInfo::default()), Ok(()));
+    }
+
+    #[test]
+    fn arithmetic_is_checked() {
+        let a = MemoryNeed::resident(u64::MAX / 2 + 1);
+        assert!(a.and(a).is_err());
+        assert!(a.times(2).is_err());
+        assert_eq!(a.times(1), Ok(a));
+        assert!(mul(1 << 40, 1 << 40, "x").is_err());
+        assert_eq!(meminfo_value("MemAvailable:   1000 kB\n", "MemAvailable"), Some(1_024_000));
+        assert_eq!(meminfo_value("MemAvailable: 99999999999999999999 kB\n", "MemAvailable"), None);
+    }
+}

@@ -1,0 +1,39 @@
+//! The checked-in JSON Schema of the `--json` report is the one derived from the report types.
+
+use std::path::Path;
+
+/// Regenerate with `MEMMAP_BENCH_BLESS_SCHEMA=1 cargo test -p memmap-bench --test schema`.
+#[test]
+fn checked_in_schema_matches_the_report_types() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/report.schema.json");
+    let derived = memmap_bench::report::json_schema_text();
+    if std::env::var_os("MEMMAP_BENCH_BLESS_SCHEMA").is_some() {
+        std::fs::write(&path, &derived).expect("write the schema");
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        checked_in == derived,
+        "{} differs from the schema derived from the report types (memmap_bench::report::json_schema); \
+         regenerate it with `MEMMAP_BENCH_BLESS_SCHEMA=1 cargo test -p memmap-bench --test schema` \
+         and commit it",
+        path.display()
+    );
+}
+
+/// The derived schema keeps what CI's validation relies on.
+#[test]
+fn schema_requires_the_documented_fields() {
+    let s = memmap_bench::report::json_schema();
+    let required = |v: &serde_json::Value| -> Vec<String> {
+        v["required"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect()
+    };
+    let top = required(&s);
+    for k in ["format", "machine", "limits", "scenarios", "command", "quick"] {
+        assert!(top.contains(&k.to_string()), "{k} not required: {top:?}");
+    }
+    let defs = &s["$defs"];
+    assert!(required(&defs["Machine"]).contains(&"backend_name".to_string()));
+    let names = &defs["ScenarioReport"]["properties"]["name"]["enum"];
+    assert_eq!(names.as_array().unwrap().len(), memmap_bench::scenarios::CATALOG.len());
+    assert_eq!(defs["Limits"]["properties"]["fill_zero_gbps"]["exclusiveMinimum"], 0);
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Regenerates the hand-made seeds of corpus/dump_reader (real dumps: two bytes of meta.json
+# length, meta.json, memmap.bin) and corpus/size_args (NUL-separated command lines).
+# Usage: bash fuzz/make-seeds.sh (builds memmap-bench in the root workspace).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --locked -q -p memmap-bench
+bin=target/debug/memmap-bench
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+i=0
+seed_dump() {
+    "$bin" dump "$@" --out "$tmp/d$i" >/dev/null
+    python3 - "$tmp/d$i" "fuzz/corpus/dump_reader/seed-$i" <<'PY'
+import struct, sys
+meta = open(sys.argv[1] + "/meta.json", "rb").read()
+data = open(sys.argv[1] + "/memmap.bin", "rb").read()
+open(sys.argv[2], "wb").write(struct.pack("<H", len(meta)) + meta + data)
+PY
+    i=$((i + 1))
+}
+seed_dump zone-device --memory-type fsdax --pages 4
+seed_dump zone-device --memory-type generic --pages 8 --vmemmap-shift 2 --layout 72 --strategy streaming
+seed_dump zone-device --memory-type private --pages 3 --altmap-reserve 1 --altmap-free 1 --page-ref-trace
+seed_dump zone-device --memory-type p2pdma --pages 0 --config arm64
+n=0
+while IFS= read -r line; do
+    printf '%s' "$line" | tr ' ' '\0' > "fuzz/corpus/size_args/seed-$n"
+    n=$((n + 1))
+done <<'ARGS'
+16G
+1.5GiB
+zone-device --size 16G --align 2M --threads 4 --rounds 3 --json --plot x.svg
+hugetlb --count 64 --hvo both --quick --config arm64
+clear --alloc --size 3M
+deferred --size 100T --no-progress
+all --zone-device-size 1G --clear-size 2M --hugetlb-count 2 --deferred-size 4K
+limits --quick --json
+dump zone-device --memory-type generic --pages 4096 --vmemmap-shift 9 --strategy slow --out d --force
+dump hugetlb --hstate 1G --count 1099511627776 --nodes 2 --hvo fail --layout 72 --out d
+diff a b
+--quick --json --no-progress --plot p.svg
+ARGS
+echo "seeds: $i dumps, $n command lines"
