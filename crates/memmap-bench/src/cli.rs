@@ -809,7 +809,10 @@ mod tests {
         let e = refused(&["hugetlb", "--hvo", "off", "--count", "1099511627776"]);
         assert!(e.contains("overflows"), "{e}");
         assert!(refused(&["all", "--deferred-size", "2T"]).contains("deferred-64g"));
-        assert!(refused(&["hugetlb", "--threads", "100", "--count", "100"]).contains("at most 64"));
+        assert!(
+            refused(&["hugetlb", "--config", "arm64", "--threads", "100", "--count", "100"])
+                .contains("at most 16")
+        );
         let e = refused(&[
             "dump",
             "zone-device",
