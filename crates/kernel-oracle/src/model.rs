@@ -73,7 +73,7 @@ fn u(meta: &Value, key: &str) -> Result<u64> {
 pub fn dump(bench: &Path, args: &[String], dir: &Path) -> Result<ModelDump> {
     let _ = fs::remove_dir_all(dir);
     let mut argv: Vec<String> = args.to_vec();
-    argv.extend(["--out".into(), dir.display().to_string(), "--no-progress".into()]);
+    argv.extend(["--out".into(), dir.display().to_string()]);
     cmd::run(&bench.display().to_string(), &argv, None, Duration::from_secs(600))?;
     let meta: Value = serde_json::from_slice(&fs::read(dir.join("meta.json"))?)?;
     let bytes = fs::read(dir.join("memmap.bin"))?;
