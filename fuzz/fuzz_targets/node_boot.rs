@@ -56,7 +56,7 @@ struct Input {
 /// A known open bug (see `fuzz/regressions/zone_device_init/vaddr-base-overflow.open`): list
 /// self-pointers are computed as `vaddr + offset` without wrapping, in the node code too
 /// (`node/buddy`, `node/ondemand`). While it is open, bases are kept 1 MiB below the top.
-const VADDR_OVERFLOW_OPEN: bool = true;
+const VADDR_OVERFLOW_OPEN: bool = false;
 
 /// Everything a boot leaves that must match the reference.
 #[derive(Debug, PartialEq)]

@@ -234,7 +234,7 @@ pub fn init_new_hugetlb_folio<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u6
         // __folio_set_hugetlb(): page->page_type = PGTY_hugetlb << 24
         head.cast::<u8>().add(offsets::PAGE_TYPE).cast::<u32>().write(PageType::word(PageType::HUGETLB));
         // INIT_LIST_HEAD(&folio->lru): WRITE_ONCE(next, list); WRITE_ONCE(prev, list)
-        let list = head_vaddr + offsets::LRU_NEXT as u64;
+        let list = head_vaddr.wrapping_add(offsets::LRU_NEXT as u64);
         P::write_u64_once_at(head, offsets::LRU_NEXT, list);
         P::write_u64_once_at(head, offsets::LRU_PREV, list);
         let p3 = m.page_ptr(page3);

@@ -330,7 +330,8 @@ impl<P: StructPage> Pages<P> {
     /// The PFN of the struct page whose `lru` list node is at `list_vaddr`.
     #[inline(always)]
     pub(crate) fn pfn_of_list(&self, list_vaddr: u64) -> u64 {
-        self.base_pfn + (list_vaddr - offsets::LRU_NEXT as u64 - self.vaddr_base) / P::SIZE as u64
+        self.base_pfn
+            + list_vaddr.wrapping_sub(offsets::LRU_NEXT as u64).wrapping_sub(self.vaddr_base) / P::SIZE as u64
     }
 }
 
@@ -362,7 +363,7 @@ impl<'c> Refresh<'c> {
     /// page at `vaddr`.
     #[inline(always)]
     pub(crate) fn per_pfn<P: StructPage>(&self, mut rec: P, pfn: u64, vaddr: u64) -> P {
-        let list = vaddr + offsets::LRU_NEXT as u64;
+        let list = vaddr.wrapping_add(offsets::LRU_NEXT as u64);
         match self.list {
             ListSelf::Neither => {}
             ListSelf::Prev => rec.set_u64_at(offsets::LRU_PREV, list),

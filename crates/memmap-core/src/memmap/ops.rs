@@ -151,8 +151,8 @@ impl<P: StructPage> Memmap<'_, P> {
                 );
             }
             // 7. INIT_LIST_HEAD(&page->lru): WRITE_ONCE(next, list); prev = list
-            wr64_once(page, offsets::LRU_NEXT, vaddr + offsets::LRU_NEXT as u64);
-            wr64(page, offsets::LRU_PREV, vaddr + offsets::LRU_NEXT as u64);
+            wr64_once(page, offsets::LRU_NEXT, vaddr.wrapping_add(offsets::LRU_NEXT as u64));
+            wr64(page, offsets::LRU_PREV, vaddr.wrapping_add(offsets::LRU_NEXT as u64));
             // 8. set_page_address(page, __va(pfn << PAGE_SHIFT))
             if P::WANT_PAGE_VIRTUAL {
                 wr64(page, offsets::VIRTUAL, cfg.pfn_to_virt(pfn));
@@ -276,7 +276,7 @@ impl<P: StructPage> Memmap<'_, P> {
             wr32_once(page1, ENTIRE_MAPCOUNT, MINUS_ONE);
             if order > 1 {
                 // INIT_LIST_HEAD(&folio->_deferred_list)
-                let list = self.vaddr(head_pfn + 2) + DEFERRED_LIST as u64;
+                let list = self.vaddr(head_pfn + 2).wrapping_add(DEFERRED_LIST as u64);
                 let page2 = self.page_ptr(head_pfn + 2);
                 wr64_once(page2, DEFERRED_LIST, list);
                 wr64(page2, DEFERRED_LIST + 8, list);

@@ -239,7 +239,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         // reads these struct pages back during the pass, so they can be streamed.
         let head = area.head_addr(max);
         let old_tail = area.heads[max as usize].1;
-        let list_of = |pfn: u64| self.pages.vaddr(pfn) + offsets::LRU_NEXT as u64;
+        let list_of = |pfn: u64| self.pages.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
         let mut b = lo;
         while b < hi {
             if section_dep {

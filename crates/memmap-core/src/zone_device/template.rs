@@ -159,7 +159,7 @@ pub(super) fn run_template<P: StructPage, H: InitHooks, S: Store>(
             let mut rec = p2;
             rec.set_u64_at(offsets::COMPOUND_HEAD, tail_word);
             if plan.order > 1 {
-                let list = m.vaddr(head + 2) + offsets::LRU_PREV as u64;
+                let list = m.vaddr(head + 2).wrapping_add(offsets::LRU_PREV as u64);
                 rec.set_u64_at(offsets::LRU_PREV, list);
                 rec.set_u64_at(offsets::MAPPING, list);
             }

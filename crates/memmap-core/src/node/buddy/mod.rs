@@ -318,7 +318,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         let head = area.head_addr(order);
         let (prev, next) =
             if tail { (area.heads[order as usize].1, head) } else { (head, area.heads[order as usize].0) };
-        let new = self.pages.vaddr(pfn) + offsets::LRU_NEXT as u64;
+        let new = self.pages.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
         // __list_add(new, prev, next)
         self.list_set_prev(area, order, next, new);
         // SAFETY: `pfn` heads a block being freed into this zone; the caller holds the lock.
