@@ -66,6 +66,8 @@ struct Input {
     threshold: Option<u16>,
     /// The modelled address of the first struct page (default: from the config's vmemmap).
     vaddr_base: Option<u64>,
+    /// End of boot memory relative to the range start (early sections), if any.
+    boot_memory_end: Option<i32>,
 }
 
 /// Everything one run left behind.
@@ -159,12 +161,13 @@ fn check<P: StructPage>(input: &Input) {
         pgmap =
             pgmap.with_altmap(VmemAltmap { base_pfn, reserve: u64::from(reserve), free: u64::from(free) });
     }
-    let range = ZoneDeviceRange {
-        zone: cfg.zone_device().wrapping_sub(u32::from(input.zone_delta % 3)),
-        nid: u32::from(input.nid) % 80,
+    let range = ZoneDeviceRange::new(
+        cfg.zone_device().wrapping_sub(u32::from(input.zone_delta % 3)),
+        u32::from(input.nid) % 1100,
         start_pfn,
         nr_pages,
-    };
+    )
+    .with_boot_memory_end(input.boot_memory_end.map_or(0, |d| start_pfn.wrapping_add_signed(i64::from(d))));
     let strategy = Strategy::ALL[usize::from(input.strategy) % Strategy::ALL.len()];
     let mut opts = InitOptions::new(strategy);
     if input.upstream_drains {

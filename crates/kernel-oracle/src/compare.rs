@@ -279,6 +279,17 @@ pub struct RegionResult {
     pub groups: Vec<Group>,
     /// Pageblock migrate types: `None` when not compared, else the differences (empty: equal).
     pub pageblocks: Option<Vec<String>>,
+    /// Struct pages the modelled kernel leaves as they were (the model's `stale_pfn_ranges`:
+    /// their contents depend on what the memory held before), not compared.
+    pub stale_pages: u64,
+}
+
+/// The model's `stale_pfn_ranges` (`[start, end)` pairs) from its `meta.json`.
+fn stale_ranges(meta: &serde_json::Value) -> Vec<(u64, u64)> {
+    meta.get("stale_pfn_ranges")
+        .and_then(serde_json::Value::as_array)
+        .map(|a| a.iter().filter_map(|r| Some((r.get(0)?.as_u64()?, r.get(1)?.as_u64()?))).collect())
+        .unwrap_or_default()
 }
 
 /// Compares the kernel's MOVABLE pageblocks with the model's `movable_pageblock_pfns`.
@@ -671,9 +682,10 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
         let geo = Geometry::of(r);
         let aliased = aliased_vmemmap_pages(r, &shared);
         let mut pageblocks = None;
+        let mut stale = Vec::new();
         let (mbytes, m_start, mn, argv) = match r.kind.as_str() {
             "zone-device" => {
-                let args = model::zone_device_args(facts, r)?;
+                let args = model::zone_device_args(facts, r, &model_dir)?;
                 let md = model::dump(bench, &args, &model_dir.join(format!("region-{i}")))?;
                 let pgmap = md.meta.get("pgmap_addr").and_then(serde_json::Value::as_u64);
                 let mn = Normalizer {
@@ -683,11 +695,12 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
                     kimage: BTreeMap::new(),
                 };
                 pageblocks = compare_pageblocks(r, &md.meta);
+                stale = stale_ranges(&md.meta);
                 (md.bytes, md.start_pfn, mn, md.argv)
             }
             "hugetlb" => {
                 if hugetlb_model.is_none() {
-                    let args = model::hugetlb_args(facts)?;
+                    let args = model::hugetlb_args(facts, &model_dir)?;
                     let md = model::dump(bench, &args, &model_dir.join("hugetlb"))?;
                     let mut folios: Vec<(u64, u32)> = md
                         .meta
@@ -727,8 +740,23 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
             other => bail!("unknown region kind {other}"),
         };
         let m_aliased = content_aliased(&mbytes, m_start);
+        // Stale struct pages are compared as equal: blank them on both sides.
+        let (mut kbytes_cmp, mut mbytes_cmp) = (kbytes.clone(), mbytes.clone());
+        let mut stale_pages = 0;
+        for &(a, b) in &stale {
+            for pfn in a..b {
+                let (ki, mi) = (pfn.wrapping_sub(geo.start_pfn) as usize, pfn.wrapping_sub(m_start) as usize);
+                if let (Some(kp), Some(mp)) =
+                    (kbytes_cmp.get_mut(ki * SP..(ki + 1) * SP), mbytes_cmp.get_mut(mi * SP..(mi + 1) * SP))
+                {
+                    kp.fill(0);
+                    mp.fill(0);
+                    stale_pages += 1;
+                }
+            }
+        }
         let (differing, first, groups) =
-            compare_pages(geo, &kbytes, &kn, &mbytes, m_start, &mn, &aliased, &m_aliased);
+            compare_pages(geo, &kbytes_cmp, &kn, &mbytes_cmp, m_start, &mn, &aliased, &m_aliased);
         let label = match &r.folio {
             Some(f) => format!(
                 "hugetlb {} folio at pfn {:#x} (node {})",
@@ -755,6 +783,7 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
             first,
             groups,
             pageblocks,
+            stale_pages,
         });
         all_bytes.push(kbytes);
     }
@@ -798,6 +827,13 @@ pub fn render(r: &DirResult, verbose: bool) -> String {
     for reg in &r.regions {
         let _ = writeln!(s, "- {}: {} of {} struct pages differ", reg.label, reg.differing_pages, reg.pages);
         let _ = writeln!(s, "  model: memmap-bench {}", reg.model_argv.join(" "));
+        if reg.stale_pages > 0 {
+            let _ = writeln!(
+                s,
+                "  {} struct pages the kernel leaves as they were (not compared: they hold what the memory held before)",
+                reg.stale_pages
+            );
+        }
         match &reg.pageblocks {
             Some(d) if d.is_empty() => {
                 let _ = writeln!(s, "  pageblock migrate types: identical");

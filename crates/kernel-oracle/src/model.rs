@@ -92,17 +92,75 @@ pub fn preset(facts: &Facts) -> &'static str {
     if facts.kernel.arch == "arm64" { "arm64" } else { "x86_64" }
 }
 
+/// The kernel's `.config` symbols recorded in `facts`, as `.config` text (`n` as
+/// `# CONFIG_FOO is not set`).
+#[must_use]
+pub fn kconfig_text(facts: &Facts) -> String {
+    let mut text = String::new();
+    for (k, v) in &facts.kernel.kconfig {
+        if v == "n" {
+            text.push_str(&format!("# {k} is not set\n"));
+        } else {
+            text.push_str(&format!("{k}={v}\n"));
+        }
+    }
+    text
+}
+
+/// The arguments every model dump takes for the kernel of `facts`: its architecture's preset,
+/// its release (`--kernel`) and its `.config` (`--kconfig`, written to `model_dir/kconfig`).
+///
+/// # Errors
+///
+/// The `.config` cannot be written, or the release is not `MAJOR.MINOR...`.
+pub fn kernel_args(facts: &Facts, model_dir: &Path) -> Result<Vec<String>> {
+    fs::create_dir_all(model_dir).with_context(|| format!("create {}", model_dir.display()))?;
+    let path = model_dir.join("kconfig");
+    fs::write(&path, kconfig_text(facts)).with_context(|| format!("write {}", path.display()))?;
+    let release = &facts.kernel.release;
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
+        bail!("kernel release {release:?} is not MAJOR.MINOR...");
+    };
+    Ok(vec![
+        "--config".into(),
+        preset(facts).into(),
+        "--kernel".into(),
+        format!("{major}.{minor}"),
+        "--kconfig".into(),
+        path.display().to_string(),
+    ])
+}
+
+/// The end of the boot RAM below `start_pfn` (the top-level `System RAM` ranges of the
+/// guest's `/proc/iomem`), for `--boot-memory-end`: a device range in the same section as boot
+/// RAM reuses that section's boot memmap. 0 when the guest's iomem is not recorded.
+#[must_use]
+pub fn boot_memory_end(facts: &Facts, start_pfn: u64) -> u64 {
+    let Some(iomem) = facts.guest.get("iomem") else { return 0 };
+    iomem
+        .lines()
+        .filter(|l| !l.starts_with(' ') && l.ends_with(": System RAM"))
+        .filter_map(|l| {
+            let range = l.split(" : ").next()?;
+            let (_, end) = range.split_once('-')?;
+            let end = u64::from_str_radix(end.trim(), 16).ok()?;
+            Some((end + 1) >> 12)
+        })
+        .filter(|&end| end <= start_pfn)
+        .max()
+        .unwrap_or(0)
+}
+
 /// The `memmap-bench dump zone-device` arguments for a ZONE_DEVICE region.
 ///
 /// # Errors
 ///
-/// A region without its ZONE_DEVICE facts.
-pub fn zone_device_args(facts: &Facts, r: &Region) -> Result<Vec<String>> {
-    let mut a: Vec<String> = vec![
-        "dump".into(),
-        "zone-device".into(),
-        "--config".into(),
-        preset(facts).into(),
+/// A region without its ZONE_DEVICE facts, or [`kernel_args`]' errors.
+pub fn zone_device_args(facts: &Facts, r: &Region, model_dir: &Path) -> Result<Vec<String>> {
+    let mut a: Vec<String> = vec!["dump".into(), "zone-device".into()];
+    a.extend(kernel_args(facts, model_dir)?);
+    a.extend([
         "--memory-type".into(),
         r.memory_type.clone().context("memory_type")?,
         "--pages".into(),
@@ -113,7 +171,9 @@ pub fn zone_device_args(facts: &Facts, r: &Region) -> Result<Vec<String>> {
         r.vmemmap_shift.context("vmemmap_shift")?.to_string(),
         "--nid".into(),
         r.nid.to_string(),
-    ];
+        "--boot-memory-end".into(),
+        boot_memory_end(facts, r.start_pfn).to_string(),
+    ]);
     if let Some(alt) = r.altmap {
         a.extend([
             "--altmap-reserve".into(),
@@ -129,24 +189,25 @@ pub fn zone_device_args(facts: &Facts, r: &Region) -> Result<Vec<String>> {
 ///
 /// # Errors
 ///
-/// No hugetlb region.
-pub fn hugetlb_args(facts: &Facts) -> Result<Vec<String>> {
+/// No hugetlb region, or [`kernel_args`]' errors.
+pub fn hugetlb_args(facts: &Facts, model_dir: &Path) -> Result<Vec<String>> {
     let hs: Vec<&Region> = facts.regions.iter().filter(|r| r.kind == "hugetlb").collect();
     let first = hs.first().context("no hugetlb region")?;
     let nodes = hs.iter().map(|r| r.nid).max().unwrap_or(0) + 1;
     let per_node = (0..nodes).map(|n| hs.iter().filter(|r| r.nid == n).count()).max().unwrap_or(1);
-    Ok(vec![
-        "dump".into(),
-        "hugetlb".into(),
-        "--config".into(),
-        preset(facts).into(),
+    let mut a: Vec<String> = vec!["dump".into(), "hugetlb".into()];
+    a.extend(kernel_args(facts, model_dir)?);
+    a.extend([
         "--hstate".into(),
         first.hstate.clone().context("hstate")?,
         "--count".into(),
         per_node.to_string(),
         "--nodes".into(),
         nodes.to_string(),
+        "--zone".into(),
+        first.zone.to_string(),
         "--hvo".into(),
         if first.hvo == Some(true) { "on" } else { "off" }.into(),
-    ])
+    ]);
+    Ok(a)
 }

@@ -148,6 +148,11 @@ fn size_4k(s: &str) -> Result<u64, SizeError> {
 }
 
 /// A PFN: decimal or `0x` hexadecimal.
+fn kernel_version(s: &str) -> Result<memmap_core::KernelVersion, String> {
+    memmap_core::KernelVersion::parse(s)
+        .ok_or_else(|| format!("bad kernel release {s:?} (MAJOR.MINOR, e.g. 6.12 or 7.2)"))
+}
+
 fn pfn(s: &str) -> Result<u64, String> {
     let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(hex, 16),
@@ -324,9 +329,16 @@ struct DumpCommon {
     /// Enable CONFIG_DEBUG_PAGE_REF and the page_ref_set tracepoint.
     #[arg(long)]
     page_ref_trace: bool,
-    /// Kernel config preset.
+    /// Kernel config preset: the architecture, and the release and options unless --kernel
+    /// or --kconfig say otherwise.
     #[arg(long, default_value = "x86_64", value_parser = named::<KernelConfig>())]
     config: KernelConfig,
+    /// Model this kernel release (MAJOR.MINOR, e.g. 6.12 or 7.2) instead of the preset's.
+    #[arg(long, value_name = "RELEASE", value_parser = kernel_version)]
+    kernel: Option<memmap_core::KernelVersion>,
+    /// Apply a kernel's .config (the options that shape struct page) to the preset.
+    #[arg(long, value_name = "FILE")]
+    kconfig: Option<PathBuf>,
     /// Output directory (created if absent).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
@@ -349,6 +361,10 @@ struct DumpHugetlbArgs {
     /// HVO: on, off (hugetlb_free_vmemmap=off) or fail (injected allocation failure).
     #[arg(long, default_value = "on", value_parser = named::<HvoMode>())]
     hvo: HvoMode,
+    /// Zone index of the memory the pages come from (default ZONE_NORMAL: 2 with DMA and
+    /// DMA32; a 2 MiB page below 4 GiB on x86-64 is in DMA32, 1, and on arm64 in DMA, 0).
+    #[arg(long)]
+    zone: Option<u32>,
     #[command(flatten)]
     common: DumpCommon,
 }
@@ -376,8 +392,28 @@ struct DumpZoneDeviceArgs {
     /// Node id.
     #[arg(long, default_value_t = 0)]
     nid: u32,
+    /// End of boot memory (pfn): the sections below it are early sections whose memmap is
+    /// not deduplicated (device memory sharing a section with boot RAM).
+    #[arg(long, default_value = "0", value_parser = pfn)]
+    boot_memory_end: u64,
     #[command(flatten)]
     common: DumpCommon,
+}
+
+/// The configuration a dump models: the preset, with the `.config` and the release applied.
+fn dump_config(c: &DumpCommon) -> Result<KernelConfig, CliError> {
+    let mut cfg = c.config;
+    if let Some(path) = &c.kconfig {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| CliError::Usage(format!("--kconfig {}: {e}", path.display())))?;
+        cfg = cfg
+            .with_kconfig(&memmap_core::model::kconfig::Kconfig::new(&text))
+            .map_err(|e| CliError::Usage(format!("--kconfig {}: {e}", path.display())))?;
+    }
+    if let Some(v) = c.kernel {
+        cfg = cfg.with_version(v);
+    }
+    Ok(cfg)
 }
 
 /// A timing run: which scenarios, with what.
@@ -492,7 +528,7 @@ where
             let altmap = (a.altmap_reserve.is_some() || a.altmap_free.is_some())
                 .then(|| (a.altmap_reserve.unwrap_or(0), a.altmap_free.unwrap_or(0)));
             let opts = ZoneDeviceDump {
-                config: c.config,
+                config: dump_config(c)?,
                 layout72: c.layout == 72,
                 memory_type: a.memory_type,
                 vmemmap_shift: a.vmemmap_shift,
@@ -502,6 +538,7 @@ where
                 nid: a.nid,
                 strategy: c.strategy,
                 page_ref_trace: c.page_ref_trace,
+                boot_memory_end_pfn: a.boot_memory_end,
             };
             let need = opts.memory_needed().map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
             memory::check("the dump", &need, info).map_err(|e| usage(e.to_string()))?;
@@ -509,8 +546,10 @@ where
         }
         Some(Command::Dump { kind: DumpKind::Hugetlb(a) }) => {
             let c = &a.common;
+            let config = dump_config(c)?;
             let opts = HugetlbDump {
-                config: c.config,
+                zone: a.zone.unwrap_or(config.zone_device().saturating_sub(2)),
+                config,
                 layout72: c.layout == 72,
                 hstate: a.hstate,
                 count: a.count,

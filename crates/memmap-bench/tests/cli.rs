@@ -104,7 +104,9 @@ fn dump_writes_the_documented_format() {
         (flags >> fl["nodes_pgshift"].as_u64().unwrap()) & ((1 << fl["nodes_width"].as_u64().unwrap()) - 1);
     assert_eq!(nodes, 3);
     assert_eq!(meta["movable_pageblock_pfns"].as_array().unwrap().len(), 4);
-    assert_eq!(meta["resched_pfns"], 4);
+    // Linux 7.2: cond_resched after the section-aligned head in the loop and after the
+    // section-aligned pageblock in the pageblock pass.
+    assert_eq!(meta["resched_pfns"], 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

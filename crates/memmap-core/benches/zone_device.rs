@@ -23,7 +23,7 @@ fn zone_device(c: &mut Criterion) {
     let base = 1 << 24;
     let mut owned = OwnedMemmap::<Page64>::new(cfg, base, nr).expect("mmap");
     owned.populate().expect("populate");
-    let range = ZoneDeviceRange { zone: cfg.zone_device(), nid: 0, start_pfn: base, nr_pages: nr };
+    let range = ZoneDeviceRange::new(cfg.zone_device(), 0, base, nr);
 
     for (name, pgmap) in [
         ("fsdax", DevPagemap::new(MemoryType::FsDax)),

@@ -73,7 +73,7 @@
 //! let mut pageblocks = vec![0u8; pageblocks_needed(&cfg, base, n as u64)];
 //! let mut memmap = Memmap::new(cfg, base, &mut pages, &mut pageblocks)?;
 //! let pgmap = DevPagemap::new(MemoryType::FsDax);
-//! let range = ZoneDeviceRange { zone: cfg.zone_device(), nid: 0, start_pfn: base, nr_pages: n as u64 };
+//! let range = ZoneDeviceRange::new(cfg.zone_device(), 0, base, n as u64);
 //! let report = memmap_init_zone_device(
 //!     &mut memmap, &range, &pgmap, &InitOptions::new(Strategy::Streaming), &mut NoHooks)?;
 //! assert_eq!(report.used, Strategy::Streaming);
@@ -111,6 +111,7 @@ pub use memmap::{Memmap, PAGE_POISON_BYTE, PAGEBLOCK_UNSET, pageblocks_needed};
 pub use model::config::{ConfigError, FlagsLayout, KernelConfig};
 pub use model::flags::{MigrateType, PG, PageType, TAIL_MAPPING};
 pub use model::page::{Page, Page64, Page72, StructPage};
+pub use model::version::{Behaviour, FolioLayout, KernelVersion};
 #[cfg(feature = "std")]
 pub use node::OwnedArena;
 pub use node::{
@@ -123,5 +124,6 @@ pub use sync::padata::{PadataJob, PadataPlan};
 pub use sync::padata::{PadataReport, padata_do_multithreaded};
 pub use zone_device::{
     DevPagemap, DrainPolicy, InitOptions, InitReport, MAX_VMEMMAP_SHIFT, MemoryType, VmemAltmap,
-    ZoneDeviceRange, compound_nr_pages, memmap_init_zone_device, vmemmap_can_optimize,
+    ZoneDeviceRange, compound_nr_pages, memmap_init_zone_device, move_pfn_range_to_zone, vmemmap_alias,
+    vmemmap_can_optimize,
 };

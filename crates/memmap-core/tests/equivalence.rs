@@ -6,14 +6,16 @@
 //! Random: memory type, `vmemmap_shift` in {0, 1..=9, 18}, altmap on/off with random
 //! reserve/free, start PFN (including ranges that cross a 32768-PFN section boundary, where
 //! classic SPARSEMEM flags change), page count, 64/72-byte layout, VMEMMAP/classic-sparse/arm64
-//! config, tracepoint on/off, node id.
+//! config, kernel release (6.12 or 7.2), boot memory reaching into the range's first sections
+//! (early sections), tracepoint on/off, node id. Each run first initializes the altmap part
+//! (`move_pfn_range_to_zone`), as `memremap_pages()` does, with the same strategy.
 
 mod common;
 
-use common::{range, run, run_opts, with_debug_page_ref};
+use common::{range, run_full, with_debug_page_ref};
 use memmap_core::{
-    DevPagemap, DrainPolicy, InitOptions, KernelConfig, MemoryType, Page64, Page72, Strategy, StrategyReason,
-    StructPage, VmemAltmap, ZoneDeviceRange,
+    DevPagemap, DrainPolicy, InitOptions, KernelConfig, KernelVersion, MemoryType, Page64, Page72, Strategy,
+    StrategyReason, StructPage, VmemAltmap, ZoneDeviceRange,
 };
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
@@ -47,6 +49,7 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
         any::<bool>(),
         0u32..4,
         any::<u64>(),
+        (any::<bool>(), 0u64..4),
     )
         .prop_map(
             |(
@@ -60,7 +63,9 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
                 tracepoint,
                 nid,
                 addr_salt,
+                (old_kernel, boot_sections),
             )| {
+                let cfg = if old_kernel { cfg.with_version(KernelVersion::V6_12) } else { cfg };
                 let ppc = 1u64 << shift;
                 // Number of compound pages: keep the 1 GiB case to one, small cases larger.
                 let budget = if cfg!(miri) { 24 } else { 3000 };
@@ -90,7 +95,11 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
                 Case {
                     cfg,
                     layout72,
-                    range: ZoneDeviceRange { nid, ..range(&cfg, start, nr) },
+                    // Boot memory up to 0-3 sections past the start: the first compound pages
+                    // are then in early sections.
+                    range: ZoneDeviceRange { nid, ..range(&cfg, start, nr) }.with_boot_memory_end(
+                        if boot_sections == 0 { 0 } else { start + (boot_sections - 1) * sec + 1 },
+                    ),
                     pgmap,
                     tracepoint,
                 }
@@ -100,13 +109,15 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
 
 fn check<P: StructPage>(c: &Case) -> Result<(), TestCaseError> {
     // The reference: the slow path, without the tracepoint.
-    let slow = run::<P>(c.cfg, &c.range, &c.pgmap, Strategy::Slow, false).expect("valid case");
+    let run = |opts: InitOptions, tracepoint: bool| {
+        run_full::<P>(c.cfg, &c.range, &c.pgmap, opts, tracepoint, true)
+    };
+    let slow = run(InitOptions::new(Strategy::Slow), false).expect("valid case");
     prop_assert!(slow.guard_intact(&c.range), "slow path wrote outside the range");
     // With the tracepoint active every request runs the slow path (that is what is checked
     // then: the fallback, its reason, and that it emits the slow path's events); the bytes
     // are still compared with the reference, which shows the tracepoint changes none.
-    let traced =
-        c.tracepoint.then(|| run::<P>(c.cfg, &c.range, &c.pgmap, Strategy::Slow, true).expect("valid case"));
+    let traced = c.tracepoint.then(|| run(InitOptions::new(Strategy::Slow), true).expect("valid case"));
     let options = [
         InitOptions::new(Strategy::Template),
         InitOptions::new(Strategy::Streaming),
@@ -115,7 +126,7 @@ fn check<P: StructPage>(c: &Case) -> Result<(), TestCaseError> {
     ];
     for opts in options {
         let s = opts.strategy;
-        let fast = run_opts::<P>(c.cfg, &c.range, &c.pgmap, opts, c.tracepoint).expect("valid case");
+        let fast = run(opts, c.tracepoint).expect("valid case");
         prop_assert!(fast.guard_intact(&c.range), "{s} wrote outside the range");
         if let Some(i) = (0..slow.pages.len()).find(|&i| slow.pages[i] != fast.pages[i]) {
             let pfn = slow.base_pfn + i as u64;

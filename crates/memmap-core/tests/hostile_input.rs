@@ -38,8 +38,7 @@ fn the_last_pageblock_of_the_pfn_space_initializes() {
     let cfg = KernelConfig::X86_64;
     let n = if cfg!(miri) { 64 } else { 1024 };
     // The harness adds 3 guard struct pages after the range: they end exactly at the last PFN.
-    let range =
-        ZoneDeviceRange { zone: cfg.zone_device(), nid: 0, start_pfn: cfg.max_pfn() - n - 3, nr_pages: n };
+    let range = ZoneDeviceRange::new(cfg.zone_device(), 0, cfg.max_pfn() - n - 3, n);
     let slow =
         run::<Page64>(cfg, &range, &DevPagemap::new(MemoryType::Generic), Strategy::Slow, false).unwrap();
     assert!(slow.guard_intact(&range));
@@ -58,7 +57,7 @@ fn the_last_pageblock_of_the_pfn_space_initializes() {
 fn an_altmap_covering_the_whole_range_is_a_no_op() {
     let cfg = KernelConfig::X86_64;
     let start = 1 << 20;
-    let range = ZoneDeviceRange { zone: cfg.zone_device(), nid: 0, start_pfn: start, nr_pages: 64 };
+    let range = ZoneDeviceRange::new(cfg.zone_device(), 0, start, 64);
     for (reserve, free) in [(32, 32), (0, 64), (64, 0)] {
         let pgmap =
             DevPagemap::new(MemoryType::FsDax).with_altmap(VmemAltmap { base_pfn: start, reserve, free });
@@ -93,7 +92,7 @@ fn helpers_do_not_panic_on_absurd_arguments() {
         let mut pages = vec![Page64::ZEROED; 4];
         let mut pb = vec![0u8; 1];
         let mut m = Memmap::new(cfg, 0, &mut pages, &mut pb).unwrap();
-        let range = ZoneDeviceRange { zone: cfg.zone_device(), nid: 0, start_pfn: 0, nr_pages: 4 };
+        let range = ZoneDeviceRange::new(cfg.zone_device(), 0, 0, 4);
         let err = memmap_init_zone_device(&mut m, &range, &pgmap, &InitOptions::default(), &mut NoHooks);
         assert!(matches!(err, Err(InitError::VmemmapShiftTooLarge { .. })));
     }
@@ -137,7 +136,7 @@ fn virtual_addresses_of_the_last_pfns_are_computed_without_overflow() {
     let mut pages = vec![Page72::ZEROED; 8];
     let mut pb = vec![0u8; 1];
     let mut m = Memmap::new(cfg, base, &mut pages, &mut pb).unwrap();
-    let range = ZoneDeviceRange { zone: cfg.zone_device(), nid: 0, start_pfn: base, nr_pages: 8 };
+    let range = ZoneDeviceRange::new(cfg.zone_device(), 0, base, 8);
     memmap_init_zone_device(
         &mut m,
         &range,

@@ -178,6 +178,9 @@ pub struct ZoneDeviceDump {
     pub strategy: Strategy,
     /// Enable `CONFIG_DEBUG_PAGE_REF` and the `page_ref_set` tracepoint.
     pub page_ref_trace: bool,
+    /// End of boot memory ([`ZoneDeviceRange::boot_memory_end_pfn`]): 0 when the range has
+    /// sections of its own.
+    pub boot_memory_end_pfn: u64,
 }
 
 impl ZoneDeviceDump {
@@ -251,31 +254,38 @@ fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, out: &OutputDir) ->
     if let Some((reserve, free)) = opts.altmap {
         pgmap = pgmap.with_altmap(VmemAltmap { base_pfn: opts.start_pfn, reserve, free });
     }
-    let range = ZoneDeviceRange {
-        zone: cfg.zone_device(),
-        nid: opts.nid,
-        start_pfn: opts.start_pfn,
-        nr_pages: opts.nr_pages,
-    };
+    let range = ZoneDeviceRange::new(cfg.zone_device(), opts.nid, opts.start_pfn, opts.nr_pages)
+        .with_boot_memory_end(opts.boot_memory_end_pfn);
     let n = usize::try_from(opts.nr_pages).map_err(invalid)?;
     let mut owned = memmap_core::OwnedMemmap::<P>::new(cfg, opts.start_pfn, opts.nr_pages)
         .map_err(map_error(format!("map a memmap of {} struct pages", opts.nr_pages)))?;
     let mut hooks = RecordingHooks::new(opts.page_ref_trace);
-    let (report, page_addr_base, movable, took) = {
+    let init_opts = InitOptions::new(opts.strategy);
+    let (altmap_part, report, page_addr_base, movable, took, aliases) = {
         let mut memmap = owned.memmap();
+        // What `memremap_pages()` does: the altmap part (`move_pfn_range_to_zone`), then the
+        // device pages.
+        let altmap_part =
+            memmap_core::move_pfn_range_to_zone(&mut memmap, &range, &pgmap, &init_opts, &mut hooks)
+                .map_err(invalid)?;
         let t = std::time::Instant::now();
-        let report: InitReport = memmap_init_zone_device(
-            &mut memmap,
-            &range,
-            &pgmap,
-            &InitOptions::new(opts.strategy),
-            &mut hooks,
-        )
-        .map_err(invalid)?;
+        let report: InitReport =
+            memmap_init_zone_device(&mut memmap, &range, &pgmap, &init_opts, &mut hooks).map_err(invalid)?;
         let took = t.elapsed();
         let movable: Vec<u64> =
             memmap.pageblocks_with(opts.start_pfn, opts.nr_pages, MigrateType::Movable).collect();
-        (report, memmap.vaddr(opts.start_pfn), movable, took)
+        // Deduplicated struct pages read as their vmemmap page's source, as the kernel's
+        // vmemmap shows them.
+        let mut aliases = 0u64;
+        if memmap_core::vmemmap_can_optimize(&cfg, P::SIZE, &pgmap) {
+            for pfn in report.start_pfn..report.start_pfn + report.nr_pages {
+                if let Some(src) = memmap_core::vmemmap_alias::<P>(&cfg, &range, &pgmap, pfn) {
+                    memmap.write(pfn, memmap.read(src));
+                    aliases += 1;
+                }
+            }
+        }
+        (altmap_part, report, memmap.vaddr(opts.start_pfn), movable, took, aliases)
     };
     let mut detail = serde_json::Map::new();
     detail.insert("pgmap_addr".into(), pgmap.addr.into());
@@ -291,6 +301,19 @@ fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, out: &OutputDir) ->
         },
     );
     detail.insert("compound_nr_pages".into(), memmap_core::compound_nr_pages(&cfg, P::SIZE, &pgmap).into());
+    detail.insert("kernel_version".into(), cfg.version.to_string().into());
+    detail.insert("boot_memory_end_pfn".into(), opts.boot_memory_end_pfn.into());
+    detail.insert("altmap_part_pages".into(), altmap_part.pages_initialized.into());
+    detail.insert("vmemmap_aliases".into(), aliases.into());
+    detail.insert(
+        "stale_pfn_ranges".into(),
+        serde_json::Value::Array(
+            stale_ranges::<P>(&cfg, &range, &pgmap, &report)
+                .into_iter()
+                .map(|(a, b)| serde_json::json!([a, b]))
+                .collect(),
+        ),
+    );
     detail.insert("init_start_pfn".into(), report.start_pfn.into());
     detail.insert("pages_initialized".into(), report.pages_initialized.into());
     // The kernel's `pr_debug("%s initialised %lu pages in %ums\n", ...)` line.
@@ -328,6 +351,30 @@ fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, out: &OutputDir) ->
     Ok(meta)
 }
 
+/// The struct pages `memmap_init_zone_device` leaves as they were, `[start, end)` ranges:
+/// before 7.2, the deduplicated count of struct pages is written for compound pages in early
+/// sections too, and the rest of the boot memmap there keeps whatever it held (the dump has
+/// zeros; a kernel shows an earlier mapping's pages).
+fn stale_ranges<P: StructPage>(
+    cfg: &KernelConfig,
+    range: &ZoneDeviceRange,
+    pgmap: &DevPagemap,
+    report: &InitReport,
+) -> Vec<(u64, u64)> {
+    let ppc = pgmap.vmemmap_nr();
+    let written = memmap_core::compound_nr_pages(cfg, P::SIZE, pgmap);
+    if cfg.behaviour().zone_device_early_sections || written >= ppc || report.nr_pages == 0 {
+        return Vec::new();
+    }
+    let pps = cfg.pages_per_section();
+    let early_end = range.boot_memory_end_pfn.div_ceil(pps).saturating_mul(pps);
+    let end = report.start_pfn + report.nr_pages;
+    (report.start_pfn..end.min(early_end))
+        .step_by(usize::try_from(ppc).unwrap_or(usize::MAX))
+        .map(|head| (head + written, head + ppc))
+        .collect()
+}
+
 /// Reads a memmap view's struct pages `[start, start + nr)` into bytes (for other dump kinds).
 #[must_use]
 pub fn memmap_bytes<P: StructPage>(memmap: &Memmap<'_, P>, start: u64, nr: u64) -> Vec<u8> {
@@ -355,6 +402,8 @@ pub struct HugetlbDump {
     pub strategy: Strategy,
     /// Enable `CONFIG_DEBUG_PAGE_REF` and the tracepoint.
     pub page_ref_trace: bool,
+    /// Zone index of the memory the gigantic pages come from.
+    pub zone: u32,
 }
 
 /// Counts hook calls across node threads.
@@ -427,7 +476,16 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, out: &OutputDir) -> Result
     if opts.count == 0 {
         return Err(invalid("--count must be at least 1"));
     }
-    let mut machine = OwnedBoot::<P>::packed(cfg, opts.hstate, opts.nodes, opts.count, true)
+    if opts.zone >= cfg.zone_device() {
+        return Err(invalid(format!("--zone must be below ZONE_DEVICE ({})", cfg.zone_device())));
+    }
+    let specs: Vec<hugetlb_init::NodeSpec> = (0..opts.nodes)
+        .map(|nid| hugetlb_init::NodeSpec {
+            zone: opts.zone,
+            ..hugetlb_init::NodeSpec::packed(nid, opts.hstate, opts.count)
+        })
+        .collect();
+    let mut machine = OwnedBoot::<P>::new(cfg, &specs, true)
         .map_err(map_error(format!("create the vmemmap of {} x {} pages", opts.count, opts.hstate)))?;
     let counts = SharedCounts {
         resched: std::sync::Arc::default(),
@@ -463,6 +521,7 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, out: &OutputDir) -> Result
     let (used, reason) =
         report.fallback_strategy.unwrap_or((opts.strategy, memmap_core::StrategyReason::Requested));
     let mut detail = serde_json::Map::new();
+    detail.insert("kernel_version".into(), cfg.version.to_string().into());
     detail.insert("hstate".into(), opts.hstate.name().into());
     detail.insert("order".into(), opts.hstate.order().into());
     detail.insert("nodes".into(), opts.nodes.into());

@@ -141,8 +141,7 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     let nr = p.size / 4096;
     let pgmap = case.pgmap();
     let rounds = common.rounds(30, 5);
-    let range =
-        ZoneDeviceRange { zone: cfg.zone_device(), nid: 0, start_pfn: DEVICE_START_PFN, nr_pages: nr };
+    let range = ZoneDeviceRange::new(cfg.zone_device(), 0, DEVICE_START_PFN, nr);
     let strategies = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
     let mut memmaps: Vec<OwnedMemmap<Page64>> = strategies
         .iter()

@@ -15,6 +15,7 @@ use crate::hooks::{InitHooks, PageRefEvent};
 use crate::memmap::Memmap;
 use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, PG, TAIL_MAPPING};
 use crate::model::page::{StructPage, offsets};
+use crate::model::version::FolioLayout;
 
 /// Writes the 8-byte field at `offset` of `*page` (plain store).
 ///
@@ -229,52 +230,78 @@ impl<P: StructPage> Memmap<'_, P> {
         }
     }
 
-    /// `prep_compound_head(page, order)` on the folio at `head_pfn` (baseline: `CONFIG_64BIT`;
-    /// `NR_PAGES_IN_LARGE_FOLIO`, `CONFIG_PAGE_MAPCOUNT` and `CONFIG_MM_ID` from the config).
+    /// `prep_compound_head(page, order)` on the folio at `head_pfn`, for the folio layout of
+    /// the modelled release ([`Behaviour::folio_layout`](crate::model::version::Behaviour)):
+    ///
+    /// * [`FolioLayout::MmIds`] (6.15+): `folio_set_order()` (order in `_flags_1`, `_nr_pages`
+    ///   with `NR_PAGES_IN_LARGE_FOLIO`), `_large_mapcount` -1, `_nr_pages_mapped` 0
+    ///   (`CONFIG_PAGE_MAPCOUNT`), `_mm_ids` 0 and `_mm_id_mapcount[]` -1 (`CONFIG_MM_ID`),
+    ///   `_pincount` 0, `_entire_mapcount` -1, and for order > 1 `INIT_LIST_HEAD(&folio->_deferred_list)`
+    ///   in page\[2\];
+    /// * [`FolioLayout::NrPages`] (before 6.15): `folio_set_order()` (order in `_flags_1`, the
+    ///   32-bit `_folio_nr_pages`), `_large_mapcount` -1, `_entire_mapcount` -1,
+    ///   `_nr_pages_mapped` 0, `_pincount` 0; page\[2\] is left alone (the deferred list is
+    ///   initialized when the folio becomes large-rmappable, not here).
     ///
     /// Returns `false` when `folio_set_order()` would `WARN_ON_ONCE` (order 0, or the head
-    /// lacks `PG_head`): then, as in the kernel, the order and `_nr_pages` are not set but the
-    /// rest of the function still runs.
+    /// lacks `PG_head`): then, as in the kernel, the order and the page count are not set but
+    /// the rest of the function still runs.
     ///
     /// # Panics
     ///
-    /// If page\[1\] (or, for order > 1, page\[2\]) is outside the memmap.
+    /// If page\[1\] (or, for order > 1 with the 6.15+ layout, page\[2\]) is outside the memmap.
     pub fn prep_compound_head(&mut self, head_pfn: u64, order: u32) -> bool {
         let cfg = *self.config();
+        let layout = cfg.behaviour().folio_layout;
+        let deferred_list = layout == FolioLayout::MmIds && order > 1;
         let p1 = head_pfn + 1;
         assert!(self.contains(p1), "pfn {p1:#x} outside memmap");
-        if order > 1 {
+        if deferred_list {
             assert!(self.contains(head_pfn + 2), "pfn {:#x} outside memmap", head_pfn + 2);
         }
         let head_is_large = self.read(head_pfn).test_flag(PG::HEAD);
         let ok = order != 0 && head_is_large;
-        // SAFETY: page[1] and (order > 1) page[2] are in range (checked); every field offset
-        // is inside its page.
+        // SAFETY: page[1] and (when `deferred_list`) page[2] are in range (checked); every
+        // field offset is inside its page.
         unsafe {
             let page1 = self.page_ptr(p1);
             // folio_set_order()
             if ok {
                 let flags_1 = rd64(page1, offsets::FLAGS);
                 wr64(page1, offsets::FLAGS, (flags_1 & !0xff) | u64::from(order));
-                if cfg.nr_pages_in_large_folio {
-                    wr32(page1, offsets::MEMCG_DATA, 1u32 << order);
+                match layout {
+                    FolioLayout::MmIds if cfg.nr_pages_in_large_folio => {
+                        wr32(page1, offsets::MEMCG_DATA, 1u32 << order);
+                    }
+                    FolioLayout::MmIds => {}
+                    FolioLayout::NrPages => wr32(page1, OLD_FOLIO_NR_PAGES, 1u32 << order),
                 }
             }
-            // atomic_set(&folio->_large_mapcount, -1)
-            wr32_once(page1, LARGE_MAPCOUNT, MINUS_ONE);
-            if cfg.page_mapcount {
-                // atomic_set(&folio->_nr_pages_mapped, 0)
-                wr32_once(page1, NR_PAGES_MAPPED, 0);
+            match layout {
+                FolioLayout::MmIds => {
+                    // atomic_set(&folio->_large_mapcount, -1)
+                    wr32_once(page1, LARGE_MAPCOUNT, MINUS_ONE);
+                    if cfg.page_mapcount {
+                        // atomic_set(&folio->_nr_pages_mapped, 0)
+                        wr32_once(page1, NR_PAGES_MAPPED, 0);
+                    }
+                    if cfg.mm_id {
+                        wr64(page1, MM_IDS, 0);
+                        wr32(page1, MM_ID_MAPCOUNT, MINUS_ONE);
+                        wr32(page1, MM_ID_MAPCOUNT + 4, MINUS_ONE);
+                    }
+                    // IS_ENABLED(CONFIG_64BIT) || order > 1
+                    wr32_once(page1, PINCOUNT, 0);
+                    wr32_once(page1, ENTIRE_MAPCOUNT, MINUS_ONE);
+                }
+                FolioLayout::NrPages => {
+                    wr32_once(page1, OLD_LARGE_MAPCOUNT, MINUS_ONE);
+                    wr32_once(page1, OLD_ENTIRE_MAPCOUNT, MINUS_ONE);
+                    wr32_once(page1, OLD_NR_PAGES_MAPPED, 0);
+                    wr32_once(page1, OLD_PINCOUNT, 0);
+                }
             }
-            if cfg.mm_id {
-                wr64(page1, MM_IDS, 0);
-                wr32(page1, MM_ID_MAPCOUNT, MINUS_ONE);
-                wr32(page1, MM_ID_MAPCOUNT + 4, MINUS_ONE);
-            }
-            // IS_ENABLED(CONFIG_64BIT) || order > 1
-            wr32_once(page1, PINCOUNT, 0);
-            wr32_once(page1, ENTIRE_MAPCOUNT, MINUS_ONE);
-            if order > 1 {
+            if deferred_list {
                 // INIT_LIST_HEAD(&folio->_deferred_list)
                 let list = self.vaddr(head_pfn + 2).wrapping_add(DEFERRED_LIST as u64);
                 let page2 = self.page_ptr(head_pfn + 2);
@@ -316,6 +343,29 @@ impl<P: StructPage> Memmap<'_, P> {
         hooks.cond_resched(pfn);
     }
 
+    /// `pageblock_migratetype_init_range(pfn, nr_pages, MIGRATE_MOVABLE)` (7.2's ZONE_DEVICE
+    /// init): `MIGRATE_MOVABLE` for every pageblock that starts in `[pageblock_align(pfn),
+    /// pfn + nr_pages)` (`pageblock_align` rounds up), with `cond_resched()` after each
+    /// section-aligned one.
+    ///
+    /// # Panics
+    ///
+    /// If a pageblock that starts in the range is outside the memmap, or as
+    /// [`Memmap::set_pageblock_migratetype`].
+    pub fn pageblock_migratetype_init_range<H: InitHooks>(&mut self, pfn: u64, nr_pages: u64, hooks: &mut H) {
+        let bs = self.config().pageblock_nr_pages();
+        let pps = self.config().pages_per_section();
+        let end = pfn.saturating_add(nr_pages);
+        let mut p = pfn.div_ceil(bs).saturating_mul(bs);
+        while p < end {
+            self.set_pageblock_migratetype(p, MigrateType::Movable);
+            if p % pps == 0 {
+                hooks.cond_resched(p);
+            }
+            p += bs;
+        }
+    }
+
     /// [`Memmap::pageblock_init`] on `n` consecutive pageblocks from the pageblock-aligned
     /// `pfn`, in ascending order: the same pageblock bits and `cond_resched()` calls, with one
     /// bounds check for the run where the pageblock is found from the PFN alone (classic
@@ -355,6 +405,12 @@ const PINCOUNT: usize = 28;
 const MM_ID_MAPCOUNT: usize = 32;
 const MM_IDS: usize = 40;
 const DEFERRED_LIST: usize = 16;
+/// The same for the layout before 6.15 ([`FolioLayout::NrPages`]).
+const OLD_LARGE_MAPCOUNT: usize = 16;
+const OLD_ENTIRE_MAPCOUNT: usize = 20;
+const OLD_NR_PAGES_MAPPED: usize = 24;
+const OLD_PINCOUNT: usize = 28;
+const OLD_FOLIO_NR_PAGES: usize = 32;
 
 const _: () = {
     use crate::model::page::folio;
@@ -366,4 +422,9 @@ const _: () = {
     assert!(folio::MM_IDS == 64 + MM_IDS);
     assert!(folio::NR_PAGES == 64 + offsets::MEMCG_DATA);
     assert!(folio::DEFERRED_LIST == 128 + DEFERRED_LIST);
+    assert!(folio::v6_12::LARGE_MAPCOUNT == 64 + OLD_LARGE_MAPCOUNT);
+    assert!(folio::v6_12::ENTIRE_MAPCOUNT == 64 + OLD_ENTIRE_MAPCOUNT);
+    assert!(folio::v6_12::NR_PAGES_MAPPED == 64 + OLD_NR_PAGES_MAPPED);
+    assert!(folio::v6_12::PINCOUNT == 64 + OLD_PINCOUNT);
+    assert!(folio::v6_12::FOLIO_NR_PAGES == 64 + OLD_FOLIO_NR_PAGES);
 };

@@ -38,7 +38,12 @@ pub struct KernelConfig {
     pub nodes_shift: u32,
     /// `MAX_NR_ZONES`, counting `ZONE_DEVICE`, which is always the last zone.
     pub max_nr_zones: u32,
-    /// `__NR_PAGEFLAGS` of the modelled build (see [`crate::model::flags::PG`]).
+    /// `__NR_PAGEFLAGS` of the modelled build (see [`crate::model::flags::PG`]). No byte an
+    /// initializer writes depends on it: it bounds the fields' layout and places the on-demand
+    /// RFC's `PG_uninitialized_2m` ([`pg_uninitialized_2m`](crate::pg_uninitialized_2m)). The
+    /// presets leave `PG_young` and `PG_idle` out (`CONFIG_PAGE_IDLE_FLAG`, set in Debian's
+    /// builds, which [`KernelConfig::with_kconfig`] counts): with them Debian's 7.2 amd64 flags
+    /// reach the `LRU_REFS` field at bit 25 and leave no bit for that flag.
     pub nr_pageflags: u32,
     /// `LAST_CPUPID_SHIFT` = `LAST__PID_SHIFT` (8) + `NR_CPUS_BITS` with
     /// `CONFIG_NUMA_BALANCING`; 0 without it.

@@ -134,8 +134,8 @@ impl KernelConfig {
     /// `KMSAN`, `DEBUG_PAGE_REF`, `MEMCG`/`SLAB_OBJ_EXT`, `PAGE_MAPCOUNT`, `MM_ID`,
     /// `SPARSEMEM_VMEMMAP`, `ARCH_WANT_OPTIMIZE_DAX_VMEMMAP`, `HUGETLB_PAGE_OPTIMIZE_VMEMMAP`,
     /// `CGROUP_HUGETLB`, `ARCH_FORCE_MAX_ORDER`, and for `__NR_PAGEFLAGS` the optional flags
-    /// (`PG_uncached` with `X86_PAT`, `PG_hwpoison` with `MEMORY_FAILURE`, `PG_arch_2`/`_3` with
-    /// `ARM64_MTE`).
+    /// (`PG_uncached` with `X86_PAT`, `PG_hwpoison` with `MEMORY_FAILURE`, `PG_young`/`PG_idle`
+    /// with `PAGE_IDLE_FLAG`, `PG_arch_2`/`_3` with `ARM64_MTE`).
     ///
     /// # Errors
     ///
@@ -224,7 +224,14 @@ impl KernelConfig {
         let uncached = !arm64_base && kconfig.enabled("CONFIG_X86_PAT").unwrap_or(true);
         let hwpoison = kconfig.enabled("CONFIG_MEMORY_FAILURE").unwrap_or(true);
         let mte = arm64_base && kconfig.enabled("CONFIG_ARM64_MTE").unwrap_or(true);
-        c.nr_pageflags = BASE_PAGEFLAGS + 1 + u32::from(uncached) + u32::from(hwpoison) + 2 * u32::from(mte);
+        // PG_young and PG_idle (`CONFIG_PAGE_IDLE_FLAG` on 64-bit).
+        let idle = kconfig.enabled("CONFIG_PAGE_IDLE_FLAG").unwrap_or(false);
+        c.nr_pageflags = BASE_PAGEFLAGS
+            + 1
+            + u32::from(uncached)
+            + u32::from(hwpoison)
+            + 2 * u32::from(idle)
+            + 2 * u32::from(mte);
         c.flags_layout().map_err(KconfigError::Config)?;
         Ok(c)
     }
@@ -255,6 +262,7 @@ CONFIG_NODES_SHIFT=10
 CONFIG_NR_CPUS=8192
 CONFIG_NUMA=y
 CONFIG_NUMA_BALANCING=y
+CONFIG_PAGE_IDLE_FLAG=y
 CONFIG_PAGE_MAPCOUNT=y
 CONFIG_SLAB_OBJ_EXT=y
 CONFIG_SPARSEMEM_VMEMMAP=y
@@ -267,7 +275,12 @@ CONFIG_ZONE_DMA32=y
     #[test]
     fn debian_amd64_gives_the_x86_64_preset() {
         let cfg = KernelConfig::X86_64.with_kconfig(&Kconfig::new(DEBIAN_7_2_AMD64)).unwrap();
-        assert_eq!(cfg, KernelConfig::X86_64);
+        // The preset leaves PG_young and PG_idle out (see `KernelConfig::nr_pageflags`): with
+        // them Debian's layout has no spare bit for the on-demand RFC's flag.
+        assert_eq!(cfg.nr_pageflags, 25);
+        assert_eq!(cfg, KernelConfig { nr_pageflags: 25, ..KernelConfig::X86_64 });
+        assert_eq!(crate::pg_uninitialized_2m(&cfg), None);
+        assert_eq!(crate::pg_uninitialized_2m(&KernelConfig::X86_64), Some(23));
         // The layout the kernel booted under QEMU uses: node 63..54, zone 53..51, cpupid 50..30.
         let l = cfg.flags_layout().unwrap();
         assert_eq!((l.nodes_pgshift, l.zones_pgshift, l.last_cpupid_pgshift), (54, 51, 30));

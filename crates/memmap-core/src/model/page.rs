@@ -385,7 +385,8 @@ impl<const W: usize> fmt::Debug for Page<W> {
 }
 
 /// The large-folio overlay of `struct folio` on the first four pages of a compound page
-/// (`include/linux/mm_types.h`, 64-bit, ≈6.15+), as byte offsets from the head page.
+/// (`include/linux/mm_types.h`, 64-bit, 6.15+; [`folio::v6_12`] has the fields that moved), as
+/// byte offsets from the head page.
 ///
 /// The `FOLIO_MATCH`-style compile-time checks below pin every field to the page word it
 /// aliases, for the 64-byte layout (the only one large folios are modelled with: with a
@@ -434,6 +435,31 @@ pub mod folio {
     pub const HUGETLB_CGROUP_RSVD: usize = 224;
     /// `_hugetlb_hwpoison` (page\[3\].private).
     pub const HUGETLB_HWPOISON: usize = 232;
+
+    /// The folio fields whose place differs in the layout before 6.15
+    /// ([`FolioLayout::NrPages`](crate::model::version::FolioLayout::NrPages)), as byte
+    /// offsets from the head page (64-byte layout). The fields not listed here (`_flags_N`,
+    /// `_head_N`, `_mapcount_1`, `_refcount_1`) are where the module's constants say.
+    pub mod v6_12 {
+        /// `atomic_t _large_mapcount` (page\[1\] + 16, low half).
+        pub const LARGE_MAPCOUNT: usize = 80;
+        /// `atomic_t _entire_mapcount` (page\[1\] + 16, high half).
+        pub const ENTIRE_MAPCOUNT: usize = 84;
+        /// `atomic_t _nr_pages_mapped` (page\[1\].mapping, low half).
+        pub const NR_PAGES_MAPPED: usize = 88;
+        /// `atomic_t _pincount` (page\[1\].mapping, high half).
+        pub const PINCOUNT: usize = 92;
+        /// `unsigned int _folio_nr_pages` (page\[1\].index, low half).
+        pub const FOLIO_NR_PAGES: usize = 96;
+        /// `_hugetlb_subpool` (page\[2\] + 16).
+        pub const HUGETLB_SUBPOOL: usize = 144;
+        /// `_hugetlb_cgroup` (page\[2\].mapping).
+        pub const HUGETLB_CGROUP: usize = 152;
+        /// `_hugetlb_cgroup_rsvd` (page\[2\].index).
+        pub const HUGETLB_CGROUP_RSVD: usize = 160;
+        /// `_hugetlb_hwpoison` (page\[2\].private).
+        pub const HUGETLB_HWPOISON: usize = 168;
+    }
 
     /// Splits a folio byte offset (for the 64-byte layout) into (page index, byte offset in
     /// that page).

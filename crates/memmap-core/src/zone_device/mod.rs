@@ -26,9 +26,12 @@
 //! configured, as `zone_device_page_init_optimization_enabled()` does, so every strategy emits
 //! the same tracepoint events and `cond_resched` calls and produces the same bytes.
 
+mod altmap;
 mod plan;
 mod slow;
 mod template;
+
+pub use altmap::move_pfn_range_to_zone;
 
 use core::fmt;
 
@@ -38,6 +41,7 @@ use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
 use crate::model::flags::VMEMMAP_RESERVE_NR;
 use crate::model::page::StructPage;
+use crate::model::version::Behaviour;
 
 /// `enum memory_type` (`include/linux/memremap.h`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,13 +69,22 @@ impl MemoryType {
         MemoryType::PciP2pdma,
     ];
 
-    /// The refcount a head or single page has after `__init_zone_device_page()`: 1 for
-    /// GENERIC, 0 for the others (baseline: FS_DAX refcount 0).
+    /// The refcount a head or single page has after `__init_zone_device_page()` in a kernel
+    /// with `behaviour`: `set_page_count(page, 0)` for PRIVATE, COHERENT and PCI_P2PDMA, and
+    /// from 6.15 for FS_DAX too ([`Behaviour::fsdax_refcount_zero`]); GENERIC (and FS_DAX
+    /// before 6.15) keep the 1 of `__init_single_page()`.
     #[must_use]
-    pub const fn head_refcount(self) -> i32 {
+    pub const fn head_refcount(self, behaviour: &Behaviour) -> i32 {
         match self {
             MemoryType::Generic => 1,
-            MemoryType::Private | MemoryType::Coherent | MemoryType::FsDax | MemoryType::PciP2pdma => 0,
+            MemoryType::FsDax => {
+                if behaviour.fsdax_refcount_zero {
+                    0
+                } else {
+                    1
+                }
+            }
+            MemoryType::Private | MemoryType::Coherent | MemoryType::PciP2pdma => 0,
         }
     }
 
@@ -170,10 +183,13 @@ impl DevPagemap {
 
 /// `vmemmap_can_optimize(altmap, pgmap)` for a struct page of `page_size` bytes:
 /// `CONFIG_ARCH_WANT_OPTIMIZE_DAX_VMEMMAP && is_power_of_2(sizeof(struct page)) && !altmap &&
-/// (pgmap_vmemmap_nr(pgmap) * sizeof(struct page)) >> PAGE_SHIFT > VMEMMAP_RESERVE_NR`.
+/// (pgmap_vmemmap_nr(pgmap) * sizeof(struct page)) >> PAGE_SHIFT > VMEMMAP_RESERVE_NR`. The
+/// optimization remaps vmemmap pages, so it also needs `CONFIG_SPARSEMEM_VMEMMAP` (every
+/// architecture that selects it has that).
 #[must_use]
 pub fn vmemmap_can_optimize(cfg: &crate::KernelConfig, page_size: usize, pgmap: &DevPagemap) -> bool {
     cfg.optimize_dax_vmemmap
+        && cfg.sparsemem_vmemmap
         && page_size.is_power_of_two()
         && pgmap.altmap.is_none()
         && (pgmap.vmemmap_nr().saturating_mul(page_size as u64)) >> cfg.page_shift > VMEMMAP_RESERVE_NR
@@ -192,7 +208,7 @@ pub fn compound_nr_pages(cfg: &crate::KernelConfig, page_size: usize, pgmap: &De
 }
 
 /// What to initialize: the arguments of `memmap_init_zone_device(zone, start_pfn, nr_pages,
-/// pgmap)` other than the pagemap.
+/// pgmap)` other than the pagemap, and where boot memory ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ZoneDeviceRange {
     /// `zone_idx(zone)`: must be `ZONE_DEVICE`.
@@ -203,6 +219,66 @@ pub struct ZoneDeviceRange {
     pub start_pfn: u64,
     /// `nr_pages`.
     pub nr_pages: u64,
+    /// The end of boot memory: every memory section holding a PFN below it was present at
+    /// boot (an *early section*, `SECTION_IS_EARLY`). Device memory hot-plugged into the
+    /// unused part of an early section reuses the section's boot memmap, which is never
+    /// deduplicated, so from 7.2 `compound_nr_pages()` initializes every struct page of a
+    /// compound page there. 0 (the usual case: device memory in sections of its own) when no
+    /// section of the range is early.
+    pub boot_memory_end_pfn: u64,
+}
+
+impl ZoneDeviceRange {
+    /// `nr_pages` pages from `start_pfn` on node `nid` in `zone`, in sections of their own.
+    #[must_use]
+    pub const fn new(zone: u32, nid: u32, start_pfn: u64, nr_pages: u64) -> Self {
+        ZoneDeviceRange { zone, nid, start_pfn, nr_pages, boot_memory_end_pfn: 0 }
+    }
+
+    /// With boot memory up to `pfn` (see [`ZoneDeviceRange::boot_memory_end_pfn`]).
+    #[must_use]
+    pub const fn with_boot_memory_end(mut self, pfn: u64) -> Self {
+        self.boot_memory_end_pfn = pfn;
+        self
+    }
+}
+
+/// The struct page whose contents the kernel's vmemmap shows at `pfn`'s place after
+/// `memmap_init_zone_device(range, pgmap)`: `Some(source)` when `pfn`'s struct page is an alias
+/// of another one, `None` when it has memory of its own.
+///
+/// With the DAX vmemmap optimization ([`vmemmap_can_optimize`]) only the first
+/// [`VMEMMAP_RESERVE_NR`] vmemmap pages of a compound page are its own; the later ones all map
+/// the second (`vmemmap_populate_compound_pages()`), so struct page `i` of the compound page
+/// (for `i` past the first `VMEMMAP_RESERVE_NR * PAGE_SIZE / sizeof(struct page)`) reads as
+/// struct page `PAGE_SIZE / sizeof(struct page) + i % (PAGE_SIZE / sizeof(struct page))`. The
+/// model writes only the struct pages with memory of their own; a reader that wants the bytes a
+/// kernel would show (a dump compared with a real kernel) copies the sources. Compound pages in
+/// early sections are not deduplicated from 7.2 on (see
+/// [`ZoneDeviceRange::boot_memory_end_pfn`]); in earlier kernels their later struct pages are
+/// neither written nor aliased, and this returns `None` for them.
+#[must_use]
+pub fn vmemmap_alias<P: StructPage>(
+    cfg: &crate::KernelConfig,
+    range: &ZoneDeviceRange,
+    pgmap: &DevPagemap,
+    pfn: u64,
+) -> Option<u64> {
+    let ppc = pgmap.vmemmap_nr();
+    let end = range.start_pfn.checked_add(range.nr_pages)?;
+    if !vmemmap_can_optimize(cfg, P::SIZE, pgmap) || pfn < range.start_pfn || pfn >= end || ppc <= 1 {
+        return None;
+    }
+    let per_page = cfg.page_size() / P::SIZE as u64;
+    let head = range.start_pfn + (pfn - range.start_pfn) / ppc * ppc;
+    let idx = pfn - head;
+    // In an early section every struct page is the boot memmap's own: written in full from
+    // 7.2 on, left as it was before.
+    if idx < VMEMMAP_RESERVE_NR * per_page || head < plan::early_sections_end(cfg, range.boot_memory_end_pfn)
+    {
+        return None;
+    }
+    Some(head + per_page * (VMEMMAP_RESERVE_NR - 1) + idx % per_page)
 }
 
 /// Where [`Strategy::Streaming`] drains (see `run_template` in the source for the details).

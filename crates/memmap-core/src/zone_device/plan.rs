@@ -3,6 +3,7 @@
 
 use super::{DevPagemap, MAX_VMEMMAP_SHIFT, ZoneDeviceRange, compound_nr_pages};
 use crate::InitError;
+use crate::KernelConfig;
 use crate::memmap::Memmap;
 use crate::model::page::StructPage;
 
@@ -16,17 +17,46 @@ pub(super) struct Plan {
     pub(super) end: u64,
     /// `1 << vmemmap_shift`.
     pub(super) pfns_per_compound: u64,
-    /// Struct pages written per compound page ([`compound_nr_pages`]).
+    /// Struct pages written per compound page outside early sections ([`compound_nr_pages`]).
     pub(super) compound_pages: u64,
     /// `vmemmap_shift`.
     pub(super) order: u32,
+    /// Compound heads below this PFN are in early sections whose memmap is not deduplicated
+    /// and, from 7.2 on, get every struct page written (0: none; see
+    /// [`ZoneDeviceRange::boot_memory_end_pfn`]).
+    pub(super) early_end: u64,
+    /// `PAGES_PER_SECTION`.
+    pub(super) pages_per_section: u64,
+    /// Pageblock migrate types are set in a pass over the range after the struct pages
+    /// (7.2: `pageblock_migratetype_init_range()`), not per initialized page.
+    pub(super) pageblock_range: bool,
 }
 
 impl Plan {
+    /// `compound_nr_pages(pfn, altmap, pgmap)` for the compound page whose head is `head`.
+    pub(super) fn compound_pages_at(&self, head: u64) -> u64 {
+        if head < self.early_end { self.pfns_per_compound } else { self.compound_pages }
+    }
+
     /// Struct pages written in all.
     pub(super) fn pages_written(&self) -> u64 {
         let span = self.end - self.start;
-        if self.pfns_per_compound == 1 { span } else { span / self.pfns_per_compound * self.compound_pages }
+        if self.pfns_per_compound == 1 {
+            return span;
+        }
+        // Heads in early sections: [start, early_end) rounded to whole compound pages.
+        let early_heads = self
+            .early_end
+            .clamp(self.start, self.end)
+            .saturating_sub(self.start)
+            .div_ceil(self.pfns_per_compound);
+        let heads = span / self.pfns_per_compound;
+        early_heads * self.pfns_per_compound + (heads - early_heads) * self.compound_pages
+    }
+
+    /// Whether `pfn` is the first of a memory section (`IS_ALIGNED(pfn, PAGES_PER_SECTION)`).
+    pub(super) fn section_aligned(&self, pfn: u64) -> bool {
+        pfn % self.pages_per_section == 0
     }
 }
 
@@ -84,13 +114,31 @@ pub(super) fn plan<P: StructPage>(
             pfns_per_compound: ppc,
         });
     }
+    let compound_pages = compound_nr_pages(cfg, P::SIZE, pgmap);
+    // `compound_nr_pages()` returns every page for a head in an early section from 7.2 on;
+    // before, early sections got the deduplicated count too (and kept stale struct pages).
+    let early_end = if cfg.behaviour().zone_device_early_sections && compound_pages < ppc {
+        early_sections_end(cfg, range.boot_memory_end_pfn)
+    } else {
+        0
+    };
     Ok(Some(Plan {
         zone: range.zone,
         nid: range.nid,
         start,
         end,
         pfns_per_compound: ppc,
-        compound_pages: compound_nr_pages(cfg, P::SIZE, pgmap),
+        compound_pages,
         order: pgmap.vmemmap_shift,
+        early_end,
+        pages_per_section: cfg.pages_per_section(),
+        pageblock_range: cfg.behaviour().zone_device_pageblock_range,
     }))
+}
+
+/// The first PFN after the early sections: every section that holds a PFN below
+/// `boot_memory_end_pfn` was present at boot. 0 for none.
+pub(super) fn early_sections_end(cfg: &KernelConfig, boot_memory_end_pfn: u64) -> u64 {
+    let pps = cfg.pages_per_section();
+    boot_memory_end_pfn.div_ceil(pps).saturating_mul(pps)
 }

@@ -10,7 +10,10 @@ use crate::model::flags::PG;
 use crate::model::page::{StructPage, offsets};
 
 impl<P: StructPage> Memmap<'_, P> {
-    /// `__init_zone_device_page(page, pfn, zone_idx, nid, pgmap)`.
+    /// `__init_zone_device_page(page, pfn, zone_idx, nid, pgmap)`: `__init_single_page`,
+    /// `PG_reserved`, `folio->pgmap`, `zone_device_data = NULL`, the refcount of the memory
+    /// type ([`MemoryType::head_refcount`](super::MemoryType::head_refcount)), and before 7.2
+    /// the pageblock's migrate type (with `cond_resched()`) at a pageblock-aligned PFN.
     ///
     /// # Panics
     ///
@@ -37,10 +40,12 @@ impl<P: StructPage> Memmap<'_, P> {
             // page->zone_device_data = NULL
             wr64(self.page_ptr(pfn), offsets::ZONE_DEVICE_DATA, 0);
         }
-        if self.pageblock_aligned(pfn) {
+        // Before 7.2 the migrate type was set here, for initialized pageblock-aligned pages only;
+        // 7.2 sets it for the whole range afterwards (`pageblock_migratetype_init_range`).
+        if !self.config().behaviour().zone_device_pageblock_range && self.pageblock_aligned(pfn) {
             self.pageblock_init(pfn, hooks);
         }
-        if pgmap.memory_type.head_refcount() == 0 {
+        if pgmap.memory_type.head_refcount(&self.config().behaviour()) == 0 {
             self.set_page_count(pfn, 0, hooks);
         }
     }
@@ -82,9 +87,15 @@ pub(super) fn run_slow<P: StructPage, H: InitHooks>(
     let mut pfn = plan.start;
     while pfn < plan.end {
         m.init_zone_device_page(pfn, plan.zone, plan.nid, pgmap, hooks);
+        if plan.pageblock_range && plan.section_aligned(pfn) {
+            hooks.cond_resched(pfn);
+        }
         if plan.pfns_per_compound != 1 {
-            m.memmap_init_compound(pfn, plan.zone, plan.nid, pgmap, plan.compound_pages, hooks);
+            m.memmap_init_compound(pfn, plan.zone, plan.nid, pgmap, plan.compound_pages_at(pfn), hooks);
         }
         pfn += plan.pfns_per_compound;
+    }
+    if plan.pageblock_range {
+        m.pageblock_migratetype_init_range(plan.start, plan.end - plan.start, hooks);
     }
 }

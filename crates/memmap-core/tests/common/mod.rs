@@ -63,6 +63,19 @@ pub fn run_opts<P: StructPage>(
     opts: InitOptions,
     tracepoint: bool,
 ) -> Result<Run<P>, (InitError, bool)> {
+    run_full(cfg, range, pgmap, opts, tracepoint, false)
+}
+
+/// [`run_opts`], with `hotplug` first `move_pfn_range_to_zone` (the altmap part) as
+/// `memremap_pages()` runs it; `report` is then the `memmap_init_zone_device` one.
+pub fn run_full<P: StructPage>(
+    cfg: KernelConfig,
+    range: &ZoneDeviceRange,
+    pgmap: &DevPagemap,
+    opts: InitOptions,
+    tracepoint: bool,
+    hotplug: bool,
+) -> Result<Run<P>, (InitError, bool)> {
     let base = range.start_pfn.saturating_sub(GUARD_PAGES);
     let n = range.start_pfn - base + range.nr_pages + GUARD_PAGES;
     let mut pages = vec![guard_page::<P>(); n as usize];
@@ -70,7 +83,12 @@ pub fn run_opts<P: StructPage>(
     let mut hooks = RecordingHooks::new(tracepoint);
     let result = {
         let mut memmap = Memmap::new(cfg, base, &mut pages, &mut pageblocks).expect("memmap");
-        memmap_init_zone_device(&mut memmap, range, pgmap, &opts, &mut hooks)
+        if hotplug {
+            memmap_core::move_pfn_range_to_zone(&mut memmap, range, pgmap, &opts, &mut hooks)
+                .and_then(|_| memmap_init_zone_device(&mut memmap, range, pgmap, &opts, &mut hooks))
+        } else {
+            memmap_init_zone_device(&mut memmap, range, pgmap, &opts, &mut hooks)
+        }
     };
     match result {
         Ok(report) => Ok(Run {
@@ -96,7 +114,7 @@ pub fn with_debug_page_ref(cfg: KernelConfig) -> KernelConfig {
 }
 
 pub fn range(cfg: &KernelConfig, start_pfn: u64, nr_pages: u64) -> ZoneDeviceRange {
-    ZoneDeviceRange { zone: cfg.zone_device(), nid: 1, start_pfn, nr_pages }
+    ZoneDeviceRange::new(cfg.zone_device(), 1, start_pfn, nr_pages)
 }
 
 /// The modelled address of the struct page of `pfn` (default vmemmap base).

@@ -1,0 +1,124 @@
+//! The struct pages of the device memory that holds the device's own memmap (the altmap part):
+//! `move_pfn_range_to_zone()` → `memmap_init_range(..., MEMINIT_HOTPLUG, altmap,
+//! MIGRATE_MOVABLE)`, which `memremap_pages()` runs before `memmap_init_zone_device()`.
+
+use super::plan::{self, Plan};
+use super::{DevPagemap, InitOptions, InitReport, ZoneDeviceRange, resolve_job};
+use crate::InitError;
+use crate::fill::{Cached, DrainGuard, ListSelf, Refresh, Store, Strategy, Streamed, copy_run};
+use crate::hooks::InitHooks;
+use crate::memmap::Memmap;
+use crate::model::flags::PG;
+use crate::model::page::StructPage;
+
+/// `move_pfn_range_to_zone(zone, start_pfn, nr_pages, altmap, MIGRATE_MOVABLE, false)` for a
+/// ZONE_DEVICE range, as `pagemap_range()` calls it before [`memmap_init_zone_device`]: the
+/// struct pages of `[start_pfn, altmap.base_pfn + reserve + free)`, skipping the `reserve`
+/// PFNs when the range starts at the altmap's base, become plain reserved ZONE_DEVICE pages
+/// (`__init_single_page` and `__SetPageReserved`: `lru` self-pointers, refcount 1, mapcount
+/// -1, no pgmap), and each pageblock-aligned one gets `MIGRATE_MOVABLE` and `cond_resched()`.
+/// Without an altmap `memmap_init_range()` returns at once for ZONE_DEVICE, and so does this.
+///
+/// Only the memmap part of the kernel function is modelled (not the zone span, the node's
+/// present pages or the resize lock). Every page of the part is identical up to its list
+/// self-pointers and section bits, so the template strategies copy the first one.
+///
+/// Validates as [`memmap_init_zone_device`] does and writes nothing on error.
+///
+/// # Errors
+///
+/// The errors of [`memmap_init_zone_device`] for the same range and pagemap.
+///
+/// [`memmap_init_zone_device`]: super::memmap_init_zone_device
+pub fn move_pfn_range_to_zone<P: StructPage, H: InitHooks>(
+    memmap: &mut Memmap<'_, P>,
+    range: &ZoneDeviceRange,
+    pgmap: &DevPagemap,
+    opts: &InitOptions,
+    hooks: &mut H,
+) -> Result<InitReport, InitError> {
+    let planned = plan::plan(memmap, range, pgmap)?;
+    let part = match (planned, pgmap.altmap) {
+        (Some(p), Some(a)) => {
+            let start = if range.start_pfn == a.base_pfn { a.base_pfn + a.reserve } else { range.start_pfn };
+            // `plan` checked that the altmap part ends inside the range (it is where the
+            // zone device init starts).
+            Some((p, start, p.start)).filter(|&(_, start, end)| start < end)
+        }
+        _ => None,
+    };
+    let Some((plan, start, end)) = part else {
+        let (used, reason) = resolve_job(memmap, opts, hooks, 0);
+        return Ok(InitReport {
+            start_pfn: range.start_pfn,
+            nr_pages: 0,
+            pages_initialized: 0,
+            requested: opts.strategy,
+            used,
+            reason,
+            backend: stream_hal::backend(),
+            drains: 0,
+        });
+    };
+    let n = end - start;
+    let (used, reason) = resolve_job(memmap, opts, hooks, n.saturating_mul(P::SIZE as u64));
+    let drains = match used {
+        Strategy::Template => run_template::<P, H, Cached>(memmap, &plan, start, end, hooks),
+        Strategy::Streaming => run_template::<P, H, Streamed>(memmap, &plan, start, end, hooks),
+        _ => {
+            for pfn in start..end {
+                init_hotplug_page(memmap, &plan, pfn, hooks);
+            }
+            0
+        }
+    };
+    Ok(InitReport {
+        start_pfn: start,
+        nr_pages: n,
+        pages_initialized: n,
+        requested: opts.strategy,
+        used,
+        reason,
+        backend: stream_hal::backend(),
+        drains,
+    })
+}
+
+/// One iteration of `memmap_init_range()`'s loop in `MEMINIT_HOTPLUG` context for ZONE_DEVICE.
+fn init_hotplug_page<P: StructPage, H: InitHooks>(
+    m: &mut Memmap<'_, P>,
+    plan: &Plan,
+    pfn: u64,
+    hooks: &mut H,
+) {
+    m.init_single_page(pfn, plan.zone, plan.nid, hooks);
+    m.set_flag(pfn, PG::RESERVED);
+    if m.pageblock_aligned(pfn) {
+        m.pageblock_init(pfn, hooks);
+    }
+}
+
+/// The first page through the slow path, the rest copied from it (list self-pointers and
+/// section bits refreshed), pageblock-aligned pages stored normally before their migrate type
+/// is set (classic SPARSEMEM reads the page back). Returns the number of drains.
+fn run_template<P: StructPage, H: InitHooks, S: Store>(
+    m: &mut Memmap<'_, P>,
+    plan: &Plan,
+    start: u64,
+    end: u64,
+    hooks: &mut H,
+) -> u64 {
+    init_hotplug_page(m, plan, start, hooks);
+    let mut tmpl = m.read(start);
+    let (cfg, layout) = (*m.config(), *m.layout());
+    let refresh = Refresh::new(&cfg, &layout, ListSelf::Both);
+    let pages = m.raw_pages();
+    let guard = DrainGuard::new(S::STREAMING);
+    let mut at_pageblock = |pfn: u64| m.pageblock_init(pfn, hooks);
+    // SAFETY: `[start + 1, end)` is inside the range `plan` validated against the memmap,
+    // which `m` borrows exclusively; the pages handed to `at_pageblock` are stored normally
+    // (it may read them back), and the guard drains the streamed ones before this returns,
+    // also if a hook panics.
+    unsafe { copy_run::<P, S>(pages, &refresh, start + 1, end, &mut tmpl, Some(&mut at_pageblock)) };
+    u64::from(guard.finish())
+}
