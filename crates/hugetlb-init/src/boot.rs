@@ -6,12 +6,12 @@ use memmap_core::{InitHooks, InitOptions, Memmap, NoHooks, Phase, Strategy, Stra
 use crate::MaybeSend;
 use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec, alloc_with, bootmem_flags};
 use crate::folio::{
-    hugetlb_bootmem_init_migratetype, hugetlb_folio_init_tail_vmemmap, hugetlb_folio_init_vmemmap,
-    init_new_hugetlb_folio, reserve_bootmem_head,
+    enqueue_hugetlb_folio, hugetlb_bootmem_init_migratetype, hugetlb_folio_init_tail_vmemmap,
+    hugetlb_folio_init_vmemmap, init_new_hugetlb_folio, reserve_bootmem_head,
 };
 use crate::hvo::{HvoParams, ModelRemap, VmemmapRemap, hugetlb_vmemmap_optimize_folio, hvo_availability};
 use crate::types::HugetlbError;
-use crate::types::{Hstate, PAGE_SHIFT, hugetlb_vmemmap_reserve_pages};
+use crate::types::{Hstate, PAGE_SHIFT, hugepage_freelist_addr, hugetlb_vmemmap_reserve_pages};
 use crate::types::{HvoOutcome, HvoUnavailable, TailInit};
 use memmap_core::PadataJob;
 
@@ -29,12 +29,16 @@ pub struct Node<'a, P: StructPage, R = ModelRemap, H = NoHooks> {
     pub hooks: H,
     /// Filled by [`gather_bootmem_prealloc`].
     pub report: NodeReport,
+    /// The first folio (head PFN) on each hstate's free list of this node
+    /// (`h->hugepage_freelists[nid]`), by [`Hstate::ALL`] index: where the next
+    /// `enqueue_hugetlb_folio` links in.
+    pub free_list_first: [Option<u64>; 2],
 }
 
 impl<'a, P: StructPage, R: VmemmapRemap<P>, H> Node<'a, P, R, H> {
     /// A node with an empty report.
     pub fn new(spec: NodeSpec, memmap: Memmap<'a, P>, remap: R, hooks: H) -> Self {
-        Node { spec, memmap, remap, hooks, report: NodeReport::default() }
+        Node { spec, memmap, remap, hooks, report: NodeReport::default(), free_list_first: [None; 2] }
     }
 
     /// The struct page at `pfn` as the kernel would read it through the vmemmap (HVO-aliased
@@ -453,11 +457,10 @@ pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHo
 /// hstate, in processing order; the kernel's `folio_list` is built with `list_add()`, so it is
 /// walked in reverse): `hugetlb_vmemmap_optimize_bootmem_folios()` on every folio, then per
 /// folio the fallback `hugetlb_folio_init_tail_vmemmap(folio, RESERVE, nr)` if HVO did not
-/// optimize it (timed), and [`hugetlb_bootmem_init_migratetype`].
-///
-/// Not modelled: `__prep_account_new_huge_page()` and `enqueue_hugetlb_folio()` (the free
-/// lists are the records, and the head's `lru` keeps the `INIT_LIST_HEAD` self-pointers
-/// instead of free-list links).
+/// optimize it (timed), [`hugetlb_bootmem_init_migratetype`], and
+/// [`enqueue_hugetlb_folio`](crate::folio::enqueue_hugetlb_folio) onto the node's free list of
+/// the hstate (the head's `lru` links and `HPG_freed`; the list head is at
+/// [`hugepage_freelist_addr`]). The hstate's counters are not modelled.
 pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
     node: &mut Node<'_, P, R, H>,
     records: &mut [HugeBootmemPage],
@@ -502,6 +505,11 @@ pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHoo
             r.outcome.fallback = Some(t);
         }
         hugetlb_bootmem_init_migratetype(&mut node.memmap, r.head_pfn, h);
+        // account_new_hugetlb_folio() (counters only) and enqueue_hugetlb_folio().
+        let slot = usize::from(h != Hstate::ALL[0]);
+        let list_head = hugepage_freelist_addr(h, node.spec.nid);
+        node.free_list_first[slot] =
+            Some(enqueue_hugetlb_folio(&mut node.memmap, r.head_pfn, list_head, node.free_list_first[slot]));
         node.report.folios += 1;
     }
 }

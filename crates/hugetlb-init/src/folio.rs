@@ -45,14 +45,18 @@ use crate::types::TailInit;
 /// `HPG_cma` 6.
 pub const HPG_VMEMMAP_OPTIMIZED: u32 = 4;
 
-/// Byte offsets inside page\[3\] of the hugetlb folio fields (`struct folio` pads each page to
-/// `sizeof(struct page)`, so these hold for the 72-byte layout too).
+/// `HPG_freed`: the folio is on the hstate's free list (`folio_set_hugetlb_freed`).
+pub const HPG_FREED: u32 = 3;
+
+/// Byte offsets of the hugetlb folio fields inside the page that holds them: page\[3\] from
+/// 6.15, page\[2\] before ([`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page)). `struct folio` pads each
+/// page to `sizeof(struct page)`, so these hold for the 72-byte layout too.
 pub mod folio3 {
-    /// `_hugetlb_subpool` (page\[3\] + 16, folio byte 208 with 64-byte pages).
+    /// `_hugetlb_subpool` (+16: folio byte 208 from 6.15, 144 before, with 64-byte pages).
     pub const HUGETLB_SUBPOOL: usize = 16;
-    /// `_hugetlb_cgroup` (page\[3\].mapping, folio byte 216), only with `CONFIG_CGROUP_HUGETLB`.
+    /// `_hugetlb_cgroup` (the page's `mapping`), only with `CONFIG_CGROUP_HUGETLB`.
     pub const HUGETLB_CGROUP: usize = 24;
-    /// `_hugetlb_cgroup_rsvd` (page\[3\].index, folio byte 224), only with `CONFIG_CGROUP_HUGETLB`.
+    /// `_hugetlb_cgroup_rsvd` (the page's `index`), only with `CONFIG_CGROUP_HUGETLB`.
     pub const HUGETLB_CGROUP_RSVD: usize = 32;
 
     const _: () = {
@@ -60,6 +64,9 @@ pub mod folio3 {
         assert!(folio::HUGETLB_SUBPOOL == 3 * 64 + HUGETLB_SUBPOOL);
         assert!(folio::HUGETLB_CGROUP == 3 * 64 + HUGETLB_CGROUP);
         assert!(folio::HUGETLB_CGROUP_RSVD == 3 * 64 + HUGETLB_CGROUP_RSVD);
+        assert!(folio::v6_12::HUGETLB_SUBPOOL == 2 * 64 + HUGETLB_SUBPOOL);
+        assert!(folio::v6_12::HUGETLB_CGROUP == 2 * 64 + HUGETLB_CGROUP);
+        assert!(folio::v6_12::HUGETLB_CGROUP_RSVD == 2 * 64 + HUGETLB_CGROUP_RSVD);
     };
 }
 
@@ -217,14 +224,15 @@ pub fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
 /// `init_new_hugetlb_folio(h, folio)`: `__folio_set_hugetlb()` (`page_type = PGTY_hugetlb <<
 /// 24`), `INIT_LIST_HEAD(&folio->lru)`, `hugetlb_set_folio_subpool(folio, NULL)`, and under
 /// `CONFIG_CGROUP_HUGETLB` `set_hugetlb_cgroup(folio, NULL)` and
-/// `set_hugetlb_cgroup_rsvd(folio, NULL)`. \[recalled\] body of ≈6.15; the field offsets are
-/// page\[3\] words of the folio overlay ([`memmap_core::model::page::folio`]).
+/// `set_hugetlb_cgroup_rsvd(folio, NULL)`. The fields are words of page\[3\] from 6.15 and of
+/// page\[2\] before ([`FolioLayout::hugetlb_fields_page`]; the folio overlay is
+/// [`memmap_core::model::page::folio`]).
 ///
 /// # Panics
 ///
 /// If page\[3\] of the folio is outside the memmap.
 pub fn init_new_hugetlb_folio<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64) {
-    let page3 = head_pfn + 3;
+    let page3 = head_pfn + m.config().behaviour().folio_layout.hugetlb_fields_page();
     assert!(m.contains_range(head_pfn, 4), "folio head pages outside the memmap");
     let head_vaddr = m.vaddr(head_pfn);
     let cgroup = m.config().cgroup_hugetlb;
@@ -279,6 +287,40 @@ pub fn hugetlb_bootmem_init_migratetype<P: StructPage>(m: &mut Memmap<'_, P>, he
         m.set_pageblock_migratetype(head_pfn + i, MigrateType::Movable);
         i += step;
     }
+}
+
+/// `enqueue_hugetlb_folio(h, folio)` for a folio whose `lru` is not on another list yet:
+/// `list_move(&folio->lru, &h->hugepage_freelists[nid])` (added first, after the list head at
+/// `list_head`, before `first`, the folio that was first until now, if any) and
+/// `folio_set_hugetlb_freed(folio)`. Returns the new first folio (`head_pfn`).
+///
+/// # Panics
+///
+/// If `head_pfn` or `first` is outside the memmap.
+pub fn enqueue_hugetlb_folio<P: StructPage>(
+    m: &mut Memmap<'_, P>,
+    head_pfn: u64,
+    list_head: u64,
+    first: Option<u64>,
+) -> u64 {
+    assert!(m.contains(head_pfn), "pfn {head_pfn:#x} outside memmap");
+    let lru = |m: &Memmap<'_, P>, pfn: u64| m.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
+    let next = first.map_or(list_head, |f| lru(m, f));
+    let new = lru(m, head_pfn);
+    if let Some(f) = first {
+        assert!(m.contains(f), "pfn {f:#x} outside memmap");
+        // SAFETY: `f` is in the memmap (checked); `lru.prev` is inside the page.
+        unsafe { P::write_u64_once_at(m.page_ptr(f), offsets::LRU_PREV, new) };
+    }
+    // SAFETY: `head_pfn` is in the memmap (checked); the fields are inside the page.
+    unsafe {
+        let head = m.page_ptr(head_pfn);
+        P::write_u64_once_at(head, offsets::LRU_NEXT, next);
+        P::write_u64_once_at(head, offsets::LRU_PREV, list_head);
+        let private = head.cast::<u8>().add(offsets::PRIVATE).cast::<u64>();
+        private.write(private.read() | (1 << HPG_FREED));
+    }
+    head_pfn
 }
 
 /// `folio_test_hugetlb_vmemmap_optimized(folio)` on a head page.

@@ -152,8 +152,9 @@ pub use hvo::{HvoFault, HvoMode, HvoParams, ModelRemap, VmemmapRemap};
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub use memfd::{BootError, MemfdVmemmap, OwnedBoot};
 pub use types::{
-    FolioOutcome, HUGETLB_VMEMMAP_RESERVE_SIZE, Hstate, HugetlbError, HvoError, HvoOutcome, HvoUnavailable,
-    PAGE_SHIFT, PAGE_SIZE, TailInit, hugetlb_vmemmap_reserve_pages,
+    FolioOutcome, HSTATE_MODEL_SIZE, HSTATES_ADDR, HUGEPAGE_FREELISTS_OFFSET, HUGETLB_VMEMMAP_RESERVE_SIZE,
+    Hstate, HugetlbError, HvoError, HvoOutcome, HvoUnavailable, PAGE_SHIFT, PAGE_SIZE, TailInit,
+    hugepage_freelist_addr, hugetlb_vmemmap_reserve_pages,
 };
 
 /// `Send` under `std` (the nodes are gathered on parallel threads), nothing without it.

@@ -292,6 +292,27 @@ pub const fn hugetlb_vmemmap_reserve_pages<P: StructPage>() -> u64 {
     HUGETLB_VMEMMAP_RESERVE_SIZE / P::SIZE as u64
 }
 
+/// The modelled kernel address of `hstates[]`, the array of `struct hstate` in the kernel
+/// image. Real kernels place it where their build puts it; a comparison with a real kernel
+/// matches the two by name (see [`hugepage_freelist_addr`]).
+pub const HSTATES_ADDR: u64 = 0xffff_ffff_8400_0000;
+
+/// The modelled size of one `struct hstate` in [`HSTATES_ADDR`]'s array.
+pub const HSTATE_MODEL_SIZE: u64 = 0x1_0000;
+
+/// The modelled offset of `hugepage_freelists[]` (one `struct list_head` per node) in a
+/// `struct hstate`.
+pub const HUGEPAGE_FREELISTS_OFFSET: u64 = 0x100;
+
+/// The modelled address of `&h->hugepage_freelists[nid]` for `hstate` (`hstates[]` slot 0 for
+/// 1 GiB pages, 1 for 2 MiB, as x86-64 registers them: gigantic first): the list head the
+/// free folios' `lru` links point to at either end.
+#[must_use]
+pub const fn hugepage_freelist_addr(hstate: Hstate, nid: u32) -> u64 {
+    let slot = if hstate.order() == Hstate::H1G.order() { 0 } else { 1 };
+    HSTATES_ADDR + slot * HSTATE_MODEL_SIZE + HUGEPAGE_FREELISTS_OFFSET + nid as u64 * 16
+}
+
 /// A huge page size (`struct hstate`), for 4 KiB base pages: 2 MiB (order 9) or 1 GiB
 /// (order 18).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -284,6 +284,21 @@ pub struct RegionResult {
     pub stale_pages: u64,
 }
 
+/// The model's `kernel_symbols` (`"0x..."` address to name) from its `meta.json`.
+fn model_symbols(meta: &serde_json::Value) -> BTreeMap<u64, String> {
+    meta.get("kernel_symbols")
+        .and_then(serde_json::Value::as_object)
+        .map(|o| {
+            o.iter()
+                .filter_map(|(a, n)| {
+                    let a = u64::from_str_radix(a.strip_prefix("0x")?, 16).ok()?;
+                    Some((a, n.as_str()?.to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The model's `stale_pfn_ranges` (`[start, end)` pairs) from its `meta.json`.
 fn stale_ranges(meta: &serde_json::Value) -> Vec<(u64, u64)> {
     meta.get("stale_pfn_ranges")
@@ -346,18 +361,22 @@ pub fn kernel_normalizer(facts: &Facts, r: &Region) -> Normalizer {
 
 /// Refines a page pointer by class: into the compound head ([`Sym::Head`]), or, in an aliased
 /// vmemmap page, into the same slot of another vmemmap page ([`Sym::AliasSelf`]). `pfn` is in
-/// `geo`'s numbering (the model side is compared at the same offsets).
+/// `geo`'s numbering (the model side is compared at the same offsets). A compound head is
+/// never an alias (its vmemmap page is the compound page's own; with 6.x HVO the fake heads
+/// alias *it*), so its pointers to other heads (the hstate free list) stay page pointers.
 #[must_use]
 pub fn classify(geo: Geometry, pfn: u64, s: Sym, aliased: bool) -> Sym {
     let per = (4096 / SP) as i64;
     match s {
         Sym::Page { delta, off, tag } => {
-            if let Some(idx) = geo.index(pfn) {
+            let idx = geo.index(pfn);
+            if let Some(idx) = idx {
                 if geo.compound > 1 && idx > 0 && delta == -(idx as i64) {
                     return Sym::Head { off, tag };
                 }
             }
-            if aliased && delta != 0 && delta % per == 0 {
+            let head = geo.compound > 1 && idx == Some(0);
+            if aliased && !head && delta != 0 && delta % per == 0 {
                 return Sym::AliasSelf { off, tag };
             }
             s
@@ -392,6 +411,11 @@ pub fn content_aliased(bytes: &[u8], start_pfn: u64) -> Vec<bool> {
 /// Compares kernel struct pages `k` (pfns `geo.start_pfn..`) with model struct pages `m`
 /// (pfns `m_start..`), page by page after normalization. `aliased[i]` marks kernel vmemmap
 /// page `i` (64 struct pages each, counted from the region's first vmemmap page) as aliased.
+///
+/// Kernel-image pointers (`&name` on both sides) are matched by consistent renaming: the first
+/// time a kernel symbol meets a model symbol the two are paired in `renames`, and afterwards
+/// each side must keep its partner (the model's addresses of kernel data, such as the hstate
+/// free lists, are modelled, not the build's).
 #[must_use]
 #[allow(clippy::too_many_arguments)]
 pub fn compare_pages(
@@ -403,6 +427,7 @@ pub fn compare_pages(
     mn: &Normalizer,
     aliased: &[bool],
     m_aliased: &[bool],
+    renames: &mut BTreeMap<String, String>,
 ) -> (u64, Option<FirstDiff>, Vec<Group>) {
     let m_first_vpage = m_start * SP as u64 / 4096;
     let n = (k.len() / SP).min(m.len() / SP);
@@ -432,6 +457,17 @@ pub fn compare_pages(
             );
             if ks == ms {
                 continue;
+            }
+            if let (Sym::Kimage(kname), Sym::Kimage(mname)) = (&ks, &ms) {
+                let taken = renames.iter().any(|(kk, mm)| mm == mname && kk != kname);
+                match renames.get(kname) {
+                    Some(partner) if partner == mname => continue,
+                    None if !taken => {
+                        renames.insert(kname.clone(), mname.clone());
+                        continue;
+                    }
+                    _ => {}
+                }
             }
             page_differs = true;
             // Name the 4-byte half that differs in the _mapcount/_refcount word.
@@ -662,6 +698,7 @@ pub fn class_checks(facts: &Facts, sets: &[PageSet<'_>]) -> Vec<Check> {
 pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult> {
     let mut results = Vec::new();
     let mut all_bytes: Vec<Vec<u8>> = Vec::new();
+    let mut renames: BTreeMap<String, String> = BTreeMap::new();
     let model_dir = dir.join("model");
     let mut hugetlb_model: Option<(ModelDump, Vec<(u64, u32)>)> = None;
     let hugetlb: Vec<usize> =
@@ -733,7 +770,7 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
                     vmemmap_base: md.vmemmap_base,
                     vmemmap_size: md.span(),
                     pgmap: None,
-                    kimage: BTreeMap::new(),
+                    kimage: model_symbols(&md.meta),
                 };
                 (md.bytes[off..off + len].to_vec(), head, mn, md.argv.clone())
             }
@@ -755,8 +792,17 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
                 }
             }
         }
-        let (differing, first, groups) =
-            compare_pages(geo, &kbytes_cmp, &kn, &mbytes_cmp, m_start, &mn, &aliased, &m_aliased);
+        let (differing, first, groups) = compare_pages(
+            geo,
+            &kbytes_cmp,
+            &kn,
+            &mbytes_cmp,
+            m_start,
+            &mn,
+            &aliased,
+            &m_aliased,
+            &mut renames,
+        );
         let label = match &r.folio {
             Some(f) => format!(
                 "hugetlb {} folio at pfn {:#x} (node {})",
@@ -916,7 +962,7 @@ mod tests {
         let mut m = k.clone();
         m[64 + 52] = 1; // _refcount of the second page
         m[128 + 52] = 1;
-        let (differing, first, groups) = compare_pages(g, &k, &n, &m, 10, &n, &[], &[]);
+        let (differing, first, groups) = compare_pages(g, &k, &n, &m, 10, &n, &[], &[], &mut BTreeMap::new());
         assert_eq!(differing, 2);
         let f = first.expect("a difference");
         assert_eq!((f.pfn, f.field.as_str(), f.offset), (11, "_refcount", 52));

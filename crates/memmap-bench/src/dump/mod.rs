@@ -547,6 +547,17 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, out: &OutputDir) -> Result
         ),
     );
     detail.insert("resident_vmemmap_bytes".into(), machine.resident_vmemmap_bytes().unwrap_or(0).into());
+    // The modelled kernel-image addresses the struct pages point to: the free list heads.
+    let symbols: serde_json::Map<String, serde_json::Value> = (0..opts.nodes)
+        .map(|nid| {
+            let addr = hugetlb_init::hugepage_freelist_addr(opts.hstate, nid);
+            (
+                format!("{addr:#x}"),
+                format!("hstates[{}].hugepage_freelists[{nid}]", opts.hstate.name()).into(),
+            )
+        })
+        .collect();
+    detail.insert("kernel_symbols".into(), symbols.into());
     let page_addr_base = cfg.vmemmap_start.wrapping_add(start_pfn.wrapping_mul(P::SIZE as u64));
     let meta = DumpMeta {
         format: FORMAT_VERSION,
