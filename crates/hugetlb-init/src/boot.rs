@@ -458,7 +458,7 @@ pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHo
 /// walked in reverse): `hugetlb_vmemmap_optimize_bootmem_folios()` on every folio, then per
 /// folio the fallback `hugetlb_folio_init_tail_vmemmap(folio, RESERVE, nr)` if HVO did not
 /// optimize it (timed), [`hugetlb_bootmem_init_migratetype`], and
-/// [`enqueue_hugetlb_folio`](crate::folio::enqueue_hugetlb_folio) onto the node's free list of
+/// [`enqueue_hugetlb_folio`] onto the node's free list of
 /// the hstate (the head's `lru` links and `HPG_freed`; the list head is at
 /// [`hugepage_freelist_addr`]). The hstate's counters are not modelled.
 pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
@@ -468,6 +468,11 @@ pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHoo
 ) {
     // hugetlb_vmemmap_optimize_bootmem_folios(h, folio_list): a no-op stub without
     // CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP, otherwise each folio in list order.
+    // What memmap_init() initialized at boot: the first section of the node's memory (see
+    // TailPageOrigin::Boot).
+    let early_end =
+        node.spec.start_pfn.saturating_add(node.memmap.config().pages_per_section()).min(node.spec.end_pfn());
+    let early_init = node.spec.start_pfn..early_end;
     for (pos, r) in records.iter_mut().rev().enumerate() {
         r.outcome.hvo = hugetlb_vmemmap_optimize_folio(
             &mut node.memmap,
@@ -476,6 +481,7 @@ pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHoo
             r.hstate,
             &params.hvo,
             pos as u64,
+            early_init.clone(),
         );
         match r.outcome.hvo {
             HvoOutcome::Optimized { .. } => node.report.optimized += 1,

@@ -49,7 +49,7 @@ pub const HPG_VMEMMAP_OPTIMIZED: u32 = 4;
 pub const HPG_FREED: u32 = 3;
 
 /// Byte offsets of the hugetlb folio fields inside the page that holds them: page\[3\] from
-/// 6.15, page\[2\] before ([`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page)). `struct folio` pads each
+/// 6.15, page\[2\] before ([`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page)(memmap_core::FolioLayout::hugetlb_fields_page)). `struct folio` pads each
 /// page to `sizeof(struct page)`, so these hold for the 72-byte layout too.
 pub mod folio3 {
     /// `_hugetlb_subpool` (+16: folio byte 208 from 6.15, 144 before, with 64-byte pages).
@@ -225,7 +225,7 @@ pub fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
 /// 24`), `INIT_LIST_HEAD(&folio->lru)`, `hugetlb_set_folio_subpool(folio, NULL)`, and under
 /// `CONFIG_CGROUP_HUGETLB` `set_hugetlb_cgroup(folio, NULL)` and
 /// `set_hugetlb_cgroup_rsvd(folio, NULL)`. The fields are words of page\[3\] from 6.15 and of
-/// page\[2\] before ([`FolioLayout::hugetlb_fields_page`]; the folio overlay is
+/// page\[2\] before ([`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page); the folio overlay is
 /// [`memmap_core::model::page::folio`]).
 ///
 /// # Panics

@@ -38,7 +38,8 @@
 //! ([`HvoFault`]). In every such case the fallback tail init runs and the bytes are those of a
 //! boot without HVO.
 
-use memmap_core::{KernelConfig, Memmap, StructPage};
+use memmap_core::model::page::offsets;
+use memmap_core::{KernelConfig, Memmap, NoHooks, StructPage, TAIL_MAPPING, pageblocks_needed};
 
 use crate::folio::{folio_assign_hugetlb_vmemmap_optimized, is_optimized_hugetlb_head};
 use crate::types::{Hstate, HvoError, HvoOutcome, HvoUnavailable, PAGE_SIZE, hugetlb_vmemmap_reserve_pages};
@@ -89,6 +90,26 @@ pub struct RemapAlloc {
     pub head_copy: bool,
 }
 
+/// How the huge pages were allocated, which decides what the shared tail page of Linux 7.1+
+/// holds ([`Behaviour::hvo_shared_tail`](memmap_core::Behaviour)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TailPageOrigin {
+    /// Boot-time pages (`hugepagesz=1G hugepages=N`): `vmemmap_populate_hvo()` maps the
+    /// folio's vmemmap onto the zone's tail page (a zeroed block) before `memmap_init()` runs,
+    /// so `memmap_init()`'s `__init_single_page()` of every PFN it initializes at boot whose
+    /// struct page lies in such a folio's tail vmemmap writes through to the shared page, the
+    /// last writer of each slot winning; `hugetlb_vmemmap_init()` then runs
+    /// `init_compound_tail()` on its 64 struct pages. With `CONFIG_DEFERRED_STRUCT_PAGE_INIT`
+    /// (Debian's kernels) `memmap_init()` initializes the first `PAGES_PER_SECTION` PFNs of a
+    /// node's highest zone at boot; the model takes the node's memory (its `NodeSpec`) to
+    /// start that zone.
+    #[default]
+    Boot,
+    /// Pages allocated at run time (`nr_hugepages`): `vmemmap_get_tail()` allocates a zeroed
+    /// page and runs `init_compound_tail()` on its 64 struct pages.
+    Runtime,
+}
+
 /// The HVO knobs of one boot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct HvoParams {
@@ -96,6 +117,8 @@ pub struct HvoParams {
     pub boot_option: bool,
     /// Injected allocation failures.
     pub fault: HvoFault,
+    /// How the pages were allocated (Linux 7.1+ shared tail page contents).
+    pub tail_page: TailPageOrigin,
 }
 
 impl Default for HvoParams {
@@ -123,9 +146,17 @@ impl HvoMode {
     #[must_use]
     pub const fn params(self) -> HvoParams {
         match self {
-            HvoMode::On => HvoParams { boot_option: true, fault: HvoFault::None },
-            HvoMode::Off => HvoParams { boot_option: false, fault: HvoFault::None },
-            HvoMode::Fail => HvoParams { boot_option: true, fault: HvoFault::PageTable { every: 1 } },
+            HvoMode::On => {
+                HvoParams { boot_option: true, fault: HvoFault::None, tail_page: TailPageOrigin::Boot }
+            }
+            HvoMode::Off => {
+                HvoParams { boot_option: false, fault: HvoFault::None, tail_page: TailPageOrigin::Boot }
+            }
+            HvoMode::Fail => HvoParams {
+                boot_option: true,
+                fault: HvoFault::PageTable { every: 1 },
+                tail_page: TailPageOrigin::Boot,
+            },
         }
     }
 
@@ -178,12 +209,28 @@ pub struct RemapDone {
     pub freed_pages: u64,
 }
 
+/// What the tail vmemmap pages of an optimized folio map.
+#[derive(Debug, Clone, Copy)]
+pub enum TailTarget<'a, P> {
+    /// The folio's own (possibly copied) head vmemmap page: Linux 6.x, whose reads of tails
+    /// 64.. show "fake heads".
+    HeadPage,
+    /// The node's shared tail page of the hstate (`vmemmap_tails[]`, Linux 7.1+): created with
+    /// `init` (one page of struct pages) by the first folio that needs it, then reused.
+    Shared {
+        /// The hstate whose tail page it is.
+        hstate: Hstate,
+        /// Its struct pages, for a backend that creates it now.
+        init: &'a [P],
+    },
+}
+
 /// The vmemmap remapping of steps 1-4 of the [module documentation](self), for one node's
 /// memmap.
 pub trait VmemmapRemap<P: StructPage> {
     /// `vmemmap_remap_free()` for the folio of `nr_pages` base pages at `head_pfn`: remaps its
-    /// vmemmap pages after the first read-only onto the (possibly copied) head vmemmap page and
-    /// frees the old ones. On error nothing changed.
+    /// vmemmap pages after the first read-only onto `tail` (the possibly copied head vmemmap
+    /// page, or the node's shared tail page) and frees the old ones. On error nothing changed.
     ///
     /// # Errors
     ///
@@ -194,12 +241,13 @@ pub trait VmemmapRemap<P: StructPage> {
         head_pfn: u64,
         nr_pages: u64,
         alloc: RemapAlloc,
+        tail: TailTarget<'_, P>,
     ) -> Result<RemapDone, HvoError>;
 
     /// The PFN whose stored struct page the virtual struct page of `pfn` shows: `pfn` itself
     /// when the memory management unit does the aliasing (real remaps) or `pfn` is not an
-    /// optimized tail; the aliased page `head + (pfn - head) % (PAGE_SIZE / sizeof(struct page))`
-    /// in the no_std model.
+    /// optimized tail; in the no_std model the aliased page, `head + (pfn - head) % (PAGE_SIZE /
+    /// sizeof(struct page))` or the slot of the shared tail page.
     fn resolve(&self, memmap: &Memmap<'_, P>, pfn: u64) -> u64;
 }
 
@@ -208,18 +256,43 @@ pub trait VmemmapRemap<P: StructPage> {
 pub struct ModelRemap {
     /// Vmemmap pages freed so far.
     pub freed_pages: u64,
+    /// Linux 7.1+: per hstate ([`Hstate::ALL`] index), the first PFN of the vmemmap page whose
+    /// storage holds the node's shared tail page. The model keeps it in vmemmap page 1 of the
+    /// first folio that needed it: that folio's own page 1 is freed by the remap, and every
+    /// read of it goes to the shared page anyway.
+    pub shared_tail: [Option<u64>; 2],
+}
+
+/// [`Hstate::ALL`] index of `h`.
+pub(crate) fn hstate_slot(h: Hstate) -> usize {
+    usize::from(h != Hstate::ALL[0])
 }
 
 impl<P: StructPage> VmemmapRemap<P> for ModelRemap {
     fn remap_free(
         &mut self,
-        _memmap: &mut Memmap<'_, P>,
-        _head_pfn: u64,
+        memmap: &mut Memmap<'_, P>,
+        head_pfn: u64,
         nr_pages: u64,
         alloc: RemapAlloc,
+        tail: TailTarget<'_, P>,
     ) -> Result<RemapDone, HvoError> {
         if !alloc.page_table {
             return Err(HvoError::NoMemory);
+        }
+        if let TailTarget::Shared { hstate, init } = tail {
+            let slot = hstate_slot(hstate);
+            if self.shared_tail[slot].is_none() {
+                let per_page = hugetlb_vmemmap_reserve_pages::<P>();
+                let frame = head_pfn + per_page;
+                if init.len() as u64 != per_page || !memmap.contains_range(frame, per_page) {
+                    return Err(HvoError::Remap { errno: 22 });
+                }
+                for (i, rec) in init.iter().enumerate() {
+                    memmap.write(frame + i as u64, *rec);
+                }
+                self.shared_tail[slot] = Some(frame);
+            }
         }
         let freed = nr_pages.saturating_mul(P::SIZE as u64).div_ceil(PAGE_SIZE).saturating_sub(1);
         self.freed_pages += freed;
@@ -238,7 +311,10 @@ impl<P: StructPage> VmemmapRemap<P> for ModelRemap {
                 continue;
             }
             if is_optimized_hugetlb_head(&memmap.read(head), &memmap.read(head + 1), h) {
-                return head + (pfn - head) % per_page;
+                return match self.shared_tail[hstate_slot(h)] {
+                    Some(frame) => frame + (pfn - head) % per_page,
+                    None => head + (pfn - head) % per_page,
+                };
             }
         }
         pfn
@@ -258,16 +334,108 @@ pub fn hugetlb_vmemmap_optimize_folio<P: StructPage, R: VmemmapRemap<P>>(
     hstate: Hstate,
     params: &HvoParams,
     list_index: u64,
+    early_init: core::ops::Range<u64>,
 ) -> HvoOutcome {
     if let Err(why) = hvo_availability::<P>(m.config(), params) {
         return HvoOutcome::Unavailable(why);
     }
     folio_assign_hugetlb_vmemmap_optimized(m, head_pfn, true);
-    match remap.remap_free(m, head_pfn, hstate.nr_pages(), params.fault.alloc_for(list_index)) {
+    let mut init = [P::ZEROED; MAX_STRUCT_PAGES_PER_PAGE];
+    let tail = if m.config().behaviour().hvo_shared_tail {
+        let n = shared_tail_page(m, head_pfn, hstate, params.tail_page, early_init, &mut init);
+        TailTarget::Shared { hstate, init: &init[..n] }
+    } else {
+        TailTarget::HeadPage
+    };
+    match remap.remap_free(m, head_pfn, hstate.nr_pages(), params.fault.alloc_for(list_index), tail) {
         Ok(done) => HvoOutcome::Optimized { head_copied: done.head_copied, freed_pages: done.freed_pages },
         Err(e) => {
             folio_assign_hugetlb_vmemmap_optimized(m, head_pfn, false);
             HvoOutcome::Failed(e)
         }
     }
+}
+
+/// Struct pages per 4 KiB vmemmap page for the smallest layout (64 bytes).
+const MAX_STRUCT_PAGES_PER_PAGE: usize = (PAGE_SIZE / 64) as usize;
+
+/// The struct pages of the node's shared tail page for `hstate` (Linux 7.1+), into `out`;
+/// returns how many (one vmemmap page's worth). The folio at `head_pfn` gives the node and
+/// zone (`folio_zone()`). `early_init` is the PFN range `memmap_init()` initialized at boot
+/// (see [`TailPageOrigin::Boot`]): each slot starts as the `__init_single_page()` of the last
+/// PFN of that range whose struct page lies in the tail vmemmap of an optimized folio of this
+/// hstate and maps to the slot, or zeros; then `init_compound_tail(slot, NULL, order, zone)`:
+/// `_mapcount` -1, the node and zone in `flags`, `TAIL_MAPPING`, the `compound_info` mask and
+/// `private` 0.
+fn shared_tail_page<P: StructPage>(
+    m: &Memmap<'_, P>,
+    head_pfn: u64,
+    hstate: Hstate,
+    origin: TailPageOrigin,
+    early_init: core::ops::Range<u64>,
+    out: &mut [P; MAX_STRUCT_PAGES_PER_PAGE],
+) -> usize {
+    let cfg = *m.config();
+    let layout = *m.layout();
+    let per_page = hugetlb_vmemmap_reserve_pages::<P>();
+    let n = per_page as usize;
+    let head = m.read(head_pfn);
+    let (zone, nid) = (layout.zone(head.flags()), layout.node(head.flags()));
+    for (j, slot) in out.iter_mut().enumerate().take(n) {
+        *slot = P::ZEROED;
+        if origin == TailPageOrigin::Runtime {
+            continue;
+        }
+        // The last PFN of the early range in slot `j` of the tail vmemmap (index >= per_page)
+        // of a folio of this hstate: every folio of the hstate on the node shares the page.
+        let nr = hstate.nr_pages();
+        let mut last = None;
+        let top = early_init.end.checked_sub(1).map(|e| e - (e % per_page + per_page - j as u64) % per_page);
+        let mut cand = top.filter(|&t| t >= early_init.start && t < early_init.end);
+        while let Some(p) = cand {
+            let idx = p % nr;
+            if idx >= per_page && folio_of_boot(m, p - idx, hstate) {
+                last = Some(p);
+                break;
+            }
+            cand = p.checked_sub(per_page).filter(|&q| q >= early_init.start);
+        }
+        if let Some(p) = last {
+            *slot = single_page_record(&cfg, m.vaddr(p), p, zone, nid);
+        }
+    }
+    for slot in out.iter_mut().take(n) {
+        // init_compound_tail(tail, NULL, order, zone)
+        slot.set_u32_at(offsets::MAPCOUNT, u32::MAX);
+        let flags = layout.set_zone(layout.set_node(slot.flags(), nid), zone);
+        slot.set_u64_at(offsets::FLAGS, flags);
+        slot.set_u64_at(offsets::MAPPING, TAIL_MAPPING);
+        slot.set_u64_at(offsets::COMPOUND_HEAD, cfg.compound_head_word(0, hstate.order(), P::SIZE));
+        slot.set_u64_at(offsets::PRIVATE, 0);
+    }
+    n
+}
+
+/// Whether the folio of `hstate` at `head_pfn` is a boot folio this memmap holds (its head is
+/// a hugetlb head of that order).
+fn folio_of_boot<P: StructPage>(m: &Memmap<'_, P>, head_pfn: u64, hstate: Hstate) -> bool {
+    m.contains_range(head_pfn, 2) && {
+        let (head, page1) = (m.read(head_pfn), m.read(head_pfn + 1));
+        head.test_flag(memmap_core::PG::HEAD)
+            && head.page_type() == memmap_core::PageType::word(memmap_core::PageType::HUGETLB)
+            && page1.flags() & 0xff == u64::from(hstate.order())
+    }
+}
+
+/// The struct page `__init_single_page(page, pfn, zone, nid)` writes for `pfn` at `vaddr`,
+/// computed in a one-page scratch memmap.
+fn single_page_record<P: StructPage>(cfg: &KernelConfig, vaddr: u64, pfn: u64, zone: u32, nid: u32) -> P {
+    let mut page = [P::ZEROED];
+    let mut pageblocks = [0u8; 2];
+    let need = pageblocks_needed(cfg, pfn, 1);
+    let mut scratch = Memmap::new(*cfg, pfn, &mut page, &mut pageblocks[..need])
+        .unwrap_or_else(|e| unreachable!("a one-page memmap of a valid config: {e}"))
+        .with_vaddr_base(vaddr);
+    scratch.init_single_page(pfn, zone, nid, &mut NoHooks);
+    scratch.read(pfn)
 }

@@ -148,7 +148,7 @@ mod types;
 
 pub use boot::{BootParams, BootReport, Node, NodeReport, boot};
 pub use bootmem::{BootRequest, HugeBootmemPage, NodeSpec, PagesPerNode, ZONE_NORMAL};
-pub use hvo::{HvoFault, HvoMode, HvoParams, ModelRemap, VmemmapRemap};
+pub use hvo::{HvoFault, HvoMode, HvoParams, ModelRemap, TailPageOrigin, TailTarget, VmemmapRemap};
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub use memfd::{BootError, MemfdVmemmap, OwnedBoot};
 pub use types::{

@@ -40,7 +40,7 @@ use rustix::mm::{MapFlags, ProtFlags};
 
 use crate::boot::{BootParams, BootReport, Node, NodeReport};
 use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec};
-use crate::hvo::{RemapAlloc, RemapDone, VmemmapRemap};
+use crate::hvo::{RemapAlloc, RemapDone, TailTarget, VmemmapRemap, hstate_slot};
 use crate::types::HugetlbError;
 use crate::types::HvoError;
 use crate::types::{Hstate, PAGE_SIZE};
@@ -64,6 +64,8 @@ pub struct MemfdVmemmap<P: StructPage> {
     nr_pages: usize,
     spare_frames: u64,
     spare_used: u64,
+    /// Linux 7.1+: the file offset of the node's shared tail page per hstate (a spare page).
+    shared_tail: [Option<u64>; 2],
     cfg: KernelConfig,
     pageblocks: Vec<u8>,
     _page: PhantomData<P>,
@@ -131,6 +133,7 @@ impl<P: StructPage> MemfdVmemmap<P> {
             nr_pages: nr,
             spare_frames,
             spare_used: 0,
+            shared_tail: [None; 2],
             cfg,
             pageblocks: std::vec![0; pageblocks_needed(&cfg, base_pfn, nr_pages)],
             _page: PhantomData,
@@ -177,6 +180,7 @@ impl<P: StructPage> MemfdVmemmap<P> {
         rustix::fs::ftruncate(&self.fd, file_len)?;
         self.map = Self::map_all(&self.fd, self.map_len)?;
         self.spare_used = 0;
+        self.shared_tail = [None; 2];
         if poison {
             self.poison();
         }
@@ -222,6 +226,7 @@ impl<P: StructPage> MemfdVmemmap<P> {
             spare_base: self.map_len as u64,
             spare_frames: self.spare_frames,
             spare_used: &mut self.spare_used,
+            shared_tail: &mut self.shared_tail,
             _page: PhantomData,
         };
         (memmap, remap)
@@ -297,7 +302,13 @@ impl<P: StructPage> MemfdVmemmap<P> {
     /// Spare pages used for head copies.
     #[must_use]
     pub fn head_copies(&self) -> u64 {
-        self.spare_used
+        self.spare_used - self.shared_tail_pages()
+    }
+
+    /// Spare pages used as shared tail pages (Linux 7.1+: one per hstate HVO optimized).
+    #[must_use]
+    pub fn shared_tail_pages(&self) -> u64 {
+        self.shared_tail.iter().flatten().count() as u64
     }
 }
 
@@ -317,6 +328,7 @@ pub(crate) struct MemfdRemap<'a, P: StructPage> {
     spare_base: u64,
     spare_frames: u64,
     spare_used: &'a mut u64,
+    shared_tail: &'a mut [Option<u64>; 2],
     _page: PhantomData<P>,
 }
 
@@ -360,6 +372,29 @@ impl<P: StructPage> MemfdRemap<'_, P> {
     }
 }
 
+impl<P: StructPage> MemfdRemap<'_, P> {
+    /// Writes `bytes` at file offset `off`.
+    fn pwrite_all(&self, bytes: &[u8], off: u64) -> Result<(), HvoError> {
+        let mut done = 0;
+        while done < bytes.len() {
+            match rustix::io::pwrite(self.fd, &bytes[done..], off + done as u64) {
+                Ok(n) => done += n,
+                Err(e) => return Err(HvoError::Remap { errno: e.raw_os_error() }),
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the next spare page, if any.
+    fn take_spare(&mut self) -> Option<u64> {
+        (*self.spare_used < self.spare_frames).then(|| {
+            let off = self.spare_base + *self.spare_used * PAGE_SIZE;
+            *self.spare_used += 1;
+            off
+        })
+    }
+}
+
 impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
     fn remap_free(
         &mut self,
@@ -367,8 +402,10 @@ impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
         head_pfn: u64,
         nr_pages: u64,
         alloc: RemapAlloc,
+        tail: TailTarget<'_, P>,
     ) -> Result<RemapDone, HvoError> {
         const EINVAL: i32 = 22;
+        const ENOMEM: i32 = 12;
         let Some(size) = nr_pages.checked_mul(P::SIZE as u64) else {
             return Err(HvoError::Remap { errno: EINVAL });
         };
@@ -383,31 +420,68 @@ impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
         }
         let reuse_off = (reuse - base) as u64;
         let pages = (size / PAGE_SIZE) as usize;
+        // Linux 7.1+: vmemmap_get_tail(), before anything else (its failure is -ENOMEM).
+        let mut new_tail = None;
+        let shared = match tail {
+            TailTarget::HeadPage => None,
+            TailTarget::Shared { hstate, init } => {
+                let slot = hstate_slot(hstate);
+                match self.shared_tail[slot] {
+                    Some(off) => Some(off),
+                    None => {
+                        let Some(off) = self.take_spare() else {
+                            return Err(HvoError::Remap { errno: ENOMEM });
+                        };
+                        let mut bytes = std::vec![0u8; PAGE];
+                        for (rec, chunk) in init.iter().zip(bytes.chunks_exact_mut(P::SIZE)) {
+                            rec.to_bytes(chunk);
+                        }
+                        if let Err(e) = self.pwrite_all(&bytes, off) {
+                            self.punch(off, PAGE_SIZE);
+                            *self.spare_used -= 1;
+                            return Err(e);
+                        }
+                        self.shared_tail[slot] = Some(off);
+                        new_tail = Some((slot, off));
+                        Some(off)
+                    }
+                }
+            }
+        };
+        // Gives a tail page created by this call back.
+        let drop_tail = |this: &mut Self| {
+            if let Some((slot, off)) = new_tail {
+                this.shared_tail[slot] = None;
+                this.punch(off, PAGE_SIZE);
+                *this.spare_used -= 1;
+            }
+        };
         // vmemmap_split_pmd(): the page-table allocation.
         if !alloc.page_table {
+            drop_tail(self);
             return Err(HvoError::NoMemory);
         }
         // alloc_pages_node() + copy_page() of the head vmemmap page.
         let mut new_off = None;
-        if alloc.head_copy && *self.spare_used < self.spare_frames {
-            let off = self.spare_base + *self.spare_used * PAGE_SIZE;
-            // SAFETY: the head vmemmap page is inside the mapping and readable; nothing writes
-            // it during this call.
-            let head = unsafe { core::slice::from_raw_parts(reuse as *const u8, PAGE) };
-            let mut done = 0;
-            while done < PAGE {
-                match rustix::io::pwrite(self.fd, &head[done..], off + done as u64) {
-                    Ok(n) => done += n,
-                    Err(e) => return Err(HvoError::Remap { errno: e.raw_os_error() }),
+        if alloc.head_copy {
+            if let Some(off) = self.take_spare() {
+                // SAFETY: the head vmemmap page is inside the mapping and readable; nothing
+                // writes it during this call.
+                let head = unsafe { core::slice::from_raw_parts(reuse as *const u8, PAGE) };
+                if let Err(e) = self.pwrite_all(head, off) {
+                    self.punch(off, PAGE_SIZE);
+                    *self.spare_used -= 1;
+                    drop_tail(self);
+                    return Err(e);
                 }
+                new_off = Some(off);
             }
-            *self.spare_used += 1;
-            new_off = Some(off);
         }
-        let target = new_off.unwrap_or(reuse_off);
+        let head_target = new_off.unwrap_or(reuse_off);
+        let tail_target = shared.unwrap_or(head_target);
         let undo = |this: &mut Self, mapped: usize, e: rustix::io::Errno| {
             // Map the folio's original pages back over whatever was remapped (one call: their
-            // file offsets are contiguous), and give the spare page back.
+            // file offsets are contiguous), and give the spare pages back (last taken first).
             // SAFETY: `[reuse, reuse + mapped pages)` is inside our mapping.
             let _ = unsafe {
                 this.map_fixed(reuse, mapped * PAGE, reuse_off, ProtFlags::READ | ProtFlags::WRITE)
@@ -416,18 +490,22 @@ impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
                 this.punch(off, PAGE_SIZE);
                 *this.spare_used -= 1;
             }
+            drop_tail(this);
             HvoError::Remap { errno: e.raw_os_error() }
         };
         if new_off.is_some() {
-            // SAFETY: the head vmemmap page is inside our mapping; no reference into it lives.
-            if let Err(e) = unsafe { self.map_fixed(reuse, PAGE, target, ProtFlags::READ | ProtFlags::WRITE) }
-            {
+            // SAFETY: `[reuse, reuse + PAGE)` is the folio's head vmemmap page, inside our mapping
+            // (the range was checked above); the `head` slice that read it has been dropped, so no
+            // reference into it lives.
+            let mapped =
+                unsafe { self.map_fixed(reuse, PAGE, head_target, ProtFlags::READ | ProtFlags::WRITE) };
+            if let Err(e) = mapped {
                 return Err(undo(self, 1, e));
             }
         }
         for k in 1..pages {
             // SAFETY: tail vmemmap page `k` of the folio is inside our mapping (range checked).
-            if let Err(e) = unsafe { self.map_fixed(reuse + k * PAGE, PAGE, target, ProtFlags::READ) } {
+            if let Err(e) = unsafe { self.map_fixed(reuse + k * PAGE, PAGE, tail_target, ProtFlags::READ) } {
                 return Err(undo(self, k, e));
             }
         }

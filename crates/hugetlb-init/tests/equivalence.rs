@@ -10,7 +10,7 @@
 mod common;
 
 use common::{Booted, boot_model, params};
-use hugetlb_init::{BootRequest, Hstate, HvoFault, HvoParams, NodeSpec, PagesPerNode};
+use hugetlb_init::{BootRequest, Hstate, HvoFault, HvoParams, NodeSpec, PagesPerNode, TailPageOrigin};
 use memmap_core::{KernelConfig, Page64, Page72, Strategy, StrategyReason, StructPage};
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
@@ -43,9 +43,23 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
         (0u32..3, 1u32..4),
         any::<bool>(),
         0u32..16,
+        (any::<bool>(), any::<bool>()),
     )
         .prop_map(
-            |(preset, cgroup, layout72, hstate, nodes, zone, (hvo_kind, every), tracepoint, nid_base)| {
+            |(
+                preset,
+                cgroup,
+                layout72,
+                hstate,
+                nodes,
+                zone,
+                (hvo_kind, every),
+                tracepoint,
+                nid_base,
+                (old, runtime),
+            )| {
+                let preset =
+                    if old { preset.with_version(memmap_core::KernelVersion::V6_12) } else { preset };
                 let cfg = KernelConfig { cgroup_hugetlb: cgroup, debug_page_ref: true, ..preset };
                 let nr = hstate.nr_pages();
                 let mut start = 1u64 << 20;
@@ -70,10 +84,11 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
                     specs.push(NodeSpec { nid, zone: zone.min(2), start_pfn: start, nr_pages: nr });
                     counts.push(1);
                 }
+                let tail_page = if runtime { TailPageOrigin::Runtime } else { TailPageOrigin::Boot };
                 let hvo = match hvo_kind {
-                    0 => HvoParams { boot_option: true, fault: HvoFault::None },
-                    1 => HvoParams { boot_option: false, fault: HvoFault::None },
-                    _ => HvoParams { boot_option: true, fault: HvoFault::PageTable { every } },
+                    0 => HvoParams { boot_option: true, fault: HvoFault::None, tail_page },
+                    1 => HvoParams { boot_option: false, fault: HvoFault::None, tail_page },
+                    _ => HvoParams { boot_option: true, fault: HvoFault::PageTable { every }, tail_page },
                 };
                 Case { cfg, layout72, hstate, specs, counts, hvo, tracepoint }
             },

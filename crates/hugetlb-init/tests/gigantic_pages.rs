@@ -223,18 +223,28 @@ fn without_hvo_every_tail_is_initialized() {
 
 /// With HVO no struct page beyond the head vmemmap page's 64 is written by the init code (the
 /// storage keeps the fill it had), and the fallback does not run. That the MMU then shows
-/// struct page `64 * k + j` as struct page `j` is checked on a real remapped vmemmap in
-/// `real_hvo.rs`; the model's view is compared with that real one there too.
+/// struct page `64 * k + j` as struct page `j` (Linux 6.x) or as slot `j` of the node's shared
+/// tail page (7.1+) is checked on a real remapped vmemmap in `real_hvo.rs`; the model's view is
+/// compared with that real one there too. From 7.1 the model keeps the shared tail page in
+/// vmemmap page 1 of one folio per node and hstate (freed memory in the kernel).
 #[test]
 fn with_hvo_tails_beyond_the_head_vmemmap_page_are_never_written() {
     each_case(|h, hvo, s, b| {
         if hvo != HvoMode::On {
             return;
         }
+        let shared = b.cfg.behaviour().hvo_shared_tail;
+        let mut holders = std::collections::BTreeMap::<u32, u32>::new();
         for r in &b.records {
             assert!(matches!(r.outcome.hvo, HvoOutcome::Optimized { .. }), "{s}");
             assert_eq!(r.outcome.fallback, None, "{s}: the fallback must not run on an optimized folio");
+            if shared && !is_filled(&b.raw(r.head_pfn + 64), NOINIT_WORD) {
+                *holders.entry(r.nid).or_default() += 1;
+            }
             for idx in 64..h.nr_pages() {
+                if shared && idx < 128 {
+                    continue;
+                }
                 let pfn = r.head_pfn + idx;
                 assert!(
                     is_filled(&b.raw(pfn), NOINIT_WORD),
@@ -244,6 +254,7 @@ fn with_hvo_tails_beyond_the_head_vmemmap_page_are_never_written() {
             // The 64 struct pages of the head vmemmap page were all written.
             assert!((0..64).all(|idx| !is_filled(&b.raw(r.head_pfn + idx), NOINIT_WORD)));
         }
+        assert!(holders.values().all(|&n| n == 1), "{s}: one shared tail page per node: {holders:?}");
     });
 }
 
@@ -272,8 +283,10 @@ fn failed_hvo_produces_the_bytes_of_a_boot_without_hvo() {
 /// Only some folios failing: those fall back, the others are optimized, per node list position.
 #[test]
 fn partial_hvo_failure_falls_back_per_folio() {
-    let p =
-        params(Strategy::Template, HvoParams { boot_option: true, fault: HvoFault::PageTable { every: 2 } });
+    let p = params(
+        Strategy::Template,
+        HvoParams { fault: HvoFault::PageTable { every: 2 }, ..HvoMode::On.params() },
+    );
     let b = boot_model::<Page64>(
         cfg(),
         &packed(Hstate::H2M, 2, 3),
@@ -287,10 +300,24 @@ fn partial_hvo_failure_falls_back_per_folio() {
         let opt: Vec<bool> = node.iter().map(|r| r.outcome.optimized()).collect();
         assert_eq!(opt, [false, true, false]);
     }
+    let shared = b.cfg.behaviour().hvo_shared_tail;
+    let l = b.cfg.flags_layout().unwrap();
     for r in &b.records {
+        let first_optimized = b.records.iter().find(|o| o.nid == r.nid && o.outcome.optimized());
         for idx in 1..Hstate::H2M.nr_pages() {
             if r.outcome.optimized() && idx >= 64 {
-                assert_eq!(b.page(r.head_pfn + idx), b.page(r.head_pfn + idx % 64));
+                let p = b.page(r.head_pfn + idx);
+                if shared {
+                    // One shared tail page per node: every optimized folio reads the same
+                    // `init_compound_tail()` struct pages.
+                    let other = first_optimized.unwrap().head_pfn + idx;
+                    assert_eq!(p, b.page(other));
+                    assert_eq!(p.compound_head(), 0xffff_ffff_ffff_8001);
+                    assert_eq!((p.mapping(), p.private(), p.mapcount()), (TAIL_MAPPING, 0, -1));
+                    assert_eq!((l.node(p.flags()), l.zone(p.flags())), (r.nid, hugetlb_init::ZONE_NORMAL));
+                } else {
+                    assert_eq!(p, b.page(r.head_pfn + idx % 64));
+                }
             } else {
                 check_tail(&b, r.head_pfn, Hstate::H2M, idx).unwrap();
             }
@@ -302,7 +329,8 @@ fn partial_hvo_failure_falls_back_per_folio() {
 /// A failed head-copy allocation does not make HVO fail (the current head page is reused).
 #[test]
 fn failed_head_copy_allocation_still_optimizes() {
-    let p = params(Strategy::Slow, HvoParams { boot_option: true, fault: HvoFault::HeadCopy { every: 1 } });
+    let p =
+        params(Strategy::Slow, HvoParams { fault: HvoFault::HeadCopy { every: 1 }, ..HvoMode::On.params() });
     let b = boot_model::<Page64>(
         cfg(),
         &packed(Hstate::H2M, 1, 2),

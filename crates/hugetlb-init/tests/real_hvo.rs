@@ -24,7 +24,8 @@ fn cfg() -> KernelConfig {
 }
 
 /// K = 4 gigantic pages (2 nodes x 2, booted in parallel): with HVO the vmemmap shrinks from
-/// 4 x 16 MiB to 4 x 4 KiB (one head copy each, the old pages punched out of the memfd).
+/// 4 x 16 MiB to 4 x 4 KiB (one head copy each, the old pages punched out of the memfd), plus
+/// from Linux 7.1 one shared tail page per node.
 #[test]
 fn real_hvo_resident_vmemmap_is_one_page_per_1g_folio() {
     const K: u64 = 4;
@@ -35,19 +36,29 @@ fn real_hvo_resident_vmemmap_is_one_page_per_1g_folio() {
     let report = m.boot(&req, &params(Strategy::Streaming, HvoMode::On.params())).unwrap();
     assert_eq!((report.folios, report.optimized, report.fallback_folios), (K, K, 0));
     let resident = m.resident_vmemmap_bytes().unwrap();
-    let slack = 4096;
-    assert!(resident <= K * (8192 + slack), "resident vmemmap {resident} B for {K} optimized 1 GiB folios");
-    assert_eq!(resident, K * 4096, "exactly one page (the head copy) per folio");
+    let shared = cfg().behaviour().hvo_shared_tail;
+    let tails = if shared { 2 } else { 0 };
+    assert_eq!(resident, (K + tails) * 4096, "one page (the head copy) per folio, one tail page per node");
     for r in m.folios() {
         assert_eq!(r.outcome.hvo, HvoOutcome::Optimized { head_copied: true, freed_pages: 4096 });
     }
     assert_eq!(m.vmemmap(0).head_copies() + m.vmemmap(1).head_copies(), K);
-    // The aliasing is done by the MMU: struct page 64k + j *is* struct page j.
-    for r in m.folios() {
+    assert_eq!(m.vmemmap(0).shared_tail_pages() + m.vmemmap(1).shared_tail_pages(), tails);
+    // The aliasing is done by the MMU: struct page 64k + j *is* struct page j (6.x), or slot j
+    // of the node's shared tail page, the same for every folio of the node (7.1+).
+    let folios = m.folios().to_vec();
+    for r in &folios {
+        let same_node = folios.iter().find(|o| o.nid == r.nid && o.head_pfn != r.head_pfn).unwrap();
         for idx in [64, 65, 127, 4096, 100_000, 262_143] {
-            assert_eq!(m.read(r.head_pfn + idx), m.read(r.head_pfn + idx % 64), "idx {idx}");
+            if shared {
+                assert_eq!(m.read(r.head_pfn + idx), m.read(same_node.head_pfn + idx), "idx {idx}");
+                assert_eq!(m.read(r.head_pfn + idx), m.read(r.head_pfn + 64 + idx % 64), "idx {idx}");
+            } else {
+                assert_eq!(m.read(r.head_pfn + idx), m.read(r.head_pfn + idx % 64), "idx {idx}");
+            }
         }
-        assert!(m.read(r.head_pfn + 64 * 7).unwrap().test_flag(PG::HEAD), "fake head");
+        let p = m.read(r.head_pfn + 64 * 7).unwrap();
+        assert_eq!(p.test_flag(PG::HEAD), !shared, "a fake head before 7.1, a tail from 7.1");
     }
     // Without HVO every struct page is written and resident.
     let report = m.boot(&req, &params(Strategy::Streaming, HvoMode::Off.params())).unwrap();
@@ -56,15 +67,19 @@ fn real_hvo_resident_vmemmap_is_one_page_per_1g_folio() {
 }
 
 /// A failed head-copy allocation keeps the current head page: one page per folio again, no
-/// spare page used.
+/// spare page used for heads (from 7.1, one for the node's shared tail page).
 #[test]
 fn real_hvo_without_head_copy_keeps_the_old_head_page() {
     let mut m = OwnedBoot::<Page64>::packed(cfg(), Hstate::H2M, 1, 3, true).unwrap();
-    let p =
-        params(Strategy::Template, HvoParams { boot_option: true, fault: HvoFault::HeadCopy { every: 1 } });
+    let p = params(
+        Strategy::Template,
+        HvoParams { fault: HvoFault::HeadCopy { every: 1 }, ..HvoMode::On.params() },
+    );
     m.boot(&BootRequest::per_node(Hstate::H2M, 3), &p).unwrap();
     assert_eq!(m.vmemmap(0).head_copies(), 0);
-    assert_eq!(m.resident_vmemmap_bytes().unwrap(), 3 * 4096);
+    let tails = u64::from(cfg().behaviour().hvo_shared_tail);
+    assert_eq!(m.vmemmap(0).shared_tail_pages(), tails);
+    assert_eq!(m.resident_vmemmap_bytes().unwrap(), (3 + tails) * 4096);
     for r in m.folios() {
         assert_eq!(r.outcome.hvo, HvoOutcome::Optimized { head_copied: false, freed_pages: 7 });
     }
@@ -104,7 +119,8 @@ fn child_write(addr: usize) -> Result<i32, i32> {
 fn real_hvo_write_to_an_optimized_tail_faults() {
     let mut m = OwnedBoot::<Page64>::packed(cfg(), Hstate::H2M, 1, 2, true).unwrap();
     // List position 0 fails (the higher folio), position 1 is optimized.
-    let p = params(Strategy::Slow, HvoParams { boot_option: true, fault: HvoFault::PageTable { every: 2 } });
+    let p =
+        params(Strategy::Slow, HvoParams { fault: HvoFault::PageTable { every: 2 }, ..HvoMode::On.params() });
     m.boot(&BootRequest::per_node(Hstate::H2M, 2), &p).unwrap();
     let optimized = m.folios().iter().find(|r| r.outcome.optimized()).unwrap().head_pfn;
     let failed = m.folios().iter().find(|r| !r.outcome.optimized()).unwrap().head_pfn;

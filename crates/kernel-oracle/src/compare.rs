@@ -58,6 +58,17 @@ pub enum Sym {
         /// Low tag bits.
         tag: u8,
     },
+    /// The head struct page of the huge page folio of rank `rank` (PFN order) on node `nid`.
+    FolioHead {
+        /// Node.
+        nid: u32,
+        /// Rank among the node's folios.
+        rank: usize,
+        /// Byte offset.
+        off: u8,
+        /// Low tag bits.
+        tag: u8,
+    },
     /// The region's `dev_pagemap`.
     Pgmap,
     /// A kernel-image address, by name.
@@ -89,6 +100,13 @@ impl std::fmt::Display for Sym {
                 }
                 Ok(())
             }
+            Sym::FolioHead { nid, rank, off, tag } => {
+                write!(f, "FOLIO[node {nid} #{rank}]+{off}")?;
+                if *tag != 0 {
+                    write!(f, "|{tag}")?;
+                }
+                Ok(())
+            }
             Sym::Pgmap => write!(f, "PGMAP"),
             Sym::Kimage(n) => write!(f, "&{n}"),
         }
@@ -106,6 +124,10 @@ pub struct Normalizer {
     pub pgmap: Option<u64>,
     /// Kernel-image addresses and their names.
     pub kimage: BTreeMap<u64, String>,
+    /// The heads of the huge page folios of the comparison, per node in PFN order: a pointer
+    /// into another folio's head is read by the folio's rank (the hstate free lists), since
+    /// the model packs its folios while a kernel places them where memory was free.
+    pub folio_heads: Vec<(u32, u64)>,
 }
 
 impl Normalizer {
@@ -122,6 +144,10 @@ impl Normalizer {
             let rel = v - self.vmemmap_base;
             let target = rel / SP as u64;
             let within = (rel % SP as u64) as u8;
+            if let Some(&(nid, _)) = self.folio_heads.iter().find(|&&(_, h)| h == target && h != pfn) {
+                let rank = self.folio_heads.iter().filter(|&&(n, h)| n == nid && h < target).count();
+                return Sym::FolioHead { nid, rank, off: within & !7, tag: within & 7 };
+            }
             return Sym::Page { delta: target as i64 - pfn as i64, off: within & !7, tag: within & 7 };
         }
         Sym::Raw(v)
@@ -282,6 +308,9 @@ pub struct RegionResult {
     /// Struct pages the modelled kernel leaves as they were (the model's `stale_pfn_ranges`:
     /// their contents depend on what the memory held before), not compared.
     pub stale_pages: u64,
+    /// Struct page fields the model declares history-dependent (`stale_fields`: field name and
+    /// how many struct pages), not compared.
+    pub stale_fields: Vec<(String, u64)>,
 }
 
 /// The model's `kernel_symbols` (`"0x..."` address to name) from its `meta.json`.
@@ -301,8 +330,45 @@ fn model_symbols(meta: &serde_json::Value) -> BTreeMap<u64, String> {
 
 /// The model's `stale_pfn_ranges` (`[start, end)` pairs) from its `meta.json`.
 fn stale_ranges(meta: &serde_json::Value) -> Vec<(u64, u64)> {
-    meta.get("stale_pfn_ranges")
+    meta.get("stale_pfn_ranges").map(stale_ranges_in).unwrap_or_default()
+}
+
+/// A struct page field the model declares history-dependent (its `meta.json`'s
+/// `stale_fields`): in the listed struct pages, bytes `[offset, offset + len)` hold what an
+/// earlier owner of the memory left there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StaleField {
+    field: String,
+    offset: usize,
+    len: usize,
+    ranges: Vec<(u64, u64)>,
+}
+
+/// The model's `stale_fields` from its `meta.json`.
+fn stale_fields(meta: &serde_json::Value) -> Vec<StaleField> {
+    meta.get("stale_fields")
         .and_then(serde_json::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| {
+                    let offset = usize::try_from(f.get("offset")?.as_u64()?).ok()?;
+                    let len = usize::try_from(f.get("len")?.as_u64()?).ok()?;
+                    (offset + len <= SP).then_some(())?;
+                    Some(StaleField {
+                        field: f.get("field")?.as_str()?.to_string(),
+                        offset,
+                        len,
+                        ranges: stale_ranges_in(f.get("pfn_ranges")?),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `[start, end)` pairs.
+fn stale_ranges_in(v: &serde_json::Value) -> Vec<(u64, u64)> {
+    v.as_array()
         .map(|a| a.iter().filter_map(|r| Some((r.get(0)?.as_u64()?, r.get(1)?.as_u64()?))).collect())
         .unwrap_or_default()
 }
@@ -351,11 +417,13 @@ pub fn kernel_normalizer(facts: &Facts, r: &Region) -> Normalizer {
         .iter()
         .filter_map(|(k, v)| Some((u64::from_str_radix(k.strip_prefix("0x")?, 16).ok()?, v.clone())))
         .collect();
+    let folio_heads = facts.regions.iter().filter_map(|x| x.folio.map(|f| (f.nid, f.head_pfn))).collect();
     Normalizer {
         vmemmap_base: facts.vmemmap_base,
         vmemmap_size: facts.vmemmap_size,
         pgmap: r.pgmap_addr,
         kimage,
+        folio_heads,
     }
 }
 
@@ -386,26 +454,29 @@ pub fn classify(geo: Geometry, pfn: u64, s: Sym, aliased: bool) -> Sym {
 }
 
 /// Vmemmap pages (4 KiB blocks of `bytes`, whose first struct page is pfn `start_pfn`) that
-/// read byte for byte like an earlier block: how aliasing shows in a dump without frame
+/// read byte for byte like another block: how aliasing shows in a dump without frame
 /// addresses (the model's).
 #[must_use]
 pub fn content_aliased(bytes: &[u8], start_pfn: u64) -> Vec<bool> {
     let first = (start_pfn * SP as u64 / 4096) * 4096 / SP as u64;
     let skip = ((start_pfn - first) as usize) * SP;
-    let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
-    let mut out = vec![false];
+    // The 4 KiB blocks (the first one partial when the dump starts inside a vmemmap page).
     let mut blocks: Vec<&[u8]> = Vec::new();
-    if skip == 0 {
-        out.clear();
+    let rest = if skip == 0 {
+        bytes
     } else {
-        blocks.push(&bytes[..(4096 - skip).min(bytes.len())]);
-        seen.insert(blocks[0]);
+        let cut = (4096 - skip).min(bytes.len());
+        blocks.push(&bytes[..cut]);
+        &bytes[cut..]
+    };
+    blocks.extend(rest.chunks(4096));
+    // Every block that reads like another one is aliased, the first of them too: in a kernel
+    // all vmemmap pages that map one frame are aliases of each other.
+    let mut count: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::new();
+    for b in &blocks {
+        *count.entry(b).or_default() += 1;
     }
-    let rest = if skip == 0 { bytes } else { &bytes[(4096 - skip).min(bytes.len())..] };
-    for b in rest.chunks(4096) {
-        out.push(!seen.insert(b));
-    }
-    out
+    blocks.iter().map(|b| count[b] > 1).collect()
 }
 
 /// Compares kernel struct pages `k` (pfns `geo.start_pfn..`) with model struct pages `m`
@@ -695,11 +766,41 @@ pub fn class_checks(facts: &Facts, sets: &[PageSet<'_>]) -> Vec<Check> {
 /// # Errors
 ///
 /// The dumps cannot be read or the model fails.
-pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult> {
-    let mut results = Vec::new();
+pub fn compare_dir(dir: &Path, facts: &Facts) -> Result<DirResult> {
     let mut all_bytes: Vec<Vec<u8>> = Vec::new();
+    for i in 0..facts.regions.len() {
+        all_bytes.push(facts.region_bytes(dir, i)?);
+    }
+    let results = compare_regions(facts, &dir.join("model"), |i| Ok((all_bytes[i].clone(), None)))?;
+    let sets: Vec<PageSet<'_>> =
+        facts.regions.iter().zip(&all_bytes).map(|(r, b)| PageSet::whole(r, b)).collect();
+    let checks = class_checks(facts, &sets);
+    Ok(DirResult {
+        label: format!("{}/{}", facts.kernel.id, facts.config),
+        regions: results,
+        checks,
+        warnings: facts.warnings.clone(),
+    })
+}
+
+/// The kernel side of one region for [`compare_regions`]: its struct pages (the whole region,
+/// pfn order) and, when only some were read (a golden extract), which.
+pub type KernelRegion = (Vec<u8>, Option<Vec<bool>>);
+
+/// Runs the model (writing its dumps under `model_dir`) for every region of `facts` and
+/// compares it with the kernel's struct pages `kernel(i)` of region `i`. Struct pages the
+/// kernel side does not have are not compared.
+///
+/// # Errors
+///
+/// The kernel pages cannot be read or the model fails.
+pub fn compare_regions(
+    facts: &Facts,
+    model_dir: &Path,
+    kernel: impl Fn(usize) -> Result<KernelRegion>,
+) -> Result<Vec<RegionResult>> {
+    let mut results = Vec::new();
     let mut renames: BTreeMap<String, String> = BTreeMap::new();
-    let model_dir = dir.join("model");
     let mut hugetlb_model: Option<(ModelDump, Vec<(u64, u32)>)> = None;
     let hugetlb: Vec<usize> =
         (0..facts.regions.len()).filter(|&i| facts.regions[i].kind == "hugetlb").collect();
@@ -714,22 +815,23 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
     }
     let shared: Vec<u64> = gpa_regions.iter().filter(|(_, c)| **c > 1).map(|(g, _)| *g).collect();
     for (i, r) in facts.regions.iter().enumerate() {
-        let kbytes = facts.region_bytes(dir, i)?;
+        let (kbytes, known) = kernel(i)?;
         let kn = kernel_normalizer(facts, r);
         let geo = Geometry::of(r);
         let aliased = aliased_vmemmap_pages(r, &shared);
         let mut pageblocks = None;
         let mut stale = Vec::new();
+        let mut fields = Vec::new();
         let (mbytes, m_start, mn, argv) = match r.kind.as_str() {
             "zone-device" => {
-                let args = model::zone_device_args(facts, r, &model_dir)?;
-                let md = model::dump(bench, &args, &model_dir.join(format!("region-{i}")))?;
+                let args = model::zone_device_args(facts, r, model_dir)?;
+                let md = model::dump(&args, &model_dir.join(format!("region-{i}")))?;
                 let pgmap = md.meta.get("pgmap_addr").and_then(serde_json::Value::as_u64);
                 let mn = Normalizer {
                     vmemmap_base: md.vmemmap_base,
                     vmemmap_size: md.span(),
                     pgmap,
-                    kimage: BTreeMap::new(),
+                    ..Normalizer::default()
                 };
                 pageblocks = compare_pageblocks(r, &md.meta);
                 stale = stale_ranges(&md.meta);
@@ -737,8 +839,8 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
             }
             "hugetlb" => {
                 if hugetlb_model.is_none() {
-                    let args = model::hugetlb_args(facts, &model_dir)?;
-                    let md = model::dump(bench, &args, &model_dir.join("hugetlb"))?;
+                    let args = model::hugetlb_args(facts, model_dir)?;
+                    let md = model::dump(&args, &model_dir.join("hugetlb"))?;
                     let mut folios: Vec<(u64, u32)> = md
                         .meta
                         .get("folios")
@@ -751,6 +853,7 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
                     hugetlb_model = Some((md, folios));
                 }
                 let (md, folios) = hugetlb_model.as_ref().context("model")?;
+                fields = stale_fields(&md.meta);
                 // The k-th kernel folio of a node is compared with the model's k-th of that node.
                 let rank = hugetlb
                     .iter()
@@ -771,6 +874,7 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
                     vmemmap_size: md.span(),
                     pgmap: None,
                     kimage: model_symbols(&md.meta),
+                    folio_heads: folios.iter().map(|&(p, n)| (n, p)).collect(),
                 };
                 (md.bytes[off..off + len].to_vec(), head, mn, md.argv.clone())
             }
@@ -780,6 +884,17 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
         // Stale struct pages are compared as equal: blank them on both sides.
         let (mut kbytes_cmp, mut mbytes_cmp) = (kbytes.clone(), mbytes.clone());
         let mut stale_pages = 0;
+        if let Some(known) = &known {
+            // The model's pages are compared index for index with the region's.
+            for (ki, _) in known.iter().enumerate().filter(|(_, k)| !**k) {
+                if let (Some(kp), Some(mp)) =
+                    (kbytes_cmp.get_mut(ki * SP..(ki + 1) * SP), mbytes_cmp.get_mut(ki * SP..(ki + 1) * SP))
+                {
+                    kp.fill(0);
+                    mp.fill(0);
+                }
+            }
+        }
         for &(a, b) in &stale {
             for pfn in a..b {
                 let (ki, mi) = (pfn.wrapping_sub(geo.start_pfn) as usize, pfn.wrapping_sub(m_start) as usize);
@@ -790,6 +905,25 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
                     mp.fill(0);
                     stale_pages += 1;
                 }
+            }
+        }
+        let mut stale_field_pages = Vec::new();
+        for f in &fields {
+            let mut n = 0;
+            for &(a, b) in &f.ranges {
+                for pfn in a.max(m_start)..b.min(m_start + r.nr_pages) {
+                    let at = (pfn - m_start) as usize * SP + f.offset;
+                    if let (Some(kp), Some(mp)) =
+                        (kbytes_cmp.get_mut(at..at + f.len), mbytes_cmp.get_mut(at..at + f.len))
+                    {
+                        kp.fill(0);
+                        mp.fill(0);
+                        n += 1;
+                    }
+                }
+            }
+            if n > 0 {
+                stale_field_pages.push((f.field.clone(), n));
             }
         }
         let (differing, first, groups) = compare_pages(
@@ -830,18 +964,16 @@ pub fn compare_dir(dir: &Path, facts: &Facts, bench: &Path) -> Result<DirResult>
             groups,
             pageblocks,
             stale_pages,
+            stale_fields: stale_field_pages,
         });
-        all_bytes.push(kbytes);
     }
-    let sets: Vec<PageSet<'_>> =
-        facts.regions.iter().zip(&all_bytes).map(|(r, b)| PageSet::whole(r, b)).collect();
-    let checks = class_checks(facts, &sets);
-    Ok(DirResult {
-        label: format!("{}/{}", facts.kernel.id, facts.config),
-        regions: results,
-        checks,
-        warnings: facts.warnings.clone(),
-    })
+    Ok(results)
+}
+
+/// Whether any struct page or pageblock differs from the model.
+#[must_use]
+pub fn differs(r: &DirResult) -> bool {
+    r.regions.iter().any(|x| x.differing_pages > 0 || x.pageblocks.as_ref().is_some_and(|d| !d.is_empty()))
 }
 
 /// One-line verdict.
@@ -878,6 +1010,12 @@ pub fn render(r: &DirResult, verbose: bool) -> String {
                 s,
                 "  {} struct pages the kernel leaves as they were (not compared: they hold what the memory held before)",
                 reg.stale_pages
+            );
+        }
+        for (field, n) in &reg.stale_fields {
+            let _ = writeln!(
+                s,
+                "  {field} of {n} struct pages not compared (the model declares it history-dependent: what the allocator left there)"
             );
         }
         match &reg.pageblocks {
@@ -926,6 +1064,7 @@ mod tests {
             vmemmap_size: 1 << 40,
             pgmap: Some(0xffff_8880_0000_1000),
             kimage: BTreeMap::new(),
+            folio_heads: Vec::new(),
         };
         let own = 0x1005u64;
         let addr = |pfn: u64| 0xffff_ea00_0000_0000 + pfn * 64;
@@ -956,7 +1095,7 @@ mod tests {
 
     #[test]
     fn differences_are_grouped_and_the_first_is_named() {
-        let n = Normalizer { vmemmap_base: 0, vmemmap_size: 0, pgmap: None, kimage: BTreeMap::new() };
+        let n = Normalizer::default();
         let g = Geometry { start_pfn: 10, init_start: 10, compound: 1 };
         let k = vec![0u8; 64 * 3];
         let mut m = k.clone();
@@ -972,10 +1111,16 @@ mod tests {
 
     #[test]
     fn identical_blocks_are_content_aliases() {
+        // Every vmemmap page that reads like another is an alias, the first of them too.
         let mut b = vec![0u8; 4096 * 3];
         b[0] = 1;
         b[4096] = 2;
         b[8192] = 2;
-        assert_eq!(content_aliased(&b, 0), vec![false, false, true]);
+        assert_eq!(content_aliased(&b, 0), vec![false, true, true]);
+        // A dump starting inside a vmemmap page: the partial first block is a block of its own.
+        let c = vec![0u8; 4096 + 64];
+        assert_eq!(content_aliased(&c, 63), vec![false, false]);
+        let d = vec![7u8; 64 + 4096 * 2];
+        assert_eq!(content_aliased(&d, 63), vec![false, true, true]);
     }
 }

@@ -220,6 +220,40 @@ impl Golden {
         v
     }
 
+    /// Runs the model for every region (its dumps written under `model_dir`) and compares the
+    /// extract's struct pages with it; the pfns outside the extract's runs are not compared.
+    ///
+    /// # Errors
+    ///
+    /// The model fails.
+    pub fn compare_with_model(&self, model_dir: &Path) -> Result<crate::compare::DirResult> {
+        // The facts with each region's vmemmap frames from the extract (for the aliasing).
+        let mut facts = self.facts.clone();
+        for (r, e) in facts.regions.iter_mut().zip(&self.extract.regions) {
+            let first = r.start_pfn * SP / 4096;
+            let n = (r.start_pfn + r.nr_pages) * SP / 4096 - first + 1;
+            r.vmemmap_gpa = (0..n).map(|k| e.gpa.get(&(first + k)).copied()).collect();
+        }
+        let regions = crate::compare::compare_regions(&facts, model_dir, |i| {
+            let r = &facts.regions[i];
+            let n = r.nr_pages as usize;
+            let mut bytes = vec![0u8; n * SP as usize];
+            let mut known = vec![false; n];
+            for (pfn, p) in self.pages(i) {
+                let k = (pfn - r.start_pfn) as usize;
+                bytes[k * SP as usize..(k + 1) * SP as usize].copy_from_slice(p);
+                known[k] = true;
+            }
+            Ok((bytes, Some(known)))
+        })?;
+        Ok(crate::compare::DirResult {
+            label: format!("{}/{}", facts.kernel.id, facts.config),
+            regions,
+            checks: self.checks(),
+            warnings: facts.warnings.clone(),
+        })
+    }
+
     /// The class checks over the extract.
     #[must_use]
     pub fn checks(&self) -> Vec<Check> {
@@ -261,22 +295,39 @@ pub fn dirs(golden: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Loads and checks every extract; returns how many passed.
+/// Loads and checks every extract, and compares it with the model (dumps written to a
+/// temporary directory); returns how many passed.
 ///
 /// # Errors
 ///
-/// A malformed extract or a failed class check.
+/// A malformed extract, a failed class check, or a difference from the model.
 pub fn check_all(golden: &Path) -> Result<usize> {
     let ds = dirs(golden)?;
+    let tmp = std::env::temp_dir().join(format!("kernel-oracle-check-{}", std::process::id()));
+    let mut failures = Vec::new();
     for d in &ds {
         let g = Golden::load(d)?;
         for c in g.checks() {
             if let Some(f) = c.failure {
-                bail!("{}: {}: {f}", d.display(), c.name);
+                failures.push(format!("{}: {}: {f}", d.display(), c.name));
             }
         }
+        match g.compare_with_model(&tmp) {
+            Ok(res) if crate::compare::differs(&res) => failures.push(format!(
+                "{}: differs from the model:\n{}",
+                d.display(),
+                crate::compare::render(&res, false)
+            )),
+            Ok(_) => {}
+            Err(e) => failures.push(format!("{}: the model failed: {e:#}", d.display())),
+        }
     }
-    Ok(ds.len())
+    let _ = fs::remove_dir_all(&tmp);
+    if failures.is_empty() {
+        Ok(ds.len())
+    } else {
+        bail!("{} of {} golden extracts fail:\n{}", failures.len(), ds.len(), failures.join("\n"))
+    }
 }
 
 #[cfg(test)]

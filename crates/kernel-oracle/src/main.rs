@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
-use kernel_oracle::{compare, facts::Facts, golden, kernel, model, run, scenario};
+use kernel_oracle::{compare, facts::Facts, golden, kernel, run, scenario};
 
 #[derive(Parser)]
 #[command(name = "kernel-oracle", about = "Real Linux kernels under QEMU as the oracle for the memmap model")]
@@ -54,17 +54,11 @@ enum Cmd {
         /// Also refresh the golden extracts under this directory (`crates/kernel-oracle/golden`).
         #[arg(long)]
         golden: Option<PathBuf>,
-        /// The memmap-bench binary (default: next to this program).
-        #[arg(long)]
-        bench: Option<PathBuf>,
     },
     /// Compare dumps (`OUT/<kernel>/<config>` directories) with the model.
     Compare {
         /// Dump directories.
         dirs: Vec<PathBuf>,
-        /// The memmap-bench binary.
-        #[arg(long)]
-        bench: Option<PathBuf>,
         /// Print every difference group, not only the first ten per region.
         #[arg(long)]
         verbose: bool,
@@ -137,7 +131,7 @@ fn real_main() -> Result<()> {
                 );
             }
         }
-        Cmd::Run { configs, all, kernels, out, timeout, no_compare, golden: golden_dir, bench } => {
+        Cmd::Run { configs, all, kernels, out, timeout, no_compare, golden: golden_dir } => {
             let ids =
                 if kernels.is_empty() { vec!["7.2-amd64".into(), "6.12-amd64".into()] } else { kernels };
             let mut failures = Vec::new();
@@ -170,10 +164,12 @@ fn real_main() -> Result<()> {
                             let mut line =
                                 format!("{id:<11} {:<36} {:>5.1} s", sc.name, t.elapsed().as_secs_f64());
                             if !no_compare {
-                                let bench = model::bench_path(bench.as_deref())?;
-                                let res = compare::compare_dir(&dir, &facts, &bench)?;
+                                let res = compare::compare_dir(&dir, &facts)?;
                                 print!("{}", compare::render(&res, false));
                                 line.push_str(&format!("  {}", compare::verdict(&res)));
+                                if compare::differs(&res) {
+                                    failures.push(format!("{id} {} (differs from the model)", sc.name));
+                                }
                                 if let Some(c) = res.checks.iter().find(|c| c.failure.is_some()) {
                                     failures.push(format!(
                                         "{id} {} (class check {}: {:?})",
@@ -202,12 +198,18 @@ fn real_main() -> Result<()> {
                 bail!("{} configuration(s) failed: {}", failures.len(), failures.join(", "));
             }
         }
-        Cmd::Compare { dirs, bench, verbose } => {
-            let bench = model::bench_path(bench.as_deref())?;
+        Cmd::Compare { dirs, verbose } => {
+            let mut differing = Vec::new();
             for d in dirs {
                 let facts = Facts::load(&d)?;
-                let res = compare::compare_dir(&d, &facts, &bench)?;
+                let res = compare::compare_dir(&d, &facts)?;
                 print!("{}", compare::render(&res, verbose));
+                if compare::differs(&res) {
+                    differing.push(res.label.clone());
+                }
+            }
+            if !differing.is_empty() {
+                bail!("{} dump(s) differ from the model: {}", differing.len(), differing.join(", "));
             }
         }
         Cmd::Golden { dirs, to } => {
@@ -218,7 +220,7 @@ fn real_main() -> Result<()> {
         }
         Cmd::Check { golden: g } => {
             let n = golden::check_all(&g)?;
-            println!("{n} golden extracts parse and pass the class checks");
+            println!("{n} golden extracts parse, pass the class checks and equal the model");
         }
     }
     Ok(())

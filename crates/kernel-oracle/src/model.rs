@@ -1,14 +1,13 @@
-//! The model side: `memmap-bench dump` run as a subprocess for the same configuration, so the
-//! oracle does not link the model's internals.
+//! The model side: `memmap-bench dump` for the same configuration, run in process through
+//! the memmap-bench library (the same command line the program takes, so every comparison
+//! names a command a reader can rerun).
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use serde_json::Value;
 
-use crate::cmd;
 use crate::facts::{Facts, Region};
 
 /// A model dump read back: `meta.json` and `memmap.bin`.
@@ -36,45 +35,36 @@ impl ModelDump {
     }
 }
 
-/// Finds `memmap-bench`: `explicit`, else next to this program, else on `PATH`.
-///
-/// # Errors
-///
-/// Not found (build it with `cargo build --release -p memmap-bench`).
-pub fn bench_path(explicit: Option<&Path>) -> Result<PathBuf> {
-    if let Some(p) = explicit {
-        return Ok(p.to_path_buf());
-    }
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(dir) = exe.parent() {
-            let p = dir.join("memmap-bench");
-            if p.is_file() {
-                return Ok(p);
-            }
-        }
-    }
-    if cmd::on_path("memmap-bench") {
-        return Ok(PathBuf::from("memmap-bench"));
-    }
-    bail!(
-        "memmap-bench not found next to kernel-oracle or on PATH: run `cargo build --release -p memmap-bench` or pass --bench"
-    )
-}
-
 fn u(meta: &Value, key: &str) -> Result<u64> {
     meta.get(key).and_then(Value::as_u64).with_context(|| format!("meta.json has no {key}"))
 }
 
-/// Runs `memmap-bench ARGS --out DIR` and reads the dump back.
+/// Runs `memmap-bench ARGS --out DIR --force` (in process) and reads the dump back.
 ///
 /// # Errors
 ///
-/// The program fails or writes a malformed dump.
-pub fn dump(bench: &Path, args: &[String], dir: &Path) -> Result<ModelDump> {
+/// The command line is refused, the dump fails, or it writes a malformed dump.
+pub fn dump(args: &[String], dir: &Path) -> Result<ModelDump> {
+    use memmap_bench::cli::{Invocation, parse};
+    use memmap_bench::dump::{OutputDir, dump_hugetlb, dump_zone_device};
     let _ = fs::remove_dir_all(dir);
     let mut argv: Vec<String> = args.to_vec();
     argv.extend(["--out".into(), dir.display().to_string()]);
-    cmd::run(&bench.display().to_string(), &argv, None, Duration::from_secs(600))?;
+    let full = std::iter::once("memmap-bench".to_string()).chain(argv.iter().cloned());
+    let inv = parse(full, &memmap_bench::memory::MemInfo::read())
+        .map_err(|e| anyhow!("memmap-bench {}: {e}", argv.join(" ")))?;
+    let run = |r: Result<_, memmap_bench::dump::DumpError>| {
+        r.map(|_| ()).map_err(|e| anyhow!("memmap-bench {}: {e}", argv.join(" ")))
+    };
+    match inv {
+        Invocation::DumpZoneDevice(opts, out, force) => {
+            run(OutputDir::prepare(&out, force).and_then(|o| dump_zone_device(&opts, &o)))?;
+        }
+        Invocation::DumpHugetlb(opts, out, force) => {
+            run(OutputDir::prepare(&out, force).and_then(|o| dump_hugetlb(&opts, &o)))?;
+        }
+        _ => bail!("memmap-bench {}: not a dump command", argv.join(" ")),
+    }
     let meta: Value = serde_json::from_slice(&fs::read(dir.join("meta.json"))?)?;
     let bytes = fs::read(dir.join("memmap.bin"))?;
     let start_pfn = u(&meta, "start_pfn")?;
@@ -209,5 +199,8 @@ pub fn hugetlb_args(facts: &Facts, model_dir: &Path) -> Result<Vec<String>> {
         "--hvo".into(),
         if first.hvo == Some(true) { "on" } else { "off" }.into(),
     ]);
+    if first.boot == Some(false) {
+        a.push("--runtime".into());
+    }
     Ok(a)
 }

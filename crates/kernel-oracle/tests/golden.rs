@@ -104,3 +104,46 @@ fn only_6_12_leaves_early_section_tails_stale() {
         assert_eq!(!stale_zero, expect_stale, "{}: {name}", g.dir.display());
     }
 }
+
+/// The oracle itself: every committed kernel extract equals the model byte for byte (after
+/// pointer normalization), struct page for struct page and pageblock for pageblock. Only the
+/// fields the model declares history-dependent (the `lru.prev` that the buddy allocator leaves
+/// in the tails of gigantic pages allocated at run time) and the struct pages it declares stale
+/// are left out, and those are bounded here so that the exclusions cannot grow unseen.
+#[test]
+fn every_extract_equals_the_model() {
+    let tmp = std::env::temp_dir().join(format!("kernel-oracle-golden-test-{}", std::process::id()));
+    let mut failures = Vec::new();
+    let mut compared = 0u64;
+    for g in load_all() {
+        let res = g
+            .compare_with_model(&tmp)
+            .unwrap_or_else(|e| panic!("{}: the model failed: {e:#}", g.dir.display()));
+        if kernel_oracle::compare::differs(&res) {
+            failures.push(kernel_oracle::compare::render(&res, false));
+        }
+        let runtime = g.facts.regions.iter().any(|r| r.boot == Some(false));
+        for reg in &res.regions {
+            compared += reg.pages;
+            assert!(
+                reg.stale_fields.is_empty() || runtime,
+                "{}: {}: fields left out of a boot-time configuration: {:?}",
+                g.dir.display(),
+                reg.label,
+                reg.stale_fields
+            );
+            for (field, n) in &reg.stale_fields {
+                assert_eq!(field, "lru.prev", "{}", g.dir.display());
+                assert!(*n < reg.pages, "{}: {}: every struct page left out", g.dir.display(), reg.label);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(
+        failures.is_empty(),
+        "{} extracts differ from the model:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(compared > 10_000, "only {compared} struct pages compared");
+}

@@ -365,6 +365,10 @@ struct DumpHugetlbArgs {
     /// DMA32; a 2 MiB page below 4 GiB on x86-64 is in DMA32, 1, and on arm64 in DMA, 0).
     #[arg(long)]
     zone: Option<u32>,
+    /// The pages were allocated at run time (nr_hugepages), not at boot: from Linux 7.1 the
+    /// shared tail page of HVO is then a fresh zeroed page.
+    #[arg(long)]
+    runtime: bool,
     #[command(flatten)]
     common: DumpCommon,
 }
@@ -548,6 +552,7 @@ where
             let c = &a.common;
             let config = dump_config(c)?;
             let opts = HugetlbDump {
+                runtime: a.runtime,
                 zone: a.zone.unwrap_or(config.zone_device().saturating_sub(2)),
                 config,
                 layout72: c.layout == 72,

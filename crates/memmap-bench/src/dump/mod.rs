@@ -375,6 +375,40 @@ fn stale_ranges<P: StructPage>(
         .collect()
 }
 
+/// Byte offset of `lru.prev` in a struct page.
+const RUNTIME_LRU_PREV_OFFSET: usize = 16;
+
+/// The tails of gigantic pages allocated at run time whose `lru.prev` still holds the self
+/// pointer `memmap_init` wrote, as `[start, end)` ranges. Neither `prep_compound_tail()` nor the
+/// hugetlb code writes that word, and at run time the pages come from the buddy allocator: a
+/// page that was once the head of a free block was unlinked with `list_del()`, which leaves
+/// `LIST_POISON2` there. Which pages those were depends on the allocator's history, so the word
+/// is not a function of the configuration and a comparison must leave it out.
+fn runtime_lru_prev_ranges<P: StructPage>(
+    cfg: &KernelConfig,
+    bytes: &[u8],
+    start_pfn: u64,
+    folios: &[hugetlb_init::HugeBootmemPage],
+) -> Vec<(u64, u64)> {
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for f in folios {
+        for pfn in f.head_pfn + 1..f.head_pfn + f.hstate.nr_pages() {
+            let off = (pfn - start_pfn) as usize * P::SIZE + RUNTIME_LRU_PREV_OFFSET;
+            let Some(word) = bytes.get(off..off + 8) else { continue };
+            let word = u64::from_ne_bytes(word.try_into().unwrap_or([0; 8]));
+            let own = cfg.vmemmap_start.wrapping_add(pfn.wrapping_mul(P::SIZE as u64)).wrapping_add(8);
+            if word != own {
+                continue;
+            }
+            match ranges.last_mut() {
+                Some(last) if last.1 == pfn => last.1 = pfn + 1,
+                _ => ranges.push((pfn, pfn + 1)),
+            }
+        }
+    }
+    ranges
+}
+
 /// Reads a memmap view's struct pages `[start, start + nr)` into bytes (for other dump kinds).
 #[must_use]
 pub fn memmap_bytes<P: StructPage>(memmap: &Memmap<'_, P>, start: u64, nr: u64) -> Vec<u8> {
@@ -404,6 +438,8 @@ pub struct HugetlbDump {
     pub page_ref_trace: bool,
     /// Zone index of the memory the gigantic pages come from.
     pub zone: u32,
+    /// Pages allocated at run time rather than at boot ([`hugetlb_init::TailPageOrigin`]).
+    pub runtime: bool,
 }
 
 /// Counts hook calls across node threads.
@@ -492,7 +528,13 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, out: &OutputDir) -> Result
         events: std::sync::Arc::default(),
         tracepoint: opts.page_ref_trace,
     };
-    let params = BootParams { tail: InitOptions::new(opts.strategy), hvo: opts.hvo.params(), parallel: true };
+    let tail_page =
+        if opts.runtime { hugetlb_init::TailPageOrigin::Runtime } else { hugetlb_init::TailPageOrigin::Boot };
+    let params = BootParams {
+        tail: InitOptions::new(opts.strategy),
+        hvo: hugetlb_init::HvoParams { tail_page, ..opts.hvo.params() },
+        parallel: true,
+    };
     let report = machine
         .boot_with_hooks(&BootRequest::per_node(opts.hstate, opts.count), &params, |_| counts.clone())
         .map_err(|e| match e {
@@ -527,6 +569,7 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, out: &OutputDir) -> Result
     detail.insert("nodes".into(), opts.nodes.into());
     detail.insert("count_per_node".into(), opts.count.into());
     detail.insert("hvo".into(), opts.hvo.name().into());
+    detail.insert("runtime".into(), opts.runtime.into());
     detail.insert("hvo_available".into(), report.hvo.is_ok().into());
     detail.insert("optimized".into(), report.optimized.into());
     detail.insert("fallback_folios".into(), report.fallback_folios.into());
@@ -547,6 +590,18 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, out: &OutputDir) -> Result
         ),
     );
     detail.insert("resident_vmemmap_bytes".into(), machine.resident_vmemmap_bytes().unwrap_or(0).into());
+    if opts.runtime {
+        let ranges = runtime_lru_prev_ranges::<P>(&cfg, &bytes, start_pfn, &folios);
+        detail.insert(
+            "stale_fields".into(),
+            serde_json::json!([{
+                "field": "lru.prev",
+                "offset": RUNTIME_LRU_PREV_OFFSET,
+                "len": 8,
+                "pfn_ranges": ranges,
+            }]),
+        );
+    }
     // The modelled kernel-image addresses the struct pages point to: the free list heads.
     let symbols: serde_json::Map<String, serde_json::Value> = (0..opts.nodes)
         .map(|nid| {
