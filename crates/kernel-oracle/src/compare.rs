@@ -295,7 +295,7 @@ pub struct RegionResult {
     pub label: String,
     /// `memmap-bench` arguments of the model side.
     pub model_argv: Vec<String>,
-    /// Struct pages compared.
+    /// Struct pages compared (those the kernel side has).
     pub pages: u64,
     /// Struct pages that differ after normalization.
     pub differing_pages: u64,
@@ -334,14 +334,16 @@ fn stale_ranges(meta: &serde_json::Value) -> Vec<(u64, u64)> {
 }
 
 /// A struct page field the model declares history-dependent (its `meta.json`'s
-/// `stale_fields`): in the listed struct pages, bytes `[offset, offset + len)` hold what an
-/// earlier owner of the memory left there.
+/// `stale_fields`): in the listed struct pages, the word at `offset` may hold, instead of the
+/// model's value, one of `history_values` that an earlier owner of the memory left there.
+/// Only a kernel value among `values` is left out (the model's own value compares equal anyway).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct StaleField {
     field: String,
     offset: usize,
     len: usize,
     ranges: Vec<(u64, u64)>,
+    values: Vec<u64>,
 }
 
 /// The model's `stale_fields` from its `meta.json`.
@@ -353,12 +355,18 @@ fn stale_fields(meta: &serde_json::Value) -> Vec<StaleField> {
                 .filter_map(|f| {
                     let offset = usize::try_from(f.get("offset")?.as_u64()?).ok()?;
                     let len = usize::try_from(f.get("len")?.as_u64()?).ok()?;
-                    (offset + len <= SP).then_some(())?;
+                    (offset + len <= SP && len == 8).then_some(())?;
                     Some(StaleField {
                         field: f.get("field")?.as_str()?.to_string(),
                         offset,
                         len,
                         ranges: stale_ranges_in(f.get("pfn_ranges")?),
+                        values: f
+                            .get("history_values")?
+                            .as_array()?
+                            .iter()
+                            .filter_map(|v| u64::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok())
+                            .collect(),
                     })
                 })
                 .collect()
@@ -898,6 +906,13 @@ pub fn compare_regions(
         for &(a, b) in &stale {
             for pfn in a..b {
                 let (ki, mi) = (pfn.wrapping_sub(geo.start_pfn) as usize, pfn.wrapping_sub(m_start) as usize);
+                // Only a struct page the kernel left as it was too is left out: one the kernel
+                // initialized as a compound tail (bit 0 of its compound word) is compared, so a
+                // model that wrongly declares pages stale differs instead of hiding them.
+                let kernel_tail = kbytes_cmp.get(ki * SP + 8..ki * SP + 16).is_some_and(|w| w[0] & 1 == 1);
+                if kernel_tail {
+                    continue;
+                }
                 if let (Some(kp), Some(mp)) =
                     (kbytes_cmp.get_mut(ki * SP..(ki + 1) * SP), mbytes_cmp.get_mut(mi * SP..(mi + 1) * SP))
                 {
@@ -912,7 +927,17 @@ pub fn compare_regions(
             let mut n = 0;
             for &(a, b) in &f.ranges {
                 for pfn in a.max(m_start)..b.min(m_start + r.nr_pages) {
-                    let at = (pfn - m_start) as usize * SP + f.offset;
+                    let i = (pfn - m_start) as usize;
+                    if known.as_ref().is_some_and(|k| !k.get(i).copied().unwrap_or(false)) {
+                        continue;
+                    }
+                    let at = i * SP + f.offset;
+                    let history = kbytes_cmp.get(at..at + 8).is_some_and(|w| {
+                        f.values.contains(&u64::from_le_bytes(w.try_into().unwrap_or([0; 8])))
+                    });
+                    if !history {
+                        continue;
+                    }
                     if let (Some(kp), Some(mp)) =
                         (kbytes_cmp.get_mut(at..at + f.len), mbytes_cmp.get_mut(at..at + f.len))
                     {
@@ -958,7 +983,7 @@ pub fn compare_regions(
         results.push(RegionResult {
             label,
             model_argv: argv,
-            pages: r.nr_pages,
+            pages: known.as_ref().map_or(r.nr_pages, |k| k.iter().filter(|&&x| x).count() as u64),
             differing_pages: differing,
             first,
             groups,
@@ -1015,7 +1040,7 @@ pub fn render(r: &DirResult, verbose: bool) -> String {
         for (field, n) in &reg.stale_fields {
             let _ = writeln!(
                 s,
-                "  {field} of {n} struct pages not compared (the model declares it history-dependent: what the allocator left there)"
+                "  {field} of {n} struct pages holds a value the allocator left there (declared by the model, not compared)"
             );
         }
         match &reg.pageblocks {

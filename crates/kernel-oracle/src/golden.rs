@@ -296,12 +296,12 @@ pub fn dirs(golden: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Loads and checks every extract, and compares it with the model (dumps written to a
-/// temporary directory); returns how many passed.
+/// temporary directory), handing each extract's report to `report`; returns how many passed.
 ///
 /// # Errors
 ///
 /// A malformed extract, a failed class check, or a difference from the model.
-pub fn check_all(golden: &Path) -> Result<usize> {
+pub fn check_all(golden: &Path, mut report: impl FnMut(&str)) -> Result<usize> {
     let ds = dirs(golden)?;
     let tmp = std::env::temp_dir().join(format!("kernel-oracle-check-{}", std::process::id()));
     let mut failures = Vec::new();
@@ -313,12 +313,13 @@ pub fn check_all(golden: &Path) -> Result<usize> {
             }
         }
         match g.compare_with_model(&tmp) {
-            Ok(res) if crate::compare::differs(&res) => failures.push(format!(
-                "{}: differs from the model:\n{}",
-                d.display(),
-                crate::compare::render(&res, false)
-            )),
-            Ok(_) => {}
+            Ok(res) => {
+                let text = crate::compare::render(&res, true);
+                report(&text);
+                if crate::compare::differs(&res) {
+                    failures.push(format!("{}: differs from the model:\n{text}", d.display()));
+                }
+            }
             Err(e) => failures.push(format!("{}: the model failed: {e:#}", d.display())),
         }
     }

@@ -71,11 +71,14 @@ enum Cmd {
         #[arg(long, default_value = "crates/kernel-oracle/golden")]
         to: PathBuf,
     },
-    /// Check golden extracts (parse and class checks).
+    /// Check golden extracts: they parse, pass the class checks and equal the model.
     Check {
         /// Golden directory.
         #[arg(long, default_value = "crates/kernel-oracle/golden")]
         golden: PathBuf,
+        /// Print the comparison report of every extract.
+        #[arg(long)]
+        verbose: bool,
     },
 }
 
@@ -218,8 +221,12 @@ fn real_main() -> Result<()> {
                 golden::write(&d, &facts, &to)?;
             }
         }
-        Cmd::Check { golden: g } => {
-            let n = golden::check_all(&g)?;
+        Cmd::Check { golden: g, verbose } => {
+            let n = golden::check_all(&g, |report| {
+                if verbose {
+                    print!("{report}");
+                }
+            })?;
             println!("{n} golden extracts parse, pass the class checks and equal the model");
         }
     }

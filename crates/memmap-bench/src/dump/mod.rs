@@ -378,12 +378,17 @@ fn stale_ranges<P: StructPage>(
 /// Byte offset of `lru.prev` in a struct page.
 const RUNTIME_LRU_PREV_OFFSET: usize = 16;
 
+/// `LIST_POISON2` (`0x122 + POISON_POINTER_DELTA`, `CONFIG_ILLEGAL_POINTER_VALUE` being
+/// `0xdead000000000000` on x86-64 and arm64): what `list_del()` leaves in `lru.prev`.
+const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
+
 /// The tails of gigantic pages allocated at run time whose `lru.prev` still holds the self
 /// pointer `memmap_init` wrote, as `[start, end)` ranges. Neither `prep_compound_tail()` nor the
 /// hugetlb code writes that word, and at run time the pages come from the buddy allocator: a
 /// page that was once the head of a free block was unlinked with `list_del()`, which leaves
-/// `LIST_POISON2` there. Which pages those were depends on the allocator's history, so the word
-/// is not a function of the configuration and a comparison must leave it out.
+/// [`LIST_POISON2`] there. Which pages those were depends on the allocator's history, so the
+/// word is either of the two values and not a function of the configuration: the dump's
+/// `stale_fields` names the field, the struct pages and the other value (`history_values`).
 fn runtime_lru_prev_ranges<P: StructPage>(
     cfg: &KernelConfig,
     bytes: &[u8],
@@ -599,6 +604,7 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, out: &OutputDir) -> Result
                 "offset": RUNTIME_LRU_PREV_OFFSET,
                 "len": 8,
                 "pfn_ranges": ranges,
+                "history_values": [format!("{LIST_POISON2:#x}")],
             }]),
         );
     }
