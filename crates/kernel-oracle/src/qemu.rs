@@ -80,9 +80,14 @@ impl Qmp {
     ///
     /// The range is not mapped (QEMU stops at the first unmapped page).
     pub fn memsave(&mut self, addr: u64, size: u64, file: &Path) -> Result<()> {
+        // The QAPI type of `val` is `int` (int64): kernel addresses from 2^63 up are sent as the
+        // negative number with the same bits, which QEMU turns back into the same address.
+        // QEMU 10 also takes them unsigned; QEMU 7.2 (Debian 12) rejects that.
+        #[allow(clippy::cast_possible_wrap)]
+        let val = addr as i64;
         self.execute(
             "memsave",
-            json!({ "val": addr, "size": size, "filename": file.display().to_string(), "cpu-index": 0 }),
+            json!({ "val": val, "size": size, "filename": file.display().to_string(), "cpu-index": 0 }),
         )?;
         Ok(())
     }

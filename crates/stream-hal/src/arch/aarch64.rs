@@ -65,6 +65,8 @@ mod insn {
             dst.cast::<u64>().write(a);
             dst.add(8).cast::<u64>().write(b);
         }
+        #[cfg(stream_hal_emulate)]
+        crate::emulation::note_weak_store();
     }
 
     /// `stnp` of two 32-bit registers: `a` at `dst`, `b` at `dst + 4`.
@@ -91,6 +93,8 @@ mod insn {
             dst.cast::<u32>().write(a);
             dst.add(4).cast::<u32>().write(b);
         }
+        #[cfg(stream_hal_emulate)]
+        crate::emulation::note_weak_store();
     }
 
     /// `stnp xzr, xzr` on 64 bytes: four zero pairs at `p`, `p + 16`, `p + 32`, `p + 48`.
@@ -118,6 +122,8 @@ mod insn {
         unsafe {
             p.cast::<[u128; 4]>().write([0; 4]);
         }
+        #[cfg(stream_hal_emulate)]
+        crate::emulation::note_weak_store();
     }
 
     /// `stnp xzr, xzr` on 16 bytes.
@@ -137,6 +143,8 @@ mod insn {
         unsafe {
             p.cast::<u128>().write(0);
         }
+        #[cfg(stream_hal_emulate)]
+        crate::emulation::note_weak_store();
     }
 
     /// `dc zva`: zeroes the whole `block`-byte block that contains `p` (the instruction ignores
@@ -175,7 +183,10 @@ mod insn {
             asm!("dmb ish", options(nostack, preserves_flags));
         }
         #[cfg(stream_hal_emulate)]
-        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        {
+            core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+            crate::emulation::note_drain();
+        }
     }
 
     /// `prfm pldl1keep, [p]`: a hint; never faults.

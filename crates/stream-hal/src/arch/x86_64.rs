@@ -59,6 +59,8 @@ mod insn {
         unsafe {
             dst.cast::<u64>().write_unaligned(value);
         }
+        #[cfg(stream_hal_emulate)]
+        crate::emulation::note_weak_store();
     }
 
     /// One 4-byte non-temporal store (`movnti`) of `value` at `dst`.
@@ -83,6 +85,8 @@ mod insn {
         unsafe {
             dst.cast::<u32>().write_unaligned(value);
         }
+        #[cfg(stream_hal_emulate)]
+        crate::emulation::note_weak_store();
     }
 
     /// One 16-byte non-temporal store (`movntdq`) of `value` at `dst`.
@@ -106,6 +110,8 @@ mod insn {
         unsafe {
             dst.cast::<__m128i>().write(value);
         }
+        #[cfg(stream_hal_emulate)]
+        crate::emulation::note_weak_store();
     }
 
     /// `sfence`.
@@ -119,7 +125,10 @@ mod insn {
             asm!("sfence", options(nostack, preserves_flags));
         }
         #[cfg(stream_hal_emulate)]
-        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        {
+            core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+            crate::emulation::note_drain();
+        }
     }
 
     /// `prefetcht0 [p]`: a hint; never faults.
@@ -190,6 +199,7 @@ mod insn {
             // SAFETY: the caller guarantees the line containing `p` is writable; `line` is its
             // 64-byte-aligned start.
             unsafe { line.cast::<Line>().write(Line([0; 64])) };
+            crate::emulation::note_weak_store();
         }
     }
 
