@@ -9,6 +9,7 @@ use memmap_core::{Strategy, StrategyReason, StructPage};
 
 /// Bad input to the boot. Nothing is written when one is returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HugetlbError {
     /// The request asks for no page on any node.
     ZeroPages,
@@ -173,6 +174,7 @@ impl core::error::Error for HugetlbError {}
 
 /// Why HVO does not run at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum HvoUnavailable {
     /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` is not set ([`KernelConfig::hugetlb_vmemmap`](memmap_core::KernelConfig::hugetlb_vmemmap)).
     ConfigOff,
@@ -197,6 +199,7 @@ impl fmt::Display for HvoUnavailable {
 
 /// Why HVO failed for one folio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum HvoError {
     /// `-ENOMEM`: the page-table page for splitting the vmemmap PMD could not be allocated.
     NoMemory,

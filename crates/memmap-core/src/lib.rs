@@ -38,8 +38,9 @@
 //! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
 //! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |
 //!
-//! The kernel behaviour each part models, with the kernel functions named, is described in
-//! `docs/kernel-model.md` in the repository.
+//! The kernel behaviour each part models is described, with the kernel functions named, in the
+//! documentation of each module; `docs/kernel-oracle.md` in the repository lists what comparing
+//! the model with real kernels under QEMU found.
 //!
 //! ## Crate features
 //!

@@ -1,7 +1,7 @@
 //! What changed between Linux 6.12 and 7.2 in ZONE_DEVICE memmap init, checked against the
 //! values both kernels left in guest memory under QEMU (Debian's 6.12.95 and 7.2.13, read by
-//! the `kernel-oracle` tool; its golden extracts are compared with this model in
-//! `crates/kernel-oracle/tests/model.rs`). The literals here are those kernel values.
+//! the `kernel-oracle` tool; its golden extracts are compared with this model by
+//! that crate's tests). The literals here are those kernel values.
 
 mod common;
 
