@@ -15,7 +15,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use stream_vm_memory::{fill, zero};
-use vm_memory::bitmap::AtomicBitmap;
+use vm_memory::bitmap::{AtomicBitmap, Bitmap};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
 
 type Mem = GuestMemoryMmap<AtomicBitmap>;
@@ -111,6 +111,15 @@ fn main() {
                 for &(p, n) in &raw {
                     // SAFETY: as above; plain stores need no drain.
                     unsafe { core::ptr::write_bytes(black_box(p), 0, n) };
+                }
+            }),
+            times: Vec::new(),
+        },
+        Method {
+            name: "part of zero: marking 4 KiB pages dirty (AtomicBitmap) alone",
+            run: Box::new(|| {
+                for r in mem.iter() {
+                    r.bitmap().mark_dirty(0, r.len() as usize);
                 }
             }),
             times: Vec::new(),

@@ -16,7 +16,7 @@
 //! | [`zero`] | zeros | [`stream_hal::clear`]: `rep stosb` below 1 MiB per region piece, streaming (`clzero`, `movntdq`, `movnti`, `dc zva`, `stnp`) from there up |
 //! | [`fill`] | one byte value | [`zero`] for 0, else streaming copies of a 64 KiB staging buffer |
 //! | [`fill_pattern`] | a byte pattern repeated from `addr` on | streaming copies of a staging buffer of whole repetitions |
-//! | [`write`] | a host buffer | [`stream_hal::memcpy_nontemporal`] |
+//! | [`write()`] | a host buffer | [`stream_hal::memcpy_nontemporal`] |
 //!
 //! Each of them:
 //!
@@ -28,7 +28,7 @@
 //! * drains ([`stream_hal::drain`]) each region's stores before marking it dirty and before
 //!   returning, so the bytes are visible to anything the caller does next (resuming a vCPU,
 //!   injecting an interrupt, a migration thread reading the dirty bitmap);
-//! * marks every written byte dirty in the region's bitmap ([`Bitmap::mark_dirty`](vm_memory::bitmap::Bitmap::mark_dirty)), as
+//! * marks every written byte dirty in the region's bitmap ([`Bitmap::mark_dirty`]), as
 //!   `vm-memory`'s own writes do.
 //!
 //! The methods of [`GuestMemoryStreamExt`] are the same functions in method form.
@@ -85,6 +85,10 @@
 //! The crate's README has the comparison with `write_slice` of zeros on 4 GiB of guest memory
 //! (`cargo bench -p stream-vm-memory --bench zero`).
 
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 use core::fmt;
 
 use vm_memory::bitmap::Bitmap;
@@ -366,11 +370,11 @@ pub trait GuestMemoryStreamExt: GuestMemory {
         fill_pattern(self, addr, len, pattern)
     }
 
-    /// [`write`].
+    /// [`write()`].
     ///
     /// # Errors
     ///
-    /// As for [`write`].
+    /// As for [`write()`].
     fn stream_write(&self, addr: GuestAddress, src: &[u8]) -> Result<(), Error> {
         write(self, addr, src)
     }
