@@ -242,6 +242,7 @@ pub enum HvoOutcome {
 
 /// How one folio's fallback tails were initialized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TailInit {
     /// Strategy used (never [`Strategy::Auto`]).
     pub used: Strategy,
@@ -255,6 +256,7 @@ pub struct TailInit {
 
 /// What the boot did to one folio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct FolioOutcome {
     /// The folio went through `hugetlb_folio_init_vmemmap` and `init_new_hugetlb_folio`.
     pub initialized: bool,

@@ -75,6 +75,11 @@
 //! `stream-hal` with its default features; a VMM that wants `stream-hal`'s `no-cpuid` or
 //! `force-generic` enables them on its own `stream-hal` dependency (Cargo unifies the features).
 //!
+//! ## no_std use
+//!
+//! None: `vm-memory` needs `std` (it maps guest memory with the host's `mmap`). A `no_std`
+//! guest kernel uses `stream-hal` directly.
+//!
 //! ## MSRV
 //!
 //! Rust 1.85 (edition 2024), the workspace's `rust-version`, checked in CI with the versions
