@@ -43,6 +43,8 @@ spec="$ct_dir/x86_64-unknown-mykernel.json"
 rustc +nightly -Zunstable-options --print target-spec-json --target x86_64-unknown-none >"$spec"
 (
     cd "$check"
+    # Outside the root workspace, so the fmt step does not see it.
+    cargo fmt --check
     CARGO_TARGET_DIR="$ct_dir" cargo +nightly build --locked --release \
         -Zbuild-std=core -Zjson-target-spec --target "$spec"
 )
