@@ -53,9 +53,10 @@ struct Input {
     vaddr_base: Option<u64>,
 }
 
-/// A known open bug (see `fuzz/regressions/zone_device_init/vaddr-base-overflow.open`): list
-/// self-pointers are computed as `vaddr + offset` without wrapping, in the node code too
-/// (`node/buddy`, `node/ondemand`). While it is open, bases are kept 1 MiB below the top.
+/// A bug found by fuzzing, now fixed (`fuzz/regressions/zone_device_init/vaddr-base-overflow`
+/// and `fuzz/regressions/node_boot/vaddr-wrap-free-list`, which CI replays): list pointers were
+/// computed as `vaddr + offset` without wrapping, in the node code too (the buddy allocator
+/// and on-demand init). `true` would keep bases 1 MiB below the top again.
 const VADDR_OVERFLOW_OPEN: bool = false;
 
 /// Everything a boot leaves that must match the reference.

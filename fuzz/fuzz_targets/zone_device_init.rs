@@ -23,12 +23,11 @@ const GUARD_WORD: u64 = 0x5a5a_5a5a_5a5a_5a5a;
 /// The largest memmap built.
 const MAX_PAGES: u64 = 4096;
 
-/// A known open bug (`fuzz/regressions/zone_device_init/vaddr-base-overflow.open`): memmap-core
-/// computes list self-pointers as `vaddr + offset` without wrapping, which overflows (a panic
-/// with overflow checks) for a `Memmap::with_vaddr_base` within a struct page of `u64::MAX`.
-/// While it is open, bases are kept 1 MiB below the top so that fuzzing finds other bugs; set
-/// this to `false` once memmap-core wraps those additions (and drop the `.open` suffix of the
-/// regression input so CI replays it).
+/// A bug found here, now fixed (`fuzz/regressions/zone_device_init/vaddr-base-overflow`, which
+/// CI replays): memmap-core computed list self-pointers as `vaddr + offset` without wrapping,
+/// which overflowed (a panic with overflow checks) for a `Memmap::with_vaddr_base` within a
+/// struct page of `u64::MAX`; it now wraps modulo 2^64 like the kernel. `true` would keep
+/// bases 1 MiB below the top again, should a similar bug need to be kept out of the way.
 const VADDR_OVERFLOW_OPEN: bool = false;
 
 #[derive(Debug, Arbitrary)]

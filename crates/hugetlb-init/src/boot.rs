@@ -75,6 +75,7 @@ impl<P: StructPage, R, H> core::fmt::Debug for Node<'_, P, R, H> {
 
 /// What the gather did on one node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct NodeReport {
     /// Folios prepared.
     pub folios: u64,
@@ -118,6 +119,7 @@ impl BootParams {
 
 /// What one boot did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BootReport {
     /// The hstate.
     pub hstate: Hstate,

@@ -108,6 +108,32 @@
 //! * `cond_resched()` is called once per folio in the gather loop, where the kernel calls it;
 //!   the tail init itself has none.
 //!
+//! ## Crate features
+//!
+//! * `std` (default, enables memmap-core's `std`): the gather runs one thread per node
+//!   (padata-style), and on Linux the real memfd-backed HVO
+//!   ([`MemfdVmemmap`], [`OwnedBoot`]) is available. Without it the crate is `no_std` without
+//!   `alloc`: the nodes are gathered one after the other on the caller's thread, with the
+//!   [`ModelRemap`] (or the caller's own [`VmemmapRemap`]) for HVO.
+//!
+//! ## MSRV
+//!
+//! Rust 1.85 (edition 2024), the workspace's `rust-version`; CI checks it with the
+//! repository's `Cargo.lock`. Raising it is a minor-version change.
+//!
+//! ## no_std use
+//!
+//! Turn the default features off (they pull in `std` here and in memmap-core):
+//!
+//! ```toml
+//! [dependencies]
+//! hugetlb-init = { version = "0.1", default-features = false }
+//! memmap-core = { version = "0.1", default-features = false }
+//! ```
+//!
+//! With the defaults on a `-none` target the build fails with `can't find crate for std`.
+//! CI builds both crates this way for `x86_64-unknown-none` and `aarch64-unknown-none`.
+//!
 //! ## Example
 //!
 //! ```

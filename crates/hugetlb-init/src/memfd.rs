@@ -693,6 +693,7 @@ impl<P: StructPage> OwnedBoot<P> {
 
 /// Error of [`OwnedBoot::boot`].
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum BootError {
     /// Bad input; nothing written.
     Invalid(HugetlbError),

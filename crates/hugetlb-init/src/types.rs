@@ -9,6 +9,7 @@ use memmap_core::{Strategy, StrategyReason, StructPage};
 
 /// Bad input to the boot. Nothing is written when one is returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HugetlbError {
     /// The request asks for no page on any node.
     ZeroPages,
@@ -173,6 +174,7 @@ impl core::error::Error for HugetlbError {}
 
 /// Why HVO does not run at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum HvoUnavailable {
     /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` is not set ([`KernelConfig::hugetlb_vmemmap`](memmap_core::KernelConfig::hugetlb_vmemmap)).
     ConfigOff,
@@ -197,6 +199,7 @@ impl fmt::Display for HvoUnavailable {
 
 /// Why HVO failed for one folio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum HvoError {
     /// `-ENOMEM`: the page-table page for splitting the vmemmap PMD could not be allocated.
     NoMemory,
@@ -239,6 +242,7 @@ pub enum HvoOutcome {
 
 /// How one folio's fallback tails were initialized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TailInit {
     /// Strategy used (never [`Strategy::Auto`]).
     pub used: Strategy,
@@ -252,6 +256,7 @@ pub struct TailInit {
 
 /// What the boot did to one folio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct FolioOutcome {
     /// The folio went through `hugetlb_folio_init_vmemmap` and `init_new_hugetlb_folio`.
     pub initialized: bool,

@@ -6,6 +6,7 @@ use crate::model::config::ConfigError;
 
 /// Bad input to an initializer. Nothing is written when one is returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InitError {
     /// The kernel configuration is invalid.
     Config(ConfigError),

@@ -38,8 +38,9 @@
 //! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
 //! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |
 //!
-//! The kernel behaviour each part models, with the kernel functions named, is described in
-//! `docs/kernel-model.md` in the repository.
+//! The kernel behaviour each part models is described, with the kernel functions named, in the
+//! documentation of each module; `docs/kernel-oracle.md` in the repository lists what comparing
+//! the model with real kernels under QEMU found.
 //!
 //! ## Crate features
 //!
@@ -47,6 +48,29 @@
 //!   [`RecordingHooks`], and the threaded runners ([`padata_do_multithreaded`],
 //!   [`Node::deferred_init_memmap`]). Without it the crate is `no_std` without `alloc`: all
 //!   storage comes from the caller.
+//!
+//! ## MSRV
+//!
+//! Rust 1.85 (edition 2024), the workspace's `rust-version`; CI checks it with the
+//! repository's `Cargo.lock`. Raising it is a minor-version change.
+//!
+//! ## no_std use
+//!
+//! The `std` feature is on by default, so a kernel (or any `no_std` crate) must turn the
+//! default features off:
+//!
+//! ```toml
+//! [dependencies]
+//! memmap-core = { version = "0.1", default-features = false }
+//! ```
+//!
+//! With the default features on a `-none` target (`x86_64-unknown-none`,
+//! `aarch64-unknown-none`, a custom target JSON) the build fails with `can't find crate for
+//! std`. Without them everything but the items listed under the `std` feature is there: the
+//! model, [`Memmap`] over caller-provided `&mut [P]` and pageblock storage,
+//! [`memmap_init_zone_device`], [`Node::boot`] and the buddy allocator; the threaded runners
+//! are replaced by the caller's own (the padata split, [`PadataPlan`], stays). CI builds it
+//! this way for `x86_64-unknown-none` and `aarch64-unknown-none`.
 //!
 //! ## Kernel releases
 //!

@@ -1,8 +1,7 @@
 //! The struct page layout (field offsets, the 72-byte `WANT_PAGE_VIRTUAL` layout, the folio
 //! overlay on pages 1 to 3) and the page-flags layout (where node, zone, section and the other
 //! fields sit in `page->flags`), checked against values written out from the kernel headers
-//! (`include/linux/mm_types.h`, `include/linux/page-flags-layout.h`; see
-//! `docs/kernel-model.md`).
+//! (`include/linux/mm_types.h`, `include/linux/page-flags-layout.h`).
 
 mod common;
 

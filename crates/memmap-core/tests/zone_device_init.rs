@@ -1,7 +1,7 @@
 //! `memmap_init_zone_device()` (`mm/mm_init.c`): what the kernel's ZONE_DEVICE init leaves in
 //! every struct page, pageblock and tracepoint event, and the template series' rules (the fast
 //! paths equal the slow path, fall back to it when they must, refresh the PFN-dependent fields),
-//! plus the typed errors. The kernel facts are listed in `docs/kernel-model.md`.
+//! plus the typed errors.
 
 mod common;
 

@@ -49,6 +49,7 @@ pub const DEFAULT_STREAMING_THRESHOLD: usize = 1 << 20;
 
 /// How a fill stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FillMode {
     /// Normal stores.
     Cached,

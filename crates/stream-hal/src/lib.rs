@@ -35,8 +35,30 @@
 //! * `no-cpuid`: never execute `CPUID` implicitly; without [`set_cpu_features`] the optional
 //!   CPU features are taken as absent.
 //!
-//! No feature is on by default, and the crate is `no_std` without `alloc`. Minimum supported
-//! Rust version: 1.85 (edition 2024).
+//! No feature is on by default.
+//!
+//! ## MSRV
+//!
+//! Rust 1.85 (edition 2024), the workspace's `rust-version`; CI checks it with the
+//! repository's `Cargo.lock`. Raising it is a minor-version change.
+//!
+//! ## no_std use
+//!
+//! The crate is always `#![no_std]` and needs no `alloc`: a kernel depends on it as it is,
+//!
+//! ```toml
+//! [dependencies]
+//! stream-hal = "0.1"                                          # or, where CPUID traps:
+//! # stream-hal = { version = "0.1", features = ["no-cpuid"] }
+//! ```
+//!
+//! and builds for `x86_64-unknown-none` (soft-float: the `movnti`-only backend),
+//! `aarch64-unknown-none`, or its own target JSON with `-Zbuild-std=core`: the backend follows
+//! the specification's `arch` and `features`, not its name (CI builds one for a custom
+//! `x86_64-unknown-mykernel.json` and checks the backend and its instructions). Without `std`
+//! there is no implicit feature detection beyond `CPUID` itself on x86-64 (none on aarch64,
+//! where `DCZID_EL0` is read directly): a kernel that detects its CPU's features early passes
+//! them with [`set_cpu_features`].
 //!
 //! ## The ordering rule, and how this crate enforces it
 //!
@@ -92,6 +114,10 @@
 #[cfg(test)]
 extern crate std;
 
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 mod arch;
 mod cpu;
 #[cfg(stream_hal_emulate)]

@@ -42,6 +42,7 @@ pub struct StreamWriter<'w, T> {
 
 /// Returned when a write does not fit in the remaining slots; nothing was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WriterFull {
     /// Slots that were requested.
     pub requested: usize,

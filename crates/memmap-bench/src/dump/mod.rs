@@ -545,6 +545,8 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, out: &OutputDir) -> Result
         .map_err(|e| match e {
             hugetlb_init::BootError::Invalid(e) => invalid(e),
             hugetlb_init::BootError::Io(e) => DumpError::Map { what: "reset the vmemmap".into(), source: e },
+            // `BootError` is `#[non_exhaustive]`: a later error kind is reported as bad input.
+            e => invalid(e),
         })?;
     let bytes = machine.folio_bytes();
     let mut folios: Vec<_> = machine.folios().to_vec();

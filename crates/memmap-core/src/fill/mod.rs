@@ -434,6 +434,7 @@ pub(crate) unsafe fn copy_run<P: StructPage, S: Store>(
 
 /// What [`Memmap::copy_template`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CopyReport {
     /// Struct pages written.
     pub pages: u64,

@@ -330,6 +330,7 @@ impl KernelConfig {
 
 /// Why a [`KernelConfig`] cannot be modelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// `MAX_NR_ZONES` is 0 or above 8 (`ZONES_SHIFT` is defined only up to 3).
     TooManyZones(u32),

@@ -470,6 +470,8 @@ pub mod folio {
 
     /// `FOLIO_MATCH(page_field, folio_field)`: the folio field lands on the page field of
     /// page `page`.
+    // Rust 1.85 (the MSRV) does not count the uses in the `const _` below and warns.
+    #[allow(dead_code)]
     const fn matches(folio_offset: usize, page: usize, page_offset: usize) -> bool {
         folio_offset == page * 64 + page_offset
     }

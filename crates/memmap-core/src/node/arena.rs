@@ -118,6 +118,7 @@ impl InitPolicy {
 
 /// Bad arena storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ArenaError {
     /// The byte length is not a whole number of pages.
     NotWholePages {

@@ -127,6 +127,7 @@ impl DeferCounter {
 
 /// What [`Node::deferred_init_memmap`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeferredReport {
     /// `first_deferred_pfn` it started from (`None`: nothing was deferred any more).
     pub first_deferred_pfn: Option<u64>,

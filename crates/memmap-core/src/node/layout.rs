@@ -101,6 +101,7 @@ pub struct NodeLayout<'r> {
 
 /// Why a [`NodeLayout`] was rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LayoutError {
     /// The node has no zone.
     NoZones,

@@ -205,6 +205,7 @@ pub struct NodeParts<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
 
 /// Why a node could not be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NodeError {
     /// The layout is invalid.
     Layout(LayoutError),
@@ -263,6 +264,7 @@ impl From<InitError> for NodeError {
 
 /// What [`Node::boot`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BootReport {
     /// `NODE_DATA(nid)->first_deferred_pfn` after boot (`None`: nothing deferred).
     pub first_deferred_pfn: Option<u64>,

@@ -5,7 +5,7 @@
 //! init, allocating threads expanding on-demand blocks), always on disjoint pages, and every
 //! hand-over of a page from one thread to another goes through a [`SpinLock`] (zone lock,
 //! memmap lock) or an acquire/release pair on a [`BlockStates`] byte. That is what makes the
-//! raw-pointer accesses of `node.rs` free of data races (ThreadSanitizer runs the concurrency
+//! raw-pointer accesses of the `node` module free of data races (ThreadSanitizer runs the concurrency
 //! tests).
 
 pub(crate) mod padata;

@@ -123,6 +123,7 @@ impl Iterator for PadataChunks {
 /// What [`padata_do_multithreaded`] did.
 #[cfg(feature = "std")]
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PadataReport {
     /// The plan (`None` for an empty job).
     pub plan: Option<PadataPlan>,

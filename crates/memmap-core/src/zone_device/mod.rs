@@ -46,6 +46,7 @@ use crate::model::version::Behaviour;
 /// `enum memory_type` (`include/linux/memremap.h`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
+#[non_exhaustive]
 pub enum MemoryType {
     /// `MEMORY_DEVICE_PRIVATE` (1).
     Private = 1,
@@ -340,6 +341,7 @@ impl Default for InitOptions {
 
 /// What an init call did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct InitReport {
     /// First PFN initialized (after skipping the altmap part).
     pub start_pfn: u64,

@@ -143,6 +143,7 @@ impl PageBlock {
 
 /// Why an allocation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AllocError {
     /// `order > MAX_PAGE_ORDER`.
     OrderTooLarge {
@@ -170,6 +171,7 @@ pub enum AllocError {
 
 /// Why a free was refused. Nothing was modified.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FreeError {
     /// `order > MAX_PAGE_ORDER`.
     OrderTooLarge {
@@ -217,6 +219,7 @@ pub enum FreeError {
 
 /// What `check_new_page()`/`free_page_is_bad()` found (`page_bad_reason()`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BadPageReason {
     /// "nonzero mapcount" (or a page type is set).
     Mapcount(i32),
