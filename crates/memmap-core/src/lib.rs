@@ -39,8 +39,9 @@
 //! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |
 //!
 //! The kernel behaviour each part models is described, with the kernel functions named, in the
-//! documentation of each module; `docs/kernel-oracle.md` in the repository lists what comparing
-//! the model with real kernels under QEMU found.
+//! documentation of each module; in the repository, `docs/kernel-model.md` summarises what
+//! each kernel release does and `docs/kernel-oracle.md` what comparing the model with real
+//! kernels under QEMU found.
 //!
 //! ## Crate features
 //!

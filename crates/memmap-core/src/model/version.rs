@@ -5,7 +5,7 @@
 //! than comparing versions itself. Each field of [`Behaviour`] names the kernel change and the
 //! release that has it. The releases compared byte for byte with real kernels booted under QEMU
 //! are 6.12 (Debian's 6.12.95) and 7.2 (Debian's 7.2.13); the release of each change between
-//! them is taken from its merge.
+//! them is taken from its merge (`docs/kernel-model.md` in the repository has the table).
 
 use core::fmt;
 
