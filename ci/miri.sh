@@ -19,8 +19,9 @@ t env STREAM_HAL_EXPECT_BACKEND=generic:miri cargo +nightly miri test --locked -
 export RUSTFLAGS="--cfg stream_hal_emulate"
 export CARGO_TARGET_DIR=target/miri-emulate
 # stream-hal, x86-64: every test (backend, differential copies at every alignment, property
-# tests, clear_pages with rep stosb / movntdq / clzero), Stacked Borrows.
-t cargo +nightly miri test --locked -p stream-hal || fail=1
+# tests, clear_pages with rep stosb / movntdq / clzero), Stacked Borrows. The doctests run
+# natively in the test step (under Miri each is a build of its own).
+t cargo +nightly miri test --locked -p stream-hal --lib --tests || fail=1
 # ... and the same backend under Tree Borrows (lib and differential tests).
 t env MIRIFLAGS="-Zmiri-tree-borrows" cargo +nightly miri test --locked -p stream-hal --lib --test differential || fail=1
 # stream-hal, aarch64 (stnp, dc zva and its stnp fallback with DCZID_EL0.DZP set): Tree Borrows
