@@ -6,11 +6,11 @@
 # Also replays fuzz/regressions/TARGET/* (inputs that once found a bug) before fuzzing, except
 # `*.open` ones: known bugs not fixed yet (fuzz/regressions/README.md), listed but not replayed.
 #
-# FUZZ_SECONDS (default 45) sets the time per target; installs cargo-fuzz (pinned) if absent.
+# FUZZ_SECONDS (default 30) sets the time per target; installs cargo-fuzz (pinned) if absent.
 source "$(dirname "$0")/env.sh"
 
 CARGO_FUZZ_VERSION=0.13.2
-FUZZ_SECONDS="${FUZZ_SECONDS:-45}"
+FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 targets=(dump_reader size_args zone_device_init node_boot)
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
