@@ -105,7 +105,7 @@ impl<P: StructPage> Booted<P> {
 }
 
 pub fn params(strategy: Strategy, hvo: HvoParams) -> BootParams {
-    BootParams { tail: InitOptions::new(strategy), hvo, parallel: true }
+    BootParams::new(strategy, hvo)
 }
 
 /// Boots on fresh guarded storage. On error: the error and whether every byte, pageblock and
