@@ -22,7 +22,9 @@
 //!   node's worker in kernel order, as with one thread (the events' order is part of the
 //!   result).
 
-use memmap_core::{InitHooks, InitOptions, Memmap, NoHooks, Phase, Strategy, StrategyReason, StructPage, Threads};
+use memmap_core::{
+    InitHooks, InitOptions, Memmap, NoHooks, Phase, Strategy, StrategyReason, StructPage, Threads,
+};
 
 use crate::MaybeSend;
 use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec, alloc_with, bootmem_flags};

@@ -142,8 +142,9 @@ fn check<P: StructPage>(c: &Case) -> Result<(), TestCaseError> {
         .filter(|&(s, t)| s != Strategy::Slow || t != Threads::One);
     for (s, threads) in runs {
         let p = params(s, c.hvo).with_tail_threads(threads);
-        let fast = boot_model::<P>(c.cfg, &c.specs, &req, &p, c.tracepoint)
-            .map_err(|(e, _)| TestCaseError::fail(format!("{s} ({threads} tail threads) boot failed: {e}")))?;
+        let fast = boot_model::<P>(c.cfg, &c.specs, &req, &p, c.tracepoint).map_err(|(e, _)| {
+            TestCaseError::fail(format!("{s} ({threads} tail threads) boot failed: {e}"))
+        })?;
         compare(&slow, &fast, s)?;
         match &traced {
             Some(traced) => {

@@ -257,7 +257,6 @@ fn hostile_sizes_are_refused_before_any_work() {
         // Used to wrap and pass the check, then panic.
         (&["hugetlb", "--hvo", "off", "--count", "1099511627776"], "overflows"),
         (&["hugetlb", "--hvo", "on", "--count", "1099511627776"], "overflows"),
-        (&["hugetlb", "--config", "arm64", "--threads", "100", "--count", "100"], "at most 16"),
         (&["all", "--deferred-size", "100T"], "deferred-64g"),
         // Used to fail with a bare "Cannot allocate memory".
         (

@@ -122,16 +122,16 @@ pub use node::{
     FreeError, Gfp, InitMode, InitPolicy, LayoutError, Node, NodeError, NodeLayout, NodeParts, NodeStats,
     PageBlock, PfnRange, PhysArena, ReservedRange, ZoneSpan, pg_uninitialized_2m,
 };
-pub use sync::padata::{PadataJob, PadataPlan};
-#[cfg(feature = "std")]
-pub use sync::padata::{PadataReport, padata_do_multithreaded};
 pub use parallel::Threads;
 #[cfg(feature = "std")]
 pub use parallel::{ClearReport, auto_threads, available_cpus, clear_parallel};
+pub use sync::padata::{PadataJob, PadataPlan};
 #[cfg(feature = "std")]
-pub use zone_device::{ParallelInit, memmap_init_zone_device_parallel};
+pub use sync::padata::{PadataReport, padata_do_multithreaded};
 pub use zone_device::{
     DevPagemap, DrainPolicy, InitOptions, InitReport, MAX_VMEMMAP_SHIFT, MemoryType, VmemAltmap,
     ZoneDeviceRange, compound_nr_pages, memmap_init_zone_device, move_pfn_range_to_zone, vmemmap_alias,
     vmemmap_can_optimize,
 };
+#[cfg(feature = "std")]
+pub use zone_device::{ParallelInit, memmap_init_zone_device_parallel};

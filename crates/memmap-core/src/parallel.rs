@@ -124,10 +124,19 @@ pub fn auto_threads() -> usize {
 }
 
 #[cfg(feature = "std")]
-/// The cached measurement behind [`auto_threads`].
+static PROBE: OnceLock<AutoProbe> = OnceLock::new();
+
+/// The cached measurement behind [`auto_threads`] (measured on the first call).
+#[cfg(feature = "std")]
 pub fn auto_probe() -> &'static AutoProbe {
-    static PROBE: OnceLock<AutoProbe> = OnceLock::new();
     PROBE.get_or_init(|| measure_auto(available_cpus(), AUTO_PROBE_BYTES))
+}
+
+/// The cached measurement, if [`auto_threads`] has run in this process.
+#[cfg(feature = "std")]
+#[must_use]
+pub fn auto_probe_if_measured() -> Option<&'static AutoProbe> {
+    PROBE.get()
 }
 
 #[cfg(feature = "std")]
@@ -236,7 +245,8 @@ pub fn clear_parallel(buf: &mut [u8], threads: Threads) -> ClearReport {
         stream_hal::clear_slice(buf);
         return ClearReport { threads: 1, chunks: std::vec![std::vec![(0, len)]] };
     }
-    let job = PadataJob { start: 0, size: len, align: 2 << 20, min_chunk: CLEAR_MIN_CHUNK, max_threads: workers };
+    let job =
+        PadataJob { start: 0, size: len, align: 2 << 20, min_chunk: CLEAR_MIN_CHUNK, max_threads: workers };
     let base = buf.as_mut_ptr() as usize;
     let report = padata_do_multithreaded(&job, |start, end| {
         let p = (base as *mut u8).wrapping_add(start as usize);
@@ -254,6 +264,7 @@ pub fn clear_parallel(buf: &mut [u8], threads: Threads) -> ClearReport {
 #[cfg(all(test, feature = "std", not(miri)))]
 mod tests {
     use super::*;
+    use std::string::ToString;
 
     #[test]
     fn auto_rule() {

@@ -142,7 +142,16 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
         (2usize..=5, any::<bool>(), any::<bool>()),
     )
         .prop_map(
-            |(cfg, old, ty, shift, (sections, offset), (altmap, units, boot), strategy, (threads, tp, l72))| {
+            |(
+                cfg,
+                old,
+                ty,
+                shift,
+                (sections, offset),
+                (altmap, units, boot),
+                strategy,
+                (threads, tp, l72),
+            )| {
                 let cfg = with_debug_page_ref(if old { cfg.with_version(KernelVersion::V6_12) } else { cfg });
                 let sec = cfg.pages_per_section();
                 let ppc = 1u64 << shift;
@@ -153,9 +162,14 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
                 if altmap && units > 0 {
                     let off = units * ppc.max(64);
                     let off = off.min(nr - ppc) / ppc * ppc;
-                    pgmap = pgmap.with_altmap(VmemAltmap { base_pfn: start, reserve: off / 2, free: off - off / 2 });
+                    pgmap = pgmap.with_altmap(VmemAltmap {
+                        base_pfn: start,
+                        reserve: off / 2,
+                        free: off - off / 2,
+                    });
                 }
-                let r = range(&cfg, start, nr).with_boot_memory_end(if boot >= 2 { start + sec / 2 } else { 0 });
+                let r =
+                    range(&cfg, start, nr).with_boot_memory_end(if boot >= 2 { start + sec / 2 } else { 0 });
                 Case { cfg, range: r, pgmap, strategy, threads, tracepoint: tp, layout72: l72 }
             },
         )

@@ -8,7 +8,7 @@ use hugetlb_init::{
     NodeReport, NodeSpec, boot,
 };
 use memmap_core::{
-    InitOptions, KernelConfig, Memmap, PageRefEvent, RecordingHooks, Strategy, StructPage, pageblocks_needed,
+    KernelConfig, Memmap, PageRefEvent, RecordingHooks, Strategy, StructPage, pageblocks_needed,
 };
 
 /// Struct pages on each side of a node's memory that must stay untouched.

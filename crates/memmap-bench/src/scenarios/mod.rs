@@ -4,8 +4,19 @@
 //! subcommand runs the entries of its [`CatalogEntry::command`].
 //!
 //! Each scenario builds its storage, runs its strategies interleaved with
-//! [`crate::measure::interleaved`], and returns [`ScenarioReport`]s (one per case today; a
-//! scenario may return several, e.g. one per thread count).
+//! [`crate::measure::interleaved`], and returns [`ScenarioReport`]s: the zone-device, hugetlb
+//! (without HVO) and clear scenarios return two, the kernel-faithful one-thread run and the
+//! all-core run ([`Common::threads`] workers, through the libraries' parallel runners), whose
+//! strategies run interleaved in the same rounds.
+//!
+//! ## What "first" measures
+//!
+//! Round 0 ("first") of every strategy starts from the same memory state: each strategy's
+//! storage is mapped and faulted in (`MADV_POPULATE_WRITE`) before any round runs, so no
+//! strategy pays for page faults, THP compaction or reclaim that another did not. The first
+//! round is then the first initialization of resident, never-initialized memory with cold
+//! caches; the cost of faulting the storage in is measured separately (`fault_ms` in the
+//! scenario's JSON and its description line), once per strategy's storage, outside the rounds.
 
 pub mod alloc;
 pub mod clear;
@@ -26,7 +37,8 @@ use crate::report::ScenarioReport;
 pub struct Common {
     /// Rounds per strategy (`None`: the scenario's default).
     pub rounds: Option<usize>,
-    /// Threads to split a range across.
+    /// Workers of the all-core rows (`--threads N`, or `--threads auto`: the count where
+    /// bandwidth stops growing, [`memmap_core::auto_threads`]). 1: no all-core rows.
     pub threads: usize,
     /// Draw progress bars.
     pub progress: bool,
@@ -127,21 +139,18 @@ pub struct Setup {
     pub deferred_size: u64,
     /// The kernel config modelled.
     pub config: KernelConfig,
-    /// `--threads`.
-    pub threads: usize,
 }
 
 impl Setup {
-    /// The default sizes (`quick`: the CI-sized ones) with `config` and `threads`.
+    /// The default sizes (`quick`: the CI-sized ones) with `config`.
     #[must_use]
-    pub fn defaults(quick: bool, config: KernelConfig, threads: usize) -> Setup {
+    pub fn defaults(quick: bool, config: KernelConfig) -> Setup {
         Setup {
             zone_device_size: if quick { 1 << 30 } else { 16 << 30 },
             hugetlb_count: if quick { 4 } else { 64 },
             clear_size: if quick { 1 << 30 } else { 16 << 30 },
             deferred_size: if quick { 4 << 30 } else { 64 << 30 },
             config,
-            threads,
         }
     }
 }
@@ -230,6 +239,24 @@ pub fn catalog_entry(name: &str) -> Option<&'static CatalogEntry> {
 #[must_use]
 pub fn registry(setup: &Setup, select: impl Fn(&CatalogEntry) -> bool) -> Vec<Box<dyn Scenario>> {
     CATALOG.iter().filter(|e| select(e)).map(|e| (e.build)(setup)).collect()
+}
+
+/// Faults `o`'s storage in and returns the time it took (the fault cost "first" no longer
+/// includes).
+///
+/// # Errors
+///
+/// The `madvise` error.
+pub fn prefault<P: memmap_core::StructPage>(o: &mut memmap_core::OwnedMemmap<P>) -> std::io::Result<f64> {
+    let t = std::time::Instant::now();
+    o.populate()?;
+    Ok(t.elapsed().as_secs_f64() * 1e3)
+}
+
+/// The thread counts a scenario runs: 1, and `threads` when it is more.
+#[must_use]
+pub fn thread_counts(threads: usize) -> Vec<usize> {
+    if threads > 1 { vec![1, threads] } else { vec![1] }
 }
 
 /// Splits `[start, start + nr)` into at most `threads` chunks whose boundaries are multiples of

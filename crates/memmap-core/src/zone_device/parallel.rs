@@ -171,7 +171,10 @@ where
             used,
             reason,
             backend: stream_hal::backend(),
-            drains: drains.into_iter().map(|d| d.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner)).sum(),
+            drains: drains
+                .into_iter()
+                .map(|d| d.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner))
+                .sum(),
         },
         threads: report.plan.map_or(1, |p| p.nworks),
         chunks,
