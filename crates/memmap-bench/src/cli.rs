@@ -769,7 +769,8 @@ fn run_suite(s: &Suite) -> ExitCode {
         for sc in &s.scenarios {
             match sc.run(&ctx) {
                 Ok(rows) => {
-                    for r in rows {
+                    for mut r in rows {
+                        r.refresh_measurement_errors();
                         human(&r.table());
                         human("\n");
                         report.scenarios.push(r);

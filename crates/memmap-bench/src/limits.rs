@@ -185,7 +185,7 @@ pub fn memory_needed(bytes: u64) -> crate::memory::MemoryNeed {
 }
 
 /// One method: fills (or copies into) `[dst, dst + len)` from `src` (copies only).
-type Method = unsafe fn(dst: *mut u8, src: *const u8, len: usize);
+pub type Method = unsafe fn(dst: *mut u8, src: *const u8, len: usize);
 
 /// The methods of this machine: name, kind, body.
 fn methods() -> Vec<(&'static str, FillKind, Method)> {
@@ -257,6 +257,36 @@ unsafe fn stream_fill(dst: *mut u8, len: usize, rec: [u64; 8]) {
     let slots =
         unsafe { std::slice::from_raw_parts_mut(dst.cast::<std::mem::MaybeUninit<[u64; 8]>>(), len / 64) };
     stream_hal::fill(slots, &rec);
+}
+
+/// The method `name` of `kind` (as [`MethodRate::method`] names it), if this machine has it.
+#[must_use]
+pub fn method_fn(kind: FillKind, name: &str) -> Option<Method> {
+    methods().into_iter().find(|&(n, k, _)| k == kind && n == name).map(|(_, _, f)| f)
+}
+
+/// Runs the best method of `kind` at `threads` (from `limits`) over `[dst, dst + len)` split
+/// between `threads` threads; returns the wall time. `None` if no method of `kind` was measured.
+///
+/// # Safety
+///
+/// `dst` is valid for writes of `len` bytes, page-aligned, `len` a multiple of 4096, and
+/// nothing else accesses it until this returns. Not for [`FillKind::Copy`].
+pub unsafe fn run_best(
+    limits: &Limits,
+    kind: FillKind,
+    threads: usize,
+    dst: *mut u8,
+    len: usize,
+) -> Option<Duration> {
+    let at = limits.at(threads);
+    let name = match kind {
+        FillKind::Zero => &at.fill_zero_method,
+        FillKind::Nonzero => &at.fill_nonzero_method,
+        FillKind::Copy => return None,
+    };
+    let f = method_fn(kind, name)?;
+    Some(run_split(threads, dst as usize, dst as usize, len, f))
 }
 
 /// Runs `f` on `threads` threads, thread `k` on slice `k` of `[dst, dst + len)` (and of `src`),

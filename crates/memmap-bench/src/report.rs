@@ -108,8 +108,12 @@ pub struct StrategyResult {
     /// Median (of the rounds after the first) of the baseline strategy over this one's.
     pub speedup: f64,
     /// `x_limit` above [`MEASUREMENT_ERROR_RATIO`]: faster than the machine's limit, so the
-    /// limit or this measurement is wrong.
+    /// limit or this measurement is wrong. Only bandwidth scenarios are judged (those the
+    /// registry plots); boot-time and HVO figures are not bandwidths.
     pub measurement_error: bool,
+    /// `gbps` over the scenario's `storage_limit_gbps`, when probed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub x_storage_limit: Option<f64>,
     /// Every round, ms.
     pub rounds_ms: Vec<f64>,
 }
@@ -159,6 +163,13 @@ pub struct ScenarioReport {
     pub limit_threads: usize,
     /// Results flagged as measurement errors.
     pub measurement_errors: usize,
+    /// The same limit method run on this scenario's own kind of storage (as large as the
+    /// scenario's, faulted in the same way) at this thread count, interleaved in the same
+    /// rounds, GB/s: what the memory the scenario writes allows. On a guest without huge pages
+    /// in the host, a large range costs a nested page walk per 4 KiB that the 1 GiB limit buffer
+    /// pays less often. `None` where the scenario does not probe it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_limit_gbps: Option<f64>,
     /// The strategy speedups are relative to.
     pub baseline: String,
     /// Per-strategy results, baseline first.
@@ -197,6 +208,7 @@ impl ScenarioReport {
                     x_limit,
                     speedup: base / median_ms,
                     measurement_error: is_measurement_error(x_limit),
+                    x_storage_limit: None,
                     rounds_ms: s.rounds.iter().map(|d| d.as_secs_f64() * 1e3).collect(),
                 }
             })
@@ -214,10 +226,31 @@ impl ScenarioReport {
             limit_method: limit.method(at).to_string(),
             limit_threads: at.threads,
             measurement_errors: results.iter().filter(|r| r.measurement_error).count(),
+            storage_limit_gbps: None,
             baseline: samples[0].name.clone(),
             results,
             notes: Vec::new(),
             extra: serde_json::Map::new(),
+        }
+    }
+
+    /// Recomputes the measurement-error flags from the final `x_limit`s (a scenario may
+    /// rewrite its figures after [`ScenarioReport::from_samples`]); scenarios whose figure is
+    /// not a bandwidth (not plotted by the registry) are never flagged.
+    pub fn refresh_measurement_errors(&mut self) {
+        let bandwidth = crate::scenarios::catalog_entry(&self.name).is_none_or(|e| e.plotted);
+        for r in &mut self.results {
+            r.measurement_error = bandwidth && is_measurement_error(r.x_limit);
+        }
+        self.measurement_errors = self.results.iter().filter(|r| r.measurement_error).count();
+    }
+
+    /// Sets the storage limit (see [`ScenarioReport::storage_limit_gbps`]) and every result's
+    /// ratio to it.
+    pub fn set_storage_limit(&mut self, gbps: f64) {
+        self.storage_limit_gbps = Some(gbps);
+        for r in &mut self.results {
+            r.x_storage_limit = Some(r.gbps / gbps);
         }
     }
 
@@ -266,6 +299,15 @@ impl ScenarioReport {
             self.limit_threads,
             self.limit_method
         );
+        if let Some(g) = self.storage_limit_gbps {
+            let best = self.results.iter().map(|r| r.gbps).fold(0.0, f64::max);
+            let _ = writeln!(
+                s,
+                "  the same method on storage like this scenario's ({}): {g:.2} GB/s; the fastest strategy is at {:.2}x of it",
+                crate::size::Bytes(self.bytes),
+                best / g
+            );
+        }
         if self.measurement_errors > 0 {
             let _ = writeln!(
                 s,

@@ -25,6 +25,7 @@ use memmap2::MmapOptions;
 use memmap_core::Threads;
 
 use super::{Context, RunError, Scenario, thread_counts};
+use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved};
 use crate::memory::{MemoryNeed, Overflow};
 use crate::progress::bar;
@@ -191,6 +192,15 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
             }));
         }
     }
+    // The same-memory limit probe: the best zero fill on this arena.
+    for &threads in &counts {
+        runners.push(Runner::new("limit", move |_| {
+            // SAFETY: the arena is `len` bytes (whole pages) at the page-aligned `base`, mapped
+            // for the whole scenario, touched by no other runner while this one runs.
+            unsafe { crate::limits::run_best(limits, FillKind::Zero, threads, base as *mut u8, len) }
+                .unwrap_or_default()
+        }));
+    }
     let samples = interleaved(rounds, &mut runners);
     drop(runners);
     pb.finish_and_clear();
@@ -214,6 +224,7 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
         };
         let n = bodies.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
+        sc.set_storage_limit(super::probe_gbps(len, &samples[counts.len() * n + k]));
         sc.extra.insert("huge_pages".into(), (huge_pages as u64).into());
         sc.extra.insert("fault_ms".into(), fault_ms.into());
         out.push(sc);

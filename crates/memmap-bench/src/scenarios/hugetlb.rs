@@ -21,7 +21,8 @@ use hugetlb_init::{
 };
 use memmap_core::{InitHooks, InitOptions, KernelConfig, OwnedMemmap, Page64, Phase, Strategy, Threads};
 
-use super::{Context, RunError, Scenario, Setup, prefault, thread_counts};
+use super::{Context, Probe, RunError, Scenario, Setup, prefault, probe_gbps, thread_counts};
+use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved};
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::bar;
@@ -52,9 +53,9 @@ impl Hugetlb {
     }
 
     /// Memmap sets: one per strategy, and without HVO one more per strategy for the all-core
-    /// run.
+    /// run and one per thread count for the limit probe.
     fn sets(&self) -> u64 {
-        if self.hvo { 3 } else { 6 }
+        if self.hvo { 3 } else { 8 }
     }
 }
 
@@ -135,6 +136,13 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
         }
         fault_ms.push(t);
     }
+    // The same-memory limit probe, without HVO (where the memmap is written in full).
+    let probe_counts: &[usize] = if hvo { &[] } else { &counts };
+    let mut probes: Vec<Probe> = probe_counts
+        .iter()
+        .map(|_| Probe::new(storage[0].iter().map(OwnedMemmap::bytes).sum()))
+        .collect::<Result<_, _>>()
+        .map_err(RunError::of(name(hvo), "map the limit probe"))?;
     let mode = if hvo { HvoMode::On } else { HvoMode::Off };
     let request = BootRequest::per_node(h, per_node);
     let pb = bar(rounds as u64 * runs.len() as u64, name(hvo), common.progress);
@@ -167,6 +175,9 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
                 })
             })
             .collect();
+        for (probe, &t) in probes.iter_mut().zip(probe_counts) {
+            runners.push(probe.runner(limits, FillKind::Nonzero, t));
+        }
         interleaved(rounds, &mut runners)
     };
     pb.finish_and_clear();
@@ -205,6 +216,9 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
         };
         let n = strategies.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
+        if let Some(probe) = probes.get(k) {
+            sc.set_storage_limit(probe_gbps(probe.len(), &samples[runs.len() + k]));
+        }
         sc.extra.insert("gigantic_pages".into(), count.into());
         sc.extra.insert("nodes".into(), nodes.into());
         sc.extra.insert("identical_to_slow".into(), identical.into());

@@ -29,6 +29,7 @@ use std::fmt;
 use memmap_core::{ClearMode, KernelConfig, Strategy};
 
 use crate::limits::Limits;
+use crate::measure::Runner;
 use crate::memory::{MemoryNeed, Overflow};
 use crate::report::ScenarioReport;
 
@@ -251,6 +252,67 @@ pub fn prefault<P: memmap_core::StructPage>(o: &mut memmap_core::OwnedMemmap<P>)
     let t = std::time::Instant::now();
     o.populate()?;
     Ok(t.elapsed().as_secs_f64() * 1e3)
+}
+
+/// Storage for the same-memory limit probe ([`ScenarioReport::storage_limit_gbps`]): an
+/// anonymous mapping with transparent huge pages requested and faulted in
+/// (`MADV_POPULATE_WRITE`), as an [`memmap_core::OwnedMemmap`] is.
+pub struct Probe {
+    map: memmap2::MmapMut,
+}
+
+impl Probe {
+    /// A probe of `len` bytes (rounded up to whole pages).
+    ///
+    /// # Errors
+    ///
+    /// The `mmap` or `madvise` error.
+    pub fn new(len: usize) -> std::io::Result<Probe> {
+        let mut map = memmap2::MmapOptions::new().len(len.div_ceil(4096).max(1) * 4096).map_anon()?;
+        #[cfg(target_os = "linux")]
+        {
+            let _ = map.advise(memmap2::Advice::HugePage);
+            if map.advise(memmap2::Advice::PopulateWrite).is_err() {
+                map.iter_mut().step_by(4096).for_each(|b| *b = 1);
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        map.iter_mut().step_by(4096).for_each(|b| *b = 1);
+        Ok(Probe { map })
+    }
+
+    /// Its size in bytes.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether it is empty (never: at least one page).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// A runner that fills the probe with the best method of `kind` at `threads`.
+    pub fn runner<'a>(
+        &'a mut self,
+        limits: &'a Limits,
+        kind: crate::limits::FillKind,
+        threads: usize,
+    ) -> Runner<'a> {
+        let (ptr, len) = (self.map.as_mut_ptr(), self.map.len());
+        Runner::new("limit", move |_| {
+            // SAFETY: the probe's mapping is `len` bytes (whole pages, page-aligned), borrowed
+            // for the runner's lifetime and touched by nothing else.
+            unsafe { crate::limits::run_best(limits, kind, threads, ptr, len) }.unwrap_or_default()
+        })
+    }
+}
+
+/// GB/s of a probe's samples.
+#[must_use]
+pub fn probe_gbps(len: usize, s: &crate::measure::Samples) -> f64 {
+    crate::measure::gbps(len as u64, crate::measure::median(s.rebinds()))
 }
 
 /// The thread counts a scenario runs: 1, and `threads` when it is more.

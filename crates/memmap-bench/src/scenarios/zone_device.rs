@@ -18,7 +18,8 @@ use memmap_core::{
     ZoneDeviceRange, memmap_init_zone_device, memmap_init_zone_device_parallel,
 };
 
-use super::{Context, RunError, Scenario, Setup, prefault, thread_counts};
+use super::{Context, Probe, RunError, Scenario, Setup, prefault, probe_gbps, thread_counts};
+use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved};
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::{ProgressHooks, bar};
@@ -108,7 +109,7 @@ impl Scenario for ZoneDevice {
     /// One memmap per strategy and thread count (one thread and all cores), all written.
     fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
         let memmap = mul(self.size / 4096, 64, "the zone-device memmap")?;
-        MemoryNeed::resident(memmap).times(6)
+        MemoryNeed::resident(memmap).times(8)
     }
 
     fn check(&self) -> Result<(), String> {
@@ -156,6 +157,11 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
     for m in &mut memmaps {
         fault_ms.push(prefault(m).map_err(RunError::of(case.name(), "fault the memmap in"))?);
     }
+    let mut probes: Vec<Probe> = counts
+        .iter()
+        .map(|_| Probe::new(memmaps[0].bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(RunError::of(case.name(), "map the limit probe"))?;
     let pb = bar(nr * rounds as u64 * runs.len() as u64, case.name(), common.progress);
     let step = cfg.pageblock_nr_pages();
     let written_cell = std::cell::Cell::new(0u64);
@@ -176,6 +182,9 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
                 })
             })
             .collect();
+        for (probe, &t) in probes.iter_mut().zip(&counts) {
+            runners.push(probe.runner(limits, FillKind::Nonzero, t));
+        }
         interleaved(rounds, &mut runners)
     };
     pb.finish_and_clear();
@@ -212,6 +221,7 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
         };
         let n = strategies.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
+        sc.set_storage_limit(probe_gbps(probes[k].len(), &samples[runs.len() + k]));
         sc.extra.insert("device_bytes".into(), p.size.into());
         sc.extra.insert("memmap_pfns".into(), nr.into());
         sc.extra.insert("identical_to_slow".into(), identical.into());
