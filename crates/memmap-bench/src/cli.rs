@@ -635,7 +635,7 @@ fn suite(
             quick: t.quick,
         },
         limit_buffer,
-        limit_rounds: if t.quick { 3 } else { 7 },
+        limit_rounds: if t.quick { 3 } else { 5 },
         json: t.json,
         plot: t.plot.clone(),
         limits_only: false,
