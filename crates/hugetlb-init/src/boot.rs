@@ -1,7 +1,30 @@
 //! The boot sequence: reserved heads, then `gather_bootmem_prealloc()` per node (in parallel
 //! under `std`), `prep_and_add_bootmem_folios()` with HVO and the fallback tail init.
+//!
+//! ## Parallel tail init within a node
+//!
+//! The kernel gathers nodes in parallel (one padata work per node) but initializes a node's
+//! fallback tails on that node's one worker. With [`BootParams::tail_threads`] above one
+//! (`std`), [`prep_and_add_bootmem_folios`] first initializes the fallback tails of every
+//! folio of its list as one padata job: each folio's tails are cut at memory-section
+//! boundaries (whole folios for hstates smaller than a section), each piece runs the
+//! one-thread tail init on its own view of the memmap, and each worker drains its streaming
+//! stores before it reports a piece done. The per-folio loop then does the rest (migrate type,
+//! free list) in kernel order. The memmap is byte-identical to one thread: the tails are written
+//! by nothing else and depend on nothing the rest of the loop writes (property tests check it).
+//! What changes:
+//!
+//! * the [`Phase::HugetlbFallbackTails`] hook brackets the whole job once per list instead of
+//!   once per folio (the time is that of all the list's fallback tails);
+//! * `drains` counts one drain per streamed piece instead of one per folio;
+//! * `cond_resched` is not called by the tail init in either case;
+//! * `page_ref_set` events: when the tracepoint is active the tails are initialized on the
+//!   node's worker in kernel order, as with one thread (the events' order is part of the
+//!   result).
 
-use memmap_core::{InitHooks, InitOptions, Memmap, NoHooks, Phase, Strategy, StrategyReason, StructPage};
+use memmap_core::{
+    InitHooks, InitOptions, Memmap, NoHooks, Phase, Strategy, StrategyReason, StructPage, Threads,
+};
 
 use crate::MaybeSend;
 use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec, alloc_with, bootmem_flags};
@@ -107,13 +130,24 @@ pub struct BootParams {
     pub hvo: HvoParams,
     /// Gather nodes on parallel threads (`std`; ignored without it).
     pub parallel: bool,
+    /// Workers for the fallback tail init within one node (`std`; see the module
+    /// documentation). [`Threads::One`] is the kernel's one worker per node.
+    pub tail_threads: Threads,
 }
 
 impl BootParams {
-    /// `strategy` with the default Auto threshold, HVO as given, parallel gather.
+    /// `strategy` with the default Auto threshold, HVO as given, parallel gather, tails on the
+    /// node's one worker.
     #[must_use]
     pub const fn new(strategy: Strategy, hvo: HvoParams) -> Self {
-        BootParams { tail: InitOptions::new(strategy), hvo, parallel: true }
+        BootParams { tail: InitOptions::new(strategy), hvo, parallel: true, tail_threads: Threads::One }
+    }
+
+    /// With `threads` workers for the fallback tails within each node.
+    #[must_use]
+    pub const fn with_tail_threads(mut self, threads: Threads) -> Self {
+        self.tail_threads = threads;
+        self
     }
 }
 
@@ -491,21 +525,27 @@ pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHoo
             HvoOutcome::Unavailable(_) | HvoOutcome::NotAttempted => {}
         }
     }
-    for r in records.iter_mut().rev() {
+    let done = parallel_tails(node, records, params);
+    for (i, r) in records.iter_mut().enumerate().rev() {
         let h = r.hstate;
         if !r.outcome.optimized() {
             let reserve = hugetlb_vmemmap_reserve_pages::<P>().min(h.nr_pages());
-            node.hooks.phase(Phase::HugetlbFallbackTails, true);
-            let t: TailInit = hugetlb_folio_init_tail_vmemmap(
-                &mut node.memmap,
-                r.head_pfn,
-                h.order(),
-                reserve,
-                h.nr_pages(),
-                &params.tail,
-                &mut node.hooks,
-            );
-            node.hooks.phase(Phase::HugetlbFallbackTails, false);
+            let t: TailInit = if let Some(t) = done.as_ref().and_then(|d| d[i]) {
+                t
+            } else {
+                node.hooks.phase(Phase::HugetlbFallbackTails, true);
+                let t = hugetlb_folio_init_tail_vmemmap(
+                    &mut node.memmap,
+                    r.head_pfn,
+                    h.order(),
+                    reserve,
+                    h.nr_pages(),
+                    &params.tail,
+                    &mut node.hooks,
+                );
+                node.hooks.phase(Phase::HugetlbFallbackTails, false);
+                t
+            };
             node.report.fallback_folios += 1;
             node.report.fallback_pages += t.pages;
             node.report.drains += t.drains;
@@ -520,4 +560,129 @@ pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHoo
             Some(enqueue_hugetlb_folio(&mut node.memmap, r.head_pfn, list_head, node.free_list_first[slot]));
         node.report.folios += 1;
     }
+}
+
+/// The fallback tails of the list's folios as one padata job over `params.tail_threads`
+/// workers (see the module documentation): `Some(per-record result)` when it ran, `None` when
+/// the tails are to be initialized by the per-folio loop (one worker, an active tracepoint, or
+/// nothing to do).
+#[cfg(feature = "std")]
+fn parallel_tails<P: StructPage, R, H: InitHooks>(
+    node: &mut Node<'_, P, R, H>,
+    records: &[HugeBootmemPage],
+    params: &BootParams,
+) -> Option<std::vec::Vec<Option<TailInit>>> {
+    use std::sync::Mutex;
+    use std::vec::Vec;
+
+    if params.tail_threads == Threads::One || node.memmap.page_ref_tracepoint_active(&node.hooks) {
+        return None;
+    }
+    let reserve_of = |h: Hstate| hugetlb_vmemmap_reserve_pages::<P>().min(h.nr_pages());
+    let mut results: Vec<Option<TailInit>> = std::vec![None; records.len()];
+    let mut total = 0u64;
+    for (i, r) in records.iter().enumerate() {
+        if r.outcome.optimized() {
+            continue;
+        }
+        let h = r.hstate;
+        let pages = h.nr_pages() - reserve_of(h);
+        let (used, reason) = memmap_core::fill::resolve_for(
+            &node.memmap,
+            params.tail.strategy,
+            params.tail.streaming_threshold_bytes,
+            &node.hooks,
+            pages.saturating_mul(P::SIZE as u64),
+        );
+        total = total.saturating_add(pages.saturating_mul(P::SIZE as u64));
+        results[i] = Some(TailInit { used, reason, pages, drains: 0 });
+    }
+    let workers = params.tail_threads.count(total);
+    if workers <= 1 {
+        return None;
+    }
+    // Pieces: a folio's PFNs cut at section boundaries (whole folios below a section), each
+    // writing the tails it holds; in PFN order, so the memmap can be split into their views.
+    let pps = node.memmap.config().pages_per_section();
+    let mut pieces: Vec<(u64, u64, usize)> = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        if results[i].is_none() {
+            continue;
+        }
+        let nr = r.hstate.nr_pages();
+        let unit = nr.min(pps);
+        let mut at = r.head_pfn;
+        while at < r.head_pfn + nr {
+            pieces.push((at, at + unit, i));
+            at += unit;
+        }
+    }
+    pieces.sort_unstable_by_key(|p| p.0);
+    let heads: Vec<(u32, u32)> = records
+        .iter()
+        .map(|r| {
+            let f = node.memmap.read(r.head_pfn).flags();
+            (node.memmap.layout().zone(f), node.memmap.layout().node(f))
+        })
+        .collect();
+    let mut views = Vec::with_capacity(pieces.len());
+    let mut rest = node.memmap.reborrow();
+    for &(s, e, _) in &pieces {
+        // Folio heads and section boundaries are pageblock-aligned (pageblocks are no larger
+        // than the smallest hstate, checked by `validate_nodes`), so both splits succeed.
+        let (_, right) = rest.split_at(s).ok()?;
+        let (mine, right) = right.split_at(e).ok()?;
+        views.push(Mutex::new(Some(mine)));
+        rest = right;
+    }
+    let drains: Vec<Mutex<u64>> = records.iter().map(|_| Mutex::new(0)).collect();
+    let job = PadataJob {
+        start: 0,
+        size: pieces.len() as u64,
+        align: 1,
+        min_chunk: (pps / pieces.first().map_or(1, |p| p.1 - p.0)).max(1),
+        max_threads: workers,
+    };
+    node.hooks.phase(Phase::HugetlbFallbackTails, true);
+    memmap_core::padata_do_multithreaded(&job, |start, end| {
+        for k in start..end {
+            let k = k as usize;
+            let (s, e, i) = pieces[k];
+            let taken = views[k].lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+            let Some(mut view) = taken else { continue };
+            let r = &records[i];
+            let head = r.head_pfn;
+            let from = (s - head).max(reserve_of(r.hstate));
+            let (zone, nid) = heads[i];
+            let used = results[i].map_or(Strategy::Slow, |t| t.used);
+            let d = crate::folio::init_tails(
+                &mut view,
+                head,
+                r.hstate.order(),
+                from,
+                e - head,
+                zone,
+                nid,
+                used,
+                &mut NoHooks,
+            );
+            *drains[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner) += d;
+        }
+    });
+    node.hooks.phase(Phase::HugetlbFallbackTails, false);
+    for (res, d) in results.iter_mut().zip(drains) {
+        if let Some(t) = res {
+            t.drains = d.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+    Some(results)
+}
+
+#[cfg(not(feature = "std"))]
+fn parallel_tails<P: StructPage, R, H: InitHooks>(
+    _node: &mut Node<'_, P, R, H>,
+    _records: &[HugeBootmemPage],
+    _params: &BootParams,
+) -> Option<[Option<TailInit>; 0]> {
+    None
 }

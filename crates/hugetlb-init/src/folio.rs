@@ -138,18 +138,40 @@ pub fn hugetlb_folio_init_tail_vmemmap<P: StructPage, H: InitHooks>(
     let head = m.read(head_pfn);
     let zone = m.layout().zone(head.flags());
     let nid = m.layout().node(head.flags());
+    out.drains = init_tails(m, head_pfn, order, start, end, zone, nid, used, hooks);
+    out
+}
+
+/// Tails `[head + start, head + end)` with a resolved strategy (`used`), the zone and node
+/// given: the body of [`hugetlb_folio_init_tail_vmemmap`], also run on one chunk of a folio by
+/// the parallel tail init (whose view of the memmap need not hold the head). Returns the
+/// drains.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn init_tails<P: StructPage, H: InitHooks>(
+    m: &mut Memmap<'_, P>,
+    head_pfn: u64,
+    order: u32,
+    start: u64,
+    end: u64,
+    zone: u32,
+    nid: u32,
+    used: Strategy,
+    hooks: &mut H,
+) -> u64 {
+    if start >= end {
+        return 0;
+    }
     match used {
         Strategy::Template | Strategy::Streaming => {
-            out.drains =
-                tail_template(m, head_pfn, order, start, end, zone, nid, used == Strategy::Streaming, hooks);
+            tail_template(m, head_pfn, order, start, end, zone, nid, used == Strategy::Streaming, hooks)
         }
         _ => {
             for pfn in head_pfn + start..head_pfn + end {
                 init_tail_slow(m, head_pfn, order, pfn, zone, nid, hooks);
             }
+            0
         }
     }
-    out
 }
 
 /// One tail, the kernel's way.

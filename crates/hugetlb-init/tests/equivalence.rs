@@ -6,12 +6,14 @@
 //! Random: configuration preset (x86-64 with HVO, arm64 without, classic SPARSEMEM with PFN-
 //! dependent flags), CGROUP_HUGETLB, layout (64/72 bytes), hstate (1 GiB rarely), number of
 //! nodes and pages per node, node ids, zone, HVO on/off/failing every n-th folio, tracepoint.
+//! Every strategy also runs with the fallback tails spread over three threads within each node
+//! (`BootParams::tail_threads`), which must give the same bytes, pageblocks, calls and events.
 
 mod common;
 
 use common::{Booted, boot_model, params};
 use hugetlb_init::{BootRequest, Hstate, HvoFault, HvoParams, NodeSpec, PagesPerNode, TailPageOrigin};
-use memmap_core::{KernelConfig, Page64, Page72, Strategy, StrategyReason, StructPage};
+use memmap_core::{KernelConfig, Page64, Page72, Strategy, StrategyReason, StructPage, Threads};
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 
@@ -134,14 +136,25 @@ fn check<P: StructPage>(c: &Case) -> Result<(), TestCaseError> {
     } else {
         None
     };
-    for s in [Strategy::Template, Strategy::Streaming, Strategy::Auto] {
-        let fast = boot_model::<P>(c.cfg, &c.specs, &req, &params(s, c.hvo), c.tracepoint)
-            .map_err(|(e, _)| TestCaseError::fail(format!("{s} boot failed: {e}")))?;
+    let runs = [Strategy::Template, Strategy::Streaming, Strategy::Auto, Strategy::Slow]
+        .into_iter()
+        .flat_map(|s| [(s, Threads::One), (s, Threads::Fixed(3))])
+        .filter(|&(s, t)| s != Strategy::Slow || t != Threads::One);
+    for (s, threads) in runs {
+        let p = params(s, c.hvo).with_tail_threads(threads);
+        let fast = boot_model::<P>(c.cfg, &c.specs, &req, &p, c.tracepoint).map_err(|(e, _)| {
+            TestCaseError::fail(format!("{s} ({threads} tail threads) boot failed: {e}"))
+        })?;
         compare(&slow, &fast, s)?;
         match &traced {
             Some(traced) => {
                 if let Some((used, reason)) = fast.report.fallback_strategy {
-                    prop_assert_eq!((used, reason), (Strategy::Slow, StrategyReason::PageRefTracepoint));
+                    let why = if s == Strategy::Slow {
+                        StrategyReason::Requested
+                    } else {
+                        StrategyReason::PageRefTracepoint
+                    };
+                    prop_assert_eq!((used, reason), (Strategy::Slow, why));
                 }
                 for (a, b) in traced.nodes.iter().zip(&fast.nodes) {
                     prop_assert_eq!(&a.events, &b.events, "{} tracepoint events", s);
@@ -182,4 +195,29 @@ proptest! {
 /// `PROPTEST_CASES` from the environment (CI lowers it under emulation), else `default`.
 fn env_cases(default: u32) -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The parallel tail init really splits: two 1 GiB folios without HVO, streamed on two threads,
+/// drain once per section-sized piece (16) instead of once per folio (2) in the fallback, with
+/// the same bytes (the gather's own tails 1..64 drain once per folio in both).
+#[test]
+fn tail_threads_split_gigantic_folios() {
+    let cfg = KernelConfig::X86_64;
+    let h = Hstate::H1G;
+    let specs = [NodeSpec { nid: 0, zone: 2, start_pfn: 1 << 20, nr_pages: 2 * h.nr_pages() }];
+    let req = BootRequest { hstate: h, pages: PagesPerNode::Each(&[2]) };
+    let hvo = HvoParams { boot_option: false, fault: HvoFault::None, tail_page: TailPageOrigin::Boot };
+    let one = boot_model::<Page64>(cfg, &specs, &req, &params(Strategy::Streaming, hvo), false).unwrap();
+    let par = boot_model::<Page64>(
+        cfg,
+        &specs,
+        &req,
+        &params(Strategy::Streaming, hvo).with_tail_threads(Threads::Fixed(2)),
+        false,
+    )
+    .unwrap();
+    assert_eq!(one.report.drains, 2 + 2);
+    assert_eq!(par.report.drains, 2 + 16);
+    assert_eq!(one.report.fallback_pages, par.report.fallback_pages);
+    assert!(one.nodes[0].raw == par.nodes[0].raw && one.nodes[0].pageblocks == par.nodes[0].pageblocks);
 }

@@ -1,10 +1,21 @@
 //! The machine's limits, measured in the same run as the scenarios: how fast this machine can
-//! fill memory with zero and with non-zero data, and copy it.
+//! fill memory with zero and with non-zero data, and copy it, on one thread and on every core.
 //!
-//! A `struct page` template is non-zero, so the limit for initializing struct pages is the
-//! non-zero fill rate; clearing pages is judged against the zero fill rate (zero fills are
-//! cheaper on some machines). Buffers are faulted in before measuring, and the variants run
-//! interleaved; the result is the median.
+//! For each thread count (1, the CPUs available, and the count the all-core rows use if that is
+//! another) every method of a kind runs on the same buffer, each thread on its own equal slice:
+//!
+//! | kind | methods |
+//! |---|---|
+//! | zero fill | `memset(0)`, `rep stosb` (x86-64; `dc zva` on aarch64: `stream_hal::clear_cached`), a streaming fill of zero records (`movntdq` on x86-64, `stnp` on aarch64: `stream_hal::fill`), `clzero` where the CPU has it (`stream_hal::clear_streaming`), `stream_hal::clear_pages` |
+//! | non-zero fill | `memset` with a non-zero byte, a streaming fill of non-zero 64-byte records (`stream_hal::fill`, the store pattern of the streaming struct page init) |
+//! | copy | `memcpy`, `stream_hal::memcpy_nontemporal` |
+//!
+//! The limit of a kind for a thread count is the best method of that kind at that count, and
+//! the report names the method. A `struct page` template is non-zero, so struct page init is
+//! judged against the non-zero fill limit; clearing pages against the zero fill limit. Buffers
+//! are faulted in before measuring, every method and thread count runs interleaved round by
+//! round, and the figure is the median of the rounds after the first. With several threads the
+//! time is the wall time from starting the threads to the last one's end.
 
 use std::time::{Duration, Instant};
 
@@ -13,20 +24,101 @@ use serde::Serialize;
 
 use crate::measure::{Runner, gbps, interleaved};
 
-/// Measured limits, GB/s (10^9 bytes per second).
-#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
-pub struct Limits {
-    /// Best all-zero fill: `memset(0)` or `stream_hal::clear_pages` (`rep stosb`).
+/// What a method fills (or copies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FillKind {
+    /// Zero fill.
+    Zero,
+    /// Non-zero fill.
+    Nonzero,
+    /// Copy (bytes copied per second).
+    Copy,
+}
+
+/// One method's rate at one thread count.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct MethodRate {
+    /// Method name (`memset`, `rep_stosb`, `stream_fill`, `clzero`, `clear_pages`, `memcpy`,
+    /// `memcpy_nontemporal`, ...).
+    pub method: String,
+    /// What it fills.
+    pub kind: FillKind,
+    /// Median GB/s.
+    #[schemars(range(min = 0))]
+    pub gbps: f64,
+}
+
+/// The limits at one thread count.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ThreadLimits {
+    /// Threads (each on its own slice of the buffer).
+    #[schemars(range(min = 1))]
+    pub threads: usize,
+    /// Best zero fill, GB/s.
     #[schemars(extend("exclusiveMinimum" = 0))]
     pub fill_zero_gbps: f64,
-    /// `memset` with a non-zero byte.
+    /// The method that set it.
+    pub fill_zero_method: String,
+    /// Best non-zero fill, GB/s.
     #[schemars(extend("exclusiveMinimum" = 0))]
     pub fill_nonzero_gbps: f64,
-    /// `memset(0)` alone.
+    /// The method that set it.
+    pub fill_nonzero_method: String,
+    /// Best copy, GB/s.
+    pub copy_gbps: f64,
+    /// The method that set it.
+    pub copy_method: String,
+    /// Every method measured.
+    pub methods: Vec<MethodRate>,
+}
+
+impl ThreadLimits {
+    fn from_methods(threads: usize, methods: Vec<MethodRate>) -> ThreadLimits {
+        let best = |k: FillKind| {
+            methods
+                .iter()
+                .filter(|m| m.kind == k)
+                .max_by(|a, b| a.gbps.total_cmp(&b.gbps))
+                .map_or((f64::NAN, String::new()), |m| (m.gbps, m.method.clone()))
+        };
+        let (fill_zero_gbps, fill_zero_method) = best(FillKind::Zero);
+        let (fill_nonzero_gbps, fill_nonzero_method) = best(FillKind::Nonzero);
+        let (copy_gbps, copy_method) = best(FillKind::Copy);
+        ThreadLimits {
+            threads,
+            fill_zero_gbps,
+            fill_zero_method,
+            fill_nonzero_gbps,
+            fill_nonzero_method,
+            copy_gbps,
+            copy_method,
+            methods,
+        }
+    }
+
+    /// The rate of `method` of `kind`, if measured.
+    #[must_use]
+    pub fn method(&self, kind: FillKind, method: &str) -> Option<f64> {
+        self.methods.iter().find(|m| m.kind == kind && m.method == method).map(|m| m.gbps)
+    }
+}
+
+/// Measured limits, GB/s (10^9 bytes per second). The top-level figures are the one-thread
+/// limits (as in earlier reports); `per_threads` has every thread count measured.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Limits {
+    /// Best all-zero fill on one thread.
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub fill_zero_gbps: f64,
+    /// Best non-zero fill on one thread.
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub fill_nonzero_gbps: f64,
+    /// `memset(0)` alone, one thread.
     pub memset_zero_gbps: f64,
-    /// `stream_hal::clear_pages` alone.
+    /// `stream_hal::clear_pages` alone, one thread.
     pub clear_pages_gbps: f64,
-    /// `memcpy` bandwidth (bytes copied per second).
+    /// Best copy on one thread (bytes copied per second).
     pub copy_gbps: f64,
     /// Nanoseconds per 64-byte line written at a 32 KiB stride (32,768 lines spread over 1 GiB,
     /// normal stores, caches cold from the other variants): the cost of touching one struct page
@@ -38,6 +130,25 @@ pub struct Limits {
     pub buffer_bytes: u64,
     /// Rounds per variant.
     pub rounds: usize,
+    /// The CPUs available to this process: the "all cores" thread count.
+    #[schemars(range(min = 1))]
+    pub all_cores: usize,
+    /// The limits per thread count, one thread first.
+    #[schemars(length(min = 1))]
+    pub per_threads: Vec<ThreadLimits>,
+}
+
+impl Limits {
+    /// The limits measured at `threads`, else those of the largest count below it (one thread
+    /// at least).
+    #[must_use]
+    pub fn at(&self, threads: usize) -> &ThreadLimits {
+        self.per_threads
+            .iter()
+            .filter(|t| t.threads <= threads.max(1))
+            .max_by_key(|t| t.threads)
+            .unwrap_or(&self.per_threads[0])
+    }
 }
 
 /// A pre-faulted anonymous mapping with transparent huge pages requested, like the memmaps and
@@ -55,22 +166,12 @@ impl Buffer {
         map.iter_mut().step_by(4096).for_each(|b| *b = 1);
         Ok(Buffer { map })
     }
-    fn page_aligned(&mut self, bytes: usize) -> *mut u8 {
-        assert!(bytes <= self.map.len());
-        self.map.as_mut_ptr()
-    }
 }
 
 /// Lines written by the scattered-line probe: one per 2 MiB block of a 64 GiB zone.
 const SCATTER_LINES: usize = 32768;
 /// Their stride: one 64-byte struct page per 512 (a 2 MiB block's memmap is 32 KiB).
 const SCATTER_STRIDE: usize = 32768;
-
-fn time(f: impl FnOnce()) -> Duration {
-    let t = Instant::now();
-    f();
-    t.elapsed()
-}
 
 /// The memory [`measure`] needs for a `bytes`-byte buffer: two of them, resident.
 #[must_use]
@@ -83,70 +184,237 @@ pub fn memory_needed(bytes: u64) -> crate::memory::MemoryNeed {
     }
 }
 
-/// Measures the limits on a `bytes`-byte buffer (rounded down to whole pages).
+/// One method: fills (or copies into) `[dst, dst + len)` from `src` (copies only).
+pub type Method = unsafe fn(dst: *mut u8, src: *const u8, len: usize);
+
+/// The methods of this machine: name, kind, body.
+fn methods() -> Vec<(&'static str, FillKind, Method)> {
+    // Every body's contract (see `measure`): `dst` (and `src` for copies) valid for `len`
+    // bytes, disjoint, page-aligned, `len` a multiple of 4096, nothing else touching them.
+    let mut v: Vec<(&'static str, FillKind, Method)> = vec![
+        ("memset", FillKind::Zero, |d, _, n| {
+            // SAFETY: the contract above.
+            unsafe { std::ptr::write_bytes(d, 0, n) }
+        }),
+        ("memset", FillKind::Nonzero, |d, _, n| {
+            // SAFETY: the contract above.
+            unsafe { std::ptr::write_bytes(d, 0x5a, n) }
+        }),
+        ("stream_fill", FillKind::Zero, |d, _, n| {
+            // SAFETY: the contract above (page-aligned, so 8-byte aligned).
+            unsafe { stream_fill(d, n, [0; 8]) }
+        }),
+        ("stream_fill", FillKind::Nonzero, |d, _, n| {
+            // SAFETY: the contract above (page-aligned, so 8-byte aligned).
+            unsafe { stream_fill(d, n, [0x5a5a_5a5a_5a5a_5a5a; 8]) }
+        }),
+        ("clear_pages", FillKind::Zero, |d, _, n| {
+            // SAFETY: the contract above: whole pages; drained before anything reads them.
+            unsafe { stream_hal::clear_pages(d, n / 4096) };
+            stream_hal::drain();
+        }),
+        ("memcpy", FillKind::Copy, |d, s, n| {
+            // SAFETY: the contract above.
+            unsafe { std::ptr::copy_nonoverlapping(s, d, n) }
+        }),
+        ("memcpy_nontemporal", FillKind::Copy, |d, s, n| {
+            // SAFETY: the contract above; drained before anything reads `dst`.
+            unsafe { stream_hal::memcpy_nontemporal(d, s, n) };
+            stream_hal::drain();
+        }),
+    ];
+    // `clear_cached` is `rep stosb` on x86-64 and `dc zva` on aarch64 (the generic backend's is
+    // `memset` again).
+    let cached = match stream_hal::backend().name() {
+        "x86_64" => Some("rep_stosb"),
+        "aarch64" => Some("dc_zva"),
+        _ => None,
+    };
+    if let Some(name) = cached {
+        v.push((name, FillKind::Zero, |d, _, n| {
+            // SAFETY: the contract above; drained before anything reads `dst`.
+            unsafe { stream_hal::clear_cached(d, n) };
+            stream_hal::drain();
+        }));
+    }
+    if stream_hal::streaming_clear_method() == "clzero" {
+        v.push(("clzero", FillKind::Zero, |d, _, n| {
+            // SAFETY: the contract above; drained before anything reads `dst`.
+            unsafe { stream_hal::clear_streaming(d, n) };
+            stream_hal::drain();
+        }));
+    }
+    v
+}
+
+/// Streams the 64-byte record `rec` over `len` bytes at `dst` (`stream_hal::fill`, drained).
+///
+/// # Safety
+///
+/// `dst` is valid for writes of `len` bytes, 8-byte aligned, and nothing else accesses it.
+unsafe fn stream_fill(dst: *mut u8, len: usize, rec: [u64; 8]) {
+    // SAFETY: the caller's contract; `MaybeUninit` slots may hold anything.
+    let slots =
+        unsafe { std::slice::from_raw_parts_mut(dst.cast::<std::mem::MaybeUninit<[u64; 8]>>(), len / 64) };
+    stream_hal::fill(slots, &rec);
+}
+
+/// The method `name` of `kind` (as [`MethodRate::method`] names it), if this machine has it.
+#[must_use]
+pub fn method_fn(kind: FillKind, name: &str) -> Option<Method> {
+    methods().into_iter().find(|&(n, k, _)| k == kind && n == name).map(|(_, _, f)| f)
+}
+
+/// Runs the best method of `kind` at `threads` (from `limits`) over `[dst, dst + len)` split
+/// between `threads` threads; returns the wall time. `None` if no method of `kind` was measured.
+///
+/// # Safety
+///
+/// `dst` is valid for writes of `len` bytes, page-aligned, `len` a multiple of 4096, and
+/// nothing else accesses it until this returns. Not for [`FillKind::Copy`].
+pub unsafe fn run_best(
+    limits: &Limits,
+    kind: FillKind,
+    threads: usize,
+    dst: *mut u8,
+    len: usize,
+) -> Option<Duration> {
+    let at = limits.at(threads);
+    let name = match kind {
+        FillKind::Zero => &at.fill_zero_method,
+        FillKind::Nonzero => &at.fill_nonzero_method,
+        FillKind::Copy => return None,
+    };
+    let f = method_fn(kind, name)?;
+    Some(run_split(threads, dst as usize, dst as usize, len, f))
+}
+
+/// Runs `f` on `threads` threads, thread `k` on slice `k` of `[dst, dst + len)` (and of `src`),
+/// the calling thread taking the first; returns the wall time.
+fn run_split(threads: usize, dst: usize, src: usize, len: usize, f: Method) -> Duration {
+    // Slices of whole pages.
+    let per = (len / 4096).div_ceil(threads.max(1)) * 4096;
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        let mut off = per.min(len);
+        while off < len {
+            let n = per.min(len - off);
+            let o = off;
+            s.spawn(move || {
+                // SAFETY: `[o, o + n)` is this thread's own slice of both buffers (see `measure`).
+                unsafe { f((dst + o) as *mut u8, (src + o) as *const u8, n) }
+            });
+            off += n;
+        }
+        // SAFETY: the first slice, the caller's.
+        unsafe { f(dst as *mut u8, src as *const u8, per.min(len)) };
+    });
+    t.elapsed()
+}
+
+/// Measures the limits on a `bytes`-byte buffer (rounded down to whole pages) for one thread,
+/// every available CPU, and each count of `extra_threads`.
 ///
 /// # Errors
 ///
 /// The `mmap` error of a buffer.
-pub fn measure(bytes: u64, rounds: usize) -> std::io::Result<Limits> {
+pub fn measure(bytes: u64, rounds: usize, extra_threads: &[usize]) -> std::io::Result<Limits> {
     let len = usize::try_from(bytes / 4096).map_err(std::io::Error::other)?.max(1) * 4096;
     let mut a = Buffer::new(len)?;
     let mut b = Buffer::new(len)?;
-    let pa = a.page_aligned(len);
-    let pb = b.page_aligned(len);
-    // SAFETY (every closure below): `pa` and `pb` point to distinct buffers of at least `len`
-    // bytes, page-aligned, that live until `interleaved` returns; `len` is a whole number of
-    // pages.
-    let mut runners = vec![
-        Runner::new("memset_zero", move |_| {
-            time(|| {
-                // SAFETY: see above.
-                unsafe { std::ptr::write_bytes(pa, 0, len) }
-            })
-        }),
-        Runner::new("memset_nonzero", move |_| {
-            time(|| {
-                // SAFETY: see above.
-                unsafe { std::ptr::write_bytes(pa, 0x5a, len) }
-            })
-        }),
-        Runner::new("clear_pages", move |_| {
-            time(|| {
-                // SAFETY: see above.
-                unsafe { stream_hal::clear_pages(pa, len / 4096) };
-                stream_hal::drain();
-            })
-        }),
-        Runner::new("scattered_lines", move |r| {
-            time(|| {
-                for k in 0..SCATTER_LINES {
-                    let off = (k * SCATTER_STRIDE) % len;
-                    // SAFETY: see above; `off + 64 <= len` (`len` is a multiple of 4096 and
-                    // `off` of 4096 too), and the buffer is 8-byte aligned (page-aligned).
-                    unsafe { pb.add(off).cast::<[u64; 8]>().write([(k + r) as u64; 8]) };
-                }
-            })
-        }),
-        Runner::new("memcpy", move |_| {
-            time(|| {
-                // SAFETY: see above.
-                unsafe { std::ptr::copy_nonoverlapping(pa, pb, len) }
-            })
-        }),
-    ];
-    let s = interleaved(rounds.max(2), &mut runners);
+    let pa = a.map.as_mut_ptr() as usize;
+    let pb = b.map.as_mut_ptr() as usize;
+    let all_cores = memmap_core::available_cpus();
+    let mut counts = vec![1, all_cores];
+    counts.extend_from_slice(extra_threads);
+    counts.sort_unstable();
+    counts.dedup();
+    let methods = methods();
+    let mut runners = Vec::new();
+    for &t in &counts {
+        for &(name, kind, f) in &methods {
+            // Fills write `a`; copies read `a` and write `b`. Both buffers are `len` bytes,
+            // page-aligned, distinct, and live until `interleaved` returns.
+            let (dst, src) = if kind == FillKind::Copy { (pb, pa) } else { (pa, pb) };
+            runners
+                .push(Runner::new(format!("{name}/{kind:?}/{t}"), move |_| run_split(t, dst, src, len, f)));
+        }
+    }
+    let scatter = runners.len();
+    runners.push(Runner::new("scattered_lines", move |r| {
+        let t = Instant::now();
+        for k in 0..SCATTER_LINES {
+            let off = (k * SCATTER_STRIDE) % len;
+            // SAFETY: `off + 64 <= len` (`len` and `off` are multiples of 4096), inside `b`,
+            // which is page-aligned; nothing else runs during this runner.
+            unsafe { ((pb + off) as *mut [u64; 8]).write([(k + r) as u64; 8]) };
+        }
+        t.elapsed()
+    }));
+    let rounds = rounds.max(2);
+    let s = interleaved(rounds, &mut runners);
+    drop(runners);
     std::hint::black_box((&mut a, &mut b));
-    let g = |i: usize| gbps(len as u64, crate::measure::median(s[i].rebinds()));
-    let (memset_zero, memset_nonzero, clear_pages, copy) = (g(0), g(1), g(2), g(4));
-    let scattered_line_ns = crate::measure::median(s[3].rebinds()) * 1e9 / SCATTER_LINES as f64;
+    let mut per_threads = Vec::new();
+    for (ci, &t) in counts.iter().enumerate() {
+        let rates = methods
+            .iter()
+            .enumerate()
+            .map(|(mi, &(name, kind, _))| MethodRate {
+                method: name.to_string(),
+                kind,
+                gbps: gbps(len as u64, crate::measure::median(s[ci * methods.len() + mi].rebinds())),
+            })
+            .collect();
+        per_threads.push(ThreadLimits::from_methods(t, rates));
+    }
+    let one = &per_threads[0];
     Ok(Limits {
-        fill_zero_gbps: memset_zero.max(clear_pages),
-        fill_nonzero_gbps: memset_nonzero,
-        memset_zero_gbps: memset_zero,
-        clear_pages_gbps: clear_pages,
-        copy_gbps: copy,
-        scattered_line_ns,
+        fill_zero_gbps: one.fill_zero_gbps,
+        fill_nonzero_gbps: one.fill_nonzero_gbps,
+        memset_zero_gbps: one.method(FillKind::Zero, "memset").unwrap_or(f64::NAN),
+        clear_pages_gbps: one.method(FillKind::Zero, "clear_pages").unwrap_or(f64::NAN),
+        copy_gbps: one.copy_gbps,
+        scattered_line_ns: crate::measure::median(s[scatter].rebinds()) * 1e9 / SCATTER_LINES as f64,
         buffer_bytes: len as u64,
-        rounds: rounds.max(2),
+        rounds,
+        all_cores,
+        per_threads,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn best_method_sets_the_limit() {
+        let m = |method: &str, kind, gbps| MethodRate { method: method.into(), kind, gbps };
+        let t = ThreadLimits::from_methods(
+            2,
+            vec![
+                m("memset", FillKind::Nonzero, 10.5),
+                m("stream_fill", FillKind::Nonzero, 23.7),
+                m("memset", FillKind::Zero, 11.0),
+                m("clzero", FillKind::Zero, 31.0),
+                m("memcpy", FillKind::Copy, 8.0),
+            ],
+        );
+        assert_eq!((t.fill_nonzero_gbps, t.fill_nonzero_method.as_str()), (23.7, "stream_fill"));
+        assert_eq!((t.fill_zero_gbps, t.fill_zero_method.as_str()), (31.0, "clzero"));
+        assert_eq!((t.copy_gbps, t.copy_method.as_str()), (8.0, "memcpy"));
+    }
+
+    #[test]
+    fn every_method_runs_on_split_slices() {
+        let l = measure(8 << 20, 2, &[3]).unwrap();
+        let counts: Vec<usize> = l.per_threads.iter().map(|t| t.threads).collect();
+        assert!(counts.contains(&1) && counts.contains(&3) && counts.contains(&l.all_cores));
+        for t in &l.per_threads {
+            assert!(t.fill_zero_gbps > 0.0 && t.fill_nonzero_gbps > 0.0 && t.copy_gbps > 0.0);
+            assert!(t.method(FillKind::Nonzero, "stream_fill").is_some());
+        }
+        assert_eq!(l.at(3).threads, 3);
+        assert_eq!(l.at(1).threads, 1);
+    }
 }

@@ -70,6 +70,13 @@ pub fn median(v: &[Duration]) -> f64 {
     if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
 }
 
+/// Median of plain numbers (NaN for none).
+#[must_use]
+pub fn median_f64(v: &[f64]) -> f64 {
+    let d: Vec<Duration> = v.iter().map(|&x| Duration::from_secs_f64(x.max(0.0))).collect();
+    median(&d)
+}
+
 /// Runs `rounds` interleaved rounds of every runner.
 ///
 /// # Panics

@@ -10,12 +10,22 @@
 //! ```text
 //! {"format": 1,
 //!  "machine": {"cpu": s, "backend": s, "backend_name": s, ...},
-//!  "limits": {"fill_zero_gbps": f, "fill_nonzero_gbps": f, ...},
-//!  "scenarios": [{"name": s, "struct_pages": n, "bytes": n,
+//!  "limits": {"fill_zero_gbps": f, "fill_nonzero_gbps": f, ..., "all_cores": n,
+//!             "per_threads": [{"threads": n, "fill_zero_gbps": f, "fill_zero_method": s, ...,
+//!                              "methods": [{"method": s, "kind": s, "gbps": f}, ...]}, ...]},
+//!  "scenarios": [{"name": s, "threads": n, "struct_pages": n, "bytes": n,
+//!                 "limit": s, "limit_gbps": f, "limit_method": s, "measurement_errors": n,
 //!                 "results": [{"strategy": s, "first_ms": f, "rebind_avg_ms": f,
-//!                              "median_ms": f, "gbps": f, "x_limit": f, ...}], ...}],
+//!                              "median_ms": f, "gbps": f, "x_limit": f,
+//!                              "measurement_error": b, ...}], ...}],
 //!  "command": s, "quick": b}
 //! ```
+//!
+//! A scenario reports one entry per thread count: the kernel-faithful one-thread run
+//! (`threads` 1) and the all-core run, each against the limit measured at its own thread
+//! count ([`Limits::at`]). A result above [`MEASUREMENT_ERROR_RATIO`] of its limit cannot be
+//! (the limit is the best any method reached on this machine in this run): it is flagged as a
+//! measurement error in the table, the summary and the JSON.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -23,13 +33,17 @@ use std::path::Path;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
 
-use crate::limits::Limits;
+use crate::limits::{Limits, ThreadLimits};
 use crate::machine::Machine;
 use crate::measure::{Samples, gbps};
 
 /// Version of the `--json` report's format: raised when a field changes meaning or goes away
 /// (adding fields keeps it).
 pub const REPORT_FORMAT: u32 = 1;
+
+/// A result above this fraction of its limit is a measurement error (1.05: five percent of
+/// noise between the limit probe and the scenario is tolerated).
+pub const MEASUREMENT_ERROR_RATIO: f64 = 1.05;
 
 /// Which limit a scenario is judged against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
@@ -42,12 +56,21 @@ pub enum LimitKind {
 }
 
 impl LimitKind {
-    /// The limit's value.
+    /// The limit's value at a thread count's limits.
     #[must_use]
-    pub fn of(self, l: &Limits) -> f64 {
+    pub fn of(self, l: &ThreadLimits) -> f64 {
         match self {
             LimitKind::FillNonzero => l.fill_nonzero_gbps,
             LimitKind::FillZero => l.fill_zero_gbps,
+        }
+    }
+
+    /// The method that set it.
+    #[must_use]
+    pub fn method(self, l: &ThreadLimits) -> &str {
+        match self {
+            LimitKind::FillNonzero => &l.fill_nonzero_method,
+            LimitKind::FillZero => &l.fill_zero_method,
         }
     }
 
@@ -84,6 +107,13 @@ pub struct StrategyResult {
     pub x_limit: f64,
     /// Median (of the rounds after the first) of the baseline strategy over this one's.
     pub speedup: f64,
+    /// `x_limit` above [`MEASUREMENT_ERROR_RATIO`]: faster than the machine's limit, so the
+    /// limit or this measurement is wrong. Only bandwidth scenarios are judged (those the
+    /// registry plots); boot-time and HVO figures are not bandwidths.
+    pub measurement_error: bool,
+    /// `gbps` over the scenario's `storage_limit_gbps`, when probed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub x_storage_limit: Option<f64>,
     /// Every round, ms.
     pub rounds_ms: Vec<f64>,
 }
@@ -124,8 +154,24 @@ pub struct ScenarioReport {
     pub threads: usize,
     /// The limit the results are compared with.
     pub limit: LimitKind,
-    /// Its value in this run, GB/s.
+    /// Its value in this run at this scenario's thread count, GB/s: the best of the limit probe
+    /// and the same-memory probe ([`ScenarioReport::set_storage_limit`]).
     pub limit_gbps: f64,
+    /// The method that set the limit (`stream_fill`, `clzero`, `memset`, ...; with ` on this
+    /// scenario's storage` when the same-memory probe was faster than the limit probe).
+    pub limit_method: String,
+    /// The thread count whose limit is used ([`Limits::at`]: `threads`, or the largest count
+    /// measured below it).
+    pub limit_threads: usize,
+    /// Results flagged as measurement errors.
+    pub measurement_errors: usize,
+    /// The same limit method run on this scenario's own kind of storage (as large as the
+    /// scenario's, faulted in the same way) at this thread count, interleaved in the same
+    /// rounds, GB/s: what the memory the scenario writes allows. On a guest without huge pages
+    /// in the host, a large range costs a nested page walk per 4 KiB that the 1 GiB limit buffer
+    /// pays less often. `None` where the scenario does not probe it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_limit_gbps: Option<f64>,
     /// The strategy speedups are relative to.
     pub baseline: String,
     /// Per-strategy results, baseline first.
@@ -144,7 +190,8 @@ impl ScenarioReport {
     #[must_use]
     pub fn from_samples(spec: ScenarioSpec, limits: &Limits, samples: &[Samples]) -> ScenarioReport {
         let ScenarioSpec { name, description, struct_pages, bytes, threads, limit } = spec;
-        let limit_gbps = limit.of(limits);
+        let at = limits.at(threads);
+        let limit_gbps = limit.of(at);
         // Ratios of medians: a sample of a millisecond-long boot can be three times its median
         // when the shared machine interrupts it, which an average would carry into the ratio.
         let base = samples[0].median_ms();
@@ -153,18 +200,22 @@ impl ScenarioReport {
             .map(|s| {
                 let median_ms = s.median_ms();
                 let g = gbps(bytes, median_ms / 1e3);
+                let x_limit = g / limit_gbps;
                 StrategyResult {
                     strategy: s.name.clone(),
                     first_ms: s.first().as_secs_f64() * 1e3,
                     rebind_avg_ms: s.rebind_avg_ms(),
                     median_ms,
                     gbps: g,
-                    x_limit: g / limit_gbps,
+                    x_limit,
                     speedup: base / median_ms,
+                    measurement_error: is_measurement_error(x_limit),
+                    x_storage_limit: None,
                     rounds_ms: s.rounds.iter().map(|d| d.as_secs_f64() * 1e3).collect(),
                 }
             })
             .collect();
+        let results: Vec<StrategyResult> = results;
         ScenarioReport {
             name,
             description,
@@ -174,11 +225,44 @@ impl ScenarioReport {
             threads,
             limit,
             limit_gbps,
+            limit_method: limit.method(at).to_string(),
+            limit_threads: at.threads,
+            measurement_errors: results.iter().filter(|r| r.measurement_error).count(),
+            storage_limit_gbps: None,
             baseline: samples[0].name.clone(),
             results,
             notes: Vec::new(),
             extra: serde_json::Map::new(),
         }
+    }
+
+    /// Recomputes the measurement-error flags from the final `x_limit`s (a scenario may
+    /// rewrite its figures after [`ScenarioReport::from_samples`]); scenarios whose figure is
+    /// not a bandwidth (not plotted by the registry) are never flagged.
+    pub fn refresh_measurement_errors(&mut self) {
+        let bandwidth = crate::scenarios::catalog_entry(&self.name).is_none_or(|e| e.plotted);
+        for r in &mut self.results {
+            r.measurement_error = bandwidth && is_measurement_error(r.x_limit);
+        }
+        self.measurement_errors = self.results.iter().filter(|r| r.measurement_error).count();
+    }
+
+    /// Sets the storage limit (see [`ScenarioReport::storage_limit_gbps`]) and every result's
+    /// ratio to it. The probe runs the limit's own method in the scenario's rounds, so when it
+    /// is faster than the limit measured before the scenarios (the shared machine's bandwidth
+    /// moves between phases), it becomes the scenario's limit: the limit is the best rate this
+    /// run measured for the kind and thread count.
+    pub fn set_storage_limit(&mut self, gbps: f64) {
+        self.storage_limit_gbps = Some(gbps);
+        if gbps > self.limit_gbps {
+            self.limit_gbps = gbps;
+            self.limit_method = format!("{} on this scenario's storage", self.limit_method);
+        }
+        for r in &mut self.results {
+            r.x_storage_limit = Some(r.gbps / gbps);
+            r.x_limit = r.gbps / self.limit_gbps;
+        }
+        self.refresh_measurement_errors();
     }
 
     /// The result of `strategy`.
@@ -191,7 +275,7 @@ impl ScenarioReport {
     #[must_use]
     pub fn table(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "{}: {}", self.name, self.description);
+        let _ = writeln!(s, "{} [{}]: {}", self.name, threads_label(self.threads), self.description);
         let w = self.results.iter().map(|r| r.strategy.len()).max().unwrap_or(0).max(11);
         let _ = writeln!(
             s,
@@ -207,12 +291,41 @@ impl ScenarioReport {
         for r in &self.results {
             let _ = writeln!(
                 s,
-                "  {:<w$} {:>10.1} {:>14.2} {:>10.2} {:>8.2}x {:>8.2} {:>9.2}",
-                r.strategy, r.first_ms, r.rebind_avg_ms, r.median_ms, r.speedup, r.gbps, r.x_limit
+                "  {:<w$} {:>10.1} {:>14.2} {:>10.2} {:>8.2}x {:>8.2} {:>9.2}{}",
+                r.strategy,
+                r.first_ms,
+                r.rebind_avg_ms,
+                r.median_ms,
+                r.speedup,
+                r.gbps,
+                r.x_limit,
+                if r.measurement_error { "  MEASUREMENT ERROR" } else { "" }
             );
         }
-        let _ =
-            writeln!(s, "  limit: {} {:.2} GB/s (measured in this run)", self.limit.label(), self.limit_gbps);
+        let _ = writeln!(
+            s,
+            "  limit: {} {:.2} GB/s on {} thread(s), set by {} (measured in this run)",
+            self.limit.label(),
+            self.limit_gbps,
+            self.limit_threads,
+            self.limit_method
+        );
+        if let Some(g) = self.storage_limit_gbps {
+            let best = self.results.iter().map(|r| r.gbps).fold(0.0, f64::max);
+            let _ = writeln!(
+                s,
+                "  the same method on storage like this scenario's ({}): {g:.2} GB/s; the fastest strategy is at {:.2}x of it",
+                crate::size::Bytes(self.bytes),
+                best / g
+            );
+        }
+        if self.measurement_errors > 0 {
+            let _ = writeln!(
+                s,
+                "  measurement error: {} result(s) above {MEASUREMENT_ERROR_RATIO}x of the limit; a limit is the best rate of any method, so the limit or the timing is wrong",
+                self.measurement_errors
+            );
+        }
         for n in &self.notes {
             let _ = writeln!(s, "{n}");
         }
@@ -220,8 +333,40 @@ impl ScenarioReport {
     }
 }
 
+/// Whether a result at `x_limit` of its limit is a measurement error.
+#[must_use]
+pub fn is_measurement_error(x_limit: f64) -> bool {
+    x_limit > MEASUREMENT_ERROR_RATIO
+}
+
+/// `1 thread` or `N threads`.
+fn threads_label(n: usize) -> String {
+    if n == 1 { "1 thread".into() } else { format!("{n} threads") }
+}
+
 fn short(name: &str) -> &str {
     if name.len() > 6 { &name[..6] } else { name }
+}
+
+/// One step of the `--threads auto` search.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AutoStep {
+    /// Threads.
+    #[schemars(range(min = 1))]
+    pub threads: usize,
+    /// Streaming non-zero fill bandwidth measured with them, GB/s.
+    pub gbps: f64,
+}
+
+/// What `--threads auto` measured and chose (rule: step up 1, 2, 4, ... up to the CPUs while a
+/// step gains at least 10 %).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AutoThreads {
+    /// The steps measured.
+    pub steps: Vec<AutoStep>,
+    /// The count chosen.
+    #[schemars(range(min = 1))]
+    pub threads: usize,
 }
 
 /// The whole report: the `--json` document.
@@ -234,6 +379,11 @@ pub struct Report {
     pub format: u32,
     /// Machine description.
     pub machine: Machine,
+    /// Workers of the all-core rows (`--threads`; 1: no all-core rows).
+    #[schemars(range(min = 1))]
+    pub all_core_threads: usize,
+    /// The `--threads auto` measurement (`memmap_core::auto_threads`), when it ran.
+    pub auto_threads: Option<AutoThreads>,
     /// Limits measured in this run.
     pub limits: Limits,
     /// Scenarios, in run order.
@@ -249,29 +399,61 @@ impl Report {
     #[must_use]
     pub fn header(&self) -> String {
         let m = &self.machine;
+        let mut per = String::new();
+        for t in &self.limits.per_threads {
+            let _ = writeln!(
+                per,
+                "  {:>2} thread(s): fill zero {:.2} GB/s ({}), fill non-zero {:.2} GB/s ({}), copy {:.2} GB/s ({}); all: {}",
+                t.threads,
+                t.fill_zero_gbps,
+                t.fill_zero_method,
+                t.fill_nonzero_gbps,
+                t.fill_nonzero_method,
+                t.copy_gbps,
+                t.copy_method,
+                t.methods
+                    .iter()
+                    .map(|x| format!("{} {:?} {:.1}", x.method, x.kind, x.gbps).to_lowercase())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let auto = self.auto_threads.as_ref().map_or(String::new(), |a| {
+            format!(
+                " (--threads auto: {})",
+                a.steps
+                    .iter()
+                    .map(|s| format!("{} thread(s) {:.1} GB/s", s.threads, s.gbps))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        });
         format!(
-            "machine: {} ({} CPUs{}), stream-hal backend: {}, large clears: {}\nlimits:  fill zero {:.2} GB/s, fill non-zero {:.2} GB/s, copy {:.2} GB/s, one line per 32 KiB {:.1} ns ({} buffer, {} rounds)\n",
+            "machine: {} ({} CPUs{}), stream-hal backend: {}, large clears: {}\nall-core rows: {}{auto}\nlimits ({} buffer, {} rounds, one line per 32 KiB {:.1} ns; the limit of a kind is its best method):\n{per}",
             m.cpu,
             m.cpus,
             m.mem_total_bytes.map_or(String::new(), |b| format!(", {}", crate::size::Bytes(b))),
             m.backend,
             m.streaming_clear,
-            self.limits.fill_zero_gbps,
-            self.limits.fill_nonzero_gbps,
-            self.limits.copy_gbps,
-            self.limits.scattered_line_ns,
+            if self.all_core_threads > 1 {
+                format!("{} threads", self.all_core_threads)
+            } else {
+                "none (one thread is where bandwidth stops growing; --threads N forces them)".to_string()
+            },
             crate::size::Bytes(self.limits.buffer_bytes),
             self.limits.rounds,
+            self.limits.scattered_line_ns,
         )
     }
 
-    /// The one summary table: every strategy of every scenario.
+    /// The one summary table: every strategy of every scenario, the one-thread and the
+    /// all-core run side by side (each against the limit of its own thread count).
     #[must_use]
     pub fn summary(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "summary (median of the rounds after the first; speedup = ratio of medians; x limit = GB/s / limit of this run)"
+            "summary (median of the rounds after the first; speedup = ratio of medians; x limit = GB/s / limit of the same thread count in this run)"
         );
         let w = self
             .scenarios
@@ -283,17 +465,58 @@ impl Report {
             .max(11);
         let _ = writeln!(
             s,
-            "  {:<24} {:<w$} {:>10} {:>11} {:>9} {:>8} {:>8}",
-            "scenario", "strategy", "first ms", "median ms", "speedup", "GB/s", "x limit"
+            "  {:<24} {:<w$} {:>10} {:>11} {:>8} {:>8} | {:>7} {:>11} {:>8} {:>8}",
+            "scenario",
+            "strategy",
+            "first ms",
+            "median ms",
+            "GB/s",
+            "x limit",
+            "threads",
+            "median ms",
+            "GB/s",
+            "x limit"
         );
-        for sc in &self.scenarios {
+        let mut done = vec![false; self.scenarios.len()];
+        for (i, sc) in self.scenarios.iter().enumerate() {
+            if done[i] {
+                continue;
+            }
+            done[i] = true;
+            // The all-core run of the same scenario, if any.
+            let other =
+                self.scenarios.iter().enumerate().skip(i + 1).find(|(j, o)| !done[*j] && o.name == sc.name);
+            if let Some((j, _)) = other {
+                done[j] = true;
+            }
+            let other = other.map(|(_, o)| o);
             for r in &sc.results {
+                let flag = |r: &StrategyResult| if r.measurement_error { "!" } else { " " };
+                let right = other.and_then(|o| o.result(&r.strategy).map(|x| (o.threads, x))).map_or_else(
+                    || format!("{:>7} {:>11} {:>8} {:>8}", "-", "-", "-", "-"),
+                    |(t, x)| {
+                        format!("{t:>7} {:>11.2} {:>8.2} {:>7.2}{}", x.median_ms, x.gbps, x.x_limit, flag(x))
+                    },
+                );
                 let _ = writeln!(
                     s,
-                    "  {:<24} {:<w$} {:>10.1} {:>11.2} {:>8.2}x {:>8.2} {:>8.2}",
-                    sc.name, r.strategy, r.first_ms, r.median_ms, r.speedup, r.gbps, r.x_limit
+                    "  {:<24} {:<w$} {:>10.1} {:>11.2} {:>8.2} {:>7.2}{} | {right}",
+                    sc.name,
+                    r.strategy,
+                    r.first_ms,
+                    r.median_ms,
+                    r.gbps,
+                    r.x_limit,
+                    flag(r)
                 );
             }
+        }
+        let errors: usize = self.scenarios.iter().map(|sc| sc.measurement_errors).sum();
+        if errors > 0 {
+            let _ = writeln!(
+                s,
+                "  ! measurement error: {errors} result(s) above {MEASUREMENT_ERROR_RATIO}x of their limit (the limit or the timing is wrong)"
+            );
         }
         s
     }
@@ -347,6 +570,119 @@ pub fn json_schema_text() -> String {
     let mut text = serde_json::to_string_pretty(&json_schema()).unwrap_or_default();
     text.push('\n');
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::{FillKind, MethodRate};
+    use crate::measure::Samples;
+    use std::time::Duration;
+
+    fn limits() -> Limits {
+        let t = |threads: usize, nonzero: f64| ThreadLimits {
+            threads,
+            fill_zero_gbps: 30.0,
+            fill_zero_method: "clzero".into(),
+            fill_nonzero_gbps: nonzero,
+            fill_nonzero_method: "stream_fill".into(),
+            copy_gbps: 10.0,
+            copy_method: "memcpy".into(),
+            methods: vec![MethodRate {
+                method: "stream_fill".into(),
+                kind: FillKind::Nonzero,
+                gbps: nonzero,
+            }],
+        };
+        Limits {
+            fill_zero_gbps: 30.0,
+            fill_nonzero_gbps: 10.0,
+            memset_zero_gbps: 10.0,
+            clear_pages_gbps: 30.0,
+            copy_gbps: 10.0,
+            scattered_line_ns: 100.0,
+            buffer_bytes: 1 << 30,
+            rounds: 3,
+            all_cores: 2,
+            per_threads: vec![t(1, 10.0), t(2, 20.0)],
+        }
+    }
+
+    fn samples(name: &str, ms: u64) -> Samples {
+        Samples { name: name.into(), rounds: vec![Duration::from_millis(ms); 3] }
+    }
+
+    fn spec(threads: usize) -> ScenarioSpec {
+        ScenarioSpec {
+            name: "zone-device-fsdax".into(),
+            description: "test".into(),
+            struct_pages: 0,
+            // 1 GB per round: GB/s = 1000 / ms.
+            bytes: 1_000_000_000,
+            threads,
+            limit: LimitKind::FillNonzero,
+        }
+    }
+
+    #[test]
+    fn a_result_above_its_limit_is_a_measurement_error() {
+        // One thread, limit 10 GB/s: 95 ms is 10.53 GB/s (1.053x), 100 ms is 1.0x.
+        let sc =
+            ScenarioReport::from_samples(spec(1), &limits(), &[samples("slow", 100), samples("fast", 95)]);
+        assert_eq!(sc.limit_gbps, 10.0);
+        assert_eq!(sc.limit_method, "stream_fill");
+        assert!(!sc.results[0].measurement_error);
+        assert!((sc.results[1].x_limit - 1.0 / 0.95).abs() < 1e-9);
+        assert!(sc.results[1].measurement_error);
+        assert_eq!(sc.measurement_errors, 1);
+        assert!(sc.table().contains("MEASUREMENT ERROR"), "{}", sc.table());
+        let json = serde_json::to_value(&sc).unwrap();
+        assert_eq!(json["results"][1]["measurement_error"], true);
+        assert_eq!(json["measurement_errors"], 1);
+        // At exactly 1.05x it is not (yet) an error; just above it is.
+        assert!(!is_measurement_error(MEASUREMENT_ERROR_RATIO));
+        assert!(is_measurement_error(MEASUREMENT_ERROR_RATIO + 1e-9));
+    }
+
+    #[test]
+    fn a_faster_storage_probe_raises_the_limit() {
+        let mut sc = ScenarioReport::from_samples(spec(1), &limits(), &[samples("fast", 80)]);
+        assert!(sc.results[0].measurement_error, "12.5 GB/s against 10");
+        sc.set_storage_limit(12.6);
+        assert_eq!(sc.limit_gbps, 12.6);
+        assert!(sc.limit_method.ends_with("on this scenario's storage"));
+        assert!(!sc.results[0].measurement_error);
+        assert_eq!(sc.measurement_errors, 0);
+        // A slower probe leaves the limit alone.
+        let mut sc = ScenarioReport::from_samples(spec(1), &limits(), &[samples("s", 200)]);
+        sc.set_storage_limit(4.0);
+        assert_eq!((sc.limit_gbps, sc.results[0].x_storage_limit), (10.0, Some(1.25)));
+    }
+
+    #[test]
+    fn each_thread_count_has_its_own_limit() {
+        // The same 19 GB/s is 1.9x of the one-thread limit (an error) but 0.95x on two threads.
+        let one = ScenarioReport::from_samples(spec(1), &limits(), &[samples("s", 1000 / 19)]);
+        let two = ScenarioReport::from_samples(spec(2), &limits(), &[samples("s", 1000 / 19)]);
+        assert!(one.results[0].measurement_error);
+        assert!(!two.results[0].measurement_error);
+        assert_eq!((two.limit_gbps, two.limit_threads), (20.0, 2));
+        // A count that was not measured uses the largest one below it.
+        let four = ScenarioReport::from_samples(spec(4), &limits(), &[samples("s", 100)]);
+        assert_eq!(four.limit_threads, 2);
+        let report = Report {
+            format: REPORT_FORMAT,
+            machine: crate::machine::Machine::detect(),
+            all_core_threads: 2,
+            auto_threads: None,
+            limits: limits(),
+            scenarios: vec![one, two],
+            command: String::new(),
+            quick: true,
+        };
+        let text = report.summary();
+        assert!(text.contains("measurement error: 1 result"), "{text}");
+    }
 }
 
 mod plot {
@@ -427,8 +763,8 @@ mod plot {
                 ("sans-serif", 11).into_font(),
             )))?;
             chart.draw_series(std::iter::once(Text::new(
-                sc.name.clone(),
-                (g as f64 + 0.25, -ymax * 0.035),
+                format!("{} ({}T)", sc.name, sc.threads),
+                (g as f64 + 0.2, -ymax * 0.035),
                 ("sans-serif", 13).into_font(),
             )))?;
         }

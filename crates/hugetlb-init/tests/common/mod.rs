@@ -8,7 +8,7 @@ use hugetlb_init::{
     NodeReport, NodeSpec, boot,
 };
 use memmap_core::{
-    InitOptions, KernelConfig, Memmap, PageRefEvent, RecordingHooks, Strategy, StructPage, pageblocks_needed,
+    KernelConfig, Memmap, PageRefEvent, RecordingHooks, Strategy, StructPage, pageblocks_needed,
 };
 
 /// Struct pages on each side of a node's memory that must stay untouched.
@@ -105,7 +105,7 @@ impl<P: StructPage> Booted<P> {
 }
 
 pub fn params(strategy: Strategy, hvo: HvoParams) -> BootParams {
-    BootParams { tail: InitOptions::new(strategy), hvo, parallel: true }
+    BootParams::new(strategy, hvo)
 }
 
 /// Boots on fresh guarded storage. On error: the error and whether every byte, pageblock and

@@ -539,6 +539,7 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, out: &OutputDir) -> Result
         tail: InitOptions::new(opts.strategy),
         hvo: hugetlb_init::HvoParams { tail_page, ..opts.hvo.params() },
         parallel: true,
+        tail_threads: memmap_core::Threads::One,
     };
     let report = machine
         .boot_with_hooks(&BootRequest::per_node(opts.hstate, opts.count), &params, |_| counts.clone())

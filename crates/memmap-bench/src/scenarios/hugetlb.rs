@@ -7,17 +7,22 @@
 //!   the real memfd HVO is exercised by hugetlb-init's tests), for contrast: only the 63 tails
 //!   of the head vmemmap page are written and the time reported is the whole gather.
 //!
-//! Each strategy has its own fresh mmap-backed memmap per node, so round 0 includes the page
-//! faults of first touching it. Memmaps are compared with the slow path's afterwards.
+//! Without HVO each strategy also runs with the fallback tails spread over the all-core count
+//! within the node (`BootParams::tail_threads`), interleaved in the same rounds. Each
+//! (strategy, thread count) has its own mmap-backed memmap, faulted in before the rounds (the
+//! fault time is reported apart), so every first round starts from the same state. Memmaps are
+//! compared with the one-thread slow path's afterwards. All pages are on one node (the kernel
+//! gathers nodes in parallel; within a node it uses one worker).
 
 use std::time::{Duration, Instant};
 
 use hugetlb_init::{
     BootParams, BootRequest, Hstate, HugeBootmemPage, HvoMode, ModelRemap, Node, NodeSpec, boot,
 };
-use memmap_core::{InitHooks, InitOptions, KernelConfig, OwnedMemmap, Page64, Phase, Strategy};
+use memmap_core::{InitHooks, InitOptions, KernelConfig, OwnedMemmap, Page64, Phase, Strategy, Threads};
 
-use super::{Context, RunError, Scenario, Setup};
+use super::{Context, Probe, RunError, Scenario, Setup, prefault, probe_gbps, thread_counts};
+use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved};
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::bar;
@@ -32,22 +37,25 @@ pub struct Hugetlb {
     pub count: u64,
     /// Kernel config.
     pub config: KernelConfig,
-    /// `--threads N` spreads the pages over N nodes gathered in parallel (one worker per node,
-    /// as the kernel's padata job).
-    pub threads: usize,
 }
 
 impl Hugetlb {
     /// The case with `setup`'s count, config and threads.
     #[must_use]
     pub fn new(hvo: bool, setup: &Setup) -> Self {
-        Hugetlb { hvo, count: setup.hugetlb_count, config: setup.config, threads: setup.threads }
+        Hugetlb { hvo, count: setup.hugetlb_count, config: setup.config }
     }
 
-    /// Nodes the pages are spread over.
+    /// Nodes the pages are spread over: one.
     #[must_use]
     pub fn nodes(&self) -> u64 {
-        (self.threads.max(1) as u64).min(self.count).max(1)
+        1
+    }
+
+    /// Memmap sets: one per strategy, and without HVO one more per strategy for the all-core
+    /// run and one per thread count for the limit probe.
+    fn sets(&self) -> u64 {
+        if self.hvo { 3 } else { 8 }
     }
 }
 
@@ -82,31 +90,23 @@ impl Scenario for Hugetlb {
             MemoryNeed { resident: mapped, mapped, largest_mapping: per_node }
         };
         let records = mul(self.count, size_of::<HugeBootmemPage>() as u64, "the hugetlb records")?;
-        one.times(3)?.and(MemoryNeed::resident(records))
+        one.times(self.sets())?.and(MemoryNeed::resident(records))
     }
 
     fn check(&self) -> Result<(), String> {
         if self.count == 0 {
             return Err("--count must be at least 1".into());
         }
-        let max_nodes = self.config.flags_layout().map_err(|e| e.to_string())?.nodes_mask() + 1;
-        if self.nodes() > max_nodes {
-            return Err(format!(
-                "--threads {} spreads the pages over {} nodes; config {} has at most {max_nodes}",
-                self.threads,
-                self.nodes(),
-                self.config.name
-            ));
-        }
+        self.config.flags_layout().map_err(|e| e.to_string())?;
         Ok(())
     }
 
     fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
-        run(self, ctx).map(|r| vec![r])
+        run(self, ctx)
     }
 }
 
-fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
+fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
     let (hvo, common, limits) = (p.hvo, ctx.common, ctx.limits);
     let h = Hstate::H1G;
     let nodes = p.nodes() as u32;
@@ -115,81 +115,117 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     let count = per_node * u64::from(nodes);
     let rounds = common.rounds(5, 3);
     let strategies = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
-    let mut storage: Vec<Vec<OwnedMemmap<Page64>>> = strategies
+    // With HVO only 63 tails per folio are written: there is nothing to spread.
+    let counts = if hvo { vec![1] } else { thread_counts(common.threads) };
+    let runs: Vec<(usize, Strategy)> =
+        counts.iter().flat_map(|&t| strategies.iter().map(move |&s| (t, s))).collect();
+    let mut storage: Vec<Vec<OwnedMemmap<Page64>>> = runs
         .iter()
         .map(|_| specs.iter().map(|s| OwnedMemmap::new(p.config, s.start_pfn, s.nr_pages)).collect())
         .collect::<Result<_, _>>()
         .map_err(RunError::of(name(hvo), "map the memmaps"))?;
+    // The same starting state for every strategy's first round. With HVO only the head vmemmap
+    // pages are written, so nothing is faulted in ahead (the fault time is then 0).
+    let mut fault_ms = Vec::new();
+    for set in &mut storage {
+        let mut t = 0.0;
+        if !hvo {
+            for m in set.iter_mut() {
+                t += prefault(m).map_err(RunError::of(name(hvo), "fault the memmap in"))?;
+            }
+        }
+        fault_ms.push(t);
+    }
+    // The same-memory limit probe, without HVO (where the memmap is written in full).
+    let probe_counts: &[usize] = if hvo { &[] } else { &counts };
+    let mut probes: Vec<Probe> = probe_counts
+        .iter()
+        .map(|_| Probe::new(storage[0].iter().map(OwnedMemmap::bytes).sum()))
+        .collect::<Result<_, _>>()
+        .map_err(RunError::of(name(hvo), "map the limit probe"))?;
     let mode = if hvo { HvoMode::On } else { HvoMode::Off };
     let request = BootRequest::per_node(h, per_node);
-    let pb = bar(rounds as u64 * strategies.len() as u64, name(hvo), common.progress);
-    let written = std::cell::Cell::new(0u64);
-    let mut runners: Vec<Runner<'_>> = strategies
-        .iter()
-        .zip(storage.iter_mut())
-        .map(|(&strategy, owned)| {
-            let specs = &specs;
-            let pb = pb.clone();
-            let written = &written;
-            Runner::new(strategy.name(), move |_| {
-                let mut nodes: Vec<Node<'_, Page64, ModelRemap, PhaseTimer>> = owned
-                    .iter_mut()
-                    .zip(specs)
-                    .map(|(o, s)| Node::new(*s, o.memmap(), ModelRemap::default(), PhaseTimer::default()))
-                    .collect();
-                let mut records = vec![HugeBootmemPage::EMPTY; count as usize];
-                let params = BootParams {
-                    tail: InitOptions::new(strategy),
-                    hvo: mode.params(),
-                    parallel: nodes.len() > 1,
-                };
-                let report = boot(&mut nodes, &request, &params, &mut records).expect("valid boot");
-                pb.inc(1);
-                // With HVO only the head vmemmap page's struct pages are written.
-                written.set(count * hugetlb_init::hugetlb_vmemmap_reserve_pages::<Page64>());
-                let _ = report;
-                // The nodes run in parallel with several nodes: report the slowest node's share
-                // as the seed's per-boot figure (the whole gather with HVO, the fallback tail
-                // init without).
-                let phase = if hvo { Phase::HugetlbGatherNode } else { Phase::HugetlbFallbackTails };
-                nodes.iter().map(|n| n.hooks.total(phase)).max().unwrap_or_default()
+    let pb = bar(rounds as u64 * runs.len() as u64, name(hvo), common.progress);
+    let samples = {
+        let mut runners: Vec<Runner<'_>> = runs
+            .iter()
+            .zip(storage.iter_mut())
+            .map(|(&(threads, strategy), owned)| {
+                let specs = &specs;
+                let pb = pb.clone();
+                Runner::new(strategy.name(), move |_| {
+                    let mut nodes: Vec<Node<'_, Page64, ModelRemap, PhaseTimer>> = owned
+                        .iter_mut()
+                        .zip(specs)
+                        .map(|(o, s)| Node::new(*s, o.memmap(), ModelRemap::default(), PhaseTimer::default()))
+                        .collect();
+                    let mut records = vec![HugeBootmemPage::EMPTY; count as usize];
+                    let params = BootParams {
+                        tail: InitOptions::new(strategy),
+                        hvo: mode.params(),
+                        parallel: nodes.len() > 1,
+                        tail_threads: if threads > 1 { Threads::Fixed(threads) } else { Threads::One },
+                    };
+                    boot(&mut nodes, &request, &params, &mut records).expect("valid boot");
+                    pb.inc(1);
+                    // The seed's per-boot figure: the whole gather with HVO, the fallback tail
+                    // init without (the slowest node's, were there several).
+                    let phase = if hvo { Phase::HugetlbGatherNode } else { Phase::HugetlbFallbackTails };
+                    nodes.iter().map(|n| n.hooks.total(phase)).max().unwrap_or_default()
+                })
             })
-        })
-        .collect();
-    let samples = interleaved(rounds, &mut runners);
-    drop(runners);
+            .collect();
+        for (probe, &t) in probes.iter_mut().zip(probe_counts) {
+            runners.push(probe.runner(limits, FillKind::Nonzero, t));
+        }
+        interleaved(rounds, &mut runners)
+    };
     pb.finish_and_clear();
     let identical =
         storage[1..].iter().all(|s| s.iter().zip(&storage[0]).all(|(a, b)| a.as_bytes() == b.as_bytes()));
-    assert!(identical, "{}: template/streaming memmaps differ from the slow path", name(hvo));
-    let struct_pages = written.get();
+    assert!(identical, "{}: a memmap differs from the one-thread slow path", name(hvo));
     let reserve = hugetlb_init::hugetlb_vmemmap_reserve_pages::<Page64>();
-    let description = if hvo {
-        format!(
-            "{count} x 1 GiB boot-time pages on {nodes} node(s), HVO on: whole gather, {} struct pages written, {rounds} rounds",
-            struct_pages
-        )
-    } else {
-        format!(
-            "{count} x 1 GiB boot-time pages on {nodes} node(s), HVO off: fallback tail init of {} struct pages ({} MiB), {rounds} rounds",
-            count * (h.nr_pages() - reserve),
-            (count * (h.nr_pages() - reserve) * 64) >> 20,
-        )
-    };
-    let tail_pages = if hvo { struct_pages } else { count * (h.nr_pages() - reserve) };
-    let spec = ScenarioSpec {
-        name: name(hvo).into(),
-        description,
-        struct_pages: tail_pages,
-        bytes: tail_pages * 64,
-        threads: nodes as usize,
-        limit: LimitKind::FillNonzero,
-    };
-    let mut sc = ScenarioReport::from_samples(spec, limits, &samples);
-    sc.extra.insert("gigantic_pages".into(), count.into());
-    sc.extra.insert("nodes".into(), nodes.into());
-    sc.extra.insert("identical_to_slow".into(), identical.into());
-    Ok(sc)
+    let struct_pages = count * reserve;
+    let fault = crate::measure::median_f64(&fault_ms);
+    let mut out = Vec::new();
+    for (k, &threads) in counts.iter().enumerate() {
+        let how = if threads > 1 {
+            format!("tails on {threads} threads within the node")
+        } else {
+            "one worker per node, as the kernel".to_string()
+        };
+        let description = if hvo {
+            format!(
+                "{count} x 1 GiB boot-time pages on {nodes} node(s), HVO on: whole gather, {struct_pages} struct pages written, {rounds} rounds"
+            )
+        } else {
+            format!(
+                "{count} x 1 GiB boot-time pages on {nodes} node(s), HVO off: fallback tail init of {} struct pages ({} MiB), {how}, {rounds} rounds; faulting the memmap in: {fault:.1} ms (not in \"first\")",
+                count * (h.nr_pages() - reserve),
+                (count * (h.nr_pages() - reserve) * 64) >> 20,
+            )
+        };
+        let tail_pages = if hvo { struct_pages } else { count * (h.nr_pages() - reserve) };
+        let spec = ScenarioSpec {
+            name: name(hvo).into(),
+            description,
+            struct_pages: tail_pages,
+            bytes: tail_pages * 64,
+            threads,
+            limit: LimitKind::FillNonzero,
+        };
+        let n = strategies.len();
+        let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
+        if let Some(probe) = probes.get(k) {
+            sc.set_storage_limit(probe_gbps(probe.len(), &samples[runs.len() + k]));
+        }
+        sc.extra.insert("gigantic_pages".into(), count.into());
+        sc.extra.insert("nodes".into(), nodes.into());
+        sc.extra.insert("identical_to_slow".into(), identical.into());
+        sc.extra.insert("fault_ms".into(), fault.into());
+        out.push(sc);
+    }
+    Ok(out)
 }
 
 /// Hooks that time [`Phase`]s: the sum of each phase's begin-to-end intervals on this node.

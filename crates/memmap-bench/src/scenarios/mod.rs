@@ -4,8 +4,19 @@
 //! subcommand runs the entries of its [`CatalogEntry::command`].
 //!
 //! Each scenario builds its storage, runs its strategies interleaved with
-//! [`crate::measure::interleaved`], and returns [`ScenarioReport`]s (one per case today; a
-//! scenario may return several, e.g. one per thread count).
+//! [`crate::measure::interleaved`], and returns [`ScenarioReport`]s: the zone-device, hugetlb
+//! (without HVO) and clear scenarios return two, the kernel-faithful one-thread run and the
+//! all-core run ([`Common::threads`] workers, through the libraries' parallel runners), whose
+//! strategies run interleaved in the same rounds.
+//!
+//! ## What "first" measures
+//!
+//! Round 0 ("first") of every strategy starts from the same memory state: each strategy's
+//! storage is mapped and faulted in (`MADV_POPULATE_WRITE`) before any round runs, so no
+//! strategy pays for page faults, THP compaction or reclaim that another did not. The first
+//! round is then the first initialization of resident, never-initialized memory with cold
+//! caches; the cost of faulting the storage in is measured separately (`fault_ms` in the
+//! scenario's JSON and its description line), once per strategy's storage, outside the rounds.
 
 pub mod alloc;
 pub mod clear;
@@ -18,6 +29,7 @@ use std::fmt;
 use memmap_core::{ClearMode, KernelConfig, Strategy};
 
 use crate::limits::Limits;
+use crate::measure::Runner;
 use crate::memory::{MemoryNeed, Overflow};
 use crate::report::ScenarioReport;
 
@@ -26,7 +38,8 @@ use crate::report::ScenarioReport;
 pub struct Common {
     /// Rounds per strategy (`None`: the scenario's default).
     pub rounds: Option<usize>,
-    /// Threads to split a range across.
+    /// Workers of the all-core rows (`--threads N`, or `--threads auto`: the count where
+    /// bandwidth stops growing, [`memmap_core::auto_threads`]). 1: no all-core rows.
     pub threads: usize,
     /// Draw progress bars.
     pub progress: bool,
@@ -127,21 +140,18 @@ pub struct Setup {
     pub deferred_size: u64,
     /// The kernel config modelled.
     pub config: KernelConfig,
-    /// `--threads`.
-    pub threads: usize,
 }
 
 impl Setup {
-    /// The default sizes (`quick`: the CI-sized ones) with `config` and `threads`.
+    /// The default sizes (`quick`: the CI-sized ones) with `config`.
     #[must_use]
-    pub fn defaults(quick: bool, config: KernelConfig, threads: usize) -> Setup {
+    pub fn defaults(quick: bool, config: KernelConfig) -> Setup {
         Setup {
             zone_device_size: if quick { 1 << 30 } else { 16 << 30 },
             hugetlb_count: if quick { 4 } else { 64 },
             clear_size: if quick { 1 << 30 } else { 16 << 30 },
             deferred_size: if quick { 4 << 30 } else { 64 << 30 },
             config,
-            threads,
         }
     }
 }
@@ -232,43 +242,81 @@ pub fn registry(setup: &Setup, select: impl Fn(&CatalogEntry) -> bool) -> Vec<Bo
     CATALOG.iter().filter(|e| select(e)).map(|e| (e.build)(setup)).collect()
 }
 
-/// Splits `[start, start + nr)` into at most `threads` chunks whose boundaries are multiples of
-/// `align` (the kernel's padata jobs split at section boundaries). Returns `(start, len)` pairs.
-#[must_use]
-pub fn split(start: u64, nr: u64, threads: usize, align: u64) -> Vec<(u64, u64)> {
-    let threads = threads.max(1) as u64;
-    let chunk = nr.div_ceil(threads).div_ceil(align) * align;
-    let mut out = Vec::new();
-    let mut s = start;
-    let end = start.saturating_add(nr);
-    while s < end {
-        let e = ((s / align + chunk / align) * align).min(end).max(s + 1);
-        out.push((s, e - s));
-        s = e;
-    }
-    out
+/// Faults `o`'s storage in and returns the time it took (the fault cost "first" no longer
+/// includes).
+///
+/// # Errors
+///
+/// The `madvise` error.
+pub fn prefault<P: memmap_core::StructPage>(o: &mut memmap_core::OwnedMemmap<P>) -> std::io::Result<f64> {
+    let t = std::time::Instant::now();
+    o.populate()?;
+    Ok(t.elapsed().as_secs_f64() * 1e3)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::split;
+/// Storage for the same-memory limit probe ([`ScenarioReport::storage_limit_gbps`]): an
+/// anonymous mapping with transparent huge pages requested and faulted in
+/// (`MADV_POPULATE_WRITE`), as an [`memmap_core::OwnedMemmap`] is.
+pub struct Probe {
+    map: memmap2::MmapMut,
+}
 
-    #[test]
-    fn split_is_aligned_and_covers_once() {
-        for (start, nr, threads) in
-            [(0u64, 1u64 << 20, 2usize), (1 << 24, 100_000, 3), (32768, 32768, 4), (0, 5, 8)]
+impl Probe {
+    /// A probe of `len` bytes (rounded up to whole pages).
+    ///
+    /// # Errors
+    ///
+    /// The `mmap` or `madvise` error.
+    pub fn new(len: usize) -> std::io::Result<Probe> {
+        let mut map = memmap2::MmapOptions::new().len(len.div_ceil(4096).max(1) * 4096).map_anon()?;
+        #[cfg(target_os = "linux")]
         {
-            let parts = split(start, nr, threads, 32768);
-            assert!(parts.len() <= threads.max(1));
-            let mut at = start;
-            for (i, &(s, n)) in parts.iter().enumerate() {
-                assert_eq!(s, at);
-                if i > 0 {
-                    assert_eq!(s % 32768, 0, "chunk start aligned");
-                }
-                at += n;
+            let _ = map.advise(memmap2::Advice::HugePage);
+            if map.advise(memmap2::Advice::PopulateWrite).is_err() {
+                map.iter_mut().step_by(4096).for_each(|b| *b = 1);
             }
-            assert_eq!(at, start + nr);
         }
+        #[cfg(not(target_os = "linux"))]
+        map.iter_mut().step_by(4096).for_each(|b| *b = 1);
+        Ok(Probe { map })
     }
+
+    /// Its size in bytes.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether it is empty (never: at least one page).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// A runner that fills the probe with the best method of `kind` at `threads`.
+    pub fn runner<'a>(
+        &'a mut self,
+        limits: &'a Limits,
+        kind: crate::limits::FillKind,
+        threads: usize,
+    ) -> Runner<'a> {
+        let (ptr, len) = (self.map.as_mut_ptr(), self.map.len());
+        Runner::new("limit", move |_| {
+            // SAFETY: the probe's mapping is `len` bytes (whole pages, page-aligned), borrowed
+            // for the runner's lifetime and touched by nothing else.
+            unsafe { crate::limits::run_best(limits, kind, threads, ptr, len) }.unwrap_or_default()
+        })
+    }
+}
+
+/// GB/s of a probe's samples.
+#[must_use]
+pub fn probe_gbps(len: usize, s: &crate::measure::Samples) -> f64 {
+    crate::measure::gbps(len as u64, crate::measure::median(s.rebinds()))
+}
+
+/// The thread counts a scenario runs: 1, and `threads` when it is more.
+#[must_use]
+pub fn thread_counts(threads: usize) -> Vec<usize> {
+    if threads > 1 { vec![1, threads] } else { vec![1] }
 }

@@ -5,18 +5,21 @@
 //! * `zone-device-devdax-2m`: the dax_pmem case: devdax (`MEMORY_DEVICE_GENERIC`), `--align 2M`:
 //!   2 MiB compound pages with the DAX vmemmap dedup, so 128 of every 512 struct pages written.
 //!
-//! Each strategy gets its own fresh mmap-backed memmap, so its first round runs on fresh memory
-//! (page faults included, the "first binding"); later rounds are "rebinds". After the rounds the
-//! template and streaming memmaps are compared with the slow one byte for byte.
+//! Each strategy runs on one thread (the kernel's `memmap_init_zone_device`) and on the
+//! all-core count (`memmap_init_zone_device_parallel`), interleaved in the same rounds. Each
+//! (strategy, thread count) gets its own mmap-backed memmap, faulted in before the rounds (the
+//! fault time is reported apart), so every first round starts from the same state. After the
+//! rounds every memmap is compared with the one-thread slow one byte for byte.
 
 use std::time::Instant;
 
 use memmap_core::{
-    DevPagemap, InitOptions, KernelConfig, Memmap, MemoryType, OwnedMemmap, Page64, Strategy,
-    ZoneDeviceRange, memmap_init_zone_device,
+    DevPagemap, InitOptions, KernelConfig, Memmap, MemoryType, OwnedMemmap, Page64, Strategy, Threads,
+    ZoneDeviceRange, memmap_init_zone_device, memmap_init_zone_device_parallel,
 };
 
-use super::{Context, RunError, Scenario, Setup, split};
+use super::{Context, Probe, RunError, Scenario, Setup, prefault, probe_gbps, thread_counts};
+use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved};
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::{ProgressHooks, bar};
@@ -84,15 +87,13 @@ pub struct ZoneDevice {
     pub size: u64,
     /// Kernel config.
     pub config: KernelConfig,
-    /// Threads the range is split across.
-    pub threads: usize,
 }
 
 impl ZoneDevice {
     /// The case with `setup`'s size, config and threads.
     #[must_use]
     pub fn new(case: Case, setup: &Setup) -> Self {
-        ZoneDevice { case, size: setup.zone_device_size, config: setup.config, threads: setup.threads }
+        ZoneDevice { case, size: setup.zone_device_size, config: setup.config }
     }
 }
 
@@ -105,10 +106,10 @@ impl Scenario for ZoneDevice {
         format!("{}: a {} device", self.case.name(), Bytes(self.size))
     }
 
-    /// One memmap per strategy, all written.
+    /// One memmap per strategy and thread count (one thread and all cores), all written.
     fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
         let memmap = mul(self.size / 4096, 64, "the zone-device memmap")?;
-        MemoryNeed::resident(memmap).times(3)
+        MemoryNeed::resident(memmap).times(8)
     }
 
     fn check(&self) -> Result<(), String> {
@@ -131,11 +132,11 @@ impl Scenario for ZoneDevice {
     }
 
     fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
-        run(self, ctx).map(|r| vec![r])
+        run(self, ctx)
     }
 }
 
-fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
+fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
     let (case, common, limits) = (p.case, ctx.common, ctx.limits);
     let cfg = p.config;
     let nr = p.size / 4096;
@@ -143,20 +144,32 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     let rounds = common.rounds(30, 5);
     let range = ZoneDeviceRange::new(cfg.zone_device(), 0, DEVICE_START_PFN, nr);
     let strategies = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
-    let mut memmaps: Vec<OwnedMemmap<Page64>> = strategies
+    let counts = thread_counts(common.threads);
+    let runs: Vec<(usize, Strategy)> =
+        counts.iter().flat_map(|&t| strategies.iter().map(move |&s| (t, s))).collect();
+    let mut memmaps: Vec<OwnedMemmap<Page64>> = runs
         .iter()
         .map(|_| OwnedMemmap::new(cfg, DEVICE_START_PFN, nr))
         .collect::<Result<_, _>>()
         .map_err(RunError::of(case.name(), format!("map a memmap of {}", Bytes(nr * 64))))?;
-    let pb = bar(nr * rounds as u64 * strategies.len() as u64, case.name(), common.progress);
+    // The same starting state for every strategy's first round: resident, zero-filled.
+    let mut fault_ms = Vec::new();
+    for m in &mut memmaps {
+        fault_ms.push(prefault(m).map_err(RunError::of(case.name(), "fault the memmap in"))?);
+    }
+    let mut probes: Vec<Probe> = counts
+        .iter()
+        .map(|_| Probe::new(memmaps[0].bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(RunError::of(case.name(), "map the limit probe"))?;
+    let pb = bar(nr * rounds as u64 * runs.len() as u64, case.name(), common.progress);
     let step = cfg.pageblock_nr_pages();
-    let threads = p.threads;
     let written_cell = std::cell::Cell::new(0u64);
-    {
-        let mut runners: Vec<Runner<'_>> = strategies
+    let samples = {
+        let mut runners: Vec<Runner<'_>> = runs
             .iter()
             .zip(memmaps.iter_mut())
-            .map(|(&strategy, owned)| {
+            .map(|(&(threads, strategy), owned)| {
                 let pb = pb.clone();
                 let written = &written_cell;
                 Runner::new(strategy.name(), move |_round| {
@@ -169,13 +182,20 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
                 })
             })
             .collect();
-        let samples = interleaved(rounds, &mut runners);
-        drop(runners);
-        pb.finish_and_clear();
-        let written = written_cell.get();
-        let identical = memmaps[1..].iter().all(|m| m.as_bytes() == memmaps[0].as_bytes());
+        for (probe, &t) in probes.iter_mut().zip(&counts) {
+            runners.push(probe.runner(limits, FillKind::Nonzero, t));
+        }
+        interleaved(rounds, &mut runners)
+    };
+    pb.finish_and_clear();
+    let written = written_cell.get();
+    let identical = memmaps[1..].iter().all(|m| m.as_bytes() == memmaps[0].as_bytes());
+    assert!(identical, "{}: a memmap differs from the one-thread slow path", case.name());
+    let fault = crate::measure::median_f64(&fault_ms);
+    let mut out = Vec::new();
+    for (k, &threads) in counts.iter().enumerate() {
         let description = format!(
-            "{} device, {} struct pages ({} of memmap) written per round, {}, {} rounds{}",
+            "{} device, {} struct pages ({} of memmap) written per round, {}, {} rounds, {}; faulting one memmap in: {:.1} ms (not in \"first\")",
             Bytes(p.size),
             written,
             Bytes(written * 64),
@@ -184,7 +204,12 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
                 Case::Devdax2m => "devdax, 2 MiB compound pages, vmemmap dedup: 128 of 512 struct pages",
             },
             rounds,
-            if threads > 1 { format!(", {threads} threads") } else { String::new() },
+            if threads > 1 {
+                format!("{threads} threads (memmap_init_zone_device_parallel)")
+            } else {
+                "1 thread (the kernel's memmap_init_zone_device)".to_string()
+            },
+            fault,
         );
         let spec = ScenarioSpec {
             name: case.name().into(),
@@ -194,18 +219,21 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
             threads,
             limit: LimitKind::FillNonzero,
         };
-        let mut sc = ScenarioReport::from_samples(spec, limits, &samples);
+        let n = strategies.len();
+        let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
+        sc.set_storage_limit(probe_gbps(probes[k].len(), &samples[runs.len() + k]));
         sc.extra.insert("device_bytes".into(), p.size.into());
         sc.extra.insert("memmap_pfns".into(), nr.into());
         sc.extra.insert("identical_to_slow".into(), identical.into());
         sc.extra.insert("config".into(), cfg.name.into());
-        assert!(identical, "{}: template/streaming memmap differs from the slow path", case.name());
-        Ok(sc)
+        sc.extra.insert("fault_ms".into(), fault.into());
+        out.push(sc);
     }
+    Ok(out)
 }
 
-/// Initializes `range` on `threads` threads (section-aligned chunks); returns struct pages
-/// written.
+/// Initializes `range` on `threads` workers (one: the kernel's function; more:
+/// [`memmap_init_zone_device_parallel`]); returns struct pages written.
 fn init_threads(
     memmap: &mut Memmap<'_, Page64>,
     range: &ZoneDeviceRange,
@@ -222,34 +250,10 @@ fn init_threads(
             .expect("valid range")
             .pages_initialized;
     }
-    let align = memmap.config().pages_per_section().max(pgmap.vmemmap_nr());
-    let parts = split(range.start_pfn, range.nr_pages, threads, align);
-    // Carve the memmap into one view per chunk.
-    let mut views = Vec::new();
-    let mut rest = memmap.reborrow();
-    for (i, &(s, n)) in parts.iter().enumerate() {
-        let sub = ZoneDeviceRange { start_pfn: s, nr_pages: n, ..*range };
-        if i + 1 == parts.len() {
-            views.push((rest, sub));
-            break;
-        }
-        let (head, tail) = rest.split_at(s + n).expect("chunk ends are section-aligned");
-        views.push((head, sub));
-        rest = tail;
-    }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = views
-            .into_iter()
-            .map(|(mut view, sub)| {
-                let pb = pb.clone();
-                scope.spawn(move || {
-                    let mut hooks = ProgressHooks::new(pb, step);
-                    memmap_init_zone_device(&mut view, &sub, pgmap, &opts, &mut hooks)
-                        .expect("valid chunk")
-                        .pages_initialized
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("init thread")).sum()
+    memmap_init_zone_device_parallel(memmap, range, pgmap, &opts, Threads::Fixed(threads), |_, _| {
+        ProgressHooks::new(pb.clone(), step)
     })
+    .expect("valid range")
+    .report
+    .pages_initialized
 }

@@ -27,11 +27,15 @@
 //! the same tracepoint events and `cond_resched` calls and produces the same bytes.
 
 mod altmap;
+#[cfg(feature = "std")]
+mod parallel;
 mod plan;
 mod slow;
 mod template;
 
 pub use altmap::move_pfn_range_to_zone;
+#[cfg(feature = "std")]
+pub use parallel::{ParallelInit, memmap_init_zone_device_parallel};
 
 use core::fmt;
 

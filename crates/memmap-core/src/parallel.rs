@@ -1,0 +1,321 @@
+//! Parallel initialization and clearing: the thread-count policy [`Threads`] (also without
+//! `std`, where every policy counts one thread) and, under `std`, [`clear_parallel`], the VMM-style parallel zeroing of a large range. The parallel ZONE_DEVICE
+//! init is [`memmap_init_zone_device_parallel`](crate::memmap_init_zone_device_parallel);
+//! `hugetlb-init` spreads gigantic-page tails across threads with the same policy.
+//!
+//! Every parallel runner is a padata job ([`padata_do_multithreaded`]): the caller's thread
+//! participates, the chunks are aligned so that each is a valid call of the one-thread function
+//! on its own, and the result is byte-identical to one thread (property tests check it).
+//!
+//! ## `Threads::Auto`
+//!
+//! The kernel's padata users saw no gain past about a quarter of a node's CPUs: memory
+//! bandwidth saturates, and then more threads only cost. [`Threads::Auto`] therefore measures,
+//! once per process, the streaming non-zero fill bandwidth (the store pattern of the template
+//! and streaming initializers) of a 256 MiB buffer with 1, 2, 4, ... threads up to the available
+//! CPUs (the last step is the CPU count itself), median of three runs each, and keeps stepping
+//! up while a step gains at least [`AUTO_MIN_GAIN`] (10 %) over the best count so far; the
+//! first step that gains less stops the search. The count is cached for the process
+//! ([`auto_threads`]); it never exceeds [`available_cpus`] (the CPUs this process may run on,
+//! `std::thread::available_parallelism`; the NUMA node of the memory is not consulted, so on
+//! a multi-node machine pin the process to the node first). Below [`AUTO_MIN_BYTES`] of work
+//! an `Auto` job runs on one thread: a thread start costs more than it saves there.
+
+#[cfg(feature = "std")]
+use std::sync::OnceLock;
+#[cfg(feature = "std")]
+use std::time::{Duration, Instant};
+#[cfg(feature = "std")]
+use std::vec::Vec;
+
+#[cfg(feature = "std")]
+use crate::sync::padata::{PadataJob, padata_do_multithreaded};
+
+/// How many threads a parallel runner may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Threads {
+    /// The calling thread only: the kernel-faithful run (same call order as the one-thread
+    /// functions).
+    One,
+    /// Exactly this many workers (the caller included; 0 counts as 1). Not capped by the CPU
+    /// count: an explicit request is honoured.
+    Fixed(usize),
+    /// The count where bandwidth stops growing on this machine ([`auto_threads`]); never more
+    /// than [`available_cpus`].
+    #[default]
+    Auto,
+}
+
+/// The smallest gain of a step in the [`Threads::Auto`] search: 10 %.
+pub const AUTO_MIN_GAIN: f64 = 1.10;
+
+/// Below this many bytes of work, [`Threads::Auto`] uses one thread: 8 MiB.
+pub const AUTO_MIN_BYTES: u64 = 8 << 20;
+
+#[cfg(feature = "std")]
+/// Size of the buffer [`auto_threads`] measures on: 256 MiB (eight times a large last-level
+/// cache, so the figure is a memory bandwidth).
+const AUTO_PROBE_BYTES: usize = 256 << 20;
+
+impl Threads {
+    /// The number of workers for a job of `bytes` bytes of stores (1 for every policy without
+    /// `std`, which has no threads).
+    #[must_use]
+    pub fn count(self, bytes: u64) -> usize {
+        #[cfg(feature = "std")]
+        let n = match self {
+            Threads::One => 1,
+            Threads::Fixed(n) => n.max(1),
+            Threads::Auto if bytes < AUTO_MIN_BYTES => 1,
+            Threads::Auto => auto_threads(),
+        };
+        #[cfg(not(feature = "std"))]
+        let n = {
+            let _ = bytes;
+            1
+        };
+        n
+    }
+
+    /// Parses `1`, `N` or `auto` (the bench program's `--threads` spelling).
+    #[must_use]
+    pub fn from_name(s: &str) -> Option<Threads> {
+        match s {
+            "auto" => Some(Threads::Auto),
+            "1" => Some(Threads::One),
+            n => n.parse::<usize>().ok().filter(|&n| n >= 1).map(Threads::Fixed),
+        }
+    }
+}
+
+impl core::fmt::Display for Threads {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Threads::One => f.write_str("1"),
+            Threads::Fixed(n) => write!(f, "{n}"),
+            Threads::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+/// The CPUs this process may run on (`std::thread::available_parallelism`, 1 if unknown).
+#[must_use]
+pub fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+#[cfg(feature = "std")]
+/// What the [`Threads::Auto`] search measured: `(threads, GB/s)` per step, and the choice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoProbe {
+    /// The steps measured, in order.
+    pub steps: Vec<(usize, f64)>,
+    /// The chosen count.
+    pub threads: usize,
+}
+
+#[cfg(feature = "std")]
+/// The [`Threads::Auto`] count, measured on the first call and cached for the process (see
+/// the [module documentation](self) for the rule).
+#[must_use]
+pub fn auto_threads() -> usize {
+    auto_probe().threads
+}
+
+#[cfg(feature = "std")]
+static PROBE: OnceLock<AutoProbe> = OnceLock::new();
+
+/// The cached measurement behind [`auto_threads`] (measured on the first call).
+#[cfg(feature = "std")]
+pub fn auto_probe() -> &'static AutoProbe {
+    PROBE.get_or_init(|| measure_auto(available_cpus(), AUTO_PROBE_BYTES))
+}
+
+/// The cached measurement, if [`auto_threads`] has run in this process.
+#[cfg(feature = "std")]
+#[must_use]
+pub fn auto_probe_if_measured() -> Option<&'static AutoProbe> {
+    PROBE.get()
+}
+
+#[cfg(feature = "std")]
+/// The thread counts the search tries: 1, 2, 4, ... below `cpus`, then `cpus`.
+#[must_use]
+pub fn auto_steps(cpus: usize) -> Vec<usize> {
+    let cpus = cpus.max(1);
+    let mut v = Vec::new();
+    let mut t = 1;
+    while t < cpus {
+        v.push(t);
+        t *= 2;
+    }
+    v.push(cpus);
+    v
+}
+
+/// The rule of the search, on measured `(threads, GB/s)` steps in order: keep the first count,
+/// step up while a step gains at least [`AUTO_MIN_GAIN`] over the best so far.
+#[must_use]
+pub fn auto_choice(steps: &[(usize, f64)]) -> usize {
+    let Some(&(mut best, mut best_bw)) = steps.first() else { return 1 };
+    for &(t, bw) in &steps[1..] {
+        if bw >= best_bw * AUTO_MIN_GAIN {
+            best = t;
+            best_bw = bw;
+        } else {
+            break;
+        }
+    }
+    best
+}
+
+#[cfg(feature = "std")]
+fn measure_auto(cpus: usize, bytes: usize) -> AutoProbe {
+    let steps_to_try = auto_steps(cpus);
+    if steps_to_try.len() == 1 {
+        return AutoProbe { steps: std::vec![(1, 0.0)], threads: 1 };
+    }
+    let lines = bytes / 64;
+    let mut buf: Vec<[u64; 8]> = std::vec![[1u64; 8]; lines];
+    let template = [0x5a5a_5a5a_5a5a_5a5au64; 8];
+    let mut steps = Vec::new();
+    for &t in &steps_to_try {
+        let mut times: Vec<Duration> = (0..3)
+            .map(|_| {
+                let start = Instant::now();
+                let per = lines.div_ceil(t);
+                std::thread::scope(|s| {
+                    for part in buf.chunks_mut(per) {
+                        s.spawn(move || {
+                            // `[u64; 8]` is a plain record: view the initialized slots as
+                            // `MaybeUninit` through the safe writer's slice API.
+                            stream_hal::fill(as_uninit(part), &template);
+                        });
+                    }
+                });
+                start.elapsed()
+            })
+            .collect();
+        times.sort();
+        let gbps = bytes as f64 / times[1].as_secs_f64().max(1e-9) / 1e9;
+        steps.push((t, gbps));
+        if steps.len() >= 2 && auto_choice(&steps) != t {
+            break;
+        }
+    }
+    std::hint::black_box(&buf);
+    AutoProbe { threads: auto_choice(&steps).min(cpus), steps }
+}
+
+#[cfg(feature = "std")]
+/// `&mut [T]` as `&mut [MaybeUninit<T>]` for overwriting initialized plain data.
+fn as_uninit<T: Copy>(s: &mut [T]) -> &mut [core::mem::MaybeUninit<T>] {
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`; writing through the result can only store
+    // initialized `T` values (the writer never de-initializes a slot), and `T: Copy` has no
+    // drop glue that an overwrite could skip.
+    unsafe { &mut *(core::ptr::from_mut(s) as *mut [core::mem::MaybeUninit<T>]) }
+}
+
+/// The chunk [`clear_parallel`] never splits below: 8 MiB (a thread start costs about what a
+/// streaming clear of 1 MiB does; eight keeps it under a few percent).
+pub const CLEAR_MIN_CHUNK: u64 = 8 << 20;
+
+#[cfg(feature = "std")]
+/// What [`clear_parallel`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClearReport {
+    /// Workers that ran (the caller included).
+    pub threads: usize,
+    /// The `[start, end)` byte offsets each worker cleared, the caller's first.
+    pub chunks: Vec<Vec<(u64, u64)>>,
+}
+
+#[cfg(feature = "std")]
+/// Zeroes `buf` on up to `threads` workers, VMM-style (a hypervisor zeroing guest memory): a
+/// padata job over whole 4 KiB pages (chunks of at least [`CLEAR_MIN_CHUNK`], 2 MiB-aligned
+/// relative to `buf`), each chunk one [`stream_hal::clear`] call (so each worker uses the best
+/// method for its chunk size), and each worker drains its streaming stores
+/// ([`stream_hal::drain`]) before it reports the chunk done. When this returns, every byte of
+/// `buf` reads as zero from any thread.
+pub fn clear_parallel(buf: &mut [u8], threads: Threads) -> ClearReport {
+    let len = buf.len() as u64;
+    let workers = threads.count(len);
+    if workers <= 1 || len < 2 * CLEAR_MIN_CHUNK {
+        stream_hal::clear_slice(buf);
+        return ClearReport { threads: 1, chunks: std::vec![std::vec![(0, len)]] };
+    }
+    let job =
+        PadataJob { start: 0, size: len, align: 2 << 20, min_chunk: CLEAR_MIN_CHUNK, max_threads: workers };
+    let base = buf.as_mut_ptr() as usize;
+    let report = padata_do_multithreaded(&job, |start, end| {
+        let p = (base as *mut u8).wrapping_add(start as usize);
+        // SAFETY: padata hands every `[start, end)` of `[0, len)` to exactly one call, so the
+        // calls write disjoint parts of `buf`, which is exclusively borrowed for the whole job
+        // (the scoped workers end before `padata_do_multithreaded` returns); `end <= len`.
+        unsafe { stream_hal::clear(p, (end - start) as usize) };
+        // Each worker orders its own streaming stores before it reports the chunk done; the
+        // join at the end of the job then publishes them to the caller.
+        stream_hal::drain();
+    });
+    ClearReport { threads: report.calls.len(), chunks: report.calls }
+}
+
+#[cfg(all(test, feature = "std", not(miri)))]
+mod tests {
+    use super::*;
+    use std::string::ToString;
+
+    #[test]
+    fn auto_rule() {
+        assert_eq!(auto_steps(1), [1]);
+        assert_eq!(auto_steps(2), [1, 2]);
+        assert_eq!(auto_steps(6), [1, 2, 4, 6]);
+        assert_eq!(auto_steps(8), [1, 2, 4, 8]);
+        // Two threads gain 94 %: take them.
+        assert_eq!(auto_choice(&[(1, 23.7), (2, 45.7)]), 2);
+        // Two threads gain nothing: stay at one.
+        assert_eq!(auto_choice(&[(1, 25.0), (2, 25.4)]), 1);
+        // Saturation at 4 of 8.
+        assert_eq!(auto_choice(&[(1, 10.0), (2, 19.0), (4, 30.0), (8, 31.0)]), 4);
+        assert_eq!(auto_choice(&[]), 1);
+    }
+
+    #[test]
+    fn threads_count_and_names() {
+        assert_eq!(Threads::One.count(1 << 40), 1);
+        assert_eq!(Threads::Fixed(0).count(1), 1);
+        assert_eq!(Threads::Fixed(3).count(1), 3);
+        assert_eq!(Threads::Auto.count(AUTO_MIN_BYTES - 1), 1);
+        let auto = Threads::Auto.count(1 << 30);
+        assert!((1..=available_cpus()).contains(&auto));
+        assert_eq!(Threads::from_name("auto"), Some(Threads::Auto));
+        assert_eq!(Threads::from_name("1"), Some(Threads::One));
+        assert_eq!(Threads::from_name("4"), Some(Threads::Fixed(4)));
+        assert_eq!(Threads::from_name("0"), None);
+        assert_eq!(Threads::Fixed(4).to_string(), "4");
+    }
+
+    #[test]
+    fn clear_parallel_zeroes_exactly_and_splits() {
+        let len = (40 << 20) + 4096 * 3;
+        let mut v = std::vec![0xa5u8; len + 128];
+        let (head, rest) = v.split_at_mut(64);
+        let (mid, tail) = rest.split_at_mut(len);
+        let r = clear_parallel(mid, Threads::Fixed(3));
+        assert!(r.threads >= 2, "{r:?}");
+        let mut all: Vec<(u64, u64)> = r.chunks.concat();
+        all.sort_unstable();
+        let mut at = 0;
+        for (s, e) in all {
+            assert_eq!(s, at);
+            at = e;
+        }
+        assert_eq!(at, len as u64);
+        assert!(mid.iter().all(|&b| b == 0));
+        assert!(head.iter().chain(tail.iter()).all(|&b| b == 0xa5));
+        let small = &mut std::vec![1u8; 4096][..];
+        assert_eq!(clear_parallel(small, Threads::Fixed(4)).threads, 1);
+        assert!(small.iter().all(|&b| b == 0));
+    }
+}

@@ -1,0 +1,184 @@
+//! [`memmap_init_zone_device_parallel`] (`std`): `memmap_init_zone_device()` as a padata job.
+//!
+//! The kernel runs `memmap_init_zone_device()` on one thread. This splits the validated range
+//! into chunks aligned to both a memory section and a compound page, runs each chunk with the
+//! one-thread code on its own view of the memmap (a padata job, the caller participating), and
+//! returns when every worker is done. Each chunk is exactly the call the one-thread function
+//! would make for that part of the range (its compound pages, its pageblock pass, its drain),
+//! so the memmap and the pageblock bits are byte-identical to one thread (property tests check
+//! every strategy, memory type, compound order, altmap and early-section case they generate).
+//!
+//! The hooks, progress and tracepoint rules are in the function's documentation.
+
+use std::sync::Mutex;
+use std::vec::Vec;
+
+use super::plan::{self, Plan};
+use super::{DevPagemap, InitOptions, InitReport, ZoneDeviceRange, memmap_init_zone_device, resolve_job};
+use super::{slow, template};
+use crate::InitError;
+use crate::fill::{Cached, Strategy, Streamed};
+use crate::hooks::InitHooks;
+use crate::memmap::Memmap;
+use crate::model::page::StructPage;
+use crate::parallel::Threads;
+use crate::sync::padata::{PadataJob, padata_do_multithreaded};
+
+/// What [`memmap_init_zone_device_parallel`] did.
+#[derive(Debug)]
+pub struct ParallelInit<H> {
+    /// The combined report (drains and pages summed over the chunks).
+    pub report: InitReport,
+    /// Workers that ran, the caller included (1 when the job ran on the calling thread).
+    pub threads: usize,
+    /// Every chunk's PFN range `[start, end)` and the hooks it ran with, in PFN order.
+    pub chunks: Vec<((u64, u64), H)>,
+}
+
+/// `memmap_init_zone_device()` split into section- and compound-aligned chunks run on up to
+/// `threads` workers.
+///
+/// # Hooks, progress and tracepoint events when chunks run concurrently
+///
+/// * Each chunk gets its own hooks value, built on the calling thread by `make_hooks(start,
+///   end)` before any worker starts, and returned in PFN order in
+///   [`ParallelInit::chunks`]. A hook is therefore only ever called from one thread at a time,
+///   and needs `Send` but not `Sync`; a progress bar shared by the chunks must be thread-safe
+///   itself (an atomic counter, `indicatif`'s bar).
+/// * `cond_resched(pfn)`: every PFN the one-thread run passes is passed exactly once, to the
+///   hooks of the chunk that holds it. Within a chunk the order is the one-thread order
+///   restricted to the chunk. Before 7.2 (migrate types set per page) concatenating the chunks'
+///   calls in PFN order gives the one-thread sequence exactly; from 7.2 each chunk runs its own
+///   pageblock pass after its own struct pages, so the concatenation interleaves "struct pages,
+///   pageblocks" per chunk instead of once for the whole range (same multiset of PFNs).
+/// * Progress driven from `cond_resched` advances concurrently from several threads; the total
+///   is the same.
+/// * `page_ref_set` tracepoint events: their order is part of what the kernel emits, so when the
+///   tracepoint is active (as `make_hooks(start, end)` of the whole range reports it) the job
+///   runs on the calling thread only, exactly as [`memmap_init_zone_device`], and the one chunk
+///   holds every event in kernel order. The tracepoint also forces the slow strategy, as in the
+///   one-thread function.
+/// * Streaming stores: each worker drains its own streaming stores before it reports its chunk
+///   done (the one-thread function's final drain, once per chunk), and the join at the end of
+///   the job publishes them to the caller. [`InitReport::drains`] is the sum over chunks.
+///
+/// Validates everything before writing anything, as [`memmap_init_zone_device`]; the strategy
+/// is resolved once for the whole range (the [`Strategy::Auto`] threshold applies to the whole
+/// job), and `Threads::Auto` counts the struct page bytes written.
+///
+/// # Errors
+///
+/// Those of [`memmap_init_zone_device`] (nothing is written on error).
+///
+/// # Panics
+///
+/// If a hook panics on a worker (the panic is propagated after the other workers finish).
+pub fn memmap_init_zone_device_parallel<P, H, F>(
+    memmap: &mut Memmap<'_, P>,
+    range: &ZoneDeviceRange,
+    pgmap: &DevPagemap,
+    opts: &InitOptions,
+    threads: Threads,
+    make_hooks: F,
+) -> Result<ParallelInit<H>, InitError>
+where
+    P: StructPage,
+    H: InitHooks + Send,
+    F: Fn(u64, u64) -> H,
+{
+    let planned = plan::plan(memmap, range, pgmap)?;
+    let whole = (range.start_pfn, range.start_pfn.saturating_add(range.nr_pages));
+    let one_thread = |memmap: &mut Memmap<'_, P>, (s, e): (u64, u64)| {
+        let mut hooks = make_hooks(s, e);
+        let report = memmap_init_zone_device(memmap, range, pgmap, opts, &mut hooks)?;
+        Ok(ParallelInit { report, threads: 1, chunks: std::vec![((s, e), hooks)] })
+    };
+    let Some(plan) = planned.filter(|p| p.start < p.end) else {
+        return one_thread(memmap, whole);
+    };
+    let written = plan.pages_written();
+    let bytes = written.saturating_mul(P::SIZE as u64);
+    let workers = threads.count(bytes);
+    let whole = (plan.start, plan.end);
+    let probe = make_hooks(plan.start, plan.end);
+    if workers <= 1 || memmap.page_ref_tracepoint_active(&probe) {
+        drop(probe);
+        return one_thread(memmap, whole);
+    }
+    let (used, reason) = resolve_job(memmap, opts, &probe, bytes);
+    drop(probe);
+    let align = plan.pages_per_section.max(plan.pfns_per_compound);
+    let job = PadataJob {
+        start: plan.start,
+        size: plan.end - plan.start,
+        align,
+        min_chunk: align,
+        max_threads: workers,
+    };
+    let bounds: Vec<(u64, u64)> = job.chunks().collect();
+    if bounds.len() <= 1 {
+        return one_thread(memmap, (range.start_pfn, whole.1));
+    }
+    // One view of the memmap per chunk: every chunk end but the last is a multiple of `align`
+    // (a section, so pageblock-aligned), which is where the memmap can be split.
+    let mut items = Vec::with_capacity(bounds.len());
+    let mut rest = memmap.reborrow();
+    for (i, &(s, e)) in bounds.iter().enumerate() {
+        let chunk = Plan { start: s, end: e, ..plan };
+        let hooks = make_hooks(s, e);
+        if i + 1 == bounds.len() {
+            items.push(Mutex::new(Some((rest, chunk, hooks))));
+            break;
+        }
+        let (left, right) = rest.split_at(e)?;
+        items.push(Mutex::new(Some((left, chunk, hooks))));
+        rest = right;
+    }
+    let drains: Vec<Mutex<u64>> = bounds.iter().map(|_| Mutex::new(0)).collect();
+    let policy = opts.drains;
+    let report = padata_do_multithreaded(&job, |s, _e| {
+        let i = bounds.partition_point(|&(cs, _)| cs < s);
+        let taken = items[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let Some((mut view, chunk, mut hooks)) = taken else { return };
+        let d = match used {
+            Strategy::Template => {
+                template::run_template::<P, H, Cached>(&mut view, &chunk, pgmap, policy, &mut hooks)
+            }
+            Strategy::Streaming => {
+                template::run_template::<P, H, Streamed>(&mut view, &chunk, pgmap, policy, &mut hooks)
+            }
+            _ => {
+                slow::run_slow(&mut view, &chunk, pgmap, &mut hooks);
+                0
+            }
+        };
+        *drains[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner) = d;
+        // Hand the hooks back (the view is dropped: its borrow ends with the job).
+        *items[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((view, chunk, hooks));
+    });
+    let mut chunks = Vec::with_capacity(bounds.len());
+    for (item, &b) in items.into_iter().zip(&bounds) {
+        let (_, _, hooks) = item
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .expect("padata runs every chunk once");
+        chunks.push((b, hooks));
+    }
+    Ok(ParallelInit {
+        report: InitReport {
+            start_pfn: plan.start,
+            nr_pages: plan.end - plan.start,
+            pages_initialized: written,
+            requested: opts.strategy,
+            used,
+            reason,
+            backend: stream_hal::backend(),
+            drains: drains
+                .into_iter()
+                .map(|d| d.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner))
+                .sum(),
+        },
+        threads: report.plan.map_or(1, |p| p.nworks),
+        chunks,
+    })
+}
