@@ -53,7 +53,9 @@ impl<P: StructPage> OwnedMemmap<P> {
             .filter(|_| base_pfn.checked_add(nr_pages).is_some())
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "memmap size overflows"))?;
         // A zero-length mapping is an error for mmap; keep one page so empty memmaps work.
-        let map = MmapOptions::new().len(bytes.max(1)).map_anon()?;
+        // MAP_NORESERVE: a memmap is often written only in part (on-demand and deferred init
+        // touch a fraction of a node's struct pages); swap is not reserved for the rest.
+        let map = MmapOptions::new().len(bytes.max(1)).no_reserve_swap().map_anon()?;
         // The kernel maps the vmemmap with PMD (2 MiB) pages where it can; ask for the same
         // (transparent huge pages; ignored where THP is unavailable or disabled).
         #[cfg(target_os = "linux")]

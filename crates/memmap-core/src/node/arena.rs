@@ -286,7 +286,10 @@ impl OwnedArena {
         base_pfn.checked_add(nr_pages).ok_or_else(bad)?;
         let len =
             usize::try_from(nr_pages).ok().and_then(|n| n.checked_mul(ARENA_PAGE_SIZE)).ok_or_else(bad)?;
-        let map = memmap2::MmapOptions::new().len(len.max(1)).map_anon()?;
+        // MAP_NORESERVE: an arena models a node's physical memory and only the pages that are
+        // allocated and cleared are ever touched; reserving swap for all of it would refuse
+        // large sparse arenas under the default overcommit heuristic.
+        let map = memmap2::MmapOptions::new().len(len.max(1)).no_reserve_swap().map_anon()?;
         // Physical memory is mapped with large pages in the kernel's direct map: ask for
         // transparent huge pages (ignored where unavailable).
         #[cfg(target_os = "linux")]
