@@ -366,6 +366,28 @@ fn hostile_sizes_are_refused_before_any_work() {
     }
 }
 
+/// A memmap that ends past the configuration's last pfn (here at the top of the pfn space)
+/// is a typed error, not a panic (it was exit 101 after the storage was mapped).
+#[test]
+fn a_memmap_past_the_last_pfn_is_refused() {
+    let out = tmp("top-pfn");
+    let out = out.to_str().expect("utf-8 temp path");
+    let args = [
+        "dump",
+        "zone-device",
+        "--memory-type",
+        "generic",
+        "--pages",
+        "16",
+        "--start-pfn",
+        "18446744073709551599",
+        "--out",
+        out,
+    ];
+    assert_refused(&args, 2, "past the configuration's last pfn");
+    let _ = std::fs::remove_dir_all(out);
+}
+
 #[test]
 fn dump_refuses_to_overwrite_and_never_follows_a_symlink() {
     let dir = tmp("overwrite");

@@ -43,8 +43,8 @@ impl<P: StructPage> OwnedMemmap<P> {
     ///
     /// # Errors
     ///
-    /// The `mmap` error, or [`io::ErrorKind::InvalidInput`] for an invalid configuration or a
-    /// size that overflows.
+    /// The `mmap` error, or [`io::ErrorKind::InvalidInput`] for an invalid configuration, a
+    /// size that overflows, or a range that ends past the configuration's last pfn.
     pub fn new(cfg: KernelConfig, base_pfn: u64, nr_pages: u64) -> io::Result<Self> {
         cfg.flags_layout().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let n = usize::try_from(nr_pages).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -52,6 +52,13 @@ impl<P: StructPage> OwnedMemmap<P> {
             .checked_mul(P::SIZE)
             .filter(|_| base_pfn.checked_add(nr_pages).is_some())
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "memmap size overflows"))?;
+        // The same bound `Memmap::from_raw_parts` enforces, checked here so that `memmap()`
+        // cannot fail later.
+        let end = base_pfn + nr_pages;
+        if end > cfg.max_pfn() {
+            let e = InitError::BeyondMaxPfn { end_pfn: end, max_pfn: cfg.max_pfn() };
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, std::format!("{e}")));
+        }
         // A zero-length mapping is an error for mmap; keep one page so empty memmaps work.
         // MAP_NORESERVE: a memmap is often written only in part (on-demand and deferred init
         // touch a fraction of a node's struct pages); swap is not reserved for the rest.
