@@ -30,7 +30,8 @@ t env MIRIFLAGS="-Zmiri-tree-borrows" cargo +nightly miri test --locked -p strea
     --lib --test backend --test differential || fail=1
 # memmap-core on the emulated x86-64 backend: its suite scales itself down under Miri (small
 # memmaps, few proptest cases); drain_on_unwind checks the drain when a hook panics mid-stream.
-t cargo +nightly miri test --locked -p memmap-core || fail=1
+# Doctests run natively in the test step.
+t cargo +nightly miri test --locked -p memmap-core --lib --tests || fail=1
 # memmap-core on the emulated aarch64 backend, Tree Borrows: the fast-path-equals-slow-path
 # property, the kernel-release tests and the unwinding drain.
 t env MIRIFLAGS="-Zmiri-tree-borrows" cargo +nightly miri test --locked -p memmap-core --target $aarch64 \
