@@ -26,8 +26,11 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 qemu=()
-command -v qemu-system-x86_64 >/dev/null || qemu+=(qemu-system-x86)
-command -v qemu-system-aarch64 >/dev/null || qemu+=(qemu-system-arm)
+if ! command -v qemu-system-x86_64 >/dev/null || ! command -v qemu-system-aarch64 >/dev/null; then
+    # Both from the same release: backports' qemu-system-common removes an installed
+    # bookworm qemu-system-x86 (7.2), so installing only the missing one can lose the other.
+    qemu=(qemu-system-x86 qemu-system-arm)
+fi
 if [ ${#qemu[@]} -gt 0 ]; then
     # From bookworm-backports: the machine image ships qemu-utils 10.0 from there, which Breaks
     # bookworm's own qemu-system-common 7.2 (apt refuses that install). Only the QEMU packages
