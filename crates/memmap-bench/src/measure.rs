@@ -61,7 +61,14 @@ impl Samples {
 /// Median in seconds.
 #[must_use]
 pub fn median(v: &[Duration]) -> f64 {
-    let mut s: Vec<f64> = v.iter().map(Duration::as_secs_f64).collect();
+    let s: Vec<f64> = v.iter().map(Duration::as_secs_f64).collect();
+    median_f64(&s)
+}
+
+/// Median of plain numbers (NaN for none).
+#[must_use]
+pub fn median_f64(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     let n = s.len();
     if n == 0 {
@@ -70,31 +77,63 @@ pub fn median(v: &[Duration]) -> f64 {
     if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
 }
 
-/// Median of plain numbers (NaN for none).
-#[must_use]
-pub fn median_f64(v: &[f64]) -> f64 {
-    let d: Vec<Duration> = v.iter().map(|&x| Duration::from_secs_f64(x.max(0.0))).collect();
-    median(&d)
-}
-
 /// Runs `rounds` interleaved rounds of every runner.
 ///
 /// # Panics
 ///
 /// If `rounds` is 0.
 pub fn interleaved(rounds: usize, runners: &mut [Runner<'_>]) -> Vec<Samples> {
+    interleaved_paired(rounds, runners, &mut [], &vec![None; runners.len()]).0
+}
+
+/// Runs `rounds` interleaved rounds of every runner, as [`interleaved`], and pairs each run of
+/// runner `i` with a run of `companions[pair[i]]` right next to it: before it in even rounds,
+/// after it in odd ones. Returns the runners' samples and, per runner, its companion's samples
+/// of the same rounds (empty for an unpaired runner).
+///
+/// A companion is the limit method on storage like the runner's: a shared machine's bandwidth
+/// moves between modes within a second (on a 2-vCPU guest two threads alternate between about
+/// one and two times one thread's rate as the host places the vCPUs), so a limit measured at
+/// another time can be from another mode; a run next to the strategy's is from the same one.
+///
+/// # Panics
+///
+/// If `rounds` is 0, `pair` is not one entry per runner, or an entry is out of `companions`.
+pub fn interleaved_paired(
+    rounds: usize,
+    runners: &mut [Runner<'_>],
+    companions: &mut [Runner<'_>],
+    pair: &[Option<usize>],
+) -> (Vec<Samples>, Vec<Samples>) {
     assert!(rounds > 0, "at least one round");
+    assert_eq!(pair.len(), runners.len(), "one pairing entry per runner");
+    assert!(pair.iter().flatten().all(|&c| c < companions.len()), "pairing with a missing companion");
     let n = runners.len();
     let mut out: Vec<Samples> =
         runners.iter().map(|r| Samples { name: r.name.clone(), rounds: Vec::new() }).collect();
+    let mut paired: Vec<Samples> = runners
+        .iter()
+        .zip(pair)
+        .map(|(r, p)| Samples {
+            name: p.map_or_else(String::new, |c| format!("{} next to {}", companions[c].name, r.name)),
+            rounds: Vec::new(),
+        })
+        .collect();
     for round in 0..rounds {
         for k in 0..n {
             let i = if round == 0 { k } else { (round + k) % n };
+            let companion = pair[i];
+            if let Some(c) = companion.filter(|_| round % 2 == 0) {
+                paired[i].rounds.push((companions[c].run)(round));
+            }
             let t = (runners[i].run)(round);
             out[i].rounds.push(t);
+            if let Some(c) = companion.filter(|_| round % 2 == 1) {
+                paired[i].rounds.push((companions[c].run)(round));
+            }
         }
     }
-    out
+    (out, paired)
 }
 
 /// Bytes per second as GB/s (10^9).
@@ -128,6 +167,28 @@ mod tests {
         assert_eq!(s[0].rebinds().len(), 2);
         assert!((s[0].rebind_avg_ms() - 2.5).abs() < 1e-9);
         assert!((s[0].median_ms() - 2.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn companions_run_next_to_their_runner() {
+        let log = RefCell::new(Vec::new());
+        let mk = |name: &'static str, ms: u64| {
+            let log = &log;
+            Runner::new(name, move |r| {
+                log.borrow_mut().push(name);
+                Duration::from_millis(ms + r as u64)
+            })
+        };
+        let mut runners = vec![mk("a", 10), mk("b", 20), mk("c", 30)];
+        let mut companions = vec![mk("p", 100), mk("q", 200)];
+        let (s, p) = interleaved_paired(2, &mut runners, &mut companions, &[Some(0), None, Some(1)]);
+        // Round 0: companion first; round 1 (rotated to b, c, a): companion after.
+        assert_eq!(*log.borrow(), ["p", "a", "b", "q", "c", "b", "c", "q", "a", "p"]);
+        assert_eq!(s[0].rounds, [Duration::from_millis(10), Duration::from_millis(11)]);
+        assert_eq!(p[0].rounds, [Duration::from_millis(100), Duration::from_millis(101)]);
+        assert!(p[1].rounds.is_empty());
+        assert_eq!(p[2].rounds, [Duration::from_millis(200), Duration::from_millis(201)]);
+        assert_eq!(p[2].name, "q next to c");
     }
 
     #[test]

@@ -39,7 +39,7 @@ use crate::measure::{Samples, gbps};
 
 /// Version of the `--json` report's format: raised when a field changes meaning or goes away
 /// (adding fields keeps it).
-pub const REPORT_FORMAT: u32 = 1;
+pub const REPORT_FORMAT: u32 = 2;
 
 /// A result above this fraction of its limit is a measurement error (1.05: five percent of
 /// noise between the limit probe and the scenario is tolerated).
@@ -102,7 +102,10 @@ pub struct StrategyResult {
     /// Bytes written per second at the median, GB/s.
     #[schemars(range(min = 0))]
     pub gbps: f64,
-    /// `gbps` over the scenario's limit measured in this run.
+    /// This result against the limit of its kind and thread count measured in this run. When
+    /// the scenario pairs its strategies with the limit method ([`ScenarioReport::paired`]):
+    /// the median, over the rounds after the first, of each round's GB/s over the GB/s of the
+    /// limit run right next to it (`paired_limit_gbps`); otherwise `gbps / limit_gbps`.
     #[schemars(range(min = 0))]
     pub x_limit: f64,
     /// Median (of the rounds after the first) of the baseline strategy over this one's.
@@ -111,9 +114,10 @@ pub struct StrategyResult {
     /// limit or this measurement is wrong. Only bandwidth scenarios are judged (those the
     /// registry plots); boot-time and HVO figures are not bandwidths.
     pub measurement_error: bool,
-    /// `gbps` over the scenario's `storage_limit_gbps`, when probed.
+    /// The median GB/s of the limit runs paired with this strategy's rounds (rounds after the
+    /// first), when the scenario pairs them.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub x_storage_limit: Option<f64>,
+    pub paired_limit_gbps: Option<f64>,
     /// Every round, ms.
     pub rounds_ms: Vec<f64>,
 }
@@ -154,24 +158,29 @@ pub struct ScenarioReport {
     pub threads: usize,
     /// The limit the results are compared with.
     pub limit: LimitKind,
-    /// Its value in this run at this scenario's thread count, GB/s: the best of the limit probe
-    /// and the same-memory probe ([`ScenarioReport::set_storage_limit`]).
+    /// Its value in this run at this scenario's thread count, GB/s. Paired
+    /// ([`ScenarioReport::paired`]): the median of every limit run paired with this scenario's
+    /// rounds (after the first); otherwise the limits phase's (`limits_phase_gbps`).
     pub limit_gbps: f64,
-    /// The method that set the limit (`stream_fill`, `clzero`, `memset`, ...; with ` on this
-    /// scenario's storage` when the same-memory probe was faster than the limit probe).
+    /// The limit's method: the best method of the kind at this thread count in the limits
+    /// phase (`stream_fill`, `clzero`, `memset`, ...), which the paired runs also use.
     pub limit_method: String,
     /// The thread count whose limit is used ([`Limits::at`]: `threads`, or the largest count
     /// measured below it).
     pub limit_threads: usize,
     /// Results flagged as measurement errors.
     pub measurement_errors: usize,
-    /// The same limit method run on this scenario's own kind of storage (as large as the
-    /// scenario's, faulted in the same way) at this thread count, interleaved in the same
-    /// rounds, GB/s: what the memory the scenario writes allows. On a guest without huge pages
-    /// in the host, a large range costs a nested page walk per 4 KiB that the 1 GiB limit buffer
-    /// pays less often. `None` where the scenario does not probe it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub storage_limit_gbps: Option<f64>,
+    /// The limit of the kind at this thread count in the limits phase (1 GiB buffer, before
+    /// the scenarios), GB/s.
+    pub limits_phase_gbps: f64,
+    /// Whether every strategy's round ran next to a run of the limit method on storage like
+    /// the scenario's (as large, faulted in the same way; [`ScenarioReport::set_paired_limit`])
+    /// and `x_limit` is the median of the per-round ratios. A shared machine's bandwidth moves
+    /// between modes within a second (two threads on a 2-vCPU guest alternate between about one
+    /// and two times one thread's rate), so only a limit run next to the strategy's is from the
+    /// same mode; and the memory the scenario writes may allow less than the 1 GiB limit buffer
+    /// (a nested page walk per 4 KiB on a guest without host huge pages).
+    pub paired: bool,
     /// The strategy speedups are relative to.
     pub baseline: String,
     /// Per-strategy results, baseline first.
@@ -210,7 +219,7 @@ impl ScenarioReport {
                     x_limit,
                     speedup: base / median_ms,
                     measurement_error: is_measurement_error(x_limit),
-                    x_storage_limit: None,
+                    paired_limit_gbps: None,
                     rounds_ms: s.rounds.iter().map(|d| d.as_secs_f64() * 1e3).collect(),
                 }
             })
@@ -228,7 +237,8 @@ impl ScenarioReport {
             limit_method: limit.method(at).to_string(),
             limit_threads: at.threads,
             measurement_errors: results.iter().filter(|r| r.measurement_error).count(),
-            storage_limit_gbps: None,
+            limits_phase_gbps: limit_gbps,
+            paired: false,
             baseline: samples[0].name.clone(),
             results,
             notes: Vec::new(),
@@ -247,21 +257,34 @@ impl ScenarioReport {
         self.measurement_errors = self.results.iter().filter(|r| r.measurement_error).count();
     }
 
-    /// Sets the storage limit (see [`ScenarioReport::storage_limit_gbps`]) and every result's
-    /// ratio to it. The probe runs the limit's own method in the scenario's rounds, so when it
-    /// is faster than the limit measured before the scenarios (the shared machine's bandwidth
-    /// moves between phases), it becomes the scenario's limit: the limit is the best rate this
-    /// run measured for the kind and thread count.
-    pub fn set_storage_limit(&mut self, gbps: f64) {
-        self.storage_limit_gbps = Some(gbps);
-        if gbps > self.limit_gbps {
-            self.limit_gbps = gbps;
-            self.limit_method = format!("{} on this scenario's storage", self.limit_method);
+    /// Judges every result against the limit runs paired with its rounds (see
+    /// [`ScenarioReport::paired`]): `pairs[i]` are the times of the limit method over
+    /// `probe_bytes` next to `results[i]`'s rounds (as [`crate::measure::interleaved_paired`]
+    /// returns them). `x_limit` becomes the median of the per-round ratios (rounds after the
+    /// first), `paired_limit_gbps` the median limit run, and the scenario's `limit_gbps` the
+    /// median of all its limit runs.
+    ///
+    /// # Panics
+    ///
+    /// If `pairs` is not one entry per result, or a pair's rounds are not the result's.
+    pub fn set_paired_limit(&mut self, probe_bytes: u64, pairs: &[Samples]) {
+        assert_eq!(pairs.len(), self.results.len(), "one paired limit per result");
+        let mut pooled = Vec::new();
+        for (r, p) in self.results.iter_mut().zip(pairs) {
+            assert_eq!(p.rounds.len(), r.rounds_ms.len(), "a limit run per round");
+            let skip = usize::from(r.rounds_ms.len() > 1);
+            let limit: Vec<f64> = p.rebinds().iter().map(|d| gbps(probe_bytes, d.as_secs_f64())).collect();
+            let ratios: Vec<f64> = r.rounds_ms[skip..]
+                .iter()
+                .zip(&limit)
+                .map(|(&ms, &l)| gbps(self.bytes, ms / 1e3) / l)
+                .collect();
+            r.x_limit = crate::measure::median_f64(&ratios);
+            r.paired_limit_gbps = Some(crate::measure::median_f64(&limit));
+            pooled.extend(limit);
         }
-        for r in &mut self.results {
-            r.x_storage_limit = Some(r.gbps / gbps);
-            r.x_limit = r.gbps / self.limit_gbps;
-        }
+        self.limit_gbps = crate::measure::median_f64(&pooled);
+        self.paired = true;
         self.refresh_measurement_errors();
     }
 
@@ -291,7 +314,7 @@ impl ScenarioReport {
         for r in &self.results {
             let _ = writeln!(
                 s,
-                "  {:<w$} {:>10.1} {:>14.2} {:>10.2} {:>8.2}x {:>8.2} {:>9.2}{}",
+                "  {:<w$} {:>10.1} {:>14.2} {:>10.2} {:>8.2}x {:>8.2} {:>9.2}{}{}",
                 r.strategy,
                 r.first_ms,
                 r.rebind_avg_ms,
@@ -299,24 +322,28 @@ impl ScenarioReport {
                 r.speedup,
                 r.gbps,
                 r.x_limit,
+                r.paired_limit_gbps.map_or(String::new(), |g| format!("  (limit next to it {g:.2})")),
                 if r.measurement_error { "  MEASUREMENT ERROR" } else { "" }
             );
         }
-        let _ = writeln!(
-            s,
-            "  limit: {} {:.2} GB/s on {} thread(s), set by {} (measured in this run)",
-            self.limit.label(),
-            self.limit_gbps,
-            self.limit_threads,
-            self.limit_method
-        );
-        if let Some(g) = self.storage_limit_gbps {
-            let best = self.results.iter().map(|r| r.gbps).fold(0.0, f64::max);
+        if self.paired {
             let _ = writeln!(
                 s,
-                "  the same method on storage like this scenario's ({}): {g:.2} GB/s; the fastest strategy is at {:.2}x of it",
-                crate::size::Bytes(self.bytes),
-                best / g
+                "  limit: {} on {} thread(s): {} run next to every round on storage like this scenario's, median {:.2} GB/s (limits phase {:.2}); x limit = median of each round's ratio to the run next to it",
+                self.limit.label(),
+                self.limit_threads,
+                self.limit_method,
+                self.limit_gbps,
+                self.limits_phase_gbps,
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "  limit: {} {:.2} GB/s on {} thread(s), set by {} (measured in this run)",
+                self.limit.label(),
+                self.limit_gbps,
+                self.limit_threads,
+                self.limit_method
             );
         }
         if self.measurement_errors > 0 {
@@ -453,7 +480,7 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "summary (median of the rounds after the first; speedup = ratio of medians; x limit = GB/s / limit of the same thread count in this run)"
+            "summary (median of the rounds after the first; speedup = ratio of medians; x limit = against the limit of the same thread count in this run: per round against the limit run next to it where the scenario pairs them (zone-device, hugetlb without HVO, clear), else GB/s / limit)"
         );
         let w = self
             .scenarios
@@ -644,19 +671,36 @@ mod tests {
         assert!(is_measurement_error(MEASUREMENT_ERROR_RATIO + 1e-9));
     }
 
+    fn rounds(name: &str, ms: &[u64]) -> Samples {
+        Samples { name: name.into(), rounds: ms.iter().map(|&m| Duration::from_millis(m)).collect() }
+    }
+
     #[test]
-    fn a_faster_storage_probe_raises_the_limit() {
-        let mut sc = ScenarioReport::from_samples(spec(1), &limits(), &[samples("fast", 80)]);
-        assert!(sc.results[0].measurement_error, "12.5 GB/s against 10");
-        sc.set_storage_limit(12.6);
-        assert_eq!(sc.limit_gbps, 12.6);
-        assert!(sc.limit_method.ends_with("on this scenario's storage"));
+    fn paired_limits_follow_the_machine_between_modes() {
+        // The machine alternates between 20 and 40 GB/s; the strategy (1 GB a round) reaches
+        // 0.96 of the limit run next to it in either mode.
+        let strategy = rounds("fast", &[60, 26, 52, 26, 52]);
+        let limit = rounds("limit", &[50, 25, 50, 25, 50]);
+        // Against the limits phase's 10 GB/s its median 25.6 GB/s would be an error.
+        let mut sc = ScenarioReport::from_samples(spec(1), &limits(), std::slice::from_ref(&strategy));
+        assert!(sc.results[0].measurement_error);
+        sc.set_paired_limit(1_000_000_000, &[limit]);
+        assert!(sc.paired);
+        assert!((sc.results[0].x_limit - 25.0 / 26.0).abs() < 1e-9, "{}", sc.results[0].x_limit);
         assert!(!sc.results[0].measurement_error);
         assert_eq!(sc.measurement_errors, 0);
-        // A slower probe leaves the limit alone.
-        let mut sc = ScenarioReport::from_samples(spec(1), &limits(), &[samples("s", 200)]);
-        sc.set_storage_limit(4.0);
-        assert_eq!((sc.limit_gbps, sc.results[0].x_storage_limit), (10.0, Some(1.25)));
+        assert!((sc.limit_gbps - 30.0).abs() < 1e-9, "median of 40, 20, 40, 20");
+        assert_eq!(sc.limits_phase_gbps, 10.0);
+        assert!(sc.table().contains("run next to every round"), "{}", sc.table());
+        // Faster than the limit run next to it in most rounds: an error, whatever the mode.
+        let strategy = rounds("fast", &[60, 22, 52, 22, 44]);
+        let mut sc = ScenarioReport::from_samples(spec(1), &limits(), &[strategy]);
+        sc.set_paired_limit(1_000_000_000, &[rounds("limit", &[50, 25, 50, 25, 50])]);
+        assert!(sc.results[0].x_limit > 1.1 && sc.results[0].measurement_error);
+        assert_eq!(sc.results[0].paired_limit_gbps, Some(30.0));
+        let json = serde_json::to_value(&sc).unwrap();
+        assert_eq!(json["paired"], true);
+        assert_eq!(json["results"][0]["measurement_error"], true);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use memmap_core::Threads;
 
 use super::{Context, RunError, Scenario, thread_counts};
 use crate::limits::FillKind;
-use crate::measure::{Runner, interleaved};
+use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow};
 use crate::progress::bar;
 use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
@@ -156,7 +156,8 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
         common.progress,
     );
     let mut runners = Vec::new();
-    for &threads in &counts {
+    let mut pair = Vec::new();
+    for (k, &threads) in counts.iter().enumerate() {
         // On all cores only the batch clear: the page-by-page clears are the kernel's one-thread
         // baselines, and at a few seconds per round they would double the suite's time.
         for &(name, f) in bodies.iter().filter(|&&(name, _)| threads == 1 || name == "batch") {
@@ -177,19 +178,22 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
                 pb.inc(len as u64);
                 e
             }));
+            pair.push(Some(k));
         }
     }
-    // The same-memory limit probe: the best zero fill on this arena.
+    // The limit run next to each strategy's rounds: the best zero fill at its thread count, on
+    // this arena.
+    let mut companions = Vec::new();
     for &threads in &counts {
-        runners.push(Runner::new("limit", move |_| {
+        companions.push(Runner::new("limit", move |_| {
             // SAFETY: the arena is `len` bytes (whole pages) at the page-aligned `base`, mapped
             // for the whole scenario, touched by no other runner while this one runs.
             unsafe { crate::limits::run_best(limits, FillKind::Zero, threads, base as *mut u8, len) }
                 .unwrap_or_default()
         }));
     }
-    let samples = interleaved(rounds, &mut runners);
-    drop(runners);
+    let (samples, paired) = interleaved_paired(rounds, &mut runners, &mut companions, &pair);
+    drop((runners, companions));
     pb.finish_and_clear();
     let zeroed = arena.iter().step_by(4093).all(|&b| b == 0);
     assert!(zeroed, "clear scenario left non-zero bytes");
@@ -209,12 +213,11 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
             threads,
             limit: LimitKind::FillZero,
         };
-        // Samples: the one-thread bodies, the all-core batch, then one probe per count.
+        // Samples: the one-thread bodies, then the all-core batch.
         let n = bodies.len();
         let (from, to) = if k == 0 { (0, n) } else { (n, n + 1) };
-        let strategies = samples.len() - counts.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[from..to]);
-        sc.set_storage_limit(super::probe_gbps(len, &samples[strategies + k]));
+        sc.set_paired_limit(len as u64, &paired[from..to]);
         sc.extra.insert("huge_pages".into(), (huge_pages as u64).into());
         sc.extra.insert("fault_ms".into(), fault_ms.into());
         out.push(sc);

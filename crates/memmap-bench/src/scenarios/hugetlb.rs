@@ -21,9 +21,9 @@ use hugetlb_init::{
 };
 use memmap_core::{InitHooks, InitOptions, KernelConfig, OwnedMemmap, Page64, Phase, Strategy, Threads};
 
-use super::{Context, Probe, RunError, Scenario, Setup, prefault, probe_gbps, thread_counts};
+use super::{Context, Probe, RunError, Scenario, Setup, prefault, thread_counts};
 use crate::limits::FillKind;
-use crate::measure::{Runner, interleaved};
+use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::bar;
 use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
@@ -175,11 +175,17 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
                 })
             })
             .collect();
-        for (probe, &t) in probes.iter_mut().zip(probe_counts) {
-            runners.push(probe.runner(limits, FillKind::Nonzero, t));
-        }
-        interleaved(rounds, &mut runners)
+        let mut companions: Vec<Runner<'_>> = probes
+            .iter_mut()
+            .zip(probe_counts)
+            .map(|(probe, &t)| probe.runner(limits, FillKind::Nonzero, t))
+            .collect();
+        // Each strategy's rounds next to the limit run of its thread count (none with HVO).
+        let pair: Vec<Option<usize>> =
+            runs.iter().map(|(t, _)| probe_counts.iter().position(|c| c == t)).collect();
+        interleaved_paired(rounds, &mut runners, &mut companions, &pair)
     };
+    let (samples, paired) = samples;
     pb.finish_and_clear();
     let identical =
         storage[1..].iter().all(|s| s.iter().zip(&storage[0]).all(|(a, b)| a.as_bytes() == b.as_bytes()));
@@ -217,7 +223,7 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
         let n = strategies.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
         if let Some(probe) = probes.get(k) {
-            sc.set_storage_limit(probe_gbps(probe.len(), &samples[runs.len() + k]));
+            sc.set_paired_limit(probe.len() as u64, &paired[k * n..(k + 1) * n]);
         }
         sc.extra.insert("gigantic_pages".into(), count.into());
         sc.extra.insert("nodes".into(), nodes.into());

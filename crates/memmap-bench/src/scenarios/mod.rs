@@ -254,7 +254,7 @@ pub fn prefault<P: memmap_core::StructPage>(o: &mut memmap_core::OwnedMemmap<P>)
     Ok(t.elapsed().as_secs_f64() * 1e3)
 }
 
-/// Storage for the same-memory limit probe ([`ScenarioReport::storage_limit_gbps`]): an
+/// Storage for the limit runs paired with a scenario's rounds ([`ScenarioReport::paired`]): an
 /// anonymous mapping with transparent huge pages requested and faulted in
 /// (`MADV_POPULATE_WRITE`), as an [`memmap_core::OwnedMemmap`] is.
 pub struct Probe {
@@ -307,12 +307,6 @@ impl Probe {
             unsafe { crate::limits::run_best(limits, kind, threads, ptr, len) }.unwrap_or_default()
         })
     }
-}
-
-/// GB/s of a probe's samples.
-#[must_use]
-pub fn probe_gbps(len: usize, s: &crate::measure::Samples) -> f64 {
-    crate::measure::gbps(len as u64, crate::measure::median(s.rebinds()))
 }
 
 /// The thread counts a scenario runs: 1, and `threads` when it is more.

@@ -18,9 +18,9 @@ use memmap_core::{
     ZoneDeviceRange, memmap_init_zone_device, memmap_init_zone_device_parallel,
 };
 
-use super::{Context, Probe, RunError, Scenario, Setup, prefault, probe_gbps, thread_counts};
+use super::{Context, Probe, RunError, Scenario, Setup, prefault, thread_counts};
 use crate::limits::FillKind;
-use crate::measure::{Runner, interleaved};
+use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::{ProgressHooks, bar};
 use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
@@ -182,11 +182,16 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
                 })
             })
             .collect();
-        for (probe, &t) in probes.iter_mut().zip(&counts) {
-            runners.push(probe.runner(limits, FillKind::Nonzero, t));
-        }
-        interleaved(rounds, &mut runners)
+        let mut companions: Vec<Runner<'_>> = probes
+            .iter_mut()
+            .zip(&counts)
+            .map(|(probe, &t)| probe.runner(limits, FillKind::Nonzero, t))
+            .collect();
+        // Each strategy's rounds next to the limit run of its thread count.
+        let pair: Vec<Option<usize>> = runs.iter().map(|(t, _)| counts.iter().position(|c| c == t)).collect();
+        interleaved_paired(rounds, &mut runners, &mut companions, &pair)
     };
+    let (samples, paired) = samples;
     pb.finish_and_clear();
     let written = written_cell.get();
     let identical = memmaps[1..].iter().all(|m| m.as_bytes() == memmaps[0].as_bytes());
@@ -221,7 +226,7 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
         };
         let n = strategies.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
-        sc.set_storage_limit(probe_gbps(probes[k].len(), &samples[runs.len() + k]));
+        sc.set_paired_limit(probes[k].len() as u64, &paired[k * n..(k + 1) * n]);
         sc.extra.insert("device_bytes".into(), p.size.into());
         sc.extra.insert("memmap_pfns".into(), nr.into());
         sc.extra.insert("identical_to_slow".into(), identical.into());
