@@ -6,8 +6,8 @@
 //!
 //! | kind | methods |
 //! |---|---|
-//! | zero fill | `memset(0)`, `rep stosb` (x86-64; `dc zva` on aarch64: `stream_hal::clear_cached`), a streaming fill of zero records (`movntdq` on x86-64, `stnp` on aarch64: `stream_hal::fill`), `clzero` where the CPU has it (`stream_hal::clear_streaming`), `stream_hal::clear_pages` |
-//! | non-zero fill | `memset` with a non-zero byte, a streaming fill of non-zero 64-byte records (`stream_hal::fill`, the store pattern of the streaming struct page init) |
+//! | zero fill | `memset(0)`, `rep stosb` (x86-64; `dc zva` on aarch64: `stream_hal::clear_cached`), a streaming fill of zero records (`movntdq` on x86-64, `stnp` on aarch64: `stream_hal::fill`), `vmovntdq` of ymm and zmm registers where the CPU has AVX / AVX-512F (`stream_hal::wide_fill_methods`), `clzero` where the CPU has it (`stream_hal::clear_streaming`), `stream_hal::clear_pages` |
+//! | non-zero fill | `memset` with a non-zero byte, a streaming fill of non-zero 64-byte records (`stream_hal::fill`, the store pattern of the streaming struct page init), `vmovntdq` ymm/zmm fills of the same records where the CPU has them |
 //! | copy | `memcpy`, `stream_hal::memcpy_nontemporal` |
 //!
 //! The limit of a kind for a thread count is the best method of that kind at that count, and
@@ -237,6 +237,19 @@ fn methods() -> Vec<(&'static str, FillKind, Method)> {
             stream_hal::drain();
         }));
     }
+    // Wider streaming stores than the library's own (`vmovntdq` of ymm/zmm where the CPU has
+    // them): if they were faster, the library's fill would not be at the limit.
+    let wide: Vec<&str> = stream_hal::wide_fill_methods().map(|m| m.name).collect();
+    let variants: [(&'static str, Method, Method); 2] = [
+        (WIDE[0], wide_fill::<0, false>, wide_fill::<0, true>),
+        (WIDE[1], wide_fill::<1, false>, wide_fill::<1, true>),
+    ];
+    for (name, zero, nonzero) in variants {
+        if wide.contains(&name) {
+            v.push((name, FillKind::Zero, zero));
+            v.push((name, FillKind::Nonzero, nonzero));
+        }
+    }
     if stream_hal::streaming_clear_method() == "clzero" {
         v.push(("clzero", FillKind::Zero, |d, _, n| {
             // SAFETY: the contract above; drained before anything reads `dst`.
@@ -257,6 +270,26 @@ unsafe fn stream_fill(dst: *mut u8, len: usize, rec: [u64; 8]) {
     let slots =
         unsafe { std::slice::from_raw_parts_mut(dst.cast::<std::mem::MaybeUninit<[u64; 8]>>(), len / 64) };
     stream_hal::fill(slots, &rec);
+}
+
+/// The wide streaming fills the limits try, by index ([`stream_hal::wide_fill_methods`] names).
+const WIDE: [&str; 2] = ["vmovntdq_ymm", "vmovntdq_zmm"];
+
+/// Fills `[dst, dst + len)` with the wide method `WIDE[K]` (zero or non-zero lines) and drains;
+/// nothing if this CPU lacks it.
+///
+/// # Safety
+///
+/// The contract of every [`Method`] body (see `methods`): `dst` page-aligned, valid for `len`
+/// bytes (a multiple of 4096), nothing else touching it.
+unsafe fn wide_fill<const K: usize, const NONZERO: bool>(dst: *mut u8, _: *const u8, len: usize) {
+    let line = if NONZERO { [0x5a5a_5a5a_5a5a_5a5a; 8] } else { [0; 8] };
+    if let Some(m) = stream_hal::wide_fill_methods().find(|m| m.name == WIDE[K]) {
+        // SAFETY: `dst` is page-aligned (so 64-byte aligned) and writable for `len` bytes, a
+        // whole number of lines; the drain below runs before anything else touches them.
+        unsafe { m.fill(dst.cast(), len / 64, &line) };
+        stream_hal::drain();
+    }
 }
 
 /// The method `name` of `kind` (as [`MethodRate::method`] names it), if this machine has it.

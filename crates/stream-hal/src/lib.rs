@@ -321,6 +321,47 @@ pub fn streaming_clear_method() -> &'static str {
     arch::streaming_clear_method()
 }
 
+/// A streaming fill loop of one register width ([`wide_fill_methods`]).
+#[derive(Debug, Clone, Copy)]
+pub struct FillMethod {
+    /// The instruction and register width: `vmovntdq_ymm`, `vmovntdq_zmm`.
+    pub name: &'static str,
+    fill: unsafe fn(*mut [u64; 8], usize, &[u64; 8]),
+}
+
+impl FillMethod {
+    /// Stores `line` into each of the `lines` 64-byte lines at `dst` with this method's
+    /// streaming stores. Does **not** fence.
+    ///
+    /// # Safety
+    ///
+    /// * `dst` is 64-byte aligned and valid for writes of `lines * 64` bytes (the product does
+    ///   not overflow);
+    /// * until [`drain`] has run on this thread, no code reads or writes those bytes, and they
+    ///   are not published to another thread before that.
+    #[inline]
+    pub unsafe fn fill(&self, dst: *mut [u64; 8], lines: usize, line: &[u64; 8]) {
+        // SAFETY: forwarded; a `FillMethod` is only made by `wide_fill_methods`, for a width the
+        // CPU and OS support, and the caller upholds the rest of the contract above.
+        unsafe { (self.fill)(dst, lines, line) }
+    }
+}
+
+/// The streaming fills of registers wider than the library's own paths use, that this CPU has:
+/// `vmovntdq` of `ymm` (AVX, with the OS saving the state) and of `zmm` (AVX-512F) on x86-64,
+/// narrowest first, detected with `CPUID` and `XGETBV` on every call.
+///
+/// They exist so that a benchmark can check whether wider stores reach a higher fill rate than
+/// [`fill`] (SSE2 `movntdq`) on a given CPU: the limit a fill is judged against is the best
+/// method of the machine. The library does not use them itself: a kernel must save the
+/// vector state before it touches `ymm`/`zmm` registers, and on the CPUs measured so far the
+/// wider stores reach the same rate. Empty on aarch64, on x86-64 targets without SSE (the
+/// soft-float kernel targets), on the generic backend (so under Miri and sanitizers), in
+/// emulated builds and with the `no-cpuid` feature.
+pub fn wide_fill_methods() -> impl Iterator<Item = FillMethod> {
+    arch::wide_fill_methods()
+}
+
 /// Stores one `T` at `dst` with streaming stores, as a fixed sequence of stores whose length
 /// is known at compile time (no runtime copy loop for records of 8 to 128 bytes).
 ///

@@ -393,6 +393,13 @@ pub(crate) unsafe fn clear_cached(dst: *mut u8, len: usize) {
 }
 
 /// The method [`clear_streaming`] uses.
+/// None: the `stnp` pairs [`crate::fill`] uses are this backend's streaming store (SVE's
+/// `stnt1` is not offered: no SVE machine was at hand to check it on). See
+/// [`crate::wide_fill_methods`].
+pub(crate) fn wide_fill_methods() -> impl Iterator<Item = crate::FillMethod> {
+    core::iter::empty()
+}
+
 pub(crate) fn streaming_clear_method() -> &'static str {
     "stnp"
 }

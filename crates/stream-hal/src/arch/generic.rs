@@ -113,3 +113,9 @@ pub(crate) unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usiz
     // SAFETY: same contract as `store_record`.
     unsafe { store_record(dst, src, size) }
 }
+
+/// No wide registers: see [`crate::wide_fill_methods`].
+#[allow(dead_code)] // unused when a streaming backend is selected
+pub(crate) fn wide_fill_methods() -> impl Iterator<Item = crate::FillMethod> {
+    core::iter::empty()
+}

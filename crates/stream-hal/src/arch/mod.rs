@@ -5,6 +5,7 @@
 //! * `fn prefetch(p: *const u8)`: a cache hint that never faults
 //! * `unsafe fn clear(dst: *mut u8, len: usize)`, `clear_cached`, `clear_streaming`
 //! * `fn streaming_clear_method() -> &'static str`
+//! * `fn wide_fill_methods() -> impl Iterator<Item = FillMethod>`
 //! * `unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize)`: `size` is always a
 //!   compile-time constant at the call site (`size_of::<T>()`) and the function is
 //!   `#[inline(always)]`, so every branch on it folds away
@@ -35,14 +36,14 @@ cfg_if::cfg_if! {
     if #[cfg(feature = "force-generic")] {
         pub(crate) use self::generic::{
             clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch, store_record,
-            store_record_words, store_words, streaming_clear_method,
+            store_record_words, store_words, streaming_clear_method, wide_fill_methods,
         };
         pub(crate) const BACKEND: crate::Backend = crate::Backend::Generic(crate::GenericReason::ForceGeneric);
     } else if #[cfg(all(target_arch = "x86_64", any(stream_hal_emulate, not(any(miri, stream_hal_sanitizer)))))] {
         mod x86_64;
         pub(crate) use self::x86_64::{
             clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch, store_record,
-            store_record_words, store_words, streaming_clear_method,
+            store_record_words, store_words, streaming_clear_method, wide_fill_methods,
         };
         pub(crate) const BACKEND: crate::Backend = if cfg!(stream_hal_emulate) {
             crate::Backend::Emulated(crate::Arch::X86_64 { vector: x86_64::VECTOR })
@@ -53,7 +54,7 @@ cfg_if::cfg_if! {
         mod aarch64;
         pub(crate) use self::aarch64::{
             clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch, store_record,
-            store_record_words, store_words, streaming_clear_method,
+            store_record_words, store_words, streaming_clear_method, wide_fill_methods,
         };
         pub(crate) const BACKEND: crate::Backend = if cfg!(stream_hal_emulate) {
             crate::Backend::Emulated(crate::Arch::Aarch64)
@@ -63,7 +64,7 @@ cfg_if::cfg_if! {
     } else {
         pub(crate) use self::generic::{
             clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch, store_record,
-            store_record_words, store_words, streaming_clear_method,
+            store_record_words, store_words, streaming_clear_method, wide_fill_methods,
         };
         pub(crate) const BACKEND: crate::Backend = crate::Backend::Generic(generic_reason());
     }

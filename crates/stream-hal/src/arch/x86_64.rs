@@ -687,6 +687,145 @@ pub(crate) fn streaming_clear_method() -> &'static str {
     }
 }
 
+/// `vmovntdq` line fills of 32- and 64-byte registers ([`crate::wide_fill_methods`]): not
+/// used by the library's own paths (a kernel must save the vector state before it touches
+/// `ymm`/`zmm` registers), measured against them by benchmarks. Only in native builds with SSE
+/// enabled at compile time: the emulated backend has no wide registers to emulate, and a
+/// target without SSE (x86_64-unknown-none, soft-float kernels) keeps vector registers out of
+/// its code altogether.
+#[cfg(all(not(stream_hal_emulate), target_feature = "sse2"))]
+mod wide {
+    use core::arch::asm;
+
+    use super::insn::cpuid;
+    use crate::FillMethod;
+
+    /// `XGETBV` with `ECX = 0`: the OS-enabled state components (`XCR0`).
+    ///
+    /// # Safety
+    ///
+    /// The CPU reports `OSXSAVE` (CPUID leaf 1, `ECX` bit 27); without it `XGETBV` faults.
+    unsafe fn xcr0() -> u64 {
+        let (lo, hi): (u32, u32);
+        // SAFETY: the caller checked OSXSAVE, so XGETBV with ECX = 0 exists and only reads
+        // XCR0 into EDX:EAX; no memory or stack is touched.
+        unsafe {
+            asm!("xgetbv", in("ecx") 0u32, out("eax") lo, out("edx") hi, options(nomem, nostack, preserves_flags));
+        }
+        (u64::from(hi) << 32) | u64::from(lo)
+    }
+
+    /// Which widths the CPU has and the OS enabled: `(ymm, zmm)`.
+    fn detect() -> (bool, bool) {
+        let (max_leaf, ..) = cpuid(0);
+        let (_, _, ecx1, _) = cpuid(1);
+        let (osxsave, avx) = (ecx1 & (1 << 27) != 0, ecx1 & (1 << 28) != 0);
+        if !osxsave {
+            return (false, false);
+        }
+        // SAFETY: OSXSAVE is set (checked above).
+        let xcr0 = unsafe { xcr0() };
+        // XCR0 bits 1 (SSE) and 2 (AVX upper halves); 5-7 (opmask, ZMM0-15 upper, ZMM16-31).
+        let ymm = avx && xcr0 & 0b110 == 0b110;
+        let avx512f = max_leaf >= 7 && cpuid_7_ebx() & (1 << 16) != 0;
+        (ymm, ymm && avx512f && xcr0 & 0xe0 == 0xe0)
+    }
+
+    /// CPUID leaf 7 subleaf 0, `EBX` (structured extended features).
+    fn cpuid_7_ebx() -> u32 {
+        // SAFETY: `cpuid` exists on every x86-64 CPU and only reads identification registers;
+        // leaf 7 with subleaf 0 is the documented form (`__cpuid_count` is an `unsafe fn` on
+        // older toolchains, a safe one on newer).
+        #[allow(unused_unsafe)]
+        let r = unsafe { core::arch::x86_64::__cpuid_count(7, 0) };
+        r.ebx
+    }
+
+    /// # Safety
+    ///
+    /// [`FillMethod::fill`]'s contract, and the CPU and OS support AVX (checked by [`methods`]).
+    unsafe fn fill_ymm(dst: *mut [u64; 8], lines: usize, line: &[u64; 8]) {
+        if lines == 0 {
+            return;
+        }
+        // SAFETY: `line` is 64 readable bytes (two unaligned 32-byte loads); `dst` is 64-byte
+        // aligned and writable for `lines * 64` bytes, so every `vmovntdq` of 32 bytes at
+        // `p` and `p + 32` (for `p` = dst, dst + 64, ..., `lines` times, `lines >= 1`) is
+        // aligned and inside it; AVX is present and OS-enabled (the caller); ymm0/ymm1 are
+        // declared clobbered through their xmm halves (the same registers), and the closing
+        // `vzeroupper` leaves no dirty upper state for the SSE code that follows.
+        unsafe {
+            asm!(
+                "vmovdqu ymm0, [{line}]",
+                "vmovdqu ymm1, [{line} + 32]",
+                "2:",
+                "vmovntdq [{p}], ymm0",
+                "vmovntdq [{p} + 32], ymm1",
+                "add {p}, 64",
+                "dec {n}",
+                "jnz 2b",
+                "vzeroupper",
+                line = in(reg) line.as_ptr(),
+                p = inout(reg) dst => _,
+                n = inout(reg) lines => _,
+                out("xmm0") _,
+                out("xmm1") _,
+                options(nostack),
+            );
+        }
+    }
+
+    /// # Safety
+    ///
+    /// [`FillMethod::fill`]'s contract, and the CPU and OS support AVX-512F (checked by
+    /// [`methods`]).
+    unsafe fn fill_zmm(dst: *mut [u64; 8], lines: usize, line: &[u64; 8]) {
+        if lines == 0 {
+            return;
+        }
+        // SAFETY: `line` is 64 readable bytes (one unaligned 64-byte load); `dst` is 64-byte
+        // aligned and writable for `lines * 64` bytes, so every 64-byte `vmovntdq` at `p` (for
+        // `p` = dst, dst + 64, ..., `lines >= 1` times) is aligned and inside it; AVX-512F is
+        // present and OS-enabled (the caller); zmm0 is declared clobbered through its xmm half
+        // (the same register), and `vzeroupper` clears the upper state before SSE code runs.
+        unsafe {
+            asm!(
+                "vmovdqu64 zmm0, [{line}]",
+                "2:",
+                "vmovntdq [{p}], zmm0",
+                "add {p}, 64",
+                "dec {n}",
+                "jnz 2b",
+                "vzeroupper",
+                line = in(reg) line.as_ptr(),
+                p = inout(reg) dst => _,
+                n = inout(reg) lines => _,
+                out("xmm0") _,
+                options(nostack),
+            );
+        }
+    }
+
+    /// The wide fills this CPU has, narrowest first (CPUID and XGETBV on every call).
+    pub(crate) fn methods() -> impl Iterator<Item = FillMethod> {
+        let (ymm, zmm) = if cfg!(feature = "no-cpuid") { (false, false) } else { detect() };
+        [
+            ymm.then_some(FillMethod { name: "vmovntdq_ymm", fill: fill_ymm }),
+            zmm.then_some(FillMethod { name: "vmovntdq_zmm", fill: fill_zmm }),
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
+/// See [`crate::wide_fill_methods`].
+pub(crate) fn wide_fill_methods() -> impl Iterator<Item = crate::FillMethod> {
+    #[cfg(all(not(stream_hal_emulate), target_feature = "sse2"))]
+    return wide::methods();
+    #[cfg(not(all(not(stream_hal_emulate), target_feature = "sse2")))]
+    return core::iter::empty();
+}
+
 #[cfg(test)]
 mod tests {
     //! Both streaming clear bodies zero exactly their range. The `clzero` body runs where the CPU
@@ -718,6 +857,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn wide_fills_write_exactly_their_lines() {
+        #[repr(C, align(64))]
+        #[derive(Clone, Copy)]
+        struct Line([u64; 8]);
+        let line = [0x0102_0304_0506_0708, 2, 3, 4, 5, 6, 7, u64::MAX];
+        let methods: std::vec::Vec<crate::FillMethod> = super::wide_fill_methods().collect();
+        for m in &methods {
+            for lines in [0usize, 1, 2, 3, 17, 64] {
+                // One guard line on each side.
+                let mut buf = std::vec![Line([0xeeee_eeee_eeee_eeee; 8]); lines + 2];
+                // SAFETY: lines 1..=lines of `buf` are 64-byte aligned and writable, nothing
+                // else touches `buf` until the drain below.
+                unsafe { m.fill(buf.as_mut_ptr().add(1).cast(), lines, &line) };
+                crate::drain();
+                assert_eq!(buf[0].0, [0xeeee_eeee_eeee_eeee; 8], "{}: guard before", m.name);
+                assert_eq!(buf[lines + 1].0, [0xeeee_eeee_eeee_eeee; 8], "{}: guard after", m.name);
+                assert!(buf[1..=lines].iter().all(|l| l.0 == line), "{}: {lines} lines", m.name);
+            }
+        }
+        // Tell the log which widths this CPU ran (AVX-512 only on such machines).
+        std::eprintln!(
+            "wide fills tested: {:?}",
+            methods.iter().map(|m| m.name).collect::<std::vec::Vec<_>>()
+        );
     }
 
     #[test]
