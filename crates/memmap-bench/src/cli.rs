@@ -219,7 +219,7 @@ struct TimingArgs {
     /// CPUs available). 1 leaves the all-core rows out.
     #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = threads_arg)]
     threads: memmap_core::Threads,
-    /// Rounds per strategy (default: 30 for zone-device as in the seeds, 15 for deferred, 5 for the others).
+    /// Rounds per strategy (default: 30 for zone-device as in the seeds, 15 for deferred, 9 for hugetlb, 7 for clear, 5 for the others).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     rounds: Option<u32>,
     /// Kernel config preset modelled by the timing scenarios.

@@ -298,26 +298,60 @@ pub fn method_fn(kind: FillKind, name: &str) -> Option<Method> {
     methods().into_iter().find(|&(n, k, _)| k == kind && n == name).map(|(_, _, f)| f)
 }
 
-/// Runs the best method of `kind` at `threads` (from `limits`) over `[dst, dst + len)` split
-/// between `threads` threads; returns the wall time. `None` if no method of `kind` was measured.
+/// Runs of each method in [`best_on`].
+const CALIBRATION_RUNS: usize = 3;
+
+/// The best method of `kind` at `threads` on the storage `[dst, dst + len)`: every method of
+/// the kind that the limits phase measured runs [`CALIBRATION_RUNS`] times on this storage,
+/// interleaved, split between `threads` threads, and the method with the fastest run wins.
+/// The method that is best on a 1 GiB buffer is not always best on a scenario's storage
+/// (`memset` of a large range, for one, takes another path inside the C library). `None` if
+/// no method of `kind` was measured.
 ///
 /// # Safety
 ///
 /// `dst` is valid for writes of `len` bytes, page-aligned, `len` a multiple of 4096, and
 /// nothing else accesses it until this returns. Not for [`FillKind::Copy`].
-pub unsafe fn run_best(
+pub unsafe fn best_on(
     limits: &Limits,
     kind: FillKind,
     threads: usize,
     dst: *mut u8,
     len: usize,
+) -> Option<String> {
+    let candidates: Vec<(&str, Method)> = limits
+        .at(threads)
+        .methods
+        .iter()
+        .filter(|m| m.kind == kind && kind != FillKind::Copy)
+        .filter_map(|m| method_fn(kind, &m.method).map(|f| (m.method.as_str(), f)))
+        .collect();
+    let mut best: Vec<Duration> = vec![Duration::MAX; candidates.len()];
+    for _ in 0..CALIBRATION_RUNS {
+        for (b, &(_, f)) in best.iter_mut().zip(&candidates) {
+            // The caller's contract is `run_split`'s.
+            *b = (*b).min(run_split(threads, dst as usize, dst as usize, len, f));
+        }
+    }
+    best.iter().zip(&candidates).min_by_key(|(d, _)| **d).map(|(_, (name, _))| (*name).to_string())
+}
+
+/// Runs the method `name` of `kind` over `[dst, dst + len)` split between `threads` threads;
+/// returns the wall time. `None` if this machine has no such method.
+///
+/// # Safety
+///
+/// As for [`best_on`].
+pub unsafe fn run_method(
+    name: &str,
+    kind: FillKind,
+    threads: usize,
+    dst: *mut u8,
+    len: usize,
 ) -> Option<Duration> {
-    let at = limits.at(threads);
-    let name = match kind {
-        FillKind::Zero => &at.fill_zero_method,
-        FillKind::Nonzero => &at.fill_nonzero_method,
-        FillKind::Copy => return None,
-    };
+    if kind == FillKind::Copy {
+        return None;
+    }
     let f = method_fn(kind, name)?;
     Some(run_split(threads, dst as usize, dst as usize, len, f))
 }

@@ -162,8 +162,10 @@ pub struct ScenarioReport {
     /// ([`ScenarioReport::paired`]): the median of every limit run paired with this scenario's
     /// rounds (after the first); otherwise the limits phase's (`limits_phase_gbps`).
     pub limit_gbps: f64,
-    /// The limit's method: the best method of the kind at this thread count in the limits
-    /// phase (`stream_fill`, `clzero`, `memset`, ...), which the paired runs also use.
+    /// The limit's method (`stream_fill`, `vmovntdq_ymm`, `clzero`, `memset`, ...): paired, the
+    /// best method of the kind at this thread count on storage like the scenario's, chosen
+    /// there just before the rounds (every method's fastest of three runs); otherwise the best
+    /// in the limits phase.
     pub limit_method: String,
     /// The thread count whose limit is used ([`Limits::at`]: `threads`, or the largest count
     /// measured below it).
@@ -258,7 +260,7 @@ impl ScenarioReport {
     }
 
     /// Judges every result against the limit runs paired with its rounds (see
-    /// [`ScenarioReport::paired`]): `pairs[i]` are the times of the limit method over
+    /// [`ScenarioReport::paired`]): `pairs[i]` are the times of the limit method `method` over
     /// `probe_bytes` next to `results[i]`'s rounds (as [`crate::measure::interleaved_paired`]
     /// returns them). `x_limit` becomes the median of the per-round ratios (rounds after the
     /// first), `paired_limit_gbps` the median limit run, and the scenario's `limit_gbps` the
@@ -267,7 +269,7 @@ impl ScenarioReport {
     /// # Panics
     ///
     /// If `pairs` is not one entry per result, or a pair's rounds are not the result's.
-    pub fn set_paired_limit(&mut self, probe_bytes: u64, pairs: &[Samples]) {
+    pub fn set_paired_limit(&mut self, method: &str, probe_bytes: u64, pairs: &[Samples]) {
         assert_eq!(pairs.len(), self.results.len(), "one paired limit per result");
         let mut pooled = Vec::new();
         for (r, p) in self.results.iter_mut().zip(pairs) {
@@ -284,6 +286,7 @@ impl ScenarioReport {
             pooled.extend(limit);
         }
         self.limit_gbps = crate::measure::median_f64(&pooled);
+        self.limit_method = method.to_string();
         self.paired = true;
         self.refresh_measurement_errors();
     }
@@ -329,7 +332,7 @@ impl ScenarioReport {
         if self.paired {
             let _ = writeln!(
                 s,
-                "  limit: {} on {} thread(s): {} run next to every round on storage like this scenario's, median {:.2} GB/s (limits phase {:.2}); x limit = median of each round's ratio to the run next to it",
+                "  limit: {} on {} thread(s): {} (the best method on storage like this scenario's) run next to every round, median {:.2} GB/s (limits phase {:.2}); x limit = median of each round's ratio to the run next to it",
                 self.limit.label(),
                 self.limit_threads,
                 self.limit_method,
@@ -684,7 +687,7 @@ mod tests {
         // Against the limits phase's 10 GB/s its median 25.6 GB/s would be an error.
         let mut sc = ScenarioReport::from_samples(spec(1), &limits(), std::slice::from_ref(&strategy));
         assert!(sc.results[0].measurement_error);
-        sc.set_paired_limit(1_000_000_000, &[limit]);
+        sc.set_paired_limit("stream_fill", 1_000_000_000, &[limit]);
         assert!(sc.paired);
         assert!((sc.results[0].x_limit - 25.0 / 26.0).abs() < 1e-9, "{}", sc.results[0].x_limit);
         assert!(!sc.results[0].measurement_error);
@@ -695,7 +698,8 @@ mod tests {
         // Faster than the limit run next to it in most rounds: an error, whatever the mode.
         let strategy = rounds("fast", &[60, 22, 52, 22, 44]);
         let mut sc = ScenarioReport::from_samples(spec(1), &limits(), &[strategy]);
-        sc.set_paired_limit(1_000_000_000, &[rounds("limit", &[50, 25, 50, 25, 50])]);
+        sc.set_paired_limit("memset", 1_000_000_000, &[rounds("limit", &[50, 25, 50, 25, 50])]);
+        assert_eq!(sc.limit_method, "memset");
         assert!(sc.results[0].x_limit > 1.1 && sc.results[0].measurement_error);
         assert_eq!(sc.results[0].paired_limit_gbps, Some(30.0));
         let json = serde_json::to_value(&sc).unwrap();

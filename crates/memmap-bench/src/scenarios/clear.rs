@@ -128,7 +128,7 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
     let (common, limits) = (ctx.common, ctx.limits);
     let huge_pages = (size as usize / HUGE).max(1);
     let len = huge_pages * HUGE;
-    let rounds = common.rounds(5, 3);
+    let rounds = common.rounds(7, 3);
     let mut arena = MmapOptions::new()
         .len(len)
         .map_anon()
@@ -184,13 +184,15 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
     // The limit run next to each strategy's rounds: the best zero fill at its thread count, on
     // this arena.
     let mut companions = Vec::new();
+    let mut limit_methods = Vec::new();
     for &threads in &counts {
-        companions.push(Runner::new("limit", move |_| {
-            // SAFETY: the arena is `len` bytes (whole pages) at the page-aligned `base`, mapped
-            // for the whole scenario, touched by no other runner while this one runs.
-            unsafe { crate::limits::run_best(limits, FillKind::Zero, threads, base as *mut u8, len) }
-                .unwrap_or_default()
-        }));
+        // SAFETY: the arena is `len` bytes (whole pages) at the page-aligned `base`, mapped for
+        // the whole scenario; the runners run one at a time, so nothing else touches it while
+        // the calibration or the limit runner runs.
+        let (runner, method) =
+            unsafe { super::limit_runner(limits, FillKind::Zero, threads, base as *mut u8, len) };
+        companions.push(runner);
+        limit_methods.push(method);
     }
     let (samples, paired) = interleaved_paired(rounds, &mut runners, &mut companions, &pair);
     drop((runners, companions));
@@ -217,7 +219,7 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
         let n = bodies.len();
         let (from, to) = if k == 0 { (0, n) } else { (n, n + 1) };
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[from..to]);
-        sc.set_paired_limit(len as u64, &paired[from..to]);
+        sc.set_paired_limit(&limit_methods[k], len as u64, &paired[from..to]);
         sc.extra.insert("huge_pages".into(), (huge_pages as u64).into());
         sc.extra.insert("fault_ms".into(), fault_ms.into());
         out.push(sc);

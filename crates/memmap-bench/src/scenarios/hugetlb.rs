@@ -113,7 +113,7 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
     let per_node = p.count / u64::from(nodes);
     let specs: Vec<NodeSpec> = (0..nodes).map(|nid| NodeSpec::packed(nid, h, per_node)).collect();
     let count = per_node * u64::from(nodes);
-    let rounds = common.rounds(5, 3);
+    let rounds = common.rounds(9, 3);
     let strategies = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
     // With HVO only 63 tails per folio are written: there is nothing to spread.
     let counts = if hvo { vec![1] } else { thread_counts(common.threads) };
@@ -146,6 +146,7 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
     let mode = if hvo { HvoMode::On } else { HvoMode::Off };
     let request = BootRequest::per_node(h, per_node);
     let pb = bar(rounds as u64 * runs.len() as u64, name(hvo), common.progress);
+    let limit_methods;
     let samples = {
         let mut runners: Vec<Runner<'_>> = runs
             .iter()
@@ -175,11 +176,12 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
                 })
             })
             .collect();
-        let mut companions: Vec<Runner<'_>> = probes
+        let (mut companions, methods): (Vec<Runner<'_>>, Vec<String>) = probes
             .iter_mut()
             .zip(probe_counts)
             .map(|(probe, &t)| probe.runner(limits, FillKind::Nonzero, t))
-            .collect();
+            .unzip();
+        limit_methods = methods;
         // Each strategy's rounds next to the limit run of its thread count (none with HVO).
         let pair: Vec<Option<usize>> =
             runs.iter().map(|(t, _)| probe_counts.iter().position(|c| c == t)).collect();
@@ -223,7 +225,7 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
         let n = strategies.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
         if let Some(probe) = probes.get(k) {
-            sc.set_paired_limit(probe.len() as u64, &paired[k * n..(k + 1) * n]);
+            sc.set_paired_limit(&limit_methods[k], probe.len() as u64, &paired[k * n..(k + 1) * n]);
         }
         sc.extra.insert("gigantic_pages".into(), count.into());
         sc.extra.insert("nodes".into(), nodes.into());

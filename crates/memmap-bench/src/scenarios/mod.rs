@@ -293,20 +293,45 @@ impl Probe {
         self.map.is_empty()
     }
 
-    /// A runner that fills the probe with the best method of `kind` at `threads`.
+    /// A runner that fills the probe with the best method of `kind` at `threads` on this
+    /// probe ([`limit_runner`]), and that method's name.
     pub fn runner<'a>(
         &'a mut self,
-        limits: &'a Limits,
+        limits: &Limits,
         kind: crate::limits::FillKind,
         threads: usize,
-    ) -> Runner<'a> {
-        let (ptr, len) = (self.map.as_mut_ptr(), self.map.len());
-        Runner::new("limit", move |_| {
-            // SAFETY: the probe's mapping is `len` bytes (whole pages, page-aligned), borrowed
-            // for the runner's lifetime and touched by nothing else.
-            unsafe { crate::limits::run_best(limits, kind, threads, ptr, len) }.unwrap_or_default()
-        })
+    ) -> (Runner<'a>, String) {
+        // SAFETY: the probe's mapping is `len` bytes (whole pages, page-aligned), exclusively
+        // borrowed for the runner's lifetime and touched by nothing else.
+        unsafe { limit_runner(limits, kind, threads, self.map.as_mut_ptr(), self.map.len()) }
     }
+}
+
+/// The limit run paired with a scenario's rounds ([`ScenarioReport::paired`]): the best method
+/// of `kind` at `threads` on the storage `[ptr, ptr + len)` (chosen there by
+/// [`crate::limits::best_on`]) as a runner, and that method's name.
+///
+/// # Safety
+///
+/// `ptr` is valid for writes of `len` bytes, page-aligned, `len` a multiple of 4096, for the
+/// runner's lifetime `'a`; nothing else accesses the range while this function or the runner
+/// runs.
+pub unsafe fn limit_runner<'a>(
+    limits: &Limits,
+    kind: crate::limits::FillKind,
+    threads: usize,
+    ptr: *mut u8,
+    len: usize,
+) -> (Runner<'a>, String) {
+    // SAFETY: the caller's contract is `best_on`'s.
+    let method = unsafe { crate::limits::best_on(limits, kind, threads, ptr, len) }.unwrap_or_default();
+    let name = method.clone();
+    let runner = Runner::new("limit", move |_| {
+        // SAFETY: the caller's contract: `[ptr, ptr + len)` is writable, page-aligned, whole
+        // pages, untouched by anything else while the runner runs.
+        unsafe { crate::limits::run_method(&method, kind, threads, ptr, len) }.unwrap_or_default()
+    });
+    (runner, name)
 }
 
 /// The thread counts a scenario runs: 1, and `threads` when it is more.

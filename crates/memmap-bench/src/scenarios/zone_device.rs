@@ -165,6 +165,7 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
     let pb = bar(nr * rounds as u64 * runs.len() as u64, case.name(), common.progress);
     let step = cfg.pageblock_nr_pages();
     let written_cell = std::cell::Cell::new(0u64);
+    let limit_methods;
     let samples = {
         let mut runners: Vec<Runner<'_>> = runs
             .iter()
@@ -182,11 +183,12 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
                 })
             })
             .collect();
-        let mut companions: Vec<Runner<'_>> = probes
+        let (mut companions, methods): (Vec<Runner<'_>>, Vec<String>) = probes
             .iter_mut()
             .zip(&counts)
             .map(|(probe, &t)| probe.runner(limits, FillKind::Nonzero, t))
-            .collect();
+            .unzip();
+        limit_methods = methods;
         // Each strategy's rounds next to the limit run of its thread count.
         let pair: Vec<Option<usize>> = runs.iter().map(|(t, _)| counts.iter().position(|c| c == t)).collect();
         interleaved_paired(rounds, &mut runners, &mut companions, &pair)
@@ -226,7 +228,7 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
         };
         let n = strategies.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
-        sc.set_paired_limit(probes[k].len() as u64, &paired[k * n..(k + 1) * n]);
+        sc.set_paired_limit(&limit_methods[k], probes[k].len() as u64, &paired[k * n..(k + 1) * n]);
         sc.extra.insert("device_bytes".into(), p.size.into());
         sc.extra.insert("memmap_pfns".into(), nr.into());
         sc.extra.insert("identical_to_slow".into(), identical.into());
