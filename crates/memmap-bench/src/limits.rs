@@ -301,12 +301,17 @@ pub fn method_fn(kind: FillKind, name: &str) -> Option<Method> {
 /// Runs of each method in [`best_on`].
 const CALIBRATION_RUNS: usize = 3;
 
-/// The best method of `kind` at `threads` on the storage `[dst, dst + len)`: every method of
+/// A runner-up within this factor of the best method's fastest run is kept by [`best_on`].
+const RUNNER_UP: f64 = 1.05;
+
+/// The best methods of `kind` at `threads` on the storage `[dst, dst + len)`: every method of
 /// the kind that the limits phase measured runs [`CALIBRATION_RUNS`] times on this storage,
-/// interleaved, split between `threads` threads, and the method with the fastest run wins.
-/// The method that is best on a 1 GiB buffer is not always best on a scenario's storage
-/// (`memset` of a large range, for one, takes another path inside the C library). `None` if
-/// no method of `kind` was measured.
+/// interleaved, split between `threads` threads; the method with the fastest run comes first,
+/// followed by the runner-up when its fastest run is within 5 % (three runs cannot order two
+/// methods that close, and the limit is whichever of them is faster at the moment; see
+/// [`run_fastest`]). The method that is best on a 1 GiB buffer is not always best on a
+/// scenario's storage (`memset` of a large range, for one, takes another path inside the C
+/// library). Empty if no method of `kind` was measured.
 ///
 /// # Safety
 ///
@@ -318,7 +323,7 @@ pub unsafe fn best_on(
     threads: usize,
     dst: *mut u8,
     len: usize,
-) -> Option<String> {
+) -> Vec<String> {
     let candidates: Vec<(&str, Method)> = limits
         .at(threads)
         .methods
@@ -333,7 +338,38 @@ pub unsafe fn best_on(
             *b = (*b).min(run_split(threads, dst as usize, dst as usize, len, f));
         }
     }
-    best.iter().zip(&candidates).min_by_key(|(d, _)| **d).map(|(_, (name, _))| (*name).to_string())
+    let mut ranked: Vec<(Duration, &str)> = best.into_iter().zip(candidates.iter().map(|c| c.0)).collect();
+    ranked.sort_by_key(|r| r.0);
+    let fastest = ranked.first().map_or(Duration::ZERO, |r| r.0);
+    ranked
+        .iter()
+        .take(2)
+        .filter(|r| r.0.as_secs_f64() <= fastest.as_secs_f64() * RUNNER_UP)
+        .map(|r| r.1.to_string())
+        .collect()
+}
+
+/// Runs each of `methods` ([`best_on`]'s answer) once over `[dst, dst + len)` split between
+/// `threads` threads, starting with `methods[first % n]`, and returns the fastest run's wall
+/// time (zero if none ran).
+///
+/// # Safety
+///
+/// As for [`best_on`].
+pub unsafe fn run_fastest(
+    methods: &[String],
+    kind: FillKind,
+    threads: usize,
+    first: usize,
+    dst: *mut u8,
+    len: usize,
+) -> Duration {
+    let n = methods.len();
+    (0..n)
+        // SAFETY: the caller's contract is `run_method`'s.
+        .filter_map(|k| unsafe { run_method(&methods[(first + k) % n], kind, threads, dst, len) })
+        .min()
+        .unwrap_or_default()
 }
 
 /// Runs the method `name` of `kind` over `[dst, dst + len)` split between `threads` threads;
@@ -483,5 +519,24 @@ mod tests {
         }
         assert_eq!(l.at(3).threads, 3);
         assert_eq!(l.at(1).threads, 1);
+    }
+
+    #[test]
+    fn the_paired_limit_methods_are_measured_methods_of_the_kind() {
+        let l = measure(8 << 20, 2, &[]).unwrap();
+        let mut buf = Buffer::new(8 << 20).unwrap();
+        let (p, n) = (buf.map.as_mut_ptr(), buf.map.len());
+        for kind in [FillKind::Zero, FillKind::Nonzero] {
+            // SAFETY: `buf` is a page-aligned mapping of whole pages, used by nothing else.
+            let best = unsafe { best_on(&l, kind, 2, p, n) };
+            assert!((1..=2).contains(&best.len()), "{best:?}");
+            assert!(best.iter().all(|m| l.at(2).method(kind, m).is_some()), "{best:?}");
+            // SAFETY: as above.
+            assert!(unsafe { run_fastest(&best, kind, 2, 1, p, n) } > Duration::ZERO);
+        }
+        // SAFETY: as above.
+        assert!(unsafe { best_on(&l, FillKind::Copy, 1, p, n) }.is_empty());
+        // The last fills were non-zero ones, over the whole buffer.
+        assert_eq!((buf.map[0], buf.map[n - 1]), (0x5a, 0x5a));
     }
 }

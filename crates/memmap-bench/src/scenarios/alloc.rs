@@ -2,7 +2,8 @@
 //! 16 GiB) with init_on_alloc on is allocated completely in order-9 (2 MiB) blocks; each
 //! allocation is zeroed either page by page (`per-page`: one 4 KiB `clear_pages(page, 1)` per
 //! page, the old `kernel_init_pages` loop) or with one `clear_pages(block, 512)` (`batch`, the
-//! 2026 series). The arena holding the page contents is resident before measuring.
+//! 2026 series). The arena holding the page contents is resident before measuring. Every round
+//! runs next to the best zero fill of one thread on the arena itself (the paired limit).
 
 use std::time::Instant;
 
@@ -12,7 +13,8 @@ use memmap_core::{
 };
 
 use super::{Context, RunError, Scenario};
-use crate::measure::{Runner, interleaved};
+use crate::limits::FillKind;
+use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::bar;
 use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
@@ -118,8 +120,34 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
         })
     };
     let mut runners = vec![runner(ClearMode::PerPage), runner(ClearMode::Batch)];
-    let samples = interleaved(rounds, &mut runners);
-    drop(runners);
+    // The limit run next to each round: the best zero fill on one thread, on the arena itself
+    // (borrowed again for every run, as the strategies do).
+    let limit_methods = {
+        let mut guard = storage.borrow_mut();
+        let mut arena = guard.1.arena();
+        let bytes = arena.bytes_mut();
+        // SAFETY: the arena's bytes, exclusively borrowed for the call (the RefCell guard),
+        // page-aligned whole pages (an mmap of `nr` pages).
+        unsafe { crate::limits::best_on(limits, FillKind::Zero, 1, bytes.as_mut_ptr(), bytes.len()) }
+    };
+    let mut companions = vec![Runner::new("limit", |round| {
+        let mut guard = storage.borrow_mut();
+        let mut arena = guard.1.arena();
+        let bytes = arena.bytes_mut();
+        // SAFETY: as above; the runners run one at a time, each holding the guard.
+        unsafe {
+            crate::limits::run_fastest(
+                &limit_methods,
+                FillKind::Zero,
+                1,
+                round,
+                bytes.as_mut_ptr(),
+                bytes.len(),
+            )
+        }
+    })];
+    let (samples, paired) = interleaved_paired(rounds, &mut runners, &mut companions, &[Some(0), Some(0)]);
+    drop((runners, companions));
     pb.finish_and_clear();
     let zeroed = storage.borrow_mut().1.arena().bytes().iter().step_by(4093).all(|&b| b == 0);
     assert!(zeroed, "init_on_alloc left non-zero bytes");
@@ -137,6 +165,7 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
         limit: LimitKind::FillZero,
     };
     let mut sc = ScenarioReport::from_samples(spec, limits, &samples);
+    sc.set_paired_limit(&limit_methods.join(" or "), nr * 4096, &paired);
     sc.extra.insert("allocations".into(), blocks.into());
     Ok(sc)
 }

@@ -119,6 +119,16 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
     let counts = if hvo { vec![1] } else { thread_counts(common.threads) };
     let runs: Vec<(usize, Strategy)> =
         counts.iter().flat_map(|&t| strategies.iter().map(move |&s| (t, s))).collect();
+    // The limit runs' storage, without HVO (where the memmap is written in full), first: so
+    // that it gets memory at least as good as the memmaps' (the later of several large
+    // mappings may find no transparent huge page left).
+    let probe_counts: &[usize] = if hvo { &[] } else { &counts };
+    let memmap_bytes: u64 = specs.iter().map(|s| s.nr_pages * size_of::<Page64>() as u64).sum();
+    let mut probes: Vec<Probe> = probe_counts
+        .iter()
+        .map(|_| Probe::new(usize::try_from(memmap_bytes).unwrap_or(usize::MAX)))
+        .collect::<Result<_, _>>()
+        .map_err(RunError::of(name(hvo), "map the limit probe"))?;
     let mut storage: Vec<Vec<OwnedMemmap<Page64>>> = runs
         .iter()
         .map(|_| specs.iter().map(|s| OwnedMemmap::new(p.config, s.start_pfn, s.nr_pages)).collect())
@@ -136,13 +146,6 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
         }
         fault_ms.push(t);
     }
-    // The same-memory limit probe, without HVO (where the memmap is written in full).
-    let probe_counts: &[usize] = if hvo { &[] } else { &counts };
-    let mut probes: Vec<Probe> = probe_counts
-        .iter()
-        .map(|_| Probe::new(storage[0].iter().map(OwnedMemmap::bytes).sum()))
-        .collect::<Result<_, _>>()
-        .map_err(RunError::of(name(hvo), "map the limit probe"))?;
     let mode = if hvo { HvoMode::On } else { HvoMode::Off };
     let request = BootRequest::per_node(h, per_node);
     let pb = bar(rounds as u64 * runs.len() as u64, name(hvo), common.progress);

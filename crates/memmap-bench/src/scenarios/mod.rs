@@ -7,7 +7,10 @@
 //! [`crate::measure::interleaved`], and returns [`ScenarioReport`]s: the zone-device, hugetlb
 //! (without HVO) and clear scenarios return two, the kernel-faithful one-thread run and the
 //! all-core run ([`Common::threads`] workers, through the libraries' parallel runners), whose
-//! strategies run interleaved in the same rounds.
+//! strategies run interleaved in the same rounds. Those three also pair every round of every
+//! strategy with a run of the limit method of its thread count on storage like its own
+//! ([`crate::measure::interleaved_paired`], [`limit_runner`], [`ScenarioReport::paired`]), so
+//! each round is judged against the machine's bandwidth of that moment.
 //!
 //! ## What "first" measures
 //!
@@ -308,8 +311,10 @@ impl Probe {
 }
 
 /// The limit run paired with a scenario's rounds ([`ScenarioReport::paired`]): the best method
-/// of `kind` at `threads` on the storage `[ptr, ptr + len)` (chosen there by
-/// [`crate::limits::best_on`]) as a runner, and that method's name.
+/// of `kind` at `threads` on the storage `[ptr, ptr + len)`, or the best two when they are
+/// within 5 % of each other (chosen there by [`crate::limits::best_on`]; each run then runs
+/// both, alternating which goes first, and counts the faster), as a runner, and the method
+/// names (`clzero or clear_pages`).
 ///
 /// # Safety
 ///
@@ -324,12 +329,12 @@ pub unsafe fn limit_runner<'a>(
     len: usize,
 ) -> (Runner<'a>, String) {
     // SAFETY: the caller's contract is `best_on`'s.
-    let method = unsafe { crate::limits::best_on(limits, kind, threads, ptr, len) }.unwrap_or_default();
-    let name = method.clone();
-    let runner = Runner::new("limit", move |_| {
+    let methods = unsafe { crate::limits::best_on(limits, kind, threads, ptr, len) };
+    let name = methods.join(" or ");
+    let runner = Runner::new("limit", move |round| {
         // SAFETY: the caller's contract: `[ptr, ptr + len)` is writable, page-aligned, whole
         // pages, untouched by anything else while the runner runs.
-        unsafe { crate::limits::run_method(&method, kind, threads, ptr, len) }.unwrap_or_default()
+        unsafe { crate::limits::run_fastest(&methods, kind, threads, round, ptr, len) }
     });
     (runner, name)
 }

@@ -147,6 +147,14 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
     let counts = thread_counts(common.threads);
     let runs: Vec<(usize, Strategy)> =
         counts.iter().flat_map(|&t| strategies.iter().map(move |&s| (t, s))).collect();
+    // The limit runs' storage first, so that it gets memory at least as good as the memmaps'
+    // (the later of several large mappings may find no transparent huge page left).
+    let memmap_bytes = usize::try_from(nr * size_of::<Page64>() as u64).unwrap_or(usize::MAX);
+    let mut probes: Vec<Probe> = counts
+        .iter()
+        .map(|_| Probe::new(memmap_bytes))
+        .collect::<Result<_, _>>()
+        .map_err(RunError::of(case.name(), "map the limit probe"))?;
     let mut memmaps: Vec<OwnedMemmap<Page64>> = runs
         .iter()
         .map(|_| OwnedMemmap::new(cfg, DEVICE_START_PFN, nr))
@@ -157,11 +165,6 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
     for m in &mut memmaps {
         fault_ms.push(prefault(m).map_err(RunError::of(case.name(), "fault the memmap in"))?);
     }
-    let mut probes: Vec<Probe> = counts
-        .iter()
-        .map(|_| Probe::new(memmaps[0].bytes()))
-        .collect::<Result<_, _>>()
-        .map_err(RunError::of(case.name(), "map the limit probe"))?;
     let pb = bar(nr * rounds as u64 * runs.len() as u64, case.name(), common.progress);
     let step = cfg.pageblock_nr_pages();
     let written_cell = std::cell::Cell::new(0u64);

@@ -48,17 +48,8 @@ pub fn move_pfn_range_to_zone<P: StructPage, H: InitHooks>(
         _ => None,
     };
     let Some((plan, start, end)) = part else {
-        let (used, reason) = resolve_job(memmap, opts, hooks, 0);
-        return Ok(InitReport {
-            start_pfn: range.start_pfn,
-            nr_pages: 0,
-            pages_initialized: 0,
-            requested: opts.strategy,
-            used,
-            reason,
-            backend: stream_hal::backend(),
-            drains: 0,
-        });
+        let resolved = resolve_job(memmap, opts, hooks, 0);
+        return Ok(InitReport::new(opts, (range.start_pfn, range.start_pfn), 0, resolved, 0));
     };
     let n = end - start;
     let (used, reason) = resolve_job(memmap, opts, hooks, n.saturating_mul(P::SIZE as u64));
@@ -72,16 +63,7 @@ pub fn move_pfn_range_to_zone<P: StructPage, H: InitHooks>(
             0
         }
     };
-    Ok(InitReport {
-        start_pfn: start,
-        nr_pages: n,
-        pages_initialized: n,
-        requested: opts.strategy,
-        used,
-        reason,
-        backend: stream_hal::backend(),
-        drains,
-    })
+    Ok(InitReport::new(opts, (start, end), n, (used, reason), drains))
 }
 
 /// One iteration of `memmap_init_range()`'s loop in `MEMINIT_HOTPLUG` context for ZONE_DEVICE.

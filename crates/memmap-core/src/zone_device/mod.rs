@@ -365,6 +365,30 @@ pub struct InitReport {
     pub drains: u64,
 }
 
+impl InitReport {
+    /// The report of a call with `opts` over `[start_pfn, end_pfn)` that wrote `written` struct
+    /// pages with the strategy `used` (for `reason`) and `drains` drains: the one constructor
+    /// of the one-thread, parallel and altmap inits.
+    pub(crate) fn new(
+        opts: &InitOptions,
+        (start_pfn, end_pfn): (u64, u64),
+        written: u64,
+        (used, reason): (Strategy, StrategyReason),
+        drains: u64,
+    ) -> Self {
+        InitReport {
+            start_pfn,
+            nr_pages: end_pfn - start_pfn,
+            pages_initialized: written,
+            requested: opts.strategy,
+            used,
+            reason,
+            backend: stream_hal::backend(),
+            drains,
+        }
+    }
+}
+
 /// `memmap_init_zone_device(zone, start_pfn, nr_pages, pgmap)`.
 ///
 /// Validates everything before writing anything: on error nothing is written. Zero pages is a
@@ -393,17 +417,8 @@ pub fn memmap_init_zone_device<P: StructPage, H: InitHooks>(
     let plan = match empty {
         Ok(plan) => plan,
         Err(start_pfn) => {
-            let (used, reason) = resolve_job(memmap, opts, hooks, 0);
-            return Ok(InitReport {
-                start_pfn,
-                nr_pages: 0,
-                pages_initialized: 0,
-                requested: opts.strategy,
-                used,
-                reason,
-                backend: stream_hal::backend(),
-                drains: 0,
-            });
+            let resolved = resolve_job(memmap, opts, hooks, 0);
+            return Ok(InitReport::new(opts, (start_pfn, start_pfn), 0, resolved, 0));
         }
     };
     let written = plan.pages_written();
@@ -420,16 +435,7 @@ pub fn memmap_init_zone_device<P: StructPage, H: InitHooks>(
             0
         }
     };
-    Ok(InitReport {
-        start_pfn: plan.start,
-        nr_pages: plan.end - plan.start,
-        pages_initialized: written,
-        requested: opts.strategy,
-        used,
-        reason,
-        backend: stream_hal::backend(),
-        drains,
-    })
+    Ok(InitReport::new(opts, (plan.start, plan.end), written, (used, reason), drains))
 }
 
 /// The strategy of a call writing `bytes` bytes of struct pages (see [`resolve`]).

@@ -165,19 +165,16 @@ where
         chunks.push((b, hooks));
     }
     Ok(ParallelInit {
-        report: InitReport {
-            start_pfn: plan.start,
-            nr_pages: plan.end - plan.start,
-            pages_initialized: written,
-            requested: opts.strategy,
-            used,
-            reason,
-            backend: stream_hal::backend(),
-            drains: drains
+        report: InitReport::new(
+            opts,
+            (plan.start, plan.end),
+            written,
+            (used, reason),
+            drains
                 .into_iter()
                 .map(|d| d.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner))
                 .sum(),
-        },
+        ),
         threads: report.plan.map_or(1, |p| p.nworks),
         chunks,
     })
