@@ -87,14 +87,15 @@ pub fn interleaved(rounds: usize, runners: &mut [Runner<'_>]) -> Vec<Samples> {
 }
 
 /// Runs `rounds` interleaved rounds of every runner, as [`interleaved`], and pairs each run of
-/// runner `i` with a run of `companions[pair[i]]` right next to it: before it in even rounds,
-/// after it in odd ones. Returns the runners' samples and, per runner, its companion's samples
-/// of the same rounds (empty for an unpaired runner).
+/// runner `i` with a run of `companions[pair[i]]` right before it. Returns the runners' samples
+/// and, per runner, its companion's samples of the same rounds (empty for an unpaired runner).
 ///
-/// A companion is the limit method on storage like the runner's: a shared machine's bandwidth
+/// A companion is the limit method on the runner's own storage: a shared machine's bandwidth
 /// moves between modes within a second (on a 2-vCPU guest two threads alternate between about
 /// one and two times one thread's rate as the host places the vCPUs), so a limit measured at
 /// another time can be from another mode; a run next to the strategy's is from the same one.
+/// It runs before the strategy, so the strategy's output is what the storage holds after
+/// every round.
 ///
 /// # Panics
 ///
@@ -122,15 +123,11 @@ pub fn interleaved_paired(
     for round in 0..rounds {
         for k in 0..n {
             let i = if round == 0 { k } else { (round + k) % n };
-            let companion = pair[i];
-            if let Some(c) = companion.filter(|_| round % 2 == 0) {
+            if let Some(c) = pair[i] {
                 paired[i].rounds.push((companions[c].run)(round));
             }
             let t = (runners[i].run)(round);
             out[i].rounds.push(t);
-            if let Some(c) = companion.filter(|_| round % 2 == 1) {
-                paired[i].rounds.push((companions[c].run)(round));
-            }
         }
     }
     (out, paired)
@@ -182,8 +179,8 @@ mod tests {
         let mut runners = vec![mk("a", 10), mk("b", 20), mk("c", 30)];
         let mut companions = vec![mk("p", 100), mk("q", 200)];
         let (s, p) = interleaved_paired(2, &mut runners, &mut companions, &[Some(0), None, Some(1)]);
-        // Round 0: companion first; round 1 (rotated to b, c, a): companion after.
-        assert_eq!(*log.borrow(), ["p", "a", "b", "q", "c", "b", "c", "q", "a", "p"]);
+        // Round 1 is rotated to b, c, a; a companion always right before its runner.
+        assert_eq!(*log.borrow(), ["p", "a", "b", "q", "c", "b", "q", "c", "p", "a"]);
         assert_eq!(s[0].rounds, [Duration::from_millis(10), Duration::from_millis(11)]);
         assert_eq!(p[0].rounds, [Duration::from_millis(100), Duration::from_millis(101)]);
         assert!(p[1].rounds.is_empty());

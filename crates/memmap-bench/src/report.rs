@@ -163,7 +163,7 @@ pub struct ScenarioReport {
     /// rounds (after the first); otherwise the limits phase's (`limits_phase_gbps`).
     pub limit_gbps: f64,
     /// The limit's method (`stream_fill`, `vmovntdq_ymm`, `clzero`, `memset`, ...): paired, the
-    /// best method of the kind at this thread count on storage like the scenario's, chosen
+    /// best method of the kind at this thread count on the scenario's own storage, chosen
     /// there just before the rounds (every method's fastest of three runs), or the best two
     /// within 5 % of each other (`clzero or clear_pages`: each limit run then counts the faster
     /// of the two); otherwise the best in the limits phase.
@@ -176,13 +176,14 @@ pub struct ScenarioReport {
     /// The limit of the kind at this thread count in the limits phase (1 GiB buffer, before
     /// the scenarios), GB/s.
     pub limits_phase_gbps: f64,
-    /// Whether every strategy's round ran next to a run of the limit method on storage like
-    /// the scenario's (as large, faulted in the same way; [`ScenarioReport::set_paired_limit`])
-    /// and `x_limit` is the median of the per-round ratios. A shared machine's bandwidth moves
-    /// between modes within a second (two threads on a 2-vCPU guest alternate between about one
-    /// and two times one thread's rate), so only a limit run next to the strategy's is from the
-    /// same mode; and the memory the scenario writes may allow less than the 1 GiB limit buffer
-    /// (a nested page walk per 4 KiB on a guest without host huge pages).
+    /// Whether every strategy's round ran right after a run of the limit method over that
+    /// strategy's own storage ([`ScenarioReport::set_paired_limit`]) and `x_limit` is the
+    /// median of the per-round ratios. A shared machine's bandwidth moves between modes within
+    /// a second (two threads on a 2-vCPU guest alternate between about one and two times one
+    /// thread's rate), so only a limit run next to the strategy's is from the same mode; and
+    /// what memory allows depends on how it is backed (transparent huge pages or not, which
+    /// differs between mappings of one process once memory is fragmented), so only the same
+    /// storage is a limit for it.
     pub paired: bool,
     /// The strategy speedups are relative to.
     pub baseline: String,
@@ -333,7 +334,7 @@ impl ScenarioReport {
         if self.paired {
             let _ = writeln!(
                 s,
-                "  limit: {} on {} thread(s): {} (the best method on storage like this scenario's) run next to every round, median {:.2} GB/s (limits phase {:.2}); x limit = median of each round's ratio to the run next to it",
+                "  limit: {} on {} thread(s): {} (the best method on this scenario's storage) over each strategy's storage right before each of its rounds, median {:.2} GB/s (limits phase {:.2}); x limit = median of each round's ratio to the run next to it",
                 self.limit.label(),
                 self.limit_threads,
                 self.limit_method,
@@ -695,7 +696,7 @@ mod tests {
         assert_eq!(sc.measurement_errors, 0);
         assert!((sc.limit_gbps - 30.0).abs() < 1e-9, "median of 40, 20, 40, 20");
         assert_eq!(sc.limits_phase_gbps, 10.0);
-        assert!(sc.table().contains("run next to every round"), "{}", sc.table());
+        assert!(sc.table().contains("right before each of its rounds"), "{}", sc.table());
         // Faster than the limit run next to it in most rounds: an error, whatever the mode.
         let strategy = rounds("fast", &[60, 22, 52, 22, 44]);
         let mut sc = ScenarioReport::from_samples(spec(1), &limits(), &[strategy]);

@@ -122,29 +122,12 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
     let mut runners = vec![runner(ClearMode::PerPage), runner(ClearMode::Batch)];
     // The limit run next to each round: the best zero fill on one thread, on the arena itself
     // (borrowed again for every run, as the strategies do).
-    let limit_methods = {
-        let mut guard = storage.borrow_mut();
-        let mut arena = guard.1.arena();
-        let bytes = arena.bytes_mut();
-        // SAFETY: the arena's bytes, exclusively borrowed for the call (the RefCell guard),
-        // page-aligned whole pages (an mmap of `nr` pages).
-        unsafe { crate::limits::best_on(limits, FillKind::Zero, 1, bytes.as_mut_ptr(), bytes.len()) }
-    };
+    let limit_methods =
+        super::calibrate(limits, FillKind::Zero, 1, storage.borrow_mut().1.arena().bytes_mut());
     let mut companions = vec![Runner::new("limit", |round| {
         let mut guard = storage.borrow_mut();
         let mut arena = guard.1.arena();
-        let bytes = arena.bytes_mut();
-        // SAFETY: as above; the runners run one at a time, each holding the guard.
-        unsafe {
-            crate::limits::run_fastest(
-                &limit_methods,
-                FillKind::Zero,
-                1,
-                round,
-                bytes.as_mut_ptr(),
-                bytes.len(),
-            )
-        }
+        super::limit_run(&limit_methods, FillKind::Zero, 1, round, arena.bytes_mut())
     })];
     let (samples, paired) = interleaved_paired(rounds, &mut runners, &mut companions, &[Some(0), Some(0)]);
     drop((runners, companions));

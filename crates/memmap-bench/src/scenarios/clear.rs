@@ -183,17 +183,23 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
     }
     // The limit run next to each strategy's rounds: the best zero fill at its thread count, on
     // this arena.
-    let mut companions = Vec::new();
-    let mut limit_methods = Vec::new();
-    for &threads in &counts {
-        // SAFETY: the arena is `len` bytes (whole pages) at the page-aligned `base`, mapped for
-        // the whole scenario; the runners run one at a time, so nothing else touches it while
-        // the calibration or the limit runner runs.
-        let (runner, method) =
-            unsafe { super::limit_runner(limits, FillKind::Zero, threads, base as *mut u8, len) };
-        companions.push(runner);
-        limit_methods.push(method);
-    }
+    let arena_bytes = || {
+        // SAFETY: the arena is `len` initialized bytes at `base`, mapped for the whole scenario;
+        // the runners and these limit runs run one at a time, and none keeps the slice past
+        // its own run, so the slice is the only access while it lives.
+        unsafe { std::slice::from_raw_parts_mut(base as *mut u8, len) }
+    };
+    let limit_methods: Vec<Vec<String>> =
+        counts.iter().map(|&t| super::calibrate(limits, FillKind::Zero, t, arena_bytes())).collect();
+    let mut companions: Vec<Runner<'_>> = counts
+        .iter()
+        .zip(&limit_methods)
+        .map(|(&threads, methods)| {
+            Runner::new("limit", move |round| {
+                super::limit_run(methods, FillKind::Zero, threads, round, arena_bytes())
+            })
+        })
+        .collect();
     let (samples, paired) = interleaved_paired(rounds, &mut runners, &mut companions, &pair);
     drop((runners, companions));
     pb.finish_and_clear();
@@ -219,7 +225,7 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
         let n = bodies.len();
         let (from, to) = if k == 0 { (0, n) } else { (n, n + 1) };
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[from..to]);
-        sc.set_paired_limit(&limit_methods[k], len as u64, &paired[from..to]);
+        sc.set_paired_limit(&limit_methods[k].join(" or "), len as u64, &paired[from..to]);
         sc.extra.insert("huge_pages".into(), (huge_pages as u64).into());
         sc.extra.insert("fault_ms".into(), fault_ms.into());
         out.push(sc);

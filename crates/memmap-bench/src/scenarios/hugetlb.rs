@@ -14,6 +14,7 @@
 //! compared with the one-thread slow path's afterwards. All pages are on one node (the kernel
 //! gathers nodes in parallel; within a node it uses one worker).
 
+use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use hugetlb_init::{
@@ -21,7 +22,7 @@ use hugetlb_init::{
 };
 use memmap_core::{InitHooks, InitOptions, KernelConfig, OwnedMemmap, Page64, Phase, Strategy, Threads};
 
-use super::{Context, Probe, RunError, Scenario, Setup, prefault, thread_counts};
+use super::{Context, RunError, Scenario, Setup, calibrate, limit_run, prefault, thread_counts};
 use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
@@ -53,9 +54,9 @@ impl Hugetlb {
     }
 
     /// Memmap sets: one per strategy, and without HVO one more per strategy for the all-core
-    /// run and one per thread count for the limit probe.
+    /// run (the paired limit runs write the strategies' own memmaps).
     fn sets(&self) -> u64 {
-        if self.hvo { 3 } else { 8 }
+        if self.hvo { 3 } else { 6 }
     }
 }
 
@@ -119,16 +120,6 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
     let counts = if hvo { vec![1] } else { thread_counts(common.threads) };
     let runs: Vec<(usize, Strategy)> =
         counts.iter().flat_map(|&t| strategies.iter().map(move |&s| (t, s))).collect();
-    // The limit runs' storage, without HVO (where the memmap is written in full), first: so
-    // that it gets memory at least as good as the memmaps' (the later of several large
-    // mappings may find no transparent huge page left).
-    let probe_counts: &[usize] = if hvo { &[] } else { &counts };
-    let memmap_bytes: u64 = specs.iter().map(|s| s.nr_pages * size_of::<Page64>() as u64).sum();
-    let mut probes: Vec<Probe> = probe_counts
-        .iter()
-        .map(|_| Probe::new(usize::try_from(memmap_bytes).unwrap_or(usize::MAX)))
-        .collect::<Result<_, _>>()
-        .map_err(RunError::of(name(hvo), "map the limit probe"))?;
     let mut storage: Vec<Vec<OwnedMemmap<Page64>>> = runs
         .iter()
         .map(|_| specs.iter().map(|s| OwnedMemmap::new(p.config, s.start_pfn, s.nr_pages)).collect())
@@ -149,15 +140,30 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
     let mode = if hvo { HvoMode::On } else { HvoMode::Off };
     let request = BootRequest::per_node(h, per_node);
     let pb = bar(rounds as u64 * runs.len() as u64, name(hvo), common.progress);
-    let limit_methods;
+    // Paired limit runs without HVO (where the memmap is written in full): the methods of each
+    // thread count, chosen on the first memmap set of that count.
+    let memmap_bytes: u64 = storage[0].iter().map(|m| m.bytes() as u64).sum();
+    let limit_methods: Vec<Vec<String>> = if hvo {
+        Vec::new()
+    } else {
+        counts
+            .iter()
+            .map(|&t| {
+                let k = runs.iter().position(|r| r.0 == t).unwrap_or(0);
+                calibrate(limits, FillKind::Nonzero, t, storage[k][0].as_bytes_mut())
+            })
+            .collect()
+    };
+    let storage: Vec<RefCell<Vec<OwnedMemmap<Page64>>>> = storage.into_iter().map(RefCell::new).collect();
     let samples = {
         let mut runners: Vec<Runner<'_>> = runs
             .iter()
-            .zip(storage.iter_mut())
+            .zip(&storage)
             .map(|(&(threads, strategy), owned)| {
                 let specs = &specs;
                 let pb = pb.clone();
                 Runner::new(strategy.name(), move |_| {
+                    let mut owned = owned.borrow_mut();
                     let mut nodes: Vec<Node<'_, Page64, ModelRemap, PhaseTimer>> = owned
                         .iter_mut()
                         .zip(specs)
@@ -179,19 +185,29 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
                 })
             })
             .collect();
-        let (mut companions, methods): (Vec<Runner<'_>>, Vec<String>) = probes
-            .iter_mut()
-            .zip(probe_counts)
-            .map(|(probe, &t)| probe.runner(limits, FillKind::Nonzero, t))
-            .unzip();
-        limit_methods = methods;
-        // Each strategy's rounds next to the limit run of its thread count (none with HVO).
-        let pair: Vec<Option<usize>> =
-            runs.iter().map(|(t, _)| probe_counts.iter().position(|c| c == t)).collect();
+        // Each strategy's round right after the limit run of its thread count over its own
+        // memmaps (none with HVO).
+        let mut companions: Vec<Runner<'_>> = runs
+            .iter()
+            .zip(&storage)
+            .map(|(&(threads, _), owned)| {
+                let methods = limit_methods.get(counts.iter().position(|&c| c == threads).unwrap_or(0));
+                let methods = methods.map_or(&[][..], Vec::as_slice);
+                Runner::new("limit", move |round| {
+                    owned
+                        .borrow_mut()
+                        .iter_mut()
+                        .map(|m| limit_run(methods, FillKind::Nonzero, threads, round, m.as_bytes_mut()))
+                        .sum()
+                })
+            })
+            .collect();
+        let pair: Vec<Option<usize>> = (0..runs.len()).map(|i| (!hvo).then_some(i)).collect();
         interleaved_paired(rounds, &mut runners, &mut companions, &pair)
     };
     let (samples, paired) = samples;
     pb.finish_and_clear();
+    let storage: Vec<Vec<OwnedMemmap<Page64>>> = storage.into_iter().map(RefCell::into_inner).collect();
     let identical =
         storage[1..].iter().all(|s| s.iter().zip(&storage[0]).all(|(a, b)| a.as_bytes() == b.as_bytes()));
     assert!(identical, "{}: a memmap differs from the one-thread slow path", name(hvo));
@@ -227,8 +243,8 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
         };
         let n = strategies.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
-        if let Some(probe) = probes.get(k) {
-            sc.set_paired_limit(&limit_methods[k], probe.len() as u64, &paired[k * n..(k + 1) * n]);
+        if let Some(methods) = limit_methods.get(k) {
+            sc.set_paired_limit(&methods.join(" or "), memmap_bytes, &paired[k * n..(k + 1) * n]);
         }
         sc.extra.insert("gigantic_pages".into(), count.into());
         sc.extra.insert("nodes".into(), nodes.into());

@@ -7,10 +7,11 @@
 //! [`crate::measure::interleaved`], and returns [`ScenarioReport`]s: the zone-device, hugetlb
 //! (without HVO) and clear scenarios return two, the kernel-faithful one-thread run and the
 //! all-core run ([`Common::threads`] workers, through the libraries' parallel runners), whose
-//! strategies run interleaved in the same rounds. Those three also pair every round of every
-//! strategy with a run of the limit method of its thread count on storage like its own
-//! ([`crate::measure::interleaved_paired`], [`limit_runner`], [`ScenarioReport::paired`]), so
-//! each round is judged against the machine's bandwidth of that moment.
+//! strategies run interleaved in the same rounds. Those three (and alloc-init-on-alloc) also
+//! pair every round of every strategy with a run of the limit method of its thread count on
+//! the strategy's own storage, right before it ([`crate::measure::interleaved_paired`],
+//! [`calibrate`], [`limit_run`], [`ScenarioReport::paired`]), so each round is judged against
+//! what that memory allows at that moment.
 //!
 //! ## What "first" measures
 //!
@@ -32,7 +33,6 @@ use std::fmt;
 use memmap_core::{ClearMode, KernelConfig, Strategy};
 
 use crate::limits::Limits;
-use crate::measure::Runner;
 use crate::memory::{MemoryNeed, Overflow};
 use crate::report::ScenarioReport;
 
@@ -257,86 +257,43 @@ pub fn prefault<P: memmap_core::StructPage>(o: &mut memmap_core::OwnedMemmap<P>)
     Ok(t.elapsed().as_secs_f64() * 1e3)
 }
 
-/// Storage for the limit runs paired with a scenario's rounds ([`ScenarioReport::paired`]): an
-/// anonymous mapping with transparent huge pages requested and faulted in
-/// (`MADV_POPULATE_WRITE`), as an [`memmap_core::OwnedMemmap`] is.
-pub struct Probe {
-    map: memmap2::MmapMut,
-}
-
-impl Probe {
-    /// A probe of `len` bytes (rounded up to whole pages).
-    ///
-    /// # Errors
-    ///
-    /// The `mmap` or `madvise` error.
-    pub fn new(len: usize) -> std::io::Result<Probe> {
-        let mut map = memmap2::MmapOptions::new().len(len.div_ceil(4096).max(1) * 4096).map_anon()?;
-        #[cfg(target_os = "linux")]
-        {
-            let _ = map.advise(memmap2::Advice::HugePage);
-            if map.advise(memmap2::Advice::PopulateWrite).is_err() {
-                map.iter_mut().step_by(4096).for_each(|b| *b = 1);
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        map.iter_mut().step_by(4096).for_each(|b| *b = 1);
-        Ok(Probe { map })
-    }
-
-    /// Its size in bytes.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// Whether it is empty (never: at least one page).
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-
-    /// A runner that fills the probe with the best method of `kind` at `threads` on this
-    /// probe ([`limit_runner`]), and that method's name.
-    pub fn runner<'a>(
-        &'a mut self,
-        limits: &Limits,
-        kind: crate::limits::FillKind,
-        threads: usize,
-    ) -> (Runner<'a>, String) {
-        // SAFETY: the probe's mapping is `len` bytes (whole pages, page-aligned), exclusively
-        // borrowed for the runner's lifetime and touched by nothing else.
-        unsafe { limit_runner(limits, kind, threads, self.map.as_mut_ptr(), self.map.len()) }
-    }
-}
-
-/// The limit run paired with a scenario's rounds ([`ScenarioReport::paired`]): the best method
-/// of `kind` at `threads` on the storage `[ptr, ptr + len)`, or the best two when they are
-/// within 5 % of each other (chosen there by [`crate::limits::best_on`]; each run then runs
-/// both, alternating which goes first, and counts the faster), as a runner, and the method
-/// names (`clzero or clear_pages`).
-///
-/// # Safety
-///
-/// `ptr` is valid for writes of `len` bytes, page-aligned, `len` a multiple of 4096, for the
-/// runner's lifetime `'a`; nothing else accesses the range while this function or the runner
-/// runs.
-pub unsafe fn limit_runner<'a>(
+/// The limit methods for a scenario's paired limit runs ([`ScenarioReport::paired`]): the best
+/// method of `kind` at `threads` on `bytes` (a scenario's own storage), or the best two when
+/// they are within 5 % of each other ([`crate::limits::best_on`]). Empty for storage that is
+/// not whole, page-aligned pages (no limit run can use it).
+pub fn calibrate(
     limits: &Limits,
     kind: crate::limits::FillKind,
     threads: usize,
-    ptr: *mut u8,
-    len: usize,
-) -> (Runner<'a>, String) {
-    // SAFETY: the caller's contract is `best_on`'s.
-    let methods = unsafe { crate::limits::best_on(limits, kind, threads, ptr, len) };
-    let name = methods.join(" or ");
-    let runner = Runner::new("limit", move |round| {
-        // SAFETY: the caller's contract: `[ptr, ptr + len)` is writable, page-aligned, whole
-        // pages, untouched by anything else while the runner runs.
-        unsafe { crate::limits::run_fastest(&methods, kind, threads, round, ptr, len) }
-    });
-    (runner, name)
+    bytes: &mut [u8],
+) -> Vec<String> {
+    if !whole_pages(bytes) {
+        return Vec::new();
+    }
+    // SAFETY: `bytes` is exclusively borrowed for the call, page-aligned whole pages (checked).
+    unsafe { crate::limits::best_on(limits, kind, threads, bytes.as_mut_ptr(), bytes.len()) }
+}
+
+/// One paired limit run over `bytes` (the storage of the strategy that runs next): each of
+/// `methods` ([`calibrate`]) once, starting with the one `round` selects, the faster counted.
+/// Zero for storage that is not whole, page-aligned pages.
+pub fn limit_run(
+    methods: &[String],
+    kind: crate::limits::FillKind,
+    threads: usize,
+    round: usize,
+    bytes: &mut [u8],
+) -> std::time::Duration {
+    if !whole_pages(bytes) {
+        return std::time::Duration::ZERO;
+    }
+    // SAFETY: as in `calibrate`.
+    unsafe { crate::limits::run_fastest(methods, kind, threads, round, bytes.as_mut_ptr(), bytes.len()) }
+}
+
+/// Whether `bytes` is whole 4 KiB pages at a page-aligned address (what the limit methods need).
+fn whole_pages(bytes: &[u8]) -> bool {
+    bytes.as_ptr().addr() % 4096 == 0 && bytes.len() % 4096 == 0 && !bytes.is_empty()
 }
 
 /// The thread counts a scenario runs: 1, and `threads` when it is more.

@@ -11,6 +11,7 @@
 //! fault time is reported apart), so every first round starts from the same state. After the
 //! rounds every memmap is compared with the one-thread slow one byte for byte.
 
+use std::cell::RefCell;
 use std::time::Instant;
 
 use memmap_core::{
@@ -18,7 +19,7 @@ use memmap_core::{
     ZoneDeviceRange, memmap_init_zone_device, memmap_init_zone_device_parallel,
 };
 
-use super::{Context, Probe, RunError, Scenario, Setup, prefault, thread_counts};
+use super::{Context, RunError, Scenario, Setup, calibrate, limit_run, prefault, thread_counts};
 use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
@@ -109,7 +110,7 @@ impl Scenario for ZoneDevice {
     /// One memmap per strategy and thread count (one thread and all cores), all written.
     fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
         let memmap = mul(self.size / 4096, 64, "the zone-device memmap")?;
-        MemoryNeed::resident(memmap).times(8)
+        MemoryNeed::resident(memmap).times(6)
     }
 
     fn check(&self) -> Result<(), String> {
@@ -147,14 +148,6 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
     let counts = thread_counts(common.threads);
     let runs: Vec<(usize, Strategy)> =
         counts.iter().flat_map(|&t| strategies.iter().map(move |&s| (t, s))).collect();
-    // The limit runs' storage first, so that it gets memory at least as good as the memmaps'
-    // (the later of several large mappings may find no transparent huge page left).
-    let memmap_bytes = usize::try_from(nr * size_of::<Page64>() as u64).unwrap_or(usize::MAX);
-    let mut probes: Vec<Probe> = counts
-        .iter()
-        .map(|_| Probe::new(memmap_bytes))
-        .collect::<Result<_, _>>()
-        .map_err(RunError::of(case.name(), "map the limit probe"))?;
     let mut memmaps: Vec<OwnedMemmap<Page64>> = runs
         .iter()
         .map(|_| OwnedMemmap::new(cfg, DEVICE_START_PFN, nr))
@@ -168,15 +161,24 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
     let pb = bar(nr * rounds as u64 * runs.len() as u64, case.name(), common.progress);
     let step = cfg.pageblock_nr_pages();
     let written_cell = std::cell::Cell::new(0u64);
-    let limit_methods;
+    // The limit methods of each thread count, chosen on the first memmap of that count.
+    let limit_methods: Vec<Vec<String>> = counts
+        .iter()
+        .map(|&t| {
+            let k = runs.iter().position(|r| r.0 == t).unwrap_or(0);
+            calibrate(limits, FillKind::Nonzero, t, memmaps[k].as_bytes_mut())
+        })
+        .collect();
+    let memmaps: Vec<RefCell<OwnedMemmap<Page64>>> = memmaps.into_iter().map(RefCell::new).collect();
     let samples = {
         let mut runners: Vec<Runner<'_>> = runs
             .iter()
-            .zip(memmaps.iter_mut())
+            .zip(&memmaps)
             .map(|(&(threads, strategy), owned)| {
                 let pb = pb.clone();
                 let written = &written_cell;
                 Runner::new(strategy.name(), move |_round| {
+                    let mut owned = owned.borrow_mut();
                     let mut memmap = owned.memmap();
                     let t = Instant::now();
                     let pages = init_threads(&mut memmap, &range, &pgmap, strategy, threads, &pb, step);
@@ -186,19 +188,25 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
                 })
             })
             .collect();
-        let (mut companions, methods): (Vec<Runner<'_>>, Vec<String>) = probes
-            .iter_mut()
-            .zip(&counts)
-            .map(|(probe, &t)| probe.runner(limits, FillKind::Nonzero, t))
-            .unzip();
-        limit_methods = methods;
-        // Each strategy's rounds next to the limit run of its thread count.
-        let pair: Vec<Option<usize>> = runs.iter().map(|(t, _)| counts.iter().position(|c| c == t)).collect();
+        // Each strategy's round right after the limit run of its thread count on its memmap.
+        let mut companions: Vec<Runner<'_>> = runs
+            .iter()
+            .zip(&memmaps)
+            .map(|(&(threads, _), owned)| {
+                let methods = &limit_methods[counts.iter().position(|&c| c == threads).unwrap_or(0)];
+                Runner::new("limit", move |round| {
+                    limit_run(methods, FillKind::Nonzero, threads, round, owned.borrow_mut().as_bytes_mut())
+                })
+            })
+            .collect();
+        let pair: Vec<Option<usize>> = (0..runs.len()).map(Some).collect();
         interleaved_paired(rounds, &mut runners, &mut companions, &pair)
     };
     let (samples, paired) = samples;
     pb.finish_and_clear();
     let written = written_cell.get();
+    let memmaps: Vec<OwnedMemmap<Page64>> = memmaps.into_iter().map(RefCell::into_inner).collect();
+    let memmap_bytes = memmaps[0].bytes() as u64;
     let identical = memmaps[1..].iter().all(|m| m.as_bytes() == memmaps[0].as_bytes());
     assert!(identical, "{}: a memmap differs from the one-thread slow path", case.name());
     let fault = crate::measure::median_f64(&fault_ms);
@@ -231,7 +239,7 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
         };
         let n = strategies.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
-        sc.set_paired_limit(&limit_methods[k], probes[k].len() as u64, &paired[k * n..(k + 1) * n]);
+        sc.set_paired_limit(&limit_methods[k].join(" or "), memmap_bytes, &paired[k * n..(k + 1) * n]);
         sc.extra.insert("device_bytes".into(), p.size.into());
         sc.extra.insert("memmap_pfns".into(), nr.into());
         sc.extra.insert("identical_to_slow".into(), identical.into());

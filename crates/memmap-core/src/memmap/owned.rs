@@ -163,6 +163,14 @@ impl<P: StructPage> OwnedMemmap<P> {
     pub fn as_bytes(&self) -> &[u8] {
         &self.map[..self.bytes()]
     }
+
+    /// The struct page storage as mutable bytes (any bytes are valid struct pages: both layouts
+    /// are plain words). The bench program's limit runs write the storage through this.
+    #[must_use]
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        let n = self.bytes();
+        &mut self.map[..n]
+    }
 }
 
 #[cfg(all(test, not(miri)))]
@@ -184,6 +192,9 @@ mod tests {
             assert_eq!(m.read((1 << 20) + 5).flags(), 42);
         }
         assert_eq!(o.as_bytes()[5 * 64], 42);
+        o.as_bytes_mut()[6 * 64] = 7;
+        assert_eq!(o.memmap().read((1 << 20) + 6).flags(), 7);
+        assert_eq!(o.as_bytes_mut().len(), o.bytes());
         o.discard().unwrap();
         assert!(o.as_bytes().iter().all(|&b| b == 0));
     }
