@@ -301,17 +301,16 @@ pub fn method_fn(kind: FillKind, name: &str) -> Option<Method> {
 /// Runs of each method in [`best_on`].
 const CALIBRATION_RUNS: usize = 3;
 
-/// A runner-up within this factor of the best method's fastest run is kept by [`best_on`].
-const RUNNER_UP: f64 = 1.05;
-
 /// The best methods of `kind` at `threads` on the storage `[dst, dst + len)`: every method of
 /// the kind that the limits phase measured runs [`CALIBRATION_RUNS`] times on this storage,
 /// interleaved, split between `threads` threads; the method with the fastest run comes first,
-/// followed by the runner-up when its fastest run is within 5 % (three runs cannot order two
-/// methods that close, and the limit is whichever of them is faster at the moment; see
-/// [`run_fastest`]). The method that is best on a 1 GiB buffer is not always best on a
-/// scenario's storage (`memset` of a large range, for one, takes another path inside the C
-/// library). Empty if no method of `kind` was measured.
+/// followed by the runner-up. Both are kept because three runs do not rank methods reliably:
+/// on the project's guest `vmovntdq_ymm` won the calibration on a 1 GiB hugetlb memmap and then
+/// filled it at 14 GB/s in every round where `stream_fill` reached 20, and methods within a
+/// few percent swap places from run to run; the limit is whichever of the two is faster at
+/// the moment ([`run_fastest`]). The method that is best on a 1 GiB buffer is not always best
+/// on a scenario's storage (`memset` of a large range, for one, takes another path inside the
+/// C library). Empty if no method of `kind` was measured.
 ///
 /// # Safety
 ///
@@ -340,13 +339,7 @@ pub unsafe fn best_on(
     }
     let mut ranked: Vec<(Duration, &str)> = best.into_iter().zip(candidates.iter().map(|c| c.0)).collect();
     ranked.sort_by_key(|r| r.0);
-    let fastest = ranked.first().map_or(Duration::ZERO, |r| r.0);
-    ranked
-        .iter()
-        .take(2)
-        .filter(|r| r.0.as_secs_f64() <= fastest.as_secs_f64() * RUNNER_UP)
-        .map(|r| r.1.to_string())
-        .collect()
+    ranked.iter().take(2).map(|r| r.1.to_string()).collect()
 }
 
 /// Runs each of `methods` ([`best_on`]'s answer) once over `[dst, dst + len)` split between

@@ -164,9 +164,9 @@ pub struct ScenarioReport {
     pub limit_gbps: f64,
     /// The limit's method (`stream_fill`, `vmovntdq_ymm`, `clzero`, `memset`, ...): paired, the
     /// best method of the kind at this thread count on the scenario's own storage, chosen
-    /// there just before the rounds (every method's fastest of three runs), or the best two
-    /// within 5 % of each other (`clzero or clear_pages`: each limit run then counts the faster
-    /// of the two); otherwise the best in the limits phase.
+    /// there just before the rounds (every method's fastest of three runs), with the runner-up
+    /// (`clzero or clear_pages`: each limit run runs both and counts the faster); otherwise
+    /// the best in the limits phase.
     pub limit_method: String,
     /// The thread count whose limit is used ([`Limits::at`]: `threads`, or the largest count
     /// measured below it).

@@ -257,9 +257,9 @@ pub fn prefault<P: memmap_core::StructPage>(o: &mut memmap_core::OwnedMemmap<P>)
     Ok(t.elapsed().as_secs_f64() * 1e3)
 }
 
-/// The limit methods for a scenario's paired limit runs ([`ScenarioReport::paired`]): the best
-/// method of `kind` at `threads` on `bytes` (a scenario's own storage), or the best two when
-/// they are within 5 % of each other ([`crate::limits::best_on`]). Empty for storage that is
+/// The limit methods for a scenario's paired limit runs ([`ScenarioReport::paired`]): the two
+/// best methods of `kind` at `threads` on `bytes` (a scenario's own storage;
+/// [`crate::limits::best_on`]). Empty for storage that is
 /// not whole, page-aligned pages (no limit run can use it).
 pub fn calibrate(
     limits: &Limits,
@@ -275,7 +275,7 @@ pub fn calibrate(
 }
 
 /// One paired limit run over `bytes` (the storage of the strategy that runs next): each of
-/// `methods` ([`calibrate`]) once, starting with the one `round` selects, the faster counted.
+/// `methods` ([`calibrate`]) once, starting with the one `round` selects; the fastest counts.
 /// Zero for storage that is not whole, page-aligned pages.
 pub fn limit_run(
     methods: &[String],
