@@ -302,7 +302,7 @@ pub fn method_fn(kind: FillKind, name: &str) -> Option<Method> {
 const CALIBRATION_RUNS: usize = 3;
 
 /// The best methods of `kind` at `threads` on the storage `[dst, dst + len)`: every method of
-/// the kind that the limits phase measured runs [`CALIBRATION_RUNS`] times on this storage,
+/// the kind that the limits phase measured runs three times on this storage,
 /// interleaved, split between `threads` threads; the method with the fastest run comes first,
 /// followed by the runner-up. Both are kept because three runs do not rank methods reliably:
 /// on the project's guest `vmovntdq_ymm` won the calibration on a 1 GiB hugetlb memmap and then
