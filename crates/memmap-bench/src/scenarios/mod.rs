@@ -18,8 +18,9 @@
 //! Round 0 ("first") of every strategy starts from the same memory state: each strategy's
 //! storage is mapped and faulted in (`MADV_POPULATE_WRITE`) before any round runs, so no
 //! strategy pays for page faults, THP compaction or reclaim that another did not. The first
-//! round is then the first initialization of resident, never-initialized memory with cold
-//! caches; the cost of faulting the storage in is measured separately (`fault_ms` in the
+//! round is then the first initialization of resident memory with cold caches (in the paired
+//! scenarios the limit run has just filled it with a non-initialized pattern, with streaming
+//! stores or `memset`'s large-size path, so nothing of it is left in the caches); the cost of faulting the storage in is measured separately (`fault_ms` in the
 //! scenario's JSON and its description line), once per strategy's storage, outside the rounds.
 
 pub mod alloc;
