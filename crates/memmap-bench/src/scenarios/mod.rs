@@ -20,8 +20,9 @@
 //! strategy pays for page faults, THP compaction or reclaim that another did not. The first
 //! round is then the first initialization of resident memory with cold caches (in the paired
 //! scenarios the limit run has just filled it with a non-initialized pattern, with streaming
-//! stores or a large `memset`, so at most a last-level cache's worth of it is cached); the cost of faulting the storage in is measured separately (`fault_ms` in the
-//! scenario's JSON and its description line), once per strategy's storage, outside the rounds.
+//! stores or a large `memset`, so at most a last-level cache's worth of it is cached); the
+//! cost of faulting the storage in is measured separately (`fault_ms` in the scenario's JSON
+//! and its description line), once per strategy's storage, outside the rounds.
 
 pub mod alloc;
 pub mod clear;
