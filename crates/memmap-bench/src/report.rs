@@ -485,7 +485,7 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "summary (median of the rounds after the first; speedup = ratio of medians; x limit = against the limit of the same thread count in this run: per round against the limit run next to it where the scenario pairs them (zone-device, hugetlb without HVO, clear), else GB/s / limit)"
+            "summary (median of the rounds after the first; speedup = ratio of medians; x limit = against the limit of the same thread count in this run: per round against the limit run next to it where the scenario pairs them (zone-device, hugetlb without HVO, clear, alloc-init-on-alloc), else GB/s / limit)"
         );
         let w = self
             .scenarios
