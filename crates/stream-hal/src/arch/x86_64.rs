@@ -727,18 +727,9 @@ mod wide {
         let xcr0 = unsafe { xcr0() };
         // XCR0 bits 1 (SSE) and 2 (AVX upper halves); 5-7 (opmask, ZMM0-15 upper, ZMM16-31).
         let ymm = avx && xcr0 & 0b110 == 0b110;
-        let avx512f = max_leaf >= 7 && cpuid_7_ebx() & (1 << 16) != 0;
+        // Leaf 7 subleaf 0, EBX bit 16: AVX512F.
+        let avx512f = max_leaf >= 7 && cpuid(7).1 & (1 << 16) != 0;
         (ymm, ymm && avx512f && xcr0 & 0xe0 == 0xe0)
-    }
-
-    /// CPUID leaf 7 subleaf 0, `EBX` (structured extended features).
-    fn cpuid_7_ebx() -> u32 {
-        // SAFETY: `cpuid` exists on every x86-64 CPU and only reads identification registers;
-        // leaf 7 with subleaf 0 is the documented form (`__cpuid_count` is an `unsafe fn` on
-        // older toolchains, a safe one on newer).
-        #[allow(unused_unsafe)]
-        let r = unsafe { core::arch::x86_64::__cpuid_count(7, 0) };
-        r.ebx
     }
 
     /// # Safety
