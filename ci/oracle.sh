@@ -44,7 +44,10 @@ if ! command -v qemu-system-x86_64 >/dev/null; then
 fi
 qemu-system-x86_64 --version | head -1
 
-cargo build --locked --release -p memmap-bench -p kernel-oracle
+# QEMU started with its scratch files under a path holding a comma and a space (QEMU's
+# comma-separated options need the commas doubled); QEMU must be there now.
+KERNEL_ORACLE_REQUIRE_QEMU=1 cargo test --locked --release -p kernel-oracle --test qemu_paths
+cargo build --locked --release -p kernel-oracle
 oracle="${CARGO_TARGET_DIR:-target}/release/kernel-oracle"
 $oracle fetch
 # The default set covers every resolved difference at least once on both kernels: the altmap
@@ -53,7 +56,7 @@ $oracle fetch
 # range (numa2-...). The golden extracts of all 30 runs are compared by `cargo test` anyway.
 configs=${ORACLE_CONFIGS:-"fsdax-dev devdax-2m-mem-early-section hugetlb-2m-hvo-on numa2-hugetlb-1g-hvo-on-devdax-2m"}
 if [ "$configs" = all ]; then set -- --all; else set -- $configs; fi
-$oracle run "$@" --out target/kernel-oracle --golden crates/kernel-oracle/golden
+$oracle run "$@" --out target/kernel-oracle --force --golden crates/kernel-oracle/golden
 $oracle check --golden crates/kernel-oracle/golden
 git diff --stat -- crates/kernel-oracle/golden || true
 echo "oracle: $(( $(date +%s) - start )) s"

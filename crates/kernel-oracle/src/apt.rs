@@ -87,12 +87,14 @@ impl PrivateApt {
         for d in
             ["lists/partial", "archives/partial", "etc/sources.list.d", "etc/preferences.d", "etc/apt.conf.d"]
         {
-            fs::create_dir_all(root.join(d))
-                .with_context(|| format!("creating {}", root.join(d).display()))?;
+            crate::files::create_dirs_below(
+                cache,
+                &Path::new("apt").join(format!("{suite}-{arch}")).join(d),
+            )?;
         }
         let keyring = "/usr/share/keyrings/debian-archive-keyring.gpg";
         let list = format!("deb [signed-by={keyring}] {mirror} {suite} main\n");
-        fs::write(root.join("etc/sources.list"), list)?;
+        crate::files::write_file(&root.join("etc/sources.list"), list.as_bytes())?;
         Ok(PrivateApt { root, mirror, suite: suite.into(), arch: arch.into() })
     }
 

@@ -779,7 +779,7 @@ pub fn compare_dir(dir: &Path, facts: &Facts) -> Result<DirResult> {
     for i in 0..facts.regions.len() {
         all_bytes.push(facts.region_bytes(dir, i)?);
     }
-    let results = compare_regions(facts, &dir.join("model"), |i| Ok((all_bytes[i].clone(), None)))?;
+    let results = compare_regions(facts, |i| Ok((all_bytes[i].clone(), None)))?;
     let sets: Vec<PageSet<'_>> =
         facts.regions.iter().zip(&all_bytes).map(|(r, b)| PageSet::whole(r, b)).collect();
     let checks = class_checks(facts, &sets);
@@ -795,16 +795,15 @@ pub fn compare_dir(dir: &Path, facts: &Facts) -> Result<DirResult> {
 /// pfn order) and, when only some were read (a golden extract), which.
 pub type KernelRegion = (Vec<u8>, Option<Vec<bool>>);
 
-/// Runs the model (writing its dumps under `model_dir`) for every region of `facts` and
-/// compares it with the kernel's struct pages `kernel(i)` of region `i`. Struct pages the
-/// kernel side does not have are not compared.
+/// Runs the model (in memory) for every region of `facts` and compares it with the kernel's
+/// struct pages `kernel(i)` of region `i`. Struct pages the kernel side does not have are not
+/// compared.
 ///
 /// # Errors
 ///
 /// The kernel pages cannot be read or the model fails.
 pub fn compare_regions(
     facts: &Facts,
-    model_dir: &Path,
     kernel: impl Fn(usize) -> Result<KernelRegion>,
 ) -> Result<Vec<RegionResult>> {
     let mut results = Vec::new();
@@ -832,8 +831,7 @@ pub fn compare_regions(
         let mut fields = Vec::new();
         let (mbytes, m_start, mn, argv) = match r.kind.as_str() {
             "zone-device" => {
-                let args = model::zone_device_args(facts, r, model_dir)?;
-                let md = model::dump(&args, &model_dir.join(format!("region-{i}")))?;
+                let md = ModelDump::run(&model::zone_device_spec(facts, r)?)?;
                 let pgmap = md.meta.get("pgmap_addr").and_then(serde_json::Value::as_u64);
                 let mn = Normalizer {
                     vmemmap_base: md.vmemmap_base,
@@ -847,8 +845,7 @@ pub fn compare_regions(
             }
             "hugetlb" => {
                 if hugetlb_model.is_none() {
-                    let args = model::hugetlb_args(facts, model_dir)?;
-                    let md = model::dump(&args, &model_dir.join("hugetlb"))?;
+                    let md = ModelDump::run(&model::hugetlb_spec(facts)?)?;
                     let mut folios: Vec<(u64, u32)> = md
                         .meta
                         .get("folios")

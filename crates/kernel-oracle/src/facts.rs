@@ -173,15 +173,16 @@ impl Facts {
         Ok(f)
     }
 
-    /// Writes `dir/facts.json`.
+    /// Writes `dir/facts.json` (`dir` exists; see [`crate::files`]).
     ///
     /// # Errors
     ///
     /// I/O errors.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        fs::create_dir_all(dir)?;
-        fs::write(dir.join("facts.json"), serde_json::to_string_pretty(self)? + "\n")?;
-        Ok(())
+        crate::files::write_file(
+            &dir.join("facts.json"),
+            (serde_json::to_string_pretty(self)? + "\n").as_bytes(),
+        )
     }
 
     /// Reads region `i`'s struct pages.

@@ -108,8 +108,7 @@ pub fn dir_of(golden: &Path, facts: &Facts) -> PathBuf {
 ///
 /// I/O errors or dumps that disagree with their facts.
 pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
-    let out = dir_of(golden, facts);
-    fs::create_dir_all(&out)?;
+    let out = crate::files::create_dirs_below(golden, &Path::new(&facts.kernel.id).join(&facts.config))?;
     let mut pages = Vec::new();
     let mut regions = Vec::new();
     for (i, r) in facts.regions.iter().enumerate() {
@@ -144,10 +143,11 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
         }
     }
     reduced.save(&out)?;
-    fs::write(out.join("extract.json"), serde_json::to_string_pretty(&Extract { regions })? + "\n")?;
+    let extract = serde_json::to_string_pretty(&Extract { regions })? + "\n";
+    crate::files::write_file(&out.join("extract.json"), extract.as_bytes())?;
     let mut gz = GzEncoder::new(Vec::new(), Compression::best());
     gz.write_all(&pages)?;
-    fs::write(out.join("pages.bin.gz"), gz.finish()?)?;
+    crate::files::write_file(&out.join("pages.bin.gz"), &gz.finish()?)?;
     eprintln!("  golden: {} ({} struct pages)", out.display(), pages.len() / SP as usize);
     Ok(())
 }
@@ -226,7 +226,7 @@ impl Golden {
     /// # Errors
     ///
     /// The model fails.
-    pub fn compare_with_model(&self, model_dir: &Path) -> Result<crate::compare::DirResult> {
+    pub fn compare_with_model(&self) -> Result<crate::compare::DirResult> {
         // The facts with each region's vmemmap frames from the extract (for the aliasing).
         let mut facts = self.facts.clone();
         for (r, e) in facts.regions.iter_mut().zip(&self.extract.regions) {
@@ -234,7 +234,7 @@ impl Golden {
             let n = (r.start_pfn + r.nr_pages) * SP / 4096 - first + 1;
             r.vmemmap_gpa = (0..n).map(|k| e.gpa.get(&(first + k)).copied()).collect();
         }
-        let regions = crate::compare::compare_regions(&facts, model_dir, |i| {
+        let regions = crate::compare::compare_regions(&facts, |i| {
             let r = &facts.regions[i];
             let n = r.nr_pages as usize;
             let mut bytes = vec![0u8; n * SP as usize];
@@ -303,7 +303,6 @@ pub fn dirs(golden: &Path) -> Result<Vec<PathBuf>> {
 /// A malformed extract, a failed class check, or a difference from the model.
 pub fn check_all(golden: &Path, mut report: impl FnMut(&str)) -> Result<usize> {
     let ds = dirs(golden)?;
-    let tmp = std::env::temp_dir().join(format!("kernel-oracle-check-{}", std::process::id()));
     let mut failures = Vec::new();
     for d in &ds {
         let g = Golden::load(d)?;
@@ -312,7 +311,7 @@ pub fn check_all(golden: &Path, mut report: impl FnMut(&str)) -> Result<usize> {
                 failures.push(format!("{}: {}: {f}", d.display(), c.name));
             }
         }
-        match g.compare_with_model(&tmp) {
+        match g.compare_with_model() {
             Ok(res) => {
                 let text = crate::compare::render(&res, true);
                 report(&text);
@@ -323,7 +322,6 @@ pub fn check_all(golden: &Path, mut report: impl FnMut(&str)) -> Result<usize> {
             Err(e) => failures.push(format!("{}: the model failed: {e:#}", d.display())),
         }
     }
-    let _ = fs::remove_dir_all(&tmp);
     if failures.is_empty() {
         Ok(ds.len())
     } else {

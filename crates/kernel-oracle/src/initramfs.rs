@@ -247,8 +247,8 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
     while bytes.len() % 4 != 0 {
         bytes.push(0);
     }
-    fs::create_dir_all(path.parent().context("parent")?)?;
-    fs::write(&path, &bytes)?;
+    crate::files::create_dirs_below(cache, Path::new("initramfs"))?;
+    crate::files::write_file(&path, &bytes)?;
     Ok(bytes)
 }
 

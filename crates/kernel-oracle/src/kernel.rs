@@ -167,7 +167,7 @@ pub fn fetch(spec: KernelSpec, cache: &Path, refresh: bool) -> Result<Kernel> {
         if !stamp.is_file() {
             let deb = apt.download(p, &debs)?;
             apt::extract(&deb, &root)?;
-            fs::write(&stamp, b"")?;
+            crate::files::write_file(&stamp, b"")?;
         }
         packages.push(Package { name: p.clone(), version });
     }

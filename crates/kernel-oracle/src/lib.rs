@@ -17,6 +17,7 @@ pub mod apt;
 pub mod cmd;
 pub mod compare;
 pub mod facts;
+pub mod files;
 pub mod golden;
 pub mod initramfs;
 pub mod kernel;

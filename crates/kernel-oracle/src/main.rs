@@ -1,7 +1,7 @@
 //! `kernel-oracle`: boots real kernels under QEMU, dumps their struct pages and compares them
 //! with the model. See the crate documentation and `docs/kernel-oracle.md`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -42,9 +42,12 @@ enum Cmd {
         /// Kernel ids (default: 7.2-amd64 and 6.12-amd64).
         #[arg(long = "kernel")]
         kernels: Vec<String>,
-        /// Output directory (`OUT/<kernel>/<config>/`).
+        /// Output directory (`OUT/<kernel>/<config>/`; each must be new or empty).
         #[arg(long, default_value = "target/kernel-oracle")]
         out: PathBuf,
+        /// Replace the files of an earlier run in `OUT/<kernel>/<config>/`.
+        #[arg(long)]
+        force: bool,
         /// Seconds the guest may take to be ready.
         #[arg(long, default_value_t = 600)]
         timeout: u64,
@@ -134,7 +137,7 @@ fn real_main() -> Result<()> {
                 );
             }
         }
-        Cmd::Run { configs, all, kernels, out, timeout, no_compare, golden: golden_dir } => {
+        Cmd::Run { configs, all, kernels, out, force, timeout, no_compare, golden: golden_dir } => {
             let ids =
                 if kernels.is_empty() { vec!["7.2-amd64".into(), "6.12-amd64".into()] } else { kernels };
             let mut failures = Vec::new();
@@ -154,7 +157,8 @@ fn real_main() -> Result<()> {
                         .collect::<Result<_>>()?
                 };
                 for sc in scs.iter().filter(|s| s.arch == spec.arch) {
-                    let dir = out.join(id).join(sc.name);
+                    let dir =
+                        kernel_oracle::files::prepare_run_dir(&out, &Path::new(id).join(sc.name), force)?;
                     eprintln!("== {id} {}", sc.name);
                     let t = Instant::now();
                     let opts = run::RunOptions {

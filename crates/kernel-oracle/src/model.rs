@@ -1,11 +1,11 @@
-//! The model side: `memmap-bench dump` for the same configuration, run in process through
-//! the memmap-bench library (the same command line the program takes, so every comparison
-//! names a command a reader can rerun).
-
-use std::fs;
-use std::path::Path;
+//! The model side: the `memmap-dump` model run of the same configuration, in this process
+//! and in memory (nothing is written), with the `memmap-bench dump` command line that runs the
+//! same model so that every comparison names a command a reader can rerun.
 
 use anyhow::{Context, Result, anyhow, bail};
+use hugetlb_init::{Hstate, HvoMode};
+use memmap_core::{KernelConfig, MemoryType, Strategy};
+use memmap_dump::{HugetlbDump, ZoneDeviceDump};
 use serde_json::Value;
 
 use crate::facts::{Facts, Region};
@@ -35,45 +35,49 @@ impl ModelDump {
     }
 }
 
-fn u(meta: &Value, key: &str) -> Result<u64> {
-    meta.get(key).and_then(Value::as_u64).with_context(|| format!("meta.json has no {key}"))
+impl ModelDump {
+    /// Runs a model dump in this process and reads its result.
+    ///
+    /// # Errors
+    ///
+    /// The model refuses the parameters or its storage cannot be mapped.
+    pub fn run(spec: &Spec) -> Result<ModelDump> {
+        let dump = match &spec.what {
+            What::ZoneDevice(z) => z.run(),
+            What::Hugetlb(h) => h.run(),
+        }
+        .map_err(|e| anyhow!("memmap-bench {}: {e}", spec.argv.join(" ")))?;
+        let meta = serde_json::to_value(&dump.meta)?;
+        let (start_pfn, size) = (dump.meta.start_pfn, dump.meta.struct_page_size as u64);
+        let vmemmap_base = dump.meta.page_addr_base.wrapping_sub(start_pfn.wrapping_mul(size));
+        Ok(ModelDump {
+            meta,
+            bytes: dump.memmap().to_vec(),
+            start_pfn,
+            vmemmap_base,
+            argv: spec.argv.clone(),
+        })
+    }
 }
 
-/// Runs `memmap-bench ARGS --out DIR --force` (in process) and reads the dump back.
-///
-/// # Errors
-///
-/// The command line is refused, the dump fails, or it writes a malformed dump.
-pub fn dump(args: &[String], dir: &Path) -> Result<ModelDump> {
-    use memmap_bench::cli::{Invocation, parse};
-    use memmap_bench::dump::{OutputDir, dump_hugetlb, dump_zone_device};
-    let _ = fs::remove_dir_all(dir);
-    let mut argv: Vec<String> = args.to_vec();
-    argv.extend(["--out".into(), dir.display().to_string()]);
-    let full = std::iter::once("memmap-bench".to_string()).chain(argv.iter().cloned());
-    let inv = parse(full, &memmap_bench::memory::MemInfo::read())
-        .map_err(|e| anyhow!("memmap-bench {}: {e}", argv.join(" ")))?;
-    let run = |r: Result<_, memmap_bench::dump::DumpError>| {
-        r.map(|_| ()).map_err(|e| anyhow!("memmap-bench {}: {e}", argv.join(" ")))
-    };
-    match inv {
-        Invocation::DumpZoneDevice(opts, out, force) => {
-            run(OutputDir::prepare(&out, force).and_then(|o| dump_zone_device(&opts, &o)))?;
-        }
-        Invocation::DumpHugetlb(opts, out, force) => {
-            run(OutputDir::prepare(&out, force).and_then(|o| dump_hugetlb(&opts, &o)))?;
-        }
-        _ => bail!("memmap-bench {}: not a dump command", argv.join(" ")),
-    }
-    let meta: Value = serde_json::from_slice(&fs::read(dir.join("meta.json"))?)?;
-    let bytes = fs::read(dir.join("memmap.bin"))?;
-    let start_pfn = u(&meta, "start_pfn")?;
-    let size = u(&meta, "struct_page_size")?;
-    let base = u(&meta, "page_addr_base")?.wrapping_sub(start_pfn.wrapping_mul(size));
-    if bytes.len() as u64 != u(&meta, "nr_pages")? * size {
-        bail!("{}: size disagrees with meta.json", dir.display());
-    }
-    Ok(ModelDump { meta, bytes, start_pfn, vmemmap_base: base, argv })
+/// What the model runs for a kernel region, and the `memmap-bench` command line that runs the
+/// same model (with `--kconfig KCONFIG` standing for the kernel's `.config`, whose symbols the
+/// facts record).
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// The model run.
+    pub what: What,
+    /// The equivalent `memmap-bench` arguments.
+    pub argv: Vec<String>,
+}
+
+/// The two kinds of model runs.
+#[derive(Debug, Clone)]
+pub enum What {
+    /// `dump zone-device`.
+    ZoneDevice(ZoneDeviceDump),
+    /// `dump hugetlb`.
+    Hugetlb(HugetlbDump),
 }
 
 /// The model preset of the kernel's architecture (`x86_64` or `arm64`).
@@ -97,29 +101,35 @@ pub fn kconfig_text(facts: &Facts) -> String {
     text
 }
 
-/// The arguments every model dump takes for the kernel of `facts`: its architecture's preset,
-/// its release (`--kernel`) and its `.config` (`--kconfig`, written to `model_dir/kconfig`).
+/// The model configuration of the kernel of `facts` (its architecture's preset, its release,
+/// its `.config`) and the arguments that select it.
 ///
 /// # Errors
 ///
-/// The `.config` cannot be written, or the release is not `MAJOR.MINOR...`.
-pub fn kernel_args(facts: &Facts, model_dir: &Path) -> Result<Vec<String>> {
-    fs::create_dir_all(model_dir).with_context(|| format!("create {}", model_dir.display()))?;
-    let path = model_dir.join("kconfig");
-    fs::write(&path, kconfig_text(facts)).with_context(|| format!("write {}", path.display()))?;
+/// The release is not `MAJOR.MINOR...`, or the `.config` is refused.
+pub fn kernel_config(facts: &Facts) -> Result<(KernelConfig, Vec<String>)> {
     let release = &facts.kernel.release;
     let mut parts = release.split(|c: char| !c.is_ascii_digit());
     let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
         bail!("kernel release {release:?} is not MAJOR.MINOR...");
     };
-    Ok(vec![
+    let version = format!("{major}.{minor}");
+    let base = KernelConfig::preset(preset(facts)).context("preset")?;
+    let v = memmap_core::KernelVersion::parse(&version)
+        .with_context(|| format!("kernel release {release:?} is not one the model knows"))?;
+    let cfg = base
+        .with_kconfig(&memmap_core::model::kconfig::Kconfig::new(&kconfig_text(facts)))
+        .map_err(|e| anyhow!("the kernel's .config: {e}"))?
+        .with_version(v);
+    let args = vec![
         "--config".into(),
         preset(facts).into(),
         "--kernel".into(),
-        format!("{major}.{minor}"),
+        version,
         "--kconfig".into(),
-        path.display().to_string(),
-    ])
+        "KCONFIG".into(),
+    ];
+    Ok((cfg, args))
 }
 
 /// The end of the boot RAM below `start_pfn` (the top-level `System RAM` ranges of the
@@ -142,54 +152,81 @@ pub fn boot_memory_end(facts: &Facts, start_pfn: u64) -> u64 {
         .unwrap_or(0)
 }
 
-/// The `memmap-bench dump zone-device` arguments for a ZONE_DEVICE region.
+/// The model run of a ZONE_DEVICE region: `memmap-bench dump zone-device` with the region's
+/// memory type, pfns, compound order, node, altmap and early-section boundary.
 ///
 /// # Errors
 ///
-/// A region without its ZONE_DEVICE facts, or [`kernel_args`]' errors.
-pub fn zone_device_args(facts: &Facts, r: &Region, model_dir: &Path) -> Result<Vec<String>> {
-    let mut a: Vec<String> = vec!["dump".into(), "zone-device".into()];
-    a.extend(kernel_args(facts, model_dir)?);
-    a.extend([
+/// A region without its ZONE_DEVICE facts, or [`kernel_config`]'s errors.
+pub fn zone_device_spec(facts: &Facts, r: &Region) -> Result<Spec> {
+    let (config, mut argv) = kernel_config(facts)?;
+    let type_name = r.memory_type.clone().context("memory_type")?;
+    let memory_type =
+        MemoryType::from_name(&type_name).with_context(|| format!("unknown memory type {type_name:?}"))?;
+    let vmemmap_shift = r.vmemmap_shift.context("vmemmap_shift")?;
+    let boot_memory_end_pfn = boot_memory_end(facts, r.start_pfn);
+    let mut head: Vec<String> = vec!["dump".into(), "zone-device".into()];
+    head.append(&mut argv);
+    head.extend([
         "--memory-type".into(),
-        r.memory_type.clone().context("memory_type")?,
+        type_name,
         "--pages".into(),
         r.nr_pages.to_string(),
         "--start-pfn".into(),
         r.start_pfn.to_string(),
         "--vmemmap-shift".into(),
-        r.vmemmap_shift.context("vmemmap_shift")?.to_string(),
+        vmemmap_shift.to_string(),
         "--nid".into(),
         r.nid.to_string(),
         "--boot-memory-end".into(),
-        boot_memory_end(facts, r.start_pfn).to_string(),
+        boot_memory_end_pfn.to_string(),
     ]);
     if let Some(alt) = r.altmap {
-        a.extend([
+        head.extend([
             "--altmap-reserve".into(),
             alt.reserve.to_string(),
             "--altmap-free".into(),
             alt.free.to_string(),
         ]);
     }
-    Ok(a)
+    let dump = ZoneDeviceDump {
+        config,
+        layout72: false,
+        memory_type,
+        vmemmap_shift,
+        altmap: r.altmap.map(|a| (a.reserve, a.free)),
+        start_pfn: r.start_pfn,
+        nr_pages: r.nr_pages,
+        nid: r.nid,
+        strategy: Strategy::Auto,
+        page_ref_trace: false,
+        boot_memory_end_pfn,
+    };
+    Ok(Spec { what: What::ZoneDevice(dump), argv: head })
 }
 
-/// The `memmap-bench dump hugetlb` arguments for the hugetlb regions of `facts`.
+/// The model run of the hugetlb regions of `facts`: `memmap-bench dump hugetlb` with their
+/// page size, count per node, nodes, zone, HVO and boot or run-time origin.
 ///
 /// # Errors
 ///
-/// No hugetlb region, or [`kernel_args`]' errors.
-pub fn hugetlb_args(facts: &Facts, model_dir: &Path) -> Result<Vec<String>> {
+/// No hugetlb region, or [`kernel_config`]'s errors.
+pub fn hugetlb_spec(facts: &Facts) -> Result<Spec> {
     let hs: Vec<&Region> = facts.regions.iter().filter(|r| r.kind == "hugetlb").collect();
     let first = hs.first().context("no hugetlb region")?;
     let nodes = hs.iter().map(|r| r.nid).max().unwrap_or(0) + 1;
     let per_node = (0..nodes).map(|n| hs.iter().filter(|r| r.nid == n).count()).max().unwrap_or(1);
-    let mut a: Vec<String> = vec!["dump".into(), "hugetlb".into()];
-    a.extend(kernel_args(facts, model_dir)?);
-    a.extend([
+    let (config, mut argv) = kernel_config(facts)?;
+    let hstate_name = first.hstate.clone().context("hstate")?;
+    let hstate =
+        Hstate::from_name(&hstate_name).with_context(|| format!("unknown hstate {hstate_name:?}"))?;
+    let hvo = if first.hvo == Some(true) { HvoMode::On } else { HvoMode::Off };
+    let runtime = first.boot == Some(false);
+    let mut head: Vec<String> = vec!["dump".into(), "hugetlb".into()];
+    head.append(&mut argv);
+    head.extend([
         "--hstate".into(),
-        first.hstate.clone().context("hstate")?,
+        hstate_name,
         "--count".into(),
         per_node.to_string(),
         "--nodes".into(),
@@ -197,10 +234,22 @@ pub fn hugetlb_args(facts: &Facts, model_dir: &Path) -> Result<Vec<String>> {
         "--zone".into(),
         first.zone.to_string(),
         "--hvo".into(),
-        if first.hvo == Some(true) { "on" } else { "off" }.into(),
+        hvo.name().into(),
     ]);
-    if first.boot == Some(false) {
-        a.push("--runtime".into());
+    if runtime {
+        head.push("--runtime".into());
     }
-    Ok(a)
+    let dump = HugetlbDump {
+        config,
+        layout72: false,
+        hstate,
+        count: per_node as u64,
+        nodes,
+        hvo,
+        strategy: Strategy::Auto,
+        page_ref_trace: false,
+        zone: first.zone,
+        runtime,
+    };
+    Ok(Spec { what: What::Hugetlb(dump), argv: head })
 }

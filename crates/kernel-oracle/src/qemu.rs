@@ -132,11 +132,9 @@ impl Guest {
         if !cmd::on_path(qemu) {
             bail!("{qemu} is not installed (Debian: qemu-system-x86 / qemu-system-arm)");
         }
-        fs::create_dir_all(dir)?;
+        // `dir` is this boot's fresh work directory (`files::WorkDir`): nothing to clear.
         let serial = dir.join("console.log");
         let sock = dir.join("qmp.sock");
-        let _ = fs::remove_file(&sock);
-        let _ = fs::remove_file(&serial);
         let mut argv: Vec<String> = args.to_vec();
         argv.extend(
             [
@@ -146,11 +144,11 @@ impl Guest {
                 "none",
                 "-no-reboot",
                 "-chardev",
-                &format!("file,id=ser,path={}", serial.display()),
+                &format!("file,id=ser,path={}", crate::files::qemu_opt_path(&serial)?),
                 "-serial",
                 "chardev:ser",
                 "-qmp",
-                &format!("unix:{},server=on,wait=off", sock.display()),
+                &format!("unix:{},server=on,wait=off", crate::files::qemu_opt_path(&sock)?),
             ]
             .map(String::from),
         );

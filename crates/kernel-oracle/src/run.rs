@@ -47,7 +47,7 @@ pub struct RunOptions {
     pub timeout: Duration,
 }
 
-fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> (String, Vec<String>) {
+fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> Result<(String, Vec<String>)> {
     let mut a: Vec<String> = Vec::new();
     let mut append: Vec<String> = vec!["nokaslr".into(), "quiet".into(), "panic=-1".into()];
     let qemu = match sc.arch {
@@ -79,7 +79,10 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> (
         let file = work.join("virtio-pmem.img");
         a.extend([
             "-object".into(),
-            format!("memory-backend-file,id=pm0,mem-path={},size={mb}M,share=on", file.display()),
+            format!(
+                "memory-backend-file,id=pm0,mem-path={},size={mb}M,share=on",
+                crate::files::qemu_opt_path(&file)?
+            ),
             "-device".into(),
             "virtio-pmem-pci,memdev=pm0,id=vp0".into(),
         ]);
@@ -88,7 +91,7 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> (
     a.extend(["-kernel".into(), kernel.image.display().to_string()]);
     a.extend(["-initrd".into(), initrd.display().to_string()]);
     a.extend(["-append".into(), append.join(" ")]);
-    (qemu.to_string(), a)
+    Ok((qemu.to_string(), a))
 }
 
 /// `dev attr value` lines of the `nd` block, as `dev -> attr -> value`.
@@ -326,25 +329,25 @@ pub fn run(kernel: &Kernel, sc: &Scenario, opts: &RunOptions) -> Result<Facts> {
         );
     }
     let started = Instant::now();
-    fs::create_dir_all(&opts.out)?;
-    let work = opts.cache.join("work").join(format!("{}-{}", kernel.spec.id, sc.name));
-    fs::create_dir_all(&work)?;
+    let mut workdir = crate::files::WorkDir::new(&opts.cache, &format!("{}-{}", kernel.spec.id, sc.name))?;
+    let work = workdir.path().to_path_buf();
     let base = initramfs::base(kernel, &opts.cache)?;
     let initrd = work.join("initrd.img");
-    fs::write(&initrd, initramfs::with_scenario(&base, &sc.script()))?;
-    let (qemu, args) = qemu_command(kernel, sc, &initrd, &work);
+    crate::files::write_file(&initrd, &initramfs::with_scenario(&base, &sc.script()))?;
+    let (qemu, args) = qemu_command(kernel, sc, &initrd, &work)?;
     let qemu_version = Guest::version(&qemu)?;
     let mut guest = Guest::start(&qemu, &args, &work)?;
     let console = match guest.wait_ready(opts.timeout) {
         Ok(c) => c,
         Err(e) => {
-            let _ = fs::copy(work.join("console.log"), opts.out.join("console.log"));
-            return Err(e);
+            let _ = crate::files::write_file(&opts.out.join("console.log"), guest.console().text.as_bytes());
+            guest.quit();
+            return Err(e.context(format!("QEMU's files kept in {}", workdir.keep().display())));
         }
     };
     eprintln!("  guest ready after {:.1} s", started.elapsed().as_secs_f64());
     let result = collect(kernel, sc, &console, &mut guest, &work, opts, qemu_version);
-    fs::write(opts.out.join("console.log"), &guest.console().text)?;
+    crate::files::write_file(&opts.out.join("console.log"), guest.console().text.as_bytes())?;
     guest.quit();
     let facts = result?;
     facts.save(&opts.out)?;
@@ -512,7 +515,7 @@ fn collect(
     let (text_lo, text_hi) = (sysmap.addr("_text").unwrap_or(0), sysmap.addr("_end").unwrap_or(0));
     let mut kernel_symbols = BTreeMap::new();
     for (r, b) in regions.iter().zip(&blobs) {
-        fs::write(opts.out.join(&r.file), b)?;
+        crate::files::write_file(&opts.out.join(&r.file), b)?;
         for w in b.chunks_exact(8) {
             let v = word(w, 0);
             if v >= text_lo && v < text_hi {

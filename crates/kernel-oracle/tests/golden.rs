@@ -112,13 +112,11 @@ fn only_6_12_leaves_early_section_tails_stale() {
 /// are left out, and those are bounded here so that the exclusions cannot grow unseen.
 #[test]
 fn every_extract_equals_the_model() {
-    let tmp = std::env::temp_dir().join(format!("kernel-oracle-golden-test-{}", std::process::id()));
     let mut failures = Vec::new();
     let mut compared = 0u64;
     for g in load_all() {
-        let res = g
-            .compare_with_model(&tmp)
-            .unwrap_or_else(|e| panic!("{}: the model failed: {e:#}", g.dir.display()));
+        let res =
+            g.compare_with_model().unwrap_or_else(|e| panic!("{}: the model failed: {e:#}", g.dir.display()));
         if kernel_oracle::compare::differs(&res) {
             failures.push(kernel_oracle::compare::render(&res, false));
         }
@@ -138,7 +136,6 @@ fn every_extract_equals_the_model() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&tmp);
     assert!(
         failures.is_empty(),
         "{} extracts differ from the model:\n{}",
@@ -146,4 +143,37 @@ fn every_extract_equals_the_model() {
         failures.join("\n")
     );
     assert!(compared > 5_000, "only {compared} struct pages compared");
+}
+
+/// `compare DIR` writes nothing: the model runs in memory. A `DIR/model` that is a link to a
+/// user's directory (where older versions put the model's dumps, removing what was there) is
+/// left alone, and so is everything it points to.
+#[cfg(unix)]
+#[test]
+fn comparing_a_dump_directory_writes_and_deletes_nothing() {
+    let g = load_all().into_iter().find(|g| g.facts.config == "fsdax-mem").expect("fsdax-mem extract");
+    let dump = tempfile::Builder::new().prefix("oracle-compare-").tempdir().unwrap();
+    let victim = tempfile::Builder::new().prefix("oracle-victim-").tempdir().unwrap();
+    std::fs::write(victim.path().join("region-0"), "a user's file").unwrap();
+    g.facts.save(dump.path()).unwrap();
+    for (i, r) in g.facts.regions.iter().enumerate() {
+        let mut bytes = vec![0u8; (r.nr_pages * g.facts.struct_page_size) as usize];
+        for (pfn, p) in g.pages(i) {
+            let k = ((pfn - r.start_pfn) * g.facts.struct_page_size) as usize;
+            bytes[k..k + p.len()].copy_from_slice(p);
+        }
+        std::fs::write(dump.path().join(&r.file), bytes).unwrap();
+    }
+    std::os::unix::fs::symlink(victim.path(), dump.path().join("model")).unwrap();
+    let listing = |p: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(p).unwrap().map(|e| e.unwrap().file_name()).collect();
+        v.sort();
+        v
+    };
+    let before = listing(dump.path());
+    let res = kernel_oracle::compare::compare_dir(dump.path(), &g.facts).expect("the comparison runs");
+    assert!(!res.regions.is_empty());
+    assert_eq!(listing(dump.path()), before, "compare wrote into the dump directory");
+    assert_eq!(listing(victim.path()), [std::ffi::OsString::from("region-0")]);
+    assert_eq!(std::fs::read_to_string(victim.path().join("region-0")).unwrap(), "a user's file");
 }

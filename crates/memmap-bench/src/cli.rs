@@ -23,14 +23,16 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use hugetlb_init::{Hstate, HvoMode};
 use memmap_core::{KernelConfig, MemoryType, Strategy};
 
-use crate::diff::{DiffError, diff_dumps};
-use crate::dump::{DumpError, HugetlbDump, OutputDir, ZoneDeviceDump, open_dump};
 use crate::limits;
 use crate::machine::Machine;
 use crate::memory::{self, MemInfo};
 use crate::report::{REPORT_FORMAT, Report};
 use crate::scenarios::{self, CatalogEntry, Common, Context, Scenario, Setup, zone_device};
 use crate::size::{PAGE_SIZE, SizeError, parse_pages};
+use memmap_dump::diff::{DiffError, diff_dumps};
+use memmap_dump::{
+    DumpError, HugetlbDump, MAX_USER_FILE_BYTES, NewFile, OutputDir, ZoneDeviceDump, open_dump,
+};
 
 /// A domain enum the command line names values of: every value, each one's name, and the
 /// inverse. Implemented from the enums' own `ALL`, `name()` and `from_name()`.
@@ -211,9 +213,13 @@ struct TimingArgs {
     /// CI-sized run: the same suite at sizes that finish in under 30 seconds.
     #[arg(long)]
     quick: bool,
-    /// Write an SVG bar chart of GB/s per strategy against the limit.
+    /// Write an SVG bar chart of GB/s per strategy against the limit (refuses to replace an
+    /// existing FILE without --force; checked before anything is measured).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Replace an existing --plot FILE.
+    #[arg(long, requires = "plot")]
+    force: bool,
     /// Workers of the all-core rows (each scenario also runs the kernel-faithful one-thread
     /// row): N, or auto (the count where bandwidth stops growing on this machine, at most the
     /// CPUs available). 1 leaves the all-core rows out.
@@ -410,11 +416,12 @@ struct DumpZoneDeviceArgs {
 fn dump_config(c: &DumpCommon) -> Result<KernelConfig, CliError> {
     let mut cfg = c.config;
     if let Some(path) = &c.kconfig {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| CliError::Usage(format!("--kconfig {}: {e}", path.display())))?;
+        let file = memmap_dump::read_user_file(path, MAX_USER_FILE_BYTES)
+            .map_err(|e| CliError::Usage(format!("--kconfig: {e}")))?;
         cfg = cfg
-            .with_kconfig(&memmap_core::model::kconfig::Kconfig::new(&text))
+            .with_kconfig(&memmap_core::model::kconfig::Kconfig::new(&file.text))
             .map_err(|e| CliError::Usage(format!("--kconfig {}: {e}", path.display())))?;
+        eprintln!("kconfig: read {}", file.describe());
     }
     if let Some(v) = c.kernel {
         cfg = cfg.with_version(v);
@@ -434,8 +441,8 @@ pub struct Suite {
     pub limit_rounds: usize,
     /// `--json`.
     pub json: bool,
-    /// `--plot FILE`.
-    pub plot: Option<PathBuf>,
+    /// `--plot FILE`, checked.
+    pub plot: Option<NewFile>,
     /// `limits`: measure the limits only.
     pub limits_only: bool,
 }
@@ -546,7 +553,8 @@ where
                 page_ref_trace: c.page_ref_trace,
                 boot_memory_end_pfn: a.boot_memory_end,
             };
-            let need = opts.memory_needed().map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
+            let need = memory::zone_device_dump_need(&opts)
+                .map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
             memory::check("the dump", &need, info).map_err(|e| usage(e.to_string()))?;
             Ok(Invocation::DumpZoneDevice(opts, c.out.clone(), c.force))
         }
@@ -565,7 +573,8 @@ where
                 strategy: c.strategy,
                 page_ref_trace: c.page_ref_trace,
             };
-            let need = opts.memory_needed().map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
+            let need = memory::hugetlb_dump_need(&opts)
+                .map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
             memory::check("the dump", &need, info).map_err(|e| usage(e.to_string()))?;
             Ok(Invocation::DumpHugetlb(opts, c.out.clone(), c.force))
         }
@@ -579,6 +588,7 @@ impl Default for TimingArgs {
             json: false,
             quick: false,
             plot: None,
+            force: false,
             threads: memmap_core::Threads::Auto,
             rounds: None,
             config: KernelConfig::X86_64,
@@ -637,7 +647,12 @@ fn suite(
         limit_buffer,
         limit_rounds: if t.quick { 3 } else { 5 },
         json: t.json,
-        plot: t.plot.clone(),
+        plot: match &t.plot {
+            Some(p) => {
+                Some(NewFile::prepare(p, t.force).map_err(|e| CliError::Usage(format!("--plot: {e}")))?)
+            }
+            None => None,
+        },
         limits_only: false,
     }))
 }
@@ -674,12 +689,13 @@ pub fn execute(inv: Invocation) -> ExitCode {
     match inv {
         Invocation::Suite(s) => run_suite(&s),
         Invocation::DumpZoneDevice(opts, dir, force) => {
-            let r =
-                OutputDir::prepare(&dir, force).and_then(|out| crate::dump::dump_zone_device(&opts, &out));
+            let r = OutputDir::prepare(&dir, force)
+                .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
             dumped(r, &dir, None)
         }
         Invocation::DumpHugetlb(opts, dir, force) => {
-            let r = OutputDir::prepare(&dir, force).and_then(|out| crate::dump::dump_hugetlb(&opts, &out));
+            let r = OutputDir::prepare(&dir, force)
+                .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
             let folios = r
                 .as_ref()
                 .ok()
@@ -709,7 +725,7 @@ fn fail(e: &dyn std::fmt::Display, code: u8) -> ExitCode {
 }
 
 fn dumped(
-    r: Result<crate::dump::DumpMeta, DumpError>,
+    r: Result<memmap_dump::DumpMeta, DumpError>,
     dir: &std::path::Path,
     folios: Option<usize>,
 ) -> ExitCode {
@@ -781,11 +797,11 @@ fn run_suite(s: &Suite) -> ExitCode {
         }
         human(&report.summary());
     }
-    if let Some(path) = &s.plot {
-        if let Err(e) = report.plot(path) {
+    if let Some(out) = &s.plot {
+        if let Err(e) = report.plot(out) {
             return fail(&e, 1);
         }
-        human(&format!("plot written to {}\n", path.display()));
+        human(&format!("plot written to {}\n", out.path().display()));
     }
     if s.json {
         match serde_json::to_string_pretty(&report) {

@@ -108,6 +108,40 @@ impl MemoryNeed {
     }
 }
 
+/// The memory `memmap-bench dump zone-device` needs: the memmap and its pageblock bits, and
+/// with the tracepoint on the two recorded `page_ref_set` events per page.
+///
+/// # Errors
+///
+/// On overflow.
+pub fn zone_device_dump_need(d: &memmap_dump::ZoneDeviceDump) -> Result<MemoryNeed, Overflow> {
+    let memmap = mul(d.nr_pages, d.struct_page_size(), "the dump's memmap")?;
+    let events = if d.page_ref_trace {
+        let per_page = 2 * size_of::<memmap_core::PageRefEvent>() as u64;
+        mul(d.nr_pages, per_page, "the dump's tracepoint events")?
+    } else {
+        0
+    };
+    MemoryNeed::resident(memmap)
+        .and(MemoryNeed::resident(d.nr_pages / 512 + 1))?
+        .and(MemoryNeed::resident(events))
+}
+
+/// The memory `memmap-bench dump hugetlb` needs: the memfd vmemmap of every node (filled with
+/// poison, so all resident until HVO frees it) and the copy of every folio's struct pages.
+///
+/// # Errors
+///
+/// On overflow.
+pub fn hugetlb_dump_need(d: &memmap_dump::HugetlbDump) -> Result<MemoryNeed, Overflow> {
+    let folios = mul(u64::from(d.nodes), d.count, "the number of gigantic pages")?;
+    let pages = mul(folios, d.hstate.nr_pages(), "the number of struct pages")?;
+    let bytes = mul(pages, d.struct_page_size(), "the dump's memmap")?;
+    let per_node = bytes / u64::from(d.nodes.max(1));
+    let vmemmap = MemoryNeed { resident: bytes, mapped: bytes, largest_mapping: per_node };
+    vmemmap.and(MemoryNeed::resident(bytes))
+}
+
 /// What the machine offers, read from `/proc` and `getrlimit` (each `None` where unknown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MemInfo {

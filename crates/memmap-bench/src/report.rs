@@ -28,7 +28,6 @@
 //! measurement error in the table, the summary and the JSON.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
@@ -554,13 +553,15 @@ impl Report {
     }
 
     /// Writes an SVG bar chart of GB/s per strategy per scenario, with each scenario's limit
-    /// drawn across its group.
+    /// drawn across its group, to `out` (checked before the run).
     ///
     /// # Errors
     ///
     /// Drawing or file errors, as text.
-    pub fn plot(&self, path: &Path) -> Result<(), String> {
-        plot::draw(self, path).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn plot(&self, out: &memmap_dump::NewFile) -> Result<(), String> {
+        let mut svg = String::new();
+        plot::draw(self, &mut svg).map_err(|e| format!("{}: {e}", out.path().display()))?;
+        out.commit(svg.as_bytes()).map_err(|e| e.to_string())
     }
 }
 
@@ -751,11 +752,11 @@ mod plot {
         crate::scenarios::catalog_entry(name).is_none_or(|e| e.plotted)
     }
 
-    pub(super) fn draw(report: &Report, path: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    pub(super) fn draw(report: &Report, svg: &mut String) -> Result<(), Box<dyn std::error::Error>> {
         let groups: Vec<_> =
             report.scenarios.iter().filter(|s| !s.results.is_empty() && plotted(&s.name)).collect();
         let width = 200 + 230 * groups.len().max(1) as u32;
-        let root = SVGBackend::new(path, (width, 520)).into_drawing_area();
+        let root = SVGBackend::with_string(svg, (width, 520)).into_drawing_area();
         root.fill(&WHITE)?;
         let ymax = groups
             .iter()

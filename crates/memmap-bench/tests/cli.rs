@@ -516,3 +516,103 @@ fn diff_refuses_malformed_and_incomparable_dumps() {
     let _ = std::fs::remove_dir_all(&a);
     let _ = std::fs::remove_dir_all(&b);
 }
+
+/// `--kconfig` reads only a regular file, bounded, plain or gzip'd, and says which file it read.
+#[test]
+fn kconfig_files_are_read_bounded_plain_or_gzip() {
+    let dir = tmp("kconfig");
+    std::fs::create_dir_all(&dir).unwrap();
+    let zone = |extra: &[&str]| {
+        let out = dir.join("out");
+        let _ = std::fs::remove_dir_all(&out);
+        let mut a = vec!["dump", "zone-device", "--memory-type", "fsdax", "--pages", "64"];
+        a.extend_from_slice(extra);
+        a.extend(["--out", out.to_str().unwrap()]);
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let text = "CONFIG_NODES_SHIFT=6\n# CONFIG_NUMA_BALANCING is not set\n";
+    let plain = dir.join("config");
+    std::fs::write(&plain, text).unwrap();
+    let gz = dir.join("config.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut enc, text.as_bytes()).unwrap();
+    std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let mut shifts = Vec::new();
+    for (path, gzip) in [(&plain, false), (&gz, true)] {
+        let args = zone(&["--kconfig", path.to_str().unwrap()]);
+        let out = bin().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        assert!(err.contains(&format!("kconfig: read {}", path.display())), "{err}");
+        assert_eq!(err.contains(", gzip)"), gzip, "{err}");
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("out/meta.json")).unwrap()).unwrap();
+        shifts.push(meta["flags_layout"]["nodes_width"].clone());
+    }
+    assert_eq!(shifts[0], 6, "the .config's NODES_SHIFT is applied");
+    assert_eq!(shifts[0], shifts[1], "plain and gzip'd read the same");
+    let refused = |path: &str, code: i32, needle: &str| {
+        let args = zone(&["--kconfig", path]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_refused(&args, code, needle);
+    };
+    refused("/dev/zero", 2, "not a regular file");
+    refused(dir.to_str().unwrap(), 2, "a directory, not a regular file");
+    refused(dir.join("missing").to_str().unwrap(), 2, "missing");
+    let bin_file = dir.join("binary");
+    std::fs::write(&bin_file, [0xffu8, 0xfe, 0, 1]).unwrap();
+    refused(bin_file.to_str().unwrap(), 2, "not a text file");
+    let bad_gz = dir.join("bad.gz");
+    std::fs::write(&bad_gz, [0x1f, 0x8b, 8, 0, 0, 0]).unwrap();
+    refused(bad_gz.to_str().unwrap(), 2, "gzip data");
+    #[cfg(unix)]
+    {
+        // A FIFO with no writer would block an open for reading forever: refused before opening.
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: `c` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        refused(fifo.to_str().unwrap(), 2, "a FIFO, not a regular file");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--plot FILE` never replaces a file without `--force`, and an unusable path is refused
+/// before anything is measured.
+#[test]
+fn plot_files_are_checked_before_the_run_and_never_replaced_silently() {
+    let dir = tmp("plot");
+    std::fs::create_dir_all(&dir).unwrap();
+    let existing = dir.join("chart.svg");
+    std::fs::write(&existing, "a user's chart").unwrap();
+    let e = existing.to_str().unwrap();
+    let t = std::time::Instant::now();
+    assert_refused(&["zone-device", "--quick", "--plot", e], 2, "chart.svg: exists");
+    assert_refused(
+        &["zone-device", "--quick", "--plot", dir.join("no/such/dir/p.svg").to_str().unwrap()],
+        2,
+        "not a directory",
+    );
+    assert_refused(&["zone-device", "--quick", "--plot", dir.to_str().unwrap()], 2, "--plot");
+    assert!(t.elapsed() < std::time::Duration::from_secs(20), "refused only after measuring");
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "a user's chart");
+    let out = run(&[
+        "zone-device",
+        "--quick",
+        "--align",
+        "4K",
+        "--size",
+        "16M",
+        "--rounds",
+        "2",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--plot",
+        e,
+        "--force",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&existing).unwrap().contains("<svg"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -4,9 +4,6 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::memory::MemoryError;
-use crate::size::Bytes;
-
 /// Why a dump could not be written or read. Every variant that concerns a file names it.
 #[derive(Debug)]
 pub enum DumpError {
@@ -72,16 +69,26 @@ pub enum DumpError {
         /// `struct_page_size` from `meta.json`.
         struct_page_size: u64,
     },
+    /// A text file a user named is not UTF-8 (after gunzip, for a gzip file).
+    NotText {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A gzip file a user named does not decompress.
+    Gzip {
+        /// The path.
+        path: PathBuf,
+        /// The decoder's error.
+        source: io::Error,
+    },
     /// A file changed while it was being read.
     Changed {
         /// The path.
         path: PathBuf,
     },
     /// The dump's parameters were refused by the initializer (a typed error of memmap-core or
-    /// hugetlb-init) or by the size check.
+    /// hugetlb-init).
     Input(String),
-    /// The dump needs more memory than the machine has, or its size overflows.
-    Memory(MemoryError),
     /// The storage could not be mapped.
     Map {
         /// What was being mapped.
@@ -114,11 +121,7 @@ impl fmt::Display for DumpError {
         match self {
             DumpError::Io { path, op, source } => write!(f, "{}: {op}: {source}", path.display()),
             DumpError::Exists { path } => {
-                write!(
-                    f,
-                    "{}: exists; refusing to overwrite a dump (use --force to replace it)",
-                    path.display()
-                )
+                write!(f, "{}: exists; refusing to replace it (use --force to replace it)", path.display())
             }
             DumpError::NotADirectory { path } => write!(f, "{}: not a directory", path.display()),
             DumpError::NotRegular { path, is } => {
@@ -129,8 +132,8 @@ impl fmt::Display for DumpError {
                     f,
                     "{}: {} is larger than the {} this reader accepts",
                     path.display(),
-                    Bytes(*len),
-                    Bytes(*max)
+                    human_bytes(*len),
+                    human_bytes(*max)
                 )
             }
             DumpError::Json { path, source } => write!(f, "{}: {source}", path.display()),
@@ -140,9 +143,10 @@ impl fmt::Display for DumpError {
                 "{}: {len} bytes, but meta.json says {nr_pages} struct pages of {struct_page_size} bytes",
                 path.display()
             ),
+            DumpError::NotText { path } => write!(f, "{}: not a text file (not UTF-8)", path.display()),
+            DumpError::Gzip { path, source } => write!(f, "{}: gzip data: {source}", path.display()),
             DumpError::Changed { path } => write!(f, "{}: changed while being read", path.display()),
             DumpError::Input(why) => f.write_str(why),
-            DumpError::Memory(e) => write!(f, "{e}"),
             DumpError::Map { what, source } => write!(f, "{what}: {source}"),
         }
     }
@@ -151,17 +155,12 @@ impl fmt::Display for DumpError {
 impl std::error::Error for DumpError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            DumpError::Io { source, .. } | DumpError::Map { source, .. } => Some(source),
+            DumpError::Io { source, .. } | DumpError::Map { source, .. } | DumpError::Gzip { source, .. } => {
+                Some(source)
+            }
             DumpError::Json { source, .. } => Some(source),
-            DumpError::Memory(e) => Some(e),
             _ => None,
         }
-    }
-}
-
-impl From<MemoryError> for DumpError {
-    fn from(e: MemoryError) -> Self {
-        DumpError::Memory(e)
     }
 }
 
@@ -192,5 +191,32 @@ pub(crate) fn file_kind(ft: std::fs::FileType) -> &'static str {
         "a regular file"
     } else {
         "not a regular file"
+    }
+}
+
+/// `n` bytes for people: bytes below 1 KiB, else KiB, MiB, GiB or TiB with two decimals.
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} bytes");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.2} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human_bytes;
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(human_bytes(1000), "1000 bytes");
+        assert_eq!(human_bytes(64 << 20), "64.00 MiB");
+        assert_eq!(human_bytes(3 << 29), "1.50 GiB");
     }
 }

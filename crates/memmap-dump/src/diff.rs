@@ -1,4 +1,4 @@
-//! `memmap-bench diff A B`: the first differing struct page and field of two dumps.
+//! Comparing two dumps: the first differing struct page and field.
 //!
 //! Two dumps are compared only if they describe the same thing: same `format`, `kind`,
 //! `endianness`, `config`, `struct_page_size`, `start_pfn` and `nr_pages`; otherwise
@@ -10,8 +10,9 @@ use std::fmt;
 use std::io::{self, Read};
 use std::path::Path;
 
-use crate::dump::output::{MEMMAP_FILE, META_FILE};
-use crate::dump::{DumpError, DumpMeta, OpenDump, validate_meta};
+use crate::read::{OpenDump, validate_meta};
+use crate::write::{MEMMAP_FILE, META_FILE};
+use crate::{DumpError, DumpMeta};
 
 /// Name of the `struct page` field at byte `offset` of a struct page (64- or 72-byte layout).
 #[must_use]
@@ -158,7 +159,7 @@ impl fmt::Display for DiffError {
 
 impl std::error::Error for DiffError {}
 
-/// Compares two opened dumps (see [`crate::dump::open_dump`]), reading both a chunk at a time.
+/// Compares two opened dumps (see [`crate::open_dump`]), reading both a chunk at a time.
 ///
 /// # Errors
 ///
@@ -185,7 +186,7 @@ pub fn diff_dumps(a: &mut OpenDump, b: &mut OpenDump) -> Result<DiffResult, Diff
     Ok(check_metadata(r, &a.meta, &b.meta))
 }
 
-/// Compares two dumps held in memory (each validated by [`crate::dump::parse_dump`]).
+/// Compares two dumps held in memory (each validated by [`crate::parse_dump`]).
 ///
 /// # Errors
 ///

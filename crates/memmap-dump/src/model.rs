@@ -1,158 +1,76 @@
-//! `memmap-bench dump`: writes a memmap to `DIR/memmap.bin` + `DIR/meta.json`; reading dumps
-//! back.
-//!
-//! See the [crate documentation](crate) for the format, [`output`] for how the files are
-//! written (never over an existing dump without `--force`, never through a symbolic link, the
-//! pair consistent) and [`reader`] for how they are checked before their data is read.
-
-mod error;
-pub mod output;
-pub mod reader;
+//! Running the model into a dump: [`ZoneDeviceDump`] (`memmap_init_zone_device` of one device
+//! range) and [`HugetlbDump`] (boot-time gigantic pages, with real memfd-backed HVO on Linux)
+//! describe what to model; [`ZoneDeviceDump::run`] and [`HugetlbDump::run`] run it in this
+//! process and return the [`Dump`] in memory, which [`Dump::write`] writes to a checked
+//! [`OutputDir`]. Nothing here touches the file system until `write`.
 
 use memmap_core::{
-    DevPagemap, FlagsLayout, InitOptions, InitReport, KernelConfig, Memmap, MemoryType, MigrateType, PG,
-    PageRefEvent, RecordingHooks, Strategy, StructPage, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,
+    DevPagemap, InitOptions, InitReport, KernelConfig, MemoryType, MigrateType, OwnedMemmap, RecordingHooks,
+    Strategy, StructPage, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,
 };
-use serde::{Deserialize, Serialize};
 
-pub use error::DumpError;
-pub use output::OutputDir;
-pub use reader::{OpenDump, open_dump, parse_dump, parse_meta, read_dump, validate_meta};
+use crate::error::DumpError;
+use crate::meta::{AltmapJson, DumpMeta, FORMAT_VERSION, FlagsLayoutJson, PgBits, host_endianness};
+use crate::write::OutputDir;
 
-use crate::memory::{MemoryNeed, Overflow, mul};
-
-/// Version of the dump format.
-pub const FORMAT_VERSION: u32 = 1;
-
-/// The dump kinds.
-pub const KINDS: [&str; 2] = ["zone-device", "hugetlb"];
-
-/// The host's byte order as `meta.json` spells it.
-#[must_use]
-pub const fn host_endianness() -> &'static str {
-    if cfg!(target_endian = "little") { "little" } else { "big" }
+/// A dump made in memory: its metadata and the struct page bytes of `memmap.bin`.
+pub struct Dump {
+    /// `meta.json`'s content.
+    pub meta: DumpMeta,
+    bytes: DumpBytes,
 }
 
-/// `flags_layout` in `meta.json`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FlagsLayoutJson {
-    /// `ZONES_PGSHIFT`.
-    pub zones_pgshift: u32,
-    /// `ZONES_WIDTH`.
-    pub zones_width: u32,
-    /// `NODES_PGSHIFT`.
-    pub nodes_pgshift: u32,
-    /// `NODES_WIDTH`.
-    pub nodes_width: u32,
-    /// `SECTIONS_PGSHIFT`.
-    pub sections_pgshift: u32,
-    /// `SECTIONS_WIDTH`.
-    pub sections_width: u32,
-    /// `LAST_CPUPID_PGSHIFT`.
-    pub last_cpupid_pgshift: u32,
-    /// `LAST_CPUPID_WIDTH`.
-    pub last_cpupid_width: u32,
+/// Where a dump's struct page bytes live: the model's own mapping (a large ZONE_DEVICE range
+/// is not copied) or a buffer.
+enum DumpBytes {
+    Owned64(OwnedMemmap<memmap_core::Page64>, usize),
+    Owned72(OwnedMemmap<memmap_core::Page72>, usize),
+    Vec(Vec<u8>),
 }
 
-impl From<&FlagsLayout> for FlagsLayoutJson {
-    fn from(l: &FlagsLayout) -> Self {
-        FlagsLayoutJson {
-            zones_pgshift: l.zones_pgshift,
-            zones_width: l.zones_width,
-            nodes_pgshift: l.nodes_pgshift,
-            nodes_width: l.nodes_width,
-            sections_pgshift: l.sections_pgshift,
-            sections_width: l.sections_width,
-            last_cpupid_pgshift: l.last_cpupid_pgshift,
-            last_cpupid_width: l.last_cpupid_width,
-        }
+impl core::fmt::Debug for Dump {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Dump").field("meta", &self.meta).field("bytes", &self.memmap().len()).finish()
     }
 }
 
-/// `pg_bits` in `meta.json`: page flag bit numbers and type values of the baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PgBits {
-    /// `PG_reserved`.
-    pub reserved: u32,
-    /// `PG_head`.
-    pub head: u32,
-    /// `PGTY_hugetlb << 24`, the `page_type` word of a hugetlb folio head.
-    pub hugetlb_page_type: u32,
-}
-
-impl PgBits {
-    /// The baseline's bits.
+impl Dump {
+    /// The struct pages, `meta.nr_pages * meta.struct_page_size` bytes in pfn order: the
+    /// content of `memmap.bin`.
     #[must_use]
-    pub fn baseline() -> Self {
-        PgBits {
-            reserved: PG::RESERVED,
-            head: PG::HEAD,
-            hugetlb_page_type: memmap_core::PageType::word(memmap_core::PageType::HUGETLB),
+    pub fn memmap(&self) -> &[u8] {
+        match &self.bytes {
+            DumpBytes::Owned64(m, n) => &m.as_bytes()[..*n],
+            DumpBytes::Owned72(m, n) => &m.as_bytes()[..*n],
+            DumpBytes::Vec(v) => v,
         }
+    }
+
+    /// Writes `memmap.bin` and `meta.json` to `out` (see [`OutputDir::commit`]).
+    ///
+    /// # Errors
+    ///
+    /// The output's errors, naming the path.
+    pub fn write(&self, out: &OutputDir) -> Result<(), DumpError> {
+        out.commit(self.memmap(), &meta_text(&self.meta)?)
     }
 }
 
-/// `altmap` in `meta.json`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AltmapJson {
-    /// `base_pfn`.
-    pub base_pfn: u64,
-    /// `reserve`.
-    pub reserve: u64,
-    /// `free`.
-    pub free: u64,
+/// A struct page layout a dump can be made of (the 64- and 72-byte layouts).
+trait DumpLayout: StructPage {
+    fn owned(memmap: OwnedMemmap<Self>, len: usize) -> DumpBytes;
 }
 
-/// Fields common to every dump.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DumpMeta {
-    /// [`FORMAT_VERSION`].
-    pub format: u32,
-    /// `zone-device` or `hugetlb`.
-    pub kind: String,
-    /// Kernel config preset name.
-    pub config: String,
-    /// `little` or `big`: byte order of the words in `memmap.bin`.
-    pub endianness: String,
-    /// First PFN in `memmap.bin`.
-    pub start_pfn: u64,
-    /// Struct pages in `memmap.bin`.
-    pub nr_pages: u64,
-    /// `sizeof(struct page)`: 64, or 72 with `virtual`.
-    pub struct_page_size: usize,
-    /// Modelled kernel address of the struct page of `start_pfn` at init time.
-    pub page_addr_base: u64,
-    /// `page_addr_base` in hex, for people.
-    pub page_addr_base_hex: String,
-    /// `ZONE_DEVICE`'s index (the zone of the initialized pages, for `zone-device`).
-    pub zone: u32,
-    /// Node id.
-    pub nid: u32,
-    /// Page-flags layout.
-    pub flags_layout: FlagsLayoutJson,
-    /// Flag bits and type values.
-    pub pg_bits: PgBits,
-    /// PFN of the first page of every pageblock overlapping the range whose migrate type is
-    /// MOVABLE, ascending.
-    pub movable_pageblock_pfns: Vec<u64>,
-    /// Number of `cond_resched` hook calls.
-    pub resched_pfns: u64,
-    /// Number of `page_ref_set` tracepoint events.
-    pub page_ref_events: u64,
-    /// The strategy actually used.
-    pub strategy: String,
-    /// The strategy requested.
-    pub strategy_requested: String,
-    /// Why `strategy` was used.
-    pub strategy_reason: String,
-    /// `stream_hal::backend()` of the build that wrote the dump.
-    pub backend: String,
-    /// `stream_hal::backend().name()` of that build (absent in dumps of older builds).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend_name: Option<String>,
-    /// Kind-specific fields.
-    #[serde(flatten)]
-    pub detail: serde_json::Map<String, serde_json::Value>,
+impl DumpLayout for memmap_core::Page64 {
+    fn owned(memmap: OwnedMemmap<Self>, len: usize) -> DumpBytes {
+        DumpBytes::Owned64(memmap, len)
+    }
+}
+
+impl DumpLayout for memmap_core::Page72 {
+    fn owned(memmap: OwnedMemmap<Self>, len: usize) -> DumpBytes {
+        DumpBytes::Owned72(memmap, len)
+    }
 }
 
 /// Options of `dump zone-device`.
@@ -184,43 +102,26 @@ pub struct ZoneDeviceDump {
 }
 
 impl ZoneDeviceDump {
+    /// Runs `move_pfn_range_to_zone` and `memmap_init_zone_device` on a fresh memmap and
+    /// returns the dump (deduplicated struct pages read as their vmemmap page's source, as
+    /// the kernel's vmemmap shows them).
+    ///
+    /// # Errors
+    ///
+    /// [`DumpError::Input`] carrying the initializer's typed error, [`DumpError::Map`] when the
+    /// memmap cannot be mapped.
+    pub fn run(&self) -> Result<Dump, DumpError> {
+        if self.layout72 {
+            zone_device_as::<memmap_core::Page72>(self)
+        } else {
+            zone_device_as::<memmap_core::Page64>(self)
+        }
+    }
+
     /// `sizeof(struct page)` of the chosen layout.
     #[must_use]
     pub fn struct_page_size(&self) -> u64 {
         if self.layout72 { 72 } else { 64 }
-    }
-
-    /// The memory the dump needs: the memmap and its pageblock bits, and with the tracepoint on
-    /// the two recorded `page_ref_set` events per page.
-    ///
-    /// # Errors
-    ///
-    /// On overflow.
-    pub fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
-        let memmap = mul(self.nr_pages, self.struct_page_size(), "the dump's memmap")?;
-        let events = if self.page_ref_trace {
-            mul(self.nr_pages, 2 * size_of::<PageRefEvent>() as u64, "the dump's tracepoint events")?
-        } else {
-            0
-        };
-        MemoryNeed::resident(memmap)
-            .and(MemoryNeed::resident(self.nr_pages / 512 + 1))?
-            .and(MemoryNeed::resident(events))
-    }
-}
-
-/// Runs the initialization and writes the dump to `out` (checked before by
-/// [`OutputDir::prepare`], which the caller runs first so that a refused output costs no work).
-///
-/// # Errors
-///
-/// [`DumpError::Input`] carrying the initializer's typed error, [`DumpError::Map`] when the
-/// memmap cannot be mapped, or the output's errors.
-pub fn dump_zone_device(opts: &ZoneDeviceDump, out: &OutputDir) -> Result<DumpMeta, DumpError> {
-    if opts.layout72 {
-        dump_zone_device_as::<memmap_core::Page72>(opts, out)
-    } else {
-        dump_zone_device_as::<memmap_core::Page64>(opts, out)
     }
 }
 
@@ -246,7 +147,7 @@ fn meta_text(meta: &DumpMeta) -> Result<String, DumpError> {
     Ok(text)
 }
 
-fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, out: &OutputDir) -> Result<DumpMeta, DumpError> {
+fn zone_device_as<P: DumpLayout>(opts: &ZoneDeviceDump) -> Result<Dump, DumpError> {
     let cfg =
         KernelConfig { debug_page_ref: opts.page_ref_trace || opts.config.debug_page_ref, ..opts.config };
     let layout = cfg.flags_layout().map_err(invalid)?;
@@ -257,7 +158,7 @@ fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, out: &OutputDir) ->
     let range = ZoneDeviceRange::new(cfg.zone_device(), opts.nid, opts.start_pfn, opts.nr_pages)
         .with_boot_memory_end(opts.boot_memory_end_pfn);
     let n = usize::try_from(opts.nr_pages).map_err(invalid)?;
-    let mut owned = memmap_core::OwnedMemmap::<P>::new(cfg, opts.start_pfn, opts.nr_pages)
+    let mut owned = OwnedMemmap::<P>::new(cfg, opts.start_pfn, opts.nr_pages)
         .map_err(map_error(format!("map a memmap of {} struct pages", opts.nr_pages)))?;
     let mut hooks = RecordingHooks::new(opts.page_ref_trace);
     let init_opts = InitOptions::new(opts.strategy);
@@ -347,8 +248,7 @@ fn dump_zone_device_as<P: StructPage>(opts: &ZoneDeviceDump, out: &OutputDir) ->
         backend_name: Some(stream_hal::backend().name().into()),
         detail,
     };
-    out.commit(&owned.as_bytes()[..n * P::SIZE], &meta_text(&meta)?)?;
-    Ok(meta)
+    Ok(Dump { meta, bytes: P::owned(owned, n * P::SIZE) })
 }
 
 /// The struct pages `memmap_init_zone_device` leaves as they were, `[start, end)` ranges:
@@ -414,14 +314,6 @@ fn runtime_lru_prev_ranges<P: StructPage>(
     ranges
 }
 
-/// Reads a memmap view's struct pages `[start, start + nr)` into bytes (for other dump kinds).
-#[must_use]
-pub fn memmap_bytes<P: StructPage>(memmap: &Memmap<'_, P>, start: u64, nr: u64) -> Vec<u8> {
-    let mut out = vec![0u8; nr as usize * P::SIZE];
-    memmap.copy_bytes(start, nr, &mut out);
-    out
-}
-
 /// Options of `dump hugetlb`.
 #[derive(Debug, Clone)]
 pub struct HugetlbDump {
@@ -468,45 +360,30 @@ impl memmap_core::InitHooks for SharedCounts {
 }
 
 impl HugetlbDump {
+    /// Boots the gigantic pages (real memfd HVO on Linux) and returns the dump: the struct
+    /// pages of every gigantic page in PFN order, as the CPU reads them (HVO-optimized tails
+    /// read through their read-only alias).
+    ///
+    /// # Errors
+    ///
+    /// [`DumpError::Input`] carrying the boot's typed error, [`DumpError::Map`] when the
+    /// vmemmap cannot be created.
+    pub fn run(&self) -> Result<Dump, DumpError> {
+        if self.layout72 {
+            hugetlb_as::<memmap_core::Page72>(self)
+        } else {
+            hugetlb_as::<memmap_core::Page64>(self)
+        }
+    }
+
     /// `sizeof(struct page)` of the chosen layout.
     #[must_use]
     pub fn struct_page_size(&self) -> u64 {
         if self.layout72 { 72 } else { 64 }
     }
-
-    /// The memory the dump needs: the memfd vmemmap of every node (filled with poison, so all
-    /// resident until HVO frees it) and the copy of every folio's struct pages written out.
-    ///
-    /// # Errors
-    ///
-    /// On overflow.
-    pub fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
-        let folios = mul(u64::from(self.nodes), self.count, "the number of gigantic pages")?;
-        let pages = mul(folios, self.hstate.nr_pages(), "the number of struct pages")?;
-        let bytes = mul(pages, self.struct_page_size(), "the dump's memmap")?;
-        let per_node = bytes / u64::from(self.nodes.max(1));
-        let vmemmap = MemoryNeed { resident: bytes, mapped: bytes, largest_mapping: per_node };
-        vmemmap.and(MemoryNeed::resident(bytes))
-    }
 }
 
-/// Boots the gigantic pages (real memfd HVO on Linux) and writes the dump to `out`: the struct
-/// pages of every gigantic page in PFN order, as the CPU reads them (HVO-optimized tails read
-/// through their read-only alias).
-///
-/// # Errors
-///
-/// [`DumpError::Input`] carrying the boot's typed error, [`DumpError::Map`] when the vmemmap
-/// cannot be created, or the output's errors.
-pub fn dump_hugetlb(opts: &HugetlbDump, out: &OutputDir) -> Result<DumpMeta, DumpError> {
-    if opts.layout72 {
-        dump_hugetlb_as::<memmap_core::Page72>(opts, out)
-    } else {
-        dump_hugetlb_as::<memmap_core::Page64>(opts, out)
-    }
-}
-
-fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, out: &OutputDir) -> Result<DumpMeta, DumpError> {
+fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
     use hugetlb_init::{BootParams, BootRequest, OwnedBoot};
     let cfg =
         KernelConfig { debug_page_ref: opts.page_ref_trace || opts.config.debug_page_ref, ..opts.config };
@@ -647,6 +524,5 @@ fn dump_hugetlb_as<P: StructPage>(opts: &HugetlbDump, out: &OutputDir) -> Result
         backend_name: Some(stream_hal::backend().name().into()),
         detail,
     };
-    out.commit(&bytes, &meta_text(&meta)?)?;
-    Ok(meta)
+    Ok(Dump { meta, bytes: DumpBytes::Vec(bytes) })
 }

@@ -12,9 +12,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use super::error::{DumpError, file_kind};
-use super::output::{MEMMAP_FILE, META_FILE};
-use super::{DumpMeta, FORMAT_VERSION, KINDS};
+use crate::error::{DumpError, file_kind};
+use crate::meta::{DumpMeta, FORMAT_VERSION, KINDS};
+use crate::write::{MEMMAP_FILE, META_FILE};
 
 /// The largest `meta.json` accepted (a 100 GiB zone-device dump's is about 1 MiB).
 pub const MAX_META_BYTES: u64 = 64 << 20;
@@ -148,6 +148,64 @@ fn open_regular(path: &Path, max: u64) -> Result<(File, u64), DumpError> {
         return Err(DumpError::Changed { path: path.to_path_buf() });
     }
     Ok((file, len))
+}
+
+/// The largest file other than a dump that [`read_user_file`] reads whole, before and after
+/// gunzip: 16 MiB (a distribution kernel's `.config` is about 300 KiB).
+pub const MAX_USER_FILE_BYTES: u64 = 16 << 20;
+
+/// A text file a user named, read whole by [`read_user_file`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserFile {
+    /// The path read.
+    pub path: PathBuf,
+    /// Its text (decompressed when it was gzip data).
+    pub text: String,
+    /// It was gzip data (`/proc/config.gz`, `config.gz`).
+    pub gzip: bool,
+}
+
+impl UserFile {
+    /// What was read, for a log line: `PATH (N lines, gzip)`.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        let lines = self.text.lines().count();
+        let gz = if self.gzip { ", gzip" } else { "" };
+        format!("{} ({lines} lines{gz})", self.path.display())
+    }
+}
+
+/// Reads the text file `path` a user named (a kernel `.config`), plain or gzip: only a regular
+/// file (a FIFO or device is refused before it is opened, and opened non-blocking in case one
+/// is swapped in), at most `max` bytes as stored and `max` bytes of text after gunzip. Files
+/// that report a size of 0 (procfs) are read up to the cap.
+///
+/// # Errors
+///
+/// [`DumpError::NotRegular`], [`DumpError::TooLarge`], [`DumpError::Gzip`],
+/// [`DumpError::NotText`] or [`DumpError::Io`], each naming `path`.
+pub fn read_user_file(path: &Path, max: u64) -> Result<UserFile, DumpError> {
+    let (file, _) = open_regular(path, max)?;
+    let mut raw = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut raw).map_err(DumpError::io(path, "read"))?;
+    let too_large = |len: u64| DumpError::TooLarge { path: path.to_path_buf(), len, max };
+    if raw.len() as u64 > max {
+        return Err(too_large(raw.len() as u64));
+    }
+    let gzip = raw.starts_with(&[0x1f, 0x8b]);
+    if gzip {
+        let mut text = Vec::new();
+        flate2::read::MultiGzDecoder::new(&raw[..])
+            .take(max.saturating_add(1))
+            .read_to_end(&mut text)
+            .map_err(|source| DumpError::Gzip { path: path.to_path_buf(), source })?;
+        if text.len() as u64 > max {
+            return Err(too_large(text.len() as u64));
+        }
+        raw = text;
+    }
+    let text = String::from_utf8(raw).map_err(|_| DumpError::NotText { path: path.to_path_buf() })?;
+    Ok(UserFile { path: path.to_path_buf(), text, gzip })
 }
 
 /// Opens and validates the dump in `dir` (see the [module documentation](self)); reads only

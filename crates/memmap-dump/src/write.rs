@@ -18,7 +18,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::error::DumpError;
+use crate::error::DumpError;
 
 /// The data file's name.
 pub const MEMMAP_FILE: &str = "memmap.bin";
@@ -116,6 +116,75 @@ impl OutputDir {
             }
         }
         Ok(())
+    }
+}
+
+/// An output file other than a dump (a plot, a report), by the rules of [`OutputDir`]:
+/// [`NewFile::prepare`] checks it before any work (its directory exists and is writable; the
+/// file does not exist, or `force` and it is not a directory), and [`NewFile::commit`] writes
+/// the data under a temporary name in the same directory (never through a symbolic link), then
+/// gives it its name: with `link(2)` (which fails rather than replace a file that appeared
+/// meanwhile), or with `force` by `rename(2)`, which replaces a link rather than following it.
+#[derive(Debug, Clone)]
+pub struct NewFile {
+    path: PathBuf,
+    dir: PathBuf,
+    force: bool,
+}
+
+impl NewFile {
+    /// Checks `path` before any work.
+    ///
+    /// # Errors
+    ///
+    /// [`DumpError::NotADirectory`] when its directory is missing or not a directory,
+    /// [`DumpError::Io`] when that is not writable, [`DumpError::Exists`] when the file exists
+    /// and `force` is false (or is a directory, even with `force`).
+    pub fn prepare(path: &Path, force: bool) -> Result<NewFile, DumpError> {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if path.file_name().is_none() {
+            return Err(DumpError::NotRegular { path: path.to_path_buf(), is: "a directory" });
+        }
+        match fs::metadata(&dir) {
+            Ok(m) if m.is_dir() => writable(&dir)?,
+            Ok(_) => return Err(DumpError::NotADirectory { path: dir }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(DumpError::NotADirectory { path: dir });
+            }
+            Err(e) => return Err(DumpError::io(dir, "inspect")(e)),
+        }
+        match fs::symlink_metadata(path) {
+            Ok(m) if !force || m.is_dir() => return Err(DumpError::Exists { path: path.to_path_buf() }),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(DumpError::io(path, "inspect")(e)),
+        }
+        Ok(NewFile { path: path.to_path_buf(), dir, force })
+    }
+
+    /// The file's path.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `data` and gives it the file's name (see [`NewFile`]).
+    ///
+    /// # Errors
+    ///
+    /// [`DumpError::Io`] naming the path, or [`DumpError::Exists`] when the file appeared since
+    /// [`NewFile::prepare`] (without `force`). The temporary file is removed on error.
+    pub fn commit(&self, data: &[u8]) -> Result<(), DumpError> {
+        let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = Temp::write(&self.dir, &name, data)?;
+        if self.force {
+            fs::rename(&tmp.path, &self.path).map_err(DumpError::io(&self.path, "rename into place"))
+        } else {
+            link_new(&tmp.path, &self.path)
+        }
     }
 }
 
@@ -251,5 +320,36 @@ mod tests {
         assert!(matches!(OutputDir::prepare(&d, false), Err(DumpError::NotADirectory { .. })));
         assert!(matches!(OutputDir::prepare(&d.join("sub"), false), Err(DumpError::NotADirectory { .. })));
         let _ = fs::remove_file(&d);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_new_file_never_replaces_without_force_nor_follows_a_link() {
+        let d = tmpdir("newfile");
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        let victim = d.join("victim");
+        fs::write(&victim, "7 bytes").unwrap();
+        let link = d.join("plot.svg");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert!(matches!(NewFile::prepare(&link, false), Err(DumpError::Exists { .. })));
+        NewFile::prepare(&link, true).unwrap().commit(b"<svg/>").unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "7 bytes");
+        assert_eq!(fs::read_to_string(&link).unwrap(), "<svg/>");
+        let fresh = NewFile::prepare(&d.join("new.svg"), false).unwrap();
+        fs::write(d.join("new.svg"), "appeared meanwhile").unwrap();
+        assert!(matches!(fresh.commit(b"x"), Err(DumpError::Exists { .. })));
+        assert_eq!(fs::read_to_string(d.join("new.svg")).unwrap(), "appeared meanwhile");
+        assert!(matches!(NewFile::prepare(&d, true), Err(DumpError::Exists { .. })));
+        assert!(matches!(
+            NewFile::prepare(&d.join("no/dir/x.svg"), true),
+            Err(DumpError::NotADirectory { .. })
+        ));
+        let leftovers: Vec<_> = fs::read_dir(&d)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+        let _ = fs::remove_dir_all(&d);
     }
 }

@@ -1,0 +1,80 @@
+//! # memmap-dump: the memmap dump format
+//!
+//! A *dump* is the struct pages of a pfn range as the model (or a real kernel) wrote them,
+//! with the metadata needed to read them: what `memmap-bench dump` writes, what
+//! `memmap-bench diff` compares, and what `kernel-oracle` compares real kernels' struct pages
+//! against. This crate holds the format and everything that touches it, so that the program
+//! and the oracle share one implementation:
+//!
+//! * [`ZoneDeviceDump`] and [`HugetlbDump`] describe what to model and run it ([`model`]),
+//!   giving a [`Dump`] in memory;
+//! * [`OutputDir`] writes a dump safely ([`mod@write`]); [`NewFile`] writes any other output file
+//!   (a plot) by the same rules;
+//! * [`open_dump`], [`read_dump`] and [`parse_dump`] read one back with every check done
+//!   before data is read ([`read`]);
+//! * [`diff`] compares two dumps.
+//!
+//! ## The format
+//!
+//! A dump is a directory with two files:
+//!
+//! * `DIR/memmap.bin`: the raw bytes of the struct pages of PFNs `[start_pfn, start_pfn +
+//!   nr_pages)` in PFN order, exactly as they sit in memory (`struct_page_size` bytes each, words
+//!   in the byte order named by `endianness`). Field offsets are those of
+//!   [`memmap_core::model::page::offsets`]: `flags` @0, `lru.next`/`compound_head`/`pgmap` @8,
+//!   `lru.prev`/`zone_device_data` @16, `mapping` @24, `index` @32, `private` @40,
+//!   `_mapcount`/`page_type` @48 (4 bytes), `_refcount` @52 (4 bytes), `memcg_data` @56,
+//!   `virtual` @64 (72-byte layout only).
+//! * `DIR/meta.json`: an object with at least
+//!   * `format` (1), `kind` (`"zone-device"` or `"hugetlb"`), `config` (preset name),
+//!     `endianness`;
+//!   * `start_pfn`, `nr_pages`, `struct_page_size` (64 or 72);
+//!   * `page_addr_base`: the modelled kernel address of the struct page of `start_pfn` at init
+//!     time (`vmemmap_start + start_pfn * struct_page_size`), so that pointer-valued fields can
+//!     be checked: a tail's `compound_head` is `page_addr_base + (head - start_pfn) *
+//!     struct_page_size + 1`; also `page_addr_base_hex`;
+//!   * `zone` (`ZONE_DEVICE`'s index), `nid`;
+//!   * `flags_layout`: `{zones_pgshift, zones_width, nodes_pgshift, nodes_width,
+//!     sections_pgshift, sections_width, last_cpupid_pgshift, last_cpupid_width}`;
+//!   * `pg_bits`: `{reserved, head, hugetlb_page_type}` (flag bit numbers, and the `page_type`
+//!     word of a hugetlb folio);
+//!   * `movable_pageblock_pfns`: the first PFN of every pageblock overlapping the range whose
+//!     migrate type is MOVABLE;
+//!   * `resched_pfns`: number of `cond_resched` hook calls; `page_ref_events`: number of
+//!     `page_ref_set` tracepoint events;
+//!   * `strategy` (the one actually used), `strategy_requested`, `strategy_reason`, `backend`
+//!     (the stream-hal backend's description) and `backend_name` (its short name);
+//!   * for `zone-device`: `pgmap_addr` (what `folio->pgmap` holds), `memory_type`,
+//!     `vmemmap_shift`, `altmap` (`{base_pfn, reserve, free}` or `null`),
+//!     `compound_nr_pages`, `init_start_pfn` (first PFN initialized, after the altmap),
+//!     `pages_initialized`, `pr_debug` (the kernel's debug line).
+//!
+//! ## Writing and reading
+//!
+//! [`OutputDir`] refuses to overwrite an existing dump unless told to (`force`), never writes
+//! through a symbolic link, and writes both files under temporary names before giving them
+//! their names ([`mod@write`]). The reader checks `meta.json` (size, JSON, `format`, `kind`,
+//! `endianness`, `struct_page_size`) and `memmap.bin`'s length before reading any data
+//! ([`read`]); [`read_user_file`] applies the same rules (regular files only, a size cap,
+//! gzip accepted) to any other file a user names, such as a kernel `.config`.
+//!
+//! [`diff`] compares two dumps; two dumps that differ in `format`, `kind`, `endianness`,
+//! `struct_page_size`, `start_pfn` or `nr_pages` cannot be compared.
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod diff;
+mod error;
+mod meta;
+pub mod model;
+pub mod read;
+pub mod write;
+
+pub use error::DumpError;
+pub use meta::{AltmapJson, DumpMeta, FORMAT_VERSION, FlagsLayoutJson, KINDS, PgBits, host_endianness};
+pub use model::{Dump, HugetlbDump, ZoneDeviceDump};
+pub use read::{
+    MAX_USER_FILE_BYTES, OpenDump, UserFile, open_dump, parse_dump, parse_meta, read_dump, read_user_file,
+    validate_meta,
+};
+pub use write::{MEMMAP_FILE, META_FILE, NewFile, OutputDir};
