@@ -7,8 +7,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memmap_bench::diff::{DiffResult, diff};
-use memmap_bench::dump::parse_dump;
+use memmap_dump::diff::{DiffResult, diff};
+use memmap_dump::parse_dump;
 
 fuzz_target!(|data: &[u8]| {
     let Some((len, rest)) = data.split_first_chunk::<2>() else { return };
