@@ -14,7 +14,7 @@
 //! by nothing else and depend on nothing the rest of the loop writes (property tests check it).
 //! What changes:
 //!
-//! * the [`Phase::HugetlbFallbackTails`] hook brackets the whole job once per list instead of
+//! * the [`phase::FALLBACK_TAILS`](crate::phase::FALLBACK_TAILS) hook brackets the whole job once per list instead of
 //!   once per folio (the time is that of all the list's fallback tails);
 //! * `drains` counts one drain per streamed piece instead of one per folio;
 //! * `cond_resched` is not called by the tail init in either case;
@@ -22,9 +22,8 @@
 //!   node's worker in kernel order, as with one thread (the events' order is part of the
 //!   result).
 
-use memmap_core::{
-    InitHooks, InitOptions, Memmap, NoHooks, Phase, Strategy, StrategyReason, StructPage, Threads,
-};
+use crate::phase;
+use memmap_core::{InitHooks, InitOptions, Memmap, NoHooks, Strategy, StrategyReason, StructPage, Threads};
 
 use crate::MaybeSend;
 use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec, alloc_with, bootmem_flags};
@@ -464,7 +463,7 @@ pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHo
     records: &mut [HugeBootmemPage],
     params: &BootParams,
 ) {
-    node.hooks.phase(Phase::HugetlbGatherNode, true);
+    node.hooks.phase(phase::GATHER_NODE, true);
     let mut list_start = 0;
     let mut prev: Option<Hstate> = None;
     for i in 0..records.len() {
@@ -486,7 +485,7 @@ pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHo
         node.hooks.cond_resched(head);
     }
     prep_and_add_bootmem_folios(node, &mut records[list_start..], params);
-    node.hooks.phase(Phase::HugetlbGatherNode, false);
+    node.hooks.phase(phase::GATHER_NODE, false);
 }
 
 /// `prep_and_add_bootmem_folios(h, folio_list)` for the folios of `records` (all of one
@@ -533,7 +532,7 @@ pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHoo
             let t: TailInit = if let Some(t) = done.as_ref().and_then(|d| d[i]) {
                 t
             } else {
-                node.hooks.phase(Phase::HugetlbFallbackTails, true);
+                node.hooks.phase(phase::FALLBACK_TAILS, true);
                 let t = hugetlb_folio_init_tail_vmemmap(
                     &mut node.memmap,
                     r.head_pfn,
@@ -543,7 +542,7 @@ pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHoo
                     &params.tail,
                     &mut node.hooks,
                 );
-                node.hooks.phase(Phase::HugetlbFallbackTails, false);
+                node.hooks.phase(phase::FALLBACK_TAILS, false);
                 t
             };
             node.report.fallback_folios += 1;
@@ -643,7 +642,7 @@ fn parallel_tails<P: StructPage, R, H: InitHooks>(
         min_chunk: (pps / pieces.first().map_or(1, |p| p.1 - p.0)).max(1),
         max_threads: workers,
     };
-    node.hooks.phase(Phase::HugetlbFallbackTails, true);
+    node.hooks.phase(phase::FALLBACK_TAILS, true);
     memmap_core::padata_do_multithreaded(&job, |start, end| {
         for k in start..end {
             let k = k as usize;
@@ -669,7 +668,7 @@ fn parallel_tails<P: StructPage, R, H: InitHooks>(
             *drains[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner) += d;
         }
     });
-    node.hooks.phase(Phase::HugetlbFallbackTails, false);
+    node.hooks.phase(phase::FALLBACK_TAILS, false);
     for (res, d) in results.iter_mut().zip(drains) {
         if let Some(t) = res {
             t.drains = d.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -164,6 +164,18 @@
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+/// The phases `hugetlb-init` announces through [`InitHooks::phase`](memmap_core::InitHooks::phase),
+/// for a caller that times them.
+pub mod phase {
+    /// One node's gather (`gather_bootmem_prealloc_node`: head and reserve init, HVO, the
+    /// fallback tails, migrate types).
+    pub const GATHER_NODE: &str = "hugetlb_gather_node";
+    /// The fallback tail init (the tails HVO did not cover,
+    /// `hugetlb_folio_init_tail_vmemmap(folio, RESERVE, nr)`), the figure the seed series
+    /// measured; announced once around a node's whole list.
+    pub const FALLBACK_TAILS: &str = "hugetlb_fallback_tails";
+}
+
 pub mod boot;
 pub mod bootmem;
 pub mod folio;

@@ -636,10 +636,9 @@ fn suite(
         common: Common {
             rounds: t.rounds.map(|r| r as usize),
             threads: match t.threads {
-                memmap_core::Threads::One => 1,
-                memmap_core::Threads::Fixed(n) => n,
                 // Measured when the suite runs (`run_suite`), not while parsing.
                 memmap_core::Threads::Auto => 0,
+                t => t.count(u64::MAX),
             },
             progress: !t.no_progress && !t.json,
             quick: t.quick,
@@ -763,14 +762,14 @@ fn run_suite(s: &Suite) -> ExitCode {
         Ok(l) => l,
         Err(e) => return fail(&format!("map the limit probe's buffers: {e}"), 1),
     };
-    let auto = memmap_core::parallel::auto_probe_if_measured();
+    let auto = memmap_core::parallel::auto_threads_steps();
     let mut report = Report {
         format: REPORT_FORMAT,
         machine: Machine::detect(),
         all_core_threads: common.threads,
-        auto_threads: auto.map(|p| crate::report::AutoThreads {
-            steps: p.steps.iter().map(|&(threads, gbps)| crate::report::AutoStep { threads, gbps }).collect(),
-            threads: p.threads,
+        auto_threads: auto.map(|steps| crate::report::AutoThreads {
+            steps: steps.iter().map(|&(threads, gbps)| crate::report::AutoStep { threads, gbps }).collect(),
+            threads: common.threads,
         }),
         limits,
         scenarios: Vec::new(),

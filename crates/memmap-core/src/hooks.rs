@@ -28,20 +28,6 @@ pub struct PageRefEvent {
     pub val: i32,
 }
 
-/// A phase of an initializer, announced through [`InitHooks::phase`] so that a caller can time
-/// it (this crate and `hugetlb-init` keep no clocks: they say what ran, the caller measures).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Phase {
-    /// `hugetlb-init`: one node's gather (`gather_bootmem_prealloc_node`: head and reserve
-    /// init, HVO, the fallback tails, migrate types).
-    HugetlbGatherNode,
-    /// `hugetlb-init`: the fallback tail init of one folio (the tails HVO did not cover,
-    /// `hugetlb_folio_init_tail_vmemmap(folio, RESERVE, nr)`), the figure the seed series
-    /// measured.
-    HugetlbFallbackTails,
-}
-
 /// Callbacks from the initializers. Every method has a do-nothing default.
 pub trait InitHooks {
     /// `cond_resched()`, called at every pageblock-aligned PFN that is initialized.
@@ -59,9 +45,12 @@ pub trait InitHooks {
     #[inline(always)]
     fn page_ref_set(&mut self, _event: &PageRefEvent) {}
 
-    /// `phase` begins (`begin == true`) or ends, on the thread that runs it.
+    /// A named phase of an initializer begins (`begin == true`) or ends, on the thread that
+    /// runs it, so that a caller can time it (the initializers keep no clocks: they say what
+    /// ran, the caller measures). The names are the initializer's own constants (for
+    /// `hugetlb-init`, its `phase` module).
     #[inline(always)]
-    fn phase(&mut self, _phase: Phase, _begin: bool) {}
+    fn phase(&mut self, _phase: &'static str, _begin: bool) {}
 }
 
 /// Hooks that do nothing (tracepoint disabled).
@@ -84,7 +73,7 @@ impl<H: InitHooks + ?Sized> InitHooks for &mut H {
         (**self).page_ref_set(event);
     }
     #[inline(always)]
-    fn phase(&mut self, phase: Phase, begin: bool) {
+    fn phase(&mut self, phase: &'static str, begin: bool) {
         (**self).phase(phase, begin);
     }
 }

@@ -36,7 +36,7 @@
 //! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations | `mm/mm_init.c`, `mm/internal.h` |
 //! | [`fill`] | the one template engine: strategy choice, stores, the copy loop with its per-PFN refresh | the 2026 template and streaming series |
 //! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
-//! | [`parallel`] | the [`Threads`] policy (`Auto`: where bandwidth stops growing), [`clear_parallel`]; the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
+//! | [`parallel`] | the [`Threads`] policy (`Auto`: where bandwidth stops growing); the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
 //! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |
 //!
 //! The kernel behaviour each part models is described, with the kernel functions named, in the
@@ -48,8 +48,8 @@
 //!
 //! * `std` (default): [`OwnedMemmap`] and [`OwnedArena`] (anonymous `mmap` storage),
 //!   [`RecordingHooks`], and the threaded runners ([`padata_do_multithreaded`],
-//!   [`Node::deferred_init_memmap`], [`memmap_init_zone_device_parallel`], [`clear_parallel`]
-//!   with the [`Threads`] policy). Without it the crate is `no_std` without `alloc`: all
+//!   [`Node::deferred_init_memmap`], [`memmap_init_zone_device_parallel`] with the
+//!   [`Threads`] policy). Without it the crate is `no_std` without `alloc`: all
 //!   storage comes from the caller.
 //!
 //! ## MSRV
@@ -132,7 +132,7 @@ pub use error::InitError;
 pub use fill::{Strategy, StrategyReason};
 #[cfg(feature = "std")]
 pub use hooks::RecordingHooks;
-pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent, Phase};
+pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};
 #[cfg(feature = "std")]
 pub use memmap::owned::OwnedMemmap;
 pub use memmap::{Memmap, PAGE_POISON_BYTE, PAGEBLOCK_UNSET, pageblocks_needed};
@@ -149,7 +149,7 @@ pub use node::{
 };
 pub use parallel::Threads;
 #[cfg(feature = "std")]
-pub use parallel::{ClearReport, auto_threads, available_cpus, clear_parallel};
+pub use parallel::{auto_threads, available_cpus};
 pub use sync::padata::{PadataJob, PadataPlan};
 #[cfg(feature = "std")]
 pub use sync::padata::{PadataReport, padata_do_multithreaded};

@@ -1,7 +1,9 @@
-//! Parallel initialization and clearing: the thread-count policy [`Threads`] (also without
-//! `std`, where every policy counts one thread) and, under `std`, [`clear_parallel`], the VMM-style parallel zeroing of a large range. The parallel ZONE_DEVICE
-//! init is [`memmap_init_zone_device_parallel`](crate::memmap_init_zone_device_parallel);
-//! `hugetlb-init` spreads gigantic-page tails across threads with the same policy.
+//! The thread-count policy of every parallel runner, [`Threads`] (also without `std`, where
+//! every policy counts one thread). The parallel ZONE_DEVICE init is
+//! [`memmap_init_zone_device_parallel`](crate::memmap_init_zone_device_parallel), deferred init
+//! is [`Node::deferred_init_memmap`](crate::Node::deferred_init_memmap); `hugetlb-init` spreads
+//! gigantic-page tails across threads and `stream-vm-memory` zeroes guest memory with the same
+//! policy.
 //!
 //! Every parallel runner is a padata job ([`padata_do_multithreaded`]): the caller's thread
 //! participates, the chunks are aligned so that each is a valid call of the one-thread function
@@ -32,21 +34,22 @@ use std::time::{Duration, Instant};
 #[cfg(feature = "std")]
 use std::vec::Vec;
 
-#[cfg(feature = "std")]
-use crate::sync::padata::{PadataJob, padata_do_multithreaded};
-
-/// How many threads a parallel runner may use.
+/// How many threads a parallel runner may use. The default is [`Threads::One`]: nothing is
+/// measured or started unless the caller asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Threads {
     /// The calling thread only: the kernel-faithful run (same call order as the one-thread
     /// functions).
+    #[default]
     One,
     /// Exactly this many workers (the caller included; 0 counts as 1). Not capped by the CPU
     /// count: an explicit request is honoured.
     Fixed(usize),
-    /// The count where bandwidth stops growing on this machine ([`auto_threads`]); never more
-    /// than [`available_cpus`].
-    #[default]
+    /// The count where bandwidth stops growing on this machine ([`auto_threads`]: measured
+    /// once per process, on the first job of at least [`AUTO_MIN_BYTES`] that asks); never
+    /// more than [`available_cpus`]. Resolve it up front with [`Threads::resolve`] to keep the
+    /// measurement out of a timed region.
     Auto,
 }
 
@@ -85,6 +88,20 @@ impl Threads {
         n
     }
 
+    /// The policy with `Auto` replaced by the count it stands for ([`auto_threads`], measured
+    /// now if this process has not measured it yet); other policies unchanged.
+    #[must_use]
+    pub fn resolve(self) -> Threads {
+        match self {
+            #[cfg(feature = "std")]
+            Threads::Auto => match auto_threads() {
+                1 => Threads::One,
+                n => Threads::Fixed(n),
+            },
+            t => t,
+        }
+    }
+
     /// Parses `1`, `N` or `auto` (the bench program's `--threads` spelling).
     #[must_use]
     pub fn from_name(s: &str) -> Option<Threads> {
@@ -116,11 +133,11 @@ pub fn available_cpus() -> usize {
 #[cfg(feature = "std")]
 /// What the [`Threads::Auto`] search measured: `(threads, GB/s)` per step, and the choice.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AutoProbe {
+struct AutoProbe {
     /// The steps measured, in order.
-    pub steps: Vec<(usize, f64)>,
+    steps: Vec<(usize, f64)>,
     /// The chosen count.
-    pub threads: usize,
+    threads: usize,
 }
 
 #[cfg(feature = "std")]
@@ -136,21 +153,22 @@ static PROBE: OnceLock<AutoProbe> = OnceLock::new();
 
 /// The cached measurement behind [`auto_threads`] (measured on the first call).
 #[cfg(feature = "std")]
-pub fn auto_probe() -> &'static AutoProbe {
+fn auto_probe() -> &'static AutoProbe {
     PROBE.get_or_init(|| measure_auto(available_cpus(), AUTO_PROBE_BYTES))
 }
 
-/// The cached measurement, if [`auto_threads`] has run in this process.
+/// The `(threads, GB/s)` steps the [`Threads::Auto`] search measured, if it has run in this
+/// process (for a report of why it chose its count).
 #[cfg(feature = "std")]
 #[must_use]
-pub fn auto_probe_if_measured() -> Option<&'static AutoProbe> {
-    PROBE.get()
+pub fn auto_threads_steps() -> Option<&'static [(usize, f64)]> {
+    PROBE.get().map(|p| &p.steps[..])
 }
 
 #[cfg(feature = "std")]
 /// The thread counts the search tries: 1, 2, 4, ... below `cpus`, then `cpus`.
 #[must_use]
-pub fn auto_steps(cpus: usize) -> Vec<usize> {
+fn auto_steps(cpus: usize) -> Vec<usize> {
     let cpus = cpus.max(1);
     let mut v = Vec::new();
     let mut t = 1;
@@ -165,7 +183,7 @@ pub fn auto_steps(cpus: usize) -> Vec<usize> {
 /// The rule of the search, on measured `(threads, GB/s)` steps in order: keep the first count,
 /// step up while a step gains at least [`AUTO_MIN_GAIN`] over the best so far.
 #[must_use]
-pub fn auto_choice(steps: &[(usize, f64)]) -> usize {
+fn auto_choice(steps: &[(usize, f64)]) -> usize {
     let Some(&(mut best, mut best_bw)) = steps.first() else { return 1 };
     for &(t, bw) in &steps[1..] {
         if bw >= best_bw * AUTO_MIN_GAIN {
@@ -239,50 +257,6 @@ fn as_uninit<T: Copy>(s: &mut [T]) -> &mut [core::mem::MaybeUninit<T>] {
     unsafe { &mut *(core::ptr::from_mut(s) as *mut [core::mem::MaybeUninit<T>]) }
 }
 
-/// The chunk [`clear_parallel`] never splits below: 8 MiB (a thread start costs about what a
-/// streaming clear of 1 MiB does; eight keeps it under a few percent).
-pub const CLEAR_MIN_CHUNK: u64 = 8 << 20;
-
-#[cfg(feature = "std")]
-/// What [`clear_parallel`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClearReport {
-    /// Workers that ran (the caller included).
-    pub threads: usize,
-    /// The `[start, end)` byte offsets each worker cleared, the caller's first.
-    pub chunks: Vec<Vec<(u64, u64)>>,
-}
-
-#[cfg(feature = "std")]
-/// Zeroes `buf` on up to `threads` workers, VMM-style (a hypervisor zeroing guest memory): a
-/// padata job over whole 4 KiB pages (chunks of at least [`CLEAR_MIN_CHUNK`], 2 MiB-aligned
-/// relative to `buf`), each chunk one [`stream_hal::clear`] call (so each worker uses the best
-/// method for its chunk size), and each worker drains its streaming stores
-/// ([`stream_hal::drain`]) before it reports the chunk done. When this returns, every byte of
-/// `buf` reads as zero from any thread.
-pub fn clear_parallel(buf: &mut [u8], threads: Threads) -> ClearReport {
-    let len = buf.len() as u64;
-    let workers = threads.count(len);
-    if workers <= 1 || len < 2 * CLEAR_MIN_CHUNK {
-        stream_hal::clear_slice(buf);
-        return ClearReport { threads: 1, chunks: std::vec![std::vec![(0, len)]] };
-    }
-    let job =
-        PadataJob { start: 0, size: len, align: 2 << 20, min_chunk: CLEAR_MIN_CHUNK, max_threads: workers };
-    let base = buf.as_mut_ptr() as usize;
-    let report = padata_do_multithreaded(&job, |start, end| {
-        let p = (base as *mut u8).wrapping_add(start as usize);
-        // SAFETY: padata hands every `[start, end)` of `[0, len)` to exactly one call, so the
-        // calls write disjoint parts of `buf`, which is exclusively borrowed for the whole job
-        // (the scoped workers end before `padata_do_multithreaded` returns); `end <= len`.
-        unsafe { stream_hal::clear(p, (end - start) as usize) };
-        // Each worker orders its own streaming stores before it reports the chunk done; the
-        // join at the end of the job then publishes them to the caller.
-        stream_hal::drain();
-    });
-    ClearReport { threads: report.calls.len(), chunks: report.calls }
-}
-
 #[cfg(all(test, feature = "std", not(miri)))]
 mod tests {
     use super::*;
@@ -316,28 +290,11 @@ mod tests {
         assert_eq!(Threads::from_name("4"), Some(Threads::Fixed(4)));
         assert_eq!(Threads::from_name("0"), None);
         assert_eq!(Threads::Fixed(4).to_string(), "4");
-    }
-
-    #[test]
-    fn clear_parallel_zeroes_exactly_and_splits() {
-        let len = (40 << 20) + 4096 * 3;
-        let mut v = std::vec![0xa5u8; len + 128];
-        let (head, rest) = v.split_at_mut(64);
-        let (mid, tail) = rest.split_at_mut(len);
-        let r = clear_parallel(mid, Threads::Fixed(3));
-        assert!(r.threads >= 2, "{r:?}");
-        let mut all: Vec<(u64, u64)> = r.chunks.concat();
-        all.sort_unstable();
-        let mut at = 0;
-        for (s, e) in all {
-            assert_eq!(s, at);
-            at = e;
-        }
-        assert_eq!(at, len as u64);
-        assert!(mid.iter().all(|&b| b == 0));
-        assert!(head.iter().chain(tail.iter()).all(|&b| b == 0xa5));
-        let small = &mut std::vec![1u8; 4096][..];
-        assert_eq!(clear_parallel(small, Threads::Fixed(4)).threads, 1);
-        assert!(small.iter().all(|&b| b == 0));
+        assert_eq!(Threads::default(), Threads::One, "nothing is measured unless asked");
+        assert_eq!(Threads::Fixed(3).resolve(), Threads::Fixed(3));
+        let resolved = Threads::Auto.resolve();
+        assert_ne!(resolved, Threads::Auto);
+        assert_eq!(resolved.count(1), auto);
+        assert!(auto_threads_steps().is_some_and(|s| !s.is_empty()));
     }
 }

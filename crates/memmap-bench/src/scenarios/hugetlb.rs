@@ -17,10 +17,11 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
+use hugetlb_init::phase;
 use hugetlb_init::{
     BootParams, BootRequest, Hstate, HugeBootmemPage, HvoMode, ModelRemap, Node, NodeSpec, boot,
 };
-use memmap_core::{InitHooks, InitOptions, KernelConfig, OwnedMemmap, Page64, Phase, Strategy, Threads};
+use memmap_core::{InitHooks, InitOptions, KernelConfig, OwnedMemmap, Page64, Strategy, Threads};
 
 use super::{Context, RunError, Scenario, Setup, calibrate, limit_run, prefault, thread_counts};
 use crate::limits::FillKind;
@@ -180,7 +181,7 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
                     pb.inc(1);
                     // The seed's per-boot figure: the whole gather with HVO, the fallback tail
                     // init without (the slowest node's, were there several).
-                    let phase = if hvo { Phase::HugetlbGatherNode } else { Phase::HugetlbFallbackTails };
+                    let phase = if hvo { phase::GATHER_NODE } else { phase::FALLBACK_TAILS };
                     nodes.iter().map(|n| n.hooks.total(phase)).max().unwrap_or_default()
                 })
             })
@@ -255,23 +256,23 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
     Ok(out)
 }
 
-/// Hooks that time [`Phase`]s: the sum of each phase's begin-to-end intervals on this node.
+/// Hooks that time `hugetlb-init`'s [`phase`]s: the sum of each phase's begin-to-end intervals on this node.
 #[derive(Debug, Default)]
 pub struct PhaseTimer {
-    open: Vec<(Phase, Instant)>,
-    totals: Vec<(Phase, Duration)>,
+    open: Vec<(&'static str, Instant)>,
+    totals: Vec<(&'static str, Duration)>,
 }
 
 impl PhaseTimer {
     /// The time spent in `phase`.
     #[must_use]
-    pub fn total(&self, phase: Phase) -> Duration {
+    pub fn total(&self, phase: &str) -> Duration {
         self.totals.iter().filter(|(p, _)| *p == phase).map(|(_, d)| *d).sum()
     }
 }
 
 impl InitHooks for PhaseTimer {
-    fn phase(&mut self, phase: Phase, begin: bool) {
+    fn phase(&mut self, phase: &'static str, begin: bool) {
         if begin {
             self.open.push((phase, Instant::now()));
         } else if let Some(i) = self.open.iter().rposition(|(p, _)| *p == phase) {
