@@ -10,7 +10,7 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use memmap_core::{
+use memmap_core::{FillOptions, 
     BootOptions, BootOrder, InitMode, InitPolicy, KernelConfig, Memmap, Node, NodeError, NodeLayout,
     NodeParts, Page64, PfnRange, PhysArena, RecordingHooks, ReservedRange, Strategy, StructPage, ZoneSpan,
     pageblocks_needed,
@@ -227,11 +227,11 @@ fuzz_target!(|input: Input| {
     // Page contents for init_on_free only on small nodes (4 KiB per page, four boots per input).
     let arena = input.init_on_free && span(&l.node()).is_some_and(|s| s.len() <= 512);
     let policy = InitPolicy { init_on_free: arena, ..BootOptions::new(mode).policy };
-    let mut opts = BootOptions { strategy, policy, order, ..BootOptions::new(mode) };
+    let mut opts = BootOptions { fill: FillOptions::new(strategy), policy, order, ..BootOptions::new(mode) };
     if let Some(t) = input.threshold {
-        opts.streaming_threshold_bytes = usize::from(t);
+        opts.fill.threshold_bytes = usize::from(t);
     }
-    let reference = BootOptions { strategy: Strategy::Slow, order: BootOrder::Kernel, ..opts };
+    let reference = BootOptions { fill: FillOptions::new(Strategy::Slow), order: BootOrder::Kernel, ..opts };
     let node = l.node();
     let vaddr = input.vaddr_base.map(|v| if VADDR_OVERFLOW_OPEN { v.min(u64::MAX - (1 << 20)) } else { v });
     let got = boot(cfg, &node, &opts, arena, vaddr);

@@ -15,7 +15,7 @@ use hugetlb_init::Hstate;
 use hugetlb_init::folio::{
     hugetlb_folio_init_tail_vmemmap, hugetlb_folio_init_vmemmap, reserve_bootmem_head,
 };
-use memmap_core::{InitOptions, KernelConfig, NoHooks, OwnedMemmap, Page64, Strategy, StructPage};
+use memmap_core::{FillOptions, KernelConfig, NoHooks, OwnedMemmap, Page64, Strategy, StructPage};
 
 fn tail_init_1g(c: &mut Criterion) {
     let cfg = KernelConfig::ARM64;
@@ -26,7 +26,7 @@ fn tail_init_1g(c: &mut Criterion) {
     {
         let mut m = owned.memmap();
         reserve_bootmem_head(&mut m, head, 2, 0, &mut NoHooks);
-        hugetlb_folio_init_vmemmap(&mut m, head, h, 64, &InitOptions::new(Strategy::Slow), &mut NoHooks);
+        hugetlb_folio_init_vmemmap(&mut m, head, h, 64, &FillOptions::new(Strategy::Slow), &mut NoHooks);
     }
     let mut g = c.benchmark_group("hugetlb_tail_init/1G");
     g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
@@ -41,7 +41,7 @@ fn tail_init_1g(c: &mut Criterion) {
                     h.order(),
                     64,
                     h.nr_pages(),
-                    &InitOptions::new(strategy),
+                    &FillOptions::new(strategy),
                     &mut NoHooks,
                 );
                 black_box(t.pages)

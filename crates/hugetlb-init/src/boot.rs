@@ -22,8 +22,10 @@
 //!   node's worker in kernel order, as with one thread (the events' order is part of the
 //!   result).
 
+#[cfg(feature = "std")]
+use crate::folio::Folio;
 use crate::phase;
-use memmap_core::{InitHooks, InitOptions, Memmap, NoHooks, Strategy, StrategyReason, StructPage, Threads};
+use memmap_core::{FillOptions, InitHooks, Memmap, NoHooks, Strategy, StrategyReason, StructPage, Threads};
 
 use crate::MaybeSend;
 use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec, alloc_with, bootmem_flags};
@@ -123,23 +125,30 @@ pub struct NodeReport {
 /// How to boot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BootParams {
-    /// Tail init strategy and the [`Strategy::Auto`] threshold (memmap-core's options).
-    pub tail: InitOptions,
+    /// Tail init strategy and the [`Strategy::Auto`] threshold.
+    pub tail: FillOptions,
     /// HVO boot option and fault injection.
     pub hvo: HvoParams,
-    /// Gather nodes on parallel threads (`std`; ignored without it).
-    pub parallel: bool,
+    /// Workers of the gather (`std`; one without it), at most one per node with memory:
+    /// [`Threads::Each`] is the kernel's job, [`Threads::One`] gathers the nodes in order on
+    /// the calling thread.
+    pub gather: Threads,
     /// Workers for the fallback tail init within one node (`std`; see the module
     /// documentation). [`Threads::One`] is the kernel's one worker per node.
     pub tail_threads: Threads,
 }
 
 impl BootParams {
-    /// `strategy` with the default Auto threshold, HVO as given, parallel gather, tails on the
-    /// node's one worker.
+    /// `strategy` with the default Auto threshold, HVO as given, the kernel's gather (one
+    /// worker per node), tails on the node's one worker.
     #[must_use]
     pub const fn new(strategy: Strategy, hvo: HvoParams) -> Self {
-        BootParams { tail: InitOptions::new(strategy), hvo, parallel: true, tail_threads: Threads::One }
+        BootParams {
+            tail: FillOptions::new(strategy),
+            hvo,
+            gather: Threads::Each,
+            tail_threads: Threads::One,
+        }
     }
 
     /// With `threads` workers for the fallback tails within each node.
@@ -310,8 +319,8 @@ pub fn memmap_init_reserved_heads<P: StructPage, R, H: InitHooks>(
 
 /// `gather_bootmem_prealloc()`: a padata job with one work item per node (`min_chunk = align =
 /// 1`, at most one thread per node with memory, the caller participating); each item is
-/// [`gather_bootmem_prealloc_node`]. Without `std`, or with `params.parallel` false, the nodes
-/// are gathered in order on the calling thread.
+/// [`gather_bootmem_prealloc_node`]. Without `std`, or with one worker
+/// ([`BootParams::gather`]), the nodes are gathered in order on the calling thread.
 ///
 /// # Errors
 ///
@@ -341,8 +350,8 @@ where
         }
         at = end;
     }
-    let job =
-        PadataJob::gather_bootmem(nodes.len() as u64, nodes.iter().filter(|n| n.spec.nr_pages > 0).count());
+    let with_memory = nodes.iter().filter(|n| n.spec.nr_pages > 0).count();
+    let job = PadataJob::gather_bootmem(nodes.len() as u64, with_memory.min(params.gather.count(u64::MAX)));
     let nworks = run_gather(nodes, records, params, &job);
 
     let cfg = nodes.first().map(|n| *n.memmap.config());
@@ -386,7 +395,7 @@ where
     R: VmemmapRemap<P> + MaybeSend,
     H: InitHooks + MaybeSend,
 {
-    if !params.parallel || job.plan().is_none_or(|p| p.nworks <= 1) {
+    if job.plan().is_none_or(|p| p.nworks <= 1) {
         gather_sequential(nodes, records, params);
         return 1;
     }
@@ -571,7 +580,7 @@ fn parallel_tails<P: StructPage, R, H: InitHooks>(
     records: &[HugeBootmemPage],
     params: &BootParams,
 ) -> Option<std::vec::Vec<Option<TailInit>>> {
-    use std::sync::Mutex;
+    use memmap_core::parallel::Piece;
     use std::vec::Vec;
 
     if params.tail_threads == Threads::One || node.memmap.page_ref_tracepoint_active(&node.hooks) {
@@ -586,13 +595,8 @@ fn parallel_tails<P: StructPage, R, H: InitHooks>(
         }
         let h = r.hstate;
         let pages = h.nr_pages() - reserve_of(h);
-        let (used, reason) = memmap_core::fill::resolve_for(
-            &node.memmap,
-            params.tail.strategy,
-            params.tail.streaming_threshold_bytes,
-            &node.hooks,
-            pages.saturating_mul(P::SIZE as u64),
-        );
+        let (used, reason) =
+            params.tail.resolve(&node.memmap, &node.hooks, pages.saturating_mul(P::SIZE as u64));
         total = total.saturating_add(pages.saturating_mul(P::SIZE as u64));
         results[i] = Some(TailInit { used, reason, pages, drains: 0 });
     }
@@ -601,77 +605,45 @@ fn parallel_tails<P: StructPage, R, H: InitHooks>(
         return None;
     }
     // Pieces: a folio's PFNs cut at section boundaries (whole folios below a section), each
-    // writing the tails it holds; in PFN order, so the memmap can be split into their views.
+    // writing the tails it holds, in PFN order. Folio heads and section boundaries are
+    // pageblock-aligned (pageblocks are no larger than the smallest hstate, checked by
+    // `validate_nodes`), so the memmap splits there.
     let pps = node.memmap.config().pages_per_section();
-    let mut pieces: Vec<(u64, u64, usize)> = Vec::new();
-    for (i, r) in records.iter().enumerate() {
-        if results[i].is_none() {
-            continue;
-        }
+    let layout = *node.memmap.layout();
+    let mut pieces: Vec<Piece<(Folio, u64, Strategy, usize)>> = Vec::new();
+    for (i, (r, res)) in records.iter().zip(&results).enumerate() {
+        let Some(t) = res else { continue };
+        let f = node.memmap.read(r.head_pfn).flags();
+        let folio = Folio {
+            head_pfn: r.head_pfn,
+            order: r.hstate.order(),
+            zone: layout.zone(f),
+            nid: layout.node(f),
+        };
         let nr = r.hstate.nr_pages();
         let unit = nr.min(pps);
-        let mut at = r.head_pfn;
-        while at < r.head_pfn + nr {
-            pieces.push((at, at + unit, i));
-            at += unit;
+        let from = reserve_of(r.hstate);
+        for at in (r.head_pfn..r.head_pfn + nr).step_by(unit as usize) {
+            pieces.push(Piece {
+                start: at,
+                end: at + unit,
+                data: (folio, (at - r.head_pfn).max(from), t.used, i),
+            });
         }
     }
-    pieces.sort_unstable_by_key(|p| p.0);
-    let heads: Vec<(u32, u32)> = records
-        .iter()
-        .map(|r| {
-            let f = node.memmap.read(r.head_pfn).flags();
-            (node.memmap.layout().zone(f), node.memmap.layout().node(f))
-        })
-        .collect();
-    let mut views = Vec::with_capacity(pieces.len());
-    let mut rest = node.memmap.reborrow();
-    for &(s, e, _) in &pieces {
-        // Folio heads and section boundaries are pageblock-aligned (pageblocks are no larger
-        // than the smallest hstate, checked by `validate_nodes`), so both splits succeed.
-        let (_, right) = rest.split_at(s).ok()?;
-        let (mine, right) = right.split_at(e).ok()?;
-        views.push(Mutex::new(Some(mine)));
-        rest = right;
-    }
-    let drains: Vec<Mutex<u64>> = records.iter().map(|_| Mutex::new(0)).collect();
-    let job = PadataJob {
-        start: 0,
-        size: pieces.len() as u64,
-        align: 1,
-        min_chunk: (pps / pieces.first().map_or(1, |p| p.1 - p.0)).max(1),
-        max_threads: workers,
-    };
+    pieces.sort_unstable_by_key(|p| p.start);
+    let min_pieces = (pps / pieces.first().map_or(1, |p| p.end - p.start)).max(1);
     node.hooks.phase(phase::FALLBACK_TAILS, true);
-    memmap_core::padata_do_multithreaded(&job, |start, end| {
-        for k in start..end {
-            let k = k as usize;
-            let (s, e, i) = pieces[k];
-            let taken = views[k].lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-            let Some(mut view) = taken else { continue };
-            let r = &records[i];
-            let head = r.head_pfn;
-            let from = (s - head).max(reserve_of(r.hstate));
-            let (zone, nid) = heads[i];
-            let used = results[i].map_or(Strategy::Slow, |t| t.used);
-            let d = crate::folio::init_tails(
-                &mut view,
-                head,
-                r.hstate.order(),
-                from,
-                e - head,
-                zone,
-                nid,
-                used,
-                &mut NoHooks,
-            );
-            *drains[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner) += d;
-        }
-    });
+    let done =
+        memmap_core::parallel::run_views(&mut node.memmap, pieces, min_pieces, workers, |view, data| {
+            let (folio, from, used, _) = *data;
+            let end = (view.end_pfn() - folio.head_pfn).min(1 << folio.order);
+            folio.init_tails(view, from, end, used, &mut NoHooks)
+        });
     node.hooks.phase(phase::FALLBACK_TAILS, false);
-    for (res, d) in results.iter_mut().zip(drains) {
-        if let Some(t) = res {
-            t.drains = d.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for ((.., i), drains) in done.ok()?.pieces {
+        if let Some(t) = &mut results[i] {
+            t.drains += drains;
         }
     }
     Some(results)

@@ -32,9 +32,10 @@
 //! template and streaming paths refresh all three, and the property tests compare them byte for
 //! byte with the slow path.
 
-use memmap_core::fill::ListSelf;
 use memmap_core::model::page::offsets;
-use memmap_core::{InitHooks, InitOptions, Memmap, MigrateType, PG, PageType, Strategy, StructPage};
+use memmap_core::{
+    FillOptions, InitHooks, ListSelf, Memmap, MigrateType, PG, PageType, Strategy, StructPage,
+};
 
 use crate::types::Hstate;
 use crate::types::TailInit;
@@ -94,7 +95,7 @@ pub fn reserve_bootmem_head<P: StructPage, H: InitHooks>(
 
 /// `hugetlb_folio_init_tail_vmemmap(folio, start, end)`: initializes tails
 /// `[head + start, head + end)` of the folio of order `order` at `head_pfn`, with the zone and
-/// node read from the head's flags (`folio_zonenum`, `folio_nid`), using `opts.strategy`
+/// node read from the head's flags (`folio_zonenum`, `folio_nid`), using `opts`' strategy
 /// (resolved as memmap-core does: Slow when the `page_ref_set` tracepoint is active or
 /// KASAN/KMSAN is configured; Auto by the size threshold).
 ///
@@ -118,105 +119,91 @@ pub fn hugetlb_folio_init_tail_vmemmap<P: StructPage, H: InitHooks>(
     order: u32,
     start: u64,
     end: u64,
-    opts: &InitOptions,
+    opts: &FillOptions,
     hooks: &mut H,
 ) -> TailInit {
     assert!(order < 64 && end <= 1 << order, "tail range beyond the folio");
     let pages = end.saturating_sub(start);
-    let (used, reason) = memmap_core::fill::resolve_for(
-        m,
-        opts.strategy,
-        opts.streaming_threshold_bytes,
-        hooks,
-        pages.saturating_mul(P::SIZE as u64),
-    );
+    let (used, reason) = opts.resolve(m, hooks, pages.saturating_mul(P::SIZE as u64));
     let mut out = TailInit { used, reason, pages, drains: 0 };
     if pages == 0 {
         return out;
     }
     assert!(m.contains_range(head_pfn + start, pages), "tails outside the memmap");
     let head = m.read(head_pfn);
-    let zone = m.layout().zone(head.flags());
-    let nid = m.layout().node(head.flags());
-    out.drains = init_tails(m, head_pfn, order, start, end, zone, nid, used, hooks);
+    let folio =
+        Folio { head_pfn, order, zone: m.layout().zone(head.flags()), nid: m.layout().node(head.flags()) };
+    out.drains = folio.init_tails(m, start, end, used, hooks);
     out
 }
 
-/// Tails `[head + start, head + end)` with a resolved strategy (`used`), the zone and node
-/// given: the body of [`hugetlb_folio_init_tail_vmemmap`], also run on one chunk of a folio by
-/// the parallel tail init (whose view of the memmap need not hold the head). Returns the
-/// drains.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn init_tails<P: StructPage, H: InitHooks>(
-    m: &mut Memmap<'_, P>,
-    head_pfn: u64,
-    order: u32,
-    start: u64,
-    end: u64,
-    zone: u32,
-    nid: u32,
-    used: Strategy,
-    hooks: &mut H,
-) -> u64 {
-    if start >= end {
-        return 0;
-    }
-    match used {
-        Strategy::Template | Strategy::Streaming => {
-            tail_template(m, head_pfn, order, start, end, zone, nid, used == Strategy::Streaming, hooks)
+/// A folio whose tails are being initialized: where it is, its order, and the zone and node
+/// its head's flags name (`folio_zonenum`, `folio_nid`), which every tail copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Folio {
+    /// The head's PFN.
+    pub(crate) head_pfn: u64,
+    /// The compound order.
+    pub(crate) order: u32,
+    /// The zone index.
+    pub(crate) zone: u32,
+    /// The node id.
+    pub(crate) nid: u32,
+}
+
+impl Folio {
+    /// Tails `[head + start, head + end)` with a resolved strategy (`used`): the body of
+    /// [`hugetlb_folio_init_tail_vmemmap`], also run on one piece of a folio by the parallel
+    /// tail init (whose view of the memmap need not hold the head). Returns the drains.
+    pub(crate) fn init_tails<P: StructPage, H: InitHooks>(
+        &self,
+        m: &mut Memmap<'_, P>,
+        start: u64,
+        end: u64,
+        used: Strategy,
+        hooks: &mut H,
+    ) -> u64 {
+        if start >= end {
+            return 0;
         }
-        _ => {
-            for pfn in head_pfn + start..head_pfn + end {
-                init_tail_slow(m, head_pfn, order, pfn, zone, nid, hooks);
+        if used == Strategy::Slow {
+            for pfn in self.head_pfn + start..self.head_pfn + end {
+                self.init_tail_slow(m, pfn, hooks);
             }
-            0
+            return 0;
         }
+        self.tail_template(m, start, end, used, hooks)
     }
-}
 
-/// One tail, the kernel's way.
-#[inline]
-fn init_tail_slow<P: StructPage, H: InitHooks>(
-    m: &mut Memmap<'_, P>,
-    head_pfn: u64,
-    order: u32,
-    pfn: u64,
-    zone: u32,
-    nid: u32,
-    hooks: &mut H,
-) {
-    m.init_single_page(pfn, zone, nid, hooks);
-    m.prep_compound_tail(head_pfn, pfn - head_pfn, order);
-    m.set_page_count(pfn, 0, hooks);
-}
+    /// One tail, the kernel's way.
+    #[inline]
+    fn init_tail_slow<P: StructPage, H: InitHooks>(&self, m: &mut Memmap<'_, P>, pfn: u64, hooks: &mut H) {
+        m.init_single_page(pfn, self.zone, self.nid, hooks);
+        m.prep_compound_tail(self.head_pfn, pfn - self.head_pfn, self.order);
+        m.set_page_count(pfn, 0, hooks);
+    }
 
-/// The template path: the first tail through the slow path, the rest copies of it through
-/// memmap-core's template engine ([`Memmap::copy_template`]), which refreshes `lru.prev` (the
-/// tail's own list address, [`ListSelf::Prev`]), the section bits and `virtual` for every page
-/// and drains streamed stores before returning. Returns the number of drains.
-///
-/// The template is a local value, read once from the first tail: Balbir Singh's "do we need a
-/// separate template and page?" - the copy is what lets the engine keep the record in
-/// registers instead of re-reading (and, with streaming stores, re-reading not-yet-drained)
-/// destination memory.
-#[allow(clippy::too_many_arguments)]
-fn tail_template<P: StructPage, H: InitHooks>(
-    m: &mut Memmap<'_, P>,
-    head_pfn: u64,
-    order: u32,
-    start: u64,
-    end: u64,
-    zone: u32,
-    nid: u32,
-    streaming: bool,
-    hooks: &mut H,
-) -> u64 {
-    let first = head_pfn + start;
-    init_tail_slow(m, head_pfn, order, first, zone, nid, hooks);
-    let t = m.read(first);
-    m.copy_template(&t, first + 1, head_pfn + end, ListSelf::Prev, streaming)
-        .unwrap_or_else(|e| unreachable!("the caller checked that the tails are in the memmap: {e}"))
-        .drains
+    /// The template path: the first tail through the slow path, the rest copies of it
+    /// through memmap-core's template engine ([`Memmap::copy_template`]), which refreshes
+    /// `lru.prev` (the tail's own list address, [`ListSelf::Prev`]), the section bits and
+    /// `virtual` for every page and drains streamed stores before returning. The template is
+    /// a local value read once from the first tail, so the engine keeps the record in
+    /// registers instead of re-reading destination memory. Returns the number of drains.
+    fn tail_template<P: StructPage, H: InitHooks>(
+        &self,
+        m: &mut Memmap<'_, P>,
+        start: u64,
+        end: u64,
+        used: Strategy,
+        hooks: &mut H,
+    ) -> u64 {
+        let first = self.head_pfn + start;
+        self.init_tail_slow(m, first, hooks);
+        let t = m.read(first);
+        m.copy_template(&t, first + 1, self.head_pfn + end, ListSelf::Prev, used)
+            .unwrap_or_else(|e| unreachable!("the caller checked that the tails are in the memmap: {e}"))
+            .drains
+    }
 }
 
 /// `hugetlb_folio_init_vmemmap(folio, h, nr_pages)`: `__folio_clear_reserved()`,
@@ -232,7 +219,7 @@ pub fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
     head_pfn: u64,
     hstate: Hstate,
     nr_pages: u64,
-    opts: &InitOptions,
+    opts: &FillOptions,
     hooks: &mut H,
 ) -> TailInit {
     m.clear_flag(head_pfn, PG::RESERVED);

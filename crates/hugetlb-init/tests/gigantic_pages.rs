@@ -14,7 +14,7 @@ use hugetlb_init::{
 };
 use memmap_core::model::page::offsets;
 use memmap_core::{
-    InitHooks, InitOptions, KernelConfig, Memmap, MigrateType, NoHooks, PG, Page64, Page72, PageType,
+    FillOptions, InitHooks, KernelConfig, Memmap, MigrateType, NoHooks, PG, Page64, Page72, PageType,
     Strategy, StructPage, TAIL_MAPPING, pageblocks_needed,
 };
 
@@ -361,7 +361,7 @@ fn head_is_initialized_first_and_tails_read_zone_and_nid_from_it() {
         // A head in ZONE_DMA32 of node 5: the tails follow it.
         reserve_bootmem_head(&mut m, head, 1, 5, &mut NoHooks);
         assert_eq!((m.read(head).refcount(), m.read(head).test_flag(PG::RESERVED)), (1, true));
-        hugetlb_folio_init_vmemmap(&mut m, head, Hstate::H2M, 64, &InitOptions::new(s), &mut NoHooks);
+        hugetlb_folio_init_vmemmap(&mut m, head, Hstate::H2M, 64, &FillOptions::new(s), &mut NoHooks);
         for pfn in head + 1..head + 64 {
             let f = m.read(pfn).flags();
             assert_eq!((l.zone(f), l.node(f)), (1, 5), "{s}: tail {pfn:#x}");

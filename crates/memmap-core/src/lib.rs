@@ -119,7 +119,7 @@
 extern crate std;
 
 mod error;
-pub mod fill;
+mod fill;
 mod hooks;
 mod memmap;
 pub mod model;
@@ -129,7 +129,7 @@ mod sync;
 mod zone_device;
 
 pub use error::InitError;
-pub use fill::{Strategy, StrategyReason};
+pub use fill::{CopyReport, FillOptions, ListSelf, Strategy, StrategyReason};
 #[cfg(feature = "std")]
 pub use hooks::RecordingHooks;
 pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};

@@ -34,6 +34,15 @@ use std::time::{Duration, Instant};
 #[cfg(feature = "std")]
 use std::vec::Vec;
 
+#[cfg(feature = "std")]
+use crate::InitError;
+#[cfg(feature = "std")]
+use crate::memmap::Memmap;
+#[cfg(feature = "std")]
+use crate::model::page::StructPage;
+#[cfg(feature = "std")]
+use crate::sync::padata::{PadataJob, padata_do_multithreaded};
+
 /// How many threads a parallel runner may use. The default is [`Threads::One`]: nothing is
 /// measured or started unless the caller asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -51,6 +60,10 @@ pub enum Threads {
     /// more than [`available_cpus`]. Resolve it up front with [`Threads::resolve`] to keep the
     /// measurement out of a timed region.
     Auto,
+    /// As many workers as the job has work items: the kernel's own count where it sets one per
+    /// item (`gather_bootmem_prealloc()`: one per node with memory). For jobs split by size it
+    /// is bounded only by the job's `min_chunk`.
+    Each,
 }
 
 /// The smallest gain of a step in the [`Threads::Auto`] search: 10 %.
@@ -79,6 +92,7 @@ impl Threads {
             Threads::Fixed(n) => n.max(1),
             Threads::Auto if bytes < AUTO_MIN_BYTES => 1,
             Threads::Auto => auto_threads(),
+            Threads::Each => usize::MAX,
         };
         #[cfg(not(feature = "std"))]
         let n = {
@@ -102,11 +116,12 @@ impl Threads {
         }
     }
 
-    /// Parses `1`, `N` or `auto` (the bench program's `--threads` spelling).
+    /// Parses `1`, `N`, `auto` or `each` (the spelling of [`Threads`]' `Display`).
     #[must_use]
     pub fn from_name(s: &str) -> Option<Threads> {
         match s {
             "auto" => Some(Threads::Auto),
+            "each" => Some(Threads::Each),
             "1" => Some(Threads::One),
             n => n.parse::<usize>().ok().filter(|&n| n >= 1).map(Threads::Fixed),
         }
@@ -119,6 +134,7 @@ impl core::fmt::Display for Threads {
             Threads::One => f.write_str("1"),
             Threads::Fixed(n) => write!(f, "{n}"),
             Threads::Auto => f.write_str("auto"),
+            Threads::Each => f.write_str("each"),
         }
     }
 }
@@ -182,6 +198,7 @@ fn auto_steps(cpus: usize) -> Vec<usize> {
 
 /// The rule of the search, on measured `(threads, GB/s)` steps in order: keep the first count,
 /// step up while a step gains at least [`AUTO_MIN_GAIN`] over the best so far.
+#[cfg(feature = "std")]
 #[must_use]
 fn auto_choice(steps: &[(usize, f64)]) -> usize {
     let Some(&(mut best, mut best_bw)) = steps.first() else { return 1 };
@@ -255,6 +272,104 @@ fn as_uninit<T: Copy>(s: &mut [T]) -> &mut [core::mem::MaybeUninit<T>] {
     // initialized `T` values (the writer never de-initializes a slot), and `T: Copy` has no
     // drop glue that an overwrite could skip.
     unsafe { &mut *(core::ptr::from_mut(s) as *mut [core::mem::MaybeUninit<T>]) }
+}
+
+/// One piece of a memmap for [`run_views`]: the struct pages `[start, end)` and what the work
+/// on it needs (its hooks, the folio it belongs to, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Piece<T> {
+    /// First PFN.
+    pub start: u64,
+    /// One past the last PFN.
+    pub end: u64,
+    /// The piece's own data, handed to the work with the piece's view.
+    pub data: T,
+}
+
+#[cfg(feature = "std")]
+/// What [`run_views`] returns: every piece's data and result in PFN order, and how many
+/// workers ran.
+#[derive(Debug)]
+pub struct ViewsReport<T, R> {
+    /// `(data, result)` of every piece, in the order of the pieces.
+    pub pieces: Vec<(T, R)>,
+    /// Workers that ran, the caller included.
+    pub threads: usize,
+}
+
+#[cfg(feature = "std")]
+/// The parallel runner of every initializer that splits a memmap: each [`Piece`] gets a view of
+/// its own struct pages ([`Memmap::split_at`]), and a padata job of up to `threads` workers
+/// (the caller participating) runs `work(view, data)` once per piece, taking consecutive
+/// pieces, at least `min_pieces` at a time. `work` runs on several threads at once but each
+/// piece's view and data on one only, so it needs `Sync` and the data `Send`.
+///
+/// Pieces must be disjoint, in PFN order and inside the memmap, and end at pageblock-aligned
+/// PFNs (or the memmap's end), where a memmap can be split; a piece's view starts at the
+/// pageblock that holds its first PFN, so the work must write only its piece. Workers that
+/// stream drain inside `work`, before it returns; the job's join publishes their stores to the
+/// caller.
+///
+/// # Errors
+///
+/// [`InitError::Misaligned`] or [`InitError::OutOfRange`] from a split (nothing runs then).
+///
+/// # Panics
+///
+/// If `work` panics (the panic is propagated after the other workers finish).
+pub fn run_views<P, T, R, F>(
+    memmap: &mut Memmap<'_, P>,
+    pieces: Vec<Piece<T>>,
+    min_pieces: u64,
+    threads: usize,
+    work: F,
+) -> Result<ViewsReport<T, R>, InitError>
+where
+    P: StructPage,
+    T: Send,
+    R: Send,
+    F: Fn(&mut Memmap<'_, P>, &mut T) -> R + Sync,
+{
+    use std::sync::{Mutex, PoisonError};
+
+    let pb = memmap.config().pageblock_nr_pages();
+    let mut slots = Vec::with_capacity(pieces.len());
+    let mut rest = memmap.reborrow();
+    for piece in pieces {
+        // A view starts at the piece's pageblock: the pages before the piece in it belong to
+        // no piece (the previous one ended at a pageblock boundary at or before them).
+        let at = (piece.start & !(pb - 1)).max(rest.base_pfn());
+        let (_, right) = rest.split_at(at)?;
+        let (mine, right) = right.split_at(piece.end)?;
+        slots.push(Mutex::new((Some(mine), piece.data, None::<R>)));
+        rest = right;
+    }
+    let job = PadataJob {
+        start: 0,
+        size: slots.len() as u64,
+        align: 1,
+        min_chunk: min_pieces.max(1),
+        max_threads: threads,
+    };
+    let report = padata_do_multithreaded(&job, |start, end| {
+        for k in start..end {
+            // Each index is handed to exactly one call, so the lock is never contended: it
+            // only carries the piece's view and data to the worker that runs it.
+            let mut slot = slots[k as usize].lock().unwrap_or_else(PoisonError::into_inner);
+            let (view, data, result) = &mut *slot;
+            if let Some(mut view) = view.take() {
+                *result = Some(work(&mut view, data));
+            }
+        }
+    });
+    let pieces = slots
+        .into_iter()
+        .map(|m| {
+            let (_, data, result) = m.into_inner().unwrap_or_else(PoisonError::into_inner);
+            (data, result.expect("padata runs every piece once"))
+        })
+        .collect();
+    Ok(ViewsReport { pieces, threads: report.plan.map_or(1, |p| p.nworks) })
 }
 
 #[cfg(all(test, feature = "std", not(miri)))]

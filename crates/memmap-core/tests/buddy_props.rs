@@ -8,8 +8,8 @@ mod support;
 use std::collections::BTreeMap;
 
 use memmap_core::{
-    BootOptions, Gfp, InitMode, KernelConfig, PageBlock, PfnRange, ReservedRange, Strategy as InitStrategy,
-    StructPage, ZoneSpan,
+    BootOptions, FillOptions, Gfp, InitMode, KernelConfig, PageBlock, PfnRange, ReservedRange,
+    Strategy as InitStrategy, StructPage, ZoneSpan,
 };
 use memmap_core::{Node, NodeLayout, Page64};
 use proptest::prelude::*;
@@ -66,7 +66,7 @@ proptest! {
         let cfg = tiny();
         let l = layout.node();
         let mut st = Storage::new(&cfg, l.span(), false);
-        let opts = BootOptions { strategy, ..BootOptions::new(mode) };
+        let opts = BootOptions { fill: FillOptions::new(strategy), ..BootOptions::new(mode) };
         let (mut node, _) = st.boot(cfg, l, &opts);
         let mut held: Vec<PageBlock> = Vec::new();
         let mut owner: BTreeMap<u64, u64> = BTreeMap::new();
@@ -121,9 +121,9 @@ proptest! {
         let l = layout.node();
         let span = l.span();
         let mut eager_st = Storage::new(&cfg, span, false);
-        let (mut eager, _) = eager_st.boot(cfg, l, &BootOptions { strategy: InitStrategy::Slow, ..BootOptions::new(InitMode::Eager) });
+        let (mut eager, _) = eager_st.boot(cfg, l, &BootOptions { fill: FillOptions::new(InitStrategy::Slow), ..BootOptions::new(InitMode::Eager) });
         let mut od_st = Storage::new(&cfg, span, false);
-        let (mut od, _) = od_st.boot(cfg, l, &BootOptions { strategy, ..BootOptions::new(InitMode::OnDemand) });
+        let (mut od, _) = od_st.boot(cfg, l, &BootOptions { fill: FillOptions::new(strategy), ..BootOptions::new(InitMode::OnDemand) });
         let bs = cfg.pageblock_nr_pages();
         let bit = od.uninitialized_2m_bit();
         let flagged: Vec<u64> = (span.start..span.end)

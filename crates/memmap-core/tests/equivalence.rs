@@ -125,7 +125,7 @@ fn check<P: StructPage>(c: &Case) -> Result<(), TestCaseError> {
         InitOptions::new(Strategy::Auto),
     ];
     for opts in options {
-        let s = opts.strategy;
+        let s = opts.fill.strategy;
         let fast = run(opts, c.tracepoint).expect("valid case");
         prop_assert!(fast.guard_intact(&c.range), "{s} wrote outside the range");
         if let Some(i) = (0..slow.pages.len()).find(|&i| slow.pages[i] != fast.pages[i]) {

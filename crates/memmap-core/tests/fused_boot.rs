@@ -10,8 +10,8 @@ mod support;
 use std::sync::atomic::Ordering;
 
 use memmap_core::{
-    BootOptions, BootOrder, Gfp, InitMode, InitPolicy, KernelConfig, Node, NodeLayout, Page64, PfnRange,
-    RecordingHooks, ReservedRange, Strategy as InitStrategy, ZoneSpan,
+    BootOptions, BootOrder, FillOptions, Gfp, InitMode, InitPolicy, KernelConfig, Node, NodeLayout, Page64,
+    PfnRange, RecordingHooks, ReservedRange, Strategy as InitStrategy, ZoneSpan,
 };
 use proptest::prelude::*;
 use support::{Layout, Storage, layouts, tiny};
@@ -120,7 +120,12 @@ fn check(
     arena: bool,
 ) {
     let policy = InitPolicy { init_on_free: arena, ..BootOptions::new(mode).policy };
-    let kernel = BootOptions { strategy, policy, order: BootOrder::Kernel, ..BootOptions::new(mode) };
+    let kernel = BootOptions {
+        fill: FillOptions::new(strategy),
+        policy,
+        order: BootOrder::Kernel,
+        ..BootOptions::new(mode)
+    };
     let fused = BootOptions { order, ..kernel };
     let a = boot(cfg, layout, &kernel, arena);
     let b = boot(cfg, layout, &fused, arena);
@@ -296,7 +301,8 @@ fn strategies_say_what_ran() {
             continue;
         }
         let mut st = Storage::new(&cfg, layout.span(), false);
-        let opts = BootOptions { strategy, order, ..BootOptions::new(InitMode::Eager) };
+        let opts =
+            BootOptions { fill: FillOptions::new(strategy), order, ..BootOptions::new(InitMode::Eager) };
         let (node, report) = st.boot(cfg, layout, &opts);
         assert_eq!((report.strategy, report.reason), expect, "{strategy:?} {order:?}");
         if strategy == InitStrategy::Auto {

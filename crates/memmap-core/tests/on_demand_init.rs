@@ -4,9 +4,9 @@
 mod support;
 
 use memmap_core::{
-    AllocError, BootOptions, BootOrder, FreeError, Gfp, InitMode, KernelConfig, Memmap, NoHooks, Node,
-    NodeError, NodeLayout, NodeParts, PG, Page64, PfnRange, ReservedRange, Strategy, StructPage, ZoneSpan,
-    pageblocks_needed, pg_uninitialized_2m,
+    AllocError, BootOptions, BootOrder, FillOptions, FreeError, Gfp, InitMode, KernelConfig, Memmap, NoHooks,
+    Node, NodeError, NodeLayout, NodeParts, PG, Page64, PfnRange, ReservedRange, Strategy, StructPage,
+    ZoneSpan, pageblocks_needed, pg_uninitialized_2m,
 };
 use support::{Storage, cfg, is_guard};
 
@@ -301,7 +301,8 @@ fn a_block_partly_reserved_noinit_expands_to_the_eager_bytes() {
     ] {
         let l = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &reserved };
         let mut es = Storage::new(&cfg, l.span(), false);
-        let eager_opts = BootOptions { strategy: Strategy::Slow, ..BootOptions::new(InitMode::Eager) };
+        let eager_opts =
+            BootOptions { fill: FillOptions::new(Strategy::Slow), ..BootOptions::new(InitMode::Eager) };
         let (mut eager, _) = es.boot(cfg, l, &eager_opts);
         for order in [BootOrder::Kernel, BootOrder::Fused] {
             let mut os = Storage::new(&cfg, l.span(), false);

@@ -455,7 +455,7 @@ fn auto_uses_the_threshold_unless_stream_hal_is_sanitized() {
     let mut pages = vec![Page64::ZEROED; 20_000];
     let mut pb = vec![0; pageblocks_needed(&cfg, BASE, 20_000)];
     let mut m = Memmap::new(cfg, BASE, &mut pages, &mut pb).unwrap();
-    let opts = InitOptions { streaming_threshold_bytes: 64 * 10_000, ..InitOptions::new(Strategy::Auto) };
+    let opts = InitOptions::new(Strategy::Auto).with_threshold(64 * 10_000);
     let small =
         memmap_init_zone_device(&mut m, &range(&cfg, BASE, 9_999), &pgmap, &opts, &mut memmap_core::NoHooks)
             .unwrap();

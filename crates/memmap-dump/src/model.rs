@@ -413,9 +413,9 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
     let tail_page =
         if opts.runtime { hugetlb_init::TailPageOrigin::Runtime } else { hugetlb_init::TailPageOrigin::Boot };
     let params = BootParams {
-        tail: InitOptions::new(opts.strategy),
+        tail: memmap_core::FillOptions::new(opts.strategy),
         hvo: hugetlb_init::HvoParams { tail_page, ..opts.hvo.params() },
-        parallel: true,
+        gather: memmap_core::Threads::Each,
         tail_threads: memmap_core::Threads::One,
     };
     let report = machine

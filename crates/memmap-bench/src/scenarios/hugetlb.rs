@@ -21,7 +21,7 @@ use hugetlb_init::phase;
 use hugetlb_init::{
     BootParams, BootRequest, Hstate, HugeBootmemPage, HvoMode, ModelRemap, Node, NodeSpec, boot,
 };
-use memmap_core::{InitHooks, InitOptions, KernelConfig, OwnedMemmap, Page64, Strategy, Threads};
+use memmap_core::{FillOptions, InitHooks, KernelConfig, OwnedMemmap, Page64, Strategy, Threads};
 
 use super::{Context, RunError, Scenario, Setup, calibrate, limit_run, prefault, thread_counts};
 use crate::limits::FillKind;
@@ -172,9 +172,9 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
                         .collect();
                     let mut records = vec![HugeBootmemPage::EMPTY; count as usize];
                     let params = BootParams {
-                        tail: InitOptions::new(strategy),
+                        tail: FillOptions::new(strategy),
                         hvo: mode.params(),
-                        parallel: nodes.len() > 1,
+                        gather: if nodes.len() > 1 { Threads::Each } else { Threads::One },
                         tail_threads: if threads > 1 { Threads::Fixed(threads) } else { Threads::One },
                     };
                     boot(&mut nodes, &request, &params, &mut records).expect("valid boot");

@@ -39,6 +39,7 @@ use crate::model::page::{StructPage, offsets};
 
 /// How to initialize a range of struct pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Strategy {
     /// The kernel's per-page code.
     Slow,
@@ -129,19 +130,74 @@ impl fmt::Display for StrategyReason {
     }
 }
 
+/// The strategy request every initializer takes: which [`Strategy`], and where
+/// [`Strategy::Auto`] starts streaming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FillOptions {
+    /// The requested strategy.
+    pub strategy: Strategy,
+    /// [`Strategy::Auto`] streams when a job writes at least this many bytes of struct pages;
+    /// below it a destination small enough to stay in cache is faster with normal stores.
+    pub threshold_bytes: usize,
+}
+
+impl FillOptions {
+    /// The default threshold: `stream-hal`'s, 1 MiB of struct pages (64 MiB of memory with
+    /// 64-byte pages), where streaming starts to win for cold write-once destinations.
+    pub const DEFAULT_THRESHOLD: usize = stream_hal::DEFAULT_STREAMING_THRESHOLD;
+
+    /// `strategy` with the default threshold.
+    #[must_use]
+    pub const fn new(strategy: Strategy) -> Self {
+        FillOptions { strategy, threshold_bytes: Self::DEFAULT_THRESHOLD }
+    }
+
+    /// With [`FillOptions::threshold_bytes`] set.
+    #[must_use]
+    pub const fn with_threshold(mut self, bytes: usize) -> Self {
+        self.threshold_bytes = bytes;
+        self
+    }
+
+    /// The strategy a job of `bytes` bytes of struct pages on `memmap` uses, and why (the
+    /// `page_ref_set` tracepoint state is read from `hooks`): the one strategy choice of every
+    /// initializer, [`resolve`]'s rules. For initializers built on this crate, such as
+    /// `hugetlb-init`'s tails.
+    #[must_use]
+    pub fn resolve<P: StructPage, H: InitHooks>(
+        &self,
+        memmap: &Memmap<'_, P>,
+        hooks: &H,
+        bytes: u64,
+    ) -> (Strategy, StrategyReason) {
+        let job = Job {
+            bytes,
+            threshold_bytes: self.threshold_bytes,
+            tracepoint: memmap.page_ref_tracepoint_active(hooks),
+            read_back_soon: false,
+        };
+        resolve(memmap.config(), self.strategy, &job)
+    }
+}
+
+impl Default for FillOptions {
+    fn default() -> Self {
+        Self::new(Strategy::Auto)
+    }
+}
+
 /// What a run of struct pages is about to do, for [`resolve`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Job {
+pub(crate) struct Job {
     /// Bytes of struct pages the job writes.
-    pub bytes: u64,
-    /// [`Strategy::Auto`] streams from this many bytes up (below it a destination small
-    /// enough to stay in cache is faster with normal stores).
-    pub threshold_bytes: usize,
+    pub(crate) bytes: u64,
+    /// [`Strategy::Auto`] streams from this many bytes up.
+    pub(crate) threshold_bytes: usize,
     /// Whether the `page_ref_set` tracepoint is active (the configuration has
     /// `CONFIG_DEBUG_PAGE_REF` and the hooks report it enabled).
-    pub tracepoint: bool,
+    pub(crate) tracepoint: bool,
     /// Whether the pages are read back right after the job (the fused boot).
-    pub read_back_soon: bool,
+    pub(crate) read_back_soon: bool,
 }
 
 /// The strategy a job actually uses for a request of `requested` (never [`Strategy::Auto`]),
@@ -156,7 +212,7 @@ pub struct Job {
 ///   sanitizer), Template when the pages are read back soon, Streaming at or above the
 ///   threshold and Template below it.
 #[must_use]
-pub fn resolve(cfg: &KernelConfig, requested: Strategy, job: &Job) -> (Strategy, StrategyReason) {
+pub(crate) fn resolve(cfg: &KernelConfig, requested: Strategy, job: &Job) -> (Strategy, StrategyReason) {
     match requested {
         Strategy::Slow => return (Strategy::Slow, StrategyReason::Requested),
         _ if job.tracepoint => return (Strategy::Slow, StrategyReason::PageRefTracepoint),
@@ -176,28 +232,10 @@ pub fn resolve(cfg: &KernelConfig, requested: Strategy, job: &Job) -> (Strategy,
     }
 }
 
-/// [`resolve`] for a job of `bytes` bytes on `memmap` with `hooks` (the tracepoint state is
-/// read from them), not read back soon.
-#[must_use]
-pub fn resolve_for<P: StructPage, H: InitHooks>(
-    memmap: &Memmap<'_, P>,
-    requested: Strategy,
-    threshold_bytes: usize,
-    hooks: &H,
-    bytes: u64,
-) -> (Strategy, StrategyReason) {
-    let job = Job {
-        bytes,
-        threshold_bytes,
-        tracepoint: memmap.page_ref_tracepoint_active(hooks),
-        read_back_soon: false,
-    };
-    resolve(memmap.config(), requested, &job)
-}
-
 /// Which `lru` words of a template copy hold the page's own list address (`INIT_LIST_HEAD`'s
 /// self-pointers, `&page->lru`), and so are refreshed for every PFN.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ListSelf {
     /// Neither (ZONE_DEVICE pages: `lru.next` is the pgmap or the compound head, `lru.prev`
     /// `zone_device_data`).
@@ -246,6 +284,27 @@ impl Store for Streamed {
         unsafe { rec.store_streaming(dst) }
     }
 }
+
+/// The one dispatch from a resolved strategy to its store, for every initializer: the
+/// `$template` expression is compiled once with the type `$S` = [`Cached`]
+/// ([`Strategy::Template`]) and once with `$S` = [`Streamed`] ([`Strategy::Streaming`]);
+/// `$slow` runs for [`Strategy::Slow`] (and `Auto`, which [`resolve`] never returns).
+macro_rules! with_store {
+    ($used:expr, $S:ident => $template:expr, slow => $slow:expr $(,)?) => {
+        match $used {
+            $crate::fill::Strategy::Template => {
+                type $S = $crate::fill::Cached;
+                $template
+            }
+            $crate::fill::Strategy::Streaming => {
+                type $S = $crate::fill::Streamed;
+                $template
+            }
+            $crate::fill::Strategy::Slow | $crate::fill::Strategy::Auto => $slow,
+        }
+    };
+}
+pub(crate) use with_store;
 
 /// Drains on drop when armed: a streaming run's owner holds one so that the drain also happens
 /// when a hook panics in the middle of the run.
@@ -432,6 +491,35 @@ pub(crate) unsafe fn copy_run<P: StructPage, S: Store>(
     }
 }
 
+/// The strided template loop: a refreshed copy of `tmpl` (section bits, then the per-PFN
+/// fields) into the struct page of every `stride`-th PFN of `[from, to)`, each record finished
+/// by `patch` in registers before it is stored with `S` (the first struct pages of a run of
+/// blocks, written once in their final state). `tmpl`'s section bits are left at those of the
+/// last PFN.
+///
+/// # Safety
+///
+/// As [`copy_run`]: the PFNs must be inside `pages`' storage and owned by the caller, who
+/// drains before anything reads them when `S::STREAMING`.
+#[inline(always)]
+pub(crate) unsafe fn copy_strided<P: StructPage, S: Store>(
+    pages: Pages<P>,
+    refresh: &Refresh<'_>,
+    (from, to, stride): (u64, u64, u64),
+    tmpl: &mut P,
+    mut patch: impl FnMut(u64, &mut P),
+) {
+    let mut pfn = from;
+    while pfn < to {
+        refresh.section(tmpl, pfn);
+        let mut rec = refresh.per_pfn(*tmpl, pfn, pages.vaddr(pfn));
+        patch(pfn, &mut rec);
+        // SAFETY: `pfn` is in `[from, to)`; the caller's contract covers the store.
+        unsafe { S::store(pages.ptr(pfn), rec) };
+        pfn += stride;
+    }
+}
+
 /// What [`Memmap::copy_template`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -444,8 +532,9 @@ pub struct CopyReport {
 
 impl<P: StructPage> Memmap<'_, P> {
     /// Copies `template` into every struct page of `[from, to)` with the per-PFN fields
-    /// refreshed (section bits, `virtual`, and the list self-pointers `list` names), with
-    /// normal stores or (`streaming`) `stream-hal` streaming stores drained before returning.
+    /// refreshed (section bits, `virtual`, and the list self-pointers `list` names), with the
+    /// stores of the resolved strategy `used`: `stream-hal` streaming stores drained before
+    /// returning for [`Strategy::Streaming`], normal stores for any other.
     /// Pageblock-aligned PFNs get no pageblock work here (callers that need it use the slow
     /// path's `pageblock_init`).
     ///
@@ -462,7 +551,7 @@ impl<P: StructPage> Memmap<'_, P> {
         from: u64,
         to: u64,
         list: ListSelf,
-        streaming: bool,
+        used: Strategy,
     ) -> Result<CopyReport, InitError> {
         let n = to.saturating_sub(from);
         if n == 0 {
@@ -480,16 +569,20 @@ impl<P: StructPage> Memmap<'_, P> {
         let refresh = Refresh::new(&cfg, &layout, list);
         let pages = self.raw_pages();
         let mut tmpl = *template;
-        let guard = DrainGuard::new(streaming);
-        if streaming {
-            // SAFETY: `[from, to)` is inside the memmap (checked) and exclusively borrowed
-            // through `&mut self`; the guard drains before the borrow ends.
-            unsafe { copy_run::<P, Streamed>(pages, &refresh, from, to, &mut tmpl, None) };
-        } else {
-            // SAFETY: as above; normal stores need no drain.
-            unsafe { copy_run::<P, Cached>(pages, &refresh, from, to, &mut tmpl, None) };
-        }
-        let drains = u64::from(guard.finish());
+        let copy = |tmpl: &mut P| -> bool {
+            with_store!(used, S => {
+                let guard = DrainGuard::new(S::STREAMING);
+                // SAFETY: `[from, to)` is inside the memmap (checked) and exclusively borrowed
+                // through `&mut self`; the guard drains streamed stores before the borrow ends.
+                unsafe { copy_run::<P, S>(pages, &refresh, from, to, tmpl, None) };
+                guard.finish()
+            }, slow => {
+                // SAFETY: as above, with normal stores (no drain needed).
+                unsafe { copy_run::<P, Cached>(pages, &refresh, from, to, tmpl, None) };
+                false
+            })
+        };
+        let drains = u64::from(copy(&mut tmpl));
         Ok(CopyReport { pages: n, drains })
     }
 }
@@ -561,7 +654,8 @@ mod tests {
         for (debug_page_ref, expect) in [(false, Strategy::Template), (true, Strategy::Slow)] {
             let cfg = KernelConfig { debug_page_ref, ..KernelConfig::X86_64 };
             let m = Memmap::new(cfg, 0, &mut pages, &mut pb).unwrap();
-            assert_eq!(resolve_for(&m, Strategy::Template, 100, &CountingHooks::new(true), 1000).0, expect);
+            let opts = FillOptions::new(Strategy::Template).with_threshold(100);
+            assert_eq!(opts.resolve(&m, &CountingHooks::new(true), 1000).0, expect);
         }
     }
 

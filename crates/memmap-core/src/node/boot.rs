@@ -77,16 +77,16 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         let fused = opts.order != BootOrder::Kernel && opts.mode != InitMode::Deferred && !trace;
         let job = Job {
             bytes: span.len().saturating_mul(P::SIZE as u64),
-            threshold_bytes: opts.streaming_threshold_bytes,
+            threshold_bytes: opts.fill.threshold_bytes,
             tracepoint: trace,
             read_back_soon: false,
         };
-        let (strategy, reason) = resolve(&cfg, opts.strategy, &job);
+        let (strategy, reason) = resolve(&cfg, opts.fill.strategy, &job);
         // The fused boot frees each window right after initializing it: its free pass reads
         // the struct pages back, so `Auto` stores them normally (measured on the 64 GiB eager
         // boot: 169 ms against 192 ms streamed, 200 ms in the kernel's order).
         let (boot_strategy, boot_reason) =
-            resolve(&cfg, opts.strategy, &Job { read_back_soon: fused, ..job });
+            resolve(&cfg, opts.fill.strategy, &Job { read_back_soon: fused, ..job });
         let pages = memmap.raw_pages();
         let zones = core::array::from_fn(|z| {
             SpinLock::new(FreeArea::new(crate::node::buddy::zone_struct_addr(&cfg, layout.nid, z as u32)))

@@ -56,7 +56,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::InitError;
 use crate::fill::{
-    Cached, DrainGuard, ListSelf, Pages, Refresh, Strategy, StrategyReason, Streamed, copy_run,
+    DrainGuard, FillOptions, ListSelf, Pages, Refresh, Store, Strategy, StrategyReason, copy_run, with_store,
 };
 use crate::hooks::{InitHooks, NoHooks};
 use crate::memmap::Memmap;
@@ -118,9 +118,9 @@ pub struct BootOptions {
     pub mode: InitMode,
     /// How runs of struct pages are written (boot init, deferred init, on-demand expansion):
     /// the slow path, or a template copied with normal or streaming stores. `Auto` streams
-    /// unless the kernel's rules (tracepoint, KASAN/KMSAN, sanitizer build) require the slow
-    /// path.
-    pub strategy: Strategy,
+    /// from the threshold up (the node's struct pages) unless the kernel's rules (tracepoint,
+    /// KASAN/KMSAN, sanitizer build) require the slow path.
+    pub fill: FillOptions,
     /// init_on_alloc / init_on_free and the clear mode.
     pub policy: InitPolicy,
     /// `is_check_pages_enabled()` (`CONFIG_DEBUG_VM`): check every page of an allocation at
@@ -128,9 +128,6 @@ pub struct BootOptions {
     pub check_pages: bool,
     /// The order of the boot passes ([`BootOrder::Fused`] by default).
     pub order: BootOrder,
-    /// [`Strategy::Auto`] streams when the node's struct pages take at least this many bytes
-    /// (see [`crate::fill::resolve`]).
-    pub streaming_threshold_bytes: usize,
 }
 
 /// The order in which [`Node::boot`] runs its three passes: `memmap_init` (initialize the
@@ -167,11 +164,10 @@ impl BootOptions {
     pub const fn new(mode: InitMode) -> Self {
         BootOptions {
             mode,
-            strategy: Strategy::Auto,
+            fill: FillOptions::new(Strategy::Auto),
             policy: policy_off(),
             check_pages: true,
             order: BootOrder::Fused,
-            streaming_threshold_bytes: stream_hal::DEFAULT_STREAMING_THRESHOLD,
         }
     }
 }
@@ -635,40 +631,35 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         };
         let n = to - from;
         self.stats.pages_initialized.fetch_add(n, Ordering::Relaxed);
-        if self.run_strategy() == Strategy::Slow {
+        with_store!(self.run_strategy(), S => {
+            let mut tmpl = {
+                let mut g = self.inner.lock();
+                slow_one(&mut g, from);
+                g.memmap.read(from)
+            };
+            let refresh = self.refresh();
+            let mut pageblock = |pfn: u64| {
+                let mut g = self.inner.lock();
+                let Inner { memmap, hooks } = &mut *g;
+                match kind.pageblock {
+                    PbMode::MovableResched => memmap.pageblock_init(pfn, hooks),
+                    _ => memmap.set_pageblock_migratetype(pfn, MigrateType::Movable),
+                }
+            };
+            let pageblock: Option<&mut dyn FnMut(u64)> =
+                if kind.pageblock == PbMode::None { None } else { Some(&mut pageblock) };
+            let guard = DrainGuard::new(S::STREAMING);
+            // SAFETY: the caller owns `[from, to)`, inside the node's span and so its memmap;
+            // a streaming run's guard drains before the pages can be read (at the end of this
+            // block, or while unwinding from a panicking hook).
+            unsafe { copy_run::<P, S>(self.pages, &refresh, from + 1, to, &mut tmpl, pageblock) };
+            guard.finish();
+        }, slow => {
             let mut g = self.inner.lock();
             for pfn in from..to {
                 slow_one(&mut g, pfn);
             }
-            return n;
-        }
-        let mut tmpl = {
-            let mut g = self.inner.lock();
-            slow_one(&mut g, from);
-            g.memmap.read(from)
-        };
-        let refresh = self.refresh();
-        let mut pageblock = |pfn: u64| {
-            let mut g = self.inner.lock();
-            let Inner { memmap, hooks } = &mut *g;
-            match kind.pageblock {
-                PbMode::MovableResched => memmap.pageblock_init(pfn, hooks),
-                _ => memmap.set_pageblock_migratetype(pfn, MigrateType::Movable),
-            }
-        };
-        let pageblock: Option<&mut dyn FnMut(u64)> =
-            if kind.pageblock == PbMode::None { None } else { Some(&mut pageblock) };
-        if self.run_strategy() == Strategy::Streaming {
-            let guard = DrainGuard::new(true);
-            // SAFETY: the caller owns `[from, to)`, inside the node's span and so its memmap;
-            // the guard drains before the pages can be read (it drops at the end of this block,
-            // or while unwinding from a panicking hook).
-            unsafe { copy_run::<P, Streamed>(self.pages, &refresh, from + 1, to, &mut tmpl, pageblock) };
-            guard.finish();
-        } else {
-            // SAFETY: as above, with normal stores.
-            unsafe { copy_run::<P, Cached>(self.pages, &refresh, from + 1, to, &mut tmpl, pageblock) };
-        }
+        });
         n
     }
 

@@ -38,7 +38,7 @@
 use core::sync::atomic::Ordering;
 
 use crate::Strategy;
-use crate::fill::{Cached, Store, Streamed};
+use crate::fill::{Cached, DrainGuard, Store, copy_strided, with_store};
 use crate::hooks::InitHooks;
 use crate::model::flags::PG;
 use crate::model::page::{StructPage, offsets};
@@ -95,19 +95,12 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         let bs = self.cfg.pageblock_nr_pages();
         // SAFETY: boot is single-threaded; `first` was just initialized.
         let mut t = unsafe { self.rd(first) };
-        let section_dep = self.flags_layout.section_in_page_flags();
         let mut g = self.inner.lock();
         let Inner { memmap, hooks } = &mut *g;
-        for k in 1..nblocks {
-            let b = first + k * bs;
-            if section_dep {
-                t.set_flags(self.flags_layout.set_section(t.flags(), self.cfg.pfn_to_section_nr(b)));
-            }
-            let rec = self.refresh().per_pfn(t, b, self.pages.vaddr(b));
-            // SAFETY: `b` is in the node's span (the range is inside a zone) and owned by
-            // the booting thread.
-            unsafe { self.pages.ptr(b).write(rec) };
-        }
+        let blocks = (first + bs, first + nblocks * bs, bs);
+        // SAFETY: the blocks are in the node's span (the range is inside a zone) and owned by
+        // the booting thread; normal stores need no drain.
+        unsafe { copy_strided::<P, Cached>(self.pages, &self.refresh(), blocks, &mut t, |_, _| {}) };
         // set_pageblock_migratetype(MOVABLE) + cond_resched() of each of them, in one run: they
         // touch the pageblock bits only.
         memmap.pageblock_init_run(first + bs, nblocks - 1, hooks);
@@ -224,12 +217,9 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         self.init_run(lo, lo + 1, zone, kind);
         // SAFETY: boot is single-threaded; `lo` was just initialized.
         let mut t = unsafe { self.rd(lo) };
-        let section_dep = self.flags_layout.section_in_page_flags();
-        // Streamed only when asked for explicitly: with Auto the fused boot stores normally. A
-        // streamed line per 2 MiB block sent the 64 GiB boot anywhere from 1.0 to 4.7 ms from
-        // one round to the next (write-combining flushes to scattered DRAM rows), where normal
-        // stores stay within about 1.6 to 2.6 ms.
-        let stream = self.run_strategy() == Strategy::Streaming;
+        // Streamed only when asked for explicitly: with Auto the fused boot stores normally (a
+        // streamed line per 2 MiB block is slower here; docs/performance has the figures).
+        let used = self.run_strategy();
         let mut area = self.zones[zone as usize].lock();
         let mut g = self.inner.lock();
         let Inner { memmap, hooks } = &mut *g;
@@ -240,12 +230,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         let head = area.head_addr(max);
         let old_tail = area.heads[max as usize].1;
         let list_of = |pfn: u64| self.pages.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
-        let mut b = lo;
-        while b < hi {
-            if section_dep {
-                t.set_flags(self.flags_layout.set_section(t.flags(), self.cfg.pfn_to_section_nr(b)));
-            }
-            let mut rec = self.refresh().per_pfn(t, b, self.pages.vaddr(b));
+        let final_state = |b: u64, rec: &mut P| {
             // __free_pages_core(): __ClearPageReserved(), set_page_count(0).
             rec.set_flags(rec.flags() & !(1 << PG::RESERVED));
             rec.set_u32_at(offsets::REFCOUNT, 0);
@@ -256,21 +241,26 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                 rec.set_u64_at(offsets::PRIVATE, u64::from(max));
                 rec.set_u32_at(offsets::PAGE_TYPE, PAGE_TYPE_BUDDY);
             }
-            // SAFETY: `b` is in the node's span (inside a zone), so inside the memmap storage,
-            // and owned by the booting thread; a streaming pass drains before anything reads it.
-            unsafe {
-                let dst = self.pages.ptr(b);
-                if stream { Streamed::store(dst, rec) } else { Cached::store(dst, rec) }
-            }
-            b += bs;
-        }
+        };
+        let refresh = self.refresh();
+        let streamed = with_store!(used, S => {
+            // SAFETY: the blocks are in the node's span (inside a zone), so inside the memmap
+            // storage, and owned by the booting thread; a streamed pass drains below, before
+            // anything reads them.
+            unsafe { copy_strided::<P, S>(self.pages, &refresh, (lo, hi, bs), &mut t, final_state) };
+            S::STREAMING
+        }, slow => {
+            // SAFETY: as above, with normal stores.
+            unsafe { copy_strided::<P, Cached>(self.pages, &refresh, (lo, hi, bs), &mut t, final_state) };
+            false
+        });
+        // Drained also if a `cond_resched` hook below panics.
+        let guard = DrainGuard::new(streamed);
         // set_pageblock_migratetype(MOVABLE) + cond_resched() of every block but the first
         // (init_run did that one), in one run: they touch the pageblock bits only.
         memmap.pageblock_init_run(lo + bs, (hi - lo) / bs - 1, hooks);
         drop(g);
-        if stream {
-            stream_hal::drain();
-        }
+        guard.finish();
         // The list ends: the old tail (or the head) points to the first block, the head back to
         // the last.
         self.list_set_next(&mut area, max, old_tail, list_of(lo));

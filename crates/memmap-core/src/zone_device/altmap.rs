@@ -3,9 +3,9 @@
 //! MIGRATE_MOVABLE)`, which `memremap_pages()` runs before `memmap_init_zone_device()`.
 
 use super::plan::{self, Plan};
-use super::{DevPagemap, InitOptions, InitReport, ZoneDeviceRange, resolve_job};
+use super::{DevPagemap, InitOptions, InitReport, ZoneDeviceRange};
 use crate::InitError;
-use crate::fill::{Cached, DrainGuard, ListSelf, Refresh, Store, Strategy, Streamed, copy_run};
+use crate::fill::{DrainGuard, ListSelf, Refresh, Store, copy_run, with_store};
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
 use crate::model::flags::PG;
@@ -48,21 +48,17 @@ pub fn move_pfn_range_to_zone<P: StructPage, H: InitHooks>(
         _ => None,
     };
     let Some((plan, start, end)) = part else {
-        let resolved = resolve_job(memmap, opts, hooks, 0);
+        let resolved = opts.fill.resolve(memmap, hooks, 0);
         return Ok(InitReport::new(opts, (range.start_pfn, range.start_pfn), 0, resolved, 0));
     };
     let n = end - start;
-    let (used, reason) = resolve_job(memmap, opts, hooks, n.saturating_mul(P::SIZE as u64));
-    let drains = match used {
-        Strategy::Template => run_template::<P, H, Cached>(memmap, &plan, start, end, hooks),
-        Strategy::Streaming => run_template::<P, H, Streamed>(memmap, &plan, start, end, hooks),
-        _ => {
-            for pfn in start..end {
-                init_hotplug_page(memmap, &plan, pfn, hooks);
-            }
-            0
+    let (used, reason) = opts.fill.resolve(memmap, hooks, n.saturating_mul(P::SIZE as u64));
+    let drains = with_store!(used, S => run_template::<P, H, S>(memmap, &plan, start, end, hooks), slow => {
+        for pfn in start..end {
+            init_hotplug_page(memmap, &plan, pfn, hooks);
         }
-    };
+        0
+    });
     Ok(InitReport::new(opts, (start, end), n, (used, reason), drains))
 }
 

@@ -20,7 +20,7 @@
 //! * [`Strategy::Auto`] applies the kernel's rules: the slow path when the `page_ref_set`
 //!   tracepoint is active, when KASAN or KMSAN is configured, or when `stream-hal` reports a
 //!   sanitizer build; otherwise streaming when the struct pages to write reach
-//!   [`InitOptions::streaming_threshold_bytes`], the cached template below it.
+//!   [`FillOptions::threshold_bytes`], the cached template below it.
 //!
 //! Template and Streaming also fall back to Slow when the tracepoint is active or KASAN/KMSAN is
 //! configured, as `zone_device_page_init_optimization_enabled()` does, so every strategy emits
@@ -40,7 +40,7 @@ pub use parallel::{ParallelInit, memmap_init_zone_device_parallel};
 use core::fmt;
 
 use crate::InitError;
-use crate::fill::{Cached, Job, Strategy, StrategyReason, Streamed, resolve};
+use crate::fill::{FillOptions, Strategy, StrategyReason, with_store};
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
 use crate::model::flags::VMEMMAP_RESERVE_NR;
@@ -300,33 +300,27 @@ pub enum DrainPolicy {
     Upstream,
 }
 
-/// How to initialize.
+/// How to initialize a ZONE_DEVICE range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InitOptions {
-    /// The requested strategy.
-    pub strategy: Strategy,
+    /// The strategy request (and the [`Strategy::Auto`] threshold).
+    pub fill: FillOptions,
     /// Where the streaming path drains.
     pub drains: DrainPolicy,
-    /// [`Strategy::Auto`] streams when at least this many bytes of struct pages are written;
-    /// below it the cached template wins (a destination small enough to stay in cache is
-    /// faster with normal stores).
-    pub streaming_threshold_bytes: usize,
 }
 
 impl InitOptions {
-    /// Default [`InitOptions::streaming_threshold_bytes`]: `stream-hal`'s default threshold,
-    /// 1 MiB of struct pages (64 MiB of device memory with 64-byte pages). Measured on the
-    /// project machine, streaming wins for cold write-once destinations from 1 MiB up.
-    pub const DEFAULT_STREAMING_THRESHOLD: usize = stream_hal::DEFAULT_STREAMING_THRESHOLD;
-
-    /// Options for `strategy` with the default threshold.
+    /// Options for `strategy` with the default threshold and drain policy.
     #[must_use]
     pub const fn new(strategy: Strategy) -> Self {
-        InitOptions {
-            strategy,
-            drains: DrainPolicy::Minimal,
-            streaming_threshold_bytes: Self::DEFAULT_STREAMING_THRESHOLD,
-        }
+        InitOptions { fill: FillOptions::new(strategy), drains: DrainPolicy::Minimal }
+    }
+
+    /// With the [`Strategy::Auto`] threshold set ([`FillOptions::threshold_bytes`]).
+    #[must_use]
+    pub const fn with_threshold(mut self, bytes: usize) -> Self {
+        self.fill = self.fill.with_threshold(bytes);
+        self
     }
 
     /// With the given drain policy.
@@ -380,7 +374,7 @@ impl InitReport {
             start_pfn,
             nr_pages: end_pfn - start_pfn,
             pages_initialized: written,
-            requested: opts.strategy,
+            requested: opts.fill.strategy,
             used,
             reason,
             backend: stream_hal::backend(),
@@ -417,39 +411,28 @@ pub fn memmap_init_zone_device<P: StructPage, H: InitHooks>(
     let plan = match empty {
         Ok(plan) => plan,
         Err(start_pfn) => {
-            let resolved = resolve_job(memmap, opts, hooks, 0);
+            let resolved = opts.fill.resolve(memmap, hooks, 0);
             return Ok(InitReport::new(opts, (start_pfn, start_pfn), 0, resolved, 0));
         }
     };
     let written = plan.pages_written();
-    let (used, reason) = resolve_job(memmap, opts, hooks, written.saturating_mul(P::SIZE as u64));
-    let drains = match used {
-        Strategy::Template => {
-            template::run_template::<P, H, Cached>(memmap, &plan, pgmap, opts.drains, hooks)
-        }
-        Strategy::Streaming => {
-            template::run_template::<P, H, Streamed>(memmap, &plan, pgmap, opts.drains, hooks)
-        }
-        _ => {
-            slow::run_slow(memmap, &plan, pgmap, hooks);
-            0
-        }
-    };
+    let (used, reason) = opts.fill.resolve(memmap, hooks, written.saturating_mul(P::SIZE as u64));
+    let drains = run_plan(memmap, &plan, pgmap, opts.drains, used, hooks);
     Ok(InitReport::new(opts, (plan.start, plan.end), written, (used, reason), drains))
 }
 
-/// The strategy of a call writing `bytes` bytes of struct pages (see [`resolve`]).
-fn resolve_job<P: StructPage, H: InitHooks>(
-    memmap: &Memmap<'_, P>,
-    opts: &InitOptions,
-    hooks: &H,
-    bytes: u64,
-) -> (Strategy, StrategyReason) {
-    let job = Job {
-        bytes,
-        threshold_bytes: opts.streaming_threshold_bytes,
-        tracepoint: memmap.page_ref_tracepoint_active(hooks),
-        read_back_soon: false,
-    };
-    resolve(memmap.config(), opts.strategy, &job)
+/// Runs a validated plan with the resolved strategy `used`; returns the drains. The one call
+/// of the one-thread and the parallel init (each chunk is a plan of its own).
+fn run_plan<P: StructPage, H: InitHooks>(
+    memmap: &mut Memmap<'_, P>,
+    plan: &plan::Plan,
+    pgmap: &DevPagemap,
+    drains: DrainPolicy,
+    used: Strategy,
+    hooks: &mut H,
+) -> u64 {
+    with_store!(used, S => template::run_template::<P, H, S>(memmap, plan, pgmap, drains, hooks), slow => {
+        slow::run_slow(memmap, plan, pgmap, hooks);
+        0
+    })
 }

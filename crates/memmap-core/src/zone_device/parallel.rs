@@ -10,19 +10,16 @@
 //!
 //! The hooks, progress and tracepoint rules are in the function's documentation.
 
-use std::sync::Mutex;
 use std::vec::Vec;
 
 use super::plan::{self, Plan};
-use super::{DevPagemap, InitOptions, InitReport, ZoneDeviceRange, memmap_init_zone_device, resolve_job};
-use super::{slow, template};
+use super::{DevPagemap, InitOptions, InitReport, ZoneDeviceRange, memmap_init_zone_device};
 use crate::InitError;
-use crate::fill::{Cached, Strategy, Streamed};
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
 use crate::model::page::StructPage;
-use crate::parallel::Threads;
-use crate::sync::padata::{PadataJob, padata_do_multithreaded};
+use crate::parallel::{Piece, Threads, run_views};
+use crate::sync::padata::PadataJob;
 
 /// What [`memmap_init_zone_device_parallel`] did.
 #[derive(Debug)]
@@ -63,7 +60,7 @@ pub struct ParallelInit<H> {
 ///   the job publishes them to the caller. [`InitReport::drains`] is the sum over chunks.
 ///
 /// Validates everything before writing anything, as [`memmap_init_zone_device`]; the strategy
-/// is resolved once for the whole range (the [`Strategy::Auto`] threshold applies to the whole
+/// is resolved once for the whole range (the [`Strategy::Auto`](crate::Strategy::Auto) threshold applies to the whole
 /// job), and `Threads::Auto` counts the struct page bytes written.
 ///
 /// # Errors
@@ -99,14 +96,15 @@ where
     let written = plan.pages_written();
     let bytes = written.saturating_mul(P::SIZE as u64);
     let workers = threads.count(bytes);
-    let whole = (plan.start, plan.end);
     let probe = make_hooks(plan.start, plan.end);
     if workers <= 1 || memmap.page_ref_tracepoint_active(&probe) {
         drop(probe);
-        return one_thread(memmap, whole);
+        return one_thread(memmap, (plan.start, plan.end));
     }
-    let (used, reason) = resolve_job(memmap, opts, &probe, bytes);
+    let (used, reason) = opts.fill.resolve(memmap, &probe, bytes);
     drop(probe);
+    // The chunks of the kernel's padata split of the range: every end but the last is a
+    // multiple of `align` (a section, so pageblock-aligned), where the memmap can be split.
     let align = plan.pages_per_section.max(plan.pfns_per_compound);
     let job = PadataJob {
         start: plan.start,
@@ -115,67 +113,25 @@ where
         min_chunk: align,
         max_threads: workers,
     };
-    let bounds: Vec<(u64, u64)> = job.chunks().collect();
-    if bounds.len() <= 1 {
-        return one_thread(memmap, (range.start_pfn, whole.1));
+    let pieces: Vec<Piece<(Plan, H)>> = job
+        .chunks()
+        .map(|(s, e)| Piece { start: s, end: e, data: (Plan { start: s, end: e, ..plan }, make_hooks(s, e)) })
+        .collect();
+    if pieces.len() <= 1 {
+        return one_thread(memmap, (range.start_pfn, plan.end));
     }
-    // One view of the memmap per chunk: every chunk end but the last is a multiple of `align`
-    // (a section, so pageblock-aligned), which is where the memmap can be split.
-    let mut items = Vec::with_capacity(bounds.len());
-    let mut rest = memmap.reborrow();
-    for (i, &(s, e)) in bounds.iter().enumerate() {
-        let chunk = Plan { start: s, end: e, ..plan };
-        let hooks = make_hooks(s, e);
-        if i + 1 == bounds.len() {
-            items.push(Mutex::new(Some((rest, chunk, hooks))));
-            break;
-        }
-        let (left, right) = rest.split_at(e)?;
-        items.push(Mutex::new(Some((left, chunk, hooks))));
-        rest = right;
-    }
-    let drains: Vec<Mutex<u64>> = bounds.iter().map(|_| Mutex::new(0)).collect();
     let policy = opts.drains;
-    let report = padata_do_multithreaded(&job, |s, _e| {
-        let i = bounds.partition_point(|&(cs, _)| cs < s);
-        let taken = items[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-        let Some((mut view, chunk, mut hooks)) = taken else { return };
-        let d = match used {
-            Strategy::Template => {
-                template::run_template::<P, H, Cached>(&mut view, &chunk, pgmap, policy, &mut hooks)
-            }
-            Strategy::Streaming => {
-                template::run_template::<P, H, Streamed>(&mut view, &chunk, pgmap, policy, &mut hooks)
-            }
-            _ => {
-                slow::run_slow(&mut view, &chunk, pgmap, &mut hooks);
-                0
-            }
-        };
-        *drains[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner) = d;
-        // Hand the hooks back (the view is dropped: its borrow ends with the job).
-        *items[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((view, chunk, hooks));
-    });
-    let mut chunks = Vec::with_capacity(bounds.len());
-    for (item, &b) in items.into_iter().zip(&bounds) {
-        let (_, _, hooks) = item
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .expect("padata runs every chunk once");
-        chunks.push((b, hooks));
-    }
+    let done = run_views(memmap, pieces, 1, workers, |view, (chunk, hooks)| {
+        super::run_plan(view, chunk, pgmap, policy, used, hooks)
+    })?;
+    let drains = done.pieces.iter().map(|(_, d)| d).sum();
     Ok(ParallelInit {
-        report: InitReport::new(
-            opts,
-            (plan.start, plan.end),
-            written,
-            (used, reason),
-            drains
-                .into_iter()
-                .map(|d| d.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner))
-                .sum(),
-        ),
-        threads: report.plan.map_or(1, |p| p.nworks),
-        chunks,
+        report: InitReport::new(opts, (plan.start, plan.end), written, (used, reason), drains),
+        threads: done.threads,
+        chunks: done
+            .pieces
+            .into_iter()
+            .map(|((chunk, hooks), _)| ((chunk.start, chunk.end), hooks))
+            .collect(),
     })
 }
