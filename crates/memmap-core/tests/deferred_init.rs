@@ -149,7 +149,7 @@ fn deferred_workers_touch_only_free_ranges() {
     let mut st = Storage::new(&cfg, span, false);
     let (mut node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::Deferred));
     let before: Vec<Page64> = (span.start..span.end).map(|p| node.read_page(p)).collect();
-    let report = node.deferred_init_memmap(2);
+    let report = node.deferred_init_memmap(memmap_core::Threads::Fixed(2));
     assert!(report.jobs >= 2, "one job per free range");
     assert!(!node.deferred_pending());
     assert_eq!(node.first_deferred_pfn(), u64::MAX);
@@ -294,7 +294,7 @@ fn pages_are_freed_only_after_they_are_initialized() {
         NodeParts { memmap, layout: l, states: &mut states, arena: None, hooks: RecordingHooks::new(true) };
     let (node, report) = Node::boot(parts, &BootOptions::new(InitMode::Deferred)).unwrap();
     assert_eq!(report.strategy, Strategy::Slow, "tracepoint active: per-page path");
-    node.deferred_init_memmap(2);
+    node.deferred_init_memmap(memmap_core::Threads::Fixed(2));
     let (_, hooks) = node.into_memmap();
     let mut inited = BTreeSet::new();
     let mut frees = 0;
@@ -332,7 +332,7 @@ fn full_max_order_blocks_freed_at_max_order_partial_ones_at_order_0() {
     let (mut node, r) = st.boot(cfg, l, &BootOptions::new(InitMode::Deferred));
     let fdp = r.first_deferred_pfn.unwrap();
     let (max0, zero0) = (node.stats().free_core(cfg.max_page_order), node.stats().free_core(0));
-    node.deferred_init_memmap(2);
+    node.deferred_init_memmap(memmap_core::Threads::Fixed(2));
     let (mut full, mut partial) = (0, 0);
     let end = zones[0].span.end;
     for b in (fdp..end).step_by(mo as usize) {

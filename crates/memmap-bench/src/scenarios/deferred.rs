@@ -153,7 +153,7 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
                     let boot = t.elapsed();
                     match mode {
                         InitMode::Deferred => {
-                            node.deferred_init_memmap(threads);
+                            node.deferred_init_memmap(memmap_core::Threads::Fixed(threads));
                         }
                         InitMode::OnDemand => {
                             let _expanded = node.expand_all();

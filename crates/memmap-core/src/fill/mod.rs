@@ -380,6 +380,13 @@ impl<P: StructPage> Pages<P> {
         unsafe { self.ptr.as_ptr().add((pfn - self.base_pfn) as usize) }
     }
 
+    /// The host address of the struct page of `pfn`, for a cache hint only (computed with
+    /// wrapping arithmetic, never dereferenced here).
+    #[inline(always)]
+    pub(crate) fn addr(&self, pfn: u64) -> *const P {
+        self.ptr.as_ptr().wrapping_add(pfn.wrapping_sub(self.base_pfn) as usize)
+    }
+
     /// The modelled kernel address of the struct page of `pfn` (`pfn_to_page`).
     #[inline(always)]
     pub(crate) fn vaddr(&self, pfn: u64) -> u64 {

@@ -14,6 +14,7 @@ use crate::fill::{Job, Strategy, resolve};
 use crate::hooks::InitHooks;
 use crate::model::flags::PG;
 use crate::model::page::{StructPage, offsets};
+use crate::node::owned::Owned;
 use crate::sync::{BlockStates, SpinLock};
 
 impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
@@ -113,15 +114,19 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             stats: NodeStats::new(),
             node_id: crate::node::buddy::next_node_id(),
         };
+        // SAFETY: the node's span is inside the memmap storage (checked above), and the node
+        // is not shared yet: until `boot` returns it, this thread is the only one that can
+        // reach its struct pages (the handle is last used below, before the node is returned).
+        let mut own = unsafe { Owned::new(node.pages, span.start, span.end) };
         let (fdp, freed) = if fused {
-            node.fused_boot()
+            node.fused_boot(&mut own)
         } else {
             let (lo, hi) = (span.start, span.end);
-            let fdp = node.memmap_init(lo, hi);
+            let fdp = node.memmap_init(&mut own, lo, hi);
             *node.resize_lock.lock() = fdp;
             node.mark_boot_states(fdp);
-            node.reserve_bootmem_regions(fdp, lo, hi);
-            (fdp, node.free_boot_memory(fdp, lo, hi))
+            node.reserve_bootmem_regions(&mut own, fdp, lo, hi);
+            (fdp, node.free_boot_memory(&mut own, fdp, lo, hi))
         };
         node.booting.store(false, Ordering::Relaxed);
         // Pairs with the acquire load in `deferred_pending` (other threads get the node after
@@ -154,7 +159,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// than the size suggests: the first struct pages of 2 MiB blocks sit 32 KiB apart, a
     /// power-of-two stride that maps them to a handful of cache sets, so even the 2 MiB of them
     /// that a 64 GiB node has do not stay cached.
-    fn fused_boot(&self) -> (u64, u64) {
+    fn fused_boot(&self, own: &mut Owned<'_, P>) -> (u64, u64) {
         self.mark_boot_states(u64::MAX);
         let window = self.fused_window();
         let mut freed = 0;
@@ -162,11 +167,11 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         while lo < self.span.end {
             let hi = (lo | (window - 1)).saturating_add(1).min(self.span.end);
             if let Some(zone) = self.ondemand_simple_window(lo, hi, window) {
-                freed += self.ondemand_boot_window(zone, lo, hi);
+                freed += self.ondemand_boot_window(own, zone, lo, hi);
             } else {
-                self.memmap_init(lo, hi);
-                self.reserve_bootmem_regions(u64::MAX, lo, hi);
-                freed += self.free_boot_memory(u64::MAX, lo, hi);
+                self.memmap_init(own, lo, hi);
+                self.reserve_bootmem_regions(own, u64::MAX, lo, hi);
+                freed += self.free_boot_memory(own, u64::MAX, lo, hi);
             }
             lo = hi;
         }
@@ -208,7 +213,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// `memmap_init()` for this node, restricted to `[lo, hi)` (the whole span, or a window of
     /// [`Self::fused_boot`]; [`InitMode::Deferred`] only for the whole span); returns
     /// `first_deferred_pfn`.
-    fn memmap_init(&self, lo: u64, hi: u64) -> u64 {
+    fn memmap_init(&self, own: &mut Owned<'_, P>, lo: u64, hi: u64) -> u64 {
         debug_assert!(self.opts.mode != InitMode::Deferred || (lo, hi) == (self.span.start, self.span.end));
         let mut counter = crate::node::deferred::DeferCounter::new(self.cfg.pages_per_section());
         let mut fdp = u64::MAX;
@@ -226,31 +231,31 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
                 match self.opts.mode {
                     _ if ws >= we => {}
                     InitMode::Eager => {
-                        self.init_run(ws, we, z.zone, RunKind::plain(PbMode::MovableResched));
+                        self.init_run(own, ws, we, z.zone, RunKind::plain(PbMode::MovableResched));
                     }
                     InitMode::Deferred => {
                         let stop = counter.defer_point(s, e, z.span.end, pgdat_end, &mut fdp).unwrap_or(e);
-                        self.init_run(s, stop, z.zone, RunKind::plain(PbMode::MovableResched));
+                        self.init_run(own, s, stop, z.zone, RunKind::plain(PbMode::MovableResched));
                     }
-                    InitMode::OnDemand => self.ondemand_memmap_init_range(ws, we, z.zone),
+                    InitMode::OnDemand => self.ondemand_memmap_init_range(own, ws, we, z.zone),
                 }
                 if hole < s {
-                    self.init_unavailable_range(hole.max(lo), s.min(hi), z.zone);
+                    self.init_unavailable_range(own, hole.max(lo), s.min(hi), z.zone);
                 }
                 hole = e;
                 last_zone = z.zone;
             }
         }
         if hole < self.span.end {
-            self.init_unavailable_range(hole.max(lo), self.span.end.min(hi), last_zone);
+            self.init_unavailable_range(own, hole.max(lo), self.span.end.min(hi), last_zone);
         }
         fdp
     }
 
     /// `init_unavailable_range()`: holes are initialized and `PG_reserved`.
-    fn init_unavailable_range(&self, from: u64, to: u64, zone: u32) {
+    fn init_unavailable_range(&self, own: &mut Owned<'_, P>, from: u64, to: u64, zone: u32) {
         let kind = RunKind { pageblock: PbMode::None, extra_flags: 1 << PG::RESERVED, count: 1 };
-        self.init_run(from, to, zone, kind);
+        self.init_run(own, from, to, zone, kind);
     }
 
     /// Publishes the blocks boot initialized completely.
@@ -291,7 +296,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
 
     /// `memmap_init_reserved_pages()`: `reserve_bootmem_region()` on every reserved range that
     /// is not `MEMBLOCK_RSRV_NOINIT`, restricted to `[lo, hi)`.
-    fn reserve_bootmem_regions(&self, fdp: u64, lo: u64, hi: u64) {
+    fn reserve_bootmem_regions(&self, own: &mut Owned<'_, P>, fdp: u64, lo: u64, hi: u64) {
         for r in
             self.layout.reserved.iter().filter(|r| !r.noinit && r.range.start.max(lo) < r.range.end.min(hi))
         {
@@ -305,43 +310,32 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
                         // Below fdp: initialized by memmap_init. From fdp on:
                         // __init_deferred_page() -> __init_page_from_nid(), then PG_reserved.
                         let from = pfn.max(fdp);
-                        self.set_reserved(pfn, from);
+                        set_reserved(own, pfn, from);
                         let kind =
                             RunKind { pageblock: PbMode::Movable, extra_flags: 1 << PG::RESERVED, count: 1 };
-                        self.init_run(from, end, z.zone, kind);
+                        self.init_run(own, from, end, z.zone, kind);
                     }
                     InitMode::OnDemand => {
                         self.ensure_range_initialized(pfn, end - pfn);
-                        self.set_reserved(pfn, end);
+                        set_reserved(own, pfn, end);
                     }
-                    _ => self.set_reserved(pfn, end),
+                    _ => set_reserved(own, pfn, end),
                 }
                 pfn = end;
             }
         }
     }
 
-    /// `__SetPageReserved` on `[from, to)` (boot: single-threaded).
-    fn set_reserved(&self, from: u64, to: u64) {
-        for pfn in from..to {
-            // SAFETY: boot is single-threaded and `pfn` is in a zone of the node.
-            unsafe {
-                let f = self.rd_word(pfn, offsets::FLAGS);
-                self.wr_word(pfn, offsets::FLAGS, f | 1 << PG::RESERVED);
-            }
-        }
-    }
-
     /// `free_low_memory_core_early()` for this node, restricted to `[lo, hi)`; returns the
     /// pages freed.
-    fn free_boot_memory(&self, fdp: u64, lo: u64, hi: u64) -> u64 {
+    fn free_boot_memory(&self, own: &mut Owned<'_, P>, fdp: u64, lo: u64, hi: u64) -> u64 {
         let mut freed = 0;
         for z in self.layout.zones.iter().filter(|z| z.span.start < hi && lo < z.span.end) {
             for r in self.layout.free_ranges(*z, z.span.start.max(lo)) {
                 if r.start >= hi {
                     break;
                 }
-                freed += self.free_pages_memory(z.zone, r.start, r.end.min(hi), fdp);
+                freed += self.free_pages_memory(own, z.zone, r.start, r.end.min(hi), fdp);
             }
         }
         freed
@@ -355,7 +349,14 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// ahead of each chunk (see [`Node::free_pages_core_run`]): each lock round trip is a locked
     /// instruction, which waits for earlier loads, so the loop's cache misses would queue
     /// behind one lock each instead of overlapping. Timing only; the bytes written are the same.
-    fn free_pages_memory(&self, zone: u32, mut start: u64, end: u64, fdp: u64) -> u64 {
+    fn free_pages_memory(
+        &self,
+        own: &mut Owned<'_, P>,
+        zone: u32,
+        mut start: u64,
+        end: u64,
+        fdp: u64,
+    ) -> u64 {
         let max = self.cfg.max_page_order;
         let limit = end.min(fdp);
         let mut freed = 0;
@@ -369,7 +370,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
                 continue;
             }
             let count = if order == max { ((limit - start) >> order).clamp(1, FREE_BATCH) } else { 1 };
-            self.free_pages_core_run(zone, start, order, count, limit);
+            self.free_pages_core_run(own, zone, start, order, count, limit);
             freed += count << order;
             start += count << order;
         }
@@ -384,3 +385,11 @@ pub(crate) const FREE_PREFETCH_AHEAD: u64 = 8;
 
 /// How many `MAX_PAGE_ORDER` chunks the boot free pass frees under one hold of the zone lock.
 const FREE_BATCH: u64 = 64;
+
+/// `__SetPageReserved` on `[from, to)`, pages `own` owns.
+fn set_reserved<P: StructPage>(own: &mut Owned<'_, P>, from: u64, to: u64) {
+    for pfn in from..to {
+        let f = own.word(pfn, offsets::FLAGS);
+        own.set_word(pfn, offsets::FLAGS, f | 1 << PG::RESERVED);
+    }
+}

@@ -25,6 +25,7 @@ use crate::hooks::InitHooks;
 use crate::model::flags::MigrateType;
 use crate::model::page::StructPage;
 use crate::node::layout::ZoneSpan;
+use crate::node::owned::Owned;
 use crate::node::{Node, PbMode, RunKind};
 use crate::sync::padata::PadataJob;
 
@@ -138,13 +139,14 @@ pub struct DeferredReport {
 }
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
-    /// `deferred_init_memmap(pgdat)` on real threads: the `pgdatinit` kthread, with up to
-    /// `max_threads` padata works (the calling thread is one of them). When it returns, every
-    /// deferred page is initialized and freed, and the `deferred_pages` static key is off
-    /// (`page_alloc_init_late`).
+    /// `deferred_init_memmap(pgdat)` on real threads: the `pgdatinit` kthread, its padata jobs
+    /// on up to `threads` works (the calling thread is one of them; `Threads::Auto` counts the
+    /// struct page bytes of each job). When it returns, every deferred page is initialized and
+    /// freed, and the `deferred_pages` static key is off (`page_alloc_init_late`).
     #[cfg(feature = "std")]
-    pub fn deferred_init_memmap(&self, max_threads: usize) -> DeferredReport {
+    pub fn deferred_init_memmap(&self, threads: crate::Threads) -> DeferredReport {
         self.deferred_init_memmap_with(|job, f| {
+            let max_threads = threads.count(job.size.saturating_mul(P::SIZE as u64));
             let job = PadataJob { max_threads, ..*job };
             crate::sync::padata::padata_do_multithreaded(&job, f);
         })
@@ -203,9 +205,16 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `deferred_init_memmap_chunk(start_pfn, end_pfn, zone)`.
     fn deferred_init_memmap_chunk(&self, start: u64, end: u64, zone: &ZoneSpan) {
         let Some(first) = self.layout.next_free_range(zone, start) else { return };
+        // SAFETY: `[start, end)` is a chunk of a padata job over the deferred range, which
+        // `deferred_init_memmap_with` took out of `first_deferred_pfn` under the resize lock:
+        // padata hands the chunk to this call only, and no allocator reaches deferred pages
+        // before they are freed below. Chunks end at section boundaries, inside the node, and
+        // `deferred_init_maxorder` stays below the chunk's end (a max-order block is inside a
+        // section). The zone's end rounds up to a section, hence the clamp to the node.
+        let mut own = unsafe { Owned::new(self.pages, start, end.min(self.span.end)) };
         let mut spfn = first.start;
         while spfn < end {
-            let (_, next) = self.deferred_init_maxorder(zone, spfn);
+            let (_, next) = self.deferred_init_maxorder(&mut own, zone, spfn);
             spfn = next;
             // cond_resched()
             self.inner.lock().hooks.cond_resched(spfn.min(end));
@@ -215,7 +224,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `deferred_init_maxorder()`: initialize the free pages of `[spfn, mo_pfn)`, publish their
     /// blocks, then free them. Returns the pages initialized and the next `spfn` (`u64::MAX`
     /// when the zone has no free range left).
-    fn deferred_init_maxorder(&self, zone: &ZoneSpan, spfn: u64) -> (u64, u64) {
+    fn deferred_init_maxorder(&self, own: &mut Owned<'_, P>, zone: &ZoneSpan, spfn: u64) -> (u64, u64) {
         let mo_pfn = (spfn + 1).next_multiple_of(self.cfg.max_order_nr_pages());
         // First pass: initialize.
         let mut nr = 0;
@@ -227,7 +236,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                 break;
             }
             let t = mo_pfn.min(r.end);
-            nr += self.init_run(r.start, t, zone.zone, RunKind::plain(PbMode::None));
+            nr += self.init_run(own, r.start, t, zone.zone, RunKind::plain(PbMode::None));
             if mo_pfn < r.end {
                 next = mo_pfn;
                 break;
@@ -249,7 +258,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                 break;
             }
             let t = mo_pfn.min(r.end);
-            self.deferred_free_pages(zone.zone, r.start, t - r.start);
+            self.deferred_free_pages(own, zone.zone, r.start, t - r.start);
             if mo_pfn <= r.end {
                 break;
             }
@@ -259,7 +268,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     }
 
     /// `deferred_free_pages(pfn, nr_pages)`.
-    fn deferred_free_pages(&self, zone: u32, pfn: u64, nr: u64) {
+    fn deferred_free_pages(&self, own: &mut Owned<'_, P>, zone: u32, pfn: u64, nr: u64) {
         if nr == 0 {
             return;
         }
@@ -272,14 +281,14 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                     g.memmap.set_pageblock_migratetype(p, MigrateType::Movable);
                 }
             }
-            self.free_pages_core(zone, pfn, self.cfg.max_page_order);
+            self.free_pages_core(own, zone, pfn, self.cfg.max_page_order);
             return;
         }
         for p in pfn..pfn + nr {
             if p % pb == 0 {
                 self.inner.lock().memmap.set_pageblock_migratetype(p, MigrateType::Movable);
             }
-            self.free_pages_core(zone, p, 0);
+            self.free_pages_core(own, zone, p, 0);
         }
     }
 
@@ -306,11 +315,16 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             // Retry only once.
             return first_deferred_pfn != u64::MAX;
         };
+        // SAFETY: the resize lock (held by `g` until the new `first_deferred_pfn` is stored)
+        // owns the deferred pages from `first_deferred_pfn` to the node's end: no allocator
+        // reaches them before they are freed, and deferred init takes them only under the
+        // same lock.
+        let mut own = unsafe { Owned::new(self.pages, first_deferred_pfn, self.span.end) };
         let mut spfn = r.start;
         let mut nr_pages = 0;
         loop {
             let section_start = spfn;
-            let (n, next) = self.deferred_init_maxorder(&z, spfn);
+            let (n, next) = self.deferred_init_maxorder(&mut own, &z, spfn);
             nr_pages += n;
             spfn = next;
             if spfn == u64::MAX {

@@ -43,6 +43,7 @@ mod buddy;
 mod deferred;
 mod layout;
 mod ondemand;
+mod owned;
 
 #[cfg(feature = "std")]
 pub use arena::OwnedArena;
@@ -55,17 +56,15 @@ use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::InitError;
-use crate::fill::{
-    DrainGuard, FillOptions, ListSelf, Pages, Refresh, Store, Strategy, StrategyReason, copy_run, with_store,
-};
+use crate::fill::{FillOptions, ListSelf, Pages, Refresh, Strategy, StrategyReason, with_store};
 use crate::hooks::{InitHooks, NoHooks};
 use crate::memmap::Memmap;
-use crate::memmap::ops::{rd64, wr64};
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
 use crate::node::buddy::FreeArea;
 use crate::sync::{BlockStates, SpinLock};
+use owned::{LockedZone, Owned};
 
 /// Zone slots of a node (`MAX_NR_ZONES` is at most 8).
 pub(crate) const MAX_ZONES: usize = 8;
@@ -544,79 +543,51 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         self.initialized(pfn)
     }
 
-    /// Reads the struct page of `pfn`.
-    ///
-    /// # Safety
-    ///
-    /// `pfn` in the node span, and no other thread writing it (the caller owns it).
-    #[inline(always)]
-    pub(crate) unsafe fn rd(&self, pfn: u64) -> P {
-        // SAFETY: per the caller.
-        unsafe { self.pages.ptr(pfn).read() }
+    /// The zone lock of `zone` with access to the struct pages of its free blocks: the one
+    /// place where the zone lock's ownership of free pages is made a type.
+    pub(in crate::node) fn lock_zone(&self, zone: u32) -> LockedZone<'_, P> {
+        let span = self.layout.zone(zone).map_or((0, 0), |z| (z.span.start, z.span.end));
+        let area = self.zones[zone as usize].lock();
+        // SAFETY: `area` guards zone `zone`, whose span is inside the node's span and so inside
+        // the memmap storage; every access to a free block's struct pages in this crate goes
+        // through a `LockedZone` of the block's zone (the buddy allocator's rule), so the
+        // holder of this guard is the only thread touching them.
+        unsafe { LockedZone::new(area, self.pages, span) }
     }
 
-    /// Reads a word of the struct page of `pfn`.
-    ///
-    /// # Safety
-    ///
-    /// As for [`Node::rd`].
-    #[inline(always)]
-    pub(crate) unsafe fn rd_word(&self, pfn: u64, offset: usize) -> u64 {
-        // SAFETY: per the caller; the field is inside the page.
-        unsafe { rd64(self.pages.ptr(pfn), offset) }
-    }
-
-    /// Writes a word of the struct page of `pfn`.
-    ///
-    /// # Safety
-    ///
-    /// `pfn` in the node span, owned by the caller.
-    #[inline(always)]
-    pub(crate) unsafe fn wr_word(&self, pfn: u64, offset: usize, v: u64) {
-        // SAFETY: per the caller; the field is inside the page.
-        unsafe { wr64(self.pages.ptr(pfn), offset, v) }
-    }
-
-    /// `set_page_count(page, v)`: a raw store, or the memmap's version (with the tracepoint)
-    /// when the tracepoint is active.
-    ///
-    /// # Safety
-    ///
-    /// As for [`Node::wr_word`].
+    /// `set_page_count(page, v)` on a page `own` owns: a raw store, or the memmap's version
+    /// (with the tracepoint) when the tracepoint is active.
     #[inline]
-    pub(crate) unsafe fn set_count(&self, pfn: u64, v: i32) {
+    pub(in crate::node) fn set_count(&self, own: &mut Owned<'_, P>, pfn: u64, v: i32) {
         if self.trace {
+            assert!(own.contains(pfn), "struct page {pfn:#x} is not owned here");
             let mut g = self.inner.lock();
             let Inner { memmap, hooks } = &mut *g;
             memmap.set_page_count(pfn, v, hooks);
         } else {
-            // SAFETY: per the caller.
-            unsafe { crate::memmap::ops::wr32_once(self.pages.ptr(pfn), offsets::REFCOUNT, v as u32) };
+            own.set_word32(pfn, offsets::REFCOUNT, v as u32, true);
         }
     }
 
-    /// `__init_single_page` on `[from, to)` of `zone` with the node's strategy, plus `kind`'s
-    /// extras (see [`RunKind`]). Returns the number of pages written.
+    /// `__init_single_page` on `[from, to)` of `zone`, pages `own` owns, with the node's
+    /// strategy, plus `kind`'s extras (see [`RunKind`]). Returns the number of pages written.
     ///
-    /// The caller owns the PFNs. Template and streaming runs build the template through the
-    /// slow path at `from` and copy it with the address-dependent fields refreshed (`lru`
-    /// self-pointers, `virtual`, section bits); pageblock-aligned PFNs are stored normally
-    /// because `set_pageblock_migratetype` may read them back; streaming runs drain before
-    /// returning.
-    fn init_run(&self, from: u64, to: u64, zone: u32, kind: RunKind) -> u64 {
+    /// Template and streaming runs build the template through the slow path at `from` and copy
+    /// it with the address-dependent fields refreshed (`lru` self-pointers, `virtual`, section
+    /// bits); pageblock-aligned PFNs are stored normally because `set_pageblock_migratetype` may
+    /// read them back; streaming runs drain before returning.
+    fn init_run(&self, own: &mut Owned<'_, P>, from: u64, to: u64, zone: u32, kind: RunKind) -> u64 {
         if from >= to {
             return 0;
         }
+        assert!(own.contains(from) && own.contains(to - 1), "init_run of pages not owned");
         let nid = self.layout.nid;
-        let slow_one = |inner: &mut Inner<'a, P, H>, pfn: u64| {
+        let slow_one = |inner: &mut Inner<'a, P, H>, own: &mut Owned<'_, P>, pfn: u64| {
             let Inner { memmap, hooks } = inner;
             memmap.init_single_page(pfn, zone, nid, hooks);
             if kind.extra_flags != 0 {
-                // SAFETY: `pfn` is in the memmap (init_single_page checked it) and owned.
-                unsafe {
-                    let p = memmap.page_ptr(pfn);
-                    wr64(p, offsets::FLAGS, rd64(p, offsets::FLAGS) | kind.extra_flags);
-                }
+                let f = own.word(pfn, offsets::FLAGS);
+                own.set_word(pfn, offsets::FLAGS, f | kind.extra_flags);
             }
             if kind.count != 1 {
                 memmap.set_page_count(pfn, kind.count, hooks);
@@ -634,7 +605,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         with_store!(self.run_strategy(), S => {
             let mut tmpl = {
                 let mut g = self.inner.lock();
-                slow_one(&mut g, from);
+                slow_one(&mut g, own, from);
                 g.memmap.read(from)
             };
             let refresh = self.refresh();
@@ -648,16 +619,11 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             };
             let pageblock: Option<&mut dyn FnMut(u64)> =
                 if kind.pageblock == PbMode::None { None } else { Some(&mut pageblock) };
-            let guard = DrainGuard::new(S::STREAMING);
-            // SAFETY: the caller owns `[from, to)`, inside the node's span and so its memmap;
-            // a streaming run's guard drains before the pages can be read (at the end of this
-            // block, or while unwinding from a panicking hook).
-            unsafe { copy_run::<P, S>(self.pages, &refresh, from + 1, to, &mut tmpl, pageblock) };
-            guard.finish();
+            own.copy_run::<S>(&refresh, (from + 1, to), &mut tmpl, pageblock);
         }, slow => {
             let mut g = self.inner.lock();
             for pfn in from..to {
-                slow_one(&mut g, pfn);
+                slow_one(&mut g, own, pfn);
             }
         });
         n

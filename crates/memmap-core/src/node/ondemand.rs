@@ -38,11 +38,12 @@
 use core::sync::atomic::Ordering;
 
 use crate::Strategy;
-use crate::fill::{Cached, DrainGuard, Store, copy_strided, with_store};
+use crate::fill::{Cached, with_store};
 use crate::hooks::InitHooks;
 use crate::model::flags::PG;
 use crate::model::page::{StructPage, offsets};
 use crate::node::buddy::PAGE_TYPE_BUDDY;
+use crate::node::owned::Owned;
 use crate::node::{Inner, Node, PbMode, RunKind};
 use crate::sync::RunOnce;
 
@@ -54,7 +55,13 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     }
 
     /// `memmap_init_zone` of the RFC on `[s, e)` of `zone` (a memory range clamped to the zone).
-    pub(crate) fn ondemand_memmap_init_range(&self, s: u64, e: u64, zone: u32) {
+    pub(in crate::node) fn ondemand_memmap_init_range(
+        &self,
+        own: &mut Owned<'_, P>,
+        s: u64,
+        e: u64,
+        zone: u32,
+    ) {
         let bs = self.cfg.pageblock_nr_pages();
         let mut pfn = s;
         while pfn < e {
@@ -62,11 +69,11 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             if b == pfn && pfn + bs <= e {
                 // Whole blocks: their first struct pages only, flagged.
                 let nblocks = (e - pfn) / bs;
-                self.ondemand_base_pages(pfn, nblocks, zone);
+                self.ondemand_base_pages(own, pfn, nblocks, zone);
                 pfn += nblocks * bs;
             } else {
                 let stop = (b + bs).min(e);
-                self.init_run(pfn, stop, zone, RunKind::plain(PbMode::MovableResched));
+                self.init_run(own, pfn, stop, zone, RunKind::plain(PbMode::MovableResched));
                 pfn = stop;
             }
         }
@@ -82,25 +89,26 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// struct pages for a 64 GiB zone, which stays in the last-level cache. Streaming them sent
     /// each line to DRAM only for the free pass to miss on it (measured about 10% slower on the
     /// 64 GiB boot, `cargo bench -p memmap-core --bench deferred` with `MEMMAP_BENCH_GIB=64`).
-    fn ondemand_base_pages(&self, first: u64, nblocks: u64, zone: u32) {
+    fn ondemand_base_pages(&self, own: &mut Owned<'_, P>, first: u64, nblocks: u64, zone: u32) {
         let kind = RunKind { pageblock: PbMode::MovableResched, extra_flags: 1 << self.uninit_bit, count: 1 };
-        self.init_run(first, first + 1, zone, kind);
+        self.init_run(own, first, first + 1, zone, kind);
         if nblocks < 2 || self.strategy == Strategy::Slow {
             for k in 1..nblocks {
                 let b = first + k * self.cfg.pageblock_nr_pages();
-                self.init_run(b, b + 1, zone, kind);
+                self.init_run(own, b, b + 1, zone, kind);
             }
             return;
         }
         let bs = self.cfg.pageblock_nr_pages();
-        // SAFETY: boot is single-threaded; `first` was just initialized.
-        let mut t = unsafe { self.rd(first) };
+        let mut t = own.read(first);
         let mut g = self.inner.lock();
         let Inner { memmap, hooks } = &mut *g;
-        let blocks = (first + bs, first + nblocks * bs, bs);
-        // SAFETY: the blocks are in the node's span (the range is inside a zone) and owned by
-        // the booting thread; normal stores need no drain.
-        unsafe { copy_strided::<P, Cached>(self.pages, &self.refresh(), blocks, &mut t, |_, _| {}) };
+        own.copy_strided::<Cached>(
+            &self.refresh(),
+            (first + bs, first + nblocks * bs, bs),
+            &mut t,
+            |_, _| {},
+        );
         // set_pageblock_migratetype(MOVABLE) + cond_resched() of each of them, in one run: they
         // touch the pageblock bits only.
         memmap.pageblock_init_run(first + bs, nblocks - 1, hooks);
@@ -155,17 +163,25 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `__expand_page_initialization(basepage)`: clears the flag, then initializes the rest of
     /// the block from the base page's zone, node and count.
     fn expand_block(&self, base: u64) {
-        // SAFETY: the caller holds the zone lock (or boots), and won `run_once`, so it owns the
-        // block: nobody else reads or writes its struct pages now.
-        let page = unsafe { self.rd(base) };
+        let end = (base + self.cfg.pageblock_nr_pages()).min(self.span.end);
+        // SAFETY: the block is inside the node's span; this thread won the block's `run_once`
+        // (its only caller), which no other thread passes until the block is published DONE:
+        // the allocator and boot reach an unexpanded block's pages only through `run_once`, so
+        // this thread owns them until then.
+        let mut own = unsafe { Owned::new(self.pages, base, end) };
+        let page = own.read(base);
         debug_assert!(page.test_flag(self.uninit_bit), "expanding block {base:#x} without the flag");
         let zone = self.flags_layout.zone(page.flags());
         debug_assert_eq!(self.flags_layout.node(page.flags()), self.layout.nid);
         let count = page.refcount();
-        // SAFETY: as above.
-        unsafe { self.wr_word(base, offsets::FLAGS, page.flags() & !(1 << self.uninit_bit)) };
-        let end = (base + self.cfg.pageblock_nr_pages()).min(self.span.end);
-        self.init_run(base + 1, end, zone, RunKind { pageblock: PbMode::None, extra_flags: 0, count });
+        own.set_word(base, offsets::FLAGS, page.flags() & !(1 << self.uninit_bit));
+        self.init_run(
+            &mut own,
+            base + 1,
+            end,
+            zone,
+            RunKind { pageblock: PbMode::None, extra_flags: 0, count },
+        );
         self.stats.expansions.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -209,26 +225,31 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `cond_resched()` calls, the free lists and the counters (the fused-boot tests compare
     /// all of it with the kernel's order). The first block goes through the slow path and is
     /// the template of the others, as in [`Node::init_run`].
-    pub(in crate::node) fn ondemand_boot_window(&self, zone: u32, lo: u64, hi: u64) -> u64 {
+    pub(in crate::node) fn ondemand_boot_window(
+        &self,
+        own: &mut Owned<'_, P>,
+        zone: u32,
+        lo: u64,
+        hi: u64,
+    ) -> u64 {
         let max = self.cfg.max_page_order;
         let (n, bs) = (1u64 << max, self.cfg.pageblock_nr_pages());
         debug_assert!(lo % n == 0 && hi % n == 0 && lo < hi);
         let kind = RunKind { pageblock: PbMode::MovableResched, extra_flags: 1 << self.uninit_bit, count: 1 };
-        self.init_run(lo, lo + 1, zone, kind);
-        // SAFETY: boot is single-threaded; `lo` was just initialized.
-        let mut t = unsafe { self.rd(lo) };
+        self.init_run(own, lo, lo + 1, zone, kind);
+        let mut t = own.read(lo);
         // Streamed only when asked for explicitly: with Auto the fused boot stores normally (a
         // streamed line per 2 MiB block is slower here; docs/performance has the figures).
         let used = self.run_strategy();
-        let mut area = self.zones[zone as usize].lock();
+        let mut z = self.lock_zone(zone);
         let mut g = self.inner.lock();
         let Inner { memmap, hooks } = &mut *g;
         // The window's blocks go to the tail of the MAX_PAGE_ORDER list in ascending order:
         // each one's links are known before it is written (the previous block of the window, or
         // the list's tail before it; the next block, or the list head after the last). Nothing
         // reads these struct pages back during the pass, so they can be streamed.
-        let head = area.head_addr(max);
-        let old_tail = area.heads[max as usize].1;
+        let head = z.area.head_addr(max);
+        let old_tail = z.area.heads[max as usize].1;
         let list_of = |pfn: u64| self.pages.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
         let final_state = |b: u64, rec: &mut P| {
             // __free_pages_core(): __ClearPageReserved(), set_page_count(0).
@@ -243,34 +264,23 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             }
         };
         let refresh = self.refresh();
-        let streamed = with_store!(used, S => {
-            // SAFETY: the blocks are in the node's span (inside a zone), so inside the memmap
-            // storage, and owned by the booting thread; a streamed pass drains below, before
-            // anything reads them.
-            unsafe { copy_strided::<P, S>(self.pages, &refresh, (lo, hi, bs), &mut t, final_state) };
-            S::STREAMING
-        }, slow => {
-            // SAFETY: as above, with normal stores.
-            unsafe { copy_strided::<P, Cached>(self.pages, &refresh, (lo, hi, bs), &mut t, final_state) };
-            false
+        with_store!(used, S => own.copy_strided::<S>(&refresh, (lo, hi, bs), &mut t, final_state), slow => {
+            own.copy_strided::<Cached>(&refresh, (lo, hi, bs), &mut t, final_state)
         });
-        // Drained also if a `cond_resched` hook below panics.
-        let guard = DrainGuard::new(streamed);
         // set_pageblock_migratetype(MOVABLE) + cond_resched() of every block but the first
         // (init_run did that one), in one run: they touch the pageblock bits only.
         memmap.pageblock_init_run(lo + bs, (hi - lo) / bs - 1, hooks);
         drop(g);
-        guard.finish();
         // The list ends: the old tail (or the head) points to the first block, the head back to
         // the last.
-        self.list_set_next(&mut area, max, old_tail, list_of(lo));
-        self.list_set_prev(&mut area, max, head, list_of(hi - n));
+        self.list_set_next(&mut z, max, old_tail, list_of(lo));
+        self.list_set_prev(&mut z, max, head, list_of(hi - n));
         let pages = hi - lo;
-        area.nr_free[max as usize] += pages / n;
+        z.area.nr_free[max as usize] += pages / n;
         self.stats.pages_initialized.fetch_add(pages / bs - 1, Ordering::Relaxed);
         self.stats.free_core_calls[max as usize].fetch_add(pages / n, Ordering::Relaxed);
-        area.managed_pages += pages;
-        area.free_pages += pages;
+        z.area.managed_pages += pages;
+        z.area.free_pages += pages;
         pages
     }
 }

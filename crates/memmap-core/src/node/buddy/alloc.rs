@@ -1,9 +1,10 @@
 //! Allocation: `__rmqueue_smallest()`, `expand()` and `prep_new_page()` under the zone lock.
 
-use super::{AllocError, FreeArea, PageBlock};
+use super::{AllocError, PageBlock};
 use crate::hooks::InitHooks;
 use crate::model::page::{StructPage, offsets};
 use crate::node::arena::Gfp;
+use crate::node::owned::{LockedZone, Owned};
 use crate::node::{InitMode, Node};
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
@@ -24,11 +25,16 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         }
         loop {
             {
-                let mut area = self.zones[zone as usize].lock();
-                if let Some(pfn) = self.rmqueue(&mut area, order) {
-                    area.free_pages -= 1 << order;
-                    self.prep_new_page(zone, pfn, order)?;
-                    drop(area);
+                let mut z = self.lock_zone(zone);
+                if let Some(pfn) = self.rmqueue(&mut z, order) {
+                    z.area.free_pages -= 1 << order;
+                    // SAFETY: `rmqueue` took `[pfn, pfn + 2^order)` off the free lists under the
+                    // zone lock (held), inside the zone and so inside the storage: no free-list
+                    // walker reaches it any more and no other thread owns it; this thread owns
+                    // it until it hands it out as a `PageBlock` below.
+                    let mut own = unsafe { Owned::new(self.pages, pfn, pfn + (1 << order)) };
+                    self.prep_new_page(&mut own, zone, pfn, order)?;
+                    drop(z);
                     if self.opts.policy.init_at_alloc(gfp) {
                         if let Some(a) = &self.arena {
                             // SAFETY: the block was just taken off the free lists: this thread
@@ -47,11 +53,11 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     }
 
     /// `__rmqueue_smallest()`.
-    pub(in crate::node) fn rmqueue(&self, area: &mut FreeArea, order: u32) -> Option<u64> {
+    pub(in crate::node) fn rmqueue(&self, z: &mut LockedZone<'_, P>, order: u32) -> Option<u64> {
         for o in order..=self.cfg.max_page_order {
-            if let Some(pfn) = self.list_first(area, o) {
-                self.del_from_free_list(area, pfn, o);
-                self.expand(area, pfn, order, o);
+            if let Some(pfn) = self.list_first(z, o) {
+                self.del_from_free_list(z, pfn, o);
+                self.expand(z, pfn, order, o);
                 return Some(pfn);
             }
         }
@@ -60,7 +66,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
 
     /// `expand(zone, page, low, high)`: gives back the upper halves. On-demand: the halves
     /// below the block size live inside the block of `pfn`, which is expanded first.
-    pub(in crate::node) fn expand(&self, area: &mut FreeArea, pfn: u64, low: u32, mut high: u32) {
+    pub(in crate::node) fn expand(&self, z: &mut LockedZone<'_, P>, pfn: u64, low: u32, mut high: u32) {
         if self.opts.mode == InitMode::OnDemand
             && low < self.cfg.pageblock_order
             && high > low
@@ -72,13 +78,19 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         while high > low {
             high -= 1;
             size >>= 1;
-            self.add_to_free_list(area, pfn + size, high, false);
+            self.add_to_free_list(z, pfn + size, high, false);
         }
     }
 
     /// `prep_new_page()`: expand (on-demand), `check_new_pages()`, then `post_alloc_hook()`'s
     /// `set_page_private(page, 0)` and `set_page_refcounted(page)`.
-    pub(in crate::node) fn prep_new_page(&self, zone: u32, pfn: u64, order: u32) -> Result<(), AllocError> {
+    pub(in crate::node) fn prep_new_page(
+        &self,
+        own: &mut Owned<'_, P>,
+        zone: u32,
+        pfn: u64,
+        order: u32,
+    ) -> Result<(), AllocError> {
         let n = 1u64 << order;
         // The on-demand check: one load of the block's state in the common case (the RFC's
         // "flag check once every PTRS_PER_PMD"), the expansion path only when it is not done.
@@ -90,18 +102,14 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         let checked = if self.opts.check_pages { n } else { 1 };
         let mask = self.check_at_prep();
         for p in pfn..pfn + checked {
-            // SAFETY: the block was taken off the free lists under the zone lock (held): its
-            // pages are initialized (expanded above) and owned by this thread.
-            let page = unsafe { self.rd(p) };
+            // Initialized (expanded above) and owned.
+            let page = own.read(p);
             // The first page's list words and page_type were just reset by
             // __del_page_from_free_list; the checks below see what the kernel's see.
             self.page_state(&page, zone, mask).map_err(|reason| AllocError::BadPage { pfn: p, reason })?;
         }
-        // SAFETY: as above.
-        unsafe {
-            self.wr_word(pfn, offsets::PRIVATE, 0);
-            self.set_count(pfn, 1);
-        }
+        own.set_word(pfn, offsets::PRIVATE, 0);
+        self.set_count(own, pfn, 1);
         Ok(())
     }
 }

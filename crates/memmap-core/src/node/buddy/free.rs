@@ -7,23 +7,25 @@ use crate::hooks::InitHooks;
 use crate::model::flags::PG;
 use crate::model::page::{StructPage, offsets};
 use crate::node::boot::FREE_PREFETCH_AHEAD;
+use crate::node::owned::{LockedZone, Owned};
 use crate::node::{InitMode, Node};
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `__free_pages_core(page, order, MEMINIT_EARLY)`: every page gets `PG_reserved` cleared
     /// and a zero count (on-demand: only the first page of a block not expanded yet; the others
     /// copy the count when expanded), then the block goes to the buddy allocator at the tail.
-    pub(in crate::node) fn free_pages_core(&self, zone: u32, pfn: u64, order: u32) {
-        self.free_pages_core_run(zone, pfn, order, 1, pfn);
+    pub(in crate::node) fn free_pages_core(&self, own: &mut Owned<'_, P>, zone: u32, pfn: u64, order: u32) {
+        self.free_pages_core_run(own, zone, pfn, order, 1, pfn);
     }
 
     /// `__free_pages_core()` on `count` consecutive blocks of `order` from `pfn`, in ascending
     /// order, under one hold of the zone lock (the boot free pass: nothing else runs yet, so
     /// the kernel's per-block lock round trip only costs time; the bytes, lists and counters are
     /// the same). While it frees a block it prefetches the first struct page of each pageblock
-    /// [`FREE_PREFETCH_AHEAD`] blocks ahead, below `prefetch_end`.
+    /// [`FREE_PREFETCH_AHEAD`] blocks ahead, below `prefetch_end`. `own` owns the blocks.
     pub(in crate::node) fn free_pages_core_run(
         &self,
+        own: &mut Owned<'_, P>,
         zone: u32,
         pfn: u64,
         order: u32,
@@ -40,15 +42,13 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         }
         let bs = self.cfg.pageblock_nr_pages();
         let on_demand = self.opts.mode == InitMode::OnDemand;
-        let mut area = self.zones[zone as usize].lock();
+        let mut z = self.lock_zone(zone);
         for c in 0..count {
             let chunk = pfn + c * n;
             let ahead = chunk + (FREE_PREFETCH_AHEAD << order);
             let mut b = ahead;
             while b < (ahead + n).min(prefetch_end) {
-                // SAFETY: `b` is below `prefetch_end`, inside the free range being freed, so its
-                // struct page is inside the memmap storage; only the address is computed.
-                stream_hal::prefetch(unsafe { self.pages.ptr(b) });
+                stream_hal::prefetch(self.pages.addr(b));
                 b += bs;
             }
             let end = chunk + n;
@@ -58,11 +58,10 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                 for base in (chunk..end).step_by(bs as usize) {
                     let pages = if self.states.is_done(self.block_index(base)) { bs } else { 1 };
                     for q in base..base + pages {
-                        // SAFETY: as below.
-                        unsafe { self.clear_reserved_zero_count(q) };
+                        self.clear_reserved_zero_count(own, q);
                     }
                 }
-                self.free_one_page(&mut area, zone, chunk, order, true);
+                self.free_one_page(&mut z, zone, chunk, order, true);
                 continue;
             }
             let mut p = chunk;
@@ -82,31 +81,22 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                     }
                 }
                 for q in p..stop {
-                    // SAFETY: the pages are initialized (or an unexpanded block's base) and owned
-                    // by this thread until linked; the zone lock is held.
-                    unsafe { self.clear_reserved_zero_count(q) };
+                    self.clear_reserved_zero_count(own, q);
                 }
                 p = block_end;
             }
-            self.free_one_page(&mut area, zone, chunk, order, true);
+            self.free_one_page(&mut z, zone, chunk, order, true);
         }
         self.stats.free_core_calls[order as usize].fetch_add(count, Ordering::Relaxed);
-        area.managed_pages += n * count;
+        z.area.managed_pages += n * count;
     }
 
-    /// `__ClearPageReserved(p); set_page_count(p, 0)`.
-    ///
-    /// # Safety
-    ///
-    /// `q` initialized and owned by the caller (a block being freed, under the zone lock).
+    /// `__ClearPageReserved(p); set_page_count(p, 0)` on a page `own` owns.
     #[inline(always)]
-    pub(in crate::node) unsafe fn clear_reserved_zero_count(&self, q: u64) {
-        // SAFETY: per the caller.
-        unsafe {
-            let f = self.rd_word(q, offsets::FLAGS);
-            self.wr_word(q, offsets::FLAGS, f & !(1 << PG::RESERVED));
-            self.set_count(q, 0);
-        }
+    pub(in crate::node) fn clear_reserved_zero_count(&self, own: &mut Owned<'_, P>, q: u64) {
+        let f = own.word(q, offsets::FLAGS);
+        own.set_word(q, offsets::FLAGS, f & !(1 << PG::RESERVED));
+        self.set_count(own, q, 0);
     }
 
     // ------------------------------------------------------------------ free
@@ -154,17 +144,19 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             return Err(FreeError::NotInZone { pfn });
         }
         let zone = z.zone;
-        let mut area = self.zones[zone as usize].lock();
+        let span = z;
+        let mut z = self.lock_zone(zone);
         let checked = if self.opts.check_pages { n } else { 1 };
         if let Some(p) = (pfn..pfn + checked).find(|&p| !self.initialized(p)) {
             return Err(FreeError::Uninitialized { pfn: p });
         }
-        if self.is_free_buddy_page(&z, pfn) {
+        if self.is_free_buddy_page(&z, &span, pfn) {
             return Err(FreeError::DoubleFree { pfn });
         }
-        // SAFETY: initialized (checked) and in this zone, whose lock is held; allocated pages
-        // are only written under it.
-        let head = unsafe { self.rd(pfn) };
+        // Initialized pages of this zone, read under its lock: free pages are owned by it,
+        // and an allocation's pages are written by nobody but their holder, who is freeing
+        // them now.
+        let head = z.read(pfn);
         if head.refcount() == 0 || head.lru_next() != LIST_POISON1 || head.lru_prev() != LIST_POISON2 {
             return Err(FreeError::NotAllocated { pfn });
         }
@@ -177,35 +169,40 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         as_freed.set_u32_at(offsets::REFCOUNT, 0);
         self.page_state(&as_freed, zone, mask).map_err(|reason| FreeError::BadPage { pfn, reason })?;
         for p in pfn + 1..pfn + checked {
-            // SAFETY: as for the head.
-            let page = unsafe { self.rd(p) };
+            let page = z.read(p);
             self.page_state(&page, zone, mask).map_err(|reason| FreeError::BadPage { pfn: p, reason })?;
         }
+        // SAFETY: the block is inside the zone (checked) and an allocation (refcount 1 and the
+        // list poison `__del_page_from_free_list` left, checked above) that its holder frees
+        // now: `free_pages` consumed its `PageBlock`, and `free_pages_raw`'s caller vouches that
+        // none is alive; so this thread owns its struct pages until it links them below.
+        let mut own = unsafe { Owned::new(self.pages, pfn, pfn + n) };
         // put_page_testzero(), then free_pages_prepare(): flags &= ~PAGE_FLAGS_CHECK_AT_PREP.
-        // SAFETY: as above.
-        unsafe {
-            self.set_count(pfn, 0);
-            let f = self.rd_word(pfn, offsets::FLAGS);
-            self.wr_word(pfn, offsets::FLAGS, f & !self.check_at_prep());
-        }
+        self.set_count(&mut own, pfn, 0);
+        let f = own.word(pfn, offsets::FLAGS);
+        own.set_word(pfn, offsets::FLAGS, f & !self.check_at_prep());
         if self.opts.policy.want_init_on_free() {
             if let Some(a) = &self.arena {
                 // SAFETY: the block is still allocated (not linked yet): the caller owns it.
                 unsafe { a.clear(pfn, n, self.opts.policy.clear) };
             }
         }
-        self.free_one_page(&mut area, zone, pfn, order, false);
+        self.free_one_page(&mut z, zone, pfn, order, false);
         Ok(())
     }
 
     /// `is_free_buddy_page(page)`: some naturally aligned block around `pfn` is a free buddy
     /// block covering it.
-    fn is_free_buddy_page(&self, z: &crate::node::layout::ZoneSpan, pfn: u64) -> bool {
+    fn is_free_buddy_page(
+        &self,
+        z: &LockedZone<'_, P>,
+        span: &crate::node::layout::ZoneSpan,
+        pfn: u64,
+    ) -> bool {
         (0..=self.cfg.max_page_order).any(|o| {
             let head = pfn & !((1u64 << o) - 1);
-            z.span.contains(head) && self.initialized(head) && {
-                // SAFETY: initialized page of this zone; the caller holds its lock.
-                let p = unsafe { self.rd(head) };
+            span.span.contains(head) && self.initialized(head) && {
+                let p = z.read(head);
                 p.page_type() == PAGE_TYPE_BUDDY && p.private() >= u64::from(o)
             }
         })

@@ -40,6 +40,7 @@ use crate::hooks::InitHooks;
 use crate::model::config::KernelConfig;
 use crate::model::flags::PageType;
 use crate::model::page::{StructPage, offsets};
+use crate::node::owned::{LockedZone, Owned};
 use crate::node::{MAX_ORDERS, Node};
 
 /// `LIST_POISON1` (`0x100 + POISON_POINTER_DELTA`).
@@ -294,85 +295,98 @@ pub(crate) fn next_node_id() -> u64 {
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     // ------------------------------------------------------------------ free lists
 
-    pub(in crate::node) fn list_set_next(&self, area: &mut FreeArea, order: u32, node_addr: u64, v: u64) {
-        if node_addr == area.head_addr(order) {
-            area.heads[order as usize].0 = v;
+    pub(in crate::node) fn list_set_next(
+        &self,
+        z: &mut LockedZone<'_, P>,
+        order: u32,
+        node_addr: u64,
+        v: u64,
+    ) {
+        if node_addr == z.area.head_addr(order) {
+            z.area.heads[order as usize].0 = v;
         } else {
-            let pfn = self.pages.pfn_of_list(node_addr);
-            // SAFETY: list nodes are first pages of free blocks of this zone, owned by the zone
-            // lock holder (the caller holds `area`'s lock).
-            unsafe { crate::memmap::ops::wr64_once(self.pages.ptr(pfn), offsets::LRU_NEXT, v) };
+            // List nodes are first pages of free blocks of this zone.
+            let pfn = z.pfn_of_list(node_addr);
+            z.set_word(pfn, offsets::LRU_NEXT, v, true);
         }
     }
 
-    pub(in crate::node) fn list_set_prev(&self, area: &mut FreeArea, order: u32, node_addr: u64, v: u64) {
-        if node_addr == area.head_addr(order) {
-            area.heads[order as usize].1 = v;
+    pub(in crate::node) fn list_set_prev(
+        &self,
+        z: &mut LockedZone<'_, P>,
+        order: u32,
+        node_addr: u64,
+        v: u64,
+    ) {
+        if node_addr == z.area.head_addr(order) {
+            z.area.heads[order as usize].1 = v;
         } else {
-            let pfn = self.pages.pfn_of_list(node_addr);
-            // SAFETY: as in `list_set_next`.
-            unsafe { self.wr_word(pfn, offsets::LRU_PREV, v) };
+            let pfn = z.pfn_of_list(node_addr);
+            z.set_word(pfn, offsets::LRU_PREV, v, false);
         }
     }
 
     /// `__add_to_free_list()` + `set_buddy_order()`: links the block at the head (or tail) of
     /// its order's list and marks it buddy.
-    pub(in crate::node) fn add_to_free_list(&self, area: &mut FreeArea, pfn: u64, order: u32, tail: bool) {
-        let head = area.head_addr(order);
-        let (prev, next) =
-            if tail { (area.heads[order as usize].1, head) } else { (head, area.heads[order as usize].0) };
-        let new = self.pages.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
+    pub(in crate::node) fn add_to_free_list(
+        &self,
+        z: &mut LockedZone<'_, P>,
+        pfn: u64,
+        order: u32,
+        tail: bool,
+    ) {
+        let head = z.area.head_addr(order);
+        let (prev, next) = if tail {
+            (z.area.heads[order as usize].1, head)
+        } else {
+            (head, z.area.heads[order as usize].0)
+        };
+        let new = z.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
         // __list_add(new, prev, next)
-        self.list_set_prev(area, order, next, new);
-        // SAFETY: `pfn` heads a block being freed into this zone; the caller holds the lock.
-        unsafe {
-            self.wr_word(pfn, offsets::LRU_NEXT, next);
-            self.wr_word(pfn, offsets::LRU_PREV, prev);
-        }
-        self.list_set_next(area, order, prev, new);
+        self.list_set_prev(z, order, next, new);
+        z.set_word(pfn, offsets::LRU_NEXT, next, false);
+        z.set_word(pfn, offsets::LRU_PREV, prev, false);
+        self.list_set_next(z, order, prev, new);
         // set_buddy_order(): set_page_private(page, order); __SetPageBuddy(page)
-        // SAFETY: as above.
-        unsafe {
-            self.wr_word(pfn, offsets::PRIVATE, u64::from(order));
-            crate::memmap::ops::wr32(self.pages.ptr(pfn), offsets::PAGE_TYPE, PAGE_TYPE_BUDDY);
-        }
-        area.nr_free[order as usize] += 1;
+        z.set_word(pfn, offsets::PRIVATE, u64::from(order), false);
+        z.set_word32(pfn, offsets::PAGE_TYPE, PAGE_TYPE_BUDDY);
+        z.area.nr_free[order as usize] += 1;
     }
 
     /// `__del_page_from_free_list()`.
-    pub(in crate::node) fn del_from_free_list(&self, area: &mut FreeArea, pfn: u64, order: u32) {
-        // SAFETY: `pfn` heads a free block of this zone; the caller holds the lock.
-        let (next, prev) =
-            unsafe { (self.rd_word(pfn, offsets::LRU_NEXT), self.rd_word(pfn, offsets::LRU_PREV)) };
+    pub(in crate::node) fn del_from_free_list(&self, z: &mut LockedZone<'_, P>, pfn: u64, order: u32) {
+        let (next, prev) = (z.word(pfn, offsets::LRU_NEXT), z.word(pfn, offsets::LRU_PREV));
         // __list_del(prev, next), then the poison of list_del().
-        self.list_set_prev(area, order, next, prev);
-        self.list_set_next(area, order, prev, next);
-        // SAFETY: as above.
-        unsafe {
-            self.wr_word(pfn, offsets::LRU_NEXT, LIST_POISON1);
-            self.wr_word(pfn, offsets::LRU_PREV, LIST_POISON2);
-            // __ClearPageBuddy(page); set_page_private(page, 0)
-            crate::memmap::ops::wr32(self.pages.ptr(pfn), offsets::PAGE_TYPE, PAGE_TYPE_NONE);
-            self.wr_word(pfn, offsets::PRIVATE, 0);
-        }
-        area.nr_free[order as usize] -= 1;
+        self.list_set_prev(z, order, next, prev);
+        self.list_set_next(z, order, prev, next);
+        z.set_word(pfn, offsets::LRU_NEXT, LIST_POISON1, false);
+        z.set_word(pfn, offsets::LRU_PREV, LIST_POISON2, false);
+        // __ClearPageBuddy(page); set_page_private(page, 0)
+        z.set_word32(pfn, offsets::PAGE_TYPE, PAGE_TYPE_NONE);
+        z.set_word(pfn, offsets::PRIVATE, 0, false);
+        z.area.nr_free[order as usize] -= 1;
     }
 
-    pub(in crate::node) fn list_first(&self, area: &FreeArea, order: u32) -> Option<u64> {
-        let next = area.heads[order as usize].0;
-        (next != area.head_addr(order)).then(|| self.pages.pfn_of_list(next))
+    pub(in crate::node) fn list_first(&self, z: &LockedZone<'_, P>, order: u32) -> Option<u64> {
+        let next = z.area.heads[order as usize].0;
+        (next != z.area.head_addr(order)).then(|| z.pfn_of_list(next))
     }
 
     /// `page_is_buddy(page, buddy, order)`: the buddy heads a free block of exactly `order`
     /// in the same zone.
-    pub(in crate::node) fn page_is_buddy(&self, zone: u32, buddy: u64, order: u32) -> bool {
-        let Some(z) = self.layout.zone(zone) else { return false };
-        if !z.span.contains(buddy) || !self.initialized(buddy) {
+    pub(in crate::node) fn page_is_buddy(
+        &self,
+        z: &LockedZone<'_, P>,
+        zone: u32,
+        buddy: u64,
+        order: u32,
+    ) -> bool {
+        let Some(span) = self.layout.zone(zone).map(|z| z.span) else { return false };
+        if !span.contains(buddy) || !self.initialized(buddy) {
             return false;
         }
-        // SAFETY: the buddy is an initialized page of this zone: only the zone lock holder
-        // (the caller) writes it.
-        let p = unsafe { self.rd(buddy) };
+        // An initialized page of this zone that may head a free block: read under the lock.
+        let p = z.read(buddy);
         p.page_type() == PAGE_TYPE_BUDDY
             && p.private() == u64::from(order)
             && self.flags_layout.zone(p.flags()) == zone
@@ -381,24 +395,24 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `__free_one_page()`: merges with free buddies up to `MAX_PAGE_ORDER`, then links.
     pub(in crate::node) fn free_one_page(
         &self,
-        area: &mut FreeArea,
+        z: &mut LockedZone<'_, P>,
         zone: u32,
         mut pfn: u64,
         order: u32,
         to_tail: bool,
     ) {
-        area.free_pages += 1 << order;
+        z.area.free_pages += 1 << order;
         let mut order = order;
         while order < self.cfg.max_page_order {
             let buddy = pfn ^ (1 << order);
-            if !self.page_is_buddy(zone, buddy, order) {
+            if !self.page_is_buddy(z, zone, buddy, order) {
                 break;
             }
-            self.del_from_free_list(area, buddy, order);
+            self.del_from_free_list(z, buddy, order);
             pfn &= buddy;
             order += 1;
         }
-        self.add_to_free_list(area, pfn, order, to_tail);
+        self.add_to_free_list(z, pfn, order, to_tail);
     }
 
     // ------------------------------------------------------------------ inspection
@@ -450,15 +464,14 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         if self.layout.zone(zone).is_none() {
             return;
         }
-        let area = self.zones[zone as usize].lock();
+        let z = self.lock_zone(zone);
         for o in 0..=self.cfg.max_page_order {
-            let head = area.head_addr(o);
-            let mut cur = area.heads[o as usize].0;
+            let head = z.area.head_addr(o);
+            let mut cur = z.area.heads[o as usize].0;
             while cur != head {
-                let pfn = self.pages.pfn_of_list(cur);
+                let pfn = z.pfn_of_list(cur);
                 f(pfn, o);
-                // SAFETY: list members are free pages of this zone; the lock is held.
-                cur = unsafe { self.rd_word(pfn, offsets::LRU_NEXT) };
+                cur = z.word(pfn, offsets::LRU_NEXT);
             }
         }
     }
@@ -471,9 +484,11 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         if block.node_id != self.node_id || pfn < block.pfn || pfn >= block.pfn + block.nr_pages() {
             return None;
         }
-        // SAFETY: the block is allocated and owned by the handle's holder; the allocator writes
-        // allocated pages only when their holder frees them.
-        Some(unsafe { self.rd(pfn) })
+        // SAFETY: the block's pages are inside the node's span (it was allocated from it), and
+        // its holder owns them: the allocator writes allocated pages only when their holder
+        // frees them, which needs the `PageBlock` this call borrows.
+        let own = unsafe { Owned::new(self.pages, block.pfn, block.pfn + block.nr_pages()) };
+        Some(own.read(pfn))
     }
 
     /// The contents of an allocation in the node's arena (`None` without an arena, or for a
