@@ -498,6 +498,48 @@ pub(crate) unsafe fn copy_run<P: StructPage, S: Store>(
     }
 }
 
+/// The template loop of a run written once in its final state: a refreshed copy of `tmpl` into
+/// every struct page of `[from, to)` with `S`, where the first page of every `block`-aligned
+/// block (a power of two, a multiple of the pageblock) is finished by `head` in registers
+/// before it is stored (a free block's buddy links and order). Like [`copy_run`], one
+/// pageblock at a time, so the inner loop is a bare sequence of record stores.
+///
+/// # Safety
+///
+/// As [`copy_run`].
+#[inline(always)]
+pub(crate) unsafe fn copy_run_heads<P: StructPage, S: Store>(
+    pages: Pages<P>,
+    refresh: &Refresh<'_>,
+    (from, to, block): (u64, u64, u64),
+    tmpl: &mut P,
+    mut head: impl FnMut(u64, &mut P),
+) {
+    let pb = refresh.cfg.pageblock_nr_pages();
+    debug_assert!(block.is_power_of_two() && block % pb == 0);
+    let mut pfn = from;
+    while pfn < to {
+        let seg_end = (pfn | (pb - 1)).saturating_add(1).min(to);
+        refresh.section(tmpl, pfn);
+        if pfn & (block - 1) == 0 {
+            let mut rec = refresh.per_pfn(*tmpl, pfn, pages.vaddr(pfn));
+            head(pfn, &mut rec);
+            // SAFETY: `pfn` is in `[from, to)`; the caller's contract covers the store.
+            unsafe { S::store(pages.ptr(pfn), rec) };
+            pfn += 1;
+        }
+        let t = *tmpl;
+        let mut vaddr = pages.vaddr(pfn);
+        for p in pfn..seg_end {
+            let rec = refresh.per_pfn(t, p, vaddr);
+            // SAFETY: `p` is in `[from, to)`; the caller's contract covers the store.
+            unsafe { S::store(pages.ptr(p), rec) };
+            vaddr = vaddr.wrapping_add(P::SIZE as u64);
+        }
+        pfn = seg_end;
+    }
+}
+
 /// The strided template loop: a refreshed copy of `tmpl` (section bits, then the per-PFN
 /// fields) into the struct page of every `stride`-th PFN of `[from, to)`, each record finished
 /// by `patch` in registers before it is stored with `S` (the first struct pages of a run of

@@ -10,7 +10,7 @@ use super::{
     PbMode, RunKind, pg_uninitialized_2m,
 };
 use crate::InitError;
-use crate::fill::{Job, Strategy, resolve};
+use crate::fill::{Job, resolve};
 use crate::hooks::InitHooks;
 use crate::model::flags::PG;
 use crate::model::page::{StructPage, offsets};
@@ -76,6 +76,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         };
         let trace = memmap.page_ref_tracepoint_active(&hooks);
         let fused = opts.order != BootOrder::Kernel && opts.mode != InitMode::Deferred && !trace;
+        let eager_windows = fused && opts.mode == InitMode::Eager;
         let job = Job {
             bytes: span.len().saturating_mul(P::SIZE as u64),
             threshold_bytes: opts.fill.threshold_bytes,
@@ -136,8 +137,10 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             first_deferred_pfn: (fdp != u64::MAX).then_some(fdp),
             pages_initialized: node.stats.pages_initialized.load(Ordering::Relaxed),
             pages_freed: freed,
-            strategy: boot_strategy,
-            reason: boot_reason,
+            // An eager fused boot writes the bulk of the node in final-state windows, with the
+            // node's strategy; the others with the boot's.
+            strategy: if eager_windows { strategy } else { boot_strategy },
+            reason: if eager_windows { reason } else { boot_reason },
         };
         Ok((node, report))
     }
@@ -165,9 +168,14 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         let mut freed = 0;
         let mut lo = self.span.start;
         while lo < self.span.end {
-            let hi = (lo | (window - 1)).saturating_add(1).min(self.span.end);
-            if let Some(zone) = self.ondemand_simple_window(lo, hi, window) {
-                freed += self.ondemand_boot_window(own, zone, lo, hi);
+            let next = |at: u64| (at | (window - 1)).saturating_add(1).min(self.span.end);
+            let mut hi = next(lo);
+            if let Some(zone) = self.simple_window(lo, hi) {
+                // Consecutive simple windows of the zone go in one final-state pass.
+                while hi < self.span.end && self.simple_window(hi, next(hi)) == Some(zone) {
+                    hi = next(hi);
+                }
+                freed += self.boot_window(own, zone, lo, hi);
             } else {
                 self.memmap_init(own, lo, hi);
                 self.reserve_bootmem_regions(own, u64::MAX, lo, hi);
@@ -176,23 +184,6 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             lo = hi;
         }
         (u64::MAX, freed)
-    }
-
-    /// The zone of `[lo, hi)` if the on-demand boot can take [`Node::ondemand_boot_window`]
-    /// for it: a whole window inside one zone and one memory range, without reserved pages,
-    /// with template stores and no init_on_free.
-    fn ondemand_simple_window(&self, lo: u64, hi: u64, window: u64) -> Option<u32> {
-        if self.opts.mode != InitMode::OnDemand
-            || self.boot_strategy == Strategy::Slow
-            || self.opts.policy.want_init_on_free()
-            || hi - lo != window
-            || lo % window != 0
-            || !self.layout.memory.iter().any(|m| m.start <= lo && hi <= m.end)
-            || self.layout.reserved.iter().any(|r| r.range.start < hi && lo < r.range.end)
-        {
-            return None;
-        }
-        self.layout.zones.iter().find(|z| z.span.start <= lo && hi <= z.span.end).map(|z| z.zone)
     }
 
     /// Pages per window of [`Self::fused_boot`]: a power of two, a multiple of the

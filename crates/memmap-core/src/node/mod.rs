@@ -44,6 +44,7 @@ mod deferred;
 mod layout;
 mod ondemand;
 mod owned;
+mod window;
 
 #[cfg(feature = "std")]
 pub use arena::OwnedArena;
@@ -284,6 +285,9 @@ pub struct NodeStats {
     pub expansions: AtomicU64,
     /// `deferred_grow_zone()` calls that grew the zone.
     pub grows: AtomicU64,
+    /// Pages the fused boot wrote in one final-state pass (a run of whole free
+    /// `MAX_PAGE_ORDER` blocks without reserved pages) rather than init, reserve and free.
+    pub single_pass_pages: AtomicU64,
 }
 
 impl NodeStats {
@@ -293,6 +297,7 @@ impl NodeStats {
             pages_initialized: AtomicU64::new(0),
             expansions: AtomicU64::new(0),
             grows: AtomicU64::new(0),
+            single_pass_pages: AtomicU64::new(0),
         }
     }
 

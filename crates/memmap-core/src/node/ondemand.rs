@@ -33,16 +33,14 @@
 //! base pages are template copies written with normal stores (see `ondemand_base_pages`); the
 //! fused boot ([`BootOrder::Fused`](crate::BootOrder::Fused), the default) writes the base
 //! pages of whole free `MAX_PAGE_ORDER` blocks once, already freed to the buddy allocator
-//! (`Node::ondemand_boot_window`).
+//! (`Node::boot_window`).
 
 use core::sync::atomic::Ordering;
 
 use crate::Strategy;
-use crate::fill::{Cached, with_store};
+use crate::fill::Cached;
 use crate::hooks::InitHooks;
-use crate::model::flags::PG;
 use crate::model::page::{StructPage, offsets};
-use crate::node::buddy::PAGE_TYPE_BUDDY;
 use crate::node::owned::Owned;
 use crate::node::{Inner, Node, PbMode, RunKind};
 use crate::sync::RunOnce;
@@ -212,75 +210,5 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     #[must_use = "the number of expansions tells how many blocks were still uninitialized"]
     pub fn expand_all(&self) -> u64 {
         self.ensure_initialized(self.span.start, self.span.len())
-    }
-
-    /// The on-demand boot of one window `[lo, hi)` of `zone` that lies inside one memory range,
-    /// with no reserved page: `memmap_init` (the flagged first struct page of every block),
-    /// then `__free_pages_core` of each `MAX_PAGE_ORDER` block, at the tail of its free list,
-    /// with each first struct page written once, in its final state. Returns the pages freed.
-    ///
-    /// The kernel writes such a struct page three times (`__init_single_page`, then
-    /// `__ClearPageReserved` and `set_page_count(0)`, then the buddy fields and list links of
-    /// the block head); the bytes left are the same, and so are the pageblock bits, the
-    /// `cond_resched()` calls, the free lists and the counters (the fused-boot tests compare
-    /// all of it with the kernel's order). The first block goes through the slow path and is
-    /// the template of the others, as in [`Node::init_run`].
-    pub(in crate::node) fn ondemand_boot_window(
-        &self,
-        own: &mut Owned<'_, P>,
-        zone: u32,
-        lo: u64,
-        hi: u64,
-    ) -> u64 {
-        let max = self.cfg.max_page_order;
-        let (n, bs) = (1u64 << max, self.cfg.pageblock_nr_pages());
-        debug_assert!(lo % n == 0 && hi % n == 0 && lo < hi);
-        let kind = RunKind { pageblock: PbMode::MovableResched, extra_flags: 1 << self.uninit_bit, count: 1 };
-        self.init_run(own, lo, lo + 1, zone, kind);
-        let mut t = own.read(lo);
-        // Streamed only when asked for explicitly: with Auto the fused boot stores normally (a
-        // streamed line per 2 MiB block is slower here; docs/performance has the figures).
-        let used = self.run_strategy();
-        let mut z = self.lock_zone(zone);
-        let mut g = self.inner.lock();
-        let Inner { memmap, hooks } = &mut *g;
-        // The window's blocks go to the tail of the MAX_PAGE_ORDER list in ascending order:
-        // each one's links are known before it is written (the previous block of the window, or
-        // the list's tail before it; the next block, or the list head after the last). Nothing
-        // reads these struct pages back during the pass, so they can be streamed.
-        let head = z.area.head_addr(max);
-        let old_tail = z.area.heads[max as usize].1;
-        let list_of = |pfn: u64| self.pages.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
-        let final_state = |b: u64, rec: &mut P| {
-            // __free_pages_core(): __ClearPageReserved(), set_page_count(0).
-            rec.set_flags(rec.flags() & !(1 << PG::RESERVED));
-            rec.set_u32_at(offsets::REFCOUNT, 0);
-            if b % n == 0 {
-                // __add_to_free_list(tail) + set_buddy_order().
-                rec.set_u64_at(offsets::LRU_NEXT, if b + n < hi { list_of(b + n) } else { head });
-                rec.set_u64_at(offsets::LRU_PREV, if b > lo { list_of(b - n) } else { old_tail });
-                rec.set_u64_at(offsets::PRIVATE, u64::from(max));
-                rec.set_u32_at(offsets::PAGE_TYPE, PAGE_TYPE_BUDDY);
-            }
-        };
-        let refresh = self.refresh();
-        with_store!(used, S => own.copy_strided::<S>(&refresh, (lo, hi, bs), &mut t, final_state), slow => {
-            own.copy_strided::<Cached>(&refresh, (lo, hi, bs), &mut t, final_state)
-        });
-        // set_pageblock_migratetype(MOVABLE) + cond_resched() of every block but the first
-        // (init_run did that one), in one run: they touch the pageblock bits only.
-        memmap.pageblock_init_run(lo + bs, (hi - lo) / bs - 1, hooks);
-        drop(g);
-        // The list ends: the old tail (or the head) points to the first block, the head back to
-        // the last.
-        self.list_set_next(&mut z, max, old_tail, list_of(lo));
-        self.list_set_prev(&mut z, max, head, list_of(hi - n));
-        let pages = hi - lo;
-        z.area.nr_free[max as usize] += pages / n;
-        self.stats.pages_initialized.fetch_add(pages / bs - 1, Ordering::Relaxed);
-        self.stats.free_core_calls[max as usize].fetch_add(pages / n, Ordering::Relaxed);
-        z.area.managed_pages += pages;
-        z.area.free_pages += pages;
-        pages
     }
 }

@@ -135,6 +135,28 @@ impl<'o, P: StructPage> Owned<'o, P> {
         guard.finish();
     }
 
+    /// The final-state template loop ([`crate::fill::copy_run_heads`]) on `[from, to)`, every
+    /// `block`-aligned page finished by `head` before `S` stores it. A streaming run drains
+    /// before it returns (or unwinds).
+    #[inline(always)]
+    #[track_caller]
+    pub(crate) fn copy_run_heads<S: Store>(
+        &mut self,
+        refresh: &Refresh<'_>,
+        (from, to, block): (u64, u64, u64),
+        tmpl: &mut P,
+        head: impl FnMut(u64, &mut P),
+    ) {
+        if from >= to {
+            return;
+        }
+        assert!(self.start <= from && to <= self.end, "{from:#x}..{to:#x} is not inside the handle");
+        let guard = DrainGuard::new(S::STREAMING);
+        // SAFETY: as in `copy_run`.
+        unsafe { crate::fill::copy_run_heads::<P, S>(self.pages, refresh, (from, to, block), tmpl, head) };
+        guard.finish();
+    }
+
     /// The strided template loop ([`crate::fill::copy_strided`]) on every `stride`-th PFN of
     /// `[from, to)`, each record finished by `patch` before `S` stores it.
     #[inline(always)]

@@ -203,8 +203,10 @@ pub fn layouts(nid: u32) -> impl proptest::strategy::Strategy<Value = Layout> {
 /// The node property tests' configuration: `cases` natively, 2 under Miri, no persistence
 /// (Miri's isolation forbids the file system it needs).
 pub fn proptest_config(cases: u32) -> ProptestConfig {
+    // `PROPTEST_CASES` overrides the count (CI lowers it under emulation, a long run raises it).
+    let env = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok());
     ProptestConfig {
-        cases: if cfg!(miri) { 2 } else { cases },
+        cases: if cfg!(miri) { 2 } else { env.unwrap_or(cases) },
         failure_persistence: None,
         ..ProptestConfig::default()
     }

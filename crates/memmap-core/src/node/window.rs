@@ -1,0 +1,129 @@
+//! The fused boot's windows written once, in their final state: a run of whole free
+//! `MAX_PAGE_ORDER` blocks of one zone and one memory range, without reserved pages, where
+//! `memmap_init`, `reserve_bootmem_regions` and the free pass collapse into one pass that writes
+//! each struct page as the kernel leaves it after the three.
+//!
+//! The kernel writes such a struct page up to three times: `__init_single_page` (every page),
+//! then `__free_pages_core`'s `__ClearPageReserved` and `set_page_count(0)`, then, for a block's
+//! first page, the buddy fields and free-list links (`__add_to_free_list` at the tail and
+//! `set_buddy_order`). Every one of those values is known before the first write: the page's
+//! own address (its `lru` self-pointers), its section, a count of 0, and for a block head its
+//! neighbours in the free list, because the blocks of the run go to the tail of the
+//! `MAX_PAGE_ORDER` list in ascending order (the previous block of the run, or the list's tail
+//! before it; the next block, or the list head after the last). Nothing reads these struct
+//! pages back during the pass, so eagerly booted runs stream them ([`Strategy::Auto`] resolves
+//! to streaming for the node's size), and the pass runs at the machine's store bandwidth.
+//!
+//! On demand the pass writes only each pageblock's first struct page, flagged
+//! `PG_uninitialized_2m`, with normal stores: one line per 2 MiB block stays cached, and a
+//! streamed line per block was slower (docs/performance has the figures).
+//!
+//! The bytes left are the kernel order's: memmap, pageblock bits, `cond_resched()` calls, free
+//! lists in their order and the counters (`tests/fused_boot.rs` compares all of it with
+//! [`BootOrder::Kernel`](crate::BootOrder::Kernel)).
+//!
+//! [`Strategy::Auto`]: crate::Strategy::Auto
+
+use core::sync::atomic::Ordering;
+
+use crate::Strategy;
+use crate::fill::{Cached, with_store};
+use crate::hooks::InitHooks;
+use crate::model::flags::PG;
+use crate::model::page::{StructPage, offsets};
+use crate::node::buddy::PAGE_TYPE_BUDDY;
+use crate::node::owned::Owned;
+use crate::node::{InitMode, Inner, Node, PbMode, RunKind};
+
+impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
+    /// The zone of `[lo, hi)` if the fused boot can write it in one final-state pass
+    /// ([`Node::boot_window`]): whole `MAX_PAGE_ORDER` blocks inside one zone and one memory
+    /// range, without reserved pages, eager or on demand, with template stores and no
+    /// init_on_free.
+    pub(in crate::node) fn simple_window(&self, lo: u64, hi: u64) -> Option<u32> {
+        let block = self.cfg.max_order_nr_pages();
+        if self.opts.mode == InitMode::Deferred
+            || self.boot_strategy == Strategy::Slow
+            || self.opts.policy.want_init_on_free()
+            || lo >= hi
+            || lo % block != 0
+            || hi % block != 0
+            || !self.layout.memory.iter().any(|m| m.start <= lo && hi <= m.end)
+            || self.layout.reserved.iter().any(|r| r.range.start < hi && lo < r.range.end)
+        {
+            return None;
+        }
+        self.layout.zones.iter().find(|z| z.span.start <= lo && hi <= z.span.end).map(|z| z.zone)
+    }
+
+    /// The boot of `[lo, hi)` of `zone`, consecutive windows that [`Node::simple_window`]
+    /// accepted, in one pass (see the [module documentation](self)). Returns the pages freed.
+    pub(in crate::node) fn boot_window(&self, own: &mut Owned<'_, P>, zone: u32, lo: u64, hi: u64) -> u64 {
+        let max = self.cfg.max_page_order;
+        let (n, bs) = (1u64 << max, self.cfg.pageblock_nr_pages());
+        debug_assert!(lo % n == 0 && hi % n == 0 && lo < hi);
+        let eager = self.opts.mode == InitMode::Eager;
+        // The first page through the slow path (`__init_single_page`, the pageblock's migrate
+        // type and `cond_resched()`) is the template of the others.
+        let flag = if eager { 0 } else { 1 << self.uninit_bit };
+        self.init_run(
+            own,
+            lo,
+            lo + 1,
+            zone,
+            RunKind { pageblock: PbMode::MovableResched, extra_flags: flag, count: 1 },
+        );
+        let mut t = own.read(lo);
+        // __free_pages_core(): __ClearPageReserved(), set_page_count(0), on every page.
+        t.set_flags(t.flags() & !(1 << PG::RESERVED));
+        t.set_u32_at(offsets::REFCOUNT, 0);
+        let mut z = self.lock_zone(zone);
+        let mut g = self.inner.lock();
+        let Inner { memmap, hooks } = &mut *g;
+        let head = z.area.head_addr(max);
+        let old_tail = z.area.heads[max as usize].1;
+        let list_of = |pfn: u64| self.pages.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
+        // __add_to_free_list(tail) + set_buddy_order() of a block head.
+        let block_head = |b: u64, rec: &mut P| {
+            rec.set_u64_at(offsets::LRU_NEXT, if b + n < hi { list_of(b + n) } else { head });
+            rec.set_u64_at(offsets::LRU_PREV, if b > lo { list_of(b - n) } else { old_tail });
+            rec.set_u64_at(offsets::PRIVATE, u64::from(max));
+            rec.set_u32_at(offsets::PAGE_TYPE, PAGE_TYPE_BUDDY);
+        };
+        let refresh = self.refresh();
+        if eager {
+            // Every page; nothing is read back, so the node's own strategy (streaming from
+            // the threshold up) rather than the fused boot's.
+            with_store!(self.strategy, S => own.copy_run_heads::<S>(&refresh, (lo, hi, n), &mut t, block_head), slow => {
+                own.copy_run_heads::<Cached>(&refresh, (lo, hi, n), &mut t, block_head)
+            });
+        } else {
+            // The first page of every pageblock.
+            let base = |b: u64, rec: &mut P| {
+                if b % n == 0 {
+                    block_head(b, rec);
+                }
+            };
+            with_store!(self.run_strategy(), S => own.copy_strided::<S>(&refresh, (lo, hi, bs), &mut t, base), slow => {
+                own.copy_strided::<Cached>(&refresh, (lo, hi, bs), &mut t, base)
+            });
+        }
+        // set_pageblock_migratetype(MOVABLE) + cond_resched() of every pageblock but the first
+        // (init_run did that one), in one run: they touch the pageblock bits only.
+        memmap.pageblock_init_run(lo + bs, (hi - lo) / bs - 1, hooks);
+        drop(g);
+        // The list ends: the old tail (or the head) points to the first block, the head back to
+        // the last.
+        self.list_set_next(&mut z, max, old_tail, list_of(lo));
+        self.list_set_prev(&mut z, max, head, list_of(hi - n));
+        let pages = hi - lo;
+        z.area.nr_free[max as usize] += pages / n;
+        let written = if eager { pages } else { pages / bs };
+        self.stats.pages_initialized.fetch_add(written - 1, Ordering::Relaxed);
+        self.stats.free_core_calls[max as usize].fetch_add(pages / n, Ordering::Relaxed);
+        self.stats.single_pass_pages.fetch_add(pages, Ordering::Relaxed);
+        z.area.managed_pages += pages;
+        z.area.free_pages += pages;
+        pages
+    }
+}
