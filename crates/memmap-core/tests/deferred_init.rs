@@ -138,10 +138,16 @@ fn reserved_pages_above_first_deferred_pfn_are_initialized_at_boot_unless_noinit
 
 /// Deferred workers touch only free ranges: every non-free struct page is byte-identical
 /// before and after `deferred_init_memmap`, NOINIT pages stay uninitialized, and every free
-/// page of the zone is initialized and in the buddy allocator.
+/// page of the zone is initialized and in the buddy allocator; in both job structures (one job
+/// per free range before 6.18, one per zone from 6.18).
 #[test]
 fn deferred_workers_touch_only_free_ranges() {
-    let cfg = cfg();
+    for version in [memmap_core::KernelVersion::V6_12, memmap_core::KernelVersion::V7_2] {
+        workers_touch_only_free_ranges(cfg().with_version(version));
+    }
+}
+
+fn workers_touch_only_free_ranges(cfg: memmap_core::KernelConfig) {
     let pps = cfg.pages_per_section();
     let (zones, memory, reserved) = reserved_layout(pps);
     let l = layout(&zones, &memory, &reserved);
@@ -150,7 +156,11 @@ fn deferred_workers_touch_only_free_ranges() {
     let (mut node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::Deferred));
     let before: Vec<Page64> = (span.start..span.end).map(|p| node.read_page(p)).collect();
     let report = node.deferred_init_memmap(memmap_core::Threads::Fixed(2));
-    assert!(report.jobs >= 2, "one job per free range");
+    if cfg.behaviour().deferred_job_per_zone {
+        assert_eq!(report.jobs, 1, "one job per zone");
+    } else {
+        assert!(report.jobs >= 2, "one job per free range");
+    }
     assert!(!node.deferred_pending());
     assert_eq!(node.first_deferred_pfn(), u64::MAX);
     for pfn in span.start..span.end {
@@ -392,4 +402,101 @@ fn grow_zone_grows_a_section_multiple_stops_on_section_boundaries_and_is_monoton
     assert!(node.stats().grows.load(std::sync::atomic::Ordering::Relaxed) > grows);
     assert_eq!(node.first_deferred_pfn(), u64::MAX);
     assert!(!node.deferred_grow_zone(2, 0), "nothing left to grow");
+}
+
+/// Deferred init done (one worker or two, every strategy), with whole free `MAX_PAGE_ORDER`
+/// blocks in the single final-state pass, leaves what the kernel's order (every block through
+/// `deferred_init_maxorder`, [`BootOrder::Kernel`]) leaves: every struct page (guards
+/// included), the pageblock bits, and with one worker the free lists in their order (with two,
+/// the same blocks: the workers' interleaving is the scheduler's, in the kernel too).
+mod single_pass_equals_the_kernel_order {
+    use super::*;
+    use memmap_core::{BootOrder, FillOptions, Strategy, Threads};
+    use proptest::prelude::{prop, prop_assert, prop_assert_eq, proptest};
+    use std::sync::atomic::Ordering;
+    use support::{layouts, proptest_config, tiny};
+
+    /// Every zone's free list, in list order.
+    type Lists = Vec<(u32, Vec<(u64, u32)>)>;
+
+    /// Struct pages, pageblock bits and free lists after boot and deferred init, and the pages
+    /// that took the single pass.
+    fn outcome(
+        cfg: memmap_core::KernelConfig,
+        layout: &NodeLayout<'_>,
+        opts: &BootOptions,
+        threads: Option<Threads>,
+    ) -> (Vec<Page64>, Vec<u8>, Lists, u64) {
+        let mut st = Storage::new(&cfg, layout.span(), false);
+        let (node, _) = st.boot(cfg, *layout, opts);
+        if let Some(t) = threads {
+            node.deferred_init_memmap(t);
+        }
+        let lists = layout
+            .zones
+            .iter()
+            .map(|z| {
+                let mut v = Vec::new();
+                node.for_each_free_block(z.zone, |pfn, o| v.push((pfn, o)));
+                (z.zone, v)
+            })
+            .collect();
+        let single = node.stats().single_pass_pages.load(Ordering::Relaxed);
+        let _ = node.into_memmap();
+        (st.pages.clone(), st.pageblocks.clone(), lists, single)
+    }
+
+    proptest! {
+        #![proptest_config(proptest_config(64))]
+
+        #[test]
+        fn deferred_init_equals_the_kernel_order(
+            l in layouts(NID),
+            strategy in prop::sample::select(Strategy::ALL.to_vec()),
+            version in prop::sample::select(vec![memmap_core::KernelVersion::V6_12, memmap_core::KernelVersion::V7_2]),
+        ) {
+            let layout = l.node();
+            let cfg = tiny().with_version(version);
+            let fill = FillOptions::new(strategy);
+            let deferred = BootOptions { fill, ..BootOptions::new(InitMode::Deferred) };
+            let kernel = BootOptions { order: BootOrder::Kernel, ..deferred };
+            let (pages, pageblocks, lists, none) = outcome(cfg, &layout, &kernel, Some(Threads::One));
+            prop_assert_eq!(none, 0, "the kernel's order takes no single pass");
+            for threads in [Threads::One, Threads::Fixed(2)] {
+                let (dp, db, dl, _) = outcome(cfg, &layout, &deferred, Some(threads));
+                let first = pages.iter().zip(&dp).position(|(a, b)| a != b);
+                prop_assert!(first.is_none(), "{strategy:?} {threads:?}: struct page index {first:?} differs: eager {:?} deferred {:?} layout {:?}", first.map(|i| pages[i]), first.map(|i| dp[i]), l);
+                prop_assert_eq!(&pageblocks, &db);
+                if threads == Threads::One {
+                    prop_assert_eq!(&lists, &dl, "free lists in their order");
+                } else {
+                    let sorted = |v: &Lists| {
+                        v.iter().map(|(z, b)| (*z, b.iter().copied().collect::<BTreeSet<_>>())).collect::<Vec<_>>()
+                    };
+                    prop_assert_eq!(sorted(&lists), sorted(&dl), "the same free blocks");
+                }
+            }
+        }
+    }
+
+    /// A deferred zone of whole free `MAX_PAGE_ORDER` blocks goes through the single pass
+    /// (except with the slow strategy), and every block is in a free list.
+    #[test]
+    fn whole_blocks_take_the_single_pass() {
+        let cfg = tiny();
+        let pps = cfg.pages_per_section();
+        let zones = [ZoneSpan::new(2, 4 * pps, 12 * pps)];
+        let memory = [PfnRange::new(4 * pps, 12 * pps)];
+        let l = layout(&zones, &memory, &[]);
+        for strategy in Strategy::ALL {
+            let opts =
+                BootOptions { fill: FillOptions::new(strategy), ..BootOptions::new(InitMode::Deferred) };
+            let (_, _, lists, single) = outcome(cfg, &l, &opts, Some(Threads::Fixed(2)));
+            let blocks: usize = lists.iter().map(|(_, b)| b.len()).sum();
+            assert_eq!(blocks as u64, (12 * pps - 4 * pps) / cfg.max_order_nr_pages(), "{strategy:?}");
+            let fdp = 4 * pps + pps; // the first section of the zone stays with boot
+            let expect = if strategy == Strategy::Slow { 0 } else { 12 * pps - fdp };
+            assert_eq!(single, expect, "{strategy:?}");
+        }
+    }
 }

@@ -370,6 +370,20 @@ impl<'a, P: StructPage> Memmap<'a, P> {
         unsafe { self.pageblocks.as_ptr().add(i).write_bytes(mt.value(), n) };
     }
 
+    /// `set_pageblock_migratetype(page, MIGRATE_MOVABLE)` on the `n` pageblocks from `pfn` (a
+    /// pageblock-aligned PFN), as a loop of [`Memmap::set_pageblock_migratetype`] does.
+    pub(crate) fn pageblock_movable_run(&mut self, pfn: u64, n: u64) {
+        let bs = self.cfg.pageblock_nr_pages();
+        if self.layout.section_in_page_flags() {
+            for k in 0..n {
+                self.set_pageblock_migratetype(pfn + k * bs, MigrateType::Movable);
+            }
+        } else if n > 0 {
+            assert!(self.contains(pfn) && self.contains(pfn + (n - 1) * bs), "pageblocks outside memmap");
+            self.store_pageblocks(pfn, n, MigrateType::Movable);
+        }
+    }
+
     /// `set_pageblock_migratetype(pfn_to_page(pfn), mt)`.
     ///
     /// Like the kernel, this finds the pageblock through `page_to_pfn(page)`. On classic

@@ -23,6 +23,8 @@ impl KernelVersion {
     pub const V6_12: KernelVersion = KernelVersion::new(6, 12);
     /// Linux 6.15: the folio layout with `_mm_ids` (`CONFIG_MM_ID`), refcounted FS_DAX pages.
     pub const V6_15: KernelVersion = KernelVersion::new(6, 15);
+    /// Linux 6.18: deferred init as one padata job per zone.
+    pub const V6_18: KernelVersion = KernelVersion::new(6, 18);
     /// Linux 7.1: the `compound_info` mask and HVO's shared tail pages.
     pub const V7_1: KernelVersion = KernelVersion::new(7, 1);
     /// Linux 7.2 (Debian sid).
@@ -59,6 +61,7 @@ impl KernelVersion {
             fsdax_refcount_zero: self.at_least(KernelVersion::V6_15),
             zone_device_pageblock_range: self.at_least(KernelVersion::V7_2),
             zone_device_early_sections: self.at_least(KernelVersion::V7_2),
+            deferred_job_per_zone: self.at_least(KernelVersion::V6_18),
         }
     }
 
@@ -137,6 +140,12 @@ pub struct Behaviour {
     /// "mm/mm_init: fix uninitialized struct pages for ZONE_DEVICE". Before, only the 128 of
     /// an optimized layout were written there and the rest kept stale contents.
     pub zone_device_early_sections: bool,
+    /// `deferred_init_memmap()` runs one padata job over the deferred zone, from
+    /// `first_deferred_pfn` to the section-aligned zone end (6.18, Mike Rapoport's
+    /// "mm/mm_init: deferred_init_memmap: use a job per zone"); before, one job per free range,
+    /// each extended to the next section boundary. The memmap left is the same; the chunks the
+    /// workers take differ.
+    pub deferred_job_per_zone: bool,
 }
 
 #[cfg(test)]

@@ -176,7 +176,16 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             core::mem::replace(&mut *g, u64::MAX)
         };
         let mut jobs = 0;
-        if first != u64::MAX {
+        if first != u64::MAX && self.cfg.behaviour().deferred_job_per_zone {
+            // One job over the zone's deferred part; the chunks skip what is not free memory.
+            let zone = self.layout.highest_zone();
+            let pps = self.cfg.pages_per_section();
+            let end = zone.span.end.next_multiple_of(pps);
+            let job =
+                PadataJob { start: first, size: end - first, align: pps, min_chunk: pps, max_threads: 1 };
+            run(&job, &|s, e| self.deferred_init_memmap_chunk(s, e, &zone));
+            jobs = 1;
+        } else if first != u64::MAX {
             let zone = self.layout.highest_zone();
             let pps = self.cfg.pages_per_section();
             let mut first_init_pfn = first;
@@ -213,12 +222,46 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         // section). The zone's end rounds up to a section, hence the clamp to the node.
         let mut own = unsafe { Owned::new(self.pages, start, end.min(self.span.end)) };
         let mut spfn = first.start;
+        let n = self.cfg.max_order_nr_pages();
         while spfn < end {
+            // Whole free MAX_PAGE_ORDER blocks (the bulk of a chunk) in one final-state pass;
+            // `cond_resched()` after each, as after each `deferred_init_maxorder`.
+            if let Some(run_end) = self.final_run_end(zone, spfn, end) {
+                self.deferred_run(&mut own, zone.zone, spfn, run_end);
+                for b in (spfn..run_end).step_by(n as usize) {
+                    self.inner.lock().hooks.cond_resched(b + n);
+                }
+                spfn = match self.layout.next_free_range(zone, run_end) {
+                    Some(r) if r.start < end => r.start,
+                    _ => end,
+                };
+                continue;
+            }
             let (_, next) = self.deferred_init_maxorder(&mut own, zone, spfn);
             spfn = next;
             // cond_resched()
             self.inner.lock().hooks.cond_resched(spfn.min(end));
         }
+    }
+
+    /// The end of the run of whole free `MAX_PAGE_ORDER` blocks of `zone` from `spfn`, below
+    /// `end`, that [`Node::deferred_run`] can write in one pass (`None` if `spfn` does not start
+    /// one, or the pass is not taken: the kernel's order asked for ([`BootOrder::Kernel`]), the
+    /// slow strategy, or init_on_free).
+    ///
+    /// [`BootOrder::Kernel`]: crate::BootOrder::Kernel
+    fn final_run_end(&self, zone: &ZoneSpan, spfn: u64, end: u64) -> Option<u64> {
+        let n = self.cfg.max_order_nr_pages();
+        if spfn % n != 0
+            || self.opts.order == crate::BootOrder::Kernel
+            || self.strategy == crate::Strategy::Slow
+            || self.opts.policy.want_init_on_free()
+        {
+            return None;
+        }
+        let r = self.layout.next_free_range(zone, spfn).filter(|r| r.start == spfn)?;
+        let run_end = r.end.min(end) / n * n;
+        (run_end > spfn).then_some(run_end)
     }
 
     /// `deferred_init_maxorder()`: initialize the free pages of `[spfn, mo_pfn)`, publish their

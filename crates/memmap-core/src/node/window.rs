@@ -59,41 +59,53 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// The boot of `[lo, hi)` of `zone`, consecutive windows that [`Node::simple_window`]
     /// accepted, in one pass (see the [module documentation](self)). Returns the pages freed.
     pub(in crate::node) fn boot_window(&self, own: &mut Owned<'_, P>, zone: u32, lo: u64, hi: u64) -> u64 {
+        self.final_pass(own, zone, (lo, hi), Pass::Boot)
+    }
+
+    /// `deferred_init_maxorder` on the whole free `MAX_PAGE_ORDER` blocks `[lo, hi)` of `zone`
+    /// (`deferred_init_pages`, then `deferred_free_pages` of each block), in one pass: the
+    /// pageblocks MOVABLE, the blocks published as initialized, then linked at the tail of the
+    /// free list in ascending order under one hold of the zone lock.
+    pub(in crate::node) fn deferred_run(&self, own: &mut Owned<'_, P>, zone: u32, lo: u64, hi: u64) -> u64 {
+        self.final_pass(own, zone, (lo, hi), Pass::Deferred)
+    }
+
+    fn final_pass(&self, own: &mut Owned<'_, P>, zone: u32, (lo, hi): (u64, u64), pass: Pass) -> u64 {
         let max = self.cfg.max_page_order;
         let (n, bs) = (1u64 << max, self.cfg.pageblock_nr_pages());
         debug_assert!(lo % n == 0 && hi % n == 0 && lo < hi);
-        let eager = self.opts.mode == InitMode::Eager;
-        // The first page through the slow path (`__init_single_page`, the pageblock's migrate
-        // type and `cond_resched()`) is the template of the others.
-        let flag = if eager { 0 } else { 1 << self.uninit_bit };
-        self.init_run(
-            own,
-            lo,
-            lo + 1,
-            zone,
-            RunKind { pageblock: PbMode::MovableResched, extra_flags: flag, count: 1 },
-        );
+        let every_page = self.opts.mode != InitMode::OnDemand;
+        // The first page through the slow path is the template of the others: at boot
+        // `memmap_init_range` (migrate type and `cond_resched()` at the pageblock), in deferred
+        // init `deferred_init_pages` (nothing at pageblocks).
+        let kind = match pass {
+            Pass::Boot => RunKind {
+                pageblock: PbMode::MovableResched,
+                extra_flags: if every_page { 0 } else { 1 << self.uninit_bit },
+                count: 1,
+            },
+            Pass::Deferred => RunKind::plain(PbMode::None),
+        };
+        self.init_run(own, lo, lo + 1, zone, kind);
         let mut t = own.read(lo);
         // __free_pages_core(): __ClearPageReserved(), set_page_count(0), on every page.
         t.set_flags(t.flags() & !(1 << PG::RESERVED));
         t.set_u32_at(offsets::REFCOUNT, 0);
-        let mut z = self.lock_zone(zone);
-        let mut g = self.inner.lock();
-        let Inner { memmap, hooks } = &mut *g;
-        let head = z.area.head_addr(max);
-        let old_tail = z.area.heads[max as usize].1;
         let list_of = |pfn: u64| self.pages.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
-        // __add_to_free_list(tail) + set_buddy_order() of a block head.
+        // __add_to_free_list(tail) + set_buddy_order() of a block head. The run's blocks go to
+        // the tail in ascending order, so their links to each other are known now; the two
+        // ends (the list's old tail before the first, the list head after the last) are
+        // written under the zone lock below.
         let block_head = |b: u64, rec: &mut P| {
-            rec.set_u64_at(offsets::LRU_NEXT, if b + n < hi { list_of(b + n) } else { head });
-            rec.set_u64_at(offsets::LRU_PREV, if b > lo { list_of(b - n) } else { old_tail });
+            rec.set_u64_at(offsets::LRU_NEXT, if b + n < hi { list_of(b + n) } else { 0 });
+            rec.set_u64_at(offsets::LRU_PREV, if b > lo { list_of(b - n) } else { 0 });
             rec.set_u64_at(offsets::PRIVATE, u64::from(max));
             rec.set_u32_at(offsets::PAGE_TYPE, PAGE_TYPE_BUDDY);
         };
         let refresh = self.refresh();
-        if eager {
-            // Every page; nothing is read back, so the node's own strategy (streaming from
-            // the threshold up) rather than the fused boot's.
+        if every_page {
+            // Nothing is read back, so the node's own strategy (streaming from the threshold
+            // up) rather than the fused boot's.
             with_store!(self.strategy, S => own.copy_run_heads::<S>(&refresh, (lo, hi, n), &mut t, block_head), slow => {
                 own.copy_run_heads::<Cached>(&refresh, (lo, hi, n), &mut t, block_head)
             });
@@ -108,22 +120,50 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                 own.copy_strided::<Cached>(&refresh, (lo, hi, bs), &mut t, base)
             });
         }
-        // set_pageblock_migratetype(MOVABLE) + cond_resched() of every pageblock but the first
-        // (init_run did that one), in one run: they touch the pageblock bits only.
-        memmap.pageblock_init_run(lo + bs, (hi - lo) / bs - 1, hooks);
-        drop(g);
-        // The list ends: the old tail (or the head) points to the first block, the head back to
-        // the last.
+        {
+            let mut g = self.inner.lock();
+            let Inner { memmap, hooks } = &mut *g;
+            match pass {
+                // set_pageblock_migratetype(MOVABLE) + cond_resched() of every pageblock but
+                // the first (init_run did that one), in one run.
+                Pass::Boot => memmap.pageblock_init_run(lo + bs, (hi - lo) / bs - 1, hooks),
+                // deferred_free_pages(): set_pageblock_migratetype(MOVABLE) of every pageblock.
+                Pass::Deferred => memmap.pageblock_movable_run(lo, (hi - lo) / bs),
+            }
+        }
+        if pass == Pass::Deferred {
+            // Publish the blocks (release): an allocator that finds them free sees their
+            // struct pages initialized.
+            for b in (lo..hi).step_by(bs as usize) {
+                self.states.mark_done(self.block_index(b));
+            }
+        }
+        let mut z = self.lock_zone(zone);
+        let head = z.area.head_addr(max);
+        let old_tail = z.area.heads[max as usize].1;
+        // The run's ends, and the list around it.
+        z.set_word(lo, offsets::LRU_PREV, old_tail, false);
+        z.set_word(hi - n, offsets::LRU_NEXT, head, false);
         self.list_set_next(&mut z, max, old_tail, list_of(lo));
         self.list_set_prev(&mut z, max, head, list_of(hi - n));
         let pages = hi - lo;
         z.area.nr_free[max as usize] += pages / n;
-        let written = if eager { pages } else { pages / bs };
+        z.area.managed_pages += pages;
+        z.area.free_pages += pages;
+        drop(z);
+        let written = if every_page { pages } else { pages / bs };
         self.stats.pages_initialized.fetch_add(written - 1, Ordering::Relaxed);
         self.stats.free_core_calls[max as usize].fetch_add(pages / n, Ordering::Relaxed);
         self.stats.single_pass_pages.fetch_add(pages, Ordering::Relaxed);
-        z.area.managed_pages += pages;
-        z.area.free_pages += pages;
         pages
     }
+}
+
+/// Which path a final-state pass stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// The fused boot: `memmap_init`, `reserve_bootmem_regions` and the free pass.
+    Boot,
+    /// Deferred init: `deferred_init_pages` and `deferred_free_pages`.
+    Deferred,
 }
