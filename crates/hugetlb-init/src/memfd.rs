@@ -395,6 +395,54 @@ impl<P: StructPage> MemfdRemap<'_, P> {
     }
 }
 
+/// Where HVO maps a folio's tail vmemmap pages (a file offset, `None`: onto its head page),
+/// and the `(hstate slot, offset)` of a shared tail page made by this call (undone on failure).
+type TailPages = (Option<u64>, Option<(usize, u64)>);
+
+impl<P: StructPage> MemfdRemap<'_, P> {
+    /// The shared tail page of `tail`'s hstate (Linux 7.1+ `vmemmap_get_tail()`), made from
+    /// its initial struct pages on first use, or `(None, None)` for tails mapped onto the head
+    /// page.
+    fn shared_tail_page(&mut self, tail: TailTarget<'_, P>) -> Result<TailPages, HvoError> {
+        const ENOMEM: i32 = 12;
+        let TailTarget::Shared { hstate, init } = tail else { return Ok((None, None)) };
+        let slot = hstate_slot(hstate);
+        if let Some(off) = self.shared_tail[slot] {
+            return Ok((Some(off), None));
+        }
+        let Some(off) = self.take_spare() else {
+            return Err(HvoError::Remap { errno: ENOMEM });
+        };
+        let mut bytes = std::vec![0u8; PAGE];
+        for (rec, chunk) in init.iter().zip(bytes.chunks_exact_mut(P::SIZE)) {
+            rec.to_bytes(chunk);
+        }
+        if let Err(e) = self.pwrite_all(&bytes, off) {
+            self.punch(off, PAGE_SIZE);
+            *self.spare_used -= 1;
+            return Err(e);
+        }
+        self.shared_tail[slot] = Some(off);
+        Ok((Some(off), Some((slot, off))))
+    }
+
+    /// `alloc_pages_node()` + `copy_page()` of the head vmemmap page at host address `reuse`
+    /// into a spare page: its offset, or `None` when no spare page is left (the kernel then
+    /// keeps the head page in place).
+    fn copy_head_page(&mut self, reuse: usize) -> Result<Option<u64>, HvoError> {
+        let Some(off) = self.take_spare() else { return Ok(None) };
+        // SAFETY: the head vmemmap page is inside the mapping and readable (the caller checked
+        // the folio's range); nothing writes it during this call.
+        let head = unsafe { core::slice::from_raw_parts(reuse as *const u8, PAGE) };
+        if let Err(e) = self.pwrite_all(head, off) {
+            self.punch(off, PAGE_SIZE);
+            *self.spare_used -= 1;
+            return Err(e);
+        }
+        Ok(Some(off))
+    }
+}
+
 impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
     fn remap_free(
         &mut self,
@@ -405,7 +453,6 @@ impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
         tail: TailTarget<'_, P>,
     ) -> Result<RemapDone, HvoError> {
         const EINVAL: i32 = 22;
-        const ENOMEM: i32 = 12;
         let Some(size) = nr_pages.checked_mul(P::SIZE as u64) else {
             return Err(HvoError::Remap { errno: EINVAL });
         };
@@ -421,33 +468,7 @@ impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
         let reuse_off = (reuse - base) as u64;
         let pages = (size / PAGE_SIZE) as usize;
         // Linux 7.1+: vmemmap_get_tail(), before anything else (its failure is -ENOMEM).
-        let mut new_tail = None;
-        let shared = match tail {
-            TailTarget::HeadPage => None,
-            TailTarget::Shared { hstate, init } => {
-                let slot = hstate_slot(hstate);
-                match self.shared_tail[slot] {
-                    Some(off) => Some(off),
-                    None => {
-                        let Some(off) = self.take_spare() else {
-                            return Err(HvoError::Remap { errno: ENOMEM });
-                        };
-                        let mut bytes = std::vec![0u8; PAGE];
-                        for (rec, chunk) in init.iter().zip(bytes.chunks_exact_mut(P::SIZE)) {
-                            rec.to_bytes(chunk);
-                        }
-                        if let Err(e) = self.pwrite_all(&bytes, off) {
-                            self.punch(off, PAGE_SIZE);
-                            *self.spare_used -= 1;
-                            return Err(e);
-                        }
-                        self.shared_tail[slot] = Some(off);
-                        new_tail = Some((slot, off));
-                        Some(off)
-                    }
-                }
-            }
-        };
+        let (shared, new_tail) = self.shared_tail_page(tail)?;
         // Gives a tail page created by this call back.
         let drop_tail = |this: &mut Self| {
             if let Some((slot, off)) = new_tail {
@@ -462,21 +483,17 @@ impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
             return Err(HvoError::NoMemory);
         }
         // alloc_pages_node() + copy_page() of the head vmemmap page.
-        let mut new_off = None;
-        if alloc.head_copy {
-            if let Some(off) = self.take_spare() {
-                // SAFETY: the head vmemmap page is inside the mapping and readable; nothing
-                // writes it during this call.
-                let head = unsafe { core::slice::from_raw_parts(reuse as *const u8, PAGE) };
-                if let Err(e) = self.pwrite_all(head, off) {
-                    self.punch(off, PAGE_SIZE);
-                    *self.spare_used -= 1;
+        let new_off = if alloc.head_copy {
+            match self.copy_head_page(reuse) {
+                Ok(off) => off,
+                Err(e) => {
                     drop_tail(self);
                     return Err(e);
                 }
-                new_off = Some(off);
             }
-        }
+        } else {
+            None
+        };
         let head_target = new_off.unwrap_or(reuse_off);
         let tail_target = shared.unwrap_or(head_target);
         let undo = |this: &mut Self, mapped: usize, e: rustix::io::Errno| {

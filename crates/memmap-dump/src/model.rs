@@ -188,41 +188,8 @@ fn zone_device_as<P: DumpLayout>(opts: &ZoneDeviceDump) -> Result<Dump, DumpErro
         }
         (altmap_part, report, memmap.vaddr(opts.start_pfn), movable, took, aliases)
     };
-    let mut detail = serde_json::Map::new();
-    detail.insert("pgmap_addr".into(), pgmap.addr.into());
-    detail.insert("memory_type".into(), opts.memory_type.name().into());
-    detail.insert("vmemmap_shift".into(), opts.vmemmap_shift.into());
-    detail.insert(
-        "altmap".into(),
-        match pgmap.altmap {
-            Some(a) => {
-                serde_json::json!(AltmapJson { base_pfn: a.base_pfn, reserve: a.reserve, free: a.free })
-            }
-            None => serde_json::Value::Null,
-        },
-    );
-    detail.insert("compound_nr_pages".into(), memmap_core::compound_nr_pages(&cfg, P::SIZE, &pgmap).into());
-    detail.insert("kernel_version".into(), cfg.version.to_string().into());
-    detail.insert("boot_memory_end_pfn".into(), opts.boot_memory_end_pfn.into());
-    detail.insert("altmap_part_pages".into(), altmap_part.pages_initialized.into());
-    detail.insert("vmemmap_aliases".into(), aliases.into());
-    detail.insert(
-        "stale_pfn_ranges".into(),
-        serde_json::Value::Array(
-            stale_ranges::<P>(&cfg, &range, &pgmap, &report)
-                .into_iter()
-                .map(|(a, b)| serde_json::json!([a, b]))
-                .collect(),
-        ),
-    );
-    detail.insert("init_start_pfn".into(), report.start_pfn.into());
-    detail.insert("pages_initialized".into(), report.pages_initialized.into());
-    // The kernel's `pr_debug("%s initialised %lu pages in %ums\n", ...)` line.
-    detail.insert(
-        "pr_debug".into(),
-        format!("memmap_init_zone_device initialised {} pages in {}ms", report.nr_pages, took.as_millis())
-            .into(),
-    );
+    let done = ZoneDeviceDone { altmap_part, report, took, aliases };
+    let detail = zone_device_detail::<P>(opts, &cfg, &range, &pgmap, &done);
 
     let meta = DumpMeta {
         format: FORMAT_VERSION,
@@ -388,15 +355,7 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
     let cfg =
         KernelConfig { debug_page_ref: opts.page_ref_trace || opts.config.debug_page_ref, ..opts.config };
     let layout = cfg.flags_layout().map_err(invalid)?;
-    if opts.nodes == 0 || u64::from(opts.nodes - 1) > layout.nodes_mask() {
-        return Err(invalid(format!("--nodes must be in 1..={}", layout.nodes_mask() + 1)));
-    }
-    if opts.count == 0 {
-        return Err(invalid("--count must be at least 1"));
-    }
-    if opts.zone >= cfg.zone_device() {
-        return Err(invalid(format!("--zone must be below ZONE_DEVICE ({})", cfg.zone_device())));
-    }
+    check_hugetlb(opts, &cfg, &layout)?;
     let specs: Vec<hugetlb_init::NodeSpec> = (0..opts.nodes)
         .map(|nid| hugetlb_init::NodeSpec {
             zone: opts.zone,
@@ -447,6 +406,45 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
     }
     let (used, reason) =
         report.fallback_strategy.unwrap_or((opts.strategy, memmap_core::StrategyReason::Requested));
+    let resident = machine.resident_vmemmap_bytes().unwrap_or(0);
+    let detail = hugetlb_detail::<P>(opts, &cfg, &report, &folios, (&bytes, start_pfn), resident);
+    let page_addr_base = cfg.vmemmap_start.wrapping_add(start_pfn.wrapping_mul(P::SIZE as u64));
+    let meta = DumpMeta {
+        format: FORMAT_VERSION,
+        kind: "hugetlb".into(),
+        config: cfg.name.into(),
+        endianness: host_endianness().into(),
+        start_pfn,
+        nr_pages,
+        struct_page_size: P::SIZE,
+        page_addr_base,
+        page_addr_base_hex: format!("{page_addr_base:#x}"),
+        zone: machine.specs().first().map_or(0, |s| s.zone),
+        nid: machine.specs().first().map_or(0, |s| s.nid),
+        flags_layout: FlagsLayoutJson::from(&layout),
+        pg_bits: PgBits::baseline(),
+        movable_pageblock_pfns: movable,
+        resched_pfns: counts.resched.load(std::sync::atomic::Ordering::Relaxed),
+        page_ref_events: counts.events.load(std::sync::atomic::Ordering::Relaxed),
+        strategy: used.name().into(),
+        strategy_requested: opts.strategy.name().into(),
+        strategy_reason: reason.to_string(),
+        backend: stream_hal::backend().to_string(),
+        backend_name: Some(stream_hal::backend().name().into()),
+        detail,
+    };
+    Ok(Dump { meta, bytes: DumpBytes::Vec(bytes) })
+}
+
+/// The kind-specific fields of a hugetlb dump's `meta.json`.
+fn hugetlb_detail<P: StructPage>(
+    opts: &HugetlbDump,
+    cfg: &KernelConfig,
+    report: &hugetlb_init::BootReport,
+    folios: &[hugetlb_init::HugeBootmemPage],
+    (bytes, start_pfn): (&[u8], u64),
+    resident: u64,
+) -> serde_json::Map<String, serde_json::Value> {
     let mut detail = serde_json::Map::new();
     detail.insert("kernel_version".into(), cfg.version.to_string().into());
     detail.insert("hstate".into(), opts.hstate.name().into());
@@ -474,9 +472,9 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
                 .collect(),
         ),
     );
-    detail.insert("resident_vmemmap_bytes".into(), machine.resident_vmemmap_bytes().unwrap_or(0).into());
+    detail.insert("resident_vmemmap_bytes".into(), resident.into());
     if opts.runtime {
-        let ranges = runtime_lru_prev_ranges::<P>(&cfg, &bytes, start_pfn, &folios);
+        let ranges = runtime_lru_prev_ranges::<P>(cfg, bytes, start_pfn, folios);
         detail.insert(
             "stale_fields".into(),
             serde_json::json!([{
@@ -499,30 +497,78 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
         })
         .collect();
     detail.insert("kernel_symbols".into(), symbols.into());
-    let page_addr_base = cfg.vmemmap_start.wrapping_add(start_pfn.wrapping_mul(P::SIZE as u64));
-    let meta = DumpMeta {
-        format: FORMAT_VERSION,
-        kind: "hugetlb".into(),
-        config: cfg.name.into(),
-        endianness: host_endianness().into(),
-        start_pfn,
-        nr_pages,
-        struct_page_size: P::SIZE,
-        page_addr_base,
-        page_addr_base_hex: format!("{page_addr_base:#x}"),
-        zone: machine.specs().first().map_or(0, |s| s.zone),
-        nid: machine.specs().first().map_or(0, |s| s.nid),
-        flags_layout: FlagsLayoutJson::from(&layout),
-        pg_bits: PgBits::baseline(),
-        movable_pageblock_pfns: movable,
-        resched_pfns: counts.resched.load(std::sync::atomic::Ordering::Relaxed),
-        page_ref_events: counts.events.load(std::sync::atomic::Ordering::Relaxed),
-        strategy: used.name().into(),
-        strategy_requested: opts.strategy.name().into(),
-        strategy_reason: reason.to_string(),
-        backend: stream_hal::backend().to_string(),
-        backend_name: Some(stream_hal::backend().name().into()),
-        detail,
-    };
-    Ok(Dump { meta, bytes: DumpBytes::Vec(bytes) })
+    detail
+}
+
+/// The parameters of a hugetlb dump the boot itself does not check.
+fn check_hugetlb(
+    opts: &HugetlbDump,
+    cfg: &KernelConfig,
+    layout: &memmap_core::FlagsLayout,
+) -> Result<(), DumpError> {
+    if opts.nodes == 0 || u64::from(opts.nodes - 1) > layout.nodes_mask() {
+        return Err(invalid(format!("--nodes must be in 1..={}", layout.nodes_mask() + 1)));
+    }
+    if opts.count == 0 {
+        return Err(invalid("--count must be at least 1"));
+    }
+    if opts.zone >= cfg.zone_device() {
+        return Err(invalid(format!("--zone must be below ZONE_DEVICE ({})", cfg.zone_device())));
+    }
+    Ok(())
+}
+
+/// What a zone-device dump's run did, for its `meta.json`.
+struct ZoneDeviceDone {
+    altmap_part: InitReport,
+    report: InitReport,
+    took: std::time::Duration,
+    aliases: u64,
+}
+
+/// The kind-specific fields of a zone-device dump's `meta.json`.
+fn zone_device_detail<P: StructPage>(
+    opts: &ZoneDeviceDump,
+    cfg: &KernelConfig,
+    range: &ZoneDeviceRange,
+    pgmap: &DevPagemap,
+    done: &ZoneDeviceDone,
+) -> serde_json::Map<String, serde_json::Value> {
+    let ZoneDeviceDone { altmap_part, report, took, aliases } = done;
+    let mut detail = serde_json::Map::new();
+    detail.insert("pgmap_addr".into(), pgmap.addr.into());
+    detail.insert("memory_type".into(), opts.memory_type.name().into());
+    detail.insert("vmemmap_shift".into(), opts.vmemmap_shift.into());
+    detail.insert(
+        "altmap".into(),
+        match pgmap.altmap {
+            Some(a) => {
+                serde_json::json!(AltmapJson { base_pfn: a.base_pfn, reserve: a.reserve, free: a.free })
+            }
+            None => serde_json::Value::Null,
+        },
+    );
+    detail.insert("compound_nr_pages".into(), memmap_core::compound_nr_pages(cfg, P::SIZE, pgmap).into());
+    detail.insert("kernel_version".into(), cfg.version.to_string().into());
+    detail.insert("boot_memory_end_pfn".into(), opts.boot_memory_end_pfn.into());
+    detail.insert("altmap_part_pages".into(), altmap_part.pages_initialized.into());
+    detail.insert("vmemmap_aliases".into(), (*aliases).into());
+    detail.insert(
+        "stale_pfn_ranges".into(),
+        serde_json::Value::Array(
+            stale_ranges::<P>(cfg, range, pgmap, report)
+                .into_iter()
+                .map(|(a, b)| serde_json::json!([a, b]))
+                .collect(),
+        ),
+    );
+    detail.insert("init_start_pfn".into(), report.start_pfn.into());
+    detail.insert("pages_initialized".into(), report.pages_initialized.into());
+    // The kernel's `pr_debug("%s initialised %lu pages in %ums\n", ...)` line.
+    detail.insert(
+        "pr_debug".into(),
+        format!("memmap_init_zone_device initialised {} pages in {}ms", report.nr_pages, took.as_millis())
+            .into(),
+    );
+    detail
 }

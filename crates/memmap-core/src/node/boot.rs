@@ -33,43 +33,8 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         let NodeParts { memmap, layout, states, arena, hooks } = parts;
         let cfg = *memmap.config();
         let flags_layout = *memmap.layout();
-        layout.validate(cfg.max_nr_zones - 1)?;
-        if u64::from(layout.nid) > flags_layout.nodes_mask() {
-            return Err(
-                InitError::NodeOutOfRange { nid: layout.nid, max: flags_layout.nodes_mask() as u32 }.into()
-            );
-        }
         let span = layout.span();
-        if !memmap.contains_range(span.start, span.len()) {
-            return Err(InitError::OutOfRange {
-                start_pfn: span.start,
-                nr_pages: span.len(),
-                memmap_start: memmap.base_pfn(),
-                memmap_end: memmap.end_pfn(),
-            }
-            .into());
-        }
-        if cfg.max_page_order as usize >= MAX_ORDERS || cfg.pageblock_order > cfg.max_page_order {
-            return Err(NodeError::UnsupportedOrders {
-                max_page_order: cfg.max_page_order,
-                pageblock_order: cfg.pageblock_order,
-            });
-        }
-        let needed = Self::states_needed(&cfg, span);
-        if states.len() < needed {
-            return Err(NodeError::StatesTooShort { needed, got: states.len() });
-        }
-        let states = &mut states[..needed];
-        states.fill(crate::sync::BLOCK_UNINIT);
-        let states: &'a mut [u8] = states;
-        // SAFETY: `AtomicU8` has the same size, alignment and bit validity as `u8` (its
-        // documentation guarantees it), so the slice is a valid `[AtomicU8]` of the same length;
-        // the `&'a mut` borrow is exclusive and moves into the node, so for `'a` every access
-        // to these bytes goes through the atomics.
-        let states: &'a [AtomicU8] = unsafe { &*(core::ptr::from_mut(states) as *const [AtomicU8]) };
-        if arena.as_ref().is_some_and(|a| !a.covers(span.start, span.len())) {
-            return Err(NodeError::ArenaTooSmall);
-        }
+        let states = check_parts(&memmap, &layout, states, arena.as_ref())?;
         let uninit_bit = match (opts.mode, pg_uninitialized_2m(&cfg)) {
             (InitMode::OnDemand, None) => return Err(NodeError::NoFlagBitForOnDemand),
             (_, bit) => bit.unwrap_or(63),
@@ -367,6 +332,55 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         }
         freed
     }
+}
+
+/// Checks what a node is built from before anything is written: the layout, the node id, the
+/// memmap covering the span, the orders, the state bytes (reset and returned as atomics) and
+/// the arena.
+fn check_parts<'a, P: StructPage>(
+    memmap: &crate::memmap::Memmap<'a, P>,
+    layout: &super::NodeLayout<'a>,
+    states: &'a mut [u8],
+    arena: Option<&super::PhysArena<'a>>,
+) -> Result<&'a [AtomicU8], NodeError> {
+    let cfg = *memmap.config();
+    let flags_layout = *memmap.layout();
+    layout.validate(cfg.max_nr_zones - 1)?;
+    if u64::from(layout.nid) > flags_layout.nodes_mask() {
+        return Err(
+            InitError::NodeOutOfRange { nid: layout.nid, max: flags_layout.nodes_mask() as u32 }.into()
+        );
+    }
+    let span = layout.span();
+    if !memmap.contains_range(span.start, span.len()) {
+        return Err(InitError::OutOfRange {
+            start_pfn: span.start,
+            nr_pages: span.len(),
+            memmap_start: memmap.base_pfn(),
+            memmap_end: memmap.end_pfn(),
+        }
+        .into());
+    }
+    if cfg.max_page_order as usize >= MAX_ORDERS || cfg.pageblock_order > cfg.max_page_order {
+        return Err(NodeError::UnsupportedOrders {
+            max_page_order: cfg.max_page_order,
+            pageblock_order: cfg.pageblock_order,
+        });
+    }
+    let needed = crate::memmap::pageblocks_needed(&cfg, span.start, span.len());
+    if states.len() < needed {
+        return Err(NodeError::StatesTooShort { needed, got: states.len() });
+    }
+    if arena.is_some_and(|a| !a.covers(span.start, span.len())) {
+        return Err(NodeError::ArenaTooSmall);
+    }
+    let states = &mut states[..needed];
+    states.fill(crate::sync::BLOCK_UNINIT);
+    // SAFETY: `AtomicU8` has the same size, alignment and bit validity as `u8` (its
+    // documentation guarantees it), so the slice is a valid `[AtomicU8]` of the same length;
+    // the `&'a mut` borrow is exclusive and moves into the node, so for `'a` every access to
+    // these bytes goes through the atomics.
+    Ok(unsafe { &*(core::ptr::from_mut(states) as *const [AtomicU8]) })
 }
 
 /// How many `__free_pages_core` chunks ahead the boot free pass prefetches. Measured on the
