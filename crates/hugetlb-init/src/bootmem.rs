@@ -85,6 +85,7 @@ const fn align_down(x: u64, a: u64) -> u64 {
 
 /// How many pages each node gets (`hugepages=N` or the node-specific `hugepages=0:N,1:M`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PagesPerNode<'a> {
     /// The same count on every node.
     Same(u64),

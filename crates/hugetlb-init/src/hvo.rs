@@ -46,6 +46,7 @@ use crate::types::{Hstate, HvoError, HvoOutcome, HvoUnavailable, PAGE_SIZE, huge
 
 /// Fault injection for the two allocations of `vmemmap_remap_free()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum HvoFault {
     /// No injected failure.
     #[default]
@@ -93,6 +94,7 @@ pub struct RemapAlloc {
 /// How the huge pages were allocated, which decides what the shared tail page of Linux 7.1+
 /// holds ([`Behaviour::hvo_shared_tail`](memmap_core::Behaviour)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum TailPageOrigin {
     /// Boot-time pages (`hugepagesz=1G hugepages=N`): `vmemmap_populate_hvo()` maps the
     /// folio's vmemmap onto the zone's tail page (a zeroed block) before `memmap_init()` runs,
@@ -129,6 +131,7 @@ impl Default for HvoParams {
 
 /// The three HVO situations the tests and the bench program ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum HvoMode {
     /// `hugetlb_free_vmemmap=on`, no failure.
     On,

@@ -30,8 +30,8 @@
 //!
 //! [`hugetlb_folio_init_tail_vmemmap`](folio::hugetlb_folio_init_tail_vmemmap) is the hot function (for a 1 GiB folio without HVO:
 //! 262,080 struct pages, 16 MiB). Its strategies, chosen by memmap-core's
-//! [`memmap_core::fill::resolve`] (so `Auto` and the fallbacks follow the same rules as
-//! ZONE_DEVICE init):
+//! [`FillOptions::resolve`](memmap_core::FillOptions::resolve) (so `Auto` and the fallbacks
+//! follow the same rules as ZONE_DEVICE init):
 //!
 //! * **Slow**: the kernel's loop, `__init_single_page()`, `prep_compound_tail()`,
 //!   `set_page_count(page, 0)` per page;
@@ -50,31 +50,6 @@
 //! (see [`folio`] for the table, and why a template that only refreshes section bits and
 //! `virtual` would be wrong here).
 //!
-//! ## The review questions on the seed patch
-//!
-//! Balbir Singh asked on Li Zhe's series (`memmap_init_page_from_template()`):
-//!
-//! **"Can we make the template a const?"** Yes, and this crate does. The template is never
-//! modified after it is read from the first tail: for each page a *copy* of it is made (a local
-//! value, which the compiler keeps in registers), the per-page fields are written into the copy,
-//! and the copy is stored. That is Balbir's suggested shape (copy, then set the fields) without
-//! its cost: patching the *destination* after a streaming copy would mean a normal store into a
-//! line that the streaming stores are writing (a partial-line write that defeats write
-//! combining, and on x86 an access to streamed memory before the `sfence`); patching a *memory*
-//! template and reloading it is the store-forwarding stall stream-hal documents (3x slower).
-//! Building the record in registers gives both: a read-only template and one full-record
-//! streaming store per page.
-//!
-//! **"Do we need a separate template and page?"** We keep a separate template value, on
-//! purpose, but not a second copy in memory that is kept in sync. The first tail is
-//! initialized in place by the slow path (so its bytes, tracepoint events and stores are the
-//! kernel's), then read once into a local value. Reading the first tail page itself inside the
-//! loop instead would make every iteration load from the memmap (with Streaming, from a line
-//! whose neighbours are being streamed; and under HVO-less 1 GiB folios the first tail is far
-//! from the destination, so it is at best an L1 hit competing with the stream), and the
-//! compiler could not keep the record in registers because the stores through `*mut P` may
-//! alias it. The local copy costs one 64-byte load per folio.
-//!
 //! ## HVO
 //!
 //! [`hvo::ModelRemap`] (no_std) models the remapping; on Linux with `std`,
@@ -86,27 +61,10 @@
 //! size that is not a power of two (the 72-byte layout), and fails on an injected allocation
 //! failure ([`HvoFault`]); then the fallback runs and the bytes are those of a boot without HVO.
 //!
-//! ## Modelling boundaries and recalled kernel details
+//! ## Design notes
 //!
-//! * 2 MiB pages go through the bootmem path here as 1 GiB pages do (the issue asks for both).
-//!   In the kernel a hstate is "gigantic" (bootmem-allocated) only when its order exceeds
-//!   `MAX_PAGE_ORDER`; with x86-64's and arm64's 4 KiB pages (`MAX_PAGE_ORDER` 10) boot-time
-//!   2 MiB pages come from the buddy allocator instead. The per-folio code is the same.
-//! * Not modelled: pre-HVO (`SPARSEMEM_VMEMMAP_PREINIT`), hugetlb CMA, the batched PMD split of
-//!   `hugetlb_vmemmap_optimize_bootmem_folios()` (HVO is attempted folio by folio), free-list
-//!   accounting and `enqueue_hugetlb_folio()` (the head's `lru` keeps its `INIT_LIST_HEAD`
-//!   self-pointers; the records are the free list), and NUMA placement of the gather workers.
-//! * \[recalled\], not in the reference: the body of `init_new_hugetlb_folio()` (hugetlb type,
-//!   `INIT_LIST_HEAD(&folio->lru)`, subpool and both cgroup pointers NULL), the
-//!   `hugetlb_page_flags` order (`HPG_vmemmap_optimized` = bit 4 of `folio->private`), the
-//!   `huge_bootmem_page` flag names, and `vmemmap_remap_free()` keeping the current head page
-//!   when the new-page allocation fails (a specification of the boot path lists that failure among the reasons
-//!   HVO is *skipped*; this crate follows the recalled code and makes the page-table allocation
-//!   the failure that skips HVO).
-//! * Tails get `set_page_count(page, 0)` (the seed's base tree) rather than ≈6.15's
-//!   `page_ref_freeze(page, 1)`: same bytes, but a `page_ref_set` tracepoint event per tail.
-//! * `cond_resched()` is called once per folio in the gather loop, where the kernel calls it;
-//!   the tail init itself has none.
+//! Why the template is a read-only local value copied per page, and what of the kernel is not
+//! modelled, are in `docs/hugetlb-init.md` in the repository.
 //!
 //! ## Crate features
 //!

@@ -30,7 +30,7 @@ pub enum HugetlbError {
     },
     /// A node's range cannot hold the pages asked for on it.
     RangeTooSmall {
-        /// Node.
+        /// The node id.
         nid: u32,
         /// Page size.
         hstate: Hstate,
@@ -41,7 +41,7 @@ pub enum HugetlbError {
     },
     /// Pages were asked for on a node without memory.
     NodeWithoutMemory {
-        /// Node.
+        /// The node id.
         nid: u32,
     },
     /// A per-node count list does not match the node list.
@@ -53,7 +53,7 @@ pub enum HugetlbError {
     },
     /// Two nodes have the same id.
     DuplicateNode {
-        /// Node.
+        /// The node id.
         nid: u32,
     },
     /// Two nodes' ranges overlap.
@@ -65,7 +65,7 @@ pub enum HugetlbError {
     },
     /// A node's PFN range overflows `u64`.
     RangeOverflow {
-        /// Node.
+        /// The node id.
         nid: u32,
     },
     /// The record storage is too short for the request.
@@ -77,14 +77,14 @@ pub enum HugetlbError {
     },
     /// The node id does not fit in the flags' node field.
     NodeOutOfRange {
-        /// Node.
+        /// The node id.
         nid: u32,
         /// Largest id.
         max: u32,
     },
     /// The node's zone is not a memory zone below `ZONE_DEVICE`.
     BadZone {
-        /// Node.
+        /// The node id.
         nid: u32,
         /// Zone given.
         zone: u32,
@@ -93,7 +93,7 @@ pub enum HugetlbError {
     },
     /// A node's memory is not inside its memmap.
     NodeOutsideMemmap {
-        /// Node.
+        /// The node id.
         nid: u32,
         /// Node start.
         start_pfn: u64,
@@ -113,7 +113,7 @@ pub enum HugetlbError {
     FolioOutsideNode {
         /// Head PFN.
         head_pfn: u64,
-        /// Node.
+        /// The node id.
         nid: u32,
     },
     /// A head is not as the reserved-region path leaves it (refcount 1, `PG_reserved`).
@@ -222,6 +222,7 @@ impl fmt::Display for HvoError {
 
 /// What HVO did to one folio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum HvoOutcome {
     /// The folio has not reached `prep_and_add_bootmem_folios()` yet.
     #[default]
@@ -246,7 +247,7 @@ pub enum HvoOutcome {
 pub struct TailInit {
     /// Strategy used (never [`Strategy::Auto`]).
     pub used: Strategy,
-    /// Why.
+    /// Why that strategy ran.
     pub reason: StrategyReason,
     /// Tail struct pages written.
     pub pages: u64,

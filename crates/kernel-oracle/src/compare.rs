@@ -60,7 +60,7 @@ pub enum Sym {
     },
     /// The head struct page of the huge page folio of rank `rank` (PFN order) on node `nid`.
     FolioHead {
-        /// Node.
+        /// The node id.
         nid: u32,
         /// Rank among the node's folios.
         rank: usize,

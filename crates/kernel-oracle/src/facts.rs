@@ -50,7 +50,7 @@ pub struct Folio {
     pub head_pfn: u64,
     /// Order.
     pub order: u32,
-    /// Node.
+    /// The node id.
     pub nid: u32,
 }
 

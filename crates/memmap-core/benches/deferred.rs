@@ -78,7 +78,7 @@ fn boot_and_full(c: &mut Criterion) {
                                 InitMode::OnDemand => {
                                     black_box(node.expand_all());
                                 }
-                                InitMode::Eager => {}
+                                _ => {}
                             }
                         }
                         total += t.elapsed();

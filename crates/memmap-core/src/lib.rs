@@ -24,7 +24,7 @@
 //! * Your own initializer on this model (as `hugetlb-init` does): the kernel's per-page
 //!   operations are methods of [`Memmap`] (`init_single_page`, `prep_compound_tail`,
 //!   `prep_compound_head`, ...), and the template engine is [`Memmap::copy_template`] with the
-//!   strategy choice of [`fill::resolve`].
+//!   strategy choice of [`FillOptions::resolve`].
 //! * Records that are not struct pages (a Rust kernel's frame table): `stream_hal`'s
 //!   `template_fill` and `fill_records`.
 //!
@@ -34,7 +34,7 @@
 //! |---|---|---|
 //! | [`model`] | what a struct page is: [`KernelConfig`], [`FlagsLayout`], flag bits, [`Page64`]/[`Page72`] and the folio overlay | `page-flags-layout.h`, `page-flags.h`, `mm_types.h` |
 //! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations | `mm/mm_init.c`, `mm/internal.h` |
-//! | [`fill`] | the one template engine: strategy choice, stores, the copy loop with its per-PFN refresh | the 2026 template and streaming series |
+//! | `fill` | the one template engine: strategy choice ([`FillOptions`]), stores, the copy loop with its per-PFN refresh | the 2026 template and streaming series |
 //! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
 //! | [`parallel`] | the [`Threads`] policy (`Auto`: where bandwidth stops growing); the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
 //! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |

@@ -23,19 +23,19 @@ pub enum DumpError {
     },
     /// A path that must be a directory is not one.
     NotADirectory {
-        /// The path.
+        /// The file the error concerns.
         path: PathBuf,
     },
     /// An input that must be a regular file is a device, FIFO, socket or directory.
     NotRegular {
-        /// The path.
+        /// The file the error concerns.
         path: PathBuf,
         /// What it is.
         is: &'static str,
     },
     /// An input is larger than the reader accepts.
     TooLarge {
-        /// The path.
+        /// The file the error concerns.
         path: PathBuf,
         /// Its length.
         len: u64,
@@ -44,18 +44,18 @@ pub enum DumpError {
     },
     /// `meta.json` is not valid JSON of the dump's shape.
     Json {
-        /// The path.
+        /// The file the error concerns.
         path: PathBuf,
         /// The parser's message.
         source: serde_json::Error,
     },
     /// `meta.json` parses but a field has a value this reader does not accept.
     Invalid {
-        /// The path.
+        /// The file the error concerns.
         path: PathBuf,
         /// The field.
         field: &'static str,
-        /// Why.
+        /// Why the value is refused.
         why: String,
     },
     /// `memmap.bin`'s length is not what `meta.json` describes.
@@ -71,19 +71,19 @@ pub enum DumpError {
     },
     /// A text file a user named is not UTF-8 (after gunzip, for a gzip file).
     NotText {
-        /// The path.
+        /// The file the error concerns.
         path: PathBuf,
     },
     /// A gzip file a user named does not decompress.
     Gzip {
-        /// The path.
+        /// The file the error concerns.
         path: PathBuf,
         /// The decoder's error.
         source: io::Error,
     },
     /// A file changed while it was being read.
     Changed {
-        /// The path.
+        /// The file the error concerns.
         path: PathBuf,
     },
     /// The dump's parameters were refused by the initializer (a typed error of memmap-core or

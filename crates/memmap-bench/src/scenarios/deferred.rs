@@ -158,7 +158,7 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
                         InitMode::OnDemand => {
                             let _expanded = node.expand_all();
                         }
-                        InitMode::Eager => {}
+                        _ => {}
                     }
                     full.borrow_mut().push(t.elapsed());
                     boot_pages.set(report.pages_initialized);

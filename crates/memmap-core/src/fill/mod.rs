@@ -47,7 +47,7 @@ pub enum Strategy {
     Template,
     /// The template copied with `stream-hal` streaming stores.
     Streaming,
-    /// Choose by the kernel's rules and a size threshold ([`resolve`]).
+    /// Choose by the kernel's rules and a size threshold ([`FillOptions::resolve`]).
     Auto,
 }
 
@@ -159,10 +159,17 @@ impl FillOptions {
         self
     }
 
-    /// The strategy a job of `bytes` bytes of struct pages on `memmap` uses, and why (the
-    /// `page_ref_set` tracepoint state is read from `hooks`): the one strategy choice of every
-    /// initializer, [`resolve`]'s rules. For initializers built on this crate, such as
-    /// `hugetlb-init`'s tails.
+    /// The strategy a job of `bytes` bytes of struct pages on `memmap` uses (never
+    /// [`Strategy::Auto`]), and why: the one strategy choice of every initializer, here for
+    /// initializers built on this crate such as `hugetlb-init`'s tails.
+    ///
+    /// * [`Strategy::Slow`] is always honoured;
+    /// * every other request falls back to Slow while the `page_ref_set` tracepoint is active
+    ///   (read from `hooks`: every page must emit its event, the kernel's
+    ///   `zone_device_page_init_optimization_enabled()`) and when KASAN or KMSAN is configured;
+    /// * [`Strategy::Template`] and [`Strategy::Streaming`] are otherwise honoured;
+    /// * [`Strategy::Auto`] chooses Slow in a sanitizer build (`stream-hal` generic for a
+    ///   sanitizer), Streaming at or above [`FillOptions::threshold_bytes`] and Template below.
     #[must_use]
     pub fn resolve<P: StructPage, H: InitHooks>(
         &self,

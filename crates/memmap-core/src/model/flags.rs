@@ -61,6 +61,7 @@ impl PageType {
 /// Migrate types kept per pageblock (`enum migratetype`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
+#[non_exhaustive]
 pub enum MigrateType {
     /// `MIGRATE_UNMOVABLE` (0).
     Unmovable = 0,

@@ -18,7 +18,7 @@
 //! | 64 | 8 | `virtual` ([`Page72`] only) |
 //!
 //! The offsets are checked at compile time against a `#[repr(C)]` mirror of the C struct
-//! ([`CStructPage`]), and the large-folio overlay ([`folio`]) against the page words it must
+//! (`CStructPage`, hidden: a layout check, not an API), and the large-folio overlay ([`folio`]) against the page words it must
 //! alias, the way the kernel's `FOLIO_MATCH` static assertions do.
 
 use core::fmt;
@@ -77,6 +77,7 @@ pub type Page72 = Page<9>;
 /// checks (`offset_of!`), as `FOLIO_MATCH` does in C.
 #[repr(C)]
 #[allow(missing_docs)]
+#[doc(hidden)]
 pub struct CStructPage {
     pub flags: u64,
     pub lru_next: u64,
@@ -92,6 +93,7 @@ pub struct CStructPage {
 /// The `#[repr(C)]` mirror of the 72-byte `WANT_PAGE_VIRTUAL` C `struct page`.
 #[repr(C)]
 #[allow(missing_docs)]
+#[doc(hidden)]
 pub struct CStructPageVirtual {
     pub page: CStructPage,
     pub virtual_: u64,

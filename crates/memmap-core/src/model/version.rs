@@ -80,6 +80,7 @@ impl fmt::Display for KernelVersion {
 
 /// The large-folio overlay of pages 1 to 3, as `include/linux/mm_types.h` laid it out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FolioLayout {
     /// Up to 6.14: page\[1\] holds `_large_mapcount` and `_entire_mapcount` at +16/+20,
     /// `_nr_pages_mapped` and `_pincount` at +24/+28 and the 64-bit `_folio_nr_pages` at +32;

@@ -20,22 +20,22 @@
 //!
 //! The kernel runs each step over the whole node before the next ([`BootOrder::Kernel`]). By
 //! default the node runs all three on one `MAX_PAGE_ORDER`-aligned window before the next
-//! ([`BootOrder::Fused`]), which leaves the same bytes, lists and counters but lets step 3 find
-//! the struct pages step 1 wrote still in the cache; on-demand windows without reserved pages
-//! or range edges take a single pass that writes each first struct page once, in its final
-//! state. On a 64 GiB node (`memmap-bench deferred`) the fused boot is about 1.15x faster eager
-//! and 1.5x faster on demand; `Node::fused_boot` in the source explains why it is
-//! byte-identical and why it is faster.
+//! ([`BootOrder::Fused`]), which leaves the same bytes, lists and counters; runs of whole free
+//! `MAX_PAGE_ORDER` blocks without reserved pages take a single pass that writes each struct
+//! page once, in its final state (`window.rs` in the source explains why it is byte-identical),
+//! and the other windows find the struct pages step 1 wrote still in the cache when step 3
+//! reads them.
 //!
 //! ## Sharing
 //!
-//! A node is `Sync`. Struct pages are written through raw pointers, always by the one thread
-//! that owns them at that moment: the booting thread, a padata worker for its chunk, the zone
-//! lock holder for free pages, an allocating thread for its allocation. Ownership moves only
-//! through a [`SpinLock`] (the zone locks, the resize lock, the memmap lock) or a
-//! [`BlockStates`] release/acquire pair, so there is no data race. The existing
-//! [`Memmap`] view sits behind the *memmap lock* together with the [`InitHooks`]: the slow
-//! paths, pageblock migrate types and tracepoint events go through it.
+//! A node is `Sync`. Struct pages are written by the one thread that owns them at that moment:
+//! the booting thread, a padata worker for its chunk, the zone lock holder for free pages, an
+//! allocating thread for its allocation. Ownership moves only through a [`SpinLock`] (the zone
+//! locks, the resize lock, the memmap lock) or a [`BlockStates`] release/acquire pair, and is a
+//! type (`owned.rs`: a handle made at each hand-over point, through which every read and write
+//! goes), so there is no data race. The [`Memmap`] view sits behind the *memmap lock* together
+//! with the [`InitHooks`]: the slow paths, pageblock migrate types and tracepoint events go
+//! through it.
 
 mod arena;
 mod boot;
@@ -74,6 +74,7 @@ pub(crate) const MAX_ORDERS: usize = 24;
 
 /// How the node's struct pages are initialized at boot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum InitMode {
     /// Everything at boot (no `CONFIG_DEFERRED_STRUCT_PAGE_INIT`).
     Eager,
@@ -137,6 +138,7 @@ pub struct BootOptions {
 /// Every order leaves the same bytes: memmap, pageblock bits, free lists (linked in the same
 /// order), counters and `cond_resched()` calls (`tests/fused_boot.rs` compares them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum BootOrder {
     /// The kernel's: each pass over the whole node in turn. The free pass then reads back
     /// struct pages written long before, out of the cache by then.
@@ -209,9 +211,9 @@ pub enum NodeError {
     Init(InitError),
     /// Too few state bytes.
     StatesTooShort {
-        /// Needed.
+        /// State bytes the node needs (one per pageblock).
         needed: usize,
-        /// Given.
+        /// State bytes the caller gave.
         got: usize,
     },
     /// The arena does not cover the node span.
@@ -270,7 +272,7 @@ pub struct BootReport {
     pub pages_freed: u64,
     /// The strategy the boot used for runs of struct pages.
     pub strategy: Strategy,
-    /// Why.
+    /// Why that strategy ran.
     pub reason: StrategyReason,
 }
 

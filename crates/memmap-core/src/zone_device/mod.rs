@@ -288,6 +288,7 @@ pub fn vmemmap_alias<P: StructPage>(
 
 /// Where [`Strategy::Streaming`] drains (see `run_template` in the source for the details).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum DrainPolicy {
     /// The pages that are read back or partly rewritten later (compound head, page\[1\],
     /// page\[2\], pageblock-aligned pages) are written with normal stores, so no streamed byte

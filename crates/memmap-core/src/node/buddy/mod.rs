@@ -176,21 +176,21 @@ pub enum AllocError {
 pub enum FreeError {
     /// `order > MAX_PAGE_ORDER`.
     OrderTooLarge {
-        /// Given.
+        /// The order of the block freed.
         order: u32,
         /// `MAX_PAGE_ORDER`.
         max: u32,
     },
     /// `pfn` is not aligned to `1 << order`.
     Misaligned {
-        /// Given.
+        /// The first PFN of the block freed.
         pfn: u64,
-        /// Given.
+        /// The order of the block freed.
         order: u32,
     },
     /// The block is not inside one zone of the node (or belongs to another node).
     NotInZone {
-        /// Given.
+        /// The first PFN of the block freed.
         pfn: u64,
     },
     /// A struct page of the block is not (known to be) initialized.
@@ -200,13 +200,13 @@ pub enum FreeError {
     },
     /// The page is already free: it lies inside a free buddy block.
     DoubleFree {
-        /// Given.
+        /// The first PFN of the block freed.
         pfn: u64,
     },
     /// The page was not handed out by the allocator (reference count 0 and not free, or not
     /// taken off a free list).
     NotAllocated {
-        /// Given.
+        /// The first PFN of the block freed.
         pfn: u64,
     },
     /// `free_page_is_bad()`.
