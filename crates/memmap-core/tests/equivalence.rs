@@ -10,9 +10,9 @@
 //! (early sections), tracepoint on/off, node id. Each run first initializes the altmap part
 //! (`move_pfn_range_to_zone`), as `memremap_pages()` does, with the same strategy.
 
-mod common;
+mod support;
 
-use common::{range, run_full, with_debug_page_ref};
+use support::{range, run_full, with_debug_page_ref};
 use memmap_core::{
     DevPagemap, DrainPolicy, InitOptions, KernelConfig, KernelVersion, MemoryType, Page64, Page72, Strategy,
     StrategyReason, StructPage, VmemAltmap, ZoneDeviceRange,

@@ -1,9 +1,8 @@
 //! Inputs a careless or hostile caller passes to the safe API: each is a typed error or a
 //! correct result, never a panic, a hang or a write outside the memmap.
 
-mod common;
 
-use common::{is_guard, run};
+use support::{is_guard, run};
 use memmap_core::{
     DevPagemap, InitError, InitOptions, KernelConfig, Memmap, MemoryType, NoHooks, Page64, Page72, Strategy,
     StructPage, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device, pageblocks_needed,

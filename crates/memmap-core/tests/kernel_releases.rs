@@ -4,9 +4,9 @@
 //! `crates/kernel-oracle/tests/golden.rs`, `every_extract_equals_the_model`). The literals here are
 //! those kernel values; `docs/kernel-model.md` lists what each release does.
 
-mod common;
+mod support;
 
-use common::{GUARD_WORD, range, run, run_full, vaddr};
+use support::{GUARD_WORD, range, run, run_full, vaddr};
 use memmap_core::{
     DevPagemap, InitOptions, KernelConfig, KernelVersion, MemoryType, MigrateType, PG, Page64, Strategy,
     StructPage, TAIL_MAPPING, VmemAltmap, vmemmap_alias,

@@ -8,9 +8,9 @@
 //! threads, every strategy.
 #![cfg(not(miri))]
 
-mod common;
+mod support;
 
-use common::{guard_page, range, with_debug_page_ref};
+use support::{guard_page, range, with_debug_page_ref};
 use memmap_core::{
     DevPagemap, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType, Page64, Page72, RecordingHooks,
     Strategy, StructPage, Threads, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,

@@ -3,11 +3,11 @@
 //! fields sit in `page->flags`), checked against values written out from the kernel headers
 //! (`include/linux/mm_types.h`, `include/linux/page-flags-layout.h`).
 
-mod common;
+mod support;
 
 use core::mem::offset_of;
 
-use common::{range, run};
+use support::{range, run};
 use memmap_core::model::page::{CStructPage, CStructPageVirtual, folio, offsets};
 use memmap_core::{
     DevPagemap, FlagsLayout, KernelConfig, MemoryType, Page64, Page72, Strategy, StructPage,
@@ -79,7 +79,7 @@ fn non_power_of_two_size_turns_vmemmap_optimizations_off() {
 }
 
 /// Runs a devdax init of one compound page of `order` and returns the run.
-fn one_compound(order: u32) -> common::Run<Page64> {
+fn one_compound(order: u32) -> support::Run<Page64> {
     let cfg = KernelConfig::X86_64;
     let ppc = 1u64 << order;
     let pgmap = DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(order);
@@ -87,18 +87,18 @@ fn one_compound(order: u32) -> common::Run<Page64> {
 }
 
 /// Reads a folio field (byte offset from the head, 64-byte layout) out of the run's pages.
-fn folio_u64(r: &common::Run<Page64>, head: u64, off: usize) -> u64 {
+fn folio_u64(r: &support::Run<Page64>, head: u64, off: usize) -> u64 {
     let (i, o) = folio::page_word(off);
     r.page(head + i as u64).u64_at(o)
 }
 
-fn folio_u32(r: &common::Run<Page64>, head: u64, off: usize) -> u32 {
+fn folio_u32(r: &support::Run<Page64>, head: u64, off: usize) -> u32 {
     let (i, o) = folio::page_word(off);
     r.page(head + i as u64).u32_at(o)
 }
 
 /// The bytes of struct pages `head..head + 4` as one array: the `struct folio` overlay.
-fn folio_bytes(r: &common::Run<Page64>, head: u64) -> Vec<u8> {
+fn folio_bytes(r: &support::Run<Page64>, head: u64) -> Vec<u8> {
     (head..head + 4)
         .flat_map(|pfn| r.page(pfn).words().iter().flat_map(|w| w.to_ne_bytes()).collect::<Vec<_>>())
         .collect()
@@ -192,12 +192,12 @@ fn deferred_list_overwrites_page2_mapping_only_for_order_above_1() {
     let cfg = KernelConfig::X86_64;
     let head = 1u64 << 20;
     let r = one_compound(2);
-    let list = common::vaddr::<Page64>(&cfg, head + 2) + 16;
+    let list = support::vaddr::<Page64>(&cfg, head + 2) + 16;
     assert_eq!(r.page(head + 2).u64_at(16), list, "_deferred_list.next");
     assert_eq!(r.page(head + 2).mapping(), list, "_deferred_list.prev overwrites page[2].mapping");
     // Order 1 has no page[2] to touch: the next struct page is not part of the compound.
     let r = one_compound(1);
-    assert!(common::is_guard(r.page(head + 2)));
+    assert!(support::is_guard(r.page(head + 2)));
 }
 
 // ---------------------------------------------------------------- page-flags layout

@@ -3,9 +3,9 @@
 //! paths equal the slow path, fall back to it when they must, refresh the PFN-dependent fields),
 //! plus the typed errors.
 
-mod common;
+mod support;
 
-use common::{range, run, vaddr, with_debug_page_ref};
+use support::{range, run, vaddr, with_debug_page_ref};
 use memmap_core::{
     DevPagemap, InitError, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType, MigrateType, PG,
     Page64, Page72, RecordingHooks, Strategy, StrategyReason, StructPage, TAIL_MAPPING, VmemAltmap,
@@ -28,7 +28,7 @@ fn cfg() -> KernelConfig {
 fn init_single_page_runs_in_kernel_order() {
     let cfg = with_debug_page_ref(cfg());
     let l = cfg.flags_layout().unwrap();
-    let mut pages = vec![common::guard_page::<Page64>(); 4];
+    let mut pages = vec![support::guard_page::<Page64>(); 4];
     let mut pb = vec![0; 1];
     let mut m = Memmap::new(cfg, BASE, &mut pages, &mut pb).unwrap();
     let mut hooks = RecordingHooks::new(true);
@@ -46,7 +46,7 @@ fn init_single_page_runs_in_kernel_order() {
     assert_eq!((p.lru_next(), p.lru_prev()), (v + 8, v + 8), "INIT_LIST_HEAD self-pointers");
     assert_eq!((p.mapping(), p.index(), p.private()), (0, 0, 0));
     assert_eq!((p.mapcount(), p.refcount(), p.memcg_data()), (-1, 1, 0));
-    assert!(common::is_guard(&m.read(BASE + 1)) && common::is_guard(&m.read(BASE + 3)));
+    assert!(support::is_guard(&m.read(BASE + 1)) && support::is_guard(&m.read(BASE + 3)));
 }
 
 #[test]
@@ -189,7 +189,7 @@ fn head_has_pg_head_and_page1_has_order_and_nr_pages() {
     }
 }
 
-fn movable_pageblocks(r: &common::Run<Page64>) -> Vec<u64> {
+fn movable_pageblocks(r: &support::Run<Page64>) -> Vec<u64> {
     // From the raw pageblock bytes: index = pageblock - first pageblock of the memmap.
     let first = r.base_pfn >> 9;
     r.pageblocks
@@ -267,7 +267,7 @@ fn altmap_pfns_are_not_touched_and_without_altmap_start_is_first() {
         let pgmap = DevPagemap::new(MemoryType::FsDax).with_altmap(altmap);
         let r = run::<Page64>(cfg, &range(&cfg, BASE, 100), &pgmap, s, false).unwrap();
         for pfn in BASE..BASE + 32 {
-            assert!(common::is_guard(r.page(pfn)), "{s}: altmap pfn {pfn:#x} written");
+            assert!(support::is_guard(r.page(pfn)), "{s}: altmap pfn {pfn:#x} written");
         }
         assert_eq!(r.report.start_pfn, BASE + 32);
         assert!(r.page(BASE + 32).test_flag(PG::RESERVED));
@@ -290,9 +290,9 @@ fn vmemmap_optimized_compounds_write_exactly_128_struct_pages() {
         let ppc = 1u64 << shift;
         for s in STRATEGIES {
             let r = run::<Page64>(cfg, &range(&cfg, BASE, ppc), &pgmap, s, false).unwrap();
-            let written = (BASE..BASE + ppc).filter(|&pfn| !common::is_guard(r.page(pfn))).count();
+            let written = (BASE..BASE + ppc).filter(|&pfn| !support::is_guard(r.page(pfn))).count();
             assert_eq!(written, 128, "{s} shift {shift}");
-            assert!((BASE + 128..BASE + ppc).all(|pfn| common::is_guard(r.page(pfn))));
+            assert!((BASE + 128..BASE + ppc).all(|pfn| support::is_guard(r.page(pfn))));
             assert_eq!(r.report.pages_initialized, 128);
         }
     }
@@ -318,12 +318,12 @@ fn unoptimized_compounds_write_every_struct_page() {
         }
         let r = run::<Page64>(cfg, &range(&cfg, BASE, nr), &pgmap, Strategy::Slow, false).unwrap();
         let start = r.report.start_pfn;
-        assert!((start..BASE + nr).all(|pfn| !common::is_guard(r.page(pfn))), "{} shift {shift}", cfg.name);
+        assert!((start..BASE + nr).all(|pfn| !support::is_guard(r.page(pfn))), "{} shift {shift}", cfg.name);
         assert_eq!(r.report.pages_initialized, ppc);
     }
     let pgmap = DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(9);
     let r = run::<Page72>(cfg(), &range(&cfg(), BASE, 512), &pgmap, Strategy::Streaming, false).unwrap();
-    assert!((BASE..BASE + 512).all(|pfn| !common::is_guard(r.page(pfn))));
+    assert!((BASE..BASE + 512).all(|pfn| !support::is_guard(r.page(pfn))));
 }
 
 #[test]
@@ -642,7 +642,7 @@ fn zero_pages_is_a_no_op() {
     for s in Strategy::ALL {
         let r = run::<Page64>(cfg(), &range(&cfg(), BASE, 0), &DevPagemap::new(MemoryType::FsDax), s, false)
             .unwrap();
-        assert!(r.pages.iter().all(common::is_guard));
+        assert!(r.pages.iter().all(support::is_guard));
         assert_eq!((r.report.nr_pages, r.report.pages_initialized), (0, 0));
         assert!(r.resched.is_empty());
     }

@@ -1,6 +1,13 @@
-//! Helpers for the node tests: configurations small enough for Miri, guarded storage, and an
-//! independent computation of the expected free blocks.
+//! The test harness of memmap-core (each test binary includes it with `mod support;`):
+//! configurations small enough for Miri, guard pages, the property tests' configuration, node
+//! storage and an independent computation of the expected free blocks, and ([`zone_device`])
+//! runs of `memmap_init_zone_device` that capture everything observable.
 #![allow(dead_code, unreachable_pub)]
+
+pub mod zone_device;
+// Not every test binary uses every helper.
+#[allow(unused_imports)]
+pub use zone_device::*;
 
 use memmap_core::{
     BootOptions, BootReport, InitHooks, KernelConfig, Memmap, NoHooks, Node, NodeLayout, NodeParts, Page64,
@@ -81,6 +88,13 @@ impl Storage {
         let parts = NodeParts { memmap, layout, states: &mut self.states, arena, hooks };
         Node::boot(parts, opts).expect("boot")
     }
+}
+
+/// A struct page filled with the guard pattern.
+pub fn guard_page<P: StructPage>() -> P {
+    let mut p = P::ZEROED;
+    p.words_mut().fill(GUARD_WORD);
+    p
 }
 
 /// Whether a struct page was never written.

@@ -1,7 +1,7 @@
-//! Test harness: runs `memmap_init_zone_device` on a guarded memmap and captures everything
-//! observable (bytes, pageblocks, hook calls, report).
-#![allow(dead_code, unreachable_pub)]
+//! `memmap_init_zone_device` on a guarded memmap, capturing everything observable (bytes,
+//! pageblocks, hook calls, report).
 
+use super::{guard_page, is_guard};
 use memmap_core::{
     DevPagemap, InitError, InitOptions, InitReport, KernelConfig, Memmap, PageRefEvent, RecordingHooks,
     Strategy, StructPage, ZoneDeviceRange, memmap_init_zone_device, pageblocks_needed,
@@ -9,8 +9,6 @@ use memmap_core::{
 
 /// Struct pages on each side of the range that must stay untouched.
 pub const GUARD_PAGES: u64 = 3;
-/// The guard pattern word.
-pub const GUARD_WORD: u64 = 0x5a5a_5a5a_5a5a_5a5a;
 
 /// Everything one run produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,15 +32,7 @@ impl<P: StructPage> Run<P> {
     }
 }
 
-pub fn guard_page<P: StructPage>() -> P {
-    let mut p = P::ZEROED;
-    p.words_mut().fill(GUARD_WORD);
-    p
-}
 
-pub fn is_guard<P: StructPage>(p: &P) -> bool {
-    p.words().iter().all(|&w| w == GUARD_WORD)
-}
 
 /// Runs one init over `[range.start - GUARD, range.end + GUARD)` filled with guard pages.
 pub fn run<P: StructPage>(
