@@ -20,11 +20,18 @@ pub(crate) fn backend() -> stream_hal::Backend {
     stream_hal::backend()
 }
 
-/// Hands the CPU features the kernel detected to `stream-hal` (built with `no-cpuid`, so it
-/// never executes CPUID itself, as early boot code in a confidential guest requires).
+/// Hands the CPU features the kernel detected to `stream-hal` (built with
+/// `--cfg stream_hal_no_cpuid`, so it never executes CPUID itself, as early boot code in a
+/// confidential guest requires).
+///
+/// # Safety
+///
+/// `clzero` is true only if this CPU (the only one the kernel runs on) has `CLZERO`.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn set_cpu_features(clzero: bool) {
-    stream_hal::set_cpu_features(stream_hal::CpuFeatures::NONE.with_clzero(clzero));
+pub(crate) unsafe fn set_cpu_features(clzero: bool) {
+    // SAFETY: the caller guarantees the claim; no block-zeroing feature with a block size is
+    // claimed.
+    unsafe { stream_hal::set_cpu_features(stream_hal::CpuFeatures::NONE.with_clzero(clzero)) };
 }
 
 /// The features `stream-hal` uses (what [`set_cpu_features`] set).
