@@ -26,6 +26,9 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(stream_hal_emulate)");
     println!("cargo::rustc-check-cfg=cfg(stream_hal_force_generic)");
     println!("cargo::rustc-check-cfg=cfg(stream_hal_no_cpuid)");
+    // Read by Cargo.toml only (it drops the benchmarks' dev-dependency), declared so that the
+    // flag in RUSTFLAGS is a known cfg.
+    println!("cargo::rustc-check-cfg=cfg(stream_hal_no_bench_deps)");
     println!("cargo::rerun-if-changed=build.rs");
 
     let target = env::var("TARGET").unwrap_or_default();

@@ -6,6 +6,9 @@
 //! `qemu-x86_64 -cpu Skylake-Client` (no `CLZERO`) and `qemu-riscv64 -cpu rv64,zicboz=false`,
 //! where claiming `CLZERO` (or Zicboz) and clearing 1 MiB or more used to end in SIGILL.
 //!
+//! There, a child process makes the same claim with the `unsafe` setter and must die of
+//! SIGILL: the proof that the CPU model really lacks the instructions the safe path refused.
+//!
 //! Under `--cfg stream_hal_emulate` it also shows which clear method ran, with the emulation's
 //! count of block-zeroing instructions. Everything is in one test function because the
 //! features and the counter are process-wide.
@@ -40,8 +43,18 @@ fn lens() -> &'static [usize] {
     if cfg!(miri) { &[4096, 64 << 10] } else { &[4096, 1 << 20, (2 << 20) + 4099] }
 }
 
+/// Set in the child process that claims everything with the `unsafe` setter.
+const CHILD_ENV: &str = "STREAM_HAL_UNSAFE_CLAIM_CHILD";
+
 #[test]
 fn the_safe_api_only_removes_features() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        // SAFETY: none, deliberately: this child runs only on a CPU model without the claimed
+        // instructions, and the parent asserts that it dies of SIGILL on the clear below.
+        unsafe { stream_hal::set_cpu_features(everything()) };
+        clear_and_check(2 << 20);
+        return;
+    }
     let before = cpu_features();
     let detected = CpuFeatures::detect();
     eprintln!("backend {}: detected {detected:?}, in effect {before:?}", stream_hal::backend());
@@ -57,6 +70,7 @@ fn the_safe_api_only_removes_features() {
     if std::env::var_os("STREAM_HAL_EXPECT_NO_OPTIONAL_FEATURES").is_some() {
         // CI: a CPU model without CLZERO/Zicboz; the claim must have been refused.
         assert_eq!(after, CpuFeatures::NONE, "claimed features survived on a CPU without them");
+        unsafe_claim_dies_of_sigill();
     }
     // The clears of 1 MiB and more are the ones that use CLZERO (x86-64); riscv64 uses
     // cbo.zero at every size. They must run without an illegal instruction.
@@ -81,6 +95,43 @@ fn the_safe_api_only_removes_features() {
     // SAFETY: `before` was in effect when the test started: detected by the crate (or NONE).
     unsafe { stream_hal::set_cpu_features(before) };
 }
+
+/// Runs this test in a child process (under `STREAM_HAL_TEST_RUNNER`, the qemu-user command
+/// line CI runs this binary with, if set) that claims every feature with the `unsafe` setter:
+/// on this CPU model the clear must raise SIGILL.
+#[cfg(unix)]
+fn unsafe_claim_dies_of_sigill() {
+    use std::os::unix::process::ExitStatusExt;
+    let exe = std::env::current_exe().unwrap();
+    let runner = std::env::var("STREAM_HAL_TEST_RUNNER").unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    let mut cmd = match words.next() {
+        Some(program) => {
+            let mut c = std::process::Command::new(program);
+            c.args(words).arg(&exe);
+            c
+        }
+        None => std::process::Command::new(&exe),
+    };
+    let out = cmd
+        .args(["--exact", "the_safe_api_only_removes_features", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .output()
+        .unwrap();
+    // qemu-user re-raises the guest's signal on itself, so the status is the same natively and
+    // under the runner.
+    assert_eq!(
+        out.status.signal(),
+        Some(4),
+        "the unsafe claim did not end in SIGILL ({:?}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("unsafe claim in a child process: SIGILL, as expected");
+}
+
+#[cfg(not(unix))]
+fn unsafe_claim_dies_of_sigill() {}
 
 /// Under emulation: with a block-zeroing feature claimed, a 64 KiB clear executes one
 /// block-zeroing instruction per whole 64-byte block (`clear` on riscv64 and powerpc64;
