@@ -6,6 +6,7 @@
 # specification under a name no target parser knows) built with nightly -Zbuild-std=core gets
 # the same movnti-only streaming backend.
 source "$(dirname "$0")/env.sh"
+root=$PWD
 now() { date +%s%N; }
 elapsed() { local ds=$(( ($(now) - $1) / 100000000 )); echo "$(( ds / 10 )).$(( ds % 10 ))"; }
 
@@ -22,10 +23,6 @@ rvntl=$(grep -cE 'add\s+zero,zero,t0' <<<"$rvdis" || true)
 [ "$rvcbo" -gt 0 ] && [ "$rvntl" -gt 0 ] || { echo "riscv64gc-unknown-none-elf: $rvcbo cbo.zero, $rvntl ntl.all (want both > 0)"; exit 1; }
 echo "riscv64gc-unknown-none-elf: $rvcbo cbo.zero, $rvntl ntl.all"
 rustup component add --toolchain nightly rust-src >/dev/null 2>&1 || rustup component add --toolchain nightly rust-src
-t=$(now)
-CARGO_TARGET_DIR=target/loongarch cargo +nightly build --locked -p stream-hal --release \
-    -Zbuild-std=core -Zbuild-std-features=compiler-builtins-mem --target loongarch64-unknown-none
-echo "nostd: stream-hal built for loongarch64-unknown-none (nightly -Zbuild-std=core) in $(elapsed "$t") s"
 
 # --- the example kernel -------------------------------------------------------------------------
 t=$(now)
@@ -36,8 +33,10 @@ t=$(now)
         cargo clippy --locked --release --target "$target" -- -D warnings
         cargo build --locked --release --target "$target"
     done
-    cargo +nightly build --locked --release -Zbuild-std=core -Zbuild-std-features=compiler-builtins-mem \
-        --target loongarch64-unknown-none
+    # stream-hal for loongarch64-unknown-none comes with it. The target directory is shared
+    # with ci/arches.sh's loongarch64 build (same core, same flags): core is built once.
+    CARGO_TARGET_DIR="$root/target/loongarch64-none" cargo +nightly build --locked --release \
+        -Zbuild-std=core -Zbuild-std-features=compiler-builtins-mem --target loongarch64-unknown-none
 )
 echo "nostd: example kernel built (and linted) for x86_64-unknown-none, aarch64-unknown-none, riscv64gc-unknown-none-elf, loongarch64-unknown-none in $(elapsed "$t") s"
 
