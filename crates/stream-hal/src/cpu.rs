@@ -59,7 +59,16 @@ impl BlockSize {
     }
 }
 
-/// CPU features [`clear`](crate::clear) can use (see the [module table](self)).
+/// CPU features [`clear`](crate::clear) can use.
+///
+/// | feature | used by | detected (unless `--cfg stream_hal_no_cpuid`) |
+/// |---|---|---|
+/// | `CLZERO` (AMD) | x86-64 `clear` from 1 MiB | `CPUID 0x8000_0008`, EBX bit 0 |
+/// | Zicboz `cbo.zero` and its block size | riscv64 `clear` | Linux: `riscv_hwprobe`; elsewhere not at all |
+/// | `dcbz` block size | powerpc64 `clear` | Linux: `getauxval(AT_DCACHEBSIZE)`; elsewhere not at all |
+///
+/// They are claimed with the `unsafe` [`set_cpu_features`] (the caller vouches for the CPU)
+/// and narrowed with the safe [`restrict_cpu_features`], which can only remove.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub struct CpuFeatures {

@@ -16,9 +16,9 @@
 /// crate's helper macros that implements `Record` on the strength of that proof:
 ///
 /// * feature `bytemuck`: `#[derive(bytemuck::NoUninit)]` (or `Pod`) on the type, then
-///   [`bytemuck_record!`](crate::bytemuck_record)`(Type)`;
+///   `stream_hal::bytemuck_record!(Type)`;
 /// * feature `zerocopy`: `#[derive(zerocopy::IntoBytes, zerocopy::Immutable)]`, then
-///   [`zerocopy_record!`](crate::zerocopy_record)`(Type)`.
+///   `stream_hal::zerocopy_record!(Type)`.
 ///
 /// What is checked, and by whom: the derive (bytemuck's or zerocopy's proc macro, at compile
 /// time) checks that the type is `repr(C)`/`repr(transparent)` (or `packed`), that every field
