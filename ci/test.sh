@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The README's test command, plus the force-generic build of stream-hal.
+# The README's test command, plus stream-hal with `--cfg stream_hal_force_generic` (its own
+# target directory: RUSTFLAGS differ) and the optional Record derives.
 source "$(dirname "$0")/env.sh"
 cargo test --workspace --locked
-STREAM_HAL_EXPECT_BACKEND=generic:force-generic cargo test -p stream-hal --locked --features force-generic
+STREAM_HAL_EXPECT_BACKEND=generic:force-generic RUSTFLAGS="--cfg stream_hal_force_generic" CARGO_TARGET_DIR=target/force-generic \
+    cargo test -p stream-hal --locked --features bytemuck,zerocopy

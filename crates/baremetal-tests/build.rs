@@ -15,6 +15,8 @@ fn main() {
     let script = match arch.as_str() {
         "x86_64" => "x86_64.ld",
         "aarch64" => "aarch64.ld",
+        "riscv64" => "riscv64.ld",
+        // loongarch64 runs as a Linux user-mode program: the linker's default layout.
         _ => return,
     };
     let path = dir.join("link").join(script);

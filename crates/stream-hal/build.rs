@@ -1,8 +1,9 @@
 //! Tells the crate when a sanitizer is on, the one backend input `cfg` cannot express.
 //!
 //! The backend is chosen in `src/arch/mod.rs` from what rustc already knows: `target_arch`,
-//! `target_feature` (SSE2 or not), `cfg(miri)`, the `force-generic` feature and the test-only
-//! `cfg(stream_hal_emulate)`. Those work for every target, custom target JSON files built with
+//! `target_feature` (SSE2 or not), `cfg(miri)`, and the user's `--cfg stream_hal_force_generic`,
+//! `--cfg stream_hal_no_cpuid` and test-only `--cfg stream_hal_emulate` switches (declared here
+//! for `unexpected_cfgs`). Those work for every target, custom target JSON files built with
 //! `-Zbuild-std` included, because they come from the target specification rather than from its
 //! name. The one thing stable `cfg` cannot see is a sanitizer (`cfg(sanitize = "...")` is
 //! unstable), so this script reads `CARGO_CFG_SANITIZE` (nightly `-Zsanitizer=...`) and the
@@ -23,6 +24,11 @@ const SANITIZER_TARGET_SUFFIXES: &[(&str, &str)] =
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(stream_hal_sanitizer)");
     println!("cargo::rustc-check-cfg=cfg(stream_hal_emulate)");
+    println!("cargo::rustc-check-cfg=cfg(stream_hal_force_generic)");
+    println!("cargo::rustc-check-cfg=cfg(stream_hal_no_cpuid)");
+    // Read by Cargo.toml only (it drops the benchmarks' dev-dependency), declared so that the
+    // flag in RUSTFLAGS is a known cfg.
+    println!("cargo::rustc-check-cfg=cfg(stream_hal_no_bench_deps)");
     println!("cargo::rerun-if-changed=build.rs");
 
     let target = env::var("TARGET").unwrap_or_default();

@@ -4,10 +4,14 @@
 //! Besides forwarding, it names the method each clear entry point uses for a given size on this
 //! machine, from the rules `stream-hal` documents (x86-64: `rep stosb` below
 //! `CLEAR_STREAMING_MIN`, streaming from there, back to `rep stosb` from `CLEAR_REP_LARGE_MIN`
-//! unless the CPU has `CLZERO`; aarch64: `dc zva` unless `DCZID_EL0.DZP` is set, then `stnp`).
+//! unless the CPU has `CLZERO`; aarch64: `dc zva` unless `DCZID_EL0.DZP` is set, then `stnp`;
+//! riscv64: `cbo.zero` with Zicboz, else `write_bytes` below `CLEAR_STREAMING_MIN` and hinted
+//! stores from there; loongarch64, generic: `write_bytes`).
 
 use core::mem::MaybeUninit;
 
+#[cfg(target_arch = "riscv64")]
+pub(crate) use stream_hal::BlockSize;
 pub(crate) use stream_hal::{PAGE_SIZE, Record};
 
 /// `stream_hal::backend()`'s short name (`x86_64-movnti`, `aarch64`, ...).
@@ -20,11 +24,30 @@ pub(crate) fn backend() -> stream_hal::Backend {
     stream_hal::backend()
 }
 
-/// Hands the CPU features the kernel detected to `stream-hal` (built with `no-cpuid`, so it
-/// never executes CPUID itself, as early boot code in a confidential guest requires).
+/// Hands the CPU features the kernel detected to `stream-hal` (built with
+/// `--cfg stream_hal_no_cpuid`, so it never executes CPUID itself, as early boot code in a
+/// confidential guest requires).
+///
+/// # Safety
+///
+/// `clzero` is true only if this CPU (the only one the kernel runs on) has `CLZERO`.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn set_cpu_features(clzero: bool) {
-    stream_hal::set_cpu_features(stream_hal::CpuFeatures::NONE.with_clzero(clzero));
+pub(crate) unsafe fn set_cpu_features(clzero: bool) {
+    // SAFETY: the caller guarantees the claim; no block-zeroing feature with a block size is
+    // claimed.
+    unsafe { stream_hal::set_cpu_features(stream_hal::CpuFeatures::NONE.with_clzero(clzero)) };
+}
+
+/// Hands Zicboz (with its block size), as the device tree describes the hart, to `stream-hal`.
+///
+/// # Safety
+///
+/// `block` is `Some` only if this hart (the only one running) has Zicboz with this block size
+/// and may execute `cbo.zero` at its privilege level.
+#[cfg(target_arch = "riscv64")]
+pub(crate) unsafe fn set_zicboz(block: Option<BlockSize>) {
+    // SAFETY: the caller guarantees the claim.
+    unsafe { stream_hal::set_cpu_features(stream_hal::CpuFeatures::NONE.with_zicboz(block)) };
 }
 
 /// The features `stream-hal` uses (what [`set_cpu_features`] set).
@@ -140,6 +163,33 @@ fn cached_clear_method() -> &'static str {
 #[cfg(target_arch = "aarch64")]
 fn by_size_clear_method(_len: usize) -> &'static str {
     cached_clear_method()
+}
+
+#[cfg(target_arch = "riscv64")]
+fn cached_clear_method() -> &'static str {
+    if stream_hal::cpu_features().zicboz().is_some() { "cbo.zero" } else { "write_bytes" }
+}
+
+#[cfg(target_arch = "riscv64")]
+fn by_size_clear_method(len: usize) -> &'static str {
+    if stream_hal::cpu_features().zicboz().is_some() {
+        "cbo.zero"
+    } else if len >= stream_hal::CLEAR_STREAMING_MIN {
+        streaming_clear_method()
+    } else {
+        "write_bytes"
+    }
+}
+
+/// The generic backend clears with `write_bytes` whatever the entry point.
+#[cfg(target_arch = "loongarch64")]
+fn cached_clear_method() -> &'static str {
+    "write_bytes"
+}
+
+#[cfg(target_arch = "loongarch64")]
+fn by_size_clear_method(_len: usize) -> &'static str {
+    "write_bytes"
 }
 
 /// Streams `f(i)` into every slot and returns them initialized (`stream_hal::fill_with`, the

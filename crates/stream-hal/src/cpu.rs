@@ -1,35 +1,89 @@
-//! CPU features the backends use beyond what the target enables at compile time, and who
-//! decides them.
+//! CPU features the backends use beyond what the target enables at compile time, who decides
+//! them, and why safe code can only take them away.
 //!
-//! Only one such feature exists today: x86-64's `CLZERO` (AMD), which the x86-64
-//! [`clear`](crate::clear) uses for large ranges. Finding it out takes a `CPUID`, and in
-//! confidential guests (AMD SEV-ES/SNP, Intel TDX) `CPUID` traps to the guest's #VC/#VE handler,
-//! which early boot code must control. So the features are a value the caller can set:
+//! | feature | used by | detected (unless `--cfg stream_hal_no_cpuid`) |
+//! |---|---|---|
+//! | `CLZERO` (AMD) | x86-64 [`clear`](crate::clear) from 1 MiB | `CPUID 0x8000_0008`, EBX bit 0 |
+//! | Zicboz `cbo.zero` and its block size | riscv64 [`clear`](crate::clear) | Linux: the `riscv_hwprobe` syscall (`IMA_EXT_0` bit `ZICBOZ`, key `ZICBOZ_BLOCK_SIZE`); elsewhere not at all |
+//! | `dcbz` block size | powerpc64 [`clear`](crate::clear) | Linux: `getauxval(AT_DCACHEBSIZE)`; elsewhere not at all |
 //!
-//! * [`set_cpu_features`] stores the features the caller detected (a kernel passes what its own
-//!   CPU setup found); from then on this crate never executes `CPUID`. It can be called again
-//!   at any time (tests use it to run both clear paths).
-//! * If nothing was set, the first clear that needs to know runs `CPUID` once and caches the
-//!   answer, unless the crate feature `no-cpuid` is enabled: then the unset features are
-//!   [`CpuFeatures::NONE`] and `CPUID` never runs.
+//! Every one of them is an instruction the CPU must have, and for the block-zeroing ones a
+//! size the code must know exactly (`cbo.zero` and `dcbz` zero the *whole* block around an
+//! address: a block size claimed too small makes them zero bytes outside the range). So:
+//!
+//! * [`set_cpu_features`] is `unsafe`: the caller vouches for every feature it claims, as the
+//!   caller of a `#[target_feature]` function vouches for the CPU. A kernel passes what its own
+//!   CPU setup found (CPUID, the device tree's `riscv,isa-extensions` and `riscv,cboz-block-size`,
+//!   `d-cache-block-size`). From then on the crate detects nothing.
+//! * [`restrict_cpu_features`] is safe and can only **remove** features from the ones in
+//!   effect (detected, or vouched for earlier): the result is the intersection. Where the crate
+//!   cannot detect (`--cfg stream_hal_no_cpuid`, bare-metal riscv64 and powerpc64, emulated
+//!   builds) nothing is in effect until an `unsafe` call said so, so the safe function can only
+//!   turn features off there.
+//! * If nothing was set, the first clear that needs to know detects once and caches the answer.
 //!
 //! On aarch64 nothing here matters: the `dc zva` block size and permission are read from
 //! `DCZID_EL0` at every clear (an EL0/EL1 register read that does not trap).
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
+/// The size of the block a block-zeroing instruction (`cbo.zero`, `dcbz`) zeroes: a power of
+/// two from 8 to 4096 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlockSize {
+    /// log2 of the size in bytes, 3..=12.
+    log2: u8,
+}
+
+impl BlockSize {
+    /// The smallest block size accepted.
+    pub const MIN: usize = 8;
+    /// The largest block size accepted (Linux's riscv `clear_page` also refuses blocks larger
+    /// than a page).
+    pub const MAX: usize = 4096;
+
+    /// `bytes` as a block size, if it is a power of two in [`MIN`](Self::MIN)..=[`MAX`](Self::MAX).
+    #[must_use]
+    pub const fn new(bytes: usize) -> Option<BlockSize> {
+        if bytes.is_power_of_two() && bytes >= Self::MIN && bytes <= Self::MAX {
+            Some(BlockSize { log2: bytes.trailing_zeros() as u8 })
+        } else {
+            None
+        }
+    }
+
+    /// The size in bytes.
+    #[must_use]
+    pub const fn bytes(self) -> usize {
+        1 << self.log2
+    }
+}
+
 /// CPU features [`clear`](crate::clear) can use.
+///
+/// | feature | used by | detected (unless `--cfg stream_hal_no_cpuid`) |
+/// |---|---|---|
+/// | `CLZERO` (AMD) | x86-64 `clear` from 1 MiB | `CPUID 0x8000_0008`, EBX bit 0 |
+/// | Zicboz `cbo.zero` and its block size | riscv64 `clear` | Linux: `riscv_hwprobe`; elsewhere not at all |
+/// | `dcbz` block size | powerpc64 `clear` | Linux: `getauxval(AT_DCACHEBSIZE)`; elsewhere not at all |
+///
+/// They are claimed with the `unsafe` [`set_cpu_features`] (the caller vouches for the CPU)
+/// and narrowed with the safe [`restrict_cpu_features`], which can only remove.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub struct CpuFeatures {
     /// x86-64 `CLZERO` (CPUID `0x8000_0008`, EBX bit 0; AMD Zen and later): zeroes a 64-byte
     /// line without reading it, weakly ordered like a non-temporal store.
     pub clzero: bool,
+    /// riscv64 Zicboz: `cbo.zero` present, with this block size.
+    zicboz: Option<BlockSize>,
+    /// powerpc64: the block size `dcbz` zeroes.
+    dcbz: Option<BlockSize>,
 }
 
 impl CpuFeatures {
     /// No optional feature: the baseline every CPU of the target has.
-    pub const NONE: CpuFeatures = CpuFeatures { clzero: false };
+    pub const NONE: CpuFeatures = CpuFeatures { clzero: false, zicboz: None, dcbz: None };
 
     /// With `CLZERO` present or not.
     #[must_use]
@@ -38,24 +92,98 @@ impl CpuFeatures {
         self
     }
 
-    /// Detects the features with `CPUID` (x86-64, native backend). `None` where there is nothing
-    /// to detect (other architectures, the generic backend, emulated builds).
+    /// With riscv64 Zicboz (`cbo.zero`) present with the given block size, or absent (`None`).
+    #[must_use]
+    pub const fn with_zicboz(mut self, block: Option<BlockSize>) -> Self {
+        self.zicboz = block;
+        self
+    }
+
+    /// With powerpc64 `dcbz` usable with the given data-cache block size, or not (`None`).
+    #[must_use]
+    pub const fn with_dcbz(mut self, block: Option<BlockSize>) -> Self {
+        self.dcbz = block;
+        self
+    }
+
+    /// The `cbo.zero` block size, if Zicboz is present.
+    #[must_use]
+    pub const fn zicboz(self) -> Option<BlockSize> {
+        self.zicboz
+    }
+
+    /// The `dcbz` block size, if `dcbz` may be used.
+    #[must_use]
+    pub const fn dcbz(self) -> Option<BlockSize> {
+        self.dcbz
+    }
+
+    /// The features present in both: a block-zeroing feature survives only where both give the
+    /// same block size.
+    #[must_use]
+    pub const fn intersection(self, other: CpuFeatures) -> CpuFeatures {
+        CpuFeatures {
+            clzero: self.clzero && other.clzero,
+            zicboz: same_block(self.zicboz, other.zicboz),
+            dcbz: same_block(self.dcbz, other.dcbz),
+        }
+    }
+
+    /// Detects the features (x86-64: `CPUID`; riscv64 Linux: `riscv_hwprobe`; powerpc64 Linux:
+    /// `AT_DCACHEBSIZE`). `None` where there is nothing to detect with (other architectures and
+    /// operating systems, the generic backend, emulated builds). It runs the detection even with
+    /// `--cfg stream_hal_no_cpuid`, which only stops the crate from calling it by itself.
     #[must_use]
     pub fn detect() -> Option<CpuFeatures> {
         crate::arch::detect_cpu_features()
     }
 
     const fn encode(self) -> u32 {
-        KNOWN | self.clzero as u32
+        KNOWN
+            | self.clzero as u32
+            | block_bits(self.zicboz) << ZICBOZ_SHIFT
+            | block_bits(self.dcbz) << DCBZ_SHIFT
     }
 
     const fn decode(bits: u32) -> CpuFeatures {
-        CpuFeatures { clzero: bits & 1 != 0 }
+        CpuFeatures {
+            clzero: bits & 1 != 0,
+            zicboz: block_of_bits(bits >> ZICBOZ_SHIFT),
+            dcbz: block_of_bits(bits >> DCBZ_SHIFT),
+        }
+    }
+}
+
+/// `a` if `a == b`, else `None`.
+const fn same_block(a: Option<BlockSize>, b: Option<BlockSize>) -> Option<BlockSize> {
+    match (a, b) {
+        (Some(x), Some(y)) if x.log2 == y.log2 => Some(x),
+        _ => None,
+    }
+}
+
+/// 0 for `None`, else log2 of the size (3..=12, never 0).
+const fn block_bits(b: Option<BlockSize>) -> u32 {
+    match b {
+        Some(b) => b.log2 as u32,
+        None => 0,
+    }
+}
+
+/// The inverse of [`block_bits`] on the low five bits.
+const fn block_of_bits(bits: u32) -> Option<BlockSize> {
+    match bits & 0x1f {
+        0 => None,
+        log2 => Some(BlockSize { log2: log2 as u8 }),
     }
 }
 
 /// Bit set in [`FEATURES`] once the features are known (set or detected).
 const KNOWN: u32 = 1 << 31;
+/// Where the Zicboz block size's log2 is kept in [`FEATURES`] (five bits).
+const ZICBOZ_SHIFT: u32 = 8;
+/// Where the `dcbz` block size's log2 is kept in [`FEATURES`] (five bits).
+const DCBZ_SHIFT: u32 = 16;
 
 /// The features: 0 while unknown, else [`KNOWN`] plus the feature bits. Relaxed ordering is
 /// enough everywhere: the value is self-contained (no other memory is published with it), and
@@ -63,25 +191,48 @@ const KNOWN: u32 = 1 << 31;
 static FEATURES: AtomicU32 = AtomicU32::new(0);
 
 /// Sets the CPU features this crate may use, replacing any earlier value (set or detected).
-/// After this call the crate never executes `CPUID`.
+/// After this call the crate detects nothing by itself.
 ///
-/// Setting a feature the CPU lacks makes the next large [`clear`](crate::clear) execute an
-/// instruction the CPU does not have (an invalid-opcode fault), which is why kernels pass what
-/// their own CPU setup detected.
-pub fn set_cpu_features(features: CpuFeatures) {
+/// To only turn features off, use the safe [`restrict_cpu_features`].
+///
+/// # Safety
+///
+/// Every feature `features` claims must be present on every CPU that any later call of this
+/// crate's clear functions runs on (from any thread), and every block size must be exactly the
+/// CPU's: the clears execute `clzero`, `cbo.zero` and `dcbz` on the caller's word alone. A
+/// missing instruction raises an invalid-instruction fault, and a block size claimed smaller
+/// than the real one makes `cbo.zero`/`dcbz` zero memory outside the range being cleared.
+/// On riscv64, `cbo.zero` must also be enabled for the privilege level the code runs at
+/// (`menvcfg.CBZE`/`senvcfg.CBZE`, which Linux sets for user space).
+pub unsafe fn set_cpu_features(features: CpuFeatures) {
     FEATURES.store(features.encode(), Ordering::Relaxed);
 }
 
-/// The CPU features in effect: the value given to [`set_cpu_features`], else (without the
-/// `no-cpuid` feature) the value `CPUID` reports, detected on the first call and cached, else
-/// [`CpuFeatures::NONE`].
+/// Removes features: the features in effect become their [intersection](CpuFeatures::intersection)
+/// with `allowed`, which is returned. Safe because it can only take away what was detected or
+/// vouched for with [`set_cpu_features`]: claiming a feature here that is not in effect leaves
+/// it absent. Tests use it to run the clear paths without `CLZERO`, Zicboz or `dcbz`.
+pub fn restrict_cpu_features(allowed: CpuFeatures) -> CpuFeatures {
+    let mut current = cpu_features().encode();
+    loop {
+        let next = CpuFeatures::decode(current).intersection(allowed);
+        match FEATURES.compare_exchange_weak(current, next.encode(), Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => current = seen,
+        }
+    }
+}
+
+/// The CPU features in effect: the value given to [`set_cpu_features`] (narrowed by
+/// [`restrict_cpu_features`]), else (without `--cfg stream_hal_no_cpuid`) the detected value,
+/// detected on the first call and cached, else [`CpuFeatures::NONE`].
 #[must_use]
 pub fn cpu_features() -> CpuFeatures {
     let bits = FEATURES.load(Ordering::Relaxed);
     if bits & KNOWN != 0 {
         return CpuFeatures::decode(bits);
     }
-    let detected = if cfg!(feature = "no-cpuid") {
+    let detected = if cfg!(stream_hal_no_cpuid) {
         CpuFeatures::NONE
     } else {
         CpuFeatures::detect().unwrap_or(CpuFeatures::NONE)
@@ -90,5 +241,47 @@ pub fn cpu_features() -> CpuFeatures {
     match FEATURES.compare_exchange(0, detected.encode(), Ordering::Relaxed, Ordering::Relaxed) {
         Ok(_) => detected,
         Err(bits) => CpuFeatures::decode(bits),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_sizes_are_powers_of_two_in_range() {
+        assert_eq!(BlockSize::new(64).map(BlockSize::bytes), Some(64));
+        assert_eq!(BlockSize::new(8).map(BlockSize::bytes), Some(8));
+        assert_eq!(BlockSize::new(4096).map(BlockSize::bytes), Some(4096));
+        for bad in [0, 1, 4, 48, 96, 8192, usize::MAX] {
+            assert_eq!(BlockSize::new(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn encoding_round_trips_every_field() {
+        let blocks = [None, BlockSize::new(8), BlockSize::new(64), BlockSize::new(128), BlockSize::new(4096)];
+        for clzero in [false, true] {
+            for zicboz in blocks {
+                for dcbz in blocks {
+                    let f = CpuFeatures::NONE.with_clzero(clzero).with_zicboz(zicboz).with_dcbz(dcbz);
+                    assert_eq!(CpuFeatures::decode(f.encode()), f);
+                    assert_ne!(f.encode() & KNOWN, 0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn intersection_keeps_only_what_both_have() {
+        let b64 = BlockSize::new(64);
+        let b32 = BlockSize::new(32);
+        let all = CpuFeatures::NONE.with_clzero(true).with_zicboz(b64).with_dcbz(b64);
+        assert_eq!(all.intersection(all), all);
+        assert_eq!(all.intersection(CpuFeatures::NONE), CpuFeatures::NONE);
+        assert_eq!(CpuFeatures::NONE.intersection(all), CpuFeatures::NONE);
+        // A different block size is not "the same feature, smaller": it is dropped.
+        let other = CpuFeatures::NONE.with_clzero(true).with_zicboz(b32).with_dcbz(b64);
+        assert_eq!(all.intersection(other), CpuFeatures::NONE.with_clzero(true).with_dcbz(b64));
     }
 }

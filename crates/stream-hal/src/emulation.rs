@@ -1,6 +1,7 @@
 //! Controls of the emulated backends (only with `--cfg stream_hal_emulate`).
 //!
-//! Under `cfg(stream_hal_emulate)` the x86-64 and aarch64 backends keep all of their Rust code
+//! Under `cfg(stream_hal_emulate)` the x86-64, aarch64, riscv64 and powerpc64 backends keep all
+//! of their Rust code
 //! (address arithmetic, alignment steps, edge handling, the loads of the source) and replace
 //! each instruction with an ordinary Rust access of the same bytes and alignment, so Miri and
 //! the sanitizers check that code on any host:
@@ -8,15 +9,22 @@
 //! ```sh
 //! RUSTFLAGS="--cfg stream_hal_emulate" cargo +nightly miri test -p stream-hal
 //! RUSTFLAGS="--cfg stream_hal_emulate" cargo +nightly miri test -p stream-hal --target aarch64-unknown-linux-gnu
+//! RUSTFLAGS="--cfg stream_hal_emulate" cargo +nightly miri test -p stream-hal --target riscv64gc-unknown-linux-gnu
+//! RUSTFLAGS="--cfg stream_hal_emulate" cargo +nightly miri test -p stream-hal --target powerpc64le-unknown-linux-gnu
 //! ```
 //!
 //! [`backend`](crate::backend) then reports [`Backend::Emulated`](crate::Backend::Emulated).
-//! CPUID is never executed (set x86-64 features with [`set_cpu_features`](crate::set_cpu_features)
-//! to run the `clzero` path); `DCZID_EL0` reads the value given to [`set_dczid`].
+//! Nothing is detected (no CPUID, `riscv_hwprobe` or auxiliary vector): the features are what
+//! [`set_cpu_features`](crate::set_cpu_features) says, which in an emulated build executes no
+//! instruction, so claiming `clzero`, Zicboz or a `dcbz` block size there runs those paths
+//! through the emulation. `DCZID_EL0` reads the value given to [`set_dczid`].
 //!
-//! The emulation also counts the weakly ordered stores (`movnti`, `movntdq`, `clzero`, `stnp`)
-//! issued since the last drain (`sfence`, `dmb ish`): [`undrained_stores`]. A test that streams
-//! on one thread can check that every path, unwinding included, ends with a drain.
+//! The emulation also counts the streaming stores (`movnti`, `movntdq`, `clzero`, `stnp`,
+//! riscv64's `ntl.all`-hinted `sd` and `cbo.zero`, powerpc64's `dcbz`) issued since the last
+//! drain (`sfence`, `dmb ish`, `fence w, rw`, `sync`): [`undrained_stores`]. A test that
+//! streams on one thread can check that every path, unwinding included, ends with a drain.
+//! [`block_zeroes`] counts the block-zeroing instructions (`clzero`, `dc zva`, `cbo.zero`,
+//! `dcbz`), so a test can tell which clear method ran.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -26,8 +34,27 @@ static DCZID: AtomicU64 = AtomicU64::new(4);
 /// Weakly ordered stores since the last drain, over all threads.
 static UNDRAINED: AtomicU64 = AtomicU64::new(0);
 
-/// How many weakly ordered stores (`movnti`, `movntdq`, `clzero`, `stnp`) were issued since the
-/// last drain (`sfence` or `dmb ish`), counted over all threads: a drain on any thread resets
+/// Block-zeroing instructions executed, over all threads.
+static BLOCK_ZEROES: AtomicU64 = AtomicU64::new(0);
+
+/// How many block-zeroing instructions (`clzero`, `dc zva`, `cbo.zero`, `dcbz`) the emulated
+/// backend has executed since the program started, over all threads: compare two readings
+/// around a clear on one thread (with no other thread clearing) to see whether the clear used
+/// one.
+#[must_use]
+pub fn block_zeroes() -> u64 {
+    // Relaxed: a statistic, as `undrained_stores`.
+    BLOCK_ZEROES.load(Ordering::Relaxed)
+}
+
+/// Counts one block-zeroing instruction (called by the emulated instructions).
+pub(crate) fn note_block_zero() {
+    // Relaxed: a counter with no data published through it.
+    BLOCK_ZEROES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many streaming stores (see the [module documentation](self)) were issued since the last
+/// drain, counted over all threads: a drain on any thread resets
 /// it, so read it in a test that streams on one thread.
 #[must_use]
 pub fn undrained_stores() -> u64 {

@@ -3,39 +3,68 @@
 //! `stream-hal` is the small hardware abstraction that the Linux memmap-init work asked for
 //! (Alistair Popple's review of the 2026 zone-device template series: *"implement a memcpy
 //! variant that is optimised for write-once streaming operations that can transparently
-//! degrade to memcpy on unoptimised architectures"*). It has one public surface and three
-//! backends, chosen once per build:
+//! degrade to memcpy on unoptimised architectures"*). It has one public surface and a backend
+//! per architecture, chosen once per build:
 //!
 //! | backend | copy | [`drain`] | [`clear_pages`] |
 //! |---|---|---|---|
 //! | x86-64, SSE2 enabled | `movntdq` (16 B) on the 16-byte-aligned body, `movnti` (4/8 B) to reach it, cached stores for the 0-3 edge bytes | `sfence` | `rep stosb` below 1 MiB; from 1 MiB `clzero` (AMD, see [`cpu_features`]) or `movntdq` zero stores (up to 512 MiB, then `rep stosb`) |
 //! | x86-64 without SSE (`x86_64-unknown-none` and other soft-float kernel targets) | `movnti` from general-purpose registers | `sfence` | as above with `movnti` instead of `movntdq` |
 //! | aarch64 | `stnp` pairs of general-purpose registers on the 16-byte-aligned body, cached edges | `dmb ish` | `dc zva` blocks of `4 << DCZID_EL0.BS` bytes, or `stnp xzr, xzr` when `DCZID_EL0.DZP` forbids `dc zva` |
-//! | generic (other targets, any sanitizer, Miri, feature `force-generic`) | `copy_nonoverlapping` | nothing | `write_bytes` |
+//! | riscv64 | `sd` preceded by the Zihintntl hint `ntl.all` on the 8-byte-aligned body, cached edges | `fence w, rw` | Zicboz `cbo.zero` blocks where [`cpu_features`] reports Zicboz (Linux: `riscv_hwprobe`); else `write_bytes` below 1 MiB and `ntl.all` zero stores from there |
+//! | powerpc64 | `copy_nonoverlapping` (the ISA has no non-temporal store) | `sync` | `dcbz` blocks where [`cpu_features`] gives the block size (Linux: `AT_DCACHEBSIZE`); else `write_bytes` |
+//! | generic (loongarch64, other targets, any sanitizer, Miri, `--cfg stream_hal_force_generic`) | `copy_nonoverlapping` | nothing | `write_bytes` |
+//!
+//! loongarch64 is generic on purpose: LoongArch has no non-temporal store and no
+//! cache-block-zeroing instruction (Linux's own `clear_page` and `copy_page` there are loops of
+//! plain `st.d`), so [`backend()`] reports [`GenericReason::NoStreamingInstructions`].
 //!
 //! [`backend()`] tells which one this build uses and, for the generic one, why. The choice comes
 //! from `cfg(target_arch)` and `cfg(target_feature)`, so a custom kernel target (a target JSON
-//! built with `-Zbuild-std`) gets the backend of its architecture.
+//! built with `-Zbuild-std`) gets the backend of its architecture. The module documentation of
+//! `src/arch/riscv64.rs` and `src/arch/powerpc64.rs` says why those instructions, hints and
+//! barriers.
 //!
 //! ## What to call first
 //!
 //! * Initializing an array of records (frame metadata, page tables, descriptors): the safe
 //!   [`fill`], [`fill_with`], [`template_fill_with`] or, for several kinds of records in one
-//!   pass, [`scope`]. Records implement [`Record`] (no padding bytes).
+//!   pass, [`scope`]. Records implement [`Record`] (no padding bytes): through a derive with
+//!   the `bytemuck` or `zerocopy` feature, or with an `unsafe impl`.
 //! * Copying or zeroing a buffer you hold as a slice: [`copy_nontemporal`],
 //!   [`copy_to_uninit`], [`clear_slice`], [`clear_pages_in`].
 //! * Kernel-shaped raw code over pointers: [`memcpy_nontemporal`], [`clear`],
 //!   [`clear_pages`], [`store_record`], [`store_words`], then one [`drain`] per batch.
-//! * Early boot in a confidential guest, where `CPUID` traps: [`set_cpu_features`] (or the
-//!   `no-cpuid` feature) before the first clear.
+//! * Early boot, where feature detection must not run (`CPUID` traps in confidential guests)
+//!   or cannot (a bare-metal riscv64 or powerpc64 kernel): `--cfg stream_hal_no_cpuid`, and
+//!   [`set_cpu_features`] with what the kernel found before the first clear. See
+//!   [Using it in a kernel](#using-it-in-a-kernel).
 //!
-//! ## Crate features
+//! ## Configuration
 //!
-//! * `force-generic`: use the generic (plain-store) backend even where a streaming one exists.
-//! * `no-cpuid`: never execute `CPUID` implicitly; without [`set_cpu_features`] the optional
-//!   CPU features are taken as absent.
+//! Two switches are `--cfg` flags, not Cargo features: each changes what the crate does for
+//! the whole program, so it belongs to whoever builds the final binary, and a library deep in
+//! the dependency graph must not be able to turn it on for everyone (Cargo unifies features).
+//! Set them in `RUSTFLAGS` or in `.cargo/config.toml` (`[build] rustflags` or
+//! `[target.<triple>] rustflags`); the build script declares them to `unexpected_cfgs`.
 //!
-//! No feature is on by default.
+//! * `--cfg stream_hal_force_generic`: use the generic (plain-store) backend even where a
+//!   streaming one exists.
+//! * `--cfg stream_hal_no_cpuid`: never detect CPU features implicitly (no `CPUID`, no
+//!   `riscv_hwprobe`, no auxiliary vector); without [`set_cpu_features`] the optional features
+//!   are taken as absent, and [`wide_fill_methods`] is empty.
+//!
+//! Cargo features, all off by default, only add optional dependencies:
+//!
+//! * `bytemuck`: `bytemuck_record!(Type)` implements [`Record`] for a `bytemuck::NoUninit`
+//!   type, so `#[derive(NoUninit)]` (or `Pod`) proves a record has no padding and no `unsafe`
+//!   is written;
+//! * `zerocopy`: `zerocopy_record!(Type)` does the same for a type that derives
+//!   `zerocopy::IntoBytes` and `zerocopy::Immutable`.
+//!
+//! (A blanket `impl<T: NoUninit> Record for T` would overlap with the crate's own impls for
+//! primitives and arrays, and the two features' impls with each other, so a macro per type
+//! implements it instead; see [`Record`] for what is checked by whom.)
 //!
 //! ## MSRV
 //!
@@ -48,17 +77,70 @@
 //!
 //! ```toml
 //! [dependencies]
-//! stream-hal = "0.1"                                          # or, where CPUID traps:
-//! # stream-hal = { version = "0.1", features = ["no-cpuid"] }
+//! stream-hal = "0.1"
 //! ```
 //!
-//! and builds for `x86_64-unknown-none` (soft-float: the `movnti`-only backend),
-//! `aarch64-unknown-none`, or its own target JSON with `-Zbuild-std=core`: the backend follows
-//! the specification's `arch` and `features`, not its name (CI builds one for a custom
-//! `x86_64-unknown-mykernel.json` and checks the backend and its instructions). Without `std`
-//! there is no implicit feature detection beyond `CPUID` itself on x86-64 (none on aarch64,
-//! where `DCZID_EL0` is read directly): a kernel that detects its CPU's features early passes
-//! them with [`set_cpu_features`].
+//! (with `rustflags = ["--cfg", "stream_hal_no_cpuid"]` in the kernel's `.cargo/config.toml`
+//! where detection must not run) and builds for `x86_64-unknown-none` (soft-float: the
+//! `movnti`-only backend), `aarch64-unknown-none`, `riscv64gc-unknown-none-elf`,
+//! `loongarch64-unknown-none` (generic), or its own target JSON with `-Zbuild-std=core`: the
+//! backend follows the specification's `arch` and `features`, not its name (CI builds one for
+//! a custom `x86_64-unknown-mykernel.json` and checks the backend and its instructions).
+//! Without `std` there is no implicit feature detection beyond `CPUID` itself on x86-64 (none
+//! on aarch64, where `DCZID_EL0` is read directly; none on bare-metal riscv64 and powerpc64):
+//! a kernel that detects its CPU's features early passes them with [`set_cpu_features`].
+//!
+//! ## Using it in a kernel
+//!
+//! The crate's rules are stated for "this thread"; in a kernel they read as follows.
+//! `crates/example-kernel` in the repository is a small kernel crate to copy.
+//!
+//! * **The drain belongs to the CPU that issued the stores.** [`drain`] orders the streaming
+//!   stores of the CPU it runs on (`sfence`, `dmb`, `fence`, `sync` are per-CPU). If the task
+//!   that streams can be preempted and migrated to another CPU before it calls [`drain`], the
+//!   drain runs on the wrong CPU and the first CPU's stores stay unordered. Keep the stores and
+//!   their drain on one CPU (disable preemption or migration across the batch, as Linux does
+//!   around its non-temporal copies), or make sure the context switch itself orders them (on
+//!   x86-64 a serializing or locked instruction on the switch path orders non-temporal
+//!   stores; a kernel must check its own switch path for one). The safe API ([`scope`],
+//!   [`fill`], [`clear_slice`], ...) drains before it returns, so the window is the call.
+//! * **Interrupts.** An interrupt handler that reads the destination of stores not yet
+//!   drained may see old data: on x86-64 the non-temporal stores can still sit in
+//!   write-combining buffers, and taking an interrupt is not a fence for them. Do not let a
+//!   handler read memory that is being streamed; a handler that streams itself must [`drain`]
+//!   before it returns, like any other code. The functions never block, allocate or take
+//!   locks, so they may run with interrupts off and in handlers.
+//! * **Other CPUs and devices.** Publish streamed memory to another CPU only after [`drain`]
+//!   and with a release store (or a lock), as for any data. A device that reads the memory
+//!   with DMA needs what the platform needs for normal stores too (cache maintenance on
+//!   non-coherent systems): [`drain`] is a CPU barrier only. Use the crate on normal,
+//!   cacheable memory: `dcbz` faults on caching-inhibited memory, `dc zva` on Device memory.
+//! * **Vector state.** Only an x86-64 target with SSE2 enabled uses vector (`xmm`) registers;
+//!   the soft-float `x86_64-unknown-none` gets the `movnti`-only backend, and aarch64,
+//!   riscv64 and powerpc64 use general-purpose registers only. A kernel that does not save
+//!   vector state builds for a soft-float target. [`wide_fill_methods`] (`ymm`/`zmm`) is
+//!   never used by the library itself.
+//! * **CPU features with `--cfg stream_hal_no_cpuid`**: nothing optional is used until the
+//!   kernel says so: no `clzero`, `cbo.zero` or `dcbz`; the clears fall back to
+//!   `rep stosb`/`movnti`, hinted stores or `write_bytes`, all correct. The kernel detects the
+//!   features itself (CPUID from a #VC-safe path; the device tree's `riscv,isa-extensions`
+//!   containing `zicboz` and `riscv,cboz-block-size`; `d-cache-block-size` on powerpc), and
+//!   calls the `unsafe` [`set_cpu_features`] once per boot, before the first clear on any CPU.
+//!   On riscv64 `cbo.zero` must also be enabled for the kernel's privilege level
+//!   (`menvcfg.CBZE`, which the M-mode firmware sets for S-mode; OpenSBI does when the hart
+//!   has Zicboz), else it traps as an illegal instruction. On a system whose CPUs differ, pass
+//!   only what every CPU has. Without the flag, x86-64 runs `CPUID` on the first clear of
+//!   1 MiB or more.
+//! * **Custom targets** (a target JSON built with `-Zbuild-std=core`): the backend follows the
+//!   target's `arch` and `features` (for x86-64: SSE2 or not). When the kernel has no C
+//!   library, build `core` with the memory functions too, `-Zbuild-std=core
+//!   -Zbuild-std-features=compiler-builtins-mem`: the generic paths and the edges call
+//!   `memcpy` and `memset` (`copy_nonoverlapping`, `write_bytes`), and without a definition the
+//!   link fails with undefined `memcpy`/`memset`. The built-in `-none` targets get them from
+//!   `compiler_builtins` already.
+//! * **Instrumented kernels** (a KASAN-like build): use `--cfg stream_hal_force_generic`, so
+//!   the instrumentation sees every store. Rust's own sanitizers switch the backend off by
+//!   themselves (see [`backend()`]).
 //!
 //! ## The ordering rule, and how this crate enforces it
 //!
@@ -129,10 +211,19 @@ mod writer;
 use core::fmt;
 use core::mem::MaybeUninit;
 
-pub use cpu::{CpuFeatures, cpu_features, set_cpu_features};
+pub use cpu::{BlockSize, CpuFeatures, cpu_features, restrict_cpu_features, set_cpu_features};
 pub use fill::{DEFAULT_STREAMING_THRESHOLD, FillMode, fill_records, template_fill, template_fill_with};
 pub use record::Record;
 pub use writer::{StreamWriter, WriterFull, fill, fill_with, scope};
+
+/// Paths the exported macros use; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    #[cfg(feature = "bytemuck")]
+    pub use bytemuck;
+    #[cfg(feature = "zerocopy")]
+    pub use zerocopy;
+}
 
 /// Size of the pages [`clear_pages`] clears: 4 KiB, the base page of x86-64 and of arm64's
 /// default configuration. Other page sizes: [`clear_pages_of`].
@@ -201,7 +292,8 @@ pub unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize) {
 /// that follows it.
 ///
 /// x86-64: `sfence`. aarch64: `dmb ish` (see `arch/aarch64.rs` for why a full inner-shareable
-/// barrier and not `dmb ishst`). Generic backend: nothing, because it only issues normal stores.
+/// barrier and not `dmb ishst`). riscv64: `fence w, rw`. powerpc64: `sync` (see their module
+/// documentation). Generic backend: nothing, because it only issues normal stores.
 #[inline]
 pub fn drain() {
     arch::drain();
@@ -214,16 +306,17 @@ pub fn drain() {
 /// pointer), has no effect on program semantics, and is not held back by locks or fences, so
 /// a loop that takes a lock per item can issue the prefetch for an item a few iterations ahead
 /// and overlap its cache miss with the current item's work (the serial miss-per-lock pattern
-/// of a boot-time free pass). x86-64: `prefetcht0`. aarch64: `prfm pldl1keep`. Generic
+/// of a boot-time free pass). x86-64: `prefetcht0`. aarch64: `prfm pldl1keep`. riscv64:
+/// Zicbop `prefetch.r` (a no-op hint on harts without Zicbop). powerpc64: `dcbt`. Generic
 /// backend (and therefore Miri and sanitizer builds): nothing.
 #[inline(always)]
 pub fn prefetch<T>(p: *const T) {
     arch::prefetch(p.cast());
 }
 
-/// Smallest range (bytes) the x86-64 [`clear`] clears with streaming stores: 1 MiB, twice
-/// Zen 3's per-core L2. Below it `rep stosb` keeps the pages in cache for the caller who is
-/// about to use them.
+/// Smallest range (bytes) the x86-64 [`clear`] (and the riscv64 one without Zicboz) clears
+/// with streaming stores: 1 MiB, twice Zen 3's per-core L2. Below it cached stores keep the
+/// pages in cache for the caller who is about to use them.
 pub const CLEAR_STREAMING_MIN: usize = 1 << 20;
 
 /// Smallest range (bytes) the x86-64 [`clear`] hands back to one `rep stosb` on CPUs without
@@ -245,6 +338,9 @@ pub const CLEAR_REP_LARGE_MIN: usize = 512 << 20;
 ///   on the cached path), 25.0 for `movntdq` and 27.7 for `clzero`.
 /// * aarch64: `dc zva` in blocks of `4 << DCZID_EL0.BS` bytes, or `stnp xzr, xzr` when
 ///   `DCZID_EL0.DZP` prohibits `dc zva`.
+/// * riscv64: `cbo.zero` blocks where [`cpu_features`] reports Zicboz; else `write_bytes`
+///   below [`CLEAR_STREAMING_MIN`] and `ntl.all`-hinted zero stores from there.
+/// * powerpc64: `dcbz` blocks where [`cpu_features`] gives the block size; else `write_bytes`.
 /// * generic: `write_bytes`.
 ///
 /// Any alignment and length are accepted (edges are cleared with normal stores), but
@@ -290,7 +386,8 @@ pub unsafe fn clear_pages_of(dst: *mut u8, npages: usize, page_size: PageSize) {
 }
 
 /// [`clear`] with the cached method whatever the size: x86-64 one `rep stosb`, aarch64 `dc zva`
-/// (or `stnp` where prohibited), generic `write_bytes`.
+/// (or `stnp` where prohibited), riscv64 `cbo.zero` (or `write_bytes` without Zicboz),
+/// powerpc64 `dcbz` (or `write_bytes`), generic `write_bytes`.
 ///
 /// # Safety
 ///
@@ -302,8 +399,9 @@ pub unsafe fn clear_cached(dst: *mut u8, len: usize) {
 }
 
 /// [`clear`] with streaming stores whatever the size ([`streaming_clear_method`] says which:
-/// x86-64 `clzero` or `movntdq`/`movnti` of zero, aarch64 `stnp xzr, xzr`, generic
-/// `write_bytes`).
+/// x86-64 `clzero` or `movntdq`/`movnti` of zero, aarch64 `stnp xzr, xzr`, riscv64
+/// `ntl.all`-hinted `sd`, powerpc64 `dcbz` (or `write_bytes`: it has no non-temporal store),
+/// generic `write_bytes`).
 ///
 /// # Safety
 ///
@@ -315,7 +413,7 @@ pub unsafe fn clear_streaming(dst: *mut u8, len: usize) {
 }
 
 /// What [`clear_streaming`] (and [`clear`] for large ranges) uses on this CPU: `clzero`,
-/// `movntdq`, `movnti`, `stnp` or `write_bytes`.
+/// `movntdq`, `movnti`, `stnp`, `ntl.all sd`, `dcbz` or `write_bytes`.
 #[must_use]
 pub fn streaming_clear_method() -> &'static str {
     arch::streaming_clear_method()
@@ -355,9 +453,9 @@ impl FillMethod {
 /// [`fill`] (SSE2 `movntdq`) on a given CPU: the limit a fill is judged against is the best
 /// method of the machine. The library does not use them itself: a kernel must save the
 /// vector state before it touches `ymm`/`zmm` registers, and on the CPUs measured so far the
-/// wider stores reach the same rate. Empty on aarch64, on x86-64 targets without SSE (the
-/// soft-float kernel targets), on the generic backend (so under Miri and sanitizers), in
-/// emulated builds and with the `no-cpuid` feature.
+/// wider stores reach the same rate. Empty on aarch64, riscv64 and powerpc64, on x86-64 targets
+/// without SSE (the soft-float kernel targets), on the generic backend (so under Miri and
+/// sanitizers), in emulated builds and with `--cfg stream_hal_no_cpuid`.
 pub fn wide_fill_methods() -> impl Iterator<Item = FillMethod> {
     arch::wide_fill_methods()
 }
@@ -531,6 +629,12 @@ pub enum Backend {
     },
     /// aarch64 `stnp` streaming stores with a `dmb ish` drain, `dc zva` clearing.
     Aarch64,
+    /// riscv64: `ntl.all`-hinted stores with a `fence w, rw` drain, Zicboz `cbo.zero` clearing
+    /// where [`cpu_features`] reports it.
+    Riscv64,
+    /// powerpc64: plain copies (the ISA has no non-temporal store) with a `sync` drain, `dcbz`
+    /// clearing where [`cpu_features`] gives the block size. Not [streaming](Backend::is_streaming).
+    Powerpc64,
     /// Plain stores (`copy_nonoverlapping`, `write_bytes`); the reason says why.
     Generic(GenericReason),
     /// An architecture's backend with its instructions emulated by ordinary accesses, for
@@ -550,6 +654,10 @@ pub enum Arch {
     },
     /// aarch64.
     Aarch64,
+    /// riscv64.
+    Riscv64,
+    /// powerpc64.
+    Powerpc64,
 }
 
 /// Why a build uses the generic backend.
@@ -564,29 +672,38 @@ pub enum GenericReason {
     Sanitizer(&'static str),
     /// The build runs under Miri, which cannot execute inline assembly.
     Miri,
-    /// The `force-generic` feature is enabled.
+    /// `--cfg stream_hal_force_generic` is set.
     ForceGeneric,
+    /// The architecture (named) has no streaming store and no block-zeroing instruction, so
+    /// plain stores are its best: loongarch64.
+    NoStreamingInstructions(&'static str),
 }
 
 impl Backend {
-    /// `true` if this backend issues streaming (non-temporal) stores.
+    /// `true` if this backend issues streaming (non-temporal) stores: x86-64, aarch64 and
+    /// riscv64 (`ntl.all`-hinted stores). powerpc64 only zeroes with `dcbz`.
     #[must_use]
     pub const fn is_streaming(&self) -> bool {
-        matches!(self, Backend::X86_64 { .. } | Backend::Aarch64)
+        matches!(self, Backend::X86_64 { .. } | Backend::Aarch64 | Backend::Riscv64)
     }
 
-    /// Short machine-readable name: `x86_64`, `x86_64-movnti`, `aarch64`, `generic`,
-    /// `x86_64-emulated`, `x86_64-movnti-emulated` or `aarch64-emulated`.
+    /// Short machine-readable name: `x86_64`, `x86_64-movnti`, `aarch64`, `riscv64`,
+    /// `powerpc64`, `generic`, or one of those architecture names followed by `-emulated`
+    /// (`x86_64-movnti-emulated`, ...).
     #[must_use]
     pub const fn name(&self) -> &'static str {
         match self {
             Backend::X86_64 { vector: true } => "x86_64",
             Backend::X86_64 { vector: false } => "x86_64-movnti",
             Backend::Aarch64 => "aarch64",
+            Backend::Riscv64 => "riscv64",
+            Backend::Powerpc64 => "powerpc64",
             Backend::Generic(_) => "generic",
             Backend::Emulated(Arch::X86_64 { vector: true }) => "x86_64-emulated",
             Backend::Emulated(Arch::X86_64 { vector: false }) => "x86_64-movnti-emulated",
             Backend::Emulated(Arch::Aarch64) => "aarch64-emulated",
+            Backend::Emulated(Arch::Riscv64) => "riscv64-emulated",
+            Backend::Emulated(Arch::Powerpc64) => "powerpc64-emulated",
         }
     }
 }
@@ -597,6 +714,10 @@ impl fmt::Display for Backend {
             Backend::X86_64 { vector: true } => f.write_str("x86-64 streaming (movntdq + movnti, sfence)"),
             Backend::X86_64 { vector: false } => f.write_str("x86-64 streaming (movnti only, sfence)"),
             Backend::Aarch64 => f.write_str("aarch64 streaming (stnp, dmb ish, dc zva)"),
+            Backend::Riscv64 => {
+                f.write_str("riscv64 streaming (ntl.all + sd, fence w,rw, cbo.zero with Zicboz)")
+            }
+            Backend::Powerpc64 => f.write_str("powerpc64 (plain copies, sync, dcbz)"),
             Backend::Generic(reason) => write!(f, "generic ({reason})"),
             Backend::Emulated(Arch::X86_64 { vector: true }) => {
                 f.write_str("x86-64 backend, instructions emulated (movntdq + movnti)")
@@ -605,6 +726,8 @@ impl fmt::Display for Backend {
                 f.write_str("x86-64 backend, instructions emulated (movnti only)")
             }
             Backend::Emulated(Arch::Aarch64) => f.write_str("aarch64 backend, instructions emulated"),
+            Backend::Emulated(Arch::Riscv64) => f.write_str("riscv64 backend, instructions emulated"),
+            Backend::Emulated(Arch::Powerpc64) => f.write_str("powerpc64 backend, instructions emulated"),
         }
     }
 }
@@ -615,7 +738,10 @@ impl fmt::Display for GenericReason {
             GenericReason::UnsupportedTarget(arch) => write!(f, "unsupported target: {arch}"),
             GenericReason::Sanitizer(name) => write!(f, "sanitizer: {name}"),
             GenericReason::Miri => f.write_str("Miri"),
-            GenericReason::ForceGeneric => f.write_str("feature force-generic"),
+            GenericReason::ForceGeneric => f.write_str("cfg stream_hal_force_generic"),
+            GenericReason::NoStreamingInstructions(arch) => {
+                write!(f, "{arch} has no streaming store or block-zeroing instruction")
+            }
         }
     }
 }

@@ -10,10 +10,29 @@
 /// bytes of padding. `Record` rules that out at compile time.
 ///
 /// Implemented for the integer, floating-point, `bool` and `char` types, the atomics, and arrays
-/// of records. Implement it for your own `#[repr(C)]` (or `#[repr(transparent)]`) types whose
-/// fields are all `Record` and which have no padding; a type that derives
-/// `bytemuck::NoUninit` or zerocopy's `IntoBytes` meets the contract, and those derives check
-/// it for you:
+/// of records. For your own types there are two ways.
+///
+/// **Without `unsafe`**, with a derive that proves the type has no padding, and one of this
+/// crate's helper macros that implements `Record` on the strength of that proof:
+///
+/// * feature `bytemuck`: `#[derive(bytemuck::NoUninit)]` (or `Pod`) on the type, then
+///   `stream_hal::bytemuck_record!(Type)`;
+/// * feature `zerocopy`: `#[derive(zerocopy::IntoBytes, zerocopy::Immutable)]`, then
+///   `stream_hal::zerocopy_record!(Type)`.
+///
+/// What is checked, and by whom: the derive (bytemuck's or zerocopy's proc macro, at compile
+/// time) checks that the type is `repr(C)`/`repr(transparent)` (or `packed`), that every field
+/// has the trait, and that the fields' sizes add up to the type's size, i.e. that there is no
+/// padding; the macro checks at compile time that the type implements the trait (a type whose
+/// derive was refused does not), and its `unsafe impl` is sound because each trait's safety
+/// contract implies `Record`'s: bytemuck's `NoUninit` promises no uninitialized or padding
+/// bytes, zerocopy's `IntoBytes` that every byte is initialized (and `Immutable` that the bytes
+/// cannot change behind a shared reference while they are read). Neither derive accepts
+/// atomics (`UnsafeCell`), so frame tables with atomics use the `unsafe impl` below.
+///
+/// **With `unsafe impl`**, for `#[repr(C)]` (or `#[repr(transparent)]`) types whose fields are
+/// all `Record` and which have no padding; a `const` assertion on the size does the derives'
+/// check by hand:
 ///
 /// ```
 /// use core::sync::atomic::{AtomicU32, AtomicU64};
@@ -94,4 +113,102 @@ atomic_records! {
     "32" => AtomicU32, AtomicI32;
     "64" => AtomicU64, AtomicI64;
     "ptr" => AtomicUsize, AtomicIsize;
+}
+
+/// Implements [`Record`] for types that implement `bytemuck::NoUninit` (feature `bytemuck`),
+/// without an `unsafe` at the call site.
+///
+/// ```
+/// # #[cfg(feature = "bytemuck")] {
+/// use core::mem::MaybeUninit;
+///
+/// /// 8 + 4 + 4 + 48 = 64 bytes: the derive checks that there is no padding.
+/// #[derive(Clone, Copy, bytemuck::NoUninit)]
+/// #[repr(C, align(64))]
+/// struct FrameMeta {
+///     paddr: u64,
+///     refcount: u32,
+///     kind: u32,
+///     storage: [u64; 6],
+/// }
+/// stream_hal::bytemuck_record!(FrameMeta);
+///
+/// let mut slots = vec![MaybeUninit::<FrameMeta>::uninit(); 256];
+/// let frames = stream_hal::fill_with(&mut slots, |i| FrameMeta { paddr: i as u64 * 4096, refcount: 0, kind: 7, storage: [0; 6] });
+/// assert_eq!(frames[3].paddr, 3 * 4096);
+/// # }
+/// ```
+///
+/// A padded type is refused by the derive, so the macro has nothing to implement:
+///
+/// ```compile_fail
+/// # #[cfg(not(feature = "bytemuck"))] compile_error!("needs the bytemuck feature");
+/// #[derive(Clone, Copy, bytemuck::NoUninit)]
+/// #[repr(C)]
+/// struct Padded { a: u8, b: u64 } // 7 padding bytes after `a`
+/// stream_hal::bytemuck_record!(Padded);
+/// ```
+#[cfg(feature = "bytemuck")]
+#[macro_export]
+macro_rules! bytemuck_record {
+    ($($t:ty),+ $(,)?) => {$(
+        const _: () = {
+            /// Compiles only for `T: bytemuck::NoUninit`.
+            const fn is_no_uninit<T: $crate::__private::bytemuck::NoUninit>() {}
+            is_no_uninit::<$t>();
+        };
+        // SAFETY: `$t: bytemuck::NoUninit` (the constant above does not compile otherwise), and
+        // `NoUninit`'s safety contract is that no value of the type has an uninitialized or
+        // padding byte, which is `Record`'s contract.
+        unsafe impl $crate::Record for $t {}
+    )+};
+}
+
+/// Implements [`Record`] for types that implement `zerocopy::IntoBytes` and
+/// `zerocopy::Immutable` (feature `zerocopy`), without an `unsafe` at the call site.
+///
+/// ```
+/// # #[cfg(feature = "zerocopy")] {
+/// use core::mem::MaybeUninit;
+///
+/// #[derive(Clone, Copy, zerocopy::IntoBytes, zerocopy::Immutable)]
+/// #[repr(C)]
+/// struct Descriptor {
+///     addr: u64,
+///     len: u32,
+///     flags: u16,
+///     next: u16,
+/// }
+/// stream_hal::zerocopy_record!(Descriptor);
+///
+/// let mut ring = vec![MaybeUninit::<Descriptor>::uninit(); 128];
+/// let ring = stream_hal::fill_with(&mut ring, |i| Descriptor { addr: 0, len: 0, flags: 0, next: (i as u16 + 1) % 128 });
+/// assert_eq!(ring[127].next, 0);
+/// # }
+/// ```
+///
+/// A padded type is refused by zerocopy's derive:
+///
+/// ```compile_fail
+/// # #[cfg(not(feature = "zerocopy"))] compile_error!("needs the zerocopy feature");
+/// #[derive(Clone, Copy, zerocopy::IntoBytes, zerocopy::Immutable)]
+/// #[repr(C)]
+/// struct Padded { a: u8, b: u64 }
+/// stream_hal::zerocopy_record!(Padded);
+/// ```
+#[cfg(feature = "zerocopy")]
+#[macro_export]
+macro_rules! zerocopy_record {
+    ($($t:ty),+ $(,)?) => {$(
+        const _: () = {
+            /// Compiles only for `T: zerocopy::IntoBytes + zerocopy::Immutable`.
+            const fn is_into_bytes<T: $crate::__private::zerocopy::IntoBytes + $crate::__private::zerocopy::Immutable>() {}
+            is_into_bytes::<$t>();
+        };
+        // SAFETY: `$t: zerocopy::IntoBytes` (the constant above does not compile otherwise),
+        // whose safety contract is that every byte of every value is initialized (no padding),
+        // which is `Record`'s contract; `Immutable` adds that no byte changes behind a shared
+        // reference, so the streaming loads of `&$t` read stable bytes.
+        unsafe impl $crate::Record for $t {}
+    )+};
 }

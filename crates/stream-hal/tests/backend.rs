@@ -1,9 +1,10 @@
 //! Backend selection: the build reports the backend its configuration calls for.
 //!
 //! The expectation comes from outside the crate: CI sets `STREAM_HAL_EXPECT_BACKEND` for each
-//! job (`x86_64`, `x86_64-movnti`, `aarch64`, `generic:address`, `generic:miri`,
-//! `generic:force-generic`, ...). Without it, the expectation follows from the target and the
-//! enabled features (a plain `cargo test` on x86-64 or aarch64 must report a streaming backend).
+//! job (`x86_64`, `x86_64-movnti`, `aarch64`, `riscv64`, `powerpc64`, `generic:address`,
+//! `generic:miri`, `generic:force-generic`, `generic:no-streaming:loongarch64`, ...). Without
+//! it, the expectation follows from the target and the `--cfg` switches (a plain `cargo test`
+//! on x86-64, aarch64 or riscv64 must report a streaming backend).
 
 use stream_hal::{Backend, GenericReason, backend};
 
@@ -13,26 +14,30 @@ fn describe(b: Backend) -> String {
         Backend::Generic(GenericReason::Miri) => "generic:miri".into(),
         Backend::Generic(GenericReason::ForceGeneric) => "generic:force-generic".into(),
         Backend::Generic(GenericReason::UnsupportedTarget(a)) => format!("generic:unsupported:{a}"),
+        Backend::Generic(GenericReason::NoStreamingInstructions(a)) => format!("generic:no-streaming:{a}"),
         Backend::Generic(_) => "generic:other".into(),
         other => other.name().into(),
     }
 }
 
 fn default_expectation() -> String {
-    if cfg!(feature = "force-generic") {
+    let arch = std::env::consts::ARCH;
+    if cfg!(stream_hal_force_generic) {
         "generic:force-generic".into()
     } else if cfg!(stream_hal_emulate) && cfg!(target_arch = "x86_64") {
         if cfg!(target_feature = "sse2") { "x86_64-emulated".into() } else { "x86_64-movnti-emulated".into() }
-    } else if cfg!(stream_hal_emulate) && cfg!(target_arch = "aarch64") {
-        "aarch64-emulated".into()
+    } else if cfg!(stream_hal_emulate) && matches!(arch, "aarch64" | "riscv64" | "powerpc64") {
+        format!("{arch}-emulated")
     } else if cfg!(miri) {
         "generic:miri".into()
     } else if cfg!(target_arch = "x86_64") {
         if cfg!(target_feature = "sse2") { "x86_64".into() } else { "x86_64-movnti".into() }
-    } else if cfg!(target_arch = "aarch64") {
-        "aarch64".into()
+    } else if matches!(arch, "aarch64" | "riscv64" | "powerpc64") {
+        arch.into()
+    } else if arch == "loongarch64" {
+        "generic:no-streaming:loongarch64".into()
     } else {
-        format!("generic:unsupported:{}", std::env::consts::ARCH)
+        format!("generic:unsupported:{arch}")
     }
 }
 
@@ -56,6 +61,11 @@ fn streaming_flag_and_display_agree() {
             assert!(!b.is_streaming(), "emulated instructions stream nothing");
             assert!(text.contains("emulated") && b.name().ends_with("-emulated"), "{text}");
         }
+        Backend::Powerpc64 => {
+            assert!(!b.is_streaming(), "powerpc64 has no non-temporal store");
+            assert!(text.contains("dcbz"), "{text}");
+            assert_eq!(b.name(), "powerpc64");
+        }
         _ => {
             assert!(b.is_streaming());
             assert!(text.contains("streaming"), "{text}");
@@ -71,7 +81,14 @@ fn reasons_are_named() {
         "generic (sanitizer: address)"
     );
     assert_eq!(Backend::Generic(GenericReason::Miri).to_string(), "generic (Miri)");
-    assert_eq!(Backend::Generic(GenericReason::ForceGeneric).to_string(), "generic (feature force-generic)");
+    assert_eq!(
+        Backend::Generic(GenericReason::ForceGeneric).to_string(),
+        "generic (cfg stream_hal_force_generic)"
+    );
+    assert_eq!(
+        Backend::Generic(GenericReason::NoStreamingInstructions("loongarch64")).to_string(),
+        "generic (loongarch64 has no streaming store or block-zeroing instruction)"
+    );
     assert_eq!(
         Backend::Generic(GenericReason::UnsupportedTarget("riscv64")).to_string(),
         "generic (unsupported target: riscv64)"
@@ -79,6 +96,11 @@ fn reasons_are_named() {
     assert!(!Backend::Generic(GenericReason::Miri).is_streaming());
     assert!(Backend::X86_64 { vector: false }.is_streaming());
     assert!(Backend::Aarch64.is_streaming());
+    assert!(Backend::Riscv64.is_streaming());
+    assert!(!Backend::Powerpc64.is_streaming());
+    assert_eq!(Backend::Riscv64.name(), "riscv64");
+    assert_eq!(Backend::Emulated(stream_hal::Arch::Riscv64).name(), "riscv64-emulated");
+    assert_eq!(Backend::Emulated(stream_hal::Arch::Powerpc64).name(), "powerpc64-emulated");
 }
 
 #[test]
@@ -120,4 +142,49 @@ fn prefetch_never_faults_and_changes_nothing() {
     }
     stream_hal::prefetch(core::ptr::dangling::<[u8; 4096]>());
     assert_eq!(buf, before);
+}
+
+/// The features detected on this machine are the ones CI says the CPU model has
+/// (`STREAM_HAL_EXPECT_FEATURES`, e.g. `zicboz=64` under `qemu-riscv64 -cpu rv64,zicboz=true`,
+/// `zicboz=none` with `zicboz=false`, `dcbz=128` under qemu-ppc64le, `clzero=no`), and the
+/// streaming clear method follows from them.
+#[test]
+fn detected_features_match_the_cpu_model() {
+    let Ok(expect) = std::env::var("STREAM_HAL_EXPECT_FEATURES") else {
+        eprintln!("STREAM_HAL_EXPECT_FEATURES not set: detected {:?}", stream_hal::CpuFeatures::detect());
+        return;
+    };
+    let detected = stream_hal::CpuFeatures::detect().expect("this backend detects features");
+    assert_eq!(
+        stream_hal::cpu_features(),
+        detected,
+        "nothing was set, so the detected features are in effect"
+    );
+    for item in expect.split(',') {
+        let (name, value) = item.split_once('=').expect("NAME=VALUE");
+        let block =
+            |b: Option<stream_hal::BlockSize>| b.map_or("none".to_string(), |b| b.bytes().to_string());
+        let found = match name {
+            "clzero" => {
+                if detected.clzero {
+                    "yes".into()
+                } else {
+                    "no".into()
+                }
+            }
+            "zicboz" => block(detected.zicboz()),
+            "dcbz" => block(detected.dcbz()),
+            other => panic!("unknown feature {other}"),
+        };
+        assert_eq!(found, value, "{name}: detected {detected:?}");
+    }
+    let method = stream_hal::streaming_clear_method();
+    match stream_hal::backend() {
+        Backend::Powerpc64 => {
+            assert_eq!(method, if detected.dcbz().is_some() { "dcbz" } else { "write_bytes" })
+        }
+        Backend::Riscv64 => assert_eq!(method, "ntl.all sd"),
+        Backend::X86_64 { .. } if detected.clzero => assert_eq!(method, "clzero"),
+        _ => {}
+    }
 }

@@ -122,25 +122,34 @@ fn check_clear(clear: ClearFn, len: usize, off: usize) -> Result<(), TestCaseErr
     Ok(())
 }
 
-/// Runs `f` with each CPU feature set the x86-64 clear can use on this machine: without
-/// `CLZERO`, and with it where the CPU has it (always under emulation, which executes nothing).
-/// Restores the detected features afterwards.
+/// Runs `f` with the CPU features in effect (detected: `CLZERO`, Zicboz, a `dcbz` block size
+/// where the CPU has them), then with none of them, so every clear path of the backend runs.
+/// Under emulation nothing is detected, so each feature is claimed with the `unsafe` setter,
+/// which executes no instruction there. Restores the features in effect afterwards.
 fn with_each_feature_set(mut f: impl FnMut()) {
-    let detected = stream_hal::CpuFeatures::detect().unwrap_or(stream_hal::CpuFeatures::NONE);
+    let before = stream_hal::cpu_features();
     let emulated = matches!(stream_hal::backend(), stream_hal::Backend::Emulated(_));
-    let mut sets = vec![stream_hal::CpuFeatures::NONE];
-    if detected.clzero || emulated {
-        sets.push(stream_hal::CpuFeatures::NONE.with_clzero(true));
+    if emulated {
+        let block = stream_hal::BlockSize::new(64);
+        let all = stream_hal::CpuFeatures::NONE.with_clzero(true).with_zicboz(block).with_dcbz(block);
+        // SAFETY: an emulated build executes no `clzero`, `cbo.zero` or `dcbz`: their emulation
+        // zeroes the 64-byte block with ordinary writes, which the clears only issue on whole,
+        // aligned blocks of the range.
+        unsafe { stream_hal::set_cpu_features(all) };
     }
-    for set in sets {
-        stream_hal::set_cpu_features(set);
-        f();
-    }
-    stream_hal::set_cpu_features(detected);
+    f();
+    assert_eq!(
+        stream_hal::restrict_cpu_features(stream_hal::CpuFeatures::NONE),
+        stream_hal::CpuFeatures::NONE
+    );
+    f();
+    // SAFETY: `before` is what was in effect when this function started: detected by the crate
+    // itself (or NONE), so every feature it claims is the CPU's.
+    unsafe { stream_hal::set_cpu_features(before) };
 }
 
 /// The size bands of `clear` (below, inside and at the start of the streaming band), page
-/// aligned and not, with and without `CLZERO`.
+/// aligned and not, with and without the optional features (`CLZERO`, Zicboz, `dcbz`).
 #[test]
 fn clear_at_the_method_thresholds() {
     let min = stream_hal::CLEAR_STREAMING_MIN;

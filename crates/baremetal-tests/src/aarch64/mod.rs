@@ -11,8 +11,9 @@ use crate::checks::{self, Plan};
 use crate::report::Report;
 
 mod boot;
-mod fdt;
 mod mmu;
+
+use crate::fdt;
 
 /// The `virt` machine's PL011: data register, and flag register at +0x18 (bit 5: transmit
 /// FIFO full).

@@ -361,8 +361,10 @@ extern "C" fn kmain(start_info: u32) -> ! {
         "cr0 {cr0:#x}, cr4 {cr4:#x}: CR4.OSFXSR = {} (SSE never enabled: an SSE instruction would raise #UD)",
         (cr4 >> 9) & 1
     );
-    // stream-hal is built with `no-cpuid`: the kernel passes what it detected.
-    crate::hal::set_cpu_features(cpu.clzero);
+    // stream-hal is built with `--cfg stream_hal_no_cpuid`: the kernel passes what it detected.
+    // SAFETY: `cpu.clzero` is CPUID 0x8000_0008 EBX bit 0 of this CPU, read just above, and
+    // the kernel runs on this one CPU only (`-smp 1`, no other CPU is started).
+    unsafe { crate::hal::set_cpu_features(cpu.clzero) };
     if crate::hal::cpu_features().clzero != cpu.clzero {
         report.fail(format_args!("stream-hal uses the CPU features the kernel set"));
     }

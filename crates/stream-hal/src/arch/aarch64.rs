@@ -170,6 +170,7 @@ mod insn {
             let start = p.wrapping_sub(p.addr() & (block - 1));
             // SAFETY: the caller guarantees the block containing `p` is writable.
             unsafe { core::ptr::write_bytes(start, 0, block) };
+            crate::emulation::note_block_zero();
         }
     }
 

@@ -15,36 +15,43 @@
 //!
 //! The choice, first match wins:
 //!
-//! 1. feature `force-generic`: generic;
+//! 1. `--cfg stream_hal_force_generic`: generic;
 //! 2. `cfg(stream_hal_emulate)` (a test switch, set with `RUSTFLAGS="--cfg stream_hal_emulate"`):
 //!    the target architecture's backend with its instructions emulated by ordinary accesses,
 //!    so that Miri and the sanitizers check all of its address arithmetic and loads (see
 //!    [`emulation`](crate::emulation));
 //! 3. Miri, or a sanitizer (`cfg(stream_hal_sanitizer)`, from the build script): generic, so
 //!    the tool sees every store as an ordinary store;
-//! 4. `target_arch = "x86_64"` or `"aarch64"`: that backend (x86-64 with or without SSE2, from
-//!    `target_feature`);
-//! 5. anything else: generic.
+//! 4. `target_arch = "x86_64"`, `"aarch64"`, `"riscv64"` or `"powerpc64"`: that backend
+//!    (x86-64 with or without SSE2, from `target_feature`);
+//! 5. anything else: generic (for loongarch64 with the reason that the ISA has no streaming
+//!    store or block-zeroing instruction, see [`GenericReason::NoStreamingInstructions`]).
 //!
 //! Everything is decided from `cfg`, which comes from the target specification, so custom
 //! target JSON files get the same backend as the built-in targets of their architecture.
+//!
+//! [`GenericReason::NoStreamingInstructions`]: crate::GenericReason::NoStreamingInstructions
 
 pub(crate) mod dczid;
 pub(crate) mod generic;
 
-cfg_if::cfg_if! {
-    if #[cfg(feature = "force-generic")] {
-        pub(crate) use self::generic::{
-            clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch, store_record,
-            store_record_words, store_words, streaming_clear_method, wide_fill_methods,
+/// Brings one backend's implementation of the crate-internal surface into scope.
+macro_rules! use_backend {
+    ($m:ident) => {
+        pub(crate) use self::$m::{
+            clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch,
+            store_record, store_record_words, store_words, streaming_clear_method, wide_fill_methods,
         };
+    };
+}
+
+cfg_if::cfg_if! {
+    if #[cfg(stream_hal_force_generic)] {
+        use_backend!(generic);
         pub(crate) const BACKEND: crate::Backend = crate::Backend::Generic(crate::GenericReason::ForceGeneric);
     } else if #[cfg(all(target_arch = "x86_64", any(stream_hal_emulate, not(any(miri, stream_hal_sanitizer)))))] {
         mod x86_64;
-        pub(crate) use self::x86_64::{
-            clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch, store_record,
-            store_record_words, store_words, streaming_clear_method, wide_fill_methods,
-        };
+        use_backend!(x86_64);
         pub(crate) const BACKEND: crate::Backend = if cfg!(stream_hal_emulate) {
             crate::Backend::Emulated(crate::Arch::X86_64 { vector: x86_64::VECTOR })
         } else {
@@ -52,25 +59,35 @@ cfg_if::cfg_if! {
         };
     } else if #[cfg(all(target_arch = "aarch64", any(stream_hal_emulate, not(any(miri, stream_hal_sanitizer)))))] {
         mod aarch64;
-        pub(crate) use self::aarch64::{
-            clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch, store_record,
-            store_record_words, store_words, streaming_clear_method, wide_fill_methods,
-        };
+        use_backend!(aarch64);
         pub(crate) const BACKEND: crate::Backend = if cfg!(stream_hal_emulate) {
             crate::Backend::Emulated(crate::Arch::Aarch64)
         } else {
             crate::Backend::Aarch64
         };
-    } else {
-        pub(crate) use self::generic::{
-            clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch, store_record,
-            store_record_words, store_words, streaming_clear_method, wide_fill_methods,
+    } else if #[cfg(all(target_arch = "riscv64", any(stream_hal_emulate, not(any(miri, stream_hal_sanitizer)))))] {
+        mod riscv64;
+        use_backend!(riscv64);
+        pub(crate) const BACKEND: crate::Backend = if cfg!(stream_hal_emulate) {
+            crate::Backend::Emulated(crate::Arch::Riscv64)
+        } else {
+            crate::Backend::Riscv64
         };
+    } else if #[cfg(all(target_arch = "powerpc64", any(stream_hal_emulate, not(any(miri, stream_hal_sanitizer)))))] {
+        mod powerpc64;
+        use_backend!(powerpc64);
+        pub(crate) const BACKEND: crate::Backend = if cfg!(stream_hal_emulate) {
+            crate::Backend::Emulated(crate::Arch::Powerpc64)
+        } else {
+            crate::Backend::Powerpc64
+        };
+    } else {
+        use_backend!(generic);
         pub(crate) const BACKEND: crate::Backend = crate::Backend::Generic(generic_reason());
     }
 }
 
-/// Why the generic backend was chosen without `force-generic`.
+/// Why the generic backend was chosen without `stream_hal_force_generic`.
 #[allow(dead_code)] // unused when a streaming backend is selected
 const fn generic_reason() -> crate::GenericReason {
     if cfg!(miri) {
@@ -80,6 +97,8 @@ const fn generic_reason() -> crate::GenericReason {
             Some(names) => crate::GenericReason::Sanitizer(names),
             None => crate::GenericReason::Sanitizer("unknown"),
         }
+    } else if cfg!(target_arch = "loongarch64") {
+        crate::GenericReason::NoStreamingInstructions("loongarch64")
     } else {
         crate::GenericReason::UnsupportedTarget(target_arch_name())
     }

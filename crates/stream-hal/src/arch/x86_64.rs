@@ -200,6 +200,7 @@ mod insn {
             // 64-byte-aligned start.
             unsafe { line.cast::<Line>().write(Line([0; 64])) };
             crate::emulation::note_weak_store();
+            crate::emulation::note_block_zero();
         }
     }
 
@@ -742,25 +743,30 @@ mod wide {
         // SAFETY: `line` is 64 readable bytes (two unaligned 32-byte loads); `dst` is 64-byte
         // aligned and writable for `lines * 64` bytes, so every `vmovntdq` of 32 bytes at
         // `p` and `p + 32` (for `p` = dst, dst + 64, ..., `lines` times, `lines >= 1`) is
-        // aligned and inside it; AVX is present and OS-enabled (the caller); ymm0/ymm1 are
-        // declared clobbered through their xmm halves (the same registers), and the closing
-        // `vzeroupper` leaves no dirty upper state for the SSE code that follows.
+        // aligned and inside it; AVX is present and OS-enabled (the caller). Registers: the
+        // loop writes all of ymm0 and ymm1, and the closing `vzeroupper` (which leaves no
+        // dirty upper state for the SSE code that follows) zeroes bits 128 and up of every
+        // vector register. `clobber_abi("C")` declares all of that: on x86-64 it clobbers
+        // xmm0-31 as whole registers (their ymm and zmm extensions included) on both the
+        // SysV and Windows ABIs, so compiled code keeps no vector value in a register across
+        // this block, even when it is inlined into AVX code. The flags are changed by
+        // `add`/`dec` (no `preserves_flags`); the stack is not used.
         unsafe {
             asm!(
-                "vmovdqu ymm0, [{line}]",
-                "vmovdqu ymm1, [{line} + 32]",
+                "vmovdqu ymm0, [rsi]",
+                "vmovdqu ymm1, [rsi + 32]",
                 "2:",
-                "vmovntdq [{p}], ymm0",
-                "vmovntdq [{p} + 32], ymm1",
-                "add {p}, 64",
-                "dec {n}",
+                "vmovntdq [rdi], ymm0",
+                "vmovntdq [rdi + 32], ymm1",
+                "add rdi, 64",
+                "dec rcx",
                 "jnz 2b",
                 "vzeroupper",
-                line = in(reg) line.as_ptr(),
-                p = inout(reg) dst => _,
-                n = inout(reg) lines => _,
-                out("xmm0") _,
-                out("xmm1") _,
+                // Explicit registers: `clobber_abi` allows no register-class outputs.
+                in("rsi") line.as_ptr(),
+                inout("rdi") dst => _,
+                inout("rcx") lines => _,
+                clobber_abi("C"),
                 options(nostack),
             );
         }
@@ -777,21 +783,26 @@ mod wide {
         // SAFETY: `line` is 64 readable bytes (one unaligned 64-byte load); `dst` is 64-byte
         // aligned and writable for `lines * 64` bytes, so every 64-byte `vmovntdq` at `p` (for
         // `p` = dst, dst + 64, ..., `lines >= 1` times) is aligned and inside it; AVX-512F is
-        // present and OS-enabled (the caller); zmm0 is declared clobbered through its xmm half
-        // (the same register), and `vzeroupper` clears the upper state before SSE code runs.
+        // present and OS-enabled (the caller). Registers: the loop writes all of zmm0 and
+        // `vzeroupper` zeroes bits 128 and up of zmm0-15 (clearing the upper state before SSE
+        // code runs); `clobber_abi("C")` declares xmm0-31 clobbered as whole registers (zmm
+        // included) and the opmask registers k1-7 too, so no compiled code keeps a vector value
+        // in a register across this block, even inlined into AVX-512 code. The flags are
+        // changed by `add`/`dec`; the stack is not used.
         unsafe {
             asm!(
-                "vmovdqu64 zmm0, [{line}]",
+                "vmovdqu64 zmm0, [rsi]",
                 "2:",
-                "vmovntdq [{p}], zmm0",
-                "add {p}, 64",
-                "dec {n}",
+                "vmovntdq [rdi], zmm0",
+                "add rdi, 64",
+                "dec rcx",
                 "jnz 2b",
                 "vzeroupper",
-                line = in(reg) line.as_ptr(),
-                p = inout(reg) dst => _,
-                n = inout(reg) lines => _,
-                out("xmm0") _,
+                // Explicit registers: `clobber_abi` allows no register-class outputs.
+                in("rsi") line.as_ptr(),
+                inout("rdi") dst => _,
+                inout("rcx") lines => _,
+                clobber_abi("C"),
                 options(nostack),
             );
         }
@@ -799,7 +810,7 @@ mod wide {
 
     /// The wide fills this CPU has, narrowest first (CPUID and XGETBV on every call).
     pub(crate) fn methods() -> impl Iterator<Item = FillMethod> {
-        let (ymm, zmm) = if cfg!(feature = "no-cpuid") { (false, false) } else { detect() };
+        let (ymm, zmm) = if cfg!(stream_hal_no_cpuid) { (false, false) } else { detect() };
         [
             ymm.then_some(FillMethod { name: "vmovntdq_ymm", fill: fill_ymm }),
             zmm.then_some(FillMethod { name: "vmovntdq_zmm", fill: fill_zmm }),

@@ -1,5 +1,6 @@
-//! Just enough of a flattened device tree reader to find the RAM QEMU gave the machine: the
-//! first `reg` range of the root's `memory@...` node.
+//! Just enough of a flattened device tree reader to find the RAM QEMU gave the machine (the
+//! first `reg` range of the root's `memory@...` node) and a property of the first CPU node
+//! (riscv64: `riscv,isa-extensions`, `riscv,cboz-block-size`).
 
 use core::fmt;
 
@@ -127,6 +128,70 @@ pub(crate) fn memory(blob: &[u8]) -> Result<Memory, FdtError> {
             }
             NOP => {}
             END => return Err(FdtError::NoMemory),
+            other => return Err(FdtError::BadToken(other)),
+        }
+    }
+}
+
+/// The value of property `name` of the first node whose path matches `path`, each element a
+/// prefix of the node name at that depth below the root (`[b"cpus", b"cpu@"]` is the first
+/// CPU). `Ok(None)` if there is no such property.
+#[cfg_attr(not(target_arch = "riscv64"), allow(dead_code))]
+pub(crate) fn property<'a>(
+    blob: &'a [u8],
+    path: &[&[u8]],
+    name: &[u8],
+) -> Result<Option<&'a [u8]>, FdtError> {
+    total_size(blob)?;
+    let mut pos = be32(blob, 8)? as usize;
+    let strings = be32(blob, 12)? as usize;
+    // Depth below the root (the root is depth 0 once entered) and how many leading path
+    // elements the current node's ancestors (and itself) matched.
+    let mut depth = 0usize;
+    let mut matched = 0usize;
+    let mut entered_root = false;
+    loop {
+        let token = be32(blob, pos)?;
+        pos += 4;
+        match token {
+            BEGIN_NODE => {
+                let node = cstr(blob, pos)?;
+                pos += (node.len() + 1).next_multiple_of(4);
+                if !entered_root {
+                    entered_root = true;
+                    continue;
+                }
+                depth += 1;
+                if matched == depth - 1 && depth <= path.len() && node.starts_with(path[depth - 1]) {
+                    matched = depth;
+                }
+            }
+            END_NODE => {
+                if matched == depth && depth > 0 {
+                    if depth == path.len() {
+                        // The first matching node is closed without the property.
+                        return Ok(None);
+                    }
+                    matched -= 1;
+                }
+                depth = depth.saturating_sub(1);
+            }
+            PROP => {
+                let len = be32(blob, pos)? as usize;
+                let name_at =
+                    strings.checked_add(be32(blob, pos + 4)? as usize).ok_or(FdtError::Truncated)?;
+                let prop = cstr(blob, name_at)?;
+                pos += 8;
+                let value = blob
+                    .get(pos..pos.checked_add(len).ok_or(FdtError::Truncated)?)
+                    .ok_or(FdtError::Truncated)?;
+                pos += len.next_multiple_of(4);
+                if matched == path.len() && depth == path.len() && prop == name {
+                    return Ok(Some(value));
+                }
+            }
+            NOP => {}
+            END => return Ok(None),
             other => return Err(FdtError::BadToken(other)),
         }
     }

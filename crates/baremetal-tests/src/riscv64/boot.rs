@@ -1,0 +1,50 @@
+//! Entry and trap vector.
+//!
+//! With `-bios none`, QEMU's reset vector jumps to `_start` in M-mode on hart 0 with the MMU
+//! off, `a0` = the hart id and `a1` = the device tree's address. The entry code sets the
+//! stack, zeroes `.bss`, turns the FPU on (`mstatus.FS` = Initial: the
+//! `riscv64gc-unknown-none-elf` target's code may use FP registers), installs the trap vector
+//! and calls `kmain(hartid, dtb)`. Every trap (an illegal instruction such as a `cbo.zero` on a
+//! hart without Zicboz among them) calls `trap_report`, which prints `mcause`, `mepc` and
+//! `mtval` and fails the run.
+
+core::arch::global_asm!(
+    r#"
+    .section .text.boot, "ax"
+    .global _start
+_start:
+    la sp, __stack_top
+    mv s0, a0
+    mv s1, a1
+
+    la t0, __bss_start
+    la t1, __bss_end
+1:
+    bgeu t0, t1, 2f
+    sd zero, 0(t0)
+    addi t0, t0, 8
+    j 1b
+2:
+    li t0, (1 << 13)                /* mstatus.FS = Initial */
+    csrs mstatus, t0
+    la t0, trap_entry
+    csrw mtvec, t0
+    mv a0, s0
+    mv a1, s1
+    call kmain
+3:
+    wfi
+    j 3b
+
+    .balign 4
+trap_entry:
+    la sp, __stack_top
+    csrr a0, mcause
+    csrr a1, mepc
+    csrr a2, mtval
+    call trap_report
+4:
+    wfi
+    j 4b
+"#
+);
