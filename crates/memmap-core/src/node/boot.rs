@@ -2,7 +2,7 @@
 //! of `memblock_free_all()`, in the kernel's order or fused window by window (see the
 //! [node documentation](super)).
 
-use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use super::buddy::FreeArea;
 use super::{
@@ -58,14 +58,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         if states.len() < needed {
             return Err(NodeError::StatesTooShort { needed, got: states.len() });
         }
-        let states = &mut states[..needed];
-        states.fill(crate::sync::BLOCK_UNINIT);
-        let states: &'a mut [u8] = states;
-        // SAFETY: `AtomicU8` has the same size, alignment and bit validity as `u8` (its
-        // documentation guarantees it), so the slice is a valid `[AtomicU8]` of the same length;
-        // the `&'a mut` borrow is exclusive and moves into the node, so for `'a` every access
-        // to these bytes goes through the atomics.
-        let states: &'a [AtomicU8] = unsafe { &*(core::ptr::from_mut(states) as *const [AtomicU8]) };
+        let states = BlockStates::from_bytes(&mut states[..needed]);
         if arena.as_ref().is_some_and(|a| !a.covers(span.start, span.len())) {
             return Err(NodeError::ArenaTooSmall);
         }
@@ -88,11 +81,14 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         let (boot_strategy, boot_reason) =
             resolve(&cfg, opts.strategy, &Job { read_back_soon: fused, ..job });
         let pages = memmap.raw_pages();
+        let node_id = crate::node::buddy::next_node_id();
         let zones = core::array::from_fn(|z| {
-            SpinLock::new(FreeArea::new(crate::node::buddy::zone_struct_addr(&cfg, layout.nid, z as u32)))
+            let area = FreeArea::new(crate::node::buddy::zone_struct_addr(&cfg, layout.nid, z as u32));
+            SpinLock::of_node(area, node_id)
         });
         let node = Node {
-            inner: SpinLock::new(Inner { memmap, hooks }),
+            // The hooks run under this lock: the innermost (see `SpinLock::hooks_of_node`).
+            inner: SpinLock::hooks_of_node(Inner { memmap, hooks }, node_id),
             pages,
             cfg,
             flags_layout,
@@ -103,15 +99,15 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             reason,
             boot_strategy,
             booting: AtomicBool::new(true),
-            states: BlockStates::new(states),
+            states,
             trace,
             uninit_bit,
-            resize_lock: SpinLock::new(u64::MAX),
+            resize_lock: SpinLock::of_node(u64::MAX, node_id),
             deferred_pages: AtomicBool::new(false),
             zones,
             arena,
             stats: NodeStats::new(),
-            node_id: crate::node::buddy::next_node_id(),
+            node_id,
         };
         let (fdp, freed) = if fused {
             node.fused_boot()
@@ -123,9 +119,10 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             node.reserve_bootmem_regions(fdp, lo, hi);
             (fdp, node.free_boot_memory(fdp, lo, hi))
         };
+        // Relaxed: only the booting thread reads `booting`, before the node is shared.
         node.booting.store(false, Ordering::Relaxed);
-        // Pairs with the acquire load in `deferred_pending` (other threads get the node after
-        // this; the release makes the boot's writes visible with the flag).
+        // Release: pairs with the Acquire load in `Node::deferred_pending` (other threads get
+        // the node after this; the release makes the boot's writes visible with the flag).
         node.deferred_pages.store(fdp != u64::MAX, Ordering::Release);
         let report = BootReport {
             first_deferred_pfn: (fdp != u64::MAX).then_some(fdp),
