@@ -6,7 +6,8 @@
 # Also replays fuzz/regressions/TARGET/* (inputs that once found a bug) before fuzzing, except
 # `*.open` ones: known bugs not fixed yet (fuzz/regressions/README.md), listed but not replayed.
 #
-# FUZZ_SECONDS (default 30) sets the time per target; installs cargo-fuzz (pinned) if absent.
+# FUZZ_SECONDS (default 30) sets the time per target, FUZZ_TIMEOUT (default 20) the seconds one
+# input may take; installs cargo-fuzz (pinned) if absent.
 #
 # `ci/fuzz.sh --long [TARGET...]` is the run that finds things, outside the CI budget: 600 s per
 # target by default (FUZZ_SECONDS still overrides), one target at a time (libFuzzer uses one
@@ -23,6 +24,9 @@ if [ "${1:-}" = "--long" ]; then
     shift
 fi
 FUZZ_SECONDS="${FUZZ_SECONDS:-$([ "$long" = 1 ] && echo 600 || echo 30)}"
+# A unit slower than this is a failure (a hang). The long runs allow more: on a machine shared
+# with compilers, a unit of a fraction of a second has been seen to take 26 s.
+FUZZ_TIMEOUT="${FUZZ_TIMEOUT:-$([ "$long" = 1 ] && echo 60 || echo 20)}"
 targets=(dump_reader size_args zone_device_init node_boot)
 targets+=(oracle_check)
 if [ $# -gt 0 ]; then
@@ -76,7 +80,7 @@ for target in "${targets[@]}"; do
     t=$(date +%s)
     # Scratch corpus first (libFuzzer writes new inputs there), the committed one read only.
     if "$bin_dir/$target" "$work/$target/corpus" "fuzz/corpus/$target" \
-        -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
+        -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout="$FUZZ_TIMEOUT" -print_final_stats=1 \
         -artifact_prefix="$work/$target/artifacts/" >"$work/$target/log" 2>&1; then
         # The coverage reached on the committed corpus (INITED) and at the end (the last line).
         grep -E '^(#[0-9]+[[:space:]]+INITED|Done|stat::number_of_executed_units|stat::new_units_added|stat::peak_rss_mb)' \
