@@ -6,12 +6,32 @@
 # Also replays fuzz/regressions/TARGET/* (inputs that once found a bug) before fuzzing, except
 # `*.open` ones: known bugs not fixed yet (fuzz/regressions/README.md), listed but not replayed.
 #
-# FUZZ_SECONDS (default 30) sets the time per target; installs cargo-fuzz (pinned) if absent.
+# FUZZ_SECONDS (default 30) sets the time per target, FUZZ_TIMEOUT (default 20) the seconds one
+# input may take; installs cargo-fuzz (pinned) if absent.
+#
+# `ci/fuzz.sh --long [TARGET...]` is the run that finds things, outside the CI budget: 600 s per
+# target by default (FUZZ_SECONDS still overrides), one target at a time (libFuzzer uses one
+# core), the given targets only if any are named. It keeps what it found: each target's scratch
+# corpus is merged into fuzz/corpus/TARGET and minimized (`cargo fuzz cmin`), so the committed
+# corpus grows only by inputs that add coverage; commit the result. A failing input is left in
+# target/fuzz-work/TARGET/artifacts: copy it into fuzz/regressions/TARGET/ (see the README there).
 source "$(dirname "$0")/env.sh"
 
 CARGO_FUZZ_VERSION=0.13.2
-FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
+long=0
+if [ "${1:-}" = "--long" ]; then
+    long=1
+    shift
+fi
+FUZZ_SECONDS="${FUZZ_SECONDS:-$([ "$long" = 1 ] && echo 600 || echo 30)}"
+# A unit slower than this is a failure (a hang). The long runs allow more: on a machine shared
+# with compilers, a unit of a fraction of a second has been seen to take 26 s.
+FUZZ_TIMEOUT="${FUZZ_TIMEOUT:-$([ "$long" = 1 ] && echo 60 || echo 20)}"
 targets=(dump_reader size_args zone_device_init node_boot)
+targets+=(oracle_check)
+if [ $# -gt 0 ]; then
+    targets=("$@")
+fi
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
     echo "fuzz: installing the nightly toolchain"
@@ -55,13 +75,31 @@ for target in "${targets[@]}"; do
             continue
         fi
     fi
+    mkdir -p "fuzz/corpus/$target"
     echo "fuzz: $target: ${FUZZ_SECONDS}s from $(ls "fuzz/corpus/$target" | wc -l) corpus inputs"
+    t=$(date +%s)
     # Scratch corpus first (libFuzzer writes new inputs there), the committed one read only.
     if "$bin_dir/$target" "$work/$target/corpus" "fuzz/corpus/$target" \
-        -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
+        -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout="$FUZZ_TIMEOUT" -print_final_stats=1 \
         -artifact_prefix="$work/$target/artifacts/" >"$work/$target/log" 2>&1; then
-        grep -E '^(Done|stat::number_of_executed_units|stat::new_units_added)' "$work/$target/log" \
-            | sed "s/^/fuzz: $target: /"
+        # The coverage reached on the committed corpus (INITED) and at the end (the last line).
+        grep -E '^(#[0-9]+[[:space:]]+INITED|Done|stat::number_of_executed_units|stat::new_units_added|stat::peak_rss_mb)' \
+            "$work/$target/log" | sed "s/^/fuzz: $target: /"
+        grep -E '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse|DONE)' "$work/$target/log" | tail -n 1 | sed "s/^/fuzz: $target: last: /"
+        echo "fuzz: $target: ran $(( $(date +%s) - t ))s"
+        if [ "$long" = 1 ]; then
+            # Keep what the run found, minimized: scratch and committed inputs together, then
+            # cmin (libFuzzer -merge=1) down to the inputs that add coverage.
+            before=$(ls "fuzz/corpus/$target" | wc -l)
+            cp -n "$work/$target/corpus"/* "fuzz/corpus/$target/" 2>/dev/null || true
+            cargo +nightly fuzz cmin "$target" >"$work/$target/cmin.log" 2>&1 || {
+                tail -n 40 "$work/$target/cmin.log"
+                failed+=("$target (cmin)")
+                continue
+            }
+            grep -E 'MERGE-OUTER: [0-9]+ new files' "$work/$target/cmin.log" | sed "s/^/fuzz: $target: cmin: /"
+            echo "fuzz: $target: corpus $before inputs before, $(ls "fuzz/corpus/$target" | wc -l) after cmin"
+        fi
     else
         tail -n 60 "$work/$target/log"
         for f in "$work/$target/artifacts"/*; do

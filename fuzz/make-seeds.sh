@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the hand-made seeds of corpus/dump_reader (real dumps: two bytes of meta.json
-# length, meta.json, memmap.bin) and corpus/size_args (NUL-separated command lines).
+# length, meta.json, memmap.bin), corpus/size_args (NUL-separated command lines) and
+# corpus/oracle_check (every committed golden extract in the target's raw form: a mode byte,
+# the u32 little-endian lengths of facts.json and extract.json, the three files; and one seed of
+# each structured edit form).
 # Usage: bash fuzz/make-seeds.sh (builds memmap-bench in the root workspace).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,4 +44,22 @@ dump hugetlb --hstate 1G --count 1099511627776 --nodes 2 --hvo fail --layout 72 
 diff a b
 --quick --json --no-progress --plot p.svg
 ARGS
-echo "seeds: $i dumps, $n command lines"
+mkdir -p fuzz/corpus/oracle_check
+g=$(python3 - <<'PY'
+import glob, os, struct
+n = 0
+for d in sorted(glob.glob("crates/kernel-oracle/golden/*/*/")):
+    f, x, p = (open(os.path.join(d, name), "rb").read() for name in ("facts.json", "extract.json", "pages.bin.gz"))
+    name = "seed-" + d.rstrip("/").split("golden/")[1].replace("/", "-")
+    # Mode 2 (raw, and compared with the model) for the extracts small enough: 2 MiB folios.
+    mode = b"\2" if "hugetlb-2m" in name else b"\0"
+    open("fuzz/corpus/oracle_check/" + name, "wb").write(mode + struct.pack("<II", len(f), len(x)) + f + x + p)
+    n += 1
+# Structured edits: mode byte 1 or 3 (with the model), then the Arbitrary bytes (which extract, the edits, the pages).
+for k, body in enumerate([b"\0", b"\1\1\2\0\0\0\0\0\0\0", b"\2\1\5\3\0\0\0\0\3", b"\3\0\3"]):
+    open("fuzz/corpus/oracle_check/seed-edit-%d" % k, "wb").write(b"\1\3"[k % 2:k % 2 + 1] + body)
+    n += 1
+print(n)
+PY
+)
+echo "seeds: $i dumps, $n command lines, $g golden extracts and edits"

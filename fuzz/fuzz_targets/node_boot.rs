@@ -196,7 +196,7 @@ fn boot(
             InitMode::OnDemand => {
                 let _expanded = node.expand_all();
             }
-            InitMode::Eager => {}
+            _ => {}
         }
         drop(node);
         pages.clone()

@@ -47,11 +47,11 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         Ok(Invocation::DumpZoneDevice(opts, ..)) => {
-            let need = opts.memory_needed().expect("checked by parse");
+            let need = memmap_bench::memory::zone_device_dump_need(&opts).expect("checked by parse");
             assert_eq!(check("dump", &need, &MACHINE), Ok(()));
         }
         Ok(Invocation::DumpHugetlb(opts, ..)) => {
-            let need = opts.memory_needed().expect("checked by parse");
+            let need = memmap_bench::memory::hugetlb_dump_need(&opts).expect("checked by parse");
             assert_eq!(check("dump", &need, &MACHINE), Ok(()));
         }
         Ok(Invocation::Diff(..)) | Err(_) => {}

@@ -165,45 +165,177 @@ pub struct Golden {
     pub bytes: Vec<Vec<Vec<u8>>>,
 }
 
+/// The most bytes `facts.json` or `extract.json` of a golden extract may hold.
+pub const MAX_JSON_BYTES: u64 = 4 << 20;
+/// The most bytes `pages.bin.gz` may hold, compressed or decompressed.
+pub const MAX_PAGES_BYTES: u64 = 16 << 20;
+/// The most regions an extract may have.
+pub const MAX_REGIONS: usize = 64;
+/// The most struct pages a region may span: the model is run for the whole region and the
+/// comparison holds a buffer of its struct pages (4 Mi pages: 16 GiB of memory, 256 MiB of
+/// struct pages; the committed extracts have at most 512 Ki).
+pub const MAX_REGION_PAGES: u64 = 1 << 22;
+/// The largest compound order (`vmemmap_shift`, folio order) accepted (PUD pages are 18).
+pub const MAX_COMPOUND_ORDER: u32 = 30;
+/// The largest node id accepted (`CONFIG_NODES_SHIFT` 10).
+pub const MAX_NID: u32 = 1023;
+
+/// Why a golden extract was refused.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum GoldenError {
+    /// A file could not be read, or is not a regular file.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// A file (for `pages.bin.gz`: or its decompressed contents) is larger than its limit.
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// A JSON file does not parse.
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        source: serde_json::Error,
+    },
+    /// `pages.bin.gz` is not valid gzip.
+    Gzip {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// The files parse but disagree with each other or describe what no kernel dump holds.
+    Invalid {
+        /// The extract's directory.
+        dir: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+impl std::fmt::Display for GoldenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GoldenError::Io { path, source } => write!(f, "reading {}: {source}", path.display()),
+            GoldenError::TooLarge { path, limit } => {
+                write!(f, "{}: larger than {limit} bytes", path.display())
+            }
+            GoldenError::Json { path, source } => write!(f, "parsing {}: {source}", path.display()),
+            GoldenError::Gzip { path, source } => write!(f, "decompressing {}: {source}", path.display()),
+            GoldenError::Invalid { dir, what } => write!(f, "{}: {what}", dir.display()),
+        }
+    }
+}
+
+impl std::error::Error for GoldenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            GoldenError::Io { source, .. } | GoldenError::Gzip { source, .. } => Some(source),
+            GoldenError::Json { source, .. } => Some(source),
+            GoldenError::TooLarge { .. } | GoldenError::Invalid { .. } => None,
+        }
+    }
+}
+
+/// Reads a regular file of at most `limit` bytes (a FIFO or device is refused before it is
+/// opened; a file that grows past the limit while read is refused too).
+fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, GoldenError> {
+    let io = |source| GoldenError::Io { path: path.to_path_buf(), source };
+    let meta = fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
+    }
+    if meta.len() > limit {
+        return Err(GoldenError::TooLarge { path: path.to_path_buf(), limit });
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    fs::File::open(path).and_then(|f| f.take(limit + 1).read_to_end(&mut bytes)).map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(GoldenError::TooLarge { path: path.to_path_buf(), limit });
+    }
+    Ok(bytes)
+}
+
 impl Golden {
-    /// Reads `dir`.
+    /// Reads `dir` (`facts.json`, `extract.json`, `pages.bin.gz`, each a regular file within
+    /// its limit) and checks it with [`Golden::parse`].
     ///
     /// # Errors
     ///
-    /// Missing or malformed files, or sizes that disagree.
-    pub fn load(dir: &Path) -> Result<Golden> {
-        let facts = Facts::load(dir)?;
-        let extract: Extract = serde_json::from_slice(&fs::read(dir.join("extract.json"))?)
-            .with_context(|| format!("parsing {}", dir.join("extract.json").display()))?;
+    /// Missing, oversized or malformed files, or contents that disagree ([`GoldenError`]).
+    pub fn load(dir: &Path) -> Result<Golden, GoldenError> {
+        let facts = read_bounded(&dir.join("facts.json"), MAX_JSON_BYTES)?;
+        let extract = read_bounded(&dir.join("extract.json"), MAX_JSON_BYTES)?;
+        let pages = read_bounded(&dir.join("pages.bin.gz"), MAX_PAGES_BYTES)?;
+        Golden::parse(dir, &facts, &extract, &pages)
+    }
+
+    /// A golden extract from the contents of its three files (`dir` names it in errors), what
+    /// `kernel-oracle check` reads. Any bytes give either an extract on which
+    /// [`Golden::checks`], [`Golden::pages`] and [`Golden::compare_with_model`] cannot panic and
+    /// allocate within the limits above, or a [`GoldenError`]: the sizes and geometry are
+    /// checked before anything is allocated from them (regions within [`MAX_REGION_PAGES`] and
+    /// inside the vmemmap, orders up to [`MAX_COMPOUND_ORDER`], runs inside their regions, the
+    /// decompressed pages exactly the runs' struct pages and at most [`MAX_PAGES_BYTES`]).
+    ///
+    /// # Errors
+    ///
+    /// [`GoldenError`] for malformed, oversized or inconsistent contents.
+    pub fn parse(dir: &Path, facts: &[u8], extract: &[u8], pages_gz: &[u8]) -> Result<Golden, GoldenError> {
+        let invalid = |what: String| GoldenError::Invalid { dir: dir.to_path_buf(), what };
+        for (name, bytes, limit) in [
+            ("facts.json", facts, MAX_JSON_BYTES),
+            ("extract.json", extract, MAX_JSON_BYTES),
+            ("pages.bin.gz", pages_gz, MAX_PAGES_BYTES),
+        ] {
+            if bytes.len() as u64 > limit {
+                return Err(GoldenError::TooLarge { path: dir.join(name), limit });
+            }
+        }
+        let facts: Facts = serde_json::from_slice(facts)
+            .map_err(|source| GoldenError::Json { path: dir.join("facts.json"), source })?;
+        if facts.format != crate::facts::FORMAT {
+            return Err(invalid(format!(
+                "facts format {} (expected {})",
+                facts.format,
+                crate::facts::FORMAT
+            )));
+        }
+        let extract: Extract = serde_json::from_slice(extract)
+            .map_err(|source| GoldenError::Json { path: dir.join("extract.json"), source })?;
+        validate(&facts, &extract).map_err(invalid)?;
         let mut raw = Vec::new();
-        GzDecoder::new(fs::File::open(dir.join("pages.bin.gz"))?).read_to_end(&mut raw)?;
-        if extract.regions.len() != facts.regions.len() {
-            bail!(
-                "{}: {} extracts for {} regions",
-                dir.display(),
-                extract.regions.len(),
-                facts.regions.len()
-            );
+        GzDecoder::new(pages_gz)
+            .take(MAX_PAGES_BYTES + 1)
+            .read_to_end(&mut raw)
+            .map_err(|source| GoldenError::Gzip { path: dir.join("pages.bin.gz"), source })?;
+        if raw.len() as u64 > MAX_PAGES_BYTES {
+            return Err(GoldenError::TooLarge { path: dir.join("pages.bin.gz"), limit: MAX_PAGES_BYTES });
         }
         let mut off = 0usize;
         let mut bytes = Vec::new();
-        for (e, r) in extract.regions.iter().zip(&facts.regions) {
+        for e in &extract.regions {
             let mut per_run = Vec::new();
             for run in &e.runs {
-                if run.start_pfn < r.start_pfn || run.start_pfn + run.nr_pages > r.start_pfn + r.nr_pages {
-                    bail!("{}: run {:#x}+{} outside its region", dir.display(), run.start_pfn, run.nr_pages);
-                }
+                // Bounded by the region (validated), so no overflow.
                 let n = run.nr_pages as usize * SP as usize;
-                let chunk = raw
-                    .get(off..off + n)
-                    .with_context(|| format!("{}: pages.bin.gz too short", dir.display()))?;
+                let chunk =
+                    raw.get(off..off + n).ok_or_else(|| invalid("pages.bin.gz too short".to_string()))?;
                 per_run.push(chunk.to_vec());
                 off += n;
             }
             bytes.push(per_run);
         }
         if off != raw.len() {
-            bail!("{}: pages.bin.gz has {} bytes, the runs {}", dir.display(), raw.len(), off);
+            return Err(invalid(format!("pages.bin.gz has {} bytes, the runs {off}", raw.len())));
         }
         Ok(Golden { dir: dir.to_path_buf(), facts, extract, bytes })
     }
@@ -270,6 +402,66 @@ impl Golden {
             .collect();
         class_checks(&self.facts, &sets)
     }
+}
+
+/// The geometry checks of [`Golden::parse`].
+fn validate(facts: &Facts, extract: &Extract) -> Result<(), String> {
+    if facts.struct_page_size != SP {
+        return Err(format!(
+            "struct_page_size {} (golden extracts are of 64-byte struct pages)",
+            facts.struct_page_size
+        ));
+    }
+    if facts.vmemmap_base.checked_add(facts.vmemmap_size).is_none() {
+        return Err(format!(
+            "vmemmap [{:#x}, +{:#x}) wraps around the address space",
+            facts.vmemmap_base, facts.vmemmap_size
+        ));
+    }
+    if facts.regions.len() > MAX_REGIONS {
+        return Err(format!("{} regions (at most {MAX_REGIONS})", facts.regions.len()));
+    }
+    if extract.regions.len() != facts.regions.len() {
+        return Err(format!("{} extracts for {} regions", extract.regions.len(), facts.regions.len()));
+    }
+    for (i, (r, e)) in facts.regions.iter().zip(&extract.regions).enumerate() {
+        let what = format!("region {i} (pfn {:#x}, {} pages)", r.start_pfn, r.nr_pages);
+        if r.nr_pages == 0 || r.nr_pages > MAX_REGION_PAGES {
+            return Err(format!("{what}: not 1 to {MAX_REGION_PAGES} struct pages"));
+        }
+        // Every struct page of the region lies inside the vmemmap.
+        let end = r.start_pfn.checked_add(r.nr_pages).filter(|&e| e <= facts.vmemmap_size / SP);
+        let Some(end) = end else {
+            return Err(format!(
+                "{what}: struct pages outside the vmemmap ({:#x} bytes)",
+                facts.vmemmap_size
+            ));
+        };
+        let orders = [r.vmemmap_shift, r.folio.map(|f| f.order)];
+        if let Some(o) = orders.into_iter().flatten().find(|&o| o > MAX_COMPOUND_ORDER) {
+            return Err(format!("{what}: compound order {o} (at most {MAX_COMPOUND_ORDER})"));
+        }
+        if r.nid > MAX_NID || r.folio.is_some_and(|f| f.nid > MAX_NID) {
+            return Err(format!("{what}: node id above {MAX_NID}"));
+        }
+        if r.init_start_pfn.is_some_and(|p| p < r.start_pfn || p > end) {
+            return Err(format!("{what}: init_start_pfn outside the region"));
+        }
+        if let Some(first) = r.pageblock_first_pfn {
+            let blocks_end =
+                (r.pageblock_migratetypes.len() as u64).checked_mul(512).and_then(|n| n.checked_add(first));
+            if first > r.start_pfn || blocks_end.is_none_or(|b| b > end + 512) {
+                return Err(format!("{what}: pageblocks do not cover the region"));
+            }
+        }
+        for run in &e.runs {
+            let run_end = run.start_pfn.checked_add(run.nr_pages);
+            if run.start_pfn < r.start_pfn || run_end.is_none_or(|x| x > end) {
+                return Err(format!("{what}: run {:#x}+{} outside its region", run.start_pfn, run.nr_pages));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Every golden directory (`golden/<kernel>/<config>`) under `golden`.

@@ -145,7 +145,9 @@ pub fn boot_memory_end(facts: &Facts, start_pfn: u64) -> u64 {
             let range = l.split(" : ").next()?;
             let (_, end) = range.split_once('-')?;
             let end = u64::from_str_radix(end.trim(), 16).ok()?;
-            Some((end + 1) >> 12)
+            // The inclusive end + 1 in 65 bits: a range ending at the top of the address
+            // space is pfn 2^52, not an overflow.
+            Some(((u128::from(end) + 1) >> 12) as u64)
         })
         .filter(|&end| end <= start_pfn)
         .max()

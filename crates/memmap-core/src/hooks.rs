@@ -29,6 +29,11 @@ pub struct PageRefEvent {
 }
 
 /// Callbacks from the initializers. Every method has a do-nothing default.
+///
+/// A [`Node`](crate::Node) calls its hooks holding its memmap lock: a hook must not call back
+/// into the node it is called from (allocate, free, expand, grow). With `std` such a call
+/// panics with a message instead of deadlocking; without `std` it deadlocks. Another node may
+/// be used.
 pub trait InitHooks {
     /// `cond_resched()`, called at every pageblock-aligned PFN that is initialized.
     #[inline(always)]

@@ -2,7 +2,7 @@
 //! of `memblock_free_all()`, in the kernel's order or fused window by window (see the
 //! [node documentation](super)).
 
-use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use super::buddy::FreeArea;
 use super::{
@@ -55,11 +55,14 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         let (boot_strategy, boot_reason) =
             resolve(&cfg, opts.fill.strategy, &Job { read_back_soon: fused, ..job });
         let pages = memmap.raw_pages();
+        let node_id = crate::node::buddy::next_node_id();
         let zones = core::array::from_fn(|z| {
-            SpinLock::new(FreeArea::new(crate::node::buddy::zone_struct_addr(&cfg, layout.nid, z as u32)))
+            let area = FreeArea::new(crate::node::buddy::zone_struct_addr(&cfg, layout.nid, z as u32));
+            SpinLock::of_node(area, node_id)
         });
         let node = Node {
-            inner: SpinLock::new(Inner { memmap, hooks }),
+            // The hooks run under this lock: the innermost (see `SpinLock::hooks_of_node`).
+            inner: SpinLock::hooks_of_node(Inner { memmap, hooks }, node_id),
             pages,
             cfg,
             flags_layout,
@@ -70,15 +73,15 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             reason,
             boot_strategy,
             booting: AtomicBool::new(true),
-            states: BlockStates::new(states),
+            states,
             trace,
             uninit_bit,
-            resize_lock: SpinLock::new(u64::MAX),
+            resize_lock: SpinLock::of_node(u64::MAX, node_id),
             deferred_pages: AtomicBool::new(false),
             zones,
             arena,
             stats: NodeStats::new(),
-            node_id: crate::node::buddy::next_node_id(),
+            node_id,
         };
         // SAFETY: the node's span is inside the memmap storage (checked above), and the node
         // is not shared yet: until `boot` returns it, this thread is the only one that can
@@ -94,9 +97,10 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             node.reserve_bootmem_regions(&mut own, fdp, lo, hi);
             (fdp, node.free_boot_memory(&mut own, fdp, lo, hi))
         };
+        // Relaxed: only the booting thread reads `booting`, before the node is shared.
         node.booting.store(false, Ordering::Relaxed);
-        // Pairs with the acquire load in `deferred_pending` (other threads get the node after
-        // this; the release makes the boot's writes visible with the flag).
+        // Release: pairs with the Acquire load in `Node::deferred_pending` (other threads get
+        // the node after this; the release makes the boot's writes visible with the flag).
         node.deferred_pages.store(fdp != u64::MAX, Ordering::Release);
         let report = BootReport {
             first_deferred_pfn: (fdp != u64::MAX).then_some(fdp),
@@ -335,14 +339,14 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
 }
 
 /// Checks what a node is built from before anything is written: the layout, the node id, the
-/// memmap covering the span, the orders, the state bytes (reset and returned as atomics) and
-/// the arena.
+/// memmap covering the span, the orders, the state bytes (reset and returned as the block
+/// states) and the arena.
 fn check_parts<'a, P: StructPage>(
     memmap: &crate::memmap::Memmap<'a, P>,
     layout: &super::NodeLayout<'a>,
     states: &'a mut [u8],
     arena: Option<&super::PhysArena<'a>>,
-) -> Result<&'a [AtomicU8], NodeError> {
+) -> Result<BlockStates<'a>, NodeError> {
     let cfg = *memmap.config();
     let flags_layout = *memmap.layout();
     layout.validate(cfg.max_nr_zones - 1)?;
@@ -374,13 +378,7 @@ fn check_parts<'a, P: StructPage>(
     if arena.is_some_and(|a| !a.covers(span.start, span.len())) {
         return Err(NodeError::ArenaTooSmall);
     }
-    let states = &mut states[..needed];
-    states.fill(crate::sync::BLOCK_UNINIT);
-    // SAFETY: `AtomicU8` has the same size, alignment and bit validity as `u8` (its
-    // documentation guarantees it), so the slice is a valid `[AtomicU8]` of the same length;
-    // the `&'a mut` borrow is exclusive and moves into the node, so for `'a` every access to
-    // these bytes goes through the atomics.
-    Ok(unsafe { &*(core::ptr::from_mut(states) as *const [AtomicU8]) })
+    Ok(BlockStates::from_bytes(&mut states[..needed]))
 }
 
 /// How many `__free_pages_core` chunks ahead the boot free pass prefetches. Measured on the

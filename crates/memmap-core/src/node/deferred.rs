@@ -203,6 +203,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             }
         }
         // page_alloc_init_late(): all kthreads are done, disable the deferred_pages key.
+        // Release: pairs with the Acquire load in `Node::deferred_pending`.
         self.deferred_pages.store(false, Ordering::Release);
         DeferredReport {
             first_deferred_pfn: (first != u64::MAX).then_some(first),

@@ -36,6 +36,14 @@
 //! goes), so there is no data race. The [`Memmap`] view sits behind the *memmap lock* together
 //! with the [`InitHooks`]: the slow paths, pageblock migrate types and tracepoint events go
 //! through it.
+//!
+//! The locks nest in one order: resize lock, zone lock, memmap lock. The hooks run under the
+//! memmap lock, so a hook must not call into the node it is called from (allocate, free,
+//! expand, grow, or read anything behind a lock): that would take a node lock under the
+//! memmap lock, a deadlock on the spot or against another thread. With `std` such a call
+//! panics with a message instead, every time, before it waits for anything
+//! (`tests/hook_reentrancy.rs`); without `std` it deadlocks. A hook may use another node. A
+//! hook called from `Node::boot` cannot reach its node: it does not exist outside `boot` yet.
 
 mod arena;
 mod boot;
@@ -475,6 +483,9 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// Whether the `deferred_pages` static key is still on (deferred init not finished).
     #[must_use]
     pub fn deferred_pending(&self) -> bool {
+        // Acquire: pairs with the Release stores in `Node::boot` and at the end of
+        // `deferred_init_memmap_with`. Nothing is read through the flag (an allocator that sees
+        // it on grows the zone under the resize lock), so no test fails with Relaxed here.
         self.deferred_pages.load(Ordering::Acquire)
     }
 

@@ -10,30 +10,181 @@
 
 pub(crate) mod padata;
 
-use core::cell::UnsafeCell;
+#[cfg(all(test, loom))]
+mod loom_tests;
+
 use core::fmt;
 use core::marker::PhantomData;
+use core::mem::ManuallyDrop;
 use core::ops::{Deref, DerefMut};
-use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use core::sync::atomic::Ordering;
+
+// The atomics the primitives below are built on: core's, or loom's under `--cfg loom`, where
+// the loom models (`loom_tests.rs`, `ci/loom.sh`) explore every interleaving and every value a
+// weaker ordering lets a load return. The node keeps its own counters and flags on core's.
+#[cfg(not(loom))]
+pub(crate) use core::sync::atomic::{AtomicBool, AtomicU8};
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8};
+
+#[cfg(all(loom, not(feature = "std")))]
+compile_error!("`--cfg loom` needs memmap-core's `std` feature (loom runs on std threads)");
 
 /// Spins politely: a CPU hint, and under `std` a yield after a while, so that waiting threads
-/// on an oversubscribed machine (or under Miri's scheduler) let the holder run.
+/// on an oversubscribed machine (or under Miri's scheduler) let the holder run. Under loom,
+/// every turn yields to the model's scheduler.
 #[inline]
 fn relax(spins: &mut u32) {
     *spins = spins.wrapping_add(1);
-    #[cfg(feature = "std")]
+    #[cfg(loom)]
+    {
+        loom::thread::yield_now();
+    }
+    #[cfg(all(feature = "std", not(loom)))]
     if *spins % 64 == 0 {
         std::thread::yield_now();
         return;
     }
+    #[cfg(not(loom))]
     core::hint::spin_loop();
+}
+
+/// The lock's data: in a `core::cell::UnsafeCell`, or under loom in loom's, which checks every
+/// access against the happens-before order of the interleaving it explores (a lock whose
+/// acquire or release is too weak shows up there as a data race on the data).
+#[cfg(not(loom))]
+mod cell {
+    pub(super) struct DataCell<T>(core::cell::UnsafeCell<T>);
+
+    /// Access to the data while the lock is held.
+    pub(super) struct Access<T>(*mut T);
+
+    impl<T> DataCell<T> {
+        pub(super) const fn new(value: T) -> Self {
+            DataCell(core::cell::UnsafeCell::new(value))
+        }
+
+        pub(super) fn get_mut(&mut self) -> &mut T {
+            self.0.get_mut()
+        }
+
+        pub(super) fn into_inner(self) -> T {
+            self.0.into_inner()
+        }
+
+        /// The access of a new lock holder.
+        pub(super) fn access(&self) -> Access<T> {
+            Access(self.0.get())
+        }
+    }
+
+    impl<T> Access<T> {
+        /// The pointer to the data (valid, and exclusive to the holder, while the lock is held).
+        pub(super) fn ptr(&self) -> *mut T {
+            self.0
+        }
+    }
+}
+
+/// The lock's data under loom (see the `not(loom)` version).
+#[cfg(loom)]
+mod cell {
+    pub(super) struct DataCell<T>(loom::cell::UnsafeCell<T>);
+
+    /// The tracked access of the lock holder, from taking the lock to releasing it.
+    pub(super) struct Access<T>(loom::cell::MutPtr<T>);
+
+    impl<T> DataCell<T> {
+        pub(super) fn new(value: T) -> Self {
+            DataCell(loom::cell::UnsafeCell::new(value))
+        }
+
+        pub(super) fn get_mut(&mut self) -> &mut T {
+            // SAFETY: `&mut self` is exclusive: no other access to the value exists, tracked or
+            // not, for the returned borrow.
+            self.0.with_mut(|p| unsafe { &mut *p })
+        }
+
+        pub(super) fn into_inner(self) -> T {
+            self.0.into_inner()
+        }
+
+        /// The access of a new lock holder.
+        pub(super) fn access(&self) -> Access<T> {
+            Access(self.0.get_mut())
+        }
+    }
+
+    impl<T> Access<T> {
+        /// The pointer to the data (valid, and exclusive to the holder, while the lock is held).
+        pub(super) fn ptr(&self) -> *mut T {
+            self.0.with(|p| p)
+        }
+    }
+}
+
+/// The re-entry check (`std`): a hook must not call back into the node it is called from.
+///
+/// The node calls its hooks (`cond_resched`, `page_ref_set`) holding its memmap lock, the
+/// innermost of its locks (resize lock, then zone locks, then memmap lock). A node lock
+/// requested by the thread that holds the memmap lock of the same node is a hook calling back
+/// into its node: the memmap lock itself would spin forever on its own holder, and a zone or
+/// resize lock inverts the lock order (a deadlock against any thread holding that lock and
+/// waiting for the memmap lock, as an on-demand expansion does). Each thread records which
+/// node's memmap lock it holds; a node lock taken in that state panics with a message, every
+/// time, whether or not this particular call would have deadlocked. Without `std` there is no
+/// thread identity: the rule stands, unchecked. Under loom (whose threads share one OS thread)
+/// the check is off; the loom models use locks of no node.
+#[cfg(all(feature = "std", not(loom)))]
+mod reentry {
+    use core::cell::Cell;
+
+    std::thread_local! {
+        /// The node whose memmap lock this thread holds (0: none).
+        static HOLDING: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Panics if this thread holds the memmap lock of `node` (never for `node == 0`).
+    #[inline]
+    pub(super) fn check(node: u64) {
+        if node != 0 && HOLDING.try_with(Cell::get) == Ok(node) {
+            panic!(
+                "memmap-core: a hook called back into the node it was called from (node lock \
+                 requested by the thread that holds the node's memmap lock, under which \
+                 `cond_resched` and `page_ref_set` run). Hooks must not use their own node: it \
+                 would deadlock. Hand the work to a thread that does not wait for the hook."
+            );
+        }
+    }
+
+    /// Records that this thread now holds the memmap lock of `node`; returns what to restore.
+    #[inline]
+    pub(super) fn enter(node: u64) -> u64 {
+        HOLDING.try_with(|h| h.replace(node)).unwrap_or(0)
+    }
+
+    /// Undoes [`enter`].
+    #[inline]
+    pub(super) fn leave(prev: u64) {
+        let _ = HOLDING.try_with(|h| h.set(prev));
+    }
 }
 
 /// A test-and-test-and-set spin lock, as `spin_lock()`/`spin_unlock()`: acquire on lock,
 /// release on unlock.
+///
+/// A lock of a node ([`SpinLock::of_node`], [`SpinLock::hooks_of_node`]) also carries the
+/// node's id for the re-entry check (`std`): taking any lock of a node on a thread that holds
+/// the lock under which that node runs its hooks panics (see the `reentry` module).
 pub(crate) struct SpinLock<T> {
     locked: AtomicBool,
-    data: UnsafeCell<T>,
+    /// The node the lock belongs to (0: none). Read by the re-entry check only.
+    #[cfg_attr(any(loom, not(feature = "std")), allow(dead_code))]
+    node: u64,
+    /// The node runs its hooks under this lock. Read by the re-entry check only.
+    #[cfg_attr(any(loom, not(feature = "std")), allow(dead_code))]
+    hooks: bool,
+    data: cell::DataCell<T>,
 }
 
 // SAFETY: the lock hands out access to `T` to one thread at a time (acquire/release on
@@ -44,18 +195,65 @@ unsafe impl<T: Send> Sync for SpinLock<T> {}
 unsafe impl<T: Send> Send for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
-    /// A new, unlocked lock.
+    /// A new, unlocked lock of no node (padata's job lock; the tests').
+    #[cfg(not(loom))]
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
     pub(crate) const fn new(value: T) -> Self {
-        SpinLock { locked: AtomicBool::new(false), data: UnsafeCell::new(value) }
+        Self::with_node(value, 0, false)
+    }
+    /// A new, unlocked lock of no node (padata's job lock; the loom models').
+    #[cfg(loom)]
+    pub(crate) fn new(value: T) -> Self {
+        Self::with_node(value, 0, false)
+    }
+
+    /// A new, unlocked lock of node `node` (a nonzero id).
+    pub(crate) fn of_node(value: T, node: u64) -> Self {
+        Self::with_node(value, node, false)
+    }
+
+    /// A new, unlocked lock of node `node` under which the node calls its hooks: the
+    /// innermost of the node's locks.
+    pub(crate) fn hooks_of_node(value: T, node: u64) -> Self {
+        Self::with_node(value, node, true)
+    }
+
+    #[cfg(not(loom))]
+    const fn with_node(value: T, node: u64, hooks: bool) -> Self {
+        SpinLock { locked: AtomicBool::new(false), node, hooks, data: cell::DataCell::new(value) }
+    }
+    #[cfg(loom)]
+    fn with_node(value: T, node: u64, hooks: bool) -> Self {
+        SpinLock { locked: AtomicBool::new(false), node, hooks, data: cell::DataCell::new(value) }
     }
 
     /// Takes the lock, spinning until it is free.
+    ///
+    /// # Panics
+    ///
+    /// With `std`, if this is a lock of a node and the calling thread holds that node's hooks
+    /// lock (a hook calling back into its node; see the `reentry` module).
     pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
+        #[cfg(all(feature = "std", not(loom)))]
+        reentry::check(self.node);
         let mut spins = 0;
         loop {
+            // Acquire (on success): pairs with the Release store in `SpinGuard::drop` of the
+            // previous holder, so its writes to the data happen before this holder's accesses.
+            // Relaxed on failure: a failed attempt reads nothing through the lock.
             if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                return SpinGuard { lock: self, _not_auto: PhantomData };
+                #[cfg(all(feature = "std", not(loom)))]
+                let prev = if self.hooks { reentry::enter(self.node) } else { 0 };
+                return SpinGuard {
+                    lock: self,
+                    access: ManuallyDrop::new(self.data.access()),
+                    #[cfg(all(feature = "std", not(loom)))]
+                    prev,
+                    _not_auto: PhantomData,
+                };
             }
+            // Relaxed: only a hint that the lock looks free; the compare-exchange above is what
+            // acquires it.
             while self.locked.load(Ordering::Relaxed) {
                 relax(&mut spins);
             }
@@ -75,6 +273,7 @@ impl<T> SpinLock<T> {
 
 impl<T> fmt::Debug for SpinLock<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Relaxed: a snapshot for printing; nothing is read through it.
         f.debug_struct("SpinLock").field("locked", &self.locked.load(Ordering::Relaxed)).finish()
     }
 }
@@ -82,20 +281,21 @@ impl<T> fmt::Debug for SpinLock<T> {
 /// Access to the value of a held [`SpinLock`]; unlocks on drop.
 ///
 /// `Sync` only when `T: Sync` (like `std::sync::MutexGuard`): a `&SpinGuard` hands out `&T`,
-/// so sharing the guard between threads shares the `T`. Without the explicit impls below the
+/// so sharing the guard between threads shares the `T`. Without the explicit impl below the
 /// guard would be `Sync` whenever `T: Send` (through `&SpinLock<T>`), and two threads holding
-/// `&SpinGuard<Cell<_>>` could race on the cell.
+/// `&SpinGuard<Cell<_>>` could race on the cell. Never `Send` (like `MutexGuard`): the guard
+/// drops on the thread that locked, where the re-entry check restores that thread's state.
 pub(crate) struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
-    /// Opts out of the auto traits; the impls below grant exactly the right ones.
+    /// Dropped (under loom: the tracked access ends) right before the unlock.
+    access: ManuallyDrop<cell::Access<T>>,
+    /// What the re-entry check restores on unlock.
+    #[cfg(all(feature = "std", not(loom)))]
+    prev: u64,
+    /// Opts out of the auto traits; the impl below grants exactly the right one.
     _not_auto: PhantomData<*mut T>,
 }
 
-// SAFETY: sending the guard sends the exclusive access to `T` it represents (`&mut T` through
-// `DerefMut`) and the duty to release the lock; a spin lock can be released from any thread
-// (the release store in `Drop` pairs with the acquiring compare-exchange in `lock` wherever it
-// runs). That is sound exactly when `T: Send`.
-unsafe impl<T: Send> Send for SpinGuard<'_, T> {}
 // SAFETY: a shared `&SpinGuard` only gives `&T` (through `Deref`), so sharing it between
 // threads shares `&T`: sound exactly when `T: Sync`.
 unsafe impl<T: Sync> Sync for SpinGuard<'_, T> {}
@@ -104,20 +304,29 @@ impl<T> Deref for SpinGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
         // SAFETY: the guard exists only while this thread holds the lock, so no other reference
-        // to the data exists.
-        unsafe { &*self.lock.data.get() }
+        // to the data exists; the pointer is the lock's data, valid for the lock's lifetime.
+        unsafe { &*self.access.ptr() }
     }
 }
 
 impl<T> DerefMut for SpinGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as for `deref`; `&mut self` makes this the only live reference.
-        unsafe { &mut *self.lock.data.get() }
+        unsafe { &mut *self.access.ptr() }
     }
 }
 
 impl<T> Drop for SpinGuard<'_, T> {
     fn drop(&mut self) {
+        // SAFETY: `access` is dropped exactly once, here, and not used afterwards (`self` is
+        // being dropped; no reference from `deref` can outlive the guard).
+        unsafe { ManuallyDrop::drop(&mut self.access) };
+        #[cfg(all(feature = "std", not(loom)))]
+        if self.lock.hooks {
+            reentry::leave(self.prev);
+        }
+        // Release: pairs with the Acquire compare-exchange in `SpinLock::lock` of the next
+        // holder, so this holder's writes to the data happen before its accesses.
         self.lock.locked.store(false, Ordering::Release);
     }
 }
@@ -155,15 +364,42 @@ pub(crate) enum RunOnce {
 }
 
 impl<'a> BlockStates<'a> {
-    /// Wraps caller-provided state bytes (all must start at [`BLOCK_UNINIT`] or reflect
-    /// earlier work).
+    /// Wraps state atomics (all must start at [`BLOCK_UNINIT`] or reflect earlier work): the
+    /// tests' and loom models' constructor (the node's is [`BlockStates::from_bytes`]).
+    #[cfg(test)]
     #[must_use]
     pub(crate) const fn new(states: &'a [AtomicU8]) -> Self {
         BlockStates { states }
     }
 
-    /// The state of block `i` (acquire: if it is [`BLOCK_DONE`], the block's struct pages are
-    /// visible to the caller).
+    /// The caller's state bytes as block states, all reset to [`BLOCK_UNINIT`]. The exclusive
+    /// borrow moves into the result, so for `'a` every access to the bytes goes through the
+    /// atomics.
+    #[cfg(not(loom))]
+    #[must_use]
+    pub(crate) fn from_bytes(states: &'a mut [u8]) -> Self {
+        states.fill(BLOCK_UNINIT);
+        // SAFETY: `AtomicU8` has the same size, alignment and bit validity as `u8` (its
+        // documentation guarantees it), so the slice is a valid `[AtomicU8]` of the same length;
+        // the `&'a mut` borrow is exclusive and consumed here, so for `'a` no access to these
+        // bytes bypasses the atomics.
+        let states: &'a [AtomicU8] = unsafe { &*(core::ptr::from_mut(states) as *const [AtomicU8]) };
+        BlockStates { states }
+    }
+
+    /// Under loom the states are loom's atomics, which cannot live in the caller's bytes: a
+    /// node built in a loom build gets fresh ones, leaked (one per pageblock; only loom builds,
+    /// where no node runs outside a model), and the caller's bytes are only reset.
+    #[cfg(loom)]
+    #[must_use]
+    pub(crate) fn from_bytes(states: &'a mut [u8]) -> Self {
+        states.fill(BLOCK_UNINIT);
+        let fresh: std::vec::Vec<AtomicU8> = states.iter().map(|_| AtomicU8::new(BLOCK_UNINIT)).collect();
+        BlockStates { states: std::boxed::Box::leak(fresh.into_boxed_slice()) }
+    }
+
+    /// The state of block `i`. If it is [`BLOCK_DONE`], the block's struct pages are visible to
+    /// the caller.
     ///
     /// # Panics
     ///
@@ -171,6 +407,8 @@ impl<'a> BlockStates<'a> {
     #[inline]
     #[must_use]
     pub(crate) fn get(&self, i: usize) -> u8 {
+        // Acquire: pairs with the Release stores of `BLOCK_DONE` in `mark_done` and `run_once`,
+        // so the struct pages written before them are visible once `DONE` is read.
         self.states[i].load(Ordering::Acquire)
     }
 
@@ -185,13 +423,16 @@ impl<'a> BlockStates<'a> {
         self.get(i) == BLOCK_DONE
     }
 
-    /// Publishes block `i` as initialized (release).
+    /// Publishes block `i` as initialized.
     ///
     /// # Panics
     ///
     /// If `i` is out of range.
     #[inline]
     pub(crate) fn mark_done(&self, i: usize) {
+        // Release: pairs with the Acquire load in `get` (`is_done`) and the acquiring loads of
+        // `run_once` (its failed compare-exchange, its wait loop) in the threads that find the
+        // block done and then read its struct pages.
         self.states[i].store(BLOCK_DONE, Ordering::Release);
     }
 
@@ -206,17 +447,25 @@ impl<'a> BlockStates<'a> {
     /// If `i` is out of range, or if `init` panics.
     pub(crate) fn run_once(&self, i: usize, init: impl FnOnce()) -> RunOnce {
         let state = &self.states[i];
+        // Acquire on success: pairs with the Release store in `Reset::drop` of an initializer
+        // that panicked, so its partial writes happen before this initializer's. Acquire on
+        // failure: when the value read is `DONE` (`AlreadyDone`), pairs with the Release store
+        // of `DONE` (below, or in `mark_done`), so the block's pages are visible on return.
         match state.compare_exchange(BLOCK_UNINIT, BLOCK_INITIALIZING, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => {
                 struct Reset<'s>(&'s AtomicU8);
                 impl Drop for Reset<'_> {
                     fn drop(&mut self) {
+                        // Release: pairs with the Acquire compare-exchange (success) of the
+                        // thread that takes over, directly or from the wait loop below.
                         self.0.store(BLOCK_UNINIT, Ordering::Release);
                     }
                 }
                 let reset = Reset(state);
                 init();
                 core::mem::forget(reset);
+                // Release: pairs with the Acquire load in `get` (`is_done`), the Acquire failure
+                // of the compare-exchange above and the Acquire load of the wait loop below.
                 state.store(BLOCK_DONE, Ordering::Release);
                 RunOnce::Ran
             }
@@ -224,6 +473,9 @@ impl<'a> BlockStates<'a> {
             Err(_) => {
                 let mut spins = 0;
                 loop {
+                    // Acquire: pairs with the Release store of `DONE` above (`Waited`: the
+                    // initializer's writes are visible on return). On `UNINIT` the compare-
+                    // exchange of the retry acquires again.
                     match state.load(Ordering::Acquire) {
                         BLOCK_DONE => return RunOnce::Waited,
                         // The initializer panicked and reset the block: take over.
@@ -236,7 +488,7 @@ impl<'a> BlockStates<'a> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::vec::Vec;
@@ -252,6 +504,15 @@ mod tests {
     impl<T: ?Sized + Sync> Probe<T> {
         const IS_SYNC: bool = true;
     }
+    /// The same for `Send`.
+    struct SendProbe<T: ?Sized>(PhantomData<T>);
+    trait NotSend {
+        const IS_SEND: bool = false;
+    }
+    impl<T: ?Sized> NotSend for SendProbe<T> {}
+    impl<T: ?Sized + Send> SendProbe<T> {
+        const IS_SEND: bool = true;
+    }
 
     /// A guard over a `Send + !Sync` value must not be `Sync`: sharing it would let two threads
     /// mutate the value through `&` (a `Cell`) at once. Checked at compile time.
@@ -260,6 +521,10 @@ mod tests {
         assert!(<Probe<SpinGuard<'static, u64>>>::IS_SYNC);
         assert!(!<Probe<core::cell::Cell<u64>>>::IS_SYNC, "the probe tells Sync from !Sync");
         assert!(<Probe<SpinLock<core::cell::Cell<u64>>>>::IS_SYNC, "the lock itself is Sync for T: Send");
+        // A guard drops on the thread that locked (the re-entry check restores that thread's
+        // state on unlock), like `std::sync::MutexGuard`.
+        assert!(!<SendProbe<SpinGuard<'static, u64>>>::IS_SEND);
+        assert!(<SendProbe<SpinLock<u64>>>::IS_SEND, "the probe tells Send from !Send");
     };
 
     #[test]

@@ -138,7 +138,7 @@ pub struct PadataReport {
 ///
 /// # Panics
 ///
-/// If `thread_fn` panics on any thread (the panic is propagated).
+/// If `thread_fn` panics on any thread: the panic is propagated with its payload.
 #[cfg(feature = "std")]
 pub fn padata_do_multithreaded<F>(job: &PadataJob, thread_fn: F) -> PadataReport
 where
@@ -174,7 +174,8 @@ where
         let helpers: Vec<_> = (1..plan.nworks).map(|_| s.spawn(helper)).collect();
         // "The current task participates."
         let mut calls = std::vec![helper()];
-        calls.extend(helpers.into_iter().map(|h| h.join().expect("padata helper panicked")));
+        // A helper's panic goes on in the caller with its own payload (its message intact).
+        calls.extend(helpers.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))));
         calls
     });
     PadataReport { plan: Some(plan), calls }
