@@ -2,7 +2,6 @@
 //! struct page dumps (`region-N.bin`, the struct pages of each region in pfn order).
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -156,17 +155,19 @@ pub struct Facts {
     pub regions: Vec<Region>,
 }
 
+/// The largest `facts.json` read (a two-node hugetlb run's is about 2 MiB).
+pub const MAX_FACTS_BYTES: u64 = 64 << 20;
+
 impl Facts {
-    /// Reads `dir/facts.json`.
+    /// Reads `dir/facts.json` (a regular file of at most [`MAX_FACTS_BYTES`]).
     ///
     /// # Errors
     ///
     /// I/O or JSON errors, or an unknown format.
     pub fn load(dir: &Path) -> Result<Facts> {
         let p = dir.join("facts.json");
-        let f: Facts =
-            serde_json::from_slice(&fs::read(&p).with_context(|| format!("reading {}", p.display()))?)
-                .with_context(|| format!("parsing {}", p.display()))?;
+        let bytes = memmap_dump::read_user_bytes(&p, MAX_FACTS_BYTES)?;
+        let f: Facts = serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", p.display()))?;
         if f.format != FORMAT {
             bail!("{}: format {} (expected {FORMAT})", p.display(), f.format);
         }
@@ -185,16 +186,26 @@ impl Facts {
         )
     }
 
-    /// Reads region `i`'s struct pages.
+    /// Reads region `i`'s struct pages: `dir/FILE`, where `FILE` (from the facts) must be a
+    /// plain file name, a regular file of exactly the region's size.
     ///
     /// # Errors
     ///
-    /// I/O errors or a size that disagrees with the facts.
+    /// I/O errors, a file name that leaves `dir`, or a size that disagrees with the facts.
     pub fn region_bytes(&self, dir: &Path, i: usize) -> Result<Vec<u8>> {
         let r = self.regions.get(i).context("no such region")?;
-        let bytes = fs::read(dir.join(&r.file))
-            .with_context(|| format!("reading {}", dir.join(&r.file).display()))?;
-        if bytes.len() as u64 != r.nr_pages * self.struct_page_size {
+        let name = Path::new(&r.file);
+        if name.components().count() != 1
+            || !matches!(name.components().next(), Some(std::path::Component::Normal(_)))
+        {
+            bail!("region file {:?} is not a file name inside {}", r.file, dir.display());
+        }
+        let expect = r
+            .nr_pages
+            .checked_mul(self.struct_page_size)
+            .with_context(|| format!("{}: {} pages overflow", r.file, r.nr_pages))?;
+        let bytes = memmap_dump::read_user_bytes(&dir.join(name), expect)?;
+        if bytes.len() as u64 != expect {
             bail!("{}: {} bytes, facts say {} pages", r.file, bytes.len(), r.nr_pages);
         }
         Ok(bytes)

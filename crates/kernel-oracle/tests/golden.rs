@@ -177,3 +177,22 @@ fn comparing_a_dump_directory_writes_and_deletes_nothing() {
     assert_eq!(listing(victim.path()), [std::ffi::OsString::from("region-0")]);
     assert_eq!(std::fs::read_to_string(victim.path().join("region-0")).unwrap(), "a user's file");
 }
+
+/// A dump directory's facts cannot make `compare` read outside the directory, nor read more
+/// than the region's size.
+#[test]
+fn region_files_stay_inside_the_dump_directory() {
+    let g = load_all().into_iter().find(|g| g.facts.config == "fsdax-mem").expect("fsdax-mem extract");
+    let dump = tempfile::Builder::new().prefix("oracle-facts-").tempdir().unwrap();
+    let mut facts = g.facts.clone();
+    for name in ["../outside.bin", "/etc/hostname", "a/b.bin"] {
+        facts.regions[0].file = name.into();
+        let e = facts.region_bytes(dump.path(), 0).unwrap_err();
+        assert!(e.to_string().contains("not a file name"), "{name}: {e}");
+    }
+    facts.regions[0].file = "region-0.bin".into();
+    let size = (facts.regions[0].nr_pages * facts.struct_page_size) as usize;
+    std::fs::write(dump.path().join("region-0.bin"), vec![0u8; size + 1]).unwrap();
+    let e = facts.region_bytes(dump.path(), 0).unwrap_err();
+    assert!(format!("{e:#}").contains("larger than"), "{e:#}");
+}

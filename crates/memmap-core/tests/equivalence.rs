@@ -12,13 +12,13 @@
 
 mod support;
 
-use support::{range, run_full, with_debug_page_ref};
 use memmap_core::{
     DevPagemap, DrainPolicy, InitOptions, KernelConfig, KernelVersion, MemoryType, Page64, Page72, Strategy,
     StrategyReason, StructPage, VmemAltmap, ZoneDeviceRange,
 };
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
+use support::{range, run_full, with_debug_page_ref};
 
 #[derive(Debug, Clone)]
 struct Case {

@@ -1,13 +1,12 @@
 //! Inputs a careless or hostile caller passes to the safe API: each is a typed error or a
 //! correct result, never a panic, a hang or a write outside the memmap.
 
-
-use support::{is_guard, run};
 use memmap_core::{
     DevPagemap, InitError, InitOptions, KernelConfig, Memmap, MemoryType, NoHooks, Page64, Page72, Strategy,
     StructPage, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device, pageblocks_needed,
     vmemmap_can_optimize,
 };
+use support::{is_guard, run};
 
 const STRATEGIES: [Strategy; 4] = [Strategy::Slow, Strategy::Template, Strategy::Streaming, Strategy::Auto];
 

@@ -6,11 +6,11 @@
 
 mod support;
 
-use support::{GUARD_WORD, range, run, run_full, vaddr};
 use memmap_core::{
     DevPagemap, InitOptions, KernelConfig, KernelVersion, MemoryType, MigrateType, PG, Page64, Strategy,
     StructPage, TAIL_MAPPING, VmemAltmap, vmemmap_alias,
 };
+use support::{GUARD_WORD, range, run, run_full, vaddr};
 
 const BASE: u64 = 0x100000;
 const STRATEGIES: [Strategy; 3] = [Strategy::Slow, Strategy::Template, Strategy::Streaming];

@@ -10,7 +10,6 @@
 
 mod support;
 
-use support::{guard_page, range, with_debug_page_ref};
 use memmap_core::{
     DevPagemap, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType, Page64, Page72, RecordingHooks,
     Strategy, StructPage, Threads, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,
@@ -18,6 +17,7 @@ use memmap_core::{
 };
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
+use support::{guard_page, range, with_debug_page_ref};
 
 #[derive(Debug, Clone)]
 struct Case {

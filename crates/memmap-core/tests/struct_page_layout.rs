@@ -7,13 +7,13 @@ mod support;
 
 use core::mem::offset_of;
 
-use support::{range, run};
 use memmap_core::model::page::{CStructPage, CStructPageVirtual, folio, offsets};
 use memmap_core::{
     DevPagemap, FlagsLayout, KernelConfig, MemoryType, Page64, Page72, Strategy, StructPage,
     compound_nr_pages, vmemmap_can_optimize,
 };
 use proptest::prelude::*;
+use support::{range, run};
 
 // ---------------------------------------------------------------- struct page layout
 

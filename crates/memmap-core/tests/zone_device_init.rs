@@ -5,12 +5,12 @@
 
 mod support;
 
-use support::{range, run, vaddr, with_debug_page_ref};
 use memmap_core::{
     DevPagemap, InitError, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType, MigrateType, PG,
     Page64, Page72, RecordingHooks, Strategy, StrategyReason, StructPage, TAIL_MAPPING, VmemAltmap,
     ZoneDeviceRange, memmap_init_zone_device, pageblocks_needed,
 };
+use support::{range, run, vaddr, with_debug_page_ref};
 
 const BASE: u64 = 1 << 20;
 const STRATEGIES: [Strategy; 3] = [Strategy::Slow, Strategy::Template, Strategy::Streaming];

@@ -74,7 +74,7 @@ pub use error::DumpError;
 pub use meta::{AltmapJson, DumpMeta, FORMAT_VERSION, FlagsLayoutJson, KINDS, PgBits, host_endianness};
 pub use model::{Dump, HugetlbDump, ZoneDeviceDump};
 pub use read::{
-    MAX_USER_FILE_BYTES, OpenDump, UserFile, open_dump, parse_dump, parse_meta, read_dump, read_user_file,
-    validate_meta,
+    MAX_USER_FILE_BYTES, OpenDump, UserFile, open_dump, parse_dump, parse_meta, read_dump, read_user_bytes,
+    read_user_file, validate_meta,
 };
 pub use write::{MEMMAP_FILE, META_FILE, NewFile, OutputDir};

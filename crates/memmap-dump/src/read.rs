@@ -185,13 +185,8 @@ impl UserFile {
 /// [`DumpError::NotRegular`], [`DumpError::TooLarge`], [`DumpError::Gzip`],
 /// [`DumpError::NotText`] or [`DumpError::Io`], each naming `path`.
 pub fn read_user_file(path: &Path, max: u64) -> Result<UserFile, DumpError> {
-    let (file, _) = open_regular(path, max)?;
-    let mut raw = Vec::new();
-    file.take(max.saturating_add(1)).read_to_end(&mut raw).map_err(DumpError::io(path, "read"))?;
+    let mut raw = read_user_bytes(path, max)?;
     let too_large = |len: u64| DumpError::TooLarge { path: path.to_path_buf(), len, max };
-    if raw.len() as u64 > max {
-        return Err(too_large(raw.len() as u64));
-    }
     let gzip = raw.starts_with(&[0x1f, 0x8b]);
     if gzip {
         let mut text = Vec::new();
@@ -206,6 +201,23 @@ pub fn read_user_file(path: &Path, max: u64) -> Result<UserFile, DumpError> {
     }
     let text = String::from_utf8(raw).map_err(|_| DumpError::NotText { path: path.to_path_buf() })?;
     Ok(UserFile { path: path.to_path_buf(), text, gzip })
+}
+
+/// Reads the file `path` a user named (a dump's data file, a facts file) whole: only a regular
+/// file (a FIFO or device is refused before it is opened), at most `max` bytes, whatever size
+/// it reports (procfs files report 0).
+///
+/// # Errors
+///
+/// [`DumpError::NotRegular`], [`DumpError::TooLarge`] or [`DumpError::Io`], each naming `path`.
+pub fn read_user_bytes(path: &Path, max: u64) -> Result<Vec<u8>, DumpError> {
+    let (file, _) = open_regular(path, max)?;
+    let mut raw = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut raw).map_err(DumpError::io(path, "read"))?;
+    if raw.len() as u64 > max {
+        return Err(DumpError::TooLarge { path: path.to_path_buf(), len: raw.len() as u64, max });
+    }
+    Ok(raw)
 }
 
 /// Opens and validates the dump in `dir` (see the [module documentation](self)); reads only

@@ -32,8 +32,6 @@ impl<P: StructPage> Run<P> {
     }
 }
 
-
-
 /// Runs one init over `[range.start - GUARD, range.end + GUARD)` filled with guard pages.
 pub fn run<P: StructPage>(
     cfg: KernelConfig,
