@@ -32,6 +32,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod budget;
 pub mod cli;
 pub mod limits;
 pub mod machine;
