@@ -16,7 +16,7 @@ use crate::scenarios::zone_device;
 /// measured in the same run. Without a subcommand, runs the whole suite (`all`), sized to fit
 /// the memory budget.
 #[derive(Debug, Parser)]
-#[command(name = "memmap-bench", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+#[command(name = "memmap-bench", version, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub(super) command: Option<Command>,

@@ -23,7 +23,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser as _;
+use clap::parser::ValueSource;
+use clap::{CommandFactory as _, FromArgMatches as _};
 use memmap_dump::{HugetlbDump, ZoneDeviceDump};
 
 pub use args::Cli;
@@ -90,7 +91,23 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = Cli::try_parse_from(args).map_err(CliError::Clap)?;
+    let mut cmd = Cli::command();
+    let matches = cmd.try_get_matches_from_mut(args).map_err(CliError::Clap)?;
+    if let Some((sub, _)) = matches.subcommand() {
+        // `all`'s options without a subcommand only: `--threads 2 zone-device` would otherwise
+        // be silently ignored.
+        let top = cmd.get_arguments().filter(|a| !a.is_global_set()).map(|a| (a.get_id().clone(), a.get_long()));
+        for (id, long) in top.collect::<Vec<_>>() {
+            if matches.value_source(id.as_str()) == Some(ValueSource::CommandLine) {
+                let msg = format!(
+                    "the argument '--{}' cannot be used before the subcommand '{sub}' (put it after it)",
+                    long.unwrap_or(id.as_str())
+                );
+                return Err(CliError::Clap(cmd.error(clap::error::ErrorKind::ArgumentConflict, msg)));
+            }
+        }
+    }
+    let cli = Cli::from_arg_matches(&matches).map_err(CliError::Clap)?;
     let g = cli.global;
     let timing = |all: AllArgs, select: &dyn Fn(&scenarios::CatalogEntry) -> bool| {
         suite::suite(&all, &g, select, info).map(Invocation::Suite)
@@ -175,7 +192,11 @@ fn fail(e: &dyn std::fmt::Display, code: u8) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::Budget;
 
+    const GIB: u64 = 1 << 30;
+
+    /// This project's machine: 24 GiB, 20 available.
     fn machine() -> MemInfo {
         MemInfo {
             available: Some(20 << 30),
@@ -188,15 +209,23 @@ mod tests {
         }
     }
 
-    fn names(args: &[&str]) -> Vec<&'static str> {
-        match parse(std::iter::once("memmap-bench").chain(args.iter().copied()), &machine()) {
-            Ok(Invocation::Suite(s)) => s.scenarios.iter().map(|s| s.name()).collect(),
+    fn parse_on(args: &[&str], info: &MemInfo) -> Result<Invocation, CliError> {
+        parse(std::iter::once("memmap-bench").chain(args.iter().copied()), info)
+    }
+
+    fn suite_on(args: &[&str], info: &MemInfo) -> Suite {
+        match parse_on(args, info) {
+            Ok(Invocation::Suite(s)) => s,
             other => panic!("{args:?}: {other:?}"),
         }
     }
 
+    fn names(args: &[&str]) -> Vec<&'static str> {
+        suite_on(args, &machine()).scenarios.iter().map(|s| s.name()).collect()
+    }
+
     fn refused(args: &[&str]) -> String {
-        match parse(std::iter::once("memmap-bench").chain(args.iter().copied()), &machine()) {
+        match parse_on(args, &machine()) {
             Err(e) => e.to_string(),
             Ok(i) => panic!("{args:?} accepted: {i:?}"),
         }
@@ -222,30 +251,36 @@ mod tests {
     }
 
     #[test]
+    fn output_flags_go_before_or_after_the_subcommand() {
+        for args in [
+            &["--quick", "--json", "zone-device"][..],
+            &["zone-device", "--quick", "--json"],
+            &["--quick", "zone-device", "--json"],
+            &["-v", "--no-progress", "zone-device", "--quick", "--json"],
+        ] {
+            let s = suite_on(args, &machine());
+            assert!(s.common.quick && s.json, "{args:?}");
+            assert_eq!(s.scenarios.len(), 2);
+        }
+        let s = suite_on(&["--verbose", "--no-progress", "limits", "--quick"], &machine());
+        assert!(s.verbose && !s.common.progress.enabled && s.limits_only);
+    }
+
+    #[test]
     fn flags_belong_to_their_commands() {
         for args in [
             &["--json", "diff", "a", "b"][..],
             &["diff", "a", "b", "--json"],
-            &[
-                "dump",
-                "zone-device",
-                "--memory-type",
-                "fsdax",
-                "--pages",
-                "8",
-                "--out",
-                "x",
-                "--plot",
-                "p.svg",
-            ],
+            &["--quick", "dump", "zone-device", "--memory-type", "fsdax", "--pages", "8", "--out", "x"],
+            &["dump", "zone-device", "--memory-type", "fsdax", "--pages", "8", "--out", "x", "--plot", "p.svg"],
             &["limits", "--threads", "2"],
-            &["--quick", "zone-device"],
+            &["limits", "--rounds", "3"],
+            &["--threads", "2", "zone-device"],
         ] {
-            assert!(matches!(
-                parse(std::iter::once("memmap-bench").chain(args.iter().copied()), &machine()),
-                Err(CliError::Clap(_))
-            ));
+            assert!(matches!(parse_on(args, &machine()), Err(CliError::Clap(_))), "{args:?}");
         }
+        let e = refused(&["--json", "diff", "a", "b"]);
+        assert!(e.contains("the subcommand 'diff' cannot be used with '--json'"), "{e}");
     }
 
     #[test]
@@ -258,22 +293,17 @@ mod tests {
         let e = refused(&["hugetlb", "--hvo", "off", "--count", "1099511627776"]);
         assert!(e.contains("overflows"), "{e}");
         assert!(refused(&["all", "--deferred-size", "2T"]).contains("deferred-64g"));
-        let e = refused(&[
-            "dump",
-            "zone-device",
-            "--memory-type",
-            "fsdax",
-            "--pages",
-            "1099511627776",
-            "--out",
-            "x",
-        ]);
+        let e = refused(&["dump", "zone-device", "--memory-type", "fsdax", "--pages", "1099511627776", "--out", "x"]);
         assert!(e.starts_with("the dump maps 64 TiB"), "{e}");
-        let e =
-            refused(&["dump", "zone-device", "--memory-type", "fsdax", "--pages", "320000000", "--out", "x"]);
+        let e = refused(&["dump", "zone-device", "--memory-type", "fsdax", "--pages", "320000000", "--out", "x"]);
         assert!(e.starts_with("the dump needs 19.07 GiB"), "{e}");
         let e = refused(&["dump", "hugetlb", "--hstate", "1G", "--count", "1099511627776", "--out", "x"]);
         assert!(e.contains("overflows"), "{e}");
+        // A size given explicitly is checked against the budget, never scaled.
+        let e = refused(&["zone-device", "--size", "100G", "--memory-budget", "4G"]);
+        assert!(e.contains("more than the memory budget of 4 GiB"), "{e}");
+        assert!(refused(&["--memory-budget", "30G"]).contains("more than this machine can give"));
+        assert!(refused(&["--memory-budget", "100"]).contains("smaller than one 4 KiB page"));
     }
 
     #[test]
@@ -283,5 +313,57 @@ mod tests {
         assert_eq!(names(&["zone-device", "--size", "1.5G"]).len(), 2);
         assert_eq!(names(&["zone-device", "--size", "64MiB"]).len(), 2);
         assert!(refused(&["deferred", "--size", "4097"]).contains("4 KiB pages"));
+    }
+
+    /// Every scenario of the default suite, and the limit probe, declare a need within the
+    /// budget and the machine; nothing is skipped.
+    fn fits(s: &Suite, info: &MemInfo, budget: u64) {
+        assert!(s.skipped.is_empty(), "{:?}", s.skipped);
+        assert_eq!(s.scenarios.len(), scenarios::CATALOG.len());
+        let b = Budget::new(Some(budget), info).unwrap();
+        for sc in &s.scenarios {
+            let need = sc.memory_needed().unwrap();
+            assert!(need.resident <= budget, "{}: {need:?}", sc.name());
+            assert_eq!(b.check(sc.name(), &need, info), Ok(()), "{}", sc.name());
+        }
+        assert!(crate::limits::memory_needed(s.limit_buffer).resident <= budget);
+    }
+
+    #[test]
+    fn the_default_suite_fits_an_8_gib_machine_and_a_4_gib_one() {
+        for total in [8 * GIB, 4 * GIB] {
+            // What such a machine has available with a desktop running.
+            let info = MemInfo::with_available(total / 8 * 7, total);
+            let s = suite_on(&[], &info);
+            fits(&s, &info, info.usable().unwrap());
+            assert!(!s.memory.scaled.is_empty(), "the seeds' sizes do not fit {total}");
+            let line = s.memory.line();
+            assert!(line.contains("90% of MemAvailable") && line.contains("zone-device-fsdax 100 GiB ->"), "{line}");
+        }
+    }
+
+    #[test]
+    fn a_4_gib_budget_holds_the_whole_suite() {
+        let s = suite_on(&["--memory-budget", "4GiB"], &machine());
+        fits(&s, &machine(), 4 * GIB);
+        assert_eq!(s.memory.budget_bytes, Some(4 * GIB));
+        assert!(s.memory.line().starts_with("memory budget 4 GiB (--memory-budget): scaled to fit"));
+        // Where memory allows, the seeds' sizes: 100 GiB namespace, 64 x 1 GiB pages, 16 GiB clear.
+        let full = suite_on(&["--memory-budget", "18G"], &machine());
+        assert_eq!(full.memory.scaled, [], "18 GiB holds every scenario at its default size");
+        let knobs: Vec<String> =
+            full.scenarios.iter().filter_map(|s| s.knob()).map(|k| k.show(k.value)).collect();
+        assert_eq!(knobs[..5], ["100 GiB", "100 GiB", "64 x 1 GiB pages", "64 x 1 GiB pages", "16 GiB"]);
+    }
+
+    #[test]
+    fn a_scenario_that_cannot_shrink_enough_is_skipped_with_the_reason() {
+        // 600 MiB: the limit probe (2 x 256 MiB) fits; zone-device at its smallest does not.
+        let s = suite_on(&["--quick", "--memory-budget", "600M"], &machine());
+        assert!(s.skipped.iter().any(|k| k.name == "clear-2m") || s.scenarios.iter().any(|x| x.name() == "clear-2m"));
+        for k in &s.skipped {
+            assert!(k.reason.contains("does not fit even at"), "{k:?}");
+        }
+        assert!(refused(&["--memory-budget", "64M"]).contains("the limit probe needs"));
     }
 }
