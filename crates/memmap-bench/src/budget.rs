@@ -64,7 +64,11 @@ impl Budget {
     /// [`MemoryError::Budget`], or the machine's limit it exceeds.
     pub fn check(&self, who: &str, need: &MemoryNeed, info: &MemInfo) -> Result<(), MemoryError> {
         if need.resident > self.bytes {
-            return Err(MemoryError::Budget { who: who.to_string(), need: need.resident, budget: self.bytes });
+            return Err(MemoryError::Budget {
+                who: who.to_string(),
+                need: need.resident,
+                budget: self.bytes,
+            });
         }
         memory::check(who, need, info)
     }
@@ -75,7 +79,12 @@ impl fmt::Display for Budget {
         match self.source {
             BudgetSource::Flag => write!(f, "memory budget {} (--memory-budget)", Bytes(self.bytes)),
             BudgetSource::Available(a) => {
-                write!(f, "memory budget {} (90% of MemAvailable {}; --memory-budget sets it)", Bytes(self.bytes), Bytes(a))
+                write!(
+                    f,
+                    "memory budget {} (90% of MemAvailable {}; --memory-budget sets it)",
+                    Bytes(self.bytes),
+                    Bytes(a)
+                )
             }
             BudgetSource::Unknown => f.write_str("memory budget unknown (no /proc/meminfo): default sizes"),
         }

@@ -34,6 +34,7 @@
 
 pub mod budget;
 pub mod cli;
+pub mod compare;
 pub mod limits;
 pub mod machine;
 pub mod measure;

@@ -180,12 +180,12 @@ impl MemInfo {
         let overcommit = std::fs::read_to_string("/proc/sys/vm/overcommit_memory")
             .ok()
             .and_then(|s| s.trim().parse().ok());
-        let rlimit_as = procfs::process::Process::myself()
-            .and_then(|p| p.limits())
-            .ok()
-            .and_then(|l| match l.max_address_space.soft_limit {
-                procfs::process::LimitValue::Value(v) => Some(v),
-                procfs::process::LimitValue::Unlimited => None,
+        let rlimit_as =
+            procfs::process::Process::myself().and_then(|p| p.limits()).ok().and_then(|l| {
+                match l.max_address_space.soft_limit {
+                    procfs::process::LimitValue::Value(v) => Some(v),
+                    procfs::process::LimitValue::Unlimited => None,
+                }
             });
         MemInfo {
             available: mem.as_ref().and_then(|m| m.mem_available),

@@ -32,14 +32,17 @@ const BAR: &str = "{spinner} {msg:<32} [{bar:36}] {percent:>3}% {elapsed_precise
 const SPINNER: &str = "{spinner} {msg:<32} {elapsed_precise}";
 
 fn style(template: &str) -> ProgressStyle {
-    ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()).progress_chars("=> ")
+    ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ")
 }
 
 impl Phase {
     /// A phase named `message`, spinning until [`Phase::work`] gives it a length.
     #[must_use]
     pub fn new(message: &str, mode: ProgressMode) -> Phase {
-        let target = if mode.enabled { ProgressDrawTarget::stderr_with_hz(10) } else { ProgressDrawTarget::hidden() };
+        let target =
+            if mode.enabled { ProgressDrawTarget::stderr_with_hz(10) } else { ProgressDrawTarget::hidden() };
         let bar = ProgressBar::with_draw_target(None, target);
         bar.set_style(style(SPINNER));
         bar.set_message(message.to_string());

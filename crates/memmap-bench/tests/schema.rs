@@ -29,7 +29,9 @@ fn required(v: &serde_json::Value) -> Vec<String> {
 fn schema_requires_the_documented_fields() {
     let s = memmap_bench::scenarios::report_schema();
     let top = required(&s);
-    for k in ["format", "provenance", "machine", "memory", "limits", "scenarios", "skipped", "command", "quick"] {
+    for k in
+        ["format", "provenance", "machine", "memory", "limits", "scenarios", "skipped", "command", "quick"]
+    {
         assert!(top.contains(&k.to_string()), "{k} not required: {top:?}");
     }
     let defs = &s["$defs"];

@@ -48,10 +48,15 @@ pub(super) struct GlobalArgs {
 impl GlobalArgs {
     /// The flags given, by name.
     pub(super) fn given(&self) -> Vec<&'static str> {
-        [(self.json, "--json"), (self.quick, "--quick"), (self.no_progress, "--no-progress"), (self.verbose, "--verbose")]
-            .into_iter()
-            .filter_map(|(on, name)| on.then_some(name))
-            .collect()
+        [
+            (self.json, "--json"),
+            (self.quick, "--quick"),
+            (self.no_progress, "--no-progress"),
+            (self.verbose, "--verbose"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect()
     }
 }
 

@@ -70,20 +70,23 @@ pub(super) fn hugetlb(a: &DumpHugetlbArgs, info: &MemInfo) -> Result<Invocation,
         strategy: c.strategy,
         page_ref_trace: c.page_ref_trace,
     };
-    let need = memory::hugetlb_dump_need(&opts).map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
+    let need =
+        memory::hugetlb_dump_need(&opts).map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
     memory::check("the dump", &need, info).map_err(|e| usage(e.to_string()))?;
     Ok(Invocation::DumpHugetlb(opts, c.out.clone(), c.force))
 }
 
 /// Runs `dump zone-device`.
 pub(super) fn run_zone_device(opts: &ZoneDeviceDump, dir: &Path, force: bool) -> ExitCode {
-    let r = OutputDir::prepare(dir, force).and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
+    let r = OutputDir::prepare(dir, force)
+        .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
     dumped(r, dir, None)
 }
 
 /// Runs `dump hugetlb`.
 pub(super) fn run_hugetlb(opts: &HugetlbDump, dir: &Path, force: bool) -> ExitCode {
-    let r = OutputDir::prepare(dir, force).and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
+    let r = OutputDir::prepare(dir, force)
+        .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
     let folios =
         r.as_ref().ok().map(|m| m.detail.get("folios").and_then(|f| f.as_array()).map_or(0, Vec::len));
     dumped(r, dir, folios)

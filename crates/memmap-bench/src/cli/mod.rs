@@ -96,7 +96,8 @@ where
     if let Some((sub, _)) = matches.subcommand() {
         // `all`'s options without a subcommand only: `--threads 2 zone-device` would otherwise
         // be silently ignored.
-        let top = cmd.get_arguments().filter(|a| !a.is_global_set()).map(|a| (a.get_id().clone(), a.get_long()));
+        let top =
+            cmd.get_arguments().filter(|a| !a.is_global_set()).map(|a| (a.get_id().clone(), a.get_long()));
         for (id, long) in top.collect::<Vec<_>>() {
             if matches.value_source(id.as_str()) == Some(ValueSource::CommandLine) {
                 let msg = format!(
@@ -188,7 +189,6 @@ fn fail(e: &dyn std::fmt::Display, code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,7 +272,18 @@ mod tests {
             &["--json", "diff", "a", "b"][..],
             &["diff", "a", "b", "--json"],
             &["--quick", "dump", "zone-device", "--memory-type", "fsdax", "--pages", "8", "--out", "x"],
-            &["dump", "zone-device", "--memory-type", "fsdax", "--pages", "8", "--out", "x", "--plot", "p.svg"],
+            &[
+                "dump",
+                "zone-device",
+                "--memory-type",
+                "fsdax",
+                "--pages",
+                "8",
+                "--out",
+                "x",
+                "--plot",
+                "p.svg",
+            ],
             &["limits", "--threads", "2"],
             &["limits", "--rounds", "3"],
             &["--threads", "2", "zone-device"],
@@ -293,9 +304,19 @@ mod tests {
         let e = refused(&["hugetlb", "--hvo", "off", "--count", "1099511627776"]);
         assert!(e.contains("overflows"), "{e}");
         assert!(refused(&["all", "--deferred-size", "2T"]).contains("deferred-64g"));
-        let e = refused(&["dump", "zone-device", "--memory-type", "fsdax", "--pages", "1099511627776", "--out", "x"]);
+        let e = refused(&[
+            "dump",
+            "zone-device",
+            "--memory-type",
+            "fsdax",
+            "--pages",
+            "1099511627776",
+            "--out",
+            "x",
+        ]);
         assert!(e.starts_with("the dump maps 64 TiB"), "{e}");
-        let e = refused(&["dump", "zone-device", "--memory-type", "fsdax", "--pages", "320000000", "--out", "x"]);
+        let e =
+            refused(&["dump", "zone-device", "--memory-type", "fsdax", "--pages", "320000000", "--out", "x"]);
         assert!(e.starts_with("the dump needs 19.07 GiB"), "{e}");
         let e = refused(&["dump", "hugetlb", "--hstate", "1G", "--count", "1099511627776", "--out", "x"]);
         assert!(e.contains("overflows"), "{e}");
@@ -338,7 +359,10 @@ mod tests {
             fits(&s, &info, info.usable().unwrap());
             assert!(!s.memory.scaled.is_empty(), "the seeds' sizes do not fit {total}");
             let line = s.memory.line();
-            assert!(line.contains("90% of MemAvailable") && line.contains("zone-device-fsdax 100 GiB ->"), "{line}");
+            assert!(
+                line.contains("90% of MemAvailable") && line.contains("zone-device-fsdax 100 GiB ->"),
+                "{line}"
+            );
         }
     }
 
@@ -360,7 +384,10 @@ mod tests {
     fn a_scenario_that_cannot_shrink_enough_is_skipped_with_the_reason() {
         // 600 MiB: the limit probe (2 x 256 MiB) fits; zone-device at its smallest does not.
         let s = suite_on(&["--quick", "--memory-budget", "600M"], &machine());
-        assert!(s.skipped.iter().any(|k| k.name == "clear-2m") || s.scenarios.iter().any(|x| x.name() == "clear-2m"));
+        assert!(
+            s.skipped.iter().any(|k| k.name == "clear-2m")
+                || s.scenarios.iter().any(|x| x.name() == "clear-2m")
+        );
         for k in &s.skipped {
             assert!(k.reason.contains("does not fit even at"), "{k:?}");
         }

@@ -85,7 +85,9 @@ pub(super) fn suite(
                 scenarios.push(s);
             }
             Err(FitError::Skipped(k)) => skipped.push(Skipped { name: k.name.to_string(), reason: k.reason }),
-            Err(FitError::Refused(e @ MemoryError::Overflow(_))) => return Err(usage(format!("{name}: {e}"))),
+            Err(FitError::Refused(e @ MemoryError::Overflow(_))) => {
+                return Err(usage(format!("{name}: {e}")));
+            }
             Err(FitError::Refused(e)) => return Err(usage(e.to_string())),
         }
     }
@@ -125,7 +127,12 @@ pub(super) fn suite(
 
 /// The limit probe's buffer size within `budget` (see [`LIMIT_BUFFER`]), recorded in `scaled`
 /// when it is below the default.
-fn limit_buffer(quick: bool, budget: &Budget, info: &MemInfo, scaled: &mut Vec<Scaled>) -> Result<u64, CliError> {
+fn limit_buffer(
+    quick: bool,
+    budget: &Budget,
+    info: &MemInfo,
+    scaled: &mut Vec<Scaled>,
+) -> Result<u64, CliError> {
     let (normal, quick_size, min) = LIMIT_BUFFER;
     let default = if quick { quick_size } else { normal };
     let mut buffer = default;

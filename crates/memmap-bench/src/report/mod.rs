@@ -133,7 +133,8 @@ impl MemoryPlan {
         if self.scaled.is_empty() {
             format!("{budget}: every scenario at its full size")
         } else {
-            let list: Vec<String> = self.scaled.iter().map(|s| format!("{} {} -> {}", s.name, s.from, s.to)).collect();
+            let list: Vec<String> =
+                self.scaled.iter().map(|s| format!("{} {} -> {}", s.name, s.from, s.to)).collect();
             format!("{budget}: scaled to fit {}; the rest at full size", list.join(", "))
         }
     }
@@ -200,7 +201,11 @@ pub(crate) mod tests {
                 budget_bytes: Some(4 << 30),
                 budget_source: "flag".into(),
                 available_bytes: Some(20 << 30),
-                scaled: vec![Scaled { name: "zone-device-fsdax".into(), from: "100 GiB".into(), to: "40 GiB".into() }],
+                scaled: vec![Scaled {
+                    name: "zone-device-fsdax".into(),
+                    from: "100 GiB".into(),
+                    to: "40 GiB".into(),
+                }],
             },
             all_core_threads: 2,
             auto_threads: None,
@@ -215,8 +220,16 @@ pub(crate) mod tests {
 
     #[test]
     fn the_summary_has_a_line_per_run_and_says_what_was_left_out() {
-        let one = ScenarioReport::from_samples(spec(1), &limits(), &[samples("slow", 1000 / 2), samples("s", 1000 / 19)]);
-        let two = ScenarioReport::from_samples(spec(2), &limits(), &[samples("slow", 100), samples("s", 1000 / 19)]);
+        let one = ScenarioReport::from_samples(
+            spec(1),
+            &limits(),
+            &[samples("slow", 1000 / 2), samples("s", 1000 / 19)],
+        );
+        let two = ScenarioReport::from_samples(
+            spec(2),
+            &limits(),
+            &[samples("slow", 100), samples("s", 1000 / 19)],
+        );
         let r = report(vec![one, two]);
         let text = r.summary();
         assert!(text.contains("! 1 result(s) above 1.05x"), "{text}");

@@ -15,7 +15,8 @@ use crate::measure::gbps;
 
 /// Bars by position in the scenario: the baseline, intermediate strategies, the last
 /// (fastest in the seeds' order) strategy.
-const COLORS: [RGBColor; 3] = [RGBColor(0xd6, 0x60, 0x4d), RGBColor(0xf4, 0xa5, 0x82), RGBColor(0x21, 0x66, 0xac)];
+const COLORS: [RGBColor; 3] =
+    [RGBColor(0xd6, 0x60, 0x4d), RGBColor(0xf4, 0xa5, 0x82), RGBColor(0x21, 0x66, 0xac)];
 
 /// Pixel layout.
 const WIDTH: i32 = 1100;
@@ -64,8 +65,10 @@ pub fn draw(report: &Report, svg: &mut String) -> Result<(), Box<dyn std::error:
     let notes = notes(report);
     let rows: i32 = groups.iter().map(|g| HEADING + ROW * g.results.len() as i32 + GAP).sum();
     let height = TOP + rows.max(ROW) + AXIS + NOTE * notes.len() as i32 + 10;
-    let label_w =
-        groups.iter().flat_map(|g| g.results.iter().map(|r| r.strategy.len())).max().unwrap_or(8) as i32 * CHAR + 40;
+    let label_w = groups.iter().flat_map(|g| g.results.iter().map(|r| r.strategy.len())).max().unwrap_or(8)
+        as i32
+        * CHAR
+        + 40;
     let (x0, x1) = (label_w, WIDTH - TRAILER);
     let xmax = groups
         .iter()
@@ -109,7 +112,10 @@ pub fn draw(report: &Report, svg: &mut String) -> Result<(), Box<dyn std::error:
             if lo.is_finite() && hi.is_finite() {
                 root.draw(&PathElement::new(vec![(x(lo), mid), (x(hi), mid)], BLACK.stroke_width(1)))?;
                 for end in [lo, hi] {
-                    root.draw(&PathElement::new(vec![(x(end), mid - 4), (x(end), mid + 4)], BLACK.stroke_width(1)))?;
+                    root.draw(&PathElement::new(
+                        vec![(x(end), mid - 4), (x(end), mid + 4)],
+                        BLACK.stroke_width(1),
+                    ))?;
                 }
             }
             let flag = if r.measurement_error { " (above the limit!)" } else { "" };
@@ -118,12 +124,16 @@ pub fn draw(report: &Report, svg: &mut String) -> Result<(), Box<dyn std::error:
             root.draw(&Text::new(label, (after, mid), font(12).pos(left_mid)))?;
             y += ROW;
         }
-        root.draw(&PathElement::new(vec![(x(g.limit_gbps), top), (x(g.limit_gbps), y)], BLACK.stroke_width(2)))?;
+        root.draw(&PathElement::new(
+            vec![(x(g.limit_gbps), top), (x(g.limit_gbps), y)],
+            BLACK.stroke_width(2),
+        ))?;
         y += GAP;
     }
     // The axis: ticks at round GB/s.
     root.draw(&PathElement::new(vec![(x0, y), (x1, y)], BLACK.stroke_width(1)))?;
-    let step = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0].into_iter().find(|s| xmax / s <= 10.0).unwrap_or(200.0);
+    let step =
+        [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0].into_iter().find(|s| xmax / s <= 10.0).unwrap_or(200.0);
     let mut t = 0.0;
     while t <= xmax {
         root.draw(&PathElement::new(vec![(x(t), y), (x(t), y + 5)], BLACK.stroke_width(1)))?;
@@ -148,7 +158,11 @@ mod tests {
 
     #[test]
     fn every_scenario_is_drawn_or_listed() {
-        let bw = ScenarioReport::from_samples(spec(1), &limits(), &[samples("slow", 500), samples("streaming", 101)]);
+        let bw = ScenarioReport::from_samples(
+            spec(1),
+            &limits(),
+            &[samples("slow", 500), samples("streaming", 101)],
+        );
         let mut time = ScenarioReport::from_samples(
             ScenarioSpec { figure: Figure::Time, ..spec(1) },
             &limits(),

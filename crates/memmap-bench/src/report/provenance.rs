@@ -61,7 +61,9 @@ impl Provenance {
             git_commit: option_env!("MEMMAP_BENCH_GIT_COMMIT").map(str::to_string),
             rustc: option_env!("MEMMAP_BENCH_RUSTC").map(str::to_string),
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string()),
-            thp: std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok().and_then(|s| thp_mode(&s)),
+            thp: std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+                .ok()
+                .and_then(|s| thp_mode(&s)),
             cpu_model: CpuModel::detect(),
         }
     }
@@ -91,7 +93,9 @@ impl CpuModel {
     #[must_use]
     pub fn from_cpuinfo(info: &procfs::CpuInfo) -> CpuModel {
         let field = |names: &[&str]| {
-            names.iter().find_map(|n| info.get_field(0, n).or_else(|| info.fields.get(*n).map(String::as_str)))
+            names
+                .iter()
+                .find_map(|n| info.get_field(0, n).or_else(|| info.fields.get(*n).map(String::as_str)))
         };
         let owned = |names: &[&str]| field(names).map(|v| v.trim().to_string());
         // x86 names its flags `flags`, arm64 `Features`.
@@ -101,10 +105,12 @@ impl CpuModel {
             .unwrap_or_default();
         let stepping = owned(&["stepping"]).or_else(|| {
             let (v, r) = (owned(&["CPU variant"]), owned(&["CPU revision"]));
-            (v.is_some() || r.is_some()).then(|| format!("{}/{}", v.unwrap_or_default(), r.unwrap_or_default()))
+            (v.is_some() || r.is_some())
+                .then(|| format!("{}/{}", v.unwrap_or_default(), r.unwrap_or_default()))
         });
         CpuModel {
-            name: owned(&["model name", "Model", "cpu model"]).unwrap_or_else(|| std::env::consts::ARCH.to_string()),
+            name: owned(&["model name", "Model", "cpu model"])
+                .unwrap_or_else(|| std::env::consts::ARCH.to_string()),
             vendor: owned(&["vendor_id", "CPU implementer"]),
             family: owned(&["cpu family", "CPU architecture"]),
             model: owned(&["model", "CPU part"]),

@@ -343,7 +343,11 @@ pub(crate) mod tests {
             fill_nonzero_method: "stream_fill".into(),
             copy_gbps: 10.0,
             copy_method: "memcpy".into(),
-            methods: vec![MethodRate { method: "stream_fill".into(), kind: FillKind::Nonzero, gbps: nonzero }],
+            methods: vec![MethodRate {
+                method: "stream_fill".into(),
+                kind: FillKind::Nonzero,
+                gbps: nonzero,
+            }],
         };
         Limits {
             fill_zero_gbps: 30.0,
@@ -379,7 +383,8 @@ pub(crate) mod tests {
     #[test]
     fn a_result_above_its_limit_is_a_measurement_error() {
         // One thread, limit 10 GB/s: 95 ms is 10.53 GB/s (1.053x), 100 ms is 1.0x.
-        let sc = ScenarioReport::from_samples(spec(1), &limits(), &[samples("slow", 100), samples("fast", 95)]);
+        let sc =
+            ScenarioReport::from_samples(spec(1), &limits(), &[samples("slow", 100), samples("fast", 95)]);
         assert_eq!(sc.limit_gbps, 10.0);
         assert_eq!(sc.limit_method, "stream_fill");
         assert!(!sc.results[0].measurement_error);

@@ -50,8 +50,14 @@ mod tests {
     fn names_become_enums_and_nothing_else_changes() {
         let open = json_schema(&[], &[]);
         let named = json_schema(&["a", "b"], &["s"]);
-        assert_eq!(named["$defs"]["ScenarioReport"]["properties"]["name"]["enum"], serde_json::json!(["a", "b"]));
-        assert_eq!(named["$defs"]["StrategyResult"]["properties"]["strategy"]["enum"], serde_json::json!(["s"]));
+        assert_eq!(
+            named["$defs"]["ScenarioReport"]["properties"]["name"]["enum"],
+            serde_json::json!(["a", "b"])
+        );
+        assert_eq!(
+            named["$defs"]["StrategyResult"]["properties"]["strategy"]["enum"],
+            serde_json::json!(["s"])
+        );
         assert!(open["$defs"]["ScenarioReport"]["properties"]["name"].get("enum").is_none());
         assert_eq!(open["required"], named["required"]);
     }

@@ -104,10 +104,13 @@ impl ScenarioReport {
     /// notes).
     #[must_use]
     pub fn table(&self, verbose: bool) -> String {
-        let mut s = wrap(&format!("{} [{}]: {}", self.name, threads_label(self.threads), self.description), 4);
+        let mut s =
+            wrap(&format!("{} [{}]: {}", self.name, threads_label(self.threads), self.description), 4);
         let bandwidth = self.figure == Figure::Bandwidth;
         let mut header: Vec<String> =
-            ["strategy", "first ms", "median ms", "q1-q3 ms", &format!("vs {}", self.baseline)].map(String::from).into();
+            ["strategy", "first ms", "median ms", "q1-q3 ms", &format!("vs {}", self.baseline)]
+                .map(String::from)
+                .into();
         if bandwidth {
             header.extend(["GB/s".into(), "x limit".into()]);
         }
@@ -176,9 +179,14 @@ impl ScenarioReport {
     fn details(&self) -> String {
         let mut s = String::new();
         for r in &self.results {
-            let paired = r.paired_limit_gbps.map_or(String::new(), |g| format!(" (limit next to it: {} GB/s)", num(g)));
+            let paired = r
+                .paired_limit_gbps
+                .map_or(String::new(), |g| format!(" (limit next to it: {} GB/s)", num(g)));
             let rounds: Vec<String> = r.rounds_ms.iter().map(|&v| num(v)).collect();
-            s.push_str(&wrap(&format!("{INDENT}rounds of {}, ms{paired}: {}", r.strategy, rounds.join(" ")), 6));
+            s.push_str(&wrap(
+                &format!("{INDENT}rounds of {}, ms{paired}: {}", r.strategy, rounds.join(" ")),
+                6,
+            ));
         }
         for n in &self.notes {
             s.push_str(&wrap(&format!("{INDENT}{}", n.trim_start()), 6));
@@ -206,7 +214,10 @@ impl Report {
             ),
             4,
         );
-        s.push_str(&wrap(&format!("stream-hal backend: {}; large clears: {}", m.backend, m.streaming_clear), 4));
+        s.push_str(&wrap(
+            &format!("stream-hal backend: {}; large clears: {}", m.backend, m.streaming_clear),
+            4,
+        ));
         s.push_str(&wrap(&self.memory.line(), 4));
         s.push_str(&wrap(&self.threads_line(), 4));
         s.push_str(&limits_table(&self.limits, verbose));
@@ -215,11 +226,15 @@ impl Report {
 
     fn threads_line(&self) -> String {
         let auto = self.auto_threads.as_ref().map_or(String::new(), |a| {
-            let steps: Vec<String> = a.steps.iter().map(|s| format!("{} GB/s on {}", num(s.gbps), s.threads)).collect();
+            let steps: Vec<String> =
+                a.steps.iter().map(|s| format!("{} GB/s on {}", num(s.gbps), s.threads)).collect();
             format!(" (--threads auto measured {})", steps.join(", "))
         });
         if self.all_core_threads > 1 {
-            format!("all-core rows: {} threads{auto}; every scenario also runs on 1 thread, as the kernel does", self.all_core_threads)
+            format!(
+                "all-core rows: {} threads{auto}; every scenario also runs on 1 thread, as the kernel does",
+                self.all_core_threads
+            )
         } else {
             format!("all-core rows: none, one thread only{auto}; --threads N adds them")
         }
@@ -228,13 +243,23 @@ impl Report {
     /// The closing summary: one line per scenario and thread count, then what was left out.
     #[must_use]
     pub fn summary(&self) -> String {
-        let mut s = String::from("summary (median of the rounds after the first; x limit against this run's limit):\n");
-        let mut t = table(["scenario", "threads", "fastest", "speedup", "GB/s", "x limit"].map(String::from).into());
+        let mut s = String::from(
+            "summary (median of the rounds after the first; x limit against this run's limit):\n",
+        );
+        let mut t =
+            table(["scenario", "threads", "fastest", "speedup", "GB/s", "x limit"].map(String::from).into());
         for sc in &self.scenarios {
             let b = sc.best();
-            let speedup = if b.strategy == sc.baseline { "-".into() } else { format!("{} {}", times(b.speedup), sc.baseline) };
+            let speedup = if b.strategy == sc.baseline {
+                "-".into()
+            } else {
+                format!("{} {}", times(b.speedup), sc.baseline)
+            };
             let (g, x) = match sc.figure {
-                Figure::Bandwidth => (num(b.gbps), format!("{}{}", ratio(b.x_limit), if b.measurement_error { " !" } else { "" })),
+                Figure::Bandwidth => (
+                    num(b.gbps),
+                    format!("{}{}", ratio(b.x_limit), if b.measurement_error { " !" } else { "" }),
+                ),
                 Figure::Time => ("-".into(), "-".into()),
             };
             t.add_row(vec![sc.name.clone(), sc.threads.to_string(), b.strategy.clone(), speedup, g, x]);
@@ -256,7 +281,10 @@ impl Report {
         }
         let times_only: Vec<&str> = self.not_plotted();
         if !times_only.is_empty() {
-            s.push_str(&wrap(&format!("{INDENT}times, not bandwidths (no GB/s, not plotted): {}", times_only.join(", ")), 4));
+            s.push_str(&wrap(
+                &format!("{INDENT}times, not bandwidths (no GB/s, not plotted): {}", times_only.join(", ")),
+                4,
+            ));
         }
         s
     }
@@ -335,7 +363,10 @@ mod tests {
         assert!(w.lines().skip(1).all(|l| l.starts_with("    word")), "{w}");
         assert_eq!(wrap("short line", 4), "short line\n");
         let w = wrap(&format!("  {long}"), 6);
-        assert!(w.starts_with("  word word") && w.lines().nth(1).is_some_and(|l| l.starts_with("      word")), "{w}");
+        assert!(
+            w.starts_with("  word word") && w.lines().nth(1).is_some_and(|l| l.starts_with("      word")),
+            "{w}"
+        );
     }
 
     #[test]
@@ -349,12 +380,16 @@ mod tests {
         for verbose in [false, true] {
             let text = sc.table(verbose);
             assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
-            assert!(text.contains("verdict: streaming: 5.74x slow, 0.99x of this machine's non-zero fill limit"), "{text}");
+            assert!(
+                text.contains("verdict: streaming: 5.74x slow, 0.99x of this machine's non-zero fill limit"),
+                "{text}"
+            );
             assert!(text.contains("x limit") && !text.contains("rebind"), "{text}");
             assert_eq!(text.contains("rounds of slow"), verbose, "{text}");
         }
         let time = super::super::scenario::ScenarioSpec { figure: Figure::Time, ..spec(1) };
-        let sc = ScenarioReport::from_samples(time, &limits(), &[samples("eager", 55), samples("on-demand", 1)]);
+        let sc =
+            ScenarioReport::from_samples(time, &limits(), &[samples("eager", 55), samples("on-demand", 1)]);
         let text = sc.table(false);
         assert!(!text.contains("GB/s") && !text.contains("x limit"), "{text}");
         assert!(text.contains("verdict: on-demand: 55.0x eager (1.00 ms against 55.0 ms)"), "{text}");

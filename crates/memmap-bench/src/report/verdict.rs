@@ -75,17 +75,29 @@ mod tests {
         );
         assert_eq!(verdict(&sc), "streaming: 5.74x slow, 0.99x of this machine's non-zero fill limit");
         let time = ScenarioSpec { figure: Figure::Time, ..spec(1) };
-        let sc = ScenarioReport::from_samples(time, &limits(), &[samples("eager", 55), samples("on-demand", 1)]);
+        let sc =
+            ScenarioReport::from_samples(time, &limits(), &[samples("eager", 55), samples("on-demand", 1)]);
         assert_eq!(verdict(&sc), "on-demand: 55.0x eager (1.00 ms against 55.0 ms)");
         let one = ScenarioReport::from_samples(spec(2), &limits(), &[samples("batch", 50)]);
         assert_eq!(verdict(&one), "batch: 1.00x of this machine's non-zero fill limit");
-        let fast = ScenarioReport::from_samples(spec(1), &limits(), &[samples("slow", 500), samples("s", 50)]);
-        assert!(verdict(&fast).ends_with("2.00x of this machine's non-zero fill limit (above the limit: a measurement error)"));
+        let fast =
+            ScenarioReport::from_samples(spec(1), &limits(), &[samples("slow", 500), samples("s", 50)]);
+        assert!(
+            verdict(&fast).ends_with(
+                "2.00x of this machine's non-zero fill limit (above the limit: a measurement error)"
+            )
+        );
     }
 
     #[test]
     fn figures_keep_three_digits() {
-        assert_eq!((times(5.8123), times(60.14), times(1014.1)), ("5.81x".into(), "60.1x".into(), "1014x".into()));
-        assert_eq!((ms(0.03123), ms(5.214), ms(812.4)), ("0.0312 ms".into(), "5.21 ms".into(), "812 ms".into()));
+        assert_eq!(
+            (times(5.8123), times(60.14), times(1014.1)),
+            ("5.81x".into(), "60.1x".into(), "1014x".into())
+        );
+        assert_eq!(
+            (ms(0.03123), ms(5.214), ms(812.4)),
+            ("0.0312 ms".into(), "5.21 ms".into(), "812 ms".into())
+        );
     }
 }

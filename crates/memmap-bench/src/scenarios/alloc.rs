@@ -41,7 +41,8 @@ impl Alloc {
     /// The scenario with `setup`'s clear size and config.
     #[must_use]
     pub fn new(setup: &Setup) -> Alloc {
-        let (size, fixed) = setup.pick(setup.clear_size, super::clear::DEFAULT_SIZE, super::clear::QUICK_SIZE);
+        let (size, fixed) =
+            setup.pick(setup.clear_size, super::clear::DEFAULT_SIZE, super::clear::QUICK_SIZE);
         Alloc { size, fixed, config: setup.config }
     }
 }

@@ -124,7 +124,13 @@ impl Scenario for Deferred {
 
     fn knob(&self) -> Option<Knob> {
         // Whole 2 MiB blocks when scaled (any 4 KiB multiple when given).
-        Some(Knob { value: self.size, step: 2 << 20, min: MIN_SIZE, fixed: self.fixed, unit: KnobUnit::Bytes })
+        Some(Knob {
+            value: self.size,
+            step: 2 << 20,
+            min: MIN_SIZE,
+            fixed: self.fixed,
+            unit: KnobUnit::Bytes,
+        })
     }
 
     fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {

@@ -114,7 +114,13 @@ impl Scenario for Hugetlb {
     }
 
     fn knob(&self) -> Option<Knob> {
-        Some(Knob { value: self.count, step: 1, min: 1, fixed: self.fixed, unit: KnobUnit::Count("x 1 GiB pages") })
+        Some(Knob {
+            value: self.count,
+            step: 1,
+            min: 1,
+            fixed: self.fixed,
+            unit: KnobUnit::Count("x 1 GiB pages"),
+        })
     }
 
     fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {

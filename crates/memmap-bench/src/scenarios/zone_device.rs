@@ -50,7 +50,9 @@ impl Case {
         }
     }
 
-    fn pgmap(self) -> DevPagemap {
+    /// The device's `dev_pagemap`.
+    #[must_use]
+    pub fn pgmap(self) -> DevPagemap {
         match self {
             Case::Fsdax => DevPagemap::new(MemoryType::FsDax),
             Case::Devdax2m => DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(9),
@@ -146,7 +148,13 @@ impl Scenario for ZoneDevice {
     }
 
     fn knob(&self) -> Option<Knob> {
-        Some(Knob { value: self.size, step: SIZE_UNIT, min: MIN_SIZE, fixed: self.fixed, unit: KnobUnit::Bytes })
+        Some(Knob {
+            value: self.size,
+            step: SIZE_UNIT,
+            min: MIN_SIZE,
+            fixed: self.fixed,
+            unit: KnobUnit::Bytes,
+        })
     }
 
     fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
