@@ -1,6 +1,6 @@
 //! `dump` and `diff`: the dump options checked against memory, and running them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use memmap_core::KernelConfig;
@@ -93,7 +93,7 @@ pub(super) fn run_hugetlb(opts: &HugetlbDump, dir: &Path, force: bool) -> ExitCo
 }
 
 /// Runs `diff A B`.
-pub(super) fn run_diff(a: &PathBuf, b: &PathBuf) -> ExitCode {
+pub(super) fn run_diff(a: &Path, b: &Path) -> ExitCode {
     let opened = open_dump(a).and_then(|da| open_dump(b).map(|db| (da, db)));
     let (mut da, mut db) = match opened {
         Ok(p) => p,

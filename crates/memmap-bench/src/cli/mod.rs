@@ -1,6 +1,6 @@
 //! The command line: clap types ([`args`]), their validation into an [`Invocation`] (every
 //! size and every memory need checked before any work; timing commands fitted to the memory
-//! budget, [`suite`]), and running it ([`run`], [`dump`]).
+//! budget, [`suite`]), and running it ([`run`], and `dump` for dump and diff).
 //!
 //! Each subcommand accepts only the flags it uses. The output flags (`--json`, `--quick`,
 //! `--no-progress`, `--verbose`) go before or after the subcommand and belong to the timing
@@ -357,7 +357,7 @@ mod tests {
             let info = MemInfo::with_available(total / 8 * 7, total);
             let s = suite_on(&[], &info);
             fits(&s, &info, info.usable().unwrap());
-            assert!(!s.memory.scaled.is_empty(), "the seeds' sizes do not fit {total}");
+            assert!(!s.memory.scaled.is_empty(), "the upstream sizes do not fit {total}");
             let line = s.memory.line();
             assert!(
                 line.contains("90% of MemAvailable") && line.contains("zone-device-fsdax 100 GiB ->"),
@@ -372,7 +372,7 @@ mod tests {
         fits(&s, &machine(), 4 * GIB);
         assert_eq!(s.memory.budget_bytes, Some(4 * GIB));
         assert!(s.memory.line().starts_with("memory budget 4 GiB (--memory-budget): scaled to fit"));
-        // Where memory allows, the seeds' sizes: 100 GiB namespace, 64 x 1 GiB pages, 16 GiB clear.
+        // Where memory allows, the upstream series' sizes: 100 GiB namespace, 64 x 1 GiB pages, 16 GiB clear.
         let full = suite_on(&["--memory-budget", "18G"], &machine());
         assert_eq!(full.memory.scaled, [], "18 GiB holds every scenario at its default size");
         let knobs: Vec<String> =

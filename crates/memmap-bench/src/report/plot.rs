@@ -14,7 +14,7 @@ use super::text::{num, ratio};
 use crate::measure::gbps;
 
 /// Bars by position in the scenario: the baseline, intermediate strategies, the last
-/// (fastest in the seeds' order) strategy.
+/// (usually the fastest) strategy.
 const COLORS: [RGBColor; 3] =
     [RGBColor(0xd6, 0x60, 0x4d), RGBColor(0xf4, 0xa5, 0x82), RGBColor(0x21, 0x66, 0xac)];
 

@@ -3,7 +3,7 @@
 //!
 //! * `hugetlb-1g-nohvo`: `hugetlb_free_vmemmap=off`, so every folio's tails 64..262143 go
 //!   through the fallback `hugetlb_folio_init_tail_vmemmap`; the time reported is that fallback
-//!   tail initialization, summed over nodes, as the seed's temporary printk measured it.
+//!   tail initialization, summed over nodes, as the upstream series' temporary printk measured it.
 //! * `hugetlb-1g-hvo`: HVO on (the no_std remapping model, which handles any number of folios;
 //!   the real memfd HVO is exercised by hugetlb-init's tests), for contrast: only the 63 tails
 //!   of the head vmemmap page are written and the time reported is the whole gather.
@@ -202,7 +202,7 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
                         tail_threads: if threads > 1 { Threads::Fixed(threads) } else { Threads::One },
                     };
                     boot(&mut nodes, &request, &params, &mut records).expect("valid boot");
-                    // The seed's per-boot figure: the whole gather with HVO, the fallback tail
+                    // The upstream per-boot figure: the whole gather with HVO, the fallback tail
                     // init without (the slowest node's, were there several).
                     let phase = if hvo { phase::GATHER_NODE } else { phase::FALLBACK_TAILS };
                     nodes.iter().map(|n| n.hooks.total(phase)).max().unwrap_or_default()

@@ -82,7 +82,7 @@ pub const DEVICE_START_PFN: u64 = 1 << 24;
 /// The devdax alignment the device size must be a multiple of.
 pub const SIZE_UNIT: u64 = 2 << 20;
 
-/// The default device size: the seeds' 100 GiB namespace (1.56 GiB of memmap).
+/// The default device size: the upstream series' 100 GiB namespace (1.56 GiB of memmap).
 pub const DEFAULT_SIZE: u64 = 100 << 30;
 
 /// The `--quick` device size.
