@@ -164,23 +164,7 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
     let rounds = common.rounds(7, 3);
     let phase = ctx.phase(NAME);
     phase.step(format!("{NAME}: map and fault in {}", Bytes(len as u64)));
-    let mut arena = MmapOptions::new()
-        .len(len)
-        .map_anon()
-        .map_err(RunError::of(NAME, format!("map {}", Bytes(len as u64))))?;
-    let _ = arena.advise(memmap2::Advice::HugePage);
-    // Resident before measuring (allocated memory is), with non-zero contents. A kernel without
-    // MADV_POPULATE_WRITE (before 5.14: EINVAL) has the pages faulted in by the stores below;
-    // any other error (ENOMEM: the memory is not there) stops the scenario here, before it
-    // touches page after page of memory it cannot have.
-    let t = Instant::now();
-    if let Err(e) = arena.advise(memmap2::Advice::PopulateWrite) {
-        if e.kind() != std::io::ErrorKind::InvalidInput {
-            return Err(RunError::of(NAME, format!("populate {}", Bytes(len as u64)))(e));
-        }
-    }
-    arena.iter_mut().step_by(PAGE).for_each(|b| *b = 1);
-    let fault_ms = t.elapsed().as_secs_f64() * 1e3;
+    let (mut arena, fault_ms) = map_arena(len)?;
     let base = arena.as_mut_ptr() as usize;
     let counts = thread_counts(ctx.threads);
     let bodies: [(&str, PerHuge); 3] =
@@ -257,6 +241,28 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
         out.push(sc);
     }
     Ok(out)
+}
+
+/// The arena of `len` bytes, resident, and the time that took.
+fn map_arena(len: usize) -> Result<(memmap2::MmapMut, f64), RunError> {
+    let mut arena = MmapOptions::new()
+        .len(len)
+        .map_anon()
+        .map_err(RunError::of(NAME, format!("map {}", Bytes(len as u64))))?;
+    let _ = arena.advise(memmap2::Advice::HugePage);
+    // Resident before measuring (allocated memory is), with non-zero contents. A kernel without
+    // MADV_POPULATE_WRITE (before 5.14: EINVAL) has the pages faulted in by the stores below;
+    // any other error (ENOMEM: the memory is not there) stops the scenario here, before it
+    // touches page after page of memory it cannot have.
+    let t = Instant::now();
+    if let Err(e) = arena.advise(memmap2::Advice::PopulateWrite) {
+        if e.kind() != std::io::ErrorKind::InvalidInput {
+            return Err(RunError::of(NAME, format!("populate {}", Bytes(len as u64)))(e));
+        }
+    }
+    arena.iter_mut().step_by(PAGE).for_each(|b| *b = 1);
+    let fault_ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok((arena, fault_ms))
 }
 
 /// The chunk the all-core clear never splits below: 8 MiB (a thread start costs about what a

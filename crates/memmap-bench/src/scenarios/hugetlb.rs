@@ -147,23 +147,7 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
     phase.step(format!("{}: map {} memmap sets", name(hvo), counts.len() * 3));
     let runs: Vec<(usize, Strategy)> =
         counts.iter().flat_map(|&t| strategies.iter().map(move |&s| (t, s))).collect();
-    let mut storage: Vec<Vec<OwnedMemmap<Page64>>> = runs
-        .iter()
-        .map(|_| specs.iter().map(|s| OwnedMemmap::new(p.config, s.start_pfn, s.nr_pages)).collect())
-        .collect::<Result<_, _>>()
-        .map_err(RunError::of(name(hvo), "map the memmaps"))?;
-    // The same starting state for every strategy's first round. With HVO only the head vmemmap
-    // pages are written, so nothing is faulted in ahead (the fault time is then 0).
-    let mut fault_ms = Vec::new();
-    for set in &mut storage {
-        let mut t = 0.0;
-        if !hvo {
-            for m in set.iter_mut() {
-                t += prefault(m).map_err(RunError::of(name(hvo), "fault the memmap in"))?;
-            }
-        }
-        fault_ms.push(t);
-    }
+    let (mut storage, fault_ms) = map_storage(p, &specs, runs.len())?;
     let mode = if hvo { HvoMode::On } else { HvoMode::Off };
     let request = BootRequest::per_node(h, per_node);
     // Paired limit runs without HVO (where the memmap is written in full): the methods of each
@@ -236,10 +220,62 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
     let identical =
         storage[1..].iter().all(|s| s.iter().zip(&storage[0]).all(|(a, b)| a.as_bytes() == b.as_bytes()));
     assert!(identical, "{}: a memmap differs from the one-thread slow path", name(hvo));
+    let fault = crate::measure::median_f64(&fault_ms);
+    let m = Measured { counts, samples, paired, limit_methods, memmap_bytes, fault, rounds, identical };
+    Ok(reports(p, limits, &m))
+}
+
+/// One set of memmaps (one per node) for each of `sets` runs, and the time to fault each set
+/// in: the same starting state for every strategy's first round. With HVO only the head
+/// vmemmap pages are written, so nothing is faulted in ahead (the fault time is then 0).
+fn map_storage(
+    p: &Hugetlb,
+    specs: &[NodeSpec],
+    sets: usize,
+) -> Result<(Vec<NodeMemmaps>, Vec<f64>), RunError> {
+    let name = name(p.hvo);
+    let mut storage: Vec<Vec<OwnedMemmap<Page64>>> = (0..sets)
+        .map(|_| specs.iter().map(|s| OwnedMemmap::new(p.config, s.start_pfn, s.nr_pages)).collect())
+        .collect::<Result<_, _>>()
+        .map_err(RunError::of(name, "map the memmaps"))?;
+    let mut fault_ms = Vec::new();
+    for set in &mut storage {
+        let mut t = 0.0;
+        if !p.hvo {
+            for m in set.iter_mut() {
+                t += prefault(m).map_err(RunError::of(name, "fault the memmap in"))?;
+            }
+        }
+        fault_ms.push(t);
+    }
+    Ok((storage, fault_ms))
+}
+
+/// One memmap per node: a strategy's storage.
+type NodeMemmaps = Vec<OwnedMemmap<Page64>>;
+
+/// What the rounds measured, for [`reports`].
+struct Measured {
+    counts: Vec<usize>,
+    samples: Vec<crate::measure::Samples>,
+    paired: Vec<crate::measure::Samples>,
+    limit_methods: Vec<Vec<String>>,
+    memmap_bytes: u64,
+    fault: f64,
+    rounds: usize,
+    identical: bool,
+}
+
+/// One report per thread count.
+fn reports(p: &Hugetlb, limits: &crate::limits::Limits, m: &Measured) -> Vec<ScenarioReport> {
+    let (hvo, h, nodes) = (p.hvo, Hstate::H1G, p.nodes());
+    let count = p.count / nodes * nodes;
+    let Measured { counts, samples, paired, limit_methods, memmap_bytes, fault, rounds, identical } = m;
+    let (memmap_bytes, fault, rounds, identical) = (*memmap_bytes, *fault, *rounds, *identical);
     let reserve = hugetlb_init::hugetlb_vmemmap_reserve_pages::<Page64>();
     let struct_pages = count * reserve;
-    let fault = crate::measure::median_f64(&fault_ms);
     let mut out = Vec::new();
+    let n = 3;
     for (k, &threads) in counts.iter().enumerate() {
         let how = if threads > 1 {
             format!("tails on {threads} threads within the node")
@@ -268,7 +304,6 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
             // With HVO a boot writes 64 struct pages per folio: its time is not a bandwidth.
             figure: if hvo { Figure::Time } else { Figure::Bandwidth },
         };
-        let n = strategies.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
         if let Some(methods) = limit_methods.get(k) {
             sc.set_paired_limit(&methods.join(" or "), memmap_bytes, &paired[k * n..(k + 1) * n]);
@@ -279,7 +314,7 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
         sc.extra.insert("fault_ms".into(), fault.into());
         out.push(sc);
     }
-    Ok(out)
+    out
 }
 
 /// Hooks that time `hugetlb-init`'s [`phase`]s: the sum of each phase's begin-to-end intervals on this node.

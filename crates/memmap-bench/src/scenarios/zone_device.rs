@@ -243,6 +243,32 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
     let identical = memmaps[1..].iter().all(|m| m.as_bytes() == memmaps[0].as_bytes());
     assert!(identical, "{}: a memmap differs from the one-thread slow path", case.name());
     let fault = crate::measure::median_f64(&fault_ms);
+    let m =
+        Measured { counts, samples, paired, limit_methods, written, memmap_bytes, fault, rounds, identical };
+    Ok(reports(p, limits, &m))
+}
+
+/// What the rounds measured, for [`reports`].
+struct Measured {
+    counts: Vec<usize>,
+    samples: Vec<crate::measure::Samples>,
+    paired: Vec<crate::measure::Samples>,
+    limit_methods: Vec<Vec<String>>,
+    written: u64,
+    memmap_bytes: u64,
+    fault: f64,
+    rounds: usize,
+    identical: bool,
+}
+
+/// One report per thread count.
+fn reports(p: &ZoneDevice, limits: &crate::limits::Limits, m: &Measured) -> Vec<ScenarioReport> {
+    let (case, cfg, nr) = (p.case, p.config, p.size / 4096);
+    let Measured { counts, samples, paired, limit_methods, written, memmap_bytes, fault, rounds, identical } =
+        m;
+    let (written, memmap_bytes, fault, rounds, identical) =
+        (*written, *memmap_bytes, *fault, *rounds, *identical);
+    let n = 3;
     let mut out = Vec::new();
     for (k, &threads) in counts.iter().enumerate() {
         let description = format!(
@@ -271,7 +297,6 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
             limit: LimitKind::FillNonzero,
             figure: Figure::Bandwidth,
         };
-        let n = strategies.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
         sc.set_paired_limit(&limit_methods[k].join(" or "), memmap_bytes, &paired[k * n..(k + 1) * n]);
         sc.extra.insert("device_bytes".into(), p.size.into());
@@ -281,7 +306,7 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
         sc.extra.insert("fault_ms".into(), fault.into());
         out.push(sc);
     }
-    Ok(out)
+    out
 }
 
 /// Initializes `range` on `threads` workers (one: the kernel's function; more:
