@@ -206,12 +206,12 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     let (alloc, alloc_table) = alloc_check(cfg, common, &phase)?;
     phase.finish();
     let description = format!(
-        "boot init of a {} zone ({} struct pages, {} of memmap): boot time, then time to full availability; {} rounds, deferred init on {} threads",
+        "boot init of a {} zone ({} struct pages, {} of memmap): boot time, then time to full availability; {} rounds, deferred init on {}",
         Bytes(p.size),
         nr,
         Bytes(nr * 64),
         rounds,
-        threads
+        if threads == 1 { "1 thread".to_string() } else { format!("{threads} threads") }
     );
     let spec = ScenarioSpec {
         name: NAME.into(),
