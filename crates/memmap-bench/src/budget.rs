@@ -1,8 +1,9 @@
 //! The memory budget of a timing run and how the suite fits into it.
 //!
 //! Scenarios run one after the other and free their storage before the next, so each one may
-//! use the whole budget: `--memory-budget SIZE`, by default 90% of `MemAvailable`
-//! ([`MemInfo::usable`]). A scenario whose size the user did not give is sized to the budget: its
+//! use the whole budget: `--memory-budget SIZE`, by default two thirds of `MemAvailable`
+//! ([`MemInfo::default_budget`]: the rest is left to the system and to other programs, which on a
+//! shared machine may grow while the bench runs), at most 90% of it ([`MemInfo::usable`]). A scenario whose size the user did not give is sized to the budget: its
 //! one scalable parameter ([`Knob`]: the device size, the number of gigantic pages, ...) is the
 //! largest multiple of its unit, up to its default, whose need fits the budget and passes every
 //! other check of [`memory::check`] (address space, overcommit). One that does not fit even at
@@ -20,7 +21,7 @@ use crate::size::Bytes;
 pub enum BudgetSource {
     /// `--memory-budget`.
     Flag,
-    /// 90% of `MemAvailable` (this many bytes available).
+    /// Two thirds of `MemAvailable` (this many bytes available).
     Available(u64),
     /// `/proc/meminfo` unreadable: the defaults run unscaled.
     Unknown,
@@ -36,7 +37,8 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// `flag` (`--memory-budget`), else 90% of `MemAvailable`, else unlimited.
+    /// `flag` (`--memory-budget`, at most [`MemInfo::usable`]), else two thirds of
+    /// `MemAvailable`, else unlimited.
     ///
     /// # Errors
     ///
@@ -50,9 +52,10 @@ impl Budget {
                 Bytes(info.available.unwrap_or(0))
             )),
             (Some(b), _) => Ok(Budget { bytes: b, source: BudgetSource::Flag }),
-            (None, Some(usable)) => {
-                Ok(Budget { bytes: usable, source: BudgetSource::Available(info.available.unwrap_or(0)) })
-            }
+            (None, Some(_)) => Ok(Budget {
+                bytes: info.default_budget().unwrap_or(0),
+                source: BudgetSource::Available(info.available.unwrap_or(0)),
+            }),
             (None, None) => Ok(Budget { bytes: u64::MAX, source: BudgetSource::Unknown }),
         }
     }
@@ -81,7 +84,7 @@ impl fmt::Display for Budget {
             BudgetSource::Available(a) => {
                 write!(
                     f,
-                    "memory budget {} (90% of MemAvailable {}; --memory-budget sets it)",
+                    "memory budget {} (2/3 of MemAvailable {}; --memory-budget sets it)",
                     Bytes(self.bytes),
                     Bytes(a)
                 )
@@ -212,7 +215,7 @@ mod tests {
     #[test]
     fn the_budget_is_the_flag_or_most_of_what_is_available() {
         let info = MemInfo::with_available(10 << 30, 16 << 30);
-        assert_eq!(Budget::new(None, &info).unwrap().bytes, 9 << 30);
+        assert_eq!(Budget::new(None, &info).unwrap().bytes, (10 << 30) / 3 * 2);
         assert_eq!(Budget::new(Some(4 << 30), &info).unwrap().source, BudgetSource::Flag);
         let e = Budget::new(Some(10 << 30), &info).unwrap_err();
         assert!(e.contains("more than this machine can give"), "{e}");

@@ -199,10 +199,17 @@ impl MemInfo {
     }
 
     /// The resident bytes a run may use: 90% of `MemAvailable` (the rest is left to the system
-    /// and to the bench itself). The default memory budget ([`crate::budget`]).
+    /// and to the bench itself): the largest memory budget ([`crate::budget`]).
     #[must_use]
     pub fn usable(&self) -> Option<u64> {
         self.available.map(|a| a / AVAILABLE_SHARE.1 * AVAILABLE_SHARE.0)
+    }
+
+    /// The default memory budget of a timing run ([`crate::budget`]): two thirds of
+    /// `MemAvailable`, leaving the rest to the system and to other programs.
+    #[must_use]
+    pub fn default_budget(&self) -> Option<u64> {
+        self.available.map(|a| a / 3 * 2)
     }
 
     /// A machine with `available` bytes available of `total`, heuristic overcommit, no swap and

@@ -124,7 +124,8 @@ pub(super) struct TimingArgs {
     /// clear, 5 for the others).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(super) rounds: Option<u32>,
-    /// The most memory a scenario may use at once (default: 90% of MemAvailable). Scenarios
+    /// The most memory a scenario may use at once (default: two thirds of MemAvailable, leaving
+    /// the rest to other programs; at most 90% of it). Scenarios
     /// whose size is not given are scaled down to fit it; one that cannot be is skipped.
     #[arg(long, value_name = "SIZE", value_parser = size_any)]
     pub(super) memory_budget: Option<u64>,

@@ -109,7 +109,7 @@ pub struct MemoryPlan {
     /// The most any scenario (or the limits phase) makes resident at once, bytes; `null` when
     /// the machine's memory is unknown.
     pub budget_bytes: Option<u64>,
-    /// `flag` (`--memory-budget`), `available` (90% of `MemAvailable`) or `unknown`.
+    /// `flag` (`--memory-budget`), `available` (two thirds of `MemAvailable`) or `unknown`.
     pub budget_source: String,
     /// `MemAvailable` when the run started, bytes.
     pub available_bytes: Option<u64>,
@@ -124,7 +124,7 @@ impl MemoryPlan {
         let budget = match (self.budget_bytes, self.budget_source.as_str()) {
             (Some(b), "flag") => format!("memory budget {} (--memory-budget)", Bytes(b)),
             (Some(b), _) => format!(
-                "memory budget {} (90% of MemAvailable {}; --memory-budget sets it)",
+                "memory budget {} (2/3 of MemAvailable {}; --memory-budget sets it)",
                 Bytes(b),
                 Bytes(self.available_bytes.unwrap_or(0))
             ),
