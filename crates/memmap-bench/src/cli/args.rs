@@ -16,7 +16,7 @@ use crate::scenarios::zone_device;
 /// measured in the same run. Without a subcommand, runs the whole suite (`all`), sized to fit
 /// the memory budget.
 #[derive(Debug, Parser)]
-#[command(name = "memmap-bench", version, about, long_about = None)]
+#[command(name = "memmap-bench", version, about, long_about = None, term_width = 100)]
 pub struct Cli {
     #[command(subcommand)]
     pub(super) command: Option<Command>,
@@ -34,7 +34,7 @@ pub(super) struct GlobalArgs {
     /// Print the report as JSON on stdout (tables and progress go to stderr).
     #[arg(long, global = true)]
     pub(super) json: bool,
-    /// CI-sized run: the same suite at small sizes (about a minute).
+    /// CI-sized run: the same suite at small sizes (tens of seconds).
     #[arg(long, global = true)]
     pub(super) quick: bool,
     /// No progress bars (they are drawn only when stderr is a terminal).
@@ -120,7 +120,7 @@ pub(super) struct TimingArgs {
     /// CPUs available, measured before the run). 1 leaves the all-core rows out.
     #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = threads_arg)]
     pub(super) threads: Threads,
-    /// Rounds per strategy (default: 30 for zone-device, 15 for deferred, 9 for hugetlb, 7 for
+    /// Rounds per strategy (default: 15 for deferred, 10 for zone-device, 9 for hugetlb, 7 for
     /// clear, 5 for the others).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(super) rounds: Option<u32>,

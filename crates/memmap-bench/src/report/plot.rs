@@ -89,9 +89,9 @@ pub fn draw(report: &Report, svg: &mut String) -> Result<(), Box<dyn std::error:
     let mut y = TOP;
     for g in &groups {
         let heading = format!(
-            "{} on {} thread(s): limit {} GB/s ({}, {})",
+            "{} on {}: limit {} GB/s ({}, {})",
             g.name,
-            g.threads,
+            if g.threads == 1 { "1 thread".to_string() } else { format!("{} threads", g.threads) },
             num(g.limit_gbps),
             g.limit.label(),
             g.limit_method
@@ -137,7 +137,11 @@ pub fn draw(report: &Report, svg: &mut String) -> Result<(), Box<dyn std::error:
     let mut t = 0.0;
     while t <= xmax {
         root.draw(&PathElement::new(vec![(x(t), y), (x(t), y + 5)], BLACK.stroke_width(1)))?;
-        root.draw(&Text::new(num(t), (x(t), y + 14), font(11).pos(Pos::new(HPos::Center, VPos::Center))))?;
+        root.draw(&Text::new(
+            format!("{t:.0}"),
+            (x(t), y + 14),
+            font(11).pos(Pos::new(HPos::Center, VPos::Center)),
+        ))?;
         t += step;
     }
     root.draw(&Text::new("GB/s".to_string(), (x1 + 10, y + 14), font(11).pos(left_mid)))?;
@@ -172,7 +176,7 @@ mod tests {
         let report = super::super::tests::report(vec![bw, time]);
         let mut svg = String::new();
         draw(&report, &mut svg).unwrap();
-        assert!(svg.contains("zone-device-fsdax on 1 thread(s): limit 10.0 GB/s"), "{svg}");
+        assert!(svg.contains("zone-device-fsdax on 1 thread: limit 10.0 GB/s"), "{svg}");
         assert!(svg.contains("9.90 GB/s, 0.99x limit"), "{svg}");
         assert!(svg.contains("not plotted (a time, not a bandwidth; see the text report): deferred-64g"));
         assert!(svg.contains("not run: x: does not fit"));
