@@ -16,6 +16,10 @@ use crate::memory::{self, MemInfo, MemoryError, MemoryNeed};
 use crate::scenarios::Scenario;
 use crate::size::Bytes;
 
+/// What the bench itself keeps resident besides a scenario's storage (its code, heap, thread
+/// stacks and page tables), counted against the budget: 64 MiB.
+pub const OWN_MEMORY: u64 = 64 << 20;
+
 /// Where the budget came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BudgetSource {
@@ -60,13 +64,14 @@ impl Budget {
         }
     }
 
-    /// Checks `need` of `who` against the budget and the machine.
+    /// Checks `need` of `who`, with the bench's own memory ([`OWN_MEMORY`]), against the budget,
+    /// and `need` against the machine.
     ///
     /// # Errors
     ///
     /// [`MemoryError::Budget`], or the machine's limit it exceeds.
     pub fn check(&self, who: &str, need: &MemoryNeed, info: &MemInfo) -> Result<(), MemoryError> {
-        if need.resident > self.bytes {
+        if need.resident.saturating_add(OWN_MEMORY) > self.bytes {
             return Err(MemoryError::Budget {
                 who: who.to_string(),
                 need: need.resident,
@@ -224,5 +229,8 @@ mod tests {
         let b = Budget { bytes: 1 << 30, source: BudgetSource::Flag };
         let e = b.check("x", &MemoryNeed::resident(2 << 30), &info).unwrap_err();
         assert!(e.to_string().contains("more than the memory budget of 1 GiB"), "{e}");
+        // The bench's own memory counts too.
+        assert!(b.check("x", &MemoryNeed::resident((1 << 30) - OWN_MEMORY), &info).is_ok());
+        assert!(b.check("x", &MemoryNeed::resident((1 << 30) - OWN_MEMORY + 1), &info).is_err());
     }
 }

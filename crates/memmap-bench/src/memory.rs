@@ -277,8 +277,8 @@ impl fmt::Display for MemoryError {
             ),
             MemoryError::Budget { who, need, budget } => write!(
                 f,
-                "{who} needs {} of memory, more than the memory budget of {}; use a smaller size \
-                 or a larger --memory-budget",
+                "{who} needs {} of memory (the bench itself 64 MiB more), more than the memory budget \
+                 of {}; use a smaller size or a larger --memory-budget",
                 Bytes(*need),
                 Bytes(*budget)
             ),
