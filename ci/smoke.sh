@@ -45,7 +45,7 @@ $bin --quick --no-progress zone-device --memory-budget 1GiB > "$out/budget.txt"
 grep -q '^memory budget 1 GiB (--memory-budget)' "$out/budget.txt"
 
 # docs/bench-cli.md: an initializer of one's own against the library's and the limit.
-cargo run --locked --release -q -p memmap-bench --example custom_strategy -- 64M 3
+cargo run --locked --release -q -p memmap-bench --example custom_strategy -- 1G 3
 
 # docs/bench-cli.md: dump and diff.
 $bin dump zone-device --memory-type generic --pages 4096 --vmemmap-shift 9 --strategy slow --out "$out/a" --force >/dev/null

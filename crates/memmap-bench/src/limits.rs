@@ -453,6 +453,7 @@ pub fn measure(
         t.elapsed()
     }));
     let rounds = rounds.max(2);
+    phase.step(format!("limits: {} methods x {} thread counts", methods.len(), counts.len()));
     let s = interleaved(rounds, &mut runners, phase);
     drop(runners);
     std::hint::black_box((&mut a, &mut b));
