@@ -1,26 +1,53 @@
 #!/usr/bin/env bash
-# The main program end to end: the quick suite with --json and --plot, validated against the
-# report's JSON Schema, plus a dump/diff round trip.
+# The main program end to end, CI-sized: the commands of the README's quick start and of
+# docs/bench-cli.md with --quick (the full-size run is measured in docs/performance/suite.txt):
+# the suite's text (at most 120 columns, a verdict per scenario), the docs/results.* command with
+# the JSON validated against the report's schema (provenance included), output flags before the
+# subcommand with a memory budget, the custom-strategy example, and a dump/diff round trip.
 source "$(dirname "$0")/env.sh"
 out=target/ci-smoke
 mkdir -p "$out"
-cargo build --locked --release -p memmap-bench
-./target/release/memmap-bench --quick --json --no-progress --plot "$out/plot.svg" > "$out/report.json"
+cargo build --locked --release -p memmap-bench --bin memmap-bench --example custom_strategy
+bin=./target/release/memmap-bench
+
+# README: cargo run --release -p memmap-bench (here with --quick).
+cargo run --locked --release -q -p memmap-bench -- --quick > "$out/quick.txt"
+awk 'length($0) > 120 { print "line over 120 columns: " $0; bad = 1 } END { exit bad }' "$out/quick.txt"
+verdicts=$(grep -c '^  verdict: ' "$out/quick.txt")
+[ "$verdicts" -ge 7 ] || { echo "expected a verdict per scenario, got $verdicts"; exit 1; }
+grep -q '^summary (' "$out/quick.txt"
+
+# docs/bench-cli.md: the command that regenerates docs/results.* (here with --quick, into $out).
+cargo run --locked --release -q -p memmap-bench -- --quick --json --plot "$out/results.svg" --force \
+    > "$out/results.json" 2> "$out/results.txt"
 python3 -m pip install --quiet --disable-pip-version-check 'jsonschema>=4.18' >/dev/null 2>&1 \
     || python3 -m pip install --quiet --user --disable-pip-version-check 'jsonschema>=4.18'
-python3 - "$out/report.json" crates/memmap-bench/schema/report.schema.json <<'PY'
+python3 - "$out/results.json" crates/memmap-bench/schema/report.schema.json <<'PY'
 import json, sys
 import jsonschema
 report = json.load(open(sys.argv[1]))
 schema = json.load(open(sys.argv[2]))
 jsonschema.validate(report, schema)
+p = report["provenance"]
+for k in ("generated_at", "version", "rustc", "kernel", "thp", "cpu_model"):
+    assert p.get(k), f"provenance.{k} missing: {p}"
 names = [s["name"] for s in report["scenarios"]]
 print("report valid:", ", ".join(names))
+print("provenance:", p["version"], p["git_commit"], p["rustc"], p["kernel"], "THP", p["thp"], p["cpu_model"]["name"])
 for s in report["scenarios"]:
-    for r in s["results"]:
-        print(f'  {s["name"]:<24} {r["strategy"]:<14} {r["gbps"]:7.2f} GB/s  x{r["x_limit"]:.2f}')
+    print(f'  {s["name"]:<24} {s["threads"]}T  {s["verdict"]}')
 PY
-grep -q '<svg' "$out/plot.svg"
-./target/release/memmap-bench dump zone-device --memory-type generic --pages 4096 --vmemmap-shift 9 --strategy slow --out "$out/a" --force >/dev/null
-./target/release/memmap-bench dump zone-device --memory-type generic --pages 4096 --vmemmap-shift 9 --strategy streaming --out "$out/b" --force >/dev/null
-./target/release/memmap-bench diff "$out/a" "$out/b"
+grep -q '<svg' "$out/results.svg"
+grep -q 'not plotted' "$out/results.svg"
+
+# Output flags before the subcommand, and a memory budget.
+$bin --quick --no-progress zone-device --memory-budget 1GiB > "$out/budget.txt"
+grep -q '^memory budget 1 GiB (--memory-budget)' "$out/budget.txt"
+
+# docs/bench-cli.md: an initializer of one's own against the library's and the limit.
+cargo run --locked --release -q -p memmap-bench --example custom_strategy -- 1G 3
+
+# docs/bench-cli.md: dump and diff.
+$bin dump zone-device --memory-type generic --pages 4096 --vmemmap-shift 9 --strategy slow --out "$out/a" --force >/dev/null
+$bin dump zone-device --memory-type generic --pages 4096 --vmemmap-shift 9 --strategy streaming --out "$out/b" --force >/dev/null
+$bin diff "$out/a" "$out/b"

@@ -409,12 +409,17 @@ fn run_split(threads: usize, dst: usize, src: usize, len: usize, f: Method) -> D
 }
 
 /// Measures the limits on a `bytes`-byte buffer (rounded down to whole pages) for one thread,
-/// every available CPU, and each count of `extra_threads`.
+/// every available CPU, and each count of `extra_threads`, showing the work on `phase`.
 ///
 /// # Errors
 ///
 /// The `mmap` error of a buffer.
-pub fn measure(bytes: u64, rounds: usize, extra_threads: &[usize]) -> std::io::Result<Limits> {
+pub fn measure(
+    bytes: u64,
+    rounds: usize,
+    extra_threads: &[usize],
+    phase: &crate::progress::Phase,
+) -> std::io::Result<Limits> {
     let len = usize::try_from(bytes / 4096).map_err(std::io::Error::other)?.max(1) * 4096;
     let mut a = Buffer::new(len)?;
     let mut b = Buffer::new(len)?;
@@ -448,7 +453,8 @@ pub fn measure(bytes: u64, rounds: usize, extra_threads: &[usize]) -> std::io::R
         t.elapsed()
     }));
     let rounds = rounds.max(2);
-    let s = interleaved(rounds, &mut runners);
+    phase.step(format!("limits: {} methods x {} thread counts", methods.len(), counts.len()));
+    let s = interleaved(rounds, &mut runners, phase);
     drop(runners);
     std::hint::black_box((&mut a, &mut b));
     let mut per_threads = Vec::new();
@@ -503,7 +509,7 @@ mod tests {
 
     #[test]
     fn every_method_runs_on_split_slices() {
-        let l = measure(8 << 20, 2, &[3]).unwrap();
+        let l = measure(8 << 20, 2, &[3], &crate::progress::Phase::hidden()).unwrap();
         let counts: Vec<usize> = l.per_threads.iter().map(|t| t.threads).collect();
         assert!(counts.contains(&1) && counts.contains(&3) && counts.contains(&l.all_cores));
         for t in &l.per_threads {
@@ -516,7 +522,7 @@ mod tests {
 
     #[test]
     fn the_paired_limit_methods_are_measured_methods_of_the_kind() {
-        let l = measure(8 << 20, 2, &[]).unwrap();
+        let l = measure(8 << 20, 2, &[], &crate::progress::Phase::hidden()).unwrap();
         let mut buf = Buffer::new(8 << 20).unwrap();
         let (p, n) = (buf.map.as_mut_ptr(), buf.map.len());
         for kind in [FillKind::Zero, FillKind::Nonzero] {

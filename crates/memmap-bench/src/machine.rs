@@ -1,4 +1,5 @@
-//! The machine line: CPU model, CPU count, memory, stream-hal backend.
+//! The machine line: CPU model, CPU count, memory, stream-hal backend (the build and the CPU's
+//! identity are the report's [`crate::report::Provenance`]).
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -32,19 +33,12 @@ impl Machine {
     /// Reads the machine description.
     #[must_use]
     pub fn detect() -> Machine {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu = cpuinfo
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                matches!(k.trim(), "model name" | "Model" | "cpu model").then(|| v.trim().to_string())
-            })
-            .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+        let mem = crate::memory::MemInfo::read();
         Machine {
-            cpu,
-            cpus: std::thread::available_parallelism().map_or(1, usize::from),
-            mem_total_bytes: meminfo("MemTotal"),
-            mem_available_bytes: meminfo("MemAvailable"),
+            cpu: crate::report::CpuModel::detect().name,
+            cpus: memmap_core::available_cpus(),
+            mem_total_bytes: mem.total,
+            mem_available_bytes: mem.available,
             backend: stream_hal::backend().to_string(),
             backend_name: stream_hal::backend().name().to_string(),
             streaming: stream_hal::backend().is_streaming(),
@@ -52,11 +46,4 @@ impl Machine {
             arch: std::env::consts::ARCH.to_string(),
         }
     }
-}
-
-/// A `/proc/meminfo` value in bytes.
-#[must_use]
-pub fn meminfo(key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    crate::memory::meminfo_value(&text, key)
 }

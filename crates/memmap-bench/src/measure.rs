@@ -2,9 +2,12 @@
 //!
 //! Round `r` runs every strategy once, starting with strategy `r % n`, so no strategy always
 //! runs first (after a cold cache) or last. Round 0 is the "first binding" (each strategy's
-//! storage is fresh), rounds 1.. are the "rebinds".
+//! storage is fresh), rounds 1.. are the "rebinds". Each run moves the phase's progress bar by
+//! the runner's weight ([`Runner::weight`]), set exactly after the run, so a bar ends at 100%.
 
 use std::time::Duration;
+
+use crate::progress::Phase;
 
 /// One strategy under measurement: a name and a closure that runs one round and returns the
 /// time of the measured part only.
@@ -13,12 +16,22 @@ pub struct Runner<'a> {
     pub name: String,
     /// Runs round `r`.
     pub run: Box<dyn FnMut(usize) -> Duration + 'a>,
+    /// Units of progress one run stands for (1 unless [`Runner::weight`] says otherwise).
+    pub weight: u64,
 }
 
 impl<'a> Runner<'a> {
-    /// A runner.
+    /// A runner of weight 1.
     pub fn new(name: impl Into<String>, run: impl FnMut(usize) -> Duration + 'a) -> Self {
-        Runner { name: name.into(), run: Box::new(run) }
+        Runner { name: name.into(), run: Box::new(run), weight: 1 }
+    }
+
+    /// The same runner, one run standing for `units` of progress (the PFNs it initializes, say,
+    /// when its hooks advance the bar by PFN).
+    #[must_use]
+    pub fn weight(mut self, units: u64) -> Self {
+        self.weight = units;
+        self
     }
 }
 
@@ -77,13 +90,28 @@ pub fn median_f64(v: &[f64]) -> f64 {
     if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
 }
 
-/// Runs `rounds` interleaved rounds of every runner.
+/// The `q`-quantile (0..=1) of plain numbers, linearly interpolated (NaN for none).
+#[must_use]
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n => {
+            let x = q.clamp(0.0, 1.0) * (n - 1) as f64;
+            let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+            s[lo] + (s[hi] - s[lo]) * (x - lo as f64)
+        }
+    }
+}
+
+/// Runs `rounds` interleaved rounds of every runner, showing them on `phase`.
 ///
 /// # Panics
 ///
 /// If `rounds` is 0.
-pub fn interleaved(rounds: usize, runners: &mut [Runner<'_>]) -> Vec<Samples> {
-    interleaved_paired(rounds, runners, &mut [], &vec![None; runners.len()]).0
+pub fn interleaved(rounds: usize, runners: &mut [Runner<'_>], phase: &Phase) -> Vec<Samples> {
+    interleaved_paired(rounds, runners, &mut [], &vec![None; runners.len()], phase).0
 }
 
 /// Runs `rounds` interleaved rounds of every runner, as [`interleaved`], and pairs each run of
@@ -95,7 +123,7 @@ pub fn interleaved(rounds: usize, runners: &mut [Runner<'_>]) -> Vec<Samples> {
 /// one and two times one thread's rate as the host places the vCPUs), so a limit measured at
 /// another time can be from another mode; a run next to the strategy's is from the same one.
 /// It runs before the strategy, so the strategy's output is what the storage holds after
-/// every round.
+/// every round. `phase` becomes a bar of every run's weight, set after each run.
 ///
 /// # Panics
 ///
@@ -105,6 +133,7 @@ pub fn interleaved_paired(
     runners: &mut [Runner<'_>],
     companions: &mut [Runner<'_>],
     pair: &[Option<usize>],
+    phase: &Phase,
 ) -> (Vec<Samples>, Vec<Samples>) {
     assert!(rounds > 0, "at least one round");
     assert_eq!(pair.len(), runners.len(), "one pairing entry per runner");
@@ -120,14 +149,25 @@ pub fn interleaved_paired(
             rounds: Vec::new(),
         })
         .collect();
+    let per_round: u64 = runners
+        .iter()
+        .zip(pair)
+        .map(|(r, p)| r.weight.saturating_add(p.map_or(0, |c| companions[c].weight)))
+        .fold(0, u64::saturating_add);
+    phase.work(per_round.saturating_mul(rounds as u64));
+    let mut done = 0u64;
     for round in 0..rounds {
         for k in 0..n {
             let i = if round == 0 { k } else { (round + k) % n };
             if let Some(c) = pair[i] {
                 paired[i].rounds.push((companions[c].run)(round));
+                done = done.saturating_add(companions[c].weight);
+                phase.set(done);
             }
             let t = (runners[i].run)(round);
             out[i].rounds.push(t);
+            done = done.saturating_add(runners[i].weight);
+            phase.set(done);
         }
     }
     (out, paired)
@@ -157,7 +197,10 @@ mod tests {
                 })
             })
             .collect();
-        let s = interleaved(3, &mut runners);
+        let phase = Phase::hidden();
+        let s = interleaved(3, &mut runners, &phase);
+        assert_eq!(phase.bar().position(), 9, "one unit per run");
+        assert_eq!(phase.bar().length(), Some(9));
         let names: Vec<&str> = log.borrow().iter().map(|&(_, n)| n).collect();
         assert_eq!(names, ["a", "b", "c", "b", "c", "a", "c", "a", "b"]);
         assert_eq!(s[0].first(), Duration::from_millis(10));
@@ -176,9 +219,12 @@ mod tests {
                 Duration::from_millis(ms + r as u64)
             })
         };
-        let mut runners = vec![mk("a", 10), mk("b", 20), mk("c", 30)];
+        let mut runners = vec![mk("a", 10).weight(5), mk("b", 20), mk("c", 30)];
         let mut companions = vec![mk("p", 100), mk("q", 200)];
-        let (s, p) = interleaved_paired(2, &mut runners, &mut companions, &[Some(0), None, Some(1)]);
+        let phase = Phase::hidden();
+        let (s, p) = interleaved_paired(2, &mut runners, &mut companions, &[Some(0), None, Some(1)], &phase);
+        // (5 + 1) + 1 + (1 + 1) units per round, two rounds: the bar ends full.
+        assert_eq!((phase.bar().position(), phase.bar().length()), (18, Some(18)));
         // Round 1 is rotated to b, c, a; a companion always right before its runner.
         assert_eq!(*log.borrow(), ["p", "a", "b", "q", "c", "b", "q", "c", "p", "a"]);
         assert_eq!(s[0].rounds, [Duration::from_millis(10), Duration::from_millis(11)]);
@@ -194,5 +240,9 @@ mod tests {
         assert_eq!(median(&d(&[3, 1, 2])), 2.0);
         assert_eq!(median(&d(&[4, 1, 2, 3])), 2.5);
         assert!((gbps(2_000_000_000, 2.0) - 1.0).abs() < 1e-12);
+        assert_eq!(quantile(&[4.0, 1.0, 3.0, 2.0], 0.25), 1.75);
+        assert_eq!(quantile(&[4.0, 1.0, 3.0, 2.0], 1.0), 4.0);
+        assert_eq!(quantile(&[7.0], 0.5), 7.0);
+        assert!(quantile(&[], 0.5).is_nan());
     }
 }

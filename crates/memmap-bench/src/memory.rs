@@ -6,7 +6,8 @@
 //! single mapping. [`check`] compares them with `/proc/meminfo`, the overcommit policy, the
 //! address-space limit (`RLIMIT_AS`) and the user address space of the architecture, so that a
 //! size that cannot work is refused with a message (exit status 2) instead of an out-of-memory
-//! kill, a failed `mmap` halfway through, or arithmetic that wraps.
+//! kill, a failed `mmap` halfway through, or arithmetic that wraps. How the suite fits its
+//! scenarios into a memory budget is [`crate::budget`].
 
 use std::fmt;
 
@@ -170,56 +171,61 @@ pub const USER_ADDRESS_SPACE: u64 = if usize::BITS >= 64 { 1 << 47 } else { 1 <<
 const AVAILABLE_SHARE: (u64, u64) = (9, 10);
 
 impl MemInfo {
-    /// Reads the machine's values.
+    /// Reads the machine's values: `/proc/meminfo`, `/proc/sys/vm/overcommit_memory` and
+    /// `/proc/self/limits`, parsed by the `procfs` crate (each `None` where unreadable).
     #[must_use]
     pub fn read() -> MemInfo {
-        let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        use procfs::Current as _;
+        let mem = procfs::Meminfo::current().ok();
         let overcommit = std::fs::read_to_string("/proc/sys/vm/overcommit_memory")
             .ok()
             .and_then(|s| s.trim().parse().ok());
+        let rlimit_as =
+            procfs::process::Process::myself().and_then(|p| p.limits()).ok().and_then(|l| {
+                match l.max_address_space.soft_limit {
+                    procfs::process::LimitValue::Value(v) => Some(v),
+                    procfs::process::LimitValue::Unlimited => None,
+                }
+            });
         MemInfo {
-            available: meminfo_value(&text, "MemAvailable"),
-            total: meminfo_value(&text, "MemTotal"),
-            swap_total: meminfo_value(&text, "SwapTotal"),
-            commit_limit: meminfo_value(&text, "CommitLimit"),
-            committed: meminfo_value(&text, "Committed_AS"),
+            available: mem.as_ref().and_then(|m| m.mem_available),
+            total: mem.as_ref().map(|m| m.mem_total),
+            swap_total: mem.as_ref().map(|m| m.swap_total),
+            commit_limit: mem.as_ref().and_then(|m| m.commit_limit),
+            committed: mem.as_ref().map(|m| m.committed_as),
             overcommit,
-            rlimit_as: rlimit_as(),
+            rlimit_as,
         }
     }
 
-    /// The resident bytes a run may use: 90% of `MemAvailable`.
+    /// The resident bytes a run may use: 90% of `MemAvailable` (the rest is left to the system
+    /// and to the bench itself): the largest memory budget ([`crate::budget`]).
     #[must_use]
     pub fn usable(&self) -> Option<u64> {
         self.available.map(|a| a / AVAILABLE_SHARE.1 * AVAILABLE_SHARE.0)
     }
-}
 
-/// A `/proc/meminfo` value (`Key:   123 kB`) in bytes.
-#[must_use]
-pub fn meminfo_value(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let rest = l.strip_prefix(key)?.strip_prefix(':')?;
-        let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
-        kb.checked_mul(1024)
-    })
-}
+    /// The default memory budget of a timing run ([`crate::budget`]): two thirds of
+    /// `MemAvailable`, leaving the rest to the system and to other programs.
+    #[must_use]
+    pub fn default_budget(&self) -> Option<u64> {
+        self.available.map(|a| a / 3 * 2)
+    }
 
-#[cfg(unix)]
-fn rlimit_as() -> Option<u64> {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: `getrlimit` writes one `struct rlimit` through the pointer, which points to a
-    // live, writable, properly aligned `libc::rlimit` on this stack frame.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_AS, &raw mut lim) };
-    // `rlim_t` is 64-bit on 64-bit Linux but not on every unix.
-    #[allow(clippy::useless_conversion)]
-    let cur = u64::try_from(lim.rlim_cur).unwrap_or(u64::MAX);
-    (rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY).then_some(cur)
-}
-
-#[cfg(not(unix))]
-fn rlimit_as() -> Option<u64> {
-    None
+    /// A machine with `available` bytes available of `total`, heuristic overcommit, no swap and
+    /// no address-space limit (for tests and for planning a run on another machine).
+    #[must_use]
+    pub const fn with_available(available: u64, total: u64) -> MemInfo {
+        MemInfo {
+            available: Some(available),
+            total: Some(total),
+            swap_total: Some(0),
+            commit_limit: Some(total / 2),
+            committed: Some(0),
+            overcommit: Some(0),
+            rlimit_as: None,
+        }
+    }
 }
 
 /// Why a run cannot get the memory it needs.
@@ -235,6 +241,15 @@ pub enum MemoryError {
         need: u64,
         /// `MemAvailable`.
         available: u64,
+    },
+    /// More than the memory budget (`--memory-budget`).
+    Budget {
+        /// Who needs it.
+        who: String,
+        /// Bytes needed.
+        need: u64,
+        /// The budget.
+        budget: u64,
     },
     /// More address space than the process can map.
     AddressSpace {
@@ -255,9 +270,17 @@ impl fmt::Display for MemoryError {
             MemoryError::Overflow(o) => write!(f, "{o}: use a smaller size"),
             MemoryError::Resident { who, need, available } => write!(
                 f,
-                "{who} needs {} of memory but only {} is available; use a smaller size",
+                "{who} needs {} of memory but only {} is available (a run may use 90% of it); use \
+                 a smaller size",
                 Bytes(*need),
                 Bytes(*available)
+            ),
+            MemoryError::Budget { who, need, budget } => write!(
+                f,
+                "{who} needs {} of memory (the bench itself 64 MiB more), more than the memory budget \
+                 of {}; use a smaller size or a larger --memory-budget",
+                Bytes(*need),
+                Bytes(*budget)
             ),
             MemoryError::AddressSpace { who, need, limit, which } => write!(
                 f,
@@ -369,7 +392,5 @@ mod tests {
         assert!(a.times(2).is_err());
         assert_eq!(a.times(1), Ok(a));
         assert!(mul(1 << 40, 1 << 40, "x").is_err());
-        assert_eq!(meminfo_value("MemAvailable:   1000 kB\n", "MemAvailable"), Some(1_024_000));
-        assert_eq!(meminfo_value("MemAvailable: 99999999999999999999 kB\n", "MemAvailable"), None);
     }
 }

@@ -246,6 +246,56 @@ fn json_report_follows_the_schema() {
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(plot.contains("<svg") && plot.contains("zone-device-fsdax"));
     let _ = std::fs::remove_file(&svg);
+    // Provenance: when, which build, which kernel and CPU.
+    let p = &v["provenance"];
+    let at = p["generated_at"].as_str().unwrap();
+    assert!(at.len() == 20 && at.ends_with('Z') && at.as_bytes()[10] == b'T', "RFC 3339 UTC: {at}");
+    assert_eq!(p["version"], env!("CARGO_PKG_VERSION"));
+    assert!(p["rustc"].as_str().unwrap().starts_with("rustc "));
+    assert!(p["git_commit"].is_null() || p["git_commit"].as_str().unwrap().len() == 40);
+    #[cfg(target_os = "linux")]
+    assert!(!p["kernel"].as_str().unwrap().is_empty());
+    for k in ["name", "vendor", "family", "model", "stepping", "flags"] {
+        assert!(p["cpu_model"].get(k).is_some(), "cpu_model.{k}: {p}");
+    }
+    assert!(v["memory"]["budget_bytes"].as_u64().is_some());
+}
+
+/// What a person reads: no line over 120 columns, a verdict per scenario and thread count,
+/// times without GB/s where the figure is not a bandwidth, a summary; `--quick` before the
+/// subcommand.
+#[test]
+fn the_text_report_fits_120_columns_with_a_verdict_per_scenario() {
+    let runs: [&[&str]; 2] = [
+        &["--quick", "--no-progress", "zone-device", "--size", "16M", "--rounds", "2", "--threads", "2"],
+        &[
+            "--quick",
+            "--verbose",
+            "--no-progress",
+            "deferred",
+            "--size",
+            "256M",
+            "--rounds",
+            "2",
+            "--threads",
+            "1",
+        ],
+    ];
+    for (args, verdicts) in runs.iter().zip([4, 1]) {
+        let out = run(args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.lines().all(|l| l.chars().count() <= 120), "{text}");
+        assert_eq!(text.matches("  verdict: ").count(), verdicts, "{text}");
+        assert!(text.contains("summary (") && text.contains("memory budget"), "{text}");
+    }
+    let out = run(runs[1]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    // deferred: boot times, not a bandwidth; --threads 1 is one thread; --verbose shows rounds.
+    assert!(text.contains("deferred-64g [1 thread]"), "{text}");
+    assert!(text.contains("full ms") && text.contains("rounds of eager, ms"), "{text}");
+    let table: String = text.lines().skip_while(|l| !l.starts_with("deferred-64g")).take(6).collect();
+    assert!(!table.contains("GB/s") && !table.contains("x limit"), "{table}");
 }
 
 /// A refusal: the expected status, a message on stderr, and no panic.

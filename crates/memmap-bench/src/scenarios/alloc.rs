@@ -12,12 +12,12 @@ use memmap_core::{
     OwnedArena, OwnedMemmap, Page64, PfnRange, ZoneSpan,
 };
 
-use super::{Context, RunError, Scenario};
+use super::{Context, RunError, Scenario, Setup};
+use crate::budget::Knob;
 use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
-use crate::progress::bar;
-use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
+use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 const ZONE: u32 = 2;
@@ -31,8 +31,20 @@ pub const NAME: &str = "alloc-init-on-alloc";
 pub struct Alloc {
     /// Zone size in bytes (whole 2 MiB blocks).
     pub size: u64,
+    /// Whether the user gave the size (it is then never scaled).
+    pub fixed: bool,
     /// Kernel config.
     pub config: KernelConfig,
+}
+
+impl Alloc {
+    /// The scenario with `setup`'s clear size and config.
+    #[must_use]
+    pub fn new(setup: &Setup) -> Alloc {
+        let (size, fixed) =
+            setup.pick(setup.clear_size, super::clear::DEFAULT_SIZE, super::clear::QUICK_SIZE);
+        Alloc { size, fixed, config: setup.config }
+    }
 }
 
 impl Scenario for Alloc {
@@ -69,6 +81,14 @@ impl Scenario for Alloc {
         Ok(())
     }
 
+    fn knob(&self) -> Option<Knob> {
+        Some(super::clear::knob(self.size, self.fixed))
+    }
+
+    fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
+        Some(Box::new(Alloc { size: value, ..self.clone() }))
+    }
+
     fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
         run(self.size, self.config, ctx).map(|r| vec![r])
     }
@@ -82,6 +102,8 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
     let memory = [PfnRange::new(BASE, BASE + nr)];
     let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
     let rounds = common.rounds(5, 3);
+    let phase = ctx.phase(NAME);
+    phase.step(format!("{NAME}: map and fault in {}", Bytes(size)));
     let mut arena =
         OwnedArena::new(BASE, nr).map_err(RunError::of(NAME, format!("map a {} arena", Bytes(size))))?;
     arena.populate().map_err(RunError::of(NAME, "populate the arena"))?;
@@ -90,10 +112,9 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
         .map_err(RunError::of(NAME, format!("map a memmap of {}", Bytes(nr * 64))))?;
     let storage = std::cell::RefCell::new((memmap, arena));
     let nstates = Node::<Page64>::states_needed(&cfg, layout.span());
-    let pb = bar((rounds as u64 * 2).saturating_mul(nr), NAME, common.progress);
     let blocks = nr / 512;
     let runner = |clear: ClearMode| {
-        let (pb, storage) = (pb.clone(), &storage);
+        let storage = &storage;
         let mut states = vec![0u8; nstates];
         Runner::new(clear.name(), move |_| {
             let mut guard = storage.borrow_mut();
@@ -115,7 +136,6 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
             }
             let e = t.elapsed();
             assert_eq!(held.len() as u64, blocks, "every 2 MiB block allocated");
-            pb.inc(nr);
             e
         })
     };
@@ -129,9 +149,11 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
         let mut arena = guard.1.arena();
         super::limit_run(&limit_methods, FillKind::Zero, 1, round, arena.bytes_mut())
     })];
-    let (samples, paired) = interleaved_paired(rounds, &mut runners, &mut companions, &[Some(0), Some(0)]);
+    phase.step(format!("{NAME}: {rounds} rounds"));
+    let (samples, paired) =
+        interleaved_paired(rounds, &mut runners, &mut companions, &[Some(0), Some(0)], &phase);
     drop((runners, companions));
-    pb.finish_and_clear();
+    phase.finish();
     let zeroed = storage.borrow_mut().1.arena().bytes().iter().step_by(4093).all(|&b| b == 0);
     assert!(zeroed, "init_on_alloc left non-zero bytes");
     let spec = ScenarioSpec {
@@ -146,6 +168,7 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
         bytes: nr * 4096,
         threads: 1,
         limit: LimitKind::FillZero,
+        figure: Figure::Bandwidth,
     };
     let mut sc = ScenarioReport::from_samples(spec, limits, &samples);
     sc.set_paired_limit(&limit_methods.join(" or "), nr * 4096, &paired);

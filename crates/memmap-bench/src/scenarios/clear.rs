@@ -22,12 +22,12 @@ use memmap2::MmapOptions;
 
 use memmap_core::{PadataJob, padata_do_multithreaded};
 
-use super::{Context, RunError, Scenario, thread_counts};
+use super::{Context, RunError, Scenario, Setup, thread_counts};
+use crate::budget::{Knob, KnobUnit};
 use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow};
-use crate::progress::bar;
-use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
+use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 const HUGE: usize = 2 << 20;
@@ -42,11 +42,37 @@ pub const NAME: &str = "clear-2m";
 /// Its strategies, baseline first.
 pub const STRATEGIES: &[&str] = &["per-page", "per-page-erms", "batch"];
 
+/// The default size: 16 GiB, as the series measured.
+pub const DEFAULT_SIZE: u64 = 16 << 30;
+
+/// The `--quick` size.
+pub const QUICK_SIZE: u64 = 1 << 30;
+
+/// The smallest size the suite scales down to.
+pub const MIN_SIZE: u64 = 256 << 20;
+
+/// The clear size knob of `clear` and `clear --alloc`.
+#[must_use]
+pub fn knob(size: u64, fixed: bool) -> Knob {
+    Knob { value: size, step: SIZE_UNIT, min: MIN_SIZE, fixed, unit: KnobUnit::Bytes }
+}
+
 /// Clearing `size` bytes of 2 MiB pages.
 #[derive(Debug, Clone)]
 pub struct Clear {
     /// Bytes to clear (whole 2 MiB pages).
     pub size: u64,
+    /// Whether the user gave the size (it is then never scaled).
+    pub fixed: bool,
+}
+
+impl Clear {
+    /// The scenario with `setup`'s size.
+    #[must_use]
+    pub fn new(setup: &Setup) -> Clear {
+        let (size, fixed) = setup.pick(setup.clear_size, DEFAULT_SIZE, QUICK_SIZE);
+        Clear { size, fixed }
+    }
 }
 
 impl Scenario for Clear {
@@ -70,6 +96,14 @@ impl Scenario for Clear {
         usize::try_from(self.size)
             .map(|_| ())
             .map_err(|_| format!("clear size {} does not fit this machine", Bytes(self.size)))
+    }
+
+    fn knob(&self) -> Option<Knob> {
+        Some(knob(self.size, self.fixed))
+    }
+
+    fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
+        Some(Box::new(Clear { size: value, ..self.clone() }))
     }
 
     fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
@@ -128,39 +162,19 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
     let huge_pages = (size as usize / HUGE).max(1);
     let len = huge_pages * HUGE;
     let rounds = common.rounds(7, 3);
-    let mut arena = MmapOptions::new()
-        .len(len)
-        .map_anon()
-        .map_err(RunError::of(NAME, format!("map {}", Bytes(len as u64))))?;
-    let _ = arena.advise(memmap2::Advice::HugePage);
-    // Resident before measuring (allocated memory is), with non-zero contents. A kernel without
-    // MADV_POPULATE_WRITE (before 5.14: EINVAL) has the pages faulted in by the stores below;
-    // any other error (ENOMEM: the memory is not there) stops the scenario here, before it
-    // touches page after page of memory it cannot have.
-    let t = Instant::now();
-    if let Err(e) = arena.advise(memmap2::Advice::PopulateWrite) {
-        if e.raw_os_error() != Some(libc::EINVAL) {
-            return Err(RunError::of(NAME, format!("populate {}", Bytes(len as u64)))(e));
-        }
-    }
-    arena.iter_mut().step_by(PAGE).for_each(|b| *b = 1);
-    let fault_ms = t.elapsed().as_secs_f64() * 1e3;
+    let phase = ctx.phase(NAME);
+    phase.step(format!("{NAME}: map and fault in {}", Bytes(len as u64)));
+    let (mut arena, fault_ms) = map_arena(len)?;
     let base = arena.as_mut_ptr() as usize;
-    let counts = thread_counts(common.threads);
+    let counts = thread_counts(ctx.threads);
     let bodies: [(&str, PerHuge); 3] =
         [("per-page", per_page), ("per-page-erms", per_page_erms), ("batch", batch)];
-    let pb = bar(
-        (len as u64).saturating_mul((rounds * (bodies.len() + counts.len() - 1)) as u64),
-        NAME,
-        common.progress,
-    );
     let mut runners = Vec::new();
     let mut pair = Vec::new();
     for (k, &threads) in counts.iter().enumerate() {
         // On all cores only the batch clear: the page-by-page clears are the kernel's one-thread
         // baselines, and at a few seconds per round they would double the suite's time.
         for &(name, f) in bodies.iter().filter(|&&(name, _)| threads == 1 || name == "batch") {
-            let pb = pb.clone();
             runners.push(Runner::new(name, move |_| {
                 let t = Instant::now();
                 if threads <= 1 {
@@ -170,9 +184,7 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
                 } else {
                     clear_parallel(base, len, threads);
                 }
-                let e = t.elapsed();
-                pb.inc(len as u64);
-                e
+                t.elapsed()
             }));
             pair.push(Some(k));
         }
@@ -196,9 +208,10 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
             })
         })
         .collect();
-    let (samples, paired) = interleaved_paired(rounds, &mut runners, &mut companions, &pair);
+    phase.step(format!("{NAME}: {rounds} rounds"));
+    let (samples, paired) = interleaved_paired(rounds, &mut runners, &mut companions, &pair, &phase);
     drop((runners, companions));
-    pb.finish_and_clear();
+    phase.finish();
     let zeroed = arena.iter().step_by(4093).all(|&b| b == 0);
     assert!(zeroed, "clear scenario left non-zero bytes");
     let mut out = Vec::new();
@@ -216,6 +229,7 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
             bytes: len as u64,
             threads,
             limit: LimitKind::FillZero,
+            figure: Figure::Bandwidth,
         };
         // Samples: the one-thread bodies, then the all-core batch.
         let n = bodies.len();
@@ -227,6 +241,28 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
         out.push(sc);
     }
     Ok(out)
+}
+
+/// The arena of `len` bytes, resident, and the time that took.
+fn map_arena(len: usize) -> Result<(memmap2::MmapMut, f64), RunError> {
+    let mut arena = MmapOptions::new()
+        .len(len)
+        .map_anon()
+        .map_err(RunError::of(NAME, format!("map {}", Bytes(len as u64))))?;
+    let _ = arena.advise(memmap2::Advice::HugePage);
+    // Resident before measuring (allocated memory is), with non-zero contents. A kernel without
+    // MADV_POPULATE_WRITE (before 5.14: EINVAL) has the pages faulted in by the stores below;
+    // any other error (ENOMEM: the memory is not there) stops the scenario here, before it
+    // touches page after page of memory it cannot have.
+    let t = Instant::now();
+    if let Err(e) = arena.advise(memmap2::Advice::PopulateWrite) {
+        if e.kind() != std::io::ErrorKind::InvalidInput {
+            return Err(RunError::of(NAME, format!("populate {}", Bytes(len as u64)))(e));
+        }
+    }
+    arena.iter_mut().step_by(PAGE).for_each(|b| *b = 1);
+    let fault_ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok((arena, fault_ms))
 }
 
 /// The chunk the all-core clear never splits below: 8 MiB (a thread start costs about what a

@@ -28,11 +28,12 @@ use memmap_core::{
     Page64, PfnRange, ZoneSpan,
 };
 
-use super::{Common, Context, RunError, Scenario};
+use super::{Common, Context, RunError, Scenario, Setup};
+use crate::budget::{Knob, KnobUnit};
 use crate::measure::{Runner, Samples, interleaved, median};
 use crate::memory::{MemoryNeed, Overflow, mul};
-use crate::progress::bar;
-use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
+use crate::progress::Phase;
+use crate::report::{Column, Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 const ZONE: u32 = 2;
@@ -41,13 +42,33 @@ const BASE: u64 = 1 << 20;
 /// The scenario's name.
 pub const NAME: &str = "deferred-64g";
 
+/// The default zone: 64 GiB (1 GiB of struct pages).
+pub const DEFAULT_SIZE: u64 = 64 << 30;
+
+/// The `--quick` zone.
+pub const QUICK_SIZE: u64 = 4 << 30;
+
+/// The smallest zone the suite scales down to.
+pub const MIN_SIZE: u64 = 1 << 30;
+
 /// Boot-time init of a zone of `size` bytes.
 #[derive(Debug, Clone)]
 pub struct Deferred {
     /// Zone size in bytes of memory (whole 4 KiB pages).
     pub size: u64,
+    /// Whether the user gave the size (it is then never scaled).
+    pub fixed: bool,
     /// Kernel config.
     pub config: KernelConfig,
+}
+
+impl Deferred {
+    /// The scenario with `setup`'s size and config.
+    #[must_use]
+    pub fn new(setup: &Setup) -> Deferred {
+        let (size, fixed) = setup.pick(setup.deferred_size, DEFAULT_SIZE, QUICK_SIZE);
+        Deferred { size, fixed, config: setup.config }
+    }
 }
 
 /// The strategies: name, init mode, boot order.
@@ -101,6 +122,21 @@ impl Scenario for Deferred {
         Ok(())
     }
 
+    fn knob(&self) -> Option<Knob> {
+        // Whole 2 MiB blocks when scaled (any 4 KiB multiple when given).
+        Some(Knob {
+            value: self.size,
+            step: 2 << 20,
+            min: MIN_SIZE,
+            fixed: self.fixed,
+            unit: KnobUnit::Bytes,
+        })
+    }
+
+    fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
+        Some(Box::new(Deferred { size: value, ..self.clone() }))
+    }
+
     fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
         run(self, ctx).map(|r| vec![r])
     }
@@ -116,18 +152,16 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     // 15: the on-demand boots are about 1 ms each, and single runs on a shared machine vary by
     // a factor of two; the eager boots set the time per round (about 0.6 s for all five).
     let rounds = common.rounds(15, 3);
-    let threads = if common.threads > 1 {
-        common.threads
-    } else {
-        std::thread::available_parallelism().map_or(1, usize::from)
-    };
+    // deferred_init_memmap's workers: the all-core count (1 with --threads 1).
+    let threads = ctx.threads;
+    let phase = ctx.phase(NAME);
+    phase.step(format!("{NAME}: map {} memmaps", STRATEGIES.len()));
     let mut storage: Vec<OwnedMemmap<Page64>> = STRATEGIES
         .iter()
         .map(|_| OwnedMemmap::new(cfg, BASE, nr))
         .collect::<Result<_, _>>()
         .map_err(RunError::of(NAME, format!("map a memmap of {}", Bytes(nr * 64))))?;
     let nstates = Node::<Page64>::states_needed(&cfg, layout.span());
-    let pb = bar(rounds as u64 * STRATEGIES.len() as u64, NAME, common.progress);
     let full: Vec<std::cell::RefCell<Vec<Duration>>> =
         STRATEGIES.iter().map(|_| std::cell::RefCell::default()).collect();
     let boot_pages: Vec<std::cell::Cell<u64>> = STRATEGIES.iter().map(|_| std::cell::Cell::new(0)).collect();
@@ -137,7 +171,7 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
             .enumerate()
             .zip(storage.iter_mut())
             .map(|((i, &(name, mode, order)), owned)| {
-                let (full, boot_pages, pb) = (&full[i], &boot_pages[i], pb.clone());
+                let (full, boot_pages) = (&full[i], &boot_pages[i]);
                 let mut states = vec![0u8; nstates];
                 Runner::new(name, move |_| {
                     let parts = NodeParts {
@@ -162,22 +196,22 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
                     }
                     full.borrow_mut().push(t.elapsed());
                     boot_pages.set(report.pages_initialized);
-                    pb.inc(1);
                     boot
                 })
             })
             .collect();
-        interleaved(rounds, &mut runners)
+        phase.step(format!("{NAME}: {rounds} rounds"));
+        interleaved(rounds, &mut runners, &phase)
     };
-    pb.finish_and_clear();
-    let (alloc, alloc_table) = alloc_check(cfg, common)?;
+    let (alloc, alloc_table) = alloc_check(cfg, common, &phase)?;
+    phase.finish();
     let description = format!(
-        "boot init of a {} zone ({} struct pages, {} of memmap): boot time, then time to full availability; {} rounds, deferred init on {} threads",
+        "boot init of a {} zone ({} struct pages, {} of memmap): boot time, then time to full availability; {} rounds, deferred init on {}",
         Bytes(p.size),
         nr,
         Bytes(nr * 64),
         rounds,
-        threads
+        if threads == 1 { "1 thread".to_string() } else { format!("{threads} threads") }
     );
     let spec = ScenarioSpec {
         name: NAME.into(),
@@ -186,165 +220,176 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
         bytes: nr * 64,
         threads,
         limit: LimitKind::FillNonzero,
+        // Boot times: the strategies write different amounts at boot, so not a bandwidth.
+        figure: Figure::Time,
     };
     let mut sc = ScenarioReport::from_samples(spec, limits, &samples);
-    // GB/s per strategy: the struct pages each one writes at boot.
-    for (r, pages) in sc.results.iter_mut().zip(&boot_pages) {
-        r.gbps = crate::measure::gbps(pages.get() * 64, r.median_ms / 1e3);
-        r.x_limit = r.gbps / sc.limit_gbps;
-    }
-    let full_ms: serde_json::Map<String, serde_json::Value> = STRATEGIES
+    let full_ms: Vec<f64> = full
         .iter()
-        .zip(&full)
-        .map(|(m, f)| {
+        .map(|f| {
             let v = f.borrow();
-            let rebinds = if v.len() > 1 { &v[1..] } else { &v[..] };
-            (m.0.to_string(), (median(rebinds) * 1e3).into())
+            median(if v.len() > 1 { &v[1..] } else { &v[..] }) * 1e3
         })
         .collect();
-    sc.extra.insert("full_availability_median_ms".into(), full_ms.into());
-    sc.extra.insert(
-        "boot_struct_pages".into(),
-        STRATEGIES
-            .iter()
-            .zip(&boot_pages)
-            .map(|(m, p)| (m.0.to_string(), p.get().into()))
-            .collect::<serde_json::Map<_, _>>()
-            .into(),
-    );
+    let boot: Vec<u64> = boot_pages.iter().map(std::cell::Cell::get).collect();
+    annotate(&mut sc, &full_ms, &boot, nr / cfg.pageblock_nr_pages(), limits.scattered_line_ns);
     sc.extra.insert("alloc_check".into(), alloc);
-    let full_line = STRATEGIES
-        .iter()
-        .zip(&full)
-        .map(|(m, f)| {
-            let v = f.borrow();
-            format!("{} {:.1} ms", m.0, median(if v.len() > 1 { &v[1..] } else { &v[..] }) * 1e3)
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
-    sc.notes.push(format!("  time to full availability (median): {full_line}"));
+    sc.notes.extend(alloc_table.lines().map(str::to_string));
+    sc.refresh();
+    Ok(sc)
+}
+
+/// The boot GB/s, the full-availability column and figures, and the on-demand reference: `full_ms` and
+/// `boot_pages` per strategy, `blocks` 2 MiB blocks, `line_ns` per scattered line.
+fn annotate(sc: &mut ScenarioReport, full_ms: &[f64], boot_pages: &[u64], blocks: u64, line_ns: f64) {
+    // GB/s per strategy (in the JSON): the struct pages each one writes at boot.
+    let limit = sc.limit_gbps;
+    for (r, &pages) in sc.results.iter_mut().zip(boot_pages) {
+        r.gbps = crate::measure::gbps(pages * 64, r.median_ms / 1e3);
+        r.x_limit = r.gbps / limit;
+    }
+    sc.columns.push(Column { header: "full ms".into(), values: full_ms.to_vec() });
+    let named =
+        |v: &mut dyn Iterator<Item = serde_json::Value>| -> serde_json::Map<String, serde_json::Value> {
+            STRATEGIES.iter().map(|m| m.0.to_string()).zip(v).collect()
+        };
+    sc.extra
+        .insert("full_availability_median_ms".into(), named(&mut full_ms.iter().map(|&v| v.into())).into());
+    sc.extra.insert("boot_struct_pages".into(), named(&mut boot_pages.iter().map(|&v| v.into())).into());
+    let full_line: Vec<String> =
+        STRATEGIES.iter().zip(full_ms).map(|(m, f)| format!("{} {f:.1} ms", m.0)).collect();
+    sc.notes
+        .push(format!("time to full availability (median; the full ms column): {}", full_line.join(", ")));
     // What on-demand boot costs in memory traffic here: the first struct page of every 2 MiB
     // block is one scattered line, at the probe's cost per line. The fused boot writes each
     // once; the kernel's order writes it (memmap init) and reads it back (the free pass) after
     // it has left the cache: twice.
-    let blocks = nr / cfg.pageblock_nr_pages();
-    let line_ms = blocks as f64 * limits.scattered_line_ns / 1e6;
-    let ms_of = |name: &str| sc.results.iter().find(|r| r.strategy == name).map_or(f64::NAN, |r| r.median_ms);
+    let line_ms = blocks as f64 * line_ns / 1e6;
+    let ms_of = |name: &str| sc.result(name).map_or(f64::NAN, |r| r.median_ms);
     let eager_ms = ms_of("eager");
-    sc.notes.push(format!(
-        "  on-demand reference: {blocks} scattered lines x {:.1} ns (limits probe) = {line_ms:.2} ms = eager / {:.0} (kernel order: twice that)",
-        limits.scattered_line_ns,
+    let reference = format!(
+        "on-demand reference: {blocks} scattered lines x {line_ns:.1} ns (limits probe) = {line_ms:.2} ms = eager / {:.0} (kernel order: twice that)",
         eager_ms / line_ms
-    ));
-    sc.notes.push(format!(
-        "  on-demand vs eager-fused: {:.1}x; on-demand-kernel-order vs eager: {:.1}x",
+    );
+    let ratios = format!(
+        "on-demand vs eager-fused: {:.1}x; on-demand-kernel-order vs eager: {:.1}x",
         ms_of("eager-fused") / ms_of("on-demand"),
         eager_ms / ms_of("on-demand-kernel-order")
-    ));
+    );
+    sc.notes.extend([reference, ratios]);
     sc.extra.insert("on_demand_scattered_lines_ms".into(), line_ms.into());
-    sc.notes.push(alloc_table.trim_end().to_string());
-    Ok(sc)
 }
 
 /// Order-0 and order-9 allocate-everything-then-free throughput on a fully initialized zone and
 /// on an on-demand zone whose blocks were all expanded by a first pass, interleaved.
-fn alloc_check(cfg: KernelConfig, common: &Common) -> Result<(serde_json::Value, String), RunError> {
+fn alloc_check(
+    cfg: KernelConfig,
+    common: &Common,
+    phase: &Phase,
+) -> Result<(serde_json::Value, String), RunError> {
     let rounds = common.rounds(25, 5).max(3);
     let mut out = serde_json::Map::new();
-    let mut table = String::from("  allocation throughput (allocate the whole zone, then free it):\n");
+    let mut table = String::from("allocation throughput (allocate the whole zone, then free it):\n");
     for order in [0u32, 9] {
-        // 262,144 order-0 allocations (1 GiB zone); 8,192 order-9 ones (16 GiB zone).
-        let (normal, quick) = ALLOC_CHECK_PAGES[usize::from(order != 0)];
-        let nr: u64 = if common.quick { quick } else { normal };
-        let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
-        let memory = [PfnRange::new(BASE, BASE + nr)];
-        let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
-        // Two memmaps, and the two modes swap them every round: a difference between the two
-        // pieces of memory (placement, huge page coverage) cannot pass for the check's cost.
-        let storage: Vec<std::cell::RefCell<OwnedMemmap<Page64>>> = (0..2)
-            .map(|_| {
-                let mut m = OwnedMemmap::<Page64>::new(cfg, BASE, nr)
-                    .map_err(RunError::of(NAME, "map the allocator check's memmap"))?;
-                // Resident before measuring, so both start from the same kind of memory.
-                m.populate().map_err(RunError::of(NAME, "populate the allocator check's memmap"))?;
-                Ok(std::cell::RefCell::new(m))
-            })
-            .collect::<Result<_, RunError>>()?;
-        let states: Vec<std::cell::RefCell<Vec<u8>>> = (0..2)
-            .map(|_| std::cell::RefCell::new(vec![0u8; Node::<Page64>::states_needed(&cfg, layout.span())]))
-            .collect();
-        let opts = |mode| BootOptions { check_pages: false, ..BootOptions::new(mode) };
-        let cycle = |node: &Node<'_, Page64>| {
-            let t = Instant::now();
-            let mut held = Vec::with_capacity((nr >> order) as usize);
-            while let Ok(b) = node.alloc_pages(ZONE, order, Gfp::NONE) {
-                held.push(b);
-            }
-            let n = held.len() as u64;
-            for b in held {
-                node.free_pages(b).expect("free");
-            }
-            (t.elapsed(), n)
-        };
-        let reps: u32 = if order == 0 { 1 } else { 64 };
-        let first_od = std::cell::Cell::new(None::<Duration>);
-        // Each round boots the mode on its memmap of the round (not timed), runs one untimed
-        // cycle (on demand: the pass that expands every block; it is reported once), then the
-        // timed cycle.
-        let run_mode = |mode: InitMode, round: usize| {
-            let i = (round + usize::from(mode == InitMode::OnDemand)) % 2;
-            let mut owned = storage[i].borrow_mut();
-            let mut states = states[i].borrow_mut();
-            let parts = NodeParts {
-                memmap: owned.memmap(),
-                layout,
-                states: &mut states,
-                arena: None,
-                hooks: NoHooks,
-            };
-            let (node, _) = Node::boot(parts, &opts(mode)).expect("boot");
-            let (warm, _) = cycle(&node);
-            if mode == InitMode::OnDemand && first_od.get().is_none() {
-                first_od.set(Some(warm));
-            }
-            // Order-9 cycles are short (about 1 ms): time several, so the sample is well above
-            // the timer's and the scheduler's noise.
-            (0..reps).map(|_| cycle(&node).0).sum::<Duration>()
-        };
-        let mut runners = vec![
-            Runner::new("fully-initialized", |r| run_mode(InitMode::Eager, r)),
-            Runner::new("on-demand-check", |r| run_mode(InitMode::OnDemand, r)),
-        ];
-        let s = interleaved(rounds, &mut runners);
-        drop(runners);
-        let first_od = first_od.get().unwrap_or_default();
-        let eager_ms = s[0].median_ms() / f64::from(reps);
-        let od_ms = s[1].median_ms() / f64::from(reps);
-        // The two runs of a round are adjacent in time: the median of the per-round ratios is
-        // robust to the machine's drift between rounds.
-        let ratios: Vec<Duration> = s[0]
-            .rebinds()
-            .iter()
-            .zip(s[1].rebinds())
-            .map(|(e, o)| Duration::from_secs_f64(o.as_secs_f64() / e.as_secs_f64()))
-            .collect();
-        let overhead = (median(&ratios) - 1.0) * 100.0;
-        let allocs = nr >> order;
-        out.insert(
-            format!("order_{order}"),
-            serde_json::json!({
-                "allocations": allocs,
-                "fully_initialized_ms": eager_ms,
-                "on_demand_ms": od_ms,
-                "on_demand_first_pass_ms": first_od.as_secs_f64() * 1e3,
-                "overhead_pct": overhead,
-                "fully_initialized_mallocs_per_s": allocs as f64 / (eager_ms / 1e3),
-            }),
-        );
-        table.push_str(&format!(
-            "    order {order}: {allocs} allocs, fully initialized {eager_ms:.2} ms, on-demand {od_ms:.2} ms ({overhead:+.1}%), first on-demand pass (expands) {:.2} ms\n",
-            first_od.as_secs_f64() * 1e3
-        ));
+        let (value, line) = alloc_check_order(cfg, order, rounds, common.quick, phase)?;
+        out.insert(format!("order_{order}"), value);
+        table.push_str(&line);
     }
     Ok((out.into(), table))
+}
+
+/// One order of [`alloc_check`]: its JSON figures and its line.
+fn alloc_check_order(
+    cfg: KernelConfig,
+    order: u32,
+    rounds: usize,
+    quick: bool,
+    phase: &Phase,
+) -> Result<(serde_json::Value, String), RunError> {
+    // 262,144 order-0 allocations (1 GiB zone); 8,192 order-9 ones (16 GiB zone).
+    let (normal, quick_pages) = ALLOC_CHECK_PAGES[usize::from(order != 0)];
+    let nr: u64 = if quick { quick_pages } else { normal };
+    let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
+    let memory = [PfnRange::new(BASE, BASE + nr)];
+    let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
+    // Two memmaps, and the two modes swap them every round: a difference between the two
+    // pieces of memory (placement, huge page coverage) cannot pass for the check's cost.
+    let storage: Vec<std::cell::RefCell<OwnedMemmap<Page64>>> = (0..2)
+        .map(|_| {
+            let mut m = OwnedMemmap::<Page64>::new(cfg, BASE, nr)
+                .map_err(RunError::of(NAME, "map the allocator check's memmap"))?;
+            // Resident before measuring, so both start from the same kind of memory.
+            m.populate().map_err(RunError::of(NAME, "populate the allocator check's memmap"))?;
+            Ok(std::cell::RefCell::new(m))
+        })
+        .collect::<Result<_, RunError>>()?;
+    let states: Vec<std::cell::RefCell<Vec<u8>>> = (0..2)
+        .map(|_| std::cell::RefCell::new(vec![0u8; Node::<Page64>::states_needed(&cfg, layout.span())]))
+        .collect();
+    let opts = |mode| BootOptions { check_pages: false, ..BootOptions::new(mode) };
+    let cycle = |node: &Node<'_, Page64>| {
+        let t = Instant::now();
+        let mut held = Vec::with_capacity((nr >> order) as usize);
+        while let Ok(b) = node.alloc_pages(ZONE, order, Gfp::NONE) {
+            held.push(b);
+        }
+        let n = held.len() as u64;
+        for b in held {
+            node.free_pages(b).expect("free");
+        }
+        (t.elapsed(), n)
+    };
+    let reps: u32 = if order == 0 { 1 } else { 64 };
+    let first_od = std::cell::Cell::new(None::<Duration>);
+    // Each round boots the mode on its memmap of the round (not timed), runs one untimed
+    // cycle (on demand: the pass that expands every block; it is reported once), then the
+    // timed cycle.
+    let run_mode = |mode: InitMode, round: usize| {
+        let i = (round + usize::from(mode == InitMode::OnDemand)) % 2;
+        let mut owned = storage[i].borrow_mut();
+        let mut states = states[i].borrow_mut();
+        let parts =
+            NodeParts { memmap: owned.memmap(), layout, states: &mut states, arena: None, hooks: NoHooks };
+        let (node, _) = Node::boot(parts, &opts(mode)).expect("boot");
+        let (warm, _) = cycle(&node);
+        if mode == InitMode::OnDemand && first_od.get().is_none() {
+            first_od.set(Some(warm));
+        }
+        // Order-9 cycles are short (about 1 ms): time several, so the sample is well above
+        // the timer's and the scheduler's noise.
+        (0..reps).map(|_| cycle(&node).0).sum::<Duration>()
+    };
+    let mut runners = vec![
+        Runner::new("fully-initialized", |r| run_mode(InitMode::Eager, r)),
+        Runner::new("on-demand-check", |r| run_mode(InitMode::OnDemand, r)),
+    ];
+    phase.step(format!("{NAME}: allocator check, order {order}"));
+    let s = interleaved(rounds, &mut runners, phase);
+    drop(runners);
+    let first_od = first_od.get().unwrap_or_default();
+    let eager_ms = s[0].median_ms() / f64::from(reps);
+    let od_ms = s[1].median_ms() / f64::from(reps);
+    // The two runs of a round are adjacent in time: the median of the per-round ratios is
+    // robust to the machine's drift between rounds.
+    let ratios: Vec<Duration> = s[0]
+        .rebinds()
+        .iter()
+        .zip(s[1].rebinds())
+        .map(|(e, o)| Duration::from_secs_f64(o.as_secs_f64() / e.as_secs_f64()))
+        .collect();
+    let overhead = (median(&ratios) - 1.0) * 100.0;
+    let allocs = nr >> order;
+    let value = serde_json::json!({
+            "allocations": allocs,
+            "fully_initialized_ms": eager_ms,
+            "on_demand_ms": od_ms,
+            "on_demand_first_pass_ms": first_od.as_secs_f64() * 1e3,
+            "overhead_pct": overhead,
+            "fully_initialized_mallocs_per_s": allocs as f64 / (eager_ms / 1e3),
+    });
+    let line = format!(
+        "order {order}: {allocs} allocs, fully initialized {eager_ms:.2} ms, on-demand {od_ms:.2} ms ({overhead:+.1}%), first on-demand pass (expands) {:.2} ms\n",
+        first_od.as_secs_f64() * 1e3
+    );
+    Ok((value, line))
 }

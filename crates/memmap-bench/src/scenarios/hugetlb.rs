@@ -1,8 +1,9 @@
-//! `hugetlb`: boot-time 1 GiB pages (seed 002: 64 × 1 GiB, HVO unavailable).
+//! `hugetlb`: boot-time 1 GiB pages, by default 64 of them with HVO unavailable, as in the
+//! upstream series' measurement of the fallback tail initialization.
 //!
 //! * `hugetlb-1g-nohvo`: `hugetlb_free_vmemmap=off`, so every folio's tails 64..262143 go
 //!   through the fallback `hugetlb_folio_init_tail_vmemmap`; the time reported is that fallback
-//!   tail initialization, summed over nodes, as the seed's temporary printk measured it.
+//!   tail initialization, summed over nodes, as the upstream series' temporary printk measured it.
 //! * `hugetlb-1g-hvo`: HVO on (the no_std remapping model, which handles any number of folios;
 //!   the real memfd HVO is exercised by hugetlb-init's tests), for contrast: only the 63 tails
 //!   of the head vmemmap page are written and the time reported is the whole gather.
@@ -24,11 +25,17 @@ use hugetlb_init::{
 use memmap_core::{FillOptions, InitHooks, KernelConfig, OwnedMemmap, Page64, Strategy, Threads};
 
 use super::{Context, RunError, Scenario, Setup, calibrate, limit_run, prefault, thread_counts};
+use crate::budget::{Knob, KnobUnit};
 use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
-use crate::progress::bar;
-use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
+use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
+
+/// The default number of 1 GiB pages: 64, as the upstream measurement.
+pub const DEFAULT_COUNT: u64 = 64;
+
+/// The `--quick` number.
+pub const QUICK_COUNT: u64 = 4;
 
 /// One case: `count` 1 GiB pages, HVO on or off.
 #[derive(Debug, Clone)]
@@ -37,15 +44,18 @@ pub struct Hugetlb {
     pub hvo: bool,
     /// 1 GiB pages in all.
     pub count: u64,
+    /// Whether the user gave the count (it is then never scaled).
+    pub fixed: bool,
     /// Kernel config.
     pub config: KernelConfig,
 }
 
 impl Hugetlb {
-    /// The case with `setup`'s count, config and threads.
+    /// The case with `setup`'s count and config.
     #[must_use]
     pub fn new(hvo: bool, setup: &Setup) -> Self {
-        Hugetlb { hvo, count: setup.hugetlb_count, config: setup.config }
+        let (count, fixed) = setup.pick(setup.hugetlb_count, DEFAULT_COUNT, QUICK_COUNT);
+        Hugetlb { hvo, count, fixed, config: setup.config }
     }
 
     /// Nodes the pages are spread over: one.
@@ -103,6 +113,20 @@ impl Scenario for Hugetlb {
         Ok(())
     }
 
+    fn knob(&self) -> Option<Knob> {
+        Some(Knob {
+            value: self.count,
+            step: 1,
+            min: 1,
+            fixed: self.fixed,
+            unit: KnobUnit::Count("x 1 GiB pages"),
+        })
+    }
+
+    fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
+        Some(Box::new(Hugetlb { count: value, ..self.clone() }))
+    }
+
     fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
         run(self, ctx)
     }
@@ -118,29 +142,14 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
     let rounds = common.rounds(9, 3);
     let strategies = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
     // With HVO only 63 tails per folio are written: there is nothing to spread.
-    let counts = if hvo { vec![1] } else { thread_counts(common.threads) };
+    let counts = if hvo { vec![1] } else { thread_counts(ctx.threads) };
+    let phase = ctx.phase(name(hvo));
+    phase.step(format!("{}: map {} memmap sets", name(hvo), counts.len() * 3));
     let runs: Vec<(usize, Strategy)> =
         counts.iter().flat_map(|&t| strategies.iter().map(move |&s| (t, s))).collect();
-    let mut storage: Vec<Vec<OwnedMemmap<Page64>>> = runs
-        .iter()
-        .map(|_| specs.iter().map(|s| OwnedMemmap::new(p.config, s.start_pfn, s.nr_pages)).collect())
-        .collect::<Result<_, _>>()
-        .map_err(RunError::of(name(hvo), "map the memmaps"))?;
-    // The same starting state for every strategy's first round. With HVO only the head vmemmap
-    // pages are written, so nothing is faulted in ahead (the fault time is then 0).
-    let mut fault_ms = Vec::new();
-    for set in &mut storage {
-        let mut t = 0.0;
-        if !hvo {
-            for m in set.iter_mut() {
-                t += prefault(m).map_err(RunError::of(name(hvo), "fault the memmap in"))?;
-            }
-        }
-        fault_ms.push(t);
-    }
+    let (mut storage, fault_ms) = map_storage(p, &specs, runs.len())?;
     let mode = if hvo { HvoMode::On } else { HvoMode::Off };
     let request = BootRequest::per_node(h, per_node);
-    let pb = bar(rounds as u64 * runs.len() as u64, name(hvo), common.progress);
     // Paired limit runs without HVO (where the memmap is written in full): the methods of each
     // thread count, chosen on the first memmap set of that count.
     let memmap_bytes: u64 = storage[0].iter().map(|m| m.bytes() as u64).sum();
@@ -162,7 +171,6 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
             .zip(&storage)
             .map(|(&(threads, strategy), owned)| {
                 let specs = &specs;
-                let pb = pb.clone();
                 Runner::new(strategy.name(), move |_| {
                     let mut owned = owned.borrow_mut();
                     let mut nodes: Vec<Node<'_, Page64, ModelRemap, PhaseTimer>> = owned
@@ -178,8 +186,7 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
                         tail_threads: if threads > 1 { Threads::Fixed(threads) } else { Threads::One },
                     };
                     boot(&mut nodes, &request, &params, &mut records).expect("valid boot");
-                    pb.inc(1);
-                    // The seed's per-boot figure: the whole gather with HVO, the fallback tail
+                    // The upstream per-boot figure: the whole gather with HVO, the fallback tail
                     // init without (the slowest node's, were there several).
                     let phase = if hvo { phase::GATHER_NODE } else { phase::FALLBACK_TAILS };
                     nodes.iter().map(|n| n.hooks.total(phase)).max().unwrap_or_default()
@@ -204,18 +211,71 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
             })
             .collect();
         let pair: Vec<Option<usize>> = (0..runs.len()).map(|i| (!hvo).then_some(i)).collect();
-        interleaved_paired(rounds, &mut runners, &mut companions, &pair)
+        phase.step(format!("{}: {rounds} rounds", name(hvo)));
+        interleaved_paired(rounds, &mut runners, &mut companions, &pair, &phase)
     };
     let (samples, paired) = samples;
-    pb.finish_and_clear();
+    phase.finish();
     let storage: Vec<Vec<OwnedMemmap<Page64>>> = storage.into_iter().map(RefCell::into_inner).collect();
     let identical =
         storage[1..].iter().all(|s| s.iter().zip(&storage[0]).all(|(a, b)| a.as_bytes() == b.as_bytes()));
     assert!(identical, "{}: a memmap differs from the one-thread slow path", name(hvo));
+    let fault = crate::measure::median_f64(&fault_ms);
+    let m = Measured { counts, samples, paired, limit_methods, memmap_bytes, fault, rounds, identical };
+    Ok(reports(p, limits, &m))
+}
+
+/// One set of memmaps (one per node) for each of `sets` runs, and the time to fault each set
+/// in: the same starting state for every strategy's first round. With HVO only the head
+/// vmemmap pages are written, so nothing is faulted in ahead (the fault time is then 0).
+fn map_storage(
+    p: &Hugetlb,
+    specs: &[NodeSpec],
+    sets: usize,
+) -> Result<(Vec<NodeMemmaps>, Vec<f64>), RunError> {
+    let name = name(p.hvo);
+    let mut storage: Vec<Vec<OwnedMemmap<Page64>>> = (0..sets)
+        .map(|_| specs.iter().map(|s| OwnedMemmap::new(p.config, s.start_pfn, s.nr_pages)).collect())
+        .collect::<Result<_, _>>()
+        .map_err(RunError::of(name, "map the memmaps"))?;
+    let mut fault_ms = Vec::new();
+    for set in &mut storage {
+        let mut t = 0.0;
+        if !p.hvo {
+            for m in set.iter_mut() {
+                t += prefault(m).map_err(RunError::of(name, "fault the memmap in"))?;
+            }
+        }
+        fault_ms.push(t);
+    }
+    Ok((storage, fault_ms))
+}
+
+/// One memmap per node: a strategy's storage.
+type NodeMemmaps = Vec<OwnedMemmap<Page64>>;
+
+/// What the rounds measured, for [`reports`].
+struct Measured {
+    counts: Vec<usize>,
+    samples: Vec<crate::measure::Samples>,
+    paired: Vec<crate::measure::Samples>,
+    limit_methods: Vec<Vec<String>>,
+    memmap_bytes: u64,
+    fault: f64,
+    rounds: usize,
+    identical: bool,
+}
+
+/// One report per thread count.
+fn reports(p: &Hugetlb, limits: &crate::limits::Limits, m: &Measured) -> Vec<ScenarioReport> {
+    let (hvo, h, nodes) = (p.hvo, Hstate::H1G, p.nodes());
+    let count = p.count / nodes * nodes;
+    let Measured { counts, samples, paired, limit_methods, memmap_bytes, fault, rounds, identical } = m;
+    let (memmap_bytes, fault, rounds, identical) = (*memmap_bytes, *fault, *rounds, *identical);
     let reserve = hugetlb_init::hugetlb_vmemmap_reserve_pages::<Page64>();
     let struct_pages = count * reserve;
-    let fault = crate::measure::median_f64(&fault_ms);
     let mut out = Vec::new();
+    let n = 3;
     for (k, &threads) in counts.iter().enumerate() {
         let how = if threads > 1 {
             format!("tails on {threads} threads within the node")
@@ -241,8 +301,9 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
             bytes: tail_pages * 64,
             threads,
             limit: LimitKind::FillNonzero,
+            // With HVO a boot writes 64 struct pages per folio: its time is not a bandwidth.
+            figure: if hvo { Figure::Time } else { Figure::Bandwidth },
         };
-        let n = strategies.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
         if let Some(methods) = limit_methods.get(k) {
             sc.set_paired_limit(&methods.join(" or "), memmap_bytes, &paired[k * n..(k + 1) * n]);
@@ -253,7 +314,7 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
         sc.extra.insert("fault_ms".into(), fault.into());
         out.push(sc);
     }
-    Ok(out)
+    out
 }
 
 /// Hooks that time `hugetlb-init`'s [`phase`]s: the sum of each phase's begin-to-end intervals on this node.

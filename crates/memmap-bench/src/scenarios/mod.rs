@@ -1,7 +1,11 @@
-//! The timing scenarios, as data: each is a [`Scenario`] (name, what it needs from memory,
-//! how it runs, the report it returns), and [`registry`] lists every one the program knows in
-//! run order. `all`, the memory pre-check, `--json` and `--plot` iterate that one list; a
-//! subcommand runs the entries of its [`CatalogEntry::command`].
+//! The timing scenarios, as data: each is a [`Scenario`] (name, what it needs from memory, the
+//! one parameter the suite may scale to fit the memory budget, how it runs, the report it
+//! returns), and [`CATALOG`] lists every one the program knows in run order. `all`, the memory
+//! budget, `--json` and `--plot` iterate that one list; a subcommand runs the entries of its
+//! [`CatalogEntry::command`].
+//!
+//! Adding a scenario: a module here implementing [`Scenario`], a [`CatalogEntry`] in
+//! [`CATALOG`], its size in [`Setup`], and a subcommand in `cli::args` if it has its own.
 //!
 //! Each scenario builds its storage, runs its strategies interleaved with
 //! [`crate::measure::interleaved`], and returns [`ScenarioReport`]s: the zone-device, hugetlb
@@ -32,22 +36,25 @@ pub mod zone_device;
 
 use std::fmt;
 
-use memmap_core::{ClearMode, KernelConfig, Strategy};
+use memmap_core::{ClearMode, KernelConfig, Strategy, Threads};
 
+use crate::budget::Knob;
 use crate::limits::Limits;
 use crate::memory::{MemoryNeed, Overflow};
+use crate::progress::{Phase, ProgressMode};
 use crate::report::ScenarioReport;
 
-/// Settings shared by every scenario.
+/// Settings shared by every scenario, as parsed.
 #[derive(Debug, Clone)]
 pub struct Common {
     /// Rounds per strategy (`None`: the scenario's default).
     pub rounds: Option<usize>,
-    /// Workers of the all-core rows (`--threads N`, or `--threads auto`: the count where
-    /// bandwidth stops growing, [`memmap_core::auto_threads`]). 1: no all-core rows.
-    pub threads: usize,
-    /// Draw progress bars.
-    pub progress: bool,
+    /// Workers of the all-core rows: `--threads N`, or `auto` (the count where bandwidth stops
+    /// growing, [`memmap_core::auto_threads`]), resolved once before the run
+    /// ([`Context::threads`]).
+    pub threads: Threads,
+    /// Progress bars.
+    pub progress: ProgressMode,
     /// `--quick`: CI-sized.
     pub quick: bool,
 }
@@ -60,13 +67,24 @@ impl Common {
     }
 }
 
-/// What a scenario runs with: the shared settings and the limits measured in this run.
+/// What a scenario runs with: the shared settings, the all-core count and the limits measured
+/// in this run.
 #[derive(Debug, Clone, Copy)]
 pub struct Context<'a> {
     /// Shared settings.
     pub common: &'a Common,
+    /// Workers of the all-core rows, [`Common::threads`] resolved (1: none).
+    pub threads: usize,
     /// The limits the results are compared with.
     pub limits: &'a Limits,
+}
+
+impl Context<'_> {
+    /// The progress line of a scenario named `name`.
+    #[must_use]
+    pub fn phase(&self, name: &str) -> Phase {
+        Phase::new(name, self.common.progress)
+    }
 }
 
 /// A scenario could not run: the storage could not be mapped or prepared.
@@ -124,6 +142,19 @@ pub trait Scenario {
         Ok(())
     }
 
+    /// The parameter the suite may scale to fit the memory budget ([`crate::budget::fit`]);
+    /// `None`: it runs at its size or not at all.
+    fn knob(&self) -> Option<Knob> {
+        None
+    }
+
+    /// The same scenario with its knob at `value` (a multiple of the knob's step); `None` if it
+    /// has no knob.
+    fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
+        let _ = value;
+        None
+    }
+
     /// Runs the scenario.
     ///
     /// # Errors
@@ -132,31 +163,44 @@ pub trait Scenario {
     fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError>;
 }
 
-/// Everything a scenario can be built from: the suite's sizes, the kernel config, the threads.
+/// Everything a scenario can be built from: the sizes the user gave (`None`: the scenario's
+/// default, which the suite may scale to the memory budget), `--quick`, the kernel config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Setup {
     /// zone-device: device size in bytes (whole 2 MiB pages).
-    pub zone_device_size: u64,
+    pub zone_device_size: Option<u64>,
     /// hugetlb: number of 1 GiB pages.
-    pub hugetlb_count: u64,
+    pub hugetlb_count: Option<u64>,
     /// clear and `clear --alloc`: bytes (whole 2 MiB pages).
-    pub clear_size: u64,
+    pub clear_size: Option<u64>,
     /// deferred: zone size in bytes (whole 4 KiB pages).
-    pub deferred_size: u64,
+    pub deferred_size: Option<u64>,
+    /// `--quick`: the CI-sized defaults.
+    pub quick: bool,
     /// The kernel config modelled.
     pub config: KernelConfig,
 }
 
 impl Setup {
-    /// The default sizes (`quick`: the CI-sized ones) with `config`.
+    /// Every size at its default.
     #[must_use]
     pub fn defaults(quick: bool, config: KernelConfig) -> Setup {
         Setup {
-            zone_device_size: if quick { 1 << 30 } else { 16 << 30 },
-            hugetlb_count: if quick { 4 } else { 64 },
-            clear_size: if quick { 1 << 30 } else { 16 << 30 },
-            deferred_size: if quick { 4 << 30 } else { 64 << 30 },
+            zone_device_size: None,
+            hugetlb_count: None,
+            clear_size: None,
+            deferred_size: None,
+            quick,
             config,
+        }
+    }
+
+    /// `given`, else `normal` (or `quick` under `--quick`), and whether it was given.
+    #[must_use]
+    pub fn pick(&self, given: Option<u64>, normal: u64, quick: u64) -> (u64, bool) {
+        match given {
+            Some(v) => (v, true),
+            None => (if self.quick { quick } else { normal }, false),
         }
     }
 }
@@ -168,10 +212,8 @@ pub struct CatalogEntry {
     pub name: &'static str,
     /// The subcommand that runs it (`all` runs every entry).
     pub command: &'static str,
-    /// Its strategies, baseline first.
+    /// Its strategies, baseline first (the schema's names).
     pub strategies: &'static [&'static str],
-    /// Whether `--plot` draws it (its figure is a write bandwidth).
-    pub plotted: bool,
     /// Builds the scenario.
     pub build: fn(&Setup) -> Box<dyn Scenario>,
 }
@@ -185,59 +227,65 @@ pub const CATALOG: [CatalogEntry; 7] = [
         name: zone_device::Case::Fsdax.name(),
         command: "zone-device",
         strategies: INIT_STRATEGIES,
-        plotted: true,
         build: |s| Box::new(zone_device::ZoneDevice::new(zone_device::Case::Fsdax, s)),
     },
     CatalogEntry {
         name: zone_device::Case::Devdax2m.name(),
         command: "zone-device",
         strategies: INIT_STRATEGIES,
-        plotted: true,
         build: |s| Box::new(zone_device::ZoneDevice::new(zone_device::Case::Devdax2m, s)),
     },
     CatalogEntry {
         name: hugetlb::name(false),
         command: "hugetlb",
         strategies: INIT_STRATEGIES,
-        plotted: true,
         build: |s| Box::new(hugetlb::Hugetlb::new(false, s)),
     },
     CatalogEntry {
-        // HVO writes 64 struct pages per folio: not a bandwidth figure.
         name: hugetlb::name(true),
         command: "hugetlb",
         strategies: INIT_STRATEGIES,
-        plotted: false,
         build: |s| Box::new(hugetlb::Hugetlb::new(true, s)),
     },
     CatalogEntry {
         name: clear::NAME,
         command: "clear",
         strategies: clear::STRATEGIES,
-        plotted: true,
-        build: |s| Box::new(clear::Clear { size: s.clear_size }),
+        build: |s| Box::new(clear::Clear::new(s)),
     },
     CatalogEntry {
         name: alloc::NAME,
         command: "clear",
         strategies: &[ClearMode::PerPage.name(), ClearMode::Batch.name()],
-        plotted: true,
-        build: |s| Box::new(alloc::Alloc { size: s.clear_size, config: s.config }),
+        build: |s| Box::new(alloc::Alloc::new(s)),
     },
     CatalogEntry {
-        // Compares boot times: not a bandwidth figure.
         name: deferred::NAME,
         command: "deferred",
         strategies: &deferred::STRATEGY_NAMES,
-        plotted: false,
-        build: |s| Box::new(deferred::Deferred { size: s.deferred_size, config: s.config }),
+        build: |s| Box::new(deferred::Deferred::new(s)),
     },
 ];
 
-/// The catalog entry of the scenario reporting as `name`.
+/// The report's JSON Schema with the catalog's scenario and strategy names
+/// ([`crate::report::schema::json_schema`]): the content of
+/// `crates/memmap-bench/schema/report.schema.json`.
 #[must_use]
-pub fn catalog_entry(name: &str) -> Option<&'static CatalogEntry> {
-    CATALOG.iter().find(|e| e.name == name)
+pub fn report_schema() -> serde_json::Value {
+    let names: Vec<&str> = CATALOG.iter().map(|e| e.name).collect();
+    let mut strategies: Vec<&str> = Vec::new();
+    for s in CATALOG.iter().flat_map(|e| e.strategies) {
+        if !strategies.contains(s) {
+            strategies.push(s);
+        }
+    }
+    crate::report::schema::json_schema(&names, &strategies)
+}
+
+/// [`report_schema`] as the checked-in text.
+#[must_use]
+pub fn report_schema_text() -> String {
+    crate::report::schema::schema_text(&report_schema())
 }
 
 /// The registry: every scenario of [`CATALOG`] for which `select` is true, built from `setup`,

@@ -20,11 +20,12 @@ use memmap_core::{
 };
 
 use super::{Context, RunError, Scenario, Setup, calibrate, limit_run, prefault, thread_counts};
+use crate::budget::{Knob, KnobUnit};
 use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
-use crate::progress::{ProgressHooks, bar};
-use crate::report::{LimitKind, ScenarioReport, ScenarioSpec};
+use crate::progress::ProgressHooks;
+use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 /// The two cases.
@@ -49,7 +50,9 @@ impl Case {
         }
     }
 
-    fn pgmap(self) -> DevPagemap {
+    /// The device's `dev_pagemap`.
+    #[must_use]
+    pub fn pgmap(self) -> DevPagemap {
         match self {
             Case::Fsdax => DevPagemap::new(MemoryType::FsDax),
             Case::Devdax2m => DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(9),
@@ -79,6 +82,15 @@ pub const DEVICE_START_PFN: u64 = 1 << 24;
 /// The devdax alignment the device size must be a multiple of.
 pub const SIZE_UNIT: u64 = 2 << 20;
 
+/// The default device size: the upstream series' 100 GiB namespace (1.56 GiB of memmap).
+pub const DEFAULT_SIZE: u64 = 100 << 30;
+
+/// The `--quick` device size.
+pub const QUICK_SIZE: u64 = 1 << 30;
+
+/// The smallest device the suite scales down to.
+pub const MIN_SIZE: u64 = 64 << 20;
+
 /// One case over a device of `size` bytes.
 #[derive(Debug, Clone)]
 pub struct ZoneDevice {
@@ -86,15 +98,18 @@ pub struct ZoneDevice {
     pub case: Case,
     /// Device size in bytes (whole 2 MiB pages).
     pub size: u64,
+    /// Whether the user gave the size (it is then never scaled).
+    pub fixed: bool,
     /// Kernel config.
     pub config: KernelConfig,
 }
 
 impl ZoneDevice {
-    /// The case with `setup`'s size, config and threads.
+    /// The case with `setup`'s size and config.
     #[must_use]
     pub fn new(case: Case, setup: &Setup) -> Self {
-        ZoneDevice { case, size: setup.zone_device_size, config: setup.config }
+        let (size, fixed) = setup.pick(setup.zone_device_size, DEFAULT_SIZE, QUICK_SIZE);
+        ZoneDevice { case, size, fixed, config: setup.config }
     }
 }
 
@@ -132,6 +147,20 @@ impl Scenario for ZoneDevice {
         Ok(())
     }
 
+    fn knob(&self) -> Option<Knob> {
+        Some(Knob {
+            value: self.size,
+            step: SIZE_UNIT,
+            min: MIN_SIZE,
+            fixed: self.fixed,
+            unit: KnobUnit::Bytes,
+        })
+    }
+
+    fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
+        Some(Box::new(ZoneDevice { size: value, ..self.clone() }))
+    }
+
     fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
         run(self, ctx)
     }
@@ -142,10 +171,14 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
     let cfg = p.config;
     let nr = p.size / 4096;
     let pgmap = case.pgmap();
-    let rounds = common.rounds(30, 5);
+    // 10: nine rebinds give a stable median, and at the default 100 GiB a round of the six runs
+    // and their limit runs takes a few seconds.
+    let rounds = common.rounds(10, 5);
     let range = ZoneDeviceRange::new(cfg.zone_device(), 0, DEVICE_START_PFN, nr);
     let strategies = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
-    let counts = thread_counts(common.threads);
+    let counts = thread_counts(ctx.threads);
+    let phase = ctx.phase(case.name());
+    phase.step(format!("{}: map and fault in {} memmaps", case.name(), counts.len() * 3));
     let runs: Vec<(usize, Strategy)> =
         counts.iter().flat_map(|&t| strategies.iter().map(move |&s| (t, s))).collect();
     let mut memmaps: Vec<OwnedMemmap<Page64>> = runs
@@ -158,8 +191,7 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
     for m in &mut memmaps {
         fault_ms.push(prefault(m).map_err(RunError::of(case.name(), "fault the memmap in"))?);
     }
-    let pb = bar(nr * rounds as u64 * runs.len() as u64, case.name(), common.progress);
-    let step = cfg.pageblock_nr_pages();
+    let pb = phase.bar().clone();
     let written_cell = std::cell::Cell::new(0u64);
     // The limit methods of each thread count, chosen on the first memmap of that count.
     let limit_methods: Vec<Vec<String>> = counts
@@ -181,11 +213,12 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
                     let mut owned = owned.borrow_mut();
                     let mut memmap = owned.memmap();
                     let t = Instant::now();
-                    let pages = init_threads(&mut memmap, &range, &pgmap, strategy, threads, &pb, step);
+                    let pages = init_threads(&mut memmap, &range, &pgmap, strategy, threads, &pb);
                     let elapsed = t.elapsed();
                     written.set(pages);
                     elapsed
                 })
+                .weight(nr)
             })
             .collect();
         // Each strategy's round right after the limit run of its thread count on its memmap.
@@ -197,19 +230,47 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
                 Runner::new("limit", move |round| {
                     limit_run(methods, FillKind::Nonzero, threads, round, owned.borrow_mut().as_bytes_mut())
                 })
+                .weight(nr / 4)
             })
             .collect();
         let pair: Vec<Option<usize>> = (0..runs.len()).map(Some).collect();
-        interleaved_paired(rounds, &mut runners, &mut companions, &pair)
+        phase.step(format!("{}: {rounds} rounds", case.name()));
+        interleaved_paired(rounds, &mut runners, &mut companions, &pair, &phase)
     };
     let (samples, paired) = samples;
-    pb.finish_and_clear();
+    phase.finish();
     let written = written_cell.get();
     let memmaps: Vec<OwnedMemmap<Page64>> = memmaps.into_iter().map(RefCell::into_inner).collect();
     let memmap_bytes = memmaps[0].bytes() as u64;
     let identical = memmaps[1..].iter().all(|m| m.as_bytes() == memmaps[0].as_bytes());
     assert!(identical, "{}: a memmap differs from the one-thread slow path", case.name());
     let fault = crate::measure::median_f64(&fault_ms);
+    let m =
+        Measured { counts, samples, paired, limit_methods, written, memmap_bytes, fault, rounds, identical };
+    Ok(reports(p, limits, &m))
+}
+
+/// What the rounds measured, for [`reports`].
+struct Measured {
+    counts: Vec<usize>,
+    samples: Vec<crate::measure::Samples>,
+    paired: Vec<crate::measure::Samples>,
+    limit_methods: Vec<Vec<String>>,
+    written: u64,
+    memmap_bytes: u64,
+    fault: f64,
+    rounds: usize,
+    identical: bool,
+}
+
+/// One report per thread count.
+fn reports(p: &ZoneDevice, limits: &crate::limits::Limits, m: &Measured) -> Vec<ScenarioReport> {
+    let (case, cfg, nr) = (p.case, p.config, p.size / 4096);
+    let Measured { counts, samples, paired, limit_methods, written, memmap_bytes, fault, rounds, identical } =
+        m;
+    let (written, memmap_bytes, fault, rounds, identical) =
+        (*written, *memmap_bytes, *fault, *rounds, *identical);
+    let n = 3;
     let mut out = Vec::new();
     for (k, &threads) in counts.iter().enumerate() {
         let description = format!(
@@ -236,8 +297,8 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
             bytes: written * 64,
             threads,
             limit: LimitKind::FillNonzero,
+            figure: Figure::Bandwidth,
         };
-        let n = strategies.len();
         let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
         sc.set_paired_limit(&limit_methods[k].join(" or "), memmap_bytes, &paired[k * n..(k + 1) * n]);
         sc.extra.insert("device_bytes".into(), p.size.into());
@@ -247,7 +308,7 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
         sc.extra.insert("fault_ms".into(), fault.into());
         out.push(sc);
     }
-    Ok(out)
+    out
 }
 
 /// Initializes `range` on `threads` workers (one: the kernel's function; more:
@@ -259,17 +320,16 @@ fn init_threads(
     strategy: Strategy,
     threads: usize,
     pb: &indicatif::ProgressBar,
-    step: u64,
 ) -> u64 {
     let opts = InitOptions::new(strategy);
     if threads <= 1 {
-        let mut hooks = ProgressHooks::new(pb.clone(), step);
+        let mut hooks = ProgressHooks::new(pb.clone(), range.start_pfn);
         return memmap_init_zone_device(memmap, range, pgmap, &opts, &mut hooks)
             .expect("valid range")
             .pages_initialized;
     }
-    memmap_init_zone_device_parallel(memmap, range, pgmap, &opts, Threads::Fixed(threads), |_, _| {
-        ProgressHooks::new(pb.clone(), step)
+    memmap_init_zone_device_parallel(memmap, range, pgmap, &opts, Threads::Fixed(threads), |start, _| {
+        ProgressHooks::new(pb.clone(), start)
     })
     .expect("valid range")
     .report

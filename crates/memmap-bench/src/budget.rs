@@ -1,0 +1,236 @@
+//! The memory budget of a timing run and how the suite fits into it.
+//!
+//! Scenarios run one after the other and free their storage before the next, so each one may
+//! use the whole budget: `--memory-budget SIZE`, by default two thirds of `MemAvailable`
+//! ([`MemInfo::default_budget`]: the rest is left to the system and to other programs, which on a
+//! shared machine may grow while the bench runs), at most 90% of it ([`MemInfo::usable`]). A scenario whose size the user did not give is sized to the budget: its
+//! one scalable parameter ([`Knob`]: the device size, the number of gigantic pages, ...) is the
+//! largest multiple of its unit, up to its default, whose need fits the budget and passes every
+//! other check of [`memory::check`] (address space, overcommit). One that does not fit even at
+//! its smallest size is skipped, with the reason. A size the user gave is never changed: it
+//! fits, or the command is refused.
+
+use std::fmt;
+
+use crate::memory::{self, MemInfo, MemoryError, MemoryNeed};
+use crate::scenarios::Scenario;
+use crate::size::Bytes;
+
+/// What the bench itself keeps resident besides a scenario's storage (its code, heap, thread
+/// stacks and page tables), counted against the budget: 64 MiB.
+pub const OWN_MEMORY: u64 = 64 << 20;
+
+/// Where the budget came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetSource {
+    /// `--memory-budget`.
+    Flag,
+    /// Two thirds of `MemAvailable` (this many bytes available).
+    Available(u64),
+    /// `/proc/meminfo` unreadable: the defaults run unscaled.
+    Unknown,
+}
+
+/// The bytes a run may make resident at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Bytes (`u64::MAX` when unknown).
+    pub bytes: u64,
+    /// Where it came from.
+    pub source: BudgetSource,
+}
+
+impl Budget {
+    /// `flag` (`--memory-budget`, at most [`MemInfo::usable`]), else two thirds of
+    /// `MemAvailable`, else unlimited.
+    ///
+    /// # Errors
+    ///
+    /// A flag above what the machine can give ([`MemInfo::usable`]).
+    pub fn new(flag: Option<u64>, info: &MemInfo) -> Result<Budget, String> {
+        match (flag, info.usable()) {
+            (Some(b), Some(usable)) if b > usable => Err(format!(
+                "--memory-budget {} is more than this machine can give: {} (90% of MemAvailable {})",
+                Bytes(b),
+                Bytes(usable),
+                Bytes(info.available.unwrap_or(0))
+            )),
+            (Some(b), _) => Ok(Budget { bytes: b, source: BudgetSource::Flag }),
+            (None, Some(_)) => Ok(Budget {
+                bytes: info.default_budget().unwrap_or(0),
+                source: BudgetSource::Available(info.available.unwrap_or(0)),
+            }),
+            (None, None) => Ok(Budget { bytes: u64::MAX, source: BudgetSource::Unknown }),
+        }
+    }
+
+    /// Checks `need` of `who`, with the bench's own memory ([`OWN_MEMORY`]), against the budget,
+    /// and `need` against the machine.
+    ///
+    /// # Errors
+    ///
+    /// [`MemoryError::Budget`], or the machine's limit it exceeds.
+    pub fn check(&self, who: &str, need: &MemoryNeed, info: &MemInfo) -> Result<(), MemoryError> {
+        if need.resident.saturating_add(OWN_MEMORY) > self.bytes {
+            return Err(MemoryError::Budget {
+                who: who.to_string(),
+                need: need.resident,
+                budget: self.bytes,
+            });
+        }
+        memory::check(who, need, info)
+    }
+}
+
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.source {
+            BudgetSource::Flag => write!(f, "memory budget {} (--memory-budget)", Bytes(self.bytes)),
+            BudgetSource::Available(a) => {
+                write!(
+                    f,
+                    "memory budget {} (2/3 of MemAvailable {}; --memory-budget sets it)",
+                    Bytes(self.bytes),
+                    Bytes(a)
+                )
+            }
+            BudgetSource::Unknown => f.write_str("memory budget unknown (no /proc/meminfo): default sizes"),
+        }
+    }
+}
+
+/// What a knob counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KnobUnit {
+    /// Bytes (shown as `16 GiB`).
+    Bytes,
+    /// Items, shown with this noun (`x 1 GiB pages`).
+    Count(&'static str),
+}
+
+/// A scenario's one scalable parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Knob {
+    /// Its value now.
+    pub value: u64,
+    /// Values are multiples of this.
+    pub step: u64,
+    /// The smallest value worth running (a multiple of `step`).
+    pub min: u64,
+    /// Given by the user: never scaled.
+    pub fixed: bool,
+    /// What it counts.
+    pub unit: KnobUnit,
+}
+
+impl Knob {
+    /// `value` shown in its unit.
+    #[must_use]
+    pub fn show(&self, value: u64) -> String {
+        match self.unit {
+            KnobUnit::Bytes => Bytes(value).to_string(),
+            KnobUnit::Count(noun) => format!("{value} {noun}"),
+        }
+    }
+}
+
+/// What fitting did to one scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fitted {
+    /// Runs at its size.
+    Unchanged,
+    /// Scaled down from `from` to `to` (in the knob's unit, shown).
+    Scaled {
+        /// The default, shown.
+        from: String,
+        /// The size it runs at, shown.
+        to: String,
+    },
+}
+
+/// A scenario that is not run, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// Its name.
+    pub name: &'static str,
+    /// Why (one clause: `needs 2 GiB at its smallest size, more than the memory budget of 1 GiB`).
+    pub reason: String,
+}
+
+/// Fits `s` into `budget` on `info`.
+///
+/// # Errors
+///
+/// [`Skipped`] when a scenario without a knob, or at its knob's smallest value, does not fit.
+/// A user-given size that does not fit is an error of the command line ([`FitError::Refused`]).
+pub fn fit(
+    s: Box<dyn Scenario>,
+    budget: &Budget,
+    info: &MemInfo,
+) -> Result<(Box<dyn Scenario>, Fitted), FitError> {
+    let fits = |s: &dyn Scenario| -> Result<(), MemoryError> {
+        let need = s.memory_needed()?;
+        budget.check(s.name(), &need, info)
+    };
+    let error = match fits(s.as_ref()) {
+        Ok(()) => return Ok((s, Fitted::Unchanged)),
+        Err(e) => e,
+    };
+    let knob = match s.knob() {
+        Some(k) if !k.fixed && k.step > 0 => k,
+        Some(_) => return Err(FitError::Refused(error)),
+        None => return Err(FitError::Skipped(Skipped { name: s.name(), reason: error.to_string() })),
+    };
+    // The largest k * step in [min, value] that fits: needs grow with the knob.
+    let (mut lo, mut hi) = (knob.min / knob.step, knob.value / knob.step);
+    let at = |k: u64| s.resized(k * knob.step);
+    match at(lo) {
+        Some(small) if fits(small.as_ref()).is_ok() => {}
+        _ => {
+            let reason = format!("does not fit even at {}: {error}", knob.show(lo * knob.step));
+            return Err(FitError::Skipped(Skipped { name: s.name(), reason }));
+        }
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if at(mid).is_some_and(|m| fits(m.as_ref()).is_ok()) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let scaled = at(lo).ok_or_else(|| FitError::Refused(error.clone()))?;
+    let fitted = Fitted::Scaled { from: knob.show(knob.value), to: knob.show(lo * knob.step) };
+    Ok((scaled, fitted))
+}
+
+/// Why [`fit`] did not return a scenario to run.
+#[derive(Debug)]
+pub enum FitError {
+    /// It cannot run within the budget: leave it out and say why.
+    Skipped(Skipped),
+    /// A size the user gave does not fit: refuse the command.
+    Refused(MemoryError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_is_the_flag_or_most_of_what_is_available() {
+        let info = MemInfo::with_available(10 << 30, 16 << 30);
+        assert_eq!(Budget::new(None, &info).unwrap().bytes, (10 << 30) / 3 * 2);
+        assert_eq!(Budget::new(Some(4 << 30), &info).unwrap().source, BudgetSource::Flag);
+        let e = Budget::new(Some(10 << 30), &info).unwrap_err();
+        assert!(e.contains("more than this machine can give"), "{e}");
+        let unknown = Budget::new(None, &MemInfo::default()).unwrap();
+        assert_eq!((unknown.bytes, unknown.source), (u64::MAX, BudgetSource::Unknown));
+        let b = Budget { bytes: 1 << 30, source: BudgetSource::Flag };
+        let e = b.check("x", &MemoryNeed::resident(2 << 30), &info).unwrap_err();
+        assert!(e.to_string().contains("more than the memory budget of 1 GiB"), "{e}");
+        // The bench's own memory counts too.
+        assert!(b.check("x", &MemoryNeed::resident((1 << 30) - OWN_MEMORY), &info).is_ok());
+        assert!(b.check("x", &MemoryNeed::resident((1 << 30) - OWN_MEMORY + 1), &info).is_err());
+    }
+}

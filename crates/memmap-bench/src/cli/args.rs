@@ -1,0 +1,318 @@
+//! The command line's clap types: what each subcommand accepts.
+
+use std::path::PathBuf;
+
+use clap::builder::TypedValueParser as _;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use hugetlb_init::{Hstate, HvoMode};
+use memmap_core::{KernelConfig, MemoryType, Strategy, Threads};
+
+use super::named::named;
+use super::values::{kernel_version, pfn, size_2m, size_4k, size_any, threads_arg};
+use crate::scenarios::zone_device;
+
+/// Reproduces the linux-mm memmap-init experiments (ZONE_DEVICE, boot-time gigantic pages,
+/// init_on_alloc clearing, deferred init) side by side against this machine's fill limit
+/// measured in the same run. Without a subcommand, runs the whole suite (`all`), sized to fit
+/// the memory budget.
+#[derive(Debug, Parser)]
+#[command(name = "memmap-bench", version, about, long_about = None, term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub(super) command: Option<Command>,
+    /// Without a subcommand: `all`'s options.
+    #[command(flatten)]
+    pub(super) all: AllArgs,
+    #[command(flatten)]
+    pub(super) global: GlobalArgs,
+}
+
+/// Flags accepted before or after the subcommand (by the timing commands and `limits`).
+#[derive(Debug, Args, Clone, Copy, Default)]
+#[command(next_help_heading = "Output options (timing commands and limits)")]
+pub(super) struct GlobalArgs {
+    /// Print the report as JSON on stdout (tables and progress go to stderr).
+    #[arg(long, global = true)]
+    pub(super) json: bool,
+    /// CI-sized run: the same suite at small sizes (tens of seconds).
+    #[arg(long, global = true)]
+    pub(super) quick: bool,
+    /// No progress bars (they are drawn only when stderr is a terminal).
+    #[arg(long, global = true)]
+    pub(super) no_progress: bool,
+    /// Also print every limit method, every round, and each scenario's notes.
+    #[arg(long, short, global = true)]
+    pub(super) verbose: bool,
+}
+
+impl GlobalArgs {
+    /// The flags given, by name.
+    pub(super) fn given(&self) -> Vec<&'static str> {
+        [
+            (self.json, "--json"),
+            (self.quick, "--quick"),
+            (self.no_progress, "--no-progress"),
+            (self.verbose, "--verbose"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect()
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum Command {
+    /// Every scenario, then a summary (the default).
+    All(AllArgs),
+    /// memmap_init_zone_device: nd_pmem (fsdax, 4 KiB) and dax_pmem (devdax, 2 MiB compound pages).
+    ZoneDevice(ZoneDeviceArgs),
+    /// Boot-time 1 GiB pages: the fallback tail init with HVO off, and the gather with HVO on.
+    Hugetlb(HugetlbArgs),
+    /// init_on_alloc clearing of 2 MiB pages: page by page versus one clear_pages call.
+    Clear(ClearArgs),
+    /// Boot-time struct page init of a zone: eager, deferred, on demand; the allocator's check.
+    Deferred(DeferredArgs),
+    /// The machine's fill limits (zero and non-zero data) and copy bandwidth.
+    Limits,
+    /// Write a memmap to DIR/memmap.bin and DIR/meta.json (refuses to overwrite without --force).
+    Dump {
+        #[command(subcommand)]
+        kind: DumpKind,
+    },
+    /// Compare two dumps: prints the first differing pfn and field; exit status 1 if they differ.
+    Diff {
+        /// First dump directory.
+        a: PathBuf,
+        /// Second dump directory.
+        b: PathBuf,
+    },
+}
+
+impl Command {
+    /// The subcommand's name.
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            Command::All(_) => "all",
+            Command::ZoneDevice(_) => "zone-device",
+            Command::Hugetlb(_) => "hugetlb",
+            Command::Clear(_) => "clear",
+            Command::Deferred(_) => "deferred",
+            Command::Limits => "limits",
+            Command::Dump { .. } => "dump",
+            Command::Diff { .. } => "diff",
+        }
+    }
+}
+
+/// The timing commands' flags.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Timing options")]
+pub(super) struct TimingArgs {
+    /// Write an SVG bar chart of GB/s per strategy against the limit (refuses to replace an
+    /// existing FILE without --force; checked before anything is measured).
+    #[arg(long, value_name = "FILE")]
+    pub(super) plot: Option<PathBuf>,
+    /// Replace an existing --plot FILE.
+    #[arg(long, requires = "plot")]
+    pub(super) force: bool,
+    /// Workers of the all-core rows (each scenario also runs the kernel-faithful one-thread
+    /// row): N, or auto (the count where bandwidth stops growing on this machine, at most the
+    /// CPUs available, measured before the run). 1 leaves the all-core rows out.
+    #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = threads_arg)]
+    pub(super) threads: Threads,
+    /// Rounds per strategy (default: 15 for deferred, 10 for zone-device, 9 for hugetlb, 7 for
+    /// clear, 5 for the others).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub(super) rounds: Option<u32>,
+    /// The most memory a scenario may use at once (default: two thirds of MemAvailable, leaving
+    /// the rest to other programs; at most 90% of it). Scenarios
+    /// whose size is not given are scaled down to fit it; one that cannot be is skipped.
+    #[arg(long, value_name = "SIZE", value_parser = size_any)]
+    pub(super) memory_budget: Option<u64>,
+    /// Kernel config preset modelled by the timing scenarios.
+    #[arg(long, default_value = "x86_64", value_parser = named::<KernelConfig>())]
+    pub(super) config: KernelConfig,
+}
+
+impl Default for TimingArgs {
+    fn default() -> Self {
+        TimingArgs {
+            plot: None,
+            force: false,
+            threads: Threads::Auto,
+            rounds: None,
+            memory_budget: None,
+            config: KernelConfig::X86_64,
+        }
+    }
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub(super) struct AllArgs {
+    /// zone-device device size, whole 2 MiB pages (default 100G, the upstream series'
+    /// namespace, scaled to the memory budget).
+    #[arg(long, value_name = "SIZE", value_parser = size_2m)]
+    pub(super) zone_device_size: Option<u64>,
+    /// clear size, whole 2 MiB pages (default 16G, scaled to the memory budget).
+    #[arg(long, value_name = "SIZE", value_parser = size_2m)]
+    pub(super) clear_size: Option<u64>,
+    /// hugetlb: number of 1 GiB pages (default 64, scaled to the memory budget).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(super) hugetlb_count: Option<u64>,
+    /// deferred zone size, whole 4 KiB pages (default 64G, scaled to the memory budget).
+    #[arg(long, value_name = "SIZE", value_parser = size_4k)]
+    pub(super) deferred_size: Option<u64>,
+    #[command(flatten)]
+    pub(super) timing: TimingArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(super) enum HvoChoice {
+    On,
+    Off,
+    Both,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct HugetlbArgs {
+    /// Number of 1 GiB pages (default 64, as the upstream measurement; scaled to the memory
+    /// budget).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(super) count: Option<u64>,
+    /// HVO off (the fallback the upstream series measured), on, or both.
+    #[arg(long, default_value = "both")]
+    pub(super) hvo: HvoChoice,
+    #[command(flatten)]
+    pub(super) timing: TimingArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ZoneDeviceArgs {
+    /// Namespace size, whole 2 MiB pages (default 100G, as the upstream series; scaled to the
+    /// memory budget).
+    #[arg(long, value_name = "SIZE", value_parser = size_2m)]
+    pub(super) size: Option<u64>,
+    /// Only one case (default: both): 4K (fsdax, nd_pmem) or 2M (devdax, dax_pmem).
+    #[arg(long, value_parser = named::<zone_device::Case>())]
+    pub(super) align: Option<zone_device::Case>,
+    #[command(flatten)]
+    pub(super) timing: TimingArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ClearArgs {
+    /// Memory to clear, whole 2 MiB pages (default 16G; scaled to the memory budget).
+    #[arg(long, value_name = "SIZE", value_parser = size_2m)]
+    pub(super) size: Option<u64>,
+    /// Allocate through the buddy allocator with init_on_alloc (batch versus per page) instead
+    /// of clearing a flat arena.
+    #[arg(long)]
+    pub(super) alloc: bool,
+    #[command(flatten)]
+    pub(super) timing: TimingArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct DeferredArgs {
+    /// Zone size, whole 4 KiB pages (default 64G: 1 GiB of struct pages; scaled to the memory
+    /// budget).
+    #[arg(long, value_name = "SIZE", value_parser = size_4k)]
+    pub(super) size: Option<u64>,
+    #[command(flatten)]
+    pub(super) timing: TimingArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum DumpKind {
+    /// memmap_init_zone_device of one device range.
+    ZoneDevice(DumpZoneDeviceArgs),
+    /// Boot-time gigantic pages (real memfd-backed HVO on Linux).
+    Hugetlb(DumpHugetlbArgs),
+}
+
+/// Options every dump takes.
+#[derive(Debug, Args)]
+pub(super) struct DumpCommon {
+    /// struct page layout: 64 bytes, or 72 with WANT_PAGE_VIRTUAL.
+    #[arg(long, default_value = "64", value_parser = clap::builder::PossibleValuesParser::new(["64", "72"]).map(|s| if s == "72" { 72u32 } else { 64u32 }))]
+    pub(super) layout: u32,
+    /// Strategy.
+    #[arg(long, default_value = "auto", value_parser = named::<Strategy>())]
+    pub(super) strategy: Strategy,
+    /// Enable CONFIG_DEBUG_PAGE_REF and the page_ref_set tracepoint.
+    #[arg(long)]
+    pub(super) page_ref_trace: bool,
+    /// Kernel config preset: the architecture, and the release and options unless --kernel
+    /// or --kconfig say otherwise.
+    #[arg(long, default_value = "x86_64", value_parser = named::<KernelConfig>())]
+    pub(super) config: KernelConfig,
+    /// Model this kernel release (MAJOR.MINOR, e.g. 6.12 or 7.2) instead of the preset's.
+    #[arg(long, value_name = "RELEASE", value_parser = kernel_version)]
+    pub(super) kernel: Option<memmap_core::KernelVersion>,
+    /// Apply a kernel's .config (the options that shape struct page) to the preset.
+    #[arg(long, value_name = "FILE")]
+    pub(super) kconfig: Option<PathBuf>,
+    /// Output directory (created if absent).
+    #[arg(long, value_name = "DIR")]
+    pub(super) out: PathBuf,
+    /// Replace an existing dump in DIR.
+    #[arg(long)]
+    pub(super) force: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct DumpHugetlbArgs {
+    /// Huge page size.
+    #[arg(long, value_parser = named::<Hstate>())]
+    pub(super) hstate: Hstate,
+    /// Pages per node.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(super) count: u64,
+    /// Nodes.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(super) nodes: u32,
+    /// HVO: on, off (hugetlb_free_vmemmap=off) or fail (injected allocation failure).
+    #[arg(long, default_value = "on", value_parser = named::<HvoMode>())]
+    pub(super) hvo: HvoMode,
+    /// Zone index of the memory the pages come from (default ZONE_NORMAL: 2 with DMA and
+    /// DMA32; a 2 MiB page below 4 GiB on x86-64 is in DMA32, 1, and on arm64 in DMA, 0).
+    #[arg(long)]
+    pub(super) zone: Option<u32>,
+    /// The pages were allocated at run time (nr_hugepages), not at boot: from Linux 7.1 the
+    /// shared tail page of HVO is then a fresh zeroed page.
+    #[arg(long)]
+    pub(super) runtime: bool,
+    #[command(flatten)]
+    pub(super) common: DumpCommon,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct DumpZoneDeviceArgs {
+    /// pgmap->type.
+    #[arg(long, value_parser = named::<MemoryType>())]
+    pub(super) memory_type: MemoryType,
+    /// Number of pages (pfns) in the range.
+    #[arg(long)]
+    pub(super) pages: u64,
+    /// Compound pages of 1 << S base pages.
+    #[arg(long, default_value_t = 0)]
+    pub(super) vmemmap_shift: u32,
+    /// altmap reserve (pfns); an altmap is used when either altmap option is given.
+    #[arg(long)]
+    pub(super) altmap_reserve: Option<u64>,
+    /// altmap free (pfns).
+    #[arg(long)]
+    pub(super) altmap_free: Option<u64>,
+    /// First pfn (decimal, or hexadecimal with 0x).
+    #[arg(long, default_value = "0x100000", value_parser = pfn)]
+    pub(super) start_pfn: u64,
+    /// Node id.
+    #[arg(long, default_value_t = 0)]
+    pub(super) nid: u32,
+    /// End of boot memory (pfn): the sections below it are early sections whose memmap is
+    /// not deduplicated (device memory sharing a section with boot RAM).
+    #[arg(long, default_value = "0", value_parser = pfn)]
+    pub(super) boot_memory_end: u64,
+    #[command(flatten)]
+    pub(super) common: DumpCommon,
+}

@@ -1,0 +1,127 @@
+//! `dump` and `diff`: the dump options checked against memory, and running them.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use memmap_core::KernelConfig;
+use memmap_dump::diff::{DiffError, diff_dumps};
+use memmap_dump::{DumpError, HugetlbDump, MAX_USER_FILE_BYTES, OutputDir, ZoneDeviceDump, open_dump};
+
+use super::args::{DumpCommon, DumpHugetlbArgs, DumpZoneDeviceArgs};
+use super::{CliError, Invocation, fail};
+use crate::memory::{self, MemInfo};
+
+/// The configuration a dump models: the preset, with the `.config` and the release applied.
+fn dump_config(c: &DumpCommon) -> Result<KernelConfig, CliError> {
+    let mut cfg = c.config;
+    if let Some(path) = &c.kconfig {
+        let file = memmap_dump::read_user_file(path, MAX_USER_FILE_BYTES)
+            .map_err(|e| CliError::Usage(format!("--kconfig: {e}")))?;
+        cfg = cfg
+            .with_kconfig(&memmap_core::model::kconfig::Kconfig::new(&file.text))
+            .map_err(|e| CliError::Usage(format!("--kconfig {}: {e}", path.display())))?;
+        eprintln!("kconfig: read {}", file.describe());
+    }
+    if let Some(v) = c.kernel {
+        cfg = cfg.with_version(v);
+    }
+    Ok(cfg)
+}
+
+/// `dump zone-device`, checked.
+pub(super) fn zone_device(a: &DumpZoneDeviceArgs, info: &MemInfo) -> Result<Invocation, CliError> {
+    let usage = CliError::Usage;
+    let c = &a.common;
+    let altmap = (a.altmap_reserve.is_some() || a.altmap_free.is_some())
+        .then(|| (a.altmap_reserve.unwrap_or(0), a.altmap_free.unwrap_or(0)));
+    let opts = ZoneDeviceDump {
+        config: dump_config(c)?,
+        layout72: c.layout == 72,
+        memory_type: a.memory_type,
+        vmemmap_shift: a.vmemmap_shift,
+        altmap,
+        start_pfn: a.start_pfn,
+        nr_pages: a.pages,
+        nid: a.nid,
+        strategy: c.strategy,
+        page_ref_trace: c.page_ref_trace,
+        boot_memory_end_pfn: a.boot_memory_end,
+    };
+    let need =
+        memory::zone_device_dump_need(&opts).map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
+    memory::check("the dump", &need, info).map_err(|e| usage(e.to_string()))?;
+    Ok(Invocation::DumpZoneDevice(opts, c.out.clone(), c.force))
+}
+
+/// `dump hugetlb`, checked.
+pub(super) fn hugetlb(a: &DumpHugetlbArgs, info: &MemInfo) -> Result<Invocation, CliError> {
+    let usage = CliError::Usage;
+    let c = &a.common;
+    let config = dump_config(c)?;
+    let opts = HugetlbDump {
+        runtime: a.runtime,
+        zone: a.zone.unwrap_or(config.zone_device().saturating_sub(2)),
+        config,
+        layout72: c.layout == 72,
+        hstate: a.hstate,
+        count: a.count,
+        nodes: a.nodes,
+        hvo: a.hvo,
+        strategy: c.strategy,
+        page_ref_trace: c.page_ref_trace,
+    };
+    let need =
+        memory::hugetlb_dump_need(&opts).map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
+    memory::check("the dump", &need, info).map_err(|e| usage(e.to_string()))?;
+    Ok(Invocation::DumpHugetlb(opts, c.out.clone(), c.force))
+}
+
+/// Runs `dump zone-device`.
+pub(super) fn run_zone_device(opts: &ZoneDeviceDump, dir: &Path, force: bool) -> ExitCode {
+    let r = OutputDir::prepare(dir, force)
+        .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
+    dumped(r, dir, None)
+}
+
+/// Runs `dump hugetlb`.
+pub(super) fn run_hugetlb(opts: &HugetlbDump, dir: &Path, force: bool) -> ExitCode {
+    let r = OutputDir::prepare(dir, force)
+        .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
+    let folios =
+        r.as_ref().ok().map(|m| m.detail.get("folios").and_then(|f| f.as_array()).map_or(0, Vec::len));
+    dumped(r, dir, folios)
+}
+
+/// Runs `diff A B`.
+pub(super) fn run_diff(a: &Path, b: &Path) -> ExitCode {
+    let opened = open_dump(a).and_then(|da| open_dump(b).map(|db| (da, db)));
+    let (mut da, mut db) = match opened {
+        Ok(p) => p,
+        Err(e) => return fail(&e, e.exit_code()),
+    };
+    match diff_dumps(&mut da, &mut db) {
+        Ok(r) => {
+            println!("{r}");
+            ExitCode::from(r.exit_code())
+        }
+        Err(e @ (DiffError::Incomparable(_) | DiffError::Read(_))) => fail(&e, 2),
+    }
+}
+
+fn dumped(r: Result<memmap_dump::DumpMeta, DumpError>, dir: &Path, folios: Option<usize>) -> ExitCode {
+    match r {
+        Ok(meta) => {
+            let of = folios.map_or(String::new(), |n| format!(" of {n} folio(s)"));
+            println!(
+                "wrote {} struct pages ({} bytes each){of} to {}: strategy {} ({})",
+                meta.nr_pages,
+                meta.struct_page_size,
+                dir.display(),
+                meta.strategy,
+                meta.strategy_reason
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e, e.exit_code()),
+    }
+}

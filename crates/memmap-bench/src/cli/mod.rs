@@ -1,0 +1,396 @@
+//! The command line: clap types ([`args`]), their validation into an [`Invocation`] (every
+//! size and every memory need checked before any work; timing commands fitted to the memory
+//! budget, [`suite`]), and running it ([`run`], and `dump` for dump and diff).
+//!
+//! Each subcommand accepts only the flags it uses. The output flags (`--json`, `--quick`,
+//! `--no-progress`, `--verbose`) go before or after the subcommand and belong to the timing
+//! commands (`all`, which is also what runs without a subcommand, `zone-device`, `hugetlb`,
+//! `clear`, `deferred`) and `limits`; the timing flags (`--plot`, `--threads`, `--rounds`,
+//! `--memory-budget`, `--config`) go after a timing command, or alone for the whole suite;
+//! `dump` takes its own `--config` and `--force`; `diff` takes two directories.
+//!
+//! Exit status: 0 success (or identical dumps), 1 dumps differ or the machine failed (a
+//! mapping refused after the checks), 2 bad input. A panic (101) on any input is a bug.
+
+pub mod args;
+mod dump;
+pub mod named;
+pub mod run;
+pub mod suite;
+mod values;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::parser::ValueSource;
+use clap::{CommandFactory as _, FromArgMatches as _};
+use memmap_dump::{HugetlbDump, ZoneDeviceDump};
+
+pub use args::Cli;
+use args::{AllArgs, Command, DumpKind, GlobalArgs, HvoChoice, TimingArgs};
+pub use named::{Named, NamedParser, named};
+pub use suite::Suite;
+
+use crate::memory::MemInfo;
+use crate::scenarios;
+
+/// A validated command line: nothing in it can fail for lack of memory or a bad size.
+#[derive(Debug)]
+pub enum Invocation {
+    /// A timing command.
+    Suite(Suite),
+    /// `dump zone-device`.
+    DumpZoneDevice(ZoneDeviceDump, PathBuf, bool),
+    /// `dump hugetlb`.
+    DumpHugetlb(HugetlbDump, PathBuf, bool),
+    /// `diff A B`.
+    Diff(PathBuf, PathBuf),
+}
+
+/// Why a command line was refused.
+#[derive(Debug)]
+pub enum CliError {
+    /// clap's own error (also `--help` and `--version`, which it prints with status 0).
+    Clap(clap::Error),
+    /// A check after parsing failed (exit status 2).
+    Usage(String),
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Clap(e) => write!(f, "{e}"),
+            CliError::Usage(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+/// Refuses the output flags for a command that has no output of that kind (`dump`, `diff`).
+fn no_global_flags(command: &str, g: &GlobalArgs) -> Result<(), CliError> {
+    match g.given().first() {
+        Some(flag) => {
+            let msg = format!("the subcommand '{command}' cannot be used with '{flag}'");
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            Err(CliError::Clap(cmd.error(clap::error::ErrorKind::ArgumentConflict, msg)))
+        }
+        None => Ok(()),
+    }
+}
+
+/// Parses and validates `args` (the program name first) against the machine `info`: every
+/// size and memory need is checked here, before any work.
+///
+/// # Errors
+///
+/// [`CliError`].
+pub fn parse<I, T>(args: I, info: &MemInfo) -> Result<Invocation, CliError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let mut cmd = Cli::command();
+    let matches = cmd.try_get_matches_from_mut(args).map_err(CliError::Clap)?;
+    if let Some((sub, _)) = matches.subcommand() {
+        // `all`'s options without a subcommand only: `--threads 2 zone-device` would otherwise
+        // be silently ignored.
+        let top =
+            cmd.get_arguments().filter(|a| !a.is_global_set()).map(|a| (a.get_id().clone(), a.get_long()));
+        for (id, long) in top.collect::<Vec<_>>() {
+            if matches.value_source(id.as_str()) == Some(ValueSource::CommandLine) {
+                let msg = format!(
+                    "the argument '--{}' cannot be used before the subcommand '{sub}' (put it after it)",
+                    long.unwrap_or(id.as_str())
+                );
+                return Err(CliError::Clap(cmd.error(clap::error::ErrorKind::ArgumentConflict, msg)));
+            }
+        }
+    }
+    let cli = Cli::from_arg_matches(&matches).map_err(CliError::Clap)?;
+    let g = cli.global;
+    let timing = |all: AllArgs, select: &dyn Fn(&scenarios::CatalogEntry) -> bool| {
+        suite::suite(&all, &g, select, info).map(Invocation::Suite)
+    };
+    let Some(command) = cli.command else {
+        return timing(cli.all, &|_| true);
+    };
+    if matches!(command, Command::Dump { .. } | Command::Diff { .. }) {
+        no_global_flags(command.name(), &g)?;
+    }
+    match command {
+        Command::All(a) => timing(a, &|_| true),
+        Command::ZoneDevice(a) => {
+            let all = AllArgs { zone_device_size: a.size, timing: a.timing, ..AllArgs::default() };
+            timing(all, &|e| e.command == "zone-device" && a.align.is_none_or(|c| e.name == c.name()))
+        }
+        Command::Hugetlb(a) => {
+            let all = AllArgs { hugetlb_count: a.count, timing: a.timing, ..AllArgs::default() };
+            let want = |name: &str| match a.hvo {
+                HvoChoice::Off => name == scenarios::hugetlb::name(false),
+                HvoChoice::On => name == scenarios::hugetlb::name(true),
+                HvoChoice::Both => true,
+            };
+            timing(all, &|e| e.command == "hugetlb" && want(e.name))
+        }
+        Command::Clear(a) => {
+            let all = AllArgs { clear_size: a.size, timing: a.timing, ..AllArgs::default() };
+            let name = if a.alloc { scenarios::alloc::NAME } else { scenarios::clear::NAME };
+            timing(all, &|e| e.name == name)
+        }
+        Command::Deferred(a) => {
+            let all = AllArgs { deferred_size: a.size, timing: a.timing, ..AllArgs::default() };
+            timing(all, &|e| e.command == "deferred")
+        }
+        Command::Limits => {
+            let all = AllArgs { timing: TimingArgs::default(), ..AllArgs::default() };
+            let mut s = suite::suite(&all, &g, |_| false, info)?;
+            s.limits_only = true;
+            Ok(Invocation::Suite(s))
+        }
+        Command::Dump { kind: DumpKind::ZoneDevice(a) } => dump::zone_device(&a, info),
+        Command::Dump { kind: DumpKind::Hugetlb(a) } => dump::hugetlb(&a, info),
+        Command::Diff { a, b } => Ok(Invocation::Diff(a, b)),
+    }
+}
+
+/// The program: parses `args`, checks them against this machine, runs.
+#[must_use]
+pub fn main<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    match parse(args, &MemInfo::read()) {
+        Ok(inv) => execute(inv),
+        Err(CliError::Clap(e)) => e.exit(),
+        Err(CliError::Usage(m)) => {
+            eprintln!("error: {m}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs a validated invocation.
+#[must_use]
+pub fn execute(inv: Invocation) -> ExitCode {
+    match inv {
+        Invocation::Suite(s) => run::run_suite(&s),
+        Invocation::DumpZoneDevice(opts, dir, force) => dump::run_zone_device(&opts, &dir, force),
+        Invocation::DumpHugetlb(opts, dir, force) => dump::run_hugetlb(&opts, &dir, force),
+        Invocation::Diff(a, b) => dump::run_diff(&a, &b),
+    }
+}
+
+/// Prints `e` and returns `code`.
+fn fail(e: &dyn std::fmt::Display, code: u8) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::from(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::Budget;
+
+    const GIB: u64 = 1 << 30;
+
+    /// This project's machine: 24 GiB, 20 available.
+    fn machine() -> MemInfo {
+        MemInfo {
+            available: Some(20 << 30),
+            total: Some(24 << 30),
+            swap_total: Some(0),
+            commit_limit: Some(12 << 30),
+            committed: Some(1 << 30),
+            overcommit: Some(0),
+            rlimit_as: None,
+        }
+    }
+
+    fn parse_on(args: &[&str], info: &MemInfo) -> Result<Invocation, CliError> {
+        parse(std::iter::once("memmap-bench").chain(args.iter().copied()), info)
+    }
+
+    fn suite_on(args: &[&str], info: &MemInfo) -> Suite {
+        match parse_on(args, info) {
+            Ok(Invocation::Suite(s)) => s,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    fn names(args: &[&str]) -> Vec<&'static str> {
+        suite_on(args, &machine()).scenarios.iter().map(|s| s.name()).collect()
+    }
+
+    fn refused(args: &[&str]) -> String {
+        match parse_on(args, &machine()) {
+            Err(e) => e.to_string(),
+            Ok(i) => panic!("{args:?} accepted: {i:?}"),
+        }
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn subcommands_select_from_the_registry() {
+        assert_eq!(names(&["--quick"]), scenarios::CATALOG.map(|e| e.name));
+        assert_eq!(names(&["all", "--quick"]).len(), 7);
+        assert_eq!(names(&["zone-device", "--size", "64M"]), ["zone-device-fsdax", "zone-device-devdax-2m"]);
+        assert_eq!(names(&["zone-device", "--align", "2M"]), ["zone-device-devdax-2m"]);
+        assert_eq!(names(&["hugetlb", "--hvo", "off", "--count", "2"]), ["hugetlb-1g-nohvo"]);
+        assert_eq!(names(&["clear", "--alloc", "--quick"]), ["alloc-init-on-alloc"]);
+        assert_eq!(names(&["clear", "--quick"]), ["clear-2m"]);
+        assert_eq!(names(&["deferred", "--quick"]), ["deferred-64g"]);
+        assert!(names(&["limits"]).is_empty());
+    }
+
+    #[test]
+    fn output_flags_go_before_or_after_the_subcommand() {
+        for args in [
+            &["--quick", "--json", "zone-device"][..],
+            &["zone-device", "--quick", "--json"],
+            &["--quick", "zone-device", "--json"],
+            &["-v", "--no-progress", "zone-device", "--quick", "--json"],
+        ] {
+            let s = suite_on(args, &machine());
+            assert!(s.common.quick && s.json, "{args:?}");
+            assert_eq!(s.scenarios.len(), 2);
+        }
+        let s = suite_on(&["--verbose", "--no-progress", "limits", "--quick"], &machine());
+        assert!(s.verbose && !s.common.progress.enabled && s.limits_only);
+    }
+
+    #[test]
+    fn flags_belong_to_their_commands() {
+        for args in [
+            &["--json", "diff", "a", "b"][..],
+            &["diff", "a", "b", "--json"],
+            &["--quick", "dump", "zone-device", "--memory-type", "fsdax", "--pages", "8", "--out", "x"],
+            &[
+                "dump",
+                "zone-device",
+                "--memory-type",
+                "fsdax",
+                "--pages",
+                "8",
+                "--out",
+                "x",
+                "--plot",
+                "p.svg",
+            ],
+            &["limits", "--threads", "2"],
+            &["limits", "--rounds", "3"],
+            &["--threads", "2", "zone-device"],
+        ] {
+            assert!(matches!(parse_on(args, &machine()), Err(CliError::Clap(_))), "{args:?}");
+        }
+        let e = refused(&["--json", "diff", "a", "b"]);
+        assert!(e.contains("the subcommand 'diff' cannot be used with '--json'"), "{e}");
+    }
+
+    #[test]
+    fn every_scenario_is_checked_against_memory() {
+        let e = refused(&["clear", "--alloc", "--size", "100G"]);
+        assert!(e.contains("alloc-init-on-alloc") && e.contains("use a smaller size"), "{e}");
+        let e = refused(&["clear", "--alloc", "--size", "22G"]);
+        assert!(e.contains("alloc-init-on-alloc needs"), "{e}");
+        assert!(refused(&["deferred", "--size", "100T"]).contains("deferred-64g"));
+        let e = refused(&["hugetlb", "--hvo", "off", "--count", "1099511627776"]);
+        assert!(e.contains("overflows"), "{e}");
+        assert!(refused(&["all", "--deferred-size", "2T"]).contains("deferred-64g"));
+        let e = refused(&[
+            "dump",
+            "zone-device",
+            "--memory-type",
+            "fsdax",
+            "--pages",
+            "1099511627776",
+            "--out",
+            "x",
+        ]);
+        assert!(e.starts_with("the dump maps 64 TiB"), "{e}");
+        let e =
+            refused(&["dump", "zone-device", "--memory-type", "fsdax", "--pages", "320000000", "--out", "x"]);
+        assert!(e.starts_with("the dump needs 19.07 GiB"), "{e}");
+        let e = refused(&["dump", "hugetlb", "--hstate", "1G", "--count", "1099511627776", "--out", "x"]);
+        assert!(e.contains("overflows"), "{e}");
+        // A size given explicitly is checked against the budget, never scaled.
+        let e = refused(&["zone-device", "--size", "100G", "--memory-budget", "4G"]);
+        assert!(e.contains("more than the memory budget of 4 GiB"), "{e}");
+        assert!(refused(&["--memory-budget", "30G"]).contains("more than this machine can give"));
+        assert!(refused(&["--memory-budget", "100"]).contains("smaller than one 4 KiB page"));
+    }
+
+    #[test]
+    fn sizes_are_whole_pages() {
+        let e = refused(&["clear", "--size", "3M"]);
+        assert!(e.contains("not a whole number of 2 MiB pages"), "{e}");
+        assert_eq!(names(&["zone-device", "--size", "1.5G"]).len(), 2);
+        assert_eq!(names(&["zone-device", "--size", "64MiB"]).len(), 2);
+        assert!(refused(&["deferred", "--size", "4097"]).contains("4 KiB pages"));
+    }
+
+    /// Every scenario of the default suite, and the limit probe, declare a need within the
+    /// budget and the machine; nothing is skipped.
+    fn fits(s: &Suite, info: &MemInfo, budget: u64) {
+        assert!(s.skipped.is_empty(), "{:?}", s.skipped);
+        assert_eq!(s.scenarios.len(), scenarios::CATALOG.len());
+        let b = Budget::new(Some(budget), info).unwrap();
+        for sc in &s.scenarios {
+            let need = sc.memory_needed().unwrap();
+            assert!(need.resident + crate::budget::OWN_MEMORY <= budget, "{}: {need:?}", sc.name());
+            assert_eq!(b.check(sc.name(), &need, info), Ok(()), "{}", sc.name());
+        }
+        assert!(crate::limits::memory_needed(s.limit_buffer).resident + crate::budget::OWN_MEMORY <= budget);
+    }
+
+    #[test]
+    fn the_default_suite_fits_an_8_gib_machine_and_a_4_gib_one() {
+        for total in [8 * GIB, 4 * GIB] {
+            // What such a machine has available with a desktop running.
+            let info = MemInfo::with_available(total / 8 * 7, total);
+            let s = suite_on(&[], &info);
+            fits(&s, &info, info.default_budget().unwrap());
+            assert!(!s.memory.scaled.is_empty(), "the upstream sizes do not fit {total}");
+            let line = s.memory.line();
+            assert!(
+                line.contains("2/3 of MemAvailable") && line.contains("zone-device-fsdax 100 GiB ->"),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_4_gib_budget_holds_the_whole_suite() {
+        let s = suite_on(&["--memory-budget", "4GiB"], &machine());
+        fits(&s, &machine(), 4 * GIB);
+        assert_eq!(s.memory.budget_bytes, Some(4 * GIB));
+        assert!(s.memory.line().starts_with("memory budget 4 GiB (--memory-budget): scaled to fit"));
+        // Where memory allows, the upstream series' sizes: 100 GiB namespace, 64 x 1 GiB pages, 16 GiB clear.
+        let full = suite_on(&["--memory-budget", "18G"], &machine());
+        assert_eq!(full.memory.scaled, [], "18 GiB holds every scenario at its default size");
+        let knobs: Vec<String> =
+            full.scenarios.iter().filter_map(|s| s.knob()).map(|k| k.show(k.value)).collect();
+        assert_eq!(knobs[..5], ["100 GiB", "100 GiB", "64 x 1 GiB pages", "64 x 1 GiB pages", "16 GiB"]);
+    }
+
+    #[test]
+    fn a_scenario_that_cannot_shrink_enough_is_skipped_with_the_reason() {
+        // 600 MiB: the limit probe (2 x 256 MiB) fits; zone-device at its smallest does not.
+        let s = suite_on(&["--quick", "--memory-budget", "600M"], &machine());
+        assert!(
+            s.skipped.iter().any(|k| k.name == "clear-2m")
+                || s.scenarios.iter().any(|x| x.name() == "clear-2m")
+        );
+        for k in &s.skipped {
+            assert!(k.reason.contains("does not fit even at"), "{k:?}");
+        }
+        assert!(refused(&["--memory-budget", "64M"]).contains("the limit probe needs"));
+    }
+}

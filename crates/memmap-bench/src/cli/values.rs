@@ -1,0 +1,48 @@
+//! Parsers of the command line's values: sizes in pages, PFNs, kernel releases, thread counts.
+
+use memmap_core::Threads;
+
+use crate::size::{PAGE_SIZE, SizeError, parse_pages, parse_size};
+
+/// A size in whole 2 MiB pages.
+pub(super) fn size_2m(s: &str) -> Result<u64, SizeError> {
+    parse_pages(s, 2 << 20)
+}
+
+/// A size in whole 4 KiB pages.
+pub(super) fn size_4k(s: &str) -> Result<u64, SizeError> {
+    parse_pages(s, PAGE_SIZE)
+}
+
+/// A size of at least one 4 KiB page, not necessarily whole pages (`--memory-budget`).
+pub(super) fn size_any(s: &str) -> Result<u64, SizeError> {
+    let bytes = parse_size(s)?;
+    if bytes < PAGE_SIZE {
+        return Err(SizeError::BelowOnePage { input: s.to_string(), unit: PAGE_SIZE });
+    }
+    Ok(bytes)
+}
+
+/// A kernel release: `MAJOR.MINOR`.
+pub(super) fn kernel_version(s: &str) -> Result<memmap_core::KernelVersion, String> {
+    memmap_core::KernelVersion::parse(s)
+        .ok_or_else(|| format!("bad kernel release {s:?} (MAJOR.MINOR, e.g. 6.12 or 7.2)"))
+}
+
+/// A PFN: decimal or `0x` hexadecimal.
+pub(super) fn pfn(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("bad number {s:?}: {e} (decimal, or hexadecimal with 0x)"))
+}
+
+/// `--threads`: `auto` or a count from 1 to 1024.
+pub(super) fn threads_arg(s: &str) -> Result<Threads, String> {
+    match Threads::from_name(s) {
+        Some(Threads::Fixed(n)) if n > 1024 => Err(format!("{n} is not in 1..=1024")),
+        Some(t) => Ok(t),
+        None => Err(format!("`{s}` is neither `auto` nor a thread count in 1..=1024")),
+    }
+}

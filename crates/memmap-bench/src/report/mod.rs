@@ -1,0 +1,245 @@
+//! The report: what a run measured, as tables and verdicts for a person ([`text`]), as the
+//! `--json` document ([`Report`] serialized) and as the `--plot` SVG ([`plot`]).
+//!
+//! Data flows one way: a scenario hands the report a [`ScenarioReport`] that carries
+//! everything the report shows of it (its [`Figure`]: a bandwidth, or a time that is not one),
+//! and the program hands it the names its scenarios and strategies report under for the
+//! schema ([`schema::json_schema`]). The report knows no scenario.
+//!
+//! The `--json` document, format 2 (shape below; every scenario may add fields of its own).
+//! Its JSON Schema, `crates/memmap-bench/schema/report.schema.json`, is derived from these
+//! types; a test fails when the checked-in file differs, and CI validates the quick suite's
+//! report against it.
+//!
+//! ```text
+//! {"format": 2,
+//!  "provenance": {"generated_at": s, "version": s, "git_commit": s|null, "rustc": s|null,
+//!                 "kernel": s|null, "thp": s|null,
+//!                 "cpu_model": {"name": s, "vendor": s, "family": s, "model": s,
+//!                               "stepping": s, "flags": [s, ...]}},
+//!  "machine": {"cpu": s, "backend": s, "backend_name": s, ...},
+//!  "memory": {"budget_bytes": n|null, "budget_source": s, "scaled": [{"name": s, "from": s, "to": s}]},
+//!  "limits": {"fill_zero_gbps": f, "fill_nonzero_gbps": f, ..., "all_cores": n,
+//!             "per_threads": [{"threads": n, "fill_zero_gbps": f, "fill_zero_method": s, ...,
+//!                              "methods": [{"method": s, "kind": s, "gbps": f}, ...]}, ...]},
+//!  "scenarios": [{"name": s, "figure": "bandwidth"|"time", "threads": n, "struct_pages": n,
+//!                 "bytes": n, "limit": s, "limit_gbps": f, "limit_method": s,
+//!                 "measurement_errors": n, "verdict": s,
+//!                 "results": [{"strategy": s, "first_ms": f, "rebind_avg_ms": f,
+//!                              "median_ms": f, "quartiles_ms": [f, f], "gbps": f, "x_limit": f,
+//!                              "measurement_error": b, "rounds_ms": [f, ...], ...}], ...}],
+//!  "skipped": [{"name": s, "reason": s}],
+//!  "wall_s": f, "command": s, "quick": b}
+//! ```
+//!
+//! A scenario reports one entry per thread count: the kernel-faithful one-thread run
+//! (`threads` 1) and the all-core run, each against the limit measured at its own thread
+//! count ([`Limits::at`]). A bandwidth above [`MEASUREMENT_ERROR_RATIO`] of its limit cannot be
+//! (the limit is the best any method reached on this machine in this run): it is flagged as a
+//! measurement error in the table, the summary and the JSON.
+
+pub mod plot;
+pub mod provenance;
+pub mod scenario;
+pub mod schema;
+pub mod text;
+pub mod verdict;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+pub use provenance::{CpuModel, Provenance};
+pub use scenario::{
+    Column, Figure, LimitKind, MEASUREMENT_ERROR_RATIO, ScenarioReport, ScenarioSpec, StrategyResult,
+    is_measurement_error,
+};
+
+use crate::limits::Limits;
+use crate::machine::Machine;
+use crate::size::Bytes;
+
+/// Version of the `--json` report's format: raised when a field changes meaning or goes away
+/// (adding fields keeps it).
+pub const REPORT_FORMAT: u32 = 2;
+
+/// One step of the `--threads auto` search.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AutoStep {
+    /// Threads.
+    #[schemars(range(min = 1))]
+    pub threads: usize,
+    /// Streaming non-zero fill bandwidth measured with them, GB/s.
+    pub gbps: f64,
+}
+
+/// What `--threads auto` measured and chose (rule: step up 1, 2, 4, ... up to the CPUs while a
+/// step gains at least 10 %).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AutoThreads {
+    /// The steps measured.
+    pub steps: Vec<AutoStep>,
+    /// The count chosen.
+    #[schemars(range(min = 1))]
+    pub threads: usize,
+}
+
+/// A scenario run at a smaller size than its default to fit the memory budget.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Scaled {
+    /// The scenario.
+    pub name: String,
+    /// Its default size (`100 GiB`, `64 x 1 GiB pages`).
+    pub from: String,
+    /// The size it ran at.
+    pub to: String,
+}
+
+/// A scenario left out of the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Skipped {
+    /// The scenario.
+    pub name: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// How the run fitted the machine's memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct MemoryPlan {
+    /// The most any scenario (or the limits phase) makes resident at once, bytes; `null` when
+    /// the machine's memory is unknown.
+    pub budget_bytes: Option<u64>,
+    /// `flag` (`--memory-budget`), `available` (two thirds of `MemAvailable`) or `unknown`.
+    pub budget_source: String,
+    /// `MemAvailable` when the run started, bytes.
+    pub available_bytes: Option<u64>,
+    /// The scenarios (and the limits phase) run below their default size.
+    pub scaled: Vec<Scaled>,
+}
+
+impl MemoryPlan {
+    /// One sentence: the budget, where it came from, what it scaled.
+    #[must_use]
+    pub fn line(&self) -> String {
+        let budget = match (self.budget_bytes, self.budget_source.as_str()) {
+            (Some(b), "flag") => format!("memory budget {} (--memory-budget)", Bytes(b)),
+            (Some(b), _) => format!(
+                "memory budget {} (2/3 of MemAvailable {}; --memory-budget sets it)",
+                Bytes(b),
+                Bytes(self.available_bytes.unwrap_or(0))
+            ),
+            (None, _) => "memory budget: unknown (no /proc/meminfo)".to_string(),
+        };
+        if self.scaled.is_empty() {
+            format!("{budget}: every scenario at its full size")
+        } else {
+            let list: Vec<String> =
+                self.scaled.iter().map(|s| format!("{} {} -> {}", s.name, s.from, s.to)).collect();
+            format!("{budget}: scaled to fit {}; the rest at full size", list.join(", "))
+        }
+    }
+}
+
+/// The whole report: the `--json` document.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(title = "memmap-bench --json report")]
+pub struct Report {
+    /// Version of this report format ([`REPORT_FORMAT`]): raised when a field changes meaning
+    /// or goes away; adding fields keeps it.
+    #[schemars(range(min = 1))]
+    pub format: u32,
+    /// The build and machine state this report was made with.
+    pub provenance: Provenance,
+    /// Machine description.
+    pub machine: Machine,
+    /// How the run fitted the machine's memory.
+    pub memory: MemoryPlan,
+    /// Workers of the all-core rows (`--threads`; 1: no all-core rows).
+    #[schemars(range(min = 1))]
+    pub all_core_threads: usize,
+    /// The `--threads auto` measurement (`memmap_core::auto_threads`), when it ran.
+    pub auto_threads: Option<AutoThreads>,
+    /// Limits measured in this run.
+    pub limits: Limits,
+    /// Scenarios, in run order.
+    pub scenarios: Vec<ScenarioReport>,
+    /// Scenarios left out, and why.
+    pub skipped: Vec<Skipped>,
+    /// Seconds from the start of the limits phase to the end of the last scenario.
+    pub wall_s: f64,
+    /// The command line.
+    pub command: String,
+    /// `--quick`.
+    pub quick: bool,
+}
+
+impl Report {
+    /// Writes the SVG bar chart ([`plot`]) to `out` (checked before the run).
+    ///
+    /// # Errors
+    ///
+    /// Drawing or file errors, as text.
+    pub fn plot(&self, out: &memmap_dump::NewFile) -> Result<(), String> {
+        let mut svg = String::new();
+        plot::draw(self, &mut svg).map_err(|e| format!("{}: {e}", out.path().display()))?;
+        out.commit(svg.as_bytes()).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::scenario::tests::{limits, samples, spec};
+    use super::*;
+
+    /// A report of `scenarios` on this machine.
+    pub(crate) fn report(scenarios: Vec<ScenarioReport>) -> Report {
+        Report {
+            format: REPORT_FORMAT,
+            provenance: Provenance::now(),
+            machine: Machine::detect(),
+            memory: MemoryPlan {
+                budget_bytes: Some(4 << 30),
+                budget_source: "flag".into(),
+                available_bytes: Some(20 << 30),
+                scaled: vec![Scaled {
+                    name: "zone-device-fsdax".into(),
+                    from: "100 GiB".into(),
+                    to: "40 GiB".into(),
+                }],
+            },
+            all_core_threads: 2,
+            auto_threads: None,
+            limits: limits(),
+            scenarios,
+            skipped: vec![Skipped { name: "x".into(), reason: "does not fit".into() }],
+            wall_s: 1.0,
+            command: String::new(),
+            quick: true,
+        }
+    }
+
+    #[test]
+    fn the_summary_has_a_line_per_run_and_says_what_was_left_out() {
+        let one = ScenarioReport::from_samples(
+            spec(1),
+            &limits(),
+            &[samples("slow", 1000 / 2), samples("s", 1000 / 19)],
+        );
+        let two = ScenarioReport::from_samples(
+            spec(2),
+            &limits(),
+            &[samples("slow", 100), samples("s", 1000 / 19)],
+        );
+        let r = report(vec![one, two]);
+        let text = r.summary();
+        assert!(text.contains("! 1 result(s) above 1.05x"), "{text}");
+        assert!(text.contains("skipped x: does not fit"), "{text}");
+        assert_eq!(text.matches("zone-device-fsdax").count(), 2, "{text}");
+        let head = r.header(true);
+        assert!(head.contains("scaled to fit zone-device-fsdax 100 GiB -> 40 GiB"), "{head}");
+        assert!(head.lines().chain(text.lines()).all(|l| l.chars().count() <= text::WIDTH), "{head}{text}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["memory"]["scaled"][0]["to"], "40 GiB");
+        assert!(json["provenance"]["generated_at"].is_string());
+    }
+}

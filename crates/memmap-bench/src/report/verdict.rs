@@ -1,0 +1,103 @@
+//! The one sentence that states a scenario's result: its fastest strategy against the
+//! baseline and, for a bandwidth, against the machine's limit.
+
+use super::scenario::{Figure, ScenarioReport};
+
+/// `streaming: 5.8x slow, 0.99x of this machine's non-zero fill limit`, or for a time figure
+/// `on-demand: 60.1x eager (0.91 ms against 55.2 ms)`.
+#[must_use]
+pub fn verdict(sc: &ScenarioReport) -> String {
+    let best = sc.best();
+    let base = sc.result(&sc.baseline).unwrap_or(best);
+    let against = if best.strategy == base.strategy {
+        String::new()
+    } else {
+        format!("{} {}", times(best.speedup), base.strategy)
+    };
+    match sc.figure {
+        Figure::Bandwidth => {
+            let limit = format!("{:.2}x of this machine's {} limit", best.x_limit, sc.limit.label());
+            let error = if best.measurement_error { " (above the limit: a measurement error)" } else { "" };
+            if against.is_empty() {
+                format!("{}: {limit}{error}", best.strategy)
+            } else {
+                format!("{}: {against}, {limit}{error}", best.strategy)
+            }
+        }
+        Figure::Time if against.is_empty() => format!("{}: {}", best.strategy, ms(best.median_ms)),
+        Figure::Time => {
+            format!("{}: {against} ({} against {})", best.strategy, ms(best.median_ms), ms(base.median_ms))
+        }
+    }
+}
+
+/// `5.8x`, `60x`, `1.02x`: two significant decimals below 10, one below 100, none above.
+#[must_use]
+pub fn times(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}x")
+    } else if x >= 10.0 {
+        format!("{x:.1}x")
+    } else {
+        format!("{x:.2}x")
+    }
+}
+
+/// A time in ms with three significant digits (`0.0312 ms`, `5.21 ms`, `812 ms`).
+#[must_use]
+pub fn ms(v: f64) -> String {
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else if v >= 1.0 {
+        2
+    } else if v >= 0.1 {
+        3
+    } else {
+        4
+    };
+    format!("{v:.digits$} ms")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scenario::tests::{limits, samples, spec};
+    use super::super::scenario::{Figure, ScenarioReport, ScenarioSpec};
+    use super::*;
+
+    #[test]
+    fn the_verdict_names_the_fastest_against_the_baseline_and_the_limit() {
+        let sc = ScenarioReport::from_samples(
+            spec(1),
+            &limits(),
+            &[samples("slow", 580), samples("template", 200), samples("streaming", 101)],
+        );
+        assert_eq!(verdict(&sc), "streaming: 5.74x slow, 0.99x of this machine's non-zero fill limit");
+        let time = ScenarioSpec { figure: Figure::Time, ..spec(1) };
+        let sc =
+            ScenarioReport::from_samples(time, &limits(), &[samples("eager", 55), samples("on-demand", 1)]);
+        assert_eq!(verdict(&sc), "on-demand: 55.0x eager (1.00 ms against 55.0 ms)");
+        let one = ScenarioReport::from_samples(spec(2), &limits(), &[samples("batch", 50)]);
+        assert_eq!(verdict(&one), "batch: 1.00x of this machine's non-zero fill limit");
+        let fast =
+            ScenarioReport::from_samples(spec(1), &limits(), &[samples("slow", 500), samples("s", 50)]);
+        assert!(
+            verdict(&fast).ends_with(
+                "2.00x of this machine's non-zero fill limit (above the limit: a measurement error)"
+            )
+        );
+    }
+
+    #[test]
+    fn figures_keep_three_digits() {
+        assert_eq!(
+            (times(5.8123), times(60.14), times(1014.1)),
+            ("5.81x".into(), "60.1x".into(), "1014x".into())
+        );
+        assert_eq!(
+            (ms(0.03123), ms(5.214), ms(812.4)),
+            ("0.0312 ms".into(), "5.21 ms".into(), "812 ms".into())
+        );
+    }
+}
