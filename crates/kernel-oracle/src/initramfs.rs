@@ -118,6 +118,7 @@ block nd sh -c 'for d in /sys/bus/nd/devices/*; do for a in devtype mode resourc
 block zoneinfo sh -c 'grep -E "^Node|spanned|present|start_pfn" /proc/zoneinfo'
 block kallsyms sh -c 'echo 0 > /proc/sys/kernel/kptr_restrict; grep -E " (_text|_stext|_etext|_sdata|_edata|__bss_start|__bss_stop|_end|hstates|max_hstate|default_hstate_idx|node_states|contig_page_data|node_data|mem_section|memstart_addr)$" /proc/kallsyms'
 block dmesg dmesg
+[ -r /late.sh ] && . /late.sh
 echo "@@ready"
 while true; do sleep 3600; done
 "#;
@@ -252,12 +253,15 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The base archive followed by an uncompressed archive holding `/scenario.sh` (the kernel
-/// unpacks concatenated archives in order).
+/// The base archive followed by an uncompressed archive holding `/scenario.sh` and, when
+/// `late` is not empty, `/late.sh` (the kernel unpacks concatenated archives in order).
 #[must_use]
-pub fn with_scenario(base: &[u8], script: &str) -> Vec<u8> {
+pub fn with_scenario(base: &[u8], script: &str, late: &str) -> Vec<u8> {
     let mut cpio = Cpio::default();
     cpio.file("scenario.sh", 0o644, script.as_bytes());
+    if !late.is_empty() {
+        cpio.file("late.sh", 0o644, late.as_bytes());
+    }
     let mut out = base.to_vec();
     out.extend_from_slice(&cpio.finish());
     out

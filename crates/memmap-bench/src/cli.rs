@@ -323,6 +323,34 @@ enum DumpKind {
     ZoneDevice(DumpZoneDeviceArgs),
     /// Boot-time gigantic pages (real memfd-backed HVO on Linux).
     Hugetlb(DumpHugetlbArgs),
+    /// A hot-added range onlined memory block by memory block (online_pages).
+    Hotplug(DumpHotplugArgs),
+}
+
+#[derive(Debug, Args)]
+struct DumpHotplugArgs {
+    /// First pfn of the hot-added range (decimal, or hexadecimal with 0x; pageblock-aligned).
+    #[arg(long, default_value = "0x100000", value_parser = pfn)]
+    start_pfn: u64,
+    /// Pages of the range (its end must be section-aligned).
+    #[arg(long)]
+    pages: u64,
+    /// The zone it is onlined into: normal (online_kernel) or movable (online_movable).
+    #[arg(long, default_value = "normal", value_parser = clap::builder::PossibleValuesParser::new(["normal", "movable"]))]
+    zone: String,
+    /// Node id.
+    #[arg(long, default_value_t = 0)]
+    nid: u32,
+    /// Pages per memory block, each onlined with its own online_pages() in ascending order
+    /// (default: a section, x86-64's 128 MiB; 0 onlines the range at once).
+    #[arg(long)]
+    memory_block_pages: Option<u64>,
+    /// Take the free block at this pfn off the free list after onlining, as an allocation
+    /// does (repeatable): what a guest allocated from before it was read.
+    #[arg(long, value_parser = pfn)]
+    taken: Vec<u64>,
+    #[command(flatten)]
+    common: DumpCommon,
 }
 
 /// Options every dump takes.
@@ -466,6 +494,8 @@ pub enum Invocation {
     DumpZoneDevice(ZoneDeviceDump, PathBuf, bool),
     /// `dump hugetlb`.
     DumpHugetlb(HugetlbDump, PathBuf, bool),
+    /// `dump hotplug`.
+    DumpHotplug(memmap_dump::HotplugDump, PathBuf, bool),
     /// `diff A B`.
     Diff(PathBuf, PathBuf),
 }
@@ -577,6 +607,31 @@ where
                 .map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
             memory::check("the dump", &need, info).map_err(|e| usage(e.to_string()))?;
             Ok(Invocation::DumpHugetlb(opts, c.out.clone(), c.force))
+        }
+        Some(Command::Dump { kind: DumpKind::Hotplug(a) }) => {
+            let c = &a.common;
+            let config = dump_config(c)?;
+            let target = memmap_core::HotplugTarget::from_name(&a.zone)
+                .ok_or_else(|| usage(format!("--zone {}: normal or movable", a.zone)))?;
+            let opts = memmap_dump::HotplugDump {
+                memory_block_pages: a.memory_block_pages.unwrap_or(config.pages_per_section()),
+                config,
+                layout72: c.layout == 72,
+                start_pfn: a.start_pfn,
+                nr_pages: a.pages,
+                target,
+                nid: a.nid,
+                strategy: c.strategy,
+                page_ref_trace: c.page_ref_trace,
+                taken: a.taken.clone(),
+            };
+            let bytes = a
+                .pages
+                .checked_mul(if c.layout == 72 { 72 } else { 64 })
+                .ok_or_else(|| usage(format!("--pages {}: the memmap size overflows", a.pages)))?;
+            let need = memory::MemoryNeed::resident(bytes);
+            memory::check("the dump", &need, info).map_err(|e| usage(e.to_string()))?;
+            Ok(Invocation::DumpHotplug(opts, c.out.clone(), c.force))
         }
         Some(Command::Diff { a, b }) => Ok(Invocation::Diff(a, b)),
     }
@@ -700,6 +755,11 @@ pub fn execute(inv: Invocation) -> ExitCode {
                 .ok()
                 .map(|m| m.detail.get("folios").and_then(|f| f.as_array()).map_or(0, Vec::len));
             dumped(r, &dir, folios)
+        }
+        Invocation::DumpHotplug(opts, dir, force) => {
+            let r = OutputDir::prepare(&dir, force)
+                .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
+            dumped(r, &dir, None)
         }
         Invocation::Diff(a, b) => {
             let opened = open_dump(&a).and_then(|da| open_dump(&b).map(|db| (da, db)));

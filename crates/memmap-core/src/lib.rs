@@ -137,7 +137,9 @@ pub use fill::{CopyReport, FillOptions, ListSelf, Strategy, StrategyReason};
 #[cfg(feature = "std")]
 pub use hooks::RecordingHooks;
 pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};
-pub use hotplug::{HotplugError, HotplugTarget, HotplugZone, OnlineOptions, OnlineReport, online_pages};
+pub use hotplug::{
+    HotplugError, HotplugTarget, HotplugZone, OnlineOptions, OnlineReport, online_pages, take_free_block,
+};
 #[cfg(feature = "std")]
 pub use memmap::owned::OwnedMemmap;
 pub use memmap::{Memmap, PAGE_POISON_BYTE, PAGEBLOCK_UNSET, pageblocks_needed};

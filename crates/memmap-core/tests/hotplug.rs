@@ -2,7 +2,7 @@
 //! pages, pageblocks, hook calls and free lists as the slow path, over random ranges, memory
 //! blocks, zones, releases and layouts; and the state the kernel leaves (the oracle's
 //! measurement on Linux 7.2 and 6.12: `LIST_POISON1/2` in the struct page at `head + 0x200` of
-//! every `MAX_PAGE_ORDER` block, blocks on the free list in descending pfn order).
+//! every `MAX_PAGE_ORDER` block, blocks on the free list in ascending pfn order).
 
 use memmap_core::{
     CountingHooks, HotplugError, HotplugTarget, HotplugZone, KernelConfig, KernelVersion, Memmap,
@@ -117,8 +117,8 @@ fn a_hot_added_dimm_holds_the_list_poison_at_the_second_pageblock_of_every_block
     }
     let mut order = Vec::new();
     zone.for_each_free_block(&m, 10, MigrateType::Movable, |p| order.push(p));
-    let expect: Vec<u64> = (0..64).rev().map(|k| base + k * 0x400).collect();
-    assert_eq!(order, expect, "descending pfn order");
+    let expect: Vec<u64> = (0..64).map(|k| base + k * 0x400).collect();
+    assert_eq!(order, expect, "ascending pfn order");
     assert_eq!((zone.nr_free(10, MigrateType::Movable), zone.nr_free(9, MigrateType::Isolate)), (64, 0));
     assert_eq!((zone.managed_pages(), zone.present_pages()), (nr, nr));
 }

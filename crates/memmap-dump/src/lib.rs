@@ -6,7 +6,7 @@
 //! against. This crate holds the format and everything that touches it, so that the program
 //! and the oracle share one implementation:
 //!
-//! * [`ZoneDeviceDump`] and [`HugetlbDump`] describe what to model and run it ([`model`]),
+//! * [`ZoneDeviceDump`], [`HugetlbDump`] and [`HotplugDump`] describe what to model and run it ([`model`]),
 //!   giving a [`Dump`] in memory;
 //! * [`OutputDir`] writes a dump safely ([`mod@write`]); [`NewFile`] writes any other output file
 //!   (a plot) by the same rules;
@@ -26,7 +26,7 @@
 //!   `_mapcount`/`page_type` @48 (4 bytes), `_refcount` @52 (4 bytes), `memcg_data` @56,
 //!   `virtual` @64 (72-byte layout only).
 //! * `DIR/meta.json`: an object with at least
-//!   * `format` (1), `kind` (`"zone-device"` or `"hugetlb"`), `config` (preset name),
+//!   * `format` (1), `kind` (`"zone-device"`, `"hugetlb"` or `"hotplug"`), `config` (preset name),
 //!     `endianness`;
 //!   * `start_pfn`, `nr_pages`, `struct_page_size` (64 or 72);
 //!   * `page_addr_base`: the modelled kernel address of the struct page of `start_pfn` at init
@@ -65,12 +65,14 @@
 
 pub mod diff;
 mod error;
+pub mod hotplug;
 mod meta;
 pub mod model;
 pub mod read;
 pub mod write;
 
 pub use error::DumpError;
+pub use hotplug::HotplugDump;
 pub use meta::{AltmapJson, DumpMeta, FORMAT_VERSION, FlagsLayoutJson, KINDS, PgBits, host_endianness};
 pub use model::{Dump, HugetlbDump, ZoneDeviceDump};
 pub use read::{

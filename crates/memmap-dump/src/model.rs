@@ -22,7 +22,7 @@ pub struct Dump {
 
 /// Where a dump's struct page bytes live: the model's own mapping (a large ZONE_DEVICE range
 /// is not copied) or a buffer.
-enum DumpBytes {
+pub(crate) enum DumpBytes {
     Owned64(OwnedMemmap<memmap_core::Page64>, usize),
     Owned72(OwnedMemmap<memmap_core::Page72>, usize),
     Vec(Vec<u8>),
@@ -46,6 +46,11 @@ impl Dump {
         }
     }
 
+    /// A dump whose bytes are the first `len` bytes of an owned memmap.
+    pub(crate) fn from_owned<P: DumpLayout>(meta: DumpMeta, memmap: OwnedMemmap<P>, len: usize) -> Dump {
+        Dump { meta, bytes: P::owned(memmap, len) }
+    }
+
     /// Writes `memmap.bin` and `meta.json` to `out` (see [`OutputDir::commit`]).
     ///
     /// # Errors
@@ -57,7 +62,7 @@ impl Dump {
 }
 
 /// A struct page layout a dump can be made of (the 64- and 72-byte layouts).
-trait DumpLayout: StructPage {
+pub(crate) trait DumpLayout: StructPage {
     fn owned(memmap: OwnedMemmap<Self>, len: usize) -> DumpBytes;
 }
 
@@ -125,12 +130,12 @@ impl ZoneDeviceDump {
     }
 }
 
-fn invalid(e: impl std::fmt::Display) -> DumpError {
+pub(crate) fn invalid(e: impl std::fmt::Display) -> DumpError {
     DumpError::Input(e.to_string())
 }
 
 /// An `io::Error` of mapping storage: `InvalidInput` is the library refusing the parameters.
-fn map_error(what: String) -> impl FnOnce(std::io::Error) -> DumpError {
+pub(crate) fn map_error(what: String) -> impl FnOnce(std::io::Error) -> DumpError {
     move |e| {
         if e.kind() == std::io::ErrorKind::InvalidInput {
             DumpError::Input(format!("{what}: {e}"))

@@ -218,6 +218,23 @@ impl<P: StructPage> Buddy<'_, '_, P> {
         }
     }
 
+    /// Takes the free block at `pfn` (of this zone) off its list; its order, or `None` when no
+    /// free block starts there.
+    pub(super) fn take(&mut self, pfn: u64) -> Option<u32> {
+        if !self.is_buddy(pfn) {
+            return None;
+        }
+        let l = self.m.layout();
+        let f = self.m.read(pfn).flags();
+        if l.zone(f) != self.z.zone || l.node(f) != self.z.nid {
+            return None;
+        }
+        let order = self.order_of(pfn);
+        let mt = self.mt(pfn);
+        self.del(pfn, order, mt);
+        Some(order)
+    }
+
     /// `undo_isolate_page_range(start, end, MIGRATE_MOVABLE)`.
     pub(super) fn undo_isolate_page_range(&mut self, start: u64, end: u64) {
         let pb = self.m.config().pageblock_nr_pages();
@@ -253,8 +270,9 @@ impl<P: StructPage> Buddy<'_, '_, P> {
             }
             Some(order) => {
                 self.set_mt(pfn, MigrateType::Movable);
-                // __putback_isolated_page(page, order, MIGRATE_MOVABLE)
-                self.free_one(pfn, order, MigrateType::Movable, false);
+                // __putback_isolated_page(page, order, MIGRATE_MOVABLE): "Return isolated page
+                // to tail of freelist" (FPI_TO_TAIL).
+                self.free_one(pfn, order, MigrateType::Movable, true);
             }
         }
     }

@@ -19,17 +19,17 @@
 //!    takes the block off the list and frees its halves again (the first becomes a MOVABLE
 //!    order-9 block, the second stays isolated); the second pageblock then finds its head free
 //!    with a MOVABLE buddy, takes it off its list with `__isolate_free_page()` (`list_del()`:
-//!    `LIST_POISON1`/`LIST_POISON2` in its `lru`) and frees it again, which merges the block
-//!    back to `MAX_PAGE_ORDER` at the **head** of the free list. Before 6.10,
-//!    `move_freepages_block()` moves each block to the **tail** of the MOVABLE list and nothing
-//!    is poisoned.
+//!    `LIST_POISON1`/`LIST_POISON2` in its `lru`) and frees it again
+//!    (`__putback_isolated_page()`, to the tail of the list), which merges the block back to
+//!    `MAX_PAGE_ORDER`. Before 6.10, `move_freepages_block()` moves each block to the tail of
+//!    the MOVABLE list and nothing is poisoned.
 //!
 //! So a hot-added range onlined on 6.10+ holds, in every `MAX_PAGE_ORDER` block: the head as a
 //! free buddy (`PGTY_buddy`, the order in `private`, `lru` linked into the zone's free list),
 //! `LIST_POISON1`/`LIST_POISON2` in `lru` of the struct page at `head + pageblock_nr_pages`, and
 //! every other struct page as `__init_single_page()` left it with `_refcount` 0; all pageblocks
-//! MOVABLE; the blocks on the free list in descending pfn order (each memory block's blocks are
-//! pushed in front of the earlier ones'). The free-list algorithm itself is
+//! MOVABLE; the blocks on the free list in ascending pfn order (each block goes to the tail), as
+//! in every release the oracle compared (Linux 7.2: a 256 MiB DIMM onlined into ZONE_NORMAL). The free-list algorithm itself is
 //! `mm/page_alloc.c`'s, run on the struct pages ([`buddy`]), so other ranges (a start that is
 //! only pageblock-aligned, as with `memmap_on_memory`) get what the kernel's rules give them.
 //!
@@ -146,6 +146,11 @@ pub enum HotplugError {
     },
     /// The [`HotplugZone`] was made for another configuration than the memmap's.
     ZoneConfigMismatch,
+    /// [`take_free_block`]: no free block starts at the pfn.
+    NotFree {
+        /// The pfn.
+        pfn: u64,
+    },
 }
 
 impl fmt::Display for HotplugError {
@@ -165,6 +170,7 @@ impl fmt::Display for HotplugError {
             HotplugError::ZoneConfigMismatch => {
                 f.write_str("the hotplug zone was made for another kernel configuration")
             }
+            HotplugError::NotFree { pfn } => write!(f, "no free block starts at pfn {pfn:#x}"),
         }
     }
 }
@@ -441,6 +447,31 @@ pub fn online_pages<P: StructPage, H: InitHooks>(
     b.undo_isolate_page_range(start_pfn, end);
     zone.present_pages += nr_pages;
     Ok(report)
+}
+
+/// Takes the free block that starts at `pfn` off its free list, as an allocation that takes a
+/// whole free block does first (`__rmqueue_smallest()` → `del_page_from_free_list()`:
+/// `LIST_POISON1/2` in its `lru`, no buddy type, `private` 0); returns its order. What the
+/// block's struct pages hold after that depends on what the allocation did with them; the
+/// kernel-oracle uses this for the blocks a guest allocated from after onlining, whose
+/// struct pages it leaves out of the comparison while their neighbours on the list must still
+/// link around them.
+///
+/// # Errors
+///
+/// [`HotplugError::NotFree`] when no free block of `zone` starts at `pfn` (nothing changes),
+/// [`HotplugError::ZoneConfigMismatch`].
+pub fn take_free_block<P: StructPage>(
+    memmap: &mut Memmap<'_, P>,
+    zone: &mut HotplugZone,
+    pfn: u64,
+) -> Result<u32, HotplugError> {
+    if *memmap.config() != zone.cfg {
+        return Err(HotplugError::ZoneConfigMismatch);
+    }
+    let split = zone.cfg.behaviour().free_splits_pageblocks;
+    let mut b = buddy::Buddy { m: memmap, z: zone, split };
+    b.take(pfn).ok_or(HotplugError::NotFree { pfn })
 }
 
 /// `memmap_init_range()`'s body for one hot-added pfn: `__init_single_page()`,

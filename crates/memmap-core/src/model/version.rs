@@ -158,10 +158,8 @@ pub struct Behaviour {
     /// (`__isolate_free_page()`, a `list_del()` that leaves `LIST_POISON1/2` in its `lru`) to
     /// free it again and let it merge: 6.10, Johannes Weiner's "mm: page_isolation: prepare
     /// for hygienic freelists". What memory hotplug leaves in the struct pages of a range it
-    /// onlines depends on it ([`crate::hotplug`]): since then the second pageblock of every
-    /// `MAX_PAGE_ORDER` block holds the list poison and the blocks sit on the free list in
-    /// descending pfn order; before, no poison and ascending order (`move_freepages_block()`
-    /// moves each block to the list's tail).
+    /// onlines depends on it ([`crate::hotplug`]): since then the struct page at the second
+    /// pageblock of every `MAX_PAGE_ORDER` block holds the list poison; before, nothing does.
     pub free_splits_pageblocks: bool,
 }
 
