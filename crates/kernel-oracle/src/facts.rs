@@ -52,6 +52,10 @@ pub struct Folio {
     pub order: u32,
     /// Node.
     pub nid: u32,
+    /// Position on the node's hstate free list (0: first after `h->hugepage_freelists[nid]`),
+    /// read from the heads' `lru` links in the guest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_pos: Option<u32>,
 }
 
 /// A pfn range whose struct pages were dumped.

@@ -368,7 +368,7 @@ mod tests {
             hstate: None,
             hvo: None,
             boot: None,
-            folio: Some(Folio { head_pfn: start, order, nid: 0 }),
+            folio: Some(Folio { head_pfn: start, order, nid: 0, list_pos: None }),
             online_type: None,
             memory_block_pages: None,
             allocated_blocks: Vec::new(),

@@ -242,7 +242,20 @@ pub fn hugetlb_spec(facts: &Facts) -> Result<Spec> {
     if runtime {
         head.push("--runtime".into());
     }
+    // The folios where the kernel put them, in its free-list order, when the guest's links
+    // told it (every folio has its position).
+    let mut placed: Vec<(u64, u32, u32)> =
+        hs.iter().filter_map(|r| r.folio.and_then(|f| Some((f.head_pfn, f.nid, f.list_pos?)))).collect();
+    if placed.len() == hs.len() {
+        placed.sort_by_key(|&(_, nid, pos)| (nid, pos));
+        for &(pfn, nid, _) in &placed {
+            head.extend(["--place".into(), format!("{pfn:#x}@{nid}")]);
+        }
+    } else {
+        placed.clear();
+    }
     let dump = HugetlbDump {
+        placed: placed.iter().map(|&(p, n, _)| (p, n)).collect(),
         config,
         layout72: false,
         hstate,

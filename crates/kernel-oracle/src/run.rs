@@ -293,6 +293,43 @@ fn find_hugetlb(qmp: &mut Qmp, base: u64, ram: &[(u64, u64)], order: u32, tmp: &
     Ok(heads)
 }
 
+/// Sets each hugetlb folio's position on its node's free list from the heads' `lru.next`
+/// links (`blobs[i]` holds region `i`'s struct pages): the first folio is the one whose
+/// `lru.prev` is no other folio's head. Leaves them unset for a node whose links do not form
+/// one chain through all its folios.
+pub fn free_list_positions(regions: &mut [Region], blobs: &[Vec<u8>], vbase: u64) {
+    let lru_pfn = |v: u64| {
+        let rel = v.wrapping_sub(vbase).wrapping_sub(8);
+        (rel % STRUCT_PAGE == 0).then_some(rel / STRUCT_PAGE)
+    };
+    let nids: std::collections::BTreeSet<u32> =
+        regions.iter().filter_map(|r| r.folio.map(|f| f.nid)).collect();
+    for nid in nids {
+        let idx: Vec<usize> =
+            (0..regions.len()).filter(|&i| regions[i].folio.is_some_and(|f| f.nid == nid)).collect();
+        let of = |pfn: Option<u64>| idx.iter().copied().find(|&i| Some(regions[i].start_pfn) == pfn);
+        let first: Vec<usize> =
+            idx.iter().copied().filter(|&i| of(lru_pfn(word(&blobs[i], 16))).is_none()).collect();
+        let [mut at] = first[..] else { continue };
+        let mut chain = vec![at];
+        while let Some(next) = of(lru_pfn(word(&blobs[at], 8))) {
+            if chain.contains(&next) {
+                break;
+            }
+            chain.push(next);
+            at = next;
+        }
+        if chain.len() != idx.len() {
+            continue;
+        }
+        for (pos, i) in chain.into_iter().enumerate() {
+            if let Some(f) = regions[i].folio.as_mut() {
+                f.list_pos = Some(pos as u32);
+            }
+        }
+    }
+}
+
 /// `MAX_PAGE_ORDER` of x86-64.
 pub const MAX_PAGE_ORDER: u32 = 10;
 
@@ -357,17 +394,11 @@ fn flags_node_zone(flags: u64, layout: (u32, u32, u32)) -> (u32, u32) {
 ///
 /// QEMU or the guest fails, or the regions cannot be found or read.
 pub fn run(kernel: &Kernel, sc: &Scenario, opts: &RunOptions) -> Result<Facts> {
-    if kernel.spec.arch != sc.arch {
-        bail!(
-            "configuration {} is for {:?}, kernel {} is {:?}",
-            sc.name,
-            sc.arch,
-            kernel.spec.id,
-            kernel.spec.arch
-        );
+    if kernel.arch != sc.arch {
+        bail!("configuration {} is for {:?}, kernel {} is {:?}", sc.name, sc.arch, kernel.id, kernel.arch);
     }
     let started = Instant::now();
-    let mut workdir = crate::files::WorkDir::new(&opts.cache, &format!("{}-{}", kernel.spec.id, sc.name))?;
+    let mut workdir = crate::files::WorkDir::new(&opts.cache, &format!("{}-{}", kernel.id, sc.name))?;
     let work = workdir.path().to_path_buf();
     let base = initramfs::base(kernel, &opts.cache)?;
     let initrd = work.join("initrd.img");
@@ -409,7 +440,10 @@ fn collect(
     let block = |n: &str| console.block(n).unwrap_or_default();
     let kconfig = kernel::kconfig_symbols(&kernel.config)?;
     let layout = node_zone_layout(&kconfig);
-    let mut sysmap = SystemMap::load(&kernel.system_map)?;
+    let mut sysmap = match &kernel.system_map {
+        Some(p) => SystemMap::load(p)?,
+        None => SystemMap::default(),
+    };
     if sysmap.len() < 1000 {
         sysmap = SystemMap::parse(&block("kallsyms"));
     }
@@ -548,7 +582,7 @@ fn collect(
                 hstate: Some(if order == 18 { "1G" } else { "2M" }.into()),
                 hvo: Some(h.hvo),
                 boot: Some(h.boot),
-                folio: Some(Folio { head_pfn: head, order, nid: fnid }),
+                folio: Some(Folio { head_pfn: head, order, nid: fnid, list_pos: None }),
                 online_type: None,
                 memory_block_pages: None,
                 allocated_blocks: Vec::new(),
@@ -558,6 +592,7 @@ fn collect(
             });
             blobs.push(bytes);
         }
+        free_list_positions(&mut regions, &blobs, vbase);
     }
 
     if let Some(hp) = sc.hotplug {
@@ -652,11 +687,11 @@ fn collect(
         format: FORMAT,
         config: sc.name.into(),
         kernel: KernelFacts {
-            id: kernel.spec.id.into(),
+            id: kernel.id.clone(),
             release: block("release").trim().into(),
             version: block("version").trim().into(),
-            suite: kernel.spec.suite.into(),
-            arch: kernel.spec.arch.debian().into(),
+            suite: kernel.suite.clone(),
+            arch: kernel.arch.debian().into(),
             packages: kernel.packages.clone(),
             kconfig,
         },

@@ -136,6 +136,10 @@ pub const SCENARIOS: &[Scenario] = &[
     pmem("devdax-1g-dev", "2G!4G", 4096, dd("dev", "1G")),
     huge("hugetlb-2m-hvo-off", 1024, h(2048, 4, false, false)),
     huge("hugetlb-2m-hvo-on", 1024, h(2048, 4, false, true)),
+    // 64 boot-time 2 MiB pages (`hugepagesz=2M hugepages=64`): they come from the buddy
+    // allocator (`alloc_pool_huge_folio()`), not from memblock as gigantic pages do.
+    huge("hugetlb-2m-boot-hvo-off", 1024, h(2048, 64, true, false)),
+    huge("hugetlb-2m-boot-hvo-on", 1024, h(2048, 64, true, true)),
     huge("hugetlb-1g-hvo-off", 5120, h(1 << 20, 2, true, false)),
     huge("hugetlb-1g-hvo-on", 5120, h(1 << 20, 2, true, true)),
     // Two nodes: node 0 is [0, 2G) + [4G, 6G), node 1 is [6G, 9G). One 1 GiB page per node

@@ -405,6 +405,11 @@ struct DumpHugetlbArgs {
     /// shared tail page of HVO is then a fresh zeroed page.
     #[arg(long)]
     runtime: bool,
+    /// Put a folio's head at PFN (on node NID, default 0): `PFN[@NID]`, repeatable, grouped
+    /// by node, each node's in free-list order (the first is first on the list). Replaces
+    /// --count and --nodes' packed layout.
+    #[arg(long, value_name = "PFN[@NID]", value_parser = placed_folio)]
+    place: Vec<(u64, u32)>,
     #[command(flatten)]
     common: DumpCommon,
 }
@@ -438,6 +443,12 @@ struct DumpZoneDeviceArgs {
     boot_memory_end: u64,
     #[command(flatten)]
     common: DumpCommon,
+}
+
+/// `PFN[@NID]` of `dump hugetlb --place`.
+fn placed_folio(s: &str) -> Result<(u64, u32), String> {
+    let (p, n) = s.split_once('@').unwrap_or((s, "0"));
+    Ok((pfn(p)?, n.parse().map_err(|e| format!("node {n:?}: {e}"))?))
 }
 
 /// The configuration a dump models: the preset, with the `.config` and the release applied.
@@ -593,6 +604,7 @@ where
             let config = dump_config(c)?;
             let opts = HugetlbDump {
                 runtime: a.runtime,
+                placed: a.place.clone(),
                 zone: a.zone.unwrap_or(config.zone_device().saturating_sub(2)),
                 config,
                 layout72: c.layout == 72,
