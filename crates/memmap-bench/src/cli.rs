@@ -29,7 +29,7 @@ use crate::memory::{self, MemInfo};
 use crate::report::{REPORT_FORMAT, Report};
 use crate::scenarios::{self, CatalogEntry, Common, Context, Scenario, Setup, zone_device};
 use crate::size::{PAGE_SIZE, SizeError, parse_pages};
-use memmap_dump::diff::{DiffError, diff_dumps};
+use memmap_dump::diff::{DiffError, diff_dumps_report};
 use memmap_dump::{
     DumpError, HugetlbDump, MAX_USER_FILE_BYTES, NewFile, OutputDir, ZoneDeviceDump, open_dump,
 };
@@ -194,12 +194,16 @@ enum Command {
         #[command(subcommand)]
         kind: DumpKind,
     },
-    /// Compare two dumps: prints the first differing pfn and field; exit status 1 if they differ.
+    /// Compare two dumps: differing struct pages by field and by role with examples, the
+    /// pageblocks and the hook counts; exit status 1 if they differ.
     Diff {
         /// First dump directory.
         a: PathBuf,
         /// Second dump directory.
         b: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -507,8 +511,8 @@ pub enum Invocation {
     DumpHugetlb(HugetlbDump, PathBuf, bool),
     /// `dump hotplug`.
     DumpHotplug(memmap_dump::HotplugDump, PathBuf, bool),
-    /// `diff A B`.
-    Diff(PathBuf, PathBuf),
+    /// `diff A B [--json]`.
+    Diff(PathBuf, PathBuf, bool),
 }
 
 /// Why a command line was refused.
@@ -645,7 +649,7 @@ where
             memory::check("the dump", &need, info).map_err(|e| usage(e.to_string()))?;
             Ok(Invocation::DumpHotplug(opts, c.out.clone(), c.force))
         }
-        Some(Command::Diff { a, b }) => Ok(Invocation::Diff(a, b)),
+        Some(Command::Diff { a, b, json }) => Ok(Invocation::Diff(a, b, json)),
     }
 }
 
@@ -773,15 +777,19 @@ pub fn execute(inv: Invocation) -> ExitCode {
                 .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
             dumped(r, &dir, None)
         }
-        Invocation::Diff(a, b) => {
+        Invocation::Diff(a, b, json) => {
             let opened = open_dump(&a).and_then(|da| open_dump(&b).map(|db| (da, db)));
             let (mut da, mut db) = match opened {
                 Ok(p) => p,
                 Err(e) => return fail(&e, e.exit_code()),
             };
-            match diff_dumps(&mut da, &mut db) {
+            match diff_dumps_report(&mut da, &mut db) {
                 Ok(r) => {
-                    println!("{r}");
+                    if json {
+                        println!("{}", r.to_json());
+                    } else {
+                        print!("{r}");
+                    }
                     ExitCode::from(r.exit_code())
                 }
                 Err(e @ (DiffError::Incomparable(_) | DiffError::Read(_))) => fail(&e, 2),
