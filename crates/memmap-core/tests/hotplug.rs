@@ -138,6 +138,8 @@ fn before_6_10_blocks_go_to_the_tail_unpoisoned() {
     let p = m.read(base + 0x200);
     assert_eq!(p.lru_next(), m.vaddr(base + 0x200) + 8);
     assert_eq!(m.layout().zone(p.flags()), 3);
+    // 6.1's page_type encoding: ~PG_buddy.
+    assert_eq!(m.read(base).page_type(), 0xffff_ff7f);
 }
 
 #[test]

@@ -680,7 +680,8 @@ mod tests {
         assert!(matches!(r.summary, DiffResult::Differs { pfn: 0x100001, differing_pages: 7, .. }));
         let text = r.to_string();
         assert!(
-            text.contains("role tail: 5 struct page(s)") && text.contains("pageblocks: 1 MOVABLE only in A (0x100400)"),
+            text.contains("role tail: 5 struct page(s)")
+                && text.contains("pageblocks: 1 MOVABLE only in A (0x100400)"),
             "{text}"
         );
         let j = r.to_json();

@@ -23,6 +23,13 @@ pub(crate) const LIST_POISON1: u64 = 0xdead_0000_0000_0100;
 /// `LIST_POISON2` (`0x122 + POISON_POINTER_DELTA`).
 pub(crate) const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
 
+/// `page_type` of a free block's head: `PGTY_buddy << 24` from 6.12, `~PG_buddy`
+/// (`0xffffff7f`) before ([`Behaviour::page_type_top_byte`](crate::Behaviour::page_type_top_byte)).
+#[must_use]
+pub fn buddy_page_type(cfg: &crate::KernelConfig) -> u32 {
+    if cfg.behaviour().page_type_top_byte { PageType::word(PageType::BUDDY) } else { 0xffff_ff7f }
+}
+
 /// The zone's free lists over the memmap.
 pub(super) struct Buddy<'m, 'a, P: StructPage> {
     pub(super) m: &'m mut Memmap<'a, P>,
@@ -48,9 +55,14 @@ impl<P: StructPage> Buddy<'_, '_, P> {
         self.m.write(pfn, p);
     }
 
+    /// `page_type` of a free block's head in the modelled release.
+    fn buddy_type(&self) -> u32 {
+        buddy_page_type(self.m.config())
+    }
+
     /// `PageBuddy(pfn_to_page(pfn))`; a pfn outside the memmap is no free block.
     fn is_buddy(&self, pfn: u64) -> bool {
-        self.m.contains(pfn) && self.m.read(pfn).page_type() == PageType::word(PageType::BUDDY)
+        self.m.contains(pfn) && self.m.read(pfn).page_type() == self.buddy_type()
     }
 
     /// `buddy_order(page)`.
@@ -150,7 +162,8 @@ impl<P: StructPage> Buddy<'_, '_, P> {
     /// `set_buddy_order()`: the order in `private`, `__SetPageBuddy()`.
     fn set_buddy_order(&mut self, pfn: u64, order: u32) {
         self.set_word(pfn, offsets::PRIVATE, u64::from(order));
-        self.set_u32(pfn, offsets::PAGE_TYPE, PageType::word(PageType::BUDDY));
+        let t = self.buddy_type();
+        self.set_u32(pfn, offsets::PAGE_TYPE, t);
     }
 
     /// `buddy_merge_likely()`: the block that a merge would make has a free buddy.

@@ -54,6 +54,8 @@
 
 mod buddy;
 
+pub use buddy::buddy_page_type;
+
 use core::fmt;
 
 use crate::InitError;

@@ -68,6 +68,7 @@ impl KernelVersion {
             zone_device_early_sections: self.at_least(KernelVersion::V7_2),
             deferred_job_per_zone: self.at_least(KernelVersion::V6_18),
             free_splits_pageblocks: self.at_least(KernelVersion::V6_10),
+            page_type_top_byte: self.at_least(KernelVersion::V6_12),
         }
     }
 
@@ -161,6 +162,12 @@ pub struct Behaviour {
     /// onlines depends on it ([`crate::hotplug`]): since then the struct page at the second
     /// pageblock of every `MAX_PAGE_ORDER` block holds the list poison; before, nothing does.
     pub free_splits_pageblocks: bool,
+    /// `page_type` holds the type in its top byte (`PGTY_buddy << 24` = `0xf0000000` for a free
+    /// block's head), Matthew Wilcox's page_type rework; before, the types were cleared bits of
+    /// `PAGE_TYPE_BASE` (`0xf0000000`): a free block's head held `~PG_buddy` = `0xffffff7f`.
+    /// **oracle**: 6.1 has the old encoding, 6.12 the new; the model switches at 6.12, the first
+    /// release it compared with the new one.
+    pub page_type_top_byte: bool,
 }
 
 #[cfg(test)]
