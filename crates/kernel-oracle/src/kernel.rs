@@ -576,6 +576,57 @@ mod tests {
     }
 
     #[test]
+    fn a_kernel_by_path_is_read_from_its_image_modules_and_config() {
+        let dir = tempfile::Builder::new().prefix("oracle-kernel-path-").tempdir().unwrap();
+        let d = dir.path();
+        // A bzImage setup header: "HdrS" at 0x202, kernel_version at 0x20e (offset from 0x200).
+        let mut img = vec![0u8; 0x400];
+        img[0x202..0x206].copy_from_slice(b"HdrS");
+        img[0x20e..0x210].copy_from_slice(&0x100u16.to_le_bytes());
+        let v = b"7.3.0-rc1-patched (me@host) #1 SMP\0";
+        img[0x300..0x300 + v.len()].copy_from_slice(v);
+        std::fs::write(d.join("bzImage"), &img).unwrap();
+        std::fs::write(d.join(".config"), "CONFIG_NODES_SHIFT=10\n").unwrap();
+        let m = d.join("lib/modules/7.3.0-rc1-patched/kernel/drivers");
+        for sub in ["nvdimm", "dax"] {
+            std::fs::create_dir_all(m.join(sub)).unwrap();
+        }
+        let wanted = crate::initramfs::modules(Arch::Amd64);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, b"\x7fELF module").unwrap();
+        let gz = gz.finish().unwrap();
+        for (i, w) in wanted.iter().enumerate().skip(1) {
+            let (sub, name) = w.split_once('/').unwrap();
+            if i % 2 == 0 {
+                std::fs::write(m.join(sub).join(format!("{name}.ko.gz")), &gz).unwrap();
+            } else {
+                std::fs::write(m.join(sub).join(format!("{name}.ko")), b"\x7fELF plain").unwrap();
+            }
+        }
+        // libnvdimm is missing: the error names it and nothing else.
+        let e = from_paths(&d.join("bzImage"), &d.join("lib"), &d.join(".config"), None, None).unwrap_err();
+        let text = format!("{e:#}");
+        assert!(text.contains("libnvdimm") && !text.contains("nd_pmem"), "{text}");
+        std::fs::write(m.join("nvdimm/libnvdimm.ko"), b"\x7fELF").unwrap();
+        let k = from_paths(&d.join("bzImage"), &d.join("lib"), &d.join(".config"), None, None).unwrap();
+        assert_eq!(
+            (k.release.as_str(), k.arch, k.id.as_str()),
+            ("7.3.0-rc1-patched", Arch::Amd64, "path-7.3.0-rc1-patched")
+        );
+        assert_eq!(k.modules.len(), wanted.len());
+        assert_eq!(module_bytes(&k.modules["nd_btt"]).unwrap(), b"\x7fELF plain");
+        assert_eq!(module_bytes(&k.modules["nd_e820"]).unwrap(), b"\x7fELF module");
+        // Not a kernel image; a missing config.
+        assert!(
+            format!("{:#}", image_release(&d.join(".config")).unwrap_err()).contains("not a kernel image")
+        );
+        assert!(from_paths(&d.join("bzImage"), &d.join("lib"), &d.join("nope"), None, None).is_err());
+        assert!(
+            from_paths(&d.join("bzImage"), &d.join("lib"), &d.join(".config"), None, Some("../x")).is_err()
+        );
+    }
+
+    #[test]
     fn unknown_kernels_are_an_error() {
         assert!(spec("9.9-amd64").is_err());
         assert_eq!(spec("6.12-amd64").map(|k| k.suite).ok(), Some("bookworm-backports"));
