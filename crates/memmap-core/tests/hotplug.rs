@@ -147,24 +147,32 @@ fn bad_ranges_are_typed_errors_and_write_nothing() {
     let cfg = KernelConfig::X86_64;
     let (base, nr) = (0x100000u64, 0x8000u64);
     let mut st = Storage::<Page64>::new(&cfg, base, nr);
-    let mut m = Memmap::new(cfg, base, &mut st.pages, &mut st.pageblocks).unwrap();
-    let mut zone = HotplugZone::for_target(&cfg, 0, HotplugTarget::Normal).unwrap();
-    let o = OnlineOptions::new(Strategy::Streaming);
-    let mut h = memmap_core::NoHooks;
-    assert!(matches!(
-        online_pages(&mut m, &mut zone, base + 1, nr - 1, &o, &mut h),
-        Err(HotplugError::Misaligned { .. })
-    ));
-    assert!(matches!(
-        online_pages(&mut m, &mut zone, base, 512, &o, &mut h),
-        Err(HotplugError::Misaligned { .. })
-    ));
-    assert!(matches!(online_pages(&mut m, &mut zone, base, 2 * nr, &o, &mut h), Err(HotplugError::Init(_))));
-    assert_eq!(online_pages(&mut m, &mut zone, base, 0, &o, &mut h).map(|r| r.chunks), Ok(0));
-    let mut other = HotplugZone::for_target(&KernelConfig::X86_64_6_12, 0, HotplugTarget::Normal).unwrap();
-    assert_eq!(online_pages(&mut m, &mut other, base, nr, &o, &mut h), Err(HotplugError::ZoneConfigMismatch));
-    assert!(matches!(HotplugZone::new(&cfg, 0, cfg.zone_device()), Err(HotplugError::BadZone { .. })));
-    drop(m);
+    {
+        let mut m = Memmap::new(cfg, base, &mut st.pages, &mut st.pageblocks).unwrap();
+        let mut zone = HotplugZone::for_target(&cfg, 0, HotplugTarget::Normal).unwrap();
+        let o = OnlineOptions::new(Strategy::Streaming);
+        let mut h = memmap_core::NoHooks;
+        assert!(matches!(
+            online_pages(&mut m, &mut zone, base + 1, nr - 1, &o, &mut h),
+            Err(HotplugError::Misaligned { .. })
+        ));
+        assert!(matches!(
+            online_pages(&mut m, &mut zone, base, 512, &o, &mut h),
+            Err(HotplugError::Misaligned { .. })
+        ));
+        assert!(matches!(
+            online_pages(&mut m, &mut zone, base, 2 * nr, &o, &mut h),
+            Err(HotplugError::Init(_))
+        ));
+        assert_eq!(online_pages(&mut m, &mut zone, base, 0, &o, &mut h).map(|r| r.chunks), Ok(0));
+        let mut other =
+            HotplugZone::for_target(&KernelConfig::X86_64_6_12, 0, HotplugTarget::Normal).unwrap();
+        assert_eq!(
+            online_pages(&mut m, &mut other, base, nr, &o, &mut h),
+            Err(HotplugError::ZoneConfigMismatch)
+        );
+        assert!(matches!(HotplugZone::new(&cfg, 0, cfg.zone_device()), Err(HotplugError::BadZone { .. })));
+    }
     assert!(st.pages.iter().all(|p| *p == Page64::ZEROED));
 }
 

@@ -47,7 +47,11 @@
 //!   * for `zone-device`: `pgmap_addr` (what `folio->pgmap` holds), `memory_type`,
 //!     `vmemmap_shift`, `altmap` (`{base_pfn, reserve, free}` or `null`),
 //!     `compound_nr_pages`, `init_start_pfn` (first PFN initialized, after the altmap),
-//!     `pages_initialized`, `pr_debug` (the kernel's debug line).
+//!     `pages_initialized`, `pr_debug` (the kernel's debug line);
+//!   * for `hotplug`: `hotplug_zone` (`normal`/`movable`) and `hotplug_zone_index`,
+//!     `memory_block_pages`, `online_pages_calls`, `chunks`, `managed_pages`,
+//!     `max_order_free_blocks` (the `MAX_PAGE_ORDER` free list in list order), `taken_blocks`,
+//!     `free_list_heads` (modelled address of each free-list head to its name).
 //!
 //! ## Writing and reading
 //!
@@ -58,8 +62,10 @@
 //! ([`read`]); [`read_user_file`] applies the same rules (regular files only, a size cap,
 //! gzip accepted) to any other file a user names, such as a kernel `.config`.
 //!
-//! [`diff`] compares two dumps; two dumps that differ in `format`, `kind`, `endianness`,
-//! `struct_page_size`, `start_pfn` or `nr_pages` cannot be compared.
+//! [`diff`] compares two dumps into a report (by field, by role, pageblocks, hooks, JSON); two
+//! dumps that differ in `format`, `kind`, `endianness`, `struct_page_size`, `start_pfn`,
+//! `nr_pages`, flags layout, flag bits or kernel release cannot be compared (the preset's name
+//! may differ).
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
