@@ -14,7 +14,7 @@
 //! by nothing else and depend on nothing the rest of the loop writes (property tests check it).
 //! What changes:
 //!
-//! * the [`phase::FALLBACK_TAILS`](crate::phase::FALLBACK_TAILS) hook brackets the whole job once per list instead of
+//! * the [`phase::FALLBACK_TAILS`] hook brackets the whole job once per list instead of
 //!   once per folio (the time is that of all the list's fallback tails);
 //! * `drains` counts one drain per streamed piece instead of one per folio;
 //! * `cond_resched` is not called by the tail init in either case;

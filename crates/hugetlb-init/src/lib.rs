@@ -30,7 +30,7 @@
 //!
 //! [`hugetlb_folio_init_tail_vmemmap`](folio::hugetlb_folio_init_tail_vmemmap) is the hot function (for a 1 GiB folio without HVO:
 //! 262,080 struct pages, 16 MiB). Its strategies, chosen by memmap-core's
-//! [`memmap_core::fill::resolve`] (so `Auto` and the fallbacks follow the same rules as
+//! [`memmap_core::FillOptions::resolve`] (so `Auto` and the fallbacks follow the same rules as
 //! ZONE_DEVICE init):
 //!
 //! * **Slow**: the kernel's loop, `__init_single_page()`, `prep_compound_tail()`,

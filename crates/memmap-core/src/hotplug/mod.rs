@@ -11,7 +11,7 @@
 //! 2. `online_pages_range()`: the range in chunks of `min(MAX_PAGE_ORDER, __ffs(pfn))` pages,
 //!    each through `generic_online_page()` → `__free_pages_core(page, order, MEMINIT_HOTPLUG)`:
 //!    `__ClearPageOffline()` and `set_page_count(0)` on every page, then `__free_pages_ok(...,
-//!    FPI_TO_TAIL)`. From 6.10 ([`Behaviour::free_splits_pageblocks`]) the free is split into
+//!    FPI_TO_TAIL)`. From 6.10 ([`Behaviour::free_splits_pageblocks`](crate::Behaviour::free_splits_pageblocks)) the free is split into
 //!    pageblocks (`split_large_buddy()`), and the second half of a `MAX_PAGE_ORDER` block merges
 //!    with the first inside the isolated pageblocks.
 //! 3. `undo_isolate_page_range(pfn, pfn + nr_pages, MIGRATE_MOVABLE)`: pageblock by pageblock,
@@ -29,8 +29,9 @@
 //! `LIST_POISON1`/`LIST_POISON2` in `lru` of the struct page at `head + pageblock_nr_pages`, and
 //! every other struct page as `__init_single_page()` left it with `_refcount` 0; all pageblocks
 //! MOVABLE; the blocks on the free list in ascending pfn order (each block goes to the tail), as
-//! in every release the oracle compared (Linux 7.2: a 256 MiB DIMM onlined into ZONE_NORMAL). The free-list algorithm itself is
-//! `mm/page_alloc.c`'s, run on the struct pages ([`buddy`]), so other ranges (a start that is
+//! in every release the oracle compared (Linux 7.2, 6.12 and 6.1: 256 MiB and 1 GiB DIMMs
+//! onlined into ZONE_NORMAL and ZONE_MOVABLE). The free-list algorithm itself is
+//! `mm/page_alloc.c`'s, run on the struct pages (the private `buddy` module), so other ranges (a start that is
 //! only pageblock-aligned, as with `memmap_on_memory`) get what the kernel's rules give them.
 //!
 //! ## The design
