@@ -10,6 +10,7 @@ use memmap_core::{
     pageblocks_needed,
 };
 use proptest::prelude::*;
+use proptest::strategy::Strategy as _;
 
 const POISON1: u64 = 0xdead_0000_0000_0100;
 const POISON2: u64 = 0xdead_0000_0000_0122;
@@ -73,6 +74,7 @@ fn run<P: StructPage>(
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "64 Ki struct pages; the property test covers the paths under Miri")]
 fn a_hot_added_dimm_holds_the_list_poison_at_the_second_pageblock_of_every_block() {
     // 256 MiB at 4 GiB, two 128 MiB memory blocks, ZONE_NORMAL, as the oracle's guests.
     let cfg = KernelConfig::X86_64;
@@ -124,6 +126,7 @@ fn a_hot_added_dimm_holds_the_list_poison_at_the_second_pageblock_of_every_block
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "32 Ki struct pages; the property test covers the paths under Miri")]
 fn before_6_10_blocks_go_to_the_tail_unpoisoned() {
     let cfg = KernelConfig::X86_64_6_12.with_version(KernelVersion::V6_1);
     let (base, nr) = (0x100000u64, 0x8000u64);
@@ -177,6 +180,15 @@ fn bad_ranges_are_typed_errors_and_write_nothing() {
 }
 
 fn configs() -> impl proptest::strategy::Strategy<Value = KernelConfig> {
+    if cfg!(miri) {
+        // 4 MiB sections (1024 struct pages): ranges Miri can run.
+        let small = |c: KernelConfig| KernelConfig { section_size_bits: 22, ..c };
+        return prop_oneof![
+            Just(small(KernelConfig::X86_64)),
+            Just(small(KernelConfig::X86_64_6_12.with_version(KernelVersion::V6_1))),
+        ]
+        .boxed();
+    }
     prop_oneof![
         Just(KernelConfig::X86_64),
         Just(KernelConfig::X86_64_6_12),
@@ -184,6 +196,7 @@ fn configs() -> impl proptest::strategy::Strategy<Value = KernelConfig> {
         Just(KernelConfig::ARM64),
         Just(KernelConfig::X86_64_CLASSIC_SPARSE),
     ]
+    .boxed()
 }
 
 proptest! {
