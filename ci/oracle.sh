@@ -53,8 +53,11 @@ $oracle fetch
 # The default set covers every resolved difference at least once on both kernels: the altmap
 # part (fsdax-dev), vmemmap dedup and early sections (devdax-2m-mem-early-section), run-time 2M
 # pages with HVO (hugetlb-2m-hvo-on), boot-time 1G pages with HVO on two nodes beside a devdax
-# range (numa2-...). The golden extracts of all 30 runs are compared by `cargo test` anyway.
-configs=${ORACLE_CONFIGS:-"fsdax-dev devdax-2m-mem-early-section hugetlb-2m-hvo-on numa2-hugetlb-1g-hvo-on-devdax-2m"}
+# range (numa2-...), memory hotplug into ZONE_NORMAL (hotplug-256m-normal: the isolation poison,
+# the free-list order, blocks allocated after onlining) and boot-time 2M pages from the buddy
+# allocator with HVO (hugetlb-2m-boot-hvo-on). The golden extracts of every run are compared by
+# `cargo test` anyway.
+configs=${ORACLE_CONFIGS:-"fsdax-dev devdax-2m-mem-early-section hugetlb-2m-hvo-on numa2-hugetlb-1g-hvo-on-devdax-2m hotplug-256m-normal hugetlb-2m-boot-hvo-on"}
 if [ "$configs" = all ]; then set -- --all; else set -- $configs; fi
 $oracle run "$@" --out target/kernel-oracle --force --golden crates/kernel-oracle/golden
 $oracle check --golden crates/kernel-oracle/golden

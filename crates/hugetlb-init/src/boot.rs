@@ -246,6 +246,51 @@ where
     gather_bootmem_prealloc(nodes, &mut records[..n], params)
 }
 
+/// The boot with the folios where the caller puts them, rather than where memblock's top-down
+/// allocation would: `records` holds each folio's head pfn, hstate and node, grouped by node in
+/// node order, each node's group in the order its free list is to hold them (the first record
+/// ends up first on `h->hugepage_freelists[nid]`). This is how a model reproduces what a
+/// kernel did with huge pages it did not take from memblock, such as boot-time 2 MiB pages,
+/// which `alloc_pool_huge_folio()` takes from the buddy allocator wherever it hands them out:
+/// the oracle learns the heads and the list order from the guest. The rest is
+/// [`memmap_init_reserved_heads`] and [`gather_bootmem_prealloc`], as in [`boot()`].
+///
+/// # Errors
+///
+/// Nothing is written on error: the node errors of [`hugetlb_bootmem_alloc`],
+/// [`HugetlbError::ZeroPages`] for no record, [`HugetlbError::RecordsNotGrouped`],
+/// [`HugetlbError::FolioOutsideNode`], [`HugetlbError::FoliosOverlap`].
+pub fn boot_placed<P, R, H>(
+    nodes: &mut [Node<'_, P, R, H>],
+    records: &mut [HugeBootmemPage],
+    params: &BootParams,
+) -> Result<BootReport, HugetlbError>
+where
+    P: StructPage,
+    R: VmemmapRemap<P> + MaybeSend,
+    H: InitHooks + MaybeSend,
+{
+    validate_nodes(nodes)?;
+    if records.is_empty() {
+        return Err(HugetlbError::ZeroPages);
+    }
+    for (i, a) in records.iter().enumerate() {
+        for b in &records[..i] {
+            if a.head_pfn < b.head_pfn + b.hstate.nr_pages() && b.head_pfn < a.head_pfn + a.hstate.nr_pages()
+            {
+                return Err(HugetlbError::FoliosOverlap { a: b.head_pfn, b: a.head_pfn });
+            }
+        }
+    }
+    validate_records(nodes, records)?;
+    for r in records.iter_mut() {
+        r.flags = 0;
+        r.outcome = crate::types::FolioOutcome::default();
+    }
+    memmap_init_reserved_heads(nodes, records)?;
+    gather_bootmem_prealloc(nodes, records, params)
+}
+
 /// `hugetlb_bootmem_alloc()` on the nodes: validates the nodes and the request and computes the
 /// `huge_bootmem_page` records (see [`crate::bootmem::alloc_bootmem_huge_pages`]). Writes no
 /// struct page. Returns the number of records.

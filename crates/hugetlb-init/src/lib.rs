@@ -142,7 +142,7 @@ pub mod hvo;
 pub mod memfd;
 mod types;
 
-pub use boot::{BootParams, BootReport, Node, NodeReport, boot};
+pub use boot::{BootParams, BootReport, Node, NodeReport, boot, boot_placed};
 pub use bootmem::{BootRequest, HugeBootmemPage, NodeSpec, PagesPerNode, ZONE_NORMAL};
 pub use hvo::{HvoFault, HvoMode, HvoParams, ModelRemap, TailPageOrigin, TailTarget, VmemmapRemap};
 #[cfg(all(feature = "std", target_os = "linux"))]

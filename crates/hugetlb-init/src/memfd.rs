@@ -638,6 +638,40 @@ impl<P: StructPage> OwnedBoot<P> {
         Ok(report)
     }
 
+    /// [`crate::boot_placed`] with `hooks(nid)` as each node's hooks: the folios of `placed`
+    /// (head, hstate, node; grouped by node, each group in free-list order) instead of a
+    /// request. A second boot first resets the vmemmaps, as [`OwnedBoot::boot`] does.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::boot_placed`], or [`BootError::Io`] when a reset failed.
+    pub fn boot_placed_with_hooks<H: InitHooks + Send>(
+        &mut self,
+        placed: &[HugeBootmemPage],
+        params: &BootParams,
+        mut hooks: impl FnMut(u32) -> H,
+    ) -> Result<BootReport, BootError> {
+        if self.dirty {
+            for v in &mut self.vmemmaps {
+                v.reset(self.poison).map_err(BootError::Io)?;
+            }
+        }
+        self.records = placed.to_vec();
+        self.dirty = true;
+        let mut nodes: Vec<Node<'_, P, MemfdRemap<'_, P>, H>> = self
+            .vmemmaps
+            .iter_mut()
+            .zip(&self.specs)
+            .map(|(v, s)| {
+                let (memmap, remap) = v.parts();
+                Node::new(*s, memmap, remap, hooks(s.nid))
+            })
+            .collect();
+        let report = crate::boot_placed(&mut nodes, &mut self.records, params)?;
+        self.reports = nodes.iter().map(|n| n.report).collect();
+        Ok(report)
+    }
+
     /// The nodes.
     #[must_use]
     pub fn specs(&self) -> &[NodeSpec] {

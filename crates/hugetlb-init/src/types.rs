@@ -121,6 +121,13 @@ pub enum HugetlbError {
         /// Head PFN.
         pfn: u64,
     },
+    /// Two folios given to [`boot_placed`](crate::boot_placed) overlap.
+    FoliosOverlap {
+        /// Head PFN of one.
+        a: u64,
+        /// Head PFN of the other.
+        b: u64,
+    },
 }
 
 impl fmt::Display for HugetlbError {
@@ -166,6 +173,7 @@ impl fmt::Display for HugetlbError {
             HugetlbError::HeadNotReserved { pfn } => {
                 write!(f, "head {pfn:#x} is not a reserved page with refcount 1")
             }
+            HugetlbError::FoliosOverlap { a, b } => write!(f, "the folios at {a:#x} and {b:#x} overlap"),
         }
     }
 }

@@ -73,6 +73,9 @@ pub enum Sym {
     Pgmap,
     /// A kernel-image address, by name.
     Kimage(String),
+    /// A direct-map address (kernel data such as `zone->free_area[]` list heads), in the
+    /// regions whose normalizer names them ([`Normalizer::direct_map`]).
+    Direct(u64),
 }
 
 impl std::fmt::Display for Sym {
@@ -109,6 +112,7 @@ impl std::fmt::Display for Sym {
             }
             Sym::Pgmap => write!(f, "PGMAP"),
             Sym::Kimage(n) => write!(f, "&{n}"),
+            Sym::Direct(a) => write!(f, "&dm:{a:#x}"),
         }
     }
 }
@@ -128,6 +132,10 @@ pub struct Normalizer {
     /// into another folio's head is read by the folio's rank (the hstate free lists), since
     /// the model packs its folios while a kernel places them where memory was free.
     pub folio_heads: Vec<(u32, u64)>,
+    /// The direct map `[start, start + size)`: pointers into it become [`Sym::Direct`] and are
+    /// matched by consistent renaming like kernel-image addresses (the free-list heads in
+    /// `struct zone` that hot-added blocks link to). `None`: such pointers stay raw values.
+    pub direct_map: Option<(u64, u64)>,
 }
 
 impl Normalizer {
@@ -149,6 +157,11 @@ impl Normalizer {
                 return Sym::FolioHead { nid, rank, off: within & !7, tag: within & 7 };
             }
             return Sym::Page { delta: target as i64 - pfn as i64, off: within & !7, tag: within & 7 };
+        }
+        if let Some((lo, size)) = self.direct_map {
+            if v >= lo && v - lo < size {
+                return Sym::Direct(v);
+            }
         }
         Sym::Raw(v)
     }
@@ -311,6 +324,10 @@ pub struct RegionResult {
     /// Struct page fields the model declares history-dependent (`stale_fields`: field name and
     /// how many struct pages), not compared.
     pub stale_fields: Vec<(String, u64)>,
+    /// hotplug: struct pages of the `MAX_PAGE_ORDER` blocks the guest allocated from after
+    /// onlining (the kernel's head is not a free block of that order; the model takes them off
+    /// its free list), not compared, nor are their pageblocks.
+    pub allocated_pages: u64,
 }
 
 /// The model's `kernel_symbols` (`"0x..."` address to name) from its `meta.json`.
@@ -383,6 +400,15 @@ fn stale_ranges_in(v: &serde_json::Value) -> Vec<(u64, u64)> {
 
 /// Compares the kernel's MOVABLE pageblocks with the model's `movable_pageblock_pfns`.
 fn compare_pageblocks(r: &Region, model_meta: &serde_json::Value) -> Option<Vec<String>> {
+    compare_pageblocks_except(r, model_meta, |_| false)
+}
+
+/// [`compare_pageblocks`] leaving out the pageblocks `skip` names.
+fn compare_pageblocks_except(
+    r: &Region,
+    model_meta: &serde_json::Value,
+    skip: impl Fn(u64) -> bool,
+) -> Option<Vec<String>> {
     let first = r.pageblock_first_pfn?;
     let model: std::collections::BTreeSet<u64> = model_meta
         .get("movable_pageblock_pfns")?
@@ -393,6 +419,9 @@ fn compare_pageblocks(r: &Region, model_meta: &serde_json::Value) -> Option<Vec<
     let mut out = Vec::new();
     for (i, &mt) in r.pageblock_migratetypes.iter().enumerate() {
         let pfn = first + i as u64 * 512;
+        if skip(pfn) {
+            continue;
+        }
         let k_movable = mt == 1;
         if k_movable != model.contains(&pfn) {
             out.push(format!(
@@ -426,12 +455,15 @@ pub fn kernel_normalizer(facts: &Facts, r: &Region) -> Normalizer {
         .filter_map(|(k, v)| Some((u64::from_str_radix(k.strip_prefix("0x")?, 16).ok()?, v.clone())))
         .collect();
     let folio_heads = facts.regions.iter().filter_map(|x| x.folio.map(|f| (f.nid, f.head_pfn))).collect();
+    // x86-64 with `nokaslr` and 4-level paging: the direct map at 0xffff888000000000, 64 TiB.
+    let direct_map = (r.kind == "hotplug").then_some((0xffff_8880_0000_0000, 1u64 << 46));
     Normalizer {
         vmemmap_base: facts.vmemmap_base,
         vmemmap_size: facts.vmemmap_size,
         pgmap: r.pgmap_addr,
         kimage,
         folio_heads,
+        direct_map,
     }
 }
 
@@ -537,12 +569,18 @@ pub fn compare_pages(
             if ks == ms {
                 continue;
             }
-            if let (Sym::Kimage(kname), Sym::Kimage(mname)) = (&ks, &ms) {
-                let taken = renames.iter().any(|(kk, mm)| mm == mname && kk != kname);
-                match renames.get(kname) {
-                    Some(partner) if partner == mname => continue,
+            let renamed = match (&ks, &ms) {
+                (Sym::Kimage(_), Sym::Kimage(_)) | (Sym::Direct(_), Sym::Direct(_)) => {
+                    Some((ks.to_string(), ms.to_string()))
+                }
+                _ => None,
+            };
+            if let Some((kname, mname)) = renamed {
+                let taken = renames.iter().any(|(kk, mm)| *mm == mname && *kk != kname);
+                match renames.get(&kname) {
+                    Some(partner) if *partner == mname => continue,
                     None if !taken => {
-                        renames.insert(kname.clone(), mname.clone());
+                        renames.insert(kname, mname);
                         continue;
                     }
                     _ => {}
@@ -880,8 +918,24 @@ pub fn compare_regions(
                     pgmap: None,
                     kimage: model_symbols(&md.meta),
                     folio_heads: folios.iter().map(|&(p, n)| (n, p)).collect(),
+                    direct_map: None,
                 };
                 (md.bytes[off..off + len].to_vec(), head, mn, md.argv.clone())
+            }
+            "hotplug" => {
+                let md = ModelDump::run(&model::hotplug_spec(facts, r)?)?;
+                let page_offset = model::kernel_config(facts)?.0.page_offset;
+                let mn = Normalizer {
+                    vmemmap_base: md.vmemmap_base,
+                    vmemmap_size: md.span(),
+                    direct_map: Some((page_offset, 1u64 << 46)),
+                    ..Normalizer::default()
+                };
+                let block = 1u64 << crate::run::MAX_PAGE_ORDER;
+                let taken = &r.allocated_blocks;
+                pageblocks =
+                    compare_pageblocks_except(r, &md.meta, |pfn| taken.contains(&(pfn & !(block - 1))));
+                (md.bytes, md.start_pfn, mn, md.argv)
             }
             other => bail!("unknown region kind {other}"),
         };
@@ -917,6 +971,43 @@ pub fn compare_regions(
                     mp.fill(0);
                     stale_pages += 1;
                 }
+            }
+        }
+        // hotplug: the blocks the guest allocated from after onlining, which the kernel's heads
+        // confirm: a head the extract holds must not be a free MAX_PAGE_ORDER block, and every
+        // other block's head must be one.
+        let mut allocated_pages = 0;
+        if r.kind == "hotplug" {
+            let order = crate::run::MAX_PAGE_ORDER;
+            let block = 1u64 << order;
+            let mut pfn = r.start_pfn.next_multiple_of(block);
+            while pfn + block <= r.start_pfn + r.nr_pages {
+                let i = (pfn - r.start_pfn) as usize;
+                let head_known = known.as_ref().is_none_or(|k| k.get(i).copied().unwrap_or(false));
+                let taken = r.allocated_blocks.contains(&pfn);
+                if head_known {
+                    let free = crate::run::is_free_block_head(&kbytes[i * SP..(i + 1) * SP], order);
+                    if free == taken {
+                        bail!(
+                            "hotplug block {pfn:#x}: the facts say {}, the kernel's head says {}",
+                            if taken { "allocated" } else { "free" },
+                            if free { "free" } else { "allocated" }
+                        );
+                    }
+                }
+                if taken {
+                    for k in i..i + block as usize {
+                        if let (Some(kp), Some(mp)) = (
+                            kbytes_cmp.get_mut(k * SP..(k + 1) * SP),
+                            mbytes_cmp.get_mut(k * SP..(k + 1) * SP),
+                        ) {
+                            kp.fill(0);
+                            mp.fill(0);
+                            allocated_pages += 1;
+                        }
+                    }
+                }
+                pfn += block;
             }
         }
         let mut stale_field_pages = Vec::new();
@@ -966,6 +1057,14 @@ pub fn compare_regions(
                 f.head_pfn,
                 f.nid
             ),
+            None if r.kind == "hotplug" => format!(
+                "hot-added pfns [{:#x}, {:#x}) {} (zone {}, node {})",
+                r.start_pfn,
+                r.start_pfn + r.nr_pages,
+                r.online_type.as_deref().unwrap_or("?"),
+                r.zone,
+                r.nid
+            ),
             None => format!(
                 "{} map={} align={} pfns [{:#x}, {:#x}) init from {:#x} (node {})",
                 r.mode.as_deref().unwrap_or("?"),
@@ -987,6 +1086,7 @@ pub fn compare_regions(
             pageblocks,
             stale_pages,
             stale_fields: stale_field_pages,
+            allocated_pages,
         });
     }
     Ok(results)
@@ -1032,6 +1132,13 @@ pub fn render(r: &DirResult, verbose: bool) -> String {
                 s,
                 "  {} struct pages the kernel leaves as they were (not compared: they hold what the memory held before)",
                 reg.stale_pages
+            );
+        }
+        if reg.allocated_pages > 0 {
+            let _ = writeln!(
+                s,
+                "  {} struct pages of blocks the guest allocated from after onlining (their heads are no free MAX_PAGE_ORDER block; not compared, the model takes the blocks off its free list)",
+                reg.allocated_pages
             );
         }
         for (field, n) in &reg.stale_fields {
@@ -1087,6 +1194,7 @@ mod tests {
             pgmap: Some(0xffff_8880_0000_1000),
             kimage: BTreeMap::new(),
             folio_heads: Vec::new(),
+            direct_map: None,
         };
         let own = 0x1005u64;
         let addr = |pfn: u64| 0xffff_ea00_0000_0000 + pfn * 64;

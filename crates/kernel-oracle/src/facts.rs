@@ -51,12 +51,16 @@ pub struct Folio {
     pub order: u32,
     /// The node id.
     pub nid: u32,
+    /// Position on the node's hstate free list (0: first after `h->hugepage_freelists[nid]`),
+    /// read from the heads' `lru` links in the guest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_pos: Option<u32>,
 }
 
 /// A pfn range whose struct pages were dumped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Region {
-    /// `zone-device` or `hugetlb`.
+    /// `zone-device`, `hugetlb` or `hotplug`.
     pub kind: String,
     /// The dump file, relative to `facts.json`.
     pub file: String,
@@ -108,6 +112,20 @@ pub struct Region {
     /// hugetlb: the folio.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub folio: Option<Folio>,
+    /// hotplug: what the guest wrote to the memory blocks' `state` (`online_kernel`,
+    /// `online_movable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub online_type: Option<String>,
+    /// hotplug: pages per memory block (`/sys/devices/system/memory/block_size_bytes`); each
+    /// block is one `online_pages()` call, in ascending order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_block_pages: Option<u64>,
+    /// hotplug: first pfns of the `MAX_PAGE_ORDER` blocks whose head the guest shows not as a
+    /// free block of that order (`PageBuddy`, order in `private`): blocks allocated from after
+    /// onlining. Their struct pages and pageblocks are not compared; the model takes them off
+    /// its free list, as the allocation did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocated_blocks: Vec<u64>,
     /// First pfn of the first pageblock overlapping the region (with `pageblock_migratetypes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pageblock_first_pfn: Option<u64>,

@@ -31,6 +31,31 @@ pub fn write_file(path: &Path, data: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Reads a binary file a user named (a kernel image, a module): a regular file (checked
+/// before it is opened, so a FIFO or device is never opened) of at most `max` bytes, read
+/// with that bound.
+///
+/// # Errors
+///
+/// Missing, not a regular file, too large, or a read error; each naming the path.
+pub fn read_binary(path: &Path, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let m = fs::metadata(path).with_context(|| format!("{}: cannot be read", path.display()))?;
+    if !m.is_file() {
+        bail!("{}: not a regular file", path.display());
+    }
+    if m.len() > max {
+        bail!("{}: {} bytes, more than the {max} this reads", path.display(), m.len());
+    }
+    let f = fs::File::open(path).with_context(|| format!("open {}", path.display()))?;
+    let mut out = Vec::new();
+    f.take(max + 1).read_to_end(&mut out).with_context(|| format!("read {}", path.display()))?;
+    if out.len() as u64 > max {
+        bail!("{}: grew past {max} bytes while read", path.display());
+    }
+    Ok(out)
+}
+
 /// Creates `root/rel` (every missing component), refusing a component below `root` that is a
 /// symbolic link or not a directory. `root` itself is the user's choice and may be a link.
 ///

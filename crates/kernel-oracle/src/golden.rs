@@ -80,6 +80,20 @@ pub fn runs_for(r: &Region) -> Vec<Run> {
         v.push((last_head, last_head + c.min(HEAD_RUN)));
     }
     v.push((end.saturating_sub(4), end));
+    if r.kind == "hotplug" {
+        // The first and the last free MAX_PAGE_ORDER block: head (with its free-list links) and
+        // the struct page one pageblock in (the list poison), and a head the guest allocated.
+        let block = 1u64 << crate::run::MAX_PAGE_ORDER;
+        let blocks = (start.next_multiple_of(block)..end).step_by(block as usize);
+        let free: Vec<u64> = blocks.filter(|b| !r.allocated_blocks.contains(b)).collect();
+        for b in [free.first(), free.last()].into_iter().flatten() {
+            v.push((b.saturating_sub(2), b + 4));
+            v.push((b + 510, b + 514));
+        }
+        if let Some(&a) = r.allocated_blocks.last() {
+            v.push((a, a + 2));
+        }
+    }
     let mut v: Vec<(u64, u64)> =
         v.into_iter().map(|(a, b)| (a.max(start), b.min(end))).filter(|(a, b)| a < b).collect();
     v.sort();
@@ -546,7 +560,10 @@ mod tests {
             hstate: None,
             hvo: None,
             boot: None,
-            folio: Some(Folio { head_pfn: start, order, nid: 0 }),
+            folio: Some(Folio { head_pfn: start, order, nid: 0, list_pos: None }),
+            online_type: None,
+            memory_block_pages: None,
+            allocated_blocks: Vec::new(),
             pageblock_first_pfn: None,
             pageblock_migratetypes: Vec::new(),
             vmemmap_gpa: Vec::new(),

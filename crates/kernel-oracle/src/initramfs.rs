@@ -118,6 +118,7 @@ block nd sh -c 'for d in /sys/bus/nd/devices/*; do for a in devtype mode resourc
 block zoneinfo sh -c 'grep -E "^Node|spanned|present|start_pfn" /proc/zoneinfo'
 block kallsyms sh -c 'echo 0 > /proc/sys/kernel/kptr_restrict; grep -E " (_text|_stext|_etext|_sdata|_edata|__bss_start|__bss_stop|_end|hstates|max_hstate|default_hstate_idx|node_states|contig_page_data|node_data|mem_section|memstart_addr)$" /proc/kallsyms'
 block dmesg dmesg
+[ -r /late.sh ] && . /late.sh
 echo "@@ready"
 while true; do sleep 3600; done
 "#;
@@ -203,15 +204,23 @@ fn ndctl_files() -> Result<Vec<(String, Vec<u8>)>> {
 /// Missing host tools or files.
 pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
     // The cache key covers everything that goes in besides the host's binaries.
+    // A kernel by path may be rebuilt under the same release: its module files' paths, sizes
+    // and modification times are part of the key too.
+    let mut stamp = String::new();
+    for (name, p) in &kernel.modules {
+        let m = fs::metadata(p).with_context(|| format!("module {name}: {}", p.display()))?;
+        let mtime = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        stamp.push_str(&format!("{name}={}:{}:{:?};", p.display(), m.len(), mtime));
+    }
     let mut key: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in INIT.bytes().chain(modules(kernel.spec.arch).concat().bytes()) {
+    for b in INIT.bytes().chain(modules(kernel.arch).concat().bytes()).chain(stamp.bytes()) {
         key = (key ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
     let path = cache.join("initramfs").join(format!("{}-{key:016x}.cpio.gz", kernel.release));
     if path.is_file() {
         return Ok(fs::read(&path)?);
     }
-    let arch = kernel.spec.arch;
+    let arch = kernel.arch;
     let mut cpio = Cpio::default();
     for d in ["bin", "sbin", "usr/bin", "usr/sbin", "proc", "sys", "dev", "tmp", "run", "etc", "mods"] {
         cpio.dir(d);
@@ -221,17 +230,9 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
     cpio.file("init", 0o755, INIT.as_bytes());
     let mut order = String::new();
     for m in modules(arch) {
-        let src = kernel.modules.join("drivers").join(format!("{m}.ko.xz"));
-        let out = std::process::Command::new("xz")
-            .arg("-dc")
-            .arg(&src)
-            .output()
-            .context("running xz (install xz-utils)")?;
-        if !out.status.success() {
-            bail!("xz -dc {} failed: {}", src.display(), String::from_utf8_lossy(&out.stderr));
-        }
         let name = m.rsplit('/').next().unwrap_or(m);
-        cpio.file(&format!("mods/{name}.ko"), 0o644, &out.stdout);
+        let src = kernel.modules.get(name).with_context(|| format!("module {name} was not found"))?;
+        cpio.file(&format!("mods/{name}.ko"), 0o644, &crate::kernel::module_bytes(src)?);
         order.push_str(name);
         order.push('\n');
     }
@@ -252,12 +253,15 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The base archive followed by an uncompressed archive holding `/scenario.sh` (the kernel
-/// unpacks concatenated archives in order).
+/// The base archive followed by an uncompressed archive holding `/scenario.sh` and, when
+/// `late` is not empty, `/late.sh` (the kernel unpacks concatenated archives in order).
 #[must_use]
-pub fn with_scenario(base: &[u8], script: &str) -> Vec<u8> {
+pub fn with_scenario(base: &[u8], script: &str, late: &str) -> Vec<u8> {
     let mut cpio = Cpio::default();
     cpio.file("scenario.sh", 0o644, script.as_bytes());
+    if !late.is_empty() {
+        cpio.file("late.sh", 0o644, late.as_bytes());
+    }
     let mut out = base.to_vec();
     out.extend_from_slice(&cpio.finish());
     out

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -61,7 +62,7 @@ pub struct KernelSpec {
 }
 
 /// Every kernel the oracle knows.
-pub const KERNELS: [KernelSpec; 3] = [
+pub const KERNELS: [KernelSpec; 4] = [
     KernelSpec {
         id: "7.2-amd64",
         suite: "sid",
@@ -75,6 +76,14 @@ pub const KERNELS: [KernelSpec; 3] = [
         suite: "bookworm-backports",
         arch: Arch::Amd64,
         image_pattern: r"^linux-image-6\.12\.[0-9]+\+deb[0-9]+-amd64$",
+        image_prefix: "linux-image-",
+        packaging: Packaging::Single,
+    },
+    KernelSpec {
+        id: "6.1-amd64",
+        suite: "bookworm",
+        arch: Arch::Amd64,
+        image_pattern: r"^linux-image-6\.1\.0-[0-9]+-amd64$",
         image_prefix: "linux-image-",
         packaging: Packaging::Single,
     },
@@ -111,24 +120,224 @@ pub struct Package {
     pub version: String,
 }
 
-/// A fetched and unpacked kernel.
+/// A kernel to boot: a fetched and unpacked Debian package ([`fetch`]) or one a user built
+/// ([`from_paths`]).
 #[derive(Debug, Clone)]
 pub struct Kernel {
-    /// Its spec.
-    pub spec: KernelSpec,
+    /// Short id used in directory names (`7.2-amd64`; `path-RELEASE` for a kernel by path).
+    pub id: String,
+    /// Where it came from: the Debian suite, or `path`.
+    pub suite: String,
+    /// Architecture.
+    pub arch: Arch,
     /// Release string (`uname -r`).
     pub release: String,
-    /// Packages it came from.
+    /// Packages it came from (none for a kernel by path).
     pub packages: Vec<Package>,
     /// The bootable image.
     pub image: PathBuf,
     /// The kernel's `.config`.
     pub config: PathBuf,
-    /// `System.map`.
-    pub system_map: PathBuf,
-    /// Root of `kernel/` in the modules tree.
-    pub modules: PathBuf,
+    /// `System.map`, if there is one (the guest's `/proc/kallsyms` names symbols otherwise).
+    pub system_map: Option<PathBuf>,
+    /// The module files the guest loads, by module name ([`find_modules`]).
+    pub modules: BTreeMap<String, PathBuf>,
 }
+
+/// Largest kernel image or module file read.
+pub const MAX_BINARY_BYTES: u64 = 256 << 20;
+
+/// Suffixes of module files, as `find_modules` looks for them.
+pub const MODULE_SUFFIXES: [&str; 4] = [".ko", ".ko.xz", ".ko.zst", ".ko.gz"];
+
+/// Finds the files of the modules `wanted` (paths like `nvdimm/libnvdimm`) below `dir`: any
+/// file named `NAME.ko`, `NAME.ko.xz`, `NAME.ko.zst` or `NAME.ko.gz` (`-` and `_` are the same
+/// in module names), preferring one under the wanted subdirectory. Symbolic links to
+/// directories are not followed.
+///
+/// # Errors
+///
+/// `dir` is not a directory, or some modules are not found (all of them are named).
+pub fn find_modules(dir: &Path, wanted: &[&str]) -> Result<BTreeMap<String, PathBuf>> {
+    if !fs::metadata(dir).is_ok_and(|m| m.is_dir()) {
+        bail!("--modules {}: not a directory", dir.display());
+    }
+    let norm = |s: &str| s.replace('-', "_");
+    let mut found: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    let mut stack = vec![(dir.to_path_buf(), 0u32)];
+    while let Some((d, depth)) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let Ok(ft) = e.file_type() else { continue };
+            let path = e.path();
+            if ft.is_dir() && depth < 12 {
+                stack.push((path, depth + 1));
+            } else if ft.is_file() || ft.is_symlink() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(base) = MODULE_SUFFIXES.iter().find_map(|s| name.strip_suffix(s)) {
+                    found.entry(norm(base)).or_default().push(path);
+                }
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    let mut missing = Vec::new();
+    for w in wanted {
+        let base = w.rsplit('/').next().unwrap_or(w);
+        let mut cands = found.get(&norm(base)).cloned().unwrap_or_default();
+        cands.sort();
+        let sub = Path::new(w).parent().unwrap_or(Path::new(""));
+        let pick =
+            cands.iter().find(|p| p.parent().is_some_and(|q| q.ends_with(sub))).or(cands.first()).cloned();
+        match pick {
+            Some(p) => {
+                out.insert(base.to_string(), p);
+            }
+            None => missing.push(base.to_string()),
+        }
+    }
+    if !missing.is_empty() {
+        bail!(
+            "--modules {}: no file for module(s) {} (looked for NAME{} below it)",
+            dir.display(),
+            missing.join(", "),
+            MODULE_SUFFIXES.join(", NAME")
+        );
+    }
+    Ok(out)
+}
+
+/// The bytes of a module file, decompressed by its suffix (`xz`, `zstd`, gzip in process;
+/// `.ko` as it is). Only a regular file of at most [`MAX_BINARY_BYTES`] is read.
+///
+/// # Errors
+///
+/// Not a regular file, too large, or the decompressor fails (named).
+pub fn module_bytes(path: &Path) -> Result<Vec<u8>> {
+    let raw = crate::files::read_binary(path, MAX_BINARY_BYTES)?;
+    let name = path.to_string_lossy();
+    let via = |tool: &str, pkg: &str| -> Result<Vec<u8>> {
+        let out = std::process::Command::new(tool)
+            .arg("-dc")
+            .arg(path)
+            .output()
+            .with_context(|| format!("running {tool} (install {pkg})"))?;
+        if !out.status.success() {
+            bail!("{tool} -dc {} failed: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+        }
+        if out.stdout.len() as u64 > MAX_BINARY_BYTES {
+            bail!("{}: more than {MAX_BINARY_BYTES} bytes decompressed", path.display());
+        }
+        Ok(out.stdout)
+    };
+    if name.ends_with(".ko.xz") {
+        via("xz", "xz-utils")
+    } else if name.ends_with(".ko.zst") {
+        via("zstd", "zstd")
+    } else if name.ends_with(".ko.gz") {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&raw[..])
+            .take(MAX_BINARY_BYTES + 1)
+            .read_to_end(&mut out)
+            .with_context(|| format!("gunzip {}", path.display()))?;
+        if out.len() as u64 > MAX_BINARY_BYTES {
+            bail!("{}: more than {MAX_BINARY_BYTES} bytes decompressed", path.display());
+        }
+        Ok(out)
+    } else {
+        Ok(raw)
+    }
+}
+
+/// The architecture and release of a kernel image: an x86 bzImage (the setup header's
+/// `kernel_version` string, whose first word is `uname -r`) or an arm64 `Image` (plain or
+/// gzip, its `Linux version RELEASE` banner).
+///
+/// # Errors
+///
+/// The file is not a regular file, too large, or neither format (the error says which were
+/// tried).
+pub fn image_release(image: &Path) -> Result<(Arch, String)> {
+    let raw = crate::files::read_binary(image, MAX_BINARY_BYTES)?;
+    if raw.len() > 0x210 && &raw[0x202..0x206] == b"HdrS" {
+        let off = usize::from(u16::from_le_bytes([raw[0x20e], raw[0x20f]])) + 0x200;
+        let text = raw.get(off..(off + 256).min(raw.len())).unwrap_or_default();
+        let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
+        let release =
+            String::from_utf8_lossy(&text[..end]).split_whitespace().next().unwrap_or("").to_string();
+        if release.is_empty() {
+            bail!("{}: a bzImage without a kernel_version string", image.display());
+        }
+        return Ok((Arch::Amd64, release));
+    }
+    let plain = if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&raw[..])
+            .take(MAX_BINARY_BYTES + 1)
+            .read_to_end(&mut out)
+            .with_context(|| format!("gunzip {}", image.display()))?;
+        out
+    } else {
+        raw
+    };
+    if plain.len() > 0x40 && &plain[0x38..0x3c] == b"ARM\x64" {
+        let banner = b"Linux version ";
+        if let Some(i) = plain.windows(banner.len()).position(|w| w == banner) {
+            let rest = &plain[i + banner.len()..(i + banner.len() + 128).min(plain.len())];
+            let end = rest.iter().position(|&b| b == b' ' || b == 0).unwrap_or(rest.len());
+            return Ok((Arch::Arm64, String::from_utf8_lossy(&rest[..end]).into_owned()));
+        }
+        bail!("{}: an arm64 Image without a `Linux version` banner", image.display());
+    }
+    bail!(
+        "{}: not a kernel image the oracle can read the release from (an x86 bzImage with the \"HdrS\" \
+         setup header, or an arm64 Image, plain or gzip)",
+        image.display()
+    )
+}
+
+/// A kernel a user built: the image (its release and architecture read from it), the
+/// directory holding its modules (compressed or not, see [`find_modules`]), its `.config`, and
+/// optionally its `System.map`. `id` names its output directories (default `path-RELEASE`).
+///
+/// # Errors
+///
+/// Whatever is missing or unreadable, by name.
+pub fn from_paths(
+    image: &Path,
+    modules: &Path,
+    config: &Path,
+    system_map: Option<&Path>,
+    id: Option<&str>,
+) -> Result<Kernel> {
+    let (arch, release) =
+        image_release(image).with_context(|| format!("--kernel-image {}", image.display()))?;
+    memmap_dump::read_user_file(config, memmap_dump::MAX_USER_FILE_BYTES)
+        .with_context(|| format!("--config {}", config.display()))?;
+    if let Some(m) = system_map {
+        memmap_dump::read_user_file(m, MAX_SYSTEM_MAP_BYTES)
+            .with_context(|| format!("--system-map {}", m.display()))?;
+    }
+    let modules = find_modules(modules, crate::initramfs::modules(arch))?;
+    let id = id.map_or_else(|| format!("path-{release}"), str::to_string);
+    if id.is_empty() || id.contains('/') || id.starts_with('.') {
+        bail!("--id {id:?}: must be a plain directory name");
+    }
+    Ok(Kernel {
+        id,
+        suite: "path".into(),
+        arch,
+        release,
+        packages: Vec::new(),
+        image: image.to_path_buf(),
+        config: config.to_path_buf(),
+        system_map: system_map.map(Path::to_path_buf),
+        modules,
+    })
+}
+
+/// Largest `System.map` read.
+pub const MAX_SYSTEM_MAP_BYTES: u64 = 64 << 20;
 
 /// Orders release strings like `7.2.13+deb14-amd64` by their numeric components.
 fn release_key(release: &str) -> Vec<u64> {
@@ -188,7 +397,18 @@ pub fn fetch(spec: KernelSpec, cache: &Path, refresh: bool) -> Result<Kernel> {
             bail!("{} is missing from the unpacked packages of {release}", p.display());
         }
     }
-    Ok(Kernel { spec, release, packages, image, config, system_map, modules })
+    let modules = find_modules(&modules, crate::initramfs::modules(spec.arch))?;
+    Ok(Kernel {
+        id: spec.id.into(),
+        suite: spec.suite.into(),
+        arch: spec.arch,
+        release,
+        packages,
+        image,
+        config,
+        system_map: Some(system_map),
+        modules,
+    })
 }
 
 /// The `.config` symbols that shape `struct page` and its initialization.
@@ -246,7 +466,9 @@ pub const KCONFIG_SYMBOLS: &[&str] = &[
 ///
 /// The file cannot be read.
 pub fn kconfig_symbols(config: &Path) -> Result<BTreeMap<String, String>> {
-    let text = fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
+    let text = memmap_dump::read_user_file(config, memmap_dump::MAX_USER_FILE_BYTES)
+        .with_context(|| format!("reading {}", config.display()))?
+        .text;
     let mut all = BTreeMap::new();
     for line in text.lines() {
         if let Some((k, v)) = line.split_once('=') {
@@ -272,7 +494,9 @@ impl SystemMap {
     ///
     /// The file cannot be read.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = memmap_dump::read_user_file(path, MAX_SYSTEM_MAP_BYTES)
+            .with_context(|| format!("reading {}", path.display()))?
+            .text;
         Ok(Self::parse(&text))
     }
 
@@ -349,6 +573,57 @@ mod tests {
         );
         assert_eq!(m.name(0xffff_ffff_83e0_0058).as_deref(), Some("hstates+0x58"));
         assert_eq!(m.name(0xffff_ffff_ffff_8001), None);
+    }
+
+    #[test]
+    fn a_kernel_by_path_is_read_from_its_image_modules_and_config() {
+        let dir = tempfile::Builder::new().prefix("oracle-kernel-path-").tempdir().unwrap();
+        let d = dir.path();
+        // A bzImage setup header: "HdrS" at 0x202, kernel_version at 0x20e (offset from 0x200).
+        let mut img = vec![0u8; 0x400];
+        img[0x202..0x206].copy_from_slice(b"HdrS");
+        img[0x20e..0x210].copy_from_slice(&0x100u16.to_le_bytes());
+        let v = b"7.3.0-rc1-patched (me@host) #1 SMP\0";
+        img[0x300..0x300 + v.len()].copy_from_slice(v);
+        std::fs::write(d.join("bzImage"), &img).unwrap();
+        std::fs::write(d.join(".config"), "CONFIG_NODES_SHIFT=10\n").unwrap();
+        let m = d.join("lib/modules/7.3.0-rc1-patched/kernel/drivers");
+        for sub in ["nvdimm", "dax"] {
+            std::fs::create_dir_all(m.join(sub)).unwrap();
+        }
+        let wanted = crate::initramfs::modules(Arch::Amd64);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, b"\x7fELF module").unwrap();
+        let gz = gz.finish().unwrap();
+        for (i, w) in wanted.iter().enumerate().skip(1) {
+            let (sub, name) = w.split_once('/').unwrap();
+            if i % 2 == 0 {
+                std::fs::write(m.join(sub).join(format!("{name}.ko.gz")), &gz).unwrap();
+            } else {
+                std::fs::write(m.join(sub).join(format!("{name}.ko")), b"\x7fELF plain").unwrap();
+            }
+        }
+        // libnvdimm is missing: the error names it and nothing else.
+        let e = from_paths(&d.join("bzImage"), &d.join("lib"), &d.join(".config"), None, None).unwrap_err();
+        let text = format!("{e:#}");
+        assert!(text.contains("libnvdimm") && !text.contains("nd_pmem"), "{text}");
+        std::fs::write(m.join("nvdimm/libnvdimm.ko"), b"\x7fELF").unwrap();
+        let k = from_paths(&d.join("bzImage"), &d.join("lib"), &d.join(".config"), None, None).unwrap();
+        assert_eq!(
+            (k.release.as_str(), k.arch, k.id.as_str()),
+            ("7.3.0-rc1-patched", Arch::Amd64, "path-7.3.0-rc1-patched")
+        );
+        assert_eq!(k.modules.len(), wanted.len());
+        assert_eq!(module_bytes(&k.modules["nd_btt"]).unwrap(), b"\x7fELF plain");
+        assert_eq!(module_bytes(&k.modules["nd_e820"]).unwrap(), b"\x7fELF module");
+        // Not a kernel image; a missing config.
+        assert!(
+            format!("{:#}", image_release(&d.join(".config")).unwrap_err()).contains("not a kernel image")
+        );
+        assert!(from_paths(&d.join("bzImage"), &d.join("lib"), &d.join("nope"), None, None).is_err());
+        assert!(
+            from_paths(&d.join("bzImage"), &d.join("lib"), &d.join(".config"), None, Some("../x")).is_err()
+        );
     }
 
     #[test]

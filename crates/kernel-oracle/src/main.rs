@@ -42,6 +42,26 @@ enum Cmd {
         /// Kernel ids (default: 7.2-amd64 and 6.12-amd64).
         #[arg(long = "kernel")]
         kernels: Vec<String>,
+        /// Boot this kernel image instead of a packaged kernel (a bzImage you built, or an
+        /// arm64 Image): its release is read from the image. Needs --modules and --config.
+        #[arg(long, value_name = "PATH", requires_all = ["modules", "config"], conflicts_with = "kernels")]
+        kernel_image: Option<PathBuf>,
+        /// With --kernel-image: the directory holding its modules (`make modules_install
+        /// INSTALL_MOD_PATH=...`'s `lib/modules/RELEASE`, or the build tree), `.ko`, `.ko.xz`,
+        /// `.ko.zst` or `.ko.gz`.
+        #[arg(long, value_name = "DIR", requires = "kernel_image")]
+        modules: Option<PathBuf>,
+        /// With --kernel-image: its `.config`.
+        #[arg(long, value_name = "FILE", requires = "kernel_image")]
+        config: Option<PathBuf>,
+        /// With --kernel-image: its `System.map` (else the guest's /proc/kallsyms names the
+        /// few kernel symbols the comparison needs).
+        #[arg(long, value_name = "FILE", requires = "kernel_image")]
+        system_map: Option<PathBuf>,
+        /// With --kernel-image: the id its output directories are named by (default
+        /// `path-RELEASE`).
+        #[arg(long, requires = "kernel_image")]
+        id: Option<String>,
         /// Output directory (`OUT/<kernel>/<config>/`; each must be new or empty).
         #[arg(long, default_value = "target/kernel-oracle")]
         out: PathBuf,
@@ -137,16 +157,43 @@ fn real_main() -> Result<()> {
                 );
             }
         }
-        Cmd::Run { configs, all, kernels, out, force, timeout, no_compare, golden: golden_dir } => {
-            let ids =
-                if kernels.is_empty() { vec!["7.2-amd64".into(), "6.12-amd64".into()] } else { kernels };
+        Cmd::Run {
+            configs,
+            all,
+            kernels,
+            kernel_image,
+            modules,
+            config,
+            system_map,
+            id: path_id,
+            out,
+            force,
+            timeout,
+            no_compare,
+            golden: golden_dir,
+        } => {
+            let mut chosen: Vec<kernel::Kernel> = Vec::new();
+            if let Some(image) = &kernel_image {
+                let (Some(modules), Some(config)) = (&modules, &config) else {
+                    bail!("--kernel-image needs --modules DIR and --config FILE");
+                };
+                let k =
+                    kernel::from_paths(image, modules, config, system_map.as_deref(), path_id.as_deref())?;
+                eprintln!("kernel {} from {}: release {}, {:?}", k.id, image.display(), k.release, k.arch);
+                chosen.push(k);
+            } else {
+                let ids =
+                    if kernels.is_empty() { vec!["7.2-amd64".into(), "6.12-amd64".into()] } else { kernels };
+                for id in &ids {
+                    chosen.push(kernel::fetch(kernel::spec(id)?, &cache, false)?);
+                }
+            }
             let mut failures = Vec::new();
             let mut summary = Vec::new();
-            for id in &ids {
-                let spec = kernel::spec(id)?;
-                let k = kernel::fetch(spec, &cache, false)?;
+            for k in &chosen {
+                let id = &k.id;
                 let scs: Vec<scenario::Scenario> = if all {
-                    scenario::SCENARIOS.iter().copied().filter(|s| s.arch == spec.arch).collect()
+                    scenario::SCENARIOS.iter().copied().filter(|s| s.arch == k.arch).collect()
                 } else {
                     configs
                         .iter()
@@ -156,7 +203,7 @@ fn real_main() -> Result<()> {
                         })
                         .collect::<Result<_>>()?
                 };
-                for sc in scs.iter().filter(|s| s.arch == spec.arch) {
+                for sc in scs.iter().filter(|s| s.arch == k.arch) {
                     let dir =
                         kernel_oracle::files::prepare_run_dir(&out, &Path::new(id).join(sc.name), force)?;
                     eprintln!("== {id} {}", sc.name);
@@ -166,7 +213,7 @@ fn real_main() -> Result<()> {
                         out: dir.clone(),
                         timeout: Duration::from_secs(timeout),
                     };
-                    match run::run(&k, sc, &opts) {
+                    match run::run(k, sc, &opts) {
                         Ok(facts) => {
                             let mut line =
                                 format!("{id:<11} {:<36} {:>5.1} s", sc.name, t.elapsed().as_secs_f64());

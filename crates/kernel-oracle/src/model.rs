@@ -5,7 +5,7 @@
 use anyhow::{Context, Result, anyhow, bail};
 use hugetlb_init::{Hstate, HvoMode};
 use memmap_core::{KernelConfig, MemoryType, Strategy};
-use memmap_dump::{HugetlbDump, ZoneDeviceDump};
+use memmap_dump::{HotplugDump, HugetlbDump, ZoneDeviceDump};
 use serde_json::Value;
 
 use crate::facts::{Facts, Region};
@@ -45,6 +45,7 @@ impl ModelDump {
         let dump = match &spec.what {
             What::ZoneDevice(z) => z.run(),
             What::Hugetlb(h) => h.run(),
+            What::Hotplug(h) => h.run(),
         }
         .map_err(|e| anyhow!("memmap-bench {}: {e}", spec.argv.join(" ")))?;
         let meta = serde_json::to_value(&dump.meta)?;
@@ -78,6 +79,8 @@ pub enum What {
     ZoneDevice(ZoneDeviceDump),
     /// `dump hugetlb`.
     Hugetlb(HugetlbDump),
+    /// `dump hotplug`.
+    Hotplug(HotplugDump),
 }
 
 /// The model preset of the kernel's architecture (`x86_64` or `arm64`).
@@ -241,7 +244,20 @@ pub fn hugetlb_spec(facts: &Facts) -> Result<Spec> {
     if runtime {
         head.push("--runtime".into());
     }
+    // The folios where the kernel put them, in its free-list order, when the guest's links
+    // told it (every folio has its position).
+    let mut placed: Vec<(u64, u32, u32)> =
+        hs.iter().filter_map(|r| r.folio.and_then(|f| Some((f.head_pfn, f.nid, f.list_pos?)))).collect();
+    if placed.len() == hs.len() {
+        placed.sort_by_key(|&(_, nid, pos)| (nid, pos));
+        for &(pfn, nid, _) in &placed {
+            head.extend(["--place".into(), format!("{pfn:#x}@{nid}")]);
+        }
+    } else {
+        placed.clear();
+    }
     let dump = HugetlbDump {
+        placed: placed.iter().map(|&(p, n, _)| (p, n)).collect(),
         config,
         layout72: false,
         hstate,
@@ -254,4 +270,52 @@ pub fn hugetlb_spec(facts: &Facts) -> Result<Spec> {
         runtime,
     };
     Ok(Spec { what: What::Hugetlb(dump), argv: head })
+}
+
+/// The model run of a hot-added region: `memmap-bench dump hotplug` with its pfns, zone,
+/// node and memory block size, and the blocks the guest allocated from after onlining taken off
+/// the free list (`--taken`).
+///
+/// # Errors
+///
+/// A region without its hotplug facts, or [`kernel_config`]'s errors.
+pub fn hotplug_spec(facts: &Facts, r: &Region) -> Result<Spec> {
+    let (config, mut argv) = kernel_config(facts)?;
+    let online = r.online_type.clone().context("online_type")?;
+    let target = if online == "online_movable" {
+        memmap_core::HotplugTarget::Movable
+    } else {
+        memmap_core::HotplugTarget::Normal
+    };
+    let block = r.memory_block_pages.context("memory_block_pages")?;
+    let mut head: Vec<String> = vec!["dump".into(), "hotplug".into()];
+    head.append(&mut argv);
+    head.extend([
+        "--start-pfn".into(),
+        r.start_pfn.to_string(),
+        "--pages".into(),
+        r.nr_pages.to_string(),
+        "--zone".into(),
+        target.name().into(),
+        "--nid".into(),
+        r.nid.to_string(),
+        "--memory-block-pages".into(),
+        block.to_string(),
+    ]);
+    for t in &r.allocated_blocks {
+        head.extend(["--taken".into(), t.to_string()]);
+    }
+    let dump = HotplugDump {
+        config,
+        layout72: false,
+        start_pfn: r.start_pfn,
+        nr_pages: r.nr_pages,
+        target,
+        nid: r.nid,
+        memory_block_pages: block,
+        strategy: Strategy::Auto,
+        page_ref_trace: false,
+        taken: r.allocated_blocks.clone(),
+    };
+    Ok(Spec { what: What::Hotplug(dump), argv: head })
 }

@@ -65,7 +65,7 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> R
             "qemu-system-aarch64"
         }
     };
-    let extra_mb = sc.virtio_pmem_mb.unwrap_or(0);
+    let extra_mb = sc.virtio_pmem_mb.unwrap_or(0) + sc.hotplug.map_or(0, |h| h.size_mb);
     if extra_mb > 0 {
         a.extend(["-m".into(), format!("{}M,slots=2,maxmem={}M", sc.mem_mb, sc.mem_mb + extra_mb + 1024)]);
     } else {
@@ -85,6 +85,14 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> R
             ),
             "-device".into(),
             "virtio-pmem-pci,memdev=pm0,id=vp0".into(),
+        ]);
+    }
+    if let Some(hp) = sc.hotplug {
+        a.extend([
+            "-object".into(),
+            format!("memory-backend-ram,id=hp0,size={}M", hp.size_mb),
+            "-device".into(),
+            "pc-dimm,id=dimm0,memdev=hp0".into(),
         ]);
     }
     append.extend(sc.append());
@@ -285,6 +293,73 @@ fn find_hugetlb(qmp: &mut Qmp, base: u64, ram: &[(u64, u64)], order: u32, tmp: &
     Ok(heads)
 }
 
+/// Sets each hugetlb folio's position on its node's free list from the heads' `lru.next`
+/// links (`blobs[i]` holds region `i`'s struct pages): the first folio is the one whose
+/// `lru.prev` is no other folio's head. Leaves them unset for a node whose links do not form
+/// one chain through all its folios.
+pub fn free_list_positions(regions: &mut [Region], blobs: &[Vec<u8>], vbase: u64) {
+    let lru_pfn = |v: u64| {
+        let rel = v.wrapping_sub(vbase).wrapping_sub(8);
+        (rel % STRUCT_PAGE == 0).then_some(rel / STRUCT_PAGE)
+    };
+    let nids: std::collections::BTreeSet<u32> =
+        regions.iter().filter_map(|r| r.folio.map(|f| f.nid)).collect();
+    for nid in nids {
+        let idx: Vec<usize> =
+            (0..regions.len()).filter(|&i| regions[i].folio.is_some_and(|f| f.nid == nid)).collect();
+        let of = |pfn: Option<u64>| idx.iter().copied().find(|&i| Some(regions[i].start_pfn) == pfn);
+        let first: Vec<usize> =
+            idx.iter().copied().filter(|&i| of(lru_pfn(word(&blobs[i], 16))).is_none()).collect();
+        let [mut at] = first[..] else { continue };
+        let mut chain = vec![at];
+        while let Some(next) = of(lru_pfn(word(&blobs[at], 8))) {
+            if chain.contains(&next) {
+                break;
+            }
+            chain.push(next);
+            at = next;
+        }
+        if chain.len() != idx.len() {
+            continue;
+        }
+        for (pos, i) in chain.into_iter().enumerate() {
+            if let Some(f) = regions[i].folio.as_mut() {
+                f.list_pos = Some(pos as u32);
+            }
+        }
+    }
+}
+
+/// `MAX_PAGE_ORDER` of x86-64.
+pub const MAX_PAGE_ORDER: u32 = 10;
+
+/// Whether a struct page heads a free buddy block of `order`: `PageBuddy` in either
+/// `page_type` encoding (`PGTY_buddy << 24` from 6.12, `~PG_buddy` = `0xffffff7f` before) and
+/// the order in `private`.
+#[must_use]
+pub fn is_free_block_head(page: &[u8], order: u32) -> bool {
+    let page_type = u32::from_le_bytes([page[48], page[49], page[50], page[51]]);
+    (page_type == 0xf000_0000 || page_type == 0xffff_ff7f) && word(page, 40) == u64::from(order)
+}
+
+/// The first pfns of the `order`-aligned blocks of a dump (`bytes` from `start_pfn`) whose
+/// head is not a free block of `order`.
+#[must_use]
+pub fn allocated_blocks(bytes: &[u8], start_pfn: u64, order: u32) -> Vec<u64> {
+    let n = 1u64 << order;
+    let nr = bytes.len() as u64 / STRUCT_PAGE;
+    let mut out = Vec::new();
+    let mut pfn = start_pfn.next_multiple_of(n);
+    while pfn + n <= start_pfn + nr {
+        let o = ((pfn - start_pfn) * STRUCT_PAGE) as usize;
+        if !is_free_block_head(&bytes[o..o + STRUCT_PAGE as usize], order) {
+            out.push(pfn);
+        }
+        pfn += n;
+    }
+    out
+}
+
 /// `(nodes_pgshift, zones_pgshift, zones_width)` for a kernel `.config` with SPARSEMEM_VMEMMAP
 /// (no section number in `page->flags`): the node field sits at the top of `flags`, the zone
 /// field right below it (`include/linux/page-flags-layout.h`).
@@ -319,21 +394,15 @@ fn flags_node_zone(flags: u64, layout: (u32, u32, u32)) -> (u32, u32) {
 ///
 /// QEMU or the guest fails, or the regions cannot be found or read.
 pub fn run(kernel: &Kernel, sc: &Scenario, opts: &RunOptions) -> Result<Facts> {
-    if kernel.spec.arch != sc.arch {
-        bail!(
-            "configuration {} is for {:?}, kernel {} is {:?}",
-            sc.name,
-            sc.arch,
-            kernel.spec.id,
-            kernel.spec.arch
-        );
+    if kernel.arch != sc.arch {
+        bail!("configuration {} is for {:?}, kernel {} is {:?}", sc.name, sc.arch, kernel.id, kernel.arch);
     }
     let started = Instant::now();
-    let mut workdir = crate::files::WorkDir::new(&opts.cache, &format!("{}-{}", kernel.spec.id, sc.name))?;
+    let mut workdir = crate::files::WorkDir::new(&opts.cache, &format!("{}-{}", kernel.id, sc.name))?;
     let work = workdir.path().to_path_buf();
     let base = initramfs::base(kernel, &opts.cache)?;
     let initrd = work.join("initrd.img");
-    crate::files::write_file(&initrd, &initramfs::with_scenario(&base, &sc.script()))?;
+    crate::files::write_file(&initrd, &initramfs::with_scenario(&base, &sc.script(), &sc.late_script()))?;
     let (qemu, args) = qemu_command(kernel, sc, &initrd, &work)?;
     let qemu_version = Guest::version(&qemu)?;
     let mut guest = Guest::start(&qemu, &args, &work)?;
@@ -346,6 +415,10 @@ pub fn run(kernel: &Kernel, sc: &Scenario, opts: &RunOptions) -> Result<Facts> {
         }
     };
     eprintln!("  guest ready after {:.1} s", started.elapsed().as_secs_f64());
+    if sc.hotplug.is_some() {
+        // Nothing may allocate from the onlined memory while it is read.
+        guest.qmp().execute("stop", serde_json::json!({}))?;
+    }
     let result = collect(kernel, sc, &console, &mut guest, &work, opts, qemu_version);
     crate::files::write_file(&opts.out.join("console.log"), guest.console().text.as_bytes())?;
     guest.quit();
@@ -367,7 +440,10 @@ fn collect(
     let block = |n: &str| console.block(n).unwrap_or_default();
     let kconfig = kernel::kconfig_symbols(&kernel.config)?;
     let layout = node_zone_layout(&kconfig);
-    let mut sysmap = SystemMap::load(&kernel.system_map)?;
+    let mut sysmap = match &kernel.system_map {
+        Some(p) => SystemMap::load(p)?,
+        None => SystemMap::default(),
+    };
     if sysmap.len() < 1000 {
         sysmap = SystemMap::parse(&block("kallsyms"));
     }
@@ -459,6 +535,9 @@ fn collect(
             hvo: None,
             boot: None,
             folio: None,
+            online_type: None,
+            memory_block_pages: None,
+            allocated_blocks: Vec::new(),
             pageblock_first_pfn: pageblocks.as_ref().map(|p| p.0),
             pageblock_migratetypes: pageblocks.map(|p| p.1).unwrap_or_default(),
             vmemmap_gpa: gpas,
@@ -503,13 +582,79 @@ fn collect(
                 hstate: Some(if order == 18 { "1G" } else { "2M" }.into()),
                 hvo: Some(h.hvo),
                 boot: Some(h.boot),
-                folio: Some(Folio { head_pfn: head, order, nid: fnid }),
+                folio: Some(Folio { head_pfn: head, order, nid: fnid, list_pos: None }),
+                online_type: None,
+                memory_block_pages: None,
+                allocated_blocks: Vec::new(),
                 pageblock_first_pfn: None,
                 pageblock_migratetypes: Vec::new(),
                 vmemmap_gpa: gpas,
             });
             blobs.push(bytes);
         }
+        free_list_positions(&mut regions, &blobs, vbase);
+    }
+
+    if let Some(hp) = sc.hotplug {
+        let devs = qmp.execute("query-memory-devices", serde_json::json!({}))?;
+        let dimm = devs
+            .as_array()
+            .and_then(|a| a.iter().find(|d| d["data"]["id"] == "dimm0"))
+            .context("QEMU reports no dimm0 (query-memory-devices)")?;
+        let addr = dimm["data"]["addr"].as_u64().context("dimm0 addr")?;
+        let size = dimm["data"]["size"].as_u64().context("dimm0 size")?;
+        let hb = block("hotplug");
+        let bs = hb
+            .lines()
+            .find_map(|l| l.strip_prefix("block_size_bytes "))
+            .context("the guest did not report block_size_bytes")?;
+        let block_pages = u64::from_str_radix(bs.trim(), 16).context("block_size_bytes")? / 4096;
+        let (start_pfn, nr) = (addr / 4096, size / 4096);
+        let first_block = addr / 4096 / block_pages;
+        for k in 0..nr / block_pages {
+            let name = format!("memory{}", first_block + k);
+            let line = hb.lines().find(|l| l.split(' ').next() == Some(name.as_str())).unwrap_or_default();
+            if !line.contains(" online ") {
+                bail!("memory block {name} of the DIMM is not online: {line:?}");
+            }
+        }
+        eprintln!(
+            "  DIMM pfns [{start_pfn:#x}, {:#x}), {block_pages} pages per memory block",
+            start_pfn + nr
+        );
+        let (bytes, gpas) = dump_pages(qmp, vbase, start_pfn, nr, &tmp)?;
+        let release = console.block("release").unwrap_or_default();
+        let ms = sysmap.addr("mem_section").context("mem_section not in the guest's kallsyms")?;
+        let (pb_first, pbs) = read_pageblocks(qmp, ms, pageblock_bits(release.trim()), start_pfn, nr, &tmp)?;
+        let (fnid, zone) = flags_node_zone(word(&bytes, 0), layout);
+        regions.push(Region {
+            kind: "hotplug".into(),
+            file: format!("region-{}.bin", regions.len()),
+            start_pfn,
+            nr_pages: nr,
+            nid: fnid,
+            zone,
+            memory_type: None,
+            mode: None,
+            map: None,
+            holder: None,
+            align: None,
+            vmemmap_shift: None,
+            altmap: None,
+            init_start_pfn: None,
+            pgmap_addr: None,
+            hstate: None,
+            hvo: None,
+            boot: None,
+            folio: None,
+            online_type: Some(hp.online_type().into()),
+            memory_block_pages: Some(block_pages),
+            allocated_blocks: allocated_blocks(&bytes, start_pfn, MAX_PAGE_ORDER),
+            pageblock_first_pfn: Some(pb_first),
+            pageblock_migratetypes: pbs,
+            vmemmap_gpa: gpas,
+        });
+        blobs.push(bytes);
     }
 
     let (text_lo, text_hi) = (sysmap.addr("_text").unwrap_or(0), sysmap.addr("_end").unwrap_or(0));
@@ -535,18 +680,18 @@ fn collect(
         .map(|l| l.split_once("] ").map_or(l, |x| x.1).to_string())
         .collect();
     let mut gblocks = BTreeMap::new();
-    for n in ["iomem", "ndctl", "nd", "hugepages", "zoneinfo", "nodes", "kallsyms"] {
+    for n in ["iomem", "ndctl", "nd", "hugepages", "zoneinfo", "nodes", "kallsyms", "hotplug"] {
         gblocks.insert(n.to_string(), block(n));
     }
     Ok(Facts {
         format: FORMAT,
         config: sc.name.into(),
         kernel: KernelFacts {
-            id: kernel.spec.id.into(),
+            id: kernel.id.clone(),
             release: block("release").trim().into(),
             version: block("version").trim().into(),
-            suite: kernel.spec.suite.into(),
-            arch: kernel.spec.arch.debian().into(),
+            suite: kernel.suite.clone(),
+            arch: kernel.arch.debian().into(),
             packages: kernel.packages.clone(),
             kconfig,
         },

@@ -26,6 +26,25 @@ pub struct Hugetlb {
     pub hvo: bool,
 }
 
+/// The memory a configuration hot-adds: a `pc-dimm` present from boot (ACPI hotplug memory,
+/// `memhp_default_state=offline`), onlined by the guest block by block through sysfs as the last
+/// thing it does before it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hotplug {
+    /// DIMM size in MiB (a multiple of the 128 MiB memory block).
+    pub size_mb: u64,
+    /// `online_movable` (ZONE_MOVABLE) rather than `online_kernel` (ZONE_NORMAL).
+    pub movable: bool,
+}
+
+impl Hotplug {
+    /// The sysfs `state` the guest writes.
+    #[must_use]
+    pub fn online_type(&self) -> &'static str {
+        if self.movable { "online_movable" } else { "online_kernel" }
+    }
+}
+
 /// One configuration.
 #[derive(Debug, Clone, Copy)]
 pub struct Scenario {
@@ -45,6 +64,8 @@ pub struct Scenario {
     pub pmem: Option<Pmem>,
     /// The hugetlb pages to set up and dump.
     pub hugetlb: Option<Hugetlb>,
+    /// The memory to hot-add, online and dump.
+    pub hotplug: Option<Hotplug>,
 }
 
 const fn pmem(name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) -> Scenario {
@@ -57,6 +78,7 @@ const fn pmem(name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) ->
         virtio_pmem_mb: None,
         pmem: Some(p),
         hugetlb: None,
+        hotplug: None,
     }
 }
 
@@ -70,6 +92,21 @@ const fn huge(name: &'static str, mem_mb: u64, h: Hugetlb) -> Scenario {
         virtio_pmem_mb: None,
         pmem: None,
         hugetlb: Some(h),
+        hotplug: None,
+    }
+}
+
+const fn hotplug(name: &'static str, size_mb: u64, movable: bool) -> Scenario {
+    Scenario {
+        name,
+        arch: Arch::Amd64,
+        mem_mb: 2048,
+        numa_mb: &[],
+        memmap: None,
+        virtio_pmem_mb: None,
+        pmem: None,
+        hugetlb: None,
+        hotplug: Some(Hotplug { size_mb, movable }),
     }
 }
 
@@ -99,6 +136,10 @@ pub const SCENARIOS: &[Scenario] = &[
     pmem("devdax-1g-dev", "2G!4G", 4096, dd("dev", "1G")),
     huge("hugetlb-2m-hvo-off", 1024, h(2048, 4, false, false)),
     huge("hugetlb-2m-hvo-on", 1024, h(2048, 4, false, true)),
+    // 64 boot-time 2 MiB pages (`hugepagesz=2M hugepages=64`): they come from the buddy
+    // allocator (`alloc_pool_huge_folio()`), not from memblock as gigantic pages do.
+    huge("hugetlb-2m-boot-hvo-off", 1024, h(2048, 64, true, false)),
+    huge("hugetlb-2m-boot-hvo-on", 1024, h(2048, 64, true, true)),
     huge("hugetlb-1g-hvo-off", 5120, h(1 << 20, 2, true, false)),
     huge("hugetlb-1g-hvo-on", 5120, h(1 << 20, 2, true, true)),
     // Two nodes: node 0 is [0, 2G) + [4G, 6G), node 1 is [6G, 9G). One 1 GiB page per node
@@ -112,6 +153,7 @@ pub const SCENARIOS: &[Scenario] = &[
         virtio_pmem_mb: None,
         pmem: Some(dd("mem", "2M")),
         hugetlb: Some(h(1 << 20, 1, true, true)),
+        hotplug: None,
     },
     // arm64: runtime 2 MiB hugetlb pages and boot-time 1 GiB pages (QEMU 10.0's
     // qemu-system-aarch64 has no virtio-pmem-pci, and `memmap=` is x86-only, so arm64 has no
@@ -125,6 +167,7 @@ pub const SCENARIOS: &[Scenario] = &[
         virtio_pmem_mb: None,
         pmem: None,
         hugetlb: Some(h(2048, 4, false, false)),
+        hotplug: None,
     },
     Scenario {
         name: "arm64-hugetlb-1g",
@@ -135,7 +178,14 @@ pub const SCENARIOS: &[Scenario] = &[
         virtio_pmem_mb: None,
         pmem: None,
         hugetlb: Some(h(1 << 20, 1, true, false)),
+        hotplug: None,
     },
+    // Memory hotplug: a 2 GiB guest (all of it below 4 GiB, in ZONE_DMA32) with a DIMM at 4 GiB
+    // onlined into an empty ZONE_NORMAL or ZONE_MOVABLE, 128 MiB memory blocks.
+    hotplug("hotplug-256m-normal", 256, false),
+    hotplug("hotplug-256m-movable", 256, true),
+    hotplug("hotplug-1g-normal", 1024, false),
+    hotplug("hotplug-1g-movable", 1024, true),
 ];
 
 /// Looks a configuration up by name.
@@ -152,6 +202,9 @@ impl Scenario {
         if let Some(m) = self.memmap {
             a.push(format!("memmap={m}"));
         }
+        if self.hotplug.is_some() {
+            a.push("memhp_default_state=offline".into());
+        }
         if let Some(h) = self.hugetlb {
             a.push(format!("hugetlb_free_vmemmap={}", if h.hvo { "on" } else { "off" }));
             if h.boot {
@@ -167,6 +220,65 @@ impl Scenario {
             }
         }
         a
+    }
+
+    /// The part of the guest script that runs last (`/late.sh`, sourced by `/init` after it
+    /// printed what it reports and before `@@ready`): the hotplug configurations online the
+    /// DIMM's memory blocks there, in ascending order, report the blocks, print `@@ready`
+    /// themselves and then wait on the console with shell builtins only, so that nothing the
+    /// guest does after onlining forks a process (the host stops the guest before reading it).
+    #[must_use]
+    pub fn late_script(&self) -> String {
+        let Some(hp) = self.hotplug else { return String::new() };
+        let mut s = String::new();
+        s.push_str(
+            "for b in /sys/devices/system/memory/memory*; do
+",
+        );
+        s.push_str(
+            "  read st < $b/state
+",
+        );
+        s.push_str(&format!(
+            "  if [ \"$st\" = offline ]; then echo \"@@run online $b\"; echo {} > $b/state || fail \"online $b\"; fi
+",
+            hp.online_type()
+        ));
+        s.push_str(
+            "done
+",
+        );
+        s.push_str(
+            "echo \"@@begin hotplug\"
+",
+        );
+        s.push_str(
+            "read bs < /sys/devices/system/memory/block_size_bytes; echo \"block_size_bytes $bs\"
+",
+        );
+        s.push_str(
+            "for b in /sys/devices/system/memory/memory*; do
+",
+        );
+        s.push_str("  read st < $b/state; read z < $b/valid_zones; read p < $b/phys_index; echo \"${b##*/} $p $st $z\"
+");
+        s.push_str(
+            "done
+",
+        );
+        s.push_str(
+            "echo \"@@end\"
+",
+        );
+        s.push_str(
+            "echo \"@@ready\"
+",
+        );
+        s.push_str(
+            "while true; do read x; done
+",
+        );
+        s
     }
 
     /// The guest script (`/scenario.sh`, sourced by `/init`, which defines `run` and `fail`).

@@ -120,7 +120,9 @@ fn every_extract_equals_the_model() {
         if kernel_oracle::compare::differs(&res) {
             failures.push(kernel_oracle::compare::render(&res, false));
         }
-        let runtime = g.facts.regions.iter().any(|r| r.boot == Some(false));
+        // Run-time pages, and boot-time 2 MiB pages, come from the buddy allocator.
+        let runtime =
+            g.facts.regions.iter().any(|r| r.boot == Some(false) || r.hstate.as_deref() == Some("2M"));
         for reg in &res.regions {
             compared += reg.pages;
             assert!(
@@ -195,4 +197,62 @@ fn region_files_stay_inside_the_dump_directory() {
     std::fs::write(dump.path().join("region-0.bin"), vec![0u8; size + 1]).unwrap();
     let e = facts.region_bytes(dump.path(), 0).unwrap_err();
     assert!(format!("{e:#}").contains("larger than"), "{e:#}");
+}
+
+/// Memory hotplug on 6.10+ kernels (7.2 and 6.12): the struct page one pageblock into every
+/// free `MAX_PAGE_ORDER` block of a hot-added range holds `LIST_POISON1`/`LIST_POISON2` from
+/// `__isolate_free_page()` (6.1: its own `lru` self pointers), the block heads are free buddies linked in ascending pfn order, and
+/// the blocks the guest allocated from after onlining (left out of the comparison) are few: the
+/// guest stops right after onlining.
+#[test]
+fn hot_added_blocks_hold_the_isolation_poison_and_few_are_allocated() {
+    let mut seen = 0;
+    for g in load_all() {
+        for (i, r) in g.facts.regions.iter().enumerate().filter(|(_, r)| r.kind == "hotplug") {
+            seen += 1;
+            assert!(r.allocated_blocks.len() <= 4, "{}: {:?}", g.dir.display(), r.allocated_blocks);
+            let pages: std::collections::BTreeMap<u64, &[u8]> = g.pages(i).into_iter().collect();
+            let block = 1u64 << kernel_oracle::run::MAX_PAGE_ORDER;
+            let first = (r.start_pfn..r.start_pfn + r.nr_pages)
+                .step_by(block as usize)
+                .find(|b| !r.allocated_blocks.contains(b))
+                .expect("a free block");
+            let head = pages[&first];
+            assert!(kernel_oracle::run::is_free_block_head(head, 10), "{}", g.dir.display());
+            let next = g.facts.vmemmap_base + (first + block) * 64 + 8;
+            assert_eq!(word(head, 8), next, "{}: the next block on the list", g.dir.display());
+            // From 6.10 (7.2, 6.12) the isolation poison; 6.1 leaves the self pointers.
+            let second = pages[&(first + 512)];
+            let own = g.facts.vmemmap_base + (first + 512) * 64 + 8;
+            let expect = if g.facts.kernel.id.starts_with("6.1-") {
+                (own, own)
+            } else {
+                (0xdead_0000_0000_0100, 0xdead_0000_0000_0122)
+            };
+            assert_eq!((word(second, 8), word(second, 16)), expect, "{}", g.dir.display());
+        }
+    }
+    assert!(seen >= 8, "{seen} hotplug extracts");
+}
+
+/// The oracle catches a wrong model: the same kernel bytes compared with a model told the
+/// wrong release (6.1's hotplug free path and page_type encoding for a 7.2 guest), and with a
+/// corrupted extract (one word of one free block's head), differ.
+#[test]
+fn a_wrong_model_expectation_or_a_corrupted_extract_is_caught() {
+    let g = load_all()
+        .into_iter()
+        .find(|g| g.facts.kernel.id == "7.2-amd64" && g.facts.config == "hotplug-256m-normal")
+        .expect("the 7.2 hotplug extract");
+    assert!(!kernel_oracle::compare::differs(&g.compare_with_model().unwrap()));
+    let mut wrong = g.clone();
+    wrong.facts.kernel.release = "6.1.0-50-amd64".into();
+    let res = wrong.compare_with_model().unwrap();
+    assert!(kernel_oracle::compare::differs(&res), "{}", kernel_oracle::compare::render(&res, false));
+    let mut corrupt = g.clone();
+    let run =
+        corrupt.extract.regions[0].runs.iter().position(|r| r.nr_pages == 6).expect("a free block's run");
+    corrupt.bytes[0][run][2 * 64 + 16] ^= 0x40; // the block head's `lru.prev`: one struct page off
+    let res = corrupt.compare_with_model().unwrap();
+    assert!(kernel_oracle::compare::differs(&res));
 }

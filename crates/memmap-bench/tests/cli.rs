@@ -666,3 +666,29 @@ fn plot_files_are_checked_before_the_run_and_never_replaced_silently() {
     assert!(std::fs::read_to_string(&existing).unwrap().contains("<svg"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn diff_compares_content_not_preset_names_and_reports_json() {
+    let (a, b) = (tmp("preset-6.12"), tmp("kernel-6.12"));
+    let common = ["--memory-type", "generic", "--pages", "1024", "--vmemmap-shift", "9"];
+    dump(&a, &[&common[..], &["--config", "x86_64-6.12"]].concat());
+    dump(&b, &[&common[..], &["--config", "x86_64", "--kernel", "6.12"]].concat());
+    let out = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("identical") && text.contains("note: presets x86_64-6.12"), "{text}");
+    let c = tmp("fsdax-1024");
+    dump(
+        &c,
+        &["--memory-type", "fsdax", "--pages", "1024", "--vmemmap-shift", "9", "--config", "x86_64-6.12"],
+    );
+    let out = run(&["diff", "--json", a.to_str().unwrap(), c.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(j["identical"], false);
+    assert!(j["differing_pages"].as_u64().unwrap() > 0);
+    assert!(j["roles"].as_array().unwrap().iter().any(|r| r["role"] == "head"), "{j}");
+    for d in [a, b, c] {
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

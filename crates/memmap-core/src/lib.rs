@@ -18,6 +18,8 @@
 //!
 //! * ZONE_DEVICE (pmem, device-dax) memmap init: [`memmap_init_zone_device`] on a [`Memmap`]
 //!   (caller-provided storage, or [`OwnedMemmap`] under `std`) with a [`DevPagemap`].
+//! * Memory hotplug (a hot-added range onlined into `ZONE_NORMAL` or `ZONE_MOVABLE`):
+//!   [`online_pages`] on a [`Memmap`] with the zone's free lists in a [`HotplugZone`].
 //! * A node's boot: [`Node::boot`] from [`NodeParts`] ([`InitMode`]: eager, deferred, on
 //!   demand), then the buddy allocator ([`Node::alloc_pages`], [`Node::free_pages`]) and
 //!   deferred init ([`Node::deferred_init_memmap`]).
@@ -37,6 +39,7 @@
 //! | `fill` | the one template engine: strategy choice ([`FillOptions`]), stores, the copy loop with its per-PFN refresh | the 2026 template and streaming series |
 //! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
 //! | [`parallel`] | the [`Threads`] policy (`Auto`: where bandwidth stops growing); the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
+//! | [`hotplug`] | onlining hot-added memory: the struct pages, the isolated pageblocks, the free lists | `online_pages()`, `undo_isolate_page_range()` |
 //! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |
 //!
 //! The kernel behaviour each part models is described, with the kernel functions named, in the
@@ -121,6 +124,7 @@ extern crate std;
 mod error;
 mod fill;
 mod hooks;
+pub mod hotplug;
 mod memmap;
 pub mod model;
 mod node;
@@ -133,6 +137,9 @@ pub use fill::{CopyReport, FillOptions, ListSelf, Strategy, StrategyReason};
 #[cfg(feature = "std")]
 pub use hooks::RecordingHooks;
 pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};
+pub use hotplug::{
+    HotplugError, HotplugTarget, HotplugZone, OnlineOptions, OnlineReport, online_pages, take_free_block,
+};
 #[cfg(feature = "std")]
 pub use memmap::owned::OwnedMemmap;
 pub use memmap::{Memmap, PAGE_POISON_BYTE, PAGEBLOCK_UNSET, pageblocks_needed};

@@ -1,14 +1,26 @@
-//! Comparing two dumps: the first differing struct page and field.
+//! Comparing two dumps: every differing struct page counted by field and by role, the first
+//! few of each role shown, and the pageblocks and hook counts compared whatever the struct
+//! pages say ([`DiffReport`]).
 //!
-//! Two dumps are compared only if they describe the same thing: same `format`, `kind`,
-//! `endianness`, `config`, `struct_page_size`, `start_pfn` and `nr_pages`; otherwise
-//! [`Incomparable`] says which field differs (exit status 2). Comparable dumps are compared
-//! struct page by struct page, a chunk at a time, so two 100 GiB-device dumps do not need
-//! memory for both.
+//! Two dumps are compared when they describe the same memory the same way: same `format`,
+//! `kind`, `endianness`, `struct_page_size`, `start_pfn`, `nr_pages`, page-flags layout, flag
+//! bits and kernel release (when both record one). The preset's *name* is not compared: a dump
+//! of `--config x86_64-6.12` and one of `--config x86_64 --kernel 6.12` compare when what they
+//! contain is laid out alike (the report notes that the names differ). Otherwise
+//! [`Incomparable`] says what differs (exit status 2). The struct pages are read a chunk at a
+//! time, so two 100 GiB-device dumps do not need memory for both.
+//!
+//! A struct page's *role* comes from the dump's metadata: `head`, `page[1]`, `page[2]`,
+//! `tail` of a compound page (ZONE_DEVICE with `vmemmap_shift`, a hugetlb folio), `aliased` for
+//! the struct pages a deduplicated (DAX) or optimized (HVO) vmemmap maps onto another's, `page`
+//! for everything else, `before-init` for the altmap part before `init_start_pfn`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, Read};
 use std::path::Path;
+
+use serde::Serialize;
 
 use crate::read::{OpenDump, validate_meta};
 use crate::write::{MEMMAP_FILE, META_FILE};
@@ -32,6 +44,13 @@ pub fn field_name(offset: usize) -> &'static str {
     }
 }
 
+/// The fields of a struct page as `(offset, len)`: 8-byte words, the two 4-byte halves at 48.
+const FIELDS: [(usize, usize); 10] =
+    [(0, 8), (8, 8), (16, 8), (24, 8), (32, 8), (40, 8), (48, 4), (52, 4), (56, 8), (64, 8)];
+
+/// Examples kept per role.
+pub const EXAMPLES_PER_ROLE: usize = 3;
+
 /// Two dumps that cannot be compared byte for byte, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Incomparable {
@@ -51,20 +70,28 @@ impl fmt::Display for Incomparable {
 
 impl std::error::Error for Incomparable {}
 
-/// Checks that `a` and `b` describe the same memmap geometry, model and byte order.
+/// Checks that `a` and `b` describe the same memory the same way (see the
+/// [module documentation](self)): not the preset names.
 ///
 /// # Errors
 ///
 /// The first field that differs.
 pub fn comparable(a: &DumpMeta, b: &DumpMeta) -> Result<(), Incomparable> {
-    let fields: [(&'static str, String, String); 7] = [
+    let version = |m: &DumpMeta| m.detail.get("kernel_version").and_then(|v| v.as_str()).map(str::to_string);
+    let release = match (version(a), version(b)) {
+        (Some(x), Some(y)) => (x, y),
+        _ => (String::new(), String::new()),
+    };
+    let fields: [(&'static str, String, String); 9] = [
         ("format", a.format.to_string(), b.format.to_string()),
         ("kind", a.kind.clone(), b.kind.clone()),
         ("endianness", a.endianness.clone(), b.endianness.clone()),
-        ("config", a.config.clone(), b.config.clone()),
         ("struct_page_size", a.struct_page_size.to_string(), b.struct_page_size.to_string()),
         ("start_pfn", format!("{:#x}", a.start_pfn), format!("{:#x}", b.start_pfn)),
         ("nr_pages", a.nr_pages.to_string(), b.nr_pages.to_string()),
+        ("flags_layout", format!("{:?}", a.flags_layout), format!("{:?}", b.flags_layout)),
+        ("pg_bits", format!("{:?}", a.pg_bits), format!("{:?}", b.pg_bits)),
+        ("kernel_version", release.0, release.1),
     ];
     match fields.into_iter().find(|(_, x, y)| x != y) {
         Some((field, a, b)) => Err(Incomparable { field, a, b }),
@@ -159,13 +186,24 @@ impl fmt::Display for DiffError {
 
 impl std::error::Error for DiffError {}
 
-/// Compares two opened dumps (see [`crate::open_dump`]), reading both a chunk at a time.
+/// Compares two opened dumps (see [`crate::open_dump`]), reading both a chunk at a time: the
+/// summary of [`diff_dumps_report`].
+///
+/// # Errors
+///
+/// As [`diff_dumps_report`].
+pub fn diff_dumps(a: &mut OpenDump, b: &mut OpenDump) -> Result<DiffResult, DiffError> {
+    diff_dumps_report(a, b).map(|r| r.summary)
+}
+
+/// Compares two opened dumps (see [`crate::open_dump`]), reading both a chunk at a time, into
+/// a [`DiffReport`].
 ///
 /// # Errors
 ///
 /// [`DiffError::Incomparable`] before reading anything, or [`DiffError::Read`] naming the file
 /// when a read fails or a file shrank since it was opened.
-pub fn diff_dumps(a: &mut OpenDump, b: &mut OpenDump) -> Result<DiffResult, DiffError> {
+pub fn diff_dumps_report(a: &mut OpenDump, b: &mut OpenDump) -> Result<DiffReport, DiffError> {
     validate_meta(&a.meta, &a.dir.join(META_FILE)).map_err(DiffError::Read)?;
     validate_meta(&b.meta, &b.dir.join(META_FILE)).map_err(DiffError::Read)?;
     comparable(&a.meta, &b.meta).map_err(DiffError::Incomparable)?;
@@ -180,19 +218,30 @@ pub fn diff_dumps(a: &mut OpenDump, b: &mut OpenDump) -> Result<DiffResult, Diff
             })
         }
     };
-    let r = compare(&a.meta, &mut a.memmap, &mut b.memmap, |which, e| {
+    let meta_b = b.meta.clone();
+    compare(&a.meta, &meta_b, &mut a.memmap, &mut b.memmap, |which, e| {
         read_err(if which == 0 { &pa } else { &pb })(e)
-    })?;
-    Ok(check_metadata(r, &a.meta, &b.meta))
+    })
 }
 
-/// Compares two dumps held in memory (each validated by [`crate::parse_dump`]).
+/// Compares two dumps held in memory (each validated by [`crate::parse_dump`]): the summary of
+/// [`diff_report`].
+///
+/// # Errors
+///
+/// As [`diff_report`].
+pub fn diff(a: (&DumpMeta, &[u8]), b: (&DumpMeta, &[u8])) -> Result<DiffResult, DiffError> {
+    diff_report(a, b).map(|r| r.summary)
+}
+
+/// Compares two dumps held in memory (each validated by [`crate::parse_dump`]) into a
+/// [`DiffReport`].
 ///
 /// # Errors
 ///
 /// [`DiffError::Incomparable`] when the dumps describe different things,
 /// [`DiffError::Read`] when a slice's length is not what its metadata says.
-pub fn diff(a: (&DumpMeta, &[u8]), b: (&DumpMeta, &[u8])) -> Result<DiffResult, DiffError> {
+pub fn diff_report(a: (&DumpMeta, &[u8]), b: (&DumpMeta, &[u8])) -> Result<DiffReport, DiffError> {
     for (m, bytes) in [a, b] {
         let len = validate_meta(m, Path::new(META_FILE)).map_err(DiffError::Read)?;
         if bytes.len() as u64 != len {
@@ -206,23 +255,270 @@ pub fn diff(a: (&DumpMeta, &[u8]), b: (&DumpMeta, &[u8])) -> Result<DiffResult, 
     }
     comparable(a.0, b.0).map_err(DiffError::Incomparable)?;
     let (mut ra, mut rb) = (a.1, b.1);
-    let r = compare(a.0, &mut ra, &mut rb, |_, e| {
+    compare(a.0, b.0, &mut ra, &mut rb, |_, e| {
         DiffError::Read(DumpError::Io { path: MEMMAP_FILE.into(), op: "read", source: e })
-    })?;
-    Ok(check_metadata(r, a.0, b.0))
+    })
 }
 
-/// Byte comparison of `nr_pages` struct pages read from `ra` and `rb`, then the metadata.
+/// One differing field of one struct page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldDiff {
+    /// Field name.
+    pub field: &'static str,
+    /// Byte offset in the struct page.
+    pub offset: usize,
+    /// Its value in A.
+    pub a: u64,
+    /// Its value in B.
+    pub b: u64,
+}
+
+/// A differing struct page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PageDiff {
+    /// Its pfn.
+    pub pfn: u64,
+    /// Its role ([module documentation](self)).
+    pub role: &'static str,
+    /// The fields that differ.
+    pub fields: Vec<FieldDiff>,
+}
+
+/// Differing struct pages of one role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RoleCount {
+    /// The role.
+    pub role: &'static str,
+    /// Differing struct pages in it.
+    pub pages: u64,
+    /// The first [`EXAMPLES_PER_ROLE`] of them.
+    pub examples: Vec<PageDiff>,
+}
+
+/// Struct pages in which one field differs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldCount {
+    /// Field name.
+    pub field: &'static str,
+    /// Byte offset.
+    pub offset: usize,
+    /// Struct pages.
+    pub pages: u64,
+}
+
+/// Pageblocks whose MOVABLE state differs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PageblockDiff {
+    /// First pfns of the pageblocks MOVABLE only in A.
+    pub only_a: Vec<u64>,
+    /// First pfns of the pageblocks MOVABLE only in B.
+    pub only_b: Vec<u64>,
+}
+
+/// Hook counts of the two dumps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HookCounts {
+    /// `cond_resched` calls in A and B.
+    pub cond_resched: (u64, u64),
+    /// `page_ref_set` events in A and B.
+    pub page_ref_set: (u64, u64),
+}
+
+/// Everything two dumps differ in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DiffReport {
+    /// The one-line summary (first difference, or identical).
+    #[serde(skip)]
+    pub summary: DiffResult,
+    /// Struct pages compared.
+    pub pages: u64,
+    /// Struct pages that differ.
+    pub differing_pages: u64,
+    /// The first differing struct page.
+    pub first: Option<PageDiff>,
+    /// Differing struct pages per field (a page counts once per field that differs).
+    pub fields: Vec<FieldCount>,
+    /// Differing struct pages per role, with examples.
+    pub roles: Vec<RoleCount>,
+    /// Pageblock differences (`None`: identical).
+    pub pageblocks: Option<PageblockDiff>,
+    /// Hook counts, when they differ.
+    pub hooks: Option<HookCounts>,
+    /// Preset names, when they differ (the dumps compared by content).
+    pub configs: Option<(String, String)>,
+}
+
+impl DiffReport {
+    /// Exit status: 0 identical (struct pages, pageblocks, hooks), 1 different.
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
+        self.summary.exit_code()
+    }
+
+    /// The report as JSON (what `memmap-bench diff --json` prints).
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let Some(o) = v.as_object_mut() {
+            o.insert("identical".into(), (self.exit_code() == 0).into());
+        }
+        v
+    }
+}
+
+impl fmt::Display for DiffReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", self.summary)?;
+        if let Some((a, b)) = &self.configs {
+            writeln!(
+                f,
+                "note: presets {a} (A) and {b} (B) differ by name; compared by what the dumps contain"
+            )?;
+        }
+        if self.differing_pages > 0 {
+            write!(f, "by field:")?;
+            for c in &self.fields {
+                write!(f, " {} {},", c.field, c.pages)?;
+            }
+            writeln!(f)?;
+            for r in &self.roles {
+                writeln!(f, "role {}: {} struct page(s)", r.role, r.pages)?;
+                for e in &r.examples {
+                    write!(f, "  pfn {:#x}:", e.pfn)?;
+                    for d in &e.fields {
+                        write!(f, " {} A = {:#x} B = {:#x};", d.field, d.a, d.b)?;
+                    }
+                    writeln!(f)?;
+                }
+            }
+        }
+        if let Some(p) = &self.pageblocks {
+            let show = |v: &[u64]| v.iter().take(8).map(|x| format!("{x:#x}")).collect::<Vec<_>>().join(" ");
+            writeln!(
+                f,
+                "pageblocks: {} MOVABLE only in A ({}), {} only in B ({})",
+                p.only_a.len(),
+                show(&p.only_a),
+                p.only_b.len(),
+                show(&p.only_b)
+            )?;
+        }
+        if let Some(h) = &self.hooks {
+            writeln!(
+                f,
+                "hooks: cond_resched {} (A) vs {} (B), page_ref_set {} vs {}",
+                h.cond_resched.0, h.cond_resched.1, h.page_ref_set.0, h.page_ref_set.1
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The role of each pfn, from a dump's metadata.
+struct Roles {
+    kind: Kind,
+}
+
+enum Kind {
+    Plain,
+    Compound { init_start: u64, nr: u64, written: u64 },
+    Folios(Vec<(u64, u64, bool)>),
+}
+
+impl Roles {
+    fn of(m: &DumpMeta) -> Roles {
+        let d = &m.detail;
+        let u = |k: &str| d.get(k).and_then(serde_json::Value::as_u64);
+        let kind = match m.kind.as_str() {
+            "zone-device" => {
+                let shift = u("vmemmap_shift").unwrap_or(0);
+                let nr = 1u64.checked_shl(shift as u32).unwrap_or(1);
+                let init_start = u("init_start_pfn").unwrap_or(m.start_pfn);
+                let written = u("compound_nr_pages").unwrap_or(nr).min(nr);
+                if nr > 1 {
+                    Kind::Compound { init_start, nr, written }
+                } else if init_start > m.start_pfn {
+                    Kind::Compound { init_start, nr: 1, written: 1 }
+                } else {
+                    Kind::Plain
+                }
+            }
+            "hugetlb" => {
+                let mut v: Vec<(u64, u64, bool)> = d
+                    .get("folios")
+                    .and_then(serde_json::Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|f| {
+                                let head = f.get("head_pfn")?.as_u64()?;
+                                let order = f.get("order")?.as_u64()?;
+                                let opt =
+                                    f.get("optimized").and_then(serde_json::Value::as_bool).unwrap_or(false);
+                                Some((head, 1u64.checked_shl(order as u32)?, opt))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                v.sort_unstable();
+                Kind::Folios(v)
+            }
+            _ => Kind::Plain,
+        };
+        Roles { kind }
+    }
+
+    fn role(&self, pfn: u64, size: usize) -> &'static str {
+        match &self.kind {
+            Kind::Plain => "page",
+            Kind::Compound { init_start, nr, written } => {
+                if pfn < *init_start {
+                    return "before-init";
+                }
+                match (pfn - init_start) % nr {
+                    _ if *nr == 1 => "page",
+                    0 => "head",
+                    1 => "page[1]",
+                    2 => "page[2]",
+                    i if i >= *written => "aliased",
+                    _ => "tail",
+                }
+            }
+            Kind::Folios(v) => {
+                let i = v.partition_point(|f| f.0 <= pfn);
+                let Some(&(head, nr, optimized)) = i.checked_sub(1).and_then(|i| v.get(i)) else {
+                    return "page";
+                };
+                if pfn >= head + nr {
+                    return "page";
+                }
+                let reserve = (4096 / size.max(1)) as u64;
+                match pfn - head {
+                    0 => "head",
+                    1 => "page[1]",
+                    2 => "page[2]",
+                    k if optimized && k >= reserve => "aliased",
+                    _ => "tail",
+                }
+            }
+        }
+    }
+}
+
+/// Byte comparison of the struct pages read from `ra` and `rb`, then the pageblocks and hooks.
 fn compare<E>(
     meta: &DumpMeta,
+    meta_b: &DumpMeta,
     ra: &mut impl Read,
     rb: &mut impl Read,
     err: impl Fn(usize, io::Error) -> E,
-) -> Result<DiffResult, E> {
+) -> Result<DiffReport, E> {
     let size = meta.struct_page_size;
     let big = meta.endianness == "big";
-    let mut first = None;
+    let roles = Roles::of(meta);
+    let mut first: Option<PageDiff> = None;
     let mut differing = 0u64;
+    let mut by_field: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut by_role: BTreeMap<&'static str, RoleCount> = BTreeMap::new();
     let mut left = meta.nr_pages;
     let mut base = meta.start_pfn;
     let cap = CHUNK_PAGES.min(usize::try_from(left).unwrap_or(usize::MAX));
@@ -237,46 +533,170 @@ fn compare<E>(
                 continue;
             }
             differing += 1;
+            let pfn = base + i as u64;
+            let role = roles.role(pfn, size);
+            let fields: Vec<FieldDiff> = FIELDS
+                .iter()
+                .filter(|&&(off, len)| off + len <= size && pa[off..off + len] != pb[off..off + len])
+                .map(|&(off, len)| FieldDiff {
+                    field: field_name(off),
+                    offset: off,
+                    a: word(pa, off, len, big),
+                    b: word(pb, off, len, big),
+                })
+                .collect();
+            for f in &fields {
+                *by_field.entry(f.offset).or_default() += 1;
+            }
+            let r = by_role.entry(role).or_insert_with(|| RoleCount { role, pages: 0, examples: Vec::new() });
+            r.pages += 1;
+            let page = PageDiff { pfn, role, fields };
+            if r.examples.len() < EXAMPLES_PER_ROLE {
+                r.examples.push(page.clone());
+            }
             if first.is_none() {
-                let off = pa.iter().zip(pb).position(|(x, y)| x != y).unwrap_or(0);
-                // Report the whole field: 4-byte fields at 48 and 52, 8-byte fields elsewhere.
-                let (start, len) = if (48..56).contains(&off) { (off & !3, 4) } else { (off & !7, 8) };
-                first = Some((base + i as u64, start, word(pa, start, len, big), word(pb, start, len, big)));
+                first = Some(page);
             }
         }
         left -= n as u64;
         base += n as u64;
     }
-    if let Some((pfn, offset, a, b)) = first {
-        return Ok(DiffResult::Differs {
-            pfn,
-            field: field_name(offset),
-            offset,
-            a,
-            b,
-            differing_pages: differing,
+    let pageblocks = {
+        let sa: std::collections::BTreeSet<u64> = meta.movable_pageblock_pfns.iter().copied().collect();
+        let sb: std::collections::BTreeSet<u64> = meta_b.movable_pageblock_pfns.iter().copied().collect();
+        let only_a: Vec<u64> = sa.difference(&sb).copied().collect();
+        let only_b: Vec<u64> = sb.difference(&sa).copied().collect();
+        (!only_a.is_empty() || !only_b.is_empty()).then_some(PageblockDiff { only_a, only_b })
+    };
+    let hooks = (meta.resched_pfns != meta_b.resched_pfns || meta.page_ref_events != meta_b.page_ref_events)
+        .then_some(HookCounts {
+            cond_resched: (meta.resched_pfns, meta_b.resched_pfns),
+            page_ref_set: (meta.page_ref_events, meta_b.page_ref_events),
         });
-    }
-    Ok(DiffResult::Identical { pages: meta.nr_pages })
+    let summary = match (&first, &pageblocks, &hooks) {
+        (Some(p), _, _) => {
+            let f = p.fields.first().cloned().unwrap_or(FieldDiff { field: "flags", offset: 0, a: 0, b: 0 });
+            DiffResult::Differs {
+                pfn: p.pfn,
+                field: f.field,
+                offset: f.offset,
+                a: f.a,
+                b: f.b,
+                differing_pages: differing,
+            }
+        }
+        (None, Some(_), _) => DiffResult::Metadata(format!(
+            "MOVABLE pageblocks differ ({} vs {})",
+            meta.movable_pageblock_pfns.len(),
+            meta_b.movable_pageblock_pfns.len()
+        )),
+        (None, None, Some(h)) => DiffResult::Metadata(format!(
+            "hook counts differ (cond_resched {} vs {}, page_ref_set {} vs {})",
+            h.cond_resched.0, h.cond_resched.1, h.page_ref_set.0, h.page_ref_set.1
+        )),
+        (None, None, None) => DiffResult::Identical { pages: meta.nr_pages },
+    };
+    Ok(DiffReport {
+        summary,
+        pages: meta.nr_pages,
+        differing_pages: differing,
+        first,
+        fields: by_field
+            .into_iter()
+            .map(|(offset, pages)| FieldCount { field: field_name(offset), offset, pages })
+            .collect(),
+        roles: by_role.into_values().collect(),
+        pageblocks,
+        hooks,
+        configs: (meta.config != meta_b.config).then(|| (meta.config.clone(), meta_b.config.clone())),
+    })
 }
 
-/// After identical struct pages: the pageblocks and hook counts.
-fn check_metadata(r: DiffResult, ma: &DumpMeta, mb: &DumpMeta) -> DiffResult {
-    if !matches!(r, DiffResult::Identical { .. }) {
-        return r;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ZoneDeviceDump;
+    use memmap_core::{KernelConfig, KernelVersion, MemoryType, Strategy};
+
+    fn zd(config: KernelConfig, memory_type: MemoryType, shift: u32) -> crate::Dump {
+        ZoneDeviceDump {
+            config,
+            layout72: false,
+            memory_type,
+            vmemmap_shift: shift,
+            altmap: None,
+            start_pfn: 0x100000,
+            nr_pages: 2048,
+            nid: 0,
+            strategy: Strategy::Auto,
+            page_ref_trace: false,
+            boot_memory_end_pfn: 0,
+        }
+        .run()
+        .unwrap()
     }
-    if ma.movable_pageblock_pfns != mb.movable_pageblock_pfns {
-        return DiffResult::Metadata(format!(
-            "MOVABLE pageblocks differ ({} vs {})",
-            ma.movable_pageblock_pfns.len(),
-            mb.movable_pageblock_pfns.len()
-        ));
+
+    #[test]
+    fn presets_are_compared_by_content_not_by_name() {
+        let a = zd(KernelConfig::X86_64_6_12, MemoryType::Generic, 9);
+        let b = zd(KernelConfig::X86_64.with_version(KernelVersion::V6_12), MemoryType::Generic, 9);
+        assert_ne!(a.meta.config, b.meta.config);
+        let r = diff_report((&a.meta, a.memmap()), (&b.meta, b.memmap())).unwrap();
+        assert_eq!(r.summary, DiffResult::Identical { pages: 2048 });
+        assert_eq!(r.configs, Some((a.meta.config.clone(), b.meta.config.clone())));
+        // Another release is not the same content.
+        let c = zd(KernelConfig::X86_64, MemoryType::Generic, 9);
+        let e = diff_report((&a.meta, a.memmap()), (&c.meta, c.memmap())).unwrap_err();
+        assert!(matches!(e, DiffError::Incomparable(Incomparable { field: "kernel_version", .. })), "{e}");
     }
-    if ma.resched_pfns != mb.resched_pfns || ma.page_ref_events != mb.page_ref_events {
-        return DiffResult::Metadata(format!(
-            "hook counts differ (cond_resched {} vs {}, page_ref_set {} vs {})",
-            ma.resched_pfns, mb.resched_pfns, ma.page_ref_events, mb.page_ref_events
-        ));
+
+    #[test]
+    fn differences_are_counted_by_field_and_role_with_examples() {
+        let a = zd(KernelConfig::X86_64, MemoryType::Generic, 9);
+        let mut bytes = a.memmap().to_vec();
+        let page = |pfn: u64| (pfn - 0x100000) as usize * 64;
+        // _refcount of the second head, flags of page[1], mapping of five tails.
+        bytes[page(0x100200) + 52] ^= 1;
+        bytes[page(0x100001)] ^= 0x10;
+        for t in 10..15 {
+            bytes[page(0x100000 + t) + 24] ^= 1;
+        }
+        let mut mb = a.meta.clone();
+        mb.movable_pageblock_pfns.retain(|&p| p != 0x100400);
+        mb.resched_pfns += 1;
+        let r = diff_report((&a.meta, a.memmap()), (&mb, &bytes)).unwrap();
+        assert_eq!(r.differing_pages, 7);
+        let role = |n: &str| r.roles.iter().find(|x| x.role == n).map(|x| x.pages);
+        assert_eq!((role("head"), role("page[1]"), role("tail")), (Some(1), Some(1), Some(5)));
+        let tail = r.roles.iter().find(|x| x.role == "tail").unwrap();
+        assert_eq!(tail.examples.len(), EXAMPLES_PER_ROLE);
+        assert_eq!(tail.examples[0].pfn, 0x10000a);
+        assert_eq!(tail.examples[0].fields[0].field, "mapping");
+        let field = |n: &str| r.fields.iter().find(|x| x.field == n).map(|x| x.pages);
+        assert_eq!((field("_refcount"), field("flags"), field("mapping")), (Some(1), Some(1), Some(5)));
+        // Pageblocks and hooks are reported although struct pages differ too.
+        assert_eq!(r.pageblocks, Some(PageblockDiff { only_a: vec![0x100400], only_b: vec![] }));
+        assert_eq!(r.hooks.map(|h| h.cond_resched), Some((a.meta.resched_pfns, a.meta.resched_pfns + 1)));
+        assert!(matches!(r.summary, DiffResult::Differs { pfn: 0x100001, differing_pages: 7, .. }));
+        let text = r.to_string();
+        assert!(
+            text.contains("role tail: 5 struct page(s)")
+                && text.contains("pageblocks: 1 MOVABLE only in A (0x100400)"),
+            "{text}"
+        );
+        let j = r.to_json();
+        assert_eq!(j["identical"], false);
+        assert_eq!(j["differing_pages"], 7);
+        assert_eq!(j["roles"].as_array().map(Vec::len), Some(3));
+        assert_eq!(j["pageblocks"]["only_a"][0], 0x100400);
     }
-    r
+
+    #[test]
+    fn deduplicated_struct_pages_are_aliased() {
+        let a = zd(KernelConfig::X86_64, MemoryType::Generic, 9);
+        let mut bytes = a.memmap().to_vec();
+        bytes[300 * 64 + 24] ^= 1;
+        let r = diff_report((&a.meta, a.memmap()), (&a.meta, &bytes)).unwrap();
+        assert_eq!(r.roles.iter().map(|x| x.role).collect::<Vec<_>>(), ["aliased"]);
+    }
 }

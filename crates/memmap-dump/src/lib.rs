@@ -6,7 +6,7 @@
 //! against. This crate holds the format and everything that touches it, so that the program
 //! and the oracle share one implementation:
 //!
-//! * [`ZoneDeviceDump`] and [`HugetlbDump`] describe what to model and run it ([`model`]),
+//! * [`ZoneDeviceDump`], [`HugetlbDump`] and [`HotplugDump`] describe what to model and run it ([`model`]),
 //!   giving a [`Dump`] in memory;
 //! * [`OutputDir`] writes a dump safely ([`mod@write`]); [`NewFile`] writes any other output file
 //!   (a plot) by the same rules;
@@ -26,7 +26,7 @@
 //!   `_mapcount`/`page_type` @48 (4 bytes), `_refcount` @52 (4 bytes), `memcg_data` @56,
 //!   `virtual` @64 (72-byte layout only).
 //! * `DIR/meta.json`: an object with at least
-//!   * `format` (1), `kind` (`"zone-device"` or `"hugetlb"`), `config` (preset name),
+//!   * `format` (1), `kind` (`"zone-device"`, `"hugetlb"` or `"hotplug"`), `config` (preset name),
 //!     `endianness`;
 //!   * `start_pfn`, `nr_pages`, `struct_page_size` (64 or 72);
 //!   * `page_addr_base`: the modelled kernel address of the struct page of `start_pfn` at init
@@ -47,7 +47,11 @@
 //!   * for `zone-device`: `pgmap_addr` (what `folio->pgmap` holds), `memory_type`,
 //!     `vmemmap_shift`, `altmap` (`{base_pfn, reserve, free}` or `null`),
 //!     `compound_nr_pages`, `init_start_pfn` (first PFN initialized, after the altmap),
-//!     `pages_initialized`, `pr_debug` (the kernel's debug line).
+//!     `pages_initialized`, `pr_debug` (the kernel's debug line);
+//!   * for `hotplug`: `hotplug_zone` (`normal`/`movable`) and `hotplug_zone_index`,
+//!     `memory_block_pages`, `online_pages_calls`, `chunks`, `managed_pages`,
+//!     `max_order_free_blocks` (the `MAX_PAGE_ORDER` free list in list order), `taken_blocks`,
+//!     `free_list_heads` (modelled address of each free-list head to its name).
 //!
 //! ## Writing and reading
 //!
@@ -58,19 +62,23 @@
 //! ([`read`]); [`read_user_file`] applies the same rules (regular files only, a size cap,
 //! gzip accepted) to any other file a user names, such as a kernel `.config`.
 //!
-//! [`diff`] compares two dumps; two dumps that differ in `format`, `kind`, `endianness`,
-//! `struct_page_size`, `start_pfn` or `nr_pages` cannot be compared.
+//! [`diff`] compares two dumps into a report (by field, by role, pageblocks, hooks, JSON); two
+//! dumps that differ in `format`, `kind`, `endianness`, `struct_page_size`, `start_pfn`,
+//! `nr_pages`, flags layout, flag bits or kernel release cannot be compared (the preset's name
+//! may differ).
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod diff;
 mod error;
+pub mod hotplug;
 mod meta;
 pub mod model;
 pub mod read;
 pub mod write;
 
 pub use error::DumpError;
+pub use hotplug::HotplugDump;
 pub use meta::{AltmapJson, DumpMeta, FORMAT_VERSION, FlagsLayoutJson, KINDS, PgBits, host_endianness};
 pub use model::{Dump, HugetlbDump, ZoneDeviceDump};
 pub use read::{

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 pub const FORMAT_VERSION: u32 = 1;
 
 /// The dump kinds.
-pub const KINDS: [&str; 2] = ["zone-device", "hugetlb"];
+pub const KINDS: [&str; 3] = ["zone-device", "hugetlb", "hotplug"];
 
 /// The host's byte order as `meta.json` spells it.
 #[must_use]
@@ -91,7 +91,7 @@ pub struct AltmapJson {
 pub struct DumpMeta {
     /// [`FORMAT_VERSION`].
     pub format: u32,
-    /// `zone-device` or `hugetlb`.
+    /// `zone-device`, `hugetlb` or `hotplug`.
     pub kind: String,
     /// Kernel config preset name.
     pub config: String,

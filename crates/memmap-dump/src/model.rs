@@ -22,7 +22,7 @@ pub struct Dump {
 
 /// Where a dump's struct page bytes live: the model's own mapping (a large ZONE_DEVICE range
 /// is not copied) or a buffer.
-enum DumpBytes {
+pub(crate) enum DumpBytes {
     Owned64(OwnedMemmap<memmap_core::Page64>, usize),
     Owned72(OwnedMemmap<memmap_core::Page72>, usize),
     Vec(Vec<u8>),
@@ -46,6 +46,11 @@ impl Dump {
         }
     }
 
+    /// A dump whose bytes are the first `len` bytes of an owned memmap.
+    pub(crate) fn from_owned<P: DumpLayout>(meta: DumpMeta, memmap: OwnedMemmap<P>, len: usize) -> Dump {
+        Dump { meta, bytes: P::owned(memmap, len) }
+    }
+
     /// Writes `memmap.bin` and `meta.json` to `out` (see [`OutputDir::commit`]).
     ///
     /// # Errors
@@ -57,7 +62,7 @@ impl Dump {
 }
 
 /// A struct page layout a dump can be made of (the 64- and 72-byte layouts).
-trait DumpLayout: StructPage {
+pub(crate) trait DumpLayout: StructPage {
     fn owned(memmap: OwnedMemmap<Self>, len: usize) -> DumpBytes;
 }
 
@@ -125,12 +130,12 @@ impl ZoneDeviceDump {
     }
 }
 
-fn invalid(e: impl std::fmt::Display) -> DumpError {
+pub(crate) fn invalid(e: impl std::fmt::Display) -> DumpError {
     DumpError::Input(e.to_string())
 }
 
 /// An `io::Error` of mapping storage: `InvalidInput` is the library refusing the parameters.
-fn map_error(what: String) -> impl FnOnce(std::io::Error) -> DumpError {
+pub(crate) fn map_error(what: String) -> impl FnOnce(std::io::Error) -> DumpError {
     move |e| {
         if e.kind() == std::io::ErrorKind::InvalidInput {
             DumpError::Input(format!("{what}: {e}"))
@@ -303,7 +308,26 @@ pub struct HugetlbDump {
     /// Zone index of the memory the gigantic pages come from.
     pub zone: u32,
     /// Pages allocated at run time rather than at boot ([`hugetlb_init::TailPageOrigin`]).
+    /// Boot-time pages of an hstate no larger than `MAX_PAGE_ORDER` (2 MiB) come from the buddy
+    /// allocator too (`alloc_pool_huge_folio()`, after the memmap is up) and are modelled as
+    /// such whatever this says.
     pub runtime: bool,
+    /// Where the folios are, `(head pfn, nid)`, grouped by node in ascending node order, each
+    /// node's folios in the order of its free list (the first is first on
+    /// `h->hugepage_freelists[nid]`): what a kernel did, learned from the guest. Empty: `count`
+    /// folios per node packed from 4 GiB ([`hugetlb_init::NodeSpec::packed`]). With placed
+    /// folios, `memmap.bin` holds every struct page from the lowest head to the end of the
+    /// highest folio (the pages between folios as the model's memmap left them: poison).
+    pub placed: Vec<(u64, u32)>,
+}
+
+impl HugetlbDump {
+    /// Whether the folios come from the buddy allocator: run-time pages, and boot-time pages
+    /// of an hstate the buddy allocator can hand out (order up to `MAX_PAGE_ORDER`).
+    #[must_use]
+    pub fn from_buddy(&self) -> bool {
+        self.runtime || self.hstate.order() <= self.config.max_page_order
+    }
 }
 
 /// Counts hook calls across node threads.
@@ -356,12 +380,29 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
         KernelConfig { debug_page_ref: opts.page_ref_trace || opts.config.debug_page_ref, ..opts.config };
     let layout = cfg.flags_layout().map_err(invalid)?;
     check_hugetlb(opts, &cfg, &layout)?;
-    let specs: Vec<hugetlb_init::NodeSpec> = (0..opts.nodes)
-        .map(|nid| hugetlb_init::NodeSpec {
-            zone: opts.zone,
-            ..hugetlb_init::NodeSpec::packed(nid, opts.hstate, opts.count)
-        })
-        .collect();
+    let nr = opts.hstate.nr_pages();
+    let specs: Vec<hugetlb_init::NodeSpec> = if opts.placed.is_empty() {
+        (0..opts.nodes)
+            .map(|nid| hugetlb_init::NodeSpec {
+                zone: opts.zone,
+                ..hugetlb_init::NodeSpec::packed(nid, opts.hstate, opts.count)
+            })
+            .collect()
+    } else {
+        let mut nids: Vec<u32> = opts.placed.iter().map(|p| p.1).collect();
+        nids.dedup();
+        if nids.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(invalid("placed folios must be grouped by node in ascending node order"));
+        }
+        nids.iter()
+            .map(|&nid| {
+                let heads = opts.placed.iter().filter(|p| p.1 == nid).map(|p| p.0);
+                let lo = heads.clone().min().unwrap_or(0);
+                let hi = heads.max().unwrap_or(0).saturating_add(nr);
+                hugetlb_init::NodeSpec { nid, zone: opts.zone, start_pfn: lo, nr_pages: hi - lo }
+            })
+            .collect()
+    };
     let mut machine = OwnedBoot::<P>::new(cfg, &specs, true)
         .map_err(map_error(format!("create the vmemmap of {} x {} pages", opts.count, opts.hstate)))?;
     let counts = SharedCounts {
@@ -369,32 +410,58 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
         events: std::sync::Arc::default(),
         tracepoint: opts.page_ref_trace,
     };
+    let from_buddy = opts.from_buddy();
     let tail_page =
-        if opts.runtime { hugetlb_init::TailPageOrigin::Runtime } else { hugetlb_init::TailPageOrigin::Boot };
+        if from_buddy { hugetlb_init::TailPageOrigin::Runtime } else { hugetlb_init::TailPageOrigin::Boot };
     let params = BootParams {
         tail: memmap_core::FillOptions::new(opts.strategy),
         hvo: hugetlb_init::HvoParams { tail_page, ..opts.hvo.params() },
         gather: memmap_core::Threads::Each,
         tail_threads: memmap_core::Threads::One,
     };
-    let report = machine
-        .boot_with_hooks(&BootRequest::per_node(opts.hstate, opts.count), &params, |_| counts.clone())
-        .map_err(|e| match e {
-            hugetlb_init::BootError::Invalid(e) => invalid(e),
-            hugetlb_init::BootError::Io(e) => DumpError::Map { what: "reset the vmemmap".into(), source: e },
-            // `BootError` is `#[non_exhaustive]`: a later error kind is reported as bad input.
-            e => invalid(e),
-        })?;
-    let bytes = machine.folio_bytes();
+    let booted = if opts.placed.is_empty() {
+        machine.boot_with_hooks(&BootRequest::per_node(opts.hstate, opts.count), &params, |_| counts.clone())
+    } else {
+        let records: Vec<hugetlb_init::HugeBootmemPage> = opts
+            .placed
+            .iter()
+            .map(|&(head_pfn, nid)| hugetlb_init::HugeBootmemPage {
+                head_pfn,
+                nid,
+                hstate: opts.hstate,
+                ..hugetlb_init::HugeBootmemPage::EMPTY
+            })
+            .collect();
+        machine.boot_placed_with_hooks(&records, &params, |_| counts.clone())
+    };
+    let report = booted.map_err(|e| match e {
+        hugetlb_init::BootError::Invalid(e) => invalid(e),
+        hugetlb_init::BootError::Io(e) => DumpError::Map { what: "reset the vmemmap".into(), source: e },
+        // `BootError` is `#[non_exhaustive]`: a later error kind is reported as bad input.
+        e => invalid(e),
+    })?;
     let mut folios: Vec<_> = machine.folios().to_vec();
     folios.sort_by_key(|r| r.head_pfn);
     let start_pfn = folios.first().map_or(0, |r| r.head_pfn);
+    let bytes = if opts.placed.is_empty() {
+        // The packed node layout puts the folios back to back, so `memmap.bin` is one PFN range.
+        let contiguous = folios.windows(2).all(|w| w[0].head_pfn + w[0].hstate.nr_pages() == w[1].head_pfn);
+        if !contiguous {
+            return Err(invalid("gigantic pages are not contiguous"));
+        }
+        machine.folio_bytes()
+    } else {
+        // Every struct page from the lowest head to the end of the highest folio.
+        let end = folios.last().map_or(start_pfn, |r| r.head_pfn + r.hstate.nr_pages());
+        let mut out = vec![0u8; usize::try_from(end - start_pfn).map_err(invalid)? * P::SIZE];
+        for (pfn, chunk) in (start_pfn..end).zip(out.chunks_exact_mut(P::SIZE)) {
+            if let Some(p) = machine.read(pfn) {
+                p.to_bytes(chunk);
+            }
+        }
+        out
+    };
     let nr_pages = (bytes.len() / P::SIZE) as u64;
-    // The packed node layout puts the folios back to back, so `memmap.bin` is one PFN range.
-    let contiguous = folios.windows(2).all(|w| w[0].head_pfn + w[0].hstate.nr_pages() == w[1].head_pfn);
-    if !contiguous {
-        return Err(invalid("gigantic pages are not contiguous"));
-    }
     let mut movable = Vec::new();
     for (i, spec) in machine.specs().iter().enumerate() {
         let first = spec.start_pfn >> cfg.pageblock_order;
@@ -407,7 +474,8 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
     let (used, reason) =
         report.fallback_strategy.unwrap_or((opts.strategy, memmap_core::StrategyReason::Requested));
     let resident = machine.resident_vmemmap_bytes().unwrap_or(0);
-    let detail = hugetlb_detail::<P>(opts, &cfg, &report, &folios, (&bytes, start_pfn), resident);
+    let nids: Vec<u32> = machine.specs().iter().map(|s| s.nid).collect();
+    let detail = hugetlb_detail::<P>(opts, &cfg, &report, &folios, (&bytes, start_pfn), (resident, &nids));
     let page_addr_base = cfg.vmemmap_start.wrapping_add(start_pfn.wrapping_mul(P::SIZE as u64));
     let meta = DumpMeta {
         format: FORMAT_VERSION,
@@ -443,8 +511,9 @@ fn hugetlb_detail<P: StructPage>(
     report: &hugetlb_init::BootReport,
     folios: &[hugetlb_init::HugeBootmemPage],
     (bytes, start_pfn): (&[u8], u64),
-    resident: u64,
+    (resident, nids): (u64, &[u32]),
 ) -> serde_json::Map<String, serde_json::Value> {
+    let from_buddy = opts.from_buddy();
     let mut detail = serde_json::Map::new();
     detail.insert("kernel_version".into(), cfg.version.to_string().into());
     detail.insert("hstate".into(), opts.hstate.name().into());
@@ -453,6 +522,8 @@ fn hugetlb_detail<P: StructPage>(
     detail.insert("count_per_node".into(), opts.count.into());
     detail.insert("hvo".into(), opts.hvo.name().into());
     detail.insert("runtime".into(), opts.runtime.into());
+    detail.insert("from_buddy".into(), from_buddy.into());
+    detail.insert("placed".into(), (!opts.placed.is_empty()).into());
     detail.insert("hvo_available".into(), report.hvo.is_ok().into());
     detail.insert("optimized".into(), report.optimized.into());
     detail.insert("fallback_folios".into(), report.fallback_folios.into());
@@ -473,7 +544,7 @@ fn hugetlb_detail<P: StructPage>(
         ),
     );
     detail.insert("resident_vmemmap_bytes".into(), resident.into());
-    if opts.runtime {
+    if from_buddy {
         let ranges = runtime_lru_prev_ranges::<P>(cfg, bytes, start_pfn, folios);
         detail.insert(
             "stale_fields".into(),
@@ -487,8 +558,9 @@ fn hugetlb_detail<P: StructPage>(
         );
     }
     // The modelled kernel-image addresses the struct pages point to: the free list heads.
-    let symbols: serde_json::Map<String, serde_json::Value> = (0..opts.nodes)
-        .map(|nid| {
+    let symbols: serde_json::Map<String, serde_json::Value> = nids
+        .iter()
+        .map(|&nid| {
             let addr = hugetlb_init::hugepage_freelist_addr(opts.hstate, nid);
             (
                 format!("{addr:#x}"),
@@ -509,7 +581,7 @@ fn check_hugetlb(
     if opts.nodes == 0 || u64::from(opts.nodes - 1) > layout.nodes_mask() {
         return Err(invalid(format!("--nodes must be in 1..={}", layout.nodes_mask() + 1)));
     }
-    if opts.count == 0 {
+    if opts.count == 0 && opts.placed.is_empty() {
         return Err(invalid("--count must be at least 1"));
     }
     if opts.zone >= cfg.zone_device() {

@@ -8,7 +8,7 @@ use hugetlb_init::{Hstate, HvoMode};
 use memmap_core::{KernelConfig, MemoryType, Strategy, Threads};
 
 use super::named::named;
-use super::values::{kernel_version, pfn, size_2m, size_4k, size_any, threads_arg};
+use super::values::{kernel_version, pfn, placed_folio, size_2m, size_4k, size_any, threads_arg};
 use crate::scenarios::zone_device;
 
 /// Reproduces the linux-mm memmap-init experiments (ZONE_DEVICE, boot-time gigantic pages,
@@ -79,12 +79,16 @@ pub(super) enum Command {
         #[command(subcommand)]
         kind: DumpKind,
     },
-    /// Compare two dumps: prints the first differing pfn and field; exit status 1 if they differ.
+    /// Compare two dumps: differing struct pages by field and by role with examples, the
+    /// pageblocks and the hook counts; exit status 1 if they differ.
     Diff {
         /// First dump directory.
         a: PathBuf,
         /// Second dump directory.
         b: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -228,6 +232,34 @@ pub(super) enum DumpKind {
     ZoneDevice(DumpZoneDeviceArgs),
     /// Boot-time gigantic pages (real memfd-backed HVO on Linux).
     Hugetlb(DumpHugetlbArgs),
+    /// A hot-added range onlined memory block by memory block (online_pages).
+    Hotplug(DumpHotplugArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct DumpHotplugArgs {
+    /// First pfn of the hot-added range (decimal, or hexadecimal with 0x; pageblock-aligned).
+    #[arg(long, default_value = "0x100000", value_parser = pfn)]
+    pub(super) start_pfn: u64,
+    /// Pages of the range (its end must be section-aligned).
+    #[arg(long)]
+    pub(super) pages: u64,
+    /// The zone it is onlined into: normal (online_kernel) or movable (online_movable).
+    #[arg(long, default_value = "normal", value_parser = clap::builder::PossibleValuesParser::new(["normal", "movable"]))]
+    pub(super) zone: String,
+    /// Node id.
+    #[arg(long, default_value_t = 0)]
+    pub(super) nid: u32,
+    /// Pages per memory block, each onlined with its own online_pages() in ascending order
+    /// (default: a section, x86-64's 128 MiB; 0 onlines the range at once).
+    #[arg(long)]
+    pub(super) memory_block_pages: Option<u64>,
+    /// Take the free block at this pfn off the free list after onlining, as an allocation
+    /// does (repeatable): what a guest allocated from before it was read.
+    #[arg(long, value_parser = pfn)]
+    pub(super) taken: Vec<u64>,
+    #[command(flatten)]
+    pub(super) common: DumpCommon,
 }
 
 /// Options every dump takes.
@@ -265,9 +297,9 @@ pub(super) struct DumpHugetlbArgs {
     /// Huge page size.
     #[arg(long, value_parser = named::<Hstate>())]
     pub(super) hstate: Hstate,
-    /// Pages per node.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub(super) count: u64,
+    /// Pages per node (not with --place).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), required_unless_present = "place", conflicts_with = "place")]
+    pub(super) count: Option<u64>,
     /// Nodes.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub(super) nodes: u32,
@@ -282,6 +314,11 @@ pub(super) struct DumpHugetlbArgs {
     /// shared tail page of HVO is then a fresh zeroed page.
     #[arg(long)]
     pub(super) runtime: bool,
+    /// Put a folio's head at PFN (on node NID, default 0): `PFN[@NID]`, repeatable, grouped
+    /// by node, each node's in free-list order (the first is first on the list). Replaces
+    /// --count and --nodes' packed layout.
+    #[arg(long, value_name = "PFN[@NID]", value_parser = placed_folio)]
+    pub(super) place: Vec<(u64, u32)>,
     #[command(flatten)]
     pub(super) common: DumpCommon,
 }

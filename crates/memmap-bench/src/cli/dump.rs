@@ -4,10 +4,12 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use memmap_core::KernelConfig;
-use memmap_dump::diff::{DiffError, diff_dumps};
-use memmap_dump::{DumpError, HugetlbDump, MAX_USER_FILE_BYTES, OutputDir, ZoneDeviceDump, open_dump};
+use memmap_dump::diff::{DiffError, diff_dumps_report};
+use memmap_dump::{
+    DumpError, HotplugDump, HugetlbDump, MAX_USER_FILE_BYTES, OutputDir, ZoneDeviceDump, open_dump,
+};
 
-use super::args::{DumpCommon, DumpHugetlbArgs, DumpZoneDeviceArgs};
+use super::args::{DumpCommon, DumpHotplugArgs, DumpHugetlbArgs, DumpZoneDeviceArgs};
 use super::{CliError, Invocation, fail};
 use crate::memory::{self, MemInfo};
 
@@ -60,11 +62,12 @@ pub(super) fn hugetlb(a: &DumpHugetlbArgs, info: &MemInfo) -> Result<Invocation,
     let config = dump_config(c)?;
     let opts = HugetlbDump {
         runtime: a.runtime,
+        placed: a.place.clone(),
         zone: a.zone.unwrap_or(config.zone_device().saturating_sub(2)),
         config,
         layout72: c.layout == 72,
         hstate: a.hstate,
-        count: a.count,
+        count: a.count.unwrap_or(0),
         nodes: a.nodes,
         hvo: a.hvo,
         strategy: c.strategy,
@@ -74,6 +77,33 @@ pub(super) fn hugetlb(a: &DumpHugetlbArgs, info: &MemInfo) -> Result<Invocation,
         memory::hugetlb_dump_need(&opts).map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
     memory::check("the dump", &need, info).map_err(|e| usage(e.to_string()))?;
     Ok(Invocation::DumpHugetlb(opts, c.out.clone(), c.force))
+}
+
+/// `dump hotplug`, checked.
+pub(super) fn hotplug(a: &DumpHotplugArgs, info: &MemInfo) -> Result<Invocation, CliError> {
+    let usage = CliError::Usage;
+    let c = &a.common;
+    let config = dump_config(c)?;
+    let target = memmap_core::HotplugTarget::from_name(&a.zone)
+        .ok_or_else(|| usage(format!("--zone {}: normal or movable", a.zone)))?;
+    let opts = HotplugDump {
+        memory_block_pages: a.memory_block_pages.unwrap_or(config.pages_per_section()),
+        config,
+        layout72: c.layout == 72,
+        start_pfn: a.start_pfn,
+        nr_pages: a.pages,
+        target,
+        nid: a.nid,
+        strategy: c.strategy,
+        page_ref_trace: c.page_ref_trace,
+        taken: a.taken.clone(),
+    };
+    let bytes = a
+        .pages
+        .checked_mul(if c.layout == 72 { 72 } else { 64 })
+        .ok_or_else(|| usage(format!("--pages {}: the memmap size overflows", a.pages)))?;
+    memory::check("the dump", &memory::MemoryNeed::resident(bytes), info).map_err(|e| usage(e.to_string()))?;
+    Ok(Invocation::DumpHotplug(opts, c.out.clone(), c.force))
 }
 
 /// Runs `dump zone-device`.
@@ -92,16 +122,27 @@ pub(super) fn run_hugetlb(opts: &HugetlbDump, dir: &Path, force: bool) -> ExitCo
     dumped(r, dir, folios)
 }
 
-/// Runs `diff A B`.
-pub(super) fn run_diff(a: &Path, b: &Path) -> ExitCode {
+/// Runs `dump hotplug`.
+pub(super) fn run_hotplug(opts: &HotplugDump, dir: &Path, force: bool) -> ExitCode {
+    let r = OutputDir::prepare(dir, force)
+        .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
+    dumped(r, dir, None)
+}
+
+/// Runs `diff A B [--json]`.
+pub(super) fn run_diff(a: &Path, b: &Path, json: bool) -> ExitCode {
     let opened = open_dump(a).and_then(|da| open_dump(b).map(|db| (da, db)));
     let (mut da, mut db) = match opened {
         Ok(p) => p,
         Err(e) => return fail(&e, e.exit_code()),
     };
-    match diff_dumps(&mut da, &mut db) {
+    match diff_dumps_report(&mut da, &mut db) {
         Ok(r) => {
-            println!("{r}");
+            if json {
+                println!("{}", r.to_json());
+            } else {
+                print!("{r}");
+            }
             ExitCode::from(r.exit_code())
         }
         Err(e @ (DiffError::Incomparable(_) | DiffError::Read(_))) => fail(&e, 2),

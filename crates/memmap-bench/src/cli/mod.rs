@@ -44,8 +44,10 @@ pub enum Invocation {
     DumpZoneDevice(ZoneDeviceDump, PathBuf, bool),
     /// `dump hugetlb`.
     DumpHugetlb(HugetlbDump, PathBuf, bool),
-    /// `diff A B`.
-    Diff(PathBuf, PathBuf),
+    /// `dump hotplug`.
+    DumpHotplug(memmap_dump::HotplugDump, PathBuf, bool),
+    /// `diff A B [--json]`.
+    Diff(PathBuf, PathBuf, bool),
 }
 
 /// Why a command line was refused.
@@ -151,7 +153,8 @@ where
         }
         Command::Dump { kind: DumpKind::ZoneDevice(a) } => dump::zone_device(&a, info),
         Command::Dump { kind: DumpKind::Hugetlb(a) } => dump::hugetlb(&a, info),
-        Command::Diff { a, b } => Ok(Invocation::Diff(a, b)),
+        Command::Dump { kind: DumpKind::Hotplug(a) } => dump::hotplug(&a, info),
+        Command::Diff { a, b, json } => Ok(Invocation::Diff(a, b, json)),
     }
 }
 
@@ -179,7 +182,8 @@ pub fn execute(inv: Invocation) -> ExitCode {
         Invocation::Suite(s) => run::run_suite(&s),
         Invocation::DumpZoneDevice(opts, dir, force) => dump::run_zone_device(&opts, &dir, force),
         Invocation::DumpHugetlb(opts, dir, force) => dump::run_hugetlb(&opts, &dir, force),
-        Invocation::Diff(a, b) => dump::run_diff(&a, &b),
+        Invocation::DumpHotplug(opts, dir, force) => dump::run_hotplug(&opts, &dir, force),
+        Invocation::Diff(a, b, json) => dump::run_diff(&a, &b, json),
     }
 }
 

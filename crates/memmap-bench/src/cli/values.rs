@@ -38,6 +38,12 @@ pub(super) fn pfn(s: &str) -> Result<u64, String> {
     r.map_err(|e| format!("bad number {s:?}: {e} (decimal, or hexadecimal with 0x)"))
 }
 
+/// `PFN[@NID]` of `dump hugetlb --place`.
+pub(super) fn placed_folio(s: &str) -> Result<(u64, u32), String> {
+    let (p, n) = s.split_once('@').unwrap_or((s, "0"));
+    Ok((pfn(p)?, n.parse().map_err(|e| format!("node {n:?}: {e}"))?))
+}
+
 /// `--threads`: `auto` or a count from 1 to 1024.
 pub(super) fn threads_arg(s: &str) -> Result<Threads, String> {
     match Threads::from_name(s) {

@@ -69,9 +69,22 @@ pub enum MigrateType {
     Movable = 1,
     /// `MIGRATE_RECLAIMABLE` (2).
     Reclaimable = 2,
+    /// `MIGRATE_ISOLATE` (5 with `CONFIG_CMA`: after `MIGRATE_HIGHATOMIC` 3 and `MIGRATE_CMA`
+    /// 4), what memory hotplug gives the pageblocks of a range while it is onlined. From 6.16
+    /// the kernel keeps isolation in a bit of its own (`PB_migrate_isolate`) beside the
+    /// migrate type; `get_pfnblock_migratetype()` reports an isolated block as this value
+    /// either way, and so does the model.
+    Isolate = 5,
 }
 
 impl MigrateType {
+    /// `migratetype_is_mergeable()`: a free block of this type may merge with a buddy of
+    /// another such type (`mt < MIGRATE_PCPTYPES`); an isolated one never does.
+    #[must_use]
+    pub const fn is_mergeable(self) -> bool {
+        !matches!(self, MigrateType::Isolate)
+    }
+
     /// The stored value.
     #[must_use]
     pub const fn value(self) -> u8 {
@@ -85,6 +98,7 @@ impl MigrateType {
             0 => Some(MigrateType::Unmovable),
             1 => Some(MigrateType::Movable),
             2 => Some(MigrateType::Reclaimable),
+            5 => Some(MigrateType::Isolate),
             _ => None,
         }
     }

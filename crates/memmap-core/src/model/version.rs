@@ -19,6 +19,11 @@ pub struct KernelVersion {
 }
 
 impl KernelVersion {
+    /// Linux 6.1 (a long-term release; Debian 12 "bookworm").
+    pub const V6_1: KernelVersion = KernelVersion::new(6, 1);
+    /// Linux 6.10: frees of blocks larger than a pageblock split into pageblocks
+    /// (`split_large_buddy()`), isolation undone through `__isolate_free_page()`.
+    pub const V6_10: KernelVersion = KernelVersion::new(6, 10);
     /// Linux 6.12 (a long-term release; Debian 12 backports).
     pub const V6_12: KernelVersion = KernelVersion::new(6, 12);
     /// Linux 6.15: the folio layout with `_mm_ids` (`CONFIG_MM_ID`), refcounted FS_DAX pages.
@@ -62,6 +67,8 @@ impl KernelVersion {
             zone_device_pageblock_range: self.at_least(KernelVersion::V7_2),
             zone_device_early_sections: self.at_least(KernelVersion::V7_2),
             deferred_job_per_zone: self.at_least(KernelVersion::V6_18),
+            free_splits_pageblocks: self.at_least(KernelVersion::V6_10),
+            page_type_top_byte: self.at_least(KernelVersion::V6_12),
         }
     }
 
@@ -147,6 +154,21 @@ pub struct Behaviour {
     /// each extended to the next section boundary. The memmap left is the same; the chunks the
     /// workers take differ.
     pub deferred_job_per_zone: bool,
+    /// Freeing a block larger than a pageblock frees it pageblock by pageblock, each with its
+    /// own block's migrate type (`split_large_buddy()` in `free_one_page()`), and
+    /// `unset_migratetype_isolate()` takes the free head of an isolated pageblock off its list
+    /// (`__isolate_free_page()`, a `list_del()` that leaves `LIST_POISON1/2` in its `lru`) to
+    /// free it again and let it merge: 6.10, Johannes Weiner's "mm: page_isolation: prepare
+    /// for hygienic freelists". What memory hotplug leaves in the struct pages of a range it
+    /// onlines depends on it ([`crate::hotplug`]): since then the struct page at the second
+    /// pageblock of every `MAX_PAGE_ORDER` block holds the list poison; before, nothing does.
+    pub free_splits_pageblocks: bool,
+    /// `page_type` holds the type in its top byte (`PGTY_buddy << 24` = `0xf0000000` for a free
+    /// block's head), Matthew Wilcox's page_type rework; before, the types were cleared bits of
+    /// `PAGE_TYPE_BASE` (`0xf0000000`): a free block's head held `~PG_buddy` = `0xffffff7f`.
+    /// **oracle**: 6.1 has the old encoding, 6.12 the new; the model switches at 6.12, the first
+    /// release it compared with the new one.
+    pub page_type_top_byte: bool,
 }
 
 #[cfg(test)]

@@ -1,0 +1,544 @@
+//! Memory hotplug: onlining a hot-added range of ordinary memory into `ZONE_NORMAL` or
+//! `ZONE_MOVABLE` (`mm/memory_hotplug.c`), on a [`Memmap`] of caller storage.
+//!
+//! What the kernel does for each memory block that is onlined (`online_pages()`):
+//!
+//! 1. `move_pfn_range_to_zone(zone, pfn, nr_pages, NULL, MIGRATE_ISOLATE)` →
+//!    `memmap_init_range(..., MEMINIT_HOTPLUG, ...)`: every struct page through
+//!    `__init_single_page()`, then `__SetPageOffline()` (`page_type = PGTY_offline << 24`);
+//!    every pageblock isolated (`MIGRATE_ISOLATE`; from 6.16 `MIGRATE_MOVABLE` with the
+//!    `PB_migrate_isolate` bit), `cond_resched()` at each pageblock-aligned pfn.
+//! 2. `online_pages_range()`: the range in chunks of `min(MAX_PAGE_ORDER, __ffs(pfn))` pages,
+//!    each through `generic_online_page()` → `__free_pages_core(page, order, MEMINIT_HOTPLUG)`:
+//!    `__ClearPageOffline()` and `set_page_count(0)` on every page, then `__free_pages_ok(...,
+//!    FPI_TO_TAIL)`. From 6.10 ([`Behaviour::free_splits_pageblocks`](crate::Behaviour::free_splits_pageblocks)) the free is split into
+//!    pageblocks (`split_large_buddy()`), and the second half of a `MAX_PAGE_ORDER` block merges
+//!    with the first inside the isolated pageblocks.
+//! 3. `undo_isolate_page_range(pfn, pfn + nr_pages, MIGRATE_MOVABLE)`: pageblock by pageblock,
+//!    `unset_migratetype_isolate()`. From 6.10 the first pageblock of a `MAX_PAGE_ORDER` block
+//!    takes the block off the list and frees its halves again (the first becomes a MOVABLE
+//!    order-9 block, the second stays isolated); the second pageblock then finds its head free
+//!    with a MOVABLE buddy, takes it off its list with `__isolate_free_page()` (`list_del()`:
+//!    `LIST_POISON1`/`LIST_POISON2` in its `lru`) and frees it again
+//!    (`__putback_isolated_page()`, to the tail of the list), which merges the block back to
+//!    `MAX_PAGE_ORDER`. Before 6.10, `move_freepages_block()` moves each block to the tail of
+//!    the MOVABLE list and nothing is poisoned.
+//!
+//! So a hot-added range onlined on 6.10+ holds, in every `MAX_PAGE_ORDER` block: the head as a
+//! free buddy (`PGTY_buddy`, the order in `private`, `lru` linked into the zone's free list),
+//! `LIST_POISON1`/`LIST_POISON2` in `lru` of the struct page at `head + pageblock_nr_pages`, and
+//! every other struct page as `__init_single_page()` left it with `_refcount` 0; all pageblocks
+//! MOVABLE; the blocks on the free list in ascending pfn order (each block goes to the tail), as
+//! in every release the oracle compared (Linux 7.2, 6.12 and 6.1: 256 MiB and 1 GiB DIMMs
+//! onlined into ZONE_NORMAL and ZONE_MOVABLE). The free-list algorithm itself is
+//! `mm/page_alloc.c`'s, run on the struct pages (the private `buddy` module), so other ranges (a start that is
+//! only pageblock-aligned, as with `memmap_on_memory`) get what the kernel's rules give them.
+//!
+//! ## The design
+//!
+//! The zone's free lists of the hot-added memory live in a [`HotplugZone`] the caller keeps
+//! across the memory blocks it onlines (the kernel onlines each memory block with its own
+//! `online_pages()` call); the struct pages live in the caller's [`Memmap`], which must cover
+//! every struct page the allocator may look at (the range and any memory onlined into the zone
+//! before it). Nothing is allocated. [`online_pages`] writes the struct pages three ways:
+//!
+//! * [`Strategy::Slow`]: the kernel's per-page code (steps 1 and 2 for every page, in order);
+//! * [`Strategy::Template`] / [`Strategy::Streaming`]: one struct page built through the slow
+//!   path and taken to the state `__free_pages_core()` leaves (`page_type` -1, `_refcount` 0),
+//!   copied into every other slot with the `lru` self-pointers refreshed (streamed, drained
+//!   once), pageblock-aligned struct pages stored normally (they get their migrate type and
+//!   `cond_resched()` there, and they are the only ones the free-list steps read and write);
+//!   then the same free-list steps.
+//!
+//! All three leave the same bytes, pageblocks, hook calls and free lists (the property tests in
+//! `tests/hotplug.rs`).
+
+mod buddy;
+
+pub use buddy::buddy_page_type;
+
+use core::fmt;
+
+use crate::InitError;
+use crate::fill::{
+    Cached, DrainGuard, FillOptions, ListSelf, Refresh, Store, Strategy, StrategyReason, copy_run,
+};
+use crate::hooks::InitHooks;
+use crate::memmap::Memmap;
+use crate::model::config::KernelConfig;
+use crate::model::flags::{MigrateType, PageType};
+use crate::model::page::{StructPage, offsets};
+
+/// Orders the model keeps free lists for (`MAX_PAGE_ORDER` must be below this).
+const MAX_ORDERS: usize = 24;
+/// Migrate types with a free list here: UNMOVABLE, MOVABLE, RECLAIMABLE, ISOLATE.
+const MT_SLOTS: usize = 4;
+/// Modelled offset of `free_area[0]` in `struct zone` (the same modelled layout as the
+/// buddy allocator of `Node`).
+const FREE_AREA_OFFSET: u64 = 0x100;
+/// Modelled `sizeof(struct free_area)`: `MIGRATE_TYPES` (6) list heads and `nr_free`.
+const FREE_AREA_SIZE: u64 = 6 * 16 + 8;
+
+/// The zone a hot-added range is onlined into (`online` / `online_kernel` gives
+/// `ZONE_NORMAL` for memory above the boot memory, `online_movable` `ZONE_MOVABLE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HotplugTarget {
+    /// `ZONE_NORMAL`: the zone two below `ZONE_DEVICE` (the presets' zones are DMA, DMA32,
+    /// NORMAL, MOVABLE, DEVICE).
+    Normal,
+    /// `ZONE_MOVABLE`: the zone right below `ZONE_DEVICE`.
+    Movable,
+}
+
+impl HotplugTarget {
+    /// Both targets.
+    pub const ALL: [HotplugTarget; 2] = [HotplugTarget::Normal, HotplugTarget::Movable];
+
+    /// The zone index in `cfg`.
+    #[must_use]
+    pub const fn zone(self, cfg: &KernelConfig) -> u32 {
+        match self {
+            HotplugTarget::Normal => cfg.zone_device().saturating_sub(2),
+            HotplugTarget::Movable => cfg.zone_device().saturating_sub(1),
+        }
+    }
+
+    /// `normal` or `movable`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            HotplugTarget::Normal => "normal",
+            HotplugTarget::Movable => "movable",
+        }
+    }
+
+    /// Parses [`HotplugTarget::name`].
+    #[must_use]
+    pub fn from_name(s: &str) -> Option<HotplugTarget> {
+        Self::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+/// Why a range could not be onlined. Nothing is written when one is returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HotplugError {
+    /// The memmap does not cover the range, or the configuration is invalid.
+    Init(InitError),
+    /// The zone is not one memory can be onlined into (it must be below `ZONE_DEVICE`).
+    BadZone {
+        /// Zone given.
+        zone: u32,
+        /// `ZONE_DEVICE`.
+        zone_device: u32,
+    },
+    /// `online_pages()`'s alignment rule: the start must be pageblock-aligned and the end
+    /// section-aligned.
+    Misaligned {
+        /// First pfn.
+        start_pfn: u64,
+        /// Pages.
+        nr_pages: u64,
+    },
+    /// `MAX_PAGE_ORDER` is not below 24 or `pageblock_order` is above it.
+    UnsupportedOrders {
+        /// `max_page_order`.
+        max_page_order: u32,
+        /// `pageblock_order`.
+        pageblock_order: u32,
+    },
+    /// The [`HotplugZone`] was made for another configuration than the memmap's.
+    ZoneConfigMismatch,
+    /// [`take_free_block`]: no free block starts at the pfn.
+    NotFree {
+        /// The pfn.
+        pfn: u64,
+    },
+}
+
+impl fmt::Display for HotplugError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            HotplugError::Init(e) => write!(f, "{e}"),
+            HotplugError::BadZone { zone, zone_device } => {
+                write!(f, "zone {zone} cannot take hot-added memory (ZONE_DEVICE is {zone_device})")
+            }
+            HotplugError::Misaligned { start_pfn, nr_pages } => write!(
+                f,
+                "pfns {start_pfn:#x} + {nr_pages}: the start must be pageblock-aligned and the end section-aligned"
+            ),
+            HotplugError::UnsupportedOrders { max_page_order, pageblock_order } => {
+                write!(f, "MAX_PAGE_ORDER {max_page_order} / pageblock_order {pageblock_order} not supported")
+            }
+            HotplugError::ZoneConfigMismatch => {
+                f.write_str("the hotplug zone was made for another kernel configuration")
+            }
+            HotplugError::NotFree { pfn } => write!(f, "no free block starts at pfn {pfn:#x}"),
+        }
+    }
+}
+
+impl core::error::Error for HotplugError {}
+
+impl From<InitError> for HotplugError {
+    fn from(e: InitError) -> Self {
+        HotplugError::Init(e)
+    }
+}
+
+/// The free lists and counters of the zone that hot-added memory is onlined into, as far as
+/// that memory goes: `zone->free_area[order].free_list[mt]` heads (at modelled addresses of
+/// `NODE_DATA(nid)->node_zones[zone]`) and their `nr_free`, `managed_pages`,
+/// `present_pages`. The blocks on the lists are struct pages of the caller's memmap; a new
+/// zone has empty lists (memory hot-added above the boot memory into a zone that had none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HotplugZone {
+    cfg: KernelConfig,
+    nid: u32,
+    zone: u32,
+    zone_addr: u64,
+    /// `(next, prev)` of each list head, by order and migrate-type slot.
+    heads: [[(u64, u64); MT_SLOTS]; MAX_ORDERS],
+    nr_free: [[u64; MT_SLOTS]; MAX_ORDERS],
+    managed_pages: u64,
+    present_pages: u64,
+}
+
+/// The list slot of a migrate type.
+const fn slot(mt: MigrateType) -> usize {
+    match mt {
+        MigrateType::Unmovable => 0,
+        MigrateType::Movable => 1,
+        MigrateType::Reclaimable => 2,
+        MigrateType::Isolate => 3,
+    }
+}
+
+impl HotplugZone {
+    /// Zone `zone` of node `nid` with empty free lists.
+    ///
+    /// # Errors
+    ///
+    /// [`HotplugError::BadZone`] for `ZONE_DEVICE` and above, [`HotplugError::UnsupportedOrders`],
+    /// [`HotplugError::Init`] for an invalid configuration or a node id that does not fit.
+    pub fn new(cfg: &KernelConfig, nid: u32, zone: u32) -> Result<HotplugZone, HotplugError> {
+        let layout = cfg.flags_layout().map_err(InitError::Config)?;
+        if zone >= cfg.zone_device() {
+            return Err(HotplugError::BadZone { zone, zone_device: cfg.zone_device() });
+        }
+        if u64::from(nid) > layout.nodes_mask() {
+            return Err(InitError::NodeOutOfRange { nid, max: layout.nodes_mask() as u32 }.into());
+        }
+        if cfg.max_page_order as usize >= MAX_ORDERS || cfg.pageblock_order > cfg.max_page_order {
+            return Err(HotplugError::UnsupportedOrders {
+                max_page_order: cfg.max_page_order,
+                pageblock_order: cfg.pageblock_order,
+            });
+        }
+        // The modelled `NODE_DATA(nid)->node_zones[zone]`: a direct-map address, one 256 KiB
+        // `pglist_data` per node, 0x1000 bytes per zone (as the node's buddy allocator models it).
+        let zone_addr = cfg
+            .page_offset
+            .wrapping_add(0x7f00_0000 + u64::from(nid) * 0x4_0000 + 0x1000 + u64::from(zone) * 0x1000);
+        let mut z = HotplugZone {
+            cfg: *cfg,
+            nid,
+            zone,
+            zone_addr,
+            heads: [[(0, 0); MT_SLOTS]; MAX_ORDERS],
+            nr_free: [[0; MT_SLOTS]; MAX_ORDERS],
+            managed_pages: 0,
+            present_pages: 0,
+        };
+        for order in 0..MAX_ORDERS as u32 {
+            for mt in
+                [MigrateType::Unmovable, MigrateType::Movable, MigrateType::Reclaimable, MigrateType::Isolate]
+            {
+                let h = z.free_list_addr(order, mt);
+                z.heads[order as usize][slot(mt)] = (h, h);
+            }
+        }
+        Ok(z)
+    }
+
+    /// Zone `target` of node `nid` with empty free lists (see [`HotplugZone::new`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`HotplugZone::new`].
+    pub fn for_target(
+        cfg: &KernelConfig,
+        nid: u32,
+        target: HotplugTarget,
+    ) -> Result<HotplugZone, HotplugError> {
+        Self::new(cfg, nid, target.zone(cfg))
+    }
+
+    /// The node id.
+    #[must_use]
+    pub fn nid(&self) -> u32 {
+        self.nid
+    }
+
+    /// The zone index.
+    #[must_use]
+    pub fn zone(&self) -> u32 {
+        self.zone
+    }
+
+    /// The modelled address of `zone->free_area[order].free_list[mt]` (what the first and last
+    /// block of a list point to).
+    #[must_use]
+    pub fn free_list_addr(&self, order: u32, mt: MigrateType) -> u64 {
+        self.zone_addr + FREE_AREA_OFFSET + u64::from(order) * FREE_AREA_SIZE + u64::from(mt.value()) * 16
+    }
+
+    /// `free_area[order].nr_free` of migrate type `mt` (0 for orders beyond the model's).
+    #[must_use]
+    pub fn nr_free(&self, order: u32, mt: MigrateType) -> u64 {
+        self.nr_free.get(order as usize).map_or(0, |o| o[slot(mt)])
+    }
+
+    /// Pages handed to the buddy allocator by onlining (`managed_pages`).
+    #[must_use]
+    pub fn managed_pages(&self) -> u64 {
+        self.managed_pages
+    }
+
+    /// Pages onlined (`present_pages`).
+    #[must_use]
+    pub fn present_pages(&self) -> u64 {
+        self.present_pages
+    }
+
+    /// The first pfn of every block on the free list of `order` and `mt`, in list order, by
+    /// walking the links through `memmap` (`f` is called per block). Stops at a link that
+    /// leaves the memmap.
+    pub fn for_each_free_block<P: StructPage>(
+        &self,
+        memmap: &Memmap<'_, P>,
+        order: u32,
+        mt: MigrateType,
+        mut f: impl FnMut(u64),
+    ) {
+        let Some(lists) = self.heads.get(order as usize) else { return };
+        let head = self.free_list_addr(order, mt);
+        let mut cur = lists[slot(mt)].0;
+        while cur != head {
+            let Some(pfn) = memmap.vaddr_to_pfn(cur.wrapping_sub(offsets::LRU_NEXT as u64)) else { return };
+            f(pfn);
+            cur = memmap.read(pfn).lru_next();
+        }
+    }
+}
+
+/// Options of [`online_pages`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OnlineOptions {
+    /// How the struct pages are written. `Auto` streams from the threshold up unless the
+    /// kernel's rules (tracepoint, KASAN/KMSAN, sanitizer build) require the slow path.
+    pub fill: FillOptions,
+}
+
+impl OnlineOptions {
+    /// `strategy` with the default threshold.
+    #[must_use]
+    pub const fn new(strategy: Strategy) -> Self {
+        OnlineOptions { fill: FillOptions::new(strategy) }
+    }
+}
+
+/// What [`online_pages`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OnlineReport {
+    /// First pfn.
+    pub start_pfn: u64,
+    /// Pages onlined.
+    pub nr_pages: u64,
+    /// The strategy requested.
+    pub requested: Strategy,
+    /// The strategy used.
+    pub used: Strategy,
+    /// Why.
+    pub reason: StrategyReason,
+    /// `generic_online_page()` calls (chunks of `online_pages_range()`).
+    pub chunks: u64,
+    /// `stream_hal::drain()` calls.
+    pub drains: u64,
+}
+
+/// `online_pages(pfn, nr_pages, zone)` of one memory block (see the module documentation):
+/// initializes the struct pages of `[start_pfn, start_pfn + nr_pages)` as hot-added memory of
+/// `zone`, frees them to `zone`'s free lists with the pageblocks isolated, and undoes the
+/// isolation. `memmap` must cover the range and every struct page of memory onlined into the
+/// zone before (the allocator looks at buddies there). A zero-length range is a no-op.
+///
+/// # Errors
+///
+/// [`HotplugError`] (nothing is written): a range outside the memmap, a start that is not
+/// pageblock-aligned or an end that is not section-aligned, a zone of another configuration.
+pub fn online_pages<P: StructPage, H: InitHooks>(
+    memmap: &mut Memmap<'_, P>,
+    zone: &mut HotplugZone,
+    start_pfn: u64,
+    nr_pages: u64,
+    opts: &OnlineOptions,
+    hooks: &mut H,
+) -> Result<OnlineReport, HotplugError> {
+    let cfg = *memmap.config();
+    if cfg != zone.cfg {
+        return Err(HotplugError::ZoneConfigMismatch);
+    }
+    let bytes = nr_pages.saturating_mul(P::SIZE as u64);
+    let (used, reason) = opts.fill.resolve(memmap, hooks, bytes);
+    let mut report = OnlineReport {
+        start_pfn,
+        nr_pages,
+        requested: opts.fill.strategy,
+        used,
+        reason,
+        chunks: 0,
+        drains: 0,
+    };
+    if nr_pages == 0 {
+        return Ok(report);
+    }
+    if !memmap.contains_range(start_pfn, nr_pages) {
+        return Err(InitError::OutOfRange {
+            start_pfn,
+            nr_pages,
+            memmap_start: memmap.base_pfn(),
+            memmap_end: memmap.end_pfn(),
+        }
+        .into());
+    }
+    let end = start_pfn + nr_pages;
+    if start_pfn % cfg.pageblock_nr_pages() != 0 || end % cfg.pages_per_section() != 0 {
+        return Err(HotplugError::Misaligned { start_pfn, nr_pages });
+    }
+    // 1. move_pfn_range_to_zone() → memmap_init_range(MEMINIT_HOTPLUG, MIGRATE_ISOLATE), and
+    // for the template paths also the per-page part of __free_pages_core().
+    let per_page_free = match used {
+        Strategy::Slow | Strategy::Auto => {
+            for pfn in start_pfn..end {
+                init_hotplug_page(memmap, zone, pfn, hooks);
+            }
+            true
+        }
+        Strategy::Template | Strategy::Streaming => {
+            report.drains = init_template(memmap, zone, start_pfn, end, used, hooks);
+            false
+        }
+    };
+    // 2. online_pages_range() and 3. undo_isolate_page_range().
+    let mut b = buddy::Buddy { m: memmap, z: zone, split: cfg.behaviour().free_splits_pageblocks };
+    let mut pfn = start_pfn;
+    while pfn < end {
+        let order = if pfn == 0 { cfg.max_page_order } else { cfg.max_page_order.min(pfn.trailing_zeros()) };
+        let n = 1u64 << order;
+        if per_page_free {
+            for p in pfn..pfn + n {
+                free_core_page(b.m, p, hooks);
+            }
+        }
+        b.z.managed_pages += n;
+        b.free_one_page(pfn, order, true);
+        report.chunks += 1;
+        pfn += n;
+    }
+    b.undo_isolate_page_range(start_pfn, end);
+    zone.present_pages += nr_pages;
+    Ok(report)
+}
+
+/// Takes the free block that starts at `pfn` off its free list, as an allocation that takes a
+/// whole free block does first (`__rmqueue_smallest()` → `del_page_from_free_list()`:
+/// `LIST_POISON1/2` in its `lru`, no buddy type, `private` 0); returns its order. What the
+/// block's struct pages hold after that depends on what the allocation did with them; the
+/// kernel-oracle uses this for the blocks a guest allocated from after onlining, whose
+/// struct pages it leaves out of the comparison while their neighbours on the list must still
+/// link around them.
+///
+/// # Errors
+///
+/// [`HotplugError::NotFree`] when no free block of `zone` starts at `pfn` (nothing changes),
+/// [`HotplugError::ZoneConfigMismatch`].
+pub fn take_free_block<P: StructPage>(
+    memmap: &mut Memmap<'_, P>,
+    zone: &mut HotplugZone,
+    pfn: u64,
+) -> Result<u32, HotplugError> {
+    if *memmap.config() != zone.cfg {
+        return Err(HotplugError::ZoneConfigMismatch);
+    }
+    let split = zone.cfg.behaviour().free_splits_pageblocks;
+    let mut b = buddy::Buddy { m: memmap, z: zone, split };
+    b.take(pfn).ok_or(HotplugError::NotFree { pfn })
+}
+
+/// `memmap_init_range()`'s body for one hot-added pfn: `__init_single_page()`,
+/// `__SetPageOffline()`, and at a pageblock-aligned pfn `MIGRATE_ISOLATE` and `cond_resched()`.
+fn init_hotplug_page<P: StructPage, H: InitHooks>(
+    m: &mut Memmap<'_, P>,
+    zone: &HotplugZone,
+    pfn: u64,
+    hooks: &mut H,
+) {
+    m.init_single_page(pfn, zone.zone, zone.nid, hooks);
+    let mut p = m.read(pfn);
+    p.set_u32_at(offsets::PAGE_TYPE, PageType::word(PageType::OFFLINE));
+    m.write(pfn, p);
+    if m.pageblock_aligned(pfn) {
+        m.set_pageblock_migratetype(pfn, MigrateType::Isolate);
+        hooks.cond_resched(pfn);
+    }
+}
+
+/// The per-page part of `__free_pages_core(page, order, MEMINIT_HOTPLUG)`:
+/// `__ClearPageOffline()` (`page_type = UINT_MAX`) and `set_page_count(page, 0)`.
+fn free_core_page<P: StructPage, H: InitHooks>(m: &mut Memmap<'_, P>, pfn: u64, hooks: &mut H) {
+    let mut p = m.read(pfn);
+    p.set_u32_at(offsets::PAGE_TYPE, u32::MAX);
+    m.write(pfn, p);
+    m.set_page_count(pfn, 0, hooks);
+}
+
+/// The template paths of steps 1 and 2's per-page part: the first struct page through the slow
+/// path and taken to what `__free_pages_core()` leaves, then a refreshed copy of it into every
+/// other struct page of `[start, end)` with `S`'s stores; pageblock-aligned pages are stored
+/// normally and get their migrate type and `cond_resched()`. Returns the drains.
+fn init_template<P: StructPage, H: InitHooks>(
+    m: &mut Memmap<'_, P>,
+    zone: &HotplugZone,
+    start: u64,
+    end: u64,
+    used: Strategy,
+    hooks: &mut H,
+) -> u64 {
+    init_hotplug_page(m, zone, start, hooks);
+    let mut tmpl = m.read(start);
+    tmpl.set_u32_at(offsets::PAGE_TYPE, u32::MAX);
+    tmpl.set_u32_at(offsets::REFCOUNT, 0);
+    m.write(start, tmpl);
+    let (cfg, layout) = (*m.config(), *m.layout());
+    let refresh = Refresh::new(&cfg, &layout, ListSelf::Both);
+    let pages = m.raw_pages();
+    let mut at_pageblock = |pfn: u64| {
+        m.set_pageblock_migratetype(pfn, MigrateType::Isolate);
+        hooks.cond_resched(pfn);
+    };
+    crate::fill::with_store!(used, S => {
+        let guard = DrainGuard::new(S::STREAMING);
+        // SAFETY: `[start + 1, end)` is inside the memmap (checked by the caller), which `m`
+        // borrows exclusively for this call; the guard drains the streamed stores before the
+        // free-list steps read anything, and the pages handed to the callback are stored
+        // normally.
+        unsafe { copy_run::<P, S>(pages, &refresh, start + 1, end, &mut tmpl, Some(&mut at_pageblock)) };
+        u64::from(guard.finish())
+    }, slow => {
+        // SAFETY: as above, with normal stores.
+        unsafe { copy_run::<P, Cached>(pages, &refresh, start + 1, end, &mut tmpl, Some(&mut at_pageblock)) };
+        0
+    })
+}
