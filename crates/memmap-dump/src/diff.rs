@@ -376,11 +376,9 @@ impl fmt::Display for DiffReport {
             )?;
         }
         if self.differing_pages > 0 {
-            write!(f, "by field:")?;
-            for c in &self.fields {
-                write!(f, " {} {},", c.field, c.pages)?;
-            }
-            writeln!(f)?;
+            let fields: Vec<String> =
+                self.fields.iter().map(|c| format!("{} {}", c.field, c.pages)).collect();
+            writeln!(f, "by field: {}", fields.join(", "))?;
             for r in &self.roles {
                 writeln!(f, "role {}: {} struct page(s)", r.role, r.pages)?;
                 for e in &r.examples {

@@ -27,9 +27,10 @@ pub struct Cli {
     pub(super) global: GlobalArgs,
 }
 
-/// Flags accepted before or after the subcommand (by the timing commands and `limits`).
+/// Flags accepted before or after the subcommand (by the timing commands and `limits`; `diff`
+/// takes `--json`).
 #[derive(Debug, Args, Clone, Copy, Default)]
-#[command(next_help_heading = "Output options (timing commands and limits)")]
+#[command(next_help_heading = "Output options (timing commands and limits; diff takes --json)")]
 pub(super) struct GlobalArgs {
     /// Print the report as JSON on stdout (tables and progress go to stderr).
     #[arg(long, global = true)]
@@ -86,9 +87,6 @@ pub(super) enum Command {
         a: PathBuf,
         /// Second dump directory.
         b: PathBuf,
-        /// Print the report as JSON.
-        #[arg(long)]
-        json: bool,
     },
 }
 

@@ -102,7 +102,8 @@ pub(super) fn hotplug(a: &DumpHotplugArgs, info: &MemInfo) -> Result<Invocation,
         .pages
         .checked_mul(if c.layout == 72 { 72 } else { 64 })
         .ok_or_else(|| usage(format!("--pages {}: the memmap size overflows", a.pages)))?;
-    memory::check("the dump", &memory::MemoryNeed::resident(bytes), info).map_err(|e| usage(e.to_string()))?;
+    memory::check("the dump", &memory::MemoryNeed::resident(bytes), info)
+        .map_err(|e| usage(e.to_string()))?;
     Ok(Invocation::DumpHotplug(opts, c.out.clone(), c.force))
 }
 

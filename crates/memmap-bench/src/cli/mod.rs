@@ -71,8 +71,8 @@ impl std::fmt::Display for CliError {
 impl std::error::Error for CliError {}
 
 /// Refuses the output flags for a command that has no output of that kind (`dump`, `diff`).
-fn no_global_flags(command: &str, g: &GlobalArgs) -> Result<(), CliError> {
-    match g.given().first() {
+fn no_global_flags(command: &str, g: &GlobalArgs, allowed: &[&str]) -> Result<(), CliError> {
+    match g.given().into_iter().find(|f| !allowed.contains(f)) {
         Some(flag) => {
             let msg = format!("the subcommand '{command}' cannot be used with '{flag}'");
             let mut cmd = <Cli as clap::CommandFactory>::command();
@@ -118,8 +118,10 @@ where
     let Some(command) = cli.command else {
         return timing(cli.all, &|_| true);
     };
-    if matches!(command, Command::Dump { .. } | Command::Diff { .. }) {
-        no_global_flags(command.name(), &g)?;
+    match command {
+        Command::Dump { .. } => no_global_flags(command.name(), &g, &[])?,
+        Command::Diff { .. } => no_global_flags(command.name(), &g, &["--json"])?,
+        _ => {}
     }
     match command {
         Command::All(a) => timing(a, &|_| true),
@@ -154,7 +156,7 @@ where
         Command::Dump { kind: DumpKind::ZoneDevice(a) } => dump::zone_device(&a, info),
         Command::Dump { kind: DumpKind::Hugetlb(a) } => dump::hugetlb(&a, info),
         Command::Dump { kind: DumpKind::Hotplug(a) } => dump::hotplug(&a, info),
-        Command::Diff { a, b, json } => Ok(Invocation::Diff(a, b, json)),
+        Command::Diff { a, b } => Ok(Invocation::Diff(a, b, g.json)),
     }
 }
 
@@ -273,8 +275,8 @@ mod tests {
     #[test]
     fn flags_belong_to_their_commands() {
         for args in [
-            &["--json", "diff", "a", "b"][..],
-            &["diff", "a", "b", "--json"],
+            &["--quick", "diff", "a", "b"][..],
+            &["diff", "a", "b", "--verbose"],
             &["--quick", "dump", "zone-device", "--memory-type", "fsdax", "--pages", "8", "--out", "x"],
             &[
                 "dump",
@@ -294,8 +296,11 @@ mod tests {
         ] {
             assert!(matches!(parse_on(args, &machine()), Err(CliError::Clap(_))), "{args:?}");
         }
-        let e = refused(&["--json", "diff", "a", "b"]);
-        assert!(e.contains("the subcommand 'diff' cannot be used with '--json'"), "{e}");
+        let e = refused(&["--quick", "diff", "a", "b"]);
+        assert!(e.contains("the subcommand 'diff' cannot be used with '--quick'"), "{e}");
+        for args in [&["--json", "diff", "a", "b"][..], &["diff", "a", "b", "--json"]] {
+            assert!(matches!(parse_on(args, &machine()), Ok(Invocation::Diff(_, _, true))), "{args:?}");
+        }
     }
 
     #[test]
