@@ -1,0 +1,293 @@
+//! Reset: make a guest range read as zero again, in place (streaming zero) or by discarding
+//! its pages (and, optionally, faulting them back in).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use vm_memory::bitmap::{BS, Bitmap};
+use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
+
+use crate::backing::{BackingKind, HostBacking, RegionBacking};
+use crate::engine::{self, MIN_CHUNK, Piece, Stop, WorkReport, Workers};
+use crate::error::{Error, HostOp};
+use crate::parallel::zero_part;
+use crate::populate::{PopulateMethod, populate_part};
+use crate::range::region_pieces;
+use crate::sys::{self, Advice};
+
+/// How [`reset`] makes the range read as zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ResetPolicy {
+    /// The faster path, page by page, by the rule of [`reset_path`] (measured; see the
+    /// crate's README): resident pages are zeroed in place, pages that are not resident (never
+    /// faulted in, discarded before, swapped out) are discarded where the backing allows it,
+    /// so that they stay out of memory and read as zero. Residency is kept as it was: what was
+    /// resident is resident and zero, the rest is not faulted in.
+    #[default]
+    Auto,
+    /// Streaming zero in place ([`zero_parallel`](crate::zero_parallel)): the pages stay where
+    /// they are, resident.
+    InPlace,
+    /// Give the pages back to the host and let them be faulted in again as zero pages:
+    /// `MADV_DONTNEED` for private anonymous memory, `MADV_REMOVE` for shared anonymous
+    /// memory, a punched hole (`fallocate(PUNCH_HOLE)`) for shared file mappings (memfd,
+    /// hugetlbfs). Partial pages at the ends of the range are zeroed in place. With
+    /// `repopulate`, the discarded pages are faulted back in right away
+    /// ([`populate`](crate::populate)'s `MADV_POPULATE_WRITE`), as a VMM that prefaults its
+    /// guest memory wants.
+    Discard {
+        /// Fault the pages back in.
+        repopulate: bool,
+    },
+}
+
+/// The path [`ResetPolicy::Auto`] takes for a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResetPath {
+    /// Streaming zero in place.
+    InPlace,
+    /// Discard.
+    Discard,
+}
+
+/// The rule of [`ResetPolicy::Auto`] for one page of memory of kind `kind`, `resident` or not
+/// (as `mincore` reports it).
+///
+/// Measured on this project's machine (the crate's README has the sweep and its command):
+/// on resident memory, in place is faster than discard and refault at every size (from 4 KiB
+/// to 4 GiB, with and without transparent huge pages, anonymous or memfd; the refault costs
+/// the kernel's page clearing plus a fault per page, which is several times the streaming
+/// zero); on memory that is not resident, discarding is faster at every size (it does nearly
+/// nothing, while zeroing in place faults every page in first). Memory whose discard would not
+/// read as zero (a private file mapping, an unknown backing) is always zeroed in place.
+#[must_use]
+pub const fn reset_path(kind: BackingKind, resident: bool) -> ResetPath {
+    if !resident && kind.discards_to_zero() { ResetPath::Discard } else { ResetPath::InPlace }
+}
+
+/// What [`reset`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResetReport {
+    /// Bytes zeroed in place (partial pages of a discard included).
+    pub in_place: u64,
+    /// Bytes discarded.
+    pub discarded: u64,
+    /// Bytes faulted back in after the discard.
+    pub repopulated: u64,
+    /// The workers' report.
+    pub work: WorkReport,
+}
+
+/// What to do with one piece.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    InPlace,
+    /// Discard where not resident ([`reset_path`]).
+    Auto,
+    Discard { repopulate: bool },
+}
+
+/// Makes `len` guest bytes from `addr` on read as zero, with `workers` (see [`Workers`]), by
+/// `policy`, and marks them dirty: every byte, zeroed or discarded (a discarded page reads as
+/// zero, so it changed).
+///
+/// Ranges may span regions of different backings; each region piece takes its own path under
+/// [`ResetPolicy::Auto`]. The zeroing is drained before each part is marked dirty, and
+/// before return.
+///
+/// # Errors
+///
+/// Before anything is written: [`Error::OutOfRange`] or [`Error::AddressOverflow`] if part of
+/// the range is not guest memory, [`Error::CannotDiscard`] if `Discard` is forced on memory
+/// whose discarded pages would not read as zero (a private file mapping) or of unknown
+/// backing. During the work: [`Error::Os`] when a forced discard or a repopulate is refused by
+/// the kernel (`EINVAL` on `mlock`ed memory, say; under [`ResetPolicy::Auto`] such a part is
+/// zeroed in place instead).
+pub fn reset<M>(
+    mem: &M,
+    addr: GuestAddress,
+    len: usize,
+    policy: ResetPolicy,
+    workers: &Workers,
+) -> Result<ResetReport, Error>
+where
+    M: GuestMemoryBackend + ?Sized,
+    M::R: RegionBacking,
+    for<'a> BS<'a, <M::R as GuestMemoryRegion>::B>: Sync,
+{
+    if len == 0 {
+        return Ok(ResetReport::default());
+    }
+    let pieces = region_pieces(mem, addr, len)?;
+    let mut actions = Vec::with_capacity(pieces.pieces.len());
+    for p in &pieces.pieces {
+        let a = match policy {
+            ResetPolicy::InPlace => Action::InPlace,
+            ResetPolicy::Discard { repopulate } => {
+                if !p.backing.kind.discards_to_zero() {
+                    return Err(Error::CannotDiscard { addr: p.guest, len: p.len as u64, backing: p.backing.kind });
+                }
+                Action::Discard { repopulate }
+            }
+            ResetPolicy::Auto if p.backing.kind.discards_to_zero() => Action::Auto,
+            ResetPolicy::Auto => Action::InPlace,
+        };
+        actions.push(a);
+    }
+    let counters = Counters::default();
+    let work = engine::run(&pieces.pieces, workers, MIN_CHUNK, &Stop::new(None), |k, p, off, n, stop| {
+        match actions[k] {
+            Action::InPlace => {
+                zero_part(p, off, n);
+                counters.in_place.fetch_add(n as u64, Ordering::Relaxed);
+                Ok(n)
+            }
+            Action::Auto => discard_part(p, off, n, Mode::Auto, &counters, stop),
+            Action::Discard { repopulate } => discard_part(p, off, n, Mode::Forced { repopulate }, &counters, stop),
+        }
+    })?;
+    // Relaxed: the workers have all joined (the scope's join orders their increments before
+    // these loads).
+    Ok(ResetReport {
+        in_place: counters.in_place.load(Ordering::Relaxed),
+        discarded: counters.discarded.load(Ordering::Relaxed),
+        repopulated: counters.repopulated.load(Ordering::Relaxed),
+        work,
+    })
+}
+
+#[derive(Default)]
+struct Counters {
+    in_place: AtomicU64,
+    discarded: AtomicU64,
+    repopulated: AtomicU64,
+}
+
+/// How [`discard_part`] treats the whole pages of a part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Each page by [`reset_path`]; a refused discard is done in place.
+    Auto,
+    /// Every page discarded; a refused discard is an error.
+    Forced { repopulate: bool },
+}
+
+/// Resets bytes `off..off + n` of `p`: the partial pages at the ends in place, the whole pages
+/// by `mode`; then marks the part dirty.
+fn discard_part<B: Bitmap>(
+    p: &Piece<'_, B>,
+    off: usize,
+    n: usize,
+    mode: Mode,
+    counters: &Counters,
+    stop: &Stop<'_>,
+) -> Result<usize, Error> {
+    let page = p.backing.page_size.max(1);
+    let (lo, hi) = (p.host + off, p.host + off + n);
+    let a = lo.next_multiple_of(page).min(hi);
+    let b = (hi / page * page).max(a);
+    let mut in_place = 0u64;
+    for (x, y) in [(lo, a), (b, hi)] {
+        if x < y {
+            // SAFETY: `[x, y)` is inside the part, whose bytes are valid for writes and handed
+            // to this worker alone (see `zero_part`); drained below.
+            unsafe { stream_hal::clear(x as *mut u8, y - x) };
+            in_place += (y - x) as u64;
+        }
+    }
+    // The whole pages as runs of one path each.
+    let runs: Vec<(usize, usize, ResetPath)> = match mode {
+        Mode::Forced { .. } => vec![(a, b, ResetPath::Discard)],
+        Mode::Auto => resident_runs(p.backing.kind, a, b, page),
+    };
+    for (x, y, path) in runs {
+        if x >= y {
+            continue;
+        }
+        if path == ResetPath::Discard {
+            // SAFETY: `[x, y)` is whole pages inside the part (mapped for the whole call,
+            // handed to this worker alone, covered by no Rust reference): replacing its bytes
+            // with zeros is exactly what the caller asked of `reset`.
+            match unsafe { discard(&p.backing, p.region_host, x, y - x) } {
+                Ok(()) => {
+                    counters.discarded.fetch_add((y - x) as u64, Ordering::Relaxed);
+                    if let Mode::Forced { repopulate: true } = mode {
+                        let never = AtomicBool::new(false);
+                        let done = populate_part(p, x - p.host, y - x, PopulateMethod::Auto, &never, stop)?;
+                        counters.repopulated.fetch_add(done as u64, Ordering::Relaxed);
+                    }
+                    continue;
+                }
+                Err((op, source)) if matches!(mode, Mode::Forced { .. }) => {
+                    stream_hal::drain();
+                    return Err(Error::Os {
+                        op,
+                        addr: GuestAddress(p.guest.0 + (x - p.host) as u64),
+                        len: (y - x) as u64,
+                        source,
+                    });
+                }
+                // Auto: the kernel refused (mlocked memory, a file system without hole
+                // punching): the same zeros, in place.
+                Err(_) => {}
+            }
+        }
+        // SAFETY: as for the partial pages above.
+        unsafe { stream_hal::clear(x as *mut u8, y - x) };
+        in_place += (y - x) as u64;
+    }
+    // The streaming stores before the dirty bits and before the part is reported done.
+    stream_hal::drain();
+    counters.in_place.fetch_add(in_place, Ordering::Relaxed);
+    // After the discards returned: the pages read as zero from here on.
+    p.bitmap.mark_dirty(off, n);
+    Ok(n)
+}
+
+/// The whole pages `[a, b)` (multiples of `page`) as runs by [`reset_path`]: a page is resident
+/// if any of its base pages is (`mincore`); all resident if the kernel cannot say.
+fn resident_runs(kind: BackingKind, a: usize, b: usize, page: usize) -> Vec<(usize, usize, ResetPath)> {
+    if a >= b {
+        return Vec::new();
+    }
+    let Ok(vec) = sys::mincore(a, b - a) else {
+        return vec![(a, b, ResetPath::InPlace)];
+    };
+    let per = (page / sys::base_page()).max(1);
+    let mut runs: Vec<(usize, usize, ResetPath)> = Vec::new();
+    for (i, bytes) in vec.chunks(per).enumerate() {
+        let path = reset_path(kind, bytes.iter().any(|&v| v & 1 == 1));
+        let x = a + i * page;
+        let y = (x + page).min(b);
+        match runs.last_mut() {
+            Some(r) if r.2 == path => r.1 = y,
+            _ => runs.push((x, y, path)),
+        }
+    }
+    runs
+}
+
+/// Discards `[host, host + len)` (whole pages) of memory backed by `backing`, whose mapping
+/// starts at `region_host`.
+///
+/// # Safety
+///
+/// The range is mapped for the whole call, and the caller may replace its bytes with zeros.
+unsafe fn discard(
+    backing: &HostBacking<'_>,
+    region_host: usize,
+    host: usize,
+    len: usize,
+) -> Result<(), (HostOp, std::io::Error)> {
+    match (backing.kind, backing.file) {
+        // SAFETY: the caller's contract.
+        (BackingKind::PrivateAnonymous, _) => unsafe { sys::madvise(host, len, Advice::DontNeed) }
+            .map_err(|e| (HostOp::DontNeed, e)),
+        // SAFETY: the caller's contract.
+        (BackingKind::SharedAnonymous, _) => unsafe { sys::madvise(host, len, Advice::Remove) }
+            .map_err(|e| (HostOp::Remove, e)),
+        (BackingKind::SharedFile, Some((file, start))) => {
+            sys::punch_hole(file, start + (host - region_host) as u64, len as u64).map_err(|e| (HostOp::PunchHole, e))
+        }
+        _ => Err((HostOp::DontNeed, std::io::ErrorKind::Unsupported.into())),
+    }
+}
