@@ -99,11 +99,13 @@ where
                         // SAFETY: `[host, host + len)` is whole pages inside the region's
                         // mapping, kept alive by `pieces` for the whole call; MADV_POPULATE_WRITE
                         // changes no byte.
-                        unsafe { sys::madvise(host, len, Advice::PopulateWrite) }.map_err(|source| Error::Os {
-                            op: HostOp::PopulateWrite,
-                            addr: GuestAddress(region_guest.0 + (first * page) as u64),
-                            len: len as u64,
-                            source,
+                        unsafe { sys::madvise(host, len, Advice::PopulateWrite) }.map_err(|source| {
+                            Error::Os {
+                                op: HostOp::PopulateWrite,
+                                addr: GuestAddress(region_guest.0 + (first * page) as u64),
+                                len: len as u64,
+                                source,
+                            }
                         })
                     })
                 })

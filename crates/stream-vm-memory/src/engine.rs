@@ -288,14 +288,20 @@ pub(crate) fn plan(
         Some((units, nodes)) => {
             for (u, &node) in units.iter().zip(nodes) {
                 match runs.last_mut() {
-                    Some(r) if r.piece == u.span && r.node == node && r.off + r.len == u.off => r.len += u.len,
+                    Some(r) if r.piece == u.span && r.node == node && r.off + r.len == u.off => {
+                        r.len += u.len
+                    }
                     _ => runs.push(Run { piece: u.span, off: u.off, len: u.len, node, lin: 0 }),
                 }
             }
         }
-        None => runs.extend(
-            spans.iter().enumerate().map(|(i, s)| Run { piece: i, off: 0, len: s.len, node: None, lin: 0 }),
-        ),
+        None => runs.extend(spans.iter().enumerate().map(|(i, s)| Run {
+            piece: i,
+            off: 0,
+            len: s.len,
+            node: None,
+            lin: 0,
+        })),
     }
     // Groups.
     let mut groups: Vec<Group> = Vec::new();
@@ -313,7 +319,9 @@ pub(crate) fn plan(
         let cpus: Option<Vec<usize>> = match (pin, r.node) {
             (Some(t), Some(n)) if threads > 1 => t
                 .cpus_of(n)
-                .map(|c| c.iter().copied().filter(|c| allowed.is_none_or(|a| a.contains(c))).collect::<Vec<_>>())
+                .map(|c| {
+                    c.iter().copied().filter(|c| allowed.is_none_or(|a| a.contains(c))).collect::<Vec<_>>()
+                })
                 .filter(|c| !c.is_empty()),
             _ => None,
         };
@@ -454,7 +462,8 @@ where
     let first_err: Mutex<Option<Error>> = Mutex::new(None);
     let run_group = |g: &Group, pinned: bool| -> usize {
         let min = min_chunk.max(1).div_ceil(g.align) * g.align;
-        let job = PadataJob { start: 0, size: g.lin_len, align: g.align, min_chunk: min, max_threads: g.threads };
+        let job =
+            PadataJob { start: 0, size: g.lin_len, align: g.align, min_chunk: min, max_threads: g.threads };
         let report = padata_do_multithreaded(&job, |s, e| {
             let mut i = g.runs.partition_point(|r| r.lin + r.len as u64 <= s);
             while i < g.runs.len() && g.runs[i].lin < e {
@@ -620,7 +629,10 @@ mod tests {
             u.iter().map(|u| topo.guest_node(GuestAddress(s[u.span].guest.0 + u.off as u64))).collect();
         let g = plan(&s, Some((&u, &nodes)), Some(&topo), Some(&[0, 1, 3]), 4);
         assert_eq!(g.len(), 2);
-        assert_eq!((g[0].node, g[0].cpus.as_deref(), g[0].bytes), (Some(0), Some(&[0, 1][..]), 6 * MIB as u64));
+        assert_eq!(
+            (g[0].node, g[0].cpus.as_deref(), g[0].bytes),
+            (Some(0), Some(&[0, 1][..]), 6 * MIB as u64)
+        );
         assert_eq!((g[1].node, g[1].cpus.as_deref(), g[1].bytes), (Some(1), Some(&[3][..]), 10 * MIB as u64));
         // Threads in proportion: 6:10 of 4 is 1.5:2.5, one each first, then the remainders.
         assert_eq!(g[0].threads + g[1].threads, 4);

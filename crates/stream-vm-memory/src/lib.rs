@@ -100,7 +100,6 @@
 //! (`cargo run --release -p stream-vm-memory --example reset_sweep`), and the one-thread zero
 //! against `write_slice` (`cargo bench -p stream-vm-memory --bench zero`).
 
-
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -122,9 +121,7 @@ mod serial;
 mod sys;
 
 pub use backing::{BASE_PAGE, BackingKind, HostBacking, RegionBacking};
-pub use engine::{
-    CHUNK_ALIGN, Cancel, ChunkReport, GroupReport, MIN_CHUNK, Placement, WorkReport, Workers,
-};
+pub use engine::{CHUNK_ALIGN, Cancel, ChunkReport, GroupReport, MIN_CHUNK, Placement, WorkReport, Workers};
 pub use error::{Error, HostOp};
 pub use memmap_core::Threads;
 pub use parallel::{fill_parallel, fill_pattern_parallel, zero_parallel};

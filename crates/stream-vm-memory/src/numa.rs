@@ -175,10 +175,9 @@ impl Topology {
     pub fn guest_node(&self, addr: GuestAddress) -> Option<u32> {
         match &self.memory {
             MemoryNodes::Kernel => None,
-            MemoryNodes::Guest(ranges) => ranges
-                .iter()
-                .find(|r| addr.0 >= r.addr.0 && addr.0 - r.addr.0 < r.len)
-                .map(|r| r.node),
+            MemoryNodes::Guest(ranges) => {
+                ranges.iter().find(|r| addr.0 >= r.addr.0 && addr.0 - r.addr.0 < r.len).map(|r| r.node)
+            }
         }
     }
 }

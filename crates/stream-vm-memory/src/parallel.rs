@@ -23,7 +23,12 @@ use crate::serial::{staging, stream_pattern};
 ///
 /// As for [`zero`](crate::zero): the whole range is checked first and nothing is written if
 /// part of it is not guest memory.
-pub fn zero_parallel<M>(mem: &M, addr: GuestAddress, len: usize, workers: &Workers) -> Result<WorkReport, Error>
+pub fn zero_parallel<M>(
+    mem: &M,
+    addr: GuestAddress,
+    len: usize,
+    workers: &Workers,
+) -> Result<WorkReport, Error>
 where
     M: GuestMemory + ?Sized,
     for<'a> BS<'a, M::Bitmap>: Sync,

@@ -191,7 +191,11 @@ fn resolved(method: PopulateMethod) -> PopulateMethod {
     }
 }
 
-fn populate_pieces<B>(pieces: &RegionPieces<'_, B>, requested: u64, options: &PopulateOptions) -> Result<PopulateReport, Error>
+fn populate_pieces<B>(
+    pieces: &RegionPieces<'_, B>,
+    requested: u64,
+    options: &PopulateOptions,
+) -> Result<PopulateReport, Error>
 where
     B: vm_memory::bitmap::Bitmap,
     for<'a> BS<'a, B>: Sync,
@@ -204,7 +208,8 @@ where
     })?;
     // Acquire pairs with the Release store in `populate_part` (the workers have joined, which
     // orders it anyway).
-    let method = if touching.load(Ordering::Acquire) { PopulateMethod::Touch } else { resolved(options.method) };
+    let method =
+        if touching.load(Ordering::Acquire) { PopulateMethod::Touch } else { resolved(options.method) };
     let mut done: Vec<(GuestAddress, u64)> = Vec::new();
     for c in &work.chunks {
         match done.last_mut() {

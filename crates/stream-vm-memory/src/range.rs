@@ -175,10 +175,8 @@ where
     let mut out = RegionPieces::new();
     let mut range_off = 0u64;
     for region in mem.iter() {
-        let n = usize::try_from(region.len()).map_err(|_| Error::AddressOverflow {
-            addr: region.start_addr(),
-            len: usize::MAX,
-        })?;
+        let n = usize::try_from(region.len())
+            .map_err(|_| Error::AddressOverflow { addr: region.start_addr(), len: usize::MAX })?;
         if n > 0 {
             out.push(region, 0, n, range_off)?;
         }

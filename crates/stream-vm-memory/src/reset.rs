@@ -83,7 +83,9 @@ enum Action {
     InPlace,
     /// Discard where not resident ([`reset_path`]).
     Auto,
-    Discard { repopulate: bool },
+    Discard {
+        repopulate: bool,
+    },
 }
 
 /// Makes `len` guest bytes from `addr` on read as zero, with `workers` (see [`Workers`]), by
@@ -124,7 +126,11 @@ where
             ResetPolicy::InPlace => Action::InPlace,
             ResetPolicy::Discard { repopulate } => {
                 if !p.backing.kind.discards_to_zero() {
-                    return Err(Error::CannotDiscard { addr: p.guest, len: p.len as u64, backing: p.backing.kind });
+                    return Err(Error::CannotDiscard {
+                        addr: p.guest,
+                        len: p.len as u64,
+                        backing: p.backing.kind,
+                    });
                 }
                 Action::Discard { repopulate }
             }
@@ -134,17 +140,24 @@ where
         actions.push(a);
     }
     let counters = Counters::default();
-    let work = engine::run(&pieces.pieces, workers, MIN_CHUNK, &Stop::new(None), |k, p, off, n, stop| {
-        match actions[k] {
-            Action::InPlace => {
-                zero_part(p, off, n);
-                counters.in_place.fetch_add(n as u64, Ordering::Relaxed);
-                Ok(n)
-            }
-            Action::Auto => discard_part(p, off, n, Mode::Auto, &counters, stop),
-            Action::Discard { repopulate } => discard_part(p, off, n, Mode::Forced { repopulate }, &counters, stop),
-        }
-    })?;
+    let work =
+        engine::run(
+            &pieces.pieces,
+            workers,
+            MIN_CHUNK,
+            &Stop::new(None),
+            |k, p, off, n, stop| match actions[k] {
+                Action::InPlace => {
+                    zero_part(p, off, n);
+                    counters.in_place.fetch_add(n as u64, Ordering::Relaxed);
+                    Ok(n)
+                }
+                Action::Auto => discard_part(p, off, n, Mode::Auto, &counters, stop),
+                Action::Discard { repopulate } => {
+                    discard_part(p, off, n, Mode::Forced { repopulate }, &counters, stop)
+                }
+            },
+        )?;
     // Relaxed: the workers have all joined (the scope's join orders their increments before
     // these loads).
     Ok(ResetReport {
@@ -280,13 +293,16 @@ unsafe fn discard(
 ) -> Result<(), (HostOp, std::io::Error)> {
     match (backing.kind, backing.file) {
         // SAFETY: the caller's contract.
-        (BackingKind::PrivateAnonymous, _) => unsafe { sys::madvise(host, len, Advice::DontNeed) }
-            .map_err(|e| (HostOp::DontNeed, e)),
+        (BackingKind::PrivateAnonymous, _) => {
+            unsafe { sys::madvise(host, len, Advice::DontNeed) }.map_err(|e| (HostOp::DontNeed, e))
+        }
         // SAFETY: the caller's contract.
-        (BackingKind::SharedAnonymous, _) => unsafe { sys::madvise(host, len, Advice::Remove) }
-            .map_err(|e| (HostOp::Remove, e)),
+        (BackingKind::SharedAnonymous, _) => {
+            unsafe { sys::madvise(host, len, Advice::Remove) }.map_err(|e| (HostOp::Remove, e))
+        }
         (BackingKind::SharedFile, Some((file, start))) => {
-            sys::punch_hole(file, start + (host - region_host) as u64, len as u64).map_err(|e| (HostOp::PunchHole, e))
+            sys::punch_hole(file, start + (host - region_host) as u64, len as u64)
+                .map_err(|e| (HostOp::PunchHole, e))
         }
         _ => Err((HostOp::DontNeed, std::io::ErrorKind::Unsupported.into())),
     }

@@ -153,7 +153,14 @@ pub(crate) fn staging(pattern: &[u8], len: usize) -> (Vec<u8>, usize, usize) {
 ///
 /// `[dst, dst + n)` is valid for writes, and no Rust reference covers it (guest RAM reached
 /// through a `VolatileSlice`'s pointer); `staging` does not overlap it.
-pub(crate) unsafe fn stream_pattern(dst: *mut u8, n: usize, phase0: u64, staging: &[u8], period: usize, body: usize) {
+pub(crate) unsafe fn stream_pattern(
+    dst: *mut u8,
+    n: usize,
+    phase0: u64,
+    staging: &[u8],
+    period: usize,
+    body: usize,
+) {
     let mut off = 0;
     while off < n {
         let phase = ((phase0 + off as u64) % period as u64) as usize;
@@ -178,4 +185,3 @@ pub(crate) unsafe fn stream_pattern(dst: *mut u8, n: usize, phase0: u64, staging
 pub fn write<M: GuestMemory + ?Sized>(mem: &M, addr: GuestAddress, src: &[u8]) -> Result<(), Error> {
     write_range(mem, addr, src.len(), Source::Buffer(src))
 }
-

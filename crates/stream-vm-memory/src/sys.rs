@@ -179,7 +179,8 @@ mod linux {
             return Err(io::Error::last_os_error());
         }
         let bits = libc::c_ulong::BITS as usize;
-        let nodes = (0..MASK_BITS).filter(|&n| mask[n / bits] >> (n % bits) & 1 == 1).map(|n| n as u32).collect();
+        let nodes =
+            (0..MASK_BITS).filter(|&n| mask[n / bits] >> (n % bits) & 1 == 1).map(|n| n as u32).collect();
         Ok((mode, nodes))
     }
 

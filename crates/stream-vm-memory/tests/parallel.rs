@@ -10,7 +10,8 @@ use common::*;
 use proptest::prelude::*;
 use stream_vm_memory::numa::{GuestNodeRange, MemoryNodes, Node, Topology};
 use stream_vm_memory::{
-    Error, Placement, Threads, Workers, fill_parallel, fill_pattern, fill_pattern_parallel, zero, zero_parallel,
+    Error, Placement, Threads, Workers, fill_parallel, fill_pattern, fill_pattern_parallel, zero,
+    zero_parallel,
 };
 use vm_memory::GuestAddress;
 
@@ -87,7 +88,10 @@ fn errors_come_before_any_write() {
         zero_parallel(&mem, GuestAddress(u64::MAX - 10), 11 + 1, &two_threads()),
         Err(Error::AddressOverflow { .. })
     ));
-    assert!(matches!(fill_pattern_parallel(&mem, GuestAddress(0x1001), 1, &[], &two_threads()), Err(Error::EmptyPattern)));
+    assert!(matches!(
+        fill_pattern_parallel(&mem, GuestAddress(0x1001), 1, &[], &two_threads()),
+        Err(Error::EmptyPattern)
+    ));
     assert!(bytes(&mem) == before, "a failed call wrote");
     assert!(dirty(&mem).is_empty(), "a failed call marked pages dirty");
     // Zero length: a no-op anywhere, even outside guest memory.
@@ -151,7 +155,11 @@ fn an_injected_two_node_topology_pins_each_nodes_workers() {
         let node = if c.addr.0 < 24 << 20 { 0 } else { 1 };
         assert_eq!(c.node, Some(node), "{c:?}");
         assert!(c.pinned, "{c:?}");
-        assert_eq!(c.cpu, Some(if node == 0 { c0 } else { c1 }), "a worker of node {node} ran elsewhere: {c:?}");
+        assert_eq!(
+            c.cpu,
+            Some(if node == 0 { c0 } else { c1 }),
+            "a worker of node {node} ran elsewhere: {c:?}"
+        );
         // Split at 2 MiB boundaries of the host mapping (or at the range's end).
         let end = c.addr.0 + c.len;
         assert!(end == (48 << 20) - 0x10 || (host(&mem, end - 1) + 1) % (2 << 20) == 0, "{c:?}");

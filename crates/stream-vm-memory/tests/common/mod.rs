@@ -42,7 +42,13 @@ pub fn memfd(len: usize, hugetlb: bool) -> std::io::Result<File> {
 }
 
 /// A region mapping `len` bytes of `file` from `offset` with `flags`, at `guest`.
-pub fn file_region(file: File, offset: u64, len: usize, flags: i32, guest: u64) -> GuestRegionMmap<AtomicBitmap> {
+pub fn file_region(
+    file: File,
+    offset: u64,
+    len: usize,
+    flags: i32,
+    guest: u64,
+) -> GuestRegionMmap<AtomicBitmap> {
     let m = MmapRegion::<AtomicBitmap>::build(
         Some(FileOffset::new(file, offset)),
         len,
@@ -155,4 +161,3 @@ pub fn resident(host: usize, len: usize) -> Vec<bool> {
 pub fn resident_guest(mem: &Mem, addr: u64, len: usize) -> Vec<bool> {
     resident(host(mem, addr), len)
 }
-
