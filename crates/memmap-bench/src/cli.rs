@@ -147,6 +147,10 @@ fn size_4k(s: &str) -> Result<u64, SizeError> {
     parse_pages(s, PAGE_SIZE)
 }
 
+fn size_4m(s: &str) -> Result<u64, SizeError> {
+    parse_pages(s, scenarios::guest_memory::SIZE_UNIT)
+}
+
 /// A PFN: decimal or `0x` hexadecimal.
 fn kernel_version(s: &str) -> Result<memmap_core::KernelVersion, String> {
     memmap_core::KernelVersion::parse(s)
@@ -185,6 +189,8 @@ enum Command {
     Clear(ClearArgs),
     /// Boot-time struct page init of a 64 GiB zone: eager, deferred, on-demand; allocator check cost.
     Deferred(DeferredArgs),
+    /// Guest memory for VMMs: populate (against Cloud Hypervisor's prefault) and reset.
+    GuestMemory(GuestMemoryArgs),
     /// The machine's fill limits (zero and non-zero data) and copy bandwidth.
     Limits(LimitsArgs),
     /// Write a memmap to DIR/memmap.bin and DIR/meta.json (refuses to overwrite without --force).
@@ -244,6 +250,9 @@ struct AllArgs {
     /// deferred zone size, whole 4 KiB pages (default 64G).
     #[arg(long, value_name = "SIZE", value_parser = size_4k)]
     deferred_size: Option<u64>,
+    /// guest-memory size, a multiple of 4 MiB (default 4G).
+    #[arg(long, value_name = "SIZE", value_parser = size_4m)]
+    guest_memory_size: Option<u64>,
     #[command(flatten)]
     timing: TimingArgs,
 }
@@ -296,6 +305,15 @@ struct ClearArgs {
 struct DeferredArgs {
     /// Zone size, whole 4 KiB pages (default 64G: 1 GiB of struct pages).
     #[arg(long, value_name = "SIZE", value_parser = size_4k)]
+    size: Option<u64>,
+    #[command(flatten)]
+    timing: TimingArgs,
+}
+
+#[derive(Debug, Args)]
+struct GuestMemoryArgs {
+    /// Guest memory, in two regions, a multiple of 4 MiB (default 4G).
+    #[arg(long, value_name = "SIZE", value_parser = size_4m)]
     size: Option<u64>,
     #[command(flatten)]
     timing: TimingArgs,
@@ -521,6 +539,10 @@ where
             let all = AllArgs { deferred_size: a.size, ..AllArgs::none(a.timing) };
             suite(&all, |e| e.command == "deferred", info)
         }
+        Some(Command::GuestMemory(a)) => {
+            let all = AllArgs { guest_memory_size: a.size, ..AllArgs::none(a.timing) };
+            suite(&all, |e| e.command == "guest-memory", info)
+        }
         Some(Command::Limits(a)) => {
             let timing = TimingArgs { json: a.json, quick: a.quick, ..TimingArgs::default() };
             let mut s = suite(&AllArgs::none(timing), |_| false, info)?;
@@ -589,7 +611,14 @@ impl Default for TimingArgs {
 
 impl AllArgs {
     fn none(timing: TimingArgs) -> Self {
-        AllArgs { zone_device_size: None, clear_size: None, hugetlb_count: None, deferred_size: None, timing }
+        AllArgs {
+            zone_device_size: None,
+            clear_size: None,
+            hugetlb_count: None,
+            deferred_size: None,
+            guest_memory_size: None,
+            timing,
+        }
     }
 }
 
@@ -606,6 +635,7 @@ fn suite(
         hugetlb_count: a.hugetlb_count.unwrap_or(d.hugetlb_count),
         clear_size: a.clear_size.unwrap_or(d.clear_size),
         deferred_size: a.deferred_size.unwrap_or(d.deferred_size),
+        guest_memory_size: a.guest_memory_size.unwrap_or(d.guest_memory_size),
         ..d
     };
     let scenarios = scenarios::registry(&setup, select);
@@ -835,13 +865,17 @@ mod tests {
     #[test]
     fn subcommands_select_from_the_registry() {
         assert_eq!(names(&["--quick"]), scenarios::CATALOG.map(|e| e.name));
-        assert_eq!(names(&["all", "--quick"]).len(), 7);
+        assert_eq!(names(&["all", "--quick"]).len(), 9);
         assert_eq!(names(&["zone-device", "--size", "64M"]), ["zone-device-fsdax", "zone-device-devdax-2m"]);
         assert_eq!(names(&["zone-device", "--align", "2M"]), ["zone-device-devdax-2m"]);
         assert_eq!(names(&["hugetlb", "--hvo", "off", "--count", "2"]), ["hugetlb-1g-nohvo"]);
         assert_eq!(names(&["clear", "--alloc", "--quick"]), ["alloc-init-on-alloc"]);
         assert_eq!(names(&["clear", "--quick"]), ["clear-2m"]);
         assert_eq!(names(&["deferred", "--quick"]), ["deferred-64g"]);
+        assert_eq!(
+            names(&["guest-memory", "--size", "64M"]),
+            ["guest-memory-populate", "guest-memory-reset"]
+        );
         assert!(names(&["limits"]).is_empty());
     }
 

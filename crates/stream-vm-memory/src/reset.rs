@@ -207,15 +207,8 @@ fn discard_part<B: Bitmap>(
             in_place += (y - x) as u64;
         }
     }
-    // The whole pages as runs of one path each.
-    let runs: Vec<(usize, usize, ResetPath)> = match mode {
-        Mode::Forced { .. } => vec![(a, b, ResetPath::Discard)],
-        Mode::Auto => resident_runs(p.backing.kind, a, b, page),
-    };
-    for (x, y, path) in runs {
-        if x >= y {
-            continue;
-        }
+    // The whole pages, as runs of one path each.
+    let mut act = |x: usize, y: usize, path: ResetPath| -> Result<(), Error> {
         if path == ResetPath::Discard {
             // SAFETY: `[x, y)` is whole pages inside the part (mapped for the whole call,
             // handed to this worker alone, covered by no Rust reference): replacing its bytes
@@ -228,10 +221,9 @@ fn discard_part<B: Bitmap>(
                         let done = populate_part(p, x - p.host, y - x, PopulateMethod::Auto, &never, stop)?;
                         counters.repopulated.fetch_add(done as u64, Ordering::Relaxed);
                     }
-                    continue;
+                    return Ok(());
                 }
                 Err((op, source)) if matches!(mode, Mode::Forced { .. }) => {
-                    stream_hal::drain();
                     return Err(Error::Os {
                         op,
                         addr: GuestAddress(p.guest.0 + (x - p.host) as u64),
@@ -247,6 +239,16 @@ fn discard_part<B: Bitmap>(
         // SAFETY: as for the partial pages above.
         unsafe { stream_hal::clear(x as *mut u8, y - x) };
         in_place += (y - x) as u64;
+        Ok(())
+    };
+    let done = match mode {
+        Mode::Forced { .. } if a < b => act(a, b, ResetPath::Discard),
+        Mode::Forced { .. } => Ok(()),
+        Mode::Auto => for_each_resident_run(p.backing.kind, a, b, page, &mut act),
+    };
+    if let Err(e) = done {
+        stream_hal::drain();
+        return Err(e);
     }
     // The streaming stores before the dirty bits and before the part is reported done.
     stream_hal::drain();
@@ -256,27 +258,53 @@ fn discard_part<B: Bitmap>(
     Ok(n)
 }
 
-/// The whole pages `[a, b)` (multiples of `page`) as runs by [`reset_path`]: a page is resident
-/// if any of its base pages is (`mincore`); all resident if the kernel cannot say.
-fn resident_runs(kind: BackingKind, a: usize, b: usize, page: usize) -> Vec<(usize, usize, ResetPath)> {
-    if a >= b {
-        return Vec::new();
-    }
-    let Ok(vec) = sys::mincore(a, b - a) else {
-        return vec![(a, b, ResetPath::InPlace)];
-    };
-    let per = (page / sys::base_page()).max(1);
-    let mut runs: Vec<(usize, usize, ResetPath)> = Vec::new();
-    for (i, bytes) in vec.chunks(per).enumerate() {
-        let path = reset_path(kind, bytes.iter().any(|&v| v & 1 == 1));
-        let x = a + i * page;
-        let y = (x + page).min(b);
-        match runs.last_mut() {
-            Some(r) if r.2 == path => r.1 = y,
-            _ => runs.push((x, y, path)),
+/// Base pages asked of `mincore` at a time (the vector lives on the stack): 4096, 16 MiB of
+/// 4 KiB pages.
+const MINCORE_BATCH: usize = 4096;
+
+/// Calls `act(x, y, path)` for the whole pages `[a, b)` (multiples of `page`) as maximal runs
+/// of one path by [`reset_path`], in address order: a page is resident if any of its base
+/// pages is (`mincore`, asked 16 MiB at a time); resident if the kernel cannot say.
+fn for_each_resident_run(
+    kind: BackingKind,
+    a: usize,
+    b: usize,
+    page: usize,
+    act: &mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let base = sys::base_page();
+    let per = (page / base).max(1);
+    // Whole pages per batch, at least one.
+    let batch_pages = (MINCORE_BATCH / per).max(1);
+    let mut vec = [0u8; MINCORE_BATCH];
+    let mut run: Option<(usize, usize, ResetPath)> = None;
+    let mut x = a;
+    while x < b {
+        let y = (x + batch_pages * page).min(b);
+        // A page of more base pages than the batch (1 GiB hugetlbfs pages) is asked about its
+        // first base page only: a hugetlbfs page is resident whole or not at all.
+        let (asked, per_asked) = if per > MINCORE_BATCH { (base, 1) } else { (y - x, per) };
+        let n = asked.div_ceil(base);
+        let known = sys::mincore_into(x, asked, &mut vec[..n]).is_ok();
+        for (i, bytes) in vec[..n].chunks(per_asked).enumerate() {
+            let resident = !known || bytes.iter().any(|&v| v & 1 == 1);
+            let path = reset_path(kind, resident);
+            let (px, py) = (x + i * page, (x + (i + 1) * page).min(y));
+            run = match run {
+                Some((rx, _, rp)) if rp == path => Some((rx, py, rp)),
+                Some((rx, ry, rp)) => {
+                    act(rx, ry, rp)?;
+                    Some((px, py, path))
+                }
+                None => Some((px, py, path)),
+            };
         }
+        x = y;
     }
-    runs
+    match run {
+        Some((rx, ry, rp)) => act(rx, ry, rp),
+        None => Ok(()),
+    }
 }
 
 /// Discards `[host, host + len)` (whole pages) of memory backed by `backing`, whose mapping
@@ -292,12 +320,12 @@ unsafe fn discard(
     len: usize,
 ) -> Result<(), (HostOp, std::io::Error)> {
     match (backing.kind, backing.file) {
-        // SAFETY: the caller's contract.
         (BackingKind::PrivateAnonymous, _) => {
+            // SAFETY: the caller's contract: mapped, and its bytes may become zeros.
             unsafe { sys::madvise(host, len, Advice::DontNeed) }.map_err(|e| (HostOp::DontNeed, e))
         }
-        // SAFETY: the caller's contract.
         (BackingKind::SharedAnonymous, _) => {
+            // SAFETY: as above.
             unsafe { sys::madvise(host, len, Advice::Remove) }.map_err(|e| (HostOp::Remove, e))
         }
         (BackingKind::SharedFile, Some((file, start))) => {

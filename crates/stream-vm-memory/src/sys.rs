@@ -207,13 +207,21 @@ mod linux {
     /// `mincore(host, len)`: one byte per base page of the host, bit 0 set where the page is
     /// resident.
     pub(crate) fn mincore(host: usize, len: usize) -> io::Result<Vec<u8>> {
-        let page = rustix::param::page_size();
-        let mut vec = vec![0u8; len.div_ceil(page)];
+        let mut vec = vec![0u8; len.div_ceil(rustix::param::page_size())];
+        mincore_into(host, len, &mut vec)?;
+        Ok(vec)
+    }
+
+    /// [`mincore`] into `vec`, which must hold one byte per base page of the range.
+    pub(crate) fn mincore_into(host: usize, len: usize, vec: &mut [u8]) -> io::Result<()> {
+        if vec.len() < len.div_ceil(rustix::param::page_size()) {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
         // SAFETY: `mincore` reads no byte of `[host, host + len)` (it looks the range up in the
         // page tables: an unmapped page is ENOMEM) and writes one byte per base page to `vec`,
-        // which holds exactly `ceil(len / page)` bytes.
+        // which holds at least `ceil(len / page)` bytes (checked above).
         let r = unsafe { libc::mincore(host as *mut libc::c_void, len, vec.as_mut_ptr()) };
-        if r != 0 { Err(io::Error::last_os_error()) } else { Ok(vec) }
+        if r != 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
     }
 
     /// The host's base page size.
@@ -280,6 +288,9 @@ mod portable {
         None
     }
     pub(crate) fn mincore(_host: usize, _len: usize) -> io::Result<Vec<u8>> {
+        unsupported()
+    }
+    pub(crate) fn mincore_into(_host: usize, _len: usize, _vec: &mut [u8]) -> io::Result<()> {
         unsupported()
     }
     pub(crate) fn base_page() -> usize {

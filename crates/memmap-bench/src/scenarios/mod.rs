@@ -27,6 +27,7 @@
 pub mod alloc;
 pub mod clear;
 pub mod deferred;
+pub mod guest_memory;
 pub mod hugetlb;
 pub mod zone_device;
 
@@ -143,6 +144,8 @@ pub struct Setup {
     pub clear_size: u64,
     /// deferred: zone size in bytes (whole 4 KiB pages).
     pub deferred_size: u64,
+    /// guest-memory: guest memory in bytes (two regions, a multiple of 4 MiB).
+    pub guest_memory_size: u64,
     /// The kernel config modelled.
     pub config: KernelConfig,
 }
@@ -156,6 +159,7 @@ impl Setup {
             hugetlb_count: if quick { 4 } else { 64 },
             clear_size: if quick { 1 << 30 } else { 16 << 30 },
             deferred_size: if quick { 4 << 30 } else { 64 << 30 },
+            guest_memory_size: if quick { 256 << 20 } else { 4 << 30 },
             config,
         }
     }
@@ -180,7 +184,7 @@ const INIT_STRATEGIES: &[&str] =
     &[Strategy::Slow.name(), Strategy::Template.name(), Strategy::Streaming.name()];
 
 /// Every scenario, in run order.
-pub const CATALOG: [CatalogEntry; 7] = [
+pub const CATALOG: [CatalogEntry; 9] = [
     CatalogEntry {
         name: zone_device::Case::Fsdax.name(),
         command: "zone-device",
@@ -231,6 +235,27 @@ pub const CATALOG: [CatalogEntry; 7] = [
         strategies: &deferred::STRATEGY_NAMES,
         plotted: false,
         build: |s| Box::new(deferred::Deferred { size: s.deferred_size, config: s.config }),
+    },
+    CatalogEntry {
+        name: guest_memory::POPULATE,
+        command: "guest-memory",
+        strategies: guest_memory::POPULATE_STRATEGIES,
+        plotted: true,
+        build: |s| {
+            Box::new(guest_memory::GuestMemory {
+                part: guest_memory::Part::Populate,
+                size: s.guest_memory_size,
+            })
+        },
+    },
+    CatalogEntry {
+        name: guest_memory::RESET,
+        command: "guest-memory",
+        strategies: guest_memory::RESET_STRATEGIES,
+        plotted: true,
+        build: |s| {
+            Box::new(guest_memory::GuestMemory { part: guest_memory::Part::Reset, size: s.guest_memory_size })
+        },
     },
 ];
 
