@@ -11,7 +11,7 @@ source "$(dirname "$0")/env.sh"
 
 CARGO_FUZZ_VERSION=0.13.2
 FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
-targets=(dump_reader size_args zone_device_init node_boot)
+targets=(dump_reader size_args zone_device_init node_boot guest_memory)
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
     echo "fuzz: installing the nightly toolchain"

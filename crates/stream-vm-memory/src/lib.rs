@@ -132,6 +132,32 @@ pub use populate::{
 pub use reset::{ResetPath, ResetPolicy, ResetReport, reset, reset_path};
 pub use serial::{fill, fill_pattern, write, zero};
 
+/// What the host does with the `madvise` advice this crate relies on, probed once per process on
+/// pages of its own (an emulator such as qemu-user before 8.1 answers every `madvise` with
+/// success and does nothing; a kernel before 5.14 has no `MADV_POPULATE_WRITE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostSupport {
+    /// `MADV_POPULATE_WRITE` faults pages in ([`populate`] touches pages itself otherwise, and
+    /// [`baseline::cloud_hypervisor_prefault`] fails with [`Error::Os`]).
+    pub populate_write: bool,
+    /// `MADV_DONTNEED` drops private anonymous pages ([`ResetPolicy::Discard`] of such memory
+    /// fails with [`Error::Os`] otherwise, and [`ResetPolicy::Auto`] zeroes it in place).
+    pub dontneed: bool,
+    /// `MADV_REMOVE` drops shared anonymous pages (likewise for such memory).
+    pub remove: bool,
+}
+
+/// The host's [`HostSupport`].
+#[must_use]
+pub fn host_support() -> HostSupport {
+    use sys::{Advice, takes_effect};
+    HostSupport {
+        populate_write: takes_effect(Advice::PopulateWrite),
+        dontneed: takes_effect(Advice::DontNeed),
+        remove: takes_effect(Advice::Remove),
+    }
+}
+
 use vm_memory::GuestAddress;
 use vm_memory::GuestMemory;
 #[cfg(doc)]

@@ -50,7 +50,7 @@ mod linux {
     /// Whether `advice` does what it says here, probed once per process on a page of its own:
     /// qemu-user before 8.1 answers every `madvise` with success and does nothing, which would
     /// leave "discarded" memory with its old bytes and "populated" memory not faulted in.
-    fn takes_effect(advice: Advice) -> bool {
+    pub(crate) fn takes_effect(advice: Advice) -> bool {
         use std::sync::OnceLock;
         static PROBES: [OnceLock<bool>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
         let k = match advice {
@@ -295,6 +295,9 @@ mod portable {
     }
     pub(crate) fn base_page() -> usize {
         crate::backing::BASE_PAGE
+    }
+    pub(crate) fn takes_effect(_advice: Advice) -> bool {
+        false
     }
 }
 
