@@ -242,6 +242,25 @@ pub(crate) fn units(spans: &[Span], unit: u64) -> Vec<Unit> {
     v
 }
 
+/// Splits every unit that a guest address of `cuts` falls inside, so that given node ranges
+/// (which need not be aligned in host space) are followed exactly.
+pub(crate) fn split_units(spans: &[Span], units: &[Unit], cuts: &[u64]) -> Vec<Unit> {
+    let mut out = Vec::with_capacity(units.len());
+    for u in units {
+        let g0 = spans[u.span].guest.0 + u.off as u64;
+        let g1 = g0 + u.len as u64;
+        let mut inner: Vec<u64> = cuts.iter().copied().filter(|&c| c > g0 && c < g1).collect();
+        inner.sort_unstable();
+        inner.dedup();
+        let mut at = g0;
+        for c in inner.into_iter().chain([g1]) {
+            out.push(Unit { span: u.span, off: u.off + (at - g0) as usize, len: (c - at) as usize });
+            at = c;
+        }
+    }
+    out
+}
+
 /// Splits `threads` workers between groups of `bytes` bytes in proportion (largest
 /// remainder), at least one each: the total is `max(threads, groups)`.
 pub(crate) fn shares(bytes: &[u64], threads: usize) -> Vec<usize> {
@@ -425,7 +444,12 @@ where
     let groups = match topo {
         Some(t) => {
             let max_page = spans.iter().map(|s| s.page).max().unwrap_or(BASE_PAGE);
-            let units = units(&spans, unit_size(total, max_page));
+            let mut units = units(&spans, unit_size(total, max_page));
+            if let MemoryNodes::Guest(ranges) = t.memory() {
+                let cuts: Vec<u64> =
+                    ranges.iter().flat_map(|r| [r.addr.0, r.addr.0.saturating_add(r.len)]).collect();
+                units = split_units(&spans, &units, &cuts);
+            }
             let nodes: Vec<Option<u32>> = match t.memory() {
                 MemoryNodes::Kernel => {
                     let addrs: Vec<usize> = units.iter().map(|u| spans[u.span].host + u.off).collect();
@@ -668,6 +692,18 @@ mod tests {
         // Node 1 (no CPUs) and the unknown rest: one unpinned group, reported without a node.
         assert_eq!((g[1].node, g[1].cpus.as_ref(), g[1].bytes), (None, None, 8 * MIB as u64));
         assert_eq!(g[1].runs.len(), 2);
+    }
+
+    #[test]
+    fn guest_node_boundaries_cut_units_off_host_alignment() {
+        // Host 0x1234 past a 2 MiB boundary: the unit boundaries are off guest alignment, and a
+        // node boundary at guest 3 MiB falls inside a unit.
+        let s = [span(0x4000_0000 + 0x1234, 6 * MIB, 0)];
+        let u = split_units(&s, &units(&s, 2 << 20), &[3 * MIB as u64, 100 << 20]);
+        let ends: Vec<u64> = u.iter().map(|u| (u.off + u.len) as u64).collect();
+        assert!(ends.contains(&(3 * MIB as u64)), "{u:?}");
+        assert_eq!(u.iter().map(|u| u.len).sum::<usize>(), 6 * MIB);
+        assert!(u.windows(2).all(|w| w[0].off + w[0].len == w[1].off));
     }
 
     #[test]
