@@ -153,6 +153,34 @@ fn all_resident(mem: &Mem) -> bool {
     })
 }
 
+/// Bytes of the regions' mappings backed by transparent huge pages (`AnonHugePages` of
+/// `/proc/self/smaps`), 0 if it cannot be read.
+fn thp_bytes(mem: &Mem) -> u64 {
+    let ranges: Vec<(usize, usize)> = mem
+        .iter()
+        .filter_map(|r| {
+            r.get_host_address(MemoryRegionAddress(0)).ok().map(|h| (h as usize, r.len() as usize))
+        })
+        .collect();
+    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else { return 0 };
+    let mut inside = false;
+    let mut total = 0u64;
+    for line in smaps.lines() {
+        let vma_start = line
+            .split_once('-')
+            .filter(|(a, rest)| {
+                !a.is_empty() && a.bytes().all(|b| b.is_ascii_hexdigit()) && rest.contains(' ')
+            })
+            .and_then(|(a, _)| usize::from_str_radix(a, 16).ok());
+        if let Some(a) = vma_start {
+            inside = ranges.iter().any(|&(h, n)| a >= h && a < h + n);
+        } else if let Some(kb) = line.strip_prefix("AnonHugePages:").filter(|_| inside) {
+            total += kb.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap_or(0) << 10;
+        }
+    }
+    total
+}
+
 fn workers(threads: usize) -> Workers {
     Workers::new(if threads > 1 { Threads::Fixed(threads) } else { Threads::One })
         .with_placement(Placement::Auto)
@@ -181,6 +209,16 @@ fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport
     // Regions' threads under Cloud Hypervisor's rule (the same for every round).
     let ch_threads: std::cell::RefCell<Vec<usize>> = std::cell::RefCell::new(Vec::new());
     let failures = std::cell::Cell::new(0usize);
+    // THP coverage after each round, per strategy (name, fractions).
+    let coverage: std::cell::RefCell<Vec<(String, Vec<f64>)>> = std::cell::RefCell::new(Vec::new());
+    let covered = |name: String, mem: &Mem| {
+        let f = thp_bytes(mem) as f64 / size as f64;
+        let mut c = coverage.borrow_mut();
+        match c.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, v)) => v.push(f),
+            None => c.push((name, vec![f])),
+        }
+    };
     // Two groups, each interleaved on its own: the 4 KiB strategies, then the THP ones, so
     // that every round of a strategy starts after a round of the same kind. (The memory an
     // unmapped THP round frees is in 2 MiB blocks, a 4 KiB round's is not; a THP round after a
@@ -189,7 +227,7 @@ fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport
     for thp in [false, true] {
         let mut runners: Vec<Runner<'_>> = Vec::new();
         let pb2 = pb.clone();
-        let (failures, ch_threads) = (&failures, &ch_threads);
+        let (failures, ch_threads, covered) = (&failures, &ch_threads, &covered);
         runners.push(Runner::new(if thp { "ch-prefault-thp" } else { "ch-prefault" }, move |_| {
             let mem = map().expect("map guest memory");
             if thp {
@@ -202,6 +240,7 @@ fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport
                 ch_threads.borrow_mut().extend(r.iter().map(|x| x.threads));
             }
             failures.set(failures.get() + usize::from(!all_resident(&mem)));
+            covered(if thp { "ch-prefault-thp".into() } else { "ch-prefault".into() }, &mem);
             pb2.inc(size);
             e
         }));
@@ -219,6 +258,7 @@ fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport
                 let e = t.elapsed();
                 assert_eq!(r.populated, size, "populate stopped early");
                 failures.set(failures.get() + usize::from(!all_resident(&mem)));
+                covered(format!("{name} on {threads} thread(s)"), &mem);
                 pb2.inc(size);
                 e
             }));
@@ -228,6 +268,10 @@ fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport
     pb.finish_and_clear();
     assert_eq!(failures.get(), 0, "a populate left pages out of memory");
     let ch_threads = ch_threads.into_inner();
+    let coverage: Vec<(String, f64)> =
+        coverage.into_inner().into_iter().map(|(n, v)| (n, crate::measure::median_f64(&v))).collect();
+    let coverage_line =
+        coverage.iter().map(|(n, f)| format!("{n} {:.0} %", f * 100.0)).collect::<Vec<_>>().join(", ");
     // Sample order: ch, populate x counts, ch-thp, populate-thp x counts.
     let n = counts.len();
     let at = |thp: bool, k: Option<usize>| -> Samples {
@@ -257,6 +301,17 @@ fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport
         sc.extra.insert("guest_bytes".into(), size.into());
         sc.extra
             .insert("ch_threads_per_region".into(), serde_json::to_value(&ch_threads).unwrap_or_default());
+        sc.extra.insert(
+            "thp_coverage_median".into(),
+            coverage
+                .iter()
+                .map(|(n, f)| (n.clone(), serde_json::Value::from(*f)))
+                .collect::<serde_json::Map<_, _>>()
+                .into(),
+        );
+        sc.notes.push(format!(
+            "  memory backed by transparent huge pages after populating (median of the rounds; the THP rows are comparable only where it is alike): {coverage_line}"
+        ));
         sc.notes.push(
             "  ch-prefault rows: Cloud Hypervisor's own thread rule (the same runs in both reports); x limit: against the zero-fill limit of the limits phase (not paired: a limit run would fault the memory in)".into(),
         );
