@@ -5,14 +5,16 @@
 //!
 //! ```sh
 //! cargo run --release -p stream-vm-memory --example reset_sweep                  # up to 1 GiB
-//! cargo run --release -p stream-vm-memory --example reset_sweep -- --max 4G --rounds 5
+//! cargo run --release -p stream-vm-memory --example reset_sweep -- --max 4G --rounds 5 --threads 1
 //! ```
 //!
 //! Every run maps fresh memory (not timed), prepares it (not timed: written with a non-zero
 //! byte where it is to be resident, advised `MADV_HUGEPAGE` for the THP cases), times one
-//! `reset` call on all of it with every available CPU, and unmaps it (not timed). The paths run
+//! `reset` call on all of it (with every available CPU, or `--threads N`), and unmaps it (not
+//! timed). The paths run
 //! interleaved, one round of each after the other with the order rotated, and the figure is
-//! the median of the rounds. hugetlbfs memory is swept where `HugePages_Free` has room (up to
+//! the median of the rounds (`--rounds`, and more below 4 MiB, up to 61, where a round takes
+//! microseconds and a shared machine's noise is larger than the differences). hugetlbfs memory is swept where `HugePages_Free` has room (up to
 //! the size it allows).
 
 use std::fs::File;
@@ -121,7 +123,8 @@ fn main() {
     let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1));
     let max = flag("--max").and_then(|s| parse_size(s)).unwrap_or(1 << 30);
     let rounds: usize = flag("--rounds").and_then(|s| s.parse().ok()).unwrap_or(5).max(1);
-    let cpus = memmap_core::available_cpus();
+    let cpus: usize =
+        flag("--threads").and_then(|s| s.parse().ok()).unwrap_or_else(memmap_core::available_cpus).max(1);
     let w = Workers::new(Threads::Fixed(cpus)).with_placement(Placement::Auto);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
@@ -129,7 +132,8 @@ fn main() {
         std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled").unwrap_or_default();
     println!("# stream-vm-memory reset sweep: {}", args[1..].join(" "));
     println!(
-        "# {cpus} CPUs (all used: Threads::Fixed({cpus})), {rounds} rounds per path, median; load average at start {}; THP {}, shmem THP {}; stream-hal {} ({})",
+        "# {cpus} thread(s) (Threads::Fixed({cpus}); {} CPUs available), {rounds} rounds per path, median; load average at start {}; THP {}, shmem THP {}; stream-hal {} ({})",
+        memmap_core::available_cpus(),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
         thp.trim(),
         shmem.trim(),
@@ -140,7 +144,7 @@ fn main() {
         "# times in ms; candidates (*) are the paths that keep every resident page resident; ok: auto <= 1.10 x the fastest candidate"
     );
     println!(
-        "{:<8} {:<12} {:>8} {:>11} {:>11} {:>16} {:>11}  {:>9} verdict",
+        "{:<8} {:<12} {:>8} {:>11} {:>11} {:>16} {:>11}  {:>9} verdict auto in place rounds",
         "backing", "state", "size", "in-place", "discard", "discard+refault", "auto", "auto/best"
     );
     let mut failures = 0;
@@ -162,17 +166,24 @@ fn main() {
                     break;
                 }
                 let mut times: Vec<Vec<Duration>> = vec![Vec::new(); PATHS.len()];
-                for round in 0..rounds {
+                // More rounds where a round takes microseconds (a shared machine's noise).
+                let n = rounds.max((rounds * (4 << 20) / len).min(61));
+                let mut auto_in_place = 0u64;
+                for round in 0..n {
                     for i in 0..PATHS.len() {
                         let k = (i + round) % PATHS.len();
                         let mem = map(backing, len);
                         prepare(&mem, backing, state, len, &w);
                         let t = Instant::now();
-                        reset(&mem, GuestAddress(0), len, PATHS[k].1, &w).expect("reset");
+                        let r = reset(&mem, GuestAddress(0), len, PATHS[k].1, &w).expect("reset");
                         times[k].push(t.elapsed());
+                        if k == 3 {
+                            auto_in_place += r.in_place;
+                        }
                         drop(mem);
                     }
                 }
+                let took = auto_in_place as f64 / (n * len) as f64;
                 let med: Vec<Duration> = times.iter_mut().map(|v| median(v)).collect();
                 let best =
                     (0..3).filter(|&k| keeps_residency(state, k)).map(|k| med[k]).min().expect("a candidate");
@@ -187,7 +198,7 @@ fn main() {
                     )
                 };
                 println!(
-                    "{:<8} {:<12} {:>8} {:>11} {:>11} {:>16} {:>11}  {:>9.2} {}",
+                    "{:<8} {:<12} {:>8} {:>11} {:>11} {:>16} {:>11}  {:>9.2} {:<7} {:>3.0} % {:>3}",
                     format!("{backing:?}").to_lowercase(),
                     format!("{state:?}").to_lowercase(),
                     human(len),
@@ -196,7 +207,9 @@ fn main() {
                     cell(2),
                     format!("{:.3}", med[3].as_secs_f64() * 1e3),
                     ratio,
-                    if ok { "ok" } else { "SLOWER" }
+                    if ok { "ok" } else { "SLOWER" },
+                    took * 100.0,
+                    n,
                 );
                 size *= 4;
             }

@@ -22,6 +22,12 @@ pub enum ResetPolicy {
     /// faulted in, discarded before, swapped out) are discarded where the backing allows it,
     /// so that they stay out of memory and read as zero. Residency is kept as it was: what was
     /// resident is resident and zero, the rest is not faulted in.
+    ///
+    /// Residency is asked of the kernel: `mincore` for anonymous and hugetlbfs memory (one
+    /// call per 16 MiB), and for a shared file (memfd, tmpfs) the file's holes
+    /// (`lseek(SEEK_DATA / SEEK_HOLE)` on a second, read-only description of it, so the
+    /// caller's file offset does not move), where `mincore` would look every page up in the
+    /// page cache. A swapped-out page of a file counts as data: it is zeroed in place.
     #[default]
     Auto,
     /// Streaming zero in place ([`zero_parallel`](crate::zero_parallel)): the pages stay where
@@ -50,7 +56,7 @@ pub enum ResetPath {
 }
 
 /// The rule of [`ResetPolicy::Auto`] for one page of memory of kind `kind`, `resident` or not
-/// (as `mincore` reports it).
+/// (as `mincore`, or for a shared file its data extents, report it).
 ///
 /// Measured on this project's machine (the crate's README has the sweep and its command):
 /// on resident memory, in place is faster than discard and refault at every size (from 4 KiB
@@ -139,6 +145,20 @@ where
         };
         actions.push(a);
     }
+    // Residency of shared files (memfd, tmpfs) comes from the file's holes (`lseek`): two
+    // calls per extent instead of a page-cache lookup per page, through a description of its
+    // own so that the caller's file offset does not move.
+    let probes: Vec<Option<std::fs::File>> = pieces
+        .pieces
+        .iter()
+        .zip(&actions)
+        .map(|(p, a)| match (a, p.backing.kind, p.backing.file) {
+            (Action::Auto, BackingKind::SharedFile, Some((f, _))) if !p.backing.hugetlb => {
+                sys::reopen_readonly(f).ok()
+            }
+            _ => None,
+        })
+        .collect();
     let counters = Counters::default();
     let work =
         engine::run(
@@ -152,7 +172,7 @@ where
                     counters.in_place.fetch_add(n as u64, Ordering::Relaxed);
                     Ok(n)
                 }
-                Action::Auto => discard_part(p, off, n, Mode::Auto, &counters, stop),
+                Action::Auto => discard_part(p, off, n, Mode::Auto(probes[k].as_ref()), &counters, stop),
                 Action::Discard { repopulate } => {
                     discard_part(p, off, n, Mode::Forced { repopulate }, &counters, stop)
                 }
@@ -176,10 +196,11 @@ struct Counters {
 }
 
 /// How [`discard_part`] treats the whole pages of a part.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// Each page by [`reset_path`]; a refused discard is done in place.
-    Auto,
+#[derive(Debug, Clone, Copy)]
+enum Mode<'f> {
+    /// Each page by [`reset_path`]; a refused discard is done in place. With the file of a
+    /// shared file mapping, residency is its data extents.
+    Auto(Option<&'f std::fs::File>),
     /// Every page discarded; a refused discard is an error.
     Forced { repopulate: bool },
 }
@@ -190,7 +211,7 @@ fn discard_part<B: Bitmap>(
     p: &Piece<'_, B>,
     off: usize,
     n: usize,
-    mode: Mode,
+    mode: Mode<'_>,
     counters: &Counters,
     stop: &Stop<'_>,
 ) -> Result<usize, Error> {
@@ -244,7 +265,14 @@ fn discard_part<B: Bitmap>(
     let done = match mode {
         Mode::Forced { .. } if a < b => act(a, b, ResetPath::Discard),
         Mode::Forced { .. } => Ok(()),
-        Mode::Auto => for_each_resident_run(p.backing.kind, a, b, page, &mut act),
+        Mode::Auto(Some(file)) => match p.backing.file {
+            Some((_, start)) => {
+                let file_off = |h: usize| start + (h - p.region_host) as u64;
+                for_each_data_run(file, a, b, page, file_off(a), &mut act)
+            }
+            None => for_each_resident_run(p.backing.kind, a, b, page, &mut act),
+        },
+        Mode::Auto(None) => for_each_resident_run(p.backing.kind, a, b, page, &mut act),
     };
     if let Err(e) = done {
         stream_hal::drain();
@@ -256,6 +284,52 @@ fn discard_part<B: Bitmap>(
     // After the discards returned: the pages read as zero from here on.
     p.bitmap.mark_dirty(off, n);
     Ok(n)
+}
+
+/// Calls `act` for the whole pages `[a, b)` of a shared file mapping as runs by
+/// [`reset_path`], residency being the file's data (`lseek(SEEK_DATA / SEEK_HOLE)` on `file`,
+/// whose offset `a` maps): data (present or swapped-out pages) in place, holes discarded. All
+/// in place if the file cannot say.
+fn for_each_data_run(
+    file: &std::fs::File,
+    a: usize,
+    b: usize,
+    page: usize,
+    off_a: u64,
+    act: &mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
+) -> Result<(), Error> {
+    if a >= b {
+        return Ok(());
+    }
+    let end = off_a + (b - a) as u64;
+    let host = |o: u64| a + (o - off_a) as usize;
+    let mut at = off_a;
+    while at < end {
+        let extent = match sys::data_extent(file, at, end) {
+            Ok(e) => e,
+            // The file cannot say: the rest in place.
+            Err(_) => return act(host(at), b, ResetPath::InPlace),
+        };
+        let Some((d0, d1)) = extent else {
+            return act(host(at), b, ResetPath::Discard);
+        };
+        // Whole pages: the hole before the data, then the data (rounded out to pages).
+        let d0 = (d0 / page as u64 * page as u64).max(at);
+        let d1 = d1.next_multiple_of(page as u64).min(end).max(d0);
+        if d0 > at {
+            act(host(at), host(d0), ResetPath::Discard)?;
+        }
+        if d1 > d0 {
+            act(host(d0), host(d1), ResetPath::InPlace)?;
+        }
+        if d1 <= at {
+            // No progress (a file system that reports data it then calls a hole): the rest
+            // in place.
+            return act(host(at), b, ResetPath::InPlace);
+        }
+        at = d1;
+    }
+    Ok(())
 }
 
 /// Base pages asked of `mincore` at a time (the vector lives on the stack): 4096, 16 MiB of

@@ -102,6 +102,33 @@ mod linux {
             .map_err(io::Error::from)
     }
 
+    /// A second open file description of `file` (`/proc/self/fd/N` opened read-only), whose
+    /// file offset [`data_extent`] may move without moving the caller's.
+    pub(crate) fn reopen_readonly(file: &File) -> io::Result<File> {
+        use rustix::fs::{Mode, OFlags};
+        use std::os::fd::AsRawFd;
+        let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        Ok(File::from(rustix::fs::open(path.as_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?))
+    }
+
+    /// The first extent of data (pages present in the file, or swapped out) at or after `off`
+    /// and before `end`: `(start, end)` (`lseek(SEEK_DATA)`, `lseek(SEEK_HOLE)`), or `None` if
+    /// the rest up to `end` is a hole.
+    pub(crate) fn data_extent(file: &File, off: u64, end: u64) -> io::Result<Option<(u64, u64)>> {
+        use rustix::fs::SeekFrom;
+        let start = match rustix::fs::seek(file, SeekFrom::Data(off)) {
+            Ok(s) => s,
+            // ENXIO: no data at or after `off`.
+            Err(rustix::io::Errno::NXIO) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        if start >= end {
+            return Ok(None);
+        }
+        let hole = rustix::fs::seek(file, SeekFrom::Hole(start))?;
+        Ok(Some((start, hole.min(end))))
+    }
+
     /// `HUGETLBFS_MAGIC` of `statfs(2)`.
     const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
 
@@ -298,6 +325,12 @@ mod portable {
     }
     pub(crate) fn takes_effect(_advice: Advice) -> bool {
         false
+    }
+    pub(crate) fn reopen_readonly(_file: &File) -> io::Result<File> {
+        unsupported()
+    }
+    pub(crate) fn data_extent(_file: &File, _off: u64, _end: u64) -> io::Result<Option<(u64, u64)>> {
+        unsupported()
     }
 }
 

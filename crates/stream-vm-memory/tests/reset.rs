@@ -159,6 +159,37 @@ fn memfd_discard_punches_a_hole_in_the_file() {
 }
 
 #[test]
+fn memfd_auto_keeps_the_files_holes_and_the_callers_offset() {
+    use std::io::{Seek, SeekFrom};
+    let len = 8 * MIB;
+    let file = memfd(len, false).unwrap();
+    let mut probe = file.try_clone().unwrap();
+    probe.seek(SeekFrom::Start(0x123)).unwrap();
+    let mem = GuestMemoryMmap::from_regions(vec![file_region(file, 0, len, libc::MAP_SHARED, 0)]).unwrap();
+    // The first 3 MiB + 5 bytes written: data; the rest of the file is a hole.
+    mem.write_slice(&vec![0x44; 3 * MIB + 5], GuestAddress(0)).unwrap();
+    let r = reset(&mem, GuestAddress(0), len, ResetPolicy::Auto, &workers()).unwrap();
+    assert_eq!(r.in_place, (3 * MIB + 4096) as u64, "{r:?}");
+    assert_eq!(r.discarded, (len - 3 * MIB - 4096) as u64);
+    // The written pages stay in the file (zeroed), the hole stays a hole (checked before
+    // reading the mapping back: a read fault of shmem allocates the page).
+    let data = rustix::fs::seek(&probe, rustix::fs::SeekFrom::Data(0)).unwrap();
+    let hole = rustix::fs::seek(&probe, rustix::fs::SeekFrom::Hole(0)).unwrap();
+    assert_eq!((data, hole), (0, (3 * MIB + 4096) as u64));
+    assert!(bytes(&mem).iter().all(|&b| b == 0));
+    assert_eq!(dirty(&mem).len(), len / 4096);
+    // (The probe's own seeks moved the offset; the reset did not: it reads through a
+    // description of its own. Checked on a fresh clone of the caller's description.)
+    let file = memfd(len, false).unwrap();
+    let mut caller = file.try_clone().unwrap();
+    caller.seek(SeekFrom::Start(0x777)).unwrap();
+    let mem = GuestMemoryMmap::from_regions(vec![file_region(file, 0, len, libc::MAP_SHARED, 0)]).unwrap();
+    mem.write_slice(&[1; 100], GuestAddress(5 * MIB as u64)).unwrap();
+    reset(&mem, GuestAddress(0), len, ResetPolicy::Auto, &workers()).unwrap();
+    assert_eq!(caller.stream_position().unwrap(), 0x777);
+}
+
+#[test]
 fn shared_anonymous_memory_is_removed() {
     let region = shared_anon_region(4 * MIB, 0);
     assert_eq!(region.host_backing().kind, BackingKind::SharedAnonymous);
