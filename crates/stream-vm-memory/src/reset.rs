@@ -352,26 +352,47 @@ fn for_each_resident_run(
     let batch_pages = (MINCORE_BATCH / per).max(1);
     let mut vec = [0u8; MINCORE_BATCH];
     let mut run: Option<(usize, usize, ResetPath)> = None;
+    let mut emit = |px: usize, py: usize, path: ResetPath| -> Result<(), Error> {
+        run = match run {
+            Some((rx, _, rp)) if rp == path => Some((rx, py, rp)),
+            Some((rx, ry, rp)) => {
+                act(rx, ry, rp)?;
+                Some((px, py, path))
+            }
+            None => Some((px, py, path)),
+        };
+        Ok(())
+    };
     let mut x = a;
     while x < b {
         let y = (x + batch_pages * page).min(b);
-        // A page of more base pages than the batch (1 GiB hugetlbfs pages) is asked about its
-        // first base page only: a hugetlbfs page is resident whole or not at all.
-        let (asked, per_asked) = if per > MINCORE_BATCH { (base, 1) } else { (y - x, per) };
-        let n = asked.div_ceil(base);
-        let known = sys::mincore_into(x, asked, &mut vec[..n]).is_ok();
-        for (i, bytes) in vec[..n].chunks(per_asked).enumerate() {
-            let resident = !known || bytes.iter().any(|&v| v & 1 == 1);
-            let path = reset_path(kind, resident);
-            let (px, py) = (x + i * page, (x + (i + 1) * page).min(y));
-            run = match run {
-                Some((rx, _, rp)) if rp == path => Some((rx, py, rp)),
-                Some((rx, ry, rp)) => {
-                    act(rx, ry, rp)?;
-                    Some((px, py, path))
+        if per > MINCORE_BATCH {
+            // A page of more base pages than the batch (1 GiB hugetlbfs pages) is asked about
+            // its first base page only: a hugetlbfs page is resident whole or not at all.
+            let resident = sys::mincore_into(x, base, &mut vec[..1]).map_or(true, |()| vec[0] & 1 == 1);
+            emit(x, y, reset_path(kind, resident))?;
+        } else {
+            let n = (y - x).div_ceil(base);
+            let flags = &mut vec[..n];
+            if sys::mincore_into(x, y - x, flags).is_err() {
+                // The kernel cannot say: resident.
+                flags.fill(1);
+            }
+            if per == 1 {
+                // Base pages: runs found a word at a time.
+                let mut i = 0;
+                while i < n {
+                    let resident = flags[i] & 1 == 1;
+                    let j = run_end(flags, i + 1, resident);
+                    emit(x + i * page, (x + j * page).min(y), reset_path(kind, resident))?;
+                    i = j;
                 }
-                None => Some((px, py, path)),
-            };
+            } else {
+                for (i, bytes) in flags.chunks(per).enumerate() {
+                    let resident = bytes.iter().any(|&v| v & 1 == 1);
+                    emit(x + i * page, (x + (i + 1) * page).min(y), reset_path(kind, resident))?;
+                }
+            }
         }
         x = y;
     }
@@ -379,6 +400,34 @@ fn for_each_resident_run(
         Some((rx, ry, rp)) => act(rx, ry, rp),
         None => Ok(()),
     }
+}
+
+/// The first index at or after `i` whose `mincore` bit (bit 0) is not `resident` (or the
+/// length), eight entries at a time where they agree.
+fn run_end(flags: &[u8], mut i: usize, resident: bool) -> usize {
+    const BIT0: u64 = 0x0101_0101_0101_0101;
+    let want = if resident { BIT0 } else { 0 };
+    while i < flags.len() && i % 8 != 0 {
+        if (flags[i] & 1 == 1) != resident {
+            return i;
+        }
+        i += 1;
+    }
+    while let Some(word) = flags.get(i..i + 8) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        if u64::from_ne_bytes(w) & BIT0 != want {
+            break;
+        }
+        i += 8;
+    }
+    while i < flags.len() {
+        if (flags[i] & 1 == 1) != resident {
+            return i;
+        }
+        i += 1;
+    }
+    i
 }
 
 /// Discards `[host, host + len)` (whole pages) of memory backed by `backing`, whose mapping
@@ -407,5 +456,29 @@ unsafe fn discard(
                 .map_err(|e| (HostOp::PunchHole, e))
         }
         _ => Err((HostOp::DontNeed, std::io::ErrorKind::Unsupported.into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_end_where_residency_changes() {
+        let mut v = vec![1u8; 37];
+        v[0] = 0;
+        v[20] = 0;
+        v[21] = 0x80; // other bits than bit 0 do not count
+        assert_eq!(run_end(&v, 1, true), 20);
+        assert_eq!(run_end(&v, 20, false), 22);
+        assert_eq!(run_end(&v, 22, true), 37);
+        assert_eq!(run_end(&v, 0, false), 1);
+        assert_eq!(run_end(&[0; 64], 3, false), 64);
+        assert_eq!(run_end(&[], 0, true), 0);
+        for k in 0..40 {
+            let mut w = vec![0u8; 40];
+            w[k] = 1;
+            assert_eq!(run_end(&w, 0, false), k, "{k}");
+        }
     }
 }
