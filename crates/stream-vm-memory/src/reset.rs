@@ -23,11 +23,10 @@ pub enum ResetPolicy {
     /// so that they stay out of memory and read as zero. Residency is kept as it was: what was
     /// resident is resident and zero, the rest is not faulted in.
     ///
-    /// Residency is asked of the kernel: `mincore` for anonymous and hugetlbfs memory (one
-    /// call per 16 MiB), and for a shared file (memfd, tmpfs) the file's holes
-    /// (`lseek(SEEK_DATA / SEEK_HOLE)` on a second, read-only description of it, so the
-    /// caller's file offset does not move), where `mincore` would look every page up in the
-    /// page cache. A swapped-out page of a file counts as data: it is zeroed in place.
+    /// Residency is asked of the kernel: `mincore` (one call per 16 MiB); for a shared file
+    /// (memfd, tmpfs) the file's holes are first skipped with `lseek(SEEK_DATA)` (on a second,
+    /// read-only description of it, so the caller's file offset does not move), where `mincore`
+    /// would look every page of a hole up in the page cache, and discarded.
     #[default]
     Auto,
     /// Streaming zero in place ([`zero_parallel`](crate::zero_parallel)): the pages stay where
@@ -267,8 +266,7 @@ fn discard_part<B: Bitmap>(
         Mode::Forced { .. } => Ok(()),
         Mode::Auto(Some(file)) => match p.backing.file {
             Some((_, start)) => {
-                let file_off = |h: usize| start + (h - p.region_host) as u64;
-                for_each_data_run(file, a, b, page, file_off(a), &mut act)
+                for_each_data_run(file, a, b, page, start + (a - p.region_host) as u64, &mut act)
             }
             None => for_each_resident_run(p.backing.kind, a, b, page, &mut act),
         },
@@ -287,9 +285,11 @@ fn discard_part<B: Bitmap>(
 }
 
 /// Calls `act` for the whole pages `[a, b)` of a shared file mapping as runs by
-/// [`reset_path`], residency being the file's data (`lseek(SEEK_DATA / SEEK_HOLE)` on `file`,
-/// whose offset `a` maps): data (present or swapped-out pages) in place, holes discarded. All
-/// in place if the file cannot say.
+/// [`reset_path`]: the file's holes (`lseek(SEEK_DATA)` on `file`, whose offset `a` maps,
+/// skips them without looking at every page) are discarded; from the data on, `mincore`
+/// (cheap where the pages are mapped here) finds the resident run, zeroed in place; a
+/// non-resident run inside the data (swapped-out pages) is discarded. All in place if the
+/// file cannot say.
 fn for_each_data_run(
     file: &std::fs::File,
     a: usize,
@@ -298,36 +298,41 @@ fn for_each_data_run(
     off_a: u64,
     act: &mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
 ) -> Result<(), Error> {
-    if a >= b {
-        return Ok(());
+    let base = sys::base_page();
+    if page != base {
+        return for_each_resident_run(BackingKind::SharedFile, a, b, page, act);
     }
-    let end = off_a + (b - a) as u64;
-    let host = |o: u64| a + (o - off_a) as usize;
-    let mut at = off_a;
-    while at < end {
-        let extent = match sys::data_extent(file, at, end) {
-            Ok(e) => e,
-            // The file cannot say: the rest in place.
-            Err(_) => return act(host(at), b, ResetPath::InPlace),
+    let mut vec = [0u8; MINCORE_BATCH];
+    let mut at = a;
+    while at < b {
+        let off = off_a + (at - a) as u64;
+        let end = off_a + (b - a) as u64;
+        let data = match sys::data_extent_start(file, off, end) {
+            Ok(d) => d,
+            // The file cannot say: the rest by mincore.
+            Err(_) => return for_each_resident_run(BackingKind::SharedFile, at, b, page, act),
         };
-        let Some((d0, d1)) = extent else {
-            return act(host(at), b, ResetPath::Discard);
+        let Some(d) = data else {
+            return act(at, b, ResetPath::Discard);
         };
-        // Whole pages: the hole before the data, then the data (rounded out to pages).
-        let d0 = (d0 / page as u64 * page as u64).max(at);
-        let d1 = d1.next_multiple_of(page as u64).min(end).max(d0);
-        if d0 > at {
-            act(host(at), host(d0), ResetPath::Discard)?;
+        // The hole before the data, in whole pages.
+        let d = (a + (d - off_a) as usize) / page * page;
+        if d > at {
+            act(at, d.min(b), ResetPath::Discard)?;
+            at = d.min(b);
+            continue;
         }
-        if d1 > d0 {
-            act(host(d0), host(d1), ResetPath::InPlace)?;
+        let y = (at + MINCORE_BATCH * base).min(b);
+        let n = (y - at).div_ceil(base);
+        let flags = &mut vec[..n];
+        if sys::mincore_into(at, y - at, flags).is_err() {
+            flags.fill(1);
         }
-        if d1 <= at {
-            // No progress (a file system that reports data it then calls a hole): the rest
-            // in place.
-            return act(host(at), b, ResetPath::InPlace);
-        }
-        at = d1;
+        let resident = flags[0] & 1 == 1;
+        let k = run_end(flags, 1, resident);
+        let z = (at + k * base).min(y);
+        act(at, z, reset_path(BackingKind::SharedFile, resident))?;
+        at = z;
     }
     Ok(())
 }

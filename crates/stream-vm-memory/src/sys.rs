@@ -111,22 +111,16 @@ mod linux {
         Ok(File::from(rustix::fs::open(path.as_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?))
     }
 
-    /// The first extent of data (pages present in the file, or swapped out) at or after `off`
-    /// and before `end`: `(start, end)` (`lseek(SEEK_DATA)`, `lseek(SEEK_HOLE)`), or `None` if
-    /// the rest up to `end` is a hole.
-    pub(crate) fn data_extent(file: &File, off: u64, end: u64) -> io::Result<Option<(u64, u64)>> {
-        use rustix::fs::SeekFrom;
-        let start = match rustix::fs::seek(file, SeekFrom::Data(off)) {
-            Ok(s) => s,
+    /// The first byte of data (a page present in the file, or swapped out) at or after `off`
+    /// and before `end` (`lseek(SEEK_DATA)`), or `None` if the rest up to `end` is a hole.
+    pub(crate) fn data_extent_start(file: &File, off: u64, end: u64) -> io::Result<Option<u64>> {
+        match rustix::fs::seek(file, rustix::fs::SeekFrom::Data(off)) {
+            Ok(s) if s < end => Ok(Some(s)),
+            Ok(_) => Ok(None),
             // ENXIO: no data at or after `off`.
-            Err(rustix::io::Errno::NXIO) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        if start >= end {
-            return Ok(None);
+            Err(rustix::io::Errno::NXIO) => Ok(None),
+            Err(e) => Err(e.into()),
         }
-        let hole = rustix::fs::seek(file, SeekFrom::Hole(start))?;
-        Ok(Some((start, hole.min(end))))
     }
 
     /// `HUGETLBFS_MAGIC` of `statfs(2)`.
@@ -329,7 +323,7 @@ mod portable {
     pub(crate) fn reopen_readonly(_file: &File) -> io::Result<File> {
         unsupported()
     }
-    pub(crate) fn data_extent(_file: &File, _off: u64, _end: u64) -> io::Result<Option<(u64, u64)>> {
+    pub(crate) fn data_extent_start(_file: &File, _off: u64, _end: u64) -> io::Result<Option<u64>> {
         unsupported()
     }
 }
