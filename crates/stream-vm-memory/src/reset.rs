@@ -23,10 +23,10 @@ pub enum ResetPolicy {
     /// so that they stay out of memory and read as zero. Residency is kept as it was: what was
     /// resident is resident and zero, the rest is not faulted in.
     ///
-    /// Residency is asked of the kernel: `mincore` (one call per 16 MiB); for a shared file
-    /// (memfd, tmpfs) the file's holes are first skipped with `lseek(SEEK_DATA)` (on a second,
-    /// read-only description of it, so the caller's file offset does not move), where `mincore`
-    /// would look every page of a hole up in the page cache, and discarded.
+    /// Residency is asked of the kernel: `mincore` (one call per 16 MiB); for 16 MiB or more of
+    /// a shared file (memfd, tmpfs) the file's holes are first skipped with `lseek(SEEK_DATA)`
+    /// (on a second, read-only description of it, so the caller's file offset does not move),
+    /// where `mincore` would look every page of a hole up in the page cache, and discarded.
     #[default]
     Auto,
     /// Streaming zero in place ([`zero_parallel`](crate::zero_parallel)): the pages stay where
@@ -152,7 +152,11 @@ where
         .iter()
         .zip(&actions)
         .map(|(p, a)| match (a, p.backing.kind, p.backing.file) {
-            (Action::Auto, BackingKind::SharedFile, Some((f, _))) if !p.backing.hugetlb => {
+            // Below one mincore batch, mincore's lookups of a hole's pages cost less than
+            // opening the file again.
+            (Action::Auto, BackingKind::SharedFile, Some((f, _)))
+                if !p.backing.hugetlb && p.len >= MINCORE_BATCH * sys::base_page() =>
+            {
                 sys::reopen_readonly(f).ok()
             }
             _ => None,

@@ -189,6 +189,35 @@ fn memfd_auto_keeps_the_files_holes_and_the_callers_offset() {
     assert_eq!(caller.stream_position().unwrap(), 0x777);
 }
 
+/// 16 MiB or more of a memfd: the holes are found with `lseek(SEEK_DATA)` on a reopened
+/// description, the data by `mincore`.
+#[test]
+fn a_large_memfd_auto_reset_skips_its_holes() {
+    use std::io::{Seek, SeekFrom};
+    let len = 40 * MIB;
+    let file = memfd(len, false).unwrap();
+    let mut caller = file.try_clone().unwrap();
+    caller.seek(SeekFrom::Start(0x999)).unwrap();
+    let probe = caller.try_clone().unwrap();
+    let mem = GuestMemoryMmap::from_regions(vec![file_region(file, 0, len, libc::MAP_SHARED, 0)]).unwrap();
+    // Data: [1 MiB, 6 MiB) and the page at 30 MiB; holes around them.
+    mem.write_slice(&vec![0x21; 5 * MIB], GuestAddress(MIB as u64)).unwrap();
+    mem.write_slice(&[0x22; 10], GuestAddress(30 * MIB as u64)).unwrap();
+    let r = reset(&mem, GuestAddress(0), len, ResetPolicy::Auto, &workers()).unwrap();
+    assert_eq!(r.in_place, (5 * MIB + 4096) as u64, "{r:?}");
+    assert_eq!(r.discarded, (len - 5 * MIB - 4096) as u64);
+    let seek = |whence| rustix::fs::seek(&probe, whence).unwrap();
+    assert_eq!(seek(rustix::fs::SeekFrom::Data(0)), MIB as u64);
+    assert_eq!(seek(rustix::fs::SeekFrom::Hole(MIB as u64)), 6 * MIB as u64);
+    assert_eq!(seek(rustix::fs::SeekFrom::Data(6 * MIB as u64)), 30 * MIB as u64);
+    assert_eq!(seek(rustix::fs::SeekFrom::Hole(30 * MIB as u64)), (30 * MIB + 4096) as u64);
+    caller.seek(SeekFrom::Start(0x999)).unwrap();
+    reset(&mem, GuestAddress(0), len, ResetPolicy::Auto, &workers()).unwrap();
+    assert_eq!(caller.stream_position().unwrap(), 0x999, "the reset moved the caller's file offset");
+    assert!(bytes(&mem).iter().all(|&b| b == 0));
+    assert_eq!(dirty(&mem).len(), len / 4096);
+}
+
 #[test]
 fn shared_anonymous_memory_is_removed() {
     let region = shared_anon_region(4 * MIB, 0);
