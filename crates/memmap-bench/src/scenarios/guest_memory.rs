@@ -13,6 +13,12 @@
 //!     set before the clock starts for `ch-prefault-thp`, and is part of `populate`'s own timed
 //!     call for `populate-thp`).
 //!
+//!   Before each round, untimed, as much memory is faulted in with huge pages and unmapped, so
+//!   that every round starts from the same free memory (without it, on a machine whose memory
+//!   is mostly page cache, a THP round's time was mostly the kernel reclaiming and compacting
+//!   for it: from 0.6 s to 31 s for the same strategy; and the first touch of guest-physical
+//!   memory the hypervisor has not backed yet costs several times a later one).
+//!
 //!   The Cloud Hypervisor rows are the same measurements in both reports (they use their own
 //!   thread rule). Judged against the zero-fill limit of the limits phase at the report's
 //!   thread count (the kernel zeroes every page it faults in); no paired limit runs, since
@@ -206,6 +212,14 @@ fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport
     let counts: Vec<usize> = if all > 1 { vec![1, all] } else { vec![1] };
     let pb = bar(size.saturating_mul((rounds * (2 + 2 * counts.len())) as u64), POPULATE, common.progress);
     let map = || Mem::from_ranges(&ranges);
+    // Before every round, untimed: as much memory faulted in (with huge pages) and freed, so
+    // that every strategy finds the same free memory: 2 MiB blocks the kernel need not
+    // reclaim or compact first, guest-physical pages the hypervisor has backed already.
+    let warm = || {
+        if let Ok(m) = map() {
+            let _ = populate_all(&m, &PopulateOptions::new(workers(all)));
+        }
+    };
     // Regions' threads under Cloud Hypervisor's rule (the same for every round).
     let ch_threads: std::cell::RefCell<Vec<usize>> = std::cell::RefCell::new(Vec::new());
     let failures = std::cell::Cell::new(0usize);
@@ -229,6 +243,7 @@ fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport
         let pb2 = pb.clone();
         let (failures, ch_threads, covered) = (&failures, &ch_threads, &covered);
         runners.push(Runner::new(if thp { "ch-prefault-thp" } else { "ch-prefault" }, move |_| {
+            warm();
             let mem = map().expect("map guest memory");
             if thp {
                 let _ = advise_huge_pages(&mem, GuestAddress(0), size as usize);
@@ -248,6 +263,7 @@ fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport
             let pb2 = pb.clone();
             let name = if thp { "populate-thp" } else { "populate" };
             runners.push(Runner::new(name, move |_| {
+                warm();
                 let mem = map().expect("map guest memory");
                 let opts = PopulateOptions {
                     huge_pages: if thp { HugePageAdvice::Advise } else { HugePageAdvice::Leave },
