@@ -8,7 +8,7 @@ use hugetlb_init::{Hstate, HvoMode};
 use memmap_core::{KernelConfig, MemoryType, Strategy, Threads};
 
 use super::named::named;
-use super::values::{kernel_version, pfn, placed_folio, size_2m, size_4k, size_any, threads_arg};
+use super::values::{kernel_version, pfn, placed_folio, size_2m, size_4k, size_4m, size_any, threads_arg};
 use crate::scenarios::zone_device;
 
 /// Reproduces the linux-mm memmap-init experiments (ZONE_DEVICE, boot-time gigantic pages,
@@ -73,6 +73,8 @@ pub(super) enum Command {
     Clear(ClearArgs),
     /// Boot-time struct page init of a zone: eager, deferred, on demand; the allocator's check.
     Deferred(DeferredArgs),
+    /// Guest memory for VMMs: populate (against Cloud Hypervisor's prefault) and reset.
+    GuestMemory(GuestMemoryArgs),
     /// The machine's fill limits (zero and non-zero data) and copy bandwidth.
     Limits,
     /// Write a memmap to DIR/memmap.bin and DIR/meta.json (refuses to overwrite without --force).
@@ -99,6 +101,7 @@ impl Command {
             Command::Hugetlb(_) => "hugetlb",
             Command::Clear(_) => "clear",
             Command::Deferred(_) => "deferred",
+            Command::GuestMemory(_) => "guest-memory",
             Command::Limits => "limits",
             Command::Dump { .. } => "dump",
             Command::Diff { .. } => "diff",
@@ -164,6 +167,9 @@ pub(super) struct AllArgs {
     /// deferred zone size, whole 4 KiB pages (default 64G, scaled to the memory budget).
     #[arg(long, value_name = "SIZE", value_parser = size_4k)]
     pub(super) deferred_size: Option<u64>,
+    /// guest-memory size, a multiple of 4 MiB (default 4G, scaled to the memory budget).
+    #[arg(long, value_name = "SIZE", value_parser = size_4m)]
+    pub(super) guest_memory_size: Option<u64>,
     #[command(flatten)]
     pub(super) timing: TimingArgs,
 }
@@ -219,6 +225,16 @@ pub(super) struct DeferredArgs {
     /// Zone size, whole 4 KiB pages (default 64G: 1 GiB of struct pages; scaled to the memory
     /// budget).
     #[arg(long, value_name = "SIZE", value_parser = size_4k)]
+    pub(super) size: Option<u64>,
+    #[command(flatten)]
+    pub(super) timing: TimingArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct GuestMemoryArgs {
+    /// Guest memory, in two regions, a multiple of 4 MiB (default 4G; scaled to the memory
+    /// budget).
+    #[arg(long, value_name = "SIZE", value_parser = size_4m)]
     pub(super) size: Option<u64>,
     #[command(flatten)]
     pub(super) timing: TimingArgs,

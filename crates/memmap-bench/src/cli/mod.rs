@@ -147,6 +147,10 @@ where
             let all = AllArgs { deferred_size: a.size, timing: a.timing, ..AllArgs::default() };
             timing(all, &|e| e.command == "deferred")
         }
+        Command::GuestMemory(a) => {
+            let all = AllArgs { guest_memory_size: a.size, timing: a.timing, ..AllArgs::default() };
+            timing(all, &|e| e.command == "guest-memory")
+        }
         Command::Limits => {
             let all = AllArgs { timing: TimingArgs::default(), ..AllArgs::default() };
             let mut s = suite::suite(&all, &g, |_| false, info)?;
@@ -246,13 +250,17 @@ mod tests {
     #[test]
     fn subcommands_select_from_the_registry() {
         assert_eq!(names(&["--quick"]), scenarios::CATALOG.map(|e| e.name));
-        assert_eq!(names(&["all", "--quick"]).len(), 7);
+        assert_eq!(names(&["all", "--quick"]).len(), 9);
         assert_eq!(names(&["zone-device", "--size", "64M"]), ["zone-device-fsdax", "zone-device-devdax-2m"]);
         assert_eq!(names(&["zone-device", "--align", "2M"]), ["zone-device-devdax-2m"]);
         assert_eq!(names(&["hugetlb", "--hvo", "off", "--count", "2"]), ["hugetlb-1g-nohvo"]);
         assert_eq!(names(&["clear", "--alloc", "--quick"]), ["alloc-init-on-alloc"]);
         assert_eq!(names(&["clear", "--quick"]), ["clear-2m"]);
         assert_eq!(names(&["deferred", "--quick"]), ["deferred-64g"]);
+        assert_eq!(
+            names(&["guest-memory", "--size", "64M"]),
+            ["guest-memory-populate", "guest-memory-reset"]
+        );
         assert!(names(&["limits"]).is_empty());
     }
 

@@ -67,6 +67,7 @@ pub(super) fn suite(
         hugetlb_count: a.hugetlb_count,
         clear_size: a.clear_size,
         deferred_size: a.deferred_size,
+        guest_memory_size: a.guest_memory_size,
         ..Setup::defaults(g.quick, t.config)
     };
     let budget = Budget::new(t.memory_budget, info).map_err(usage)?;

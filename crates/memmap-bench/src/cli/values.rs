@@ -14,6 +14,11 @@ pub(super) fn size_4k(s: &str) -> Result<u64, SizeError> {
     parse_pages(s, PAGE_SIZE)
 }
 
+/// A size in whole 4 MiB units (guest memory: two regions of whole 2 MiB pages).
+pub(super) fn size_4m(s: &str) -> Result<u64, SizeError> {
+    parse_pages(s, crate::scenarios::guest_memory::SIZE_UNIT)
+}
+
 /// A size of at least one 4 KiB page, not necessarily whole pages (`--memory-budget`).
 pub(super) fn size_any(s: &str) -> Result<u64, SizeError> {
     let bytes = parse_size(s)?;

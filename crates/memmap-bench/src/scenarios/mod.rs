@@ -31,6 +31,7 @@
 pub mod alloc;
 pub mod clear;
 pub mod deferred;
+pub mod guest_memory;
 pub mod hugetlb;
 pub mod zone_device;
 
@@ -175,6 +176,8 @@ pub struct Setup {
     pub clear_size: Option<u64>,
     /// deferred: zone size in bytes (whole 4 KiB pages).
     pub deferred_size: Option<u64>,
+    /// guest-memory: guest memory in bytes (two regions, a multiple of 4 MiB).
+    pub guest_memory_size: Option<u64>,
     /// `--quick`: the CI-sized defaults.
     pub quick: bool,
     /// The kernel config modelled.
@@ -190,6 +193,7 @@ impl Setup {
             hugetlb_count: None,
             clear_size: None,
             deferred_size: None,
+            guest_memory_size: None,
             quick,
             config,
         }
@@ -222,7 +226,7 @@ const INIT_STRATEGIES: &[&str] =
     &[Strategy::Slow.name(), Strategy::Template.name(), Strategy::Streaming.name()];
 
 /// Every scenario, in run order.
-pub const CATALOG: [CatalogEntry; 7] = [
+pub const CATALOG: [CatalogEntry; 9] = [
     CatalogEntry {
         name: zone_device::Case::Fsdax.name(),
         command: "zone-device",
@@ -264,6 +268,18 @@ pub const CATALOG: [CatalogEntry; 7] = [
         command: "deferred",
         strategies: &deferred::STRATEGY_NAMES,
         build: |s| Box::new(deferred::Deferred::new(s)),
+    },
+    CatalogEntry {
+        name: guest_memory::POPULATE,
+        command: "guest-memory",
+        strategies: guest_memory::POPULATE_STRATEGIES,
+        build: |s| Box::new(guest_memory::GuestMemory::new(s, guest_memory::Part::Populate)),
+    },
+    CatalogEntry {
+        name: guest_memory::RESET,
+        command: "guest-memory",
+        strategies: guest_memory::RESET_STRATEGIES,
+        build: |s| Box::new(guest_memory::GuestMemory::new(s, guest_memory::Part::Reset)),
     },
 ];
 

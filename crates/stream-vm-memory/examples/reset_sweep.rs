@@ -1,0 +1,229 @@
+//! The sweep behind `ResetPolicy::Auto`: at every size from 64 KiB up, for memory that is
+//! resident, not resident, or half resident, on every backing this machine has, the time of
+//! each reset path, and whether Auto is within 10 % of the fastest path that keeps the memory's
+//! residency (what was resident stays resident).
+//!
+//! ```sh
+//! cargo run --release -p stream-vm-memory --example reset_sweep                  # up to 1 GiB
+//! cargo run --release -p stream-vm-memory --example reset_sweep -- --max 4G --rounds 5 --threads 1
+//! ```
+//!
+//! Every run maps fresh memory (not timed), prepares it (not timed: written with a non-zero
+//! byte where it is to be resident, advised `MADV_HUGEPAGE` for the THP cases), times one
+//! `reset` call on all of it (with every available CPU, or `--threads N`), and unmaps it (not
+//! timed). The paths run
+//! interleaved, one round of each after the other with the order rotated, and the figure is
+//! the median of the rounds (`--rounds`, and more below 4 MiB, up to 61, where a round takes
+//! microseconds and a shared machine's noise is larger than the differences). hugetlbfs memory is swept where `HugePages_Free` has room (up to
+//! the size it allows).
+
+use std::fs::File;
+use std::time::{Duration, Instant};
+
+use stream_vm_memory::{
+    HugePageAdvice, Placement, PopulateOptions, ResetPolicy, Threads, Workers, advise_huge_pages,
+    fill_parallel, reset,
+};
+use vm_memory::bitmap::AtomicBitmap;
+use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
+
+type Mem = GuestMemoryMmap<AtomicBitmap>;
+
+/// How the memory is backed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backing {
+    /// Private anonymous, 4 KiB pages (no THP advice).
+    Anon4k,
+    /// Private anonymous, advised `MADV_HUGEPAGE`.
+    AnonThp,
+    /// A shared memfd (4 KiB shmem pages unless `shmem_enabled` says otherwise).
+    Memfd,
+    /// A `MFD_HUGETLB` memfd (2 MiB pages).
+    Hugetlb,
+}
+
+/// What of it is resident before the reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Resident,
+    NotResident,
+    /// The first half.
+    Half,
+}
+
+const PATHS: [(&str, ResetPolicy); 4] = [
+    ("in-place", ResetPolicy::InPlace),
+    ("discard", ResetPolicy::Discard { repopulate: false }),
+    ("discard+refault", ResetPolicy::Discard { repopulate: true }),
+    ("auto", ResetPolicy::Auto),
+];
+
+/// Whether path `k` leaves every page that was resident resident: discarding without
+/// refaulting drops resident pages.
+fn keeps_residency(state: State, k: usize) -> bool {
+    !(k == 1 && state != State::NotResident)
+}
+
+fn map(backing: Backing, len: usize) -> Mem {
+    match backing {
+        Backing::Anon4k | Backing::AnonThp => Mem::from_ranges(&[(GuestAddress(0), len)]).expect("map"),
+        Backing::Memfd | Backing::Hugetlb => {
+            use rustix::fs::MemfdFlags;
+            let huge = if backing == Backing::Hugetlb { MemfdFlags::HUGETLB } else { MemfdFlags::empty() };
+            let fd = rustix::fs::memfd_create("reset-sweep", MemfdFlags::CLOEXEC | huge).expect("memfd");
+            let file = File::from(fd);
+            file.set_len(len as u64).expect("ftruncate");
+            let region = MmapRegion::<AtomicBitmap>::from_file(FileOffset::new(file, 0), len).expect("mmap");
+            Mem::from_regions(vec![GuestRegionMmap::new(region, GuestAddress(0)).expect("region")])
+                .expect("memory")
+        }
+    }
+}
+
+fn prepare(mem: &Mem, backing: Backing, state: State, len: usize, w: &Workers) {
+    if backing == Backing::AnonThp {
+        advise_huge_pages(mem, GuestAddress(0), len).expect("advise");
+    }
+    let resident = match state {
+        State::Resident => len,
+        State::NotResident => 0,
+        State::Half => len / 2,
+    };
+    if resident > 0 {
+        let opts = PopulateOptions { huge_pages: HugePageAdvice::Leave, ..PopulateOptions::new(w.clone()) };
+        stream_vm_memory::populate(mem, GuestAddress(0), resident, &opts).expect("populate");
+        fill_parallel(mem, GuestAddress(0), resident, 0x5a, w).expect("fill");
+    }
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn parse_size(s: &str) -> Option<usize> {
+    let (n, mul) = match s.as_bytes().last()? {
+        b'K' | b'k' => (&s[..s.len() - 1], 1 << 10),
+        b'M' | b'm' => (&s[..s.len() - 1], 1 << 20),
+        b'G' | b'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    n.parse::<usize>().ok().map(|n| n * mul)
+}
+
+fn free_huge_pages() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().find_map(|l| l.strip_prefix("HugePages_Free:")?.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1));
+    let max = flag("--max").and_then(|s| parse_size(s)).unwrap_or(1 << 30);
+    let rounds: usize = flag("--rounds").and_then(|s| s.parse().ok()).unwrap_or(5).max(1);
+    let cpus: usize =
+        flag("--threads").and_then(|s| s.parse().ok()).unwrap_or_else(memmap_core::available_cpus).max(1);
+    let w = Workers::new(Threads::Fixed(cpus)).with_placement(Placement::Auto);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let shmem =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled").unwrap_or_default();
+    println!("# stream-vm-memory reset sweep: {}", args[1..].join(" "));
+    println!(
+        "# {cpus} thread(s) (Threads::Fixed({cpus}); {} CPUs available), {rounds} rounds per path, median; load average at start {}; THP {}, shmem THP {}; stream-hal {} ({})",
+        memmap_core::available_cpus(),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        thp.trim(),
+        shmem.trim(),
+        stream_hal::backend().name(),
+        stream_hal::streaming_clear_method(),
+    );
+    println!(
+        "# times in ms; candidates (*) are the paths that keep every resident page resident; ok: auto <= 1.10 x the fastest candidate"
+    );
+    println!(
+        "{:<8} {:<12} {:>8} {:>11} {:>11} {:>16} {:>11}  {:>9} verdict auto in place rounds",
+        "backing", "state", "size", "in-place", "discard", "discard+refault", "auto", "auto/best"
+    );
+    let mut failures = 0;
+    let huge_free = free_huge_pages() * (2 << 20);
+    for backing in [Backing::Anon4k, Backing::AnonThp, Backing::Memfd, Backing::Hugetlb] {
+        for state in [State::Resident, State::NotResident, State::Half] {
+            let mut size = 64usize << 10;
+            while size <= max {
+                let len = if backing == Backing::Hugetlb { size.next_multiple_of(4 << 20) } else { size };
+                if backing == Backing::Hugetlb && len > huge_free {
+                    if size == 64 << 10 {
+                        println!(
+                            "{:<8} {:<12} skipped: {} bytes of free huge pages",
+                            "hugetlb",
+                            format!("{state:?}"),
+                            huge_free
+                        );
+                    }
+                    break;
+                }
+                let mut times: Vec<Vec<Duration>> = vec![Vec::new(); PATHS.len()];
+                // More rounds where a round takes microseconds (a shared machine's noise).
+                let n = rounds.max((rounds * (4 << 20) / len).min(61));
+                let mut auto_in_place = 0u64;
+                for round in 0..n {
+                    for i in 0..PATHS.len() {
+                        let k = (i + round) % PATHS.len();
+                        let mem = map(backing, len);
+                        prepare(&mem, backing, state, len, &w);
+                        let t = Instant::now();
+                        let r = reset(&mem, GuestAddress(0), len, PATHS[k].1, &w).expect("reset");
+                        times[k].push(t.elapsed());
+                        if k == 3 {
+                            auto_in_place += r.in_place;
+                        }
+                        drop(mem);
+                    }
+                }
+                let took = auto_in_place as f64 / (n * len) as f64;
+                let med: Vec<Duration> = times.iter_mut().map(|v| median(v)).collect();
+                let best =
+                    (0..3).filter(|&k| keeps_residency(state, k)).map(|k| med[k]).min().expect("a candidate");
+                let ratio = med[3].as_secs_f64() / best.as_secs_f64();
+                let ok = ratio <= 1.10;
+                failures += usize::from(!ok);
+                let cell = |k: usize| {
+                    format!(
+                        "{:.3}{}",
+                        med[k].as_secs_f64() * 1e3,
+                        if keeps_residency(state, k) { "*" } else { " " }
+                    )
+                };
+                println!(
+                    "{:<8} {:<12} {:>8} {:>11} {:>11} {:>16} {:>11}  {:>9.2} {:<7} {:>3.0} % {:>3}",
+                    format!("{backing:?}").to_lowercase(),
+                    format!("{state:?}").to_lowercase(),
+                    human(len),
+                    cell(0),
+                    cell(1),
+                    cell(2),
+                    format!("{:.3}", med[3].as_secs_f64() * 1e3),
+                    ratio,
+                    if ok { "ok" } else { "SLOWER" },
+                    took * 100.0,
+                    n,
+                );
+                size *= 4;
+            }
+        }
+    }
+    println!("# {failures} size(s) where auto was more than 10 % slower than the fastest candidate");
+}
+
+fn human(n: usize) -> String {
+    if n >= 1 << 30 {
+        format!("{}G", n >> 30)
+    } else if n >= 1 << 20 {
+        format!("{}M", n >> 20)
+    } else {
+        format!("{}K", n >> 10)
+    }
+}

@@ -1,0 +1,126 @@
+//! Parallel zero and fill over any [`GuestMemory`]: the replacement of
+//! `memmap_core::clear_parallel`, without a `&mut [u8]` over guest RAM.
+
+use vm_memory::bitmap::{BS, Bitmap};
+use vm_memory::{GuestAddress, GuestMemory};
+
+use crate::engine::{self, MIN_CHUNK, Piece, Stop, WorkReport, Workers};
+use crate::error::Error;
+use crate::range::slice_pieces;
+use crate::serial::{staging, stream_pattern};
+
+/// Zeroes `len` guest bytes from `addr` on with `workers`: the range is split across regions
+/// and threads at 2 MiB boundaries of the host mapping (chunks of at least 8 MiB, a padata job
+/// per NUMA node, see [`Workers`]); each worker streams its chunks ([`stream_hal::clear`]),
+/// drains, and marks them dirty before it takes the next. When this returns every byte reads
+/// as zero from any thread and is marked dirty.
+///
+/// With one worker ([`memmap_core::Threads::One`], or a range below
+/// [`memmap_core::parallel::AUTO_MIN_BYTES`] under `Threads::Auto`) it is [`zero`](crate::zero)
+/// on the calling thread, byte for byte.
+///
+/// # Errors
+///
+/// As for [`zero`](crate::zero): the whole range is checked first and nothing is written if
+/// part of it is not guest memory.
+pub fn zero_parallel<M>(
+    mem: &M,
+    addr: GuestAddress,
+    len: usize,
+    workers: &Workers,
+) -> Result<WorkReport, Error>
+where
+    M: GuestMemory + ?Sized,
+    for<'a> BS<'a, M::Bitmap>: Sync,
+{
+    if len == 0 {
+        return Ok(WorkReport::default());
+    }
+    let s = slice_pieces(mem, addr, len)?;
+    engine::run(&s.pieces, workers, MIN_CHUNK, &Stop::new(None), |_, p, off, n, _| {
+        zero_part(p, off, n);
+        Ok(n)
+    })
+}
+
+/// Sets `len` guest bytes from `addr` on to `value` with `workers` (see [`zero_parallel`]);
+/// a zero `value` is [`zero_parallel`].
+///
+/// # Errors
+///
+/// As for [`zero_parallel`].
+pub fn fill_parallel<M>(
+    mem: &M,
+    addr: GuestAddress,
+    len: usize,
+    value: u8,
+    workers: &Workers,
+) -> Result<WorkReport, Error>
+where
+    M: GuestMemory + ?Sized,
+    for<'a> BS<'a, M::Bitmap>: Sync,
+{
+    if value == 0 {
+        return zero_parallel(mem, addr, len, workers);
+    }
+    fill_pattern_parallel(mem, addr, len, &[value], workers)
+}
+
+/// Writes `pattern` over and over into `len` guest bytes from `addr` on with `workers` (byte
+/// `addr + i` gets `pattern[i % pattern.len()]`, whatever region or worker writes it; see
+/// [`zero_parallel`]).
+///
+/// # Errors
+///
+/// [`Error::EmptyPattern`] for an empty `pattern` and `len > 0`; otherwise as for
+/// [`zero_parallel`].
+pub fn fill_pattern_parallel<M>(
+    mem: &M,
+    addr: GuestAddress,
+    len: usize,
+    pattern: &[u8],
+    workers: &Workers,
+) -> Result<WorkReport, Error>
+where
+    M: GuestMemory + ?Sized,
+    for<'a> BS<'a, M::Bitmap>: Sync,
+{
+    if len == 0 {
+        return Ok(WorkReport::default());
+    }
+    if pattern.is_empty() {
+        return Err(Error::EmptyPattern);
+    }
+    let s = slice_pieces(mem, addr, len)?;
+    let (staging, period, body) = staging(pattern, len);
+    let staging = &staging[..];
+    engine::run(&s.pieces, workers, MIN_CHUNK, &Stop::new(None), |_, p, off, n, _| {
+        let dst = (p.host + off) as *mut u8;
+        // SAFETY: `[dst, dst + n)` is bytes `off..off + n` of the piece, inside the `p.len`
+        // bytes of a `VolatileSlice` kept alive (with its pointer guard) until the work is
+        // done, so valid for writes; the engine hands every byte of the range to exactly one
+        // call, so no two workers write the same bytes; no Rust reference covers guest RAM
+        // (only raw pointers and volatile accessors reach it), and `staging` is this call's own
+        // buffer. Drained below before the bytes are reported done.
+        unsafe { stream_pattern(dst, n, p.range_off + off as u64, staging, period, body) };
+        stream_hal::drain();
+        p.bitmap.mark_dirty(off, n);
+        Ok(n)
+    })
+}
+
+/// Zeroes bytes `off..off + n` of `p` with streaming stores, drains, marks them dirty.
+pub(crate) fn zero_part<B: Bitmap>(p: &Piece<'_, B>, off: usize, n: usize) {
+    let dst = (p.host + off) as *mut u8;
+    // SAFETY: `[dst, dst + n)` lies inside the piece's `p.len` bytes (the engine's parts do),
+    // which are a `VolatileSlice`'s (or a region's) host memory kept mapped until the work is
+    // done: valid for writes. Each byte is handed to exactly one worker, and no Rust reference
+    // covers guest RAM, so nothing else in this program accesses these bytes except through raw
+    // pointers or volatile accessors (the guest's and vm-memory's own accesses, from outside
+    // the abstract machine).
+    unsafe { stream_hal::clear(dst, n) };
+    // Orders the streaming stores before the dirty bits and before the worker reports the
+    // part done (the join at the end of the call then publishes them to the caller).
+    stream_hal::drain();
+    p.bitmap.mark_dirty(off, n);
+}

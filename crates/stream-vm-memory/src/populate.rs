@@ -1,0 +1,312 @@
+//! Populate (prefault) guest memory: `MADV_POPULATE_WRITE` in parallel, NUMA-pinned and
+//! cancellable, with transparent-huge-page advice where the region allows it.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use vm_memory::bitmap::BS;
+use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
+
+use crate::backing::RegionBacking;
+use crate::engine::{self, Cancel, MIN_CHUNK, Piece, Stop, WorkReport, Workers};
+use crate::error::{Error, HostOp};
+use crate::range::{RegionPieces, all_region_pieces, region_pieces};
+use crate::sys::{self, Advice};
+
+/// Bytes per `MADV_POPULATE_WRITE` call: 16 MiB (or the region's page size, if larger).
+/// Cancellation is checked between calls, and each call holds the process's `mmap_lock` for
+/// reading only as long as it runs, so a thread start (which takes it for writing to map its
+/// stack) waits for one call at most instead of a whole chunk.
+pub const POPULATE_STEP: usize = 16 << 20;
+
+/// The size transparent huge pages have on the hosts this crate knows (x86-64 and arm64 with
+/// 4 KiB base pages): 2 MiB. [`HugePageAdvice::Advise`] advises the 2 MiB-aligned part of
+/// each region piece.
+pub const THP_SIZE: usize = 2 << 20;
+
+/// How pages are faulted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PopulateMethod {
+    /// `MADV_POPULATE_WRITE` (Linux 5.14 and later); where the kernel refuses it with
+    /// `EINVAL` (older kernels), or it has no effect (checked once per process on a page of
+    /// its own: qemu-user before 8.1 ignores every `madvise`), [`PopulateMethod::Touch`].
+    #[default]
+    Auto,
+    /// `MADV_POPULATE_WRITE` only: where it is unavailable, [`Error::Os`].
+    Madvise,
+    /// One write fault per page: an atomic compare-and-swap of one byte with itself, which
+    /// takes a write fault without changing the byte, even if a vCPU writes it at the same
+    /// moment (a plain read-then-write could lose that write).
+    Touch,
+}
+
+/// Transparent huge pages for the populated memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum HugePageAdvice {
+    /// `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of each anonymous or shmem/memfd
+    /// region piece before populating (not hugetlbfs, whose pages are huge already), as Cloud
+    /// Hypervisor's `thp=on` and Firecracker's huge-page option do: with THP in `madvise` mode
+    /// the pages are then faulted in as 2 MiB pages. The advice stays on the mapping. A kernel
+    /// without THP refuses it; that is not an error (see [`PopulateReport::huge_advised`]).
+    #[default]
+    Advise,
+    /// Leave the mapping's advice as it is.
+    Leave,
+}
+
+/// What [`populate`] does.
+#[derive(Debug, Clone, Default)]
+pub struct PopulateOptions {
+    /// Workers and placement.
+    pub workers: Workers,
+    /// How pages are faulted in.
+    pub method: PopulateMethod,
+    /// Huge-page advice.
+    pub huge_pages: HugePageAdvice,
+    /// A token to stop early.
+    pub cancel: Option<Cancel>,
+}
+
+impl PopulateOptions {
+    /// `workers`, the default method and advice, no cancellation.
+    #[must_use]
+    pub fn new(workers: Workers) -> PopulateOptions {
+        PopulateOptions { workers, ..PopulateOptions::default() }
+    }
+}
+
+/// What [`populate`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PopulateReport {
+    /// Bytes asked for.
+    pub requested: u64,
+    /// Bytes of the range whose pages are now faulted in.
+    pub populated: u64,
+    /// Whether the call stopped early because of its [`Cancel`] token.
+    pub cancelled: bool,
+    /// The guest ranges populated, merged and sorted: all of the range unless cancelled (the
+    /// workers take chunks in order, so a cancelled call has done a prefix of each node's
+    /// part, less the chunks in flight; call again to finish, populating is idempotent).
+    pub done: Vec<(GuestAddress, u64)>,
+    /// The method used: [`PopulateMethod::Madvise`] or [`PopulateMethod::Touch`].
+    pub method: PopulateMethod,
+    /// Bytes given `MADV_HUGEPAGE` (0 with [`HugePageAdvice::Leave`], for hugetlbfs, or when the
+    /// kernel refused the advice).
+    pub huge_advised: u64,
+    /// The workers' report.
+    pub work: WorkReport,
+}
+
+/// Faults in the pages of `len` guest bytes from `addr` on for writing, in parallel (see
+/// [`Workers`]: chunks of at least 8 MiB split at 2 MiB (or huge page) boundaries, a padata job
+/// per NUMA node with its workers pinned to the node's CPUs), with huge-page advice where the
+/// region allows, stopping early when `options.cancel` is cancelled.
+///
+/// Populating changes no byte: a fresh anonymous page reads as zero before and after, a
+/// present page keeps its contents. So nothing is marked dirty. Pages are whole: the first
+/// and last page of the range are faulted in entirely.
+///
+/// # Errors
+///
+/// [`Error::OutOfRange`] or [`Error::AddressOverflow`] before anything is done if part of the
+/// range is not guest memory; [`Error::Os`] when the kernel cannot populate (`ENOMEM`: the
+/// memory is not there; `EFAULT`: a hugetlbfs pool ran out, or a file hole that cannot be
+/// filled), after the chunks before it were populated.
+pub fn populate<M>(
+    mem: &M,
+    addr: GuestAddress,
+    len: usize,
+    options: &PopulateOptions,
+) -> Result<PopulateReport, Error>
+where
+    M: GuestMemoryBackend + ?Sized,
+    M::R: RegionBacking,
+    for<'a> BS<'a, <M::R as GuestMemoryRegion>::B>: Sync,
+{
+    if len == 0 {
+        return Ok(PopulateReport { method: resolved(options.method), ..PopulateReport::default() });
+    }
+    let pieces = region_pieces(mem, addr, len)?;
+    populate_pieces(&pieces, len as u64, options)
+}
+
+/// [`populate`] of every region of `mem`, whole.
+///
+/// # Errors
+///
+/// As for [`populate`].
+pub fn populate_all<M>(mem: &M, options: &PopulateOptions) -> Result<PopulateReport, Error>
+where
+    M: GuestMemoryBackend + ?Sized,
+    M::R: RegionBacking,
+    for<'a> BS<'a, <M::R as GuestMemoryRegion>::B>: Sync,
+{
+    let pieces = all_region_pieces(mem)?;
+    let total = pieces.pieces.iter().map(|p| p.len as u64).sum();
+    populate_pieces(&pieces, total, options)
+}
+
+/// `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of each piece of `len` guest bytes
+/// from `addr` whose backing takes the advice (anonymous, shmem/memfd; not hugetlbfs); returns
+/// the bytes advised. [`populate`] does this itself under [`HugePageAdvice::Advise`]; this is
+/// for a VMM that advises at setup and faults in later (or never).
+///
+/// # Errors
+///
+/// As for [`populate`] for the range; a refused advice (a kernel without THP) is not an error,
+/// its bytes are not counted.
+pub fn advise_huge_pages<M>(mem: &M, addr: GuestAddress, len: usize) -> Result<u64, Error>
+where
+    M: GuestMemoryBackend + ?Sized,
+    M::R: RegionBacking,
+{
+    if len == 0 {
+        return Ok(0);
+    }
+    let pieces = region_pieces(mem, addr, len)?;
+    Ok(advise(&pieces))
+}
+
+/// The advice on every piece that takes it; the bytes advised.
+fn advise<B: vm_memory::bitmap::Bitmap>(pieces: &RegionPieces<'_, B>) -> u64 {
+    let mut advised = 0;
+    for p in pieces.pieces.iter().filter(|p| p.backing.kind.takes_huge_page_advice() && !p.backing.hugetlb) {
+        let a = p.host.next_multiple_of(THP_SIZE);
+        let b = (p.host + p.len) / THP_SIZE * THP_SIZE;
+        if a < b {
+            // SAFETY: `[a, b)` is inside the piece, which is mapped for the whole call (its
+            // `VolatileSlice` and guard live in `pieces`); MADV_HUGEPAGE changes no byte.
+            if unsafe { sys::madvise(a, b - a, Advice::HugePage) }.is_ok() {
+                advised += (b - a) as u64;
+            }
+        }
+    }
+    advised
+}
+
+/// The method a call with `method` starts with.
+fn resolved(method: PopulateMethod) -> PopulateMethod {
+    match method {
+        PopulateMethod::Auto | PopulateMethod::Madvise => PopulateMethod::Madvise,
+        PopulateMethod::Touch => PopulateMethod::Touch,
+    }
+}
+
+fn populate_pieces<B>(
+    pieces: &RegionPieces<'_, B>,
+    requested: u64,
+    options: &PopulateOptions,
+) -> Result<PopulateReport, Error>
+where
+    B: vm_memory::bitmap::Bitmap,
+    for<'a> BS<'a, B>: Sync,
+{
+    let huge_advised = if options.huge_pages == HugePageAdvice::Advise { advise(pieces) } else { 0 };
+    let stop = Stop::new(options.cancel.as_ref());
+    let touching = AtomicBool::new(options.method == PopulateMethod::Touch);
+    let work = engine::run(&pieces.pieces, &options.workers, MIN_CHUNK, &stop, |_, p, off, n, stop| {
+        populate_part(p, off, n, options.method, &touching, stop)
+    })?;
+    // Acquire pairs with the Release store in `populate_part` (the workers have joined, which
+    // orders it anyway).
+    let method =
+        if touching.load(Ordering::Acquire) { PopulateMethod::Touch } else { resolved(options.method) };
+    let mut done: Vec<(GuestAddress, u64)> = Vec::new();
+    for c in &work.chunks {
+        match done.last_mut() {
+            Some((a, l)) if a.0 + *l == c.addr.0 => *l += c.len,
+            _ => done.push((c.addr, c.len)),
+        }
+    }
+    Ok(PopulateReport {
+        requested,
+        populated: work.bytes,
+        cancelled: stop.cancelled() && work.bytes < requested,
+        done,
+        method,
+        huge_advised,
+        work,
+    })
+}
+
+/// Populates bytes `off..off + n` of `p` (whole pages, within the region) in steps of
+/// [`POPULATE_STEP`], checking `stop` between steps; the bytes of the part done.
+pub(crate) fn populate_part<B>(
+    p: &Piece<'_, B>,
+    off: usize,
+    n: usize,
+    method: PopulateMethod,
+    touching: &AtomicBool,
+    stop: &Stop<'_>,
+) -> Result<usize, Error> {
+    let page = p.backing.page_size.max(1);
+    let (lo, hi) = (p.host + off, p.host + off + n);
+    // Whole pages, inside the region's mapping (which covers whole pages: the kernel maps a
+    // region of odd length up to its next page boundary).
+    let start = (lo / page * page).max(p.region_host);
+    let end = hi.next_multiple_of(page).min(p.region_host + p.region_len.next_multiple_of(page));
+    let step = POPULATE_STEP.next_multiple_of(page);
+    let mut at = start;
+    while at < end {
+        if stop.stopped() {
+            break;
+        }
+        let m = step.min(end - at);
+        // Acquire pairs with the Release store below: once a worker found the kernel without
+        // MADV_POPULATE_WRITE, the others touch too instead of asking again.
+        if touching.load(Ordering::Acquire) {
+            // SAFETY: `[at, at + m)` is whole pages of the region's mapping, kept mapped for
+            // the whole call; see `touch` for why its accesses are allowed.
+            unsafe { touch(at, m, page) };
+        } else {
+            // SAFETY: as above; MADV_POPULATE_WRITE changes no byte.
+            match unsafe { sys::madvise(at, m, Advice::PopulateWrite) } {
+                Ok(()) => {}
+                Err(e) if method == PopulateMethod::Auto && sys::populate_unavailable(&e) => {
+                    // Release pairs with the Acquire load above.
+                    touching.store(true, Ordering::Release);
+                    // SAFETY: as above.
+                    unsafe { touch(at, m, page) };
+                }
+                Err(source) => {
+                    return Err(Error::Os {
+                        op: HostOp::PopulateWrite,
+                        addr: GuestAddress(p.guest.0.wrapping_add((at as u64).wrapping_sub(p.host as u64))),
+                        len: m as u64,
+                        source,
+                    });
+                }
+            }
+        }
+        at += m;
+    }
+    Ok(at.min(hi).saturating_sub(lo))
+}
+
+/// Takes a write fault on every `page`-sized page of `[host, host + len)` without changing a
+/// byte: a compare-and-swap of the page's first byte with its own value.
+///
+/// # Safety
+///
+/// `[host, host + len)` is mapped for reads and writes for the whole call and covered by no
+/// Rust reference (guest RAM reached through `vm-memory`'s raw pointers); `host` and `len` are
+/// multiples of `page`.
+unsafe fn touch(host: usize, len: usize, page: usize) {
+    let mut at = host;
+    while at < host + len {
+        // SAFETY: `at` is inside the mapped range (the caller's contract), so valid for reads
+        // and writes of one byte, and `u8` needs no alignment. The byte is only ever accessed
+        // here atomically; other accesses to guest RAM are vm-memory's volatile ones and the
+        // guest's, from outside this program's abstract machine, and a hardware
+        // compare-and-swap of a byte with itself cannot undo a concurrent store to it (it
+        // fails and retries with the new value).
+        let byte = unsafe { AtomicU8::from_ptr(at as *mut u8) };
+        // Relaxed: the swap publishes nothing; it only needs to be a write. (A fetch_or(0)
+        // would do, but compilers may lower an idempotent read-modify-write to a plain load,
+        // which takes no write fault; a compare-and-swap is kept as a store.)
+        let mut v = byte.load(Ordering::Relaxed);
+        while let Err(now) = byte.compare_exchange_weak(v, v, Ordering::Relaxed, Ordering::Relaxed) {
+            v = now;
+        }
+        at += page;
+    }
+}

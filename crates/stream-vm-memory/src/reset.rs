@@ -1,0 +1,493 @@
+//! Reset: make a guest range read as zero again, in place (streaming zero) or by discarding
+//! its pages (and, optionally, faulting them back in).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use vm_memory::bitmap::{BS, Bitmap};
+use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
+
+use crate::backing::{BackingKind, HostBacking, RegionBacking};
+use crate::engine::{self, MIN_CHUNK, Piece, Stop, WorkReport, Workers};
+use crate::error::{Error, HostOp};
+use crate::parallel::zero_part;
+use crate::populate::{PopulateMethod, populate_part};
+use crate::range::region_pieces;
+use crate::sys::{self, Advice};
+
+/// How [`reset`] makes the range read as zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ResetPolicy {
+    /// The faster path, page by page, by the rule of [`reset_path`] (measured; see the
+    /// crate's README): resident pages are zeroed in place, pages that are not resident (never
+    /// faulted in, discarded before, swapped out) are discarded where the backing allows it,
+    /// so that they stay out of memory and read as zero. Residency is kept as it was: what was
+    /// resident is resident and zero, the rest is not faulted in.
+    ///
+    /// Residency is asked of the kernel: `mincore` (one call per 16 MiB); for 16 MiB or more of
+    /// a shared file (memfd, tmpfs) the file's holes are first skipped with `lseek(SEEK_DATA)`
+    /// (on a second, read-only description of it, so the caller's file offset does not move),
+    /// where `mincore` would look every page of a hole up in the page cache, and discarded.
+    #[default]
+    Auto,
+    /// Streaming zero in place ([`zero_parallel`](crate::zero_parallel)): the pages stay where
+    /// they are, resident.
+    InPlace,
+    /// Give the pages back to the host and let them be faulted in again as zero pages:
+    /// `MADV_DONTNEED` for private anonymous memory, `MADV_REMOVE` for shared anonymous
+    /// memory, a punched hole (`fallocate(PUNCH_HOLE)`) for shared file mappings (memfd,
+    /// hugetlbfs). Partial pages at the ends of the range are zeroed in place. With
+    /// `repopulate`, the discarded pages are faulted back in right away
+    /// ([`populate`](crate::populate)'s `MADV_POPULATE_WRITE`), as a VMM that prefaults its
+    /// guest memory wants.
+    Discard {
+        /// Fault the pages back in.
+        repopulate: bool,
+    },
+}
+
+/// The path [`ResetPolicy::Auto`] takes for a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResetPath {
+    /// Streaming zero in place.
+    InPlace,
+    /// Discard.
+    Discard,
+}
+
+/// The rule of [`ResetPolicy::Auto`] for one page of memory of kind `kind`, `resident` or not
+/// (as `mincore`, or for a shared file its data extents, report it).
+///
+/// Measured on this project's machine (the crate's README has the sweep and its command):
+/// on resident memory, in place is faster than discard and refault at every size (from 4 KiB
+/// to 4 GiB, with and without transparent huge pages, anonymous or memfd; the refault costs
+/// the kernel's page clearing plus a fault per page, which is several times the streaming
+/// zero); on memory that is not resident, discarding is faster at every size (it does nearly
+/// nothing, while zeroing in place faults every page in first). Memory whose discard would not
+/// read as zero (a private file mapping, an unknown backing) is always zeroed in place.
+#[must_use]
+pub const fn reset_path(kind: BackingKind, resident: bool) -> ResetPath {
+    if !resident && kind.discards_to_zero() { ResetPath::Discard } else { ResetPath::InPlace }
+}
+
+/// What [`reset`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResetReport {
+    /// Bytes zeroed in place (partial pages of a discard included).
+    pub in_place: u64,
+    /// Bytes discarded.
+    pub discarded: u64,
+    /// Bytes faulted back in after the discard.
+    pub repopulated: u64,
+    /// The workers' report.
+    pub work: WorkReport,
+}
+
+/// What to do with one piece.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    InPlace,
+    /// Discard where not resident ([`reset_path`]).
+    Auto,
+    Discard {
+        repopulate: bool,
+    },
+}
+
+/// Makes `len` guest bytes from `addr` on read as zero, with `workers` (see [`Workers`]), by
+/// `policy`, and marks them dirty: every byte, zeroed or discarded (a discarded page reads as
+/// zero, so it changed).
+///
+/// Ranges may span regions of different backings; each region piece takes its own path under
+/// [`ResetPolicy::Auto`]. The zeroing is drained before each part is marked dirty, and
+/// before return.
+///
+/// # Errors
+///
+/// Before anything is written: [`Error::OutOfRange`] or [`Error::AddressOverflow`] if part of
+/// the range is not guest memory, [`Error::CannotDiscard`] if `Discard` is forced on memory
+/// whose discarded pages would not read as zero (a private file mapping) or of unknown
+/// backing. During the work: [`Error::Os`] when a forced discard or a repopulate is refused by
+/// the kernel (`EINVAL` on `mlock`ed memory, say; under [`ResetPolicy::Auto`] such a part is
+/// zeroed in place instead).
+pub fn reset<M>(
+    mem: &M,
+    addr: GuestAddress,
+    len: usize,
+    policy: ResetPolicy,
+    workers: &Workers,
+) -> Result<ResetReport, Error>
+where
+    M: GuestMemoryBackend + ?Sized,
+    M::R: RegionBacking,
+    for<'a> BS<'a, <M::R as GuestMemoryRegion>::B>: Sync,
+{
+    if len == 0 {
+        return Ok(ResetReport::default());
+    }
+    let pieces = region_pieces(mem, addr, len)?;
+    let mut actions = Vec::with_capacity(pieces.pieces.len());
+    for p in &pieces.pieces {
+        let a = match policy {
+            ResetPolicy::InPlace => Action::InPlace,
+            ResetPolicy::Discard { repopulate } => {
+                if !p.backing.kind.discards_to_zero() {
+                    return Err(Error::CannotDiscard {
+                        addr: p.guest,
+                        len: p.len as u64,
+                        backing: p.backing.kind,
+                    });
+                }
+                Action::Discard { repopulate }
+            }
+            ResetPolicy::Auto if p.backing.kind.discards_to_zero() => Action::Auto,
+            ResetPolicy::Auto => Action::InPlace,
+        };
+        actions.push(a);
+    }
+    // Residency of shared files (memfd, tmpfs) comes from the file's holes (`lseek`): two
+    // calls per extent instead of a page-cache lookup per page, through a description of its
+    // own so that the caller's file offset does not move.
+    let probes: Vec<Option<std::fs::File>> = pieces
+        .pieces
+        .iter()
+        .zip(&actions)
+        .map(|(p, a)| match (a, p.backing.kind, p.backing.file) {
+            // Below one mincore batch, mincore's lookups of a hole's pages cost less than
+            // opening the file again.
+            (Action::Auto, BackingKind::SharedFile, Some((f, _)))
+                if !p.backing.hugetlb && p.len >= MINCORE_BATCH * sys::base_page() =>
+            {
+                sys::reopen_readonly(f).ok()
+            }
+            _ => None,
+        })
+        .collect();
+    let counters = Counters::default();
+    let work =
+        engine::run(
+            &pieces.pieces,
+            workers,
+            MIN_CHUNK,
+            &Stop::new(None),
+            |k, p, off, n, stop| match actions[k] {
+                Action::InPlace => {
+                    zero_part(p, off, n);
+                    counters.in_place.fetch_add(n as u64, Ordering::Relaxed);
+                    Ok(n)
+                }
+                Action::Auto => discard_part(p, off, n, Mode::Auto(probes[k].as_ref()), &counters, stop),
+                Action::Discard { repopulate } => {
+                    discard_part(p, off, n, Mode::Forced { repopulate }, &counters, stop)
+                }
+            },
+        )?;
+    // Relaxed: the workers have all joined (the scope's join orders their increments before
+    // these loads).
+    Ok(ResetReport {
+        in_place: counters.in_place.load(Ordering::Relaxed),
+        discarded: counters.discarded.load(Ordering::Relaxed),
+        repopulated: counters.repopulated.load(Ordering::Relaxed),
+        work,
+    })
+}
+
+#[derive(Default)]
+struct Counters {
+    in_place: AtomicU64,
+    discarded: AtomicU64,
+    repopulated: AtomicU64,
+}
+
+/// How [`discard_part`] treats the whole pages of a part.
+#[derive(Debug, Clone, Copy)]
+enum Mode<'f> {
+    /// Each page by [`reset_path`]; a refused discard is done in place. With the file of a
+    /// shared file mapping, residency is its data extents.
+    Auto(Option<&'f std::fs::File>),
+    /// Every page discarded; a refused discard is an error.
+    Forced { repopulate: bool },
+}
+
+/// Resets bytes `off..off + n` of `p`: the partial pages at the ends in place, the whole pages
+/// by `mode`; then marks the part dirty.
+fn discard_part<B: Bitmap>(
+    p: &Piece<'_, B>,
+    off: usize,
+    n: usize,
+    mode: Mode<'_>,
+    counters: &Counters,
+    stop: &Stop<'_>,
+) -> Result<usize, Error> {
+    let page = p.backing.page_size.max(1);
+    let (lo, hi) = (p.host + off, p.host + off + n);
+    let a = lo.next_multiple_of(page).min(hi);
+    let b = (hi / page * page).max(a);
+    let mut in_place = 0u64;
+    for (x, y) in [(lo, a), (b, hi)] {
+        if x < y {
+            // SAFETY: `[x, y)` is inside the part, whose bytes are valid for writes and handed
+            // to this worker alone (see `zero_part`); drained below.
+            unsafe { stream_hal::clear(x as *mut u8, y - x) };
+            in_place += (y - x) as u64;
+        }
+    }
+    // The whole pages, as runs of one path each.
+    let mut act = |x: usize, y: usize, path: ResetPath| -> Result<(), Error> {
+        if path == ResetPath::Discard {
+            // SAFETY: `[x, y)` is whole pages inside the part (mapped for the whole call,
+            // handed to this worker alone, covered by no Rust reference): replacing its bytes
+            // with zeros is exactly what the caller asked of `reset`.
+            match unsafe { discard(&p.backing, p.region_host, x, y - x) } {
+                Ok(()) => {
+                    counters.discarded.fetch_add((y - x) as u64, Ordering::Relaxed);
+                    if let Mode::Forced { repopulate: true } = mode {
+                        let never = AtomicBool::new(false);
+                        let done = populate_part(p, x - p.host, y - x, PopulateMethod::Auto, &never, stop)?;
+                        counters.repopulated.fetch_add(done as u64, Ordering::Relaxed);
+                    }
+                    return Ok(());
+                }
+                Err((op, source)) if matches!(mode, Mode::Forced { .. }) => {
+                    return Err(Error::Os {
+                        op,
+                        addr: GuestAddress(p.guest.0 + (x - p.host) as u64),
+                        len: (y - x) as u64,
+                        source,
+                    });
+                }
+                // Auto: the kernel refused (mlocked memory, a file system without hole
+                // punching): the same zeros, in place.
+                Err(_) => {}
+            }
+        }
+        // SAFETY: as for the partial pages above.
+        unsafe { stream_hal::clear(x as *mut u8, y - x) };
+        in_place += (y - x) as u64;
+        Ok(())
+    };
+    let done = match mode {
+        Mode::Forced { .. } if a < b => act(a, b, ResetPath::Discard),
+        Mode::Forced { .. } => Ok(()),
+        Mode::Auto(Some(file)) => match p.backing.file {
+            Some((_, start)) => {
+                for_each_data_run(file, a, b, page, start + (a - p.region_host) as u64, &mut act)
+            }
+            None => for_each_resident_run(p.backing.kind, a, b, page, &mut act),
+        },
+        Mode::Auto(None) => for_each_resident_run(p.backing.kind, a, b, page, &mut act),
+    };
+    if let Err(e) = done {
+        stream_hal::drain();
+        return Err(e);
+    }
+    // The streaming stores before the dirty bits and before the part is reported done.
+    stream_hal::drain();
+    counters.in_place.fetch_add(in_place, Ordering::Relaxed);
+    // After the discards returned: the pages read as zero from here on.
+    p.bitmap.mark_dirty(off, n);
+    Ok(n)
+}
+
+/// Calls `act` for the whole pages `[a, b)` of a shared file mapping as runs by
+/// [`reset_path`]: the file's holes (`lseek(SEEK_DATA)` on `file`, whose offset `a` maps,
+/// skips them without looking at every page) are discarded; from the data on, `mincore`
+/// (cheap where the pages are mapped here) finds the resident run, zeroed in place; a
+/// non-resident run inside the data (swapped-out pages) is discarded. All in place if the
+/// file cannot say.
+fn for_each_data_run(
+    file: &std::fs::File,
+    a: usize,
+    b: usize,
+    page: usize,
+    off_a: u64,
+    act: &mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let base = sys::base_page();
+    if page != base {
+        return for_each_resident_run(BackingKind::SharedFile, a, b, page, act);
+    }
+    let mut vec = [0u8; MINCORE_BATCH];
+    let mut at = a;
+    while at < b {
+        let off = off_a + (at - a) as u64;
+        let end = off_a + (b - a) as u64;
+        let data = match sys::data_extent_start(file, off, end) {
+            Ok(d) => d,
+            // The file cannot say: the rest by mincore.
+            Err(_) => return for_each_resident_run(BackingKind::SharedFile, at, b, page, act),
+        };
+        let Some(d) = data else {
+            return act(at, b, ResetPath::Discard);
+        };
+        // The hole before the data, in whole pages.
+        let d = (a + (d - off_a) as usize) / page * page;
+        if d > at {
+            act(at, d.min(b), ResetPath::Discard)?;
+            at = d.min(b);
+            continue;
+        }
+        let y = (at + MINCORE_BATCH * base).min(b);
+        let n = (y - at).div_ceil(base);
+        let flags = &mut vec[..n];
+        if sys::mincore_into(at, y - at, flags).is_err() {
+            flags.fill(1);
+        }
+        let resident = flags[0] & 1 == 1;
+        let k = run_end(flags, 1, resident);
+        let z = (at + k * base).min(y);
+        act(at, z, reset_path(BackingKind::SharedFile, resident))?;
+        at = z;
+    }
+    Ok(())
+}
+
+/// Base pages asked of `mincore` at a time (the vector lives on the stack): 4096, 16 MiB of
+/// 4 KiB pages.
+const MINCORE_BATCH: usize = 4096;
+
+/// Calls `act(x, y, path)` for the whole pages `[a, b)` (multiples of `page`) as maximal runs
+/// of one path by [`reset_path`], in address order: a page is resident if any of its base
+/// pages is (`mincore`, asked 16 MiB at a time); resident if the kernel cannot say.
+fn for_each_resident_run(
+    kind: BackingKind,
+    a: usize,
+    b: usize,
+    page: usize,
+    act: &mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let base = sys::base_page();
+    let per = (page / base).max(1);
+    // Whole pages per batch, at least one.
+    let batch_pages = (MINCORE_BATCH / per).max(1);
+    let mut vec = [0u8; MINCORE_BATCH];
+    let mut run: Option<(usize, usize, ResetPath)> = None;
+    let mut emit = |px: usize, py: usize, path: ResetPath| -> Result<(), Error> {
+        run = match run {
+            Some((rx, _, rp)) if rp == path => Some((rx, py, rp)),
+            Some((rx, ry, rp)) => {
+                act(rx, ry, rp)?;
+                Some((px, py, path))
+            }
+            None => Some((px, py, path)),
+        };
+        Ok(())
+    };
+    let mut x = a;
+    while x < b {
+        let y = (x + batch_pages * page).min(b);
+        if per > MINCORE_BATCH {
+            // A page of more base pages than the batch (1 GiB hugetlbfs pages) is asked about
+            // its first base page only: a hugetlbfs page is resident whole or not at all.
+            let resident = sys::mincore_into(x, base, &mut vec[..1]).map_or(true, |()| vec[0] & 1 == 1);
+            emit(x, y, reset_path(kind, resident))?;
+        } else {
+            let n = (y - x).div_ceil(base);
+            let flags = &mut vec[..n];
+            if sys::mincore_into(x, y - x, flags).is_err() {
+                // The kernel cannot say: resident.
+                flags.fill(1);
+            }
+            if per == 1 {
+                // Base pages: runs found a word at a time.
+                let mut i = 0;
+                while i < n {
+                    let resident = flags[i] & 1 == 1;
+                    let j = run_end(flags, i + 1, resident);
+                    emit(x + i * page, (x + j * page).min(y), reset_path(kind, resident))?;
+                    i = j;
+                }
+            } else {
+                for (i, bytes) in flags.chunks(per).enumerate() {
+                    let resident = bytes.iter().any(|&v| v & 1 == 1);
+                    emit(x + i * page, (x + (i + 1) * page).min(y), reset_path(kind, resident))?;
+                }
+            }
+        }
+        x = y;
+    }
+    match run {
+        Some((rx, ry, rp)) => act(rx, ry, rp),
+        None => Ok(()),
+    }
+}
+
+/// The first index at or after `i` whose `mincore` bit (bit 0) is not `resident` (or the
+/// length), eight entries at a time where they agree.
+fn run_end(flags: &[u8], mut i: usize, resident: bool) -> usize {
+    const BIT0: u64 = 0x0101_0101_0101_0101;
+    let want = if resident { BIT0 } else { 0 };
+    while i < flags.len() && i % 8 != 0 {
+        if (flags[i] & 1 == 1) != resident {
+            return i;
+        }
+        i += 1;
+    }
+    while let Some(word) = flags.get(i..i + 8) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        if u64::from_ne_bytes(w) & BIT0 != want {
+            break;
+        }
+        i += 8;
+    }
+    while i < flags.len() {
+        if (flags[i] & 1 == 1) != resident {
+            return i;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// Discards `[host, host + len)` (whole pages) of memory backed by `backing`, whose mapping
+/// starts at `region_host`.
+///
+/// # Safety
+///
+/// The range is mapped for the whole call, and the caller may replace its bytes with zeros.
+unsafe fn discard(
+    backing: &HostBacking<'_>,
+    region_host: usize,
+    host: usize,
+    len: usize,
+) -> Result<(), (HostOp, std::io::Error)> {
+    match (backing.kind, backing.file) {
+        (BackingKind::PrivateAnonymous, _) => {
+            // SAFETY: the caller's contract: mapped, and its bytes may become zeros.
+            unsafe { sys::madvise(host, len, Advice::DontNeed) }.map_err(|e| (HostOp::DontNeed, e))
+        }
+        (BackingKind::SharedAnonymous, _) => {
+            // SAFETY: as above.
+            unsafe { sys::madvise(host, len, Advice::Remove) }.map_err(|e| (HostOp::Remove, e))
+        }
+        (BackingKind::SharedFile, Some((file, start))) => {
+            sys::punch_hole(file, start + (host - region_host) as u64, len as u64)
+                .map_err(|e| (HostOp::PunchHole, e))
+        }
+        _ => Err((HostOp::DontNeed, std::io::ErrorKind::Unsupported.into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_end_where_residency_changes() {
+        let mut v = vec![1u8; 37];
+        v[0] = 0;
+        v[20] = 0;
+        v[21] = 0x80; // other bits than bit 0 do not count
+        assert_eq!(run_end(&v, 1, true), 20);
+        assert_eq!(run_end(&v, 20, false), 22);
+        assert_eq!(run_end(&v, 22, true), 37);
+        assert_eq!(run_end(&v, 0, false), 1);
+        assert_eq!(run_end(&[0; 64], 3, false), 64);
+        assert_eq!(run_end(&[], 0, true), 0);
+        for k in 0..40 {
+            let mut w = vec![0u8; 40];
+            w[k] = 1;
+            assert_eq!(run_end(&w, 0, false), k, "{k}");
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! The host system calls: `madvise`, `fallocate` and `fstatfs` through `rustix`; the NUMA
+//! queries `move_pages` and `get_mempolicy` (which `rustix` does not wrap) through
+//! `libc::syscall`; CPU affinity through `rustix`. Off Linux every call reports
+//! [`std::io::ErrorKind::Unsupported`] and the callers take their portable paths.
+
+use std::fs::File;
+use std::io;
+
+/// One `madvise` advice this crate uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Advice {
+    PopulateWrite,
+    HugePage,
+    DontNeed,
+    Remove,
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use super::{Advice, File, io};
+    use rustix::mm::Advice as RAdvice;
+    use rustix::thread::CpuSet;
+
+    /// `madvise(host, len, advice)`.
+    ///
+    /// # Safety
+    ///
+    /// `[host, host + len)` is mapped for the whole call. For [`Advice::DontNeed`] and
+    /// [`Advice::Remove`], which replace the bytes with zeros, the caller is allowed to change
+    /// them (no Rust reference covers them, and the caller owns the right to write them).
+    pub(crate) unsafe fn madvise(host: usize, len: usize, advice: Advice) -> io::Result<()> {
+        let a = match advice {
+            Advice::PopulateWrite => RAdvice::LinuxPopulateWrite,
+            Advice::HugePage => RAdvice::LinuxHugepage,
+            Advice::DontNeed => RAdvice::LinuxDontNeed,
+            Advice::Remove => RAdvice::LinuxRemove,
+        };
+        // SAFETY: the caller's contract: the range is mapped, and the destructive advices may
+        // change its bytes. The populate and huge-page advices do not change any byte.
+        unsafe { rustix::mm::madvise(host as *mut core::ffi::c_void, len, a) }.map_err(io::Error::from)?;
+        if advice != Advice::HugePage && !takes_effect(advice) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "madvise succeeded without effect on a probe page (an emulator that ignores it, such as qemu-user before 8.1)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `advice` does what it says here, probed once per process on a page of its own:
+    /// qemu-user before 8.1 answers every `madvise` with success and does nothing, which would
+    /// leave "discarded" memory with its old bytes and "populated" memory not faulted in.
+    pub(crate) fn takes_effect(advice: Advice) -> bool {
+        use std::sync::OnceLock;
+        static PROBES: [OnceLock<bool>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        let k = match advice {
+            Advice::PopulateWrite => 0,
+            Advice::DontNeed => 1,
+            Advice::Remove => 2,
+            Advice::HugePage => return true,
+        };
+        *PROBES[k].get_or_init(|| probe(advice).unwrap_or(false))
+    }
+
+    /// Maps a page, applies `advice` and checks its effect (see [`takes_effect`]).
+    fn probe(advice: Advice) -> io::Result<bool> {
+        use rustix::mm::{MapFlags, ProtFlags};
+        let page = rustix::param::page_size();
+        let flags = if advice == Advice::Remove { MapFlags::SHARED } else { MapFlags::PRIVATE };
+        // SAFETY: a new anonymous mapping at an address the kernel chooses: it overlaps nothing.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(core::ptr::null_mut(), page, ProtFlags::READ | ProtFlags::WRITE, flags)
+        }?
+        .cast::<u8>();
+        let ok = (|| -> io::Result<bool> {
+            let a = match advice {
+                Advice::PopulateWrite => RAdvice::LinuxPopulateWrite,
+                Advice::DontNeed => RAdvice::LinuxDontNeed,
+                _ => RAdvice::LinuxRemove,
+            };
+            if advice == Advice::PopulateWrite {
+                // SAFETY: `p` is this function's own page; populating changes no byte.
+                unsafe { rustix::mm::madvise(p.cast(), page, a) }?;
+                return Ok(mincore(p as usize, page)?.first().is_some_and(|v| v & 1 == 1));
+            }
+            // SAFETY: `p` is this function's own mapped, writable page; no reference covers it.
+            unsafe { p.write_volatile(0xa5) };
+            // SAFETY: as above; the advice may replace the page's bytes with zeros.
+            unsafe { rustix::mm::madvise(p.cast(), page, a) }?;
+            // SAFETY: as above.
+            Ok(unsafe { p.read_volatile() } == 0)
+        })();
+        // SAFETY: unmaps exactly the page mapped above, which nothing uses any more.
+        let _ = unsafe { rustix::mm::munmap(p.cast(), page) };
+        ok
+    }
+
+    /// Punches a hole of `len` bytes at `offset` in `file`, keeping its size.
+    pub(crate) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
+        use rustix::fs::FallocateFlags;
+        rustix::fs::fallocate(file, FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE, offset, len)
+            .map_err(io::Error::from)
+    }
+
+    /// A second open file description of `file` (`/proc/self/fd/N` opened read-only), whose
+    /// file offset [`data_extent`] may move without moving the caller's.
+    pub(crate) fn reopen_readonly(file: &File) -> io::Result<File> {
+        use rustix::fs::{Mode, OFlags};
+        use std::os::fd::AsRawFd;
+        let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        Ok(File::from(rustix::fs::open(path.as_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?))
+    }
+
+    /// The first byte of data (a page present in the file, or swapped out) at or after `off`
+    /// and before `end` (`lseek(SEEK_DATA)`), or `None` if the rest up to `end` is a hole.
+    pub(crate) fn data_extent_start(file: &File, off: u64, end: u64) -> io::Result<Option<u64>> {
+        match rustix::fs::seek(file, rustix::fs::SeekFrom::Data(off)) {
+            Ok(s) if s < end => Ok(Some(s)),
+            Ok(_) => Ok(None),
+            // ENXIO: no data at or after `off`.
+            Err(rustix::io::Errno::NXIO) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `HUGETLBFS_MAGIC` of `statfs(2)`.
+    const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
+
+    /// The huge page size of `file` if it lives on hugetlbfs (a hugetlbfs file or a
+    /// `MFD_HUGETLB` memfd): its file system's block size.
+    pub(crate) fn hugetlbfs_page_size(file: &File) -> Option<usize> {
+        let st = rustix::fs::fstatfs(file).ok()?;
+        #[allow(clippy::unnecessary_cast, clippy::cast_lossless)] // `f_type`'s width differs by target
+        let magic = st.f_type as i64;
+        (magic == HUGETLBFS_MAGIC).then_some(st.f_bsize as usize)
+    }
+
+    /// `Hugepagesize` of `/proc/meminfo` (2 MiB if it cannot be read).
+    pub(crate) fn default_huge_page_size() -> usize {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines().find_map(|l| {
+                    let kib = l.strip_prefix("Hugepagesize:")?.trim().strip_suffix("kB")?.trim();
+                    kib.parse::<usize>().ok().map(|k| k << 10)
+                })
+            })
+            .unwrap_or(2 << 20)
+    }
+
+    /// `move_pages(0, n, pages, NULL, status, 0)`: the node of each page (`>= 0`), or a
+    /// negative errno (`-ENOENT`: not present; `-EFAULT`: not mapped).
+    pub(crate) fn move_pages_status(pages: &[usize]) -> io::Result<Vec<i32>> {
+        let mut status = vec![0i32; pages.len()];
+        if pages.is_empty() {
+            return Ok(status);
+        }
+        // SAFETY: `move_pages` with `nodes == NULL` only reads `pages` (`count` pointers) and
+        // writes `status` (`count` ints); both are live buffers of exactly `count` elements
+        // (`usize` has the layout of a pointer). It moves nothing and dereferences none of
+        // the page addresses in this process (the kernel looks them up in the page tables).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_move_pages,
+                0 as libc::c_long,
+                pages.len() as libc::c_ulong,
+                pages.as_ptr(),
+                core::ptr::null::<libc::c_int>(),
+                status.as_mut_ptr(),
+                0 as libc::c_int,
+            )
+        };
+        if r < 0 { Err(io::Error::last_os_error()) } else { Ok(status) }
+    }
+
+    /// Bits of the node masks passed to `get_mempolicy` (the kernel wants at least
+    /// `nr_node_ids`; 1024 is `MAX_NUMNODES` of the largest configurations).
+    const MASK_BITS: usize = 1024;
+
+    /// `get_mempolicy(&mode, mask, MASK_BITS, addr, flags)`: the mode and the node mask of the
+    /// policy of the mapping at `addr` (`flags = MPOL_F_ADDR`) or of the calling thread
+    /// (`addr = 0`, `flags = 0`).
+    fn get_mempolicy(addr: usize, flags: libc::c_ulong) -> io::Result<(i32, Vec<u32>)> {
+        let mut mode: libc::c_int = 0;
+        let mut mask = [0 as libc::c_ulong; MASK_BITS / libc::c_ulong::BITS as usize];
+        // SAFETY: the kernel writes one int to `mode` and at most `MASK_BITS` bits (rounded up
+        // to whole longs: exactly `mask`'s size) to `mask`; `addr` is only looked up in this
+        // process's mappings (an unmapped address is EFAULT), never dereferenced here.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_get_mempolicy,
+                &mut mode as *mut libc::c_int,
+                mask.as_mut_ptr(),
+                MASK_BITS as libc::c_ulong,
+                addr as *mut libc::c_void,
+                flags,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let bits = libc::c_ulong::BITS as usize;
+        let nodes =
+            (0..MASK_BITS).filter(|&n| mask[n / bits] >> (n % bits) & 1 == 1).map(|n| n as u32).collect();
+        Ok((mode, nodes))
+    }
+
+    /// `MPOL_F_ADDR`.
+    const MPOL_F_ADDR: libc::c_ulong = 1 << 1;
+
+    /// The node a policy places new pages on, when it names exactly one: `MPOL_PREFERRED`
+    /// (1), `MPOL_BIND` (2) or `MPOL_PREFERRED_MANY` (5) with a single node.
+    fn single_node(mode: i32, nodes: &[u32]) -> Option<u32> {
+        (matches!(mode & 0xff, 1 | 2 | 5) && nodes.len() == 1).then(|| nodes[0])
+    }
+
+    /// The node the memory policy of the mapping at `addr` (or, for `MPOL_DEFAULT`, of the
+    /// calling thread) places new pages on, when it names exactly one.
+    pub(crate) fn policy_node(addr: usize) -> Option<u32> {
+        let (mode, nodes) = get_mempolicy(addr, MPOL_F_ADDR).ok()?;
+        if mode & 0xff == 0 {
+            let (mode, nodes) = get_mempolicy(0, 0).ok()?;
+            return single_node(mode, &nodes);
+        }
+        single_node(mode, &nodes)
+    }
+
+    /// `mincore(host, len)`: one byte per base page of the host, bit 0 set where the page is
+    /// resident.
+    pub(crate) fn mincore(host: usize, len: usize) -> io::Result<Vec<u8>> {
+        let mut vec = vec![0u8; len.div_ceil(rustix::param::page_size())];
+        mincore_into(host, len, &mut vec)?;
+        Ok(vec)
+    }
+
+    /// [`mincore`] into `vec`, which must hold one byte per base page of the range.
+    pub(crate) fn mincore_into(host: usize, len: usize, vec: &mut [u8]) -> io::Result<()> {
+        if vec.len() < len.div_ceil(rustix::param::page_size()) {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        // SAFETY: `mincore` reads no byte of `[host, host + len)` (it looks the range up in the
+        // page tables: an unmapped page is ENOMEM) and writes one byte per base page to `vec`,
+        // which holds at least `ceil(len / page)` bytes (checked above).
+        let r = unsafe { libc::mincore(host as *mut libc::c_void, len, vec.as_mut_ptr()) };
+        if r != 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    }
+
+    /// The host's base page size.
+    pub(crate) fn base_page() -> usize {
+        rustix::param::page_size()
+    }
+
+    /// The CPUs the calling thread may run on.
+    pub(crate) fn current_affinity() -> io::Result<Vec<usize>> {
+        let set = rustix::thread::sched_getaffinity(None).map_err(io::Error::from)?;
+        Ok((0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect())
+    }
+
+    /// Restricts the calling thread to `cpus`.
+    pub(crate) fn set_affinity(cpus: &[usize]) -> io::Result<()> {
+        let mut set = CpuSet::new();
+        for &c in cpus.iter().filter(|&&c| c < CpuSet::MAX_CPU) {
+            set.set(c);
+        }
+        rustix::thread::sched_setaffinity(None, &set).map_err(io::Error::from)
+    }
+
+    /// The CPU the calling thread runs on.
+    pub(crate) fn current_cpu() -> Option<usize> {
+        Some(rustix::thread::sched_getcpu())
+    }
+}
+
+#[cfg(target_os = "linux")]
+pub(crate) use linux::*;
+
+#[cfg(not(target_os = "linux"))]
+mod portable {
+    use super::{Advice, File, io};
+
+    fn unsupported<T>() -> io::Result<T> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    /// No `madvise` advice off Linux.
+    ///
+    /// # Safety
+    ///
+    /// None needed (nothing is done); `unsafe` to match the Linux signature.
+    pub(crate) unsafe fn madvise(_host: usize, _len: usize, _advice: Advice) -> io::Result<()> {
+        unsupported()
+    }
+    pub(crate) fn punch_hole(_file: &File, _offset: u64, _len: u64) -> io::Result<()> {
+        unsupported()
+    }
+    pub(crate) fn move_pages_status(_pages: &[usize]) -> io::Result<Vec<i32>> {
+        unsupported()
+    }
+    pub(crate) fn policy_node(_addr: usize) -> Option<u32> {
+        None
+    }
+    pub(crate) fn current_affinity() -> io::Result<Vec<usize>> {
+        unsupported()
+    }
+    pub(crate) fn set_affinity(_cpus: &[usize]) -> io::Result<()> {
+        unsupported()
+    }
+    pub(crate) fn current_cpu() -> Option<usize> {
+        None
+    }
+    pub(crate) fn mincore(_host: usize, _len: usize) -> io::Result<Vec<u8>> {
+        unsupported()
+    }
+    pub(crate) fn mincore_into(_host: usize, _len: usize, _vec: &mut [u8]) -> io::Result<()> {
+        unsupported()
+    }
+    pub(crate) fn base_page() -> usize {
+        crate::backing::BASE_PAGE
+    }
+    pub(crate) fn takes_effect(_advice: Advice) -> bool {
+        false
+    }
+    pub(crate) fn reopen_readonly(_file: &File) -> io::Result<File> {
+        unsupported()
+    }
+    pub(crate) fn data_extent_start(_file: &File, _off: u64, _end: u64) -> io::Result<Option<u64>> {
+        unsupported()
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) use portable::*;
+
+/// `-ENOENT` in a `move_pages` status: the page is not present.
+#[cfg(target_os = "linux")]
+pub(crate) const STATUS_NOT_PRESENT: i32 = -libc::ENOENT;
+#[cfg(not(target_os = "linux"))]
+pub(crate) const STATUS_NOT_PRESENT: i32 = -2;
+
+/// Whether `e` says that `MADV_POPULATE_WRITE` is not available: the `EINVAL` of a kernel
+/// before 5.14, or [`io::ErrorKind::Unsupported`] (an emulator that ignores it, not Linux).
+pub(crate) fn populate_unavailable(e: &io::Error) -> bool {
+    #[cfg(target_os = "linux")]
+    if e.raw_os_error() == Some(libc::EINVAL) {
+        return true;
+    }
+    e.kind() == io::ErrorKind::Unsupported
+}
