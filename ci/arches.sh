@@ -8,6 +8,8 @@
 # * ppc64le (`dcbz` with the kernel's AT_DCACHEBSIZE, `sync`): the same tests;
 # * loongarch64 (the generic backend): the baremetal-tests checks as a Linux user-mode program
 #   (no loongarch64 C library or standard library exists here to run the test suite);
+# * memmap-core and hugetlb-init on riscv64, ppc64le and aarch64 (with stream-hal's tests on
+#   aarch64), fewer property cases than the host run;
 # * x86-64: the safe-CPU-features regression test under `qemu-x86_64 -cpu Skylake-Client`
 #   (no CLZERO);
 # * clippy for the new targets, the instruction checks (cbo.zero in the riscv64 code, only in
@@ -96,6 +98,31 @@ run_tests riscv64gc-unknown-linux-gnu riscv64 zicboz=none "$Q/qemu-riscv64" -cpu
 # claim in its child process to die of SIGILL.)
 log=target/arches/ppc64le.log extra_env=()
 run_tests powerpc64le-unknown-linux-gnu powerpc64 dcbz=128 "$Q/qemu-ppc64le" -L /usr/powerpc64le-linux-gnu
+
+# memmap-core and hugetlb-init (their streaming fast paths equal to the slow path, the node
+# boot, deferred init, hotplug) on each architecture's real backend; aarch64 with stream-hal too
+# (stnp, dc zva, dmb) through the system's qemu-aarch64 (env.sh's runner).
+# run_crates TARGET BACKEND QEMU...: the crates' lib and integration tests under QEMU.
+run_crates() {
+    local target=$1 backend=$2 t var crates=(-p memmap-core -p hugetlb-init)
+    shift 2
+    [ "$target" = aarch64-unknown-linux-gnu ] && crates+=(-p stream-hal)
+    var="CARGO_TARGET_$(tr 'a-z-' 'A-Z_' <<<"$target")_RUNNER"
+    t=$(now)
+    if env "$var=$*" STREAM_HAL_TEST_RUNNER="$*" STREAM_HAL_EXPECT_BACKEND="$backend" \
+            cargo test --locked "${crates[@]}" --target "$target" --lib --tests --no-fail-fast 2>&1 | tee "$log" |
+            grep -E '^test result: FAILED|FAILED|panicked|^error'; then :; fi
+    if ! grep -q '^test result' "$log" || grep -qE '^test result: FAILED|error: test failed|could not compile' "$log"; then
+        echo "arches: FAILED: ${crates[*]} on $target under $* (log: $log)"; failed=1
+    fi
+    echo "arches: ${crates[*]} on $target: $(grep -c '^test .* ok$' "$log") tests passed in $(elapsed "$t") s (with the build)"
+}
+log=target/arches/riscv64-crates.log
+run_crates riscv64gc-unknown-linux-gnu riscv64 "$Q/qemu-riscv64" -cpu rv64,zicboz=true -L /usr/riscv64-linux-gnu
+log=target/arches/ppc64le-crates.log
+run_crates powerpc64le-unknown-linux-gnu powerpc64 "$Q/qemu-ppc64le" -L /usr/powerpc64le-linux-gnu
+log=target/arches/aarch64-crates.log
+run_crates aarch64-unknown-linux-gnu aarch64 qemu-aarch64 -L /usr/aarch64-linux-gnu
 
 # x86-64 without CLZERO: the host build's test binary (the test step built it already).
 t=$(now)

@@ -6,9 +6,12 @@
 source "$(dirname "$0")/env.sh"
 host=x86_64-unknown-linux-gnu
 
-echo "--- AddressSanitizer (every crate with unsafe code; kernel-oracle denies it)"
+echo "--- AddressSanitizer (the crates with unsafe code; the bench's own unit tests, not its CLI tests)"
 STREAM_HAL_EXPECT_BACKEND=generic:address RUSTFLAGS="-Zsanitizer=address" CARGO_TARGET_DIR=target/asan \
-    cargo +nightly test --workspace --exclude kernel-oracle --locked --target "$host" --lib --tests
+    cargo +nightly test --locked --target "$host" --lib --tests \
+    -p stream-hal -p memmap-core -p hugetlb-init -p stream-vm-memory -p memmap-dump
+STREAM_HAL_EXPECT_BACKEND=generic:address RUSTFLAGS="-Zsanitizer=address" CARGO_TARGET_DIR=target/asan \
+    cargo +nightly test --locked --target "$host" --lib -p memmap-bench
 
 echo "--- MemorySanitizer, on the emulated x86-64 backend"
 # With --cfg stream_hal_emulate the x86-64 backend keeps its own code (edge handling, the
