@@ -54,6 +54,11 @@ fuzz_target!(|data: &[u8]| {
             let need = memmap_bench::memory::hugetlb_dump_need(&opts).expect("checked by parse");
             assert_eq!(check("dump", &need, &MACHINE), Ok(()));
         }
+        Ok(Invocation::DumpHotplug(opts, ..)) => {
+            let bytes = opts.nr_pages.checked_mul(opts.struct_page_size()).expect("checked by parse");
+            let need = memmap_bench::memory::MemoryNeed::resident(bytes);
+            assert_eq!(check("dump", &need, &MACHINE), Ok(()));
+        }
         Ok(Invocation::Diff(..)) | Err(_) => {}
     }
 });

@@ -53,6 +53,12 @@ impl HotplugDump {
             hotplug_as::<memmap_core::Page64>(self)
         }
     }
+
+    /// `sizeof(struct page)` of the chosen layout.
+    #[must_use]
+    pub fn struct_page_size(&self) -> u64 {
+        if self.layout72 { 72 } else { 64 }
+    }
 }
 
 fn hotplug_as<P: DumpLayout>(opts: &HotplugDump) -> Result<Dump, DumpError> {

@@ -79,8 +79,8 @@
 //! None of its own. It depends on `vm-memory` with `backend-mmap` and `backend-bitmap`
 //! (for [`GuestMemoryMmap`](vm_memory::GuestMemoryMmap) and its dirty bitmap), on
 //! `memmap-core` (`std`: the [`Threads`] policy and the padata runner) and on
-//! `stream-hal` with its default features; a VMM that wants `stream-hal`'s `no-cpuid` or
-//! `force-generic` enables them on its own `stream-hal` dependency (Cargo unifies the features).
+//! `stream-hal` with its default features; a VMM that wants `stream-hal`'s switches sets them in
+//! its build's `RUSTFLAGS` (`--cfg stream_hal_no_cpuid`, `--cfg stream_hal_force_generic`).
 //!
 //! ## no_std use
 //!

@@ -100,7 +100,7 @@ pub(super) fn hotplug(a: &DumpHotplugArgs, info: &MemInfo) -> Result<Invocation,
     };
     let bytes = a
         .pages
-        .checked_mul(if c.layout == 72 { 72 } else { 64 })
+        .checked_mul(opts.struct_page_size())
         .ok_or_else(|| usage(format!("--pages {}: the memmap size overflows", a.pages)))?;
     memory::check("the dump", &memory::MemoryNeed::resident(bytes), info)
         .map_err(|e| usage(e.to_string()))?;
