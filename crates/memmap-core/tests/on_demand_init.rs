@@ -278,6 +278,11 @@ fn bad_node_inputs_are_typed_errors() {
         hooks: NoHooks,
     };
     assert!(matches!(Node::boot(parts, &BootOptions::new(InitMode::Eager)), Err(NodeError::Layout(_))));
+    // No zone at all (regression: the node's span was taken before the layout was checked).
+    let memmap = Memmap::new(cfg, 0, &mut pages, &mut pb).unwrap();
+    let parts =
+        NodeParts { memmap, layout: layout(&[], &[], &[]), states: &mut states, arena: None, hooks: NoHooks };
+    assert!(matches!(Node::boot(parts, &BootOptions::new(InitMode::Eager)), Err(NodeError::Layout(_))));
 }
 
 /// A block partly covered by a NOINIT reservation: its free part goes to the buddy allocator at

@@ -33,8 +33,9 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         let NodeParts { memmap, layout, states, arena, hooks } = parts;
         let cfg = *memmap.config();
         let flags_layout = *memmap.layout();
-        let span = layout.span();
+        // Checked first: `span()` needs a zone, which `check_parts` makes sure of.
         let states = check_parts(&memmap, &layout, states, arena.as_ref())?;
+        let span = layout.span();
         let uninit_bit = match (opts.mode, pg_uninitialized_2m(&cfg)) {
             (InitMode::OnDemand, None) => return Err(NodeError::NoFlagBitForOnDemand),
             (_, bit) => bit.unwrap_or(63),
