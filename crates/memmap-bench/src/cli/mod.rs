@@ -15,6 +15,7 @@
 pub mod args;
 mod dump;
 pub mod named;
+mod plan_sweep;
 pub mod run;
 pub mod suite;
 mod values;
@@ -48,6 +49,8 @@ pub enum Invocation {
     DumpHotplug(memmap_dump::HotplugDump, PathBuf, bool),
     /// `diff A B [--json]`.
     Diff(PathBuf, PathBuf, bool),
+    /// `sweep`.
+    Sweep(crate::sweep::Sweep),
 }
 
 /// Why a command line was refused.
@@ -151,6 +154,11 @@ where
             let all = AllArgs { guest_memory_size: a.size, timing: a.timing, ..AllArgs::default() };
             timing(all, &|e| e.command == "guest-memory")
         }
+        Command::Hotplug(a) => {
+            let all = AllArgs { hotplug_size: a.size, timing: a.timing, ..AllArgs::default() };
+            timing(all, &|e| e.command == "hotplug")
+        }
+        Command::Sweep(a) => plan_sweep::plan(&a, &g, info).map(Invocation::Sweep),
         Command::Limits => {
             let all = AllArgs { timing: TimingArgs::default(), ..AllArgs::default() };
             let mut s = suite::suite(&all, &g, |_| false, info)?;
@@ -190,11 +198,12 @@ pub fn execute(inv: Invocation) -> ExitCode {
         Invocation::DumpHugetlb(opts, dir, force) => dump::run_hugetlb(&opts, &dir, force),
         Invocation::DumpHotplug(opts, dir, force) => dump::run_hotplug(&opts, &dir, force),
         Invocation::Diff(a, b, json) => dump::run_diff(&a, &b, json),
+        Invocation::Sweep(s) => crate::sweep::run(&s),
     }
 }
 
 /// Prints `e` and returns `code`.
-fn fail(e: &dyn std::fmt::Display, code: u8) -> ExitCode {
+pub(crate) fn fail(e: &dyn std::fmt::Display, code: u8) -> ExitCode {
     eprintln!("error: {e}");
     ExitCode::from(code)
 }
@@ -250,7 +259,8 @@ mod tests {
     #[test]
     fn subcommands_select_from_the_registry() {
         assert_eq!(names(&["--quick"]), scenarios::CATALOG.map(|e| e.name));
-        assert_eq!(names(&["all", "--quick"]).len(), 9);
+        assert_eq!(names(&["all", "--quick"]).len(), 10);
+        assert_eq!(names(&["hotplug", "--size", "256M"]), ["hotplug-4g"]);
         assert_eq!(names(&["zone-device", "--size", "64M"]), ["zone-device-fsdax", "zone-device-devdax-2m"]);
         assert_eq!(names(&["zone-device", "--align", "2M"]), ["zone-device-devdax-2m"]);
         assert_eq!(names(&["hugetlb", "--hvo", "off", "--count", "2"]), ["hugetlb-1g-nohvo"]);
