@@ -274,6 +274,44 @@ mod tests {
         assert!(names(&["limits"]).is_empty());
     }
 
+    fn sweep_on(args: &[&str], info: &MemInfo) -> crate::sweep::Sweep {
+        match parse_on(args, info) {
+            Ok(Invocation::Sweep(s)) => s,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sweep_checks_its_sizes_against_the_budget_before_any_work() {
+        let s = sweep_on(&["sweep", "--max-size", "1M", "--step", "4", "--json"], &machine());
+        assert_eq!(s.sizes, [64 << 10, 256 << 10, 1 << 20]);
+        assert!(s.json && s.skipped.is_empty() && s.rounds.is_none());
+        let s = sweep_on(&["sweep", "--min-size", "128K", "--max-size", "512K", "--rounds", "3"], &machine());
+        assert_eq!((s.sizes.len(), s.rounds), (3, Some(3)));
+        // 1 GiB of memmap and the flush buffer do not fit a 1 GiB budget: skipped with the reason.
+        let s = sweep_on(&["sweep", "--memory-budget", "1G"], &machine());
+        assert_eq!(s.sizes.last(), Some(&(512 << 20)));
+        assert_eq!(
+            s.skipped.iter().map(|k| k.memmap_bytes).collect::<Vec<_>>(),
+            [1 << 30, 2 << 30, 4 << 30, 8 << 30]
+        );
+        assert!(s.skipped[0].reason.contains("memory budget"), "{:?}", s.skipped);
+        assert!(refused(&["sweep", "--min-size", "100K"]).contains("64 KiB"));
+        assert!(refused(&["sweep", "--min-size", "1M", "--max-size", "64K"]).contains("below --min-size"));
+        assert!(refused(&["sweep", "--min-size", "1G", "--memory-budget", "512M"]).contains("no size fits"));
+        for args in [&["sweep", "--step", "3"][..], &["sweep", "--threads", "2"], &["sweep", "--force"]] {
+            assert!(matches!(parse_on(args, &machine()), Err(CliError::Clap(_))), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn hotplug_sizes_are_whole_memory_blocks() {
+        let s = suite_on(&["hotplug", "--size", "512M"], &machine());
+        assert_eq!(s.scenarios[0].knob().map(|k| k.value), Some(512 << 20));
+        assert!(refused(&["hotplug", "--size", "100M"]).contains("memory blocks"));
+        assert!(refused(&["hotplug", "--size", "64G", "--memory-budget", "4G"]).contains("hotplug-4g"));
+    }
+
     #[test]
     fn output_flags_go_before_or_after_the_subcommand() {
         for args in [

@@ -295,4 +295,37 @@ mod tests {
         assert_eq!(flush_bytes(Some(32 << 20)), 64 << 20);
         assert_eq!(flush_bytes(None), 64 << 20);
     }
+
+    #[test]
+    fn a_tiny_sweep_runs_both_initializers_and_draws_them() {
+        let s = Sweep {
+            sizes: vec![64 << 10, 128 << 10],
+            skipped: vec![Skip { memmap_bytes: 1 << 40, reason: "does not fit".into() }],
+            rounds: Some(2),
+            quick: true,
+            config: KernelConfig::X86_64,
+            flush_bytes: 1 << 20,
+            json: false,
+            verbose: true,
+            progress: ProgressMode { enabled: false },
+            plot: None,
+        };
+        let r = measure_all(&s).unwrap();
+        assert_eq!(r.sizes.len(), 4, "two sizes, two initializers");
+        for sz in &r.sizes {
+            let names: Vec<&str> = sz.results.iter().map(|p| p.strategy.as_str()).collect();
+            assert_eq!(names, ["slow", "template", "streaming", "auto"]);
+            assert!(sz.results.iter().all(|p| p.cold_ns_per_page > 0.0 && p.warm_rounds_ms.len() == 2));
+            assert_ne!(sz.auto_used, "auto");
+            assert!(!sz.cold.best.is_empty() && sz.cold.auto_over_best.is_finite());
+        }
+        let text = text::render(&r, true);
+        assert!(text.lines().all(|l| l.chars().count() <= crate::report::text::WIDTH), "{text}");
+        assert!(text.contains("64 KiB: cold: auto") && text.contains("not run: 1 TiB of memmap"), "{text}");
+        let mut svg = String::new();
+        crate::report::plot_sweep::draw(&r, &mut svg).unwrap();
+        assert!(svg.contains("node-boot-eager") && svg.contains("streaming warm"), "{svg:.300}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["sizes"][0]["results"][3]["strategy"], "auto");
+    }
 }

@@ -74,9 +74,8 @@ impl Job {
                     ..BootOptions::new(InitMode::Eager)
                 };
                 let t = Instant::now();
-                let (node, report) = Node::boot(parts, &opts).expect("a valid node");
+                let (_node, report) = Node::boot(parts, &opts).expect("a valid node");
                 let took = t.elapsed();
-                drop(node);
                 (took, (report.strategy, report.reason))
             }
         }
