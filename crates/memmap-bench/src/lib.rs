@@ -55,3 +55,4 @@ pub mod progress;
 pub mod report;
 pub mod scenarios;
 pub mod size;
+pub mod sweep;

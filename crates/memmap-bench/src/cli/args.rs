@@ -75,6 +75,11 @@ pub(super) enum Command {
     Deferred(DeferredArgs),
     /// Guest memory for VMMs: populate (against Cloud Hypervisor's prefault) and reset.
     GuestMemory(GuestMemoryArgs),
+    /// Memory hotplug: onlining a hot-added range into ZONE_NORMAL (online_pages).
+    Hotplug(HotplugArgs),
+    /// Cost against size: ZONE_DEVICE init and the eager node boot from 64 KiB to 8 GiB of
+    /// memmap, every strategy, cold and warm.
+    Sweep(SweepArgs),
     /// The machine's fill limits (zero and non-zero data) and copy bandwidth.
     Limits,
     /// Write a memmap to DIR/memmap.bin and DIR/meta.json (refuses to overwrite without --force).
@@ -102,6 +107,8 @@ impl Command {
             Command::Clear(_) => "clear",
             Command::Deferred(_) => "deferred",
             Command::GuestMemory(_) => "guest-memory",
+            Command::Hotplug(_) => "hotplug",
+            Command::Sweep(_) => "sweep",
             Command::Limits => "limits",
             Command::Dump { .. } => "dump",
             Command::Diff { .. } => "diff",
@@ -170,6 +177,9 @@ pub(super) struct AllArgs {
     /// guest-memory size, a multiple of 4 MiB (default 4G, scaled to the memory budget).
     #[arg(long, value_name = "SIZE", value_parser = size_4m)]
     pub(super) guest_memory_size: Option<u64>,
+    /// hotplug range, whole 128 MiB memory blocks (default 4G, scaled to the memory budget).
+    #[arg(long, value_name = "SIZE", value_parser = size_4k)]
+    pub(super) hotplug_size: Option<u64>,
     #[command(flatten)]
     pub(super) timing: TimingArgs,
 }
@@ -238,6 +248,48 @@ pub(super) struct GuestMemoryArgs {
     pub(super) size: Option<u64>,
     #[command(flatten)]
     pub(super) timing: TimingArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct HotplugArgs {
+    /// Hot-added memory, whole memory blocks (x86-64: 128 MiB sections; default 4G; scaled to
+    /// the memory budget).
+    #[arg(long, value_name = "SIZE", value_parser = size_4k)]
+    pub(super) size: Option<u64>,
+    #[command(flatten)]
+    pub(super) timing: TimingArgs,
+}
+
+/// `sweep`'s flags (its own: it is not a catalog scenario).
+#[derive(Debug, Args)]
+pub(super) struct SweepArgs {
+    /// Smallest memmap (struct page bytes), a multiple of 64 KiB.
+    #[arg(long, value_name = "SIZE", default_value = "64K", value_parser = size_any)]
+    pub(super) min_size: u64,
+    /// Largest memmap (struct page bytes); sizes that do not fit the memory budget are skipped
+    /// with the reason.
+    #[arg(long, value_name = "SIZE", default_value = "8G", value_parser = size_any)]
+    pub(super) max_size: u64,
+    /// Factor between sizes.
+    #[arg(long, default_value_t = 2, value_parser = clap::builder::PossibleValuesParser::new(["2", "4"]).map(|s| s.parse::<u64>().unwrap_or(2)))]
+    pub(super) step: u64,
+    /// Rounds per strategy at each size (default: 15 up to 64 MiB of memmap, 7 up to 1 GiB,
+    /// 3 above).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub(super) rounds: Option<u32>,
+    /// The most memory a size may use at once (default: two thirds of MemAvailable).
+    #[arg(long, value_name = "SIZE", value_parser = size_any)]
+    pub(super) memory_budget: Option<u64>,
+    /// Write a log-log SVG of ns per struct page against memmap bytes (refuses to replace an
+    /// existing FILE without --force; checked before anything is measured).
+    #[arg(long, value_name = "FILE")]
+    pub(super) plot: Option<PathBuf>,
+    /// Replace an existing --plot FILE.
+    #[arg(long, requires = "plot")]
+    pub(super) force: bool,
+    /// Kernel config preset.
+    #[arg(long, default_value = "x86_64", value_parser = named::<KernelConfig>())]
+    pub(super) config: KernelConfig,
 }
 
 #[derive(Debug, Subcommand)]

@@ -15,6 +15,7 @@
 pub mod args;
 mod dump;
 pub mod named;
+mod plan_sweep;
 pub mod run;
 pub mod suite;
 mod values;
@@ -48,6 +49,8 @@ pub enum Invocation {
     DumpHotplug(memmap_dump::HotplugDump, PathBuf, bool),
     /// `diff A B [--json]`.
     Diff(PathBuf, PathBuf, bool),
+    /// `sweep`.
+    Sweep(crate::sweep::Sweep),
 }
 
 /// Why a command line was refused.
@@ -151,6 +154,11 @@ where
             let all = AllArgs { guest_memory_size: a.size, timing: a.timing, ..AllArgs::default() };
             timing(all, &|e| e.command == "guest-memory")
         }
+        Command::Hotplug(a) => {
+            let all = AllArgs { hotplug_size: a.size, timing: a.timing, ..AllArgs::default() };
+            timing(all, &|e| e.command == "hotplug")
+        }
+        Command::Sweep(a) => plan_sweep::plan(&a, &g, info).map(Invocation::Sweep),
         Command::Limits => {
             let all = AllArgs { timing: TimingArgs::default(), ..AllArgs::default() };
             let mut s = suite::suite(&all, &g, |_| false, info)?;
@@ -190,11 +198,12 @@ pub fn execute(inv: Invocation) -> ExitCode {
         Invocation::DumpHugetlb(opts, dir, force) => dump::run_hugetlb(&opts, &dir, force),
         Invocation::DumpHotplug(opts, dir, force) => dump::run_hotplug(&opts, &dir, force),
         Invocation::Diff(a, b, json) => dump::run_diff(&a, &b, json),
+        Invocation::Sweep(s) => crate::sweep::run(&s),
     }
 }
 
 /// Prints `e` and returns `code`.
-fn fail(e: &dyn std::fmt::Display, code: u8) -> ExitCode {
+pub(crate) fn fail(e: &dyn std::fmt::Display, code: u8) -> ExitCode {
     eprintln!("error: {e}");
     ExitCode::from(code)
 }
@@ -250,7 +259,8 @@ mod tests {
     #[test]
     fn subcommands_select_from_the_registry() {
         assert_eq!(names(&["--quick"]), scenarios::CATALOG.map(|e| e.name));
-        assert_eq!(names(&["all", "--quick"]).len(), 9);
+        assert_eq!(names(&["all", "--quick"]).len(), 10);
+        assert_eq!(names(&["hotplug", "--size", "256M"]), ["hotplug-4g"]);
         assert_eq!(names(&["zone-device", "--size", "64M"]), ["zone-device-fsdax", "zone-device-devdax-2m"]);
         assert_eq!(names(&["zone-device", "--align", "2M"]), ["zone-device-devdax-2m"]);
         assert_eq!(names(&["hugetlb", "--hvo", "off", "--count", "2"]), ["hugetlb-1g-nohvo"]);
@@ -262,6 +272,44 @@ mod tests {
             ["guest-memory-populate", "guest-memory-reset"]
         );
         assert!(names(&["limits"]).is_empty());
+    }
+
+    fn sweep_on(args: &[&str], info: &MemInfo) -> crate::sweep::Sweep {
+        match parse_on(args, info) {
+            Ok(Invocation::Sweep(s)) => s,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sweep_checks_its_sizes_against_the_budget_before_any_work() {
+        let s = sweep_on(&["sweep", "--max-size", "1M", "--step", "4", "--json"], &machine());
+        assert_eq!(s.sizes, [64 << 10, 256 << 10, 1 << 20]);
+        assert!(s.json && s.skipped.is_empty() && s.rounds.is_none());
+        let s = sweep_on(&["sweep", "--min-size", "128K", "--max-size", "512K", "--rounds", "3"], &machine());
+        assert_eq!((s.sizes.len(), s.rounds), (3, Some(3)));
+        // 1 GiB of memmap and the flush buffer do not fit a 1 GiB budget: skipped with the reason.
+        let s = sweep_on(&["sweep", "--memory-budget", "1G"], &machine());
+        assert_eq!(s.sizes.last(), Some(&(512 << 20)));
+        assert_eq!(
+            s.skipped.iter().map(|k| k.memmap_bytes).collect::<Vec<_>>(),
+            [1 << 30, 2 << 30, 4 << 30, 8 << 30]
+        );
+        assert!(s.skipped[0].reason.contains("memory budget"), "{:?}", s.skipped);
+        assert!(refused(&["sweep", "--min-size", "100K"]).contains("64 KiB"));
+        assert!(refused(&["sweep", "--min-size", "1M", "--max-size", "64K"]).contains("below --min-size"));
+        assert!(refused(&["sweep", "--min-size", "1G", "--memory-budget", "512M"]).contains("no size fits"));
+        for args in [&["sweep", "--step", "3"][..], &["sweep", "--threads", "2"], &["sweep", "--force"]] {
+            assert!(matches!(parse_on(args, &machine()), Err(CliError::Clap(_))), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn hotplug_sizes_are_whole_memory_blocks() {
+        let s = suite_on(&["hotplug", "--size", "512M"], &machine());
+        assert_eq!(s.scenarios[0].knob().map(|k| k.value), Some(512 << 20));
+        assert!(refused(&["hotplug", "--size", "100M"]).contains("memory blocks"));
+        assert!(refused(&["hotplug", "--size", "64G", "--memory-budget", "4G"]).contains("hotplug-4g"));
     }
 
     #[test]

@@ -68,6 +68,7 @@ pub(super) fn suite(
         clear_size: a.clear_size,
         deferred_size: a.deferred_size,
         guest_memory_size: a.guest_memory_size,
+        hotplug_size: a.hotplug_size,
         ..Setup::defaults(g.quick, t.config)
     };
     let budget = Budget::new(t.memory_budget, info).map_err(usage)?;

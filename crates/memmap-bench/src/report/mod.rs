@@ -39,6 +39,7 @@
 //! measurement error in the table, the summary and the JSON.
 
 pub mod plot;
+pub mod plot_sweep;
 pub mod provenance;
 pub mod scenario;
 pub mod schema;

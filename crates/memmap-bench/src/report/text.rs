@@ -46,7 +46,7 @@ pub fn wrap(text: &str, indent: usize) -> String {
 }
 
 /// A table with the program's style, laid out within [`WIDTH`] less the indentation.
-fn table(header: Vec<String>) -> Table {
+pub(crate) fn table(header: Vec<String>) -> Table {
     let mut t = Table::new();
     t.load_preset(STYLE)
         .set_content_arrangement(ContentArrangement::Dynamic)
@@ -56,7 +56,7 @@ fn table(header: Vec<String>) -> Table {
 }
 
 /// The table's text, each line indented.
-fn indented(t: &Table) -> String {
+pub(crate) fn indented(t: &Table) -> String {
     let mut s = String::new();
     for line in t.to_string().lines() {
         let _ = writeln!(s, "{INDENT}{}", line.trim_end());
@@ -65,7 +65,7 @@ fn indented(t: &Table) -> String {
 }
 
 /// Right-aligns every column but the first.
-fn align_numbers(t: &mut Table) {
+pub(crate) fn align_numbers(t: &mut Table) {
     for i in 1..t.column_count() {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);

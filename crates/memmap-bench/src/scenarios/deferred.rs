@@ -37,7 +37,15 @@ use crate::report::{Column, Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 const ZONE: u32 = 2;
-const BASE: u64 = 1 << 20;
+/// First pfn of the booted zone (4 GiB physical).
+pub(crate) const BASE: u64 = 1 << 20;
+
+/// The booted node's one zone and one memory range: `nr` pages of `ZONE_NORMAL` from
+/// [`BASE`] (what [`NodeLayout`] borrows; `sweep` boots the same node).
+#[must_use]
+pub(crate) fn zone_layout(nr: u64) -> ([ZoneSpan; 1], [PfnRange; 1]) {
+    ([ZoneSpan::new(ZONE, BASE, BASE + nr)], [PfnRange::new(BASE, BASE + nr)])
+}
 
 /// The scenario's name.
 pub const NAME: &str = "deferred-64g";
@@ -146,8 +154,7 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     let (common, limits) = (ctx.common, ctx.limits);
     let cfg = p.config;
     let nr = p.size / 4096;
-    let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
-    let memory = [PfnRange::new(BASE, BASE + nr)];
+    let (zones, memory) = zone_layout(nr);
     let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
     // 15: the on-demand boots are about 1 ms each, and single runs on a shared machine vary by
     // a factor of two; the eager boots set the time per round (about 0.6 s for all five).
@@ -309,8 +316,7 @@ fn alloc_check_order(
     // 262,144 order-0 allocations (1 GiB zone); 8,192 order-9 ones (16 GiB zone).
     let (normal, quick_pages) = ALLOC_CHECK_PAGES[usize::from(order != 0)];
     let nr: u64 = if quick { quick_pages } else { normal };
-    let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
-    let memory = [PfnRange::new(BASE, BASE + nr)];
+    let (zones, memory) = zone_layout(nr);
     let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
     // Two memmaps, and the two modes swap them every round: a difference between the two
     // pieces of memory (placement, huge page coverage) cannot pass for the check's cost.

@@ -32,6 +32,7 @@ pub mod alloc;
 pub mod clear;
 pub mod deferred;
 pub mod guest_memory;
+pub mod hotplug;
 pub mod hugetlb;
 pub mod zone_device;
 
@@ -178,6 +179,8 @@ pub struct Setup {
     pub deferred_size: Option<u64>,
     /// guest-memory: guest memory in bytes (two regions, a multiple of 4 MiB).
     pub guest_memory_size: Option<u64>,
+    /// hotplug: hot-added memory in bytes (whole memory blocks, sections).
+    pub hotplug_size: Option<u64>,
     /// `--quick`: the CI-sized defaults.
     pub quick: bool,
     /// The kernel config modelled.
@@ -194,6 +197,7 @@ impl Setup {
             clear_size: None,
             deferred_size: None,
             guest_memory_size: None,
+            hotplug_size: None,
             quick,
             config,
         }
@@ -226,7 +230,7 @@ const INIT_STRATEGIES: &[&str] =
     &[Strategy::Slow.name(), Strategy::Template.name(), Strategy::Streaming.name()];
 
 /// Every scenario, in run order.
-pub const CATALOG: [CatalogEntry; 9] = [
+pub const CATALOG: [CatalogEntry; 10] = [
     CatalogEntry {
         name: zone_device::Case::Fsdax.name(),
         command: "zone-device",
@@ -268,6 +272,12 @@ pub const CATALOG: [CatalogEntry; 9] = [
         command: "deferred",
         strategies: &deferred::STRATEGY_NAMES,
         build: |s| Box::new(deferred::Deferred::new(s)),
+    },
+    CatalogEntry {
+        name: hotplug::NAME,
+        command: "hotplug",
+        strategies: &hotplug::STRATEGY_NAMES,
+        build: |s| Box::new(hotplug::Hotplug::new(s)),
     },
     CatalogEntry {
         name: guest_memory::POPULATE,

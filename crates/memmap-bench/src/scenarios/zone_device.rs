@@ -174,7 +174,7 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
     // 10: nine rebinds give a stable median, and at the default 100 GiB a round of the six runs
     // and their limit runs takes a few seconds.
     let rounds = common.rounds(10, 5);
-    let range = ZoneDeviceRange::new(cfg.zone_device(), 0, DEVICE_START_PFN, nr);
+    let range = device_range(&cfg, nr);
     let strategies = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
     let counts = thread_counts(ctx.threads);
     let phase = ctx.phase(case.name());
@@ -213,7 +213,8 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
                     let mut owned = owned.borrow_mut();
                     let mut memmap = owned.memmap();
                     let t = Instant::now();
-                    let pages = init_threads(&mut memmap, &range, &pgmap, strategy, threads, &pb);
+                    let pages =
+                        init_threads(&mut memmap, &range, &pgmap, strategy, threads, &pb).pages_initialized;
                     let elapsed = t.elapsed();
                     written.set(pages);
                     elapsed
@@ -311,27 +312,31 @@ fn reports(p: &ZoneDevice, limits: &crate::limits::Limits, m: &Measured) -> Vec<
     out
 }
 
+/// The device range of `nr` pfns at [`DEVICE_START_PFN`] in `ZONE_DEVICE`, node 0.
+#[must_use]
+pub(crate) fn device_range(cfg: &KernelConfig, nr: u64) -> ZoneDeviceRange {
+    ZoneDeviceRange::new(cfg.zone_device(), 0, DEVICE_START_PFN, nr)
+}
+
 /// Initializes `range` on `threads` workers (one: the kernel's function; more:
-/// [`memmap_init_zone_device_parallel`]); returns struct pages written.
-fn init_threads(
+/// [`memmap_init_zone_device_parallel`]); returns what the init reported (struct pages
+/// written, the strategy used). `sweep` runs the one-thread form of it too.
+pub(crate) fn init_threads(
     memmap: &mut Memmap<'_, Page64>,
     range: &ZoneDeviceRange,
     pgmap: &DevPagemap,
     strategy: Strategy,
     threads: usize,
     pb: &indicatif::ProgressBar,
-) -> u64 {
+) -> memmap_core::InitReport {
     let opts = InitOptions::new(strategy);
     if threads <= 1 {
         let mut hooks = ProgressHooks::new(pb.clone(), range.start_pfn);
-        return memmap_init_zone_device(memmap, range, pgmap, &opts, &mut hooks)
-            .expect("valid range")
-            .pages_initialized;
+        return memmap_init_zone_device(memmap, range, pgmap, &opts, &mut hooks).expect("valid range");
     }
     memmap_init_zone_device_parallel(memmap, range, pgmap, &opts, Threads::Fixed(threads), |start, _| {
         ProgressHooks::new(pb.clone(), start)
     })
     .expect("valid range")
     .report
-    .pages_initialized
 }

@@ -1,0 +1,279 @@
+//! `hotplug-4g`: memory hotplug onlining of a hot-added range (4 GiB by default) into
+//! `ZONE_NORMAL` through [`memmap_core::online_pages`], memory block by memory block (a section
+//! each, x86-64's 128 MiB, as the kernel onlines a DIMM), with a fresh [`HotplugZone`] every
+//! round: the struct pages, the isolated pageblocks, the free lists and undoing the isolation,
+//! all timed.
+//!
+//! The strategies are slow, template, streaming and auto (which streams from the threshold up:
+//! every memory block's 2 MiB of struct pages is above it), each on its own mmap-backed memmap,
+//! faulted in before the rounds, one thread (`online_pages()` has no parallel form), every round
+//! paired with a run of the one-thread non-zero fill limit on the strategy's own memmap right
+//! before it, as the zone-device scenario does. After the rounds every memmap is compared with
+//! the slow one byte for byte.
+
+use std::cell::RefCell;
+use std::time::{Duration, Instant};
+
+use memmap_core::{
+    HotplugTarget, HotplugZone, KernelConfig, Memmap, OnlineOptions, OwnedMemmap, Page64, Strategy,
+};
+
+use super::{Context, RunError, Scenario, Setup, calibrate, limit_run, prefault};
+use crate::budget::{Knob, KnobUnit};
+use crate::limits::FillKind;
+use crate::measure::{Runner, interleaved_paired};
+use crate::memory::{MemoryNeed, Overflow, mul};
+use crate::progress::ProgressHooks;
+use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
+use crate::size::Bytes;
+
+/// The scenario's name.
+pub const NAME: &str = "hotplug-4g";
+
+/// Its strategies, baseline first.
+pub const STRATEGIES: [Strategy; 4] =
+    [Strategy::Slow, Strategy::Template, Strategy::Streaming, Strategy::Auto];
+
+/// The strategies' names.
+pub const STRATEGY_NAMES: [&str; 4] =
+    [STRATEGIES[0].name(), STRATEGIES[1].name(), STRATEGIES[2].name(), STRATEGIES[3].name()];
+
+/// First pfn of the hot-added range: 64 GiB physical, above the boot memory, section-aligned.
+pub const START_PFN: u64 = 1 << 24;
+
+/// The default range: 4 GiB (64 MiB of struct pages).
+pub const DEFAULT_SIZE: u64 = 4 << 30;
+
+/// The `--quick` range.
+pub const QUICK_SIZE: u64 = 1 << 30;
+
+/// The smallest range the suite scales down to.
+pub const MIN_SIZE: u64 = 256 << 20;
+
+/// Onlining a hot-added range of `size` bytes.
+#[derive(Debug, Clone)]
+pub struct Hotplug {
+    /// Bytes of hot-added memory (whole sections).
+    pub size: u64,
+    /// Whether the user gave the size (it is then never scaled).
+    pub fixed: bool,
+    /// Kernel config.
+    pub config: KernelConfig,
+}
+
+impl Hotplug {
+    /// The scenario with `setup`'s size and config.
+    #[must_use]
+    pub fn new(setup: &Setup) -> Hotplug {
+        let (size, fixed) = setup.pick(setup.hotplug_size, DEFAULT_SIZE, QUICK_SIZE);
+        Hotplug { size, fixed, config: setup.config }
+    }
+
+    /// Bytes of a memory block (a section of the config).
+    fn block_bytes(&self) -> u64 {
+        self.config.pages_per_section() * 4096
+    }
+}
+
+impl Scenario for Hotplug {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn description(&self) -> String {
+        format!("{NAME}: online a {} hot-added range", Bytes(self.size))
+    }
+
+    /// One memmap per strategy, all written.
+    fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
+        let memmap = mul(self.size / 4096, 64, "the hotplug memmap")?;
+        MemoryNeed::resident(memmap).times(STRATEGIES.len() as u64)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let block = self.block_bytes();
+        if self.size == 0 || self.size % block != 0 {
+            return Err(format!(
+                "hotplug size {} is not a whole number of {} memory blocks (sections)",
+                Bytes(self.size),
+                Bytes(block)
+            ));
+        }
+        if START_PFN.checked_add(self.size / 4096).is_none_or(|e| e > self.config.max_pfn()) {
+            return Err(format!(
+                "a {} range at pfn {START_PFN:#x} ends past config {}'s last pfn",
+                Bytes(self.size),
+                self.config.name
+            ));
+        }
+        Ok(())
+    }
+
+    fn knob(&self) -> Option<Knob> {
+        Some(Knob {
+            value: self.size,
+            step: self.block_bytes(),
+            min: MIN_SIZE.max(self.block_bytes()),
+            fixed: self.fixed,
+            unit: KnobUnit::Bytes,
+        })
+    }
+
+    fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
+        Some(Box::new(Hotplug { size: value, ..self.clone() }))
+    }
+
+    fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
+        run(self, ctx).map(|r| vec![r])
+    }
+}
+
+/// Onlines `[START_PFN, START_PFN + nr)` of `memmap` into a fresh `ZONE_NORMAL`, one
+/// `online_pages()` per memory block of `block` pages; returns the strategy the first block
+/// used and the `online_pages()` calls.
+fn online(
+    memmap: &mut Memmap<'_, Page64>,
+    nr: u64,
+    block: u64,
+    strategy: Strategy,
+    pb: &indicatif::ProgressBar,
+) -> (Strategy, u64) {
+    let cfg = *memmap.config();
+    let mut zone = HotplugZone::for_target(&cfg, 0, HotplugTarget::Normal).expect("a valid zone");
+    let opts = OnlineOptions::new(strategy);
+    let mut hooks = ProgressHooks::new(pb.clone(), START_PFN);
+    let (mut pfn, end) = (START_PFN, START_PFN + nr);
+    let (mut used, mut calls) = (strategy, 0);
+    while pfn < end {
+        let n = block.min(end - pfn);
+        let r =
+            memmap_core::online_pages(memmap, &mut zone, pfn, n, &opts, &mut hooks).expect("a checked range");
+        if calls == 0 {
+            used = r.used;
+        }
+        calls += 1;
+        pfn += n;
+    }
+    (used, calls)
+}
+
+fn run(p: &Hotplug, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
+    let cfg = p.config;
+    let nr = p.size / 4096;
+    let block = cfg.pages_per_section();
+    // 10: a round of the four onlinings and their limit runs is about 0.1 s at 4 GiB.
+    let rounds = ctx.common.rounds(10, 5);
+    let phase = ctx.phase(NAME);
+    phase.step(format!("{NAME}: map and fault in {} memmaps", STRATEGIES.len()));
+    let mut memmaps: Vec<OwnedMemmap<Page64>> = STRATEGIES
+        .iter()
+        .map(|_| OwnedMemmap::new(cfg, START_PFN, nr))
+        .collect::<Result<_, _>>()
+        .map_err(RunError::of(NAME, format!("map a memmap of {}", Bytes(nr * 64))))?;
+    let mut fault_ms = Vec::new();
+    for m in &mut memmaps {
+        fault_ms.push(prefault(m).map_err(RunError::of(NAME, "fault the memmap in"))?);
+    }
+    let methods = calibrate(ctx.limits, FillKind::Nonzero, 1, memmaps[0].as_bytes_mut());
+    let memmaps: Vec<RefCell<OwnedMemmap<Page64>>> = memmaps.into_iter().map(RefCell::new).collect();
+    let used: Vec<std::cell::Cell<(Strategy, u64)>> =
+        STRATEGIES.iter().map(|&s| std::cell::Cell::new((s, 0))).collect();
+    let pb = phase.bar().clone();
+    let (samples, paired) = {
+        let mut runners: Vec<Runner<'_>> = STRATEGIES
+            .iter()
+            .zip(&memmaps)
+            .zip(&used)
+            .map(|((&strategy, owned), used)| {
+                let pb = pb.clone();
+                Runner::new(strategy.name(), move |_| {
+                    let mut owned = owned.borrow_mut();
+                    let mut memmap = owned.memmap();
+                    let t = Instant::now();
+                    let u = online(&mut memmap, nr, block, strategy, &pb);
+                    let elapsed = t.elapsed();
+                    used.set(u);
+                    elapsed
+                })
+                .weight(nr)
+            })
+            .collect();
+        let mut companions: Vec<Runner<'_>> = memmaps
+            .iter()
+            .map(|owned| {
+                let methods = &methods;
+                Runner::new("limit", move |round| -> Duration {
+                    limit_run(methods, FillKind::Nonzero, 1, round, owned.borrow_mut().as_bytes_mut())
+                })
+                .weight(nr / 4)
+            })
+            .collect();
+        let pair: Vec<Option<usize>> = (0..STRATEGIES.len()).map(Some).collect();
+        phase.step(format!("{NAME}: {rounds} rounds"));
+        interleaved_paired(rounds, &mut runners, &mut companions, &pair, &phase)
+    };
+    phase.finish();
+    let memmaps: Vec<OwnedMemmap<Page64>> = memmaps.into_iter().map(RefCell::into_inner).collect();
+    let identical = memmaps[1..].iter().all(|m| m.as_bytes() == memmaps[0].as_bytes());
+    assert!(identical, "{NAME}: a memmap differs from the slow path's");
+    let fault = crate::measure::median_f64(&fault_ms);
+    let (auto_used, calls) = used[3].get();
+    let description = format!(
+        "online a {} hot-added range into ZONE_NORMAL ({nr} struct pages, {} of memmap), {calls} memory blocks of {} (one online_pages() each), free lists included, {rounds} rounds, 1 thread; auto chose {}; faulting one memmap in: {fault:.1} ms (not in \"first\")",
+        Bytes(p.size),
+        Bytes(nr * 64),
+        Bytes(block * 4096),
+        auto_used.name(),
+    );
+    let spec = ScenarioSpec {
+        name: NAME.into(),
+        description,
+        struct_pages: nr,
+        bytes: nr * 64,
+        threads: 1,
+        limit: LimitKind::FillNonzero,
+        figure: Figure::Bandwidth,
+    };
+    let mut sc = ScenarioReport::from_samples(spec, ctx.limits, &samples);
+    sc.set_paired_limit(&methods.join(" or "), nr * 64, &paired);
+    sc.extra.insert("hotplug_bytes".into(), p.size.into());
+    sc.extra.insert("memory_block_bytes".into(), (block * 4096).into());
+    sc.extra.insert("online_pages_calls".into(), calls.into());
+    sc.extra.insert("auto_used".into(), auto_used.name().into());
+    sc.extra.insert("identical_to_slow".into(), identical.into());
+    sc.extra.insert("config".into(), cfg.name.into());
+    sc.extra.insert("fault_ms".into(), fault.into());
+    Ok(sc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenarios::Common;
+
+    #[test]
+    fn a_tiny_range_runs_every_strategy_against_the_limit() {
+        let limits = crate::limits::measure(8 << 20, 2, &[1], &crate::progress::Phase::hidden()).unwrap();
+        let common = Common {
+            rounds: Some(2),
+            threads: memmap_core::Threads::Fixed(1),
+            progress: crate::progress::ProgressMode { enabled: false },
+            quick: true,
+        };
+        let ctx = Context { common: &common, threads: 1, limits: &limits };
+        let s = Hotplug { size: 256 << 20, fixed: true, config: KernelConfig::X86_64 };
+        s.check().unwrap();
+        let reports = s.run(&ctx).unwrap();
+        assert_eq!(reports.len(), 1);
+        let sc = &reports[0];
+        let got: Vec<&str> = sc.results.iter().map(|r| r.strategy.as_str()).collect();
+        assert_eq!(got, STRATEGY_NAMES);
+        assert!(sc.paired && sc.limit == LimitKind::FillNonzero && sc.figure == Figure::Bandwidth);
+        assert_eq!(sc.bytes, (256 << 20) / 4096 * 64);
+        assert_eq!(sc.extra["online_pages_calls"], 2);
+        assert!(sc.results.iter().all(|r| r.median_ms > 0.0 && r.x_limit > 0.0), "{}", sc.table(false));
+        assert!(crate::scenarios::CATALOG.iter().any(|e| e.name == sc.name));
+        assert!(Hotplug { size: 64 << 20, ..s.clone() }.check().is_err(), "half a section");
+        assert!(Hotplug { size: 0, ..s }.check().is_err());
+    }
+}

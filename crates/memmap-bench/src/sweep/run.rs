@@ -1,0 +1,233 @@
+//! Running a [`Sweep`]: per size and initializer, the interleaved cold and warm rounds.
+
+use std::cell::{Cell, RefCell};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use memmap_core::{
+    BootOptions, BootOrder, FillOptions, InitMode, KernelConfig, NoHooks, Node, NodeLayout, NodeParts,
+    OwnedMemmap, Page64, Strategy, StrategyReason,
+};
+
+use super::{Init, Point, STRATEGIES, SWEEP_FORMAT, SizeResult, Sweep, SweepReport, TARGET, Verdict};
+use crate::measure::{Runner, Samples, interleaved, median};
+use crate::progress::Phase;
+use crate::scenarios::{RunError, deferred, prefault, zone_device};
+use crate::size::Bytes;
+
+/// What one run of an initializer did: the strategy it used and why.
+type Used = (Strategy, StrategyReason);
+
+/// The memmap of one initializer at one size, and how to run it.
+struct Job {
+    init: Init,
+    cfg: KernelConfig,
+    nr: u64,
+    owned: OwnedMemmap<Page64>,
+    states: Vec<u8>,
+}
+
+impl Job {
+    /// Maps and faults in the memmap of `memmap_bytes` for `init`.
+    fn new(init: Init, cfg: KernelConfig, memmap_bytes: u64) -> Result<Job, RunError> {
+        let nr = memmap_bytes / 64;
+        let base = match init {
+            Init::ZoneDevice => zone_device::DEVICE_START_PFN,
+            Init::NodeBoot => deferred::BASE,
+        };
+        let mut owned = OwnedMemmap::new(cfg, base, nr)
+            .map_err(RunError::of(init.name(), format!("map a memmap of {}", Bytes(memmap_bytes))))?;
+        prefault(&mut owned).map_err(RunError::of(init.name(), "fault the memmap in"))?;
+        let (zones, memory) = deferred::zone_layout(nr);
+        let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
+        let states = match init {
+            Init::NodeBoot => vec![0u8; Node::<Page64>::states_needed(&cfg, layout.span())],
+            Init::ZoneDevice => Vec::new(),
+        };
+        Ok(Job { init, cfg, nr, owned, states })
+    }
+
+    /// One run with `strategy`: its time and what it used.
+    fn once(&mut self, strategy: Strategy, pb: &indicatif::ProgressBar) -> (Duration, Used) {
+        match self.init {
+            Init::ZoneDevice => {
+                let range = zone_device::device_range(&self.cfg, self.nr);
+                let pgmap = zone_device::Case::Fsdax.pgmap();
+                let mut memmap = self.owned.memmap();
+                let t = Instant::now();
+                let r = zone_device::init_threads(&mut memmap, &range, &pgmap, strategy, 1, pb);
+                (t.elapsed(), (r.used, r.reason))
+            }
+            Init::NodeBoot => {
+                let (zones, memory) = deferred::zone_layout(self.nr);
+                let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
+                let parts = NodeParts {
+                    memmap: self.owned.memmap(),
+                    layout,
+                    states: &mut self.states,
+                    arena: None,
+                    hooks: NoHooks,
+                };
+                let opts = BootOptions {
+                    order: BootOrder::Fused,
+                    fill: FillOptions::new(strategy),
+                    ..BootOptions::new(InitMode::Eager)
+                };
+                let t = Instant::now();
+                let (_node, report) = Node::boot(parts, &opts).expect("a valid node");
+                let took = t.elapsed();
+                (took, (report.strategy, report.reason))
+            }
+        }
+    }
+}
+
+/// Writes `buf` with normal stores (a different byte each time, so no page is left as it was):
+/// what evicts the memmap from the caches before a cold run.
+fn flush(buf: &mut [u8], round: usize) {
+    buf.fill(0x40 | (round as u8 & 0x3f));
+    std::hint::black_box(&*buf);
+}
+
+/// One initializer at one size: `rounds` interleaved rounds of every strategy, each a cold run
+/// (after writing `flush_buf`) and a warm one right after.
+fn measure(
+    init: Init,
+    cfg: KernelConfig,
+    memmap_bytes: u64,
+    rounds: usize,
+    flush_buf: &RefCell<Vec<u8>>,
+    phase: &Phase,
+) -> Result<SizeResult, RunError> {
+    let job = RefCell::new(Job::new(init, cfg, memmap_bytes)?);
+    let nr = memmap_bytes / 64;
+    let warm: Vec<RefCell<Vec<Duration>>> = STRATEGIES.iter().map(|_| RefCell::default()).collect();
+    let used: Vec<Cell<Option<Used>>> = STRATEGIES.iter().map(|_| Cell::new(None)).collect();
+    // The bar moves by run (the interleaving sets it); the hooks' bar is not drawn.
+    let pb = indicatif::ProgressBar::hidden();
+    let cold: Vec<Samples> = {
+        let mut runners: Vec<Runner<'_>> = STRATEGIES
+            .iter()
+            .zip(warm.iter().zip(&used))
+            .map(|(&strategy, (warm, used))| {
+                let (job, pb) = (&job, pb.clone());
+                Runner::new(strategy.name(), move |round| {
+                    flush(&mut flush_buf.borrow_mut(), round);
+                    let mut job = job.borrow_mut();
+                    let (cold, u) = job.once(strategy, &pb);
+                    let (w, _) = job.once(strategy, &pb);
+                    warm.borrow_mut().push(w);
+                    used.set(Some(u));
+                    cold
+                })
+            })
+            .collect();
+        interleaved(rounds, &mut runners, phase)
+    };
+    let results: Vec<Point> = cold
+        .iter()
+        .zip(&warm)
+        .map(|(c, w)| {
+            let w = Samples { name: c.name.clone(), rounds: w.borrow().clone() };
+            point(c, &w, nr)
+        })
+        .collect();
+    let (auto_used, auto_reason) =
+        used[STRATEGIES.len() - 1].get().unwrap_or((Strategy::Auto, StrategyReason::Requested));
+    Ok(SizeResult {
+        init: init.name().into(),
+        memmap_bytes,
+        struct_pages: nr,
+        rounds,
+        cold: Verdict::of(&results, |p| p.cold_ns_per_page),
+        warm: Verdict::of(&results, |p| p.warm_ns_per_page),
+        results,
+        auto_used: auto_used.name().into(),
+        auto_reason: auto_reason.to_string(),
+    })
+}
+
+/// A strategy's point from its cold and warm samples over `nr` struct pages.
+fn point(cold: &Samples, warm: &Samples, nr: u64) -> Point {
+    let ns = |s: &Samples| median(s.rebinds()) * 1e9 / nr as f64;
+    let ms = |s: &Samples| s.rounds.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+    let (c, w) = (ns(cold), ns(warm));
+    Point {
+        strategy: cold.name.clone(),
+        cold_ns_per_page: c,
+        warm_ns_per_page: w,
+        cold_gbps: 64.0 / c,
+        warm_gbps: 64.0 / w,
+        cold_rounds_ms: ms(cold),
+        warm_rounds_ms: ms(warm),
+    }
+}
+
+/// Measures every size of `s`, both initializers each.
+///
+/// # Errors
+///
+/// When a memmap cannot be mapped or faulted in.
+pub fn measure_all(s: &Sweep) -> Result<SweepReport, RunError> {
+    let start = Instant::now();
+    let flush_buf = RefCell::new(vec![0u8; s.flush_bytes as usize]);
+    flush(&mut flush_buf.borrow_mut(), 0);
+    let mut out = Vec::new();
+    for &bytes in &s.sizes {
+        let rounds = s.rounds.unwrap_or_else(|| super::rounds_for(bytes, s.quick));
+        for init in Init::ALL {
+            let phase = Phase::new(init.name(), s.progress);
+            phase.step(format!("sweep: {} at {} of memmap, {rounds} rounds", init.name(), Bytes(bytes)));
+            out.push(measure(init, s.config, bytes, rounds, &flush_buf, &phase)?);
+            phase.finish();
+        }
+    }
+    Ok(SweepReport {
+        format: SWEEP_FORMAT,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        provenance: crate::report::Provenance::now(),
+        machine: crate::machine::Machine::detect(),
+        config: s.config.name.into(),
+        llc_bytes: super::llc_bytes(),
+        flush_bytes: s.flush_bytes,
+        target: TARGET,
+        auto_threshold_bytes: FillOptions::DEFAULT_THRESHOLD as u64,
+        sizes: out,
+        skipped: s.skipped.clone(),
+        wall_s: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// `sweep`: measures, prints the tables (to stderr under `--json`), writes the plot and the
+/// JSON.
+#[must_use]
+pub fn run(s: &Sweep) -> ExitCode {
+    let report = match measure_all(s) {
+        Ok(r) => r,
+        Err(e) => return crate::cli::fail(&e, 1),
+    };
+    let text = super::text::render(&report, s.verbose);
+    if s.json {
+        eprint!("{text}")
+    } else {
+        print!("{text}")
+    }
+    if let Some(file) = &s.plot {
+        let mut svg = String::new();
+        if let Err(e) = crate::report::plot_sweep::draw(&report, &mut svg) {
+            return crate::cli::fail(&format!("{}: {e}", file.path().display()), 1);
+        }
+        if let Err(e) = file.commit(svg.as_bytes()) {
+            return crate::cli::fail(&e, 1);
+        }
+        let msg = format!("plot written to {}\n", file.path().display());
+        if s.json { eprint!("{msg}") } else { print!("{msg}") }
+    }
+    if s.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(t) => println!("{t}"),
+            Err(e) => return crate::cli::fail(&e, 1),
+        }
+    }
+    ExitCode::SUCCESS
+}
