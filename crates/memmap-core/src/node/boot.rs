@@ -50,9 +50,12 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             read_back_soon: false,
         };
         let (strategy, reason) = resolve(&cfg, opts.fill.strategy, &job);
-        // The fused boot frees each window right after initializing it: its free pass reads
-        // the struct pages back, so `Auto` stores them normally (measured on the 64 GiB eager
-        // boot: 169 ms against 192 ms streamed, 200 ms in the kernel's order).
+        // Runs the fused boot initializes and then frees (windows with reserved pages or
+        // partial blocks, on-demand block heads) are read back right away, so `Auto` stores
+        // them normally there (measured on the 64 GiB eager boot before the single pass: 169 ms
+        // against 192 ms streamed); runs of whole free blocks are written once in their final
+        // state and never read back (`window::final_pass`), so they take `strategy`, which
+        // streams from the threshold up (docs/performance/sweep.md).
         let (boot_strategy, boot_reason) =
             resolve(&cfg, opts.fill.strategy, &Job { read_back_soon: fused, ..job });
         let pages = memmap.raw_pages();
