@@ -8,13 +8,14 @@ source "$(dirname "$0")/env.sh"
 out=target/ci-smoke
 mkdir -p "$out"
 cargo build --locked --release -p memmap-bench --bin memmap-bench --example custom_strategy
+cargo build --locked --release -p stream-vm-memory --example reset_sweep
 bin=./target/release/memmap-bench
 
 # README: cargo run --release -p memmap-bench (here with --quick).
 cargo run --locked --release -q -p memmap-bench -- --quick > "$out/quick.txt"
 awk 'length($0) > 120 { print "line over 120 columns: " $0; bad = 1 } END { exit bad }' "$out/quick.txt"
 verdicts=$(grep -c '^  verdict: ' "$out/quick.txt")
-[ "$verdicts" -ge 7 ] || { echo "expected a verdict per scenario, got $verdicts"; exit 1; }
+[ "$verdicts" -ge 10 ] || { echo "expected a verdict per scenario, got $verdicts"; exit 1; }
 grep -q '^summary (' "$out/quick.txt"
 
 # docs/bench-cli.md: the command that regenerates docs/results.* (here with --quick, into $out).
@@ -51,3 +52,19 @@ cargo run --locked --release -q -p memmap-bench --example custom_strategy -- 1G 
 $bin dump zone-device --memory-type generic --pages 4096 --vmemmap-shift 9 --strategy slow --out "$out/a" --force >/dev/null
 $bin dump zone-device --memory-type generic --pages 4096 --vmemmap-shift 9 --strategy streaming --out "$out/b" --force >/dev/null
 $bin diff "$out/a" "$out/b"
+# docs/bench-cli.md: diff --json, dump hotplug, dump hugetlb --place.
+$bin diff --json "$out/a" "$out/b" | python3 -c 'import json, sys; assert json.load(sys.stdin)["identical"]'
+$bin dump hotplug --pages 65536 --strategy slow --out "$out/h-slow" --force >/dev/null
+$bin dump hotplug --pages 65536 --strategy streaming --out "$out/h-stream" --force >/dev/null
+$bin diff "$out/h-slow" "$out/h-stream"
+$bin dump hugetlb --hstate 2M --place 0x10000 --place 0x10400 --hvo off --out "$out/placed" --force >/dev/null
+
+# docs/performance/sweep.md: the sweep, small, with its plot.
+$bin sweep --max-size 4M --rounds 3 --no-progress --plot "$out/sweep.svg" --force > "$out/sweep.txt"
+awk 'length($0) > 120 { print "sweep: line over 120 columns: " $0; bad = 1 } END { exit bad }' "$out/sweep.txt"
+grep -q '<svg' "$out/sweep.svg"
+
+# stream-vm-memory's README: the reset rule's sweep, small.
+./target/release/examples/reset_sweep --max 1M --rounds 1 > "$out/reset-sweep.txt"
+grep -q 'auto' "$out/reset-sweep.txt"
+echo "smoke: all commands ran"
