@@ -22,8 +22,8 @@
 //! page is skipped (Cloud Hypervisor would divide by a zero thread count), and errors come
 //! back as this crate's [`Error::Os`] with the guest address of the failed share.
 //!
-//! Its open PR #8785 pins each worker to its zone's host NUMA node, drops the cap of 16 and
-//! prefaults all regions at once; [`populate`](crate::populate) does all three (with the
+//! Cloud Hypervisor's proposed NUMA-aware prefault pins each worker to its zone's host NUMA
+//! node, drops the cap of 16 and prefaults all regions at once; [`populate`](crate::populate) does all three (with the
 //! workspace's [`Threads`](memmap_core::Threads) policy for the count).
 
 use std::sync::Barrier;
