@@ -16,7 +16,8 @@ fail=0
 t env STREAM_HAL_EXPECT_BACKEND=generic:miri cargo +nightly miri test --locked -p stream-hal --test backend || fail=1
 
 # The emulated backends. One target directory per RUSTFLAGS value keeps the builds apart.
-export RUSTFLAGS="--cfg stream_hal_emulate"
+# (criterion, for the benches only, is left out: `stream_hal_no_bench_deps`.)
+export RUSTFLAGS="--cfg stream_hal_emulate --cfg stream_hal_no_bench_deps"
 export CARGO_TARGET_DIR=target/miri-emulate
 # stream-hal, x86-64: every test (backend, differential copies at every alignment, property
 # tests, clear_pages with rep stosb / movntdq / clzero), Stacked Borrows. The doctests run
