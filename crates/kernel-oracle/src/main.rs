@@ -33,51 +33,7 @@ enum Cmd {
         refresh: bool,
     },
     /// Boot configurations, dump their struct pages, and compare them with the model.
-    Run {
-        /// Configuration names.
-        configs: Vec<String>,
-        /// Every configuration of the chosen kernels' architectures.
-        #[arg(long)]
-        all: bool,
-        /// Kernel ids (default: 7.2-amd64 and 6.12-amd64).
-        #[arg(long = "kernel")]
-        kernels: Vec<String>,
-        /// Boot this kernel image instead of a packaged kernel (a bzImage you built, or an
-        /// arm64 Image): its release is read from the image. Needs --modules and --config.
-        #[arg(long, value_name = "PATH", requires_all = ["modules", "config"], conflicts_with = "kernels")]
-        kernel_image: Option<PathBuf>,
-        /// With --kernel-image: the directory holding its modules (`make modules_install
-        /// INSTALL_MOD_PATH=...`'s `lib/modules/RELEASE`, or the build tree), `.ko`, `.ko.xz`,
-        /// `.ko.zst` or `.ko.gz`.
-        #[arg(long, value_name = "DIR", requires = "kernel_image")]
-        modules: Option<PathBuf>,
-        /// With --kernel-image: its `.config`.
-        #[arg(long, value_name = "FILE", requires = "kernel_image")]
-        config: Option<PathBuf>,
-        /// With --kernel-image: its `System.map` (else the guest's /proc/kallsyms names the
-        /// few kernel symbols the comparison needs).
-        #[arg(long, value_name = "FILE", requires = "kernel_image")]
-        system_map: Option<PathBuf>,
-        /// With --kernel-image: the id its output directories are named by (default
-        /// `path-RELEASE`).
-        #[arg(long, requires = "kernel_image")]
-        id: Option<String>,
-        /// Output directory (`OUT/<kernel>/<config>/`; each must be new or empty).
-        #[arg(long, default_value = "target/kernel-oracle")]
-        out: PathBuf,
-        /// Replace the files of an earlier run in `OUT/<kernel>/<config>/`.
-        #[arg(long)]
-        force: bool,
-        /// Seconds the guest may take to be ready.
-        #[arg(long, default_value_t = 600)]
-        timeout: u64,
-        /// Skip the model comparison.
-        #[arg(long)]
-        no_compare: bool,
-        /// Also refresh the golden extracts under this directory (`crates/kernel-oracle/golden`).
-        #[arg(long)]
-        golden: Option<PathBuf>,
-    },
+    Run(RunArgs),
     /// Compare dumps (`OUT/<kernel>/<config>` directories) with the model.
     Compare {
         /// Dump directories.
@@ -105,6 +61,54 @@ enum Cmd {
     },
 }
 
+/// The arguments of `run`.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Configuration names.
+    configs: Vec<String>,
+    /// Every configuration of the chosen kernels' architectures.
+    #[arg(long)]
+    all: bool,
+    /// Kernel ids (default: 7.2-amd64 and 6.12-amd64).
+    #[arg(long = "kernel")]
+    kernels: Vec<String>,
+    /// Boot this kernel image instead of a packaged kernel (a bzImage you built, or an
+    /// arm64 Image): its release is read from the image. Needs --modules and --config.
+    #[arg(long, value_name = "PATH", requires_all = ["modules", "config"], conflicts_with = "kernels")]
+    kernel_image: Option<PathBuf>,
+    /// With --kernel-image: the directory holding its modules (`make modules_install
+    /// INSTALL_MOD_PATH=...`'s `lib/modules/RELEASE`, or the build tree), `.ko`, `.ko.xz`,
+    /// `.ko.zst` or `.ko.gz`.
+    #[arg(long, value_name = "DIR", requires = "kernel_image")]
+    modules: Option<PathBuf>,
+    /// With --kernel-image: its `.config`.
+    #[arg(long, value_name = "FILE", requires = "kernel_image")]
+    config: Option<PathBuf>,
+    /// With --kernel-image: its `System.map` (else the guest's /proc/kallsyms names the
+    /// few kernel symbols the comparison needs).
+    #[arg(long, value_name = "FILE", requires = "kernel_image")]
+    system_map: Option<PathBuf>,
+    /// With --kernel-image: the id its output directories are named by (default
+    /// `path-RELEASE`).
+    #[arg(long, requires = "kernel_image")]
+    id: Option<String>,
+    /// Output directory (`OUT/<kernel>/<config>/`; each must be new or empty).
+    #[arg(long, default_value = "target/kernel-oracle")]
+    out: PathBuf,
+    /// Replace the files of an earlier run in `OUT/<kernel>/<config>/`.
+    #[arg(long)]
+    force: bool,
+    /// Seconds the guest may take to be ready.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// Skip the model comparison.
+    #[arg(long)]
+    no_compare: bool,
+    /// Also refresh the golden extracts under this directory (`crates/kernel-oracle/golden`).
+    #[arg(long)]
+    golden: Option<PathBuf>,
+}
+
 fn cache_dir(c: Option<PathBuf>) -> Result<PathBuf> {
     if let Some(c) = c {
         return Ok(c);
@@ -127,145 +131,10 @@ fn real_main() -> Result<()> {
     let cli = Cli::parse();
     let cache = cache_dir(cli.cache)?;
     match cli.cmd {
-        Cmd::List => {
-            for k in kernel::KERNELS {
-                println!("kernel {:<12} suite {:<20} {}", k.id, k.suite, k.image_pattern);
-            }
-            for s in scenario::SCENARIOS {
-                println!(
-                    "config {:<36} {:?} {} MiB append: {}",
-                    s.name,
-                    s.arch,
-                    s.mem_mb,
-                    s.append().join(" ")
-                );
-            }
-        }
-        Cmd::Fetch { kernels, refresh } => {
-            let ids =
-                if kernels.is_empty() { vec!["7.2-amd64".into(), "6.12-amd64".into()] } else { kernels };
-            for id in ids {
-                let k = kernel::fetch(kernel::spec(&id)?, &cache, refresh)?;
-                println!(
-                    "{id}: {} ({})",
-                    k.release,
-                    k.packages
-                        .iter()
-                        .map(|p| format!("{} {}", p.name, p.version))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-        }
-        Cmd::Run {
-            configs,
-            all,
-            kernels,
-            kernel_image,
-            modules,
-            config,
-            system_map,
-            id: path_id,
-            out,
-            force,
-            timeout,
-            no_compare,
-            golden: golden_dir,
-        } => {
-            let mut chosen: Vec<kernel::Kernel> = Vec::new();
-            if let Some(image) = &kernel_image {
-                let (Some(modules), Some(config)) = (&modules, &config) else {
-                    bail!("--kernel-image needs --modules DIR and --config FILE");
-                };
-                let k =
-                    kernel::from_paths(image, modules, config, system_map.as_deref(), path_id.as_deref())?;
-                eprintln!("kernel {} from {}: release {}, {:?}", k.id, image.display(), k.release, k.arch);
-                chosen.push(k);
-            } else {
-                let ids =
-                    if kernels.is_empty() { vec!["7.2-amd64".into(), "6.12-amd64".into()] } else { kernels };
-                for id in &ids {
-                    chosen.push(kernel::fetch(kernel::spec(id)?, &cache, false)?);
-                }
-            }
-            let mut failures = Vec::new();
-            let mut summary = Vec::new();
-            for k in &chosen {
-                let id = &k.id;
-                let scs: Vec<scenario::Scenario> = if all {
-                    scenario::SCENARIOS.iter().copied().filter(|s| s.arch == k.arch).collect()
-                } else {
-                    configs
-                        .iter()
-                        .map(|c| {
-                            scenario::find(c)
-                                .with_context(|| format!("unknown configuration {c:?} (see `list`)"))
-                        })
-                        .collect::<Result<_>>()?
-                };
-                for sc in scs.iter().filter(|s| s.arch == k.arch) {
-                    let dir =
-                        kernel_oracle::files::prepare_run_dir(&out, &Path::new(id).join(sc.name), force)?;
-                    eprintln!("== {id} {}", sc.name);
-                    let t = Instant::now();
-                    let opts = run::RunOptions {
-                        cache: cache.clone(),
-                        out: dir.clone(),
-                        timeout: Duration::from_secs(timeout),
-                    };
-                    match run::run(k, sc, &opts) {
-                        Ok(facts) => {
-                            let mut line =
-                                format!("{id:<11} {:<36} {:>5.1} s", sc.name, t.elapsed().as_secs_f64());
-                            if !no_compare {
-                                let res = compare::compare_dir(&dir, &facts)?;
-                                print!("{}", compare::render(&res, false));
-                                line.push_str(&format!("  {}", compare::verdict(&res)));
-                                if compare::differs(&res) {
-                                    failures.push(format!("{id} {} (differs from the model)", sc.name));
-                                }
-                                if let Some(c) = res.checks.iter().find(|c| c.failure.is_some()) {
-                                    failures.push(format!(
-                                        "{id} {} (class check {}: {:?})",
-                                        sc.name, c.name, c.failure
-                                    ));
-                                }
-                            }
-                            if let Some(g) = &golden_dir {
-                                golden::write(&dir, &facts, g)?;
-                            }
-                            summary.push(line);
-                        }
-                        Err(e) => {
-                            eprintln!("  FAILED: {e:#}");
-                            summary.push(format!("{id:<11} {:<36} FAILED", sc.name));
-                            failures.push(format!("{id} {}", sc.name));
-                        }
-                    }
-                }
-            }
-            println!("== summary");
-            for l in &summary {
-                println!("{l}");
-            }
-            if !failures.is_empty() {
-                bail!("{} configuration(s) failed: {}", failures.len(), failures.join(", "));
-            }
-        }
-        Cmd::Compare { dirs, verbose } => {
-            let mut differing = Vec::new();
-            for d in dirs {
-                let facts = Facts::load(&d)?;
-                let res = compare::compare_dir(&d, &facts)?;
-                print!("{}", compare::render(&res, verbose));
-                if compare::differs(&res) {
-                    differing.push(res.label.clone());
-                }
-            }
-            if !differing.is_empty() {
-                bail!("{} dump(s) differ from the model: {}", differing.len(), differing.join(", "));
-            }
-        }
+        Cmd::List => list(),
+        Cmd::Fetch { kernels, refresh } => fetch(&cache, &kernels, refresh)?,
+        Cmd::Run(args) => run_configs(&cache, &args)?,
+        Cmd::Compare { dirs, verbose } => compare_dirs(&dirs, verbose)?,
         Cmd::Golden { dirs, to } => {
             for d in dirs {
                 let facts = Facts::load(&d)?;
@@ -282,4 +151,169 @@ fn real_main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The kernel ids `--kernel` named, or the default pair.
+fn kernel_ids(kernels: &[String]) -> Vec<String> {
+    if kernels.is_empty() { vec!["7.2-amd64".into(), "6.12-amd64".into()] } else { kernels.to_vec() }
+}
+
+/// `list`: the known kernels and configurations.
+fn list() {
+    for k in kernel::KERNELS {
+        println!("kernel {:<12} suite {:<20} {}", k.id, k.suite, k.image_pattern);
+    }
+    for s in scenario::SCENARIOS {
+        println!("config {:<36} {:?} {} MiB append: {}", s.name, s.arch, s.mem_mb, s.append().join(" "));
+    }
+}
+
+/// `fetch`: downloads and unpacks the kernels, printing each one's release and packages.
+fn fetch(cache: &Path, kernels: &[String], refresh: bool) -> Result<()> {
+    for id in kernel_ids(kernels) {
+        let k = kernel::fetch(kernel::spec(&id)?, cache, refresh)?;
+        println!(
+            "{id}: {} ({})",
+            k.release,
+            k.packages.iter().map(|p| format!("{} {}", p.name, p.version)).collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// `compare`: compares each dump directory with the model; fails when any differs.
+fn compare_dirs(dirs: &[PathBuf], verbose: bool) -> Result<()> {
+    let mut differing = Vec::new();
+    for d in dirs {
+        let facts = Facts::load(d)?;
+        let res = compare::compare_dir(d, &facts)?;
+        print!("{}", compare::render(&res, verbose));
+        if compare::differs(&res) {
+            differing.push(res.label.clone());
+        }
+    }
+    if !differing.is_empty() {
+        bail!("{} dump(s) differ from the model: {}", differing.len(), differing.join(", "));
+    }
+    Ok(())
+}
+
+/// `run`: boots every chosen configuration on every chosen kernel, then prints the summary;
+/// fails when a run failed, differs from the model or fails a class check.
+fn run_configs(cache: &Path, args: &RunArgs) -> Result<()> {
+    let chosen = chosen_kernels(cache, args)?;
+    let mut runs = Runs::default();
+    for k in &chosen {
+        for sc in scenarios(args, k)?.iter().filter(|s| s.arch == k.arch) {
+            runs.run(cache, args, k, sc)?;
+        }
+    }
+    println!("== summary");
+    for l in &runs.summary {
+        println!("{l}");
+    }
+    if !runs.failures.is_empty() {
+        bail!("{} configuration(s) failed: {}", runs.failures.len(), runs.failures.join(", "));
+    }
+    Ok(())
+}
+
+/// The kernels `run` boots: the `--kernel-image` build, or the packaged kernels (fetched).
+fn chosen_kernels(cache: &Path, args: &RunArgs) -> Result<Vec<kernel::Kernel>> {
+    let Some(image) = &args.kernel_image else {
+        return kernel_ids(&args.kernels)
+            .iter()
+            .map(|id| kernel::fetch(kernel::spec(id)?, cache, false))
+            .collect();
+    };
+    let (Some(modules), Some(config)) = (&args.modules, &args.config) else {
+        bail!("--kernel-image needs --modules DIR and --config FILE");
+    };
+    let k = kernel::from_paths(image, modules, config, args.system_map.as_deref(), args.id.as_deref())?;
+    eprintln!("kernel {} from {}: release {}, {:?}", k.id, image.display(), k.release, k.arch);
+    Ok(vec![k])
+}
+
+/// The configurations `run` boots on `k`: every one of its architecture with `--all`, else
+/// those named.
+fn scenarios(args: &RunArgs, k: &kernel::Kernel) -> Result<Vec<scenario::Scenario>> {
+    if args.all {
+        return Ok(scenario::SCENARIOS.iter().copied().filter(|s| s.arch == k.arch).collect());
+    }
+    args.configs
+        .iter()
+        .map(|c| scenario::find(c).with_context(|| format!("unknown configuration {c:?} (see `list`)")))
+        .collect()
+}
+
+/// What the runs of one `run` came to: a summary line per run and what failed.
+#[derive(Default)]
+struct Runs {
+    summary: Vec<String>,
+    failures: Vec<String>,
+}
+
+impl Runs {
+    /// Boots `sc` on `k` into its output directory, compares the dump with the model (unless
+    /// `--no-compare`) and refreshes the golden extracts (with `--golden`). A failed boot is
+    /// recorded and the next run goes on; an error after it (the comparison, the files) ends
+    /// `run`.
+    fn run(
+        &mut self,
+        cache: &Path,
+        args: &RunArgs,
+        k: &kernel::Kernel,
+        sc: &scenario::Scenario,
+    ) -> Result<()> {
+        let id = &k.id;
+        let dir = kernel_oracle::files::prepare_run_dir(&args.out, &Path::new(id).join(sc.name), args.force)?;
+        eprintln!("== {id} {}", sc.name);
+        let t = Instant::now();
+        let opts = run::RunOptions {
+            cache: cache.to_path_buf(),
+            out: dir.clone(),
+            timeout: Duration::from_secs(args.timeout),
+        };
+        match run::run(k, sc, &opts) {
+            Ok(facts) => {
+                let mut line = format!("{id:<11} {:<36} {:>5.1} s", sc.name, t.elapsed().as_secs_f64());
+                if !args.no_compare {
+                    self.compare(&dir, &facts, k, sc, &mut line)?;
+                }
+                if let Some(g) = &args.golden {
+                    golden::write(&dir, &facts, g)?;
+                }
+                self.summary.push(line);
+            }
+            Err(e) => {
+                eprintln!("  FAILED: {e:#}");
+                self.summary.push(format!("{id:<11} {:<36} FAILED", sc.name));
+                self.failures.push(format!("{id} {}", sc.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Compares one run's dump with the model: prints the report, appends the verdict to its
+    /// summary `line`, and records a difference or a failed class check.
+    fn compare(
+        &mut self,
+        dir: &Path,
+        facts: &Facts,
+        k: &kernel::Kernel,
+        sc: &scenario::Scenario,
+        line: &mut String,
+    ) -> Result<()> {
+        let id = &k.id;
+        let res = compare::compare_dir(dir, facts)?;
+        print!("{}", compare::render(&res, false));
+        line.push_str(&format!("  {}", compare::verdict(&res)));
+        if compare::differs(&res) {
+            self.failures.push(format!("{id} {} (differs from the model)", sc.name));
+        }
+        if let Some(c) = res.checks.iter().find(|c| c.failure.is_some()) {
+            self.failures.push(format!("{id} {} (class check {}: {:?})", sc.name, c.name, c.failure));
+        }
+        Ok(())
+    }
 }

@@ -13,7 +13,7 @@ use crate::facts::{Altmap, FORMAT, Facts, Folio, KernelFacts, Region};
 use crate::initramfs;
 use crate::kernel::{self, Arch, Kernel, SystemMap};
 use crate::qemu::{Console, Guest, Qmp};
-use crate::scenario::Scenario;
+use crate::scenario::{Hotplug, Hugetlb, Pmem, Scenario};
 
 /// `sizeof(struct page)` of every kernel the oracle boots (no `WANT_PAGE_VIRTUAL`).
 pub const STRUCT_PAGE: u64 = 64;
@@ -439,7 +439,6 @@ fn collect(
 ) -> Result<Facts> {
     let block = |n: &str| console.block(n).unwrap_or_default();
     let kconfig = kernel::kconfig_symbols(&kernel.config)?;
-    let layout = node_zone_layout(&kconfig);
     let mut sysmap = match &kernel.system_map {
         Some(p) => SystemMap::load(p)?,
         None => SystemMap::default(),
@@ -447,229 +446,34 @@ fn collect(
     if sysmap.len() < 1000 {
         sysmap = SystemMap::parse(&block("kallsyms"));
     }
-    let (mut vbase, vsize) = vmemmap(sc.arch);
-    let tmp = work.join("memsave.tmp");
+    let (vbase, vsize) = vmemmap(sc.arch);
     let argv = guest.argv.clone();
-    let qmp = guest.qmp();
+    let mut d = Dumper {
+        console,
+        qmp: guest.qmp(),
+        sysmap: &sysmap,
+        arch: sc.arch,
+        layout: node_zone_layout(&kconfig),
+        vbase,
+        tmp: work.join("memsave.tmp"),
+        regions: Vec::new(),
+        blobs: Vec::new(),
+    };
     if sc.arch == Arch::Arm64 {
-        // vmemmap = (struct page *)VMEMMAP_START - (memstart_addr >> PAGE_SHIFT).
-        let ms = sysmap.addr("memstart_addr").context("memstart_addr not in the guest's kallsyms")?;
-        let memstart = read_u64(qmp, ms, &tmp)?;
-        vbase = vbase.wrapping_sub((memstart >> 12) * STRUCT_PAGE);
-        eprintln!("  arm64: memstart_addr {memstart:#x}, struct page of pfn 0 at {vbase:#x}");
+        d.arm64_vmemmap_base()?;
     }
-    let mut regions = Vec::new();
-    let mut blobs: Vec<Vec<u8>> = Vec::new();
-
     if let Some(p) = sc.pmem {
-        let nd = parse_nd(&block("nd"));
-        let ns = nd.get("namespace0.0").context("no namespace0.0 in the guest's /sys/bus/nd")?;
-        let ns_start = parse_num(ns.get("resource").context("namespace resource")?)?;
-        let ns_size = parse_num(ns.get("size").context("namespace size")?)?;
-        let holder_name = ns.get("holder").cloned().unwrap_or_default();
-        // A legacy (e820) namespace without a pfn/dax holder is "raw": the pmem driver maps
-        // the whole namespace as fsdax with struct pages in RAM (what ndctl reports as fsdax,
-        // map=mem), and no info block.
-        let (data_start, align, mode) = if holder_name.is_empty() {
-            (ns_start, 4096, "ram".to_string())
-        } else {
-            let holder = nd
-                .get(&holder_name)
-                .with_context(|| format!("namespace holder {holder_name:?} not found"))?;
-            (
-                parse_num(holder.get("resource").context("holder resource")?)?,
-                parse_num(holder.get("align").context("holder align")?)?,
-                holder.get("mode").cloned().unwrap_or_default(),
-            )
-        };
-        let nid = ns.get("numa_node").and_then(|v| v.parse::<i64>().ok()).unwrap_or(0).max(0) as u32;
-        let start_pfn = ns_start / 4096;
-        let nr = ns_size / 4096;
-        let dataoff = (data_start - ns_start) / 4096;
-        // nvdimm's __nvdimm_setup_pfn: base_pfn = the (subsection-aligned) namespace start,
-        // reserve = the 8 KiB info block, free = the rest of the data offset.
-        let altmap = (mode == "pmem").then(|| Altmap { base_pfn: start_pfn, reserve: 2, free: dataoff - 2 });
-        let init_start = start_pfn + altmap.map_or(0, |a| a.reserve + a.free);
-        let vmemmap_shift = if p.mode == "devdax" { (align / 4096).trailing_zeros() } else { 0 };
-        eprintln!(
-            "  namespace pfns [{start_pfn:#x}, {:#x}) holder {holder_name} mode {mode} align {align} data offset {dataoff} pfns",
-            start_pfn + nr
-        );
-        let (bytes, gpas) = dump_pages(qmp, vbase, start_pfn, nr, &tmp)?;
-        let release = console.block("release").unwrap_or_default();
-        let pageblocks = match sysmap.addr("mem_section") {
-            Some(ms) if sc.arch == Arch::Amd64 => {
-                match read_pageblocks(qmp, ms, pageblock_bits(release.trim()), start_pfn, nr, &tmp) {
-                    Ok(p) => Some(p),
-                    Err(e) => {
-                        eprintln!("  note: pageblock migrate types not read: {e:#}");
-                        None
-                    }
-                }
-            }
-            _ => None,
-        };
-        let io = ((init_start - start_pfn) * STRUCT_PAGE) as usize;
-        let first = bytes.get(io..io + 64).context("init start beyond the namespace")?;
-        let (fnid, zone) = flags_node_zone(word(first, 0), layout);
-        if fnid != nid {
-            eprintln!("  note: namespace numa_node {nid}, flags say node {fnid}");
-        }
-        regions.push(Region {
-            kind: "zone-device".into(),
-            file: format!("region-{}.bin", regions.len()),
-            start_pfn,
-            nr_pages: nr,
-            nid: fnid,
-            zone,
-            memory_type: Some(if p.mode == "devdax" { "generic" } else { "fsdax" }.into()),
-            mode: Some(p.mode.into()),
-            map: Some(p.map.into()),
-            holder: Some(holder_name.clone()),
-            align: Some(align),
-            vmemmap_shift: Some(vmemmap_shift),
-            altmap,
-            init_start_pfn: Some(init_start),
-            pgmap_addr: Some(word(first, 8)),
-            hstate: None,
-            hvo: None,
-            boot: None,
-            folio: None,
-            online_type: None,
-            memory_block_pages: None,
-            allocated_blocks: Vec::new(),
-            pageblock_first_pfn: pageblocks.as_ref().map(|p| p.0),
-            pageblock_migratetypes: pageblocks.map(|p| p.1).unwrap_or_default(),
-            vmemmap_gpa: gpas,
-        });
-        blobs.push(bytes);
+        d.pmem(p)?;
     }
-
     if let Some(h) = sc.hugetlb {
-        let order = (h.size_kb / 4).trailing_zeros();
-        let ram = ram_pfns(&block("iomem"));
-        let spans = node_spans(&block("zoneinfo"));
-        let heads = find_hugetlb(qmp, vbase, &ram, order, &tmp)?;
-        let expected = h.per_node * sc.numa_mb.len().max(1) as u64;
-        if heads.len() as u64 != expected {
-            bail!("found {} hugetlb folios of order {order} in the memmap, expected {expected}", heads.len());
-        }
-        for head in heads {
-            let nr = 1u64 << order;
-            let (bytes, gpas) = dump_pages(qmp, vbase, head, nr, &tmp)?;
-            let (fnid, zone) = flags_node_zone(word(&bytes, 0), layout);
-            let span_nid = spans.iter().find(|s| s.1 <= head && head < s.2).map_or(fnid, |s| s.0);
-            if span_nid != fnid {
-                eprintln!("  note: folio {head:#x} in node {span_nid}'s span, flags say node {fnid}");
-            }
-            eprintln!("  hugetlb folio at pfn {head:#x} (order {order}, node {fnid})");
-            regions.push(Region {
-                kind: "hugetlb".into(),
-                file: format!("region-{}.bin", regions.len()),
-                start_pfn: head,
-                nr_pages: nr,
-                nid: fnid,
-                zone,
-                memory_type: None,
-                mode: None,
-                map: None,
-                holder: None,
-                align: None,
-                vmemmap_shift: None,
-                altmap: None,
-                init_start_pfn: None,
-                pgmap_addr: None,
-                hstate: Some(if order == 18 { "1G" } else { "2M" }.into()),
-                hvo: Some(h.hvo),
-                boot: Some(h.boot),
-                folio: Some(Folio { head_pfn: head, order, nid: fnid, list_pos: None }),
-                online_type: None,
-                memory_block_pages: None,
-                allocated_blocks: Vec::new(),
-                pageblock_first_pfn: None,
-                pageblock_migratetypes: Vec::new(),
-                vmemmap_gpa: gpas,
-            });
-            blobs.push(bytes);
-        }
-        free_list_positions(&mut regions, &blobs, vbase);
+        d.hugetlb(h, sc.numa_mb.len().max(1) as u64)?;
     }
-
     if let Some(hp) = sc.hotplug {
-        let devs = qmp.execute("query-memory-devices", serde_json::json!({}))?;
-        let dimm = devs
-            .as_array()
-            .and_then(|a| a.iter().find(|d| d["data"]["id"] == "dimm0"))
-            .context("QEMU reports no dimm0 (query-memory-devices)")?;
-        let addr = dimm["data"]["addr"].as_u64().context("dimm0 addr")?;
-        let size = dimm["data"]["size"].as_u64().context("dimm0 size")?;
-        let hb = block("hotplug");
-        let bs = hb
-            .lines()
-            .find_map(|l| l.strip_prefix("block_size_bytes "))
-            .context("the guest did not report block_size_bytes")?;
-        let block_pages = u64::from_str_radix(bs.trim(), 16).context("block_size_bytes")? / 4096;
-        let (start_pfn, nr) = (addr / 4096, size / 4096);
-        let first_block = addr / 4096 / block_pages;
-        for k in 0..nr / block_pages {
-            let name = format!("memory{}", first_block + k);
-            let line = hb.lines().find(|l| l.split(' ').next() == Some(name.as_str())).unwrap_or_default();
-            if !line.contains(" online ") {
-                bail!("memory block {name} of the DIMM is not online: {line:?}");
-            }
-        }
-        eprintln!(
-            "  DIMM pfns [{start_pfn:#x}, {:#x}), {block_pages} pages per memory block",
-            start_pfn + nr
-        );
-        let (bytes, gpas) = dump_pages(qmp, vbase, start_pfn, nr, &tmp)?;
-        let release = console.block("release").unwrap_or_default();
-        let ms = sysmap.addr("mem_section").context("mem_section not in the guest's kallsyms")?;
-        let (pb_first, pbs) = read_pageblocks(qmp, ms, pageblock_bits(release.trim()), start_pfn, nr, &tmp)?;
-        let (fnid, zone) = flags_node_zone(word(&bytes, 0), layout);
-        regions.push(Region {
-            kind: "hotplug".into(),
-            file: format!("region-{}.bin", regions.len()),
-            start_pfn,
-            nr_pages: nr,
-            nid: fnid,
-            zone,
-            memory_type: None,
-            mode: None,
-            map: None,
-            holder: None,
-            align: None,
-            vmemmap_shift: None,
-            altmap: None,
-            init_start_pfn: None,
-            pgmap_addr: None,
-            hstate: None,
-            hvo: None,
-            boot: None,
-            folio: None,
-            online_type: Some(hp.online_type().into()),
-            memory_block_pages: Some(block_pages),
-            allocated_blocks: allocated_blocks(&bytes, start_pfn, MAX_PAGE_ORDER),
-            pageblock_first_pfn: Some(pb_first),
-            pageblock_migratetypes: pbs,
-            vmemmap_gpa: gpas,
-        });
-        blobs.push(bytes);
+        d.hotplug(hp)?;
     }
-
-    let (text_lo, text_hi) = (sysmap.addr("_text").unwrap_or(0), sysmap.addr("_end").unwrap_or(0));
-    let mut kernel_symbols = BTreeMap::new();
-    for (r, b) in regions.iter().zip(&blobs) {
-        crate::files::write_file(&opts.out.join(&r.file), b)?;
-        for w in b.chunks_exact(8) {
-            let v = word(w, 0);
-            if v >= text_lo && v < text_hi {
-                if let Some(n) = sysmap.name(v) {
-                    kernel_symbols.insert(format!("{v:#x}"), n);
-                }
-            }
-        }
-    }
+    let Dumper { vbase, regions, blobs, .. } = d;
+    let kernel_image = (sysmap.addr("_text").unwrap_or(0), sysmap.addr("_end").unwrap_or(0));
+    let kernel_symbols = write_regions(&opts.out, &regions, &blobs, &sysmap, kernel_image)?;
     let nodes = block("nodes")
         .lines()
         .filter_map(|l| l.strip_prefix("node")?.split(' ').next()?.parse().ok())
@@ -701,11 +505,328 @@ fn collect(
         vmemmap_base: vbase,
         vmemmap_size: vsize,
         struct_page_size: STRUCT_PAGE,
-        kernel_image: (text_lo, text_hi),
+        kernel_image,
         kernel_symbols,
         nodes,
         warnings,
         guest: gblocks,
         regions,
     })
+}
+
+/// Writes each region's struct pages to its file in `out`; returns the kernel-image addresses
+/// (in `[lo, hi)` of `kernel_image`) the words of any region hold, with their names.
+fn write_regions(
+    out: &Path,
+    regions: &[Region],
+    blobs: &[Vec<u8>],
+    sysmap: &SystemMap,
+    (text_lo, text_hi): (u64, u64),
+) -> Result<BTreeMap<String, String>> {
+    let mut kernel_symbols = BTreeMap::new();
+    for (r, b) in regions.iter().zip(blobs) {
+        crate::files::write_file(&out.join(&r.file), b)?;
+        for w in b.chunks_exact(8) {
+            let v = word(w, 0);
+            if v >= text_lo && v < text_hi {
+                if let Some(n) = sysmap.name(v) {
+                    kernel_symbols.insert(format!("{v:#x}"), n);
+                }
+            }
+        }
+    }
+    Ok(kernel_symbols)
+}
+
+/// Reads the regions of one configuration out of the guest: each kind's
+/// pfn range learned from what the guest reported, its struct pages dumped through QMP.
+struct Dumper<'a> {
+    console: &'a Console,
+    qmp: &'a mut Qmp,
+    sysmap: &'a SystemMap,
+    arch: Arch,
+    /// `(NODES_PGSHIFT, ZONES_PGSHIFT, ZONES_WIDTH)` of the kernel's page flags.
+    layout: (u32, u32, u32),
+    /// Address of the struct page of pfn 0.
+    vbase: u64,
+    /// The scratch file QMP `memsave` writes.
+    tmp: PathBuf,
+    /// The regions found so far, and their struct pages.
+    regions: Vec<Region>,
+    blobs: Vec<Vec<u8>>,
+}
+
+/// A pmem namespace as the guest's `/sys/bus/nd` describes it.
+struct Namespace {
+    /// First byte (guest-physical).
+    start: u64,
+    /// Bytes.
+    size: u64,
+    /// The pfn/dax device holding it (empty: none, a raw namespace).
+    holder: String,
+    /// First byte of the data (after the info block and the altmap's struct pages).
+    data_start: u64,
+    /// The holder's alignment.
+    align: u64,
+    /// The holder's mode (`ram` for a raw namespace).
+    mode: String,
+    /// The node the guest reports (negative ones as node 0).
+    nid: u32,
+}
+
+impl Namespace {
+    /// `namespace0.0` and its holder from the guest's `nd` block.
+    fn of(nd_text: &str) -> Result<Namespace> {
+        let nd = parse_nd(nd_text);
+        let ns = nd.get("namespace0.0").context("no namespace0.0 in the guest's /sys/bus/nd")?;
+        let start = parse_num(ns.get("resource").context("namespace resource")?)?;
+        let size = parse_num(ns.get("size").context("namespace size")?)?;
+        let holder = ns.get("holder").cloned().unwrap_or_default();
+        // A legacy (e820) namespace without a pfn/dax holder is "raw": the pmem driver maps
+        // the whole namespace as fsdax with struct pages in RAM (what ndctl reports as fsdax,
+        // map=mem), and no info block.
+        let (data_start, align, mode) = if holder.is_empty() {
+            (start, 4096, "ram".to_string())
+        } else {
+            let h = nd.get(&holder).with_context(|| format!("namespace holder {holder:?} not found"))?;
+            (
+                parse_num(h.get("resource").context("holder resource")?)?,
+                parse_num(h.get("align").context("holder align")?)?,
+                h.get("mode").cloned().unwrap_or_default(),
+            )
+        };
+        let nid = ns.get("numa_node").and_then(|v| v.parse::<i64>().ok()).unwrap_or(0).max(0) as u32;
+        Ok(Namespace { start, size, holder, data_start, align, mode, nid })
+    }
+}
+
+impl Dumper<'_> {
+    /// A block of the guest's console output (empty when it did not print it).
+    fn block(&self, name: &str) -> String {
+        self.console.block(name).unwrap_or_default()
+    }
+
+    /// arm64: the struct page of pfn 0 sits `memstart_addr >> PAGE_SHIFT` struct pages below
+    /// `VMEMMAP_START` (vmemmap = (struct page *)VMEMMAP_START - (memstart_addr >> PAGE_SHIFT)).
+    fn arm64_vmemmap_base(&mut self) -> Result<()> {
+        let ms = self.sysmap.addr("memstart_addr").context("memstart_addr not in the guest's kallsyms")?;
+        let memstart = read_u64(self.qmp, ms, &self.tmp)?;
+        self.vbase = self.vbase.wrapping_sub((memstart >> 12) * STRUCT_PAGE);
+        eprintln!("  arm64: memstart_addr {memstart:#x}, struct page of pfn 0 at {:#x}", self.vbase);
+        Ok(())
+    }
+
+    /// The struct pages of pfns `[start_pfn, start_pfn + nr)` and the frame of each vmemmap page.
+    fn dump(&mut self, start_pfn: u64, nr: u64) -> Result<(Vec<u8>, Vec<Option<u64>>)> {
+        dump_pages(self.qmp, self.vbase, start_pfn, nr, &self.tmp)
+    }
+
+    /// The pageblock migrate types of pfns `[start_pfn, start_pfn + nr)` from `mem_section`.
+    fn pageblocks(&mut self, mem_section: u64, start_pfn: u64, nr: u64) -> Result<(u64, Vec<u8>)> {
+        let bits = pageblock_bits(self.block("release").trim());
+        read_pageblocks(self.qmp, mem_section, bits, start_pfn, nr, &self.tmp)
+    }
+
+    /// Adds a region (its file named by its index) with its struct pages.
+    fn push(&mut self, region: Region, bytes: Vec<u8>) {
+        self.regions.push(region);
+        self.blobs.push(bytes);
+    }
+
+    /// The next region's file name.
+    fn file(&self) -> String {
+        format!("region-{}.bin", self.regions.len())
+    }
+
+    /// The ZONE_DEVICE region of namespace0.0: the whole namespace, its altmap and initialized
+    /// range from the holder's data offset, its pageblocks where they can be read (amd64).
+    fn pmem(&mut self, p: Pmem) -> Result<()> {
+        let ns = Namespace::of(&self.block("nd"))?;
+        let start_pfn = ns.start / 4096;
+        let nr = ns.size / 4096;
+        let dataoff = (ns.data_start - ns.start) / 4096;
+        // nvdimm's __nvdimm_setup_pfn: base_pfn = the (subsection-aligned) namespace start,
+        // reserve = the 8 KiB info block, free = the rest of the data offset.
+        let altmap =
+            (ns.mode == "pmem").then(|| Altmap { base_pfn: start_pfn, reserve: 2, free: dataoff - 2 });
+        let init_start = start_pfn + altmap.map_or(0, |a| a.reserve + a.free);
+        let vmemmap_shift = if p.mode == "devdax" { (ns.align / 4096).trailing_zeros() } else { 0 };
+        eprintln!(
+            "  namespace pfns [{start_pfn:#x}, {:#x}) holder {} mode {} align {} data offset {dataoff} pfns",
+            start_pfn + nr,
+            ns.holder,
+            ns.mode,
+            ns.align
+        );
+        let (bytes, gpas) = self.dump(start_pfn, nr)?;
+        let pageblocks = match self.sysmap.addr("mem_section") {
+            Some(ms) if self.arch == Arch::Amd64 => match self.pageblocks(ms, start_pfn, nr) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    eprintln!("  note: pageblock migrate types not read: {e:#}");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let io = ((init_start - start_pfn) * STRUCT_PAGE) as usize;
+        let first = bytes.get(io..io + 64).context("init start beyond the namespace")?;
+        let (fnid, zone) = flags_node_zone(word(first, 0), self.layout);
+        if fnid != ns.nid {
+            eprintln!("  note: namespace numa_node {}, flags say node {fnid}", ns.nid);
+        }
+        let region = Region {
+            kind: "zone-device".into(),
+            file: self.file(),
+            start_pfn,
+            nr_pages: nr,
+            nid: fnid,
+            zone,
+            memory_type: Some(if p.mode == "devdax" { "generic" } else { "fsdax" }.into()),
+            mode: Some(p.mode.into()),
+            map: Some(p.map.into()),
+            holder: Some(ns.holder.clone()),
+            align: Some(ns.align),
+            vmemmap_shift: Some(vmemmap_shift),
+            altmap,
+            init_start_pfn: Some(init_start),
+            pgmap_addr: Some(word(first, 8)),
+            hstate: None,
+            hvo: None,
+            boot: None,
+            folio: None,
+            online_type: None,
+            memory_block_pages: None,
+            allocated_blocks: Vec::new(),
+            pageblock_first_pfn: pageblocks.as_ref().map(|p| p.0),
+            pageblock_migratetypes: pageblocks.map(|p| p.1).unwrap_or_default(),
+            vmemmap_gpa: gpas,
+        };
+        self.push(region, bytes);
+        Ok(())
+    }
+
+    /// One region per hugetlb folio found in the memmap of the guest's RAM (`h.per_node` on each
+    /// of `nodes`), then their positions on the hstate free lists.
+    fn hugetlb(&mut self, h: Hugetlb, nodes: u64) -> Result<()> {
+        let order = (h.size_kb / 4).trailing_zeros();
+        let ram = ram_pfns(&self.block("iomem"));
+        let spans = node_spans(&self.block("zoneinfo"));
+        let heads = find_hugetlb(self.qmp, self.vbase, &ram, order, &self.tmp)?;
+        let expected = h.per_node * nodes;
+        if heads.len() as u64 != expected {
+            bail!("found {} hugetlb folios of order {order} in the memmap, expected {expected}", heads.len());
+        }
+        for head in heads {
+            let nr = 1u64 << order;
+            let (bytes, gpas) = self.dump(head, nr)?;
+            let (fnid, zone) = flags_node_zone(word(&bytes, 0), self.layout);
+            let span_nid = spans.iter().find(|s| s.1 <= head && head < s.2).map_or(fnid, |s| s.0);
+            if span_nid != fnid {
+                eprintln!("  note: folio {head:#x} in node {span_nid}'s span, flags say node {fnid}");
+            }
+            eprintln!("  hugetlb folio at pfn {head:#x} (order {order}, node {fnid})");
+            let region = Region {
+                kind: "hugetlb".into(),
+                file: self.file(),
+                start_pfn: head,
+                nr_pages: nr,
+                nid: fnid,
+                zone,
+                memory_type: None,
+                mode: None,
+                map: None,
+                holder: None,
+                align: None,
+                vmemmap_shift: None,
+                altmap: None,
+                init_start_pfn: None,
+                pgmap_addr: None,
+                hstate: Some(if order == 18 { "1G" } else { "2M" }.into()),
+                hvo: Some(h.hvo),
+                boot: Some(h.boot),
+                folio: Some(Folio { head_pfn: head, order, nid: fnid, list_pos: None }),
+                online_type: None,
+                memory_block_pages: None,
+                allocated_blocks: Vec::new(),
+                pageblock_first_pfn: None,
+                pageblock_migratetypes: Vec::new(),
+                vmemmap_gpa: gpas,
+            };
+            self.push(region, bytes);
+        }
+        free_list_positions(&mut self.regions, &self.blobs, self.vbase);
+        Ok(())
+    }
+
+    /// The hot-added DIMM's pfn range (QEMU's `dimm0`), checked online block by block, and
+    /// the blocks the guest allocated from since.
+    fn hotplug(&mut self, hp: Hotplug) -> Result<()> {
+        let devs = self.qmp.execute("query-memory-devices", serde_json::json!({}))?;
+        let dimm = devs
+            .as_array()
+            .and_then(|a| a.iter().find(|d| d["data"]["id"] == "dimm0"))
+            .context("QEMU reports no dimm0 (query-memory-devices)")?;
+        let addr = dimm["data"]["addr"].as_u64().context("dimm0 addr")?;
+        let size = dimm["data"]["size"].as_u64().context("dimm0 size")?;
+        let block_pages = online_blocks(&self.block("hotplug"), addr, size)?;
+        let (start_pfn, nr) = (addr / 4096, size / 4096);
+        eprintln!(
+            "  DIMM pfns [{start_pfn:#x}, {:#x}), {block_pages} pages per memory block",
+            start_pfn + nr
+        );
+        let (bytes, gpas) = self.dump(start_pfn, nr)?;
+        let ms = self.sysmap.addr("mem_section").context("mem_section not in the guest's kallsyms")?;
+        let (pb_first, pbs) = self.pageblocks(ms, start_pfn, nr)?;
+        let (fnid, zone) = flags_node_zone(word(&bytes, 0), self.layout);
+        let region = Region {
+            kind: "hotplug".into(),
+            file: self.file(),
+            start_pfn,
+            nr_pages: nr,
+            nid: fnid,
+            zone,
+            memory_type: None,
+            mode: None,
+            map: None,
+            holder: None,
+            align: None,
+            vmemmap_shift: None,
+            altmap: None,
+            init_start_pfn: None,
+            pgmap_addr: None,
+            hstate: None,
+            hvo: None,
+            boot: None,
+            folio: None,
+            online_type: Some(hp.online_type().into()),
+            memory_block_pages: Some(block_pages),
+            allocated_blocks: allocated_blocks(&bytes, start_pfn, MAX_PAGE_ORDER),
+            pageblock_first_pfn: Some(pb_first),
+            pageblock_migratetypes: pbs,
+            vmemmap_gpa: gpas,
+        };
+        self.push(region, bytes);
+        Ok(())
+    }
+}
+
+/// Pages per memory block from the guest's `hotplug` block, after checking that every memory
+/// block of the DIMM at `[addr, addr + size)` is online.
+fn online_blocks(hb: &str, addr: u64, size: u64) -> Result<u64> {
+    let bs = hb
+        .lines()
+        .find_map(|l| l.strip_prefix("block_size_bytes "))
+        .context("the guest did not report block_size_bytes")?;
+    let block_pages = u64::from_str_radix(bs.trim(), 16).context("block_size_bytes")? / 4096;
+    let nr = size / 4096;
+    let first_block = addr / 4096 / block_pages;
+    for k in 0..nr / block_pages {
+        let name = format!("memory{}", first_block + k);
+        let line = hb.lines().find(|l| l.split(' ').next() == Some(name.as_str())).unwrap_or_default();
+        if !line.contains(" online ") {
+            bail!("memory block {name} of the DIMM is not online: {line:?}");
+        }
+    }
+    Ok(block_pages)
 }

@@ -513,10 +513,7 @@ fn compare<E>(
     let size = meta.struct_page_size;
     let big = meta.endianness == "big";
     let roles = Roles::of(meta);
-    let mut first: Option<PageDiff> = None;
-    let mut differing = 0u64;
-    let mut by_field: BTreeMap<usize, u64> = BTreeMap::new();
-    let mut by_role: BTreeMap<&'static str, RoleCount> = BTreeMap::new();
+    let mut tally = PageTally::default();
     let mut left = meta.nr_pages;
     let mut base = meta.start_pfn;
     let cap = CHUNK_PAGES.min(usize::try_from(left).unwrap_or(usize::MAX));
@@ -527,51 +524,112 @@ fn compare<E>(
         ra.read_exact(ca).map_err(|e| err(0, e))?;
         rb.read_exact(cb).map_err(|e| err(1, e))?;
         for (i, (pa, pb)) in ca.chunks_exact(size).zip(cb.chunks_exact(size)).enumerate() {
-            if pa == pb {
-                continue;
-            }
-            differing += 1;
-            let pfn = base + i as u64;
-            let role = roles.role(pfn, size);
-            let fields: Vec<FieldDiff> = FIELDS
-                .iter()
-                .filter(|&&(off, len)| off + len <= size && pa[off..off + len] != pb[off..off + len])
-                .map(|&(off, len)| FieldDiff {
-                    field: field_name(off),
-                    offset: off,
-                    a: word(pa, off, len, big),
-                    b: word(pb, off, len, big),
-                })
-                .collect();
-            for f in &fields {
-                *by_field.entry(f.offset).or_default() += 1;
-            }
-            let r = by_role.entry(role).or_insert_with(|| RoleCount { role, pages: 0, examples: Vec::new() });
-            r.pages += 1;
-            let page = PageDiff { pfn, role, fields };
-            if r.examples.len() < EXAMPLES_PER_ROLE {
-                r.examples.push(page.clone());
-            }
-            if first.is_none() {
-                first = Some(page);
+            if pa != pb {
+                let pfn = base + i as u64;
+                tally.add(PageDiff { pfn, role: roles.role(pfn, size), fields: field_diffs(pa, pb, big) });
             }
         }
         left -= n as u64;
         base += n as u64;
     }
-    let pageblocks = {
-        let sa: std::collections::BTreeSet<u64> = meta.movable_pageblock_pfns.iter().copied().collect();
-        let sb: std::collections::BTreeSet<u64> = meta_b.movable_pageblock_pfns.iter().copied().collect();
-        let only_a: Vec<u64> = sa.difference(&sb).copied().collect();
-        let only_b: Vec<u64> = sb.difference(&sa).copied().collect();
-        (!only_a.is_empty() || !only_b.is_empty()).then_some(PageblockDiff { only_a, only_b })
-    };
-    let hooks = (meta.resched_pfns != meta_b.resched_pfns || meta.page_ref_events != meta_b.page_ref_events)
-        .then_some(HookCounts {
+    let pageblocks = pageblock_diff(meta, meta_b);
+    let hooks = hook_diff(meta, meta_b);
+    let summary = summarize(meta, meta_b, &tally, pageblocks.as_ref(), hooks.as_ref());
+    Ok(DiffReport {
+        summary,
+        pages: meta.nr_pages,
+        differing_pages: tally.differing,
+        first: tally.first,
+        fields: tally
+            .by_field
+            .into_iter()
+            .map(|(offset, pages)| FieldCount { field: field_name(offset), offset, pages })
+            .collect(),
+        roles: tally.by_role.into_values().collect(),
+        pageblocks,
+        hooks,
+        configs: (meta.config != meta_b.config).then(|| (meta.config.clone(), meta_b.config.clone())),
+    })
+}
+
+/// The differing pages counted as [`compare`] meets them: in all, per field and per role.
+#[derive(Default)]
+struct PageTally {
+    /// The lowest differing page.
+    first: Option<PageDiff>,
+    /// Pages that differ in at least one byte.
+    differing: u64,
+    /// Differing pages per field offset.
+    by_field: BTreeMap<usize, u64>,
+    /// Differing pages per role, with the first [`EXAMPLES_PER_ROLE`] as examples.
+    by_role: BTreeMap<&'static str, RoleCount>,
+}
+
+impl PageTally {
+    /// Counts one differing page (pages come in PFN order, so the first one added is the lowest).
+    fn add(&mut self, page: PageDiff) {
+        self.differing += 1;
+        for f in &page.fields {
+            *self.by_field.entry(f.offset).or_default() += 1;
+        }
+        let role = page.role;
+        let r =
+            self.by_role.entry(role).or_insert_with(|| RoleCount { role, pages: 0, examples: Vec::new() });
+        r.pages += 1;
+        if r.examples.len() < EXAMPLES_PER_ROLE {
+            r.examples.push(page.clone());
+        }
+        if self.first.is_none() {
+            self.first = Some(page);
+        }
+    }
+}
+
+/// The named fields that differ between two struct pages of the same size, their values read
+/// in the dump's byte order.
+fn field_diffs(pa: &[u8], pb: &[u8], big: bool) -> Vec<FieldDiff> {
+    let size = pa.len();
+    FIELDS
+        .iter()
+        .filter(|&&(off, len)| off + len <= size && pa[off..off + len] != pb[off..off + len])
+        .map(|&(off, len)| FieldDiff {
+            field: field_name(off),
+            offset: off,
+            a: word(pa, off, len, big),
+            b: word(pb, off, len, big),
+        })
+        .collect()
+}
+
+/// The MOVABLE pageblocks only one dump has, if any.
+fn pageblock_diff(meta: &DumpMeta, meta_b: &DumpMeta) -> Option<PageblockDiff> {
+    let sa: std::collections::BTreeSet<u64> = meta.movable_pageblock_pfns.iter().copied().collect();
+    let sb: std::collections::BTreeSet<u64> = meta_b.movable_pageblock_pfns.iter().copied().collect();
+    let only_a: Vec<u64> = sa.difference(&sb).copied().collect();
+    let only_b: Vec<u64> = sb.difference(&sa).copied().collect();
+    (!only_a.is_empty() || !only_b.is_empty()).then_some(PageblockDiff { only_a, only_b })
+}
+
+/// Both dumps' hook counts, when they differ.
+fn hook_diff(meta: &DumpMeta, meta_b: &DumpMeta) -> Option<HookCounts> {
+    (meta.resched_pfns != meta_b.resched_pfns || meta.page_ref_events != meta_b.page_ref_events).then_some(
+        HookCounts {
             cond_resched: (meta.resched_pfns, meta_b.resched_pfns),
             page_ref_set: (meta.page_ref_events, meta_b.page_ref_events),
-        });
-    let summary = match (&first, &pageblocks, &hooks) {
+        },
+    )
+}
+
+/// The one-line verdict: the first differing page's first field, else the pageblocks, else the
+/// hook counts, else identical.
+fn summarize(
+    meta: &DumpMeta,
+    meta_b: &DumpMeta,
+    tally: &PageTally,
+    pageblocks: Option<&PageblockDiff>,
+    hooks: Option<&HookCounts>,
+) -> DiffResult {
+    match (&tally.first, pageblocks, hooks) {
         (Some(p), _, _) => {
             let f = p.fields.first().cloned().unwrap_or(FieldDiff { field: "flags", offset: 0, a: 0, b: 0 });
             DiffResult::Differs {
@@ -580,7 +638,7 @@ fn compare<E>(
                 offset: f.offset,
                 a: f.a,
                 b: f.b,
-                differing_pages: differing,
+                differing_pages: tally.differing,
             }
         }
         (None, Some(_), _) => DiffResult::Metadata(format!(
@@ -593,21 +651,7 @@ fn compare<E>(
             h.cond_resched.0, h.cond_resched.1, h.page_ref_set.0, h.page_ref_set.1
         )),
         (None, None, None) => DiffResult::Identical { pages: meta.nr_pages },
-    };
-    Ok(DiffReport {
-        summary,
-        pages: meta.nr_pages,
-        differing_pages: differing,
-        first,
-        fields: by_field
-            .into_iter()
-            .map(|(offset, pages)| FieldCount { field: field_name(offset), offset, pages })
-            .collect(),
-        roles: by_role.into_values().collect(),
-        pageblocks,
-        hooks,
-        configs: (meta.config != meta_b.config).then(|| (meta.config.clone(), meta_b.config.clone())),
-    })
+    }
 }
 
 #[cfg(test)]

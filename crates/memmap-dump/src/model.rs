@@ -375,34 +375,12 @@ impl HugetlbDump {
 }
 
 fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
-    use hugetlb_init::{BootParams, BootRequest, OwnedBoot};
+    use hugetlb_init::OwnedBoot;
     let cfg =
         KernelConfig { debug_page_ref: opts.page_ref_trace || opts.config.debug_page_ref, ..opts.config };
     let layout = cfg.flags_layout().map_err(invalid)?;
     check_hugetlb(opts, &cfg, &layout)?;
-    let nr = opts.hstate.nr_pages();
-    let specs: Vec<hugetlb_init::NodeSpec> = if opts.placed.is_empty() {
-        (0..opts.nodes)
-            .map(|nid| hugetlb_init::NodeSpec {
-                zone: opts.zone,
-                ..hugetlb_init::NodeSpec::packed(nid, opts.hstate, opts.count)
-            })
-            .collect()
-    } else {
-        let mut nids: Vec<u32> = opts.placed.iter().map(|p| p.1).collect();
-        nids.dedup();
-        if nids.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(invalid("placed folios must be grouped by node in ascending node order"));
-        }
-        nids.iter()
-            .map(|&nid| {
-                let heads = opts.placed.iter().filter(|p| p.1 == nid).map(|p| p.0);
-                let lo = heads.clone().min().unwrap_or(0);
-                let hi = heads.max().unwrap_or(0).saturating_add(nr);
-                hugetlb_init::NodeSpec { nid, zone: opts.zone, start_pfn: lo, nr_pages: hi - lo }
-            })
-            .collect()
-    };
+    let specs = hugetlb_node_specs(opts)?;
     let mut machine = OwnedBoot::<P>::new(cfg, &specs, true)
         .map_err(map_error(format!("create the vmemmap of {} x {} pages", opts.count, opts.hstate)))?;
     let counts = SharedCounts {
@@ -410,67 +388,13 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
         events: std::sync::Arc::default(),
         tracepoint: opts.page_ref_trace,
     };
-    let from_buddy = opts.from_buddy();
-    let tail_page =
-        if from_buddy { hugetlb_init::TailPageOrigin::Runtime } else { hugetlb_init::TailPageOrigin::Boot };
-    let params = BootParams {
-        tail: memmap_core::FillOptions::new(opts.strategy),
-        hvo: hugetlb_init::HvoParams { tail_page, ..opts.hvo.params() },
-        gather: memmap_core::Threads::Each,
-        tail_threads: memmap_core::Threads::One,
-    };
-    let booted = if opts.placed.is_empty() {
-        machine.boot_with_hooks(&BootRequest::per_node(opts.hstate, opts.count), &params, |_| counts.clone())
-    } else {
-        let records: Vec<hugetlb_init::HugeBootmemPage> = opts
-            .placed
-            .iter()
-            .map(|&(head_pfn, nid)| hugetlb_init::HugeBootmemPage {
-                head_pfn,
-                nid,
-                hstate: opts.hstate,
-                ..hugetlb_init::HugeBootmemPage::EMPTY
-            })
-            .collect();
-        machine.boot_placed_with_hooks(&records, &params, |_| counts.clone())
-    };
-    let report = booted.map_err(|e| match e {
-        hugetlb_init::BootError::Invalid(e) => invalid(e),
-        hugetlb_init::BootError::Io(e) => DumpError::Map { what: "reset the vmemmap".into(), source: e },
-        // `BootError` is `#[non_exhaustive]`: a later error kind is reported as bad input.
-        e => invalid(e),
-    })?;
+    let report = hugetlb_boot(&mut machine, opts, &counts)?;
     let mut folios: Vec<_> = machine.folios().to_vec();
     folios.sort_by_key(|r| r.head_pfn);
     let start_pfn = folios.first().map_or(0, |r| r.head_pfn);
-    let bytes = if opts.placed.is_empty() {
-        // The packed node layout puts the folios back to back, so `memmap.bin` is one PFN range.
-        let contiguous = folios.windows(2).all(|w| w[0].head_pfn + w[0].hstate.nr_pages() == w[1].head_pfn);
-        if !contiguous {
-            return Err(invalid("gigantic pages are not contiguous"));
-        }
-        machine.folio_bytes()
-    } else {
-        // Every struct page from the lowest head to the end of the highest folio.
-        let end = folios.last().map_or(start_pfn, |r| r.head_pfn + r.hstate.nr_pages());
-        let mut out = vec![0u8; usize::try_from(end - start_pfn).map_err(invalid)? * P::SIZE];
-        for (pfn, chunk) in (start_pfn..end).zip(out.chunks_exact_mut(P::SIZE)) {
-            if let Some(p) = machine.read(pfn) {
-                p.to_bytes(chunk);
-            }
-        }
-        out
-    };
+    let bytes = hugetlb_bytes(&machine, opts, &folios, start_pfn)?;
     let nr_pages = (bytes.len() / P::SIZE) as u64;
-    let mut movable = Vec::new();
-    for (i, spec) in machine.specs().iter().enumerate() {
-        let first = spec.start_pfn >> cfg.pageblock_order;
-        for (k, &v) in machine.vmemmap(i).pageblocks().iter().enumerate() {
-            if v == MigrateType::Movable.value() {
-                movable.push((first + k as u64) << cfg.pageblock_order);
-            }
-        }
-    }
+    let movable = hugetlb_movable_pageblocks(&machine, &cfg);
     let (used, reason) =
         report.fallback_strategy.unwrap_or((opts.strategy, memmap_core::StrategyReason::Requested));
     let resident = machine.resident_vmemmap_bytes().unwrap_or(0);
@@ -502,6 +426,134 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
         detail,
     };
     Ok(Dump { meta, bytes: DumpBytes::Vec(bytes) })
+}
+
+/// The nodes the model's vmemmap covers: `count` folios per node packed from 4 GiB, or, with
+/// placed folios, per node the PFN range from its lowest head to the end of its highest folio.
+///
+/// # Errors
+///
+/// [`DumpError::Input`] when the placed folios are not grouped by node in ascending order.
+fn hugetlb_node_specs(opts: &HugetlbDump) -> Result<Vec<hugetlb_init::NodeSpec>, DumpError> {
+    if opts.placed.is_empty() {
+        return Ok((0..opts.nodes)
+            .map(|nid| hugetlb_init::NodeSpec {
+                zone: opts.zone,
+                ..hugetlb_init::NodeSpec::packed(nid, opts.hstate, opts.count)
+            })
+            .collect());
+    }
+    let nr = opts.hstate.nr_pages();
+    let mut nids: Vec<u32> = opts.placed.iter().map(|p| p.1).collect();
+    nids.dedup();
+    if nids.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(invalid("placed folios must be grouped by node in ascending node order"));
+    }
+    Ok(nids
+        .iter()
+        .map(|&nid| {
+            let heads = opts.placed.iter().filter(|p| p.1 == nid).map(|p| p.0);
+            let lo = heads.clone().min().unwrap_or(0);
+            let hi = heads.max().unwrap_or(0).saturating_add(nr);
+            hugetlb_init::NodeSpec { nid, zone: opts.zone, start_pfn: lo, nr_pages: hi - lo }
+        })
+        .collect())
+}
+
+/// Boots the gigantic pages on `machine` with `counts` as every node's hooks: `count` per node
+/// (the kernel's per-node request), or the placed folios as the bootmem records a kernel had.
+///
+/// # Errors
+///
+/// [`DumpError::Input`] for the boot's invalid-input errors (and any later error kind),
+/// [`DumpError::Map`] when the vmemmap cannot be reset.
+fn hugetlb_boot<P: StructPage>(
+    machine: &mut hugetlb_init::OwnedBoot<P>,
+    opts: &HugetlbDump,
+    counts: &SharedCounts,
+) -> Result<hugetlb_init::BootReport, DumpError> {
+    use hugetlb_init::{BootParams, BootRequest};
+    let tail_page = if opts.from_buddy() {
+        hugetlb_init::TailPageOrigin::Runtime
+    } else {
+        hugetlb_init::TailPageOrigin::Boot
+    };
+    let params = BootParams {
+        tail: memmap_core::FillOptions::new(opts.strategy),
+        hvo: hugetlb_init::HvoParams { tail_page, ..opts.hvo.params() },
+        gather: memmap_core::Threads::Each,
+        tail_threads: memmap_core::Threads::One,
+    };
+    let booted = if opts.placed.is_empty() {
+        machine.boot_with_hooks(&BootRequest::per_node(opts.hstate, opts.count), &params, |_| counts.clone())
+    } else {
+        let records: Vec<hugetlb_init::HugeBootmemPage> = opts
+            .placed
+            .iter()
+            .map(|&(head_pfn, nid)| hugetlb_init::HugeBootmemPage {
+                head_pfn,
+                nid,
+                hstate: opts.hstate,
+                ..hugetlb_init::HugeBootmemPage::EMPTY
+            })
+            .collect();
+        machine.boot_placed_with_hooks(&records, &params, |_| counts.clone())
+    };
+    booted.map_err(|e| match e {
+        hugetlb_init::BootError::Invalid(e) => invalid(e),
+        hugetlb_init::BootError::Io(e) => DumpError::Map { what: "reset the vmemmap".into(), source: e },
+        // `BootError` is `#[non_exhaustive]`: a later error kind is reported as bad input.
+        e => invalid(e),
+    })
+}
+
+/// The content of `memmap.bin` from `start_pfn` on: the packed folios' struct pages back to
+/// back, or, with placed folios, every struct page up to the end of the highest folio.
+///
+/// # Errors
+///
+/// [`DumpError::Input`] when packed folios are not contiguous or the range does not fit in
+/// memory.
+fn hugetlb_bytes<P: StructPage>(
+    machine: &hugetlb_init::OwnedBoot<P>,
+    opts: &HugetlbDump,
+    folios: &[hugetlb_init::HugeBootmemPage],
+    start_pfn: u64,
+) -> Result<Vec<u8>, DumpError> {
+    if opts.placed.is_empty() {
+        // The packed node layout puts the folios back to back, so `memmap.bin` is one PFN range.
+        let contiguous = folios.windows(2).all(|w| w[0].head_pfn + w[0].hstate.nr_pages() == w[1].head_pfn);
+        if !contiguous {
+            return Err(invalid("gigantic pages are not contiguous"));
+        }
+        return Ok(machine.folio_bytes());
+    }
+    // Every struct page from the lowest head to the end of the highest folio.
+    let end = folios.last().map_or(start_pfn, |r| r.head_pfn + r.hstate.nr_pages());
+    let mut out = vec![0u8; usize::try_from(end - start_pfn).map_err(invalid)? * P::SIZE];
+    for (pfn, chunk) in (start_pfn..end).zip(out.chunks_exact_mut(P::SIZE)) {
+        if let Some(p) = machine.read(pfn) {
+            p.to_bytes(chunk);
+        }
+    }
+    Ok(out)
+}
+
+/// The first PFN of every pageblock the boot left `MIGRATE_MOVABLE`, node by node.
+fn hugetlb_movable_pageblocks<P: StructPage>(
+    machine: &hugetlb_init::OwnedBoot<P>,
+    cfg: &KernelConfig,
+) -> Vec<u64> {
+    let mut movable = Vec::new();
+    for (i, spec) in machine.specs().iter().enumerate() {
+        let first = spec.start_pfn >> cfg.pageblock_order;
+        for (k, &v) in machine.vmemmap(i).pageblocks().iter().enumerate() {
+            if v == MigrateType::Movable.value() {
+                movable.push((first + k as u64) << cfg.pageblock_order);
+            }
+        }
+    }
+    movable
 }
 
 /// The kind-specific fields of a hugetlb dump's `meta.json`.

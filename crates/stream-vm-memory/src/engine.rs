@@ -482,72 +482,59 @@ where
     B: Sync,
     F: Fn(usize, &Piece<'_, B>, usize, usize, &Stop<'_>) -> Result<usize, Error> + Sync,
 {
-    let chunks: Mutex<Vec<ChunkReport>> = Mutex::new(Vec::new());
-    let first_err: Mutex<Option<Error>> = Mutex::new(None);
-    let run_group = |g: &Group, pinned: bool| -> usize {
-        let min = min_chunk.max(1).div_ceil(g.align) * g.align;
-        let job =
-            PadataJob { start: 0, size: g.lin_len, align: g.align, min_chunk: min, max_threads: g.threads };
-        let report = padata_do_multithreaded(&job, |s, e| {
-            let mut i = g.runs.partition_point(|r| r.lin + r.len as u64 <= s);
-            while i < g.runs.len() && g.runs[i].lin < e {
-                let r = g.runs[i];
-                i += 1;
-                let (a, b) = (s.max(r.lin), e.min(r.lin + r.len as u64));
-                if a >= b {
-                    continue;
-                }
-                if stop.stopped() {
-                    return;
-                }
-                let p = &pieces[r.piece];
-                let off = r.off + (a - r.lin) as usize;
-                match op(r.piece, p, off, (b - a) as usize, stop) {
-                    Ok(0) => {}
-                    Ok(done) => chunks.lock().unwrap_or_else(PoisonError::into_inner).push(ChunkReport {
-                        addr: GuestAddress(p.guest.0 + off as u64),
-                        len: done as u64,
-                        node: r.node,
-                        pinned,
-                        cpu: crate::sys::current_cpu(),
-                    }),
-                    Err(err) => {
-                        stop.fail();
-                        first_err.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(err);
-                        return;
-                    }
-                }
+    let runner =
+        Runner { pieces, min_chunk, stop, op, chunks: Mutex::new(Vec::new()), first_err: Mutex::new(None) };
+    let (used, pinned) = runner.run_all(groups);
+    runner.finish(groups, &used, &pinned)
+}
+
+/// The state shared by every worker of one [`execute`] call: what to run and what came back.
+struct Runner<'r, 'p, 's, B, F> {
+    pieces: &'r [Piece<'p, B>],
+    min_chunk: u64,
+    stop: &'r Stop<'s>,
+    op: &'r F,
+    /// Every part done, in completion order.
+    chunks: Mutex<Vec<ChunkReport>>,
+    /// The first error an operation returned (the others stop without reporting theirs).
+    first_err: Mutex<Option<Error>>,
+}
+
+impl<B, F> Runner<'_, '_, '_, B, F>
+where
+    B: Sync,
+    F: Fn(usize, &Piece<'_, B>, usize, usize, &Stop<'_>) -> Result<usize, Error> + Sync,
+{
+    /// Runs every group, the pinned ones on scoped threads of their own when there are any;
+    /// returns per group the workers that ran and whether they were pinned.
+    fn run_all(&self, groups: &[Group]) -> (Vec<usize>, Vec<bool>) {
+        let mut used = vec![0usize; groups.len()];
+        let mut pinned = vec![false; groups.len()];
+        if groups.iter().all(|g| g.cpus.is_none()) {
+            for (k, g) in groups.iter().enumerate() {
+                used[k] = self.run_group(g, false);
             }
-        });
-        report.calls.len()
-    };
-    let mut used = vec![0usize; groups.len()];
-    let mut pinned = vec![false; groups.len()];
-    if groups.iter().all(|g| g.cpus.is_none()) {
-        for (k, g) in groups.iter().enumerate() {
-            used[k] = run_group(g, false);
+            return (used, pinned);
         }
-    } else {
         std::thread::scope(|s| {
             let handles: Vec<_> = groups
                 .iter()
                 .enumerate()
                 .filter_map(|(k, g)| {
                     let cpus = g.cpus.as_deref()?;
-                    let run_group = &run_group;
                     Some((
                         k,
                         s.spawn(move || {
                             // Best effort, as the kernel allows (a CPU set that the cgroup took
                             // away in the meantime): unpinned work is still correct work.
                             let ok = crate::sys::set_affinity(cpus).is_ok();
-                            (run_group(g, ok), ok)
+                            (self.run_group(g, ok), ok)
                         }),
                     ))
                 })
                 .collect();
             for (k, g) in groups.iter().enumerate().filter(|(_, g)| g.cpus.is_none()) {
-                used[k] = run_group(g, false);
+                used[k] = self.run_group(g, false);
             }
             for (k, h) in handles {
                 match h.join() {
@@ -559,27 +546,78 @@ where
                 }
             }
         });
+        (used, pinned)
     }
-    if let Some(e) = first_err.into_inner().unwrap_or_else(PoisonError::into_inner) {
-        return Err(e);
+
+    /// Runs one group as one padata job on the calling thread and its helpers; returns the
+    /// workers that ran.
+    fn run_group(&self, g: &Group, pinned: bool) -> usize {
+        let min = self.min_chunk.max(1).div_ceil(g.align) * g.align;
+        let job =
+            PadataJob { start: 0, size: g.lin_len, align: g.align, min_chunk: min, max_threads: g.threads };
+        let report = padata_do_multithreaded(&job, |s, e| self.run_chunk(g, s, e, pinned));
+        report.calls.len()
     }
-    let mut chunks = chunks.into_inner().unwrap_or_else(PoisonError::into_inner);
-    chunks.sort_by_key(|c| c.addr);
-    Ok(WorkReport {
-        bytes: chunks.iter().map(|c| c.len).sum(),
-        threads: used.iter().sum(),
-        groups: groups
-            .iter()
-            .zip(used.iter().zip(&pinned))
-            .map(|(g, (&threads, &p))| GroupReport {
-                node: g.node,
-                cpus: if p { g.cpus.clone() } else { None },
-                threads,
-                bytes: g.bytes,
-            })
-            .collect(),
-        chunks,
-    })
+
+    /// Applies the operation to every part of the chunk `[s, e)` of the group's linear layout
+    /// (one part per run it crosses), until the chunk ends, the call is stopped or an
+    /// operation fails (which stops the others and keeps the first error).
+    fn run_chunk(&self, g: &Group, s: u64, e: u64, pinned: bool) {
+        let mut i = g.runs.partition_point(|r| r.lin + r.len as u64 <= s);
+        while i < g.runs.len() && g.runs[i].lin < e {
+            let r = g.runs[i];
+            i += 1;
+            let (a, b) = (s.max(r.lin), e.min(r.lin + r.len as u64));
+            if a >= b {
+                continue;
+            }
+            if self.stop.stopped() {
+                return;
+            }
+            let p = &self.pieces[r.piece];
+            let off = r.off + (a - r.lin) as usize;
+            match (self.op)(r.piece, p, off, (b - a) as usize, self.stop) {
+                Ok(0) => {}
+                Ok(done) => self.chunks.lock().unwrap_or_else(PoisonError::into_inner).push(ChunkReport {
+                    addr: GuestAddress(p.guest.0 + off as u64),
+                    len: done as u64,
+                    node: r.node,
+                    pinned,
+                    cpu: crate::sys::current_cpu(),
+                }),
+                Err(err) => {
+                    self.stop.fail();
+                    self.first_err.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(err);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The call's result once every worker is done: the first error, or the report with the
+    /// parts sorted by guest address.
+    fn finish(self, groups: &[Group], used: &[usize], pinned: &[bool]) -> Result<WorkReport, Error> {
+        if let Some(e) = self.first_err.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            return Err(e);
+        }
+        let mut chunks = self.chunks.into_inner().unwrap_or_else(PoisonError::into_inner);
+        chunks.sort_by_key(|c| c.addr);
+        Ok(WorkReport {
+            bytes: chunks.iter().map(|c| c.len).sum(),
+            threads: used.iter().sum(),
+            groups: groups
+                .iter()
+                .zip(used.iter().zip(pinned))
+                .map(|(g, (&threads, &p))| GroupReport {
+                    node: g.node,
+                    cpus: if p { g.cpus.clone() } else { None },
+                    threads,
+                    bytes: g.bytes,
+                })
+                .collect(),
+            chunks,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,111 @@
+//! What the model's `meta.json` says beyond the struct pages: its kernel symbols, the struct
+//! pages and fields it declares history-dependent, and its MOVABLE pageblocks (compared with
+//! the kernel's).
+
+use std::collections::BTreeMap;
+
+use super::SP;
+use crate::facts::Region;
+
+/// The model's `kernel_symbols` (`"0x..."` address to name) from its `meta.json`.
+pub(super) fn model_symbols(meta: &serde_json::Value) -> BTreeMap<u64, String> {
+    meta.get("kernel_symbols")
+        .and_then(serde_json::Value::as_object)
+        .map(|o| {
+            o.iter()
+                .filter_map(|(a, n)| {
+                    let a = u64::from_str_radix(a.strip_prefix("0x")?, 16).ok()?;
+                    Some((a, n.as_str()?.to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The model's `stale_pfn_ranges` (`[start, end)` pairs) from its `meta.json`.
+pub(super) fn stale_ranges(meta: &serde_json::Value) -> Vec<(u64, u64)> {
+    meta.get("stale_pfn_ranges").map(stale_ranges_in).unwrap_or_default()
+}
+
+/// A struct page field the model declares history-dependent (its `meta.json`'s
+/// `stale_fields`): in the listed struct pages, the word at `offset` may hold, instead of the
+/// model's value, one of `history_values` that an earlier owner of the memory left there.
+/// Only a kernel value among `values` is left out (the model's own value compares equal anyway).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct StaleField {
+    pub(super) field: String,
+    pub(super) offset: usize,
+    pub(super) len: usize,
+    pub(super) ranges: Vec<(u64, u64)>,
+    pub(super) values: Vec<u64>,
+}
+
+/// The model's `stale_fields` from its `meta.json`.
+pub(super) fn stale_fields(meta: &serde_json::Value) -> Vec<StaleField> {
+    meta.get("stale_fields")
+        .and_then(serde_json::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| {
+                    let offset = usize::try_from(f.get("offset")?.as_u64()?).ok()?;
+                    let len = usize::try_from(f.get("len")?.as_u64()?).ok()?;
+                    (offset + len <= SP && len == 8).then_some(())?;
+                    Some(StaleField {
+                        field: f.get("field")?.as_str()?.to_string(),
+                        offset,
+                        len,
+                        ranges: stale_ranges_in(f.get("pfn_ranges")?),
+                        values: f
+                            .get("history_values")?
+                            .as_array()?
+                            .iter()
+                            .filter_map(|v| u64::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok())
+                            .collect(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `[start, end)` pairs.
+fn stale_ranges_in(v: &serde_json::Value) -> Vec<(u64, u64)> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(|r| Some((r.get(0)?.as_u64()?, r.get(1)?.as_u64()?))).collect())
+        .unwrap_or_default()
+}
+
+/// Compares the kernel's MOVABLE pageblocks with the model's `movable_pageblock_pfns`.
+pub(super) fn compare_pageblocks(r: &Region, model_meta: &serde_json::Value) -> Option<Vec<String>> {
+    compare_pageblocks_except(r, model_meta, |_| false)
+}
+
+/// [`compare_pageblocks`] leaving out the pageblocks `skip` names.
+pub(super) fn compare_pageblocks_except(
+    r: &Region,
+    model_meta: &serde_json::Value,
+    skip: impl Fn(u64) -> bool,
+) -> Option<Vec<String>> {
+    let first = r.pageblock_first_pfn?;
+    let model: std::collections::BTreeSet<u64> = model_meta
+        .get("movable_pageblock_pfns")?
+        .as_array()?
+        .iter()
+        .filter_map(serde_json::Value::as_u64)
+        .collect();
+    let mut out = Vec::new();
+    for (i, &mt) in r.pageblock_migratetypes.iter().enumerate() {
+        let pfn = first + i as u64 * 512;
+        if skip(pfn) {
+            continue;
+        }
+        let k_movable = mt == 1;
+        if k_movable != model.contains(&pfn) {
+            out.push(format!(
+                "pageblock {pfn:#x}: kernel migratetype {mt}, model {}",
+                if model.contains(&pfn) { "MOVABLE" } else { "not MOVABLE" }
+            ));
+        }
+    }
+    Some(out)
+}

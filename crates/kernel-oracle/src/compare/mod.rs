@@ -1,0 +1,89 @@
+//! The normalizing comparator: kernel struct pages against the model's, every byte, after
+//! mapping pointers to symbols by class.
+//!
+//! Each 8-byte word of a struct page is turned into a [`Sym`]:
+//!
+//! * a pointer into the vmemmap becomes `page(+d)+off|tag`: the struct page `d` pfns away from
+//!   the page holding the word, byte `off` in it, low tag bits `tag` (so `page(+0)+8` is a
+//!   self-pointing `lru`, `page(-5)+0|1` a tail's `compound_head` of a head 5 pages back);
+//! * the region's `pgmap` pointer becomes `PGMAP`;
+//! * a pointer into the kernel image becomes its `System.map` name (`hstates+0x58`);
+//! * anything else stays a raw value.
+//!
+//! Two regions match when every word's symbol is equal. The class checks
+//! ([`class_checks`]) verify what the symbols assume: all pgmap words of a range are equal,
+//! aliased vmemmap pages read identically, self pointers point at their own list head, and
+//! every tail's `compound_head`/`compound_info` resolves to its head.
+//!
+//! One concept per submodule: symbols and normalizers (`sym`), compound geometry and field
+//! names (`geometry`), aliased vmemmap pages (`alias`), the page-by-page comparison (`pages`),
+//! the model's `meta.json` (`meta`), the per-region comparison (`regions`), the class checks
+//! (`checks`) and the report (`report`).
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::facts::Facts;
+
+mod alias;
+mod checks;
+mod geometry;
+mod meta;
+mod pages;
+mod regions;
+mod report;
+mod sym;
+
+pub use alias::{aliased_vmemmap_pages, content_aliased};
+pub use checks::{Check, PageSet, class_checks};
+pub use geometry::{Geometry, field_name};
+pub use pages::{FirstDiff, Group, compare_pages};
+pub use regions::{KernelRegion, RegionResult, compare_regions};
+pub use report::{differs, render, verdict};
+pub use sym::{Normalizer, Sym, classify, kernel_normalizer};
+
+/// Bytes per struct page.
+const SP: usize = 64;
+
+/// The little-endian word at byte `off` of `b`.
+fn word(b: &[u8], off: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[off..off + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// Comparison of one configuration.
+#[derive(Debug, Clone)]
+pub struct DirResult {
+    /// `kernel/config`.
+    pub label: String,
+    /// Per region.
+    pub regions: Vec<RegionResult>,
+    /// Kernel-side class checks.
+    pub checks: Vec<Check>,
+    /// Kernel warnings seen in the guest.
+    pub warnings: Vec<String>,
+}
+
+/// Runs the model for every region of a dump directory and compares.
+///
+/// # Errors
+///
+/// The dumps cannot be read or the model fails.
+pub fn compare_dir(dir: &Path, facts: &Facts) -> Result<DirResult> {
+    let mut all_bytes: Vec<Vec<u8>> = Vec::new();
+    for i in 0..facts.regions.len() {
+        all_bytes.push(facts.region_bytes(dir, i)?);
+    }
+    let results = compare_regions(facts, |i| Ok((all_bytes[i].clone(), None)))?;
+    let sets: Vec<PageSet<'_>> =
+        facts.regions.iter().zip(&all_bytes).map(|(r, b)| PageSet::whole(r, b)).collect();
+    let checks = class_checks(facts, &sets);
+    Ok(DirResult {
+        label: format!("{}/{}", facts.kernel.id, facts.config),
+        regions: results,
+        checks,
+        warnings: facts.warnings.clone(),
+    })
+}
