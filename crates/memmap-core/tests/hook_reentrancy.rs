@@ -20,8 +20,8 @@
 
 mod support;
 
-use std::sync::OnceLock;
 use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use memmap_core::{
@@ -99,12 +99,31 @@ impl InitHooks for Reenter {
     }
 }
 
+/// A pointer to something a test leaked (never dereferenced).
+struct Leaked(#[allow(dead_code)] *const ());
+
+// SAFETY: `Leaked` is only stored, never dereferenced, so sending it to another thread cannot
+// give that thread access to anything.
+unsafe impl Send for Leaked {}
+
+/// What the tests leak, reachable from a static: a scenario's thread may still spin on its node
+/// when the test ends, so nothing is freed, and Miri's leak check does not count what a static
+/// reaches.
+static LEAKED: Mutex<Vec<Leaked>> = Mutex::new(Vec::new());
+
+/// `Box::leak`, with the allocation kept in [`LEAKED`].
+fn leak<T>(value: T) -> &'static mut T {
+    let r = Box::leak(Box::new(value));
+    LEAKED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Leaked((&raw const *r).cast()));
+    r
+}
+
 /// A deferred node of three sections in one zone (the first section initialized at boot, the
 /// other two deferred), or an on-demand node of the same span.
 fn layout() -> NodeLayout<'static> {
     let pps = tiny().pages_per_section();
-    let zones: &'static [ZoneSpan] = Box::leak(Box::new([ZoneSpan::new(ZONE, pps, 4 * pps)]));
-    let memory: &'static [PfnRange] = Box::leak(Box::new([PfnRange::new(pps, 4 * pps)]));
+    let zones: &'static [ZoneSpan] = leak([ZoneSpan::new(ZONE, pps, 4 * pps)]);
+    let memory: &'static [PfnRange] = leak([PfnRange::new(pps, 4 * pps)]);
     NodeLayout { nid: 0, zones, memory, reserved: &[] }
 }
 
@@ -122,9 +141,9 @@ fn boot_into(
     slot: &'static Slot,
 ) -> &'static Node<'static, Page64, Reenter> {
     let l = layout();
-    let st: &'static mut Storage = Box::leak(Box::new(Storage::new(&cfg, l.span(), false)));
+    let st: &'static mut Storage = leak(Storage::new(&cfg, l.span(), false));
     let (node, _) = st.boot_with(cfg, l, &BootOptions::new(mode), hooks);
-    let node: &'static Node<'static, Page64, Reenter> = Box::leak(Box::new(node));
+    let node: &'static Node<'static, Page64, Reenter> = leak(node);
     assert!(slot.set(node).is_ok(), "one node per slot");
     node
 }
@@ -172,7 +191,7 @@ fn assert_reentry_panic(what: &str, o: Outcome) {
 }
 
 fn slot() -> &'static Slot {
-    Box::leak(Box::new(OnceLock::new()))
+    leak(OnceLock::new())
 }
 
 /// `cond_resched` of deferred init allocating from the node while its zone has free pages and
