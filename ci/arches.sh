@@ -8,8 +8,8 @@
 # * ppc64le (`dcbz` with the kernel's AT_DCACHEBSIZE, `sync`): the same tests;
 # * loongarch64 (the generic backend): the baremetal-tests checks as a Linux user-mode program
 #   (no loongarch64 C library or standard library exists here to run the test suite);
-# * memmap-core and hugetlb-init on riscv64, ppc64le and aarch64 (with stream-hal's tests on
-#   aarch64), fewer property cases than the host run;
+# * memmap-core and hugetlb-init on riscv64 and ppc64le, fewer property cases than the host run
+#   (and on aarch64 with ARCHES_AARCH64=1);
 # * x86-64: the safe-CPU-features regression test under `qemu-x86_64 -cpu Skylake-Client`
 #   (no CLZERO);
 # * clippy for the new targets, the instruction checks (cbo.zero in the riscv64 code, only in
@@ -100,8 +100,9 @@ log=target/arches/ppc64le.log extra_env=()
 run_tests powerpc64le-unknown-linux-gnu powerpc64 dcbz=128 "$Q/qemu-ppc64le" -L /usr/powerpc64le-linux-gnu
 
 # memmap-core and hugetlb-init (their streaming fast paths equal to the slow path, the node
-# boot, deferred init, hotplug) on each architecture's real backend; aarch64 with stream-hal too
-# (stnp, dc zva, dmb) through the system's qemu-aarch64 (env.sh's runner).
+# boot, deferred init, hotplug) on the riscv64 and ppc64le backends. (aarch64's: `ci/aarch64.sh`,
+# the whole workspace under qemu-aarch64, outside the CI budget; set ARCHES_AARCH64=1 to add
+# memmap-core, hugetlb-init and stream-hal on aarch64 here.)
 # run_crates TARGET BACKEND QEMU...: the crates' lib and integration tests under QEMU.
 run_crates() {
     local target=$1 backend=$2 t var crates=(-p memmap-core -p hugetlb-init)
@@ -121,8 +122,10 @@ log=target/arches/riscv64-crates.log
 run_crates riscv64gc-unknown-linux-gnu riscv64 "$Q/qemu-riscv64" -cpu rv64,zicboz=true -L /usr/riscv64-linux-gnu
 log=target/arches/ppc64le-crates.log
 run_crates powerpc64le-unknown-linux-gnu powerpc64 "$Q/qemu-ppc64le" -L /usr/powerpc64le-linux-gnu
-log=target/arches/aarch64-crates.log
-run_crates aarch64-unknown-linux-gnu aarch64 qemu-aarch64 -L /usr/aarch64-linux-gnu
+if [ "${ARCHES_AARCH64:-0}" = 1 ]; then
+    log=target/arches/aarch64-crates.log
+    run_crates aarch64-unknown-linux-gnu aarch64 qemu-aarch64 -L /usr/aarch64-linux-gnu
+fi
 
 # x86-64 without CLZERO: the host build's test binary (the test step built it already).
 t=$(now)
