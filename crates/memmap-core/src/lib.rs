@@ -146,7 +146,7 @@ pub use memmap::{Memmap, PAGE_POISON_BYTE, PAGEBLOCK_UNSET, pageblocks_needed};
 pub use model::config::{ConfigError, FlagsLayout, KernelConfig};
 pub use model::flags::{MigrateType, PG, PageType, TAIL_MAPPING};
 pub use model::page::{Page, Page64, Page72, StructPage};
-pub use model::version::{Behaviour, FolioLayout, KernelVersion};
+pub use model::version::{Behaviour, FolioLayout, KernelVersion, PageFlagBits};
 #[cfg(feature = "std")]
 pub use node::OwnedArena;
 pub use node::{
