@@ -82,12 +82,15 @@
 //!
 //! The model follows the release in [`KernelConfig::version`]; the presets are the kernels the
 //! `kernel-oracle` tool boots under QEMU and compares byte for byte (Debian's 7.2 for amd64 and
-//! arm64, 6.12 for amd64), and [`KernelConfig::with_kconfig`] reads any other kernel's
-//! `.config`. What changed between releases is one table, [`model::version::Behaviour`]
-//! (`compound_info` mask, HVO's shared tails, the folio layout, FS_DAX refcount, ZONE_DEVICE
-//! pageblocks and early sections). Common to all: the v6.12+ `enum pageflags` order
-//! (`PG_reserved` = 13, `PG_head` = 6), `prep_compound_head()` after the tail loop of
-//! `memmap_init_compound()`, `folio->pgmap` at byte 8.
+//! arm64, 6.12 for amd64; 6.1 for amd64 with [`KernelConfig::with_version`]), and
+//! [`KernelConfig::with_kconfig`] reads any other kernel's `.config`. What changed between
+//! releases is one table, [`model::version::Behaviour`] (`compound_info` mask, HVO's shared
+//! tails, the folio layout, FS_DAX refcount, ZONE_DEVICE pageblocks and early sections, the
+//! page flag bits the ZONE_DEVICE initializers set, the DAX vmemmap rule, the hotplug free
+//! path and the `page_type` encoding). Common to all: `prep_compound_head()` after the tail
+//! loop of `memmap_init_compound()`, `folio->pgmap` at byte 8. The [`PG`] constants are the
+//! v6.12+ `enum pageflags` order (`PG_reserved` = 13, `PG_head` = 6); the boot-time, buddy and
+//! hugetlb code use them for every release.
 //!
 //! ## Example
 //!
