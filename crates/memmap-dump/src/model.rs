@@ -443,7 +443,7 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
     let mut folios: Vec<_> = machine.folios().to_vec();
     folios.sort_by_key(|r| r.head_pfn);
     let start_pfn = folios.first().map_or(0, |r| r.head_pfn);
-    let bytes = if opts.placed.is_empty() {
+    let mut bytes = if opts.placed.is_empty() {
         // The packed node layout puts the folios back to back, so `memmap.bin` is one PFN range.
         let contiguous = folios.windows(2).all(|w| w[0].head_pfn + w[0].hstate.nr_pages() == w[1].head_pfn);
         if !contiguous {
@@ -461,6 +461,26 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
         }
         out
     };
+    if from_buddy && cfg.behaviour().alloc_migratetype_in_index {
+        // Before 6.10 the buddy allocator leaves the free list's migrate type in the head's
+        // `index`; hugetlb folios of an hstate that can migrate come from MIGRATE_MOVABLE
+        // (`htlb_alloc_mask()` is `GFP_HIGHUSER_MOVABLE`). It is written before HVO remaps the
+        // vmemmap, so the fake heads (struct pages read through the head's frame, the only
+        // ones whose bytes equal the head's) show it too.
+        let index = memmap_core::model::page::offsets::INDEX;
+        let mt = u64::from(MigrateType::Movable.value()).to_ne_bytes();
+        for r in &folios {
+            let first = usize::try_from(r.head_pfn - start_pfn).map_err(invalid)? * P::SIZE;
+            let n = usize::try_from(r.hstate.nr_pages()).map_err(invalid)?;
+            let Some(folio) = bytes.get_mut(first..first + n * P::SIZE) else { continue };
+            let head = folio[..P::SIZE].to_vec();
+            for page in folio.chunks_exact_mut(P::SIZE) {
+                if *page == *head {
+                    page[index..index + 8].copy_from_slice(&mt);
+                }
+            }
+        }
+    }
     let nr_pages = (bytes.len() / P::SIZE) as u64;
     let mut movable = Vec::new();
     for (i, spec) in machine.specs().iter().enumerate() {

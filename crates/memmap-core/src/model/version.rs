@@ -81,6 +81,7 @@ impl KernelVersion {
                 PageFlagBits::V6_1
             },
             dax_vmemmap_needs_arch_option: self.at_least(KernelVersion::V6_12),
+            alloc_migratetype_in_index: !self.at_least(KernelVersion::V6_10),
         }
     }
 
@@ -199,6 +200,12 @@ pub struct Behaviour {
     /// model switches at 6.12, the first release compared with the option (the change lies
     /// between the two).
     pub dax_vmemmap_needs_arch_option: bool,
+    /// A block taken from a free list keeps the list's migrate type in the head's `index`
+    /// (`set_pcppage_migratetype()` in `__rmqueue_smallest()`): **oracle**, a run-time 2 MiB
+    /// hugetlb folio's head on 6.1 holds `MIGRATE_MOVABLE` (1) there. The cache went with
+    /// Johannes Weiner's "mm: page_alloc: remove pcppage migratetype caching" in the 6.10
+    /// freelist-hygiene series (source for the release, as `free_splits_pageblocks`).
+    pub alloc_migratetype_in_index: bool,
 }
 
 /// The bit numbers in `page->flags` of the page flags the model's initializers set, from the
