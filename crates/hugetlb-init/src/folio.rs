@@ -179,6 +179,15 @@ impl Folio {
         m.init_single_page(pfn, self.zone, self.nid, hooks);
         m.prep_compound_tail(self.head_pfn, pfn - self.head_pfn, self.order);
         m.set_page_count(pfn, 0, hooks);
+        let cfg = m.config();
+        if !cfg.behaviour().gigantic_tail_mapping && self.order > cfg.max_page_order {
+            // 6.1's `__prep_compound_gigantic_page()` sets no TAIL_MAPPING: `mapping` stays
+            // the 0 of `__init_single_page()` (page[1]'s is overwritten by
+            // `prep_compound_head()` either way).
+            // SAFETY: `init_single_page` checked that `pfn` is in the memmap; the field is
+            // inside the page.
+            unsafe { m.page_ptr(pfn).cast::<u8>().add(offsets::MAPPING).cast::<u64>().write(0) };
+        }
     }
 
     /// The template path: the first tail through the slow path, the rest copies of it

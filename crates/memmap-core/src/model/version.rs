@@ -82,6 +82,7 @@ impl KernelVersion {
             },
             dax_vmemmap_needs_arch_option: self.at_least(KernelVersion::V6_12),
             alloc_migratetype_in_index: !self.at_least(KernelVersion::V6_10),
+            gigantic_tail_mapping: self.at_least(KernelVersion::V6_12),
         }
     }
 
@@ -206,6 +207,12 @@ pub struct Behaviour {
     /// Johannes Weiner's "mm: page_alloc: remove pcppage migratetype caching" in the 6.10
     /// freelist-hygiene series (source for the release, as `free_splits_pageblocks`).
     pub alloc_migratetype_in_index: bool,
+    /// The tails of a gigantic hugetlb folio (order above `MAX_PAGE_ORDER`) get
+    /// `prep_compound_tail()`, with `mapping = TAIL_MAPPING`. Before, 6.1's
+    /// `__prep_compound_gigantic_page()` only clears `PG_reserved`, freezes the refcount and
+    /// sets the compound head: **oracle**, the tails of 6.1's boot-time 1 GiB pages keep
+    /// `mapping` 0. The model switches at 6.12, the first release compared with it.
+    pub gigantic_tail_mapping: bool,
 }
 
 /// The bit numbers in `page->flags` of the page flags the model's initializers set, from the
