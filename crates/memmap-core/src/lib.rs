@@ -86,11 +86,12 @@
 //! [`KernelConfig::with_kconfig`] reads any other kernel's `.config`. What changed between
 //! releases is one table, [`model::version::Behaviour`] (`compound_info` mask, HVO's shared
 //! tails, the folio layout, FS_DAX refcount, ZONE_DEVICE pageblocks and early sections, the
-//! page flag bits the ZONE_DEVICE initializers set, the DAX vmemmap rule, the hotplug free
-//! path and the `page_type` encoding). Common to all: `prep_compound_head()` after the tail
+//! page flag bits the ZONE_DEVICE and hugetlb initializers set, the DAX vmemmap rule, the
+//! hotplug free path, the `page_type` encoding, and what 6.1's buddy allocator and gigantic
+//! pages leave). Common to all: `prep_compound_head()` after the tail
 //! loop of `memmap_init_compound()`, `folio->pgmap` at byte 8. The [`PG`] constants are the
-//! v6.12+ `enum pageflags` order (`PG_reserved` = 13, `PG_head` = 6); the boot-time, buddy and
-//! hugetlb code use them for every release.
+//! v6.12+ `enum pageflags` order (`PG_reserved` = 13, `PG_head` = 6); the boot-time and buddy
+//! code of [`Node`] use them for every release.
 //!
 //! ## Example
 //!

@@ -465,8 +465,8 @@ pub mod folio {
 
     /// The folio fields of 6.1's layout
     /// ([`FolioLayout::FolioDtor`](crate::model::version::FolioLayout::FolioDtor)), as byte
-    /// offsets from the head page (64-byte layout); the hugetlb fields are where [`v6_12`]
-    /// has them (page\[2\] + 16).
+    /// offsets from the head page (64-byte layout); the hugetlb subpool and cgroup pointers are
+    /// the `private` words of page\[1\] to page\[3\].
     pub mod v6_1 {
         /// `unsigned char _folio_dtor` (page\[1\] + 16, byte 0).
         pub const FOLIO_DTOR: usize = 80;

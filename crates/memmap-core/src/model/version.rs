@@ -119,13 +119,16 @@ pub enum FolioLayout {
     /// holds the bytes `_folio_dtor` (`COMPOUND_PAGE_DTOR` 1, `HUGETLB_PAGE_DTOR` 2) and
     /// `_folio_order` at +16/+17, `_total_mapcount` (-1) at +20, `_pincount` (0) at +24 and
     /// the 32-bit `_folio_nr_pages` at +28 (over the `mapping` that `prep_compound_tail()`
-    /// set); page\[1\]'s flags carry no order; page\[2\] holds the hugetlb fields from +16.
+    /// set); page\[1\]'s flags carry no order; the hugetlb subpool and cgroup pointers are the
+    /// `private` words of page\[1\], page\[2\] and page\[3\] (`SUBPAGE_INDEX_*`), so page\[2\]
+    /// keeps its tail words.
     FolioDtor,
 }
 
 impl FolioLayout {
     /// The page of the folio whose words from +16 hold `_hugetlb_subpool`, `_hugetlb_cgroup`,
-    /// `_hugetlb_cgroup_rsvd` and `_hugetlb_hwpoison`.
+    /// `_hugetlb_cgroup_rsvd` and `_hugetlb_hwpoison` (for [`FolioLayout::FolioDtor`], which
+    /// keeps them in `private` words instead, the last page `init_new_hugetlb_folio()` needs).
     #[must_use]
     pub const fn hugetlb_fields_page(self) -> u64 {
         match self {
