@@ -389,7 +389,7 @@ where
         let end = group_end(records, at, n.spec.nid);
         for r in &records[at..end] {
             let head = n.memmap.read(r.head_pfn);
-            if head.refcount() != 1 || !head.test_flag(memmap_core::PG::RESERVED) {
+            if head.refcount() != 1 || !head.test_flag(n.memmap.config().behaviour().page_flags.reserved) {
                 return Err(HugetlbError::HeadNotReserved { pfn: r.head_pfn });
             }
         }

@@ -33,9 +33,7 @@
 //! byte with the slow path.
 
 use memmap_core::model::page::offsets;
-use memmap_core::{
-    FillOptions, InitHooks, ListSelf, Memmap, MigrateType, PG, PageType, Strategy, StructPage,
-};
+use memmap_core::{FillOptions, InitHooks, ListSelf, Memmap, MigrateType, PageType, Strategy, StructPage};
 
 use crate::types::Hstate;
 use crate::types::TailInit;
@@ -90,7 +88,7 @@ pub fn reserve_bootmem_head<P: StructPage, H: InitHooks>(
     if m.pageblock_aligned(pfn) {
         m.set_pageblock_migratetype(pfn, MigrateType::Movable);
     }
-    m.set_flag(pfn, PG::RESERVED);
+    m.set_flag(pfn, m.config().behaviour().page_flags.reserved);
 }
 
 /// `hugetlb_folio_init_tail_vmemmap(folio, start, end)`: initializes tails
@@ -181,6 +179,15 @@ impl Folio {
         m.init_single_page(pfn, self.zone, self.nid, hooks);
         m.prep_compound_tail(self.head_pfn, pfn - self.head_pfn, self.order);
         m.set_page_count(pfn, 0, hooks);
+        let cfg = m.config();
+        if !cfg.behaviour().gigantic_tail_mapping && self.order > cfg.max_page_order {
+            // 6.1's `__prep_compound_gigantic_page()` sets no TAIL_MAPPING: `mapping` stays
+            // the 0 of `__init_single_page()` (page[1]'s is overwritten by
+            // `prep_compound_head()` either way).
+            // SAFETY: `init_single_page` checked that `pfn` is in the memmap; the field is
+            // inside the page.
+            unsafe { m.page_ptr(pfn).cast::<u8>().add(offsets::MAPPING).cast::<u64>().write(0) };
+        }
     }
 
     /// The template path: the first tail through the slow path, the rest copies of it
@@ -222,8 +229,9 @@ pub fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
     opts: &FillOptions,
     hooks: &mut H,
 ) -> TailInit {
-    m.clear_flag(head_pfn, PG::RESERVED);
-    m.set_flag(head_pfn, PG::HEAD);
+    let bits = m.config().behaviour().page_flags;
+    m.clear_flag(head_pfn, bits.reserved);
+    m.set_flag(head_pfn, bits.head);
     assert!(m.page_ref_freeze(head_pfn, 1), "folio_ref_freeze(head {head_pfn:#x}, 1) failed");
     let tails = hugetlb_folio_init_tail_vmemmap(m, head_pfn, hstate.order(), 1, nr_pages, opts, hooks);
     m.prep_compound_head(head_pfn, hstate.order());
@@ -237,14 +245,37 @@ pub fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
 /// page\[2\] before ([`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page); the folio overlay is
 /// [`memmap_core::model::page::folio`]).
 ///
+/// 6.1 ([`FolioLayout::FolioDtor`](memmap_core::FolioLayout::FolioDtor)) has no hugetlb page
+/// type: `__prep_new_huge_page()` sets `_folio_dtor` to `HUGETLB_PAGE_DTOR` in page\[1\], and
+/// the subpool and cgroup pointers are the `private` words of page\[1\], page\[2\] and
+/// page\[3\] (`SUBPAGE_INDEX_SUBPOOL`, `_CGROUP`, `_CGROUP_RSVD`), set to NULL.
+///
 /// # Panics
 ///
 /// If page\[3\] of the folio is outside the memmap.
 pub fn init_new_hugetlb_folio<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64) {
-    let page3 = head_pfn + m.config().behaviour().folio_layout.hugetlb_fields_page();
+    let layout = m.config().behaviour().folio_layout;
+    let page3 = head_pfn + layout.hugetlb_fields_page();
     assert!(m.contains_range(head_pfn, 4), "folio head pages outside the memmap");
     let head_vaddr = m.vaddr(head_pfn);
     let cgroup = m.config().cgroup_hugetlb;
+    if layout == memmap_core::FolioLayout::FolioDtor {
+        // SAFETY: the head and pages 1 to 3 are in the memmap (checked); every offset is
+        // inside its page.
+        unsafe {
+            let head = m.page_ptr(head_pfn);
+            let list = head_vaddr.wrapping_add(offsets::LRU_NEXT as u64);
+            P::write_u64_once_at(head, offsets::LRU_NEXT, list);
+            P::write_u64_once_at(head, offsets::LRU_PREV, list);
+            let page1 = m.page_ptr(head_pfn + 1).cast::<u8>();
+            page1.add(DTOR_OFFSET).write(memmap_core::model::page::folio::v6_1::HUGETLB_PAGE_DTOR);
+            let last = if cgroup { 3 } else { 1 };
+            for i in 1..=last {
+                m.page_ptr(head_pfn + i).cast::<u8>().add(offsets::PRIVATE).cast::<u64>().write(0);
+            }
+        }
+        return;
+    }
     // SAFETY: head and page[3] are in the memmap (checked); every offset is inside its page.
     unsafe {
         let head = m.page_ptr(head_pfn);
@@ -262,6 +293,32 @@ pub fn init_new_hugetlb_folio<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u6
             p3.cast::<u8>().add(folio3::HUGETLB_CGROUP_RSVD).cast::<u64>().write(0);
         }
     }
+}
+
+/// `_folio_dtor` in page\[1\] (6.1).
+const DTOR_OFFSET: usize = memmap_core::model::page::folio::v6_1::FOLIO_DTOR - 64;
+
+/// Whether `head` and `page1` are the first two struct pages of a hugetlb folio of `order`:
+/// `PG_head`, and the hugetlb page type with the order in page\[1\]'s flags, or in 6.1
+/// (no page type) `_folio_dtor == HUGETLB_PAGE_DTOR` with `_folio_order`.
+#[must_use]
+pub(crate) fn is_hugetlb_head<P: StructPage>(
+    cfg: &memmap_core::KernelConfig,
+    head: &P,
+    page1: &P,
+    order: u32,
+) -> bool {
+    let b = cfg.behaviour();
+    if !head.test_flag(b.page_flags.head) {
+        return false;
+    }
+    if b.folio_layout == memmap_core::FolioLayout::FolioDtor {
+        let mut bytes = [0u8; 128];
+        page1.to_bytes(&mut bytes[..P::SIZE]);
+        return bytes[DTOR_OFFSET] == memmap_core::model::page::folio::v6_1::HUGETLB_PAGE_DTOR
+            && u32::from(bytes[DTOR_OFFSET + 1]) == order;
+    }
+    head.page_type() == PageType::word(PageType::HUGETLB) && page1.flags() & 0xff == u64::from(order)
 }
 
 /// Volatile 8-byte store at a byte offset of a struct page (`WRITE_ONCE`).
@@ -356,11 +413,14 @@ pub fn folio_assign_hugetlb_vmemmap_optimized<P: StructPage>(m: &mut Memmap<'_, 
 }
 
 /// Whether the struct page is the head of an initialized hugetlb folio of `hstate`
-/// (`PG_head`, hugetlb page type, page\[1\] order) with `HPG_vmemmap_optimized` set.
+/// (`PG_head`, hugetlb page type, page\[1\] order; 6.1: the hugetlb `_folio_dtor`) with
+/// `HPG_vmemmap_optimized` set, in a kernel configured as `cfg`.
 #[must_use]
-pub fn is_optimized_hugetlb_head<P: StructPage>(head: &P, page1: &P, hstate: Hstate) -> bool {
-    head.test_flag(PG::HEAD)
-        && head.page_type() == PageType::word(PageType::HUGETLB)
-        && folio_test_hugetlb_vmemmap_optimized(head)
-        && page1.flags() & 0xff == u64::from(hstate.order())
+pub fn is_optimized_hugetlb_head<P: StructPage>(
+    cfg: &memmap_core::KernelConfig,
+    head: &P,
+    page1: &P,
+    hstate: Hstate,
+) -> bool {
+    is_hugetlb_head(cfg, head, page1, hstate.order()) && folio_test_hugetlb_vmemmap_optimized(head)
 }

@@ -313,7 +313,7 @@ impl<P: StructPage> VmemmapRemap<P> for ModelRemap {
             if pfn - head < per_page || !memmap.contains_range(head, 2) {
                 continue;
             }
-            if is_optimized_hugetlb_head(&memmap.read(head), &memmap.read(head + 1), h) {
+            if is_optimized_hugetlb_head(memmap.config(), &memmap.read(head), &memmap.read(head + 1), h) {
                 return match self.shared_tail[hstate_slot(h)] {
                     Some(frame) => frame + (pfn - head) % per_page,
                     None => head + (pfn - head) % per_page,
@@ -424,9 +424,7 @@ fn shared_tail_page<P: StructPage>(
 fn folio_of_boot<P: StructPage>(m: &Memmap<'_, P>, head_pfn: u64, hstate: Hstate) -> bool {
     m.contains_range(head_pfn, 2) && {
         let (head, page1) = (m.read(head_pfn), m.read(head_pfn + 1));
-        head.test_flag(memmap_core::PG::HEAD)
-            && head.page_type() == memmap_core::PageType::word(memmap_core::PageType::HUGETLB)
-            && page1.flags() & 0xff == u64::from(hstate.order())
+        crate::folio::is_hugetlb_head(m.config(), &head, &page1, hstate.order())
     }
 }
 

@@ -45,7 +45,7 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
         (0u32..3, 1u32..4),
         any::<bool>(),
         0u32..16,
-        (any::<bool>(), any::<bool>()),
+        (0u8..3, any::<bool>()),
     )
         .prop_map(
             |(
@@ -60,8 +60,12 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
                 nid_base,
                 (old, runtime),
             )| {
-                let preset =
-                    if old { preset.with_version(memmap_core::KernelVersion::V6_12) } else { preset };
+                // The preset's release, 6.12 or 6.1 (its flag bits and hugetlb `_folio_dtor`).
+                let preset = match old {
+                    1 => preset.with_version(memmap_core::KernelVersion::V6_12),
+                    2 => preset.with_version(memmap_core::KernelVersion::V6_1),
+                    _ => preset,
+                };
                 let cfg = KernelConfig { cgroup_hugetlb: cgroup, debug_page_ref: true, ..preset };
                 let nr = hstate.nr_pages();
                 let mut start = 1u64 << 20;

@@ -279,9 +279,10 @@ fn find_hugetlb(qmp: &mut Qmp, base: u64, ram: &[(u64, u64)], order: u32, tmp: &
             while p + 1 < n {
                 let o = (p * STRUCT_PAGE) as usize;
                 let o1 = o + STRUCT_PAGE as usize;
-                if data[o + 51] == PGTY_HUGETLB
+                // 6.1 has no page type: `_folio_dtor` (HUGETLB_PAGE_DTOR 2) and `_folio_order`.
+                let v6_1 = data[o1 + 16] == 2 && u32::from(data[o1 + 17]) == order;
+                if (data[o + 51] == PGTY_HUGETLB && word(&data, o1) & 0xff == u64::from(order) || v6_1)
                     && word(&data, o1 + 8) & 1 == 1
-                    && word(&data, o1) & 0xff == u64::from(order)
                 {
                     heads.push(pfn + p);
                 }

@@ -33,7 +33,7 @@ fn every_extract_passes_the_class_checks() {
 #[test]
 fn extracts_cover_both_kernels_and_record_their_config() {
     let all = load_all();
-    for id in ["7.2-amd64", "6.12-amd64"] {
+    for id in ["7.2-amd64", "6.12-amd64", "6.1-amd64"] {
         let of_kernel: Vec<&Golden> = all.iter().filter(|g| g.facts.kernel.id == id).collect();
         assert!(!of_kernel.is_empty(), "no extract of {id}");
         for g in of_kernel {
@@ -89,20 +89,56 @@ fn flags_carry_zone_and_node_at_the_debian_layout() {
     }
 }
 
-/// Linux 6.12.95 leaves tails 128.. of compound devdax pages in an early section as they were
-/// (stale struct pages of the earlier fsdax mapping); 7.2 initializes them ("mm/mm_init: fix
-/// uninitialized struct pages for ZONE_DEVICE"). Every other extract has no stale tail.
+/// Linux 6.12.95 and 6.1.176 leave tails 128.. of compound devdax pages in an early section as
+/// they were (stale struct pages of the earlier fsdax mapping); 7.2 initializes them
+/// ("mm/mm_init: fix uninitialized struct pages for ZONE_DEVICE"). Every other extract has no
+/// stale tail.
 #[test]
-fn only_6_12_leaves_early_section_tails_stale() {
+fn only_6_x_leaves_early_section_tails_stale() {
     for g in load_all() {
         let checks = g.checks();
         let tails = checks.iter().find(|c| c.name.contains("tails resolve")).map(|c| c.name.clone());
         let Some(name) = tails else { continue };
         let stale_zero = name.contains("; 0 stale");
-        let expect_stale =
-            g.facts.kernel.id == "6.12-amd64" && g.facts.config == "devdax-2m-mem-early-section";
+        let expect_stale = ["6.12-amd64", "6.1-amd64"].contains(&g.facts.kernel.id.as_str())
+            && g.facts.config == "devdax-2m-mem-early-section";
         assert_eq!(!stale_zero, expect_stale, "{}: {name}", g.dir.display());
     }
+}
+
+/// Linux 6.1's `enum pageflags` and folio: a ZONE_DEVICE page is `PG_reserved` at bit 12, a
+/// compound head has `PG_head` at bit 16 (6.12 and 7.2: 13 and 6), and page\[1\] holds
+/// `_folio_dtor` 1 and `_folio_order` at +16/+17, `_total_mapcount` -1 at +20, `_pincount` 0
+/// at +24 and `_folio_nr_pages` at +28, with no order in its flags.
+#[test]
+fn linux_6_1_has_its_own_flag_bits_and_folio_fields() {
+    let mut seen = 0;
+    for g in load_all() {
+        let (reserved, head) = if g.facts.kernel.id == "6.1-amd64" { (12, 16) } else { (13, 6) };
+        for (i, r) in g.facts.regions.iter().enumerate() {
+            if r.kind != "zone-device" {
+                continue;
+            }
+            let init = r.init_start_pfn.unwrap_or(r.start_pfn);
+            let pages = g.pages(i);
+            let (_, p) = pages.iter().find(|(pfn, _)| *pfn == init).expect("the first initialized page");
+            // Below the last_cpupid field (bits 50..30).
+            let low = word(p, 0) & 0x3fff_ffff;
+            let order = r.vmemmap_shift.unwrap_or(0);
+            let expect = 1 << reserved | if order > 0 { 1 << head } else { 0 };
+            assert_eq!(low, expect, "{}: flags of the first page", g.dir.display());
+            if order == 0 || g.facts.kernel.id != "6.1-amd64" {
+                continue;
+            }
+            let (_, p1) =
+                pages.iter().find(|(pfn, _)| *pfn == init + 1).expect("page[1] is in every extract");
+            assert_eq!(word(p1, 0) & 0x3fff_ffff, 1 << reserved, "{}: page[1] flags", g.dir.display());
+            assert_eq!(word(p1, 16), 0xffff_ffff_0000_0001 | u64::from(order) << 8, "{}", g.dir.display());
+            assert_eq!(word(p1, 24), (1u64 << order) << 32, "{}", g.dir.display());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 5, "6.1 compound extracts: {seen}");
 }
 
 /// The oracle itself: every committed kernel extract equals the model byte for byte (after

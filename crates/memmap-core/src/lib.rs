@@ -82,12 +82,16 @@
 //!
 //! The model follows the release in [`KernelConfig::version`]; the presets are the kernels the
 //! `kernel-oracle` tool boots under QEMU and compares byte for byte (Debian's 7.2 for amd64 and
-//! arm64, 6.12 for amd64), and [`KernelConfig::with_kconfig`] reads any other kernel's
-//! `.config`. What changed between releases is one table, [`model::version::Behaviour`]
-//! (`compound_info` mask, HVO's shared tails, the folio layout, FS_DAX refcount, ZONE_DEVICE
-//! pageblocks and early sections). Common to all: the v6.12+ `enum pageflags` order
-//! (`PG_reserved` = 13, `PG_head` = 6), `prep_compound_head()` after the tail loop of
-//! `memmap_init_compound()`, `folio->pgmap` at byte 8.
+//! arm64, 6.12 for amd64; 6.1 for amd64 with [`KernelConfig::with_version`]), and
+//! [`KernelConfig::with_kconfig`] reads any other kernel's `.config`. What changed between
+//! releases is one table, [`model::version::Behaviour`] (`compound_info` mask, HVO's shared
+//! tails, the folio layout, FS_DAX refcount, ZONE_DEVICE pageblocks and early sections, the
+//! page flag bits the ZONE_DEVICE and hugetlb initializers set, the DAX vmemmap rule, the
+//! hotplug free path, the `page_type` encoding, and what 6.1's buddy allocator and gigantic
+//! pages leave). Common to all: `prep_compound_head()` after the tail
+//! loop of `memmap_init_compound()`, `folio->pgmap` at byte 8. The [`PG`] constants are the
+//! v6.12+ `enum pageflags` order (`PG_reserved` = 13, `PG_head` = 6); the boot-time and buddy
+//! code of [`Node`] use them for every release.
 //!
 //! ## Example
 //!
@@ -146,7 +150,7 @@ pub use memmap::{Memmap, PAGE_POISON_BYTE, PAGEBLOCK_UNSET, pageblocks_needed};
 pub use model::config::{ConfigError, FlagsLayout, KernelConfig};
 pub use model::flags::{MigrateType, PG, PageType, TAIL_MAPPING};
 pub use model::page::{Page, Page64, Page72, StructPage};
-pub use model::version::{Behaviour, FolioLayout, KernelVersion};
+pub use model::version::{Behaviour, FolioLayout, KernelVersion, PageFlagBits};
 #[cfg(feature = "std")]
 pub use node::OwnedArena;
 pub use node::{

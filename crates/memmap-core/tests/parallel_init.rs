@@ -133,7 +133,7 @@ fn check<P: StructPage>(c: &Case) -> Result<(), TestCaseError> {
 fn case() -> impl proptest::strategy::Strategy<Value = Case> {
     (
         prop::sample::select(KernelConfig::PRESETS.to_vec()),
-        any::<bool>(),
+        prop::sample::select(vec![None, Some(KernelVersion::V6_12), Some(KernelVersion::V6_1)]),
         prop::sample::select(MemoryType::ALL.to_vec()),
         prop::sample::select(vec![0u32, 1, 9, 18]),
         (2u64..=6, 0u64..3),
@@ -152,7 +152,7 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
                 strategy,
                 (threads, tp, l72),
             )| {
-                let cfg = with_debug_page_ref(if old { cfg.with_version(KernelVersion::V6_12) } else { cfg });
+                let cfg = with_debug_page_ref(old.map_or(cfg, |v| cfg.with_version(v)));
                 let sec = cfg.pages_per_section();
                 let ppc = 1u64 << shift;
                 // Start at a section boundary or a few compound pages before one.

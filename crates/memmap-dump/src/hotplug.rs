@@ -138,7 +138,7 @@ fn hotplug_as<P: DumpLayout>(opts: &HotplugDump) -> Result<Dump, DumpError> {
         zone: zone.zone(),
         nid: opts.nid,
         flags_layout: FlagsLayoutJson::from(&layout),
-        pg_bits: PgBits::baseline(),
+        pg_bits: PgBits::of(&cfg),
         movable_pageblock_pfns: movable,
         resched_pfns: hooks.resched_pfns.len() as u64,
         page_ref_events: hooks.page_ref_events.len() as u64,

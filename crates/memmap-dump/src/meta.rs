@@ -52,7 +52,7 @@ impl From<&FlagsLayout> for FlagsLayoutJson {
     }
 }
 
-/// `pg_bits` in `meta.json`: page flag bit numbers and type values of the baseline.
+/// `pg_bits` in `meta.json`: page flag bit numbers and type values of the modelled release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PgBits {
     /// `PG_reserved`.
@@ -64,7 +64,15 @@ pub struct PgBits {
 }
 
 impl PgBits {
-    /// The baseline's bits.
+    /// The bits of the release `cfg` models
+    /// ([`Behaviour::page_flags`](memmap_core::Behaviour::page_flags)).
+    #[must_use]
+    pub fn of(cfg: &memmap_core::KernelConfig) -> Self {
+        let bits = cfg.behaviour().page_flags;
+        PgBits { reserved: bits.reserved, head: bits.head, ..PgBits::baseline() }
+    }
+
+    /// The baseline's bits (6.12 and later).
     #[must_use]
     pub fn baseline() -> Self {
         PgBits {

@@ -209,7 +209,7 @@ fn zone_device_as<P: DumpLayout>(opts: &ZoneDeviceDump) -> Result<Dump, DumpErro
         zone: cfg.zone_device(),
         nid: opts.nid,
         flags_layout: FlagsLayoutJson::from(&layout),
-        pg_bits: PgBits::baseline(),
+        pg_bits: PgBits::of(&cfg),
         movable_pageblock_pfns: movable,
         resched_pfns: hooks.resched_pfns.len() as u64,
         page_ref_events: hooks.page_ref_events.len() as u64,
@@ -392,7 +392,10 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
     let mut folios: Vec<_> = machine.folios().to_vec();
     folios.sort_by_key(|r| r.head_pfn);
     let start_pfn = folios.first().map_or(0, |r| r.head_pfn);
-    let bytes = hugetlb_bytes(&machine, opts, &folios, start_pfn)?;
+    let mut bytes = hugetlb_bytes(&machine, opts, &folios, start_pfn)?;
+    if opts.from_buddy() && cfg.behaviour().alloc_migratetype_in_index {
+        mark_alloc_migratetype::<P>(&mut bytes, &folios, start_pfn)?;
+    }
     let nr_pages = (bytes.len() / P::SIZE) as u64;
     let movable = hugetlb_movable_pageblocks(&machine, &cfg);
     let (used, reason) =
@@ -414,7 +417,7 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
         zone: machine.specs().first().map_or(0, |s| s.zone),
         nid: machine.specs().first().map_or(0, |s| s.nid),
         flags_layout: FlagsLayoutJson::from(&layout),
-        pg_bits: PgBits::baseline(),
+        pg_bits: PgBits::of(&cfg),
         movable_pageblock_pfns: movable,
         resched_pfns: counts.resched.load(std::sync::atomic::Ordering::Relaxed),
         page_ref_events: counts.events.load(std::sync::atomic::Ordering::Relaxed),
@@ -554,6 +557,32 @@ fn hugetlb_movable_pageblocks<P: StructPage>(
         }
     }
     movable
+}
+
+/// Before 6.10 the buddy allocator leaves the free list's migrate type in the head's `index`;
+/// hugetlb folios of an hstate that can migrate come from MIGRATE_MOVABLE (`htlb_alloc_mask()`
+/// is `GFP_HIGHUSER_MOVABLE`). It is written before HVO remaps the vmemmap, so the fake heads
+/// (struct pages read through the head's frame, the only ones whose bytes equal the head's)
+/// show it too.
+fn mark_alloc_migratetype<P: StructPage>(
+    bytes: &mut [u8],
+    folios: &[hugetlb_init::HugeBootmemPage],
+    start_pfn: u64,
+) -> Result<(), DumpError> {
+    let index = memmap_core::model::page::offsets::INDEX;
+    let mt = u64::from(MigrateType::Movable.value()).to_ne_bytes();
+    for r in folios {
+        let first = usize::try_from(r.head_pfn - start_pfn).map_err(invalid)? * P::SIZE;
+        let n = usize::try_from(r.hstate.nr_pages()).map_err(invalid)?;
+        let Some(folio) = bytes.get_mut(first..first + n * P::SIZE) else { continue };
+        let head = folio[..P::SIZE].to_vec();
+        for page in folio.chunks_exact_mut(P::SIZE) {
+            if *page == *head {
+                page[index..index + 8].copy_from_slice(&mt);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The kind-specific fields of a hugetlb dump's `meta.json`.

@@ -13,7 +13,7 @@
 
 use crate::hooks::{InitHooks, PageRefEvent};
 use crate::memmap::Memmap;
-use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, PG, TAIL_MAPPING};
+use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, TAIL_MAPPING};
 use crate::model::page::{StructPage, offsets};
 use crate::model::version::FolioLayout;
 
@@ -242,6 +242,10 @@ impl<P: StructPage> Memmap<'_, P> {
     ///   32-bit `_folio_nr_pages`), `_large_mapcount` -1, `_entire_mapcount` -1,
     ///   `_nr_pages_mapped` 0, `_pincount` 0; page\[2\] is left alone (the deferred list is
     ///   initialized when the folio becomes large-rmappable, not here).
+    /// * [`FolioLayout::FolioDtor`] (6.1): `set_compound_page_dtor(COMPOUND_PAGE_DTOR)`,
+    ///   `set_compound_order()` (the `_folio_order` byte and the 32-bit `_folio_nr_pages`, not
+    ///   the flags), `_total_mapcount` -1, `_pincount` 0; nothing is checked (6.1 has no
+    ///   `WARN_ON_ONCE` here), so it returns `true`.
     ///
     /// Returns `false` when `folio_set_order()` would `WARN_ON_ONCE` (order 0, or the head
     /// lacks `PG_head`): then, as in the kernel, the order and the page count are not set but
@@ -259,7 +263,21 @@ impl<P: StructPage> Memmap<'_, P> {
         if deferred_list {
             assert!(self.contains(head_pfn + 2), "pfn {:#x} outside memmap", head_pfn + 2);
         }
-        let head_is_large = self.read(head_pfn).test_flag(PG::HEAD);
+        if layout == FolioLayout::FolioDtor {
+            // SAFETY: page[1] is in range (checked); every field is inside it.
+            unsafe {
+                let page1 = self.page_ptr(p1).cast::<u8>();
+                page1.add(DTOR_DTOR).write(crate::model::page::folio::v6_1::COMPOUND_PAGE_DTOR);
+                // Orders of 256 and more do not exist (MAX_VMEMMAP_SHIFT); the byte keeps the
+                // low bits as the kernel's `unsigned char` would.
+                page1.add(DTOR_ORDER).write(order as u8);
+                wr32(page1, DTOR_NR_PAGES, 1u32.checked_shl(order).unwrap_or(0));
+                wr32_once(page1, DTOR_TOTAL_MAPCOUNT, MINUS_ONE);
+                wr32_once(page1, DTOR_PINCOUNT, 0);
+            }
+            return true;
+        }
+        let head_is_large = self.read(head_pfn).test_flag(cfg.behaviour().page_flags.head);
         let ok = order != 0 && head_is_large;
         // SAFETY: page[1] and (when `deferred_list`) page[2] are in range (checked); every
         // field offset is inside its page.
@@ -275,6 +293,7 @@ impl<P: StructPage> Memmap<'_, P> {
                     }
                     FolioLayout::MmIds => {}
                     FolioLayout::NrPages => wr32(page1, OLD_FOLIO_NR_PAGES, 1u32 << order),
+                    FolioLayout::FolioDtor => {}
                 }
             }
             match layout {
@@ -294,6 +313,7 @@ impl<P: StructPage> Memmap<'_, P> {
                     wr32_once(page1, PINCOUNT, 0);
                     wr32_once(page1, ENTIRE_MAPCOUNT, MINUS_ONE);
                 }
+                FolioLayout::FolioDtor => {}
                 FolioLayout::NrPages => {
                     wr32_once(page1, OLD_LARGE_MAPCOUNT, MINUS_ONE);
                     wr32_once(page1, OLD_ENTIRE_MAPCOUNT, MINUS_ONE);
@@ -411,6 +431,12 @@ const OLD_ENTIRE_MAPCOUNT: usize = 20;
 const OLD_NR_PAGES_MAPPED: usize = 24;
 const OLD_PINCOUNT: usize = 28;
 const OLD_FOLIO_NR_PAGES: usize = 32;
+/// The same for 6.1's layout ([`FolioLayout::FolioDtor`]).
+const DTOR_DTOR: usize = 16;
+const DTOR_ORDER: usize = 17;
+const DTOR_TOTAL_MAPCOUNT: usize = 20;
+const DTOR_PINCOUNT: usize = 24;
+const DTOR_NR_PAGES: usize = 28;
 
 const _: () = {
     use crate::model::page::folio;
@@ -427,4 +453,9 @@ const _: () = {
     assert!(folio::v6_12::NR_PAGES_MAPPED == 64 + OLD_NR_PAGES_MAPPED);
     assert!(folio::v6_12::PINCOUNT == 64 + OLD_PINCOUNT);
     assert!(folio::v6_12::FOLIO_NR_PAGES == 64 + OLD_FOLIO_NR_PAGES);
+    assert!(folio::v6_1::FOLIO_DTOR == 64 + DTOR_DTOR);
+    assert!(folio::v6_1::FOLIO_ORDER == 64 + DTOR_ORDER);
+    assert!(folio::v6_1::TOTAL_MAPCOUNT == 64 + DTOR_TOTAL_MAPCOUNT);
+    assert!(folio::v6_1::PINCOUNT == 64 + DTOR_PINCOUNT);
+    assert!(folio::v6_1::FOLIO_NR_PAGES == 64 + DTOR_NR_PAGES);
 };

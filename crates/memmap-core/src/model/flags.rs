@@ -1,8 +1,9 @@
 //! Page flag bit numbers, page types and migrate types of the modelled kernel baseline.
 //!
 //! The `enum pageflags` order of 6.12 and later (`PG_locked` 0 ... `PG_reserved` 13 ...
-//! `PG_dropbehind` 19), flags in one `unsigned long`. `PG_reserved` was bit 14 in v6.6; build
-//! another [`PG`] table for older kernels.
+//! `PG_dropbehind` 19), flags in one `unsigned long`. The ZONE_DEVICE initializers take the bits
+//! of the modelled release from [`Behaviour::page_flags`](crate::Behaviour::page_flags) (6.1
+//! has `PG_reserved` 12 and `PG_head` 16); the rest of the crate uses these constants.
 
 /// `enum pageflags` bit numbers (v6.18+ order, from `include/linux/page-flags.h`).
 #[allow(missing_docs)]

@@ -463,6 +463,27 @@ pub mod folio {
         pub const HUGETLB_HWPOISON: usize = 168;
     }
 
+    /// The folio fields of 6.1's layout
+    /// ([`FolioLayout::FolioDtor`](crate::model::version::FolioLayout::FolioDtor)), as byte
+    /// offsets from the head page (64-byte layout); the hugetlb subpool and cgroup pointers are
+    /// the `private` words of page\[1\] to page\[3\].
+    pub mod v6_1 {
+        /// `unsigned char _folio_dtor` (page\[1\] + 16, byte 0).
+        pub const FOLIO_DTOR: usize = 80;
+        /// `unsigned char _folio_order` (page\[1\] + 16, byte 1).
+        pub const FOLIO_ORDER: usize = 81;
+        /// `atomic_t _total_mapcount` (page\[1\] + 16, high half).
+        pub const TOTAL_MAPCOUNT: usize = 84;
+        /// `atomic_t _pincount` (page\[1\].mapping, low half).
+        pub const PINCOUNT: usize = 88;
+        /// `unsigned int _folio_nr_pages` (page\[1\].mapping, high half).
+        pub const FOLIO_NR_PAGES: usize = 92;
+        /// `COMPOUND_PAGE_DTOR` (`enum compound_dtor_id`).
+        pub const COMPOUND_PAGE_DTOR: u8 = 1;
+        /// `HUGETLB_PAGE_DTOR`.
+        pub const HUGETLB_PAGE_DTOR: u8 = 2;
+    }
+
     /// Splits a folio byte offset (for the 64-byte layout) into (page index, byte offset in
     /// that page).
     #[must_use]

@@ -4,10 +4,14 @@
 //! Every initializer asks [`KernelConfig::behaviour`](crate::KernelConfig::behaviour) rather
 //! than comparing versions itself. Each field of [`Behaviour`] names the kernel change and the
 //! release that has it. The releases compared byte for byte with real kernels booted under QEMU
-//! are 6.12 (Debian's 6.12.95) and 7.2 (Debian's 7.2.13); the release of each change between
-//! them is taken from its merge (`docs/kernel-model.md` in the repository has the table).
+//! are 6.1 (Debian's 6.1.176), 6.12 (Debian's 6.12.95) and 7.2 (Debian's 7.2.13); the release
+//! of each change between 6.12 and 7.2 is taken from its merge, and a change seen between 6.1
+//! and 6.12 switches at 6.12, the first release compared with it (`docs/kernel-model.md` in the
+//! repository has the table).
 
 use core::fmt;
+
+use crate::model::flags::PG;
 
 /// A kernel release, `major.minor`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -60,8 +64,10 @@ impl KernelVersion {
             hvo_shared_tail: self.at_least(KernelVersion::V7_1),
             folio_layout: if self.at_least(KernelVersion::V6_15) {
                 FolioLayout::MmIds
-            } else {
+            } else if self.at_least(KernelVersion::V6_12) {
                 FolioLayout::NrPages
+            } else {
+                FolioLayout::FolioDtor
             },
             fsdax_refcount_zero: self.at_least(KernelVersion::V6_15),
             zone_device_pageblock_range: self.at_least(KernelVersion::V7_2),
@@ -69,6 +75,14 @@ impl KernelVersion {
             deferred_job_per_zone: self.at_least(KernelVersion::V6_18),
             free_splits_pageblocks: self.at_least(KernelVersion::V6_10),
             page_type_top_byte: self.at_least(KernelVersion::V6_12),
+            page_flags: if self.at_least(KernelVersion::V6_12) {
+                PageFlagBits::V6_12
+            } else {
+                PageFlagBits::V6_1
+            },
+            dax_vmemmap_needs_arch_option: self.at_least(KernelVersion::V6_12),
+            alloc_migratetype_in_index: !self.at_least(KernelVersion::V6_10),
+            gigantic_tail_mapping: self.at_least(KernelVersion::V6_12),
         }
     }
 
@@ -89,7 +103,7 @@ impl fmt::Display for KernelVersion {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FolioLayout {
-    /// Up to 6.14: page\[1\] holds `_large_mapcount` and `_entire_mapcount` at +16/+20,
+    /// 6.12 to 6.14 (**oracle**: 6.12.95): page\[1\] holds `_large_mapcount` and `_entire_mapcount` at +16/+20,
     /// `_nr_pages_mapped` and `_pincount` at +24/+28 and the 64-bit `_folio_nr_pages` at +32;
     /// page\[2\] holds the hugetlb fields (subpool, cgroup, cgroup_rsvd, hwpoison) from +16;
     /// `prep_compound_head()` leaves `_deferred_list` alone.
@@ -100,15 +114,25 @@ pub enum FolioLayout {
     /// `_deferred_list` that `prep_compound_head()` initializes for order > 1; page\[3\] the
     /// hugetlb fields from +16.
     MmIds,
+    /// 6.1 (**oracle**: Debian's 6.1.176; the model keeps it up to 6.11, the change lies between
+    /// 6.1 and 6.12, the first release compared with [`FolioLayout::NrPages`]): page\[1\]
+    /// holds the bytes `_folio_dtor` (`COMPOUND_PAGE_DTOR` 1, `HUGETLB_PAGE_DTOR` 2) and
+    /// `_folio_order` at +16/+17, `_total_mapcount` (-1) at +20, `_pincount` (0) at +24 and
+    /// the 32-bit `_folio_nr_pages` at +28 (over the `mapping` that `prep_compound_tail()`
+    /// set); page\[1\]'s flags carry no order; the hugetlb subpool and cgroup pointers are the
+    /// `private` words of page\[1\], page\[2\] and page\[3\] (`SUBPAGE_INDEX_*`), so page\[2\]
+    /// keeps its tail words.
+    FolioDtor,
 }
 
 impl FolioLayout {
     /// The page of the folio whose words from +16 hold `_hugetlb_subpool`, `_hugetlb_cgroup`,
-    /// `_hugetlb_cgroup_rsvd` and `_hugetlb_hwpoison`.
+    /// `_hugetlb_cgroup_rsvd` and `_hugetlb_hwpoison` (for [`FolioLayout::FolioDtor`], which
+    /// keeps them in `private` words instead, the last page `init_new_hugetlb_folio()` needs).
     #[must_use]
     pub const fn hugetlb_fields_page(self) -> u64 {
         match self {
-            FolioLayout::NrPages => 2,
+            FolioLayout::NrPages | FolioLayout::FolioDtor => 2,
             FolioLayout::MmIds => 3,
         }
     }
@@ -169,6 +193,50 @@ pub struct Behaviour {
     /// **oracle**: 6.1 has the old encoding, 6.12 the new; the model switches at 6.12, the first
     /// release it compared with the new one.
     pub page_type_top_byte: bool,
+    /// The bit numbers of the page flags the initializers set (`enum pageflags` changed order
+    /// between 6.1 and 6.12).
+    pub page_flags: PageFlagBits,
+    /// The DAX vmemmap optimization (`vmemmap_can_optimize()`) needs
+    /// `CONFIG_ARCH_WANT_OPTIMIZE_DAX_VMEMMAP`. Before, `compound_nr_pages()` and
+    /// `__populate_section_memmap()` asked only `is_power_of_2(sizeof(struct page)) && !altmap`
+    /// (and the populate side a compound `pgmap`), on every architecture: **oracle**, 6.1's
+    /// `.config` has no such symbol and its devdax 2 MiB / 1 GiB vmemmap is deduplicated. The
+    /// model switches at 6.12, the first release compared with the option (the change lies
+    /// between the two).
+    pub dax_vmemmap_needs_arch_option: bool,
+    /// A block taken from a free list keeps the list's migrate type in the head's `index`
+    /// (`set_pcppage_migratetype()` in `__rmqueue_smallest()`): **oracle**, a run-time 2 MiB
+    /// hugetlb folio's head on 6.1 holds `MIGRATE_MOVABLE` (1) there. The cache went with
+    /// Johannes Weiner's "mm: page_alloc: remove pcppage migratetype caching" in the 6.10
+    /// freelist-hygiene series (source for the release, as `free_splits_pageblocks`).
+    pub alloc_migratetype_in_index: bool,
+    /// The tails of a gigantic hugetlb folio (order above `MAX_PAGE_ORDER`) get
+    /// `prep_compound_tail()`, with `mapping = TAIL_MAPPING`. Before, 6.1's
+    /// `__prep_compound_gigantic_page()` only clears `PG_reserved`, freezes the refcount and
+    /// sets the compound head: **oracle**, the tails of 6.1's boot-time 1 GiB pages keep
+    /// `mapping` 0. The model switches at 6.12, the first release compared with it.
+    pub gigantic_tail_mapping: bool,
+}
+
+/// The bit numbers in `page->flags` of the page flags the model's initializers set, from the
+/// release's `enum pageflags` (`include/linux/page-flags.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PageFlagBits {
+    /// `PG_reserved`.
+    pub reserved: u32,
+    /// `PG_head`.
+    pub head: u32,
+}
+
+impl PageFlagBits {
+    /// The order from 6.12 (**oracle**: 6.12 and 7.2): `PG_head` 6 ("must be in bit 6"),
+    /// `PG_reserved` 13; the constants of [`PG`].
+    pub const V6_12: PageFlagBits = PageFlagBits { reserved: PG::RESERVED, head: PG::HEAD };
+    /// 6.1's order (**oracle**: 6.1.176): `PG_locked` 0, `PG_referenced`, `PG_uptodate`,
+    /// `PG_dirty`, `PG_lru`, `PG_active`, `PG_workingset`, `PG_waiters` 7, `PG_error`,
+    /// `PG_slab`, `PG_owner_priv_1`, `PG_arch_1`, `PG_reserved` 12, `PG_private`,
+    /// `PG_private_2`, `PG_writeback`, `PG_head` 16, ...
+    pub const V6_1: PageFlagBits = PageFlagBits { reserved: 12, head: 16 };
 }
 
 #[cfg(test)]
@@ -195,6 +263,12 @@ mod tests {
         assert!(!old.fsdax_refcount_zero && new.fsdax_refcount_zero);
         assert!(!old.zone_device_pageblock_range && new.zone_device_pageblock_range);
         assert!(!old.zone_device_early_sections && new.zone_device_early_sections);
+        assert_eq!(old.page_flags, PageFlagBits::V6_12);
+        assert!(old.dax_vmemmap_needs_arch_option);
+        let v6_1 = KernelVersion::V6_1.behaviour();
+        assert_eq!(v6_1.folio_layout, FolioLayout::FolioDtor);
+        assert_eq!(v6_1.page_flags, PageFlagBits { reserved: 12, head: 16 });
+        assert!(!v6_1.dax_vmemmap_needs_arch_option && !v6_1.page_type_top_byte);
         assert!(KernelVersion::V6_12 < KernelVersion::V6_15 && KernelVersion::V7_1 < KernelVersion::V7_2);
     }
 }

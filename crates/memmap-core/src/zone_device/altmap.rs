@@ -8,7 +8,6 @@ use crate::InitError;
 use crate::fill::{DrainGuard, ListSelf, Refresh, Store, copy_run, with_store};
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
-use crate::model::flags::PG;
 use crate::model::page::StructPage;
 
 /// `move_pfn_range_to_zone(zone, start_pfn, nr_pages, altmap, MIGRATE_MOVABLE, false)` for a
@@ -70,7 +69,7 @@ fn init_hotplug_page<P: StructPage, H: InitHooks>(
     hooks: &mut H,
 ) {
     m.init_single_page(pfn, plan.zone, plan.nid, hooks);
-    m.set_flag(pfn, PG::RESERVED);
+    m.set_flag(pfn, m.config().behaviour().page_flags.reserved);
     if m.pageblock_aligned(pfn) {
         m.pageblock_init(pfn, hooks);
     }

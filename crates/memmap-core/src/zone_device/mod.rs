@@ -190,10 +190,12 @@ impl DevPagemap {
 /// `CONFIG_ARCH_WANT_OPTIMIZE_DAX_VMEMMAP && is_power_of_2(sizeof(struct page)) && !altmap &&
 /// (pgmap_vmemmap_nr(pgmap) * sizeof(struct page)) >> PAGE_SHIFT > VMEMMAP_RESERVE_NR`. The
 /// optimization remaps vmemmap pages, so it also needs `CONFIG_SPARSEMEM_VMEMMAP` (every
-/// architecture that selects it has that).
+/// architecture that selects it has that). Before 6.12 in the model (6.1 in the kernel) there is
+/// no arch option: the rest of the condition applies on every architecture
+/// ([`Behaviour::dax_vmemmap_needs_arch_option`](crate::Behaviour::dax_vmemmap_needs_arch_option)).
 #[must_use]
 pub fn vmemmap_can_optimize(cfg: &crate::KernelConfig, page_size: usize, pgmap: &DevPagemap) -> bool {
-    cfg.optimize_dax_vmemmap
+    (cfg.optimize_dax_vmemmap || !cfg.behaviour().dax_vmemmap_needs_arch_option)
         && cfg.sparsemem_vmemmap
         && page_size.is_power_of_two()
         && pgmap.altmap.is_none()

@@ -6,7 +6,6 @@ use super::plan::Plan;
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
 use crate::memmap::ops::wr64;
-use crate::model::flags::PG;
 use crate::model::page::{StructPage, offsets};
 
 impl<P: StructPage> Memmap<'_, P> {
@@ -29,7 +28,7 @@ impl<P: StructPage> Memmap<'_, P> {
         self.init_single_page(pfn, zone, nid, hooks);
         // "Mark page reserved as it will need to wait for onlining phase for it to be fully
         // initialized."
-        self.set_flag(pfn, PG::RESERVED);
+        self.set_flag(pfn, self.config().behaviour().page_flags.reserved);
         // page_folio(page)->pgmap = pgmap: the folio of a fresh page is the page itself (its
         // word 8 is `&page->lru`, which never has bit 0 set).
         let folio = self.page_folio(pfn).unwrap_or(pfn);
@@ -67,7 +66,7 @@ impl<P: StructPage> Memmap<'_, P> {
         nr_pages: u64,
         hooks: &mut H,
     ) {
-        self.set_flag(head_pfn, PG::HEAD);
+        self.set_flag(head_pfn, self.config().behaviour().page_flags.head);
         for pfn in head_pfn + 1..head_pfn + nr_pages {
             self.init_zone_device_page(pfn, zone, nid, pgmap, hooks);
             self.prep_compound_tail(head_pfn, pfn - head_pfn, pgmap.vmemmap_shift);

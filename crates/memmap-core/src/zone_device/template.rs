@@ -20,7 +20,6 @@ use crate::fill::{Cached, DrainGuard, ListSelf, Pages, Refresh, Store, copy_run}
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
 use crate::model::config::{FlagsLayout, KernelConfig};
-use crate::model::flags::PG;
 use crate::model::page::{StructPage, offsets};
 use crate::model::version::FolioLayout;
 
@@ -177,7 +176,7 @@ impl<P: StructPage, S: Store> Run<'_, P, S> {
                 self.copy(m, hooks, (head, head + 1), &mut head_tmpl, true, true);
             }
             self.drain();
-            m.set_flag(head, PG::HEAD);
+            m.set_flag(head, self.cfg.behaviour().page_flags.head);
             let first_tail = head + 1;
             m.init_zone_device_page(first_tail, plan.zone, plan.nid, pgmap, hooks);
             m.prep_compound_tail(head, 1, plan.order);
@@ -205,7 +204,7 @@ impl<P: StructPage, S: Store> Run<'_, P, S> {
     fn minimal<H: InitHooks>(&mut self, m: &mut Memmap<'_, P>, pgmap: &DevPagemap, hooks: &mut H) {
         let plan = self.plan;
         let first = plan.start;
-        m.set_flag(first, PG::HEAD);
+        m.set_flag(first, self.cfg.behaviour().page_flags.head);
         m.init_zone_device_page(first + 1, plan.zone, plan.nid, pgmap, hooks);
         m.prep_compound_tail(first, 1, plan.order);
         m.set_page_count(first + 1, 0, hooks);
