@@ -2,9 +2,9 @@
 //! `--min-size` to `--max-size` in steps of `--step` (x2 or x4):
 //!
 //! * `zone-device-fsdax`: `memmap_init_zone_device` of an fsdax device, one thread, the
-//!   zone-device scenario's code path ([`crate::scenarios::zone_device::init_threads`]);
+//!   zone-device scenario's code path (`scenarios::zone_device::init_threads`);
 //! * `node-boot-eager`: the eager boot of a one-zone node ([`memmap_core::Node::boot`],
-//!   [`BootOrder::Fused`]), as the deferred scenario boots it.
+//!   [`memmap_core::BootOrder::Fused`]), as the deferred scenario boots it.
 //!
 //! Every strategy (slow, template, streaming) and auto run on one memmap per size and
 //! initializer (mapped and faulted in before the rounds), interleaved round by round
