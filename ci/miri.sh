@@ -22,7 +22,8 @@ export CARGO_TARGET_DIR=target/miri-emulate
 # stream-hal, x86-64: every test (backend, differential copies at every alignment, property
 # tests, clear_pages with rep stosb / movntdq / clzero), Stacked Borrows. The doctests run
 # natively in the test step (under Miri each is a build of its own).
-t cargo +nightly miri test --locked -p stream-hal --lib --tests || fail=1
+# With strict provenance: no integer-to-pointer cast anywhere in the backends' logic.
+t env MIRIFLAGS="-Zmiri-strict-provenance" cargo +nightly miri test --locked -p stream-hal --lib --tests || fail=1
 # stream-hal, aarch64 (stnp, dc zva and its stnp fallback with DCZID_EL0.DZP set) under Tree
 # Borrows: the unit, backend and differential tests (the differential tests go through every
 # routine at every alignment; the property tests ran above).
