@@ -59,6 +59,11 @@ fuzz_target!(|data: &[u8]| {
             let need = memmap_bench::memory::MemoryNeed::resident(bytes);
             assert_eq!(check("dump", &need, &MACHINE), Ok(()));
         }
+        Ok(Invocation::Sweep(sweep)) => {
+            // Every size parse kept is a whole number of 64 KiB and ascending.
+            assert!(sweep.sizes.windows(2).all(|w| w[0] < w[1]), "{:?}", sweep.sizes);
+            assert!(sweep.sizes.iter().all(|&b| b > 0 && b % (64 << 10) == 0), "{:?}", sweep.sizes);
+        }
         Ok(Invocation::Diff(..)) | Err(_) => {}
     }
 });
