@@ -6,7 +6,7 @@
 # Also replays fuzz/regressions/TARGET/* (inputs that once found a bug) before fuzzing, except
 # `*.open` ones: known bugs not fixed yet (fuzz/regressions/README.md), listed but not replayed.
 #
-# FUZZ_SECONDS (default 20) sets the time per target, FUZZ_TIMEOUT (default 20) the seconds one
+# FUZZ_SECONDS (default 10) sets the time per target, FUZZ_TIMEOUT (default 20) the seconds one
 # input may take; installs cargo-fuzz (pinned) if absent.
 #
 # `ci/fuzz.sh --long [TARGET...]` is the run that finds things, outside the CI budget: 600 s per
@@ -23,7 +23,7 @@ if [ "${1:-}" = "--long" ]; then
     long=1
     shift
 fi
-FUZZ_SECONDS="${FUZZ_SECONDS:-$([ "$long" = 1 ] && echo 600 || echo 20)}"
+FUZZ_SECONDS="${FUZZ_SECONDS:-$([ "$long" = 1 ] && echo 600 || echo 10)}"
 # A unit slower than this is a failure (a hang). The long runs allow more: on a machine shared
 # with compilers, a unit of a fraction of a second has been seen to take 26 s.
 FUZZ_TIMEOUT="${FUZZ_TIMEOUT:-$([ "$long" = 1 ] && echo 60 || echo 20)}"

@@ -33,10 +33,10 @@ t env MIRIFLAGS="-Zmiri-tree-borrows" cargo +nightly miri test --locked -p strea
 # memmaps, few proptest cases); drain_on_unwind checks the drain when a hook panics mid-stream.
 # Doctests run natively in the test step.
 t cargo +nightly miri test --locked -p memmap-core --lib --tests || fail=1
-# memmap-core on the emulated aarch64 backend, Tree Borrows: the fast-path-equals-slow-path
-# property, the kernel-release tests and the unwinding drain.
-t env MIRIFLAGS="-Zmiri-tree-borrows" cargo +nightly miri test --locked -p memmap-core --target $aarch64 \
-    --test equivalence --test kernel_releases --test drain_on_unwind || fail=1
+# (memmap-core on the emulated aarch64 backend, Tree Borrows, is outside the CI budget:
+# MIRIFLAGS="-Zmiri-tree-borrows" cargo +nightly miri test -p memmap-core --target aarch64-unknown-linux-gnu
+#   --test equivalence --test kernel_releases --test drain_on_unwind; the aarch64 backend's own
+# code runs under Tree Borrows in the stream-hal run above.)
 # hugetlb-init: the unit tests and the Template/Streaming-equal-Slow property test on small
 # configurations (2 MiB folios); the real memfd HVO is cfg(not(miri)).
 t cargo +nightly miri test --locked -p hugetlb-init --lib --test equivalence || fail=1
