@@ -100,7 +100,7 @@ pub struct Scaled {
 pub struct Skipped {
     /// The scenario.
     pub name: String,
-    /// Why.
+    /// Why it did not run (the memory it needs against the budget, say), printed as is.
     pub reason: String,
 }
 

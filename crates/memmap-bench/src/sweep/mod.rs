@@ -98,7 +98,7 @@ pub struct Sweep {
 pub struct Skip {
     /// Memmap bytes.
     pub memmap_bytes: u64,
-    /// Why.
+    /// Why the size was not run (it does not fit the memory budget, say), printed as is.
     pub reason: String,
 }
 
@@ -219,7 +219,7 @@ pub struct SizeResult {
     pub results: Vec<Point>,
     /// The strategy auto resolved to.
     pub auto_used: String,
-    /// Why.
+    /// Why auto resolved to it (`StrategyReason`'s name: below or above the threshold, ...).
     pub auto_reason: String,
     /// Auto against the best, cold.
     pub cold: Verdict,
