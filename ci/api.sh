@@ -3,6 +3,7 @@
 # rendered by ci/public-api.py, one line per item. Any change of the surface shows as a diff
 # here; to accept one, run `bash ci/api.sh --bless` and commit api/.
 source "$(dirname "$0")/env.sh"
+reclaim target/api
 crates=(stream-hal memmap-core hugetlb-init stream-vm-memory)
 export CARGO_TARGET_DIR=target/api
 mkdir -p api

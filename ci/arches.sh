@@ -20,6 +20,9 @@
 # configuration and unpacked into target/qemu-user-10, beside the system's qemu-user, which
 # stays as it is.
 source "$(dirname "$0")/env.sh"
+reclaim target/debug target/force-generic target/qemu-user-10 target/loongarch64-none \
+    target/riscv64gc-unknown-linux-gnu target/powerpc64le-unknown-linux-gnu target/aarch64-unknown-linux-gnu \
+    target/riscv64gc-unknown-none-elf
 root=$PWD
 now() { date +%s%N; }
 elapsed() { local ds=$(( ($(now) - $1) / 100000000 )); echo "$(( ds / 10 )).$(( ds % 10 ))"; }

@@ -2,6 +2,7 @@
 # Lints for the host and for aarch64 (cfg'd-out backend code is not linted otherwise), and for the
 # no_std kernel targets.
 source "$(dirname "$0")/env.sh"
+reclaim target/debug target/force-generic target/aarch64-unknown-linux-gnu
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy --workspace --all-targets --locked --target aarch64-unknown-linux-gnu -- -D warnings
 cargo clippy -p stream-hal --locked --target x86_64-unknown-none -- -D warnings

@@ -16,6 +16,7 @@
 # corpus grows only by inputs that add coverage; commit the result. A failing input is left in
 # target/fuzz-work/TARGET/artifacts: copy it into fuzz/regressions/TARGET/ (see the README there).
 source "$(dirname "$0")/env.sh"
+reclaim fuzz/target
 
 CARGO_FUZZ_VERSION=0.13.2
 long=0

@@ -6,6 +6,7 @@
 # the other combinations run a trimmed set. Plus one plain run that checks stream-hal switches
 # itself to the generic backend under Miri.
 source "$(dirname "$0")/env.sh"
+reclaim target/miri target/miri-emulate
 # Miri runs the aarch64 target itself: the qemu runner from env.sh must not wrap it.
 unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER
 aarch64=aarch64-unknown-linux-gnu

@@ -6,6 +6,8 @@
 # specification under a name no target parser knows) built with nightly -Zbuild-std=core gets
 # the same movnti-only streaming backend.
 source "$(dirname "$0")/env.sh"
+reclaim target/x86_64-unknown-none target/aarch64-unknown-none target/riscv64gc-unknown-none-elf \
+    target/loongarch64-none target/custom-target
 root=$PWD
 now() { date +%s%N; }
 elapsed() { local ds=$(( ($(now) - $1) / 100000000 )); echo "$(( ds / 10 )).$(( ds % 10 ))"; }

@@ -15,6 +15,7 @@
 #    stream-hal ("no matching package named `stream-hal` found").
 # 3. Each package holds its README and both license texts.
 source "$(dirname "$0")/env.sh"
+reclaim target/msrv target/package-check
 now() { date +%s%N; }
 elapsed() { local ds=$(( ($(now) - $1) / 100000000 )); echo "$(( ds / 10 )).$(( ds % 10 ))"; }
 crates=(stream-hal memmap-core hugetlb-init stream-vm-memory)

@@ -4,6 +4,7 @@
 # memcpy_nontemporal is reported); MSan runs the emulated x86-64 backend. MSan and TSan need an instrumented std (-Zbuild-std); they run in release mode to
 # stay fast. None builds criterion (benches only): `--cfg stream_hal_no_bench_deps`.
 source "$(dirname "$0")/env.sh"
+reclaim target/asan target/msan target/tsan
 host=x86_64-unknown-linux-gnu
 
 echo "--- AddressSanitizer (the crates with unsafe code; the bench's own unit tests, not its CLI tests)"

@@ -2,6 +2,7 @@
 # The README's test command, plus stream-hal with `--cfg stream_hal_force_generic` (its own
 # target directory: RUSTFLAGS differ) and the optional Record derives.
 source "$(dirname "$0")/env.sh"
+reclaim target/debug target/force-generic
 # The host backend must be the x86-64 one (a fallback to generic would pass silently otherwise).
 STREAM_HAL_EXPECT_BACKEND=x86_64 cargo test --workspace --locked
 STREAM_HAL_EXPECT_BACKEND=generic:force-generic RUSTFLAGS="--cfg stream_hal_force_generic" CARGO_TARGET_DIR=target/force-generic \
