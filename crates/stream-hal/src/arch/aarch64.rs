@@ -424,21 +424,9 @@ pub(crate) unsafe fn clear_streaming(dst: *mut u8, len: usize) {
 /// `dst` writable for `len` bytes; `block` is the `dc zva` block size of this CPU (a power of
 /// two) and `dc zva` is not prohibited.
 unsafe fn clear_dc_zva(dst: *mut u8, len: usize, block: usize) {
-    let head = (dst.addr().wrapping_neg() & (block - 1)).min(len);
-    // SAFETY: `head <= len`.
-    unsafe { ptr::write_bytes(dst, 0, head) };
-    let mut p = dst.wrapping_add(head);
-    let mut n = len - head;
-    while n >= block {
-        // SAFETY: `p` is block-aligned (the head reached a block boundary whenever
-        // `n >= block`) and `p..p+block` lies inside the range, so `dc zva` zeroes exactly
-        // bytes the caller allows us to write; the caller guarantees it is permitted.
-        unsafe { insn::dc_zva(p, block) };
-        p = p.wrapping_add(block);
-        n -= block;
-    }
-    // SAFETY: the last `n < block` bytes are inside the range.
-    unsafe { ptr::write_bytes(p, 0, n) };
+    // SAFETY: the caller's contract; `block` is a power of two and `dc zva` may run, so
+    // `insn::dc_zva` zeroes exactly the `block`-aligned block it is given.
+    unsafe { super::blocks::zero_blocks(dst, len, block, insn::dc_zva) }
 }
 
 /// Zeroes `len` bytes with `stnp xzr, xzr` on the 16-byte-aligned body (64 bytes per

@@ -32,6 +32,7 @@
 //!
 //! [`GenericReason::NoStreamingInstructions`]: crate::GenericReason::NoStreamingInstructions
 
+pub(crate) mod blocks;
 pub(crate) mod dczid;
 pub(crate) mod generic;
 

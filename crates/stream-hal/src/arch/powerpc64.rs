@@ -240,21 +240,10 @@ pub(crate) fn wide_fill_methods() -> impl Iterator<Item = crate::FillMethod> {
 /// `dst` writable (cacheable) for `len` bytes; `block` is the processor's data-cache block
 /// size (a power of two).
 unsafe fn clear_dcbz(dst: *mut u8, len: usize, block: usize) {
-    let head = (dst.addr().wrapping_neg() & (block - 1)).min(len);
-    // SAFETY: `head <= len`.
-    unsafe { ptr::write_bytes(dst, 0, head) };
-    let mut p = dst.wrapping_add(head);
-    let mut n = len - head;
-    while n >= block {
-        // SAFETY: `p` is block-aligned (the head reached a block boundary whenever
-        // `n >= block`) and `p..p+block` lies inside the range; the caller guarantees the
-        // block size.
-        unsafe { insn::dcbz(p, block) };
-        p = p.wrapping_add(block);
-        n -= block;
-    }
-    // SAFETY: the last `n < block` bytes are inside the range.
-    unsafe { ptr::write_bytes(p, 0, n) };
+    // SAFETY: the caller's contract; `block` is the processor's block size (a power of two) and
+    // the memory is cacheable, so `insn::dcbz` zeroes exactly the `block`-aligned block it is
+    // given.
+    unsafe { super::blocks::zero_blocks(dst, len, block, insn::dcbz) }
 }
 
 #[cfg(test)]

@@ -454,21 +454,9 @@ pub(crate) fn wide_fill_methods() -> impl Iterator<Item = crate::FillMethod> {
 /// `dst` writable for `len` bytes; the hart has Zicboz enabled with block size `block` (a power
 /// of two).
 unsafe fn clear_cbo_zero(dst: *mut u8, len: usize, block: usize) {
-    let head = (dst.addr().wrapping_neg() & (block - 1)).min(len);
-    // SAFETY: `head <= len`.
-    unsafe { ptr::write_bytes(dst, 0, head) };
-    let mut p = dst.wrapping_add(head);
-    let mut n = len - head;
-    while n >= block {
-        // SAFETY: `p` is block-aligned (the head reached a block boundary whenever
-        // `n >= block`) and `p..p+block` lies inside the range, so `cbo.zero` zeroes exactly
-        // bytes the caller allows us to write; the caller guarantees Zicboz and the block size.
-        unsafe { insn::cbo_zero(p, block) };
-        p = p.wrapping_add(block);
-        n -= block;
-    }
-    // SAFETY: the last `n < block` bytes are inside the range.
-    unsafe { ptr::write_bytes(p, 0, n) };
+    // SAFETY: the caller's contract; `block` is a power of two and the hart has Zicboz with
+    // that block size, so `insn::cbo_zero` zeroes exactly the `block`-aligned block it is given.
+    unsafe { super::blocks::zero_blocks(dst, len, block, insn::cbo_zero) }
 }
 
 /// Zeroes `len` bytes with hinted `sd` of zero on the 8-byte-aligned body (64 bytes per

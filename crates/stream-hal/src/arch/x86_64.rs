@@ -619,20 +619,19 @@ pub(crate) unsafe fn clear_streaming(dst: *mut u8, len: usize) {
 ///
 /// `dst` writable for `len` bytes; the CPU has `CLZERO`.
 unsafe fn clear_clzero(dst: *mut u8, len: usize) {
-    let head = (dst.addr().wrapping_neg() & 63).min(len);
-    // SAFETY: `head <= len` bytes at `dst` are writable.
-    unsafe { ptr::write_bytes(dst, 0, head) };
-    let mut p = dst.wrapping_add(head);
-    let mut n = len - head;
-    while n >= 64 {
-        // SAFETY: `p` is 64-byte aligned (when `n >= 64` the head reached a line boundary) and
-        // the whole line `p..p+64` lies inside the range; the CPU has CLZERO.
-        unsafe { insn::clzero(p) };
-        p = p.wrapping_add(64);
-        n -= 64;
+    /// `clzero` in the shape `zero_blocks` takes (its block is always 64 bytes).
+    ///
+    /// # Safety
+    ///
+    /// As `insn::clzero`.
+    #[inline(always)]
+    unsafe fn clzero_line(p: *mut u8, _block: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { insn::clzero(p) }
     }
-    // SAFETY: the last `n < 64` bytes are inside the range.
-    unsafe { ptr::write_bytes(p, 0, n) };
+    // SAFETY: the caller's contract; 64 is a power of two and the CPU has CLZERO, so
+    // `clzero_line` zeroes exactly the 64-byte-aligned line it is given.
+    unsafe { super::blocks::zero_blocks(dst, len, 64, clzero_line) }
 }
 
 /// Zeroes `len` bytes with `movntdq` of a zero register (64 bytes per iteration) with SSE2,
