@@ -7,3 +7,6 @@ reclaim target/debug target/force-generic
 STREAM_HAL_EXPECT_BACKEND=x86_64 cargo test --workspace --locked
 STREAM_HAL_EXPECT_BACKEND=generic:force-generic RUSTFLAGS="--cfg stream_hal_force_generic" CARGO_TARGET_DIR=target/force-generic \
     cargo test -p stream-hal --locked --features bytemuck,zerocopy
+# The memory-cgroup test creates a cgroup of its own (root and a writable memory controller):
+# say whether it ran here or was skipped, and why.
+cargo test --locked -p memmap-bench --test cgroup -- --nocapture 2>&1 | grep -E '^skipped: |^test result' | sed 's/^/cgroup test: /'

@@ -24,6 +24,7 @@ const MACHINE: MemInfo = MemInfo {
     committed: Some(1 << 30),
     overcommit: Some(0),
     rlimit_as: None,
+    cgroup: None,
 };
 
 fuzz_target!(|data: &[u8]| {

@@ -1,8 +1,9 @@
 //! The memory budget of a timing run and how the suite fits into it.
 //!
 //! Scenarios run one after the other and free their storage before the next, so each one may
-//! use the whole budget: `--memory-budget SIZE`, by default two thirds of `MemAvailable`
-//! ([`MemInfo::default_budget`]: the rest is left to the system and to other programs, which on a
+//! use the whole budget: `--memory-budget SIZE`, by default two thirds of `MemAvailable`, or of
+//! the memory cgroup's room where that is less ([`MemInfo::room`], [`MemInfo::default_budget`]:
+//! the rest is left to the system and to other programs, which on a
 //! shared machine may grow while the bench runs), at most 90% of it ([`MemInfo::usable`]). A scenario whose size the user did not give is sized to the budget: its
 //! one scalable parameter ([`Knob`]: the device size, the number of gigantic pages, ...) is the
 //! largest multiple of its unit, up to its default, whose need fits the budget and passes every
@@ -21,18 +22,18 @@ use crate::size::Bytes;
 pub const OWN_MEMORY: u64 = 64 << 20;
 
 /// Where the budget came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BudgetSource {
     /// `--memory-budget`.
     Flag,
-    /// Two thirds of `MemAvailable` (this many bytes available).
-    Available(u64),
+    /// Two thirds of what is available: [`MemInfo::room_text`].
+    Available(String),
     /// `/proc/meminfo` unreadable: the defaults run unscaled.
     Unknown,
 }
 
 /// The bytes a run may make resident at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Budget {
     /// Bytes (`u64::MAX` when unknown).
     pub bytes: u64,
@@ -42,7 +43,7 @@ pub struct Budget {
 
 impl Budget {
     /// `flag` (`--memory-budget`, at most [`MemInfo::usable`]), else two thirds of
-    /// `MemAvailable`, else unlimited.
+    /// [`MemInfo::room`], else unlimited.
     ///
     /// # Errors
     ///
@@ -50,15 +51,15 @@ impl Budget {
     pub fn new(flag: Option<u64>, info: &MemInfo) -> Result<Budget, String> {
         match (flag, info.usable()) {
             (Some(b), Some(usable)) if b > usable => Err(format!(
-                "--memory-budget {} is more than this machine can give: {} (90% of MemAvailable {})",
+                "--memory-budget {} is more than this machine can give: {} (90% of {})",
                 Bytes(b),
                 Bytes(usable),
-                Bytes(info.available.unwrap_or(0))
+                info.room_text()
             )),
             (Some(b), _) => Ok(Budget { bytes: b, source: BudgetSource::Flag }),
             (None, Some(_)) => Ok(Budget {
                 bytes: info.default_budget().unwrap_or(0),
-                source: BudgetSource::Available(info.available.unwrap_or(0)),
+                source: BudgetSource::Available(info.room_text()),
             }),
             (None, None) => Ok(Budget { bytes: u64::MAX, source: BudgetSource::Unknown }),
         }
@@ -75,7 +76,7 @@ impl Budget {
             return Err(MemoryError::Budget {
                 who: who.to_string(),
                 need: need.resident,
-                budget: self.bytes,
+                budget: self.to_string(),
             });
         }
         memory::check(who, need, info)
@@ -84,15 +85,10 @@ impl Budget {
 
 impl fmt::Display for Budget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.source {
+        match &self.source {
             BudgetSource::Flag => write!(f, "memory budget {} (--memory-budget)", Bytes(self.bytes)),
             BudgetSource::Available(a) => {
-                write!(
-                    f,
-                    "memory budget {} (2/3 of MemAvailable {}; --memory-budget sets it)",
-                    Bytes(self.bytes),
-                    Bytes(a)
-                )
+                write!(f, "memory budget {} (2/3 of {a}; --memory-budget sets it)", Bytes(self.bytes))
             }
             BudgetSource::Unknown => f.write_str("memory budget unknown (no /proc/meminfo): default sizes"),
         }
@@ -153,7 +149,7 @@ pub enum Fitted {
 pub struct Skipped {
     /// Its name.
     pub name: &'static str,
-    /// Why (one clause: `needs 2 GiB at its smallest size, more than the memory budget of 1 GiB`).
+    /// Why (one clause: `needs 2 GiB at its smallest size, more than the memory budget 1 GiB (--memory-budget)`).
     pub reason: String,
 }
 
@@ -228,7 +224,7 @@ mod tests {
         assert_eq!((unknown.bytes, unknown.source), (u64::MAX, BudgetSource::Unknown));
         let b = Budget { bytes: 1 << 30, source: BudgetSource::Flag };
         let e = b.check("x", &MemoryNeed::resident(2 << 30), &info).unwrap_err();
-        assert!(e.to_string().contains("more than the memory budget of 1 GiB"), "{e}");
+        assert!(e.to_string().contains("more than the memory budget 1 GiB (--memory-budget)"), "{e}");
         // The bench's own memory counts too.
         assert!(b.check("x", &MemoryNeed::resident((1 << 30) - OWN_MEMORY), &info).is_ok());
         assert!(b.check("x", &MemoryNeed::resident((1 << 30) - OWN_MEMORY + 1), &info).is_err());

@@ -45,6 +45,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod budget;
+pub mod cgroup;
 pub mod cli;
 pub mod compare;
 pub mod limits;

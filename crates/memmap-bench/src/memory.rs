@@ -11,6 +11,7 @@
 
 use std::fmt;
 
+use crate::cgroup::{self, CgroupMemory};
 use crate::size::Bytes;
 
 /// A size computation overflowed `u64`: the input asks for more bytes than a 64-bit machine
@@ -144,7 +145,7 @@ pub fn hugetlb_dump_need(d: &memmap_dump::HugetlbDump) -> Result<MemoryNeed, Ove
 }
 
 /// What the machine offers, read from `/proc` and `getrlimit` (each `None` where unknown).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MemInfo {
     /// `MemAvailable`.
     pub available: Option<u64>,
@@ -160,6 +161,9 @@ pub struct MemInfo {
     pub overcommit: Option<u32>,
     /// `RLIMIT_AS` (`None`: unlimited or unknown).
     pub rlimit_as: Option<u64>,
+    /// The tightest limit of the process's memory cgroups and the room under it ([`cgroup`]):
+    /// in a container with a memory limit, less than `MemAvailable` says.
+    pub cgroup: Option<CgroupMemory>,
 }
 
 /// The user address space a process can map on this architecture, conservatively: 128 TiB on
@@ -167,7 +171,7 @@ pub struct MemInfo {
 /// 32-bit ones.
 pub const USER_ADDRESS_SPACE: u64 = if usize::BITS >= 64 { 1 << 47 } else { 1 << 31 };
 
-/// Share of `MemAvailable` a run may use (the rest is left to the system and the bench itself).
+/// Share of the room ([`MemInfo::room`]) a run may use (the rest is left to the system and the bench itself).
 const AVAILABLE_SHARE: (u64, u64) = (9, 10);
 
 impl MemInfo {
@@ -195,21 +199,51 @@ impl MemInfo {
             committed: mem.as_ref().map(|m| m.committed_as),
             overcommit,
             rlimit_as,
+            cgroup: cgroup::read(),
         }
     }
 
-    /// The resident bytes a run may use: 90% of `MemAvailable` (the rest is left to the system
-    /// and to the bench itself): the largest memory budget ([`crate::budget`]).
+    /// The bytes a run can make resident: `MemAvailable`, or the memory cgroup's room where
+    /// that is less.
     #[must_use]
-    pub fn usable(&self) -> Option<u64> {
-        self.available.map(|a| a / AVAILABLE_SHARE.1 * AVAILABLE_SHARE.0)
+    pub fn room(&self) -> Option<u64> {
+        self.binding_cgroup().map(|c| c.room).or(self.available)
     }
 
-    /// The default memory budget of a timing run ([`crate::budget`]): two thirds of
-    /// `MemAvailable`, leaving the rest to the system and to other programs.
+    /// The memory cgroup, where its room is less than `MemAvailable` (it then sets
+    /// [`room`](Self::room)).
+    #[must_use]
+    pub fn binding_cgroup(&self) -> Option<&CgroupMemory> {
+        self.cgroup.as_ref().filter(|c| self.available.is_none_or(|a| c.room < a))
+    }
+
+    /// What [`room`](Self::room) is, for messages: `MemAvailable 20 GiB`, or `5.10 GiB left
+    /// under the memory cgroup's 6 GiB limit, /sys/fs/cgroup/...`.
+    #[must_use]
+    pub fn room_text(&self) -> String {
+        match self.binding_cgroup() {
+            Some(c) => format!(
+                "{} left under the memory cgroup's {} limit, {}",
+                Bytes(c.room),
+                Bytes(c.limit),
+                c.dir.display()
+            ),
+            None => format!("MemAvailable {}", Bytes(self.available.unwrap_or(0))),
+        }
+    }
+
+    /// The resident bytes a run may use: 90% of the [`room`](Self::room) (the rest is left to
+    /// the system and to the bench itself): the largest memory budget ([`crate::budget`]).
+    #[must_use]
+    pub fn usable(&self) -> Option<u64> {
+        self.room().map(|a| a / AVAILABLE_SHARE.1 * AVAILABLE_SHARE.0)
+    }
+
+    /// The default memory budget of a timing run ([`crate::budget`]): two thirds of the
+    /// [`room`](Self::room), leaving the rest to the system and to other programs.
     #[must_use]
     pub fn default_budget(&self) -> Option<u64> {
-        self.available.map(|a| a / 3 * 2)
+        self.room().map(|a| a / 3 * 2)
     }
 
     /// A machine with `available` bytes available of `total`, heuristic overcommit, no swap and
@@ -224,6 +258,7 @@ impl MemInfo {
             committed: Some(0),
             overcommit: Some(0),
             rlimit_as: None,
+            cgroup: None,
         }
     }
 }
@@ -239,8 +274,8 @@ pub enum MemoryError {
         who: String,
         /// Bytes needed.
         need: u64,
-        /// `MemAvailable`.
-        available: u64,
+        /// What is available: [`MemInfo::room_text`].
+        available: String,
     },
     /// More than the memory budget (`--memory-budget`).
     Budget {
@@ -248,8 +283,9 @@ pub enum MemoryError {
         who: String,
         /// Bytes needed.
         need: u64,
-        /// The budget.
-        budget: u64,
+        /// The budget and where it came from (`Budget`'s `Display`: `memory budget 4 GiB
+        /// (--memory-budget)`).
+        budget: String,
     },
     /// More address space than the process can map.
     AddressSpace {
@@ -270,17 +306,15 @@ impl fmt::Display for MemoryError {
             MemoryError::Overflow(o) => write!(f, "{o}: use a smaller size"),
             MemoryError::Resident { who, need, available } => write!(
                 f,
-                "{who} needs {} of memory but only {} is available (a run may use 90% of it); use \
-                 a smaller size",
+                "{who} needs {} of memory but only {available} is available (a run may use 90% of \
+                 it); use a smaller size",
                 Bytes(*need),
-                Bytes(*available)
             ),
             MemoryError::Budget { who, need, budget } => write!(
                 f,
-                "{who} needs {} of memory (the bench itself 64 MiB more), more than the memory budget \
-                 of {}; use a smaller size or a larger --memory-budget",
+                "{who} needs {} of memory (the bench itself 64 MiB more), more than the {budget}; use \
+                 a smaller size or a larger --memory-budget",
                 Bytes(*need),
-                Bytes(*budget)
             ),
             MemoryError::AddressSpace { who, need, limit, which } => write!(
                 f,
@@ -336,9 +370,13 @@ pub fn check(who: &str, need: &MemoryNeed, info: &MemInfo) -> Result<(), MemoryE
         }
         _ => {}
     }
-    if let (Some(usable), Some(available)) = (info.usable(), info.available) {
+    if let (Some(usable), Some(_)) = (info.usable(), info.room()) {
         if need.resident > usable {
-            return Err(MemoryError::Resident { who: who.to_string(), need: need.resident, available });
+            return Err(MemoryError::Resident {
+                who: who.to_string(),
+                need: need.resident,
+                available: info.room_text(),
+            });
         }
     }
     Ok(())
@@ -357,6 +395,7 @@ mod tests {
             committed: Some(1 << 30),
             overcommit: Some(0),
             rlimit_as: None,
+            cgroup: None,
         }
     }
 
@@ -371,7 +410,7 @@ mod tests {
         // Several mappings each below RAM: fine under the heuristic.
         let many = MemoryNeed::sparse(10 << 30, 1 << 20).times(3).unwrap();
         assert_eq!(check("x", &many, &i), Ok(()));
-        let strict = MemInfo { overcommit: Some(2), ..i };
+        let strict = MemInfo { overcommit: Some(2), ..i.clone() };
         assert!(check("x", &many, &strict).unwrap_err().to_string().contains("commit limit"));
         let limited = MemInfo { rlimit_as: Some(1 << 30), ..i };
         assert!(

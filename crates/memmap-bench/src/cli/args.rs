@@ -136,8 +136,9 @@ pub(super) struct TimingArgs {
     /// clear, 5 for the others).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(super) rounds: Option<u32>,
-    /// The most memory a scenario may use at once (default: two thirds of MemAvailable, leaving
-    /// the rest to other programs; at most 90% of it). Scenarios
+    /// The most memory a scenario may use at once (default: two thirds of MemAvailable, or of
+    /// what the memory cgroup's limit leaves where that is less, leaving the rest to other
+    /// programs; at most 90% of it). Scenarios
     /// whose size is not given are scaled down to fit it; one that cannot be is skipped.
     #[arg(long, value_name = "SIZE", value_parser = size_any)]
     pub(super) memory_budget: Option<u64>,
@@ -277,7 +278,8 @@ pub(super) struct SweepArgs {
     /// 3 above).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(super) rounds: Option<u32>,
-    /// The most memory a size may use at once (default: two thirds of MemAvailable).
+    /// The most memory a size may use at once (default: two thirds of MemAvailable, or of what
+    /// the memory cgroup's limit leaves where that is less).
     #[arg(long, value_name = "SIZE", value_parser = size_any)]
     pub(super) memory_budget: Option<u64>,
     /// Write a log-log SVG of ns per struct page against memmap bytes (refuses to replace an

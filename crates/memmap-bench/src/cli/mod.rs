@@ -225,6 +225,7 @@ mod tests {
             committed: Some(1 << 30),
             overcommit: Some(0),
             rlimit_as: None,
+            cgroup: None,
         }
     }
 
@@ -387,7 +388,7 @@ mod tests {
         assert!(e.contains("overflows"), "{e}");
         // A size given explicitly is checked against the budget, never scaled.
         let e = refused(&["zone-device", "--size", "100G", "--memory-budget", "4G"]);
-        assert!(e.contains("more than the memory budget of 4 GiB"), "{e}");
+        assert!(e.contains("more than the memory budget 4 GiB (--memory-budget)"), "{e}");
         assert!(refused(&["--memory-budget", "30G"]).contains("more than this machine can give"));
         assert!(refused(&["--memory-budget", "100"]).contains("smaller than one 4 KiB page"));
     }

@@ -95,13 +95,14 @@ pub(super) fn suite(
     }
     let memory = MemoryPlan {
         budget_bytes: (budget.source != BudgetSource::Unknown).then_some(budget.bytes),
-        budget_source: match budget.source {
+        budget_source: match &budget.source {
             BudgetSource::Flag => "flag",
             BudgetSource::Available(_) => "available",
             BudgetSource::Unknown => "unknown",
         }
         .to_string(),
-        available_bytes: info.available,
+        available_bytes: info.room(),
+        cgroup_limit_bytes: info.binding_cgroup().map(|c| c.limit),
         scaled,
     };
     let plot = match &t.plot {

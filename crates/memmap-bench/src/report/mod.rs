@@ -112,8 +112,13 @@ pub struct MemoryPlan {
     pub budget_bytes: Option<u64>,
     /// `flag` (`--memory-budget`), `available` (two thirds of `MemAvailable`) or `unknown`.
     pub budget_source: String,
-    /// `MemAvailable` when the run started, bytes.
+    /// What a run could make resident when it started, bytes: `MemAvailable`, or the memory
+    /// cgroup's room where that is less.
     pub available_bytes: Option<u64>,
+    /// The limit of the memory cgroup whose room `available_bytes` is, bytes (absent when
+    /// `MemAvailable` was the smaller).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_limit_bytes: Option<u64>,
     /// The scenarios (and the limits phase) run below their default size.
     pub scaled: Vec<Scaled>,
 }
@@ -124,11 +129,14 @@ impl MemoryPlan {
     pub fn line(&self) -> String {
         let budget = match (self.budget_bytes, self.budget_source.as_str()) {
             (Some(b), "flag") => format!("memory budget {} (--memory-budget)", Bytes(b)),
-            (Some(b), _) => format!(
-                "memory budget {} (2/3 of MemAvailable {}; --memory-budget sets it)",
-                Bytes(b),
-                Bytes(self.available_bytes.unwrap_or(0))
-            ),
+            (Some(b), _) => {
+                let available = Bytes(self.available_bytes.unwrap_or(0));
+                let of = match self.cgroup_limit_bytes {
+                    Some(l) => format!("{available} left under the memory cgroup's {} limit", Bytes(l)),
+                    None => format!("MemAvailable {available}"),
+                };
+                format!("memory budget {} (2/3 of {of}; --memory-budget sets it)", Bytes(b))
+            }
             (None, _) => "memory budget: unknown (no /proc/meminfo)".to_string(),
         };
         if self.scaled.is_empty() {
@@ -202,6 +210,7 @@ pub(crate) mod tests {
                 budget_bytes: Some(4 << 30),
                 budget_source: "flag".into(),
                 available_bytes: Some(20 << 30),
+                cgroup_limit_bytes: None,
                 scaled: vec![Scaled {
                     name: "zone-device-fsdax".into(),
                     from: "100 GiB".into(),
