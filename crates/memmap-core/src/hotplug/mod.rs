@@ -360,7 +360,7 @@ pub struct OnlineReport {
     pub requested: Strategy,
     /// The strategy used.
     pub used: Strategy,
-    /// Why.
+    /// Why `used` is what it is (requested, a tracepoint, KASAN, a sanitizer build, the threshold).
     pub reason: StrategyReason,
     /// `generic_online_page()` calls (chunks of `online_pages_range()`).
     pub chunks: u64,
