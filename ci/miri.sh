@@ -2,14 +2,11 @@
 # Miri on the real backends' logic: with `--cfg stream_hal_emulate` the x86-64 and aarch64
 # backends keep all of their Rust code (address arithmetic, alignment steps, edges, the loads of
 # the source) and only their instructions become ordinary accesses, so Miri checks that code.
-# Both targets, under Stacked Borrows (the default) and Tree Borrows; the heavy suites run once,
-# the other combinations run a trimmed set. Plus one plain run that checks stream-hal switches
-# itself to the generic backend under Miri.
+# x86-64 under Stacked Borrows (the default) here, aarch64 under Tree Borrows in
+# ci/miri-aarch64.sh; the heavy suites run once, on x86-64. Plus one plain run that checks
+# stream-hal switches itself to the generic backend under Miri.
 source "$(dirname "$0")/env.sh"
 reclaim target/miri target/miri-emulate
-# Miri runs the aarch64 target itself: the qemu runner from env.sh must not wrap it.
-unset CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER
-aarch64=aarch64-unknown-linux-gnu
 t() { local s; s=$(date +%s); "$@"; local rc=$?; echo "miri: $(( $(date +%s) - s )) s: ${*: -6}"; return $rc; }
 fail=0
 
@@ -28,11 +25,8 @@ export CARGO_TARGET_DIR=target/miri-emulate
 # test step (under Miri each is a build of its own).
 t env MIRIFLAGS="-Zmiri-strict-provenance" cargo +nightly miri test --locked -p stream-hal --lib \
     --test backend --test cpu_features --test differential --test asan_oob || fail=1
-# stream-hal, aarch64 (stnp, dc zva and its stnp fallback with DCZID_EL0.DZP set) under Tree
-# Borrows: the unit, backend and differential tests (the differential tests go through every
-# routine at every alignment; the property tests run outside Miri).
-t env MIRIFLAGS="-Zmiri-tree-borrows" cargo +nightly miri test --locked -p stream-hal --target $aarch64 \
-    --lib --test backend --test differential || fail=1
+# (stream-hal's aarch64 backend under Tree Borrows is ci/miri-aarch64.sh, a step of the other
+# lane.)
 # memmap-core on the emulated x86-64 backend: its suite scales itself down under Miri (small
 # memmaps, few proptest cases); drain_on_unwind checks the drain when a hook panics mid-stream.
 # Doctests run natively in the test step.
@@ -40,7 +34,7 @@ t cargo +nightly miri test --locked -p memmap-core --lib --tests || fail=1
 # (memmap-core on the emulated aarch64 backend, Tree Borrows, is outside the CI budget:
 # MIRIFLAGS="-Zmiri-tree-borrows" cargo +nightly miri test -p memmap-core --target aarch64-unknown-linux-gnu
 #   --test equivalence --test kernel_releases --test drain_on_unwind; the aarch64 backend's own
-# code runs under Tree Borrows in the stream-hal run above.)
+# code runs under Tree Borrows in ci/miri-aarch64.sh.)
 # hugetlb-init: the unit tests and the Template/Streaming-equal-Slow property test on small
 # configurations (2 MiB folios); the real memfd HVO is cfg(not(miri)).
 t cargo +nightly miri test --locked -p hugetlb-init --lib --test equivalence || fail=1
