@@ -74,6 +74,30 @@ pub(crate) fn note_drain() {
     UNDRAINED.store(0, Ordering::Relaxed);
 }
 
+/// What every emulated drain instruction (`sfence`, `dmb ish`, `fence w, rw`, `sync`) does: a
+/// sequentially consistent fence, and the [`undrained_stores`] count reset.
+pub(crate) fn drain() {
+    core::sync::atomic::fence(Ordering::SeqCst);
+    note_drain();
+}
+
+/// What every emulated block-zeroing instruction (`clzero`, `dc zva`, `cbo.zero`, `dcbz`)
+/// writes: the `block`-aligned `block` bytes around `p`, even when `p` is not the block's start
+/// (so a misaligned call is reported, as the real instruction would overwrite the bytes before
+/// `p`); counted in [`block_zeroes`].
+///
+/// # Safety
+///
+/// `block` is a power of two and the `block`-aligned block of `block` bytes containing `p` is
+/// valid for writes.
+pub(crate) unsafe fn zero_block(p: *mut u8, block: usize) {
+    let start = p.wrapping_sub(p.addr() & (block - 1));
+    // SAFETY: `start` is the start of the block containing `p` (`block` is a power of two),
+    // which the caller guarantees is valid for `block` bytes of writes.
+    unsafe { core::ptr::write_bytes(start, 0, block) };
+    note_block_zero();
+}
+
 /// Sets what the emulated aarch64 backend reads from `DCZID_EL0`: bits 3:0 `BS` (the `dc zva`
 /// block is `4 << BS` bytes), bit 4 `DZP` (`dc zva` prohibited, the `stnp` fallback runs).
 pub fn set_dczid(value: u64) {

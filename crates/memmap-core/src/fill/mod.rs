@@ -460,6 +460,30 @@ impl<'c> Refresh<'c> {
     }
 }
 
+/// The inner loop of the template copies: `t` with the per-PFN fields refreshed into every
+/// struct page of `[from, to)`, with `S` (the run lies in one pageblock, so `t`'s section bits
+/// hold for all of it).
+///
+/// # Safety
+///
+/// As [`copy_run`], for `[from, to)`.
+#[inline(always)]
+unsafe fn store_refreshed<P: StructPage, S: Store>(
+    pages: Pages<P>,
+    refresh: &Refresh<'_>,
+    t: P,
+    from: u64,
+    to: u64,
+) {
+    let mut vaddr = pages.vaddr(from);
+    for p in from..to {
+        let rec = refresh.per_pfn(t, p, vaddr);
+        // SAFETY: `p` is in `[from, to)`; the caller's contract covers the store.
+        unsafe { S::store(pages.ptr(p), rec) };
+        vaddr = vaddr.wrapping_add(P::SIZE as u64);
+    }
+}
+
 /// The template loop: a refreshed copy of `tmpl` into every struct page of `[from, to)`, with
 /// `S`; where `pageblock` is given, each pageblock-aligned PFN is stored normally and then
 /// handed to it. The loop runs one pageblock at a time, so the inner loop is a bare sequence of
@@ -493,14 +517,8 @@ pub(crate) unsafe fn copy_run<P: StructPage, S: Store>(
                 pfn += 1;
             }
         }
-        let t = *tmpl;
-        let mut vaddr = pages.vaddr(pfn);
-        for p in pfn..seg_end {
-            let rec = refresh.per_pfn(t, p, vaddr);
-            // SAFETY: `p` is in `[from, to)`; the caller's contract covers the store.
-            unsafe { S::store(pages.ptr(p), rec) };
-            vaddr = vaddr.wrapping_add(P::SIZE as u64);
-        }
+        // SAFETY: `[pfn, seg_end)` is inside `[from, to)`; the caller's contract covers it.
+        unsafe { store_refreshed::<P, S>(pages, refresh, *tmpl, pfn, seg_end) };
         pfn = seg_end;
     }
 }
@@ -535,14 +553,8 @@ pub(crate) unsafe fn copy_run_heads<P: StructPage, S: Store>(
             unsafe { S::store(pages.ptr(pfn), rec) };
             pfn += 1;
         }
-        let t = *tmpl;
-        let mut vaddr = pages.vaddr(pfn);
-        for p in pfn..seg_end {
-            let rec = refresh.per_pfn(t, p, vaddr);
-            // SAFETY: `p` is in `[from, to)`; the caller's contract covers the store.
-            unsafe { S::store(pages.ptr(p), rec) };
-            vaddr = vaddr.wrapping_add(P::SIZE as u64);
-        }
+        // SAFETY: `[pfn, seg_end)` is inside `[from, to)`; the caller's contract covers it.
+        unsafe { store_refreshed::<P, S>(pages, refresh, *tmpl, pfn, seg_end) };
         pfn = seg_end;
     }
 }

@@ -164,13 +164,10 @@ mod insn {
             asm!("dc zva, {}", in(reg) p, options(nostack, preserves_flags));
         }
         #[cfg(stream_hal_emulate)]
-        {
-            // What the instruction writes: the aligned block around `p`, even when `p` is not
-            // the block's start (so a misaligned emulated call is reported).
-            let start = p.wrapping_sub(p.addr() & (block - 1));
-            // SAFETY: the caller guarantees the block containing `p` is writable.
-            unsafe { core::ptr::write_bytes(start, 0, block) };
-            crate::emulation::note_block_zero();
+        // SAFETY: the caller guarantees the block containing `p` is writable; `block` is the
+        // `DCZID_EL0` block size, a power of two.
+        unsafe {
+            crate::emulation::zero_block(p, block);
         }
     }
 
@@ -184,10 +181,7 @@ mod insn {
             asm!("dmb ish", options(nostack, preserves_flags));
         }
         #[cfg(stream_hal_emulate)]
-        {
-            core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-            crate::emulation::note_drain();
-        }
+        crate::emulation::drain();
     }
 
     /// `prfm pldl1keep, [p]`: a hint; never faults.

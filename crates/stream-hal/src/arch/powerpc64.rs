@@ -56,12 +56,10 @@ mod insn {
         }
         #[cfg(stream_hal_emulate)]
         {
-            // What the instruction writes: the aligned block around `p`.
-            let start = p.wrapping_sub(p.addr() & (block - 1));
-            // SAFETY: the caller guarantees the block containing `p` is writable.
-            unsafe { core::ptr::write_bytes(start, 0, block) };
             crate::emulation::note_weak_store();
-            crate::emulation::note_block_zero();
+            // SAFETY: the caller guarantees the block containing `p` is writable; `block` is
+            // the `dcbz` block size, a power of two.
+            unsafe { crate::emulation::zero_block(p, block) };
         }
     }
 
@@ -75,10 +73,7 @@ mod insn {
             asm!("sync", options(nostack, preserves_flags));
         }
         #[cfg(stream_hal_emulate)]
-        {
-            core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-            crate::emulation::note_drain();
-        }
+        crate::emulation::drain();
     }
 
     /// `dcbt 0, p`: a touch hint; never raises an exception (an inaccessible block is not

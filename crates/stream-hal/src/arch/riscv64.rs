@@ -152,14 +152,10 @@ mod insn {
         }
         #[cfg(stream_hal_emulate)]
         {
-            // What the instruction writes: the aligned block around `p`, even when `p` is not
-            // the block's start (so a misaligned emulated call is reported, as the real one
-            // would corrupt the bytes before `p`).
-            let start = p.wrapping_sub(p.addr() & (block - 1));
-            // SAFETY: the caller guarantees the block containing `p` is writable.
-            unsafe { core::ptr::write_bytes(start, 0, block) };
             crate::emulation::note_weak_store();
-            crate::emulation::note_block_zero();
+            // SAFETY: the caller guarantees the block containing `p` is writable; `block` is
+            // the Zicboz block size, a power of two.
+            unsafe { crate::emulation::zero_block(p, block) };
         }
     }
 
@@ -173,10 +169,7 @@ mod insn {
             asm!("fence w, rw", options(nostack, preserves_flags));
         }
         #[cfg(stream_hal_emulate)]
-        {
-            core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-            crate::emulation::note_drain();
-        }
+        crate::emulation::drain();
     }
 
     /// Zicbop `prefetch.r 0(p)`: a HINT encoding (`ori x0, p, 0`), a no-op where Zicbop is

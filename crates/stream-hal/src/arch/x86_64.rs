@@ -125,10 +125,7 @@ mod insn {
             asm!("sfence", options(nostack, preserves_flags));
         }
         #[cfg(stream_hal_emulate)]
-        {
-            core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-            crate::emulation::note_drain();
-        }
+        crate::emulation::drain();
     }
 
     /// `prefetcht0 [p]`: a hint; never faults.
@@ -189,18 +186,9 @@ mod insn {
         }
         #[cfg(stream_hal_emulate)]
         {
-            /// One cache line.
-            #[repr(C, align(64))]
-            struct Line([u8; 64]);
-            // What the instruction writes: the aligned line around `p`, even when `p` is not
-            // the line's start (so an emulated call on a misaligned address overwrites the bytes
-            // before `p`, as the real one would, and the tools report it).
-            let line = p.wrapping_sub(p.addr() & 63);
-            // SAFETY: the caller guarantees the line containing `p` is writable; `line` is its
-            // 64-byte-aligned start.
-            unsafe { line.cast::<Line>().write(Line([0; 64])) };
             crate::emulation::note_weak_store();
-            crate::emulation::note_block_zero();
+            // SAFETY: the caller guarantees the 64-byte line containing `p` is writable.
+            unsafe { crate::emulation::zero_block(p, 64) };
         }
     }
 
