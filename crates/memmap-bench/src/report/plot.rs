@@ -172,13 +172,13 @@ mod tests {
             &limits(),
             &[samples("eager", 5)],
         );
-        time.name = "deferred-64g".into();
+        time.name = "deferred".into();
         let report = super::super::tests::report(vec![bw, time]);
         let mut svg = String::new();
         draw(&report, &mut svg).unwrap();
         assert!(svg.contains("zone-device-fsdax on 1 thread: limit 10.0 GB/s"), "{svg}");
         assert!(svg.contains("9.90 GB/s, 0.99x limit"), "{svg}");
-        assert!(svg.contains("not plotted (a time, not a bandwidth; see the text report): deferred-64g"));
+        assert!(svg.contains("not plotted (a time, not a bandwidth; see the text report): deferred"));
         assert!(svg.contains("not run: x: does not fit"));
     }
 }

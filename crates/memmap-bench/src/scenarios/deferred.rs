@@ -51,7 +51,7 @@ pub(crate) fn zone_layout(nr: u64) -> ([ZoneSpan; 1], [PfnRange; 1]) {
 }
 
 /// The scenario's name.
-pub const NAME: &str = "deferred-64g";
+pub const NAME: &str = "deferred";
 
 /// The default zone: 64 GiB (1 GiB of struct pages).
 pub const DEFAULT_SIZE: u64 = 64 << 30;

@@ -1,4 +1,4 @@
-//! `hotplug-4g`: memory hotplug onlining of a hot-added range (4 GiB by default) into
+//! `hotplug`: memory hotplug onlining of a hot-added range (4 GiB by default) into
 //! `ZONE_NORMAL` through [`memmap_core::online_pages`], memory block by memory block (a section
 //! each, x86-64's 128 MiB, as the kernel onlines a DIMM), with a fresh [`HotplugZone`] every
 //! round: the struct pages, the isolated pageblocks, the free lists and undoing the isolation,
@@ -28,7 +28,7 @@ use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 /// The scenario's name.
-pub const NAME: &str = "hotplug-4g";
+pub const NAME: &str = "hotplug";
 
 /// Its strategies, baseline first.
 pub const STRATEGIES: [Strategy; 4] =
