@@ -430,25 +430,12 @@ unsafe fn clear_dc_zva(dst: *mut u8, len: usize, block: usize) {
 ///
 /// `dst` writable for `len` bytes.
 unsafe fn clear_stnp(dst: *mut u8, len: usize) {
-    let head = (dst.addr().wrapping_neg() & 15).min(len);
-    // SAFETY: `head <= len`.
-    unsafe { ptr::write_bytes(dst, 0, head) };
-    let mut p = dst.wrapping_add(head);
-    let mut n = len - head;
-    while n >= 64 {
-        // SAFETY: 64 writable bytes at a 16-byte-aligned `p`.
-        unsafe { insn::stnp_zero64(p) };
-        p = p.wrapping_add(64);
-        n -= 64;
+    // SAFETY: the caller guarantees `len` writable bytes; 16 divides 64; `stnp_zero64` and
+    // `stnp_zero16` write exactly their 64 or 16 bytes at the 16-byte-aligned addresses
+    // `zero_streamed` gives them.
+    unsafe {
+        super::blocks::zero_streamed(dst, len, 16, insn::stnp_zero64, (16, insn::stnp_zero16));
     }
-    while n >= 16 {
-        // SAFETY: 16 writable bytes at a 16-byte-aligned `p`.
-        unsafe { insn::stnp_zero16(p) };
-        p = p.wrapping_add(16);
-        n -= 16;
-    }
-    // SAFETY: the last `n < 16` bytes are inside the range.
-    unsafe { ptr::write_bytes(p, 0, n) };
 }
 
 #[cfg(test)]

@@ -459,25 +459,29 @@ unsafe fn clear_cbo_zero(dst: *mut u8, len: usize, block: usize) {
 ///
 /// `dst` writable for `len` bytes.
 unsafe fn clear_ntl(dst: *mut u8, len: usize) {
-    let head = (dst.addr().wrapping_neg() & 7).min(len);
-    // SAFETY: `head <= len`.
-    unsafe { ptr::write_bytes(dst, 0, head) };
-    let mut p = dst.wrapping_add(head);
-    let mut n = len - head;
-    while n >= 64 {
-        // SAFETY: 64 writable bytes at the 8-byte-aligned `p`.
+    /// 64 zero bytes at the 8-byte-aligned `p`, with hinted stores.
+    ///
+    /// # Safety
+    ///
+    /// 64 writable bytes at the 8-byte-aligned `p`.
+    #[inline(always)]
+    unsafe fn zero64(p: *mut u8) {
+        // SAFETY: the caller's contract.
         unsafe { insn::ntl_sd8(p, [0; 8]) };
-        p = p.wrapping_add(64);
-        n -= 64;
     }
-    while n >= 8 {
-        // SAFETY: 8 writable bytes at the 8-byte-aligned `p`.
+    /// 8 zero bytes at the 8-byte-aligned `p`, with a hinted store.
+    ///
+    /// # Safety
+    ///
+    /// 8 writable bytes at the 8-byte-aligned `p`.
+    #[inline(always)]
+    unsafe fn zero8(p: *mut u8) {
+        // SAFETY: the caller's contract.
         unsafe { insn::ntl_sd(p, 0) };
-        p = p.wrapping_add(8);
-        n -= 8;
     }
-    // SAFETY: the last `n < 8` bytes are inside the range.
-    unsafe { ptr::write_bytes(p, 0, n) };
+    // SAFETY: the caller guarantees `len` writable bytes; 8 divides 64; `zero64` and `zero8`
+    // write exactly their bytes at the 8-byte-aligned addresses `zero_streamed` gives them.
+    unsafe { super::blocks::zero_streamed(dst, len, 8, zero64, (8, zero8)) };
 }
 
 #[cfg(test)]

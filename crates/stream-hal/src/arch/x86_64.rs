@@ -629,39 +629,49 @@ unsafe fn clear_clzero(dst: *mut u8, len: usize) {
 ///
 /// `dst` writable for `len` bytes.
 unsafe fn clear_movnt(dst: *mut u8, len: usize) {
-    let head = (dst.addr().wrapping_neg() & 15).min(len);
-    // SAFETY: `head <= len` bytes at `dst` are writable.
-    unsafe { ptr::write_bytes(dst, 0, head) };
-    let mut p = dst.wrapping_add(head);
-    let mut n = len - head;
-    #[cfg(target_feature = "sse2")]
-    {
-        use core::arch::x86_64::_mm_setzero_si128;
-        // SAFETY: SSE2 is enabled at compile time (an `unsafe fn` before Rust 1.87's safe
-        // target-feature calls).
-        #[allow(unused_unsafe)]
-        let zero = unsafe { _mm_setzero_si128() };
-        while n >= 64 {
-            // SAFETY: 64 writable bytes at the 16-byte-aligned `p` (the head reached a 16-byte
-            // boundary whenever `n >= 64`).
+    /// 64 zero bytes at the 16-byte-aligned `p`: four `movntdq` with SSE2, eight `movnti`
+    /// without.
+    ///
+    /// # Safety
+    ///
+    /// 64 writable bytes at the 16-byte-aligned `p`.
+    #[inline(always)]
+    unsafe fn zero64(p: *mut u8) {
+        #[cfg(target_feature = "sse2")]
+        {
+            // SAFETY: SSE2 is enabled at compile time (an `unsafe fn` before Rust 1.87's safe
+            // target-feature calls).
+            #[allow(unused_unsafe)]
+            let zero = unsafe { core::arch::x86_64::_mm_setzero_si128() };
+            // SAFETY: 64 writable bytes at the 16-byte-aligned `p` (the caller's contract).
             unsafe {
                 insn::movntdq(p, zero);
                 insn::movntdq(p.add(16), zero);
                 insn::movntdq(p.add(32), zero);
                 insn::movntdq(p.add(48), zero);
             }
-            p = p.wrapping_add(64);
-            n -= 64;
+        }
+        #[cfg(not(target_feature = "sse2"))]
+        for i in 0..8 {
+            // SAFETY: 64 writable bytes at `p` (the caller's contract); `movnti` needs no
+            // alignment.
+            unsafe { insn::movnti64(p.add(8 * i), 0) };
         }
     }
-    while n >= 8 {
-        // SAFETY: 8 writable bytes at `p`.
+    /// 8 zero bytes at `p` with `movnti`.
+    ///
+    /// # Safety
+    ///
+    /// 8 writable bytes at `p`.
+    #[inline(always)]
+    unsafe fn zero8(p: *mut u8) {
+        // SAFETY: the caller's contract.
         unsafe { insn::movnti64(p, 0) };
-        p = p.wrapping_add(8);
-        n -= 8;
     }
-    // SAFETY: the last `n < 8` bytes are inside the range.
-    unsafe { ptr::write_bytes(p, 0, n) };
+    // SAFETY: the caller guarantees `len` writable bytes; 16 divides 64 and is a multiple of 8;
+    // `zero64` and `zero8` write exactly their bytes at the addresses `zero_streamed` gives them
+    // (16-byte-aligned for `zero64`).
+    unsafe { super::blocks::zero_streamed(dst, len, 16, zero64, (8, zero8)) };
 }
 
 /// The method [`clear_streaming`] uses on this CPU.
