@@ -7,7 +7,7 @@
 source "$(dirname "$0")/env.sh"
 out=target/ci-smoke
 mkdir -p "$out"
-cargo build --locked --release -p memmap-bench --bin memmap-bench --example custom_strategy
+cargo build --locked --release -p memmap-bench --bin memmap-bench --example custom_strategy --example clear_methods
 cargo build --locked --release -p stream-vm-memory --example reset_sweep
 bin=./target/release/memmap-bench
 
@@ -63,6 +63,11 @@ $bin dump hugetlb --hstate 2M --place 0x10000 --place 0x10400 --hvo off --out "$
 $bin sweep --max-size 4M --rounds 3 --no-progress --plot "$out/sweep.svg" --force > "$out/sweep.txt"
 awk 'length($0) > 120 { print "sweep: line over 120 columns: " $0; bad = 1 } END { exit bad }' "$out/sweep.txt"
 grep -q '<svg' "$out/sweep.svg"
+
+# docs/performance/clear-methods.md: which clear wins at which size (one round, 2 GiB).
+./target/release/examples/clear_methods 1 > "$out/clear-methods.txt"
+grep -q '^1 thread(s): call size' "$out/clear-methods.txt"
+grep -qE '^ +2048 MiB ' "$out/clear-methods.txt"
 
 # stream-vm-memory's README: the reset rule's sweep, small.
 ./target/release/examples/reset_sweep --max 1M --rounds 1 > "$out/reset-sweep.txt"

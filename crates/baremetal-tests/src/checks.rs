@@ -47,7 +47,7 @@ const FILL56_RECORDS: usize = 10007;
 /// Parameters that differ between the architectures.
 pub(crate) struct Plan {
     /// An extra `clear_pages` of this many pages (x86-64: 512 MiB, where `clear_pages` goes back
-    /// to `rep stosb` on CPUs without `CLZERO`).
+    /// to `rep stosb` on AMD CPUs without `CLZERO`).
     pub(crate) big_clear_pages: Option<usize>,
 }
 

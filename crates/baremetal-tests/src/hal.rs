@@ -4,7 +4,7 @@
 //! Besides forwarding, it names the method each clear entry point uses for a given size on this
 //! machine, from the rules `stream-hal` documents (x86-64: `rep stosb` below
 //! `CLEAR_STREAMING_MIN`, streaming from there, back to `rep stosb` from `CLEAR_REP_LARGE_MIN`
-//! unless the CPU has `CLZERO`; aarch64: `dc zva` unless `DCZID_EL0.DZP` is set, then `stnp`;
+//! on AMD CPUs without `CLZERO`; aarch64: `dc zva` unless `DCZID_EL0.DZP` is set, then `stnp`;
 //! riscv64: `cbo.zero` with Zicboz, else `write_bytes` below `CLEAR_STREAMING_MIN` and hinted
 //! stores from there; loongarch64, generic: `write_bytes`).
 
@@ -30,12 +30,15 @@ pub(crate) fn backend() -> stream_hal::Backend {
 ///
 /// # Safety
 ///
-/// `clzero` is true only if this CPU (the only one the kernel runs on) has `CLZERO`.
+/// `clzero` is true only if this CPU (the only one the kernel runs on) has `CLZERO`
+/// (`amd`, the CPUID vendor, only chooses between two clears every CPU has).
 #[cfg(target_arch = "x86_64")]
-pub(crate) unsafe fn set_cpu_features(clzero: bool) {
-    // SAFETY: the caller guarantees the claim; no block-zeroing feature with a block size is
+pub(crate) unsafe fn set_cpu_features(clzero: bool, amd: bool) {
+    let features = stream_hal::CpuFeatures::NONE.with_clzero(clzero).with_large_rep_stosb(amd);
+    // SAFETY: the caller guarantees the `CLZERO` claim; `large_rep_stosb` is a speed choice
+    // between instructions of every x86-64 CPU; no block-zeroing feature with a block size is
     // claimed.
-    unsafe { stream_hal::set_cpu_features(stream_hal::CpuFeatures::NONE.with_clzero(clzero)) };
+    unsafe { stream_hal::set_cpu_features(features) };
 }
 
 /// Hands Zicboz (with its block size), as the device tree describes the hart, to `stream-hal`.
@@ -146,8 +149,9 @@ fn cached_clear_method() -> &'static str {
 
 #[cfg(target_arch = "x86_64")]
 fn by_size_clear_method(len: usize) -> &'static str {
+    let f = stream_hal::cpu_features();
     let streaming_max =
-        if stream_hal::cpu_features().clzero { usize::MAX } else { stream_hal::CLEAR_REP_LARGE_MIN };
+        if f.large_rep_stosb() && !f.clzero { stream_hal::CLEAR_REP_LARGE_MIN } else { usize::MAX };
     if len >= stream_hal::CLEAR_STREAMING_MIN && len < streaming_max {
         streaming_clear_method()
     } else {

@@ -4,10 +4,12 @@
 //! | feature | used by | detected (unless `--cfg stream_hal_no_cpuid`) |
 //! |---|---|---|
 //! | `CLZERO` (AMD) | x86-64 [`clear`](crate::clear) from 1 MiB | `CPUID 0x8000_0008`, EBX bit 0 |
+//! | `rep stosb` streams large ranges (AMD) | x86-64 [`clear`](crate::clear) from [`CLEAR_REP_LARGE_MIN`](crate::CLEAR_REP_LARGE_MIN) without `CLZERO` | `CPUID 0` vendor `AuthenticAMD` or `HygonGenuine` |
 //! | Zicboz `cbo.zero` and its block size | riscv64 [`clear`](crate::clear) | Linux: the `riscv_hwprobe` syscall (`IMA_EXT_0` bit `ZICBOZ`, key `ZICBOZ_BLOCK_SIZE`); elsewhere not at all |
 //! | `dcbz` block size | powerpc64 [`clear`](crate::clear) | Linux: `getauxval(AT_DCACHEBSIZE)`; elsewhere not at all |
 //!
-//! Every one of them is an instruction the CPU must have, and for the block-zeroing ones a
+//! Every one of them but the `rep stosb` choice (a speed rule: `rep stosb` runs on every
+//! x86-64 CPU) is an instruction the CPU must have, and for the block-zeroing ones a
 //! size the code must know exactly (`cbo.zero` and `dcbz` zero the *whole* block around an
 //! address: a block size claimed too small makes them zero bytes outside the range). So:
 //!
@@ -64,6 +66,7 @@ impl BlockSize {
 /// | feature | used by | detected (unless `--cfg stream_hal_no_cpuid`) |
 /// |---|---|---|
 /// | `CLZERO` (AMD) | x86-64 `clear` from 1 MiB | `CPUID 0x8000_0008`, EBX bit 0 |
+/// | `rep stosb` streams large ranges (AMD) | x86-64 `clear` from [`CLEAR_REP_LARGE_MIN`](crate::CLEAR_REP_LARGE_MIN) without `CLZERO` | `CPUID 0` vendor `AuthenticAMD` or `HygonGenuine` |
 /// | Zicboz `cbo.zero` and its block size | riscv64 `clear` | Linux: `riscv_hwprobe`; elsewhere not at all |
 /// | `dcbz` block size | powerpc64 `clear` | Linux: `getauxval(AT_DCACHEBSIZE)`; elsewhere not at all |
 ///
@@ -79,11 +82,16 @@ pub struct CpuFeatures {
     zicboz: Option<BlockSize>,
     /// powerpc64: the block size `dcbz` zeroes.
     dcbz: Option<BlockSize>,
+    /// x86-64: `rep stosb` clears large ranges with the fast-string microcode's own
+    /// non-temporal stores (AMD), so it beats `movntdq` there; on Intel it stays on the cached
+    /// path at about half the streaming rate.
+    large_rep_stosb: bool,
 }
 
 impl CpuFeatures {
     /// No optional feature: the baseline every CPU of the target has.
-    pub const NONE: CpuFeatures = CpuFeatures { clzero: false, zicboz: None, dcbz: None };
+    pub const NONE: CpuFeatures =
+        CpuFeatures { clzero: false, zicboz: None, dcbz: None, large_rep_stosb: false };
 
     /// With `CLZERO` present or not.
     #[must_use]
@@ -106,6 +114,23 @@ impl CpuFeatures {
         self
     }
 
+    /// With x86-64 `rep stosb` taken as the faster clear from
+    /// [`CLEAR_REP_LARGE_MIN`](crate::CLEAR_REP_LARGE_MIN) up on CPUs without `CLZERO` (AMD),
+    /// or not. A speed choice, not an instruction claim: either value is safe on every CPU.
+    #[must_use]
+    pub const fn with_large_rep_stosb(mut self, faster: bool) -> Self {
+        self.large_rep_stosb = faster;
+        self
+    }
+
+    /// Whether x86-64 [`clear`](crate::clear) hands ranges from
+    /// [`CLEAR_REP_LARGE_MIN`](crate::CLEAR_REP_LARGE_MIN) up to `rep stosb` when the CPU has
+    /// no `CLZERO`.
+    #[must_use]
+    pub const fn large_rep_stosb(self) -> bool {
+        self.large_rep_stosb
+    }
+
     /// The `cbo.zero` block size, if Zicboz is present.
     #[must_use]
     pub const fn zicboz(self) -> Option<BlockSize> {
@@ -126,6 +151,7 @@ impl CpuFeatures {
             clzero: self.clzero && other.clzero,
             zicboz: same_block(self.zicboz, other.zicboz),
             dcbz: same_block(self.dcbz, other.dcbz),
+            large_rep_stosb: self.large_rep_stosb && other.large_rep_stosb,
         }
     }
 
@@ -141,6 +167,7 @@ impl CpuFeatures {
     const fn encode(self) -> u32 {
         KNOWN
             | self.clzero as u32
+            | (self.large_rep_stosb as u32) << 1
             | block_bits(self.zicboz) << ZICBOZ_SHIFT
             | block_bits(self.dcbz) << DCBZ_SHIFT
     }
@@ -148,6 +175,7 @@ impl CpuFeatures {
     const fn decode(bits: u32) -> CpuFeatures {
         CpuFeatures {
             clzero: bits & 1 != 0,
+            large_rep_stosb: bits & 2 != 0,
             zicboz: block_of_bits(bits >> ZICBOZ_SHIFT),
             dcbz: block_of_bits(bits >> DCBZ_SHIFT),
         }
@@ -261,10 +289,14 @@ mod tests {
     #[test]
     fn encoding_round_trips_every_field() {
         let blocks = [None, BlockSize::new(8), BlockSize::new(64), BlockSize::new(128), BlockSize::new(4096)];
-        for clzero in [false, true] {
+        for (clzero, rep) in [(false, false), (false, true), (true, false), (true, true)] {
             for zicboz in blocks {
                 for dcbz in blocks {
-                    let f = CpuFeatures::NONE.with_clzero(clzero).with_zicboz(zicboz).with_dcbz(dcbz);
+                    let f = CpuFeatures::NONE
+                        .with_clzero(clzero)
+                        .with_large_rep_stosb(rep)
+                        .with_zicboz(zicboz)
+                        .with_dcbz(dcbz);
                     assert_eq!(CpuFeatures::decode(f.encode()), f);
                     assert_ne!(f.encode() & KNOWN, 0);
                 }
@@ -276,8 +308,13 @@ mod tests {
     fn intersection_keeps_only_what_both_have() {
         let b64 = BlockSize::new(64);
         let b32 = BlockSize::new(32);
-        let all = CpuFeatures::NONE.with_clzero(true).with_zicboz(b64).with_dcbz(b64);
+        let all =
+            CpuFeatures::NONE.with_clzero(true).with_large_rep_stosb(true).with_zicboz(b64).with_dcbz(b64);
         assert_eq!(all.intersection(all), all);
+        assert_eq!(
+            all.intersection(CpuFeatures::NONE.with_large_rep_stosb(true)),
+            CpuFeatures::NONE.with_large_rep_stosb(true)
+        );
         assert_eq!(all.intersection(CpuFeatures::NONE), CpuFeatures::NONE);
         assert_eq!(CpuFeatures::NONE.intersection(all), CpuFeatures::NONE);
         // A different block size is not "the same feature, smaller": it is dropped.

@@ -8,7 +8,7 @@
 //!
 //! | backend | copy | [`drain`] | [`clear_pages`] |
 //! |---|---|---|---|
-//! | x86-64, SSE2 enabled | `movntdq` (16 B) on the 16-byte-aligned body, `movnti` (4/8 B) to reach it, cached stores for the 0-3 edge bytes | `sfence` | `rep stosb` below 1 MiB; from 1 MiB `clzero` (AMD, see [`cpu_features`]) or `movntdq` zero stores (up to 512 MiB, then `rep stosb`) |
+//! | x86-64, SSE2 enabled | `movntdq` (16 B) on the 16-byte-aligned body, `movnti` (4/8 B) to reach it, cached stores for the 0-3 edge bytes | `sfence` | `rep stosb` below 1 MiB; from 1 MiB `clzero` (AMD, see [`cpu_features`]) or `movntdq` zero stores (on AMD without `clzero` up to 512 MiB, then `rep stosb`) |
 //! | x86-64 without SSE (`x86_64-unknown-none` and other soft-float kernel targets) | `movnti` from general-purpose registers | `sfence` | as above with `movnti` instead of `movntdq` |
 //! | aarch64 | `stnp` pairs of general-purpose registers on the 16-byte-aligned body, cached edges | `dmb ish` | `dc zva` blocks of `4 << DCZID_EL0.BS` bytes, or `stnp xzr, xzr` when `DCZID_EL0.DZP` forbids `dc zva` |
 //! | riscv64 | `sd` preceded by the Zihintntl hint `ntl.all` on the 8-byte-aligned body, cached edges | `fence w, rw` | Zicboz `cbo.zero` blocks where [`cpu_features`] reports Zicboz (Linux: `riscv_hwprobe`); else `write_bytes` below 1 MiB and `ntl.all` zero stores from there |
@@ -319,11 +319,13 @@ pub fn prefetch<T>(p: *const T) {
 /// pages in cache for the caller who is about to use them.
 pub const CLEAR_STREAMING_MIN: usize = 1 << 20;
 
-/// Smallest range (bytes) the x86-64 [`clear`] hands back to one `rep stosb` on CPUs without
-/// `CLZERO`: 512 MiB. From about that size the fast-string microcode uses its own non-temporal
-/// protocol and beats `movntdq` stores; below it (on AMD Zen 3 measured from 1 MiB to 256 MiB)
-/// it stays on the cached path at about a third of the streaming rate. With `CLZERO` (AMD)
-/// streaming zeroing wins at every size from [`CLEAR_STREAMING_MIN`] up.
+/// Smallest range (bytes) the x86-64 [`clear`] hands back to one `rep stosb` on AMD CPUs
+/// without `CLZERO` ([`CpuFeatures::large_rep_stosb`]): 512 MiB. From about that size AMD's
+/// fast-string microcode uses its own non-temporal protocol and beats `movntdq` stores; below
+/// it (on AMD Zen 3 measured from 1 MiB to 256 MiB) it stays on the cached path at about a
+/// third of the streaming rate. Intel's stays on the cached path at every size (half the
+/// `movntdq` rate from 1 MiB to 2 GiB on a Xeon guest), so Intel CPUs stream from
+/// [`CLEAR_STREAMING_MIN`] up, as AMD CPUs with `CLZERO` do.
 pub const CLEAR_REP_LARGE_MIN: usize = 512 << 20;
 
 /// Zeroes `len` bytes at `dst` with the architecture's best bulk primitive for that size.
@@ -333,8 +335,8 @@ pub const CLEAR_REP_LARGE_MIN: usize = 512 << 20;
 ///
 /// * x86-64: `rep stosb` (Linux's choice on ERMS CPUs) below [`CLEAR_STREAMING_MIN`];
 ///   streaming zeroing from there up: `clzero` per 64-byte line where [`cpu_features`] reports
-///   it (AMD), else `movntdq` (or `movnti` without SSE) up to [`CLEAR_REP_LARGE_MIN`] and
-///   `rep stosb` beyond. On 2 MiB ranges AMD Zen 3 measured 9.3 GB/s for `rep stosb` (it stays
+///   it (AMD), else `movntdq` (or `movnti` without SSE), on AMD CPUs without `CLZERO` up to
+///   [`CLEAR_REP_LARGE_MIN`] and `rep stosb` beyond. On 2 MiB ranges AMD Zen 3 measured 9.3 GB/s for `rep stosb` (it stays
 ///   on the cached path), 25.0 for `movntdq` and 27.7 for `clzero`.
 /// * aarch64: `dc zva` in blocks of `4 << DCZID_EL0.BS` bytes, or `stnp xzr, xzr` when
 ///   `DCZID_EL0.DZP` prohibits `dc zva`.

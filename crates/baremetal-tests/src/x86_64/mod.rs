@@ -28,7 +28,7 @@ const MEMMAP_MAX_ENTRIES: usize = 128;
 /// The entry code identity-maps this much (the arena must stay below it).
 const MAPPED_END: u64 = 4 << 30;
 /// 512 MiB, the `clear_pages` size from which the x86-64 backend uses `rep stosb` again on
-/// CPUs without `CLZERO` (`stream_hal::CLEAR_REP_LARGE_MIN`).
+/// AMD CPUs without `CLZERO` (`stream_hal::CLEAR_REP_LARGE_MIN`).
 const BIG_CLEAR_PAGES: usize = (512 << 20) / crate::hal::PAGE_SIZE;
 
 unsafe extern "C" {
@@ -362,18 +362,29 @@ extern "C" fn kmain(start_info: u32) -> ! {
         (cr4 >> 9) & 1
     );
     // stream-hal is built with `--cfg stream_hal_no_cpuid`: the kernel passes what it detected.
+    let amd = &cpu.vendor == b"AuthenticAMD" || &cpu.vendor == b"HygonGenuine";
     // SAFETY: `cpu.clzero` is CPUID 0x8000_0008 EBX bit 0 of this CPU, read just above, and
     // the kernel runs on this one CPU only (`-smp 1`, no other CPU is started).
-    unsafe { crate::hal::set_cpu_features(cpu.clzero) };
+    unsafe { crate::hal::set_cpu_features(cpu.clzero, amd) };
     if crate::hal::cpu_features().clzero != cpu.clzero {
         report.fail(format_args!("stream-hal uses the CPU features the kernel set"));
     }
     crate::check_backend(&mut report, "x86_64-movnti");
-    let clear_big = if cpu.clzero { "clzero" } else { "rep stosb" };
+    let clear_big = if cpu.clzero {
+        "clzero"
+    } else if amd {
+        "rep stosb"
+    } else {
+        crate::hal::streaming_clear_method()
+    };
     println!(
         "clear_pages: rep stosb below 1 MiB; {} from 1 MiB{}; {} from 512 MiB",
         crate::hal::streaming_clear_method(),
-        if cpu.clzero { " (CPUID reports clzero)" } else { " (CPUID reports no clzero)" },
+        match (cpu.clzero, amd) {
+            (true, _) => " (CPUID reports clzero)",
+            (false, true) => " (CPUID reports no clzero, an AMD vendor)",
+            (false, false) => " (CPUID reports no clzero, not an AMD vendor)",
+        },
         clear_big
     );
 

@@ -89,4 +89,3 @@ pub(crate) unsafe fn zero_streamed(
     // SAFETY: the last `n < narrow.0` bytes, `p..dst + len`, are inside the range.
     unsafe { ptr::write_bytes(p, 0, n) };
 }
-

@@ -9,8 +9,9 @@
 //! * Drain: `sfence`, which orders all earlier non-temporal stores before every later store.
 //! * Clear: `rep stosb` for small ranges (the caller is about to use them from cache), streaming
 //!   zeroing from [`crate::CLEAR_STREAMING_MIN`] up: `clzero` where [`crate::cpu_features`]
-//!   reports it (AMD), else `movntdq`/`movnti` up to [`crate::CLEAR_REP_LARGE_MIN`] and one
-//!   `rep stosb` beyond, where the fast-string microcode uses its own non-temporal protocol.
+//!   reports it, else `movntdq`/`movnti`, except that on AMD CPUs without `CLZERO` ranges from
+//!   [`crate::CLEAR_REP_LARGE_MIN`] up take one `rep stosb`, where AMD's fast-string microcode
+//!   uses its own non-temporal protocol (Intel's stays on the cached path at every size).
 //!
 //! Records are moved in registers: 16-byte loads feed `movntdq`, 8-byte loads feed `movnti`;
 //! nothing is written to memory and reloaded with a different width inside this module.
@@ -204,14 +205,21 @@ mod insn {
 }
 
 /// Detects the CPU features this backend uses with CPUID: `CLZERO` is CPUID `0x8000_0008`, EBX
-/// bit 0 (AMD). `None` when emulating (no CPUID: the features are whatever
+/// bit 0 (AMD); `rep stosb` is the faster large clear on AMD and Hygon CPUs (the vendor string
+/// of leaf 0, in EBX, EDX, ECX). `None` when emulating (no CPUID: the features are whatever
 /// [`crate::set_cpu_features`] says).
 pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
     #[cfg(not(stream_hal_emulate))]
     {
+        let (_, b, c, d) = insn::cpuid(0);
+        let mut vendor = [0u8; 12];
+        vendor[..4].copy_from_slice(&b.to_le_bytes());
+        vendor[4..8].copy_from_slice(&d.to_le_bytes());
+        vendor[8..].copy_from_slice(&c.to_le_bytes());
+        let amd = &vendor == b"AuthenticAMD" || &vendor == b"HygonGenuine";
         let (max_extended, ..) = insn::cpuid(0x8000_0000);
         let clzero = max_extended >= 0x8000_0008 && insn::cpuid(0x8000_0008).1 & 1 != 0;
-        Some(CpuFeatures::NONE.with_clzero(clzero))
+        Some(CpuFeatures::NONE.with_clzero(clzero).with_large_rep_stosb(amd))
     }
     #[cfg(stream_hal_emulate)]
     None
@@ -550,25 +558,33 @@ fn has_clzero() -> bool {
 
 /// See [`crate::clear`]: `rep stosb` for ranges the CPU's fast-string microcode clears well
 /// (below [`crate::CLEAR_STREAMING_MIN`], where the pages are likely reused from cache, and, on
-/// CPUs without `CLZERO`, from [`crate::CLEAR_REP_LARGE_MIN`] up, where the microcode switches
-/// to its own non-temporal protocol), streaming zeroing in between (`clzero` where available,
-/// else `movntdq`).
+/// AMD CPUs without `CLZERO`, from [`crate::CLEAR_REP_LARGE_MIN`] up, where the microcode
+/// switches to its own non-temporal protocol), streaming zeroing otherwise (`clzero` where
+/// available, else `movntdq`).
 ///
 /// # Safety
 ///
 /// `dst` writable for `len` bytes.
 #[inline]
 pub(crate) unsafe fn clear(dst: *mut u8, len: usize) {
-    // With CLZERO the streaming path beats `rep stosb` at every large size (measured 31.2 vs
-    // 29.9 GB/s at 1 GiB on Zen 3); without it only up to CLEAR_REP_LARGE_MIN.
-    let streaming_max = if has_clzero() { usize::MAX } else { crate::CLEAR_REP_LARGE_MIN };
-    if len >= crate::CLEAR_STREAMING_MIN && len < streaming_max {
+    if streams(len, crate::cpu_features()) {
         // SAFETY: same contract.
         unsafe { clear_streaming(dst, len) }
     } else {
         // SAFETY: same contract.
         unsafe { clear_cached(dst, len) }
     }
+}
+
+/// Whether [`clear`] streams `len` bytes on a CPU with features `f` (else one `rep stosb`).
+/// `clzero` beats `rep stosb` at every large size on AMD and `movntdq` beats it at every size
+/// from 1 MiB on Intel (twice its rate: docs/performance/clear-methods.md); only on AMD without
+/// `CLZERO` does `rep stosb` win, from `CLEAR_REP_LARGE_MIN`.
+#[inline]
+fn streams(len: usize, f: CpuFeatures) -> bool {
+    let streaming_max =
+        if f.large_rep_stosb() && !f.clzero { crate::CLEAR_REP_LARGE_MIN } else { usize::MAX };
+    len >= crate::CLEAR_STREAMING_MIN && len < streaming_max
 }
 
 /// One `rep stosb` of `len` bytes (Linux's `clear_page_erms`/`clear_pages` on ERMS).
@@ -883,6 +899,23 @@ mod tests {
             "wide fills tested: {:?}",
             methods.iter().map(|m| m.name).collect::<std::vec::Vec<_>>()
         );
+    }
+
+    #[test]
+    fn clear_streams_from_1_mib_and_goes_back_to_rep_stosb_only_on_amd_without_clzero() {
+        use crate::{CLEAR_REP_LARGE_MIN as LARGE, CLEAR_STREAMING_MIN as MIN, CpuFeatures};
+        let intel = CpuFeatures::NONE;
+        let amd = CpuFeatures::NONE.with_large_rep_stosb(true);
+        let zen = amd.with_clzero(true);
+        for f in [intel, amd, zen] {
+            assert!(!super::streams(4096, f) && !super::streams(MIN - 1, f), "{f:?}");
+            assert!(super::streams(MIN, f) && super::streams(LARGE - 1, f), "{f:?}");
+        }
+        for len in [LARGE, 4 << 30, 1 << 46] {
+            assert!(super::streams(len, intel), "{len}");
+            assert!(!super::streams(len, amd), "{len}");
+            assert!(super::streams(len, zen), "{len}");
+        }
     }
 
     #[test]
