@@ -24,16 +24,13 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let mut map = match memmap2::MmapOptions::new().len(LEN).map_anon() {
+    let mut map = match memmap_bench::limits::resident_buffer(LEN) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("map 1 GiB: {e}");
             std::process::exit(1);
         }
     };
-    #[cfg(target_os = "linux")]
-    let _ = map.advise(memmap2::Advice::HugePage);
-    map.iter_mut().step_by(4096).for_each(|b| *b = 1);
     let cores = memmap_core::available_cpus();
     let columns: Vec<(usize, &str)> =
         [1, cores].into_iter().flat_map(|t| [(t, "stream_fill"), (t, "memset")]).collect();

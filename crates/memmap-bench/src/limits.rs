@@ -159,13 +159,23 @@ struct Buffer {
 
 impl Buffer {
     fn new(bytes: usize) -> std::io::Result<Buffer> {
-        let mut map = memmap2::MmapOptions::new().len(bytes.max(4096)).map_anon()?;
-        #[cfg(target_os = "linux")]
-        let _ = map.advise(memmap2::Advice::HugePage);
-        // Touch every page with a non-zero value so that none is a shared zero page.
-        map.iter_mut().step_by(4096).for_each(|b| *b = 1);
-        Ok(Buffer { map })
+        Ok(Buffer { map: resident_buffer(bytes)? })
     }
+}
+
+/// An anonymous mapping of `bytes` (at least one page) with transparent huge pages requested,
+/// every page touched with a non-zero byte so that none is the shared zero page: the limit
+/// buffers, and the buffers of the examples that measure methods against each other.
+///
+/// # Errors
+///
+/// The mapping's error (`ENOMEM` where the memory is not there).
+pub fn resident_buffer(bytes: usize) -> std::io::Result<memmap2::MmapMut> {
+    let mut map = memmap2::MmapOptions::new().len(bytes.max(4096)).map_anon()?;
+    #[cfg(target_os = "linux")]
+    let _ = map.advise(memmap2::Advice::HugePage);
+    map.iter_mut().step_by(4096).for_each(|b| *b = 1);
+    Ok(map)
 }
 
 /// Lines written by the scattered-line probe: one per 2 MiB block of a 64 GiB zone.
