@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cargo-fuzz targets (fuzz/), each for a bounded time on nightly with libFuzzer and ASan, starting
-# from the committed corpus (fuzz/corpus/TARGET, read only: new inputs go to a scratch copy).
+# from the committed corpus: one archive, fuzz/corpus.tar.xz (TARGET/INPUT files, unpacked into
+# target/fuzz-corpus/TARGET and read only there: new inputs go to a scratch copy).
 # Fails on any crash, panic, leak or timeout and prints the input that caused it.
 #
 # Also replays fuzz/regressions/TARGET/* (inputs that once found a bug) before fuzzing, except
@@ -12,8 +13,9 @@
 # `ci/fuzz.sh --long [TARGET...]` is the run that finds things, outside the CI budget: 600 s per
 # target by default (FUZZ_SECONDS still overrides), one target at a time (libFuzzer uses one
 # core), the given targets only if any are named. It keeps what it found: each target's scratch
-# corpus is merged into fuzz/corpus/TARGET and minimized (`cargo fuzz cmin`), so the committed
-# corpus grows only by inputs that add coverage; commit the result. A failing input is left in
+# corpus is merged into its unpacked corpus and minimized (`cargo fuzz cmin`), so the committed
+# corpus grows only by inputs that add coverage, and fuzz/corpus.tar.xz is packed again from the
+# result; commit it. A failing input is left in
 # target/fuzz-work/TARGET/artifacts: copy it into fuzz/regressions/TARGET/ (see the README there).
 source "$(dirname "$0")/env.sh"
 reclaim fuzz/target
@@ -51,6 +53,13 @@ t=$(date +%s)
 cargo +nightly fuzz build
 echo "fuzz: built ${#targets[@]} targets in $(( $(date +%s) - t ))s"
 
+# The committed corpus, unpacked (fuzz/corpus.tar.xz holds TARGET/INPUT files).
+corpus_root=target/fuzz-corpus
+rm -rf "$corpus_root"
+mkdir -p "$corpus_root"
+tar -xJf fuzz/corpus.tar.xz -C "$corpus_root"
+echo "fuzz: corpus: $(find "$corpus_root" -type f | wc -l) inputs unpacked from fuzz/corpus.tar.xz ($(( $(stat -c %s fuzz/corpus.tar.xz) / 1024 )) KiB)"
+
 bin_dir=fuzz/target/x86_64-unknown-linux-gnu/release
 case "$(uname -m)" in
     aarch64) bin_dir=fuzz/target/aarch64-unknown-linux-gnu/release ;;
@@ -76,11 +85,12 @@ for target in "${targets[@]}"; do
             continue
         fi
     fi
-    mkdir -p "fuzz/corpus/$target"
-    echo "fuzz: $target: ${FUZZ_SECONDS}s from $(ls "fuzz/corpus/$target" | wc -l) corpus inputs"
+    corpus="$corpus_root/$target"
+    mkdir -p "$corpus"
+    echo "fuzz: $target: ${FUZZ_SECONDS}s from $(ls "$corpus" | wc -l) corpus inputs"
     t=$(date +%s)
     # Scratch corpus first (libFuzzer writes new inputs there), the committed one read only.
-    if "$bin_dir/$target" "$work/$target/corpus" "fuzz/corpus/$target" \
+    if "$bin_dir/$target" "$work/$target/corpus" "$corpus" \
         -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout="$FUZZ_TIMEOUT" -print_final_stats=1 \
         -artifact_prefix="$work/$target/artifacts/" >"$work/$target/log" 2>&1; then
         # The coverage reached on the committed corpus (INITED) and at the end (the last line).
@@ -91,15 +101,15 @@ for target in "${targets[@]}"; do
         if [ "$long" = 1 ]; then
             # Keep what the run found, minimized: scratch and committed inputs together, then
             # cmin (libFuzzer -merge=1) down to the inputs that add coverage.
-            before=$(ls "fuzz/corpus/$target" | wc -l)
-            cp -n "$work/$target/corpus"/* "fuzz/corpus/$target/" 2>/dev/null || true
-            cargo +nightly fuzz cmin "$target" >"$work/$target/cmin.log" 2>&1 || {
+            before=$(ls "$corpus" | wc -l)
+            cp -n "$work/$target/corpus"/* "$corpus/" 2>/dev/null || true
+            cargo +nightly fuzz cmin "$target" "$PWD/$corpus" >"$work/$target/cmin.log" 2>&1 || {
                 tail -n 40 "$work/$target/cmin.log"
                 failed+=("$target (cmin)")
                 continue
             }
             grep -E 'MERGE-OUTER: [0-9]+ new files' "$work/$target/cmin.log" | sed "s/^/fuzz: $target: cmin: /"
-            echo "fuzz: $target: corpus $before inputs before, $(ls "fuzz/corpus/$target" | wc -l) after cmin"
+            echo "fuzz: $target: corpus $before inputs before, $(ls "$corpus" | wc -l) after cmin"
         fi
     else
         tail -n 60 "$work/$target/log"
@@ -112,6 +122,12 @@ for target in "${targets[@]}"; do
         failed+=("$target")
     fi
 done
+if [ "$long" = 1 ]; then
+    # Deterministic archive: sorted names, no owners or times.
+    tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$corpus_root" -cf - . \
+        | xz -9 -T1 > fuzz/corpus.tar.xz
+    echo "fuzz: packed $(find "$corpus_root" -type f | wc -l) inputs into fuzz/corpus.tar.xz ($(( $(stat -c %s fuzz/corpus.tar.xz) / 1024 )) KiB): commit it"
+fi
 if [ ${#failed[@]} -gt 0 ]; then
     echo "fuzz: FAILED: ${failed[*]} (reproduce: cargo +nightly fuzz run TARGET INPUT)"
     exit 1
