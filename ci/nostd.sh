@@ -72,9 +72,11 @@ kernel_switch() {
 
 # The host-side checks of what a downstream crate hits at build time.
 downstream() {
-    local t out n
+    local t n d
     t=$(now)
     export CARGO_TARGET_DIR="$root/target/downstream"
+    # Outside the root workspace, so the fmt step does not see them.
+    for d in ci/downstream/*/; do (cd "$d" && cargo fmt --check); done
     local hints=ci/downstream/hints
     expect_fail 'is not a `stream_hal::Record`' $hints --example missing_record
     expect_fail 'stream_hal::bytemuck_record!(Frame)' $hints --example missing_record
@@ -86,8 +88,8 @@ downstream() {
     echo "nostd: downstream hints: missing Record, bytemuck_record!/zerocopy_record! without their feature," \
         "the removed no-cpuid/force-generic features, a bad STREAM_HAL_NO_CPUID value: each names the fix"
 
-    # The example kernel's checks, on the host.
-    (cd crates/example-kernel && cargo test --locked)
+    # The example kernel's checks, on the host (its tests linted too).
+    (cd crates/example-kernel && cargo clippy --locked --all-targets -- -D warnings && cargo test --locked)
     kernel_switch "$host"
 
     # A fresh no_std kernel crate: generate its lockfile as `cargo build` would, and count.

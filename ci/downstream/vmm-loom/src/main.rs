@@ -7,7 +7,10 @@ use vm_memory::bitmap::AtomicBitmap;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mem = GuestMemoryMmap::<AtomicBitmap>::from_ranges(&[(GuestAddress(0), 8 << 20), (GuestAddress(8 << 20), 8 << 20)])?;
+    let mem = GuestMemoryMmap::<AtomicBitmap>::from_ranges(&[
+        (GuestAddress(0), 8 << 20),
+        (GuestAddress(8 << 20), 8 << 20),
+    ])?;
     let workers = Workers::new(Threads::Fixed(2));
     let p = populate_all(&mem, &PopulateOptions::new(workers.clone()))?;
     assert_eq!(p.populated, 16 << 20);
