@@ -2,10 +2,11 @@
 # Concurrency checked by tools (docs/testing.md, "Concurrency").
 #
 # 1. loom: the spin lock and the block-state machine (`BlockStates::run_once`, `mark_done`,
-#    `is_done`) built on loom's atomics (`--cfg loom`), every interleaving of the models in
+#    `is_done`) built on loom's atomics (`--cfg memmap_core_loom`, memmap-core's own cfg, which
+#    only its own test build reads), every interleaving of the models in
 #    crates/memmap-core/src/sync/loom_tests.rs, each access to the data they protect checked
 #    against the happens-before order. Exhaustive; the models take well under a second, the
-#    build (every dependency again, under `--cfg loom`) the rest.
+#    build (every dependency again, under the changed RUSTFLAGS) the rest.
 # 2. Miri with many seeds: the node's concurrency tests (allocators racing deferred init on
 #    padata threads, and racing each other's on-demand expansions) under Miri's data-race
 #    detector and weak-memory emulation, one scheduling per seed. Loom cannot run those: the
@@ -23,7 +24,7 @@ fi
 t() { local s; s=$(date +%s); "$@"; local rc=$?; echo "loom: $(( $(date +%s) - s )) s: ${*: -4}"; return $rc; }
 fail=0
 
-t env RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+t env RUSTFLAGS="--cfg memmap_core_loom" CARGO_TARGET_DIR=target/loom \
     cargo test --locked -p memmap-core --lib sync::loom_tests || fail=1
 
 t env RUSTFLAGS="--cfg stream_hal_emulate" CARGO_TARGET_DIR=target/miri-emulate \

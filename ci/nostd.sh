@@ -4,13 +4,118 @@
 # memmap-core and hugetlb-init build without their default `std` feature for both -none
 # targets (the recipe in their crate docs). A custom target JSON (x86_64-unknown-none's
 # specification under a name no target parser knows) built with nightly -Zbuild-std=core gets
-# the same movnti-only streaming backend.
+# the same movnti-only streaming backend. The example kernel builds for every -none target,
+# its checks pass on the host, and its stream-hal switch survives a RUSTFLAGS in the
+# environment (no CPUID in the image).
+#
+# Then what a downstream crate hits at build time (`downstream`, on the host; fixtures in
+# ci/downstream/): the compiler's hints for a type without `Record`, a `bytemuck_record!` or
+# `zerocopy_record!` without its feature and the removed `no-cpuid`/`force-generic` features;
+# the lockfile of a fresh no_std kernel crate (at most 5 packages); a
+# downstream `--cfg loom` (a kernel's build, a VMM's run of stream-vm-memory).
+#
+# `bash ci/nostd.sh downstream` runs only the downstream part (it needs no -none target).
 source "$(dirname "$0")/env.sh"
 reclaim target/x86_64-unknown-none target/aarch64-unknown-none target/riscv64gc-unknown-none-elf \
-    target/loongarch64-none target/custom-target
+    target/loongarch64-none target/custom-target target/example-kernel target/downstream \
+    target/downstream-rustflags target/downstream-loom
 root=$PWD
+host=$(rustc -vV | sed -n 's/^host: //p')
+# A fresh no_std kernel's lockfile: itself, stream-hal, memmap-core, hugetlb-init, cfg-if.
+max_lock_packages=5
 now() { date +%s%N; }
 elapsed() { local ds=$(( ($(now) - $1) / 100000000 )); echo "$(( ds / 10 )).$(( ds % 10 ))"; }
+
+# expect_fail WANT DIR CARGO-ARGS...: the build in DIR must fail, and its output contain WANT.
+expect_fail() {
+    local want=$1 dir=$2 out
+    shift 2
+    if out=$(cd "$dir" && cargo build --locked "$@" 2>&1); then
+        echo "nostd: \`cargo build $*\` in $dir succeeded; it must fail with: $want"; exit 1
+    fi
+    grep -qF -- "$want" <<<"$out" || {
+        echo "nostd: \`cargo build $*\` in $dir failed without the hint: $want"; tail -n 30 <<<"$out"; exit 1
+    }
+}
+
+# cpuid_functions RLIB...: the functions of the rlibs that contain a cpuid instruction, sorted.
+cpuid_functions() {
+    local f
+    for f in "$@"; do objdump -d --no-show-raw-insn "$f"; done |
+        awk '/^[0-9a-f]+ <.*>:$/ { fn = $2 } /\tcpuid/ { print fn }' | sort -u
+}
+
+# kernel_switch TARGET [CARGO-ARGS...]: the example kernel built with a RUSTFLAGS of its own in
+# the environment (which replaces every `rustflags` of .cargo/config.toml, and with them a
+# `--cfg stream_hal_no_cpuid` kept there) still gets the switch from `[env]`: its compile-time
+# assertion holds, and no function it can call has a cpuid instruction (only the explicit
+# `CpuFeatures::detect`, which it never calls, has one). With the switch overridden to 0 the
+# assertion fails the build loudly.
+kernel_switch() {
+    local target=$1 dir="$root/target/downstream-rustflags" out
+    shift
+    (
+        cd crates/example-kernel
+        CARGO_TARGET_DIR="$dir" RUSTFLAGS="-C force-frame-pointers=yes" \
+            cargo build --locked --release --target "$target" "$@"
+    )
+    out=$(cpuid_functions "$dir/$target"/release/deps/libstream_hal-*.rlib "$dir/$target"/release/libexample_kernel.rlib)
+    if grep -v 'CpuFeatures6detect' <<<"$out" | grep -q .; then
+        echo "nostd: example kernel for $target with RUSTFLAGS set: cpuid in"; echo "$out"; exit 1
+    fi
+    STREAM_HAL_NO_CPUID=0 CARGO_TARGET_DIR="$dir" RUSTFLAGS="-C force-frame-pointers=yes" \
+        expect_fail "stream-hal was built without STREAM_HAL_NO_CPUID=1" crates/example-kernel \
+        --release --target "$target" "$@"
+    echo "nostd: example kernel for $target with RUSTFLAGS set: switch from [env], assertion holds," \
+        "no cpuid outside CpuFeatures::detect; with STREAM_HAL_NO_CPUID=0 the build fails"
+}
+
+# The host-side checks of what a downstream crate hits at build time.
+downstream() {
+    local t n d
+    t=$(now)
+    export CARGO_TARGET_DIR="$root/target/downstream"
+    # Outside the root workspace, so the fmt step does not see them.
+    for d in ci/downstream/*/; do (cd "$d" && cargo fmt --check); done
+    local hints=ci/downstream/hints
+    expect_fail 'is not a `stream_hal::Record`' $hints --example missing_record
+    expect_fail 'stream_hal::bytemuck_record!(Frame)' $hints --example missing_record
+    expect_fail "needs stream-hal's \`bytemuck\` feature" $hints --example bytemuck_without_feature
+    expect_fail "needs stream-hal's \`zerocopy\` feature" $hints --example zerocopy_without_feature
+    expect_fail 'Set `STREAM_HAL_NO_CPUID = "1"`' $hints --features old-no-cpuid
+    expect_fail 'Set `STREAM_HAL_FORCE_GENERIC = "1"`' $hints --features old-force-generic
+    STREAM_HAL_NO_CPUID=yes expect_fail 'STREAM_HAL_NO_CPUID="yes" is not a switch value' $hints
+    echo "nostd: downstream hints: missing Record, bytemuck_record!/zerocopy_record! without their feature," \
+        "the removed no-cpuid/force-generic features, a bad STREAM_HAL_NO_CPUID value: each names the fix"
+
+    # The example kernel's checks, on the host (its tests linted too).
+    (cd crates/example-kernel && cargo clippy --locked --all-targets -- -D warnings && cargo test --locked)
+    kernel_switch "$host"
+
+    # A fresh no_std kernel crate: generate its lockfile as `cargo build` would, and count.
+    local fixture="$CARGO_TARGET_DIR/nostd-kernel"
+    rm -rf "$fixture" && mkdir -p "$fixture"
+    cp -r ci/downstream/nostd-kernel/. "$fixture"
+    sed -i "s#\.\./\.\./\.\./crates#$root/crates#" "$fixture/Cargo.toml"
+    (cd "$fixture" && cargo generate-lockfile)
+    n=$(grep -c '^name = ' "$fixture/Cargo.lock")
+    if [ "$n" -gt "$max_lock_packages" ]; then
+        echo "nostd: a fresh no_std kernel's lockfile has $n packages (at most $max_lock_packages):"
+        grep '^name = ' "$fixture/Cargo.lock"; exit 1
+    fi
+    # Its own loom tests set `--cfg loom` for the whole build: memmap-core must not change.
+    (cd "$fixture" && CARGO_TARGET_DIR="$root/target/downstream-loom" RUSTFLAGS="--cfg loom" cargo build --locked)
+    # A VMM's: stream-vm-memory's parallel zero, populate and reset must work as in any build.
+    (cd ci/downstream/vmm-loom && CARGO_TARGET_DIR="$root/target/downstream-loom" RUSTFLAGS="--cfg loom" cargo run --locked)
+    unset CARGO_TARGET_DIR
+    echo "nostd: downstream: a fresh no_std kernel's lockfile has $n packages (at most $max_lock_packages);" \
+        "--cfg loom leaves memmap-core alone (a no_std kernel builds, a VMM runs); $(elapsed "$t") s"
+}
+
+if [ "${1:-}" = downstream ]; then
+    downstream
+    exit 0
+fi
 
 t=$(now)
 for target in x86_64-unknown-none aarch64-unknown-none riscv64gc-unknown-none-elf; do
@@ -30,6 +135,7 @@ rustup component add --toolchain nightly rust-src >/dev/null 2>&1 || rustup comp
 t=$(now)
 (
     cd crates/example-kernel
+    export CARGO_TARGET_DIR="$root/target/example-kernel"
     cargo fmt --check
     for target in x86_64-unknown-none aarch64-unknown-none riscv64gc-unknown-none-elf; do
         cargo clippy --locked --release --target "$target" -- -D warnings
@@ -40,6 +146,7 @@ t=$(now)
     CARGO_TARGET_DIR="$root/target/loongarch64-none" cargo +nightly build --locked --release \
         -Zbuild-std=core -Zbuild-std-features=compiler-builtins-mem --target loongarch64-unknown-none
 )
+kernel_switch x86_64-unknown-none
 echo "nostd: example kernel built (and linted) for x86_64-unknown-none, aarch64-unknown-none, riscv64gc-unknown-none-elf, loongarch64-unknown-none in $(elapsed "$t") s"
 
 rlib=target/x86_64-unknown-none/release/libstream_hal.rlib
@@ -87,3 +194,5 @@ if [ "$ct_movnti" -eq 0 ] || [ "$ct_sse" -ne 0 ] || [ "$ct_sfence" -eq 0 ]; then
 fi
 echo "x86_64-unknown-mykernel.json (custom target, -Zbuild-std=core): backend x86_64-movnti asserted at compile time;" \
     "$ct_movnti movnti, $ct_sfence sfence, 0 SSE instructions; $(elapsed "$t") s"
+
+downstream

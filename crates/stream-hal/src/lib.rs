@@ -36,23 +36,41 @@
 //! * Kernel-shaped raw code over pointers: [`memcpy_nontemporal`], [`clear`],
 //!   [`clear_pages`], [`store_record`], [`store_words`], then one [`drain`] per batch.
 //! * Early boot, where feature detection must not run (`CPUID` traps in confidential guests)
-//!   or cannot (a bare-metal riscv64 or powerpc64 kernel): `--cfg stream_hal_no_cpuid`, and
+//!   or cannot (a bare-metal riscv64 or powerpc64 kernel): `STREAM_HAL_NO_CPUID=1` (or `--cfg
+//!   stream_hal_no_cpuid`), [`build_config`] to assert it at compile time, and
 //!   [`set_cpu_features`] with what the kernel found before the first clear. See
 //!   [Using it in a kernel](#using-it-in-a-kernel).
 //!
 //! ## Configuration
 //!
-//! Two switches are `--cfg` flags, not Cargo features: each changes what the crate does for
+//! Two switches are build settings, not Cargo features: each changes what the crate does for
 //! the whole program, so it belongs to whoever builds the final binary, and a library deep in
 //! the dependency graph must not be able to turn it on for everyone (Cargo unifies features).
-//! Set them in `RUSTFLAGS` or in `.cargo/config.toml` (`[build] rustflags` or
-//! `[target.<triple>] rustflags`); the build script declares them to `unexpected_cfgs`.
+//! Each is an environment variable read by the build script and, equivalently, a `--cfg` flag:
 //!
-//! * `--cfg stream_hal_force_generic`: use the generic (plain-store) backend even where a
-//!   streaming one exists.
-//! * `--cfg stream_hal_no_cpuid`: never detect CPU features implicitly (no `CPUID`, no
-//!   `riscv_hwprobe`, no auxiliary vector); without [`set_cpu_features`] the optional features
-//!   are taken as absent, and [`wide_fill_methods`] is empty.
+//! * `STREAM_HAL_FORCE_GENERIC=1` or `--cfg stream_hal_force_generic`: use the generic
+//!   (plain-store) backend even where a streaming one exists.
+//! * `STREAM_HAL_NO_CPUID=1` or `--cfg stream_hal_no_cpuid`: never detect CPU features
+//!   implicitly (no `CPUID`, no `riscv_hwprobe`, no auxiliary vector); without
+//!   [`set_cpu_features`] the optional features are taken as absent, and
+//!   [`wide_fill_methods`] is empty.
+//!
+//! Prefer the variable, in the `[env]` table of the final binary's `.cargo/config.toml`:
+//!
+//! ```toml
+//! [env]
+//! STREAM_HAL_NO_CPUID = "1"
+//! ```
+//!
+//! A `RUSTFLAGS` in the environment (a CI job's, a developer's `-C target-cpu=native`)
+//! replaces every `rustflags` of `.cargo/config.toml` without a warning, and a `--cfg` kept
+//! there with it; `[env]` stays. The variable takes `1` or `true` (on), `0`, `false` or an
+//! empty value (off); any other value fails the build with a message naming it. Either way,
+//! [`build_config`] says at compile time what the build got, so that a kernel can assert it
+//! (`const _: () = assert!(stream_hal::build_config().no_cpuid, "...")`). The `--cfg` flags
+//! are declared to `unexpected_cfgs` by the build script; they are the only way for a build
+//! system that does not run build scripts. The Cargo features `no-cpuid` and `force-generic`
+//! that these switches once were now fail the build with a message naming the variable.
 //!
 //! Cargo features, all off by default, only add optional dependencies:
 //!
@@ -80,8 +98,8 @@
 //! stream-hal = "0.1"
 //! ```
 //!
-//! (with `rustflags = ["--cfg", "stream_hal_no_cpuid"]` in the kernel's `.cargo/config.toml`
-//! where detection must not run) and builds for `x86_64-unknown-none` (soft-float: the
+//! (with `STREAM_HAL_NO_CPUID = "1"` in the `[env]` table of the kernel's
+//! `.cargo/config.toml` where detection must not run) and builds for `x86_64-unknown-none` (soft-float: the
 //! `movnti`-only backend), `aarch64-unknown-none`, `riscv64gc-unknown-none-elf`,
 //! `loongarch64-unknown-none` (generic), or its own target JSON with `-Zbuild-std=core`: the
 //! backend follows the specification's `arch` and `features`, not its name (CI builds one for
@@ -120,8 +138,8 @@
 //!   riscv64 and powerpc64 use general-purpose registers only. A kernel that does not save
 //!   vector state builds for a soft-float target. [`wide_fill_methods`] (`ymm`/`zmm`) is
 //!   never used by the library itself.
-//! * **CPU features with `--cfg stream_hal_no_cpuid`**: nothing optional is used until the
-//!   kernel says so: no `clzero`, `cbo.zero` or `dcbz`; the clears fall back to
+//! * **CPU features with `STREAM_HAL_NO_CPUID=1`** (or `--cfg stream_hal_no_cpuid`): nothing
+//!   optional is used until the kernel says so: no `clzero`, `cbo.zero` or `dcbz`; the clears fall back to
 //!   `rep stosb`/`movnti`, hinted stores or `write_bytes`, all correct. The kernel detects the
 //!   features itself (CPUID from a #VC-safe path; the device tree's `riscv,isa-extensions`
 //!   containing `zicboz` and `riscv,cboz-block-size`; `d-cache-block-size` on powerpc), and
@@ -129,8 +147,9 @@
 //!   On riscv64 `cbo.zero` must also be enabled for the kernel's privilege level
 //!   (`menvcfg.CBZE`, which the M-mode firmware sets for S-mode; OpenSBI does when the hart
 //!   has Zicboz), else it traps as an illegal instruction. On a system whose CPUs differ, pass
-//!   only what every CPU has. Without the flag, x86-64 runs `CPUID` on the first clear of
-//!   1 MiB or more.
+//!   only what every CPU has. Without the switch, x86-64 runs `CPUID` on the first clear of
+//!   1 MiB or more; `const _: () = assert!(stream_hal::build_config().no_cpuid)` makes a build
+//!   that lost the switch fail instead.
 //! * **Custom targets** (a target JSON built with `-Zbuild-std=core`): the backend follows the
 //!   target's `arch` and `features` (for x86-64: SSE2 or not). When the kernel has no C
 //!   library, build `core` with the memory functions too, `-Zbuild-std=core
@@ -138,7 +157,7 @@
 //!   `memcpy` and `memset` (`copy_nonoverlapping`, `write_bytes`), and without a definition the
 //!   link fails with undefined `memcpy`/`memset`. The built-in `-none` targets get them from
 //!   `compiler_builtins` already.
-//! * **Instrumented kernels** (a KASAN-like build): use `--cfg stream_hal_force_generic`, so
+//! * **Instrumented kernels** (a KASAN-like build): use `STREAM_HAL_FORCE_GENERIC=1`, so
 //!   the instrumentation sees every store. Rust's own sanitizers switch the backend off by
 //!   themselves (see [`backend()`]).
 //!
@@ -195,6 +214,24 @@
 
 #[cfg(test)]
 extern crate std;
+
+// The Cargo features these switches once were: a dependency that still turns one on gets told
+// what replaced it instead of an unknown-feature error (rustdoc, which documents every feature,
+// is let through).
+#[cfg(all(feature = "no-cpuid", not(doc)))]
+compile_error!(
+    "stream-hal's `no-cpuid` feature was removed: a dependency's feature would turn detection off \
+     for the whole build. Set `STREAM_HAL_NO_CPUID = \"1\"` in the `[env]` table of the final \
+     binary's .cargo/config.toml (or `--cfg stream_hal_no_cpuid` in its rustflags), and drop the \
+     feature"
+);
+#[cfg(all(feature = "force-generic", not(doc)))]
+compile_error!(
+    "stream-hal's `force-generic` feature was removed: a dependency's feature would change the \
+     backend for the whole build. Set `STREAM_HAL_FORCE_GENERIC = \"1\"` in the `[env]` table of \
+     the final binary's .cargo/config.toml (or `--cfg stream_hal_force_generic` in its \
+     rustflags), and drop the feature"
+);
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]
@@ -752,6 +789,53 @@ impl fmt::Display for GenericReason {
 #[must_use]
 pub const fn backend() -> Backend {
     arch::BACKEND
+}
+
+/// What this build of `stream-hal` was compiled with: the backend and the two switches.
+///
+/// Returned by the `const fn` [`build_config`], so that a kernel asserts at compile time that
+/// its build took the switches it relies on; the image then cannot be built without them (a
+/// `RUSTFLAGS` in the environment replaces every `rustflags` of `.cargo/config.toml`, and with
+/// them a `--cfg` kept there):
+///
+/// ```
+/// use stream_hal::{Backend, BuildConfig, build_config};
+///
+/// /// The stream-hal build a soft-float x86-64 kernel in a confidential guest expects: no
+/// /// `CPUID` of stream-hal's own (it traps there) and the `movnti`-only backend.
+/// const fn as_expected(c: BuildConfig) -> bool {
+///     c.no_cpuid && matches!(c.backend, Backend::X86_64 { vector: false })
+/// }
+/// // The kernel writes:
+/// // const _: () = assert!(
+/// //     as_expected(build_config()),
+/// //     "stream-hal built without STREAM_HAL_NO_CPUID=1 or for the wrong target",
+/// // );
+/// // This doctest is a hosted build with detection on, where the expectation is false:
+/// const _: () = assert!(!as_expected(build_config()));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct BuildConfig {
+    /// The backend ([`backend()`]).
+    pub backend: Backend,
+    /// Implicit CPU feature detection is off (`STREAM_HAL_NO_CPUID=1` or `--cfg
+    /// stream_hal_no_cpuid`): no `CPUID`, `riscv_hwprobe` or auxiliary vector; only what
+    /// [`set_cpu_features`] passes is used.
+    pub no_cpuid: bool,
+    /// The generic backend was forced (`STREAM_HAL_FORCE_GENERIC=1` or `--cfg
+    /// stream_hal_force_generic`).
+    pub force_generic: bool,
+}
+
+/// The backend and switches of this build ([`BuildConfig`]), for compile-time assertions.
+#[must_use]
+pub const fn build_config() -> BuildConfig {
+    BuildConfig {
+        backend: arch::BACKEND,
+        no_cpuid: cfg!(stream_hal_no_cpuid),
+        force_generic: cfg!(stream_hal_force_generic),
+    }
 }
 
 /// The portable reference implementation, compiled on every target.

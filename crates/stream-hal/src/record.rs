@@ -79,6 +79,13 @@
 /// the end), no `MaybeUninit` or union fields that may hold uninitialized bytes, and every field
 /// itself such a type. Pointers and references are not `Record`s (a byte copy would drop their
 /// provenance).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `stream_hal::Record`: stream-hal copies only types whose every byte is initialized (no padding)",
+    label = "`{Self}` does not implement `stream_hal::Record`",
+    note = "with stream-hal's `bytemuck` feature: `#[derive(bytemuck::NoUninit)]` on the type, then `stream_hal::bytemuck_record!({Self});`",
+    note = "with stream-hal's `zerocopy` feature: `#[derive(zerocopy::IntoBytes, zerocopy::Immutable)]`, then `stream_hal::zerocopy_record!({Self});`",
+    note = "or, for a `#[repr(C)]` type without padding whose fields are all `Record`s: `unsafe impl stream_hal::Record for {Self} {{}}` with a `// SAFETY:` comment"
+)]
 pub unsafe trait Record: Sized {}
 
 macro_rules! records {
@@ -211,4 +218,30 @@ macro_rules! zerocopy_record {
         // reference, so the streaming loads of `&$t` read stable bytes.
         unsafe impl $crate::Record for $t {}
     )+};
+}
+
+/// `bytemuck_record!` without the `bytemuck` feature: the error names the feature to turn on.
+#[cfg(not(feature = "bytemuck"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! bytemuck_record {
+    ($($t:tt)*) => {
+        ::core::compile_error!(
+            "`stream_hal::bytemuck_record!` needs stream-hal's `bytemuck` feature: \
+             stream-hal = { version = \"0.1\", features = [\"bytemuck\"] }"
+        );
+    };
+}
+
+/// `zerocopy_record!` without the `zerocopy` feature: the error names the feature to turn on.
+#[cfg(not(feature = "zerocopy"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! zerocopy_record {
+    ($($t:tt)*) => {
+        ::core::compile_error!(
+            "`stream_hal::zerocopy_record!` needs stream-hal's `zerocopy` feature: \
+             stream-hal = { version = \"0.1\", features = [\"zerocopy\"] }"
+        );
+    };
 }

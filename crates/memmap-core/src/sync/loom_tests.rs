@@ -4,7 +4,7 @@
 //! weakened acquire or release shows up as a data race on that data ("Causality violation").
 //!
 //! ```sh
-//! RUSTFLAGS="--cfg loom" cargo test -p memmap-core --lib sync::loom_tests
+//! RUSTFLAGS="--cfg memmap_core_loom" cargo test -p memmap-core --lib sync::loom_tests
 //! ```
 //!
 //! (`ci/loom.sh`.) Which weakened ordering each model catches is recorded in

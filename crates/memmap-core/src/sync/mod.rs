@@ -10,7 +10,7 @@
 
 pub(crate) mod padata;
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, memmap_core_loom))]
 mod loom_tests;
 
 use core::fmt;
@@ -19,16 +19,20 @@ use core::mem::ManuallyDrop;
 use core::ops::{Deref, DerefMut};
 use core::sync::atomic::Ordering;
 
-// The atomics the primitives below are built on: core's, or loom's under `--cfg loom`, where
-// the loom models (`loom_tests.rs`, `ci/loom.sh`) explore every interleaving and every value a
-// weaker ordering lets a load return. The node keeps its own counters and flags on core's.
-#[cfg(not(loom))]
+// The atomics the primitives below are built on: core's, or loom's in memmap-core's own test
+// build under `--cfg memmap_core_loom`, where the loom models (`loom_tests.rs`, `ci/loom.sh`)
+// explore every interleaving and every value a weaker ordering lets a load return. The cfg is
+// the crate's own (crossbeam's `crossbeam_loom` is the pattern) and works only together with
+// `cfg(test)`: a program's `--cfg loom` for its own loom tests, or any build that uses
+// memmap-core as a dependency, always gets core's atomics (loom, a dev-dependency, is not even
+// there). The node keeps its own counters and flags on core's.
+#[cfg(not(all(test, memmap_core_loom)))]
 pub(crate) use core::sync::atomic::{AtomicBool, AtomicU8};
-#[cfg(loom)]
+#[cfg(all(test, memmap_core_loom))]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8};
 
-#[cfg(all(loom, not(feature = "std")))]
-compile_error!("`--cfg loom` needs memmap-core's `std` feature (loom runs on std threads)");
+#[cfg(all(test, memmap_core_loom, not(feature = "std")))]
+compile_error!("`--cfg memmap_core_loom` needs memmap-core's `std` feature (loom runs on std threads)");
 
 /// Spins politely: a CPU hint, and under `std` a yield after a while, so that waiting threads
 /// on an oversubscribed machine (or under Miri's scheduler) let the holder run. Under loom,
@@ -36,23 +40,23 @@ compile_error!("`--cfg loom` needs memmap-core's `std` feature (loom runs on std
 #[inline]
 fn relax(spins: &mut u32) {
     *spins = spins.wrapping_add(1);
-    #[cfg(loom)]
+    #[cfg(all(test, memmap_core_loom))]
     {
         loom::thread::yield_now();
     }
-    #[cfg(all(feature = "std", not(loom)))]
+    #[cfg(all(feature = "std", not(all(test, memmap_core_loom))))]
     if *spins % 64 == 0 {
         std::thread::yield_now();
         return;
     }
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, memmap_core_loom)))]
     core::hint::spin_loop();
 }
 
 /// The lock's data: in a `core::cell::UnsafeCell`, or under loom in loom's, which checks every
 /// access against the happens-before order of the interleaving it explores (a lock whose
 /// acquire or release is too weak shows up there as a data race on the data).
-#[cfg(not(loom))]
+#[cfg(not(all(test, memmap_core_loom)))]
 mod cell {
     pub(super) struct DataCell<T>(core::cell::UnsafeCell<T>);
 
@@ -86,8 +90,8 @@ mod cell {
     }
 }
 
-/// The lock's data under loom (see the `not(loom)` version).
-#[cfg(loom)]
+/// The lock's data under loom (see the version without it).
+#[cfg(all(test, memmap_core_loom))]
 mod cell {
     pub(super) struct DataCell<T>(loom::cell::UnsafeCell<T>);
 
@@ -135,7 +139,7 @@ mod cell {
 /// time, whether or not this particular call would have deadlocked. Without `std` there is no
 /// thread identity: the rule stands, unchecked. Under loom (whose threads share one OS thread)
 /// the check is off; the loom models use locks of no node.
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(all(feature = "std", not(all(test, memmap_core_loom))))]
 mod reentry {
     use core::cell::Cell;
 
@@ -179,10 +183,10 @@ mod reentry {
 pub(crate) struct SpinLock<T> {
     locked: AtomicBool,
     /// The node the lock belongs to (0: none). Read by the re-entry check only.
-    #[cfg_attr(any(loom, not(feature = "std")), allow(dead_code))]
+    #[cfg_attr(any(all(test, memmap_core_loom), not(feature = "std")), allow(dead_code))]
     node: u64,
     /// The node runs its hooks under this lock. Read by the re-entry check only.
-    #[cfg_attr(any(loom, not(feature = "std")), allow(dead_code))]
+    #[cfg_attr(any(all(test, memmap_core_loom), not(feature = "std")), allow(dead_code))]
     hooks: bool,
     data: cell::DataCell<T>,
 }
@@ -196,13 +200,13 @@ unsafe impl<T: Send> Send for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
     /// A new, unlocked lock of no node (padata's job lock; the tests').
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, memmap_core_loom)))]
     #[cfg_attr(not(feature = "std"), allow(dead_code))]
     pub(crate) const fn new(value: T) -> Self {
         Self::with_node(value, 0, false)
     }
     /// A new, unlocked lock of no node (padata's job lock; the loom models').
-    #[cfg(loom)]
+    #[cfg(all(test, memmap_core_loom))]
     pub(crate) fn new(value: T) -> Self {
         Self::with_node(value, 0, false)
     }
@@ -218,11 +222,11 @@ impl<T> SpinLock<T> {
         Self::with_node(value, node, true)
     }
 
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, memmap_core_loom)))]
     const fn with_node(value: T, node: u64, hooks: bool) -> Self {
         SpinLock { locked: AtomicBool::new(false), node, hooks, data: cell::DataCell::new(value) }
     }
-    #[cfg(loom)]
+    #[cfg(all(test, memmap_core_loom))]
     fn with_node(value: T, node: u64, hooks: bool) -> Self {
         SpinLock { locked: AtomicBool::new(false), node, hooks, data: cell::DataCell::new(value) }
     }
@@ -234,7 +238,7 @@ impl<T> SpinLock<T> {
     /// With `std`, if this is a lock of a node and the calling thread holds that node's hooks
     /// lock (a hook calling back into its node; see the `reentry` module).
     pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
-        #[cfg(all(feature = "std", not(loom)))]
+        #[cfg(all(feature = "std", not(all(test, memmap_core_loom))))]
         reentry::check(self.node);
         let mut spins = 0;
         loop {
@@ -242,12 +246,12 @@ impl<T> SpinLock<T> {
             // previous holder, so its writes to the data happen before this holder's accesses.
             // Relaxed on failure: a failed attempt reads nothing through the lock.
             if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                #[cfg(all(feature = "std", not(loom)))]
+                #[cfg(all(feature = "std", not(all(test, memmap_core_loom))))]
                 let prev = if self.hooks { reentry::enter(self.node) } else { 0 };
                 return SpinGuard {
                     lock: self,
                     access: ManuallyDrop::new(self.data.access()),
-                    #[cfg(all(feature = "std", not(loom)))]
+                    #[cfg(all(feature = "std", not(all(test, memmap_core_loom))))]
                     prev,
                     _not_auto: PhantomData,
                 };
@@ -290,7 +294,7 @@ pub(crate) struct SpinGuard<'a, T> {
     /// Dropped (under loom: the tracked access ends) right before the unlock.
     access: ManuallyDrop<cell::Access<T>>,
     /// What the re-entry check restores on unlock.
-    #[cfg(all(feature = "std", not(loom)))]
+    #[cfg(all(feature = "std", not(all(test, memmap_core_loom))))]
     prev: u64,
     /// Opts out of the auto traits; the impl below grants exactly the right one.
     _not_auto: PhantomData<*mut T>,
@@ -321,7 +325,7 @@ impl<T> Drop for SpinGuard<'_, T> {
         // SAFETY: `access` is dropped exactly once, here, and not used afterwards (`self` is
         // being dropped; no reference from `deref` can outlive the guard).
         unsafe { ManuallyDrop::drop(&mut self.access) };
-        #[cfg(all(feature = "std", not(loom)))]
+        #[cfg(all(feature = "std", not(all(test, memmap_core_loom))))]
         if self.lock.hooks {
             reentry::leave(self.prev);
         }
@@ -375,7 +379,7 @@ impl<'a> BlockStates<'a> {
     /// The caller's state bytes as block states, all reset to [`BLOCK_UNINIT`]. The exclusive
     /// borrow moves into the result, so for `'a` every access to the bytes goes through the
     /// atomics.
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, memmap_core_loom)))]
     #[must_use]
     pub(crate) fn from_bytes(states: &'a mut [u8]) -> Self {
         states.fill(BLOCK_UNINIT);
@@ -388,9 +392,9 @@ impl<'a> BlockStates<'a> {
     }
 
     /// Under loom the states are loom's atomics, which cannot live in the caller's bytes: a
-    /// node built in a loom build gets fresh ones, leaked (one per pageblock; only loom builds,
+    /// node built in the loom test build gets fresh ones, leaked (one per pageblock; only that build,
     /// where no node runs outside a model), and the caller's bytes are only reset.
-    #[cfg(loom)]
+    #[cfg(all(test, memmap_core_loom))]
     #[must_use]
     pub(crate) fn from_bytes(states: &'a mut [u8]) -> Self {
         states.fill(BLOCK_UNINIT);
@@ -488,7 +492,7 @@ impl<'a> BlockStates<'a> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(memmap_core_loom)))]
 mod tests {
     use super::*;
     use std::vec::Vec;

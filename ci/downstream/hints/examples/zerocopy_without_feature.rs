@@ -1,0 +1,10 @@
+//! `zerocopy_record!` with stream-hal's `zerocopy` feature off: the error must name the feature.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Frame {
+    paddr: u64,
+    flags: u64,
+}
+stream_hal::zerocopy_record!(Frame);
+
+fn main() {}
