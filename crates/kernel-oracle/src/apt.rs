@@ -207,6 +207,8 @@ impl PrivateApt {
     /// apt fails or the file is not where apt puts it.
     pub fn download(&self, package: &str, dir: &Path) -> Result<PathBuf> {
         let version = self.version(package)?;
+        crate::files::name("a package name", package)?;
+        crate::files::name(&format!("the version apt reports for {package}"), &version)?;
         // apt names files NAME_VERSION_ARCH.deb with the epoch's ':' escaped as %3a.
         let file = |arch: &str| dir.join(format!("{package}_{}_{arch}.deb", version.replace(':', "%3a")));
         for arch in [self.arch.as_str(), "all"] {
