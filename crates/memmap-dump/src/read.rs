@@ -227,8 +227,8 @@ fn open_error(path: &Path, e: io::Error, links: Links) -> DumpError {
 
 /// Reads all of `r`, at most `max` bytes: `Ok(None)` when there is more. The buffer starts at
 /// `hint + 1` bytes (the size the file reports, capped) and doubles, never past `max + 1`
-/// bytes, so a read allocates at most `max + 1` bytes (and the old buffer beside the new one
-/// while it grows), whatever the source claims or holds.
+/// bytes, so a read allocates at most `max + 1` bytes (and, while the buffer grows, the old one
+/// beside the new: under twice that), whatever the source claims or holds.
 ///
 /// # Errors
 ///
