@@ -774,8 +774,8 @@ mod tests {
             "{e}"
         );
         let mut m = a.meta.clone();
-        m.detail.insert("init_start_pfn".into(), 0.into());
+        m.detail.insert("folios".into(), serde_json::json!([{ "head_pfn": 0x100000, "order": 64 }]));
         let e = diff_report((&m, a.memmap()), (&m, a.memmap())).unwrap_err();
-        assert!(e.to_string().contains("field init_start_pfn: 0 (expected a pfn from start_pfn"), "{e}");
+        assert!(e.to_string().contains("field folios: folio 0: "), "{e}");
     }
 }

@@ -26,6 +26,11 @@ pub enum DumpError {
         /// The path the error concerns.
         path: PathBuf,
     },
+    /// A symbolic link whose target does not exist.
+    DanglingLink {
+        /// The link.
+        path: PathBuf,
+    },
     /// A path that must be a directory is not one.
     NotADirectory {
         /// The file the error concerns.
@@ -149,6 +154,9 @@ impl fmt::Display for DumpError {
                 write!(f, "{}: exists; refusing to replace it (use --force to replace it)", path.display())
             }
             DumpError::Missing { path } => write!(f, "{}: does not exist", path.display()),
+            DumpError::DanglingLink { path } => {
+                write!(f, "{}: a symbolic link to a file that does not exist", path.display())
+            }
             DumpError::NotADirectory { path } => write!(f, "{}: not a directory", path.display()),
             DumpError::NotRegular { path, is } => {
                 write!(f, "{}: is {is}, not a regular file", path.display())
