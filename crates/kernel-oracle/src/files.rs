@@ -84,6 +84,9 @@ pub fn name<'a>(what: &str, value: &'a str) -> Result<&'a str> {
 ///
 /// A component is a link or a file, `rel` leaves `root` (`..` or absolute), or creation fails.
 pub fn create_dirs_below(root: &Path, rel: &Path) -> Result<PathBuf> {
+    if fs::metadata(root).is_ok_and(|m| !m.is_dir()) {
+        bail!("{}: not a directory", root.display());
+    }
     fs::create_dir_all(root).with_context(|| format!("create {}", root.display()))?;
     let mut at = root.to_path_buf();
     for c in rel.components() {

@@ -100,7 +100,11 @@ fn facts_at_their_limits() {
         let n = (limit - base_values) / weight;
         let json = with(&facts, region, key, &array(elem, n));
         let (peak, _) = peak_of(|| Facts::parse(&json, Path::new("facts.json")).map(drop));
-        assert!(peak <= bound(json.len()), "{key} of {elem} x {n}: {peak} bytes, bound {}", bound(json.len()));
+        assert!(
+            peak <= bound(json.len()),
+            "{key} of {elem} x {n}: {peak} bytes, bound {}",
+            bound(json.len())
+        );
         eprintln!("facts {key} {elem} x {n}: {} bytes, peak {peak}", json.len());
         let json = with(&facts, region, key, &array(elem, 2 * n));
         let (peak, r) = peak_of(|| Facts::parse(&json, Path::new("facts.json")).map(drop));

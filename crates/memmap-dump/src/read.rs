@@ -332,10 +332,7 @@ pub fn open_dump(dir: &Path) -> Result<OpenDump, DumpError> {
     match fs::metadata(dir) {
         Ok(m) if !m.is_dir() => return Err(DumpError::NotADirectory { path: dir.to_path_buf() }),
         Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(DumpError::Missing { path: dir.to_path_buf() });
-        }
-        Err(e) => return Err(DumpError::io(dir, "open")(e)),
+        Err(e) => return Err(open_error(dir, e, Links::Follow)),
     }
     let meta_path = dir.join(META_FILE);
     let json = read_file(&meta_path, MAX_META_BYTES, Links::Follow)?;
