@@ -65,7 +65,8 @@ fn amplified(a: &Amplified) -> String {
     list.extend(std::iter::repeat_n(']', usize::from(a.depth)));
     let head = META.trim_end().strip_suffix('}').expect("an object");
     if a.typed {
-        head.replace("\"movable_pageblock_pfns\":[1048576]", &format!("\"movable_pageblock_pfns\":{list}")) + "}"
+        head.replace("\"movable_pageblock_pfns\":[1048576]", &format!("\"movable_pageblock_pfns\":{list}"))
+            + "}"
     } else {
         format!("{head},\"extra\":{list}}}")
     }
