@@ -463,6 +463,19 @@ fn release_key(release: &str) -> Vec<u64> {
     release.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect()
 }
 
+/// The release in an image package's name (`linux-image-RELEASE`): it names the cache's
+/// directory of the kernel, so it must be one plain name ([`crate::files::name`]).
+///
+/// # Errors
+///
+/// The name lacks the prefix, or the release cannot name a directory.
+fn package_release(package: &str, prefix: &str) -> Result<String> {
+    let release =
+        package.strip_prefix(prefix).with_context(|| format!("package {package:?} lacks {prefix:?}"))?;
+    crate::files::name(&format!("the release of package {package:?}"), release)?;
+    Ok(release.to_string())
+}
+
 /// Finds the newest matching image package in the spec's suite, downloads the packages (cached
 /// under `cache/debs`), and unpacks them under `cache/kernels/<release>`.
 ///
@@ -477,9 +490,7 @@ pub fn fetch(spec: KernelSpec, cache: &Path, refresh: bool) -> Result<Kernel> {
     let image_pkg = names.pop().with_context(|| {
         format!("no package matching {} in suite {} ({})", spec.image_pattern, spec.suite, spec.arch.debian())
     })?;
-    let release = image_pkg.strip_prefix(spec.image_prefix).context("image package prefix")?.to_string();
-    // The release and the versions apt reports name directories and files of the cache.
-    crate::files::name(&format!("the release of package {image_pkg:?}"), &release)?;
+    let release = package_release(&image_pkg, spec.image_prefix)?;
     let pkgs: Vec<String> = match spec.packaging {
         Packaging::Split => vec![
             format!("linux-binary-{release}"),
@@ -742,6 +753,14 @@ mod tests {
         assert!(
             from_paths(&d.join("bzImage"), &d.join("lib"), &d.join(".config"), None, Some("../x")).is_err()
         );
+    }
+
+    #[test]
+    fn a_package_release_names_one_directory() {
+        assert_eq!(package_release("linux-image-6.1.0-50-amd64", "linux-image-").unwrap(), "6.1.0-50-amd64");
+        for bad in ["linux-image-../../x", "linux-image-a/b", "linux-image-", "linux-binary-7.2"] {
+            assert!(package_release(bad, "linux-image-").is_err(), "{bad}");
+        }
     }
 
     #[test]
