@@ -31,7 +31,7 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-$([ "$long" = 1 ] && echo 600 || echo 10)}"
 # with compilers, a unit of a fraction of a second has been seen to take 26 s.
 FUZZ_TIMEOUT="${FUZZ_TIMEOUT:-$([ "$long" = 1 ] && echo 60 || echo 20)}"
 targets=(dump_reader size_args zone_device_init node_boot)
-targets+=(oracle_check guest_memory)
+targets+=(oracle_check guest_memory oracle_readers)
 if [ $# -gt 0 ]; then
     targets=("$@")
 fi

@@ -3,7 +3,7 @@
 # length, meta.json, memmap.bin), corpus/size_args (NUL-separated command lines) and
 # corpus/oracle_check (every committed golden extract in the target's raw form: a mode byte,
 # the u32 little-endian lengths of facts.json and extract.json, the three files; and one seed of
-# each structured edit form).
+# each structured edit form) and corpus/oracle_readers (one input per reader).
 # The seeds go into the committed corpus archive, fuzz/corpus.tar.xz (unpacked, updated, packed
 # again; commit it).
 # Usage: bash fuzz/make-seeds.sh (builds memmap-bench in the root workspace).
@@ -67,6 +67,35 @@ for k, body in enumerate([b"\0", b"\1\1\2\0\0\0\0\0\0\0", b"\2\1\5\3\0\0\0\0\3",
 print(n)
 PY
 )
-echo "seeds: $i dumps, $n command lines, $g golden extracts and edits"
+# oracle_readers: a mode byte (0 facts, 1 amplified meta.json, 2/3/4 gzip/xz/zstd, 5 image and
+# names), then the reader's input.
+mkdir -p "$corpus/oracle_readers"
+r=$(CORPUS="$corpus" python3 - <<'PY'
+import gzip, os, struct, subprocess
+c = os.environ["CORPUS"] + "/oracle_readers/"
+def put(name, data):
+    open(c + name, "wb").write(data)
+put("seed-facts", b"\0" + open("crates/kernel-oracle/golden/7.2-amd64/devdax-2m-dev/facts.json", "rb").read())
+# (shape, count / 64 as u16, depth, typed): past the value limit, a few objects, past the depth limit.
+for k, b in enumerate([b"\0\xff\xff\0\0", b"\7\x10\0\0\1", b"\3\1\0\xc8\0", b"\0\x40\0\0\1", b"\6\0\x80\2\0"]):
+    put("seed-meta-%d" % k, b"\1" + b)
+module = b"\x7fELF module"
+put("seed-gzip", b"\2" + gzip.compress(module, mtime=0))
+put("seed-gzip-bomb", b"\2" + gzip.compress(b"\0" * (2 << 20), 9, mtime=0))
+for mode, tool, name in ((b"\3", "xz", "seed-xz"), (b"\4", "zstd", "seed-zstd")):
+    put(name, mode + subprocess.run([tool, "-c"], input=module, capture_output=True, check=True).stdout)
+def bzimage(version):
+    img = bytearray(0x400)
+    img[0x202:0x206] = b"HdrS"
+    img[0x20e:0x210] = struct.pack("<H", 0x100)
+    img[0x300:0x300 + len(version)] = version
+    return bytes(img)
+put("seed-bzimage", b"\5" + bzimage(b"7.3.0-rc1 (me@host) #1\0"))
+put("seed-bzimage-dotdot", b"\5" + bzimage(b"../../x #1\0"))
+put("seed-name", b"\5" + b"7.2.13+deb14-amd64")
+print(13)
+PY
+)
+echo "seeds: $i dumps, $n command lines, $g golden extracts and edits, $r reader inputs"
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$corpus" -cf - . | xz -9 -T1 > fuzz/corpus.tar.xz
 echo "seeds: fuzz/corpus.tar.xz packed again ($(find "$corpus" -type f | wc -l) inputs)"

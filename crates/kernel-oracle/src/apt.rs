@@ -207,6 +207,7 @@ impl PrivateApt {
     /// apt fails or the file is not where apt puts it.
     pub fn download(&self, package: &str, dir: &Path) -> Result<PathBuf> {
         let version = self.version(package)?;
+        deb_name(package, &version, &self.arch)?;
         // apt names files NAME_VERSION_ARCH.deb with the epoch's ':' escaped as %3a.
         let file = |arch: &str| dir.join(format!("{package}_{}_{arch}.deb", version.replace(':', "%3a")));
         for arch in [self.arch.as_str(), "all"] {
@@ -229,6 +230,19 @@ impl PrivateApt {
     }
 }
 
+/// The file name apt gives a downloaded package, `NAME_VERSION_ARCH.deb` (the epoch's `:` as
+/// `%3a`), after checking that the name and the version apt reported are each one plain name
+/// ([`crate::files::name`]): the file is looked for in, and unpacked from, the cache.
+///
+/// # Errors
+///
+/// The package name or version cannot name a file.
+pub fn deb_name(package: &str, version: &str, arch: &str) -> Result<String> {
+    crate::files::name("a package name", package)?;
+    crate::files::name(&format!("the version apt reports for {package}"), version)?;
+    Ok(format!("{package}_{}_{arch}.deb", version.replace(':', "%3a")))
+}
+
 /// Unpacks a `.deb` into `dest` with `dpkg-deb -x` (no installation).
 ///
 /// # Errors
@@ -243,4 +257,21 @@ pub fn extract(deb: &Path, dest: &Path) -> Result<()> {
         Duration::from_secs(600),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_downloaded_package_is_one_file_of_the_cache() {
+        assert_eq!(
+            deb_name("qemu-system-x86", "1:10.0.2+ds-2", "amd64").unwrap(),
+            "qemu-system-x86_1%3a10.0.2+ds-2_amd64.deb"
+        );
+        for (p, v) in [("busybox-static", "1.36/../../x"), ("../x", "1.0"), ("a", ""), ("a", ".1")] {
+            let e = deb_name(p, v, "amd64").unwrap_err().to_string();
+            assert!(e.contains("cannot name a file or directory"), "{p} {v}: {e}");
+        }
+    }
 }

@@ -67,6 +67,68 @@ pub fn run(program: &str, args: &[String], cwd: Option<&Path>, timeout: Duration
     Ok(Output { stdout, stderr })
 }
 
+/// What [`filter`] got from a program: its whole output, or the sign it printed more.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Filtered {
+    /// Everything the program printed (at most the maximum).
+    Output(Vec<u8>),
+    /// The program printed more than the maximum; it was stopped there.
+    TooLong,
+}
+
+/// The most standard error text kept from a [`filter`] program.
+const MAX_FILTER_STDERR: u64 = 64 << 10;
+
+/// Runs `program args` with `input` on its standard input and reads at most `max` bytes of its
+/// standard output ([`memmap_dump::read_capped`]: the buffer never grows past `max + 1`); a
+/// program that prints more is killed there and [`Filtered::TooLong`] returned, so a
+/// decompressor given a bomb stops at the caller's limit.
+///
+/// # Errors
+///
+/// The program is missing, its output cannot be read, or it exits non-zero (with its standard
+/// error, up to 64 KiB).
+pub fn filter(program: &str, args: &[&str], input: &[u8], max: u64) -> Result<Filtered> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start `{program}` (is it installed?)"))?;
+    let mut stdin = child.stdin.take().context("stdin pipe")?;
+    let mut err = child.stderr.take().context("stderr pipe")?;
+    let out = child.stdout.take().context("stdout pipe")?;
+    let text = std::thread::scope(|s| {
+        // A program that stops reading (it failed, or was killed) closes the pipe: the write
+        // error is expected then, and its status says what happened.
+        s.spawn(move || {
+            let _ = std::io::Write::write_all(&mut stdin, input);
+        });
+        let t_err = s.spawn(move || {
+            memmap_dump::read_capped(&mut err, MAX_FILTER_STDERR, 0).ok().flatten().unwrap_or_default()
+        });
+        let got = memmap_dump::read_capped(out, max, input.len() as u64);
+        if !matches!(got, Ok(Some(_))) {
+            let _ = child.kill();
+        }
+        (got, t_err.join().unwrap_or_default())
+    });
+    let status = child.wait().with_context(|| format!("waiting for `{program}`"))?;
+    let (got, stderr) = text;
+    match got.with_context(|| format!("reading the output of `{program}`"))? {
+        None => Ok(Filtered::TooLong),
+        Some(_) if !status.success() => {
+            bail!(
+                "`{program} {}` failed ({status}): {}",
+                args.join(" "),
+                String::from_utf8_lossy(&stderr).trim_end()
+            )
+        }
+        Some(bytes) => Ok(Filtered::Output(bytes)),
+    }
+}
+
 /// Whether `program` is found on `PATH`.
 #[must_use]
 pub fn on_path(program: &str) -> bool {

@@ -174,22 +174,153 @@ pub struct Facts {
 }
 
 /// The largest `facts.json` read (a two-node hugetlb run's is about 2 MiB).
-pub const MAX_FACTS_BYTES: u64 = 64 << 20;
+pub const MAX_FACTS_BYTES: u64 = 16 << 20;
+
+/// The limits a `facts.json` is held to before it is parsed ([`memmap_dump::check_json`]):
+/// [`MAX_FACTS_BYTES`], 512 Ki values (arrays counting 4, objects 8; a run's facts at
+/// [`MAX_TOTAL_PAGES`] hold about 80 Ki, most of them the vmemmap frames), 16 levels of
+/// nesting (the format has 5). Parsing one allocates at most about 100 bytes per value plus
+/// twice its size, under 90 MiB (measured by `tests/json_peak.rs`).
+pub const FACTS_LIMITS: memmap_dump::JsonLimits =
+    memmap_dump::JsonLimits { max_bytes: MAX_FACTS_BYTES, max_values: 512 << 10, max_depth: 16 };
+
+/// The most regions a configuration may have (a boot-time hugetlb run has 64 folios).
+pub const MAX_REGIONS: usize = 64;
+/// The most struct pages a region may span: the model is run for the whole region and the
+/// comparison holds a buffer of its struct pages (2 Mi pages: 8 GiB of memory, 128 MiB of
+/// struct pages; the configurations have at most 512 Ki).
+pub const MAX_REGION_PAGES: u64 = 1 << 21;
+/// The most struct pages all regions of a configuration may span together: `compare` holds
+/// them all at once (4 Mi pages, 256 MiB; the configurations have at most 768 Ki).
+pub const MAX_TOTAL_PAGES: u64 = 1 << 22;
+/// The largest compound order (`vmemmap_shift`, folio order) accepted (PUD pages are 18).
+pub const MAX_COMPOUND_ORDER: u32 = 30;
+/// The largest node id accepted (`CONFIG_NODES_SHIFT` 10).
+pub const MAX_NID: u32 = 1023;
+/// The region kinds.
+pub const REGION_KINDS: [&str; 3] = ["zone-device", "hugetlb", "hotplug"];
 
 impl Facts {
-    /// Reads `dir/facts.json` (a regular file of at most [`MAX_FACTS_BYTES`]).
+    /// Reads `dir/facts.json`: a regular file of at most [`MAX_FACTS_BYTES`], parsed and
+    /// checked by [`Facts::parse`].
     ///
     /// # Errors
     ///
-    /// I/O or JSON errors, or an unknown format.
+    /// `dir` is not a directory, the file is missing or not regular, or [`Facts::parse`]'s
+    /// errors; each naming the path.
     pub fn load(dir: &Path) -> Result<Facts> {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!("{}: not a directory (a dump directory OUT/<kernel>/<config>)", dir.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("{}: does not exist", dir.display()),
+            Err(e) => bail!("{}: {e}", dir.display()),
+        }
         let p = dir.join("facts.json");
         let bytes = memmap_dump::read_user_bytes(&p, MAX_FACTS_BYTES)?;
-        let f: Facts = serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", p.display()))?;
+        Facts::parse(&bytes, &p)
+    }
+
+    /// Parses the text of a `facts.json` (`path` names it in errors): within [`FACTS_LIMITS`]
+    /// before it is parsed, of the known [`FORMAT`], and with a geometry [`Facts::validate`]
+    /// accepts, so that what reads the regions cannot overflow or allocate past
+    /// [`MAX_TOTAL_PAGES`].
+    ///
+    /// # Errors
+    ///
+    /// The limits, the JSON, the format or the geometry, naming `path`.
+    pub fn parse(json: &[u8], path: &Path) -> Result<Facts> {
+        memmap_dump::check_json(json, &FACTS_LIMITS, path)?;
+        let f: Facts = serde_json::from_slice(json).with_context(|| format!("parsing {}", path.display()))?;
         if f.format != FORMAT {
-            bail!("{}: format {} (expected {FORMAT})", p.display(), f.format);
+            bail!("{}: format {} (expected {FORMAT})", path.display(), f.format);
         }
+        f.validate().map_err(|what| anyhow::anyhow!("{}: {what}", path.display()))?;
         Ok(f)
+    }
+
+    /// Checks what the readers of a configuration rely on: names that stay plain file names,
+    /// 64-byte struct pages, a vmemmap that does not wrap, at most [`MAX_REGIONS`] known
+    /// regions of 1 to [`MAX_REGION_PAGES`] struct pages each and [`MAX_TOTAL_PAGES`] in all,
+    /// each inside the vmemmap, with orders up to [`MAX_COMPOUND_ORDER`], node ids up to
+    /// [`MAX_NID`], and the pfns they name (init start, folio head, altmap, pageblocks,
+    /// allocated blocks, vmemmap frames) inside or covering the region.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, naming the field and the region.
+    pub fn validate(&self) -> Result<(), String> {
+        let plain = |what: &str, v: &str| crate::files::name(what, v).map(drop).map_err(|e| e.to_string());
+        plain("kernel id", &self.kernel.id)?;
+        plain("configuration", &self.config)?;
+        if self.struct_page_size != 64 {
+            return Err(format!(
+                "struct_page_size {} (the oracle reads 64-byte struct pages)",
+                self.struct_page_size
+            ));
+        }
+        if self.vmemmap_base.checked_add(self.vmemmap_size).is_none() {
+            return Err(format!(
+                "vmemmap [{:#x}, +{:#x}) wraps around the address space",
+                self.vmemmap_base, self.vmemmap_size
+            ));
+        }
+        if self.regions.len() > MAX_REGIONS {
+            return Err(format!("{} regions (at most {MAX_REGIONS})", self.regions.len()));
+        }
+        let mut total = 0u64;
+        for (i, r) in self.regions.iter().enumerate() {
+            self.validate_region(i, r)?;
+            total += r.nr_pages;
+        }
+        if total > MAX_TOTAL_PAGES {
+            return Err(format!("{total} struct pages in all regions (at most {MAX_TOTAL_PAGES})"));
+        }
+        Ok(())
+    }
+
+    /// [`Facts::validate`] of region `i`.
+    fn validate_region(&self, i: usize, r: &Region) -> Result<(), String> {
+        let what = format!("region {i} (pfn {:#x}, {} pages)", r.start_pfn, r.nr_pages);
+        if !REGION_KINDS.contains(&r.kind.as_str()) {
+            return Err(format!("{what}: kind {:?} (expected one of {})", r.kind, REGION_KINDS.join(", ")));
+        }
+        if r.nr_pages == 0 || r.nr_pages > MAX_REGION_PAGES {
+            return Err(format!("{what}: not 1 to {MAX_REGION_PAGES} struct pages"));
+        }
+        // Every struct page of the region lies inside the vmemmap.
+        let end = r.start_pfn.checked_add(r.nr_pages).filter(|&e| e <= self.vmemmap_size / 64);
+        let Some(end) = end else {
+            return Err(format!("{what}: struct pages outside the vmemmap ({:#x} bytes)", self.vmemmap_size));
+        };
+        let inside = |p: u64| (r.start_pfn..=end).contains(&p);
+        let orders = [r.vmemmap_shift, r.folio.map(|f| f.order)];
+        if let Some(o) = orders.into_iter().flatten().find(|&o| o > MAX_COMPOUND_ORDER) {
+            return Err(format!("{what}: compound order {o} (at most {MAX_COMPOUND_ORDER})"));
+        }
+        if r.nid > MAX_NID || r.folio.is_some_and(|f| f.nid > MAX_NID) {
+            return Err(format!("{what}: node id above {MAX_NID}"));
+        }
+        if r.init_start_pfn.is_some_and(|p| !inside(p)) || r.folio.is_some_and(|f| !inside(f.head_pfn)) {
+            return Err(format!("{what}: init_start_pfn or folio head_pfn outside the region"));
+        }
+        if r.altmap.is_some_and(|a| a.reserve.checked_add(a.free).is_none_or(|n| n > r.nr_pages)) {
+            return Err(format!("{what}: an altmap larger than the region"));
+        }
+        if r.memory_block_pages == Some(0) || r.allocated_blocks.iter().any(|&b| !inside(b)) {
+            return Err(format!("{what}: memory_block_pages 0 or allocated_blocks outside the region"));
+        }
+        if let Some(first) = r.pageblock_first_pfn {
+            let blocks_end =
+                (r.pageblock_migratetypes.len() as u64).checked_mul(512).and_then(|n| n.checked_add(first));
+            if first > r.start_pfn || blocks_end.is_none_or(|b| b > end + 512) {
+                return Err(format!("{what}: pageblocks do not cover the region"));
+            }
+        }
+        // One frame per 4 KiB vmemmap page the region touches, at most.
+        if r.vmemmap_gpa.len() as u64 > r.nr_pages / 64 + 2 {
+            return Err(format!("{what}: {} vmemmap frames for its struct pages", r.vmemmap_gpa.len()));
+        }
+        Ok(())
     }
 
     /// Writes `dir/facts.json` (`dir` exists; see [`crate::files`]).
@@ -205,26 +336,33 @@ impl Facts {
     }
 
     /// Reads region `i`'s struct pages: `dir/FILE`, where `FILE` (from the facts) must be a
-    /// plain file name, a regular file of exactly the region's size.
+    /// plain file name ([`crate::files::name`]) and not a link, a regular file of exactly the
+    /// region's size (at most [`MAX_REGION_PAGES`] struct pages).
     ///
     /// # Errors
     ///
     /// I/O errors, a file name that leaves `dir`, or a size that disagrees with the facts.
     pub fn region_bytes(&self, dir: &Path, i: usize) -> Result<Vec<u8>> {
         let r = self.regions.get(i).context("no such region")?;
-        let name = Path::new(&r.file);
-        if name.components().count() != 1
-            || !matches!(name.components().next(), Some(std::path::Component::Normal(_)))
-        {
-            bail!("region file {:?} is not a file name inside {}", r.file, dir.display());
-        }
+        let name = crate::files::name(
+            &format!("region {i}'s file in {}", dir.join("facts.json").display()),
+            &r.file,
+        )?;
         let expect = r
             .nr_pages
             .checked_mul(self.struct_page_size)
-            .with_context(|| format!("{}: {} pages overflow", r.file, r.nr_pages))?;
-        let bytes = memmap_dump::read_user_bytes(&dir.join(name), expect)?;
+            .filter(|&n| n <= MAX_REGION_PAGES * 64)
+            .with_context(|| format!("{}: {} pages (at most {MAX_REGION_PAGES})", r.file, r.nr_pages))?;
+        // Its name came from the facts: the dump directory's own file, not a link out of it.
+        let path = dir.join(name);
+        let bytes = memmap_dump::read_file(&path, expect, memmap_dump::Links::Refuse)?;
         if bytes.len() as u64 != expect {
-            bail!("{}: {} bytes, facts say {} pages", r.file, bytes.len(), r.nr_pages);
+            bail!(
+                "{}: {} bytes, the facts say {} struct pages of 64 bytes",
+                path.display(),
+                bytes.len(),
+                r.nr_pages
+            );
         }
         Ok(bytes)
     }

@@ -12,6 +12,14 @@
 //!   ([`WorkDir`]).
 //! * Paths passed inside QEMU's comma-separated options are escaped as QEMU requires
 //!   ([`qemu_opt_path`]).
+//! * Every file or directory name taken from data (a kernel's release read from its image or a
+//!   package name, a kernel id, a configuration name, a package version) passes one check,
+//!   [`name`], before it is joined to a path: a single plain component of a restricted
+//!   alphabet, so no such name can leave the directory it is joined to or land where a reader
+//!   of that directory does not look.
+//! * Every file is read by one reader ([`read_binary`], memmap-dump's [`memmap_dump::read_file`]):
+//!   opened non-blocking, its type and size taken from the opened descriptor, read with the
+//!   caller's bound.
 
 use std::fs;
 use std::io;
@@ -31,29 +39,42 @@ pub fn write_file(path: &Path, data: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Reads a binary file a user named (a kernel image, a module): a regular file (checked
-/// before it is opened, so a FIFO or device is never opened) of at most `max` bytes, read
-/// with that bound.
+/// Reads a binary file a user named (a kernel image, a module): a regular file of at most
+/// `max` bytes, opened non-blocking (a FIFO or device is refused by the `fstat` of what was
+/// opened, never waited on) and read with that bound.
 ///
 /// # Errors
 ///
 /// Missing, not a regular file, too large, or a read error; each naming the path.
 pub fn read_binary(path: &Path, max: u64) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let m = fs::metadata(path).with_context(|| format!("{}: cannot be read", path.display()))?;
-    if !m.is_file() {
-        bail!("{}: not a regular file", path.display());
+    Ok(memmap_dump::read_file(path, max, memmap_dump::Links::Follow)?)
+}
+
+/// The longest name [`name`] accepts.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// What [`name`] accepts, for error messages.
+pub const NAME_RULE: &str = "1 to 128 ASCII letters, digits and `. _ + ~ : -`, not starting with `.` or `-`";
+
+/// Checks that `value`, taken from data (`what` says which, for the error), can be used as one
+/// file or directory name: 1 to [`MAX_NAME_BYTES`] ASCII letters, digits and `. _ + ~ : -`,
+/// not starting with `.` or `-` (so never `.`, `..`, a hidden file or an option). Kernel
+/// releases (`7.2.13+deb14-amd64`), Debian versions (`1:10.0.2+ds-2~bpo12+1`), package names,
+/// kernel ids and configuration names all are.
+///
+/// # Errors
+///
+/// Any other value, quoted, with what would be accepted.
+pub fn name<'a>(what: &str, value: &'a str) -> Result<&'a str> {
+    let ok_byte = |b: u8| b.is_ascii_alphanumeric() || b"._+~:-".contains(&b);
+    let ok = !value.is_empty()
+        && value.len() <= MAX_NAME_BYTES
+        && !value.starts_with(['.', '-'])
+        && value.bytes().all(ok_byte);
+    if !ok {
+        bail!("{what} {value:?} cannot name a file or directory: it must be {NAME_RULE}");
     }
-    if m.len() > max {
-        bail!("{}: {} bytes, more than the {max} this reads", path.display(), m.len());
-    }
-    let f = fs::File::open(path).with_context(|| format!("open {}", path.display()))?;
-    let mut out = Vec::new();
-    f.take(max + 1).read_to_end(&mut out).with_context(|| format!("read {}", path.display()))?;
-    if out.len() as u64 > max {
-        bail!("{}: grew past {max} bytes while read", path.display());
-    }
-    Ok(out)
+    Ok(value)
 }
 
 /// Creates `root/rel` (every missing component), refusing a component below `root` that is a
@@ -63,6 +84,9 @@ pub fn read_binary(path: &Path, max: u64) -> Result<Vec<u8>> {
 ///
 /// A component is a link or a file, `rel` leaves `root` (`..` or absolute), or creation fails.
 pub fn create_dirs_below(root: &Path, rel: &Path) -> Result<PathBuf> {
+    if fs::metadata(root).is_ok_and(|m| !m.is_dir()) {
+        bail!("{}: not a directory", root.display());
+    }
     fs::create_dir_all(root).with_context(|| format!("create {}", root.display()))?;
     let mut at = root.to_path_buf();
     for c in rel.components() {
@@ -164,6 +188,85 @@ mod tests {
 
     fn scratch(name: &str) -> tempfile::TempDir {
         tempfile::Builder::new().prefix(&format!("oracle-files-{name}-")).tempdir().unwrap()
+    }
+
+    #[test]
+    fn names_from_data_are_one_plain_component() {
+        for ok in ["7.2.13+deb14-amd64", "6.1.0-50-amd64", "path-7.3.0-rc1", "1:10.0.2+ds-2~bpo12+1", "a_b"] {
+            assert_eq!(name("release", ok).unwrap(), ok);
+        }
+        let long = "x".repeat(MAX_NAME_BYTES + 1);
+        for bad in ["", ".", "..", "../../x", "/abs", "a/b", ".hidden", "-rf", "a b", "a\0b", "é", &long] {
+            let e = name("the release read from bzImage", bad).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("the release read from bzImage {bad:?} cannot name")), "{e}");
+            assert!(e.ends_with(NAME_RULE), "{e}");
+        }
+    }
+
+    /// A reader that checks a path's type and then opens it blocks on a FIFO put there in
+    /// between (an open for reading waits for a writer); this one opens non-blocking and checks
+    /// what it opened. A swapper thread keeps replacing the file with a FIFO and back while
+    /// the reader reads; every read must end, with the file's bytes or "a FIFO".
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_swapped_in_for_a_file_never_blocks_the_reader() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, mpsc};
+        let dir = scratch("fifo-race");
+        let path = dir.path().join("bzImage");
+        std::fs::write(&path, b"image").unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        // FIFOs made ahead by one `mkfifo` call, so that the swapper only renames (fast enough
+        // to land between a check and an open).
+        let fifos: Vec<_> = (0..4000).map(|i| dir.path().join(format!("fifo{i}"))).collect();
+        let made = std::process::Command::new("mkfifo").args(&fifos).status().is_ok_and(|s| s.success());
+        if !made {
+            eprintln!("skipped: mkfifo failed");
+            return;
+        }
+        let swapper = {
+            let (dir, path, stop) = (dir.path().to_path_buf(), path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for fifo in &fifos {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let file = dir.join("file.tmp");
+                    std::fs::write(&file, b"image").unwrap();
+                    std::fs::rename(&file, &path).unwrap();
+                    std::fs::rename(fifo, &path).unwrap();
+                }
+                stop.store(true, Ordering::SeqCst);
+            })
+        };
+        let (tx, rx) = mpsc::channel();
+        let reader = {
+            let (path, stop) = (path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (mut files, mut fifos) = (0u64, 0u64);
+                while !stop.load(Ordering::SeqCst) {
+                    match read_binary(&path, 1 << 20) {
+                        Ok(b) => {
+                            assert_eq!(b, b"image");
+                            files += 1;
+                        }
+                        Err(e) if e.to_string().contains("a FIFO") => fifos += 1,
+                        Err(e) => panic!("{e:#}"),
+                    }
+                }
+                let _ = tx.send((files, fifos));
+            })
+        };
+        let got = rx.recv_timeout(std::time::Duration::from_secs(60));
+        stop.store(true, Ordering::SeqCst);
+        let Ok((files, fifos)) = got else {
+            // Unblock the reader (open the FIFO it waits on for writing) before failing.
+            let _ = std::fs::OpenOptions::new().write(true).open(&path);
+            panic!("a read blocked on a FIFO swapped in for {}", path.display());
+        };
+        reader.join().unwrap();
+        swapper.join().unwrap();
+        assert!(files > 0 && fifos > 0, "{files} files, {fifos} FIFOs read");
     }
 
     #[test]

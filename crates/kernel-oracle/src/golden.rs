@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -122,7 +122,11 @@ pub fn dir_of(golden: &Path, facts: &Facts) -> PathBuf {
 ///
 /// I/O errors or dumps that disagree with their facts.
 pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
-    let out = crate::files::create_dirs_below(golden, &Path::new(&facts.kernel.id).join(&facts.config))?;
+    // Both names come from the facts: one plain component each, so the extract lands where
+    // `check` looks (`golden/<kernel>/<config>`).
+    let kernel = crate::files::name("the facts' kernel id", &facts.kernel.id)?;
+    let config = crate::files::name("the facts' configuration", &facts.config)?;
+    let out = crate::files::create_dirs_below(golden, &Path::new(kernel).join(config))?;
     let mut pages = Vec::new();
     let mut regions = Vec::new();
     for (i, r) in facts.regions.iter().enumerate() {
@@ -181,30 +185,23 @@ pub struct Golden {
 
 /// The most bytes `facts.json` or `extract.json` of a golden extract may hold.
 pub const MAX_JSON_BYTES: u64 = 4 << 20;
+/// The limits `facts.json` and `extract.json` are held to before they are parsed
+/// ([`memmap_dump::check_json`]): [`MAX_JSON_BYTES`], 256 Ki values (arrays counting 4,
+/// objects 8; the committed ones hold at most 3.5 Ki), 16 levels of nesting. Parsing one
+/// allocates at most about 100 bytes per value plus twice its size, under 40 MiB.
+pub const JSON_LIMITS: memmap_dump::JsonLimits =
+    memmap_dump::JsonLimits { max_bytes: MAX_JSON_BYTES, max_values: 256 << 10, max_depth: 16 };
 /// The most bytes `pages.bin.gz` may hold, compressed or decompressed.
 pub const MAX_PAGES_BYTES: u64 = 16 << 20;
-/// The most regions an extract may have.
-pub const MAX_REGIONS: usize = 64;
-/// The most struct pages a region may span: the model is run for the whole region and the
-/// comparison holds a buffer of its struct pages (4 Mi pages: 16 GiB of memory, 256 MiB of
-/// struct pages; the committed extracts have at most 512 Ki).
-pub const MAX_REGION_PAGES: u64 = 1 << 22;
-/// The largest compound order (`vmemmap_shift`, folio order) accepted (PUD pages are 18).
-pub const MAX_COMPOUND_ORDER: u32 = 30;
-/// The largest node id accepted (`CONFIG_NODES_SHIFT` 10).
-pub const MAX_NID: u32 = 1023;
+pub use crate::facts::{MAX_COMPOUND_ORDER, MAX_NID, MAX_REGION_PAGES, MAX_REGIONS};
 
 /// Why a golden extract was refused.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum GoldenError {
-    /// A file could not be read, or is not a regular file.
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What failed.
-        source: std::io::Error,
-    },
+    /// A file could not be read: missing, not a regular file, larger than its limit, or a
+    /// JSON file over its value or depth limit (memmap-dump's reader, naming the file).
+    Read(memmap_dump::DumpError),
     /// A file (for `pages.bin.gz`: or its decompressed contents) is larger than its limit.
     TooLarge {
         /// The file.
@@ -238,7 +235,7 @@ pub enum GoldenError {
 impl std::fmt::Display for GoldenError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            GoldenError::Io { path, source } => write!(f, "reading {}: {source}", path.display()),
+            GoldenError::Read(e) => write!(f, "{e}"),
             GoldenError::TooLarge { path, limit } => {
                 write!(f, "{}: larger than {limit} bytes", path.display())
             }
@@ -249,34 +246,9 @@ impl std::fmt::Display for GoldenError {
     }
 }
 
-impl std::error::Error for GoldenError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            GoldenError::Io { source, .. } | GoldenError::Gzip { source, .. } => Some(source),
-            GoldenError::Json { source, .. } => Some(source),
-            GoldenError::TooLarge { .. } | GoldenError::Invalid { .. } => None,
-        }
-    }
-}
-
-/// Reads a regular file of at most `limit` bytes (a FIFO or device is refused before it is
-/// opened; a file that grows past the limit while read is refused too).
-fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, GoldenError> {
-    let io = |source| GoldenError::Io { path: path.to_path_buf(), source };
-    let meta = fs::metadata(path).map_err(io)?;
-    if !meta.is_file() {
-        return Err(io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
-    }
-    if meta.len() > limit {
-        return Err(GoldenError::TooLarge { path: path.to_path_buf(), limit });
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    fs::File::open(path).and_then(|f| f.take(limit + 1).read_to_end(&mut bytes)).map_err(io)?;
-    if bytes.len() as u64 > limit {
-        return Err(GoldenError::TooLarge { path: path.to_path_buf(), limit });
-    }
-    Ok(bytes)
-}
+/// Each message holds its cause's text already, so no cause is chained as a `source` too (a
+/// report walking the chain would print it twice).
+impl std::error::Error for GoldenError {}
 
 impl Golden {
     /// Reads `dir` (`facts.json`, `extract.json`, `pages.bin.gz`, each a regular file within
@@ -286,9 +258,13 @@ impl Golden {
     ///
     /// Missing, oversized or malformed files, or contents that disagree ([`GoldenError`]).
     pub fn load(dir: &Path) -> Result<Golden, GoldenError> {
-        let facts = read_bounded(&dir.join("facts.json"), MAX_JSON_BYTES)?;
-        let extract = read_bounded(&dir.join("extract.json"), MAX_JSON_BYTES)?;
-        let pages = read_bounded(&dir.join("pages.bin.gz"), MAX_PAGES_BYTES)?;
+        let read = |name: &str, max| {
+            memmap_dump::read_file(&dir.join(name), max, memmap_dump::Links::Follow)
+                .map_err(GoldenError::Read)
+        };
+        let facts = read("facts.json", MAX_JSON_BYTES)?;
+        let extract = read("extract.json", MAX_JSON_BYTES)?;
+        let pages = read("pages.bin.gz", MAX_PAGES_BYTES)?;
         Golden::parse(dir, &facts, &extract, &pages)
     }
 
@@ -314,6 +290,9 @@ impl Golden {
                 return Err(GoldenError::TooLarge { path: dir.join(name), limit });
             }
         }
+        for (name, bytes) in [("facts.json", facts), ("extract.json", extract)] {
+            memmap_dump::check_json(bytes, &JSON_LIMITS, &dir.join(name)).map_err(GoldenError::Read)?;
+        }
         let facts: Facts = serde_json::from_slice(facts)
             .map_err(|source| GoldenError::Json { path: dir.join("facts.json"), source })?;
         if facts.format != crate::facts::FORMAT {
@@ -326,14 +305,12 @@ impl Golden {
         let extract: Extract = serde_json::from_slice(extract)
             .map_err(|source| GoldenError::Json { path: dir.join("extract.json"), source })?;
         validate(&facts, &extract).map_err(invalid)?;
-        let mut raw = Vec::new();
-        GzDecoder::new(pages_gz)
-            .take(MAX_PAGES_BYTES + 1)
-            .read_to_end(&mut raw)
-            .map_err(|source| GoldenError::Gzip { path: dir.join("pages.bin.gz"), source })?;
-        if raw.len() as u64 > MAX_PAGES_BYTES {
-            return Err(GoldenError::TooLarge { path: dir.join("pages.bin.gz"), limit: MAX_PAGES_BYTES });
-        }
+        let raw = memmap_dump::read_capped(GzDecoder::new(pages_gz), MAX_PAGES_BYTES, pages_gz.len() as u64)
+            .map_err(|source| GoldenError::Gzip { path: dir.join("pages.bin.gz"), source })?
+            .ok_or_else(|| GoldenError::TooLarge {
+                path: dir.join("pages.bin.gz"),
+                limit: MAX_PAGES_BYTES,
+            })?;
         let mut off = 0usize;
         let mut bytes = Vec::new();
         for e in &extract.regions {
@@ -418,83 +395,62 @@ impl Golden {
     }
 }
 
-/// The geometry checks of [`Golden::parse`].
+/// The geometry checks of [`Golden::parse`]: the facts' own ([`Facts::validate`]), then the
+/// extract's runs inside their regions.
 fn validate(facts: &Facts, extract: &Extract) -> Result<(), String> {
-    if facts.struct_page_size != SP {
-        return Err(format!(
-            "struct_page_size {} (golden extracts are of 64-byte struct pages)",
-            facts.struct_page_size
-        ));
-    }
-    if facts.vmemmap_base.checked_add(facts.vmemmap_size).is_none() {
-        return Err(format!(
-            "vmemmap [{:#x}, +{:#x}) wraps around the address space",
-            facts.vmemmap_base, facts.vmemmap_size
-        ));
-    }
-    if facts.regions.len() > MAX_REGIONS {
-        return Err(format!("{} regions (at most {MAX_REGIONS})", facts.regions.len()));
-    }
+    facts.validate()?;
     if extract.regions.len() != facts.regions.len() {
         return Err(format!("{} extracts for {} regions", extract.regions.len(), facts.regions.len()));
     }
     for (i, (r, e)) in facts.regions.iter().zip(&extract.regions).enumerate() {
-        let what = format!("region {i} (pfn {:#x}, {} pages)", r.start_pfn, r.nr_pages);
-        if r.nr_pages == 0 || r.nr_pages > MAX_REGION_PAGES {
-            return Err(format!("{what}: not 1 to {MAX_REGION_PAGES} struct pages"));
-        }
-        // Every struct page of the region lies inside the vmemmap.
-        let end = r.start_pfn.checked_add(r.nr_pages).filter(|&e| e <= facts.vmemmap_size / SP);
-        let Some(end) = end else {
-            return Err(format!(
-                "{what}: struct pages outside the vmemmap ({:#x} bytes)",
-                facts.vmemmap_size
-            ));
-        };
-        let orders = [r.vmemmap_shift, r.folio.map(|f| f.order)];
-        if let Some(o) = orders.into_iter().flatten().find(|&o| o > MAX_COMPOUND_ORDER) {
-            return Err(format!("{what}: compound order {o} (at most {MAX_COMPOUND_ORDER})"));
-        }
-        if r.nid > MAX_NID || r.folio.is_some_and(|f| f.nid > MAX_NID) {
-            return Err(format!("{what}: node id above {MAX_NID}"));
-        }
-        if r.init_start_pfn.is_some_and(|p| p < r.start_pfn || p > end) {
-            return Err(format!("{what}: init_start_pfn outside the region"));
-        }
-        if let Some(first) = r.pageblock_first_pfn {
-            let blocks_end =
-                (r.pageblock_migratetypes.len() as u64).checked_mul(512).and_then(|n| n.checked_add(first));
-            if first > r.start_pfn || blocks_end.is_none_or(|b| b > end + 512) {
-                return Err(format!("{what}: pageblocks do not cover the region"));
-            }
-        }
+        let end = r.start_pfn + r.nr_pages;
         for run in &e.runs {
             let run_end = run.start_pfn.checked_add(run.nr_pages);
             if run.start_pfn < r.start_pfn || run_end.is_none_or(|x| x > end) {
-                return Err(format!("{what}: run {:#x}+{} outside its region", run.start_pfn, run.nr_pages));
+                return Err(format!(
+                    "region {i} (pfn {:#x}, {} pages): run {:#x}+{} outside its region",
+                    r.start_pfn, r.nr_pages, run.start_pfn, run.nr_pages
+                ));
             }
         }
     }
     Ok(())
 }
 
-/// Every golden directory (`golden/<kernel>/<config>`) under `golden`.
+/// Every golden directory (`golden/<kernel>/<config>`) under `golden`: each directory two
+/// levels down (files beside them are left alone; symbolic links are not followed).
 ///
 /// # Errors
 ///
-/// I/O errors.
+/// `golden` is missing or not a directory, a directory cannot be read, or a configuration
+/// directory holds no `facts.json` (it would be skipped silently otherwise).
 pub fn dirs(golden: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for k in fs::read_dir(golden).with_context(|| format!("reading {}", golden.display()))? {
-        let k = k?.path();
-        if !k.is_dir() {
-            continue;
-        }
-        for c in fs::read_dir(&k)? {
-            let c = c?.path();
-            if c.join("facts.json").is_file() {
-                out.push(c);
+    let subdirs = |d: &Path| -> Result<Vec<PathBuf>> {
+        let mut v = Vec::new();
+        for e in fs::read_dir(d).with_context(|| format!("{}: cannot be listed", d.display()))? {
+            let e = e.with_context(|| format!("{}: cannot be listed", d.display()))?;
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                v.push(e.path());
             }
+        }
+        Ok(v)
+    };
+    match fs::metadata(golden) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => bail!("{}: not a directory (a golden directory holds <kernel>/<config>/)", golden.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("{}: does not exist", golden.display()),
+        Err(e) => bail!("{}: {e}", golden.display()),
+    }
+    let mut out = Vec::new();
+    for k in subdirs(golden)? {
+        for c in subdirs(&k)? {
+            if !c.join("facts.json").is_file() {
+                bail!(
+                    "{}: holds no facts.json (a golden extract is facts.json, extract.json, pages.bin.gz)",
+                    c.display()
+                );
+            }
+            out.push(c);
         }
     }
     out.sort();
@@ -506,9 +462,17 @@ pub fn dirs(golden: &Path) -> Result<Vec<PathBuf>> {
 ///
 /// # Errors
 ///
-/// A malformed extract, a failed class check, or a difference from the model.
+/// No extract at all, a malformed extract, a failed class check, or a difference from the model.
 pub fn check_all(golden: &Path, mut report: impl FnMut(&str)) -> Result<usize> {
     let ds = dirs(golden)?;
+    if ds.is_empty() {
+        bail!(
+            "{}: no golden extracts (expected {}/<kernel>/<config>/facts.json; write them with `run --golden` \
+             or `golden`)",
+            golden.display(),
+            golden.display()
+        );
+    }
     let mut failures = Vec::new();
     for d in &ds {
         let g = Golden::load(d)?;

@@ -123,6 +123,12 @@ echo "@@ready"
 while true; do sleep 3600; done
 "#;
 
+/// Largest host file put in the initramfs (busybox, ndctl, a shared library).
+pub const MAX_HOST_FILE_BYTES: u64 = 64 << 20;
+
+/// Largest cached base initramfs read back: its modules and host files, compressed.
+pub const MAX_INITRAMFS_BYTES: u64 = 1 << 30;
+
 /// Modules to load, in dependency order.
 #[must_use]
 pub fn modules(arch: Arch) -> &'static [&'static str] {
@@ -164,7 +170,7 @@ fn busybox(arch: Arch, cache: &Path) -> Result<Vec<u8>> {
                     bail!("{} is not statically linked: install busybox-static", path.display());
                 }
             }
-            Ok(fs::read(&path)?)
+            crate::files::read_binary(&path, MAX_HOST_FILE_BYTES)
         }
         Arch::Arm64 => {
             let apt = PrivateApt::new(cache, "sid", "arm64")?;
@@ -172,7 +178,8 @@ fn busybox(arch: Arch, cache: &Path) -> Result<Vec<u8>> {
             let deb = apt.download("busybox-static", &cache.join("debs"))?;
             let dest = cache.join("busybox-arm64");
             apt::extract(&deb, &dest)?;
-            Ok(fs::read(dest.join("bin/busybox")).or_else(|_| fs::read(dest.join("usr/bin/busybox")))?)
+            crate::files::read_binary(&dest.join("bin/busybox"), MAX_HOST_FILE_BYTES)
+                .or_else(|_| crate::files::read_binary(&dest.join("usr/bin/busybox"), MAX_HOST_FILE_BYTES))
         }
     }
 }
@@ -184,13 +191,16 @@ fn ndctl_files() -> Result<Vec<(String, Vec<u8>)>> {
         .map(PathBuf::from)
         .find(|p| p.is_file())
         .context("ndctl not found: install Debian's ndctl")?;
-    let mut files = vec![("bin/ndctl".to_string(), fs::read(&ndctl)?)];
+    let mut files = vec![("bin/ndctl".to_string(), crate::files::read_binary(&ndctl, MAX_HOST_FILE_BYTES)?)];
     let ldd = cmd::run("ldd", &[ndctl.display().to_string()], None, Duration::from_secs(30))?;
     for line in ldd.stdout.lines() {
         let path = line.split_whitespace().find(|w| w.starts_with('/'));
         if let Some(p) = path {
             let real = fs::canonicalize(p)?;
-            files.push((p.trim_start_matches('/').to_string(), fs::read(&real)?));
+            files.push((
+                p.trim_start_matches('/').to_string(),
+                crate::files::read_binary(&real, MAX_HOST_FILE_BYTES)?,
+            ));
         }
     }
     Ok(files)
@@ -213,12 +223,15 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
         stamp.push_str(&format!("{name}={}:{}:{:?};", p.display(), m.len(), mtime));
     }
     let mut key: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in INIT.bytes().chain(modules(kernel.arch).concat().bytes()).chain(stamp.bytes()) {
+    let text = [INIT, &modules(kernel.arch).concat(), &kernel.release, &stamp];
+    for b in text.iter().flat_map(|t| t.bytes().chain([0])) {
         key = (key ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
-    let path = cache.join("initramfs").join(format!("{}-{key:016x}.cpio.gz", kernel.release));
+    // Named by the kernel's id (one plain name, see `crate::files::name`), the release in the key.
+    let id = crate::files::name("the kernel id", &kernel.id)?;
+    let path = cache.join("initramfs").join(format!("{id}-{key:016x}.cpio.gz"));
     if path.is_file() {
-        return Ok(fs::read(&path)?);
+        return crate::files::read_binary(&path, MAX_INITRAMFS_BYTES);
     }
     let arch = kernel.arch;
     let mut cpio = Cpio::default();

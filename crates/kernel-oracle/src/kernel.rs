@@ -144,8 +144,13 @@ pub struct Kernel {
     pub modules: BTreeMap<String, PathBuf>,
 }
 
-/// Largest kernel image or module file read.
+/// Largest kernel image read (a distribution's bzImage is about 12 MiB, an arm64 `Image`
+/// about 40 MiB decompressed); also the most its gzip'd form is read out to.
 pub const MAX_BINARY_BYTES: u64 = 256 << 20;
+
+/// Largest module read, compressed or decompressed: no module the guest loads comes near it
+/// (libnvdimm is about 400 KiB, a few MiB with debug information); decompression stops there.
+pub const MAX_MODULE_BYTES: u64 = 64 << 20;
 
 /// Suffixes of module files, as `find_modules` looks for them.
 pub const MODULE_SUFFIXES: [&str; 4] = [".ko", ".ko.xz", ".ko.zst", ".ko.gz"];
@@ -159,8 +164,13 @@ pub const MODULE_SUFFIXES: [&str; 4] = [".ko", ".ko.xz", ".ko.zst", ".ko.gz"];
 ///
 /// `dir` is not a directory, or some modules are not found (all of them are named).
 pub fn find_modules(dir: &Path, wanted: &[&str]) -> Result<BTreeMap<String, PathBuf>> {
-    if !fs::metadata(dir).is_ok_and(|m| m.is_dir()) {
-        bail!("--modules {}: not a directory", dir.display());
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => bail!("--modules {}: not a directory (the directory holding the modules)", dir.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("--modules {}: does not exist", dir.display())
+        }
+        Err(e) => bail!("--modules {}: {e}", dir.display()),
     }
     let norm = |s: &str| s.replace('-', "_");
     let mut found: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
@@ -207,58 +217,114 @@ pub fn find_modules(dir: &Path, wanted: &[&str]) -> Result<BTreeMap<String, Path
     Ok(out)
 }
 
-/// The bytes of a module file, decompressed by its suffix (`xz`, `zstd`, gzip in process;
-/// `.ko` as it is). Only a regular file of at most [`MAX_BINARY_BYTES`] is read.
+/// How a module file is compressed, by its suffix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// `.ko`.
+    None,
+    /// `.ko.gz`, decompressed in process.
+    Gzip,
+    /// `.ko.xz`, by `xz` (xz-utils).
+    Xz,
+    /// `.ko.zst`, by `zstd`.
+    Zstd,
+}
+
+impl Compression {
+    /// The compression of a module file named `name`.
+    #[must_use]
+    pub fn of(name: &str) -> Compression {
+        if name.ends_with(".ko.xz") {
+            Compression::Xz
+        } else if name.ends_with(".ko.zst") {
+            Compression::Zstd
+        } else if name.ends_with(".ko.gz") {
+            Compression::Gzip
+        } else {
+            Compression::None
+        }
+    }
+}
+
+/// `data` (the file `path`, named in errors) decompressed, at most `max` bytes of output: the
+/// decompressor stops at `max + 1` bytes (in process for gzip, by reading at most that much of
+/// `xz -dc` or `zstd -dc`, which are killed there and run with a decoder memory limit of
+/// 128 MiB, what `xz -9` and `zstd --ultra -22` streams need).
 ///
 /// # Errors
 ///
-/// Not a regular file, too large, or the decompressor fails (named).
-pub fn module_bytes(path: &Path) -> Result<Vec<u8>> {
-    let raw = crate::files::read_binary(path, MAX_BINARY_BYTES)?;
-    let name = path.to_string_lossy();
-    let via = |tool: &str, pkg: &str| -> Result<Vec<u8>> {
-        let out = std::process::Command::new(tool)
-            .arg("-dc")
-            .arg(path)
-            .output()
-            .with_context(|| format!("running {tool} (install {pkg})"))?;
-        if !out.status.success() {
-            bail!("{tool} -dc {} failed: {}", path.display(), String::from_utf8_lossy(&out.stderr));
-        }
-        if out.stdout.len() as u64 > MAX_BINARY_BYTES {
-            bail!("{}: more than {MAX_BINARY_BYTES} bytes decompressed", path.display());
-        }
-        Ok(out.stdout)
+/// More than `max` bytes decompressed (the error says `max`), corrupt data, or a missing
+/// decompressor (named with its package).
+pub fn decompress(path: &Path, data: &[u8], how: Compression, max: u64) -> Result<Vec<u8>> {
+    let too_large = || {
+        anyhow::anyhow!(
+            "{}: more than {} once decompressed; a module is at most {}",
+            path.display(),
+            memmap_dump::human_bytes(max),
+            memmap_dump::human_bytes(max)
+        )
     };
-    if name.ends_with(".ko.xz") {
-        via("xz", "xz-utils")
-    } else if name.ends_with(".ko.zst") {
-        via("zstd", "zstd")
-    } else if name.ends_with(".ko.gz") {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&raw[..])
-            .take(MAX_BINARY_BYTES + 1)
-            .read_to_end(&mut out)
-            .with_context(|| format!("gunzip {}", path.display()))?;
-        if out.len() as u64 > MAX_BINARY_BYTES {
-            bail!("{}: more than {MAX_BINARY_BYTES} bytes decompressed", path.display());
+    let via = |tool: &str, pkg: &str, args: &[&str]| -> Result<Vec<u8>> {
+        match crate::cmd::filter(tool, args, data, max)
+            .with_context(|| format!("{}: {tool} (install {pkg})", path.display()))?
+        {
+            crate::cmd::Filtered::Output(v) => Ok(v),
+            crate::cmd::Filtered::TooLong => Err(too_large()),
         }
-        Ok(out)
-    } else {
-        Ok(raw)
+    };
+    match how {
+        Compression::None => {
+            if data.len() as u64 > max {
+                return Err(too_large());
+            }
+            Ok(data.to_vec())
+        }
+        Compression::Gzip => {
+            memmap_dump::read_capped(flate2::read::MultiGzDecoder::new(data), max, data.len() as u64)
+                .with_context(|| format!("{}: gzip data", path.display()))?
+                .ok_or_else(too_large)
+        }
+        Compression::Xz => via("xz", "xz-utils", &["-dc", "--memlimit-decompress=128MiB"]),
+        Compression::Zstd => via("zstd", "zstd", &["-dc", "--memory=128MB"]),
+    }
+}
+
+/// The bytes of a module file, decompressed by its suffix ([`decompress`]): only a regular
+/// file of at most [`MAX_MODULE_BYTES`] is read, and at most that many bytes decompressed.
+///
+/// # Errors
+///
+/// Not a regular file, too large before or after decompression (the error says the limit),
+/// or the decompressor fails (named).
+pub fn module_bytes(path: &Path) -> Result<Vec<u8>> {
+    let raw = crate::files::read_binary(path, MAX_MODULE_BYTES)?;
+    match Compression::of(&path.to_string_lossy()) {
+        Compression::None => Ok(raw),
+        how => decompress(path, &raw, how, MAX_MODULE_BYTES),
     }
 }
 
 /// The architecture and release of a kernel image: an x86 bzImage (the setup header's
 /// `kernel_version` string, whose first word is `uname -r`) or an arm64 `Image` (plain or
-/// gzip, its `Linux version RELEASE` banner).
+/// gzip, its `Linux version RELEASE` banner). The release must be one file name
+/// ([`crate::files::name`]): it names the output directory.
 ///
 /// # Errors
 ///
-/// The file is not a regular file, too large, or neither format (the error says which were
-/// tried).
+/// The file is not a regular file, too large, neither format (the error says which were
+/// tried), or its release cannot name a directory.
 pub fn image_release(image: &Path) -> Result<(Arch, String)> {
     let raw = crate::files::read_binary(image, MAX_BINARY_BYTES)?;
+    image_release_of(&raw).with_context(|| image.display().to_string())
+}
+
+/// [`image_release`] of an image's bytes. A gzip'd arm64 `Image` is decompressed as a stream,
+/// at most [`MAX_BINARY_BYTES`] of it, and only a window around the banner is kept.
+///
+/// # Errors
+///
+/// As [`image_release`].
+pub fn image_release_of(raw: &[u8]) -> Result<(Arch, String)> {
     if raw.len() > 0x210 && &raw[0x202..0x206] == b"HdrS" {
         let off = usize::from(u16::from_le_bytes([raw[0x20e], raw[0x20f]])) + 0x200;
         let text = raw.get(off..(off + 256).min(raw.len())).unwrap_or_default();
@@ -266,34 +332,78 @@ pub fn image_release(image: &Path) -> Result<(Arch, String)> {
         let release =
             String::from_utf8_lossy(&text[..end]).split_whitespace().next().unwrap_or("").to_string();
         if release.is_empty() {
-            bail!("{}: a bzImage without a kernel_version string", image.display());
+            bail!("a bzImage without a kernel_version string");
         }
+        crate::files::name("the release in its kernel_version string", &release)?;
         return Ok((Arch::Amd64, release));
     }
-    let plain = if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&raw[..])
-            .take(MAX_BINARY_BYTES + 1)
-            .read_to_end(&mut out)
-            .with_context(|| format!("gunzip {}", image.display()))?;
-        out
+    let arm64 = if raw.starts_with(&[0x1f, 0x8b]) {
+        let gz = flate2::read::MultiGzDecoder::new(raw).take(MAX_BINARY_BYTES);
+        arm64_banner(gz).context("gzip data")?
     } else {
-        raw
+        arm64_banner(raw).context("reading")?
     };
-    if plain.len() > 0x40 && &plain[0x38..0x3c] == b"ARM\x64" {
-        let banner = b"Linux version ";
-        if let Some(i) = plain.windows(banner.len()).position(|w| w == banner) {
-            let rest = &plain[i + banner.len()..(i + banner.len() + 128).min(plain.len())];
-            let end = rest.iter().position(|&b| b == b' ' || b == 0).unwrap_or(rest.len());
-            return Ok((Arch::Arm64, String::from_utf8_lossy(&rest[..end]).into_owned()));
+    match arm64 {
+        Arm64Image::Release(release) => {
+            crate::files::name("the release in its `Linux version` banner", &release)?;
+            Ok((Arch::Arm64, release))
         }
-        bail!("{}: an arm64 Image without a `Linux version` banner", image.display());
+        Arm64Image::NoBanner => bail!("an arm64 Image without a `Linux version` banner"),
+        Arm64Image::NotArm64 => bail!(
+            "not a kernel image the oracle can read the release from (an x86 bzImage with the \"HdrS\" \
+             setup header, or an arm64 Image, plain or gzip)"
+        ),
     }
-    bail!(
-        "{}: not a kernel image the oracle can read the release from (an x86 bzImage with the \"HdrS\" \
-         setup header, or an arm64 Image, plain or gzip)",
-        image.display()
-    )
+}
+
+/// What [`arm64_banner`] found.
+enum Arm64Image {
+    /// Not an arm64 `Image` (no `ARM\x64` magic at 0x38).
+    NotArm64,
+    /// An arm64 `Image` without a banner.
+    NoBanner,
+    /// The release of its `Linux version RELEASE` banner.
+    Release(String),
+}
+
+/// Reads an arm64 `Image` from `r` until its `Linux version ` banner, keeping only the bytes
+/// that may still hold it (a window of 64 KiB plus the banner and 128 bytes of release).
+fn arm64_banner(mut r: impl Read) -> std::io::Result<Arm64Image> {
+    const BANNER: &[u8] = b"Linux version ";
+    const TAIL: usize = 128;
+    let mut head = [0u8; 0x40];
+    let mut got = 0;
+    while got < head.len() {
+        match r.read(&mut head[got..])? {
+            0 => return Ok(Arm64Image::NotArm64),
+            n => got += n,
+        }
+    }
+    if &head[0x38..0x3c] != b"ARM\x64" {
+        return Ok(Arm64Image::NotArm64);
+    }
+    let mut window: Vec<u8> = head.to_vec();
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut eof = false;
+    loop {
+        if let Some(i) = window.windows(BANNER.len()).position(|w| w == BANNER) {
+            let rest = &window[i + BANNER.len()..];
+            if rest.len() >= TAIL || eof {
+                let rest = &rest[..rest.len().min(TAIL)];
+                let end = rest.iter().position(|&b| b == b' ' || b == 0).unwrap_or(rest.len());
+                return Ok(Arm64Image::Release(String::from_utf8_lossy(&rest[..end]).into_owned()));
+            }
+        } else if eof {
+            return Ok(Arm64Image::NoBanner);
+        } else {
+            // Nothing before the last banner-length bytes can start the banner.
+            let keep = window.len().min(BANNER.len() - 1);
+            window.drain(..window.len() - keep);
+        }
+        let n = r.read(&mut chunk)?;
+        eof = n == 0;
+        window.extend_from_slice(&chunk[..n]);
+    }
 }
 
 /// A kernel a user built: the image (its release and architecture read from it), the
@@ -310,19 +420,28 @@ pub fn from_paths(
     system_map: Option<&Path>,
     id: Option<&str>,
 ) -> Result<Kernel> {
-    let (arch, release) =
-        image_release(image).with_context(|| format!("--kernel-image {}", image.display()))?;
-    memmap_dump::read_user_file(config, memmap_dump::MAX_USER_FILE_BYTES)
-        .with_context(|| format!("--config {}", config.display()))?;
+    let (arch, release) = image_release(image).context("--kernel-image")?;
+    let id = match id {
+        Some(id) => crate::files::name("--id", id)?.to_string(),
+        None => {
+            let id = format!("path-{release}");
+            if crate::files::name("", &id).is_err() {
+                bail!(
+                    "--kernel-image {}: its release {release:?} makes the output directory name {id:?}, which is \
+                     not {}; pass --id NAME to name it",
+                    image.display(),
+                    crate::files::NAME_RULE
+                );
+            }
+            id
+        }
+    };
+    let kconfig = kconfig_symbols(config).context("--config")?;
+    crate::run::node_zone_layout(&kconfig).with_context(|| format!("--config {}", config.display()))?;
     if let Some(m) = system_map {
-        memmap_dump::read_user_file(m, MAX_SYSTEM_MAP_BYTES)
-            .with_context(|| format!("--system-map {}", m.display()))?;
+        memmap_dump::read_user_file(m, MAX_SYSTEM_MAP_BYTES).context("--system-map")?;
     }
     let modules = find_modules(modules, crate::initramfs::modules(arch))?;
-    let id = id.map_or_else(|| format!("path-{release}"), str::to_string);
-    if id.is_empty() || id.contains('/') || id.starts_with('.') {
-        bail!("--id {id:?}: must be a plain directory name");
-    }
     Ok(Kernel {
         id,
         suite: "path".into(),
@@ -344,6 +463,19 @@ fn release_key(release: &str) -> Vec<u64> {
     release.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect()
 }
 
+/// The release in an image package's name (`linux-image-RELEASE`): it names the cache's
+/// directory of the kernel, so it must be one plain name ([`crate::files::name`]).
+///
+/// # Errors
+///
+/// The name lacks the prefix, or the release cannot name a directory.
+fn package_release(package: &str, prefix: &str) -> Result<String> {
+    let release =
+        package.strip_prefix(prefix).with_context(|| format!("package {package:?} lacks {prefix:?}"))?;
+    crate::files::name(&format!("the release of package {package:?}"), release)?;
+    Ok(release.to_string())
+}
+
 /// Finds the newest matching image package in the spec's suite, downloads the packages (cached
 /// under `cache/debs`), and unpacks them under `cache/kernels/<release>`.
 ///
@@ -358,7 +490,7 @@ pub fn fetch(spec: KernelSpec, cache: &Path, refresh: bool) -> Result<Kernel> {
     let image_pkg = names.pop().with_context(|| {
         format!("no package matching {} in suite {} ({})", spec.image_pattern, spec.suite, spec.arch.debian())
     })?;
-    let release = image_pkg.strip_prefix(spec.image_prefix).context("image package prefix")?.to_string();
+    let release = package_release(&image_pkg, spec.image_prefix)?;
     let pkgs: Vec<String> = match spec.packaging {
         Packaging::Split => vec![
             format!("linux-binary-{release}"),
@@ -372,6 +504,7 @@ pub fn fetch(spec: KernelSpec, cache: &Path, refresh: bool) -> Result<Kernel> {
     let mut packages = Vec::new();
     for p in &pkgs {
         let version = apt.version(p)?;
+        crate::files::name(&format!("the version apt reports for {p}"), &version)?;
         let stamp = root.join(format!(".unpacked-{p}_{version}"));
         if !stamp.is_file() {
             let deb = apt.download(p, &debs)?;
@@ -466,9 +599,7 @@ pub const KCONFIG_SYMBOLS: &[&str] = &[
 ///
 /// The file cannot be read.
 pub fn kconfig_symbols(config: &Path) -> Result<BTreeMap<String, String>> {
-    let text = memmap_dump::read_user_file(config, memmap_dump::MAX_USER_FILE_BYTES)
-        .with_context(|| format!("reading {}", config.display()))?
-        .text;
+    let text = memmap_dump::read_user_file(config, memmap_dump::MAX_USER_FILE_BYTES)?.text;
     let mut all = BTreeMap::new();
     for line in text.lines() {
         if let Some((k, v)) = line.split_once('=') {
@@ -494,9 +625,7 @@ impl SystemMap {
     ///
     /// The file cannot be read.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = memmap_dump::read_user_file(path, MAX_SYSTEM_MAP_BYTES)
-            .with_context(|| format!("reading {}", path.display()))?
-            .text;
+        let text = memmap_dump::read_user_file(path, MAX_SYSTEM_MAP_BYTES)?.text;
         Ok(Self::parse(&text))
     }
 
@@ -627,8 +756,151 @@ mod tests {
     }
 
     #[test]
+    fn a_package_release_names_one_directory() {
+        assert_eq!(package_release("linux-image-6.1.0-50-amd64", "linux-image-").unwrap(), "6.1.0-50-amd64");
+        for bad in ["linux-image-../../x", "linux-image-a/b", "linux-image-", "linux-binary-7.2"] {
+            assert!(package_release(bad, "linux-image-").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn unknown_kernels_are_an_error() {
         assert!(spec("9.9-amd64").is_err());
         assert_eq!(spec("6.12-amd64").map(|k| k.suite).ok(), Some("bookworm-backports"));
+    }
+
+    /// `n` copies of one compressed frame of 1 MiB of zeros: concatenated frames (gzip members,
+    /// xz streams, zstd frames) decompress one after the other, so `n` MiB from a few KiB.
+    fn bomb(how: Compression, n: usize) -> Option<Vec<u8>> {
+        let zeros = vec![0u8; 1 << 20];
+        let frame = match how {
+            Compression::Gzip => {
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+                std::io::Write::write_all(&mut gz, &zeros).unwrap();
+                gz.finish().unwrap()
+            }
+            Compression::Xz | Compression::Zstd => {
+                let tool = if how == Compression::Xz { "xz" } else { "zstd" };
+                match crate::cmd::filter(tool, &["-c", "-9"], &zeros, 1 << 20) {
+                    Ok(crate::cmd::Filtered::Output(v)) => v,
+                    _ => return None,
+                }
+            }
+            Compression::None => zeros,
+        };
+        Some(frame.repeat(n))
+    }
+
+    #[test]
+    fn a_module_bomb_stops_at_the_module_limit() {
+        let dir = tempfile::Builder::new().prefix("oracle-module-bomb-").tempdir().unwrap();
+        for (how, suffix) in [(Compression::Gzip, "gz"), (Compression::Xz, "xz"), (Compression::Zstd, "zst")]
+        {
+            // 96 MiB of zeros from well under 100 KiB.
+            let Some(b) = bomb(how, 96) else {
+                eprintln!("skipped .ko.{suffix}: its compressor is not installed");
+                continue;
+            };
+            assert!(b.len() < 100 << 10, "{suffix}: {} bytes", b.len());
+            let path = dir.path().join(format!("libnvdimm.ko.{suffix}"));
+            std::fs::write(&path, &b).unwrap();
+            let e = format!("{:#}", module_bytes(&path).unwrap_err());
+            assert!(
+                e.contains("more than 64.00 MiB once decompressed; a module is at most 64.00 MiB"),
+                "{suffix}: {e}"
+            );
+            assert!(e.contains(&path.display().to_string()), "{e}");
+            // Under the limit, the same frames decompress to what was compressed.
+            let small = bomb(how, 3).unwrap();
+            std::fs::write(&path, &small).unwrap();
+            let out = module_bytes(&path).unwrap();
+            assert!(out.len() == 3 << 20 && out.iter().all(|&b| b == 0), "{suffix}");
+            // Corrupt data is an error naming the file, not a panic.
+            std::fs::write(&path, &small[..small.len() / 2]).unwrap();
+            let e = format!("{:#}", module_bytes(&path).unwrap_err());
+            assert!(e.contains(&path.display().to_string()), "{suffix}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_arm64_image_is_read_as_a_stream_to_its_banner() {
+        let mut img = vec![0u8; 0x40];
+        img[0x38..0x3c].copy_from_slice(b"ARM\x64");
+        img.extend(vec![0u8; 3 << 20]);
+        img.extend_from_slice(b"Linux version 7.2.13+deb14-arm64 (debian-kernel@lists.debian.org) #1 SMP\0");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &img).unwrap();
+        let gz = gz.finish().unwrap();
+        for raw in [&img, &gz] {
+            let (arch, release) = image_release_of(raw).unwrap();
+            assert_eq!((arch, release.as_str()), (Arch::Arm64, "7.2.13+deb14-arm64"));
+        }
+        // The banner cut by the end of the image, or missing.
+        let cut = &img[..img.len() - 40];
+        assert_eq!(image_release_of(cut).unwrap().1, "7.2.13+deb14-arm64");
+        let e = image_release_of(&img[..3 << 20]).unwrap_err().to_string();
+        assert!(e.contains("without a `Linux version` banner"), "{e}");
+    }
+
+    #[test]
+    fn a_release_that_cannot_name_a_directory_is_refused_with_what_would_do() {
+        let dir = tempfile::Builder::new().prefix("oracle-release-").tempdir().unwrap();
+        let d = dir.path();
+        let image = |version: &str| {
+            let mut img = vec![0u8; 0x400];
+            img[0x202..0x206].copy_from_slice(b"HdrS");
+            img[0x20e..0x210].copy_from_slice(&0x100u16.to_le_bytes());
+            img[0x300..0x300 + version.len()].copy_from_slice(version.as_bytes());
+            std::fs::write(d.join("bzImage"), img).unwrap();
+        };
+        std::fs::write(d.join(".config"), "CONFIG_NODES_SHIFT=10\n").unwrap();
+        std::fs::create_dir(d.join("mods")).unwrap();
+        for bad in ["../../x (me@host) #1", "/tmp/abs #1", ".hidden #1"] {
+            image(bad);
+            let e = format!(
+                "{:#}",
+                from_paths(&d.join("bzImage"), &d.join("mods"), &d.join(".config"), None, None).unwrap_err()
+            );
+            let release = bad.split(' ').next().unwrap();
+            assert!(
+                e.contains(&format!("the release in its kernel_version string {release:?} cannot name")),
+                "{e}"
+            );
+            assert!(!e.contains("--id"), "{e}");
+        }
+        // A release fine as a name whose `path-` id is too long: the error says to pass --id.
+        image(&"7".repeat(125));
+        let e = format!(
+            "{:#}",
+            from_paths(&d.join("bzImage"), &d.join("mods"), &d.join(".config"), None, None).unwrap_err()
+        );
+        assert!(
+            e.contains("pass --id NAME to name it") && e.contains("makes the output directory name"),
+            "{e}"
+        );
+        // A bad --id is quoted as given.
+        image("7.3.0 #1");
+        let e = format!(
+            "{:#}",
+            from_paths(&d.join("bzImage"), &d.join("mods"), &d.join(".config"), None, Some("a/b"))
+                .unwrap_err()
+        );
+        assert!(e.starts_with("--id \"a/b\" cannot name"), "{e}");
+        // The .config is checked before a boot needs it.
+        std::fs::write(d.join(".config"), "CONFIG_NODES_SHIFT=100\n").unwrap();
+        let e = format!(
+            "{:#}",
+            from_paths(&d.join("bzImage"), &d.join("mods"), &d.join(".config"), None, None).unwrap_err()
+        );
+        assert!(e.contains("CONFIG_NODES_SHIFT=100: expected a number from 0 to 10"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_modules_directory_is_not_called_a_file() {
+        let e = find_modules(Path::new("/nonexistent"), &["nvdimm/libnvdimm"]).unwrap_err().to_string();
+        assert_eq!(e, "--modules /nonexistent: does not exist");
+        let f = tempfile::NamedTempFile::new().unwrap();
+        let e = find_modules(f.path(), &["nvdimm/libnvdimm"]).unwrap_err().to_string();
+        assert!(e.ends_with(": not a directory (the directory holding the modules)"), "{e}");
     }
 }

@@ -201,6 +201,13 @@ fn compare_dirs(dirs: &[PathBuf], verbose: bool) -> Result<()> {
 /// `run`: boots every chosen configuration on every chosen kernel, then prints the summary;
 /// fails when a run failed, differs from the model or fails a class check.
 fn run_configs(cache: &Path, args: &RunArgs) -> Result<()> {
+    // Configuration names are checked before any kernel is fetched.
+    for c in &args.configs {
+        scenario::find(c).with_context(|| format!("unknown configuration {c:?} (see `list`)"))?;
+    }
+    if !args.all && args.configs.is_empty() {
+        bail!("run needs configuration names or --all (see `list`)");
+    }
     let chosen = chosen_kernels(cache, args)?;
     let mut runs = Runs::default();
     for k in &chosen {

@@ -103,11 +103,16 @@ impl Qmp {
     }
 }
 
+/// The most console output read from a guest (a boot prints some hundred KiB).
+pub const MAX_CONSOLE_BYTES: u64 = 64 << 20;
+
 /// What the guest printed between `@@begin` and `@@end` markers, and its verdict.
 #[derive(Debug, Default, Clone)]
 pub struct Console {
-    /// The whole console text.
+    /// The whole console text (its first [`MAX_CONSOLE_BYTES`]).
     pub text: String,
+    /// The guest printed more than [`MAX_CONSOLE_BYTES`].
+    pub truncated: bool,
 }
 
 impl Console {
@@ -176,11 +181,19 @@ impl Guest {
         Ok(g)
     }
 
-    /// The console text so far.
+    /// The console text so far: its first [`MAX_CONSOLE_BYTES`] (a guest that prints more
+    /// is stopped by [`Guest::wait_ready`]).
     #[must_use]
     pub fn console(&self) -> Console {
-        let raw = fs::read(&self.serial).unwrap_or_default();
-        Console { text: String::from_utf8_lossy(&raw).replace('\r', "") }
+        let raw = fs::File::open(&self.serial)
+            .ok()
+            .and_then(|f| memmap_dump::read_capped(f, MAX_CONSOLE_BYTES, 0).ok());
+        let (raw, truncated) = match raw {
+            Some(Some(text)) => (text, false),
+            Some(None) => (Vec::new(), true),
+            None => (Vec::new(), false),
+        };
+        Console { text: String::from_utf8_lossy(&raw).replace('\r', ""), truncated }
     }
 
     /// Waits until the guest prints `@@ready`; fails on `@@fail`, a panic, QEMU's exit or the
@@ -207,6 +220,12 @@ impl Guest {
                     .collect::<Vec<_>>()
                     .join("\n")
             };
+            if c.truncated {
+                bail!(
+                    "the guest printed more than {} on its console",
+                    memmap_dump::human_bytes(MAX_CONSOLE_BYTES)
+                );
+            }
             if let Some(i) = c.text.find("@@fail ") {
                 let why = c.text[i..].lines().next().unwrap_or_default().to_string();
                 bail!("the guest script failed: {why}\n--- console tail ---\n{}", tail());

@@ -133,8 +133,9 @@ fn node_spans(zoneinfo: &str) -> Vec<(u32, u64, u64)> {
             spanned = v.trim().parse().unwrap_or(0);
         } else if let Some(v) = l.strip_prefix("start_pfn:") {
             let start: u64 = v.trim().parse().unwrap_or(0);
-            if spanned > 0 {
-                out.push((nid, start, start + spanned));
+            match start.checked_add(spanned) {
+                Some(end) if spanned > 0 => out.push((nid, start, end)),
+                _ => {}
             }
         }
     }
@@ -149,7 +150,8 @@ fn ram_pfns(iomem: &str) -> Vec<(u64, u64)> {
         .filter_map(|l| {
             let (a, b) = l.split(" : ").next()?.split_once('-')?;
             let (a, b) = (u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?);
-            Some((a.div_ceil(4096), (b + 1) / 4096))
+            // The inclusive end + 1 in 65 bits: a range ending at the top is pfn 2^52.
+            Some((a.div_ceil(4096), ((u128::from(b) + 1) / 4096) as u64))
         })
         .collect()
 }
@@ -266,6 +268,7 @@ fn find_hugetlb(qmp: &mut Qmp, base: u64, ram: &[(u64, u64)], order: u32, tmp: &
     let nr = 1u64 << order;
     let mut heads = Vec::new();
     for &(lo, hi) in ram {
+        // Pfns are below 2^52 (`ram_pfns` divides byte addresses by 4096): no overflow below.
         let mut pfn = lo.next_multiple_of(nr);
         while pfn < hi {
             let chunk_end = (pfn / CHUNK + 1) * CHUNK;
@@ -361,13 +364,24 @@ pub fn allocated_blocks(bytes: &[u8], start_pfn: u64, order: u32) -> Vec<u64> {
     out
 }
 
+/// The largest `CONFIG_NODES_SHIFT` a kernel accepts (`NODES_SHIFT` is at most 10).
+pub const MAX_NODES_SHIFT: u32 = 10;
+
 /// `(nodes_pgshift, zones_pgshift, zones_width)` for a kernel `.config` with SPARSEMEM_VMEMMAP
 /// (no section number in `page->flags`): the node field sits at the top of `flags`, the zone
 /// field right below it (`include/linux/page-flags-layout.h`).
-#[must_use]
-pub fn node_zone_layout(kconfig: &BTreeMap<String, String>) -> (u32, u32, u32) {
+///
+/// # Errors
+///
+/// `CONFIG_NODES_SHIFT` is not a number from 0 to [`MAX_NODES_SHIFT`].
+pub fn node_zone_layout(kconfig: &BTreeMap<String, String>) -> Result<(u32, u32, u32)> {
     let on = |s: &str| kconfig.get(s).is_some_and(|v| v == "y");
-    let nodes_shift: u32 = kconfig.get("CONFIG_NODES_SHIFT").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let nodes_shift = match kconfig.get("CONFIG_NODES_SHIFT").map(String::as_str) {
+        None | Some("n") => 0,
+        Some(v) => v.parse::<u32>().ok().filter(|&n| n <= MAX_NODES_SHIFT).with_context(|| {
+            format!("CONFIG_NODES_SHIFT={v}: expected a number from 0 to {MAX_NODES_SHIFT}")
+        })?,
+    };
     let zones = 2
         + u32::from(on("CONFIG_ZONE_DMA"))
         + u32::from(on("CONFIG_ZONE_DMA32"))
@@ -379,7 +393,7 @@ pub fn node_zone_layout(kconfig: &BTreeMap<String, String>) -> (u32, u32, u32) {
         3..=4 => 2,
         _ => 3,
     };
-    (64 - nodes_shift, 64 - nodes_shift - zones_width, zones_width)
+    Ok((64 - nodes_shift, 64 - nodes_shift - zones_width, zones_width))
 }
 
 fn flags_node_zone(flags: u64, layout: (u32, u32, u32)) -> (u32, u32) {
@@ -454,7 +468,7 @@ fn collect(
         qmp: guest.qmp(),
         sysmap: &sysmap,
         arch: sc.arch,
-        layout: node_zone_layout(&kconfig),
+        layout: node_zone_layout(&kconfig)?,
         vbase,
         tmp: work.join("memsave.tmp"),
         regions: Vec::new(),
@@ -596,7 +610,23 @@ impl Namespace {
                 h.get("mode").cloned().unwrap_or_default(),
             )
         };
-        let nid = ns.get("numa_node").and_then(|v| v.parse::<i64>().ok()).unwrap_or(0).max(0) as u32;
+        let nid = ns.get("numa_node").and_then(|v| v.parse::<i64>().ok()).unwrap_or(0).clamp(0, 1023) as u32;
+        let pages = size / 4096;
+        if pages == 0 || pages > crate::facts::MAX_REGION_PAGES || start.checked_add(size).is_none() {
+            bail!(
+                "the guest's namespace0.0 [{start:#x}, +{size:#x}): expected 1 to {} pages of address space",
+                crate::facts::MAX_REGION_PAGES
+            );
+        }
+        // A pfn device keeps an info block (8 KiB) and the altmap's struct pages before its data.
+        let min_data = if mode == "pmem" { 8192 } else { 0 };
+        let off = data_start.checked_sub(start);
+        if off.is_none_or(|o| o < min_data || o > size) || !align.is_power_of_two() {
+            bail!(
+                "the guest's {holder}: data at {data_start:#x}, align {align:#x}: expected data {min_data:#x} to \
+                 {size:#x} bytes into namespace0.0 at {start:#x} and a power-of-two alignment"
+            );
+        }
         Ok(Namespace { start, size, holder, data_start, align, mode, nid })
     }
 }
@@ -770,6 +800,15 @@ impl Dumper<'_> {
             .context("QEMU reports no dimm0 (query-memory-devices)")?;
         let addr = dimm["data"]["addr"].as_u64().context("dimm0 addr")?;
         let size = dimm["data"]["size"].as_u64().context("dimm0 size")?;
+        if size / 4096 == 0
+            || size / 4096 > crate::facts::MAX_REGION_PAGES
+            || addr.checked_add(size).is_none()
+        {
+            bail!(
+                "QEMU's dimm0 [{addr:#x}, +{size:#x}): expected 1 to {} pages",
+                crate::facts::MAX_REGION_PAGES
+            );
+        }
         let block_pages = online_blocks(&self.block("hotplug"), addr, size)?;
         let (start_pfn, nr) = (addr / 4096, size / 4096);
         eprintln!(
@@ -820,6 +859,9 @@ fn online_blocks(hb: &str, addr: u64, size: u64) -> Result<u64> {
         .find_map(|l| l.strip_prefix("block_size_bytes "))
         .context("the guest did not report block_size_bytes")?;
     let block_pages = u64::from_str_radix(bs.trim(), 16).context("block_size_bytes")? / 4096;
+    if block_pages == 0 {
+        bail!("the guest reported block_size_bytes {bs:?}: expected at least a page");
+    }
     let nr = size / 4096;
     let first_block = addr / 4096 / block_pages;
     for k in 0..nr / block_pages {
@@ -830,4 +872,53 @@ fn online_blocks(hb: &str, addr: u64, size: u64) -> Result<u64> {
         }
     }
     Ok(block_pages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_guest_reports_are_errors_not_overflows() {
+        // A System RAM range ending at the top of the address space, and a zone whose span
+        // passes u64::MAX.
+        assert_eq!(ram_pfns("0-ffffffffffffffff : System RAM\n"), [(0, 1 << 52)]);
+        assert!(
+            node_spans("Node 0, zone Normal\n  spanned 10\n  start_pfn: 18446744073709551615\n").is_empty()
+        );
+        // Namespaces: data before the namespace, a pfn device without its info block, a size
+        // past the address space, no pages, a holder alignment that is no power of two.
+        let nd = |res: &str, size: &str, hres: &str, mode: &str, align: &str| {
+            format!(
+                "namespace0.0 resource {res}\nnamespace0.0 size {size}\nnamespace0.0 holder pfn0.0\n\
+                 pfn0.0 resource {hres}\npfn0.0 align {align}\npfn0.0 mode {mode}\n"
+            )
+        };
+        let ok = nd("0x100000000", "0x40000000", "0x100200000", "pmem", "0x200000");
+        assert!(Namespace::of(&ok).is_ok());
+        for bad in [
+            nd("0x100000000", "0x40000000", "0xff000000", "pmem", "0x200000"),
+            nd("0x100000000", "0x40000000", "0x100001000", "pmem", "0x200000"),
+            nd("0x100000000", "0x40000000", "0x200000000", "pmem", "0x200000"),
+            nd("0xfffffffffffff000", "0x40000000", "0xfffffffffffff000", "ram", "0x1000"),
+            nd("0x100000000", "0x800", "0x100000000", "ram", "0x1000"),
+            nd("0x100000000", "0x40000000", "0x100200000", "pmem", "0x300000"),
+        ] {
+            let e = Namespace::of(&bad).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.starts_with("the guest's "), "{bad}: {e:?}");
+        }
+        let e = online_blocks("block_size_bytes 0\n", 1 << 32, 1 << 28).unwrap_err().to_string();
+        assert!(e.contains("expected at least a page"), "{e}");
+    }
+
+    #[test]
+    fn a_nodes_shift_no_kernel_has_is_refused() {
+        let k = |v: &str| BTreeMap::from([("CONFIG_NODES_SHIFT".to_string(), v.to_string())]);
+        assert_eq!(node_zone_layout(&k("10")).unwrap().0, 54);
+        assert_eq!(node_zone_layout(&k("n")).unwrap().0, 64);
+        for bad in ["65", "100", "-1", "x"] {
+            let e = node_zone_layout(&k(bad)).unwrap_err().to_string();
+            assert_eq!(e, format!("CONFIG_NODES_SHIFT={bad}: expected a number from 0 to 10"));
+        }
+    }
 }

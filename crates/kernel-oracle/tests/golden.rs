@@ -75,7 +75,7 @@ fn tails_hold_the_compound_word_of_their_kernel() {
 #[test]
 fn flags_carry_zone_and_node_at_the_debian_layout() {
     for g in load_all() {
-        let (nshift, zshift, _) = kernel_oracle::run::node_zone_layout(&g.facts.kernel.kconfig);
+        let (nshift, zshift, _) = kernel_oracle::run::node_zone_layout(&g.facts.kernel.kconfig).unwrap();
         let expect = if g.facts.kernel.arch == "arm64" { (60, 57) } else { (54, 51) };
         assert_eq!((nshift, zshift), expect, "{}", g.dir.display());
         for (i, r) in g.facts.regions.iter().enumerate() {
@@ -226,8 +226,14 @@ fn region_files_stay_inside_the_dump_directory() {
     for name in ["../outside.bin", "/etc/hostname", "a/b.bin"] {
         facts.regions[0].file = name.into();
         let e = facts.region_bytes(dump.path(), 0).unwrap_err();
-        assert!(e.to_string().contains("not a file name"), "{name}: {e}");
+        assert!(e.to_string().contains("cannot name a file or directory"), "{name}: {e}");
     }
+    // A link in the dump directory is not followed: the name came from the facts.
+    let outside = tempfile::NamedTempFile::new().unwrap();
+    std::os::unix::fs::symlink(outside.path(), dump.path().join("linked.bin")).unwrap();
+    facts.regions[0].file = "linked.bin".into();
+    let e = facts.region_bytes(dump.path(), 0).unwrap_err();
+    assert!(e.to_string().contains("is a symbolic link, not a regular file"), "{e}");
     facts.regions[0].file = "region-0.bin".into();
     let size = (facts.regions[0].nr_pages * facts.struct_page_size) as usize;
     std::fs::write(dump.path().join("region-0.bin"), vec![0u8; size + 1]).unwrap();
@@ -291,4 +297,64 @@ fn a_wrong_model_expectation_or_a_corrupted_extract_is_caught() {
     corrupt.bytes[0][run][2 * 64 + 16] ^= 0x40; // the block head's `lru.prev`: one struct page off
     let res = corrupt.compare_with_model().unwrap();
     assert!(kernel_oracle::compare::differs(&res));
+}
+
+/// Facts a user edited: values near `u64::MAX`, regions larger than `compare` holds, names that
+/// would leave their directory. Each is an error naming what is wrong, from `Facts::load`
+/// before any region file is read, never a panic (nor an overflow, nor an allocation of the
+/// size the facts claim).
+#[test]
+fn hostile_facts_are_refused_before_the_regions_are_read() {
+    use kernel_oracle::facts::{Facts, MAX_REGION_PAGES, MAX_TOTAL_PAGES};
+    let g = load_all().into_iter().find(|g| g.facts.config == "fsdax-mem").expect("fsdax-mem extract");
+    type Edit = (&'static str, fn(&mut Facts));
+    let edits: [Edit; 11] = [
+        ("start_pfn", |f| f.regions[0].start_pfn = u64::MAX - f.regions[0].nr_pages + 1),
+        ("nr_pages", |f| f.regions[0].nr_pages = MAX_REGION_PAGES + 1),
+        ("total", |f| {
+            let r = f.regions[0].clone();
+            f.regions = vec![r; (MAX_TOTAL_PAGES / f.regions[0].nr_pages + 1) as usize];
+        }),
+        ("kernel id", |f| f.kernel.id = "a/b".into()),
+        ("config", |f| f.config = "../../x".into()),
+        ("kind", |f| f.regions[0].kind = "other".into()),
+        ("init_start_pfn", |f| f.regions[0].init_start_pfn = Some(u64::MAX)),
+        ("struct_page_size", |f| f.struct_page_size = 72),
+        ("vmemmap", |f| (f.vmemmap_base, f.vmemmap_size) = (1, u64::MAX)),
+        ("vmemmap_gpa", |f| f.regions[0].vmemmap_gpa = vec![Some(0); 1 << 20]),
+        ("allocated_blocks", |f| f.regions[0].allocated_blocks = vec![u64::MAX]),
+    ];
+    for (what, edit) in edits {
+        let dump = tempfile::Builder::new().prefix("oracle-hostile-facts-").tempdir().unwrap();
+        let mut facts = g.facts.clone();
+        edit(&mut facts);
+        facts.save(dump.path()).unwrap();
+        for r in facts.regions.iter().filter(|r| r.nr_pages <= 1 << 20).take(1) {
+            std::fs::write(dump.path().join(&r.file), vec![0u8; r.nr_pages as usize * 64]).unwrap();
+        }
+        let got = std::panic::catch_unwind(|| {
+            let f = Facts::load(dump.path())?;
+            kernel_oracle::compare::compare_dir(dump.path(), &f).map(drop)
+        });
+        let e = match got {
+            Ok(Err(e)) => format!("{e:#}"),
+            Ok(Ok(())) => panic!("{what}: accepted"),
+            Err(_) => panic!("{what}: panicked"),
+        };
+        assert!(e.starts_with(&dump.path().join("facts.json").display().to_string()), "{what}: {e}");
+    }
+}
+
+/// `check` of a directory without extracts fails: an empty or mistyped `--golden` must not
+/// pass as "0 extracts checked"; nor does a configuration directory without its facts.
+#[test]
+fn checking_no_golden_extract_is_an_error() {
+    let empty = tempfile::Builder::new().prefix("oracle-golden-empty-").tempdir().unwrap();
+    let e = kernel_oracle::golden::check_all(empty.path(), |_| {}).unwrap_err().to_string();
+    assert!(e.contains("no golden extracts (expected"), "{e}");
+    let e = kernel_oracle::golden::check_all(&empty.path().join("nope"), |_| {}).unwrap_err().to_string();
+    assert!(e.ends_with("nope: does not exist"), "{e}");
+    std::fs::create_dir_all(empty.path().join("7.2-amd64/fsdax-mem")).unwrap();
+    let e = kernel_oracle::golden::check_all(empty.path(), |_| {}).unwrap_err().to_string();
+    assert!(e.contains("fsdax-mem: holds no facts.json"), "{e}");
 }

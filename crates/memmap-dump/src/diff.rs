@@ -429,8 +429,9 @@ impl Roles {
         let u = |k: &str| d.get(k).and_then(serde_json::Value::as_u64);
         let kind = match m.kind.as_str() {
             "zone-device" => {
-                let shift = u("vmemmap_shift").unwrap_or(0);
-                let nr = 1u64.checked_shl(shift as u32).unwrap_or(1);
+                // `validate_meta` keeps the order below 64.
+                let shift = u("vmemmap_shift").and_then(|s| u32::try_from(s).ok()).unwrap_or(0);
+                let nr = 1u64.checked_shl(shift).unwrap_or(1);
                 let init_start = u("init_start_pfn").unwrap_or(m.start_pfn);
                 let written = u("compound_nr_pages").unwrap_or(nr).min(nr);
                 if nr > 1 {
@@ -452,7 +453,7 @@ impl Roles {
                                 let order = f.get("order")?.as_u64()?;
                                 let opt =
                                     f.get("optimized").and_then(serde_json::Value::as_bool).unwrap_or(false);
-                                Some((head, 1u64.checked_shl(order as u32)?, opt))
+                                Some((head, 1u64.checked_shl(u32::try_from(order).ok()?)?, opt))
                             })
                             .collect()
                     })
@@ -486,7 +487,8 @@ impl Roles {
                 let Some(&(head, nr, optimized)) = i.checked_sub(1).and_then(|i| v.get(i)) else {
                     return "page";
                 };
-                if pfn >= head + nr {
+                // `pfn >= head` (the partition point), and `head + nr` may pass `u64::MAX`.
+                if pfn - head >= nr {
                     return "page";
                 }
                 let reserve = (4096 / size.max(1)) as u64;
@@ -740,5 +742,40 @@ mod tests {
         bytes[300 * 64 + 24] ^= 1;
         let r = diff_report((&a.meta, a.memmap()), (&a.meta, &bytes)).unwrap();
         assert_eq!(r.roles.iter().map(|x| x.role).collect::<Vec<_>>(), ["aliased"]);
+    }
+
+    #[test]
+    fn roles_near_the_top_of_the_pfn_space_do_not_overflow() {
+        let a = zd(KernelConfig::X86_64, MemoryType::Generic, 0);
+        let mut m = a.meta.clone();
+        m.kind = "hugetlb".into();
+        m.detail.clear();
+        (m.start_pfn, m.nr_pages) = (u64::MAX - 4, 4);
+        // A folio whose end lies past u64::MAX: its head and the pages after it.
+        m.detail.insert("folios".into(), serde_json::json!([{ "head_pfn": u64::MAX - 2, "order": 9 }]));
+        let (x, mut y) = (vec![0u8; 4 * 64], vec![0u8; 4 * 64]);
+        for p in 0..4 {
+            y[p * 64] = 1;
+        }
+        let r = diff_report((&m, &x), (&m, &y)).unwrap();
+        let roles: Vec<_> = r.roles.iter().map(|c| (c.role, c.pages)).collect();
+        assert_eq!(roles, [("head", 1), ("page", 2), ("page[1]", 1)]);
+    }
+
+    #[test]
+    fn orders_the_roles_cannot_hold_are_refused_not_truncated() {
+        let a = zd(KernelConfig::X86_64, MemoryType::Generic, 9);
+        let mut m = a.meta.clone();
+        // 2^32 + 9 once read as 9.
+        m.detail.insert("vmemmap_shift".into(), ((1u64 << 32) + 9).into());
+        let e = diff_report((&m, a.memmap()), (&m, a.memmap())).unwrap_err();
+        assert!(
+            e.to_string().contains("field vmemmap_shift: 4294967305 (expected an order from 0 to 63)"),
+            "{e}"
+        );
+        let mut m = a.meta.clone();
+        m.detail.insert("folios".into(), serde_json::json!([{ "head_pfn": 0x100000, "order": 64 }]));
+        let e = diff_report((&m, a.memmap()), (&m, a.memmap())).unwrap_err();
+        assert!(e.to_string().contains("field folios: folio 0: "), "{e}");
     }
 }

@@ -21,6 +21,16 @@ pub enum DumpError {
         /// The existing file (or link).
         path: PathBuf,
     },
+    /// A file or directory that must exist does not.
+    Missing {
+        /// The path the error concerns.
+        path: PathBuf,
+    },
+    /// A symbolic link whose target does not exist.
+    DanglingLink {
+        /// The link.
+        path: PathBuf,
+    },
     /// A path that must be a directory is not one.
     NotADirectory {
         /// The file the error concerns.
@@ -41,6 +51,26 @@ pub enum DumpError {
         len: u64,
         /// The maximum.
         max: u64,
+    },
+    /// A JSON file holds more values or deeper nesting than its reader accepts
+    /// ([`crate::json::check_json`]).
+    JsonLimit {
+        /// The file the error concerns.
+        path: PathBuf,
+        /// What is over the limit (`JSON values`, `levels of nesting`).
+        what: &'static str,
+        /// The limit.
+        max: u64,
+    },
+    /// A file (or its decompressed content) holds more than its reader's maximum, found while
+    /// reading it (the size it reported was within the maximum, or it reports none).
+    Exceeds {
+        /// The file the error concerns.
+        path: PathBuf,
+        /// The maximum.
+        max: u64,
+        /// The decompressed content is what is too large.
+        decompressed: bool,
     },
     /// `meta.json` is not valid JSON of the dump's shape.
     Json {
@@ -123,6 +153,10 @@ impl fmt::Display for DumpError {
             DumpError::Exists { path } => {
                 write!(f, "{}: exists; refusing to replace it (use --force to replace it)", path.display())
             }
+            DumpError::Missing { path } => write!(f, "{}: does not exist", path.display()),
+            DumpError::DanglingLink { path } => {
+                write!(f, "{}: a symbolic link to a file that does not exist", path.display())
+            }
             DumpError::NotADirectory { path } => write!(f, "{}: not a directory", path.display()),
             DumpError::NotRegular { path, is } => {
                 write!(f, "{}: is {is}, not a regular file", path.display())
@@ -135,6 +169,16 @@ impl fmt::Display for DumpError {
                     human_bytes(*len),
                     human_bytes(*max)
                 )
+            }
+            DumpError::Exceeds { path, max, decompressed } => write!(
+                f,
+                "{}: more than {}{}, the most this reader accepts",
+                path.display(),
+                human_bytes(*max),
+                if *decompressed { " once decompressed" } else { "" }
+            ),
+            DumpError::JsonLimit { path, what, max } => {
+                write!(f, "{}: holds more than {max} {what}, the most this reader accepts", path.display())
             }
             DumpError::Json { path, source } => write!(f, "{}: {source}", path.display()),
             DumpError::Invalid { path, field, why } => write!(f, "{}: field {field}: {why}", path.display()),
@@ -152,17 +196,10 @@ impl fmt::Display for DumpError {
     }
 }
 
-impl std::error::Error for DumpError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            DumpError::Io { source, .. } | DumpError::Map { source, .. } | DumpError::Gzip { source, .. } => {
-                Some(source)
-            }
-            DumpError::Json { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
+/// The message of every variant already holds its cause's text (what a command line prints),
+/// so no cause is chained as a `source` as well: a report that walks the chain (anyhow's
+/// `{:#}`) would print the OS error twice.
+impl std::error::Error for DumpError {}
 
 /// What a file type is, for [`DumpError::NotRegular`].
 #[must_use]
@@ -195,7 +232,8 @@ pub(crate) fn file_kind(ft: std::fs::FileType) -> &'static str {
 }
 
 /// `n` bytes for people: bytes below 1 KiB, else KiB, MiB, GiB or TiB with two decimals.
-fn human_bytes(n: u64) -> String {
+#[must_use]
+pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
     if n < 1024 {
         return format!("{n} bytes");

@@ -60,7 +60,8 @@
 //! their names ([`mod@write`]). The reader checks `meta.json` (size, JSON, `format`, `kind`,
 //! `endianness`, `struct_page_size`) and `memmap.bin`'s length before reading any data
 //! ([`read`]); [`read_user_file`] applies the same rules (regular files only, a size cap,
-//! gzip accepted) to any other file a user names, such as a kernel `.config`.
+//! gzip accepted) to any other file a user names, such as a kernel `.config`; [`check_json`]
+//! bounds what parsing a JSON file can allocate ([`json`]).
 //!
 //! [`diff`] compares two dumps into a report (by field, by role, pageblocks, hooks, JSON); two
 //! dumps that differ in `format`, `kind`, `endianness`, `struct_page_size`, `start_pfn`,
@@ -72,17 +73,19 @@
 pub mod diff;
 mod error;
 pub mod hotplug;
+pub mod json;
 mod meta;
 pub mod model;
 pub mod read;
 pub mod write;
 
-pub use error::DumpError;
+pub use error::{DumpError, human_bytes};
 pub use hotplug::HotplugDump;
+pub use json::{JsonLimits, check_json};
 pub use meta::{AltmapJson, DumpMeta, FORMAT_VERSION, FlagsLayoutJson, KINDS, PgBits, host_endianness};
 pub use model::{Dump, HugetlbDump, ZoneDeviceDump};
 pub use read::{
-    MAX_USER_FILE_BYTES, OpenDump, UserFile, open_dump, parse_dump, parse_meta, read_dump, read_user_bytes,
-    read_user_file, validate_meta,
+    Links, MAX_USER_FILE_BYTES, OpenDump, UserFile, open_dump, parse_dump, parse_meta, read_capped,
+    read_dump, read_file, read_user_bytes, read_user_file, validate_meta,
 };
 pub use write::{MEMMAP_FILE, META_FILE, NewFile, OutputDir};

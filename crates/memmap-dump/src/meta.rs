@@ -2,7 +2,8 @@
 //! fields under [`DumpMeta::detail`].
 
 use memmap_core::{FlagsLayout, PG};
-use serde::{Deserialize, Serialize};
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// Version of the dump format.
 pub const FORMAT_VERSION: u32 = 1;
@@ -95,7 +96,11 @@ pub struct AltmapJson {
 }
 
 /// Fields common to every dump.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Deserialized field by field (not through `#[serde(flatten)]`, which buffers the whole
+/// object in an intermediate tree first and so allocates twice what the fields take): the
+/// fields below typed, every other key into [`DumpMeta::detail`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DumpMeta {
     /// [`FORMAT_VERSION`].
     pub format: u32,
@@ -144,4 +149,129 @@ pub struct DumpMeta {
     /// Kind-specific fields.
     #[serde(flatten)]
     pub detail: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The fields of a [`DumpMeta`] met so far, while it is deserialized.
+#[derive(Default)]
+struct Partial {
+    format: Option<u32>,
+    kind: Option<String>,
+    config: Option<String>,
+    endianness: Option<String>,
+    start_pfn: Option<u64>,
+    nr_pages: Option<u64>,
+    struct_page_size: Option<usize>,
+    page_addr_base: Option<u64>,
+    page_addr_base_hex: Option<String>,
+    zone: Option<u32>,
+    nid: Option<u32>,
+    flags_layout: Option<FlagsLayoutJson>,
+    pg_bits: Option<PgBits>,
+    movable_pageblock_pfns: Option<Vec<u64>>,
+    resched_pfns: Option<u64>,
+    page_ref_events: Option<u64>,
+    strategy: Option<String>,
+    strategy_requested: Option<String>,
+    strategy_reason: Option<String>,
+    backend: Option<String>,
+    backend_name: Option<Option<String>>,
+    detail: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Stores the next value of `map` in `slot`, refusing a second one for the same field.
+fn set<'de, T: Deserialize<'de>, A: MapAccess<'de>>(
+    slot: &mut Option<T>,
+    map: &mut A,
+    name: &'static str,
+) -> Result<(), A::Error> {
+    if slot.is_some() {
+        return Err(de::Error::duplicate_field(name));
+    }
+    *slot = Some(map.next_value()?);
+    Ok(())
+}
+
+impl Partial {
+    /// Takes the value of `key` from `map`.
+    fn field<'de, A: MapAccess<'de>>(&mut self, key: String, map: &mut A) -> Result<(), A::Error> {
+        match key.as_str() {
+            "format" => set(&mut self.format, map, "format"),
+            "kind" => set(&mut self.kind, map, "kind"),
+            "config" => set(&mut self.config, map, "config"),
+            "endianness" => set(&mut self.endianness, map, "endianness"),
+            "start_pfn" => set(&mut self.start_pfn, map, "start_pfn"),
+            "nr_pages" => set(&mut self.nr_pages, map, "nr_pages"),
+            "struct_page_size" => set(&mut self.struct_page_size, map, "struct_page_size"),
+            "page_addr_base" => set(&mut self.page_addr_base, map, "page_addr_base"),
+            "page_addr_base_hex" => set(&mut self.page_addr_base_hex, map, "page_addr_base_hex"),
+            "zone" => set(&mut self.zone, map, "zone"),
+            "nid" => set(&mut self.nid, map, "nid"),
+            "flags_layout" => set(&mut self.flags_layout, map, "flags_layout"),
+            "pg_bits" => set(&mut self.pg_bits, map, "pg_bits"),
+            "movable_pageblock_pfns" => set(&mut self.movable_pageblock_pfns, map, "movable_pageblock_pfns"),
+            "resched_pfns" => set(&mut self.resched_pfns, map, "resched_pfns"),
+            "page_ref_events" => set(&mut self.page_ref_events, map, "page_ref_events"),
+            "strategy" => set(&mut self.strategy, map, "strategy"),
+            "strategy_requested" => set(&mut self.strategy_requested, map, "strategy_requested"),
+            "strategy_reason" => set(&mut self.strategy_reason, map, "strategy_reason"),
+            "backend" => set(&mut self.backend, map, "backend"),
+            "backend_name" => set(&mut self.backend_name, map, "backend_name"),
+            _ => {
+                let v = map.next_value()?;
+                self.detail.insert(key, v);
+                Ok(())
+            }
+        }
+    }
+
+    /// The metadata, once every required field was met.
+    fn finish<E: de::Error>(self) -> Result<DumpMeta, E> {
+        fn need<T, E: de::Error>(v: Option<T>, name: &'static str) -> Result<T, E> {
+            v.ok_or_else(|| E::missing_field(name))
+        }
+        Ok(DumpMeta {
+            format: need(self.format, "format")?,
+            kind: need(self.kind, "kind")?,
+            config: need(self.config, "config")?,
+            endianness: need(self.endianness, "endianness")?,
+            start_pfn: need(self.start_pfn, "start_pfn")?,
+            nr_pages: need(self.nr_pages, "nr_pages")?,
+            struct_page_size: need(self.struct_page_size, "struct_page_size")?,
+            page_addr_base: need(self.page_addr_base, "page_addr_base")?,
+            page_addr_base_hex: need(self.page_addr_base_hex, "page_addr_base_hex")?,
+            zone: need(self.zone, "zone")?,
+            nid: need(self.nid, "nid")?,
+            flags_layout: need(self.flags_layout, "flags_layout")?,
+            pg_bits: need(self.pg_bits, "pg_bits")?,
+            movable_pageblock_pfns: need(self.movable_pageblock_pfns, "movable_pageblock_pfns")?,
+            resched_pfns: need(self.resched_pfns, "resched_pfns")?,
+            page_ref_events: need(self.page_ref_events, "page_ref_events")?,
+            strategy: need(self.strategy, "strategy")?,
+            strategy_requested: need(self.strategy_requested, "strategy_requested")?,
+            strategy_reason: need(self.strategy_reason, "strategy_reason")?,
+            backend: need(self.backend, "backend")?,
+            backend_name: self.backend_name.flatten(),
+            detail: self.detail,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for DumpMeta {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct MetaVisitor;
+        impl<'de> Visitor<'de> for MetaVisitor {
+            type Value = DumpMeta;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a dump's meta.json object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DumpMeta, A::Error> {
+                let mut p = Partial::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    p.field(key, &mut map)?;
+                }
+                p.finish()
+            }
+        }
+        d.deserialize_map(MetaVisitor)
+    }
 }

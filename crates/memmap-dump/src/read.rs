@@ -2,22 +2,47 @@
 //!
 //! [`parse_meta`] and [`parse_dump`] are pure (bytes in, typed result out: what the fuzz target
 //! drives); [`open_dump`] applies them to a directory: `meta.json` must be a regular file of at
-//! most [`MAX_META_BYTES`], parse, and carry a known `format`, `kind`, `endianness` and
-//! `struct_page_size`; `memmap.bin` must be a regular file (not `/dev/zero`, a FIFO or a
-//! directory) whose length, from `fstat` before any byte is read, is exactly `nr_pages *
-//! struct_page_size` (computed with checked arithmetic). Only then is data read, by
-//! [`read_dump`] into memory or by [`crate::diff::diff_dumps`] a chunk at a time.
+//! most [`MAX_META_BYTES`] holding at most [`MAX_META_VALUES`] JSON values nested at most
+//! [`MAX_META_DEPTH`] deep (checked before it is parsed, see [`crate::json`]), parse, and carry
+//! a known `format`, `kind`, `endianness` and `struct_page_size`; `memmap.bin` must be a regular
+//! file (not `/dev/zero`, a FIFO or a directory) whose length, from `fstat` before any byte is
+//! read, is exactly `nr_pages * struct_page_size` (computed with checked arithmetic). Only then
+//! is data read, by [`read_dump`] into memory or by [`crate::diff::diff_dumps`] a chunk at a
+//! time.
+//!
+//! Every file is opened non-blocking (`O_NONBLOCK | O_NOCTTY`) and its type checked with
+//! `fstat` on the opened descriptor ([`read_file`]): a FIFO or device swapped in for a checked
+//! path is refused, never waited on. Every read is bounded by the caller's maximum, and the
+//! buffer it fills never grows past that maximum ([`read_capped`]).
+//!
+//! What parsing a `meta.json` allocates is bounded by its limits: at most about 100 bytes per
+//! counted value plus twice the file's size, so under 300 MiB at [`MAX_META_VALUES`] and
+//! [`MAX_META_BYTES`] whatever the file's shape (measured by a counting allocator in
+//! `tests/json_peak.rs`); the parsed metadata keeps about two thirds of that.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use crate::error::{DumpError, file_kind};
+use crate::json::{JsonLimits, check_json};
 use crate::meta::{DumpMeta, FORMAT_VERSION, KINDS};
 use crate::write::{MEMMAP_FILE, META_FILE};
 
 /// The largest `meta.json` accepted (a 100 GiB zone-device dump's is about 1 MiB).
-pub const MAX_META_BYTES: u64 = 64 << 20;
+pub const MAX_META_BYTES: u64 = 32 << 20;
+
+/// The most JSON values a `meta.json` may hold, counted as [`check_json`] counts them (keys
+/// included, arrays as 4, objects as 8): 2 Mi, what a zone-device dump of 4 TiB (one value per
+/// pageblock) or a hugetlb dump of about 80 Ki folios (some 25 per folio) holds.
+pub const MAX_META_VALUES: u64 = 2 << 20;
+
+/// The deepest nesting a `meta.json` may have (the format nests 4 deep).
+pub const MAX_META_DEPTH: u32 = 32;
+
+/// The limits [`parse_meta`] holds a `meta.json` to.
+pub const META_LIMITS: JsonLimits =
+    JsonLimits { max_bytes: MAX_META_BYTES, max_values: MAX_META_VALUES, max_depth: MAX_META_DEPTH };
 
 /// The struct page sizes a dump may have: 64, or 72 with `WANT_PAGE_VIRTUAL`.
 pub const STRUCT_PAGE_SIZES: [usize; 2] = [64, 72];
@@ -30,15 +55,10 @@ pub const ENDIANNESS: [&str; 2] = ["little", "big"];
 ///
 /// # Errors
 ///
-/// [`DumpError::TooLarge`], [`DumpError::Json`] or [`DumpError::Invalid`].
+/// [`DumpError::TooLarge`], [`DumpError::JsonLimit`], [`DumpError::Json`] or
+/// [`DumpError::Invalid`].
 pub fn parse_meta(json: &[u8], path: &Path) -> Result<(DumpMeta, u64), DumpError> {
-    if json.len() as u64 > MAX_META_BYTES {
-        return Err(DumpError::TooLarge {
-            path: path.to_path_buf(),
-            len: json.len() as u64,
-            max: MAX_META_BYTES,
-        });
-    }
+    check_json(json, &META_LIMITS, path)?;
     let meta: DumpMeta = serde_json::from_slice(json)
         .map_err(|source| DumpError::Json { path: path.to_path_buf(), source })?;
     let len = validate_meta(&meta, path)?;
@@ -74,12 +94,43 @@ pub fn validate_meta(meta: &DumpMeta, path: &Path) -> Result<u64, DumpError> {
             format!("start_pfn {:#x} + nr_pages {} overflows", meta.start_pfn, meta.nr_pages),
         ));
     }
-    meta.nr_pages.checked_mul(meta.struct_page_size as u64).ok_or_else(|| {
+    let len = meta.nr_pages.checked_mul(meta.struct_page_size as u64).ok_or_else(|| {
         invalid(
             "nr_pages",
             format!("{} struct pages of {} bytes overflow", meta.nr_pages, meta.struct_page_size),
         )
-    })
+    })?;
+    validate_detail(meta).map_err(|(field, why)| invalid(field, why))?;
+    Ok(len)
+}
+
+/// Checks the kind-specific fields the diff reads roles from, where present: a compound order
+/// (`vmemmap_shift`, a folio's `order`) below 64, `init_start_pfn` a pfn, folios as objects
+/// with a `head_pfn` and an `order`.
+fn validate_detail(meta: &DumpMeta) -> Result<(), (&'static str, String)> {
+    let d = &meta.detail;
+    let order_ok = |v: &serde_json::Value| v.as_u64().is_some_and(|o| o < 64);
+    if let Some(v) = d.get("vmemmap_shift").filter(|v| !order_ok(v)) {
+        return Err(("vmemmap_shift", format!("{v} (expected an order from 0 to 63)")));
+    }
+    if let Some(v) = d.get("init_start_pfn").filter(|v| v.as_u64().is_none()) {
+        return Err(("init_start_pfn", format!("{v} (expected a pfn)")));
+    }
+    if let Some(v) = d.get("compound_nr_pages").filter(|v| v.as_u64().is_none()) {
+        return Err(("compound_nr_pages", format!("{v} (expected a count of struct pages)")));
+    }
+    let Some(folios) = d.get("folios") else { return Ok(()) };
+    let list = folios.as_array().ok_or(("folios", "not an array".to_string()))?;
+    for (i, f) in list.iter().enumerate() {
+        let head = f.get("head_pfn").and_then(serde_json::Value::as_u64);
+        if head.is_none() || !f.get("order").is_some_and(order_ok) {
+            return Err((
+                "folios",
+                format!("folio {i}: {f} (expected a head_pfn and an order from 0 to 63)"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Validates a dump held in memory: `meta_json` as [`parse_meta`], then `memmap`'s length.
@@ -121,33 +172,97 @@ pub struct OpenDump {
     pub len: u64,
 }
 
-/// Opens `path` for reading if it is a regular file of at most `max` bytes: checked on the
-/// path before opening (so a FIFO is never opened) and on the open file.
-fn open_regular(path: &Path, max: u64) -> Result<(File, u64), DumpError> {
-    let check = |m: &fs::Metadata| -> Result<u64, DumpError> {
-        if !m.is_file() {
-            return Err(DumpError::NotRegular { path: path.to_path_buf(), is: file_kind(m.file_type()) });
-        }
-        if m.len() > max {
-            return Err(DumpError::TooLarge { path: path.to_path_buf(), len: m.len(), max });
-        }
-        Ok(m.len())
-    };
-    let before = check(&fs::metadata(path).map_err(DumpError::io(path, "open"))?)?;
+/// Whether a reader follows a symbolic link at the path it opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// Follow it: a path a user named (a kernel image, a `.config`) may be a link.
+    Follow,
+    /// Refuse it (`O_NOFOLLOW`): a file whose name came from data, inside a directory the user
+    /// named, must be that directory's own file.
+    Refuse,
+}
+
+/// Opens `path` for reading if it is a regular file of at most `max` bytes. It is opened
+/// non-blocking and without becoming a controlling terminal, so a FIFO or a device there
+/// (swapped in or not) never blocks the open, and its type and size are taken from the opened
+/// descriptor (`fstat`), so what is checked is what is read.
+fn open_regular(path: &Path, max: u64, links: Links) -> Result<(File, u64), DumpError> {
     let mut o = OpenOptions::new();
     o.read(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        // Non-blocking: a FIFO swapped in after the check must not hang the open.
-        o.custom_flags(libc::O_NONBLOCK);
+        let nofollow = if links == Links::Refuse { libc::O_NOFOLLOW } else { 0 };
+        o.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | nofollow);
     }
-    let file = o.open(path).map_err(DumpError::io(path, "open"))?;
-    let len = check(&file.metadata().map_err(DumpError::io(path, "stat"))?)?;
-    if len != before {
-        return Err(DumpError::Changed { path: path.to_path_buf() });
+    let file = o.open(path).map_err(|e| open_error(path, e, links))?;
+    let m = file.metadata().map_err(DumpError::io(path, "stat"))?;
+    if !m.is_file() {
+        return Err(DumpError::NotRegular { path: path.to_path_buf(), is: file_kind(m.file_type()) });
     }
-    Ok((file, len))
+    if m.len() > max {
+        return Err(DumpError::TooLarge { path: path.to_path_buf(), len: m.len(), max });
+    }
+    Ok((file, m.len()))
+}
+
+/// The error of a failed open: a missing file, a refused link, or the OS error.
+fn open_error(path: &Path, e: io::Error, links: Links) -> DumpError {
+    let is_link = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    match e.kind() {
+        // ELOOP: O_NOFOLLOW met a link.
+        _ if links == Links::Refuse && is_link => {
+            DumpError::NotRegular { path: path.to_path_buf(), is: "a symbolic link" }
+        }
+        io::ErrorKind::NotFound if is_link => DumpError::DanglingLink { path: path.to_path_buf() },
+        io::ErrorKind::NotFound => DumpError::Missing { path: path.to_path_buf() },
+        _ => DumpError::io(path, "open")(e),
+    }
+}
+
+/// Reads all of `r`, at most `max` bytes: `Ok(None)` when there is more. The buffer starts at
+/// `hint + 1` bytes (the size the file reports, capped) and doubles, never past `max + 1`
+/// bytes, so a read allocates at most `max + 1` bytes (and, while the buffer grows, the old one
+/// beside the new: under twice that), whatever the source claims or holds.
+///
+/// # Errors
+///
+/// The read fails, or the buffer cannot be allocated.
+pub fn read_capped(mut r: impl Read, max: u64, hint: u64) -> io::Result<Option<Vec<u8>>> {
+    let limit = usize::try_from(max.saturating_add(1)).unwrap_or(usize::MAX);
+    let mut buf = Vec::new();
+    let mut want = usize::try_from(hint.saturating_add(1)).unwrap_or(usize::MAX).clamp(1, limit);
+    loop {
+        buf.try_reserve_exact(want - buf.len()).map_err(io::Error::other)?;
+        let room = (want - buf.len()) as u64;
+        // Reads until EOF or the buffer is full; a full buffer is not grown by `read_to_end`
+        // when the `take` is used up.
+        let n = r.by_ref().take(room).read_to_end(&mut buf)?;
+        if (n as u64) < room {
+            return Ok(Some(buf));
+        }
+        if want == limit {
+            return Ok(None);
+        }
+        want = want.saturating_mul(2).min(limit);
+    }
+}
+
+/// Reads the file `path` whole if it is a regular file of at most `max` bytes (see
+/// [`open_regular`]: never a FIFO or device, checked on the opened file), read with that
+/// bound whatever size it reports (procfs files report 0); `links` says whether a symbolic
+/// link at `path` is followed.
+///
+/// # Errors
+///
+/// [`DumpError::Missing`], [`DumpError::NotRegular`], [`DumpError::TooLarge`] or
+/// [`DumpError::Io`], each naming `path`.
+pub fn read_file(path: &Path, max: u64, links: Links) -> Result<Vec<u8>, DumpError> {
+    let (file, len) = open_regular(path, max, links)?;
+    match read_capped(file, max, len).map_err(DumpError::io(path, "read"))? {
+        Some(bytes) => Ok(bytes),
+        None => Err(DumpError::Exceeds { path: path.to_path_buf(), max, decompressed: false }),
+    }
 }
 
 /// The largest file other than a dump that [`read_user_file`] reads whole, before and after
@@ -176,48 +291,35 @@ impl UserFile {
 }
 
 /// Reads the text file `path` a user named (a kernel `.config`), plain or gzip: only a regular
-/// file (a FIFO or device is refused before it is opened, and opened non-blocking in case one
-/// is swapped in), at most `max` bytes as stored and `max` bytes of text after gunzip. Files
-/// that report a size of 0 (procfs) are read up to the cap.
+/// file ([`read_file`]: a FIFO or device is opened non-blocking and refused), at most `max`
+/// bytes as stored and `max` bytes of text after gunzip (the decompressor stops at `max + 1`).
+/// Files that report a size of 0 (procfs) are read up to the cap.
 ///
 /// # Errors
 ///
-/// [`DumpError::NotRegular`], [`DumpError::TooLarge`], [`DumpError::Gzip`],
-/// [`DumpError::NotText`] or [`DumpError::Io`], each naming `path`.
+/// [`DumpError::Missing`], [`DumpError::NotRegular`], [`DumpError::TooLarge`],
+/// [`DumpError::Exceeds`], [`DumpError::Gzip`], [`DumpError::NotText`] or [`DumpError::Io`],
+/// each naming `path`.
 pub fn read_user_file(path: &Path, max: u64) -> Result<UserFile, DumpError> {
     let mut raw = read_user_bytes(path, max)?;
-    let too_large = |len: u64| DumpError::TooLarge { path: path.to_path_buf(), len, max };
     let gzip = raw.starts_with(&[0x1f, 0x8b]);
     if gzip {
-        let mut text = Vec::new();
-        flate2::read::MultiGzDecoder::new(&raw[..])
-            .take(max.saturating_add(1))
-            .read_to_end(&mut text)
+        let text = read_capped(flate2::read::MultiGzDecoder::new(&raw[..]), max, raw.len() as u64)
             .map_err(|source| DumpError::Gzip { path: path.to_path_buf(), source })?;
-        if text.len() as u64 > max {
-            return Err(too_large(text.len() as u64));
-        }
-        raw = text;
+        raw = text.ok_or_else(|| DumpError::Exceeds { path: path.to_path_buf(), max, decompressed: true })?;
     }
     let text = String::from_utf8(raw).map_err(|_| DumpError::NotText { path: path.to_path_buf() })?;
     Ok(UserFile { path: path.to_path_buf(), text, gzip })
 }
 
-/// Reads the file `path` a user named (a dump's data file, a facts file) whole: only a regular
-/// file (a FIFO or device is refused before it is opened), at most `max` bytes, whatever size
-/// it reports (procfs files report 0).
+/// Reads the file `path` a user named (a dump's data file, a facts file) whole: [`read_file`]
+/// following a symbolic link.
 ///
 /// # Errors
 ///
-/// [`DumpError::NotRegular`], [`DumpError::TooLarge`] or [`DumpError::Io`], each naming `path`.
+/// As [`read_file`].
 pub fn read_user_bytes(path: &Path, max: u64) -> Result<Vec<u8>, DumpError> {
-    let (file, _) = open_regular(path, max)?;
-    let mut raw = Vec::new();
-    file.take(max.saturating_add(1)).read_to_end(&mut raw).map_err(DumpError::io(path, "read"))?;
-    if raw.len() as u64 > max {
-        return Err(DumpError::TooLarge { path: path.to_path_buf(), len: raw.len() as u64, max });
-    }
-    Ok(raw)
+    read_file(path, max, Links::Follow)
 }
 
 /// Opens and validates the dump in `dir` (see the [module documentation](self)); reads only
@@ -230,18 +332,14 @@ pub fn open_dump(dir: &Path) -> Result<OpenDump, DumpError> {
     match fs::metadata(dir) {
         Ok(m) if !m.is_dir() => return Err(DumpError::NotADirectory { path: dir.to_path_buf() }),
         Ok(_) => {}
-        Err(e) => return Err(DumpError::io(dir, "open")(e)),
+        Err(e) => return Err(open_error(dir, e, Links::Follow)),
     }
     let meta_path = dir.join(META_FILE);
-    let (file, len) = open_regular(&meta_path, MAX_META_BYTES)?;
-    let mut json = Vec::with_capacity(len as usize);
-    file.take(MAX_META_BYTES + 1).read_to_end(&mut json).map_err(DumpError::io(&meta_path, "read"))?;
-    if json.len() as u64 != len {
-        return Err(DumpError::Changed { path: meta_path });
-    }
+    let json = read_file(&meta_path, MAX_META_BYTES, Links::Follow)?;
     let (meta, expect) = parse_meta(&json, &meta_path)?;
+    drop(json);
     let memmap_path = dir.join(MEMMAP_FILE);
-    let (memmap, len) = open_regular(&memmap_path, u64::MAX)?;
+    let (memmap, len) = open_regular(&memmap_path, u64::MAX, Links::Follow)?;
     check_len(&meta, expect, len, &memmap_path)?;
     Ok(OpenDump { meta, dir: dir.to_path_buf(), memmap_path, memmap, len })
 }
@@ -265,4 +363,110 @@ pub fn read_dump(dir: &Path) -> Result<(DumpMeta, Vec<u8>), DumpError> {
         return Err(DumpError::Changed { path: d.memmap_path });
     }
     Ok((d.meta, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch() -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "memmap-dump-read-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_capped_read_never_holds_more_than_the_maximum() {
+        // A source of 1 MiB read with a 1000-byte maximum: refused, after a buffer of 1001.
+        let big = vec![7u8; 1 << 20];
+        assert_eq!(read_capped(&big[..], 1000, 0).unwrap(), None);
+        assert_eq!(read_capped(&big[..], 1 << 20, 0).unwrap().map(|v| v.len()), Some(1 << 20));
+        // A hint larger than the maximum does not allocate it.
+        let v = read_capped(&big[..10], 1000, u64::MAX).unwrap().unwrap();
+        assert_eq!((v.len(), v.capacity() <= 1001), (10, true));
+        // The buffer grows by doubling and stops at the maximum + 1.
+        let v = read_capped(&big[..5000], 5000, 0).unwrap().unwrap();
+        assert!(v.len() == 5000 && v.capacity() <= 5001, "{}", v.capacity());
+    }
+
+    #[test]
+    fn a_gzip_bomb_stops_at_the_maximum() {
+        use std::io::Write;
+        let d = scratch();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&vec![b'a'; 64 << 20]).unwrap();
+        let bomb = gz.finish().unwrap();
+        assert!(bomb.len() < 128 << 10);
+        fs::write(d.join("config.gz"), &bomb).unwrap();
+        let e = read_user_file(&d.join("config.gz"), 1 << 20).unwrap_err();
+        assert!(matches!(e, DumpError::Exceeds { decompressed: true, max, .. } if max == 1 << 20), "{e}");
+        assert!(
+            e.to_string().ends_with("more than 1.00 MiB once decompressed, the most this reader accepts")
+        );
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn fifos_devices_links_and_missing_files_are_refused_by_what_was_opened() {
+        let d = scratch();
+        let fifo = d.join("fifo");
+        let ok = std::process::Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success());
+        if ok {
+            // Opened non-blocking, refused by its fstat: no writer, no wait.
+            let e = read_file(&fifo, 100, Links::Follow).unwrap_err();
+            assert!(matches!(e, DumpError::NotRegular { is: "a FIFO", .. }), "{e}");
+        }
+        let e = read_file(Path::new("/dev/zero"), 100, Links::Follow).unwrap_err();
+        assert!(matches!(e, DumpError::NotRegular { is: "a character device", .. }), "{e}");
+        fs::write(d.join("real"), b"data").unwrap();
+        std::os::unix::fs::symlink(d.join("real"), d.join("link")).unwrap();
+        assert_eq!(read_file(&d.join("link"), 100, Links::Follow).unwrap(), b"data");
+        let e = read_file(&d.join("link"), 100, Links::Refuse).unwrap_err();
+        assert!(matches!(e, DumpError::NotRegular { is: "a symbolic link", .. }), "{e}");
+        let e = read_file(&d.join("nope"), 100, Links::Follow).unwrap_err();
+        assert_eq!(e.to_string(), format!("{}: does not exist", d.join("nope").display()));
+        std::os::unix::fs::symlink(d.join("nope"), d.join("dangling")).unwrap();
+        let e = read_file(&d.join("dangling"), 100, Links::Follow).unwrap_err();
+        assert!(e.to_string().ends_with("dangling: a symbolic link to a file that does not exist"), "{e}");
+        let e = read_file(&d.join("real"), 3, Links::Follow).unwrap_err();
+        assert!(matches!(e, DumpError::TooLarge { len: 4, max: 3, .. }), "{e}");
+        let e = open_dump(&d.join("nope")).unwrap_err();
+        assert_eq!(e.to_string(), format!("{}: does not exist", d.join("nope").display()));
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn metadata_round_trips_and_names_a_missing_or_repeated_field() {
+        let dump = crate::ZoneDeviceDump {
+            config: memmap_core::KernelConfig::X86_64,
+            layout72: false,
+            memory_type: memmap_core::MemoryType::Generic,
+            vmemmap_shift: 9,
+            altmap: None,
+            start_pfn: 0x100000,
+            nr_pages: 1024,
+            nid: 0,
+            strategy: memmap_core::Strategy::Auto,
+            page_ref_trace: false,
+            boot_memory_end_pfn: 0,
+        }
+        .run()
+        .unwrap();
+        let text = serde_json::to_string(&dump.meta).unwrap();
+        let (back, len) = parse_meta(text.as_bytes(), Path::new("meta.json")).unwrap();
+        assert_eq!((back, len), (dump.meta.clone(), 1024 * 64));
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v.as_object_mut().unwrap().remove("nr_pages");
+        let e = parse_meta(v.to_string().as_bytes(), Path::new("meta.json")).unwrap_err();
+        assert!(e.to_string().contains("missing field `nr_pages`"), "{e}");
+        let twice = text.replacen("{", "{\"kind\":\"hugetlb\",", 1);
+        let e = parse_meta(twice.as_bytes(), Path::new("meta.json")).unwrap_err();
+        assert!(e.to_string().contains("duplicate field `kind`"), "{e}");
+    }
 }

@@ -66,7 +66,9 @@ pub struct DirResult {
     pub warnings: Vec<String>,
 }
 
-/// Runs the model for every region of a dump directory and compares.
+/// Runs the model for every region of a dump directory and compares. Memory: every region's
+/// struct pages once (at most [`crate::facts::MAX_TOTAL_PAGES`] in all, each file read with
+/// its exact size as the bound) and, one region at a time, the model's struct pages twice.
 ///
 /// # Errors
 ///
@@ -76,10 +78,12 @@ pub fn compare_dir(dir: &Path, facts: &Facts) -> Result<DirResult> {
     for i in 0..facts.regions.len() {
         all_bytes.push(facts.region_bytes(dir, i)?);
     }
-    let results = compare_regions(facts, |i| Ok((all_bytes[i].clone(), None)))?;
     let sets: Vec<PageSet<'_>> =
         facts.regions.iter().zip(&all_bytes).map(|(r, b)| PageSet::whole(r, b)).collect();
     let checks = class_checks(facts, &sets);
+    drop(sets);
+    // Each region's bytes move into its comparison, which blanks them in place.
+    let results = compare_regions(facts, |i| Ok((std::mem::take(&mut all_bytes[i]), None)))?;
     Ok(DirResult {
         label: format!("{}/{}", facts.kernel.id, facts.config),
         regions: results,

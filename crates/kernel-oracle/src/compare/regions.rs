@@ -58,7 +58,7 @@ pub type KernelRegion = (Vec<u8>, Option<Vec<bool>>);
 /// The kernel pages cannot be read or the model fails.
 pub fn compare_regions(
     facts: &Facts,
-    kernel: impl Fn(usize) -> Result<KernelRegion>,
+    mut kernel: impl FnMut(usize) -> Result<KernelRegion>,
 ) -> Result<Vec<RegionResult>> {
     let mut results = Vec::new();
     let mut renames: BTreeMap<String, String> = BTreeMap::new();
@@ -71,13 +71,15 @@ pub fn compare_regions(
         let aliased = aliased_vmemmap_pages(r, &shared);
         let side = models.side(r)?;
         let m_aliased = content_aliased(&side.bytes, side.start_pfn);
-        let mut cmp = Blanked { k: kbytes.clone(), m: side.bytes };
+        if r.kind == "hotplug" {
+            check_allocated_heads(r, &kbytes, known.as_deref())?;
+        }
+        let mut cmp = Blanked { k: kbytes, m: side.bytes };
         if let Some(known) = &known {
             cmp.unknown(known);
         }
         let stale_pages = cmp.stale(&side.stale, geo.start_pfn, side.start_pfn);
-        let allocated_pages =
-            if r.kind == "hotplug" { cmp.allocated_blocks(r, &kbytes, known.as_deref())? } else { 0 };
+        let allocated_pages = if r.kind == "hotplug" { cmp.allocated_blocks(r) } else { 0 };
         let stale_fields = cmp.stale_fields(&side.stale_fields, side.start_pfn, r.nr_pages, known.as_deref());
         let (differing, first, groups) = compare_pages(
             geo,
@@ -313,30 +315,15 @@ impl Blanked {
         n
     }
 
-    /// hotplug: blanks the blocks the guest allocated from after onlining, which the kernel's
-    /// heads (`kbytes`, as read) confirm: a head the extract holds must not be a free
-    /// `MAX_PAGE_ORDER` block, and every other block's head must be one. Returns the struct
-    /// pages blanked.
-    fn allocated_blocks(&mut self, r: &Region, kbytes: &[u8], known: Option<&[bool]>) -> Result<u64> {
-        let order = crate::run::MAX_PAGE_ORDER;
-        let block = 1u64 << order;
+    /// hotplug: blanks the blocks the guest allocated from after onlining (checked against the
+    /// kernel's heads by [`check_allocated_heads`]); returns the struct pages blanked.
+    fn allocated_blocks(&mut self, r: &Region) -> u64 {
+        let block = 1u64 << crate::run::MAX_PAGE_ORDER;
         let mut n = 0;
         let mut pfn = r.start_pfn.next_multiple_of(block);
         while pfn + block <= r.start_pfn + r.nr_pages {
-            let i = (pfn - r.start_pfn) as usize;
-            let head_known = known.is_none_or(|k| k.get(i).copied().unwrap_or(false));
-            let taken = r.allocated_blocks.contains(&pfn);
-            if head_known {
-                let free = crate::run::is_free_block_head(&kbytes[i * SP..(i + 1) * SP], order);
-                if free == taken {
-                    bail!(
-                        "hotplug block {pfn:#x}: the facts say {}, the kernel's head says {}",
-                        if taken { "allocated" } else { "free" },
-                        if free { "free" } else { "allocated" }
-                    );
-                }
-            }
-            if taken {
+            if r.allocated_blocks.contains(&pfn) {
+                let i = (pfn - r.start_pfn) as usize;
                 for k in i..i + block as usize {
                     if self.blank(k * SP..(k + 1) * SP, k * SP..(k + 1) * SP) {
                         n += 1;
@@ -345,7 +332,7 @@ impl Blanked {
             }
             pfn += block;
         }
-        Ok(n)
+        n
     }
 
     /// Blanks each stale field where the kernel holds one of its history values, in the
@@ -382,6 +369,33 @@ impl Blanked {
         }
         out
     }
+}
+
+/// hotplug: the kernel's heads (`kbytes`, as read, before anything is blanked) must confirm the
+/// blocks the facts say the guest allocated from: a head the side holds must not be a free
+/// `MAX_PAGE_ORDER` block, and every other block's head must be one.
+fn check_allocated_heads(r: &Region, kbytes: &[u8], known: Option<&[bool]>) -> Result<()> {
+    let order = crate::run::MAX_PAGE_ORDER;
+    let block = 1u64 << order;
+    let end = r.start_pfn + r.nr_pages;
+    let mut pfn = r.start_pfn.next_multiple_of(block);
+    while pfn + block <= end {
+        let i = (pfn - r.start_pfn) as usize;
+        let head_known = known.is_none_or(|k| k.get(i).copied().unwrap_or(false));
+        let taken = r.allocated_blocks.contains(&pfn);
+        if let Some(head) = kbytes.get(i * SP..(i + 1) * SP).filter(|_| head_known) {
+            let free = crate::run::is_free_block_head(head, order);
+            if free == taken {
+                bail!(
+                    "hotplug block {pfn:#x}: the facts say {}, the kernel's head says {}",
+                    if taken { "allocated" } else { "free" },
+                    if free { "free" } else { "allocated" }
+                );
+            }
+        }
+        pfn += block;
+    }
+    Ok(())
 }
 
 /// Human label of region `r`: the folio, the hot-added range or the namespace.

@@ -1,0 +1,43 @@
+//! The command line as a hostile or careless user meets it: each refusal exits 2 with a message
+//! naming the input, before any work (no kernel is fetched, nothing is written).
+
+use std::process::Command;
+
+fn oracle(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kernel-oracle")).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    (out.status.code().unwrap_or(-1), err)
+}
+
+#[test]
+fn refusals_name_the_input_and_happen_before_any_work() {
+    let tmp = tempfile::Builder::new().prefix("oracle-cli-").tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let c = cache.to_str().unwrap();
+    // An unknown configuration is refused before the kernels are fetched.
+    let (code, err) = oracle(&["--cache", c, "run", "nosuch", "--kernel", "7.2-amd64"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unknown configuration \"nosuch\" (see `list`)"), "{err}");
+    let (code, err) = oracle(&["--cache", c, "run", "--kernel", "7.2-amd64"]);
+    assert!(code == 2 && err.contains("run needs configuration names or --all"), "{err}");
+    assert!(!cache.exists(), "the cache was touched");
+    // An empty golden directory is no pass.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let (code, err) = oracle(&["check", "--golden", empty.to_str().unwrap()]);
+    assert!(code == 2 && err.contains("no golden extracts"), "{err}");
+    // A missing directory is called missing, not "not a directory".
+    let missing = tmp.path().join("missing");
+    let (code, err) = oracle(&["compare", missing.to_str().unwrap()]);
+    assert!(code == 2 && err.contains("missing: does not exist"), "{err}");
+    // A file where a golden directory should be.
+    let file = tmp.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let (code, err) = oracle(&["check", "--golden", file.to_str().unwrap()]);
+    assert!(code == 2 && err.contains("file: not a directory"), "{err}");
+    // An OS error is printed once.
+    let (_, err) =
+        oracle(&["run", "--all", "--kernel-image", "/nonexistent-image", "--modules", "/", "--config", "/"]);
+    assert_eq!(err.trim_end(), "kernel-oracle: error: --kernel-image: /nonexistent-image: does not exist");
+}
