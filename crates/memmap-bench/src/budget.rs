@@ -297,12 +297,12 @@ mod tests {
         assert_eq!(usable, 9 << 30);
         assert_eq!(
             b.advice(usable + 1).unwrap_err(),
-            "a budget of 9663676417 B is more than this machine can give: 9 GiB (90% of MemAvailable 10 GiB)"
+            "a budget of 9 GiB + 1 B is more than this machine can give: 9 GiB (90% of MemAvailable 10 GiB)"
         );
         // A flag one byte above what the machine can give reads as more than it.
         let e = Budget::new(Some(usable + 1), &info).unwrap_err();
         assert!(
-            e.starts_with("--memory-budget 9663676417 B is more than this machine can give: 9 GiB"),
+            e.starts_with("--memory-budget 9 GiB + 1 B is more than this machine can give: 9 GiB"),
             "{e}"
         );
         // The bench's own memory counts too.

@@ -111,8 +111,9 @@ pub fn parse_pages(s: &str, unit: u64) -> Result<u64, SizeError> {
 
 /// A size formatted with a binary suffix (`16 GiB`, `256 MiB`, `1.50 GiB`, `123 B`): a whole
 /// number of the unit, or two decimals; a size that two decimals would show as a whole number
-/// (`16 MiB + 1` as `16.00 MiB`, `u64::MAX` as `16.00 EiB`) is shown in bytes instead, so that
-/// a message never presents an inexact size as an exact one.
+/// (`16 MiB + 1` as `16.00 MiB`, `u64::MAX` as `16.00 EiB`) is shown as that number and the
+/// difference (`16 MiB + 1 B`, `16 EiB - 1 B`), so that a message never presents an inexact
+/// size as an exact one.
 #[derive(Debug, Clone, Copy)]
 pub struct Bytes(pub u64);
 
@@ -137,10 +138,21 @@ impl fmt::Display for Bytes {
                     return write!(f, "{} {name}", self.0 >> shift);
                 }
                 let two = format!("{:.2}", self.0 as f64 / unit as f64);
-                return if two.ends_with(".00") {
-                    write!(f, "{} B", self.0)
+                if !two.ends_with(".00") {
+                    return write!(f, "{two} {name}");
+                }
+                // Within 0.5% of a whole number of units: that number and the difference.
+                let whole = self.0 / unit;
+                let (below, above) = (self.0 % unit, unit - self.0 % unit);
+                return if below <= above {
+                    write!(f, "{whole} {name} + {}", Bytes(below))
                 } else {
-                    write!(f, "{two} {name}")
+                    // The whole number above, in its own unit (1 GiB - 1 B, not 1024 MiB - 1 B);
+                    // 2^64 itself is no u64.
+                    match self.0.checked_add(above) {
+                        Some(up) => write!(f, "{} - {}", Bytes(up), Bytes(above)),
+                        None => write!(f, "{} {name} - {}", whole + 1, Bytes(above)),
+                    }
                 };
             }
         }
@@ -194,11 +206,12 @@ mod tests {
         assert_eq!(Bytes(1536 << 20).to_string(), "1.50 GiB");
         assert_eq!(Bytes(123).to_string(), "123 B");
         assert_eq!(Bytes(1 << 50).to_string(), "1 PiB");
-        // Two decimals that would read as a whole number: bytes.
-        assert_eq!(Bytes((16 << 20) + 1).to_string(), "16777217 B");
-        assert_eq!(Bytes(u64::MAX).to_string(), "18446744073709551615 B");
-        assert_eq!(Bytes(u64::MAX - (2 << 20) + 1).to_string(), "18446744073707454464 B");
-        assert_eq!(Bytes((1 << 30) - 1).to_string(), "1073741823 B");
+        // Two decimals that would read as a whole number: that number and the difference.
+        assert_eq!(Bytes((16 << 20) + 1).to_string(), "16 MiB + 1 B");
+        assert_eq!(Bytes(u64::MAX).to_string(), "16 EiB - 1 B");
+        assert_eq!(Bytes(u64::MAX - (2 << 20) + 1).to_string(), "16 EiB - 2 MiB");
+        assert_eq!(Bytes((1 << 30) - 1).to_string(), "1 GiB - 1 B");
+        assert_eq!(Bytes((384 << 20) + 288).to_string(), "384 MiB + 288 B");
         assert_eq!(Bytes((64 << 20) + (64 << 10)).to_string(), "64.06 MiB");
         // Two different sizes never read alike.
         assert_eq!(Bytes::distinct(16 << 20, 16 << 20), ("16 MiB".into(), "16 MiB".into()));
