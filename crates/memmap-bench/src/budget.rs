@@ -115,8 +115,18 @@ impl Budget {
                 let of = if matches!(self.source, BudgetSource::Available(_)) { "that" } else { room };
                 Err(format!("a budget of {needed} is more than this machine can give: {max} (90% of {of})"))
             }
-            _ => Ok(format!("--memory-budget {} or more would hold it", Bytes(budget_needed))),
+            _ => Ok(format!("--memory-budget {} or more would hold it", Bytes(self.suggest(budget_needed)))),
         }
+    }
+
+    /// A `--memory-budget` of at least `budget_needed` to suggest: rounded up to whole MiB (a
+    /// value typed from a rounded message must not fall short), at most what the machine
+    /// allows.
+    #[must_use]
+    pub fn suggest(&self, budget_needed: u64) -> u64 {
+        let mib = 1 << 20;
+        let up = budget_needed.div_ceil(mib).saturating_mul(mib);
+        self.max.as_ref().map_or(up, |(max, _)| up.min(*max)).max(budget_needed)
     }
 }
 
@@ -293,6 +303,11 @@ mod tests {
         );
         // The advice: the budget that would hold a need, or what the machine allows at most.
         assert_eq!(b.advice(2 << 30).unwrap(), "--memory-budget 2 GiB or more would hold it");
+        // Rounded up, so that what a person types from the message suffices.
+        assert_eq!(
+            b.advice((128 << 20) + (64 << 10)).unwrap(),
+            "--memory-budget 129 MiB or more would hold it"
+        );
         let usable = info.usable().unwrap();
         assert_eq!(usable, 9 << 30);
         assert_eq!(

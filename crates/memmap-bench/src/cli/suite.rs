@@ -76,7 +76,7 @@ fn refused(name: &str, flag: &str, e: &MemoryError, budget: &Budget) -> CliError
         MemoryError::Budget { need, own, .. } => match budget.advice(need.saturating_add(*own)) {
             Ok(_) => format!(
                 "{e}; use a smaller {flag} or a --memory-budget of {} or more",
-                Bytes(need.saturating_add(*own))
+                Bytes(budget.suggest(need.saturating_add(*own)))
             ),
             Err(max) => format!("{e}; use a smaller {flag} ({max})"),
         },
