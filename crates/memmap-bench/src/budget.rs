@@ -39,6 +39,9 @@ pub struct Budget {
     pub bytes: u64,
     /// Where it came from.
     pub source: BudgetSource,
+    /// The largest budget this machine allows ([`MemInfo::usable`]; `None` when unknown) and
+    /// what it is 90% of ([`MemInfo::room_text`]), for the advice of a refusal.
+    pub max: Option<(u64, String)>,
 }
 
 impl Budget {
@@ -49,19 +52,22 @@ impl Budget {
     ///
     /// A flag above what the machine can give ([`MemInfo::usable`]).
     pub fn new(flag: Option<u64>, info: &MemInfo) -> Result<Budget, String> {
+        let max = info.usable().map(|u| (u, info.room_text()));
         match (flag, info.usable()) {
-            (Some(b), Some(usable)) if b > usable => Err(format!(
-                "--memory-budget {} is more than this machine can give: {} (90% of {})",
-                Bytes(b),
-                Bytes(usable),
-                info.room_text()
-            )),
-            (Some(b), _) => Ok(Budget { bytes: b, source: BudgetSource::Flag }),
+            (Some(b), Some(usable)) if b > usable => {
+                let (b, usable) = Bytes::distinct(b, usable);
+                Err(format!(
+                    "--memory-budget {b} is more than this machine can give: {usable} (90% of {})",
+                    info.room_text()
+                ))
+            }
+            (Some(b), _) => Ok(Budget { bytes: b, source: BudgetSource::Flag, max }),
             (None, Some(_)) => Ok(Budget {
                 bytes: info.default_budget().unwrap_or(0),
                 source: BudgetSource::Available(info.room_text()),
+                max,
             }),
-            (None, None) => Ok(Budget { bytes: u64::MAX, source: BudgetSource::Unknown }),
+            (None, None) => Ok(Budget { bytes: u64::MAX, source: BudgetSource::Unknown, max }),
         }
     }
 
@@ -76,21 +82,59 @@ impl Budget {
             return Err(MemoryError::Budget {
                 who: who.to_string(),
                 need: need.resident,
-                budget: self.to_string(),
+                own: OWN_MEMORY,
+                budget: self.bytes,
+                source: self.source_text(),
             });
         }
         memory::check(who, need, info)
+    }
+
+    /// Where the budget came from, in parentheses.
+    fn source_text(&self) -> String {
+        match &self.source {
+            BudgetSource::Flag => "(--memory-budget)".to_string(),
+            BudgetSource::Available(a) => format!("(2/3 of {a}; --memory-budget sets it)"),
+            BudgetSource::Unknown => "(unknown: no /proc/meminfo)".to_string(),
+        }
+    }
+
+    /// What to do when a need of `budget_needed` bytes (the bench's own memory included) does
+    /// not fit: `Ok`, the `--memory-budget` that would hold it where this machine allows one
+    /// that large; `Err`, what this machine allows at most. Only for commands that take
+    /// `--memory-budget`.
+    ///
+    /// # Errors
+    ///
+    /// `budget_needed` is more than this machine can give a run (the text says so).
+    pub fn advice(&self, budget_needed: u64) -> Result<String, String> {
+        match &self.max {
+            Some((max, room)) if budget_needed > *max => {
+                let (needed, max) = Bytes::distinct(budget_needed, *max);
+                // The default budget's text has just named the room.
+                let of = if matches!(self.source, BudgetSource::Available(_)) { "that" } else { room };
+                Err(format!("a budget of {needed} is more than this machine can give: {max} (90% of {of})"))
+            }
+            _ => Ok(format!("--memory-budget {} or more would hold it", Bytes(self.suggest(budget_needed)))),
+        }
+    }
+
+    /// A `--memory-budget` of at least `budget_needed` to suggest: rounded up to whole MiB (a
+    /// value typed from a rounded message must not fall short), at most what the machine
+    /// allows.
+    #[must_use]
+    pub fn suggest(&self, budget_needed: u64) -> u64 {
+        let mib = 1 << 20;
+        let up = budget_needed.div_ceil(mib).saturating_mul(mib);
+        self.max.as_ref().map_or(up, |(max, _)| up.min(*max)).max(budget_needed)
     }
 }
 
 impl fmt::Display for Budget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.source {
-            BudgetSource::Flag => write!(f, "memory budget {} (--memory-budget)", Bytes(self.bytes)),
-            BudgetSource::Available(a) => {
-                write!(f, "memory budget {} (2/3 of {a}; --memory-budget sets it)", Bytes(self.bytes))
-            }
             BudgetSource::Unknown => f.write_str("memory budget unknown (no /proc/meminfo): default sizes"),
+            _ => write!(f, "memory budget {} {}", Bytes(self.bytes), self.source_text()),
         }
     }
 }
@@ -149,8 +193,26 @@ pub enum Fitted {
 pub struct Skipped {
     /// Its name.
     pub name: &'static str,
-    /// Why (one clause: `needs 2 GiB at its smallest size, more than the memory budget 1 GiB (--memory-budget)`).
+    /// Why, with what would run it (`does not fit even at its smallest size (1 x 1 GiB pages):
+    /// it needs ..., more than the memory budget 1 GiB (--memory-budget); --memory-budget 1.06
+    /// GiB or more would hold it`).
     pub reason: String,
+    /// The memory budget that would run it at its smallest size, when the budget is what it
+    /// exceeds (`None`: a limit of the machine, which no budget changes).
+    pub budget_needed: Option<u64>,
+}
+
+impl Skipped {
+    /// `name` left out because of `error` (a need as "it"), with `budget`'s advice.
+    fn new(name: &'static str, what: &str, error: &MemoryError, budget: &Budget) -> Skipped {
+        let budget_needed = match error {
+            MemoryError::Budget { need, own, .. } => Some(need.saturating_add(*own)),
+            _ => None,
+        };
+        let advice = budget_needed
+            .map_or_else(String::new, |b| format!("; {}", budget.advice(b).unwrap_or_else(|e| e)));
+        Skipped { name, reason: format!("{what}{error}{advice}"), budget_needed }
+    }
 }
 
 /// Fits `s` into `budget` on `info`.
@@ -164,10 +226,12 @@ pub fn fit(
     budget: &Budget,
     info: &MemInfo,
 ) -> Result<(Box<dyn Scenario>, Fitted), FitError> {
-    let fits = |s: &dyn Scenario| -> Result<(), MemoryError> {
+    // The need of `s` as `who` against the budget and the machine.
+    let need_of = |s: &dyn Scenario, who: &str| -> Result<(), MemoryError> {
         let need = s.memory_needed()?;
-        budget.check(s.name(), &need, info)
+        budget.check(who, &need, info)
     };
+    let fits = |s: &dyn Scenario| need_of(s, s.name());
     let error = match fits(s.as_ref()) {
         Ok(()) => return Ok((s, Fitted::Unchanged)),
         Err(e) => e,
@@ -175,16 +239,24 @@ pub fn fit(
     let knob = match s.knob() {
         Some(k) if !k.fixed && k.step > 0 => k,
         Some(_) => return Err(FitError::Refused(error)),
-        None => return Err(FitError::Skipped(Skipped { name: s.name(), reason: error.to_string() })),
+        None => {
+            let e = need_of(s.as_ref(), "it").err().unwrap_or(error);
+            return Err(FitError::Skipped(Skipped::new(s.name(), "", &e, budget)));
+        }
     };
     // The largest k * step in [min, value] that fits: needs grow with the knob.
     let (mut lo, mut hi) = (knob.min / knob.step, knob.value / knob.step);
     let at = |k: u64| s.resized(k * knob.step);
-    match at(lo) {
-        Some(small) if fits(small.as_ref()).is_ok() => {}
-        _ => {
-            let reason = format!("does not fit even at {}: {error}", knob.show(lo * knob.step));
-            return Err(FitError::Skipped(Skipped { name: s.name(), reason }));
+    let smallest = knob.show(lo * knob.step);
+    match at(lo).map(|small| need_of(small.as_ref(), "it")) {
+        Some(Ok(())) => {}
+        Some(Err(e)) => {
+            let what = format!("does not fit even at its smallest size ({smallest}): ");
+            return Err(FitError::Skipped(Skipped::new(s.name(), &what, &e, budget)));
+        }
+        None => {
+            let what = format!("cannot be made as small as {smallest}: ");
+            return Err(FitError::Skipped(Skipped::new(s.name(), &what, &error, budget)));
         }
     }
     while lo < hi {
@@ -222,9 +294,32 @@ mod tests {
         assert!(e.contains("more than this machine can give"), "{e}");
         let unknown = Budget::new(None, &MemInfo::default()).unwrap();
         assert_eq!((unknown.bytes, unknown.source), (u64::MAX, BudgetSource::Unknown));
-        let b = Budget { bytes: 1 << 30, source: BudgetSource::Flag };
+        let b = Budget::new(Some(1 << 30), &info).unwrap();
         let e = b.check("x", &MemoryNeed::resident(2 << 30), &info).unwrap_err();
-        assert!(e.to_string().contains("more than the memory budget 1 GiB (--memory-budget)"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "x needs 2 GiB of memory, 2.06 GiB with the bench's own 64 MiB: more than the memory budget 1 GiB \
+             (--memory-budget)"
+        );
+        // The advice: the budget that would hold a need, or what the machine allows at most.
+        assert_eq!(b.advice(2 << 30).unwrap(), "--memory-budget 2 GiB or more would hold it");
+        // Rounded up, so that what a person types from the message suffices.
+        assert_eq!(
+            b.advice((128 << 20) + (64 << 10)).unwrap(),
+            "--memory-budget 129 MiB or more would hold it"
+        );
+        let usable = info.usable().unwrap();
+        assert_eq!(usable, 9 << 30);
+        assert_eq!(
+            b.advice(usable + 1).unwrap_err(),
+            "a budget of 9 GiB + 1 B is more than this machine can give: 9 GiB (90% of MemAvailable 10 GiB)"
+        );
+        // A flag one byte above what the machine can give reads as more than it.
+        let e = Budget::new(Some(usable + 1), &info).unwrap_err();
+        assert!(
+            e.starts_with("--memory-budget 9 GiB + 1 B is more than this machine can give: 9 GiB"),
+            "{e}"
+        );
         // The bench's own memory counts too.
         assert!(b.check("x", &MemoryNeed::resident((1 << 30) - OWN_MEMORY), &info).is_ok());
         assert!(b.check("x", &MemoryNeed::resident((1 << 30) - OWN_MEMORY + 1), &info).is_err());

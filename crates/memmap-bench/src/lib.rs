@@ -52,6 +52,7 @@ pub mod limits;
 pub mod machine;
 pub mod measure;
 pub mod memory;
+pub mod output;
 pub mod progress;
 pub mod report;
 pub mod scenarios;

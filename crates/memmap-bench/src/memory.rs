@@ -274,18 +274,26 @@ pub enum MemoryError {
         who: String,
         /// Bytes needed.
         need: u64,
+        /// The most a run may use: [`MemInfo::usable`].
+        usable: u64,
         /// What is available: [`MemInfo::room_text`].
         available: String,
     },
-    /// More than the memory budget (`--memory-budget`).
+    /// More than the memory budget (`--memory-budget`). Its text says how much and against
+    /// what; what to do about it depends on the command, which adds it
+    /// (`Budget::advice` in [`crate::budget`]).
     Budget {
         /// Who needs it.
         who: String,
         /// Bytes needed.
         need: u64,
-        /// The budget and where it came from (`Budget`'s `Display`: `memory budget 4 GiB
-        /// (--memory-budget)`).
-        budget: String,
+        /// What the bench itself keeps resident besides, counted against the budget.
+        own: u64,
+        /// The budget in bytes.
+        budget: u64,
+        /// Where the budget came from, in parentheses (`(--memory-budget)`, `(2/3 of
+        /// MemAvailable 20 GiB; --memory-budget sets it)`).
+        source: String,
     },
     /// More address space than the process can map.
     AddressSpace {
@@ -304,24 +312,32 @@ impl fmt::Display for MemoryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MemoryError::Overflow(o) => write!(f, "{o}: use a smaller size"),
-            MemoryError::Resident { who, need, available } => write!(
-                f,
-                "{who} needs {} of memory but only {available} is available (a run may use 90% of \
-                 it); use a smaller size",
-                Bytes(*need),
-            ),
-            MemoryError::Budget { who, need, budget } => write!(
-                f,
-                "{who} needs {} of memory (the bench itself 64 MiB more), more than the {budget}; use \
-                 a smaller size or a larger --memory-budget",
-                Bytes(*need),
-            ),
-            MemoryError::AddressSpace { who, need, limit, which } => write!(
-                f,
-                "{who} maps {} of address space, more than {which} ({}); use a smaller size",
-                Bytes(*need),
-                Bytes(*limit)
-            ),
+            MemoryError::Resident { who, need, usable, available } => {
+                let (need, usable) = Bytes::distinct(*need, *usable);
+                write!(
+                    f,
+                    "{who} needs {need} of memory, more than the {usable} a run may use (90% of \
+                     {available}); use a smaller size"
+                )
+            }
+            MemoryError::Budget { who, need, own, budget, source } => {
+                let total = need.saturating_add(*own);
+                let (total, budget) = Bytes::distinct(total, *budget);
+                write!(
+                    f,
+                    "{who} needs {} of memory, {total} with the bench's own {}: more than the memory \
+                     budget {budget} {source}",
+                    Bytes(*need),
+                    Bytes(*own)
+                )
+            }
+            MemoryError::AddressSpace { who, need, limit, which } => {
+                let (need, limit) = Bytes::distinct(*need, *limit);
+                write!(
+                    f,
+                    "{who} maps {need} of address space, more than {which} ({limit}); use a smaller size"
+                )
+            }
         }
     }
 }
@@ -375,6 +391,7 @@ pub fn check(who: &str, need: &MemoryNeed, info: &MemInfo) -> Result<(), MemoryE
             return Err(MemoryError::Resident {
                 who: who.to_string(),
                 need: need.resident,
+                usable,
                 available: info.room_text(),
             });
         }

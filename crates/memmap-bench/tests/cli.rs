@@ -648,7 +648,7 @@ fn plot_files_are_checked_before_the_run_and_never_replaced_silently() {
     assert_refused(
         &["zone-device", "--quick", "--plot", dir.join("no/such/dir/p.svg").to_str().unwrap()],
         2,
-        "not a directory",
+        "no/such/dir does not exist",
     );
     assert_refused(&["zone-device", "--quick", "--plot", dir.to_str().unwrap()], 2, "--plot");
     assert!(t.elapsed() < std::time::Duration::from_secs(20), "refused only after measuring");
@@ -696,4 +696,281 @@ fn diff_compares_content_not_preset_names_and_reports_json() {
     for d in [a, b, c] {
         let _ = std::fs::remove_dir_all(&d);
     }
+}
+
+/// A timing run small enough to finish in a second or two (when nothing refuses it).
+const FAST: [&str; 13] = [
+    "zone-device",
+    "--quick",
+    "--align",
+    "4K",
+    "--size",
+    "2M",
+    "--rounds",
+    "1",
+    "--threads",
+    "1",
+    "--no-progress",
+    "--memory-budget",
+    "200M",
+];
+
+fn fast_plot(path: &Path, force: bool) -> Output {
+    let mut args: Vec<&str> = FAST.to_vec();
+    args.extend(["--plot", path.to_str().expect("utf-8 temp path")]);
+    if force {
+        args.push("--force");
+    }
+    run(&args)
+}
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+fn file_type(path: &Path) -> std::fs::FileType {
+    std::fs::symlink_metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).file_type()
+}
+
+/// `--plot F --force` used to replace a FIFO, a socket, a character device or a link to one
+/// with a plain file (as root, /dev/null itself), and the refusal without --force recommended
+/// adding it. Neither with nor without --force is one replaced now, and the message does not
+/// suggest --force.
+#[test]
+fn plot_never_replaces_a_device_fifo_socket_or_directory() {
+    let dir = tmp("plot-special");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let sock = dir.join("sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let sub = dir.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let mut specials = vec![fifo, sock, sub];
+    if is_root() {
+        // A /dev/null of the test's own: character device 1:3.
+        let chr = dir.join("null");
+        let made = Command::new("mknod").arg(&chr).args(["c", "1", "3"]).status().unwrap();
+        assert!(made.success(), "mknod as root");
+        specials.push(chr);
+    } else {
+        eprintln!("skipped the character device: not root (mknod needs CAP_MKNOD)");
+    }
+    for s in specials.clone() {
+        let link = dir.join(format!("link-to-{}", s.file_name().unwrap().to_string_lossy()));
+        std::os::unix::fs::symlink(&s, &link).unwrap();
+        specials.push(link);
+    }
+    for path in &specials {
+        let before = file_type(path);
+        for force in [false, true] {
+            let out = fast_plot(path, force);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{} force {force}: {err}", path.display());
+            assert!(err.contains(&*path.to_string_lossy()), "{err}");
+            assert!(err.contains("never replaced") || err.contains("a directory"), "{err}");
+            assert!(!err.contains("--force"), "suggests --force for {}: {err}", path.display());
+            assert!(out.stdout.is_empty(), "refused only after the run started");
+            assert_eq!(file_type(path), before, "{} was replaced", path.display());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A regular file and a link are replaced only with --force, and the refusal says which it is;
+/// a link is replaced itself, what it points to keeps its bytes.
+#[test]
+fn plot_force_replaces_a_regular_file_or_a_link_itself() {
+    let dir = tmp("plot-replace");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("chart.svg");
+    std::fs::write(&file, "a user's chart").unwrap();
+    let out = fast_plot(&file, false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.ends_with("chart.svg: exists; add --force to replace it\n"), "{err}");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "victim!").unwrap();
+    let link = dir.join("link.svg");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let out = fast_plot(&link, false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("link.svg: exists, a symbolic link to"), "{err}");
+    assert!(err.contains("add --force to replace the link itself"), "{err}");
+    let out = fast_plot(&link, true);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(file_type(&link).is_file(), "the link itself is replaced");
+    assert!(std::fs::read_to_string(&link).unwrap().contains("<svg"));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim!");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A 250-character `--plot` name used to fail only after the whole run (its temporary name
+/// was too long); names up to NAME_MAX work, and what cannot work is refused before the run.
+#[test]
+fn plot_paths_are_checked_against_name_max_and_path_max_before_the_run() {
+    let dir = tmp("plot-names");
+    std::fs::create_dir_all(&dir).unwrap();
+    let long = dir.join("a".repeat(246) + ".svg");
+    let out = fast_plot(&long, false);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&long).unwrap().contains("<svg"));
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    let refusals: Vec<(PathBuf, &str)> = vec![
+        (
+            dir.join("b".repeat(256)),
+            "the file name is 256 bytes, more than the 255 its file system allows (NAME_MAX)",
+        ),
+        (dir.join("c".repeat(300)), "the file name is 300 bytes"),
+        (
+            dir.join(vec!["d".repeat(250); 17].join("/")).join("x.svg"),
+            "more than the 4095 a path may have (PATH_MAX)",
+        ),
+        (dir.join("missing/x.svg"), "missing does not exist (the directory is not created)"),
+        (long.join("x.svg"), "is not a directory"),
+        (PathBuf::from(format!("{}/", dir.display())), "names no file"),
+        (dir.join("."), "names no file"),
+        // The kernel refuses to create files here: found when the run starts, before measuring.
+        (PathBuf::from("/proc/memmap-bench-plot.svg"), "/proc: create a file in the directory"),
+    ];
+    for (path, needle) in refusals {
+        let out = fast_plot(&path, true);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", path.display());
+        assert!(err.contains(needle), "{}: expected {needle:?} in {err}", path.display());
+        assert!(out.stdout.is_empty(), "{}: measured before refusing", path.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A named command whose every scenario the budget leaves out used to measure the limits and
+/// exit 0 having run nothing; it is refused (exit status 2, as every refusal before work),
+/// with the budget each scenario would need.
+#[test]
+fn a_command_with_nothing_to_run_is_refused_with_the_budget_it_needs() {
+    let out = run(&["clear", "--memory-budget", "200M", "--no-progress"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("error: clear: nothing would run"), "{err}");
+    assert!(err.contains("it needs 256 MiB of memory, 320 MiB with the bench's own 64 MiB"), "{err}");
+    assert!(err.contains("--memory-budget 320 MiB or more would hold it"), "{err}");
+    assert!(out.stdout.is_empty());
+    let out = run(&["guest-memory", "--memory-budget", "200M", "--no-progress"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `limits` suggested `--memory-budget`, which it did not take; it takes it now.
+#[test]
+fn limits_takes_the_memory_budget_it_suggests() {
+    assert_refused(&["limits", "--memory-budget", "64M"], 2, "--memory-budget 128 MiB or more would hold it");
+    let out = run(&["limits", "--quick", "--no-progress", "--memory-budget", "128M"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("memory budget 128 MiB (--memory-budget)") && text.contains("2 x 32 MiB"),
+        "{text}"
+    );
+}
+
+/// Messages that were wrong or misleading, and what they say now: each must contain the first
+/// text and none of the second.
+#[test]
+fn refusals_say_what_is_wrong_and_what_would_be_accepted() {
+    let cases: &[(&[&str], &str, &[&str])] = &[
+        // 128 MiB "more than" a budget of 100 MiB, and no size to make smaller.
+        (
+            &["--memory-budget", "100M"],
+            "needs 64 MiB of memory, 128 MiB with the bench's own 64 MiB: more than the memory budget 100 MiB",
+            &["the bench itself 64 MiB more", "use a smaller size"],
+        ),
+        (&["hugetlb", "--count", "0"], "the count must be at least 1", &["18446744073709551615"]),
+        (
+            &["dump", "hugetlb", "--hstate", "2M", "--count", "1", "--nodes", "0", "--out", "x"],
+            "at least 1",
+            &["4294967295"],
+        ),
+        (
+            &["hugetlb", "--count", "18446744073709551615"],
+            "overflows a 64-bit byte count: use a smaller --count",
+            &[],
+        ),
+        (&["all", "--hugetlb-count", "18446744073709551615"], "use a smaller --hugetlb-count", &[]),
+        (
+            &["zone-device", "--size", "100G", "--memory-budget", "4G"],
+            "; use a smaller --size or a --memory-budget of ",
+            &[],
+        ),
+        // A size two decimals would round to 16.00 EiB, and a "last pfn" that was one past it.
+        (
+            &["zone-device", "--size", "18446744073707454464"],
+            "a 16 EiB - 2 MiB device from pfn 0x1000000 ends past config x86_64's pfns (below 0x400000000): at most",
+            &["16.00 EiB", "last pfn"],
+        ),
+        (
+            &["sweep", "--min-size", "18446744073709551615"],
+            "--min-size 16 EiB - 1 B is not a whole number",
+            &["16 EiB is"],
+        ),
+        (&["sweep", "--max-size", "1E"], "of memmap fits (--max-size)", &["last pfn"]),
+        (
+            &["sweep", "--min-size", "1G", "--memory-budget", "512M"],
+            "or more would hold it",
+            &["use a smaller size"],
+        ),
+        (
+            &["hotplug", "--size", "4K"],
+            "hotplug: size 4 KiB is not a whole number of 128 MiB memory blocks (config x86_64's sections; nearest: 128 MiB)",
+            &["hotplug size"],
+        ),
+    ];
+    for (args, want, never) in cases {
+        let out = run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: expected {want:?} in {err}");
+        for n in *never {
+            assert!(!err.contains(n), "{args:?}: {n:?} in {err}");
+        }
+    }
+}
+
+/// Accepted but extreme values (a thousand threads, one round, the smallest sizes) run to the
+/// end of every timing command: no panic (exit 101), no signal.
+#[test]
+fn every_timing_command_runs_with_extreme_accepted_values() {
+    // 700 MiB: deferred's allocator check needs 512 MiB at any zone size.
+    let common =
+        ["--quick", "--no-progress", "--rounds", "1", "--threads", "1024", "--memory-budget", "700M"];
+    for cmd in [
+        &["zone-device", "--size", "2M"][..],
+        &["hugetlb", "--count", "1"],
+        &["clear", "--alloc", "--size", "2M"],
+        &["deferred", "--size", "4K"],
+        &["hotplug", "--size", "128M"],
+        &["guest-memory", "--size", "4M"],
+    ] {
+        let out = run(&[cmd, &common[..]].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{cmd:?}: {err}");
+        assert!(!err.contains("panicked"), "{cmd:?}: {err}");
+    }
+    let out = run(&[
+        "sweep",
+        "--quick",
+        "--no-progress",
+        "--max-size",
+        "64K",
+        "--rounds",
+        "1",
+        "--memory-budget",
+        "300M",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }

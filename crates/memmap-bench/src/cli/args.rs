@@ -8,7 +8,9 @@ use hugetlb_init::{Hstate, HvoMode};
 use memmap_core::{KernelConfig, MemoryType, Strategy, Threads};
 
 use super::named::named;
-use super::values::{kernel_version, pfn, placed_folio, size_2m, size_4k, size_4m, size_any, threads_arg};
+use super::values::{
+    count, kernel_version, pfn, placed_folio, size_2m, size_4k, size_4m, size_any, threads_arg,
+};
 use crate::scenarios::zone_device;
 
 /// Reproduces the linux-mm memmap-init experiments (ZONE_DEVICE, boot-time gigantic pages,
@@ -81,7 +83,7 @@ pub(super) enum Command {
     /// memmap, every strategy, cold and warm.
     Sweep(SweepArgs),
     /// The machine's fill limits (zero and non-zero data) and copy bandwidth.
-    Limits,
+    Limits(LimitsArgs),
     /// Write a memmap to DIR/memmap.bin and DIR/meta.json (refuses to overwrite without --force).
     Dump {
         #[command(subcommand)]
@@ -109,7 +111,7 @@ impl Command {
             Command::GuestMemory(_) => "guest-memory",
             Command::Hotplug(_) => "hotplug",
             Command::Sweep(_) => "sweep",
-            Command::Limits => "limits",
+            Command::Limits(_) => "limits",
             Command::Dump { .. } => "dump",
             Command::Diff { .. } => "diff",
         }
@@ -170,7 +172,7 @@ pub(super) struct AllArgs {
     #[arg(long, value_name = "SIZE", value_parser = size_2m)]
     pub(super) clear_size: Option<u64>,
     /// hugetlb: number of 1 GiB pages (default 64, scaled to the memory budget).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = count::<u64>)]
     pub(super) hugetlb_count: Option<u64>,
     /// deferred zone size, whole 4 KiB pages (default 64G, scaled to the memory budget).
     #[arg(long, value_name = "SIZE", value_parser = size_4k)]
@@ -185,6 +187,16 @@ pub(super) struct AllArgs {
     pub(super) timing: TimingArgs,
 }
 
+/// `limits`' flags.
+#[derive(Debug, Args)]
+pub(super) struct LimitsArgs {
+    /// The most memory the limit probe may use (default: two thirds of MemAvailable, or of what
+    /// the memory cgroup's limit leaves where that is less; at most 90% of it). Its two buffers
+    /// (1 GiB each, 256 MiB with --quick) are halved to fit it, down to 32 MiB.
+    #[arg(long, value_name = "SIZE", value_parser = size_any)]
+    pub(super) memory_budget: Option<u64>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(super) enum HvoChoice {
     On,
@@ -196,7 +208,7 @@ pub(super) enum HvoChoice {
 pub(super) struct HugetlbArgs {
     /// Number of 1 GiB pages (default 64, as the upstream measurement; scaled to the memory
     /// budget).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = count::<u64>)]
     pub(super) count: Option<u64>,
     /// HVO off (the fallback the upstream series measured), on, or both.
     #[arg(long, default_value = "both")]
@@ -366,10 +378,10 @@ pub(super) struct DumpHugetlbArgs {
     #[arg(long, value_parser = named::<Hstate>())]
     pub(super) hstate: Hstate,
     /// Pages per node (not with --place).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), required_unless_present = "place", conflicts_with = "place")]
+    #[arg(long, value_parser = count::<u64>, required_unless_present = "place", conflicts_with = "place")]
     pub(super) count: Option<u64>,
     /// Nodes.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = count::<u32>)]
     pub(super) nodes: u32,
     /// HVO: on, off (hugetlb_free_vmemmap=off) or fail (injected allocation failure).
     #[arg(long, default_value = "on", value_parser = named::<HvoMode>())]

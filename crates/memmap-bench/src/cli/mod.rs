@@ -10,7 +10,10 @@
 //! `dump` takes its own `--config` and `--force`; `diff` takes two directories.
 //!
 //! Exit status: 0 success (or identical dumps), 1 dumps differ or the machine failed (a
-//! mapping refused after the checks), 2 bad input. A panic (101) on any input is a bug.
+//! mapping refused after the checks, a plot that cannot be written after the run), 2 bad input,
+//! which includes a timing command whose every scenario the memory budget leaves out (nothing
+//! would run; the message names the budget that would run each) and a `--plot` FILE that cannot
+//! be written (found before anything is measured). A panic (101) on any input is a bug.
 
 pub mod args;
 mod dump;
@@ -115,8 +118,9 @@ where
     }
     let cli = Cli::from_arg_matches(&matches).map_err(CliError::Clap)?;
     let g = cli.global;
+    let name = cli.command.as_ref().map_or("all", Command::name);
     let timing = |all: AllArgs, select: &dyn Fn(&scenarios::CatalogEntry) -> bool| {
-        suite::suite(&all, &g, select, info).map(Invocation::Suite)
+        suite::suite(name, &all, &g, select, info).map(Invocation::Suite)
     };
     let Some(command) = cli.command else {
         return timing(cli.all, &|_| true);
@@ -159,9 +163,10 @@ where
             timing(all, &|e| e.command == "hotplug")
         }
         Command::Sweep(a) => plan_sweep::plan(&a, &g, info).map(Invocation::Sweep),
-        Command::Limits => {
-            let all = AllArgs { timing: TimingArgs::default(), ..AllArgs::default() };
-            let mut s = suite::suite(&all, &g, |_| false, info)?;
+        Command::Limits(a) => {
+            let timing = TimingArgs { memory_budget: a.memory_budget, ..TimingArgs::default() };
+            let all = AllArgs { timing, ..AllArgs::default() };
+            let mut s = suite::suite(name, &all, &g, |_| false, info)?;
             s.limits_only = true;
             Ok(Invocation::Suite(s))
         }
@@ -362,7 +367,7 @@ mod tests {
     #[test]
     fn every_scenario_is_checked_against_memory() {
         let e = refused(&["clear", "--alloc", "--size", "100G"]);
-        assert!(e.contains("alloc-init-on-alloc") && e.contains("use a smaller size"), "{e}");
+        assert!(e.contains("alloc-init-on-alloc") && e.contains("use a smaller --size"), "{e}");
         let e = refused(&["clear", "--alloc", "--size", "22G"]);
         assert!(e.contains("alloc-init-on-alloc needs"), "{e}");
         assert!(refused(&["deferred", "--size", "100T"]).contains("deferred"));
@@ -456,6 +461,165 @@ mod tests {
         for k in &s.skipped {
             assert!(k.reason.contains("does not fit even at"), "{k:?}");
         }
-        assert!(refused(&["--memory-budget", "64M"]).contains("the limit probe needs"));
+        let e = refused(&["--memory-budget", "64M"]);
+        assert!(
+            e.starts_with("the limit probe at its smallest (2 x 32 MiB) needs 64 MiB of memory, 128 MiB"),
+            "{e}"
+        );
+        assert!(e.ends_with("; --memory-budget 128 MiB or more would hold it"), "{e}");
+    }
+
+    fn refused_on(args: &[&str], info: &MemInfo) -> String {
+        match parse_on(args, info) {
+            Err(e) => e.to_string(),
+            Ok(i) => panic!("{args:?} accepted: {i:?}"),
+        }
+    }
+
+    #[test]
+    fn a_command_whose_every_scenario_is_skipped_is_refused_with_the_budget_it_needs() {
+        let e = refused(&["clear", "--memory-budget", "200M"]);
+        assert!(
+            e.starts_with("clear: nothing would run, every scenario it selects was left out: clear-2m:"),
+            "{e}"
+        );
+        assert!(
+            e.contains(
+                "does not fit even at its smallest size (256 MiB): it needs 256 MiB of memory, 320 MiB with \
+                 the bench's own 64 MiB: more than the memory budget 200 MiB (--memory-budget)"
+            ),
+            "{e}"
+        );
+        assert!(e.ends_with("; --memory-budget 320 MiB or more would hold it"), "{e}");
+        assert!(refused(&["guest-memory", "--memory-budget", "200M"]).contains("guest-memory-reset:"));
+        // A machine that cannot give that much: what it can give, and no --memory-budget.
+        let small = MemInfo::with_available(300 << 20, 8 << 30);
+        let e = refused_on(&["clear"], &small);
+        assert!(
+            e.ends_with("a budget of 320 MiB is more than this machine can give: 270 MiB (90% of that)"),
+            "{e}"
+        );
+        assert!(!e.contains("--memory-budget 320"), "{e}");
+        // Where some fit, the run goes on without the others.
+        let s = suite_on(&["--quick", "--memory-budget", "200M"], &machine());
+        assert!(!s.scenarios.is_empty() && !s.skipped.is_empty(), "{s:?}");
+    }
+
+    /// A 256 MiB container: the tightest cgroup limit leaves 250 MiB.
+    fn container() -> MemInfo {
+        let dir = std::path::PathBuf::from("/sys/fs/cgroup/ci");
+        MemInfo {
+            cgroup: Some(crate::cgroup::CgroupMemory { dir, limit: 256 << 20, room: 250 << 20 }),
+            ..machine()
+        }
+    }
+
+    #[test]
+    fn the_suite_and_limits_run_by_default_in_a_256_mib_container() {
+        let info = container();
+        let budget = info.default_budget().unwrap();
+        for args in [&[][..], &["--quick"], &["limits"], &["limits", "--quick"]] {
+            let s = suite_on(args, &info);
+            let probe = crate::limits::memory_needed(s.limit_buffer).resident;
+            assert!(probe + crate::budget::OWN_MEMORY <= budget, "{args:?}: {}", s.limit_buffer);
+            // Not the --threads auto probe's 256 MiB: every CPU instead, and the header says so.
+            assert!(matches!(s.common.threads, memmap_core::Threads::Fixed(_)), "{args:?}");
+            assert!(s.memory.scaled.iter().any(|k| k.name == "--threads auto"), "{args:?}");
+            let b = Budget::new(None, &info).unwrap();
+            for sc in &s.scenarios {
+                assert_eq!(b.check(sc.name(), &sc.memory_needed().unwrap(), &info), Ok(()), "{}", sc.name());
+            }
+            assert_eq!(s.scenarios.is_empty(), args.contains(&"limits"), "{args:?}");
+        }
+        // 128 MiB: not even the limit probe fits, and this machine cannot give what it needs.
+        let tiny = MemInfo {
+            cgroup: Some(crate::cgroup::CgroupMemory {
+                dir: "/sys/fs/cgroup/ci".into(),
+                limit: 128 << 20,
+                room: 120 << 20,
+            }),
+            ..machine()
+        };
+        let e = refused_on(&["limits"], &tiny);
+        assert!(e.contains("a budget of 128 MiB is more than this machine can give: 108 MiB"), "{e}");
+    }
+
+    /// The long flags `path` (subcommand names) takes, its own and the global ones.
+    fn flags_of(path: &[&str]) -> Vec<String> {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut c = &cmd;
+        for p in path {
+            c = c.find_subcommand(p).unwrap_or_else(|| panic!("no subcommand {p}"));
+        }
+        c.get_arguments()
+            .filter_map(|a| a.get_long())
+            .map(|l| format!("--{l}"))
+            .chain(["--help".into()])
+            .collect()
+    }
+
+    /// The `--flag` words of `text`.
+    fn suggested_flags(text: &str) -> Vec<String> {
+        let mut v = Vec::new();
+        for (i, _) in text.match_indices("--") {
+            let rest = &text[i + 2..];
+            let len = rest
+                .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'))
+                .unwrap_or(rest.len());
+            if len > 0 && !text[..i].ends_with(|c: char| c.is_alphanumeric()) {
+                v.push(format!("--{}", &rest[..len]));
+            }
+        }
+        v
+    }
+
+    /// Every flag a refusal names is one the refused command takes: the advice can be followed.
+    #[test]
+    fn every_flag_a_message_suggests_is_taken_by_its_command() {
+        let small = MemInfo::with_available(300 << 20, 8 << 30);
+        let cases: &[(&[&str], &[&str], &MemInfo)] = &[
+            (&[], &["--memory-budget", "64M"], &machine()),
+            (&[], &["--memory-budget", "30G"], &machine()),
+            (&[], &["--zone-device-size", "100G", "--memory-budget", "4G"], &machine()),
+            (&[], &["--hugetlb-count", "18446744073709551615"], &machine()),
+            (&[], &["--deferred-size", "2T"], &machine()),
+            (&[], &[], &MemInfo::with_available(100 << 20, 1 << 30)),
+            (&["all"], &["all", "--clear-size", "64G", "--memory-budget", "4G"], &machine()),
+            (&["zone-device"], &["zone-device", "--size", "100G", "--memory-budget", "4G"], &machine()),
+            (&["zone-device"], &["zone-device", "--size", "8E"], &machine()),
+            (&["hugetlb"], &["hugetlb", "--count", "1099511627776"], &machine()),
+            (&["hugetlb"], &["hugetlb", "--count", "64", "--memory-budget", "2G"], &machine()),
+            (&["clear"], &["clear", "--memory-budget", "200M"], &machine()),
+            (&["clear"], &["clear"], &small),
+            (&["clear"], &["clear", "--alloc", "--size", "100G"], &machine()),
+            (&["deferred"], &["deferred", "--size", "100T"], &machine()),
+            (&["guest-memory"], &["guest-memory", "--memory-budget", "200M"], &machine()),
+            (&["hotplug"], &["hotplug", "--size", "100M"], &machine()),
+            (&["hotplug"], &["hotplug", "--size", "64G", "--memory-budget", "4G"], &machine()),
+            (&["limits"], &["limits", "--memory-budget", "64M"], &machine()),
+            (&["limits"], &["limits"], &MemInfo::with_available(150 << 20, 1 << 30)),
+            (&["limits"], &["limits"], &container()),
+            (&["sweep"], &["sweep", "--min-size", "1G", "--memory-budget", "512M"], &machine()),
+            (&["sweep"], &["sweep", "--min-size", "100K"], &machine()),
+            (&["sweep"], &["sweep", "--max-size", "1E"], &machine()),
+        ];
+        let mut seen = 0;
+        for (path, args, info) in cases {
+            let text = match parse_on(args, info) {
+                Err(e) => e.to_string(),
+                Ok(Invocation::Suite(s)) => {
+                    s.skipped.iter().map(|k| k.reason.clone()).collect::<Vec<_>>().join("\n")
+                }
+                Ok(i) => panic!("{args:?}: {i:?}"),
+            };
+            let taken = flags_of(path);
+            for flag in suggested_flags(&text) {
+                assert!(taken.contains(&flag), "{args:?} suggests {flag}, which it does not take: {text}");
+                seen += 1;
+            }
+        }
+        assert!(seen > 20, "the messages name flags: {seen}");
+        assert_eq!(suggested_flags("a --memory-budget 4 GiB, x--y, (--size)"), ["--memory-budget", "--size"]);
     }
 }

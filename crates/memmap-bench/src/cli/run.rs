@@ -59,6 +59,11 @@ fn measure_limits(s: &Suite, threads: usize) -> std::io::Result<Limits> {
 pub(super) fn run_suite(s: &Suite) -> ExitCode {
     let out = Out { json: s.json };
     let start = Instant::now();
+    if let Some(file) = &s.plot {
+        if let Err(e) = file.probe() {
+            return fail(&format!("--plot: {e}"), 2);
+        }
+    }
     let threads = resolve_threads(s.common.threads, s.common.progress);
     let limits = match measure_limits(s, threads) {
         Ok(l) => l,
@@ -112,7 +117,7 @@ pub(super) fn run_suite(s: &Suite) -> ExitCode {
 fn finish(s: &Suite, report: &Report, out: &Out) -> ExitCode {
     if let Some(file) = &s.plot {
         if let Err(e) = report.plot(file) {
-            return fail(&e, 1);
+            return fail(&format!("--plot: {e}"), 1);
         }
         out.say(&format!("plot written to {}\n", file.path().display()));
     }

@@ -1,17 +1,17 @@
 //! A timing command as a [`Suite`]: the catalog entries it selects, built from the sizes given,
 //! fitted to the memory budget ([`crate::budget`]), every parameter checked before any work.
 
-use memmap_dump::NewFile;
-
 use super::CliError;
 use super::args::{AllArgs, GlobalArgs};
-use crate::budget::{Budget, BudgetSource, FitError, Fitted, fit};
+use crate::budget::{self, Budget, BudgetSource, FitError, Fitted, fit};
 use crate::limits;
-use crate::memory::{MemInfo, MemoryError};
+use crate::memory::{MemInfo, MemoryError, MemoryNeed};
+use crate::output::OutputFile;
 use crate::progress::ProgressMode;
 use crate::report::{MemoryPlan, Scaled, Skipped};
 use crate::scenarios::{CATALOG, CatalogEntry, Common, Scenario, Setup};
 use crate::size::Bytes;
+use memmap_core::Threads;
 
 /// A timing run: which scenarios, with what.
 pub struct Suite {
@@ -28,7 +28,7 @@ pub struct Suite {
     /// `--verbose`.
     pub verbose: bool,
     /// `--plot FILE`, checked.
-    pub plot: Option<NewFile>,
+    pub plot: Option<crate::output::OutputFile>,
     /// `limits`: measure the limits only.
     pub limits_only: bool,
     /// The budget and what was scaled to fit it.
@@ -50,11 +50,50 @@ impl std::fmt::Debug for Suite {
 }
 
 /// The limit probe's buffer: 1 GiB (256 MiB with `--quick`), halved until its two buffers fit
-/// the budget, down to 64 MiB.
-const LIMIT_BUFFER: (u64, u64, u64) = (1 << 30, 256 << 20, 64 << 20);
+/// the budget, down to 32 MiB (what two thirds of a 256 MiB container holds beside the bench).
+const LIMIT_BUFFER: (u64, u64, u64) = (1 << 30, 256 << 20, 32 << 20);
 
-/// Builds and checks the suite of the catalog's entries that `select` picks.
+/// The flag that sets the size of `e`'s scenario: the subcommand's own (`--size`, `--count`)
+/// when `command` is `e.command`, else `all`'s (`--zone-device-size`, ...).
+fn size_flag(command: &str, e: &CatalogEntry) -> &'static str {
+    match (command == e.command, e.command) {
+        (true, "hugetlb") => "--count",
+        (true, _) => "--size",
+        (false, "zone-device") => "--zone-device-size",
+        (false, "hugetlb") => "--hugetlb-count",
+        (false, "clear") => "--clear-size",
+        (false, "deferred") => "--deferred-size",
+        (false, "guest-memory") => "--guest-memory-size",
+        (false, _) => "--hotplug-size",
+    }
+}
+
+/// The refusal of a size given on the command line (`flag`) that does not fit: what it needs
+/// and what to do about it.
+fn refused(name: &str, flag: &str, e: &MemoryError, budget: &Budget) -> CliError {
+    CliError::Usage(match e {
+        MemoryError::Overflow(o) => format!("{name}: {o}: use a smaller {flag}"),
+        MemoryError::Budget { need, own, .. } => match budget.advice(need.saturating_add(*own)) {
+            Ok(_) => format!(
+                "{e}; use a smaller {flag} or a --memory-budget of {} or more",
+                Bytes(budget.suggest(need.saturating_add(*own)))
+            ),
+            Err(max) => format!("{e}; use a smaller {flag} ({max})"),
+        },
+        e => format!("{e} ({flag})"),
+    })
+}
+
+/// Builds and checks the suite of the catalog's entries that `select` picks for `command`
+/// (`all`, or the subcommand whose entries they are).
+///
+/// # Errors
+///
+/// A parameter a scenario refuses, a size given that does not fit, the limit probe not
+/// fitting, or nothing left to run: every scenario selected skipped (exit status 2 like every
+/// refusal, naming the budget that would run one).
 pub(super) fn suite(
+    command: &str,
     a: &AllArgs,
     g: &GlobalArgs,
     select: impl Fn(&CatalogEntry) -> bool,
@@ -74,6 +113,7 @@ pub(super) fn suite(
     let budget = Budget::new(t.memory_budget, info).map_err(usage)?;
     let mut scaled = Vec::new();
     let limit_buffer = limit_buffer(g.quick, &budget, info, &mut scaled)?;
+    let threads = threads_within(t.threads, &budget, info, &mut scaled);
     let mut scenarios = Vec::new();
     let mut skipped = Vec::new();
     for e in CATALOG.iter().filter(|e| select(e)) {
@@ -86,12 +126,12 @@ pub(super) fn suite(
                 scaled.push(Scaled { name: s.name().to_string(), from, to });
                 scenarios.push(s);
             }
-            Err(FitError::Skipped(k)) => skipped.push(Skipped { name: k.name.to_string(), reason: k.reason }),
-            Err(FitError::Refused(e @ MemoryError::Overflow(_))) => {
-                return Err(usage(format!("{name}: {e}")));
-            }
-            Err(FitError::Refused(e)) => return Err(usage(e.to_string())),
+            Err(FitError::Skipped(k)) => skipped.push(k),
+            Err(FitError::Refused(err)) => return Err(refused(name, size_flag(command, e), &err, &budget)),
         }
+    }
+    if scenarios.is_empty() && !skipped.is_empty() {
+        return Err(usage(nothing_fits(command, &skipped)));
     }
     let memory = MemoryPlan {
         budget_bytes: (budget.source != BudgetSource::Unknown).then_some(budget.bytes),
@@ -106,14 +146,14 @@ pub(super) fn suite(
         scaled,
     };
     let plot = match &t.plot {
-        Some(p) => Some(NewFile::prepare(p, t.force).map_err(|e| usage(format!("--plot: {e}")))?),
+        Some(p) => Some(OutputFile::prepare(p, t.force).map_err(|e| usage(format!("--plot: {e}")))?),
         None => None,
     };
     Ok(Suite {
         scenarios,
         common: Common {
             rounds: t.rounds.map(|r| r as usize),
-            threads: t.threads,
+            threads,
             progress: ProgressMode { enabled: !g.no_progress },
             quick: g.quick,
         },
@@ -124,12 +164,43 @@ pub(super) fn suite(
         plot,
         limits_only: false,
         memory,
-        skipped,
+        skipped: skipped
+            .into_iter()
+            .map(|k| Skipped { name: k.name.to_string(), reason: k.reason })
+            .collect(),
     })
 }
 
+/// The refusal of a command whose every scenario was skipped: why each was, each with the
+/// budget that would run it or what the machine allows at most.
+fn nothing_fits(command: &str, skipped: &[budget::Skipped]) -> String {
+    let why: Vec<String> = skipped.iter().map(|k| format!("{}: {}", k.name, k.reason)).collect();
+    format!("{command}: nothing would run, every scenario it selects was left out: {}", why.join("; "))
+}
+
+/// The buffer `memmap_core::auto_threads` measures `--threads auto` on (its own 256 MiB, not
+/// part of any scenario).
+const AUTO_PROBE_BYTES: u64 = 256 << 20;
+
+/// `threads`, with `auto` replaced by every CPU available when its probe's buffer does not fit
+/// `budget` (in a small container it would be killed for it), recorded in `scaled`.
+fn threads_within(threads: Threads, budget: &Budget, info: &MemInfo, scaled: &mut Vec<Scaled>) -> Threads {
+    let probe = MemoryNeed::resident(AUTO_PROBE_BYTES);
+    if threads != Threads::Auto || budget.check("the --threads auto probe", &probe, info).is_ok() {
+        return threads;
+    }
+    let cpus = memmap_core::available_cpus();
+    scaled.push(Scaled {
+        name: "--threads auto".into(),
+        from: format!("measured on {}", Bytes(AUTO_PROBE_BYTES)),
+        to: format!("not measured (that does not fit), all {cpus} CPUs"),
+    });
+    Threads::Fixed(cpus)
+}
+
 /// The limit probe's buffer size within `budget` (see [`LIMIT_BUFFER`]), recorded in `scaled`
-/// when it is below the default.
+/// when it is below the default (with a note when it is not above twice the last-level cache:
+/// then the limits may be cache rates).
 fn limit_buffer(
     quick: bool,
     budget: &Budget,
@@ -142,14 +213,24 @@ fn limit_buffer(
     while buffer > min && budget.check("the limit probe", &limits::memory_needed(buffer), info).is_err() {
         buffer /= 2;
     }
-    budget
-        .check("the limit probe", &limits::memory_needed(buffer), info)
-        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let who = format!("the limit probe at its smallest (2 x {})", Bytes(buffer));
+    if let Err(e) = budget.check(&who, &limits::memory_needed(buffer), info) {
+        return Err(CliError::Usage(match e {
+            MemoryError::Budget { need, own, .. } => {
+                format!("{e}; {}", budget.advice(need.saturating_add(own)).unwrap_or_else(|m| m))
+            }
+            e => e.to_string(),
+        }));
+    }
     if buffer < default {
+        let llc = crate::sweep::llc_bytes().filter(|&l| buffer <= 2 * l);
+        let note = llc.map_or_else(String::new, |l| {
+            format!(" (not above twice the {} last-level cache: the limits may be cache rates)", Bytes(l))
+        });
         scaled.push(Scaled {
             name: "limits".into(),
             from: format!("2 x {}", Bytes(default)),
-            to: format!("2 x {}", Bytes(buffer)),
+            to: format!("2 x {}{note}", Bytes(buffer)),
         });
     }
     Ok(buffer)

@@ -28,6 +28,25 @@ pub(super) fn size_any(s: &str) -> Result<u64, SizeError> {
     Ok(bytes)
 }
 
+/// A count of at least 1 (`--count`, `--hugetlb-count`, `--nodes`), at most `T::MAX`.
+pub(super) fn count<T: TryFrom<u64> + Copy>(s: &str) -> Result<T, String> {
+    let limit = |e: u64| format!("{s} is more than {e}, the largest count this accepts");
+    match s.parse::<u64>() {
+        Ok(0) => Err("the count must be at least 1".to_string()),
+        Ok(n) => T::try_from(n).map_err(|_| limit(largest::<T>())),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => Err(limit(u64::MAX)),
+        Err(_) => Err(format!("`{s}` is not a count (a whole number of at least 1, such as 4)")),
+    }
+}
+
+/// The largest `u64` that converts to `T`.
+fn largest<T: TryFrom<u64>>() -> u64 {
+    [u64::MAX, u64::from(u32::MAX), u64::from(u16::MAX), u64::from(u8::MAX)]
+        .into_iter()
+        .find(|&v| T::try_from(v).is_ok())
+        .unwrap_or(0)
+}
+
 /// A kernel release: `MAJOR.MINOR`.
 pub(super) fn kernel_version(s: &str) -> Result<memmap_core::KernelVersion, String> {
     memmap_core::KernelVersion::parse(s)

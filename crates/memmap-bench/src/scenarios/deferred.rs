@@ -125,11 +125,7 @@ impl Scenario for Deferred {
             return Err(format!("deferred size {} is not a whole number of 4 KiB pages", Bytes(self.size)));
         }
         if BASE.checked_add(self.size / 4096).is_none_or(|e| e > self.config.max_pfn()) {
-            return Err(format!(
-                "a {} zone ends past config {}'s last pfn",
-                Bytes(self.size),
-                self.config.name
-            ));
+            return Err(super::past_the_pfns("zone", self.size, BASE, &self.config, 4096));
         }
         Ok(())
     }

@@ -93,18 +93,20 @@ impl Scenario for Hotplug {
     fn check(&self) -> Result<(), String> {
         let block = self.block_bytes();
         if self.size == 0 || self.size % block != 0 {
+            let down = self.size / block * block;
+            let up = down.checked_add(block).map(|u| Bytes(u).to_string());
+            let nearest: Vec<String> =
+                [(down > 0).then(|| Bytes(down).to_string()), up].into_iter().flatten().collect();
             return Err(format!(
-                "hotplug size {} is not a whole number of {} memory blocks (sections)",
+                "size {} is not a whole number of {} memory blocks (config {}'s sections; nearest: {})",
                 Bytes(self.size),
-                Bytes(block)
+                Bytes(block),
+                self.config.name,
+                nearest.join(" or ")
             ));
         }
         if START_PFN.checked_add(self.size / 4096).is_none_or(|e| e > self.config.max_pfn()) {
-            return Err(format!(
-                "a {} range at pfn {START_PFN:#x} ends past config {}'s last pfn",
-                Bytes(self.size),
-                self.config.name
-            ));
+            return Err(super::past_the_pfns("range", self.size, START_PFN, &self.config, block));
         }
         Ok(())
     }

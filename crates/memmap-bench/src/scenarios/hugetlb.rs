@@ -71,6 +71,11 @@ impl Hugetlb {
     }
 }
 
+/// What one folio's memmap makes resident with HVO: its head vmemmap pages are 8 KiB, but
+/// in a memmap backed by transparent huge pages they fault in a 2 MiB page (a 64-page run in a
+/// 256 MiB container was killed for counting 8 KiB).
+pub const HVO_RESIDENT_PER_FOLIO: u64 = 2 << 20;
+
 /// Scenario name.
 #[must_use]
 pub const fn name(hvo: bool) -> &'static str {
@@ -87,14 +92,16 @@ impl Scenario for Hugetlb {
     }
 
     /// Per strategy, a memmap mapping every folio's struct pages: all written without HVO, the
-    /// two head vmemmap pages of each folio with it.
+    /// two head vmemmap pages of each folio with it, which fault in the whole 2 MiB huge page
+    /// they are in (the memmaps ask for transparent huge pages, as the kernel's vmemmap is
+    /// PMD-mapped): [`HVO_RESIDENT_PER_FOLIO`].
     fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
         let vmemmap = Hstate::H1G.vmemmap_size::<Page64>();
         let mapped = mul(self.count, vmemmap, "the hugetlb memmap")?;
         let per_node = mapped / self.nodes();
         let one = if self.hvo {
             MemoryNeed {
-                resident: mul(self.count, 8192, "the hugetlb memmap")?,
+                resident: mul(self.count, HVO_RESIDENT_PER_FOLIO, "the hugetlb memmap")?,
                 mapped,
                 largest_mapping: per_node,
             }

@@ -89,6 +89,20 @@ impl Context<'_> {
     }
 }
 
+/// The refusal of `what` (`device`, `zone`, `range`) of `size` bytes from `start_pfn` when it
+/// ends past `config`'s pfns, with the largest size in whole `unit`s that would fit.
+#[must_use]
+pub fn past_the_pfns(what: &str, size: u64, start_pfn: u64, config: &KernelConfig, unit: u64) -> String {
+    let max = config.max_pfn();
+    let room = max.saturating_sub(start_pfn).saturating_mul(4096) / unit.max(1) * unit.max(1);
+    format!(
+        "a {} {what} from pfn {start_pfn:#x} ends past config {}'s pfns (below {max:#x}): at most {}",
+        crate::size::Bytes(size),
+        config.name,
+        crate::size::Bytes(room)
+    )
+}
+
 /// A scenario could not run: the storage could not be mapped or prepared.
 #[derive(Debug)]
 pub struct RunError {

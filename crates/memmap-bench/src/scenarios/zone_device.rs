@@ -137,12 +137,7 @@ impl Scenario for ZoneDevice {
         }
         let end = DEVICE_START_PFN.checked_add(self.size / 4096);
         if end.is_none_or(|e| e > self.config.max_pfn()) {
-            return Err(format!(
-                "a {} device at pfn {DEVICE_START_PFN:#x} ends past config {}'s last pfn {:#x}",
-                Bytes(self.size),
-                self.config.name,
-                self.config.max_pfn()
-            ));
+            return Err(super::past_the_pfns("device", self.size, DEVICE_START_PFN, &self.config, SIZE_UNIT));
         }
         Ok(())
     }

@@ -90,7 +90,7 @@ pub struct Sweep {
     /// Progress bars.
     pub progress: ProgressMode,
     /// `--plot FILE`, checked.
-    pub plot: Option<memmap_dump::NewFile>,
+    pub plot: Option<crate::output::OutputFile>,
 }
 
 /// A size that was not run.

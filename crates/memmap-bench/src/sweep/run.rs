@@ -202,6 +202,11 @@ pub fn measure_all(s: &Sweep) -> Result<SweepReport, RunError> {
 /// JSON.
 #[must_use]
 pub fn run(s: &Sweep) -> ExitCode {
+    if let Some(file) = &s.plot {
+        if let Err(e) = file.probe() {
+            return crate::cli::fail(&format!("--plot: {e}"), 2);
+        }
+    }
     let report = match measure_all(s) {
         Ok(r) => r,
         Err(e) => return crate::cli::fail(&e, 1),
@@ -215,10 +220,10 @@ pub fn run(s: &Sweep) -> ExitCode {
     if let Some(file) = &s.plot {
         let mut svg = String::new();
         if let Err(e) = crate::report::plot_sweep::draw(&report, &mut svg) {
-            return crate::cli::fail(&format!("{}: {e}", file.path().display()), 1);
+            return crate::cli::fail(&format!("--plot: {}: {e}", file.path().display()), 1);
         }
         if let Err(e) = file.commit(svg.as_bytes()) {
-            return crate::cli::fail(&e, 1);
+            return crate::cli::fail(&format!("--plot: {e}"), 1);
         }
         let msg = format!("plot written to {}\n", file.path().display());
         if s.json { eprint!("{msg}") } else { print!("{msg}") }

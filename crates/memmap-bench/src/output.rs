@@ -1,0 +1,408 @@
+//! `--plot FILE`: where the bench writes a file, checked before anything is measured.
+//!
+//! * [`OutputFile::prepare`] (while the command line is checked) opens FILE's directory and
+//!   refuses, with a message naming FILE: a path that names no file (`""`, `dir/`, `dir/.`,
+//!   `..`), a missing directory or one that is not a directory, a directory that is not
+//!   writable, a file name longer than the directory's file system allows (`NAME_MAX`), a
+//!   directory path of `PATH_MAX` bytes or more, and an existing FILE unless it may be replaced.
+//! * What may be replaced, and only with `--force`: a regular file, or a symbolic link (the
+//!   link itself is replaced by the new file; whatever it points to is left as it is), unless
+//!   the link points to something that is not a regular file. A directory, a device, a FIFO or
+//!   a socket (or a link to one) is never replaced, and the refusal does not suggest `--force`.
+//! * [`OutputFile::probe`] (when the run starts, before anything is measured) creates and
+//!   removes the temporary file, so that a directory the kernel refuses to create files in
+//!   (`/proc`, a read-only mount) is refused before the run rather than after it.
+//! * [`OutputFile::commit`] writes the data under a temporary name of at most
+//!   [`TEMP_NAME_MAX`] bytes in FILE's directory (created exclusively, never through a link),
+//!   flushes it and then gives it FILE's name: with `link(2)` without `--force` (which fails
+//!   rather than replace a file that appeared meanwhile), with `rename(2)` with `--force` after
+//!   checking again what FILE is. Every call goes through the directory's descriptor, so the
+//!   length of FILE's whole path does not matter, and the temporary name always fits.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Write as _};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+/// The longest temporary name: `.memmap-bench-PID-N.tmp` with a 10-digit PID and a 3-digit
+/// attempt.
+pub const TEMP_NAME_MAX: usize = 32;
+
+/// Linux's `PATH_MAX`, the terminating NUL included: a path given to the kernel has fewer
+/// bytes.
+pub const PATH_MAX: usize = 4096;
+
+/// Why an output file cannot be written.
+#[derive(Debug)]
+pub enum OutputError {
+    /// The path names no file: empty, or ending in `/`, `.` or `..`.
+    NoFileName {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// The file's directory does not exist.
+    NoDirectory {
+        /// The path given.
+        path: PathBuf,
+        /// Its directory.
+        dir: PathBuf,
+    },
+    /// The file's directory is not a directory.
+    NotADirectory {
+        /// The path given.
+        path: PathBuf,
+        /// Its directory.
+        dir: PathBuf,
+    },
+    /// The path names a directory (or a link to one).
+    IsADirectory {
+        /// The path given.
+        path: PathBuf,
+        /// It is a symbolic link to the directory.
+        link: bool,
+    },
+    /// The file name is longer than the file system allows.
+    NameTooLong {
+        /// The path given.
+        path: PathBuf,
+        /// The name's length in bytes.
+        len: usize,
+        /// The file system's `NAME_MAX`.
+        max: u64,
+    },
+    /// The directory's path is too long to open.
+    PathTooLong {
+        /// The path given.
+        path: PathBuf,
+        /// The directory's path length in bytes.
+        len: usize,
+    },
+    /// The file exists and may be replaced with `--force`: a regular file, or a symbolic link
+    /// (`target`: where it points) that does not point to anything but a regular file.
+    Exists {
+        /// The path given.
+        path: PathBuf,
+        /// Where the link points, for a link.
+        target: Option<PathBuf>,
+    },
+    /// The file exists and is never replaced: a device, FIFO or socket, or a link to one.
+    NotReplaceable {
+        /// The path given.
+        path: PathBuf,
+        /// What it is (`a FIFO`, `a symbolic link to a character device`).
+        is: String,
+    },
+    /// A system call failed.
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What was being done.
+        op: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for OutputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OutputError::NoFileName { path } => {
+                write!(
+                    f,
+                    "{:?} names no file: give a file name, such as plot.svg",
+                    path.display().to_string()
+                )
+            }
+            OutputError::NoDirectory { path, dir } => write!(
+                f,
+                "{}: its directory {} does not exist (the directory is not created)",
+                path.display(),
+                dir.display()
+            ),
+            OutputError::NotADirectory { path, dir } => {
+                write!(f, "{}: {} is not a directory", path.display(), dir.display())
+            }
+            OutputError::IsADirectory { path, link } => write!(
+                f,
+                "{}: is {}a directory: give the name of a file in it, such as plot.svg",
+                path.display(),
+                if *link { "a symbolic link to " } else { "" }
+            ),
+            OutputError::NameTooLong { path, len, max } => write!(
+                f,
+                "{}: the file name is {len} bytes, more than the {max} its file system allows (NAME_MAX)",
+                path.display()
+            ),
+            OutputError::PathTooLong { path, len } => write!(
+                f,
+                "{}: the directory's path is {len} bytes, more than the {} a path may have (PATH_MAX); \
+                 give a shorter path",
+                path.display(),
+                PATH_MAX - 1
+            ),
+            OutputError::Exists { path, target: None } => {
+                write!(f, "{}: exists; add --force to replace it", path.display())
+            }
+            OutputError::Exists { path, target: Some(t) } => write!(
+                f,
+                "{}: exists, a symbolic link to {}; add --force to replace the link itself (what it \
+                 points to is left as it is)",
+                path.display(),
+                t.display()
+            ),
+            OutputError::NotReplaceable { path, is } => write!(
+                f,
+                "{}: is {is}, which is never replaced by a plot (only a regular file or a link may be): \
+                 give the name of a new or a regular file",
+                path.display()
+            ),
+            OutputError::Io { path, op, source } => write!(f, "{}: {op}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for OutputError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OutputError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// A checked output file (see the [module documentation](self)).
+#[derive(Debug)]
+pub struct OutputFile {
+    path: PathBuf,
+    dir: OwnedFd,
+    name: OsString,
+    force: bool,
+}
+
+/// `path` split into its directory and its last component, or `None` when that component names
+/// no file (empty, `.` or `..`, or the path ends in `/`).
+fn split(path: &Path) -> Option<(PathBuf, OsString)> {
+    let bytes = path.as_os_str().as_bytes();
+    let (dir, name) = match bytes.iter().rposition(|&b| b == b'/') {
+        Some(0) => (&b"/"[..], &bytes[1..]),
+        Some(i) => (&bytes[..i], &bytes[i + 1..]),
+        None => (&b"."[..], bytes),
+    };
+    if name.is_empty() || name == b"." || name == b".." {
+        return None;
+    }
+    Some((PathBuf::from(OsStr::from_bytes(dir)), OsStr::from_bytes(name).to_os_string()))
+}
+
+/// What a file type is, for messages.
+fn kind(t: FileType) -> &'static str {
+    match t {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symbolic link",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Unknown => "a file of unknown type",
+    }
+}
+
+impl OutputFile {
+    /// Checks `path` before any work.
+    ///
+    /// # Errors
+    ///
+    /// [`OutputError`]: the path names no file, its directory is missing, not a directory, not
+    /// writable or too long a path, the name is too long, or the file exists and `force` is
+    /// false or it is not a regular file or a link.
+    pub fn prepare(path: &Path, force: bool) -> Result<OutputFile, OutputError> {
+        let (dir_path, name) = split(path).ok_or_else(|| OutputError::NoFileName { path: path.into() })?;
+        let dir = open_dir(path, &dir_path)?;
+        let io =
+            |op| move |e: rustix::io::Errno| OutputError::Io { path: dir_path.clone(), op, source: e.into() };
+        rustix::fs::accessat(&dir, ".", rustix::fs::Access::WRITE_OK, AtFlags::empty())
+            .map_err(io("create files in the directory"))?;
+        let max = rustix::fs::fstatvfs(&dir).map_or(255, |v| v.f_namemax);
+        if name.len() as u64 > max {
+            return Err(OutputError::NameTooLong { path: path.into(), len: name.len(), max });
+        }
+        let file = OutputFile { path: path.into(), dir, name, force };
+        file.check_existing(!force)?;
+        Ok(file)
+    }
+
+    /// The file's path, as given.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Refuses what is at the file's name now: anything when `refuse_any`, else what is never
+    /// replaced.
+    fn check_existing(&self, refuse_any: bool) -> Result<(), OutputError> {
+        let path = || self.path.clone();
+        let stat = match rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(rustix::io::Errno::NOENT) => return Ok(()),
+            Err(rustix::io::Errno::NAMETOOLONG) => {
+                return Err(OutputError::NameTooLong { path: path(), len: self.name.len(), max: 255 });
+            }
+            Err(e) => return Err(OutputError::Io { path: path(), op: "inspect", source: e.into() }),
+        };
+        let target = match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile => None,
+            FileType::Directory => return Err(OutputError::IsADirectory { path: path(), link: false }),
+            FileType::Symlink => {
+                // Where it points: anything but a regular file (or nothing) is never replaced.
+                if let Ok(st) = rustix::fs::statat(&self.dir, &self.name, AtFlags::empty()) {
+                    match FileType::from_raw_mode(st.st_mode) {
+                        FileType::RegularFile => {}
+                        FileType::Directory => {
+                            return Err(OutputError::IsADirectory { path: path(), link: true });
+                        }
+                        t => {
+                            let is = format!("a symbolic link to {}", kind(t));
+                            return Err(OutputError::NotReplaceable { path: path(), is });
+                        }
+                    }
+                }
+                let t = rustix::fs::readlinkat(&self.dir, &self.name, Vec::new()).ok();
+                Some(t.map_or_else(|| PathBuf::from("?"), |t| PathBuf::from(OsStr::from_bytes(t.as_bytes()))))
+            }
+            t => return Err(OutputError::NotReplaceable { path: path(), is: kind(t).to_string() }),
+        };
+        if refuse_any { Err(OutputError::Exists { path: path(), target }) } else { Ok(()) }
+    }
+
+    /// Creates and removes the temporary file: refuses a directory the kernel will not create
+    /// a file in (`/proc`, a read-only mount) before the run rather than after it.
+    ///
+    /// # Errors
+    ///
+    /// [`OutputError::Io`] naming the directory.
+    pub fn probe(&self) -> Result<(), OutputError> {
+        Temp::create(self).map(drop)
+    }
+
+    /// Writes `data` and gives it the file's name (see the [module documentation](self)).
+    ///
+    /// # Errors
+    ///
+    /// [`OutputError::Io`] naming the path, [`OutputError::Exists`] when the file appeared since
+    /// [`OutputFile::prepare`] (without `force`), or what [`prepare`](Self::prepare) refuses
+    /// when that appeared (with `force`). The temporary file is removed on error.
+    pub fn commit(&self, data: &[u8]) -> Result<(), OutputError> {
+        let (temp, file) = Temp::create(self)?;
+        let mut file = File::from(file);
+        let io = |op| move |source| OutputError::Io { path: self.path.clone(), op, source };
+        file.write_all(data).map_err(io("write the temporary file"))?;
+        file.sync_all().map_err(io("flush the temporary file"))?;
+        drop(file);
+        let errno = |op| {
+            move |e: rustix::io::Errno| OutputError::Io { path: self.path.clone(), op, source: e.into() }
+        };
+        if self.force {
+            self.check_existing(false)?;
+            rustix::fs::renameat(&self.dir, &temp.name, &self.dir, &self.name)
+                .map_err(errno("rename into place"))
+        } else {
+            match rustix::fs::linkat(&self.dir, &temp.name, &self.dir, &self.name, AtFlags::empty()) {
+                Ok(()) => Ok(()),
+                // Something took the name meanwhile: what prepare would say of it.
+                Err(rustix::io::Errno::EXIST) => Err(self
+                    .check_existing(true)
+                    .err()
+                    .unwrap_or_else(|| OutputError::Exists { path: self.path.clone(), target: None })),
+                // A file system without hard links: check, then rename (a file created between
+                // the two is replaced; nothing better is possible there).
+                Err(rustix::io::Errno::PERM | rustix::io::Errno::OPNOTSUPP) => {
+                    self.check_existing(true)?;
+                    rustix::fs::renameat(&self.dir, &temp.name, &self.dir, &self.name)
+                        .map_err(errno("rename into place"))
+                }
+                Err(e) => Err(errno("link into place")(e)),
+            }
+        }
+    }
+}
+
+/// Opens `dir` (the directory of `path`) for the `*at` calls.
+fn open_dir(path: &Path, dir: &Path) -> Result<OwnedFd, OutputError> {
+    if dir.as_os_str().len() >= PATH_MAX {
+        return Err(OutputError::PathTooLong { path: path.into(), len: dir.as_os_str().len() });
+    }
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| match e {
+        rustix::io::Errno::NOENT => OutputError::NoDirectory { path: path.into(), dir: dir.into() },
+        rustix::io::Errno::NOTDIR => OutputError::NotADirectory { path: path.into(), dir: dir.into() },
+        rustix::io::Errno::NAMETOOLONG => {
+            OutputError::PathTooLong { path: path.into(), len: dir.as_os_str().len() }
+        }
+        e => OutputError::Io { path: dir.into(), op: "open the directory", source: e.into() },
+    })
+}
+
+/// A temporary file in the output file's directory, removed when dropped (after a rename its
+/// name is gone, after a link it is a second name: removing it is harmless).
+struct Temp<'a> {
+    out: &'a OutputFile,
+    name: String,
+}
+
+impl<'a> Temp<'a> {
+    /// Creates `.memmap-bench-PID-N.tmp` exclusively, not through a link.
+    fn create(out: &'a OutputFile) -> Result<(Temp<'a>, OwnedFd), OutputError> {
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut attempt = 0u32;
+        loop {
+            let name = format!(".memmap-bench-{}-{attempt}.tmp", std::process::id());
+            match rustix::fs::openat(&out.dir, &name, flags, Mode::from_raw_mode(0o644)) {
+                Ok(fd) => return Ok((Temp { out, name }, fd)),
+                Err(rustix::io::Errno::EXIST) if attempt < 100 => attempt += 1,
+                Err(e) => {
+                    let dir = split(&out.path).map_or_else(|| out.path.clone(), |(d, _)| d);
+                    return Err(OutputError::Io {
+                        path: dir,
+                        op: "create a file in the directory",
+                        source: e.into(),
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Temp<'_> {
+    fn drop(&mut self) {
+        let _ = rustix::fs::unlinkat(&self.out.dir, &self.name, AtFlags::empty());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_that_name_no_file_are_refused() {
+        for p in ["", "dir/", "dir/.", "..", ".", "/", "a/.."] {
+            assert!(split(Path::new(p)).is_none(), "{p:?}");
+        }
+        assert_eq!(split(Path::new("x.svg")), Some((PathBuf::from("."), OsString::from("x.svg"))));
+        assert_eq!(split(Path::new("/x.svg")), Some((PathBuf::from("/"), OsString::from("x.svg"))));
+        assert_eq!(split(Path::new("a/b/x.svg")), Some((PathBuf::from("a/b"), OsString::from("x.svg"))));
+        let e = OutputFile::prepare(Path::new("/tmp/"), true).unwrap_err();
+        assert_eq!(e.to_string(), "\"/tmp/\" names no file: give a file name, such as plot.svg");
+    }
+
+    #[test]
+    fn the_temporary_name_fits_its_bound() {
+        let name = format!(".memmap-bench-{}-{}.tmp", u32::MAX, 100);
+        assert!(name.len() <= TEMP_NAME_MAX, "{name}");
+    }
+}
