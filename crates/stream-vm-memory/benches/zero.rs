@@ -271,7 +271,9 @@ fn small_calls(mem: &Mem, first: usize, rounds: usize, raw: &[(*mut u8, usize)])
                     // SAFETY: `small_page` is a page inside the first region's host mapping (of
                     // `first` bytes), which `mem` keeps mapped; nothing else
                     // accesses guest memory while the benchmark runs.
-                    unsafe { core::ptr::write_bytes(black_box(base.add(small_page(i, first) as usize)), 0, 4096) };
+                    unsafe {
+                        core::ptr::write_bytes(black_box(base.add(small_page(i, first) as usize)), 0, 4096)
+                    };
                 }
             }),
             times: Vec::new(),

@@ -112,6 +112,7 @@ mod backing;
 pub mod baseline;
 mod engine;
 mod error;
+mod fault;
 pub mod numa;
 mod parallel;
 mod populate;
@@ -120,9 +121,9 @@ mod reset;
 mod serial;
 mod sys;
 
-pub use backing::{BASE_PAGE, BackingKind, HostBacking, RegionBacking};
+pub use backing::{BASE_PAGE, BackingKind, HostBacking, RegionBacking, Stores};
 pub use engine::{CHUNK_ALIGN, Cancel, ChunkReport, GroupReport, MIN_CHUNK, Placement, WorkReport, Workers};
-pub use error::{Error, HostOp};
+pub use error::{Error, HostOp, Unwritable};
 pub use memmap_core::Threads;
 pub use parallel::{fill_parallel, fill_pattern_parallel, zero_parallel};
 pub use populate::{
@@ -159,18 +160,22 @@ pub fn host_support() -> HostSupport {
 }
 
 use vm_memory::GuestAddress;
-use vm_memory::GuestMemory;
 #[cfg(doc)]
 use vm_memory::bitmap::Bitmap;
+use vm_memory::{GuestMemory, GuestMemoryBackend};
 
-/// The functions of this crate as methods of every [`GuestMemory`].
+/// The functions of this crate as methods of every [`GuestMemory`] whose regions say how they
+/// are backed ([`RegionBacking`]: `vm-memory`'s own do).
 pub trait GuestMemoryStreamExt: GuestMemory {
     /// [`zero`].
     ///
     /// # Errors
     ///
     /// As for [`zero`].
-    fn stream_zero(&self, addr: GuestAddress, len: usize) -> Result<(), Error> {
+    fn stream_zero(&self, addr: GuestAddress, len: usize) -> Result<(), Error>
+    where
+        <Self::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
+    {
         zero(self, addr, len)
     }
 
@@ -179,7 +184,10 @@ pub trait GuestMemoryStreamExt: GuestMemory {
     /// # Errors
     ///
     /// As for [`fill`].
-    fn stream_fill(&self, addr: GuestAddress, len: usize, value: u8) -> Result<(), Error> {
+    fn stream_fill(&self, addr: GuestAddress, len: usize, value: u8) -> Result<(), Error>
+    where
+        <Self::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
+    {
         fill(self, addr, len, value)
     }
 
@@ -188,7 +196,10 @@ pub trait GuestMemoryStreamExt: GuestMemory {
     /// # Errors
     ///
     /// As for [`fill_pattern`].
-    fn stream_fill_pattern(&self, addr: GuestAddress, len: usize, pattern: &[u8]) -> Result<(), Error> {
+    fn stream_fill_pattern(&self, addr: GuestAddress, len: usize, pattern: &[u8]) -> Result<(), Error>
+    where
+        <Self::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
+    {
         fill_pattern(self, addr, len, pattern)
     }
 
@@ -197,7 +208,10 @@ pub trait GuestMemoryStreamExt: GuestMemory {
     /// # Errors
     ///
     /// As for [`write()`].
-    fn stream_write(&self, addr: GuestAddress, src: &[u8]) -> Result<(), Error> {
+    fn stream_write(&self, addr: GuestAddress, src: &[u8]) -> Result<(), Error>
+    where
+        <Self::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
+    {
         write(self, addr, src)
     }
 }
