@@ -266,11 +266,11 @@ pub(crate) fn mmap_backing<'a>(m: &Mapping<'a>) -> HostBacking<'a> {
     }
     if let Some((f, offset)) = file {
         // Pages wholly past the end of the file raise SIGBUS: the range checks refuse them.
-        if let Ok(meta) = f.metadata() {
+        if let Some(size) = crate::sys::file_size(f) {
             let page = page_size.max(crate::sys::base_page()) as u64;
-            let inside = meta.len().next_multiple_of(page).saturating_sub(offset);
+            let inside = size.next_multiple_of(page).saturating_sub(offset);
             if inside < m.len {
-                backing.file_end = Some((inside, meta.len()));
+                backing.file_end = Some((inside, size));
             }
         }
     }

@@ -90,7 +90,9 @@ pub(crate) fn prepare(b: &HostBacking<'_>, guest: GuestAddress, host: usize, n: 
     let mut at = lo;
     while at < hi {
         let end = (at + step).min(hi);
-        if absent_only {
+        // For one page, asking `mincore` first costs more than faulting it in (both are one
+        // call, and a resident page is found at once).
+        if absent_only && end - at > base {
             fault_in_absent(b, guest, host, n, at, end)?;
         } else {
             fault_in(b, guest, host, n, at, end)?;

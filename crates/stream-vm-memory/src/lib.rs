@@ -24,12 +24,36 @@
 //! [`numa`]); a VMM that knows where it bound its zones can say so with
 //! [`Placement::Topology`].
 //!
+//! [`Threads::Auto`] measures the machine's bandwidth once per process, on the first call of
+//! 8 MiB or more that asks for it: that call is slower by the search (0.8-1.6 s on this
+//! project's loaded 2-vCPU guest, about 0.5 s on a quiet one) and the process's peak resident
+//! memory grows by the search's 256 MiB buffer (from 130 to 322 MiB in
+//! `cargo run --release -p stream-vm-memory --example threads_auto_cost`; freed afterwards). A
+//! VMM that cannot pay that on its first reset passes [`Threads::Fixed`] (the count it wants),
+//! or resolves the policy at start-up, before a guest runs: [`Threads::resolve`] measures then
+//! and returns the [`Threads::Fixed`] count to pass from there on.
+//!
 //! ## Guarantees of every call
 //!
 //! * a range may span several regions, at any alignment;
 //! * the whole range is checked first, and a typed [`Error`] is returned without writing
-//!   anything if part of it is not guest memory (a hole, past the end, past 2^64) or (for
-//!   [`reset`]) cannot be discarded as asked; a zero-length range is a no-op;
+//!   anything if part of it is not guest memory (a hole, past the end, past 2^64), cannot be
+//!   written ([`Error::Unwritable`]: mapped without `PROT_WRITE`, pages past the end of a
+//!   mapped file) or (for [`reset`]) cannot be discarded as asked; a zero-length range is a
+//!   no-op;
+//! * no store takes a signal. Each region says what its stores need ([`Stores`], from
+//!   `vm-memory`'s record of its `mmap`): private anonymous memory is written directly; where
+//!   the kernel may refuse a page (hugetlbfs with an empty pool, a full tmpfs, a file system,
+//!   a device mapping, memory of unknown backing) the pages are first faulted in with
+//!   `MADV_POPULATE_WRITE`, all of them or, for shmem, those not resident, and the kernel's
+//!   refusal comes back as [`Unwritable::Refused`] where a store would have killed the
+//!   process (`vm-memory`'s own `write_slice` takes the signal). On a host without that
+//!   advice such memory is refused up front ([`Unwritable::Unchecked`]). What no check made
+//!   before a store can see: a file that someone truncates, or punches a hole in, while the
+//!   call runs (seal a memfd with `F_SEAL_SHRINK` to rule that out), a page the kernel evicts
+//!   between the check and the store and then cannot read back (an I/O error), and a mapping
+//!   changed behind `vm-memory`'s back by `unsafe` code (`mprotect`, `munmap`,
+//!   `MADV_GUARD_INSTALL`, `userfaultfd` in its `SIGBUS` mode);
 //! * nothing forms a `&mut [u8]` (or any reference) over guest RAM: stores go through the raw
 //!   pointers of `vm-memory`'s [`VolatileSlice`](vm_memory::VolatileSlice)s and regions;
 //! * streaming stores are drained ([`stream_hal::drain`]) by the worker that made them before

@@ -150,6 +150,11 @@ mod linux {
         })
     }
 
+    /// The size of `file` (`fstat`), if the kernel says.
+    pub(crate) fn file_size(file: &File) -> Option<u64> {
+        rustix::fs::fstat(file).ok().map(|st| st.st_size as u64)
+    }
+
     /// `Hugepagesize` of `/proc/meminfo` (2 MiB if it cannot be read), read once per process.
     pub(crate) fn default_huge_page_size() -> usize {
         static SIZE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();

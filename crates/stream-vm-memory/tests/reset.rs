@@ -134,6 +134,9 @@ fn auto_zeroes_resident_pages_and_discards_the_others() {
 
 #[test]
 fn memfd_discard_punches_a_hole_in_the_file() {
+    if shmem_unchecked() {
+        return;
+    }
     let len = 8 * MIB;
     let file = memfd(len, false).unwrap();
     let reader = file.try_clone().unwrap();
@@ -160,6 +163,9 @@ fn memfd_discard_punches_a_hole_in_the_file() {
 
 #[test]
 fn memfd_auto_keeps_the_files_holes_and_the_callers_offset() {
+    if shmem_unchecked() {
+        return;
+    }
     use std::io::{Seek, SeekFrom};
     let len = 8 * MIB;
     let file = memfd(len, false).unwrap();
@@ -193,6 +199,9 @@ fn memfd_auto_keeps_the_files_holes_and_the_callers_offset() {
 /// description, the data by `mincore`.
 #[test]
 fn a_large_memfd_auto_reset_skips_its_holes() {
+    if shmem_unchecked() {
+        return;
+    }
     use std::io::{Seek, SeekFrom};
     let len = 40 * MIB;
     let file = memfd(len, false).unwrap();
@@ -220,6 +229,9 @@ fn a_large_memfd_auto_reset_skips_its_holes() {
 
 #[test]
 fn shared_anonymous_memory_is_removed() {
+    if shmem_unchecked() {
+        return;
+    }
     let region = shared_anon_region(4 * MIB, 0);
     assert_eq!(region.host_backing().kind, BackingKind::SharedAnonymous);
     let mem = GuestMemoryMmap::from_regions(vec![region]).unwrap();
@@ -239,6 +251,9 @@ fn shared_anonymous_memory_is_removed() {
 
 #[test]
 fn a_private_file_mapping_is_never_discarded() {
+    if shmem_unchecked() {
+        return;
+    }
     let len = 2 * MIB;
     let file = memfd(len, false).unwrap();
     let reader = file.try_clone().unwrap();
@@ -262,6 +277,9 @@ fn a_private_file_mapping_is_never_discarded() {
 
 #[test]
 fn a_range_across_backings_takes_each_regions_path() {
+    if shmem_unchecked() {
+        return;
+    }
     let file = memfd(4 * MIB, false).unwrap();
     let anon_region = vm_memory::GuestRegionMmap::from_range(GuestAddress(0), 4 * MIB, None).unwrap();
     let mem = GuestMemoryMmap::from_regions(vec![
@@ -328,6 +346,9 @@ fn errors_before_any_write_and_empty_ranges() {
 
 #[test]
 fn hugetlbfs_memory_where_the_machine_has_huge_pages() {
+    if shmem_unchecked() {
+        return;
+    }
     let need = 4;
     if free_huge_pages() < need {
         println!(
