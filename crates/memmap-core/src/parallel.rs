@@ -57,8 +57,8 @@ pub enum Threads {
     Fixed(usize),
     /// The count where bandwidth stops growing on this machine ([`auto_threads`]: measured
     /// once per process, on the first job of at least [`AUTO_MIN_BYTES`] that asks); never
-    /// more than [`available_cpus`]. The measurement makes that first job slower by about
-    /// 0.5 s on a quiet 2-CPU machine (0.8-1.6 s measured on a loaded one) and raises the
+    /// more than [`available_cpus`]. The measurement makes that first job slower by 0.3-0.5 s
+    /// on a 2-CPU machine (up to 1.6 s measured while other work loads it) and raises the
     /// process's peak resident memory by its 256 MiB buffer (freed afterwards). Resolve it up
     /// front with [`Threads::resolve`] to keep the measurement out of a timed region or a
     /// latency-bound first call (a VMM's first guest reset), or pass [`Threads::Fixed`].
@@ -161,9 +161,9 @@ struct AutoProbe {
 
 #[cfg(feature = "std")]
 /// The [`Threads::Auto`] count, measured on the first call and cached for the process (see
-/// the [module documentation](self) for the rule). The first call costs the measurement: about
-/// 0.5 s on a quiet 2-CPU machine (0.8-1.6 s on a loaded one), and 256 MiB more peak resident
-/// memory for its buffer, freed before it returns; later calls cost nothing.
+/// the [module documentation](self) for the rule). The first call costs the measurement:
+/// 0.3-0.5 s on a 2-CPU machine (up to 1.6 s while other work loads it), and 256 MiB more
+/// peak resident memory for its buffer, freed before it returns; later calls cost nothing.
 #[must_use]
 pub fn auto_threads() -> usize {
     auto_probe().threads

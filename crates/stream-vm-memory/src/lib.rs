@@ -25,8 +25,8 @@
 //! [`Placement::Topology`].
 //!
 //! [`Threads::Auto`] measures the machine's bandwidth once per process, on the first call of
-//! 8 MiB or more that asks for it: that call is slower by the search (0.8-1.6 s on this
-//! project's loaded 2-vCPU guest, about 0.5 s on a quiet one) and the process's peak resident
+//! 8 MiB or more that asks for it: that call is slower by the search (0.34-0.49 s on this
+//! project's 2-vCPU guest, up to 1.6 s while other builds load it) and the process's peak resident
 //! memory grows by the search's 256 MiB buffer (from 130 to 322 MiB in
 //! `cargo run --release -p stream-vm-memory --example threads_auto_cost`; freed afterwards). A
 //! VMM that cannot pay that on its first reset passes [`Threads::Fixed`] (the count it wants),
@@ -62,6 +62,17 @@
 //! * every written or discarded byte is marked dirty ([`Bitmap::mark_dirty`]), as `vm-memory`'s
 //!   own writes are (a discarded page reads as zero: it changed). Populating changes no byte and
 //!   marks nothing.
+//!
+//! What the store checks cost (`cargo bench -p stream-vm-memory --bench zero`, with
+//! `STREAM_VM_MEMORY_BENCH_BACKING=anon|memfd|shm`, on this project's 2-vCPU guest): on
+//! private anonymous memory nothing measurable (a 4 KiB zero about 60 ns more, the region
+//! lookup); on shmem a `mincore` per 16 MiB, which left a 4 GiB zero of a memfd or of a
+//! `/dev/shm` file at 1.00-1.03x the streaming-clear limit as before, and per call an `fstat`
+//! and an `fstatfs` of the region's file and a one-page `MADV_POPULATE_WRITE`, which took a
+//! 4 KiB zero of a memfd from 0.4 to 1.9 µs. Where every page is faulted in first the walk is
+//! per huge page on hugetlbfs (cheap), per 4 KiB page elsewhere (a file on another file system,
+//! unknown backing: on resident memory about as long as the zero itself; a region type that
+//! knows better says so in its [`RegionBacking`]).
 //!
 //! ## Concurrent guest access
 //!

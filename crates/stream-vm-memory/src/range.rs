@@ -114,8 +114,8 @@ pub(crate) struct SlicePieces<'m, B: Bitmap + 'm> {
     _guards: Vec<PtrGuardMut>,
 }
 
-/// Cuts `addr..addr + len` of `mem` into pieces, one per `VolatileSlice`, after checking the
-/// whole range ([`check`]). Nothing is written.
+/// Cuts `addr..addr + len` of `mem` into pieces, one per `VolatileSlice`, checking each as
+/// [`check`] does. Nothing is written.
 pub(crate) fn slice_pieces<'m, M>(
     mem: &'m M,
     addr: GuestAddress,
@@ -125,7 +125,9 @@ where
     M: GuestMemory + ?Sized,
     <M::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
 {
-    check(mem, addr, len)?;
+    if overflows(addr, len) {
+        return Err(Error::AddressOverflow { addr, len });
+    }
     let mut out = SlicePieces { pieces: Vec::new(), _slices: Vec::new(), _guards: Vec::new() };
     let mut done = 0usize;
     for slice in mem.get_slices(addr, len, Permissions::Write).map_err(|e| classify(e, addr, len, done))? {
@@ -137,7 +139,6 @@ where
         let host = guard.as_ptr() as usize;
         let guest = GuestAddress(addr.0.wrapping_add(done as u64));
         let sb = slice_backing(mem, guest, host, n);
-        // Checked above, but the slices of a translation that changed since could differ.
         check_refusals(&sb.backing, guest, sb.region_off, n)?;
         check_fault_in(&sb.backing, guest, n)?;
         out.pieces.push(Piece {

@@ -6,7 +6,7 @@ use vm_memory::{GuestAddress, GuestMemory, GuestMemoryBackend, Permissions};
 
 use crate::backing::RegionBacking;
 use crate::error::Error;
-use crate::fault::prepare;
+use crate::fault::{check_refusals, prepare};
 use crate::range::{check, classify, slice_backing};
 
 /// Size of the staging buffer that [`fill`] and [`fill_pattern`] stream from: large enough
@@ -51,10 +51,15 @@ where
         let dst = guard.as_ptr();
         debug_assert_eq!(guard.len(), n);
         let guest = GuestAddress(addr.0.wrapping_add(done as u64));
-        // The first slice's backing as `check` found it (the same mapping), the others anew.
+        // The first slice's backing as `check` found it (the same mapping), the others anew
+        // (checked anew: the slices of a translation that changed since `check` may differ).
         let backing = match first {
             Some((host, sb)) if done == 0 && host == dst as usize => sb.backing,
-            _ => slice_backing(mem, guest, dst as usize, n).backing,
+            _ => {
+                let sb = slice_backing(mem, guest, dst as usize, n);
+                check_refusals(&sb.backing, guest, sb.region_off, n)?;
+                sb.backing
+            }
         };
         prepare(&backing, guest, dst as usize, n)?;
         match src {

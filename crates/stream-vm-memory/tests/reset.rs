@@ -323,6 +323,31 @@ fn mlocked_memory_cannot_be_discarded_but_auto_zeroes_it() {
     assert!(bytes(&mem).iter().all(|&b| b == 0));
 }
 
+/// A forced discard that the kernel refuses after the partial pages at the ends were zeroed in
+/// place: the error comes back, and the zeroed bytes are marked dirty (they changed).
+#[test]
+fn a_refused_discard_marks_what_it_zeroed_dirty() {
+    let mem = anon(&[(0, 64 << 10)], 0x77);
+    let h = host(&mem, 0);
+    // SAFETY: mlock only pins the pages of this test's own mapping.
+    if unsafe { libc::syscall(libc::SYS_mlock, h as *const libc::c_void, 64usize << 10) } != 0 {
+        println!("skipped: mlock: {}", std::io::Error::last_os_error());
+        return;
+    }
+    let (addr, len) = (0x800u64, (64 << 10) - 0x1000);
+    match reset(&mem, GuestAddress(addr), len, ResetPolicy::Discard { repopulate: false }, &workers()) {
+        Err(Error::Os { op: HostOp::DontNeed, .. }) => {}
+        other => panic!("a discard of mlocked memory: {other:?}"),
+    }
+    let all = bytes(&mem);
+    assert!(all[0x800..0x1000].iter().all(|&b| b == 0), "the first partial page was zeroed in place");
+    assert!(
+        dirty(&mem).contains(&(0, 0)),
+        "zeroed bytes were left clean in the dirty bitmap: {:?}",
+        dirty(&mem)
+    );
+}
+
 #[test]
 fn errors_before_any_write_and_empty_ranges() {
     let mem = anon(&[(0, 4 * MIB), (8 << 20, 4 * MIB)], 0x31);
