@@ -235,7 +235,9 @@ fn workers(t: u8) -> Workers {
     Workers::new(Threads::Fixed(usize::from(t % 3) + 1)).with_placement(Placement::Unpinned)
 }
 
-fuzz_target!(|input: Input| {
+/// The guest memory of `input`, filled, its model, the truncated memfds (kept open), the first
+/// region's address and the bytes of the layout; `None` for an empty or impossible layout.
+fn build(input: &Input) -> Option<(Mem, Model, Vec<Option<std::fs::File>>, u64, u64)> {
     // The layout.
     let mut specs = Vec::new();
     let total: u64 =
@@ -252,16 +254,16 @@ fuzz_target!(|input: Input| {
         at += len;
     }
     if specs.is_empty() {
-        return;
+        return None;
     }
     let mut regions = Vec::new();
     let mut files = Vec::new();
     for &(g, n, b) in &specs {
-        let Some((r, f)) = region(b, g.0, n) else { return };
+        let (r, f) = region(b, g.0, n)?;
         regions.push(r);
         files.push(f);
     }
-    let Ok(mem) = Mem::from_regions(regions) else { return };
+    let mem = Mem::from_regions(regions).ok()?;
     let mut model = Model { regions: Vec::new(), backings: Vec::new() };
     for ((r, &(_, _, b)), f) in mem.iter().zip(&specs).zip(&files) {
         let n = r.len() as usize;
@@ -282,6 +284,24 @@ fuzz_target!(|input: Input| {
         model.backings.push(b);
     }
     let first = specs[0].0.0;
+    Some((mem, model, files, first, total))
+}
+
+/// Every byte that can be read and every dirty bit of `mem` against `model`, after `op`.
+fn check_all(mem: &Mem, model: &Model, op: &Op) {
+    for ((r, (start, bytes, pages)), b) in mem.iter().zip(&model.regions).zip(&model.backings) {
+        let n = b.accessible(bytes.len());
+        let mut back = vec![0u8; n];
+        mem.read_slice(&mut back, GuestAddress(*start)).unwrap();
+        assert!(back == bytes[..n], "bytes of the region at {start:#x} differ from the model after {op:?}");
+        for (k, &d) in pages.iter().enumerate() {
+            assert_eq!(r.bitmap().dirty_at(k * PAGE as usize), d, "dirty bit {k} of {start:#x} after {op:?}");
+        }
+    }
+}
+
+fuzz_target!(|input: Input| {
+    let Some((mem, mut model, _files, first, total)) = build(&input) else { return };
     for op in input.ops.iter().take(8) {
         let addr =
             if op.raw { op.at } else { first.wrapping_add(op.at % (2 * total + 2)).wrapping_sub(total / 2) };
@@ -361,22 +381,6 @@ fuzz_target!(|input: Input| {
                 model.apply(addr, len, dirty, f);
             }
         }
-        // Every byte that can be read and every dirty bit against the model.
-        for ((r, (start, bytes, pages)), b) in mem.iter().zip(&model.regions).zip(&model.backings) {
-            let n = b.accessible(bytes.len());
-            let mut back = vec![0u8; n];
-            mem.read_slice(&mut back, GuestAddress(*start)).unwrap();
-            assert!(
-                back == bytes[..n],
-                "bytes of the region at {start:#x} differ from the model after {op:?}"
-            );
-            for (k, &d) in pages.iter().enumerate() {
-                assert_eq!(
-                    r.bitmap().dirty_at(k * PAGE as usize),
-                    d,
-                    "dirty bit {k} of {start:#x} after {op:?}"
-                );
-            }
-        }
+        check_all(&mem, &model, op);
     }
 });

@@ -90,6 +90,50 @@ fn guest_memory(backing: &str, len: usize, half: usize) -> Mem {
     Mem::from_regions(vec![region(0, half), region(half, len - half)]).expect("guest memory")
 }
 
+/// Touches every page of `mem` once, leaving a non-zero pattern, so that no timed run faults.
+fn touch_all(mem: &Mem) {
+    let ones = vec![0x11u8; CHUNK];
+    for r in mem.iter() {
+        let mut off = 0;
+        while off < r.len() as usize {
+            let n = CHUNK.min(r.len() as usize - off);
+            mem.write_slice(&ones[..n], GuestAddress(r.start_addr().0 + off as u64)).unwrap();
+            off += n;
+        }
+    }
+}
+
+/// The run's conditions: size, backing, rounds, load, backend, THP.
+fn print_header(mib: usize, backing: &str, rounds: usize) {
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    println!(
+        "stream-vm-memory zero bench: {mib} MiB of {backing} memory in 2 regions, {rounds} rounds interleaved (order rotated), load average {}, \
+         stream-hal backend {}, streaming clear {}, THP {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+        stream_hal::backend().name(),
+        stream_hal::streaming_clear_method(),
+        thp.trim()
+    );
+}
+
+/// `rounds` rounds of every method, interleaved, the order rotated by one each round.
+fn run_rounds(methods: &mut [Method<'_>], rounds: usize) {
+    for round in 0..rounds {
+        let k = methods.len();
+        for i in 0..k {
+            let m = &mut methods[(i + round) % k];
+            let t = Instant::now();
+            (m.run)();
+            m.times.push(t.elapsed().as_secs_f64());
+        }
+    }
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -105,16 +149,7 @@ fn main() {
     let half = len / 2;
     let backing = std::env::var("STREAM_VM_MEMORY_BENCH_BACKING").unwrap_or_else(|_| "anon".into());
     let mem = guest_memory(&backing, len, half);
-    // Touch every page once (and leave a non-zero pattern) so that no timed run faults.
-    for r in mem.iter() {
-        let mut off = 0;
-        let ones = vec![0x11u8; CHUNK];
-        while off < r.len() as usize {
-            let n = CHUNK.min(r.len() as usize - off);
-            mem.write_slice(&ones[..n], GuestAddress(r.start_addr().0 + off as u64)).unwrap();
-            off += n;
-        }
-    }
+    touch_all(&mem);
     let zeros_chunk = vec![0u8; CHUNK];
     let fill_chunk = vec![0xa5u8; CHUNK];
     // One zero buffer as long as the range: calloc'd, its pages are the kernel's shared zero
@@ -193,42 +228,25 @@ fn main() {
         },
     ];
 
-    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
-    println!(
-        "stream-vm-memory zero bench: {mib} MiB of {backing} memory in 2 regions, {rounds} rounds interleaved (order rotated), load average {}, \
-         stream-hal backend {}, streaming clear {}, THP {}",
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" "),
-        stream_hal::backend().name(),
-        stream_hal::streaming_clear_method(),
-        thp.trim()
-    );
-    for round in 0..rounds {
-        let k = methods.len();
-        for i in 0..k {
-            let m = &mut methods[(i + round) % k];
-            let t = Instant::now();
-            (m.run)();
-            m.times.push(t.elapsed().as_secs_f64());
-        }
-    }
+    print_header(mib, &backing, rounds);
+    run_rounds(&mut methods, rounds);
+    report(&mem, len, &mut methods);
+    drop(methods);
+    small_calls(&mem, raw[0].1, rounds, &raw);
+}
+
+/// Checks that the runs did what they claim and prints the table of the whole-range methods.
+fn report(mem: &Mem, len: usize, methods: &mut [Method<'_>]) {
     // The last method ran was fill 0xa5 or another: check the final state is consistent with
     // one of the writers (zeros or 0xa5) so the runs did what they claim.
     let mut probe = [0u8; 64];
     mem.read_slice(&mut probe, GuestAddress((len - 64) as u64)).unwrap();
     assert!(probe.iter().all(|&b| b == probe[0]) && (probe[0] == 0 || probe[0] == 0xa5));
-
     println!("{:<66} {:>10} {:>9}", "method", "median ms", "GB/s");
-    for m in &mut methods {
+    for m in methods {
         let med = median(&mut m.times);
         println!("{:<66} {:>10.1} {:>9.2}", m.name, med * 1e3, len as f64 / med / 1e9);
     }
-    drop(methods);
-    small_calls(&mem, raw[0].1, rounds, &raw);
 }
 
 /// The small-call table: 4 KiB zeroes and writes, nanoseconds per call.
@@ -279,15 +297,7 @@ fn small_calls(mem: &Mem, first: usize, rounds: usize, raw: &[(*mut u8, usize)])
             times: Vec::new(),
         },
     ];
-    for round in 0..rounds {
-        let k = methods.len();
-        for i in 0..k {
-            let m = &mut methods[(i + round) % k];
-            let t = Instant::now();
-            (m.run)();
-            m.times.push(t.elapsed().as_secs_f64());
-        }
-    }
+    run_rounds(&mut methods, rounds);
     println!("{:<66} {:>10}", "calls of 4 KiB", "median ns");
     for m in &mut methods {
         let med = median(&mut m.times);
