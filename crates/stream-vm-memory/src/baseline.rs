@@ -67,8 +67,10 @@ pub struct BaselineRegion {
 ///
 /// # Errors
 ///
-/// [`Error::Os`] if a `madvise` fails (after the other threads of the region finished);
-/// [`Error::Memory`] if a region has no host mapping.
+/// Before anything is done: [`Error::Unwritable`] for a region mapped without `PROT_WRITE` or
+/// whose file ends before it does (as for [`populate_all`](crate::populate_all)), and
+/// [`Error::Memory`] if a region has no host mapping. [`Error::Os`] if a `madvise` fails (after
+/// the other threads of the region finished).
 pub fn cloud_hypervisor_prefault<M>(mem: &M, cpus: usize) -> Result<Vec<BaselineRegion>, Error>
 where
     M: GuestMemoryBackend + ?Sized,

@@ -24,12 +24,36 @@
 //! [`numa`]); a VMM that knows where it bound its zones can say so with
 //! [`Placement::Topology`].
 //!
+//! [`Threads::Auto`] measures the machine's bandwidth once per process, on the first call of
+//! 8 MiB or more that asks for it: that call is slower by the search (0.34-0.49 s on this
+//! project's 2-vCPU guest, up to 1.6 s while other builds load it) and the process's peak resident
+//! memory grows by the search's 256 MiB buffer (from 130 to 322 MiB in
+//! `cargo run --release -p stream-vm-memory --example threads_auto_cost`; freed afterwards). A
+//! VMM that cannot pay that on its first reset passes [`Threads::Fixed`] (the count it wants),
+//! or resolves the policy at start-up, before a guest runs: [`Threads::resolve`] measures then
+//! and returns the [`Threads::Fixed`] count to pass from there on.
+//!
 //! ## Guarantees of every call
 //!
 //! * a range may span several regions, at any alignment;
 //! * the whole range is checked first, and a typed [`Error`] is returned without writing
-//!   anything if part of it is not guest memory (a hole, past the end, past 2^64) or (for
-//!   [`reset`]) cannot be discarded as asked; a zero-length range is a no-op;
+//!   anything if part of it is not guest memory (a hole, past the end, past 2^64), cannot be
+//!   written ([`Error::Unwritable`]: mapped without `PROT_WRITE`, pages past the end of a
+//!   mapped file) or (for [`reset`]) cannot be discarded as asked; a zero-length range is a
+//!   no-op;
+//! * no store takes a signal. Each region says what its stores need ([`Stores`], from
+//!   `vm-memory`'s record of its `mmap`): private anonymous memory is written directly; where
+//!   the kernel may refuse a page (hugetlbfs with an empty pool, a full tmpfs, a file system,
+//!   a device mapping, memory of unknown backing) the pages are first faulted in with
+//!   `MADV_POPULATE_WRITE`, all of them or, for shmem, those not resident, and the kernel's
+//!   refusal comes back as [`Unwritable::Refused`] where a store would have killed the
+//!   process (`vm-memory`'s own `write_slice` takes the signal). On a host without that
+//!   advice such memory is refused up front ([`Unwritable::Unchecked`]). What no check made
+//!   before a store can see: a file that someone truncates, or punches a hole in, while the
+//!   call runs (seal a memfd with `F_SEAL_SHRINK` to rule that out), a page the kernel evicts
+//!   between the check and the store and then cannot read back (an I/O error), and a mapping
+//!   changed behind `vm-memory`'s back by `unsafe` code (`mprotect`, `munmap`,
+//!   `MADV_GUARD_INSTALL`, `userfaultfd` in its `SIGBUS` mode);
 //! * nothing forms a `&mut [u8]` (or any reference) over guest RAM: stores go through the raw
 //!   pointers of `vm-memory`'s [`VolatileSlice`](vm_memory::VolatileSlice)s and regions;
 //! * streaming stores are drained ([`stream_hal::drain`]) by the worker that made them before
@@ -38,6 +62,17 @@
 //! * every written or discarded byte is marked dirty ([`Bitmap::mark_dirty`]), as `vm-memory`'s
 //!   own writes are (a discarded page reads as zero: it changed). Populating changes no byte and
 //!   marks nothing.
+//!
+//! What the store checks cost (`cargo bench -p stream-vm-memory --bench zero`, with
+//! `STREAM_VM_MEMORY_BENCH_BACKING=anon|memfd|shm`, on this project's 2-vCPU guest): on
+//! private anonymous memory nothing measurable (a 4 KiB zero about 60 ns more, the region
+//! lookup); on shmem a `mincore` per 16 MiB, which left a 4 GiB zero of a memfd or of a
+//! `/dev/shm` file at 1.00-1.03x the streaming-clear limit as before, and per call an `fstat`
+//! and an `fstatfs` of the region's file and a one-page `MADV_POPULATE_WRITE`, which took a
+//! 4 KiB zero of a memfd from 0.4 to 1.9 µs. Where every page is faulted in first the walk is
+//! per huge page on hugetlbfs (cheap), per 4 KiB page elsewhere (a file on another file system,
+//! unknown backing: on resident memory about as long as the zero itself; a region type that
+//! knows better says so in its [`RegionBacking`]).
 //!
 //! ## Concurrent guest access
 //!
@@ -112,6 +147,7 @@ mod backing;
 pub mod baseline;
 mod engine;
 mod error;
+mod fault;
 pub mod numa;
 mod parallel;
 mod populate;
@@ -120,9 +156,9 @@ mod reset;
 mod serial;
 mod sys;
 
-pub use backing::{BASE_PAGE, BackingKind, HostBacking, RegionBacking};
+pub use backing::{BASE_PAGE, BackingKind, HostBacking, RegionBacking, Stores};
 pub use engine::{CHUNK_ALIGN, Cancel, ChunkReport, GroupReport, MIN_CHUNK, Placement, WorkReport, Workers};
-pub use error::{Error, HostOp};
+pub use error::{Error, HostOp, Unwritable};
 pub use memmap_core::Threads;
 pub use parallel::{fill_parallel, fill_pattern_parallel, zero_parallel};
 pub use populate::{
@@ -159,18 +195,22 @@ pub fn host_support() -> HostSupport {
 }
 
 use vm_memory::GuestAddress;
-use vm_memory::GuestMemory;
 #[cfg(doc)]
 use vm_memory::bitmap::Bitmap;
+use vm_memory::{GuestMemory, GuestMemoryBackend};
 
-/// The functions of this crate as methods of every [`GuestMemory`].
+/// The functions of this crate as methods of every [`GuestMemory`] whose regions say how they
+/// are backed ([`RegionBacking`]: `vm-memory`'s own do).
 pub trait GuestMemoryStreamExt: GuestMemory {
     /// [`zero`].
     ///
     /// # Errors
     ///
     /// As for [`zero`].
-    fn stream_zero(&self, addr: GuestAddress, len: usize) -> Result<(), Error> {
+    fn stream_zero(&self, addr: GuestAddress, len: usize) -> Result<(), Error>
+    where
+        <Self::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
+    {
         zero(self, addr, len)
     }
 
@@ -179,7 +219,10 @@ pub trait GuestMemoryStreamExt: GuestMemory {
     /// # Errors
     ///
     /// As for [`fill`].
-    fn stream_fill(&self, addr: GuestAddress, len: usize, value: u8) -> Result<(), Error> {
+    fn stream_fill(&self, addr: GuestAddress, len: usize, value: u8) -> Result<(), Error>
+    where
+        <Self::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
+    {
         fill(self, addr, len, value)
     }
 
@@ -188,7 +231,10 @@ pub trait GuestMemoryStreamExt: GuestMemory {
     /// # Errors
     ///
     /// As for [`fill_pattern`].
-    fn stream_fill_pattern(&self, addr: GuestAddress, len: usize, pattern: &[u8]) -> Result<(), Error> {
+    fn stream_fill_pattern(&self, addr: GuestAddress, len: usize, pattern: &[u8]) -> Result<(), Error>
+    where
+        <Self::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
+    {
         fill_pattern(self, addr, len, pattern)
     }
 
@@ -197,7 +243,10 @@ pub trait GuestMemoryStreamExt: GuestMemory {
     /// # Errors
     ///
     /// As for [`write()`].
-    fn stream_write(&self, addr: GuestAddress, src: &[u8]) -> Result<(), Error> {
+    fn stream_write(&self, addr: GuestAddress, src: &[u8]) -> Result<(), Error>
+    where
+        <Self::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
+    {
         write(self, addr, src)
     }
 }

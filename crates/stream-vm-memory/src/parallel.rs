@@ -2,10 +2,12 @@
 //! `memmap_core::clear_parallel`, without a `&mut [u8]` over guest RAM.
 
 use vm_memory::bitmap::{BS, Bitmap};
-use vm_memory::{GuestAddress, GuestMemory};
+use vm_memory::{GuestAddress, GuestMemory, GuestMemoryBackend};
 
+use crate::backing::RegionBacking;
 use crate::engine::{self, MIN_CHUNK, Piece, Stop, WorkReport, Workers};
 use crate::error::Error;
+use crate::fault::prepare_part;
 use crate::range::slice_pieces;
 use crate::serial::{staging, stream_pattern};
 
@@ -22,7 +24,9 @@ use crate::serial::{staging, stream_pattern};
 /// # Errors
 ///
 /// As for [`zero`](crate::zero): the whole range is checked first and nothing is written if
-/// part of it is not guest memory.
+/// part of it is not guest memory or cannot be written; a refusal of the kernel to fault pages
+/// in ([`Unwritable::Refused`](crate::Unwritable::Refused)) comes from the worker whose part it
+/// is, after other parts may have been written (drained and marked dirty).
 pub fn zero_parallel<M>(
     mem: &M,
     addr: GuestAddress,
@@ -31,6 +35,7 @@ pub fn zero_parallel<M>(
 ) -> Result<WorkReport, Error>
 where
     M: GuestMemory + ?Sized,
+    <M::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
     for<'a> BS<'a, M::Bitmap>: Sync,
 {
     if len == 0 {
@@ -38,6 +43,7 @@ where
     }
     let s = slice_pieces(mem, addr, len)?;
     engine::run(&s.pieces, workers, MIN_CHUNK, &Stop::new(None), |_, p, off, n, _| {
+        prepare_part(p, off, n)?;
         zero_part(p, off, n);
         Ok(n)
     })
@@ -58,6 +64,7 @@ pub fn fill_parallel<M>(
 ) -> Result<WorkReport, Error>
 where
     M: GuestMemory + ?Sized,
+    <M::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
     for<'a> BS<'a, M::Bitmap>: Sync,
 {
     if value == 0 {
@@ -83,6 +90,7 @@ pub fn fill_pattern_parallel<M>(
 ) -> Result<WorkReport, Error>
 where
     M: GuestMemory + ?Sized,
+    <M::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
     for<'a> BS<'a, M::Bitmap>: Sync,
 {
     if len == 0 {
@@ -95,6 +103,7 @@ where
     let (staging, period, body) = staging(pattern, len);
     let staging = &staging[..];
     engine::run(&s.pieces, workers, MIN_CHUNK, &Stop::new(None), |_, p, off, n, _| {
+        prepare_part(p, off, n)?;
         let dst = (p.host + off) as *mut u8;
         // SAFETY: `[dst, dst + n)` is bytes `off..off + n` of the piece, inside the `p.len`
         // bytes of a `VolatileSlice` kept alive (with its pointer guard) until the work is
@@ -109,7 +118,8 @@ where
     })
 }
 
-/// Zeroes bytes `off..off + n` of `p` with streaming stores, drains, marks them dirty.
+/// Zeroes bytes `off..off + n` of `p` with streaming stores, drains, marks them dirty. The
+/// caller has made the stores safe first ([`prepare_part`]).
 pub(crate) fn zero_part<B: Bitmap>(p: &Piece<'_, B>, off: usize, n: usize) {
     let dst = (p.host + off) as *mut u8;
     // SAFETY: `[dst, dst + n)` lies inside the piece's `p.len` bytes (the engine's parts do),

@@ -1,7 +1,7 @@
 //! Reset: make a guest range read as zero again, in place (streaming zero) or by discarding
 //! its pages (and, optionally, faulting them back in).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use vm_memory::bitmap::{BS, Bitmap};
 use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
@@ -9,8 +9,9 @@ use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
 use crate::backing::{BackingKind, HostBacking, RegionBacking};
 use crate::engine::{self, MIN_CHUNK, Piece, Stop, WorkReport, Workers};
 use crate::error::{Error, HostOp};
+use crate::fault::{prepare, prepare_part};
 use crate::parallel::zero_part;
-use crate::populate::{PopulateMethod, populate_part};
+use crate::populate::{PopulateMethod, populate_part, resolved};
 use crate::range::region_pieces;
 use crate::sys::{self, Advice};
 
@@ -101,14 +102,21 @@ enum Action {
 /// [`ResetPolicy::Auto`]. The zeroing is drained before each part is marked dirty, and
 /// before return.
 ///
+/// Where a store could raise a signal ([`Stores`](crate::Stores)), the pages zeroed in place
+/// are faulted in for writing first, as [`zero`](crate::zero) does.
+///
 /// # Errors
 ///
 /// Before anything is written: [`Error::OutOfRange`] or [`Error::AddressOverflow`] if part of
-/// the range is not guest memory, [`Error::CannotDiscard`] if `Discard` is forced on memory
-/// whose discarded pages would not read as zero (a private file mapping) or of unknown
-/// backing. During the work: [`Error::Os`] when a forced discard or a repopulate is refused by
-/// the kernel (`EINVAL` on `mlock`ed memory, say; under [`ResetPolicy::Auto`] such a part is
-/// zeroed in place instead).
+/// the range is not guest memory, [`Error::Unwritable`] if part of it is mapped without
+/// `PROT_WRITE`, lies past the end of a mapped file, or needs a check this host cannot make
+/// (as for [`zero`](crate::zero), under every policy), [`Error::CannotDiscard`] if `Discard`
+/// is forced on memory whose discarded pages would not read as zero (a private file mapping)
+/// or of unknown backing. During the work: [`Error::Os`] when a forced discard or a repopulate
+/// is refused by the kernel (`EINVAL` on `mlock`ed memory, say; under [`ResetPolicy::Auto`]
+/// such a part is zeroed in place instead), [`Error::Unwritable`] with
+/// [`Unwritable::Refused`](crate::Unwritable::Refused) when the kernel refuses to fault in a
+/// page to be zeroed in place (an empty hugetlbfs pool).
 pub fn reset<M>(
     mem: &M,
     addr: GuestAddress,
@@ -125,6 +133,7 @@ where
         return Ok(ResetReport::default());
     }
     let pieces = region_pieces(mem, addr, len)?;
+    pieces.check_fault_in()?;
     let mut actions = Vec::with_capacity(pieces.pieces.len());
     for p in &pieces.pieces {
         let a = match policy {
@@ -171,6 +180,7 @@ where
             &Stop::new(None),
             |k, p, off, n, stop| match actions[k] {
                 Action::InPlace => {
+                    prepare_part(p, off, n)?;
                     zero_part(p, off, n);
                     counters.in_place.fetch_add(n as u64, Ordering::Relaxed);
                     Ok(n)
@@ -222,8 +232,13 @@ fn discard_part<B: Bitmap>(
     let (lo, hi) = (p.host + off, p.host + off + n);
     let a = lo.next_multiple_of(page).min(hi);
     let b = (hi / page * page).max(a);
+    let guest_of = |x: usize| GuestAddress(p.guest.0 + (x - p.host) as u64);
+    let ends = [(lo, a), (b, hi)];
+    for (x, y) in ends {
+        prepare(&p.backing, guest_of(x), x, y - x)?;
+    }
     let mut in_place = 0u64;
-    for (x, y) in [(lo, a), (b, hi)] {
+    for (x, y) in ends {
         if x < y {
             // SAFETY: `[x, y)` is inside the part, whose bytes are valid for writes and handed
             // to this worker alone (see `zero_part`); drained below.
@@ -241,25 +256,21 @@ fn discard_part<B: Bitmap>(
                 Ok(()) => {
                     counters.discarded.fetch_add((y - x) as u64, Ordering::Relaxed);
                     if let Mode::Forced { repopulate: true } = mode {
-                        let never = AtomicBool::new(false);
-                        let done = populate_part(p, x - p.host, y - x, PopulateMethod::Auto, &never, stop)?;
+                        let method = resolved(PopulateMethod::Auto);
+                        let done = populate_part(p, x - p.host, y - x, method, stop)?;
                         counters.repopulated.fetch_add(done as u64, Ordering::Relaxed);
                     }
                     return Ok(());
                 }
                 Err((op, source)) if matches!(mode, Mode::Forced { .. }) => {
-                    return Err(Error::Os {
-                        op,
-                        addr: GuestAddress(p.guest.0 + (x - p.host) as u64),
-                        len: (y - x) as u64,
-                        source,
-                    });
+                    return Err(Error::Os { op, addr: guest_of(x), len: (y - x) as u64, source });
                 }
                 // Auto: the kernel refused (mlocked memory, a file system without hole
                 // punching): the same zeros, in place.
                 Err(_) => {}
             }
         }
+        prepare(&p.backing, guest_of(x), x, y - x)?;
         // SAFETY: as for the partial pages above.
         unsafe { stream_hal::clear(x as *mut u8, y - x) };
         in_place += (y - x) as u64;
@@ -277,7 +288,10 @@ fn discard_part<B: Bitmap>(
         Mode::Auto(None) => for_each_resident_run(p.backing.kind, a, b, page, &mut act),
     };
     if let Err(e) = done {
+        // What was zeroed or discarded before the error changed: drained and marked dirty (the
+        // whole part, a superset: a dirty bit says a byte may have changed).
         stream_hal::drain();
+        p.bitmap.mark_dirty(off, n);
         return Err(e);
     }
     // The streaming stores before the dirty bits and before the part is reported done.
@@ -413,7 +427,7 @@ fn for_each_resident_run(
 
 /// The first index at or after `i` whose `mincore` bit (bit 0) is not `resident` (or the
 /// length), eight entries at a time where they agree.
-fn run_end(flags: &[u8], mut i: usize, resident: bool) -> usize {
+pub(crate) fn run_end(flags: &[u8], mut i: usize, resident: bool) -> usize {
     const BIT0: u64 = 0x0101_0101_0101_0101;
     let want = if resident { BIT0 } else { 0 };
     while i < flags.len() && i % 8 != 0 {

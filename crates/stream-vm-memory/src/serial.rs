@@ -2,10 +2,12 @@
 //! thread, region piece by region piece.
 
 use vm_memory::bitmap::Bitmap;
-use vm_memory::{GuestAddress, GuestMemory, Permissions};
+use vm_memory::{GuestAddress, GuestMemory, GuestMemoryBackend, Permissions};
 
+use crate::backing::RegionBacking;
 use crate::error::Error;
-use crate::range::{check, classify};
+use crate::fault::{check_refusals, prepare};
+use crate::range::{check, classify, slice_backing};
 
 /// Size of the staging buffer that [`fill`] and [`fill_pattern`] stream from: large enough
 /// that the per-copy overhead vanishes, small enough to stay in L2 while it is read over and
@@ -16,25 +18,29 @@ pub(crate) const STAGING_BYTES: usize = 64 << 10;
 pub(crate) enum Source<'s> {
     /// Zeros.
     Zero,
-    /// `staging` holds whole repetitions of a `period`-byte pattern, one more than `body`
-    /// bytes' worth, so that a copy of up to `body` bytes can start at any phase.
-    Pattern { staging: &'s [u8], period: usize, body: usize },
+    /// A pattern repeated over the range (not empty), staged once the range is checked.
+    Pattern(&'s [u8]),
     /// The caller's buffer, as long as the range.
     Buffer(&'s [u8]),
 }
 
-/// Writes `src` into `addr..addr + len` region piece by region piece: streams, drains, marks
-/// dirty.
-fn write_range<M: GuestMemory + ?Sized>(
-    mem: &M,
-    addr: GuestAddress,
-    len: usize,
-    src: Source<'_>,
-) -> Result<(), Error> {
+/// Writes `src` into `addr..addr + len` region piece by region piece: checks the whole range
+/// first ([`check`]), then per piece faults its pages in where a store could raise a signal
+/// ([`prepare`]), streams, drains, marks dirty.
+fn write_range<M>(mem: &M, addr: GuestAddress, len: usize, src: Source<'_>) -> Result<(), Error>
+where
+    M: GuestMemory + ?Sized,
+    <M::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
+{
     if len == 0 {
         return Ok(());
     }
-    check(mem, addr, len)?;
+    let first = check(mem, addr, len)?;
+    // The pattern's staging buffer (see [`staging`]), once the range is known to be good.
+    let staged = match src {
+        Source::Pattern(pattern) => staging(pattern, len),
+        _ => (Vec::new(), 1, 0),
+    };
     let mut done = 0usize;
     for slice in mem.get_slices(addr, len, Permissions::Write).map_err(|e| classify(e, addr, len, done))? {
         let slice = slice.map_err(|e| classify(e, addr, len, done))?;
@@ -44,6 +50,18 @@ fn write_range<M: GuestMemory + ?Sized>(
         let guard = slice.ptr_guard_mut();
         let dst = guard.as_ptr();
         debug_assert_eq!(guard.len(), n);
+        let guest = GuestAddress(addr.0.wrapping_add(done as u64));
+        // The first slice's backing as `check` found it (the same mapping), the others anew
+        // (checked anew: the slices of a translation that changed since `check` may differ).
+        let backing = match first {
+            Some((host, sb)) if done == 0 && host == dst as usize => sb.backing,
+            _ => {
+                let sb = slice_backing(mem, guest, dst as usize, n);
+                check_refusals(&sb.backing, guest, sb.region_off, n)?;
+                sb.backing
+            }
+        };
+        prepare(&backing, guest, dst as usize, n)?;
         match src {
             Source::Zero => {
                 // SAFETY: `dst` comes from a `VolatileSlice` of `n` bytes, whose construction
@@ -57,7 +75,8 @@ fn write_range<M: GuestMemory + ?Sized>(
                 // writes.
                 unsafe { stream_hal::clear(dst, n) };
             }
-            Source::Pattern { staging, period, body } => {
+            Source::Pattern(_) => {
+                let (staging, period, body) = (&staged.0[..], staged.1, staged.2);
                 // SAFETY: `dst` is writable for `n` bytes and no reference covers it (see the
                 // `Zero` case); `staging` is a buffer this crate allocated. Drained below.
                 unsafe { stream_pattern(dst, n, done as u64, staging, period, body) };
@@ -88,9 +107,20 @@ fn write_range<M: GuestMemory + ?Sized>(
 ///
 /// # Errors
 ///
-/// [`Error::OutOfRange`] or [`Error::AddressOverflow`] if part of the range is not guest
-/// memory, [`Error::Memory`] for other errors of `mem`; nothing is written then.
-pub fn zero<M: GuestMemory + ?Sized>(mem: &M, addr: GuestAddress, len: usize) -> Result<(), Error> {
+/// Before anything is written: [`Error::OutOfRange`] or [`Error::AddressOverflow`] if part of
+/// the range is not guest memory, [`Error::Unwritable`] if part of it is mapped without
+/// `PROT_WRITE` ([`Unwritable::Protection`](crate::Unwritable::Protection)), lies past the end
+/// of a mapped file ([`Unwritable::PastEndOfFile`](crate::Unwritable::PastEndOfFile)) or needs
+/// a check this host cannot make ([`Unwritable::Unchecked`](crate::Unwritable::Unchecked)),
+/// [`Error::Memory`] for other errors of `mem`. During the work, after the regions before it
+/// were written: [`Error::Unwritable`] with [`Unwritable::Refused`](crate::Unwritable::Refused)
+/// where the kernel refuses to fault pages in for writing (an empty hugetlbfs pool, a full
+/// file system, a device mapping of unknown backing), instead of the signal a store would take.
+pub fn zero<M>(mem: &M, addr: GuestAddress, len: usize) -> Result<(), Error>
+where
+    M: GuestMemory + ?Sized,
+    <M::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
+{
     write_range(mem, addr, len, Source::Zero)
 }
 
@@ -100,12 +130,11 @@ pub fn zero<M: GuestMemory + ?Sized>(mem: &M, addr: GuestAddress, len: usize) ->
 /// # Errors
 ///
 /// As for [`zero`].
-pub fn fill<M: GuestMemory + ?Sized>(
-    mem: &M,
-    addr: GuestAddress,
-    len: usize,
-    value: u8,
-) -> Result<(), Error> {
+pub fn fill<M>(mem: &M, addr: GuestAddress, len: usize, value: u8) -> Result<(), Error>
+where
+    M: GuestMemory + ?Sized,
+    <M::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
+{
     if value == 0 {
         return zero(mem, addr, len);
     }
@@ -119,21 +148,18 @@ pub fn fill<M: GuestMemory + ?Sized>(
 /// # Errors
 ///
 /// [`Error::EmptyPattern`] for an empty `pattern` and `len > 0`; otherwise as for [`zero`].
-pub fn fill_pattern<M: GuestMemory + ?Sized>(
-    mem: &M,
-    addr: GuestAddress,
-    len: usize,
-    pattern: &[u8],
-) -> Result<(), Error> {
+pub fn fill_pattern<M>(mem: &M, addr: GuestAddress, len: usize, pattern: &[u8]) -> Result<(), Error>
+where
+    M: GuestMemory + ?Sized,
+    <M::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
+{
     if len == 0 {
         return Ok(());
     }
     if pattern.is_empty() {
         return Err(Error::EmptyPattern);
     }
-    check(mem, addr, len)?;
-    let (staging, period, body) = staging(pattern, len);
-    write_range(mem, addr, len, Source::Pattern { staging: &staging, period, body })
+    write_range(mem, addr, len, Source::Pattern(pattern))
 }
 
 /// The staging buffer for `pattern` over `len` bytes: whole repetitions filling at least the
@@ -182,6 +208,10 @@ pub(crate) unsafe fn stream_pattern(
 /// # Errors
 ///
 /// As for [`zero`], for the range `addr..addr + src.len()`.
-pub fn write<M: GuestMemory + ?Sized>(mem: &M, addr: GuestAddress, src: &[u8]) -> Result<(), Error> {
+pub fn write<M>(mem: &M, addr: GuestAddress, src: &[u8]) -> Result<(), Error>
+where
+    M: GuestMemory + ?Sized,
+    <M::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
+{
     write_range(mem, addr, src.len(), Source::Buffer(src))
 }

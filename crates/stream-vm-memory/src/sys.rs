@@ -126,26 +126,49 @@ mod linux {
     /// `HUGETLBFS_MAGIC` of `statfs(2)`.
     const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
 
-    /// The huge page size of `file` if it lives on hugetlbfs (a hugetlbfs file or a
-    /// `MFD_HUGETLB` memfd): its file system's block size.
-    pub(crate) fn hugetlbfs_page_size(file: &File) -> Option<usize> {
+    /// `TMPFS_MAGIC` of `statfs(2)`: tmpfs, shmem, memfd (without `MFD_HUGETLB`).
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+    /// What this crate needs to know of the file system of a mapped file.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) struct FileSystem {
+        /// A tmpfs (shmem: memfd, `/dev/shm`).
+        pub(crate) tmpfs: bool,
+        /// For hugetlbfs (a hugetlbfs file or a `MFD_HUGETLB` memfd): its huge page size, the
+        /// file system's block size.
+        pub(crate) hugetlbfs_page_size: Option<usize>,
+    }
+
+    /// The file system of `file` (`fstatfs`), if the kernel says.
+    pub(crate) fn file_system(file: &File) -> Option<FileSystem> {
         let st = rustix::fs::fstatfs(file).ok()?;
         #[allow(clippy::unnecessary_cast, clippy::cast_lossless)] // `f_type`'s width differs by target
         let magic = st.f_type as i64;
-        (magic == HUGETLBFS_MAGIC).then_some(st.f_bsize as usize)
+        Some(FileSystem {
+            tmpfs: magic == TMPFS_MAGIC,
+            hugetlbfs_page_size: (magic == HUGETLBFS_MAGIC).then_some(st.f_bsize as usize),
+        })
     }
 
-    /// `Hugepagesize` of `/proc/meminfo` (2 MiB if it cannot be read).
+    /// The size of `file` (`fstat`), if the kernel says.
+    pub(crate) fn file_size(file: &File) -> Option<u64> {
+        rustix::fs::fstat(file).ok().map(|st| st.st_size as u64)
+    }
+
+    /// `Hugepagesize` of `/proc/meminfo` (2 MiB if it cannot be read), read once per process.
     pub(crate) fn default_huge_page_size() -> usize {
-        std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|m| {
-                m.lines().find_map(|l| {
-                    let kib = l.strip_prefix("Hugepagesize:")?.trim().strip_suffix("kB")?.trim();
-                    kib.parse::<usize>().ok().map(|k| k << 10)
+        static SIZE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *SIZE.get_or_init(|| {
+            std::fs::read_to_string("/proc/meminfo")
+                .ok()
+                .and_then(|m| {
+                    m.lines().find_map(|l| {
+                        let kib = l.strip_prefix("Hugepagesize:")?.trim().strip_suffix("kB")?.trim();
+                        kib.parse::<usize>().ok().map(|k| k << 10)
+                    })
                 })
-            })
-            .unwrap_or(2 << 20)
+                .unwrap_or(2 << 20)
+        })
     }
 
     /// `move_pages(0, n, pages, NULL, status, 0)`: the node of each page (`>= 0`), or a
@@ -336,13 +359,3 @@ pub(crate) use portable::*;
 pub(crate) const STATUS_NOT_PRESENT: i32 = -libc::ENOENT;
 #[cfg(not(target_os = "linux"))]
 pub(crate) const STATUS_NOT_PRESENT: i32 = -2;
-
-/// Whether `e` says that `MADV_POPULATE_WRITE` is not available: the `EINVAL` of a kernel
-/// before 5.14, or [`io::ErrorKind::Unsupported`] (an emulator that ignores it, not Linux).
-pub(crate) fn populate_unavailable(e: &io::Error) -> bool {
-    #[cfg(target_os = "linux")]
-    if e.raw_os_error() == Some(libc::EINVAL) {
-        return true;
-    }
-    e.kind() == io::ErrorKind::Unsupported
-}

@@ -71,6 +71,32 @@ pub fn shared_anon_region(len: usize, guest: u64) -> GuestRegionMmap<AtomicBitma
     GuestRegionMmap::new(m, GuestAddress(guest)).unwrap()
 }
 
+/// Whether this host lacks a working `MADV_POPULATE_WRITE` (a kernel before 5.14, qemu-user
+/// before 8.1, which ignores `madvise`): the crate then refuses to write shmem (memfd, shared
+/// anonymous memory), hugetlbfs memory and memory of unknown backing, since it cannot fault
+/// their pages in safely first. Checks that a zero of a memfd says so and returns `true`, for
+/// the caller to skip what needs such writes.
+pub fn shmem_unchecked() -> bool {
+    use stream_vm_memory::{Error, Unwritable};
+    if stream_vm_memory::host_support().populate_write {
+        return false;
+    }
+    let mem = GuestMemoryMmap::from_regions(vec![file_region(
+        memfd(1 << 20, false).unwrap(),
+        0,
+        1 << 20,
+        libc::MAP_SHARED,
+        0,
+    )])
+    .unwrap();
+    match stream_vm_memory::zero(&mem, GuestAddress(0), 4096) {
+        Err(Error::Unwritable { why: Unwritable::Unchecked { .. }, .. }) => {}
+        other => panic!("a host without MADV_POPULATE_WRITE wrote a memfd: {other:?}"),
+    }
+    println!("skipped: no MADV_POPULATE_WRITE here; the crate refuses shmem writes (checked)");
+    true
+}
+
 /// Free huge pages of the default size, from `/proc/meminfo`.
 pub fn free_huge_pages() -> u64 {
     std::fs::read_to_string("/proc/meminfo")

@@ -1,0 +1,166 @@
+//! Keeping stores from raising signals. The checks made before anything is written (a mapping
+//! without `PROT_WRITE`, pages past the end of a mapped file, a host that cannot check pages
+//! first), and, right before the stores into a part of a region whose backing may refuse a
+//! page ([`Stores`]), its pages faulted in for writing with `MADV_POPULATE_WRITE`, which
+//! reports the refusal as an error code where a store would take `SIGSEGV` or `SIGBUS`.
+
+use vm_memory::GuestAddress;
+
+use crate::backing::{HostBacking, Stores};
+use crate::engine::Piece;
+use crate::error::{Error, Unwritable};
+use crate::populate::POPULATE_STEP;
+use crate::reset::run_end;
+use crate::sys::{self, Advice};
+
+/// Base pages asked of `mincore` per step: a step is at most [`POPULATE_STEP`] (16 MiB), 4096
+/// pages of 4 KiB.
+const MINCORE_PAGES: usize = POPULATE_STEP / 4096;
+
+/// Refuses, before anything is done, `len` bytes at guest `guest` that start `region_off` bytes
+/// into a region backed by `b`, when the region is not writable or the bytes reach pages past
+/// the end of its file.
+pub(crate) fn check_refusals(
+    b: &HostBacking<'_>,
+    guest: GuestAddress,
+    region_off: u64,
+    len: usize,
+) -> Result<(), Error> {
+    if let Stores::Refused { prot } = b.stores() {
+        return Err(Error::Unwritable { addr: guest, len: len as u64, why: Unwritable::Protection { prot } });
+    }
+    if let Some((inside, file_len)) = b.file_end() {
+        let end = region_off.saturating_add(len as u64);
+        if end > inside {
+            let from = inside.max(region_off);
+            return Err(Error::Unwritable {
+                addr: GuestAddress(guest.0.wrapping_add(from - region_off)),
+                len: end - from,
+                why: Unwritable::PastEndOfFile { file_len, file_offset: b.file.map_or(0, |(_, o)| o) },
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses, before anything is done, `len` bytes at guest `guest` backed by `b` whose stores
+/// need their pages faulted in first when this host has no `MADV_POPULATE_WRITE`.
+pub(crate) fn check_fault_in(b: &HostBacking<'_>, guest: GuestAddress, len: usize) -> Result<(), Error> {
+    match b.stores() {
+        Stores::FaultInAll | Stores::FaultInAbsent if !sys::takes_effect(Advice::PopulateWrite) => {
+            Err(Error::Unwritable {
+                addr: guest,
+                len: len as u64,
+                why: Unwritable::Unchecked { backing: b.kind },
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Makes stores into the `n` bytes at host address `host` (guest `guest`), backed by `b`,
+/// unable to raise a signal, as [`HostBacking::stores`] asks: nothing for [`Stores::Direct`];
+/// for [`Stores::FaultInAll`] every page, for [`Stores::FaultInAbsent`] every page `mincore`
+/// does not report resident, faulted in for writing, [`POPULATE_STEP`] bytes per call. The
+/// kernel's refusal is [`Unwritable::Refused`] for the guest range of the refused call.
+///
+/// The bytes must be mapped for the whole call (the caller holds the `VolatileSlice` or the
+/// region that maps them).
+pub(crate) fn prepare(b: &HostBacking<'_>, guest: GuestAddress, host: usize, n: usize) -> Result<(), Error> {
+    let absent_only = match b.stores() {
+        Stores::Direct => return Ok(()),
+        Stores::Refused { prot } => {
+            return Err(Error::Unwritable {
+                addr: guest,
+                len: n as u64,
+                why: Unwritable::Protection { prot },
+            });
+        }
+        Stores::FaultInAbsent => true,
+        Stores::FaultInAll => false,
+    };
+    if n == 0 {
+        return Ok(());
+    }
+    // Whole base pages: the page that holds a mapped byte is mapped (a mapping is made of whole
+    // pages), and MADV_POPULATE_WRITE takes base-page-aligned ranges, hugetlbfs ones included.
+    let base = sys::base_page();
+    let (lo, hi) = (host / base * base, (host + n).next_multiple_of(base));
+    let step = POPULATE_STEP.min(MINCORE_PAGES * base);
+    let mut at = lo;
+    while at < hi {
+        let end = (at + step).min(hi);
+        // For one page, asking `mincore` first costs more than faulting it in (both are one
+        // call, and a resident page is found at once).
+        if absent_only && end - at > base {
+            fault_in_absent(b, guest, host, n, at, end)?;
+        } else {
+            fault_in(b, guest, host, n, at, end)?;
+        }
+        at = end;
+    }
+    Ok(())
+}
+
+/// Faults the pages of the host range `[a, b)` in for writing; `guest`, `host` and `n` are the
+/// bytes of the caller, for the error's guest range.
+fn fault_in(
+    bk: &HostBacking<'_>,
+    guest: GuestAddress,
+    host: usize,
+    n: usize,
+    a: usize,
+    b: usize,
+) -> Result<(), Error> {
+    // SAFETY: `[a, b)` is the whole base pages that hold bytes of `[host, host + n)`, which the
+    // caller keeps mapped for the whole call (`prepare`'s contract), and a page that holds a
+    // mapped byte is mapped; MADV_POPULATE_WRITE changes no byte (it faults pages in as a
+    // store would, without storing).
+    match unsafe { sys::madvise(a, b - a, Advice::PopulateWrite) } {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let (x, y) = (a.max(host), b.min(host + n));
+            let addr = GuestAddress(guest.0.wrapping_add((x - host) as u64));
+            let why = if e.kind() == std::io::ErrorKind::Unsupported {
+                Unwritable::Unchecked { backing: bk.kind }
+            } else {
+                Unwritable::Refused(e)
+            };
+            Err(Error::Unwritable { addr, len: y.saturating_sub(x) as u64, why })
+        }
+    }
+}
+
+/// [`fault_in`] of the pages of `[a, b)` (at most [`MINCORE_PAGES`] base pages) that `mincore`
+/// does not report resident (all of them if it cannot say).
+fn fault_in_absent(
+    bk: &HostBacking<'_>,
+    guest: GuestAddress,
+    host: usize,
+    n: usize,
+    a: usize,
+    b: usize,
+) -> Result<(), Error> {
+    let base = sys::base_page();
+    let mut vec = [0u8; MINCORE_PAGES];
+    let pages = (b - a) / base;
+    let flags = &mut vec[..pages];
+    if sys::mincore_into(a, b - a, flags).is_err() {
+        return fault_in(bk, guest, host, n, a, b);
+    }
+    let mut i = 0;
+    while i < pages {
+        let resident = flags[i] & 1 == 1;
+        let j = run_end(flags, i + 1, resident);
+        if !resident {
+            fault_in(bk, guest, host, n, a + i * base, a + j * base)?;
+        }
+        i = j;
+    }
+    Ok(())
+}
+
+/// [`prepare`] for bytes `off..off + n` of `p`.
+pub(crate) fn prepare_part<B>(p: &Piece<'_, B>, off: usize, n: usize) -> Result<(), Error> {
+    prepare(&p.backing, GuestAddress(p.guest.0.wrapping_add(off as u64)), p.host + off, n)
+}
