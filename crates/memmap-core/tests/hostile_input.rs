@@ -21,7 +21,7 @@ fn a_memmap_past_the_last_pfn_is_refused() {
     for base in [u64::MAX - 16, u64::MAX - 15, cfg.max_pfn() - 15, cfg.max_pfn()] {
         let err = Memmap::new(cfg, base, &mut pages, &mut pb).unwrap_err();
         assert!(
-            matches!(err, InitError::BeyondMaxPfn { .. } | InitError::RangeOverflow),
+            matches!(err, InitError::BeyondMaxPfn { .. } | InitError::RangeOverflow { .. }),
             "base {base:#x}: {err:?}"
         );
     }
