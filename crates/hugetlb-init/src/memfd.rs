@@ -628,13 +628,16 @@ impl<P: StructPage> OwnedBoot<P> {
         params: &BootParams,
         mut hooks: impl FnMut(u32) -> H,
     ) -> Result<BootReport, BootError> {
-        crate::bootmem::validate_request(&self.specs, request)?;
+        let total = crate::bootmem::validate_request(&self.specs, request)?;
+        // One record per page asked for; a count no address space holds (32-bit hosts) is refused.
+        let total = usize::try_from(total)
+            .map_err(|_| HugetlbError::RecordsTooShort { needed: usize::MAX, got: 0 })?;
         if self.dirty {
             for v in &mut self.vmemmaps {
                 v.reset(self.poison).map_err(BootError::Io)?;
             }
         }
-        self.records = std::vec![HugeBootmemPage::EMPTY; request.total(self.specs.len()) as usize];
+        self.records = std::vec![HugeBootmemPage::EMPTY; total];
         self.dirty = true;
         let mut nodes: Vec<Node<'_, P, MemfdRemap<'_, P>, H>> = self
             .vmemmaps

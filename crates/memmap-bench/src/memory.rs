@@ -115,25 +115,17 @@ impl MemoryNeed {
 /// `set_page_count(page, 0)`.
 const MAX_EVENTS_PER_PAGE: u64 = 3;
 
-/// The recording hooks of a dump: with the tracepoint on, `events_per_page` recorded
-/// `page_ref_set` events per struct page (resident as written; the vector's capacity, up to
-/// twice its length, is mapped), and one `cond_resched()` pfn per pageblock either way.
+/// The tracepoint events a dump records: with the tracepoint on, `per_page` `page_ref_set`
+/// events per struct page, resident as written, their vector's capacity (up to twice its
+/// length) mapped. (The `cond_resched()` pfns it records either way, 8 bytes per pageblock or
+/// section, are 1/4096 of the memmap at most and not counted.)
 fn recorded_events(nr_pages: u64, trace: Option<u64>) -> Result<MemoryNeed, Overflow> {
-    let resched = mul(nr_pages / 512 + 1, 8, "the dump's cond_resched record")?;
-    let events = match trace {
-        Some(per_page) => {
-            let size = size_of::<memmap_core::PageRefEvent>() as u64;
-            mul(
-                mul(nr_pages, per_page, "the dump's tracepoint events")?,
-                size,
-                "the dump's tracepoint events",
-            )?
-        }
-        None => 0,
-    };
-    let resident = add(resched, events, "the dump's hook records")?;
-    let mapped = mul(resident, 2, "the dump's hook records")?;
-    Ok(MemoryNeed { resident, mapped, largest_mapping: mapped })
+    let Some(per_page) = trace else { return Ok(MemoryNeed::default()) };
+    let size = size_of::<memmap_core::PageRefEvent>() as u64;
+    let events = mul(nr_pages, per_page, "the dump's tracepoint events")?;
+    let events = mul(events, size, "the dump's tracepoint events")?;
+    let mapped = mul(events, 2, "the dump's tracepoint events")?;
+    Ok(MemoryNeed { resident: events, mapped, largest_mapping: mapped })
 }
 
 /// The memory `memmap-bench dump zone-device` needs: the memmap and its pageblock bits, and

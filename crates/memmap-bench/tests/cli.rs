@@ -528,7 +528,7 @@ fn diff_refuses_malformed_and_incomparable_dumps() {
         },
         "overflow",
     );
-    check("short", &|d| set_meta(d, "nr_pages", 63.into()), "4096 bytes, but meta.json says 63");
+    check("short", &|d| set_meta(d, "nr_pages", 511.into()), "32768 bytes, but meta.json says 511");
     check("format", &|d| set_meta(d, "format", 2.into()), "field format: version 2");
     check("kind", &|d| set_meta(d, "kind", "floppy".into()), "field kind");
     check("endian", &|d| set_meta(d, "endianness", "middle".into()), "field endianness");
@@ -537,7 +537,7 @@ fn diff_refuses_malformed_and_incomparable_dumps() {
         "layout",
         &|d| {
             set_meta(d, "struct_page_size", 72.into());
-            std::fs::write(d.join("memmap.bin"), vec![0u8; 64 * 72]).unwrap();
+            std::fs::write(d.join("memmap.bin"), vec![0u8; 512 * 72]).unwrap();
         },
         "struct_page_size differs",
     );
