@@ -97,7 +97,7 @@ fn placed_folios_past_the_pfn_space_are_refused() {
     let mut pb = vec![0u8; pageblocks_needed(&cfg, base, 1024)];
     let memmap = Memmap::new(cfg, base, &mut pages, &mut pb).unwrap();
     let mut nodes = [Node::new(NodeSpec::new(0, base, 1024), memmap, ModelRemap::default(), NoHooks)];
-    for head in [u64::MAX & !511, u64::MAX - 511, 1 << 63] {
+    for head in [u64::MAX - 1023, u64::MAX - 511, 1 << 63] {
         let mut records = [
             HugeBootmemPage { head_pfn: base, ..HugeBootmemPage::EMPTY },
             HugeBootmemPage { head_pfn: head, ..HugeBootmemPage::EMPTY },

@@ -17,7 +17,9 @@
 //! ## What to call first
 //!
 //! * ZONE_DEVICE (pmem, device-dax) memmap init: [`memmap_init_zone_device`] on a [`Memmap`]
-//!   (caller-provided storage, or [`OwnedMemmap`] under `std`) with a [`DevPagemap`].
+//!   (caller-provided storage, or [`OwnedMemmap`] under `std`) with a [`DevPagemap`];
+//!   [`check_memremap_pages`] first refuses the ranges the kernel maps no ZONE_DEVICE pages
+//!   for (misaligned pmem namespaces, ranges that are not whole sub-sections).
 //! * Memory hotplug (a hot-added range onlined into `ZONE_NORMAL` or `ZONE_MOVABLE`):
 //!   [`online_pages`] on a [`Memmap`] with the zone's free lists in a [`HotplugZone`].
 //! * A node's boot: [`Node::boot`] from [`NodeParts`] ([`InitMode`]: eager, deferred, on

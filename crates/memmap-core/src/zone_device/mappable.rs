@@ -30,7 +30,8 @@ use crate::model::config::KernelConfig;
 /// `CONFIG_SPARSEMEM_VMEMMAP`, on every architecture and page size.
 const SUBSECTION_SHIFT: u32 = 21;
 
-/// Why the kernel refuses to map a ZONE_DEVICE range (see the [module documentation](self)).
+/// Why the kernel refuses to map a ZONE_DEVICE range (the two checks of
+/// [`check_memremap_pages`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Unmappable {
@@ -116,9 +117,17 @@ const fn subsection_pages(cfg: &KernelConfig) -> u64 {
 }
 
 /// The checks `memremap_pages()` and the pmem driver make before any ZONE_DEVICE struct page
-/// of `range` exists (see the [module documentation](self)): an `Err` means the kernel
-/// creates no ZONE_DEVICE page for it, so there is nothing for [`memmap_init_zone_device`]
-/// to initialize. A zero-length range passes.
+/// of `range` exists: an `Err` means the kernel creates no ZONE_DEVICE page for it, so there
+/// is nothing for [`memmap_init_zone_device`] to initialize. A zero-length range passes.
+///
+/// 1. An FS_DAX range (a persistent-memory namespace mapped with struct pages) must start and
+///    end at a multiple of `memremap_compat_align()`, 2 MiB on x86-64 and arm64:
+///    `nvdimm_namespace_common_probe()` prints `"%pr misaligned, unable to map"` and fails
+///    with `-EOPNOTSUPP` ([`Unmappable::PmemMisaligned`]).
+/// 2. Every range reaches `__add_pages()`, whose `check_pfn_span()` wants the first pfn and the
+///    page count to be multiples of [`hotplug_align_pages`] (a 2 MiB sub-section with
+///    `CONFIG_SPARSEMEM_VMEMMAP`, a section without): `"Misaligned __add_pages start: %#lx
+///    end: #%lx"`, `-EINVAL` ([`Unmappable::AddPagesMisaligned`]).
 ///
 /// [`memmap_init_zone_device`] does not call this (the kernel's function checks nothing and
 /// the model's initializes any range inside a memmap); a caller that models a namespace or a
