@@ -136,7 +136,10 @@ fn span(l: &NodeLayout<'_>) -> Option<PfnRange> {
 /// The node's read-only queries with arbitrary zones, orders and ranges: answers, never panics
 /// (`ensure_initialized` is outside the node a no-op, and expands nothing on a boot that is
 /// not on demand).
-fn probe_queries<H: memmap_core::InitHooks + Send>(node: &Node<'_, Page64, H>, probes: &[(u32, u32, u64, u64)]) {
+fn probe_queries<H: memmap_core::InitHooks + Send>(
+    node: &Node<'_, Page64, H>,
+    probes: &[(u32, u32, u64, u64)],
+) {
     for &(zone, order, start, nr) in probes.iter().take(8) {
         let _ = (node.nr_free(zone, order), node.zone_free_pages(zone), node.zone_managed_pages(zone));
         let _ = node.is_initialized(start);
