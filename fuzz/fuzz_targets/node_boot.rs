@@ -5,15 +5,18 @@
 //! a boot that leaves what the kernel-order slow boot of the same layout and mode leaves: every
 //! struct page byte (guard pages around the node included), the pageblock bits, the block
 //! states, the free lists, the boot report's counts and the `cond_resched()` calls; and after
-//! deferred init or on-demand expansion of the whole node, the same struct pages again.
+//! deferred init or on-demand expansion of the whole node, the same struct pages again. The
+//! booted node also answers queries with arbitrary zones, orders and pfn ranges, and a padata
+//! job of arbitrary sizes (the top of the `u64` space included) splits without overflow or is
+//! refused with its typed error.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use memmap_core::{FillOptions, 
-    BootOptions, BootOrder, InitMode, InitPolicy, KernelConfig, Memmap, Node, NodeError, NodeLayout,
-    NodeParts, Page64, PfnRange, PhysArena, RecordingHooks, ReservedRange, Strategy, StructPage, ZoneSpan,
-    pageblocks_needed,
+use memmap_core::{
+    BootOptions, BootOrder, FillOptions, InitMode, InitPolicy, KernelConfig, Memmap, Node, NodeError,
+    NodeLayout, NodeParts, PadataError, PadataJob, Page64, PfnRange, PhysArena, RecordingHooks,
+    ReservedRange, Strategy, StructPage, ZoneSpan, pageblocks_needed,
 };
 
 /// A configuration with 256-page sections, 16-page pageblocks and `MAX_PAGE_ORDER` 6 (the
@@ -51,6 +54,11 @@ struct Input {
     threshold: Option<u16>,
     /// The modelled address of the first struct page (default: from the config's vmemmap).
     vaddr_base: Option<u64>,
+    /// Calls on the booted node with arbitrary zones, orders and ranges: `(zone, order,
+    /// start, nr)`.
+    probes: Vec<(u32, u32, u64, u64)>,
+    /// A padata job of any sizes, near the top of the `u64` space or past it.
+    padata: (u64, u64, u64, u64, u16),
 }
 
 /// A bug found by fuzzing, now fixed (`fuzz/regressions/zone_device_init/vaddr-base-overflow`
@@ -125,12 +133,54 @@ fn span(l: &NodeLayout<'_>) -> Option<PfnRange> {
     Some(PfnRange::new(l.zones.first()?.span.start, l.zones.last()?.span.end))
 }
 
+/// The node's read-only queries with arbitrary zones, orders and ranges: answers, never panics
+/// (`ensure_initialized` is outside the node a no-op, and expands nothing on a boot that is
+/// not on demand).
+fn probe_queries<H: memmap_core::InitHooks + Send>(
+    node: &Node<'_, Page64, H>,
+    probes: &[(u32, u32, u64, u64)],
+) {
+    for &(zone, order, start, nr) in probes.iter().take(8) {
+        let _ = (node.nr_free(zone, order), node.zone_free_pages(zone), node.zone_managed_pages(zone));
+        let _ = node.is_initialized(start);
+        node.for_each_free_block(zone, |_, o| assert!(o <= node.config().max_page_order));
+        if node.options().mode != InitMode::OnDemand {
+            assert_eq!(node.ensure_initialized(start, nr), 0);
+        }
+    }
+}
+
+/// A padata job of arbitrary sizes: its plan never panics, and its calls cover `[start, start +
+/// size)` once, in order, each ending on a chunk boundary but the last, or the job is refused
+/// because it ends past `u64::MAX`.
+fn padata_job((start, size, align, min_chunk, threads): (u64, u64, u64, u64, u16)) {
+    let job = PadataJob { start, size, align, min_chunk, max_threads: usize::from(threads) };
+    let plan = job.plan();
+    match (job.chunks(), start.checked_add(size)) {
+        (Err(e), None) => assert_eq!(e, PadataError::RangeOverflow { start, size }),
+        (Ok(calls), Some(end)) => {
+            let mut at = start;
+            for (s, e) in calls.take(4096) {
+                assert_eq!(s, at, "{job:?}: a gap or an overlap");
+                assert!(e > s && e <= end, "{job:?}: call [{s:#x}, {e:#x})");
+                if e != end {
+                    let chunk = plan.expect("a plan for a non-empty job").chunk;
+                    assert_eq!(e % chunk, 0, "{job:?}: call ending at {e:#x} off the chunk grid");
+                }
+                at = e;
+            }
+        }
+        (r, end) => panic!("{job:?}: {r:?} for an end of {end:?}"),
+    }
+}
+
 fn boot(
     cfg: KernelConfig,
     l: &NodeLayout<'_>,
     opts: &BootOptions,
     arena: bool,
     vaddr: Option<u64>,
+    probes: &[(u32, u32, u64, u64)],
 ) -> Outcome {
     fn with_vaddr(m: Memmap<'_, Page64>, vaddr: Option<u64>) -> Memmap<'_, Page64> {
         match vaddr {
@@ -166,6 +216,7 @@ fn boot(
                     node.for_each_free_block(z.zone, |pfn, o| v.push((pfn, o)));
                     free_lists.push((z.zone, v));
                 }
+                probe_queries(&node, probes);
                 let (_, hooks) = node.into_memmap();
                 resched = hooks.resched_pfns;
                 Ok((report.first_deferred_pfn, report.pages_initialized, report.pages_freed))
@@ -234,8 +285,9 @@ fuzz_target!(|input: Input| {
     let reference = BootOptions { fill: FillOptions::new(Strategy::Slow), order: BootOrder::Kernel, ..opts };
     let node = l.node();
     let vaddr = input.vaddr_base.map(|v| if VADDR_OVERFLOW_OPEN { v.min(u64::MAX - (1 << 20)) } else { v });
-    let got = boot(cfg, &node, &opts, arena, vaddr);
-    let want = boot(cfg, &node, &reference, arena, vaddr);
+    padata_job(input.padata);
+    let got = boot(cfg, &node, &opts, arena, vaddr, &input.probes);
+    let want = boot(cfg, &node, &reference, arena, vaddr, &input.probes);
     assert_eq!(got.boot, want.boot, "{mode} {strategy:?} {order:?}: boot result differs");
     if got.pages != want.pages {
         let first = got.pages.iter().zip(&want.pages).position(|(a, b)| a != b);

@@ -5,15 +5,18 @@
 //! hooks untouched), the same error the slow path gives; or a result byte-identical to
 //! [`Strategy::Slow`] on the same input: struct pages, pageblock migrate types, `cond_resched`
 //! calls, tracepoint events and report. Guard struct pages around the memmap's slice (storage
-//! the memmap does not own) are never written.
+//! the memmap does not own) are never written. The range's refusal by the kernel
+//! (`check_memremap_pages`) matches the alignment it names, and the per-page operations
+//! (`set_flag`, `memmap_init_compound`, `prep_compound_head`/`_tail`, `pageblocks_with`) take
+//! arbitrary pfns, counts, orders and bits without an arithmetic panic.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use memmap_core::{
-    DevPagemap, DrainPolicy, InitError, InitOptions, InitReport, KernelConfig, Memmap, MemoryType, Page64,
-    Page72, RecordingHooks, Strategy, StructPage, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,
-    pageblocks_needed,
+    DevPagemap, DrainPolicy, InitError, InitOptions, InitReport, KernelConfig, Memmap, MemoryType, NoHooks,
+    Page64, Page72, RecordingHooks, Strategy, StructPage, VmemAltmap, ZoneDeviceRange, check_memremap_pages,
+    hotplug_align_pages, memmap_init_zone_device, pageblocks_needed,
 };
 
 /// Struct pages on each side of the memmap's slice.
@@ -67,6 +70,9 @@ struct Input {
     vaddr_base: Option<u64>,
     /// End of boot memory relative to the range start (early sections), if any.
     boot_memory_end: Option<i32>,
+    /// The per-page operations with arbitrary arguments on the same memmap: `(pfn delta from
+    /// the base, count or tail index, order or flag bit, which)`.
+    ops: Vec<(i32, u64, u32, u8)>,
 }
 
 /// Everything one run left behind.
@@ -134,6 +140,86 @@ fn run<P: StructPage>(c: &Case, opts: &InitOptions) -> Option<Outcome<P>> {
     Some(Outcome { result: result.map(InitReportCmp::from), storage, pageblocks, hooks })
 }
 
+/// The kernel's refusal of the range ([`check_memremap_pages`]) agrees with the alignment it
+/// names: never a panic, `Ok` exactly when the range is whole sub-sections (sections without
+/// SPARSEMEM_VMEMMAP) and, for FS_DAX, starts and ends on 2 MiB.
+fn check_mappable(cfg: &KernelConfig, range: &ZoneDeviceRange, pgmap: &DevPagemap) {
+    let r = check_memremap_pages(cfg, range, pgmap);
+    let Some(end) = range.start_pfn.checked_add(range.nr_pages) else {
+        assert!(matches!(r, Err(InitError::RangeOverflow { .. })), "{r:?}");
+        return;
+    };
+    let align = hotplug_align_pages(cfg);
+    let sub = 1u64 << (21 - cfg.page_shift);
+    let pmem_ok = pgmap.memory_type != MemoryType::FsDax || (range.start_pfn | end) % sub == 0;
+    let ok = pmem_ok && (range.start_pfn | range.nr_pages) % align == 0;
+    assert_eq!(r.is_ok(), ok, "{range:?} {pgmap:?}: {r:?}");
+    if let Err(e) = r {
+        assert!(matches!(e, InitError::NotMappable { .. }), "{e:?}");
+        let _ = e.to_string();
+    }
+}
+
+/// The per-page operations of the memmap with arbitrary pfns, counts, orders and bits: each
+/// works or returns its typed error having written nothing; no arithmetic overflow, no write
+/// outside the memmap's slice. A pfn outside the memmap is the documented panic of the
+/// per-page accessors (libFuzzer aborts on any panic), so those calls are made only where the
+/// pages they touch are in the memmap; `memmap_init_compound` and `pageblocks_with` take
+/// anything.
+fn per_page_ops<P: StructPage>(cfg: KernelConfig, base: u64, n: usize, ops: &[(i32, u64, u32, u8)]) {
+    let mut storage = vec![guard::<P>(); n + 2 * GUARD];
+    let mut pageblocks = vec![0xeeu8; pageblocks_needed(&cfg, base, n as u64)];
+    let Ok(mut memmap) = Memmap::new(cfg, base, &mut storage[GUARD..GUARD + n], &mut pageblocks) else {
+        return;
+    };
+    for &(delta, count, order, which) in ops.iter().take(16) {
+        let pfn = base.wrapping_add_signed(i64::from(delta));
+        match which % 5 {
+            0 if memmap.contains(pfn) => {
+                let before = memmap.read(pfn);
+                memmap.set_flag(pfn, order);
+                assert_eq!(memmap.read(pfn).test_flag(order), order < 64);
+                memmap.clear_flag(pfn, order);
+                assert!(!memmap.read(pfn).test_flag(order));
+                if order >= 64 {
+                    assert_eq!(memmap.read(pfn), before, "a flag bit of {order} changed the page");
+                }
+            }
+            1 => {
+                let before: Vec<P> = (memmap.base_pfn()..memmap.end_pfn()).map(|p| memmap.read(p)).collect();
+                let pgmap = DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(order % 70);
+                let r = memmap.memmap_init_compound(pfn, cfg.zone_device(), 0, &pgmap, count, &mut NoHooks);
+                if r.is_err() {
+                    let after = (memmap.base_pfn()..memmap.end_pfn()).map(|p| memmap.read(p));
+                    assert!(after.eq(before.iter().copied()), "{r:?} wrote struct pages");
+                }
+            }
+            2 if pfn.checked_add(count % 4096).is_some_and(|t| memmap.contains(t)) => {
+                memmap.prep_compound_tail(pfn, count % 4096, order);
+            }
+            3 if memmap.contains_range(pfn, 3) => {
+                let _ = memmap.prep_compound_head(pfn, order);
+            }
+            4 => {
+                let got: Vec<u64> =
+                    memmap.pageblocks_with(pfn, count, memmap_core::MigrateType::Movable).collect();
+                let pb = cfg.pageblock_nr_pages();
+                assert!(
+                    got.iter().all(|&b| b < memmap.end_pfn() && b.saturating_add(pb) > memmap.base_pfn())
+                );
+                assert!(got.windows(2).all(|w| w[0] < w[1]));
+            }
+            _ => {}
+        }
+    }
+    drop(memmap);
+    let g = guard::<P>();
+    assert!(
+        storage[..GUARD].iter().chain(&storage[GUARD + n..]).all(|p| *p == g),
+        "a guard page was written"
+    );
+}
+
 fn check<P: StructPage>(input: &Input) {
     let presets = KernelConfig::PRESETS;
     let cfg = KernelConfig {
@@ -177,6 +263,8 @@ fn check<P: StructPage>(input: &Input) {
     }
     let vaddr_base =
         input.vaddr_base.map(|v| if VADDR_OVERFLOW_OPEN { v.min(u64::MAX - (1 << 20)) } else { v });
+    check_mappable(&cfg, &range, &pgmap);
+    per_page_ops::<P>(cfg, base, n as usize, &input.ops);
     let case = Case { cfg, base, n: n as usize, range, pgmap, tracepoint: input.tracepoint, vaddr_base };
     let Some(got) = run::<P>(&case, &opts) else { return };
     let slow = run::<P>(&case, &InitOptions::new(Strategy::Slow)).expect("the same memmap is accepted twice");

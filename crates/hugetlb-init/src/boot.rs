@@ -83,8 +83,9 @@ impl<'a, P: StructPage, R: VmemmapRemap<P>, H> Node<'a, P, R, H> {
     ///
     /// If the range is outside the memmap or `out` has the wrong length.
     pub fn copy_bytes(&self, start: u64, nr: u64, out: &mut [u8]) {
-        assert_eq!(out.len() as u64, nr * P::SIZE as u64, "output length");
         assert!(self.memmap.contains_range(start, nr), "range outside memmap");
+        // In the memmap, so `nr` struct pages fit in its storage and the product in a u64.
+        assert_eq!(out.len() as u64, nr * P::SIZE as u64, "output length");
         for (i, chunk) in out.chunks_exact_mut(P::SIZE).enumerate() {
             self.read(start + i as u64).to_bytes(chunk);
         }
@@ -274,15 +275,15 @@ where
     if records.is_empty() {
         return Err(HugetlbError::ZeroPages);
     }
+    // First each folio inside its node (so `pfns()` is exact), then the pairs.
+    validate_records(nodes, records)?;
     for (i, a) in records.iter().enumerate() {
         for b in &records[..i] {
-            if a.head_pfn < b.head_pfn + b.hstate.nr_pages() && b.head_pfn < a.head_pfn + a.hstate.nr_pages()
-            {
+            if a.head_pfn < b.pfns().end && b.head_pfn < a.pfns().end {
                 return Err(HugetlbError::FoliosOverlap { a: b.head_pfn, b: a.head_pfn });
             }
         }
     }
-    validate_records(nodes, records)?;
     for r in records.iter_mut() {
         r.flags = 0;
         r.outcome = crate::types::FolioOutcome::default();
@@ -326,7 +327,8 @@ fn validate_records<P: StructPage, R, H>(
         let end = group_end(records, at, n.spec.nid);
         for r in &records[at..end] {
             let nr = r.hstate.nr_pages();
-            if r.head_pfn % nr != 0 || r.head_pfn < n.spec.start_pfn || r.head_pfn + nr > n.spec.end_pfn() {
+            let inside = r.head_pfn.checked_add(nr).is_some_and(|end| end <= n.spec.end_pfn());
+            if r.head_pfn % nr != 0 || r.head_pfn < n.spec.start_pfn || !inside {
                 return Err(HugetlbError::FolioOutsideNode { head_pfn: r.head_pfn, nid: n.spec.nid });
             }
         }
@@ -455,6 +457,7 @@ where
         rest = tail;
         items.push(Mutex::new(Some((n, mine))));
     }
+    // One item per node from 0: the job cannot end past u64::MAX, padata's only error.
     let report = memmap_core::padata_do_multithreaded(job, |start, end| {
         for i in start..end {
             let taken = items[i as usize].lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
@@ -464,7 +467,7 @@ where
             }
         }
     });
-    report.plan.map_or(1, |p| p.nworks as u64)
+    report.ok().and_then(|r| r.plan).map_or(1, |p| p.nworks as u64)
 }
 
 #[cfg(not(feature = "std"))]
@@ -511,7 +514,8 @@ fn gather_sequential<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
 ///
 /// # Panics
 ///
-/// If a head is not reserved with refcount 1 (the kernel's `VM_BUG_ON`).
+/// If a folio is not inside the node's memmap or its head is not reserved with refcount 1
+/// (the kernel's `VM_BUG_ON`); [`gather_bootmem_prealloc`] checks both and returns an error.
 pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
     node: &mut Node<'_, P, R, H>,
     records: &mut [HugeBootmemPage],

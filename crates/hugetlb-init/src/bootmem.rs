@@ -55,11 +55,15 @@ impl NodeSpec {
     /// Node `nid` of a machine whose nodes each hold exactly `count` pages of `hstate` and are
     /// laid out back to back from 4 GiB (PFN `0x100000`), `ZONE_NORMAL`. What the bench
     /// program and the tests use to build "K gigantic pages on N nodes".
+    ///
+    /// A layout that does not fit in the `u64` PFN space saturates: its `start_pfn +
+    /// nr_pages` then overflows, which every boot refuses ([`HugetlbError::RangeOverflow`]),
+    /// as memmap construction refuses a range past the configuration's last PFN.
     #[must_use]
     pub const fn packed(nid: u32, hstate: Hstate, count: u64) -> NodeSpec {
-        let nr = count * hstate.nr_pages();
+        let nr = count.saturating_mul(hstate.nr_pages());
         let base = align_up(PACKED_BASE_PFN, hstate.nr_pages());
-        NodeSpec::new(nid, base + nid as u64 * nr, nr)
+        NodeSpec::new(nid, base.saturating_add((nid as u64).saturating_mul(nr)), nr)
     }
 
     /// Huge pages of `hstate` that fit in the node (aligned, top-down).
@@ -67,7 +71,11 @@ impl NodeSpec {
     pub const fn capacity(&self, hstate: Hstate) -> u64 {
         let nr = hstate.nr_pages();
         let top = align_down(self.end_pfn(), nr);
-        let bottom = align_up(self.start_pfn, nr);
+        // Rounded up without passing u64::MAX: no huge page starts above the last aligned PFN.
+        let bottom = match self.start_pfn.checked_next_multiple_of(nr) {
+            Some(b) => b,
+            None => return 0,
+        };
         if top > bottom { (top - bottom) / nr } else { 0 }
     }
 }
@@ -118,10 +126,14 @@ impl<'a> BootRequest<'a> {
         }
     }
 
-    /// Total pages over `nodes` nodes (saturating).
+    /// Total pages over `nodes` nodes (saturating; computed without visiting nodes that have
+    /// no count, so any `nodes` is answered at once).
     #[must_use]
     pub fn total(&self, nodes: usize) -> u64 {
-        (0..nodes).fold(0u64, |acc, i| acc.saturating_add(self.count(i)))
+        match self.pages {
+            PagesPerNode::Same(n) => n.saturating_mul(nodes as u64),
+            PagesPerNode::Each(c) => c.iter().take(nodes).fold(0u64, |acc, &n| acc.saturating_add(n)),
+        }
     }
 }
 
@@ -163,10 +175,12 @@ impl HugeBootmemPage {
         outcome: FolioOutcome { initialized: false, hvo: HvoOutcome::NotAttempted, fallback: None },
     };
 
-    /// PFN range `[head, head + nr)` of the folio.
+    /// PFN range `[head, head + nr)` of the folio, ending at `u64::MAX` for a head so close to
+    /// it that the folio does not fit (no boot accepts such a record:
+    /// [`HugetlbError::FolioOutsideNode`]).
     #[must_use]
     pub const fn pfns(&self) -> core::ops::Range<u64> {
-        self.head_pfn..self.head_pfn + self.hstate.nr_pages()
+        self.head_pfn..self.head_pfn.saturating_add(self.hstate.nr_pages())
     }
 }
 

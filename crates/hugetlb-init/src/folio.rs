@@ -127,7 +127,8 @@ pub fn hugetlb_folio_init_tail_vmemmap<P: StructPage, H: InitHooks>(
     if pages == 0 {
         return out;
     }
-    assert!(m.contains_range(head_pfn + start, pages), "tails outside the memmap");
+    let first = head_pfn.checked_add(start).filter(|&f| m.contains_range(f, pages));
+    assert!(first.is_some(), "tails [{head_pfn:#x} + {start}, +{pages}) outside the memmap");
     let head = m.read(head_pfn);
     let folio =
         Folio { head_pfn, order, zone: m.layout().zone(head.flags()), nid: m.layout().node(head.flags()) };
@@ -255,8 +256,8 @@ pub fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
 /// If page\[3\] of the folio is outside the memmap.
 pub fn init_new_hugetlb_folio<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64) {
     let layout = m.config().behaviour().folio_layout;
+    assert!(m.contains_range(head_pfn, 4), "folio head pages [{head_pfn:#x}, +4) outside the memmap");
     let page3 = head_pfn + layout.hugetlb_fields_page();
-    assert!(m.contains_range(head_pfn, 4), "folio head pages outside the memmap");
     let head_vaddr = m.vaddr(head_pfn);
     let cgroup = m.config().cgroup_hugetlb;
     if layout == memmap_core::FolioLayout::FolioDtor {
@@ -344,9 +345,11 @@ impl<P: StructPage> WriteOnce for P {
 /// # Panics
 ///
 /// If the folio is outside the memmap or its head is not pageblock-aligned
-/// (`WARN_ON_ONCE(!pageblock_aligned(folio_pfn(folio)))`, fatal here).
+/// (`WARN_ON_ONCE(!pageblock_aligned(folio_pfn(folio)))`, fatal here); both are checked before
+/// anything is written.
 pub fn hugetlb_bootmem_init_migratetype<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64, hstate: Hstate) {
     assert!(m.pageblock_aligned(head_pfn), "head {head_pfn:#x} not pageblock-aligned");
+    assert!(m.contains_range(head_pfn, hstate.nr_pages()), "folio at {head_pfn:#x} outside the memmap");
     let step = m.config().pageblock_nr_pages();
     let mut i = 0;
     while i < hstate.nr_pages() {

@@ -384,6 +384,9 @@ fn shared_tail_page<P: StructPage>(
     let n = per_page as usize;
     let head = m.read(head_pfn);
     let (zone, nid) = (layout.zone(head.flags()), layout.node(head.flags()));
+    // Only PFNs of this memmap have a struct page `memmap_init()` could have written: the
+    // caller's range is cut to the memmap, which also bounds the search below.
+    let early_init = early_init.start.max(m.base_pfn())..early_init.end.min(m.end_pfn());
     for (j, slot) in out.iter_mut().enumerate().take(n) {
         *slot = P::ZEROED;
         if origin == TailPageOrigin::Runtime {
@@ -429,13 +432,15 @@ fn folio_of_boot<P: StructPage>(m: &Memmap<'_, P>, head_pfn: u64, hstate: Hstate
 }
 
 /// The struct page `__init_single_page(page, pfn, zone, nid)` writes for `pfn` at `vaddr`,
-/// computed in a one-page scratch memmap.
+/// computed in a one-page scratch memmap. `pfn` is a PFN of a memmap of `cfg` (`shared_tail_page`
+/// cuts its range to the memmap), so `cfg` is valid and `pfn + 1` is at most its `max_pfn`: the
+/// scratch memmap is always accepted.
 fn single_page_record<P: StructPage>(cfg: &KernelConfig, vaddr: u64, pfn: u64, zone: u32, nid: u32) -> P {
     let mut page = [P::ZEROED];
     let mut pageblocks = [0u8; 2];
     let need = pageblocks_needed(cfg, pfn, 1);
     let mut scratch = Memmap::new(*cfg, pfn, &mut page, &mut pageblocks[..need])
-        .unwrap_or_else(|e| unreachable!("a one-page memmap of a valid config: {e}"))
+        .unwrap_or_else(|e| unreachable!("a one-page memmap at a pfn of a memmap of this config: {e}"))
         .with_vaddr_base(vaddr);
     scratch.init_single_page(pfn, zone, nid, &mut NoHooks);
     scratch.read(pfn)

@@ -33,7 +33,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::vec::Vec;
 
 use memmap_core::{
-    InitHooks, KernelConfig, Memmap, NoHooks, PAGE_POISON_BYTE, StructPage, pageblocks_needed,
+    InitError, InitHooks, KernelConfig, Memmap, NoHooks, PAGE_POISON_BYTE, StructPage, pageblocks_needed,
 };
 use rustix::fs::{FallocateFlags, MemfdFlags};
 use rustix::mm::{MapFlags, ProtFlags};
@@ -96,8 +96,12 @@ impl<P: StructPage> MemfdVmemmap<P> {
     ///
     /// # Errors
     ///
-    /// [`io::ErrorKind::InvalidInput`] for an invalid configuration, a non-4 KiB system page
-    /// size or sizes that overflow; the `memfd_create`/`ftruncate`/`mmap` error otherwise.
+    /// [`io::ErrorKind::InvalidInput`] for a non-4 KiB system page size or sizes that
+    /// overflow, and, carrying memmap-core's [`InitError`] ([`io::Error::get_ref`]), for an
+    /// invalid configuration or a range that passes the end of the `u64` PFN space or ends
+    /// past the configuration's last pfn ([`InitError::BeyondMaxPfn`]: the checks of
+    /// [`Memmap::new`], made here so that no later view of the vmemmap can fail); the
+    /// `memfd_create`/`ftruncate`/`mmap` error otherwise.
     pub fn new(
         cfg: KernelConfig,
         base_pfn: u64,
@@ -105,12 +109,18 @@ impl<P: StructPage> MemfdVmemmap<P> {
         spare_frames: u64,
         poison: bool,
     ) -> io::Result<Self> {
-        cfg.flags_layout().map_err(|_| invalid("invalid kernel configuration"))?;
+        let refused = |e: InitError| io::Error::new(io::ErrorKind::InvalidInput, e);
+        cfg.flags_layout().map_err(|e| refused(InitError::Config(e)))?;
+        let end = base_pfn
+            .checked_add(nr_pages)
+            .ok_or_else(|| refused(InitError::RangeOverflow { start_pfn: base_pfn, nr_pages }))?;
+        if end > cfg.max_pfn() {
+            return Err(refused(InitError::BeyondMaxPfn { end_pfn: end, max_pfn: cfg.max_pfn() }));
+        }
         if rustix::param::page_size() != PAGE {
             return Err(invalid("the system page size is not 4 KiB"));
         }
         let nr = usize::try_from(nr_pages).map_err(|_| invalid("too many pages"))?;
-        base_pfn.checked_add(nr_pages).ok_or_else(|| invalid("pfn range overflows"))?;
         let per_page = (PAGE / P::SIZE) as u64;
         let first_off = if P::SIZE.is_power_of_two() { (base_pfn % per_page) as usize * P::SIZE } else { 0 };
         let bytes = nr
@@ -205,7 +215,9 @@ impl<P: StructPage> MemfdVmemmap<P> {
     ///
     /// # Panics
     ///
-    /// Never: the configuration and sizes were validated by [`MemfdVmemmap::new`].
+    /// Never: [`MemfdVmemmap::new`] made every check of `Memmap::from_raw_parts` on the
+    /// configuration and the range (which nothing changes afterwards), and sized the
+    /// pageblock array with `pageblocks_needed`.
     pub(crate) fn parts(&mut self) -> (Memmap<'_, P>, MemfdRemap<'_, P>) {
         // SAFETY: `first_off + nr_pages * SIZE <= map_len`, inside the mapping.
         let pages = unsafe { self.map.as_ptr().add(self.first_off) }.cast::<P>();
@@ -218,7 +230,7 @@ impl<P: StructPage> MemfdVmemmap<P> {
         let memmap = unsafe {
             Memmap::from_raw_parts(self.cfg, self.base_pfn, pages, self.nr_pages, &mut self.pageblocks)
         }
-        .unwrap_or_else(|e| unreachable!("validated in new(): {e}"));
+        .unwrap_or_else(|e| unreachable!("MemfdVmemmap::new checked the config and the pfn range: {e}"));
         let remap = MemfdRemap {
             fd: self.fd.as_fd(),
             map: self.map,
@@ -616,13 +628,16 @@ impl<P: StructPage> OwnedBoot<P> {
         params: &BootParams,
         mut hooks: impl FnMut(u32) -> H,
     ) -> Result<BootReport, BootError> {
-        crate::bootmem::validate_request(&self.specs, request)?;
+        let total = crate::bootmem::validate_request(&self.specs, request)?;
+        // One record per page asked for; a count no address space holds (32-bit hosts) is refused.
+        let total = usize::try_from(total)
+            .map_err(|_| HugetlbError::RecordsTooShort { needed: usize::MAX, got: 0 })?;
         if self.dirty {
             for v in &mut self.vmemmaps {
                 v.reset(self.poison).map_err(BootError::Io)?;
             }
         }
-        self.records = std::vec![HugeBootmemPage::EMPTY; request.total(self.specs.len()) as usize];
+        self.records = std::vec![HugeBootmemPage::EMPTY; total];
         self.dirty = true;
         let mut nodes: Vec<Node<'_, P, MemfdRemap<'_, P>, H>> = self
             .vmemmaps

@@ -324,7 +324,9 @@ pub const HUGEPAGE_FREELISTS_OFFSET: u64 = 0x100;
 #[must_use]
 pub const fn hugepage_freelist_addr(hstate: Hstate, nid: u32) -> u64 {
     let slot = if hstate.order() == Hstate::H1G.order() { 0 } else { 1 };
-    HSTATES_ADDR + slot * HSTATE_MODEL_SIZE + HUGEPAGE_FREELISTS_OFFSET + nid as u64 * 16
+    // A modelled kernel address: it wraps, as pointer arithmetic does, for node ids no kernel
+    // has (`nid * 16` reaches 64 GiB, past the top of the address space from `hstates[]`).
+    (HSTATES_ADDR + slot * HSTATE_MODEL_SIZE + HUGEPAGE_FREELISTS_OFFSET).wrapping_add(nid as u64 * 16)
 }
 
 /// A huge page size (`struct hstate`), for 4 KiB base pages: 2 MiB (order 9) or 1 GiB

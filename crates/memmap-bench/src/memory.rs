@@ -110,38 +110,108 @@ impl MemoryNeed {
     }
 }
 
+/// `page_ref_set` events recorded per struct page, at most: `__init_single_page()`'s
+/// `init_page_count()`, the memory type's `set_page_count(page, 0)`, and a compound tail's own
+/// `set_page_count(page, 0)`.
+const MAX_EVENTS_PER_PAGE: u64 = 3;
+
+/// The tracepoint events a dump records: with the tracepoint on, `per_page` `page_ref_set`
+/// events per struct page, resident as written, their vector's capacity (up to twice its
+/// length) mapped. (The `cond_resched()` pfns it records either way, 8 bytes per pageblock or
+/// section, are 1/4096 of the memmap at most and not counted.)
+fn recorded_events(nr_pages: u64, trace: Option<u64>) -> Result<MemoryNeed, Overflow> {
+    let Some(per_page) = trace else { return Ok(MemoryNeed::default()) };
+    let size = size_of::<memmap_core::PageRefEvent>() as u64;
+    let events = mul(nr_pages, per_page, "the dump's tracepoint events")?;
+    let events = mul(events, size, "the dump's tracepoint events")?;
+    let mapped = mul(events, 2, "the dump's tracepoint events")?;
+    Ok(MemoryNeed { resident: events, mapped, largest_mapping: mapped })
+}
+
 /// The memory `memmap-bench dump zone-device` needs: the memmap and its pageblock bits, and
-/// with the tracepoint on the two recorded `page_ref_set` events per page.
+/// with the tracepoint on the recorded `page_ref_set` events (up to [`MAX_EVENTS_PER_PAGE`]
+/// per page, by memory type and compound pages: 40 bytes each).
 ///
 /// # Errors
 ///
 /// On overflow.
 pub fn zone_device_dump_need(d: &memmap_dump::ZoneDeviceDump) -> Result<MemoryNeed, Overflow> {
     let memmap = mul(d.nr_pages, d.struct_page_size(), "the dump's memmap")?;
-    let events = if d.page_ref_trace {
-        let per_page = 2 * size_of::<memmap_core::PageRefEvent>() as u64;
-        mul(d.nr_pages, per_page, "the dump's tracepoint events")?
-    } else {
-        0
-    };
+    let trace = d.page_ref_trace.then(|| {
+        let behaviour = d.config.behaviour();
+        let refcount_zero = u64::from(d.memory_type.head_refcount(&behaviour) == 0);
+        let tail = u64::from(d.vmemmap_shift > 0);
+        (1 + refcount_zero + tail).min(MAX_EVENTS_PER_PAGE)
+    });
     MemoryNeed::resident(memmap)
         .and(MemoryNeed::resident(d.nr_pages / 512 + 1))?
-        .and(MemoryNeed::resident(events))
+        .and(recorded_events(d.nr_pages, trace)?)
 }
 
-/// The memory `memmap-bench dump hugetlb` needs: the memfd vmemmap of every node (filled with
-/// poison, so all resident until HVO frees it) and the copy of every folio's struct pages.
+/// The memory `memmap-bench dump hotplug` needs: the memmap and its pageblock bits, and with
+/// the tracepoint on two recorded `page_ref_set` events per page (`__init_single_page()` and
+/// `__free_pages_core()`).
 ///
 /// # Errors
 ///
 /// On overflow.
+pub fn hotplug_dump_need(d: &memmap_dump::HotplugDump) -> Result<MemoryNeed, Overflow> {
+    let memmap = mul(d.nr_pages, d.struct_page_size(), "the dump's memmap")?;
+    MemoryNeed::resident(memmap)
+        .and(MemoryNeed::resident(d.nr_pages / 512 + 1))?
+        .and(recorded_events(d.nr_pages, d.page_ref_trace.then_some(2))?)
+}
+
+/// Bytes a dump keeps per hugetlb folio besides struct pages: its boot record, its copy in
+/// PFN order and its object in `meta.json` (as a JSON value and as text); 1 KiB bounds them.
+pub const HUGETLB_PER_FOLIO_BYTES: u64 = 1024;
+
+/// The memory `memmap-bench dump hugetlb` needs: the memfd vmemmap of every node (filled with
+/// poison, so all resident until HVO frees it; with `--place` a node's vmemmap spans from its
+/// lowest head to the end of its highest folio), the copy written as `memmap.bin` (with
+/// `--place`, every struct page from the lowest head to the end of the highest folio), the
+/// spare pages HVO may copy heads into (one per folio), and [`HUGETLB_PER_FOLIO_BYTES`] per
+/// folio.
+///
+/// # Errors
+///
+/// On overflow (a placed folio that passes the end of the `u64` PFN space included).
 pub fn hugetlb_dump_need(d: &memmap_dump::HugetlbDump) -> Result<MemoryNeed, Overflow> {
-    let folios = mul(u64::from(d.nodes), d.count, "the number of gigantic pages")?;
-    let pages = mul(folios, d.hstate.nr_pages(), "the number of struct pages")?;
-    let bytes = mul(pages, d.struct_page_size(), "the dump's memmap")?;
-    let per_node = bytes / u64::from(d.nodes.max(1));
-    let vmemmap = MemoryNeed { resident: bytes, mapped: bytes, largest_mapping: per_node };
-    vmemmap.and(MemoryNeed::resident(bytes))
+    let nr = d.hstate.nr_pages();
+    let size = d.struct_page_size();
+    let (vmemmap, copy_pages, folios) = if d.placed.is_empty() {
+        let folios = mul(u64::from(d.nodes), d.count, "the number of huge pages")?;
+        let per_node = mul(mul(d.count, nr, "the struct pages of a node")?, size, "a node's vmemmap")?;
+        let all = mul(per_node, u64::from(d.nodes), "the dump's vmemmap")?;
+        let vmemmap = MemoryNeed { resident: all, mapped: all, largest_mapping: per_node };
+        (vmemmap, mul(folios, nr, "the number of struct pages")?, folios)
+    } else {
+        let mut vmemmap = MemoryNeed::default();
+        for pages in placed_node_spans(&d.placed, nr)? {
+            vmemmap = vmemmap.and(MemoryNeed::resident(mul(pages, size, "a node's vmemmap")?))?;
+        }
+        let lo = d.placed.iter().map(|p| p.0).min().unwrap_or(0);
+        let hi = d.placed.iter().map(|p| p.0).max().unwrap_or(0);
+        (vmemmap, add(hi, nr, "the end of the highest folio")? - lo, d.placed.len() as u64)
+    };
+    let copy = MemoryNeed::resident(mul(copy_pages, size, "the dump's memmap")?);
+    // Written through the memfd, never mapped as such.
+    let spare =
+        MemoryNeed { resident: mul(folios, 4096, "the spare vmemmap pages")?, mapped: 0, largest_mapping: 0 };
+    let per_folio = MemoryNeed::resident(mul(folios, HUGETLB_PER_FOLIO_BYTES, "the folio records")?);
+    vmemmap.and(copy)?.and(spare)?.and(per_folio)
+}
+
+/// The pages of each node's vmemmap with placed folios `(head, nid)` of `nr` pages each,
+/// grouped by node: from the node's lowest head to the end of its highest folio.
+fn placed_node_spans(placed: &[(u64, u32)], nr: u64) -> Result<Vec<u64>, Overflow> {
+    let mut spans = Vec::new();
+    for group in placed.chunk_by(|a, b| a.1 == b.1) {
+        let lo = group.iter().map(|p| p.0).min().unwrap_or(0);
+        let hi = group.iter().map(|p| p.0).max().unwrap_or(0);
+        spans.push(add(hi, nr, "the end of the highest folio")? - lo);
+    }
+    Ok(spans)
 }
 
 /// What the machine offers, read from `/proc` and `getrlimit` (each `None` where unknown).

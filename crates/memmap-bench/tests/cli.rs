@@ -117,7 +117,7 @@ fn slow_and_streaming_dumps_are_identical_and_diff_says_so() {
         "--memory-type",
         "fsdax",
         "--pages",
-        "3000",
+        "3072",
         "--layout",
         "72",
         "--altmap-reserve",
@@ -137,13 +137,13 @@ fn slow_and_streaming_dumps_are_identical_and_diff_says_so() {
 #[test]
 fn diff_names_the_first_differing_pfn_and_field() {
     let (a, b) = (tmp("fsdax"), tmp("generic"));
-    dump(&a, &["--memory-type", "fsdax", "--pages", "64", "--start-pfn", "4096"]);
-    dump(&b, &["--memory-type", "generic", "--pages", "64", "--start-pfn", "4096"]);
+    dump(&a, &["--memory-type", "fsdax", "--pages", "512", "--start-pfn", "4096"]);
+    dump(&b, &["--memory-type", "generic", "--pages", "512", "--start-pfn", "4096"]);
     let out = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("first difference at pfn 0x1000, field _refcount"), "{text}");
-    assert!(text.contains("64 struct page(s) differ"), "{text}");
+    assert!(text.contains("512 struct page(s) differ"), "{text}");
     let _ = std::fs::remove_dir_all(&a);
     let _ = std::fs::remove_dir_all(&b);
 }
@@ -153,11 +153,11 @@ fn tracepoint_dump_uses_the_slow_path_and_counts_events() {
     let dir = tmp("trace");
     let meta = dump(
         &dir,
-        &["--memory-type", "private", "--pages", "16", "--strategy", "streaming", "--page-ref-trace"],
+        &["--memory-type", "private", "--pages", "512", "--strategy", "streaming", "--page-ref-trace"],
     );
     assert_eq!(meta["strategy"], "slow");
     assert_eq!(meta["strategy_requested"], "streaming");
-    assert_eq!(meta["page_ref_events"], 32, "init_page_count + set_page_count(0) per page");
+    assert_eq!(meta["page_ref_events"], 1024, "init_page_count + set_page_count(0) per page");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -442,14 +442,14 @@ fn a_memmap_past_the_last_pfn_is_refused() {
 fn dump_refuses_to_overwrite_and_never_follows_a_symlink() {
     let dir = tmp("overwrite");
     let d = dir.to_str().unwrap();
-    let args = ["dump", "zone-device", "--memory-type", "fsdax", "--pages", "64", "--out", d];
-    dump(&dir, &["--memory-type", "fsdax", "--pages", "64"]);
+    let args = ["dump", "zone-device", "--memory-type", "fsdax", "--pages", "512", "--out", d];
+    dump(&dir, &["--memory-type", "fsdax", "--pages", "512"]);
     let before = std::fs::read(dir.join("memmap.bin")).unwrap();
     assert_refused(&args, 2, "memmap.bin: exists");
     assert_eq!(std::fs::read(dir.join("memmap.bin")).unwrap(), before);
     let out = run(&[&args[..], &["--force", "--layout", "72"]].concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(std::fs::metadata(dir.join("memmap.bin")).unwrap().len(), 64 * 72);
+    assert_eq!(std::fs::metadata(dir.join("memmap.bin")).unwrap().len(), 512 * 72);
     #[cfg(unix)]
     {
         // A 7-byte victim behind a link named memmap.bin keeps its bytes, with or without --force.
@@ -460,12 +460,12 @@ fn dump_refuses_to_overwrite_and_never_follows_a_symlink() {
         std::os::unix::fs::symlink(&victim, linked.join("memmap.bin")).unwrap();
         let l = linked.to_str().unwrap();
         assert_refused(
-            &["dump", "zone-device", "--memory-type", "fsdax", "--pages", "64", "--out", l],
+            &["dump", "zone-device", "--memory-type", "fsdax", "--pages", "512", "--out", l],
             2,
             "exists",
         );
         let out =
-            run(&["dump", "zone-device", "--memory-type", "fsdax", "--pages", "64", "--out", l, "--force"]);
+            run(&["dump", "zone-device", "--memory-type", "fsdax", "--pages", "512", "--out", l, "--force"]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim!");
         assert!(!std::fs::symlink_metadata(linked.join("memmap.bin")).unwrap().file_type().is_symlink());
@@ -476,7 +476,7 @@ fn dump_refuses_to_overwrite_and_never_follows_a_symlink() {
                 "--memory-type",
                 "fsdax",
                 "--pages",
-                "8",
+                "512",
                 "--out",
                 victim.to_str().unwrap(),
             ],
@@ -510,7 +510,7 @@ fn copy_dump(from: &Path, name: &str) -> PathBuf {
 #[test]
 fn diff_refuses_malformed_and_incomparable_dumps() {
     let a = tmp("diff-a");
-    dump(&a, &["--memory-type", "fsdax", "--pages", "64"]);
+    dump(&a, &["--memory-type", "fsdax", "--pages", "512"]);
     let sa = a.to_str().unwrap();
     let mut made = Vec::new();
     let mut check = |name: &str, edit: &dyn Fn(&Path), needle: &str| {
@@ -528,7 +528,7 @@ fn diff_refuses_malformed_and_incomparable_dumps() {
         },
         "overflow",
     );
-    check("short", &|d| set_meta(d, "nr_pages", 63.into()), "4096 bytes, but meta.json says 63");
+    check("short", &|d| set_meta(d, "nr_pages", 511.into()), "32768 bytes, but meta.json says 511");
     check("format", &|d| set_meta(d, "format", 2.into()), "field format: version 2");
     check("kind", &|d| set_meta(d, "kind", "floppy".into()), "field kind");
     check("endian", &|d| set_meta(d, "endianness", "middle".into()), "field endianness");
@@ -537,7 +537,7 @@ fn diff_refuses_malformed_and_incomparable_dumps() {
         "layout",
         &|d| {
             set_meta(d, "struct_page_size", 72.into());
-            std::fs::write(d.join("memmap.bin"), vec![0u8; 64 * 72]).unwrap();
+            std::fs::write(d.join("memmap.bin"), vec![0u8; 512 * 72]).unwrap();
         },
         "struct_page_size differs",
     );
@@ -582,7 +582,7 @@ fn kconfig_files_are_read_bounded_plain_or_gzip() {
     let zone = |extra: &[&str]| {
         let out = dir.join("out");
         let _ = std::fs::remove_dir_all(&out);
-        let mut a = vec!["dump", "zone-device", "--memory-type", "fsdax", "--pages", "64"];
+        let mut a = vec!["dump", "zone-device", "--memory-type", "fsdax", "--pages", "512"];
         a.extend_from_slice(extra);
         a.extend(["--out", out.to_str().unwrap()]);
         a.iter().map(|s| s.to_string()).collect::<Vec<_>>()

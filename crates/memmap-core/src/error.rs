@@ -3,6 +3,7 @@
 use core::fmt;
 
 use crate::model::config::ConfigError;
+use crate::zone_device::{KernelMessage, Unmappable};
 
 /// Bad input to an initializer. Nothing is written when one is returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,8 +18,13 @@ pub enum InitError {
         /// Bytes given.
         got: usize,
     },
-    /// A PFN range overflows `u64`.
-    RangeOverflow,
+    /// A PFN range passes the end of the `u64` PFN space.
+    RangeOverflow {
+        /// First PFN asked for.
+        start_pfn: u64,
+        /// Pages asked for.
+        nr_pages: u64,
+    },
     /// The memmap would reach past the largest PFN of the configuration
     /// ([`KernelConfig::max_pfn`](crate::KernelConfig::max_pfn): `MAX_PHYSMEM_BITS` says no such page exists).
     BeyondMaxPfn {
@@ -68,6 +74,19 @@ pub enum InitError {
         /// `1 << vmemmap_shift`.
         pfns_per_compound: u64,
     },
+    /// The kernel refuses to map the ZONE_DEVICE range at all: `memremap_pages()` (or the
+    /// pmem driver before it) fails, and no struct page of it is initialized
+    /// ([`check_memremap_pages`](crate::check_memremap_pages)).
+    NotMappable {
+        /// First PFN asked for.
+        start_pfn: u64,
+        /// Pages asked for.
+        nr_pages: u64,
+        /// The alignment in pages the kernel wants of the range.
+        align_pages: u64,
+        /// Which check refuses it.
+        why: Unmappable,
+    },
     /// The altmap does not lie inside the range.
     AltmapOutsideRange {
         /// `altmap.base_pfn`.
@@ -90,7 +109,11 @@ impl fmt::Display for InitError {
             InitError::PageblocksTooShort { needed, got } => {
                 write!(f, "pageblock array has {got} entries, {needed} needed")
             }
-            InitError::RangeOverflow => f.write_str("pfn range overflows"),
+            InitError::RangeOverflow { start_pfn, nr_pages } => write!(
+                f,
+                "pfn range [{start_pfn:#x}, +{nr_pages:#x}) overflows the u64 pfn space (at most {:#x} pages fit from that start)",
+                u64::MAX - start_pfn
+            ),
             InitError::BeyondMaxPfn { end_pfn, max_pfn } => write!(
                 f,
                 "pfn range ends at {end_pfn:#x}, past the configuration's last pfn {:#x} (MAX_PHYSMEM_BITS)",
@@ -112,6 +135,17 @@ impl fmt::Display for InitError {
                 f,
                 "start pfn {start_pfn:#x} and {nr_pages} pages are not aligned to the compound size {pfns_per_compound}"
             ),
+            InitError::NotMappable { start_pfn, nr_pages, align_pages, why } => {
+                let what =
+                    if why == Unmappable::PmemMisaligned { "start and end" } else { "start and length" };
+                write!(
+                    f,
+                    "pfns [{start_pfn:#x}, +{nr_pages:#x}): the kernel maps no ZONE_DEVICE pages there: \"{}\" ({}, {}); the {what} must be multiples of {align_pages} pages",
+                    KernelMessage::new(why, start_pfn, nr_pages, align_pages),
+                    why.function(),
+                    why.errno()
+                )
+            }
             InitError::AltmapOutsideRange { base_pfn, reserve, free, start_pfn, end_pfn } => write!(
                 f,
                 "altmap [{base_pfn:#x}, +{reserve}+{free}) is not inside [{start_pfn:#x}, {end_pfn:#x})"

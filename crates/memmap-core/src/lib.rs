@@ -17,7 +17,9 @@
 //! ## What to call first
 //!
 //! * ZONE_DEVICE (pmem, device-dax) memmap init: [`memmap_init_zone_device`] on a [`Memmap`]
-//!   (caller-provided storage, or [`OwnedMemmap`] under `std`) with a [`DevPagemap`].
+//!   (caller-provided storage, or [`OwnedMemmap`] under `std`) with a [`DevPagemap`];
+//!   [`check_memremap_pages`] first refuses the ranges the kernel maps no ZONE_DEVICE pages
+//!   for (misaligned pmem namespaces, ranges that are not whole sub-sections).
 //! * Memory hotplug (a hot-added range onlined into `ZONE_NORMAL` or `ZONE_MOVABLE`):
 //!   [`online_pages`] on a [`Memmap`] with the zone's free lists in a [`HotplugZone`].
 //! * A node's boot: [`Node::boot`] from [`NodeParts`] ([`InitMode`]: eager, deferred, on
@@ -161,13 +163,13 @@ pub use node::{
 pub use parallel::Threads;
 #[cfg(feature = "std")]
 pub use parallel::{auto_threads, available_cpus};
-pub use sync::padata::{PadataJob, PadataPlan};
+pub use sync::padata::{PadataError, PadataJob, PadataPlan};
 #[cfg(feature = "std")]
 pub use sync::padata::{PadataReport, padata_do_multithreaded};
 pub use zone_device::{
-    DevPagemap, DrainPolicy, InitOptions, InitReport, MAX_VMEMMAP_SHIFT, MemoryType, VmemAltmap,
-    ZoneDeviceRange, compound_nr_pages, memmap_init_zone_device, move_pfn_range_to_zone, vmemmap_alias,
-    vmemmap_can_optimize,
+    DevPagemap, DrainPolicy, InitOptions, InitReport, MAX_VMEMMAP_SHIFT, MemoryType, Unmappable, VmemAltmap,
+    ZoneDeviceRange, check_memremap_pages, compound_nr_pages, hotplug_align_pages, memmap_init_zone_device,
+    move_pfn_range_to_zone, vmemmap_alias, vmemmap_can_optimize,
 };
 #[cfg(feature = "std")]
 pub use zone_device::{ParallelInit, memmap_init_zone_device_parallel};

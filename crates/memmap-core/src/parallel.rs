@@ -349,13 +349,9 @@ where
         slots.push(Mutex::new((Some(mine), piece.data, None::<R>)));
         rest = right;
     }
-    let job = PadataJob {
-        start: 0,
-        size: slots.len() as u64,
-        align: 1,
-        min_chunk: min_pieces.max(1),
-        max_threads: threads,
-    };
+    let n = slots.len() as u64;
+    let job = PadataJob { start: 0, size: n, align: 1, min_chunk: min_pieces.max(1), max_threads: threads };
+    // A job from 0 cannot end past u64::MAX, padata's only error.
     let report = padata_do_multithreaded(&job, |start, end| {
         for k in start..end {
             // Each index is handed to exactly one call, so the lock is never contended: it
@@ -366,7 +362,8 @@ where
                 *result = Some(work(&mut view, data));
             }
         }
-    });
+    })
+    .map_err(|_| InitError::RangeOverflow { start_pfn: 0, nr_pages: n })?;
     let pieces = slots
         .into_iter()
         .map(|m| {

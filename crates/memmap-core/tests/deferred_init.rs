@@ -226,7 +226,7 @@ fn some_jobs() -> Vec<PadataJob> {
 fn padata_calls_are_chunk_aligned_except_the_last() {
     for job in some_jobs() {
         let plan = job.plan().unwrap();
-        let calls: Vec<_> = job.chunks().collect();
+        let calls: Vec<_> = job.chunks().unwrap().collect();
         if plan.nworks == 1 {
             assert_eq!(calls, [(job.start, job.start + job.size)]);
             continue;
@@ -245,7 +245,7 @@ fn padata_union_covers_the_range_exactly_once() {
     let jobs: Vec<_> = some_jobs().into_iter().filter(|j| !cfg!(miri) || j.size <= 100).collect();
     for job in jobs {
         let seen = Mutex::new(Vec::new());
-        let report = padata_do_multithreaded(&job, |s, e| seen.lock().unwrap().push((s, e)));
+        let report = padata_do_multithreaded(&job, |s, e| seen.lock().unwrap().push((s, e))).unwrap();
         let mut calls = seen.into_inner().unwrap();
         calls.sort_unstable();
         let mut at = job.start;
@@ -270,14 +270,16 @@ fn padata_caller_participates() {
     let report = padata_do_multithreaded(&job, |_, _| {
         threads.lock().unwrap().insert(format!("{:?}", std::thread::current().id()));
         std::thread::sleep(std::time::Duration::from_millis(if cfg!(miri) { 0 } else { 2 }));
-    });
+    })
+    .unwrap();
     assert_eq!(report.plan.unwrap().nworks, 2);
     assert!(!report.calls[0].is_empty(), "the caller ran no chunk");
     assert!(threads.lock().unwrap().contains(&format!("{caller:?}")));
     // One work: the caller does everything, in one call.
     let single = PadataJob { max_threads: 1, ..job };
     let ran_on = Mutex::new(Vec::new());
-    padata_do_multithreaded(&single, |s, e| ran_on.lock().unwrap().push((std::thread::current().id(), s, e)));
+    padata_do_multithreaded(&single, |s, e| ran_on.lock().unwrap().push((std::thread::current().id(), s, e)))
+        .unwrap();
     assert_eq!(ran_on.into_inner().unwrap(), [(caller, 0, 64)]);
 }
 

@@ -588,7 +588,7 @@ fn errors_range_outside_the_memmap() {
             &mut memmap_core::NoHooks,
         )
         .unwrap_err();
-        assert!(matches!(e, InitError::OutOfRange { .. } | InitError::RangeOverflow), "{e}");
+        assert!(matches!(e, InitError::OutOfRange { .. } | InitError::RangeOverflow { .. }), "{e}");
     }
     assert!(pages.iter().all(|p| *p == Page64::ZEROED));
 }

@@ -555,8 +555,9 @@ where
         let min = self.min_chunk.max(1).div_ceil(g.align) * g.align;
         let job =
             PadataJob { start: 0, size: g.lin_len, align: g.align, min_chunk: min, max_threads: g.threads };
+        // A job from 0 cannot end past u64::MAX, padata's only error.
         let report = padata_do_multithreaded(&job, |s, e| self.run_chunk(g, s, e, pinned));
-        report.calls.len()
+        report.map_or(0, |r| r.calls.len())
     }
 
     /// Applies the operation to every part of the chunk `[s, e)` of the group's linear layout

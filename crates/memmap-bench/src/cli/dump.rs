@@ -49,10 +49,34 @@ pub(super) fn zone_device(a: &DumpZoneDeviceArgs, info: &MemInfo) -> Result<Invo
         page_ref_trace: c.page_ref_trace,
         boot_memory_end_pfn: a.boot_memory_end,
     };
+    mappable(&opts)?;
     let need =
         memory::zone_device_dump_need(&opts).map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
-    memory::check("the dump", &need, info).map_err(|e| usage(e.to_string()))?;
+    let who = if opts.page_ref_trace { "the dump (memmap and tracepoint events)" } else { "the dump" };
+    memory::check(who, &need, info).map_err(|e| usage(e.to_string()))?;
     Ok(Invocation::DumpZoneDevice(opts, c.out.clone(), c.force))
+}
+
+/// Refuses a range the kernel maps no ZONE_DEVICE pages for, with the kernel's reason
+/// ([`memmap_core::check_memremap_pages`]). A range the model cannot hold at all (past the
+/// configuration's last pfn, or a node id the flags cannot hold) is left to the run, which
+/// refuses it with the initializer's own typed error.
+fn mappable(opts: &ZoneDeviceDump) -> Result<(), CliError> {
+    let cfg = &opts.config;
+    let fits = opts.start_pfn.checked_add(opts.nr_pages).is_some_and(|end| end <= cfg.max_pfn());
+    let node = cfg.flags_layout().is_ok_and(|l| u64::from(opts.nid) <= l.nodes_mask());
+    if !fits || !node {
+        return Ok(());
+    }
+    let mut pgmap = memmap_core::DevPagemap::new(opts.memory_type).with_vmemmap_shift(opts.vmemmap_shift);
+    if let Some((reserve, free)) = opts.altmap {
+        pgmap = pgmap.with_altmap(memmap_core::VmemAltmap { base_pfn: opts.start_pfn, reserve, free });
+    }
+    let range =
+        memmap_core::ZoneDeviceRange::new(opts.config.zone_device(), opts.nid, opts.start_pfn, opts.nr_pages);
+    memmap_core::check_memremap_pages(&opts.config, &range, &pgmap).map_err(|e| {
+        CliError::Usage(format!("--start-pfn {:#x} --pages {}: {e}", opts.start_pfn, opts.nr_pages))
+    })
 }
 
 /// `dump hugetlb`, checked.
@@ -73,10 +97,41 @@ pub(super) fn hugetlb(a: &DumpHugetlbArgs, info: &MemInfo) -> Result<Invocation,
         strategy: c.strategy,
         page_ref_trace: c.page_ref_trace,
     };
+    let who = placed_in_range(&opts)?;
     let need =
         memory::hugetlb_dump_need(&opts).map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
-    memory::check("the dump", &need, info).map_err(|e| usage(e.to_string()))?;
+    memory::check(&who, &need, info).map_err(|e| usage(e.to_string()))?;
     Ok(Invocation::DumpHugetlb(opts, c.out.clone(), c.force))
+}
+
+/// Refuses a `--place` folio that does not fit below the configuration's last pfn (the model
+/// has no struct page there); returns who needs the memory, for the memory check's message:
+/// with `--place`, the struct pages from the lowest head to the end of the highest folio.
+fn placed_in_range(opts: &HugetlbDump) -> Result<String, CliError> {
+    let nr = opts.hstate.nr_pages();
+    let max_pfn = opts.config.max_pfn();
+    for &(head, nid) in &opts.placed {
+        if head.checked_add(nr).is_none_or(|end| end > max_pfn) {
+            return Err(CliError::Usage(format!(
+                "--place {head:#x}@{nid}: a {} folio there ends past pfn {:#x}, the configuration's last \
+                 (MAX_PHYSMEM_BITS {}); place it at or below {:#x}",
+                opts.hstate,
+                max_pfn - 1,
+                opts.config.max_physmem_bits,
+                max_pfn.saturating_sub(nr)
+            )));
+        }
+    }
+    let (Some(lo), Some(hi)) = (opts.placed.iter().map(|p| p.0).min(), opts.placed.iter().map(|p| p.0).max())
+    else {
+        return Ok("the dump".into());
+    };
+    Ok(format!(
+        "the dump (every struct page from the lowest --place head {lo:#x} to the end of the highest folio \
+         {:#x}: {} pages, in the vmemmap and again in memmap.bin)",
+        hi + nr,
+        hi + nr - lo
+    ))
 }
 
 /// `dump hotplug`, checked.
@@ -98,12 +153,10 @@ pub(super) fn hotplug(a: &DumpHotplugArgs, info: &MemInfo) -> Result<Invocation,
         page_ref_trace: c.page_ref_trace,
         taken: a.taken.clone(),
     };
-    let bytes = a
-        .pages
-        .checked_mul(opts.struct_page_size())
-        .ok_or_else(|| usage(format!("--pages {}: the memmap size overflows", a.pages)))?;
-    memory::check("the dump", &memory::MemoryNeed::resident(bytes), info)
-        .map_err(|e| usage(e.to_string()))?;
+    let need = memory::hotplug_dump_need(&opts)
+        .map_err(|e| usage(format!("--pages {}: {}", a.pages, memory::MemoryError::from(e))))?;
+    let who = if opts.page_ref_trace { "the dump (memmap and tracepoint events)" } else { "the dump" };
+    memory::check(who, &need, info).map_err(|e| usage(e.to_string()))?;
     Ok(Invocation::DumpHotplug(opts, c.out.clone(), c.force))
 }
 

@@ -280,11 +280,13 @@ fn clear_parallel(base: usize, len: usize, threads: usize) {
         min_chunk: PARALLEL_MIN_CHUNK,
         max_threads: threads,
     };
-    padata_do_multithreaded(&job, |start, end| {
+    // A job from 0 cannot end past u64::MAX, padata's only error.
+    let cleared = padata_do_multithreaded(&job, |start, end| {
         // SAFETY: the arena is `len` bytes at `base`, mapped for the whole scenario, and only
         // the runner that is running touches it; padata hands every `[start, end)` of
         // `[0, len)` to exactly one call, so the calls write disjoint bytes of it.
         unsafe { stream_hal::clear((base as *mut u8).wrapping_add(start as usize), (end - start) as usize) };
         stream_hal::drain();
     });
+    debug_assert!(cleared.is_ok(), "a padata job from 0: {cleared:?}");
 }

@@ -60,9 +60,13 @@ impl<P: StructPage> Buddy<'_, '_, P> {
         buddy_page_type(self.m.config())
     }
 
-    /// `PageBuddy(pfn_to_page(pfn))`; a pfn outside the memmap is no free block.
+    /// `PageBuddy(pfn_to_page(pfn))`; a pfn outside the memmap is no free block, and neither
+    /// is a struct page whose order (in `private`) no free block can have: the caller's memmap
+    /// may hold anything outside the ranges onlined into this zone.
     fn is_buddy(&self, pfn: u64) -> bool {
-        self.m.contains(pfn) && self.m.read(pfn).page_type() == self.buddy_type()
+        self.m.contains(pfn)
+            && self.m.read(pfn).page_type() == self.buddy_type()
+            && self.word(pfn, offsets::PRIVATE) <= u64::from(self.m.config().max_page_order)
     }
 
     /// `buddy_order(page)`.
@@ -96,12 +100,36 @@ impl<P: StructPage> Buddy<'_, '_, P> {
         self.m.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64)
     }
 
-    /// Sets `entry->next` of a list node: a list head of `(order, mt)` or a struct page.
+    /// The struct page of list node `entry` (`&page->buddy_list`), if it is one of the memmap.
+    fn pfn_of(&self, entry: u64) -> Option<u64> {
+        self.m.vaddr_to_pfn(entry.wrapping_sub(offsets::LRU_NEXT as u64))
+    }
+
+    /// `entry->next` of a list node: the list head of `(order, mt)` or a struct page of the
+    /// memmap (`None` for anything else).
+    fn next_of(&self, order: u32, mt: MigrateType, entry: u64) -> Option<u64> {
+        if entry == self.z.free_list_addr(order, mt) {
+            Some(self.z.heads[order as usize][slot(mt)].0)
+        } else {
+            self.pfn_of(entry).map(|pfn| self.word(pfn, offsets::LRU_NEXT))
+        }
+    }
+
+    /// `entry->prev`, as [`Buddy::next_of`].
+    fn prev_of(&self, order: u32, mt: MigrateType, entry: u64) -> Option<u64> {
+        if entry == self.z.free_list_addr(order, mt) {
+            Some(self.z.heads[order as usize][slot(mt)].1)
+        } else {
+            self.pfn_of(entry).map(|pfn| self.word(pfn, offsets::LRU_PREV))
+        }
+    }
+
+    /// Sets `entry->next` of a list node: a list head of `(order, mt)` or a struct page (the
+    /// callers checked it is one of the two).
     fn set_next(&mut self, order: u32, mt: MigrateType, entry: u64, v: u64) {
         if entry == self.z.free_list_addr(order, mt) {
             self.z.heads[order as usize][slot(mt)].0 = v;
-        } else {
-            let pfn = self.pfn_of(entry);
+        } else if let Some(pfn) = self.pfn_of(entry) {
             self.set_word(pfn, offsets::LRU_NEXT, v);
         }
     }
@@ -109,16 +137,18 @@ impl<P: StructPage> Buddy<'_, '_, P> {
     fn set_prev(&mut self, order: u32, mt: MigrateType, entry: u64, v: u64) {
         if entry == self.z.free_list_addr(order, mt) {
             self.z.heads[order as usize][slot(mt)].1 = v;
-        } else {
-            let pfn = self.pfn_of(entry);
+        } else if let Some(pfn) = self.pfn_of(entry) {
             self.set_word(pfn, offsets::LRU_PREV, v);
         }
     }
 
-    fn pfn_of(&self, entry: u64) -> u64 {
-        self.m
-            .vaddr_to_pfn(entry.wrapping_sub(offsets::LRU_NEXT as u64))
-            .unwrap_or_else(|| unreachable!("free list node {entry:#x} is no struct page of the memmap"))
+    /// Whether the block at `pfn` is linked into the list of `(order, mt)`:
+    /// `__list_del_entry_valid()` (`CONFIG_LIST_HARDENED`, on in the kernels modelled),
+    /// `prev->next == entry && next->prev == entry`.
+    fn linked(&self, pfn: u64, order: u32, mt: MigrateType) -> bool {
+        let node = self.node(pfn);
+        let (next, prev) = (self.word(pfn, offsets::LRU_NEXT), self.word(pfn, offsets::LRU_PREV));
+        self.next_of(order, mt, prev) == Some(node) && self.prev_of(order, mt, next) == Some(node)
     }
 
     /// `__add_to_free_list()`: `list_add()` or `list_add_tail()`.
@@ -127,20 +157,30 @@ impl<P: StructPage> Buddy<'_, '_, P> {
         let (hn, hp) = self.z.heads[order as usize][slot(mt)];
         let (prev, next) = if tail { (hp, head) } else { (head, hn) };
         let new = self.node(pfn);
-        // __list_add(new, prev, next)
-        self.set_prev(order, mt, next, new);
-        self.set_word(pfn, offsets::LRU_NEXT, next);
-        self.set_word(pfn, offsets::LRU_PREV, prev);
-        self.set_next(order, mt, prev, new);
-        self.z.nr_free[order as usize][slot(mt)] += 1;
+        // __list_add_valid(): `next->prev == prev && prev->next == next`. A list whose nodes
+        // are not this memmap's (another memmap's, or overwritten since) fails it, and the
+        // kernel then leaves the list alone.
+        if self.prev_of(order, mt, next) == Some(prev) && self.next_of(order, mt, prev) == Some(next) {
+            // __list_add(new, prev, next)
+            self.set_prev(order, mt, next, new);
+            self.set_word(pfn, offsets::LRU_NEXT, next);
+            self.set_word(pfn, offsets::LRU_PREV, prev);
+            self.set_next(order, mt, prev, new);
+        }
+        let n = &mut self.z.nr_free[order as usize][slot(mt)];
+        *n = n.saturating_add(1);
     }
 
-    /// `__list_del_entry()` of a block on the list of `(order, mt)`.
+    /// `__list_del_entry()` of a block on the list of `(order, mt)`: a block that is not
+    /// linked there (`__list_del_entry_valid()` fails) is left as it is, as the kernel does.
     fn unlink(&mut self, pfn: u64, order: u32, mt: MigrateType) {
-        let (next, prev) = (self.word(pfn, offsets::LRU_NEXT), self.word(pfn, offsets::LRU_PREV));
-        self.set_prev(order, mt, next, prev);
-        self.set_next(order, mt, prev, next);
-        self.z.nr_free[order as usize][slot(mt)] -= 1;
+        if self.linked(pfn, order, mt) {
+            let (next, prev) = (self.word(pfn, offsets::LRU_NEXT), self.word(pfn, offsets::LRU_PREV));
+            self.set_prev(order, mt, next, prev);
+            self.set_next(order, mt, prev, next);
+        }
+        let n = &mut self.z.nr_free[order as usize][slot(mt)];
+        *n = n.saturating_sub(1);
     }
 
     /// `__del_page_from_free_list()`: `list_del()` (the poison), `__ClearPageBuddy()`,
@@ -244,6 +284,11 @@ impl<P: StructPage> Buddy<'_, '_, P> {
         }
         let order = self.order_of(pfn);
         let mt = self.mt(pfn);
+        // A struct page that looks free but is on none of this zone's lists (written by the
+        // caller, or onlined through another memmap) is not taken.
+        if !self.linked(pfn, order, mt) {
+            return None;
+        }
         self.del(pfn, order, mt);
         Some(order)
     }

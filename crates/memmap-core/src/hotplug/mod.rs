@@ -290,7 +290,12 @@ impl HotplugZone {
     /// block of a list point to).
     #[must_use]
     pub fn free_list_addr(&self, order: u32, mt: MigrateType) -> u64 {
-        self.zone_addr + FREE_AREA_OFFSET + u64::from(order) * FREE_AREA_SIZE + u64::from(mt.value()) * 16
+        // Modelled kernel addresses wrap like the kernel's pointer arithmetic (the zone's
+        // address comes from the configuration's `page_offset`).
+        self.zone_addr
+            .wrapping_add(FREE_AREA_OFFSET)
+            .wrapping_add(u64::from(order) * FREE_AREA_SIZE)
+            .wrapping_add(u64::from(mt.value()) * 16)
     }
 
     /// `free_area[order].nr_free` of migrate type `mt` (0 for orders beyond the model's).
@@ -313,7 +318,7 @@ impl HotplugZone {
 
     /// The first pfn of every block on the free list of `order` and `mt`, in list order, by
     /// walking the links through `memmap` (`f` is called per block). Stops at a link that
-    /// leaves the memmap.
+    /// leaves the memmap, and after as many blocks as the list counts ([`HotplugZone::nr_free`]).
     pub fn for_each_free_block<P: StructPage>(
         &self,
         memmap: &Memmap<'_, P>,
@@ -324,7 +329,12 @@ impl HotplugZone {
         let Some(lists) = self.heads.get(order as usize) else { return };
         let head = self.free_list_addr(order, mt);
         let mut cur = lists[slot(mt)].0;
-        while cur != head {
+        // At most the list's count of blocks: a list the caller's writes turned into a cycle
+        // ends there instead of looping for ever.
+        for _ in 0..self.nr_free(order, mt) {
+            if cur == head {
+                return;
+            }
             let Some(pfn) = memmap.vaddr_to_pfn(cur.wrapping_sub(offsets::LRU_NEXT as u64)) else { return };
             f(pfn);
             cur = memmap.read(pfn).lru_next();
@@ -442,13 +452,13 @@ pub fn online_pages<P: StructPage, H: InitHooks>(
                 free_core_page(b.m, p, hooks);
             }
         }
-        b.z.managed_pages += n;
+        b.z.managed_pages = b.z.managed_pages.saturating_add(n);
         b.free_one_page(pfn, order, true);
         report.chunks += 1;
         pfn += n;
     }
     b.undo_isolate_page_range(start_pfn, end);
-    zone.present_pages += nr_pages;
+    zone.present_pages = zone.present_pages.saturating_add(nr_pages);
     Ok(report)
 }
 

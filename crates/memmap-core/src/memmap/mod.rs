@@ -162,7 +162,7 @@ impl<'a, P: StructPage> Memmap<'a, P> {
     ) -> Result<Self, InitError> {
         let layout = cfg.flags_layout().map_err(InitError::Config)?;
         let Some(end) = base_pfn.checked_add(len as u64) else {
-            return Err(InitError::RangeOverflow);
+            return Err(InitError::RangeOverflow { start_pfn: base_pfn, nr_pages: len as u64 });
         };
         if end > cfg.max_pfn() {
             return Err(InitError::BeyondMaxPfn { end_pfn: end, max_pfn: cfg.max_pfn() });
@@ -316,6 +316,8 @@ impl<'a, P: StructPage> Memmap<'a, P> {
     ///
     /// If the range is not in the memmap or `out` has the wrong length.
     pub fn copy_bytes(&self, start: u64, nr: u64, out: &mut [u8]) {
+        assert!(self.contains_range(start, nr), "range outside memmap");
+        // In the memmap, so `nr <= len` and the product is at most the storage's size.
         assert_eq!(out.len(), nr as usize * P::SIZE, "output length");
         let mut chunks = out.chunks_exact_mut(P::SIZE);
         self.for_each(start, nr, |_, page| {
@@ -476,15 +478,20 @@ impl<'a, P: StructPage> Memmap<'a, P> {
         Ok((left, right))
     }
 
-    /// PFNs at the start of every pageblock overlapping `[start, start + nr)` whose migrate type
-    /// is `mt`.
+    /// PFNs at the start of every pageblock overlapping both `[start, start + nr)` and the
+    /// memmap whose migrate type is `mt`, in ascending order. Only the memmap's own pageblocks
+    /// are visited, so a range of any length (one reaching past the end of the `u64` PFN
+    /// space included, which no memmap reaches) costs at most one step per pageblock of the
+    /// memmap.
     pub fn pageblocks_with(&self, start: u64, nr: u64, mt: MigrateType) -> impl Iterator<Item = u64> + '_ {
         let order = self.cfg.pageblock_order;
-        let first = start >> order;
-        let last = if nr == 0 { first } else { ((start + nr - 1) >> order) + 1 };
+        // The overlap of the two ranges; empty when they do not meet.
+        let lo = start.max(self.base_pfn);
+        let hi = start.saturating_add(nr).min(self.end_pfn());
+        let (first, last) = if lo < hi { (lo >> order, ((hi - 1) >> order) + 1) } else { (0, 0) };
         (first..last).map(move |b| b << order).filter(move |&pfn| {
             let probe = pfn.max(self.base_pfn);
-            self.contains(probe) && self.pageblock_migratetype(probe) == Some(mt)
+            self.pageblock_migratetype(probe) == Some(mt)
         })
     }
 }

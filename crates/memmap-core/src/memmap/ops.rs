@@ -164,20 +164,26 @@ impl<P: StructPage> Memmap<'_, P> {
     /// Sets flag bit `bit` with a plain read-modify-write (`__SetPageReserved`,
     /// `__SetPageHead`, ...).
     ///
+    /// `page->flags` is one 64-bit word: a `bit` of 64 or more names no flag, and setting it
+    /// changes nothing (as [`StructPage::test_flag`] reads such a bit as clear).
+    ///
     /// # Panics
     ///
     /// If `pfn` is outside the memmap.
     #[inline]
     pub fn set_flag(&mut self, pfn: u64, bit: u32) {
         assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        let Some(mask) = 1u64.checked_shl(bit) else { return };
         // SAFETY: in range (checked).
         unsafe {
             let page = self.page_ptr(pfn);
-            wr64(page, offsets::FLAGS, rd64(page, offsets::FLAGS) | (1 << bit));
+            wr64(page, offsets::FLAGS, rd64(page, offsets::FLAGS) | mask);
         }
     }
 
     /// Clears flag bit `bit` with a plain read-modify-write (`__ClearPageReserved`, ...).
+    ///
+    /// A `bit` of 64 or more names no flag of the 64-bit `page->flags`: nothing changes.
     ///
     /// # Panics
     ///
@@ -185,10 +191,11 @@ impl<P: StructPage> Memmap<'_, P> {
     #[inline]
     pub fn clear_flag(&mut self, pfn: u64, bit: u32) {
         assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        let Some(mask) = 1u64.checked_shl(bit) else { return };
         // SAFETY: in range (checked).
         unsafe {
             let page = self.page_ptr(pfn);
-            wr64(page, offsets::FLAGS, rd64(page, offsets::FLAGS) & !(1 << bit));
+            wr64(page, offsets::FLAGS, rd64(page, offsets::FLAGS) & !mask);
         }
     }
 
@@ -215,11 +222,14 @@ impl<P: StructPage> Memmap<'_, P> {
     ///
     /// # Panics
     ///
-    /// If the tail is outside the memmap.
+    /// If the tail (`head_pfn + tail_idx`, which may lie past the end of the `u64` PFN
+    /// space) is outside the memmap.
     #[inline]
     pub fn prep_compound_tail(&mut self, head_pfn: u64, tail_idx: u64, order: u32) {
-        let pfn = head_pfn + tail_idx;
-        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        let pfn = head_pfn.checked_add(tail_idx).filter(|&p| self.contains(p));
+        let Some(pfn) = pfn else {
+            panic!("tail {tail_idx:#x} of head {head_pfn:#x} outside memmap");
+        };
         let word = self.config().compound_head_word(self.vaddr(head_pfn), order, P::SIZE);
         // SAFETY: in range (checked).
         unsafe {
@@ -251,18 +261,21 @@ impl<P: StructPage> Memmap<'_, P> {
     /// lacks `PG_head`): then, as in the kernel, the order and the page count are not set but
     /// the rest of the function still runs.
     ///
+    /// The page counts `1 << order` of the 32-bit fields are 0 for orders of 32 and more,
+    /// which no compound page has (the kernel's `1U << order` is undefined there).
+    ///
     /// # Panics
     ///
-    /// If page\[1\] (or, for order > 1 with the 6.15+ layout, page\[2\]) is outside the memmap.
+    /// If the head, page\[1\] or (for order > 1 with the 6.15+ layout) page\[2\] is outside the
+    /// memmap; nothing is written then.
     pub fn prep_compound_head(&mut self, head_pfn: u64, order: u32) -> bool {
         let cfg = *self.config();
         let layout = cfg.behaviour().folio_layout;
         let deferred_list = layout == FolioLayout::MmIds && order > 1;
+        let pages = if deferred_list { 3 } else { 2 };
+        assert!(self.contains_range(head_pfn, pages), "folio pages [{head_pfn:#x}, +{pages}) outside memmap");
         let p1 = head_pfn + 1;
-        assert!(self.contains(p1), "pfn {p1:#x} outside memmap");
-        if deferred_list {
-            assert!(self.contains(head_pfn + 2), "pfn {:#x} outside memmap", head_pfn + 2);
-        }
+        let nr_pages_u32 = 1u32.checked_shl(order).unwrap_or(0);
         if layout == FolioLayout::FolioDtor {
             // SAFETY: page[1] is in range (checked); every field is inside it.
             unsafe {
@@ -271,7 +284,7 @@ impl<P: StructPage> Memmap<'_, P> {
                 // Orders of 256 and more do not exist (MAX_VMEMMAP_SHIFT); the byte keeps the
                 // low bits as the kernel's `unsigned char` would.
                 page1.add(DTOR_ORDER).write(order as u8);
-                wr32(page1, DTOR_NR_PAGES, 1u32.checked_shl(order).unwrap_or(0));
+                wr32(page1, DTOR_NR_PAGES, nr_pages_u32);
                 wr32_once(page1, DTOR_TOTAL_MAPCOUNT, MINUS_ONE);
                 wr32_once(page1, DTOR_PINCOUNT, 0);
             }
@@ -289,10 +302,10 @@ impl<P: StructPage> Memmap<'_, P> {
                 wr64(page1, offsets::FLAGS, (flags_1 & !0xff) | u64::from(order));
                 match layout {
                     FolioLayout::MmIds if cfg.nr_pages_in_large_folio => {
-                        wr32(page1, offsets::MEMCG_DATA, 1u32 << order);
+                        wr32(page1, offsets::MEMCG_DATA, nr_pages_u32);
                     }
                     FolioLayout::MmIds => {}
-                    FolioLayout::NrPages => wr32(page1, OLD_FOLIO_NR_PAGES, 1u32 << order),
+                    FolioLayout::NrPages => wr32(page1, OLD_FOLIO_NR_PAGES, nr_pages_u32),
                     FolioLayout::FolioDtor => {}
                 }
             }

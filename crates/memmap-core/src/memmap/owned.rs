@@ -43,22 +43,24 @@ impl<P: StructPage> OwnedMemmap<P> {
     ///
     /// # Errors
     ///
-    /// The `mmap` error, or [`io::ErrorKind::InvalidInput`] for an invalid configuration, a
-    /// size that overflows, or a range that ends past the configuration's last pfn.
+    /// The `mmap` error, or [`io::ErrorKind::InvalidInput`] carrying the [`InitError`]
+    /// ([`io::Error::get_ref`]) for an invalid configuration, a range that passes the end of
+    /// the `u64` PFN space or ends past the configuration's last pfn.
     pub fn new(cfg: KernelConfig, base_pfn: u64, nr_pages: u64) -> io::Result<Self> {
-        cfg.flags_layout().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let invalid = |e: InitError| io::Error::new(io::ErrorKind::InvalidInput, e);
+        cfg.flags_layout().map_err(|e| invalid(InitError::Config(e)))?;
+        // The bounds `Memmap::from_raw_parts` enforces, checked here so that `memmap()` cannot
+        // fail later. Below `max_pfn` (at most 2^52 pages) the byte count fits a 64-bit usize.
+        let end = base_pfn
+            .checked_add(nr_pages)
+            .ok_or(invalid(InitError::RangeOverflow { start_pfn: base_pfn, nr_pages }))?;
+        if end > cfg.max_pfn() {
+            return Err(invalid(InitError::BeyondMaxPfn { end_pfn: end, max_pfn: cfg.max_pfn() }));
+        }
         let n = usize::try_from(nr_pages).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let bytes = n
             .checked_mul(P::SIZE)
-            .filter(|_| base_pfn.checked_add(nr_pages).is_some())
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "memmap size overflows"))?;
-        // The same bound `Memmap::from_raw_parts` enforces, checked here so that `memmap()`
-        // cannot fail later.
-        let end = base_pfn + nr_pages;
-        if end > cfg.max_pfn() {
-            let e = InitError::BeyondMaxPfn { end_pfn: end, max_pfn: cfg.max_pfn() };
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, std::format!("{e}")));
-        }
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "memmap size overflows usize"))?;
         // A zero-length mapping is an error for mmap; keep one page so empty memmaps work.
         // MAP_NORESERVE: a memmap is often written only in part (on-demand and deferred init
         // touch a fraction of a node's struct pages); swap is not reserved for the rest.

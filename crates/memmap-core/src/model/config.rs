@@ -222,7 +222,8 @@ impl KernelConfig {
     /// `ZONE_DEVICE`'s index: the last zone.
     #[must_use]
     pub const fn zone_device(&self) -> u32 {
-        self.max_nr_zones - 1
+        // Saturating: a configuration without zones (which `flags_layout` refuses) answers 0.
+        self.max_nr_zones.saturating_sub(1)
     }
 
     /// `PAGE_SIZE`.
@@ -289,7 +290,8 @@ impl KernelConfig {
     #[must_use]
     pub const fn compound_head_word(&self, head_vaddr: u64, order: u32, page_size: usize) -> u64 {
         if self.compound_info_has_mask(page_size) {
-            let low = order + page_size.trailing_zeros();
+            // Saturating: an order that leaves no mask bit (64 and more) gives just the tail bit.
+            let low = order.saturating_add(page_size.trailing_zeros());
             let mask = if low >= 64 { 0 } else { u64::MAX << low };
             mask | 1
         } else {

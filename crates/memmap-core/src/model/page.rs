@@ -176,10 +176,11 @@ pub trait StructPage:
     fn set_flags(&mut self, v: u64) {
         self.words_mut()[0] = v;
     }
-    /// Tests flag bit `bit` (a [`crate::model::flags::PG`] number).
+    /// Tests flag bit `bit` (a [`crate::model::flags::PG`] number). `page->flags` is one
+    /// 64-bit word: a `bit` of 64 or more names no flag and reads as clear.
     #[inline(always)]
     fn test_flag(&self, bit: u32) -> bool {
-        self.flags() & (1 << bit) != 0
+        1u64.checked_shl(bit).is_some_and(|mask| self.flags() & mask != 0)
     }
     /// `lru.next` (word at 8).
     #[inline(always)]

@@ -44,10 +44,38 @@ pub struct PadataPlan {
     pub chunk: u64,
 }
 
-/// `roundup(x, y)` for any `y > 0`.
+/// `roundup(x, y)` for any `y > 0`, saturating at `u64::MAX`.
 const fn roundup(x: u64, y: u64) -> u64 {
-    x.div_ceil(y) * y
+    x.div_ceil(y).saturating_mul(y)
 }
+
+/// A job [`padata_do_multithreaded`] cannot run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PadataError {
+    /// `start + size` passes the end of the `u64` space: no `[start, end)` call can describe
+    /// the job's last items. A job must end at `u64::MAX` or below.
+    RangeOverflow {
+        /// `start`.
+        start: u64,
+        /// `size`.
+        size: u64,
+    },
+}
+
+impl core::fmt::Display for PadataError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            PadataError::RangeOverflow { start, size } => write!(
+                f,
+                "padata job [{start:#x}, +{size:#x}) ends past u64::MAX (a job may have at most {:#x} items from that start)",
+                u64::MAX - start
+            ),
+        }
+    }
+}
+
+impl core::error::Error for PadataError {}
 
 impl PadataJob {
     /// The job of hugetlb's `gather_bootmem_prealloc()`: one item per node id (`size =
@@ -58,7 +86,20 @@ impl PadataJob {
         PadataJob { start: 0, size: nr_node_ids, align: 1, min_chunk: 1, max_threads: nodes_with_memory }
     }
 
-    /// The plan of rules 1-4, or `None` for an empty job.
+    /// One past the job's last item, `start + size`.
+    ///
+    /// # Errors
+    ///
+    /// [`PadataError::RangeOverflow`] when that passes `u64::MAX`.
+    pub const fn end(&self) -> Result<u64, PadataError> {
+        match self.start.checked_add(self.size) {
+            Some(end) => Ok(end),
+            None => Err(PadataError::RangeOverflow { start: self.start, size: self.size }),
+        }
+    }
+
+    /// The plan of rules 1-4, or `None` for an empty job. It depends on the sizes only, so
+    /// every job has one (whether it can run is [`PadataJob::end`]'s question).
     #[must_use]
     pub fn plan(&self) -> Option<PadataPlan> {
         if self.size == 0 {
@@ -71,23 +112,29 @@ impl PadataJob {
         if nworks == 1 {
             return Some(PadataPlan { nworks, chunk: self.size });
         }
-        let chunk = self.size / (nworks as u64 * LOAD_BALANCE_FACTOR);
+        // Saturating: more than `u64::MAX / 4` works leave chunks of 0 before the clamps, as
+        // the exact quotient would.
+        let chunk = self.size / (nworks as u64).saturating_mul(LOAD_BALANCE_FACTOR);
         let chunk = chunk.max(min_chunk).max(1);
         Some(PadataPlan { nworks, chunk: roundup(chunk, align) })
     }
 
     /// The `[start, end)` of every `thread_fn` call, in the order helpers take them (rule 5 above).
     /// Which thread makes which call depends on scheduling; the set of calls does not.
-    #[must_use]
-    pub fn chunks(&self) -> PadataChunks {
-        match self.plan() {
+    ///
+    /// # Errors
+    ///
+    /// [`PadataError::RangeOverflow`] when the job ends past `u64::MAX`.
+    pub fn chunks(&self) -> Result<PadataChunks, PadataError> {
+        self.end()?;
+        Ok(match self.plan() {
             None => PadataChunks { start: self.start, remaining: 0, chunk: 1 },
             // One work: one call for the whole job ("cut to the chase").
             Some(p) if p.nworks == 1 => {
                 PadataChunks { start: self.start, remaining: self.size, chunk: u64::MAX }
             }
             Some(p) => PadataChunks { start: self.start, remaining: self.size, chunk: p.chunk },
-        }
+        })
     }
 }
 
@@ -108,12 +155,14 @@ impl Iterator for PadataChunks {
             return None;
         }
         let start = self.start;
-        // "So end is chunk size aligned if enough work remains."
+        // "So end is chunk size aligned if enough work remains": `roundup(start + 1, chunk) -
+        // start`, computed without the sum (which passes u64::MAX near the top of the space).
         let size = if self.chunk == u64::MAX {
             self.remaining
         } else {
-            (roundup(start + 1, self.chunk) - start).min(self.remaining)
+            (self.chunk - start % self.chunk).min(self.remaining)
         };
+        // `PadataJob::chunks` checked that `start + remaining` fits in a u64.
         self.start += size;
         self.remaining -= size;
         Some((start, start + size))
@@ -136,29 +185,33 @@ pub struct PadataReport {
 /// calling thread run `thread_fn(start, end)` over the chunks of [`PadataJob::chunks`], and the
 /// call returns when all of them are done.
 ///
+/// # Errors
+///
+/// [`PadataError::RangeOverflow`] (no call is made) when the job ends past `u64::MAX`; a job
+/// that starts at 0 never does.
+///
 /// # Panics
 ///
 /// If `thread_fn` panics on any thread: the panic is propagated with its payload.
 #[cfg(feature = "std")]
-pub fn padata_do_multithreaded<F>(job: &PadataJob, thread_fn: F) -> PadataReport
+pub fn padata_do_multithreaded<F>(job: &PadataJob, thread_fn: F) -> Result<PadataReport, PadataError>
 where
     F: Fn(u64, u64) + Sync,
 {
     use crate::sync::SpinLock;
     use std::vec::Vec;
 
+    let chunks = job.chunks()?;
+    let end = job.end()?;
     let Some(plan) = job.plan() else {
-        return PadataReport { plan: None, calls: Vec::new() };
+        return Ok(PadataReport { plan: None, calls: Vec::new() });
     };
     if plan.nworks == 1 {
         // "Single thread, no coordination needed, cut to the chase."
-        thread_fn(job.start, job.start + job.size);
-        return PadataReport {
-            plan: Some(plan),
-            calls: std::vec![std::vec![(job.start, job.start + job.size)]],
-        };
+        thread_fn(job.start, end);
+        return Ok(PadataReport { plan: Some(plan), calls: std::vec![std::vec![(job.start, end)]] });
     }
-    let state = SpinLock::new(job.chunks());
+    let state = SpinLock::new(chunks);
     let helper = || {
         let mut mine = Vec::new();
         loop {
@@ -178,7 +231,7 @@ where
         calls.extend(helpers.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))));
         calls
     });
-    PadataReport { plan: Some(plan), calls }
+    Ok(PadataReport { plan: Some(plan), calls })
 }
 
 #[cfg(test)]
@@ -200,7 +253,7 @@ mod tests {
         assert_eq!(PadataJob::gather_bootmem(1, 1).plan(), Some(PadataPlan { nworks: 1, chunk: 1 }));
         assert_eq!(PadataJob::gather_bootmem(0, 0).plan(), None);
         assert_eq!(
-            PadataJob::gather_bootmem(4, 4).chunks().collect::<Vec<_>>(),
+            PadataJob::gather_bootmem(4, 4).chunks().unwrap().collect::<Vec<_>>(),
             [(0, 1), (1, 2), (2, 3), (3, 4)]
         );
     }
@@ -209,10 +262,10 @@ mod tests {
     fn empty_and_single_work_jobs() {
         let job = PadataJob { start: 5, size: 0, align: 8, min_chunk: 8, max_threads: 4 };
         assert_eq!(job.plan(), None);
-        assert_eq!(job.chunks().count(), 0);
+        assert_eq!(job.chunks().unwrap().count(), 0);
         let job = PadataJob { start: 5, size: 7, align: 8, min_chunk: 8, max_threads: 4 };
         assert_eq!(job.plan(), Some(PadataPlan { nworks: 1, chunk: 7 }));
-        assert_eq!(job.chunks().collect::<Vec<_>>(), [(5, 12)]);
+        assert_eq!(job.chunks().unwrap().collect::<Vec<_>>(), [(5, 12)]);
     }
 
     #[test]
@@ -220,7 +273,7 @@ mod tests {
         let job = PadataJob { start: 3, size: 61, align: 8, min_chunk: 8, max_threads: 2 };
         // nworks 2, chunk max(61/8 = 7, 8) = 8.
         assert_eq!(job.plan(), Some(PadataPlan { nworks: 2, chunk: 8 }));
-        let c: Vec<_> = job.chunks().collect();
+        let c: Vec<_> = job.chunks().unwrap().collect();
         assert_eq!(c[0], (3, 8));
         assert_eq!(c[1], (8, 16));
         assert_eq!(*c.last().unwrap(), (56, 64));

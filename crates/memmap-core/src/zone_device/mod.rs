@@ -27,6 +27,7 @@
 //! the same tracepoint events and `cond_resched` calls and produces the same bytes.
 
 mod altmap;
+mod mappable;
 #[cfg(feature = "std")]
 mod parallel;
 mod plan;
@@ -34,6 +35,8 @@ mod slow;
 mod template;
 
 pub use altmap::move_pfn_range_to_zone;
+pub(crate) use mappable::KernelMessage;
+pub use mappable::{Unmappable, check_memremap_pages, hotplug_align_pages};
 #[cfg(feature = "std")]
 pub use parallel::{ParallelInit, memmap_init_zone_device_parallel};
 

@@ -113,8 +113,10 @@ where
         min_chunk: align,
         max_threads: workers,
     };
+    // The plan's range is inside the memmap, so the job ends below u64::MAX.
     let pieces: Vec<Piece<(Plan, H)>> = job
         .chunks()
+        .map_err(|_| InitError::RangeOverflow { start_pfn: job.start, nr_pages: job.size })?
         .map(|(s, e)| Piece { start: s, end: e, data: (Plan { start: s, end: e, ..plan }, make_hooks(s, e)) })
         .collect();
     if pieces.len() <= 1 {

@@ -78,7 +78,7 @@ pub(super) fn plan<P: StructPage>(
         return Err(InitError::VmemmapShiftTooLarge { shift: pgmap.vmemmap_shift, max: MAX_VMEMMAP_SHIFT });
     }
     let Some(end) = range.start_pfn.checked_add(range.nr_pages) else {
-        return Err(InitError::RangeOverflow);
+        return Err(InitError::RangeOverflow { start_pfn: range.start_pfn, nr_pages: range.nr_pages });
     };
     if range.nr_pages == 0 {
         return Ok(None);

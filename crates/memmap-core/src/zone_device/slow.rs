@@ -1,12 +1,14 @@
 //! The slow path: the kernel's `__init_zone_device_page()` and `memmap_init_compound()`, store
 //! for store.
 
-use super::DevPagemap;
 use super::plan::Plan;
+use super::{DevPagemap, MAX_VMEMMAP_SHIFT};
+use crate::InitError;
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
 use crate::memmap::ops::wr64;
 use crate::model::page::{StructPage, offsets};
+use crate::model::version::FolioLayout;
 
 impl<P: StructPage> Memmap<'_, P> {
     /// `__init_zone_device_page(page, pfn, zone_idx, nid, pgmap)`: `__init_single_page`,
@@ -54,9 +56,16 @@ impl<P: StructPage> Memmap<'_, P> {
     /// `prep_compound_tail` + `set_page_count(page, 0)`, then `prep_compound_head` after the
     /// loop.
     ///
-    /// # Panics
+    /// `nr_pages` counts the head too (the kernel's `compound_nr_pages()`: tails
+    /// `head_pfn + 1 .. head_pfn + nr_pages`); `prep_compound_head` also needs page\[1\] and,
+    /// for the 6.15+ folio layout with order > 1, page\[2\].
     ///
-    /// If the compound page is outside the memmap.
+    /// # Errors
+    ///
+    /// Checked before anything is written: [`InitError::VmemmapShiftTooLarge`] for a
+    /// `vmemmap_shift` above [`MAX_VMEMMAP_SHIFT`], [`InitError::RangeOverflow`] when
+    /// `head_pfn + nr_pages` overflows `u64`, [`InitError::OutOfRange`] when the pages written
+    /// are not all in the memmap.
     pub fn memmap_init_compound<H: InitHooks>(
         &mut self,
         head_pfn: u64,
@@ -65,9 +74,42 @@ impl<P: StructPage> Memmap<'_, P> {
         pgmap: &DevPagemap,
         nr_pages: u64,
         hooks: &mut H,
+    ) -> Result<(), InitError> {
+        let order = pgmap.vmemmap_shift;
+        if order > MAX_VMEMMAP_SHIFT {
+            return Err(InitError::VmemmapShiftTooLarge { shift: order, max: MAX_VMEMMAP_SHIFT });
+        }
+        let end = head_pfn
+            .checked_add(nr_pages)
+            .ok_or(InitError::RangeOverflow { start_pfn: head_pfn, nr_pages })?;
+        let folio_layout = self.config().behaviour().folio_layout;
+        let folio_pages = if folio_layout == FolioLayout::MmIds && order > 1 { 3 } else { 2 };
+        let touched = nr_pages.max(folio_pages);
+        if !self.contains_range(head_pfn, touched) {
+            return Err(InitError::OutOfRange {
+                start_pfn: head_pfn,
+                nr_pages: touched,
+                memmap_start: self.base_pfn(),
+                memmap_end: self.end_pfn(),
+            });
+        }
+        self.compound_pages(head_pfn, end, zone, nid, pgmap, hooks);
+        Ok(())
+    }
+
+    /// The body of [`Memmap::memmap_init_compound`] for the compound page `[head_pfn, end)`,
+    /// whose pages (with page\[1\] and page\[2\]) the caller checked are in the memmap.
+    fn compound_pages<H: InitHooks>(
+        &mut self,
+        head_pfn: u64,
+        end: u64,
+        zone: u32,
+        nid: u32,
+        pgmap: &DevPagemap,
+        hooks: &mut H,
     ) {
         self.set_flag(head_pfn, self.config().behaviour().page_flags.head);
-        for pfn in head_pfn + 1..head_pfn + nr_pages {
+        for pfn in head_pfn + 1..end {
             self.init_zone_device_page(pfn, zone, nid, pgmap, hooks);
             self.prep_compound_tail(head_pfn, pfn - head_pfn, pgmap.vmemmap_shift);
             self.set_page_count(pfn, 0, hooks);
@@ -90,7 +132,10 @@ pub(super) fn run_slow<P: StructPage, H: InitHooks>(
             hooks.cond_resched(pfn);
         }
         if plan.pfns_per_compound != 1 {
-            m.memmap_init_compound(pfn, plan.zone, plan.nid, pgmap, plan.compound_pages_at(pfn), hooks);
+            // `plan::plan` checked that the range holds whole compound pages (of at least two
+            // pages, three from order 2) inside the memmap.
+            let end = pfn + plan.compound_pages_at(pfn);
+            m.compound_pages(pfn, end, plan.zone, plan.nid, pgmap, hooks);
         }
         pfn += plan.pfns_per_compound;
     }

@@ -1,0 +1,218 @@
+//! What the kernel refuses before `memremap_pages()` creates any ZONE_DEVICE struct page.
+//!
+//! `memmap_init_zone_device()` itself checks nothing: the ranges it gets passed two earlier
+//! checks, which [`check_memremap_pages`] makes on a [`ZoneDeviceRange`]:
+//!
+//! 1. A persistent-memory namespace mapped with struct pages (`MEMORY_DEVICE_FS_DAX`, `ndctl
+//!    create-namespace -m fsdax`, or a raw namespace of a `memmap=` region) must start and end
+//!    at a multiple of `memremap_compat_align()`: `SUBSECTION_SIZE` (2 MiB) on x86-64 and
+//!    arm64, so that the namespace can switch modes. `nvdimm_namespace_common_probe()`
+//!    (`drivers/nvdimm/namespace_devs.c`) prints `"%pr misaligned, unable to map"` and fails
+//!    the probe with `-EOPNOTSUPP` (`nd_pfn_init()` likewise refuses to create an fsdax
+//!    namespace whose start is misaligned).
+//! 2. Every memory type reaches `__add_pages()` (`arch_add_memory()`, or `add_pages()` for
+//!    `MEMORY_DEVICE_PRIVATE`), whose `check_pfn_span()` (`mm/memory_hotplug.c`) wants the
+//!    first pfn and the page count to be multiples of `PAGES_PER_SUBSECTION` (2 MiB of pages)
+//!    with `CONFIG_SPARSEMEM_VMEMMAP`, of `PAGES_PER_SECTION` without it; otherwise it
+//!    `WARN`s `"Misaligned __add_pages start: %#lx end: #%lx"` and returns `-EINVAL`.
+//!
+//! Both checks read the same in 6.1 and 6.12 (6.5 moved the `WARN` of the second from
+//! `check_pfn_span()` into `__add_pages()`, with the same text); the model applies them to
+//! every release.
+
+use core::fmt;
+
+use super::{DevPagemap, MemoryType, ZoneDeviceRange};
+use crate::InitError;
+use crate::model::config::KernelConfig;
+
+/// `SUBSECTION_SHIFT`: the sub-section (2 MiB) is the smallest unit of memory hotplug with
+/// `CONFIG_SPARSEMEM_VMEMMAP`, on every architecture and page size.
+const SUBSECTION_SHIFT: u32 = 21;
+
+/// Why the kernel refuses to map a ZONE_DEVICE range (the two checks of
+/// [`check_memremap_pages`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Unmappable {
+    /// `nvdimm_namespace_common_probe()`: "misaligned, unable to map" (`-EOPNOTSUPP`); the
+    /// namespace's start and end must be multiples of `memremap_compat_align()`.
+    PmemMisaligned,
+    /// `__add_pages()` → `check_pfn_span()`: "Misaligned __add_pages" (`-EINVAL`); the first
+    /// pfn and the page count must be multiples of a sub-section (a section without
+    /// `CONFIG_SPARSEMEM_VMEMMAP`).
+    AddPagesMisaligned,
+}
+
+impl Unmappable {
+    /// The kernel function that refuses the range.
+    #[must_use]
+    pub const fn function(self) -> &'static str {
+        match self {
+            Unmappable::PmemMisaligned => "nvdimm_namespace_common_probe",
+            Unmappable::AddPagesMisaligned => "__add_pages",
+        }
+    }
+
+    /// The error the kernel function returns.
+    #[must_use]
+    pub const fn errno(self) -> &'static str {
+        match self {
+            Unmappable::PmemMisaligned => "-EOPNOTSUPP",
+            Unmappable::AddPagesMisaligned => "-EINVAL",
+        }
+    }
+}
+
+/// The kernel's message for a refused range, as its `dev_err()` or `WARN()` prints it.
+pub(crate) struct KernelMessage {
+    why: Unmappable,
+    start_pfn: u64,
+    nr_pages: u64,
+    page_shift: u32,
+}
+
+impl KernelMessage {
+    /// The message of [`InitError::NotMappable`] with these fields. The pmem check's alignment
+    /// is a sub-section in pages, which gives the page size back for the byte addresses.
+    pub(crate) const fn new(why: Unmappable, start_pfn: u64, nr_pages: u64, align_pages: u64) -> Self {
+        let page_shift = SUBSECTION_SHIFT.saturating_sub(align_pages.trailing_zeros());
+        KernelMessage { why, start_pfn, nr_pages, page_shift }
+    }
+}
+
+impl fmt::Display for KernelMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let end_pfn = self.start_pfn.saturating_add(self.nr_pages);
+        match self.why {
+            Unmappable::PmemMisaligned => {
+                // `%pr` of the namespace's resource: the physical byte range, end inclusive.
+                let start = self.start_pfn.checked_shl(self.page_shift).unwrap_or(u64::MAX);
+                let end = end_pfn.checked_shl(self.page_shift).unwrap_or(u64::MAX).saturating_sub(1);
+                write!(f, "[mem {start:#010x}-{end:#010x} flags 0x200] misaligned, unable to map")
+            }
+            Unmappable::AddPagesMisaligned => write!(
+                f,
+                "Misaligned __add_pages start: {:#x} end: #{:x}",
+                self.start_pfn,
+                end_pfn.saturating_sub(1)
+            ),
+        }
+    }
+}
+
+/// The pages `check_pfn_span()` wants the start and the length of a hot-added range to be
+/// multiples of: `PAGES_PER_SUBSECTION` with `CONFIG_SPARSEMEM_VMEMMAP`, else
+/// `PAGES_PER_SECTION`.
+#[must_use]
+pub const fn hotplug_align_pages(cfg: &KernelConfig) -> u64 {
+    if cfg.sparsemem_vmemmap { subsection_pages(cfg) } else { cfg.pages_per_section() }
+}
+
+/// `memremap_compat_align()` in pages: `SUBSECTION_SIZE` (the generic value; PowerPC's hash
+/// MMU, which wants 16 MiB, is not modelled).
+const fn subsection_pages(cfg: &KernelConfig) -> u64 {
+    let shift = SUBSECTION_SHIFT.saturating_sub(cfg.page_shift);
+    if shift >= 64 { u64::MAX } else { 1 << shift }
+}
+
+/// The checks `memremap_pages()` and the pmem driver make before any ZONE_DEVICE struct page
+/// of `range` exists: an `Err` means the kernel creates no ZONE_DEVICE page for it, so there
+/// is nothing for [`memmap_init_zone_device`] to initialize. A zero-length range passes.
+///
+/// 1. An FS_DAX range (a persistent-memory namespace mapped with struct pages) must start and
+///    end at a multiple of `memremap_compat_align()`, 2 MiB on x86-64 and arm64:
+///    `nvdimm_namespace_common_probe()` prints `"%pr misaligned, unable to map"` and fails
+///    with `-EOPNOTSUPP` ([`Unmappable::PmemMisaligned`]).
+/// 2. Every range reaches `__add_pages()`, whose `check_pfn_span()` wants the first pfn and the
+///    page count to be multiples of [`hotplug_align_pages`] (a 2 MiB sub-section with
+///    `CONFIG_SPARSEMEM_VMEMMAP`, a section without): `"Misaligned __add_pages start: %#lx
+///    end: #%lx"`, `-EINVAL` ([`Unmappable::AddPagesMisaligned`]).
+///
+/// [`memmap_init_zone_device`] does not call this (the kernel's function checks nothing and
+/// the model's initializes any range inside a memmap); a caller that models a namespace or a
+/// device-dax range calls it first.
+///
+/// # Errors
+///
+/// [`InitError::NotMappable`] with the kernel's reason: [`Unmappable::PmemMisaligned`] for an
+/// FS_DAX range whose start or end is not 2 MiB-aligned, [`Unmappable::AddPagesMisaligned`]
+/// for any range whose start or length is not a multiple of [`hotplug_align_pages`];
+/// [`InitError::RangeOverflow`] for a range that passes the end of the `u64` PFN space.
+///
+/// [`memmap_init_zone_device`]: super::memmap_init_zone_device
+pub fn check_memremap_pages(
+    cfg: &KernelConfig,
+    range: &ZoneDeviceRange,
+    pgmap: &DevPagemap,
+) -> Result<(), InitError> {
+    let (start_pfn, nr_pages) = (range.start_pfn, range.nr_pages);
+    let end = start_pfn.checked_add(nr_pages).ok_or(InitError::RangeOverflow { start_pfn, nr_pages })?;
+    let refused = |why, align_pages| InitError::NotMappable { start_pfn, nr_pages, align_pages, why };
+    if pgmap.memory_type == MemoryType::FsDax {
+        let align = subsection_pages(cfg);
+        if (start_pfn | end) % align != 0 {
+            return Err(refused(Unmappable::PmemMisaligned, align));
+        }
+    }
+    let align = hotplug_align_pages(cfg);
+    if (start_pfn | nr_pages) % align != 0 {
+        return Err(refused(Unmappable::AddPagesMisaligned, align));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::ToString;
+
+    fn range(start_pfn: u64, nr_pages: u64) -> ZoneDeviceRange {
+        ZoneDeviceRange::new(KernelConfig::X86_64.zone_device(), 0, start_pfn, nr_pages)
+    }
+
+    #[test]
+    fn a_1mib_aligned_fsdax_namespace_is_refused_with_the_kernels_message() {
+        let cfg = KernelConfig::X86_64;
+        let fsdax = DevPagemap::new(MemoryType::FsDax);
+        // memmap=1G!4097M: 1 MiB-aligned at both ends.
+        let e = check_memremap_pages(&cfg, &range(0x100100, 0x40000), &fsdax).unwrap_err();
+        assert_eq!(
+            e,
+            InitError::NotMappable {
+                start_pfn: 0x100100,
+                nr_pages: 0x40000,
+                align_pages: 512,
+                why: Unmappable::PmemMisaligned
+            }
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("[mem 0x100100000-0x1400fffff flags 0x200] misaligned, unable to map"),
+            "{text}"
+        );
+        assert!(text.contains("nvdimm_namespace_common_probe") && text.contains("-EOPNOTSUPP"), "{text}");
+        // A devdax range with the same pfns fails in __add_pages instead.
+        let generic = DevPagemap::new(MemoryType::Generic);
+        let e = check_memremap_pages(&cfg, &range(0x100100, 0x40000), &generic).unwrap_err();
+        assert!(e.to_string().contains("Misaligned __add_pages start: 0x100100 end: #1400ff"), "{e}");
+    }
+
+    #[test]
+    fn aligned_ranges_of_every_type_pass_and_classic_sparsemem_wants_sections() {
+        let cfg = KernelConfig::X86_64;
+        for t in MemoryType::ALL {
+            let pgmap = DevPagemap::new(t);
+            assert_eq!(check_memremap_pages(&cfg, &range(0x100000, 0x40000), &pgmap), Ok(()));
+            assert_eq!(check_memremap_pages(&cfg, &range(0x100200, 0x200), &pgmap), Ok(()));
+            assert_eq!(check_memremap_pages(&cfg, &range(0x100000, 0), &pgmap), Ok(()));
+        }
+        let classic = KernelConfig::X86_64_CLASSIC_SPARSE;
+        let e =
+            check_memremap_pages(&classic, &range(0x100200, 0x200), &DevPagemap::new(MemoryType::Generic));
+        assert!(matches!(e, Err(InitError::NotMappable { align_pages: 32768, .. })), "{e:?}");
+        assert_eq!(hotplug_align_pages(&classic), classic.pages_per_section());
+        let over = check_memremap_pages(&cfg, &range(u64::MAX, 2), &DevPagemap::new(MemoryType::FsDax));
+        assert!(matches!(over, Err(InitError::RangeOverflow { .. })));
+    }
+}
