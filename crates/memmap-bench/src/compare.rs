@@ -35,9 +35,10 @@ use memmap_core::{
 use crate::limits::{self, FillKind, Limits};
 use crate::measure::{Runner, interleaved_paired};
 use crate::progress::{Phase, ProgressMode};
-use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
+use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
+use crate::scenarios::paired::{calibrate, limit_run, prefault};
+use crate::scenarios::scenario::RunError;
 use crate::scenarios::zone_device::{Case, DEVICE_START_PFN, SIZE_UNIT};
-use crate::scenarios::{RunError, calibrate, limit_run, prefault};
 use crate::size::Bytes;
 
 /// An initializer's body: initializes `range` of the memmap for `pgmap` and returns the

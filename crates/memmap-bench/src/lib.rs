@@ -58,3 +58,4 @@ pub mod report;
 pub mod scenarios;
 pub mod size;
 pub mod sweep;
+pub mod threads;
