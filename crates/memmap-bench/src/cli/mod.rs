@@ -177,16 +177,7 @@ mod tests {
 
     /// This project's machine: 24 GiB, 20 available.
     fn machine() -> MemInfo {
-        MemInfo {
-            available: Some(20 << 30),
-            total: Some(24 << 30),
-            swap_total: Some(0),
-            commit_limit: Some(12 << 30),
-            committed: Some(1 << 30),
-            overcommit: Some(0),
-            rlimit_as: None,
-            cgroup: None,
-        }
+        crate::memory::tests::info()
     }
 
     fn parse_on(args: &[&str], info: &MemInfo) -> Result<Invocation, CliError> {
@@ -202,6 +193,11 @@ mod tests {
 
     fn names(args: &[&str]) -> Vec<&'static str> {
         suite_on(args, &machine()).scenarios.iter().map(|s| s.name()).collect()
+    }
+
+    /// The words of `line`: a command line written as one string.
+    fn words(line: &str) -> Vec<&str> {
+        line.split(' ').collect()
     }
 
     fn refused(args: &[&str]) -> String {
@@ -303,18 +299,6 @@ mod tests {
             &["--quick", "diff", "a", "b"][..],
             &["diff", "a", "b", "--verbose"],
             &["--quick", "dump", "zone-device", "--memory-type", "fsdax", "--pages", "8", "--out", "x"],
-            &[
-                "dump",
-                "zone-device",
-                "--memory-type",
-                "fsdax",
-                "--pages",
-                "8",
-                "--out",
-                "x",
-                "--plot",
-                "p.svg",
-            ],
             &["limits", "--threads", "2"],
             &["limits", "--rounds", "3"],
             &["--threads", "2", "zone-device"],
@@ -338,16 +322,7 @@ mod tests {
         let e = refused(&["hugetlb", "--hvo", "off", "--count", "1099511627776"]);
         assert!(e.contains("overflows"), "{e}");
         assert!(refused(&["all", "--deferred-size", "2T"]).contains("deferred"));
-        let e = refused(&[
-            "dump",
-            "zone-device",
-            "--memory-type",
-            "fsdax",
-            "--pages",
-            "1099511627776",
-            "--out",
-            "x",
-        ]);
+        let e = refused(&words("dump zone-device --memory-type fsdax --pages 1099511627776 --out x"));
         assert!(e.starts_with("the dump maps 64 TiB"), "{e}");
         let e =
             refused(&["dump", "zone-device", "--memory-type", "fsdax", "--pages", "320000000", "--out", "x"]);

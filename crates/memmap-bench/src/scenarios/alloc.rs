@@ -8,8 +8,8 @@
 use std::time::Instant;
 
 use memmap_core::{
-    BootOptions, ClearMode, Gfp, InitMode, InitPolicy, KernelConfig, NoHooks, Node, NodeLayout, NodeParts,
-    OwnedArena, OwnedMemmap, Page64, PfnRange, ZoneSpan,
+    BootOptions, ClearMode, Gfp, InitMode, InitPolicy, KernelConfig, Node, NodeLayout, NodeParts, OwnedArena,
+    OwnedMemmap, Page64, PfnRange, ZoneSpan,
 };
 
 use super::clear;
@@ -30,17 +30,15 @@ const BASE: u64 = 1 << 20;
 pub const NAME: &str = "alloc-init-on-alloc";
 
 /// 5 rounds (3 under `--quick`).
-const ROUNDS: Rounds = Rounds { normal: 5, quick: 3 };
+const ROUNDS: Rounds = Rounds::new(5, 3);
 
 /// The catalog row of `alloc-init-on-alloc`: `clear --alloc`.
-pub const ENTRY: CatalogEntry = CatalogEntry {
-    name: NAME,
-    command: &clear::COMMAND,
-    pick: Some("alloc"),
-    strategies: &[ClearMode::PerPage.name(), ClearMode::Batch.name()],
-    rounds: ROUNDS,
-    build: |s| Box::new(Alloc::new(s)),
-};
+pub const ENTRY: CatalogEntry =
+    CatalogEntry::new(NAME, &clear::COMMAND, &STRATEGIES, ROUNDS, |s| Box::new(Alloc::new(s)))
+        .picked_by("alloc");
+
+/// Its strategies, baseline first.
+const STRATEGIES: [&str; 2] = [ClearMode::PerPage.name(), ClearMode::Batch.name()];
 
 /// init_on_alloc through the buddy allocator over a zone of `size` bytes.
 #[derive(Debug, Clone)]
@@ -131,11 +129,8 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
             let mut guard = storage.borrow_mut();
             let (owned, arena) = &mut *guard;
             let parts = NodeParts {
-                memmap: owned.memmap(),
-                layout,
-                states: &mut states,
                 arena: Some(arena.arena()),
-                hooks: NoHooks,
+                ..super::deferred::parts(owned.memmap(), layout, &mut states)
             };
             let policy = InitPolicy { init_on_alloc: true, clear, ..InitPolicy::default() };
             let opts = BootOptions { policy, check_pages: false, ..BootOptions::new(InitMode::Eager) };

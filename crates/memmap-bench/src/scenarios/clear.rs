@@ -24,7 +24,7 @@ use memmap_core::{PadataJob, padata_do_multithreaded};
 
 use super::paired::{calibrate, limit_run};
 use super::scenario::{CatalogEntry, Context, RunError, Scenario, Setup};
-use super::spec::{CommandSpec, PickKind, PickSpec, Rounds, SizeSpec, SizeUnit};
+use super::spec::{CommandSpec, PickSpec, Rounds, SizeSpec};
 use crate::budget::Knob;
 use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved_paired};
@@ -60,37 +60,26 @@ pub fn knob(size: u64, fixed: bool) -> Knob {
 }
 
 /// The `clear` subcommand (`--alloc` runs [`super::alloc`] instead).
-pub const COMMAND: CommandSpec = CommandSpec {
-    name: "clear",
-    about: "init_on_alloc clearing of 2 MiB pages: page by page versus one clear_pages call",
-    size: SizeSpec {
-        own: "size",
-        all: "clear-size",
-        unit: SizeUnit::Bytes(SIZE_UNIT),
-        help: "Memory to clear, whole 2 MiB pages; the default is the series' measurement",
-        default: DEFAULT_SIZE,
-        quick: QUICK_SIZE,
-    },
-    pick: Some(PickSpec {
-        long: "alloc",
-        help: "Allocate through the buddy allocator with init_on_alloc (batch versus per page) instead of \
-               clearing a flat arena",
-        kind: PickKind::Switch,
-    }),
-};
+pub const COMMAND: CommandSpec = CommandSpec::new(
+    "clear",
+    "init_on_alloc clearing of 2 MiB pages: page by page versus one clear_pages call",
+    SizeSpec::bytes("clear-size", SIZE_UNIT, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+)
+.pick(PickSpec::switch("alloc", ALLOC_HELP));
+
+/// `--size`.
+const SIZE_HELP: &str = "Memory to clear, whole 2 MiB pages; the default is the series' measurement";
+
+/// `--alloc`.
+const ALLOC_HELP: &str = "Allocate through the buddy allocator with init_on_alloc (batch versus per page) \
+                          instead of clearing a flat arena";
 
 /// 7 rounds (3 under `--quick`).
-const ROUNDS: Rounds = Rounds { normal: 7, quick: 3 };
+const ROUNDS: Rounds = Rounds::new(7, 3);
 
 /// The catalog row of `clear-2m`.
-pub const ENTRY: CatalogEntry = CatalogEntry {
-    name: NAME,
-    command: &COMMAND,
-    pick: None,
-    strategies: STRATEGIES,
-    rounds: ROUNDS,
-    build: |s| Box::new(Clear::new(s)),
-};
+pub const ENTRY: CatalogEntry =
+    CatalogEntry::new(NAME, &COMMAND, STRATEGIES, ROUNDS, |s| Box::new(Clear::new(s)));
 
 /// Clearing `size` bytes of 2 MiB pages.
 #[derive(Debug, Clone)]

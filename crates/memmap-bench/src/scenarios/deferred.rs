@@ -27,12 +27,12 @@
 use std::time::{Duration, Instant};
 
 use memmap_core::{
-    BootOptions, BootOrder, Gfp, InitMode, KernelConfig, NoHooks, Node, NodeLayout, NodeParts, OwnedMemmap,
-    Page64, PfnRange, ZoneSpan,
+    BootOptions, BootOrder, Gfp, InitMode, KernelConfig, Memmap, NoHooks, Node, NodeLayout, NodeParts,
+    OwnedMemmap, Page64, PfnRange, ZoneSpan,
 };
 
 use super::scenario::{CatalogEntry, Common, Context, RunError, Scenario, Setup, past_the_pfns};
-use super::spec::{CommandSpec, Rounds, SizeSpec, SizeUnit};
+use super::spec::{CommandSpec, Rounds, SizeSpec};
 use crate::budget::Knob;
 use crate::measure::{Runner, Samples, interleaved, median};
 use crate::memory::{MemoryNeed, Overflow, mul};
@@ -51,6 +51,17 @@ pub(crate) fn zone_layout(nr: u64) -> ([ZoneSpan; 1], [PfnRange; 1]) {
     ([ZoneSpan::new(ZONE, BASE, BASE + nr)], [PfnRange::new(BASE, BASE + nr)])
 }
 
+/// The parts of a boot of `memmap` over `layout` with `states`: no page contents, no hooks
+/// (every boot of the bench but init_on_alloc's, which adds its arena).
+#[must_use]
+pub(crate) fn parts<'a>(
+    memmap: Memmap<'a, Page64>,
+    layout: NodeLayout<'a>,
+    states: &'a mut [u8],
+) -> NodeParts<'a, Page64> {
+    NodeParts { memmap, layout, states, arena: None, hooks: NoHooks }
+}
+
 /// The scenario's name.
 pub const NAME: &str = "deferred";
 
@@ -64,36 +75,25 @@ pub const QUICK_SIZE: u64 = 4 << 30;
 pub const MIN_SIZE: u64 = 1 << 30;
 
 /// The `deferred` subcommand.
-pub const COMMAND: CommandSpec = CommandSpec {
-    name: "deferred",
-    about: "Boot-time struct page init of a zone: eager, deferred, on demand; the allocator's check",
-    size: SizeSpec {
-        own: "size",
-        all: "deferred-size",
-        unit: SizeUnit::Bytes(4096),
-        help: "Zone size, whole 4 KiB pages; 64 GiB is 1 GiB of struct pages",
-        default: DEFAULT_SIZE,
-        quick: QUICK_SIZE,
-    },
-    pick: None,
-};
+pub const COMMAND: CommandSpec = CommandSpec::new(
+    "deferred",
+    "Boot-time struct page init of a zone: eager, deferred, on demand; the allocator's check",
+    SizeSpec::bytes("deferred-size", 4096, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+);
+
+/// `--size`.
+const SIZE_HELP: &str = "Zone size, whole 4 KiB pages; 64 GiB is 1 GiB of struct pages";
 
 /// 15: the on-demand boots are about 1 ms each, and single runs on a shared machine vary by a
 /// factor of two; the eager boots set the time per round (about 0.6 s for all six).
-const ROUNDS: Rounds = Rounds { normal: 15, quick: 3 };
+const ROUNDS: Rounds = Rounds::new(15, 3);
 
 /// The allocator check's rounds (at least 3).
-const ALLOC_CHECK_ROUNDS: Rounds = Rounds { normal: 25, quick: 5 };
+const ALLOC_CHECK_ROUNDS: Rounds = Rounds::new(25, 5);
 
 /// The catalog row of `deferred`.
-pub const ENTRY: CatalogEntry = CatalogEntry {
-    name: NAME,
-    command: &COMMAND,
-    pick: None,
-    strategies: &STRATEGY_NAMES,
-    rounds: ROUNDS,
-    build: |s| Box::new(Deferred::new(s)),
-};
+pub const ENTRY: CatalogEntry =
+    CatalogEntry::new(NAME, &COMMAND, &STRATEGY_NAMES, ROUNDS, |s| Box::new(Deferred::new(s)));
 
 /// Boot-time init of a zone of `size` bytes.
 #[derive(Debug, Clone)]
@@ -206,13 +206,7 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
                 let (full, boot_pages) = (&full[i], &boot_pages[i]);
                 let mut states = vec![0u8; nstates];
                 Runner::new(name, move |_| {
-                    let parts = NodeParts {
-                        memmap: owned.memmap(),
-                        layout,
-                        states: &mut states,
-                        arena: None,
-                        hooks: NoHooks,
-                    };
+                    let parts = parts(owned.memmap(), layout, &mut states);
                     let opts = BootOptions { order, ..BootOptions::new(mode) };
                     let t = Instant::now();
                     let (node, report) = Node::boot(parts, &opts).expect("boot");
@@ -405,8 +399,7 @@ fn alloc_check_order(
         let i = (round + usize::from(mode == InitMode::OnDemand)) % 2;
         let mut owned = storage[i].borrow_mut();
         let mut states = states[i].borrow_mut();
-        let parts =
-            NodeParts { memmap: owned.memmap(), layout, states: &mut states, arena: None, hooks: NoHooks };
+        let parts = parts(owned.memmap(), layout, &mut states);
         let (node, _) = Node::boot(parts, &opts(mode)).expect("boot");
         let (warm, _) = cycle(&node);
         if mode == InitMode::OnDemand && first_od.get().is_none() {

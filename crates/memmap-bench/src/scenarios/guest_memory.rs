@@ -61,7 +61,7 @@ use vm_memory::{
 
 use super::paired::{calibrate, limit_run};
 use super::scenario::{CatalogEntry, Context, RunError, Scenario, Setup};
-use super::spec::{CommandSpec, Rounds, SizeSpec, SizeUnit};
+use super::spec::{CommandSpec, Rounds, SizeSpec};
 use crate::budget::Knob;
 use crate::limits::FillKind;
 use crate::measure::{Runner, Samples, interleaved, interleaved_paired};
@@ -92,45 +92,35 @@ pub const QUICK_SIZE: u64 = 256 << 20;
 pub const MIN_SIZE: u64 = 256 << 20;
 
 /// The `guest-memory` subcommand.
-pub const COMMAND: CommandSpec = CommandSpec {
-    name: "guest-memory",
-    about: "Guest memory for VMMs: populate (against Cloud Hypervisor's prefault) and reset",
-    size: SizeSpec {
-        own: "size",
-        all: "guest-memory-size",
-        unit: SizeUnit::Bytes(SIZE_UNIT),
-        help: "Guest memory, in two regions, a multiple of 4 MiB",
-        default: DEFAULT_SIZE,
-        quick: QUICK_SIZE,
-    },
-    pick: None,
-};
+pub const COMMAND: CommandSpec = CommandSpec::new(
+    "guest-memory",
+    "Guest memory for VMMs: populate (against Cloud Hypervisor's prefault) and reset",
+    SizeSpec::bytes(
+        "guest-memory-size",
+        SIZE_UNIT,
+        "Guest memory, in two regions, a multiple of 4 MiB",
+        DEFAULT_SIZE,
+        QUICK_SIZE,
+    ),
+);
 
 /// The populate rounds: 5 (3 under `--quick`).
-const POPULATE_ROUNDS: Rounds = Rounds { normal: 5, quick: 3 };
+const POPULATE_ROUNDS: Rounds = Rounds::new(5, 3);
 
 /// The reset rounds: 7 (3 under `--quick`).
-const RESET_ROUNDS: Rounds = Rounds { normal: 7, quick: 3 };
+const RESET_ROUNDS: Rounds = Rounds::new(7, 3);
 
 /// The catalog row of `guest-memory-populate`.
-pub const POPULATE_ENTRY: CatalogEntry = CatalogEntry {
-    name: POPULATE,
-    command: &COMMAND,
-    pick: None,
-    strategies: POPULATE_STRATEGIES,
-    rounds: POPULATE_ROUNDS,
-    build: |s| Box::new(GuestMemory::new(s, Part::Populate)),
-};
+pub const POPULATE_ENTRY: CatalogEntry =
+    CatalogEntry::new(POPULATE, &COMMAND, POPULATE_STRATEGIES, POPULATE_ROUNDS, |s| {
+        Box::new(GuestMemory::new(s, Part::Populate))
+    });
 
 /// The catalog row of `guest-memory-reset`.
-pub const RESET_ENTRY: CatalogEntry = CatalogEntry {
-    name: RESET,
-    command: &COMMAND,
-    pick: None,
-    strategies: RESET_STRATEGIES,
-    rounds: RESET_ROUNDS,
-    build: |s| Box::new(GuestMemory::new(s, Part::Reset)),
-};
+pub const RESET_ENTRY: CatalogEntry =
+    CatalogEntry::new(RESET, &COMMAND, RESET_STRATEGIES, RESET_ROUNDS, |s| {
+        Box::new(GuestMemory::new(s, Part::Reset))
+    });
 
 /// The chunk `write-slice` loops over.
 const CHUNK: usize = 2 << 20;

@@ -17,7 +17,7 @@ use memmap_core::{HotplugTarget, HotplugZone, KernelConfig, Memmap, OnlineOption
 
 use super::paired::{self, Grid};
 use super::scenario::{CatalogEntry, Context, RunError, Scenario, Setup, past_the_pfns};
-use super::spec::{CommandSpec, Rounds, SizeSpec, SizeUnit};
+use super::spec::{CommandSpec, Rounds, SizeSpec};
 use crate::budget::Knob;
 use crate::limits::FillKind;
 use crate::memory::{MemoryNeed, Overflow, mul};
@@ -49,32 +49,21 @@ pub const QUICK_SIZE: u64 = 1 << 30;
 pub const MIN_SIZE: u64 = 256 << 20;
 
 /// The `hotplug` subcommand.
-pub const COMMAND: CommandSpec = CommandSpec {
-    name: "hotplug",
-    about: "Memory hotplug: onlining a hot-added range into ZONE_NORMAL (online_pages)",
-    size: SizeSpec {
-        own: "size",
-        all: "hotplug-size",
-        unit: SizeUnit::Bytes(4096),
-        help: "Hot-added memory, whole memory blocks: the config's sections, 128 MiB on x86-64",
-        default: DEFAULT_SIZE,
-        quick: QUICK_SIZE,
-    },
-    pick: None,
-};
+pub const COMMAND: CommandSpec = CommandSpec::new(
+    "hotplug",
+    "Memory hotplug: onlining a hot-added range into ZONE_NORMAL (online_pages)",
+    SizeSpec::bytes("hotplug-size", 4096, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+);
+
+/// `--size` (any whole pages parse; [`Scenario::check`] wants whole memory blocks).
+const SIZE_HELP: &str = "Hot-added memory, whole memory blocks: the config's sections, 128 MiB on x86-64";
 
 /// 10: a round of the four onlinings and their limit runs is about 0.1 s at 4 GiB.
-const ROUNDS: Rounds = Rounds { normal: 10, quick: 5 };
+const ROUNDS: Rounds = Rounds::new(10, 5);
 
 /// The catalog row of `hotplug`.
-pub const ENTRY: CatalogEntry = CatalogEntry {
-    name: NAME,
-    command: &COMMAND,
-    pick: None,
-    strategies: &STRATEGY_NAMES,
-    rounds: ROUNDS,
-    build: |s| Box::new(Hotplug::new(s)),
-};
+pub const ENTRY: CatalogEntry =
+    CatalogEntry::new(NAME, &COMMAND, &STRATEGY_NAMES, ROUNDS, |s| Box::new(Hotplug::new(s)));
 
 /// Onlining a hot-added range of `size` bytes.
 #[derive(Debug, Clone)]

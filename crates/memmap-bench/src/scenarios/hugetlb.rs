@@ -27,7 +27,7 @@ use super::paired::{self, Grid, Measured};
 use super::scenario::{
     CatalogEntry, Context, INIT_STRATEGIES, INIT_STRATEGY_NAMES, RunError, Scenario, Setup,
 };
-use super::spec::{CommandSpec, PickKind, PickSpec, Rounds, SizeSpec, SizeUnit};
+use super::spec::{CommandSpec, PickSpec, Rounds, SizeSpec};
 use crate::budget::{Knob, KnobUnit};
 use crate::limits::FillKind;
 use crate::memory::{MemoryNeed, Overflow, mul};
@@ -40,46 +40,34 @@ pub const DEFAULT_COUNT: u64 = 64;
 pub const QUICK_COUNT: u64 = 4;
 
 /// The `hugetlb` subcommand.
-pub const COMMAND: CommandSpec = CommandSpec {
-    name: "hugetlb",
-    about: "Boot-time 1 GiB pages: the fallback tail init with HVO off, and the gather with HVO on",
-    size: SizeSpec {
-        own: "count",
-        all: "hugetlb-count",
-        unit: SizeUnit::Count,
-        help: "Number of 1 GiB pages; the default is the upstream measurement's",
-        default: DEFAULT_COUNT,
-        quick: QUICK_COUNT,
-    },
-    pick: Some(PickSpec {
-        long: "hvo",
-        help: "HVO off (the fallback the upstream series measured), on, or both",
-        kind: PickKind::Value { every: Some("both"), value_name: "HVO" },
-    }),
-};
+pub const COMMAND: CommandSpec = CommandSpec::new(
+    "hugetlb",
+    "Boot-time 1 GiB pages: the fallback tail init with HVO off, and the gather with HVO on",
+    SizeSpec::count("hugetlb-count", COUNT_HELP, DEFAULT_COUNT, QUICK_COUNT),
+)
+.pick(PickSpec::value("hvo", "HVO", Some("both"), HVO_HELP));
+
+/// `--count`.
+const COUNT_HELP: &str = "Number of 1 GiB pages; the default is the upstream measurement's";
+
+/// `--hvo`.
+const HVO_HELP: &str = "HVO off (the fallback the upstream series measured), on, or both";
 
 /// 9 rounds (3 under `--quick`).
-const ROUNDS: Rounds = Rounds { normal: 9, quick: 3 };
+const ROUNDS: Rounds = Rounds::new(9, 3);
 
 /// The catalog row of `hugetlb-1g-nohvo`.
-pub const NO_HVO: CatalogEntry = CatalogEntry {
-    name: name(false),
-    command: &COMMAND,
-    pick: Some("off"),
-    strategies: &INIT_STRATEGY_NAMES,
-    rounds: ROUNDS,
-    build: |s| Box::new(Hugetlb::new(false, s)),
-};
+pub const NO_HVO: CatalogEntry =
+    CatalogEntry::new(name(false), &COMMAND, &INIT_STRATEGY_NAMES, ROUNDS, |s| {
+        Box::new(Hugetlb::new(false, s))
+    })
+    .picked_by("off");
 
 /// The catalog row of `hugetlb-1g-hvo`.
-pub const HVO: CatalogEntry = CatalogEntry {
-    name: name(true),
-    command: &COMMAND,
-    pick: Some("on"),
-    strategies: &INIT_STRATEGY_NAMES,
-    rounds: ROUNDS,
-    build: |s| Box::new(Hugetlb::new(true, s)),
-};
+pub const HVO: CatalogEntry = CatalogEntry::new(name(true), &COMMAND, &INIT_STRATEGY_NAMES, ROUNDS, |s| {
+    Box::new(Hugetlb::new(true, s))
+})
+.picked_by("on");
 
 /// One case: `count` 1 GiB pages, HVO on or off.
 #[derive(Debug, Clone)]

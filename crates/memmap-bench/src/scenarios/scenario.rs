@@ -224,3 +224,24 @@ pub struct CatalogEntry {
     /// Builds the scenario.
     pub build: fn(&Setup) -> Box<dyn Scenario>,
 }
+
+impl CatalogEntry {
+    /// The row of the scenario `name` that `command` runs, with its strategies and rounds,
+    /// built by `build`.
+    #[must_use]
+    pub const fn new(
+        name: &'static str,
+        command: &'static CommandSpec,
+        strategies: &'static [&'static str],
+        rounds: Rounds,
+        build: fn(&Setup) -> Box<dyn Scenario>,
+    ) -> CatalogEntry {
+        CatalogEntry { name, command, pick: None, strategies, rounds, build }
+    }
+
+    /// The same, run when the command's pick flag is `pick` (a switch: its name).
+    #[must_use]
+    pub const fn picked_by(self, pick: &'static str) -> CatalogEntry {
+        CatalogEntry { pick: Some(pick), ..self }
+    }
+}

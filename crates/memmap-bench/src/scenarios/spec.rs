@@ -42,7 +42,28 @@ pub struct SizeSpec {
     pub quick: u64,
 }
 
+impl Rounds {
+    /// `normal` rounds, `quick` under `--quick`.
+    #[must_use]
+    pub const fn new(normal: usize, quick: usize) -> Rounds {
+        Rounds { normal, quick }
+    }
+}
+
 impl SizeSpec {
+    /// `--size` (`--{all}` under `all`) in whole `unit`s of bytes, described by `help`, with its
+    /// default and `--quick` values.
+    #[must_use]
+    pub const fn bytes(all: &'static str, unit: u64, help: &'static str, default: u64, quick: u64) -> Self {
+        SizeSpec { own: "size", all, unit: SizeUnit::Bytes(unit), help, default, quick }
+    }
+
+    /// `--count` (`--{all}` under `all`), a count of at least 1.
+    #[must_use]
+    pub const fn count(all: &'static str, help: &'static str, default: u64, quick: u64) -> Self {
+        SizeSpec { own: "count", all, unit: SizeUnit::Count, help, default, quick }
+    }
+
     /// `value` as the help shows it (`100 GiB`, `64`).
     #[must_use]
     pub fn show(&self, value: u64) -> String {
@@ -111,6 +132,23 @@ pub struct PickSpec {
 }
 
 impl PickSpec {
+    /// A switch `--{long}`.
+    #[must_use]
+    pub const fn switch(long: &'static str, help: &'static str) -> PickSpec {
+        PickSpec { long, help, kind: PickKind::Switch }
+    }
+
+    /// `--{long} VALUE_NAME`, `every` picking every scenario.
+    #[must_use]
+    pub const fn value(
+        long: &'static str,
+        value_name: &'static str,
+        every: Option<&'static str>,
+        help: &'static str,
+    ) -> PickSpec {
+        PickSpec { long, help, kind: PickKind::Value { every, value_name } }
+    }
+
     /// Whether a scenario whose pick is `pick` runs when the flag is `given` (a switch: its
     /// name when given; a value: the value).
     #[must_use]
@@ -135,13 +173,27 @@ pub struct CommandSpec {
     pub pick: Option<PickSpec>,
 }
 
+impl CommandSpec {
+    /// The subcommand `name` (`about` its help) of one size and no pick flag.
+    #[must_use]
+    pub const fn new(name: &'static str, about: &'static str, size: SizeSpec) -> CommandSpec {
+        CommandSpec { name, about, size, pick: None }
+    }
+
+    /// The same with a pick flag.
+    #[must_use]
+    pub const fn pick(self, pick: PickSpec) -> CommandSpec {
+        CommandSpec { pick: Some(pick), ..self }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_pick_flag_selects_by_switch_or_value() {
-        let switch = PickSpec { long: "alloc", help: "", kind: PickKind::Switch };
+        let switch = PickSpec::switch("alloc", "");
         assert!(switch.picks(None, None) && !switch.picks(Some("alloc"), None));
         assert!(switch.picks(Some("alloc"), Some("alloc")) && !switch.picks(None, Some("alloc")));
         let hvo = PickSpec {
@@ -151,19 +203,12 @@ mod tests {
         };
         assert!(hvo.picks(Some("on"), None) && hvo.picks(Some("on"), Some("both")));
         assert!(hvo.picks(Some("on"), Some("on")) && !hvo.picks(Some("off"), Some("on")));
-        let size = SizeSpec {
-            own: "size",
-            all: "x-size",
-            unit: SizeUnit::Bytes(4096),
-            help: "Range size",
-            default: 4 << 30,
-            quick: 1 << 30,
-        };
+        let size = SizeSpec::bytes("x-size", 4096, "Range size", 4 << 30, 1 << 30);
         assert_eq!(
             size.help_text(),
             "Range size (default 4 GiB, 1 GiB with --quick; scaled to the memory budget when not given)"
         );
         assert!(size.all_help_text("x").starts_with("x: range size (default 4 GiB"));
-        assert_eq!(SizeSpec { unit: SizeUnit::Count, ..size }.show(64), "64");
+        assert_eq!(SizeSpec::count("n", "", 1, 1).show(64), "64");
     }
 }

@@ -22,7 +22,7 @@ use super::paired::{self, Grid, Measured};
 use super::scenario::{
     CatalogEntry, Context, INIT_STRATEGIES, INIT_STRATEGY_NAMES, RunError, Scenario, Setup,
 };
-use super::spec::{CommandSpec, PickKind, PickSpec, Rounds, SizeSpec, SizeUnit};
+use super::spec::{CommandSpec, PickSpec, Rounds, SizeSpec};
 use crate::budget::Knob;
 use crate::limits::FillKind;
 use crate::memory::{MemoryNeed, Overflow, mul};
@@ -63,47 +63,37 @@ impl Case {
 }
 
 /// The `zone-device` subcommand.
-pub const COMMAND: CommandSpec = CommandSpec {
-    name: "zone-device",
-    about: "memmap_init_zone_device: nd_pmem (fsdax, 4 KiB) and dax_pmem (devdax, 2 MiB compound pages)",
-    size: SizeSpec {
-        own: "size",
-        all: "zone-device-size",
-        unit: SizeUnit::Bytes(SIZE_UNIT),
-        help: "Device (namespace) size, whole 2 MiB pages; the default is the upstream series' namespace",
-        default: DEFAULT_SIZE,
-        quick: QUICK_SIZE,
-    },
-    pick: Some(PickSpec {
-        long: "align",
-        help: "Only one case (default: both): 4K (fsdax, nd_pmem) or 2M (devdax, dax_pmem)",
-        kind: PickKind::Value { every: None, value_name: "ALIGN" },
-    }),
-};
+pub const COMMAND: CommandSpec = CommandSpec::new(
+    "zone-device",
+    "memmap_init_zone_device: nd_pmem (fsdax, 4 KiB) and dax_pmem (devdax, 2 MiB compound pages)",
+    SizeSpec::bytes("zone-device-size", SIZE_UNIT, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+)
+.pick(PickSpec::value("align", "ALIGN", None, ALIGN_HELP));
+
+/// `--size`.
+const SIZE_HELP: &str =
+    "Device (namespace) size, whole 2 MiB pages; the default is the upstream series' namespace";
+
+/// `--align`.
+const ALIGN_HELP: &str = "Only one case (default: both): 4K (fsdax, nd_pmem) or 2M (devdax, dax_pmem)";
 
 /// 10: nine rebinds give a stable median, and at the default 100 GiB a round of the six runs
 /// and their limit runs takes a few seconds.
-const ROUNDS: Rounds = Rounds { normal: 10, quick: 5 };
+const ROUNDS: Rounds = Rounds::new(10, 5);
 
 /// The catalog row of `zone-device-fsdax`.
-pub const FSDAX: CatalogEntry = CatalogEntry {
-    name: Case::Fsdax.name(),
-    command: &COMMAND,
-    pick: Some("4K"),
-    strategies: &INIT_STRATEGY_NAMES,
-    rounds: ROUNDS,
-    build: |s| Box::new(ZoneDevice::new(Case::Fsdax, s)),
-};
+pub const FSDAX: CatalogEntry =
+    CatalogEntry::new(Case::Fsdax.name(), &COMMAND, &INIT_STRATEGY_NAMES, ROUNDS, |s| {
+        Box::new(ZoneDevice::new(Case::Fsdax, s))
+    })
+    .picked_by("4K");
 
 /// The catalog row of `zone-device-devdax-2m`.
-pub const DEVDAX_2M: CatalogEntry = CatalogEntry {
-    name: Case::Devdax2m.name(),
-    command: &COMMAND,
-    pick: Some("2M"),
-    strategies: &INIT_STRATEGY_NAMES,
-    rounds: ROUNDS,
-    build: |s| Box::new(ZoneDevice::new(Case::Devdax2m, s)),
-};
+pub const DEVDAX_2M: CatalogEntry =
+    CatalogEntry::new(Case::Devdax2m.name(), &COMMAND, &INIT_STRATEGY_NAMES, ROUNDS, |s| {
+        Box::new(ZoneDevice::new(Case::Devdax2m, s))
+    })
+    .picked_by("2M");
 
 /// First PFN of the modelled device (64 GiB physical: section- and 1 GiB-aligned).
 pub const DEVICE_START_PFN: u64 = 1 << 24;

@@ -4,8 +4,8 @@ use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 use memmap_core::{
-    BootOptions, BootOrder, FillOptions, InitMode, KernelConfig, NoHooks, Node, NodeLayout, NodeParts,
-    OwnedMemmap, Page64, Strategy, StrategyReason,
+    BootOptions, BootOrder, FillOptions, InitMode, KernelConfig, Node, NodeLayout, OwnedMemmap, Page64,
+    Strategy, StrategyReason,
 };
 
 use super::plan::{Init, STRATEGIES, Sweep, llc_bytes, rounds_for};
@@ -63,13 +63,7 @@ impl Job {
             Init::NodeBoot => {
                 let (zones, memory) = deferred::zone_layout(self.nr);
                 let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
-                let parts = NodeParts {
-                    memmap: self.owned.memmap(),
-                    layout,
-                    states: &mut self.states,
-                    arena: None,
-                    hooks: NoHooks,
-                };
+                let parts = deferred::parts(self.owned.memmap(), layout, &mut self.states);
                 let opts = BootOptions {
                     order: BootOrder::Fused,
                     fill: FillOptions::new(strategy),
