@@ -1,6 +1,6 @@
 //! The command line's clap types: what each subcommand accepts. The timing subcommands and
 //! the sizes of `all` are not here: they are built from the scenario catalog
-//! ([`super::timing`]); these are the flags they share and the other commands.
+//! (`cli/timing.rs`); these are the flags they share and the other commands.
 
 use std::path::PathBuf;
 

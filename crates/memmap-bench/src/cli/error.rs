@@ -1,5 +1,5 @@
-//! Why a command line was refused ([`CliError`]), and how a failure ends the program
-//! ([`fail`]).
+//! Why a command line was refused ([`CliError`]), and how a failure ends the program (an
+//! error message and an exit status).
 
 use std::process::ExitCode;
 

@@ -34,7 +34,7 @@
 //!
 //! A scenario reports one entry per thread count: the kernel-faithful one-thread run
 //! (`threads` 1) and the all-core run, each against the limit measured at its own thread
-//! count ([`Limits::at`]). A bandwidth above [`MEASUREMENT_ERROR_RATIO`] of its limit cannot be
+//! count ([`crate::limits::Limits::at`]). A bandwidth above [`MEASUREMENT_ERROR_RATIO`] of its limit cannot be
 //! (the limit is the best any method reached on this machine in this run): it is flagged as a
 //! measurement error in the table, the summary and the JSON.
 

@@ -73,7 +73,7 @@ impl Verdict {
 /// One initializer at one size.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SizeResult {
-    /// [`Init::name`].
+    /// [`crate::sweep::Init::name`].
     pub init: String,
     /// Memmap bytes written per run.
     pub memmap_bytes: u64,
