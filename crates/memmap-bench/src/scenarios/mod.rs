@@ -99,13 +99,6 @@ pub fn report_schema_text() -> String {
     crate::report::schema::schema_text(&report_schema())
 }
 
-/// The registry: every scenario of [`CATALOG`] for which `select` is true, built from `setup`,
-/// in run order.
-#[must_use]
-pub fn registry(setup: &Setup, select: impl Fn(&CatalogEntry) -> bool) -> Vec<Box<dyn Scenario>> {
-    CATALOG.iter().filter(|e| select(e)).map(|e| (e.build)(setup)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

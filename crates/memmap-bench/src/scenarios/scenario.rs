@@ -74,13 +74,6 @@ pub fn past_the_pfns(what: &str, size: u64, start_pfn: u64, config: &KernelConfi
     )
 }
 
-/// The refusal of a size that is not a whole number of `unit` (`2 MiB pages`): `what`
-/// (`clear size`) names it.
-#[must_use]
-pub fn not_whole(what: &str, size: u64, unit: &str) -> String {
-    format!("{what} {} is not a whole number of {unit}", crate::size::Bytes(size))
-}
-
 /// A scenario could not run: the storage could not be mapped or prepared.
 #[derive(Debug)]
 pub struct RunError {
