@@ -138,6 +138,41 @@ pub struct Region {
     pub vmemmap_gpa: Vec<Option<u64>>,
 }
 
+impl Region {
+    /// A region of `kind` dumped to `file`: `nr_pages` pfns from `start_pfn` on node `nid`,
+    /// zone `zone`, with none of the kind-specific facts yet.
+    #[must_use]
+    pub fn new(kind: &str, file: String, start_pfn: u64, nr_pages: u64, nid: u32, zone: u32) -> Region {
+        Region {
+            kind: kind.into(),
+            file,
+            start_pfn,
+            nr_pages,
+            nid,
+            zone,
+            memory_type: None,
+            mode: None,
+            map: None,
+            holder: None,
+            align: None,
+            vmemmap_shift: None,
+            altmap: None,
+            init_start_pfn: None,
+            pgmap_addr: None,
+            hstate: None,
+            hvo: None,
+            boot: None,
+            folio: None,
+            online_type: None,
+            memory_block_pages: None,
+            allocated_blocks: Vec::new(),
+            pageblock_first_pfn: None,
+            pageblock_migratetypes: Vec::new(),
+            vmemmap_gpa: Vec::new(),
+        }
+    }
+}
+
 /// Everything learned about one configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Facts {

@@ -506,31 +506,8 @@ mod tests {
 
     fn region(start: u64, nr: u64, order: u32) -> Region {
         Region {
-            kind: "hugetlb".into(),
-            file: String::new(),
-            start_pfn: start,
-            nr_pages: nr,
-            nid: 0,
-            zone: 2,
-            memory_type: None,
-            mode: None,
-            map: None,
-            holder: None,
-            align: None,
-            vmemmap_shift: None,
-            altmap: None,
-            init_start_pfn: None,
-            pgmap_addr: None,
-            hstate: None,
-            hvo: None,
-            boot: None,
             folio: Some(Folio { head_pfn: start, order, nid: 0, list_pos: None }),
-            online_type: None,
-            memory_block_pages: None,
-            allocated_blocks: Vec::new(),
-            pageblock_first_pfn: None,
-            pageblock_migratetypes: Vec::new(),
-            vmemmap_gpa: Vec::new(),
+            ..Region::new("hugetlb", String::new(), start, nr, 0, 2)
         }
     }
 

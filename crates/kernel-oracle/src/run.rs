@@ -707,12 +707,6 @@ impl Dumper<'_> {
             eprintln!("  note: namespace numa_node {}, flags say node {fnid}", ns.nid);
         }
         let region = Region {
-            kind: "zone-device".into(),
-            file: self.file(),
-            start_pfn,
-            nr_pages: nr,
-            nid: fnid,
-            zone,
             memory_type: Some(if p.mode == "devdax" { "generic" } else { "fsdax" }.into()),
             mode: Some(p.mode.into()),
             map: Some(p.map.into()),
@@ -722,16 +716,10 @@ impl Dumper<'_> {
             altmap,
             init_start_pfn: Some(init_start),
             pgmap_addr: Some(word(first, 8)),
-            hstate: None,
-            hvo: None,
-            boot: None,
-            folio: None,
-            online_type: None,
-            memory_block_pages: None,
-            allocated_blocks: Vec::new(),
             pageblock_first_pfn: pageblocks.as_ref().map(|p| p.0),
             pageblock_migratetypes: pageblocks.map(|p| p.1).unwrap_or_default(),
             vmemmap_gpa: gpas,
+            ..Region::new("zone-device", self.file(), start_pfn, nr, fnid, zone)
         };
         self.push(region, bytes);
         Ok(())
@@ -758,31 +746,12 @@ impl Dumper<'_> {
             }
             eprintln!("  hugetlb folio at pfn {head:#x} (order {order}, node {fnid})");
             let region = Region {
-                kind: "hugetlb".into(),
-                file: self.file(),
-                start_pfn: head,
-                nr_pages: nr,
-                nid: fnid,
-                zone,
-                memory_type: None,
-                mode: None,
-                map: None,
-                holder: None,
-                align: None,
-                vmemmap_shift: None,
-                altmap: None,
-                init_start_pfn: None,
-                pgmap_addr: None,
                 hstate: Some(if order == 18 { "1G" } else { "2M" }.into()),
                 hvo: Some(h.hvo),
                 boot: Some(h.boot),
                 folio: Some(Folio { head_pfn: head, order, nid: fnid, list_pos: None }),
-                online_type: None,
-                memory_block_pages: None,
-                allocated_blocks: Vec::new(),
-                pageblock_first_pfn: None,
-                pageblock_migratetypes: Vec::new(),
                 vmemmap_gpa: gpas,
+                ..Region::new("hugetlb", self.file(), head, nr, fnid, zone)
             };
             self.push(region, bytes);
         }
@@ -820,31 +789,13 @@ impl Dumper<'_> {
         let (pb_first, pbs) = self.pageblocks(ms, start_pfn, nr)?;
         let (fnid, zone) = flags_node_zone(word(&bytes, 0), self.layout);
         let region = Region {
-            kind: "hotplug".into(),
-            file: self.file(),
-            start_pfn,
-            nr_pages: nr,
-            nid: fnid,
-            zone,
-            memory_type: None,
-            mode: None,
-            map: None,
-            holder: None,
-            align: None,
-            vmemmap_shift: None,
-            altmap: None,
-            init_start_pfn: None,
-            pgmap_addr: None,
-            hstate: None,
-            hvo: None,
-            boot: None,
-            folio: None,
             online_type: Some(hp.online_type().into()),
             memory_block_pages: Some(block_pages),
             allocated_blocks: allocated_blocks(&bytes, start_pfn, MAX_PAGE_ORDER),
             pageblock_first_pfn: Some(pb_first),
             pageblock_migratetypes: pbs,
             vmemmap_gpa: gpas,
+            ..Region::new("hotplug", self.file(), start_pfn, nr, fnid, zone)
         };
         self.push(region, bytes);
         Ok(())

@@ -5,63 +5,20 @@
 //!
 //! One test in this binary, so nothing else allocates while it measures.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kernel_oracle::facts::{FACTS_LIMITS, Facts};
 use kernel_oracle::golden::{Golden, JSON_LIMITS};
 use kernel_oracle::kernel::{self, MAX_BINARY_BYTES, MAX_MODULE_BYTES};
 
-/// The system allocator, counting the bytes live and their peak.
-struct Counting;
+// The counting allocator and the JSON shapes memmap-dump's reader tests use too.
+#[path = "../../memmap-dump/tests/common/peak.rs"]
+mod peak;
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so the
-// `GlobalAlloc` contract `System` keeps is kept; the counters only observe the sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let live = LIVE.fetch_add(layout.size(), Ordering::SeqCst) + layout.size();
-        PEAK.fetch_max(live, Ordering::SeqCst);
-        // SAFETY: the caller's `layout` has a non-zero size, as `GlobalAlloc::alloc` requires
-        // of its caller; it is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::SeqCst);
-        // SAFETY: `ptr` was returned by `alloc` (so by `System.alloc`) with this `layout`, as
-        // the caller guarantees.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use peak::{array, peak_of};
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
-
-/// The peak bytes `f` allocates above what was live before it ran, and its result.
-fn peak_of<T>(f: impl FnOnce() -> T) -> (usize, T) {
-    let before = LIVE.load(Ordering::SeqCst);
-    PEAK.store(before, Ordering::SeqCst);
-    let r = f();
-    (PEAK.load(Ordering::SeqCst).saturating_sub(before), r)
-}
-
-/// `[E,E,...,E]` of `n` elements.
-fn array(elem: &str, n: usize) -> String {
-    let mut s = String::with_capacity(n * (elem.len() + 1) + 2);
-    s.push('[');
-    for i in 0..n {
-        if i > 0 {
-            s.push(',');
-        }
-        s.push_str(elem);
-    }
-    s.push(']');
-    s
-}
+static ALLOC: peak::Counting = peak::Counting;
 
 /// A committed `facts.json` as a JSON value, with its regions' `vmemmap_gpa` and the guest's
 /// text blocks as they are.

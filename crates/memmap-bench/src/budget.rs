@@ -13,8 +13,7 @@
 
 use std::fmt;
 
-use crate::memory::{self, MemInfo, MemoryError, MemoryNeed};
-use crate::scenarios::Scenario;
+use crate::memory::{self, MemInfo, MemoryError, MemoryNeed, Overflow};
 use crate::size::Bytes;
 
 /// What the bench itself keeps resident besides a scenario's storage (its code, heap, thread
@@ -164,6 +163,13 @@ pub struct Knob {
 }
 
 impl Knob {
+    /// A size in bytes at `value`, in multiples of `step`, down to `min`; `fixed` when the user
+    /// gave it.
+    #[must_use]
+    pub const fn bytes(value: u64, step: u64, min: u64, fixed: bool) -> Knob {
+        Knob { value, step, min, fixed, unit: KnobUnit::Bytes }
+    }
+
     /// `value` shown in its unit.
     #[must_use]
     pub fn show(&self, value: u64) -> String {
@@ -215,23 +221,42 @@ impl Skipped {
     }
 }
 
+/// What [`fit`] sizes: a scenario (the scenarios implement it for `dyn Scenario`).
+pub trait Scalable {
+    /// The name a refusal or a skip names.
+    fn name(&self) -> &'static str;
+
+    /// The memory it needs while it runs.
+    ///
+    /// # Errors
+    ///
+    /// [`Overflow`] when its parameters ask for more than a 64-bit byte count.
+    fn memory_needed(&self) -> Result<MemoryNeed, Overflow>;
+
+    /// Its one scalable parameter; `None`: it runs at its size or not at all.
+    fn knob(&self) -> Option<Knob>;
+
+    /// The same with its knob at `value`; `None` if it has no knob.
+    fn resized(&self, value: u64) -> Option<Box<Self>>;
+}
+
 /// Fits `s` into `budget` on `info`.
 ///
 /// # Errors
 ///
 /// [`Skipped`] when a scenario without a knob, or at its knob's smallest value, does not fit.
 /// A user-given size that does not fit is an error of the command line ([`FitError::Refused`]).
-pub fn fit(
-    s: Box<dyn Scenario>,
+pub fn fit<S: Scalable + ?Sized>(
+    s: Box<S>,
     budget: &Budget,
     info: &MemInfo,
-) -> Result<(Box<dyn Scenario>, Fitted), FitError> {
+) -> Result<(Box<S>, Fitted), FitError> {
     // The need of `s` as `who` against the budget and the machine.
-    let need_of = |s: &dyn Scenario, who: &str| -> Result<(), MemoryError> {
+    let need_of = |s: &S, who: &str| -> Result<(), MemoryError> {
         let need = s.memory_needed()?;
         budget.check(who, &need, info)
     };
-    let fits = |s: &dyn Scenario| need_of(s, s.name());
+    let fits = |s: &S| need_of(s, s.name());
     let error = match fits(s.as_ref()) {
         Ok(()) => return Ok((s, Fitted::Unchanged)),
         Err(e) => e,

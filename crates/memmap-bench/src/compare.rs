@@ -28,16 +28,16 @@ use std::cell::RefCell;
 use std::time::Instant;
 
 use memmap_core::{
-    DevPagemap, InitError, InitOptions, KernelConfig, Memmap, NoHooks, OwnedMemmap, Page64, Strategy,
-    ZoneDeviceRange, memmap_init_zone_device,
+    DevPagemap, InitError, InitOptions, KernelConfig, Memmap, NoHooks, Page64, Strategy, ZoneDeviceRange,
+    memmap_init_zone_device,
 };
 
 use crate::limits::{self, FillKind, Limits};
-use crate::measure::{Runner, interleaved_paired};
 use crate::progress::{Phase, ProgressMode};
-use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
+use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
+use crate::scenarios::paired::{self, Grid, Storage as _};
+use crate::scenarios::scenario::RunError;
 use crate::scenarios::zone_device::{Case, DEVICE_START_PFN, SIZE_UNIT};
-use crate::scenarios::{RunError, calibrate, limit_run, prefault};
 use crate::size::Bytes;
 
 /// An initializer's body: initializes `range` of the memmap for `pgmap` and returns the
@@ -163,52 +163,23 @@ impl Comparison {
         let nr = self.size / 4096;
         let range = ZoneDeviceRange::new(self.config.zone_device(), 0, DEVICE_START_PFN, nr);
         let pgmap = self.case.pgmap();
-        let mut memmaps: Vec<OwnedMemmap<Page64>> = all
-            .iter()
-            .map(|_| OwnedMemmap::new(self.config, DEVICE_START_PFN, nr))
-            .collect::<Result<_, _>>()
-            .map_err(RunError::of(name, format!("map a memmap of {}", Bytes(nr * 64))))?;
-        for m in &mut memmaps {
-            prefault(m).map_err(RunError::of(name, "fault the memmap in"))?;
-        }
-        let methods = calibrate(&limits, FillKind::Nonzero, 1, memmaps[0].as_bytes_mut());
-        let memmaps: Vec<RefCell<OwnedMemmap<Page64>>> = memmaps.into_iter().map(RefCell::new).collect();
+        let names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
+        let grid = Grid::new(&[1], &names, FillKind::Nonzero, self.rounds);
+        let (memmaps, _) = paired::memmaps(name, all.len(), self.config, DEVICE_START_PFN, nr)?;
         let written = RefCell::new(vec![0u64; all.len()]);
         let failed: RefCell<Option<InitError>> = RefCell::new(None);
-        let names: Vec<String> = all.iter().map(|c| c.name.clone()).collect();
-        let (samples, paired) = {
-            let mut runners: Vec<Runner<'_>> = all
-                .into_iter()
-                .zip(&memmaps)
-                .enumerate()
-                .map(|(i, (mut c, owned))| {
-                    let (range, pgmap, written, failed) = (&range, &pgmap, &written, &failed);
-                    Runner::new(c.name.clone(), move |_| {
-                        let mut owned = owned.borrow_mut();
-                        let mut memmap = owned.memmap();
-                        let t = Instant::now();
-                        let r = (c.init)(&mut memmap, range, pgmap);
-                        let e = t.elapsed();
-                        match r {
-                            Ok(pages) => written.borrow_mut()[i] = pages,
-                            Err(err) => *failed.borrow_mut() = Some(err),
-                        }
-                        e
-                    })
-                })
-                .collect();
-            let mut companions: Vec<Runner<'_>> = memmaps
-                .iter()
-                .map(|owned| {
-                    let methods = &methods;
-                    Runner::new("limit", move |round| {
-                        limit_run(methods, FillKind::Nonzero, 1, round, owned.borrow_mut().as_bytes_mut())
-                    })
-                })
-                .collect();
-            let pair: Vec<Option<usize>> = (0..runners.len()).map(Some).collect();
-            interleaved_paired(self.rounds, &mut runners, &mut companions, &pair, &phase)
-        };
+        let inits: Vec<RefCell<Box<InitFn<'_>>>> = all.into_iter().map(|c| RefCell::new(c.init)).collect();
+        let m = paired::measure(&grid, memmaps, &limits, &phase, |i, owned| {
+            let mut memmap = owned.memmap();
+            let t = Instant::now();
+            let r = (inits[i].borrow_mut())(&mut memmap, &range, &pgmap);
+            let e = t.elapsed();
+            match r {
+                Ok(pages) => written.borrow_mut()[i] = pages,
+                Err(err) => *failed.borrow_mut() = Some(err),
+            }
+            e
+        });
         phase.finish();
         if let Some(e) = failed.into_inner() {
             return Err(RunError {
@@ -217,11 +188,11 @@ impl Comparison {
                 source: std::io::Error::other(e.to_string()),
             });
         }
-        let memmaps: Vec<OwnedMemmap<Page64>> = memmaps.into_iter().map(RefCell::into_inner).collect();
-        let identical: Vec<(String, bool)> = names
+        let identical: Vec<(String, bool)> = grid
+            .runs
             .iter()
-            .zip(&memmaps)
-            .map(|(n, m)| (n.clone(), m.as_bytes() == memmaps[0].as_bytes()))
+            .zip(&m.storage)
+            .map(|((_, n), s)| (n.clone(), s.same_as(&m.storage[0])))
             .collect();
         let pages = written.borrow()[0];
         let spec = ScenarioSpec {
@@ -238,8 +209,7 @@ impl Comparison {
             limit: LimitKind::FillNonzero,
             figure: Figure::Bandwidth,
         };
-        let mut report = ScenarioReport::from_samples(spec, &limits, &samples);
-        report.set_paired_limit(&methods.join(" or "), memmaps[0].bytes() as u64, &paired);
+        let mut report = m.report(spec, &limits, 0..grid.runs.len(), m.storage[0].bytes() as u64);
         let same: serde_json::Map<String, serde_json::Value> =
             identical.iter().map(|(n, s)| (n.clone(), (*s).into())).collect();
         report.extra.insert("identical_to_slow".into(), same.into());

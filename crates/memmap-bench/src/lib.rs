@@ -12,15 +12,22 @@
 //! | `hugetlb` | boot-time 1 GiB pages: tail struct page init without HVO, and the gather with HVO |
 //! | `clear` | init_on_alloc: clearing 2 MiB pages page by page versus one `clear_pages` call (`--alloc`: through the buddy allocator) |
 //! | `deferred` | boot-time init of a zone: eager, deferred (`deferred_init_memmap`), on demand; the allocator's check on demand |
+//! | `hotplug` | `online_pages()` of a hot-added range, memory block by memory block |
+//! | `guest-memory` | populate and reset guest memory for VMMs (`stream-vm-memory`) |
+//! | `sweep` | cost against size: ZONE_DEVICE init and the eager node boot, cold and warm |
 //! | `limits` | the machine's fill limits (zero and non-zero data) and copy bandwidth |
 //! | `dump`, `diff` | write a memmap to disk; compare two dumps |
 //!
 //! The program is data: [`scenarios::CATALOG`] lists every timing scenario (a
-//! [`scenarios::Scenario`]: name, memory needed, the size the suite may scale, run, report),
-//! and `all`, the memory budget, `--json` and `--plot` iterate it. [`cli`] holds the command
-//! line; every size and memory need is checked there, with checked arithmetic, before any work,
-//! and the sizes not given are fitted to the memory budget ([`budget`]). A scenario hands the
-//! [`report`] everything it shows of it.
+//! [`scenarios::Scenario`]: name, memory needed, the size the suite may scale, run, report;
+//! its row names its subcommand, a [`scenarios::CommandSpec`]), and the timing subcommands,
+//! their help, `all`, the memory budget, `--json` and `--plot` are built from it. [`cli`] holds
+//! the command line; every size and memory need is checked there, with checked arithmetic,
+//! before any work, and the sizes not given are fitted to the memory budget ([`budget`]).
+//! `--threads` is decided once per run ([`threads`]) and handed to every scenario. A scenario
+//! hands the [`report`] everything it shows of it. The modules form layers without a cycle
+//! (`tests/module_graph.rs`): size, memory, measure, limits, budget, threads; the scenarios;
+//! the report and the sweep; the command line.
 //!
 //! Every timing scenario runs its strategies interleaved round by round in one process. Each
 //! strategy's storage is mapped and faulted in before the rounds (the fault time is reported
@@ -58,3 +65,4 @@ pub mod report;
 pub mod scenarios;
 pub mod size;
 pub mod sweep;
+pub mod threads;

@@ -35,7 +35,7 @@ impl Machine {
     pub fn detect() -> Machine {
         let mem = crate::memory::MemInfo::read();
         Machine {
-            cpu: crate::report::CpuModel::detect().name,
+            cpu: crate::report::provenance::CpuModel::detect().name,
             cpus: memmap_core::available_cpus(),
             mem_total_bytes: mem.total,
             mem_available_bytes: mem.available,

@@ -470,10 +470,11 @@ pub fn check(who: &str, need: &MemoryNeed, info: &MemInfo) -> Result<(), MemoryE
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn info() -> MemInfo {
+    /// This project's machine: 24 GiB, 20 available, heuristic overcommit, no swap.
+    pub(crate) fn info() -> MemInfo {
         MemInfo {
             available: Some(20 << 30),
             total: Some(24 << 30),

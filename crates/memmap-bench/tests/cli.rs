@@ -18,6 +18,11 @@ fn bin() -> Command {
     }
 }
 
+/// The words of `line`: a command line written as one string (no word has a space).
+fn words(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
+}
+
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("memmap-bench-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -45,18 +50,7 @@ fn dump_writes_the_documented_format() {
     let dir = tmp("format");
     let meta = dump(
         &dir,
-        &[
-            "--memory-type",
-            "generic",
-            "--pages",
-            "2048",
-            "--vmemmap-shift",
-            "9",
-            "--strategy",
-            "streaming",
-            "--nid",
-            "3",
-        ],
+        &words("--memory-type generic --pages 2048 --vmemmap-shift 9 --strategy streaming --nid 3")[..],
     );
     for key in [
         "start_pfn",
@@ -172,20 +166,11 @@ fn bad_arguments_exit_with_status_2_before_any_work() {
         vec!["--threads", "0", "limits"],
         vec!["--config", "sparc64", "limits"],
         vec!["dump", "zone-device", "--memory-type", "floppy", "--pages", "8", "--out", "/tmp/x"],
-        vec![
-            "dump",
-            "zone-device",
-            "--memory-type",
-            "fsdax",
-            "--pages",
-            "8",
-            "--vmemmap-shift",
-            "2",
-            "--start-pfn",
-            "3",
-            "--out",
-            dir.to_str().unwrap(),
-        ],
+        [
+            words("dump zone-device --memory-type fsdax --pages 8 --vmemmap-shift 2 --start-pfn 3 --out"),
+            vec![dir.to_str().unwrap()],
+        ]
+        .concat(),
         vec!["diff", "/nonexistent/a", "/nonexistent/b"],
     ] {
         let out = run(&args);
@@ -268,18 +253,7 @@ fn json_report_follows_the_schema() {
 fn the_text_report_fits_120_columns_with_a_verdict_per_scenario() {
     let runs: [&[&str]; 2] = [
         &["--quick", "--no-progress", "zone-device", "--size", "16M", "--rounds", "2", "--threads", "2"],
-        &[
-            "--quick",
-            "--verbose",
-            "--no-progress",
-            "deferred",
-            "--size",
-            "256M",
-            "--rounds",
-            "2",
-            "--threads",
-            "1",
-        ],
+        &words("--quick --verbose --no-progress deferred --size 256M --rounds 2 --threads 1")[..],
     ];
     for (args, verdicts) in runs.iter().zip([4, 1]) {
         let out = run(args);
@@ -321,16 +295,7 @@ fn hostile_sizes_are_refused_before_any_work() {
         (&["all", "--deferred-size", "100T"], "deferred"),
         // Used to fail with a bare "Cannot allocate memory".
         (
-            &[
-                "dump",
-                "zone-device",
-                "--memory-type",
-                "fsdax",
-                "--pages",
-                "1099511627776",
-                "--out",
-                "/nonexistent/x",
-            ],
+            &words("dump zone-device --memory-type fsdax --pages 1099511627776 --out /nonexistent/x")[..],
             "the dump",
         ),
         (
@@ -338,18 +303,7 @@ fn hostile_sizes_are_refused_before_any_work() {
             "overflows",
         ),
         (
-            &[
-                "dump",
-                "hugetlb",
-                "--hstate",
-                "2M",
-                "--count",
-                "4",
-                "--nodes",
-                "4294967295",
-                "--out",
-                "/nonexistent/x",
-            ],
+            &words("dump hugetlb --hstate 2M --count 4 --nodes 4294967295 --out /nonexistent/x")[..],
             "address space",
         ),
         // Used to run on 2 MiB.
@@ -363,51 +317,17 @@ fn hostile_sizes_are_refused_before_any_work() {
         (&["--threads", "100000"], "not in 1..=1024"),
         // Flags a command does not use.
         (&["--quick", "diff", "a", "b"], "cannot be used with '--quick'"),
-        (
-            &[
-                "dump",
-                "zone-device",
-                "--memory-type",
-                "fsdax",
-                "--pages",
-                "8",
-                "--out",
-                "x",
-                "--plot",
-                "p.svg",
-            ],
-            "--plot",
-        ),
+        (&words("dump zone-device --memory-type fsdax --pages 8 --out x --plot p.svg")[..], "--plot"),
         (&["limits", "--rounds", "3"], "--rounds"),
         // Parameters the initializers refuse with a typed error.
         (
-            &[
-                "dump",
-                "zone-device",
-                "--memory-type",
-                "fsdax",
-                "--pages",
-                "8",
-                "--start-pfn",
-                "0xffffffffffffffff",
-                "--out",
-                "/nonexistent/x",
-            ],
+            &words(
+                "dump zone-device --memory-type fsdax --pages 8 --start-pfn 0xffffffffffffffff --out /nonexistent/x",
+            )[..],
             "overflows",
         ),
         (
-            &[
-                "dump",
-                "zone-device",
-                "--memory-type",
-                "fsdax",
-                "--pages",
-                "8",
-                "--nid",
-                "4294967295",
-                "--out",
-                "/nonexistent/x",
-            ],
+            &words("dump zone-device --memory-type fsdax --pages 8 --nid 4294967295 --out /nonexistent/x")[..],
             "node",
         ),
     ];
@@ -470,16 +390,8 @@ fn dump_refuses_to_overwrite_and_never_follows_a_symlink() {
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim!");
         assert!(!std::fs::symlink_metadata(linked.join("memmap.bin")).unwrap().file_type().is_symlink());
         assert_refused(
-            &[
-                "dump",
-                "zone-device",
-                "--memory-type",
-                "fsdax",
-                "--pages",
-                "512",
-                "--out",
-                victim.to_str().unwrap(),
-            ],
+            &[words("dump zone-device --memory-type fsdax --pages 512 --out"), vec![victim.to_str().unwrap()]]
+                .concat(),
             2,
             "not a directory",
         );
@@ -634,14 +546,20 @@ fn kconfig_files_are_read_bounded_plain_or_gzip() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A fresh directory `name` holding a user's `chart.svg`.
+fn dir_with_chart(name: &str) -> (PathBuf, PathBuf) {
+    let dir = tmp(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let chart = dir.join("chart.svg");
+    std::fs::write(&chart, "a user's chart").unwrap();
+    (dir, chart)
+}
+
 /// `--plot FILE` never replaces a file without `--force`, and an unusable path is refused
 /// before anything is measured.
 #[test]
 fn plot_files_are_checked_before_the_run_and_never_replaced_silently() {
-    let dir = tmp("plot");
-    std::fs::create_dir_all(&dir).unwrap();
-    let existing = dir.join("chart.svg");
-    std::fs::write(&existing, "a user's chart").unwrap();
+    let (dir, existing) = dir_with_chart("plot");
     let e = existing.to_str().unwrap();
     let t = std::time::Instant::now();
     assert_refused(&["zone-device", "--quick", "--plot", e], 2, "chart.svg: exists");
@@ -653,22 +571,7 @@ fn plot_files_are_checked_before_the_run_and_never_replaced_silently() {
     assert_refused(&["zone-device", "--quick", "--plot", dir.to_str().unwrap()], 2, "--plot");
     assert!(t.elapsed() < std::time::Duration::from_secs(20), "refused only after measuring");
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "a user's chart");
-    let out = run(&[
-        "zone-device",
-        "--quick",
-        "--align",
-        "4K",
-        "--size",
-        "16M",
-        "--rounds",
-        "2",
-        "--threads",
-        "1",
-        "--no-progress",
-        "--plot",
-        e,
-        "--force",
-    ]);
+    let out = fast_plot(&existing, true);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(std::fs::read_to_string(&existing).unwrap().contains("<svg"));
     let _ = std::fs::remove_dir_all(&dir);
@@ -782,10 +685,7 @@ fn plot_never_replaces_a_device_fifo_socket_or_directory() {
 /// a link is replaced itself, what it points to keeps its bytes.
 #[test]
 fn plot_force_replaces_a_regular_file_or_a_link_itself() {
-    let dir = tmp("plot-replace");
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("chart.svg");
-    std::fs::write(&file, "a user's chart").unwrap();
+    let (dir, file) = dir_with_chart("plot-replace");
     let out = fast_plot(&file, false);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -961,16 +861,6 @@ fn every_timing_command_runs_with_extreme_accepted_values() {
         assert_eq!(out.status.code(), Some(0), "{cmd:?}: {err}");
         assert!(!err.contains("panicked"), "{cmd:?}: {err}");
     }
-    let out = run(&[
-        "sweep",
-        "--quick",
-        "--no-progress",
-        "--max-size",
-        "64K",
-        "--rounds",
-        "1",
-        "--memory-budget",
-        "300M",
-    ]);
+    let out = run(&words("sweep --quick --no-progress --max-size 64K --rounds 1 --memory-budget 300M")[..]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }

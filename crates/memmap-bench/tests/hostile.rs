@@ -4,8 +4,7 @@
 //! validated invocation, never a panic. The values are validated only, nothing runs; what the
 //! accepted extremes do when run is `tests/cli.rs`.
 
-use clap::CommandFactory as _;
-use memmap_bench::cli::{Cli, CliError, parse};
+use memmap_bench::cli::{CliError, command, parse};
 use memmap_bench::memory::MemInfo;
 
 /// This project's machine: 24 GiB, 20 available.
@@ -78,7 +77,7 @@ fn check(args: &[String]) {
 fn every_flag_with_hostile_values_is_refused_or_validated_without_a_panic() {
     let out = std::env::temp_dir().join(format!("memmap-bench-hostile-{}", std::process::id()));
     let out = out.to_str().expect("utf-8 temp path").to_string();
-    let mut root = Cli::command();
+    let mut root = command();
     root.build();
     let mut paths: Vec<Vec<&str>> = vec![vec![]];
     for sub in root.get_subcommands() {

@@ -2,13 +2,13 @@
 //! ([`memmap_core::online_pages`]) into `ZONE_NORMAL` or `ZONE_MOVABLE`, in memory.
 
 use memmap_core::{
-    HotplugTarget, HotplugZone, KernelConfig, MigrateType, OnlineOptions, OwnedMemmap, RecordingHooks,
-    Strategy,
+    HotplugTarget, HotplugZone, KernelConfig, MigrateType, OnlineOptions, OwnedMemmap, Page64, Page72,
+    RecordingHooks, Strategy,
 };
 
 use crate::error::DumpError;
-use crate::meta::{DumpMeta, FORMAT_VERSION, FlagsLayoutJson, PgBits, host_endianness};
-use crate::model::{Dump, DumpLayout, invalid, map_error};
+use crate::meta::{DumpMeta, Placement, Written};
+use crate::model::{Dump, DumpLayout, invalid, map_error, struct_page_bytes, traced};
 
 /// Options of `dump hotplug`.
 #[derive(Debug, Clone)]
@@ -47,23 +47,18 @@ impl HotplugDump {
     /// [`DumpError::Input`] carrying the typed error of [`memmap_core::online_pages`] or
     /// [`memmap_core::take_free_block`], [`DumpError::Map`] when the memmap cannot be mapped.
     pub fn run(&self) -> Result<Dump, DumpError> {
-        if self.layout72 {
-            hotplug_as::<memmap_core::Page72>(self)
-        } else {
-            hotplug_as::<memmap_core::Page64>(self)
-        }
+        if self.layout72 { hotplug_as::<Page72>(self) } else { hotplug_as::<Page64>(self) }
     }
 
     /// `sizeof(struct page)` of the chosen layout.
     #[must_use]
     pub fn struct_page_size(&self) -> u64 {
-        if self.layout72 { 72 } else { 64 }
+        struct_page_bytes(self.layout72)
     }
 }
 
 fn hotplug_as<P: DumpLayout>(opts: &HotplugDump) -> Result<Dump, DumpError> {
-    let cfg =
-        KernelConfig { debug_page_ref: opts.page_ref_trace || opts.config.debug_page_ref, ..opts.config };
+    let cfg = traced(opts.config, opts.page_ref_trace);
     let layout = cfg.flags_layout().map_err(invalid)?;
     let n = usize::try_from(opts.nr_pages).map_err(invalid)?;
     let mut zone = HotplugZone::for_target(&cfg, opts.nid, opts.target).map_err(invalid)?;
@@ -125,29 +120,20 @@ fn hotplug_as<P: DumpLayout>(opts: &HotplugDump) -> Result<Dump, DumpError> {
         }
     }
     detail.insert("free_list_heads".into(), lists.into());
-    let meta = DumpMeta {
-        format: FORMAT_VERSION,
-        kind: "hotplug".into(),
-        config: cfg.name.into(),
-        endianness: host_endianness().into(),
+    let at = Placement {
         start_pfn: opts.start_pfn,
         nr_pages: opts.nr_pages,
-        struct_page_size: P::SIZE,
         page_addr_base,
-        page_addr_base_hex: format!("{page_addr_base:#x}"),
         zone: zone.zone(),
         nid: opts.nid,
-        flags_layout: FlagsLayoutJson::from(&layout),
-        pg_bits: PgBits::of(&cfg),
+    };
+    let how = Written { used, requested: opts.strategy, reason };
+    let meta = DumpMeta {
         movable_pageblock_pfns: movable,
         resched_pfns: hooks.resched_pfns.len() as u64,
         page_ref_events: hooks.page_ref_events.len() as u64,
-        strategy: used.name().into(),
-        strategy_requested: opts.strategy.name().into(),
-        strategy_reason: reason,
-        backend: stream_hal::backend().to_string(),
-        backend_name: Some(stream_hal::backend().name().into()),
         detail,
+        ..DumpMeta::of("hotplug", &cfg, &layout, P::SIZE, at, how)
     };
     Ok(Dump::from_owned::<P>(meta, owned, n * P::SIZE))
 }

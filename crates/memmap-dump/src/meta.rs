@@ -256,6 +256,64 @@ impl Partial {
     }
 }
 
+/// What a dump of one range places where: `[start_pfn, start_pfn + nr_pages)`, its first
+/// struct page's modelled address, its zone and node.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Placement {
+    pub(crate) start_pfn: u64,
+    pub(crate) nr_pages: u64,
+    pub(crate) page_addr_base: u64,
+    pub(crate) zone: u32,
+    pub(crate) nid: u32,
+}
+
+/// How a dump's struct pages were written: the strategy used, the one asked for, why.
+#[derive(Debug, Clone)]
+pub(crate) struct Written {
+    pub(crate) used: memmap_core::Strategy,
+    pub(crate) requested: memmap_core::Strategy,
+    pub(crate) reason: String,
+}
+
+impl DumpMeta {
+    /// The meta of a `kind` dump of `cfg` (flags `layout`, `struct_page_size`-byte struct
+    /// pages) at `at`, written as `how` by this machine's backend; its movable pageblocks,
+    /// the hooks' counts and `detail` left empty for the caller.
+    pub(crate) fn of(
+        kind: &str,
+        cfg: &memmap_core::KernelConfig,
+        layout: &FlagsLayout,
+        struct_page_size: usize,
+        at: Placement,
+        how: Written,
+    ) -> DumpMeta {
+        DumpMeta {
+            format: FORMAT_VERSION,
+            kind: kind.into(),
+            config: cfg.name.into(),
+            endianness: host_endianness().into(),
+            start_pfn: at.start_pfn,
+            nr_pages: at.nr_pages,
+            struct_page_size,
+            page_addr_base: at.page_addr_base,
+            page_addr_base_hex: format!("{:#x}", at.page_addr_base),
+            zone: at.zone,
+            nid: at.nid,
+            flags_layout: FlagsLayoutJson::from(layout),
+            pg_bits: PgBits::of(cfg),
+            movable_pageblock_pfns: Vec::new(),
+            resched_pfns: 0,
+            page_ref_events: 0,
+            strategy: how.used.name().into(),
+            strategy_requested: how.requested.name().into(),
+            strategy_reason: how.reason,
+            backend: stream_hal::backend().to_string(),
+            backend_name: Some(stream_hal::backend().name().into()),
+            detail: serde_json::Map::new(),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for DumpMeta {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct MetaVisitor;

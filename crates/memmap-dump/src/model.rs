@@ -5,12 +5,12 @@
 //! [`OutputDir`]. Nothing here touches the file system until `write`.
 
 use memmap_core::{
-    DevPagemap, InitOptions, InitReport, KernelConfig, MemoryType, MigrateType, OwnedMemmap, RecordingHooks,
-    Strategy, StructPage, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,
+    DevPagemap, InitOptions, InitReport, KernelConfig, MemoryType, MigrateType, OwnedMemmap, Page64, Page72,
+    RecordingHooks, Strategy, StructPage, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,
 };
 
 use crate::error::DumpError;
-use crate::meta::{AltmapJson, DumpMeta, FORMAT_VERSION, FlagsLayoutJson, PgBits, host_endianness};
+use crate::meta::{AltmapJson, DumpMeta, Placement, Written};
 use crate::write::OutputDir;
 
 /// A dump made in memory: its metadata and the struct page bytes of `memmap.bin`.
@@ -116,18 +116,24 @@ impl ZoneDeviceDump {
     /// [`DumpError::Input`] carrying the initializer's typed error, [`DumpError::Map`] when the
     /// memmap cannot be mapped.
     pub fn run(&self) -> Result<Dump, DumpError> {
-        if self.layout72 {
-            zone_device_as::<memmap_core::Page72>(self)
-        } else {
-            zone_device_as::<memmap_core::Page64>(self)
-        }
+        if self.layout72 { zone_device_as::<Page72>(self) } else { zone_device_as::<Page64>(self) }
     }
 
     /// `sizeof(struct page)` of the chosen layout.
     #[must_use]
     pub fn struct_page_size(&self) -> u64 {
-        if self.layout72 { 72 } else { 64 }
+        struct_page_bytes(self.layout72)
     }
+}
+
+/// `sizeof(struct page)`: 72 bytes with `WANT_PAGE_VIRTUAL` (`layout72`), else 64.
+pub(crate) const fn struct_page_bytes(layout72: bool) -> u64 {
+    if layout72 { 72 } else { 64 }
+}
+
+/// `config` with `CONFIG_DEBUG_PAGE_REF` on when the dump traces `page_ref_set`.
+pub(crate) fn traced(config: KernelConfig, page_ref_trace: bool) -> KernelConfig {
+    KernelConfig { debug_page_ref: page_ref_trace || config.debug_page_ref, ..config }
 }
 
 pub(crate) fn invalid(e: impl std::fmt::Display) -> DumpError {
@@ -153,8 +159,7 @@ fn meta_text(meta: &DumpMeta) -> Result<String, DumpError> {
 }
 
 fn zone_device_as<P: DumpLayout>(opts: &ZoneDeviceDump) -> Result<Dump, DumpError> {
-    let cfg =
-        KernelConfig { debug_page_ref: opts.page_ref_trace || opts.config.debug_page_ref, ..opts.config };
+    let cfg = traced(opts.config, opts.page_ref_trace);
     let layout = cfg.flags_layout().map_err(invalid)?;
     let mut pgmap = DevPagemap::new(opts.memory_type).with_vmemmap_shift(opts.vmemmap_shift);
     if let Some((reserve, free)) = opts.altmap {
@@ -196,29 +201,20 @@ fn zone_device_as<P: DumpLayout>(opts: &ZoneDeviceDump) -> Result<Dump, DumpErro
     let done = ZoneDeviceDone { altmap_part, report, took, aliases };
     let detail = zone_device_detail::<P>(opts, &cfg, &range, &pgmap, &done);
 
-    let meta = DumpMeta {
-        format: FORMAT_VERSION,
-        kind: "zone-device".into(),
-        config: cfg.name.into(),
-        endianness: host_endianness().into(),
+    let at = Placement {
         start_pfn: opts.start_pfn,
         nr_pages: opts.nr_pages,
-        struct_page_size: P::SIZE,
         page_addr_base,
-        page_addr_base_hex: format!("{page_addr_base:#x}"),
         zone: cfg.zone_device(),
         nid: opts.nid,
-        flags_layout: FlagsLayoutJson::from(&layout),
-        pg_bits: PgBits::of(&cfg),
+    };
+    let how = Written { used: report.used, requested: report.requested, reason: report.reason.to_string() };
+    let meta = DumpMeta {
         movable_pageblock_pfns: movable,
         resched_pfns: hooks.resched_pfns.len() as u64,
         page_ref_events: hooks.page_ref_events.len() as u64,
-        strategy: report.used.name().into(),
-        strategy_requested: report.requested.name().into(),
-        strategy_reason: report.reason.to_string(),
-        backend: stream_hal::backend().to_string(),
-        backend_name: Some(stream_hal::backend().name().into()),
         detail,
+        ..DumpMeta::of("zone-device", &cfg, &layout, P::SIZE, at, how)
     };
     Ok(Dump { meta, bytes: P::owned(owned, n * P::SIZE) })
 }
@@ -360,24 +356,19 @@ impl HugetlbDump {
     /// [`DumpError::Input`] carrying the boot's typed error, [`DumpError::Map`] when the
     /// vmemmap cannot be created.
     pub fn run(&self) -> Result<Dump, DumpError> {
-        if self.layout72 {
-            hugetlb_as::<memmap_core::Page72>(self)
-        } else {
-            hugetlb_as::<memmap_core::Page64>(self)
-        }
+        if self.layout72 { hugetlb_as::<Page72>(self) } else { hugetlb_as::<Page64>(self) }
     }
 
     /// `sizeof(struct page)` of the chosen layout.
     #[must_use]
     pub fn struct_page_size(&self) -> u64 {
-        if self.layout72 { 72 } else { 64 }
+        struct_page_bytes(self.layout72)
     }
 }
 
 fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
     use hugetlb_init::OwnedBoot;
-    let cfg =
-        KernelConfig { debug_page_ref: opts.page_ref_trace || opts.config.debug_page_ref, ..opts.config };
+    let cfg = traced(opts.config, opts.page_ref_trace);
     let layout = cfg.flags_layout().map_err(invalid)?;
     check_hugetlb(opts, &cfg, &layout)?;
     let specs = hugetlb_node_specs(opts)?;
@@ -404,29 +395,21 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
     let nids: Vec<u32> = machine.specs().iter().map(|s| s.nid).collect();
     let detail = hugetlb_detail::<P>(opts, &cfg, &report, &folios, (&bytes, start_pfn), (resident, &nids));
     let page_addr_base = cfg.vmemmap_start.wrapping_add(start_pfn.wrapping_mul(P::SIZE as u64));
-    let meta = DumpMeta {
-        format: FORMAT_VERSION,
-        kind: "hugetlb".into(),
-        config: cfg.name.into(),
-        endianness: host_endianness().into(),
+    let first = machine.specs().first();
+    let at = Placement {
         start_pfn,
         nr_pages,
-        struct_page_size: P::SIZE,
         page_addr_base,
-        page_addr_base_hex: format!("{page_addr_base:#x}"),
-        zone: machine.specs().first().map_or(0, |s| s.zone),
-        nid: machine.specs().first().map_or(0, |s| s.nid),
-        flags_layout: FlagsLayoutJson::from(&layout),
-        pg_bits: PgBits::of(&cfg),
+        zone: first.map_or(0, |s| s.zone),
+        nid: first.map_or(0, |s| s.nid),
+    };
+    let how = Written { used, requested: opts.strategy, reason: reason.to_string() };
+    let meta = DumpMeta {
         movable_pageblock_pfns: movable,
         resched_pfns: counts.resched.load(std::sync::atomic::Ordering::Relaxed),
         page_ref_events: counts.events.load(std::sync::atomic::Ordering::Relaxed),
-        strategy: used.name().into(),
-        strategy_requested: opts.strategy.name().into(),
-        strategy_reason: reason.to_string(),
-        backend: stream_hal::backend().to_string(),
-        backend_name: Some(stream_hal::backend().name().into()),
         detail,
+        ..DumpMeta::of("hugetlb", &cfg, &layout, P::SIZE, at, how)
     };
     Ok(Dump { meta, bytes: DumpBytes::Vec(bytes) })
 }

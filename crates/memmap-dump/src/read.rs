@@ -248,8 +248,8 @@ pub fn read_capped(mut r: impl Read, max: u64, hint: u64) -> io::Result<Option<V
     }
 }
 
-/// Reads the file `path` whole if it is a regular file of at most `max` bytes (see
-/// [`open_regular`]: never a FIFO or device, checked on the opened file), read with that
+/// Reads the file `path` whole if it is a regular file of at most `max` bytes (opened as
+/// `open_regular` opens it: never a FIFO or device, checked on the opened file), read with that
 /// bound whatever size it reports (procfs files report 0); `links` says whether a symbolic
 /// link at `path` is followed.
 ///

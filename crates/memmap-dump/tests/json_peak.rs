@@ -5,69 +5,29 @@
 //!
 //! One test in this binary, so nothing else allocates while it measures.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use memmap_core::{KernelConfig, MemoryType, Strategy};
 use memmap_dump::read::{MAX_META_BYTES, MAX_META_VALUES};
 use memmap_dump::{DumpError, ZoneDeviceDump, parse_meta};
 
-/// The system allocator, counting the bytes live and their peak.
-struct Counting;
+mod common;
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so the
-// `GlobalAlloc` contract `System` keeps is kept; the counters only observe the sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let live = LIVE.fetch_add(layout.size(), Ordering::SeqCst) + layout.size();
-        PEAK.fetch_max(live, Ordering::SeqCst);
-        // SAFETY: the caller's `layout` has a non-zero size, as `GlobalAlloc::alloc` requires
-        // of its caller; it is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::SeqCst);
-        // SAFETY: `ptr` was returned by `alloc` (so by `System.alloc`) with this `layout`, as
-        // the caller guarantees.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use common::peak::{self, array};
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: peak::Counting = peak::Counting;
 
 /// The peak bytes allocated by `parse_meta(json)` above what was live before, and whether it
 /// parsed.
 fn peak_of(json: &[u8]) -> (usize, Result<(), DumpError>) {
-    let before = LIVE.load(Ordering::SeqCst);
-    PEAK.store(before, Ordering::SeqCst);
-    let r = parse_meta(json, Path::new("meta.json")).map(drop);
-    (PEAK.load(Ordering::SeqCst) - before, r)
+    peak::peak_of(|| parse_meta(json, Path::new("meta.json")).map(drop))
 }
 
 /// A real zone-device `meta.json` with `extra` (a JSON value's text) under a key of its own.
 fn with_extra(base: &str, extra: &str) -> Vec<u8> {
     let head = base.trim_end().strip_suffix('}').expect("an object");
     format!("{head}, \"extra\": {extra}}}").into_bytes()
-}
-
-/// `[E,E,...,E]` of `n` elements.
-fn array(elem: &str, n: usize) -> String {
-    let mut s = String::with_capacity(n * (elem.len() + 1) + 2);
-    s.push('[');
-    for i in 0..n {
-        if i > 0 {
-            s.push(',');
-        }
-        s.push_str(elem);
-    }
-    s.push(']');
-    s
 }
 
 #[test]

@@ -1,17 +1,17 @@
-//! The command line's clap types: what each subcommand accepts.
+//! The command line's clap types: what each subcommand accepts. The timing subcommands and
+//! the sizes of `all` are not here: they are built from the scenario catalog
+//! (`cli/timing.rs`); these are the flags they share and the other commands.
 
 use std::path::PathBuf;
 
 use clap::builder::TypedValueParser as _;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use hugetlb_init::{Hstate, HvoMode};
-use memmap_core::{KernelConfig, MemoryType, Strategy, Threads};
+use memmap_core::{KernelConfig, MemoryType, Strategy};
 
 use super::named::named;
-use super::values::{
-    count, kernel_version, pfn, placed_folio, size_2m, size_4k, size_4m, size_any, threads_arg,
-};
-use crate::scenarios::zone_device;
+use super::values::{count, kernel_version, pfn, placed_folio, size_any};
+use crate::threads::ThreadPolicy;
 
 /// Reproduces the linux-mm memmap-init experiments (ZONE_DEVICE, boot-time gigantic pages,
 /// init_on_alloc clearing, deferred init) side by side against this machine's fill limit
@@ -22,9 +22,9 @@ use crate::scenarios::zone_device;
 pub struct Cli {
     #[command(subcommand)]
     pub(super) command: Option<Command>,
-    /// Without a subcommand: `all`'s options.
+    /// Without a subcommand: `all`'s options (its sizes are added from the catalog).
     #[command(flatten)]
-    pub(super) all: AllArgs,
+    pub(super) timing: TimingArgs,
     #[command(flatten)]
     pub(super) global: GlobalArgs,
 }
@@ -63,22 +63,11 @@ impl GlobalArgs {
     }
 }
 
+/// The subcommands besides the catalog's timing ones ([`super::timing`]).
 #[derive(Debug, Subcommand)]
 pub(super) enum Command {
     /// Every scenario, then a summary (the default).
-    All(AllArgs),
-    /// memmap_init_zone_device: nd_pmem (fsdax, 4 KiB) and dax_pmem (devdax, 2 MiB compound pages).
-    ZoneDevice(ZoneDeviceArgs),
-    /// Boot-time 1 GiB pages: the fallback tail init with HVO off, and the gather with HVO on.
-    Hugetlb(HugetlbArgs),
-    /// init_on_alloc clearing of 2 MiB pages: page by page versus one clear_pages call.
-    Clear(ClearArgs),
-    /// Boot-time struct page init of a zone: eager, deferred, on demand; the allocator's check.
-    Deferred(DeferredArgs),
-    /// Guest memory for VMMs: populate (against Cloud Hypervisor's prefault) and reset.
-    GuestMemory(GuestMemoryArgs),
-    /// Memory hotplug: onlining a hot-added range into ZONE_NORMAL (online_pages).
-    Hotplug(HotplugArgs),
+    All(TimingArgs),
     /// Cost against size: ZONE_DEVICE init and the eager node boot from 64 KiB to 8 GiB of
     /// memmap, every strategy, cold and warm.
     Sweep(SweepArgs),
@@ -104,12 +93,6 @@ impl Command {
     pub(super) fn name(&self) -> &'static str {
         match self {
             Command::All(_) => "all",
-            Command::ZoneDevice(_) => "zone-device",
-            Command::Hugetlb(_) => "hugetlb",
-            Command::Clear(_) => "clear",
-            Command::Deferred(_) => "deferred",
-            Command::GuestMemory(_) => "guest-memory",
-            Command::Hotplug(_) => "hotplug",
             Command::Sweep(_) => "sweep",
             Command::Limits(_) => "limits",
             Command::Dump { .. } => "dump",
@@ -132,10 +115,9 @@ pub(super) struct TimingArgs {
     /// Workers of the all-core rows (each scenario also runs the kernel-faithful one-thread
     /// row): N, or auto (the count where bandwidth stops growing on this machine, at most the
     /// CPUs available, measured before the run). 1 leaves the all-core rows out.
-    #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = threads_arg)]
-    pub(super) threads: Threads,
-    /// Rounds per strategy (default: 15 for deferred, 10 for zone-device, 9 for hugetlb, 7 for
-    /// clear, 5 for the others).
+    #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = ThreadPolicy::parse)]
+    pub(super) threads: ThreadPolicy,
+    /// Rounds per strategy (the help of each command lists its defaults).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(super) rounds: Option<u32>,
     /// The most memory a scenario may use at once (default: two thirds of MemAvailable, or of
@@ -154,37 +136,12 @@ impl Default for TimingArgs {
         TimingArgs {
             plot: None,
             force: false,
-            threads: Threads::Auto,
+            threads: ThreadPolicy::Auto,
             rounds: None,
             memory_budget: None,
             config: KernelConfig::X86_64,
         }
     }
-}
-
-#[derive(Debug, Args, Clone, Default)]
-pub(super) struct AllArgs {
-    /// zone-device device size, whole 2 MiB pages (default 100G, the upstream series'
-    /// namespace, scaled to the memory budget).
-    #[arg(long, value_name = "SIZE", value_parser = size_2m)]
-    pub(super) zone_device_size: Option<u64>,
-    /// clear size, whole 2 MiB pages (default 16G, scaled to the memory budget).
-    #[arg(long, value_name = "SIZE", value_parser = size_2m)]
-    pub(super) clear_size: Option<u64>,
-    /// hugetlb: number of 1 GiB pages (default 64, scaled to the memory budget).
-    #[arg(long, value_name = "N", value_parser = count::<u64>)]
-    pub(super) hugetlb_count: Option<u64>,
-    /// deferred zone size, whole 4 KiB pages (default 64G, scaled to the memory budget).
-    #[arg(long, value_name = "SIZE", value_parser = size_4k)]
-    pub(super) deferred_size: Option<u64>,
-    /// guest-memory size, a multiple of 4 MiB (default 4G, scaled to the memory budget).
-    #[arg(long, value_name = "SIZE", value_parser = size_4m)]
-    pub(super) guest_memory_size: Option<u64>,
-    /// hotplug range, whole 128 MiB memory blocks (default 4G, scaled to the memory budget).
-    #[arg(long, value_name = "SIZE", value_parser = size_4k)]
-    pub(super) hotplug_size: Option<u64>,
-    #[command(flatten)]
-    pub(super) timing: TimingArgs,
 }
 
 /// `limits`' flags.
@@ -195,82 +152,6 @@ pub(super) struct LimitsArgs {
     /// (1 GiB each, 256 MiB with --quick) are halved to fit it, down to 32 MiB.
     #[arg(long, value_name = "SIZE", value_parser = size_any)]
     pub(super) memory_budget: Option<u64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(super) enum HvoChoice {
-    On,
-    Off,
-    Both,
-}
-
-#[derive(Debug, Args)]
-pub(super) struct HugetlbArgs {
-    /// Number of 1 GiB pages (default 64, as the upstream measurement; scaled to the memory
-    /// budget).
-    #[arg(long, value_name = "N", value_parser = count::<u64>)]
-    pub(super) count: Option<u64>,
-    /// HVO off (the fallback the upstream series measured), on, or both.
-    #[arg(long, default_value = "both")]
-    pub(super) hvo: HvoChoice,
-    #[command(flatten)]
-    pub(super) timing: TimingArgs,
-}
-
-#[derive(Debug, Args)]
-pub(super) struct ZoneDeviceArgs {
-    /// Namespace size, whole 2 MiB pages (default 100G, as the upstream series; scaled to the
-    /// memory budget).
-    #[arg(long, value_name = "SIZE", value_parser = size_2m)]
-    pub(super) size: Option<u64>,
-    /// Only one case (default: both): 4K (fsdax, nd_pmem) or 2M (devdax, dax_pmem).
-    #[arg(long, value_parser = named::<zone_device::Case>())]
-    pub(super) align: Option<zone_device::Case>,
-    #[command(flatten)]
-    pub(super) timing: TimingArgs,
-}
-
-#[derive(Debug, Args)]
-pub(super) struct ClearArgs {
-    /// Memory to clear, whole 2 MiB pages (default 16G; scaled to the memory budget).
-    #[arg(long, value_name = "SIZE", value_parser = size_2m)]
-    pub(super) size: Option<u64>,
-    /// Allocate through the buddy allocator with init_on_alloc (batch versus per page) instead
-    /// of clearing a flat arena.
-    #[arg(long)]
-    pub(super) alloc: bool,
-    #[command(flatten)]
-    pub(super) timing: TimingArgs,
-}
-
-#[derive(Debug, Args)]
-pub(super) struct DeferredArgs {
-    /// Zone size, whole 4 KiB pages (default 64G: 1 GiB of struct pages; scaled to the memory
-    /// budget).
-    #[arg(long, value_name = "SIZE", value_parser = size_4k)]
-    pub(super) size: Option<u64>,
-    #[command(flatten)]
-    pub(super) timing: TimingArgs,
-}
-
-#[derive(Debug, Args)]
-pub(super) struct GuestMemoryArgs {
-    /// Guest memory, in two regions, a multiple of 4 MiB (default 4G; scaled to the memory
-    /// budget).
-    #[arg(long, value_name = "SIZE", value_parser = size_4m)]
-    pub(super) size: Option<u64>,
-    #[command(flatten)]
-    pub(super) timing: TimingArgs,
-}
-
-#[derive(Debug, Args)]
-pub(super) struct HotplugArgs {
-    /// Hot-added memory, whole memory blocks (x86-64: 128 MiB sections; default 4G; scaled to
-    /// the memory budget).
-    #[arg(long, value_name = "SIZE", value_parser = size_4k)]
-    pub(super) size: Option<u64>,
-    #[command(flatten)]
-    pub(super) timing: TimingArgs,
 }
 
 /// `sweep`'s flags (its own: it is not a catalog scenario).

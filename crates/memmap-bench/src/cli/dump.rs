@@ -10,7 +10,8 @@ use memmap_dump::{
 };
 
 use super::args::{DumpCommon, DumpHotplugArgs, DumpHugetlbArgs, DumpZoneDeviceArgs};
-use super::{CliError, Invocation, fail};
+use super::error::{CliError, fail};
+use super::invocation::Invocation;
 use crate::memory::{self, MemInfo};
 
 /// The configuration a dump models: the preset, with the `.config` and the release applied.

@@ -17,75 +17,69 @@
 
 pub mod args;
 mod dump;
+pub mod error;
+pub mod invocation;
 pub mod named;
 mod plan_sweep;
 pub mod run;
 pub mod suite;
+mod timing;
 mod values;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::parser::ValueSource;
 use clap::{CommandFactory as _, FromArgMatches as _};
-use memmap_dump::{HugetlbDump, ZoneDeviceDump};
 
 pub use args::Cli;
-use args::{AllArgs, Command, DumpKind, GlobalArgs, HvoChoice, TimingArgs};
+use args::{Command, GlobalArgs, TimingArgs};
+pub use error::CliError;
+pub use invocation::Invocation;
 pub use named::{Named, NamedParser, named};
 pub use suite::Suite;
 
 use crate::memory::MemInfo;
-use crate::scenarios;
 
-/// A validated command line: nothing in it can fail for lack of memory or a bad size.
-#[derive(Debug)]
-pub enum Invocation {
-    /// A timing command.
-    Suite(Suite),
-    /// `dump zone-device`.
-    DumpZoneDevice(ZoneDeviceDump, PathBuf, bool),
-    /// `dump hugetlb`.
-    DumpHugetlb(HugetlbDump, PathBuf, bool),
-    /// `dump hotplug`.
-    DumpHotplug(memmap_dump::HotplugDump, PathBuf, bool),
-    /// `diff A B [--json]`.
-    Diff(PathBuf, PathBuf, bool),
-    /// `sweep`.
-    Sweep(crate::sweep::Sweep),
+/// The whole command line: the clap types of [`args`] with the timing subcommands and the
+/// sizes of `all` built from the scenario catalog.
+#[must_use]
+pub fn command() -> clap::Command {
+    timing::augment(Cli::command())
 }
-
-/// Why a command line was refused.
-#[derive(Debug)]
-pub enum CliError {
-    /// clap's own error (also `--help` and `--version`, which it prints with status 0).
-    Clap(clap::Error),
-    /// A check after parsing failed (exit status 2).
-    Usage(String),
-}
-
-impl std::fmt::Display for CliError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CliError::Clap(e) => write!(f, "{e}"),
-            CliError::Usage(m) => f.write_str(m),
-        }
-    }
-}
-
-impl std::error::Error for CliError {}
 
 /// Refuses the output flags for a command that has no output of that kind (`dump`, `diff`).
 fn no_global_flags(command: &str, g: &GlobalArgs, allowed: &[&str]) -> Result<(), CliError> {
     match g.given().into_iter().find(|f| !allowed.contains(f)) {
         Some(flag) => {
             let msg = format!("the subcommand '{command}' cannot be used with '{flag}'");
-            let mut cmd = <Cli as clap::CommandFactory>::command();
-            Err(CliError::Clap(cmd.error(clap::error::ErrorKind::ArgumentConflict, msg)))
+            Err(CliError::Clap(command_error(clap::error::ErrorKind::ArgumentConflict, msg)))
         }
         None => Ok(()),
     }
+}
+
+/// A clap error of `kind` saying `msg`, formatted as the command line's own.
+fn command_error(kind: clap::error::ErrorKind, msg: String) -> clap::Error {
+    command().error(kind, msg)
+}
+
+/// Refuses `all`'s options given before a subcommand: `--threads 2 zone-device` would
+/// otherwise be silently ignored.
+fn nothing_before_the_subcommand(cmd: &clap::Command, matches: &clap::ArgMatches) -> Result<(), CliError> {
+    let Some((sub, _)) = matches.subcommand() else { return Ok(()) };
+    let top = cmd.get_arguments().filter(|a| !a.is_global_set());
+    for a in top {
+        let id = a.get_id().as_str();
+        if matches.value_source(id) == Some(ValueSource::CommandLine) {
+            let msg = format!(
+                "the argument '--{}' cannot be used before the subcommand '{sub}' (put it after it)",
+                a.get_long().unwrap_or(id)
+            );
+            return Err(CliError::Clap(command_error(clap::error::ErrorKind::ArgumentConflict, msg)));
+        }
+    }
+    Ok(())
 }
 
 /// Parses and validates `args` (the program name first) against the machine `info`: every
@@ -99,31 +93,25 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let mut cmd = Cli::command();
+    let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(args).map_err(CliError::Clap)?;
-    if let Some((sub, _)) = matches.subcommand() {
-        // `all`'s options without a subcommand only: `--threads 2 zone-device` would otherwise
-        // be silently ignored.
-        let top =
-            cmd.get_arguments().filter(|a| !a.is_global_set()).map(|a| (a.get_id().clone(), a.get_long()));
-        for (id, long) in top.collect::<Vec<_>>() {
-            if matches.value_source(id.as_str()) == Some(ValueSource::CommandLine) {
-                let msg = format!(
-                    "the argument '--{}' cannot be used before the subcommand '{sub}' (put it after it)",
-                    long.unwrap_or(id.as_str())
-                );
-                return Err(CliError::Clap(cmd.error(clap::error::ErrorKind::ArgumentConflict, msg)));
+    nothing_before_the_subcommand(&cmd, &matches)?;
+    let cli = Cli::from_arg_matches(&matches).map_err(CliError::Clap)?;
+    let g = cli.global;
+    let timing = |name: &str, t: &TimingArgs, sel: &timing::Selection| {
+        suite::suite(name, t, &g, sel, info).map(Invocation::Suite)
+    };
+    match matches.subcommand() {
+        None => return timing("all", &cli.timing, &timing::all(&matches)),
+        Some((name, m)) => {
+            if let Some(spec) = timing::spec(name) {
+                let t = TimingArgs::from_arg_matches(m).map_err(CliError::Clap)?;
+                return timing(name, &t, &timing::selection(spec, m));
             }
         }
     }
-    let cli = Cli::from_arg_matches(&matches).map_err(CliError::Clap)?;
-    let g = cli.global;
-    let name = cli.command.as_ref().map_or("all", Command::name);
-    let timing = |all: AllArgs, select: &dyn Fn(&scenarios::CatalogEntry) -> bool| {
-        suite::suite(name, &all, &g, select, info).map(Invocation::Suite)
-    };
     let Some(command) = cli.command else {
-        return timing(cli.all, &|_| true);
+        return Err(CliError::Usage("no such subcommand".into()));
     };
     match command {
         Command::Dump { .. } => no_global_flags(command.name(), &g, &[])?,
@@ -131,48 +119,20 @@ where
         _ => {}
     }
     match command {
-        Command::All(a) => timing(a, &|_| true),
-        Command::ZoneDevice(a) => {
-            let all = AllArgs { zone_device_size: a.size, timing: a.timing, ..AllArgs::default() };
-            timing(all, &|e| e.command == "zone-device" && a.align.is_none_or(|c| e.name == c.name()))
-        }
-        Command::Hugetlb(a) => {
-            let all = AllArgs { hugetlb_count: a.count, timing: a.timing, ..AllArgs::default() };
-            let want = |name: &str| match a.hvo {
-                HvoChoice::Off => name == scenarios::hugetlb::name(false),
-                HvoChoice::On => name == scenarios::hugetlb::name(true),
-                HvoChoice::Both => true,
-            };
-            timing(all, &|e| e.command == "hugetlb" && want(e.name))
-        }
-        Command::Clear(a) => {
-            let all = AllArgs { clear_size: a.size, timing: a.timing, ..AllArgs::default() };
-            let name = if a.alloc { scenarios::alloc::NAME } else { scenarios::clear::NAME };
-            timing(all, &|e| e.name == name)
-        }
-        Command::Deferred(a) => {
-            let all = AllArgs { deferred_size: a.size, timing: a.timing, ..AllArgs::default() };
-            timing(all, &|e| e.command == "deferred")
-        }
-        Command::GuestMemory(a) => {
-            let all = AllArgs { guest_memory_size: a.size, timing: a.timing, ..AllArgs::default() };
-            timing(all, &|e| e.command == "guest-memory")
-        }
-        Command::Hotplug(a) => {
-            let all = AllArgs { hotplug_size: a.size, timing: a.timing, ..AllArgs::default() };
-            timing(all, &|e| e.command == "hotplug")
+        Command::All(t) => {
+            let m = matches.subcommand_matches("all").unwrap_or(&matches);
+            timing("all", &t, &timing::all(m))
         }
         Command::Sweep(a) => plan_sweep::plan(&a, &g, info).map(Invocation::Sweep),
         Command::Limits(a) => {
-            let timing = TimingArgs { memory_budget: a.memory_budget, ..TimingArgs::default() };
-            let all = AllArgs { timing, ..AllArgs::default() };
-            let mut s = suite::suite(name, &all, &g, |_| false, info)?;
+            let t = TimingArgs { memory_budget: a.memory_budget, ..TimingArgs::default() };
+            let mut s = suite::suite("limits", &t, &g, &timing::Selection::default(), info)?;
             s.limits_only = true;
             Ok(Invocation::Suite(s))
         }
-        Command::Dump { kind: DumpKind::ZoneDevice(a) } => dump::zone_device(&a, info),
-        Command::Dump { kind: DumpKind::Hugetlb(a) } => dump::hugetlb(&a, info),
-        Command::Dump { kind: DumpKind::Hotplug(a) } => dump::hotplug(&a, info),
+        Command::Dump { kind: args::DumpKind::ZoneDevice(a) } => dump::zone_device(&a, info),
+        Command::Dump { kind: args::DumpKind::Hugetlb(a) } => dump::hugetlb(&a, info),
+        Command::Dump { kind: args::DumpKind::Hotplug(a) } => dump::hotplug(&a, info),
         Command::Diff { a, b } => Ok(Invocation::Diff(a, b, g.json)),
     }
 }
@@ -203,35 +163,21 @@ pub fn execute(inv: Invocation) -> ExitCode {
         Invocation::DumpHugetlb(opts, dir, force) => dump::run_hugetlb(&opts, &dir, force),
         Invocation::DumpHotplug(opts, dir, force) => dump::run_hotplug(&opts, &dir, force),
         Invocation::Diff(a, b, json) => dump::run_diff(&a, &b, json),
-        Invocation::Sweep(s) => crate::sweep::run(&s),
+        Invocation::Sweep(s) => run::run_sweep(&s),
     }
-}
-
-/// Prints `e` and returns `code`.
-pub(crate) fn fail(e: &dyn std::fmt::Display, code: u8) -> ExitCode {
-    eprintln!("error: {e}");
-    ExitCode::from(code)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::budget::Budget;
+    use crate::scenarios;
 
     const GIB: u64 = 1 << 30;
 
     /// This project's machine: 24 GiB, 20 available.
     fn machine() -> MemInfo {
-        MemInfo {
-            available: Some(20 << 30),
-            total: Some(24 << 30),
-            swap_total: Some(0),
-            commit_limit: Some(12 << 30),
-            committed: Some(1 << 30),
-            overcommit: Some(0),
-            rlimit_as: None,
-            cgroup: None,
-        }
+        crate::memory::tests::info()
     }
 
     fn parse_on(args: &[&str], info: &MemInfo) -> Result<Invocation, CliError> {
@@ -249,6 +195,11 @@ mod tests {
         suite_on(args, &machine()).scenarios.iter().map(|s| s.name()).collect()
     }
 
+    /// The words of `line`: a command line written as one string.
+    fn words(line: &str) -> Vec<&str> {
+        line.split(' ').collect()
+    }
+
     fn refused(args: &[&str]) -> String {
         match parse_on(args, &machine()) {
             Err(e) => e.to_string(),
@@ -256,15 +207,24 @@ mod tests {
         }
     }
 
+    /// `--threads each` (the library's spelling of one worker per item) used to be accepted and
+    /// run the all-core rows on one thread without a word.
+    #[test]
+    fn threads_is_a_count_or_auto() {
+        let e = refused(&["zone-device", "--threads", "each"]);
+        assert!(e.contains("`each` is neither `auto` nor a thread count in 1..=1024"), "{e}");
+        let s = suite_on(&["zone-device", "--size", "64M", "--threads", "3"], &machine());
+        assert_eq!(s.threads, crate::threads::ThreadPolicy::Given(3));
+    }
+
     #[test]
     fn clap_definition_is_consistent() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
+        command().debug_assert();
     }
 
     #[test]
     fn subcommands_select_from_the_registry() {
-        assert_eq!(names(&["--quick"]), scenarios::CATALOG.map(|e| e.name));
+        assert_eq!(names(&["--quick"]), scenarios::CATALOG.iter().map(|e| e.name).collect::<Vec<_>>());
         assert_eq!(names(&["all", "--quick"]).len(), 10);
         assert_eq!(names(&["hotplug", "--size", "256M"]), ["hotplug"]);
         assert_eq!(names(&["zone-device", "--size", "64M"]), ["zone-device-fsdax", "zone-device-devdax-2m"]);
@@ -339,18 +299,6 @@ mod tests {
             &["--quick", "diff", "a", "b"][..],
             &["diff", "a", "b", "--verbose"],
             &["--quick", "dump", "zone-device", "--memory-type", "fsdax", "--pages", "8", "--out", "x"],
-            &[
-                "dump",
-                "zone-device",
-                "--memory-type",
-                "fsdax",
-                "--pages",
-                "8",
-                "--out",
-                "x",
-                "--plot",
-                "p.svg",
-            ],
             &["limits", "--threads", "2"],
             &["limits", "--rounds", "3"],
             &["--threads", "2", "zone-device"],
@@ -374,16 +322,7 @@ mod tests {
         let e = refused(&["hugetlb", "--hvo", "off", "--count", "1099511627776"]);
         assert!(e.contains("overflows"), "{e}");
         assert!(refused(&["all", "--deferred-size", "2T"]).contains("deferred"));
-        let e = refused(&[
-            "dump",
-            "zone-device",
-            "--memory-type",
-            "fsdax",
-            "--pages",
-            "1099511627776",
-            "--out",
-            "x",
-        ]);
+        let e = refused(&words("dump zone-device --memory-type fsdax --pages 1099511627776 --out x"));
         assert!(e.starts_with("the dump maps 64 TiB"), "{e}");
         let e =
             refused(&["dump", "zone-device", "--memory-type", "fsdax", "--pages", "320000000", "--out", "x"]);
@@ -523,7 +462,7 @@ mod tests {
             let probe = crate::limits::memory_needed(s.limit_buffer).resident;
             assert!(probe + crate::budget::OWN_MEMORY <= budget, "{args:?}: {}", s.limit_buffer);
             // Not the --threads auto probe's 256 MiB: every CPU instead, and the header says so.
-            assert!(matches!(s.common.threads, memmap_core::Threads::Fixed(_)), "{args:?}");
+            assert_eq!(s.threads, crate::threads::ThreadPolicy::EveryCpu, "{args:?}");
             assert!(s.memory.scaled.iter().any(|k| k.name == "--threads auto"), "{args:?}");
             let b = Budget::new(None, &info).unwrap();
             for sc in &s.scenarios {
@@ -546,7 +485,7 @@ mod tests {
 
     /// The long flags `path` (subcommand names) takes, its own and the global ones.
     fn flags_of(path: &[&str]) -> Vec<String> {
-        let mut cmd = Cli::command();
+        let mut cmd = command();
         cmd.build();
         let mut c = &cmd;
         for p in path {

@@ -3,14 +3,14 @@
 
 use memmap_core::{Node, Page64};
 
-use super::CliError;
 use super::args::{GlobalArgs, SweepArgs};
+use super::error::CliError;
 use crate::budget::Budget;
 use crate::memory::{MemInfo, MemoryError, MemoryNeed};
 use crate::progress::ProgressMode;
 use crate::scenarios::{deferred, zone_device};
 use crate::size::Bytes;
-use crate::sweep::{self, MIN_SIZE, Skip, Sweep};
+use crate::sweep::plan::{self as sweep, MIN_SIZE, Skip, Sweep};
 
 /// What one size needs at once: its memmap, the node's pageblock states and the cold runs'
 /// flush buffer (the two initializers run one after the other, each on its own memmap).

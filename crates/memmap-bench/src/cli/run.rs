@@ -1,17 +1,18 @@
-//! Running a [`Suite`]: the thread count, the limits, each scenario, the report.
+//! Running a timing command ([`Suite`]: the thread count, the limits, each scenario, the
+//! report) and `sweep` ([`run_sweep`]).
 
 use std::process::ExitCode;
 use std::time::Instant;
 
-use memmap_core::Threads;
-
-use super::fail;
+use super::error::fail;
 use super::suite::Suite;
 use crate::limits::{self, Limits};
 use crate::machine::Machine;
-use crate::progress::{Phase, ProgressMode};
+use crate::progress::Phase;
 use crate::report::{AutoStep, AutoThreads, Provenance, REPORT_FORMAT, Report};
-use crate::scenarios::Context;
+use crate::scenarios::scenario::Context;
+use crate::sweep::plan::Sweep;
+use crate::threads::AllCore;
 
 /// Where the human-readable text goes: stdout, or stderr when stdout carries the JSON.
 struct Out {
@@ -25,24 +26,6 @@ impl Out {
         } else {
             print!("{text}");
         }
-    }
-}
-
-/// The all-core count: `--threads N`, or `auto` measured now, once (memmap-core caches it),
-/// with a spinner while the probe runs.
-#[must_use]
-pub fn resolve_threads(threads: Threads, progress: ProgressMode) -> usize {
-    let resolved = if threads == Threads::Auto {
-        let phase = Phase::new("--threads auto: thread count probe", progress);
-        let r = threads.resolve();
-        phase.finish();
-        r
-    } else {
-        threads
-    };
-    match resolved {
-        Threads::Fixed(n) => n.max(1),
-        _ => 1,
     }
 }
 
@@ -64,8 +47,9 @@ pub(super) fn run_suite(s: &Suite) -> ExitCode {
             return fail(&format!("--plot: {e}"), 2);
         }
     }
-    let threads = resolve_threads(s.common.threads, s.common.progress);
-    let limits = match measure_limits(s, threads) {
+    // The one place the all-core count is decided: every scenario gets this value.
+    let threads = s.threads.resolve(s.common.progress);
+    let limits = match measure_limits(s, threads.count()) {
         Ok(l) => l,
         Err(e) => return fail(&format!("map the limit probe's buffers: {e}"), 1),
     };
@@ -74,11 +58,10 @@ pub(super) fn run_suite(s: &Suite) -> ExitCode {
         provenance: Provenance::now(),
         machine: Machine::detect(),
         memory: s.memory.clone(),
-        all_core_threads: threads,
-        auto_threads: memmap_core::parallel::auto_threads_steps().map(|steps| AutoThreads {
-            steps: steps.iter().map(|&(threads, gbps)| AutoStep { threads, gbps }).collect(),
-            threads,
-        }),
+        all_core_threads: threads.count(),
+        all_core_threads_source: threads.source(),
+        all_core_threads_reason: threads.reason(),
+        auto_threads: auto_threads(threads),
         limits,
         scenarios: Vec::new(),
         skipped: s.skipped.clone(),
@@ -113,6 +96,14 @@ pub(super) fn run_suite(s: &Suite) -> ExitCode {
     finish(s, &report, &out)
 }
 
+/// What `--threads auto` measured, when it was measured.
+fn auto_threads(threads: AllCore) -> Option<AutoThreads> {
+    threads.steps().map(|steps| AutoThreads {
+        steps: steps.iter().map(|&(threads, gbps)| AutoStep { threads, gbps }).collect(),
+        threads: threads.count(),
+    })
+}
+
 /// The plot and the JSON.
 fn finish(s: &Suite, report: &Report, out: &Out) -> ExitCode {
     if let Some(file) = &s.plot {
@@ -124,6 +115,45 @@ fn finish(s: &Suite, report: &Report, out: &Out) -> ExitCode {
     if s.json {
         match serde_json::to_string_pretty(report) {
             Ok(text) => println!("{text}"),
+            Err(e) => return fail(&e, 1),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// `sweep`: measures, prints the tables (to stderr under `--json`), writes the plot and the
+/// JSON.
+#[must_use]
+pub fn run_sweep(s: &Sweep) -> ExitCode {
+    if let Some(file) = &s.plot {
+        if let Err(e) = file.probe() {
+            return fail(&format!("--plot: {e}"), 2);
+        }
+    }
+    let report = match crate::sweep::measure_all(s) {
+        Ok(r) => r,
+        Err(e) => return fail(&e, 1),
+    };
+    let text = crate::sweep::text::render(&report, s.verbose);
+    if s.json {
+        eprint!("{text}")
+    } else {
+        print!("{text}")
+    }
+    if let Some(file) = &s.plot {
+        let mut svg = String::new();
+        if let Err(e) = crate::sweep::plot::draw(&report, &mut svg) {
+            return fail(&format!("--plot: {}: {e}", file.path().display()), 1);
+        }
+        if let Err(e) = file.commit(svg.as_bytes()) {
+            return fail(&format!("--plot: {e}"), 1);
+        }
+        let msg = format!("plot written to {}\n", file.path().display());
+        if s.json { eprint!("{msg}") } else { print!("{msg}") }
+    }
+    if s.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(t) => println!("{t}"),
             Err(e) => return fail(&e, 1),
         }
     }

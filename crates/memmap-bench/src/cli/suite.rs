@@ -1,17 +1,18 @@
 //! A timing command as a [`Suite`]: the catalog entries it selects, built from the sizes given,
 //! fitted to the memory budget ([`crate::budget`]), every parameter checked before any work.
 
-use super::CliError;
-use super::args::{AllArgs, GlobalArgs};
+use super::args::{GlobalArgs, TimingArgs};
+use super::error::CliError;
+use super::timing::Selection;
 use crate::budget::{self, Budget, BudgetSource, FitError, Fitted, fit};
 use crate::limits;
 use crate::memory::{MemInfo, MemoryError, MemoryNeed};
 use crate::output::OutputFile;
 use crate::progress::ProgressMode;
 use crate::report::{MemoryPlan, Scaled, Skipped};
-use crate::scenarios::{CATALOG, CatalogEntry, Common, Scenario, Setup};
+use crate::scenarios::scenario::{CatalogEntry, Common, Scenario, Setup};
 use crate::size::Bytes;
-use memmap_core::Threads;
+use crate::threads::{AUTO_PROBE_BYTES, ThreadPolicy};
 
 /// A timing run: which scenarios, with what.
 pub struct Suite {
@@ -19,6 +20,8 @@ pub struct Suite {
     pub scenarios: Vec<Box<dyn Scenario>>,
     /// Shared settings.
     pub common: Common,
+    /// `--threads`, checked against the budget; resolved once when the run starts.
+    pub threads: ThreadPolicy,
     /// Bytes of each of the limit probe's two buffers.
     pub limit_buffer: u64,
     /// Rounds of the limit probe.
@@ -43,6 +46,7 @@ impl std::fmt::Debug for Suite {
         f.debug_struct("Suite")
             .field("scenarios", &names)
             .field("common", &self.common)
+            .field("threads", &self.threads)
             .field("memory", &self.memory)
             .field("skipped", &self.skipped)
             .finish_non_exhaustive()
@@ -54,18 +58,10 @@ impl std::fmt::Debug for Suite {
 const LIMIT_BUFFER: (u64, u64, u64) = (1 << 30, 256 << 20, 32 << 20);
 
 /// The flag that sets the size of `e`'s scenario: the subcommand's own (`--size`, `--count`)
-/// when `command` is `e.command`, else `all`'s (`--zone-device-size`, ...).
-fn size_flag(command: &str, e: &CatalogEntry) -> &'static str {
-    match (command == e.command, e.command) {
-        (true, "hugetlb") => "--count",
-        (true, _) => "--size",
-        (false, "zone-device") => "--zone-device-size",
-        (false, "hugetlb") => "--hugetlb-count",
-        (false, "clear") => "--clear-size",
-        (false, "deferred") => "--deferred-size",
-        (false, "guest-memory") => "--guest-memory-size",
-        (false, _) => "--hotplug-size",
-    }
+/// when `command` is `e`'s, else `all`'s (`--zone-device-size`, ...).
+fn size_flag(command: &str, e: &CatalogEntry) -> String {
+    let size = &e.command.size;
+    format!("--{}", if command == e.command.name { size.own } else { size.all })
 }
 
 /// The refusal of a size given on the command line (`flag`) that does not fit: what it needs
@@ -84,8 +80,8 @@ fn refused(name: &str, flag: &str, e: &MemoryError, budget: &Budget) -> CliError
     })
 }
 
-/// Builds and checks the suite of the catalog's entries that `select` picks for `command`
-/// (`all`, or the subcommand whose entries they are).
+/// Builds and checks the suite of the rows `sel` picks for `command` (`all`, `limits`, or the
+/// subcommand whose rows they are), with the sizes it gives.
 ///
 /// # Errors
 ///
@@ -94,29 +90,20 @@ fn refused(name: &str, flag: &str, e: &MemoryError, budget: &Budget) -> CliError
 /// refusal, naming the budget that would run one).
 pub(super) fn suite(
     command: &str,
-    a: &AllArgs,
+    t: &TimingArgs,
     g: &GlobalArgs,
-    select: impl Fn(&CatalogEntry) -> bool,
+    sel: &Selection,
     info: &MemInfo,
 ) -> Result<Suite, CliError> {
-    let t = &a.timing;
     let usage = CliError::Usage;
-    let setup = Setup {
-        zone_device_size: a.zone_device_size,
-        hugetlb_count: a.hugetlb_count,
-        clear_size: a.clear_size,
-        deferred_size: a.deferred_size,
-        guest_memory_size: a.guest_memory_size,
-        hotplug_size: a.hotplug_size,
-        ..Setup::defaults(g.quick, t.config)
-    };
     let budget = Budget::new(t.memory_budget, info).map_err(usage)?;
     let mut scaled = Vec::new();
     let limit_buffer = limit_buffer(g.quick, &budget, info, &mut scaled)?;
     let threads = threads_within(t.threads, &budget, info, &mut scaled);
     let mut scenarios = Vec::new();
     let mut skipped = Vec::new();
-    for e in CATALOG.iter().filter(|e| select(e)) {
+    for e in &sel.rows {
+        let setup = Setup { size: sel.size_of(e.command.name), ..Setup::defaults(g.quick, t.config) };
         let s = (e.build)(&setup);
         let name = s.name();
         s.check().map_err(|m| usage(format!("{name}: {m}")))?;
@@ -127,24 +114,13 @@ pub(super) fn suite(
                 scenarios.push(s);
             }
             Err(FitError::Skipped(k)) => skipped.push(k),
-            Err(FitError::Refused(err)) => return Err(refused(name, size_flag(command, e), &err, &budget)),
+            Err(FitError::Refused(err)) => return Err(refused(name, &size_flag(command, e), &err, &budget)),
         }
     }
     if scenarios.is_empty() && !skipped.is_empty() {
         return Err(usage(nothing_fits(command, &skipped)));
     }
-    let memory = MemoryPlan {
-        budget_bytes: (budget.source != BudgetSource::Unknown).then_some(budget.bytes),
-        budget_source: match &budget.source {
-            BudgetSource::Flag => "flag",
-            BudgetSource::Available(_) => "available",
-            BudgetSource::Unknown => "unknown",
-        }
-        .to_string(),
-        available_bytes: info.room(),
-        cgroup_limit_bytes: info.binding_cgroup().map(|c| c.limit),
-        scaled,
-    };
+    let memory = memory_plan(&budget, info, scaled);
     let plot = match &t.plot {
         Some(p) => Some(OutputFile::prepare(p, t.force).map_err(|e| usage(format!("--plot: {e}")))?),
         None => None,
@@ -153,10 +129,10 @@ pub(super) fn suite(
         scenarios,
         common: Common {
             rounds: t.rounds.map(|r| r as usize),
-            threads,
             progress: ProgressMode { enabled: !g.no_progress },
             quick: g.quick,
         },
+        threads,
         limit_buffer,
         limit_rounds: if g.quick { 3 } else { 5 },
         json: g.json,
@@ -171,6 +147,22 @@ pub(super) fn suite(
     })
 }
 
+/// The report's memory plan: `budget` on `info`, what was `scaled` to fit it.
+fn memory_plan(budget: &Budget, info: &MemInfo, scaled: Vec<Scaled>) -> MemoryPlan {
+    MemoryPlan {
+        budget_bytes: (budget.source != BudgetSource::Unknown).then_some(budget.bytes),
+        budget_source: match &budget.source {
+            BudgetSource::Flag => "flag",
+            BudgetSource::Available(_) => "available",
+            BudgetSource::Unknown => "unknown",
+        }
+        .to_string(),
+        available_bytes: info.room(),
+        cgroup_limit_bytes: info.binding_cgroup().map(|c| c.limit),
+        scaled,
+    }
+}
+
 /// The refusal of a command whose every scenario was skipped: why each was, each with the
 /// budget that would run it or what the machine allows at most.
 fn nothing_fits(command: &str, skipped: &[budget::Skipped]) -> String {
@@ -178,24 +170,26 @@ fn nothing_fits(command: &str, skipped: &[budget::Skipped]) -> String {
     format!("{command}: nothing would run, every scenario it selects was left out: {}", why.join("; "))
 }
 
-/// The buffer `memmap_core::auto_threads` measures `--threads auto` on (its own 256 MiB, not
-/// part of any scenario).
-const AUTO_PROBE_BYTES: u64 = 256 << 20;
-
 /// `threads`, with `auto` replaced by every CPU available when its probe's buffer does not fit
 /// `budget` (in a small container it would be killed for it), recorded in `scaled`.
-fn threads_within(threads: Threads, budget: &Budget, info: &MemInfo, scaled: &mut Vec<Scaled>) -> Threads {
+fn threads_within(
+    threads: ThreadPolicy,
+    budget: &Budget,
+    info: &MemInfo,
+    scaled: &mut Vec<Scaled>,
+) -> ThreadPolicy {
     let probe = MemoryNeed::resident(AUTO_PROBE_BYTES);
-    if threads != Threads::Auto || budget.check("the --threads auto probe", &probe, info).is_ok() {
-        return threads;
+    let fits =
+        threads != ThreadPolicy::Auto || budget.check("the --threads auto probe", &probe, info).is_ok();
+    let policy = threads.within(fits);
+    if policy != threads {
+        scaled.push(Scaled {
+            name: "--threads auto".into(),
+            from: format!("measured on {}", Bytes(AUTO_PROBE_BYTES)),
+            to: format!("not measured (that does not fit), all {} CPUs", memmap_core::available_cpus()),
+        });
     }
-    let cpus = memmap_core::available_cpus();
-    scaled.push(Scaled {
-        name: "--threads auto".into(),
-        from: format!("measured on {}", Bytes(AUTO_PROBE_BYTES)),
-        to: format!("not measured (that does not fit), all {cpus} CPUs"),
-    });
-    Threads::Fixed(cpus)
+    policy
 }
 
 /// The limit probe's buffer size within `budget` (see [`LIMIT_BUFFER`]), recorded in `scaled`
@@ -223,7 +217,7 @@ fn limit_buffer(
         }));
     }
     if buffer < default {
-        let llc = crate::sweep::llc_bytes().filter(|&l| buffer <= 2 * l);
+        let llc = crate::sweep::plan::llc_bytes().filter(|&l| buffer <= 2 * l);
         let note = llc.map_or_else(String::new, |l| {
             format!(" (not above twice the {} last-level cache: the limits may be cache rates)", Bytes(l))
         });

@@ -1,23 +1,7 @@
-//! Parsers of the command line's values: sizes in pages, PFNs, kernel releases, thread counts.
+//! Parsers of the command line's values: sizes, counts, PFNs, kernel releases (`--threads` is
+//! [`crate::threads::ThreadPolicy::parse`]).
 
-use memmap_core::Threads;
-
-use crate::size::{PAGE_SIZE, SizeError, parse_pages, parse_size};
-
-/// A size in whole 2 MiB pages.
-pub(super) fn size_2m(s: &str) -> Result<u64, SizeError> {
-    parse_pages(s, 2 << 20)
-}
-
-/// A size in whole 4 KiB pages.
-pub(super) fn size_4k(s: &str) -> Result<u64, SizeError> {
-    parse_pages(s, PAGE_SIZE)
-}
-
-/// A size in whole 4 MiB units (guest memory: two regions of whole 2 MiB pages).
-pub(super) fn size_4m(s: &str) -> Result<u64, SizeError> {
-    parse_pages(s, crate::scenarios::guest_memory::SIZE_UNIT)
-}
+use crate::size::{PAGE_SIZE, SizeError, parse_size};
 
 /// A size of at least one 4 KiB page, not necessarily whole pages (`--memory-budget`).
 pub(super) fn size_any(s: &str) -> Result<u64, SizeError> {
@@ -66,13 +50,4 @@ pub(super) fn pfn(s: &str) -> Result<u64, String> {
 pub(super) fn placed_folio(s: &str) -> Result<(u64, u32), String> {
     let (p, n) = s.split_once('@').unwrap_or((s, "0"));
     Ok((pfn(p)?, n.parse().map_err(|e| format!("node {n:?}: {e}"))?))
-}
-
-/// `--threads`: `auto` or a count from 1 to 1024.
-pub(super) fn threads_arg(s: &str) -> Result<Threads, String> {
-    match Threads::from_name(s) {
-        Some(Threads::Fixed(n)) if n > 1024 => Err(format!("{n} is not in 1..=1024")),
-        Some(t) => Ok(t),
-        None => Err(format!("`{s}` is neither `auto` nor a thread count in 1..=1024")),
-    }
 }

@@ -8,7 +8,7 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::Report;
+use super::document::Report;
 use super::scenario::{Figure, ScenarioReport, StrategyResult};
 use super::text::{num, ratio};
 use crate::measure::gbps;
@@ -154,6 +154,19 @@ pub fn draw(report: &Report, svg: &mut String) -> Result<(), Box<dyn std::error:
     Ok(())
 }
 
+impl Report {
+    /// Writes the SVG bar chart ([`draw`]) to `out` (checked before the run).
+    ///
+    /// # Errors
+    ///
+    /// Drawing or file errors, as text.
+    pub fn plot(&self, out: &crate::output::OutputFile) -> Result<(), String> {
+        let mut svg = String::new();
+        draw(self, &mut svg).map_err(|e| format!("{}: {e}", out.path().display()))?;
+        out.commit(svg.as_bytes()).map_err(|e| e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::scenario::tests::{limits, samples, spec};
@@ -173,7 +186,7 @@ mod tests {
             &[samples("eager", 5)],
         );
         time.name = "deferred".into();
-        let report = super::super::tests::report(vec![bw, time]);
+        let report = super::super::document::tests::report(vec![bw, time]);
         let mut svg = String::new();
         draw(&report, &mut svg).unwrap();
         assert!(svg.contains("zone-device-fsdax on 1 thread: limit 10.0 GB/s"), "{svg}");

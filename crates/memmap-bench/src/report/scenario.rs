@@ -4,6 +4,7 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use super::verdict::{ms, times};
 use crate::limits::{Limits, ThreadLimits};
 use crate::measure::{Samples, gbps, median_f64, quantile};
 
@@ -183,7 +184,8 @@ pub struct ScenarioReport {
     /// Per-strategy results, baseline first.
     #[schemars(length(min = 1))]
     pub results: Vec<StrategyResult>,
-    /// The result in a sentence ([`super::verdict::verdict`]).
+    /// The result in one sentence: the fastest strategy against the baseline and, for a
+    /// bandwidth, against the limit.
     pub verdict: String,
     /// Extra lines printed under the table with `--verbose`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -267,7 +269,7 @@ impl ScenarioReport {
             r.measurement_error = bandwidth && is_measurement_error(r.x_limit);
         }
         self.measurement_errors = self.results.iter().filter(|r| r.measurement_error).count();
-        self.verdict = super::verdict::verdict(self);
+        self.verdict = verdict(self);
     }
 
     /// Judges every result against the limit runs paired with its rounds (see
@@ -319,6 +321,36 @@ impl ScenarioReport {
             .iter()
             .min_by(|a, b| a.median_ms.total_cmp(&b.median_ms))
             .expect("a scenario reports at least one result")
+    }
+}
+
+/// The one sentence that states a scenario's result: its fastest strategy against the
+/// baseline and, for a bandwidth, against the machine's limit:
+/// `streaming: 5.8x slow, 0.99x of this machine's non-zero fill limit`, or for a time figure
+/// `on-demand: 60.1x eager (0.91 ms against 55.2 ms)`.
+#[must_use]
+pub fn verdict(sc: &ScenarioReport) -> String {
+    let best = sc.best();
+    let base = sc.result(&sc.baseline).unwrap_or(best);
+    let against = if best.strategy == base.strategy {
+        String::new()
+    } else {
+        format!("{} {}", times(best.speedup), base.strategy)
+    };
+    match sc.figure {
+        Figure::Bandwidth => {
+            let limit = format!("{:.2}x of this machine's {} limit", best.x_limit, sc.limit.label());
+            let error = if best.measurement_error { " (above the limit: a measurement error)" } else { "" };
+            if against.is_empty() {
+                format!("{}: {limit}{error}", best.strategy)
+            } else {
+                format!("{}: {against}, {limit}{error}", best.strategy)
+            }
+        }
+        Figure::Time if against.is_empty() => format!("{}: {}", best.strategy, ms(best.median_ms)),
+        Figure::Time => {
+            format!("{}: {against} ({} against {})", best.strategy, ms(best.median_ms), ms(base.median_ms))
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! (the bench passes its catalog's: [`crate::scenarios::report_schema`]), so the report knows
 //! nothing of the scenarios.
 
-use super::Report;
+use super::document::Report;
 
 /// The report's schema, with `scenario_names` as the enum of `scenarios[].name` and
 /// `strategy_names` as the enum of `scenarios[].results[].strategy` (both left open when

@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, ContentArrangement, Table};
 
-use super::Report;
-use super::scenario::{Figure, ScenarioReport};
-use super::verdict::{times, verdict};
+use super::document::Report;
+use super::scenario::{Figure, ScenarioReport, verdict};
+use super::verdict::times;
 use crate::limits::{FillKind, Limits};
 use crate::size::Bytes;
 
@@ -224,19 +224,21 @@ impl Report {
         s
     }
 
+    /// The all-core count, why it was chosen, and what `--threads auto` measured.
     fn threads_line(&self) -> String {
-        let auto = self.auto_threads.as_ref().map_or(String::new(), |a| {
+        let steps = self.auto_threads.as_ref().map_or(String::new(), |a| {
             let steps: Vec<String> =
                 a.steps.iter().map(|s| format!("{} GB/s on {}", num(s.gbps), s.threads)).collect();
-            format!(" (--threads auto measured {})", steps.join(", "))
+            format!(": {}", steps.join(", "))
         });
+        let why = &self.all_core_threads_reason;
         if self.all_core_threads > 1 {
             format!(
-                "all-core rows: {} threads{auto}; every scenario also runs on 1 thread, as the kernel does",
+                "all-core rows: {} threads ({why}{steps}); every scenario also runs on 1 thread, as the kernel does",
                 self.all_core_threads
             )
         } else {
-            format!("all-core rows: none, one thread only{auto}; --threads N adds them")
+            format!("all-core rows: none, one thread only ({why}{steps}); --threads N adds them")
         }
     }
 

@@ -1,35 +1,5 @@
-//! The one sentence that states a scenario's result: its fastest strategy against the
-//! baseline and, for a bandwidth, against the machine's limit.
-
-use super::scenario::{Figure, ScenarioReport};
-
-/// `streaming: 5.8x slow, 0.99x of this machine's non-zero fill limit`, or for a time figure
-/// `on-demand: 60.1x eager (0.91 ms against 55.2 ms)`.
-#[must_use]
-pub fn verdict(sc: &ScenarioReport) -> String {
-    let best = sc.best();
-    let base = sc.result(&sc.baseline).unwrap_or(best);
-    let against = if best.strategy == base.strategy {
-        String::new()
-    } else {
-        format!("{} {}", times(best.speedup), base.strategy)
-    };
-    match sc.figure {
-        Figure::Bandwidth => {
-            let limit = format!("{:.2}x of this machine's {} limit", best.x_limit, sc.limit.label());
-            let error = if best.measurement_error { " (above the limit: a measurement error)" } else { "" };
-            if against.is_empty() {
-                format!("{}: {limit}{error}", best.strategy)
-            } else {
-                format!("{}: {against}, {limit}{error}", best.strategy)
-            }
-        }
-        Figure::Time if against.is_empty() => format!("{}: {}", best.strategy, ms(best.median_ms)),
-        Figure::Time => {
-            format!("{}: {against} ({} against {})", best.strategy, ms(best.median_ms), ms(base.median_ms))
-        }
-    }
-}
+//! How the report states ratios and times: with three significant digits
+//! ([`times`], [`ms`]), in the verdicts ([`super::scenario::verdict`]) and the tables.
 
 /// `5.8x`, `60x`, `1.02x`: two significant decimals below 10, one below 100, none above.
 #[must_use]
@@ -63,7 +33,7 @@ pub fn ms(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::scenario::tests::{limits, samples, spec};
-    use super::super::scenario::{Figure, ScenarioReport, ScenarioSpec};
+    use super::super::scenario::{Figure, ScenarioReport, ScenarioSpec, verdict};
     use super::*;
 
     #[test]

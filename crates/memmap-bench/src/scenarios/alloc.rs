@@ -8,16 +8,19 @@
 use std::time::Instant;
 
 use memmap_core::{
-    BootOptions, ClearMode, Gfp, InitMode, InitPolicy, KernelConfig, NoHooks, Node, NodeLayout, NodeParts,
-    OwnedArena, OwnedMemmap, Page64, PfnRange, ZoneSpan,
+    BootOptions, ClearMode, Gfp, InitMode, InitPolicy, KernelConfig, Node, NodeLayout, NodeParts, OwnedArena,
+    OwnedMemmap, Page64, PfnRange, ZoneSpan,
 };
 
-use super::{Context, RunError, Scenario, Setup};
+use super::clear;
+use super::paired::{calibrate, limit_run};
+use super::scenario::{CatalogEntry, Context, RunError, Scenario, Setup, past_the_pfns};
+use super::spec::Rounds;
 use crate::budget::Knob;
 use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
-use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
+use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 const ZONE: u32 = 2;
@@ -25,6 +28,17 @@ const BASE: u64 = 1 << 20;
 
 /// The scenario's name.
 pub const NAME: &str = "alloc-init-on-alloc";
+
+/// 5 rounds (3 under `--quick`).
+const ROUNDS: Rounds = Rounds::new(5, 3);
+
+/// The catalog row of `alloc-init-on-alloc`: `clear --alloc`.
+pub const ENTRY: CatalogEntry =
+    CatalogEntry::new(NAME, &clear::COMMAND, &STRATEGIES, ROUNDS, |s| Box::new(Alloc::new(s)))
+        .picked_by("alloc");
+
+/// Its strategies, baseline first.
+const STRATEGIES: [&str; 2] = [ClearMode::PerPage.name(), ClearMode::Batch.name()];
 
 /// init_on_alloc through the buddy allocator over a zone of `size` bytes.
 #[derive(Debug, Clone)]
@@ -41,8 +55,7 @@ impl Alloc {
     /// The scenario with `setup`'s clear size and config.
     #[must_use]
     pub fn new(setup: &Setup) -> Alloc {
-        let (size, fixed) =
-            setup.pick(setup.clear_size, super::clear::DEFAULT_SIZE, super::clear::QUICK_SIZE);
+        let (size, fixed) = setup.size(&clear::COMMAND.size);
         Alloc { size, fixed, config: setup.config }
     }
 }
@@ -65,20 +78,20 @@ impl Scenario for Alloc {
     }
 
     fn check(&self) -> Result<(), String> {
-        if self.size == 0 || self.size % super::clear::SIZE_UNIT != 0 {
+        if self.size == 0 || self.size % clear::SIZE_UNIT != 0 {
             return Err(format!(
                 "clear --alloc size {} is not a whole number of 2 MiB pages",
                 Bytes(self.size)
             ));
         }
         if BASE.checked_add(self.size / 4096).is_none_or(|e| e > self.config.max_pfn()) {
-            return Err(super::past_the_pfns("zone", self.size, BASE, &self.config, super::clear::SIZE_UNIT));
+            return Err(past_the_pfns("zone", self.size, BASE, &self.config, clear::SIZE_UNIT));
         }
         Ok(())
     }
 
     fn knob(&self) -> Option<Knob> {
-        Some(super::clear::knob(self.size, self.fixed))
+        Some(clear::knob(self.size, self.fixed))
     }
 
     fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
@@ -92,12 +105,12 @@ impl Scenario for Alloc {
 
 /// Runs the scenario over a zone of `size` bytes (whole 2 MiB blocks).
 fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
-    let (common, limits) = (ctx.common, ctx.limits);
+    let limits = ctx.limits;
     let nr = (size / (2 << 20)).max(1) * 512;
     let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
     let memory = [PfnRange::new(BASE, BASE + nr)];
     let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
-    let rounds = common.rounds(5, 3);
+    let rounds = ctx.common.rounds(ROUNDS);
     let phase = ctx.phase(NAME);
     phase.step(format!("{NAME}: map and fault in {}", Bytes(size)));
     let mut arena =
@@ -116,11 +129,8 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
             let mut guard = storage.borrow_mut();
             let (owned, arena) = &mut *guard;
             let parts = NodeParts {
-                memmap: owned.memmap(),
-                layout,
-                states: &mut states,
                 arena: Some(arena.arena()),
-                hooks: NoHooks,
+                ..super::deferred::parts(owned.memmap(), layout, &mut states)
             };
             let policy = InitPolicy { init_on_alloc: true, clear, ..InitPolicy::default() };
             let opts = BootOptions { policy, check_pages: false, ..BootOptions::new(InitMode::Eager) };
@@ -138,12 +148,11 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
     let mut runners = vec![runner(ClearMode::PerPage), runner(ClearMode::Batch)];
     // The limit run next to each round: the best zero fill on one thread, on the arena itself
     // (borrowed again for every run, as the strategies do).
-    let limit_methods =
-        super::calibrate(limits, FillKind::Zero, 1, storage.borrow_mut().1.arena().bytes_mut());
+    let limit_methods = calibrate(limits, FillKind::Zero, 1, storage.borrow_mut().1.arena().bytes_mut());
     let mut companions = vec![Runner::new("limit", |round| {
         let mut guard = storage.borrow_mut();
         let mut arena = guard.1.arena();
-        super::limit_run(&limit_methods, FillKind::Zero, 1, round, arena.bytes_mut())
+        limit_run(&limit_methods, FillKind::Zero, 1, round, arena.bytes_mut())
     })];
     phase.step(format!("{NAME}: {rounds} rounds"));
     let (samples, paired) =

@@ -22,12 +22,14 @@ use memmap2::MmapOptions;
 
 use memmap_core::{PadataJob, padata_do_multithreaded};
 
-use super::{Context, RunError, Scenario, Setup, thread_counts};
-use crate::budget::{Knob, KnobUnit};
+use super::paired::{calibrate, limit_run};
+use super::scenario::{CatalogEntry, Context, RunError, Scenario, Setup};
+use super::spec::{CommandSpec, PickSpec, Rounds, SizeSpec};
+use crate::budget::Knob;
 use crate::limits::FillKind;
 use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow};
-use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
+use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 const HUGE: usize = 2 << 20;
@@ -54,8 +56,30 @@ pub const MIN_SIZE: u64 = 256 << 20;
 /// The clear size knob of `clear` and `clear --alloc`.
 #[must_use]
 pub fn knob(size: u64, fixed: bool) -> Knob {
-    Knob { value: size, step: SIZE_UNIT, min: MIN_SIZE, fixed, unit: KnobUnit::Bytes }
+    Knob::bytes(size, SIZE_UNIT, MIN_SIZE, fixed)
 }
+
+/// The `clear` subcommand (`--alloc` runs [`super::alloc`] instead).
+pub const COMMAND: CommandSpec = CommandSpec::new(
+    "clear",
+    "init_on_alloc clearing of 2 MiB pages: page by page versus one clear_pages call",
+    SizeSpec::bytes("clear-size", SIZE_UNIT, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+)
+.pick(PickSpec::switch("alloc", ALLOC_HELP));
+
+/// `--size`.
+const SIZE_HELP: &str = "Memory to clear, whole 2 MiB pages; the default is the series' measurement";
+
+/// `--alloc`.
+const ALLOC_HELP: &str = "Allocate through the buddy allocator with init_on_alloc (batch versus per page) \
+                          instead of clearing a flat arena";
+
+/// 7 rounds (3 under `--quick`).
+const ROUNDS: Rounds = Rounds::new(7, 3);
+
+/// The catalog row of `clear-2m`.
+pub const ENTRY: CatalogEntry =
+    CatalogEntry::new(NAME, &COMMAND, STRATEGIES, ROUNDS, |s| Box::new(Clear::new(s)));
 
 /// Clearing `size` bytes of 2 MiB pages.
 #[derive(Debug, Clone)]
@@ -70,7 +94,7 @@ impl Clear {
     /// The scenario with `setup`'s size.
     #[must_use]
     pub fn new(setup: &Setup) -> Clear {
-        let (size, fixed) = setup.pick(setup.clear_size, DEFAULT_SIZE, QUICK_SIZE);
+        let (size, fixed) = setup.size(&COMMAND.size);
         Clear { size, fixed }
     }
 }
@@ -158,15 +182,15 @@ fn batch(huge: *mut u8) {
 
 /// Runs the scenario over `size` bytes (whole 2 MiB pages, checked by [`Scenario::check`]).
 fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
-    let (common, limits) = (ctx.common, ctx.limits);
+    let limits = ctx.limits;
     let huge_pages = (size as usize / HUGE).max(1);
     let len = huge_pages * HUGE;
-    let rounds = common.rounds(7, 3);
+    let rounds = ctx.common.rounds(ROUNDS);
     let phase = ctx.phase(NAME);
     phase.step(format!("{NAME}: map and fault in {}", Bytes(len as u64)));
     let (mut arena, fault_ms) = map_arena(len)?;
     let base = arena.as_mut_ptr() as usize;
-    let counts = thread_counts(ctx.threads);
+    let counts = ctx.threads.counts();
     let bodies: [(&str, PerHuge); 3] =
         [("per-page", per_page), ("per-page-erms", per_page_erms), ("batch", batch)];
     let mut runners = Vec::new();
@@ -198,13 +222,13 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
         unsafe { std::slice::from_raw_parts_mut(base as *mut u8, len) }
     };
     let limit_methods: Vec<Vec<String>> =
-        counts.iter().map(|&t| super::calibrate(limits, FillKind::Zero, t, arena_bytes())).collect();
+        counts.iter().map(|&t| calibrate(limits, FillKind::Zero, t, arena_bytes())).collect();
     let mut companions: Vec<Runner<'_>> = counts
         .iter()
         .zip(&limit_methods)
         .map(|(&threads, methods)| {
             Runner::new("limit", move |round| {
-                super::limit_run(methods, FillKind::Zero, threads, round, arena_bytes())
+                limit_run(methods, FillKind::Zero, threads, round, arena_bytes())
             })
         })
         .collect();

@@ -27,16 +27,17 @@
 use std::time::{Duration, Instant};
 
 use memmap_core::{
-    BootOptions, BootOrder, Gfp, InitMode, KernelConfig, NoHooks, Node, NodeLayout, NodeParts, OwnedMemmap,
-    Page64, PfnRange, ZoneSpan,
+    BootOptions, BootOrder, Gfp, InitMode, KernelConfig, Memmap, NoHooks, Node, NodeLayout, NodeParts,
+    OwnedMemmap, Page64, PfnRange, ZoneSpan,
 };
 
-use super::{Common, Context, RunError, Scenario, Setup};
-use crate::budget::{Knob, KnobUnit};
+use super::scenario::{CatalogEntry, Common, Context, RunError, Scenario, Setup, past_the_pfns};
+use super::spec::{CommandSpec, Rounds, SizeSpec};
+use crate::budget::Knob;
 use crate::measure::{Runner, Samples, interleaved, median};
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::Phase;
-use crate::report::{Column, Figure, LimitKind, ScenarioReport, ScenarioSpec};
+use crate::report::scenario::{Column, Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 const ZONE: u32 = 2;
@@ -50,6 +51,17 @@ pub(crate) fn zone_layout(nr: u64) -> ([ZoneSpan; 1], [PfnRange; 1]) {
     ([ZoneSpan::new(ZONE, BASE, BASE + nr)], [PfnRange::new(BASE, BASE + nr)])
 }
 
+/// The parts of a boot of `memmap` over `layout` with `states`: no page contents, no hooks
+/// (every boot of the bench but init_on_alloc's, which adds its arena).
+#[must_use]
+pub(crate) fn parts<'a>(
+    memmap: Memmap<'a, Page64>,
+    layout: NodeLayout<'a>,
+    states: &'a mut [u8],
+) -> NodeParts<'a, Page64> {
+    NodeParts { memmap, layout, states, arena: None, hooks: NoHooks }
+}
+
 /// The scenario's name.
 pub const NAME: &str = "deferred";
 
@@ -61,6 +73,27 @@ pub const QUICK_SIZE: u64 = 4 << 30;
 
 /// The smallest zone the suite scales down to.
 pub const MIN_SIZE: u64 = 1 << 30;
+
+/// The `deferred` subcommand.
+pub const COMMAND: CommandSpec = CommandSpec::new(
+    "deferred",
+    "Boot-time struct page init of a zone: eager, deferred, on demand; the allocator's check",
+    SizeSpec::bytes("deferred-size", 4096, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+);
+
+/// `--size`.
+const SIZE_HELP: &str = "Zone size, whole 4 KiB pages; 64 GiB is 1 GiB of struct pages";
+
+/// 15: the on-demand boots are about 1 ms each, and single runs on a shared machine vary by a
+/// factor of two; the eager boots set the time per round (about 0.6 s for all six).
+const ROUNDS: Rounds = Rounds::new(15, 3);
+
+/// The allocator check's rounds (at least 3).
+const ALLOC_CHECK_ROUNDS: Rounds = Rounds::new(25, 5);
+
+/// The catalog row of `deferred`.
+pub const ENTRY: CatalogEntry =
+    CatalogEntry::new(NAME, &COMMAND, &STRATEGY_NAMES, ROUNDS, |s| Box::new(Deferred::new(s)));
 
 /// Boot-time init of a zone of `size` bytes.
 #[derive(Debug, Clone)]
@@ -77,7 +110,7 @@ impl Deferred {
     /// The scenario with `setup`'s size and config.
     #[must_use]
     pub fn new(setup: &Setup) -> Deferred {
-        let (size, fixed) = setup.pick(setup.deferred_size, DEFAULT_SIZE, QUICK_SIZE);
+        let (size, fixed) = setup.size(&COMMAND.size);
         Deferred { size, fixed, config: setup.config }
     }
 }
@@ -125,20 +158,14 @@ impl Scenario for Deferred {
             return Err(format!("deferred size {} is not a whole number of 4 KiB pages", Bytes(self.size)));
         }
         if BASE.checked_add(self.size / 4096).is_none_or(|e| e > self.config.max_pfn()) {
-            return Err(super::past_the_pfns("zone", self.size, BASE, &self.config, 4096));
+            return Err(past_the_pfns("zone", self.size, BASE, &self.config, 4096));
         }
         Ok(())
     }
 
     fn knob(&self) -> Option<Knob> {
         // Whole 2 MiB blocks when scaled (any 4 KiB multiple when given).
-        Some(Knob {
-            value: self.size,
-            step: 2 << 20,
-            min: MIN_SIZE,
-            fixed: self.fixed,
-            unit: KnobUnit::Bytes,
-        })
+        Some(Knob::bytes(self.size, 2 << 20, MIN_SIZE, self.fixed))
     }
 
     fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
@@ -156,11 +183,9 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     let nr = p.size / 4096;
     let (zones, memory) = zone_layout(nr);
     let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
-    // 15: the on-demand boots are about 1 ms each, and single runs on a shared machine vary by
-    // a factor of two; the eager boots set the time per round (about 0.6 s for all six).
-    let rounds = common.rounds(15, 3);
+    let rounds = common.rounds(ROUNDS);
     // deferred_init_memmap's workers: the all-core count (1 with --threads 1).
-    let threads = ctx.threads;
+    let threads = ctx.threads.count();
     let phase = ctx.phase(NAME);
     phase.step(format!("{NAME}: map {} memmaps", STRATEGIES.len()));
     let mut storage: Vec<OwnedMemmap<Page64>> = STRATEGIES
@@ -181,20 +206,14 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
                 let (full, boot_pages) = (&full[i], &boot_pages[i]);
                 let mut states = vec![0u8; nstates];
                 Runner::new(name, move |_| {
-                    let parts = NodeParts {
-                        memmap: owned.memmap(),
-                        layout,
-                        states: &mut states,
-                        arena: None,
-                        hooks: NoHooks,
-                    };
+                    let parts = parts(owned.memmap(), layout, &mut states);
                     let opts = BootOptions { order, ..BootOptions::new(mode) };
                     let t = Instant::now();
                     let (node, report) = Node::boot(parts, &opts).expect("boot");
                     let boot = t.elapsed();
                     match mode {
                         InitMode::Deferred => {
-                            node.deferred_init_memmap(memmap_core::Threads::Fixed(threads));
+                            node.deferred_init_memmap(crate::threads::policy(threads));
                         }
                         InitMode::OnDemand => {
                             let _expanded = node.expand_all();
@@ -320,7 +339,7 @@ fn alloc_check(
     common: &Common,
     phase: &Phase,
 ) -> Result<(serde_json::Value, String), RunError> {
-    let rounds = common.rounds(25, 5).max(3);
+    let rounds = common.rounds(ALLOC_CHECK_ROUNDS).max(3);
     let mut out = serde_json::Map::new();
     let mut table = String::from("allocation throughput (allocate the whole zone, then free it):\n");
     for order in [0u32, 9] {
@@ -380,8 +399,7 @@ fn alloc_check_order(
         let i = (round + usize::from(mode == InitMode::OnDemand)) % 2;
         let mut owned = storage[i].borrow_mut();
         let mut states = states[i].borrow_mut();
-        let parts =
-            NodeParts { memmap: owned.memmap(), layout, states: &mut states, arena: None, hooks: NoHooks };
+        let parts = parts(owned.memmap(), layout, &mut states);
         let (node, _) = Node::boot(parts, &opts(mode)).expect("boot");
         let (warm, _) = cycle(&node);
         if mode == InitMode::OnDemand && first_od.get().is_none() {

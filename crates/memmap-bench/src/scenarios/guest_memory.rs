@@ -47,24 +47,26 @@
 //! (rotating the order would not change which strategy follows which). On a host that ignores
 //! the `madvise` advice measured (qemu-user before 8.1) both scenarios stop with an error.
 
+use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 use stream_vm_memory::baseline::cloud_hypervisor_prefault;
 use stream_vm_memory::{
-    HugePageAdvice, Placement, PopulateOptions, ResetPolicy, Threads, Workers, advise_huge_pages,
-    populate_all, reset,
+    HugePageAdvice, Placement, PopulateOptions, ResetPolicy, Workers, advise_huge_pages, populate_all, reset,
 };
 use vm_memory::bitmap::AtomicBitmap;
 use vm_memory::{
     Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion, MemoryRegionAddress,
 };
 
-use super::{Context, RunError, Scenario, Setup, calibrate, limit_run};
-use crate::budget::{Knob, KnobUnit};
+use super::paired::{calibrate, limit_run};
+use super::scenario::{CatalogEntry, Context, RunError, Scenario, Setup};
+use super::spec::{CommandSpec, Rounds, SizeSpec};
+use crate::budget::Knob;
 use crate::limits::FillKind;
 use crate::measure::{Runner, Samples, interleaved, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow};
-use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
+use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes as Size;
 
 /// The populate scenario's name.
@@ -88,6 +90,37 @@ pub const QUICK_SIZE: u64 = 256 << 20;
 
 /// The smallest guest memory the suite scales down to.
 pub const MIN_SIZE: u64 = 256 << 20;
+
+/// The `guest-memory` subcommand.
+pub const COMMAND: CommandSpec = CommandSpec::new(
+    "guest-memory",
+    "Guest memory for VMMs: populate (against Cloud Hypervisor's prefault) and reset",
+    SizeSpec::bytes(
+        "guest-memory-size",
+        SIZE_UNIT,
+        "Guest memory, in two regions, a multiple of 4 MiB",
+        DEFAULT_SIZE,
+        QUICK_SIZE,
+    ),
+);
+
+/// The populate rounds: 5 (3 under `--quick`).
+const POPULATE_ROUNDS: Rounds = Rounds::new(5, 3);
+
+/// The reset rounds: 7 (3 under `--quick`).
+const RESET_ROUNDS: Rounds = Rounds::new(7, 3);
+
+/// The catalog row of `guest-memory-populate`.
+pub const POPULATE_ENTRY: CatalogEntry =
+    CatalogEntry::new(POPULATE, &COMMAND, POPULATE_STRATEGIES, POPULATE_ROUNDS, |s| {
+        Box::new(GuestMemory::new(s, Part::Populate))
+    });
+
+/// The catalog row of `guest-memory-reset`.
+pub const RESET_ENTRY: CatalogEntry =
+    CatalogEntry::new(RESET, &COMMAND, RESET_STRATEGIES, RESET_ROUNDS, |s| {
+        Box::new(GuestMemory::new(s, Part::Reset))
+    });
 
 /// The chunk `write-slice` loops over.
 const CHUNK: usize = 2 << 20;
@@ -118,7 +151,7 @@ impl GuestMemory {
     /// The scenario's `part` with `setup`'s size.
     #[must_use]
     pub fn new(setup: &Setup, part: Part) -> GuestMemory {
-        let (size, fixed) = setup.pick(setup.guest_memory_size, DEFAULT_SIZE, QUICK_SIZE);
+        let (size, fixed) = setup.size(&COMMAND.size);
         GuestMemory { part, size, fixed }
     }
 
@@ -156,13 +189,7 @@ impl Scenario for GuestMemory {
     }
 
     fn knob(&self) -> Option<Knob> {
-        Some(Knob {
-            value: self.size,
-            step: SIZE_UNIT,
-            min: MIN_SIZE,
-            fixed: self.fixed,
-            unit: KnobUnit::Bytes,
-        })
+        Some(Knob::bytes(self.size, SIZE_UNIT, MIN_SIZE, self.fixed))
     }
 
     fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
@@ -220,8 +247,7 @@ fn thp_bytes(mem: &Mem) -> u64 {
 }
 
 fn workers(threads: usize) -> Workers {
-    Workers::new(if threads > 1 { Threads::Fixed(threads) } else { Threads::One })
-        .with_placement(Placement::Auto)
+    Workers::new(crate::threads::policy(threads)).with_placement(Placement::Auto)
 }
 
 /// The scenario's error when the host lacks `madvise` advice it measures (an emulator).
@@ -231,93 +257,128 @@ fn unsupported(name: &'static str, what: &str) -> RunError {
     )
 }
 
-fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
-    if !stream_vm_memory::host_support().populate_write {
-        return Err(unsupported(POPULATE, "MADV_POPULATE_WRITE"));
-    }
-    let (common, limits) = (ctx.common, ctx.limits);
-    let rounds = common.rounds(5, 3);
-    let ranges = s.ranges();
-    let size = s.size;
-    let cpus = memmap_core::available_cpus();
-    let all = ctx.threads.max(1);
-    let counts: Vec<usize> = if all > 1 { vec![1, all] } else { vec![1] };
-    let phase = ctx.phase(POPULATE);
-    let map = || Mem::from_ranges(&ranges);
-    // Before every round, untimed: as much memory faulted in (with huge pages) and freed, so
-    // that every strategy finds the same free memory: 2 MiB blocks the kernel need not
-    // reclaim or compact first, guest-physical pages the hypervisor has backed already.
-    let warm = || {
-        if let Ok(m) = map() {
-            let _ = populate_all(&m, &PopulateOptions::new(workers(all)));
-        }
-    };
-    // Regions' threads under Cloud Hypervisor's rule (the same for every round).
-    let ch_threads: std::cell::RefCell<Vec<usize>> = std::cell::RefCell::new(Vec::new());
-    let failures = std::cell::Cell::new(0usize);
-    // THP coverage after each round, per strategy (name, fractions).
-    let coverage: std::cell::RefCell<Vec<(String, Vec<f64>)>> = std::cell::RefCell::new(Vec::new());
-    let covered = |name: String, mem: &Mem| {
+/// What the populate rounds saw besides their times.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The regions' threads under Cloud Hypervisor's rule (the same for every round).
+    ch_threads: RefCell<Vec<usize>>,
+    /// Rounds that left a page of guest memory out of memory.
+    failures: Cell<usize>,
+    /// THP coverage after each round, per strategy (name, fractions).
+    coverage: RefCell<Vec<(String, Vec<f64>)>>,
+}
+
+impl Seen {
+    /// After a round of `name` that populated `mem` (of `size` bytes): whether every page is
+    /// resident, and how much of it is backed by huge pages.
+    fn after(&self, name: String, mem: &Mem, size: u64) {
+        self.failures.set(self.failures.get() + usize::from(!all_resident(mem)));
         let f = thp_bytes(mem) as f64 / size as f64;
-        let mut c = coverage.borrow_mut();
+        let mut c = self.coverage.borrow_mut();
         match c.iter_mut().find(|(n, _)| *n == name) {
             Some((_, v)) => v.push(f),
             None => c.push((name, vec![f])),
         }
-    };
+    }
+}
+
+fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
+    if !stream_vm_memory::host_support().populate_write {
+        return Err(unsupported(POPULATE, "MADV_POPULATE_WRITE"));
+    }
+    let rounds = ctx.common.rounds(POPULATE_ROUNDS);
+    let counts = ctx.threads.counts();
+    let phase = ctx.phase(POPULATE);
+    let seen = Seen::default();
     // Two groups, each interleaved on its own: the 4 KiB strategies, then the THP ones, so
     // that every round of a strategy starts after a round of the same kind. (The memory an
     // unmapped THP round frees is in 2 MiB blocks, a 4 KiB round's is not; a THP round after a
     // 4 KiB one would pay the kernel's compaction, rotating the order would not change that.)
     let mut samples: Vec<Samples> = Vec::new();
     for thp in [false, true] {
-        let mut runners: Vec<Runner<'_>> = Vec::new();
-        let (failures, ch_threads, covered) = (&failures, &ch_threads, &covered);
-        runners.push(Runner::new(if thp { "ch-prefault-thp" } else { "ch-prefault" }, move |_| {
-            warm();
-            let mem = map().expect("map guest memory");
-            if thp {
-                let _ = advise_huge_pages(&mem, GuestAddress(0), size as usize);
-            }
-            let t = Instant::now();
-            let r = cloud_hypervisor_prefault(&mem, cpus).expect("Cloud Hypervisor prefault");
-            let e = t.elapsed();
-            if ch_threads.borrow().is_empty() {
-                ch_threads.borrow_mut().extend(r.iter().map(|x| x.threads));
-            }
-            failures.set(failures.get() + usize::from(!all_resident(&mem)));
-            covered(if thp { "ch-prefault-thp".into() } else { "ch-prefault".into() }, &mem);
-            e
-        }));
-        for &threads in &counts {
-            let name = if thp { "populate-thp" } else { "populate" };
-            runners.push(Runner::new(name, move |_| {
-                warm();
-                let mem = map().expect("map guest memory");
-                let opts = PopulateOptions {
-                    huge_pages: if thp { HugePageAdvice::Advise } else { HugePageAdvice::Leave },
-                    ..PopulateOptions::new(workers(threads))
-                };
-                let t = Instant::now();
-                let r = populate_all(&mem, &opts).expect("populate");
-                let e = t.elapsed();
-                assert_eq!(r.populated, size, "populate stopped early");
-                failures.set(failures.get() + usize::from(!all_resident(&mem)));
-                covered(format!("{name} on {threads} thread(s)"), &mem);
-                e
-            }));
-        }
+        let mut runners = populate_runners(s, &counts, ctx.threads.count(), thp, &seen);
         phase.step(format!("{POPULATE}: {rounds} rounds{}", if thp { " with THP advice" } else { "" }));
         samples.extend(interleaved(rounds, &mut runners, &phase));
     }
     phase.finish();
-    assert_eq!(failures.get(), 0, "a populate left pages out of memory");
-    let ch_threads = ch_threads.into_inner();
+    assert_eq!(seen.failures.get(), 0, "a populate left pages out of memory");
+    Ok(populate_reports(s, ctx, &counts, rounds, &samples, seen))
+}
+
+/// One group of the populate strategies (`thp`: the ones on memory advised `MADV_HUGEPAGE`):
+/// Cloud Hypervisor's prefault, then `populate` at each of `counts`; `all` is the all-core
+/// count the untimed warm-up uses.
+fn populate_runners<'a>(
+    s: &GuestMemory,
+    counts: &[usize],
+    all: usize,
+    thp: bool,
+    seen: &'a Seen,
+) -> Vec<Runner<'a>> {
+    let (ranges, size) = (s.ranges(), s.size);
+    let cpus = memmap_core::available_cpus();
+    let map = move || Mem::from_ranges(&ranges);
+    // Before every round, untimed: as much memory faulted in (with huge pages) and freed, so
+    // that every strategy finds the same free memory: 2 MiB blocks the kernel need not
+    // reclaim or compact first, guest-physical pages the hypervisor has backed already.
+    let warm = move || {
+        if let Ok(m) = map() {
+            let _ = populate_all(&m, &PopulateOptions::new(workers(all)));
+        }
+    };
+    let mut runners: Vec<Runner<'a>> = Vec::new();
+    let ch = if thp { "ch-prefault-thp" } else { "ch-prefault" };
+    runners.push(Runner::new(ch, move |_| {
+        warm();
+        let mem = map().expect("map guest memory");
+        if thp {
+            let _ = advise_huge_pages(&mem, GuestAddress(0), size as usize);
+        }
+        let t = Instant::now();
+        let r = cloud_hypervisor_prefault(&mem, cpus).expect("Cloud Hypervisor prefault");
+        let e = t.elapsed();
+        if seen.ch_threads.borrow().is_empty() {
+            seen.ch_threads.borrow_mut().extend(r.iter().map(|x| x.threads));
+        }
+        seen.after(ch.into(), &mem, size);
+        e
+    }));
+    for &threads in counts {
+        let name = if thp { "populate-thp" } else { "populate" };
+        runners.push(Runner::new(name, move |_| {
+            warm();
+            let mem = map().expect("map guest memory");
+            let opts = PopulateOptions {
+                huge_pages: if thp { HugePageAdvice::Advise } else { HugePageAdvice::Leave },
+                ..PopulateOptions::new(workers(threads))
+            };
+            let t = Instant::now();
+            let r = populate_all(&mem, &opts).expect("populate");
+            let e = t.elapsed();
+            assert_eq!(r.populated, size, "populate stopped early");
+            seen.after(format!("{name} on {threads} thread(s)"), &mem, size);
+            e
+        }));
+    }
+    runners
+}
+
+/// One populate report per thread count from `samples` (ch, populate at each count, ch-thp,
+/// populate-thp at each count).
+fn populate_reports(
+    s: &GuestMemory,
+    ctx: &Context<'_>,
+    counts: &[usize],
+    rounds: usize,
+    samples: &[Samples],
+    seen: Seen,
+) -> Vec<ScenarioReport> {
+    let (size, ranges) = (s.size, s.ranges());
+    let ch_threads = seen.ch_threads.into_inner();
     let coverage: Vec<(String, f64)> =
-        coverage.into_inner().into_iter().map(|(n, v)| (n, crate::measure::median_f64(&v))).collect();
+        seen.coverage.into_inner().into_iter().map(|(n, v)| (n, crate::measure::median_f64(&v))).collect();
     let coverage_line =
         coverage.iter().map(|(n, f)| format!("{n} {:.0} %", f * 100.0)).collect::<Vec<_>>().join(", ");
-    // Sample order: ch, populate x counts, ch-thp, populate-thp x counts.
     let n = counts.len();
     let at = |thp: bool, k: Option<usize>| -> Samples {
         let base = if thp { 1 + n } else { 0 };
@@ -343,7 +404,7 @@ fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport
             figure: Figure::Bandwidth,
         };
         let rows = [at(false, None), at(false, Some(k)), at(true, None), at(true, Some(k))];
-        let mut sc = ScenarioReport::from_samples(spec, limits, &rows);
+        let mut sc = ScenarioReport::from_samples(spec, ctx.limits, &rows);
         sc.extra.insert("guest_bytes".into(), size.into());
         sc.extra
             .insert("ch_threads_per_region".into(), serde_json::to_value(&ch_threads).unwrap_or_default());
@@ -363,7 +424,84 @@ fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport
         );
         out.push(sc);
     }
-    Ok(out)
+    out
+}
+
+/// The guest memory of `s`, advised `MADV_HUGEPAGE` and faulted in on `all` workers: the
+/// memory, the bytes advised and the fault time in ms.
+fn resident_guest_memory(s: &GuestMemory, all: usize) -> Result<(Mem, u64, f64), RunError> {
+    let size = s.size;
+    let mem = Mem::from_ranges(&s.ranges()).map_err(|e| {
+        RunError::of(RESET, format!("map {} of guest memory", Size(size)))(std::io::Error::other(
+            e.to_string(),
+        ))
+    })?;
+    let advised = advise_huge_pages(&mem, GuestAddress(0), size as usize).unwrap_or(0);
+    let t = Instant::now();
+    let fault = populate_all(&mem, &PopulateOptions::new(workers(all))).map_err(|e| {
+        RunError::of(RESET, "populate the guest memory")(std::io::Error::other(e.to_string()))
+    })?;
+    let fault_ms = t.elapsed().as_secs_f64() * 1e3;
+    assert_eq!(fault.populated, size);
+    Ok((mem, advised, fault_ms))
+}
+
+/// The time `f` takes.
+fn timed(f: impl FnOnce()) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
+}
+
+/// The reset strategies over `len` bytes of `mem` (its regions' host memory `host`), each
+/// with the thread count whose limit run it follows (an index into `counts`): write-slice and
+/// memset on one thread, then zero, reset-auto and discard-refault at each count.
+fn reset_runners<'a>(
+    mem: &'a Mem,
+    host: &'a [(usize, usize)],
+    zeros: &'a [u8],
+    counts: &[usize],
+    len: usize,
+) -> (Vec<Runner<'a>>, Vec<Option<usize>>) {
+    let mut runners: Vec<Runner<'a>> = Vec::new();
+    let mut pair: Vec<Option<usize>> = Vec::new();
+    runners.push(Runner::new("write-slice", move |_| {
+        timed(|| {
+            let mut off = 0;
+            while off < len {
+                let n = CHUNK.min(len - off);
+                mem.write_slice(&zeros[..n], GuestAddress(off as u64)).expect("write_slice");
+                off += n;
+            }
+        })
+    }));
+    pair.push(Some(0));
+    runners.push(Runner::new("memset", move |_| {
+        timed(|| {
+            for &(p, n) in host {
+                // SAFETY: `[p, p + n)` is a whole region's host mapping, alive for the whole
+                // scenario; only the running strategy (or limit run) touches guest memory.
+                unsafe { libc::memset(std::hint::black_box(p as *mut libc::c_void), 0, n) };
+            }
+        })
+    }));
+    pair.push(Some(0));
+    for (k, &threads) in counts.iter().enumerate() {
+        for (name, policy) in [
+            ("zero", ResetPolicy::InPlace),
+            ("reset-auto", ResetPolicy::Auto),
+            ("discard-refault", ResetPolicy::Discard { repopulate: true }),
+        ] {
+            let w = workers(threads);
+            runners.push(Runner::new(name, move |_| {
+                timed(|| {
+                    reset(mem, GuestAddress(0), len, policy, &w).expect("reset");
+                })
+            }));
+            pair.push(Some(k));
+        }
+    }
+    (runners, pair)
 }
 
 fn run_reset(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
@@ -371,26 +509,12 @@ fn run_reset(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, 
     if !support.populate_write || !support.dontneed {
         return Err(unsupported(RESET, "MADV_DONTNEED or MADV_POPULATE_WRITE"));
     }
-    let (common, limits) = (ctx.common, ctx.limits);
-    let rounds = common.rounds(7, 3);
-    let size = s.size;
-    let len = size as usize;
-    let all = ctx.threads.max(1);
-    let counts: Vec<usize> = if all > 1 { vec![1, all] } else { vec![1] };
+    let rounds = ctx.common.rounds(RESET_ROUNDS);
+    let len = s.size as usize;
+    let (all, counts) = (ctx.threads.count(), ctx.threads.counts());
     let phase = ctx.phase(RESET);
-    phase.step(format!("{RESET}: map and fault in {}", Size(size)));
-    let mem = Mem::from_ranges(&s.ranges()).map_err(|e| {
-        RunError::of(RESET, format!("map {} of guest memory", Size(size)))(std::io::Error::other(
-            e.to_string(),
-        ))
-    })?;
-    let advised = advise_huge_pages(&mem, GuestAddress(0), len).unwrap_or(0);
-    let t = Instant::now();
-    let fault = populate_all(&mem, &PopulateOptions::new(workers(all))).map_err(|e| {
-        RunError::of(RESET, "populate the guest memory")(std::io::Error::other(e.to_string()))
-    })?;
-    let fault_ms = t.elapsed().as_secs_f64() * 1e3;
-    assert_eq!(fault.populated, size);
+    phase.step(format!("{RESET}: map and fault in {}", Size(s.size)));
+    let (mem, advised, fault_ms) = resident_guest_memory(s, all)?;
     // The regions' host memory, for memset and the limit runs.
     let host: Vec<(usize, usize)> = mem
         .iter()
@@ -399,56 +523,7 @@ fn run_reset(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, 
         })
         .collect();
     let zeros = vec![0u8; CHUNK];
-    let mut runners: Vec<Runner<'_>> = Vec::new();
-    let mut pair: Vec<Option<usize>> = Vec::new();
-    let timed = |f: &dyn Fn()| {
-        let t = Instant::now();
-        f();
-        t.elapsed()
-    };
-    {
-        let (mem, zeros) = (&mem, &zeros);
-        runners.push(Runner::new("write-slice", move |_| {
-            timed(&|| {
-                let mut off = 0;
-                while off < len {
-                    let n = CHUNK.min(len - off);
-                    mem.write_slice(&zeros[..n], GuestAddress(off as u64)).expect("write_slice");
-                    off += n;
-                }
-            })
-        }));
-        pair.push(Some(0));
-    }
-    {
-        let host = &host;
-        runners.push(Runner::new("memset", move |_| {
-            timed(&|| {
-                for &(p, n) in host {
-                    // SAFETY: `[p, p + n)` is a whole region's host mapping, alive for the whole
-                    // scenario; only the running strategy (or limit run) touches guest memory.
-                    unsafe { libc::memset(std::hint::black_box(p as *mut libc::c_void), 0, n) };
-                }
-            })
-        }));
-        pair.push(Some(0));
-    }
-    for (k, &threads) in counts.iter().enumerate() {
-        for (name, policy) in [
-            ("zero", ResetPolicy::InPlace),
-            ("reset-auto", ResetPolicy::Auto),
-            ("discard-refault", ResetPolicy::Discard { repopulate: true }),
-        ] {
-            let mem = &mem;
-            let w = workers(threads);
-            runners.push(Runner::new(name, move |_| {
-                timed(&|| {
-                    reset(mem, GuestAddress(0), len, policy, &w).expect("reset");
-                })
-            }));
-            pair.push(Some(k));
-        }
-    }
+    let (mut runners, pair) = reset_runners(&mem, &host, &zeros, &counts, len);
     // The limit runs: the best zero-fill method at each count over both regions, right before
     // each strategy's round.
     let region_bytes = |i: usize| {
@@ -459,7 +534,7 @@ fn run_reset(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, 
         unsafe { std::slice::from_raw_parts_mut(p as *mut u8, n) }
     };
     let methods: Vec<Vec<String>> =
-        counts.iter().map(|&t| calibrate(limits, FillKind::Zero, t, region_bytes(0))).collect();
+        counts.iter().map(|&t| calibrate(ctx.limits, FillKind::Zero, t, region_bytes(0))).collect();
     let mut companions: Vec<Runner<'_>> = counts
         .iter()
         .zip(&methods)
@@ -491,19 +566,19 @@ fn run_reset(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, 
             name: RESET.into(),
             description: format!(
                 "reset {} of resident guest memory (2 regions, {} advised MADV_HUGEPAGE), {rounds} rounds, {}; faulting it in: {fault_ms:.1} ms (not in \"first\")",
-                Size(size),
+                Size(s.size),
                 Size(advised),
                 if threads > 1 { format!("{threads} threads") } else { "1 thread".into() },
             ),
             struct_pages: 0,
-            bytes: size,
+            bytes: s.size,
             threads,
             limit: LimitKind::FillZero,
             figure: Figure::Bandwidth,
         };
-        let mut sc = ScenarioReport::from_samples(spec, limits, &samples[from..to]);
-        sc.set_paired_limit(&methods[k].join(" or "), size, &paired[from..to]);
-        sc.extra.insert("guest_bytes".into(), size.into());
+        let mut sc = ScenarioReport::from_samples(spec, ctx.limits, &samples[from..to]);
+        sc.set_paired_limit(&methods[k].join(" or "), s.size, &paired[from..to]);
+        sc.extra.insert("guest_bytes".into(), s.size.into());
         sc.extra.insert("thp_advised_bytes".into(), advised.into());
         sc.extra.insert("fault_ms".into(), fault_ms.into());
         sc.extra.insert("auto_in_place_bytes".into(), auto.in_place.into());
@@ -516,18 +591,18 @@ fn run_reset(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenarios::Common;
+    use crate::scenarios::scenario::Common;
+    use crate::threads::AllCore;
 
     #[test]
     fn both_halves_run_and_report_every_strategy() {
         let limits = crate::limits::measure(8 << 20, 2, &[2], &crate::progress::Phase::hidden()).unwrap();
         let common = Common {
             rounds: Some(2),
-            threads: memmap_core::Threads::Fixed(2),
             progress: crate::progress::ProgressMode { enabled: false },
             quick: true,
         };
-        let ctx = Context { common: &common, threads: 2, limits: &limits };
+        let ctx = Context { common: &common, threads: AllCore::given(2), limits: &limits };
         for (part, name, strategies) in
             [(Part::Populate, POPULATE, POPULATE_STRATEGIES), (Part::Reset, RESET, RESET_STRATEGIES)]
         {

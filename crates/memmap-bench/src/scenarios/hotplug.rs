@@ -11,20 +11,18 @@
 //! before it, as the zone-device scenario does. After the rounds every memmap is compared with
 //! the slow one byte for byte.
 
-use std::cell::RefCell;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use memmap_core::{
-    HotplugTarget, HotplugZone, KernelConfig, Memmap, OnlineOptions, OwnedMemmap, Page64, Strategy,
-};
+use memmap_core::{HotplugTarget, HotplugZone, KernelConfig, Memmap, OnlineOptions, Page64, Strategy};
 
-use super::{Context, RunError, Scenario, Setup, calibrate, limit_run, prefault};
-use crate::budget::{Knob, KnobUnit};
+use super::paired::{self, Grid};
+use super::scenario::{CatalogEntry, Context, RunError, Scenario, Setup, past_the_pfns};
+use super::spec::{CommandSpec, Rounds, SizeSpec};
+use crate::budget::Knob;
 use crate::limits::FillKind;
-use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::ProgressHooks;
-use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
+use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 /// The scenario's name.
@@ -50,6 +48,23 @@ pub const QUICK_SIZE: u64 = 1 << 30;
 /// The smallest range the suite scales down to.
 pub const MIN_SIZE: u64 = 256 << 20;
 
+/// The `hotplug` subcommand.
+pub const COMMAND: CommandSpec = CommandSpec::new(
+    "hotplug",
+    "Memory hotplug: onlining a hot-added range into ZONE_NORMAL (online_pages)",
+    SizeSpec::bytes("hotplug-size", 4096, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+);
+
+/// `--size` (any whole pages parse; [`Scenario::check`] wants whole memory blocks).
+const SIZE_HELP: &str = "Hot-added memory, whole memory blocks: the config's sections, 128 MiB on x86-64";
+
+/// 10: a round of the four onlinings and their limit runs is about 0.1 s at 4 GiB.
+const ROUNDS: Rounds = Rounds::new(10, 5);
+
+/// The catalog row of `hotplug`.
+pub const ENTRY: CatalogEntry =
+    CatalogEntry::new(NAME, &COMMAND, &STRATEGY_NAMES, ROUNDS, |s| Box::new(Hotplug::new(s)));
+
 /// Onlining a hot-added range of `size` bytes.
 #[derive(Debug, Clone)]
 pub struct Hotplug {
@@ -65,7 +80,7 @@ impl Hotplug {
     /// The scenario with `setup`'s size and config.
     #[must_use]
     pub fn new(setup: &Setup) -> Hotplug {
-        let (size, fixed) = setup.pick(setup.hotplug_size, DEFAULT_SIZE, QUICK_SIZE);
+        let (size, fixed) = setup.size(&COMMAND.size);
         Hotplug { size, fixed, config: setup.config }
     }
 
@@ -106,19 +121,13 @@ impl Scenario for Hotplug {
             ));
         }
         if START_PFN.checked_add(self.size / 4096).is_none_or(|e| e > self.config.max_pfn()) {
-            return Err(super::past_the_pfns("range", self.size, START_PFN, &self.config, block));
+            return Err(past_the_pfns("range", self.size, START_PFN, &self.config, block));
         }
         Ok(())
     }
 
     fn knob(&self) -> Option<Knob> {
-        Some(Knob {
-            value: self.size,
-            step: self.block_bytes(),
-            min: MIN_SIZE.max(self.block_bytes()),
-            fixed: self.fixed,
-            unit: KnobUnit::Bytes,
-        })
+        Some(Knob::bytes(self.size, self.block_bytes(), MIN_SIZE.max(self.block_bytes()), self.fixed))
     }
 
     fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
@@ -163,61 +172,25 @@ fn run(p: &Hotplug, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     let cfg = p.config;
     let nr = p.size / 4096;
     let block = cfg.pages_per_section();
-    // 10: a round of the four onlinings and their limit runs is about 0.1 s at 4 GiB.
-    let rounds = ctx.common.rounds(10, 5);
+    let rounds = ctx.common.rounds(ROUNDS);
     let phase = ctx.phase(NAME);
     phase.step(format!("{NAME}: map and fault in {} memmaps", STRATEGIES.len()));
-    let mut memmaps: Vec<OwnedMemmap<Page64>> = STRATEGIES
-        .iter()
-        .map(|_| OwnedMemmap::new(cfg, START_PFN, nr))
-        .collect::<Result<_, _>>()
-        .map_err(RunError::of(NAME, format!("map a memmap of {}", Bytes(nr * 64))))?;
-    let mut fault_ms = Vec::new();
-    for m in &mut memmaps {
-        fault_ms.push(prefault(m).map_err(RunError::of(NAME, "fault the memmap in"))?);
-    }
-    let methods = calibrate(ctx.limits, FillKind::Nonzero, 1, memmaps[0].as_bytes_mut());
-    let memmaps: Vec<RefCell<OwnedMemmap<Page64>>> = memmaps.into_iter().map(RefCell::new).collect();
+    let grid = Grid::new(&[1], &STRATEGY_NAMES, FillKind::Nonzero, rounds).weights(nr, nr / 4);
+    let (memmaps, fault_ms) = paired::memmaps(NAME, STRATEGIES.len(), cfg, START_PFN, nr)?;
     let used: Vec<std::cell::Cell<(Strategy, u64)>> =
         STRATEGIES.iter().map(|&s| std::cell::Cell::new((s, 0))).collect();
     let pb = phase.bar().clone();
-    let (samples, paired) = {
-        let mut runners: Vec<Runner<'_>> = STRATEGIES
-            .iter()
-            .zip(&memmaps)
-            .zip(&used)
-            .map(|((&strategy, owned), used)| {
-                let pb = pb.clone();
-                Runner::new(strategy.name(), move |_| {
-                    let mut owned = owned.borrow_mut();
-                    let mut memmap = owned.memmap();
-                    let t = Instant::now();
-                    let u = online(&mut memmap, nr, block, strategy, &pb);
-                    let elapsed = t.elapsed();
-                    used.set(u);
-                    elapsed
-                })
-                .weight(nr)
-            })
-            .collect();
-        let mut companions: Vec<Runner<'_>> = memmaps
-            .iter()
-            .map(|owned| {
-                let methods = &methods;
-                Runner::new("limit", move |round| -> Duration {
-                    limit_run(methods, FillKind::Nonzero, 1, round, owned.borrow_mut().as_bytes_mut())
-                })
-                .weight(nr / 4)
-            })
-            .collect();
-        let pair: Vec<Option<usize>> = (0..STRATEGIES.len()).map(Some).collect();
-        phase.step(format!("{NAME}: {rounds} rounds"));
-        interleaved_paired(rounds, &mut runners, &mut companions, &pair, &phase)
-    };
+    phase.step(format!("{NAME}: {rounds} rounds"));
+    let m = paired::measure(&grid, memmaps, ctx.limits, &phase, |i, owned| {
+        let mut memmap = owned.memmap();
+        let t = Instant::now();
+        let u = online(&mut memmap, nr, block, STRATEGIES[i], &pb);
+        let elapsed = t.elapsed();
+        used[i].set(u);
+        elapsed
+    });
     phase.finish();
-    let memmaps: Vec<OwnedMemmap<Page64>> = memmaps.into_iter().map(RefCell::into_inner).collect();
-    let identical = memmaps[1..].iter().all(|m| m.as_bytes() == memmaps[0].as_bytes());
-    assert!(identical, "{NAME}: a memmap differs from the slow path's");
+    assert!(m.identical(), "{NAME}: a memmap differs from the slow path's");
     let fault = crate::measure::median_f64(&fault_ms);
     let (auto_used, calls) = used[3].get();
     let description = format!(
@@ -236,13 +209,12 @@ fn run(p: &Hotplug, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
         limit: LimitKind::FillNonzero,
         figure: Figure::Bandwidth,
     };
-    let mut sc = ScenarioReport::from_samples(spec, ctx.limits, &samples);
-    sc.set_paired_limit(&methods.join(" or "), nr * 64, &paired);
+    let mut sc = m.report(spec, ctx.limits, 0..STRATEGIES.len(), nr * 64);
     sc.extra.insert("hotplug_bytes".into(), p.size.into());
     sc.extra.insert("memory_block_bytes".into(), (block * 4096).into());
     sc.extra.insert("online_pages_calls".into(), calls.into());
     sc.extra.insert("auto_used".into(), auto_used.name().into());
-    sc.extra.insert("identical_to_slow".into(), identical.into());
+    sc.extra.insert("identical_to_slow".into(), true.into());
     sc.extra.insert("config".into(), cfg.name.into());
     sc.extra.insert("fault_ms".into(), fault.into());
     Ok(sc)
@@ -251,18 +223,18 @@ fn run(p: &Hotplug, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenarios::Common;
+    use crate::scenarios::scenario::Common;
+    use crate::threads::AllCore;
 
     #[test]
     fn a_tiny_range_runs_every_strategy_against_the_limit() {
         let limits = crate::limits::measure(8 << 20, 2, &[1], &crate::progress::Phase::hidden()).unwrap();
         let common = Common {
             rounds: Some(2),
-            threads: memmap_core::Threads::Fixed(1),
             progress: crate::progress::ProgressMode { enabled: false },
             quick: true,
         };
-        let ctx = Context { common: &common, threads: 1, limits: &limits };
+        let ctx = Context { common: &common, threads: AllCore::given(1), limits: &limits };
         let s = Hotplug { size: 256 << 20, fixed: true, config: KernelConfig::X86_64 };
         s.check().unwrap();
         let reports = s.run(&ctx).unwrap();

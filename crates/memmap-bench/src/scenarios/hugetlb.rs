@@ -15,27 +15,59 @@
 //! compared with the one-thread slow path's afterwards. All pages are on one node (the kernel
 //! gathers nodes in parallel; within a node it uses one worker).
 
-use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use hugetlb_init::phase;
 use hugetlb_init::{
     BootParams, BootRequest, Hstate, HugeBootmemPage, HvoMode, ModelRemap, Node, NodeSpec, boot,
 };
-use memmap_core::{FillOptions, InitHooks, KernelConfig, OwnedMemmap, Page64, Strategy, Threads};
+use memmap_core::{FillOptions, InitHooks, KernelConfig, OwnedMemmap, Page64, Threads};
 
-use super::{Context, RunError, Scenario, Setup, calibrate, limit_run, prefault, thread_counts};
+use super::paired::{self, Grid, Measured};
+use super::scenario::{
+    CatalogEntry, Context, INIT_STRATEGIES, INIT_STRATEGY_NAMES, RunError, Scenario, Setup,
+};
+use super::spec::{CommandSpec, PickSpec, Rounds, SizeSpec};
 use crate::budget::{Knob, KnobUnit};
 use crate::limits::FillKind;
-use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
-use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
+use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 
 /// The default number of 1 GiB pages: 64, as the upstream measurement.
 pub const DEFAULT_COUNT: u64 = 64;
 
 /// The `--quick` number.
 pub const QUICK_COUNT: u64 = 4;
+
+/// The `hugetlb` subcommand.
+pub const COMMAND: CommandSpec = CommandSpec::new(
+    "hugetlb",
+    "Boot-time 1 GiB pages: the fallback tail init with HVO off, and the gather with HVO on",
+    SizeSpec::count("hugetlb-count", COUNT_HELP, DEFAULT_COUNT, QUICK_COUNT),
+)
+.pick(PickSpec::value("hvo", "HVO", Some("both"), HVO_HELP));
+
+/// `--count`.
+const COUNT_HELP: &str = "Number of 1 GiB pages; the default is the upstream measurement's";
+
+/// `--hvo`.
+const HVO_HELP: &str = "HVO off (the fallback the upstream series measured), on, or both";
+
+/// 9 rounds (3 under `--quick`).
+const ROUNDS: Rounds = Rounds::new(9, 3);
+
+/// The catalog row of `hugetlb-1g-nohvo`.
+pub const NO_HVO: CatalogEntry =
+    CatalogEntry::new(name(false), &COMMAND, &INIT_STRATEGY_NAMES, ROUNDS, |s| {
+        Box::new(Hugetlb::new(false, s))
+    })
+    .picked_by("off");
+
+/// The catalog row of `hugetlb-1g-hvo`.
+pub const HVO: CatalogEntry = CatalogEntry::new(name(true), &COMMAND, &INIT_STRATEGY_NAMES, ROUNDS, |s| {
+    Box::new(Hugetlb::new(true, s))
+})
+.picked_by("on");
 
 /// One case: `count` 1 GiB pages, HVO on or off.
 #[derive(Debug, Clone)]
@@ -54,7 +86,7 @@ impl Hugetlb {
     /// The case with `setup`'s count and config.
     #[must_use]
     pub fn new(hvo: bool, setup: &Setup) -> Self {
-        let (count, fixed) = setup.pick(setup.hugetlb_count, DEFAULT_COUNT, QUICK_COUNT);
+        let (count, fixed) = setup.size(&COMMAND.size);
         Hugetlb { hvo, count, fixed, config: setup.config }
     }
 
@@ -140,96 +172,48 @@ impl Scenario for Hugetlb {
 }
 
 fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
-    let (hvo, common, limits) = (p.hvo, ctx.common, ctx.limits);
+    let hvo = p.hvo;
     let h = Hstate::H1G;
     let nodes = p.nodes() as u32;
     let per_node = p.count / u64::from(nodes);
     let specs: Vec<NodeSpec> = (0..nodes).map(|nid| NodeSpec::packed(nid, h, per_node)).collect();
     let count = per_node * u64::from(nodes);
-    let rounds = common.rounds(9, 3);
-    let strategies = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
+    let rounds = ctx.common.rounds(ROUNDS);
     // With HVO only 63 tails per folio are written: there is nothing to spread.
-    let counts = if hvo { vec![1] } else { thread_counts(ctx.threads) };
+    let counts = if hvo { vec![1] } else { ctx.threads.counts() };
     let phase = ctx.phase(name(hvo));
     phase.step(format!("{}: map {} memmap sets", name(hvo), counts.len() * 3));
-    let runs: Vec<(usize, Strategy)> =
-        counts.iter().flat_map(|&t| strategies.iter().map(move |&s| (t, s))).collect();
-    let (mut storage, fault_ms) = map_storage(p, &specs, runs.len())?;
+    // Paired limit runs without HVO, where the memmap is written in full.
+    let grid = Grid::new(&counts, &INIT_STRATEGY_NAMES, FillKind::Nonzero, rounds).paired(!hvo);
+    let (storage, fault_ms) = map_storage(p, &specs, grid.runs.len())?;
+    let memmap_bytes: u64 = storage[0].iter().map(|m| m.bytes() as u64).sum();
     let mode = if hvo { HvoMode::On } else { HvoMode::Off };
     let request = BootRequest::per_node(h, per_node);
-    // Paired limit runs without HVO (where the memmap is written in full): the methods of each
-    // thread count, chosen on the first memmap set of that count.
-    let memmap_bytes: u64 = storage[0].iter().map(|m| m.bytes() as u64).sum();
-    let limit_methods: Vec<Vec<String>> = if hvo {
-        Vec::new()
-    } else {
-        counts
-            .iter()
-            .map(|&t| {
-                let k = runs.iter().position(|r| r.0 == t).unwrap_or(0);
-                calibrate(limits, FillKind::Nonzero, t, storage[k][0].as_bytes_mut())
-            })
-            .collect()
-    };
-    let storage: Vec<RefCell<Vec<OwnedMemmap<Page64>>>> = storage.into_iter().map(RefCell::new).collect();
-    let samples = {
-        let mut runners: Vec<Runner<'_>> = runs
-            .iter()
-            .zip(&storage)
-            .map(|(&(threads, strategy), owned)| {
-                let specs = &specs;
-                Runner::new(strategy.name(), move |_| {
-                    let mut owned = owned.borrow_mut();
-                    let mut nodes: Vec<Node<'_, Page64, ModelRemap, PhaseTimer>> = owned
-                        .iter_mut()
-                        .zip(specs)
-                        .map(|(o, s)| Node::new(*s, o.memmap(), ModelRemap::default(), PhaseTimer::default()))
-                        .collect();
-                    let mut records = vec![HugeBootmemPage::EMPTY; count as usize];
-                    let params = BootParams {
-                        tail: FillOptions::new(strategy),
-                        hvo: mode.params(),
-                        gather: if nodes.len() > 1 { Threads::Each } else { Threads::One },
-                        tail_threads: if threads > 1 { Threads::Fixed(threads) } else { Threads::One },
-                    };
-                    boot(&mut nodes, &request, &params, &mut records).expect("valid boot");
-                    // The upstream per-boot figure: the whole gather with HVO, the fallback tail
-                    // init without (the slowest node's, were there several).
-                    let phase = if hvo { phase::GATHER_NODE } else { phase::FALLBACK_TAILS };
-                    nodes.iter().map(|n| n.hooks.total(phase)).max().unwrap_or_default()
-                })
-            })
+    phase.step(format!("{}: {rounds} rounds", name(hvo)));
+    let m = paired::measure(&grid, storage, ctx.limits, &phase, |i, owned| {
+        let (threads, strategy) = (grid.runs[i].0, INIT_STRATEGIES[i % INIT_STRATEGIES.len()]);
+        let mut nodes: Vec<Node<'_, Page64, ModelRemap, PhaseTimer>> = owned
+            .iter_mut()
+            .zip(&specs)
+            .map(|(o, s)| Node::new(*s, o.memmap(), ModelRemap::default(), PhaseTimer::default()))
             .collect();
-        // Each strategy's round right after the limit run of its thread count over its own
-        // memmaps (none with HVO).
-        let mut companions: Vec<Runner<'_>> = runs
-            .iter()
-            .zip(&storage)
-            .map(|(&(threads, _), owned)| {
-                let methods = limit_methods.get(counts.iter().position(|&c| c == threads).unwrap_or(0));
-                let methods = methods.map_or(&[][..], Vec::as_slice);
-                Runner::new("limit", move |round| {
-                    owned
-                        .borrow_mut()
-                        .iter_mut()
-                        .map(|m| limit_run(methods, FillKind::Nonzero, threads, round, m.as_bytes_mut()))
-                        .sum()
-                })
-            })
-            .collect();
-        let pair: Vec<Option<usize>> = (0..runs.len()).map(|i| (!hvo).then_some(i)).collect();
-        phase.step(format!("{}: {rounds} rounds", name(hvo)));
-        interleaved_paired(rounds, &mut runners, &mut companions, &pair, &phase)
-    };
-    let (samples, paired) = samples;
+        let mut records = vec![HugeBootmemPage::EMPTY; count as usize];
+        let params = BootParams {
+            tail: FillOptions::new(strategy),
+            hvo: mode.params(),
+            gather: if nodes.len() > 1 { Threads::Each } else { Threads::One },
+            tail_threads: crate::threads::policy(threads),
+        };
+        boot(&mut nodes, &request, &params, &mut records).expect("valid boot");
+        // The upstream per-boot figure: the whole gather with HVO, the fallback tail init
+        // without (the slowest node's, were there several).
+        let phase = if hvo { phase::GATHER_NODE } else { phase::FALLBACK_TAILS };
+        nodes.iter().map(|n| n.hooks.total(phase)).max().unwrap_or_default()
+    });
     phase.finish();
-    let storage: Vec<Vec<OwnedMemmap<Page64>>> = storage.into_iter().map(RefCell::into_inner).collect();
-    let identical =
-        storage[1..].iter().all(|s| s.iter().zip(&storage[0]).all(|(a, b)| a.as_bytes() == b.as_bytes()));
-    assert!(identical, "{}: a memmap differs from the one-thread slow path", name(hvo));
+    assert!(m.identical(), "{}: a memmap differs from the one-thread slow path", name(hvo));
     let fault = crate::measure::median_f64(&fault_ms);
-    let m = Measured { counts, samples, paired, limit_methods, memmap_bytes, fault, rounds, identical };
-    Ok(reports(p, limits, &m))
+    Ok(reports(p, ctx, &counts, &m, memmap_bytes, fault))
 }
 
 /// One set of memmaps (one per node) for each of `sets` runs, and the time to fault each set
@@ -250,7 +234,7 @@ fn map_storage(
         let mut t = 0.0;
         if !p.hvo {
             for m in set.iter_mut() {
-                t += prefault(m).map_err(RunError::of(name, "fault the memmap in"))?;
+                t += paired::prefault(m).map_err(RunError::of(name, "fault the memmap in"))?;
             }
         }
         fault_ms.push(t);
@@ -261,28 +245,22 @@ fn map_storage(
 /// One memmap per node: a strategy's storage.
 type NodeMemmaps = Vec<OwnedMemmap<Page64>>;
 
-/// What the rounds measured, for [`reports`].
-struct Measured {
-    counts: Vec<usize>,
-    samples: Vec<crate::measure::Samples>,
-    paired: Vec<crate::measure::Samples>,
-    limit_methods: Vec<Vec<String>>,
+/// One report per thread count.
+fn reports(
+    p: &Hugetlb,
+    ctx: &Context<'_>,
+    counts: &[usize],
+    m: &Measured<NodeMemmaps>,
     memmap_bytes: u64,
     fault: f64,
-    rounds: usize,
-    identical: bool,
-}
-
-/// One report per thread count.
-fn reports(p: &Hugetlb, limits: &crate::limits::Limits, m: &Measured) -> Vec<ScenarioReport> {
+) -> Vec<ScenarioReport> {
     let (hvo, h, nodes) = (p.hvo, Hstate::H1G, p.nodes());
     let count = p.count / nodes * nodes;
-    let Measured { counts, samples, paired, limit_methods, memmap_bytes, fault, rounds, identical } = m;
-    let (memmap_bytes, fault, rounds, identical) = (*memmap_bytes, *fault, *rounds, *identical);
+    let rounds = ctx.common.rounds(ROUNDS);
     let reserve = hugetlb_init::hugetlb_vmemmap_reserve_pages::<Page64>();
     let struct_pages = count * reserve;
     let mut out = Vec::new();
-    let n = 3;
+    let n = INIT_STRATEGIES.len();
     for (k, &threads) in counts.iter().enumerate() {
         let how = if threads > 1 {
             format!("tails on {threads} threads within the node")
@@ -311,13 +289,10 @@ fn reports(p: &Hugetlb, limits: &crate::limits::Limits, m: &Measured) -> Vec<Sce
             // With HVO a boot writes 64 struct pages per folio: its time is not a bandwidth.
             figure: if hvo { Figure::Time } else { Figure::Bandwidth },
         };
-        let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
-        if let Some(methods) = limit_methods.get(k) {
-            sc.set_paired_limit(&methods.join(" or "), memmap_bytes, &paired[k * n..(k + 1) * n]);
-        }
+        let mut sc = m.report(spec, ctx.limits, k * n..(k + 1) * n, memmap_bytes);
         sc.extra.insert("gigantic_pages".into(), count.into());
         sc.extra.insert("nodes".into(), nodes.into());
-        sc.extra.insert("identical_to_slow".into(), identical.into());
+        sc.extra.insert("identical_to_slow".into(), true.into());
         sc.extra.insert("fault_ms".into(), fault.into());
         out.push(sc);
     }

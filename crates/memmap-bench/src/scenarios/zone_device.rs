@@ -11,21 +11,23 @@
 //! fault time is reported apart), so every first round starts from the same state. After the
 //! rounds every memmap is compared with the one-thread slow one byte for byte.
 
-use std::cell::RefCell;
 use std::time::Instant;
 
 use memmap_core::{
-    DevPagemap, InitOptions, KernelConfig, Memmap, MemoryType, OwnedMemmap, Page64, Strategy, Threads,
-    ZoneDeviceRange, memmap_init_zone_device, memmap_init_zone_device_parallel,
+    DevPagemap, InitOptions, KernelConfig, Memmap, MemoryType, Page64, Strategy, ZoneDeviceRange,
+    memmap_init_zone_device, memmap_init_zone_device_parallel,
 };
 
-use super::{Context, RunError, Scenario, Setup, calibrate, limit_run, prefault, thread_counts};
-use crate::budget::{Knob, KnobUnit};
+use super::paired::{self, Grid, Measured};
+use super::scenario::{
+    CatalogEntry, Context, INIT_STRATEGIES, INIT_STRATEGY_NAMES, RunError, Scenario, Setup,
+};
+use super::spec::{CommandSpec, PickSpec, Rounds, SizeSpec};
+use crate::budget::Knob;
 use crate::limits::FillKind;
-use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::progress::ProgressHooks;
-use crate::report::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
+use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
 /// The two cases.
@@ -60,21 +62,38 @@ impl Case {
     }
 }
 
-/// The `--align` spelling of a case: `4K` (fsdax) or `2M` (devdax).
-impl crate::cli::Named for Case {
-    fn all() -> &'static [Self] {
-        &Case::ALL
-    }
-    fn name(&self) -> &'static str {
-        match self {
-            Case::Fsdax => "4K",
-            Case::Devdax2m => "2M",
-        }
-    }
-    fn from_name(s: &str) -> Option<Self> {
-        Case::ALL.into_iter().find(|c| crate::cli::Named::name(c) == s)
-    }
-}
+/// The `zone-device` subcommand.
+pub const COMMAND: CommandSpec = CommandSpec::new(
+    "zone-device",
+    "memmap_init_zone_device: nd_pmem (fsdax, 4 KiB) and dax_pmem (devdax, 2 MiB compound pages)",
+    SizeSpec::bytes("zone-device-size", SIZE_UNIT, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+)
+.pick(PickSpec::value("align", "ALIGN", None, ALIGN_HELP));
+
+/// `--size`.
+const SIZE_HELP: &str =
+    "Device (namespace) size, whole 2 MiB pages; the default is the upstream series' namespace";
+
+/// `--align`.
+const ALIGN_HELP: &str = "Only one case (default: both): 4K (fsdax, nd_pmem) or 2M (devdax, dax_pmem)";
+
+/// 10: nine rebinds give a stable median, and at the default 100 GiB a round of the six runs
+/// and their limit runs takes a few seconds.
+const ROUNDS: Rounds = Rounds::new(10, 5);
+
+/// The catalog row of `zone-device-fsdax`.
+pub const FSDAX: CatalogEntry =
+    CatalogEntry::new(Case::Fsdax.name(), &COMMAND, &INIT_STRATEGY_NAMES, ROUNDS, |s| {
+        Box::new(ZoneDevice::new(Case::Fsdax, s))
+    })
+    .picked_by("4K");
+
+/// The catalog row of `zone-device-devdax-2m`.
+pub const DEVDAX_2M: CatalogEntry =
+    CatalogEntry::new(Case::Devdax2m.name(), &COMMAND, &INIT_STRATEGY_NAMES, ROUNDS, |s| {
+        Box::new(ZoneDevice::new(Case::Devdax2m, s))
+    })
+    .picked_by("2M");
 
 /// First PFN of the modelled device (64 GiB physical: section- and 1 GiB-aligned).
 pub const DEVICE_START_PFN: u64 = 1 << 24;
@@ -108,7 +127,7 @@ impl ZoneDevice {
     /// The case with `setup`'s size and config.
     #[must_use]
     pub fn new(case: Case, setup: &Setup) -> Self {
-        let (size, fixed) = setup.pick(setup.zone_device_size, DEFAULT_SIZE, QUICK_SIZE);
+        let (size, fixed) = setup.size(&COMMAND.size);
         ZoneDevice { case, size, fixed, config: setup.config }
     }
 }
@@ -137,19 +156,19 @@ impl Scenario for ZoneDevice {
         }
         let end = DEVICE_START_PFN.checked_add(self.size / 4096);
         if end.is_none_or(|e| e > self.config.max_pfn()) {
-            return Err(super::past_the_pfns("device", self.size, DEVICE_START_PFN, &self.config, SIZE_UNIT));
+            return Err(super::scenario::past_the_pfns(
+                "device",
+                self.size,
+                DEVICE_START_PFN,
+                &self.config,
+                SIZE_UNIT,
+            ));
         }
         Ok(())
     }
 
     fn knob(&self) -> Option<Knob> {
-        Some(Knob {
-            value: self.size,
-            step: SIZE_UNIT,
-            min: MIN_SIZE,
-            fixed: self.fixed,
-            unit: KnobUnit::Bytes,
-        })
+        Some(Knob::bytes(self.size, SIZE_UNIT, MIN_SIZE, self.fixed))
     }
 
     fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
@@ -162,111 +181,44 @@ impl Scenario for ZoneDevice {
 }
 
 fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
-    let (case, common, limits) = (p.case, ctx.common, ctx.limits);
-    let cfg = p.config;
-    let nr = p.size / 4096;
-    let pgmap = case.pgmap();
-    // 10: nine rebinds give a stable median, and at the default 100 GiB a round of the six runs
-    // and their limit runs takes a few seconds.
-    let rounds = common.rounds(10, 5);
-    let range = device_range(&cfg, nr);
-    let strategies = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
-    let counts = thread_counts(ctx.threads);
+    let (case, cfg, nr) = (p.case, p.config, p.size / 4096);
+    let (range, pgmap) = (device_range(&cfg, nr), case.pgmap());
+    let rounds = ctx.common.rounds(ROUNDS);
+    let counts = ctx.threads.counts();
     let phase = ctx.phase(case.name());
     phase.step(format!("{}: map and fault in {} memmaps", case.name(), counts.len() * 3));
-    let runs: Vec<(usize, Strategy)> =
-        counts.iter().flat_map(|&t| strategies.iter().map(move |&s| (t, s))).collect();
-    let mut memmaps: Vec<OwnedMemmap<Page64>> = runs
-        .iter()
-        .map(|_| OwnedMemmap::new(cfg, DEVICE_START_PFN, nr))
-        .collect::<Result<_, _>>()
-        .map_err(RunError::of(case.name(), format!("map a memmap of {}", Bytes(nr * 64))))?;
-    // The same starting state for every strategy's first round: resident, zero-filled.
-    let mut fault_ms = Vec::new();
-    for m in &mut memmaps {
-        fault_ms.push(prefault(m).map_err(RunError::of(case.name(), "fault the memmap in"))?);
-    }
+    let grid = Grid::new(&counts, &INIT_STRATEGY_NAMES, FillKind::Nonzero, rounds).weights(nr, nr / 4);
+    let (memmaps, fault_ms) = paired::memmaps(case.name(), grid.runs.len(), cfg, DEVICE_START_PFN, nr)?;
+    let written = std::cell::Cell::new(0u64);
     let pb = phase.bar().clone();
-    let written_cell = std::cell::Cell::new(0u64);
-    // The limit methods of each thread count, chosen on the first memmap of that count.
-    let limit_methods: Vec<Vec<String>> = counts
-        .iter()
-        .map(|&t| {
-            let k = runs.iter().position(|r| r.0 == t).unwrap_or(0);
-            calibrate(limits, FillKind::Nonzero, t, memmaps[k].as_bytes_mut())
-        })
-        .collect();
-    let memmaps: Vec<RefCell<OwnedMemmap<Page64>>> = memmaps.into_iter().map(RefCell::new).collect();
-    let samples = {
-        let mut runners: Vec<Runner<'_>> = runs
-            .iter()
-            .zip(&memmaps)
-            .map(|(&(threads, strategy), owned)| {
-                let pb = pb.clone();
-                let written = &written_cell;
-                Runner::new(strategy.name(), move |_round| {
-                    let mut owned = owned.borrow_mut();
-                    let mut memmap = owned.memmap();
-                    let t = Instant::now();
-                    let pages =
-                        init_threads(&mut memmap, &range, &pgmap, strategy, threads, &pb).pages_initialized;
-                    let elapsed = t.elapsed();
-                    written.set(pages);
-                    elapsed
-                })
-                .weight(nr)
-            })
-            .collect();
-        // Each strategy's round right after the limit run of its thread count on its memmap.
-        let mut companions: Vec<Runner<'_>> = runs
-            .iter()
-            .zip(&memmaps)
-            .map(|(&(threads, _), owned)| {
-                let methods = &limit_methods[counts.iter().position(|&c| c == threads).unwrap_or(0)];
-                Runner::new("limit", move |round| {
-                    limit_run(methods, FillKind::Nonzero, threads, round, owned.borrow_mut().as_bytes_mut())
-                })
-                .weight(nr / 4)
-            })
-            .collect();
-        let pair: Vec<Option<usize>> = (0..runs.len()).map(Some).collect();
-        phase.step(format!("{}: {rounds} rounds", case.name()));
-        interleaved_paired(rounds, &mut runners, &mut companions, &pair, &phase)
-    };
-    let (samples, paired) = samples;
+    phase.step(format!("{}: {rounds} rounds", case.name()));
+    let m = paired::measure(&grid, memmaps, ctx.limits, &phase, |i, owned| {
+        let (threads, strategy) = (grid.runs[i].0, INIT_STRATEGIES[i % INIT_STRATEGIES.len()]);
+        let mut memmap = owned.memmap();
+        let t = Instant::now();
+        let r = init_threads(&mut memmap, &range, &pgmap, strategy, threads, &pb);
+        let elapsed = t.elapsed();
+        written.set(r.pages_initialized);
+        elapsed
+    });
     phase.finish();
-    let written = written_cell.get();
-    let memmaps: Vec<OwnedMemmap<Page64>> = memmaps.into_iter().map(RefCell::into_inner).collect();
-    let memmap_bytes = memmaps[0].bytes() as u64;
-    let identical = memmaps[1..].iter().all(|m| m.as_bytes() == memmaps[0].as_bytes());
-    assert!(identical, "{}: a memmap differs from the one-thread slow path", case.name());
+    assert!(m.identical(), "{}: a memmap differs from the one-thread slow path", case.name());
     let fault = crate::measure::median_f64(&fault_ms);
-    let m =
-        Measured { counts, samples, paired, limit_methods, written, memmap_bytes, fault, rounds, identical };
-    Ok(reports(p, limits, &m))
-}
-
-/// What the rounds measured, for [`reports`].
-struct Measured {
-    counts: Vec<usize>,
-    samples: Vec<crate::measure::Samples>,
-    paired: Vec<crate::measure::Samples>,
-    limit_methods: Vec<Vec<String>>,
-    written: u64,
-    memmap_bytes: u64,
-    fault: f64,
-    rounds: usize,
-    identical: bool,
+    Ok(reports(p, ctx, &counts, &m, written.get(), fault))
 }
 
 /// One report per thread count.
-fn reports(p: &ZoneDevice, limits: &crate::limits::Limits, m: &Measured) -> Vec<ScenarioReport> {
-    let (case, cfg, nr) = (p.case, p.config, p.size / 4096);
-    let Measured { counts, samples, paired, limit_methods, written, memmap_bytes, fault, rounds, identical } =
-        m;
-    let (written, memmap_bytes, fault, rounds, identical) =
-        (*written, *memmap_bytes, *fault, *rounds, *identical);
-    let n = 3;
+fn reports(
+    p: &ZoneDevice,
+    ctx: &Context<'_>,
+    counts: &[usize],
+    m: &Measured<memmap_core::OwnedMemmap<Page64>>,
+    written: u64,
+    fault: f64,
+) -> Vec<ScenarioReport> {
+    let (case, nr, n) = (p.case, p.size / 4096, INIT_STRATEGIES.len());
+    let memmap_bytes = m.storage[0].bytes() as u64;
+    let rounds = ctx.common.rounds(ROUNDS);
     let mut out = Vec::new();
     for (k, &threads) in counts.iter().enumerate() {
         let description = format!(
@@ -295,12 +247,11 @@ fn reports(p: &ZoneDevice, limits: &crate::limits::Limits, m: &Measured) -> Vec<
             limit: LimitKind::FillNonzero,
             figure: Figure::Bandwidth,
         };
-        let mut sc = ScenarioReport::from_samples(spec, limits, &samples[k * n..(k + 1) * n]);
-        sc.set_paired_limit(&limit_methods[k].join(" or "), memmap_bytes, &paired[k * n..(k + 1) * n]);
+        let mut sc = m.report(spec, ctx.limits, k * n..(k + 1) * n, memmap_bytes);
         sc.extra.insert("device_bytes".into(), p.size.into());
         sc.extra.insert("memmap_pfns".into(), nr.into());
-        sc.extra.insert("identical_to_slow".into(), identical.into());
-        sc.extra.insert("config".into(), cfg.name.into());
+        sc.extra.insert("identical_to_slow".into(), true.into());
+        sc.extra.insert("config".into(), p.config.name.into());
         sc.extra.insert("fault_ms".into(), fault.into());
         out.push(sc);
     }
@@ -329,9 +280,14 @@ pub(crate) fn init_threads(
         let mut hooks = ProgressHooks::new(pb.clone(), range.start_pfn);
         return memmap_init_zone_device(memmap, range, pgmap, &opts, &mut hooks).expect("valid range");
     }
-    memmap_init_zone_device_parallel(memmap, range, pgmap, &opts, Threads::Fixed(threads), |start, _| {
-        ProgressHooks::new(pb.clone(), start)
-    })
+    memmap_init_zone_device_parallel(
+        memmap,
+        range,
+        pgmap,
+        &opts,
+        crate::threads::policy(threads),
+        |start, _| ProgressHooks::new(pb.clone(), start),
+    )
     .expect("valid range")
     .report
 }

@@ -1,18 +1,20 @@
 //! Running a [`Sweep`]: per size and initializer, the interleaved cold and warm rounds.
 
 use std::cell::{Cell, RefCell};
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use memmap_core::{
-    BootOptions, BootOrder, FillOptions, InitMode, KernelConfig, NoHooks, Node, NodeLayout, NodeParts,
-    OwnedMemmap, Page64, Strategy, StrategyReason,
+    BootOptions, BootOrder, FillOptions, InitMode, KernelConfig, Node, NodeLayout, OwnedMemmap, Page64,
+    Strategy, StrategyReason,
 };
 
-use super::{Init, Point, STRATEGIES, SWEEP_FORMAT, SizeResult, Sweep, SweepReport, TARGET, Verdict};
+use super::plan::{Init, STRATEGIES, Sweep, llc_bytes, rounds_for};
+use super::result::{Point, SWEEP_FORMAT, SizeResult, SweepReport, TARGET, Verdict};
 use crate::measure::{Runner, Samples, interleaved, median};
 use crate::progress::Phase;
-use crate::scenarios::{RunError, deferred, prefault, zone_device};
+use crate::scenarios::paired::prefault;
+use crate::scenarios::scenario::RunError;
+use crate::scenarios::{deferred, zone_device};
 use crate::size::Bytes;
 
 /// What one run of an initializer did: the strategy it used and why.
@@ -61,13 +63,7 @@ impl Job {
             Init::NodeBoot => {
                 let (zones, memory) = deferred::zone_layout(self.nr);
                 let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
-                let parts = NodeParts {
-                    memmap: self.owned.memmap(),
-                    layout,
-                    states: &mut self.states,
-                    arena: None,
-                    hooks: NoHooks,
-                };
+                let parts = deferred::parts(self.owned.memmap(), layout, &mut self.states);
                 let opts = BootOptions {
                     order: BootOrder::Fused,
                     fill: FillOptions::new(strategy),
@@ -174,7 +170,7 @@ pub fn measure_all(s: &Sweep) -> Result<SweepReport, RunError> {
     flush(&mut flush_buf.borrow_mut(), 0);
     let mut out = Vec::new();
     for &bytes in &s.sizes {
-        let rounds = s.rounds.unwrap_or_else(|| super::rounds_for(bytes, s.quick));
+        let rounds = s.rounds.unwrap_or_else(|| rounds_for(bytes, s.quick));
         for init in Init::ALL {
             let phase = Phase::new(init.name(), s.progress);
             phase.step(format!("sweep: {} at {} of memmap, {rounds} rounds", init.name(), Bytes(bytes)));
@@ -185,10 +181,10 @@ pub fn measure_all(s: &Sweep) -> Result<SweepReport, RunError> {
     Ok(SweepReport {
         format: SWEEP_FORMAT,
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        provenance: crate::report::Provenance::now(),
+        provenance: crate::report::provenance::Provenance::now(),
         machine: crate::machine::Machine::detect(),
         config: s.config.name.into(),
-        llc_bytes: super::llc_bytes(),
+        llc_bytes: llc_bytes(),
         flush_bytes: s.flush_bytes,
         target: TARGET,
         auto_threshold_bytes: FillOptions::DEFAULT_THRESHOLD as u64,
@@ -196,43 +192,4 @@ pub fn measure_all(s: &Sweep) -> Result<SweepReport, RunError> {
         skipped: s.skipped.clone(),
         wall_s: start.elapsed().as_secs_f64(),
     })
-}
-
-/// `sweep`: measures, prints the tables (to stderr under `--json`), writes the plot and the
-/// JSON.
-#[must_use]
-pub fn run(s: &Sweep) -> ExitCode {
-    if let Some(file) = &s.plot {
-        if let Err(e) = file.probe() {
-            return crate::cli::fail(&format!("--plot: {e}"), 2);
-        }
-    }
-    let report = match measure_all(s) {
-        Ok(r) => r,
-        Err(e) => return crate::cli::fail(&e, 1),
-    };
-    let text = super::text::render(&report, s.verbose);
-    if s.json {
-        eprint!("{text}")
-    } else {
-        print!("{text}")
-    }
-    if let Some(file) = &s.plot {
-        let mut svg = String::new();
-        if let Err(e) = crate::report::plot_sweep::draw(&report, &mut svg) {
-            return crate::cli::fail(&format!("--plot: {}: {e}", file.path().display()), 1);
-        }
-        if let Err(e) = file.commit(svg.as_bytes()) {
-            return crate::cli::fail(&format!("--plot: {e}"), 1);
-        }
-        let msg = format!("plot written to {}\n", file.path().display());
-        if s.json { eprint!("{msg}") } else { print!("{msg}") }
-    }
-    if s.json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(t) => println!("{t}"),
-            Err(e) => return crate::cli::fail(&e, 1),
-        }
-    }
-    ExitCode::SUCCESS
 }

@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::{Init, SizeResult, SweepReport, TARGET};
+use super::plan::Init;
+use super::result::{SizeResult, SweepReport, TARGET};
 use crate::report::text::{align_numbers, indented, num, table, wrap};
 use crate::size::Bytes;
 

@@ -3,8 +3,9 @@
 
 use plotters::prelude::*;
 
+use super::plan::Init;
+use super::result::{SizeResult, SweepReport};
 use crate::size::Bytes;
-use crate::sweep::{Init, SizeResult, SweepReport};
 
 /// Line colours by strategy position: slow, template, streaming, auto.
 const COLORS: [RGBColor; 4] = [
