@@ -212,7 +212,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-#[cfg(test)]
+#[cfg(any(test, feature = "std"))]
 extern crate std;
 
 // The Cargo features these switches once were: a dependency that still turns one on gets told
@@ -238,6 +238,7 @@ compile_error!(
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 mod arch;
+mod cache;
 mod cpu;
 #[cfg(stream_hal_emulate)]
 pub mod emulation;
@@ -248,8 +249,12 @@ mod writer;
 use core::fmt;
 use core::mem::MaybeUninit;
 
+pub use cache::{
+    CacheInfo, CacheSource, MAX_CACHE_LEVELS, NoCacheInfo, READ_SOON_FALLBACK, Reuse, WRITE_ONCE_FLOOR,
+    auto_threshold, cache_info, set_cache_info, streaming_threshold,
+};
 pub use cpu::{BlockSize, CpuFeatures, cpu_features, restrict_cpu_features, set_cpu_features};
-pub use fill::{DEFAULT_STREAMING_THRESHOLD, FillMode, fill_records, template_fill, template_fill_with};
+pub use fill::{FillMode, fill_records, template_fill, template_fill_with};
 pub use record::Record;
 pub use writer::{StreamWriter, WriterFull, fill, fill_with, scope};
 
