@@ -221,6 +221,10 @@ impl CacheInfo {
     /// On aarch64 the cache geometry registers (`CCSIDR_EL1`, `CLIDR_EL1`) are readable at
     /// EL1 only (they trap at EL0): a user-space program learns the caches from Linux's sysfs,
     /// a kernel reads the registers itself and calls [`set_cache_info`].
+    ///
+    /// `CPUID` describes the CPU the call runs on, sysfs CPU 0. Where CPUs differ (Intel's
+    /// P- and E-cores, big.LITTLE), pass the caches of the CPUs that fill with
+    /// [`set_cache_info`].
     #[must_use]
     pub fn detect() -> CacheInfo {
         crate::arch::detect_cache_info()
@@ -522,7 +526,9 @@ static DETECTED: Slot = Slot::new();
 /// Safe: the value only chooses between normal and streaming stores of the same bytes, so a
 /// wrong size is a speed mistake, never undefined behaviour. A reader on another CPU that runs
 /// while the value is being replaced may still get the previous one (or, if it kept meeting
-/// the write in progress, the detected caches).
+/// the write in progress, the detected caches); readers never wait. Calls that overlap are
+/// serialized, the later one waiting for the earlier one to finish: in a kernel, do not call
+/// it from an interrupt handler that may interrupt another call on the same CPU.
 pub fn set_cache_info(info: CacheInfo) {
     CALLER.write(&info.with_source(CacheSource::Caller));
 }
