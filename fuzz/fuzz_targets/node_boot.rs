@@ -280,7 +280,7 @@ fuzz_target!(|input: Input| {
     let policy = InitPolicy { init_on_free: arena, ..BootOptions::new(mode).policy };
     let mut opts = BootOptions { fill: FillOptions::new(strategy), policy, order, ..BootOptions::new(mode) };
     if let Some(t) = input.threshold {
-        opts.fill.threshold_bytes = usize::from(t);
+        opts.fill.threshold_bytes = Some(usize::from(t));
     }
     let reference = BootOptions { fill: FillOptions::new(Strategy::Slow), order: BootOrder::Kernel, ..opts };
     let node = l.node();

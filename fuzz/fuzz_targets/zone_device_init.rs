@@ -259,7 +259,7 @@ fn check<P: StructPage>(input: &Input) {
         opts = opts.with_drains(DrainPolicy::Upstream);
     }
     if let Some(t) = input.threshold {
-        opts.fill.threshold_bytes = usize::from(t);
+        opts.fill.threshold_bytes = Some(usize::from(t));
     }
     let vaddr_base =
         input.vaddr_base.map(|v| if VADDR_OVERFLOW_OPEN { v.min(u64::MAX - (1 << 20)) } else { v });

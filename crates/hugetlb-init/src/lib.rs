@@ -41,8 +41,9 @@
 //!   `StructPage::store_streaming`) and drained before
 //!   the function returns, i.e. before `prep_compound_head()` or anyone else reads the folio;
 //! * **Auto**: Slow when the `page_ref_set` tracepoint is active, KASAN/KMSAN is configured or
-//!   the build is a sanitizer build; Streaming from the threshold up; Template below it (the
-//!   64-page call of step 3 uses Template, the 16 MiB fallback Streaming).
+//!   the build is a sanitizer build; Streaming from the threshold up; Template below it (with
+//!   the default write-once hint the threshold is 4 KiB of struct pages, so the 64-page call
+//!   of step 3 and the 16 MiB fallback both stream).
 //!
 //! The loop is monomorphized on the struct page layout and the store kind; there is no
 //! runtime-sized copy in it. A hugetlb tail has one more per-page field than the ZONE_DEVICE

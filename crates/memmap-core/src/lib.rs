@@ -163,6 +163,8 @@ pub use node::{
 pub use parallel::Threads;
 #[cfg(feature = "std")]
 pub use parallel::{auto_threads, available_cpus};
+/// The reuse hint of [`FillOptions::reuse`] (from `stream-hal`).
+pub use stream_hal::Reuse;
 pub use sync::padata::{PadataError, PadataJob, PadataPlan};
 #[cfg(feature = "std")]
 pub use sync::padata::{PadataReport, padata_do_multithreaded};

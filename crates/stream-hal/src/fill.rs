@@ -39,13 +39,7 @@
 
 use core::mem::MaybeUninit;
 
-use crate::Record;
-
-/// Default streaming threshold of [`FillMode::AUTO`]: 1 MiB. Streaming stores win for
-/// write-once destinations that do not stay in the cache; below about this size the cached
-/// stores are faster, and the caller is likely to read the records soon (measured on AMD Zen 3:
-/// streaming wins for cold write-once destinations from 1 MiB up).
-pub const DEFAULT_STREAMING_THRESHOLD: usize = 1 << 20;
+use crate::{Record, Reuse};
 
 /// How a fill stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,24 +49,49 @@ pub enum FillMode {
     Cached,
     /// Streaming stores, drained before returning.
     Streaming,
-    /// Streaming when the slots take at least `threshold_bytes`, normal stores below.
+    /// Streaming when the slots take at least `threshold_bytes`, normal stores below: an
+    /// explicit threshold, for a caller who measured its own.
     Auto {
         /// Size from which to stream.
         threshold_bytes: usize,
     },
+    /// Streaming when the slots take at least [`auto_threshold(reuse)`](crate::auto_threshold):
+    /// the threshold of this machine's caches ([`cache_info`](crate::cache_info)) for a
+    /// destination reused as the hint says ([`streaming_threshold`](crate::streaming_threshold)
+    /// gives the rule).
+    Reuse(Reuse),
 }
 
 impl FillMode {
-    /// [`FillMode::Auto`] with [`DEFAULT_STREAMING_THRESHOLD`].
-    pub const AUTO: FillMode = FillMode::Auto { threshold_bytes: DEFAULT_STREAMING_THRESHOLD };
+    /// [`FillMode::Reuse`] with [`Reuse::WriteOnce`], the default: records written once and
+    /// read much later stream from [`WRITE_ONCE_FLOOR`](crate::WRITE_ONCE_FLOOR) (4 KiB) up.
+    /// A caller that reads them right after the fill passes
+    /// [`FillMode::READ_SOON`]; one with a measured threshold of its own,
+    /// [`FillMode::Auto`].
+    pub const AUTO: FillMode = FillMode::Reuse(Reuse::WriteOnce);
+
+    /// [`FillMode::Reuse`] with [`Reuse::ReadSoon`]: stream only what one CPU's share of the
+    /// last-level cache could not hold.
+    pub const READ_SOON: FillMode = FillMode::Reuse(Reuse::ReadSoon);
+
+    /// The size from which a fill in this mode streams: 0 for [`FillMode::Streaming`],
+    /// `usize::MAX` for [`FillMode::Cached`] (which never streams, even then).
+    #[must_use]
+    pub fn threshold(self) -> usize {
+        match self {
+            FillMode::Cached => usize::MAX,
+            FillMode::Streaming => 0,
+            FillMode::Auto { threshold_bytes } => threshold_bytes,
+            FillMode::Reuse(reuse) => crate::auto_threshold(reuse),
+        }
+    }
 
     /// Whether a fill of `bytes` bytes streams in this mode.
     #[must_use]
-    pub const fn streams(self, bytes: usize) -> bool {
+    pub fn streams(self, bytes: usize) -> bool {
         match self {
             FillMode::Cached => false,
-            FillMode::Streaming => true,
-            FillMode::Auto { threshold_bytes } => bytes >= threshold_bytes,
+            mode => bytes >= mode.threshold(),
         }
     }
 }
@@ -145,7 +164,9 @@ mod tests {
 
     #[test]
     fn every_mode_writes_the_same_records() {
-        for mode in [FillMode::Cached, FillMode::Streaming, FillMode::Auto { threshold_bytes: 100 }] {
+        for mode in
+            [FillMode::Cached, FillMode::Streaming, FillMode::Auto { threshold_bytes: 100 }, FillMode::AUTO]
+        {
             let mut slots = vec![MaybeUninit::<[u32; 3]>::uninit(); 50];
             let out = template_fill_with(&mut slots, &[1, 2, 3], mode, |i, r| r[1] = i as u32);
             for (i, r) in out.iter().enumerate() {
@@ -169,5 +190,24 @@ mod tests {
         assert!(!FillMode::Auto { threshold_bytes: 64 }.streams(63));
         assert!(FillMode::Auto { threshold_bytes: 64 }.streams(64));
         assert!(!FillMode::Cached.streams(usize::MAX) && FillMode::Streaming.streams(0));
+    }
+
+    #[test]
+    fn the_reuse_modes_take_the_rule_of_this_machine() {
+        let cache = crate::cache_info();
+        for reuse in [Reuse::WriteOnce, Reuse::ReadSoon] {
+            let t = crate::streaming_threshold(reuse, &cache);
+            let mode = FillMode::Reuse(reuse);
+            assert_eq!(mode.threshold(), t, "{reuse} on {cache}");
+            assert!(!mode.streams(t - 1) && mode.streams(t), "{reuse} on {cache}");
+        }
+        assert_eq!(FillMode::AUTO, FillMode::Reuse(Reuse::WriteOnce));
+    }
+
+    #[test]
+    fn the_default_streams_write_once_records_from_one_page() {
+        // Whatever the cache: 64 KiB of records was below the old fixed 1 MiB.
+        assert!(FillMode::AUTO.streams(4096) && FillMode::AUTO.streams(64 << 10));
+        assert!(!FillMode::AUTO.streams(4095));
     }
 }

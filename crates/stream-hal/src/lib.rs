@@ -35,11 +35,37 @@
 //!   [`copy_to_uninit`], [`clear_slice`], [`clear_pages_in`].
 //! * Kernel-shaped raw code over pointers: [`memcpy_nontemporal`], [`clear`],
 //!   [`clear_pages`], [`store_record`], [`store_words`], then one [`drain`] per batch.
+//! * Choosing between normal and streaming stores by size: [`FillMode::AUTO`] (the fills'
+//!   mode argument) streams records written once from 4 KiB up; see [Auto](#auto-when-a-fill-streams).
 //! * Early boot, where feature detection must not run (`CPUID` traps in confidential guests)
 //!   or cannot (a bare-metal riscv64 or powerpc64 kernel): `STREAM_HAL_NO_CPUID=1` (or `--cfg
 //!   stream_hal_no_cpuid`), [`build_config`] to assert it at compile time, and
 //!   [`set_cpu_features`] with what the kernel found before the first clear. See
 //!   [Using it in a kernel](#using-it-in-a-kernel).
+//!
+//! ## Auto: when a fill streams
+//!
+//! [`FillMode::AUTO`] (and memmap-core's `Strategy::Auto`, which uses the same rule) streams
+//! a fill of `bytes` when `bytes >=` [`streaming_threshold`]`(reuse, &`[`cache_info`]`())`:
+//!
+//! * the caller's [`Reuse`] hint: [`Reuse::WriteOnce`] (the default, [`FillMode::AUTO`]) for
+//!   records written once and read much later, a kernel's frame metadata at boot: they stream
+//!   from [`WRITE_ONCE_FLOOR`] (4 KiB) whatever the cache, so they neither push the caller's
+//!   data out of the cache nor are read from memory before being overwritten.
+//!   [`Reuse::ReadSoon`] ([`FillMode::READ_SOON`]) for records read right after the fill:
+//!   they stream only from three quarters of one CPU's share of the last-level cache, glibc's
+//!   non-temporal threshold for `memcpy` (12 MiB on a 2-vCPU guest with 32 MiB of L3);
+//! * the machine's caches, [`cache_info`]: `CPUID` on x86-64 (leaf 4 on Intel, `0x8000_001D`
+//!   on AMD), Linux's sysfs elsewhere (with the `std` feature), detected on first use and
+//!   cached like the CPU features; [`CacheInfo::source`] says where they came from, as
+//!   [`backend()`] says which backend runs (`cargo run -p stream-hal --example cache` prints
+//!   both). Nothing is detected under `STREAM_HAL_NO_CPUID`, on bare metal (on aarch64
+//!   `CCSIDR_EL1` traps at EL0) or under Miri: a kernel passes what it found with the safe
+//!   [`set_cache_info`] (safe because a wrong size only costs speed).
+//!
+//! To override: [`FillMode::Auto`]`{ threshold_bytes }` takes a threshold measured by the
+//! caller, [`FillMode::Cached`] and [`FillMode::Streaming`] one method whatever the size.
+//! The x86-64 and riscv64 [`clear`] keep their own fixed size ([`CLEAR_STREAMING_MIN`]).
 //!
 //! ## Configuration
 //!
@@ -72,8 +98,11 @@
 //! system that does not run build scripts. The Cargo features `no-cpuid` and `force-generic`
 //! that these switches once were now fail the build with a message naming the variable.
 //!
-//! Cargo features, all off by default, only add optional dependencies:
+//! Cargo features, all off by default:
 //!
+//! * `std`: reads the cache sizes from Linux's sysfs on the targets without `CPUID`
+//!   (aarch64, riscv64, powerpc64 and the rest; see [`CacheInfo::detect`]). It links `std`;
+//!   memmap-core's `std` feature turns it on. Nothing else changes;
 //! * `bytemuck`: `bytemuck_record!(Type)` implements [`Record`] for a `bytemuck::NoUninit`
 //!   type, so `#[derive(NoUninit)]` (or `Pod`) proves a record has no padding and no `unsafe`
 //!   is written;
@@ -91,7 +120,8 @@
 //!
 //! ## no_std use
 //!
-//! The crate is always `#![no_std]` and needs no `alloc`: a kernel depends on it as it is,
+//! The crate is always `#![no_std]` and needs no `alloc` (the `std` feature only reads sysfs
+//! for the cache sizes): a kernel depends on it as it is,
 //!
 //! ```toml
 //! [dependencies]
@@ -150,6 +180,12 @@
 //!   only what every CPU has. Without the switch, x86-64 runs `CPUID` on the first clear of
 //!   1 MiB or more; `const _: () = assert!(stream_hal::build_config().no_cpuid)` makes a build
 //!   that lost the switch fail instead.
+//! * **Caches.** With `STREAM_HAL_NO_CPUID=1`, and on bare-metal aarch64, riscv64 and
+//!   powerpc64 in any case, [`cache_info`] knows nothing until the kernel calls
+//!   [`set_cache_info`] with what it read (`CLIDR_EL1`/`CCSIDR_EL1` at EL1, `CPUID` leaf 4 or
+//!   `0x8000_001D` from a #VC-safe path, the device tree's cache nodes). Until then
+//!   [`FillMode::AUTO`] still streams write-once records from 4 KiB, and
+//!   [`FillMode::READ_SOON`] from 1 MiB ([`READ_SOON_FALLBACK`]).
 //! * **Custom targets** (a target JSON built with `-Zbuild-std=core`): the backend follows the
 //!   target's `arch` and `features` (for x86-64: SSE2 or not). When the kernel has no C
 //!   library, build `core` with the memory functions too, `-Zbuild-std=core
@@ -212,7 +248,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-#[cfg(test)]
+#[cfg(any(test, feature = "std"))]
 extern crate std;
 
 // The Cargo features these switches once were: a dependency that still turns one on gets told
@@ -238,6 +274,7 @@ compile_error!(
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 mod arch;
+mod cache;
 mod cpu;
 #[cfg(stream_hal_emulate)]
 pub mod emulation;
@@ -248,8 +285,12 @@ mod writer;
 use core::fmt;
 use core::mem::MaybeUninit;
 
+pub use cache::{
+    CacheInfo, CacheSource, MAX_CACHE_LEVELS, NoCacheInfo, READ_SOON_FALLBACK, Reuse, WRITE_ONCE_FLOOR,
+    auto_threshold, cache_info, set_cache_info, streaming_threshold,
+};
 pub use cpu::{BlockSize, CpuFeatures, cpu_features, restrict_cpu_features, set_cpu_features};
-pub use fill::{DEFAULT_STREAMING_THRESHOLD, FillMode, fill_records, template_fill, template_fill_with};
+pub use fill::{FillMode, fill_records, template_fill, template_fill_with};
 pub use record::Record;
 pub use writer::{StreamWriter, WriterFull, fill, fill_with, scope};
 

@@ -187,7 +187,7 @@ pub fn measure_all(s: &Sweep) -> Result<SweepReport, RunError> {
         llc_bytes: llc_bytes(),
         flush_bytes: s.flush_bytes,
         target: TARGET,
-        auto_threshold_bytes: FillOptions::DEFAULT_THRESHOLD as u64,
+        auto_threshold_bytes: FillOptions::default().threshold() as u64,
         sizes: out,
         skipped: s.skipped.clone(),
         wall_s: start.elapsed().as_secs_f64(),

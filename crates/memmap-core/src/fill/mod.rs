@@ -8,8 +8,8 @@
 //!   [`Strategy::Template`] and [`Strategy::Streaming`] copy one slow-path page with normal or
 //!   `stream-hal` streaming stores; [`Strategy::Auto`] follows the kernel's rules (slow path
 //!   while the `page_ref_set` tracepoint is active or with KASAN/KMSAN, and in sanitizer
-//!   builds) and a size threshold. Every initializer reports what ran and why
-//!   ([`StrategyReason`]).
+//!   builds) and a size threshold from the machine's caches and the caller's [`Reuse`] hint
+//!   ([`FillOptions`]). Every initializer reports what ran and why ([`StrategyReason`]).
 //! * **The stores** (`Store`, private): normal stores, or records handed *by value* to
 //!   `stream_hal::store_words`, so a record patched per page goes from registers to the
 //!   streaming store without a round trip through memory (patching a memory template and
@@ -36,6 +36,7 @@ use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::page::{StructPage, offsets};
+use stream_hal::Reuse;
 
 /// How to initialize a range of struct pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -95,8 +96,9 @@ pub enum StrategyReason {
     AboveThreshold,
     /// [`Strategy::Auto`]: below the streaming threshold.
     BelowThreshold,
-    /// [`Strategy::Auto`]: the pages are read back right after they are written (the fused
-    /// boot's free pass), so streaming them to memory would only make that read miss.
+    /// [`Strategy::Auto`] for a job read back right after it is written ([`Reuse::ReadSoon`]:
+    /// the caller's hint, or the fused boot's free pass), below that hint's threshold: the
+    /// pages stay cached until the read, which streaming them to memory would make miss.
     ReadBackSoon,
 }
 
@@ -125,38 +127,90 @@ impl fmt::Display for StrategyReason {
             StrategyReason::SanitizerBuild => "sanitizer build (stream-hal generic)",
             StrategyReason::AboveThreshold => "at or above the streaming threshold",
             StrategyReason::BelowThreshold => "below the streaming threshold",
-            StrategyReason::ReadBackSoon => "pages read back right away (fused boot)",
+            StrategyReason::ReadBackSoon => "read back soon, below the read-soon threshold",
         })
     }
 }
 
 /// The strategy request every initializer takes: which [`Strategy`], and where
 /// [`Strategy::Auto`] starts streaming.
+///
+/// Auto streams a job of `bytes` bytes of struct pages when `bytes >=`
+/// [`FillOptions::threshold`]: the explicit [`FillOptions::threshold_bytes`] if set, else
+/// `stream-hal`'s rule for the machine's caches and the [`Reuse`] hint
+/// ([`stream_hal::streaming_threshold`]):
+///
+/// * [`Reuse::WriteOnce`], the default, is the kernel's case: a memmap written at boot or
+///   device bind and read much later. It streams from 4 KiB of struct pages
+///   ([`stream_hal::WRITE_ONCE_FLOOR`]), so the memmap does not push the caller's data out of
+///   the cache and no struct page is read from memory before it is overwritten.
+/// * [`Reuse::ReadSoon`]: the caller reads the struct pages right after the job. It streams
+///   only from three quarters of one CPU's share of the last-level cache (12 MiB of struct
+///   pages on a 2-vCPU guest with 32 MiB of L3), where the memmap would not stay cached
+///   until it is read anyway.
+///
+/// The fused node boot's runs that it frees right after writing them are `ReadSoon` jobs of
+/// one window, whatever the options say ([`StrategyReason::ReadBackSoon`]).
+///
+/// ```
+/// use memmap_core::{FillOptions, Reuse, Strategy};
+///
+/// let kernel = FillOptions::new(Strategy::Auto);
+/// assert_eq!(kernel.threshold(), stream_hal::WRITE_ONCE_FLOOR);
+/// let reads_back = kernel.with_reuse(Reuse::ReadSoon);
+/// assert_eq!(reads_back.threshold(), stream_hal::auto_threshold(Reuse::ReadSoon));
+/// // A threshold measured by the caller replaces both.
+/// assert_eq!(reads_back.with_threshold(2 << 20).threshold(), 2 << 20);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FillOptions {
     /// The requested strategy.
     pub strategy: Strategy,
-    /// [`Strategy::Auto`] streams when a job writes at least this many bytes of struct pages;
-    /// below it a destination small enough to stay in cache is faster with normal stores.
-    pub threshold_bytes: usize,
+    /// How soon the caller reads the struct pages after the job: with the machine's caches,
+    /// where [`Strategy::Auto`] streams from.
+    pub reuse: Reuse,
+    /// An explicit [`Strategy::Auto`] threshold in bytes of struct pages, replacing the one of
+    /// [`FillOptions::reuse`] and the caches; `None` (the default) for that one.
+    pub threshold_bytes: Option<usize>,
 }
 
 impl FillOptions {
-    /// The default threshold: `stream-hal`'s, 1 MiB of struct pages (64 MiB of memory with
-    /// 64-byte pages), where streaming starts to win for cold write-once destinations.
-    pub const DEFAULT_THRESHOLD: usize = stream_hal::DEFAULT_STREAMING_THRESHOLD;
-
-    /// `strategy` with the default threshold.
+    /// `strategy` for a memmap written once ([`Reuse::WriteOnce`]), with the threshold of
+    /// the machine's caches.
     #[must_use]
     pub const fn new(strategy: Strategy) -> Self {
-        FillOptions { strategy, threshold_bytes: Self::DEFAULT_THRESHOLD }
+        FillOptions { strategy, reuse: Reuse::WriteOnce, threshold_bytes: None }
     }
 
-    /// With [`FillOptions::threshold_bytes`] set.
+    /// With the explicit threshold `bytes` ([`FillOptions::threshold_bytes`]).
     #[must_use]
     pub const fn with_threshold(mut self, bytes: usize) -> Self {
-        self.threshold_bytes = bytes;
+        self.threshold_bytes = Some(bytes);
         self
+    }
+
+    /// With the reuse hint `reuse` ([`FillOptions::reuse`]).
+    #[must_use]
+    pub const fn with_reuse(mut self, reuse: Reuse) -> Self {
+        self.reuse = reuse;
+        self
+    }
+
+    /// The size (bytes of struct pages per job) from which [`Strategy::Auto`] streams:
+    /// [`FillOptions::threshold_bytes`] if set, else [`stream_hal::auto_threshold`] of
+    /// [`FillOptions::reuse`].
+    #[must_use]
+    pub fn threshold(&self) -> usize {
+        match self.threshold_bytes {
+            Some(bytes) => bytes,
+            None => stream_hal::auto_threshold(self.reuse),
+        }
+    }
+
+    /// What a job of `bytes` bytes of struct pages is, for [`resolve`], with the tracepoint
+    /// state `tracepoint`.
+    pub(crate) fn job(&self, bytes: u64, tracepoint: bool) -> Job {
+        Job { bytes, threshold_bytes: self.threshold(), tracepoint, reuse: self.reuse }
     }
 
     /// The strategy a job of `bytes` bytes of struct pages on `memmap` uses (never
@@ -169,7 +223,7 @@ impl FillOptions {
     ///   `zone_device_page_init_optimization_enabled()`) and when KASAN or KMSAN is configured;
     /// * [`Strategy::Template`] and [`Strategy::Streaming`] are otherwise honoured;
     /// * [`Strategy::Auto`] chooses Slow in a sanitizer build (`stream-hal` generic for a
-    ///   sanitizer), Streaming at or above [`FillOptions::threshold_bytes`] and Template below.
+    ///   sanitizer), Streaming at or above [`FillOptions::threshold`] and Template below.
     #[must_use]
     pub fn resolve<P: StructPage, H: InitHooks>(
         &self,
@@ -177,12 +231,7 @@ impl FillOptions {
         hooks: &H,
         bytes: u64,
     ) -> (Strategy, StrategyReason) {
-        let job = Job {
-            bytes,
-            threshold_bytes: self.threshold_bytes,
-            tracepoint: memmap.page_ref_tracepoint_active(hooks),
-            read_back_soon: false,
-        };
+        let job = self.job(bytes, memmap.page_ref_tracepoint_active(hooks));
         resolve(memmap.config(), self.strategy, &job)
     }
 }
@@ -203,8 +252,22 @@ pub(crate) struct Job {
     /// Whether the `page_ref_set` tracepoint is active (the configuration has
     /// `CONFIG_DEBUG_PAGE_REF` and the hooks report it enabled).
     pub(crate) tracepoint: bool,
-    /// Whether the pages are read back right after the job (the fused boot).
-    pub(crate) read_back_soon: bool,
+    /// How soon the pages are read after the job (the fused boot's read-back runs are
+    /// [`Reuse::ReadSoon`]); only the reason below the threshold depends on it.
+    pub(crate) reuse: Reuse,
+}
+
+impl Job {
+    /// A run that is read back right after it is written, `bytes` long: Auto streams it only
+    /// from `stream-hal`'s [`Reuse::ReadSoon`] threshold of the machine's caches.
+    pub(crate) fn read_back_soon(bytes: u64, tracepoint: bool) -> Job {
+        Job {
+            bytes,
+            threshold_bytes: stream_hal::auto_threshold(Reuse::ReadSoon),
+            tracepoint,
+            reuse: Reuse::ReadSoon,
+        }
+    }
 }
 
 /// The strategy a job actually uses for a request of `requested` (never [`Strategy::Auto`]),
@@ -216,8 +279,8 @@ pub(crate) struct Job {
 ///   `zone_device_page_init_optimization_enabled()`) and when KASAN or KMSAN is configured;
 /// * [`Strategy::Template`] and [`Strategy::Streaming`] are otherwise honoured;
 /// * [`Strategy::Auto`] chooses Slow in a sanitizer build (`stream-hal` generic for a
-///   sanitizer), Template when the pages are read back soon, Streaming at or above the
-///   threshold and Template below it.
+///   sanitizer), Streaming at or above the job's threshold and Template below it (with the
+///   reason [`StrategyReason::ReadBackSoon`] for a [`Reuse::ReadSoon`] job).
 #[must_use]
 pub(crate) fn resolve(cfg: &KernelConfig, requested: Strategy, job: &Job) -> (Strategy, StrategyReason) {
     match requested {
@@ -230,10 +293,10 @@ pub(crate) fn resolve(cfg: &KernelConfig, requested: Strategy, job: &Job) -> (St
     if matches!(stream_hal::backend(), stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_)))
     {
         (Strategy::Slow, StrategyReason::SanitizerBuild)
-    } else if job.read_back_soon {
-        (Strategy::Template, StrategyReason::ReadBackSoon)
     } else if job.bytes >= job.threshold_bytes as u64 {
         (Strategy::Streaming, StrategyReason::AboveThreshold)
+    } else if job.reuse == Reuse::ReadSoon {
+        (Strategy::Template, StrategyReason::ReadBackSoon)
     } else {
         (Strategy::Template, StrategyReason::BelowThreshold)
     }
@@ -662,7 +725,8 @@ mod tests {
     use std::vec;
 
     fn job(bytes: u64, tracepoint: bool, read_back_soon: bool) -> Job {
-        Job { bytes, threshold_bytes: 100, tracepoint, read_back_soon }
+        let reuse = if read_back_soon { Reuse::ReadSoon } else { Reuse::WriteOnce };
+        Job { bytes, threshold_bytes: 100, tracepoint, reuse }
     }
 
     #[test]
@@ -682,8 +746,12 @@ mod tests {
                 (Strategy::Template, StrategyReason::BelowThreshold)
             );
             assert_eq!(
-                resolve(&cfg, Strategy::Auto, &job(1 << 40, false, true)),
+                resolve(&cfg, Strategy::Auto, &job(99, false, true)),
                 (Strategy::Template, StrategyReason::ReadBackSoon)
+            );
+            assert_eq!(
+                resolve(&cfg, Strategy::Auto, &job(100, false, true)),
+                (Strategy::Streaming, StrategyReason::AboveThreshold)
             );
         } else {
             assert_eq!(
@@ -713,6 +781,60 @@ mod tests {
             resolve(&kmsan, Strategy::Auto, &job(1000, false, false)),
             (Strategy::Slow, StrategyReason::KasanOrKmsan)
         );
+    }
+
+    #[test]
+    fn the_default_streams_a_write_once_job_from_one_page() {
+        let mut pages = vec![Page64::ZEROED; 4];
+        let mut pb = vec![0; 1];
+        let m = Memmap::new(KernelConfig::X86_64, 0, &mut pages, &mut pb).unwrap();
+        let hooks = CountingHooks::new(false);
+        if matches!(
+            stream_hal::backend(),
+            stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_))
+        ) {
+            return;
+        }
+        // 64 KiB of struct pages (a 4 MiB device): written once, so streamed. It was the
+        // cached template below a fixed 1 MiB.
+        let auto = FillOptions::default();
+        assert_eq!(auto.resolve(&m, &hooks, 64 << 10), (Strategy::Streaming, StrategyReason::AboveThreshold));
+        assert_eq!(auto.resolve(&m, &hooks, 4096), (Strategy::Streaming, StrategyReason::AboveThreshold));
+        assert_eq!(auto.resolve(&m, &hooks, 4095), (Strategy::Template, StrategyReason::BelowThreshold));
+    }
+
+    #[test]
+    fn read_soon_streams_from_the_cache_threshold_and_an_explicit_one_wins() {
+        let mut pages = vec![Page64::ZEROED; 4];
+        let mut pb = vec![0; 1];
+        let m = Memmap::new(KernelConfig::X86_64, 0, &mut pages, &mut pb).unwrap();
+        let hooks = CountingHooks::new(false);
+        if matches!(
+            stream_hal::backend(),
+            stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_))
+        ) {
+            return;
+        }
+        let auto = FillOptions::default();
+        // Read right after: streamed only from the read-soon threshold of this machine's caches.
+        let soon = auto.with_reuse(Reuse::ReadSoon);
+        let t = stream_hal::auto_threshold(Reuse::ReadSoon);
+        assert_eq!(soon.threshold(), t);
+        assert_eq!(
+            soon.resolve(&m, &hooks, t as u64 - 1),
+            (Strategy::Template, StrategyReason::ReadBackSoon)
+        );
+        assert_eq!(soon.resolve(&m, &hooks, t as u64), (Strategy::Streaming, StrategyReason::AboveThreshold));
+        // An explicit threshold replaces the rule for either hint.
+        for opts in [auto, soon] {
+            let fixed = opts.with_threshold(1 << 20);
+            assert_eq!(fixed.threshold(), 1 << 20);
+            assert_eq!(fixed.resolve(&m, &hooks, (1 << 20) - 1).0, Strategy::Template);
+            assert_eq!(fixed.resolve(&m, &hooks, 1 << 20).0, Strategy::Streaming);
+        }
+        // The fused boot's read-back runs: the read-soon threshold whatever the options say.
+        assert_eq!(Job::read_back_soon(t as u64 - 1, false).threshold_bytes, t);
+        assert_eq!(Job::read_back_soon(0, true).reuse, Reuse::ReadSoon);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::{
 use crate::InitError;
 use crate::fill::{Job, resolve};
 use crate::hooks::InitHooks;
+use crate::model::config::KernelConfig;
 use crate::model::flags::PG;
 use crate::model::page::{StructPage, offsets};
 use crate::node::owned::Owned;
@@ -43,21 +44,21 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         let trace = memmap.page_ref_tracepoint_active(&hooks);
         let fused = opts.order != BootOrder::Kernel && opts.mode != InitMode::Deferred && !trace;
         let eager_windows = fused && opts.mode == InitMode::Eager;
-        let job = Job {
-            bytes: span.len().saturating_mul(P::SIZE as u64),
-            threshold_bytes: opts.fill.threshold_bytes,
-            tracepoint: trace,
-            read_back_soon: false,
-        };
+        let job = opts.fill.job(span.len().saturating_mul(P::SIZE as u64), trace);
         let (strategy, reason) = resolve(&cfg, opts.fill.strategy, &job);
         // Runs the fused boot initializes and then frees (windows with reserved pages or
-        // partial blocks, on-demand block heads) are read back right away, so `Auto` stores
-        // them normally there (measured on the 64 GiB eager boot before the single pass: 169 ms
-        // against 192 ms streamed); runs of whole free blocks are written once in their final
-        // state and never read back (`window::final_pass`), so they take `strategy`, which
-        // streams from the threshold up (docs/performance/sweep.md).
-        let (boot_strategy, boot_reason) =
-            resolve(&cfg, opts.fill.strategy, &Job { read_back_soon: fused, ..job });
+        // partial blocks, on-demand block heads) are read back right away: `Auto` treats them
+        // as read-soon jobs of one window, which the window's size keeps below that threshold,
+        // so they are stored normally (measured on the 64 GiB eager boot before the single
+        // pass: 169 ms against 192 ms streamed). Runs of whole free blocks are written once in
+        // their final state and never read back (`window::final_pass`), so they take
+        // `strategy`, the caller's hint's.
+        let window_bytes = fused_window_written(&cfg, opts).saturating_mul(P::SIZE as u64);
+        let (boot_strategy, boot_reason) = if fused {
+            resolve(&cfg, opts.fill.strategy, &Job::read_back_soon(window_bytes, trace))
+        } else {
+            (strategy, reason)
+        };
         let pages = memmap.raw_pages();
         let node_id = crate::node::buddy::next_node_id();
         let zones = core::array::from_fn(|z| {
@@ -166,12 +167,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// 1024 pageblocks when only their first struct pages are (64 KiB of them, 32 KiB apart:
     /// they stay in the last-level cache, where a 32 KiB stride spreads over enough sets).
     fn fused_window(&self) -> u64 {
-        let max_block = 1u64 << self.cfg.max_page_order;
-        match (self.opts.order, self.opts.mode) {
-            (BootOrder::FusedWindow { order }, _) => 1u64 << order.clamp(self.cfg.max_page_order, 63),
-            (_, InitMode::OnDemand) => (self.cfg.pageblock_nr_pages() << 10).max(max_block),
-            _ => max_block << 2,
-        }
+        fused_window(&self.cfg, &self.opts)
     }
 
     /// `memmap_init()` for this node, restricted to `[lo, hi)` (the whole span, or a window of
@@ -339,6 +335,28 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             start += count << order;
         }
         freed
+    }
+}
+
+/// Pages per window of the fused boot (see `Node::fused_window`).
+fn fused_window(cfg: &KernelConfig, opts: &BootOptions) -> u64 {
+    let max_block = 1u64 << cfg.max_page_order;
+    match (opts.order, opts.mode) {
+        (BootOrder::FusedWindow { order }, _) => 1u64 << order.clamp(cfg.max_page_order, 63),
+        (_, InitMode::OnDemand) => (cfg.pageblock_nr_pages() << 10).max(max_block),
+        _ => max_block << 2,
+    }
+}
+
+/// Struct pages one window of the fused boot writes before its free pass reads them back:
+/// all of them eagerly, the first of each pageblock on demand (a block expanded at boot is
+/// one pageblock).
+fn fused_window_written(cfg: &KernelConfig, opts: &BootOptions) -> u64 {
+    let pages = fused_window(cfg, opts);
+    if opts.mode == InitMode::OnDemand {
+        (pages / cfg.pageblock_nr_pages()).max(cfg.pageblock_nr_pages())
+    } else {
+        pages
     }
 }
 

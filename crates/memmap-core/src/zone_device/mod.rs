@@ -20,7 +20,8 @@
 //! * [`Strategy::Auto`] applies the kernel's rules: the slow path when the `page_ref_set`
 //!   tracepoint is active, when KASAN or KMSAN is configured, or when `stream-hal` reports a
 //!   sanitizer build; otherwise streaming when the struct pages to write reach
-//!   [`FillOptions::threshold_bytes`], the cached template below it.
+//!   [`FillOptions::threshold`] (from 4 KiB for the default write-once hint, from the
+//!   last-level cache's share for a read-soon one), the cached template below it.
 //!
 //! Template and Streaming also fall back to Slow when the tracepoint is active or KASAN/KMSAN is
 //! configured, as `zone_device_page_init_optimization_enabled()` does, so every strategy emits

@@ -219,6 +219,13 @@ pub(crate) fn detect_cpu_features() -> Option<crate::CpuFeatures> {
     None
 }
 
+/// The caches from Linux's sysfs (with the `std` feature): `CCSIDR_EL1` and `CLIDR_EL1` trap
+/// at EL0. Elsewhere a kernel reads them at EL1 and passes them with
+/// [`crate::set_cache_info`].
+pub(crate) fn detect_cache_info() -> crate::CacheInfo {
+    crate::cache::detect_from_sysfs()
+}
+
 /// 8 bytes from `src`, any alignment.
 ///
 /// # Safety

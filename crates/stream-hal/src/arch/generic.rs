@@ -36,6 +36,13 @@ pub(crate) fn detect_cpu_features() -> Option<crate::CpuFeatures> {
     None
 }
 
+/// The caches from Linux's sysfs (with the `std` feature); elsewhere the caller passes them
+/// with [`crate::set_cache_info`].
+#[allow(dead_code)] // unused when a streaming backend is selected
+pub(crate) fn detect_cache_info() -> crate::CacheInfo {
+    crate::cache::detect_from_sysfs()
+}
+
 /// Zeroes `len` bytes with `write_bytes` (`memset`).
 ///
 /// # Safety

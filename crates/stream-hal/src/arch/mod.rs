@@ -5,6 +5,7 @@
 //! * `fn prefetch(p: *const u8)`: a cache hint that never faults
 //! * `unsafe fn clear(dst: *mut u8, len: usize)`, `clear_cached`, `clear_streaming`
 //! * `fn streaming_clear_method() -> &'static str`
+//! * `fn detect_cpu_features() -> Option<CpuFeatures>`, `fn detect_cache_info() -> CacheInfo`
 //! * `fn wide_fill_methods() -> impl Iterator<Item = FillMethod>`
 //! * `unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize)`: `size` is always a
 //!   compile-time constant at the call site (`size_of::<T>()`) and the function is
@@ -35,13 +36,15 @@
 pub(crate) mod blocks;
 pub(crate) mod dczid;
 pub(crate) mod generic;
+pub(crate) mod x86_cache;
 
 /// Brings one backend's implementation of the crate-internal surface into scope.
 macro_rules! use_backend {
     ($m:ident) => {
         pub(crate) use self::$m::{
-            clear, clear_cached, clear_streaming, detect_cpu_features, drain, memcpy_nontemporal, prefetch,
-            store_record, store_record_words, store_words, streaming_clear_method, wide_fill_methods,
+            clear, clear_cached, clear_streaming, detect_cache_info, detect_cpu_features, drain,
+            memcpy_nontemporal, prefetch, store_record, store_record_words, store_words,
+            streaming_clear_method, wide_fill_methods,
         };
     };
 }

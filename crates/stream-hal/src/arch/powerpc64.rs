@@ -118,6 +118,12 @@ pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
     None
 }
 
+/// The caches from Linux's sysfs (with the `std` feature); elsewhere the caller passes them
+/// with [`crate::set_cache_info`].
+pub(crate) fn detect_cache_info() -> crate::CacheInfo {
+    crate::cache::detect_from_sysfs()
+}
+
 /// Plain `memcpy`: see the module documentation.
 ///
 /// # Safety

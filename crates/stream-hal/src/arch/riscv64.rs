@@ -18,7 +18,7 @@
 //! case, and `ntl.all` is the hint the specification names for such streaming accesses; the
 //! three narrower hints describe data that is reused from some cache level, which the
 //! destinations of this crate's streaming entry points are not (the safe API leaves small,
-//! soon-reread destinations to the cached paths through [`crate::FillMode::Auto`] and the
+//! soon-reread destinations to the cached paths through [`crate::FillMode::READ_SOON`] and the
 //! clear size bands). Nothing on riscv64 has been measured for this crate: no riscv64 hardware
 //! was at hand, and QEMU ignores the hints, so the choice rests on the specification's
 //! definitions, not on timings.
@@ -261,6 +261,12 @@ pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
     }
     #[cfg(not(all(target_os = "linux", not(stream_hal_emulate))))]
     None
+}
+
+/// The caches from Linux's sysfs (with the `std` feature); elsewhere the caller passes them
+/// with [`crate::set_cache_info`].
+pub(crate) fn detect_cache_info() -> crate::CacheInfo {
+    crate::cache::detect_from_sysfs()
 }
 
 /// 8 bytes from `src`, any alignment.

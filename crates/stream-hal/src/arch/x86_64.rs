@@ -202,6 +202,16 @@ mod insn {
         let r = unsafe { core::arch::x86_64::__cpuid(leaf) };
         (r.eax, r.ebx, r.ecx, r.edx)
     }
+
+    /// Reads CPUID leaf `leaf`, subleaf `sub`: `[eax, ebx, ecx, edx]`.
+    #[cfg(not(stream_hal_emulate))]
+    pub(super) fn cpuid_count(leaf: u32, sub: u32) -> [u32; 4] {
+        // SAFETY: as in `cpuid`: the instruction exists on every x86-64 CPU and only reads
+        // identification registers; a leaf above the maximum returns data, never faults.
+        #[allow(unused_unsafe)]
+        let r = unsafe { core::arch::x86_64::__cpuid_count(leaf, sub) };
+        [r.eax, r.ebx, r.ecx, r.edx]
+    }
 }
 
 /// Detects the CPU features this backend uses with CPUID: `CLZERO` is CPUID `0x8000_0008`, EBX
@@ -223,6 +233,18 @@ pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
     }
     #[cfg(stream_hal_emulate)]
     None
+}
+
+/// The caches `CPUID` reports (leaf 4 on Intel, `0x8000_001D` on AMD; see
+/// [`crate::CacheInfo::detect`]). Nothing when emulating: the caller passes them with
+/// [`crate::set_cache_info`].
+pub(crate) fn detect_cache_info() -> crate::CacheInfo {
+    #[cfg(not(stream_hal_emulate))]
+    {
+        super::x86_cache::from_cpuid(&mut insn::cpuid_count)
+    }
+    #[cfg(stream_hal_emulate)]
+    crate::CacheInfo::unknown(crate::NoCacheInfo::NoSource)
 }
 
 /// Loads 16 bytes from `src` (any alignment) and stores them at `dst` with `movntdq`.
