@@ -49,7 +49,8 @@ cpuid_functions() {
 # the environment (which replaces every `rustflags` of .cargo/config.toml, and with them a
 # `--cfg stream_hal_no_cpuid` kept there) still gets the switch from `[env]`: its compile-time
 # assertion holds, and no function it can call has a cpuid instruction (only the explicit
-# `CpuFeatures::detect`, which it never calls, has one). With the switch overridden to 0 the
+# `CpuFeatures::detect` and `CacheInfo::detect`'s `detect_cache_info`, which it never calls,
+# have one). With the switch overridden to 0 the
 # assertion fails the build loudly.
 kernel_switch() {
     local target=$1 dir="$root/target/downstream-rustflags" out
@@ -60,14 +61,14 @@ kernel_switch() {
             cargo build --locked --release --target "$target" "$@"
     )
     out=$(cpuid_functions "$dir/$target"/release/deps/libstream_hal-*.rlib "$dir/$target"/release/libexample_kernel.rlib)
-    if grep -v 'CpuFeatures6detect' <<<"$out" | grep -q .; then
+    if grep -v -e 'CpuFeatures6detect' -e 'detect_cache_info' <<<"$out" | grep -q .; then
         echo "nostd: example kernel for $target with RUSTFLAGS set: cpuid in"; echo "$out"; exit 1
     fi
     STREAM_HAL_NO_CPUID=0 CARGO_TARGET_DIR="$dir" RUSTFLAGS="-C force-frame-pointers=yes" \
         expect_fail "stream-hal was built without STREAM_HAL_NO_CPUID=1" crates/example-kernel \
         --release --target "$target" "$@"
     echo "nostd: example kernel for $target with RUSTFLAGS set: switch from [env], assertion holds," \
-        "no cpuid outside CpuFeatures::detect; with STREAM_HAL_NO_CPUID=0 the build fails"
+        "no cpuid outside CpuFeatures::detect and CacheInfo::detect; with STREAM_HAL_NO_CPUID=0 the build fails"
 }
 
 # The host-side checks of what a downstream crate hits at build time.

@@ -129,7 +129,7 @@ fn recorded_events(nr_pages: u64, trace: Option<u64>) -> Result<MemoryNeed, Over
 }
 
 /// The memory `memmap-bench dump zone-device` needs: the memmap and its pageblock bits, and
-/// with the tracepoint on the recorded `page_ref_set` events (up to [`MAX_EVENTS_PER_PAGE`]
+/// with the tracepoint on the recorded `page_ref_set` events (up to three
 /// per page, by memory type and compound pages: 40 bytes each).
 ///
 /// # Errors

@@ -390,8 +390,11 @@ fn dump_refuses_to_overwrite_and_never_follows_a_symlink() {
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim!");
         assert!(!std::fs::symlink_metadata(linked.join("memmap.bin")).unwrap().file_type().is_symlink());
         assert_refused(
-            &[words("dump zone-device --memory-type fsdax --pages 512 --out"), vec![victim.to_str().unwrap()]]
-                .concat(),
+            &[
+                words("dump zone-device --memory-type fsdax --pages 512 --out"),
+                vec![victim.to_str().unwrap()],
+            ]
+            .concat(),
             2,
             "not a directory",
         );

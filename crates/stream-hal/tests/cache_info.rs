@@ -67,7 +67,12 @@ fn the_caller_replaces_the_detected_caches_and_auto_follows() {
                 for _ in 0..5000 {
                     let c = cache_info();
                     let n = c.last_level_shared_by().unwrap_or(0);
-                    assert!(values.contains(&c) || c == detected_as_caller(detected), "{c:?} ({n})");
+                    // A reader that kept meeting a write in progress falls back to the detected
+                    // caches (`before`, as nothing else was detected).
+                    assert!(
+                        values.contains(&c) || c == before || c == detected_as_caller(detected),
+                        "{c:?} ({n})"
+                    );
                 }
             });
         }
