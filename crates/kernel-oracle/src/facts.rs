@@ -60,7 +60,7 @@ pub struct Folio {
 /// A pfn range whose struct pages were dumped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Region {
-    /// `zone-device`, `hugetlb` or `hotplug`.
+    /// `zone-device`, `hugetlb`, `hotplug` or `boot`.
     pub kind: String,
     /// The dump file, relative to `facts.json`.
     pub file: String,
@@ -112,6 +112,9 @@ pub struct Region {
     /// hugetlb: the folio.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub folio: Option<Folio>,
+    /// boot: the zone's name in `/proc/zoneinfo` (`DMA`, `DMA32`, `Normal`, `Movable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_name: Option<String>,
     /// hotplug: what the guest wrote to the memory blocks' `state` (`online_kernel`,
     /// `online_movable`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,6 +166,7 @@ impl Region {
             hvo: None,
             boot: None,
             folio: None,
+            zone_name: None,
             online_type: None,
             memory_block_pages: None,
             allocated_blocks: Vec::new(),

@@ -14,6 +14,7 @@
 #![deny(unsafe_code)]
 
 pub mod apt;
+pub mod boot;
 pub mod cmd;
 pub mod compare;
 pub mod facts;

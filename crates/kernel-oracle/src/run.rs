@@ -52,7 +52,8 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> R
     let mut append: Vec<String> = vec!["nokaslr".into(), "quiet".into(), "panic=-1".into()];
     let qemu = match sc.arch {
         Arch::Amd64 => {
-            a.extend(["-machine", "q35", "-cpu", "max", "-smp", "1"].map(String::from));
+            a.extend(["-machine", "q35", "-cpu", "max", "-smp"].map(String::from));
+            a.push(sc.boot.map_or(1, |b| b.smp).to_string());
             append.insert(0, "console=ttyS0".into());
             // 4-level paging: the vmemmap at 0xffffea0000000000. `-cpu max` offers LA57 (and
             // pdpe1gb, which 1 GiB hugetlb pages need).
@@ -203,6 +204,9 @@ fn read_u64(qmp: &mut Qmp, addr: u64, tmp: &Path) -> Result<u64> {
     Ok(word(&b, 0))
 }
 
+/// The migrate type recorded for a pageblock whose section is not present.
+pub const NO_SECTION: u8 = 0xff;
+
 /// Bits per pageblock in `pageblock_flags`: 4 before Linux 6.16, 8 since the isolation bit
 /// became `PB_migrate_isolate` (bit 7; `NR_PAGEBLOCK_BITS` is rounded up to a power of two).
 #[must_use]
@@ -215,13 +219,15 @@ pub fn pageblock_bits(release: &str) -> u32 {
 /// Reads the migrate type of every pageblock overlapping `[start, start + nr)` from the guest's
 /// `mem_section` (SPARSEMEM_EXTREME, 128 MiB sections, `struct mem_section` of 32 bytes with
 /// PAGE_EXTENSION, `usage->pageblock_flags` at byte 24 after the rcu head and the 64-bit
-/// subsection map). Returns the first pageblock's pfn and the types.
+/// subsection map). Returns the first pageblock's pfn and the types; a pageblock of a section
+/// that is not present is an error, or [`NO_SECTION`] with `absent_ok` (a boot zone's span
+/// covers holes such as the PCI hole).
 fn read_pageblocks(
     qmp: &mut Qmp,
     mem_section: u64,
     bits: u32,
-    start: u64,
-    nr: u64,
+    (start, nr): (u64, u64),
+    absent_ok: bool,
     tmp: &Path,
 ) -> Result<(u64, Vec<u8>)> {
     const SECTION_PFNS: u64 = 1 << 15;
@@ -235,11 +241,19 @@ fn read_pageblocks(
         let sec = pfn / SECTION_PFNS;
         if cached.as_ref().is_none_or(|c| c.0 != sec) {
             let root = read_u64(qmp, roots + (sec / 128) * 8, tmp)?;
-            let ms = root + (sec % 128) * 32;
-            let map = read_u64(qmp, ms, tmp)?;
+            let map = if root == 0 { 0 } else { read_u64(qmp, root + (sec % 128) * 32, tmp)? };
             if map & 1 == 0 {
-                bail!("section {sec} is not present");
+                if !absent_ok {
+                    bail!("section {sec} is not present");
+                }
+                let next = (sec + 1) * SECTION_PFNS;
+                while pfn < next.min(start + nr) {
+                    out.push(NO_SECTION);
+                    pfn += PB;
+                }
+                continue;
             }
+            let ms = root + (sec % 128) * 32;
             let usage = read_u64(qmp, ms + 8, tmp)?;
             let len = (SECTION_PFNS / PB) * u64::from(bits) / 8;
             qmp.memsave(usage + 24, len, tmp)?;
@@ -430,8 +444,8 @@ pub fn run(kernel: &Kernel, sc: &Scenario, opts: &RunOptions) -> Result<Facts> {
         }
     };
     eprintln!("  guest ready after {:.1} s", started.elapsed().as_secs_f64());
-    if sc.hotplug.is_some() {
-        // Nothing may allocate from the onlined memory while it is read.
+    if sc.hotplug.is_some() || sc.boot.is_some() {
+        // Nothing may allocate from the memory while it is read.
         guest.qmp().execute("stop", serde_json::json!({}))?;
     }
     let result = collect(kernel, sc, &console, &mut guest, &work, opts, qemu_version);
@@ -486,6 +500,9 @@ fn collect(
     if let Some(hp) = sc.hotplug {
         d.hotplug(hp)?;
     }
+    if sc.boot.is_some() {
+        d.boot()?;
+    }
     let Dumper { vbase, regions, blobs, .. } = d;
     let kernel_image = (sysmap.addr("_text").unwrap_or(0), sysmap.addr("_end").unwrap_or(0));
     let kernel_symbols = write_regions(&opts.out, &regions, &blobs, &sysmap, kernel_image)?;
@@ -499,7 +516,19 @@ fn collect(
         .map(|l| l.split_once("] ").map_or(l, |x| x.1).to_string())
         .collect();
     let mut gblocks = BTreeMap::new();
-    for n in ["iomem", "ndctl", "nd", "hugepages", "zoneinfo", "nodes", "kallsyms", "hotplug"] {
+    for n in [
+        "iomem",
+        "ndctl",
+        "nd",
+        "hugepages",
+        "zoneinfo",
+        "nodes",
+        "kallsyms",
+        "hotplug",
+        "zoneinfo-full",
+        "buddyinfo",
+        "pagetypeinfo",
+    ] {
         gblocks.insert(n.to_string(), block(n));
     }
     Ok(Facts {
@@ -655,7 +684,7 @@ impl Dumper<'_> {
     /// The pageblock migrate types of pfns `[start_pfn, start_pfn + nr)` from `mem_section`.
     fn pageblocks(&mut self, mem_section: u64, start_pfn: u64, nr: u64) -> Result<(u64, Vec<u8>)> {
         let bits = pageblock_bits(self.block("release").trim());
-        read_pageblocks(self.qmp, mem_section, bits, start_pfn, nr, &self.tmp)
+        read_pageblocks(self.qmp, mem_section, bits, (start_pfn, nr), false, &self.tmp)
     }
 
     /// Adds a region (its file named by its index) with its struct pages.
@@ -798,6 +827,73 @@ impl Dumper<'_> {
             ..Region::new("hotplug", self.file(), start_pfn, nr, fnid, zone)
         };
         self.push(region, bytes);
+        Ok(())
+    }
+}
+
+impl Dumper<'_> {
+    /// One region per populated zone of every node, its whole span (holes included: their
+    /// struct pages exist where their section is present), with its pageblocks.
+    fn boot(&mut self) -> Result<()> {
+        let zones = crate::boot::zones(&self.block("zoneinfo-full"))?;
+        let rel = self.block("release");
+        let release = memmap_core::KernelVersion::parse(rel.trim())
+            .with_context(|| format!("the guest's release {:?} names no kernel version", rel.trim()))?;
+        let ms = self.sysmap.addr("mem_section").context("mem_section not in the guest's kallsyms")?;
+        for z in zones.iter().filter(|z| z.spanned > 0) {
+            if z.spanned > crate::facts::MAX_REGION_PAGES {
+                bail!(
+                    "node {} zone {} spans {} pages: at most {}",
+                    z.nid,
+                    z.name,
+                    z.spanned,
+                    crate::facts::MAX_REGION_PAGES
+                );
+            }
+            eprintln!(
+                "  node {} zone {}: pfns [{:#x}, {:#x}), {} present, {} managed",
+                z.nid,
+                z.name,
+                z.start_pfn,
+                z.start_pfn + z.spanned,
+                z.present,
+                z.managed
+            );
+            let (bytes, gpas) = self.dump(z.start_pfn, z.spanned)?;
+            let first_vpage = (self.vbase + z.start_pfn * STRUCT_PAGE) / 4096;
+            let vpage = |pfn: u64| ((self.vbase + pfn * STRUCT_PAGE) / 4096 - first_vpage) as usize;
+            let classes = crate::boot::classify(&bytes, z.start_pfn, release, |pfn| {
+                gpas.get(vpage(pfn)).is_some_and(Option::is_some)
+            });
+            let counts = crate::boot::counts(&classes);
+            let line: Vec<String> = crate::boot::Class::ALL
+                .iter()
+                .zip(counts)
+                .map(|(k, n)| format!("{n} {}", k.name()))
+                .collect();
+            eprintln!("    {}", line.join(", "));
+            // The buddy allocator's own count (NR_FREE_PAGES, per-CPU lists excluded).
+            let free = counts[0] + counts[1];
+            if free != z.free {
+                bail!(
+                    "node {} zone {}: {free} pages are in free buddy blocks, /proc/zoneinfo says {} free",
+                    z.nid,
+                    z.name,
+                    z.free
+                );
+            }
+            let bits = pageblock_bits(rel.trim());
+            let (pb_first, pbs) =
+                read_pageblocks(self.qmp, ms, bits, (z.start_pfn, z.spanned), true, &self.tmp)?;
+            let region = Region {
+                zone_name: Some(z.name.clone()),
+                pageblock_first_pfn: Some(pb_first),
+                pageblock_migratetypes: pbs,
+                vmemmap_gpa: gpas,
+                ..Region::new("boot", self.file(), z.start_pfn, z.spanned, z.nid, z.index)
+            };
+            self.push(region, bytes);
+        }
         Ok(())
     }
 }

@@ -45,6 +45,16 @@ impl Hotplug {
     }
 }
 
+/// A boot configuration: nothing is set up after boot; the memmap of every zone of every node
+/// of the guest's ordinary RAM is read as soon as `/init` has reported what the guest found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Boot {
+    /// vCPUs: with one, deferred struct page init runs on one thread and is deterministic.
+    pub smp: u32,
+    /// `movablecore=` in MiB: the top of the memory becomes ZONE_MOVABLE.
+    pub movablecore_mb: Option<u64>,
+}
+
 /// One configuration.
 #[derive(Debug, Clone, Copy)]
 pub struct Scenario {
@@ -66,6 +76,8 @@ pub struct Scenario {
     pub hugetlb: Option<Hugetlb>,
     /// The memory to hot-add, online and dump.
     pub hotplug: Option<Hotplug>,
+    /// The boot memmap to dump.
+    pub boot: Option<Boot>,
 }
 
 const fn pmem(name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) -> Scenario {
@@ -79,6 +91,7 @@ const fn pmem(name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) ->
         pmem: Some(p),
         hugetlb: None,
         hotplug: None,
+        boot: None,
     }
 }
 
@@ -93,6 +106,7 @@ const fn huge(name: &'static str, mem_mb: u64, h: Hugetlb) -> Scenario {
         pmem: None,
         hugetlb: Some(h),
         hotplug: None,
+        boot: None,
     }
 }
 
@@ -107,6 +121,22 @@ const fn hotplug(name: &'static str, size_mb: u64, movable: bool) -> Scenario {
         pmem: None,
         hugetlb: None,
         hotplug: Some(Hotplug { size_mb, movable }),
+        boot: None,
+    }
+}
+
+const fn boot(name: &'static str, mem_mb: u64, numa_mb: &'static [u64], b: Boot) -> Scenario {
+    Scenario {
+        name,
+        arch: Arch::Amd64,
+        mem_mb,
+        numa_mb,
+        memmap: None,
+        virtio_pmem_mb: None,
+        pmem: None,
+        hugetlb: None,
+        hotplug: None,
+        boot: Some(b),
     }
 }
 
@@ -154,6 +184,7 @@ pub const SCENARIOS: &[Scenario] = &[
         pmem: Some(dd("mem", "2M")),
         hugetlb: Some(h(1 << 20, 1, true, true)),
         hotplug: None,
+        boot: None,
     },
     // arm64: runtime 2 MiB hugetlb pages and boot-time 1 GiB pages (QEMU 10.0's
     // qemu-system-aarch64 has no virtio-pmem-pci, and `memmap=` is x86-only, so arm64 has no
@@ -168,6 +199,7 @@ pub const SCENARIOS: &[Scenario] = &[
         pmem: None,
         hugetlb: Some(h(2048, 4, false, false)),
         hotplug: None,
+        boot: None,
     },
     Scenario {
         name: "arm64-hugetlb-1g",
@@ -179,6 +211,7 @@ pub const SCENARIOS: &[Scenario] = &[
         pmem: None,
         hugetlb: Some(h(1 << 20, 1, true, false)),
         hotplug: None,
+        boot: None,
     },
     // Memory hotplug: a 2 GiB guest (all of it below 4 GiB, in ZONE_DMA32) with a DIMM at 4 GiB
     // onlined into an empty ZONE_NORMAL or ZONE_MOVABLE, 128 MiB memory blocks.
@@ -186,7 +219,28 @@ pub const SCENARIOS: &[Scenario] = &[
     hotplug("hotplug-256m-movable", 256, true),
     hotplug("hotplug-1g-normal", 1024, false),
     hotplug("hotplug-1g-movable", 1024, true),
+    // The boot memmap of ordinary RAM: ZONE_DMA and ZONE_DMA32 below 2 GiB (q35), ZONE_NORMAL
+    // from 4 GiB, ZONE_MOVABLE through `movablecore=`, two nodes; one vCPU (deferred init on
+    // one thread) and two (in parallel).
+    boot("boot-3g", 3072, &[], Boot { smp: 1, movablecore_mb: None }),
+    boot("boot-3g-smp2", 3072, &[], Boot { smp: 2, movablecore_mb: None }),
+    boot("boot-3g-movable", 3072, &[], Boot { smp: 1, movablecore_mb: Some(512) }),
+    boot("boot-numa2-4g", 4096, &[2048, 2048], Boot { smp: 2, movablecore_mb: None }),
 ];
+
+/// The end of a boot configuration's script: the zones' counts, read with shell builtins only
+/// (no process is forked, so nothing is allocated or freed for it) after `stat_refresh` folded
+/// the per-CPU counter deltas, then `@@ready`; the host stops the guest and the struct pages it
+/// reads agree with these counts.
+const BOOT_LATE: &str = "echo 1 > /proc/sys/vm/stat_refresh
+for f in zoneinfo buddyinfo; do
+  if [ $f = zoneinfo ]; then echo \"@@begin zoneinfo-full\"; else echo \"@@begin $f\"; fi
+  while read -r l; do echo \"$l\"; done < /proc/$f
+  echo \"@@end\"
+done
+echo \"@@ready\"
+while true; do read x; done
+";
 
 /// Looks a configuration up by name.
 #[must_use]
@@ -204,6 +258,13 @@ impl Scenario {
         }
         if self.hotplug.is_some() {
             a.push("memhp_default_state=offline".into());
+        }
+        if let Some(b) = self.boot {
+            // Every memblock reservation and free in the log, and room for them.
+            a.extend(["memblock=debug".into(), "log_buf_len=16M".into()]);
+            if let Some(mb) = b.movablecore_mb {
+                a.push(format!("movablecore={mb}M"));
+            }
         }
         if let Some(h) = self.hugetlb {
             a.push(format!("hugetlb_free_vmemmap={}", if h.hvo { "on" } else { "off" }));
@@ -229,6 +290,9 @@ impl Scenario {
     /// guest does after onlining forks a process (the host stops the guest before reading it).
     #[must_use]
     pub fn late_script(&self) -> String {
+        if self.boot.is_some() {
+            return BOOT_LATE.into();
+        }
         let Some(hp) = self.hotplug else { return String::new() };
         let mut s = String::new();
         s.push_str(
@@ -285,6 +349,9 @@ impl Scenario {
     #[must_use]
     pub fn script(&self) -> String {
         let mut s = String::new();
+        if self.boot.is_some() {
+            s.push_str("block pagetypeinfo cat /proc/pagetypeinfo\n");
+        }
         if let Some(p) = self.pmem.filter(|_| self.arch == Arch::Amd64) {
             let mut c = format!("run ndctl create-namespace -f -e namespace0.0 -m {} -M {}", p.mode, p.map);
             if let Some(a) = p.align {

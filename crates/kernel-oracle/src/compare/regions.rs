@@ -162,6 +162,7 @@ impl<'f> Models<'f> {
             "zone-device" => self.zone_device(r),
             "hugetlb" => self.hugetlb(r),
             "hotplug" => self.hotplug(r),
+            "boot" => bail!("a boot dump has no model side yet (the model does not lay out a booted guest)"),
             other => bail!("unknown region kind {other}"),
         }
     }
