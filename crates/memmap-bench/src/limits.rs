@@ -496,6 +496,43 @@ pub fn measure(
 }
 
 #[cfg(test)]
+impl ThreadLimits {
+    /// Limits at `threads` whose best non-zero fill is `gbps` (tests of decisions made from
+    /// limits).
+    pub(crate) fn with_nonzero(threads: usize, gbps: f64) -> ThreadLimits {
+        ThreadLimits::from_methods(
+            threads,
+            vec![MethodRate { method: "stream_fill".into(), kind: FillKind::Nonzero, gbps }],
+        )
+    }
+}
+
+#[cfg(test)]
+impl Limits {
+    /// Limits of 10 GB/s for every kind on one thread (tests).
+    pub(crate) fn example() -> Limits {
+        let one = ThreadLimits::from_methods(
+            1,
+            [FillKind::Zero, FillKind::Nonzero, FillKind::Copy]
+                .map(|kind| MethodRate { method: "m".into(), kind, gbps: 10.0 })
+                .to_vec(),
+        );
+        Limits {
+            fill_zero_gbps: 10.0,
+            fill_nonzero_gbps: 10.0,
+            memset_zero_gbps: 10.0,
+            clear_pages_gbps: 10.0,
+            copy_gbps: 10.0,
+            scattered_line_ns: 1.0,
+            buffer_bytes: 1 << 20,
+            rounds: 2,
+            all_cores: 1,
+            per_threads: vec![one],
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -1,35 +1,33 @@
 //! The all-core thread count of a timing run: `--threads N|auto` decided once, with the reason.
 //!
-//! The command line gives a [`ThreadPolicy`], checked against the memory budget before any
-//! work (`auto` is measured on a buffer of its own, [`AUTO_PROBE_BYTES`]:
-//! [`ThreadPolicy::within`]). When the run starts, [`ThreadPolicy::resolve`] turns it into
-//! the run's [`AllCore`], once, outside every timed region; every scenario is handed that
-//! value, runs at its [`AllCore::counts`] and gives a library a count as [`policy`]. The
-//! report carries the count, where it came from and why ([`AllCore::reason`]).
+//! The command line gives a [`ThreadPolicy`]. The limits phase measures the machine at the
+//! counts the policy needs ([`ThreadPolicy::limit_counts`]: with `auto`, 1, 2, 4, ... and every
+//! CPU available); then [`ThreadPolicy::resolve`] turns the policy into the run's [`AllCore`],
+//! once, from those limits and outside every timed region, so that the count the run uses
+//! agrees with the limits it reports. Every scenario is handed that value, runs at its
+//! [`AllCore::counts`] and gives a library a count as [`policy`]. The report carries the count,
+//! where it came from and why ([`AllCore::reason`]).
 
 use memmap_core::Threads;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::progress::{Phase, ProgressMode};
-use crate::size::Bytes;
-
-/// The buffer `memmap_core::auto_threads` measures `--threads auto` on: its own 256 MiB, not
-/// part of any scenario.
-pub const AUTO_PROBE_BYTES: u64 = 256 << 20;
+use crate::limits::Limits;
 
 /// The largest `--threads N`.
 pub const MAX_THREADS: usize = 1024;
+
+/// `--threads auto` takes the fewest threads whose best non-zero fill in the limits phase is
+/// within this fraction of the best at any count measured.
+pub const AUTO_WITHIN: f64 = 0.05;
 
 /// What `--threads` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ThreadPolicy {
     /// `--threads N` (1 leaves the all-core rows out).
     Given(usize),
-    /// `--threads auto`: the count where bandwidth stops growing, measured when the run starts.
+    /// `--threads auto`: the count where the limits phase's bandwidth stops growing.
     Auto,
-    /// `--threads auto` whose probe does not fit the memory budget: every CPU available.
-    EveryCpu,
 }
 
 impl ThreadPolicy {
@@ -53,32 +51,34 @@ impl ThreadPolicy {
         }
     }
 
-    /// The policy with `auto` replaced by [`ThreadPolicy::EveryCpu`] when its probe's buffer
-    /// does not fit (`probe_fits`: whether [`AUTO_PROBE_BYTES`] fit the memory budget; in a
-    /// small container the probe would be killed for it).
+    /// The thread counts the limits phase must measure besides 1 and every CPU (`cpus`): the
+    /// given count, or for `auto` the powers of two below `cpus`.
     #[must_use]
-    pub fn within(self, probe_fits: bool) -> ThreadPolicy {
+    pub fn limit_counts(self, cpus: usize) -> Vec<usize> {
         match self {
-            ThreadPolicy::Auto if !probe_fits => ThreadPolicy::EveryCpu,
-            p => p,
+            ThreadPolicy::Given(n) => vec![n.max(1)],
+            ThreadPolicy::Auto => (1..usize::BITS).map(|k| 1usize << k).take_while(|&n| n < cpus).collect(),
         }
     }
 
-    /// The run's all-core count: `auto` measured now (once per process: memmap-core caches it),
-    /// with a spinner on `progress` while the probe runs.
+    /// The run's all-core count, from the limits phase of the same run: `--threads N` as
+    /// given; `auto` the fewest threads whose best non-zero fill is within [`AUTO_WITHIN`] of
+    /// the best of every count `limits` measured (so no count the limits show faster by more
+    /// than that is left out).
     #[must_use]
-    pub fn resolve(self, progress: ProgressMode) -> AllCore {
+    pub fn resolve(self, limits: &Limits) -> AllCore {
         match self {
-            ThreadPolicy::Given(n) => AllCore { count: n.max(1), source: ThreadSource::Flag, steps: None },
-            ThreadPolicy::EveryCpu => {
-                AllCore { count: memmap_core::available_cpus(), source: ThreadSource::EveryCpu, steps: None }
-            }
+            ThreadPolicy::Given(n) => AllCore { count: n.max(1), source: ThreadSource::Flag },
             ThreadPolicy::Auto => {
-                let phase = Phase::new("--threads auto: thread count probe", progress);
-                let count = memmap_core::auto_threads().max(1);
-                phase.finish();
-                let steps = memmap_core::parallel::auto_threads_steps();
-                AllCore { count, source: ThreadSource::Measured, steps }
+                let best = limits.per_threads.iter().map(|t| t.fill_nonzero_gbps).fold(0.0, f64::max);
+                let count = limits
+                    .per_threads
+                    .iter()
+                    .filter(|t| t.fill_nonzero_gbps >= best * (1.0 - AUTO_WITHIN))
+                    .map(|t| t.threads)
+                    .min()
+                    .unwrap_or(1);
+                AllCore { count, source: ThreadSource::Limits }
             }
         }
     }
@@ -90,10 +90,8 @@ impl ThreadPolicy {
 pub enum ThreadSource {
     /// `--threads N`.
     Flag,
-    /// `--threads auto`, measured before the run.
-    Measured,
-    /// `--threads auto` not measured (its probe does not fit the memory budget): every CPU.
-    EveryCpu,
+    /// `--threads auto`, chosen from the same run's limits.
+    Limits,
 }
 
 /// A run's all-core count, decided once ([`ThreadPolicy::resolve`]), and why.
@@ -101,14 +99,13 @@ pub enum ThreadSource {
 pub struct AllCore {
     count: usize,
     source: ThreadSource,
-    steps: Option<&'static [(usize, f64)]>,
 }
 
 impl AllCore {
     /// `n` workers, as `--threads n` gives them (library callers and tests).
     #[must_use]
     pub fn given(n: usize) -> AllCore {
-        ThreadPolicy::Given(n).resolve(ProgressMode { enabled: false })
+        AllCore { count: n.max(1), source: ThreadSource::Flag }
     }
 
     /// Workers of the all-core rows (1: there are none).
@@ -123,12 +120,6 @@ impl AllCore {
         self.source
     }
 
-    /// The `(threads, GB/s)` steps `--threads auto` measured, when it was measured.
-    #[must_use]
-    pub fn steps(self) -> Option<&'static [(usize, f64)]> {
-        self.steps
-    }
-
     /// The thread counts a scenario runs: 1 (the kernel's own), and the all-core count when it
     /// is more.
     #[must_use]
@@ -141,15 +132,10 @@ impl AllCore {
     pub fn reason(self) -> String {
         match self.source {
             ThreadSource::Flag => format!("--threads {}", self.count),
-            ThreadSource::Measured => format!(
-                "--threads auto: measured, bandwidth stops growing at {} thread(s) on this machine",
-                self.count
-            ),
-            ThreadSource::EveryCpu => format!(
-                "--threads auto not measured (its {} probe does not fit the memory budget): every CPU \
-                 available, {}",
-                Bytes(AUTO_PROBE_BYTES),
-                self.count
+            ThreadSource::Limits => format!(
+                "--threads auto: the fewest threads whose non-zero fill limit is within {:.0}% of the \
+                 best count this run measured",
+                AUTO_WITHIN * 100.0
             ),
         }
     }
@@ -185,18 +171,29 @@ mod tests {
     }
 
     #[test]
-    fn the_count_is_decided_once_with_its_reason() {
-        assert_eq!(ThreadPolicy::Auto.within(false), ThreadPolicy::EveryCpu);
-        assert_eq!(ThreadPolicy::Auto.within(true), ThreadPolicy::Auto);
-        assert_eq!(ThreadPolicy::Given(3).within(false), ThreadPolicy::Given(3));
-        let quiet = ProgressMode { enabled: false };
-        let given = ThreadPolicy::Given(4).resolve(quiet);
+    fn the_count_is_decided_once_from_the_runs_limits() {
+        use crate::limits::ThreadLimits;
+        let limits = |rates: &[(usize, f64)]| Limits {
+            per_threads: rates.iter().map(|&(t, g)| ThreadLimits::with_nonzero(t, g)).collect(),
+            ..Limits::example()
+        };
+        // The run the issue reported: 31.3 GB/s on 1 thread, 55.9 on 2: both counts run.
+        let two = ThreadPolicy::Auto.resolve(&limits(&[(1, 31.3), (2, 55.9)]));
+        assert_eq!((two.count(), two.source(), two.counts()), (2, ThreadSource::Limits, vec![1, 2]));
+        assert!(two.reason().contains("within 5%"), "{}", two.reason());
+        // No gain worth a thread: the fewest within 5% of the best.
+        assert_eq!(ThreadPolicy::Auto.resolve(&limits(&[(1, 33.7), (2, 34.9)])).count(), 1);
+        assert_eq!(
+            ThreadPolicy::Auto.resolve(&limits(&[(1, 10.0), (2, 19.0), (4, 30.0), (8, 30.5)])).count(),
+            4
+        );
+        let given = ThreadPolicy::Given(4).resolve(&limits(&[(1, 1.0)]));
         assert_eq!((given.count(), given.source(), given.counts()), (4, ThreadSource::Flag, vec![1, 4]));
         assert_eq!(given.reason(), "--threads 4");
         assert_eq!(AllCore::given(1).counts(), [1]);
-        let every = ThreadPolicy::EveryCpu.resolve(quiet);
-        assert_eq!(every.count(), memmap_core::available_cpus());
-        assert!(every.reason().contains("256 MiB probe does not fit"), "{}", every.reason());
+        assert_eq!(ThreadPolicy::Auto.limit_counts(2), Vec::<usize>::new());
+        assert_eq!(ThreadPolicy::Auto.limit_counts(12), [2, 4, 8]);
+        assert_eq!(ThreadPolicy::Given(3).limit_counts(2), [3]);
         assert_eq!((policy(1), policy(0), policy(3)), (Threads::One, Threads::One, Threads::Fixed(3)));
     }
 }

@@ -12,7 +12,7 @@ use crate::progress::Phase;
 use crate::report::{AutoStep, AutoThreads, Provenance, REPORT_FORMAT, Report};
 use crate::scenarios::scenario::Context;
 use crate::sweep::plan::Sweep;
-use crate::threads::AllCore;
+use crate::threads::{AllCore, ThreadSource};
 
 /// Where the human-readable text goes: stdout, or stderr when stdout carries the JSON.
 struct Out {
@@ -29,11 +29,12 @@ impl Out {
     }
 }
 
-/// The limits phase.
-fn measure_limits(s: &Suite, threads: usize) -> std::io::Result<Limits> {
+/// The limits phase, at every thread count the run's `--threads` needs.
+fn measure_limits(s: &Suite) -> std::io::Result<Limits> {
     let phase = Phase::new("limits", s.common.progress);
     phase.step(format!("limits: map and fault in 2 x {}", crate::size::Bytes(s.limit_buffer)));
-    let l = limits::measure(s.limit_buffer, s.limit_rounds, &[threads], &phase);
+    let counts = s.threads.limit_counts(memmap_core::available_cpus());
+    let l = limits::measure(s.limit_buffer, s.limit_rounds, &counts, &phase);
     phase.finish();
     l
 }
@@ -47,12 +48,13 @@ pub(super) fn run_suite(s: &Suite) -> ExitCode {
             return fail(&format!("--plot: {e}"), 2);
         }
     }
-    // The one place the all-core count is decided: every scenario gets this value.
-    let threads = s.threads.resolve(s.common.progress);
-    let limits = match measure_limits(s, threads.count()) {
+    let limits = match measure_limits(s) {
         Ok(l) => l,
         Err(e) => return fail(&format!("map the limit probe's buffers: {e}"), 1),
     };
+    // The one place the all-core count is decided, from the limits just measured: every
+    // scenario gets this value.
+    let threads = s.threads.resolve(&limits);
     let mut report = Report {
         format: REPORT_FORMAT,
         provenance: Provenance::now(),
@@ -61,7 +63,7 @@ pub(super) fn run_suite(s: &Suite) -> ExitCode {
         all_core_threads: threads.count(),
         all_core_threads_source: threads.source(),
         all_core_threads_reason: threads.reason(),
-        auto_threads: auto_threads(threads),
+        auto_threads: auto_threads(threads, &limits),
         limits,
         scenarios: Vec::new(),
         skipped: s.skipped.clone(),
@@ -96,10 +98,14 @@ pub(super) fn run_suite(s: &Suite) -> ExitCode {
     finish(s, &report, &out)
 }
 
-/// What `--threads auto` measured, when it was measured.
-fn auto_threads(threads: AllCore) -> Option<AutoThreads> {
-    threads.steps().map(|steps| AutoThreads {
-        steps: steps.iter().map(|&(threads, gbps)| AutoStep { threads, gbps }).collect(),
+/// What `--threads auto` chose from: the non-zero fill limit at each thread count.
+fn auto_threads(threads: AllCore, limits: &Limits) -> Option<AutoThreads> {
+    (threads.source() == ThreadSource::Limits).then(|| AutoThreads {
+        steps: limits
+            .per_threads
+            .iter()
+            .map(|t| AutoStep { threads: t.threads, gbps: t.fill_nonzero_gbps })
+            .collect(),
         threads: threads.count(),
     })
 }

@@ -6,13 +6,13 @@ use super::error::CliError;
 use super::timing::Selection;
 use crate::budget::{self, Budget, BudgetSource, FitError, Fitted, fit};
 use crate::limits;
-use crate::memory::{MemInfo, MemoryError, MemoryNeed};
+use crate::memory::{MemInfo, MemoryError};
 use crate::output::OutputFile;
 use crate::progress::ProgressMode;
 use crate::report::{MemoryPlan, Scaled, Skipped};
 use crate::scenarios::scenario::{CatalogEntry, Common, Scenario, Setup};
 use crate::size::Bytes;
-use crate::threads::{AUTO_PROBE_BYTES, ThreadPolicy};
+use crate::threads::ThreadPolicy;
 
 /// A timing run: which scenarios, with what.
 pub struct Suite {
@@ -99,7 +99,7 @@ pub(super) fn suite(
     let budget = Budget::new(t.memory_budget, info).map_err(usage)?;
     let mut scaled = Vec::new();
     let limit_buffer = limit_buffer(g.quick, &budget, info, &mut scaled)?;
-    let threads = threads_within(t.threads, &budget, info, &mut scaled);
+    let threads = t.threads;
     let mut scenarios = Vec::new();
     let mut skipped = Vec::new();
     for e in &sel.rows {
@@ -168,28 +168,6 @@ fn memory_plan(budget: &Budget, info: &MemInfo, scaled: Vec<Scaled>) -> MemoryPl
 fn nothing_fits(command: &str, skipped: &[budget::Skipped]) -> String {
     let why: Vec<String> = skipped.iter().map(|k| format!("{}: {}", k.name, k.reason)).collect();
     format!("{command}: nothing would run, every scenario it selects was left out: {}", why.join("; "))
-}
-
-/// `threads`, with `auto` replaced by every CPU available when its probe's buffer does not fit
-/// `budget` (in a small container it would be killed for it), recorded in `scaled`.
-fn threads_within(
-    threads: ThreadPolicy,
-    budget: &Budget,
-    info: &MemInfo,
-    scaled: &mut Vec<Scaled>,
-) -> ThreadPolicy {
-    let probe = MemoryNeed::resident(AUTO_PROBE_BYTES);
-    let fits =
-        threads != ThreadPolicy::Auto || budget.check("the --threads auto probe", &probe, info).is_ok();
-    let policy = threads.within(fits);
-    if policy != threads {
-        scaled.push(Scaled {
-            name: "--threads auto".into(),
-            from: format!("measured on {}", Bytes(AUTO_PROBE_BYTES)),
-            to: format!("not measured (that does not fit), all {} CPUs", memmap_core::available_cpus()),
-        });
-    }
-    policy
 }
 
 /// The limit probe's buffer size within `budget` (see [`LIMIT_BUFFER`]), recorded in `scaled`

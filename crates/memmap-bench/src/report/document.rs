@@ -14,20 +14,20 @@ use crate::threads::ThreadSource;
 
 /// Version of the `--json` report's format: raised when a field changes meaning or goes away
 /// (adding fields keeps it).
-pub const REPORT_FORMAT: u32 = 2;
+pub const REPORT_FORMAT: u32 = 3;
 
-/// One step of the `--threads auto` search.
+/// One thread count `--threads auto` chose among.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AutoStep {
     /// Threads.
     #[schemars(range(min = 1))]
     pub threads: usize,
-    /// Streaming non-zero fill bandwidth measured with them, GB/s.
+    /// The limits phase's best non-zero fill with them, GB/s.
     pub gbps: f64,
 }
 
-/// What `--threads auto` measured and chose (rule: step up 1, 2, 4, ... up to the CPUs while a
-/// step gains at least 10 %).
+/// What `--threads auto` chose from and chose (rule: the fewest threads whose non-zero fill
+/// limit is within 5% of the best count the limits phase measured: 1, 2, 4, ... and every CPU).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AutoThreads {
     /// The steps measured.
@@ -119,12 +119,13 @@ pub struct Report {
     /// Workers of the all-core rows (`--threads`; 1: no all-core rows).
     #[schemars(range(min = 1))]
     pub all_core_threads: usize,
-    /// Where that count came from: `flag` (`--threads N`), `measured` (`--threads auto`) or
-    /// `every-cpu` (`--threads auto` whose probe did not fit the memory budget).
+    /// Where that count came from: `flag` (`--threads N`) or `limits` (`--threads auto`, chosen
+    /// from this run's limits).
     pub all_core_threads_source: ThreadSource,
     /// Why that count, in a phrase.
     pub all_core_threads_reason: String,
-    /// The `--threads auto` measurement (`memmap_core::auto_threads`), when it ran.
+    /// What `--threads auto` chose from (the limits' non-zero fill per thread count), when it
+    /// chose.
     pub auto_threads: Option<AutoThreads>,
     /// Limits measured in this run.
     pub limits: Limits,
