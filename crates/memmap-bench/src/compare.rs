@@ -164,7 +164,7 @@ impl Comparison {
         let range = ZoneDeviceRange::new(self.config.zone_device(), 0, DEVICE_START_PFN, nr);
         let pgmap = self.case.pgmap();
         let names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
-        let grid = Grid::new(&[1], &names, FillKind::Nonzero, self.rounds);
+        let grid = Grid::new(&[1], &names, FillKind::StructPage, self.rounds);
         let (memmaps, _) = paired::memmaps(name, all.len(), self.config, DEVICE_START_PFN, nr)?;
         let written = RefCell::new(vec![0u64; all.len()]);
         let failed: RefCell<Option<InitError>> = RefCell::new(None);
@@ -206,7 +206,7 @@ impl Comparison {
             struct_pages: pages,
             bytes: pages * 64,
             threads: 1,
-            limit: LimitKind::FillNonzero,
+            limit: LimitKind::FillStructPage,
             figure: Figure::Bandwidth,
         };
         let mut report = m.report(spec, &limits, 0..grid.runs.len(), m.storage[0].bytes() as u64);

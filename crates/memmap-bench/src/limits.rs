@@ -8,11 +8,14 @@
 //! |---|---|
 //! | zero fill | `memset(0)`, `rep stosb` (x86-64; `dc zva` on aarch64: `stream_hal::clear_cached`), a streaming fill of zero records (`movntdq` on x86-64, `stnp` on aarch64: `stream_hal::fill`), `vmovntdq` of ymm and zmm registers where the CPU has AVX / AVX-512F (`stream_hal::wide_fill_methods`), `clzero` where the CPU has it (`stream_hal::clear_streaming`), `stream_hal::clear_pages` |
 //! | non-zero fill | `memset` with a non-zero byte, a streaming fill of non-zero 64-byte records (`stream_hal::fill`, the store pattern of the streaming struct page init), `vmovntdq` ymm/zmm fills of the same records where the CPU has them |
+//! | struct page fill | the bytes struct page init writes ([`STRUCT_PAGE_RECORD`]: a boot struct page's shape, four of its eight words zero): a streaming fill (`stream_hal::fill`), the `vmovntdq` ymm/zmm fills, and normal stores of the record (`store_loop`, what the template strategy's copies are) |
 //! | copy | `memcpy`, `stream_hal::memcpy_nontemporal` |
 //!
 //! The limit of a kind for a thread count is the best method of that kind at that count, and
-//! the report names the method. A `struct page` template is non-zero, so struct page init is
-//! judged against the non-zero fill limit; clearing pages against the zero fill limit. Buffers
+//! the report names the method. Struct page init is judged against the struct page fill limit:
+//! the best rate of writing the same bytes (on some machines zero words stream faster than
+//! non-zero ones, so a non-zero limit would be beaten); clearing pages against the zero fill
+//! limit. Buffers
 //! are faulted in before measuring, every method and thread count runs interleaved round by
 //! round, and the figure is the median of the rounds after the first. With several threads the
 //! time is the wall time from starting the threads to the last one's end.
@@ -34,7 +37,15 @@ pub enum FillKind {
     Nonzero,
     /// Copy (bytes copied per second).
     Copy,
+    /// A fill with struct-page-shaped records ([`STRUCT_PAGE_RECORD`]).
+    StructPage,
 }
+
+/// The record the struct page fill limit writes: a boot-time struct page as Linux leaves a
+/// reserved one (flags with the node and zone bits and `PG_reserved`, `lru` pointing at itself,
+/// `_mapcount` -1 and `_refcount` 1), the words non-zero where a real one's are.
+pub const STRUCT_PAGE_RECORD: [u64; 8] =
+    [0x0003_ffff_c000_2000, 0xffff_ea00_0000_0048, 0xffff_ea00_0000_0048, 0, 0, 0, 0x0000_0001_ffff_ffff, 0];
 
 /// One method's rate at one thread count.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -69,6 +80,11 @@ pub struct ThreadLimits {
     pub copy_gbps: f64,
     /// The method that set it.
     pub copy_method: String,
+    /// Best struct page fill (the bytes struct page init writes), GB/s.
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub fill_struct_page_gbps: f64,
+    /// The method that set it.
+    pub fill_struct_page_method: String,
     /// Every method measured.
     pub methods: Vec<MethodRate>,
 }
@@ -85,6 +101,7 @@ impl ThreadLimits {
         let (fill_zero_gbps, fill_zero_method) = best(FillKind::Zero);
         let (fill_nonzero_gbps, fill_nonzero_method) = best(FillKind::Nonzero);
         let (copy_gbps, copy_method) = best(FillKind::Copy);
+        let (fill_struct_page_gbps, fill_struct_page_method) = best(FillKind::StructPage);
         ThreadLimits {
             threads,
             fill_zero_gbps,
@@ -93,6 +110,8 @@ impl ThreadLimits {
             fill_nonzero_method,
             copy_gbps,
             copy_method,
+            fill_struct_page_gbps,
+            fill_struct_page_method,
             methods,
         }
     }
@@ -114,6 +133,9 @@ pub struct Limits {
     /// Best non-zero fill on one thread.
     #[schemars(extend("exclusiveMinimum" = 0))]
     pub fill_nonzero_gbps: f64,
+    /// Best struct page fill on one thread.
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub fill_struct_page_gbps: f64,
     /// `memset(0)` alone, one thread.
     pub memset_zero_gbps: f64,
     /// `stream_hal::clear_pages` alone, one thread.
@@ -216,7 +238,19 @@ fn methods() -> Vec<(&'static str, FillKind, Method)> {
         }),
         ("stream_fill", FillKind::Nonzero, |d, _, n| {
             // SAFETY: the contract above (page-aligned, so 8-byte aligned).
-            unsafe { stream_fill(d, n, [0x5a5a_5a5a_5a5a_5a5a; 8]) }
+            unsafe { stream_fill(d, n, PATTERNS[1]) }
+        }),
+        ("stream_fill", FillKind::StructPage, |d, _, n| {
+            // SAFETY: the contract above (page-aligned, so 8-byte aligned).
+            unsafe { stream_fill(d, n, STRUCT_PAGE_RECORD) }
+        }),
+        ("store_loop", FillKind::StructPage, |d, _, n| {
+            let d = d.cast::<[u64; 8]>();
+            for i in 0..n / 64 {
+                // SAFETY: the contract above: record `i` of `n / 64` is inside `[d, d + n)`,
+                // 64-byte aligned (page-aligned base).
+                unsafe { d.add(i).write(STRUCT_PAGE_RECORD) };
+            }
         }),
         ("clear_pages", FillKind::Zero, |d, _, n| {
             // SAFETY: the contract above: whole pages; drained before anything reads them.
@@ -250,14 +284,16 @@ fn methods() -> Vec<(&'static str, FillKind, Method)> {
     // Wider streaming stores than the library's own (`vmovntdq` of ymm/zmm where the CPU has
     // them): if they were faster, the library's fill would not be at the limit.
     let wide: Vec<&str> = stream_hal::wide_fill_methods().map(|m| m.name).collect();
-    let variants: [(&'static str, Method, Method); 2] = [
-        (WIDE[0], wide_fill::<0, false>, wide_fill::<0, true>),
-        (WIDE[1], wide_fill::<1, false>, wide_fill::<1, true>),
+    let variants: [(&'static str, [Method; 3]); 2] = [
+        (WIDE[0], [wide_fill::<0, 0>, wide_fill::<0, 1>, wide_fill::<0, 2>]),
+        (WIDE[1], [wide_fill::<1, 0>, wide_fill::<1, 1>, wide_fill::<1, 2>]),
     ];
-    for (name, zero, nonzero) in variants {
+    for (name, fills) in variants {
         if wide.contains(&name) {
-            v.push((name, FillKind::Zero, zero));
-            v.push((name, FillKind::Nonzero, nonzero));
+            for (kind, f) in [FillKind::Zero, FillKind::Nonzero, FillKind::StructPage].into_iter().zip(fills)
+            {
+                v.push((name, kind, f));
+            }
         }
     }
     if stream_hal::streaming_clear_method() == "clzero" {
@@ -285,15 +321,18 @@ unsafe fn stream_fill(dst: *mut u8, len: usize, rec: [u64; 8]) {
 /// The wide streaming fills the limits try, by index ([`stream_hal::wide_fill_methods`] names).
 const WIDE: [&str; 2] = ["vmovntdq_ymm", "vmovntdq_zmm"];
 
-/// Fills `[dst, dst + len)` with the wide method `WIDE[K]` (zero or non-zero lines) and drains;
+/// The lines of the zero, non-zero and struct page fills, by index.
+const PATTERNS: [[u64; 8]; 3] = [[0; 8], [0x5a5a_5a5a_5a5a_5a5a; 8], STRUCT_PAGE_RECORD];
+
+/// Fills `[dst, dst + len)` with the wide method `WIDE[K]` (lines of `PATTERNS[P]`) and drains;
 /// nothing if this CPU lacks it.
 ///
 /// # Safety
 ///
 /// The contract of every [`Method`] body (see `methods`): `dst` page-aligned, valid for `len`
 /// bytes (a multiple of 4096), nothing else touching it.
-unsafe fn wide_fill<const K: usize, const NONZERO: bool>(dst: *mut u8, _: *const u8, len: usize) {
-    let line = if NONZERO { [0x5a5a_5a5a_5a5a_5a5a; 8] } else { [0; 8] };
+unsafe fn wide_fill<const K: usize, const P: usize>(dst: *mut u8, _: *const u8, len: usize) {
+    let line = PATTERNS[P];
     if let Some(m) = stream_hal::wide_fill_methods().find(|m| m.name == WIDE[K]) {
         // SAFETY: `dst` is page-aligned (so 64-byte aligned) and writable for `len` bytes, a
         // whole number of lines; the drain below runs before anything else touches them.
@@ -484,6 +523,7 @@ pub fn measure(
     Ok(Limits {
         fill_zero_gbps: one.fill_zero_gbps,
         fill_nonzero_gbps: one.fill_nonzero_gbps,
+        fill_struct_page_gbps: one.fill_struct_page_gbps,
         memset_zero_gbps: one.method(FillKind::Zero, "memset").unwrap_or(f64::NAN),
         clear_pages_gbps: one.method(FillKind::Zero, "clear_pages").unwrap_or(f64::NAN),
         copy_gbps: one.copy_gbps,
@@ -497,12 +537,12 @@ pub fn measure(
 
 #[cfg(test)]
 impl ThreadLimits {
-    /// Limits at `threads` whose best non-zero fill is `gbps` (tests of decisions made from
+    /// Limits at `threads` whose best struct page fill is `gbps` (tests of decisions made from
     /// limits).
-    pub(crate) fn with_nonzero(threads: usize, gbps: f64) -> ThreadLimits {
+    pub(crate) fn with_struct_page(threads: usize, gbps: f64) -> ThreadLimits {
         ThreadLimits::from_methods(
             threads,
-            vec![MethodRate { method: "stream_fill".into(), kind: FillKind::Nonzero, gbps }],
+            vec![MethodRate { method: "stream_fill".into(), kind: FillKind::StructPage, gbps }],
         )
     }
 }
@@ -513,13 +553,14 @@ impl Limits {
     pub(crate) fn example() -> Limits {
         let one = ThreadLimits::from_methods(
             1,
-            [FillKind::Zero, FillKind::Nonzero, FillKind::Copy]
+            [FillKind::Zero, FillKind::Nonzero, FillKind::Copy, FillKind::StructPage]
                 .map(|kind| MethodRate { method: "m".into(), kind, gbps: 10.0 })
                 .to_vec(),
         );
         Limits {
             fill_zero_gbps: 10.0,
             fill_nonzero_gbps: 10.0,
+            fill_struct_page_gbps: 10.0,
             memset_zero_gbps: 10.0,
             clear_pages_gbps: 10.0,
             copy_gbps: 10.0,

@@ -17,8 +17,8 @@ use crate::limits::Limits;
 /// The largest `--threads N`.
 pub const MAX_THREADS: usize = 1024;
 
-/// `--threads auto` takes the fewest threads whose best non-zero fill in the limits phase is
-/// within this fraction of the best at any count measured.
+/// `--threads auto` takes the fewest threads whose struct page fill limit is within this
+/// fraction of the best at any count the limits phase measured.
 pub const AUTO_WITHIN: f64 = 0.05;
 
 /// What `--threads` asks for.
@@ -62,7 +62,7 @@ impl ThreadPolicy {
     }
 
     /// The run's all-core count, from the limits phase of the same run: `--threads N` as
-    /// given; `auto` the fewest threads whose best non-zero fill is within [`AUTO_WITHIN`] of
+    /// given; `auto` the fewest threads whose struct page fill limit is within [`AUTO_WITHIN`] of
     /// the best of every count `limits` measured (so no count the limits show faster by more
     /// than that is left out).
     #[must_use]
@@ -70,11 +70,11 @@ impl ThreadPolicy {
         match self {
             ThreadPolicy::Given(n) => AllCore { count: n.max(1), source: ThreadSource::Flag },
             ThreadPolicy::Auto => {
-                let best = limits.per_threads.iter().map(|t| t.fill_nonzero_gbps).fold(0.0, f64::max);
+                let best = limits.per_threads.iter().map(|t| t.fill_struct_page_gbps).fold(0.0, f64::max);
                 let count = limits
                     .per_threads
                     .iter()
-                    .filter(|t| t.fill_nonzero_gbps >= best * (1.0 - AUTO_WITHIN))
+                    .filter(|t| t.fill_struct_page_gbps >= best * (1.0 - AUTO_WITHIN))
                     .map(|t| t.threads)
                     .min()
                     .unwrap_or(1);
@@ -133,7 +133,7 @@ impl AllCore {
         match self.source {
             ThreadSource::Flag => format!("--threads {}", self.count),
             ThreadSource::Limits => format!(
-                "--threads auto: the fewest threads whose non-zero fill limit is within {:.0}% of the \
+                "--threads auto: the fewest threads whose struct page fill limit is within {:.0}% of the \
                  best count this run measured",
                 AUTO_WITHIN * 100.0
             ),
@@ -174,7 +174,7 @@ mod tests {
     fn the_count_is_decided_once_from_the_runs_limits() {
         use crate::limits::ThreadLimits;
         let limits = |rates: &[(usize, f64)]| Limits {
-            per_threads: rates.iter().map(|&(t, g)| ThreadLimits::with_nonzero(t, g)).collect(),
+            per_threads: rates.iter().map(|&(t, g)| ThreadLimits::with_struct_page(t, g)).collect(),
             ..Limits::example()
         };
         // The run the issue reported: 31.3 GB/s on 1 thread, 55.9 on 2: both counts run.

@@ -98,13 +98,13 @@ pub(super) fn run_suite(s: &Suite) -> ExitCode {
     finish(s, &report, &out)
 }
 
-/// What `--threads auto` chose from: the non-zero fill limit at each thread count.
+/// What `--threads auto` chose from: the struct page fill limit at each thread count.
 fn auto_threads(threads: AllCore, limits: &Limits) -> Option<AutoThreads> {
     (threads.source() == ThreadSource::Limits).then(|| AutoThreads {
         steps: limits
             .per_threads
             .iter()
-            .map(|t| AutoStep { threads: t.threads, gbps: t.fill_nonzero_gbps })
+            .map(|t| AutoStep { threads: t.threads, gbps: t.fill_struct_page_gbps })
             .collect(),
         threads: threads.count(),
     })

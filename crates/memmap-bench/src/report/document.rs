@@ -22,11 +22,11 @@ pub struct AutoStep {
     /// Threads.
     #[schemars(range(min = 1))]
     pub threads: usize,
-    /// The limits phase's best non-zero fill with them, GB/s.
+    /// The limits phase's best struct page fill with them, GB/s.
     pub gbps: f64,
 }
 
-/// What `--threads auto` chose from and chose (rule: the fewest threads whose non-zero fill
+/// What `--threads auto` chose from and chose (rule: the fewest threads whose struct page fill
 /// limit is within 5% of the best count the limits phase measured: 1, 2, 4, ... and every CPU).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AutoThreads {
@@ -124,8 +124,8 @@ pub struct Report {
     pub all_core_threads_source: ThreadSource,
     /// Why that count, in a phrase.
     pub all_core_threads_reason: String,
-    /// What `--threads auto` chose from (the limits' non-zero fill per thread count), when it
-    /// chose.
+    /// What `--threads auto` chose from (the limits' struct page fill per thread count), when
+    /// it chose.
     pub auto_threads: Option<AutoThreads>,
     /// Limits measured in this run.
     pub limits: Limits,

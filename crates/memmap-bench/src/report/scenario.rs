@@ -16,7 +16,9 @@ pub const MEASUREMENT_ERROR_RATIO: f64 = 1.05;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LimitKind {
-    /// Non-zero fill (struct pages are non-zero records).
+    /// Struct page fill: the best rate of writing struct-page-shaped records.
+    FillStructPage,
+    /// Non-zero fill.
     FillNonzero,
     /// Zero fill (clearing pages).
     FillZero,
@@ -27,6 +29,7 @@ impl LimitKind {
     #[must_use]
     pub fn of(self, l: &ThreadLimits) -> f64 {
         match self {
+            LimitKind::FillStructPage => l.fill_struct_page_gbps,
             LimitKind::FillNonzero => l.fill_nonzero_gbps,
             LimitKind::FillZero => l.fill_zero_gbps,
         }
@@ -36,6 +39,7 @@ impl LimitKind {
     #[must_use]
     pub fn method(self, l: &ThreadLimits) -> &str {
         match self {
+            LimitKind::FillStructPage => &l.fill_struct_page_method,
             LimitKind::FillNonzero => &l.fill_nonzero_method,
             LimitKind::FillZero => &l.fill_zero_method,
         }
@@ -45,6 +49,7 @@ impl LimitKind {
     #[must_use]
     pub fn label(self) -> &'static str {
         match self {
+            LimitKind::FillStructPage => "struct page fill",
             LimitKind::FillNonzero => "non-zero fill",
             LimitKind::FillZero => "zero fill",
         }
@@ -375,15 +380,18 @@ pub(crate) mod tests {
             fill_nonzero_method: "stream_fill".into(),
             copy_gbps: 10.0,
             copy_method: "memcpy".into(),
+            fill_struct_page_gbps: nonzero,
+            fill_struct_page_method: "stream_fill".into(),
             methods: vec![MethodRate {
                 method: "stream_fill".into(),
-                kind: FillKind::Nonzero,
+                kind: FillKind::StructPage,
                 gbps: nonzero,
             }],
         };
         Limits {
             fill_zero_gbps: 30.0,
             fill_nonzero_gbps: 10.0,
+            fill_struct_page_gbps: 10.0,
             memset_zero_gbps: 10.0,
             clear_pages_gbps: 30.0,
             copy_gbps: 10.0,

@@ -314,10 +314,12 @@ fn limits_table(l: &Limits, verbose: bool) -> String {
         ),
         4,
     );
-    let mut t = table(["threads", "non-zero fill", "zero fill", "copy"].map(String::from).into());
+    let mut t =
+        table(["threads", "struct page fill", "non-zero fill", "zero fill", "copy"].map(String::from).into());
     for p in &l.per_threads {
         t.add_row(vec![
             p.threads.to_string(),
+            format!("{} ({})", num(p.fill_struct_page_gbps), p.fill_struct_page_method),
             format!("{} ({})", num(p.fill_nonzero_gbps), p.fill_nonzero_method),
             format!("{} ({})", num(p.fill_zero_gbps), p.fill_zero_method),
             format!("{} ({})", num(p.copy_gbps), p.copy_method),
@@ -335,6 +337,7 @@ fn limits_table(l: &Limits, verbose: bool) -> String {
                         FillKind::Zero => "zero",
                         FillKind::Nonzero => "non-zero",
                         FillKind::Copy => "copy",
+                        FillKind::StructPage => "struct-page",
                     };
                     format!("{} {kind} {}", m.method, num(m.gbps))
                 })

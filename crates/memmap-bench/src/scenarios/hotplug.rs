@@ -7,7 +7,7 @@
 //! The strategies are slow, template, streaming and auto (which streams from the threshold up:
 //! every memory block's 2 MiB of struct pages is above it), each on its own mmap-backed memmap,
 //! faulted in before the rounds, one thread (`online_pages()` has no parallel form), every round
-//! paired with a run of the one-thread non-zero fill limit on the strategy's own memmap right
+//! paired with a run of the one-thread struct page fill limit on the strategy's own memmap right
 //! before it, as the zone-device scenario does. After the rounds every memmap is compared with
 //! the slow one byte for byte.
 
@@ -175,7 +175,7 @@ fn run(p: &Hotplug, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     let rounds = ctx.common.rounds(ROUNDS);
     let phase = ctx.phase(NAME);
     phase.step(format!("{NAME}: map and fault in {} memmaps", STRATEGIES.len()));
-    let grid = Grid::new(&[1], &STRATEGY_NAMES, FillKind::Nonzero, rounds).weights(nr, nr / 4);
+    let grid = Grid::new(&[1], &STRATEGY_NAMES, FillKind::StructPage, rounds).weights(nr, nr / 4);
     let (memmaps, fault_ms) = paired::memmaps(NAME, STRATEGIES.len(), cfg, START_PFN, nr)?;
     let used: Vec<std::cell::Cell<(Strategy, u64)>> =
         STRATEGIES.iter().map(|&s| std::cell::Cell::new((s, 0))).collect();
@@ -206,7 +206,7 @@ fn run(p: &Hotplug, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
         struct_pages: nr,
         bytes: nr * 64,
         threads: 1,
-        limit: LimitKind::FillNonzero,
+        limit: LimitKind::FillStructPage,
         figure: Figure::Bandwidth,
     };
     let mut sc = m.report(spec, ctx.limits, 0..STRATEGIES.len(), nr * 64);
@@ -242,7 +242,7 @@ mod tests {
         let sc = &reports[0];
         let got: Vec<&str> = sc.results.iter().map(|r| r.strategy.as_str()).collect();
         assert_eq!(got, STRATEGY_NAMES);
-        assert!(sc.paired && sc.limit == LimitKind::FillNonzero && sc.figure == Figure::Bandwidth);
+        assert!(sc.paired && sc.limit == LimitKind::FillStructPage && sc.figure == Figure::Bandwidth);
         assert_eq!(sc.bytes, (256 << 20) / 4096 * 64);
         assert_eq!(sc.extra["online_pages_calls"], 2);
         assert!(sc.results.iter().all(|r| r.median_ms > 0.0 && r.x_limit > 0.0), "{}", sc.table(false));

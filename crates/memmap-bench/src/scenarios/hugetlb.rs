@@ -184,7 +184,7 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
     let phase = ctx.phase(name(hvo));
     phase.step(format!("{}: map {} memmap sets", name(hvo), counts.len() * 3));
     // Paired limit runs without HVO, where the memmap is written in full.
-    let grid = Grid::new(&counts, &INIT_STRATEGY_NAMES, FillKind::Nonzero, rounds).paired(!hvo);
+    let grid = Grid::new(&counts, &INIT_STRATEGY_NAMES, FillKind::StructPage, rounds).paired(!hvo);
     let (storage, fault_ms) = map_storage(p, &specs, grid.runs.len())?;
     let memmap_bytes: u64 = storage[0].iter().map(|m| m.bytes() as u64).sum();
     let mode = if hvo { HvoMode::On } else { HvoMode::Off };
@@ -285,7 +285,7 @@ fn reports(
             struct_pages: tail_pages,
             bytes: tail_pages * 64,
             threads,
-            limit: LimitKind::FillNonzero,
+            limit: LimitKind::FillStructPage,
             // With HVO a boot writes 64 struct pages per folio: its time is not a bandwidth.
             figure: if hvo { Figure::Time } else { Figure::Bandwidth },
         };

@@ -187,7 +187,7 @@ fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunErro
     let counts = ctx.threads.counts();
     let phase = ctx.phase(case.name());
     phase.step(format!("{}: map and fault in {} memmaps", case.name(), counts.len() * 3));
-    let grid = Grid::new(&counts, &INIT_STRATEGY_NAMES, FillKind::Nonzero, rounds).weights(nr, nr / 4);
+    let grid = Grid::new(&counts, &INIT_STRATEGY_NAMES, FillKind::StructPage, rounds).weights(nr, nr / 4);
     let (memmaps, fault_ms) = paired::memmaps(case.name(), grid.runs.len(), cfg, DEVICE_START_PFN, nr)?;
     let written = std::cell::Cell::new(0u64);
     let pb = phase.bar().clone();
@@ -244,7 +244,7 @@ fn reports(
             struct_pages: written,
             bytes: written * 64,
             threads,
-            limit: LimitKind::FillNonzero,
+            limit: LimitKind::FillStructPage,
             figure: Figure::Bandwidth,
         };
         let mut sc = m.report(spec, ctx.limits, k * n..(k + 1) * n, memmap_bytes);
