@@ -92,8 +92,9 @@
 //! hotplug free path, the `page_type` encoding, and what 6.1's buddy allocator and gigantic
 //! pages leave). Common to all: `prep_compound_head()` after the tail
 //! loop of `memmap_init_compound()`, `folio->pgmap` at byte 8. The [`PG`] constants are the
-//! v6.12+ `enum pageflags` order (`PG_reserved` = 13, `PG_head` = 6); the boot-time and buddy
-//! code of [`Node`] use them for every release.
+//! v6.14+ `enum pageflags` order (`PG_reserved` = 13, `PG_head` = 6); every initializer, the
+//! boot-time and buddy code of [`Node`] included, writes the release's bits
+//! ([`Behaviour::page_flags`]) and the release's free-block `page_type` ([`buddy_page_type`]).
 //!
 //! ## Example
 //!
@@ -129,6 +130,7 @@ extern crate std;
 
 mod error;
 mod fill;
+mod freelist;
 mod hooks;
 pub mod hotplug;
 mod memmap;
@@ -140,6 +142,7 @@ mod zone_device;
 
 pub use error::InitError;
 pub use fill::{CopyReport, FillOptions, ListSelf, Strategy, StrategyReason};
+pub use freelist::buddy_page_type;
 #[cfg(feature = "std")]
 pub use hooks::RecordingHooks;
 pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};

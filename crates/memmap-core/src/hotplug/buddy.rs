@@ -13,22 +13,11 @@
 //!
 //! [`Behaviour::free_splits_pageblocks`]: crate::Behaviour::free_splits_pageblocks
 
-use super::{HotplugZone, slot};
+use super::HotplugZone;
+use crate::freelist::{LIST_POISON1, LIST_POISON2, PAGE_TYPE_NONE, buddy_page_type};
 use crate::memmap::Memmap;
-use crate::model::flags::{MigrateType, PageType};
+use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
-
-/// `LIST_POISON1` (`0x100 + POISON_POINTER_DELTA`).
-pub(crate) const LIST_POISON1: u64 = 0xdead_0000_0000_0100;
-/// `LIST_POISON2` (`0x122 + POISON_POINTER_DELTA`).
-pub(crate) const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
-
-/// `page_type` of a free block's head: `PGTY_buddy << 24` from 6.12, `~PG_buddy`
-/// (`0xffffff7f`) before ([`Behaviour::page_type_top_byte`](crate::Behaviour::page_type_top_byte)).
-#[must_use]
-pub fn buddy_page_type(cfg: &crate::KernelConfig) -> u32 {
-    if cfg.behaviour().page_type_top_byte { PageType::word(PageType::BUDDY) } else { 0xffff_ff7f }
-}
 
 /// The zone's free lists over the memmap.
 pub(super) struct Buddy<'m, 'a, P: StructPage> {
@@ -109,7 +98,7 @@ impl<P: StructPage> Buddy<'_, '_, P> {
     /// memmap (`None` for anything else).
     fn next_of(&self, order: u32, mt: MigrateType, entry: u64) -> Option<u64> {
         if entry == self.z.free_list_addr(order, mt) {
-            Some(self.z.heads[order as usize][slot(mt)].0)
+            Some(self.z.lists.head(order, mt).0)
         } else {
             self.pfn_of(entry).map(|pfn| self.word(pfn, offsets::LRU_NEXT))
         }
@@ -118,7 +107,7 @@ impl<P: StructPage> Buddy<'_, '_, P> {
     /// `entry->prev`, as [`Buddy::next_of`].
     fn prev_of(&self, order: u32, mt: MigrateType, entry: u64) -> Option<u64> {
         if entry == self.z.free_list_addr(order, mt) {
-            Some(self.z.heads[order as usize][slot(mt)].1)
+            Some(self.z.lists.head(order, mt).1)
         } else {
             self.pfn_of(entry).map(|pfn| self.word(pfn, offsets::LRU_PREV))
         }
@@ -128,7 +117,7 @@ impl<P: StructPage> Buddy<'_, '_, P> {
     /// callers checked it is one of the two).
     fn set_next(&mut self, order: u32, mt: MigrateType, entry: u64, v: u64) {
         if entry == self.z.free_list_addr(order, mt) {
-            self.z.heads[order as usize][slot(mt)].0 = v;
+            self.z.lists.set_head_next(order, mt, v);
         } else if let Some(pfn) = self.pfn_of(entry) {
             self.set_word(pfn, offsets::LRU_NEXT, v);
         }
@@ -136,7 +125,7 @@ impl<P: StructPage> Buddy<'_, '_, P> {
 
     fn set_prev(&mut self, order: u32, mt: MigrateType, entry: u64, v: u64) {
         if entry == self.z.free_list_addr(order, mt) {
-            self.z.heads[order as usize][slot(mt)].1 = v;
+            self.z.lists.set_head_prev(order, mt, v);
         } else if let Some(pfn) = self.pfn_of(entry) {
             self.set_word(pfn, offsets::LRU_PREV, v);
         }
@@ -154,7 +143,7 @@ impl<P: StructPage> Buddy<'_, '_, P> {
     /// `__add_to_free_list()`: `list_add()` or `list_add_tail()`.
     fn add(&mut self, pfn: u64, order: u32, mt: MigrateType, tail: bool) {
         let head = self.z.free_list_addr(order, mt);
-        let (hn, hp) = self.z.heads[order as usize][slot(mt)];
+        let (hn, hp) = self.z.lists.head(order, mt);
         let (prev, next) = if tail { (hp, head) } else { (head, hn) };
         let new = self.node(pfn);
         // __list_add_valid(): `next->prev == prev && prev->next == next`. A list whose nodes
@@ -167,8 +156,7 @@ impl<P: StructPage> Buddy<'_, '_, P> {
             self.set_word(pfn, offsets::LRU_PREV, prev);
             self.set_next(order, mt, prev, new);
         }
-        let n = &mut self.z.nr_free[order as usize][slot(mt)];
-        *n = n.saturating_add(1);
+        self.z.lists.add_free(order, mt, 1);
     }
 
     /// `__list_del_entry()` of a block on the list of `(order, mt)`: a block that is not
@@ -179,8 +167,7 @@ impl<P: StructPage> Buddy<'_, '_, P> {
             self.set_prev(order, mt, next, prev);
             self.set_next(order, mt, prev, next);
         }
-        let n = &mut self.z.nr_free[order as usize][slot(mt)];
-        *n = n.saturating_sub(1);
+        self.z.lists.sub_free(order, mt);
     }
 
     /// `__del_page_from_free_list()`: `list_del()` (the poison), `__ClearPageBuddy()`,
@@ -189,7 +176,7 @@ impl<P: StructPage> Buddy<'_, '_, P> {
         self.unlink(pfn, order, mt);
         self.set_word(pfn, offsets::LRU_NEXT, LIST_POISON1);
         self.set_word(pfn, offsets::LRU_PREV, LIST_POISON2);
-        self.set_u32(pfn, offsets::PAGE_TYPE, u32::MAX);
+        self.set_u32(pfn, offsets::PAGE_TYPE, PAGE_TYPE_NONE);
         self.set_word(pfn, offsets::PRIVATE, 0);
     }
 

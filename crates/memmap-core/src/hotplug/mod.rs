@@ -55,7 +55,7 @@
 
 mod buddy;
 
-pub use buddy::buddy_page_type;
+pub use crate::freelist::buddy_page_type;
 
 use core::fmt;
 
@@ -63,21 +63,12 @@ use crate::InitError;
 use crate::fill::{
     Cached, DrainGuard, FillOptions, ListSelf, Refresh, Store, Strategy, StrategyReason, copy_run,
 };
+use crate::freelist::{FreeLists, MAX_ORDERS, Rules, zone_struct_addr};
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
 use crate::model::config::KernelConfig;
 use crate::model::flags::{MigrateType, PageType};
 use crate::model::page::{StructPage, offsets};
-
-/// Orders the model keeps free lists for (`MAX_PAGE_ORDER` must be below this).
-const MAX_ORDERS: usize = 24;
-/// Migrate types with a free list here: UNMOVABLE, MOVABLE, RECLAIMABLE, ISOLATE.
-const MT_SLOTS: usize = 4;
-/// Modelled offset of `free_area[0]` in `struct zone` (the same modelled layout as the
-/// buddy allocator of `Node`).
-const FREE_AREA_OFFSET: u64 = 0x100;
-/// Modelled `sizeof(struct free_area)`: `MIGRATE_TYPES` (6) list heads and `nr_free`.
-const FREE_AREA_SIZE: u64 = 6 * 16 + 8;
 
 /// The zone a hot-added range is onlined into (`online` / `online_kernel` gives
 /// `ZONE_NORMAL` for memory above the boot memory, `online_movable` `ZONE_MOVABLE`).
@@ -196,22 +187,9 @@ pub struct HotplugZone {
     cfg: KernelConfig,
     nid: u32,
     zone: u32,
-    zone_addr: u64,
-    /// `(next, prev)` of each list head, by order and migrate-type slot.
-    heads: [[(u64, u64); MT_SLOTS]; MAX_ORDERS],
-    nr_free: [[u64; MT_SLOTS]; MAX_ORDERS],
+    lists: FreeLists,
     managed_pages: u64,
     present_pages: u64,
-}
-
-/// The list slot of a migrate type.
-const fn slot(mt: MigrateType) -> usize {
-    match mt {
-        MigrateType::Unmovable => 0,
-        MigrateType::Movable => 1,
-        MigrateType::Reclaimable => 2,
-        MigrateType::Isolate => 3,
-    }
 }
 
 impl HotplugZone {
@@ -229,36 +207,20 @@ impl HotplugZone {
         if u64::from(nid) > layout.nodes_mask() {
             return Err(InitError::NodeOutOfRange { nid, max: layout.nodes_mask() as u32 }.into());
         }
-        if cfg.max_page_order as usize >= MAX_ORDERS || cfg.pageblock_order > cfg.max_page_order {
+        if !Rules::orders_supported(cfg) {
             return Err(HotplugError::UnsupportedOrders {
                 max_page_order: cfg.max_page_order,
                 pageblock_order: cfg.pageblock_order,
             });
         }
-        // The modelled `NODE_DATA(nid)->node_zones[zone]`: a direct-map address, one 256 KiB
-        // `pglist_data` per node, 0x1000 bytes per zone (as the node's buddy allocator models it).
-        let zone_addr = cfg
-            .page_offset
-            .wrapping_add(0x7f00_0000 + u64::from(nid) * 0x4_0000 + 0x1000 + u64::from(zone) * 0x1000);
-        let mut z = HotplugZone {
+        Ok(HotplugZone {
             cfg: *cfg,
             nid,
             zone,
-            zone_addr,
-            heads: [[(0, 0); MT_SLOTS]; MAX_ORDERS],
-            nr_free: [[0; MT_SLOTS]; MAX_ORDERS],
+            lists: FreeLists::new(zone_struct_addr(cfg, nid, zone)),
             managed_pages: 0,
             present_pages: 0,
-        };
-        for order in 0..MAX_ORDERS as u32 {
-            for mt in
-                [MigrateType::Unmovable, MigrateType::Movable, MigrateType::Reclaimable, MigrateType::Isolate]
-            {
-                let h = z.free_list_addr(order, mt);
-                z.heads[order as usize][slot(mt)] = (h, h);
-            }
-        }
-        Ok(z)
+        })
     }
 
     /// Zone `target` of node `nid` with empty free lists (see [`HotplugZone::new`]).
@@ -290,18 +252,13 @@ impl HotplugZone {
     /// block of a list point to).
     #[must_use]
     pub fn free_list_addr(&self, order: u32, mt: MigrateType) -> u64 {
-        // Modelled kernel addresses wrap like the kernel's pointer arithmetic (the zone's
-        // address comes from the configuration's `page_offset`).
-        self.zone_addr
-            .wrapping_add(FREE_AREA_OFFSET)
-            .wrapping_add(u64::from(order) * FREE_AREA_SIZE)
-            .wrapping_add(u64::from(mt.value()) * 16)
+        self.lists.head_addr(order, mt)
     }
 
     /// `free_area[order].nr_free` of migrate type `mt` (0 for orders beyond the model's).
     #[must_use]
     pub fn nr_free(&self, order: u32, mt: MigrateType) -> u64 {
-        self.nr_free.get(order as usize).map_or(0, |o| o[slot(mt)])
+        self.lists.nr_free(order, mt)
     }
 
     /// Pages handed to the buddy allocator by onlining (`managed_pages`).
@@ -326,9 +283,11 @@ impl HotplugZone {
         mt: MigrateType,
         mut f: impl FnMut(u64),
     ) {
-        let Some(lists) = self.heads.get(order as usize) else { return };
+        if order as usize >= MAX_ORDERS {
+            return;
+        }
         let head = self.free_list_addr(order, mt);
-        let mut cur = lists[slot(mt)].0;
+        let mut cur = self.lists.head(order, mt).0;
         // At most the list's count of blocks: a list the caller's writes turned into a cycle
         // ends there instead of looping for ever.
         for _ in 0..self.nr_free(order, mt) {

@@ -66,19 +66,19 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::InitError;
 use crate::fill::{FillOptions, ListSelf, Pages, Refresh, Strategy, StrategyReason, with_store};
+use crate::freelist::{MAX_ORDERS, Rules};
 use crate::hooks::{InitHooks, NoHooks};
 use crate::memmap::Memmap;
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
+use crate::model::version::PageFlagBits;
 use crate::node::buddy::FreeArea;
 use crate::sync::{BlockStates, SpinLock};
 use owned::{LockedZone, Owned};
 
 /// Zone slots of a node (`MAX_NR_ZONES` is at most 8).
 pub(crate) const MAX_ZONES: usize = 8;
-/// Orders the allocator supports (`MAX_PAGE_ORDER` must be below this).
-pub(crate) const MAX_ORDERS: usize = 24;
 
 /// How the node's struct pages are initialized at boot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -377,6 +377,10 @@ pub struct Node<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
     trace: bool,
     /// The `PG_uninitialized_2m` bit.
     uninit_bit: u32,
+    /// The page flag bits of the configuration's release (`PG_reserved`, `PAGE_FLAGS_CHECK_AT_FREE`).
+    pg: PageFlagBits,
+    /// The buddy allocator's rules of the release (the free block's `page_type`, the orders).
+    rules: Rules,
     /// `pgdat_resize_lock` around `NODE_DATA(nid)->first_deferred_pfn`.
     resize_lock: SpinLock<u64>,
     /// The `deferred_pages` static key: on from boot until deferred init has finished. The

@@ -36,67 +36,43 @@ mod free;
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use crate::freelist::{FreeLists, LIST_POISON1, LIST_POISON2, MAX_ORDERS, PAGE_TYPE_NONE};
 use crate::hooks::InitHooks;
-use crate::model::config::KernelConfig;
-use crate::model::flags::PageType;
+use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
+use crate::node::Node;
 use crate::node::owned::{LockedZone, Owned};
-use crate::node::{MAX_ORDERS, Node};
 
-/// `LIST_POISON1` (`0x100 + POISON_POINTER_DELTA`).
-pub(crate) const LIST_POISON1: u64 = 0xdead_0000_0000_0100;
-/// `LIST_POISON2` (`0x122 + POISON_POINTER_DELTA`).
-pub(crate) const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
-/// `page_type` of a free block's first page: `PGTY_buddy << 24`.
-pub(crate) const PAGE_TYPE_BUDDY: u32 = (PageType::BUDDY as u32) << 24;
-/// `page_type` of an untyped page (`_mapcount == -1`).
-pub(crate) const PAGE_TYPE_NONE: u32 = u32::MAX;
-
-/// Modelled offset of `free_area[0]` in `struct zone`.
-const FREE_AREA_OFFSET: u64 = 0x100;
-/// Modelled `sizeof(struct free_area)`: `MIGRATE_TYPES` (6) list heads and `nr_free`.
-const FREE_AREA_SIZE: u64 = 6 * 16 + 8;
-/// `MIGRATE_MOVABLE`.
-const MOVABLE: u64 = 1;
-
-/// Modelled kernel address of `NODE_DATA(nid)->node_zones[zone]`: a direct-map address, one
-/// 256 KiB `pglist_data` per node, 0x1000 bytes per zone. Only used so the free lists hold
-/// stable, recognisable list-head addresses.
-pub(crate) fn zone_struct_addr(cfg: &KernelConfig, nid: u32, zone: u32) -> u64 {
-    cfg.page_offset.wrapping_add(0x7f00_0000 + u64::from(nid) * 0x4_0000 + 0x1000 + u64::from(zone) * 0x1000)
-}
-
-/// `struct free_area[MAX_PAGE_ORDER + 1]` of one zone plus its page counters (behind the zone
-/// lock).
+/// The free lists of one zone and its page counters (behind the zone lock). The node's boot
+/// memory is all `MIGRATE_MOVABLE`, so its blocks are on the MOVABLE lists only.
 #[derive(Debug)]
 pub(in crate::node) struct FreeArea {
-    pub(in crate::node) zone_addr: u64,
-    /// `(next, prev)` of each order's list head.
-    pub(in crate::node) heads: [(u64, u64); MAX_ORDERS],
-    pub(in crate::node) nr_free: [u64; MAX_ORDERS],
+    pub(in crate::node) lists: FreeLists,
     pub(in crate::node) free_pages: u64,
     pub(in crate::node) managed_pages: u64,
 }
 
 impl FreeArea {
     pub(in crate::node) fn new(zone_addr: u64) -> Self {
-        let mut a = FreeArea {
-            zone_addr,
-            heads: [(0, 0); MAX_ORDERS],
-            nr_free: [0; MAX_ORDERS],
-            free_pages: 0,
-            managed_pages: 0,
-        };
-        for o in 0..MAX_ORDERS {
-            let h = a.head_addr(o as u32);
-            a.heads[o] = (h, h);
-        }
-        a
+        FreeArea { lists: FreeLists::new(zone_addr), free_pages: 0, managed_pages: 0 }
     }
 
     /// Modelled address of `free_area[order].free_list[MIGRATE_MOVABLE]`.
+    #[inline]
     pub(in crate::node) fn head_addr(&self, order: u32) -> u64 {
-        self.zone_addr + FREE_AREA_OFFSET + u64::from(order) * FREE_AREA_SIZE + MOVABLE * 16
+        self.lists.head_addr(order, MigrateType::Movable)
+    }
+
+    /// `(next, prev)` of the MOVABLE list head of `order`.
+    #[inline]
+    pub(in crate::node) fn head(&self, order: u32) -> (u64, u64) {
+        self.lists.head(order, MigrateType::Movable)
+    }
+
+    /// `free_area[order].nr_free` (MOVABLE).
+    #[inline]
+    pub(in crate::node) fn nr_free(&self, order: u32) -> u64 {
+        self.lists.nr_free(order, MigrateType::Movable)
     }
 }
 
@@ -303,7 +279,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         v: u64,
     ) {
         if node_addr == z.area.head_addr(order) {
-            z.area.heads[order as usize].0 = v;
+            z.area.lists.set_head_next(order, MigrateType::Movable, v);
         } else {
             // List nodes are first pages of free blocks of this zone.
             let pfn = z.pfn_of_list(node_addr);
@@ -319,7 +295,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         v: u64,
     ) {
         if node_addr == z.area.head_addr(order) {
-            z.area.heads[order as usize].1 = v;
+            z.area.lists.set_head_prev(order, MigrateType::Movable, v);
         } else {
             let pfn = z.pfn_of_list(node_addr);
             z.set_word(pfn, offsets::LRU_PREV, v, false);
@@ -336,11 +312,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         tail: bool,
     ) {
         let head = z.area.head_addr(order);
-        let (prev, next) = if tail {
-            (z.area.heads[order as usize].1, head)
-        } else {
-            (head, z.area.heads[order as usize].0)
-        };
+        let (prev, next) = if tail { (z.area.head(order).1, head) } else { (head, z.area.head(order).0) };
         let new = z.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
         // __list_add(new, prev, next)
         self.list_set_prev(z, order, next, new);
@@ -349,8 +321,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         self.list_set_next(z, order, prev, new);
         // set_buddy_order(): set_page_private(page, order); __SetPageBuddy(page)
         z.set_word(pfn, offsets::PRIVATE, u64::from(order), false);
-        z.set_word32(pfn, offsets::PAGE_TYPE, PAGE_TYPE_BUDDY);
-        z.area.nr_free[order as usize] += 1;
+        z.set_word32(pfn, offsets::PAGE_TYPE, self.rules.buddy_type);
+        z.area.lists.add_free(order, MigrateType::Movable, 1);
     }
 
     /// `__del_page_from_free_list()`.
@@ -364,11 +336,11 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         // __ClearPageBuddy(page); set_page_private(page, 0)
         z.set_word32(pfn, offsets::PAGE_TYPE, PAGE_TYPE_NONE);
         z.set_word(pfn, offsets::PRIVATE, 0, false);
-        z.area.nr_free[order as usize] -= 1;
+        z.area.lists.sub_free(order, MigrateType::Movable);
     }
 
     pub(in crate::node) fn list_first(&self, z: &LockedZone<'_, P>, order: u32) -> Option<u64> {
-        let next = z.area.heads[order as usize].0;
+        let next = z.area.head(order).0;
         (next != z.area.head_addr(order)).then(|| z.pfn_of_list(next))
     }
 
@@ -387,7 +359,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         }
         // An initialized page of this zone that may head a free block: read under the lock.
         let p = z.read(buddy);
-        p.page_type() == PAGE_TYPE_BUDDY
+        p.page_type() == self.rules.buddy_type
             && p.private() == u64::from(order)
             && self.flags_layout.zone(p.flags()) == zone
     }
@@ -455,7 +427,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         if self.layout.zone(zone).is_none() || order as usize >= MAX_ORDERS {
             return 0;
         }
-        self.zones[zone as usize].lock().nr_free[order as usize]
+        self.zones[zone as usize].lock().nr_free(order)
     }
 
     /// Calls `f(pfn, order)` for every free block of zone `zone`, walking the free lists (under
@@ -467,7 +439,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         let z = self.lock_zone(zone);
         for o in 0..=self.cfg.max_page_order {
             let head = z.area.head_addr(o);
-            let mut cur = z.area.heads[o as usize].0;
+            let mut cur = z.area.head(o).0;
             while cur != head {
                 let pfn = z.pfn_of_list(cur);
                 f(pfn, o);
