@@ -60,14 +60,12 @@ pub use crate::freelist::buddy_page_type;
 use core::fmt;
 
 use crate::InitError;
-use crate::fill::{
-    Cached, DrainGuard, FillOptions, ListSelf, Refresh, Store, Strategy, StrategyReason, copy_run,
-};
+use crate::fill::{FillOptions, ListSelf, Refresh, Store, Strategy, StrategyReason, with_store};
 use crate::freelist::{FreeLists, MAX_ORDERS, Rules, zone_struct_addr};
 use crate::hooks::InitHooks;
-use crate::memmap::Memmap;
+use crate::memmap::{Memmap, PageblockWork, Streaming};
 use crate::model::config::KernelConfig;
-use crate::model::flags::{MigrateType, PageType};
+use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
 
 /// The zone a hot-added range is onlined into (`online` / `online_kernel` gives
@@ -388,18 +386,15 @@ pub fn online_pages<P: StructPage, H: InitHooks>(
     }
     // 1. move_pfn_range_to_zone() → memmap_init_range(MEMINIT_HOTPLUG, MIGRATE_ISOLATE), and
     // for the template paths also the per-page part of __free_pages_core().
-    let per_page_free = match used {
-        Strategy::Slow | Strategy::Auto => {
-            for pfn in start_pfn..end {
-                init_hotplug_page(memmap, zone, pfn, hooks);
-            }
-            true
+    let per_page_free = with_store!(used, S => {
+        report.drains = init_template::<P, H, S>(memmap, zone, start_pfn, end, hooks);
+        false
+    }, slow => {
+        for pfn in start_pfn..end {
+            memmap.init_hotplug_page(pfn, (zone.zone, zone.nid), MigrateType::Isolate, hooks);
         }
-        Strategy::Template | Strategy::Streaming => {
-            report.drains = init_template(memmap, zone, start_pfn, end, used, hooks);
-            false
-        }
-    };
+        true
+    });
     // 2. online_pages_range() and 3. undo_isolate_page_range().
     let mut b = buddy::Buddy { m: memmap, z: zone, split: cfg.behaviour().free_splits_pageblocks };
     let mut pfn = start_pfn;
@@ -446,24 +441,6 @@ pub fn take_free_block<P: StructPage>(
     b.take(pfn).ok_or(HotplugError::NotFree { pfn })
 }
 
-/// `memmap_init_range()`'s body for one hot-added pfn: `__init_single_page()`,
-/// `__SetPageOffline()`, and at a pageblock-aligned pfn `MIGRATE_ISOLATE` and `cond_resched()`.
-fn init_hotplug_page<P: StructPage, H: InitHooks>(
-    m: &mut Memmap<'_, P>,
-    zone: &HotplugZone,
-    pfn: u64,
-    hooks: &mut H,
-) {
-    m.init_single_page(pfn, zone.zone, zone.nid, hooks);
-    let mut p = m.read(pfn);
-    p.set_u32_at(offsets::PAGE_TYPE, PageType::word(PageType::OFFLINE));
-    m.write(pfn, p);
-    if m.pageblock_aligned(pfn) {
-        m.set_pageblock_migratetype(pfn, MigrateType::Isolate);
-        hooks.cond_resched(pfn);
-    }
-}
-
 /// The per-page part of `__free_pages_core(page, order, MEMINIT_HOTPLUG)`:
 /// `__ClearPageOffline()` (`page_type = UINT_MAX`) and `set_page_count(page, 0)`.
 fn free_core_page<P: StructPage, H: InitHooks>(m: &mut Memmap<'_, P>, pfn: u64, hooks: &mut H) {
@@ -477,37 +454,26 @@ fn free_core_page<P: StructPage, H: InitHooks>(m: &mut Memmap<'_, P>, pfn: u64, 
 /// path and taken to what `__free_pages_core()` leaves, then a refreshed copy of it into every
 /// other struct page of `[start, end)` with `S`'s stores; pageblock-aligned pages are stored
 /// normally and get their migrate type and `cond_resched()`. Returns the drains.
-fn init_template<P: StructPage, H: InitHooks>(
+fn init_template<P: StructPage, H: InitHooks, S: Store>(
     m: &mut Memmap<'_, P>,
     zone: &HotplugZone,
     start: u64,
     end: u64,
-    used: Strategy,
     hooks: &mut H,
 ) -> u64 {
-    init_hotplug_page(m, zone, start, hooks);
+    m.init_hotplug_page(start, (zone.zone, zone.nid), MigrateType::Isolate, hooks);
     let mut tmpl = m.read(start);
     tmpl.set_u32_at(offsets::PAGE_TYPE, u32::MAX);
     tmpl.set_u32_at(offsets::REFCOUNT, 0);
     m.write(start, tmpl);
     let (cfg, layout) = (*m.config(), *m.layout());
     let refresh = Refresh::new(&cfg, &layout, ListSelf::Both);
-    let pages = m.raw_pages();
-    let mut at_pageblock = |pfn: u64| {
-        m.set_pageblock_migratetype(pfn, MigrateType::Isolate);
-        hooks.cond_resched(pfn);
+    let mut at_pageblock = |w: &mut PageblockWork<'_, '_, P>| {
+        w.set_migratetype(MigrateType::Isolate);
+        hooks.cond_resched(w.pfn());
     };
-    crate::fill::with_store!(used, S => {
-        let guard = DrainGuard::new(S::STREAMING);
-        // SAFETY: `[start + 1, end)` is inside the memmap (checked by the caller), which `m`
-        // borrows exclusively for this call; the guard drains the streamed stores before the
-        // free-list steps read anything, and the pages handed to the callback are stored
-        // normally.
-        unsafe { copy_run::<P, S>(pages, &refresh, start + 1, end, &mut tmpl, Some(&mut at_pageblock)) };
-        u64::from(guard.finish())
-    }, slow => {
-        // SAFETY: as above, with normal stores.
-        unsafe { copy_run::<P, Cached>(pages, &refresh, start + 1, end, &mut tmpl, Some(&mut at_pageblock)) };
-        0
-    })
+    // The session drains the streamed stores before the free-list steps read anything.
+    let mut session = Streaming::new(S::STREAMING);
+    m.copy_run_pageblocks::<S>(&mut session, &refresh, (start + 1, end), &mut tmpl, Some(&mut at_pageblock));
+    u64::from(session.finish())
 }

@@ -13,6 +13,7 @@ use crate::InitError;
 use crate::fill::{Job, resolve};
 use crate::freelist::{Rules, zone_struct_addr};
 use crate::hooks::InitHooks;
+use crate::memmap::PageAccess;
 use crate::model::config::KernelConfig;
 use crate::model::page::{StructPage, offsets};
 use crate::node::owned::Owned;

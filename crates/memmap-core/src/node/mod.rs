@@ -65,10 +65,13 @@ use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::InitError;
-use crate::fill::{FillOptions, ListSelf, Pages, Refresh, Strategy, StrategyReason, with_store};
+use crate::fill::{
+    AtPageblock, FillOptions, ListSelf, Pages, Plain, Refresh, Strategy, StrategyReason, with_store,
+};
 use crate::freelist::{MAX_ORDERS, Rules};
 use crate::hooks::{InitHooks, NoHooks};
 use crate::memmap::Memmap;
+use crate::memmap::PageAccess;
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
@@ -587,7 +590,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             let Inner { memmap, hooks } = &mut *g;
             memmap.set_page_count(pfn, v, hooks);
         } else {
-            own.set_word32(pfn, offsets::REFCOUNT, v as u32, true);
+            own.set_word32_once(pfn, offsets::REFCOUNT, v as u32);
         }
     }
 
@@ -639,9 +642,11 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
                     _ => memmap.set_pageblock_migratetype(pfn, MigrateType::Movable),
                 }
             };
-            let pageblock: Option<&mut dyn FnMut(u64)> =
-                if kind.pageblock == PbMode::None { None } else { Some(&mut pageblock) };
-            own.copy_run::<S>(&refresh, (from + 1, to), &mut tmpl, pageblock);
+            if kind.pageblock == PbMode::None {
+                own.copy_run::<S, _>(&refresh, (from + 1, to), &mut tmpl, &mut Plain);
+            } else {
+                own.copy_run::<S, _>(&refresh, (from + 1, to), &mut tmpl, &mut AtPageblock(&mut pageblock));
+            }
         }, slow => {
             let mut g = self.inner.lock();
             for pfn in from..to {

@@ -27,8 +27,9 @@
 use core::sync::atomic::Ordering;
 
 use crate::Strategy;
-use crate::fill::{Cached, with_store};
+use crate::fill::{PageblockFirsts, PageblockHeads, Stores, with_store};
 use crate::hooks::InitHooks;
+use crate::memmap::PageAccess;
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
 use crate::node::owned::Owned;
@@ -105,8 +106,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         if every_page {
             // Nothing is read back, so the node's own strategy (streaming from the threshold
             // up) rather than the fused boot's.
-            with_store!(self.strategy, S => own.copy_run_heads::<S>(&refresh, (lo, hi, n), &mut t, block_head), slow => {
-                own.copy_run_heads::<Cached>(&refresh, (lo, hi, n), &mut t, block_head)
+            with_store!(Stores::of(self.strategy), S => {
+                own.copy_run::<S, _>(&refresh, (lo, hi), &mut t, &mut PageblockHeads { block: n, head: block_head })
             });
         } else {
             // The first page of every pageblock.
@@ -115,8 +116,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                     block_head(b, rec);
                 }
             };
-            with_store!(self.run_strategy(), S => own.copy_strided::<S>(&refresh, (lo, hi, bs), &mut t, base), slow => {
-                own.copy_strided::<Cached>(&refresh, (lo, hi, bs), &mut t, base)
+            with_store!(Stores::of(self.run_strategy()), S => {
+                own.copy_run::<S, _>(&refresh, (lo, hi), &mut t, &mut PageblockFirsts(base))
             });
         }
         {
@@ -141,8 +142,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         let head = z.area.head_addr(max);
         let old_tail = z.area.head(max).1;
         // The run's ends, and the list around it.
-        z.set_word(lo, offsets::LRU_PREV, old_tail, false);
-        z.set_word(hi - n, offsets::LRU_NEXT, head, false);
+        z.set_word(lo, offsets::LRU_PREV, old_tail);
+        z.set_word(hi - n, offsets::LRU_NEXT, head);
         self.list_set_next(&mut z, max, old_tail, list_of(lo));
         self.list_set_prev(&mut z, max, head, list_of(hi - n));
         let pages = hi - lo;

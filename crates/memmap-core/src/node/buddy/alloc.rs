@@ -2,6 +2,7 @@
 
 use super::{AllocError, PageBlock};
 use crate::hooks::InitHooks;
+use crate::memmap::PageAccess;
 use crate::model::page::{StructPage, offsets};
 use crate::node::arena::Gfp;
 use crate::node::owned::{LockedZone, Owned};

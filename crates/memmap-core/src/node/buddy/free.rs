@@ -5,6 +5,7 @@ use core::sync::atomic::Ordering;
 use super::{BadPageReason, FreeError, PageBlock};
 use crate::freelist::{LIST_POISON1, LIST_POISON2};
 use crate::hooks::InitHooks;
+use crate::memmap::PageAccess;
 use crate::model::page::{StructPage, offsets};
 use crate::node::boot::FREE_PREFETCH_AHEAD;
 use crate::node::owned::{LockedZone, Owned};

@@ -38,6 +38,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::freelist::{FreeLists, LIST_POISON1, LIST_POISON2, MAX_ORDERS, PAGE_TYPE_NONE};
 use crate::hooks::InitHooks;
+use crate::memmap::PageAccess;
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
 use crate::node::Node;
@@ -282,8 +283,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             z.area.lists.set_head_next(order, MigrateType::Movable, v);
         } else {
             // List nodes are first pages of free blocks of this zone.
-            let pfn = z.pfn_of_list(node_addr);
-            z.set_word(pfn, offsets::LRU_NEXT, v, true);
+            let pfn = z.pfn_of_list(node_addr).expect("a list node of a zone is a struct page of it");
+            z.set_word_once(pfn, offsets::LRU_NEXT, v);
         }
     }
 
@@ -297,8 +298,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         if node_addr == z.area.head_addr(order) {
             z.area.lists.set_head_prev(order, MigrateType::Movable, v);
         } else {
-            let pfn = z.pfn_of_list(node_addr);
-            z.set_word(pfn, offsets::LRU_PREV, v, false);
+            let pfn = z.pfn_of_list(node_addr).expect("a list node of a zone is a struct page of it");
+            z.set_word(pfn, offsets::LRU_PREV, v);
         }
     }
 
@@ -316,11 +317,11 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         let new = z.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
         // __list_add(new, prev, next)
         self.list_set_prev(z, order, next, new);
-        z.set_word(pfn, offsets::LRU_NEXT, next, false);
-        z.set_word(pfn, offsets::LRU_PREV, prev, false);
+        z.set_word(pfn, offsets::LRU_NEXT, next);
+        z.set_word(pfn, offsets::LRU_PREV, prev);
         self.list_set_next(z, order, prev, new);
         // set_buddy_order(): set_page_private(page, order); __SetPageBuddy(page)
-        z.set_word(pfn, offsets::PRIVATE, u64::from(order), false);
+        z.set_word(pfn, offsets::PRIVATE, u64::from(order));
         z.set_word32(pfn, offsets::PAGE_TYPE, self.rules.buddy_type);
         z.area.lists.add_free(order, MigrateType::Movable, 1);
     }
@@ -331,17 +332,17 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         // __list_del(prev, next), then the poison of list_del().
         self.list_set_prev(z, order, next, prev);
         self.list_set_next(z, order, prev, next);
-        z.set_word(pfn, offsets::LRU_NEXT, LIST_POISON1, false);
-        z.set_word(pfn, offsets::LRU_PREV, LIST_POISON2, false);
+        z.set_word(pfn, offsets::LRU_NEXT, LIST_POISON1);
+        z.set_word(pfn, offsets::LRU_PREV, LIST_POISON2);
         // __ClearPageBuddy(page); set_page_private(page, 0)
         z.set_word32(pfn, offsets::PAGE_TYPE, PAGE_TYPE_NONE);
-        z.set_word(pfn, offsets::PRIVATE, 0, false);
+        z.set_word(pfn, offsets::PRIVATE, 0);
         z.area.lists.sub_free(order, MigrateType::Movable);
     }
 
     pub(in crate::node) fn list_first(&self, z: &LockedZone<'_, P>, order: u32) -> Option<u64> {
         let next = z.area.head(order).0;
-        (next != z.area.head_addr(order)).then(|| z.pfn_of_list(next))
+        if next == z.area.head_addr(order) { None } else { z.pfn_of_list(next) }
     }
 
     /// `page_is_buddy(page, buddy, order)`: the buddy heads a free block of exactly `order`
@@ -441,7 +442,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             let head = z.area.head_addr(o);
             let mut cur = z.area.head(o).0;
             while cur != head {
-                let pfn = z.pfn_of_list(cur);
+                let Some(pfn) = z.pfn_of_list(cur) else { return };
                 f(pfn, o);
                 cur = z.word(pfn, offsets::LRU_NEXT);
             }
