@@ -31,7 +31,7 @@
 //! MOVABLE; the blocks on the free list in ascending pfn order (each block goes to the tail), as
 //! in every release the oracle compared (Linux 7.2, 6.12 and 6.1: 256 MiB and 1 GiB DIMMs
 //! onlined into ZONE_NORMAL and ZONE_MOVABLE). The free-list algorithm itself is
-//! `mm/page_alloc.c`'s, run on the struct pages (the private `buddy` module), so other ranges (a start that is
+//! `mm/page_alloc.c`'s, run on the struct pages (the crate's one zone free-list model, over this module's `Buddy`), so other ranges (a start that is
 //! only pageblock-aligned, as with `memmap_on_memory`) get what the kernel's rules give them.
 //!
 //! ## The design
@@ -53,17 +53,15 @@
 //! All three leave the same bytes, pageblocks, hook calls and free lists (the property tests in
 //! `tests/hotplug.rs`).
 
-mod buddy;
-
 pub use crate::freelist::buddy_page_type;
 
 use core::fmt;
 
 use crate::InitError;
 use crate::fill::{FillOptions, ListSelf, Refresh, Store, Strategy, StrategyReason, with_store};
-use crate::freelist::{FreeLists, MAX_ORDERS, Rules, zone_struct_addr};
+use crate::freelist::{FreeLists, Rules, ZoneFreeLists, zone_struct_addr};
 use crate::hooks::InitHooks;
-use crate::memmap::{Memmap, PageblockWork, Streaming};
+use crate::memmap::{Memmap, PageAccess, PageblockWork, Streaming};
 use crate::model::config::KernelConfig;
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
@@ -279,23 +277,13 @@ impl HotplugZone {
         memmap: &Memmap<'_, P>,
         order: u32,
         mt: MigrateType,
-        mut f: impl FnMut(u64),
+        f: impl FnMut(u64),
     ) {
-        if order as usize >= MAX_ORDERS {
-            return;
-        }
-        let head = self.free_list_addr(order, mt);
-        let mut cur = self.lists.head(order, mt).0;
-        // At most the list's count of blocks: a list the caller's writes turned into a cycle
-        // ends there instead of looping for ever.
-        for _ in 0..self.nr_free(order, mt) {
-            if cur == head {
-                return;
-            }
-            let Some(pfn) = memmap.vaddr_to_pfn(cur.wrapping_sub(offsets::LRU_NEXT as u64)) else { return };
-            f(pfn);
-            cur = memmap.read(pfn).lru_next();
-        }
+        let page_of = |node: u64| {
+            let pfn = memmap.vaddr_to_pfn(node.wrapping_sub(offsets::LRU_NEXT as u64))?;
+            Some((pfn, memmap.read(pfn).lru_next()))
+        };
+        self.lists.walk(order, mt, page_of, f);
     }
 }
 
@@ -396,7 +384,7 @@ pub fn online_pages<P: StructPage, H: InitHooks>(
         true
     });
     // 2. online_pages_range() and 3. undo_isolate_page_range().
-    let mut b = buddy::Buddy { m: memmap, z: zone, split: cfg.behaviour().free_splits_pageblocks };
+    let mut b = Buddy { m: memmap, z: zone };
     let mut pfn = start_pfn;
     while pfn < end {
         let order = if pfn == 0 { cfg.max_page_order } else { cfg.max_page_order.min(pfn.trailing_zeros()) };
@@ -436,8 +424,7 @@ pub fn take_free_block<P: StructPage>(
     if *memmap.config() != zone.cfg {
         return Err(HotplugError::ZoneConfigMismatch);
     }
-    let split = zone.cfg.behaviour().free_splits_pageblocks;
-    let mut b = buddy::Buddy { m: memmap, z: zone, split };
+    let mut b = Buddy { m: memmap, z: zone };
     b.take(pfn).ok_or(HotplugError::NotFree { pfn })
 }
 
@@ -476,4 +463,97 @@ fn init_template<P: StructPage, H: InitHooks, S: Store>(
     let mut session = Streaming::new(S::STREAMING);
     m.copy_run_pageblocks::<S>(&mut session, &refresh, (start + 1, end), &mut tmpl, Some(&mut at_pageblock));
     u64::from(session.finish())
+}
+
+/// The zone's free lists over the memmap: the free-list steps of onlining, as
+/// `mm/page_alloc.c` and `mm/page_isolation.c` run them ([`ZoneFreeLists`]), on the struct
+/// pages of a [`Memmap`] and the list heads of a [`HotplugZone`], in both versions of the
+/// algorithm (6.10 and later, [`Behaviour::free_splits_pageblocks`], and before).
+///
+/// Every struct page these steps read or write heads a free block of at least pageblock order
+/// when the range starts pageblock-aligned (which [`online_pages`] requires): that is what lets
+/// the template paths keep only pageblock-aligned struct pages cached. The one exception is
+/// `move_freepages_block()` on a pageblock whose first page is not free (before 6.10, the
+/// second pageblock of every block), which scans the pageblock's struct pages as the kernel
+/// does; the template paths have drained by then.
+///
+/// [`Behaviour::free_splits_pageblocks`]: crate::Behaviour::free_splits_pageblocks
+struct Buddy<'m, 'a, P: StructPage> {
+    m: &'m mut Memmap<'a, P>,
+    z: &'m mut HotplugZone,
+}
+
+impl<P: StructPage> ZoneFreeLists for Buddy<'_, '_, P> {
+    const LIST_HARDENED: bool = true;
+    const MERGE_LIKELY: bool = true;
+
+    fn lists(&self) -> &FreeLists {
+        &self.z.lists
+    }
+    fn lists_mut(&mut self) -> &mut FreeLists {
+        &mut self.z.lists
+    }
+    fn rules(&self) -> Rules {
+        Rules::of(&self.z.cfg)
+    }
+    fn word(&self, pfn: u64, off: usize) -> u64 {
+        PageAccess::word(&*self.m, pfn, off)
+    }
+    fn set_word(&mut self, pfn: u64, off: usize, v: u64) {
+        self.m.page_mut(pfn).set_u64_at(off, v);
+    }
+    fn set_u32(&mut self, pfn: u64, off: usize, v: u32) {
+        self.m.page_mut(pfn).set_u32_at(off, v);
+    }
+    fn list_node(&self, pfn: u64) -> u64 {
+        self.m.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64)
+    }
+    fn pfn_of_node(&self, entry: u64) -> Option<u64> {
+        self.m.vaddr_to_pfn(entry.wrapping_sub(offsets::LRU_NEXT as u64))
+    }
+    /// A pfn outside the memmap is no free block, and neither is a struct page whose order (in
+    /// `private`) no free block can have: the caller's memmap may hold anything outside the
+    /// ranges onlined into this zone.
+    fn is_buddy(&self, pfn: u64) -> bool {
+        self.m.contains(pfn)
+            && self.m.read(pfn).page_type() == self.rules().buddy_type
+            && self.word(pfn, offsets::PRIVATE) <= u64::from(self.z.cfg.max_page_order)
+    }
+    fn same_zone(&self, pfn: u64, buddy: u64) -> bool {
+        let l = self.m.layout();
+        let (a, b) = (self.m.read(pfn).flags(), self.m.read(buddy).flags());
+        l.zone(a) == l.zone(b) && l.node(a) == l.node(b)
+    }
+    /// A pageblock never set reads as MOVABLE: only pageblocks of onlined memory hold free
+    /// blocks.
+    fn migratetype(&self, pfn: u64) -> MigrateType {
+        self.m.pageblock_migratetype(pfn).unwrap_or(MigrateType::Movable)
+    }
+    fn set_migratetype(&mut self, pfn: u64, mt: MigrateType) {
+        self.m.set_pageblock_migratetype(pfn, mt);
+    }
+}
+
+impl<P: StructPage> Buddy<'_, '_, P> {
+    /// Takes the free block at `pfn` (of this zone) off its list; its order, or `None` when no
+    /// free block starts there.
+    fn take(&mut self, pfn: u64) -> Option<u32> {
+        if !self.is_buddy(pfn) {
+            return None;
+        }
+        let l = self.m.layout();
+        let f = self.m.read(pfn).flags();
+        if l.zone(f) != self.z.zone || l.node(f) != self.z.nid {
+            return None;
+        }
+        let order = self.order_of(pfn);
+        let mt = self.migratetype(pfn);
+        // A struct page that looks free but is on none of this zone's lists (written by the
+        // caller, or onlined through another memmap) is not taken.
+        if !self.linked(pfn, order, mt) {
+            return None;
+        }
+        self.del(pfn, order, mt);
+        Some(order)
+    }
 }

@@ -245,13 +245,6 @@ pub(crate) unsafe trait PageAccess<P: StructPage> {
         self.page_mut(pfn).set_u64_at(offset, v);
     }
 
-    /// `WRITE_ONCE` of the 8-byte word at `offset` of the struct page of `pfn`.
-    #[inline(always)]
-    #[track_caller]
-    fn set_word_once(&mut self, pfn: u64, offset: usize, v: u64) {
-        self.page_mut(pfn).set_u64_once_at(offset, v);
-    }
-
     /// Sets the 4-byte word at `offset` of the struct page of `pfn`.
     #[inline(always)]
     #[track_caller]

@@ -28,6 +28,7 @@ use core::sync::atomic::Ordering;
 
 use crate::Strategy;
 use crate::fill::{PageblockFirsts, PageblockHeads, Stores, with_store};
+use crate::freelist::ZoneFreeLists;
 use crate::hooks::InitHooks;
 use crate::memmap::PageAccess;
 use crate::model::flags::MigrateType;
@@ -144,8 +145,9 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         // The run's ends, and the list around it.
         z.set_word(lo, offsets::LRU_PREV, old_tail);
         z.set_word(hi - n, offsets::LRU_NEXT, head);
-        self.list_set_next(&mut z, max, old_tail, list_of(lo));
-        self.list_set_prev(&mut z, max, head, list_of(hi - n));
+        let mut lists = self.free_lists(&mut z, zone);
+        lists.set_next(max, MigrateType::Movable, old_tail, list_of(lo));
+        lists.set_prev(max, MigrateType::Movable, head, list_of(hi - n));
         let pages = hi - lo;
         z.area.lists.add_free(max, MigrateType::Movable, pages / n);
         z.area.managed_pages += pages;

@@ -36,7 +36,7 @@ mod free;
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use crate::freelist::{FreeLists, LIST_POISON1, LIST_POISON2, MAX_ORDERS, PAGE_TYPE_NONE};
+use crate::freelist::{FreeLists, MAX_ORDERS, Rules, ZoneFreeLists};
 use crate::hooks::InitHooks;
 use crate::memmap::PageAccess;
 use crate::model::flags::MigrateType;
@@ -262,6 +262,76 @@ impl fmt::Display for FreeError {
 impl core::error::Error for AllocError {}
 impl core::error::Error for FreeError {}
 
+/// A zone of a node under its lock, as the free-list model sees it: the MOVABLE lists of the
+/// zone's [`FreeArea`] and the struct pages of its free blocks (owned by the lock holder).
+pub(in crate::node) struct NodeZone<'n, 'l, 'z, 'a, P: StructPage, H: InitHooks + Send> {
+    node: &'n Node<'a, P, H>,
+    z: &'l mut LockedZone<'z, P>,
+    zone: u32,
+}
+
+impl<P: StructPage, H: InitHooks + Send> ZoneFreeLists for NodeZone<'_, '_, '_, '_, P, H> {
+    /// The node's lists hold only struct pages of the zone, linked by this model: the checks
+    /// would cost two loads per list operation of the boot's free pass and never fail.
+    const LIST_HARDENED: bool = false;
+    const MERGE_LIKELY: bool = false;
+
+    #[inline(always)]
+    fn lists(&self) -> &FreeLists {
+        &self.z.area.lists
+    }
+    #[inline(always)]
+    fn lists_mut(&mut self) -> &mut FreeLists {
+        &mut self.z.area.lists
+    }
+    #[inline(always)]
+    fn rules(&self) -> Rules {
+        self.node.rules
+    }
+    #[inline(always)]
+    fn word(&self, pfn: u64, off: usize) -> u64 {
+        self.z.word(pfn, off)
+    }
+    #[inline(always)]
+    fn set_word(&mut self, pfn: u64, off: usize, v: u64) {
+        self.z.set_word(pfn, off, v);
+    }
+    #[inline(always)]
+    fn set_u32(&mut self, pfn: u64, off: usize, v: u32) {
+        self.z.set_word32(pfn, off, v);
+    }
+    #[inline(always)]
+    fn list_node(&self, pfn: u64) -> u64 {
+        self.z.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64)
+    }
+    #[inline(always)]
+    fn pfn_of_node(&self, entry: u64) -> Option<u64> {
+        self.z.pfn_of_list(entry)
+    }
+    /// An initialized struct page of the zone (read under its lock) with the release's buddy
+    /// `page_type`.
+    #[inline(always)]
+    fn is_buddy(&self, pfn: u64) -> bool {
+        self.z.owns(pfn)
+            && self.node.initialized(pfn)
+            && self.z.read(pfn).page_type() == self.node.rules.buddy_type
+    }
+    /// The buddy's flags name this zone (the node is the node's own: its pages carry its id).
+    #[inline(always)]
+    fn same_zone(&self, _pfn: u64, buddy: u64) -> bool {
+        self.node.flags_layout.zone(self.z.word(buddy, offsets::FLAGS)) == self.zone
+    }
+    /// Read under the memmap lock (taken inside the zone lock, the node's lock order); a
+    /// pageblock not set yet (deferred) reads as MOVABLE, the type of all boot memory.
+    fn migratetype(&self, pfn: u64) -> MigrateType {
+        self.node.inner.lock().memmap.pageblock_migratetype(pfn).unwrap_or(MigrateType::Movable)
+    }
+    /// Under the memmap lock, as [`NodeZone::migratetype`].
+    fn set_migratetype(&mut self, pfn: u64, mt: MigrateType) {
+        self.node.inner.lock().memmap.set_pageblock_migratetype(pfn, mt);
+    }
+}
+
 /// Unique ids of nodes, so a [`PageBlock`] cannot be used with another node.
 static NEXT_NODE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -269,123 +339,32 @@ pub(crate) fn next_node_id() -> u64 {
     NEXT_NODE_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
+impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     // ------------------------------------------------------------------ free lists
 
-    pub(in crate::node) fn list_set_next(
-        &self,
-        z: &mut LockedZone<'_, P>,
-        order: u32,
-        node_addr: u64,
-        v: u64,
-    ) {
-        if node_addr == z.area.head_addr(order) {
-            z.area.lists.set_head_next(order, MigrateType::Movable, v);
-        } else {
-            // List nodes are first pages of free blocks of this zone.
-            let pfn = z.pfn_of_list(node_addr).expect("a list node of a zone is a struct page of it");
-            z.set_word_once(pfn, offsets::LRU_NEXT, v);
-        }
-    }
-
-    pub(in crate::node) fn list_set_prev(
-        &self,
-        z: &mut LockedZone<'_, P>,
-        order: u32,
-        node_addr: u64,
-        v: u64,
-    ) {
-        if node_addr == z.area.head_addr(order) {
-            z.area.lists.set_head_prev(order, MigrateType::Movable, v);
-        } else {
-            let pfn = z.pfn_of_list(node_addr).expect("a list node of a zone is a struct page of it");
-            z.set_word(pfn, offsets::LRU_PREV, v);
-        }
-    }
-
-    /// `__add_to_free_list()` + `set_buddy_order()`: links the block at the head (or tail) of
-    /// its order's list and marks it buddy.
-    pub(in crate::node) fn add_to_free_list(
-        &self,
-        z: &mut LockedZone<'_, P>,
-        pfn: u64,
-        order: u32,
-        tail: bool,
-    ) {
-        let head = z.area.head_addr(order);
-        let (prev, next) = if tail { (z.area.head(order).1, head) } else { (head, z.area.head(order).0) };
-        let new = z.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
-        // __list_add(new, prev, next)
-        self.list_set_prev(z, order, next, new);
-        z.set_word(pfn, offsets::LRU_NEXT, next);
-        z.set_word(pfn, offsets::LRU_PREV, prev);
-        self.list_set_next(z, order, prev, new);
-        // set_buddy_order(): set_page_private(page, order); __SetPageBuddy(page)
-        z.set_word(pfn, offsets::PRIVATE, u64::from(order));
-        z.set_word32(pfn, offsets::PAGE_TYPE, self.rules.buddy_type);
-        z.area.lists.add_free(order, MigrateType::Movable, 1);
-    }
-
-    /// `__del_page_from_free_list()`.
-    pub(in crate::node) fn del_from_free_list(&self, z: &mut LockedZone<'_, P>, pfn: u64, order: u32) {
-        let (next, prev) = (z.word(pfn, offsets::LRU_NEXT), z.word(pfn, offsets::LRU_PREV));
-        // __list_del(prev, next), then the poison of list_del().
-        self.list_set_prev(z, order, next, prev);
-        self.list_set_next(z, order, prev, next);
-        z.set_word(pfn, offsets::LRU_NEXT, LIST_POISON1);
-        z.set_word(pfn, offsets::LRU_PREV, LIST_POISON2);
-        // __ClearPageBuddy(page); set_page_private(page, 0)
-        z.set_word32(pfn, offsets::PAGE_TYPE, PAGE_TYPE_NONE);
-        z.set_word(pfn, offsets::PRIVATE, 0);
-        z.area.lists.sub_free(order, MigrateType::Movable);
-    }
-
-    pub(in crate::node) fn list_first(&self, z: &LockedZone<'_, P>, order: u32) -> Option<u64> {
-        let next = z.area.head(order).0;
-        if next == z.area.head_addr(order) { None } else { z.pfn_of_list(next) }
-    }
-
-    /// `page_is_buddy(page, buddy, order)`: the buddy heads a free block of exactly `order`
-    /// in the same zone.
-    pub(in crate::node) fn page_is_buddy(
-        &self,
-        z: &LockedZone<'_, P>,
+    /// The free lists of zone `zone` under its lock `z`, as the crate's one free-list model
+    /// runs on them ([`ZoneFreeLists`]).
+    pub(in crate::node) fn free_lists<'n, 'l, 'z>(
+        &'n self,
+        z: &'l mut LockedZone<'z, P>,
         zone: u32,
-        buddy: u64,
-        order: u32,
-    ) -> bool {
-        let Some(span) = self.layout.zone(zone).map(|z| z.span) else { return false };
-        if !span.contains(buddy) || !self.initialized(buddy) {
-            return false;
-        }
-        // An initialized page of this zone that may head a free block: read under the lock.
-        let p = z.read(buddy);
-        p.page_type() == self.rules.buddy_type
-            && p.private() == u64::from(order)
-            && self.flags_layout.zone(p.flags()) == zone
+    ) -> NodeZone<'n, 'l, 'z, 'a, P, H> {
+        NodeZone { node: self, z, zone }
     }
 
-    /// `__free_one_page()`: merges with free buddies up to `MAX_PAGE_ORDER`, then links.
+    /// `__free_one_page()` of a block of the node's boot memory (all `MIGRATE_MOVABLE`):
+    /// merges with free buddies up to `MAX_PAGE_ORDER`, then links (at the tail when
+    /// `to_tail`); the zone's free pages grow by the block.
     pub(in crate::node) fn free_one_page(
         &self,
         z: &mut LockedZone<'_, P>,
         zone: u32,
-        mut pfn: u64,
+        pfn: u64,
         order: u32,
         to_tail: bool,
     ) {
         z.area.free_pages += 1 << order;
-        let mut order = order;
-        while order < self.cfg.max_page_order {
-            let buddy = pfn ^ (1 << order);
-            if !self.page_is_buddy(z, zone, buddy, order) {
-                break;
-            }
-            self.del_from_free_list(z, buddy, order);
-            pfn &= buddy;
-            order += 1;
-        }
-        self.add_to_free_list(z, pfn, order, to_tail);
+        self.free_lists(z, zone).free_one(pfn, order, MigrateType::Movable, to_tail);
     }
 
     // ------------------------------------------------------------------ inspection
@@ -437,15 +416,10 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         if self.layout.zone(zone).is_none() {
             return;
         }
-        let z = self.lock_zone(zone);
+        let mut z = self.lock_zone(zone);
+        let lists = self.free_lists(&mut z, zone);
         for o in 0..=self.cfg.max_page_order {
-            let head = z.area.head_addr(o);
-            let mut cur = z.area.head(o).0;
-            while cur != head {
-                let Some(pfn) = z.pfn_of_list(cur) else { return };
-                f(pfn, o);
-                cur = z.word(pfn, offsets::LRU_NEXT);
-            }
+            lists.for_each_on_list(o, MigrateType::Movable, |pfn| f(pfn, o));
         }
     }
 
