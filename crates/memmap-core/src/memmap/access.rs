@@ -369,6 +369,9 @@ pub(crate) struct PageblockWork<'w, 'a, P: StructPage> {
     pfn: u64,
 }
 
+/// The pageblock callback of [`Memmap::copy_run_pageblocks`].
+pub(crate) type AtPageblockFn<'f, P> = dyn FnMut(&mut PageblockWork<'_, '_, P>) + 'f;
+
 impl<P: StructPage> PageblockWork<'_, '_, P> {
     /// The pageblock-aligned PFN.
     #[inline(always)]
@@ -407,7 +410,7 @@ impl<P: StructPage> Memmap<'_, P> {
         refresh: &Refresh<'_>,
         (from, to): (u64, u64),
         tmpl: &mut P,
-        at: Option<&mut dyn FnMut(&mut PageblockWork<'_, '_, P>)>,
+        at: Option<&mut AtPageblockFn<'_, P>>,
     ) {
         if from >= to {
             return;

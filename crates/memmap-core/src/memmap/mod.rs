@@ -29,7 +29,7 @@ pub(crate) mod ops;
 pub(crate) mod owned;
 
 pub use access::PageMut;
-pub(crate) use access::{PageAccess, PageblockWork, Streaming};
+pub(crate) use access::{AtPageblockFn, PageAccess, PageblockWork, Streaming};
 
 use core::fmt;
 use core::marker::PhantomData;

@@ -19,7 +19,7 @@ use super::plan::Plan;
 use super::{DevPagemap, DrainPolicy};
 use crate::fill::{Cached, ListSelf, Refresh, Store};
 use crate::hooks::InitHooks;
-use crate::memmap::{Memmap, PageblockWork, Streaming};
+use crate::memmap::{AtPageblockFn, Memmap, PageblockWork, Streaming};
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::page::{StructPage, offsets};
 use crate::model::version::FolioLayout;
@@ -113,7 +113,7 @@ impl<P: StructPage, S: Store> Run<'_, P, S> {
                 hooks.cond_resched(w.pfn());
             }
         };
-        let callback: Option<&mut dyn FnMut(&mut PageblockWork<'_, '_, P>)> =
+        let callback: Option<&mut AtPageblockFn<'_, P>> =
             if plan.pageblock_range && !heads { None } else { Some(&mut at_pageblock) };
         let refresh = Refresh::new(&self.cfg, &self.layout, ListSelf::Neither);
         // The range is inside the plan, validated against the memmap; the session (or an
