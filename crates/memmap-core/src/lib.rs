@@ -37,10 +37,11 @@
 //! | module | what | kernel |
 //! |---|---|---|
 //! | [`model`] | what a struct page is: [`KernelConfig`], [`FlagsLayout`], flag bits, [`Page64`]/[`Page72`] and the folio overlay | `page-flags-layout.h`, `page-flags.h`, `mm_types.h` |
-//! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations | `mm/mm_init.c`, `mm/internal.h` |
+//! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations, the one safe access path to a struct page ([`Memmap::page_mut`], [`PageMut`]) | `mm/mm_init.c`, `mm/internal.h` |
 //! | `fill` | the one template engine: strategy choice ([`FillOptions`]), stores, the copy loop with its per-PFN refresh | the 2026 template and streaming series |
 //! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
 //! | [`parallel`] | the [`Threads`] policy (`Auto`: where bandwidth stops growing); the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
+//! | `freelist` | the one zone free-list model: list heads per order and migrate type, the release's buddy encoding ([`buddy_page_type`]), every buddy routine, used by the node and hotplug | `mm/page_alloc.c`, `mm/page_isolation.c` |
 //! | [`hotplug`] | onlining hot-added memory: the struct pages, the isolated pageblocks, the free lists | `online_pages()`, `undo_isolate_page_range()` |
 //! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |
 //!

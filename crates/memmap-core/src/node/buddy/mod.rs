@@ -316,7 +316,7 @@ impl<P: StructPage, H: InitHooks + Send> ZoneFreeLists for NodeZone<'_, '_, '_, 
             && self.node.initialized(pfn)
             && self.z.read(pfn).page_type() == self.node.rules.buddy_type
     }
-    /// The buddy's flags name this zone (the node is the node's own: its pages carry its id).
+    /// The buddy's flags name this zone (every struct page of the span carries this node's id).
     #[inline(always)]
     fn same_zone(&self, _pfn: u64, buddy: u64) -> bool {
         self.node.flags_layout.zone(self.z.word(buddy, offsets::FLAGS)) == self.zone
