@@ -15,8 +15,10 @@
 //!   streaming store without a round trip through memory (patching a memory template and
 //!   reloading it with wider loads stalls store forwarding: measured 3x slower than the slow
 //!   path).
-//! * **The template loop with its per-PFN refresh** (`copy_run`, private, and the safe
-//!   [`Memmap::copy_template`]): a copy of the template for each PFN with the fields that
+//! * **The template loop with its per-PFN refresh** (`copy_run`, private, one loop over
+//!   pageblock segments whose first pages an `Edges` value treats specially; reached only
+//!   through the memmap module's access path and the safe [`Memmap::copy_template`] and
+//!   [`Memmap::fill_run`]): a copy of the template for each PFN with the fields that
 //!   depend on the PFN refreshed: the section number in `page->flags` under classic
 //!   SPARSEMEM (it changes every `PAGES_PER_SECTION` PFNs, a multiple of the pageblock, so once
 //!   per pageblock), `virtual` under `WANT_PAGE_VIRTUAL`, and the `lru` list self-pointers
