@@ -162,16 +162,10 @@ impl Folio {
         used: Strategy,
         hooks: &mut H,
     ) -> u64 {
-        if start >= end {
-            return 0;
-        }
-        if used == Strategy::Slow {
-            for pfn in self.head_pfn + start..self.head_pfn + end {
-                self.init_tail_slow(m, pfn, hooks);
-            }
-            return 0;
-        }
-        self.tail_template(m, start, end, used, hooks)
+        let tails = (self.head_pfn + start, self.head_pfn + end);
+        m.fill_run(tails, ListSelf::Prev, used, |m, pfn| self.init_tail_slow(m, pfn, hooks))
+            .unwrap_or_else(|e| unreachable!("the caller checked that the tails are in the memmap: {e}"))
+            .drains
     }
 
     /// One tail, the kernel's way.
@@ -185,32 +179,8 @@ impl Folio {
             // 6.1's `__prep_compound_gigantic_page()` sets no TAIL_MAPPING: `mapping` stays
             // the 0 of `__init_single_page()` (page[1]'s is overwritten by
             // `prep_compound_head()` either way).
-            // SAFETY: `init_single_page` checked that `pfn` is in the memmap; the field is
-            // inside the page.
-            unsafe { m.page_ptr(pfn).cast::<u8>().add(offsets::MAPPING).cast::<u64>().write(0) };
+            m.page_mut(pfn).set_u64_at(offsets::MAPPING, 0);
         }
-    }
-
-    /// The template path: the first tail through the slow path, the rest copies of it
-    /// through memmap-core's template engine ([`Memmap::copy_template`]), which refreshes
-    /// `lru.prev` (the tail's own list address, [`ListSelf::Prev`]), the section bits and
-    /// `virtual` for every page and drains streamed stores before returning. The template is
-    /// a local value read once from the first tail, so the engine keeps the record in
-    /// registers instead of re-reading destination memory. Returns the number of drains.
-    fn tail_template<P: StructPage, H: InitHooks>(
-        &self,
-        m: &mut Memmap<'_, P>,
-        start: u64,
-        end: u64,
-        used: Strategy,
-        hooks: &mut H,
-    ) -> u64 {
-        let first = self.head_pfn + start;
-        self.init_tail_slow(m, first, hooks);
-        let t = m.read(first);
-        m.copy_template(&t, first + 1, self.head_pfn + end, ListSelf::Prev, used)
-            .unwrap_or_else(|e| unreachable!("the caller checked that the tails are in the memmap: {e}"))
-            .drains
     }
 }
 
@@ -261,38 +231,31 @@ pub fn init_new_hugetlb_folio<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u6
     let head_vaddr = m.vaddr(head_pfn);
     let cgroup = m.config().cgroup_hugetlb;
     if layout == memmap_core::FolioLayout::FolioDtor {
-        // SAFETY: the head and pages 1 to 3 are in the memmap (checked); every offset is
-        // inside its page.
-        unsafe {
-            let head = m.page_ptr(head_pfn);
-            let list = head_vaddr.wrapping_add(offsets::LRU_NEXT as u64);
-            P::write_u64_once_at(head, offsets::LRU_NEXT, list);
-            P::write_u64_once_at(head, offsets::LRU_PREV, list);
-            let page1 = m.page_ptr(head_pfn + 1).cast::<u8>();
-            page1.add(DTOR_OFFSET).write(memmap_core::model::page::folio::v6_1::HUGETLB_PAGE_DTOR);
-            let last = if cgroup { 3 } else { 1 };
-            for i in 1..=last {
-                m.page_ptr(head_pfn + i).cast::<u8>().add(offsets::PRIVATE).cast::<u64>().write(0);
-            }
+        let list = head_vaddr.wrapping_add(offsets::LRU_NEXT as u64);
+        let mut head = m.page_mut(head_pfn);
+        head.set_u64_once_at(offsets::LRU_NEXT, list);
+        head.set_u64_once_at(offsets::LRU_PREV, list);
+        m.page_mut(head_pfn + 1)
+            .set_u8_at(DTOR_OFFSET, memmap_core::model::page::folio::v6_1::HUGETLB_PAGE_DTOR);
+        let last = if cgroup { 3 } else { 1 };
+        for i in 1..=last {
+            m.page_mut(head_pfn + i).set_u64_at(offsets::PRIVATE, 0);
         }
         return;
     }
-    // SAFETY: head and page[3] are in the memmap (checked); every offset is inside its page.
-    unsafe {
-        let head = m.page_ptr(head_pfn);
-        // __folio_set_hugetlb(): page->page_type = PGTY_hugetlb << 24
-        head.cast::<u8>().add(offsets::PAGE_TYPE).cast::<u32>().write(PageType::word(PageType::HUGETLB));
-        // INIT_LIST_HEAD(&folio->lru): WRITE_ONCE(next, list); WRITE_ONCE(prev, list)
-        let list = head_vaddr.wrapping_add(offsets::LRU_NEXT as u64);
-        P::write_u64_once_at(head, offsets::LRU_NEXT, list);
-        P::write_u64_once_at(head, offsets::LRU_PREV, list);
-        let p3 = m.page_ptr(page3);
-        // hugetlb_set_folio_subpool(folio, NULL)
-        p3.cast::<u8>().add(folio3::HUGETLB_SUBPOOL).cast::<u64>().write(0);
-        if cgroup {
-            p3.cast::<u8>().add(folio3::HUGETLB_CGROUP).cast::<u64>().write(0);
-            p3.cast::<u8>().add(folio3::HUGETLB_CGROUP_RSVD).cast::<u64>().write(0);
-        }
+    let mut head = m.page_mut(head_pfn);
+    // __folio_set_hugetlb(): page->page_type = PGTY_hugetlb << 24
+    head.set_u32_at(offsets::PAGE_TYPE, PageType::word(PageType::HUGETLB));
+    // INIT_LIST_HEAD(&folio->lru): WRITE_ONCE(next, list); WRITE_ONCE(prev, list)
+    let list = head_vaddr.wrapping_add(offsets::LRU_NEXT as u64);
+    head.set_u64_once_at(offsets::LRU_NEXT, list);
+    head.set_u64_once_at(offsets::LRU_PREV, list);
+    let mut p3 = m.page_mut(page3);
+    // hugetlb_set_folio_subpool(folio, NULL)
+    p3.set_u64_at(folio3::HUGETLB_SUBPOOL, 0);
+    if cgroup {
+        p3.set_u64_at(folio3::HUGETLB_CGROUP, 0);
+        p3.set_u64_at(folio3::HUGETLB_CGROUP_RSVD, 0);
     }
 }
 
@@ -320,22 +283,6 @@ pub(crate) fn is_hugetlb_head<P: StructPage>(
             && u32::from(bytes[DTOR_OFFSET + 1]) == order;
     }
     head.page_type() == PageType::word(PageType::HUGETLB) && page1.flags() & 0xff == u64::from(order)
-}
-
-/// Volatile 8-byte store at a byte offset of a struct page (`WRITE_ONCE`).
-trait WriteOnce {
-    /// # Safety
-    ///
-    /// `page` valid for writes; `offset + 8 <= size`, 8-aligned.
-    unsafe fn write_u64_once_at(page: *mut Self, offset: usize, v: u64);
-}
-
-impl<P: StructPage> WriteOnce for P {
-    #[inline(always)]
-    unsafe fn write_u64_once_at(page: *mut Self, offset: usize, v: u64) {
-        // SAFETY: the caller guarantees the field is inside the writable page.
-        unsafe { page.cast::<u8>().add(offset).cast::<u64>().write_volatile(v) }
-    }
 }
 
 /// `hugetlb_bootmem_init_migratetype(folio, h)`: `MIGRATE_MOVABLE` on every pageblock of the
@@ -378,17 +325,12 @@ pub fn enqueue_hugetlb_folio<P: StructPage>(
     let new = lru(m, head_pfn);
     if let Some(f) = first {
         assert!(m.contains(f), "pfn {f:#x} outside memmap");
-        // SAFETY: `f` is in the memmap (checked); `lru.prev` is inside the page.
-        unsafe { P::write_u64_once_at(m.page_ptr(f), offsets::LRU_PREV, new) };
+        m.page_mut(f).set_u64_once_at(offsets::LRU_PREV, new);
     }
-    // SAFETY: `head_pfn` is in the memmap (checked); the fields are inside the page.
-    unsafe {
-        let head = m.page_ptr(head_pfn);
-        P::write_u64_once_at(head, offsets::LRU_NEXT, next);
-        P::write_u64_once_at(head, offsets::LRU_PREV, list_head);
-        let private = head.cast::<u8>().add(offsets::PRIVATE).cast::<u64>();
-        private.write(private.read() | (1 << HPG_FREED));
-    }
+    let mut head = m.page_mut(head_pfn);
+    head.set_u64_once_at(offsets::LRU_NEXT, next);
+    head.set_u64_once_at(offsets::LRU_PREV, list_head);
+    head.set_u64_at(offsets::PRIVATE, head.u64_at(offsets::PRIVATE) | (1 << HPG_FREED));
     head_pfn
 }
 
@@ -406,13 +348,10 @@ pub fn folio_test_hugetlb_vmemmap_optimized<P: StructPage>(head: &P) -> bool {
 /// If `head_pfn` is outside the memmap.
 pub fn folio_assign_hugetlb_vmemmap_optimized<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64, on: bool) {
     assert!(m.contains(head_pfn), "pfn {head_pfn:#x} outside memmap");
-    // SAFETY: in range (checked); `private` is inside the page.
-    unsafe {
-        let p = m.page_ptr(head_pfn).cast::<u8>().add(offsets::PRIVATE).cast::<u64>();
-        let v = p.read();
-        let bit = 1u64 << HPG_VMEMMAP_OPTIMIZED;
-        p.write(if on { v | bit } else { v & !bit });
-    }
+    let mut p = m.page_mut(head_pfn);
+    let v = p.u64_at(offsets::PRIVATE);
+    let bit = 1u64 << HPG_VMEMMAP_OPTIMIZED;
+    p.set_u64_at(offsets::PRIVATE, if on { v | bit } else { v & !bit });
 }
 
 /// Whether the struct page is the head of an initialized hugetlb folio of `hstate`

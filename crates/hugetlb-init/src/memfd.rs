@@ -471,8 +471,7 @@ impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
         if !P::SIZE.is_power_of_two() || size % PAGE_SIZE != 0 || !memmap.contains_range(head_pfn, nr_pages) {
             return Err(HvoError::Remap { errno: EINVAL });
         }
-        // SAFETY: `head_pfn` is in the memmap (checked).
-        let reuse = unsafe { memmap.page_ptr(head_pfn) } as usize;
+        let reuse = memmap.host_ptr(head_pfn) as usize;
         let base = self.map.as_ptr() as usize;
         if reuse % PAGE != 0 || reuse < base || reuse + size as usize > base + self.map_len {
             return Err(HvoError::Remap { errno: EINVAL });

@@ -37,10 +37,11 @@
 //! | module | what | kernel |
 //! |---|---|---|
 //! | [`model`] | what a struct page is: [`KernelConfig`], [`FlagsLayout`], flag bits, [`Page64`]/[`Page72`] and the folio overlay | `page-flags-layout.h`, `page-flags.h`, `mm_types.h` |
-//! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations | `mm/mm_init.c`, `mm/internal.h` |
+//! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations, the one safe access path to a struct page ([`Memmap::page_mut`], [`PageMut`]) | `mm/mm_init.c`, `mm/internal.h` |
 //! | `fill` | the one template engine: strategy choice ([`FillOptions`]), stores, the copy loop with its per-PFN refresh | the 2026 template and streaming series |
 //! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
 //! | [`parallel`] | the [`Threads`] policy (`Auto`: where bandwidth stops growing); the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
+//! | `freelist` | the one zone free-list model: list heads per order and migrate type, the release's buddy encoding ([`buddy_page_type`]), every buddy routine, used by the node and hotplug | `mm/page_alloc.c`, `mm/page_isolation.c` |
 //! | [`hotplug`] | onlining hot-added memory: the struct pages, the isolated pageblocks, the free lists | `online_pages()`, `undo_isolate_page_range()` |
 //! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |
 //!
@@ -92,8 +93,9 @@
 //! hotplug free path, the `page_type` encoding, and what 6.1's buddy allocator and gigantic
 //! pages leave). Common to all: `prep_compound_head()` after the tail
 //! loop of `memmap_init_compound()`, `folio->pgmap` at byte 8. The [`PG`] constants are the
-//! v6.12+ `enum pageflags` order (`PG_reserved` = 13, `PG_head` = 6); the boot-time and buddy
-//! code of [`Node`] use them for every release.
+//! v6.14+ `enum pageflags` order (`PG_reserved` = 13, `PG_head` = 6); every initializer, the
+//! boot-time and buddy code of [`Node`] included, writes the release's bits
+//! ([`Behaviour::page_flags`]) and the release's free-block `page_type` ([`buddy_page_type`]).
 //!
 //! ## Example
 //!
@@ -129,6 +131,7 @@ extern crate std;
 
 mod error;
 mod fill;
+mod freelist;
 mod hooks;
 pub mod hotplug;
 mod memmap;
@@ -140,6 +143,7 @@ mod zone_device;
 
 pub use error::InitError;
 pub use fill::{CopyReport, FillOptions, ListSelf, Strategy, StrategyReason};
+pub use freelist::buddy_page_type;
 #[cfg(feature = "std")]
 pub use hooks::RecordingHooks;
 pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};
@@ -148,7 +152,7 @@ pub use hotplug::{
 };
 #[cfg(feature = "std")]
 pub use memmap::owned::OwnedMemmap;
-pub use memmap::{Memmap, PAGE_POISON_BYTE, PAGEBLOCK_UNSET, pageblocks_needed};
+pub use memmap::{Memmap, PAGE_POISON_BYTE, PAGEBLOCK_UNSET, PageMut, pageblocks_needed};
 pub use model::config::{ConfigError, FlagsLayout, KernelConfig};
 pub use model::flags::{MigrateType, PG, PageType, TAIL_MAPPING};
 pub use model::page::{Page, Page64, Page72, StructPage};

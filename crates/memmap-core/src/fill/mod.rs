@@ -15,8 +15,10 @@
 //!   streaming store without a round trip through memory (patching a memory template and
 //!   reloading it with wider loads stalls store forwarding: measured 3x slower than the slow
 //!   path).
-//! * **The template loop with its per-PFN refresh** (`copy_run`, private, and the safe
-//!   [`Memmap::copy_template`]): a copy of the template for each PFN with the fields that
+//! * **The template loop with its per-PFN refresh** (`copy_run`, private, one loop over
+//!   pageblock segments whose first pages an `Edges` value treats specially; reached only
+//!   through the memmap module's access path and the safe [`Memmap::copy_template`] and
+//!   [`Memmap::fill_run`]): a copy of the template for each PFN with the fields that
 //!   depend on the PFN refreshed: the section number in `page->flags` under classic
 //!   SPARSEMEM (it changes every `PAGES_PER_SECTION` PFNs, a multiple of the pageblock, so once
 //!   per pageblock), `virtual` under `WANT_PAGE_VIRTUAL`, and the `lru` list self-pointers
@@ -24,16 +26,17 @@
 //!   get a callback (`set_pageblock_migratetype`, `cond_resched`) after a normal store, because
 //!   the callback may read the page back (classic SPARSEMEM's `page_to_pfn`).
 //!
-//! Streaming runs drain through a guard, so a caller hook that panics in the middle of a run
-//! (a `cond_resched` callback) still leaves the streamed stores ordered before the unwinding
-//! code touches anything.
+//! Streaming runs drain through a session (`Streaming`, with the struct-page access path in
+//! the memmap module), so a caller hook that panics in the middle of a run (a `cond_resched`
+//! callback) still leaves the streamed stores ordered before the unwinding code touches
+//! anything.
 
 use core::fmt;
 use core::ptr::NonNull;
 
 use crate::InitError;
 use crate::hooks::InitHooks;
-use crate::memmap::Memmap;
+use crate::memmap::{Memmap, PageAccess};
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::page::{StructPage, offsets};
 use stream_hal::Reuse;
@@ -355,57 +358,59 @@ impl Store for Streamed {
     }
 }
 
-/// The one dispatch from a resolved strategy to its store, for every initializer: the
-/// `$template` expression is compiled once with the type `$S` = [`Cached`]
-/// ([`Strategy::Template`]) and once with `$S` = [`Streamed`] ([`Strategy::Streaming`]);
-/// `$slow` runs for [`Strategy::Slow`] (and `Auto`, which [`resolve`] never returns).
+/// The stores a template run is made with: the kind of store, as a value, before
+/// [`with_store!`] turns it into the type `Cached` or `Streamed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stores {
+    /// Normal stores ([`Cached`]).
+    Cached,
+    /// `stream-hal` streaming stores ([`Streamed`]).
+    Streamed,
+}
+
+impl Stores {
+    /// The stores of the copies of a run with the resolved strategy `used`: streaming for
+    /// [`Strategy::Streaming`], normal for any other (a [`Strategy::Slow`] run that still
+    /// copies a page, such as [`Memmap::copy_template`]'s, copies it with normal stores).
+    #[must_use]
+    pub(crate) const fn of(used: Strategy) -> Stores {
+        match used {
+            Strategy::Streaming => Stores::Streamed,
+            Strategy::Slow | Strategy::Template | Strategy::Auto => Stores::Cached,
+        }
+    }
+}
+
+/// The one dispatch to a store type, for every initializer. Two forms:
+///
+/// * `with_store!(stores, S => body)`: `body` compiled once with the type `S` = [`Cached`] and
+///   once with `S` = [`Streamed`], run for the [`Stores`] value `stores`;
+/// * `with_store!(used, S => template, slow => slow)`: for a resolved [`Strategy`] `used`, the
+///   `slow` expression (the kernel's per-page code) for [`Strategy::Slow`] (and `Auto`, which
+///   [`resolve`] never returns), else `template` with the stores of [`Stores::of`].
 macro_rules! with_store {
     ($used:expr, $S:ident => $template:expr, slow => $slow:expr $(,)?) => {
         match $used {
-            $crate::fill::Strategy::Template => {
-                type $S = $crate::fill::Cached;
-                $template
-            }
-            $crate::fill::Strategy::Streaming => {
-                type $S = $crate::fill::Streamed;
-                $template
-            }
             $crate::fill::Strategy::Slow | $crate::fill::Strategy::Auto => $slow,
+            used @ ($crate::fill::Strategy::Template | $crate::fill::Strategy::Streaming) => {
+                $crate::fill::with_store!($crate::fill::Stores::of(used), $S => $template)
+            }
+        }
+    };
+    ($stores:expr, $S:ident => $body:expr $(,)?) => {
+        match $stores {
+            $crate::fill::Stores::Cached => {
+                type $S = $crate::fill::Cached;
+                $body
+            }
+            $crate::fill::Stores::Streamed => {
+                type $S = $crate::fill::Streamed;
+                $body
+            }
         }
     };
 }
 pub(crate) use with_store;
-
-/// Drains on drop when armed: a streaming run's owner holds one so that the drain also happens
-/// when a hook panics in the middle of the run.
-pub(crate) struct DrainGuard {
-    armed: bool,
-}
-
-impl DrainGuard {
-    /// A guard that drains on drop if `streaming`.
-    pub(crate) const fn new(streaming: bool) -> Self {
-        DrainGuard { armed: streaming }
-    }
-
-    /// Drains now (if armed) and disarms; returns whether it drained.
-    pub(crate) fn finish(mut self) -> bool {
-        let armed = self.armed;
-        if armed {
-            stream_hal::drain();
-        }
-        self.armed = false;
-        armed
-    }
-}
-
-impl Drop for DrainGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            stream_hal::drain();
-        }
-    }
-}
 
 /// Raw access to struct pages indexed by PFN, with the modelled kernel address of each: what
 /// the engine writes through. A copy of a memmap's (or a node's) storage pointer.
@@ -463,11 +468,12 @@ impl<P: StructPage> Pages<P> {
         self.vaddr_base.wrapping_add(pfn.wrapping_sub(self.base_pfn).wrapping_mul(P::SIZE as u64))
     }
 
-    /// The PFN of the struct page whose `lru` list node is at `list_vaddr`.
+    /// The PFN of the struct page whose `lru` list node is at `list_vaddr`, if that is the
+    /// list node of a struct page at or after the storage's first (the caller checks the end).
     #[inline(always)]
-    pub(crate) fn pfn_of_list(&self, list_vaddr: u64) -> u64 {
-        self.base_pfn
-            + list_vaddr.wrapping_sub(offsets::LRU_NEXT as u64).wrapping_sub(self.vaddr_base) / P::SIZE as u64
+    pub(crate) fn pfn_of_list(&self, list_vaddr: u64) -> Option<u64> {
+        let off = list_vaddr.wrapping_sub(offsets::LRU_NEXT as u64).wrapping_sub(self.vaddr_base);
+        (off % P::SIZE as u64 == 0).then(|| self.base_pfn.wrapping_add(off / P::SIZE as u64))
     }
 }
 
@@ -547,107 +553,144 @@ unsafe fn store_refreshed<P: StructPage, S: Store>(
     }
 }
 
-/// The template loop: a refreshed copy of `tmpl` into every struct page of `[from, to)`, with
-/// `S`; where `pageblock` is given, each pageblock-aligned PFN is stored normally and then
-/// handed to it. The loop runs one pageblock at a time, so the inner loop is a bare sequence of
-/// record stores; `tmpl`'s section bits are left at those of the last pageblock.
+/// What the template loop does with the first struct page of a pageblock segment that an
+/// [`Edges`] takes.
+pub(crate) enum Edge<P> {
+    /// Store this record normally, then call [`Edges::stored`] (the page may be read back).
+    Normal(P),
+    /// Store this record with the run's stores.
+    Run(P),
+}
+
+/// The pages of a template run that differ from a plain refreshed copy: the first PFN of some
+/// pageblock segments. [`copy_run`] calls [`Edges::takes`] at the first PFN of every segment
+/// (every pageblock of the run, the first one possibly partial) and, when it takes it, hands
+/// over the refreshed record to be finished by [`Edges::finish`].
+pub(crate) trait Edges<P: StructPage> {
+    /// Only the first struct page of each pageblock is written (a strided run).
+    const FIRSTS_ONLY: bool = false;
+    /// Whether the segment's first PFN `pfn` is an edge (`aligned`: it starts a pageblock).
+    fn takes(&self, pfn: u64, aligned: bool) -> bool;
+    /// The edge's record, from the refreshed copy `rec`.
+    fn finish(&mut self, pfn: u64, rec: P) -> Edge<P>;
+    /// After an [`Edge::Normal`] record was stored at `pfn`.
+    fn stored(&mut self, _pfn: u64) {}
+}
+
+/// No edges: every page a refreshed copy.
+pub(crate) struct Plain;
+
+impl<P: StructPage> Edges<P> for Plain {
+    #[inline(always)]
+    fn takes(&self, _pfn: u64, _aligned: bool) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn finish(&mut self, _pfn: u64, rec: P) -> Edge<P> {
+        Edge::Run(rec)
+    }
+}
+
+/// Pageblock-aligned pages stored normally and then handed to the callback
+/// (`set_pageblock_migratetype`, `cond_resched`, which may read the page back).
+pub(crate) struct AtPageblock<F>(pub(crate) F);
+
+impl<P: StructPage, F: FnMut(u64)> Edges<P> for AtPageblock<F> {
+    #[inline(always)]
+    fn takes(&self, _pfn: u64, aligned: bool) -> bool {
+        aligned
+    }
+    #[inline(always)]
+    fn finish(&mut self, _pfn: u64, rec: P) -> Edge<P> {
+        Edge::Normal(rec)
+    }
+    #[inline(always)]
+    fn stored(&mut self, pfn: u64) {
+        (self.0)(pfn);
+    }
+}
+
+/// A run written once in its final state: the first page of every `block`-aligned block (a
+/// power of two, a multiple of the pageblock) is finished by `head` in registers before it is
+/// stored (a free block's buddy links and order).
+pub(crate) struct PageblockHeads<F> {
+    pub(crate) block: u64,
+    pub(crate) head: F,
+}
+
+impl<P: StructPage, F: FnMut(u64, &mut P)> Edges<P> for PageblockHeads<F> {
+    #[inline(always)]
+    fn takes(&self, pfn: u64, _aligned: bool) -> bool {
+        pfn & (self.block - 1) == 0
+    }
+    #[inline(always)]
+    fn finish(&mut self, pfn: u64, mut rec: P) -> Edge<P> {
+        (self.head)(pfn, &mut rec);
+        Edge::Run(rec)
+    }
+}
+
+/// Only the first struct page of every pageblock of a pageblock-aligned run, each finished by
+/// `patch` in registers before it is stored (the first struct pages of a run of blocks,
+/// written once in their final state).
+pub(crate) struct PageblockFirsts<F>(pub(crate) F);
+
+impl<P: StructPage, F: FnMut(u64, &mut P)> Edges<P> for PageblockFirsts<F> {
+    const FIRSTS_ONLY: bool = true;
+    #[inline(always)]
+    fn takes(&self, _pfn: u64, _aligned: bool) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn finish(&mut self, pfn: u64, mut rec: P) -> Edge<P> {
+        (self.0)(pfn, &mut rec);
+        Edge::Run(rec)
+    }
+}
+
+/// The template loop, the one loop of every template copy: a refreshed copy of `tmpl` into
+/// the struct pages of `[from, to)` with `S`, one pageblock segment at a time (so the inner
+/// loop is a bare sequence of record stores, and the section bits are refreshed once per
+/// segment); the first page of a segment goes through `edges` (see [`Edges`]). `tmpl`'s
+/// section bits are left at those of the last segment.
 ///
 /// # Safety
 ///
 /// `[from, to)` must be inside `pages`' storage and owned by the caller (no other thread
 /// accesses those struct pages during the call); with `S::STREAMING`, the caller drains before
-/// anything reads them (the pages handed to `pageblock` are stored normally and may be read).
+/// anything reads them (the [`Edge::Normal`] pages are stored normally and may be read).
 #[inline(always)]
-pub(crate) unsafe fn copy_run<P: StructPage, S: Store>(
+pub(crate) unsafe fn copy_run<P: StructPage, S: Store, E: Edges<P>>(
     pages: Pages<P>,
     refresh: &Refresh<'_>,
-    from: u64,
-    to: u64,
+    (from, to): (u64, u64),
     tmpl: &mut P,
-    mut pageblock: Option<&mut dyn FnMut(u64)>,
+    edges: &mut E,
 ) {
     let pb = refresh.cfg.pageblock_nr_pages();
+    debug_assert!(!E::FIRSTS_ONLY || from & (pb - 1) == 0, "a strided run starts at a pageblock");
     let mut pfn = from;
     while pfn < to {
         let seg_end = (pfn | (pb - 1)).saturating_add(1).min(to);
         refresh.section(tmpl, pfn);
-        if pfn & (pb - 1) == 0 {
-            if let Some(f) = pageblock.as_deref_mut() {
-                let rec = refresh.per_pfn(*tmpl, pfn, pages.vaddr(pfn));
-                // SAFETY: `pfn` is in `[from, to)`, inside the storage and owned (caller).
-                unsafe { Cached::store(pages.ptr(pfn), rec) };
-                f(pfn);
-                pfn += 1;
+        if edges.takes(pfn, pfn & (pb - 1) == 0) {
+            let rec = refresh.per_pfn(*tmpl, pfn, pages.vaddr(pfn));
+            match edges.finish(pfn, rec) {
+                Edge::Normal(rec) => {
+                    // SAFETY: `pfn` is in `[from, to)`, inside the storage and owned (caller).
+                    unsafe { Cached::store(pages.ptr(pfn), rec) };
+                    edges.stored(pfn);
+                }
+                // SAFETY: as above; the caller's contract covers the run's stores.
+                Edge::Run(rec) => unsafe { S::store(pages.ptr(pfn), rec) },
             }
-        }
-        // SAFETY: `[pfn, seg_end)` is inside `[from, to)`; the caller's contract covers it.
-        unsafe { store_refreshed::<P, S>(pages, refresh, *tmpl, pfn, seg_end) };
-        pfn = seg_end;
-    }
-}
-
-/// The template loop of a run written once in its final state: a refreshed copy of `tmpl` into
-/// every struct page of `[from, to)` with `S`, where the first page of every `block`-aligned
-/// block (a power of two, a multiple of the pageblock) is finished by `head` in registers
-/// before it is stored (a free block's buddy links and order). Like [`copy_run`], one
-/// pageblock at a time, so the inner loop is a bare sequence of record stores.
-///
-/// # Safety
-///
-/// As [`copy_run`].
-#[inline(always)]
-pub(crate) unsafe fn copy_run_heads<P: StructPage, S: Store>(
-    pages: Pages<P>,
-    refresh: &Refresh<'_>,
-    (from, to, block): (u64, u64, u64),
-    tmpl: &mut P,
-    mut head: impl FnMut(u64, &mut P),
-) {
-    let pb = refresh.cfg.pageblock_nr_pages();
-    debug_assert!(block.is_power_of_two() && block % pb == 0);
-    let mut pfn = from;
-    while pfn < to {
-        let seg_end = (pfn | (pb - 1)).saturating_add(1).min(to);
-        refresh.section(tmpl, pfn);
-        if pfn & (block - 1) == 0 {
-            let mut rec = refresh.per_pfn(*tmpl, pfn, pages.vaddr(pfn));
-            head(pfn, &mut rec);
-            // SAFETY: `pfn` is in `[from, to)`; the caller's contract covers the store.
-            unsafe { S::store(pages.ptr(pfn), rec) };
             pfn += 1;
         }
-        // SAFETY: `[pfn, seg_end)` is inside `[from, to)`; the caller's contract covers it.
-        unsafe { store_refreshed::<P, S>(pages, refresh, *tmpl, pfn, seg_end) };
+        if !E::FIRSTS_ONLY {
+            // SAFETY: `[pfn, seg_end)` is inside `[from, to)`; the caller's contract covers it.
+            unsafe { store_refreshed::<P, S>(pages, refresh, *tmpl, pfn, seg_end) };
+        }
         pfn = seg_end;
-    }
-}
-
-/// The strided template loop: a refreshed copy of `tmpl` (section bits, then the per-PFN
-/// fields) into the struct page of every `stride`-th PFN of `[from, to)`, each record finished
-/// by `patch` in registers before it is stored with `S` (the first struct pages of a run of
-/// blocks, written once in their final state). `tmpl`'s section bits are left at those of the
-/// last PFN.
-///
-/// # Safety
-///
-/// As [`copy_run`]: the PFNs must be inside `pages`' storage and owned by the caller, who
-/// drains before anything reads them when `S::STREAMING`.
-#[inline(always)]
-pub(crate) unsafe fn copy_strided<P: StructPage, S: Store>(
-    pages: Pages<P>,
-    refresh: &Refresh<'_>,
-    (from, to, stride): (u64, u64, u64),
-    tmpl: &mut P,
-    mut patch: impl FnMut(u64, &mut P),
-) {
-    let mut pfn = from;
-    while pfn < to {
-        refresh.section(tmpl, pfn);
-        let mut rec = refresh.per_pfn(*tmpl, pfn, pages.vaddr(pfn));
-        patch(pfn, &mut rec);
-        // SAFETY: `pfn` is in `[from, to)`; the caller's contract covers the store.
-        unsafe { S::store(pages.ptr(pfn), rec) };
-        pfn += stride;
     }
 }
 
@@ -698,23 +741,55 @@ impl<P: StructPage> Memmap<'_, P> {
         }
         let (cfg, layout) = (*self.config(), *self.layout());
         let refresh = Refresh::new(&cfg, &layout, list);
-        let pages = self.raw_pages();
         let mut tmpl = *template;
-        let copy = |tmpl: &mut P| -> bool {
-            with_store!(used, S => {
-                let guard = DrainGuard::new(S::STREAMING);
-                // SAFETY: `[from, to)` is inside the memmap (checked) and exclusively borrowed
-                // through `&mut self`; the guard drains streamed stores before the borrow ends.
-                unsafe { copy_run::<P, S>(pages, &refresh, from, to, tmpl, None) };
-                guard.finish()
-            }, slow => {
-                // SAFETY: as above, with normal stores (no drain needed).
-                unsafe { copy_run::<P, Cached>(pages, &refresh, from, to, tmpl, None) };
-                false
-            })
-        };
-        let drains = u64::from(copy(&mut tmpl));
+        let drains = with_store!(Stores::of(used), S => {
+            u64::from(PageAccess::copy_run::<S, _>(self, &refresh, (from, to), &mut tmpl, &mut Plain))
+        });
         Ok(CopyReport { pages: n, drains })
+    }
+}
+
+impl<P: StructPage> Memmap<'_, P> {
+    /// The run of an initializer built on this crate, such as `hugetlb-init`'s gigantic-page
+    /// tails, for the resolved strategy `used`: the slow path `init_one` on every PFN of
+    /// `[from, to)` for [`Strategy::Slow`]; otherwise `init_one` on `from` only, whose struct
+    /// page is then the template [`Memmap::copy_template`] copies into the rest with the
+    /// per-PFN fields `list` names refreshed. `init_one` must leave each page in the state the
+    /// template path copies (the same for every PFN but the refreshed fields).
+    ///
+    /// # Errors
+    ///
+    /// [`InitError::OutOfRange`] if the range is not inside the memmap (nothing is written).
+    pub fn fill_run(
+        &mut self,
+        (from, to): (u64, u64),
+        list: ListSelf,
+        used: Strategy,
+        mut init_one: impl FnMut(&mut Self, u64),
+    ) -> Result<CopyReport, InitError> {
+        let n = to.saturating_sub(from);
+        if n == 0 {
+            return Ok(CopyReport { pages: 0, drains: 0 });
+        }
+        if !self.contains_range(from, n) {
+            return Err(InitError::OutOfRange {
+                start_pfn: from,
+                nr_pages: n,
+                memmap_start: self.base_pfn(),
+                memmap_end: self.end_pfn(),
+            });
+        }
+        with_store!(used, _S => {
+            init_one(self, from);
+            let template = self.read(from);
+            let copied = self.copy_template(&template, from + 1, to, list, used)?;
+            Ok(CopyReport { pages: n, drains: copied.drains })
+        }, slow => {
+            for pfn in from..to {
+                init_one(self, pfn);
+            }
+            Ok(CopyReport { pages: n, drains: 0 })
+        })
     }
 }
 

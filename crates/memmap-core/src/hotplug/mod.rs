@@ -31,7 +31,7 @@
 //! MOVABLE; the blocks on the free list in ascending pfn order (each block goes to the tail), as
 //! in every release the oracle compared (Linux 7.2, 6.12 and 6.1: 256 MiB and 1 GiB DIMMs
 //! onlined into ZONE_NORMAL and ZONE_MOVABLE). The free-list algorithm itself is
-//! `mm/page_alloc.c`'s, run on the struct pages (the private `buddy` module), so other ranges (a start that is
+//! `mm/page_alloc.c`'s, run on the struct pages (the crate's one zone free-list model, over this module's `Buddy`), so other ranges (a start that is
 //! only pageblock-aligned, as with `memmap_on_memory`) get what the kernel's rules give them.
 //!
 //! ## The design
@@ -53,31 +53,18 @@
 //! All three leave the same bytes, pageblocks, hook calls and free lists (the property tests in
 //! `tests/hotplug.rs`).
 
-mod buddy;
-
-pub use buddy::buddy_page_type;
+pub use crate::freelist::buddy_page_type;
 
 use core::fmt;
 
 use crate::InitError;
-use crate::fill::{
-    Cached, DrainGuard, FillOptions, ListSelf, Refresh, Store, Strategy, StrategyReason, copy_run,
-};
+use crate::fill::{FillOptions, ListSelf, Refresh, Store, Strategy, StrategyReason, with_store};
+use crate::freelist::{FreeLists, Rules, ZoneFreeLists, zone_struct_addr};
 use crate::hooks::InitHooks;
-use crate::memmap::Memmap;
+use crate::memmap::{Memmap, PageAccess, PageblockWork, Streaming};
 use crate::model::config::KernelConfig;
-use crate::model::flags::{MigrateType, PageType};
+use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
-
-/// Orders the model keeps free lists for (`MAX_PAGE_ORDER` must be below this).
-const MAX_ORDERS: usize = 24;
-/// Migrate types with a free list here: UNMOVABLE, MOVABLE, RECLAIMABLE, ISOLATE.
-const MT_SLOTS: usize = 4;
-/// Modelled offset of `free_area[0]` in `struct zone` (the same modelled layout as the
-/// buddy allocator of `Node`).
-const FREE_AREA_OFFSET: u64 = 0x100;
-/// Modelled `sizeof(struct free_area)`: `MIGRATE_TYPES` (6) list heads and `nr_free`.
-const FREE_AREA_SIZE: u64 = 6 * 16 + 8;
 
 /// The zone a hot-added range is onlined into (`online` / `online_kernel` gives
 /// `ZONE_NORMAL` for memory above the boot memory, `online_movable` `ZONE_MOVABLE`).
@@ -196,22 +183,9 @@ pub struct HotplugZone {
     cfg: KernelConfig,
     nid: u32,
     zone: u32,
-    zone_addr: u64,
-    /// `(next, prev)` of each list head, by order and migrate-type slot.
-    heads: [[(u64, u64); MT_SLOTS]; MAX_ORDERS],
-    nr_free: [[u64; MT_SLOTS]; MAX_ORDERS],
+    lists: FreeLists,
     managed_pages: u64,
     present_pages: u64,
-}
-
-/// The list slot of a migrate type.
-const fn slot(mt: MigrateType) -> usize {
-    match mt {
-        MigrateType::Unmovable => 0,
-        MigrateType::Movable => 1,
-        MigrateType::Reclaimable => 2,
-        MigrateType::Isolate => 3,
-    }
 }
 
 impl HotplugZone {
@@ -229,36 +203,20 @@ impl HotplugZone {
         if u64::from(nid) > layout.nodes_mask() {
             return Err(InitError::NodeOutOfRange { nid, max: layout.nodes_mask() as u32 }.into());
         }
-        if cfg.max_page_order as usize >= MAX_ORDERS || cfg.pageblock_order > cfg.max_page_order {
+        if !Rules::orders_supported(cfg) {
             return Err(HotplugError::UnsupportedOrders {
                 max_page_order: cfg.max_page_order,
                 pageblock_order: cfg.pageblock_order,
             });
         }
-        // The modelled `NODE_DATA(nid)->node_zones[zone]`: a direct-map address, one 256 KiB
-        // `pglist_data` per node, 0x1000 bytes per zone (as the node's buddy allocator models it).
-        let zone_addr = cfg
-            .page_offset
-            .wrapping_add(0x7f00_0000 + u64::from(nid) * 0x4_0000 + 0x1000 + u64::from(zone) * 0x1000);
-        let mut z = HotplugZone {
+        Ok(HotplugZone {
             cfg: *cfg,
             nid,
             zone,
-            zone_addr,
-            heads: [[(0, 0); MT_SLOTS]; MAX_ORDERS],
-            nr_free: [[0; MT_SLOTS]; MAX_ORDERS],
+            lists: FreeLists::new(zone_struct_addr(cfg, nid, zone)),
             managed_pages: 0,
             present_pages: 0,
-        };
-        for order in 0..MAX_ORDERS as u32 {
-            for mt in
-                [MigrateType::Unmovable, MigrateType::Movable, MigrateType::Reclaimable, MigrateType::Isolate]
-            {
-                let h = z.free_list_addr(order, mt);
-                z.heads[order as usize][slot(mt)] = (h, h);
-            }
-        }
-        Ok(z)
+        })
     }
 
     /// Zone `target` of node `nid` with empty free lists (see [`HotplugZone::new`]).
@@ -290,18 +248,13 @@ impl HotplugZone {
     /// block of a list point to).
     #[must_use]
     pub fn free_list_addr(&self, order: u32, mt: MigrateType) -> u64 {
-        // Modelled kernel addresses wrap like the kernel's pointer arithmetic (the zone's
-        // address comes from the configuration's `page_offset`).
-        self.zone_addr
-            .wrapping_add(FREE_AREA_OFFSET)
-            .wrapping_add(u64::from(order) * FREE_AREA_SIZE)
-            .wrapping_add(u64::from(mt.value()) * 16)
+        self.lists.head_addr(order, mt)
     }
 
     /// `free_area[order].nr_free` of migrate type `mt` (0 for orders beyond the model's).
     #[must_use]
     pub fn nr_free(&self, order: u32, mt: MigrateType) -> u64 {
-        self.nr_free.get(order as usize).map_or(0, |o| o[slot(mt)])
+        self.lists.nr_free(order, mt)
     }
 
     /// Pages handed to the buddy allocator by onlining (`managed_pages`).
@@ -324,21 +277,13 @@ impl HotplugZone {
         memmap: &Memmap<'_, P>,
         order: u32,
         mt: MigrateType,
-        mut f: impl FnMut(u64),
+        f: impl FnMut(u64),
     ) {
-        let Some(lists) = self.heads.get(order as usize) else { return };
-        let head = self.free_list_addr(order, mt);
-        let mut cur = lists[slot(mt)].0;
-        // At most the list's count of blocks: a list the caller's writes turned into a cycle
-        // ends there instead of looping for ever.
-        for _ in 0..self.nr_free(order, mt) {
-            if cur == head {
-                return;
-            }
-            let Some(pfn) = memmap.vaddr_to_pfn(cur.wrapping_sub(offsets::LRU_NEXT as u64)) else { return };
-            f(pfn);
-            cur = memmap.read(pfn).lru_next();
-        }
+        let page_of = |node: u64| {
+            let pfn = memmap.vaddr_to_pfn(node.wrapping_sub(offsets::LRU_NEXT as u64))?;
+            Some((pfn, memmap.read(pfn).lru_next()))
+        };
+        self.lists.walk(order, mt, page_of, f);
     }
 }
 
@@ -429,20 +374,17 @@ pub fn online_pages<P: StructPage, H: InitHooks>(
     }
     // 1. move_pfn_range_to_zone() → memmap_init_range(MEMINIT_HOTPLUG, MIGRATE_ISOLATE), and
     // for the template paths also the per-page part of __free_pages_core().
-    let per_page_free = match used {
-        Strategy::Slow | Strategy::Auto => {
-            for pfn in start_pfn..end {
-                init_hotplug_page(memmap, zone, pfn, hooks);
-            }
-            true
+    let per_page_free = with_store!(used, S => {
+        report.drains = init_template::<P, H, S>(memmap, zone, start_pfn, end, hooks);
+        false
+    }, slow => {
+        for pfn in start_pfn..end {
+            memmap.init_hotplug_page(pfn, (zone.zone, zone.nid), MigrateType::Isolate, hooks);
         }
-        Strategy::Template | Strategy::Streaming => {
-            report.drains = init_template(memmap, zone, start_pfn, end, used, hooks);
-            false
-        }
-    };
+        true
+    });
     // 2. online_pages_range() and 3. undo_isolate_page_range().
-    let mut b = buddy::Buddy { m: memmap, z: zone, split: cfg.behaviour().free_splits_pageblocks };
+    let mut b = Buddy { m: memmap, z: zone };
     let mut pfn = start_pfn;
     while pfn < end {
         let order = if pfn == 0 { cfg.max_page_order } else { cfg.max_page_order.min(pfn.trailing_zeros()) };
@@ -482,27 +424,8 @@ pub fn take_free_block<P: StructPage>(
     if *memmap.config() != zone.cfg {
         return Err(HotplugError::ZoneConfigMismatch);
     }
-    let split = zone.cfg.behaviour().free_splits_pageblocks;
-    let mut b = buddy::Buddy { m: memmap, z: zone, split };
+    let mut b = Buddy { m: memmap, z: zone };
     b.take(pfn).ok_or(HotplugError::NotFree { pfn })
-}
-
-/// `memmap_init_range()`'s body for one hot-added pfn: `__init_single_page()`,
-/// `__SetPageOffline()`, and at a pageblock-aligned pfn `MIGRATE_ISOLATE` and `cond_resched()`.
-fn init_hotplug_page<P: StructPage, H: InitHooks>(
-    m: &mut Memmap<'_, P>,
-    zone: &HotplugZone,
-    pfn: u64,
-    hooks: &mut H,
-) {
-    m.init_single_page(pfn, zone.zone, zone.nid, hooks);
-    let mut p = m.read(pfn);
-    p.set_u32_at(offsets::PAGE_TYPE, PageType::word(PageType::OFFLINE));
-    m.write(pfn, p);
-    if m.pageblock_aligned(pfn) {
-        m.set_pageblock_migratetype(pfn, MigrateType::Isolate);
-        hooks.cond_resched(pfn);
-    }
 }
 
 /// The per-page part of `__free_pages_core(page, order, MEMINIT_HOTPLUG)`:
@@ -518,37 +441,119 @@ fn free_core_page<P: StructPage, H: InitHooks>(m: &mut Memmap<'_, P>, pfn: u64, 
 /// path and taken to what `__free_pages_core()` leaves, then a refreshed copy of it into every
 /// other struct page of `[start, end)` with `S`'s stores; pageblock-aligned pages are stored
 /// normally and get their migrate type and `cond_resched()`. Returns the drains.
-fn init_template<P: StructPage, H: InitHooks>(
+fn init_template<P: StructPage, H: InitHooks, S: Store>(
     m: &mut Memmap<'_, P>,
     zone: &HotplugZone,
     start: u64,
     end: u64,
-    used: Strategy,
     hooks: &mut H,
 ) -> u64 {
-    init_hotplug_page(m, zone, start, hooks);
+    m.init_hotplug_page(start, (zone.zone, zone.nid), MigrateType::Isolate, hooks);
     let mut tmpl = m.read(start);
     tmpl.set_u32_at(offsets::PAGE_TYPE, u32::MAX);
     tmpl.set_u32_at(offsets::REFCOUNT, 0);
     m.write(start, tmpl);
     let (cfg, layout) = (*m.config(), *m.layout());
     let refresh = Refresh::new(&cfg, &layout, ListSelf::Both);
-    let pages = m.raw_pages();
-    let mut at_pageblock = |pfn: u64| {
-        m.set_pageblock_migratetype(pfn, MigrateType::Isolate);
-        hooks.cond_resched(pfn);
+    let mut at_pageblock = |w: &mut PageblockWork<'_, '_, P>| {
+        w.set_migratetype(MigrateType::Isolate);
+        hooks.cond_resched(w.pfn());
     };
-    crate::fill::with_store!(used, S => {
-        let guard = DrainGuard::new(S::STREAMING);
-        // SAFETY: `[start + 1, end)` is inside the memmap (checked by the caller), which `m`
-        // borrows exclusively for this call; the guard drains the streamed stores before the
-        // free-list steps read anything, and the pages handed to the callback are stored
-        // normally.
-        unsafe { copy_run::<P, S>(pages, &refresh, start + 1, end, &mut tmpl, Some(&mut at_pageblock)) };
-        u64::from(guard.finish())
-    }, slow => {
-        // SAFETY: as above, with normal stores.
-        unsafe { copy_run::<P, Cached>(pages, &refresh, start + 1, end, &mut tmpl, Some(&mut at_pageblock)) };
-        0
-    })
+    // The session drains the streamed stores before the free-list steps read anything.
+    let mut session = Streaming::new(S::STREAMING);
+    m.copy_run_pageblocks::<S>(&mut session, &refresh, (start + 1, end), &mut tmpl, Some(&mut at_pageblock));
+    u64::from(session.finish())
+}
+
+/// The zone's free lists over the memmap: the free-list steps of onlining, as
+/// `mm/page_alloc.c` and `mm/page_isolation.c` run them ([`ZoneFreeLists`]), on the struct
+/// pages of a [`Memmap`] and the list heads of a [`HotplugZone`], in both versions of the
+/// algorithm (6.10 and later, [`Behaviour::free_splits_pageblocks`], and before).
+///
+/// Every struct page these steps read or write heads a free block of at least pageblock order
+/// when the range starts pageblock-aligned (which [`online_pages`] requires): that is what lets
+/// the template paths keep only pageblock-aligned struct pages cached. The one exception is
+/// `move_freepages_block()` on a pageblock whose first page is not free (before 6.10, the
+/// second pageblock of every block), which scans the pageblock's struct pages as the kernel
+/// does; the template paths have drained by then.
+///
+/// [`Behaviour::free_splits_pageblocks`]: crate::Behaviour::free_splits_pageblocks
+struct Buddy<'m, 'a, P: StructPage> {
+    m: &'m mut Memmap<'a, P>,
+    z: &'m mut HotplugZone,
+}
+
+impl<P: StructPage> ZoneFreeLists for Buddy<'_, '_, P> {
+    const LIST_HARDENED: bool = true;
+    const MERGE_LIKELY: bool = true;
+
+    fn lists(&self) -> &FreeLists {
+        &self.z.lists
+    }
+    fn lists_mut(&mut self) -> &mut FreeLists {
+        &mut self.z.lists
+    }
+    fn rules(&self) -> Rules {
+        Rules::of(&self.z.cfg)
+    }
+    fn word(&self, pfn: u64, off: usize) -> u64 {
+        PageAccess::word(&*self.m, pfn, off)
+    }
+    fn set_word(&mut self, pfn: u64, off: usize, v: u64) {
+        self.m.page_mut(pfn).set_u64_at(off, v);
+    }
+    fn set_u32(&mut self, pfn: u64, off: usize, v: u32) {
+        self.m.page_mut(pfn).set_u32_at(off, v);
+    }
+    fn list_node(&self, pfn: u64) -> u64 {
+        self.m.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64)
+    }
+    fn pfn_of_node(&self, entry: u64) -> Option<u64> {
+        self.m.vaddr_to_pfn(entry.wrapping_sub(offsets::LRU_NEXT as u64))
+    }
+    /// A pfn outside the memmap is no free block, and neither is a struct page whose order (in
+    /// `private`) no free block can have: the caller's memmap may hold anything outside the
+    /// ranges onlined into this zone.
+    fn is_buddy(&self, pfn: u64) -> bool {
+        self.m.contains(pfn)
+            && self.m.read(pfn).page_type() == self.rules().buddy_type
+            && self.word(pfn, offsets::PRIVATE) <= u64::from(self.z.cfg.max_page_order)
+    }
+    fn same_zone(&self, pfn: u64, buddy: u64) -> bool {
+        let l = self.m.layout();
+        let (a, b) = (self.m.read(pfn).flags(), self.m.read(buddy).flags());
+        l.zone(a) == l.zone(b) && l.node(a) == l.node(b)
+    }
+    /// A pageblock never set reads as MOVABLE: only pageblocks of onlined memory hold free
+    /// blocks.
+    fn migratetype(&self, pfn: u64) -> MigrateType {
+        self.m.pageblock_migratetype(pfn).unwrap_or(MigrateType::Movable)
+    }
+    fn set_migratetype(&mut self, pfn: u64, mt: MigrateType) {
+        self.m.set_pageblock_migratetype(pfn, mt);
+    }
+}
+
+impl<P: StructPage> Buddy<'_, '_, P> {
+    /// Takes the free block at `pfn` (of this zone) off its list; its order, or `None` when no
+    /// free block starts there.
+    fn take(&mut self, pfn: u64) -> Option<u32> {
+        if !self.is_buddy(pfn) {
+            return None;
+        }
+        let l = self.m.layout();
+        let f = self.m.read(pfn).flags();
+        if l.zone(f) != self.z.zone || l.node(f) != self.z.nid {
+            return None;
+        }
+        let order = self.order_of(pfn);
+        let mt = self.migratetype(pfn);
+        // A struct page that looks free but is on none of this zone's lists (written by the
+        // caller, or onlined through another memmap) is not taken.
+        if !self.linked(pfn, order, mt) {
+            return None;
+        }
+        self.del(pfn, order, mt);
+        Some(order)
+    }
 }

@@ -17,14 +17,19 @@
 //!
 //! ## Access
 //!
-//! Pages are read and written by value through raw pointers ([`Memmap::read`],
-//! [`Memmap::write`]); the memmap never hands out long-lived references into itself. This keeps
+//! Pages are read and written by value ([`Memmap::read`], [`Memmap::write`]) or field by field
+//! through a [`PageMut`] handle ([`Memmap::page_mut`]) that lives as long as the memmap's
+//! mutable borrow; the memmap never hands out references into itself. This keeps
 //! it sound when the storage is remapped memory in which several virtual pages alias one
 //! physical page (HVO in `hugetlb-init`).
 
+mod access;
 pub(crate) mod ops;
 #[cfg(feature = "std")]
 pub(crate) mod owned;
+
+pub use access::PageMut;
+pub(crate) use access::{AtPageblockFn, PageAccess, PageblockWork, Streaming};
 
 use core::fmt;
 use core::marker::PhantomData;
@@ -259,10 +264,12 @@ impl<'a, P: StructPage> Memmap<'a, P> {
     ///
     /// If `pfn` is outside the memmap.
     #[must_use]
+    #[track_caller]
     pub fn read(&self, pfn: u64) -> P {
-        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
-        // SAFETY: in range (checked), storage initialized and readable (constructor contract).
-        unsafe { self.page_ptr(pfn).read() }
+        let page = self.slot(pfn);
+        // SAFETY: in the memmap (`slot`), whose storage is initialized and readable
+        // (constructor contract); no memmap method returns with a streamed store pending.
+        unsafe { page.as_ptr().read() }
     }
 
     /// Overwrites the struct page of `pfn`.
@@ -270,10 +277,9 @@ impl<'a, P: StructPage> Memmap<'a, P> {
     /// # Panics
     ///
     /// If `pfn` is outside the memmap.
+    #[track_caller]
     pub fn write(&mut self, pfn: u64, page: P) {
-        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
-        // SAFETY: in range (checked); writable by the constructor contract.
-        unsafe { self.page_ptr(pfn).write(page) }
+        self.page_mut(pfn).write(&page);
     }
 
     /// The storage as the fill engine writes it: a copy of the pointer with the PFN and address
@@ -284,17 +290,18 @@ impl<'a, P: StructPage> Memmap<'a, P> {
         unsafe { crate::fill::Pages::new(self.pages, self.base_pfn, self.vaddr_base) }
     }
 
-    /// Raw pointer to the struct page of `pfn` (host memory).
+    /// The storage slot of the struct page of `pfn`: the one place where a PFN becomes a host
+    /// pointer, checked against the memmap.
     ///
-    /// # Safety
+    /// # Panics
     ///
-    /// `pfn` must be in the memmap.
+    /// If `pfn` is outside the memmap.
     #[inline(always)]
-    #[must_use]
-    pub unsafe fn page_ptr(&self, pfn: u64) -> *mut P {
-        // SAFETY: the caller guarantees `pfn - base_pfn < len`, so the offset stays inside the
-        // storage.
-        unsafe { self.pages.as_ptr().add((pfn - self.base_pfn) as usize) }
+    #[track_caller]
+    fn slot(&self, pfn: u64) -> NonNull<P> {
+        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        // SAFETY: `pfn - base_pfn < len` (checked), so the offset stays inside the storage.
+        unsafe { self.pages.add((pfn - self.base_pfn) as usize) }
     }
 
     /// Calls `f` with each struct page of `[start, start + nr)` in PFN order.

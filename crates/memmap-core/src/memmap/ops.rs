@@ -13,64 +13,9 @@
 
 use crate::hooks::{InitHooks, PageRefEvent};
 use crate::memmap::Memmap;
-use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, TAIL_MAPPING};
+use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, PageType, TAIL_MAPPING};
 use crate::model::page::{StructPage, offsets};
 use crate::model::version::FolioLayout;
-
-/// Writes the 8-byte field at `offset` of `*page` (plain store).
-///
-/// # Safety
-///
-/// `page` valid for writes; `offset + 8 <= P::SIZE`, 8-aligned.
-#[inline(always)]
-pub(crate) unsafe fn wr64<P>(page: *mut P, offset: usize, v: u64) {
-    // SAFETY: the caller guarantees the field is inside the writable page.
-    unsafe { page.cast::<u8>().add(offset).cast::<u64>().write(v) }
-}
-
-/// Reads the 8-byte field at `offset` of `*page`.
-///
-/// # Safety
-///
-/// `page` valid for reads; `offset + 8 <= P::SIZE`, 8-aligned.
-#[inline(always)]
-pub(crate) unsafe fn rd64<P>(page: *const P, offset: usize) -> u64 {
-    // SAFETY: the caller guarantees the field is inside the readable page.
-    unsafe { page.cast::<u8>().add(offset).cast::<u64>().read() }
-}
-
-/// `WRITE_ONCE` of an 8-byte field.
-///
-/// # Safety
-///
-/// As for [`wr64`].
-#[inline(always)]
-pub(crate) unsafe fn wr64_once<P>(page: *mut P, offset: usize, v: u64) {
-    // SAFETY: as for `wr64`.
-    unsafe { page.cast::<u8>().add(offset).cast::<u64>().write_volatile(v) }
-}
-
-/// `atomic_set` of a 4-byte field.
-///
-/// # Safety
-///
-/// `page` valid for writes; `offset + 4 <= P::SIZE`, 4-aligned.
-#[inline(always)]
-pub(crate) unsafe fn wr32_once<P>(page: *mut P, offset: usize, v: u32) {
-    // SAFETY: the caller guarantees the field is inside the writable page.
-    unsafe { page.cast::<u8>().add(offset).cast::<u32>().write_volatile(v) }
-}
-
-/// Plain store of a 4-byte field.
-///
-/// # Safety
-///
-/// As for [`wr32_once`].
-#[inline(always)]
-pub(crate) unsafe fn wr32<P>(page: *mut P, offset: usize, v: u32) {
-    // SAFETY: the caller guarantees the field is inside the writable page.
-    unsafe { page.cast::<u8>().add(offset).cast::<u32>().write(v) }
-}
 
 /// `-1` as stored in an `atomic_t`.
 const MINUS_ONE: u32 = u32::MAX;
@@ -91,9 +36,7 @@ impl<P: StructPage> Memmap<'_, P> {
     /// If `pfn` is outside the memmap.
     #[inline]
     pub fn set_page_count<H: InitHooks>(&mut self, pfn: u64, v: i32, hooks: &mut H) {
-        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
-        // SAFETY: in range (checked); the memmap's storage is writable.
-        unsafe { wr32_once(self.page_ptr(pfn), offsets::REFCOUNT, v as u32) };
+        self.page_mut(pfn).set_u32_once_at(offsets::REFCOUNT, v as u32);
         if self.page_ref_tracepoint_active(hooks) {
             let page = self.read(pfn);
             let event = PageRefEvent {
@@ -119,45 +62,64 @@ impl<P: StructPage> Memmap<'_, P> {
     /// If `pfn` is outside the memmap.
     #[inline]
     pub fn init_single_page<H: InitHooks>(&mut self, pfn: u64, zone: u32, nid: u32, hooks: &mut H) {
-        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
         let layout = *self.layout();
         let cfg = *self.config();
         let vaddr = self.vaddr(pfn);
-        // SAFETY: in range (checked); all fields are inside the page.
-        let page = unsafe { self.page_ptr(pfn) };
-        // SAFETY: `page` is a valid, writable, aligned struct page for every access below.
-        unsafe {
-            // 1. mm_zero_struct_page()
-            page.write(P::ZEROED);
-            // 2. set_page_links(): zone, node, [section]
-            let flags = layout.set_links(rd64(page, offsets::FLAGS), zone, nid, cfg.pfn_to_section_nr(pfn));
-            wr64(page, offsets::FLAGS, flags);
-        }
+        let mut page = self.page_mut(pfn);
+        // 1. mm_zero_struct_page()
+        page.write(&P::ZEROED);
+        // 2. set_page_links(): zone, node, [section]
+        let flags = layout.set_links(page.u64_at(offsets::FLAGS), zone, nid, cfg.pfn_to_section_nr(pfn));
+        page.set_u64_at(offsets::FLAGS, flags);
         // 3. init_page_count() = set_page_count(page, 1)
         self.set_page_count(pfn, 1, hooks);
-        // SAFETY: as above.
-        unsafe {
-            // 4. atomic_set(&page->_mapcount, -1)
-            wr32_once(page, offsets::MAPCOUNT, MINUS_ONE);
-            // 5. page_cpupid_reset_last()
-            if layout.last_cpupid_width != 0 {
-                wr64(page, offsets::FLAGS, layout.cpupid_reset_last(rd64(page, offsets::FLAGS)));
-            }
-            // 6. page_kasan_tag_reset(): only tag-based KASAN keeps a tag in flags.
-            if cfg.kasan && layout.kasan_tag_width != 0 {
-                wr64(
-                    page,
-                    offsets::FLAGS,
-                    layout.kasan_tag_set(rd64(page, offsets::FLAGS), KASAN_TAG_KERNEL),
-                );
-            }
-            // 7. INIT_LIST_HEAD(&page->lru): WRITE_ONCE(next, list); prev = list
-            wr64_once(page, offsets::LRU_NEXT, vaddr.wrapping_add(offsets::LRU_NEXT as u64));
-            wr64(page, offsets::LRU_PREV, vaddr.wrapping_add(offsets::LRU_NEXT as u64));
-            // 8. set_page_address(page, __va(pfn << PAGE_SHIFT))
-            if P::WANT_PAGE_VIRTUAL {
-                wr64(page, offsets::VIRTUAL, cfg.pfn_to_virt(pfn));
-            }
+        let mut page = self.page_mut(pfn);
+        // 4. atomic_set(&page->_mapcount, -1)
+        page.set_u32_once_at(offsets::MAPCOUNT, MINUS_ONE);
+        // 5. page_cpupid_reset_last()
+        if layout.last_cpupid_width != 0 {
+            page.set_u64_at(offsets::FLAGS, layout.cpupid_reset_last(page.u64_at(offsets::FLAGS)));
+        }
+        // 6. page_kasan_tag_reset(): only tag-based KASAN keeps a tag in flags.
+        if cfg.kasan && layout.kasan_tag_width != 0 {
+            page.set_u64_at(
+                offsets::FLAGS,
+                layout.kasan_tag_set(page.u64_at(offsets::FLAGS), KASAN_TAG_KERNEL),
+            );
+        }
+        // 7. INIT_LIST_HEAD(&page->lru): WRITE_ONCE(next, list); prev = list
+        page.set_u64_once_at(offsets::LRU_NEXT, vaddr.wrapping_add(offsets::LRU_NEXT as u64));
+        page.set_u64_at(offsets::LRU_PREV, vaddr.wrapping_add(offsets::LRU_NEXT as u64));
+        // 8. set_page_address(page, __va(pfn << PAGE_SHIFT))
+        if P::WANT_PAGE_VIRTUAL {
+            page.set_u64_at(offsets::VIRTUAL, cfg.pfn_to_virt(pfn));
+        }
+    }
+
+    /// One iteration of `memmap_init_range()`'s loop in `MEMINIT_HOTPLUG` context:
+    /// `__init_single_page()`, then `__SetPageReserved()` for `ZONE_DEVICE` (the release's
+    /// `PG_reserved`) or `__SetPageOffline()` for memory onlined into another zone, and at a
+    /// pageblock-aligned PFN the pageblock's migrate type `mt` and `cond_resched()`.
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap.
+    pub(crate) fn init_hotplug_page<H: InitHooks>(
+        &mut self,
+        pfn: u64,
+        (zone, nid): (u32, u32),
+        mt: MigrateType,
+        hooks: &mut H,
+    ) {
+        self.init_single_page(pfn, zone, nid, hooks);
+        if zone == self.config().zone_device() {
+            self.set_flag(pfn, self.config().behaviour().page_flags.reserved);
+        } else {
+            self.page_mut(pfn).set_u32_at(offsets::PAGE_TYPE, PageType::word(PageType::OFFLINE));
+        }
+        if self.pageblock_aligned(pfn) {
+            self.set_pageblock_migratetype(pfn, mt);
+            hooks.cond_resched(pfn);
         }
     }
 
@@ -172,13 +134,9 @@ impl<P: StructPage> Memmap<'_, P> {
     /// If `pfn` is outside the memmap.
     #[inline]
     pub fn set_flag(&mut self, pfn: u64, bit: u32) {
-        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        let mut page = self.page_mut(pfn);
         let Some(mask) = 1u64.checked_shl(bit) else { return };
-        // SAFETY: in range (checked).
-        unsafe {
-            let page = self.page_ptr(pfn);
-            wr64(page, offsets::FLAGS, rd64(page, offsets::FLAGS) | mask);
-        }
+        page.set_u64_at(offsets::FLAGS, page.u64_at(offsets::FLAGS) | mask);
     }
 
     /// Clears flag bit `bit` with a plain read-modify-write (`__ClearPageReserved`, ...).
@@ -190,13 +148,9 @@ impl<P: StructPage> Memmap<'_, P> {
     /// If `pfn` is outside the memmap.
     #[inline]
     pub fn clear_flag(&mut self, pfn: u64, bit: u32) {
-        assert!(self.contains(pfn), "pfn {pfn:#x} outside memmap");
+        let mut page = self.page_mut(pfn);
         let Some(mask) = 1u64.checked_shl(bit) else { return };
-        // SAFETY: in range (checked).
-        unsafe {
-            let page = self.page_ptr(pfn);
-            wr64(page, offsets::FLAGS, rd64(page, offsets::FLAGS) & !mask);
-        }
+        page.set_u64_at(offsets::FLAGS, page.u64_at(offsets::FLAGS) & !mask);
     }
 
     /// `page_folio(page)`: the PFN of the folio `pfn` belongs to, decoded from the
@@ -231,13 +185,10 @@ impl<P: StructPage> Memmap<'_, P> {
             panic!("tail {tail_idx:#x} of head {head_pfn:#x} outside memmap");
         };
         let word = self.config().compound_head_word(self.vaddr(head_pfn), order, P::SIZE);
-        // SAFETY: in range (checked).
-        unsafe {
-            let p = self.page_ptr(pfn);
-            wr64(p, offsets::MAPPING, TAIL_MAPPING);
-            wr64_once(p, offsets::COMPOUND_HEAD, word);
-            wr64(p, offsets::PRIVATE, 0);
-        }
+        let mut p = self.page_mut(pfn);
+        p.set_u64_at(offsets::MAPPING, TAIL_MAPPING);
+        p.set_u64_once_at(offsets::COMPOUND_HEAD, word);
+        p.set_u64_at(offsets::PRIVATE, 0);
     }
 
     /// `prep_compound_head(page, order)` on the folio at `head_pfn`, for the folio layout of
@@ -277,70 +228,62 @@ impl<P: StructPage> Memmap<'_, P> {
         let p1 = head_pfn + 1;
         let nr_pages_u32 = 1u32.checked_shl(order).unwrap_or(0);
         if layout == FolioLayout::FolioDtor {
-            // SAFETY: page[1] is in range (checked); every field is inside it.
-            unsafe {
-                let page1 = self.page_ptr(p1).cast::<u8>();
-                page1.add(DTOR_DTOR).write(crate::model::page::folio::v6_1::COMPOUND_PAGE_DTOR);
-                // Orders of 256 and more do not exist (MAX_VMEMMAP_SHIFT); the byte keeps the
-                // low bits as the kernel's `unsigned char` would.
-                page1.add(DTOR_ORDER).write(order as u8);
-                wr32(page1, DTOR_NR_PAGES, nr_pages_u32);
-                wr32_once(page1, DTOR_TOTAL_MAPCOUNT, MINUS_ONE);
-                wr32_once(page1, DTOR_PINCOUNT, 0);
-            }
+            let mut page1 = self.page_mut(p1);
+            page1.set_u8_at(DTOR_DTOR, crate::model::page::folio::v6_1::COMPOUND_PAGE_DTOR);
+            // Orders of 256 and more do not exist (MAX_VMEMMAP_SHIFT); the byte keeps the low
+            // bits as the kernel's `unsigned char` would.
+            page1.set_u8_at(DTOR_ORDER, order as u8);
+            page1.set_u32_at(DTOR_NR_PAGES, nr_pages_u32);
+            page1.set_u32_once_at(DTOR_TOTAL_MAPCOUNT, MINUS_ONE);
+            page1.set_u32_once_at(DTOR_PINCOUNT, 0);
             return true;
         }
         let head_is_large = self.read(head_pfn).test_flag(cfg.behaviour().page_flags.head);
         let ok = order != 0 && head_is_large;
-        // SAFETY: page[1] and (when `deferred_list`) page[2] are in range (checked); every
-        // field offset is inside its page.
-        unsafe {
-            let page1 = self.page_ptr(p1);
-            // folio_set_order()
-            if ok {
-                let flags_1 = rd64(page1, offsets::FLAGS);
-                wr64(page1, offsets::FLAGS, (flags_1 & !0xff) | u64::from(order));
-                match layout {
-                    FolioLayout::MmIds if cfg.nr_pages_in_large_folio => {
-                        wr32(page1, offsets::MEMCG_DATA, nr_pages_u32);
-                    }
-                    FolioLayout::MmIds => {}
-                    FolioLayout::NrPages => wr32(page1, OLD_FOLIO_NR_PAGES, nr_pages_u32),
-                    FolioLayout::FolioDtor => {}
-                }
-            }
+        let list = self.vaddr(head_pfn + 2).wrapping_add(DEFERRED_LIST as u64);
+        let mut page1 = self.page_mut(p1);
+        // folio_set_order()
+        if ok {
+            let flags_1 = page1.u64_at(offsets::FLAGS);
+            page1.set_u64_at(offsets::FLAGS, (flags_1 & !0xff) | u64::from(order));
             match layout {
-                FolioLayout::MmIds => {
-                    // atomic_set(&folio->_large_mapcount, -1)
-                    wr32_once(page1, LARGE_MAPCOUNT, MINUS_ONE);
-                    if cfg.page_mapcount {
-                        // atomic_set(&folio->_nr_pages_mapped, 0)
-                        wr32_once(page1, NR_PAGES_MAPPED, 0);
-                    }
-                    if cfg.mm_id {
-                        wr64(page1, MM_IDS, 0);
-                        wr32(page1, MM_ID_MAPCOUNT, MINUS_ONE);
-                        wr32(page1, MM_ID_MAPCOUNT + 4, MINUS_ONE);
-                    }
-                    // IS_ENABLED(CONFIG_64BIT) || order > 1
-                    wr32_once(page1, PINCOUNT, 0);
-                    wr32_once(page1, ENTIRE_MAPCOUNT, MINUS_ONE);
+                FolioLayout::MmIds if cfg.nr_pages_in_large_folio => {
+                    page1.set_u32_at(offsets::MEMCG_DATA, nr_pages_u32);
                 }
-                FolioLayout::FolioDtor => {}
-                FolioLayout::NrPages => {
-                    wr32_once(page1, OLD_LARGE_MAPCOUNT, MINUS_ONE);
-                    wr32_once(page1, OLD_ENTIRE_MAPCOUNT, MINUS_ONE);
-                    wr32_once(page1, OLD_NR_PAGES_MAPPED, 0);
-                    wr32_once(page1, OLD_PINCOUNT, 0);
+                FolioLayout::MmIds | FolioLayout::FolioDtor => {}
+                FolioLayout::NrPages => page1.set_u32_at(OLD_FOLIO_NR_PAGES, nr_pages_u32),
+            }
+        }
+        match layout {
+            FolioLayout::MmIds => {
+                // atomic_set(&folio->_large_mapcount, -1)
+                page1.set_u32_once_at(LARGE_MAPCOUNT, MINUS_ONE);
+                if cfg.page_mapcount {
+                    // atomic_set(&folio->_nr_pages_mapped, 0)
+                    page1.set_u32_once_at(NR_PAGES_MAPPED, 0);
                 }
+                if cfg.mm_id {
+                    page1.set_u64_at(MM_IDS, 0);
+                    page1.set_u32_at(MM_ID_MAPCOUNT, MINUS_ONE);
+                    page1.set_u32_at(MM_ID_MAPCOUNT + 4, MINUS_ONE);
+                }
+                // IS_ENABLED(CONFIG_64BIT) || order > 1
+                page1.set_u32_once_at(PINCOUNT, 0);
+                page1.set_u32_once_at(ENTIRE_MAPCOUNT, MINUS_ONE);
             }
-            if deferred_list {
-                // INIT_LIST_HEAD(&folio->_deferred_list)
-                let list = self.vaddr(head_pfn + 2).wrapping_add(DEFERRED_LIST as u64);
-                let page2 = self.page_ptr(head_pfn + 2);
-                wr64_once(page2, DEFERRED_LIST, list);
-                wr64(page2, DEFERRED_LIST + 8, list);
+            FolioLayout::FolioDtor => {}
+            FolioLayout::NrPages => {
+                page1.set_u32_once_at(OLD_LARGE_MAPCOUNT, MINUS_ONE);
+                page1.set_u32_once_at(OLD_ENTIRE_MAPCOUNT, MINUS_ONE);
+                page1.set_u32_once_at(OLD_NR_PAGES_MAPPED, 0);
+                page1.set_u32_once_at(OLD_PINCOUNT, 0);
             }
+        }
+        if deferred_list {
+            // INIT_LIST_HEAD(&folio->_deferred_list)
+            let mut page2 = self.page_mut(head_pfn + 2);
+            page2.set_u64_once_at(DEFERRED_LIST, list);
+            page2.set_u64_at(DEFERRED_LIST + 8, list);
         }
         ok
     }
@@ -356,8 +299,7 @@ impl<P: StructPage> Memmap<'_, P> {
         if page.refcount() != count {
             return false;
         }
-        // SAFETY: in range (read above checked it).
-        unsafe { wr32_once(self.page_ptr(pfn), offsets::REFCOUNT, 0) };
+        self.page_mut(pfn).set_u32_once_at(offsets::REFCOUNT, 0);
         true
     }
 

@@ -1,11 +1,11 @@
 //! Page flag bit numbers, page types and migrate types of the modelled kernel baseline.
 //!
-//! The `enum pageflags` order of 6.12 and later (`PG_locked` 0 ... `PG_reserved` 13 ...
-//! `PG_dropbehind` 19), flags in one `unsigned long`. The ZONE_DEVICE initializers take the bits
-//! of the modelled release from [`Behaviour::page_flags`](crate::Behaviour::page_flags) (6.1
-//! has `PG_reserved` 12 and `PG_head` 16); the rest of the crate uses these constants.
+//! The `enum pageflags` order of 6.14 and later (`PG_locked` 0 ... `PG_reserved` 13 ...
+//! `PG_dropbehind` 19), flags in one `unsigned long`. The initializers take the bits they write
+//! from the modelled release's [`Behaviour::page_flags`](crate::Behaviour::page_flags) (6.1 has
+//! `PG_reserved` 12 and `PG_head` 16, 6.12 `PG_mlocked` 19).
 
-/// `enum pageflags` bit numbers (v6.18+ order, from `include/linux/page-flags.h`).
+/// `enum pageflags` bit numbers (v6.14+ order, from `include/linux/page-flags.h`).
 #[allow(missing_docs)]
 pub struct PG;
 

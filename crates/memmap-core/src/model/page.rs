@@ -336,34 +336,6 @@ impl<const W: usize> Page<W> {
     pub fn set_word(&mut self, i: usize, value: u64) {
         self.words[i] = value;
     }
-
-    /// Writes the 4-byte field at byte `offset` of the page at `page` with a volatile store,
-    /// as the kernel's `atomic_set`/`WRITE_ONCE` do (so the compiler neither merges nor drops
-    /// it).
-    ///
-    /// # Safety
-    ///
-    /// `page` must be valid for writes and aligned for `Self`, and the field must lie inside
-    /// the page: `offset` a multiple of 4 with `offset + 4 <= size_of::<Self>()`.
-    #[inline(always)]
-    pub unsafe fn write_u32_once(page: *mut Self, offset: usize, value: u32) {
-        // SAFETY: the caller guarantees `offset + 4 <= size_of::<Self>()` with `offset` a
-        // multiple of 4 and a writable page aligned to 8, so the 4-byte field is inside the page
-        // and 4-aligned.
-        unsafe { page.cast::<u8>().add(offset).cast::<u32>().write_volatile(value) }
-    }
-
-    /// Writes the 8-byte field at byte `offset` with a volatile store (`WRITE_ONCE`).
-    ///
-    /// # Safety
-    ///
-    /// `page` must be valid for writes and aligned for `Self`, and the field must lie inside
-    /// the page: `offset` a multiple of 8 with `offset + 8 <= size_of::<Self>()`.
-    #[inline(always)]
-    pub unsafe fn write_u64_once(page: *mut Self, offset: usize, value: u64) {
-        // SAFETY: the caller guarantees an in-bounds, 8-aligned field of a writable page.
-        unsafe { page.cast::<u8>().add(offset).cast::<u64>().write_volatile(value) }
-    }
 }
 
 impl<const W: usize> fmt::Debug for Page<W> {
@@ -553,17 +525,5 @@ mod tests {
         p.set_u32_at(offsets::REFCOUNT, 0x9abc_def0);
         assert_eq!(p.u32_at(offsets::MAPCOUNT), 0x1234_5678);
         assert_eq!(p.u32_at(offsets::REFCOUNT), 0x9abc_def0);
-    }
-
-    #[test]
-    fn volatile_writes_hit_the_field() {
-        let mut p = Page72::ZEROED;
-        // SAFETY: `p` is a valid, aligned page.
-        unsafe {
-            Page72::write_u32_once(&mut p, offsets::REFCOUNT, 7);
-            Page72::write_u64_once(&mut p, offsets::VIRTUAL, 0xffff_8880_0000_1000);
-        }
-        assert_eq!(p.refcount(), 7);
-        assert_eq!(p.virtual_address(), Some(0xffff_8880_0000_1000));
     }
 }

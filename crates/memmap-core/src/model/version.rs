@@ -30,6 +30,8 @@ impl KernelVersion {
     pub const V6_10: KernelVersion = KernelVersion::new(6, 10);
     /// Linux 6.12 (a long-term release; Debian 12 backports).
     pub const V6_12: KernelVersion = KernelVersion::new(6, 12);
+    /// Linux 6.14: `PG_dropbehind` before `PG_mlocked` in `enum pageflags`.
+    pub const V6_14: KernelVersion = KernelVersion::new(6, 14);
     /// Linux 6.15: the folio layout with `_mm_ids` (`CONFIG_MM_ID`), refcounted FS_DAX pages.
     pub const V6_15: KernelVersion = KernelVersion::new(6, 15);
     /// Linux 6.18: deferred init as one padata job per zone.
@@ -75,7 +77,9 @@ impl KernelVersion {
             deferred_job_per_zone: self.at_least(KernelVersion::V6_18),
             free_splits_pageblocks: self.at_least(KernelVersion::V6_10),
             page_type_top_byte: self.at_least(KernelVersion::V6_12),
-            page_flags: if self.at_least(KernelVersion::V6_12) {
+            page_flags: if self.at_least(KernelVersion::V6_14) {
+                PageFlagBits::V6_14
+            } else if self.at_least(KernelVersion::V6_12) {
                 PageFlagBits::V6_12
             } else {
                 PageFlagBits::V6_1
@@ -218,30 +222,103 @@ pub struct Behaviour {
     pub gigantic_tail_mapping: bool,
 }
 
-/// The bit numbers in `page->flags` of the page flags the model's initializers set, from the
-/// release's `enum pageflags` (`include/linux/page-flags.h`).
+/// The bit numbers in `page->flags` of the page flags the model's initializers set, and the
+/// allocator's free check, from the release's `enum pageflags` (`include/linux/page-flags.h`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PageFlagBits {
     /// `PG_reserved`.
     pub reserved: u32,
     /// `PG_head`.
     pub head: u32,
+    /// The page-flag bits of `PAGE_FLAGS_CHECK_AT_FREE`: `PG_lru`, `PG_locked`, `PG_private`,
+    /// `PG_private_2`, `PG_writeback`, `PG_reserved`, `PG_active`, `PG_unevictable`,
+    /// `PG_mlocked` (`CONFIG_MMU`), and before 6.10 `PG_slab` (the LRU generation field the
+    /// macro also names is not a flag bit: the node adds it from the flags layout).
+    pub check_at_free: u64,
+}
+
+/// `PAGE_FLAGS_CHECK_AT_FREE`'s flag bits from the bit numbers of `PG_lru`, `PG_locked`,
+/// `PG_private`, `PG_private_2`, `PG_writeback`, `PG_reserved`, `PG_active`,
+/// `PG_unevictable`, `PG_mlocked`, and any others of the release (`PG_slab` before 6.10).
+const fn check_at_free(bits: [u32; 9], others: u64) -> u64 {
+    let mut mask = others;
+    let mut i = 0;
+    while i < bits.len() {
+        mask |= 1 << bits[i];
+        i += 1;
+    }
+    mask
 }
 
 impl PageFlagBits {
-    /// The order from 6.12 (**oracle**: 6.12 and 7.2): `PG_head` 6 ("must be in bit 6"),
-    /// `PG_reserved` 13; the constants of [`PG`].
-    pub const V6_12: PageFlagBits = PageFlagBits { reserved: PG::RESERVED, head: PG::HEAD };
-    /// 6.1's order (**oracle**: 6.1.176): `PG_locked` 0, `PG_referenced`, `PG_uptodate`,
-    /// `PG_dirty`, `PG_lru`, `PG_active`, `PG_workingset`, `PG_waiters` 7, `PG_error`,
-    /// `PG_slab`, `PG_owner_priv_1`, `PG_arch_1`, `PG_reserved` 12, `PG_private`,
-    /// `PG_private_2`, `PG_writeback`, `PG_head` 16, ...
-    pub const V6_1: PageFlagBits = PageFlagBits { reserved: 12, head: 16 };
+    /// The order from 6.14 (**oracle**: 7.2 for `PG_reserved` and `PG_head`): `PG_head` 6
+    /// ("must be in bit 6"), `PG_reserved` 13, `PG_dropbehind` 19 before `PG_mlocked` 20; the
+    /// constants of [`PG`].
+    pub const V6_14: PageFlagBits = PageFlagBits {
+        reserved: PG::RESERVED,
+        head: PG::HEAD,
+        check_at_free: check_at_free(
+            [
+                PG::LRU,
+                PG::LOCKED,
+                PG::PRIVATE,
+                PG::PRIVATE_2,
+                PG::WRITEBACK,
+                PG::RESERVED,
+                PG::ACTIVE,
+                PG::UNEVICTABLE,
+                PG::MLOCKED,
+            ],
+            0,
+        ),
+    };
+    /// 6.12 and 6.13 (**oracle**: 6.12 for `PG_reserved` and `PG_head`): the order of
+    /// [`PageFlagBits::V6_14`] without `PG_dropbehind`, so `PG_mlocked` is 19.
+    pub const V6_12: PageFlagBits = PageFlagBits {
+        check_at_free: check_at_free(
+            [
+                PG::LRU,
+                PG::LOCKED,
+                PG::PRIVATE,
+                PG::PRIVATE_2,
+                PG::WRITEBACK,
+                PG::RESERVED,
+                PG::ACTIVE,
+                PG::UNEVICTABLE,
+                PG::MLOCKED - 1,
+            ],
+            0,
+        ),
+        ..PageFlagBits::V6_14
+    };
+    /// 6.1's order (**oracle**: 6.1.176 for `PG_reserved` and `PG_head`): `PG_locked` 0,
+    /// `PG_referenced`, `PG_uptodate`, `PG_dirty`, `PG_lru` 4, `PG_active` 5, `PG_workingset`,
+    /// `PG_waiters` 7, `PG_error`, `PG_slab` 9, `PG_owner_priv_1`, `PG_arch_1`, `PG_reserved`
+    /// 12, `PG_private` 13, `PG_private_2` 14, `PG_writeback` 15, `PG_head` 16,
+    /// `PG_mappedtodisk`, `PG_reclaim`, `PG_swapbacked`, `PG_unevictable` 20, `PG_mlocked` 21;
+    /// the free check also has `PG_slab`.
+    pub const V6_1: PageFlagBits = PageFlagBits {
+        reserved: 12,
+        head: 16,
+        check_at_free: check_at_free([4, 0, 13, 14, 15, 12, 5, 20, 21], 1 << 9),
+    };
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `PAGE_FLAGS_CHECK_AT_FREE` of each release as the kernel's headers spell it: 6.1's
+    /// with `PG_slab`, 6.12's with `PG_mlocked` 19, 6.14's with `PG_mlocked` 20.
+    #[test]
+    fn the_free_check_follows_the_release() {
+        assert_eq!(PageFlagBits::V6_1.check_at_free, 0x30_f231);
+        assert_eq!(PageFlagBits::V6_12.check_at_free, 0x0c_e123);
+        assert_eq!(PageFlagBits::V6_14.check_at_free, 0x14_e123);
+        for b in [PageFlagBits::V6_1, PageFlagBits::V6_12, PageFlagBits::V6_14] {
+            assert_ne!(b.check_at_free & 1 << b.reserved, 0);
+        }
+    }
 
     #[test]
     fn releases_parse_from_their_strings() {
@@ -267,8 +344,10 @@ mod tests {
         assert!(old.dax_vmemmap_needs_arch_option);
         let v6_1 = KernelVersion::V6_1.behaviour();
         assert_eq!(v6_1.folio_layout, FolioLayout::FolioDtor);
-        assert_eq!(v6_1.page_flags, PageFlagBits { reserved: 12, head: 16 });
+        assert_eq!((v6_1.page_flags.reserved, v6_1.page_flags.head), (12, 16));
+        assert_eq!(new.page_flags, PageFlagBits::V6_14);
         assert!(!v6_1.dax_vmemmap_needs_arch_option && !v6_1.page_type_top_byte);
+        assert!(KernelVersion::V6_12 < KernelVersion::V6_14 && KernelVersion::V6_14 < KernelVersion::V6_15);
         assert!(KernelVersion::V6_12 < KernelVersion::V6_15 && KernelVersion::V7_1 < KernelVersion::V7_2);
     }
 }

@@ -6,14 +6,15 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use super::buddy::FreeArea;
 use super::{
-    BootOptions, BootOrder, BootReport, InitMode, Inner, MAX_ORDERS, Node, NodeError, NodeParts, NodeStats,
-    PbMode, RunKind, pg_uninitialized_2m,
+    BootOptions, BootOrder, BootReport, InitMode, Inner, Node, NodeError, NodeParts, NodeStats, PbMode,
+    RunKind, pg_uninitialized_2m,
 };
 use crate::InitError;
 use crate::fill::{Job, resolve};
+use crate::freelist::{Rules, zone_struct_addr};
 use crate::hooks::InitHooks;
+use crate::memmap::PageAccess;
 use crate::model::config::KernelConfig;
-use crate::model::flags::PG;
 use crate::model::page::{StructPage, offsets};
 use crate::node::owned::Owned;
 use crate::sync::{BlockStates, SpinLock};
@@ -62,7 +63,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         let pages = memmap.raw_pages();
         let node_id = crate::node::buddy::next_node_id();
         let zones = core::array::from_fn(|z| {
-            let area = FreeArea::new(crate::node::buddy::zone_struct_addr(&cfg, layout.nid, z as u32));
+            let area = FreeArea::new(zone_struct_addr(&cfg, layout.nid, z as u32));
             SpinLock::of_node(area, node_id)
         });
         let node = Node {
@@ -81,6 +82,8 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             states,
             trace,
             uninit_bit,
+            pg: cfg.behaviour().page_flags,
+            rules: Rules::of(&cfg),
             resize_lock: SpinLock::of_node(u64::MAX, node_id),
             deferred_pages: AtomicBool::new(false),
             zones,
@@ -214,7 +217,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
 
     /// `init_unavailable_range()`: holes are initialized and `PG_reserved`.
     fn init_unavailable_range(&self, own: &mut Owned<'_, P>, from: u64, to: u64, zone: u32) {
-        let kind = RunKind { pageblock: PbMode::None, extra_flags: 1 << PG::RESERVED, count: 1 };
+        let kind = RunKind { pageblock: PbMode::None, extra_flags: 1 << self.pg.reserved, count: 1 };
         self.init_run(own, from, to, zone, kind);
     }
 
@@ -270,16 +273,19 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
                         // Below fdp: initialized by memmap_init. From fdp on:
                         // __init_deferred_page() -> __init_page_from_nid(), then PG_reserved.
                         let from = pfn.max(fdp);
-                        set_reserved(own, pfn, from);
-                        let kind =
-                            RunKind { pageblock: PbMode::Movable, extra_flags: 1 << PG::RESERVED, count: 1 };
+                        set_reserved(own, pfn, from, self.pg.reserved);
+                        let kind = RunKind {
+                            pageblock: PbMode::Movable,
+                            extra_flags: 1 << self.pg.reserved,
+                            count: 1,
+                        };
                         self.init_run(own, from, end, z.zone, kind);
                     }
                     InitMode::OnDemand => {
                         self.ensure_range_initialized(pfn, end - pfn);
-                        set_reserved(own, pfn, end);
+                        set_reserved(own, pfn, end, self.pg.reserved);
                     }
-                    _ => set_reserved(own, pfn, end),
+                    _ => set_reserved(own, pfn, end, self.pg.reserved),
                 }
                 pfn = end;
             }
@@ -387,7 +393,7 @@ fn check_parts<'a, P: StructPage>(
         }
         .into());
     }
-    if cfg.max_page_order as usize >= MAX_ORDERS || cfg.pageblock_order > cfg.max_page_order {
+    if !Rules::orders_supported(&cfg) {
         return Err(NodeError::UnsupportedOrders {
             max_page_order: cfg.max_page_order,
             pageblock_order: cfg.pageblock_order,
@@ -411,10 +417,10 @@ pub(crate) const FREE_PREFETCH_AHEAD: u64 = 8;
 /// How many `MAX_PAGE_ORDER` chunks the boot free pass frees under one hold of the zone lock.
 const FREE_BATCH: u64 = 64;
 
-/// `__SetPageReserved` on `[from, to)`, pages `own` owns.
-fn set_reserved<P: StructPage>(own: &mut Owned<'_, P>, from: u64, to: u64) {
+/// `__SetPageReserved` on `[from, to)`, pages `own` owns (`PG_reserved` is bit `reserved`).
+fn set_reserved<P: StructPage>(own: &mut Owned<'_, P>, from: u64, to: u64, reserved: u32) {
     for pfn in from..to {
         let f = own.word(pfn, offsets::FLAGS);
-        own.set_word(pfn, offsets::FLAGS, f | 1 << PG::RESERVED);
+        own.set_word(pfn, offsets::FLAGS, f | 1 << reserved);
     }
 }

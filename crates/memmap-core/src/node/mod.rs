@@ -65,20 +65,23 @@ use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::InitError;
-use crate::fill::{FillOptions, ListSelf, Pages, Refresh, Strategy, StrategyReason, with_store};
+use crate::fill::{
+    AtPageblock, FillOptions, ListSelf, Pages, Plain, Refresh, Strategy, StrategyReason, with_store,
+};
+use crate::freelist::{MAX_ORDERS, Rules};
 use crate::hooks::{InitHooks, NoHooks};
 use crate::memmap::Memmap;
+use crate::memmap::PageAccess;
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
+use crate::model::version::PageFlagBits;
 use crate::node::buddy::FreeArea;
 use crate::sync::{BlockStates, SpinLock};
 use owned::{LockedZone, Owned};
 
 /// Zone slots of a node (`MAX_NR_ZONES` is at most 8).
 pub(crate) const MAX_ZONES: usize = 8;
-/// Orders the allocator supports (`MAX_PAGE_ORDER` must be below this).
-pub(crate) const MAX_ORDERS: usize = 24;
 
 /// How the node's struct pages are initialized at boot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -377,6 +380,10 @@ pub struct Node<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
     trace: bool,
     /// The `PG_uninitialized_2m` bit.
     uninit_bit: u32,
+    /// The page flag bits of the configuration's release (`PG_reserved`, `PAGE_FLAGS_CHECK_AT_FREE`).
+    pg: PageFlagBits,
+    /// The buddy allocator's rules of the release (the free block's `page_type`, the orders).
+    rules: Rules,
     /// `pgdat_resize_lock` around `NODE_DATA(nid)->first_deferred_pfn`.
     resize_lock: SpinLock<u64>,
     /// The `deferred_pages` static key: on from boot until deferred init has finished. The
@@ -583,7 +590,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             let Inner { memmap, hooks } = &mut *g;
             memmap.set_page_count(pfn, v, hooks);
         } else {
-            own.set_word32(pfn, offsets::REFCOUNT, v as u32, true);
+            own.set_word32_once(pfn, offsets::REFCOUNT, v as u32);
         }
     }
 
@@ -635,9 +642,11 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
                     _ => memmap.set_pageblock_migratetype(pfn, MigrateType::Movable),
                 }
             };
-            let pageblock: Option<&mut dyn FnMut(u64)> =
-                if kind.pageblock == PbMode::None { None } else { Some(&mut pageblock) };
-            own.copy_run::<S>(&refresh, (from + 1, to), &mut tmpl, pageblock);
+            if kind.pageblock == PbMode::None {
+                own.copy_run::<S, _>(&refresh, (from + 1, to), &mut tmpl, &mut Plain);
+            } else {
+                own.copy_run::<S, _>(&refresh, (from + 1, to), &mut tmpl, &mut AtPageblock(&mut pageblock));
+            }
         }, slow => {
             let mut g = self.inner.lock();
             for pfn in from..to {

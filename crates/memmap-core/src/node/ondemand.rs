@@ -38,8 +38,9 @@
 use core::sync::atomic::Ordering;
 
 use crate::Strategy;
-use crate::fill::Cached;
+use crate::fill::{Cached, PageblockFirsts, with_store};
 use crate::hooks::InitHooks;
+use crate::memmap::PageAccess;
 use crate::model::page::{StructPage, offsets};
 use crate::node::owned::Owned;
 use crate::node::{Inner, Node, PbMode, RunKind};
@@ -90,28 +91,26 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     fn ondemand_base_pages(&self, own: &mut Owned<'_, P>, first: u64, nblocks: u64, zone: u32) {
         let kind = RunKind { pageblock: PbMode::MovableResched, extra_flags: 1 << self.uninit_bit, count: 1 };
         self.init_run(own, first, first + 1, zone, kind);
-        if nblocks < 2 || self.strategy == Strategy::Slow {
+        let bs = self.cfg.pageblock_nr_pages();
+        let template = if nblocks < 2 { Strategy::Slow } else { self.strategy };
+        // Template and streaming copies alike are stored normally (see above).
+        with_store!(template, _S => {
+            let mut t = own.read(first);
+            let mut g = self.inner.lock();
+            let Inner { memmap, hooks } = &mut *g;
+            let no_patch = |_: u64, _: &mut P| {};
+            own.copy_run::<Cached, _>(&self.refresh(), (first + bs, first + nblocks * bs), &mut t, &mut PageblockFirsts(no_patch));
+            // set_pageblock_migratetype(MOVABLE) + cond_resched() of each of them, in one run:
+            // they touch the pageblock bits only.
+            memmap.pageblock_init_run(first + bs, nblocks - 1, hooks);
+            drop(g);
+            self.stats.pages_initialized.fetch_add(nblocks - 1, Ordering::Relaxed);
+        }, slow => {
             for k in 1..nblocks {
-                let b = first + k * self.cfg.pageblock_nr_pages();
+                let b = first + k * bs;
                 self.init_run(own, b, b + 1, zone, kind);
             }
-            return;
-        }
-        let bs = self.cfg.pageblock_nr_pages();
-        let mut t = own.read(first);
-        let mut g = self.inner.lock();
-        let Inner { memmap, hooks } = &mut *g;
-        own.copy_strided::<Cached>(
-            &self.refresh(),
-            (first + bs, first + nblocks * bs, bs),
-            &mut t,
-            |_, _| {},
-        );
-        // set_pageblock_migratetype(MOVABLE) + cond_resched() of each of them, in one run: they
-        // touch the pageblock bits only.
-        memmap.pageblock_init_run(first + bs, nblocks - 1, hooks);
-        drop(g);
-        self.stats.pages_initialized.fetch_add(nblocks - 1, Ordering::Relaxed);
+        });
     }
 
     /// The memory-and-zone intersection `[s, e)` in which the block at `b` is whole (so

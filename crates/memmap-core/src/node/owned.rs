@@ -22,8 +22,8 @@
 
 use core::marker::PhantomData;
 
-use crate::fill::{DrainGuard, Pages, Refresh, Store};
-use crate::memmap::ops::{rd64, wr32, wr32_once, wr64, wr64_once};
+use crate::fill::Pages;
+use crate::memmap::PageAccess;
 use crate::model::page::StructPage;
 use crate::node::buddy::FreeArea;
 use crate::sync::SpinGuard;
@@ -37,7 +37,7 @@ pub(in crate::node) struct Owned<'o, P: StructPage> {
     _owner: PhantomData<&'o mut P>,
 }
 
-impl<'o, P: StructPage> Owned<'o, P> {
+impl<P: StructPage> Owned<'_, P> {
     /// The handle of `[start, end)`.
     ///
     /// # Safety
@@ -51,131 +51,21 @@ impl<'o, P: StructPage> Owned<'o, P> {
     /// Whether `pfn` is in the handle's range.
     #[inline(always)]
     pub(crate) fn contains(&self, pfn: u64) -> bool {
-        self.start <= pfn && pfn < self.end
+        self.owns(pfn)
     }
+}
 
+// SAFETY: the window is the handle's range, inside the storage and owned by this thread for
+// the handle's life (the constructor's contract); every streaming run of `PageAccess` drains
+// before it returns, so no streamed store is pending when another method runs.
+unsafe impl<P: StructPage> PageAccess<P> for Owned<'_, P> {
     #[inline(always)]
-    #[track_caller]
-    fn ptr(&self, pfn: u64) -> *mut P {
-        assert!(
-            self.contains(pfn),
-            "struct page {pfn:#x} is not owned here ({:#x}..{:#x})",
-            self.start,
-            self.end
-        );
-        // SAFETY: `pfn` is in `[start, end)`, inside the storage (the constructor's contract).
-        unsafe { self.pages.ptr(pfn) }
+    fn pages(&self) -> Pages<P> {
+        self.pages
     }
-
-    /// The struct page of `pfn`, by value.
     #[inline(always)]
-    #[track_caller]
-    pub(crate) fn read(&self, pfn: u64) -> P {
-        let p = self.ptr(pfn);
-        // SAFETY: owned (constructor), aligned (storage of `P`); no streamed store is pending
-        // (every streaming run of a handle drains before it returns).
-        unsafe { p.read() }
-    }
-
-    /// The 8-byte word at `offset` of the struct page of `pfn`.
-    #[inline(always)]
-    #[track_caller]
-    pub(crate) fn word(&self, pfn: u64, offset: usize) -> u64 {
-        let p = self.ptr(pfn);
-        // SAFETY: as in `read`; the field is inside the page.
-        unsafe { rd64(p, offset) }
-    }
-
-    /// Sets the 8-byte word at `offset` of the struct page of `pfn`.
-    #[inline(always)]
-    #[track_caller]
-    pub(crate) fn set_word(&mut self, pfn: u64, offset: usize, v: u64) {
-        let p = self.ptr(pfn);
-        // SAFETY: owned (constructor); the field is inside the page; no streamed store is
-        // pending.
-        unsafe { wr64(p, offset, v) }
-    }
-
-    /// Sets the 4-byte word at `offset` of the struct page of `pfn` (`WRITE_ONCE` when
-    /// `once`).
-    #[inline(always)]
-    #[track_caller]
-    pub(crate) fn set_word32(&mut self, pfn: u64, offset: usize, v: u32, once: bool) {
-        let p = self.ptr(pfn);
-        // SAFETY: as in `set_word`.
-        unsafe {
-            if once {
-                wr32_once(p, offset, v);
-            } else {
-                wr32(p, offset, v);
-            }
-        }
-    }
-
-    /// The template loop of the fill engine ([`crate::fill`]) on `[from, to)`, with `S`'s
-    /// stores: see its documentation. A streaming run drains before it returns (or unwinds).
-    #[inline(always)]
-    #[track_caller]
-    pub(crate) fn copy_run<S: Store>(
-        &mut self,
-        refresh: &Refresh<'_>,
-        (from, to): (u64, u64),
-        tmpl: &mut P,
-        pageblock: Option<&mut dyn FnMut(u64)>,
-    ) {
-        if from >= to {
-            return;
-        }
-        assert!(self.start <= from && to <= self.end, "{from:#x}..{to:#x} is not inside the handle");
-        let guard = DrainGuard::new(S::STREAMING);
-        // SAFETY: `[from, to)` is inside the handle's range, owned (constructor); the guard
-        // drains a streaming run before this returns or unwinds. The pages handed to
-        // `pageblock` are stored normally.
-        unsafe { crate::fill::copy_run::<P, S>(self.pages, refresh, from, to, tmpl, pageblock) };
-        guard.finish();
-    }
-
-    /// The final-state template loop ([`crate::fill::copy_run_heads`]) on `[from, to)`, every
-    /// `block`-aligned page finished by `head` before `S` stores it. A streaming run drains
-    /// before it returns (or unwinds).
-    #[inline(always)]
-    #[track_caller]
-    pub(crate) fn copy_run_heads<S: Store>(
-        &mut self,
-        refresh: &Refresh<'_>,
-        (from, to, block): (u64, u64, u64),
-        tmpl: &mut P,
-        head: impl FnMut(u64, &mut P),
-    ) {
-        if from >= to {
-            return;
-        }
-        assert!(self.start <= from && to <= self.end, "{from:#x}..{to:#x} is not inside the handle");
-        let guard = DrainGuard::new(S::STREAMING);
-        // SAFETY: as in `copy_run`.
-        unsafe { crate::fill::copy_run_heads::<P, S>(self.pages, refresh, (from, to, block), tmpl, head) };
-        guard.finish();
-    }
-
-    /// The strided template loop ([`crate::fill::copy_strided`]) on every `stride`-th PFN of
-    /// `[from, to)`, each record finished by `patch` before `S` stores it.
-    #[inline(always)]
-    #[track_caller]
-    pub(crate) fn copy_strided<S: Store>(
-        &mut self,
-        refresh: &Refresh<'_>,
-        (from, to, stride): (u64, u64, u64),
-        tmpl: &mut P,
-        patch: impl FnMut(u64, &mut P),
-    ) {
-        if from >= to {
-            return;
-        }
-        assert!(self.start <= from && to <= self.end, "{from:#x}..{to:#x} is not inside the handle");
-        let guard = DrainGuard::new(S::STREAMING);
-        // SAFETY: as in `copy_run`.
-        unsafe { crate::fill::copy_strided::<P, S>(self.pages, refresh, (from, to, stride), tmpl, patch) };
-        guard.finish();
+    fn window(&self) -> (u64, u64) {
+        (self.start, self.end)
     }
 }
 
@@ -205,66 +95,18 @@ impl<'z, P: StructPage> LockedZone<'z, P> {
     ) -> Self {
         LockedZone { area, pages, span }
     }
+}
 
+// SAFETY: the window is the zone's span, inside the storage (constructor); the struct pages
+// its methods are used on are owned by the zone lock's holder (the buddy allocator's rule the
+// constructor's caller vouches for); nothing streams through a zone guard.
+unsafe impl<P: StructPage> PageAccess<P> for LockedZone<'_, P> {
     #[inline(always)]
-    #[track_caller]
-    fn ptr(&self, pfn: u64) -> *mut P {
-        assert!(self.span.0 <= pfn && pfn < self.span.1, "struct page {pfn:#x} is outside the zone");
-        // SAFETY: inside the zone's span, inside the storage (constructor).
-        unsafe { self.pages.ptr(pfn) }
+    fn pages(&self) -> Pages<P> {
+        self.pages
     }
-
-    /// The struct page of the free page `pfn`.
     #[inline(always)]
-    #[track_caller]
-    pub(crate) fn read(&self, pfn: u64) -> P {
-        let p = self.ptr(pfn);
-        // SAFETY: a free block's page: owned by the lock holder (constructor).
-        unsafe { p.read() }
-    }
-
-    /// The 8-byte word at `offset` of the free page `pfn`.
-    #[inline(always)]
-    #[track_caller]
-    pub(crate) fn word(&self, pfn: u64, offset: usize) -> u64 {
-        let p = self.ptr(pfn);
-        // SAFETY: as in `read`; the field is inside the page.
-        unsafe { rd64(p, offset) }
-    }
-
-    /// Sets the 8-byte word at `offset` of the free page `pfn` (`WRITE_ONCE` when `once`).
-    #[inline(always)]
-    #[track_caller]
-    pub(crate) fn set_word(&mut self, pfn: u64, offset: usize, v: u64, once: bool) {
-        let p = self.ptr(pfn);
-        // SAFETY: as in `read`.
-        unsafe {
-            if once {
-                wr64_once(p, offset, v);
-            } else {
-                wr64(p, offset, v);
-            }
-        }
-    }
-
-    /// Sets the 4-byte word at `offset` of the free page `pfn`.
-    #[inline(always)]
-    #[track_caller]
-    pub(crate) fn set_word32(&mut self, pfn: u64, offset: usize, v: u32) {
-        let p = self.ptr(pfn);
-        // SAFETY: as in `read`.
-        unsafe { wr32(p, offset, v) }
-    }
-
-    /// The PFN of the struct page whose `lru` node is at `list_vaddr`.
-    #[inline(always)]
-    pub(crate) fn pfn_of_list(&self, list_vaddr: u64) -> u64 {
-        self.pages.pfn_of_list(list_vaddr)
-    }
-
-    /// The modelled kernel address of the struct page of `pfn`.
-    #[inline(always)]
-    pub(crate) fn vaddr(&self, pfn: u64) -> u64 {
-        self.pages.vaddr(pfn)
+    fn window(&self) -> (u64, u64) {
+        self.span
     }
 }

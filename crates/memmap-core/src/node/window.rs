@@ -27,11 +27,12 @@
 use core::sync::atomic::Ordering;
 
 use crate::Strategy;
-use crate::fill::{Cached, with_store};
+use crate::fill::{PageblockFirsts, PageblockHeads, Stores, with_store};
+use crate::freelist::ZoneFreeLists;
 use crate::hooks::InitHooks;
-use crate::model::flags::PG;
+use crate::memmap::PageAccess;
+use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
-use crate::node::buddy::PAGE_TYPE_BUDDY;
 use crate::node::owned::Owned;
 use crate::node::{InitMode, Inner, Node, PbMode, RunKind};
 
@@ -89,7 +90,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         self.init_run(own, lo, lo + 1, zone, kind);
         let mut t = own.read(lo);
         // __free_pages_core(): __ClearPageReserved(), set_page_count(0), on every page.
-        t.set_flags(t.flags() & !(1 << PG::RESERVED));
+        t.set_flags(t.flags() & !(1 << self.pg.reserved));
         t.set_u32_at(offsets::REFCOUNT, 0);
         let list_of = |pfn: u64| self.pages.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
         // __add_to_free_list(tail) + set_buddy_order() of a block head. The run's blocks go to
@@ -100,14 +101,14 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             rec.set_u64_at(offsets::LRU_NEXT, if b + n < hi { list_of(b + n) } else { 0 });
             rec.set_u64_at(offsets::LRU_PREV, if b > lo { list_of(b - n) } else { 0 });
             rec.set_u64_at(offsets::PRIVATE, u64::from(max));
-            rec.set_u32_at(offsets::PAGE_TYPE, PAGE_TYPE_BUDDY);
+            rec.set_u32_at(offsets::PAGE_TYPE, self.rules.buddy_type);
         };
         let refresh = self.refresh();
         if every_page {
             // Nothing is read back, so the node's own strategy (streaming from the threshold
             // up) rather than the fused boot's.
-            with_store!(self.strategy, S => own.copy_run_heads::<S>(&refresh, (lo, hi, n), &mut t, block_head), slow => {
-                own.copy_run_heads::<Cached>(&refresh, (lo, hi, n), &mut t, block_head)
+            with_store!(Stores::of(self.strategy), S => {
+                own.copy_run::<S, _>(&refresh, (lo, hi), &mut t, &mut PageblockHeads { block: n, head: block_head })
             });
         } else {
             // The first page of every pageblock.
@@ -116,8 +117,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                     block_head(b, rec);
                 }
             };
-            with_store!(self.run_strategy(), S => own.copy_strided::<S>(&refresh, (lo, hi, bs), &mut t, base), slow => {
-                own.copy_strided::<Cached>(&refresh, (lo, hi, bs), &mut t, base)
+            with_store!(Stores::of(self.run_strategy()), S => {
+                own.copy_run::<S, _>(&refresh, (lo, hi), &mut t, &mut PageblockFirsts(base))
             });
         }
         {
@@ -140,14 +141,15 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         }
         let mut z = self.lock_zone(zone);
         let head = z.area.head_addr(max);
-        let old_tail = z.area.heads[max as usize].1;
+        let old_tail = z.area.head(max).1;
         // The run's ends, and the list around it.
-        z.set_word(lo, offsets::LRU_PREV, old_tail, false);
-        z.set_word(hi - n, offsets::LRU_NEXT, head, false);
-        self.list_set_next(&mut z, max, old_tail, list_of(lo));
-        self.list_set_prev(&mut z, max, head, list_of(hi - n));
+        z.set_word(lo, offsets::LRU_PREV, old_tail);
+        z.set_word(hi - n, offsets::LRU_NEXT, head);
+        let mut lists = self.free_lists(&mut z, zone);
+        lists.set_next(max, MigrateType::Movable, old_tail, list_of(lo));
+        lists.set_prev(max, MigrateType::Movable, head, list_of(hi - n));
         let pages = hi - lo;
-        z.area.nr_free[max as usize] += pages / n;
+        z.area.lists.add_free(max, MigrateType::Movable, pages / n);
         z.area.managed_pages += pages;
         z.area.free_pages += pages;
         drop(z);

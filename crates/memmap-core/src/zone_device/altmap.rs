@@ -5,9 +5,10 @@
 use super::plan::{self, Plan};
 use super::{DevPagemap, InitOptions, InitReport, ZoneDeviceRange};
 use crate::InitError;
-use crate::fill::{DrainGuard, ListSelf, Refresh, Store, copy_run, with_store};
+use crate::fill::{ListSelf, Refresh, Store, with_store};
 use crate::hooks::InitHooks;
-use crate::memmap::Memmap;
+use crate::memmap::{Memmap, PageblockWork, Streaming};
+use crate::model::flags::MigrateType;
 use crate::model::page::StructPage;
 
 /// `move_pfn_range_to_zone(zone, start_pfn, nr_pages, altmap, MIGRATE_MOVABLE, false)` for a
@@ -54,25 +55,11 @@ pub fn move_pfn_range_to_zone<P: StructPage, H: InitHooks>(
     let (used, reason) = opts.fill.resolve(memmap, hooks, n.saturating_mul(P::SIZE as u64));
     let drains = with_store!(used, S => run_template::<P, H, S>(memmap, &plan, start, end, hooks), slow => {
         for pfn in start..end {
-            init_hotplug_page(memmap, &plan, pfn, hooks);
+            memmap.init_hotplug_page(pfn, (plan.zone, plan.nid), MigrateType::Movable, hooks);
         }
         0
     });
     Ok(InitReport::new(opts, (start, end), n, (used, reason), drains))
-}
-
-/// One iteration of `memmap_init_range()`'s loop in `MEMINIT_HOTPLUG` context for ZONE_DEVICE.
-fn init_hotplug_page<P: StructPage, H: InitHooks>(
-    m: &mut Memmap<'_, P>,
-    plan: &Plan,
-    pfn: u64,
-    hooks: &mut H,
-) {
-    m.init_single_page(pfn, plan.zone, plan.nid, hooks);
-    m.set_flag(pfn, m.config().behaviour().page_flags.reserved);
-    if m.pageblock_aligned(pfn) {
-        m.pageblock_init(pfn, hooks);
-    }
 }
 
 /// The first page through the slow path, the rest copied from it (list self-pointers and
@@ -85,17 +72,14 @@ fn run_template<P: StructPage, H: InitHooks, S: Store>(
     end: u64,
     hooks: &mut H,
 ) -> u64 {
-    init_hotplug_page(m, plan, start, hooks);
+    m.init_hotplug_page(start, (plan.zone, plan.nid), MigrateType::Movable, hooks);
     let mut tmpl = m.read(start);
     let (cfg, layout) = (*m.config(), *m.layout());
     let refresh = Refresh::new(&cfg, &layout, ListSelf::Both);
-    let pages = m.raw_pages();
-    let guard = DrainGuard::new(S::STREAMING);
-    let mut at_pageblock = |pfn: u64| m.pageblock_init(pfn, hooks);
-    // SAFETY: `[start + 1, end)` is inside the range `plan` validated against the memmap,
-    // which `m` borrows exclusively; the pages handed to `at_pageblock` are stored normally
-    // (it may read them back), and the guard drains the streamed ones before this returns,
-    // also if a hook panics.
-    unsafe { copy_run::<P, S>(pages, &refresh, start + 1, end, &mut tmpl, Some(&mut at_pageblock)) };
-    u64::from(guard.finish())
+    // Pageblock-aligned pages are stored normally (the pageblock work may read them back); the
+    // session drains the streamed ones before this returns, also if a hook panics.
+    let mut session = Streaming::new(S::STREAMING);
+    let mut at_pageblock = |w: &mut PageblockWork<'_, '_, P>| w.pageblock_init(hooks);
+    m.copy_run_pageblocks::<S>(&mut session, &refresh, (start + 1, end), &mut tmpl, Some(&mut at_pageblock));
+    u64::from(session.finish())
 }

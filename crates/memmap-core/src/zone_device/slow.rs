@@ -6,7 +6,6 @@ use super::{DevPagemap, MAX_VMEMMAP_SHIFT};
 use crate::InitError;
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
-use crate::memmap::ops::wr64;
 use crate::model::page::{StructPage, offsets};
 use crate::model::version::FolioLayout;
 
@@ -34,13 +33,9 @@ impl<P: StructPage> Memmap<'_, P> {
         // page_folio(page)->pgmap = pgmap: the folio of a fresh page is the page itself (its
         // word 8 is `&page->lru`, which never has bit 0 set).
         let folio = self.page_folio(pfn).unwrap_or(pfn);
-        // SAFETY: `page_folio` returns a PFN of this memmap, and `pfn` was checked by
-        // `init_single_page`; both fields are inside their pages.
-        unsafe {
-            wr64(self.page_ptr(folio), offsets::PGMAP, pgmap.addr);
-            // page->zone_device_data = NULL
-            wr64(self.page_ptr(pfn), offsets::ZONE_DEVICE_DATA, 0);
-        }
+        self.page_mut(folio).set_u64_at(offsets::PGMAP, pgmap.addr);
+        // page->zone_device_data = NULL
+        self.page_mut(pfn).set_u64_at(offsets::ZONE_DEVICE_DATA, 0);
         // Before 7.2 the migrate type was set here, for initialized pageblock-aligned pages only;
         // 7.2 sets it for the whole range afterwards (`pageblock_migratetype_init_range`).
         if !self.config().behaviour().zone_device_pageblock_range && self.pageblock_aligned(pfn) {

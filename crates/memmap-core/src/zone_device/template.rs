@@ -10,15 +10,16 @@
 //! tails and drains where the Linux series does: before `memmap_init_compound` reads the head,
 //! before `prep_compound_head`, and before returning.
 //!
-//! The final drain runs through a [`DrainGuard`], so it also runs when a hook panics.
+//! The final drain runs through the run's [`Streaming`] session, so it also runs when a hook
+//! panics.
 
 use core::marker::PhantomData;
 
 use super::plan::Plan;
 use super::{DevPagemap, DrainPolicy};
-use crate::fill::{Cached, DrainGuard, ListSelf, Pages, Refresh, Store, copy_run};
+use crate::fill::{Cached, ListSelf, Refresh, Store};
 use crate::hooks::InitHooks;
-use crate::memmap::Memmap;
+use crate::memmap::{AtPageblockFn, Memmap, PageblockWork, Streaming};
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::page::{StructPage, offsets};
 use crate::model::version::FolioLayout;
@@ -32,12 +33,11 @@ pub(super) fn run_template<P: StructPage, H: InitHooks, S: Store>(
     policy: DrainPolicy,
     hooks: &mut H,
 ) -> u64 {
-    let guard = DrainGuard::new(S::STREAMING);
     let mut run = Run::<P, S> {
         plan,
         cfg: *m.config(),
         layout: *m.layout(),
-        pages: m.raw_pages(),
+        session: Streaming::new(S::STREAMING),
         upstream: policy == DrainPolicy::Upstream,
         drains: 0,
         streamed: false,
@@ -50,17 +50,14 @@ pub(super) fn run_template<P: StructPage, H: InitHooks, S: Store>(
     if plan.pfns_per_compound == 1 {
         run.single_pages(m, hooks, head_tmpl);
     } else if run.upstream {
-        // The series' last drain is its own (counted); the guard's is then a no-op fence.
+        // The series' last drain is its own (counted); the session's is then a no-op fence.
         run.upstream(m, pgmap, hooks, head_tmpl);
-        drop(guard);
         return run.drains;
     } else {
         run.minimal(m, pgmap, hooks);
     }
-    if guard.finish() {
-        run.drains += 1;
-    }
-    run.drains
+    let Run { session, drains, .. } = run;
+    drains + u64::from(session.finish())
 }
 
 /// One template run's context and drain bookkeeping.
@@ -68,12 +65,14 @@ struct Run<'p, P, S> {
     plan: &'p Plan,
     cfg: KernelConfig,
     layout: FlagsLayout,
-    pages: Pages<P>,
+    /// Drains at the end of the run (armed when `S` streams), also on unwinding; the drains
+    /// the policy asks for before that are [`Run::drain`]'s.
+    session: Streaming,
     upstream: bool,
     drains: u64,
     /// Something was streamed since the last drain.
     streamed: bool,
-    _store: PhantomData<S>,
+    _store: PhantomData<(P, S)>,
 }
 
 impl<P: StructPage, S: Store> Run<'_, P, S> {
@@ -107,26 +106,23 @@ impl<P: StructPage, S: Store> Run<'_, P, S> {
         heads: bool,
     ) {
         let plan = self.plan;
-        let mut at_pageblock = |pfn: u64| {
+        let mut at_pageblock = |w: &mut PageblockWork<'_, '_, P>| {
             if !plan.pageblock_range {
-                m.pageblock_init(pfn, hooks);
-            } else if heads && plan.section_aligned(pfn) {
-                hooks.cond_resched(pfn);
+                w.pageblock_init(hooks);
+            } else if heads && plan.section_aligned(w.pfn()) {
+                hooks.cond_resched(w.pfn());
             }
         };
-        let callback: Option<&mut dyn FnMut(u64)> =
+        let callback: Option<&mut AtPageblockFn<'_, P>> =
             if plan.pageblock_range && !heads { None } else { Some(&mut at_pageblock) };
         let refresh = Refresh::new(&self.cfg, &self.layout, ListSelf::Neither);
+        // The range is inside the plan, validated against the memmap; the session (or an
+        // explicit drain) orders the streamed stores before anything reads them.
         if streams {
             self.streamed |= S::STREAMING && from < to;
-            // SAFETY: `[from, to)` is inside the range the plan validated against the memmap,
-            // which `m` borrows exclusively; the guard of `run_template` (or an explicit drain)
-            // orders the stores before anything reads them; the pages handed to the callback
-            // are stored normally.
-            unsafe { copy_run::<P, S>(self.pages, &refresh, from, to, tmpl, callback) };
+            m.copy_run_pageblocks::<S>(&mut self.session, &refresh, (from, to), tmpl, callback);
         } else {
-            // SAFETY: as above, with normal stores.
-            unsafe { copy_run::<P, Cached>(self.pages, &refresh, from, to, tmpl, callback) };
+            m.copy_run_pageblocks::<Cached>(&mut self.session, &refresh, (from, to), tmpl, callback);
         }
     }
 
@@ -246,27 +242,27 @@ impl<P: StructPage, S: Store> Run<'_, P, S> {
         tails: &mut P,
     ) {
         let plan = self.plan;
-        let pages = self.pages;
         let head_vaddr = m.vaddr(head);
         let tail_word = self.cfg.compound_head_word(head_vaddr, plan.order, P::SIZE);
         let rec = self.refresh().record(&finals.head, head, head_vaddr);
-        // SAFETY: `head` is inside the validated range.
-        let dst = unsafe { pages.ptr(head) };
+        // Every record below goes to a struct page of the validated range (compound pages have
+        // at least two pages, and page[2] when `finals.page2` says so), and nothing reads a
+        // streamed one before the session's final drain.
         if !plan.pageblock_range && m.pageblock_aligned(head) {
             // Before 7.2 pageblock-aligned heads get `set_pageblock_migratetype`, which on
             // classic SPARSEMEM reads the page back: those are stored normally.
             if self.layout.section_in_page_flags() {
-                // SAFETY: `dst` is a writable struct page of the memmap.
-                unsafe { Cached::store(dst, rec) };
+                m.write(head, rec);
             } else {
-                // SAFETY: as above; nothing reads it before the final drain.
-                unsafe { S::store(dst, rec) };
+                // SAFETY: `set_pageblock_migratetype` reads no page without section bits in
+                // the flags, and nothing else reads `head` before the final drain.
+                unsafe { m.store_in::<S>(&mut self.session, head, rec) };
                 self.streamed |= S::STREAMING;
             }
             m.pageblock_init(head, hooks);
         } else {
-            // SAFETY: as above.
-            unsafe { S::store(dst, rec) };
+            // SAFETY: nothing reads `head` before the final drain.
+            unsafe { m.store_in::<S>(&mut self.session, head, rec) };
             self.streamed |= S::STREAMING;
             self.head_resched(hooks, head);
         }
@@ -274,8 +270,8 @@ impl<P: StructPage, S: Store> Run<'_, P, S> {
         let mut rec = finals.page1;
         rec.set_u64_at(offsets::COMPOUND_HEAD, tail_word);
         let rec = self.refresh().record(&rec, head + 1, m.vaddr(head + 1));
-        // SAFETY: `head + 1` is inside the range (compound pages have at least two pages).
-        unsafe { S::store(pages.ptr(head + 1), rec) };
+        // SAFETY: nothing reads page[1] before the final drain.
+        unsafe { m.store_in::<S>(&mut self.session, head + 1, rec) };
         if let Some(p2) = finals.page2 {
             // page[2]: the `_deferred_list` self-pointers (order > 1, 6.15+ folio layout).
             let mut rec = p2;
@@ -286,8 +282,8 @@ impl<P: StructPage, S: Store> Run<'_, P, S> {
                 rec.set_u64_at(offsets::MAPPING, list);
             }
             let rec = self.refresh().record(&rec, head + 2, m.vaddr(head + 2));
-            // SAFETY: `head + 2` is inside the range (`compound_pages > 2`).
-            unsafe { S::store(pages.ptr(head + 2), rec) };
+            // SAFETY: nothing reads page[2] before the final drain.
+            unsafe { m.store_in::<S>(&mut self.session, head + 2, rec) };
         }
         tails.set_u64_at(offsets::COMPOUND_HEAD, tail_word);
         let end = head + plan.compound_pages_at(head);

@@ -1,7 +1,10 @@
 //! Allocation: `__rmqueue_smallest()`, `expand()` and `prep_new_page()` under the zone lock.
 
 use super::{AllocError, PageBlock};
+use crate::freelist::ZoneFreeLists;
 use crate::hooks::InitHooks;
+use crate::memmap::PageAccess;
+use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
 use crate::node::arena::Gfp;
 use crate::node::owned::{LockedZone, Owned};
@@ -26,7 +29,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         loop {
             {
                 let mut z = self.lock_zone(zone);
-                if let Some(pfn) = self.rmqueue(&mut z, order) {
+                if let Some(pfn) = self.rmqueue(&mut z, zone, order) {
                     z.area.free_pages -= 1 << order;
                     // SAFETY: `rmqueue` took `[pfn, pfn + 2^order)` off the free lists under the
                     // zone lock (held), inside the zone and so inside the storage: no free-list
@@ -52,34 +55,25 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         }
     }
 
-    /// `__rmqueue_smallest()`.
-    pub(in crate::node) fn rmqueue(&self, z: &mut LockedZone<'_, P>, order: u32) -> Option<u64> {
+    /// `__rmqueue_smallest()`: the first block of the smallest order that has one, off its list,
+    /// and `expand()` of its upper halves back onto the lists. On-demand: the halves below the
+    /// block size live inside the block of `pfn`, which is expanded first.
+    pub(in crate::node) fn rmqueue(&self, z: &mut LockedZone<'_, P>, zone: u32, order: u32) -> Option<u64> {
         for o in order..=self.cfg.max_page_order {
-            if let Some(pfn) = self.list_first(z, o) {
-                self.del_from_free_list(z, pfn, o);
-                self.expand(z, pfn, order, o);
-                return Some(pfn);
+            let mut lists = self.free_lists(z, zone);
+            let Some(pfn) = lists.first_on_list(o, MigrateType::Movable) else { continue };
+            lists.del(pfn, o, MigrateType::Movable);
+            if self.opts.mode == InitMode::OnDemand
+                && order < self.cfg.pageblock_order
+                && o > order
+                && !self.states.is_done(self.block_index(pfn))
+            {
+                self.ensure_block(self.block_start(pfn));
             }
+            self.free_lists(z, zone).expand(pfn, order, o, MigrateType::Movable);
+            return Some(pfn);
         }
         None
-    }
-
-    /// `expand(zone, page, low, high)`: gives back the upper halves. On-demand: the halves
-    /// below the block size live inside the block of `pfn`, which is expanded first.
-    pub(in crate::node) fn expand(&self, z: &mut LockedZone<'_, P>, pfn: u64, low: u32, mut high: u32) {
-        if self.opts.mode == InitMode::OnDemand
-            && low < self.cfg.pageblock_order
-            && high > low
-            && !self.states.is_done(self.block_index(pfn))
-        {
-            self.ensure_block(self.block_start(pfn));
-        }
-        let mut size = 1u64 << high;
-        while high > low {
-            high -= 1;
-            size >>= 1;
-            self.add_to_free_list(z, pfn + size, high, false);
-        }
     }
 
     /// `prep_new_page()`: expand (on-demand), `check_new_pages()`, then `post_alloc_hook()`'s

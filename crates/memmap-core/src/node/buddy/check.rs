@@ -2,21 +2,8 @@
 
 use super::BadPageReason;
 use crate::hooks::InitHooks;
-use crate::model::flags::PG;
 use crate::model::page::StructPage;
 use crate::node::{InitMode, Node};
-
-/// `PAGE_FLAGS_CHECK_AT_FREE`: `PG_lru`, `PG_locked`, `PG_private`, `PG_private_2`,
-/// `PG_writeback`, `PG_reserved`, `PG_active`, `PG_unevictable`, `PG_mlocked`.
-const CHECK_AT_FREE_FLAGS: u64 = 1 << PG::LRU
-    | 1 << PG::LOCKED
-    | 1 << PG::PRIVATE
-    | 1 << PG::PRIVATE_2
-    | 1 << PG::WRITEBACK
-    | 1 << PG::RESERVED
-    | 1 << PG::ACTIVE
-    | 1 << PG::UNEVICTABLE
-    | 1 << PG::MLOCKED;
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// The LRU gen and refs fields of `page->flags` (checked at prep and free).
@@ -35,8 +22,9 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         ((1u64 << self.cfg.nr_pageflags) - 1) | self.lru_field_mask() | self.uninit_mask()
     }
 
+    /// `PAGE_FLAGS_CHECK_AT_FREE` of the release, the LRU fields and `PG_uninitialized_2m`.
     pub(in crate::node) fn check_at_free(&self) -> u64 {
-        CHECK_AT_FREE_FLAGS | self.lru_field_mask() | self.uninit_mask()
+        self.pg.check_at_free | self.lru_field_mask() | self.uninit_mask()
     }
 
     /// `page_expected_state()` for `page` of `zone` with `check_flags`.

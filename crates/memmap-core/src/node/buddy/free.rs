@@ -2,9 +2,10 @@
 
 use core::sync::atomic::Ordering;
 
-use super::{BadPageReason, FreeError, LIST_POISON1, LIST_POISON2, PAGE_TYPE_BUDDY, PageBlock};
+use super::{BadPageReason, FreeError, PageBlock};
+use crate::freelist::{LIST_POISON1, LIST_POISON2};
 use crate::hooks::InitHooks;
-use crate::model::flags::PG;
+use crate::memmap::PageAccess;
 use crate::model::page::{StructPage, offsets};
 use crate::node::boot::FREE_PREFETCH_AHEAD;
 use crate::node::owned::{LockedZone, Owned};
@@ -95,7 +96,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     #[inline(always)]
     pub(in crate::node) fn clear_reserved_zero_count(&self, own: &mut Owned<'_, P>, q: u64) {
         let f = own.word(q, offsets::FLAGS);
-        own.set_word(q, offsets::FLAGS, f & !(1 << PG::RESERVED));
+        own.set_word(q, offsets::FLAGS, f & !(1 << self.pg.reserved));
         self.set_count(own, q, 0);
     }
 
@@ -203,7 +204,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             let head = pfn & !((1u64 << o) - 1);
             span.span.contains(head) && self.initialized(head) && {
                 let p = z.read(head);
-                p.page_type() == PAGE_TYPE_BUDDY && p.private() >= u64::from(o)
+                p.page_type() == self.rules.buddy_type && p.private() >= u64::from(o)
             }
         })
     }

@@ -36,67 +36,44 @@ mod free;
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use crate::freelist::{FreeLists, MAX_ORDERS, Rules, ZoneFreeLists};
 use crate::hooks::InitHooks;
-use crate::model::config::KernelConfig;
-use crate::model::flags::PageType;
+use crate::memmap::PageAccess;
+use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
+use crate::node::Node;
 use crate::node::owned::{LockedZone, Owned};
-use crate::node::{MAX_ORDERS, Node};
 
-/// `LIST_POISON1` (`0x100 + POISON_POINTER_DELTA`).
-pub(crate) const LIST_POISON1: u64 = 0xdead_0000_0000_0100;
-/// `LIST_POISON2` (`0x122 + POISON_POINTER_DELTA`).
-pub(crate) const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
-/// `page_type` of a free block's first page: `PGTY_buddy << 24`.
-pub(crate) const PAGE_TYPE_BUDDY: u32 = (PageType::BUDDY as u32) << 24;
-/// `page_type` of an untyped page (`_mapcount == -1`).
-pub(crate) const PAGE_TYPE_NONE: u32 = u32::MAX;
-
-/// Modelled offset of `free_area[0]` in `struct zone`.
-const FREE_AREA_OFFSET: u64 = 0x100;
-/// Modelled `sizeof(struct free_area)`: `MIGRATE_TYPES` (6) list heads and `nr_free`.
-const FREE_AREA_SIZE: u64 = 6 * 16 + 8;
-/// `MIGRATE_MOVABLE`.
-const MOVABLE: u64 = 1;
-
-/// Modelled kernel address of `NODE_DATA(nid)->node_zones[zone]`: a direct-map address, one
-/// 256 KiB `pglist_data` per node, 0x1000 bytes per zone. Only used so the free lists hold
-/// stable, recognisable list-head addresses.
-pub(crate) fn zone_struct_addr(cfg: &KernelConfig, nid: u32, zone: u32) -> u64 {
-    cfg.page_offset.wrapping_add(0x7f00_0000 + u64::from(nid) * 0x4_0000 + 0x1000 + u64::from(zone) * 0x1000)
-}
-
-/// `struct free_area[MAX_PAGE_ORDER + 1]` of one zone plus its page counters (behind the zone
-/// lock).
+/// The free lists of one zone and its page counters (behind the zone lock). The node's boot
+/// memory is all `MIGRATE_MOVABLE`, so its blocks are on the MOVABLE lists only.
 #[derive(Debug)]
 pub(in crate::node) struct FreeArea {
-    pub(in crate::node) zone_addr: u64,
-    /// `(next, prev)` of each order's list head.
-    pub(in crate::node) heads: [(u64, u64); MAX_ORDERS],
-    pub(in crate::node) nr_free: [u64; MAX_ORDERS],
+    pub(in crate::node) lists: FreeLists,
     pub(in crate::node) free_pages: u64,
     pub(in crate::node) managed_pages: u64,
 }
 
 impl FreeArea {
     pub(in crate::node) fn new(zone_addr: u64) -> Self {
-        let mut a = FreeArea {
-            zone_addr,
-            heads: [(0, 0); MAX_ORDERS],
-            nr_free: [0; MAX_ORDERS],
-            free_pages: 0,
-            managed_pages: 0,
-        };
-        for o in 0..MAX_ORDERS {
-            let h = a.head_addr(o as u32);
-            a.heads[o] = (h, h);
-        }
-        a
+        FreeArea { lists: FreeLists::new(zone_addr), free_pages: 0, managed_pages: 0 }
     }
 
     /// Modelled address of `free_area[order].free_list[MIGRATE_MOVABLE]`.
+    #[inline]
     pub(in crate::node) fn head_addr(&self, order: u32) -> u64 {
-        self.zone_addr + FREE_AREA_OFFSET + u64::from(order) * FREE_AREA_SIZE + MOVABLE * 16
+        self.lists.head_addr(order, MigrateType::Movable)
+    }
+
+    /// `(next, prev)` of the MOVABLE list head of `order`.
+    #[inline]
+    pub(in crate::node) fn head(&self, order: u32) -> (u64, u64) {
+        self.lists.head(order, MigrateType::Movable)
+    }
+
+    /// `free_area[order].nr_free` (MOVABLE).
+    #[inline]
+    pub(in crate::node) fn nr_free(&self, order: u32) -> u64 {
+        self.lists.nr_free(order, MigrateType::Movable)
     }
 }
 
@@ -285,6 +262,76 @@ impl fmt::Display for FreeError {
 impl core::error::Error for AllocError {}
 impl core::error::Error for FreeError {}
 
+/// A zone of a node under its lock, as the free-list model sees it: the MOVABLE lists of the
+/// zone's [`FreeArea`] and the struct pages of its free blocks (owned by the lock holder).
+pub(in crate::node) struct NodeZone<'n, 'l, 'z, 'a, P: StructPage, H: InitHooks + Send> {
+    node: &'n Node<'a, P, H>,
+    z: &'l mut LockedZone<'z, P>,
+    zone: u32,
+}
+
+impl<P: StructPage, H: InitHooks + Send> ZoneFreeLists for NodeZone<'_, '_, '_, '_, P, H> {
+    /// The node's lists hold only struct pages of the zone, linked by this model: the checks
+    /// would cost two loads per list operation of the boot's free pass and never fail.
+    const LIST_HARDENED: bool = false;
+    const MERGE_LIKELY: bool = false;
+
+    #[inline(always)]
+    fn lists(&self) -> &FreeLists {
+        &self.z.area.lists
+    }
+    #[inline(always)]
+    fn lists_mut(&mut self) -> &mut FreeLists {
+        &mut self.z.area.lists
+    }
+    #[inline(always)]
+    fn rules(&self) -> Rules {
+        self.node.rules
+    }
+    #[inline(always)]
+    fn word(&self, pfn: u64, off: usize) -> u64 {
+        self.z.word(pfn, off)
+    }
+    #[inline(always)]
+    fn set_word(&mut self, pfn: u64, off: usize, v: u64) {
+        self.z.set_word(pfn, off, v);
+    }
+    #[inline(always)]
+    fn set_u32(&mut self, pfn: u64, off: usize, v: u32) {
+        self.z.set_word32(pfn, off, v);
+    }
+    #[inline(always)]
+    fn list_node(&self, pfn: u64) -> u64 {
+        self.z.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64)
+    }
+    #[inline(always)]
+    fn pfn_of_node(&self, entry: u64) -> Option<u64> {
+        self.z.pfn_of_list(entry)
+    }
+    /// An initialized struct page of the zone (read under its lock) with the release's buddy
+    /// `page_type`.
+    #[inline(always)]
+    fn is_buddy(&self, pfn: u64) -> bool {
+        self.z.owns(pfn)
+            && self.node.initialized(pfn)
+            && self.z.read(pfn).page_type() == self.node.rules.buddy_type
+    }
+    /// The buddy's flags name this zone (every struct page of the span carries this node's id).
+    #[inline(always)]
+    fn same_zone(&self, _pfn: u64, buddy: u64) -> bool {
+        self.node.flags_layout.zone(self.z.word(buddy, offsets::FLAGS)) == self.zone
+    }
+    /// Read under the memmap lock (taken inside the zone lock, the node's lock order); a
+    /// pageblock not set yet (deferred) reads as MOVABLE, the type of all boot memory.
+    fn migratetype(&self, pfn: u64) -> MigrateType {
+        self.node.inner.lock().memmap.pageblock_migratetype(pfn).unwrap_or(MigrateType::Movable)
+    }
+    /// Under the memmap lock, as [`NodeZone::migratetype`].
+    fn set_migratetype(&mut self, pfn: u64, mt: MigrateType) {
+        self.node.inner.lock().memmap.set_pageblock_migratetype(pfn, mt);
+    }
+}
+
 /// Unique ids of nodes, so a [`PageBlock`] cannot be used with another node.
 static NEXT_NODE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -292,127 +339,32 @@ pub(crate) fn next_node_id() -> u64 {
     NEXT_NODE_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
+impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     // ------------------------------------------------------------------ free lists
 
-    pub(in crate::node) fn list_set_next(
-        &self,
-        z: &mut LockedZone<'_, P>,
-        order: u32,
-        node_addr: u64,
-        v: u64,
-    ) {
-        if node_addr == z.area.head_addr(order) {
-            z.area.heads[order as usize].0 = v;
-        } else {
-            // List nodes are first pages of free blocks of this zone.
-            let pfn = z.pfn_of_list(node_addr);
-            z.set_word(pfn, offsets::LRU_NEXT, v, true);
-        }
-    }
-
-    pub(in crate::node) fn list_set_prev(
-        &self,
-        z: &mut LockedZone<'_, P>,
-        order: u32,
-        node_addr: u64,
-        v: u64,
-    ) {
-        if node_addr == z.area.head_addr(order) {
-            z.area.heads[order as usize].1 = v;
-        } else {
-            let pfn = z.pfn_of_list(node_addr);
-            z.set_word(pfn, offsets::LRU_PREV, v, false);
-        }
-    }
-
-    /// `__add_to_free_list()` + `set_buddy_order()`: links the block at the head (or tail) of
-    /// its order's list and marks it buddy.
-    pub(in crate::node) fn add_to_free_list(
-        &self,
-        z: &mut LockedZone<'_, P>,
-        pfn: u64,
-        order: u32,
-        tail: bool,
-    ) {
-        let head = z.area.head_addr(order);
-        let (prev, next) = if tail {
-            (z.area.heads[order as usize].1, head)
-        } else {
-            (head, z.area.heads[order as usize].0)
-        };
-        let new = z.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
-        // __list_add(new, prev, next)
-        self.list_set_prev(z, order, next, new);
-        z.set_word(pfn, offsets::LRU_NEXT, next, false);
-        z.set_word(pfn, offsets::LRU_PREV, prev, false);
-        self.list_set_next(z, order, prev, new);
-        // set_buddy_order(): set_page_private(page, order); __SetPageBuddy(page)
-        z.set_word(pfn, offsets::PRIVATE, u64::from(order), false);
-        z.set_word32(pfn, offsets::PAGE_TYPE, PAGE_TYPE_BUDDY);
-        z.area.nr_free[order as usize] += 1;
-    }
-
-    /// `__del_page_from_free_list()`.
-    pub(in crate::node) fn del_from_free_list(&self, z: &mut LockedZone<'_, P>, pfn: u64, order: u32) {
-        let (next, prev) = (z.word(pfn, offsets::LRU_NEXT), z.word(pfn, offsets::LRU_PREV));
-        // __list_del(prev, next), then the poison of list_del().
-        self.list_set_prev(z, order, next, prev);
-        self.list_set_next(z, order, prev, next);
-        z.set_word(pfn, offsets::LRU_NEXT, LIST_POISON1, false);
-        z.set_word(pfn, offsets::LRU_PREV, LIST_POISON2, false);
-        // __ClearPageBuddy(page); set_page_private(page, 0)
-        z.set_word32(pfn, offsets::PAGE_TYPE, PAGE_TYPE_NONE);
-        z.set_word(pfn, offsets::PRIVATE, 0, false);
-        z.area.nr_free[order as usize] -= 1;
-    }
-
-    pub(in crate::node) fn list_first(&self, z: &LockedZone<'_, P>, order: u32) -> Option<u64> {
-        let next = z.area.heads[order as usize].0;
-        (next != z.area.head_addr(order)).then(|| z.pfn_of_list(next))
-    }
-
-    /// `page_is_buddy(page, buddy, order)`: the buddy heads a free block of exactly `order`
-    /// in the same zone.
-    pub(in crate::node) fn page_is_buddy(
-        &self,
-        z: &LockedZone<'_, P>,
+    /// The free lists of zone `zone` under its lock `z`, as the crate's one free-list model
+    /// runs on them ([`ZoneFreeLists`]).
+    pub(in crate::node) fn free_lists<'n, 'l, 'z>(
+        &'n self,
+        z: &'l mut LockedZone<'z, P>,
         zone: u32,
-        buddy: u64,
-        order: u32,
-    ) -> bool {
-        let Some(span) = self.layout.zone(zone).map(|z| z.span) else { return false };
-        if !span.contains(buddy) || !self.initialized(buddy) {
-            return false;
-        }
-        // An initialized page of this zone that may head a free block: read under the lock.
-        let p = z.read(buddy);
-        p.page_type() == PAGE_TYPE_BUDDY
-            && p.private() == u64::from(order)
-            && self.flags_layout.zone(p.flags()) == zone
+    ) -> NodeZone<'n, 'l, 'z, 'a, P, H> {
+        NodeZone { node: self, z, zone }
     }
 
-    /// `__free_one_page()`: merges with free buddies up to `MAX_PAGE_ORDER`, then links.
+    /// `__free_one_page()` of a block of the node's boot memory (all `MIGRATE_MOVABLE`):
+    /// merges with free buddies up to `MAX_PAGE_ORDER`, then links (at the tail when
+    /// `to_tail`); the zone's free pages grow by the block.
     pub(in crate::node) fn free_one_page(
         &self,
         z: &mut LockedZone<'_, P>,
         zone: u32,
-        mut pfn: u64,
+        pfn: u64,
         order: u32,
         to_tail: bool,
     ) {
         z.area.free_pages += 1 << order;
-        let mut order = order;
-        while order < self.cfg.max_page_order {
-            let buddy = pfn ^ (1 << order);
-            if !self.page_is_buddy(z, zone, buddy, order) {
-                break;
-            }
-            self.del_from_free_list(z, buddy, order);
-            pfn &= buddy;
-            order += 1;
-        }
-        self.add_to_free_list(z, pfn, order, to_tail);
+        self.free_lists(z, zone).free_one(pfn, order, MigrateType::Movable, to_tail);
     }
 
     // ------------------------------------------------------------------ inspection
@@ -455,7 +407,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         if self.layout.zone(zone).is_none() || order as usize >= MAX_ORDERS {
             return 0;
         }
-        self.zones[zone as usize].lock().nr_free[order as usize]
+        self.zones[zone as usize].lock().nr_free(order)
     }
 
     /// Calls `f(pfn, order)` for every free block of zone `zone`, walking the free lists (under
@@ -464,15 +416,10 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         if self.layout.zone(zone).is_none() {
             return;
         }
-        let z = self.lock_zone(zone);
+        let mut z = self.lock_zone(zone);
+        let lists = self.free_lists(&mut z, zone);
         for o in 0..=self.cfg.max_page_order {
-            let head = z.area.head_addr(o);
-            let mut cur = z.area.heads[o as usize].0;
-            while cur != head {
-                let pfn = z.pfn_of_list(cur);
-                f(pfn, o);
-                cur = z.word(pfn, offsets::LRU_NEXT);
-            }
+            lists.for_each_on_list(o, MigrateType::Movable, |pfn| f(pfn, o));
         }
     }
 
