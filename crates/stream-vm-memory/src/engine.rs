@@ -1,6 +1,6 @@
 //! The one parallel runner every multi-threaded function uses: the range as pieces (one per
 //! region it crosses), cut into runs of one NUMA node each, each node's runs one padata job
-//! ([`memmap_core::padata_do_multithreaded`]) whose workers are pinned to that node's CPUs,
+//! ([`stream_par::padata_do_multithreaded`]) whose workers are pinned to that node's CPUs,
 //! chunks split at 2 MiB boundaries of the host mapping (or the region's huge page size), and
 //! one operation applied to every part of a chunk.
 //!
@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use memmap_core::{PadataJob, Threads, padata_do_multithreaded};
+use stream_par::{PadataJob, Threads, padata_do_multithreaded};
 use vm_memory::GuestAddress;
 
 use crate::backing::{BASE_PAGE, HostBacking};
@@ -51,7 +51,7 @@ pub enum Placement {
 #[derive(Debug, Clone, Default)]
 pub struct Workers {
     /// The thread policy shared with the other crates of the workspace
-    /// ([`memmap_core::Threads`]): the workers for a call of `len` bytes are
+    /// ([`stream_par::Threads`]): the workers for a call of `len` bytes are
     /// `threads.count(len)`, the calling thread included.
     pub threads: Threads,
     /// Where they run.

@@ -17,8 +17,8 @@ use crate::serial::{staging, stream_pattern};
 /// drains, and marks them dirty before it takes the next. When this returns every byte reads
 /// as zero from any thread and is marked dirty.
 ///
-/// With one worker ([`memmap_core::Threads::One`], or a range below
-/// [`memmap_core::parallel::AUTO_MIN_BYTES`] under `Threads::Auto`) it is [`zero`](crate::zero)
+/// With one worker ([`stream_par::Threads::One`], or a range below
+/// [`stream_par::threads::AUTO_MIN_BYTES`] under `Threads::Auto`) it is [`zero`](crate::zero)
 /// on the calling thread, byte for byte.
 ///
 /// # Errors

@@ -198,7 +198,7 @@ pub fn padata_do_multithreaded<F>(job: &PadataJob, thread_fn: F) -> Result<Padat
 where
     F: Fn(u64, u64) + Sync,
 {
-    use crate::sync::SpinLock;
+    use std::sync::{Mutex, PoisonError};
     use std::vec::Vec;
 
     let chunks = job.chunks()?;
@@ -211,12 +211,15 @@ where
         thread_fn(job.start, end);
         return Ok(PadataReport { plan: Some(plan), calls: std::vec![std::vec![(job.start, end)]] });
     }
-    let state = SpinLock::new(chunks);
+    // The job lock (`ps.lock`): the remaining range the helpers take their chunks from. A
+    // helper that panics holds no lock while `thread_fn` runs, so a poisoned lock still holds
+    // a consistent remainder.
+    let state = Mutex::new(chunks);
     let helper = || {
         let mut mine = Vec::new();
         loop {
             // Take the next chunk under the job lock, run it unlocked.
-            let next = state.lock().next();
+            let next = state.lock().unwrap_or_else(PoisonError::into_inner).next();
             let Some((start, end)) = next else { break };
             thread_fn(start, end);
             mine.push((start, end));
