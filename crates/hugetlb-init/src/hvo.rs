@@ -141,10 +141,9 @@ pub enum HvoMode {
     Fail,
 }
 
-impl HvoMode {
-    /// All modes.
-    pub const ALL: [HvoMode; 3] = [HvoMode::On, HvoMode::Off, HvoMode::Fail];
+memmap_core::named!(HvoMode { On => "on", Off => "off", Fail => "fail" });
 
+impl HvoMode {
     /// The boot parameters of the mode.
     #[must_use]
     pub const fn params(self) -> HvoParams {
@@ -161,22 +160,6 @@ impl HvoMode {
                 tail_page: TailPageOrigin::Boot,
             },
         }
-    }
-
-    /// `on`, `off`, `fail`.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            HvoMode::On => "on",
-            HvoMode::Off => "off",
-            HvoMode::Fail => "fail",
-        }
-    }
-
-    /// Parses [`HvoMode::name`].
-    #[must_use]
-    pub fn from_name(s: &str) -> Option<HvoMode> {
-        Self::ALL.into_iter().find(|m| m.name() == s)
     }
 }
 

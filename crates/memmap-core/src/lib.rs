@@ -133,6 +133,7 @@ mod hooks;
 pub mod hotplug;
 mod memmap;
 pub mod model;
+mod named;
 mod node;
 pub mod parallel;
 mod sync;
@@ -153,6 +154,7 @@ pub use model::config::{ConfigError, FlagsLayout, KernelConfig};
 pub use model::flags::{MigrateType, PG, PageType, TAIL_MAPPING};
 pub use model::page::{Page, Page64, Page72, StructPage};
 pub use model::version::{Behaviour, FolioLayout, KernelVersion, PageFlagBits};
+pub use named::Named;
 #[cfg(feature = "std")]
 pub use node::OwnedArena;
 pub use node::{
