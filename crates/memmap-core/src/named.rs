@@ -88,7 +88,9 @@ macro_rules! named {
     };
 }
 
+// The generated items are `pub`, the test's enum is not.
 #[cfg(test)]
+#[allow(unreachable_pub)]
 mod tests {
     use super::Named;
     use std::string::ToString;
