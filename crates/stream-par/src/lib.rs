@@ -13,14 +13,16 @@
 //!
 //! ## What to call first
 //!
-//! A job over `[start, start + size)` whose chunks may start at any multiple of `align`:
+//! A job over `[start, start + size)`, cut at multiples of `align` into chunks of at least
+//! `min_chunk` items, on up to `max_threads` threads (the caller one of them):
 //!
 //! ```
 //! use stream_par::{PadataJob, Threads, padata_do_multithreaded};
 //! use std::sync::atomic::{AtomicU64, Ordering};
 //!
 //! let sum = AtomicU64::new(0);
-//! let job = PadataJob { start: 0, size: 1000, align: 10, min_chunk: 100, max_threads: Threads::Fixed(4).count(0) };
+//! let max_threads = Threads::Fixed(4).count(0);
+//! let job = PadataJob { start: 0, size: 1000, align: 10, min_chunk: 100, max_threads };
 //! let report = padata_do_multithreaded(&job, |start, end| {
 //!     sum.fetch_add((start..end).sum(), Ordering::Relaxed);
 //! })?;
