@@ -5,8 +5,8 @@
 //! [`memmap_init_zone_device_parallel`](crate::memmap_init_zone_device_parallel), deferred init
 //! is [`Node::deferred_init_memmap`](crate::Node::deferred_init_memmap).
 //!
-//! Every parallel runner is a padata job ([`padata_do_multithreaded`](crate::padata_do_multithreaded)):
-//! the caller's thread participates, the chunks are aligned so that each is a valid call of the
+//! Every parallel runner is a padata job ([`padata_do_multithreaded`], from `stream-par`): the
+//! caller's thread participates, the chunks are aligned so that each is a valid call of the
 //! one-thread function on its own, and the result is byte-identical to one thread (property
 //! tests check it).
 
