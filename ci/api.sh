@@ -4,7 +4,7 @@
 # here; to accept one, run `bash ci/api.sh --bless` and commit api/.
 source "$(dirname "$0")/env.sh"
 reclaim target/api
-crates=(stream-hal memmap-core hugetlb-init stream-vm-memory)
+crates=(stream-hal stream-par memmap-core hugetlb-init stream-vm-memory)
 export CARGO_TARGET_DIR=target/api
 mkdir -p api
 fail=0

@@ -25,8 +25,8 @@ t env MIRIFLAGS="-Zmiri-strict-provenance" cargo +nightly miri test --locked -p 
 # (stream-hal's aarch64 backend under Tree Borrows is ci/miri-hal.sh, a step of the other lane.)
 # memmap-core on the emulated x86-64 backend: its suite scales itself down under Miri (small
 # memmaps, few proptest cases); drain_on_unwind checks the drain when a hook panics mid-stream.
-# Doctests run natively in the test step.
-t cargo +nightly miri test --locked -p memmap-core --lib --tests || fail=1
+# Doctests run natively in the test step. stream-par: the padata split and runner.
+t cargo +nightly miri test --locked -p memmap-core -p stream-par --lib --tests || fail=1
 # (memmap-core on the emulated aarch64 backend, Tree Borrows, is outside the CI budget:
 # MIRIFLAGS="-Zmiri-tree-borrows" cargo +nightly miri test -p memmap-core --target aarch64-unknown-linux-gnu
 #   --test equivalence --test kernel_releases --test drain_on_unwind; the aarch64 backend's own

@@ -11,7 +11,7 @@
 # Then what a downstream crate hits at build time (`downstream`, on the host; fixtures in
 # ci/downstream/): the compiler's hints for a type without `Record`, a `bytemuck_record!` or
 # `zerocopy_record!` without its feature and the removed `no-cpuid`/`force-generic` features;
-# the lockfile of a fresh no_std kernel crate (at most 5 packages); a
+# the lockfile of a fresh no_std kernel crate (at most 6 packages); a
 # downstream `--cfg loom` (a kernel's build, a VMM's run of stream-vm-memory).
 #
 # `bash ci/nostd.sh downstream` runs only the downstream part (it needs no -none target).
@@ -21,8 +21,10 @@ reclaim target/x86_64-unknown-none target/aarch64-unknown-none target/riscv64gc-
     target/downstream-rustflags target/downstream-loom
 root=$PWD
 host=$(rustc -vV | sed -n 's/^host: //p')
-# A fresh no_std kernel's lockfile: itself, stream-hal, memmap-core, hugetlb-init, cfg-if.
-max_lock_packages=5
+# A fresh no_std kernel's lockfile: itself, stream-hal, memmap-core, hugetlb-init, cfg-if, and
+# stream-par (the padata split and the `Threads` policy, which memmap-core's no_std API takes:
+# `Node::deferred_init_memmap_with` hands out `PadataJob`s; without `std` it has no dependencies).
+max_lock_packages=6
 now() { date +%s%N; }
 elapsed() { local ds=$(( ($(now) - $1) / 100000000 )); echo "$(( ds / 10 )).$(( ds % 10 ))"; }
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Release checks for the published library crates (stream-hal, memmap-core, hugetlb-init,
-# stream-vm-memory):
+# Release checks for the published library crates (stream-hal, stream-par, memmap-core,
+# hugetlb-init, stream-vm-memory):
 #
 # 1. MSRV: the crates build with Rust 1.85.0 (the workspace's `rust-version`) and the
 #    dependency versions in Cargo.lock (`--locked`; Cargo's resolver picks versions whose
 #    rust-version fits, so a lockfile update that needs a newer rustc fails here). With and
 #    without default features.
-# 2. `cargo publish --dry-run` of all four in one invocation. Cargo packages them in dependency
-#    order (stream-hal, memmap-core, hugetlb-init, stream-vm-memory) and verifies each packaged
+# 2. `cargo publish --dry-run` of all five in one invocation. Cargo packages them in dependency
+#    order (stream-hal, stream-par, memmap-core, hugetlb-init, stream-vm-memory) and verifies each packaged
 #    crate by building it, resolving the not-yet-published workspace crates from the packages
 #    it just made (a local overlay of the registry), so the crates that depend on stream-hal
 #    are verified too although it is not on crates.io. This needs cargo 1.90 or newer (the
@@ -18,7 +18,7 @@ source "$(dirname "$0")/env.sh"
 reclaim target/msrv target/package-check
 now() { date +%s%N; }
 elapsed() { local ds=$(( ($(now) - $1) / 100000000 )); echo "$(( ds / 10 )).$(( ds % 10 ))"; }
-crates=(stream-hal memmap-core hugetlb-init stream-vm-memory)
+crates=(stream-hal stream-par memmap-core hugetlb-init stream-vm-memory)
 pkg_args=()
 for c in "${crates[@]}"; do pkg_args+=(-p "$c"); done
 step_start=$(now)

@@ -10,7 +10,7 @@ host=x86_64-unknown-linux-gnu
 echo "--- AddressSanitizer (the crates with unsafe code; the bench's own unit tests, not its CLI tests)"
 STREAM_HAL_EXPECT_BACKEND=generic:address RUSTFLAGS="-Zsanitizer=address --cfg stream_hal_no_bench_deps" CARGO_TARGET_DIR=target/asan \
     cargo +nightly test --locked --target "$host" --lib --tests \
-    -p stream-hal -p memmap-core -p hugetlb-init -p stream-vm-memory -p memmap-dump
+    -p stream-hal -p stream-par -p memmap-core -p hugetlb-init -p stream-vm-memory -p memmap-dump
 STREAM_HAL_EXPECT_BACKEND=generic:address RUSTFLAGS="-Zsanitizer=address --cfg stream_hal_no_bench_deps" CARGO_TARGET_DIR=target/asan \
     cargo +nightly test --locked --target "$host" --lib -p memmap-bench
 

@@ -42,7 +42,7 @@ use memmap_core::PadataJob;
 /// One node of the simulated machine: its memory, its memmap (which must cover the memory),
 /// its vmemmap remapper and its hooks. Each node is gathered by one worker, so everything here
 /// belongs to that worker.
-pub struct Node<'a, P: StructPage, R = ModelRemap, H = NoHooks> {
+pub struct HugetlbNode<'a, P: StructPage, R = ModelRemap, H = NoHooks> {
     /// The node's memory.
     pub spec: NodeSpec,
     /// Struct pages of (at least) the node's memory.
@@ -59,10 +59,10 @@ pub struct Node<'a, P: StructPage, R = ModelRemap, H = NoHooks> {
     pub free_list_first: [Option<u64>; 2],
 }
 
-impl<'a, P: StructPage, R: VmemmapRemap<P>, H> Node<'a, P, R, H> {
+impl<'a, P: StructPage, R: VmemmapRemap<P>, H> HugetlbNode<'a, P, R, H> {
     /// A node with an empty report.
     pub fn new(spec: NodeSpec, memmap: Memmap<'a, P>, remap: R, hooks: H) -> Self {
-        Node { spec, memmap, remap, hooks, report: NodeReport::default(), free_list_first: [None; 2] }
+        HugetlbNode { spec, memmap, remap, hooks, report: NodeReport::default(), free_list_first: [None; 2] }
     }
 
     /// The struct page at `pfn` as the kernel would read it through the vmemmap (HVO-aliased
@@ -73,10 +73,10 @@ impl<'a, P: StructPage, R: VmemmapRemap<P>, H> Node<'a, P, R, H> {
     /// If `pfn` is outside the memmap.
     #[must_use]
     pub fn read(&self, pfn: u64) -> P {
-        self.memmap.read(self.remap.resolve(&self.memmap, pfn))
+        self.memmap.read(self.remap.storage_pfn(&self.memmap, pfn))
     }
 
-    /// The bytes of the struct pages `[start, start + nr)` as [`Node::read`] sees them, in PFN
+    /// The bytes of the struct pages `[start, start + nr)` as [`HugetlbNode::read`] sees them, in PFN
     /// order, into `out` (`nr * sizeof(struct page)` bytes).
     ///
     /// # Panics
@@ -92,9 +92,12 @@ impl<'a, P: StructPage, R: VmemmapRemap<P>, H> Node<'a, P, R, H> {
     }
 }
 
-impl<P: StructPage, R, H> core::fmt::Debug for Node<'_, P, R, H> {
+impl<P: StructPage, R, H> core::fmt::Debug for HugetlbNode<'_, P, R, H> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Node").field("spec", &self.spec).field("report", &self.report).finish_non_exhaustive()
+        f.debug_struct("HugetlbNode")
+            .field("spec", &self.spec)
+            .field("report", &self.report)
+            .finish_non_exhaustive()
     }
 }
 
@@ -192,7 +195,7 @@ pub struct BootReport {
 
 /// Checks what the whole boot needs from the nodes: a 4 KiB-page config, pageblocks no larger
 /// than the smallest hstate, each node's memory inside its memmap, node ids and zones that fit.
-fn validate_nodes<P: StructPage, R, H>(nodes: &[Node<'_, P, R, H>]) -> Result<(), HugetlbError> {
+fn validate_nodes<P: StructPage, R, H>(nodes: &[HugetlbNode<'_, P, R, H>]) -> Result<(), HugetlbError> {
     for n in nodes {
         let cfg = n.memmap.config();
         if cfg.page_shift != PAGE_SHIFT {
@@ -232,7 +235,7 @@ fn validate_nodes<P: StructPage, R, H>(nodes: &[Node<'_, P, R, H>]) -> Result<()
 /// Everything is validated before the first write; on error nothing is written (struct pages,
 /// pageblocks, records, hooks). See [`HugetlbError`].
 pub fn boot<P, R, H>(
-    nodes: &mut [Node<'_, P, R, H>],
+    nodes: &mut [HugetlbNode<'_, P, R, H>],
     request: &BootRequest<'_>,
     params: &BootParams,
     records: &mut [HugeBootmemPage],
@@ -262,7 +265,7 @@ where
 /// [`HugetlbError::ZeroPages`] for no record, [`HugetlbError::RecordsNotGrouped`],
 /// [`HugetlbError::FolioOutsideNode`], [`HugetlbError::FoliosOverlap`].
 pub fn boot_placed<P, R, H>(
-    nodes: &mut [Node<'_, P, R, H>],
+    nodes: &mut [HugetlbNode<'_, P, R, H>],
     records: &mut [HugeBootmemPage],
     params: &BootParams,
 ) -> Result<BootReport, HugetlbError>
@@ -303,7 +306,7 @@ where
 /// ([`HugetlbError::ZeroPages`], [`HugetlbError::NodeWithoutMemory`],
 /// [`HugetlbError::RangeTooSmall`], ...). Nothing is written on error.
 pub fn hugetlb_bootmem_alloc<P: StructPage, R, H>(
-    nodes: &[Node<'_, P, R, H>],
+    nodes: &[HugetlbNode<'_, P, R, H>],
     request: &BootRequest<'_>,
     records: &mut [HugeBootmemPage],
 ) -> Result<usize, HugetlbError> {
@@ -319,7 +322,7 @@ fn group_end(records: &[HugeBootmemPage], from: usize, nid: u32) -> usize {
 /// Checks that `records` are grouped by node in node order and that each folio lies in its
 /// node's memory.
 fn validate_records<P: StructPage, R, H>(
-    nodes: &[Node<'_, P, R, H>],
+    nodes: &[HugetlbNode<'_, P, R, H>],
     records: &[HugeBootmemPage],
 ) -> Result<(), HugetlbError> {
     let mut at = 0;
@@ -348,7 +351,7 @@ fn validate_records<P: StructPage, R, H>(
 ///
 /// [`HugetlbError::RecordsNotGrouped`] or [`HugetlbError::FolioOutsideNode`] (nothing written).
 pub fn memmap_init_reserved_heads<P: StructPage, R, H: InitHooks>(
-    nodes: &mut [Node<'_, P, R, H>],
+    nodes: &mut [HugetlbNode<'_, P, R, H>],
     records: &[HugeBootmemPage],
 ) -> Result<(), HugetlbError> {
     validate_nodes(nodes)?;
@@ -375,7 +378,7 @@ pub fn memmap_init_reserved_heads<P: StructPage, R, H: InitHooks>(
 /// [`HugetlbError::FolioOutsideNode`], [`HugetlbError::HeadNotReserved`] (a head did not come
 /// from [`memmap_init_reserved_heads`]: refcount 1 and `PG_reserved`).
 pub fn gather_bootmem_prealloc<P, R, H>(
-    nodes: &mut [Node<'_, P, R, H>],
+    nodes: &mut [HugetlbNode<'_, P, R, H>],
     records: &mut [HugeBootmemPage],
     params: &BootParams,
 ) -> Result<BootReport, HugetlbError>
@@ -432,7 +435,7 @@ where
 /// Runs the per-node gathers; returns `nworks`.
 #[cfg(feature = "std")]
 fn run_gather<P, R, H>(
-    nodes: &mut [Node<'_, P, R, H>],
+    nodes: &mut [HugetlbNode<'_, P, R, H>],
     records: &mut [HugeBootmemPage],
     params: &BootParams,
     job: &PadataJob,
@@ -472,7 +475,7 @@ where
 
 #[cfg(not(feature = "std"))]
 fn run_gather<P, R, H>(
-    nodes: &mut [Node<'_, P, R, H>],
+    nodes: &mut [HugetlbNode<'_, P, R, H>],
     records: &mut [HugeBootmemPage],
     params: &BootParams,
     _job: &PadataJob,
@@ -487,7 +490,7 @@ where
 }
 
 fn gather_sequential<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
-    nodes: &mut [Node<'_, P, R, H>],
+    nodes: &mut [HugetlbNode<'_, P, R, H>],
     records: &mut [HugeBootmemPage],
     params: &BootParams,
 ) {
@@ -517,7 +520,7 @@ fn gather_sequential<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
 /// If a folio is not inside the node's memmap or its head is not reserved with refcount 1
 /// (the kernel's `VM_BUG_ON`); [`gather_bootmem_prealloc`] checks both and returns an error.
 pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
-    node: &mut Node<'_, P, R, H>,
+    node: &mut HugetlbNode<'_, P, R, H>,
     records: &mut [HugeBootmemPage],
     params: &BootParams,
 ) {
@@ -555,7 +558,7 @@ pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHo
 /// the hstate (the head's `lru` links and `HPG_freed`; the list head is at
 /// [`hugepage_freelist_addr`]). The hstate's counters are not modelled.
 pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
-    node: &mut Node<'_, P, R, H>,
+    node: &mut HugetlbNode<'_, P, R, H>,
     records: &mut [HugeBootmemPage],
     params: &BootParams,
 ) {
@@ -625,7 +628,7 @@ pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHoo
 /// nothing to do).
 #[cfg(feature = "std")]
 fn parallel_tails<P: StructPage, R, H: InitHooks>(
-    node: &mut Node<'_, P, R, H>,
+    node: &mut HugetlbNode<'_, P, R, H>,
     records: &[HugeBootmemPage],
     params: &BootParams,
 ) -> Option<std::vec::Vec<Option<TailInit>>> {
@@ -700,7 +703,7 @@ fn parallel_tails<P: StructPage, R, H: InitHooks>(
 
 #[cfg(not(feature = "std"))]
 fn parallel_tails<P: StructPage, R, H: InitHooks>(
-    _node: &mut Node<'_, P, R, H>,
+    _node: &mut HugetlbNode<'_, P, R, H>,
     _records: &[HugeBootmemPage],
     _params: &BootParams,
 ) -> Option<[Option<TailInit>; 0]> {

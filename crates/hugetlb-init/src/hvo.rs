@@ -22,7 +22,7 @@
 //! * [`ModelRemap`] (no_std): the vmemmap is caller storage without an MMU, so the remapping is
 //!   a page table kept implicitly in the folio's head (an initialized hugetlb head with
 //!   `HPG_vmemmap_optimized` set *is* the remap record). Reads go through
-//!   [`VmemmapRemap::resolve`], which sends struct page `64 * k + j` to `j`. The old tail vmemmap
+//!   [`VmemmapRemap::storage_pfn`], which sends struct page `64 * k + j` to `j`. The old tail vmemmap
 //!   storage is not touched (freed memory keeps its bytes), so tests can prove that no tail
 //!   beyond the reserve was ever written. It keeps the current head page (the kernel's fallback
 //!   in step 2): there is no allocator to take a new page from.
@@ -141,10 +141,9 @@ pub enum HvoMode {
     Fail,
 }
 
-impl HvoMode {
-    /// All modes.
-    pub const ALL: [HvoMode; 3] = [HvoMode::On, HvoMode::Off, HvoMode::Fail];
+memmap_core::named!(HvoMode { On => "on", Off => "off", Fail => "fail" });
 
+impl HvoMode {
     /// The boot parameters of the mode.
     #[must_use]
     pub const fn params(self) -> HvoParams {
@@ -161,22 +160,6 @@ impl HvoMode {
                 tail_page: TailPageOrigin::Boot,
             },
         }
-    }
-
-    /// `on`, `off`, `fail`.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            HvoMode::On => "on",
-            HvoMode::Off => "off",
-            HvoMode::Fail => "fail",
-        }
-    }
-
-    /// Parses [`HvoMode::name`].
-    #[must_use]
-    pub fn from_name(s: &str) -> Option<HvoMode> {
-        Self::ALL.into_iter().find(|m| m.name() == s)
     }
 }
 
@@ -251,7 +234,7 @@ pub trait VmemmapRemap<P: StructPage> {
     /// when the memory management unit does the aliasing (real remaps) or `pfn` is not an
     /// optimized tail; in the no_std model the aliased page, `head + (pfn - head) % (PAGE_SIZE /
     /// sizeof(struct page))` or the slot of the shared tail page.
-    fn resolve(&self, memmap: &Memmap<'_, P>, pfn: u64) -> u64;
+    fn storage_pfn(&self, memmap: &Memmap<'_, P>, pfn: u64) -> u64;
 }
 
 /// The no_std HVO model (see the [module documentation](self)).
@@ -302,7 +285,7 @@ impl<P: StructPage> VmemmapRemap<P> for ModelRemap {
         Ok(RemapDone { head_copied: false, freed_pages: freed })
     }
 
-    fn resolve(&self, memmap: &Memmap<'_, P>, pfn: u64) -> u64 {
+    fn storage_pfn(&self, memmap: &Memmap<'_, P>, pfn: u64) -> u64 {
         let per_page = hugetlb_vmemmap_reserve_pages::<P>();
         if !P::SIZE.is_power_of_two() {
             return pfn;

@@ -97,7 +97,7 @@
 //!
 //! ```
 //! use hugetlb_init::{
-//!     BootParams, BootRequest, Hstate, HugeBootmemPage, HvoMode, ModelRemap, Node, NodeSpec, boot,
+//!     BootParams, BootRequest, Hstate, HugeBootmemPage, HvoMode, ModelRemap, HugetlbNode, NodeSpec, boot,
 //! };
 //! use memmap_core::{KernelConfig, Memmap, NoHooks, Page64, Strategy, StructPage, pageblocks_needed};
 //!
@@ -106,7 +106,7 @@
 //! let mut pages = vec![Page64::ZEROED; spec.nr_pages as usize];
 //! let mut pb = vec![0u8; pageblocks_needed(&cfg, spec.start_pfn, spec.nr_pages)];
 //! let memmap = Memmap::new(cfg, spec.start_pfn, &mut pages, &mut pb)?;
-//! let mut nodes = [Node::new(spec, memmap, ModelRemap::default(), NoHooks)];
+//! let mut nodes = [HugetlbNode::new(spec, memmap, ModelRemap::default(), NoHooks)];
 //! let mut records = [HugeBootmemPage::EMPTY; 2];
 //! let params = BootParams::new(Strategy::Streaming, HvoMode::Off.params());
 //! let report = boot(&mut nodes, &BootRequest::per_node(Hstate::H2M, 2), &params, &mut records)?;
@@ -143,7 +143,7 @@ pub mod hvo;
 pub mod memfd;
 mod types;
 
-pub use boot::{BootParams, BootReport, Node, NodeReport, boot, boot_placed};
+pub use boot::{BootParams, BootReport, HugetlbNode, NodeReport, boot, boot_placed};
 pub use bootmem::{BootRequest, HugeBootmemPage, NodeSpec, PagesPerNode, ZONE_NORMAL};
 pub use hvo::{HvoFault, HvoMode, HvoParams, ModelRemap, TailPageOrigin, TailTarget, VmemmapRemap};
 #[cfg(all(feature = "std", target_os = "linux"))]

@@ -38,7 +38,7 @@ use memmap_core::{
 use rustix::fs::{FallocateFlags, MemfdFlags};
 use rustix::mm::{MapFlags, ProtFlags};
 
-use crate::boot::{BootParams, BootReport, Node, NodeReport};
+use crate::boot::{BootParams, BootReport, HugetlbNode, NodeReport};
 use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec};
 use crate::hvo::{RemapAlloc, RemapDone, TailTarget, VmemmapRemap, hstate_slot};
 use crate::types::HugetlbError;
@@ -544,7 +544,7 @@ impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
         Ok(RemapDone { head_copied: new_off.is_some(), freed_pages: freed / PAGE_SIZE })
     }
 
-    fn resolve(&self, _memmap: &Memmap<'_, P>, pfn: u64) -> u64 {
+    fn storage_pfn(&self, _memmap: &Memmap<'_, P>, pfn: u64) -> u64 {
         // The MMU does the aliasing.
         pfn
     }
@@ -638,13 +638,13 @@ impl<P: StructPage> OwnedBoot<P> {
         }
         self.records = std::vec![HugeBootmemPage::EMPTY; total];
         self.dirty = true;
-        let mut nodes: Vec<Node<'_, P, MemfdRemap<'_, P>, H>> = self
+        let mut nodes: Vec<HugetlbNode<'_, P, MemfdRemap<'_, P>, H>> = self
             .vmemmaps
             .iter_mut()
             .zip(&self.specs)
             .map(|(v, s)| {
                 let (memmap, remap) = v.parts();
-                Node::new(*s, memmap, remap, hooks(s.nid))
+                HugetlbNode::new(*s, memmap, remap, hooks(s.nid))
             })
             .collect();
         let report = crate::boot(&mut nodes, request, params, &mut self.records)?;
@@ -672,13 +672,13 @@ impl<P: StructPage> OwnedBoot<P> {
         }
         self.records = placed.to_vec();
         self.dirty = true;
-        let mut nodes: Vec<Node<'_, P, MemfdRemap<'_, P>, H>> = self
+        let mut nodes: Vec<HugetlbNode<'_, P, MemfdRemap<'_, P>, H>> = self
             .vmemmaps
             .iter_mut()
             .zip(&self.specs)
             .map(|(v, s)| {
                 let (memmap, remap) = v.parts();
-                Node::new(*s, memmap, remap, hooks(s.nid))
+                HugetlbNode::new(*s, memmap, remap, hooks(s.nid))
             })
             .collect();
         let report = crate::boot_placed(&mut nodes, &mut self.records, params)?;

@@ -437,6 +437,20 @@ impl fmt::Display for Hstate {
     }
 }
 
+/// By hand: an `Hstate` is a struct of an order, and [`Hstate::from_name`] also takes the
+/// lower-case suffix.
+impl memmap_core::Named for Hstate {
+    const ALL: &'static [Hstate] = &Hstate::ALL;
+
+    fn name(self) -> &'static str {
+        Hstate::name(self)
+    }
+
+    fn from_name(s: &str) -> Option<Hstate> {
+        Hstate::from_name(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

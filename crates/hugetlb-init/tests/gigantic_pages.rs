@@ -9,8 +9,8 @@ use hugetlb_init::boot::{gather_bootmem_prealloc, hugetlb_bootmem_alloc};
 use hugetlb_init::folio::{HPG_VMEMMAP_OPTIMIZED, folio3};
 use hugetlb_init::folio::{hugetlb_folio_init_vmemmap, reserve_bootmem_head};
 use hugetlb_init::{
-    BootRequest, Hstate, HugeBootmemPage, HugetlbError, HvoError, HvoFault, HvoMode, HvoOutcome, HvoParams,
-    HvoUnavailable, ModelRemap, Node, NodeSpec, PagesPerNode, hugetlb_vmemmap_reserve_pages,
+    BootRequest, Hstate, HugeBootmemPage, HugetlbError, HugetlbNode, HvoError, HvoFault, HvoMode, HvoOutcome,
+    HvoParams, HvoUnavailable, ModelRemap, NodeSpec, PagesPerNode, hugetlb_vmemmap_reserve_pages,
 };
 use memmap_core::model::page::offsets;
 use memmap_core::{
@@ -373,7 +373,7 @@ fn head_is_initialized_first_and_tails_read_zone_and_nid_from_it() {
     let before = pages.clone();
     {
         let m = Memmap::new(cfg, spec.start_pfn, &mut pages, &mut pb).unwrap();
-        let mut nodes = [Node::new(spec, m, ModelRemap::default(), NoHooks)];
+        let mut nodes = [HugetlbNode::new(spec, m, ModelRemap::default(), NoHooks)];
         let mut rec = [HugeBootmemPage::EMPTY; 1];
         let req = BootRequest::per_node(Hstate::H2M, 1);
         assert_eq!(hugetlb_bootmem_alloc(&nodes, &req, &mut rec), Ok(1));
@@ -459,11 +459,11 @@ fn padata_one_work_item_per_node_and_the_caller_participates() {
             )
         })
         .collect();
-    let mut nodes: Vec<Node<'_, Page64, ModelRemap, ThreadHooks>> = stores
+    let mut nodes: Vec<HugetlbNode<'_, Page64, ModelRemap, ThreadHooks>> = stores
         .iter_mut()
         .zip(&specs)
         .map(|((p, pb), s)| {
-            Node::new(
+            HugetlbNode::new(
                 *s,
                 Memmap::new(cfg, s.start_pfn, p, pb).unwrap(),
                 ModelRemap::default(),
@@ -618,7 +618,7 @@ fn node_outside_its_memmap_is_refused() {
     let mut pb = vec![0; 2];
     let r = {
         let m = Memmap::new(cfg, spec.start_pfn, &mut pages, &mut pb).unwrap();
-        let mut nodes = [Node::new(spec, m, ModelRemap::default(), NoHooks)];
+        let mut nodes = [HugetlbNode::new(spec, m, ModelRemap::default(), NoHooks)];
         let mut rec = [HugeBootmemPage::EMPTY; 2];
         hugetlb_init::boot(
             &mut nodes,

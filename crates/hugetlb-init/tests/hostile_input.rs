@@ -2,8 +2,8 @@
 //! or a correct result, never an arithmetic panic, a wrap, an `unreachable!` or a hang.
 
 use hugetlb_init::{
-    BootParams, BootRequest, Hstate, HugeBootmemPage, HugetlbError, HvoMode, ModelRemap, Node, NodeSpec,
-    boot, boot_placed, hugepage_freelist_addr,
+    BootParams, BootRequest, Hstate, HugeBootmemPage, HugetlbError, HugetlbNode, HvoMode, ModelRemap,
+    NodeSpec, boot, boot_placed, hugepage_freelist_addr,
 };
 use memmap_core::{
     FillOptions, InitError, KernelConfig, Memmap, NoHooks, Page64, Strategy, StructPage, pageblocks_needed,
@@ -96,7 +96,7 @@ fn placed_folios_past_the_pfn_space_are_refused() {
     let mut pages = vec![Page64::ZEROED; 1024];
     let mut pb = vec![0u8; pageblocks_needed(&cfg, base, 1024)];
     let memmap = Memmap::new(cfg, base, &mut pages, &mut pb).unwrap();
-    let mut nodes = [Node::new(NodeSpec::new(0, base, 1024), memmap, ModelRemap::default(), NoHooks)];
+    let mut nodes = [HugetlbNode::new(NodeSpec::new(0, base, 1024), memmap, ModelRemap::default(), NoHooks)];
     for head in [u64::MAX - 1023, u64::MAX - 511, 1 << 63] {
         let mut records = [
             HugeBootmemPage { head_pfn: base, ..HugeBootmemPage::EMPTY },
@@ -150,7 +150,7 @@ fn folio_steps_past_the_pfn_space_fail_their_bounds_check() {
         assert!(m.pageblock_bytes().iter().all(|&b| b == memmap_core::PAGEBLOCK_UNSET), "nothing written");
     }
     let memmap = Memmap::new(cfg, base, &mut pages, &mut pb).unwrap();
-    let node = Node::new(NodeSpec::new(0, base, 1024), memmap, ModelRemap::default(), NoHooks);
+    let node = HugetlbNode::new(NodeSpec::new(0, base, 1024), memmap, ModelRemap::default(), NoHooks);
     let mut out = vec![0u8; Page64::SIZE];
     for nr in [u64::MAX, 1 << 63, 1 << 58] {
         let msg = panic_message(|| node.copy_bytes(base, nr, &mut out));

@@ -40,7 +40,7 @@
 //! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations, the one safe access path to a struct page ([`Memmap::page_mut`], [`PageMut`]) | `mm/mm_init.c`, `mm/internal.h` |
 //! | `fill` | the one template engine: strategy choice ([`FillOptions`]), stores, the copy loop with its per-PFN refresh | the 2026 template and streaming series |
 //! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
-//! | [`parallel`] | the [`Threads`] policy (`Auto`: where bandwidth stops growing); the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
+//! | [`parallel`] | [`run_views`](parallel::run_views), the parallel runner over views of one memmap; the [`Threads`] policy (`Auto`: where bandwidth stops growing) and the padata runner come from `stream-par`, the family's parallel runtime; the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
 //! | `freelist` | the one zone free-list model: list heads per order and migrate type, the release's buddy encoding ([`buddy_page_type`]), every buddy routine, used by the node and hotplug | `mm/page_alloc.c`, `mm/page_isolation.c` |
 //! | [`hotplug`] | onlining hot-added memory: the struct pages, the isolated pageblocks, the free lists | `online_pages()`, `undo_isolate_page_range()` |
 //! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |
@@ -136,6 +136,7 @@ mod hooks;
 pub mod hotplug;
 mod memmap;
 pub mod model;
+mod named;
 mod node;
 pub mod parallel;
 mod sync;
@@ -157,6 +158,7 @@ pub use model::config::{ConfigError, FlagsLayout, KernelConfig};
 pub use model::flags::{MigrateType, PG, PageType, TAIL_MAPPING};
 pub use model::page::{Page, Page64, Page72, StructPage};
 pub use model::version::{Behaviour, FolioLayout, KernelVersion, PageFlagBits};
+pub use named::Named;
 #[cfg(feature = "std")]
 pub use node::OwnedArena;
 pub use node::{
@@ -169,9 +171,9 @@ pub use parallel::Threads;
 pub use parallel::{auto_threads, available_cpus};
 /// The reuse hint of [`FillOptions::reuse`] (from `stream-hal`).
 pub use stream_hal::Reuse;
-pub use sync::padata::{PadataError, PadataJob, PadataPlan};
+pub use stream_par::{PadataError, PadataJob, PadataPlan};
 #[cfg(feature = "std")]
-pub use sync::padata::{PadataReport, padata_do_multithreaded};
+pub use stream_par::{PadataReport, padata_do_multithreaded};
 pub use zone_device::{
     DevPagemap, DrainPolicy, InitOptions, InitReport, MAX_VMEMMAP_SHIFT, MemoryType, Unmappable, VmemAltmap,
     ZoneDeviceRange, check_memremap_pages, compound_nr_pages, hotplug_align_pages, memmap_init_zone_device,

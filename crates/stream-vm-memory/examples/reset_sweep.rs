@@ -124,7 +124,7 @@ fn main() {
     let max = flag("--max").and_then(|s| parse_size(s)).unwrap_or(1 << 30);
     let rounds: usize = flag("--rounds").and_then(|s| s.parse().ok()).unwrap_or(5).max(1);
     let cpus: usize =
-        flag("--threads").and_then(|s| s.parse().ok()).unwrap_or_else(memmap_core::available_cpus).max(1);
+        flag("--threads").and_then(|s| s.parse().ok()).unwrap_or_else(stream_par::available_cpus).max(1);
     let w = Workers::new(Threads::Fixed(cpus)).with_placement(Placement::Auto);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
@@ -133,7 +133,7 @@ fn main() {
     println!("# stream-vm-memory reset sweep: {}", args[1..].join(" "));
     println!(
         "# {cpus} thread(s) (Threads::Fixed({cpus}); {} CPUs available), {rounds} rounds per path, median; load average at start {}; THP {}, shmem THP {}; stream-hal {} ({})",
-        memmap_core::available_cpus(),
+        stream_par::available_cpus(),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
         thp.trim(),
         shmem.trim(),

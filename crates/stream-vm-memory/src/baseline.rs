@@ -24,7 +24,7 @@
 //!
 //! Cloud Hypervisor's proposed NUMA-aware prefault pins each worker to its zone's host NUMA
 //! node, drops the cap of 16 and prefaults all regions at once; [`populate`](crate::populate) does all three (with the
-//! workspace's [`Threads`](memmap_core::Threads) policy for the count).
+//! workspace's [`Threads`](stream_par::Threads) policy for the count).
 
 use std::sync::Barrier;
 

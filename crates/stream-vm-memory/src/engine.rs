@@ -1,6 +1,6 @@
 //! The one parallel runner every multi-threaded function uses: the range as pieces (one per
 //! region it crosses), cut into runs of one NUMA node each, each node's runs one padata job
-//! ([`memmap_core::padata_do_multithreaded`]) whose workers are pinned to that node's CPUs,
+//! ([`stream_par::padata_do_multithreaded`]) whose workers are pinned to that node's CPUs,
 //! chunks split at 2 MiB boundaries of the host mapping (or the region's huge page size), and
 //! one operation applied to every part of a chunk.
 //!
@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use memmap_core::{PadataJob, Threads, padata_do_multithreaded};
+use stream_par::{PadataJob, Threads, padata_do_multithreaded};
 use vm_memory::GuestAddress;
 
 use crate::backing::{BASE_PAGE, HostBacking};
@@ -51,7 +51,7 @@ pub enum Placement {
 #[derive(Debug, Clone, Default)]
 pub struct Workers {
     /// The thread policy shared with the other crates of the workspace
-    /// ([`memmap_core::Threads`]): the workers for a call of `len` bytes are
+    /// ([`stream_par::Threads`]): the workers for a call of `len` bytes are
     /// `threads.count(len)`, the calling thread included.
     pub threads: Threads,
     /// Where they run.
@@ -148,8 +148,8 @@ pub struct WorkReport {
     pub chunks: Vec<ChunkReport>,
 }
 
-/// One piece of the range: the part of one region (or one `VolatileSlice`) it covers.
-pub(crate) struct Piece<'a, B> {
+/// One part of the range: the bytes of one region (or one `VolatileSlice`) it covers.
+pub(crate) struct RegionPart<'a, B> {
     /// Guest address of the first byte.
     pub(crate) guest: GuestAddress,
     /// Host address of the first byte.
@@ -178,7 +178,7 @@ pub(crate) struct Span {
     pub(crate) page: usize,
 }
 
-impl<B> Piece<'_, B> {
+impl<B> RegionPart<'_, B> {
     pub(crate) fn span(&self) -> Span {
         Span { host: self.host, len: self.len, guest: self.guest, page: self.backing.page_size }
     }
@@ -424,7 +424,7 @@ pub(crate) fn pinning(placement: &Placement) -> Option<&Topology> {
 /// plans (looking nodes up where the placement pins), then executes. `op` returns the bytes it
 /// did (fewer only when it stopped early).
 pub(crate) fn run<B, F>(
-    pieces: &[Piece<'_, B>],
+    pieces: &[RegionPart<'_, B>],
     workers: &Workers,
     min_chunk: u64,
     stop: &Stop<'_>,
@@ -432,14 +432,14 @@ pub(crate) fn run<B, F>(
 ) -> Result<WorkReport, Error>
 where
     B: Sync,
-    F: Fn(usize, &Piece<'_, B>, usize, usize, &Stop<'_>) -> Result<usize, Error> + Sync,
+    F: Fn(usize, &RegionPart<'_, B>, usize, usize, &Stop<'_>) -> Result<usize, Error> + Sync,
 {
     let total: u64 = pieces.iter().map(|p| p.len as u64).sum();
     if total == 0 {
         return Ok(WorkReport::default());
     }
     let threads = workers.threads.count(total).max(1);
-    let spans: Vec<Span> = pieces.iter().map(Piece::span).collect();
+    let spans: Vec<Span> = pieces.iter().map(RegionPart::span).collect();
     let topo = pinning(&workers.placement).filter(|_| threads > 1);
     let groups = match topo {
         Some(t) => {
@@ -472,7 +472,7 @@ where
 /// helpers it starts inherit the affinity), the unpinned group on the calling thread (with its
 /// helpers); returns when every worker is done.
 pub(crate) fn execute<B, F>(
-    pieces: &[Piece<'_, B>],
+    pieces: &[RegionPart<'_, B>],
     groups: &[Group],
     min_chunk: u64,
     stop: &Stop<'_>,
@@ -480,7 +480,7 @@ pub(crate) fn execute<B, F>(
 ) -> Result<WorkReport, Error>
 where
     B: Sync,
-    F: Fn(usize, &Piece<'_, B>, usize, usize, &Stop<'_>) -> Result<usize, Error> + Sync,
+    F: Fn(usize, &RegionPart<'_, B>, usize, usize, &Stop<'_>) -> Result<usize, Error> + Sync,
 {
     let runner =
         Runner { pieces, min_chunk, stop, op, chunks: Mutex::new(Vec::new()), first_err: Mutex::new(None) };
@@ -490,7 +490,7 @@ where
 
 /// The state shared by every worker of one [`execute`] call: what to run and what came back.
 struct Runner<'r, 'p, 's, B, F> {
-    pieces: &'r [Piece<'p, B>],
+    pieces: &'r [RegionPart<'p, B>],
     min_chunk: u64,
     stop: &'r Stop<'s>,
     op: &'r F,
@@ -503,7 +503,7 @@ struct Runner<'r, 'p, 's, B, F> {
 impl<B, F> Runner<'_, '_, '_, B, F>
 where
     B: Sync,
-    F: Fn(usize, &Piece<'_, B>, usize, usize, &Stop<'_>) -> Result<usize, Error> + Sync,
+    F: Fn(usize, &RegionPart<'_, B>, usize, usize, &Stop<'_>) -> Result<usize, Error> + Sync,
 {
     /// Runs every group, the pinned ones on scoped threads of their own when there are any;
     /// returns per group the workers that ran and whether they were pinned.
@@ -624,7 +624,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::numa::{GuestNodeRange, Node};
+    use crate::numa::{GuestNodeRange, HostNode};
 
     const MIB: usize = 1 << 20;
 
@@ -678,7 +678,7 @@ mod tests {
     #[test]
     fn two_nodes_split_by_memory_and_pin_to_allowed_cpus() {
         let topo = Topology::new(
-            vec![Node { id: 0, cpus: vec![0, 1] }, Node { id: 1, cpus: vec![2, 3] }],
+            vec![HostNode { id: 0, cpus: vec![0, 1] }, HostNode { id: 1, cpus: vec![2, 3] }],
             MemoryNodes::Guest(vec![
                 GuestNodeRange { addr: GuestAddress(0), len: 6 * MIB as u64, node: 0 },
                 GuestNodeRange { addr: GuestAddress(6 * MIB as u64), len: 10 * MIB as u64, node: 1 },
@@ -715,7 +715,7 @@ mod tests {
     #[test]
     fn memory_of_unknown_nodes_and_cpu_less_nodes_is_unpinned() {
         let topo = Topology::new(
-            vec![Node { id: 0, cpus: vec![0] }, Node { id: 1, cpus: vec![] }],
+            vec![HostNode { id: 0, cpus: vec![0] }, HostNode { id: 1, cpus: vec![] }],
             MemoryNodes::Guest(vec![
                 GuestNodeRange { addr: GuestAddress(0), len: 4 * MIB as u64, node: 0 },
                 GuestNodeRange { addr: GuestAddress(4 * MIB as u64), len: 4 * MIB as u64, node: 1 },

@@ -7,7 +7,7 @@
 use vm_memory::GuestAddress;
 
 use crate::backing::{HostBacking, Stores};
-use crate::engine::Piece;
+use crate::engine::RegionPart;
 use crate::error::{Error, Unwritable};
 use crate::populate::POPULATE_STEP;
 use crate::reset::run_end;
@@ -161,6 +161,6 @@ fn fault_in_absent(
 }
 
 /// [`prepare`] for bytes `off..off + n` of `p`.
-pub(crate) fn prepare_part<B>(p: &Piece<'_, B>, off: usize, n: usize) -> Result<(), Error> {
+pub(crate) fn prepare_part<B>(p: &RegionPart<'_, B>, off: usize, n: usize) -> Result<(), Error> {
     prepare(&p.backing, GuestAddress(p.guest.0.wrapping_add(off as u64)), p.host + off, n)
 }

@@ -18,7 +18,7 @@
 //! faults it in more slowly than [`populate`] does. Zeroing pays when memory is *reused*.
 //!
 //! The parallel functions take [`Workers`]: a [`Threads`] policy (the workspace's, from
-//! `memmap-core`: [`Threads::One`], [`Threads::Fixed`], [`Threads::Auto`]) and a
+//! `stream-par`: [`Threads::One`], [`Threads::Fixed`], [`Threads::Auto`]) and a
 //! [`Placement`]. With [`Placement::Auto`], on a host with two or more NUMA nodes, each worker
 //! is pinned to the CPUs of the node that holds its memory (learned from the kernel, see
 //! [`numa`]); a VMM that knows where it bound its zones can say so with
@@ -113,7 +113,7 @@
 //!
 //! None of its own. It depends on `vm-memory` with `backend-mmap` and `backend-bitmap`
 //! (for [`GuestMemoryMmap`](vm_memory::GuestMemoryMmap) and its dirty bitmap), on
-//! `memmap-core` (`std`: the [`Threads`] policy and the padata runner) and on
+//! `stream-par` (`std`: the [`Threads`] policy and the padata runner) and on
 //! `stream-hal` with its default features; a VMM that wants `stream-hal`'s switches sets them in
 //! its build's `RUSTFLAGS` (`--cfg stream_hal_no_cpuid`, `--cfg stream_hal_force_generic`).
 //!
@@ -159,7 +159,6 @@ mod sys;
 pub use backing::{BASE_PAGE, BackingKind, HostBacking, RegionBacking, Stores};
 pub use engine::{CHUNK_ALIGN, Cancel, ChunkReport, GroupReport, MIN_CHUNK, Placement, WorkReport, Workers};
 pub use error::{Error, HostOp, Unwritable};
-pub use memmap_core::Threads;
 pub use parallel::{fill_parallel, fill_pattern_parallel, zero_parallel};
 pub use populate::{
     HugePageAdvice, POPULATE_STEP, PopulateMethod, PopulateOptions, PopulateReport, THP_SIZE,
@@ -167,6 +166,7 @@ pub use populate::{
 };
 pub use reset::{ResetPath, ResetPolicy, ResetReport, reset, reset_path};
 pub use serial::{fill, fill_pattern, write, zero};
+pub use stream_par::Threads;
 
 /// What the host does with the `madvise` advice this crate relies on, probed once per process on
 /// pages of its own (an emulator such as qemu-user before 8.1 answers every `madvise` with

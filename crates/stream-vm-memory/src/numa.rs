@@ -23,7 +23,7 @@ use vm_memory::GuestAddress;
 
 /// One NUMA node of the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Node {
+pub struct HostNode {
     /// Its id (the `N` of `nodeN`).
     pub id: u32,
     /// Its CPUs (empty for a memory-only node).
@@ -54,7 +54,7 @@ pub enum MemoryNodes {
 /// The host's nodes and where memory's nodes come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
-    nodes: Vec<Node>,
+    nodes: Vec<HostNode>,
     memory: MemoryNodes,
 }
 
@@ -98,7 +98,7 @@ pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, CpulistError> {
 impl Topology {
     /// A topology of `nodes` (sorted by id) whose memory nodes come from `memory`.
     #[must_use]
-    pub fn new(mut nodes: Vec<Node>, memory: MemoryNodes) -> Topology {
+    pub fn new(mut nodes: Vec<HostNode>, memory: MemoryNodes) -> Topology {
         nodes.sort_by_key(|n| n.id);
         Topology { nodes, memory }
     }
@@ -130,7 +130,7 @@ impl Topology {
             };
             let list = std::fs::read_to_string(entry.path().join("cpulist"))?;
             let cpus = parse_cpulist(&list).map_err(io::Error::other)?;
-            nodes.push(Node { id, cpus });
+            nodes.push(HostNode { id, cpus });
         }
         if nodes.is_empty() {
             return Err(io::Error::new(io::ErrorKind::NotFound, format!("no nodeN in {}", dir.display())));
@@ -146,7 +146,7 @@ impl Topology {
 
     /// The nodes, by id.
     #[must_use]
-    pub fn nodes(&self) -> &[Node] {
+    pub fn nodes(&self) -> &[HostNode] {
         &self.nodes
     }
 
@@ -253,7 +253,7 @@ mod tests {
     #[test]
     fn guest_ranges_name_nodes() {
         let t = Topology::new(
-            vec![Node { id: 1, cpus: vec![1] }, Node { id: 0, cpus: vec![0] }],
+            vec![HostNode { id: 1, cpus: vec![1] }, HostNode { id: 0, cpus: vec![0] }],
             MemoryNodes::Guest(vec![
                 GuestNodeRange { addr: GuestAddress(0), len: 0x1000, node: 0 },
                 GuestNodeRange { addr: GuestAddress(0x1000), len: 0x1000, node: 1 },

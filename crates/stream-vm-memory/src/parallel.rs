@@ -5,7 +5,7 @@ use vm_memory::bitmap::{BS, Bitmap};
 use vm_memory::{GuestAddress, GuestMemory, GuestMemoryBackend};
 
 use crate::backing::RegionBacking;
-use crate::engine::{self, MIN_CHUNK, Piece, Stop, WorkReport, Workers};
+use crate::engine::{self, MIN_CHUNK, RegionPart, Stop, WorkReport, Workers};
 use crate::error::Error;
 use crate::fault::prepare_part;
 use crate::range::slice_pieces;
@@ -17,8 +17,8 @@ use crate::serial::{staging, stream_pattern};
 /// drains, and marks them dirty before it takes the next. When this returns every byte reads
 /// as zero from any thread and is marked dirty.
 ///
-/// With one worker ([`memmap_core::Threads::One`], or a range below
-/// [`memmap_core::parallel::AUTO_MIN_BYTES`] under `Threads::Auto`) it is [`zero`](crate::zero)
+/// With one worker ([`stream_par::Threads::One`], or a range below
+/// [`stream_par::threads::AUTO_MIN_BYTES`] under `Threads::Auto`) it is [`zero`](crate::zero)
 /// on the calling thread, byte for byte.
 ///
 /// # Errors
@@ -120,7 +120,7 @@ where
 
 /// Zeroes bytes `off..off + n` of `p` with streaming stores, drains, marks them dirty. The
 /// caller has made the stores safe first ([`prepare_part`]).
-pub(crate) fn zero_part<B: Bitmap>(p: &Piece<'_, B>, off: usize, n: usize) {
+pub(crate) fn zero_part<B: Bitmap>(p: &RegionPart<'_, B>, off: usize, n: usize) {
     let dst = (p.host + off) as *mut u8;
     // SAFETY: `[dst, dst + n)` lies inside the piece's `p.len` bytes (the engine's parts do),
     // which are a `VolatileSlice`'s (or a region's) host memory kept mapped until the work is

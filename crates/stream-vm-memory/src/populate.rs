@@ -7,7 +7,7 @@ use vm_memory::bitmap::BS;
 use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
 
 use crate::backing::{RegionBacking, Stores};
-use crate::engine::{self, Cancel, MIN_CHUNK, Piece, Stop, WorkReport, Workers};
+use crate::engine::{self, Cancel, MIN_CHUNK, RegionPart, Stop, WorkReport, Workers};
 use crate::error::{Error, HostOp};
 use crate::range::{RegionPieces, all_region_pieces, region_pieces};
 use crate::sys::{self, Advice};
@@ -269,7 +269,7 @@ where
 /// or `Touch`, which touches only memory whose stores cannot raise a signal and asks the
 /// kernel for the rest); the bytes of the part done.
 pub(crate) fn populate_part<B>(
-    p: &Piece<'_, B>,
+    p: &RegionPart<'_, B>,
     off: usize,
     n: usize,
     method: PopulateMethod,

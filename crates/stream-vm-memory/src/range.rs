@@ -8,7 +8,7 @@ use vm_memory::{
 };
 
 use crate::backing::{HostBacking, RegionBacking};
-use crate::engine::Piece;
+use crate::engine::RegionPart;
 use crate::error::Error;
 use crate::fault::{check_fault_in, check_refusals};
 
@@ -109,7 +109,7 @@ pub(crate) fn classify(e: GuestMemoryError, addr: GuestAddress, len: usize, cove
 /// The pieces of a range of any [`GuestMemory`], with the `VolatileSlice`s and pointer guards
 /// that keep their mappings alive while the raw host addresses are in use.
 pub(crate) struct SlicePieces<'m, B: Bitmap + 'm> {
-    pub(crate) pieces: Vec<Piece<'m, BS<'m, B>>>,
+    pub(crate) pieces: Vec<RegionPart<'m, BS<'m, B>>>,
     _slices: Vec<VolatileSlice<'m, BS<'m, B>>>,
     _guards: Vec<PtrGuardMut>,
 }
@@ -141,7 +141,7 @@ where
         let sb = slice_backing(mem, guest, host, n);
         check_refusals(&sb.backing, guest, sb.region_off, n)?;
         check_fault_in(&sb.backing, guest, n)?;
-        out.pieces.push(Piece {
+        out.pieces.push(RegionPart {
             guest,
             host,
             len: n,
@@ -162,7 +162,7 @@ where
 /// The pieces of a range of a [`GuestMemoryBackend`] whose regions say how they are backed,
 /// one per region the range crosses, after checking the whole range (nothing is written).
 pub(crate) struct RegionPieces<'m, B: Bitmap + 'm> {
-    pub(crate) pieces: Vec<Piece<'m, BS<'m, B>>>,
+    pub(crate) pieces: Vec<RegionPart<'m, BS<'m, B>>>,
     _slices: Vec<VolatileSlice<'m, BS<'m, B>>>,
     _guards: Vec<PtrGuardMut>,
 }
@@ -192,7 +192,7 @@ impl<'m, B: Bitmap + 'm> RegionPieces<'m, B> {
         };
         let guest = GuestAddress(region.start_addr().0 + off);
         check_refusals(&backing, guest, region_off, n)?;
-        self.pieces.push(Piece {
+        self.pieces.push(RegionPart {
             guest,
             host,
             len: n,

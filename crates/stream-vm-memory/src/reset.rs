@@ -7,7 +7,7 @@ use vm_memory::bitmap::{BS, Bitmap};
 use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
 
 use crate::backing::{BackingKind, HostBacking, RegionBacking};
-use crate::engine::{self, MIN_CHUNK, Piece, Stop, WorkReport, Workers};
+use crate::engine::{self, MIN_CHUNK, RegionPart, Stop, WorkReport, Workers};
 use crate::error::{Error, HostOp};
 use crate::fault::{prepare, prepare_part};
 use crate::parallel::zero_part;
@@ -221,7 +221,7 @@ enum Mode<'f> {
 /// Resets bytes `off..off + n` of `p`: the partial pages at the ends in place, the whole pages
 /// by `mode`; then marks the part dirty.
 fn discard_part<B: Bitmap>(
-    p: &Piece<'_, B>,
+    p: &RegionPart<'_, B>,
     off: usize,
     n: usize,
     mode: Mode<'_>,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::*;
 use proptest::prelude::*;
-use stream_vm_memory::numa::{GuestNodeRange, MemoryNodes, Node, Topology};
+use stream_vm_memory::numa::{GuestNodeRange, HostNode, MemoryNodes, Topology};
 use stream_vm_memory::{
     Error, Placement, Threads, Workers, fill_parallel, fill_pattern, fill_pattern_parallel, zero,
     zero_parallel,
@@ -130,7 +130,7 @@ fn two_cpus() -> (usize, usize) {
 fn an_injected_two_node_topology_pins_each_nodes_workers() {
     let (c0, c1) = (two_cpus().0, two_cpus().1);
     let topo = Topology::new(
-        vec![Node { id: 0, cpus: vec![c0] }, Node { id: 1, cpus: vec![c1] }],
+        vec![HostNode { id: 0, cpus: vec![c0] }, HostNode { id: 1, cpus: vec![c1] }],
         MemoryNodes::Guest(vec![
             GuestNodeRange { addr: GuestAddress(0), len: 24 << 20, node: 0 },
             GuestNodeRange { addr: GuestAddress(24 << 20), len: 40 << 20, node: 1 },

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::*;
 use stream_vm_memory::baseline::{cloud_hypervisor_prefault, cloud_hypervisor_threads};
-use stream_vm_memory::numa::{GuestNodeRange, MemoryNodes, Node, Topology};
+use stream_vm_memory::numa::{GuestNodeRange, HostNode, MemoryNodes, Topology};
 use stream_vm_memory::{
     BackingKind, Cancel, Error, HostOp, HugePageAdvice, Placement, PopulateMethod, PopulateOptions,
     RegionBacking, Threads, Workers, populate, populate_all,
@@ -183,7 +183,7 @@ fn pinned_populate_with_an_injected_topology() {
     let cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect();
     let (c0, c1) = (cpus[0], *cpus.get(1).unwrap_or(&cpus[0]));
     let topo = Topology::new(
-        vec![Node { id: 0, cpus: vec![c0] }, Node { id: 1, cpus: vec![c1] }],
+        vec![HostNode { id: 0, cpus: vec![c0] }, HostNode { id: 1, cpus: vec![c1] }],
         MemoryNodes::Guest(vec![
             GuestNodeRange { addr: GuestAddress(0), len: 16 << 20, node: 0 },
             GuestNodeRange { addr: GuestAddress(16 << 20), len: 16 << 20, node: 1 },

@@ -4,8 +4,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 use hugetlb_init::{
-    BootParams, BootReport, BootRequest, Hstate, HugeBootmemPage, HugetlbError, HvoParams, ModelRemap, Node,
-    NodeReport, NodeSpec, boot,
+    BootParams, BootReport, BootRequest, Hstate, HugeBootmemPage, HugetlbError, HugetlbNode, HvoParams,
+    ModelRemap, NodeReport, NodeSpec, boot,
 };
 use memmap_core::{
     KernelConfig, Memmap, PageRefEvent, RecordingHooks, Strategy, StructPage, pageblocks_needed,
@@ -139,12 +139,12 @@ pub fn boot_model<P: StructPage>(
     let total = request.total(specs.len()) as usize;
     let mut records = vec![HugeBootmemPage::EMPTY; total.max(1)];
     let (result, captured) = {
-        let mut nodes: Vec<Node<'_, P, ModelRemap, RecordingHooks>> = stores
+        let mut nodes: Vec<HugetlbNode<'_, P, ModelRemap, RecordingHooks>> = stores
             .iter_mut()
             .zip(specs)
             .map(|((base, pages, pb), s)| {
                 let m = Memmap::new(cfg, *base, pages, pb).expect("memmap");
-                Node::new(*s, m, ModelRemap::default(), RecordingHooks::new(tracepoint))
+                HugetlbNode::new(*s, m, ModelRemap::default(), RecordingHooks::new(tracepoint))
             })
             .collect();
         let result = boot(&mut nodes, request, params, &mut records);

@@ -36,7 +36,7 @@ pub use args::Cli;
 use args::{Command, GlobalArgs, TimingArgs};
 pub use error::CliError;
 pub use invocation::Invocation;
-pub use named::{Named, NamedParser, named};
+pub use named::{NamedParser, named};
 pub use suite::Suite;
 
 use crate::memory::MemInfo;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use hugetlb_init::phase;
 use hugetlb_init::{
-    BootParams, BootRequest, Hstate, HugeBootmemPage, HvoMode, ModelRemap, Node, NodeSpec, boot,
+    BootParams, BootRequest, Hstate, HugeBootmemPage, HugetlbNode, HvoMode, ModelRemap, NodeSpec, boot,
 };
 use memmap_core::{FillOptions, InitHooks, KernelConfig, OwnedMemmap, Page64, Threads};
 
@@ -192,10 +192,10 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
     phase.step(format!("{}: {rounds} rounds", name(hvo)));
     let m = paired::measure(&grid, storage, ctx.limits, &phase, |i, owned| {
         let (threads, strategy) = (grid.runs[i].0, INIT_STRATEGIES[i % INIT_STRATEGIES.len()]);
-        let mut nodes: Vec<Node<'_, Page64, ModelRemap, PhaseTimer>> = owned
+        let mut nodes: Vec<HugetlbNode<'_, Page64, ModelRemap, PhaseTimer>> = owned
             .iter_mut()
             .zip(&specs)
-            .map(|(o, s)| Node::new(*s, o.memmap(), ModelRemap::default(), PhaseTimer::default()))
+            .map(|(o, s)| HugetlbNode::new(*s, o.memmap(), ModelRemap::default(), PhaseTimer::default()))
             .collect();
         let mut records = vec![HugeBootmemPage::EMPTY; count as usize];
         let params = BootParams {

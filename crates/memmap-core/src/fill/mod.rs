@@ -55,33 +55,7 @@ pub enum Strategy {
     Auto,
 }
 
-impl Strategy {
-    /// All strategies.
-    pub const ALL: [Strategy; 4] = [Strategy::Slow, Strategy::Template, Strategy::Streaming, Strategy::Auto];
-
-    /// Lower-case name (`slow`, `template`, `streaming`, `auto`).
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Strategy::Slow => "slow",
-            Strategy::Template => "template",
-            Strategy::Streaming => "streaming",
-            Strategy::Auto => "auto",
-        }
-    }
-
-    /// Parses [`Strategy::name`].
-    #[must_use]
-    pub fn from_name(s: &str) -> Option<Strategy> {
-        Self::ALL.into_iter().find(|x| x.name() == s)
-    }
-}
-
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::named!(Strategy { Slow => "slow", Template => "template", Streaming => "streaming", Auto => "auto" });
 
 /// Why an initializer used the strategy it used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -105,21 +79,16 @@ pub enum StrategyReason {
     ReadBackSoon,
 }
 
-impl StrategyReason {
-    /// Short machine-readable name (`requested`, `page-ref-tracepoint`, ...).
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            StrategyReason::Requested => "requested",
-            StrategyReason::PageRefTracepoint => "page-ref-tracepoint",
-            StrategyReason::KasanOrKmsan => "kasan-or-kmsan",
-            StrategyReason::SanitizerBuild => "sanitizer-build",
-            StrategyReason::AboveThreshold => "above-threshold",
-            StrategyReason::BelowThreshold => "below-threshold",
-            StrategyReason::ReadBackSoon => "read-back-soon",
-        }
-    }
-}
+// The machine-readable names; `Display` says it in words.
+crate::named!(StrategyReason, no_display {
+    Requested => "requested",
+    PageRefTracepoint => "page-ref-tracepoint",
+    KasanOrKmsan => "kasan-or-kmsan",
+    SanitizerBuild => "sanitizer-build",
+    AboveThreshold => "above-threshold",
+    BelowThreshold => "below-threshold",
+    ReadBackSoon => "read-back-soon",
+});
 
 impl fmt::Display for StrategyReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -77,10 +77,9 @@ pub enum HotplugTarget {
     Movable,
 }
 
-impl HotplugTarget {
-    /// Both targets.
-    pub const ALL: [HotplugTarget; 2] = [HotplugTarget::Normal, HotplugTarget::Movable];
+crate::named!(HotplugTarget { Normal => "normal", Movable => "movable" });
 
+impl HotplugTarget {
     /// The zone index in `cfg`.
     #[must_use]
     pub const fn zone(self, cfg: &KernelConfig) -> u32 {
@@ -88,21 +87,6 @@ impl HotplugTarget {
             HotplugTarget::Normal => cfg.zone_device().saturating_sub(2),
             HotplugTarget::Movable => cfg.zone_device().saturating_sub(1),
         }
-    }
-
-    /// `normal` or `movable`.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            HotplugTarget::Normal => "normal",
-            HotplugTarget::Movable => "movable",
-        }
-    }
-
-    /// Parses [`HotplugTarget::name`].
-    #[must_use]
-    pub fn from_name(s: &str) -> Option<HotplugTarget> {
-        Self::ALL.into_iter().find(|t| t.name() == s)
     }
 }
 

@@ -197,7 +197,7 @@ impl KernelConfig {
     /// Looks a preset up by name (`x86_64`, `arm64`, `x86_64-classic-sparse`, `x86_64-6.12`).
     #[must_use]
     pub fn preset(name: &str) -> Option<KernelConfig> {
-        Self::PRESETS.iter().copied().find(|c| c.name == name)
+        <KernelConfig as crate::Named>::from_name(name)
     }
 
     /// The behaviours of the modelled kernel that changed between releases: those of
@@ -663,6 +663,17 @@ impl FlagsLayout {
             + self.kasan_tag_width
             + self.lru_gen_width
             + self.lru_refs_width
+    }
+}
+
+/// The presets are the named configurations ([`KernelConfig::PRESETS`], named by their
+/// [`KernelConfig::name`]); a configuration read from a `.config` has a name too, but is none
+/// of these values.
+impl crate::Named for KernelConfig {
+    const ALL: &'static [KernelConfig] = &KernelConfig::PRESETS;
+
+    fn name(self) -> &'static str {
+        self.name
     }
 }
 

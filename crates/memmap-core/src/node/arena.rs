@@ -26,16 +26,7 @@ pub enum ClearMode {
     Batch,
 }
 
-impl ClearMode {
-    /// `per-page` or `batch`.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            ClearMode::PerPage => "per-page",
-            ClearMode::Batch => "batch",
-        }
-    }
-}
+crate::named!(ClearMode { PerPage => "per-page", Batch => "batch" });
 
 /// GFP flags that matter to page initialization (model bit values; the kernel's `___GFP_*` bit
 /// numbers depend on the configuration).

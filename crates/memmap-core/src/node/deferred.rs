@@ -27,7 +27,7 @@ use crate::model::page::StructPage;
 use crate::node::layout::ZoneSpan;
 use crate::node::owned::Owned;
 use crate::node::{Node, PbMode, RunKind};
-use crate::sync::padata::PadataJob;
+use stream_par::PadataJob;
 
 /// The static state of `defer_init()` (`prev_end_pfn`, `nr_initialised`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +150,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             let job = PadataJob { max_threads, ..*job };
             // Every job lies in the node's span, below the configuration's `max_pfn`, so it
             // cannot end past u64::MAX (the only error).
-            let ran = crate::sync::padata::padata_do_multithreaded(&job, f);
+            let ran = stream_par::padata_do_multithreaded(&job, f);
             debug_assert!(ran.is_ok(), "a deferred-init job inside the node: {ran:?}");
         })
     }

@@ -96,32 +96,7 @@ pub enum InitMode {
     OnDemand,
 }
 
-impl InitMode {
-    /// All modes.
-    pub const ALL: [InitMode; 3] = [InitMode::Eager, InitMode::Deferred, InitMode::OnDemand];
-
-    /// `eager`, `deferred` or `on-demand`.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            InitMode::Eager => "eager",
-            InitMode::Deferred => "deferred",
-            InitMode::OnDemand => "on-demand",
-        }
-    }
-
-    /// Parses [`InitMode::name`].
-    #[must_use]
-    pub fn from_name(s: &str) -> Option<InitMode> {
-        Self::ALL.into_iter().find(|m| m.name() == s)
-    }
-}
-
-impl fmt::Display for InitMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::named!(InitMode { Eager => "eager", Deferred => "deferred", OnDemand => "on-demand" });
 
 /// Options of [`Node::boot`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,8 +8,6 @@
 //! raw-pointer accesses of the `node` module free of data races (ThreadSanitizer runs the concurrency
 //! tests).
 
-pub(crate) mod padata;
-
 #[cfg(all(test, memmap_core_loom))]
 mod loom_tests;
 
@@ -199,13 +197,12 @@ unsafe impl<T: Send> Sync for SpinLock<T> {}
 unsafe impl<T: Send> Send for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
-    /// A new, unlocked lock of no node (padata's job lock; the tests').
-    #[cfg(not(all(test, memmap_core_loom)))]
-    #[cfg_attr(not(feature = "std"), allow(dead_code))]
+    /// A new, unlocked lock of no node (the tests').
+    #[cfg(all(test, not(memmap_core_loom)))]
     pub(crate) const fn new(value: T) -> Self {
         Self::with_node(value, 0, false)
     }
-    /// A new, unlocked lock of no node (padata's job lock; the loom models').
+    /// A new, unlocked lock of no node (the loom models').
     #[cfg(all(test, memmap_core_loom))]
     pub(crate) fn new(value: T) -> Self {
         Self::with_node(value, 0, false)

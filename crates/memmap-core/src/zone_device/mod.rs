@@ -41,8 +41,6 @@ pub use mappable::{Unmappable, check_memremap_pages, hotplug_align_pages};
 #[cfg(feature = "std")]
 pub use parallel::{ParallelInit, memmap_init_zone_device_parallel};
 
-use core::fmt;
-
 use crate::InitError;
 use crate::fill::{FillOptions, Strategy, StrategyReason, with_store};
 use crate::hooks::InitHooks;
@@ -68,16 +66,16 @@ pub enum MemoryType {
     PciP2pdma = 5,
 }
 
-impl MemoryType {
-    /// All memory types.
-    pub const ALL: [MemoryType; 5] = [
-        MemoryType::Private,
-        MemoryType::Coherent,
-        MemoryType::FsDax,
-        MemoryType::Generic,
-        MemoryType::PciP2pdma,
-    ];
+// The names as the CLI spells them.
+crate::named!(MemoryType {
+    Private => "private",
+    Coherent => "coherent",
+    FsDax => "fsdax",
+    Generic => "generic",
+    PciP2pdma => "p2pdma",
+});
 
+impl MemoryType {
     /// The refcount a head or single page has after `__init_zone_device_page()` in a kernel
     /// with `behaviour`: `set_page_count(page, 0)` for PRIVATE, COHERENT and PCI_P2PDMA, and
     /// from 6.15 for FS_DAX too ([`Behaviour::fsdax_refcount_zero`]); GENERIC (and FS_DAX
@@ -95,30 +93,6 @@ impl MemoryType {
             }
             MemoryType::Private | MemoryType::Coherent | MemoryType::PciP2pdma => 0,
         }
-    }
-
-    /// Name as the CLI spells it (`private`, `coherent`, `fsdax`, `generic`, `p2pdma`).
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            MemoryType::Private => "private",
-            MemoryType::Coherent => "coherent",
-            MemoryType::FsDax => "fsdax",
-            MemoryType::Generic => "generic",
-            MemoryType::PciP2pdma => "p2pdma",
-        }
-    }
-
-    /// Parses [`MemoryType::name`].
-    #[must_use]
-    pub fn from_name(s: &str) -> Option<MemoryType> {
-        Self::ALL.into_iter().find(|t| t.name() == s)
-    }
-}
-
-impl fmt::Display for MemoryType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

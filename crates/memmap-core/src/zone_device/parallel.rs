@@ -19,7 +19,7 @@ use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
 use crate::model::page::StructPage;
 use crate::parallel::{Piece, Threads, run_views};
-use crate::sync::padata::PadataJob;
+use stream_par::PadataJob;
 
 /// What [`memmap_init_zone_device_parallel`] did.
 #[derive(Debug)]

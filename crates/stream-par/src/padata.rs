@@ -198,7 +198,7 @@ pub fn padata_do_multithreaded<F>(job: &PadataJob, thread_fn: F) -> Result<Padat
 where
     F: Fn(u64, u64) + Sync,
 {
-    use crate::sync::SpinLock;
+    use std::sync::{Mutex, PoisonError};
     use std::vec::Vec;
 
     let chunks = job.chunks()?;
@@ -211,12 +211,15 @@ where
         thread_fn(job.start, end);
         return Ok(PadataReport { plan: Some(plan), calls: std::vec![std::vec![(job.start, end)]] });
     }
-    let state = SpinLock::new(chunks);
+    // The job lock (`ps.lock`): the remaining range the helpers take their chunks from. A
+    // helper that panics holds no lock while `thread_fn` runs, so a poisoned lock still holds
+    // a consistent remainder.
+    let state = Mutex::new(chunks);
     let helper = || {
         let mut mine = Vec::new();
         loop {
             // Take the next chunk under the job lock, run it unlocked.
-            let next = state.lock().next();
+            let next = state.lock().unwrap_or_else(PoisonError::into_inner).next();
             let Some((start, end)) = next else { break };
             thread_fn(start, end);
             mine.push((start, end));
@@ -266,6 +269,44 @@ mod tests {
         let job = PadataJob { start: 5, size: 7, align: 8, min_chunk: 8, max_threads: 4 };
         assert_eq!(job.plan(), Some(PadataPlan { nworks: 1, chunk: 7 }));
         assert_eq!(job.chunks().unwrap().collect::<Vec<_>>(), [(5, 12)]);
+    }
+
+    /// The threaded runner makes exactly the calls of [`PadataJob::chunks`], each once, and
+    /// reports them per work, the caller's first.
+    #[cfg(feature = "std")]
+    #[test]
+    fn the_runner_makes_every_call_of_the_split_once() {
+        use std::sync::Mutex;
+        let job = PadataJob { start: 3, size: 61, align: 8, min_chunk: 8, max_threads: 3 };
+        let seen = Mutex::new(Vec::new());
+        let report = padata_do_multithreaded(&job, |s, e| seen.lock().unwrap().push((s, e))).unwrap();
+        assert_eq!(report.plan, job.plan());
+        assert_eq!(report.calls.len(), 3);
+        let mut want: Vec<_> = job.chunks().unwrap().collect();
+        let mut reported: Vec<_> = report.calls.concat();
+        let mut seen = seen.into_inner().unwrap();
+        want.sort_unstable();
+        reported.sort_unstable();
+        seen.sort_unstable();
+        assert_eq!(seen, want);
+        assert_eq!(reported, want);
+    }
+
+    /// A panic in `thread_fn`, on whichever thread runs the chunk, reaches the caller with its
+    /// own payload.
+    #[cfg(feature = "std")]
+    #[test]
+    fn a_helper_panic_reaches_the_caller() {
+        let job = PadataJob { start: 0, size: 64, align: 8, min_chunk: 8, max_threads: 2 };
+        let r = std::panic::catch_unwind(|| {
+            padata_do_multithreaded(&job, |s, _| {
+                if s == 56 {
+                    std::panic::panic_any("last chunk");
+                }
+            })
+        });
+        let payload = r.expect_err("the panic propagates");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"last chunk"));
     }
 
     #[test]
