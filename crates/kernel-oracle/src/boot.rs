@@ -4,7 +4,7 @@
 //! what may be compared and count what may not.
 
 use anyhow::{Result, bail};
-use memmap_core::KernelVersion;
+use memmap_core::KernelConfig;
 
 use crate::run::{MAX_PAGE_ORDER, STRUCT_PAGE};
 
@@ -136,23 +136,22 @@ impl Class {
     }
 }
 
-/// The page type word's value for `PageBuddy` in `release`'s encoding: `PGTY_buddy << 24` from
-/// 6.12, `~PG_buddy` (`0xffffff7f`) before.
-#[must_use]
-pub const fn buddy_page_type(v: KernelVersion) -> u32 {
-    if v.behaviour().page_type_top_byte { 0xf000_0000 } else { 0xffff_ff7f }
-}
-
-/// The class of every struct page of `bytes` (the struct pages of pfns `start_pfn..`), with
-/// `mapped[i]` whether the vmemmap page holding page `i` had a frame. A buddy head's order must
+/// The class of every struct page of `bytes` (the struct pages of pfns `start_pfn..`) in the
+/// release of `cfg` (its buddy `page_type` and `PG_reserved` bit), with `mapped(pfn)` whether
+/// the vmemmap page holding that pfn's struct page had a frame. A buddy head's order must
 /// be at most [`MAX_PAGE_ORDER`], the head aligned to it and the block inside the dump;
 /// otherwise the head is classified by its flags like any page.
 #[must_use]
-pub fn classify(bytes: &[u8], start_pfn: u64, v: KernelVersion, mapped: impl Fn(u64) -> bool) -> Vec<Class> {
+pub fn classify(
+    bytes: &[u8],
+    start_pfn: u64,
+    cfg: &KernelConfig,
+    mapped: impl Fn(u64) -> bool,
+) -> Vec<Class> {
     let sp = STRUCT_PAGE as usize;
     let nr = bytes.len() / sp;
-    let buddy = buddy_page_type(v);
-    let reserved = 1u64 << v.behaviour().page_flags.reserved;
+    let buddy = memmap_core::buddy_page_type(cfg);
+    let reserved = 1u64 << cfg.behaviour().page_flags.reserved;
     let mut out = Vec::with_capacity(nr);
     let mut i = 0;
     while i < nr {
@@ -264,7 +263,7 @@ Node 0, zone   Normal
 
     #[test]
     fn pages_are_classified_by_buddy_block_reserved_bit_and_frame() {
-        let v = KernelVersion::V7_2;
+        let v = KernelConfig::X86_64.with_version(memmap_core::KernelVersion::V7_2);
         let zone_bits = 1u64 << 62;
         let mut bytes = Vec::new();
         // pfn 8: an order-2 free block; 12: reserved; 13: allocated; 14: no struct page;
@@ -277,7 +276,7 @@ Node 0, zone   Normal
         bytes.extend(page(zone_bits, 0, 0xffff_ffff));
         bytes.extend([0u8; 64]);
         bytes.extend(page(zone_bits, 1, 0xf000_0000));
-        let c = classify(&bytes, 8, v, |pfn| pfn != 14);
+        let c = classify(&bytes, 8, &v, |pfn| pfn != 14);
         assert_eq!(
             c,
             [
@@ -293,8 +292,8 @@ Node 0, zone   Normal
         );
         assert_eq!(counts(&c), [1, 3, 1, 2, 1]);
         // 6.1 encodes the buddy type as ~PG_buddy and PG_reserved as bit 12.
-        let v61 = KernelVersion::parse("6.1").unwrap();
+        let v61 = KernelConfig::X86_64.with_version(memmap_core::KernelVersion::parse("6.1").unwrap());
         let old = [page(0, 0, 0xffff_ff7f), page(1 << 12, 0, 0xffff_ffff)].concat();
-        assert_eq!(classify(&old, 0, v61, |_| true), [Class::FreeHead, Class::Reserved]);
+        assert_eq!(classify(&old, 0, &v61, |_| true), [Class::FreeHead, Class::Reserved]);
     }
 }

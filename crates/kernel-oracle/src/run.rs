@@ -837,8 +837,10 @@ impl Dumper<'_> {
     fn boot(&mut self) -> Result<()> {
         let zones = crate::boot::zones(&self.block("zoneinfo-full"))?;
         let rel = self.block("release");
-        let release = memmap_core::KernelVersion::parse(rel.trim())
+        let version = memmap_core::KernelVersion::parse(rel.trim())
             .with_context(|| format!("the guest's release {:?} names no kernel version", rel.trim()))?;
+        // The release decides the buddy page type and the PG_reserved bit.
+        let release = memmap_core::KernelConfig::X86_64.with_version(version);
         let ms = self.sysmap.addr("mem_section").context("mem_section not in the guest's kallsyms")?;
         for z in zones.iter().filter(|z| z.spanned > 0) {
             if z.spanned > crate::facts::MAX_REGION_PAGES {
@@ -862,7 +864,7 @@ impl Dumper<'_> {
             let (bytes, gpas) = self.dump(z.start_pfn, z.spanned)?;
             let first_vpage = (self.vbase + z.start_pfn * STRUCT_PAGE) / 4096;
             let vpage = |pfn: u64| ((self.vbase + pfn * STRUCT_PAGE) / 4096 - first_vpage) as usize;
-            let classes = crate::boot::classify(&bytes, z.start_pfn, release, |pfn| {
+            let classes = crate::boot::classify(&bytes, z.start_pfn, &release, |pfn| {
                 gpas.get(vpage(pfn)).is_some_and(Option::is_some)
             });
             let counts = crate::boot::counts(&classes);
