@@ -8,12 +8,15 @@
 //!
 //! Every strategy (slow, template, streaming) and auto run on one memmap per size and
 //! initializer (mapped and faulted in before the rounds), interleaved round by round
-//! ([`crate::measure::interleaved`]). Each run of a strategy is a pair: **cold** (a buffer of
-//! twice the last-level cache written with normal stores just before, so at most a cache's
-//! worth of anything is cached and none of it is the memmap) and **warm** (the same strategy
-//! again right after, on a memmap it has just written). The figures are medians of the rounds
-//! after the first, in ns per struct page. Per size, the verdict compares auto with the best of
-//! the three strategies, cold and warm, against [`TARGET`].
+//! ([`crate::measure::interleaved`], the order rotated each round). Each run of a strategy is a
+//! pair: **cold** (a buffer of twice the last-level cache written with normal stores just
+//! before, so at most a cache's worth of anything is cached and none of it is the memmap) and
+//! **warm** (the same strategy again right after, on a memmap it has just written).
+//! The figures are medians of the rounds after the first, in ns per struct page. Per size, the
+//! verdict compares auto with the best of the three strategies, cold and warm, against
+//! [`TARGET`], and the sweep checks itself ([`SelfCheck`]): auto runs the code of the strategy it
+//! used, so the two must time within [`result::CONSISTENCY`]; a size that fails is measured
+//! again with twice the rounds, up to [`result::RETRIES`] times.
 //!
 //! A size whose memmap, node state and cache-flush buffer do not fit the memory budget is
 //! skipped with the reason; sizes are checked before anything runs.
@@ -25,7 +28,7 @@ mod run;
 pub mod text;
 
 pub use plan::{Init, MIN_SIZE, STRATEGIES, Skip, Sweep, flush_bytes, llc_bytes, rounds_for, sizes};
-pub use result::{Point, SWEEP_FORMAT, SizeResult, SweepReport, TARGET, Verdict};
+pub use result::{Point, SWEEP_FORMAT, SelfCheck, SizeResult, SweepReport, TARGET, Verdict};
 pub use run::measure_all;
 
 #[cfg(test)]
@@ -64,7 +67,17 @@ mod tests {
         let warm = Verdict::of(&p, |x| x.warm_ns_per_page);
         assert_eq!((warm.best.as_str(), warm.within_target), ("template", false));
         assert_eq!(warm.text(), "auto 50.0% slower than the best (template): outside 10%");
-        assert_eq!(rounds_for(1 << 20, false), 15);
+        assert_eq!(rounds_for(1 << 20, false), 25);
+        assert_eq!(rounds_for(64 << 20, false), 15);
+        let check = SelfCheck::of(&p, "streaming");
+        assert!(check.consistent && (check.cold - 0.1 / 3.0).abs() < 1e-9, "{check:?}");
+        assert_eq!(check.text(), "self-check: auto within 3.3% / 0.0% of streaming, the strategy it used");
+        let bad = SelfCheck::of(&p, "template");
+        assert!(
+            !bad.consistent && bad.text().contains("FAILED: auto -22.5% cold, +50.0% warm"),
+            "{}",
+            bad.text()
+        );
         assert_eq!(rounds_for(8 << 30, false), 5);
         assert_eq!(flush_bytes(Some(32 << 20)), 64 << 20);
         assert_eq!(flush_bytes(None), 64 << 20);

@@ -11,8 +11,71 @@ use crate::report::provenance::Provenance;
 /// Auto should be within this fraction of the best strategy at every size.
 pub const TARGET: f64 = 0.10;
 
-/// The `sweep --json` format version.
-pub const SWEEP_FORMAT: u32 = 1;
+/// The `sweep --json` format version (2: each size's self-check).
+pub const SWEEP_FORMAT: u32 = 2;
+
+/// Auto and the strategy it used must time within this fraction of each other, cold and warm.
+pub const CONSISTENCY: f64 = 0.05;
+
+/// How many times a size is measured again, with twice the rounds each time, while its
+/// [`SelfCheck`] fails.
+pub const RETRIES: usize = 1;
+
+/// The sweep's check of itself at one size: auto runs the code of the strategy it used, so the
+/// two must time alike; where they do not, the rounds did not start from the same state or
+/// were too few for the noise.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SelfCheck {
+    /// The strategy auto used.
+    pub used: String,
+    /// Auto's cold median over the used strategy's, minus one.
+    pub cold: f64,
+    /// The same, warm.
+    pub warm: f64,
+    /// Both within [`CONSISTENCY`].
+    pub consistent: bool,
+    /// Measurements of this size it took (1 + the retries).
+    pub tries: usize,
+}
+
+impl SelfCheck {
+    /// Auto (the last of `points`) against the point of `used`.
+    #[must_use]
+    pub fn of(points: &[Point], used: &str) -> SelfCheck {
+        let auto = points.last();
+        let other = points[..points.len().saturating_sub(1)].iter().find(|p| p.strategy == used);
+        let (cold, warm) = match (auto, other) {
+            (Some(a), Some(o)) => {
+                (a.cold_ns_per_page / o.cold_ns_per_page - 1.0, a.warm_ns_per_page / o.warm_ns_per_page - 1.0)
+            }
+            _ => (f64::NAN, f64::NAN),
+        };
+        let consistent = cold.abs() <= CONSISTENCY && warm.abs() <= CONSISTENCY;
+        SelfCheck { used: used.into(), cold, warm, consistent, tries: 1 }
+    }
+
+    /// `self-check: auto timed within 1.2% / 0.8% of template, the strategy it used`.
+    #[must_use]
+    pub fn text(&self) -> String {
+        let (c, w) = (self.cold * 100.0, self.warm * 100.0);
+        let tries = if self.tries > 1 { format!(" ({} measurements)", self.tries) } else { String::new() };
+        if self.consistent {
+            format!(
+                "self-check: auto within {:.1}% / {:.1}% of {}, the strategy it used{tries}",
+                c.abs(),
+                w.abs(),
+                self.used
+            )
+        } else {
+            format!(
+                "self-check FAILED: auto {c:+.1}% cold, {w:+.1}% warm against {}, the strategy it used (noise \
+                 beyond {:.0}%{tries})",
+                self.used,
+                CONSISTENCY * 100.0
+            )
+        }
+    }
+}
 
 /// One strategy at one size.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -91,6 +154,8 @@ pub struct SizeResult {
     pub cold: Verdict,
     /// Auto against the best, warm.
     pub warm: Verdict,
+    /// Auto against the strategy it used.
+    pub self_check: SelfCheck,
 }
 
 /// The `sweep --json` document.

@@ -9,7 +9,7 @@ use memmap_core::{
 };
 
 use super::plan::{Init, STRATEGIES, Sweep, llc_bytes, rounds_for};
-use super::result::{Point, SWEEP_FORMAT, SizeResult, SweepReport, TARGET, Verdict};
+use super::result::{Point, RETRIES, SWEEP_FORMAT, SelfCheck, SizeResult, SweepReport, TARGET, Verdict};
 use crate::measure::{Runner, Samples, interleaved, median};
 use crate::progress::Phase;
 use crate::scenarios::paired::prefault;
@@ -130,6 +130,7 @@ fn measure(
         .collect();
     let (auto_used, auto_reason) =
         used[STRATEGIES.len() - 1].get().unwrap_or((Strategy::Auto, StrategyReason::Requested));
+    let self_check = SelfCheck::of(&results, auto_used.name());
     Ok(SizeResult {
         init: init.name().into(),
         memmap_bytes,
@@ -140,7 +141,34 @@ fn measure(
         results,
         auto_used: auto_used.name().into(),
         auto_reason: auto_reason.to_string(),
+        self_check,
     })
+}
+
+/// [`measure`], again with twice the rounds (up to [`RETRIES`] times) while auto and the
+/// strategy it used do not time alike ([`SelfCheck`]): the same code cannot be slower, so a
+/// disagreement is noise the rounds did not average out. Not with `--rounds` or `--quick`.
+fn measure_consistent(
+    s: &Sweep,
+    init: Init,
+    bytes: u64,
+    rounds: usize,
+    flush_buf: &RefCell<Vec<u8>>,
+) -> Result<SizeResult, RunError> {
+    let mut rounds = rounds;
+    let mut tries = 0;
+    loop {
+        let phase = Phase::new(init.name(), s.progress);
+        phase.step(format!("sweep: {} at {} of memmap, {rounds} rounds", init.name(), Bytes(bytes)));
+        let mut r = measure(init, s.config, bytes, rounds, flush_buf, &phase)?;
+        phase.finish();
+        tries += 1;
+        r.self_check.tries = tries;
+        if r.self_check.consistent || tries > RETRIES || s.rounds.is_some() || s.quick {
+            return Ok(r);
+        }
+        rounds *= 2;
+    }
 }
 
 /// A strategy's point from its cold and warm samples over `nr` struct pages.
@@ -172,10 +200,7 @@ pub fn measure_all(s: &Sweep) -> Result<SweepReport, RunError> {
     for &bytes in &s.sizes {
         let rounds = s.rounds.unwrap_or_else(|| rounds_for(bytes, s.quick));
         for init in Init::ALL {
-            let phase = Phase::new(init.name(), s.progress);
-            phase.step(format!("sweep: {} at {} of memmap, {rounds} rounds", init.name(), Bytes(bytes)));
-            out.push(measure(init, s.config, bytes, rounds, &flush_buf, &phase)?);
-            phase.finish();
+            out.push(measure_consistent(s, init, bytes, rounds, &flush_buf)?);
         }
     }
     Ok(SweepReport {

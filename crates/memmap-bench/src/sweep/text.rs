@@ -17,7 +17,13 @@ fn cell(r: &SizeResult, k: usize) -> String {
 
 /// The verdict line of one size.
 fn verdict_line(r: &SizeResult) -> String {
-    format!("  {}: cold: {}; warm: {}", Bytes(r.memmap_bytes), r.cold.text(), r.warm.text())
+    format!(
+        "  {}: cold: {}; warm: {}; {}",
+        Bytes(r.memmap_bytes),
+        r.cold.text(),
+        r.warm.text(),
+        r.self_check.text()
+    )
 }
 
 /// One initializer's table and verdict lines.
@@ -107,6 +113,19 @@ pub fn render(report: &SweepReport, verbose: bool) -> String {
         format!("summary: auto outside {:.0}% of the best at: {}", TARGET * 100.0, misses.join(", "))
     };
     s.push_str(&wrap(&summary, 2));
+    let failed: Vec<String> = report
+        .sizes
+        .iter()
+        .filter(|r| !r.self_check.consistent)
+        .map(|r| format!("{} {}", r.init, Bytes(r.memmap_bytes)))
+        .collect();
+    if !failed.is_empty() {
+        let line = format!(
+            "self-check failed (auto and the strategy it used timed apart: noise) at: {}",
+            failed.join(", ")
+        );
+        s.push_str(&wrap(&line, 2));
+    }
     let _ = writeln!(s, "run time: {:.0} s", report.wall_s);
     s
 }
