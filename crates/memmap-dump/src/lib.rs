@@ -70,6 +70,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod bytes;
 pub mod diff;
 mod error;
 pub mod hotplug;
@@ -80,7 +81,8 @@ pub mod output;
 pub mod read;
 pub mod write;
 
-pub use error::{DumpError, human_bytes};
+pub use bytes::Bytes;
+pub use error::DumpError;
 pub use hotplug::HotplugDump;
 pub use json::{JsonLimits, check_json};
 pub use meta::{AltmapJson, DumpMeta, FORMAT_VERSION, FlagsLayoutJson, KINDS, PgBits, host_endianness};
