@@ -761,13 +761,20 @@ mod tests {
         }
     }
 
+    fn refusal(opts: &ZoneDeviceDump) -> DumpError {
+        match opts.run() {
+            Err(e) => e,
+            Ok(d) => panic!("dumped {} pages", d.meta.nr_pages),
+        }
+    }
+
     /// A library user running a dump gets the kernel's refusal of a misaligned namespace, as
     /// the command line does, not a memmap no kernel would write.
     #[test]
     fn a_misaligned_namespace_is_refused_by_the_run() {
         // memmap=1G!4097M: 1 MiB-aligned at both ends.
         let opts = fsdax(0x100100, 0x40000);
-        let e = opts.run().err().expect("refused");
+        let e = refusal(&opts);
         let text = e.to_string();
         assert!(matches!(e, DumpError::Input(_)), "{text}");
         assert!(
@@ -776,16 +783,13 @@ mod tests {
         );
         assert_eq!(opts.check_mappable().unwrap_err().to_string(), text);
         // Half a sub-section of pages: __add_pages refuses it for any memory type.
-        let e = ZoneDeviceDump { memory_type: MemoryType::Generic, ..fsdax(0x100000, 256) }
-            .run()
-            .err()
-            .expect("refused");
+        let e = refusal(&ZoneDeviceDump { memory_type: MemoryType::Generic, ..fsdax(0x100000, 256) });
         assert!(e.to_string().contains("Misaligned __add_pages"), "{e}");
         // The aligned namespace is dumped.
         assert_eq!(fsdax(0x100000, 1024).run().unwrap().meta.nr_pages, 1024);
         // Past the configuration's last pfn: the initializer's own error, not an alignment one.
         let past = fsdax(KernelConfig::X86_64.max_pfn() - 1, 2);
-        let e = past.run().err().expect("refused");
+        let e = refusal(&past);
         assert!(past.check_mappable().is_ok() && !e.to_string().contains("isaligned"), "{e}");
     }
 }

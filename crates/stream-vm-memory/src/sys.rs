@@ -161,7 +161,8 @@ mod linux {
     /// The file system of each mount seen, by unique mount id: a mount's file system (its type,
     /// and hugetlbfs's page size, fixed when it is mounted) never changes, and its id is never
     /// reused, so an entry is never stale.
-    pub(super) static FILE_SYSTEMS: std::sync::Mutex<Vec<(u64, FileSystem)>> = std::sync::Mutex::new(Vec::new());
+    pub(super) static FILE_SYSTEMS: std::sync::Mutex<Vec<(u64, FileSystem)>> =
+        std::sync::Mutex::new(Vec::new());
 
     /// The size of `file` and its file system, as far as the kernel says: one `statx` for the
     /// size (which can change at any time, so it is asked every call) and the unique mount id,
@@ -414,7 +415,8 @@ mod tests {
             |name| File::from(rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC).unwrap());
         let (a, b) = (memfd("a"), memfd("b"));
         a.set_len(1 << 20).unwrap();
-        let tmpfs = Some(FileSystem { tmpfs: true, hugetlbfs_page_size: None });
+        let fs = FileSystem { tmpfs: true, hugetlbfs_page_size: None };
+        let tmpfs = Some(fs);
         assert_eq!(file_facts(&a), (Some(1 << 20), tmpfs));
         a.set_len(4096).unwrap();
         assert_eq!(file_facts(&a), (Some(4096), tmpfs));
@@ -425,7 +427,7 @@ mod tests {
         if st.stx_mask & 0x4000 != 0 {
             let known = FILE_SYSTEMS.lock().unwrap();
             assert_eq!(known.iter().filter(|(m, _)| *m == st.stx_mnt_id).count(), 1, "{known:?}");
-            assert!(known.contains(&(st.stx_mnt_id, tmpfs.unwrap())));
+            assert!(known.contains(&(st.stx_mnt_id, fs)));
         } else {
             eprintln!("this kernel reports no unique mount id: the file system is asked every call");
         }
