@@ -289,15 +289,7 @@ pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
 
 /// aarch64 has no single-register non-temporal store; the 8-byte-load variant is the same
 /// sequence (loads are already 8 bytes wide here).
-///
-/// # Safety
-///
-/// As for [`store_record`].
-#[inline(always)]
-pub(crate) unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usize) {
-    // SAFETY: same contract.
-    unsafe { store_record(dst, src, size) }
-}
+pub(crate) use self::store_record as store_record_words;
 
 /// See [`crate::memcpy_nontemporal`]: normal stores up to the first 16-byte boundary, `stnp`
 /// pairs (64 bytes per iteration, then 16) on the body, normal stores for the last 0-15 bytes.

@@ -145,15 +145,7 @@ pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
 }
 
 /// As [`store_record`].
-///
-/// # Safety
-///
-/// As for [`store_record`].
-#[inline(always)]
-pub(crate) unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usize) {
-    // SAFETY: same contract.
-    unsafe { store_record(dst, src, size) }
-}
+pub(crate) use self::store_record as store_record_words;
 
 /// Plain stores of `N` words.
 ///

@@ -334,15 +334,7 @@ pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
 }
 
 /// Loads are already 8 bytes wide in [`store_record`]: the same sequence.
-///
-/// # Safety
-///
-/// As for [`store_record`].
-#[inline(always)]
-pub(crate) unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usize) {
-    // SAFETY: same contract.
-    unsafe { store_record(dst, src, size) }
-}
+pub(crate) use self::store_record as store_record_words;
 
 /// See `arch/mod.rs`: `N` words given by value, one hinted `sd` each.
 ///
