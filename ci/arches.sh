@@ -146,7 +146,10 @@ t=$(now)
 rustup component add --toolchain nightly rust-src >/dev/null 2>&1 || true
 (
     cd crates/baremetal-tests
-    unset RUSTFLAGS   # .cargo/config.toml's rustflags (stream_hal_no_cpuid) apply
+    # The flags of ci/nostd.sh's build, which shares this target directory (else core is
+    # rebuilt). stream-hal's switch comes from .cargo/config.toml's `[env]`
+    # (STREAM_HAL_NO_CPUID), which a RUSTFLAGS would not replace anyway.
+    unset RUSTFLAGS
     # Shared with ci/nostd.sh's loongarch64 build of the example kernel: core is built once.
     export CARGO_TARGET_DIR="$root/target/loongarch64-none"
     # No clippy here: with -Zbuild-std it rebuilds core under clippy-driver (73 s measured).

@@ -26,7 +26,7 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use memmap_dump::NewFile;
+use memmap_dump::OutputFile;
 
 /// Writes `data` to `path`, replacing a file there (never writing through a link).
 ///
@@ -34,7 +34,7 @@ use memmap_dump::NewFile;
 ///
 /// The directory is missing or not writable, `path` is a directory, or the write fails.
 pub fn write_file(path: &Path, data: &[u8]) -> Result<()> {
-    let out = NewFile::prepare(path, true)?;
+    let out = OutputFile::prepare(path, true)?;
     out.commit(data)?;
     Ok(())
 }

@@ -260,8 +260,8 @@ pub fn decompress(path: &Path, data: &[u8], how: Compression, max: u64) -> Resul
         anyhow::anyhow!(
             "{}: more than {} once decompressed; a module is at most {}",
             path.display(),
-            memmap_dump::human_bytes(max),
-            memmap_dump::human_bytes(max)
+            memmap_dump::Bytes(max),
+            memmap_dump::Bytes(max)
         )
     };
     let via = |tool: &str, pkg: &str, args: &[&str]| -> Result<Vec<u8>> {
@@ -806,7 +806,7 @@ mod tests {
             std::fs::write(&path, &b).unwrap();
             let e = format!("{:#}", module_bytes(&path).unwrap_err());
             assert!(
-                e.contains("more than 64.00 MiB once decompressed; a module is at most 64.00 MiB"),
+                e.contains("more than 64 MiB once decompressed; a module is at most 64 MiB"),
                 "{suffix}: {e}"
             );
             assert!(e.contains(&path.display().to_string()), "{e}");

@@ -221,10 +221,7 @@ impl Guest {
                     .join("\n")
             };
             if c.truncated {
-                bail!(
-                    "the guest printed more than {} on its console",
-                    memmap_dump::human_bytes(MAX_CONSOLE_BYTES)
-                );
+                bail!("the guest printed more than {} on its console", memmap_dump::Bytes(MAX_CONSOLE_BYTES));
             }
             if let Some(i) = c.text.find("@@fail ") {
                 let why = c.text[i..].lines().next().unwrap_or_default().to_string();

@@ -59,7 +59,6 @@ pub mod limits;
 pub mod machine;
 pub mod measure;
 pub mod memory;
-pub mod output;
 pub mod progress;
 pub mod report;
 pub mod scenarios;

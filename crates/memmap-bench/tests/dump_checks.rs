@@ -108,19 +108,9 @@ fn hotplug_tracepoint_events_count_in_the_memory_check() {
 fn zone_device_tracepoint_events_are_counted_per_memory_type() {
     // 64 + 3 * 40 = 184 bytes per page: 110 M pages need 18.9 GiB (with two events per page,
     // as before, 14.8 GiB would have passed).
+    let private = ["dump", "zone-device", "--memory-type", "private", "--vmemmap-shift", "9"];
     let p = (215_040u64 * 512).to_string();
-    let args = [
-        "dump",
-        "zone-device",
-        "--memory-type",
-        "private",
-        "--vmemmap-shift",
-        "9",
-        "--pages",
-        &p,
-        "--out",
-        "/nonexistent/x",
-    ];
+    let args = [&private[..], &["--pages", &p, "--out", "/nonexistent/x"]].concat();
     accepted(&args);
     let m = refusal(&[&args[..], &["--page-ref-trace"]].concat());
     assert!(m.contains("tracepoint events"), "{m}");
@@ -128,21 +118,8 @@ fn zone_device_tracepoint_events_are_counted_per_memory_type() {
     // struct page: no vmemmap deduplication).
     let dir = std::env::temp_dir().join(format!("memmap-bench-dump-checks-{}", std::process::id()));
     let d = dir.to_str().unwrap();
-    let (code, err) = run(&[
-        "dump",
-        "zone-device",
-        "--memory-type",
-        "private",
-        "--vmemmap-shift",
-        "9",
-        "--pages",
-        "1024",
-        "--layout",
-        "72",
-        "--page-ref-trace",
-        "--out",
-        d,
-    ]);
+    let (code, err) =
+        run(&[&private[..], &["--pages", "1024", "--layout", "72", "--page-ref-trace", "--out", d]].concat());
     assert_eq!(code, Some(0), "{err}");
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();

@@ -4,6 +4,8 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+use crate::Bytes;
+
 /// Why a dump could not be written or read. Every variant that concerns a file names it.
 #[derive(Debug)]
 pub enum DumpError {
@@ -162,19 +164,14 @@ impl fmt::Display for DumpError {
                 write!(f, "{}: is {is}, not a regular file", path.display())
             }
             DumpError::TooLarge { path, len, max } => {
-                write!(
-                    f,
-                    "{}: {} is larger than the {} this reader accepts",
-                    path.display(),
-                    human_bytes(*len),
-                    human_bytes(*max)
-                )
+                let (len, max) = Bytes::distinct(*len, *max);
+                write!(f, "{}: {len} is larger than the {max} this reader accepts", path.display())
             }
             DumpError::Exceeds { path, max, decompressed } => write!(
                 f,
                 "{}: more than {}{}, the most this reader accepts",
                 path.display(),
-                human_bytes(*max),
+                Bytes(*max),
                 if *decompressed { " once decompressed" } else { "" }
             ),
             DumpError::JsonLimit { path, what, max } => {
@@ -231,30 +228,23 @@ pub(crate) fn file_kind(ft: std::fs::FileType) -> &'static str {
     }
 }
 
-/// `n` bytes for people: bytes below 1 KiB, else KiB, MiB, GiB or TiB with two decimals.
-#[must_use]
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
-        return format!("{n} bytes");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.2} {}", UNITS[unit])
-}
-
 #[cfg(test)]
 mod tests {
-    use super::human_bytes;
+    use super::*;
 
+    /// A file a few bytes over the limit used to read "16.00 MiB is larger than the 16.00 MiB":
+    /// the two sizes of a message never read alike.
     #[test]
-    fn sizes_read_as_people_write_them() {
-        assert_eq!(human_bytes(1000), "1000 bytes");
-        assert_eq!(human_bytes(64 << 20), "64.00 MiB");
-        assert_eq!(human_bytes(3 << 29), "1.50 GiB");
+    fn a_size_over_the_limit_never_reads_as_the_limit() {
+        let too_large = |len: u64, max: u64| DumpError::TooLarge { path: "f".into(), len, max }.to_string();
+        assert_eq!(
+            too_large((16 << 20) + 1, 16 << 20),
+            "f: 16 MiB + 1 B is larger than the 16 MiB this reader accepts"
+        );
+        assert_eq!(
+            too_large((1 << 30) + (12 << 20), (1 << 30) + (11 << 20)),
+            "f: 1086324736 B is larger than the 1085276160 B this reader accepts"
+        );
+        assert_eq!(too_large(3 << 30, 2 << 30), "f: 3 GiB is larger than the 2 GiB this reader accepts");
     }
 }

@@ -8,8 +8,8 @@
 //!
 //! * [`ZoneDeviceDump`], [`HugetlbDump`] and [`HotplugDump`] describe what to model and run it ([`model`]),
 //!   giving a [`Dump`] in memory;
-//! * [`OutputDir`] writes a dump safely ([`mod@write`]); [`NewFile`] writes any other output file
-//!   (a plot) by the same rules;
+//! * [`OutputDir`] writes a dump safely ([`mod@write`]); [`OutputFile`] writes any other output
+//!   file (a plot, a report) by the same rules ([`output`]);
 //! * [`open_dump`], [`read_dump`] and [`parse_dump`] read one back with every check done
 //!   before data is read ([`read`]);
 //! * [`diff`] compares two dumps.
@@ -70,22 +70,26 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod bytes;
 pub mod diff;
 mod error;
 pub mod hotplug;
 pub mod json;
 mod meta;
 pub mod model;
+pub mod output;
 pub mod read;
 pub mod write;
 
-pub use error::{DumpError, human_bytes};
+pub use bytes::Bytes;
+pub use error::DumpError;
 pub use hotplug::HotplugDump;
 pub use json::{JsonLimits, check_json};
 pub use meta::{AltmapJson, DumpMeta, FORMAT_VERSION, FlagsLayoutJson, KINDS, PgBits, host_endianness};
 pub use model::{Dump, HugetlbDump, ZoneDeviceDump};
+pub use output::{OutputError, OutputFile};
 pub use read::{
     Links, MAX_USER_FILE_BYTES, OpenDump, UserFile, open_dump, parse_dump, parse_meta, read_capped,
     read_dump, read_file, read_user_bytes, read_user_file, validate_meta,
 };
-pub use write::{MEMMAP_FILE, META_FILE, NewFile, OutputDir};
+pub use write::{MEMMAP_FILE, META_FILE, OutputDir};

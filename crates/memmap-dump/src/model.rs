@@ -113,10 +113,47 @@ impl ZoneDeviceDump {
     ///
     /// # Errors
     ///
-    /// [`DumpError::Input`] carrying the initializer's typed error, [`DumpError::Map`] when the
-    /// memmap cannot be mapped.
+    /// [`DumpError::Input`] carrying the kernel's refusal ([`check_mappable`](Self::check_mappable))
+    /// or the initializer's typed error, [`DumpError::Map`] when the memmap cannot be mapped.
     pub fn run(&self) -> Result<Dump, DumpError> {
+        self.check_mappable().map_err(invalid)?;
         if self.layout72 { zone_device_as::<Page72>(self) } else { zone_device_as::<Page64>(self) }
+    }
+
+    /// Refuses what the kernel refuses before `memremap_pages()` makes any struct page
+    /// ([`memmap_core::check_memremap_pages`]: a misaligned pmem namespace, a range
+    /// `__add_pages()` refuses); [`run`](Self::run) calls it first. A range the model cannot
+    /// hold at all (past the configuration's last pfn, or a node id its flags cannot hold)
+    /// passes here and is refused by the run with the initializer's own typed error.
+    ///
+    /// # Errors
+    ///
+    /// [`InitError::NotMappable`](memmap_core::InitError::NotMappable) with the kernel's reason.
+    pub fn check_mappable(&self) -> Result<(), memmap_core::InitError> {
+        let cfg = &self.config;
+        let fits = self.start_pfn.checked_add(self.nr_pages).is_some_and(|end| end <= cfg.max_pfn());
+        let node = cfg.flags_layout().is_ok_and(|l| u64::from(self.nid) <= l.nodes_mask());
+        if !fits || !node {
+            return Ok(());
+        }
+        memmap_core::check_memremap_pages(cfg, &self.range(cfg), &self.pgmap())
+    }
+
+    /// The device's `dev_pagemap`: memory type, `vmemmap_shift` and the altmap.
+    fn pgmap(&self) -> DevPagemap {
+        let pgmap = DevPagemap::new(self.memory_type).with_vmemmap_shift(self.vmemmap_shift);
+        match self.altmap {
+            Some((reserve, free)) => {
+                pgmap.with_altmap(VmemAltmap { base_pfn: self.start_pfn, reserve, free })
+            }
+            None => pgmap,
+        }
+    }
+
+    /// The device's pfn range in `cfg`'s ZONE_DEVICE zone.
+    fn range(&self, cfg: &KernelConfig) -> ZoneDeviceRange {
+        ZoneDeviceRange::new(cfg.zone_device(), self.nid, self.start_pfn, self.nr_pages)
+            .with_boot_memory_end(self.boot_memory_end_pfn)
     }
 
     /// `sizeof(struct page)` of the chosen layout.
@@ -161,12 +198,7 @@ fn meta_text(meta: &DumpMeta) -> Result<String, DumpError> {
 fn zone_device_as<P: DumpLayout>(opts: &ZoneDeviceDump) -> Result<Dump, DumpError> {
     let cfg = traced(opts.config, opts.page_ref_trace);
     let layout = cfg.flags_layout().map_err(invalid)?;
-    let mut pgmap = DevPagemap::new(opts.memory_type).with_vmemmap_shift(opts.vmemmap_shift);
-    if let Some((reserve, free)) = opts.altmap {
-        pgmap = pgmap.with_altmap(VmemAltmap { base_pfn: opts.start_pfn, reserve, free });
-    }
-    let range = ZoneDeviceRange::new(cfg.zone_device(), opts.nid, opts.start_pfn, opts.nr_pages)
-        .with_boot_memory_end(opts.boot_memory_end_pfn);
+    let (pgmap, range) = (opts.pgmap(), opts.range(&cfg));
     let n = usize::try_from(opts.nr_pages).map_err(invalid)?;
     let mut owned = OwnedMemmap::<P>::new(cfg, opts.start_pfn, opts.nr_pages)
         .map_err(map_error(format!("map a memmap of {} struct pages", opts.nr_pages)))?;
@@ -707,4 +739,57 @@ fn zone_device_detail<P: StructPage>(
             .into(),
     );
     detail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fsdax(start_pfn: u64, nr_pages: u64) -> ZoneDeviceDump {
+        ZoneDeviceDump {
+            config: KernelConfig::X86_64,
+            layout72: false,
+            memory_type: MemoryType::FsDax,
+            vmemmap_shift: 0,
+            altmap: None,
+            start_pfn,
+            nr_pages,
+            nid: 0,
+            strategy: Strategy::Auto,
+            page_ref_trace: false,
+            boot_memory_end_pfn: 0,
+        }
+    }
+
+    fn refusal(opts: &ZoneDeviceDump) -> DumpError {
+        match opts.run() {
+            Err(e) => e,
+            Ok(d) => panic!("dumped {} pages", d.meta.nr_pages),
+        }
+    }
+
+    /// A library user running a dump gets the kernel's refusal of a misaligned namespace, as
+    /// the command line does, not a memmap no kernel would write.
+    #[test]
+    fn a_misaligned_namespace_is_refused_by_the_run() {
+        // memmap=1G!4097M: 1 MiB-aligned at both ends.
+        let opts = fsdax(0x100100, 0x40000);
+        let e = refusal(&opts);
+        let text = e.to_string();
+        assert!(matches!(e, DumpError::Input(_)), "{text}");
+        assert!(
+            text.contains("misaligned, unable to map") && text.contains("nvdimm_namespace_common_probe"),
+            "{text}"
+        );
+        assert_eq!(opts.check_mappable().unwrap_err().to_string(), text);
+        // Half a sub-section of pages: __add_pages refuses it for any memory type.
+        let e = refusal(&ZoneDeviceDump { memory_type: MemoryType::Generic, ..fsdax(0x100000, 256) });
+        assert!(e.to_string().contains("Misaligned __add_pages"), "{e}");
+        // The aligned namespace is dumped.
+        assert_eq!(fsdax(0x100000, 1024).run().unwrap().meta.nr_pages, 1024);
+        // Past the configuration's last pfn: the initializer's own error, not an alignment one.
+        let past = fsdax(KernelConfig::X86_64.max_pfn() - 1, 2);
+        let e = refusal(&past);
+        assert!(past.check_mappable().is_ok() && !e.to_string().contains("isaligned"), "{e}");
+    }
 }

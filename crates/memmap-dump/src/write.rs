@@ -14,11 +14,16 @@
 //!   the reader refuses as incomplete), or the new pair; never a new `memmap.bin` beside an old
 //!   `meta.json`.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::ffi::OsStr;
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd as _, BorrowedFd};
 use std::path::{Path, PathBuf};
 
+use rustix::fs::AtFlags;
+
 use crate::error::DumpError;
+use crate::output::{Temp, fill, open_dir_fd};
 
 /// The data file's name.
 pub const MEMMAP_FILE: &str = "memmap.bin";
@@ -95,163 +100,50 @@ impl OutputDir {
     /// since [`OutputDir::prepare`] (without `force`). Temporary files are removed on error.
     pub fn commit(&self, memmap: &[u8], meta: &str) -> Result<(), DumpError> {
         fs::create_dir_all(&self.dir).map_err(DumpError::io(&self.dir, "create directory"))?;
-        let tmp_memmap = Temp::write(&self.dir, MEMMAP_FILE, memmap)?;
-        let tmp_meta = Temp::write(&self.dir, META_FILE, meta.as_bytes())?;
-        let (memmap_path, meta_path) = (self.dir.join(MEMMAP_FILE), self.dir.join(META_FILE));
-        if self.force {
-            match fs::remove_file(&meta_path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(DumpError::io(meta_path, "remove the old file")(e)),
+        let dir =
+            open_dir_fd(&self.dir).map_err(|e| DumpError::io(&self.dir, "open the directory")(e.into()))?;
+        let dir = dir.as_fd();
+        let tmp_memmap = self.temp(dir, MEMMAP_FILE, memmap)?;
+        let tmp_meta = self.temp(dir, META_FILE, meta.as_bytes())?;
+        let place = |temp: &Temp<'_>, name: &str| {
+            let path = self.dir.join(name);
+            match temp.place(OsStr::new(name), self.force) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(DumpError::Exists { path }),
+                Err((op, e)) => Err(DumpError::io(path, op)(e.into())),
             }
-            fs::rename(&tmp_memmap.path, &memmap_path)
-                .map_err(DumpError::io(&memmap_path, "rename into place"))?;
-            fs::rename(&tmp_meta.path, &meta_path).map_err(DumpError::io(&meta_path, "rename into place"))?;
-        } else {
-            link_new(&tmp_memmap.path, &memmap_path)?;
-            if let Err(e) = link_new(&tmp_meta.path, &meta_path) {
-                // The memmap.bin just linked is ours: take it back so no half pair stays.
-                let _ = fs::remove_file(&memmap_path);
-                return Err(e);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// An output file other than a dump (a plot, a report), by the rules of [`OutputDir`]:
-/// [`NewFile::prepare`] checks it before any work (its directory exists and is writable; the
-/// file does not exist, or `force` and it is not a directory), and [`NewFile::commit`] writes
-/// the data under a temporary name in the same directory (never through a symbolic link), then
-/// gives it its name: with `link(2)` (which fails rather than replace a file that appeared
-/// meanwhile), or with `force` by `rename(2)`, which replaces a link rather than following it.
-#[derive(Debug, Clone)]
-pub struct NewFile {
-    path: PathBuf,
-    dir: PathBuf,
-    force: bool,
-}
-
-impl NewFile {
-    /// Checks `path` before any work.
-    ///
-    /// # Errors
-    ///
-    /// [`DumpError::NotADirectory`] when its directory is missing or not a directory,
-    /// [`DumpError::Io`] when that is not writable, [`DumpError::Exists`] when the file exists
-    /// and `force` is false (or is a directory, even with `force`).
-    pub fn prepare(path: &Path, force: bool) -> Result<NewFile, DumpError> {
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
         };
-        if path.file_name().is_none() {
-            return Err(DumpError::NotRegular { path: path.to_path_buf(), is: "a directory" });
-        }
-        match fs::metadata(&dir) {
-            Ok(m) if m.is_dir() => writable(&dir)?,
-            Ok(_) => return Err(DumpError::NotADirectory { path: dir }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(DumpError::NotADirectory { path: dir });
-            }
-            Err(e) => return Err(DumpError::io(dir, "inspect")(e)),
-        }
-        match fs::symlink_metadata(path) {
-            Ok(m) if !force || m.is_dir() => return Err(DumpError::Exists { path: path.to_path_buf() }),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(DumpError::io(path, "inspect")(e)),
-        }
-        Ok(NewFile { path: path.to_path_buf(), dir, force })
-    }
-
-    /// The file's path.
-    #[must_use]
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Writes `data` and gives it the file's name (see [`NewFile`]).
-    ///
-    /// # Errors
-    ///
-    /// [`DumpError::Io`] naming the path, or [`DumpError::Exists`] when the file appeared since
-    /// [`NewFile::prepare`] (without `force`). The temporary file is removed on error.
-    pub fn commit(&self, data: &[u8]) -> Result<(), DumpError> {
-        let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = Temp::write(&self.dir, &name, data)?;
         if self.force {
-            fs::rename(&tmp.path, &self.path).map_err(DumpError::io(&self.path, "rename into place"))
+            match rustix::fs::unlinkat(dir, META_FILE, AtFlags::empty()) {
+                Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                Err(e) => {
+                    return Err(DumpError::io(self.dir.join(META_FILE), "remove the old file")(e.into()));
+                }
+            }
+            place(&tmp_memmap, MEMMAP_FILE)?;
+            place(&tmp_meta, META_FILE)
         } else {
-            link_new(&tmp.path, &self.path)
+            place(&tmp_memmap, MEMMAP_FILE)?;
+            place(&tmp_meta, META_FILE).inspect_err(|_| {
+                // The memmap.bin just linked is ours: take it back so no half pair stays.
+                let _ = rustix::fs::unlinkat(dir, MEMMAP_FILE, AtFlags::empty());
+            })
         }
     }
-}
 
-/// Gives `tmp` the name `dst` unless `dst` exists (as anything, a dangling link included).
-fn link_new(tmp: &Path, dst: &Path) -> Result<(), DumpError> {
-    match fs::hard_link(tmp, dst) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            Err(DumpError::Exists { path: dst.to_path_buf() })
-        }
-        // A file system without hard links: check, then rename (a file created between the
-        // two is replaced; nothing better is possible there).
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EOPNOTSUPP | libc::EXDEV)) => {
-            if fs::symlink_metadata(dst).is_ok() {
-                return Err(DumpError::Exists { path: dst.to_path_buf() });
-            }
-            fs::rename(tmp, dst).map_err(DumpError::io(dst, "rename into place"))
-        }
-        Err(e) => Err(DumpError::io(dst, "link into place")(e)),
+    /// A temporary file in `dir` holding `data`, for the output file `name`; an error names it.
+    fn temp<'d>(&self, dir: BorrowedFd<'d>, name: &str, data: &[u8]) -> Result<Temp<'d>, DumpError> {
+        let path = self.dir.join(name);
+        let (temp, file) =
+            Temp::create(dir).map_err(|e| DumpError::io(&path, "create a temporary file")(e.into()))?;
+        fill(file, data).map_err(|(op, e)| DumpError::io(path, op)(e))?;
+        Ok(temp)
     }
 }
 
 fn writable(dir: &Path) -> Result<(), DumpError> {
     rustix::fs::access(dir, rustix::fs::Access::WRITE_OK)
         .map_err(|e| DumpError::io(dir, "check write access")(io::Error::from(e)))
-}
-
-/// A temporary file in the output directory, removed when dropped (after a rename or link
-/// its name is gone or a second name, and removing it is harmless).
-struct Temp {
-    path: PathBuf,
-}
-
-impl Temp {
-    /// Creates `.NAME.PID.N.tmp` in `dir` (exclusively, not through a link) and writes `data`.
-    fn write(dir: &Path, name: &str, data: &[u8]) -> Result<Temp, DumpError> {
-        let mut attempt = 0u32;
-        let (temp, mut file) = loop {
-            let path = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
-            match create_exclusive(&path) {
-                Ok(f) => break (Temp { path }, f),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
-                Err(e) => return Err(DumpError::io(path, "create")(e)),
-            }
-        };
-        file.write_all(data).map_err(DumpError::io(&temp.path, "write"))?;
-        file.sync_all().map_err(DumpError::io(&temp.path, "flush"))?;
-        Ok(temp)
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
-    }
-}
-
-/// `open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644)`.
-fn create_exclusive(path: &Path) -> io::Result<File> {
-    let mut o = OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.custom_flags(libc::O_NOFOLLOW).mode(0o644);
-    }
-    o.open(path)
 }
 
 #[cfg(test)]
@@ -320,36 +212,5 @@ mod tests {
         assert!(matches!(OutputDir::prepare(&d, false), Err(DumpError::NotADirectory { .. })));
         assert!(matches!(OutputDir::prepare(&d.join("sub"), false), Err(DumpError::NotADirectory { .. })));
         let _ = fs::remove_file(&d);
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_new_file_never_replaces_without_force_nor_follows_a_link() {
-        let d = tmpdir("newfile");
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        let victim = d.join("victim");
-        fs::write(&victim, "7 bytes").unwrap();
-        let link = d.join("plot.svg");
-        std::os::unix::fs::symlink(&victim, &link).unwrap();
-        assert!(matches!(NewFile::prepare(&link, false), Err(DumpError::Exists { .. })));
-        NewFile::prepare(&link, true).unwrap().commit(b"<svg/>").unwrap();
-        assert_eq!(fs::read_to_string(&victim).unwrap(), "7 bytes");
-        assert_eq!(fs::read_to_string(&link).unwrap(), "<svg/>");
-        let fresh = NewFile::prepare(&d.join("new.svg"), false).unwrap();
-        fs::write(d.join("new.svg"), "appeared meanwhile").unwrap();
-        assert!(matches!(fresh.commit(b"x"), Err(DumpError::Exists { .. })));
-        assert_eq!(fs::read_to_string(d.join("new.svg")).unwrap(), "appeared meanwhile");
-        assert!(matches!(NewFile::prepare(&d, true), Err(DumpError::Exists { .. })));
-        assert!(matches!(
-            NewFile::prepare(&d.join("no/dir/x.svg"), true),
-            Err(DumpError::NotADirectory { .. })
-        ));
-        let leftovers: Vec<_> = fs::read_dir(&d)
-            .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"))
-            .collect();
-        assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
-        let _ = fs::remove_dir_all(&d);
     }
 }

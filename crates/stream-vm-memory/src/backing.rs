@@ -245,7 +245,7 @@ pub(crate) fn mmap_backing<'a>(m: &Mapping<'a>) -> HostBacking<'a> {
     };
     // The page size: a hugetlbfs file says it (`f_bsize`), MAP_HUGETLB carries its log2 in
     // the MAP_HUGE_SHIFT bits (0: the default size), a VMM's `hugetlbfs` flag means the default.
-    let fs = mapped_file.and_then(|(f, _)| crate::sys::file_system(f));
+    let (file_size, fs) = mapped_file.map_or((None, None), |(f, _)| crate::sys::file_facts(f));
     let mut page_size = BASE_PAGE;
     let mut hugetlb = false;
     if let Some(size) = fs.and_then(|fs| fs.hugetlbfs_page_size) {
@@ -264,9 +264,9 @@ pub(crate) fn mmap_backing<'a>(m: &Mapping<'a>) -> HostBacking<'a> {
     if m.prot & libc::PROT_WRITE == 0 {
         return backing.not_writable(m.prot);
     }
-    if let Some((f, offset)) = file {
+    if let Some((_, offset)) = file {
         // Pages wholly past the end of the file raise SIGBUS: the range checks refuse them.
-        if let Some(size) = crate::sys::file_size(f) {
+        if let Some(size) = file_size {
             let page = page_size.max(crate::sys::base_page()) as u64;
             let inside = size.next_multiple_of(page).saturating_sub(offset);
             if inside < m.len {

@@ -87,77 +87,74 @@ pub(crate) fn prepare(b: &HostBacking<'_>, guest: GuestAddress, host: usize, n: 
     let base = sys::base_page();
     let (lo, hi) = (host / base * base, (host + n).next_multiple_of(base));
     let step = POPULATE_STEP.min(MINCORE_PAGES * base);
+    let caller = Caller { backing: b, guest, host, n };
     let mut at = lo;
     while at < hi {
         let end = (at + step).min(hi);
         // For one page, asking `mincore` first costs more than faulting it in (both are one
         // call, and a resident page is found at once).
         if absent_only && end - at > base {
-            fault_in_absent(b, guest, host, n, at, end)?;
+            caller.fault_in_absent(at, end)?;
         } else {
-            fault_in(b, guest, host, n, at, end)?;
+            caller.fault_in(at, end)?;
         }
         at = end;
     }
     Ok(())
 }
 
-/// Faults the pages of the host range `[a, b)` in for writing; `guest`, `host` and `n` are the
-/// bytes of the caller, for the error's guest range.
-fn fault_in(
-    bk: &HostBacking<'_>,
+/// The bytes a [`prepare`] call is for: guest `guest`, at host address `host`, `n` of them,
+/// backed by `backing`; what a refusal's guest range is cut from.
+struct Caller<'a, 'b> {
+    backing: &'a HostBacking<'b>,
     guest: GuestAddress,
     host: usize,
     n: usize,
-    a: usize,
-    b: usize,
-) -> Result<(), Error> {
-    // SAFETY: `[a, b)` is the whole base pages that hold bytes of `[host, host + n)`, which the
-    // caller keeps mapped for the whole call (`prepare`'s contract), and a page that holds a
-    // mapped byte is mapped; MADV_POPULATE_WRITE changes no byte (it faults pages in as a
-    // store would, without storing).
-    match unsafe { sys::madvise(a, b - a, Advice::PopulateWrite) } {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let (x, y) = (a.max(host), b.min(host + n));
-            let addr = GuestAddress(guest.0.wrapping_add((x - host) as u64));
-            let why = if e.kind() == std::io::ErrorKind::Unsupported {
-                Unwritable::Unchecked { backing: bk.kind }
-            } else {
-                Unwritable::Refused(e)
-            };
-            Err(Error::Unwritable { addr, len: y.saturating_sub(x) as u64, why })
-        }
-    }
 }
 
-/// [`fault_in`] of the pages of `[a, b)` (at most [`MINCORE_PAGES`] base pages) that `mincore`
-/// does not report resident (all of them if it cannot say).
-fn fault_in_absent(
-    bk: &HostBacking<'_>,
-    guest: GuestAddress,
-    host: usize,
-    n: usize,
-    a: usize,
-    b: usize,
-) -> Result<(), Error> {
-    let base = sys::base_page();
-    let mut vec = [0u8; MINCORE_PAGES];
-    let pages = (b - a) / base;
-    let flags = &mut vec[..pages];
-    if sys::mincore_into(a, b - a, flags).is_err() {
-        return fault_in(bk, guest, host, n, a, b);
-    }
-    let mut i = 0;
-    while i < pages {
-        let resident = flags[i] & 1 == 1;
-        let j = run_end(flags, i + 1, resident);
-        if !resident {
-            fault_in(bk, guest, host, n, a + i * base, a + j * base)?;
+impl Caller<'_, '_> {
+    /// Faults the pages of the host range `[a, b)` in for writing.
+    fn fault_in(&self, a: usize, b: usize) -> Result<(), Error> {
+        // SAFETY: `[a, b)` is the whole base pages that hold bytes of `[host, host + n)`, which
+        // the caller keeps mapped for the whole call (`prepare`'s contract), and a page that
+        // holds a mapped byte is mapped; MADV_POPULATE_WRITE changes no byte (it faults pages
+        // in as a store would, without storing).
+        match unsafe { sys::madvise(a, b - a, Advice::PopulateWrite) } {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let (x, y) = (a.max(self.host), b.min(self.host + self.n));
+                let addr = GuestAddress(self.guest.0.wrapping_add((x - self.host) as u64));
+                let why = if e.kind() == std::io::ErrorKind::Unsupported {
+                    Unwritable::Unchecked { backing: self.backing.kind }
+                } else {
+                    Unwritable::Refused(e)
+                };
+                Err(Error::Unwritable { addr, len: y.saturating_sub(x) as u64, why })
+            }
         }
-        i = j;
     }
-    Ok(())
+
+    /// [`Caller::fault_in`] of the pages of `[a, b)` (at most [`MINCORE_PAGES`] base pages)
+    /// that `mincore` does not report resident (all of them if it cannot say).
+    fn fault_in_absent(&self, a: usize, b: usize) -> Result<(), Error> {
+        let base = sys::base_page();
+        let mut vec = [0u8; MINCORE_PAGES];
+        let pages = (b - a) / base;
+        let flags = &mut vec[..pages];
+        if sys::mincore_into(a, b - a, flags).is_err() {
+            return self.fault_in(a, b);
+        }
+        let mut i = 0;
+        while i < pages {
+            let resident = flags[i] & 1 == 1;
+            let j = run_end(flags, i + 1, resident);
+            if !resident {
+                self.fault_in(a + i * base, a + j * base)?;
+            }
+            i = j;
+        }
+        Ok(())
+    }
 }
 
 /// [`prepare`] for bytes `off..off + n` of `p`.

@@ -67,9 +67,10 @@
 //! `STREAM_VM_MEMORY_BENCH_BACKING=anon|memfd|shm`, on this project's 2-vCPU guest): on
 //! private anonymous memory nothing measurable (a 4 KiB zero about 60 ns more, the region
 //! lookup); on shmem a `mincore` per 16 MiB, which left a 4 GiB zero of a memfd or of a
-//! `/dev/shm` file at 1.00-1.03x the streaming-clear limit as before, and per call an `fstat`
-//! and an `fstatfs` of the region's file and a one-page `MADV_POPULATE_WRITE`, which took a
-//! 4 KiB zero of a memfd from 0.4 to 1.9 µs. Where every page is faulted in first the walk is
+//! `/dev/shm` file at 1.00-1.03x the streaming-clear limit as before, and per call a `statx`
+//! of the region's file (its size, which can change; its file system is asked once per mount)
+//! and a one-page `MADV_POPULATE_WRITE` (with an `fstat` and an `fstatfs` every call instead of
+//! the `statx`, a 4 KiB zero of a memfd took 1.9 µs instead of 0.4). Where every page is faulted in first the walk is
 //! per huge page on hugetlbfs (cheap), per 4 KiB page elsewhere (a file on another file system,
 //! unknown backing: on resident memory about as long as the zero itself; a region type that
 //! knows better says so in its [`RegionBacking`]).

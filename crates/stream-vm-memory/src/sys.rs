@@ -1,4 +1,4 @@
-//! The host system calls: `madvise`, `fallocate` and `fstatfs` through `rustix`; the NUMA
+//! The host system calls: `madvise`, `fallocate`, `statx` and `fstatfs` through `rustix`; the NUMA
 //! queries `move_pages` and `get_mempolicy` (which `rustix` does not wrap) through
 //! `libc::syscall`; CPU affinity through `rustix`. Off Linux every call reports
 //! [`std::io::ErrorKind::Unsupported`] and the callers take their portable paths.
@@ -140,7 +140,7 @@ mod linux {
     }
 
     /// The file system of `file` (`fstatfs`), if the kernel says.
-    pub(crate) fn file_system(file: &File) -> Option<FileSystem> {
+    pub(super) fn file_system(file: &File) -> Option<FileSystem> {
         let st = rustix::fs::fstatfs(file).ok()?;
         #[allow(clippy::unnecessary_cast, clippy::cast_lossless)] // `f_type`'s width differs by target
         let magic = st.f_type as i64;
@@ -150,9 +150,51 @@ mod linux {
         })
     }
 
-    /// The size of `file` (`fstat`), if the kernel says.
-    pub(crate) fn file_size(file: &File) -> Option<u64> {
-        rustix::fs::fstat(file).ok().map(|st| st.st_size as u64)
+    /// `STATX_MNT_ID_UNIQUE` (Linux 6.8): `statx` reports the mount's 64-bit id, which the
+    /// kernel never gives to another mount while it runs.
+    const STATX_MNT_ID_UNIQUE: u32 = 0x4000;
+
+    /// How many mounts [`FILE_SYSTEMS`] remembers; a process backs guest memory with files of
+    /// a few. Past it the oldest is forgotten (and asked again if seen again).
+    const FILE_SYSTEMS_MAX: usize = 32;
+
+    /// The file system of each mount seen, by unique mount id: a mount's file system (its type,
+    /// and hugetlbfs's page size, fixed when it is mounted) never changes, and its id is never
+    /// reused, so an entry is never stale.
+    pub(super) static FILE_SYSTEMS: std::sync::Mutex<Vec<(u64, FileSystem)>> =
+        std::sync::Mutex::new(Vec::new());
+
+    /// The size of `file` and its file system, as far as the kernel says: one `statx` for the
+    /// size (which can change at any time, so it is asked every call) and the unique mount id,
+    /// and `fstatfs` only for a mount not seen before ([`FILE_SYSTEMS`]); on a kernel without
+    /// unique mount ids (before 6.8) or `statx`, `fstat` and `fstatfs` every call.
+    pub(crate) fn file_facts(file: &File) -> (Option<u64>, Option<FileSystem>) {
+        use rustix::fs::{AtFlags, StatxFlags};
+        let mask = StatxFlags::SIZE | StatxFlags::from_bits_retain(STATX_MNT_ID_UNIQUE);
+        let Ok(st) = rustix::fs::statx(file, c"", AtFlags::EMPTY_PATH, mask) else {
+            return (rustix::fs::fstat(file).ok().map(|st| st.st_size as u64), file_system(file));
+        };
+        let size = (st.stx_mask & StatxFlags::SIZE.bits() != 0).then_some(st.stx_size);
+        if st.stx_mask & STATX_MNT_ID_UNIQUE == 0 {
+            return (size, file_system(file));
+        }
+        let id = st.stx_mnt_id;
+        // Poisoned only by a panic inside the few lines below, which leave the list whole.
+        let known = || FILE_SYSTEMS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(&(_, fs)) = known().iter().find(|(m, _)| *m == id) {
+            return (size, Some(fs));
+        }
+        let fs = file_system(file);
+        if let Some(fs) = fs {
+            let mut known = known();
+            if !known.iter().any(|(m, _)| *m == id) {
+                if known.len() == FILE_SYSTEMS_MAX {
+                    known.remove(0);
+                }
+                known.push((id, fs));
+            }
+        }
+        (size, fs)
     }
 
     /// `Hugepagesize` of `/proc/meminfo` (2 MiB if it cannot be read), read once per process.
@@ -359,3 +401,40 @@ pub(crate) use portable::*;
 pub(crate) const STATUS_NOT_PRESENT: i32 = -libc::ENOENT;
 #[cfg(not(target_os = "linux"))]
 pub(crate) const STATUS_NOT_PRESENT: i32 = -2;
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::linux::*;
+    use std::fs::File;
+
+    /// A memfd's file system is found once per mount and remembered; its size is asked every
+    /// time, so a file that shrinks (and would raise SIGBUS past its end) is seen shrunk.
+    #[test]
+    fn the_file_system_is_remembered_and_the_size_never_is() {
+        let memfd =
+            |name| File::from(rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC).unwrap());
+        let (a, b) = (memfd("a"), memfd("b"));
+        a.set_len(1 << 20).unwrap();
+        let fs = FileSystem { tmpfs: true, hugetlbfs_page_size: None };
+        let tmpfs = Some(fs);
+        assert_eq!(file_facts(&a), (Some(1 << 20), tmpfs));
+        a.set_len(4096).unwrap();
+        assert_eq!(file_facts(&a), (Some(4096), tmpfs));
+        assert_eq!(file_facts(&b), (Some(0), tmpfs));
+        // Where the kernel has unique mount ids, the two memfds' one mount is remembered once.
+        let mask = rustix::fs::StatxFlags::from_bits_retain(0x4000);
+        let st = rustix::fs::statx(&a, c"", rustix::fs::AtFlags::EMPTY_PATH, mask).unwrap();
+        if st.stx_mask & 0x4000 != 0 {
+            let known = FILE_SYSTEMS.lock().unwrap();
+            assert_eq!(known.iter().filter(|(m, _)| *m == st.stx_mnt_id).count(), 1, "{known:?}");
+            assert!(known.contains(&(st.stx_mnt_id, fs)));
+        } else {
+            eprintln!("this kernel reports no unique mount id: the file system is asked every call");
+        }
+        // A file of another file system is not taken for the memfd's.
+        let dir = std::env::temp_dir();
+        let other = File::open(&dir).unwrap();
+        let (_, fs) = file_facts(&other);
+        assert_eq!(fs, file_system(&other), "{}", dir.display());
+    }
+}

@@ -59,23 +59,9 @@ pub(super) fn zone_device(a: &DumpZoneDeviceArgs, info: &MemInfo) -> Result<Invo
 }
 
 /// Refuses a range the kernel maps no ZONE_DEVICE pages for, with the kernel's reason
-/// ([`memmap_core::check_memremap_pages`]). A range the model cannot hold at all (past the
-/// configuration's last pfn, or a node id the flags cannot hold) is left to the run, which
-/// refuses it with the initializer's own typed error.
+/// ([`ZoneDeviceDump::check_mappable`], which the run checks too), naming the flags.
 fn mappable(opts: &ZoneDeviceDump) -> Result<(), CliError> {
-    let cfg = &opts.config;
-    let fits = opts.start_pfn.checked_add(opts.nr_pages).is_some_and(|end| end <= cfg.max_pfn());
-    let node = cfg.flags_layout().is_ok_and(|l| u64::from(opts.nid) <= l.nodes_mask());
-    if !fits || !node {
-        return Ok(());
-    }
-    let mut pgmap = memmap_core::DevPagemap::new(opts.memory_type).with_vmemmap_shift(opts.vmemmap_shift);
-    if let Some((reserve, free)) = opts.altmap {
-        pgmap = pgmap.with_altmap(memmap_core::VmemAltmap { base_pfn: opts.start_pfn, reserve, free });
-    }
-    let range =
-        memmap_core::ZoneDeviceRange::new(opts.config.zone_device(), opts.nid, opts.start_pfn, opts.nr_pages);
-    memmap_core::check_memremap_pages(&opts.config, &range, &pgmap).map_err(|e| {
+    opts.check_mappable().map_err(|e| {
         CliError::Usage(format!("--start-pfn {:#x} --pages {}: {e}", opts.start_pfn, opts.nr_pages))
     })
 }

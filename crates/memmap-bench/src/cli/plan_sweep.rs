@@ -85,7 +85,7 @@ pub(super) fn plan(a: &SweepArgs, g: &GlobalArgs, info: &MemInfo) -> Result<Swee
     }
     let plot = match &a.plot {
         Some(p) => {
-            Some(crate::output::OutputFile::prepare(p, a.force).map_err(|e| usage(format!("--plot: {e}")))?)
+            Some(memmap_dump::OutputFile::prepare(p, a.force).map_err(|e| usage(format!("--plot: {e}")))?)
         }
         None => None,
     };

@@ -7,12 +7,12 @@ use super::timing::Selection;
 use crate::budget::{self, Budget, BudgetSource, FitError, Fitted, fit};
 use crate::limits;
 use crate::memory::{MemInfo, MemoryError};
-use crate::output::OutputFile;
 use crate::progress::ProgressMode;
 use crate::report::{MemoryPlan, Scaled, Skipped};
 use crate::scenarios::scenario::{CatalogEntry, Common, Scenario, Setup};
 use crate::size::Bytes;
 use crate::threads::ThreadPolicy;
+use memmap_dump::OutputFile;
 
 /// A timing run: which scenarios, with what.
 pub struct Suite {
@@ -31,7 +31,7 @@ pub struct Suite {
     /// `--verbose`.
     pub verbose: bool,
     /// `--plot FILE`, checked.
-    pub plot: Option<crate::output::OutputFile>,
+    pub plot: Option<memmap_dump::OutputFile>,
     /// `limits`: measure the limits only.
     pub limits_only: bool,
     /// The budget and what was scaled to fit it.

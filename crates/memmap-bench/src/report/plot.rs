@@ -160,7 +160,7 @@ impl Report {
     /// # Errors
     ///
     /// Drawing or file errors, as text.
-    pub fn plot(&self, out: &crate::output::OutputFile) -> Result<(), String> {
+    pub fn plot(&self, out: &memmap_dump::OutputFile) -> Result<(), String> {
         let mut svg = String::new();
         draw(self, &mut svg).map_err(|e| format!("{}: {e}", out.path().display()))?;
         out.commit(svg.as_bytes()).map_err(|e| e.to_string())

@@ -60,7 +60,7 @@ pub struct Sweep {
     /// Progress bars.
     pub progress: ProgressMode,
     /// `--plot FILE`, checked.
-    pub plot: Option<crate::output::OutputFile>,
+    pub plot: Option<memmap_dump::OutputFile>,
 }
 
 /// A size that was not run.

@@ -34,6 +34,8 @@ use super::dczid::{self, ZeroMethod};
 /// replaced by an ordinary Rust access of the same bytes with the same alignment requirement
 /// (and `DCZID_EL0` by the value [`crate::emulation::set_dczid`] set), so that Miri and the
 /// sanitizers check the address arithmetic and the loads of everything else in this file.
+use super::load64;
+
 mod insn {
     #[cfg(not(stream_hal_emulate))]
     use core::arch::asm;
@@ -222,20 +224,7 @@ pub(crate) fn detect_cpu_features() -> Option<crate::CpuFeatures> {
 /// The caches from Linux's sysfs (with the `std` feature): `CCSIDR_EL1` and `CLIDR_EL1` trap
 /// at EL0. Elsewhere a kernel reads them at EL1 and passes them with
 /// [`crate::set_cache_info`].
-pub(crate) fn detect_cache_info() -> crate::CacheInfo {
-    crate::cache::detect_from_sysfs()
-}
-
-/// 8 bytes from `src`, any alignment.
-///
-/// # Safety
-///
-/// `src` readable for 8 bytes.
-#[inline(always)]
-unsafe fn load64(src: *const u8) -> u64 {
-    // SAFETY: the caller guarantees 8 readable bytes; `read_unaligned` has no alignment needs.
-    unsafe { ptr::read_unaligned(src.cast::<u64>()) }
-}
+pub(crate) use crate::cache::detect_from_sysfs as detect_cache_info;
 
 /// 4 bytes from `src`, any alignment.
 ///
@@ -300,15 +289,7 @@ pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
 
 /// aarch64 has no single-register non-temporal store; the 8-byte-load variant is the same
 /// sequence (loads are already 8 bytes wide here).
-///
-/// # Safety
-///
-/// As for [`store_record`].
-#[inline(always)]
-pub(crate) unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usize) {
-    // SAFETY: same contract.
-    unsafe { store_record(dst, src, size) }
-}
+pub(crate) use self::store_record as store_record_words;
 
 /// See [`crate::memcpy_nontemporal`]: normal stores up to the first 16-byte boundary, `stnp`
 /// pairs (64 bytes per iteration, then 16) on the body, normal stores for the last 0-15 bytes.
@@ -451,18 +432,13 @@ mod tests {
     //! `DCZID_EL0.DZP` says on the machine, so the `stnp` fallback is exercised too; under
     //! emulation the `dc zva` path runs with several block sizes.
     use super::*;
+    use crate::arch::testing::check_clears;
     use std::vec;
 
     const PAGE: usize = 4096;
 
-    fn check_clear(f: impl Fn(*mut u8, usize), offset: usize, len: usize) {
-        let mut buf = vec![0xa5u8; len + offset + 64];
-        f(buf.as_mut_ptr().wrapping_add(offset), len);
-        drain();
-        assert!(buf[..offset].iter().all(|&b| b == 0xa5), "bytes before the range changed");
-        assert!(buf[offset..offset + len].iter().all(|&b| b == 0), "range not zeroed");
-        assert!(buf[offset + len..].iter().all(|&b| b == 0xa5), "bytes after the range changed");
-    }
+    /// Guard bytes after a cleared range: past the largest block (2 KiB) `dc zva` may have.
+    const GUARD: usize = 2048 + 64;
 
     fn offsets_and_lens() -> (&'static [usize], &'static [usize]) {
         if cfg!(miri) {
@@ -485,25 +461,17 @@ mod tests {
         };
         let (offsets, lens) = offsets_and_lens();
         for block in blocks {
-            for &offset in offsets {
-                for &len in lens {
-                    // SAFETY: the closure is only called with ranges inside `buf`; `block` is the
-                    // CPU's block size (or an emulated one) and DC ZVA is permitted.
-                    check_clear(|p, n| unsafe { clear_dc_zva(p, n, block) }, offset, len);
-                }
-            }
+            // SAFETY: the closure is only called with ranges inside check_clear's buffer;
+            // `block` is the CPU's block size (or an emulated one) and DC ZVA is permitted.
+            check_clears(|p, n| unsafe { clear_dc_zva(p, n, block) }, offsets, lens, GUARD);
         }
     }
 
     #[test]
     fn stnp_fallback_zeroes_exactly_the_range() {
         let (offsets, lens) = offsets_and_lens();
-        for &offset in offsets {
-            for &len in lens {
-                // SAFETY: the closure is only called with ranges inside `buf`.
-                check_clear(|p, n| unsafe { clear_stnp(p, n) }, offset, len);
-            }
-        }
+        // SAFETY: the closure is only called with ranges inside check_clear's buffer.
+        check_clears(|p, n| unsafe { clear_stnp(p, n) }, offsets, lens, GUARD);
     }
 
     #[test]
@@ -547,12 +515,8 @@ mod tests {
         let (offsets, lens) = offsets_and_lens();
         for dczid in [4u64, 2, 1 << 4 | 4] {
             crate::emulation::set_dczid(dczid);
-            for &offset in offsets {
-                for &len in lens {
-                    // SAFETY: the closure is only called with ranges inside `buf`.
-                    check_clear(|p, n| unsafe { clear(p, n) }, offset, len);
-                }
-            }
+            // SAFETY: the closure is only called with ranges inside check_clear's buffer.
+            check_clears(|p, n| unsafe { clear(p, n) }, offsets, lens, GUARD);
         }
         crate::emulation::set_dczid(4);
     }

@@ -36,6 +36,9 @@
 pub(crate) mod blocks;
 pub(crate) mod dczid;
 pub(crate) mod generic;
+#[cfg(test)]
+#[allow(dead_code)] // used by the tests of the aarch64, riscv64 and powerpc64 backends only
+pub(crate) mod testing;
 pub(crate) mod x86_cache;
 
 /// Brings one backend's implementation of the crate-internal surface into scope.
@@ -145,4 +148,16 @@ const fn target_arch_name() -> &'static str {
     } else {
         "unknown"
     }
+}
+
+/// 8 bytes from `src`, any alignment: the loads of the backends that store whole words.
+///
+/// # Safety
+///
+/// `src` readable for 8 initialized bytes.
+#[allow(dead_code)] // used by the aarch64 and riscv64 backends only
+#[inline(always)]
+pub(crate) unsafe fn load64(src: *const u8) -> u64 {
+    // SAFETY: the caller guarantees 8 readable bytes; `read_unaligned` has no alignment needs.
+    unsafe { core::ptr::read_unaligned(src.cast::<u64>()) }
 }

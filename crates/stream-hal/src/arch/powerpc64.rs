@@ -120,9 +120,7 @@ pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
 
 /// The caches from Linux's sysfs (with the `std` feature); elsewhere the caller passes them
 /// with [`crate::set_cache_info`].
-pub(crate) fn detect_cache_info() -> crate::CacheInfo {
-    crate::cache::detect_from_sysfs()
-}
+pub(crate) use crate::cache::detect_from_sysfs as detect_cache_info;
 
 /// Plain `memcpy`: see the module documentation.
 ///
@@ -147,15 +145,7 @@ pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
 }
 
 /// As [`store_record`].
-///
-/// # Safety
-///
-/// As for [`store_record`].
-#[inline(always)]
-pub(crate) unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usize) {
-    // SAFETY: same contract.
-    unsafe { store_record(dst, src, size) }
-}
+pub(crate) use self::store_record as store_record_words;
 
 /// Plain stores of `N` words.
 ///
@@ -252,6 +242,7 @@ mod tests {
     //! `dcbz` zeroes exactly the range with the processor's block size (qemu-user's POWER9
     //! reports 128 bytes), and under emulation with several sizes.
     use super::*;
+    use crate::arch::testing::check_clears;
     use std::vec;
 
     #[test]
@@ -270,21 +261,9 @@ mod tests {
             (&[0, 1, 8, 31, 32, 127, 128], &[0, 1, 31, 32, 127, 128, 129, 4096, 3 * 4096 + 17])
         };
         for block in blocks {
-            for &offset in offsets {
-                for &len in lens {
-                    let mut buf = vec![0xa5u8; len + offset + 256];
-                    // SAFETY: `offset + len` bytes are inside `buf`; `block` is the processor's
-                    // block size (or an emulated one).
-                    unsafe { clear_dcbz(buf.as_mut_ptr().add(offset), len, block) };
-                    drain();
-                    assert!(buf[..offset].iter().all(|&b| b == 0xa5), "before: {block} {offset} {len}");
-                    assert!(
-                        buf[offset..offset + len].iter().all(|&b| b == 0),
-                        "range: {block} {offset} {len}"
-                    );
-                    assert!(buf[offset + len..].iter().all(|&b| b == 0xa5), "after: {block} {offset} {len}");
-                }
-            }
+            // SAFETY: the closure is only called with ranges inside check_clear's buffer;
+            // `block` is the processor's block size (or an emulated one).
+            check_clears(|p, n| unsafe { clear_dcbz(p, n, block) }, offsets, lens, 256);
         }
     }
 }

@@ -53,6 +53,8 @@ use crate::CpuFeatures;
 /// replaced by an ordinary Rust access of the same bytes with the same alignment requirement,
 /// so that Miri and the sanitizers check the address arithmetic and the loads of everything
 /// else in this file.
+use super::load64;
+
 mod insn {
     #[cfg(not(stream_hal_emulate))]
     use core::arch::asm;
@@ -265,20 +267,7 @@ pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
 
 /// The caches from Linux's sysfs (with the `std` feature); elsewhere the caller passes them
 /// with [`crate::set_cache_info`].
-pub(crate) fn detect_cache_info() -> crate::CacheInfo {
-    crate::cache::detect_from_sysfs()
-}
-
-/// 8 bytes from `src`, any alignment.
-///
-/// # Safety
-///
-/// `src` readable for 8 initialized bytes.
-#[inline(always)]
-unsafe fn load64(src: *const u8) -> u64 {
-    // SAFETY: the caller guarantees 8 readable bytes; `read_unaligned` has no alignment needs.
-    unsafe { ptr::read_unaligned(src.cast::<u64>()) }
-}
+pub(crate) use crate::cache::detect_from_sysfs as detect_cache_info;
 
 /// Copies `len` bytes: normal stores up to the first 8-byte boundary, `ntl.all`-hinted `sd` on
 /// the body (64 bytes per iteration, then 8), normal stores for the last 0-7 bytes.
@@ -345,15 +334,7 @@ pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
 }
 
 /// Loads are already 8 bytes wide in [`store_record`]: the same sequence.
-///
-/// # Safety
-///
-/// As for [`store_record`].
-#[inline(always)]
-pub(crate) unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usize) {
-    // SAFETY: same contract.
-    unsafe { store_record(dst, src, size) }
-}
+pub(crate) use self::store_record as store_record_words;
 
 /// See `arch/mod.rs`: `N` words given by value, one hinted `sd` each.
 ///
@@ -496,16 +477,11 @@ mod tests {
     //! the hart's block size where it has Zicboz (qemu-user `-cpu rv64,zicboz=true` in CI) and
     //! with several block sizes under emulation.
     use super::*;
+    use crate::arch::testing::check_clears;
     use std::vec;
 
-    fn check_clear(f: impl Fn(*mut u8, usize), offset: usize, len: usize) {
-        let mut buf = vec![0xa5u8; len + offset + 4096 + 64];
-        f(buf.as_mut_ptr().wrapping_add(offset), len);
-        drain();
-        assert!(buf[..offset].iter().all(|&b| b == 0xa5), "bytes before the range changed");
-        assert!(buf[offset..offset + len].iter().all(|&b| b == 0), "range not zeroed");
-        assert!(buf[offset + len..].iter().all(|&b| b == 0xa5), "bytes after the range changed");
-    }
+    /// Guard bytes after a cleared range: past the largest `cbo.zero` block (4 KiB).
+    const GUARD: usize = 4096 + 64;
 
     fn offsets_and_lens() -> (&'static [usize], &'static [usize]) {
         if cfg!(miri) {
@@ -528,25 +504,18 @@ mod tests {
         };
         let (offsets, lens) = offsets_and_lens();
         for block in blocks {
-            for &offset in offsets {
-                for &len in lens {
-                    // SAFETY: the closure is only called with ranges inside `buf`; `block` is the
-                    // hart's detected block size (or an emulated one) and Zicboz is present.
-                    check_clear(|p, n| unsafe { clear_cbo_zero(p, n, block) }, offset, len);
-                }
-            }
+            // SAFETY: the closure is only called with ranges inside check_clear's buffer;
+            // `block` is the hart's detected block size (or an emulated one) and Zicboz is
+            // present.
+            check_clears(|p, n| unsafe { clear_cbo_zero(p, n, block) }, offsets, lens, GUARD);
         }
     }
 
     #[test]
     fn ntl_clear_zeroes_exactly_the_range() {
         let (offsets, lens) = offsets_and_lens();
-        for &offset in offsets {
-            for &len in lens {
-                // SAFETY: the closure is only called with ranges inside `buf`.
-                check_clear(|p, n| unsafe { clear_ntl(p, n) }, offset, len);
-            }
-        }
+        // SAFETY: the closure is only called with ranges inside check_clear's buffer.
+        check_clears(|p, n| unsafe { clear_ntl(p, n) }, offsets, lens, GUARD);
     }
 
     #[test]

@@ -1,21 +1,24 @@
-//! `--plot FILE`: where the bench writes a file, checked before anything is measured.
+//! One output file, written safely: a plot or a report of the bench, a file of the oracle; and
+//! the temporary file and the placing by name that [`OutputDir`](crate::OutputDir) writes a
+//! dump's two files with.
 //!
-//! * [`OutputFile::prepare`] (while the command line is checked) opens FILE's directory and
-//!   refuses, with a message naming FILE: a path that names no file (`""`, `dir/`, `dir/.`,
-//!   `..`), a missing directory or one that is not a directory, a directory that is not
-//!   writable, a file name longer than the directory's file system allows (`NAME_MAX`), a
-//!   directory path of `PATH_MAX` bytes or more, and an existing FILE unless it may be replaced.
-//! * What may be replaced, and only with `--force`: a regular file, or a symbolic link (the
-//!   link itself is replaced by the new file; whatever it points to is left as it is), unless
-//!   the link points to something that is not a regular file. A directory, a device, a FIFO or
-//!   a socket (or a link to one) is never replaced, and the refusal does not suggest `--force`.
-//! * [`OutputFile::probe`] (when the run starts, before anything is measured) creates and
-//!   removes the temporary file, so that a directory the kernel refuses to create files in
-//!   (`/proc`, a read-only mount) is refused before the run rather than after it.
+//! * [`OutputFile::prepare`] (before any work) opens FILE's directory and refuses, with a
+//!   message naming FILE: a path that names no file (`""`, `dir/`, `dir/.`, `..`), a missing
+//!   directory or one that is not a directory, a directory that is not writable, a file name
+//!   longer than the directory's file system allows (`NAME_MAX`), a directory path of
+//!   `PATH_MAX` bytes or more, and an existing FILE unless it may be replaced.
+//! * What may be replaced, and only with `force` (a command line's `--force`): a regular file,
+//!   or a symbolic link (the link itself is replaced by the new file; whatever it points to is
+//!   left as it is), unless the link points to something that is not a regular file. A
+//!   directory, a device, a FIFO or a socket (or a link to one) is never replaced, and the
+//!   refusal does not suggest `--force`.
+//! * [`OutputFile::probe`] creates and removes the temporary file, so that a directory the
+//!   kernel refuses to create files in (`/proc`, a read-only mount) is refused before a long
+//!   run rather than after it.
 //! * [`OutputFile::commit`] writes the data under a temporary name of at most
 //!   [`TEMP_NAME_MAX`] bytes in FILE's directory (created exclusively, never through a link),
-//!   flushes it and then gives it FILE's name: with `link(2)` without `--force` (which fails
-//!   rather than replace a file that appeared meanwhile), with `rename(2)` with `--force` after
+//!   flushes it and then gives it FILE's name: with `link(2)` without `force` (which fails
+//!   rather than replace a file that appeared meanwhile), with `rename(2)` with `force` after
 //!   checking again what FILE is. Every call goes through the directory's descriptor, so the
 //!   length of FILE's whole path does not matter, and the temporary name always fits.
 
@@ -23,13 +26,13 @@ use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Write as _};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
-/// The longest temporary name: `.memmap-bench-PID-N.tmp` with a 10-digit PID and a 3-digit
+/// The longest temporary name: `.memmap-dump-PID-N.tmp` with a 10-digit PID and a 3-digit
 /// attempt.
 pub const TEMP_NAME_MAX: usize = 32;
 
@@ -82,7 +85,7 @@ pub enum OutputError {
         /// The directory's path length in bytes.
         len: usize,
     },
-    /// The file exists and may be replaced with `--force`: a regular file, or a symbolic link
+    /// The file exists and may be replaced with `force`: a regular file, or a symbolic link
     /// (`target`: where it points) that does not point to anything but a regular file.
     Exists {
         /// The path given.
@@ -112,11 +115,7 @@ impl fmt::Display for OutputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             OutputError::NoFileName { path } => {
-                write!(
-                    f,
-                    "{:?} names no file: give a file name, such as plot.svg",
-                    path.display().to_string()
-                )
+                write!(f, "{:?} names no file: give the name of a file", path.display().to_string())
             }
             OutputError::NoDirectory { path, dir } => write!(
                 f,
@@ -129,7 +128,7 @@ impl fmt::Display for OutputError {
             }
             OutputError::IsADirectory { path, link } => write!(
                 f,
-                "{}: is {}a directory: give the name of a file in it, such as plot.svg",
+                "{}: is {}a directory: give the name of a file in it",
                 path.display(),
                 if *link { "a symbolic link to " } else { "" }
             ),
@@ -157,8 +156,8 @@ impl fmt::Display for OutputError {
             ),
             OutputError::NotReplaceable { path, is } => write!(
                 f,
-                "{}: is {is}, which is never replaced by a plot (only a regular file or a link may be): \
-                 give the name of a new or a regular file",
+                "{}: is {is}, which is never replaced (only a regular file or a link may be): give the \
+                 name of a new or a regular file",
                 path.display()
             ),
             OutputError::Io { path, op, source } => write!(f, "{}: {op}: {source}", path.display()),
@@ -281,13 +280,21 @@ impl OutputFile {
     }
 
     /// Creates and removes the temporary file: refuses a directory the kernel will not create
-    /// a file in (`/proc`, a read-only mount) before the run rather than after it.
+    /// a file in (`/proc`, a read-only mount) before a run rather than after it.
     ///
     /// # Errors
     ///
     /// [`OutputError::Io`] naming the directory.
     pub fn probe(&self) -> Result<(), OutputError> {
-        Temp::create(self).map(drop)
+        self.temp().map(drop)
+    }
+
+    /// A temporary file in the file's directory; an error names the directory.
+    fn temp(&self) -> Result<(Temp<'_>, File), OutputError> {
+        Temp::create(self.dir.as_fd()).map_err(|e| {
+            let dir = split(&self.path).map_or_else(|| self.path.clone(), |(d, _)| d);
+            OutputError::Io { path: dir, op: "create a file in the directory", source: e.into() }
+        })
     }
 
     /// Writes `data` and gives it the file's name (see the [module documentation](self)).
@@ -298,36 +305,19 @@ impl OutputFile {
     /// [`OutputFile::prepare`] (without `force`), or what [`prepare`](Self::prepare) refuses
     /// when that appeared (with `force`). The temporary file is removed on error.
     pub fn commit(&self, data: &[u8]) -> Result<(), OutputError> {
-        let (temp, file) = Temp::create(self)?;
-        let mut file = File::from(file);
-        let io = |op| move |source| OutputError::Io { path: self.path.clone(), op, source };
-        file.write_all(data).map_err(io("write the temporary file"))?;
-        file.sync_all().map_err(io("flush the temporary file"))?;
-        drop(file);
-        let errno = |op| {
-            move |e: rustix::io::Errno| OutputError::Io { path: self.path.clone(), op, source: e.into() }
-        };
+        let (temp, file) = self.temp()?;
+        fill(file, data).map_err(|(op, source)| OutputError::Io { path: self.path.clone(), op, source })?;
         if self.force {
             self.check_existing(false)?;
-            rustix::fs::renameat(&self.dir, &temp.name, &self.dir, &self.name)
-                .map_err(errno("rename into place"))
-        } else {
-            match rustix::fs::linkat(&self.dir, &temp.name, &self.dir, &self.name, AtFlags::empty()) {
-                Ok(()) => Ok(()),
-                // Something took the name meanwhile: what prepare would say of it.
-                Err(rustix::io::Errno::EXIST) => Err(self
-                    .check_existing(true)
-                    .err()
-                    .unwrap_or_else(|| OutputError::Exists { path: self.path.clone(), target: None })),
-                // A file system without hard links: check, then rename (a file created between
-                // the two is replaced; nothing better is possible there).
-                Err(rustix::io::Errno::PERM | rustix::io::Errno::OPNOTSUPP) => {
-                    self.check_existing(true)?;
-                    rustix::fs::renameat(&self.dir, &temp.name, &self.dir, &self.name)
-                        .map_err(errno("rename into place"))
-                }
-                Err(e) => Err(errno("link into place")(e)),
-            }
+        }
+        match temp.place(&self.name, self.force) {
+            Ok(true) => Ok(()),
+            // Something took the name meanwhile: what prepare would say of it.
+            Ok(false) => Err(self
+                .check_existing(true)
+                .err()
+                .unwrap_or_else(|| OutputError::Exists { path: self.path.clone(), target: None })),
+            Err((op, e)) => Err(OutputError::Io { path: self.path.clone(), op, source: e.into() }),
         }
     }
 }
@@ -337,8 +327,7 @@ fn open_dir(path: &Path, dir: &Path) -> Result<OwnedFd, OutputError> {
     if dir.as_os_str().len() >= PATH_MAX {
         return Err(OutputError::PathTooLong { path: path.into(), len: dir.as_os_str().len() });
     }
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| match e {
+    open_dir_fd(dir).map_err(|e| match e {
         rustix::io::Errno::NOENT => OutputError::NoDirectory { path: path.into(), dir: dir.into() },
         rustix::io::Errno::NOTDIR => OutputError::NotADirectory { path: path.into(), dir: dir.into() },
         rustix::io::Errno::NAMETOOLONG => {
@@ -348,39 +337,77 @@ fn open_dir(path: &Path, dir: &Path) -> Result<OwnedFd, OutputError> {
     })
 }
 
-/// A temporary file in the output file's directory, removed when dropped (after a rename its
-/// name is gone, after a link it is a second name: removing it is harmless).
-struct Temp<'a> {
-    out: &'a OutputFile,
+/// `dir` opened as a descriptor for the `*at` calls only (`O_PATH`: no read or write access).
+pub(crate) fn open_dir_fd(dir: &Path) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::open(dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// Writes `data` to `file` and flushes it to the disk; an error says which of the two failed.
+pub(crate) fn fill(mut file: File, data: &[u8]) -> Result<(), (&'static str, io::Error)> {
+    file.write_all(data).map_err(|e| ("write the temporary file", e))?;
+    file.sync_all().map_err(|e| ("flush the temporary file", e))
+}
+
+/// A temporary file in a directory (held by its descriptor), removed when dropped: after a
+/// rename its name is gone, after a link it is a second name, and removing it is harmless.
+pub(crate) struct Temp<'d> {
+    dir: BorrowedFd<'d>,
     name: String,
 }
 
-impl<'a> Temp<'a> {
-    /// Creates `.memmap-bench-PID-N.tmp` exclusively, not through a link.
-    fn create(out: &'a OutputFile) -> Result<(Temp<'a>, OwnedFd), OutputError> {
+impl<'d> Temp<'d> {
+    /// Creates `.memmap-dump-PID-N.tmp` in `dir` with `O_CREAT | O_EXCL | O_NOFOLLOW`: never
+    /// through a link, never onto an existing file.
+    pub(crate) fn create(dir: BorrowedFd<'d>) -> rustix::io::Result<(Temp<'d>, File)> {
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mut attempt = 0u32;
         loop {
-            let name = format!(".memmap-bench-{}-{attempt}.tmp", std::process::id());
-            match rustix::fs::openat(&out.dir, &name, flags, Mode::from_raw_mode(0o644)) {
-                Ok(fd) => return Ok((Temp { out, name }, fd)),
+            let name = format!(".memmap-dump-{}-{attempt}.tmp", std::process::id());
+            match rustix::fs::openat(dir, &name, flags, Mode::from_raw_mode(0o644)) {
+                Ok(fd) => return Ok((Temp { dir, name }, File::from(fd))),
                 Err(rustix::io::Errno::EXIST) if attempt < 100 => attempt += 1,
-                Err(e) => {
-                    let dir = split(&out.path).map_or_else(|| out.path.clone(), |(d, _)| d);
-                    return Err(OutputError::Io {
-                        path: dir,
-                        op: "create a file in the directory",
-                        source: e.into(),
-                    });
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Gives this file the name `name` in its directory: by `rename(2)` when `replace` (a link
+    /// there is replaced, never followed), else by `link(2)`, which fails rather than replace
+    /// anything that took the name meanwhile. `Ok(false)`, nothing done, when the name is
+    /// taken and not to be replaced. On a file system without hard links the name is checked
+    /// and then renamed to (a file created between the two is replaced; nothing better is
+    /// possible there). An error says what was being done.
+    pub(crate) fn place(
+        &self,
+        name: &OsStr,
+        replace: bool,
+    ) -> Result<bool, (&'static str, rustix::io::Errno)> {
+        let rename = || {
+            rustix::fs::renameat(self.dir, &self.name, self.dir, name)
+                .map(|()| true)
+                .map_err(|e| ("rename into place", e))
+        };
+        if replace {
+            return rename();
+        }
+        match rustix::fs::linkat(self.dir, &self.name, self.dir, name, AtFlags::empty()) {
+            Ok(()) => Ok(true),
+            Err(rustix::io::Errno::EXIST) => Ok(false),
+            Err(rustix::io::Errno::PERM | rustix::io::Errno::OPNOTSUPP) => {
+                match rustix::fs::statat(self.dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(_) => Ok(false),
+                    Err(rustix::io::Errno::NOENT) => rename(),
+                    Err(e) => Err(("inspect", e)),
                 }
             }
+            Err(e) => Err(("link into place", e)),
         }
     }
 }
 
 impl Drop for Temp<'_> {
     fn drop(&mut self) {
-        let _ = rustix::fs::unlinkat(&self.out.dir, &self.name, AtFlags::empty());
+        let _ = rustix::fs::unlinkat(self.dir, &self.name, AtFlags::empty());
     }
 }
 
@@ -397,12 +424,56 @@ mod tests {
         assert_eq!(split(Path::new("/x.svg")), Some((PathBuf::from("/"), OsString::from("x.svg"))));
         assert_eq!(split(Path::new("a/b/x.svg")), Some((PathBuf::from("a/b"), OsString::from("x.svg"))));
         let e = OutputFile::prepare(Path::new("/tmp/"), true).unwrap_err();
-        assert_eq!(e.to_string(), "\"/tmp/\" names no file: give a file name, such as plot.svg");
+        assert_eq!(e.to_string(), "\"/tmp/\" names no file: give the name of a file");
     }
 
     #[test]
     fn the_temporary_name_fits_its_bound() {
-        let name = format!(".memmap-bench-{}-{}.tmp", u32::MAX, 100);
+        let name = format!(".memmap-dump-{}-{}.tmp", u32::MAX, 100);
         assert!(name.len() <= TEMP_NAME_MAX, "{name}");
+    }
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("memmap-dump-output-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_new_file_never_replaces_without_force_nor_follows_a_link() {
+        use std::fs;
+        let d = tmpdir("newfile");
+        let victim = d.join("victim");
+        fs::write(&victim, "7 bytes").unwrap();
+        let link = d.join("plot.svg");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert!(matches!(
+            OutputFile::prepare(&link, false),
+            Err(OutputError::Exists { target: Some(_), .. })
+        ));
+        OutputFile::prepare(&link, true).unwrap().commit(b"<svg/>").unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "7 bytes");
+        assert_eq!(fs::read_to_string(&link).unwrap(), "<svg/>");
+        assert!(!fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        let fresh = OutputFile::prepare(&d.join("new.svg"), false).unwrap();
+        fs::write(d.join("new.svg"), "appeared meanwhile").unwrap();
+        assert!(matches!(fresh.commit(b"x"), Err(OutputError::Exists { target: None, .. })));
+        assert_eq!(fs::read_to_string(d.join("new.svg")).unwrap(), "appeared meanwhile");
+        assert!(matches!(OutputFile::prepare(&d, true), Err(OutputError::IsADirectory { link: false, .. })));
+        assert!(matches!(
+            OutputFile::prepare(&d.join("no/dir/x.svg"), true),
+            Err(OutputError::NoDirectory { .. })
+        ));
+        // A FIFO that took the name after prepare is not replaced, even with force.
+        let late = OutputFile::prepare(&d.join("late"), true).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(d.join("late")).status().unwrap().success());
+        assert!(matches!(late.commit(b"x"), Err(OutputError::NotReplaceable { .. })));
+        let leftovers: Vec<_> = fs::read_dir(&d)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+        let _ = fs::remove_dir_all(&d);
     }
 }
