@@ -57,7 +57,8 @@ pub enum Error {
         /// Bytes from there on of the range (of the region, or of the refused call) that cannot
         /// be written.
         len: u64,
-        /// Why.
+        /// Why the bytes cannot be written: a protection without write, past the end of the
+        /// backing file, refused by the kernel, or not checked.
         why: Unwritable,
     },
     /// A system call on the host mapping failed.
