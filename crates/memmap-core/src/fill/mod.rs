@@ -700,14 +700,7 @@ impl<P: StructPage> Memmap<'_, P> {
         if n == 0 {
             return Ok(CopyReport { pages: 0, drains: 0 });
         }
-        if !self.contains_range(from, n) {
-            return Err(InitError::OutOfRange {
-                start_pfn: from,
-                nr_pages: n,
-                memmap_start: self.base_pfn(),
-                memmap_end: self.end_pfn(),
-            });
-        }
+        self.check_run(from, n)?;
         let (cfg, layout) = (*self.config(), *self.layout());
         let refresh = Refresh::new(&cfg, &layout, list);
         let mut tmpl = *template;
@@ -719,6 +712,19 @@ impl<P: StructPage> Memmap<'_, P> {
 }
 
 impl<P: StructPage> Memmap<'_, P> {
+    /// [`InitError::OutOfRange`] unless the `n` PFNs from `from` are inside the memmap.
+    fn check_run(&self, from: u64, n: u64) -> Result<(), InitError> {
+        if self.contains_range(from, n) {
+            return Ok(());
+        }
+        Err(InitError::OutOfRange {
+            start_pfn: from,
+            nr_pages: n,
+            memmap_start: self.base_pfn(),
+            memmap_end: self.end_pfn(),
+        })
+    }
+
     /// The run of an initializer built on this crate, such as `hugetlb-init`'s gigantic-page
     /// tails, for the resolved strategy `used`: the slow path `init_one` on every PFN of
     /// `[from, to)` for [`Strategy::Slow`]; otherwise `init_one` on `from` only, whose struct
@@ -740,14 +746,7 @@ impl<P: StructPage> Memmap<'_, P> {
         if n == 0 {
             return Ok(CopyReport { pages: 0, drains: 0 });
         }
-        if !self.contains_range(from, n) {
-            return Err(InitError::OutOfRange {
-                start_pfn: from,
-                nr_pages: n,
-                memmap_start: self.base_pfn(),
-                memmap_end: self.end_pfn(),
-            });
-        }
+        self.check_run(from, n)?;
         with_store!(used, _S => {
             init_one(self, from);
             let template = self.read(from);
