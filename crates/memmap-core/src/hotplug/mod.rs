@@ -165,6 +165,8 @@ impl From<InitError> for HotplugError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HotplugZone {
     cfg: KernelConfig,
+    /// `cfg`'s buddy rules, computed once (the free-list steps ask for them per page).
+    rules: Rules,
     nid: u32,
     zone: u32,
     lists: FreeLists,
@@ -195,6 +197,7 @@ impl HotplugZone {
         }
         Ok(HotplugZone {
             cfg: *cfg,
+            rules: Rules::of(cfg),
             nid,
             zone,
             lists: FreeLists::new(zone_struct_addr(cfg, nid, zone)),
@@ -477,8 +480,9 @@ impl<P: StructPage> ZoneFreeLists for Buddy<'_, '_, P> {
     fn lists_mut(&mut self) -> &mut FreeLists {
         &mut self.z.lists
     }
+    #[inline(always)]
     fn rules(&self) -> Rules {
-        Rules::of(&self.z.cfg)
+        self.z.rules
     }
     fn word(&self, pfn: u64, off: usize) -> u64 {
         PageAccess::word(&*self.m, pfn, off)
