@@ -376,6 +376,27 @@ pub(crate) trait ZoneFreeLists {
         }
     }
 
+    /// `break_down_buddy_pages(zone, page, target, low, high, migratetype)`: the block of
+    /// `high` at `pfn` (off its list) is halved down to `low` around `target`, each half
+    /// without `target` going back to the head of `mt`'s list (no guard pages: the model has
+    /// no `debug_pagealloc`).
+    fn break_down(&mut self, mut pfn: u64, target: u64, low: u32, mut high: u32, mt: MigrateType) {
+        let mut size = 1u64 << high;
+        while high > low {
+            high -= 1;
+            size >>= 1;
+            let buddy = if target >= pfn + size {
+                let b = pfn;
+                pfn += size;
+                b
+            } else {
+                pfn + size
+            };
+            self.add(buddy, high, mt, false);
+            self.set_buddy_order(buddy, high);
+        }
+    }
+
     /// The first block of the list of `(order, mt)`, if any.
     fn first_on_list(&self, order: u32, mt: MigrateType) -> Option<u64> {
         let next = self.lists().head(order, mt).0;
