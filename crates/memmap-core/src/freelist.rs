@@ -21,9 +21,9 @@ pub(crate) const MAX_ORDERS: usize = 24;
 const MT_SLOTS: usize = 4;
 
 /// `LIST_POISON1` (`0x100 + POISON_POINTER_DELTA`).
-pub(crate) const LIST_POISON1: u64 = 0xdead_0000_0000_0100;
+pub const LIST_POISON1: u64 = 0xdead_0000_0000_0100;
 /// `LIST_POISON2` (`0x122 + POISON_POINTER_DELTA`).
-pub(crate) const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
+pub const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
 
 /// `page_type` of an untyped page (`_mapcount == -1`): what `__ClearPageBuddy()` leaves.
 pub(crate) const PAGE_TYPE_NONE: u32 = u32::MAX;
