@@ -33,6 +33,7 @@ use memmap_dump::{Dump, NodeDump, ZoneCounts};
 use crate::boot::{Class, classify};
 use crate::facts::{Facts, Region};
 use crate::run::{NO_SECTION, STRUCT_PAGE};
+use serde::{Deserialize, Serialize};
 
 /// The classes the comparison counts, in report order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -41,9 +42,12 @@ pub enum CmpClass {
     FreeHead,
     /// [`Class::FreeTail`].
     FreeTail,
-    /// [`Class::FreeHead`] or [`Class::FreeTail`] that was in use since boot and freed again:
-    /// its `index` is not 0, or (a page inside a block) its `lru` is neither init's
-    /// self-pointers nor the poison a merge leaves. The free path resets the other words.
+    /// [`Class::FreeHead`] or [`Class::FreeTail`] that was in use or freed page by page since
+    /// boot: its `index` is not 0, or (a page inside a block) its `lru` is not init's
+    /// self-pointers (a user's words, or the poison of a merge that took it off a list as a
+    /// buddy: boot frees in ascending order, where the merged head is always the lower block,
+    /// and memory released after boot, such as the initrd and the kernel's init sections, is
+    /// freed page by page). The free path resets the other words.
     FreeUsed,
     /// [`Class::Reserved`], as init left it (count 1).
     Reserved,
@@ -76,7 +80,7 @@ impl CmpClass {
         match self {
             CmpClass::FreeHead => "free (head)",
             CmpClass::FreeTail => "free (in a block)",
-            CmpClass::FreeUsed => "free (used since boot)",
+            CmpClass::FreeUsed => "free (used or freed since boot)",
             CmpClass::Reserved => "reserved",
             CmpClass::ReservedVmemmap => "reserved (vmemmap, bootmem info)",
             CmpClass::ReservedReferenced => "reserved (referenced after boot)",
@@ -169,10 +173,11 @@ pub struct NodeResult {
     pub nid: u32,
     /// Its zones.
     pub zones: Vec<ZoneResult>,
-    /// Each other init path (mode, order, strategy) and whether its memmap, pageblocks and
-    /// counters equal the reference path's, or why the model refused it for this
-    /// configuration (on-demand init needs a free page-flag bit).
-    pub paths: Vec<(String, Result<bool, String>)>,
+    /// Each other init path (mode, order, strategy), where its memmap, pageblocks or counters
+    /// first differ from the reference path's (`None`: nowhere) and how many struct pages
+    /// differ only in a merge's poison ([`path_difference`]), or why the model refused it for
+    /// this configuration (on-demand init needs a free page-flag bit).
+    pub paths: Vec<(String, Result<(Option<String>, u64), String>)>,
     /// The reference path.
     pub reference: String,
     /// Pages taken off the model's free lists (allocated after boot in the guest).
@@ -235,26 +240,107 @@ fn node_memory(ram: &[PfnRange], zones: &[ZoneSpan]) -> Vec<PfnRange> {
     out
 }
 
-/// One zone of the guest: its region, bytes and classes.
-struct KernelZone<'f> {
-    region: &'f Region,
-    bytes: Vec<u8>,
-    classes: Vec<Class>,
+/// The kernel's counters of a zone (`/proc/zoneinfo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelCounts {
+    /// `spanned`.
+    pub spanned: u64,
+    /// `present`.
+    pub present: u64,
+    /// `managed`.
+    pub managed: u64,
+    /// `pages free`.
+    pub free: u64,
 }
 
-impl KernelZone<'_> {
-    fn page(&self, pfn: u64) -> Option<&[u8]> {
-        let i = usize::try_from(pfn.checked_sub(self.region.start_pfn)?).ok()?;
-        self.bytes.get(i * 64..(i + 1) * 64)
+/// The struct pages of a kernel zone: all of them (a run's dump) or a sample (a golden
+/// extract), each with its kernel class.
+#[derive(Debug, Clone)]
+pub enum KernelPages {
+    /// Every struct page of the span, and its class.
+    All {
+        /// The bytes.
+        bytes: Vec<u8>,
+        /// The classes.
+        classes: Vec<Class>,
+    },
+    /// Some struct pages by pfn.
+    Sample(BTreeMap<u64, (Class, [u8; 64])>),
+}
+
+/// One zone of the guest.
+#[derive(Debug, Clone)]
+pub struct KernelZone {
+    /// Zone index.
+    pub zone: u32,
+    /// Zone name.
+    pub name: String,
+    /// First pfn of the span.
+    pub start_pfn: u64,
+    /// Pages spanned.
+    pub nr_pages: u64,
+    /// First pfn of the first pageblock overlapping the span.
+    pub pageblock_first_pfn: u64,
+    /// The pageblocks' migrate types ([`NO_SECTION`] where the section is absent).
+    pub pageblocks: Vec<u8>,
+    /// The zone's counters.
+    pub counts: KernelCounts,
+    /// Its struct pages.
+    pub pages: KernelPages,
+}
+
+impl KernelZone {
+    fn contains(&self, pfn: u64) -> bool {
+        pfn >= self.start_pfn && pfn - self.start_pfn < self.nr_pages
     }
-    fn class(&self, pfn: u64) -> Option<Class> {
-        let i = usize::try_from(pfn.checked_sub(self.region.start_pfn)?).ok()?;
-        self.classes.get(i).copied()
+    /// The struct page of `pfn`, if the zone has it.
+    #[must_use]
+    pub fn page(&self, pfn: u64) -> Option<&[u8]> {
+        match &self.pages {
+            KernelPages::All { bytes, .. } => {
+                let i = usize::try_from(pfn.checked_sub(self.start_pfn)?).ok()?;
+                bytes.get(i * 64..(i + 1) * 64)
+            }
+            KernelPages::Sample(m) => m.get(&pfn).map(|(_, p)| &p[..]),
+        }
+    }
+    /// The class of `pfn`, if the zone has its struct page.
+    #[must_use]
+    pub fn class(&self, pfn: u64) -> Option<Class> {
+        match &self.pages {
+            KernelPages::All { classes, .. } => {
+                classes.get(usize::try_from(pfn.checked_sub(self.start_pfn)?).ok()?).copied()
+            }
+            KernelPages::Sample(m) => m.get(&pfn).map(|(c, _)| *c),
+        }
+    }
+    /// The pfns whose struct pages the zone has, ascending.
+    pub fn pfns(&self) -> Box<dyn Iterator<Item = u64> + '_> {
+        match &self.pages {
+            KernelPages::All { classes, .. } => {
+                Box::new((0..classes.len() as u64).map(|i| self.start_pfn + i))
+            }
+            KernelPages::Sample(m) => Box::new(m.keys().copied()),
+        }
     }
 }
 
-fn word(page: &[u8], i: usize) -> u64 {
-    u64::from_le_bytes(page[i * 8..i * 8 + 8].try_into().unwrap_or_default())
+/// One node of the guest and the model's inputs taken from it.
+#[derive(Debug, Clone)]
+pub struct NodeInput {
+    /// Node id.
+    pub nid: u32,
+    /// Its zones, ascending.
+    pub zones: Vec<KernelZone>,
+    /// `memblock.memory`: the System RAM inside the zones.
+    pub memory: Vec<PfnRange>,
+    /// `memblock.reserved` as the booted kernel left it: the runs of `PG_reserved` memory.
+    pub reserved: Vec<ReservedRange>,
+    /// The pages allocated after boot, ascending.
+    pub taken: Vec<u64>,
+    /// The vmemmap's frames inside the node that hold reserved struct pages, and the section
+    /// whose memmap each holds (`SECTION_INFO`).
+    pub frames: BTreeMap<u64, u64>,
 }
 
 /// The vmemmap frames of a zone and the section whose memmap each holds, from the region's
@@ -271,13 +357,13 @@ fn vmemmap_frames(facts: &Facts, r: &Region, cfg: &KernelConfig, out: &mut BTree
     }
 }
 
-/// Compares every boot node of the run in `dir` with the model.
+/// The model's configuration of the run in `dir` and the inputs of each of its nodes.
 ///
 /// # Errors
 ///
-/// A boot region that cannot be read, a layout the model refuses, a guest whose vmemmap base
-/// is not the model's.
-pub fn compare(dir: &Path, facts: &Facts) -> Result<Vec<NodeResult>> {
+/// A boot region that cannot be read, missing guest text, a guest whose vmemmap base is not
+/// the model's.
+pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>)> {
     let (cfg, _) = crate::model::kernel_config(facts)?;
     if facts.vmemmap_base != cfg.vmemmap_start {
         bail!(
@@ -289,10 +375,12 @@ pub fn compare(dir: &Path, facts: &Facts) -> Result<Vec<NodeResult>> {
     let ram = system_ram(facts.guest.get("iomem").context("the guest's iomem is not recorded")?);
     let kzones = crate::boot::zones(facts.guest.get("zoneinfo-full").context("no zoneinfo-full")?)?;
     let mut nids: Vec<u32> = facts.regions.iter().filter(|r| r.kind == "boot").map(|r| r.nid).collect();
+    nids.sort_unstable();
     nids.dedup();
     let mut out = Vec::new();
     for nid in nids {
         let mut zones = Vec::new();
+        let mut frames = BTreeMap::new();
         for (i, r) in facts.regions.iter().enumerate().filter(|(_, r)| r.kind == "boot" && r.nid == nid) {
             let bytes = facts.region_bytes(dir, i)?;
             let first_vpage = (facts.vmemmap_base + r.start_pfn * STRUCT_PAGE) / 4096;
@@ -300,76 +388,143 @@ pub fn compare(dir: &Path, facts: &Facts) -> Result<Vec<NodeResult>> {
                 let v = ((facts.vmemmap_base + pfn * STRUCT_PAGE) / 4096 - first_vpage) as usize;
                 r.vmemmap_gpa.get(v).is_some_and(Option::is_some)
             });
-            zones.push(KernelZone { region: r, bytes, classes });
+            let k = kzones
+                .iter()
+                .find(|k| k.nid == nid && k.index == r.zone)
+                .with_context(|| format!("node {nid} zone {} is not in the guest's zoneinfo", r.zone))?;
+            vmemmap_frames(facts, r, &cfg, &mut frames);
+            zones.push(KernelZone {
+                zone: r.zone,
+                name: r.zone_name.clone().unwrap_or_default(),
+                start_pfn: r.start_pfn,
+                nr_pages: r.nr_pages,
+                pageblock_first_pfn: r.pageblock_first_pfn.unwrap_or(r.start_pfn),
+                pageblocks: r.pageblock_migratetypes.clone(),
+                counts: KernelCounts {
+                    spanned: k.spanned,
+                    present: k.present,
+                    managed: k.managed,
+                    free: k.free,
+                },
+                pages: KernelPages::All { bytes, classes },
+            });
         }
-        zones.sort_by_key(|z| z.region.start_pfn);
-        out.push(compare_node(facts, &cfg, nid, &zones, &ram, &kzones)?);
+        zones.sort_by_key(|z| z.start_pfn);
+        out.push(node_input(nid, zones, &ram, frames));
     }
-    Ok(out)
+    Ok((cfg, out))
 }
 
-fn compare_node(
-    facts: &Facts,
-    cfg: &KernelConfig,
-    nid: u32,
-    zones: &[KernelZone<'_>],
-    ram: &[PfnRange],
-    kzones: &[crate::boot::Zone],
-) -> Result<NodeResult> {
-    let spans: Vec<ZoneSpan> = zones
-        .iter()
-        .map(|z| ZoneSpan::new(z.region.zone, z.region.start_pfn, z.region.start_pfn + z.region.nr_pages))
-        .collect();
+/// The layout of a node from its zones' classes: memory from `ram`, reserved runs, the pages
+/// taken, the vmemmap frames that hold reserved pages.
+fn node_input(nid: u32, zones: Vec<KernelZone>, ram: &[PfnRange], frames: BTreeMap<u64, u64>) -> NodeInput {
+    let spans: Vec<ZoneSpan> =
+        zones.iter().map(|z| ZoneSpan::new(z.zone, z.start_pfn, z.start_pfn + z.nr_pages)).collect();
     let memory = node_memory(ram, &spans);
     let is_memory = |pfn: u64| memory.iter().any(|m| m.contains(pfn));
     let mut reserved: Vec<ReservedRange> = Vec::new();
     let mut taken = Vec::new();
-    let mut frames = BTreeMap::new();
-    for z in zones {
-        vmemmap_frames(facts, z.region, cfg, &mut frames);
-        for (i, &c) in z.classes.iter().enumerate() {
-            let pfn = z.region.start_pfn + i as u64;
-            match c {
-                Class::Reserved if is_memory(pfn) => match reserved.last_mut() {
+    for z in &zones {
+        for pfn in z.pfns() {
+            match z.class(pfn) {
+                Some(Class::Reserved) if is_memory(pfn) => match reserved.last_mut() {
                     Some(last) if last.range.end == pfn => last.range.end += 1,
                     _ => reserved.push(ReservedRange::new(pfn, pfn + 1)),
                 },
-                Class::Allocated if is_memory(pfn) => taken.push(pfn),
+                Some(Class::Allocated) if is_memory(pfn) => taken.push(pfn),
                 _ => {}
             }
         }
     }
-    let zone_of = |pfn: u64| {
-        zones.iter().find(|z| z.region.start_pfn <= pfn && pfn < z.region.start_pfn + z.region.nr_pages)
-    };
-    let bootmem: Vec<(u64, u64, BootmemType)> = frames
-        .iter()
-        .filter(|&(&f, _)| zone_of(f).and_then(|z| z.class(f)) == Some(Class::Reserved))
-        .map(|(&f, &section)| (f, section, BootmemType::Section))
+    let frames = frames
+        .into_iter()
+        .filter(|&(f, _)| {
+            zones.iter().find(|z| z.contains(f)).and_then(|z| z.class(f)) == Some(Class::Reserved)
+        })
         .collect();
+    NodeInput { nid, zones, memory, reserved, taken, frames }
+}
+
+/// Compares every boot node of the run in `dir` with the model.
+///
+/// # Errors
+///
+/// As [`inputs`] and [`compare_nodes`].
+pub fn compare(dir: &Path, facts: &Facts) -> Result<Vec<NodeResult>> {
+    let (cfg, nodes) = inputs(dir, facts)?;
+    compare_nodes(&cfg, facts.vmemmap_size, &nodes)
+}
+
+/// Boots the model on each node's layout on every path of [`PATHS`] and compares it with the
+/// kernel's zones.
+///
+/// # Errors
+///
+/// The model refuses the reference path's layout.
+pub fn compare_nodes(cfg: &KernelConfig, vmemmap_size: u64, nodes: &[NodeInput]) -> Result<Vec<NodeResult>> {
+    nodes.iter().map(|n| compare_node(cfg, vmemmap_size, n)).collect()
+}
+
+/// Where the dump `b` of another path first differs from the reference `a`, and how many
+/// struct pages differ only in the one way the kernels' paths differ too: a free page whose
+/// `lru` holds the poison of a merge in the reference (deferred init frees the pages of a
+/// block that is partly reserved one by one, in ascending order, so the upper buddies merged
+/// keep `list_del()`'s poison) and self-pointers in the other (eager boot frees such a block
+/// in aligned blocks, `__free_pages_memory()`).
+fn path_difference(a: &Dump, b: &Dump) -> (Option<String>, u64) {
+    let mut poison_only = 0;
+    let (ma, mb) = (a.memmap(), b.memmap());
+    if ma.len() != mb.len() {
+        return (Some("sizes differ".into()), 0);
+    }
+    for (i, (pa, pb)) in ma.chunks_exact(64).zip(mb.chunks_exact(64)).enumerate() {
+        if pa == pb {
+            continue;
+        }
+        let pfn = a.meta.start_pfn + i as u64;
+        let own = a.meta.page_addr_base + i as u64 * 64 + 8;
+        let others_equal = [0, 3, 4, 5, 6, 7].iter().all(|&w| word(pa, w) == word(pb, w));
+        if others_equal
+            && (word(pa, 1), word(pa, 2)) == (memmap_core::LIST_POISON1, memmap_core::LIST_POISON2)
+            && (word(pb, 1), word(pb, 2)) == (own, own)
+        {
+            poison_only += 1;
+            continue;
+        }
+        let w = (0..8).find(|&w| word(pa, w) != word(pb, w)).unwrap_or(0);
+        return (
+            Some(format!("pfn {pfn:#x} word {w}: {:#x} against {:#x}", word(pa, w), word(pb, w))),
+            poison_only,
+        );
+    }
+    for key in ["pageblock_migratetypes", "zones"] {
+        if a.meta.detail.get(key) != b.meta.detail.get(key) {
+            return (Some(format!("{key} differ")), poison_only);
+        }
+    }
+    (None, poison_only)
+}
+
+fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, n: &NodeInput) -> Result<NodeResult> {
+    let nid = n.nid;
     let mut spec = NodeDump {
         config: *cfg,
         layout72: false,
         nid,
-        zones: spans.clone(),
-        memory: memory.clone(),
-        reserved,
+        zones: n.zones.iter().map(|z| ZoneSpan::new(z.zone, z.start_pfn, z.start_pfn + z.nr_pages)).collect(),
+        memory: n.memory.clone(),
+        reserved: n.reserved.clone(),
         mode: PATHS[0].0,
         order: PATHS[0].1,
         strategy: PATHS[0].2,
-        taken,
-        bootmem,
+        taken: n.taken.clone(),
+        bootmem: n.frames.iter().map(|(&f, &section)| (f, section, BootmemType::Section)).collect(),
     };
     let reference = spec.run().map_err(|e| anyhow!("model of node {nid}: {e}"))?;
     let mut paths = Vec::new();
     for &p in &PATHS[1..] {
         (spec.mode, spec.order, spec.strategy) = p;
-        let same = spec.run().map_err(|e| e.to_string()).map(|other| {
-            other.memmap() == reference.memmap()
-                && other.meta.detail.get("pageblock_migratetypes")
-                    == reference.meta.detail.get("pageblock_migratetypes")
-                && other.meta.detail.get("zones") == reference.meta.detail.get("zones")
-        });
+        let same = spec.run().map_err(|e| e.to_string()).map(|other| path_difference(&reference, &other));
         paths.push((path_name(p), same));
     }
     let model_zones: Vec<ZoneCounts> = serde_json::from_value(
@@ -379,22 +534,22 @@ fn compare_node(
         reference.meta.detail.get("pageblock_migratetypes").cloned().context("no pageblocks")?,
     )?;
     let flags = cfg.flags_layout().map_err(|e| anyhow!("{e:?}"))?;
-    let ctx = Ctx { facts, cfg, flags, model: &reference, frames: &frames, memory: &memory, zones };
+    let ctx = Ctx { cfg, vmemmap_size, flags, model: &reference, node: n };
     let mut results = Vec::new();
-    for z in zones {
-        let kz = kzones.iter().find(|k| k.nid == nid && k.index == z.region.zone);
-        let mz = model_zones.iter().find(|m| m.zone == z.region.zone);
+    for z in &n.zones {
+        let m = model_zones
+            .iter()
+            .find(|m| m.zone == z.zone)
+            .with_context(|| format!("node {nid} zone {}: no model counts", z.zone))?;
+        let k = z.counts;
         let mut res = ctx.zone(z);
         res.pageblocks = ctx.pageblocks(z, &model_pbs);
-        res.counts = match (kz, mz) {
-            (Some(k), Some(m)) => vec![
-                ("spanned", k.spanned, m.spanned),
-                ("present", k.present, m.present),
-                ("managed", k.managed, m.managed),
-                ("free", k.free, m.free),
-            ],
-            _ => bail!("node {nid} zone {}: no counts on one side", z.region.zone),
-        };
+        res.counts = vec![
+            ("spanned", k.spanned, m.spanned),
+            ("present", k.present, m.present),
+            ("managed", k.managed, m.managed),
+            ("free", k.free, m.free),
+        ];
         results.push(res);
     }
     Ok(NodeResult {
@@ -407,15 +562,18 @@ fn compare_node(
     })
 }
 
+/// Word `i` (of 8) of a struct page.
+fn word(page: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(page[i * 8..i * 8 + 8].try_into().unwrap_or_default())
+}
+
 /// What the per-page comparison needs.
 struct Ctx<'c> {
-    facts: &'c Facts,
     cfg: &'c KernelConfig,
+    vmemmap_size: u64,
     flags: FlagsLayout,
     model: &'c Dump,
-    frames: &'c BTreeMap<u64, u64>,
-    memory: &'c [PfnRange],
-    zones: &'c [KernelZone<'c>],
+    node: &'c NodeInput,
 }
 
 impl Ctx<'_> {
@@ -425,7 +583,7 @@ impl Ctx<'_> {
     }
 
     fn is_memory(&self, pfn: u64) -> bool {
-        self.memory.iter().any(|m| m.contains(pfn))
+        self.node.memory.iter().any(|m| m.contains(pfn))
     }
 
     /// The words of `k` and `m` at `idx` that differ, described; `None` when all are equal.
@@ -443,14 +601,14 @@ impl Ctx<'_> {
     fn link_ok(&self, value: u64, order: u64, page_of: &dyn Fn(u64) -> Option<(Class, u64)>) -> bool {
         let base = self.cfg.vmemmap_start;
         let Some(off) = value.checked_sub(base + 8) else { return true };
-        if off >= self.facts.vmemmap_size {
+        if off >= self.vmemmap_size {
             return true;
         }
         off % STRUCT_PAGE == 0 && page_of(off / STRUCT_PAGE) == Some((Class::FreeHead, order))
     }
 
     fn class_of(&self, pfn: u64, k: &[u8]) -> CmpClass {
-        let zone = self.zones.iter().find_map(|z| z.class(pfn));
+        let zone = self.node.zones.iter().find_map(|z| z.class(pfn));
         let own = self.cfg.vmemmap_start + pfn * STRUCT_PAGE + 8;
         let lru = (word(k, 1), word(k, 2));
         let init_lru = lru == (own, own) || lru == (memmap_core::LIST_POISON1, memmap_core::LIST_POISON2);
@@ -459,7 +617,7 @@ impl Ctx<'_> {
             Some(Class::FreeTail) if !init_lru => CmpClass::FreeUsed,
             Some(Class::FreeHead) => CmpClass::FreeHead,
             Some(Class::FreeTail) => CmpClass::FreeTail,
-            Some(Class::Reserved) if self.frames.contains_key(&pfn) => CmpClass::ReservedVmemmap,
+            Some(Class::Reserved) if self.node.frames.contains_key(&pfn) => CmpClass::ReservedVmemmap,
             Some(Class::Reserved) if u32::from_le_bytes([k[52], k[53], k[54], k[55]]) > 1 => {
                 CmpClass::ReservedReferenced
             }
@@ -469,13 +627,13 @@ impl Ctx<'_> {
         }
     }
 
-    fn zone(&self, z: &KernelZone<'_>) -> ZoneResult {
+    fn zone(&self, z: &KernelZone) -> ZoneResult {
         let mut classes = vec![ClassCount::default(); CmpClass::ALL.len()];
         let all: Vec<usize> = (0..8).collect();
         let reserved_bit = 1u64 << self.cfg.behaviour().page_flags.reserved;
         let ids = |f: u64| (self.flags.zone(f), self.flags.node(f), self.flags.section(f));
         let kernel_of = |pfn: u64| {
-            let kz = self.zones.iter().find(|z| z.page(pfn).is_some())?;
+            let kz = self.node.zones.iter().find(|z| z.page(pfn).is_some())?;
             Some((kz.class(pfn)?, word(kz.page(pfn)?, 5)))
         };
         let model_of = |pfn: u64| {
@@ -484,8 +642,7 @@ impl Ctx<'_> {
                 u32::from_le_bytes([p[48], p[49], p[50], p[51]]) == memmap_core::buddy_page_type(self.cfg);
             Some((if buddy { Class::FreeHead } else { Class::Allocated }, word(p, 5)))
         };
-        for (i, _) in z.classes.iter().enumerate() {
-            let pfn = z.region.start_pfn + i as u64;
+        for pfn in z.pfns() {
             let (Some(k), m) = (z.page(pfn), self.model_page(pfn)) else { continue };
             let class = self.class_of(pfn, k);
             let diff = match (class, m) {
@@ -523,20 +680,20 @@ impl Ctx<'_> {
             classes[CmpClass::ALL.iter().position(|&c| c == class).unwrap_or(0)].add(diff);
         }
         ZoneResult {
-            nid: z.region.nid,
-            name: z.region.zone_name.clone().unwrap_or_default(),
+            nid: self.node.nid,
+            name: z.name.clone(),
             classes,
             pageblocks: PageblockCount::default(),
             counts: Vec::new(),
         }
     }
 
-    fn pageblocks(&self, z: &KernelZone<'_>, model: &[Option<u8>]) -> PageblockCount {
+    fn pageblocks(&self, z: &KernelZone, model: &[Option<u8>]) -> PageblockCount {
         let mut c = PageblockCount::default();
         let pb = self.cfg.pageblock_nr_pages();
-        let Some(first) = z.region.pageblock_first_pfn else { return c };
+        let first = z.pageblock_first_pfn;
         let model_first = self.model.meta.start_pfn & !(pb - 1);
-        for (i, &k) in z.region.pageblock_migratetypes.iter().enumerate() {
+        for (i, &k) in z.pageblocks.iter().enumerate() {
             let pfn = first + i as u64 * pb;
             let m = pfn
                 .checked_sub(model_first)
@@ -544,7 +701,7 @@ impl Ctx<'_> {
                 .copied()
                 .flatten()
                 .unwrap_or(0);
-            let block = pfn.max(z.region.start_pfn)..(pfn + pb).min(z.region.start_pfn + z.region.nr_pages);
+            let block = pfn.max(z.start_pfn)..(pfn + pb).min(z.start_pfn + z.nr_pages);
             let differ = |c: &mut PageblockCount, why: String| {
                 c.differ += 1;
                 c.first.get_or_insert(format!("pageblock {pfn:#x}: {why}"));
@@ -582,8 +739,9 @@ pub fn render(nodes: &[NodeResult]) -> String {
             n.paths
                 .iter()
                 .map(|(p, same)| match same {
-                    Ok(true) => format!("{p} same"),
-                    Ok(false) => format!("{p} DIFFERS"),
+                    Ok((None, 0)) => format!("{p} same"),
+                    Ok((None, n)) => format!("{p} same but for {n} pages' merge poison"),
+                    Ok((Some(d), _)) => format!("{p} DIFFERS ({d})"),
                     Err(e) => format!("{p} refused ({e})"),
                 })
                 .collect::<Vec<_>>()
@@ -631,7 +789,7 @@ pub fn render(nodes: &[NodeResult]) -> String {
 /// Whether every zone is equal and every path agrees.
 #[must_use]
 pub fn equal(nodes: &[NodeResult]) -> bool {
-    nodes
-        .iter()
-        .all(|n| n.zones.iter().all(ZoneResult::equal) && n.paths.iter().all(|(_, s)| *s != Ok(false)))
+    nodes.iter().all(|n| {
+        n.zones.iter().all(ZoneResult::equal) && n.paths.iter().all(|(_, s)| !matches!(s, Ok((Some(_), _))))
+    })
 }
