@@ -42,13 +42,16 @@ pub enum CmpClass {
     FreeHead,
     /// [`Class::FreeTail`].
     FreeTail,
-    /// [`Class::FreeHead`] or [`Class::FreeTail`] that was in use or freed page by page since
-    /// boot: its `index` is not 0, or (a page inside a block) its `lru` is not init's
-    /// self-pointers (a user's words, or the poison of a merge that took it off a list as a
-    /// buddy: boot frees in ascending order, where the merged head is always the lower block,
-    /// and memory released after boot, such as the initrd and the kernel's init sections, is
-    /// freed page by page). The free path resets the other words.
+    /// [`Class::FreeHead`] or [`Class::FreeTail`] that was in use since boot: its `index` is
+    /// not 0, or (a page inside a block) its `lru` is neither init's self-pointers nor a
+    /// merge's poison (a user's words). The free path resets the other words.
     FreeUsed,
+    /// [`Class::FreeTail`] holding the poison of a merge (`list_del()` took it off a list as
+    /// an upper buddy) where the model's boot leaves init's self-pointers: merged since boot
+    /// (a page freed after boot found its buddy free). Where the model's boot leaves the same
+    /// poison (deferred init frees a partly reserved block page by page), the page is a
+    /// [`CmpClass::FreeTail`] and compared whole.
+    FreeMerged,
     /// [`Class::Reserved`], as init left it (count 1).
     Reserved,
     /// [`Class::Reserved`] holding the vmemmap (`SECTION_INFO`), modelled.
@@ -63,10 +66,11 @@ pub enum CmpClass {
 
 impl CmpClass {
     /// Every class, in report order.
-    pub const ALL: [CmpClass; 8] = [
+    pub const ALL: [CmpClass; 9] = [
         CmpClass::FreeHead,
         CmpClass::FreeTail,
         CmpClass::FreeUsed,
+        CmpClass::FreeMerged,
         CmpClass::Reserved,
         CmpClass::ReservedVmemmap,
         CmpClass::ReservedReferenced,
@@ -80,7 +84,8 @@ impl CmpClass {
         match self {
             CmpClass::FreeHead => "free (head)",
             CmpClass::FreeTail => "free (in a block)",
-            CmpClass::FreeUsed => "free (used or freed since boot)",
+            CmpClass::FreeUsed => "free (used since boot)",
+            CmpClass::FreeMerged => "free (merged since boot)",
             CmpClass::Reserved => "reserved",
             CmpClass::ReservedVmemmap => "reserved (vmemmap, bootmem info)",
             CmpClass::ReservedReferenced => "reserved (referenced after boot)",
@@ -96,6 +101,7 @@ impl CmpClass {
             CmpClass::FreeHead => "all but lru (links checked)",
             CmpClass::FreeTail | CmpClass::Reserved | CmpClass::ReservedVmemmap => "every byte",
             CmpClass::FreeUsed => "all but lru and index",
+            CmpClass::FreeMerged => "all but lru",
             CmpClass::ReservedReferenced => "zone/node/section, PG_reserved",
             CmpClass::Allocated => "zone/node/section",
             CmpClass::Absent => "no memory in the layout",
@@ -249,7 +255,8 @@ pub struct KernelCounts {
     pub present: u64,
     /// `managed`.
     pub managed: u64,
-    /// `pages free`.
+    /// Pages in free buddy blocks when the guest was stopped (`pages free` as the dump holds
+    /// them).
     pub free: u64,
 }
 
@@ -400,11 +407,13 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
                 nr_pages: r.nr_pages,
                 pageblock_first_pfn: r.pageblock_first_pfn.unwrap_or(r.start_pfn),
                 pageblocks: r.pageblock_migratetypes.clone(),
+                // `pages free` as the dump shows it: the guest printed its counters a moment
+                // before it was stopped (`run::BOOT_FREE_DRIFT`).
                 counts: KernelCounts {
                     spanned: k.spanned,
                     present: k.present,
                     managed: k.managed,
-                    free: k.free,
+                    free: crate::boot::counts(&classes)[..2].iter().sum(),
                 },
                 pages: KernelPages::All { bytes, classes },
             });
@@ -562,6 +571,28 @@ fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, n: &NodeInput) -> Result<
     })
 }
 
+/// The comparison class of the kernel's struct page `k` of `pfn` in node `node`.
+#[must_use]
+pub fn class_of(cfg: &KernelConfig, node: &NodeInput, pfn: u64, k: &[u8]) -> CmpClass {
+    let zone = node.zones.iter().find_map(|z| z.class(pfn));
+    let own = cfg.vmemmap_start + pfn * STRUCT_PAGE + 8;
+    let lru = (word(k, 1), word(k, 2));
+    let init_lru = lru == (own, own) || lru == (memmap_core::LIST_POISON1, memmap_core::LIST_POISON2);
+    match zone {
+        Some(Class::FreeHead | Class::FreeTail) if word(k, 4) != 0 => CmpClass::FreeUsed,
+        Some(Class::FreeTail) if !init_lru => CmpClass::FreeUsed,
+        Some(Class::FreeHead) => CmpClass::FreeHead,
+        Some(Class::FreeTail) => CmpClass::FreeTail,
+        Some(Class::Reserved) if node.frames.contains_key(&pfn) => CmpClass::ReservedVmemmap,
+        Some(Class::Reserved) if u32::from_le_bytes([k[52], k[53], k[54], k[55]]) > 1 => {
+            CmpClass::ReservedReferenced
+        }
+        Some(Class::Reserved) => CmpClass::Reserved,
+        Some(Class::Absent) => CmpClass::Absent,
+        _ => CmpClass::Allocated,
+    }
+}
+
 /// Word `i` (of 8) of a struct page.
 fn word(page: &[u8], i: usize) -> u64 {
     u64::from_le_bytes(page[i * 8..i * 8 + 8].try_into().unwrap_or_default())
@@ -608,23 +639,7 @@ impl Ctx<'_> {
     }
 
     fn class_of(&self, pfn: u64, k: &[u8]) -> CmpClass {
-        let zone = self.node.zones.iter().find_map(|z| z.class(pfn));
-        let own = self.cfg.vmemmap_start + pfn * STRUCT_PAGE + 8;
-        let lru = (word(k, 1), word(k, 2));
-        let init_lru = lru == (own, own) || lru == (memmap_core::LIST_POISON1, memmap_core::LIST_POISON2);
-        match zone {
-            Some(Class::FreeHead | Class::FreeTail) if word(k, 4) != 0 => CmpClass::FreeUsed,
-            Some(Class::FreeTail) if !init_lru => CmpClass::FreeUsed,
-            Some(Class::FreeHead) => CmpClass::FreeHead,
-            Some(Class::FreeTail) => CmpClass::FreeTail,
-            Some(Class::Reserved) if self.node.frames.contains_key(&pfn) => CmpClass::ReservedVmemmap,
-            Some(Class::Reserved) if u32::from_le_bytes([k[52], k[53], k[54], k[55]]) > 1 => {
-                CmpClass::ReservedReferenced
-            }
-            Some(Class::Reserved) => CmpClass::Reserved,
-            Some(Class::Absent) => CmpClass::Absent,
-            _ => CmpClass::Allocated,
-        }
+        class_of(self.cfg, self.node, pfn, k)
     }
 
     fn zone(&self, z: &KernelZone) -> ZoneResult {
@@ -644,7 +659,14 @@ impl Ctx<'_> {
         };
         for pfn in z.pfns() {
             let (Some(k), m) = (z.page(pfn), self.model_page(pfn)) else { continue };
-            let class = self.class_of(pfn, k);
+            let mut class = self.class_of(pfn, k);
+            if let (CmpClass::FreeTail, Some(m)) = (class, m) {
+                let own = self.cfg.vmemmap_start + pfn * STRUCT_PAGE + 8;
+                let poison = (memmap_core::LIST_POISON1, memmap_core::LIST_POISON2);
+                if (word(k, 1), word(k, 2)) == poison && (word(m, 1), word(m, 2)) == (own, own) {
+                    class = CmpClass::FreeMerged;
+                }
+            }
             let diff = match (class, m) {
                 (CmpClass::Absent, _) => {
                     self.is_memory(pfn).then(|| format!("pfn {pfn:#x}: memory in the layout"))
@@ -659,6 +681,7 @@ impl Ctx<'_> {
                     bad.map(|w| format!("pfn {pfn:#x}: lru word {w} links to no free block of order {order}"))
                 }),
                 (CmpClass::FreeUsed, Some(m)) => Self::words(pfn, k, m, &[0, 3, 5, 6, 7]),
+                (CmpClass::FreeMerged, Some(m)) => Self::words(pfn, k, m, &[0, 3, 4, 5, 6, 7]),
                 (CmpClass::FreeTail | CmpClass::Reserved | CmpClass::ReservedVmemmap, Some(m)) => {
                     Self::words(pfn, k, m, &all)
                 }

@@ -138,7 +138,11 @@ fn real_main() -> Result<()> {
         Cmd::Golden { dirs, to } => {
             for d in dirs {
                 let facts = Facts::load(&d)?;
-                golden::write(&d, &facts, &to)?;
+                if facts.regions.iter().any(|r| r.kind == "boot") {
+                    kernel_oracle::boot_golden::write(&d, &facts, &to)?;
+                } else {
+                    golden::write(&d, &facts, &to)?;
+                }
             }
         }
         Cmd::Check { golden: g, verbose } => {
@@ -297,8 +301,10 @@ impl Runs {
                 } else if !args.no_compare {
                     self.compare(&dir, &facts, k, sc, &mut line)?;
                 }
-                if let Some(g) = args.golden.as_ref().filter(|_| sc.boot.is_none()) {
-                    golden::write(&dir, &facts, g)?;
+                match (&args.golden, sc.boot.is_some()) {
+                    (Some(g), false) => golden::write(&dir, &facts, g)?,
+                    (Some(g), true) => kernel_oracle::boot_golden::write(&dir, &facts, g)?,
+                    (None, _) => {}
                 }
                 self.summary.push(line);
             }
