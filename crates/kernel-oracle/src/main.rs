@@ -326,8 +326,20 @@ impl Runs {
         sc: &scenario::Scenario,
         line: &mut String,
     ) -> Result<()> {
-        let nodes = kernel_oracle::boot_model::compare(dir, facts)?;
+        let (cfg, inputs) = kernel_oracle::boot_model::inputs(dir, facts)?;
+        // The layout, for `memmap-bench dump node --node-layout` and the bench's `--layout`.
+        let layout = kernel_oracle::boot_model::layout_file(facts, &inputs);
+        kernel_oracle::files::write_file(
+            &dir.join("layout.json"),
+            (serde_json::to_string(&layout)? + "\n").as_bytes(),
+        )?;
+        let nodes = kernel_oracle::boot_model::compare_nodes(&cfg, facts.vmemmap_size, &inputs)?;
         print!("{}", kernel_oracle::boot_model::render(&nodes));
+        eprintln!(
+            "  model: memmap-bench dump node --node-layout {} --kernel {} --kconfig KCONFIG --mode deferred --strategy slow --out DIR",
+            dir.join("layout.json").display(),
+            cfg.version
+        );
         if kernel_oracle::boot_model::equal(&nodes) {
             line.push_str("  equal");
         } else {

@@ -88,7 +88,7 @@ pub use hotplug::HotplugDump;
 pub use json::{JsonLimits, check_json};
 pub use meta::{AltmapJson, DumpMeta, FORMAT_VERSION, FlagsLayoutJson, KINDS, PgBits, host_endianness};
 pub use model::{Dump, HugetlbDump, ZoneDeviceDump};
-pub use node::{NodeDump, ZoneCounts};
+pub use node::{LayoutFile, NodeDump, NodeLayoutJson, ZoneCounts};
 pub use output::{OutputError, OutputFile};
 pub use read::{
     Links, MAX_USER_FILE_BYTES, OpenDump, UserFile, open_dump, parse_dump, parse_meta, read_capped,

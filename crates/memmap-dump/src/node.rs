@@ -171,3 +171,123 @@ fn node_as<P: DumpLayout>(opts: &NodeDump) -> Result<Dump, DumpError> {
 fn present_pages(memory: &[PfnRange], span: PfnRange) -> u64 {
     memory.iter().map(|m| m.end.min(span.end).saturating_sub(m.start.max(span.start))).sum()
 }
+
+/// `layout.json`'s format.
+pub const LAYOUT_FORMAT: u32 = 1;
+
+/// The most bytes a layout file may hold (a guest's layout is tens of kilobytes).
+pub const MAX_LAYOUT_BYTES: u64 = 16 << 20;
+
+/// The limits a layout file is held to before it is parsed.
+pub const LAYOUT_JSON_LIMITS: crate::JsonLimits =
+    crate::JsonLimits { max_bytes: MAX_LAYOUT_BYTES, max_values: 4 << 20, max_depth: 8 };
+
+/// A machine's boot memory layout, node by node, as `kernel-oracle` writes it from a booted
+/// guest (`layout.json` beside the run's dump) and `memmap-bench dump node --node-layout` reads it.
+/// All ranges are pfn ranges `[start, end)`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LayoutFile {
+    /// [`LAYOUT_FORMAT`].
+    pub format: u32,
+    /// Where it came from (free text: the kernel and configuration).
+    pub source: String,
+    /// The nodes.
+    pub nodes: Vec<NodeLayoutJson>,
+}
+
+/// One node of a [`LayoutFile`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NodeLayoutJson {
+    /// Node id.
+    pub nid: u32,
+    /// Zones `(zone index, start, end)`, ascending.
+    pub zones: Vec<(u32, u64, u64)>,
+    /// `memblock.memory`.
+    pub memory: Vec<(u64, u64)>,
+    /// `memblock.reserved`.
+    pub reserved: Vec<(u64, u64)>,
+    /// Runs of pages allocated after boot (taken off the free lists after the boot).
+    pub taken: Vec<(u64, u64)>,
+    /// Runs of reserved frames holding a section's memmap `(first, frames, section)`
+    /// (`get_page_bootmem(section, page, SECTION_INFO)`).
+    pub bootmem: Vec<(u64, u64, u64)>,
+}
+
+impl LayoutFile {
+    /// Parses `json` (read from `path`, which names it in errors) after checking its size and
+    /// shape.
+    ///
+    /// # Errors
+    ///
+    /// [`DumpError`] for oversized, malformed or another format's JSON.
+    pub fn parse(json: &[u8], path: &std::path::Path) -> Result<LayoutFile, DumpError> {
+        crate::check_json(json, &LAYOUT_JSON_LIMITS, path)?;
+        let f: LayoutFile =
+            serde_json::from_slice(json).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+        if f.format != LAYOUT_FORMAT {
+            return Err(invalid(format!(
+                "{}: format {} (expected {LAYOUT_FORMAT})",
+                path.display(),
+                f.format
+            )));
+        }
+        Ok(f)
+    }
+
+    /// The pfns node `nid`'s zones span, if the file has the node (check the memory its dump
+    /// needs, [`NodeDump::struct_page_size`] bytes a page, before [`LayoutFile::node_dump`]).
+    #[must_use]
+    pub fn node_span(&self, nid: u32) -> Option<PfnRange> {
+        let n = self.nodes.iter().find(|n| n.nid == nid)?;
+        Some(PfnRange::new(n.zones.first()?.1, n.zones.last()?.2))
+    }
+
+    /// The dump of node `nid` with `mode`, `order` and `strategy` on `config`.
+    ///
+    /// # Errors
+    ///
+    /// [`DumpError::Input`] when the file has no such node, a run of taken pages or vmemmap
+    /// frames is reversed or longer than the node's span.
+    pub fn node_dump(
+        &self,
+        nid: u32,
+        config: KernelConfig,
+        (mode, order, strategy): (InitMode, BootOrder, Strategy),
+    ) -> Result<NodeDump, DumpError> {
+        let n = self
+            .nodes
+            .iter()
+            .find(|n| n.nid == nid)
+            .ok_or_else(|| invalid(format!("no node {nid} in the layout")))?;
+        let span = n.zones.first().map_or(0, |z| z.1)..n.zones.last().map_or(0, |z| z.2);
+        let inside = |s: u64, e: u64| s <= e && span.start <= s && e <= span.end;
+        if !n.taken.iter().all(|&(s, e)| inside(s, e))
+            || !n.bootmem.iter().all(|&(f, c, _)| f.checked_add(c).is_some_and(|e| inside(f, e)))
+        {
+            return Err(invalid(format!("node {nid}: taken pages or vmemmap frames outside its zones")));
+        }
+        let len = span.end - span.start;
+        let taken: u64 = n.taken.iter().map(|&(s, e)| e - s).sum();
+        let frames: u64 = n.bootmem.iter().map(|&(_, c, _)| c).sum();
+        if taken > len || frames > len {
+            return Err(invalid(format!("node {nid}: more taken pages or vmemmap frames than the node has")));
+        }
+        Ok(NodeDump {
+            config,
+            layout72: false,
+            nid,
+            zones: n.zones.iter().map(|&(z, s, e)| ZoneSpan::new(z, s, e)).collect(),
+            memory: n.memory.iter().map(|&(s, e)| PfnRange::new(s, e)).collect(),
+            reserved: n.reserved.iter().map(|&(s, e)| ReservedRange::new(s, e)).collect(),
+            mode,
+            order,
+            strategy,
+            taken: n.taken.iter().flat_map(|&(s, e)| s..e).collect(),
+            bootmem: n
+                .bootmem
+                .iter()
+                .flat_map(|&(f, c, s)| (f..f + c).map(move |f| (f, s, BootmemType::Section)))
+                .collect(),
+        })
+    }
+}

@@ -195,6 +195,27 @@ pub(super) enum DumpKind {
     Hugetlb(DumpHugetlbArgs),
     /// A hot-added range onlined memory block by memory block (online_pages).
     Hotplug(DumpHotplugArgs),
+    /// The boot memmap of one node laid out as a real machine's (kernel-oracle's layout.json).
+    Node(DumpNodeArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct DumpNodeArgs {
+    /// The layout: a layout.json that `kernel-oracle run` writes beside a boot configuration's
+    /// dump (zones, memory, reserved ranges, pages allocated after boot, vmemmap frames).
+    #[arg(long, value_name = "FILE")]
+    pub(super) node_layout: PathBuf,
+    /// Node id.
+    #[arg(long, default_value_t = 0)]
+    pub(super) nid: u32,
+    /// Init mode (deferred and on-demand init run to completion before the dump).
+    #[arg(long, default_value = "deferred", value_parser = clap::builder::PossibleValuesParser::new(["eager", "deferred", "on-demand"]))]
+    pub(super) mode: String,
+    /// Boot order: the kernel's passes, or fused windows.
+    #[arg(long, default_value = "kernel", value_parser = clap::builder::PossibleValuesParser::new(["kernel", "fused"]))]
+    pub(super) order: String,
+    #[command(flatten)]
+    pub(super) common: DumpCommon,
 }
 
 #[derive(Debug, Args)]

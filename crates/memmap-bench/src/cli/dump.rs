@@ -6,10 +6,11 @@ use std::process::ExitCode;
 use memmap_core::KernelConfig;
 use memmap_dump::diff::{DiffError, diff_dumps_report};
 use memmap_dump::{
-    DumpError, HotplugDump, HugetlbDump, MAX_USER_FILE_BYTES, OutputDir, ZoneDeviceDump, open_dump,
+    DumpError, HotplugDump, HugetlbDump, LayoutFile, MAX_USER_FILE_BYTES, NodeDump, OutputDir,
+    ZoneDeviceDump, open_dump,
 };
 
-use super::args::{DumpCommon, DumpHotplugArgs, DumpHugetlbArgs, DumpZoneDeviceArgs};
+use super::args::{DumpCommon, DumpHotplugArgs, DumpHugetlbArgs, DumpNodeArgs, DumpZoneDeviceArgs};
 use super::error::{CliError, fail};
 use super::invocation::Invocation;
 use crate::memory::{self, MemInfo};
@@ -145,6 +146,48 @@ pub(super) fn hotplug(a: &DumpHotplugArgs, info: &MemInfo) -> Result<Invocation,
     let who = if opts.page_ref_trace { "the dump (memmap and tracepoint events)" } else { "the dump" };
     memory::check(who, &need, info).map_err(|e| usage(e.to_string()))?;
     Ok(Invocation::DumpHotplug(opts, c.out.clone(), c.force))
+}
+
+/// `dump node`, checked: the layout file read and parsed, the memory of the node's memmap
+/// checked before anything is allocated from the file.
+pub(super) fn node(a: &DumpNodeArgs, info: &MemInfo) -> Result<Invocation, CliError> {
+    let usage = CliError::Usage;
+    let c = &a.common;
+    let config = dump_config(c)?;
+    let bytes = memmap_dump::read_user_bytes(&a.node_layout, memmap_dump::node::MAX_LAYOUT_BYTES)
+        .map_err(|e| usage(format!("--node-layout: {e}")))?;
+    let file = LayoutFile::parse(&bytes, &a.node_layout).map_err(|e| usage(format!("--node-layout: {e}")))?;
+    let span = file.node_span(a.nid).ok_or_else(|| {
+        usage(format!("--node-layout {}: no node {} with zones", a.node_layout.display(), a.nid))
+    })?;
+    let size = if c.layout == 72 { 72 } else { 64 };
+    let memmap = span
+        .len()
+        .checked_mul(size)
+        .ok_or_else(|| usage("--node-layout: the node's span overflows".into()))?;
+    let need = memory::MemoryNeed::resident(memmap)
+        .and(memory::MemoryNeed::resident(span.len() / 512 + span.len().saturating_mul(8)))
+        .map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
+    memory::check("the dump (the node's memmap)", &need, info).map_err(|e| usage(e.to_string()))?;
+    let mode = match a.mode.as_str() {
+        "eager" => memmap_core::InitMode::Eager,
+        "on-demand" => memmap_core::InitMode::OnDemand,
+        _ => memmap_core::InitMode::Deferred,
+    };
+    let order =
+        if a.order == "fused" { memmap_core::BootOrder::Fused } else { memmap_core::BootOrder::Kernel };
+    let mut opts = file
+        .node_dump(a.nid, config, (mode, order, c.strategy))
+        .map_err(|e| usage(format!("--node-layout {}: {e}", a.node_layout.display())))?;
+    opts.layout72 = c.layout == 72;
+    Ok(Invocation::DumpNode(opts, c.out.clone(), c.force))
+}
+
+/// Runs `dump node`.
+pub(super) fn run_node(opts: &NodeDump, dir: &Path, force: bool) -> ExitCode {
+    let r = OutputDir::prepare(dir, force)
+        .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
+    dumped(r, dir, None)
 }
 
 /// Runs `dump zone-device`.

@@ -18,6 +18,8 @@ pub enum Invocation {
     DumpHugetlb(HugetlbDump, PathBuf, bool),
     /// `dump hotplug`.
     DumpHotplug(HotplugDump, PathBuf, bool),
+    /// `dump node`.
+    DumpNode(memmap_dump::NodeDump, PathBuf, bool),
     /// `diff A B [--json]`.
     Diff(PathBuf, PathBuf, bool),
     /// `sweep`.

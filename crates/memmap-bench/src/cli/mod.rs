@@ -133,6 +133,7 @@ where
         Command::Dump { kind: args::DumpKind::ZoneDevice(a) } => dump::zone_device(&a, info),
         Command::Dump { kind: args::DumpKind::Hugetlb(a) } => dump::hugetlb(&a, info),
         Command::Dump { kind: args::DumpKind::Hotplug(a) } => dump::hotplug(&a, info),
+        Command::Dump { kind: args::DumpKind::Node(a) } => dump::node(&a, info),
         Command::Diff { a, b } => Ok(Invocation::Diff(a, b, g.json)),
     }
 }
@@ -162,6 +163,7 @@ pub fn execute(inv: Invocation) -> ExitCode {
         Invocation::DumpZoneDevice(opts, dir, force) => dump::run_zone_device(&opts, &dir, force),
         Invocation::DumpHugetlb(opts, dir, force) => dump::run_hugetlb(&opts, &dir, force),
         Invocation::DumpHotplug(opts, dir, force) => dump::run_hotplug(&opts, &dir, force),
+        Invocation::DumpNode(opts, dir, force) => dump::run_node(&opts, &dir, force),
         Invocation::Diff(a, b, json) => dump::run_diff(&a, &b, json),
         Invocation::Sweep(s) => run::run_sweep(&s),
     }
