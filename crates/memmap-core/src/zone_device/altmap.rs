@@ -5,9 +5,9 @@
 use super::plan::{self, Plan};
 use super::{DevPagemap, InitOptions, InitReport, ZoneDeviceRange};
 use crate::InitError;
-use crate::fill::{ListSelf, Refresh, Store, with_store};
+use crate::fill::{Store, with_store};
 use crate::hooks::InitHooks;
-use crate::memmap::{Memmap, PageblockWork, Streaming};
+use crate::memmap::Memmap;
 use crate::model::flags::MigrateType;
 use crate::model::page::StructPage;
 
@@ -73,13 +73,5 @@ fn run_template<P: StructPage, H: InitHooks, S: Store>(
     hooks: &mut H,
 ) -> u64 {
     m.init_hotplug_page(start, (plan.zone, plan.nid), MigrateType::Movable, hooks);
-    let mut tmpl = m.read(start);
-    let (cfg, layout) = (*m.config(), *m.layout());
-    let refresh = Refresh::new(&cfg, &layout, ListSelf::Both);
-    // Pageblock-aligned pages are stored normally (the pageblock work may read them back); the
-    // session drains the streamed ones before this returns, also if a hook panics.
-    let mut session = Streaming::new(S::STREAMING);
-    let mut at_pageblock = |w: &mut PageblockWork<'_, '_, P>| w.pageblock_init(hooks);
-    m.copy_run_pageblocks::<S>(&mut session, &refresh, (start + 1, end), &mut tmpl, Some(&mut at_pageblock));
-    u64::from(session.finish())
+    m.copy_hotplug_run::<S, H>((start, end), MigrateType::Movable, hooks)
 }
