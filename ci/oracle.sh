@@ -53,11 +53,12 @@ $oracle fetch
 # The default set, within the CI budget: the altmap part (fsdax-dev), vmemmap dedup and early
 # sections (devdax-2m-mem-early-section), memory hotplug into ZONE_NORMAL (hotplug-256m-normal:
 # the isolation poison, the free-list order, blocks allocated after onlining) and boot-time 2M
-# pages from the buddy allocator with HVO and the run-time shared tail (hugetlb-2m-boot-hvo-on).
+# pages from the buddy allocator with HVO and the run-time shared tail (hugetlb-2m-boot-hvo-on),
+# and the boot memmap of ordinary RAM (boot-3g: every zone, the model laid out from the guest).
 # The other configurations (1G pages, two nodes, run-time 2M pages) and the differences only they
 # exercise are checked by their golden extracts in `cargo test`; ORACLE_CONFIGS=all boots every
 # one.
-configs=${ORACLE_CONFIGS:-"fsdax-dev devdax-2m-mem-early-section hotplug-256m-normal hugetlb-2m-boot-hvo-on"}
+configs=${ORACLE_CONFIGS:-"fsdax-dev devdax-2m-mem-early-section hotplug-256m-normal hugetlb-2m-boot-hvo-on boot-3g"}
 if [ "$configs" = all ]; then set -- --all; else set -- $configs; fi
 $oracle run "$@" --out target/kernel-oracle --force --golden crates/kernel-oracle/golden
 $oracle check --golden crates/kernel-oracle/golden

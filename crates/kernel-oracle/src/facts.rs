@@ -237,7 +237,7 @@ pub const MAX_COMPOUND_ORDER: u32 = 30;
 /// The largest node id accepted (`CONFIG_NODES_SHIFT` 10).
 pub const MAX_NID: u32 = 1023;
 /// The region kinds.
-pub const REGION_KINDS: [&str; 3] = ["zone-device", "hugetlb", "hotplug"];
+pub const REGION_KINDS: [&str; 4] = ["zone-device", "hugetlb", "hotplug", "boot"];
 
 impl Facts {
     /// Reads `dir/facts.json`: a regular file of at most [`MAX_FACTS_BYTES`], parsed and

@@ -444,13 +444,41 @@ pub fn dirs(golden: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for k in subdirs(golden)? {
         for c in subdirs(&k)? {
+            if c.join(crate::boot_golden::JSON_FILE).is_file() {
+                // A boot configuration's extract ([`crate::boot_golden`]).
+                continue;
+            }
             if !c.join("facts.json").is_file() {
                 bail!(
-                    "{}: holds no facts.json (a golden extract is facts.json, extract.json, pages.bin.gz)",
+                    "{}: holds no facts.json (a golden extract is facts.json, extract.json, pages.bin.gz; \
+                     a boot extract boot.json, pages.bin.gz)",
                     c.display()
                 );
             }
             out.push(c);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The boot configurations' extracts under `golden` (`<kernel>/<config>/boot.json`), sorted.
+///
+/// # Errors
+///
+/// `golden` cannot be listed.
+pub fn boot_dirs(golden: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for k in fs::read_dir(golden).with_context(|| format!("{}: cannot be listed", golden.display()))? {
+        let k = k?.path();
+        if !k.is_dir() {
+            continue;
+        }
+        for c in fs::read_dir(&k).with_context(|| format!("{}: cannot be listed", k.display()))? {
+            let c = c?.path();
+            if c.join(crate::boot_golden::JSON_FILE).is_file() {
+                out.push(c);
+            }
         }
     }
     out.sort();
@@ -492,10 +520,26 @@ pub fn check_all(golden: &Path, mut report: impl FnMut(&str)) -> Result<usize> {
             Err(e) => failures.push(format!("{}: the model failed: {e:#}", d.display())),
         }
     }
+    let boot = boot_dirs(golden)?;
+    for d in &boot {
+        let checked = crate::boot_golden::load(d)
+            .and_then(|b| crate::boot_model::compare_nodes(&b.cfg, b.golden.vmemmap_size, &b.nodes));
+        match checked {
+            Ok(res) => {
+                let text = format!("== {}\n{}", d.display(), crate::boot_model::render(&res));
+                report(&text);
+                if !crate::boot_model::equal(&res) {
+                    failures.push(format!("{}: differs from the model:\n{text}", d.display()));
+                }
+            }
+            Err(e) => failures.push(format!("{}: {e:#}", d.display())),
+        }
+    }
+    let n = ds.len() + boot.len();
     if failures.is_empty() {
-        Ok(ds.len())
+        Ok(n)
     } else {
-        bail!("{} of {} golden extracts fail:\n{}", failures.len(), ds.len(), failures.join("\n"))
+        bail!("{} of {n} golden extracts fail:\n{}", failures.len(), failures.join("\n"))
     }
 }
 

@@ -15,6 +15,8 @@
 
 pub mod apt;
 pub mod boot;
+pub mod boot_golden;
+pub mod boot_model;
 pub mod cmd;
 pub mod compare;
 pub mod facts;

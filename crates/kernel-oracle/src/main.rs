@@ -138,7 +138,11 @@ fn real_main() -> Result<()> {
         Cmd::Golden { dirs, to } => {
             for d in dirs {
                 let facts = Facts::load(&d)?;
-                golden::write(&d, &facts, &to)?;
+                if facts.regions.iter().any(|r| r.kind == "boot") {
+                    kernel_oracle::boot_golden::write(&d, &facts, &to)?;
+                } else {
+                    golden::write(&d, &facts, &to)?;
+                }
             }
         }
         Cmd::Check { golden: g, verbose } => {
@@ -186,6 +190,14 @@ fn compare_dirs(dirs: &[PathBuf], verbose: bool) -> Result<()> {
     let mut differing = Vec::new();
     for d in dirs {
         let facts = Facts::load(d)?;
+        if facts.regions.iter().any(|r| r.kind == "boot") {
+            let nodes = kernel_oracle::boot_model::compare(d, &facts)?;
+            print!("{}", kernel_oracle::boot_model::render(&nodes));
+            if !kernel_oracle::boot_model::equal(&nodes) {
+                differing.push(d.display().to_string());
+            }
+            continue;
+        }
         let res = compare::compare_dir(d, &facts)?;
         print!("{}", compare::render(&res, verbose));
         if compare::differs(&res) {
@@ -284,18 +296,15 @@ impl Runs {
         match run::run(k, sc, &opts) {
             Ok(facts) => {
                 let mut line = format!("{id:<11} {:<36} {:>5.1} s", sc.name, t.elapsed().as_secs_f64());
-                if sc.boot.is_some() {
-                    // The guest side of the boot oracle: dumped, classified and checked against
-                    // the kernel's own counts; the model does not lay out a booted guest yet.
-                    eprintln!(
-                        "  boot configuration: dumped and checked against the guest's counts, no model side"
-                    );
-                    line.push_str("  dumped (kernel-side checks only)");
+                if sc.boot.is_some() && !args.no_compare {
+                    self.compare_boot(&dir, &facts, k, sc, &mut line)?;
                 } else if !args.no_compare {
                     self.compare(&dir, &facts, k, sc, &mut line)?;
                 }
-                if let Some(g) = args.golden.as_ref().filter(|_| sc.boot.is_none()) {
-                    golden::write(&dir, &facts, g)?;
+                match (&args.golden, sc.boot.is_some()) {
+                    (Some(g), false) => golden::write(&dir, &facts, g)?,
+                    (Some(g), true) => kernel_oracle::boot_golden::write(&dir, &facts, g)?,
+                    (None, _) => {}
                 }
                 self.summary.push(line);
             }
@@ -304,6 +313,26 @@ impl Runs {
                 self.summary.push(format!("{id:<11} {:<36} FAILED", sc.name));
                 self.failures.push(format!("{id} {}", sc.name));
             }
+        }
+        Ok(())
+    }
+
+    /// Compares a boot configuration's zones with the model booted on the guest's layout.
+    fn compare_boot(
+        &mut self,
+        dir: &Path,
+        facts: &Facts,
+        k: &kernel::Kernel,
+        sc: &scenario::Scenario,
+        line: &mut String,
+    ) -> Result<()> {
+        let nodes = kernel_oracle::boot_model::compare(dir, facts)?;
+        print!("{}", kernel_oracle::boot_model::render(&nodes));
+        if kernel_oracle::boot_model::equal(&nodes) {
+            line.push_str("  equal");
+        } else {
+            line.push_str("  DIFFERS");
+            self.failures.push(format!("{} {} (differs from the model)", k.id, sc.name));
         }
         Ok(())
     }

@@ -86,15 +86,23 @@ pub enum What {
 /// The model preset of the kernel's architecture (`x86_64` or `arm64`).
 #[must_use]
 pub fn preset(facts: &Facts) -> &'static str {
-    if facts.kernel.arch == "arm64" { "arm64" } else { "x86_64" }
+    preset_of(&facts.kernel.arch)
+}
+
+fn preset_of(arch: &str) -> &'static str {
+    if arch == "arm64" { "arm64" } else { "x86_64" }
 }
 
 /// The kernel's `.config` symbols recorded in `facts`, as `.config` text (`n` as
 /// `# CONFIG_FOO is not set`).
 #[must_use]
 pub fn kconfig_text(facts: &Facts) -> String {
+    kconfig_text_of(&facts.kernel)
+}
+
+fn kconfig_text_of(kernel: &crate::facts::KernelFacts) -> String {
     let mut text = String::new();
-    for (k, v) in &facts.kernel.kconfig {
+    for (k, v) in &kernel.kconfig {
         if v == "n" {
             text.push_str(&format!("# {k} is not set\n"));
         } else {
@@ -111,22 +119,31 @@ pub fn kconfig_text(facts: &Facts) -> String {
 ///
 /// The release is not `MAJOR.MINOR...`, or the `.config` is refused.
 pub fn kernel_config(facts: &Facts) -> Result<(KernelConfig, Vec<String>)> {
-    let release = &facts.kernel.release;
+    kernel_config_of(&facts.kernel)
+}
+
+/// [`kernel_config`] from the kernel's facts alone.
+///
+/// # Errors
+///
+/// As [`kernel_config`].
+pub fn kernel_config_of(kernel: &crate::facts::KernelFacts) -> Result<(KernelConfig, Vec<String>)> {
+    let release = &kernel.release;
     let mut parts = release.split(|c: char| !c.is_ascii_digit());
     let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
         bail!("kernel release {release:?} is not MAJOR.MINOR...");
     };
     let version = format!("{major}.{minor}");
-    let base = KernelConfig::preset(preset(facts)).context("preset")?;
+    let base = KernelConfig::preset(preset_of(&kernel.arch)).context("preset")?;
     let v = memmap_core::KernelVersion::parse(&version)
         .with_context(|| format!("kernel release {release:?} is not one the model knows"))?;
     let cfg = base
-        .with_kconfig(&memmap_core::model::kconfig::Kconfig::new(&kconfig_text(facts)))
+        .with_kconfig(&memmap_core::model::kconfig::Kconfig::new(&kconfig_text_of(kernel)))
         .map_err(|e| anyhow!("the kernel's .config: {e}"))?
         .with_version(v);
     let args = vec![
         "--config".into(),
-        preset(facts).into(),
+        preset_of(&kernel.arch).into(),
         "--kernel".into(),
         version,
         "--kconfig".into(),

@@ -21,9 +21,9 @@ pub(crate) const MAX_ORDERS: usize = 24;
 const MT_SLOTS: usize = 4;
 
 /// `LIST_POISON1` (`0x100 + POISON_POINTER_DELTA`).
-pub(crate) const LIST_POISON1: u64 = 0xdead_0000_0000_0100;
+pub const LIST_POISON1: u64 = 0xdead_0000_0000_0100;
 /// `LIST_POISON2` (`0x122 + POISON_POINTER_DELTA`).
-pub(crate) const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
+pub const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
 
 /// `page_type` of an untyped page (`_mapcount == -1`): what `__ClearPageBuddy()` leaves.
 pub(crate) const PAGE_TYPE_NONE: u32 = u32::MAX;
@@ -373,6 +373,27 @@ pub(crate) trait ZoneFreeLists {
             size >>= 1;
             self.set_buddy_order(pfn + size, high);
             self.add(pfn + size, high, mt, false);
+        }
+    }
+
+    /// `break_down_buddy_pages(zone, page, target, low, high, migratetype)`: the block of
+    /// `high` at `pfn` (off its list) is halved down to `low` around `target`, each half
+    /// without `target` going back to the head of `mt`'s list (no guard pages: the model has
+    /// no `debug_pagealloc`).
+    fn break_down(&mut self, mut pfn: u64, target: u64, low: u32, mut high: u32, mt: MigrateType) {
+        let mut size = 1u64 << high;
+        while high > low {
+            high -= 1;
+            size >>= 1;
+            let buddy = if target >= pfn + size {
+                let b = pfn;
+                pfn += size;
+                b
+            } else {
+                pfn + size
+            };
+            self.add(buddy, high, mt, false);
+            self.set_buddy_order(buddy, high);
         }
     }
 

@@ -144,13 +144,14 @@ mod zone_device;
 
 pub use error::InitError;
 pub use fill::{CopyReport, FillOptions, ListSelf, Strategy, StrategyReason};
-pub use freelist::buddy_page_type;
+pub use freelist::{LIST_POISON1, LIST_POISON2, buddy_page_type};
 #[cfg(feature = "std")]
 pub use hooks::RecordingHooks;
 pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};
 pub use hotplug::{
     HotplugError, HotplugTarget, HotplugZone, OnlineOptions, OnlineReport, online_pages, take_free_block,
 };
+pub use memmap::ops::BootmemType;
 #[cfg(feature = "std")]
 pub use memmap::owned::OwnedMemmap;
 pub use memmap::{Memmap, PAGE_POISON_BYTE, PAGEBLOCK_UNSET, PageMut, pageblocks_needed};

@@ -77,6 +77,7 @@ pub mod hotplug;
 pub mod json;
 mod meta;
 pub mod model;
+pub mod node;
 pub mod output;
 pub mod read;
 pub mod write;
@@ -87,6 +88,7 @@ pub use hotplug::HotplugDump;
 pub use json::{JsonLimits, check_json};
 pub use meta::{AltmapJson, DumpMeta, FORMAT_VERSION, FlagsLayoutJson, KINDS, PgBits, host_endianness};
 pub use model::{Dump, HugetlbDump, ZoneDeviceDump};
+pub use node::{NodeDump, ZoneCounts};
 pub use output::{OutputError, OutputFile};
 pub use read::{
     Links, MAX_USER_FILE_BYTES, OpenDump, UserFile, open_dump, parse_dump, parse_meta, read_capped,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 pub const FORMAT_VERSION: u32 = 1;
 
 /// The dump kinds.
-pub const KINDS: [&str; 3] = ["zone-device", "hugetlb", "hotplug"];
+pub const KINDS: [&str; 4] = ["zone-device", "hugetlb", "hotplug", "node"];
 
 /// The host's byte order as `meta.json` spells it.
 #[must_use]

@@ -278,10 +278,6 @@ fn stale_ranges<P: StructPage>(
 /// Byte offset of `lru.prev` in a struct page.
 const RUNTIME_LRU_PREV_OFFSET: usize = 16;
 
-/// `LIST_POISON2` (`0x122 + POISON_POINTER_DELTA`, `CONFIG_ILLEGAL_POINTER_VALUE` being
-/// `0xdead000000000000` on x86-64 and arm64): what `list_del()` leaves in `lru.prev`.
-const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
-
 /// The tails of gigantic pages allocated at run time whose `lru.prev` still holds the self
 /// pointer `memmap_init` wrote, as `[start, end)` ranges. Neither `prep_compound_tail()` nor the
 /// hugetlb code writes that word, and at run time the pages come from the buddy allocator: a
@@ -649,7 +645,7 @@ fn hugetlb_detail<P: StructPage>(
                 "offset": RUNTIME_LRU_PREV_OFFSET,
                 "len": 8,
                 "pfn_ranges": ranges,
-                "history_values": [format!("{LIST_POISON2:#x}")],
+                "history_values": [format!("{:#x}", memmap_core::LIST_POISON2)],
             }]),
         );
     }

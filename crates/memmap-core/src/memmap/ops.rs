@@ -13,6 +13,19 @@
 
 use crate::hooks::{InitHooks, PageRefEvent};
 use crate::memmap::Memmap;
+
+/// `enum bootmem_type`: what a boot-memory page recorded by
+/// [`Memmap::get_page_bootmem`] holds (the value from 7.2; 11 more before).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum BootmemType {
+    /// `SECTION_INFO`: a section's memmap; `info` is the section number.
+    Section = 1,
+    /// `MIX_SECTION_INFO`: a section's usemap (`mem_section_usage`); `info` is the section number.
+    MixSection = 2,
+    /// `NODE_INFO`: the node's `pglist_data`; `info` is the node id.
+    Node = 3,
+}
 use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, PageType, TAIL_MAPPING};
 use crate::model::page::{StructPage, offsets};
 use crate::model::version::FolioLayout;
@@ -50,6 +63,29 @@ impl<P: StructPage> Memmap<'_, P> {
             };
             hooks.page_ref_set(&event);
         }
+    }
+
+    /// `get_page_bootmem(info, page, type)` on the reserved struct page of `pfn`: memory
+    /// hot-remove's record that the page holds boot-time metadata (`register_page_bootmem_info()`
+    /// after the buddy allocator is up), one more reference and the record in the release's
+    /// encoding ([`Behaviour::bootmem_type_in_private`](crate::Behaviour::bootmem_type_in_private)).
+    ///
+    /// # Panics
+    ///
+    /// If `pfn` is outside the memmap.
+    pub fn get_page_bootmem(&mut self, pfn: u64, info: u64, ty: BootmemType) {
+        let b = self.cfg.behaviour();
+        let mut p = self.page_mut(pfn);
+        if b.bootmem_type_in_private {
+            p.set_u64_at(offsets::PRIVATE, info << 4 | ty as u64);
+        } else {
+            p.set_u64_at(offsets::INDEX, ty as u64 + 11);
+            let f = p.u64_at(offsets::FLAGS);
+            p.set_u64_at(offsets::FLAGS, f | 1 << b.page_flags.private);
+            p.set_u64_at(offsets::PRIVATE, info);
+        }
+        let count = p.u32_at(offsets::REFCOUNT);
+        p.set_u32_at(offsets::REFCOUNT, count.wrapping_add(1));
     }
 
     /// `__init_single_page(page, pfn, zone, nid)`, in the kernel's order:

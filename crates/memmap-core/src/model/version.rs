@@ -81,6 +81,7 @@ impl KernelVersion {
             dax_vmemmap_needs_arch_option: self.at_least(KernelVersion::V6_12),
             alloc_migratetype_in_index: !self.at_least(KernelVersion::V6_10),
             gigantic_tail_mapping: self.at_least(KernelVersion::V6_12),
+            bootmem_type_in_private: self.at_least(KernelVersion::V7_2),
         }
     }
 
@@ -227,6 +228,14 @@ pub struct Behaviour {
     /// sets the compound head: **oracle**, the tails of 6.1's boot-time 1 GiB pages keep
     /// `mapping` 0. The model switches at 6.12, the first release compared with it.
     pub gigantic_tail_mapping: bool,
+    /// `get_page_bootmem()` (the record memory hot-remove keeps of the boot memory holding the
+    /// memmap, the usemaps and the node data) packs its type into `private` (`info << 4 |
+    /// type`, `SECTION_INFO` 1) and sets no page flag. Before, the type went to `index`
+    /// (`SECTION_INFO` 12), `info` to `private`, and the page got `PG_private`: **oracle**, 6.1
+    /// and 6.12 hold the latter, 7.2 the former (the boot configurations' vmemmap pages). The
+    /// model switches at 7.2, the first release compared with it; the change lies between 6.12
+    /// and 7.2.
+    pub bootmem_type_in_private: bool,
 }
 
 /// The bit numbers in `page->flags` of the page flags the model's initializers set, and the
@@ -237,6 +246,8 @@ pub struct PageFlagBits {
     pub reserved: u32,
     /// `PG_head`.
     pub head: u32,
+    /// `PG_private`.
+    pub private: u32,
     /// The page-flag bits of `PAGE_FLAGS_CHECK_AT_FREE`: `PG_lru`, `PG_locked`, `PG_private`,
     /// `PG_private_2`, `PG_writeback`, `PG_reserved`, `PG_active`, `PG_unevictable`,
     /// `PG_mlocked` (`CONFIG_MMU`), and before 6.10 `PG_slab` (the LRU generation field the
@@ -283,6 +294,7 @@ impl PageFlagBits {
     pub const V6_14: PageFlagBits = PageFlagBits {
         reserved: PG::RESERVED,
         head: PG::HEAD,
+        private: PG::PRIVATE,
         check_at_free: check_at_free_from_6_12(PG::MLOCKED),
     };
     /// 6.12 and 6.13 (**oracle**: 6.12 for `PG_reserved` and `PG_head`): the order of
@@ -298,6 +310,7 @@ impl PageFlagBits {
     pub const V6_1: PageFlagBits = PageFlagBits {
         reserved: 12,
         head: 16,
+        private: 13,
         check_at_free: check_at_free([4, 0, 13, 14, 15, 12, 5, 20, 21], 1 << 9),
     };
 }

@@ -55,6 +55,42 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         }
     }
 
+    /// `take_page_off_buddy(page)` without its `SetPageHWPoisonTakenOff()`: the one page `pfn`
+    /// taken out of the free block that holds it, the rest of the block going back to the
+    /// free lists in halves (`break_down_buddy_pages()`), as memory-failure handling takes a
+    /// page. Returns whether `pfn` was free. The page keeps what the free lists left in it
+    /// (`LIST_POISON1/2` where it headed the block, a free tail's words elsewhere) and is
+    /// owned by nobody: this is for reproducing a known allocation state (the kernel-oracle
+    /// takes the pages a booted guest had allocated), not for handing memory out.
+    pub fn take_page_off_buddy(&self, pfn: u64) -> bool {
+        let Some(zone) = self.layout.zone_of(pfn).map(|z| z.zone) else { return false };
+        let mut z = self.lock_zone(zone);
+        for order in 0..=self.cfg.max_page_order {
+            let head = pfn & !((1u64 << order) - 1);
+            let lists = self.free_lists(&mut z, zone);
+            if lists.is_buddy(head) && lists.order_of(head) >= order {
+                let high = lists.order_of(head);
+                let mut lists = self.free_lists(&mut z, zone);
+                lists.del(head, high, MigrateType::Movable);
+                if self.opts.mode == InitMode::OnDemand
+                    && high > 0
+                    && !self.states.is_done(self.block_index(pfn))
+                {
+                    self.ensure_block(self.block_start(pfn));
+                }
+                self.free_lists(&mut z, zone).break_down(head, pfn, 0, high, MigrateType::Movable);
+                z.area.free_pages -= 1;
+                return true;
+            }
+            // An on-demand block's pages past its first are not initialized yet: free (their
+            // block's head says so), never a held page.
+            if self.initialized(head) && z.read(head).refcount() > 0 {
+                return false;
+            }
+        }
+        false
+    }
+
     /// `__rmqueue_smallest()`: the first block of the smallest order that has one, off its list,
     /// and `expand()` of its upper halves back onto the lists. On-demand: the halves below the
     /// block size live inside the block of `pfn`, which is expanded first.

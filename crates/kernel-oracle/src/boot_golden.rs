@@ -1,0 +1,330 @@
+//! Golden extracts of the boot configurations, so that `cargo test` boots the model on real
+//! guests' layouts offline: `golden/<kernel>/<config>/` holds
+//!
+//! * `boot.json`: the kernel's facts, and per node the model's inputs taken from the guest
+//!   (memory, reserved ranges, the pages allocated after boot, the vmemmap frames), per zone its
+//!   span, counters, pageblocks, the page counts of each comparison class and the runs of
+//!   sampled pfns with their kernel class;
+//! * `pages.bin.gz`: the sampled struct pages, gzip'd, in pfn order.
+//!
+//! The sample keeps every free block's head (the link checks follow the lists), every page used
+//! since boot, every free page holding a merge's poison, every reserved page referenced after
+//! boot, and of every run of pages of one class its first and last page and every 1024th.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use memmap_core::{KernelConfig, PfnRange, ReservedRange};
+use serde::{Deserialize, Serialize};
+
+use crate::boot::Class;
+use crate::boot_model::{KernelCounts, KernelPages, KernelZone, NodeInput};
+use crate::facts::{Facts, KernelFacts, MAX_REGION_PAGES};
+
+/// The extract's description.
+pub const JSON_FILE: &str = "boot.json";
+
+/// `boot.json`'s format.
+pub const FORMAT: u32 = 1;
+/// The largest `boot.json` read.
+pub const MAX_JSON_BYTES: u64 = 4 << 20;
+/// The largest `pages.bin.gz`, compressed and decompressed.
+pub const MAX_PAGES_BYTES: u64 = 16 << 20;
+/// Every 1024th page of a run is kept.
+const STRIDE: u64 = 1024;
+
+/// `boot.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BootGolden {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// Configuration name.
+    pub config: String,
+    /// The kernel.
+    pub kernel: KernelFacts,
+    /// Size of the vmemmap area (pointers inside it are struct page pointers).
+    pub vmemmap_size: u64,
+    /// The nodes.
+    pub nodes: Vec<NodeGolden>,
+}
+
+/// One node of `boot.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeGolden {
+    /// Node id.
+    pub nid: u32,
+    /// Memory ranges `[start, end)`.
+    pub memory: Vec<(u64, u64)>,
+    /// Reserved ranges `[start, end)`.
+    pub reserved: Vec<(u64, u64)>,
+    /// Runs `[start, end)` of pages allocated after boot.
+    pub taken: Vec<(u64, u64)>,
+    /// Runs of vmemmap frames `(first frame, frames, section)`.
+    pub frames: Vec<(u64, u64, u64)>,
+    /// The zones.
+    pub zones: Vec<ZoneGolden>,
+}
+
+/// One zone of `boot.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ZoneGolden {
+    /// Zone index.
+    pub zone: u32,
+    /// Zone name.
+    pub name: String,
+    /// First pfn.
+    pub start_pfn: u64,
+    /// Pages spanned.
+    pub nr_pages: u64,
+    /// First pfn of the first pageblock.
+    pub pageblock_first_pfn: u64,
+    /// The pageblocks' migrate types, two hex digits each.
+    pub pageblocks: String,
+    /// The kernel's counters.
+    pub counts: KernelCounts,
+    /// Pages of each comparison class ([`crate::boot_model::CmpClass::ALL`]) in the whole zone.
+    pub class_pages: Vec<u64>,
+    /// Runs of sampled pfns `(first, pages, class)`, ascending, with the class's position in
+    /// [`Class::ALL`].
+    pub samples: Vec<(u64, u64, u8)>,
+}
+
+fn runs(pfns: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = Vec::new();
+    for p in pfns {
+        match v.last_mut() {
+            Some(last) if last.1 == p => last.1 += 1,
+            _ => v.push((p, p + 1)),
+        }
+    }
+    v
+}
+
+/// The pfns of `z` the extract keeps.
+fn sample(z: &KernelZone, keep: &dyn Fn(u64) -> bool) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut prev: Option<Class> = None;
+    let pfns: Vec<u64> = z.pfns().collect();
+    for (i, &pfn) in pfns.iter().enumerate() {
+        let c = z.class(pfn);
+        let next = pfns.get(i + 1).and_then(|&p| z.class(p));
+        let edge = c != prev || c != next;
+        if edge || pfn % STRIDE == 0 || c == Some(Class::FreeHead) || keep(pfn) {
+            out.push(pfn);
+        }
+        prev = c;
+    }
+    out
+}
+
+/// Writes the golden extract of the boot run in `dump` under `golden/<kernel>/<config>/`.
+///
+/// # Errors
+///
+/// The run's files cannot be read, the model differs from the run (only equal runs become
+/// golden extracts), or the extract cannot be written.
+pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
+    let kernel = crate::files::name("the facts' kernel id", &facts.kernel.id)?;
+    let config = crate::files::name("the facts' configuration", &facts.config)?;
+    let (cfg, nodes) = crate::boot_model::inputs(dump, facts)?;
+    let results = crate::boot_model::compare_nodes(&cfg, facts.vmemmap_size, &nodes)?;
+    if !crate::boot_model::equal(&results) {
+        bail!("{}: the model differs from the guest, so no golden extract is written", dump.display());
+    }
+    let mut pages = Vec::new();
+    let mut out_nodes = Vec::new();
+    for (n, r) in nodes.iter().zip(&results) {
+        let mut zones = Vec::new();
+        for (z, zr) in n.zones.iter().zip(&r.zones) {
+            let keep = |pfn: u64| {
+                let k = z.page(pfn).unwrap_or(&[0; 64]);
+                let c = crate::boot_model::class_of(&cfg, n, pfn, k);
+                let poison =
+                    u64::from_le_bytes(k[8..16].try_into().unwrap_or_default()) == memmap_core::LIST_POISON1;
+                poison
+                    || matches!(
+                        c,
+                        crate::boot_model::CmpClass::FreeUsed
+                            | crate::boot_model::CmpClass::ReservedReferenced
+                    )
+            };
+            let kept = sample(z, &keep);
+            let mut samples: Vec<(u64, u64, u8)> = Vec::new();
+            for &pfn in &kept {
+                pages.extend_from_slice(z.page(pfn).context("a sampled page outside its zone")?);
+                let class =
+                    z.class(pfn).map_or(0, |c| Class::ALL.iter().position(|&k| k == c).unwrap_or(0) as u8);
+                match samples.last_mut() {
+                    Some(last) if last.0 + last.1 == pfn && last.2 == class => last.1 += 1,
+                    _ => samples.push((pfn, 1, class)),
+                }
+            }
+            zones.push(ZoneGolden {
+                zone: z.zone,
+                name: z.name.clone(),
+                start_pfn: z.start_pfn,
+                nr_pages: z.nr_pages,
+                pageblock_first_pfn: z.pageblock_first_pfn,
+                pageblocks: z.pageblocks.iter().map(|b| format!("{b:02x}")).collect(),
+                counts: z.counts,
+                class_pages: zr.classes.iter().map(|c| c.pages).collect(),
+                samples,
+            });
+        }
+        let mut frames: Vec<(u64, u64, u64)> = Vec::new();
+        for (&f, &s) in &n.frames {
+            match frames.last_mut() {
+                Some(last) if last.0 + last.1 == f && last.2 == s => last.1 += 1,
+                _ => frames.push((f, 1, s)),
+            }
+        }
+        out_nodes.push(NodeGolden {
+            nid: n.nid,
+            memory: n.memory.iter().map(|m| (m.start, m.end)).collect(),
+            reserved: n.reserved.iter().map(|r| (r.range.start, r.range.end)).collect(),
+            taken: runs(n.taken.iter().copied()),
+            frames,
+            zones,
+        });
+    }
+    let g = BootGolden {
+        format: FORMAT,
+        config: facts.config.clone(),
+        kernel: facts.kernel.clone(),
+        vmemmap_size: facts.vmemmap_size,
+        nodes: out_nodes,
+    };
+    let out = crate::files::create_dirs_below(golden, &Path::new(kernel).join(config))?;
+    crate::files::write_file(&out.join("boot.json"), (serde_json::to_string(&g)? + "\n").as_bytes())?;
+    let mut gz = GzEncoder::new(Vec::new(), Compression::best());
+    gz.write_all(&pages)?;
+    crate::files::write_file(&out.join("pages.bin.gz"), &gz.finish()?)?;
+    eprintln!("  golden boot extract: {} ({} struct pages kept)", out.display(), pages.len() / 64);
+    Ok(())
+}
+
+/// A boot golden extract read back: the model's configuration, the vmemmap size and the nodes.
+#[derive(Debug)]
+pub struct LoadedBoot {
+    /// `boot.json`.
+    pub golden: BootGolden,
+    /// The model configuration of its kernel.
+    pub cfg: KernelConfig,
+    /// The nodes, with their sampled pages.
+    pub nodes: Vec<NodeInput>,
+}
+
+/// Reads `dir`'s extract, checking every size and range before anything is allocated from it.
+///
+/// # Errors
+///
+/// Missing, oversized or malformed files, or contents that disagree.
+pub fn load(dir: &Path) -> Result<LoadedBoot> {
+    let json = memmap_dump::read_file(&dir.join("boot.json"), MAX_JSON_BYTES, memmap_dump::Links::Follow)?;
+    let gz = memmap_dump::read_file(&dir.join("pages.bin.gz"), MAX_PAGES_BYTES, memmap_dump::Links::Follow)?;
+    parse(dir, &json, &gz)
+}
+
+/// [`load`] from the files' contents (`dir` names them in errors).
+///
+/// # Errors
+///
+/// As [`load`].
+pub fn parse(dir: &Path, json: &[u8], gz: &[u8]) -> Result<LoadedBoot> {
+    memmap_dump::check_json(json, &crate::golden::JSON_LIMITS, &dir.join("boot.json"))?;
+    let golden: BootGolden =
+        serde_json::from_slice(json).with_context(|| format!("{}/boot.json", dir.display()))?;
+    if golden.format != FORMAT {
+        bail!("{}/boot.json: format {} (expected {FORMAT})", dir.display(), golden.format);
+    }
+    let (cfg, _) = crate::model::kernel_config_of(&golden.kernel)?;
+    let mut sampled = 0u64;
+    for n in &golden.nodes {
+        check_node(n).with_context(|| format!("{}/boot.json: node {}", dir.display(), n.nid))?;
+        sampled += n.zones.iter().flat_map(|z| &z.samples).map(|s| s.1).sum::<u64>();
+    }
+    let want = sampled.checked_mul(64).filter(|&b| b <= MAX_PAGES_BYTES).context("too many sampled pages")?;
+    let raw = memmap_dump::read_capped(GzDecoder::new(gz), MAX_PAGES_BYTES, gz.len() as u64)?
+        .with_context(|| format!("{}/pages.bin.gz: more than {MAX_PAGES_BYTES} bytes", dir.display()))?;
+    if raw.len() as u64 != want {
+        bail!("{}/pages.bin.gz: {} bytes, the samples {want}", dir.display(), raw.len());
+    }
+    let mut pages = raw.chunks_exact(64);
+    let mut nodes = Vec::new();
+    for n in &golden.nodes {
+        let mut zones = Vec::new();
+        for z in &n.zones {
+            let mut m = BTreeMap::new();
+            for &(first, count, class) in &z.samples {
+                let class = *Class::ALL.get(class as usize).context("a sample's class")?;
+                for pfn in first..first + count {
+                    let page: [u8; 64] = pages.next().context("pages.bin.gz too short")?.try_into()?;
+                    m.insert(pfn, (class, page));
+                }
+            }
+            let pageblocks = (0..z.pageblocks.len() / 2)
+                .map(|i| u8::from_str_radix(&z.pageblocks[i * 2..i * 2 + 2], 16))
+                .collect::<Result<Vec<u8>, _>>()
+                .context("pageblocks are not hex")?;
+            zones.push(KernelZone {
+                zone: z.zone,
+                name: z.name.clone(),
+                start_pfn: z.start_pfn,
+                nr_pages: z.nr_pages,
+                pageblock_first_pfn: z.pageblock_first_pfn,
+                pageblocks,
+                counts: z.counts,
+                pages: KernelPages::Sample(m),
+            });
+        }
+        nodes.push(NodeInput {
+            nid: n.nid,
+            zones,
+            memory: n.memory.iter().map(|&(s, e)| PfnRange::new(s, e)).collect(),
+            reserved: n.reserved.iter().map(|&(s, e)| ReservedRange::new(s, e)).collect(),
+            taken: n.taken.iter().flat_map(|&(s, e)| s..e).collect(),
+            frames: n.frames.iter().flat_map(|&(f, c, s)| (f..f + c).map(move |f| (f, s))).collect(),
+        });
+    }
+    Ok(LoadedBoot { golden, cfg, nodes })
+}
+
+/// The ranges of a node inside its zones, the zones within [`MAX_REGION_PAGES`], the samples
+/// ascending inside their zone, so that loading allocates within the limits.
+fn check_node(n: &NodeGolden) -> Result<()> {
+    let span = n.zones.first().map(|z| z.start_pfn).unwrap_or(0)
+        ..n.zones.last().map_or(0, |z| z.start_pfn.saturating_add(z.nr_pages));
+    let mut total = 0u64;
+    for z in &n.zones {
+        if z.nr_pages > MAX_REGION_PAGES || z.start_pfn.checked_add(z.nr_pages).is_none_or(|e| e > 1 << 52) {
+            bail!("zone {}: {} pages at {:#x}", z.zone, z.nr_pages, z.start_pfn);
+        }
+        total += z.nr_pages;
+        if total > 4 * MAX_REGION_PAGES {
+            bail!("more than {} pages", 4 * MAX_REGION_PAGES);
+        }
+        if z.pageblocks.len() as u64 > z.nr_pages / 256 + 8 {
+            bail!("zone {}: {} pageblock digits", z.zone, z.pageblocks.len());
+        }
+        let mut next = z.start_pfn;
+        for &(first, count, _) in &z.samples {
+            if first < next || first.checked_add(count).is_none_or(|e| e > z.start_pfn + z.nr_pages) {
+                bail!("zone {}: samples not ascending inside the zone", z.zone);
+            }
+            next = first + count;
+        }
+    }
+    let inside = |r: &(u64, u64)| r.0 <= r.1 && span.start <= r.0 && r.1 <= span.end;
+    if !n.memory.iter().chain(&n.reserved).chain(&n.taken).all(inside) {
+        bail!("a range outside the node's zones");
+    }
+    if !n.frames.iter().all(|&(f, c, _)| f.checked_add(c).is_some_and(|e| span.start <= f && e <= span.end)) {
+        bail!("vmemmap frames outside the node's zones");
+    }
+    Ok(())
+}

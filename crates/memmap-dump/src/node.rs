@@ -1,0 +1,173 @@
+//! `dump node`: the boot memmap of one node laid out as a real machine's (its zones, memory
+//! ranges and reserved ranges, for example read from a booted guest), booted with a chosen
+//! init mode, boot order and strategy, deferred and on-demand init run to completion, and the
+//! pages the machine had allocated since taken off the free lists
+//! ([`memmap_core::Node::take_page_off_buddy`]).
+
+use memmap_core::{
+    BootOptions, BootOrder, BootmemType, FillOptions, InitMode, KernelConfig, MigrateType, Node, NodeLayout,
+    NodeParts, OwnedMemmap, Page64, Page72, PfnRange, ReservedRange, Strategy, ZoneSpan,
+};
+
+use crate::error::DumpError;
+use crate::meta::{DumpMeta, Placement, Written};
+use crate::model::{Dump, DumpLayout, invalid, map_error, struct_page_bytes};
+
+/// Options of `dump node`.
+#[derive(Debug, Clone)]
+pub struct NodeDump {
+    /// Kernel config.
+    pub config: KernelConfig,
+    /// 72-byte `WANT_PAGE_VIRTUAL` layout instead of 64.
+    pub layout72: bool,
+    /// Node id.
+    pub nid: u32,
+    /// The node's zones, sorted by pfn.
+    pub zones: Vec<ZoneSpan>,
+    /// `memblock.memory` of the node, sorted.
+    pub memory: Vec<PfnRange>,
+    /// `memblock.reserved` of the node, sorted, inside the zones.
+    pub reserved: Vec<ReservedRange>,
+    /// Init mode (deferred and on-demand init are run to completion before the dump).
+    pub mode: InitMode,
+    /// Boot order.
+    pub order: BootOrder,
+    /// Strategy.
+    pub strategy: Strategy,
+    /// Pages taken off the free lists after boot, in this order: what the machine allocated
+    /// since. A pfn that is not free then is an error.
+    pub taken: Vec<u64>,
+    /// `get_page_bootmem(info, pfn_to_page(pfn), type)` calls after boot, as `(pfn, info,
+    /// type)`: the boot memory holding the node's metadata, recorded for memory hot-remove. A
+    /// pfn outside the node or not reserved is an error.
+    pub bootmem: Vec<(u64, u64, BootmemType)>,
+}
+
+/// The counters of one zone after the dump's boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ZoneCounts {
+    /// Zone index.
+    pub zone: u32,
+    /// `zone_start_pfn`.
+    pub start_pfn: u64,
+    /// `spanned_pages`.
+    pub spanned: u64,
+    /// `present_pages`: memory inside the span.
+    pub present: u64,
+    /// `managed_pages`: pages given to the buddy allocator at boot.
+    pub managed: u64,
+    /// Pages in the free lists after the taken pages left them.
+    pub free: u64,
+}
+
+impl NodeDump {
+    /// Boots the node and returns the dump of its whole span.
+    ///
+    /// # Errors
+    ///
+    /// [`DumpError::Input`] for a layout the node refuses or a taken page that is not free,
+    /// [`DumpError::Map`] when the memmap cannot be mapped.
+    pub fn run(&self) -> Result<Dump, DumpError> {
+        if self.layout72 { node_as::<Page72>(self) } else { node_as::<Page64>(self) }
+    }
+
+    /// `sizeof(struct page)` of the chosen layout.
+    #[must_use]
+    pub fn struct_page_size(&self) -> u64 {
+        struct_page_bytes(self.layout72)
+    }
+
+    /// The layout.
+    #[must_use]
+    pub fn layout(&self) -> NodeLayout<'_> {
+        NodeLayout { nid: self.nid, zones: &self.zones, memory: &self.memory, reserved: &self.reserved }
+    }
+}
+
+fn node_as<P: DumpLayout>(opts: &NodeDump) -> Result<Dump, DumpError> {
+    let cfg = opts.config;
+    let flags = cfg.flags_layout().map_err(invalid)?;
+    let layout = opts.layout();
+    let span = layout.span();
+    let n = usize::try_from(span.len()).map_err(invalid)?;
+    let mut owned = OwnedMemmap::<P>::new(cfg, span.start, span.len())
+        .map_err(map_error(format!("map a memmap of {} struct pages", span.len())))?;
+    let mut states = vec![0u8; Node::<P>::states_needed(&cfg, span)];
+    let boot = BootOptions {
+        order: opts.order,
+        fill: FillOptions::new(opts.strategy),
+        ..BootOptions::new(opts.mode)
+    };
+    let t = std::time::Instant::now();
+    let (page_addr_base, used, reason, counts, pageblocks, taken_ok, expanded) = {
+        let memmap = owned.memmap();
+        let parts =
+            NodeParts { memmap, layout, states: &mut states, arena: None, hooks: memmap_core::NoHooks };
+        let (node, _) = Node::boot(parts, &boot).map_err(|e| invalid(format!("node boot: {e:?}")))?;
+        node.deferred_init_memmap_serial();
+        let expanded = if opts.mode == InitMode::OnDemand { node.expand_all() } else { 0 };
+        let mut taken_ok = 0u64;
+        for &pfn in &opts.taken {
+            if !node.take_page_off_buddy(pfn) {
+                return Err(invalid(format!("taken page {pfn:#x} is not free in the model")));
+            }
+            taken_ok += 1;
+        }
+        let counts: Vec<ZoneCounts> = opts
+            .zones
+            .iter()
+            .map(|z| ZoneCounts {
+                zone: z.zone,
+                start_pfn: z.span.start,
+                spanned: z.span.len(),
+                present: present_pages(&opts.memory, z.span),
+                managed: node.zone_managed_pages(z.zone),
+                free: node.zone_free_pages(z.zone),
+            })
+            .collect();
+        let (used, reason) = node.strategy();
+        let (mut memmap, _) = node.into_memmap();
+        let reserved = 1u64 << cfg.behaviour().page_flags.reserved;
+        for &(pfn, info, ty) in &opts.bootmem {
+            if !memmap.contains(pfn) || memmap.read(pfn).flags() & reserved == 0 {
+                return Err(invalid(format!("bootmem page {pfn:#x} is not a reserved page of the node")));
+            }
+            memmap.get_page_bootmem(pfn, info, ty);
+        }
+        let movable: Vec<u64> =
+            memmap.pageblocks_with(span.start, span.len(), MigrateType::Movable).collect();
+        let pb = cfg.pageblock_nr_pages();
+        let first = span.start & !(pb - 1);
+        let types: Vec<Option<u8>> = (first..span.end)
+            .step_by(pb as usize)
+            .map(|p| memmap.pageblock_migratetype(p.max(span.start)).map(MigrateType::value))
+            .collect();
+        (memmap.vaddr(span.start), used, reason.to_string(), counts, (movable, types), taken_ok, expanded)
+    };
+    let took = t.elapsed();
+    let mut detail = serde_json::Map::new();
+    detail.insert("kernel_version".into(), cfg.version.to_string().into());
+    detail.insert("mode".into(), format!("{:?}", opts.mode).to_lowercase().into());
+    detail.insert("boot_order".into(), format!("{:?}", opts.order).to_lowercase().into());
+    detail.insert("zones".into(), serde_json::to_value(&counts).map_err(invalid)?);
+    detail.insert("taken_pages".into(), taken_ok.into());
+    detail.insert("blocks_expanded".into(), expanded.into());
+    detail.insert("bootmem_pages".into(), opts.bootmem.len().into());
+    detail.insert("boot_ms".into(), serde_json::json!(took.as_secs_f64() * 1e3));
+    let at =
+        Placement { start_pfn: span.start, nr_pages: span.len(), page_addr_base, zone: 0, nid: opts.nid };
+    let how = Written { used, requested: opts.strategy, reason };
+    let (movable, types) = pageblocks;
+    detail.insert("pageblock_migratetypes".into(), serde_json::json!(types));
+    let meta = DumpMeta {
+        movable_pageblock_pfns: movable,
+        detail,
+        ..DumpMeta::of("node", &cfg, &flags, P::SIZE, at, how)
+    };
+    Ok(Dump::from_owned::<P>(meta, owned, n * P::SIZE))
+}
+
+/// Memory pages of `memory` inside `span`.
+fn present_pages(memory: &[PfnRange], span: PfnRange) -> u64 {
+    memory.iter().map(|m| m.end.min(span.end).saturating_sub(m.start.max(span.start))).sum()
+}
