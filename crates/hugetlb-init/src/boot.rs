@@ -314,9 +314,20 @@ pub fn hugetlb_bootmem_alloc<P: StructPage, R, H>(
     alloc_with(nodes.len(), |i| nodes[i].spec, request, records)
 }
 
-/// Finds node `i`'s record group: the records after `from` whose nid is the node's.
-fn group_end(records: &[HugeBootmemPage], from: usize, nid: u32) -> usize {
-    from + records[from..].iter().take_while(|r| r.nid == nid).count()
+/// Takes the next node's record group off the front of `rest`: the leading records whose nid
+/// is the node's, `nid`.
+fn take_group<'r>(rest: &mut &'r [HugeBootmemPage], nid: u32) -> &'r [HugeBootmemPage] {
+    let (group, tail) = rest.split_at(rest.iter().take_while(|r| r.nid == nid).count());
+    *rest = tail;
+    group
+}
+
+/// [`take_group`] on records the caller may change.
+fn take_group_mut<'r>(rest: &mut &'r mut [HugeBootmemPage], nid: u32) -> &'r mut [HugeBootmemPage] {
+    let end = rest.iter().take_while(|r| r.nid == nid).count();
+    let (group, tail) = core::mem::take(rest).split_at_mut(end);
+    *rest = tail;
+    group
 }
 
 /// Checks that `records` are grouped by node in node order and that each folio lies in its
@@ -325,20 +336,18 @@ fn validate_records<P: StructPage, R, H>(
     nodes: &[HugetlbNode<'_, P, R, H>],
     records: &[HugeBootmemPage],
 ) -> Result<(), HugetlbError> {
-    let mut at = 0;
+    let mut rest = records;
     for n in nodes {
-        let end = group_end(records, at, n.spec.nid);
-        for r in &records[at..end] {
+        for r in take_group(&mut rest, n.spec.nid) {
             let nr = r.hstate.nr_pages();
             let inside = r.head_pfn.checked_add(nr).is_some_and(|end| end <= n.spec.end_pfn());
             if r.head_pfn % nr != 0 || r.head_pfn < n.spec.start_pfn || !inside {
                 return Err(HugetlbError::FolioOutsideNode { head_pfn: r.head_pfn, nid: n.spec.nid });
             }
         }
-        at = end;
     }
-    if at != records.len() {
-        return Err(HugetlbError::RecordsNotGrouped { index: at });
+    if !rest.is_empty() {
+        return Err(HugetlbError::RecordsNotGrouped { index: records.len() - rest.len() });
     }
     Ok(())
 }
@@ -356,13 +365,11 @@ pub fn memmap_init_reserved_heads<P: StructPage, R, H: InitHooks>(
 ) -> Result<(), HugetlbError> {
     validate_nodes(nodes)?;
     validate_records(nodes, records)?;
-    let mut at = 0;
+    let mut rest = records;
     for n in nodes.iter_mut() {
-        let end = group_end(records, at, n.spec.nid);
-        for r in &records[at..end] {
+        for r in take_group(&mut rest, n.spec.nid) {
             reserve_bootmem_head(&mut n.memmap, r.head_pfn, n.spec.zone, n.spec.nid, &mut n.hooks);
         }
-        at = end;
     }
     Ok(())
 }
@@ -389,16 +396,14 @@ where
 {
     validate_nodes(nodes)?;
     validate_records(nodes, records)?;
-    let mut at = 0;
+    let mut rest: &[HugeBootmemPage] = records;
     for n in nodes.iter() {
-        let end = group_end(records, at, n.spec.nid);
-        for r in &records[at..end] {
+        for r in take_group(&mut rest, n.spec.nid) {
             let head = n.memmap.read(r.head_pfn);
             if head.refcount() != 1 || !head.test_flag(n.memmap.config().behaviour().page_flags.reserved) {
                 return Err(HugetlbError::HeadNotReserved { pfn: r.head_pfn });
             }
         }
-        at = end;
     }
     let with_memory = nodes.iter().filter(|n| n.spec.nr_pages > 0).count();
     let job = PadataJob::gather_bootmem(nodes.len() as u64, with_memory.min(params.gather.count(u64::MAX)));
@@ -455,9 +460,7 @@ where
     let mut items = std::vec::Vec::with_capacity(nodes.len());
     let mut rest = records;
     for n in nodes.iter_mut() {
-        let end = group_end(rest, 0, n.spec.nid);
-        let (mine, tail) = rest.split_at_mut(end);
-        rest = tail;
+        let mine = take_group_mut(&mut rest, n.spec.nid);
         items.push(Mutex::new(Some((n, mine))));
     }
     // One item per node from 0: the job cannot end past u64::MAX, padata's only error.
@@ -496,9 +499,7 @@ fn gather_sequential<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
 ) {
     let mut rest = records;
     for n in nodes.iter_mut() {
-        let end = group_end(rest, 0, n.spec.nid);
-        let (mine, tail) = rest.split_at_mut(end);
-        rest = tail;
+        let mine = take_group_mut(&mut rest, n.spec.nid);
         gather_bootmem_prealloc_node(n, mine, params);
         n.report.on_caller_thread = true;
     }

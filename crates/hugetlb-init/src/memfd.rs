@@ -625,31 +625,15 @@ impl<P: StructPage> OwnedBoot<P> {
         &mut self,
         request: &BootRequest<'_>,
         params: &BootParams,
-        mut hooks: impl FnMut(u32) -> H,
+        hooks: impl FnMut(u32) -> H,
     ) -> Result<BootReport, BootError> {
         let total = crate::bootmem::validate_request(&self.specs, request)?;
         // One record per page asked for; a count no address space holds (32-bit hosts) is refused.
         let total = usize::try_from(total)
             .map_err(|_| HugetlbError::RecordsTooShort { needed: usize::MAX, got: 0 })?;
-        if self.dirty {
-            for v in &mut self.vmemmaps {
-                v.reset(self.poison).map_err(BootError::Io)?;
-            }
-        }
-        self.records = std::vec![HugeBootmemPage::EMPTY; total];
-        self.dirty = true;
-        let mut nodes: Vec<HugetlbNode<'_, P, MemfdRemap<'_, P>, H>> = self
-            .vmemmaps
-            .iter_mut()
-            .zip(&self.specs)
-            .map(|(v, s)| {
-                let (memmap, remap) = v.parts();
-                HugetlbNode::new(*s, memmap, remap, hooks(s.nid))
-            })
-            .collect();
-        let report = crate::boot(&mut nodes, request, params, &mut self.records)?;
-        self.reports = nodes.iter().map(|n| n.report).collect();
-        Ok(report)
+        self.run_boot(hooks, std::vec![HugeBootmemPage::EMPTY; total], |nodes, records| {
+            crate::boot(nodes, request, params, records)
+        })
     }
 
     /// [`crate::boot_placed`] with `hooks(nid)` as each node's hooks: the folios of `placed`
@@ -663,14 +647,29 @@ impl<P: StructPage> OwnedBoot<P> {
         &mut self,
         placed: &[HugeBootmemPage],
         params: &BootParams,
+        hooks: impl FnMut(u32) -> H,
+    ) -> Result<BootReport, BootError> {
+        self.run_boot(hooks, placed.to_vec(), |nodes, records| crate::boot_placed(nodes, records, params))
+    }
+
+    /// One boot of the machine: resets the vmemmaps if an earlier boot wrote them, takes
+    /// `records` as the records, runs `boot` on the nodes (with `hooks(nid)` as each node's
+    /// hooks) and keeps the node reports.
+    fn run_boot<H: InitHooks + Send>(
+        &mut self,
         mut hooks: impl FnMut(u32) -> H,
+        records: Vec<HugeBootmemPage>,
+        boot: impl FnOnce(
+            &mut [HugetlbNode<'_, P, MemfdRemap<'_, P>, H>],
+            &mut [HugeBootmemPage],
+        ) -> Result<BootReport, HugetlbError>,
     ) -> Result<BootReport, BootError> {
         if self.dirty {
             for v in &mut self.vmemmaps {
                 v.reset(self.poison).map_err(BootError::Io)?;
             }
         }
-        self.records = placed.to_vec();
+        self.records = records;
         self.dirty = true;
         let mut nodes: Vec<HugetlbNode<'_, P, MemfdRemap<'_, P>, H>> = self
             .vmemmaps
@@ -681,7 +680,7 @@ impl<P: StructPage> OwnedBoot<P> {
                 HugetlbNode::new(*s, memmap, remap, hooks(s.nid))
             })
             .collect();
-        let report = crate::boot_placed(&mut nodes, &mut self.records, params)?;
+        let report = boot(&mut nodes, &mut self.records)?;
         self.reports = nodes.iter().map(|n| n.report).collect();
         Ok(report)
     }

@@ -105,6 +105,13 @@ fn placed_folios_past_the_pfn_space_are_refused() {
         let e = boot_placed(&mut nodes, &mut records, &params());
         assert_eq!(e.unwrap_err(), HugetlbError::FolioOutsideNode { head_pfn: head, nid: 0 }, "{head:#x}");
     }
+    // A record of a node the machine does not have: not in its node's group.
+    let mut stray = [
+        HugeBootmemPage { head_pfn: base, ..HugeBootmemPage::EMPTY },
+        HugeBootmemPage { head_pfn: base + 512, nid: 1, ..HugeBootmemPage::EMPTY },
+    ];
+    let e = boot_placed(&mut nodes, &mut stray, &params());
+    assert_eq!(e.unwrap_err(), HugetlbError::RecordsNotGrouped { index: 1 });
     let mut overlapping = [
         HugeBootmemPage { head_pfn: base, ..HugeBootmemPage::EMPTY },
         HugeBootmemPage { head_pfn: base, ..HugeBootmemPage::EMPTY },

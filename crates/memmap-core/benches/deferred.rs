@@ -19,10 +19,11 @@ use std::hint::black_box;
 
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use memmap_core::{
     BootOptions, BootOrder, ClearMode, Gfp, InitMode, InitPolicy, KernelConfig, NoHooks, Node, NodeLayout,
-    NodeParts, OwnedArena, OwnedMemmap, Page64, PfnRange, ZoneSpan,
+    NodeParts, OwnedArena, OwnedMemmap, Page64, PfnRange, PhysArena, ZoneSpan,
 };
 
 const ZONE: u32 = 2;
@@ -33,17 +34,46 @@ fn nr_pages() -> u64 {
     gib << 18
 }
 
-fn boot_and_full(c: &mut Criterion) {
-    let cfg = KernelConfig::X86_64;
-    let nr = nr_pages();
-    let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
-    let memory = [PfnRange::new(BASE, BASE + nr)];
-    let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
-    let mut owned = OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap");
-    owned.populate().expect("populate");
-    let mut states = vec![0u8; Node::<Page64>::states_needed(&cfg, layout.span())];
-    let mut g = c.benchmark_group("deferred");
+/// What every benchmark boots: one zone of `nr` pages from `BASE` on node 0, its memmap (not
+/// yet populated) and the node's block states.
+struct Zone {
+    zones: [ZoneSpan; 1],
+    memory: [PfnRange; 1],
+    memmap: OwnedMemmap<Page64>,
+    states: Vec<u8>,
+}
+
+impl Zone {
+    fn new(nr: u64) -> Self {
+        let cfg = KernelConfig::X86_64;
+        let span = PfnRange::new(BASE, BASE + nr);
+        Zone {
+            zones: [ZoneSpan::new(ZONE, BASE, BASE + nr)],
+            memory: [span],
+            memmap: OwnedMemmap::new(cfg, BASE, nr).expect("mmap"),
+            states: vec![0u8; Node::<Page64>::states_needed(&cfg, span)],
+        }
+    }
+
+    /// The parts of a boot of the zone, with `arena` as its page contents.
+    fn parts<'a>(&'a mut self, arena: Option<PhysArena<'a>>) -> NodeParts<'a, Page64> {
+        let layout = NodeLayout { nid: 0, zones: &self.zones, memory: &self.memory, reserved: &[] };
+        NodeParts { memmap: self.memmap.memmap(), layout, states: &mut self.states, arena, hooks: NoHooks }
+    }
+}
+
+/// A benchmark group of ten samples, each of about two seconds.
+fn group<'c>(c: &'c mut Criterion, name: &str) -> BenchmarkGroup<'c, WallTime> {
+    let mut g = c.benchmark_group(name);
     g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    g
+}
+
+fn boot_and_full(c: &mut Criterion) {
+    let nr = nr_pages();
+    let mut zone = Zone::new(nr);
+    zone.memmap.populate().expect("populate");
+    let mut g = group(c, "deferred");
     g.throughput(Throughput::Bytes(nr * 64));
     let variants = InitMode::ALL
         .into_iter()
@@ -60,13 +90,7 @@ fn boot_and_full(c: &mut Criterion) {
                 b.iter_custom(|iters| {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
-                        let parts = NodeParts {
-                            memmap: owned.memmap(),
-                            layout,
-                            states: &mut states,
-                            arena: None,
-                            hooks: NoHooks,
-                        };
+                        let parts = zone.parts(None);
                         let t = Instant::now();
                         let opts = BootOptions { order, ..BootOptions::new(mode) };
                         let (node, r) = Node::boot(parts, &opts).expect("boot");
@@ -93,16 +117,10 @@ fn boot_and_full(c: &mut Criterion) {
 }
 
 fn alloc(c: &mut Criterion) {
-    let cfg = KernelConfig::X86_64;
     let nr = nr_pages().min(1 << 18); // at most 1 GiB: allocation throughput, not size
-    let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
-    let memory = [PfnRange::new(BASE, BASE + nr)];
-    let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
-    let mut owned = OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap");
-    owned.populate().expect("populate");
-    let mut states = vec![0u8; Node::<Page64>::states_needed(&cfg, layout.span())];
-    let mut g = c.benchmark_group("alloc");
-    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    let mut zone = Zone::new(nr);
+    zone.memmap.populate().expect("populate");
+    let mut g = group(c, "alloc");
     for order in [0u32, 9] {
         g.throughput(Throughput::Elements(nr >> order));
         for mode in [InitMode::Eager, InitMode::OnDemand] {
@@ -110,13 +128,7 @@ fn alloc(c: &mut Criterion) {
                 b.iter_custom(|iters| {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
-                        let parts = NodeParts {
-                            memmap: owned.memmap(),
-                            layout,
-                            states: &mut states,
-                            arena: None,
-                            hooks: NoHooks,
-                        };
+                        let parts = zone.parts(None);
                         let opts = BootOptions { check_pages: false, ..BootOptions::new(mode) };
                         let (node, _) = Node::boot(parts, &opts).expect("boot");
                         let t = Instant::now();
@@ -138,30 +150,18 @@ fn alloc(c: &mut Criterion) {
 }
 
 fn init_on_alloc(c: &mut Criterion) {
-    let cfg = KernelConfig::X86_64;
     let nr = nr_pages().min(1 << 18);
-    let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
-    let memory = [PfnRange::new(BASE, BASE + nr)];
-    let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
-    let mut owned = OwnedMemmap::<Page64>::new(cfg, BASE, nr).expect("mmap");
+    let mut zone = Zone::new(nr);
     let mut arena = OwnedArena::new(BASE, nr).expect("mmap");
     arena.populate().expect("populate");
-    let mut states = vec![0u8; Node::<Page64>::states_needed(&cfg, layout.span())];
-    let mut g = c.benchmark_group("init_on_alloc");
-    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    let mut g = group(c, "init_on_alloc");
     g.throughput(Throughput::Bytes(nr * 4096));
     for clear in [ClearMode::PerPage, ClearMode::Batch] {
         g.bench_function(clear.name(), |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    let parts = NodeParts {
-                        memmap: owned.memmap(),
-                        layout,
-                        states: &mut states,
-                        arena: Some(arena.arena()),
-                        hooks: NoHooks,
-                    };
+                    let parts = zone.parts(Some(arena.arena()));
                     let policy = InitPolicy { init_on_alloc: true, clear, ..InitPolicy::default() };
                     let opts =
                         BootOptions { policy, check_pages: false, ..BootOptions::new(InitMode::Eager) };

@@ -12,17 +12,9 @@ use memmap_core::{
     ReservedRange, Strategy, StructPage, ZoneSpan, padata_do_multithreaded,
 };
 use memmap_core::{Memmap, Node, NodeLayout, NodeParts, pageblocks_needed};
-use support::{Storage, cfg, free_blocks, free_map, is_guard, maximal_blocks};
+use support::{Storage, cfg, free_blocks, free_map, is_guard, layout, maximal_blocks};
 
 const NID: u32 = 1;
-
-fn layout<'a>(
-    zones: &'a [ZoneSpan],
-    memory: &'a [PfnRange],
-    reserved: &'a [ReservedRange],
-) -> NodeLayout<'a> {
-    NodeLayout { nid: NID, zones, memory, reserved }
-}
 
 /// Initialized for `zone` (a free block's first page carries the buddy page type instead of
 /// `_mapcount == -1`).
@@ -46,7 +38,7 @@ fn only_the_highest_zone_is_deferred_and_lower_zones_are_fully_initialized() {
     let s0 = 4 * pps;
     let zones = [ZoneSpan::new(1, s0, s0 + 2 * pps), ZoneSpan::new(2, s0 + 2 * pps, s0 + 6 * pps)];
     let memory = [PfnRange::new(s0, s0 + 6 * pps)];
-    let l = layout(&zones, &memory, &[]);
+    let l = layout(NID, &zones, &memory, &[]);
     let mut st = Storage::new(&cfg, l.span(), false);
     let (mut node, report) = st.boot(cfg, l, &BootOptions::new(InitMode::Deferred));
     let fdp = report.first_deferred_pfn.expect("something deferred");
@@ -74,7 +66,7 @@ fn holes_are_not_counted() {
     let s0 = 2 * pps;
     let zones = [ZoneSpan::new(2, s0, s0 + 5 * pps)];
     let fdp_of = |memory: &[PfnRange]| {
-        let l = layout(&zones, memory, &[]);
+        let l = layout(NID, &zones, memory, &[]);
         let mut st = Storage::new(&cfg, l.span(), false);
         let (mut node, r) = st.boot(cfg, l, &BootOptions::new(InitMode::Deferred));
         // Holes are initialized as reserved, whatever the deferral.
@@ -114,7 +106,7 @@ fn reserved_pages_above_first_deferred_pfn_are_initialized_at_boot_unless_noinit
     let cfg = cfg();
     let pps = cfg.pages_per_section();
     let (zones, memory, reserved) = reserved_layout(pps);
-    let l = layout(&zones, &memory, &reserved);
+    let l = layout(NID, &zones, &memory, &reserved);
     let mut st = Storage::new(&cfg, l.span(), false);
     let (mut node, r) = st.boot(cfg, l, &BootOptions::new(InitMode::Deferred));
     let fdp = r.first_deferred_pfn.unwrap();
@@ -150,7 +142,7 @@ fn deferred_workers_touch_only_free_ranges() {
 fn workers_touch_only_free_ranges(cfg: memmap_core::KernelConfig) {
     let pps = cfg.pages_per_section();
     let (zones, memory, reserved) = reserved_layout(pps);
-    let l = layout(&zones, &memory, &reserved);
+    let l = layout(NID, &zones, &memory, &reserved);
     let span = l.span();
     let mut st = Storage::new(&cfg, span, false);
     let (mut node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::Deferred));
@@ -296,7 +288,7 @@ fn pages_are_freed_only_after_they_are_initialized() {
     let zones = [ZoneSpan::new(2, pps, 5 * pps)];
     let memory = [PfnRange::new(pps, 5 * pps - 3)];
     let reserved = [ReservedRange::new(2 * pps + 100, 2 * pps + 130)];
-    let l = layout(&zones, &memory, &reserved);
+    let l = layout(NID, &zones, &memory, &reserved);
     let span = l.span();
     let mut pages = vec![Page64::ZEROED; (span.end + 1) as usize];
     let mut pb = vec![0; pageblocks_needed(&cfg, 0, span.end + 1)];
@@ -339,7 +331,7 @@ fn full_max_order_blocks_freed_at_max_order_partial_ones_at_order_0() {
     let pps = cfg.pages_per_section();
     let mo = cfg.max_order_nr_pages();
     let (zones, memory, reserved) = reserved_layout(pps);
-    let l = layout(&zones, &memory, &reserved);
+    let l = layout(NID, &zones, &memory, &reserved);
     let mut st = Storage::new(&cfg, l.span(), false);
     let (mut node, r) = st.boot(cfg, l, &BootOptions::new(InitMode::Deferred));
     let fdp = r.first_deferred_pfn.unwrap();
@@ -378,7 +370,7 @@ fn grow_zone_grows_a_section_multiple_stops_on_section_boundaries_and_is_monoton
     let pps = cfg.pages_per_section();
     let zones = [ZoneSpan::new(2, pps, 7 * pps)];
     let memory = [PfnRange::new(pps, 7 * pps)];
-    let l = layout(&zones, &memory, &[]);
+    let l = layout(NID, &zones, &memory, &[]);
     let mut st = Storage::new(&cfg, l.span(), false);
     let (node, r) = st.boot(cfg, l, &BootOptions::new(InitMode::Deferred));
     let mut fdp = r.first_deferred_pfn.unwrap();
@@ -434,15 +426,7 @@ mod single_pass_equals_the_kernel_order {
         if let Some(t) = threads {
             node.deferred_init_memmap(t);
         }
-        let lists = layout
-            .zones
-            .iter()
-            .map(|z| {
-                let mut v = Vec::new();
-                node.for_each_free_block(z.zone, |pfn, o| v.push((pfn, o)));
-                (z.zone, v)
-            })
-            .collect();
+        let lists = support::free_lists(&node, layout.zones);
         let single = node.stats().single_pass_pages.load(Ordering::Relaxed);
         let _ = node.into_memmap();
         (st.pages.clone(), st.pageblocks.clone(), lists, single, report.strategy)
@@ -507,7 +491,7 @@ mod single_pass_equals_the_kernel_order {
         let pps = cfg.pages_per_section();
         let zones = [ZoneSpan::new(2, 4 * pps, 12 * pps)];
         let memory = [PfnRange::new(4 * pps, 12 * pps)];
-        let l = layout(&zones, &memory, &[]);
+        let l = layout(NID, &zones, &memory, &[]);
         for strategy in Strategy::ALL {
             let opts =
                 BootOptions { fill: FillOptions::new(strategy), ..BootOptions::new(InitMode::Deferred) };

@@ -64,15 +64,7 @@ fn outcome_of(
     layout: &NodeLayout<'_>,
     r: memmap_core::BootReport,
 ) -> Outcome {
-    let free_lists = layout
-        .zones
-        .iter()
-        .map(|z| {
-            let mut v = Vec::new();
-            node.for_each_free_block(z.zone, |pfn, o| v.push((pfn, o)));
-            (z.zone, v)
-        })
-        .collect();
+    let free_lists = support::free_lists(node, layout.zones);
     let zone_pages = layout
         .zones
         .iter()

@@ -8,18 +8,10 @@ use memmap_core::{
     Node, NodeError, NodeLayout, NodeParts, PG, Page64, PfnRange, ReservedRange, Strategy, StructPage,
     ZoneSpan, pageblocks_needed, pg_uninitialized_2m,
 };
-use support::{Storage, cfg, is_guard};
+use support::{Storage, cfg, is_guard, layout};
 
 const NID: u32 = 0;
 const ZONE: u32 = 2;
-
-fn layout<'a>(
-    zones: &'a [ZoneSpan],
-    memory: &'a [PfnRange],
-    reserved: &'a [ReservedRange],
-) -> NodeLayout<'a> {
-    NodeLayout { nid: NID, zones, memory, reserved }
-}
 
 /// A zone of 8 blocks whose memory starts 3 pages into the first block and ends 5 pages
 /// before the last block's end, with a reserved range inside block 4.
@@ -32,119 +24,121 @@ fn blocks_layout(cfg: &KernelConfig) -> (Vec<ZoneSpan>, Vec<PfnRange>, Vec<Reser
     (zones, memory, reserved)
 }
 
+/// Boots [`blocks_layout`] on demand (with its reserved range if `reserved`) and runs `test` on
+/// the configuration, the layout and the node.
+fn on_demand_blocks(reserved: bool, test: impl FnOnce(KernelConfig, NodeLayout<'_>, &mut Node<'_, Page64>)) {
+    let cfg = cfg();
+    let (zones, memory, res) = blocks_layout(&cfg);
+    let l = layout(NID, &zones, &memory, if reserved { &res[..] } else { &[] });
+    let mut st = Storage::new(&cfg, l.span(), false);
+    let (mut node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::OnDemand));
+    test(cfg, l, &mut node);
+}
+
 /// Exactly one initialized struct page, carrying the flag, per whole 2 MiB block of a memory
 /// range; blocks cut by a range edge are initialized fully and unflagged.
 #[test]
 fn ondemand_one_initialized_page_and_the_flag_per_block() {
-    let cfg = cfg();
-    let bs = cfg.pageblock_nr_pages();
-    let (zones, memory, _) = blocks_layout(&cfg);
-    let l = layout(&zones, &memory, &[]);
-    let mut st = Storage::new(&cfg, l.span(), false);
-    let (mut node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::OnDemand));
-    let bit = node.uninitialized_2m_bit();
-    assert_eq!(Some(bit), pg_uninitialized_2m(&cfg));
-    assert_eq!(bit, cfg.nr_pageflags);
-    let s0 = zones[0].span.start;
-    for b in 0..8 {
-        let base = s0 + b * bs;
-        let p = node.read_page(base);
-        let edge = b == 0 || b == 7;
-        assert_eq!(p.test_flag(bit), !edge, "block {b}");
-        for pfn in base + 1..base + bs {
-            let q = node.read_page(pfn);
-            assert_eq!(is_guard(&q), !edge, "block {b} pfn {pfn:#x}");
+    on_demand_blocks(false, |cfg, l, node| {
+        let bs = cfg.pageblock_nr_pages();
+        let bit = node.uninitialized_2m_bit();
+        assert_eq!(Some(bit), pg_uninitialized_2m(&cfg));
+        assert_eq!(bit, cfg.nr_pageflags);
+        let s0 = l.zones[0].span.start;
+        for b in 0..8 {
+            let base = s0 + b * bs;
+            let p = node.read_page(base);
+            let edge = b == 0 || b == 7;
+            assert_eq!(p.test_flag(bit), !edge, "block {b}");
+            for pfn in base + 1..base + bs {
+                let q = node.read_page(pfn);
+                assert_eq!(is_guard(&q), !edge, "block {b} pfn {pfn:#x}");
+            }
+            assert_eq!(node.is_initialized(base + 1), edge);
         }
-        assert_eq!(node.is_initialized(base + 1), edge);
-    }
-    assert_eq!(node.stats().expansions.load(std::sync::atomic::Ordering::Relaxed), 0);
+        assert_eq!(node.stats().expansions.load(std::sync::atomic::Ordering::Relaxed), 0);
+    });
 }
 
 /// Expansion happens before the allocator uses a block, once: the allocated pages are
 /// initialized, a second expansion request does nothing and changes no byte.
 #[test]
 fn ondemand_expansion_is_idempotent_and_precedes_allocator_use() {
-    let cfg = cfg();
-    let bs = cfg.pageblock_nr_pages();
-    let (zones, memory, _) = blocks_layout(&cfg);
-    let l = layout(&zones, &memory, &[]);
-    let mut st = Storage::new(&cfg, l.span(), false);
-    let (mut node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::OnDemand));
-    let bit = node.uninitialized_2m_bit();
-    let block = node.alloc_pages(ZONE, 0, Gfp::NONE).expect("a page");
-    let pfn = block.pfn();
-    let base = pfn & !(bs - 1);
-    let fl = cfg.flags_layout().unwrap();
-    let expansions = node.stats().expansions.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(expansions <= 1);
-    let p = node.read_page(pfn);
-    assert_eq!((fl.zone(p.flags()), p.refcount(), p.mapcount()), (ZONE, 1, -1));
-    assert!(!p.test_flag(bit));
-    for q in base..base + bs {
-        let page = node.read_page(q);
-        assert!(!is_guard(&page) && !page.test_flag(bit), "pfn {q:#x} of the block in use");
-    }
-    let before: Vec<Page64> = (base..base + bs).map(|q| node.read_page(q)).collect();
-    assert_eq!(node.ensure_initialized(base, bs), 0, "already expanded");
-    let after: Vec<Page64> = (base..base + bs).map(|q| node.read_page(q)).collect();
-    assert_eq!(before, after);
-    node.free_pages(block).unwrap();
+    on_demand_blocks(false, |cfg, _, node| {
+        let bs = cfg.pageblock_nr_pages();
+        let bit = node.uninitialized_2m_bit();
+        let block = node.alloc_pages(ZONE, 0, Gfp::NONE).expect("a page");
+        let pfn = block.pfn();
+        let base = pfn & !(bs - 1);
+        let fl = cfg.flags_layout().unwrap();
+        let expansions = node.stats().expansions.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(expansions <= 1);
+        let p = node.read_page(pfn);
+        assert_eq!((fl.zone(p.flags()), p.refcount(), p.mapcount()), (ZONE, 1, -1));
+        assert!(!p.test_flag(bit));
+        for q in base..base + bs {
+            let page = node.read_page(q);
+            assert!(!is_guard(&page) && !page.test_flag(bit), "pfn {q:#x} of the block in use");
+        }
+        let before: Vec<Page64> = (base..base + bs).map(|q| node.read_page(q)).collect();
+        assert_eq!(node.ensure_initialized(base, bs), 0, "already expanded");
+        let after: Vec<Page64> = (base..base + bs).map(|q| node.read_page(q)).collect();
+        assert_eq!(before, after);
+        node.free_pages(block).unwrap();
+    });
 }
 
 /// The flag is part of `PAGE_FLAGS_CHECK_AT_PREP` and `PAGE_FLAGS_CHECK_AT_FREE`.
 #[test]
 fn ondemand_flag_is_checked_at_free_and_at_prep() {
-    let cfg = cfg();
-    let (zones, memory, _) = blocks_layout(&cfg);
-    let l = layout(&zones, &memory, &[]);
-    let mut st = Storage::new(&cfg, l.span(), false);
-    let (node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::OnDemand));
-    let bit = 1u64 << node.uninitialized_2m_bit();
-    assert_ne!(node.page_flags_check_at_prep() & bit, 0);
-    assert_ne!(node.page_flags_check_at_free() & bit, 0);
-    assert_ne!(node.page_flags_check_at_free() & 1 << PG::RESERVED, 0);
-    // A whole-zone drain hands out only pages whose flag is clear (prep would refuse them).
-    let mut blocks = Vec::new();
-    while let Ok(b) = node.alloc_pages(ZONE, 0, Gfp::NONE) {
-        blocks.push(b);
-    }
-    let free_pfns = (zones[0].span.start..zones[0].span.end).filter(|&p| l.is_free(p)).count();
-    assert_eq!(blocks.len(), free_pfns);
-    for b in blocks {
-        node.free_pages(b).unwrap();
-    }
+    on_demand_blocks(false, |_, l, node| {
+        let bit = 1u64 << node.uninitialized_2m_bit();
+        assert_ne!(node.page_flags_check_at_prep() & bit, 0);
+        assert_ne!(node.page_flags_check_at_free() & bit, 0);
+        assert_ne!(node.page_flags_check_at_free() & 1 << PG::RESERVED, 0);
+        // A whole-zone drain hands out only pages whose flag is clear (prep would refuse them).
+        let mut blocks = Vec::new();
+        while let Ok(b) = node.alloc_pages(ZONE, 0, Gfp::NONE) {
+            blocks.push(b);
+        }
+        let free_pfns = (l.zones[0].span.start..l.zones[0].span.end).filter(|&p| l.is_free(p)).count();
+        assert_eq!(blocks.len(), free_pfns);
+        for b in blocks {
+            node.free_pages(b).unwrap();
+        }
+    });
 }
 
 /// Expanded pages copy zone, node and reference count from the base page: 0 for a free block,
 /// 1 for a block expanded at boot by `reserve_bootmem_region()`.
 #[test]
 fn ondemand_expanded_pages_copy_zone_nid_and_count_from_the_base() {
-    let cfg = cfg();
-    let bs = cfg.pageblock_nr_pages();
-    let (zones, memory, reserved) = blocks_layout(&cfg);
-    let l = layout(&zones, &memory, &reserved);
-    let mut st = Storage::new(&cfg, l.span(), false);
-    let (mut node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::OnDemand));
-    let fl = cfg.flags_layout().unwrap();
-    let s0 = zones[0].span.start;
-    // Block 4 holds a reserved range: expanded at boot, before the base was freed (count 1).
-    let b4 = s0 + 4 * bs;
-    assert!(node.is_initialized(b4 + 1));
-    for q in b4 + 1..b4 + bs {
-        let p = node.read_page(q);
-        let reserved = reserved[0].range.contains(q);
-        assert_eq!(p.test_flag(PG::RESERVED), reserved);
-        // Free pages of the block were then freed (count 0); reserved ones keep the copy (1).
-        assert_eq!(p.refcount(), i32::from(reserved), "pfn {q:#x}");
-    }
-    // Block 2 is free: its base has count 0 when expanded.
-    let b2 = s0 + 2 * bs;
-    assert_eq!(node.read_page(b2).refcount(), 0);
-    assert_eq!(node.ensure_initialized(b2, 1), 1);
-    for q in b2 + 1..b2 + bs {
-        let p = node.read_page(q);
-        assert_eq!((fl.zone(p.flags()), fl.node(p.flags()), p.refcount(), p.mapcount()), (ZONE, NID, 0, -1));
-    }
+    on_demand_blocks(true, |cfg, l, node| {
+        let bs = cfg.pageblock_nr_pages();
+        let fl = cfg.flags_layout().unwrap();
+        let s0 = l.zones[0].span.start;
+        // Block 4 holds a reserved range: expanded at boot, before the base was freed (count 1).
+        let b4 = s0 + 4 * bs;
+        assert!(node.is_initialized(b4 + 1));
+        for q in b4 + 1..b4 + bs {
+            let p = node.read_page(q);
+            let reserved = l.reserved[0].range.contains(q);
+            assert_eq!(p.test_flag(PG::RESERVED), reserved);
+            // Free pages of the block were then freed (count 0); reserved ones keep the copy (1).
+            assert_eq!(p.refcount(), i32::from(reserved), "pfn {q:#x}");
+        }
+        // Block 2 is free: its base has count 0 when expanded.
+        let b2 = s0 + 2 * bs;
+        assert_eq!(node.read_page(b2).refcount(), 0);
+        assert_eq!(node.ensure_initialized(b2, 1), 1);
+        for q in b2 + 1..b2 + bs {
+            let p = node.read_page(q);
+            assert_eq!(
+                (fl.zone(p.flags()), fl.node(p.flags()), p.refcount(), p.mapcount()),
+                (ZONE, NID, 0, -1)
+            );
+        }
+    });
 }
 
 // ---------------------------------------------------------------- typed errors
@@ -159,7 +153,7 @@ fn double_free_and_freeing_unallocated_pages_are_typed_errors() {
     let cfg = cfg();
     let (zones, memory) = simple_node_storage(&cfg);
     let reserved = [ReservedRange::new(zones[0].span.start + 40, zones[0].span.start + 41)];
-    let l = layout(&zones, &memory, &reserved);
+    let l = layout(NID, &zones, &memory, &reserved);
     for mode in [InitMode::Eager, InitMode::OnDemand] {
         let mut st = Storage::new(&cfg, l.span(), false);
         let (node, _) = st.boot(cfg, l, &BootOptions::new(mode));
@@ -210,7 +204,7 @@ fn double_free_and_freeing_unallocated_pages_are_typed_errors() {
 fn bad_allocation_requests_are_typed_errors() {
     let cfg = cfg();
     let (zones, memory) = simple_node_storage(&cfg);
-    let l = layout(&zones, &memory, &[]);
+    let l = layout(NID, &zones, &memory, &[]);
     let mut st = Storage::new(&cfg, l.span(), false);
     let (node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::Eager));
     assert_eq!(
@@ -233,7 +227,7 @@ fn bad_allocation_requests_are_typed_errors() {
 fn bad_node_inputs_are_typed_errors() {
     let cfg = cfg();
     let (zones, memory) = simple_node_storage(&cfg);
-    let l = layout(&zones, &memory, &[]);
+    let l = layout(NID, &zones, &memory, &[]);
     let span = l.span();
     let mut pages = vec![Page64::ZEROED; span.end as usize];
     let mut pb = vec![0; pageblocks_needed(&cfg, 0, span.end)];
@@ -272,7 +266,7 @@ fn bad_node_inputs_are_typed_errors() {
     let memmap = Memmap::new(cfg, 0, &mut pages, &mut pb).unwrap();
     let parts = NodeParts {
         memmap,
-        layout: layout(&bad, &[], &[]),
+        layout: layout(NID, &bad, &[], &[]),
         states: &mut states,
         arena: None,
         hooks: NoHooks,
@@ -280,8 +274,13 @@ fn bad_node_inputs_are_typed_errors() {
     assert!(matches!(Node::boot(parts, &BootOptions::new(InitMode::Eager)), Err(NodeError::Layout(_))));
     // No zone at all (regression: the node's span was taken before the layout was checked).
     let memmap = Memmap::new(cfg, 0, &mut pages, &mut pb).unwrap();
-    let parts =
-        NodeParts { memmap, layout: layout(&[], &[], &[]), states: &mut states, arena: None, hooks: NoHooks };
+    let parts = NodeParts {
+        memmap,
+        layout: layout(NID, &[], &[], &[]),
+        states: &mut states,
+        arena: None,
+        hooks: NoHooks,
+    };
     assert!(matches!(Node::boot(parts, &BootOptions::new(InitMode::Eager)), Err(NodeError::Layout(_))));
 }
 

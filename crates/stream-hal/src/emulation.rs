@@ -98,6 +98,35 @@ pub(crate) unsafe fn zero_block(p: *mut u8, block: usize) {
     note_block_zero();
 }
 
+/// What every emulated streaming store instruction does: an ordinary typed write of `value` at
+/// `dst`, counted in [`undrained_stores`]. The write requires `dst` to be aligned for `T`, so
+/// each instruction picks a `T` with its own alignment requirement (a byte array for one with
+/// none) and a misaligned emulated store is reported where the real one would fault.
+///
+/// # Safety
+///
+/// `dst` is valid for writes of a `T` and aligned for `T`.
+#[inline(always)]
+#[allow(dead_code)] // powerpc64 has no streaming store instruction, only `dcbz`
+pub(crate) unsafe fn weak_store<T>(dst: *mut T, value: T) {
+    // SAFETY: the caller guarantees `dst` is valid and aligned for a write of `T`.
+    unsafe { dst.write(value) };
+    note_weak_store();
+}
+
+/// What every emulated streaming block-zeroing instruction (`clzero`, `cbo.zero`, `dcbz`) does:
+/// [`zero_block`], counted as a streaming store in [`undrained_stores`] too.
+///
+/// # Safety
+///
+/// As [`zero_block`].
+#[allow(dead_code)] // aarch64's only block zeroing, `dc zva`, is not counted as a streaming store
+pub(crate) unsafe fn weak_zero_block(p: *mut u8, block: usize) {
+    note_weak_store();
+    // SAFETY: the caller's contract is `zero_block`'s.
+    unsafe { zero_block(p, block) };
+}
+
 /// Sets what the emulated aarch64 backend reads from `DCZID_EL0`: bits 3:0 `BS` (the `dc zva`
 /// block is `4 << BS` bytes), bit 4 `DZP` (`dc zva` prohibited, the `stnp` fallback runs).
 pub fn set_dczid(value: u64) {

@@ -242,6 +242,12 @@ impl Job {
     }
 }
 
+/// Whether `stream-hal` switched itself to its generic backend because of a sanitizer: `Auto`
+/// then takes the slow path ([`StrategyReason::SanitizerBuild`]).
+fn sanitizer_build() -> bool {
+    matches!(stream_hal::backend(), stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_)))
+}
+
 /// The strategy a job actually uses for a request of `requested` (never [`Strategy::Auto`]),
 /// and why:
 ///
@@ -262,8 +268,7 @@ pub(crate) fn resolve(cfg: &KernelConfig, requested: Strategy, job: &Job) -> (St
         Strategy::Template | Strategy::Streaming => return (requested, StrategyReason::Requested),
         Strategy::Auto => {}
     }
-    if matches!(stream_hal::backend(), stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_)))
-    {
+    if sanitizer_build() {
         (Strategy::Slow, StrategyReason::SanitizerBuild)
     } else if job.bytes >= job.threshold_bytes as u64 {
         (Strategy::Streaming, StrategyReason::AboveThreshold)
@@ -775,11 +780,7 @@ mod tests {
     #[test]
     fn auto_follows_the_threshold_and_slow_wins_with_the_tracepoint() {
         let cfg = KernelConfig::X86_64;
-        let sanitizer = matches!(
-            stream_hal::backend(),
-            stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_))
-        );
-        if !sanitizer {
+        if !sanitizer_build() {
             assert_eq!(
                 resolve(&cfg, Strategy::Auto, &job(100, false, false)),
                 (Strategy::Streaming, StrategyReason::AboveThreshold)
@@ -826,58 +827,60 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_default_streams_a_write_once_job_from_one_page() {
+    /// Runs `check` on a 4-page x86-64 memmap and hooks without the tracepoint, unless this is
+    /// a sanitizer build (where `Auto` always takes the slow path).
+    fn without_sanitizer(check: impl FnOnce(&Memmap<'_, Page64>, &CountingHooks)) {
+        if sanitizer_build() {
+            return;
+        }
         let mut pages = vec![Page64::ZEROED; 4];
         let mut pb = vec![0; 1];
         let m = Memmap::new(KernelConfig::X86_64, 0, &mut pages, &mut pb).unwrap();
-        let hooks = CountingHooks::new(false);
-        if matches!(
-            stream_hal::backend(),
-            stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_))
-        ) {
-            return;
-        }
-        // 64 KiB of struct pages (a 4 MiB device): written once, so streamed. It was the
-        // cached template below a fixed 1 MiB.
-        let auto = FillOptions::default();
-        assert_eq!(auto.resolve(&m, &hooks, 64 << 10), (Strategy::Streaming, StrategyReason::AboveThreshold));
-        assert_eq!(auto.resolve(&m, &hooks, 4096), (Strategy::Streaming, StrategyReason::AboveThreshold));
-        assert_eq!(auto.resolve(&m, &hooks, 4095), (Strategy::Template, StrategyReason::BelowThreshold));
+        check(&m, &CountingHooks::new(false));
+    }
+
+    #[test]
+    fn the_default_streams_a_write_once_job_from_one_page() {
+        without_sanitizer(|m, hooks| {
+            // 64 KiB of struct pages (a 4 MiB device): written once, so streamed. It was the
+            // cached template below a fixed 1 MiB.
+            let auto = FillOptions::default();
+            assert_eq!(
+                auto.resolve(m, hooks, 64 << 10),
+                (Strategy::Streaming, StrategyReason::AboveThreshold)
+            );
+            assert_eq!(auto.resolve(m, hooks, 4096), (Strategy::Streaming, StrategyReason::AboveThreshold));
+            assert_eq!(auto.resolve(m, hooks, 4095), (Strategy::Template, StrategyReason::BelowThreshold));
+        });
     }
 
     #[test]
     fn read_soon_streams_from_the_cache_threshold_and_an_explicit_one_wins() {
-        let mut pages = vec![Page64::ZEROED; 4];
-        let mut pb = vec![0; 1];
-        let m = Memmap::new(KernelConfig::X86_64, 0, &mut pages, &mut pb).unwrap();
-        let hooks = CountingHooks::new(false);
-        if matches!(
-            stream_hal::backend(),
-            stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_))
-        ) {
-            return;
-        }
-        let auto = FillOptions::default();
-        // Read right after: streamed only from the read-soon threshold of this machine's caches.
-        let soon = auto.with_reuse(Reuse::ReadSoon);
-        let t = stream_hal::auto_threshold(Reuse::ReadSoon);
-        assert_eq!(soon.threshold(), t);
-        assert_eq!(
-            soon.resolve(&m, &hooks, t as u64 - 1),
-            (Strategy::Template, StrategyReason::ReadBackSoon)
-        );
-        assert_eq!(soon.resolve(&m, &hooks, t as u64), (Strategy::Streaming, StrategyReason::AboveThreshold));
-        // An explicit threshold replaces the rule for either hint.
-        for opts in [auto, soon] {
-            let fixed = opts.with_threshold(1 << 20);
-            assert_eq!(fixed.threshold(), 1 << 20);
-            assert_eq!(fixed.resolve(&m, &hooks, (1 << 20) - 1).0, Strategy::Template);
-            assert_eq!(fixed.resolve(&m, &hooks, 1 << 20).0, Strategy::Streaming);
-        }
-        // The fused boot's read-back runs: the read-soon threshold whatever the options say.
-        assert_eq!(Job::read_back_soon(t as u64 - 1, false).threshold_bytes, t);
-        assert_eq!(Job::read_back_soon(0, true).reuse, Reuse::ReadSoon);
+        without_sanitizer(|m, hooks| {
+            let auto = FillOptions::default();
+            // Read right after: streamed only from the read-soon threshold of this machine's caches.
+            let soon = auto.with_reuse(Reuse::ReadSoon);
+            let t = stream_hal::auto_threshold(Reuse::ReadSoon);
+            assert_eq!(soon.threshold(), t);
+            assert_eq!(
+                soon.resolve(m, hooks, t as u64 - 1),
+                (Strategy::Template, StrategyReason::ReadBackSoon)
+            );
+            assert_eq!(
+                soon.resolve(m, hooks, t as u64),
+                (Strategy::Streaming, StrategyReason::AboveThreshold)
+            );
+            // An explicit threshold replaces the rule for either hint.
+            for opts in [auto, soon] {
+                let fixed = opts.with_threshold(1 << 20);
+                assert_eq!(fixed.threshold(), 1 << 20);
+                assert_eq!(fixed.resolve(m, hooks, (1 << 20) - 1).0, Strategy::Template);
+                assert_eq!(fixed.resolve(m, hooks, 1 << 20).0, Strategy::Streaming);
+            }
+            // The fused boot's read-back runs: the read-soon threshold whatever the options say.
+            assert_eq!(Job::read_back_soon(t as u64 - 1, false).threshold_bytes, t);
+            assert_eq!(Job::read_back_soon(0, true).reuse, Reuse::ReadSoon);
+        });
     }
 
     #[test]

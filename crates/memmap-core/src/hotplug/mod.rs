@@ -58,10 +58,10 @@ pub use crate::freelist::buddy_page_type;
 use core::fmt;
 
 use crate::InitError;
-use crate::fill::{FillOptions, ListSelf, Refresh, Store, Strategy, StrategyReason, with_store};
+use crate::fill::{FillOptions, Store, Strategy, StrategyReason, with_store};
 use crate::freelist::{FreeLists, Rules, ZoneFreeLists, zone_struct_addr};
 use crate::hooks::InitHooks;
-use crate::memmap::{Memmap, PageAccess, PageblockWork, Streaming};
+use crate::memmap::{Memmap, PageAccess};
 use crate::model::config::KernelConfig;
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
@@ -440,16 +440,8 @@ fn init_template<P: StructPage, H: InitHooks, S: Store>(
     tmpl.set_u32_at(offsets::PAGE_TYPE, u32::MAX);
     tmpl.set_u32_at(offsets::REFCOUNT, 0);
     m.write(start, tmpl);
-    let (cfg, layout) = (*m.config(), *m.layout());
-    let refresh = Refresh::new(&cfg, &layout, ListSelf::Both);
-    let mut at_pageblock = |w: &mut PageblockWork<'_, '_, P>| {
-        w.set_migratetype(MigrateType::Isolate);
-        hooks.cond_resched(w.pfn());
-    };
-    // The session drains the streamed stores before the free-list steps read anything.
-    let mut session = Streaming::new(S::STREAMING);
-    m.copy_run_pageblocks::<S>(&mut session, &refresh, (start + 1, end), &mut tmpl, Some(&mut at_pageblock));
-    u64::from(session.finish())
+    // Drained before the free-list steps read anything.
+    m.copy_hotplug_run::<S, H>((start, end), MigrateType::Isolate, hooks)
 }
 
 /// The zone's free lists over the memmap: the free-list steps of onlining, as

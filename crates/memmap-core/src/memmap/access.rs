@@ -9,7 +9,7 @@ use core::marker::PhantomData;
 use core::mem::size_of;
 use core::ptr::NonNull;
 
-use crate::fill::{AtPageblock, Edges, Pages, Refresh, Store, copy_run};
+use crate::fill::{AtPageblock, Edges, ListSelf, Pages, Refresh, Store, copy_run};
 use crate::memmap::Memmap;
 use crate::model::page::StructPage;
 
@@ -430,6 +430,42 @@ impl<P: StructPage> Memmap<'_, P> {
                 unsafe { copy_run::<P, S, _>(pages, refresh, (from, to), tmpl, &mut AtPageblock(&mut edge)) };
             }
         }
+    }
+
+    /// The template form of `memmap_init_range()`'s `MEMINIT_HOTPLUG` loop after its first
+    /// page: the struct page of `start` (already initialized) copied with `S`'s stores into every
+    /// other struct page of `[start, end)`, list self-pointers and section bits refreshed.
+    /// Pageblock-aligned pages are stored normally (the pageblock work may read them back), then
+    /// get the migrate type `mt` and `cond_resched()`, as [`Memmap::init_hotplug_page`] gives
+    /// them. The streamed stores are drained before this returns, also if a hook panics; returns
+    /// the number of drains.
+    ///
+    /// # Panics
+    ///
+    /// If `[start, end)` is not inside the memmap.
+    #[track_caller]
+    pub(crate) fn copy_hotplug_run<S: Store, H: crate::InitHooks>(
+        &mut self,
+        (start, end): (u64, u64),
+        mt: crate::MigrateType,
+        hooks: &mut H,
+    ) -> u64 {
+        let mut tmpl = self.read(start);
+        let (cfg, layout) = (*self.config(), *self.layout());
+        let refresh = Refresh::new(&cfg, &layout, ListSelf::Both);
+        let mut session = Streaming::new(S::STREAMING);
+        let mut at_pageblock = |w: &mut PageblockWork<'_, '_, P>| {
+            w.set_migratetype(mt);
+            hooks.cond_resched(w.pfn());
+        };
+        self.copy_run_pageblocks::<S>(
+            &mut session,
+            &refresh,
+            (start + 1, end),
+            &mut tmpl,
+            Some(&mut at_pageblock),
+        );
+        u64::from(session.finish())
     }
 
     /// Stores `rec` at `pfn` with `S`'s store, one record of a template run of the caller's

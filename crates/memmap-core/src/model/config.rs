@@ -132,32 +132,19 @@ impl KernelConfig {
     /// those of QEMU's `virt` machine (RAM from 1 GiB, 52-bit VA, `nokaslr`).
     pub const ARM64: KernelConfig = KernelConfig {
         name: "arm64",
-        page_shift: 12,
-        section_size_bits: 27,
         max_physmem_bits: 52,
-        sparsemem_vmemmap: true,
         nodes_shift: 4,
-        max_nr_zones: 5,
         // PG_locked..PG_dropbehind (20) + mlocked + hwpoison + arch_2 + arch_3.
         nr_pageflags: 24,
         last_cpupid_shift: 8 + 9,
-        kasan_tag_width: 0,
-        lru_gen_width: 3,
-        lru_refs_width: 2,
-        pageblock_order: 9,
-        max_page_order: 10,
         page_offset: 0xfff0_0000_0000_0000,
         vmemmap_start: 0xffff_c1ff_bf00_0000,
-        kasan: false,
-        kmsan: false,
-        debug_page_ref: false,
-        nr_pages_in_large_folio: true,
-        page_mapcount: true,
-        mm_id: true,
         optimize_dax_vmemmap: false,
         hugetlb_vmemmap: false,
-        cgroup_hugetlb: true,
-        version: KernelVersion::V7_2,
+        // The rest as Debian's x86-64 build of the same release: page and section size, zones,
+        // MGLRU, pageblock and buddy orders, no KASAN, KMSAN or DEBUG_PAGE_REF, MEMCG,
+        // PAGE_MAPCOUNT, MM_ID and CGROUP_HUGETLB.
+        ..KernelConfig::X86_64
     };
 
     /// x86-64 as Debian builds Linux 6.12 (`linux-image-6.12.95+deb12-amd64` from

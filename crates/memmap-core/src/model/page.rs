@@ -56,6 +56,20 @@ pub mod offsets {
     pub const VIRTUAL: usize = 64;
 }
 
+/// The typed read accessors of the 8-byte `struct page` fields, one per `name = offset` row:
+/// each is [`StructPage::u64_at`] of its offset.
+macro_rules! word_fields {
+    ($($(#[$doc:meta])* $name:ident = $offset:expr;)*) => {
+        $(
+            $(#[$doc])*
+            #[inline(always)]
+            fn $name(&self) -> u64 {
+                self.u64_at($offset)
+            }
+        )*
+    };
+}
+
 /// A `struct page` of `WORDS` 64-bit words.
 ///
 /// Only `Page<8>` ([`Page64`]) and `Page<9>` ([`Page72`]) implement [`StructPage`].
@@ -166,10 +180,27 @@ pub trait StructPage:
         let w = &mut self.words_mut()[offset / 8];
         *w = (*w & !(0xffff_ffffu64 << s)) | (u64::from(value) << s);
     }
-    /// `flags`.
-    #[inline(always)]
-    fn flags(&self) -> u64 {
-        self.words()[0]
+    word_fields! {
+        /// `flags`.
+        flags = offsets::FLAGS;
+        /// `lru.next` (word at 8).
+        lru_next = offsets::LRU_NEXT;
+        /// `lru.prev` (word at 16).
+        lru_prev = offsets::LRU_PREV;
+        /// `compound_head` (word at 8; bit 0 set on tail pages).
+        compound_head = offsets::COMPOUND_HEAD;
+        /// `folio->pgmap` of a ZONE_DEVICE head or single page (word at 8).
+        pgmap = offsets::PGMAP;
+        /// `zone_device_data` (word at 16).
+        zone_device_data = offsets::ZONE_DEVICE_DATA;
+        /// `mapping`.
+        mapping = offsets::MAPPING;
+        /// `index`.
+        index = offsets::INDEX;
+        /// `private`.
+        private = offsets::PRIVATE;
+        /// `memcg_data`.
+        memcg_data = offsets::MEMCG_DATA;
     }
     /// Sets `flags`.
     #[inline(always)]
@@ -181,46 +212,6 @@ pub trait StructPage:
     #[inline(always)]
     fn test_flag(&self, bit: u32) -> bool {
         1u64.checked_shl(bit).is_some_and(|mask| self.flags() & mask != 0)
-    }
-    /// `lru.next` (word at 8).
-    #[inline(always)]
-    fn lru_next(&self) -> u64 {
-        self.words()[1]
-    }
-    /// `lru.prev` (word at 16).
-    #[inline(always)]
-    fn lru_prev(&self) -> u64 {
-        self.words()[2]
-    }
-    /// `compound_head` (word at 8; bit 0 set on tail pages).
-    #[inline(always)]
-    fn compound_head(&self) -> u64 {
-        self.words()[1]
-    }
-    /// `folio->pgmap` of a ZONE_DEVICE head or single page (word at 8).
-    #[inline(always)]
-    fn pgmap(&self) -> u64 {
-        self.words()[1]
-    }
-    /// `zone_device_data` (word at 16).
-    #[inline(always)]
-    fn zone_device_data(&self) -> u64 {
-        self.words()[2]
-    }
-    /// `mapping`.
-    #[inline(always)]
-    fn mapping(&self) -> u64 {
-        self.words()[3]
-    }
-    /// `index`.
-    #[inline(always)]
-    fn index(&self) -> u64 {
-        self.words()[4]
-    }
-    /// `private`.
-    #[inline(always)]
-    fn private(&self) -> u64 {
-        self.words()[5]
     }
     /// `_mapcount`.
     #[inline(always)]
@@ -236,11 +227,6 @@ pub trait StructPage:
     #[inline(always)]
     fn refcount(&self) -> i32 {
         self.u32_at(offsets::REFCOUNT) as i32
-    }
-    /// `memcg_data`.
-    #[inline(always)]
-    fn memcg_data(&self) -> u64 {
-        self.words()[7]
     }
     /// `virtual`, for layouts that have it.
     #[inline(always)]
@@ -273,39 +259,31 @@ mod sealed {
     impl Sealed for super::Page72 {}
 }
 
-impl StructPage for Page64 {
-    const SIZE: usize = 64;
-    const WANT_PAGE_VIRTUAL: bool = false;
-    const ZEROED: Self = Page { words: [0; 8] };
-    fn words(&self) -> &[u64] {
-        &self.words
-    }
-    fn words_mut(&mut self) -> &mut [u64] {
-        &mut self.words
-    }
-    #[inline(always)]
-    unsafe fn store_streaming(self, dst: *mut Self) {
-        // SAFETY: the caller guarantees `dst` is writable and aligned (8 bytes) for the page.
-        unsafe { stream_hal::store_words(dst.cast::<[u64; 8]>(), self.words) }
-    }
+/// [`StructPage`] for the layout `$page` of `$words` words (`$size` bytes).
+macro_rules! struct_page_layout {
+    ($page:ty, $words:literal, $size:literal, want_page_virtual: $virtual:literal) => {
+        impl StructPage for $page {
+            const SIZE: usize = $size;
+            const WANT_PAGE_VIRTUAL: bool = $virtual;
+            const ZEROED: Self = Page { words: [0; $words] };
+            fn words(&self) -> &[u64] {
+                &self.words
+            }
+            fn words_mut(&mut self) -> &mut [u64] {
+                &mut self.words
+            }
+            #[inline(always)]
+            unsafe fn store_streaming(self, dst: *mut Self) {
+                // SAFETY: the caller guarantees `dst` is writable and aligned (8 bytes) for the
+                // page, whose only field is its word array (`#[repr(C)]`).
+                unsafe { stream_hal::store_words(dst.cast::<[u64; $words]>(), self.words) }
+            }
+        }
+    };
 }
 
-impl StructPage for Page72 {
-    const SIZE: usize = 72;
-    const WANT_PAGE_VIRTUAL: bool = true;
-    const ZEROED: Self = Page { words: [0; 9] };
-    fn words(&self) -> &[u64] {
-        &self.words
-    }
-    fn words_mut(&mut self) -> &mut [u64] {
-        &mut self.words
-    }
-    #[inline(always)]
-    unsafe fn store_streaming(self, dst: *mut Self) {
-        // SAFETY: the caller guarantees `dst` is writable and aligned (8 bytes) for the page.
-        unsafe { stream_hal::store_words(dst.cast::<[u64; 9]>(), self.words) }
-    }
-}
+struct_page_layout!(Page64, 8, 64, want_page_virtual: false);
+struct_page_layout!(Page72, 9, 72, want_page_virtual: true);
 
 /// Shift of the 32-bit half at byte `offset` (a multiple of 4) inside its native-endian word.
 const fn half_shift(offset: usize) -> u32 {

@@ -64,31 +64,38 @@ impl KernelVersion {
         Behaviour {
             compound_info_mask: self.at_least(KernelVersion::V7_1),
             hvo_shared_tail: self.at_least(KernelVersion::V7_1),
-            folio_layout: if self.at_least(KernelVersion::V6_15) {
-                FolioLayout::MmIds
-            } else if self.at_least(KernelVersion::V6_12) {
-                FolioLayout::NrPages
-            } else {
-                FolioLayout::FolioDtor
-            },
+            folio_layout: self.newest_of(
+                &[(KernelVersion::V6_15, FolioLayout::MmIds), (KernelVersion::V6_12, FolioLayout::NrPages)],
+                FolioLayout::FolioDtor,
+            ),
             fsdax_refcount_zero: self.at_least(KernelVersion::V6_15),
             zone_device_pageblock_range: self.at_least(KernelVersion::V7_2),
             zone_device_early_sections: self.at_least(KernelVersion::V7_2),
             deferred_job_per_zone: self.at_least(KernelVersion::V6_18),
             free_splits_pageblocks: self.at_least(KernelVersion::V6_10),
             page_type_top_byte: self.at_least(KernelVersion::V6_12),
-            page_flags: if self.at_least(KernelVersion::V6_14) {
-                PageFlagBits::V6_14
-            } else if self.at_least(KernelVersion::V6_12) {
-                PageFlagBits::V6_12
-            } else {
-                PageFlagBits::V6_1
-            },
+            page_flags: self.newest_of(
+                &[(KernelVersion::V6_14, PageFlagBits::V6_14), (KernelVersion::V6_12, PageFlagBits::V6_12)],
+                PageFlagBits::V6_1,
+            ),
             dax_vmemmap_needs_arch_option: self.at_least(KernelVersion::V6_12),
             alloc_migratetype_in_index: !self.at_least(KernelVersion::V6_10),
             gigantic_tail_mapping: self.at_least(KernelVersion::V6_12),
             bootmem_type_in_private: self.at_least(KernelVersion::V7_2),
         }
+    }
+
+    /// The value of the newest change of `changes` (each the release that made it and the
+    /// value from then on, newest first) that this release has; `before` if it has none.
+    const fn newest_of<T: Copy>(self, changes: &[(KernelVersion, T)], before: T) -> T {
+        let mut i = 0;
+        while i < changes.len() {
+            if self.at_least(changes[i].0) {
+                return changes[i].1;
+            }
+            i += 1;
+        }
+        before
     }
 
     /// `self >= v`, usable in `const fn`.
@@ -261,6 +268,25 @@ const fn check_at_free(bits: [u32; 9], others: u64) -> u64 {
     mask
 }
 
+/// [`check_at_free`] for the order from 6.12 (the bits of [`PG`]), with `PG_mlocked` at
+/// `mlocked`: the one bit of the check that 6.14's `PG_dropbehind` moved.
+const fn check_at_free_from_6_12(mlocked: u32) -> u64 {
+    check_at_free(
+        [
+            PG::LRU,
+            PG::LOCKED,
+            PG::PRIVATE,
+            PG::PRIVATE_2,
+            PG::WRITEBACK,
+            PG::RESERVED,
+            PG::ACTIVE,
+            PG::UNEVICTABLE,
+            mlocked,
+        ],
+        0,
+    )
+}
+
 impl PageFlagBits {
     /// The order from 6.14 (**oracle**: 7.2 for `PG_reserved` and `PG_head`): `PG_head` 6
     /// ("must be in bit 6"), `PG_reserved` 13, `PG_dropbehind` 19 before `PG_mlocked` 20; the
@@ -269,40 +295,12 @@ impl PageFlagBits {
         reserved: PG::RESERVED,
         head: PG::HEAD,
         private: PG::PRIVATE,
-        check_at_free: check_at_free(
-            [
-                PG::LRU,
-                PG::LOCKED,
-                PG::PRIVATE,
-                PG::PRIVATE_2,
-                PG::WRITEBACK,
-                PG::RESERVED,
-                PG::ACTIVE,
-                PG::UNEVICTABLE,
-                PG::MLOCKED,
-            ],
-            0,
-        ),
+        check_at_free: check_at_free_from_6_12(PG::MLOCKED),
     };
     /// 6.12 and 6.13 (**oracle**: 6.12 for `PG_reserved` and `PG_head`): the order of
     /// [`PageFlagBits::V6_14`] without `PG_dropbehind`, so `PG_mlocked` is 19.
-    pub const V6_12: PageFlagBits = PageFlagBits {
-        check_at_free: check_at_free(
-            [
-                PG::LRU,
-                PG::LOCKED,
-                PG::PRIVATE,
-                PG::PRIVATE_2,
-                PG::WRITEBACK,
-                PG::RESERVED,
-                PG::ACTIVE,
-                PG::UNEVICTABLE,
-                PG::MLOCKED - 1,
-            ],
-            0,
-        ),
-        ..PageFlagBits::V6_14
-    };
+    pub const V6_12: PageFlagBits =
+        PageFlagBits { check_at_free: check_at_free_from_6_12(PG::MLOCKED - 1), ..PageFlagBits::V6_14 };
     /// 6.1's order (**oracle**: 6.1.176 for `PG_reserved` and `PG_head`): `PG_locked` 0,
     /// `PG_referenced`, `PG_uptodate`, `PG_dirty`, `PG_lru` 4, `PG_active` 5, `PG_workingset`,
     /// `PG_waiters` 7, `PG_error`, `PG_slab` 9, `PG_owner_priv_1`, `PG_arch_1`, `PG_reserved`

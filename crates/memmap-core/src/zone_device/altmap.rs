@@ -2,12 +2,12 @@
 //! `move_pfn_range_to_zone()` → `memmap_init_range(..., MEMINIT_HOTPLUG, altmap,
 //! MIGRATE_MOVABLE)`, which `memremap_pages()` runs before `memmap_init_zone_device()`.
 
-use super::plan::{self, Plan};
+use super::plan;
 use super::{DevPagemap, InitOptions, InitReport, ZoneDeviceRange};
 use crate::InitError;
-use crate::fill::{ListSelf, Refresh, Store, with_store};
+use crate::fill::with_store;
 use crate::hooks::InitHooks;
-use crate::memmap::{Memmap, PageblockWork, Streaming};
+use crate::memmap::Memmap;
 use crate::model::flags::MigrateType;
 use crate::model::page::StructPage;
 
@@ -53,33 +53,16 @@ pub fn move_pfn_range_to_zone<P: StructPage, H: InitHooks>(
     };
     let n = end - start;
     let (used, reason) = opts.fill.resolve(memmap, hooks, n.saturating_mul(P::SIZE as u64));
-    let drains = with_store!(used, S => run_template::<P, H, S>(memmap, &plan, start, end, hooks), slow => {
+    let zone_nid = (plan.zone, plan.nid);
+    let drains = with_store!(used, S => {
+        // The first page through the slow path, the rest copied from it.
+        memmap.init_hotplug_page(start, zone_nid, MigrateType::Movable, hooks);
+        memmap.copy_hotplug_run::<S, H>((start, end), MigrateType::Movable, hooks)
+    }, slow => {
         for pfn in start..end {
-            memmap.init_hotplug_page(pfn, (plan.zone, plan.nid), MigrateType::Movable, hooks);
+            memmap.init_hotplug_page(pfn, zone_nid, MigrateType::Movable, hooks);
         }
         0
     });
     Ok(InitReport::new(opts, (start, end), n, (used, reason), drains))
-}
-
-/// The first page through the slow path, the rest copied from it (list self-pointers and
-/// section bits refreshed), pageblock-aligned pages stored normally before their migrate type
-/// is set (classic SPARSEMEM reads the page back). Returns the number of drains.
-fn run_template<P: StructPage, H: InitHooks, S: Store>(
-    m: &mut Memmap<'_, P>,
-    plan: &Plan,
-    start: u64,
-    end: u64,
-    hooks: &mut H,
-) -> u64 {
-    m.init_hotplug_page(start, (plan.zone, plan.nid), MigrateType::Movable, hooks);
-    let mut tmpl = m.read(start);
-    let (cfg, layout) = (*m.config(), *m.layout());
-    let refresh = Refresh::new(&cfg, &layout, ListSelf::Both);
-    // Pageblock-aligned pages are stored normally (the pageblock work may read them back); the
-    // session drains the streamed ones before this returns, also if a hook panics.
-    let mut session = Streaming::new(S::STREAMING);
-    let mut at_pageblock = |w: &mut PageblockWork<'_, '_, P>| w.pageblock_init(hooks);
-    m.copy_run_pageblocks::<S>(&mut session, &refresh, (start + 1, end), &mut tmpl, Some(&mut at_pageblock));
-    u64::from(session.finish())
 }

@@ -128,20 +128,41 @@ pub fn maximal_blocks(free: &[bool], start: u64, max_order: u32) -> Vec<(u64, u3
     out
 }
 
-/// The free blocks of `zone`, sorted.
-pub fn free_blocks<P: StructPage, H: memmap_core::InitHooks + Send>(
-    node: &Node<'_, P, H>,
-    zone: u32,
-) -> Vec<(u64, u32)> {
+/// The free blocks of `zone` as `(pfn, order)`, in free-list order.
+pub fn free_list<P: StructPage, H: InitHooks + Send>(node: &Node<'_, P, H>, zone: u32) -> Vec<(u64, u32)> {
     let mut v = Vec::new();
     node.for_each_free_block(zone, |pfn, o| v.push((pfn, o)));
+    v
+}
+
+/// The free blocks of `zone`, sorted.
+pub fn free_blocks<P: StructPage, H: InitHooks + Send>(node: &Node<'_, P, H>, zone: u32) -> Vec<(u64, u32)> {
+    let mut v = free_list(node, zone);
     v.sort_unstable();
     v
+}
+
+/// Each zone of `zones` with its [`free_list`].
+pub fn free_lists<P: StructPage, H: InitHooks + Send>(
+    node: &Node<'_, P, H>,
+    zones: &[ZoneSpan],
+) -> Vec<(u32, Vec<(u64, u32)>)> {
+    zones.iter().map(|z| (z.zone, free_list(node, z.zone))).collect()
 }
 
 /// Per-PFN free flags of a zone span according to the layout.
 pub fn free_map(layout: &NodeLayout<'_>, span: PfnRange) -> Vec<bool> {
     (span.start..span.end).map(|p| layout.is_free(p)).collect()
+}
+
+/// The layout of node `nid`.
+pub fn layout<'a>(
+    nid: u32,
+    zones: &'a [ZoneSpan],
+    memory: &'a [PfnRange],
+    reserved: &'a [ReservedRange],
+) -> NodeLayout<'a> {
+    NodeLayout { nid, zones, memory, reserved }
 }
 
 #[derive(Debug, Clone)]
@@ -154,7 +175,7 @@ pub struct Layout {
 
 impl Layout {
     pub fn node(&self) -> NodeLayout<'_> {
-        NodeLayout { nid: self.nid, zones: &self.zones, memory: &self.memory, reserved: &self.reserved }
+        layout(self.nid, &self.zones, &self.memory, &self.reserved)
     }
 }
 

@@ -61,14 +61,11 @@ mod insn {
             );
         }
         #[cfg(stream_hal_emulate)]
-        // SAFETY: the caller guarantees 16 writable, 8-aligned bytes; typed `u64` writes require
+        // SAFETY: the caller guarantees 16 writable, 8-aligned bytes; a typed `[u64; 2]` write requires
         // that alignment, so a misaligned emulated pair is reported.
         unsafe {
-            dst.cast::<u64>().write(a);
-            dst.add(8).cast::<u64>().write(b);
+            crate::emulation::weak_store(dst.cast::<[u64; 2]>(), [a, b]);
         }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::note_weak_store();
     }
 
     /// `stnp` of two 32-bit registers: `a` at `dst`, `b` at `dst + 4`.
@@ -92,11 +89,8 @@ mod insn {
         #[cfg(stream_hal_emulate)]
         // SAFETY: the caller guarantees 8 writable, 4-aligned bytes.
         unsafe {
-            dst.cast::<u32>().write(a);
-            dst.add(4).cast::<u32>().write(b);
+            crate::emulation::weak_store(dst.cast::<[u32; 2]>(), [a, b]);
         }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::note_weak_store();
     }
 
     /// `stnp xzr, xzr` on 64 bytes: four zero pairs at `p`, `p + 16`, `p + 32`, `p + 48`.
@@ -122,10 +116,8 @@ mod insn {
         #[cfg(stream_hal_emulate)]
         // SAFETY: the caller guarantees 64 writable bytes at the 16-byte-aligned `p`.
         unsafe {
-            p.cast::<[u128; 4]>().write([0; 4]);
+            crate::emulation::weak_store(p.cast::<[u128; 4]>(), [0; 4]);
         }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::note_weak_store();
     }
 
     /// `stnp xzr, xzr` on 16 bytes.
@@ -143,10 +135,8 @@ mod insn {
         #[cfg(stream_hal_emulate)]
         // SAFETY: as above.
         unsafe {
-            p.cast::<u128>().write(0);
+            crate::emulation::weak_store(p.cast::<u128>(), 0);
         }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::note_weak_store();
     }
 
     /// `dc zva`: zeroes the whole `block`-byte block that contains `p` (the instruction ignores

@@ -55,11 +55,10 @@ mod insn {
             asm!("dcbz 0, {p}", p = in(reg_nonzero) p, options(nostack, preserves_flags));
         }
         #[cfg(stream_hal_emulate)]
-        {
-            crate::emulation::note_weak_store();
-            // SAFETY: the caller guarantees the block containing `p` is writable; `block` is
-            // the `dcbz` block size, a power of two.
-            unsafe { crate::emulation::zero_block(p, block) };
+        // SAFETY: the caller guarantees the block containing `p` is writable; `block` is the
+        // `dcbz` block size, a power of two.
+        unsafe {
+            crate::emulation::weak_zero_block(p, block);
         }
     }
 

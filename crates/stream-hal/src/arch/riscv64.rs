@@ -93,10 +93,8 @@ mod insn {
         // SAFETY: the caller guarantees 64 writable, 8-aligned bytes; typed `u64` writes need
         // that alignment, so a misaligned emulated store is reported.
         unsafe {
-            dst.cast::<[u64; 8]>().write(w);
+            crate::emulation::weak_store(dst.cast::<[u64; 8]>(), w);
         }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::note_weak_store();
     }
 
     /// One `ntl.all; sd` of `value` at `dst`.
@@ -124,10 +122,8 @@ mod insn {
         #[cfg(stream_hal_emulate)]
         // SAFETY: as above; a typed write needs the same alignment.
         unsafe {
-            dst.cast::<u64>().write(value);
+            crate::emulation::weak_store(dst.cast::<u64>(), value);
         }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::note_weak_store();
     }
 
     /// `cbo.zero`: zeroes the whole `block`-byte cache block that contains `p`.
@@ -153,11 +149,10 @@ mod insn {
             );
         }
         #[cfg(stream_hal_emulate)]
-        {
-            crate::emulation::note_weak_store();
-            // SAFETY: the caller guarantees the block containing `p` is writable; `block` is
-            // the Zicboz block size, a power of two.
-            unsafe { crate::emulation::zero_block(p, block) };
+        // SAFETY: the caller guarantees the block containing `p` is writable; `block` is the
+        // Zicboz block size, a power of two.
+        unsafe {
+            crate::emulation::weak_zero_block(p, block);
         }
     }
 

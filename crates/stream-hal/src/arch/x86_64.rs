@@ -55,13 +55,11 @@ mod insn {
             );
         }
         #[cfg(stream_hal_emulate)]
-        // SAFETY: the caller guarantees 8 writable bytes at `dst`; `write_unaligned` has no
+        // SAFETY: the caller guarantees 8 writable bytes at `dst`; a byte array has no
         // alignment requirement, like `movnti`.
         unsafe {
-            dst.cast::<u64>().write_unaligned(value);
+            crate::emulation::weak_store(dst.cast::<[u8; 8]>(), value.to_ne_bytes());
         }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::note_weak_store();
     }
 
     /// One 4-byte non-temporal store (`movnti`) of `value` at `dst`.
@@ -84,10 +82,8 @@ mod insn {
         #[cfg(stream_hal_emulate)]
         // SAFETY: the caller guarantees 4 writable bytes at `dst`; no alignment needed.
         unsafe {
-            dst.cast::<u32>().write_unaligned(value);
+            crate::emulation::weak_store(dst.cast::<[u8; 4]>(), value.to_ne_bytes());
         }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::note_weak_store();
     }
 
     /// One 16-byte non-temporal store (`movntdq`) of `value` at `dst`.
@@ -109,10 +105,8 @@ mod insn {
         // SAFETY: as above; a typed `__m128i` write requires the same 16-byte alignment as
         // `movntdq`, so an emulated misaligned store is reported, as the real one would fault.
         unsafe {
-            dst.cast::<__m128i>().write(value);
+            crate::emulation::weak_store(dst.cast::<__m128i>(), value);
         }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::note_weak_store();
     }
 
     /// `sfence`.
@@ -186,10 +180,9 @@ mod insn {
             asm!("clzero", in("rax") p, options(nostack, preserves_flags));
         }
         #[cfg(stream_hal_emulate)]
-        {
-            crate::emulation::note_weak_store();
-            // SAFETY: the caller guarantees the 64-byte line containing `p` is writable.
-            unsafe { crate::emulation::zero_block(p, 64) };
+        // SAFETY: the caller guarantees the 64-byte line containing `p` is writable.
+        unsafe {
+            crate::emulation::weak_zero_block(p, 64);
         }
     }
 
