@@ -181,15 +181,31 @@ pub struct NodeResult {
     pub zones: Vec<ZoneResult>,
     /// Each other init path (mode, order, strategy), where its memmap, pageblocks or counters
     /// first differ from the reference path's (`None`: nowhere) and how many struct pages
-    /// differ only in a merge's poison ([`path_difference`]), or why the model refused it for
+    /// differ only in a merge's poison (as the kernels' eager and deferred paths do), or why the model refused it for
     /// this configuration (on-demand init needs a free page-flag bit).
-    pub paths: Vec<(String, Result<(Option<String>, u64), String>)>,
+    pub paths: Vec<(String, PathOutcome)>,
     /// The reference path.
     pub reference: String,
     /// Pages taken off the model's free lists (allocated after boot in the guest).
     pub taken: u64,
     /// `get_page_bootmem()` calls on vmemmap frames.
     pub bootmem: u64,
+}
+
+/// How another init path's model run came out against the reference path's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathOutcome {
+    /// The same memmap, pageblocks and counters, but for `poison_only` struct pages that hold
+    /// a merge's poison in the reference and self-pointers here (as the kernels' deferred and
+    /// eager paths differ).
+    Same {
+        /// Those struct pages.
+        poison_only: u64,
+    },
+    /// The first difference.
+    Differs(String),
+    /// The model refused the path for this configuration, and why.
+    Refused(String),
 }
 
 /// `MIGRATE_UNMOVABLE`, `MIGRATE_RECLAIMABLE`, `MIGRATE_HIGHATOMIC`: the types an allocation
@@ -570,7 +586,13 @@ fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, n: &NodeInput) -> Result<
     let mut paths = Vec::new();
     for &p in &PATHS[1..] {
         (spec.mode, spec.order, spec.strategy) = p;
-        let same = spec.run().map_err(|e| e.to_string()).map(|other| path_difference(&reference, &other));
+        let same = match spec.run() {
+            Err(e) => PathOutcome::Refused(e.to_string()),
+            Ok(other) => match path_difference(&reference, &other) {
+                (None, poison_only) => PathOutcome::Same { poison_only },
+                (Some(d), _) => PathOutcome::Differs(d),
+            },
+        };
         paths.push((path_name(p), same));
     }
     let model_zones: Vec<ZoneCounts> = serde_json::from_value(
@@ -799,10 +821,11 @@ pub fn render(nodes: &[NodeResult]) -> String {
             n.paths
                 .iter()
                 .map(|(p, same)| match same {
-                    Ok((None, 0)) => format!("{p} same"),
-                    Ok((None, n)) => format!("{p} same but for {n} pages' merge poison"),
-                    Ok((Some(d), _)) => format!("{p} DIFFERS ({d})"),
-                    Err(e) => format!("{p} refused ({e})"),
+                    PathOutcome::Same { poison_only: 0 } => format!("{p} same"),
+                    PathOutcome::Same { poison_only } =>
+                        format!("{p} same but for {poison_only} pages' merge poison"),
+                    PathOutcome::Differs(d) => format!("{p} DIFFERS ({d})"),
+                    PathOutcome::Refused(e) => format!("{p} refused ({e})"),
                 })
                 .collect::<Vec<_>>()
                 .join(", ")
@@ -850,6 +873,7 @@ pub fn render(nodes: &[NodeResult]) -> String {
 #[must_use]
 pub fn equal(nodes: &[NodeResult]) -> bool {
     nodes.iter().all(|n| {
-        n.zones.iter().all(ZoneResult::equal) && n.paths.iter().all(|(_, s)| !matches!(s, Ok((Some(_), _))))
+        n.zones.iter().all(ZoneResult::equal)
+            && n.paths.iter().all(|(_, s)| !matches!(s, PathOutcome::Differs(_)))
     })
 }
