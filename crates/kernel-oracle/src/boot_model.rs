@@ -104,7 +104,7 @@ impl CmpClass {
             CmpClass::FreeMerged => "all but lru",
             CmpClass::ReservedReferenced => "zone/node/section, PG_reserved",
             CmpClass::Allocated => "zone/node/section",
-            CmpClass::Absent => "no memory in the layout",
+            CmpClass::Absent => "no memory in the layout, nothing written",
         }
     }
 }
@@ -727,8 +727,14 @@ impl Ctx<'_> {
                 }
             }
             let diff = match (class, m) {
-                (CmpClass::Absent, _) => {
-                    self.is_memory(pfn).then(|| format!("pfn {pfn:#x}: memory in the layout"))
+                (CmpClass::Absent, m) => {
+                    if self.is_memory(pfn) {
+                        Some(format!("pfn {pfn:#x}: memory in the layout"))
+                    } else {
+                        m.filter(|m| m.iter().any(|&b| b != 0)).map(|_| {
+                            format!("pfn {pfn:#x}: the model wrote a struct page in a section without memory")
+                        })
+                    }
                 }
                 (_, None) => Some(format!("pfn {pfn:#x}: not in the model's memmap")),
                 (CmpClass::FreeHead, Some(m)) => Self::words(pfn, k, m, &[0, 3, 4, 5, 6, 7]).or_else(|| {

@@ -55,6 +55,7 @@ pub mod budget;
 pub mod cgroup;
 pub mod cli;
 pub mod compare;
+pub mod guest_layout;
 pub mod limits;
 pub mod machine;
 pub mod measure;

@@ -129,6 +129,11 @@ pub(super) struct TimingArgs {
     /// Kernel config preset modelled by the timing scenarios.
     #[arg(long, default_value = "x86_64", value_parser = named::<KernelConfig>())]
     pub(super) config: KernelConfig,
+    /// The boot scenario (deferred) boots the first node of this layout.json (what
+    /// `kernel-oracle run` writes beside a boot configuration's dump: a real guest's zones,
+    /// memory and reserved ranges) instead of its synthetic zone; its size is the node's span.
+    #[arg(long, value_name = "FILE")]
+    pub(super) node_layout: Option<PathBuf>,
 }
 
 impl Default for TimingArgs {
@@ -140,6 +145,7 @@ impl Default for TimingArgs {
             rounds: None,
             memory_budget: None,
             config: KernelConfig::X86_64,
+            node_layout: None,
         }
     }
 }

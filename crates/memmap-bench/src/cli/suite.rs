@@ -102,8 +102,24 @@ pub(super) fn suite(
     let threads = t.threads;
     let mut scenarios = Vec::new();
     let mut skipped = Vec::new();
+    let layout = match &t.node_layout {
+        Some(path) => {
+            let bytes = memmap_dump::read_user_bytes(path, memmap_dump::node::MAX_LAYOUT_BYTES)
+                .map_err(|e| usage(format!("--node-layout: {e}")))?;
+            let file = memmap_dump::LayoutFile::parse(&bytes, path)
+                .map_err(|e| usage(format!("--node-layout: {e}")))?;
+            let l = crate::guest_layout::GuestLayout::of(&file, path)
+                .map_err(|e| usage(format!("--node-layout: {e}")))?;
+            Some(std::sync::Arc::new(l))
+        }
+        None => None,
+    };
     for e in &sel.rows {
-        let setup = Setup { size: sel.size_of(e.command.name), ..Setup::defaults(g.quick, t.config) };
+        let setup = Setup {
+            size: sel.size_of(e.command.name),
+            layout: layout.clone(),
+            ..Setup::defaults(g.quick, t.config)
+        };
         let s = (e.build)(&setup);
         let name = s.name();
         s.check().map_err(|m| usage(format!("{name}: {m}")))?;

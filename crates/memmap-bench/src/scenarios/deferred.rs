@@ -104,14 +104,28 @@ pub struct Deferred {
     pub fixed: bool,
     /// Kernel config.
     pub config: KernelConfig,
+    /// A real machine's node instead of the synthetic zone (`--node-layout`; the size is then
+    /// its span).
+    pub layout: Option<std::sync::Arc<crate::guest_layout::GuestLayout>>,
 }
 
 impl Deferred {
-    /// The scenario with `setup`'s size and config.
+    /// The scenario with `setup`'s size, config and layout.
     #[must_use]
     pub fn new(setup: &Setup) -> Deferred {
         let (size, fixed) = setup.size(&COMMAND.size);
-        Deferred { size, fixed, config: setup.config }
+        match &setup.layout {
+            Some(l) => {
+                let span = l.layout().span();
+                Deferred {
+                    size: span.len() * 4096,
+                    fixed: true,
+                    config: setup.config,
+                    layout: Some(l.clone()),
+                }
+            }
+            None => Deferred { size, fixed, config: setup.config, layout: None },
+        }
     }
 }
 
@@ -138,7 +152,10 @@ impl Scenario for Deferred {
     }
 
     fn description(&self) -> String {
-        format!("{NAME}: boot a {} zone", Bytes(self.size))
+        match &self.layout {
+            Some(l) => format!("{NAME}: boot the node of {}", l.source),
+            None => format!("{NAME}: boot a {} zone", Bytes(self.size)),
+        }
     }
 
     /// One memmap per strategy, all written by the end of each round, and, while they are
@@ -156,6 +173,14 @@ impl Scenario for Deferred {
     fn check(&self) -> Result<(), String> {
         if self.size == 0 || self.size % 4096 != 0 {
             return Err(format!("deferred size {} is not a whole number of 4 KiB pages", Bytes(self.size)));
+        }
+        if let Some(l) = &self.layout {
+            let span = l.layout().span();
+            return if span.end > self.config.max_pfn() {
+                Err(past_the_pfns("node", span.len() * 4096, span.start, &self.config, 4096))
+            } else {
+                l.layout().validate(self.config.zone_device()).map_err(|e| format!("{}: {e:?}", l.source))
+            };
         }
         if BASE.checked_add(self.size / 4096).is_none_or(|e| e > self.config.max_pfn()) {
             return Err(past_the_pfns("zone", self.size, BASE, &self.config, 4096));
@@ -180,9 +205,12 @@ impl Scenario for Deferred {
 fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     let (common, limits) = (ctx.common, ctx.limits);
     let cfg = p.config;
-    let nr = p.size / 4096;
-    let (zones, memory) = zone_layout(nr);
-    let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
+    let (zones, memory) = zone_layout(p.size / 4096);
+    let layout = match &p.layout {
+        Some(l) => l.layout(),
+        None => NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] },
+    };
+    let (base, nr) = (layout.span().start, layout.span().len());
     let rounds = common.rounds(ROUNDS);
     // deferred_init_memmap's workers: the all-core count (1 with --threads 1).
     let threads = ctx.threads.count();
@@ -190,7 +218,7 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     phase.step(format!("{NAME}: map {} memmaps", STRATEGIES.len()));
     let mut storage: Vec<OwnedMemmap<Page64>> = STRATEGIES
         .iter()
-        .map(|_| OwnedMemmap::new(cfg, BASE, nr))
+        .map(|_| OwnedMemmap::new(cfg, base, nr))
         .collect::<Result<_, _>>()
         .map_err(RunError::of(NAME, format!("map a memmap of {}", Bytes(nr * 64))))?;
     let nstates = Node::<Page64>::states_needed(&cfg, layout.span());
@@ -231,9 +259,12 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     };
     let (alloc, alloc_table) = alloc_check(cfg, common, &phase)?;
     phase.finish();
+    let what = match &p.layout {
+        Some(l) => format!("the node of {}", l.source),
+        None => format!("a {} zone", Bytes(p.size)),
+    };
     let description = format!(
-        "boot init of a {} zone ({} struct pages, {} of memmap): boot time, then time to full availability; {} rounds, deferred init on {}",
-        Bytes(p.size),
+        "boot init of {what} ({} struct pages, {} of memmap): boot time, then time to full availability; {} rounds, deferred init on {}",
         nr,
         Bytes(nr * 64),
         rounds,

@@ -170,8 +170,9 @@ impl Scalable for dyn Scenario {
 }
 
 /// What a scenario is built from: the size the user gave its command (`None`: the default,
-/// which the suite may scale to the memory budget), `--quick`, the kernel config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// which the suite may scale to the memory budget), `--quick`, the kernel config, and the
+/// node layout the boot scenario boots instead of its synthetic zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Setup {
     /// The size given (`--size`, `--count`, or the flag of `all`).
     pub size: Option<u64>,
@@ -179,13 +180,15 @@ pub struct Setup {
     pub quick: bool,
     /// The kernel config modelled.
     pub config: KernelConfig,
+    /// `--node-layout`: a real machine's node for the boot scenario.
+    pub layout: Option<std::sync::Arc<crate::guest_layout::GuestLayout>>,
 }
 
 impl Setup {
     /// The size at its default.
     #[must_use]
     pub fn defaults(quick: bool, config: KernelConfig) -> Setup {
-        Setup { size: None, quick, config }
+        Setup { size: None, quick, config, layout: None }
     }
 
     /// The size given, else `spec`'s default (its `--quick` one under `--quick`), and whether

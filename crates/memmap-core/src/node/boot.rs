@@ -215,10 +215,21 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         fdp
     }
 
-    /// `init_unavailable_range()`: holes are initialized and `PG_reserved`.
+    /// `init_unavailable_range()`: holes are initialized and `PG_reserved`, in the sections that
+    /// hold memory; a section without any has no memmap (`pfn_valid()` is false there, and the
+    /// kernel skips it).
     fn init_unavailable_range(&self, own: &mut Owned<'_, P>, from: u64, to: u64, zone: u32) {
         let kind = RunKind { pageblock: PbMode::None, extra_flags: 1 << self.pg.reserved, count: 1 };
-        self.init_run(own, from, to, zone, kind);
+        let pps = self.cfg.pages_per_section();
+        let mut a = from;
+        while a < to {
+            let b = ((a / pps + 1) * pps).min(to);
+            let (lo, hi) = (a / pps * pps, a / pps * pps + pps);
+            if self.layout.memory.iter().any(|r| r.start < hi && lo < r.end) {
+                self.init_run(own, a, b, zone, kind);
+            }
+            a = b;
+        }
     }
 
     /// Publishes the blocks boot initialized completely.
