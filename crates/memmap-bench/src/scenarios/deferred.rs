@@ -211,6 +211,9 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
         None => NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] },
     };
     let (base, nr) = (layout.span().start, layout.span().len());
+    // The struct pages a boot writes: those of the sections that hold memory (a section
+    // without any has no memmap).
+    let written = present_section_pages(&layout, cfg.pages_per_section());
     let rounds = common.rounds(ROUNDS);
     // deferred_init_memmap's workers: the all-core count (1 with --threads 1).
     let threads = ctx.threads.count();
@@ -265,16 +268,16 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     };
     let description = format!(
         "boot init of {what} ({} struct pages, {} of memmap): boot time, then time to full availability; {} rounds, deferred init on {}",
-        nr,
-        Bytes(nr * 64),
+        written,
+        Bytes(written * 64),
         rounds,
         if threads == 1 { "1 thread".to_string() } else { format!("{threads} threads") }
     );
     let spec = ScenarioSpec {
         name: NAME.into(),
         description,
-        struct_pages: nr,
-        bytes: nr * 64,
+        struct_pages: written,
+        bytes: written * 64,
         threads,
         limit: LimitKind::FillStructPage,
         // Boot times: the strategies write different amounts at boot, so not a bandwidth.
@@ -289,12 +292,28 @@ fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
         })
         .collect();
     let boot: Vec<u64> = boot_pages.iter().map(std::cell::Cell::get).collect();
-    annotate(&mut sc, &full_ms, &boot, nr / cfg.pageblock_nr_pages(), limits.scattered_line_ns);
-    availability(&mut sc, &full_ms, nr * 64, limits, threads);
+    annotate(&mut sc, &full_ms, &boot, written / cfg.pageblock_nr_pages(), limits.scattered_line_ns);
+    availability(&mut sc, &full_ms, written * 64, limits, threads);
     sc.extra.insert("alloc_check".into(), alloc);
     sc.notes.extend(alloc_table.lines().map(str::to_string));
     sc.refresh();
     Ok(sc)
+}
+
+/// The pages of `layout`'s span that lie in sections holding memory.
+fn present_section_pages(layout: &NodeLayout<'_>, pps: u64) -> u64 {
+    let span = layout.span();
+    let mut n = 0;
+    let mut a = span.start;
+    while a < span.end {
+        let (lo, hi) = (a / pps * pps, a / pps * pps + pps);
+        let b = hi.min(span.end);
+        if layout.memory.iter().any(|r| r.start < hi && lo < r.end) {
+            n += b - a;
+        }
+        a = b;
+    }
+    n
 }
 
 /// The boot GB/s, the full-availability column and figures, and the on-demand reference: `full_ms` and
