@@ -265,6 +265,26 @@ fn scenarios(args: &RunArgs, k: &kernel::Kernel) -> Result<Vec<scenario::Scenari
         .collect()
 }
 
+/// Compares a boot configuration's zones with the model booted on the guest's layout, and
+/// writes that layout beside the dump (`layout.json`, for `memmap-bench dump node
+/// --node-layout` and `memmap-bench deferred --node-layout`); returns whether they are equal.
+fn compare_boot(dir: &Path, facts: &Facts) -> Result<bool> {
+    let (cfg, inputs) = kernel_oracle::boot_model::inputs(dir, facts)?;
+    let layout = kernel_oracle::boot_model::layout_file(facts, &inputs);
+    kernel_oracle::files::write_file(
+        &dir.join("layout.json"),
+        (serde_json::to_string(&layout)? + "\n").as_bytes(),
+    )?;
+    let nodes = kernel_oracle::boot_model::compare_nodes(&cfg, facts.vmemmap_size, &inputs)?;
+    print!("{}", kernel_oracle::boot_model::render(&nodes));
+    eprintln!(
+        "  model: memmap-bench dump node --node-layout {} --kernel {} --kconfig KCONFIG --mode deferred --strategy slow --out DIR",
+        dir.join("layout.json").display(),
+        cfg.version
+    );
+    Ok(kernel_oracle::boot_model::equal(&nodes))
+}
+
 /// What the runs of one `run` came to: a summary line per run and what failed.
 #[derive(Default)]
 struct Runs {
@@ -296,9 +316,7 @@ impl Runs {
         match run::run(k, sc, &opts) {
             Ok(facts) => {
                 let mut line = format!("{id:<11} {:<36} {:>5.1} s", sc.name, t.elapsed().as_secs_f64());
-                if sc.boot.is_some() && !args.no_compare {
-                    self.compare_boot(&dir, &facts, k, sc, &mut line)?;
-                } else if !args.no_compare {
+                if !args.no_compare {
                     self.compare(&dir, &facts, k, sc, &mut line)?;
                 }
                 match (&args.golden, sc.boot.is_some()) {
@@ -317,38 +335,6 @@ impl Runs {
         Ok(())
     }
 
-    /// Compares a boot configuration's zones with the model booted on the guest's layout.
-    fn compare_boot(
-        &mut self,
-        dir: &Path,
-        facts: &Facts,
-        k: &kernel::Kernel,
-        sc: &scenario::Scenario,
-        line: &mut String,
-    ) -> Result<()> {
-        let (cfg, inputs) = kernel_oracle::boot_model::inputs(dir, facts)?;
-        // The layout, for `memmap-bench dump node --node-layout` and the bench's `--layout`.
-        let layout = kernel_oracle::boot_model::layout_file(facts, &inputs);
-        kernel_oracle::files::write_file(
-            &dir.join("layout.json"),
-            (serde_json::to_string(&layout)? + "\n").as_bytes(),
-        )?;
-        let nodes = kernel_oracle::boot_model::compare_nodes(&cfg, facts.vmemmap_size, &inputs)?;
-        print!("{}", kernel_oracle::boot_model::render(&nodes));
-        eprintln!(
-            "  model: memmap-bench dump node --node-layout {} --kernel {} --kconfig KCONFIG --mode deferred --strategy slow --out DIR",
-            dir.join("layout.json").display(),
-            cfg.version
-        );
-        if kernel_oracle::boot_model::equal(&nodes) {
-            line.push_str("  equal");
-        } else {
-            line.push_str("  DIFFERS");
-            self.failures.push(format!("{} {} (differs from the model)", k.id, sc.name));
-        }
-        Ok(())
-    }
-
     /// Compares one run's dump with the model: prints the report, appends the verdict to its
     /// summary `line`, and records a difference or a failed class check.
     fn compare(
@@ -360,6 +346,14 @@ impl Runs {
         line: &mut String,
     ) -> Result<()> {
         let id = &k.id;
+        if sc.boot.is_some() {
+            let equal = compare_boot(dir, facts)?;
+            line.push_str(if equal { "  equal" } else { "  DIFFERS" });
+            if !equal {
+                self.failures.push(format!("{id} {} (differs from the model)", sc.name));
+            }
+            return Ok(());
+        }
         let res = compare::compare_dir(dir, facts)?;
         print!("{}", compare::render(&res, false));
         line.push_str(&format!("  {}", compare::verdict(&res)));
