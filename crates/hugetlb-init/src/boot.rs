@@ -292,7 +292,26 @@ where
         r.outcome = crate::types::FolioOutcome::default();
     }
     memmap_init_reserved_heads(nodes, records)?;
-    gather_bootmem_prealloc(nodes, records, params)
+    // Before the batched enqueue (6.1) the free list ends in the reverse of the gather's order:
+    // gather each node's folios in the reverse of the order asked for, and hand the records
+    // back in the caller's order.
+    let reversed = nodes.first().is_some_and(|n| !n.memmap.config().behaviour().hugetlb_bootmem_batched);
+    if reversed {
+        reverse_groups(nodes, records);
+    }
+    let report = gather_bootmem_prealloc(nodes, records, params);
+    if reversed {
+        reverse_groups(nodes, records);
+    }
+    report
+}
+
+/// Reverses each node's group of `records` (grouped by node in `nodes`' order).
+fn reverse_groups<P: StructPage, R, H>(nodes: &[HugetlbNode<'_, P, R, H>], records: &mut [HugeBootmemPage]) {
+    let mut rest = records;
+    for n in nodes {
+        take_group_mut(&mut rest, n.spec.nid).reverse();
+    }
 }
 
 /// `hugetlb_bootmem_alloc()` on the nodes: validates the nodes and the request and computes the
@@ -587,7 +606,13 @@ pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHoo
         }
     }
     let done = parallel_tails(node, records, params);
-    for (i, r) in records.iter_mut().enumerate().rev() {
+    // The kernel walks its `list_add()`-built folio_list, the gather's order reversed; before
+    // the batch (6.1) each folio was enqueued as it was gathered.
+    let batched = node.memmap.config().behaviour().hugetlb_bootmem_batched;
+    let n = records.len();
+    for k in 0..n {
+        let i = if batched { n - 1 - k } else { k };
+        let r = &mut records[i];
         let h = r.hstate;
         if !r.outcome.optimized() {
             let reserve = hugetlb_vmemmap_reserve_pages::<P>().min(h.nr_pages());

@@ -358,3 +358,66 @@ fn checking_no_golden_extract_is_an_error() {
     let e = kernel_oracle::golden::check_all(empty.path(), |_| {}).unwrap_err().to_string();
     assert!(e.contains("fsdax-mem: holds no facts.json"), "{e}");
 }
+
+/// Without the guest's placement (`dump hugetlb --count`, the folios where memblock's top-down
+/// allocation puts them), the model links the boot-time folios on each node's free list in
+/// the kernel's order: on 6.1 in descending pfn order (each folio enqueued as it was gathered),
+/// from 6.12 in ascending (`prep_and_add_bootmem_folios()`).
+#[test]
+fn counted_boot_folios_are_linked_in_the_kernels_order() {
+    use kernel_oracle::model::{ModelDump, What, hugetlb_spec};
+    let mut checked = 0;
+    for g in load_all() {
+        // Gigantic pages: memblock's (2 MiB boot-time pages come from the buddy allocator, in
+        // its order, which only the guest's placement gives).
+        let gigantic =
+            |r: &&kernel_oracle::facts::Region| r.boot == Some(true) && r.hstate.as_deref() == Some("1G");
+        let folios: Vec<_> = g.facts.regions.iter().filter(gigantic).filter_map(|r| r.folio).collect();
+        if folios.len() < 2 || folios.iter().any(|f| f.list_pos.is_none()) {
+            continue;
+        }
+        let mut kernel: Vec<(u32, u32, u64)> =
+            folios.iter().map(|f| (f.nid, f.list_pos.unwrap_or(0), f.head_pfn)).collect();
+        kernel.sort_unstable();
+        let mut spec = hugetlb_spec(&g.facts).expect("spec");
+        let What::Hugetlb(h) = &mut spec.what else { panic!("a hugetlb spec") };
+        h.placed.clear();
+        let md = ModelDump::run(&spec).expect("model");
+        let page = |pfn: u64| {
+            let i = (pfn - md.start_pfn) as usize * 64;
+            (word(&md.bytes[i..], 8), word(&md.bytes[i..], 16))
+        };
+        let node_of = |pfn: u64| md.vmemmap_base + pfn * 64 + 8;
+        let model_folios: Vec<(u64, u64)> = md.meta["folios"]
+            .as_array()
+            .expect("folios")
+            .iter()
+            .map(|f| (f["nid"].as_u64().unwrap_or(0), f["head_pfn"].as_u64().unwrap_or(0)))
+            .collect();
+        // Each node's list as ranks by pfn (the model puts the folios where its own layout
+        // does, so the pfns differ; the order is what the release decides).
+        let ranks = |order: &[u64]| {
+            let mut sorted = order.to_vec();
+            sorted.sort_unstable();
+            order.iter().map(|p| sorted.iter().position(|s| s == p).unwrap_or(0)).collect::<Vec<_>>()
+        };
+        for nid in 0..=kernel.iter().map(|k| k.0).max().unwrap_or(0) {
+            let kernel_heads: Vec<u64> = kernel.iter().filter(|k| k.0 == nid).map(|k| k.2).collect();
+            let heads: Vec<u64> =
+                model_folios.iter().filter(|f| f.0 == u64::from(nid)).map(|f| f.1).collect();
+            let is_head_node = |v: u64| heads.iter().any(|&h| node_of(h) == v);
+            // The first folio: the one whose prev is the list head; then follow next.
+            let mut cur = heads.iter().copied().find(|&h| !is_head_node(page(h).1));
+            let mut model = Vec::new();
+            while let Some(h) = cur {
+                model.push(h);
+                let next = page(h).0;
+                cur =
+                    heads.iter().copied().find(|&x| node_of(x) == next).filter(|_| model.len() < heads.len());
+            }
+            assert_eq!(ranks(&model), ranks(&kernel_heads), "{}: node {nid}", g.dir.display());
+        }
+        checked += 1;
+    }
+    assert!(checked > 0, "no extract with boot-time folios and their list positions");
+}

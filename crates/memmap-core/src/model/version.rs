@@ -82,6 +82,7 @@ impl KernelVersion {
             alloc_migratetype_in_index: !self.at_least(KernelVersion::V6_10),
             gigantic_tail_mapping: self.at_least(KernelVersion::V6_12),
             bootmem_type_in_private: self.at_least(KernelVersion::V7_2),
+            hugetlb_bootmem_batched: self.at_least(KernelVersion::V6_12),
         }
     }
 
@@ -236,6 +237,14 @@ pub struct Behaviour {
     /// model switches at 7.2, the first release compared with it; the change lies between 6.12
     /// and 7.2.
     pub bootmem_type_in_private: bool,
+    /// Boot-time hugetlb folios are gathered onto a local list with `list_add()` and then
+    /// enqueued walking it (`prep_and_add_bootmem_folios()`), so the hstate's free list ends
+    /// in the gather's order (`huge_boot_pages`: ascending pfn). Before, each folio was enqueued
+    /// as it was gathered (`put_page()` into `enqueue_huge_page()`, at the list's head), so the
+    /// list ends reversed: **oracle**, 6.1's two boot-time 1 GiB pages are on the free list in
+    /// descending pfn order. The model switches at 6.12, the first release compared with the
+    /// batch; it came between the two.
+    pub hugetlb_bootmem_batched: bool,
 }
 
 /// The bit numbers in `page->flags` of the page flags the model's initializers set, and the
