@@ -174,6 +174,21 @@ pub fn boot_memory_end(facts: &Facts, start_pfn: u64) -> u64 {
         .unwrap_or(0)
 }
 
+/// The start of the boot RAM at or above `end_pfn` (the top-level `System RAM` ranges of the
+/// guest's `/proc/iomem`), for `--boot-memory-above`: a device range that ends in a section
+/// whose rest is boot RAM reuses that section's boot memmap. `u64::MAX` when there is none or
+/// the guest's iomem is not recorded.
+#[must_use]
+pub fn boot_memory_above(facts: &Facts, end_pfn: u64) -> u64 {
+    let Some(iomem) = facts.guest.get("iomem") else { return u64::MAX };
+    crate::boot_model::system_ram(iomem)
+        .iter()
+        .map(|r| r.start)
+        .filter(|&s| s >= end_pfn)
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
 /// The model run of a ZONE_DEVICE region: `memmap-bench dump zone-device` with the region's
 /// memory type, pfns, compound order, node, altmap and early-section boundary.
 ///
@@ -187,6 +202,7 @@ pub fn zone_device_spec(facts: &Facts, r: &Region) -> Result<Spec> {
         MemoryType::from_name(&type_name).with_context(|| format!("unknown memory type {type_name:?}"))?;
     let vmemmap_shift = r.vmemmap_shift.context("vmemmap_shift")?;
     let boot_memory_end_pfn = boot_memory_end(facts, r.start_pfn);
+    let boot_memory_above_pfn = boot_memory_above(facts, r.start_pfn.saturating_add(r.nr_pages));
     let mut head: Vec<String> = vec!["dump".into(), "zone-device".into()];
     head.append(&mut argv);
     head.extend([
@@ -203,6 +219,9 @@ pub fn zone_device_spec(facts: &Facts, r: &Region) -> Result<Spec> {
         "--boot-memory-end".into(),
         boot_memory_end_pfn.to_string(),
     ]);
+    if boot_memory_above_pfn != u64::MAX {
+        head.extend(["--boot-memory-above".into(), boot_memory_above_pfn.to_string()]);
+    }
     if let Some(alt) = r.altmap {
         head.extend([
             "--altmap-reserve".into(),
@@ -223,6 +242,7 @@ pub fn zone_device_spec(facts: &Facts, r: &Region) -> Result<Spec> {
         strategy: Strategy::Auto,
         page_ref_trace: false,
         boot_memory_end_pfn,
+        boot_memory_above_pfn,
     };
     Ok(Spec { what: What::ZoneDevice(dump), argv: head })
 }

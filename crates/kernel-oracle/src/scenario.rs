@@ -162,6 +162,9 @@ pub const SCENARIOS: &[Scenario] = &[
     // The namespace starts 64 MiB into the section at 4 GiB, whose first 64 MiB are boot RAM:
     // its first compound pages live in an early section (boot memmap, no vmemmap dedup).
     pmem("devdax-2m-mem-early-section", "960M!4160M", 4096, dd("mem", "2M")),
+    // The namespace ends 64 MiB before the end of the section at 4 GiB + 896 MiB, whose last
+    // 64 MiB are boot RAM: its last compound pages live in an early section.
+    pmem("devdax-2m-mem-trailing-early-section", "960M!4G", 4096, dd("mem", "2M")),
     pmem("devdax-1g-mem", "2G!4G", 4096, dd("mem", "1G")),
     pmem("devdax-1g-dev", "2G!4G", 4096, dd("dev", "1G")),
     huge("hugetlb-2m-hvo-off", 1024, h(2048, 4, false, false)),

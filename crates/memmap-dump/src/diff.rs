@@ -675,6 +675,7 @@ mod tests {
             strategy: Strategy::Auto,
             page_ref_trace: false,
             boot_memory_end_pfn: 0,
+            boot_memory_above_pfn: u64::MAX,
         }
         .run()
         .unwrap()

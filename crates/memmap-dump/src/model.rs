@@ -104,6 +104,9 @@ pub struct ZoneDeviceDump {
     /// End of boot memory ([`ZoneDeviceRange::boot_memory_end_pfn`]): 0 when the range has
     /// sections of its own.
     pub boot_memory_end_pfn: u64,
+    /// Boot memory above the range ([`ZoneDeviceRange::boot_memory_above_pfn`]): `u64::MAX`
+    /// when none.
+    pub boot_memory_above_pfn: u64,
 }
 
 impl ZoneDeviceDump {
@@ -154,6 +157,7 @@ impl ZoneDeviceDump {
     fn range(&self, cfg: &KernelConfig) -> ZoneDeviceRange {
         ZoneDeviceRange::new(cfg.zone_device(), self.nid, self.start_pfn, self.nr_pages)
             .with_boot_memory_end(self.boot_memory_end_pfn)
+            .with_boot_memory_above(self.boot_memory_above_pfn)
     }
 
     /// `sizeof(struct page)` of the chosen layout.
@@ -266,11 +270,10 @@ fn stale_ranges<P: StructPage>(
     if cfg.behaviour().zone_device_early_sections || written >= ppc || report.nr_pages == 0 {
         return Vec::new();
     }
-    let pps = cfg.pages_per_section();
-    let early_end = range.boot_memory_end_pfn.div_ceil(pps).saturating_mul(pps);
     let end = report.start_pfn + report.nr_pages;
-    (report.start_pfn..end.min(early_end))
+    (report.start_pfn..end)
         .step_by(usize::try_from(ppc).unwrap_or(usize::MAX))
+        .filter(|&head| range.is_early(cfg, head))
         .map(|head| (head + written, head + ppc))
         .collect()
 }
@@ -715,6 +718,9 @@ fn zone_device_detail<P: StructPage>(
     detail.insert("compound_nr_pages".into(), memmap_core::compound_nr_pages(cfg, P::SIZE, pgmap).into());
     detail.insert("kernel_version".into(), cfg.version.to_string().into());
     detail.insert("boot_memory_end_pfn".into(), opts.boot_memory_end_pfn.into());
+    if opts.boot_memory_above_pfn != u64::MAX {
+        detail.insert("boot_memory_above_pfn".into(), opts.boot_memory_above_pfn.into());
+    }
     detail.insert("altmap_part_pages".into(), altmap_part.pages_initialized.into());
     detail.insert("vmemmap_aliases".into(), (*aliases).into());
     detail.insert(
@@ -754,6 +760,7 @@ mod tests {
             strategy: Strategy::Auto,
             page_ref_trace: false,
             boot_memory_end_pfn: 0,
+            boot_memory_above_pfn: u64::MAX,
         }
     }
 

@@ -453,6 +453,7 @@ mod tests {
             strategy: memmap_core::Strategy::Auto,
             page_ref_trace: false,
             boot_memory_end_pfn: 0,
+            boot_memory_above_pfn: u64::MAX,
         }
         .run()
         .unwrap();

@@ -44,6 +44,7 @@ fn parsing_a_meta_json_at_its_limits_allocates_a_bounded_amount() {
         strategy: Strategy::Auto,
         page_ref_trace: false,
         boot_memory_end_pfn: 0,
+        boot_memory_above_pfn: u64::MAX,
     }
     .run()
     .expect("a small dump");

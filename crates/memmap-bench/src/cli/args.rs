@@ -338,6 +338,10 @@ pub(super) struct DumpZoneDeviceArgs {
     /// not deduplicated (device memory sharing a section with boot RAM).
     #[arg(long, default_value = "0", value_parser = pfn)]
     pub(super) boot_memory_end: u64,
+    /// Start of boot memory above the range (pfn): the sections from it up are early sections
+    /// (device memory carved out of RAM below more RAM, ending inside a section of it).
+    #[arg(long, value_parser = pfn)]
+    pub(super) boot_memory_above: Option<u64>,
     #[command(flatten)]
     pub(super) common: DumpCommon,
 }

@@ -50,6 +50,7 @@ pub(super) fn zone_device(a: &DumpZoneDeviceArgs, info: &MemInfo) -> Result<Invo
         strategy: c.strategy,
         page_ref_trace: c.page_ref_trace,
         boot_memory_end_pfn: a.boot_memory_end,
+        boot_memory_above_pfn: a.boot_memory_above.unwrap_or(u64::MAX),
     };
     mappable(&opts)?;
     let need =

@@ -211,13 +211,42 @@ pub struct ZoneDeviceRange {
     /// compound page there. 0 (the usual case: device memory in sections of its own) when no
     /// section of the range is early.
     pub boot_memory_end_pfn: u64,
+    /// The first PFN of boot memory above the range: every memory section holding a PFN at or
+    /// above it was present at boot, so a range that ends inside such a section has early
+    /// sections at its end (a namespace carved out of RAM below more RAM). `u64::MAX` (the
+    /// usual case) when none.
+    pub boot_memory_above_pfn: u64,
 }
 
 impl ZoneDeviceRange {
     /// `nr_pages` pages from `start_pfn` on node `nid` in `zone`, in sections of their own.
     #[must_use]
     pub const fn new(zone: u32, nid: u32, start_pfn: u64, nr_pages: u64) -> Self {
-        ZoneDeviceRange { zone, nid, start_pfn, nr_pages, boot_memory_end_pfn: 0 }
+        ZoneDeviceRange {
+            zone,
+            nid,
+            start_pfn,
+            nr_pages,
+            boot_memory_end_pfn: 0,
+            boot_memory_above_pfn: u64::MAX,
+        }
+    }
+
+    /// With boot memory from `pfn` up (see [`ZoneDeviceRange::boot_memory_above_pfn`]).
+    #[must_use]
+    pub const fn with_boot_memory_above(mut self, pfn: u64) -> Self {
+        self.boot_memory_above_pfn = pfn;
+        self
+    }
+
+    /// Whether the compound page whose head is `head` lies in an early section: below
+    /// [`ZoneDeviceRange::boot_memory_end_pfn`]'s sections or in those from
+    /// [`ZoneDeviceRange::boot_memory_above_pfn`]'s up.
+    #[must_use]
+    pub const fn is_early(&self, cfg: &crate::KernelConfig, head: u64) -> bool {
+        let pps = cfg.pages_per_section();
+        head < self.boot_memory_end_pfn.div_ceil(pps).saturating_mul(pps)
+            || head >= self.boot_memory_above_pfn / pps * pps
     }
 
     /// With boot memory up to `pfn` (see [`ZoneDeviceRange::boot_memory_end_pfn`]).
@@ -259,8 +288,7 @@ pub fn vmemmap_alias<P: StructPage>(
     let idx = pfn - head;
     // In an early section every struct page is the boot memmap's own: written in full from
     // 7.2 on, left as it was before.
-    if idx < VMEMMAP_RESERVE_NR * per_page || head < plan::early_sections_end(cfg, range.boot_memory_end_pfn)
-    {
+    if idx < VMEMMAP_RESERVE_NR * per_page || range.is_early(cfg, head) {
         return None;
     }
     Some(head + per_page * (VMEMMAP_RESERVE_NR - 1) + idx % per_page)

@@ -3,7 +3,6 @@
 
 use super::{DevPagemap, MAX_VMEMMAP_SHIFT, ZoneDeviceRange, compound_nr_pages};
 use crate::InitError;
-use crate::KernelConfig;
 use crate::memmap::Memmap;
 use crate::model::page::StructPage;
 
@@ -21,10 +20,12 @@ pub(super) struct Plan {
     pub(super) compound_pages: u64,
     /// `vmemmap_shift`.
     pub(super) order: u32,
-    /// Compound heads below this PFN are in early sections whose memmap is not deduplicated
-    /// and, from 7.2 on, get every struct page written (0: none; see
-    /// [`ZoneDeviceRange::boot_memory_end_pfn`]).
+    /// Compound heads below `early_end` and at or above `early_from` are in early sections
+    /// whose memmap is not deduplicated and, from 7.2 on, get every struct page written (none
+    /// before 7.2: `(0, u64::MAX)`; see [`ZoneDeviceRange::is_early`]).
     pub(super) early_end: u64,
+    /// See `early_end`.
+    pub(super) early_from: u64,
     /// `PAGES_PER_SECTION`.
     pub(super) pages_per_section: u64,
     /// Pageblock migrate types are set in a pass over the range after the struct pages
@@ -35,7 +36,11 @@ pub(super) struct Plan {
 impl Plan {
     /// `compound_nr_pages(pfn, altmap, pgmap)` for the compound page whose head is `head`.
     pub(super) fn compound_pages_at(&self, head: u64) -> u64 {
-        if head < self.early_end { self.pfns_per_compound } else { self.compound_pages }
+        if head < self.early_end || head >= self.early_from {
+            self.pfns_per_compound
+        } else {
+            self.compound_pages
+        }
     }
 
     /// Struct pages written in all.
@@ -44,13 +49,12 @@ impl Plan {
         if self.pfns_per_compound == 1 {
             return span;
         }
-        // Heads in early sections: [start, early_end) rounded to whole compound pages.
-        let early_heads = self
-            .early_end
-            .clamp(self.start, self.end)
-            .saturating_sub(self.start)
-            .div_ceil(self.pfns_per_compound);
-        let heads = span / self.pfns_per_compound;
+        // Heads in early sections: [start, early_end) and [early_from, end), rounded to whole
+        // compound pages.
+        let ppc = self.pfns_per_compound;
+        let heads = span / ppc;
+        let below = |pfn: u64| pfn.clamp(self.start, self.end).saturating_sub(self.start).div_ceil(ppc);
+        let early_heads = (below(self.early_end) + heads - below(self.early_from)).min(heads);
         early_heads * self.pfns_per_compound + (heads - early_heads) * self.compound_pages
     }
 
@@ -117,10 +121,11 @@ pub(super) fn plan<P: StructPage>(
     let compound_pages = compound_nr_pages(cfg, P::SIZE, pgmap);
     // `compound_nr_pages()` returns every page for a head in an early section from 7.2 on;
     // before, early sections got the deduplicated count too (and kept stale struct pages).
-    let early_end = if cfg.behaviour().zone_device_early_sections && compound_pages < ppc {
-        early_sections_end(cfg, range.boot_memory_end_pfn)
+    let pps = cfg.pages_per_section();
+    let (early_end, early_from) = if cfg.behaviour().zone_device_early_sections && compound_pages < ppc {
+        (range.boot_memory_end_pfn.div_ceil(pps).saturating_mul(pps), range.boot_memory_above_pfn / pps * pps)
     } else {
-        0
+        (0, u64::MAX)
     };
     Ok(Some(Plan {
         zone: range.zone,
@@ -131,14 +136,8 @@ pub(super) fn plan<P: StructPage>(
         compound_pages,
         order: pgmap.vmemmap_shift,
         early_end,
+        early_from,
         pages_per_section: cfg.pages_per_section(),
         pageblock_range: cfg.behaviour().zone_device_pageblock_range,
     }))
-}
-
-/// The first PFN after the early sections: every section that holds a PFN below
-/// `boot_memory_end_pfn` was present at boot. 0 for none.
-pub(super) fn early_sections_end(cfg: &KernelConfig, boot_memory_end_pfn: u64) -> u64 {
-    let pps = cfg.pages_per_section();
-    boot_memory_end_pfn.div_ceil(pps).saturating_mul(pps)
 }
