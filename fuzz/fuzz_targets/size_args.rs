@@ -60,6 +60,12 @@ fuzz_target!(|data: &[u8]| {
             let need = memmap_bench::memory::MemoryNeed::resident(bytes);
             assert_eq!(check("dump", &need, &MACHINE), Ok(()));
         }
+        Ok(Invocation::DumpNode(opts, ..)) => {
+            let span = opts.layout().span();
+            let need = memmap_bench::memory::node_dump_need(span.len(), opts.struct_page_size())
+                .expect("checked by parse");
+            assert_eq!(check("dump", &need, &MACHINE), Ok(()));
+        }
         Ok(Invocation::Sweep(sweep)) => {
             // Every size parse kept is a whole number of 64 KiB and ascending.
             assert!(sweep.sizes.windows(2).all(|w| w[0] < w[1]), "{:?}", sweep.sizes);

@@ -162,6 +162,20 @@ pub fn hotplug_dump_need(d: &memmap_dump::HotplugDump) -> Result<MemoryNeed, Ove
         .and(recorded_events(d.nr_pages, d.page_ref_trace.then_some(2))?)
 }
 
+/// The memory `memmap-bench dump node` needs for a node spanning `span_pages` pfns: the memmap,
+/// its pageblock bits, and one `u64` per page for the lists read from the layout file (taken
+/// pages, pageblock migrate types); checked before any of them is built.
+///
+/// # Errors
+///
+/// On overflow.
+pub fn node_dump_need(span_pages: u64, struct_page_size: u64) -> Result<MemoryNeed, Overflow> {
+    let memmap = mul(span_pages, struct_page_size, "the dump's memmap")?;
+    MemoryNeed::resident(memmap)
+        .and(MemoryNeed::resident(span_pages / 512 + 1))?
+        .and(MemoryNeed::resident(mul(span_pages, 8, "the node's page lists")?))
+}
+
 /// Bytes a dump keeps per hugetlb folio besides struct pages: its boot record, its copy in
 /// PFN order and its object in `meta.json` (as a JSON value and as text); 1 KiB bounds them.
 pub const HUGETLB_PER_FOLIO_BYTES: u64 = 1024;

@@ -162,13 +162,8 @@ pub(super) fn node(a: &DumpNodeArgs, info: &MemInfo) -> Result<Invocation, CliEr
         usage(format!("--node-layout {}: no node {} with zones", a.node_layout.display(), a.nid))
     })?;
     let size = if c.layout == 72 { 72 } else { 64 };
-    let memmap = span
-        .len()
-        .checked_mul(size)
-        .ok_or_else(|| usage("--node-layout: the node's span overflows".into()))?;
-    let need = memory::MemoryNeed::resident(memmap)
-        .and(memory::MemoryNeed::resident(span.len() / 512 + span.len().saturating_mul(8)))
-        .map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
+    let need = memory::node_dump_need(span.len(), size)
+        .map_err(|e| usage(format!("--node-layout: {}", memory::MemoryError::from(e))))?;
     memory::check("the dump (the node's memmap)", &need, info).map_err(|e| usage(e.to_string()))?;
     let mode = match a.mode.as_str() {
         "eager" => memmap_core::InitMode::Eager,
