@@ -423,3 +423,41 @@ fn counted_boot_folios_are_linked_in_the_kernels_order() {
     }
     assert!(checked > 0, "no extract with boot-time folios and their list positions");
 }
+
+/// 6.12's HVO maps the tail vmemmap pages of a 2 MiB folio onto the folio's first frame, so a
+/// tail whose `lru.prev` holds the `LIST_POISON2` of an earlier `list_del()` (boot-time 2 MiB
+/// pages come from the buddy allocator) shows it through every alias of that slot too: the model
+/// declares the word history-dependent in the aliases as well, and an alias that disagrees with
+/// the slot it is read through is still a difference.
+#[test]
+fn a_tails_buddy_history_shows_through_its_aliases() {
+    let g = load_all()
+        .into_iter()
+        .find(|g| g.facts.kernel.id == "6.12-amd64" && g.facts.config == "hugetlb-2m-boot-hvo-on")
+        .expect("the 6.12 boot-time 2 MiB HVO extract");
+    let region = g.facts.regions.iter().position(|r| r.folio.is_some()).expect("a folio region");
+    let head = g.facts.regions[region].start_pfn;
+    let run = g.extract.regions[region]
+        .runs
+        .iter()
+        .position(|r| r.start_pfn == head && r.nr_pages > 69)
+        .expect("the folio's first struct pages");
+    let poison = |g: &mut kernel_oracle::golden::Golden, idx: usize| {
+        let at = idx * 64 + 16;
+        g.bytes[region][run][at..at + 8].copy_from_slice(&0xdead_0000_0000_0122u64.to_le_bytes());
+    };
+    // Tail 5 and its alias 69 (the second vmemmap page maps the first frame).
+    let mut history = g.clone();
+    poison(&mut history, 5);
+    poison(&mut history, 69);
+    let res = history.compare_with_model().unwrap();
+    assert!(!kernel_oracle::compare::differs(&res), "{}", kernel_oracle::compare::render(&res, false));
+    let left_out: u64 = res.regions.iter().flat_map(|r| &r.stale_fields).map(|(_, n)| n).sum();
+    assert_eq!(left_out, 2, "{:?}", res.regions.iter().map(|r| &r.stale_fields).collect::<Vec<_>>());
+    // The alias alone: not what one frame read twice can hold.
+    let mut torn = g.clone();
+    poison(&mut torn, 69);
+    let res = torn.compare_with_model().unwrap();
+    let failed = torn.checks().iter().any(|c| c.failure.is_some());
+    assert!(kernel_oracle::compare::differs(&res) || failed, "an alias unlike its frame passed");
+}

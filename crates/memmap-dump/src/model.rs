@@ -282,7 +282,8 @@ fn stale_ranges<P: StructPage>(
 const RUNTIME_LRU_PREV_OFFSET: usize = 16;
 
 /// The tails of gigantic pages allocated at run time whose `lru.prev` still holds the self
-/// pointer `memmap_init` wrote, as `[start, end)` ranges. Neither `prep_compound_tail()` nor the
+/// pointer `memmap_init` wrote (a tail's own, or through an aliased vmemmap page the pointer
+/// of the tail it shows), as `[start, end)` ranges. Neither `prep_compound_tail()` nor the
 /// hugetlb code writes that word, and at run time the pages come from the buddy allocator: a
 /// page that was once the head of a free block was unlinked with `list_del()`, which leaves
 /// [`LIST_POISON2`] there. Which pages those were depends on the allocator's history, so the
@@ -300,8 +301,14 @@ fn runtime_lru_prev_ranges<P: StructPage>(
             let off = (pfn - start_pfn) as usize * P::SIZE + RUNTIME_LRU_PREV_OFFSET;
             let Some(word) = bytes.get(off..off + 8) else { continue };
             let word = u64::from_ne_bytes(word.try_into().unwrap_or([0; 8]));
-            let own = cfg.vmemmap_start.wrapping_add(pfn.wrapping_mul(P::SIZE as u64)).wrapping_add(8);
-            if word != own {
+            // The self pointer of a struct page of the folio: the slot's own, or (read through
+            // an aliased vmemmap page, 6.12's HVO maps a folio's tail vmemmap pages onto its
+            // first frame) the one of the struct page whose bytes it shows, whose history it
+            // shares.
+            let rel = word.wrapping_sub(cfg.vmemmap_start).wrapping_sub(8);
+            let of = rel / P::SIZE as u64;
+            let folio_self = rel % P::SIZE as u64 == 0 && (f.head_pfn..f.head_pfn + f.hstate.nr_pages()).contains(&of);
+            if !folio_self || of == f.head_pfn {
                 continue;
             }
             match ranges.last_mut() {

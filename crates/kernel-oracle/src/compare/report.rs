@@ -37,9 +37,14 @@ pub fn render(r: &DirResult, verbose: bool) -> String {
     for c in &r.checks {
         let _ = writeln!(s, "check {}: {}", c.name, c.failure.as_deref().unwrap_or("ok"));
     }
+    // One model run covers every folio of a hugetlb configuration: its command once.
+    let mut shown: Option<&[String]> = None;
     for reg in &r.regions {
         let _ = writeln!(s, "- {}: {} of {} struct pages differ", reg.label, reg.differing_pages, reg.pages);
-        let _ = writeln!(s, "  model: memmap-bench {}", reg.model_argv.join(" "));
+        if shown != Some(reg.model_argv.as_slice()) {
+            let _ = writeln!(s, "  model: memmap-bench {}", reg.model_argv.join(" "));
+            shown = Some(&reg.model_argv);
+        }
         if reg.stale_pages > 0 {
             let _ = writeln!(
                 s,
