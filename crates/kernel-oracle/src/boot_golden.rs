@@ -37,6 +37,8 @@ pub const MAX_JSON_BYTES: u64 = 4 << 20;
 pub const MAX_PAGES_BYTES: u64 = 16 << 20;
 /// Every 1024th page of a run is kept.
 const STRIDE: u64 = 1024;
+/// Tails kept after each free block's head.
+const HEAD_TAILS: u64 = 4;
 
 /// `boot.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -109,12 +111,19 @@ fn runs(pfns: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
 fn sample(z: &KernelZone, keep: &dyn Fn(u64) -> bool) -> Vec<u64> {
     let mut out = Vec::new();
     let mut prev: Option<Class> = None;
+    let mut after_head = u64::MAX;
     let pfns: Vec<u64> = z.pfns().collect();
     for (i, &pfn) in pfns.iter().enumerate() {
         let c = z.class(pfn);
         let next = pfns.get(i + 1).and_then(|&p| z.class(p));
         let edge = c != prev || c != next;
-        if edge || pfn % STRIDE == 0 || c == Some(Class::FreeHead) || keep(pfn) {
+        if c == Some(Class::FreeHead) {
+            after_head = pfn;
+        }
+        // The first tails of a free block show how it was freed (whole, or page by page with
+        // the merges' poison).
+        let first_tails = pfn.wrapping_sub(after_head) <= HEAD_TAILS;
+        if edge || first_tails || pfn % STRIDE == 0 || keep(pfn) {
             out.push(pfn);
         }
         prev = c;

@@ -214,11 +214,12 @@ const STEAL_TYPES: [u8; 3] = [0, 2, 3];
 
 /// The init paths run on each layout: the kernel's (deferred, as Debian builds it, on the slow
 /// path) first, as the reference, then the others.
-pub const PATHS: [(InitMode, BootOrder, Strategy); 5] = [
+pub const PATHS: [(InitMode, BootOrder, Strategy); 6] = [
     (InitMode::Deferred, BootOrder::Kernel, Strategy::Slow),
     (InitMode::Eager, BootOrder::Kernel, Strategy::Slow),
     (InitMode::Eager, BootOrder::Fused, Strategy::Streaming),
     (InitMode::Deferred, BootOrder::Kernel, Strategy::Streaming),
+    (InitMode::Deferred, BootOrder::Fused, Strategy::Streaming),
     (InitMode::OnDemand, BootOrder::Fused, Strategy::Streaming),
 ];
 

@@ -483,8 +483,9 @@ mod single_pass_equals_the_kernel_order {
         }
     }
 
-    /// A deferred zone of whole free `MAX_PAGE_ORDER` blocks goes through the single pass
-    /// (except with the slow strategy), and every block is in a free list.
+    /// A deferred zone of whole free `MAX_PAGE_ORDER` blocks goes through the single pass, at
+    /// boot and in deferred init (except with the slow strategy), and every block is in a
+    /// free list.
     #[test]
     fn whole_blocks_take_the_single_pass() {
         let cfg = tiny();
@@ -498,9 +499,9 @@ mod single_pass_equals_the_kernel_order {
             let (_, _, lists, single, used) = outcome(cfg, &l, &opts, Some(Threads::Fixed(2)));
             let blocks: usize = lists.iter().map(|(_, b)| b.len()).sum();
             assert_eq!(blocks as u64, (12 * pps - 4 * pps) / cfg.max_order_nr_pages(), "{strategy:?}");
-            let fdp = 4 * pps + pps; // the first section of the zone stays with boot
-            // Auto is the slow path in a sanitizer build.
-            let expect = if used == Strategy::Slow { 0 } else { 12 * pps - fdp };
+            // The zone's first section (boot's, in the fused boot's single pass) and the
+            // deferred rest. Auto is the slow path in a sanitizer build.
+            let expect = if used == Strategy::Slow { 0 } else { 12 * pps - 4 * pps };
             assert_eq!(single, expect, "{strategy:?}");
         }
     }

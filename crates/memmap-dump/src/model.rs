@@ -307,7 +307,8 @@ fn runtime_lru_prev_ranges<P: StructPage>(
             // shares.
             let rel = word.wrapping_sub(cfg.vmemmap_start).wrapping_sub(8);
             let of = rel / P::SIZE as u64;
-            let folio_self = rel % P::SIZE as u64 == 0 && (f.head_pfn..f.head_pfn + f.hstate.nr_pages()).contains(&of);
+            let folio_self =
+                rel % P::SIZE as u64 == 0 && (f.head_pfn..f.head_pfn + f.hstate.nr_pages()).contains(&of);
             if !folio_self || of == f.head_pfn {
                 continue;
             }

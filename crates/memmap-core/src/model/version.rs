@@ -25,6 +25,8 @@ pub struct KernelVersion {
 impl KernelVersion {
     /// Linux 6.1 (a long-term release; Debian 12 "bookworm").
     pub const V6_1: KernelVersion = KernelVersion::new(6, 1);
+    /// Linux 6.5: deferred init frees whole `MAX_PAGE_ORDER` blocks, not pageblocks.
+    pub const V6_5: KernelVersion = KernelVersion::new(6, 5);
     /// Linux 6.10: frees of blocks larger than a pageblock split into pageblocks
     /// (`split_large_buddy()`), isolation undone through `__isolate_free_page()`.
     pub const V6_10: KernelVersion = KernelVersion::new(6, 10);
@@ -83,6 +85,7 @@ impl KernelVersion {
             gigantic_tail_mapping: self.at_least(KernelVersion::V6_12),
             bootmem_type_in_private: self.at_least(KernelVersion::V7_2),
             hugetlb_bootmem_batched: self.at_least(KernelVersion::V6_12),
+            deferred_free_max_order: self.at_least(KernelVersion::V6_5),
         }
     }
 
@@ -245,6 +248,14 @@ pub struct Behaviour {
     /// descending pfn order. The model switches at 6.12, the first release compared with the
     /// batch; it came between the two.
     pub hugetlb_bootmem_batched: bool,
+    /// Deferred init frees its free pages in `MAX_PAGE_ORDER` chunks: an aligned whole block at
+    /// once, any other chunk page by page (`deferred_free_pages()`): 6.5, Kirill A. Shutemov's
+    /// "mm/page_alloc: make deferred page init free pages in MAX_ORDER blocks" (the unaccepted
+    /// memory series). Before, in pageblock chunks (`deferred_free_range()`): a whole aligned
+    /// pageblock at `pageblock_order`, so the free pageblock of a partly reserved block
+    /// merges nothing page by page: **oracle**, 6.1's two-node guest keeps the self pointers of
+    /// such a pageblock where 6.12 and 7.2 hold the merges' poison.
+    pub deferred_free_max_order: bool,
 }
 
 /// The bit numbers in `page->flags` of the page flags the model's initializers set, and the

@@ -43,8 +43,8 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             (_, bit) => bit.unwrap_or(63),
         };
         let trace = memmap.page_ref_tracepoint_active(&hooks);
-        let fused = opts.order != BootOrder::Kernel && opts.mode != InitMode::Deferred && !trace;
-        let eager_windows = fused && opts.mode == InitMode::Eager;
+        let fused = opts.order != BootOrder::Kernel && !trace;
+        let eager_windows = fused && opts.mode != InitMode::OnDemand;
         let job = opts.fill.job(span.len().saturating_mul(P::SIZE as u64), trace);
         let (strategy, reason) = resolve(&cfg, opts.fill.strategy, &job);
         // Runs the fused boot initializes and then frees (windows with reserved pages or
@@ -139,28 +139,60 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// than the size suggests: the first struct pages of 2 MiB blocks sit 32 KiB apart, a
     /// power-of-two stride that maps them to a handful of cache sets, so even the 2 MiB of them
     /// that a 64 GiB node has do not stay cached.
+    ///
+    /// Deferred: the windows end at `first_deferred_pfn` (section-aligned, so a window
+    /// boundary, and no free chunk crosses it); from there on the boot only initializes the
+    /// holes and the reserved pages, in the kernel's order, and frees nothing.
     fn fused_boot(&self, own: &mut Owned<'_, P>) -> (u64, u64) {
-        self.mark_boot_states(u64::MAX);
+        let fdp = if self.opts.mode == InitMode::Deferred { self.layout_defer_point() } else { u64::MAX };
+        *self.resize_lock.lock() = fdp;
+        self.mark_boot_states(fdp);
         let window = self.fused_window();
+        let end = self.span.end.min(fdp);
         let mut freed = 0;
         let mut lo = self.span.start;
-        while lo < self.span.end {
-            let next = |at: u64| (at | (window - 1)).saturating_add(1).min(self.span.end);
+        while lo < end {
+            let next = |at: u64| (at | (window - 1)).saturating_add(1).min(end);
             let mut hi = next(lo);
             if let Some(zone) = self.simple_window(lo, hi) {
                 // Consecutive simple windows of the zone go in one final-state pass.
-                while hi < self.span.end && self.simple_window(hi, next(hi)) == Some(zone) {
+                while hi < end && self.simple_window(hi, next(hi)) == Some(zone) {
                     hi = next(hi);
                 }
                 freed += self.boot_window(own, zone, lo, hi);
             } else {
-                self.memmap_init(own, lo, hi);
-                self.reserve_bootmem_regions(own, u64::MAX, lo, hi);
-                freed += self.free_boot_memory(own, u64::MAX, lo, hi);
+                // Eager and deferred write the window's reserved memory in its final state.
+                if self.opts.mode == InitMode::OnDemand {
+                    self.memmap_init(own, lo, hi);
+                    self.reserve_bootmem_regions(own, fdp, lo, hi);
+                } else {
+                    self.memmap_init_inner(own, lo, hi, true);
+                    self.reserve_outside_memory(own, lo, hi);
+                }
+                freed += self.free_boot_memory(own, fdp, lo, hi);
             }
             lo = hi;
         }
-        (u64::MAX, freed)
+        if end < self.span.end {
+            self.memmap_init(own, end, self.span.end);
+            self.reserve_bootmem_regions(own, fdp, end, self.span.end);
+        }
+        (fdp, freed)
+    }
+
+    /// The `first_deferred_pfn` that [`Self::memmap_init`] finds in deferred mode (`u64::MAX`
+    /// if nothing is deferred), from the layout alone.
+    fn layout_defer_point(&self) -> u64 {
+        let mut counter = crate::node::deferred::DeferCounter::new(self.cfg.pages_per_section());
+        let mut fdp = u64::MAX;
+        for m in self.layout.memory.iter().filter(|m| !m.is_empty()) {
+            for z in self.layout.zones {
+                let s = m.start.clamp(z.span.start, z.span.end);
+                let e = m.end.clamp(z.span.start, z.span.end);
+                counter.defer_point(s, e, z.span.end, self.span.end, &mut fdp);
+            }
+        }
+        fdp
     }
 
     /// Pages per window of [`Self::fused_boot`]: a power of two, a multiple of the
@@ -174,10 +206,17 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     }
 
     /// `memmap_init()` for this node, restricted to `[lo, hi)` (the whole span, or a window of
-    /// [`Self::fused_boot`]; [`InitMode::Deferred`] only for the whole span); returns
-    /// `first_deferred_pfn`.
+    /// [`Self::fused_boot`]); returns `first_deferred_pfn`.
     fn memmap_init(&self, own: &mut Owned<'_, P>, lo: u64, hi: u64) -> u64 {
-        debug_assert!(self.opts.mode != InitMode::Deferred || (lo, hi) == (self.span.start, self.span.end));
+        self.memmap_init_inner(own, lo, hi, false)
+    }
+
+    /// [`Self::memmap_init`]; with `reserved_too` (a fused window below `first_deferred_pfn`,
+    /// eager or deferred) the reserved memory (not `MEMBLOCK_RSRV_NOINIT`) is written in the
+    /// state `reserve_bootmem_region()` leaves, `PG_reserved` set, with the node's strategy:
+    /// nothing reads those struct pages back while the node boots, and the window's reserve
+    /// pass has only the reserved pages outside memory left ([`Self::reserve_outside_memory`]).
+    fn memmap_init_inner(&self, own: &mut Owned<'_, P>, lo: u64, hi: u64, reserved_too: bool) -> u64 {
         let mut counter = crate::node::deferred::DeferCounter::new(self.cfg.pages_per_section());
         let mut fdp = u64::MAX;
         let pgdat_end = self.span.end;
@@ -190,15 +229,21 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
                 if s >= e {
                     continue;
                 }
-                let (ws, we) = (s.max(lo), e.min(hi));
+                // defer_init() counts every range from the zone's start, inside the window or not.
+                let stop = match self.opts.mode {
+                    InitMode::Deferred => {
+                        counter.defer_point(s, e, z.span.end, pgdat_end, &mut fdp).unwrap_or(e)
+                    }
+                    _ => e,
+                };
+                let (ws, we) = (s.max(lo), stop.min(hi));
                 match self.opts.mode {
                     _ if ws >= we => {}
-                    InitMode::Eager => {
-                        self.init_run(own, ws, we, z.zone, RunKind::plain(PbMode::MovableResched));
+                    InitMode::Eager | InitMode::Deferred if reserved_too => {
+                        self.init_memory_run(own, ws, we, z.zone);
                     }
-                    InitMode::Deferred => {
-                        let stop = counter.defer_point(s, e, z.span.end, pgdat_end, &mut fdp).unwrap_or(e);
-                        self.init_run(own, s, stop, z.zone, RunKind::plain(PbMode::MovableResched));
+                    InitMode::Eager | InitMode::Deferred => {
+                        self.init_run(own, ws, we, z.zone, RunKind::plain(PbMode::MovableResched));
                     }
                     InitMode::OnDemand => self.ondemand_memmap_init_range(own, ws, we, z.zone),
                 }
@@ -215,11 +260,49 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         fdp
     }
 
+    /// `memmap_init_range()` on `[from, to)` of `zone`, its reserved parts (not NOINIT) in
+    /// their final state (see [`Self::memmap_init_inner`]).
+    fn init_memory_run(&self, own: &mut Owned<'_, P>, from: u64, to: u64, zone: u32) {
+        let plain = RunKind::plain(PbMode::MovableResched);
+        let reserved = RunKind { extra_flags: 1 << self.pg.reserved, final_state: true, ..plain };
+        let mut p = from;
+        // Sorted and disjoint (validated).
+        for r in self.layout.reserved.iter().filter(|r| !r.noinit && r.range.start < to && from < r.range.end)
+        {
+            let (a, b) = (r.range.start.max(from), r.range.end.min(to));
+            self.init_run(own, p, a, zone, plain);
+            self.init_run(own, a, b, zone, reserved);
+            p = b;
+        }
+        self.init_run(own, p, to, zone, plain);
+    }
+
+    /// `reserve_bootmem_region()` on the reserved pages of `[lo, hi)` outside memory, after
+    /// [`Self::memmap_init_inner`] wrote those inside.
+    fn reserve_outside_memory(&self, own: &mut Owned<'_, P>, lo: u64, hi: u64) {
+        for r in
+            self.layout.reserved.iter().filter(|r| !r.noinit && r.range.start.max(lo) < r.range.end.min(hi))
+        {
+            let (start, stop) = (r.range.start.max(lo), r.range.end.min(hi));
+            let mut p = start;
+            for m in self.layout.memory.iter().filter(|m| m.start < stop && start < m.end) {
+                set_reserved(own, p, m.start.max(p), self.pg.reserved);
+                p = p.max(m.end.min(stop));
+            }
+            set_reserved(own, p, stop, self.pg.reserved);
+        }
+    }
+
     /// `init_unavailable_range()`: holes are initialized and `PG_reserved`, in the sections that
     /// hold memory; a section without any has no memmap (`pfn_valid()` is false there, and the
     /// kernel skips it).
     fn init_unavailable_range(&self, own: &mut Owned<'_, P>, from: u64, to: u64, zone: u32) {
-        let kind = RunKind { pageblock: PbMode::None, extra_flags: 1 << self.pg.reserved, count: 1 };
+        let kind = RunKind {
+            pageblock: PbMode::None,
+            extra_flags: 1 << self.pg.reserved,
+            count: 1,
+            final_state: false,
+        };
         let pps = self.cfg.pages_per_section();
         let mut a = from;
         while a < to {
@@ -285,10 +368,12 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
                         // __init_deferred_page() -> __init_page_from_nid(), then PG_reserved.
                         let from = pfn.max(fdp);
                         set_reserved(own, pfn, from, self.pg.reserved);
+                        // Deferred init frees around them and never writes them again.
                         let kind = RunKind {
                             pageblock: PbMode::Movable,
                             extra_flags: 1 << self.pg.reserved,
                             count: 1,
+                            final_state: true,
                         };
                         self.init_run(own, from, end, z.zone, kind);
                     }

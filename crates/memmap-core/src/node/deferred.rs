@@ -314,12 +314,31 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         (nr, next)
     }
 
-    /// `deferred_free_pages(pfn, nr_pages)`.
+    /// `deferred_free_pages(pfn, nr_pages)`: in `MAX_PAGE_ORDER` chunks, or before 6.5 in
+    /// pageblock chunks (`deferred_free_range()` per pageblock,
+    /// [`Behaviour::deferred_free_max_order`](crate::Behaviour::deferred_free_max_order)).
     fn deferred_free_pages(&self, own: &mut Owned<'_, P>, zone: u32, pfn: u64, nr: u64) {
+        let pb = self.cfg.pageblock_nr_pages();
+        if self.cfg.behaviour().deferred_free_max_order {
+            self.deferred_free_chunk(own, zone, pfn, nr, self.cfg.max_page_order);
+            return;
+        }
+        let end = pfn + nr;
+        let mut p = pfn;
+        while p < end {
+            let t = (p + 1).next_multiple_of(pb).min(end);
+            self.deferred_free_chunk(own, zone, p, t - p, self.cfg.pageblock_order);
+            p = t;
+        }
+    }
+
+    /// Frees `[pfn, pfn + nr)`, inside one aligned block of `order`: the whole block at once
+    /// when it is one, else page by page; the pageblocks it starts become MOVABLE.
+    fn deferred_free_chunk(&self, own: &mut Owned<'_, P>, zone: u32, pfn: u64, nr: u64, order: u32) {
         if nr == 0 {
             return;
         }
-        let max_nr = self.cfg.max_order_nr_pages();
+        let max_nr = 1u64 << order;
         let pb = self.cfg.pageblock_nr_pages();
         if nr == max_nr && pfn % max_nr == 0 {
             {
@@ -328,7 +347,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                     g.memmap.set_pageblock_migratetype(p, MigrateType::Movable);
                 }
             }
-            self.free_pages_core(own, zone, pfn, self.cfg.max_page_order);
+            self.free_pages_core(own, zone, pfn, order);
             return;
         }
         for p in pfn..pfn + nr {

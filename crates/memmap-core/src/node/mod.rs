@@ -133,9 +133,10 @@ pub enum BootOrder {
     /// then on the next, with a window size that keeps the window's struct pages cached from
     /// initialization to freeing. On-demand windows that lie in one memory range of one zone
     /// without reserved pages take a single pass that writes each first struct page once, in
-    /// its final state. Falls back to [`BootOrder::Kernel`] in [`InitMode::Deferred`] (its
-    /// boot initializes one section per node) and while the `page_ref_set` tracepoint is
-    /// active (its events keep the kernel's order).
+    /// its final state; eager and deferred windows write their reserved memory in its final
+    /// state too. In [`InitMode::Deferred`] the windows stop at `first_deferred_pfn`. Falls back
+    /// to [`BootOrder::Kernel`] while the `page_ref_set` tracepoint is active (its events keep
+    /// the kernel's order).
     #[default]
     Fused,
     /// [`BootOrder::Fused`] with windows of `2^order` pages (raised to `MAX_PAGE_ORDER` if
@@ -320,11 +321,14 @@ struct RunKind {
     pageblock: PbMode,
     extra_flags: u64,
     count: i32,
+    /// Written in its final state, never read back while the node boots: the node's strategy
+    /// rather than the boot's.
+    final_state: bool,
 }
 
 impl RunKind {
     const fn plain(pageblock: PbMode) -> Self {
-        RunKind { pageblock, extra_flags: 0, count: 1 }
+        RunKind { pageblock, extra_flags: 0, count: 1, final_state: false }
     }
 }
 
@@ -602,7 +606,8 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         };
         let n = to - from;
         self.stats.pages_initialized.fetch_add(n, Ordering::Relaxed);
-        with_store!(self.run_strategy(), S => {
+        let strategy = if kind.final_state { self.strategy } else { self.run_strategy() };
+        with_store!(strategy, S => {
             let mut tmpl = {
                 let mut g = self.inner.lock();
                 slow_one(&mut g, own, from);

@@ -89,7 +89,12 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// each line to DRAM only for the free pass to miss on it (measured about 10% slower on the
     /// 64 GiB boot, `cargo bench -p memmap-core --bench deferred` with `MEMMAP_BENCH_GIB=64`).
     fn ondemand_base_pages(&self, own: &mut Owned<'_, P>, first: u64, nblocks: u64, zone: u32) {
-        let kind = RunKind { pageblock: PbMode::MovableResched, extra_flags: 1 << self.uninit_bit, count: 1 };
+        let kind = RunKind {
+            pageblock: PbMode::MovableResched,
+            extra_flags: 1 << self.uninit_bit,
+            count: 1,
+            final_state: false,
+        };
         self.init_run(own, first, first + 1, zone, kind);
         let bs = self.cfg.pageblock_nr_pages();
         let template = if nblocks < 2 { Strategy::Slow } else { self.strategy };
@@ -177,7 +182,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             base + 1,
             end,
             zone,
-            RunKind { pageblock: PbMode::None, extra_flags: 0, count },
+            RunKind { pageblock: PbMode::None, extra_flags: 0, count, final_state: false },
         );
         self.stats.expansions.fetch_add(1, Ordering::Relaxed);
     }

@@ -39,12 +39,11 @@ use crate::node::{InitMode, Inner, Node, PbMode, RunKind};
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// The zone of `[lo, hi)` if the fused boot can write it in one final-state pass
     /// ([`Node::boot_window`]): whole `MAX_PAGE_ORDER` blocks inside one zone and one memory
-    /// range, without reserved pages, eager or on demand, with template stores and no
-    /// init_on_free.
+    /// range, without reserved pages, with template stores and no init_on_free (deferred: the
+    /// caller keeps the windows below `first_deferred_pfn`).
     pub(in crate::node) fn simple_window(&self, lo: u64, hi: u64) -> Option<u32> {
         let block = self.cfg.max_order_nr_pages();
-        if self.opts.mode == InitMode::Deferred
-            || self.boot_strategy == Strategy::Slow
+        if self.boot_strategy == Strategy::Slow
             || self.opts.policy.want_init_on_free()
             || lo >= hi
             || lo % block != 0
@@ -84,6 +83,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                 pageblock: PbMode::MovableResched,
                 extra_flags: if every_page { 0 } else { 1 << self.uninit_bit },
                 count: 1,
+                final_state: false,
             },
             Pass::Deferred => RunKind::plain(PbMode::None),
         };
