@@ -217,9 +217,9 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// nothing reads those struct pages back while the node boots, and the window's reserve
     /// pass has only the reserved pages outside memory left ([`Self::reserve_outside_memory`]).
     fn memmap_init_inner(&self, own: &mut Owned<'_, P>, lo: u64, hi: u64, reserved_too: bool) -> u64 {
-        let mut counter = crate::node::deferred::DeferCounter::new(self.cfg.pages_per_section());
-        let mut fdp = u64::MAX;
-        let pgdat_end = self.span.end;
+        // defer_init() stops the node's highest zone at first_deferred_pfn, found from the
+        // layout (every range counted, inside the window or not).
+        let fdp = if self.opts.mode == InitMode::Deferred { self.layout_defer_point() } else { u64::MAX };
         let mut hole = self.span.start;
         let mut last_zone = self.layout.zones[0].zone;
         for m in self.layout.memory.iter().filter(|m| !m.is_empty()) {
@@ -229,13 +229,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
                 if s >= e {
                     continue;
                 }
-                // defer_init() counts every range from the zone's start, inside the window or not.
-                let stop = match self.opts.mode {
-                    InitMode::Deferred => {
-                        counter.defer_point(s, e, z.span.end, pgdat_end, &mut fdp).unwrap_or(e)
-                    }
-                    _ => e,
-                };
+                let stop = if z.span.end >= self.span.end { fdp.clamp(s, e) } else { e };
                 let (ws, we) = (s.max(lo), stop.min(hi));
                 match self.opts.mode {
                     _ if ws >= we => {}
