@@ -328,3 +328,20 @@ fn strategies_say_what_ran() {
         }
     }
 }
+
+/// A fuzzed layout (`fuzz/regressions/node_boot/fused-noinit-gap`): a memory range that starts
+/// inside the first zone and ends inside the second, a gap between the zones, a NOINIT range
+/// and empty reserved ranges, booted eagerly in one window larger than the node.
+#[test]
+fn a_window_over_a_zone_gap_and_noinit_memory_matches() {
+    let zones = [ZoneSpan::new(0, 518, 1541), ZoneSpan::new(3, 1548, 2559)];
+    let memory = [PfnRange::new(553, 1576)];
+    let reserved =
+        [ReservedRange::new(1535, 1535), ReservedRange::noinit(566, 830), ReservedRange::new(568, 568)];
+    let l = NodeLayout { nid: 44, zones: &zones, memory: &memory, reserved: &reserved };
+    for mode in InitMode::ALL {
+        for strategy in strategies() {
+            check(tiny(), &l, mode, strategy, BootOrder::FusedWindow { order: 13 }, false);
+        }
+    }
+}

@@ -260,8 +260,13 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         let plain = RunKind::plain(PbMode::MovableResched);
         let reserved = RunKind { extra_flags: 1 << self.pg.reserved, final_state: true, ..plain };
         let mut p = from;
-        // Sorted and disjoint (validated).
-        for r in self.layout.reserved.iter().filter(|r| !r.noinit && r.range.start < to && from < r.range.end)
+        // Sorted and disjoint once the empty ones are left out (validated; an empty range may
+        // sit anywhere).
+        for r in self
+            .layout
+            .reserved
+            .iter()
+            .filter(|r| !r.noinit && !r.range.is_empty() && r.range.start < to && from < r.range.end)
         {
             let (a, b) = (r.range.start.max(from), r.range.end.min(to));
             self.init_run(own, p, a, zone, plain);
@@ -279,7 +284,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         {
             let (start, stop) = (r.range.start.max(lo), r.range.end.min(hi));
             let mut p = start;
-            for m in self.layout.memory.iter().filter(|m| m.start < stop && start < m.end) {
+            for m in self.layout.memory.iter().filter(|m| !m.is_empty() && m.start < stop && start < m.end) {
                 set_reserved(own, p, m.start.max(p), self.pg.reserved);
                 p = p.max(m.end.min(stop));
             }
