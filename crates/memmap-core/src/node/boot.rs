@@ -4,7 +4,7 @@
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use super::buddy::FreeArea;
+use super::buddy::{CoreRun, FreeArea};
 use super::{
     BootOptions, BootOrder, BootReport, InitMode, Inner, Node, NodeError, NodeParts, NodeStats, PbMode,
     RunKind, pg_uninitialized_2m,
@@ -103,7 +103,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             *node.resize_lock.lock() = fdp;
             node.mark_boot_states(fdp);
             node.reserve_bootmem_regions(&mut own, fdp, lo, hi);
-            (fdp, node.free_boot_memory(&mut own, fdp, lo, hi))
+            (fdp, node.free_boot_memory(&mut own, fdp, (lo, hi), false))
         };
         // Relaxed: only the booting thread reads `booting`, before the node is shared.
         node.booting.store(false, Ordering::Relaxed);
@@ -169,7 +169,8 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
                     self.memmap_init_inner(own, lo, hi, true);
                     self.reserve_outside_memory(own, lo, hi);
                 }
-                freed += self.free_boot_memory(own, fdp, lo, hi);
+                let ready = self.opts.mode != InitMode::OnDemand;
+                freed += self.free_boot_memory(own, fdp, (lo, hi), ready);
             }
             lo = hi;
         }
@@ -254,11 +255,16 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         fdp
     }
 
-    /// `memmap_init_range()` on `[from, to)` of `zone`, its reserved parts (not NOINIT) in
-    /// their final state (see [`Self::memmap_init_inner`]).
+    /// `memmap_init_range()` on `[from, to)` of `zone` in a fused window, with the later passes
+    /// of the window folded in: reserved parts (not NOINIT) in the state
+    /// `reserve_bootmem_region()` leaves, free parts in the state `__free_pages_core()` leaves
+    /// (`PG_reserved` clear, count 0; the window's free pass only does the buddy work, see
+    /// [`Self::free_boot_memory`]), both with the node's strategy. NOINIT parts stay as
+    /// `__init_single_page` leaves them.
     fn init_memory_run(&self, own: &mut Owned<'_, P>, from: u64, to: u64, zone: u32) {
         let plain = RunKind::plain(PbMode::MovableResched);
         let reserved = RunKind { extra_flags: 1 << self.pg.reserved, final_state: true, ..plain };
+        let free = RunKind { count: 0, final_state: true, ..plain };
         let mut p = from;
         // Sorted and disjoint once the empty ones are left out (validated; an empty range may
         // sit anywhere).
@@ -266,14 +272,14 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             .layout
             .reserved
             .iter()
-            .filter(|r| !r.noinit && !r.range.is_empty() && r.range.start < to && from < r.range.end)
+            .filter(|r| !r.range.is_empty() && r.range.start < to && from < r.range.end)
         {
             let (a, b) = (r.range.start.max(from), r.range.end.min(to));
-            self.init_run(own, p, a, zone, plain);
-            self.init_run(own, a, b, zone, reserved);
+            self.init_run(own, p, a, zone, free);
+            self.init_run(own, a, b, zone, if r.noinit { plain } else { reserved });
             p = b;
         }
-        self.init_run(own, p, to, zone, plain);
+        self.init_run(own, p, to, zone, free);
     }
 
     /// `reserve_bootmem_region()` on the reserved pages of `[lo, hi)` outside memory, after
@@ -388,15 +394,16 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     }
 
     /// `free_low_memory_core_early()` for this node, restricted to `[lo, hi)`; returns the
-    /// pages freed.
-    fn free_boot_memory(&self, own: &mut Owned<'_, P>, fdp: u64, lo: u64, hi: u64) -> u64 {
+    /// pages freed. `ready`: [`Self::init_memory_run`] initialized the free pages as
+    /// `__free_pages_core()` leaves them.
+    fn free_boot_memory(&self, own: &mut Owned<'_, P>, fdp: u64, (lo, hi): (u64, u64), ready: bool) -> u64 {
         let mut freed = 0;
         for z in self.layout.zones.iter().filter(|z| z.span.start < hi && lo < z.span.end) {
             for r in self.layout.free_ranges(*z, z.span.start.max(lo)) {
                 if r.start >= hi {
                     break;
                 }
-                freed += self.free_pages_memory(own, z.zone, r.start, r.end.min(hi), fdp);
+                freed += self.free_pages_memory(own, z.zone, (r.start, r.end.min(hi)), fdp, ready);
             }
         }
         freed
@@ -414,9 +421,9 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         &self,
         own: &mut Owned<'_, P>,
         zone: u32,
-        mut start: u64,
-        end: u64,
+        (mut start, end): (u64, u64),
         fdp: u64,
+        ready: bool,
     ) -> u64 {
         let max = self.cfg.max_page_order;
         let limit = end.min(fdp);
@@ -431,7 +438,11 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
                 continue;
             }
             let count = if order == max { ((limit - start) >> order).clamp(1, FREE_BATCH) } else { 1 };
-            self.free_pages_core_run(own, zone, start, order, count, limit);
+            self.free_pages_core_run(
+                own,
+                zone,
+                CoreRun { pfn: start, order, count, prefetch_end: limit, ready },
+            );
             freed += count << order;
             start += count << order;
         }

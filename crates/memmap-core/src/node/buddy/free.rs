@@ -16,7 +16,11 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// and a zero count (on-demand: only the first page of a block not expanded yet; the others
     /// copy the count when expanded), then the block goes to the buddy allocator at the tail.
     pub(in crate::node) fn free_pages_core(&self, own: &mut Owned<'_, P>, zone: u32, pfn: u64, order: u32) {
-        self.free_pages_core_run(own, zone, pfn, order, 1, pfn);
+        self.free_pages_core_run(
+            own,
+            zone,
+            CoreRun { pfn, order, count: 1, prefetch_end: pfn, ready: false },
+        );
     }
 
     /// `__free_pages_core()` on `count` consecutive blocks of `order` from `pfn`, in ascending
@@ -24,15 +28,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// the kernel's per-block lock round trip only costs time; the bytes, lists and counters are
     /// the same). While it frees a block it prefetches the first struct page of each pageblock
     /// [`FREE_PREFETCH_AHEAD`] blocks ahead, below `prefetch_end`. `own` owns the blocks.
-    pub(in crate::node) fn free_pages_core_run(
-        &self,
-        own: &mut Owned<'_, P>,
-        zone: u32,
-        pfn: u64,
-        order: u32,
-        count: u64,
-        prefetch_end: u64,
-    ) {
+    pub(in crate::node) fn free_pages_core_run(&self, own: &mut Owned<'_, P>, zone: u32, run: CoreRun) {
+        let CoreRun { pfn, order, count, prefetch_end, ready } = run;
         let n = 1u64 << order;
         if self.opts.policy.want_init_on_free() {
             if let Some(a) = &self.arena {
@@ -53,6 +50,10 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                 b += bs;
             }
             let end = chunk + n;
+            if ready {
+                self.free_one_page(&mut z, zone, chunk, order, true);
+                continue;
+            }
             if on_demand && order >= self.cfg.pageblock_order {
                 // Whole pageblocks (the bulk of the boot free pass): an unexpanded block's
                 // base page, or every page of an expanded one.
@@ -208,4 +209,16 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             }
         })
     }
+}
+
+/// `count` consecutive blocks of `order` from `pfn` for [`Node::free_pages_core_run`], which
+/// prefetches below `prefetch_end`. `ready`: every page already has `PG_reserved` clear and a
+/// zero count (the fused boot initialized them so), and only the buddy work is left.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::node) struct CoreRun {
+    pub pfn: u64,
+    pub order: u32,
+    pub count: u64,
+    pub prefetch_end: u64,
+    pub ready: bool,
 }

@@ -32,6 +32,7 @@
 mod alloc;
 mod check;
 mod free;
+pub(in crate::node) use free::CoreRun;
 
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
