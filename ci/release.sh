@@ -58,6 +58,17 @@ t=$(now)
 pkg_target="${CARGO_TARGET_DIR:-$PWD/target}/package-check"
 # --allow-dirty: files other steps leave in the tree must not fail this check (a real publish
 # runs without it, from a clean tree).
+# Cargo unpacks the verified packages of a dependency (the local overlay of the registry) under
+# $CARGO_HOME/registry/src/<overlay>/NAME-VERSION and reuses such a directory when it exists: on
+# a machine that ran this step for an earlier commit, hugetlb-init would be verified against that
+# commit's memmap-core. None of these crates is on crates.io, so every such directory is stale.
+cargo_home="${CARGO_HOME:-$HOME/.cargo}"
+for c in "${crates[@]}"; do
+    v=$(sed -n 's/^version = "\(.*\)"/\1/p' "crates/$c/Cargo.toml" | head -1)
+    for d in "$cargo_home"/registry/src/*/"$c-$v"; do
+        [ -d "$d" ] && ! [ -L "$d" ] && { echo "release: removing the stale unpacked package $d"; rm -rf -- "$d"; }
+    done
+done
 CARGO_TARGET_DIR="$pkg_target" cargo publish --dry-run --allow-dirty --locked "${pkg_args[@]}"
 for c in "${crates[@]}"; do
     list=$(cargo package --list --allow-dirty --locked -p "$c")
