@@ -61,7 +61,9 @@ pkg_target="${CARGO_TARGET_DIR:-$PWD/target}/package-check"
 # Cargo unpacks the verified packages of a dependency (the local overlay of the registry) under
 # $CARGO_HOME/registry/src/<overlay>/NAME-VERSION and reuses such a directory when it exists: on
 # a machine that ran this step for an earlier commit, hugetlb-init would be verified against that
-# commit's memmap-core. None of these crates is on crates.io, so every such directory is stale.
+# commit's memmap-core. None of these crates is on crates.io, so every such directory is stale;
+# and so are the packaged crates' build artifacts (their fingerprint is the name and version).
+rm -rf -- "$pkg_target"
 cargo_home="${CARGO_HOME:-$HOME/.cargo}"
 for c in "${crates[@]}"; do
     v=$(sed -n 's/^version = "\(.*\)"/\1/p' "crates/$c/Cargo.toml" | head -1)
