@@ -138,3 +138,16 @@ pub fn set_dczid(value: u64) {
 pub fn dczid() -> u64 {
     DCZID.load(Ordering::Relaxed)
 }
+
+/// What every emulated cache-line flush (`clflush`, `dc civac`, `dcbf`) does: a read of the
+/// byte at `p` (which the backends keep inside the caller's range), so that Miri checks the
+/// address arithmetic; the real instruction changes no value.
+///
+/// # Safety
+///
+/// `p` is valid for reads of one byte.
+#[allow(dead_code)] // unused by the generic backend
+pub(crate) unsafe fn flush_line(p: *const u8) {
+    // SAFETY: the caller guarantees `p` is readable.
+    let _ = unsafe { core::ptr::read_volatile(p) };
+}

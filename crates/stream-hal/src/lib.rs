@@ -392,6 +392,25 @@ pub fn prefetch<T>(p: *const T) {
     arch::prefetch(p.cast());
 }
 
+/// Writes back and invalidates every cache line that holds a byte of `data`, and waits until
+/// that is done: when it returns `true`, no cache of any CPU holds the range and memory has its
+/// contents. Returns `false`, having done nothing, where the backend has no such instruction
+/// (the generic backend, so also under Miri and the sanitizers; riscv64).
+///
+/// For measurements: a timed write followed by this call pays for the write-back that cached
+/// stores defer (a template copy leaves its lines dirty in the caches, streaming stores
+/// leave none), and a buffer flushed before a timed run starts it with the range in no cache.
+/// It changes no value, so any readable data may be flushed, shared or not.
+///
+/// x86-64: `clflush` per 64-byte line between two `mfence`s. aarch64: `dc civac` per
+/// `CTR_EL0.DminLine` line, then `dsb sy` (at EL0 this needs `SCTLR_EL1.UCI` and `UCT`, which
+/// Linux sets). powerpc64: `dcbf` per data-cache block between two `sync`s.
+#[inline]
+pub fn flush_cache_range<T>(data: &[T]) -> bool {
+    // SAFETY: a shared slice is valid for reads of all its bytes.
+    unsafe { arch::flush_cache_range(data.as_ptr().cast(), core::mem::size_of_val(data)) }
+}
+
 /// Smallest range (bytes) the x86-64 [`clear`] (and the riscv64 one without Zicboz) clears
 /// with streaming stores: 1 MiB, twice Zen 3's per-core L2. Below it cached stores keep the
 /// pages in cache for the caller who is about to use them.

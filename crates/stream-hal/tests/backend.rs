@@ -144,6 +144,28 @@ fn prefetch_never_faults_and_changes_nothing() {
     assert_eq!(buf, before);
 }
 
+/// `flush_cache_range` flushes wherever the backend has a cache-maintenance instruction
+/// (x86-64, aarch64, powerpc64, emulated or not) and says so, and nowhere else; it changes no
+/// byte, whatever the slice's alignment and length (one byte, one line, a line boundary
+/// crossed, many pages), and an empty slice is fine.
+#[test]
+fn flush_cache_range_flushes_where_it_can_and_changes_nothing() {
+    let buf: Vec<u8> = (0..3 * 4096 + 77u32).map(|i| (i * 13 + 5) as u8).collect();
+    let before = buf.clone();
+    let expect = match backend() {
+        Backend::Generic(_) => false,
+        other => !other.name().starts_with("riscv64"),
+    };
+    for (start, len) in [(0, 0), (0, 1), (63, 2), (1, 64), (5, 200), (64, 4096), (3, buf.len() - 3)] {
+        assert_eq!(stream_hal::flush_cache_range(&buf[start..start + len]), expect, "{start}+{len}");
+    }
+    let words: Vec<u64> = (0..1000).collect();
+    assert_eq!(stream_hal::flush_cache_range(&words), expect);
+    assert_eq!(stream_hal::flush_cache_range::<u64>(&[]), expect);
+    assert_eq!(buf, before);
+    assert!(words.iter().copied().eq(0..1000));
+}
+
 /// The features detected on this machine are the ones CI says the CPU model has
 /// (`STREAM_HAL_EXPECT_FEATURES`, e.g. `zicboz=64` under `qemu-riscv64 -cpu rv64,zicboz=true`,
 /// `zicboz=none` with `zicboz=false`, `dcbz=128` under qemu-ppc64le, `clzero=no`), and the

@@ -30,6 +30,17 @@ pub(crate) fn drain() {}
 #[allow(dead_code)] // unused when a streaming backend is selected
 pub(crate) fn prefetch(_p: *const u8) {}
 
+/// No cache-maintenance instruction: nothing is flushed (the caller learns it from `false`).
+///
+/// # Safety
+///
+/// None beyond the surface's (`start..start + len` readable); nothing is accessed.
+#[inline(always)]
+#[allow(dead_code)] // unused when a streaming backend is selected
+pub(crate) unsafe fn flush_cache_range(_start: *const u8, _len: usize) -> bool {
+    false
+}
+
 /// No CPU features to detect.
 #[allow(dead_code)] // unused when a streaming backend is selected
 pub(crate) fn detect_cpu_features() -> Option<crate::CpuFeatures> {

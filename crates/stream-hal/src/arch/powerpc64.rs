@@ -75,6 +75,26 @@ mod insn {
         crate::emulation::drain();
     }
 
+    /// `dcbf 0, p`: writes back (if modified) and invalidates the data-cache block holding `p`.
+    ///
+    /// # Safety
+    ///
+    /// `p` is valid for reads (a mapped address: the instruction faults like a load).
+    #[inline(always)]
+    pub(super) unsafe fn dcbf(p: *const u8) {
+        #[cfg(not(stream_hal_emulate))]
+        // SAFETY: the caller guarantees `p` is readable, so the instruction cannot fault; it
+        // changes no value in memory and no register.
+        unsafe {
+            asm!("dcbf 0, {p}", p = in(reg_nonzero) p, options(nostack, preserves_flags));
+        }
+        #[cfg(stream_hal_emulate)]
+        // SAFETY: as above.
+        unsafe {
+            crate::emulation::flush_line(p);
+        }
+    }
+
     /// `dcbt 0, p`: a touch hint; never raises an exception (an inaccessible block is not
     /// fetched).
     #[inline(always)]
@@ -167,6 +187,27 @@ pub(crate) fn drain() {
 #[inline(always)]
 pub(crate) fn prefetch(p: *const u8) {
     insn::dcbt(p);
+}
+
+/// See [`crate::flush_cache_range`]: `sync`, `dcbf` of every data-cache block, `sync` (Linux's
+/// `flush_dcache_range`). The block is the one [`crate::cpu_features`] reports, else 32 bytes,
+/// the smallest any 64-bit POWER processor has (a smaller step only flushes blocks twice).
+///
+/// # Safety
+///
+/// `start..start + len` is valid for reads.
+#[inline]
+pub(crate) unsafe fn flush_cache_range(start: *const u8, len: usize) -> bool {
+    let block = dcbz_block().unwrap_or(32);
+    insn::sync();
+    let flush = |p| {
+        // SAFETY: `for_each_line` passes only addresses inside the range, which is readable.
+        unsafe { insn::dcbf(p) }
+    };
+    // SAFETY: the range is readable (caller) and the block size is a power of two.
+    unsafe { super::for_each_line(start, len, block, flush) };
+    insn::sync();
+    true
 }
 
 /// The `dcbz` block size, if [`crate::cpu_features`] gives one.

@@ -352,6 +352,19 @@ pub(crate) fn drain() {
     insn::fence_w_rw();
 }
 
+/// See [`crate::flush_cache_range`]: nothing. Zicbom's `cbo.flush` would do it, but its
+/// presence and block size are not detected (the `riscv_hwprobe` keys for them are newer than
+/// the kernels this backend is tested on), so the caller learns from `false` that nothing was
+/// flushed.
+///
+/// # Safety
+///
+/// None beyond the surface's (`start..start + len` readable); nothing is accessed.
+#[inline(always)]
+pub(crate) unsafe fn flush_cache_range(_start: *const u8, _len: usize) -> bool {
+    false
+}
+
 /// Zicbop `prefetch.r`: a hint (a no-op on harts without Zicbop) that never faults.
 #[inline(always)]
 pub(crate) fn prefetch(p: *const u8) {

@@ -123,6 +123,41 @@ mod insn {
         crate::emulation::drain();
     }
 
+    /// `clflush [p]`: writes back (if dirty) and invalidates the cache line holding `p` in
+    /// every cache level of every CPU.
+    ///
+    /// # Safety
+    ///
+    /// `p` is valid for reads (a mapped address: `clflush` faults like a one-byte load).
+    #[inline(always)]
+    pub(super) unsafe fn clflush(p: *const u8) {
+        #[cfg(not(stream_hal_emulate))]
+        // SAFETY: the caller guarantees `p` is readable, so the instruction cannot fault; it
+        // changes no value in memory (it only moves the line out of the caches), no register
+        // and no flag.
+        unsafe {
+            asm!("clflush [{}]", in(reg) p, options(nostack, preserves_flags));
+        }
+        #[cfg(stream_hal_emulate)]
+        // SAFETY: as above.
+        unsafe {
+            crate::emulation::flush_line(p);
+        }
+    }
+
+    /// `mfence`: every earlier load, store and `clflush` completes before any later one.
+    #[inline(always)]
+    pub(super) fn mfence() {
+        #[cfg(not(stream_hal_emulate))]
+        // SAFETY: `mfence` has no operands and no preconditions; not `nomem`, so it is also a
+        // compiler barrier.
+        unsafe {
+            asm!("mfence", options(nostack, preserves_flags));
+        }
+        #[cfg(stream_hal_emulate)]
+        crate::emulation::drain();
+    }
+
     /// `prefetcht0 [p]`: a hint; never faults.
     #[inline(always)]
     pub(super) fn prefetcht0(p: *const u8) {
@@ -563,6 +598,29 @@ pub(crate) fn drain() {
 #[inline(always)]
 pub(crate) fn prefetch(p: *const u8) {
     insn::prefetcht0(p);
+}
+
+/// See [`crate::flush_cache_range`]: `clflush` of every 64-byte line between two `mfence`s
+/// (Linux's `clflush_cache_range` order: the first orders earlier stores, streaming ones
+/// included, before the flushes; the second waits for the flushes). `clflush` is part of every
+/// x86-64 CPU (CPUID.1:EDX.CLFSH is in the baseline with SSE2; it uses no SSE register, so
+/// soft-float kernel targets have it too) and every x86-64 CPU's line is 64 bytes (a larger
+/// one would only be flushed more than once).
+///
+/// # Safety
+///
+/// `start..start + len` is valid for reads.
+#[inline]
+pub(crate) unsafe fn flush_cache_range(start: *const u8, len: usize) -> bool {
+    insn::mfence();
+    let flush = |p| {
+        // SAFETY: `for_each_line` passes only addresses inside the range, which is readable.
+        unsafe { insn::clflush(p) }
+    };
+    // SAFETY: the range is readable (caller) and 64 is a power of two.
+    unsafe { super::for_each_line(start, len, 64, flush) };
+    insn::mfence();
+    true
 }
 
 /// Whether `clzero` may be used: [`crate::cpu_features`] says the CPU has it.
