@@ -72,14 +72,16 @@ pub struct Skip {
     pub reason: String,
 }
 
-/// Rounds at a size: 25 up to 4 MiB of memmap (runs of microseconds, where the noise is
-/// largest), 15 up to 64 MiB, 7 up to 1 GiB, 5 above (3 under `--quick`).
+/// Rounds at a size: 101 up to 1 MiB of memmap and 51 up to 4 MiB (runs of microseconds,
+/// where the noise is largest and a round costs little more than its cache flush), 31 up to
+/// 64 MiB, 7 up to 1 GiB, 5 above (3 under `--quick`).
 #[must_use]
 pub fn rounds_for(memmap_bytes: u64, quick: bool) -> usize {
     match memmap_bytes {
         _ if quick => 3,
-        b if b <= 4 << 20 => 25,
-        b if b <= 64 << 20 => 15,
+        b if b <= 1 << 20 => 101,
+        b if b <= 4 << 20 => 51,
+        b if b <= 64 << 20 => 31,
         b if b <= 1 << 30 => 7,
         _ => 5,
     }

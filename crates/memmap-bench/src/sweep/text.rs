@@ -71,12 +71,17 @@ pub fn render(report: &SweepReport, verbose: bool) -> String {
     let mut s = String::new();
     let llc = report.llc_bytes.map_or_else(|| "unknown".into(), |b| Bytes(b).to_string());
     let head = format!(
-        "sweep ({}, {}, config {}): one thread; cold: after writing {} with normal stores (last-level cache {llc}); \
+        "sweep ({}, {}, config {}): one thread; cold: after writing {} with normal stores (last-level cache {llc}){}; \
          warm: the same strategy again right after; auto streams from {} of struct pages up",
         report.provenance.cpu_model.name,
         report.machine.backend_name,
         report.config,
         Bytes(report.flush_bytes),
+        if report.cold_counts_write_back {
+            " and flushing the memmap from the caches, counting the write-back the run leaves"
+        } else {
+            ", not counting the write-back the run leaves (no cache flush on this backend)"
+        },
         Bytes(report.auto_threshold_bytes),
     );
     s.push_str(&wrap(&head, 2));
@@ -92,7 +97,7 @@ pub fn render(report: &SweepReport, verbose: bool) -> String {
         .sizes
         .iter()
         .flat_map(|r| {
-            [("cold", &r.cold), ("warm", &r.warm)].into_iter().filter(|(_, v)| !v.within_target).map(
+            [("cold", &r.cold), ("warm", &r.warm)].into_iter().filter(|(_, v)| !v.acceptable()).map(
                 move |(state, v)| {
                     format!(
                         "{} {} {state} ({:+.1}%)",
@@ -106,13 +111,34 @@ pub fn render(report: &SweepReport, verbose: bool) -> String {
         .collect();
     let summary = if misses.is_empty() {
         format!(
-            "summary: auto within {:.0}% of the best strategy at every size, cold and warm",
+            "summary: auto within {:.0}% of the best strategy at every size, cold and warm (warm below the \
+             last-level cache: as the caller's hint asks)",
             TARGET * 100.0
         )
     } else {
         format!("summary: auto outside {:.0}% of the best at: {}", TARGET * 100.0, misses.join(", "))
     };
     s.push_str(&wrap(&summary, 2));
+    let hinted: Vec<f64> = report
+        .sizes
+        .iter()
+        .filter(|r| r.warm.follows_hint && !r.warm.within_target)
+        .map(|r| r.warm.auto_over_best)
+        .collect();
+    if let (Some(lo), Some(hi)) =
+        (hinted.iter().copied().reduce(f64::min), hinted.iter().copied().reduce(f64::max))
+    {
+        let line = format!(
+            "warm below the last-level cache ({}): auto streams the write-once memmaps it is asked for, {:+.0}% to \
+             {:+.0}% against the best warm strategy at {} size/initializer pairs (a caller that reads the memmap soon \
+             says Reuse::ReadSoon and gets the template)",
+            report.llc_bytes.map_or_else(|| "unknown".into(), |b| Bytes(b).to_string()),
+            lo * 100.0,
+            hi * 100.0,
+            hinted.len()
+        );
+        s.push_str(&wrap(&line, 2));
+    }
     let failed: Vec<String> = report
         .sizes
         .iter()
