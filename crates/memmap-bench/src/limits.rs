@@ -350,6 +350,9 @@ pub fn method_fn(kind: FillKind, name: &str) -> Option<Method> {
 /// Runs of each method in [`best_on`].
 const CALIBRATION_RUNS: usize = 3;
 
+/// How far behind the fastest a third method of [`best_on`] may be and still be kept.
+const CALIBRATION_SLACK: f64 = 0.10;
+
 /// The best methods of `kind` at `threads` on the storage `[dst, dst + len)`: every method of
 /// the kind that the limits phase measured runs three times on this storage,
 /// interleaved, split between `threads` threads; the method with the fastest run comes first,
@@ -357,9 +360,12 @@ const CALIBRATION_RUNS: usize = 3;
 /// on the project's guest `vmovntdq_ymm` won the calibration on a 1 GiB hugetlb memmap and then
 /// filled it at 14 GB/s in every round where `stream_fill` reached 20, and methods within a
 /// few percent swap places from run to run; the limit is whichever of the two is faster at
-/// the moment ([`run_fastest`]). The method that is best on a 1 GiB buffer is not always best
-/// on a scenario's storage (`memset` of a large range, for one, takes another path inside the
-/// C library). Empty if no method of `kind` was measured.
+/// the moment ([`run_fastest`]). A third method within [`CALIBRATION_SLACK`] of the fastest is
+/// kept too: on an AMD Zen 4 guest `memset` (the C library's `rep stosb`) lost the calibration
+/// of 2 GiB of guest memory to the two `vmovntdq` fills by a few percent and then zeroed it at
+/// 1.07x of their rate in the rounds. The method that is best on a 1 GiB buffer is not always
+/// best on a scenario's storage (`memset` of a large range, for one, takes another path inside
+/// the C library). Empty if no method of `kind` was measured.
 ///
 /// # Safety
 ///
@@ -388,7 +394,14 @@ pub unsafe fn best_on(
     }
     let mut ranked: Vec<(Duration, &str)> = best.into_iter().zip(candidates.iter().map(|c| c.0)).collect();
     ranked.sort_by_key(|r| r.0);
-    ranked.iter().take(2).map(|r| r.1.to_string()).collect()
+    let fastest = ranked.first().map_or(Duration::MAX, |r| r.0);
+    ranked
+        .iter()
+        .enumerate()
+        .filter(|&(i, r)| i < 2 || r.0.as_secs_f64() <= fastest.as_secs_f64() * (1.0 + CALIBRATION_SLACK))
+        .take(3)
+        .map(|(_, r)| r.1.to_string())
+        .collect()
 }
 
 /// Runs each of `methods` ([`best_on`]'s answer) once over `[dst, dst + len)` split between

@@ -164,7 +164,8 @@ pub struct ScenarioReport {
     /// The limit's method (`stream_fill`, `vmovntdq_ymm`, `clzero`, `memset`, ...): paired, the
     /// best method of the kind at this thread count on the scenario's own storage, chosen
     /// there just before the rounds (every method's fastest of three runs), with the runner-up
-    /// (`clzero or clear_pages`: each limit run runs both and counts the faster); otherwise
+    /// and any third within 10% (`clzero or clear_pages`: each limit run runs them all and
+    /// counts the fastest); otherwise
     /// the best in the limits phase.
     pub limit_method: String,
     /// The thread count whose limit is used ([`Limits::at`]: `threads`, or the largest count

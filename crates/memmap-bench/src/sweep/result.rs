@@ -21,6 +21,12 @@ pub const CONSISTENCY: f64 = 0.05;
 /// [`SelfCheck`] fails.
 pub const RETRIES: usize = 1;
 
+/// The median over the rounds after the first of `a[i] / b[i] - 1`, if both have such rounds.
+fn paired(a: &[f64], b: &[f64]) -> Option<f64> {
+    let r: Vec<f64> = a.iter().zip(b).skip(1).filter(|(_, y)| **y > 0.0).map(|(x, y)| x / y - 1.0).collect();
+    (!r.is_empty()).then(|| crate::measure::median_f64(&r))
+}
+
 /// The sweep's check of itself at one size: auto runs the code of the strategy it used, so the
 /// two must time alike; where they do not, the rounds did not start from the same state or
 /// were too few for the noise.
@@ -28,7 +34,9 @@ pub const RETRIES: usize = 1;
 pub struct SelfCheck {
     /// The strategy auto used.
     pub used: String,
-    /// Auto's cold median over the used strategy's, minus one.
+    /// Auto's cold time over the used strategy's in the same round, minus one: the median over
+    /// the rounds after the first (each round runs both back to back, so a slow phase of the
+    /// machine affects both; medians of each where rounds are not recorded).
     pub cold: f64,
     /// The same, warm.
     pub warm: f64,
@@ -45,9 +53,12 @@ impl SelfCheck {
         let auto = points.last();
         let other = points[..points.len().saturating_sub(1)].iter().find(|p| p.strategy == used);
         let (cold, warm) = match (auto, other) {
-            (Some(a), Some(o)) => {
-                (a.cold_ns_per_page / o.cold_ns_per_page - 1.0, a.warm_ns_per_page / o.warm_ns_per_page - 1.0)
-            }
+            (Some(a), Some(o)) => (
+                paired(&a.cold_rounds_ms, &o.cold_rounds_ms)
+                    .unwrap_or(a.cold_ns_per_page / o.cold_ns_per_page - 1.0),
+                paired(&a.warm_rounds_ms, &o.warm_rounds_ms)
+                    .unwrap_or(a.warm_ns_per_page / o.warm_ns_per_page - 1.0),
+            ),
             _ => (f64::NAN, f64::NAN),
         };
         let consistent = cold.abs() <= CONSISTENCY && warm.abs() <= CONSISTENCY;
