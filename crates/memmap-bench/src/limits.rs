@@ -360,7 +360,7 @@ const CALIBRATION_SLACK: f64 = 0.10;
 /// on the project's guest `vmovntdq_ymm` won the calibration on a 1 GiB hugetlb memmap and then
 /// filled it at 14 GB/s in every round where `stream_fill` reached 20, and methods within a
 /// few percent swap places from run to run; the limit is whichever of the two is faster at
-/// the moment ([`run_fastest`]). A third method within [`CALIBRATION_SLACK`] of the fastest is
+/// the moment ([`run_fastest`]). A third method within 10% of the fastest is
 /// kept too: on an AMD Zen 4 guest `memset` (the C library's `rep stosb`) lost the calibration
 /// of 2 GiB of guest memory to the two `vmovntdq` fills by a few percent and then zeroed it at
 /// 1.07x of their rate in the rounds. The method that is best on a 1 GiB buffer is not always
