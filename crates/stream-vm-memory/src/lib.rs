@@ -130,9 +130,11 @@
 //!
 //! ## Measured
 //!
-//! The crate's README has the figures: populate against Cloud Hypervisor's algorithm, reset
-//! (in place and by discard) against `write_slice`, `memset` and the machine's zero-fill limit
-//! (`memmap-bench guest-memory`), the reset rule's sweep
+//! The crate's README has the figures: populate against Cloud Hypervisor's algorithm (and,
+//! in `memmap-bench guest-memory`, against the other VMM algorithms of [`baseline`]: Cloud
+//! Hypervisor's NUMA-aware prefault, QEMU's preallocation, one `MADV_POPULATE_WRITE` per
+//! region), reset (in place and by discard) against `write_slice`, `memset` and the machine's
+//! zero-fill limit (`memmap-bench guest-memory`), the reset rule's sweep
 //! (`cargo run --release -p stream-vm-memory --example reset_sweep`), and the one-thread zero
 //! against `write_slice` (`cargo bench -p stream-vm-memory --bench zero`).
 
@@ -174,8 +176,9 @@ pub use stream_par::Threads;
 /// success and does nothing; a kernel before 5.14 has no `MADV_POPULATE_WRITE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HostSupport {
-    /// `MADV_POPULATE_WRITE` faults pages in ([`populate`] touches pages itself otherwise, and
-    /// [`baseline::cloud_hypervisor_prefault`] fails with [`Error::Os`]).
+    /// `MADV_POPULATE_WRITE` faults pages in ([`populate`] and [`baseline::qemu_prealloc`]
+    /// touch private anonymous pages themselves otherwise, and the other baselines fail with
+    /// [`Error::Os`]).
     pub populate_write: bool,
     /// `MADV_DONTNEED` drops private anonymous pages ([`ResetPolicy::Discard`] of such memory
     /// fails with [`Error::Os`] otherwise, and [`ResetPolicy::Auto`] zeroes it in place).

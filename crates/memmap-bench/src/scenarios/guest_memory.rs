@@ -1,17 +1,24 @@
 //! `guest-memory`: what a VMM does with guest RAM, through `stream-vm-memory`, on a
 //! `GuestMemoryMmap<AtomicBitmap>` of `--size` bytes in two anonymous regions (default 4 GiB).
 //!
-//! * `guest-memory-populate`: faulting fresh guest memory in before a guest boots. Every
-//!   round of every strategy maps new regions (not timed), faults them in (timed) and unmaps
-//!   them (not timed):
-//!   * `ch-prefault`: Cloud Hypervisor's algorithm (`stream_vm_memory::baseline`: region after
-//!     region, `min(CPUs, 16, size / 4 GiB)` threads each, one `MADV_POPULATE_WRITE` per thread);
+//! * `guest-memory-populate`: faulting fresh guest memory in before a guest boots, ours against
+//!   the VMMs' algorithms (`stream_vm_memory::baseline`). Every round of every strategy maps
+//!   new regions (not timed), faults them in (timed) and unmaps them (not timed):
+//!   * `ch-prefault`: Cloud Hypervisor mainline (region after region, `min(CPUs, 16,
+//!     size / 4 GiB)` threads each, one `MADV_POPULATE_WRITE` per thread), with its own thread
+//!     rule;
+//!   * `ch-numa-prefault`: Cloud Hypervisor's NUMA-aware prefault (pull request #8785): all
+//!     regions at once, one worker group per host node holding the memory, pinned to its CPUs
+//!     (on a one-node host: all regions at once over the count, unpinned), at each count;
+//!   * `qemu-prealloc`: QEMU's `qemu_prealloc_mem` per region, `prealloc-threads` the count;
+//!   * `madvise-once`: one `MADV_POPULATE_WRITE` per region on the calling thread (the same runs
+//!     in both reports);
 //!   * `populate`: `stream_vm_memory::populate_all` without huge-page advice, on one thread
 //!     (the one-thread report) and on the all-core count (the all-core report);
-//!   * `ch-prefault-thp`, `populate-thp`: the same on memory advised `MADV_HUGEPAGE` (what
-//!     Cloud Hypervisor's `thp=on`, its default, does when it creates a region; the advice is
-//!     set before the clock starts for `ch-prefault-thp`, and is part of `populate`'s own timed
-//!     call for `populate-thp`).
+//!   * the same with `-thp`: on memory advised `MADV_HUGEPAGE` (what Cloud Hypervisor's
+//!     `thp=on`, its default, and QEMU do when they create a region; the advice is set before
+//!     the clock starts for the baselines, and is part of `populate`'s own timed call for
+//!     `populate-thp`).
 //!
 //!   Before each round, untimed, as much memory is faulted in with huge pages and unmapped, so
 //!   that every round starts from the same free memory (without it, on a machine whose memory
@@ -19,10 +26,11 @@
 //!   for it: from 0.6 s to 31 s for the same strategy; and the first touch of guest-physical
 //!   memory the hypervisor has not backed yet costs several times a later one).
 //!
-//!   The Cloud Hypervisor rows are the same measurements in both reports (they use their own
-//!   thread rule). Judged against the zero-fill limit of the limits phase at the report's
-//!   thread count (the kernel zeroes every page it faults in); no paired limit runs, since
-//!   they would fault the memory in.
+//!   Judged against the zero-fill limit of the limits phase at the report's thread count (the
+//!   kernel zeroes every page it faults in; no paired limit runs, since they would fault the
+//!   memory in), and against a populate limit measured in the same run: per page kind, the
+//!   fastest of all implementations (ours included) given at most the report's threads (the
+//!   `x pop. limit` column, the `populate_limit` field).
 //! * `guest-memory-reset`: making used guest memory read as zero again (a VM reset or
 //!   reboot, a pooled region handed to the next guest). The regions are advised
 //!   `MADV_HUGEPAGE` and faulted in once before the rounds (the time is reported apart), and
@@ -50,7 +58,10 @@
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
-use stream_vm_memory::baseline::cloud_hypervisor_prefault;
+use stream_vm_memory::baseline::{
+    BaselineRegion, QemuPrealloc, cloud_hypervisor_numa_prefault, cloud_hypervisor_prefault, qemu_prealloc,
+    single_populate_write,
+};
 use stream_vm_memory::{
     HugePageAdvice, Placement, PopulateOptions, ResetPolicy, Workers, advise_huge_pages, populate_all, reset,
 };
@@ -66,7 +77,7 @@ use crate::budget::Knob;
 use crate::limits::FillKind;
 use crate::measure::{Runner, Samples, interleaved, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow};
-use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
+use crate::report::scenario::{Column, Figure, LimitKind, ScenarioReport, ScenarioSpec, StrategyResult};
 use crate::size::Bytes as Size;
 
 /// The populate scenario's name.
@@ -75,7 +86,18 @@ pub const POPULATE: &str = "guest-memory-populate";
 pub const RESET: &str = "guest-memory-reset";
 
 /// The populate scenario's strategies, baseline first.
-pub const POPULATE_STRATEGIES: &[&str] = &["ch-prefault", "populate", "ch-prefault-thp", "populate-thp"];
+pub const POPULATE_STRATEGIES: &[&str] = &[
+    "ch-prefault",
+    "ch-numa-prefault",
+    "qemu-prealloc",
+    "madvise-once",
+    "populate",
+    "ch-prefault-thp",
+    "ch-numa-prefault-thp",
+    "qemu-prealloc-thp",
+    "madvise-once-thp",
+    "populate-thp",
+];
 /// The reset scenario's strategies, baseline first.
 pub const RESET_STRATEGIES: &[&str] = &["write-slice", "memset", "zero", "reset-auto", "discard-refault"];
 
@@ -94,7 +116,7 @@ pub const MIN_SIZE: u64 = 256 << 20;
 /// The `guest-memory` subcommand.
 pub const COMMAND: CommandSpec = CommandSpec::new(
     "guest-memory",
-    "Guest memory for VMMs: populate (against Cloud Hypervisor's prefault) and reset",
+    "Guest memory for VMMs: populate (against Cloud Hypervisor's and QEMU's prefaults) and reset",
     SizeSpec::bytes(
         "guest-memory-size",
         SIZE_UNIT,
@@ -257,11 +279,25 @@ fn unsupported(name: &'static str, what: &str) -> RunError {
     )
 }
 
+/// Cloud Hypervisor mainline's populate row (each row's name gets `-thp` in the THP group).
+const CH: &str = "ch-prefault";
+/// Cloud Hypervisor's NUMA-aware prefault (pull request #8785).
+const CH_NUMA: &str = "ch-numa-prefault";
+/// QEMU's `qemu_prealloc_mem`.
+const QEMU: &str = "qemu-prealloc";
+/// One `MADV_POPULATE_WRITE` per region.
+const ONCE: &str = "madvise-once";
+/// Ours.
+const OURS: &str = "populate";
+
+/// Rows per page kind in a populate report: ch, ch-numa, qemu, once, populate.
+const KIND_ROWS: usize = 5;
+
 /// What the populate rounds saw besides their times.
 #[derive(Debug, Default)]
 struct Seen {
-    /// The regions' threads under Cloud Hypervisor's rule (the same for every round).
-    ch_threads: RefCell<Vec<usize>>,
+    /// The threads each baseline used per region in its first round (row label, threads).
+    threads: RefCell<Vec<(String, Vec<usize>)>>,
     /// Rounds that left a page of guest memory out of memory.
     failures: Cell<usize>,
     /// THP coverage after each round, per strategy (name, fractions).
@@ -278,6 +314,14 @@ impl Seen {
         match c.iter_mut().find(|(n, _)| *n == name) {
             Some((_, v)) => v.push(f),
             None => c.push((name, vec![f])),
+        }
+    }
+
+    /// The threads per region of the row `label`, from its first round.
+    fn threads_of(&self, label: &str, regions: &[BaselineRegion]) {
+        let mut t = self.threads.borrow_mut();
+        if !t.iter().any(|(n, _)| n == label) {
+            t.push((label.to_string(), regions.iter().map(|r| r.threads).collect()));
         }
     }
 }
@@ -305,9 +349,81 @@ fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport
     Ok(populate_reports(s, ctx, &counts, rounds, &samples, seen))
 }
 
+/// How every populate round gets its memory: before it, untimed, as much memory faulted in
+/// (with huge pages, on the all-core count) and freed, so that every implementation finds the
+/// same free memory (2 MiB blocks the kernel need not reclaim or compact first,
+/// guest-physical pages the hypervisor has backed already); then the same two regions
+/// mapped fresh, not faulted in.
+#[derive(Debug, Clone, Copy)]
+struct Fresh {
+    ranges: [(GuestAddress, usize); 2],
+    size: u64,
+    /// The all-core count of the warm-up.
+    all: usize,
+    /// Whether these are the THP rows.
+    thp: bool,
+}
+
+impl Fresh {
+    /// The round's fresh memory, after the warm-up; for a baseline's THP row (`advise`)
+    /// advised `MADV_HUGEPAGE` before the clock starts, as the VMMs advise a region when they
+    /// create it.
+    fn memory(&self, advise: bool) -> Mem {
+        if let Ok(m) = Mem::from_ranges(&self.ranges) {
+            let _ = populate_all(&m, &PopulateOptions::new(workers(self.all)));
+        }
+        let mem = Mem::from_ranges(&self.ranges).expect("map guest memory");
+        if advise && self.thp {
+            let _ = advise_huge_pages(&mem, GuestAddress(0), self.size as usize);
+        }
+        mem
+    }
+}
+
+/// A round of the baseline `f` in the row `name` (`label` says its thread count): fresh
+/// memory, the timed call, its check.
+fn baseline_runner<'a>(
+    name: String,
+    label: String,
+    fresh: Fresh,
+    seen: &'a Seen,
+    f: impl Fn(&Mem) -> Result<Vec<BaselineRegion>, stream_vm_memory::Error> + 'a,
+) -> Runner<'a> {
+    Runner::new(name, move |_| {
+        let mem = fresh.memory(true);
+        let t = Instant::now();
+        let r = f(&mem).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let e = t.elapsed();
+        assert_eq!(r.iter().map(|x| x.bytes).sum::<u64>(), fresh.size, "{label} left memory out");
+        seen.threads_of(&label, &r);
+        seen.after(label.clone(), &mem, fresh.size);
+        e
+    })
+}
+
+/// A round of ours on `threads` workers: fresh memory (the THP rows' advice is part of the
+/// timed call), the timed `populate_all`, its check.
+fn populate_runner(fresh: Fresh, seen: &Seen, threads: usize) -> Runner<'_> {
+    let name = if fresh.thp { "populate-thp" } else { OURS };
+    Runner::new(name, move |_| {
+        let mem = fresh.memory(false);
+        let opts = PopulateOptions {
+            huge_pages: if fresh.thp { HugePageAdvice::Advise } else { HugePageAdvice::Leave },
+            ..PopulateOptions::new(workers(threads))
+        };
+        let t = Instant::now();
+        let r = populate_all(&mem, &opts).expect("populate");
+        let e = t.elapsed();
+        assert_eq!(r.populated, fresh.size, "populate stopped early");
+        seen.after(format!("{name} on {threads} thread(s)"), &mem, fresh.size);
+        e
+    })
+}
+
 /// One group of the populate strategies (`thp`: the ones on memory advised `MADV_HUGEPAGE`):
-/// Cloud Hypervisor's prefault, then `populate` at each of `counts`; `all` is the all-core
-/// count the untimed warm-up uses.
+/// Cloud Hypervisor mainline and one `MADV_POPULATE_WRITE` per region (their own thread
+/// rules), then at each of `counts` Cloud Hypervisor's NUMA prefault, QEMU's prealloc and
+/// ours; `all` is the all-core count the untimed warm-up uses.
 fn populate_runners<'a>(
     s: &GuestMemory,
     counts: &[usize],
@@ -315,56 +431,75 @@ fn populate_runners<'a>(
     thp: bool,
     seen: &'a Seen,
 ) -> Vec<Runner<'a>> {
-    let (ranges, size) = (s.ranges(), s.size);
+    let fresh = Fresh { ranges: s.ranges(), size: s.size, all, thp };
     let cpus = memmap_core::available_cpus();
-    let map = move || Mem::from_ranges(&ranges);
-    // Before every round, untimed: as much memory faulted in (with huge pages) and freed, so
-    // that every strategy finds the same free memory: 2 MiB blocks the kernel need not
-    // reclaim or compact first, guest-physical pages the hypervisor has backed already.
-    let warm = move || {
-        if let Ok(m) = map() {
-            let _ = populate_all(&m, &PopulateOptions::new(workers(all)));
-        }
-    };
-    let mut runners: Vec<Runner<'a>> = Vec::new();
-    let ch = if thp { "ch-prefault-thp" } else { "ch-prefault" };
-    runners.push(Runner::new(ch, move |_| {
-        warm();
-        let mem = map().expect("map guest memory");
-        if thp {
-            let _ = advise_huge_pages(&mem, GuestAddress(0), size as usize);
-        }
-        let t = Instant::now();
-        let r = cloud_hypervisor_prefault(&mem, cpus).expect("Cloud Hypervisor prefault");
-        let e = t.elapsed();
-        if seen.ch_threads.borrow().is_empty() {
-            seen.ch_threads.borrow_mut().extend(r.iter().map(|x| x.threads));
-        }
-        seen.after(ch.into(), &mem, size);
-        e
-    }));
+    let row = |base: &str| if thp { format!("{base}-thp") } else { base.to_string() };
+    let mut runners = vec![
+        baseline_runner(row(CH), row(CH), fresh, seen, move |m| cloud_hypervisor_prefault(m, cpus)),
+        baseline_runner(row(ONCE), row(ONCE), fresh, seen, single_populate_write::<Mem>),
+    ];
     for &threads in counts {
-        let name = if thp { "populate-thp" } else { "populate" };
-        runners.push(Runner::new(name, move |_| {
-            warm();
-            let mem = map().expect("map guest memory");
-            let opts = PopulateOptions {
-                huge_pages: if thp { HugePageAdvice::Advise } else { HugePageAdvice::Leave },
-                ..PopulateOptions::new(workers(threads))
-            };
-            let t = Instant::now();
-            let r = populate_all(&mem, &opts).expect("populate");
-            let e = t.elapsed();
-            assert_eq!(r.populated, size, "populate stopped early");
-            seen.after(format!("{name} on {threads} thread(s)"), &mem, size);
-            e
+        let on = |base: &str| format!("{} on {threads} thread(s)", row(base));
+        runners.push(baseline_runner(row(CH_NUMA), on(CH_NUMA), fresh, seen, move |m| {
+            cloud_hypervisor_numa_prefault(m, threads, &Placement::Auto)
         }));
+        runners.push(baseline_runner(row(QEMU), on(QEMU), fresh, seen, move |m| {
+            qemu_prealloc(m, &QemuPrealloc::new(threads, cpus))
+        }));
+        runners.push(populate_runner(fresh, seen, threads));
     }
     runners
 }
 
-/// One populate report per thread count from `samples` (ch, populate at each count, ch-thp,
-/// populate-thp at each count).
+/// The rows of the report at count index `k` of `n` counts, from `samples` (each group: ch,
+/// once, then ch-numa, qemu and populate at each count): ch, ch-numa, qemu, once and populate
+/// of the 4 KiB group, then the same of the THP group.
+fn populate_rows(samples: &[Samples], n: usize, k: usize) -> Vec<Samples> {
+    let group = 2 + 3 * n;
+    [0, group]
+        .into_iter()
+        .flat_map(|b| [b, b + 2 + 3 * k, b + 3 + 3 * k, b + 1, b + 4 + 3 * k])
+        .map(|i| samples[i].clone())
+        .collect()
+}
+
+/// The populate limit of one page kind at one thread count: the fastest of its rows given at
+/// most that many threads (ours included).
+#[derive(Debug, Clone, PartialEq)]
+struct PopulateLimit {
+    /// GB/s.
+    gbps: f64,
+    /// The row that set it.
+    strategy: String,
+    /// Ours against the fastest baseline row (GB/s over GB/s) and that row.
+    ours_vs_best: (f64, String),
+}
+
+/// The limit of the rows `results` (one page kind: ch, ch-numa, qemu, once, populate), where
+/// Cloud Hypervisor mainline counts only if it used no more than the report's threads
+/// (`ch_counts`).
+fn populate_limit(results: &[StrategyResult], ch_counts: bool) -> PopulateLimit {
+    let eligible: Vec<&StrategyResult> =
+        results.iter().enumerate().filter(|&(i, _)| i != 0 || ch_counts).map(|(_, r)| r).collect();
+    let fastest = |rs: &[&StrategyResult]| {
+        rs.iter()
+            .copied()
+            .min_by(|a, b| a.median_ms.total_cmp(&b.median_ms))
+            .expect("populate is a row")
+            .clone()
+    };
+    let best = fastest(&eligible);
+    let baselines: Vec<&StrategyResult> =
+        eligible.iter().copied().filter(|r| r.strategy != results[4].strategy).collect();
+    let best_baseline = fastest(&baselines);
+    PopulateLimit {
+        gbps: best.gbps,
+        strategy: best.strategy,
+        ours_vs_best: (results[4].gbps / best_baseline.gbps, best_baseline.strategy),
+    }
+}
+
+/// One populate report per thread count from `samples` (see [`populate_rows`]).
 fn populate_reports(
     s: &GuestMemory,
     ctx: &Context<'_>,
@@ -373,58 +508,121 @@ fn populate_reports(
     samples: &[Samples],
     seen: Seen,
 ) -> Vec<ScenarioReport> {
-    let (size, ranges) = (s.size, s.ranges());
-    let ch_threads = seen.ch_threads.into_inner();
+    let threads_seen = seen.threads.into_inner();
+    let ch_threads = threads_seen.iter().find(|(n, _)| n == CH).map(|(_, t)| t.clone()).unwrap_or_default();
     let coverage: Vec<(String, f64)> =
         seen.coverage.into_inner().into_iter().map(|(n, v)| (n, crate::measure::median_f64(&v))).collect();
-    let coverage_line =
-        coverage.iter().map(|(n, f)| format!("{n} {:.0} %", f * 100.0)).collect::<Vec<_>>().join(", ");
-    let n = counts.len();
-    let at = |thp: bool, k: Option<usize>| -> Samples {
-        let base = if thp { 1 + n } else { 0 };
-        samples[k.map_or(base, |k| base + 1 + k)].clone()
-    };
     let thp_mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
     let mut out = Vec::new();
     for (k, &threads) in counts.iter().enumerate() {
         let spec = ScenarioSpec {
             name: POPULATE.into(),
             description: format!(
-                "prefault {} of fresh guest memory (2 regions of {}), {rounds} rounds; populate on {}; Cloud Hypervisor's rule: {:?} thread(s) per region; THP {}",
-                Size(size),
-                Size(ranges[0].1 as u64),
+                "prefault {} of fresh guest memory (2 regions of {}), {rounds} rounds, on {}: populate (ours) against Cloud Hypervisor mainline (its own rule: {:?} thread(s) per region), Cloud Hypervisor's NUMA prefault (#8785), QEMU's prealloc and one MADV_POPULATE_WRITE per region; THP {}",
+                Size(s.size),
+                Size(s.ranges()[0].1 as u64),
                 if threads > 1 { format!("{threads} threads") } else { "1 thread".into() },
                 ch_threads,
                 thp_mode.trim(),
             ),
             struct_pages: 0,
-            bytes: size,
+            bytes: s.size,
             threads,
             limit: LimitKind::FillZero,
             figure: Figure::Bandwidth,
         };
-        let rows = [at(false, None), at(false, Some(k)), at(true, None), at(true, Some(k))];
+        let rows = populate_rows(samples, counts.len(), k);
         let mut sc = ScenarioReport::from_samples(spec, ctx.limits, &rows);
-        sc.extra.insert("guest_bytes".into(), size.into());
-        sc.extra
-            .insert("ch_threads_per_region".into(), serde_json::to_value(&ch_threads).unwrap_or_default());
-        sc.extra.insert(
-            "thp_coverage_median".into(),
-            coverage
-                .iter()
-                .map(|(n, f)| (n.clone(), serde_json::Value::from(*f)))
-                .collect::<serde_json::Map<_, _>>()
-                .into(),
-        );
-        sc.notes.push(format!(
-            "  memory backed by transparent huge pages after populating (median of the rounds; the THP rows are comparable only where it is alike): {coverage_line}"
-        ));
-        sc.notes.push(
-            "  ch-prefault rows: Cloud Hypervisor's own thread rule (the same runs in both reports); x limit: against the zero-fill limit of the limits phase (not paired: a limit run would fault the memory in)".into(),
-        );
+        let ch_counts = ch_threads.iter().all(|&t| t <= threads);
+        let limits = [
+            populate_limit(&sc.results[..KIND_ROWS], ch_counts),
+            populate_limit(&sc.results[KIND_ROWS..], ch_counts),
+        ];
+        add_populate_figures(&mut sc, s.size, threads, &limits, &threads_seen, &coverage);
         out.push(sc);
     }
     out
+}
+
+/// A JSON object of `entries`.
+fn json_map(entries: impl IntoIterator<Item = (String, serde_json::Value)>) -> serde_json::Value {
+    entries.into_iter().collect::<serde_json::Map<_, _>>().into()
+}
+
+/// The populate limits (4 KiB, THP), the threads per region and the THP coverage of one
+/// report: a table column, JSON fields and notes.
+fn add_populate_figures(
+    sc: &mut ScenarioReport,
+    size: u64,
+    threads: usize,
+    limits: &[PopulateLimit; 2],
+    threads_seen: &[(String, Vec<usize>)],
+    coverage: &[(String, f64)],
+) {
+    let x: Vec<f64> =
+        sc.results.iter().enumerate().map(|(i, r)| r.gbps / limits[i / KIND_ROWS].gbps).collect();
+    sc.columns.push(Column { header: "x pop. limit".into(), values: x.clone() });
+    let per_region = |n: &str| threads_seen.iter().find(|(m, _)| m == n).map(|(_, t)| t.clone());
+    let extra = [
+        ("guest_bytes", size.into()),
+        ("ch_threads_per_region", per_region(CH).into()),
+        ("threads_per_region", json_map(threads_seen.iter().map(|(n, t)| (n.clone(), t.clone().into())))),
+        (
+            "populate_limit",
+            json_map(["4k", "thp"].into_iter().zip(limits).map(|(k, l)| {
+                let v = serde_json::json!({
+                    "gbps": l.gbps,
+                    "strategy": l.strategy,
+                    "populate_vs_best_baseline": l.ours_vs_best.0,
+                    "best_baseline": l.ours_vs_best.1,
+                });
+                (k.to_string(), v)
+            })),
+        ),
+        (
+            "x_populate_limit",
+            json_map(sc.results.iter().zip(&x).map(|(r, &v)| (r.strategy.clone(), v.into()))),
+        ),
+        ("thp_coverage_median", json_map(coverage.iter().map(|(n, f)| (n.clone(), (*f).into())))),
+    ];
+    for (k, v) in extra {
+        sc.extra.insert(k.into(), v);
+    }
+    populate_notes(sc, threads, limits, threads_seen, coverage);
+}
+
+/// The notes of one populate report (see [`add_populate_figures`]).
+fn populate_notes(
+    sc: &mut ScenarioReport,
+    threads: usize,
+    limits: &[PopulateLimit; 2],
+    threads_seen: &[(String, Vec<usize>)],
+    coverage: &[(String, f64)],
+) {
+    let on = if threads > 1 { format!("{threads} threads") } else { "1 thread".into() };
+    let limit = |l: &PopulateLimit| format!("{:.2} GB/s ({})", l.gbps, l.strategy);
+    let vs = |l: &PopulateLimit| format!("{:.2}x {}", l.ours_vs_best.0, l.ours_vs_best.1);
+    sc.notes.push(format!(
+        "  populate limit on {on}, measured in this run: the best of all implementations (ours included) given at most {on}: 4 KiB {}, THP {}; x pop. limit is each row's GB/s over its page kind's limit; populate against the best baseline: 4 KiB {}, THP {}",
+        limit(&limits[0]),
+        limit(&limits[1]),
+        vs(&limits[0]),
+        vs(&limits[1]),
+    ));
+    // This report's rows: those of its count and those with a rule of their own.
+    let here = |label: &str| !label.contains(" on ") || label.ends_with(&format!(" on {threads} thread(s)"));
+    let per_region: Vec<String> =
+        threads_seen.iter().filter(|(n, _)| here(n)).map(|(n, t)| format!("{n} {t:?}")).collect();
+    sc.notes.push(format!("  threads per region (first round): {}", per_region.join(", ")));
+    let cov: Vec<String> =
+        coverage.iter().filter(|(n, _)| here(n)).map(|(n, f)| format!("{n} {:.0} %", f * 100.0)).collect();
+    sc.notes.push(format!(
+        "  memory backed by transparent huge pages after populating (median of the rounds; the THP rows are comparable only where it is alike): {}",
+        cov.join(", ")
+    ));
+    sc.notes.push(
+        "  ch-prefault and madvise-once rows: their own thread rules (the same runs in both reports; ch-prefault counts for the populate limit only where its rule used no more threads than the report's); x limit: against the zero-fill limit of the limits phase (not paired: a limit run would fault the memory in)".into(),
+    );
 }
 
 /// The guest memory of `s`, advised `MADV_HUGEPAGE` and faulted in on `all` workers: the
@@ -625,8 +823,30 @@ mod tests {
                 assert_eq!(sc.bytes, 32 << 20);
                 assert!(sc.results.iter().all(|r| r.median_ms > 0.0 && r.gbps > 0.0), "{}", sc.table(false));
                 assert!(crate::scenarios::CATALOG.iter().any(|e| e.name == sc.name));
+                if part == Part::Populate {
+                    check_populate_limit(sc);
+                }
             }
         }
         assert!(GuestMemory { part: Part::Reset, size: 6 << 20, fixed: true }.check().is_err());
+    }
+
+    /// The populate limit of each page kind is its fastest eligible row: every row but an
+    /// ineligible `ch-prefault` is at most 1.0 of it, and one row is exactly at it.
+    fn check_populate_limit(sc: &ScenarioReport) {
+        let x = &sc.columns[0];
+        assert_eq!((x.header.as_str(), x.values.len()), ("x pop. limit", 2 * KIND_ROWS));
+        for kind in x.values.chunks(KIND_ROWS) {
+            assert!(kind[1..].iter().all(|&v| v <= 1.0 + 1e-9), "{}", sc.table(true));
+            assert!(kind.iter().any(|&v| (v - 1.0).abs() < 1e-9), "{}", sc.table(true));
+        }
+        let limit = &sc.extra["populate_limit"];
+        for kind in ["4k", "thp"] {
+            assert!(limit[kind]["gbps"].as_f64().unwrap() > 0.0);
+            assert!(POPULATE_STRATEGIES.contains(&limit[kind]["strategy"].as_str().unwrap()));
+            assert!(limit[kind]["best_baseline"].as_str().unwrap() != OURS);
+        }
+        assert_eq!(sc.extra["x_populate_limit"].as_object().unwrap().len(), 2 * KIND_ROWS);
+        println!("{}", sc.table(true));
     }
 }
