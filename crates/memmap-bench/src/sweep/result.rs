@@ -116,7 +116,7 @@ pub struct Verdict {
     pub auto_over_best: f64,
     /// `auto_over_best <= TARGET`.
     pub within_target: bool,
-    /// Warm, with a memmap the last-level cache holds: auto follows the caller's reuse hint
+    /// Warm, with a memmap no larger than the last-level cache: auto follows the caller's reuse hint
     /// (the sweep's is the default, write-once, which streams) rather than the fastest warm
     /// strategy, so a miss here is the price asked for, not counted against the target.
     pub follows_hint: bool,

@@ -111,8 +111,8 @@ pub fn render(report: &SweepReport, verbose: bool) -> String {
         .collect();
     let summary = if misses.is_empty() {
         format!(
-            "summary: auto within {:.0}% of the best strategy at every size, cold and warm (warm below the \
-             last-level cache: as the caller's hint asks)",
+            "summary: auto within {:.0}% of the best strategy at every size, cold and warm (warm up to the \
+             last-level cache's size: as the caller's hint asks)",
             TARGET * 100.0
         )
     } else {
@@ -129,7 +129,7 @@ pub fn render(report: &SweepReport, verbose: bool) -> String {
         (hinted.iter().copied().reduce(f64::min), hinted.iter().copied().reduce(f64::max))
     {
         let line = format!(
-            "warm below the last-level cache ({}): auto streams the write-once memmaps it is asked for, {:+.0}% to \
+            "warm up to the last-level cache's size ({}): auto streams the write-once memmaps it is asked for, {:+.0}% to \
              {:+.0}% against the best warm strategy at {} size/initializer pairs (a caller that reads the memmap soon \
              says Reuse::ReadSoon and gets the template)",
             report.llc_bytes.map_or_else(|| "unknown".into(), |b| Bytes(b).to_string()),
