@@ -422,16 +422,6 @@ fn pages_past_the_end_of_a_file_are_refused_before_anything_is_done() {
     }
 }
 
-/// The first `[vvar]` (or `[vvar_vclock]`) mapping of this process: `VM_PFNMAP | VM_IO`.
-fn vvar() -> Option<(usize, usize)> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let line = maps.lines().find(|l| l.ends_with("[vvar]") || l.ends_with("[vvar_vclock]"))?;
-    let (a, rest) = line.split_once('-')?;
-    let b = rest.split_whitespace().next()?;
-    let (a, b) = (usize::from_str_radix(a, 16).ok()?, usize::from_str_radix(b, 16).ok()?);
-    Some((a, b - a))
-}
-
 #[test]
 fn a_device_mapping_claimed_writable_is_refused_by_the_kernel_not_a_signal() {
     let Some((host, len)) = vvar() else {
@@ -502,16 +492,8 @@ fn hugetlb_memory_with_an_empty_pool_is_an_error_not_a_signal() {
 
 #[test]
 fn hugetlbfs_memory_where_the_machine_has_huge_pages() {
-    if shmem_unchecked() {
-        return;
-    }
     let need = 8;
-    if free_huge_pages() < need {
-        println!(
-            "skipped: {} free huge pages (HugePages_Free in /proc/meminfo), {need} needed; reserve some with \
-             `echo 16 > /proc/sys/vm/nr_hugepages` to run it",
-            free_huge_pages()
-        );
+    if !huge_pages_for_a_test(need) {
         return;
     }
     let len = (need as usize) * 2 * MIB;

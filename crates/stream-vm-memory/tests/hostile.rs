@@ -369,16 +369,6 @@ unsafe fn raw_region(host: *mut u8, len: usize, prot: i32) -> GuestRegionMmap<At
     GuestRegionMmap::new(m, GuestAddress(HOSTILE)).unwrap()
 }
 
-/// The first `[vvar]` (or `[vvar_vclock]`) mapping of this process: `VM_PFNMAP | VM_IO`.
-fn vvar() -> Option<(usize, usize)> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let line = maps.lines().find(|l| l.ends_with("[vvar]") || l.ends_with("[vvar_vclock]"))?;
-    let (a, rest) = line.split_once('-')?;
-    let b = rest.split_whitespace().next()?;
-    let (a, b) = (usize::from_str_radix(a, 16).ok()?, usize::from_str_radix(b, 16).ok()?);
-    Some((a, b - a))
-}
-
 #[test]
 fn a_pfnmap_mapping_of_unknown_backing_is_refused_by_the_kernel_not_a_signal() {
     let Some((host, len)) = vvar() else {

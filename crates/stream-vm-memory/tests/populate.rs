@@ -223,16 +223,8 @@ fn memfd_backed_memory_is_populated_in_the_file() {
 
 #[test]
 fn hugetlbfs_memory_where_the_machine_has_huge_pages() {
-    if shmem_unchecked() {
-        return;
-    }
     let need = 8;
-    if free_huge_pages() < need {
-        println!(
-            "skipped: {} free huge pages (HugePages_Free in /proc/meminfo), {need} needed; reserve some with \
-             `echo 16 > /proc/sys/vm/nr_hugepages` to run it",
-            free_huge_pages()
-        );
+    if !huge_pages_for_a_test(need) {
         return;
     }
     let len = (need as usize) * 2 * MIB;

@@ -187,3 +187,30 @@ pub fn resident(host: usize, len: usize) -> Vec<bool> {
 pub fn resident_guest(mem: &Mem, addr: u64, len: usize) -> Vec<bool> {
     resident(host(mem, addr), len)
 }
+
+/// The first `[vvar]` (or `[vvar_vclock]`) mapping of this process: `VM_PFNMAP | VM_IO`.
+pub fn vvar() -> Option<(usize, usize)> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.ends_with("[vvar]") || l.ends_with("[vvar_vclock]"))?;
+    let (a, rest) = line.split_once('-')?;
+    let b = rest.split_whitespace().next()?;
+    let (a, b) = (usize::from_str_radix(a, 16).ok()?, usize::from_str_radix(b, 16).ok()?);
+    Some((a, b - a))
+}
+
+/// Whether a hugetlbfs test can run with `need` free huge pages (and shmem checks); says why
+/// not when it cannot.
+pub fn huge_pages_for_a_test(need: u64) -> bool {
+    if shmem_unchecked() {
+        return false;
+    }
+    if free_huge_pages() < need {
+        println!(
+            "skipped: {} free huge pages (HugePages_Free in /proc/meminfo), {need} needed; reserve some with \
+             `echo 16 > /proc/sys/vm/nr_hugepages` to run it",
+            free_huge_pages()
+        );
+        return false;
+    }
+    true
+}
