@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::io;
 use std::sync::Arc;
 
 use common::*;
@@ -19,9 +18,7 @@ use stream_vm_memory::baseline::{
 use stream_vm_memory::numa::{GuestNodeRange, HostNode, MemoryNodes, Topology};
 use stream_vm_memory::{Error, HostOp, Placement, PopulateMethod, RegionBacking, Unwritable, host_support};
 use vm_memory::bitmap::AtomicBitmap;
-use vm_memory::{
-    Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestRegionMmap, MmapRegion,
-};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
 
 const MIB: usize = 1 << 20;
 
@@ -318,7 +315,7 @@ fn a_region_smaller_than_a_page_is_skipped_by_cloud_hypervisor_rules_and_rounded
     assert_eq!(ch.unwrap().len(), 1);
     assert_eq!(cloud_hypervisor_prefault(&mem, 2).unwrap().len(), 1);
     let q = qemu_prealloc(&mem, &qemu(2, PopulateMethod::Auto)).unwrap();
-    assert_eq!(q[1], BaselineRegion { addr: GuestAddress(8 << 20), bytes: 4096, threads: 1 });
+    assert_eq!(q[1], BaselineRegion { addr: GuestAddress(HOSTILE), bytes: 4096, threads: 1 });
     assert!(resident_guest(&mem, 8 << 20, 100)[0]);
 }
 
@@ -357,28 +354,6 @@ fn outcomes(mem: &Mem) -> Vec<(&'static str, Result<Vec<BaselineRegion>, Error>)
     ]
 }
 
-/// 8 MiB of anonymous memory at 0, then `hostile` at 8 MiB.
-fn with_anon(hostile: GuestRegionMmap<AtomicBitmap>) -> Mem {
-    let anon = GuestRegionMmap::new(
-        MmapRegion::<AtomicBitmap>::build(
-            None,
-            8 * MIB,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-        )
-        .unwrap(),
-        GuestAddress(0),
-    )
-    .unwrap();
-    GuestMemoryMmap::from_regions(vec![anon, hostile]).unwrap()
-}
-
-fn anon_region(len: usize, prot: i32, extra: i32) -> io::Result<GuestRegionMmap<AtomicBitmap>> {
-    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | extra;
-    let m = MmapRegion::<AtomicBitmap>::build(None, len, prot, flags).map_err(io::Error::other)?;
-    Ok(GuestRegionMmap::new(m, GuestAddress(8 << 20)).unwrap())
-}
-
 #[test]
 fn unwritable_regions_are_refused_before_anything_is_done() {
     for prot in [libc::PROT_READ, libc::PROT_NONE] {
@@ -390,7 +365,7 @@ fn unwritable_regions_are_refused_before_anything_is_done() {
         for (name, r) in outcomes(&mem) {
             match r {
                 Err(Error::Unwritable { addr, why: Unwritable::Protection { prot: p }, .. }) => {
-                    assert_eq!((addr, p), (GuestAddress(8 << 20), prot), "{name}");
+                    assert_eq!((addr, p), (GuestAddress(HOSTILE), prot), "{name}");
                 }
                 other => panic!("{name}: {other:?}"),
             }
@@ -401,18 +376,7 @@ fn unwritable_regions_are_refused_before_anything_is_done() {
 
 #[test]
 fn pages_past_the_end_of_a_file_are_refused_before_anything_is_done() {
-    let len = 4 * MIB;
-    let f = memfd(len, false).unwrap();
-    let keep = f.try_clone().unwrap();
-    let m = MmapRegion::<AtomicBitmap>::build(
-        Some(FileOffset::new(f, 0)),
-        len,
-        libc::PROT_READ | libc::PROT_WRITE,
-        libc::MAP_SHARED,
-    )
-    .unwrap();
-    let mem = with_anon(GuestRegionMmap::new(m, GuestAddress(8 << 20)).unwrap());
-    keep.set_len((len / 2) as u64 + 100).unwrap();
+    let (mem, _) = short_file(libc::MAP_SHARED);
     for (name, r) in outcomes(&mem) {
         assert!(
             matches!(r, Err(Error::Unwritable { why: Unwritable::PastEndOfFile { .. }, .. })),
@@ -433,7 +397,7 @@ fn a_device_mapping_claimed_writable_is_refused_by_the_kernel_not_a_signal() {
         MmapRegion::<AtomicBitmap>::build_raw(host as *mut u8, len, libc::PROT_READ | libc::PROT_WRITE, 0)
     }
     .unwrap();
-    let mem = with_anon(GuestRegionMmap::new(m, GuestAddress(8 << 20)).unwrap());
+    let mem = with_anon(GuestRegionMmap::new(m, GuestAddress(HOSTILE)).unwrap());
     let einval = |r: &Result<Vec<BaselineRegion>, Error>| match r {
         Err(Error::Os { op: HostOp::PopulateWrite, source, .. }) => {
             source.raw_os_error() == Some(libc::EINVAL)

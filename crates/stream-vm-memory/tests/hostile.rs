@@ -12,8 +12,6 @@
 
 mod common;
 
-use std::io;
-
 use common::*;
 use stream_vm_memory::baseline::cloud_hypervisor_prefault;
 use stream_vm_memory::{
@@ -23,12 +21,9 @@ use stream_vm_memory::{
     zero_parallel,
 };
 use vm_memory::bitmap::AtomicBitmap;
-use vm_memory::{FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
+use vm_memory::{FileOffset, GuestAddress, GuestMemoryBackend, GuestRegionMmap, MmapRegion};
 
 const MIB: usize = 1 << 20;
-
-/// Guest address of the hostile region: after 8 MiB of anonymous memory.
-const HOSTILE: u64 = 8 << 20;
 
 fn workers() -> Workers {
     Workers::new(Threads::Fixed(2)).with_placement(Placement::Unpinned)
@@ -146,24 +141,6 @@ fn set_first(mem: &Mem, v: u8) {
     }
 }
 
-/// 8 MiB of anonymous memory at 0, then `hostile` at [`HOSTILE`].
-fn with_anon(hostile: GuestRegionMmap<AtomicBitmap>) -> Mem {
-    let m = MmapRegion::<AtomicBitmap>::build(
-        None,
-        HOSTILE as usize,
-        libc::PROT_READ | libc::PROT_WRITE,
-        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-    )
-    .unwrap();
-    GuestMemoryMmap::from_regions(vec![GuestRegionMmap::new(m, GuestAddress(0)).unwrap(), hostile]).unwrap()
-}
-
-fn anon_region(len: usize, prot: i32, extra: i32) -> io::Result<GuestRegionMmap<AtomicBitmap>> {
-    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | extra;
-    let m = MmapRegion::<AtomicBitmap>::build(None, len, prot, flags).map_err(io::Error::other)?;
-    Ok(GuestRegionMmap::new(m, GuestAddress(HOSTILE)).unwrap())
-}
-
 /// A read-only or `PROT_NONE` mapping: refused before anything is done by every function.
 fn refused_by_protection(_: &str) -> Vec<Got> {
     vec![Got::Protection]
@@ -201,23 +178,6 @@ fn a_read_only_memfd_is_refused_by_every_function() {
     .unwrap();
     let mem = with_anon(GuestRegionMmap::new(m, GuestAddress(HOSTILE)).unwrap());
     run_all("read-only memfd", &mem, len, refused_by_protection, true);
-}
-
-/// A file mapping truncated to half its length after mapping: the second half is past the end.
-fn short_file(flags: i32) -> (Mem, usize) {
-    let len = 4 * MIB;
-    let f = memfd(len, false).unwrap();
-    let keep = f.try_clone().unwrap();
-    let m = MmapRegion::<AtomicBitmap>::build(
-        Some(FileOffset::new(f, 0)),
-        len,
-        libc::PROT_READ | libc::PROT_WRITE,
-        flags,
-    )
-    .unwrap();
-    let mem = with_anon(GuestRegionMmap::new(m, GuestAddress(HOSTILE)).unwrap());
-    keep.set_len((len / 2) as u64 + 100).unwrap();
-    (mem, len)
 }
 
 fn past_the_end(_: &str) -> Vec<Got> {

@@ -214,3 +214,42 @@ pub fn huge_pages_for_a_test(need: u64) -> bool {
     }
     true
 }
+
+/// Guest address of the hostile region: after 8 MiB of anonymous memory.
+pub const HOSTILE: u64 = 8 << 20;
+
+/// 8 MiB of anonymous memory at 0, then `hostile` at [`HOSTILE`].
+pub fn with_anon(hostile: GuestRegionMmap<AtomicBitmap>) -> Mem {
+    let m = MmapRegion::<AtomicBitmap>::build(
+        None,
+        HOSTILE as usize,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+    )
+    .unwrap();
+    GuestMemoryMmap::from_regions(vec![GuestRegionMmap::new(m, GuestAddress(0)).unwrap(), hostile]).unwrap()
+}
+
+/// `len` bytes of private anonymous memory mapped with `prot` (and `extra` flags) at [`HOSTILE`].
+pub fn anon_region(len: usize, prot: i32, extra: i32) -> std::io::Result<GuestRegionMmap<AtomicBitmap>> {
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | extra;
+    let m = MmapRegion::<AtomicBitmap>::build(None, len, prot, flags).map_err(std::io::Error::other)?;
+    Ok(GuestRegionMmap::new(m, GuestAddress(HOSTILE)).unwrap())
+}
+
+/// A file mapping truncated to half its length after mapping: the second half is past the end.
+pub fn short_file(flags: i32) -> (Mem, usize) {
+    let len = 4 << 20;
+    let f = memfd(len, false).unwrap();
+    let keep = f.try_clone().unwrap();
+    let m = MmapRegion::<AtomicBitmap>::build(
+        Some(FileOffset::new(f, 0)),
+        len,
+        libc::PROT_READ | libc::PROT_WRITE,
+        flags,
+    )
+    .unwrap();
+    let mem = with_anon(GuestRegionMmap::new(m, GuestAddress(HOSTILE)).unwrap());
+    keep.set_len((len / 2) as u64 + 100).unwrap();
+    (mem, len)
+}
