@@ -6,7 +6,9 @@
 #
 # ORACLE_CONFIGS="a b c" picks configurations (default: four that together exercise every
 # kernel behaviour the model distinguishes; "all" for every x86-64 configuration). Fails when
-# any struct page or pageblock differs from the model. The cache is ${XDG_CACHE_HOME:-$HOME/.cache}/memmap-oracle.
+# any struct page or pageblock differs from the model. Without ORACLE_CONFIGS it also boots one
+# riscv64 and one ppc64el configuration (Debian's 7.2 for those architectures, QEMU 10 from
+# bookworm-backports). The cache is ${XDG_CACHE_HOME:-$HOME/.cache}/memmap-oracle.
 source "$(dirname "$0")/env.sh"
 start=$(date +%s)
 sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -20,27 +22,36 @@ if [ ${#need[@]} -gt 0 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
+# Installs packages from bookworm-backports through a source list of its own (the machine's
+# mirror, suite bookworm-backports), so /etc/apt stays untouched.
+install_backports() {
+    local mirror bpo opts
+    mirror=$(grep -hoE '^(URIs:|deb) +[^ ]+/debian/?' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null \
+             | awk '{print $2}' | head -1)
+    [ -n "$mirror" ] || { echo "oracle: no Debian mirror configured"; exit 1; }
+    bpo=$(mktemp -d)
+    mkdir -p "$bpo/lists/partial" "$bpo/parts"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bookworm-backports main" > "$bpo/bpo.list"
+    cp /etc/apt/sources.list.d/*.sources "$bpo/parts/" 2>/dev/null || true
+    opts=(-o "Dir::Etc::SourceList=$bpo/bpo.list" -o "Dir::Etc::SourceParts=$bpo/parts" -o "Dir::State::Lists=$bpo/lists")
+    $sudo apt-get "${opts[@]}" update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get "${opts[@]}" install -y -qq --no-install-recommends \
+        -t bookworm-backports "$@"
+    rm -rf "$bpo"
+}
 if ! command -v qemu-system-x86_64 >/dev/null; then
     echo "oracle: installing qemu-system-x86"
-    if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends qemu-system-x86; then
-        # Debian 12 images that carry qemu-utils from bookworm-backports cannot take
-        # bookworm's qemu-system-x86 (qemu-utils Breaks it): install the backports build,
-        # through a source list of its own (the machine's mirror, suite bookworm-backports)
-        # so /etc/apt stays untouched.
-        mirror=$(grep -hoE '^(URIs:|deb) +[^ ]+/debian/?' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null \
-                 | awk '{print $2}' | head -1)
-        [ -n "$mirror" ] || { echo "oracle: no Debian mirror configured"; exit 1; }
-        bpo=$(mktemp -d)
-        mkdir -p "$bpo/lists/partial"
-        echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bookworm-backports main" > "$bpo/bpo.list"
-        cat /etc/apt/sources.list.d/*.sources > "$bpo/base.sources" 2>/dev/null || true
-        mkdir -p "$bpo/parts"; cp "$bpo/base.sources" "$bpo/parts/base.sources" 2>/dev/null || true
-        opts=(-o "Dir::Etc::SourceList=$bpo/bpo.list" -o "Dir::Etc::SourceParts=$bpo/parts" -o "Dir::State::Lists=$bpo/lists")
-        $sudo apt-get "${opts[@]}" update -qq
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get "${opts[@]}" install -y -qq --no-install-recommends \
-            -t bookworm-backports qemu-system-x86
-        rm -rf "$bpo"
-    fi
+    # Debian 12 images that carry qemu-utils from bookworm-backports cannot take bookworm's
+    # qemu-system-x86 (qemu-utils Breaks it): the backports build then.
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends qemu-system-x86 \
+        || install_backports qemu-system-x86
+fi
+# riscv64 and ppc64el guests: QEMU 10 from bookworm-backports (its riscv64 machine is in
+# qemu-system-riscv; OpenSBI is the riscv64 firmware), the same release as the x86-64 one.
+if ! command -v qemu-system-riscv64 >/dev/null || ! command -v qemu-system-ppc64 >/dev/null \
+    || [ ! -f /usr/share/qemu/opensbi-riscv64-generic-fw_dynamic.bin ]; then
+    echo "oracle: installing qemu-system-riscv, qemu-system-ppc and opensbi (bookworm-backports)"
+    install_backports qemu-system-riscv qemu-system-ppc opensbi
 fi
 qemu-system-x86_64 --version | head -1
 
@@ -61,6 +72,14 @@ $oracle fetch
 configs=${ORACLE_CONFIGS:-"fsdax-dev devdax-2m-mem-early-section hotplug-256m-normal hugetlb-2m-boot-hvo-on boot-3g"}
 if [ "$configs" = all ]; then set -- --all; else set -- $configs; fi
 $oracle run "$@" --out target/kernel-oracle --force --golden crates/kernel-oracle/golden
+# One boot per further architecture: riscv64's boot-time 1 GiB page with HVO (optimized after
+# boot: no SPARSEMEM_VMEMMAP_PREINIT) and ppc64el's run-time 2 MiB pages (its own list poison).
+if [ -z "${ORACLE_CONFIGS:-}" ]; then
+    $oracle run --kernel 7.2-riscv64 riscv64-hugetlb-1g-hvo-on --out target/kernel-oracle --force \
+        --golden crates/kernel-oracle/golden
+    $oracle run --kernel 7.2-ppc64el ppc64el-hugetlb-2m --out target/kernel-oracle --force \
+        --golden crates/kernel-oracle/golden
+fi
 $oracle check --golden crates/kernel-oracle/golden
 git diff --stat -- crates/kernel-oracle/golden || true
 echo "oracle: $(( $(date +%s) - start )) s"

@@ -22,8 +22,9 @@ use crate::types::Hstate;
 use crate::types::HugetlbError;
 use crate::types::{FolioOutcome, HvoOutcome};
 
-/// `ZONE_NORMAL` in the memmap-core presets (zones DMA 0, DMA32 1, NORMAL 2, MOVABLE 3,
-/// DEVICE 4): where boot-time gigantic pages normally land.
+/// `ZONE_NORMAL` of the x86-64 and arm64 presets (zones DMA 0, DMA32 1, NORMAL 2, MOVABLE 3,
+/// DEVICE 4): where boot-time gigantic pages normally land. Other configurations:
+/// [`KernelConfig::zone_normal`](memmap_core::KernelConfig::zone_normal).
 pub const ZONE_NORMAL: u32 = 2;
 
 /// One NUMA node's memory in the simulated machine.

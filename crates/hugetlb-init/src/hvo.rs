@@ -39,7 +39,7 @@
 //! boot without HVO.
 
 use memmap_core::model::page::offsets;
-use memmap_core::{KernelConfig, Memmap, NoHooks, StructPage, TAIL_MAPPING, pageblocks_needed};
+use memmap_core::{KernelConfig, Memmap, NoHooks, StructPage, pageblocks_needed};
 
 use crate::folio::{folio_assign_hugetlb_vmemmap_optimized, is_optimized_hugetlb_head};
 use crate::types::{Hstate, HvoError, HvoOutcome, HvoUnavailable, PAGE_SIZE, hugetlb_vmemmap_reserve_pages};
@@ -96,7 +96,9 @@ pub struct RemapAlloc {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum TailPageOrigin {
-    /// Boot-time pages (`hugepagesz=1G hugepages=N`): `vmemmap_populate_hvo()` maps the
+    /// Boot-time pages (`hugepagesz=1G hugepages=N`) with pre-HVO
+    /// ([`KernelConfig::sparsemem_vmemmap_preinit`]; without it they are optimized after boot
+    /// and their tail page is [`TailPageOrigin::Runtime`]'s): `vmemmap_populate_hvo()` maps the
     /// folio's vmemmap onto the zone's tail page (a zeroed block) before `memmap_init()` runs,
     /// so `memmap_init()`'s `__init_single_page()` of every PFN it initializes at boot whose
     /// struct page lies in such a folio's tail vmemmap writes through to the shared page, the
@@ -328,7 +330,11 @@ pub fn hugetlb_vmemmap_optimize_folio<P: StructPage, R: VmemmapRemap<P>>(
     folio_assign_hugetlb_vmemmap_optimized(m, head_pfn, true);
     let mut init = [P::ZEROED; MAX_STRUCT_PAGES_PER_PAGE];
     let tail = if m.config().behaviour().hvo_shared_tail {
-        let n = shared_tail_page(m, head_pfn, hstate, params.tail_page, early_init, &mut init);
+        // Without pre-HVO boot folios are optimized after boot, onto a tail page as a run-time
+        // folio's.
+        let origin =
+            if m.config().sparsemem_vmemmap_preinit { params.tail_page } else { TailPageOrigin::Runtime };
+        let n = shared_tail_page(m, head_pfn, hstate, origin, early_init, &mut init);
         TailTarget::Shared { hstate, init: &init[..n] }
     } else {
         TailTarget::HeadPage
@@ -398,7 +404,7 @@ fn shared_tail_page<P: StructPage>(
         slot.set_u32_at(offsets::MAPCOUNT, u32::MAX);
         let flags = layout.set_zone(layout.set_node(slot.flags(), nid), zone);
         slot.set_u64_at(offsets::FLAGS, flags);
-        slot.set_u64_at(offsets::MAPPING, TAIL_MAPPING);
+        slot.set_u64_at(offsets::MAPPING, cfg.tail_mapping());
         slot.set_u64_at(offsets::COMPOUND_HEAD, cfg.compound_head_word(0, hstate.order(), P::SIZE));
         slot.set_u64_at(offsets::PRIVATE, 0);
     }

@@ -590,7 +590,8 @@ impl<P: StructPage> OwnedBoot<P> {
         })
     }
 
-    /// `nodes` nodes of `count` pages of `hstate` each ([`NodeSpec::packed`]).
+    /// `nodes` nodes of `count` pages of `hstate` each ([`NodeSpec::packed`], in `cfg`'s
+    /// `ZONE_NORMAL`).
     ///
     /// # Errors
     ///
@@ -602,7 +603,9 @@ impl<P: StructPage> OwnedBoot<P> {
         count: u64,
         poison: bool,
     ) -> io::Result<Self> {
-        let specs: Vec<NodeSpec> = (0..nodes).map(|nid| NodeSpec::packed(nid, hstate, count)).collect();
+        let zone = cfg.zone_normal();
+        let specs: Vec<NodeSpec> =
+            (0..nodes).map(|nid| NodeSpec { zone, ..NodeSpec::packed(nid, hstate, count) }).collect();
         Self::new(cfg, &specs, poison)
     }
 

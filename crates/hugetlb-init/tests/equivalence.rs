@@ -69,6 +69,10 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
                 let cfg = KernelConfig { cgroup_hugetlb: cgroup, debug_page_ref: true, ..preset };
                 let nr = hstate.nr_pages();
                 let mut start = 1u64 << 20;
+                // Distinct node ids the configuration has (3 is prime to every power of two),
+                // and a zone below ZONE_DEVICE.
+                let nids = (1u32 << cfg.nodes_shift).min(16);
+                let zone = zone.min(cfg.zone_device() - 1);
                 let mut specs = Vec::new();
                 let mut counts = Vec::new();
                 for (i, &(count, slack, misalign)) in nodes.iter().enumerate() {
@@ -76,8 +80,8 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
                     let lead = u64::from(misalign) * 100;
                     let pages = lead + (count + slack) * nr + u64::from(misalign) * 37;
                     specs.push(NodeSpec {
-                        nid: (nid_base + 3 * i as u32) % 16,
-                        zone: zone.min(2),
+                        nid: (nid_base + 3 * i as u32) % nids,
+                        zone,
                         start_pfn: start,
                         nr_pages: pages,
                     });
@@ -86,8 +90,8 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
                 }
                 if counts.iter().all(|&c| c == 0) {
                     // At least one page: one more node, above the others, holding exactly one.
-                    let nid = (nid_base + 3 * specs.len() as u32) % 16;
-                    specs.push(NodeSpec { nid, zone: zone.min(2), start_pfn: start, nr_pages: nr });
+                    let nid = (nid_base + 3 * specs.len() as u32) % nids;
+                    specs.push(NodeSpec { nid, zone, start_pfn: start, nr_pages: nr });
                     counts.push(1);
                 }
                 let tail_page = if runtime { TailPageOrigin::Runtime } else { TailPageOrigin::Boot };

@@ -154,7 +154,7 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
                 let k = z.page(pfn).unwrap_or(&[0; 64]);
                 let c = crate::boot_model::class_of(&cfg, n, pfn, k);
                 let poison =
-                    u64::from_le_bytes(k[8..16].try_into().unwrap_or_default()) == memmap_core::LIST_POISON1;
+                    u64::from_le_bytes(k[8..16].try_into().unwrap_or_default()) == cfg.list_poison().0;
                 poison
                     || matches!(
                         c,

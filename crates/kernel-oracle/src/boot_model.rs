@@ -534,7 +534,7 @@ pub fn compare_nodes(cfg: &KernelConfig, vmemmap_size: u64, nodes: &[NodeInput])
 /// block that is partly reserved one by one, in ascending order, so the upper buddies merged
 /// keep `list_del()`'s poison) and self-pointers in the other (eager boot frees such a block
 /// in aligned blocks, `__free_pages_memory()`).
-fn path_difference(a: &Dump, b: &Dump) -> (Option<String>, u64) {
+fn path_difference(a: &Dump, b: &Dump, poison: (u64, u64)) -> (Option<String>, u64) {
     let mut poison_only = 0;
     let (ma, mb) = (a.memmap(), b.memmap());
     if ma.len() != mb.len() {
@@ -547,10 +547,7 @@ fn path_difference(a: &Dump, b: &Dump) -> (Option<String>, u64) {
         let pfn = a.meta.start_pfn + i as u64;
         let own = a.meta.page_addr_base + i as u64 * 64 + 8;
         let others_equal = [0, 3, 4, 5, 6, 7].iter().all(|&w| word(pa, w) == word(pb, w));
-        if others_equal
-            && (word(pa, 1), word(pa, 2)) == (memmap_core::LIST_POISON1, memmap_core::LIST_POISON2)
-            && (word(pb, 1), word(pb, 2)) == (own, own)
-        {
+        if others_equal && (word(pa, 1), word(pa, 2)) == poison && (word(pb, 1), word(pb, 2)) == (own, own) {
             poison_only += 1;
             continue;
         }
@@ -589,7 +586,7 @@ fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, n: &NodeInput) -> Result<
         (spec.mode, spec.order, spec.strategy) = p;
         let same = match spec.run() {
             Err(e) => PathOutcome::Refused(e.to_string()),
-            Ok(other) => match path_difference(&reference, &other) {
+            Ok(other) => match path_difference(&reference, &other, cfg.list_poison()) {
                 (None, poison_only) => PathOutcome::Same { poison_only },
                 (Some(d), _) => PathOutcome::Differs(d),
             },
@@ -637,7 +634,7 @@ pub fn class_of(cfg: &KernelConfig, node: &NodeInput, pfn: u64, k: &[u8]) -> Cmp
     let zone = node.zones.iter().find_map(|z| z.class(pfn));
     let own = cfg.vmemmap_start + pfn * STRUCT_PAGE + 8;
     let lru = (word(k, 1), word(k, 2));
-    let init_lru = lru == (own, own) || lru == (memmap_core::LIST_POISON1, memmap_core::LIST_POISON2);
+    let init_lru = lru == (own, own) || lru == cfg.list_poison();
     match zone {
         Some(Class::FreeHead | Class::FreeTail) if word(k, 4) != 0 => CmpClass::FreeUsed,
         Some(Class::FreeTail) if !init_lru => CmpClass::FreeUsed,
@@ -722,7 +719,7 @@ impl Ctx<'_> {
             let mut class = self.class_of(pfn, k);
             if let (CmpClass::FreeTail, Some(m)) = (class, m) {
                 let own = self.cfg.vmemmap_start + pfn * STRUCT_PAGE + 8;
-                let poison = (memmap_core::LIST_POISON1, memmap_core::LIST_POISON2);
+                let poison = self.cfg.list_poison();
                 if (word(k, 1), word(k, 2)) == poison && (word(m, 1), word(m, 2)) == (own, own) {
                     class = CmpClass::FreeMerged;
                 }

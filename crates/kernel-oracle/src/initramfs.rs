@@ -141,7 +141,9 @@ pub fn modules(arch: Arch) -> &'static [&'static str] {
             "dax/device_dax",
             "dax/dax_pmem",
         ],
-        Arch::Arm64 => &[
+        // Debian's ppc64el kernels have no LIBNVDIMM.
+        Arch::Ppc64el => &[],
+        Arch::Arm64 | Arch::Riscv64 => &[
             "nvdimm/libnvdimm",
             "nvdimm/nd_btt",
             "nvdimm/nd_pmem",
@@ -154,7 +156,7 @@ pub fn modules(arch: Arch) -> &'static [&'static str] {
 }
 
 /// Finds the static busybox for `arch`: the host's for amd64 (Debian's `busybox-static`),
-/// the arm64 `busybox-static` package unpacked from the private apt tree otherwise.
+/// the architecture's `busybox-static` package unpacked from the private apt tree otherwise.
 fn busybox(arch: Arch, cache: &Path) -> Result<Vec<u8>> {
     match arch {
         Arch::Amd64 => {
@@ -172,11 +174,11 @@ fn busybox(arch: Arch, cache: &Path) -> Result<Vec<u8>> {
             }
             crate::files::read_binary(&path, MAX_HOST_FILE_BYTES)
         }
-        Arch::Arm64 => {
-            let apt = PrivateApt::new(cache, "sid", "arm64")?;
+        Arch::Arm64 | Arch::Riscv64 | Arch::Ppc64el => {
+            let apt = PrivateApt::new(cache, "sid", arch.debian())?;
             apt.update(false)?;
             let deb = apt.download("busybox-static", &cache.join("debs"))?;
-            let dest = cache.join("busybox-arm64");
+            let dest = cache.join(format!("busybox-{}", arch.debian()));
             apt::extract(&deb, &dest)?;
             crate::files::read_binary(&dest.join("bin/busybox"), MAX_HOST_FILE_BYTES)
                 .or_else(|_| crate::files::read_binary(&dest.join("usr/bin/busybox"), MAX_HOST_FILE_BYTES))

@@ -30,6 +30,10 @@ pub enum Arch {
     Amd64,
     /// arm64 (`qemu-system-aarch64 -machine virt`).
     Arm64,
+    /// riscv64 (`qemu-system-riscv64 -machine virt`).
+    Riscv64,
+    /// Little-endian 64-bit POWER (`qemu-system-ppc64 -machine pseries`).
+    Ppc64el,
 }
 
 impl Arch {
@@ -39,6 +43,8 @@ impl Arch {
         match self {
             Arch::Amd64 => "amd64",
             Arch::Arm64 => "arm64",
+            Arch::Riscv64 => "riscv64",
+            Arch::Ppc64el => "ppc64el",
         }
     }
 }
@@ -62,7 +68,7 @@ pub struct KernelSpec {
 }
 
 /// Every kernel the oracle knows.
-pub const KERNELS: [KernelSpec; 4] = [
+pub const KERNELS: [KernelSpec; 8] = [
     KernelSpec {
         id: "7.2-amd64",
         suite: "sid",
@@ -92,6 +98,38 @@ pub const KERNELS: [KernelSpec; 4] = [
         suite: "sid",
         arch: Arch::Arm64,
         image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-arm64$",
+        image_prefix: "linux-binary-",
+        packaging: Packaging::Split,
+    },
+    KernelSpec {
+        id: "7.2-arm64-16k",
+        suite: "sid",
+        arch: Arch::Arm64,
+        image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-arm64-16k$",
+        image_prefix: "linux-binary-",
+        packaging: Packaging::Split,
+    },
+    KernelSpec {
+        id: "7.2-riscv64",
+        suite: "sid",
+        arch: Arch::Riscv64,
+        image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-riscv64$",
+        image_prefix: "linux-binary-",
+        packaging: Packaging::Split,
+    },
+    KernelSpec {
+        id: "7.2-ppc64el",
+        suite: "sid",
+        arch: Arch::Ppc64el,
+        image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-powerpc64le$",
+        image_prefix: "linux-binary-",
+        packaging: Packaging::Split,
+    },
+    KernelSpec {
+        id: "7.2-ppc64el-64k",
+        suite: "sid",
+        arch: Arch::Ppc64el,
+        image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-powerpc64le-64k$",
         image_prefix: "linux-binary-",
         packaging: Packaging::Split,
     },
@@ -550,6 +588,9 @@ pub const KCONFIG_SYMBOLS: &[&str] = &[
     "CONFIG_NUMA",
     "CONFIG_SPARSEMEM_VMEMMAP",
     "CONFIG_SPARSEMEM_VMEMMAP_PREINIT",
+    "CONFIG_SPARSEMEM_EXTREME",
+    "CONFIG_PAGE_SHIFT",
+    "CONFIG_ARCH_FORCE_MAX_ORDER",
     "CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP",
     "CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP_DEFAULT_ON",
     "CONFIG_ARCH_WANT_OPTIMIZE_DAX_VMEMMAP",
@@ -574,6 +615,14 @@ pub const KCONFIG_SYMBOLS: &[&str] = &[
     "CONFIG_TRANSPARENT_HUGEPAGE",
     "CONFIG_MEMORY_FAILURE",
     "CONFIG_X86_PAT",
+    "CONFIG_X86_64",
+    "CONFIG_ARM64",
+    "CONFIG_RISCV",
+    "CONFIG_PPC64",
+    "CONFIG_ARM64_16K_PAGES",
+    "CONFIG_ARM64_64K_PAGES",
+    "CONFIG_PPC_64K_PAGES",
+    "CONFIG_ILLEGAL_POINTER_VALUE",
     "CONFIG_ARM64_MTE",
     "CONFIG_CGROUP_HUGETLB",
     "CONFIG_DEBUG_PAGE_REF",

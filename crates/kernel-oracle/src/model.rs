@@ -83,14 +83,19 @@ pub enum What {
     Hotplug(HotplugDump),
 }
 
-/// The model preset of the kernel's architecture (`x86_64` or `arm64`).
+/// The model preset of the kernel's architecture (`x86_64`, `arm64`, `riscv64`, `ppc64el`).
 #[must_use]
 pub fn preset(facts: &Facts) -> &'static str {
     preset_of(&facts.kernel.arch)
 }
 
 fn preset_of(arch: &str) -> &'static str {
-    if arch == "arm64" { "arm64" } else { "x86_64" }
+    match arch {
+        "arm64" => "arm64",
+        "riscv64" => "riscv64",
+        "ppc64el" => "ppc64el",
+        _ => "x86_64",
+    }
 }
 
 /// The kernel's `.config` symbols recorded in `facts`, as `.config` text (`n` as

@@ -33,6 +33,12 @@ pub fn vmemmap(arch: Arch) -> (u64, u64) {
         // = 0xffffc1ffc0000000. The struct page of pfn 0 sits `memstart_addr >> PAGE_SHIFT`
         // struct pages below it (see `arm64_vmemmap`).
         Arch::Arm64 => (0xffff_c1ff_c000_0000, 0x3e00_0000_0000),
+        // Sv39 (`no4lvl`): the 4 GiB vmemmap area at 0xffffffc500000000, which is where pfn 0's
+        // struct page is (learned from `mem_section`; RAM starts at 2 GiB).
+        Arch::Riscv64 => (0xffff_ffc5_0000_0000, 4 << 30),
+        // Radix: the vmemmap at 0xc00c000000000000, where pfn 0's struct page is (RAM starts
+        // at 0); its area is a quarter of the kernel's 2^51-byte virtual map.
+        Arch::Ppc64el => (0xc00c_0000_0000_0000, 1 << 49),
     }
 }
 
@@ -64,6 +70,32 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> R
             a.extend(["-machine", "virt", "-cpu", "max,pauth-impdef=on", "-smp", "1"].map(String::from));
             append.insert(0, "console=ttyAMA0".into());
             "qemu-system-aarch64"
+        }
+        Arch::Riscv64 => {
+            // OpenSBI (QEMU's bundled `fw_dynamic`) starts the kernel in S mode.
+            a.extend(["-machine", "virt", "-cpu", "max", "-smp", "1", "-bios", "default"].map(String::from));
+            append.insert(0, "console=ttyS0".into());
+            // Sv39 (see `vmemmap`): `-cpu max` offers Sv57, which the kernel would pick.
+            append.push("no4lvl".into());
+            "qemu-system-riscv64"
+        }
+        Arch::Ppc64el => {
+            // Radix MMU (POWER10), the Virtual Open Firmware instead of SLOF (it boots in a
+            // fraction of the time and hands over the same device tree), and the Spectre
+            // capabilities TCG cannot provide declared broken so the machine starts.
+            a.extend(
+                [
+                    "-machine",
+                    "pseries,x-vof=on,cap-cfpc=broken,cap-sbbc=broken,cap-ibs=broken,cap-ccf-assist=off",
+                    "-cpu",
+                    "power10",
+                    "-smp",
+                    "1",
+                ]
+                .map(String::from),
+            );
+            append.insert(0, "console=hvc0".into());
+            "qemu-system-ppc64"
         }
     };
     let extra_mb = sc.virtio_pmem_mb.unwrap_or(0) + sc.hotplug.map_or(0, |h| h.size_mb);
@@ -101,6 +133,41 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> R
     a.extend(["-initrd".into(), initrd.display().to_string()]);
     a.extend(["-append".into(), append.join(" ")]);
     Ok((qemu.to_string(), a))
+}
+
+/// `PAGE_SHIFT` from the kernel's `.config` (`CONFIG_PAGE_SHIFT`, since Linux 6.8; 12 when a
+/// configuration does not have it).
+///
+/// # Errors
+///
+/// A value other than 12, 14 or 16.
+pub fn page_shift(kconfig: &BTreeMap<String, String>) -> Result<u32> {
+    match kconfig.get("CONFIG_PAGE_SHIFT").map(String::as_str) {
+        None | Some("n") => Ok(12),
+        Some(v) => v
+            .parse::<u32>()
+            .ok()
+            .filter(|s| [12, 14, 16].contains(s))
+            .with_context(|| format!("CONFIG_PAGE_SHIFT={v}: expected 12, 14 or 16")),
+    }
+}
+
+/// `SECTION_SIZE_BITS` of `arch` with `page_shift`: 27 (128 MiB) on x86-64, riscv64 and arm64
+/// with 4 or 16 KiB pages, 29 on arm64 with 64 KiB pages (`arch/arm64/include/asm/sparsemem.h`),
+/// 24 (16 MiB) on powerpc (`arch/powerpc/include/asm/sparsemem.h`).
+#[must_use]
+pub fn section_size_bits(arch: Arch, page_shift: u32) -> u32 {
+    match arch {
+        Arch::Amd64 | Arch::Riscv64 => 27,
+        Arch::Arm64 => {
+            if page_shift == 16 {
+                29
+            } else {
+                27
+            }
+        }
+        Arch::Ppc64el => 24,
+    }
 }
 
 /// `dev attr value` lines of the `nd` block, as `dev -> attr -> value`.
@@ -475,7 +542,7 @@ fn collect(
     if sysmap.len() < 1000 {
         sysmap = SystemMap::parse(&block("kallsyms"));
     }
-    let (vbase, vsize) = vmemmap(sc.arch);
+    let (vbase, mut vsize) = vmemmap(sc.arch);
     let argv = guest.argv.clone();
     let mut d = Dumper {
         console,
@@ -488,8 +555,18 @@ fn collect(
         regions: Vec::new(),
         blobs: Vec::new(),
     };
-    if sc.arch == Arch::Arm64 {
-        d.arm64_vmemmap_base()?;
+    match sc.arch {
+        Arch::Amd64 => {}
+        Arch::Arm64 => d.arm64_vmemmap_base()?,
+        Arch::Riscv64 | Arch::Ppc64el => {
+            let first =
+                ram_pfns(&d.block("iomem")).first().map(|r| r.0).context("no System RAM in /proc/iomem")?;
+            let base = d.mem_section_vmemmap(&kconfig, first)?;
+            // The area's end stays where `vmemmap` puts it.
+            vsize =
+                (vbase + vsize).checked_sub(base).context("pfn 0's struct page above the vmemmap's end")?;
+            d.vbase = base;
+        }
     }
     if let Some(p) = sc.pmem {
         d.pmem(p)?;
@@ -674,6 +751,40 @@ impl Dumper<'_> {
         self.vbase = self.vbase.wrapping_sub((memstart >> 12) * STRUCT_PAGE);
         eprintln!("  arm64: memstart_addr {memstart:#x}, struct page of pfn 0 at {:#x}", self.vbase);
         Ok(())
+    }
+
+    /// The address of pfn 0's struct page, from the guest's `mem_section[]`: with
+    /// SPARSEMEM_VMEMMAP a present section's `section_mem_map` is its `mem_map` minus its first
+    /// pfn (`sparse_encode_mem_map()`), which is `vmemmap`, with the section flags in the bits
+    /// below `SECTION_MAP_LAST_BIT` (5 in 7.2; struct pages are 64-byte aligned, so the low six
+    /// bits are cleared). `pfn` is a pfn of RAM (its section is present).
+    fn mem_section_vmemmap(&mut self, kconfig: &BTreeMap<String, String>, pfn: u64) -> Result<u64> {
+        let on = |s: &str| kconfig.get(s).is_some_and(|v| v == "y");
+        if !on("CONFIG_SPARSEMEM_EXTREME") || !on("CONFIG_SPARSEMEM_VMEMMAP") {
+            bail!("the kernel's memmap is not SPARSEMEM_EXTREME with VMEMMAP");
+        }
+        let page_shift = page_shift(kconfig)?;
+        let section_shift = section_size_bits(self.arch, page_shift) - page_shift;
+        // `struct mem_section`: section_mem_map, usage, and with PAGE_EXTENSION page_ext and a pad.
+        let size: u64 = if on("CONFIG_PAGE_EXTENSION") { 32 } else { 16 };
+        let per_root = (1u64 << page_shift) / size;
+        let sec = pfn >> section_shift;
+        let ms = self.sysmap.addr("mem_section").context("mem_section not in the guest's kallsyms")?;
+        let roots = read_u64(self.qmp, ms, &self.tmp)?;
+        let root = read_u64(self.qmp, roots + (sec / per_root) * 8, &self.tmp)?;
+        if root == 0 {
+            bail!("mem_section root of section {sec} (pfn {pfn:#x}) is not allocated");
+        }
+        let map = read_u64(self.qmp, root + (sec % per_root) * size, &self.tmp)?;
+        if map & 1 == 0 {
+            bail!("section {sec} (pfn {pfn:#x}) is not present: {map:#x}");
+        }
+        let base = map & !63;
+        eprintln!(
+            "  {}: section {sec} section_mem_map {map:#x}, struct page of pfn 0 at {base:#x}",
+            self.arch.debian()
+        );
+        Ok(base)
     }
 
     /// The struct pages of pfns `[start_pfn, start_pfn + nr)` and the frame of each vmemmap page.

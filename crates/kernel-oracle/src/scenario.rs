@@ -96,9 +96,13 @@ const fn pmem(name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) ->
 }
 
 const fn huge(name: &'static str, mem_mb: u64, h: Hugetlb) -> Scenario {
+    huge_on(Arch::Amd64, name, mem_mb, h)
+}
+
+const fn huge_on(arch: Arch, name: &'static str, mem_mb: u64, h: Hugetlb) -> Scenario {
     Scenario {
         name,
-        arch: Arch::Amd64,
+        arch,
         mem_mb,
         numa_mb: &[],
         memmap: None,
@@ -216,6 +220,15 @@ pub const SCENARIOS: &[Scenario] = &[
         hotplug: None,
         boot: None,
     },
+    // riscv64 (`virt`, Sv39): 2 MiB pages at run time with and without HVO, boot-time 1 GiB
+    // pages with HVO.
+    huge_on(Arch::Riscv64, "riscv64-hugetlb-2m-hvo-off", 1024, h(2048, 4, false, false)),
+    huge_on(Arch::Riscv64, "riscv64-hugetlb-2m-hvo-on", 1024, h(2048, 4, false, true)),
+    huge_on(Arch::Riscv64, "riscv64-hugetlb-1g-hvo-on", 5120, h(1 << 20, 1, true, true)),
+    // ppc64el (`pseries`, radix): 2 MiB pages at run time, boot-time 1 GiB pages (Debian's
+    // ppc64el kernels have no HVO and no LIBNVDIMM).
+    huge_on(Arch::Ppc64el, "ppc64el-hugetlb-2m", 1024, h(2048, 4, false, false)),
+    huge_on(Arch::Ppc64el, "ppc64el-hugetlb-1g", 3072, h(1 << 20, 1, true, false)),
     // Memory hotplug: a 2 GiB guest (all of it below 4 GiB, in ZONE_DMA32) with a DIMM at 4 GiB
     // onlined into an empty ZONE_NORMAL or ZONE_MOVABLE, 128 MiB memory blocks.
     hotplug("hotplug-256m-normal", 256, false),

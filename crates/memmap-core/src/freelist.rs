@@ -20,10 +20,11 @@ pub(crate) const MAX_ORDERS: usize = 24;
 /// Migrate types with a free list in the model: UNMOVABLE, MOVABLE, RECLAIMABLE, ISOLATE.
 const MT_SLOTS: usize = 4;
 
-/// `LIST_POISON1` (`0x100 + POISON_POINTER_DELTA`).
-pub const LIST_POISON1: u64 = 0xdead_0000_0000_0100;
-/// `LIST_POISON2` (`0x122 + POISON_POINTER_DELTA`).
-pub const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
+/// `LIST_POISON1` (`0x100 + POISON_POINTER_DELTA`) of x86-64, arm64 and riscv64; a
+/// configuration's own is [`KernelConfig::list_poison`].
+pub const LIST_POISON1: u64 = KernelConfig::X86_64.list_poison().0;
+/// `LIST_POISON2` (`0x122 + POISON_POINTER_DELTA`) of x86-64, arm64 and riscv64.
+pub const LIST_POISON2: u64 = KernelConfig::X86_64.list_poison().1;
 
 /// `page_type` of an untyped page (`_mapcount == -1`): what `__ClearPageBuddy()` leaves.
 pub(crate) const PAGE_TYPE_NONE: u32 = u32::MAX;
@@ -182,6 +183,8 @@ pub(crate) struct Rules {
     /// (`split_large_buddy()`), and undoing isolation goes through `__isolate_free_page()`
     /// ([`Behaviour::free_splits_pageblocks`](crate::Behaviour::free_splits_pageblocks)).
     pub(crate) split: bool,
+    /// `LIST_POISON1` and `LIST_POISON2` ([`KernelConfig::list_poison`]).
+    pub(crate) poison: (u64, u64),
 }
 
 impl Rules {
@@ -193,6 +196,7 @@ impl Rules {
             max_order: cfg.max_page_order,
             pageblock_order: cfg.pageblock_order,
             split: cfg.behaviour().free_splits_pageblocks,
+            poison: cfg.list_poison(),
         }
     }
 
@@ -344,8 +348,9 @@ pub(crate) trait ZoneFreeLists {
     /// `set_page_private(page, 0)`.
     fn del(&mut self, pfn: u64, order: u32, mt: MigrateType) {
         self.unlink(pfn, order, mt);
-        self.set_word(pfn, offsets::LRU_NEXT, LIST_POISON1);
-        self.set_word(pfn, offsets::LRU_PREV, LIST_POISON2);
+        let (next, prev) = self.rules().poison;
+        self.set_word(pfn, offsets::LRU_NEXT, next);
+        self.set_word(pfn, offsets::LRU_PREV, prev);
         self.set_u32(pfn, offsets::PAGE_TYPE, PAGE_TYPE_NONE);
         self.set_word(pfn, offsets::PRIVATE, 0);
     }

@@ -155,7 +155,7 @@ pub use memmap::ops::BootmemType;
 #[cfg(feature = "std")]
 pub use memmap::owned::OwnedMemmap;
 pub use memmap::{Memmap, PAGE_POISON_BYTE, PAGEBLOCK_UNSET, PageMut, pageblocks_needed};
-pub use model::config::{ConfigError, FlagsLayout, KernelConfig};
+pub use model::config::{Arch, ConfigError, FlagsLayout, KernelConfig};
 pub use model::flags::{MigrateType, PG, PageType, TAIL_MAPPING};
 pub use model::page::{Page, Page64, Page72, StructPage};
 pub use model::version::{Behaviour, FolioLayout, KernelVersion, PageFlagBits};

@@ -286,7 +286,7 @@ const RUNTIME_LRU_PREV_OFFSET: usize = 16;
 /// of the tail it shows), as `[start, end)` ranges. Neither `prep_compound_tail()` nor the
 /// hugetlb code writes that word, and at run time the pages come from the buddy allocator: a
 /// page that was once the head of a free block was unlinked with `list_del()`, which leaves
-/// [`LIST_POISON2`] there. Which pages those were depends on the allocator's history, so the
+/// `LIST_POISON2` ([`KernelConfig::list_poison`]) there. Which pages those were depends on the allocator's history, so the
 /// word is either of the two values and not a function of the configuration: the dump's
 /// `stale_fields` names the field, the struct pages and the other value (`history_values`).
 fn runtime_lru_prev_ranges<P: StructPage>(
@@ -656,7 +656,7 @@ fn hugetlb_detail<P: StructPage>(
                 "offset": RUNTIME_LRU_PREV_OFFSET,
                 "len": 8,
                 "pfn_ranges": ranges,
-                "history_values": [format!("{:#x}", memmap_core::LIST_POISON2)],
+                "history_values": [format!("{:#x}", cfg.list_poison().1)],
             }]),
         );
     }

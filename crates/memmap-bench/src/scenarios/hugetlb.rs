@@ -176,7 +176,9 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
     let h = Hstate::H1G;
     let nodes = p.nodes() as u32;
     let per_node = p.count / u64::from(nodes);
-    let specs: Vec<NodeSpec> = (0..nodes).map(|nid| NodeSpec::packed(nid, h, per_node)).collect();
+    let zone = p.config.zone_normal();
+    let specs: Vec<NodeSpec> =
+        (0..nodes).map(|nid| NodeSpec { zone, ..NodeSpec::packed(nid, h, per_node) }).collect();
     let count = per_node * u64::from(nodes);
     let rounds = ctx.common.rounds(ROUNDS);
     // With HVO only 63 tails per folio are written: there is nothing to spread.

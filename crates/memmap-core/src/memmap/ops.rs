@@ -26,7 +26,7 @@ pub enum BootmemType {
     /// `NODE_INFO`: the node's `pglist_data`; `info` is the node id.
     Node = 3,
 }
-use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, PageType, TAIL_MAPPING};
+use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, PageType};
 use crate::model::page::{StructPage, offsets};
 use crate::model::version::FolioLayout;
 
@@ -221,8 +221,9 @@ impl<P: StructPage> Memmap<'_, P> {
             panic!("tail {tail_idx:#x} of head {head_pfn:#x} outside memmap");
         };
         let word = self.config().compound_head_word(self.vaddr(head_pfn), order, P::SIZE);
+        let tail_mapping = self.config().tail_mapping();
         let mut p = self.page_mut(pfn);
-        p.set_u64_at(offsets::MAPPING, TAIL_MAPPING);
+        p.set_u64_at(offsets::MAPPING, tail_mapping);
         p.set_u64_once_at(offsets::COMPOUND_HEAD, word);
         p.set_u64_at(offsets::PRIVATE, 0);
     }

@@ -16,6 +16,48 @@ use core::fmt;
 
 use super::version::{Behaviour, KernelVersion};
 
+/// The architecture of a modelled kernel: which `.config` it accepts and the constants it
+/// fixes (the presets carry them as [`KernelConfig`] fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Arch {
+    /// x86-64 (`CONFIG_X86_64`).
+    X86_64,
+    /// arm64 (`CONFIG_ARM64`).
+    Arm64,
+    /// riscv64 (`CONFIG_RISCV`).
+    Riscv64,
+    /// 64-bit POWER, Book3S (`CONFIG_PPC64`).
+    Powerpc64,
+}
+
+impl Arch {
+    /// Every architecture.
+    pub const ALL: [Arch; 4] = [Arch::X86_64, Arch::Arm64, Arch::Riscv64, Arch::Powerpc64];
+
+    /// The Kconfig symbol a `.config` of this architecture sets.
+    #[must_use]
+    pub const fn kconfig_symbol(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "CONFIG_X86_64",
+            Arch::Arm64 => "CONFIG_ARM64",
+            Arch::Riscv64 => "CONFIG_RISCV",
+            Arch::Powerpc64 => "CONFIG_PPC64",
+        }
+    }
+
+    /// The architecture's name (`x86_64`, `arm64`, `riscv64`, `powerpc64`).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64",
+            Arch::Arm64 => "arm64",
+            Arch::Riscv64 => "riscv64",
+            Arch::Powerpc64 => "powerpc64",
+        }
+    }
+}
+
 /// The kernel being modelled. Every field is a Kconfig option or an architecture constant.
 ///
 /// Construct one from a preset ([`KernelConfig::X86_64`], [`KernelConfig::ARM64`],
@@ -25,6 +67,12 @@ use super::version::{Behaviour, KernelVersion};
 pub struct KernelConfig {
     /// Preset name (for reports and dumps).
     pub name: &'static str,
+    /// The architecture.
+    pub arch: Arch,
+    /// `POISON_POINTER_DELTA` (`CONFIG_ILLEGAL_POINTER_VALUE`): 0xdead000000000000 on x86-64,
+    /// arm64 and riscv64, 0x5deadbeef0000000 on powerpc64. The list poison and `TAIL_MAPPING`
+    /// are offsets from it ([`KernelConfig::list_poison`], [`KernelConfig::tail_mapping`]).
+    pub poison_pointer_delta: u64,
     /// `PAGE_SHIFT` (12: 4 KiB pages).
     pub page_shift: u32,
     /// `SECTION_SIZE_BITS` (27 on x86-64 and arm64 with 4 KiB pages: 128 MiB sections).
@@ -81,6 +129,11 @@ pub struct KernelConfig {
     pub optimize_dax_vmemmap: bool,
     /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` (HVO is available to `hugetlb-init`).
     pub hugetlb_vmemmap: bool,
+    /// `CONFIG_SPARSEMEM_VMEMMAP_PREINIT` (x86-64): boot-time gigantic pages are optimized
+    /// before `memmap_init()` (pre-HVO), so their shared tail page starts as what
+    /// `memmap_init()` wrote through it. Without it (riscv64) they are optimized after boot,
+    /// as run-time pages are, onto a zeroed tail page.
+    pub sparsemem_vmemmap_preinit: bool,
     /// `CONFIG_CGROUP_HUGETLB` (hugetlb folios carry cgroup pointers in page\[3\]).
     pub cgroup_hugetlb: bool,
     /// The release modelled: selects the behaviours that changed between releases
@@ -96,6 +149,8 @@ impl KernelConfig {
     /// 53..51, last cpupid 50..30.
     pub const X86_64: KernelConfig = KernelConfig {
         name: "x86_64",
+        arch: Arch::X86_64,
+        poison_pointer_delta: 0xdead_0000_0000_0000,
         page_shift: 12,
         section_size_bits: 27,
         max_physmem_bits: 46,
@@ -120,6 +175,7 @@ impl KernelConfig {
         mm_id: true,
         optimize_dax_vmemmap: true,
         hugetlb_vmemmap: true,
+        sparsemem_vmemmap_preinit: true,
         cgroup_hugetlb: true,
         version: KernelVersion::V7_2,
     };
@@ -132,6 +188,7 @@ impl KernelConfig {
     /// those of QEMU's `virt` machine (RAM from 1 GiB, 52-bit VA, `nokaslr`).
     pub const ARM64: KernelConfig = KernelConfig {
         name: "arm64",
+        arch: Arch::Arm64,
         max_physmem_bits: 52,
         nodes_shift: 4,
         // PG_locked..PG_dropbehind (20) + mlocked + hwpoison + arch_2 + arch_3.
@@ -141,9 +198,62 @@ impl KernelConfig {
         vmemmap_start: 0xffff_c1ff_bf00_0000,
         optimize_dax_vmemmap: false,
         hugetlb_vmemmap: false,
+        sparsemem_vmemmap_preinit: false,
         // The rest as Debian's x86-64 build of the same release: page and section size, zones,
         // MGLRU, pageblock and buddy orders, no KASAN, KMSAN or DEBUG_PAGE_REF, MEMCG,
         // PAGE_MAPCOUNT, MM_ID and CGROUP_HUGETLB.
+        ..KernelConfig::X86_64
+    };
+
+    /// riscv64 as Debian builds Linux 7.2 (`linux-image-7.2.13+deb14-riscv64`, compared under
+    /// QEMU's `virt` machine with Sv39 paging, `no4lvl`): 4 KiB pages, SPARSEMEM_VMEMMAP,
+    /// 4 nodes (`NODES_SHIFT` 2), zones DMA32, NORMAL, MOVABLE, DEVICE, NUMA balancing with
+    /// `NR_CPUS` 256, MGLRU, HVO and DAX vmemmap optimization, no `MEMORY_FAILURE` (no
+    /// `PG_hwpoison`). `vmemmap` is Sv39's `VMEMMAP_START` (pfn 0's struct page, as the
+    /// guest's `mem_section` says; RAM starts at 2 GiB), `PAGE_OFFSET` Sv39's direct map.
+    pub const RISCV64: KernelConfig = KernelConfig {
+        name: "riscv64",
+        arch: Arch::Riscv64,
+        max_physmem_bits: 56,
+        nodes_shift: 2,
+        max_nr_zones: 4,
+        // PG_locked..PG_dropbehind (20) + mlocked.
+        nr_pageflags: 21,
+        last_cpupid_shift: 8 + 8,
+        page_offset: 0xffff_ffd6_0000_0000,
+        vmemmap_start: 0xffff_ffc5_0000_0000,
+        sparsemem_vmemmap_preinit: false,
+        // The rest as Debian's x86-64 build of the same release: page, section and pageblock
+        // size, MAX_PAGE_ORDER 10, the poison, MGLRU, MEMCG, PAGE_MAPCOUNT, MM_ID,
+        // CGROUP_HUGETLB, HVO and DAX vmemmap optimization.
+        ..KernelConfig::X86_64
+    };
+
+    /// Little-endian 64-bit POWER as Debian builds Linux 7.2
+    /// (`linux-image-7.2.13+deb14-powerpc64le`, compared under QEMU's `pseries` machine, radix
+    /// MMU): 4 KiB pages, 16 MiB sections, `MAX_PAGE_ORDER` 12, SPARSEMEM_VMEMMAP, 256 nodes
+    /// (`NODES_SHIFT` 8), zones NORMAL, MOVABLE, DEVICE, NUMA balancing with `NR_CPUS` 2048,
+    /// MGLRU, DAX vmemmap optimization, no HVO, `POISON_POINTER_DELTA` 0x5deadbeef0000000. The
+    /// radix vmemmap at 0xc00c000000000000, the linear map at 0xc000000000000000.
+    pub const PPC64EL: KernelConfig = KernelConfig {
+        name: "ppc64el",
+        arch: Arch::Powerpc64,
+        poison_pointer_delta: 0x5dea_dbee_f000_0000,
+        section_size_bits: 24,
+        max_physmem_bits: 51,
+        nodes_shift: 8,
+        max_nr_zones: 3,
+        // PG_locked..PG_dropbehind (20) + mlocked + hwpoison.
+        nr_pageflags: 22,
+        last_cpupid_shift: 8 + 11,
+        max_page_order: 12,
+        page_offset: 0xc000_0000_0000_0000,
+        vmemmap_start: 0xc00c_0000_0000_0000,
+        hugetlb_vmemmap: false,
+        sparsemem_vmemmap_preinit: false,
+        // The rest as Debian's x86-64 build of the same release: page size, pageblock order 9
+        // (`pageblock_order` is a variable here, set to the 2 MiB huge page's order), MGLRU,
+        // MEMCG, PAGE_MAPCOUNT, MM_ID, CGROUP_HUGETLB, DAX vmemmap optimization.
         ..KernelConfig::X86_64
     };
 
@@ -167,6 +277,7 @@ impl KernelConfig {
     pub const X86_64_CLASSIC_SPARSE: KernelConfig = KernelConfig {
         name: "x86_64-classic-sparse",
         sparsemem_vmemmap: false,
+        sparsemem_vmemmap_preinit: false,
         last_cpupid_shift: 0,
         optimize_dax_vmemmap: false,
         hugetlb_vmemmap: false,
@@ -174,14 +285,17 @@ impl KernelConfig {
     };
 
     /// The presets, by name.
-    pub const PRESETS: [KernelConfig; 4] = [
+    pub const PRESETS: [KernelConfig; 6] = [
         KernelConfig::X86_64,
         KernelConfig::ARM64,
+        KernelConfig::RISCV64,
+        KernelConfig::PPC64EL,
         KernelConfig::X86_64_CLASSIC_SPARSE,
         KernelConfig::X86_64_6_12,
     ];
 
-    /// Looks a preset up by name (`x86_64`, `arm64`, `x86_64-classic-sparse`, `x86_64-6.12`).
+    /// Looks a preset up by name (`x86_64`, `arm64`, `riscv64`, `ppc64el`,
+    /// `x86_64-classic-sparse`, `x86_64-6.12`).
     #[must_use]
     pub fn preset(name: &str) -> Option<KernelConfig> {
         <KernelConfig as crate::Named>::from_name(name)
@@ -204,6 +318,28 @@ impl KernelConfig {
     pub const fn with_version(mut self, version: KernelVersion) -> Self {
         self.version = version;
         self
+    }
+
+    /// `LIST_POISON1` (`next`) and `LIST_POISON2` (`prev`): what `list_del()` leaves in a
+    /// list entry, `0x100` and `0x122` past [`KernelConfig::poison_pointer_delta`].
+    #[must_use]
+    pub const fn list_poison(&self) -> (u64, u64) {
+        (self.poison_pointer_delta.wrapping_add(0x100), self.poison_pointer_delta.wrapping_add(0x122))
+    }
+
+    /// `TAIL_MAPPING`, the `mapping` of a compound page's tails: `0x400` past
+    /// [`KernelConfig::poison_pointer_delta`].
+    #[must_use]
+    pub const fn tail_mapping(&self) -> u64 {
+        self.poison_pointer_delta.wrapping_add(0x400)
+    }
+
+    /// `ZONE_NORMAL`'s index: after `ZONE_DMA` and `ZONE_DMA32` where the configuration has
+    /// them, before `ZONE_MOVABLE` and `ZONE_DEVICE` (2 on x86-64 and arm64, 1 on riscv64, 0 on
+    /// powerpc64; 64-bit kernels have no `ZONE_HIGHMEM`).
+    #[must_use]
+    pub const fn zone_normal(&self) -> u32 {
+        self.max_nr_zones.saturating_sub(3)
     }
 
     /// `ZONE_DEVICE`'s index: the last zone.

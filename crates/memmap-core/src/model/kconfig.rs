@@ -15,7 +15,7 @@
 
 use core::fmt;
 
-use super::config::{ConfigError, KernelConfig};
+use super::config::{Arch, ConfigError, KernelConfig};
 
 /// A kernel `.config`: `CONFIG_FOO=value` lines and `# CONFIG_FOO is not set` comments. Read
 /// in place, no allocation.
@@ -132,10 +132,13 @@ impl KernelConfig {
     /// 8 + `order_base_2(NR_CPUS)`), the zones (`ZONE_DMA`, `ZONE_DMA32`, `HIGHMEM`, with
     /// NORMAL, MOVABLE and DEVICE), `LRU_GEN`, `KASAN` (`KASAN_SW_TAGS`/`KASAN_HW_TAGS`),
     /// `KMSAN`, `DEBUG_PAGE_REF`, `MEMCG`/`SLAB_OBJ_EXT`, `PAGE_MAPCOUNT`, `MM_ID`,
-    /// `SPARSEMEM_VMEMMAP`, `ARCH_WANT_OPTIMIZE_DAX_VMEMMAP`, `HUGETLB_PAGE_OPTIMIZE_VMEMMAP`,
-    /// `CGROUP_HUGETLB`, `ARCH_FORCE_MAX_ORDER`, and for `__NR_PAGEFLAGS` the optional flags
-    /// (`PG_uncached` with `X86_PAT`, `PG_hwpoison` with `MEMORY_FAILURE`, `PG_young`/`PG_idle`
-    /// with `PAGE_IDLE_FLAG`, `PG_arch_2`/`_3` with `ARM64_MTE`).
+    /// `SPARSEMEM_VMEMMAP` and `_PREINIT`, `ARCH_WANT_OPTIMIZE_DAX_VMEMMAP`,
+    /// `HUGETLB_PAGE_OPTIMIZE_VMEMMAP`,
+    /// `CGROUP_HUGETLB`, `ARCH_FORCE_MAX_ORDER`, `ILLEGAL_POINTER_VALUE` (the poison), and for
+    /// `__NR_PAGEFLAGS` the optional flags (`PG_uncached` with x86-64's `X86_PAT`,
+    /// `PG_hwpoison` with `MEMORY_FAILURE`, `PG_young`/`PG_idle` with `PAGE_IDLE_FLAG`,
+    /// `PG_arch_2`/`_3` with arm64's `ARM64_MTE`). The architecture symbol (`X86_64`, `ARM64`,
+    /// `RISCV`, `PPC64`) must be the base's, and `PAGE_SHIFT` its page size.
     ///
     /// # Errors
     ///
@@ -143,17 +146,22 @@ impl KernelConfig {
     /// does not fit `page->flags`.
     pub fn with_kconfig(self, kconfig: &Kconfig<'_>) -> Result<KernelConfig, KconfigError> {
         let mut c = self;
-        let arm64_base = self.name.starts_with("arm64");
-        if kconfig.enabled("CONFIG_X86_64") == Some(true) && arm64_base {
-            return Err(KconfigError::ArchMismatch { kconfig: "x86_64", base: self.name });
+        let arm64_base = self.arch == Arch::Arm64;
+        for arch in Arch::ALL {
+            if arch != self.arch && kconfig.enabled(arch.kconfig_symbol()) == Some(true) {
+                return Err(KconfigError::ArchMismatch { kconfig: arch.name(), base: self.name });
+            }
         }
-        if kconfig.enabled("CONFIG_ARM64") == Some(true) && !arm64_base {
-            return Err(KconfigError::ArchMismatch { kconfig: "arm64", base: self.name });
-        }
-        for other in ["CONFIG_ARM64_16K_PAGES", "CONFIG_ARM64_64K_PAGES"] {
+        for other in ["CONFIG_ARM64_16K_PAGES", "CONFIG_ARM64_64K_PAGES", "CONFIG_PPC_64K_PAGES"] {
             if kconfig.enabled(other) == Some(true) {
                 return Err(KconfigError::UnsupportedPageSize);
             }
+        }
+        if kconfig.number("CONFIG_PAGE_SHIFT")?.is_some_and(|s| s != u64::from(self.page_shift)) {
+            return Err(KconfigError::UnsupportedPageSize);
+        }
+        if let Some(delta) = kconfig.number("CONFIG_ILLEGAL_POINTER_VALUE")? {
+            c.poison_pointer_delta = delta;
         }
         let set = |field: &mut bool, symbol: &str| {
             if let Some(v) = kconfig.enabled(symbol) {
@@ -211,6 +219,7 @@ impl KernelConfig {
         set(&mut c.sparsemem_vmemmap, "CONFIG_SPARSEMEM_VMEMMAP");
         set(&mut c.optimize_dax_vmemmap, "CONFIG_ARCH_WANT_OPTIMIZE_DAX_VMEMMAP");
         set(&mut c.hugetlb_vmemmap, "CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP");
+        set(&mut c.sparsemem_vmemmap_preinit, "CONFIG_SPARSEMEM_VMEMMAP_PREINIT");
         set(&mut c.cgroup_hugetlb, "CONFIG_CGROUP_HUGETLB");
         if let Some(order) = kconfig.number("CONFIG_ARCH_FORCE_MAX_ORDER")? {
             c.max_page_order = u32::try_from(order).unwrap_or(u32::MAX);
@@ -221,7 +230,7 @@ impl KernelConfig {
             }
         }
         // __NR_PAGEFLAGS: the base flags, PG_mlocked (MMU), and the optional ones.
-        let uncached = !arm64_base && kconfig.enabled("CONFIG_X86_PAT").unwrap_or(true);
+        let uncached = self.arch == Arch::X86_64 && kconfig.enabled("CONFIG_X86_PAT").unwrap_or(true);
         let hwpoison = kconfig.enabled("CONFIG_MEMORY_FAILURE").unwrap_or(true);
         let mte = arm64_base && kconfig.enabled("CONFIG_ARM64_MTE").unwrap_or(true);
         // PG_young and PG_idle (`CONFIG_PAGE_IDLE_FLAG` on 64-bit).

@@ -3,7 +3,6 @@
 use core::sync::atomic::Ordering;
 
 use super::{BadPageReason, FreeError, PageBlock};
-use crate::freelist::{LIST_POISON1, LIST_POISON2};
 use crate::hooks::InitHooks;
 use crate::memmap::PageAccess;
 use crate::model::page::{StructPage, offsets};
@@ -159,7 +158,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         // and an allocation's pages are written by nobody but their holder, who is freeing
         // them now.
         let head = z.read(pfn);
-        if head.refcount() == 0 || head.lru_next() != LIST_POISON1 || head.lru_prev() != LIST_POISON2 {
+        if head.refcount() == 0 || (head.lru_next(), head.lru_prev()) != self.cfg.list_poison() {
             return Err(FreeError::NotAllocated { pfn });
         }
         if head.refcount() != 1 {
