@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# stream-hal on the architectures beyond x86-64 and aarch64, under qemu-user:
+# stream-hal on the architectures beyond x86-64 and aarch64, and aarch64's FEAT_MOPS, under qemu-user:
 #
 # * riscv64 (real `ntl.all` stores, `fence w, rw`, and `cbo.zero` through `riscv_hwprobe`):
 #   stream-hal's unit and integration tests twice, with `-cpu rv64,zicboz=true` (Zicboz with
 #   64-byte blocks must be detected and used) and `zicboz=false` (it must not be: the safe
 #   feature API must refuse the claim, and the unsafe claim in a child process must SIGILL);
 # * ppc64le (`dcbz` with the kernel's AT_DCACHEBSIZE, `sync`): the same tests;
+# * aarch64 FEAT_MOPS: the same tests with `-cpu max` (MOPS must be detected from HWCAP2_MOPS and
+#   `clear` must take its SETPN/SETMN/SETEN path) and `-cpu neoverse-n1` (no MOPS: not claimed,
+#   `dc zva` and `stnp` run, the unsafe claim in a child process must SIGILL); the rest of the
+#   aarch64 backend runs in ci/aarch64.sh (or ci/cross.sh) with the whole workspace;
 # * loongarch64 (the generic backend): the baremetal-tests checks as a Linux user-mode program
 #   (no loongarch64 C library or standard library exists here to run the test suite);
 # * memmap-core and hugetlb-init on riscv64 and ppc64le, fewer property cases than the host run
@@ -13,7 +17,8 @@
 # * x86-64: the safe-CPU-features regression test under `qemu-x86_64 -cpu Skylake-Client`
 #   (no CLZERO);
 # * clippy for the new targets, the instruction checks (cbo.zero in the riscv64 code, only in
-#   its cbo.zero path, none with --cfg stream_hal_force_generic; dcbz in the ppc64le code).
+#   its cbo.zero path, none with --cfg stream_hal_force_generic; dcbz in the ppc64le code; the
+#   MOPS memory sets in the aarch64 code only in its two MOPS clears, none force-generic).
 #
 # qemu-user comes from bookworm-backports (QEMU 10: bookworm's 7.2 knows no Zicboz and no
 # riscv_hwprobe): its statically linked `qemu-user` package is downloaded with a private apt
@@ -72,7 +77,9 @@ done
 RUSTFLAGS="$RUSTFLAGS --cfg stream_hal_emulate" cargo clippy --locked -p stream-hal --target riscv64gc-unknown-linux-gnu --lib --tests -- -D warnings
 RUSTFLAGS="$RUSTFLAGS --cfg stream_hal_emulate" cargo clippy --locked -p stream-hal --target powerpc64le-unknown-linux-gnu --lib --tests -- -D warnings
 RUSTFLAGS="$RUSTFLAGS --cfg stream_hal_no_cpuid" cargo clippy --locked -p stream-hal --target riscv64gc-unknown-none-elf -- -D warnings
-echo "arches: riscv64 and ppc64le test builds and clippy in $(elapsed "$t") s"
+# aarch64's clippy is ci/clippy.sh's.
+cargo test --locked -p stream-hal --target aarch64-unknown-linux-gnu --lib --tests --no-run
+echo "arches: riscv64, ppc64le and aarch64 test builds, riscv64 and ppc64le clippy in $(elapsed "$t") s"
 
 # --- runs -------------------------------------------------------------------------------------
 failed=0
@@ -101,6 +108,19 @@ run_tests riscv64gc-unknown-linux-gnu riscv64 zicboz=none "$Q/qemu-riscv64" -cpu
 # claim in its child process to die of SIGILL.)
 log=target/arches/ppc64le.log extra_env=()
 run_tests powerpc64le-unknown-linux-gnu powerpc64 dcbz=128 "$Q/qemu-ppc64le" -L /usr/powerpc64le-linux-gnu
+# aarch64 with and without FEAT_MOPS (QEMU has no property that turns it off on `max`; Neoverse N1
+# is Armv8.2, without it).
+log=target/arches/aarch64-mops.log extra_env=()
+run_tests aarch64-unknown-linux-gnu aarch64 mops=yes "$Q/qemu-aarch64" -cpu max -L /usr/aarch64-linux-gnu
+log=target/arches/aarch64-no-mops.log extra_env=(STREAM_HAL_EXPECT_NO_OPTIONAL_FEATURES=1)
+run_tests aarch64-unknown-linux-gnu aarch64 mops=no "$Q/qemu-aarch64" -cpu neoverse-n1 -L /usr/aarch64-linux-gnu
+# The MOPS tests must have run in both (under neoverse-n1 the range test finds MOPS absent).
+for f in aarch64-mops aarch64-no-mops; do
+    for test in mops_paths_zero_exactly_the_range clear_uses_mops_exactly_where_it_is_in_effect; do
+        grep -q "^test arch::aarch64::tests::$test ... ok$" "target/arches/$f.log" ||
+            { echo "arches: FAILED: $test did not pass in target/arches/$f.log"; failed=1; }
+    done
+done
 
 # memmap-core and hugetlb-init (their streaming fast paths equal to the slow path, the node
 # boot, deferred init, hotplug) on the riscv64 and ppc64le backends. (aarch64's: `ci/aarch64.sh`,
@@ -204,7 +224,29 @@ if [ "$dcbz" -eq 0 ] || [ "$ntl" -eq 0 ] || [ "$rv_fence" -eq 0 ] || [ "$pp_sync
 fi
 echo "arches: riscv64 library: $(awk '{s+=$1} END {print s+0}' <<<"$rv_cbo") cbo.zero in $(wc -l <<<"$rv_cbo") functions (none in clear_ntl or memcpy_nontemporal), $ntl ntl.all," \
     "$rv_fence fence w,rw; force-generic riscv64 build: 0 cbo.zero; ppc64le: $dcbz dcbz, $pp_sync sync ($(elapsed "$t") s)"
+# aarch64: the MOPS memory sets (SETP/SETM/SETE and the non-temporal SETPN/SETMN/SETEN), matched by
+# encoding (sz = 00, 011 0 01 11 0, bits 11:10 = 01: mask 0xffe00c00, value 0x19c00400), per
+# function: only in clear_mops and clear_mops_nt; none in the force-generic build.
+mops_per_function() {
+    aarch64-linux-gnu-objdump -d "$1" | perl -ne '
+        if (/^[0-9a-f]+ <(.*)>:$/) { $f = $1; next }
+        if (/^\s+[0-9a-f]+:\s+([0-9a-f]{8})\s/ && (hex($1) & 0xffe00c00) == 0x19c00400) { $n{$f}++ }
+        END { print "$n{$_} $_\n" for sort keys %n }'
+}
+t=$(now)
+cargo build --locked -p stream-hal --release --target aarch64-unknown-linux-gnu
+a64_mops=$(mops_per_function target/aarch64-unknown-linux-gnu/release/libstream_hal.rlib)
+if [ "$(grep -cE 'clear_mops(_nt)?17h' <<<"$a64_mops" || true)" -ne 2 ] || grep -vqE 'clear_mops(_nt)?17h' <<<"$a64_mops"; then
+    echo "arches: FAILED: the MOPS memory sets must be in clear_mops and clear_mops_nt and nowhere else:"
+    echo "$a64_mops"; failed=1
+fi
+RUSTFLAGS="$RUSTFLAGS --cfg stream_hal_force_generic" CARGO_TARGET_DIR=target/force-generic \
+    cargo build --locked -p stream-hal --release --target aarch64-unknown-linux-gnu
+fg_mops=$(mops_per_function target/force-generic/aarch64-unknown-linux-gnu/release/libstream_hal.rlib)
+if [ -n "$fg_mops" ]; then echo "arches: FAILED: MOPS memory sets in the force-generic aarch64 build: $fg_mops"; failed=1; fi
+echo "arches: aarch64 library: $(awk '{s+=$1} END {print s+0}' <<<"$a64_mops") MOPS memory-set instructions, all in clear_mops and" \
+    "clear_mops_nt; force-generic aarch64 build: none ($(elapsed "$t") s)"
 
 echo "arches: step time $(elapsed "$step_start") s"
 if [ "$failed" -ne 0 ]; then echo "arches: FAILED"; exit 1; fi
-echo "arches: riscv64 (Zicboz on and off), ppc64le, loongarch64 and the x86-64 regression passed"
+echo "arches: riscv64 (Zicboz on and off), ppc64le, aarch64 (MOPS on and off), loongarch64 and the x86-64 regression passed"

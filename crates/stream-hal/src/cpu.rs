@@ -7,6 +7,7 @@
 //! | `rep stosb` streams large ranges (AMD) | x86-64 [`clear`](crate::clear) from [`CLEAR_REP_LARGE_MIN`](crate::CLEAR_REP_LARGE_MIN) without `CLZERO` | `CPUID 0` vendor `AuthenticAMD` or `HygonGenuine` |
 //! | Zicboz `cbo.zero` and its block size | riscv64 [`clear`](crate::clear) | Linux: the `riscv_hwprobe` syscall (`IMA_EXT_0` bit `ZICBOZ`, key `ZICBOZ_BLOCK_SIZE`); elsewhere not at all |
 //! | `dcbz` block size | powerpc64 [`clear`](crate::clear) | Linux: `getauxval(AT_DCACHEBSIZE)`; elsewhere not at all |
+//! | FEAT_MOPS (`SETP`/`SETM`/`SETE` and their non-temporal `SETPN`/`SETMN`/`SETEN`) | aarch64 [`clear`](crate::clear) and [`clear_cached`](crate::clear_cached) | Linux: `getauxval(AT_HWCAP2)` bit `HWCAP2_MOPS` (`1 << 43`); elsewhere not at all |
 //!
 //! Every one of them but the `rep stosb` choice (a speed rule: `rep stosb` runs on every
 //! x86-64 CPU) is an instruction the CPU must have, and for the block-zeroing ones a
@@ -19,13 +20,16 @@
 //!   `d-cache-block-size`). From then on the crate detects nothing.
 //! * [`restrict_cpu_features`] is safe and can only **remove** features from the ones in
 //!   effect (detected, or vouched for earlier): the result is the intersection. Where the crate
-//!   cannot detect (`--cfg stream_hal_no_cpuid`, bare-metal riscv64 and powerpc64, emulated
-//!   builds) nothing is in effect until an `unsafe` call said so, so the safe function can only
-//!   turn features off there.
+//!   cannot detect (`--cfg stream_hal_no_cpuid`, bare-metal aarch64, riscv64 and powerpc64,
+//!   emulated builds) nothing is in effect until an `unsafe` call said so, so the safe function
+//!   can only turn features off there.
 //! * If nothing was set, the first clear that needs to know detects once and caches the answer.
 //!
-//! On aarch64 nothing here matters: the `dc zva` block size and permission are read from
-//! `DCZID_EL0` at every clear (an EL0/EL1 register read that does not trap).
+//! On aarch64 only FEAT_MOPS is decided here: the `dc zva` block size and permission, which the
+//! clears use without MOPS, are read from `DCZID_EL0` at every clear (an EL0/EL1 register read
+//! that does not trap). The crate reads no ID register for MOPS: `ID_AA64ISAR2_EL1` traps at
+//! EL0 (Linux emulates the read) and says nothing about whether the instructions are enabled,
+//! so a bare-metal kernel that reads it at EL1 passes what it found with [`set_cpu_features`].
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -69,6 +73,7 @@ impl BlockSize {
 /// | `rep stosb` streams large ranges (AMD) | x86-64 `clear` from [`CLEAR_REP_LARGE_MIN`](crate::CLEAR_REP_LARGE_MIN) without `CLZERO` | `CPUID 0` vendor `AuthenticAMD` or `HygonGenuine` |
 /// | Zicboz `cbo.zero` and its block size | riscv64 `clear` | Linux: `riscv_hwprobe`; elsewhere not at all |
 /// | `dcbz` block size | powerpc64 `clear` | Linux: `getauxval(AT_DCACHEBSIZE)`; elsewhere not at all |
+/// | FEAT_MOPS | aarch64 `clear`, `clear_cached` | Linux: `getauxval(AT_HWCAP2)` bit `HWCAP2_MOPS`; elsewhere not at all |
 ///
 /// They are claimed with the `unsafe` [`set_cpu_features`] (the caller vouches for the CPU)
 /// and narrowed with the safe [`restrict_cpu_features`], which can only remove.
@@ -86,12 +91,14 @@ pub struct CpuFeatures {
     /// non-temporal stores (AMD), so it beats `movntdq` there; on Intel it stays on the cached
     /// path at about half the streaming rate.
     large_rep_stosb: bool,
+    /// aarch64 FEAT_MOPS: the memory-set instructions (`SETP`/`SETM`/`SETE`, `SETPN`/...).
+    mops: bool,
 }
 
 impl CpuFeatures {
     /// No optional feature: the baseline every CPU of the target has.
     pub const NONE: CpuFeatures =
-        CpuFeatures { clzero: false, zicboz: None, dcbz: None, large_rep_stosb: false };
+        CpuFeatures { clzero: false, zicboz: None, dcbz: None, large_rep_stosb: false, mops: false };
 
     /// With `CLZERO` present or not.
     #[must_use]
@@ -123,6 +130,23 @@ impl CpuFeatures {
         self
     }
 
+    /// With aarch64 FEAT_MOPS (the `SETP`/`SETM`/`SETE` memory-set instructions) present and
+    /// enabled, or not. With it [`clear`](crate::clear) (so `clear_pages`) zeroes with
+    /// `SETPN`/`SETMN`/`SETEN`, as Linux's arm64 `clear_page` does, and
+    /// [`clear_cached`](crate::clear_cached) with `SETP`/`SETM`/`SETE`, instead of `dc zva`.
+    #[must_use]
+    pub const fn with_mops(mut self, present: bool) -> Self {
+        self.mops = present;
+        self
+    }
+
+    /// Whether aarch64 FEAT_MOPS is present (the clears use `SETP`/`SETPN` and their main and
+    /// epilogue instructions instead of `dc zva`).
+    #[must_use]
+    pub const fn mops(self) -> bool {
+        self.mops
+    }
+
     /// Whether x86-64 [`clear`](crate::clear) hands ranges from
     /// [`CLEAR_REP_LARGE_MIN`](crate::CLEAR_REP_LARGE_MIN) up to `rep stosb` when the CPU has
     /// no `CLZERO`.
@@ -152,11 +176,12 @@ impl CpuFeatures {
             zicboz: same_block(self.zicboz, other.zicboz),
             dcbz: same_block(self.dcbz, other.dcbz),
             large_rep_stosb: self.large_rep_stosb && other.large_rep_stosb,
+            mops: self.mops && other.mops,
         }
     }
 
-    /// Detects the features (x86-64: `CPUID`; riscv64 Linux: `riscv_hwprobe`; powerpc64 Linux:
-    /// `AT_DCACHEBSIZE`). `None` where there is nothing to detect with (other architectures and
+    /// Detects the features (x86-64: `CPUID`; aarch64 Linux: `AT_HWCAP2`; riscv64 Linux:
+    /// `riscv_hwprobe`; powerpc64 Linux: `AT_DCACHEBSIZE`). `None` where there is nothing to detect with (other architectures and
     /// operating systems, the generic backend, emulated builds). It runs the detection even with
     /// `--cfg stream_hal_no_cpuid`, which only stops the crate from calling it by itself.
     #[must_use]
@@ -168,6 +193,7 @@ impl CpuFeatures {
         KNOWN
             | self.clzero as u32
             | (self.large_rep_stosb as u32) << 1
+            | (self.mops as u32) << 2
             | block_bits(self.zicboz) << ZICBOZ_SHIFT
             | block_bits(self.dcbz) << DCBZ_SHIFT
     }
@@ -176,6 +202,7 @@ impl CpuFeatures {
         CpuFeatures {
             clzero: bits & 1 != 0,
             large_rep_stosb: bits & 2 != 0,
+            mops: bits & 4 != 0,
             zicboz: block_of_bits(bits >> ZICBOZ_SHIFT),
             dcbz: block_of_bits(bits >> DCBZ_SHIFT),
         }
@@ -227,11 +254,16 @@ static FEATURES: AtomicU32 = AtomicU32::new(0);
 ///
 /// Every feature `features` claims must be present on every CPU that any later call of this
 /// crate's clear functions runs on (from any thread), and every block size must be exactly the
-/// CPU's: the clears execute `clzero`, `cbo.zero` and `dcbz` on the caller's word alone. A
-/// missing instruction raises an invalid-instruction fault, and a block size claimed smaller
-/// than the real one makes `cbo.zero`/`dcbz` zero memory outside the range being cleared.
-/// On riscv64, `cbo.zero` must also be enabled for the privilege level the code runs at
-/// (`menvcfg.CBZE`/`senvcfg.CBZE`, which Linux sets for user space).
+/// CPU's: the clears execute `clzero`, `cbo.zero`, `dcbz` and the MOPS memory-set instructions
+/// on the caller's word alone. A missing instruction raises an invalid-instruction fault, and a
+/// block size claimed smaller than the real one makes `cbo.zero`/`dcbz` zero memory outside the
+/// range being cleared. On riscv64, `cbo.zero` must also be enabled for the privilege level the
+/// code runs at (`menvcfg.CBZE`/`senvcfg.CBZE`, which Linux sets for user space). On aarch64,
+/// FEAT_MOPS must be enabled likewise (with EL2 implemented `HCRX_EL2.MSCEn`, and for EL0
+/// `SCTLR_EL1.MSCEn`, which Linux sets when it reports `HWCAP2_MOPS`), and a thread interrupted
+/// inside a `SETP`/`SETM`/`SETE` sequence and resumed on a CPU with the other MOPS algorithm
+/// (option A or B) takes the Memory Copy and Memory Set exception, which the kernel must handle
+/// by restarting the sequence (Linux does) or avoid by keeping the clear on one CPU.
 pub unsafe fn set_cpu_features(features: CpuFeatures) {
     FEATURES.store(features.encode(), Ordering::Relaxed);
 }
@@ -292,13 +324,17 @@ mod tests {
         for (clzero, rep) in [(false, false), (false, true), (true, false), (true, true)] {
             for zicboz in blocks {
                 for dcbz in blocks {
-                    let f = CpuFeatures::NONE
-                        .with_clzero(clzero)
-                        .with_large_rep_stosb(rep)
-                        .with_zicboz(zicboz)
-                        .with_dcbz(dcbz);
-                    assert_eq!(CpuFeatures::decode(f.encode()), f);
-                    assert_ne!(f.encode() & KNOWN, 0);
+                    for mops in [false, true] {
+                        let f = CpuFeatures::NONE
+                            .with_clzero(clzero)
+                            .with_large_rep_stosb(rep)
+                            .with_zicboz(zicboz)
+                            .with_dcbz(dcbz)
+                            .with_mops(mops);
+                        assert_eq!(CpuFeatures::decode(f.encode()), f);
+                        assert_eq!(f.mops(), mops);
+                        assert_ne!(f.encode() & KNOWN, 0);
+                    }
                 }
             }
         }
@@ -308,8 +344,12 @@ mod tests {
     fn intersection_keeps_only_what_both_have() {
         let b64 = BlockSize::new(64);
         let b32 = BlockSize::new(32);
-        let all =
-            CpuFeatures::NONE.with_clzero(true).with_large_rep_stosb(true).with_zicboz(b64).with_dcbz(b64);
+        let all = CpuFeatures::NONE
+            .with_clzero(true)
+            .with_large_rep_stosb(true)
+            .with_zicboz(b64)
+            .with_dcbz(b64)
+            .with_mops(true);
         assert_eq!(all.intersection(all), all);
         assert_eq!(
             all.intersection(CpuFeatures::NONE.with_large_rep_stosb(true)),
@@ -317,6 +357,7 @@ mod tests {
         );
         assert_eq!(all.intersection(CpuFeatures::NONE), CpuFeatures::NONE);
         assert_eq!(CpuFeatures::NONE.intersection(all), CpuFeatures::NONE);
+        assert_eq!(all.intersection(CpuFeatures::NONE.with_mops(true)), CpuFeatures::NONE.with_mops(true));
         // A different block size is not "the same feature, smaller": it is dropped.
         let other = CpuFeatures::NONE.with_clzero(true).with_zicboz(b32).with_dcbz(b64);
         assert_eq!(all.intersection(other), CpuFeatures::NONE.with_clzero(true).with_dcbz(b64));

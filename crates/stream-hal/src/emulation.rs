@@ -16,15 +16,17 @@
 //! [`backend`](crate::backend) then reports [`Backend::Emulated`](crate::Backend::Emulated).
 //! Nothing is detected (no CPUID, `riscv_hwprobe` or auxiliary vector): the features are what
 //! [`set_cpu_features`](crate::set_cpu_features) says, which in an emulated build executes no
-//! instruction, so claiming `clzero`, Zicboz or a `dcbz` block size there runs those paths
-//! through the emulation. `DCZID_EL0` reads the value given to [`set_dczid`].
+//! instruction, so claiming `clzero`, Zicboz, a `dcbz` block size or FEAT_MOPS there runs
+//! those paths through the emulation. `DCZID_EL0` reads the value given to [`set_dczid`].
 //!
 //! The emulation also counts the streaming stores (`movnti`, `movntdq`, `clzero`, `stnp`,
 //! riscv64's `ntl.all`-hinted `sd` and `cbo.zero`, powerpc64's `dcbz`) issued since the last
 //! drain (`sfence`, `dmb ish`, `fence w, rw`, `sync`): [`undrained_stores`]. A test that
 //! streams on one thread can check that every path, unwinding included, ends with a drain.
 //! [`block_zeroes`] counts the block-zeroing instructions (`clzero`, `dc zva`, `cbo.zero`,
-//! `dcbz`), so a test can tell which clear method ran.
+//! `dcbz`) and [`memory_sets`] aarch64's MOPS memory-set sequences (`SETP`/`SETM`/`SETE` and
+//! the non-temporal `SETPN`/`SETMN`/`SETEN`, which count as streaming stores too), so a test
+//! can tell which clear method ran.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -45,6 +47,36 @@ static BLOCK_ZEROES: AtomicU64 = AtomicU64::new(0);
 pub fn block_zeroes() -> u64 {
     // Relaxed: a statistic, as `undrained_stores`.
     BLOCK_ZEROES.load(Ordering::Relaxed)
+}
+
+/// MOPS memory-set sequences executed, over all threads.
+static MEMORY_SETS: AtomicU64 = AtomicU64::new(0);
+
+/// How many aarch64 MOPS memory-set sequences (a `SETP`, `SETM`, `SETE` triple, or its
+/// non-temporal `SETPN` form) the emulated backend has executed since the program started, over
+/// all threads; read it as [`block_zeroes`].
+#[must_use]
+pub fn memory_sets() -> u64 {
+    // Relaxed: a statistic, as `undrained_stores`.
+    MEMORY_SETS.load(Ordering::Relaxed)
+}
+
+/// What an emulated MOPS memory-set sequence of zero does: `len` zero bytes at `dst` with one
+/// byte-granular write (the instructions have no alignment requirement), counted in
+/// [`memory_sets`] and, for the non-temporal form, in [`undrained_stores`].
+///
+/// # Safety
+///
+/// `dst` is valid for writes of `len` bytes.
+#[allow(dead_code)] // used by the aarch64 backend only
+pub(crate) unsafe fn memory_set_zero(dst: *mut u8, len: usize, nontemporal: bool) {
+    // SAFETY: the caller guarantees `len` writable bytes at `dst`; `u8` has no alignment.
+    unsafe { core::ptr::write_bytes(dst, 0, len) };
+    // Relaxed: a counter with no data published through it.
+    MEMORY_SETS.fetch_add(1, Ordering::Relaxed);
+    if nontemporal {
+        note_weak_store();
+    }
 }
 
 /// Counts one block-zeroing instruction (called by the emulated instructions).

@@ -10,7 +10,7 @@
 //! |---|---|---|---|
 //! | x86-64, SSE2 enabled | `movntdq` (16 B) on the 16-byte-aligned body, `movnti` (4/8 B) to reach it, cached stores for the 0-3 edge bytes | `sfence` | `rep stosb` below 1 MiB; from 1 MiB `clzero` (AMD, see [`cpu_features`]) or `movntdq` zero stores (on AMD without `clzero` up to 512 MiB, then `rep stosb`) |
 //! | x86-64 without SSE (`x86_64-unknown-none` and other soft-float kernel targets) | `movnti` from general-purpose registers | `sfence` | as above with `movnti` instead of `movntdq` |
-//! | aarch64 | `stnp` pairs of general-purpose registers on the 16-byte-aligned body, cached edges | `dmb ish` | `dc zva` blocks of `4 << DCZID_EL0.BS` bytes, or `stnp xzr, xzr` when `DCZID_EL0.DZP` forbids `dc zva` |
+//! | aarch64 | `stnp` pairs of general-purpose registers on the 16-byte-aligned body, cached edges | `dmb ish` | FEAT_MOPS `setpn`/`setmn`/`seten` over the whole range where [`cpu_features`] reports it (Linux: `HWCAP2_MOPS`), as Linux's `clear_page`; else `dc zva` blocks of `4 << DCZID_EL0.BS` bytes, or `stnp xzr, xzr` when `DCZID_EL0.DZP` forbids `dc zva` |
 //! | riscv64 | `sd` preceded by the Zihintntl hint `ntl.all` on the 8-byte-aligned body, cached edges | `fence w, rw` | Zicboz `cbo.zero` blocks where [`cpu_features`] reports Zicboz (Linux: `riscv_hwprobe`); else `write_bytes` below 1 MiB and `ntl.all` zero stores from there |
 //! | powerpc64 | `copy_nonoverlapping` (the ISA has no non-temporal store) | `sync` | `dcbz` blocks where [`cpu_features`] gives the block size (Linux: `AT_DCACHEBSIZE`); else `write_bytes` |
 //! | generic (loongarch64, other targets, any sanitizer, Miri, `--cfg stream_hal_force_generic`) | `copy_nonoverlapping` | nothing | `write_bytes` |
@@ -135,8 +135,9 @@
 //! backend follows the specification's `arch` and `features`, not its name (CI builds one for
 //! a custom `x86_64-unknown-mykernel.json` and checks the backend and its instructions).
 //! Without `std` there is no implicit feature detection beyond `CPUID` itself on x86-64 (none
-//! on aarch64, where `DCZID_EL0` is read directly; none on bare-metal riscv64 and powerpc64):
-//! a kernel that detects its CPU's features early passes them with [`set_cpu_features`].
+//! on bare-metal aarch64, where `DCZID_EL0` is read directly and FEAT_MOPS is the kernel's to
+//! pass; none on bare-metal riscv64 and powerpc64): a kernel that detects its CPU's features
+//! early passes them with [`set_cpu_features`].
 //!
 //! ## Using it in a kernel
 //!
@@ -169,9 +170,10 @@
 //!   vector state builds for a soft-float target. [`wide_fill_methods`] (`ymm`/`zmm`) is
 //!   never used by the library itself.
 //! * **CPU features with `STREAM_HAL_NO_CPUID=1`** (or `--cfg stream_hal_no_cpuid`): nothing
-//!   optional is used until the kernel says so: no `clzero`, `cbo.zero` or `dcbz`; the clears fall back to
-//!   `rep stosb`/`movnti`, hinted stores or `write_bytes`, all correct. The kernel detects the
-//!   features itself (CPUID from a #VC-safe path; the device tree's `riscv,isa-extensions`
+//!   optional is used until the kernel says so: no `clzero`, `cbo.zero`, `dcbz` or MOPS memory
+//!   set; the clears fall back to `rep stosb`/`movnti`, `dc zva`/`stnp`, hinted stores or
+//!   `write_bytes`, all correct. The kernel detects the features itself (CPUID from a #VC-safe
+//!   path; `ID_AA64ISAR2_EL1.MOPS` at EL1; the device tree's `riscv,isa-extensions`
 //!   containing `zicboz` and `riscv,cboz-block-size`; `d-cache-block-size` on powerpc), and
 //!   calls the `unsafe` [`set_cpu_features`] once per boot, before the first clear on any CPU.
 //!   On riscv64 `cbo.zero` must also be enabled for the kernel's privilege level
@@ -435,8 +437,10 @@ pub const CLEAR_REP_LARGE_MIN: usize = 512 << 20;
 ///   it (AMD), else `movntdq` (or `movnti` without SSE), on AMD CPUs without `CLZERO` up to
 ///   [`CLEAR_REP_LARGE_MIN`] and `rep stosb` beyond. On 2 MiB ranges AMD Zen 3 measured 9.3 GB/s for `rep stosb` (it stays
 ///   on the cached path), 25.0 for `movntdq` and 27.7 for `clzero`.
-/// * aarch64: `dc zva` in blocks of `4 << DCZID_EL0.BS` bytes, or `stnp xzr, xzr` when
-///   `DCZID_EL0.DZP` prohibits `dc zva`.
+/// * aarch64: where [`cpu_features`] reports FEAT_MOPS (Linux: `HWCAP2_MOPS`), one
+///   `setpn`/`setmn`/`seten` (non-temporal memory set) sequence over the range, as Linux's
+///   `clear_page`; else `dc zva` in blocks of `4 << DCZID_EL0.BS` bytes, or `stnp xzr, xzr`
+///   when `DCZID_EL0.DZP` prohibits `dc zva`.
 /// * riscv64: `cbo.zero` blocks where [`cpu_features`] reports Zicboz; else `write_bytes`
 ///   below [`CLEAR_STREAMING_MIN`] and `ntl.all`-hinted zero stores from there.
 /// * powerpc64: `dcbz` blocks where [`cpu_features`] gives the block size; else `write_bytes`.
@@ -484,8 +488,9 @@ pub unsafe fn clear_pages_of(dst: *mut u8, npages: usize, page_size: PageSize) {
     unsafe { arch::clear(dst, npages * page_size.bytes()) }
 }
 
-/// [`clear`] with the cached method whatever the size: x86-64 one `rep stosb`, aarch64 `dc zva`
-/// (or `stnp` where prohibited), riscv64 `cbo.zero` (or `write_bytes` without Zicboz),
+/// [`clear`] with the cached method whatever the size: x86-64 one `rep stosb`, aarch64 the
+/// temporal MOPS memory set `setp`/`setm`/`sete` with FEAT_MOPS, else `dc zva` (or `stnp` where
+/// prohibited), riscv64 `cbo.zero` (or `write_bytes` without Zicboz),
 /// powerpc64 `dcbz` (or `write_bytes`), generic `write_bytes`.
 ///
 /// # Safety
@@ -726,7 +731,8 @@ pub enum Backend {
         /// general-purpose-register `movnti` is used.
         vector: bool,
     },
-    /// aarch64 `stnp` streaming stores with a `dmb ish` drain, `dc zva` clearing.
+    /// aarch64 `stnp` streaming stores with a `dmb ish` drain, `dc zva` clearing (MOPS memory
+    /// sets where [`cpu_features`] reports FEAT_MOPS).
     Aarch64,
     /// riscv64: `ntl.all`-hinted stores with a `fence w, rw` drain, Zicboz `cbo.zero` clearing
     /// where [`cpu_features`] reports it.

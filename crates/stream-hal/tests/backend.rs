@@ -168,8 +168,9 @@ fn flush_cache_range_flushes_where_it_can_and_changes_nothing() {
 
 /// The features detected on this machine are the ones CI says the CPU model has
 /// (`STREAM_HAL_EXPECT_FEATURES`, e.g. `zicboz=64` under `qemu-riscv64 -cpu rv64,zicboz=true`,
-/// `zicboz=none` with `zicboz=false`, `dcbz=128` under qemu-ppc64le, `clzero=no`), and the
-/// streaming clear method follows from them.
+/// `zicboz=none` with `zicboz=false`, `dcbz=128` under qemu-ppc64le, `clzero=no`, `mops=yes`
+/// under `qemu-aarch64 -cpu max` and `mops=no` under `-cpu neoverse-n1`), and the streaming
+/// clear method follows from them.
 #[test]
 fn detected_features_match_the_cpu_model() {
     let Ok(expect) = std::env::var("STREAM_HAL_EXPECT_FEATURES") else {
@@ -195,6 +196,13 @@ fn detected_features_match_the_cpu_model() {
                 }
             }
             "zicboz" => block(detected.zicboz()),
+            "mops" => {
+                if detected.mops() {
+                    "yes".into()
+                } else {
+                    "no".into()
+                }
+            }
             "dcbz" => block(detected.dcbz()),
             other => panic!("unknown feature {other}"),
         };
@@ -206,6 +214,8 @@ fn detected_features_match_the_cpu_model() {
             assert_eq!(method, if detected.dcbz().is_some() { "dcbz" } else { "write_bytes" })
         }
         Backend::Riscv64 => assert_eq!(method, "ntl.all sd"),
+        // MOPS or not, the streaming clear is the `stnp` loop (MOPS serves `clear`).
+        Backend::Aarch64 => assert_eq!(method, "stnp"),
         Backend::X86_64 { .. } if detected.clzero => assert_eq!(method, "clzero"),
         _ => {}
     }

@@ -3,8 +3,9 @@
 //! `restrict_cpu_features` is the safe way to change the features: whatever it is asked for,
 //! the result is contained in what was in effect (detected, or vouched for with the `unsafe`
 //! `set_cpu_features`). CI runs this binary on CPU models without the features: under
-//! `qemu-x86_64 -cpu Skylake-Client` (no `CLZERO`) and `qemu-riscv64 -cpu rv64,zicboz=false`,
-//! where claiming `CLZERO` (or Zicboz) and clearing 1 MiB or more used to end in SIGILL.
+//! `qemu-x86_64 -cpu Skylake-Client` (no `CLZERO`), `qemu-riscv64 -cpu rv64,zicboz=false` and
+//! `qemu-aarch64 -cpu neoverse-n1` (no FEAT_MOPS), where claiming `CLZERO` (or Zicboz) and
+//! clearing 1 MiB or more used to end in SIGILL.
 //!
 //! There, a child process makes the same claim with the `unsafe` setter and must die of
 //! SIGILL: the proof that the CPU model really lacks the instructions the safe path refused.
@@ -17,7 +18,11 @@ use stream_hal::{BlockSize, CpuFeatures, cpu_features, restrict_cpu_features};
 
 /// Everything any backend could use, with typical block sizes.
 fn everything() -> CpuFeatures {
-    CpuFeatures::NONE.with_clzero(true).with_zicboz(BlockSize::new(64)).with_dcbz(BlockSize::new(128))
+    CpuFeatures::NONE
+        .with_clzero(true)
+        .with_zicboz(BlockSize::new(64))
+        .with_dcbz(BlockSize::new(128))
+        .with_mops(true)
 }
 
 /// Clears `len` bytes (at an offset that is not block-aligned) through the safe API and checks
@@ -68,12 +73,12 @@ fn the_safe_api_only_removes_features() {
     assert_eq!(after.intersection(before), after, "{after:?} is not contained in {before:?}");
     assert_eq!(cpu_features(), after);
     if std::env::var_os("STREAM_HAL_EXPECT_NO_OPTIONAL_FEATURES").is_some() {
-        // CI: a CPU model without CLZERO/Zicboz; the claim must have been refused.
+        // CI: a CPU model without CLZERO/Zicboz/MOPS; the claim must have been refused.
         assert_eq!(after, CpuFeatures::NONE, "claimed features survived on a CPU without them");
         unsafe_claim_dies_of_sigill();
     }
     // The clears of 1 MiB and more are the ones that use CLZERO (x86-64); riscv64 uses
-    // cbo.zero at every size. They must run without an illegal instruction.
+    // cbo.zero and aarch64 MOPS at every size. They must run without an illegal instruction.
     for &len in lens() {
         clear_and_check(len);
     }
@@ -136,17 +141,19 @@ fn unsafe_claim_dies_of_sigill() {}
 /// Under emulation: with a block-zeroing feature claimed, a 64 KiB clear executes one
 /// block-zeroing instruction per whole 64-byte block (`clear` on riscv64 and powerpc64;
 /// `clear_streaming` on x86-64, whose `clear` uses `CLZERO` only from 1 MiB); with it
-/// removed, none.
+/// removed, none. On aarch64 FEAT_MOPS claimed makes `clear` one memory-set sequence and no
+/// `dc zva`; removed, no sequence and `dc zva` on the whole blocks (emulated `DCZID_EL0` 4:
+/// 64-byte blocks).
 #[cfg(stream_hal_emulate)]
 fn emulated_block_zeroing_follows_the_features() {
-    use stream_hal::emulation::block_zeroes;
+    use stream_hal::emulation::{block_zeroes, memory_sets};
     const LEN: usize = 64 << 10;
     let count = |f: CpuFeatures| {
         // SAFETY: emulated build: the block-zeroing instructions are ordinary writes of the
         // 64-byte block, issued only on whole, aligned blocks of the range.
         unsafe { stream_hal::set_cpu_features(f) };
         let mut buf = vec![0xa5u8; LEN + 256];
-        let start = block_zeroes();
+        let (start, sets) = (block_zeroes(), memory_sets());
         let dst = buf[100..100 + LEN].as_mut_ptr();
         // SAFETY: `LEN` bytes from offset 100 are inside `buf`; drained before they are read.
         unsafe {
@@ -157,14 +164,21 @@ fn emulated_block_zeroing_follows_the_features() {
             }
         }
         stream_hal::drain();
-        let n = block_zeroes() - start;
+        let n = (block_zeroes() - start, memory_sets() - sets);
         assert!(buf[..100].iter().all(|&b| b == 0xa5) && buf[100 + LEN..].iter().all(|&b| b == 0xa5));
         assert!(buf[100..100 + LEN].iter().all(|&b| b == 0));
         n
     };
     let b64 = BlockSize::new(64);
-    let with = count(CpuFeatures::NONE.with_clzero(true).with_zicboz(b64).with_dcbz(b64));
-    let without = count(CpuFeatures::NONE);
+    let (with, with_sets) =
+        count(CpuFeatures::NONE.with_clzero(true).with_zicboz(b64).with_dcbz(b64).with_mops(true));
+    let (without, without_sets) = count(CpuFeatures::NONE);
+    if cfg!(target_arch = "aarch64") {
+        assert_eq!((with, with_sets), (0, 1), "(dc zva, memory sets) with FEAT_MOPS");
+        assert_eq!((without, without_sets), ((LEN / 64 - 1) as u64, 0), "(dc zva, memory sets) without");
+    } else {
+        assert_eq!(with_sets + without_sets, 0, "memory sets outside aarch64");
+    }
     if cfg!(any(target_arch = "x86_64", target_arch = "riscv64", target_arch = "powerpc64")) {
         // The misaligned first and last blocks are stored normally.
         assert_eq!(with, (LEN / 64 - 1) as u64, "block zeroes with the feature");

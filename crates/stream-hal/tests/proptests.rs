@@ -122,8 +122,8 @@ fn check_clear(clear: ClearFn, len: usize, off: usize) -> Result<(), TestCaseErr
     Ok(())
 }
 
-/// Runs `f` with the CPU features in effect (detected: `CLZERO`, Zicboz, a `dcbz` block size
-/// where the CPU has them), then with none of them, so every clear path of the backend runs.
+/// Runs `f` with the CPU features in effect (detected: `CLZERO`, Zicboz, a `dcbz` block size,
+/// FEAT_MOPS where the CPU has them), then with none of them, so every clear path of the backend runs.
 /// Under emulation nothing is detected, so each feature is claimed with the `unsafe` setter,
 /// which executes no instruction there. Restores the features in effect afterwards.
 fn with_each_feature_set(mut f: impl FnMut()) {
@@ -131,10 +131,14 @@ fn with_each_feature_set(mut f: impl FnMut()) {
     let emulated = matches!(stream_hal::backend(), stream_hal::Backend::Emulated(_));
     if emulated {
         let block = stream_hal::BlockSize::new(64);
-        let all = stream_hal::CpuFeatures::NONE.with_clzero(true).with_zicboz(block).with_dcbz(block);
-        // SAFETY: an emulated build executes no `clzero`, `cbo.zero` or `dcbz`: their emulation
-        // zeroes the 64-byte block with ordinary writes, which the clears only issue on whole,
-        // aligned blocks of the range.
+        let all = stream_hal::CpuFeatures::NONE
+            .with_clzero(true)
+            .with_zicboz(block)
+            .with_dcbz(block)
+            .with_mops(true);
+        // SAFETY: an emulated build executes no `clzero`, `cbo.zero`, `dcbz` or MOPS memory set:
+        // their emulation zeroes the 64-byte block (or, for MOPS, the range) with ordinary
+        // writes, which the clears only issue on whole, aligned blocks of the range.
         unsafe { stream_hal::set_cpu_features(all) };
     }
     f();
@@ -149,7 +153,8 @@ fn with_each_feature_set(mut f: impl FnMut()) {
 }
 
 /// The size bands of `clear` (below, inside and at the start of the streaming band), page
-/// aligned and not, with and without the optional features (`CLZERO`, Zicboz, `dcbz`).
+/// aligned and not, with and without the optional features (`CLZERO`, Zicboz, `dcbz`,
+/// FEAT_MOPS).
 #[test]
 fn clear_at_the_method_thresholds() {
     let min = stream_hal::CLEAR_STREAMING_MIN;

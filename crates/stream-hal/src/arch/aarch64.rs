@@ -6,8 +6,27 @@
 //!   (`aarch64-unknown-none-softfloat`). Pair stores are only issued to naturally aligned
 //!   addresses, which keeps them legal on `+strict-align` targets where `SCTLR_ELx.A` may be
 //!   set.
-//! * Clear: `dc zva` in blocks of `4 << DCZID_EL0.BS` bytes unless `DCZID_EL0.DZP` prohibits
-//!   it, then `stnp xzr, xzr` — the two paths of Linux's `arch/arm64/lib/clear_page.S`.
+//! * Clear: where [`crate::cpu_features`] reports FEAT_MOPS (Linux: `HWCAP2_MOPS` in
+//!   `AT_HWCAP2`), one `SETPN`/`SETMN`/`SETEN` sequence of zero over the whole range (the
+//!   non-temporal memory set; `clear_cached` uses the temporal `SETP`/`SETM`/`SETE`); else
+//!   `dc zva` in blocks of `4 << DCZID_EL0.BS` bytes unless `DCZID_EL0.DZP` prohibits it, then
+//!   `stnp xzr, xzr` — the three paths, in that order, of Linux's
+//!   `arch/arm64/lib/clear_page.S` (its MOPS path when `ARM64_HAS_MOPS`).
+//!
+//! ## MOPS
+//!
+//! The memory-set instructions come in triples that must run back to back with the same
+//! registers (prologue, main, epilogue); each writes back the address and the remaining size
+//! and sets `NZCV` (the flags carry the algorithm, option A or B, from one to the next), so
+//! each triple is one `asm!` block that declares both registers clobbered and does not claim
+//! `preserves_flags`. The size needs no alignment, so the range's edges need no separate
+//! stores. The assembler gets the extension from `.arch_extension mops` inside the block
+//! (the `mops` target feature is unstable in Rust, and the instructions must assemble for every
+//! aarch64 target whatever it enables); LLVM parses each inline-assembly block with its own
+//! copy of the subtarget, so the directive does not reach any other code. The instructions
+//! only run where the feature is in effect: detected by the crate, or vouched for with the
+//! `unsafe` [`crate::set_cpu_features`]; the safe [`crate::restrict_cpu_features`] can only
+//! take it away.
 //!
 //! ## Which barrier `drain()` needs
 //!
@@ -20,7 +39,9 @@
 //! is ordered before any later load or store*. Ordering stores against later stores would be
 //! `dmb ishst`; ordering them against later *loads* as well (for example a streamed buffer
 //! followed by a load that decides whether to publish it, a store-then-load pattern) needs the
-//! full `dmb ish`. Normal cacheable memory shared between the CPUs of one OS is the
+//! full `dmb ish`. The MOPS memory sets are explicit writes of Normal memory too (their bytes
+//! may be written in any order among themselves) and `dmb ish` orders them in the same way.
+//! Normal cacheable memory shared between the CPUs of one OS is the
 //! inner-shareable domain, so `ish` is the right scope; device or pmem users that must reach the
 //! point of persistence need cache maintenance (`dc cvap`) and `dsb`, which is not what this
 //! crate is for. `drain()` runs once per batch, so the cost of the stronger barrier is
@@ -163,6 +184,72 @@ mod insn {
         }
     }
 
+    /// `SETP`/`SETM`/`SETE` of zero: `len` zero bytes at `dst`, any alignment.
+    ///
+    /// # Safety
+    ///
+    /// FEAT_MOPS is implemented and enabled at this exception level; `dst` is valid for writes
+    /// of `len` bytes.
+    #[inline(always)]
+    pub(super) unsafe fn set_zero(dst: *mut u8, len: usize) {
+        #[cfg(not(stream_hal_emulate))]
+        // SAFETY: the caller guarantees that the instructions exist and are enabled (so none is
+        // undefined) and that `dst..dst + len` is writable; with `Xs = xzr` the triple writes
+        // exactly those `len` zero bytes: the architecture saturates only a size with bit 63
+        // set, and a range valid for writes lies in one allocated object, which Rust bounds by
+        // `isize::MAX` bytes. The three are consecutive in one block, as the architecture requires,
+        // with distinct `Xd` and `Xn` (two operands) and neither the zero register; both are
+        // written back (declared `inout`, discarded), `NZCV` is written (no `preserves_flags`),
+        // no stack is used.
+        unsafe {
+            asm!(
+                ".arch_extension mops",
+                "setp [{d}]!, {n}!, xzr",
+                "setm [{d}]!, {n}!, xzr",
+                "sete [{d}]!, {n}!, xzr",
+                d = inout(reg) dst => _,
+                n = inout(reg) len => _,
+                options(nostack),
+            );
+        }
+        #[cfg(stream_hal_emulate)]
+        // SAFETY: the caller guarantees `len` writable bytes at `dst`.
+        unsafe {
+            crate::emulation::memory_set_zero(dst, len, false);
+        }
+    }
+
+    /// `SETPN`/`SETMN`/`SETEN` of zero (the non-temporal memory set, Linux's `clear_page`):
+    /// `len` zero bytes at `dst`, any alignment.
+    ///
+    /// # Safety
+    ///
+    /// As for [`set_zero`].
+    #[inline(always)]
+    pub(super) unsafe fn set_zero_nt(dst: *mut u8, len: usize) {
+        #[cfg(not(stream_hal_emulate))]
+        // SAFETY: as for `set_zero`: the caller guarantees the instructions exist and are
+        // enabled and `len` writable bytes at `dst` (so `len <= isize::MAX`, not saturated);
+        // the triple is consecutive, `Xd` and `Xn` distinct and written back, `NZCV` written,
+        // no stack used.
+        unsafe {
+            asm!(
+                ".arch_extension mops",
+                "setpn [{d}]!, {n}!, xzr",
+                "setmn [{d}]!, {n}!, xzr",
+                "seten [{d}]!, {n}!, xzr",
+                d = inout(reg) dst => _,
+                n = inout(reg) len => _,
+                options(nostack),
+            );
+        }
+        #[cfg(stream_hal_emulate)]
+        // SAFETY: the caller guarantees `len` writable bytes at `dst`.
+        unsafe {
+            crate::emulation::memory_set_zero(dst, len, true);
+        }
+    }
+
     /// `dmb ish`.
     #[inline(always)]
     pub(super) fn dmb_ish() {
@@ -277,9 +364,53 @@ pub(crate) unsafe fn flush_cache_range(start: *const u8, len: usize) -> bool {
     true
 }
 
-/// No CPUID on aarch64: the features [`crate::CpuFeatures`] describes are x86-64's, and
-/// `DCZID_EL0` is read at every clear.
+/// `AT_HWCAP2` (include/uapi/linux/auxvec.h).
+#[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
+const AT_HWCAP2: core::ffi::c_ulong = 26;
+
+/// `HWCAP2_MOPS` (arch/arm64/include/uapi/asm/hwcap.h): FEAT_MOPS, set only when the kernel
+/// has enabled the instructions for user space (`SCTLR_EL1.MSCEn`).
+#[cfg_attr(
+    not(any(
+        test,
+        all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate))
+    )),
+    allow(dead_code)
+)]
+const HWCAP2_MOPS: u64 = 1 << 43;
+
+#[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
+unsafe extern "C" {
+    /// glibc's and musl's auxiliary-vector lookup: the value of `kind`, or 0 if absent.
+    safe fn getauxval(kind: core::ffi::c_ulong) -> core::ffi::c_ulong;
+}
+
+/// The features an `AT_HWCAP2` value describes: FEAT_MOPS.
+#[cfg_attr(
+    not(any(
+        test,
+        all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate))
+    )),
+    allow(dead_code)
+)]
+fn features_from_hwcap2(hwcap2: u64) -> crate::CpuFeatures {
+    crate::CpuFeatures::NONE.with_mops(hwcap2 & HWCAP2_MOPS != 0)
+}
+
+/// Linux with glibc or musl: FEAT_MOPS from the kernel's `AT_HWCAP2` (`HWCAP2_MOPS`). Elsewhere,
+/// and when emulating, `None`: a bare-metal kernel reads `ID_AA64ISAR2_EL1.MOPS` (bits
+/// `[19:16]`) at EL1, enables the instructions and passes what it found with
+/// [`crate::set_cpu_features`]. `DCZID_EL0` is not a feature: it is read at every clear.
 pub(crate) fn detect_cpu_features() -> Option<crate::CpuFeatures> {
+    #[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
+    {
+        Some(features_from_hwcap2(getauxval(AT_HWCAP2)))
+    }
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_env = "gnu", target_env = "musl"),
+        not(stream_hal_emulate)
+    )))]
     None
 }
 
@@ -409,14 +540,27 @@ pub(crate) fn prefetch(p: *const u8) {
     insn::prfm_pldl1keep(p);
 }
 
-/// See [`crate::clear`]: `dc zva` where `DCZID_EL0` permits it, else the `stnp` loop.
+/// How [`clear`] and [`clear_cached`] zero on this CPU now: FEAT_MOPS where
+/// [`crate::cpu_features`] reports it, else what `DCZID_EL0` says.
+fn zero_method() -> ZeroMethod {
+    dczid::select(crate::cpu_features().mops(), insn::read_dczid)
+}
+
+/// See [`crate::clear`]: the non-temporal MOPS memory set (`SETPN`/`SETMN`/`SETEN`) where
+/// FEAT_MOPS is in effect, else `dc zva` where `DCZID_EL0` permits it, else the `stnp` loop:
+/// Linux's arm64 `clear_page`.
 ///
 /// # Safety
 ///
 /// `dst` writable for `len` bytes.
 #[inline]
 pub(crate) unsafe fn clear(dst: *mut u8, len: usize) {
-    match dczid::decode(insn::read_dczid()) {
+    match zero_method() {
+        // SAFETY: the caller guarantees `dst..dst+len` is writable; FEAT_MOPS is in effect
+        // (`cpu_features` says so: detected from the kernel's HWCAP2_MOPS, or vouched for by
+        // the caller of `set_cpu_features`, whose contract includes the instructions being
+        // enabled): `clear_mops_nt`'s contract.
+        ZeroMethod::Mops => unsafe { clear_mops_nt(dst, len) },
         // SAFETY: the caller guarantees `dst..dst+len` is writable; `dc zva` is permitted and
         // `block_bytes` is this CPU's block size (both from DCZID_EL0).
         ZeroMethod::DcZva { block_bytes } => unsafe { clear_dc_zva(dst, len, block_bytes) },
@@ -425,16 +569,23 @@ pub(crate) unsafe fn clear(dst: *mut u8, len: usize) {
     }
 }
 
-/// `dc zva` where permitted (it zeroes whole cache lines in place), else the `stnp` fallback:
-/// the same as [`clear`].
+/// The temporal MOPS memory set (`SETP`/`SETM`/`SETE`, which leaves the lines in the cache)
+/// where FEAT_MOPS is in effect, else `dc zva` where permitted (it zeroes whole cache lines in
+/// place), else the `stnp` fallback.
 ///
 /// # Safety
 ///
 /// `dst` writable for `len` bytes.
 #[inline]
 pub(crate) unsafe fn clear_cached(dst: *mut u8, len: usize) {
-    // SAFETY: same contract; `clear` already prefers `dc zva`.
-    unsafe { clear(dst, len) }
+    match zero_method() {
+        // SAFETY: as in `clear`: `len` writable bytes (caller) and FEAT_MOPS in effect.
+        ZeroMethod::Mops => unsafe { clear_mops(dst, len) },
+        // SAFETY: as in `clear`.
+        ZeroMethod::DcZva { block_bytes } => unsafe { clear_dc_zva(dst, len, block_bytes) },
+        // SAFETY: as in `clear`.
+        ZeroMethod::Prohibited => unsafe { clear_stnp(dst, len) },
+    }
 }
 
 /// The method [`clear_streaming`] uses.
@@ -458,6 +609,33 @@ pub(crate) fn streaming_clear_method() -> &'static str {
 pub(crate) unsafe fn clear_streaming(dst: *mut u8, len: usize) {
     // SAFETY: same contract.
     unsafe { clear_stnp(dst, len) }
+}
+
+/// [`clear`]'s MOPS path: `SETPN`/`SETMN`/`SETEN` of zero over the range. Not inlined, so
+/// that the memory-set instructions sit in this function and [`clear_mops`] only (CI's
+/// object-code check looks for them there).
+///
+/// # Safety
+///
+/// `dst` writable for `len` bytes; FEAT_MOPS is implemented and enabled at this exception
+/// level.
+#[inline(never)]
+unsafe fn clear_mops_nt(dst: *mut u8, len: usize) {
+    // SAFETY: the caller's contract is `insn::set_zero_nt`'s: `len` writable bytes at `dst`,
+    // FEAT_MOPS implemented and enabled. No edge handling: the memory-set instructions take any
+    // address and size.
+    unsafe { insn::set_zero_nt(dst, len) }
+}
+
+/// [`clear_cached`]'s MOPS path: `SETP`/`SETM`/`SETE` of zero over the range.
+///
+/// # Safety
+///
+/// As for [`clear_mops_nt`].
+#[inline(never)]
+unsafe fn clear_mops(dst: *mut u8, len: usize) {
+    // SAFETY: the caller's contract is `insn::set_zero`'s, as in `clear_mops_nt`.
+    unsafe { insn::set_zero(dst, len) }
 }
 
 /// Zeroes `len` bytes with `dc zva` on every whole `block`-byte block and normal stores on the
@@ -490,12 +668,17 @@ unsafe fn clear_stnp(dst: *mut u8, len: usize) {
 
 #[cfg(test)]
 mod tests {
-    //! Both clearing paths run here on real aarch64 code (under qemu-user in CI), whatever
-    //! `DCZID_EL0.DZP` says on the machine, so the `stnp` fallback is exercised too; under
-    //! emulation the `dc zva` path runs with several block sizes.
+    //! The clearing paths run here on real aarch64 code (under qemu-user in CI), whatever
+    //! `DCZID_EL0.DZP` says on the machine, so the `stnp` fallback is exercised too; the MOPS
+    //! paths where the CPU has FEAT_MOPS (`qemu-aarch64 -cpu max`; ci/arches.sh also runs these
+    //! tests under `-cpu neoverse-n1`, which lacks it). Under emulation the `dc zva` path runs
+    //! with several block sizes, and the MOPS paths always.
     use super::*;
+    #[cfg(stream_hal_emulate)]
+    use crate::arch::testing::check_clear;
     use crate::arch::testing::check_clears;
     use std::vec;
+    use std::vec::Vec;
 
     const PAGE: usize = 4096;
 
@@ -517,8 +700,9 @@ mod tests {
         } else {
             match dczid::decode(insn::read_dczid()) {
                 ZeroMethod::DcZva { block_bytes } => vec![block_bytes],
-                // DC ZVA prohibited on this machine: the fallback test covers it.
-                ZeroMethod::Prohibited => return,
+                // DC ZVA prohibited on this machine: the fallback test covers it. (`decode`
+                // never gives `Mops`: that is `select`'s.)
+                ZeroMethod::Prohibited | ZeroMethod::Mops => return,
             }
         };
         let (offsets, lens) = offsets_and_lens();
@@ -527,6 +711,105 @@ mod tests {
             // `block` is the CPU's block size (or an emulated one) and DC ZVA is permitted.
             check_clears(|p, n| unsafe { clear_dc_zva(p, n, block) }, offsets, lens, GUARD);
         }
+    }
+
+    /// Clears `len` bytes at `offset` of a buffer of varying non-zero bytes with `clear` and
+    /// compares the whole buffer with the slow path: a copy whose bytes in the range were set
+    /// to zero one at a time.
+    fn check_against_slow_path(clear: impl Fn(*mut u8, usize), offset: usize, len: usize) {
+        let mut buf: Vec<u8> = (0..offset + len + GUARD).map(|i| (i * 31 + 7) as u8 | 1).collect();
+        let mut want = buf.clone();
+        for b in &mut want[offset..offset + len] {
+            *b = 0;
+        }
+        clear(buf.as_mut_ptr().wrapping_add(offset), len);
+        drain();
+        let first = buf.iter().zip(&want).position(|(a, b)| a != b);
+        assert!(first.is_none(), "offset {offset}, len {len}: first wrong byte at {first:?}");
+    }
+
+    /// Whether the MOPS paths may run here: emulated, or FEAT_MOPS in effect (detected from
+    /// `HWCAP2_MOPS`: `qemu-aarch64 -cpu max`, Armv8.8 and Armv9.3 cores).
+    fn mops_runs_here() -> bool {
+        cfg!(stream_hal_emulate) || crate::cpu_features().mops()
+    }
+
+    /// Both MOPS sequences (`SETP` for `clear_cached`, `SETPN` for `clear`) zero exactly the
+    /// range at odd offsets and sizes, up to more than a megabyte, as the slow path does.
+    #[test]
+    fn mops_paths_zero_exactly_the_range() {
+        if !mops_runs_here() {
+            std::eprintln!("FEAT_MOPS is not in effect on this CPU: the MOPS paths are not run");
+            return;
+        }
+        let (offsets, lens) = offsets_and_lens();
+        let more: &[usize] = if cfg!(miri) { &[] } else { &[4097, 5 * PAGE + 1, (1 << 20) + 4095] };
+        let paths: [unsafe fn(*mut u8, usize); 2] = [clear_mops, clear_mops_nt];
+        for set in paths {
+            // SAFETY: `clear_mops`'s and `clear_mops_nt`'s contract: the closure is only called
+            // with ranges inside check_clear's buffer, and FEAT_MOPS is in effect (detected
+            // from HWCAP2_MOPS) or emulated.
+            let clear = |p, n| unsafe { set(p, n) };
+            check_clears(clear, offsets, lens, GUARD);
+            for &offset in offsets {
+                for &len in lens.iter().chain(more) {
+                    check_against_slow_path(clear, offset, len);
+                }
+            }
+        }
+    }
+
+    /// `clear` and `clear_cached` take the MOPS path exactly when FEAT_MOPS is in effect, and
+    /// it is in effect exactly where CI says the CPU model has it (`STREAM_HAL_EXPECT_FEATURES`
+    /// with `mops=yes` under `qemu-aarch64 -cpu max`, `mops=no` under `-cpu neoverse-n1`).
+    #[test]
+    fn clear_uses_mops_exactly_where_it_is_in_effect() {
+        let mops = crate::cpu_features().mops();
+        let method = zero_method();
+        std::eprintln!("FEAT_MOPS in effect: {mops}; clear and clear_cached use {method:?}");
+        assert_eq!(method == ZeroMethod::Mops, mops, "{method:?}");
+        let expect = std::env::var("STREAM_HAL_EXPECT_FEATURES").unwrap_or_default();
+        if expect.split(',').any(|item| item == "mops=yes") {
+            assert!(mops, "FEAT_MOPS expected on this CPU model, not detected");
+        }
+        if expect.split(',').any(|item| item == "mops=no") {
+            assert!(!mops, "FEAT_MOPS claimed on a CPU model without it");
+        }
+    }
+
+    #[test]
+    fn hwcap2_bit_43_is_mops() {
+        assert!(features_from_hwcap2(HWCAP2_MOPS).mops());
+        assert!(features_from_hwcap2(u64::MAX).mops());
+        assert!(!features_from_hwcap2(!HWCAP2_MOPS).mops());
+        assert_eq!(features_from_hwcap2(0), crate::CpuFeatures::NONE);
+    }
+
+    /// Under emulation, claiming FEAT_MOPS sends `clear` and `clear_cached` to the memory-set
+    /// sequences (counted by the emulation), and removing it sends them back to `DCZID_EL0`'s
+    /// method; the bytes are right either way.
+    #[cfg(stream_hal_emulate)]
+    #[test]
+    fn clear_follows_the_claimed_mops() {
+        use crate::emulation::memory_sets;
+        let before = crate::cpu_features();
+        for mops in [true, false] {
+            // SAFETY: an emulated build executes no memory-set instruction: the emulation
+            // writes the range with ordinary stores.
+            unsafe { crate::set_cpu_features(crate::CpuFeatures::NONE.with_mops(mops)) };
+            assert_eq!(zero_method() == ZeroMethod::Mops, mops);
+            let sets = memory_sets();
+            // SAFETY: the closures are only called with ranges inside check_clear's buffer.
+            check_clear(|p, n| unsafe { clear(p, n) }, 3, 4096 + 5, GUARD);
+            // SAFETY: as above.
+            check_clear(|p, n| unsafe { clear_cached(p, n) }, 17, 300, GUARD);
+            if mops {
+                // Other tests may run sequences meanwhile: at least these two ran.
+                assert!(memory_sets() >= sets + 2, "clear and clear_cached did not use MOPS");
+            }
+        }
+        // SAFETY: `before` was in effect when the test started (nothing is detected here).
+        unsafe { crate::set_cpu_features(before) };
     }
 
     #[test]
@@ -543,6 +826,7 @@ mod tests {
                 assert!(block_bytes.is_power_of_two() && (4..=2048).contains(&block_bytes));
             }
             ZeroMethod::Prohibited => {}
+            ZeroMethod::Mops => unreachable!("decode gives a DCZID_EL0 method"),
         }
     }
 

@@ -1,8 +1,10 @@
-//! Decoding of the aarch64 `DCZID_EL0` register (Data Cache Zero ID), used by the aarch64
-//! `clear_pages` to choose between `dc zva` and the `stnp xzr, xzr` fallback.
+//! How the aarch64 `clear_pages` zeroes: FEAT_MOPS where [`crate::cpu_features`] reports it,
+//! else the decoding of the `DCZID_EL0` register (Data Cache Zero ID), which chooses between
+//! `dc zva` and the `stnp xzr, xzr` fallback: the order of Linux's
+//! `arch/arm64/lib/clear_page.S`, which branches to its MOPS path before it reads `DCZID_EL0`.
 //!
-//! This is pure bit arithmetic with no assembly, so it is compiled and tested on every host; the
-//! register itself is only read in `arch/aarch64.rs`.
+//! This is pure logic with no assembly, so it is compiled and tested on every host; the
+//! register and the features are only read in `arch/aarch64.rs`.
 //!
 //! Layout (Arm ARM, `DCZID_EL0`): bits `[3:0]` are `BS`, log2 of the `dc zva` block size in
 //! 4-byte words; bit `4` is `DZP`, "DC ZVA prohibited". Linux's `arch/arm64/lib/clear_page.S`
@@ -12,6 +14,9 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[allow(dead_code)] // only constructed by the aarch64 backend outside tests
 pub(crate) enum ZeroMethod {
+    /// FEAT_MOPS is in effect: the memory-set instructions (`SETPN`/`SETMN`/`SETEN`, or
+    /// `SETP`/`SETM`/`SETE` for the cached clear) zero the whole range, at any alignment.
+    Mops,
     /// `dc zva` is permitted and zeroes `block_bytes`-byte naturally aligned blocks.
     DcZva {
         /// `4 << DCZID_EL0.BS` bytes (64 on most cores, at most `4 << 15`).
@@ -34,9 +39,23 @@ pub(crate) const fn decode(dczid: u64) -> ZeroMethod {
     }
 }
 
+/// The method: [`ZeroMethod::Mops`] when `mops` (FEAT_MOPS in effect), else
+/// [`decode`]`(read_dczid())`; `DCZID_EL0` is only read when it decides.
+#[allow(dead_code)] // only called by the aarch64 backend outside tests
+pub(crate) fn select(mops: bool, read_dczid: impl FnOnce() -> u64) -> ZeroMethod {
+    if mops { ZeroMethod::Mops } else { decode(read_dczid()) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mops_wins_over_dc_zva_and_is_chosen_without_reading_dczid() {
+        assert_eq!(select(true, || unreachable!("DCZID_EL0 read although MOPS decides")), ZeroMethod::Mops);
+        assert_eq!(select(false, || 4), ZeroMethod::DcZva { block_bytes: 64 });
+        assert_eq!(select(false, || DZP | 4), ZeroMethod::Prohibited);
+    }
 
     #[test]
     fn block_size_is_four_shifted_by_bs() {
