@@ -6,7 +6,7 @@
 use anyhow::{Result, bail};
 use memmap_core::KernelConfig;
 
-use crate::run::{MAX_PAGE_ORDER, STRUCT_PAGE};
+use crate::run::STRUCT_PAGE;
 
 /// One zone of one node, as `/proc/zoneinfo` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,7 +139,7 @@ impl Class {
 /// The class of every struct page of `bytes` (the struct pages of pfns `start_pfn..`) in the
 /// release of `cfg` (its buddy `page_type` and `PG_reserved` bit), with `mapped(pfn)` whether
 /// the vmemmap page holding that pfn's struct page had a frame. A buddy head's order must
-/// be at most [`MAX_PAGE_ORDER`], the head aligned to it and the block inside the dump;
+/// be at most `cfg`'s `MAX_PAGE_ORDER`, the head aligned to it and the block inside the dump;
 /// otherwise the head is classified by its flags like any page.
 #[must_use]
 pub fn classify(
@@ -160,7 +160,7 @@ pub fn classify(
         let order = u64::from_le_bytes(page[40..48].try_into().unwrap_or_default());
         let pfn = start_pfn + i as u64;
         if page_type == buddy
-            && order <= u64::from(MAX_PAGE_ORDER)
+            && order <= u64::from(cfg.max_page_order)
             && pfn.trailing_zeros() >= order as u32
             && i + (1 << order) <= nr
         {

@@ -230,9 +230,19 @@ fn path_name((mode, order, strategy): (InitMode, BootOrder, Strategy)) -> String
 /// `/proc/iomem`'s top-level System RAM ranges as whole pages.
 #[must_use]
 pub fn system_ram(iomem: &str) -> Vec<PfnRange> {
+    iomem_ranges(iomem, false)
+}
+
+/// `memblock.memory` as `/proc/iomem` shows it: the top-level System RAM ranges, and with
+/// `nomap` the top-level `Reserved` ones too, which on riscv64 are memblock's no-map memory
+/// regions (`init_resources()` names them so; the kernel counts them present and reserves
+/// their struct pages). On x86-64 a top-level `Reserved` range is e820's, no memory.
+fn iomem_ranges(iomem: &str, nomap: bool) -> Vec<PfnRange> {
     let mut v: Vec<PfnRange> = iomem
         .lines()
-        .filter(|l| !l.starts_with(' ') && l.ends_with(": System RAM"))
+        .filter(|l| {
+            !l.starts_with(' ') && (l.ends_with(": System RAM") || (nomap && l.ends_with(": Reserved")))
+        })
         .filter_map(|l| {
             let (start, end) = l.split(" : ").next()?.split_once('-')?;
             let start = u64::from_str_radix(start.trim(), 16).ok()?;
@@ -396,7 +406,8 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
             cfg.vmemmap_start
         );
     }
-    let ram = system_ram(facts.guest.get("iomem").context("the guest's iomem is not recorded")?);
+    let iomem = facts.guest.get("iomem").context("the guest's iomem is not recorded")?;
+    let ram = iomem_ranges(iomem, facts.kernel.arch == "riscv64");
     let kzones = crate::boot::zones(facts.guest.get("zoneinfo-full").context("no zoneinfo-full")?)?;
     let mut nids: Vec<u32> = facts.regions.iter().filter(|r| r.kind == "boot").map(|r| r.nid).collect();
     nids.sort_unstable();
@@ -416,7 +427,11 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
                 .iter()
                 .find(|k| k.nid == nid && k.index == r.zone)
                 .with_context(|| format!("node {nid} zone {} is not in the guest's zoneinfo", r.zone))?;
-            vmemmap_frames(facts, r, &cfg, &mut frames);
+            // Only x86-64's `mem_init()` registers the memmap's frames as boot memory
+            // (`register_page_bootmem_info()`, arch/x86/mm/init_64.c).
+            if facts.kernel.arch == "amd64" {
+                vmemmap_frames(facts, r, &cfg, &mut frames);
+            }
             zones.push(KernelZone {
                 zone: r.zone,
                 name: r.zone_name.clone().unwrap_or_default(),

@@ -293,11 +293,11 @@ fn read_pageblocks(
     qmp: &mut Qmp,
     mem_section: u64,
     bits: u32,
-    (start, nr): (u64, u64),
+    (section_shift, start, nr): (u32, u64, u64),
     absent_ok: bool,
     tmp: &Path,
 ) -> Result<(u64, Vec<u8>)> {
-    const SECTION_PFNS: u64 = 1 << 15;
+    let section_pfns: u64 = 1 << section_shift;
     const PB: u64 = 512;
     let roots = read_u64(qmp, mem_section, tmp)?;
     let first = start / PB * PB;
@@ -305,7 +305,7 @@ fn read_pageblocks(
     let mut cached: Option<(u64, Vec<u8>)> = None;
     let mut pfn = first;
     while pfn < start + nr {
-        let sec = pfn / SECTION_PFNS;
+        let sec = pfn / section_pfns;
         if cached.as_ref().is_none_or(|c| c.0 != sec) {
             let root = read_u64(qmp, roots + (sec / 128) * 8, tmp)?;
             let map = if root == 0 { 0 } else { read_u64(qmp, root + (sec % 128) * 32, tmp)? };
@@ -313,7 +313,7 @@ fn read_pageblocks(
                 if !absent_ok {
                     bail!("section {sec} is not present");
                 }
-                let next = (sec + 1) * SECTION_PFNS;
+                let next = (sec + 1) * section_pfns;
                 while pfn < next.min(start + nr) {
                     out.push(NO_SECTION);
                     pfn += PB;
@@ -322,12 +322,12 @@ fn read_pageblocks(
             }
             let ms = root + (sec % 128) * 32;
             let usage = read_u64(qmp, ms + 8, tmp)?;
-            let len = (SECTION_PFNS / PB) * u64::from(bits) / 8;
+            let len = (section_pfns / PB) * u64::from(bits) / 8;
             qmp.memsave(usage + 24, len, tmp)?;
             cached = Some((sec, fs::read(tmp)?));
         }
         let flags = &cached.as_ref().context("section cached")?.1;
-        let bitidx = ((pfn % SECTION_PFNS) / PB) * u64::from(bits);
+        let bitidx = ((pfn % section_pfns) / PB) * u64::from(bits);
         let byte = flags[(bitidx / 8) as usize];
         out.push((byte >> (bitidx % 8)) & 7);
         pfn += PB;
@@ -417,6 +417,23 @@ pub fn free_list_positions(regions: &mut [Region], blobs: &[Vec<u8>], vbase: u64
 
 /// `MAX_PAGE_ORDER` of x86-64.
 pub const MAX_PAGE_ORDER: u32 = 10;
+
+/// `MAX_PAGE_ORDER` of a kernel: `CONFIG_ARCH_FORCE_MAX_ORDER` where the architecture sets it
+/// (12 on ppc64el with 4 KiB pages), else [`MAX_PAGE_ORDER`].
+///
+/// # Errors
+///
+/// A value that is not an order the model has room for (at most 20).
+pub fn max_page_order(kconfig: &BTreeMap<String, String>) -> Result<u32> {
+    match kconfig.get("CONFIG_ARCH_FORCE_MAX_ORDER").map(String::as_str) {
+        None | Some("n") => Ok(MAX_PAGE_ORDER),
+        Some(v) => v
+            .parse::<u32>()
+            .ok()
+            .filter(|&o| o <= 20)
+            .with_context(|| format!("CONFIG_ARCH_FORCE_MAX_ORDER={v}: expected an order up to 20")),
+    }
+}
 
 /// Whether a struct page heads a free buddy block of `order`: `PageBuddy` in either
 /// `page_type` encoding (`PGTY_buddy << 24` from 6.12, `~PG_buddy` = `0xffffff7f` before) and
@@ -550,6 +567,8 @@ fn collect(
         sysmap: &sysmap,
         arch: sc.arch,
         layout: node_zone_layout(&kconfig)?,
+        max_order: max_page_order(&kconfig)?,
+        section_shift: section_size_bits(sc.arch, page_shift(&kconfig)?) - page_shift(&kconfig)?,
         vbase,
         tmp: work.join("memsave.tmp"),
         regions: Vec::new(),
@@ -668,6 +687,10 @@ struct Dumper<'a> {
     arch: Arch,
     /// `(NODES_PGSHIFT, ZONES_PGSHIFT, ZONES_WIDTH)` of the kernel's page flags.
     layout: (u32, u32, u32),
+    /// `MAX_PAGE_ORDER` (`CONFIG_ARCH_FORCE_MAX_ORDER`, else 10).
+    max_order: u32,
+    /// `PFN_SECTION_SHIFT` (`SECTION_SIZE_BITS - PAGE_SHIFT`).
+    section_shift: u32,
     /// Address of the struct page of pfn 0.
     vbase: u64,
     /// The scratch file QMP `memsave` writes.
@@ -795,7 +818,7 @@ impl Dumper<'_> {
     /// The pageblock migrate types of pfns `[start_pfn, start_pfn + nr)` from `mem_section`.
     fn pageblocks(&mut self, mem_section: u64, start_pfn: u64, nr: u64) -> Result<(u64, Vec<u8>)> {
         let bits = pageblock_bits(self.block("release").trim());
-        read_pageblocks(self.qmp, mem_section, bits, (start_pfn, nr), false, &self.tmp)
+        read_pageblocks(self.qmp, mem_section, bits, (self.section_shift, start_pfn, nr), false, &self.tmp)
     }
 
     /// Adds a region (its file named by its index) with its struct pages.
@@ -958,7 +981,10 @@ impl Dumper<'_> {
         let version = memmap_core::KernelVersion::parse(rel.trim())
             .with_context(|| format!("the guest's release {:?} names no kernel version", rel.trim()))?;
         // The release decides the buddy page type and the PG_reserved bit.
-        let release = memmap_core::KernelConfig::X86_64.with_version(version);
+        let release = memmap_core::KernelConfig {
+            max_page_order: self.max_order,
+            ..memmap_core::KernelConfig::X86_64.with_version(version)
+        };
         let ms = self.sysmap.addr("mem_section").context("mem_section not in the guest's kallsyms")?;
         for z in zones.iter().filter(|z| z.spanned > 0) {
             if z.spanned > crate::facts::MAX_REGION_PAGES {
@@ -1012,8 +1038,14 @@ impl Dumper<'_> {
                 );
             }
             let bits = pageblock_bits(rel.trim());
-            let (pb_first, pbs) =
-                read_pageblocks(self.qmp, ms, bits, (z.start_pfn, z.spanned), true, &self.tmp)?;
+            let (pb_first, pbs) = read_pageblocks(
+                self.qmp,
+                ms,
+                bits,
+                (self.section_shift, z.start_pfn, z.spanned),
+                true,
+                &self.tmp,
+            )?;
             let region = Region {
                 zone_name: Some(z.name.clone()),
                 pageblock_first_pfn: Some(pb_first),

@@ -130,9 +130,13 @@ const fn hotplug(name: &'static str, size_mb: u64, movable: bool) -> Scenario {
 }
 
 const fn boot(name: &'static str, mem_mb: u64, numa_mb: &'static [u64], b: Boot) -> Scenario {
+    boot_on(Arch::Amd64, name, mem_mb, numa_mb, b)
+}
+
+const fn boot_on(arch: Arch, name: &'static str, mem_mb: u64, numa_mb: &'static [u64], b: Boot) -> Scenario {
     Scenario {
         name,
-        arch: Arch::Amd64,
+        arch,
         mem_mb,
         numa_mb,
         memmap: None,
@@ -238,6 +242,10 @@ pub const SCENARIOS: &[Scenario] = &[
     // The boot memmap of ordinary RAM: ZONE_DMA and ZONE_DMA32 below 2 GiB (q35), ZONE_NORMAL
     // from 4 GiB, ZONE_MOVABLE through `movablecore=`, two nodes; one vCPU (deferred init on
     // one thread) and two (in parallel).
+    // The boot memmap of riscv64 (RAM from 2 GiB: ZONE_DMA32 up to 4 GiB, ZONE_NORMAL above)
+    // and ppc64el (RAM from 0, all ZONE_NORMAL).
+    boot_on(Arch::Riscv64, "riscv64-boot-3g", 3072, &[], Boot { smp: 1, movablecore_mb: None }),
+    boot_on(Arch::Ppc64el, "ppc64el-boot-2g", 2048, &[], Boot { smp: 1, movablecore_mb: None }),
     boot("boot-3g", 3072, &[], Boot { smp: 1, movablecore_mb: None }),
     boot("boot-3g-smp2", 3072, &[], Boot { smp: 2, movablecore_mb: None }),
     boot("boot-3g-movable", 3072, &[], Boot { smp: 1, movablecore_mb: Some(512) }),
@@ -280,6 +288,11 @@ impl Scenario {
             a.extend(["memblock=debug".into(), "log_buf_len=16M".into()]);
             if let Some(mb) = b.movablecore_mb {
                 a.push(format!("movablecore={mb}M"));
+            }
+            // No CMA area: the model does not model one (MIGRATE_CMA pageblocks), and Debian's
+            // riscv64 and ppc64el kernels reserve one by default (amd64's reserve none).
+            if self.arch != Arch::Amd64 {
+                a.push("cma=0".into());
             }
         }
         if let Some(h) = self.hugetlb {
