@@ -559,7 +559,7 @@ fn collect(
     if sysmap.len() < 1000 {
         sysmap = SystemMap::parse(&block("kallsyms"));
     }
-    let (vbase, mut vsize) = vmemmap(sc.arch);
+    let (vbase, vsize) = vmemmap(sc.arch);
     let argv = guest.argv.clone();
     let mut d = Dumper {
         console,
@@ -574,19 +574,7 @@ fn collect(
         regions: Vec::new(),
         blobs: Vec::new(),
     };
-    match sc.arch {
-        Arch::Amd64 => {}
-        Arch::Arm64 => d.arm64_vmemmap_base()?,
-        Arch::Riscv64 | Arch::Ppc64el => {
-            let first =
-                ram_pfns(&d.block("iomem")).first().map(|r| r.0).context("no System RAM in /proc/iomem")?;
-            let base = d.mem_section_vmemmap(&kconfig, first)?;
-            // The area's end stays where `vmemmap` puts it.
-            vsize =
-                (vbase + vsize).checked_sub(base).context("pfn 0's struct page above the vmemmap's end")?;
-            d.vbase = base;
-        }
-    }
+    let vsize = d.learn_vmemmap_base(&kconfig, vsize)?;
     if let Some(p) = sc.pmem {
         d.pmem(p)?;
     }
@@ -774,6 +762,25 @@ impl Dumper<'_> {
         self.vbase = self.vbase.wrapping_sub((memstart >> 12) * STRUCT_PAGE);
         eprintln!("  arm64: memstart_addr {memstart:#x}, struct page of pfn 0 at {:#x}", self.vbase);
         Ok(())
+    }
+
+    /// Learns where pfn 0's struct page is where the architecture does not fix it (arm64 from
+    /// `memstart_addr`, riscv64 and ppc64el from `mem_section[]`) and returns the vmemmap
+    /// area's size from there (its end stays where [`vmemmap`] puts it).
+    fn learn_vmemmap_base(&mut self, kconfig: &BTreeMap<String, String>, vsize: u64) -> Result<u64> {
+        match self.arch {
+            Arch::Amd64 => Ok(vsize),
+            Arch::Arm64 => self.arm64_vmemmap_base().map(|()| vsize),
+            Arch::Riscv64 | Arch::Ppc64el => {
+                let first = ram_pfns(&self.block("iomem"))
+                    .first()
+                    .map(|r| r.0)
+                    .context("no System RAM in /proc/iomem")?;
+                let end = self.vbase + vsize;
+                self.vbase = self.mem_section_vmemmap(kconfig, first)?;
+                end.checked_sub(self.vbase).context("pfn 0's struct page above the vmemmap's end")
+            }
+        }
     }
 
     /// The address of pfn 0's struct page, from the guest's `mem_section[]`: with
