@@ -317,7 +317,9 @@ fn check_node(n: &NodeGolden) -> Result<()> {
         if total > 4 * MAX_REGION_PAGES {
             bail!("more than {} pages", 4 * MAX_REGION_PAGES);
         }
-        if z.pageblocks.len() as u64 > z.nr_pages / 256 + 8 {
+        // Two digits per pageblock of at least 32 pages (pageblock_order 5: ppc64el's 64 KiB
+        // pages).
+        if z.pageblocks.len() as u64 > z.nr_pages / 16 + 8 {
             bail!("zone {}: {} pageblock digits", z.zone, z.pageblocks.len());
         }
         let mut next = z.start_pfn;

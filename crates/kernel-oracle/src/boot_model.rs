@@ -227,17 +227,17 @@ fn path_name((mode, order, strategy): (InitMode, BootOrder, Strategy)) -> String
     format!("{mode:?}/{order:?}/{}", strategy.name()).to_lowercase()
 }
 
-/// `/proc/iomem`'s top-level System RAM ranges as whole pages.
+/// `/proc/iomem`'s top-level System RAM ranges as whole 4 KiB pages.
 #[must_use]
 pub fn system_ram(iomem: &str) -> Vec<PfnRange> {
-    iomem_ranges(iomem, false)
+    iomem_ranges(iomem, false, 12)
 }
 
 /// `memblock.memory` as `/proc/iomem` shows it: the top-level System RAM ranges, and with
 /// `nomap` the top-level `Reserved` ones too, which on riscv64 are memblock's no-map memory
 /// regions (`init_resources()` names them so; the kernel counts them present and reserves
 /// their struct pages). On x86-64 a top-level `Reserved` range is e820's, no memory.
-fn iomem_ranges(iomem: &str, nomap: bool) -> Vec<PfnRange> {
+fn iomem_ranges(iomem: &str, nomap: bool, page_shift: u32) -> Vec<PfnRange> {
     let mut v: Vec<PfnRange> = iomem
         .lines()
         .filter(|l| {
@@ -247,7 +247,7 @@ fn iomem_ranges(iomem: &str, nomap: bool) -> Vec<PfnRange> {
             let (start, end) = l.split(" : ").next()?.split_once('-')?;
             let start = u64::from_str_radix(start.trim(), 16).ok()?;
             let end = u128::from(u64::from_str_radix(end.trim(), 16).ok()?) + 1;
-            let r = PfnRange::new(start.div_ceil(4096), (end >> 12) as u64);
+            let r = PfnRange::new(start.div_ceil(1 << page_shift), (end >> page_shift) as u64);
             (!r.is_empty()).then_some(r)
         })
         .collect();
@@ -407,7 +407,8 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
         );
     }
     let iomem = facts.guest.get("iomem").context("the guest's iomem is not recorded")?;
-    let ram = iomem_ranges(iomem, facts.kernel.arch == "riscv64");
+    let ram =
+        iomem_ranges(iomem, facts.kernel.arch == "riscv64", crate::run::page_shift(&facts.kernel.kconfig)?);
     let kzones = crate::boot::zones(facts.guest.get("zoneinfo-full").context("no zoneinfo-full")?)?;
     let mut nids: Vec<u32> = facts.regions.iter().filter(|r| r.kind == "boot").map(|r| r.nid).collect();
     nids.sort_unstable();

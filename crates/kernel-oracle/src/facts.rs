@@ -198,6 +198,10 @@ pub struct Facts {
     pub vmemmap_size: u64,
     /// `sizeof(struct page)`.
     pub struct_page_size: u64,
+    /// The kernel's `pageblock_order` (9 where a run did not record it: every 4 KiB-page
+    /// kernel compared before 64 KiB pages).
+    #[serde(default = "default_pageblock_order")]
+    pub pageblock_order: u32,
     /// Kernel image range `[_text, _end)` from `System.map`.
     pub kernel_image: (u64, u64),
     /// Names of the kernel-image addresses found in the dumped struct pages.
@@ -210,6 +214,10 @@ pub struct Facts {
     pub guest: BTreeMap<String, String>,
     /// The dumped regions.
     pub regions: Vec<Region>,
+}
+
+fn default_pageblock_order() -> u32 {
+    9
 }
 
 /// The largest `facts.json` read (a two-node hugetlb run's is about 2 MiB).
@@ -349,9 +357,10 @@ impl Facts {
             return Err(format!("{what}: memory_block_pages 0 or allocated_blocks outside the region"));
         }
         if let Some(first) = r.pageblock_first_pfn {
+            let pb = 1u64 << self.pageblock_order.min(20);
             let blocks_end =
-                (r.pageblock_migratetypes.len() as u64).checked_mul(512).and_then(|n| n.checked_add(first));
-            if first > r.start_pfn || blocks_end.is_none_or(|b| b > end + 512) {
+                (r.pageblock_migratetypes.len() as u64).checked_mul(pb).and_then(|n| n.checked_add(first));
+            if first > r.start_pfn || blocks_end.is_none_or(|b| b > end + pb) {
                 return Err(format!("{what}: pageblocks do not cover the region"));
             }
         }

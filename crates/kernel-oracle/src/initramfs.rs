@@ -116,7 +116,7 @@ block hugepages sh -c 'for f in /sys/devices/system/node/node*/hugepages/hugepag
 block ndctl sh -c 'command -v ndctl >/dev/null && ndctl list -N -v || echo "[]"'
 block nd sh -c 'for d in /sys/bus/nd/devices/*; do for a in devtype mode resource size align numa_node namespace holder; do [ -r $d/$a ] && echo "${d##*/} $a $(cat $d/$a 2>/dev/null)"; done; done'
 block zoneinfo sh -c 'grep -E "^Node|spanned|present|start_pfn" /proc/zoneinfo'
-block kallsyms sh -c 'echo 0 > /proc/sys/kernel/kptr_restrict; grep -E " (_text|_stext|_etext|_sdata|_edata|__bss_start|__bss_stop|_end|hstates|max_hstate|default_hstate_idx|node_states|contig_page_data|node_data|mem_section|memstart_addr)$" /proc/kallsyms'
+block kallsyms sh -c 'echo 0 > /proc/sys/kernel/kptr_restrict; grep -E " (_text|_stext|_etext|_sdata|_edata|__bss_start|__bss_stop|_end|hstates|max_hstate|default_hstate_idx|node_states|contig_page_data|node_data|mem_section|memstart_addr|pageblock_order)$" /proc/kallsyms'
 block dmesg dmesg
 [ -r /late.sh ] && . /late.sh
 echo "@@ready"

@@ -83,17 +83,21 @@ pub enum What {
     Hotplug(HotplugDump),
 }
 
-/// The model preset of the kernel's architecture (`x86_64`, `arm64`, `riscv64`, `ppc64el`).
+/// The model preset of the kernel's architecture and page size (`x86_64`, `arm64`, `riscv64`,
+/// `ppc64el`, `ppc64el-64k`).
 #[must_use]
 pub fn preset(facts: &Facts) -> &'static str {
-    preset_of(&facts.kernel.arch)
+    preset_of(&facts.kernel)
 }
 
-fn preset_of(arch: &str) -> &'static str {
-    match arch {
-        "arm64" => "arm64",
-        "riscv64" => "riscv64",
-        "ppc64el" => "ppc64el",
+/// The preset of the kernel's architecture and page size.
+fn preset_of(kernel: &crate::facts::KernelFacts) -> &'static str {
+    let page_shift = crate::run::page_shift(&kernel.kconfig).unwrap_or(12);
+    match (kernel.arch.as_str(), page_shift) {
+        ("arm64", _) => "arm64",
+        ("riscv64", _) => "riscv64",
+        ("ppc64el", 16) => "ppc64el-64k",
+        ("ppc64el", _) => "ppc64el",
         _ => "x86_64",
     }
 }
@@ -139,7 +143,7 @@ pub fn kernel_config_of(kernel: &crate::facts::KernelFacts) -> Result<(KernelCon
         bail!("kernel release {release:?} is not MAJOR.MINOR...");
     };
     let version = format!("{major}.{minor}");
-    let base = KernelConfig::preset(preset_of(&kernel.arch)).context("preset")?;
+    let base = KernelConfig::preset(preset_of(kernel)).context("preset")?;
     let v = memmap_core::KernelVersion::parse(&version)
         .with_context(|| format!("kernel release {release:?} is not one the model knows"))?;
     let cfg = base
@@ -148,7 +152,7 @@ pub fn kernel_config_of(kernel: &crate::facts::KernelFacts) -> Result<(KernelCon
         .with_version(v);
     let args = vec![
         "--config".into(),
-        preset_of(&kernel.arch).into(),
+        preset_of(kernel).into(),
         "--kernel".into(),
         version,
         "--kconfig".into(),

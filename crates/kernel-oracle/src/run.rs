@@ -170,6 +170,37 @@ pub fn section_size_bits(arch: Arch, page_shift: u32) -> u32 {
     }
 }
 
+/// How the kernel's `mem_section[]` (SPARSEMEM_EXTREME) is laid out: `PFN_SECTION_SHIFT`,
+/// `sizeof(struct mem_section)` (section_mem_map and usage, with PAGE_EXTENSION page_ext and a
+/// pad: 32 bytes, else 16), `SECTIONS_PER_ROOT` (`PAGE_SIZE` / that size) and `pageblock_order`.
+#[derive(Debug, Clone, Copy)]
+struct Sections {
+    section_shift: u32,
+    size: u64,
+    per_root: u64,
+    pageblock_order: u32,
+}
+
+impl Sections {
+    fn new(arch: Arch, kconfig: &BTreeMap<String, String>, pageblock_order: u32) -> Result<Sections> {
+        let page_shift = page_shift(kconfig)?;
+        let size: u64 = if kconfig.get("CONFIG_PAGE_EXTENSION").is_some_and(|v| v == "y") { 32 } else { 16 };
+        Ok(Sections {
+            section_shift: section_size_bits(arch, page_shift) - page_shift,
+            size,
+            per_root: (1u64 << page_shift) / size,
+            pageblock_order,
+        })
+    }
+
+    /// The address of section `sec`'s `struct mem_section`, 0 where its root is not allocated.
+    fn entry(&self, qmp: &mut Qmp, mem_section: u64, sec: u64, tmp: &Path) -> Result<u64> {
+        let roots = read_u64(qmp, mem_section, tmp)?;
+        let root = read_u64(qmp, roots + (sec / self.per_root) * 8, tmp)?;
+        Ok(if root == 0 { 0 } else { root + (sec % self.per_root) * self.size })
+    }
+}
+
 /// `dev attr value` lines of the `nd` block, as `dev -> attr -> value`.
 fn parse_nd(text: &str) -> BTreeMap<String, BTreeMap<String, String>> {
     let mut m: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
@@ -211,7 +242,7 @@ fn node_spans(zoneinfo: &str) -> Vec<(u32, u64, u64)> {
 }
 
 /// Top-level `System RAM` ranges of `/proc/iomem`, as pfn ranges.
-fn ram_pfns(iomem: &str) -> Vec<(u64, u64)> {
+fn ram_pfns(iomem: &str, page_shift: u32) -> Vec<(u64, u64)> {
     iomem
         .lines()
         .filter(|l| !l.starts_with(' ') && l.ends_with(": System RAM"))
@@ -219,7 +250,8 @@ fn ram_pfns(iomem: &str) -> Vec<(u64, u64)> {
             let (a, b) = l.split(" : ").next()?.split_once('-')?;
             let (a, b) = (u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?);
             // The inclusive end + 1 in 65 bits: a range ending at the top is pfn 2^52.
-            Some((a.div_ceil(4096), ((u128::from(b) + 1) / 4096) as u64))
+            let page = 1u64 << page_shift;
+            Some((a.div_ceil(page), ((u128::from(b) + 1) >> page_shift) as u64))
         })
         .collect()
 }
@@ -284,31 +316,32 @@ pub fn pageblock_bits(release: &str) -> u32 {
 }
 
 /// Reads the migrate type of every pageblock overlapping `[start, start + nr)` from the guest's
-/// `mem_section` (SPARSEMEM_EXTREME, 128 MiB sections, `struct mem_section` of 32 bytes with
-/// PAGE_EXTENSION, `usage->pageblock_flags` at byte 24 after the rcu head and the 64-bit
-/// subsection map). Returns the first pageblock's pfn and the types; a pageblock of a section
-/// that is not present is an error, or [`NO_SECTION`] with `absent_ok` (a boot zone's span
-/// covers holes such as the PCI hole).
+/// `mem_section` (its geometry `geo`; `usage->pageblock_flags` at byte 24 after the rcu head and
+/// the subsection map, one word for sections of up to 64 subsections). Returns the first
+/// pageblock's pfn and the types; a pageblock of a section that is not present is an error, or
+/// [`NO_SECTION`] with `absent_ok` (a boot zone's span covers holes such as the PCI hole).
 fn read_pageblocks(
     qmp: &mut Qmp,
     mem_section: u64,
     bits: u32,
-    (section_shift, start, nr): (u32, u64, u64),
+    (geo, start, nr): (Sections, u64, u64),
     absent_ok: bool,
     tmp: &Path,
 ) -> Result<(u64, Vec<u8>)> {
-    let section_pfns: u64 = 1 << section_shift;
-    const PB: u64 = 512;
-    let roots = read_u64(qmp, mem_section, tmp)?;
-    let first = start / PB * PB;
+    let section_pfns: u64 = 1 << geo.section_shift;
+    let pb: u64 = 1 << geo.pageblock_order;
+    if pb > section_pfns {
+        bail!("pageblocks of {pb} pages do not fit the {section_pfns}-page sections");
+    }
+    let first = start / pb * pb;
     let mut out = Vec::new();
     let mut cached: Option<(u64, Vec<u8>)> = None;
     let mut pfn = first;
     while pfn < start + nr {
         let sec = pfn / section_pfns;
         if cached.as_ref().is_none_or(|c| c.0 != sec) {
-            let root = read_u64(qmp, roots + (sec / 128) * 8, tmp)?;
-            let map = if root == 0 { 0 } else { read_u64(qmp, root + (sec % 128) * 32, tmp)? };
+            let ms = geo.entry(qmp, mem_section, sec, tmp)?;
+            let map = if ms == 0 { 0 } else { read_u64(qmp, ms, tmp)? };
             if map & 1 == 0 {
                 if !absent_ok {
                     bail!("section {sec} is not present");
@@ -316,21 +349,20 @@ fn read_pageblocks(
                 let next = (sec + 1) * section_pfns;
                 while pfn < next.min(start + nr) {
                     out.push(NO_SECTION);
-                    pfn += PB;
+                    pfn += pb;
                 }
                 continue;
             }
-            let ms = root + (sec % 128) * 32;
             let usage = read_u64(qmp, ms + 8, tmp)?;
-            let len = (section_pfns / PB) * u64::from(bits) / 8;
+            let len = ((section_pfns / pb) * u64::from(bits)).div_ceil(8);
             qmp.memsave(usage + 24, len, tmp)?;
             cached = Some((sec, fs::read(tmp)?));
         }
         let flags = &cached.as_ref().context("section cached")?.1;
-        let bitidx = ((pfn % section_pfns) / PB) * u64::from(bits);
-        let byte = flags[(bitidx / 8) as usize];
+        let bitidx = ((pfn % section_pfns) / pb) * u64::from(bits);
+        let byte = *flags.get((bitidx / 8) as usize).context("the section's pageblock flags are short")?;
         out.push((byte >> (bitidx % 8)) & 7);
-        pfn += PB;
+        pfn += pb;
     }
     Ok((first, out))
 }
@@ -568,13 +600,16 @@ fn collect(
         arch: sc.arch,
         layout: node_zone_layout(&kconfig)?,
         max_order: max_page_order(&kconfig)?,
-        section_shift: section_size_bits(sc.arch, page_shift(&kconfig)?) - page_shift(&kconfig)?,
+        page_shift: page_shift(&kconfig)?,
+        // `pageblock_order` is HUGETLB_PAGE_ORDER, 9 with 4 KiB pages, where it is a constant;
+        // a variable (HUGETLB_PAGE_SIZE_VARIABLE) is read from the guest (`learn_geometry`).
+        sections: Sections::new(sc.arch, &kconfig, 9)?,
         vbase,
         tmp: work.join("memsave.tmp"),
         regions: Vec::new(),
         blobs: Vec::new(),
     };
-    let vsize = d.learn_vmemmap_base(&kconfig, vsize)?;
+    let vsize = d.learn_geometry(&kconfig, vsize)?;
     if let Some(p) = sc.pmem {
         d.pmem(p)?;
     }
@@ -587,7 +622,8 @@ fn collect(
     if sc.boot.is_some() {
         d.boot()?;
     }
-    let Dumper { vbase, regions, blobs, .. } = d;
+    let Dumper { vbase, regions, blobs, sections, .. } = d;
+    let pageblock_order = sections.pageblock_order;
     let kernel_image = (sysmap.addr("_text").unwrap_or(0), sysmap.addr("_end").unwrap_or(0));
     let kernel_symbols = write_regions(&opts.out, &regions, &blobs, &sysmap, kernel_image)?;
     let nodes = block("nodes")
@@ -633,6 +669,7 @@ fn collect(
         vmemmap_base: vbase,
         vmemmap_size: vsize,
         struct_page_size: STRUCT_PAGE,
+        pageblock_order,
         kernel_image,
         kernel_symbols,
         nodes,
@@ -677,8 +714,10 @@ struct Dumper<'a> {
     layout: (u32, u32, u32),
     /// `MAX_PAGE_ORDER` (`CONFIG_ARCH_FORCE_MAX_ORDER`, else 10).
     max_order: u32,
-    /// `PFN_SECTION_SHIFT` (`SECTION_SIZE_BITS - PAGE_SHIFT`).
-    section_shift: u32,
+    /// `PAGE_SHIFT`.
+    page_shift: u32,
+    /// The layout of `mem_section[]` and `pageblock_order`.
+    sections: Sections,
     /// Address of the struct page of pfn 0.
     vbase: u64,
     /// The scratch file QMP `memsave` writes.
@@ -764,15 +803,24 @@ impl Dumper<'_> {
         Ok(())
     }
 
-    /// Learns where pfn 0's struct page is where the architecture does not fix it (arm64 from
-    /// `memstart_addr`, riscv64 and ppc64el from `mem_section[]`) and returns the vmemmap
-    /// area's size from there (its end stays where [`vmemmap`] puts it).
-    fn learn_vmemmap_base(&mut self, kconfig: &BTreeMap<String, String>, vsize: u64) -> Result<u64> {
+    /// Learns `pageblock_order` where it is a variable, and where pfn 0's struct page is where
+    /// the architecture does not fix it (arm64 from `memstart_addr`, riscv64 and ppc64el from
+    /// `mem_section[]`); returns the vmemmap area's size from there (its end stays where
+    /// [`vmemmap`] puts it).
+    fn learn_geometry(&mut self, kconfig: &BTreeMap<String, String>, vsize: u64) -> Result<u64> {
+        if let Some(a) = self.sysmap.addr("pageblock_order") {
+            let order = (read_u64(self.qmp, a, &self.tmp)? & 0xffff_ffff) as u32;
+            if order > 20 {
+                bail!("the guest's pageblock_order reads {order}");
+            }
+            eprintln!("  pageblock_order {order} (a variable of this kernel)");
+            self.sections.pageblock_order = order;
+        }
         match self.arch {
             Arch::Amd64 => Ok(vsize),
             Arch::Arm64 => self.arm64_vmemmap_base().map(|()| vsize),
             Arch::Riscv64 | Arch::Ppc64el => {
-                let first = ram_pfns(&self.block("iomem"))
+                let first = ram_pfns(&self.block("iomem"), self.page_shift)
                     .first()
                     .map(|r| r.0)
                     .context("no System RAM in /proc/iomem")?;
@@ -793,19 +841,13 @@ impl Dumper<'_> {
         if !on("CONFIG_SPARSEMEM_EXTREME") || !on("CONFIG_SPARSEMEM_VMEMMAP") {
             bail!("the kernel's memmap is not SPARSEMEM_EXTREME with VMEMMAP");
         }
-        let page_shift = page_shift(kconfig)?;
-        let section_shift = section_size_bits(self.arch, page_shift) - page_shift;
-        // `struct mem_section`: section_mem_map, usage, and with PAGE_EXTENSION page_ext and a pad.
-        let size: u64 = if on("CONFIG_PAGE_EXTENSION") { 32 } else { 16 };
-        let per_root = (1u64 << page_shift) / size;
-        let sec = pfn >> section_shift;
+        let sec = pfn >> self.sections.section_shift;
         let ms = self.sysmap.addr("mem_section").context("mem_section not in the guest's kallsyms")?;
-        let roots = read_u64(self.qmp, ms, &self.tmp)?;
-        let root = read_u64(self.qmp, roots + (sec / per_root) * 8, &self.tmp)?;
-        if root == 0 {
+        let entry = self.sections.entry(self.qmp, ms, sec, &self.tmp)?;
+        if entry == 0 {
             bail!("mem_section root of section {sec} (pfn {pfn:#x}) is not allocated");
         }
-        let map = read_u64(self.qmp, root + (sec % per_root) * size, &self.tmp)?;
+        let map = read_u64(self.qmp, entry, &self.tmp)?;
         if map & 1 == 0 {
             bail!("section {sec} (pfn {pfn:#x}) is not present: {map:#x}");
         }
@@ -825,7 +867,7 @@ impl Dumper<'_> {
     /// The pageblock migrate types of pfns `[start_pfn, start_pfn + nr)` from `mem_section`.
     fn pageblocks(&mut self, mem_section: u64, start_pfn: u64, nr: u64) -> Result<(u64, Vec<u8>)> {
         let bits = pageblock_bits(self.block("release").trim());
-        read_pageblocks(self.qmp, mem_section, bits, (self.section_shift, start_pfn, nr), false, &self.tmp)
+        read_pageblocks(self.qmp, mem_section, bits, (self.sections, start_pfn, nr), false, &self.tmp)
     }
 
     /// Adds a region (its file named by its index) with its struct pages.
@@ -899,7 +941,7 @@ impl Dumper<'_> {
     /// of `nodes`), then their positions on the hstate free lists.
     fn hugetlb(&mut self, h: Hugetlb, nodes: u64) -> Result<()> {
         let order = (h.size_kb / 4).trailing_zeros();
-        let ram = ram_pfns(&self.block("iomem"));
+        let ram = ram_pfns(&self.block("iomem"), self.page_shift);
         let spans = node_spans(&self.block("zoneinfo"));
         let heads = find_hugetlb(self.qmp, self.vbase, &ram, order, &self.tmp)?;
         let expected = h.per_node * nodes;
@@ -1049,7 +1091,7 @@ impl Dumper<'_> {
                 self.qmp,
                 ms,
                 bits,
-                (self.section_shift, z.start_pfn, z.spanned),
+                (self.sections, z.start_pfn, z.spanned),
                 true,
                 &self.tmp,
             )?;
@@ -1097,7 +1139,7 @@ mod tests {
     fn hostile_guest_reports_are_errors_not_overflows() {
         // A System RAM range ending at the top of the address space, and a zone whose span
         // passes u64::MAX.
-        assert_eq!(ram_pfns("0-ffffffffffffffff : System RAM\n"), [(0, 1 << 52)]);
+        assert_eq!(ram_pfns("0-ffffffffffffffff : System RAM\n", 12), [(0, 1 << 52)]);
         assert!(
             node_spans("Node 0, zone Normal\n  spanned 10\n  start_pfn: 18446744073709551615\n").is_empty()
         );

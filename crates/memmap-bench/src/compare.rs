@@ -160,9 +160,9 @@ impl Comparison {
         let mut all: Vec<Candidate<'_>> =
             [Strategy::Slow, Strategy::Template, Strategy::Streaming].map(Candidate::library).into();
         all.extend(candidates);
-        let nr = self.size / 4096;
+        let nr = self.size >> self.config.page_shift;
         let range = ZoneDeviceRange::new(self.config.zone_device(), 0, DEVICE_START_PFN, nr);
-        let pgmap = self.case.pgmap();
+        let pgmap = self.case.pgmap(&self.config);
         let names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
         let grid = Grid::new(&[1], &names, FillKind::StructPage, self.rounds);
         let (memmaps, _) = paired::memmaps(name, all.len(), self.config, DEVICE_START_PFN, nr)?;

@@ -16,7 +16,7 @@ use crate::sweep::plan::{self as sweep, MIN_SIZE, Skip, Sweep};
 /// flush buffer (the two initializers run one after the other, each on its own memmap).
 fn need(memmap_bytes: u64, flush: u64, cfg: &memmap_core::KernelConfig) -> MemoryNeed {
     let nr = memmap_bytes / 64;
-    let (zones, memory) = deferred::zone_layout(nr);
+    let (zones, memory) = deferred::zone_layout(cfg, nr);
     let layout = memmap_core::NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
     let states = Node::<Page64>::states_needed(cfg, layout.span()) as u64;
     MemoryNeed::resident(memmap_bytes.saturating_add(states).saturating_add(flush))

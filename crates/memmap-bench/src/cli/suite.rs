@@ -122,6 +122,10 @@ pub(super) fn suite(
         };
         let s = (e.build)(&setup);
         let name = s.name();
+        if let Some(reason) = s.unsupported() {
+            skipped.push(crate::budget::Skipped { name, reason, budget_needed: None });
+            continue;
+        }
         s.check().map_err(|m| usage(format!("{name}: {m}")))?;
         match fit(s, &budget, info) {
             Ok((s, Fitted::Unchanged)) => scenarios.push(s),

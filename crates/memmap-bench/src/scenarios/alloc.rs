@@ -23,7 +23,6 @@ use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
-const ZONE: u32 = 2;
 const BASE: u64 = 1 << 20;
 
 /// The scenario's name.
@@ -77,6 +76,17 @@ impl Scenario for Alloc {
             .and(MemoryNeed::resident(self.size / 4096 / 512))
     }
 
+    fn unsupported(&self) -> Option<String> {
+        let page = self.config.page_size();
+        (page != stream_hal::PAGE_SIZE as u64).then(|| {
+            format!(
+                "--config {}: the node's page arena holds 4 KiB pages, this configuration's are {}",
+                self.config.name,
+                Bytes(page)
+            )
+        })
+    }
+
     fn check(&self) -> Result<(), String> {
         if self.size == 0 || self.size % clear::SIZE_UNIT != 0 {
             return Err(format!(
@@ -107,7 +117,8 @@ impl Scenario for Alloc {
 fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     let limits = ctx.limits;
     let nr = (size / (2 << 20)).max(1) * 512;
-    let zones = [ZoneSpan::new(ZONE, BASE, BASE + nr)];
+    let zone = cfg.zone_normal();
+    let zones = [ZoneSpan::new(zone, BASE, BASE + nr)];
     let memory = [PfnRange::new(BASE, BASE + nr)];
     let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
     let rounds = ctx.common.rounds(ROUNDS);
@@ -137,7 +148,7 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
             let (node, _) = Node::boot(parts, &opts).expect("boot");
             let mut held = Vec::with_capacity(blocks as usize);
             let t = Instant::now();
-            while let Ok(b) = node.alloc_pages(ZONE, 9, Gfp::NONE) {
+            while let Ok(b) = node.alloc_pages(zone, 9, Gfp::NONE) {
                 held.push(b);
             }
             let e = t.elapsed();

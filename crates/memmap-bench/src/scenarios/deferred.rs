@@ -40,15 +40,14 @@ use crate::progress::Phase;
 use crate::report::scenario::{Column, Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
 
-const ZONE: u32 = 2;
 /// First pfn of the booted zone (4 GiB physical).
 pub(crate) const BASE: u64 = 1 << 20;
 
-/// The booted node's one zone and one memory range: `nr` pages of `ZONE_NORMAL` from
+/// The booted node's one zone and one memory range: `nr` pages of `cfg`'s `ZONE_NORMAL` from
 /// [`BASE`] (what [`NodeLayout`] borrows; `sweep` boots the same node).
 #[must_use]
-pub(crate) fn zone_layout(nr: u64) -> ([ZoneSpan; 1], [PfnRange; 1]) {
-    ([ZoneSpan::new(ZONE, BASE, BASE + nr)], [PfnRange::new(BASE, BASE + nr)])
+pub(crate) fn zone_layout(cfg: &KernelConfig, nr: u64) -> ([ZoneSpan; 1], [PfnRange; 1]) {
+    ([ZoneSpan::new(cfg.zone_normal(), BASE, BASE + nr)], [PfnRange::new(BASE, BASE + nr)])
 }
 
 /// The parts of a boot of `memmap` over `layout` with `states`: no page contents, no hooks
@@ -118,7 +117,7 @@ impl Deferred {
             Some(l) => {
                 let span = l.layout().span();
                 Deferred {
-                    size: span.len() * 4096,
+                    size: span.len() << setup.config.page_shift,
                     fixed: true,
                     config: setup.config,
                     layout: Some(l.clone()),
@@ -161,8 +160,9 @@ impl Scenario for Deferred {
     /// One memmap per strategy, all written by the end of each round, and, while they are
     /// still mapped, the allocator check's two populated memmaps of its larger zone.
     fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
-        let memmap = mul(self.size / 4096, 64, "the deferred memmap")?;
-        let states = self.size / 4096 / 512;
+        let pages = self.size >> self.config.page_shift;
+        let memmap = mul(pages, 64, "the deferred memmap")?;
+        let states = pages >> self.config.pageblock_order;
         let check = ALLOC_CHECK_PAGES.iter().map(|&(n, _)| n * 64).max().unwrap_or(0);
         MemoryNeed::resident(memmap)
             .and(MemoryNeed::resident(states))?
@@ -171,19 +171,24 @@ impl Scenario for Deferred {
     }
 
     fn check(&self) -> Result<(), String> {
-        if self.size == 0 || self.size % 4096 != 0 {
-            return Err(format!("deferred size {} is not a whole number of 4 KiB pages", Bytes(self.size)));
+        let page = self.config.page_size();
+        if self.size == 0 || self.size % page != 0 {
+            return Err(format!(
+                "deferred size {} is not a whole number of {} pages",
+                Bytes(self.size),
+                Bytes(page)
+            ));
         }
         if let Some(l) = &self.layout {
             let span = l.layout().span();
             return if span.end > self.config.max_pfn() {
-                Err(past_the_pfns("node", span.len() * 4096, span.start, &self.config, 4096))
+                Err(past_the_pfns("node", span.len() * page, span.start, &self.config, page))
             } else {
                 l.layout().validate(self.config.zone_device()).map_err(|e| format!("{}: {e:?}", l.source))
             };
         }
-        if BASE.checked_add(self.size / 4096).is_none_or(|e| e > self.config.max_pfn()) {
-            return Err(past_the_pfns("zone", self.size, BASE, &self.config, 4096));
+        if BASE.checked_add(self.size / page).is_none_or(|e| e > self.config.max_pfn()) {
+            return Err(past_the_pfns("zone", self.size, BASE, &self.config, page));
         }
         Ok(())
     }
@@ -205,7 +210,7 @@ impl Scenario for Deferred {
 fn run(p: &Deferred, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     let (common, limits) = (ctx.common, ctx.limits);
     let cfg = p.config;
-    let (zones, memory) = zone_layout(p.size / 4096);
+    let (zones, memory) = zone_layout(&cfg, p.size >> cfg.page_shift);
     let layout = match &p.layout {
         Some(l) => l.layout(),
         None => NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] },
@@ -412,7 +417,7 @@ fn alloc_check_order(
     // 262,144 order-0 allocations (1 GiB zone); 8,192 order-9 ones (16 GiB zone).
     let (normal, quick_pages) = ALLOC_CHECK_PAGES[usize::from(order != 0)];
     let nr: u64 = if quick { quick_pages } else { normal };
-    let (zones, memory) = zone_layout(nr);
+    let (zones, memory) = zone_layout(&cfg, nr);
     let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
     // Two memmaps, and the two modes swap them every round: a difference between the two
     // pieces of memory (placement, huge page coverage) cannot pass for the check's cost.
@@ -432,7 +437,7 @@ fn alloc_check_order(
     let cycle = |node: &Node<'_, Page64>| {
         let t = Instant::now();
         let mut held = Vec::with_capacity((nr >> order) as usize);
-        while let Ok(b) = node.alloc_pages(ZONE, order, Gfp::NONE) {
+        while let Ok(b) = node.alloc_pages(cfg.zone_normal(), order, Gfp::NONE) {
             held.push(b);
         }
         let n = held.len() as u64;

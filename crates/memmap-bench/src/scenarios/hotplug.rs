@@ -86,7 +86,7 @@ impl Hotplug {
 
     /// Bytes of a memory block (a section of the config).
     fn block_bytes(&self) -> u64 {
-        self.config.pages_per_section() * 4096
+        self.config.pages_per_section() * self.config.page_size()
     }
 }
 
@@ -101,7 +101,7 @@ impl Scenario for Hotplug {
 
     /// One memmap per strategy, all written.
     fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
-        let memmap = mul(self.size / 4096, 64, "the hotplug memmap")?;
+        let memmap = mul(self.size >> self.config.page_shift, 64, "the hotplug memmap")?;
         MemoryNeed::resident(memmap).times(STRATEGIES.len() as u64)
     }
 
@@ -120,7 +120,10 @@ impl Scenario for Hotplug {
                 nearest.join(" or ")
             ));
         }
-        if START_PFN.checked_add(self.size / 4096).is_none_or(|e| e > self.config.max_pfn()) {
+        if START_PFN
+            .checked_add(self.size >> self.config.page_shift)
+            .is_none_or(|e| e > self.config.max_pfn())
+        {
             return Err(past_the_pfns("range", self.size, START_PFN, &self.config, block));
         }
         Ok(())
@@ -170,7 +173,7 @@ fn online(
 
 fn run(p: &Hotplug, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     let cfg = p.config;
-    let nr = p.size / 4096;
+    let nr = p.size >> cfg.page_shift;
     let block = cfg.pages_per_section();
     let rounds = ctx.common.rounds(ROUNDS);
     let phase = ctx.phase(NAME);
@@ -197,7 +200,7 @@ fn run(p: &Hotplug, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
         "online a {} hot-added range into ZONE_NORMAL ({nr} struct pages, {} of memmap), {calls} memory blocks of {} (one online_pages() each), free lists included, {rounds} rounds, 1 thread; auto chose {}; faulting one memmap in: {fault:.1} ms (not in \"first\")",
         Bytes(p.size),
         Bytes(nr * 64),
-        Bytes(block * 4096),
+        Bytes(block * cfg.page_size()),
         auto_used.name(),
     );
     let spec = ScenarioSpec {
@@ -211,7 +214,7 @@ fn run(p: &Hotplug, ctx: &Context<'_>) -> Result<ScenarioReport, RunError> {
     };
     let mut sc = m.report(spec, ctx.limits, 0..STRATEGIES.len(), nr * 64);
     sc.extra.insert("hotplug_bytes".into(), p.size.into());
-    sc.extra.insert("memory_block_bytes".into(), (block * 4096).into());
+    sc.extra.insert("memory_block_bytes".into(), (block * cfg.page_size()).into());
     sc.extra.insert("online_pages_calls".into(), calls.into());
     sc.extra.insert("auto_used".into(), auto_used.name().into());
     sc.extra.insert("identical_to_slow".into(), true.into());

@@ -152,6 +152,16 @@ impl Scenario for Hugetlb {
         Ok(())
     }
 
+    fn unsupported(&self) -> Option<String> {
+        (self.config.page_shift != hugetlb_init::PAGE_SHIFT).then(|| {
+            format!(
+                "--config {}: {}",
+                self.config.name,
+                hugetlb_init::HugetlbError::UnsupportedBasePage { page_shift: self.config.page_shift }
+            )
+        })
+    }
+
     fn knob(&self) -> Option<Knob> {
         Some(Knob {
             value: self.count,

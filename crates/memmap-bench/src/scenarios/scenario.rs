@@ -129,6 +129,13 @@ pub trait Scenario {
         Ok(())
     }
 
+    /// Why the libraries cannot run this scenario on its configuration at all (hugetlb-init's
+    /// hstates and the node's page arena are 4 KiB-page models): the suite leaves it out and
+    /// says why. `None` when it can.
+    fn unsupported(&self) -> Option<String> {
+        None
+    }
+
     /// The parameter the suite may scale to fit the memory budget ([`crate::budget::fit`]);
     /// `None`: it runs at its size or not at all.
     fn knob(&self) -> Option<Knob> {

@@ -52,12 +52,14 @@ impl Case {
         }
     }
 
-    /// The device's `dev_pagemap`.
+    /// The device's `dev_pagemap` on `cfg` (a 2 MiB compound page is `21 - PAGE_SHIFT` orders).
     #[must_use]
-    pub fn pgmap(self) -> DevPagemap {
+    pub fn pgmap(self, cfg: &KernelConfig) -> DevPagemap {
         match self {
             Case::Fsdax => DevPagemap::new(MemoryType::FsDax),
-            Case::Devdax2m => DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(9),
+            Case::Devdax2m => {
+                DevPagemap::new(MemoryType::Generic).with_vmemmap_shift(21u32.saturating_sub(cfg.page_shift))
+            }
         }
     }
 }
@@ -143,7 +145,7 @@ impl Scenario for ZoneDevice {
 
     /// One memmap per strategy and thread count (one thread and all cores), all written.
     fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
-        let memmap = mul(self.size / 4096, 64, "the zone-device memmap")?;
+        let memmap = mul(self.size >> self.config.page_shift, 64, "the zone-device memmap")?;
         MemoryNeed::resident(memmap).times(6)
     }
 
@@ -154,7 +156,7 @@ impl Scenario for ZoneDevice {
                 Bytes(self.size)
             ));
         }
-        let end = DEVICE_START_PFN.checked_add(self.size / 4096);
+        let end = DEVICE_START_PFN.checked_add(self.size >> self.config.page_shift);
         if end.is_none_or(|e| e > self.config.max_pfn()) {
             return Err(super::scenario::past_the_pfns(
                 "device",
@@ -181,8 +183,8 @@ impl Scenario for ZoneDevice {
 }
 
 fn run(p: &ZoneDevice, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
-    let (case, cfg, nr) = (p.case, p.config, p.size / 4096);
-    let (range, pgmap) = (device_range(&cfg, nr), case.pgmap());
+    let (case, cfg, nr) = (p.case, p.config, p.size >> p.config.page_shift);
+    let (range, pgmap) = (device_range(&cfg, nr), case.pgmap(&cfg));
     let rounds = ctx.common.rounds(ROUNDS);
     let counts = ctx.threads.counts();
     let phase = ctx.phase(case.name());
@@ -216,7 +218,7 @@ fn reports(
     written: u64,
     fault: f64,
 ) -> Vec<ScenarioReport> {
-    let (case, nr, n) = (p.case, p.size / 4096, INIT_STRATEGIES.len());
+    let (case, nr, n) = (p.case, p.size >> p.config.page_shift, INIT_STRATEGIES.len());
     let memmap_bytes = m.storage[0].bytes() as u64;
     let rounds = ctx.common.rounds(ROUNDS);
     let mut out = Vec::new();
@@ -227,8 +229,13 @@ fn reports(
             written,
             Bytes(written * 64),
             match case {
-                Case::Fsdax => "fsdax, 4 KiB: one struct page per page",
-                Case::Devdax2m => "devdax, 2 MiB compound pages, vmemmap dedup: 128 of 512 struct pages",
+                Case::Fsdax =>
+                    format!("fsdax, {} pages: one struct page per page", Bytes(p.config.page_size())),
+                Case::Devdax2m => format!(
+                    "devdax, 2 MiB compound pages of {} struct pages{}",
+                    2u64 << 20 >> p.config.page_shift,
+                    if written < nr { ", vmemmap dedup" } else { "" }
+                ),
             },
             rounds,
             if threads > 1 {

@@ -40,7 +40,7 @@ impl Job {
         let mut owned = OwnedMemmap::new(cfg, base, nr)
             .map_err(RunError::of(init.name(), format!("map a memmap of {}", Bytes(memmap_bytes))))?;
         prefault(&mut owned).map_err(RunError::of(init.name(), "fault the memmap in"))?;
-        let (zones, memory) = deferred::zone_layout(nr);
+        let (zones, memory) = deferred::zone_layout(&cfg, nr);
         let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
         let states = match init {
             Init::NodeBoot => vec![0u8; Node::<Page64>::states_needed(&cfg, layout.span())],
@@ -54,14 +54,14 @@ impl Job {
         match self.init {
             Init::ZoneDevice => {
                 let range = zone_device::device_range(&self.cfg, self.nr);
-                let pgmap = zone_device::Case::Fsdax.pgmap();
+                let pgmap = zone_device::Case::Fsdax.pgmap(&self.cfg);
                 let mut memmap = self.owned.memmap();
                 let t = Instant::now();
                 let r = zone_device::init_threads(&mut memmap, &range, &pgmap, strategy, 1, pb);
                 (t.elapsed(), (r.used, r.reason))
             }
             Init::NodeBoot => {
-                let (zones, memory) = deferred::zone_layout(self.nr);
+                let (zones, memory) = deferred::zone_layout(&self.cfg, self.nr);
                 let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
                 let parts = deferred::parts(self.owned.memmap(), layout, &mut self.states);
                 let opts = BootOptions {

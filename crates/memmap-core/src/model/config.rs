@@ -257,6 +257,17 @@ impl KernelConfig {
         ..KernelConfig::X86_64
     };
 
+    /// [`KernelConfig::PPC64EL`] with 64 KiB pages, as Debian builds Linux 7.2
+    /// (`linux-image-7.2.13+deb14-powerpc64le-64k`, compared under QEMU): `MAX_PAGE_ORDER` 8,
+    /// `pageblock_order` 5 (the 2 MiB huge page's order, radix), 16 MiB sections of 256 pages.
+    pub const PPC64EL_64K: KernelConfig = KernelConfig {
+        name: "ppc64el-64k",
+        page_shift: 16,
+        pageblock_order: 5,
+        max_page_order: 8,
+        ..KernelConfig::PPC64EL
+    };
+
     /// x86-64 as Debian builds Linux 6.12 (`linux-image-6.12.95+deb12-amd64` from
     /// bookworm-backports, compared under QEMU): the flags layout of [`KernelConfig::X86_64`],
     /// the 6.12 behaviours ([`KernelVersion::V6_12`]), no `CONFIG_MM_ID` or
@@ -285,16 +296,17 @@ impl KernelConfig {
     };
 
     /// The presets, by name.
-    pub const PRESETS: [KernelConfig; 6] = [
+    pub const PRESETS: [KernelConfig; 7] = [
         KernelConfig::X86_64,
         KernelConfig::ARM64,
         KernelConfig::RISCV64,
         KernelConfig::PPC64EL,
+        KernelConfig::PPC64EL_64K,
         KernelConfig::X86_64_CLASSIC_SPARSE,
         KernelConfig::X86_64_6_12,
     ];
 
-    /// Looks a preset up by name (`x86_64`, `arm64`, `riscv64`, `ppc64el`,
+    /// Looks a preset up by name (`x86_64`, `arm64`, `riscv64`, `ppc64el`, `ppc64el-64k`,
     /// `x86_64-classic-sparse`, `x86_64-6.12`).
     #[must_use]
     pub fn preset(name: &str) -> Option<KernelConfig> {

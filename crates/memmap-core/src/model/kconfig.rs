@@ -93,7 +93,8 @@ pub enum KconfigError {
         /// The symbol.
         symbol: &'static str,
     },
-    /// Base pages other than 4 KiB (arm64's 16 KiB and 64 KiB granules) are not modelled.
+    /// The `.config`'s page size is not the base configuration's (16 and 64 KiB pages have
+    /// presets of their own where they are modelled: [`KernelConfig::PPC64EL_64K`]).
     UnsupportedPageSize,
     /// The resulting configuration does not fit `page->flags` (or is otherwise invalid).
     Config(ConfigError),
@@ -106,7 +107,9 @@ impl fmt::Display for KconfigError {
                 write!(f, "the .config is for {kconfig}, the base configuration {base} is not")
             }
             KconfigError::BadValue { symbol } => write!(f, "{symbol} has a value that is not a number"),
-            KconfigError::UnsupportedPageSize => f.write_str("only 4 KiB base pages are modelled"),
+            KconfigError::UnsupportedPageSize => {
+                f.write_str("the .config's page size is not the base configuration's")
+            }
             KconfigError::Config(e) => write!(f, "{e}"),
         }
     }
@@ -142,7 +145,7 @@ impl KernelConfig {
     ///
     /// # Errors
     ///
-    /// [`KconfigError`]: another architecture, a bad value, non-4 KiB pages, or a result that
+    /// [`KconfigError`]: another architecture, a bad value, another page size, or a result that
     /// does not fit `page->flags`.
     pub fn with_kconfig(self, kconfig: &Kconfig<'_>) -> Result<KernelConfig, KconfigError> {
         let mut c = self;
@@ -152,12 +155,16 @@ impl KernelConfig {
                 return Err(KconfigError::ArchMismatch { kconfig: arch.name(), base: self.name });
             }
         }
-        for other in ["CONFIG_ARM64_16K_PAGES", "CONFIG_ARM64_64K_PAGES", "CONFIG_PPC_64K_PAGES"] {
-            if kconfig.enabled(other) == Some(true) {
-                return Err(KconfigError::UnsupportedPageSize);
-            }
-        }
-        if kconfig.number("CONFIG_PAGE_SHIFT")?.is_some_and(|s| s != u64::from(self.page_shift)) {
+        // The page size is the base's (a preset per page size): `PAGE_SHIFT` (6.8+), or the
+        // architecture's page-size option.
+        let page_shift = match kconfig.number("CONFIG_PAGE_SHIFT")? {
+            Some(s) => Some(s),
+            None if kconfig.enabled("CONFIG_ARM64_16K_PAGES") == Some(true) => Some(14),
+            None if kconfig.enabled("CONFIG_ARM64_64K_PAGES") == Some(true) => Some(16),
+            None if kconfig.enabled("CONFIG_PPC_64K_PAGES") == Some(true) => Some(16),
+            None => None,
+        };
+        if page_shift.is_some_and(|s| s != u64::from(self.page_shift)) {
             return Err(KconfigError::UnsupportedPageSize);
         }
         if let Some(delta) = kconfig.number("CONFIG_ILLEGAL_POINTER_VALUE")? {

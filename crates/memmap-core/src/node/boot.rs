@@ -509,6 +509,9 @@ fn check_parts<'a, P: StructPage>(
     if states.len() < needed {
         return Err(NodeError::StatesTooShort { needed, got: states.len() });
     }
+    if arena.is_some() && cfg.page_size() != crate::node::arena::ARENA_PAGE_SIZE as u64 {
+        return Err(NodeError::ArenaPageSize { page_size: cfg.page_size() });
+    }
     if arena.is_some_and(|a| !a.covers(span.start, span.len())) {
         return Err(NodeError::ArenaTooSmall);
     }

@@ -205,6 +205,12 @@ pub enum NodeError {
     },
     /// The arena does not cover the node span.
     ArenaTooSmall,
+    /// An arena holds 4 KiB per PFN ([`stream_hal::PAGE_SIZE`]): a configuration with other
+    /// pages cannot have one.
+    ArenaPageSize {
+        /// The configuration's `PAGE_SIZE`.
+        page_size: u64,
+    },
     /// `MAX_PAGE_ORDER` is not below 24 (the orders the allocator keeps), or `pageblock_order` is above it.
     UnsupportedOrders {
         /// `max_page_order`.
@@ -225,6 +231,9 @@ impl fmt::Display for NodeError {
                 write!(f, "{got} block state bytes, {needed} needed")
             }
             NodeError::ArenaTooSmall => f.write_str("the arena does not cover the node span"),
+            NodeError::ArenaPageSize { page_size } => {
+                write!(f, "an arena holds 4 KiB pages, the configuration's are {page_size} bytes")
+            }
             NodeError::UnsupportedOrders { max_page_order, pageblock_order } => {
                 write!(f, "MAX_PAGE_ORDER {max_page_order} / pageblock_order {pageblock_order} not supported")
             }
