@@ -83,8 +83,8 @@ pub enum What {
     Hotplug(HotplugDump),
 }
 
-/// The model preset of the kernel's architecture and page size (`x86_64`, `arm64`, `riscv64`,
-/// `ppc64el`, `ppc64el-64k`).
+/// The model preset of the kernel's architecture and page size (`x86_64`, `arm64`, `arm64-16k`,
+/// `riscv64`, `ppc64el`, `ppc64el-64k`).
 #[must_use]
 pub fn preset(facts: &Facts) -> &'static str {
     preset_of(&facts.kernel)
@@ -94,6 +94,7 @@ pub fn preset(facts: &Facts) -> &'static str {
 fn preset_of(kernel: &crate::facts::KernelFacts) -> &'static str {
     let page_shift = crate::run::page_shift(&kernel.kconfig).unwrap_or(12);
     match (kernel.arch.as_str(), page_shift) {
+        ("arm64", 14) => "arm64-16k",
         ("arm64", _) => "arm64",
         ("riscv64", _) => "riscv64",
         ("ppc64el", 16) => "ppc64el-64k",

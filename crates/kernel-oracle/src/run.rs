@@ -31,7 +31,8 @@ pub fn vmemmap(arch: Arch) -> (u64, u64) {
         // 4 KiB pages, VA_BITS 52 (VA_BITS_MIN 48): VMEMMAP_END = -1 GiB, VMEMMAP_SIZE =
         // ((_PAGE_END(48) - PAGE_OFFSET) >> PAGE_SHIFT) * 64 = 0x3e0000000000, so VMEMMAP_START
         // = 0xffffc1ffc0000000. The struct page of pfn 0 sits `memstart_addr >> PAGE_SHIFT`
-        // struct pages below it (see `arm64_vmemmap`).
+        // struct pages below it (see `arm64_vmemmap`). With 16 or 64 KiB pages the area still
+        // ends at -1 GiB and pfn 0's struct page is learned from `mem_section`.
         Arch::Arm64 => (0xffff_c1ff_c000_0000, 0x3e00_0000_0000),
         // Sv39 (`no4lvl`): the 4 GiB vmemmap area at 0xffffffc500000000, which is where pfn 0's
         // struct page is (learned from `mem_section`; RAM starts at 2 GiB).
@@ -601,9 +602,15 @@ fn collect(
         layout: node_zone_layout(&kconfig)?,
         max_order: max_page_order(&kconfig)?,
         page_shift: page_shift(&kconfig)?,
-        // `pageblock_order` is HUGETLB_PAGE_ORDER, 9 with 4 KiB pages, where it is a constant;
-        // a variable (HUGETLB_PAGE_SIZE_VARIABLE) is read from the guest (`learn_geometry`).
-        sections: Sections::new(sc.arch, &kconfig, 9)?,
+        // `pageblock_order` is the PMD huge page's order where it is a constant (one page of
+        // 8-byte entries: PAGE_SHIFT - 3, so 9 with 4 KiB pages and 11 with 16 KiB), at most
+        // MAX_PAGE_ORDER; a variable (HUGETLB_PAGE_SIZE_VARIABLE) is read from the guest
+        // (`learn_geometry`).
+        sections: Sections::new(
+            sc.arch,
+            &kconfig,
+            (page_shift(&kconfig)? - 3).min(max_page_order(&kconfig)?),
+        )?,
         vbase,
         tmp: work.join("memsave.tmp"),
         regions: Vec::new(),
@@ -804,8 +811,8 @@ impl Dumper<'_> {
     }
 
     /// Learns `pageblock_order` where it is a variable, and where pfn 0's struct page is where
-    /// the architecture does not fix it (arm64 from `memstart_addr`, riscv64 and ppc64el from
-    /// `mem_section[]`); returns the vmemmap area's size from there (its end stays where
+    /// the architecture does not fix it (arm64 with 4 KiB pages from `memstart_addr`, the others
+    /// from `mem_section[]`); returns the vmemmap area's size from there (its end stays where
     /// [`vmemmap`] puts it).
     fn learn_geometry(&mut self, kconfig: &BTreeMap<String, String>, vsize: u64) -> Result<u64> {
         if let Some(a) = self.sysmap.addr("pageblock_order") {
@@ -818,8 +825,8 @@ impl Dumper<'_> {
         }
         match self.arch {
             Arch::Amd64 => Ok(vsize),
-            Arch::Arm64 => self.arm64_vmemmap_base().map(|()| vsize),
-            Arch::Riscv64 | Arch::Ppc64el => {
+            Arch::Arm64 if self.page_shift == 12 => self.arm64_vmemmap_base().map(|()| vsize),
+            Arch::Arm64 | Arch::Riscv64 | Arch::Ppc64el => {
                 let first = ram_pfns(&self.block("iomem"), self.page_shift)
                     .first()
                     .map(|r| r.0)

@@ -245,6 +245,7 @@ pub const SCENARIOS: &[Scenario] = &[
     // The boot memmap of riscv64 (RAM from 2 GiB: ZONE_DMA32 up to 4 GiB, ZONE_NORMAL above)
     // and ppc64el (RAM from 0, all ZONE_NORMAL; on 7.2-ppc64el-64k too: 64 KiB pages, 16 MiB
     // sections of 256 pages, pageblock_order 5).
+    boot_on(Arch::Arm64, "arm64-boot-2g", 2048, &[], Boot { smp: 1, movablecore_mb: None }),
     boot_on(Arch::Riscv64, "riscv64-boot-3g", 3072, &[], Boot { smp: 1, movablecore_mb: None }),
     boot_on(Arch::Ppc64el, "ppc64el-boot-2g", 2048, &[], Boot { smp: 1, movablecore_mb: None }),
     boot("boot-3g", 3072, &[], Boot { smp: 1, movablecore_mb: None }),

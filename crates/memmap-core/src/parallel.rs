@@ -57,9 +57,11 @@ pub struct ViewsReport<T, R> {
 /// pieces, at least `min_pieces` at a time. `work` runs on several threads at once but each
 /// piece's view and data on one only, so it needs `Sync` and the data `Send`.
 ///
-/// Pieces must be disjoint, in PFN order and inside the memmap, and end at pageblock-aligned
-/// PFNs (or the memmap's end), where a memmap can be split; a piece's view starts at the
-/// pageblock that holds its first PFN, so the work must write only its piece. Workers that
+/// Pieces must be disjoint, in PFN order and inside the memmap, and all but the last end at
+/// pageblock-aligned PFNs (or the memmap's end), where a memmap can be split; a piece's view
+/// starts at the pageblock that holds its first PFN, and the last one's ends at the end of the
+/// pageblock that holds its last PFN (a ZONE_DEVICE range is only subsection-aligned, and a
+/// pageblock can be larger: 32 MiB with 16 KiB pages), so the work must write only its piece. Workers that
 /// stream drain inside `work`, before it returns; the job's join publishes their stores to the
 /// caller.
 ///
@@ -88,12 +90,15 @@ where
     let pb = memmap.config().pageblock_nr_pages();
     let mut slots = Vec::with_capacity(pieces.len());
     let mut rest = memmap.reborrow();
-    for piece in pieces {
+    let last = pieces.len().saturating_sub(1);
+    for (i, piece) in pieces.into_iter().enumerate() {
         // A view starts at the piece's pageblock: the pages before the piece in it belong to
         // no piece (the previous one ended at a pageblock boundary at or before them).
         let at = (piece.start & !(pb - 1)).max(rest.base_pfn());
         let (_, right) = rest.split_at(at)?;
-        let (mine, right) = right.split_at(piece.end)?;
+        // The last view ends with the pageblock of its last PFN: no piece follows it there.
+        let end = if i == last { piece.end.next_multiple_of(pb).min(right.end_pfn()) } else { piece.end };
+        let (mine, right) = right.split_at(end)?;
         slots.push(Mutex::new((Some(mine), piece.data, None::<R>)));
         rest = right;
     }

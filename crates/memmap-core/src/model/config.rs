@@ -205,6 +205,19 @@ impl KernelConfig {
         ..KernelConfig::X86_64
     };
 
+    /// [`KernelConfig::ARM64`] with 16 KiB pages, as Debian builds Linux 7.2
+    /// (`linux-image-7.2.13+deb14-arm64-16k`, compared under QEMU's `virt` machine):
+    /// `MAX_PAGE_ORDER` 11, `pageblock_order` 11 (the 32 MiB PMD huge page), 128 MiB sections of
+    /// 8192 pages; `vmemmap` as the guest's `mem_section` says (RAM from 1 GiB).
+    pub const ARM64_16K: KernelConfig = KernelConfig {
+        name: "arm64-16k",
+        page_shift: 14,
+        pageblock_order: 11,
+        max_page_order: 11,
+        vmemmap_start: 0xffff_f03f_bfc0_0000,
+        ..KernelConfig::ARM64
+    };
+
     /// riscv64 as Debian builds Linux 7.2 (`linux-image-7.2.13+deb14-riscv64`, compared under
     /// QEMU's `virt` machine with Sv39 paging, `no4lvl`): 4 KiB pages, SPARSEMEM_VMEMMAP,
     /// 4 nodes (`NODES_SHIFT` 2), zones DMA32, NORMAL, MOVABLE, DEVICE, NUMA balancing with
@@ -296,9 +309,10 @@ impl KernelConfig {
     };
 
     /// The presets, by name.
-    pub const PRESETS: [KernelConfig; 7] = [
+    pub const PRESETS: [KernelConfig; 8] = [
         KernelConfig::X86_64,
         KernelConfig::ARM64,
+        KernelConfig::ARM64_16K,
         KernelConfig::RISCV64,
         KernelConfig::PPC64EL,
         KernelConfig::PPC64EL_64K,
@@ -306,7 +320,7 @@ impl KernelConfig {
         KernelConfig::X86_64_6_12,
     ];
 
-    /// Looks a preset up by name (`x86_64`, `arm64`, `riscv64`, `ppc64el`, `ppc64el-64k`,
+    /// Looks a preset up by name (`x86_64`, `arm64`, `arm64-16k`, `riscv64`, `ppc64el`, `ppc64el-64k`,
     /// `x86_64-classic-sparse`, `x86_64-6.12`).
     #[must_use]
     pub fn preset(name: &str) -> Option<KernelConfig> {
