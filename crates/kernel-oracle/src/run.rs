@@ -1143,6 +1143,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn page_geometry_follows_the_kernel_config() {
+        let k = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        };
+        // ppc64el-64k: 64 KiB pages, orders up to 8, 16 MiB sections of 256 pages.
+        let ppc = k(&[
+            ("CONFIG_PAGE_SHIFT", "16"),
+            ("CONFIG_ARCH_FORCE_MAX_ORDER", "8"),
+            ("CONFIG_PAGE_EXTENSION", "y"),
+        ]);
+        assert_eq!((page_shift(&ppc).unwrap(), max_page_order(&ppc).unwrap()), (16, 8));
+        let s = Sections::new(Arch::Ppc64el, &ppc, 5).unwrap();
+        assert_eq!((s.section_shift, s.size, s.per_root), (8, 32, 2048));
+        // Pfns of 64 KiB: the partial page at either end of a range is left out.
+        assert_eq!(ram_pfns("00008000-4000ffff : System RAM\n", 16), [(1, 0x4001)]);
+        // A kernel without CONFIG_PAGE_SHIFT (before 6.8) has 4 KiB pages; odd values are refused.
+        assert_eq!((page_shift(&k(&[])).unwrap(), max_page_order(&k(&[])).unwrap()), (12, MAX_PAGE_ORDER));
+        assert!(page_shift(&k(&[("CONFIG_PAGE_SHIFT", "13")])).is_err());
+        assert!(max_page_order(&k(&[("CONFIG_ARCH_FORCE_MAX_ORDER", "99")])).is_err());
+        assert_eq!(section_size_bits(Arch::Arm64, 16), 29);
+    }
+
+    #[test]
     fn hostile_guest_reports_are_errors_not_overflows() {
         // A System RAM range ending at the top of the address space, and a zone whose span
         // passes u64::MAX.
