@@ -184,14 +184,30 @@ mod insn {
         }
     }
 
-    /// `SETP`/`SETM`/`SETE` of zero: `len` zero bytes at `dst`, any alignment.
+    /// One memory set of zero: `len` zero bytes at `dst`, any alignment. `SETPN`/`SETMN`/`SETEN`
+    /// (the non-temporal set, Linux's `clear_page`) with `NT`, `SETP`/`SETM`/`SETE` without.
     ///
     /// # Safety
     ///
     /// FEAT_MOPS is implemented and enabled at this exception level; `dst` is valid for writes
     /// of `len` bytes.
     #[inline(always)]
-    pub(super) unsafe fn set_zero(dst: *mut u8, len: usize) {
+    pub(super) unsafe fn set_zero<const NT: bool>(dst: *mut u8, len: usize) {
+        // The prologue, main and epilogue of one set; `$n` is the non-temporal suffix or none.
+        #[cfg(not(stream_hal_emulate))]
+        macro_rules! set {
+            ($n:literal) => {
+                asm!(
+                    ".arch_extension mops",
+                    concat!("setp", $n, " [{d}]!, {n}!, xzr"),
+                    concat!("setm", $n, " [{d}]!, {n}!, xzr"),
+                    concat!("sete", $n, " [{d}]!, {n}!, xzr"),
+                    d = inout(reg) dst => _,
+                    n = inout(reg) len => _,
+                    options(nostack),
+                )
+            };
+        }
         #[cfg(not(stream_hal_emulate))]
         // SAFETY: the caller guarantees that the instructions exist and are enabled (so none is
         // undefined) and that `dst..dst + len` is writable; with `Xs = xzr` the triple writes
@@ -202,51 +218,16 @@ mod insn {
         // written back (declared `inout`, discarded), `NZCV` is written (no `preserves_flags`),
         // no stack is used.
         unsafe {
-            asm!(
-                ".arch_extension mops",
-                "setp [{d}]!, {n}!, xzr",
-                "setm [{d}]!, {n}!, xzr",
-                "sete [{d}]!, {n}!, xzr",
-                d = inout(reg) dst => _,
-                n = inout(reg) len => _,
-                options(nostack),
-            );
+            if NT {
+                set!("n");
+            } else {
+                set!("");
+            }
         }
         #[cfg(stream_hal_emulate)]
         // SAFETY: the caller guarantees `len` writable bytes at `dst`.
         unsafe {
-            crate::emulation::memory_set_zero(dst, len, false);
-        }
-    }
-
-    /// `SETPN`/`SETMN`/`SETEN` of zero (the non-temporal memory set, Linux's `clear_page`):
-    /// `len` zero bytes at `dst`, any alignment.
-    ///
-    /// # Safety
-    ///
-    /// As for [`set_zero`].
-    #[inline(always)]
-    pub(super) unsafe fn set_zero_nt(dst: *mut u8, len: usize) {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: as for `set_zero`: the caller guarantees the instructions exist and are
-        // enabled and `len` writable bytes at `dst` (so `len <= isize::MAX`, not saturated);
-        // the triple is consecutive, `Xd` and `Xn` distinct and written back, `NZCV` written,
-        // no stack used.
-        unsafe {
-            asm!(
-                ".arch_extension mops",
-                "setpn [{d}]!, {n}!, xzr",
-                "setmn [{d}]!, {n}!, xzr",
-                "seten [{d}]!, {n}!, xzr",
-                d = inout(reg) dst => _,
-                n = inout(reg) len => _,
-                options(nostack),
-            );
-        }
-        #[cfg(stream_hal_emulate)]
-        // SAFETY: the caller guarantees `len` writable bytes at `dst`.
-        unsafe {
-            crate::emulation::memory_set_zero(dst, len, true);
+            crate::emulation::memory_set_zero(dst, len, NT);
         }
     }
 
@@ -621,10 +602,10 @@ pub(crate) unsafe fn clear_streaming(dst: *mut u8, len: usize) {
 /// level.
 #[inline(never)]
 unsafe fn clear_mops_nt(dst: *mut u8, len: usize) {
-    // SAFETY: the caller's contract is `insn::set_zero_nt`'s: `len` writable bytes at `dst`,
+    // SAFETY: the caller's contract is `insn::set_zero`'s: `len` writable bytes at `dst`,
     // FEAT_MOPS implemented and enabled. No edge handling: the memory-set instructions take any
     // address and size.
-    unsafe { insn::set_zero_nt(dst, len) }
+    unsafe { insn::set_zero::<true>(dst, len) }
 }
 
 /// [`clear_cached`]'s MOPS path: `SETP`/`SETM`/`SETE` of zero over the range.
@@ -635,7 +616,7 @@ unsafe fn clear_mops_nt(dst: *mut u8, len: usize) {
 #[inline(never)]
 unsafe fn clear_mops(dst: *mut u8, len: usize) {
     // SAFETY: the caller's contract is `insn::set_zero`'s, as in `clear_mops_nt`.
-    unsafe { insn::set_zero(dst, len) }
+    unsafe { insn::set_zero::<false>(dst, len) }
 }
 
 /// Zeroes `len` bytes with `dc zva` on every whole `block`-byte block and normal stores on the
