@@ -24,10 +24,15 @@ pub enum ResetPolicy {
     /// so that they stay out of memory and read as zero. Residency is kept as it was: what was
     /// resident is resident and zero, the rest is not faulted in.
     ///
-    /// Residency is asked of the kernel: `mincore` (one call per 16 MiB); for 16 MiB or more of
-    /// a shared file (memfd, tmpfs) the file's holes are first skipped with `lseek(SEEK_DATA)`
-    /// (on a second, read-only description of it, so the caller's file offset does not move),
-    /// where `mincore` would look every page of a hole up in the page cache, and discarded.
+    /// Residency is asked of the kernel. For private anonymous memory, of the page tables:
+    /// `PAGEMAP_SCAN` on `/proc/self/pagemap` (Linux 6.7; one call per 64 runs of pages,
+    /// whatever their size), and a page with no page-table entry (never faulted in, or
+    /// discarded before) reads as zero already and is left as it is, counted as discarded;
+    /// before 6.7, `mincore`. Other memory: `mincore` (one call per 16 MiB); for 16 MiB or
+    /// more of a shared file (memfd, tmpfs) the file's holes are first skipped with
+    /// `lseek(SEEK_DATA)` (on a second, read-only description of it, so the caller's file
+    /// offset does not move), where `mincore` would look every page of a hole up in the page
+    /// cache, and discarded.
     #[default]
     Auto,
     /// Streaming zero in place ([`zero_parallel`](crate::zero_parallel)): the pages stay where
@@ -75,7 +80,8 @@ pub const fn reset_path(kind: BackingKind, resident: bool) -> ResetPath {
 pub struct ResetReport {
     /// Bytes zeroed in place (partial pages of a discard included).
     pub in_place: u64,
-    /// Bytes discarded.
+    /// Bytes discarded, or, under [`ResetPolicy::Auto`], private anonymous pages left as they
+    /// were because they had no page-table entry (out of memory and reading as zero already).
     pub discarded: u64,
     /// Bytes faulted back in after the discard.
     pub repopulated: u64,
@@ -285,6 +291,11 @@ fn discard_part<B: Bitmap>(
             }
             None => for_each_resident_run(p.backing.kind, a, b, page, &mut act),
         },
+        Mode::Auto(None) if p.backing.kind == BackingKind::PrivateAnonymous => {
+            for_each_mapped_run(a, b, page, &mut act, &mut |x, y| {
+                counters.discarded.fetch_add((y - x) as u64, Ordering::Relaxed);
+            })
+        }
         Mode::Auto(None) => for_each_resident_run(p.backing.kind, a, b, page, &mut act),
     };
     if let Err(e) = done {
@@ -353,6 +364,58 @@ fn for_each_data_run(
         at = z;
     }
     Ok(())
+}
+
+/// Calls `act` for the whole pages `[a, b)` of private anonymous memory by what the page
+/// tables hold ([`sys::pagemap_runs`], one `PAGEMAP_SCAN` for up to 64 runs): present pages
+/// are zeroed in place, pages with a non-present entry (swapped out) discarded, and pages with
+/// no entry (never faulted in, or discarded before) read as zero already: `absent` is told of
+/// them and nothing is done. Where the kernel cannot scan (before Linux 6.7), `mincore`
+/// ([`for_each_resident_run`]) decides instead.
+fn for_each_mapped_run(
+    a: usize,
+    b: usize,
+    page: usize,
+    act: &mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
+    absent: &mut dyn FnMut(usize, usize),
+) -> Result<(), Error> {
+    /// Why the scan stopped: the kernel (fall back to `mincore`), or `act`.
+    enum Stop {
+        Kernel,
+        Act(Error),
+    }
+    impl From<std::io::Error> for Stop {
+        fn from(_: std::io::Error) -> Stop {
+            Stop::Kernel
+        }
+    }
+    // Everything below `at` is done (zeroed, discarded, or found absent).
+    let at = std::cell::Cell::new(a);
+    let mut run = |x: usize, y: usize, what: sys::Mapped| -> Result<(), Stop> {
+        // Whole pages of the mapping (the kernel reports huge pages whole), inside `[a, b)`.
+        let (x, y) = ((x / page * page).max(at.get()), y.next_multiple_of(page).min(b));
+        if x >= y {
+            return Ok(());
+        }
+        absent(at.get(), x);
+        let path = match what {
+            sys::Mapped::Present => ResetPath::InPlace,
+            sys::Mapped::Swapped => reset_path(BackingKind::PrivateAnonymous, false),
+        };
+        act(x, y, path).map_err(Stop::Act)?;
+        at.set(y);
+        Ok(())
+    };
+    match sys::pagemap_runs(a, b, &mut run) {
+        Ok(()) => {
+            absent(at.get(), b);
+            Ok(())
+        }
+        Err(Stop::Act(e)) => Err(e),
+        // The kernel cannot say (before Linux 6.7, or it stopped answering): `mincore` for
+        // the rest.
+        Err(Stop::Kernel) => for_each_resident_run(BackingKind::PrivateAnonymous, at.get(), b, page, act),
+    }
 }
 
 /// Base pages asked of `mincore` at a time (the vector lives on the stack): 4096, 16 MiB of

@@ -1,6 +1,7 @@
 //! The host system calls: `madvise`, `fallocate`, `statx` and `fstatfs` through `rustix`; the NUMA
 //! queries `move_pages` and `get_mempolicy` (which `rustix` does not wrap) through
-//! `libc::syscall`; CPU affinity through `rustix`. Off Linux every call reports
+//! `libc::syscall`; CPU affinity through `rustix`; `mincore` and the `PAGEMAP_SCAN` ioctl of
+//! `/proc/self/pagemap` through `libc`. Off Linux every call reports
 //! [`std::io::ErrorKind::Unsupported`] and the callers take their portable paths.
 
 use std::fs::File;
@@ -310,6 +311,158 @@ mod linux {
         if r != 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
     }
 
+    /// `struct page_region` of `PAGEMAP_SCAN`: pages `[start, end)` of equal categories.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    struct PageRegion {
+        start: u64,
+        end: u64,
+        categories: u64,
+    }
+
+    /// `struct pm_scan_arg` of `PAGEMAP_SCAN` (`include/uapi/linux/fs.h`).
+    #[repr(C)]
+    #[derive(Debug, Default)]
+    struct PmScanArg {
+        size: u64,
+        flags: u64,
+        start: u64,
+        end: u64,
+        walk_end: u64,
+        vec: u64,
+        vec_len: u64,
+        max_pages: u64,
+        category_inverted: u64,
+        category_mask: u64,
+        category_anyof_mask: u64,
+        return_mask: u64,
+    }
+
+    /// `PAGEMAP_SCAN`: `_IOWR('f', 16, struct pm_scan_arg)`.
+    const PAGEMAP_SCAN: u64 = (3 << 30) | ((size_of::<PmScanArg>() as u64) << 16) | (0x66 << 8) | 16;
+    /// `PAGE_IS_PRESENT`: the page is mapped by a present page-table entry.
+    const PAGE_IS_PRESENT: u64 = 1 << 3;
+    /// `PAGE_IS_SWAPPED`: a non-present entry that is not empty (swapped out, a migration entry).
+    const PAGE_IS_SWAPPED: u64 = 1 << 4;
+
+    /// Regions asked of one `PAGEMAP_SCAN` call (on the stack).
+    const SCAN_REGIONS: usize = 64;
+
+    /// What [`pagemap_runs`] reports for a run of pages.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Mapped {
+        /// Mapped by present page-table entries: resident.
+        Present,
+        /// A non-present entry that is not empty: swapped out, or being migrated.
+        Swapped,
+    }
+
+    /// Calls `f(x, y, what)` for each run of this process's pages in `[start, end)` that has a
+    /// page-table entry, present or not, in address order, from one `PAGEMAP_SCAN` call per 64
+    /// runs (Linux 6.7). Pages without one are skipped: never faulted in, or discarded. `Err`
+    /// of kind [`io::ErrorKind::Unsupported`] before `f` is called where the kernel has no
+    /// `PAGEMAP_SCAN` (or an emulator passes it on wrong, see [`pagemap_scan_works`]).
+    ///
+    /// Unlike `mincore`, this asks the page tables only: a shared page in the page cache but not
+    /// mapped here is not reported, so it tells residency only for private anonymous memory.
+    pub(crate) fn pagemap_runs<E: From<io::Error>>(
+        start: usize,
+        end: usize,
+        f: &mut dyn FnMut(usize, usize, Mapped) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let Some(file) = pagemap().filter(|_| pagemap_scan_works()) else {
+            return Err(io::Error::from(io::ErrorKind::Unsupported).into());
+        };
+        scan(file, start, end, f)
+    }
+
+    /// The `PAGEMAP_SCAN` loop of [`pagemap_runs`] on `file`, the process's open pagemap.
+    fn scan<E: From<io::Error>>(
+        file: &File,
+        start: usize,
+        end: usize,
+        f: &mut dyn FnMut(usize, usize, Mapped) -> Result<(), E>,
+    ) -> Result<(), E> {
+        use std::os::fd::AsRawFd;
+        let mut regions = [PageRegion::default(); SCAN_REGIONS];
+        let mut at = start;
+        while at < end {
+            let mut arg = PmScanArg {
+                size: size_of::<PmScanArg>() as u64,
+                start: at as u64,
+                end: end as u64,
+                vec: regions.as_mut_ptr() as u64,
+                vec_len: SCAN_REGIONS as u64,
+                category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+                return_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+                ..PmScanArg::default()
+            };
+            // SAFETY: `PAGEMAP_SCAN` reads `arg` (its `size` is this struct's, the layout of
+            // `struct pm_scan_arg`), reads no byte of `[at, end)` (it walks this process's page
+            // tables: an unmapped address is an error, not a fault), writes at most `vec_len`
+            // regions to `vec` (`regions`, that long and alive for the call) and writes
+            // `arg.walk_end`.
+            let n = unsafe { libc::ioctl(file.as_raw_fd(), PAGEMAP_SCAN as _, &raw mut arg) };
+            let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+            for r in &regions[..n.min(SCAN_REGIONS)] {
+                let what =
+                    if r.categories & PAGE_IS_PRESENT != 0 { Mapped::Present } else { Mapped::Swapped };
+                f(r.start as usize, r.end as usize, what)?;
+            }
+            let walked = usize::try_from(arg.walk_end).unwrap_or(end);
+            if walked <= at {
+                // The kernel walked nothing: a bug of its or an emulator's; say so, not loop.
+                return Err(io::Error::other("PAGEMAP_SCAN made no progress").into());
+            }
+            at = walked;
+        }
+        Ok(())
+    }
+
+    /// The process's `/proc/self/pagemap`, opened once (`None` where it cannot be).
+    fn pagemap() -> Option<&'static File> {
+        use std::sync::OnceLock;
+        static PAGEMAP: OnceLock<Option<File>> = OnceLock::new();
+        PAGEMAP.get_or_init(|| File::open("/proc/self/pagemap").ok()).as_ref()
+    }
+
+    /// Whether `PAGEMAP_SCAN` answers right here, probed once per process on two pages of its
+    /// own, the first written and the second not: it must report the first as present and
+    /// nothing else. A kernel before 6.7 refuses the call (`ENOTTY`); qemu-user does not
+    /// emulate it and its guest addresses need not be the host's.
+    fn pagemap_scan_works() -> bool {
+        use std::sync::OnceLock;
+        static WORKS: OnceLock<bool> = OnceLock::new();
+        *WORKS.get_or_init(|| pagemap().is_some_and(|f| probe_scan(f).unwrap_or(false)))
+    }
+
+    /// The probe of [`pagemap_scan_works`].
+    fn probe_scan(file: &File) -> io::Result<bool> {
+        use rustix::mm::{MapFlags, ProtFlags};
+        let page = rustix::param::page_size();
+        // SAFETY: a new anonymous mapping at an address the kernel chooses: it overlaps nothing.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                core::ptr::null_mut(),
+                2 * page,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }?
+        .cast::<u8>();
+        // SAFETY: `p` is this function's own mapped, writable page; no reference covers it.
+        unsafe { p.write_volatile(0xa5) };
+        let mut seen = Vec::new();
+        let scanned = scan(file, p as usize, p as usize + 2 * page, &mut |x, y, what| -> io::Result<()> {
+            seen.push((x, y, what));
+            Ok(())
+        });
+        // SAFETY: unmaps exactly the two pages mapped above, which nothing uses any more.
+        let _ = unsafe { rustix::mm::munmap(p.cast(), 2 * page) };
+        scanned?;
+        Ok(seen == [(p as usize, p as usize + page, Mapped::Present)])
+    }
+
     /// The host's base page size.
     pub(crate) fn base_page() -> usize {
         rustix::param::page_size()
@@ -382,6 +535,21 @@ mod portable {
     pub(crate) fn base_page() -> usize {
         crate::backing::BASE_PAGE
     }
+    /// What `pagemap_runs` reports for a run of pages (never, off Linux).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Mapped {
+        /// Resident.
+        Present,
+        /// Swapped out.
+        Swapped,
+    }
+    pub(crate) fn pagemap_runs<E: From<io::Error>>(
+        _start: usize,
+        _end: usize,
+        _f: &mut dyn FnMut(usize, usize, Mapped) -> Result<(), E>,
+    ) -> Result<(), E> {
+        Err(io::Error::from(io::ErrorKind::Unsupported).into())
+    }
     pub(crate) fn takes_effect(_advice: Advice) -> bool {
         false
     }
@@ -404,8 +572,54 @@ pub(crate) const STATUS_NOT_PRESENT: i32 = -2;
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
+    use super::Advice;
     use super::linux::*;
     use std::fs::File;
+    use std::io;
+
+    /// `PAGEMAP_SCAN` reports the written pages of a private mapping as present runs, in
+    /// order, and nothing for the pages never touched or discarded (Linux 6.7 and later; on
+    /// an older kernel the scan is refused as unsupported, before any run is reported).
+    #[test]
+    fn the_page_tables_report_present_runs_only() {
+        use rustix::mm::{MapFlags, ProtFlags};
+        let page = base_page();
+        // SAFETY: a new private mapping of 8 pages this test owns.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                core::ptr::null_mut(),
+                8 * page,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap()
+        .cast::<u8>();
+        // 4 KiB pages only (a transparent huge page would make every page present).
+        // SAFETY: the mapping above; the advice changes no byte.
+        let _ = unsafe { rustix::mm::madvise(p.cast(), 8 * page, rustix::mm::Advice::LinuxNoHugepage) };
+        for k in [1, 2, 3, 6] {
+            // SAFETY: page `k` of the 8 mapped above.
+            unsafe { p.add(k * page).write_volatile(1) };
+        }
+        // SAFETY: page 3 of the mapping, which no reference covers.
+        unsafe { madvise(p as usize + 3 * page, page, Advice::DontNeed) }.unwrap();
+        let mut runs = Vec::new();
+        let scanned = pagemap_runs(p as usize, p as usize + 8 * page, &mut |x, y, what| -> io::Result<()> {
+            runs.push(((x - p as usize) / page, (y - p as usize) / page, what));
+            Ok(())
+        });
+        // SAFETY: unmaps the test's own mapping.
+        unsafe { rustix::mm::munmap(p.cast(), 8 * page) }.unwrap();
+        match scanned {
+            Ok(()) => assert_eq!(runs, [(1, 3, Mapped::Present), (6, 7, Mapped::Present)]),
+            Err(e) => {
+                assert_eq!(e.kind(), io::ErrorKind::Unsupported, "{e}");
+                assert!(runs.is_empty());
+                eprintln!("skipped: this kernel (or emulator) has no PAGEMAP_SCAN");
+            }
+        }
+    }
 
     /// A memfd's file system is found once per mount and remembered; its size is asked every
     /// time, so a file that shrinks (and would raise SIGBUS past its end) is seen shrunk.

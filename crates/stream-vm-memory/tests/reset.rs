@@ -132,6 +132,44 @@ fn auto_zeroes_resident_pages_and_discards_the_others() {
     assert!(bytes(&mem).iter().all(|&b| b == 0));
 }
 
+/// Scattered resident pages of private anonymous memory, 4 KiB pages only: Auto zeroes exactly
+/// those in place and leaves every other page out of memory (the page tables are asked, by
+/// `PAGEMAP_SCAN` where the kernel has it, else `mincore`), across both workers' parts and
+/// two adjacent regions.
+#[test]
+fn auto_finds_scattered_resident_pages_of_private_memory() {
+    let lay = [(0u64, 9 * MIB as u64), (9 * MIB as u64, 7 * MIB as u64)];
+    let mem = Mem::from_ranges(&lay.iter().map(|&(a, n)| (GuestAddress(a), n as usize)).collect::<Vec<_>>())
+        .unwrap();
+    for (a, n) in lay {
+        // SAFETY: the region's own mapping; the advice changes no byte.
+        let _ =
+            unsafe { libc::madvise(host(&mem, a) as *mut libc::c_void, n as usize, libc::MADV_NOHUGEPAGE) };
+    }
+    // Pages written (resident): single pages, runs, the first and last of each region.
+    let written: Vec<u64> = [0u64, 1, 2, 100, 1000, 2303, 2304, 2305, 2308, 4095].to_vec();
+    let guest_of = |k: u64| k * 4096;
+    for &k in &written {
+        mem.write_slice(&[0x5c; 7], GuestAddress(guest_of(k) + 9)).unwrap();
+    }
+    for r in mem.iter() {
+        vm_memory::MmapRegion::bitmap(r).reset();
+    }
+    let len = 16 * MIB;
+    let r = reset(&mem, GuestAddress(0), len, ResetPolicy::Auto, &workers()).unwrap();
+    assert_eq!(r.in_place, written.len() as u64 * 4096, "{r:?}");
+    assert_eq!(r.in_place + r.discarded, (16 * MIB) as u64, "{r:?}");
+    for (a, n) in lay {
+        let res = resident_guest(&mem, a, n as usize);
+        for (i, &on) in res.iter().enumerate() {
+            let k = a / 4096 + i as u64;
+            assert_eq!(on, written.contains(&k), "page {k}: resident {on}");
+        }
+    }
+    assert_eq!(dirty(&mem), dirty_model(&lay, &[(0, len as u64)]));
+    assert!(bytes(&mem).iter().all(|&b| b == 0));
+}
+
 #[test]
 fn memfd_discard_punches_a_hole_in_the_file() {
     if shmem_unchecked() {
