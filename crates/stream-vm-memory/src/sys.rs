@@ -373,14 +373,32 @@ mod linux {
         let Some(file) = pagemap().filter(|_| pagemap_scan_works()) else {
             return Err(io::Error::from(io::ErrorKind::Unsupported).into());
         };
-        scan(file, start, end, f)
+        scan(file, start, end, 0, f)
     }
 
-    /// The `PAGEMAP_SCAN` loop of [`pagemap_runs`] on `file`, the process's open pagemap.
+    /// The first page of `[start, end)` with a page-table entry, present or not, and what it
+    /// is; `None` if no page of the range has one. One `PAGEMAP_SCAN` call that stops at that
+    /// page (it skips whole empty page tables on the way). Errors as [`pagemap_runs`].
+    pub(crate) fn pagemap_first(start: usize, end: usize) -> io::Result<Option<(usize, Mapped)>> {
+        let Some(file) = pagemap().filter(|_| pagemap_scan_works()) else {
+            return Err(io::ErrorKind::Unsupported.into());
+        };
+        let mut first = None;
+        let mut one = |x: usize, _: usize, what: Mapped| -> io::Result<()> {
+            first = first.or(Some((x, what)));
+            Ok(())
+        };
+        scan(file, start, end, 1, &mut one)?;
+        Ok(first)
+    }
+
+    /// The `PAGEMAP_SCAN` loop of [`pagemap_runs`] on `file`, the process's open pagemap: up
+    /// to `max_pages` pages reported, in one call (0: every page, in as many calls as needed).
     fn scan<E: From<io::Error>>(
         file: &File,
         start: usize,
         end: usize,
+        max_pages: u64,
         f: &mut dyn FnMut(usize, usize, Mapped) -> Result<(), E>,
     ) -> Result<(), E> {
         use std::os::fd::AsRawFd;
@@ -393,6 +411,7 @@ mod linux {
                 end: end as u64,
                 vec: regions.as_mut_ptr() as u64,
                 vec_len: SCAN_REGIONS as u64,
+                max_pages,
                 category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
                 return_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
                 ..PmScanArg::default()
@@ -408,6 +427,9 @@ mod linux {
                 let what =
                     if r.categories & PAGE_IS_PRESENT != 0 { Mapped::Present } else { Mapped::Swapped };
                 f(r.start as usize, r.end as usize, what)?;
+            }
+            if max_pages != 0 {
+                return Ok(());
             }
             let walked = usize::try_from(arg.walk_end).unwrap_or(end);
             if walked <= at {
@@ -453,7 +475,7 @@ mod linux {
         // SAFETY: `p` is this function's own mapped, writable page; no reference covers it.
         unsafe { p.write_volatile(0xa5) };
         let mut seen = Vec::new();
-        let scanned = scan(file, p as usize, p as usize + 2 * page, &mut |x, y, what| -> io::Result<()> {
+        let scanned = scan(file, p as usize, p as usize + 2 * page, 0, &mut |x, y, what| -> io::Result<()> {
             seen.push((x, y, what));
             Ok(())
         });
@@ -549,6 +571,9 @@ mod portable {
         _f: &mut dyn FnMut(usize, usize, Mapped) -> Result<(), E>,
     ) -> Result<(), E> {
         Err(io::Error::from(io::ErrorKind::Unsupported).into())
+    }
+    pub(crate) fn pagemap_first(_start: usize, _end: usize) -> io::Result<Option<(usize, Mapped)>> {
+        unsupported()
     }
     pub(crate) fn takes_effect(_advice: Advice) -> bool {
         false
