@@ -53,7 +53,7 @@ pub mod threads;
 
 pub use padata::{PadataChunks, PadataError, PadataJob, PadataPlan};
 #[cfg(feature = "std")]
-pub use padata::{PadataReport, padata_do_multithreaded};
+pub use padata::{PadataReport, padata_do_multithreaded, padata_do_multithreaded_together};
 pub use threads::Threads;
 #[cfg(feature = "std")]
 pub use threads::{auto_threads, auto_threads_steps, available_cpus};

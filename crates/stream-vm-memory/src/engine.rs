@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use stream_par::{PadataJob, Threads, padata_do_multithreaded};
+use stream_par::{PadataJob, Threads, padata_do_multithreaded, padata_do_multithreaded_together};
 use vm_memory::GuestAddress;
 
 use crate::backing::{BASE_PAGE, HostBacking};
@@ -420,6 +420,29 @@ pub(crate) fn pinning(placement: &Placement) -> Option<&Topology> {
     }
 }
 
+/// When a call's workers start on their chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// Each as soon as it runs (the caller first, while its helpers are being started).
+    Now,
+    /// Each group's workers together, once all its threads have started
+    /// ([`padata_do_multithreaded_together`]): for work that holds the process's `mmap_lock`
+    /// (`MADV_POPULATE_WRITE`), which a thread start needs.
+    Together,
+}
+
+impl Start {
+    /// [`Start::Together`] where a piece's stores need its pages faulted in first (a shared
+    /// or file mapping: `MADV_POPULATE_WRITE` before the stores), [`Start::Now`] otherwise.
+    pub(crate) fn for_stores<B>(pieces: &[RegionPart<'_, B>]) -> Start {
+        if pieces.iter().any(|p| p.backing.stores() != crate::backing::Stores::Direct) {
+            Start::Together
+        } else {
+            Start::Now
+        }
+    }
+}
+
 /// Runs `op(piece index, piece, offset in piece, len, stop)` over every byte of `pieces` with `workers`:
 /// plans (looking nodes up where the placement pins), then executes. `op` returns the bytes it
 /// did (fewer only when it stopped early).
@@ -427,6 +450,7 @@ pub(crate) fn run<B, F>(
     pieces: &[RegionPart<'_, B>],
     workers: &Workers,
     min_chunk: u64,
+    start: Start,
     stop: &Stop<'_>,
     op: F,
 ) -> Result<WorkReport, Error>
@@ -465,7 +489,7 @@ where
         }
         None => plan(&spans, None, None, None, threads),
     };
-    execute(pieces, &groups, min_chunk, stop, &op)
+    execute(pieces, &groups, min_chunk, start, stop, &op)
 }
 
 /// Runs a plan: each pinned group on a thread of its own pinned to its CPUs (the padata
@@ -475,6 +499,7 @@ pub(crate) fn execute<B, F>(
     pieces: &[RegionPart<'_, B>],
     groups: &[Group],
     min_chunk: u64,
+    start: Start,
     stop: &Stop<'_>,
     op: &F,
 ) -> Result<WorkReport, Error>
@@ -482,8 +507,15 @@ where
     B: Sync,
     F: Fn(usize, &RegionPart<'_, B>, usize, usize, &Stop<'_>) -> Result<usize, Error> + Sync,
 {
-    let runner =
-        Runner { pieces, min_chunk, stop, op, chunks: Mutex::new(Vec::new()), first_err: Mutex::new(None) };
+    let runner = Runner {
+        pieces,
+        min_chunk,
+        start,
+        stop,
+        op,
+        chunks: Mutex::new(Vec::new()),
+        first_err: Mutex::new(None),
+    };
     let (used, pinned) = runner.run_all(groups);
     runner.finish(groups, &used, &pinned)
 }
@@ -492,6 +524,8 @@ where
 struct Runner<'r, 'p, 's, B, F> {
     pieces: &'r [RegionPart<'p, B>],
     min_chunk: u64,
+    /// When the workers of each group start.
+    start: Start,
     stop: &'r Stop<'s>,
     op: &'r F,
     /// Every part done, in completion order.
@@ -555,8 +589,12 @@ where
         let min = self.min_chunk.max(1).div_ceil(g.align) * g.align;
         let job =
             PadataJob { start: 0, size: g.lin_len, align: g.align, min_chunk: min, max_threads: g.threads };
+        let chunk = |s, e| self.run_chunk(g, s, e, pinned);
         // A job from 0 cannot end past u64::MAX, padata's only error.
-        let report = padata_do_multithreaded(&job, |s, e| self.run_chunk(g, s, e, pinned));
+        let report = match self.start {
+            Start::Now => padata_do_multithreaded(&job, chunk),
+            Start::Together => padata_do_multithreaded_together(&job, chunk),
+        };
         report.map_or(0, |r| r.calls.len())
     }
 

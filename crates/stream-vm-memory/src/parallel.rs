@@ -5,7 +5,7 @@ use vm_memory::bitmap::{BS, Bitmap};
 use vm_memory::{GuestAddress, GuestMemory, GuestMemoryBackend};
 
 use crate::backing::RegionBacking;
-use crate::engine::{self, MIN_CHUNK, RegionPart, Stop, WorkReport, Workers};
+use crate::engine::{self, MIN_CHUNK, RegionPart, Start, Stop, WorkReport, Workers};
 use crate::error::Error;
 use crate::fault::prepare_part;
 use crate::range::slice_pieces;
@@ -42,11 +42,18 @@ where
         return Ok(WorkReport::default());
     }
     let s = slice_pieces(mem, addr, len)?;
-    engine::run(&s.pieces, workers, MIN_CHUNK, &Stop::new(None), |_, p, off, n, _| {
-        prepare_part(p, off, n)?;
-        zero_part(p, off, n);
-        Ok(n)
-    })
+    engine::run(
+        &s.pieces,
+        workers,
+        MIN_CHUNK,
+        Start::for_stores(&s.pieces),
+        &Stop::new(None),
+        |_, p, off, n, _| {
+            prepare_part(p, off, n)?;
+            zero_part(p, off, n);
+            Ok(n)
+        },
+    )
 }
 
 /// Sets `len` guest bytes from `addr` on to `value` with `workers` (see [`zero_parallel`]);
@@ -102,20 +109,27 @@ where
     let s = slice_pieces(mem, addr, len)?;
     let (staging, period, body) = staging(pattern, len);
     let staging = &staging[..];
-    engine::run(&s.pieces, workers, MIN_CHUNK, &Stop::new(None), |_, p, off, n, _| {
-        prepare_part(p, off, n)?;
-        let dst = (p.host + off) as *mut u8;
-        // SAFETY: `[dst, dst + n)` is bytes `off..off + n` of the piece, inside the `p.len`
-        // bytes of a `VolatileSlice` kept alive (with its pointer guard) until the work is
-        // done, so valid for writes; the engine hands every byte of the range to exactly one
-        // call, so no two workers write the same bytes; no Rust reference covers guest RAM
-        // (only raw pointers and volatile accessors reach it), and `staging` is this call's own
-        // buffer. Drained below before the bytes are reported done.
-        unsafe { stream_pattern(dst, n, p.range_off + off as u64, staging, period, body) };
-        stream_hal::drain();
-        p.bitmap.mark_dirty(off, n);
-        Ok(n)
-    })
+    engine::run(
+        &s.pieces,
+        workers,
+        MIN_CHUNK,
+        Start::for_stores(&s.pieces),
+        &Stop::new(None),
+        |_, p, off, n, _| {
+            prepare_part(p, off, n)?;
+            let dst = (p.host + off) as *mut u8;
+            // SAFETY: `[dst, dst + n)` is bytes `off..off + n` of the piece, inside the `p.len`
+            // bytes of a `VolatileSlice` kept alive (with its pointer guard) until the work is
+            // done, so valid for writes; the engine hands every byte of the range to exactly one
+            // call, so no two workers write the same bytes; no Rust reference covers guest RAM
+            // (only raw pointers and volatile accessors reach it), and `staging` is this call's own
+            // buffer. Drained below before the bytes are reported done.
+            unsafe { stream_pattern(dst, n, p.range_off + off as u64, staging, period, body) };
+            stream_hal::drain();
+            p.bitmap.mark_dirty(off, n);
+            Ok(n)
+        },
+    )
 }
 
 /// Zeroes bytes `off..off + n` of `p` with streaming stores, drains, marks them dirty. The

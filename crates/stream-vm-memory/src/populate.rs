@@ -7,7 +7,7 @@ use vm_memory::bitmap::BS;
 use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
 
 use crate::backing::{RegionBacking, Stores};
-use crate::engine::{self, Cancel, MIN_CHUNK, RegionPart, Stop, WorkReport, Workers};
+use crate::engine::{self, Cancel, MIN_CHUNK, RegionPart, Start, Stop, WorkReport, Workers};
 use crate::error::{Error, HostOp};
 use crate::range::{RegionPieces, all_region_pieces, region_pieces};
 use crate::sys::{self, Advice};
@@ -242,9 +242,14 @@ where
     }
     let huge_advised = if options.huge_pages == HugePageAdvice::Advise { advise(pieces) } else { 0 };
     let stop = Stop::new(options.cancel.as_ref());
-    let work = engine::run(&pieces.pieces, &options.workers, MIN_CHUNK, &stop, |_, p, off, n, stop| {
-        populate_part(p, off, n, method, stop)
-    })?;
+    let work = engine::run(
+        &pieces.pieces,
+        &options.workers,
+        MIN_CHUNK,
+        Start::Together,
+        &stop,
+        |_, p, off, n, stop| populate_part(p, off, n, method, stop),
+    )?;
     let mut done: Vec<(GuestAddress, u64)> = Vec::new();
     for c in &work.chunks {
         match done.last_mut() {

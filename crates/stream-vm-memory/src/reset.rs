@@ -7,7 +7,7 @@ use vm_memory::bitmap::{BS, Bitmap};
 use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
 
 use crate::backing::{BackingKind, HostBacking, RegionBacking};
-use crate::engine::{self, MIN_CHUNK, RegionPart, Stop, WorkReport, Workers};
+use crate::engine::{self, MIN_CHUNK, RegionPart, Start, Stop, WorkReport, Workers};
 use crate::error::{Error, HostOp};
 use crate::fault::{prepare, prepare_part};
 use crate::parallel::zero_part;
@@ -179,25 +179,29 @@ where
         })
         .collect();
     let counters = Counters::default();
-    let work =
-        engine::run(
-            &pieces.pieces,
-            workers,
-            MIN_CHUNK,
-            &Stop::new(None),
-            |k, p, off, n, stop| match actions[k] {
-                Action::InPlace => {
-                    prepare_part(p, off, n)?;
-                    zero_part(p, off, n);
-                    counters.in_place.fetch_add(n as u64, Ordering::Relaxed);
-                    Ok(n)
-                }
-                Action::Auto => discard_part(p, off, n, Mode::Auto(probes[k].as_ref()), &counters, stop),
-                Action::Discard { repopulate } => {
-                    discard_part(p, off, n, Mode::Forced { repopulate }, &counters, stop)
-                }
-            },
-        )?;
+    let work = engine::run(
+        &pieces.pieces,
+        workers,
+        MIN_CHUNK,
+        if matches!(policy, ResetPolicy::Discard { repopulate: true }) {
+            Start::Together
+        } else {
+            Start::for_stores(&pieces.pieces)
+        },
+        &Stop::new(None),
+        |k, p, off, n, stop| match actions[k] {
+            Action::InPlace => {
+                prepare_part(p, off, n)?;
+                zero_part(p, off, n);
+                counters.in_place.fetch_add(n as u64, Ordering::Relaxed);
+                Ok(n)
+            }
+            Action::Auto => discard_part(p, off, n, Mode::Auto(probes[k].as_ref()), &counters, stop),
+            Action::Discard { repopulate } => {
+                discard_part(p, off, n, Mode::Forced { repopulate }, &counters, stop)
+            }
+        },
+    )?;
     // Relaxed: the workers have all joined (the scope's join orders their increments before
     // these loads).
     Ok(ResetReport {
