@@ -19,7 +19,7 @@ struct mms_namespace {
 	u64 start_pfn;
 	u64 nr_pages;
 	u64 pgmap;		/* the struct dev_pagemap's address: folio->pgmap */
-	u64 vmemmap;		/* pfn_to_page(0) */
+	u64 vmemmap_addr;	/* pfn_to_page(0) */
 	u64 altmap_base_pfn;
 	u64 altmap_reserve;
 	u64 altmap_free;
@@ -30,6 +30,16 @@ struct mms_namespace {
 	u32 early_first;	/* early_section() of the range's first and last section */
 	u32 early_last;
 };
+
+/* The functions memmap_stream_main.rs declares and calls. */
+int mms_find_namespace(struct mms_namespace *out);
+void mms_put_namespace(u64 pgmap);
+u32 mms_pageblock_migratetype(u64 pfn);
+void *mms_alloc_pages(u32 order);
+void mms_free_pages(void *addr, u32 order);
+void mms_preempt_disable(void);
+void mms_preempt_enable(void);
+void mms_cond_resched(void);
 
 struct mms_find {
 	struct dev_pagemap *pgmap;
@@ -68,7 +78,7 @@ int mms_find_namespace(struct mms_namespace *out)
 	out->start_pfn = start;
 	out->nr_pages = end - start;
 	out->pgmap = (u64)(unsigned long)pgmap;
-	out->vmemmap = (u64)(unsigned long)pfn_to_page(0);
+	out->vmemmap_addr = (u64)(unsigned long)pfn_to_page(0);
 	out->type = pgmap->type;
 	out->vmemmap_shift = pgmap->vmemmap_shift;
 	out->has_altmap = !!(pgmap->flags & PGMAP_ALTMAP_VALID);
@@ -94,11 +104,6 @@ u32 mms_pageblock_migratetype(u64 pfn)
 	unsigned long word = READ_ONCE(bitmap[bitidx / BITS_PER_LONG]);
 
 	return (word >> (bitidx % BITS_PER_LONG)) & PAGEBLOCK_MIGRATETYPE_MASK;
-}
-
-u32 mms_pageblock_order(void)
-{
-	return pageblock_order;
 }
 
 /* 2^order pages from the page allocator, by their direct-map address (NULL on failure). */

@@ -17,12 +17,10 @@
 //! Each result is one `memmap_stream:` line in the kernel log; any difference fails the load
 //! with `EIO`, so `insmod` fails too.
 
-use core::mem::MaybeUninit;
-
 use kernel::prelude::*;
 use memmap_core::model::kconfig::Kconfig;
 use memmap_core::{
-    DevPagemap, InitHooks, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType, Named,
+    DevPagemap, InitHooks, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType,
     Page64, Strategy, StructPage, VmemAltmap, ZoneDeviceRange,
 };
 
@@ -51,7 +49,7 @@ struct Namespace {
     start_pfn: u64,
     nr_pages: u64,
     pgmap: u64,
-    vmemmap: u64,
+    vmemmap_addr: u64,
     altmap_base_pfn: u64,
     altmap_reserve: u64,
     altmap_free: u64,
@@ -75,6 +73,16 @@ unsafe extern "C" {
 }
 
 struct MemmapStream;
+
+/// Prints a value of the crates' `core::fmt::Display` through the kernel's own `Display`,
+/// which the `pr_*!` macros take.
+struct Shown<T>(T);
+
+impl<T: core::fmt::Display> kernel::fmt::Display for Shown<T> {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        core::fmt::Display::fmt(&self.0, f)
+    }
+}
 
 impl kernel::Module for MemmapStream {
     fn init(_module: &'static ThisModule) -> Result<Self> {
@@ -184,7 +192,7 @@ fn check_clears_and_copies() -> Result {
                 stream_hal::drain();
             }
             let copy_ok = dst[off..off + len] == src[..len];
-            let guards_ok = dst[..off].iter().chain(&dst[off + len..]).all(|&b| b == 0x5a);
+            let guards_ok = dst[..off].iter().all(|&b| b == 0x5a) && dst[off + len..].iter().all(|&b| b == 0x5a);
             if !copy_ok || !guards_ok {
                 pr_err!(
                     "memmap_stream: memcpy_nontemporal of {} bytes at offset {} (round {}): copy {}, guard bytes {}\n",
@@ -237,7 +245,7 @@ fn kernel_config() -> Result<KernelConfig> {
         EINVAL
     })?;
     KernelConfig::X86_64.with_kconfig(&Kconfig::new(KCONFIG)).map(|c| c.with_version(version)).map_err(|e| {
-        pr_err!("memmap_stream: the kernel's .config: {}\n", e);
+        pr_err!("memmap_stream: the kernel's .config: {}\n", Shown(e));
         EINVAL
     })
 }
@@ -312,16 +320,16 @@ fn compare_strategy(
     strategy: Strategy,
 ) -> Result {
     let n = usize::try_from(ns.nr_pages).map_err(|_| EINVAL)?;
-    let mut pages = VVec::<MaybeUninit<Page64>>::with_capacity(n, GFP_KERNEL)?;
+    let mut pages = VVec::<Page64>::with_capacity(n, GFP_KERNEL)?;
     let mut pageblocks =
         VVec::<u8>::from_elem(0, memmap_core::pageblocks_needed(cfg, ns.start_pfn, ns.nr_pages), GFP_KERNEL)?;
     let storage = &mut pages.spare_capacity_mut()[..n];
     let mut memmap = Memmap::from_uninit(*cfg, ns.start_pfn, storage, &mut pageblocks)
         .map_err(|e| {
-            pr_err!("memmap_stream: model memmap: {}\n", e);
+            pr_err!("memmap_stream: model memmap: {}\n", Shown(e));
             EINVAL
         })?
-        .with_vaddr_base(ns.vmemmap + ns.start_pfn * Page64::SIZE as u64);
+        .with_vaddr_base(ns.vmemmap_addr + ns.start_pfn * Page64::SIZE as u64);
     let opts = InitOptions::new(strategy);
     let mut hooks = Resched { calls: 0 };
     let (first, report) = {
@@ -335,7 +343,7 @@ fn compare_strategy(
     }
     .map(|(a, r)| (if a.nr_pages > 0 { a.start_pfn } else { r.start_pfn }, r))
     .map_err(|e| {
-        pr_err!("memmap_stream: {} init: {}\n", strategy.name(), e);
+        pr_err!("memmap_stream: {} init: {}\n", strategy.name(), Shown(e));
         EINVAL
     })?;
     // Struct pages the vmemmap optimization deduplicated read as their vmemmap page's source.
@@ -352,7 +360,7 @@ fn compare_strategy(
     let (mut equal, mut differ) = (0u64, 0u64);
     for pfn in first..end {
         let model = memmap.read(pfn);
-        let addr = (ns.vmemmap + pfn * Page64::SIZE as u64) as *const u64;
+        let addr = (ns.vmemmap_addr + pfn * Page64::SIZE as u64) as *const u64;
         let mut kernel = [0u64; 8];
         for (i, w) in kernel.iter_mut().enumerate() {
             // SAFETY: `addr` is `pfn_to_page(pfn)`, a struct page of the namespace's mapped

@@ -56,17 +56,13 @@ pub struct BuildOptions {
 /// The error of [`build`] with `cached_only` when no finished kernel build is in the cache.
 #[derive(Debug)]
 pub struct NotCached {
-    /// Where the build would be.
-    pub dir: PathBuf,
+    /// Why: where the build would be, or the tool that is missing to name it.
+    pub why: String,
 }
 
 impl std::fmt::Display for NotCached {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "no cached Rust-enabled kernel build at {} (`kernel-oracle build` makes one)",
-            self.dir.display()
-        )
+        write!(f, "no cached Rust-enabled kernel build: {} (`kernel-oracle build` makes one)", self.why)
     }
 }
 
@@ -111,7 +107,11 @@ struct Tools {
 /// A tool or package is missing, a build fails (its log is named), or `cached_only` and no
 /// build is cached ([`NotCached`]).
 pub fn build(opts: &BuildOptions) -> Result<Built> {
-    let tools = tools(opts)?;
+    let tools = match tools(opts) {
+        Ok(t) => t,
+        Err(e) if opts.cached_only => return Err(NotCached { why: format!("{e:#}") }.into()),
+        Err(e) => return Err(e),
+    };
     let apt = PrivateApt::new(&opts.cache, SOURCE_SUITE, "amd64")?;
     apt.update(false)?;
     let version = apt.version(SOURCE_PACKAGE)?;
@@ -122,7 +122,7 @@ pub fn build(opts: &BuildOptions) -> Result<Built> {
     let fresh = !record_path.is_file();
     if fresh {
         if opts.cached_only {
-            return Err(NotCached { dir }.into());
+            return Err(NotCached { why: format!("{} has no build.json", dir.display()) }.into());
         }
         let src = source_tree(&opts.cache, &apt, &version)?;
         build_kernel(&src, &dir, &tools, &version, opts.jobs)?;
@@ -192,7 +192,7 @@ fn tools(opts: &BuildOptions) -> Result<Tools> {
     }
     let (libclang_dir, libclang_major) = libclang()?;
     let gcc_version = first_line(Path::new("gcc"), "--version")?;
-    let bindgen = bindgen(&opts.cache)?;
+    let bindgen = bindgen(&opts.cache, !opts.cached_only)?;
     let bindgen_version = first_line(&bindgen, "--version")?;
     Ok(Tools {
         rustc,
@@ -237,12 +237,16 @@ fn libclang() -> Result<(PathBuf, u32)> {
     }
 }
 
-/// `bindgen` [`BINDGEN_VERSION`] under the cache, installed with `cargo install` if missing.
-fn bindgen(cache: &Path) -> Result<PathBuf> {
+/// `bindgen` [`BINDGEN_VERSION`] under the cache, installed with `cargo install` if missing
+/// (and `install`).
+fn bindgen(cache: &Path, install: bool) -> Result<PathBuf> {
     let root = cache.join("tools").join(format!("bindgen-cli-{BINDGEN_VERSION}"));
     let bin = root.join("bin/bindgen");
     if bin.is_file() {
         return Ok(bin);
+    }
+    if !install {
+        bail!("bindgen-cli {BINDGEN_VERSION} is not installed in {}", root.display());
     }
     eprintln!("build: installing bindgen-cli {BINDGEN_VERSION} from crates.io into {}", root.display());
     cmd::run(

@@ -1173,6 +1173,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_module_block_must_say_loaded_and_passed() {
+        let passed = "memmap_stream: streaming: 262144 of 262144 struct pages equal\nmemmap_stream: all checks passed\ninsmod exit 0\n";
+        assert!(module_passed(passed).is_ok());
+        // A failed check fails insmod; its lines are in the error.
+        let failed = "memmap_stream: streaming: first difference at pfn 0x100000\ninsmod exit 1\n";
+        let e = module_passed(failed).unwrap_err().to_string();
+        assert!(e.contains("failed to load") && e.contains("first difference at pfn 0x100000"), "{e}");
+        // Loaded without the final line (a module that reports nothing) is no pass either.
+        let e = module_passed("insmod exit 0\n").unwrap_err().to_string();
+        assert!(e.contains("without reporting"), "{e}");
+        assert!(module_passed("").is_err());
+    }
+
+    #[test]
     fn page_geometry_follows_the_kernel_config() {
         let k = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
             pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()

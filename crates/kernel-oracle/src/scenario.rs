@@ -434,3 +434,21 @@ impl Scenario {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_configurations_load_the_module_after_the_namespace() {
+        let m: Vec<&Scenario> = SCENARIOS.iter().filter(|s| s.module).collect();
+        assert_eq!(m.iter().map(|s| s.name).collect::<Vec<_>>(), ["module-fsdax-mem", "module-fsdax-dev"]);
+        for s in m {
+            let script = s.script();
+            let (ns, insmod) = (script.find("create-namespace").unwrap(), script.find("insmod").unwrap());
+            assert!(ns < insmod, "{script}");
+            assert!(script.contains(&format!("/mods/{MODULE_NAME}.ko")));
+        }
+        assert!(!find("fsdax-dev").unwrap().script().contains("insmod"));
+    }
+}
