@@ -87,13 +87,13 @@ impl<T: core::fmt::Display> kernel::fmt::Display for Shown<T> {
 impl kernel::Module for MemmapStream {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         pr_info!(
-            "memmap_stream: stream-hal backend {}, streaming clear {}\n",
+            "stream-hal backend {}, streaming clear {}\n",
             stream_hal::backend().name(),
             stream_hal::streaming_clear_method()
         );
         check_clears_and_copies()?;
         compare_namespace()?;
-        pr_info!("memmap_stream: all checks passed\n");
+        pr_info!("all checks passed\n");
         Ok(MemmapStream)
     }
 }
@@ -173,7 +173,7 @@ fn check_clears_and_copies() -> Result {
             stream_hal::drain();
         }
         if let Some(at) = dst.iter().position(|&b| b != 0) {
-            pr_err!("memmap_stream: clear_pages left byte {:#x} at offset {} (round {})\n", dst[at], at, round);
+            pr_err!("clear_pages left byte {:#x} at offset {} (round {})\n", dst[at], at, round);
             return Err(EIO);
         }
         cleared += dst.len();
@@ -195,7 +195,7 @@ fn check_clears_and_copies() -> Result {
             let guards_ok = dst[..off].iter().all(|&b| b == 0x5a) && dst[off + len..].iter().all(|&b| b == 0x5a);
             if !copy_ok || !guards_ok {
                 pr_err!(
-                    "memmap_stream: memcpy_nontemporal of {} bytes at offset {} (round {}): copy {}, guard bytes {}\n",
+                    "memcpy_nontemporal of {} bytes at offset {} (round {}): copy {}, guard bytes {}\n",
                     len,
                     off,
                     round,
@@ -208,7 +208,7 @@ fn check_clears_and_copies() -> Result {
         }
     }
     pr_info!(
-        "memmap_stream: clear_pages: {} bytes in {} rounds of {} pages zero; memcpy_nontemporal: {} bytes equal, guard bytes intact\n",
+        "clear_pages: {} bytes in {} rounds of {} pages zero; memcpy_nontemporal: {} bytes equal, guard bytes intact\n",
         cleared,
         ROUNDS,
         1 << ORDER,
@@ -241,11 +241,11 @@ impl InitHooks for Resched {
 /// The model's configuration: the x86-64 base with the kernel's `.config` and release.
 fn kernel_config() -> Result<KernelConfig> {
     let version = KernelVersion::parse(RELEASE).ok_or_else(|| {
-        pr_err!("memmap_stream: the release {} is not one the model parses\n", RELEASE);
+        pr_err!("the release {} is not one the model parses\n", RELEASE);
         EINVAL
     })?;
     KernelConfig::X86_64.with_kconfig(&Kconfig::new(KCONFIG)).map(|c| c.with_version(version)).map_err(|e| {
-        pr_err!("memmap_stream: the kernel's .config: {}\n", Shown(e));
+        pr_err!("the kernel's .config: {}\n", Shown(e));
         EINVAL
     })
 }
@@ -269,17 +269,17 @@ fn compare_namespace() -> Result {
     let mut ns = Namespace::default();
     // SAFETY: `ns` is a valid, writable `struct mms_namespace`.
     if unsafe { mms_find_namespace(&mut ns) } != 0 {
-        pr_err!("memmap_stream: no ZONE_DEVICE range in a memmap= pmem region\n");
+        pr_err!("no ZONE_DEVICE range in a memmap= pmem region\n");
         return Err(ENODEV);
     }
     let _pgmap_ref = PgmapRef(ns.pgmap);
     let cfg = kernel_config()?;
     let Some(ty) = memory_type(ns.memory_type) else {
-        pr_err!("memmap_stream: memory type {} is not one the model knows\n", ns.memory_type);
+        pr_err!("memory type {} is not one the model knows\n", ns.memory_type);
         return Err(EINVAL);
     };
     if ns.early_first != 0 || ns.early_last != 0 {
-        pr_err!("memmap_stream: the range shares a section with boot memory; not compared here\n");
+        pr_err!("the range shares a section with boot memory; not compared here\n");
         return Err(EINVAL);
     }
     let mut pgmap = DevPagemap::new(ty).with_vmemmap_shift(ns.vmemmap_shift);
@@ -294,7 +294,7 @@ fn compare_namespace() -> Result {
     let nid = u32::try_from(ns.nid).map_err(|_| EINVAL)?;
     let range = ZoneDeviceRange::new(cfg.zone_device(), nid, ns.start_pfn, ns.nr_pages);
     pr_info!(
-        "memmap_stream: namespace pfns {:#x}..{:#x} ({} pages), {}, vmemmap_shift {}, altmap reserve {} free {}, node {}\n",
+        "namespace pfns {:#x}..{:#x} ({} pages), {}, vmemmap_shift {}, altmap reserve {} free {}, node {}\n",
         ns.start_pfn,
         ns.start_pfn + ns.nr_pages,
         ns.nr_pages,
@@ -326,7 +326,7 @@ fn compare_strategy(
     let storage = &mut pages.spare_capacity_mut()[..n];
     let mut memmap = Memmap::from_uninit(*cfg, ns.start_pfn, storage, &mut pageblocks)
         .map_err(|e| {
-            pr_err!("memmap_stream: model memmap: {}\n", Shown(e));
+            pr_err!("model memmap: {}\n", Shown(e));
             EINVAL
         })?
         .with_vaddr_base(ns.vmemmap_addr + ns.start_pfn * Page64::SIZE as u64);
@@ -343,7 +343,7 @@ fn compare_strategy(
     }
     .map(|(a, r)| (if a.nr_pages > 0 { a.start_pfn } else { r.start_pfn }, r))
     .map_err(|e| {
-        pr_err!("memmap_stream: {} init: {}\n", strategy.name(), Shown(e));
+        pr_err!("{} init: {}\n", strategy.name(), Shown(e));
         EINVAL
     })?;
     // Struct pages the vmemmap optimization deduplicated read as their vmemmap page's source.
@@ -375,7 +375,7 @@ fn compare_strategy(
         if differ == 0 {
             let i = (0..8).find(|&i| model.words()[i] != kernel[i]).unwrap_or(0);
             pr_err!(
-                "memmap_stream: {}: first difference at pfn {:#x}, byte {}: kernel {:#018x}, model {:#018x}\n",
+                "{}: first difference at pfn {:#x}, byte {}: kernel {:#018x}, model {:#018x}\n",
                 strategy.name(),
                 pfn,
                 i * 8,
@@ -400,7 +400,7 @@ fn compare_strategy(
         pfn += 1 << order;
     }
     pr_info!(
-        "memmap_stream: {} ({} used, {} drains, {} cond_resched, {} deduplicated): {} of {} struct pages equal to the kernel's, {} differ (pfns {:#x}..{:#x}; {} reserved altmap pages before them not initialized by either); pageblocks {} equal, {} differ, {} not set by the model\n",
+        "{} ({} used, {} drains, {} cond_resched, {} deduplicated): {} of {} struct pages equal to the kernel's, {} differ (pfns {:#x}..{:#x}; {} reserved altmap pages before them not initialized by either); pageblocks {} equal, {} differ, {} not set by the model\n",
         strategy.name(),
         report.used.name(),
         report.drains,
