@@ -85,6 +85,8 @@ pub struct Built {
     pub fresh: bool,
     /// `movnti` instructions in the module's object code.
     pub movnti: usize,
+    /// `sfence` instructions (stream-hal's `drain`) in it.
+    pub sfence: usize,
 }
 
 /// The tools, found or installed.
@@ -132,6 +134,7 @@ pub fn build(opts: &BuildOptions) -> Result<Built> {
             .with_context(|| format!("{} is not JSON", record_path.display()))?;
     let module = build_module(&dir, &tools, &opts.workspace, opts.jobs)?;
     let movnti = count_instructions(&module, "movnti")?;
+    let sfence = count_instructions(&module, "sfence")?;
     if movnti == 0 {
         bail!("{} has no movnti: stream-hal did not select its movnti backend", module.display());
     }
@@ -143,6 +146,7 @@ pub fn build(opts: &BuildOptions) -> Result<Built> {
         record,
         fresh,
         movnti,
+        sfence,
     })
 }
 

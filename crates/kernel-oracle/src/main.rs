@@ -248,7 +248,12 @@ fn build(cache: &Path, args: &BuildArgs) -> Result<()> {
         built.record["bindgen"].as_str().unwrap_or("?"),
         built.record["libclang"].as_str().unwrap_or("?")
     );
-    println!("module: {} ({} movnti in its object code)", built.module.display(), built.movnti);
+    println!(
+        "module: {} ({} movnti and {} sfence in its object code)",
+        built.module.display(),
+        built.movnti,
+        built.sfence
+    );
     let run_line = format!(
         "kernel-oracle run --kernel-image {} --modules {} --config {} --id rust-7.2 module-fsdax-mem module-fsdax-dev",
         built.image.display(),
