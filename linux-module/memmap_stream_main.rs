@@ -135,7 +135,7 @@ impl Pages {
     }
 
     fn len(&self) -> usize {
-        (1usize << self.order) * 4096
+        (1usize << self.order) * kernel::page::PAGE_SIZE
     }
 
     fn bytes(&mut self) -> &mut [u8] {
@@ -159,6 +159,14 @@ fn check_clears_and_copies() -> Result {
     // (offset, length) of the copies inside the destination: whole pages, and unaligned heads
     // and tails around the 16-byte bodies.
     const COPIES: [(usize, usize); 4] = [(0, 65536), (7, 4096 + 13), (64, 60000), (4095, 1)];
+    // Every copy fits in the 2^ORDER pages of its destination (and so its source).
+    const _: () = {
+        let mut i = 0;
+        while i < COPIES.len() {
+            assert!(COPIES[i].0 + COPIES[i].1 <= (1 << ORDER) * 4096);
+            i += 1;
+        }
+    };
     let (mut cleared, mut copied) = (0usize, 0usize);
     for round in 0..ROUNDS {
         let mut dst = Pages::new(ORDER)?;
@@ -167,8 +175,9 @@ fn check_clears_and_copies() -> Result {
         dst.fill(0xa5);
         {
             let _np = NoPreempt::new();
-            // SAFETY: `dst` is 2^ORDER whole pages owned here (`clear_pages` needs `npages`
-            // pages of writable memory); nothing reads it before the `drain` below.
+            // SAFETY: `dst` is valid for writes of `(1 << ORDER) * 4096` bytes (2^ORDER pages
+            // owned here; the product is 65536, no overflow); nothing reads, writes or
+            // publishes it before the `drain` below, on this CPU (preemption is off).
             unsafe { stream_hal::clear_pages(dst.as_mut_ptr(), 1 << ORDER) };
             stream_hal::drain();
         }
@@ -186,8 +195,10 @@ fn check_clears_and_copies() -> Result {
             dst.fill(0x5a);
             {
                 let _np = NoPreempt::new();
-                // SAFETY: `off + len <= dst.len()` and `len <= src.len()` for every entry of
-                // `COPIES`; `dst` and `src` are distinct allocations, so they do not overlap.
+                // SAFETY: `src` is valid for reads of `len <= src.len()` initialized bytes (filled
+                // above); `dst + off` for writes of `len` bytes (`off + len <= dst.len()` for
+                // every entry of `COPIES`); `dst` and `src` are distinct allocations, so they
+                // do not overlap; nothing touches `dst` before the `drain` below, on this CPU.
                 unsafe { stream_hal::memcpy_nontemporal(dst.as_mut_ptr().add(off), src.as_ptr(), len) };
                 stream_hal::drain();
             }
