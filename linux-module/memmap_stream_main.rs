@@ -20,8 +20,8 @@
 use kernel::prelude::*;
 use memmap_core::model::kconfig::Kconfig;
 use memmap_core::{
-    DevPagemap, InitHooks, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType,
-    Page64, Strategy, StructPage, VmemAltmap, ZoneDeviceRange,
+    DevPagemap, InitHooks, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType, Page64, Strategy,
+    StructPage, VmemAltmap, ZoneDeviceRange,
 };
 
 module! {
@@ -203,7 +203,8 @@ fn check_clears_and_copies() -> Result {
                 stream_hal::drain();
             }
             let copy_ok = dst[off..off + len] == src[..len];
-            let guards_ok = dst[..off].iter().all(|&b| b == 0x5a) && dst[off + len..].iter().all(|&b| b == 0x5a);
+            let guards_ok =
+                dst[..off].iter().all(|&b| b == 0x5a) && dst[off + len..].iter().all(|&b| b == 0x5a);
             if !copy_ok || !guards_ok {
                 pr_err!(
                     "memcpy_nontemporal of {} bytes at offset {} (round {}): copy {}, guard bytes {}\n",

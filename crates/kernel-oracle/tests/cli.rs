@@ -57,4 +57,3 @@ fn build_cached_only_says_plainly_that_nothing_is_cached() {
     assert!(text.contains("no cached Rust-enabled kernel build"), "{text}");
     assert!(!cache.exists(), "the cache was touched");
 }
-
