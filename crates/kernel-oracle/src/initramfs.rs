@@ -252,6 +252,14 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
         order.push('\n');
     }
     cpio.file("modules.order", 0o644, order.as_bytes());
+    // Loaded by the module configurations' scripts, not at boot.
+    if let Some(src) = kernel.modules.get(crate::scenario::MODULE_NAME) {
+        cpio.file(
+            &format!("mods/{}.ko", crate::scenario::MODULE_NAME),
+            0o644,
+            &crate::kernel::module_bytes(src)?,
+        );
+    }
     if arch == Arch::Amd64 {
         for (p, data) in ndctl_files()? {
             cpio.file(&p, 0o755, &data);

@@ -479,7 +479,12 @@ pub fn from_paths(
     if let Some(m) = system_map {
         memmap_dump::read_user_file(m, MAX_SYSTEM_MAP_BYTES).context("--system-map")?;
     }
-    let modules = find_modules(modules, crate::initramfs::modules(arch))?;
+    let modules_dir = modules;
+    let mut modules = find_modules(modules_dir, crate::initramfs::modules(arch))?;
+    // The module configurations' module, where the kernel has one (`kernel-oracle build`).
+    if let Ok(m) = find_modules(modules_dir, &[crate::scenario::MODULE_NAME]) {
+        modules.extend(m);
+    }
     Ok(Kernel {
         id,
         suite: "path".into(),

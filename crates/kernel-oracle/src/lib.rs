@@ -23,6 +23,7 @@ pub mod facts;
 pub mod files;
 pub mod golden;
 pub mod initramfs;
+pub mod kbuild;
 pub mod kernel;
 pub mod model;
 pub mod qemu;

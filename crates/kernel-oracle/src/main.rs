@@ -34,6 +34,9 @@ enum Cmd {
     },
     /// Boot configurations, dump their struct pages, and compare them with the model.
     Run(RunArgs),
+    /// Build (once, cached) a Rust-enabled 7.2 kernel from Debian's linux-source-7.2 and,
+    /// against it, the memmap_stream module from the workspace's crates.
+    Build(BuildArgs),
     /// Compare dumps (`OUT/<kernel>/<config>` directories) with the model.
     Compare {
         /// Dump directories.
@@ -109,6 +112,32 @@ struct RunArgs {
     golden: Option<PathBuf>,
 }
 
+/// The arguments of `build`.
+#[derive(clap::Args)]
+struct BuildArgs {
+    /// The rustup toolchain that builds the kernel and the module (with `rust-src`).
+    #[arg(long, default_value = "nightly")]
+    toolchain: String,
+    /// Parallel jobs of make (default: the CPUs available).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// The repository (its `crates/` and `linux-module/`).
+    #[arg(long, default_value = ".")]
+    workspace: PathBuf,
+    /// Never build the kernel: use the cached build or exit with status 3 saying there is none.
+    #[arg(long)]
+    cached_only: bool,
+    /// Then boot the module configurations (`module-fsdax-mem`, `module-fsdax-dev`) on it.
+    #[arg(long)]
+    run: bool,
+    /// Output directory of `--run`.
+    #[arg(long, default_value = "target/kernel-oracle")]
+    out: PathBuf,
+    /// With `--run`: replace the files of an earlier run.
+    #[arg(long)]
+    force: bool,
+}
+
 fn cache_dir(c: Option<PathBuf>) -> Result<PathBuf> {
     if let Some(c) = c {
         return Ok(c);
@@ -134,6 +163,7 @@ fn real_main() -> Result<()> {
         Cmd::List => list(),
         Cmd::Fetch { kernels, refresh } => fetch(&cache, &kernels, refresh)?,
         Cmd::Run(args) => run_configs(&cache, &args)?,
+        Cmd::Build(args) => build(&cache, &args)?,
         Cmd::Compare { dirs, verbose } => compare_dirs(&dirs, verbose)?,
         Cmd::Golden { dirs, to } => {
             for d in dirs {
@@ -183,6 +213,73 @@ fn fetch(cache: &Path, kernels: &[String], refresh: bool) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `build`: the cached kernel and the module; with `--run`, the module configurations on it.
+fn build(cache: &Path, args: &BuildArgs) -> Result<()> {
+    let workspace = std::path::absolute(&args.workspace)?;
+    let opts = kernel_oracle::kbuild::BuildOptions {
+        cache: cache.to_path_buf(),
+        workspace,
+        toolchain: args.toolchain.clone(),
+        jobs: args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
+        cached_only: args.cached_only,
+    };
+    let built = match kernel_oracle::kbuild::build(&opts) {
+        Ok(b) => b,
+        Err(e) if e.downcast_ref::<kernel_oracle::kbuild::NotCached>().is_some() => {
+            println!("kernel-oracle: {e}");
+            std::process::exit(3);
+        }
+        Err(e) => return Err(e),
+    };
+    let secs = &built.record["build_seconds"];
+    println!(
+        "kernel: {} ({}; {} s with make -j{} {})",
+        built.image.display(),
+        built.record["source"].as_str().unwrap_or("?"),
+        secs,
+        built.record["jobs"],
+        if built.fresh { "now" } else { "when it was built, cached" }
+    );
+    println!(
+        "  {}, {}, libclang {}",
+        built.record["rustc"].as_str().unwrap_or("?"),
+        built.record["bindgen"].as_str().unwrap_or("?"),
+        built.record["libclang"].as_str().unwrap_or("?")
+    );
+    println!(
+        "module: {} ({} movnti and {} sfence in its object code)",
+        built.module.display(),
+        built.movnti,
+        built.sfence
+    );
+    let run_line = format!(
+        "kernel-oracle run --kernel-image {} --modules {} --config {} --id rust-7.2 module-fsdax-mem module-fsdax-dev",
+        built.image.display(),
+        built.dir.display(),
+        built.config.display()
+    );
+    if !args.run {
+        println!("run: {run_line}");
+        return Ok(());
+    }
+    let run = RunArgs {
+        configs: scenario::SCENARIOS.iter().filter(|s| s.module).map(|s| s.name.to_string()).collect(),
+        all: false,
+        kernels: Vec::new(),
+        kernel_image: Some(built.image),
+        modules: Some(built.dir),
+        config: Some(built.config),
+        system_map: None,
+        id: Some("rust-7.2".into()),
+        out: args.out.clone(),
+        force: args.force,
+        timeout: 600,
+        no_compare: false,
+        golden: None,
+    };
+    run_configs(cache, &run)
 }
 
 /// `compare`: compares each dump directory with the model; fails when any differs.
@@ -256,13 +353,35 @@ fn chosen_kernels(cache: &Path, args: &RunArgs) -> Result<Vec<kernel::Kernel>> {
 /// The configurations `run` boots on `k`: every one of its architecture with `--all`, else
 /// those named.
 fn scenarios(args: &RunArgs, k: &kernel::Kernel) -> Result<Vec<scenario::Scenario>> {
+    let has_module = k.modules.contains_key(scenario::MODULE_NAME);
     if args.all {
-        return Ok(scenario::SCENARIOS.iter().copied().filter(|s| s.arch == k.arch).collect());
+        if !has_module {
+            eprintln!(
+                "kernel {}: no {}.ko, so the module configurations are left out (`kernel-oracle build` builds a kernel with it)",
+                k.id,
+                scenario::MODULE_NAME
+            );
+        }
+        return Ok(scenario::SCENARIOS
+            .iter()
+            .copied()
+            .filter(|s| s.arch == k.arch && (has_module || !s.module))
+            .collect());
     }
-    args.configs
+    let chosen: Vec<scenario::Scenario> = args
+        .configs
         .iter()
         .map(|c| scenario::find(c).with_context(|| format!("unknown configuration {c:?} (see `list`)")))
-        .collect()
+        .collect::<Result<_>>()?;
+    if let Some(s) = chosen.iter().find(|s| s.module && !has_module) {
+        bail!(
+            "configuration {} loads {}.ko, which kernel {} does not have (`kernel-oracle build` builds a kernel with it)",
+            s.name,
+            scenario::MODULE_NAME,
+            k.id
+        );
+    }
+    Ok(chosen)
 }
 
 /// Compares a boot configuration's zones with the model booted on the guest's layout, and
@@ -318,6 +437,9 @@ impl Runs {
                 let mut line = format!("{id:<11} {:<36} {:>5.1} s", sc.name, t.elapsed().as_secs_f64());
                 if !args.no_compare {
                     self.compare(&dir, &facts, k, sc, &mut line)?;
+                }
+                if sc.module {
+                    line.push_str("; memmap_stream.ko: every check passed in place");
                 }
                 match (&args.golden, sc.boot.is_some()) {
                     (Some(g), false) => golden::write(&dir, &facts, g)?,

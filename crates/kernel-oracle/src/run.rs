@@ -534,6 +534,25 @@ fn flags_node_zone(flags: u64, layout: (u32, u32, u32)) -> (u32, u32) {
     (nid, zone)
 }
 
+/// Checks the `memmap_stream` block of a module configuration: the module loaded and said
+/// that every check passed.
+///
+/// # Errors
+///
+/// The module failed to load, or its log does not say that every check passed.
+pub fn module_passed(report: &str) -> Result<()> {
+    let loaded = report.lines().any(|l| l.trim() == "insmod exit 0");
+    let passed = report.lines().any(|l| l.contains("memmap_stream: all checks passed"));
+    if loaded && passed {
+        return Ok(());
+    }
+    bail!(
+        "memmap_stream.ko {}:\n{}",
+        if loaded { "loaded without reporting that its checks passed" } else { "failed to load" },
+        report.trim_end()
+    )
+}
+
 /// Boots `sc` on `kernel`, dumps its regions into `opts.out` and returns the facts.
 ///
 /// # Errors
@@ -561,6 +580,17 @@ pub fn run(kernel: &Kernel, sc: &Scenario, opts: &RunOptions) -> Result<Facts> {
         }
     };
     eprintln!("  guest ready after {:.1} s", started.elapsed().as_secs_f64());
+    if sc.module {
+        let report = console.block("memmap_stream").unwrap_or_default();
+        for l in report.lines() {
+            eprintln!("  {l}");
+        }
+        if let Err(e) = module_passed(&report) {
+            let _ = crate::files::write_file(&opts.out.join("console.log"), guest.console().text.as_bytes());
+            guest.quit();
+            return Err(e);
+        }
+    }
     if sc.hotplug.is_some() || sc.boot.is_some() {
         // Nothing may allocate from the memory while it is read.
         guest.qmp().execute("stop", serde_json::json!({}))?;
@@ -1141,6 +1171,20 @@ fn online_blocks(hb: &str, addr: u64, size: u64) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_module_block_must_say_loaded_and_passed() {
+        let passed = "memmap_stream: streaming: 262144 of 262144 struct pages equal\nmemmap_stream: all checks passed\ninsmod exit 0\n";
+        assert!(module_passed(passed).is_ok());
+        // A failed check fails insmod; its lines are in the error.
+        let failed = "memmap_stream: streaming: first difference at pfn 0x100000\ninsmod exit 1\n";
+        let e = module_passed(failed).unwrap_err().to_string();
+        assert!(e.contains("failed to load") && e.contains("first difference at pfn 0x100000"), "{e}");
+        // Loaded without the final line (a module that reports nothing) is no pass either.
+        let e = module_passed("insmod exit 0\n").unwrap_err().to_string();
+        assert!(e.contains("without reporting"), "{e}");
+        assert!(module_passed("").is_err());
+    }
 
     #[test]
     fn page_geometry_follows_the_kernel_config() {

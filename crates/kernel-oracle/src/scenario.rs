@@ -78,6 +78,10 @@ pub struct Scenario {
     pub hotplug: Option<Hotplug>,
     /// The boot memmap to dump.
     pub boot: Option<Boot>,
+    /// Load `memmap_stream.ko` (`linux-module/`, built by `kernel-oracle build`) once the
+    /// namespace exists: it compares memmap-core's ZONE_DEVICE init with the kernel's memmap
+    /// in place and checks stream-hal's clears and copies; only kernels with the module run it.
+    pub module: bool,
 }
 
 const fn pmem(name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) -> Scenario {
@@ -92,7 +96,13 @@ const fn pmem(name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) ->
         hugetlb: None,
         hotplug: None,
         boot: None,
+        module: false,
     }
+}
+
+/// A pmem configuration that also loads `memmap_stream.ko`.
+const fn with_module(sc: Scenario) -> Scenario {
+    Scenario { module: true, ..sc }
 }
 
 const fn huge(name: &'static str, mem_mb: u64, h: Hugetlb) -> Scenario {
@@ -111,6 +121,7 @@ const fn huge_on(arch: Arch, name: &'static str, mem_mb: u64, h: Hugetlb) -> Sce
         hugetlb: Some(h),
         hotplug: None,
         boot: None,
+        module: false,
     }
 }
 
@@ -126,6 +137,7 @@ const fn hotplug(name: &'static str, size_mb: u64, movable: bool) -> Scenario {
         hugetlb: None,
         hotplug: Some(Hotplug { size_mb, movable }),
         boot: None,
+        module: false,
     }
 }
 
@@ -145,6 +157,7 @@ const fn boot_on(arch: Arch, name: &'static str, mem_mb: u64, numa_mb: &'static 
         hugetlb: None,
         hotplug: None,
         boot: Some(b),
+        module: false,
     }
 }
 
@@ -163,6 +176,10 @@ const fn h(size_kb: u64, per_node: u64, boot: bool, hvo: bool) -> Hugetlb {
 pub const SCENARIOS: &[Scenario] = &[
     pmem("fsdax-mem", "1G!4G", 3072, Pmem { mode: "fsdax", map: "mem", align: None }),
     pmem("fsdax-dev", "1G!4G", 3072, Pmem { mode: "fsdax", map: "dev", align: None }),
+    // The same two on a kernel with `memmap_stream.ko` (`kernel-oracle build`): the module
+    // compares the model with the kernel's memmap in place as well.
+    with_module(pmem("module-fsdax-mem", "1G!4G", 3072, Pmem { mode: "fsdax", map: "mem", align: None })),
+    with_module(pmem("module-fsdax-dev", "1G!4G", 3072, Pmem { mode: "fsdax", map: "dev", align: None })),
     pmem("devdax-4k-mem", "1G!4G", 3072, dd("mem", "4K")),
     pmem("devdax-4k-dev", "1G!4G", 3072, dd("dev", "4K")),
     pmem("devdax-2m-mem", "1G!4G", 3072, dd("mem", "2M")),
@@ -196,6 +213,7 @@ pub const SCENARIOS: &[Scenario] = &[
         hugetlb: Some(h(1 << 20, 1, true, true)),
         hotplug: None,
         boot: None,
+        module: false,
     },
     // arm64: runtime 2 MiB hugetlb pages and boot-time 1 GiB pages (QEMU 10.0's
     // qemu-system-aarch64 has no virtio-pmem-pci, and `memmap=` is x86-only, so arm64 has no
@@ -211,6 +229,7 @@ pub const SCENARIOS: &[Scenario] = &[
         hugetlb: Some(h(2048, 4, false, false)),
         hotplug: None,
         boot: None,
+        module: false,
     },
     Scenario {
         name: "arm64-hugetlb-1g",
@@ -223,6 +242,7 @@ pub const SCENARIOS: &[Scenario] = &[
         hugetlb: Some(h(1 << 20, 1, true, false)),
         hotplug: None,
         boot: None,
+        module: false,
     },
     // riscv64 (`virt`, Sv39): 2 MiB pages at run time with and without HVO, boot-time 1 GiB
     // pages with HVO.
@@ -267,6 +287,14 @@ done
 echo \"@@ready\"
 while true; do read x; done
 ";
+
+/// Loads `memmap_stream.ko` (its checks run in its init: a failed check fails `insmod`) and
+/// reports its kernel log lines.
+const MODULE_SCRIPT: &str = "block memmap_stream sh -c 'insmod /mods/memmap_stream.ko; s=$?; dmesg | grep memmap_stream:; echo \"insmod exit $s\"'
+";
+
+/// The name of the module the module configurations load.
+pub const MODULE_NAME: &str = "memmap_stream";
 
 /// Looks a configuration up by name.
 #[must_use]
@@ -391,6 +419,9 @@ impl Scenario {
             s.push_str(&c);
             s.push('\n');
         }
+        if self.module {
+            s.push_str(MODULE_SCRIPT);
+        }
         if let Some(h) = self.hugetlb {
             if !h.boot {
                 let total = h.per_node * self.numa_mb.len().max(1) as u64;
@@ -401,5 +432,23 @@ impl Scenario {
             }
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_configurations_load_the_module_after_the_namespace() {
+        let m: Vec<&Scenario> = SCENARIOS.iter().filter(|s| s.module).collect();
+        assert_eq!(m.iter().map(|s| s.name).collect::<Vec<_>>(), ["module-fsdax-mem", "module-fsdax-dev"]);
+        for s in m {
+            let script = s.script();
+            let (ns, insmod) = (script.find("create-namespace").unwrap(), script.find("insmod").unwrap());
+            assert!(ns < insmod, "{script}");
+            assert!(script.contains(&format!("/mods/{MODULE_NAME}.ko")));
+        }
+        assert!(!find("fsdax-dev").unwrap().script().contains("insmod"));
     }
 }

@@ -41,3 +41,19 @@ fn refusals_name_the_input_and_happen_before_any_work() {
         oracle(&["run", "--all", "--kernel-image", "/nonexistent-image", "--modules", "/", "--config", "/"]);
     assert_eq!(err.trim_end(), "kernel-oracle: error: --kernel-image: /nonexistent-image: does not exist");
 }
+
+#[test]
+fn build_cached_only_says_plainly_that_nothing_is_cached() {
+    let tmp = tempfile::Builder::new().prefix("oracle-cli-").tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let out = Command::new(env!("CARGO_BIN_EXE_kernel-oracle"))
+        .args(["--cache", cache.to_str().unwrap(), "build", "--cached-only"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!text.contains("panicked"), "{text}");
+    // Status 3, not a failure: CI reports the module configurations as skipped.
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("no cached Rust-enabled kernel build"), "{text}");
+    assert!(!cache.exists(), "the cache was touched");
+}
