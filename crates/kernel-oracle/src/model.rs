@@ -270,8 +270,13 @@ pub fn hugetlb_spec(facts: &Facts) -> Result<Spec> {
     let per_node = (0..nodes).map(|n| hs.iter().filter(|r| r.nid == n).count()).max().unwrap_or(1);
     let (config, mut argv) = kernel_config(facts)?;
     let hstate_name = first.hstate.clone().context("hstate")?;
-    let hstate =
-        Hstate::from_name(&hstate_name).with_context(|| format!("unknown hstate {hstate_name:?}"))?;
+    let hstate = Hstate::from_name(&config, &hstate_name).with_context(|| {
+        format!(
+            "hstate {hstate_name:?} is not one of {} ({})",
+            config.name,
+            hugetlb_init::Hstates::of(&config)
+        )
+    })?;
     let hvo = if first.hvo == Some(true) { HvoMode::On } else { HvoMode::Off };
     let runtime = first.boot == Some(false);
     let mut head: Vec<String> = vec!["dump".into(), "hugetlb".into()];

@@ -16,7 +16,7 @@ pub struct Pmem {
 /// The hugetlb pages a configuration allocates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hugetlb {
-    /// Huge page size in KiB (2048 or 1048576).
+    /// Huge page size in KiB (2048, 32768, 1048576, ...).
     pub size_kb: u64,
     /// Pages per node.
     pub per_node: u64,
@@ -35,6 +35,18 @@ pub struct Hotplug {
     pub size_mb: u64,
     /// `online_movable` (ZONE_MOVABLE) rather than `online_kernel` (ZONE_NORMAL).
     pub movable: bool,
+}
+
+impl Hugetlb {
+    /// The size as `hugepagesz=` and the model's `--hstate` take it (`64K`, `2M`, `32M`, `1G`).
+    #[must_use]
+    pub fn size_name(&self) -> String {
+        match self.size_kb {
+            kb if kb >= 1 << 20 && kb % (1 << 20) == 0 => format!("{}G", kb >> 20),
+            kb if kb >= 1 << 10 && kb % (1 << 10) == 0 => format!("{}M", kb >> 10),
+            kb => format!("{kb}K"),
+        }
+    }
 }
 
 impl Hotplug {
@@ -300,8 +312,7 @@ impl Scenario {
         if let Some(h) = self.hugetlb {
             a.push(format!("hugetlb_free_vmemmap={}", if h.hvo { "on" } else { "off" }));
             if h.boot {
-                let size = if h.size_kb == 1 << 20 { "1G" } else { "2M" };
-                a.push(format!("hugepagesz={size}"));
+                a.push(format!("hugepagesz={}", h.size_name()));
                 if self.numa_mb.len() > 1 {
                     let per: Vec<String> =
                         (0..self.numa_mb.len()).map(|n| format!("{n}:{}", h.per_node)).collect();
