@@ -236,13 +236,22 @@ pub const SCENARIOS: &[Scenario] = &[
         hotplug: None,
         boot: None,
     },
+    // The arm64 hstates beyond 2M and 1G: boot-time 32 MiB pages (contiguous PMDs with 4 KiB
+    // pages, gigantic: memblock; one PMD with 16 KiB pages, order 11: the buddy allocator) and
+    // run-time 64 KiB pages (contiguous PTEs, 4 KiB pages only). Both arm64 kernels run the
+    // configurations their page size has (the 16 KiB kernel's 2M and 1G are a contiguous PTE
+    // run and a contiguous PMD run).
+    huge_on(Arch::Arm64, "arm64-hugetlb-32m", 1024, h(32 << 10, 4, true, false)),
+    huge_on(Arch::Arm64, "arm64-hugetlb-64k", 1024, h(64, 16, false, false)),
     // riscv64 (`virt`, Sv39): 2 MiB pages at run time with and without HVO, boot-time 1 GiB
-    // pages with HVO.
+    // pages with HVO, run-time 64 KiB Svnapot pages with HVO on (which leaves them alone: their
+    // 16 struct pages fit in the vmemmap page it keeps).
     huge_on(Arch::Riscv64, "riscv64-hugetlb-2m-hvo-off", 1024, h(2048, 4, false, false)),
     huge_on(Arch::Riscv64, "riscv64-hugetlb-2m-hvo-on", 1024, h(2048, 4, false, true)),
     huge_on(Arch::Riscv64, "riscv64-hugetlb-1g-hvo-on", 5120, h(1 << 20, 1, true, true)),
+    huge_on(Arch::Riscv64, "riscv64-hugetlb-64k-hvo-on", 1024, h(64, 16, false, true)),
     // ppc64el (`pseries`, radix): 2 MiB pages at run time, boot-time 1 GiB pages (Debian's
-    // ppc64el kernels have no HVO and no LIBNVDIMM).
+    // ppc64el kernels have no HVO and no LIBNVDIMM); on the 64 KiB kernel too (orders 5 and 14).
     huge_on(Arch::Ppc64el, "ppc64el-hugetlb-2m", 1024, h(2048, 4, false, false)),
     huge_on(Arch::Ppc64el, "ppc64el-hugetlb-1g", 3072, h(1 << 20, 1, true, false)),
     // Memory hotplug: a 2 GiB guest (all of it below 4 GiB, in ZONE_DMA32) with a DIMM at 4 GiB
