@@ -804,6 +804,17 @@ fn refusals_say_what_is_wrong_and_what_would_be_accepted() {
             "overflows a 64-bit byte count: use a smaller --count",
             &[],
         ),
+        // A huge page size the configuration's architecture and page size lack, and no size.
+        (
+            &["dump", "hugetlb", "--hstate", "64K", "--config", "arm64-16k", "--count", "1", "--out", "x"],
+            "--hstate 64K: unsupported huge page size 0x10000 (the configuration has 1G, 32M, 2M) (--config arm64-16k)",
+            &[],
+        ),
+        (
+            &["dump", "hugetlb", "--hstate", "2MB", "--count", "1", "--out", "x"],
+            "--hstate 2MB: not a size (the configuration x86_64 has 1G, 2M)",
+            &[],
+        ),
         (&["all", "--hugetlb-count", "18446744073709551615"], "use a smaller --hugetlb-count", &[]),
         (
             &["zone-device", "--size", "100G", "--memory-budget", "4G"],
