@@ -19,7 +19,7 @@ use memmap_core::{FillOptions, KernelConfig, NoHooks, OwnedMemmap, Page64, Strat
 
 fn tail_init_1g(c: &mut Criterion) {
     let cfg = KernelConfig::ARM64;
-    let h = Hstate::H1G;
+    let h = Hstate::new(&cfg, 1 << 30).expect("arm64 has 1 GiB pages");
     let head = 1u64 << 20;
     let mut owned = OwnedMemmap::<Page64>::new(cfg, head, h.nr_pages()).expect("mmap");
     owned.populate().expect("populate");

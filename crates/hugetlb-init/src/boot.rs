@@ -34,8 +34,8 @@ use crate::folio::{
     hugetlb_folio_init_vmemmap, init_new_hugetlb_folio, reserve_bootmem_head,
 };
 use crate::hvo::{HvoParams, ModelRemap, VmemmapRemap, hugetlb_vmemmap_optimize_folio, hvo_availability};
-use crate::types::HugetlbError;
-use crate::types::{Hstate, PAGE_SHIFT, hugepage_freelist_addr, hugetlb_vmemmap_reserve_pages};
+use crate::types::{HUGE_MAX_HSTATE, HugetlbError};
+use crate::types::{Hstate, Hstates, hugepage_freelist_addr};
 use crate::types::{HvoOutcome, HvoUnavailable, TailInit};
 use memmap_core::PadataJob;
 
@@ -54,15 +54,22 @@ pub struct HugetlbNode<'a, P: StructPage, R = ModelRemap, H = NoHooks> {
     /// Filled by [`gather_bootmem_prealloc`].
     pub report: NodeReport,
     /// The first folio (head PFN) on each hstate's free list of this node
-    /// (`h->hugepage_freelists[nid]`), by [`Hstate::ALL`] index: where the next
+    /// (`h->hugepage_freelists[nid]`), by [`Hstate::index`]: where the next
     /// `enqueue_hugetlb_folio` links in.
-    pub free_list_first: [Option<u64>; 2],
+    pub free_list_first: [Option<u64>; HUGE_MAX_HSTATE],
 }
 
 impl<'a, P: StructPage, R: VmemmapRemap<P>, H> HugetlbNode<'a, P, R, H> {
     /// A node with an empty report.
     pub fn new(spec: NodeSpec, memmap: Memmap<'a, P>, remap: R, hooks: H) -> Self {
-        HugetlbNode { spec, memmap, remap, hooks, report: NodeReport::default(), free_list_first: [None; 2] }
+        HugetlbNode {
+            spec,
+            memmap,
+            remap,
+            hooks,
+            report: NodeReport::default(),
+            free_list_first: [None; HUGE_MAX_HSTATE],
+        }
     }
 
     /// The struct page at `pfn` as the kernel would read it through the vmemmap (HVO-aliased
@@ -167,15 +174,15 @@ impl BootParams {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BootReport {
-    /// The hstate.
-    pub hstate: Hstate,
+    /// The hstate of the first record (`None` without records).
+    pub hstate: Option<Hstate>,
     /// Folios prepared.
     pub folios: u64,
     /// Folios HVO optimized.
     pub optimized: u64,
     /// Folios on which HVO failed (and the fallback ran).
     pub hvo_failed: u64,
-    /// Whether HVO could run at all, and why not.
+    /// Whether HVO could run at all for [`BootReport::hstate`], and why not.
     pub hvo: Result<(), HvoUnavailable>,
     /// Requested tail strategy.
     pub requested: Strategy,
@@ -193,17 +200,11 @@ pub struct BootReport {
     pub nworks: u64,
 }
 
-/// Checks what the whole boot needs from the nodes: a 4 KiB-page config, pageblocks no larger
-/// than the smallest hstate, each node's memory inside its memmap, node ids and zones that fit.
+/// Checks what the whole boot needs from the nodes: each node's memory inside its memmap, node
+/// ids and zones that fit.
 fn validate_nodes<P: StructPage, R, H>(nodes: &[HugetlbNode<'_, P, R, H>]) -> Result<(), HugetlbError> {
     for n in nodes {
         let cfg = n.memmap.config();
-        if cfg.page_shift != PAGE_SHIFT {
-            return Err(HugetlbError::UnsupportedBasePage { page_shift: cfg.page_shift });
-        }
-        if cfg.pageblock_order > Hstate::H2M.order() {
-            return Err(HugetlbError::PageblockLargerThanHstate { pageblock_order: cfg.pageblock_order });
-        }
         let s = n.spec;
         let max = n.memmap.layout().nodes_mask();
         if u64::from(s.nid) > max {
@@ -320,8 +321,9 @@ fn reverse_groups<P: StructPage, R, H>(nodes: &[HugetlbNode<'_, P, R, H>], recor
 ///
 /// # Errors
 ///
-/// Node errors ([`HugetlbError::UnsupportedBasePage`], [`HugetlbError::NodeOutOfRange`],
-/// [`HugetlbError::BadZone`], [`HugetlbError::NodeOutsideMemmap`], ...) and request errors
+/// Node errors ([`HugetlbError::NodeOutOfRange`], [`HugetlbError::BadZone`],
+/// [`HugetlbError::NodeOutsideMemmap`], ...), [`HugetlbError::HstateNotOfConfig`] (the
+/// request's hstate is not one of a node's configuration), and request errors
 /// ([`HugetlbError::ZeroPages`], [`HugetlbError::NodeWithoutMemory`],
 /// [`HugetlbError::RangeTooSmall`], ...). Nothing is written on error.
 pub fn hugetlb_bootmem_alloc<P: StructPage, R, H>(
@@ -330,7 +332,23 @@ pub fn hugetlb_bootmem_alloc<P: StructPage, R, H>(
     records: &mut [HugeBootmemPage],
 ) -> Result<usize, HugetlbError> {
     validate_nodes(nodes)?;
+    for n in nodes {
+        hstate_of_config(n, request.hstate)?;
+    }
     alloc_with(nodes.len(), |i| nodes[i].spec, request, records)
+}
+
+/// Whether `hstate` is one of the node's configuration (its page size and architecture).
+fn hstate_of_config<P: StructPage, R, H>(
+    node: &HugetlbNode<'_, P, R, H>,
+    hstate: Hstate,
+) -> Result<(), HugetlbError> {
+    let supported = Hstates::of(node.memmap.config());
+    if supported.find(hstate.size()) == Some(hstate) {
+        Ok(())
+    } else {
+        Err(HugetlbError::HstateNotOfConfig { hstate, nid: node.spec.nid, supported })
+    }
 }
 
 /// Takes the next node's record group off the front of `rest`: the leading records whose nid
@@ -349,8 +367,8 @@ fn take_group_mut<'r>(rest: &mut &'r mut [HugeBootmemPage], nid: u32) -> &'r mut
     group
 }
 
-/// Checks that `records` are grouped by node in node order and that each folio lies in its
-/// node's memory.
+/// Checks that `records` are grouped by node in node order, that each hstate is one of its
+/// node's configuration and that each folio lies in its node's memory.
 fn validate_records<P: StructPage, R, H>(
     nodes: &[HugetlbNode<'_, P, R, H>],
     records: &[HugeBootmemPage],
@@ -358,6 +376,7 @@ fn validate_records<P: StructPage, R, H>(
     let mut rest = records;
     for n in nodes {
         for r in take_group(&mut rest, n.spec.nid) {
+            hstate_of_config(n, r.hstate)?;
             let nr = r.hstate.nr_pages();
             let inside = r.head_pfn.checked_add(nr).is_some_and(|end| end <= n.spec.end_pfn());
             if r.head_pfn % nr != 0 || r.head_pfn < n.spec.start_pfn || !inside {
@@ -377,7 +396,8 @@ fn validate_records<P: StructPage, R, H>(
 ///
 /// # Errors
 ///
-/// [`HugetlbError::RecordsNotGrouped`] or [`HugetlbError::FolioOutsideNode`] (nothing written).
+/// [`HugetlbError::RecordsNotGrouped`], [`HugetlbError::HstateNotOfConfig`] or
+/// [`HugetlbError::FolioOutsideNode`] (nothing written).
 pub fn memmap_init_reserved_heads<P: StructPage, R, H: InitHooks>(
     nodes: &mut [HugetlbNode<'_, P, R, H>],
     records: &[HugeBootmemPage],
@@ -401,7 +421,8 @@ pub fn memmap_init_reserved_heads<P: StructPage, R, H: InitHooks>(
 /// # Errors
 ///
 /// Validated before any write: [`HugetlbError::RecordsNotGrouped`],
-/// [`HugetlbError::FolioOutsideNode`], [`HugetlbError::HeadNotReserved`] (a head did not come
+/// [`HugetlbError::HstateNotOfConfig`], [`HugetlbError::FolioOutsideNode`],
+/// [`HugetlbError::HeadNotReserved`] (a head did not come
 /// from [`memmap_init_reserved_heads`]: refcount 1 and `PG_reserved`).
 pub fn gather_bootmem_prealloc<P, R, H>(
     nodes: &mut [HugetlbNode<'_, P, R, H>],
@@ -429,12 +450,16 @@ where
     let nworks = run_gather(nodes, records, params, &job);
 
     let cfg = nodes.first().map(|n| *n.memmap.config());
+    let hstate = records.first().map(|r| r.hstate);
     let mut rep = BootReport {
-        hstate: records.first().map_or(Hstate::H2M, |r| r.hstate),
+        hstate,
         folios: 0,
         optimized: 0,
         hvo_failed: 0,
-        hvo: cfg.map_or(Ok(()), |c| hvo_availability::<P>(&c, &params.hvo)),
+        hvo: match (cfg, hstate) {
+            (Some(c), Some(h)) => hvo_availability::<P>(&c, &params.hvo, h),
+            _ => Ok(()),
+        },
         requested: params.tail.strategy,
         fallback_strategy: None,
         fallback_folios: 0,
@@ -556,7 +581,7 @@ pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHo
         }
         prev = Some(h);
         let head = records[i].head_pfn;
-        let reserve = hugetlb_vmemmap_reserve_pages::<P>().min(h.nr_pages());
+        let reserve = h.vmemmap_reserve_pages::<P>().min(h.nr_pages());
         let tails =
             hugetlb_folio_init_vmemmap(&mut node.memmap, head, h, reserve, &params.tail, &mut node.hooks);
         node.report.drains += tails.drains;
@@ -615,7 +640,7 @@ pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHoo
         let r = &mut records[i];
         let h = r.hstate;
         if !r.outcome.optimized() {
-            let reserve = hugetlb_vmemmap_reserve_pages::<P>().min(h.nr_pages());
+            let reserve = h.vmemmap_reserve_pages::<P>().min(h.nr_pages());
             let t: TailInit = if let Some(t) = done.as_ref().and_then(|d| d[i]) {
                 t
             } else {
@@ -640,7 +665,7 @@ pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHoo
         }
         hugetlb_bootmem_init_migratetype(&mut node.memmap, r.head_pfn, h);
         // account_new_hugetlb_folio() (counters only) and enqueue_hugetlb_folio().
-        let slot = usize::from(h != Hstate::ALL[0]);
+        let slot = h.index();
         let list_head = hugepage_freelist_addr(h, node.spec.nid);
         node.free_list_first[slot] =
             Some(enqueue_hugetlb_folio(&mut node.memmap, r.head_pfn, list_head, node.free_list_first[slot]));
@@ -664,7 +689,13 @@ fn parallel_tails<P: StructPage, R, H: InitHooks>(
     if params.tail_threads == Threads::One || node.memmap.page_ref_tracepoint_active(&node.hooks) {
         return None;
     }
-    let reserve_of = |h: Hstate| hugetlb_vmemmap_reserve_pages::<P>().min(h.nr_pages());
+    let reserve_of = |h: Hstate| h.vmemmap_reserve_pages::<P>().min(h.nr_pages());
+    // Pieces end at pageblock boundaries: a list with a folio smaller than a pageblock (2 MiB
+    // pages of 16 KiB base pages) is left to the per-folio loop, on one thread.
+    let pageblock = node.memmap.config().pageblock_nr_pages();
+    if records.iter().any(|r| r.hstate.nr_pages() < pageblock) {
+        return None;
+    }
     let mut results: Vec<Option<TailInit>> = std::vec![None; records.len()];
     let mut total = 0u64;
     for (i, r) in records.iter().enumerate() {
@@ -684,8 +715,8 @@ fn parallel_tails<P: StructPage, R, H: InitHooks>(
     }
     // Pieces: a folio's PFNs cut at section boundaries (whole folios below a section), each
     // writing the tails it holds, in PFN order. Folio heads and section boundaries are
-    // pageblock-aligned (pageblocks are no larger than the smallest hstate, checked by
-    // `validate_nodes`), so the memmap splits there.
+    // pageblock-aligned (no folio is smaller than a pageblock, checked above), so the memmap
+    // splits there.
     let pps = node.memmap.config().pages_per_section();
     let layout = *node.memmap.layout();
     let mut pieces: Vec<Piece<(Folio, u64, Strategy, usize)>> = Vec::new();

@@ -18,9 +18,9 @@
 //!   (poison, garbage) stays until hugetlb initializes them (`CONFIG_DEFERRED_STRUCT_PAGE_INIT`
 //!   with the pages above `first_deferred_pfn`, the usual case for top-down allocations).
 
-use crate::types::Hstate;
 use crate::types::HugetlbError;
 use crate::types::{FolioOutcome, HvoOutcome};
+use crate::types::{Hstate, Hstates};
 
 /// `ZONE_NORMAL` of the x86-64 and arm64 presets (zones DMA 0, DMA32 1, NORMAL 2, MOVABLE 3,
 /// DEVICE 4): where boot-time gigantic pages normally land. Other configurations:
@@ -54,8 +54,10 @@ impl NodeSpec {
     }
 
     /// Node `nid` of a machine whose nodes each hold exactly `count` pages of `hstate` and are
-    /// laid out back to back from 4 GiB (PFN `0x100000`), `ZONE_NORMAL`. What the bench
-    /// program and the tests use to build "K gigantic pages on N nodes".
+    /// laid out back to back from [`PACKED_BASE_ADDR`] (4 GiB: PFN `0x100000` with 4 KiB pages,
+    /// `0x40000` with 16 KiB, `0x10000` with 64 KiB; rounded up to the huge page size),
+    /// `ZONE_NORMAL`. What the bench program and the tests use to build "K gigantic pages on N
+    /// nodes".
     ///
     /// A layout that does not fit in the `u64` PFN space saturates: its `start_pfn +
     /// nr_pages` then overflows, which every boot refuses ([`HugetlbError::RangeOverflow`]),
@@ -63,7 +65,7 @@ impl NodeSpec {
     #[must_use]
     pub const fn packed(nid: u32, hstate: Hstate, count: u64) -> NodeSpec {
         let nr = count.saturating_mul(hstate.nr_pages());
-        let base = align_up(PACKED_BASE_PFN, hstate.nr_pages());
+        let base = align_up(PACKED_BASE_ADDR >> hstate.page_shift(), hstate.nr_pages());
         NodeSpec::new(nid, base.saturating_add((nid as u64).saturating_mul(nr)), nr)
     }
 
@@ -81,8 +83,8 @@ impl NodeSpec {
     }
 }
 
-/// First PFN of [`NodeSpec::packed`] layouts: 4 GiB.
-pub const PACKED_BASE_PFN: u64 = 1 << 20;
+/// Where [`NodeSpec::packed`] layouts start: 4 GiB, in bytes.
+pub const PACKED_BASE_ADDR: u64 = 1 << 32;
 
 const fn align_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
@@ -166,12 +168,20 @@ pub struct HugeBootmemPage {
     pub outcome: FolioOutcome,
 }
 
+/// The hstate of [`HugeBootmemPage::EMPTY`]: x86-64's 2 MiB, a placeholder every boot
+/// overwrites.
+const PLACEHOLDER: Hstate = match Hstates::of(&memmap_core::KernelConfig::X86_64).get(1) {
+    Some(h) => h,
+    None => panic!("x86-64 has two hstates"),
+};
+
 impl HugeBootmemPage {
-    /// An empty record (for sizing caller storage).
+    /// An empty record (for sizing caller storage; its hstate is a placeholder that
+    /// [`crate::boot()`] overwrites and [`crate::boot_placed`] takes from the caller).
     pub const EMPTY: HugeBootmemPage = HugeBootmemPage {
         head_pfn: 0,
         nid: 0,
-        hstate: Hstate::H2M,
+        hstate: PLACEHOLDER,
         flags: 0,
         outcome: FolioOutcome { initialized: false, hvo: HvoOutcome::NotAttempted, fallback: None },
     };
@@ -310,19 +320,30 @@ pub(crate) fn alloc_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memmap_core::KernelConfig;
+
+    const CFG: KernelConfig = KernelConfig::X86_64;
+
+    fn h2m() -> Hstate {
+        Hstate::new(&CFG, 2 << 20).unwrap()
+    }
+
+    fn h1g() -> Hstate {
+        Hstate::new(&CFG, 1 << 30).unwrap()
+    }
 
     #[test]
     fn pages_are_stacked_top_down_and_listed_last_first() {
         let nodes = [NodeSpec::new(0, 1000, 3 * 512 + 700), NodeSpec::new(1, 1 << 20, 1024)];
         let mut rec = [HugeBootmemPage::EMPTY; 4];
-        let req = BootRequest { hstate: Hstate::H2M, pages: PagesPerNode::Each(&[2, 2]) };
+        let req = BootRequest { hstate: h2m(), pages: PagesPerNode::Each(&[2, 2]) };
         assert_eq!(alloc_bootmem_huge_pages(&nodes, &req, &mut rec), Ok(4));
         // Node 0 ends at pfn 3236; top aligned = 3072; allocations at 2560 then 2048.
         assert_eq!(
             rec.map(|r| (r.nid, r.head_pfn)),
             [(0, 2048), (0, 2560), (1, (1 << 20)), (1, (1 << 20) + 512)]
         );
-        assert_eq!(nodes[0].capacity(Hstate::H2M), 4);
+        assert_eq!(nodes[0].capacity(h2m()), 4);
     }
 
     #[test]
@@ -331,36 +352,36 @@ mod tests {
         let mut rec = [HugeBootmemPage::EMPTY; 8];
         let err =
             |req: BootRequest<'_>, rec: &mut [HugeBootmemPage]| alloc_bootmem_huge_pages(&nodes, &req, rec);
-        assert_eq!(err(BootRequest::per_node(Hstate::H2M, 0), &mut rec), Err(HugetlbError::ZeroPages));
+        assert_eq!(err(BootRequest::per_node(h2m(), 0), &mut rec), Err(HugetlbError::ZeroPages));
         assert_eq!(
-            err(BootRequest::per_node(Hstate::H2M, 1), &mut rec),
+            err(BootRequest::per_node(h2m(), 1), &mut rec),
             Err(HugetlbError::NodeWithoutMemory { nid: 1 })
         );
         assert_eq!(
-            err(BootRequest { hstate: Hstate::H2M, pages: PagesPerNode::Each(&[3, 0]) }, &mut rec),
-            Err(HugetlbError::RangeTooSmall { nid: 0, hstate: Hstate::H2M, requested: 3, fit: 2 })
+            err(BootRequest { hstate: h2m(), pages: PagesPerNode::Each(&[3, 0]) }, &mut rec),
+            Err(HugetlbError::RangeTooSmall { nid: 0, hstate: h2m(), requested: 3, fit: 2 })
         );
         assert_eq!(
-            err(BootRequest { hstate: Hstate::H1G, pages: PagesPerNode::Each(&[1, 0]) }, &mut rec),
-            Err(HugetlbError::RangeTooSmall { nid: 0, hstate: Hstate::H1G, requested: 1, fit: 0 })
+            err(BootRequest { hstate: h1g(), pages: PagesPerNode::Each(&[1, 0]) }, &mut rec),
+            Err(HugetlbError::RangeTooSmall { nid: 0, hstate: h1g(), requested: 1, fit: 0 })
         );
         assert_eq!(
-            err(BootRequest { hstate: Hstate::H2M, pages: PagesPerNode::Each(&[1]) }, &mut rec),
+            err(BootRequest { hstate: h2m(), pages: PagesPerNode::Each(&[1]) }, &mut rec),
             Err(HugetlbError::CountsMismatch { nodes: 2, counts: 1 })
         );
         assert_eq!(
-            err(BootRequest { hstate: Hstate::H2M, pages: PagesPerNode::Each(&[2, 0]) }, &mut rec[..1]),
+            err(BootRequest { hstate: h2m(), pages: PagesPerNode::Each(&[2, 0]) }, &mut rec[..1]),
             Err(HugetlbError::RecordsTooShort { needed: 2, got: 1 })
         );
         assert!(rec.iter().all(|r| *r == HugeBootmemPage::EMPTY));
         let dup = [NodeSpec::new(0, 0, 1024), NodeSpec::new(0, 4096, 1024)];
         assert_eq!(
-            alloc_bootmem_huge_pages(&dup, &BootRequest::per_node(Hstate::H2M, 1), &mut rec),
+            alloc_bootmem_huge_pages(&dup, &BootRequest::per_node(h2m(), 1), &mut rec),
             Err(HugetlbError::DuplicateNode { nid: 0 })
         );
         let overlap = [NodeSpec::new(0, 0, 1024), NodeSpec::new(1, 512, 1024)];
         assert_eq!(
-            alloc_bootmem_huge_pages(&overlap, &BootRequest::per_node(Hstate::H2M, 1), &mut rec),
+            alloc_bootmem_huge_pages(&overlap, &BootRequest::per_node(h2m(), 1), &mut rec),
             Err(HugetlbError::NodesOverlap { a: 0, b: 1 })
         );
     }

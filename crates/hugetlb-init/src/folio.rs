@@ -105,8 +105,9 @@ pub fn reserve_bootmem_head<P: StructPage, H: InitHooks>(
 ///   returning (so before the folio is used by anyone).
 ///
 /// `start >= end` is a no-op (Balbir Singh asked whether it can happen: with HVO
-/// unavailable and `HUGETLB_VMEMMAP_RESERVE_PAGES >= pages_per_huge_page`, which no supported
-/// hstate has, it could).
+/// unavailable and `HUGETLB_VMEMMAP_RESERVE_PAGES >= pages_per_huge_page`, which no gigantic
+/// hstate has, it could; the model's boot path, which also takes smaller hstates such as 2 MiB
+/// pages of 16 KiB base pages, passes `min(RESERVE, nr)`).
 ///
 /// # Panics
 ///
@@ -289,17 +290,23 @@ pub(crate) fn is_hugetlb_head<P: StructPage>(
 /// folio (`init_pageblock_migratetype(folio_page(folio, i), MIGRATE_MOVABLE, false)` for
 /// `i = 0, pageblock_nr_pages, ...`).
 ///
+/// The kernel calls it for gigantic folios only, which are never smaller than a pageblock. A
+/// folio smaller than a pageblock (2 MiB pages of 16 KiB base pages, whose pageblocks are 32
+/// MiB; the model takes every hstate through the boot path) sets its pageblock MOVABLE: the type
+/// of the pageblocks the buddy allocator hands such folios out of.
+///
 /// # Panics
 ///
-/// If the folio is outside the memmap or its head is not pageblock-aligned
-/// (`WARN_ON_ONCE(!pageblock_aligned(folio_pfn(folio)))`, fatal here); both are checked before
-/// anything is written.
+/// If the folio is outside the memmap or its head is not aligned to the smaller of a pageblock
+/// and the folio (`WARN_ON_ONCE(!pageblock_aligned(folio_pfn(folio)))`, fatal here); both are
+/// checked before anything is written.
 pub fn hugetlb_bootmem_init_migratetype<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64, hstate: Hstate) {
-    assert!(m.pageblock_aligned(head_pfn), "head {head_pfn:#x} not pageblock-aligned");
-    assert!(m.contains_range(head_pfn, hstate.nr_pages()), "folio at {head_pfn:#x} outside the memmap");
     let step = m.config().pageblock_nr_pages();
+    let nr = hstate.nr_pages();
+    assert!(head_pfn % step.min(nr) == 0, "head {head_pfn:#x} not pageblock-aligned");
+    assert!(m.contains_range(head_pfn, nr), "folio at {head_pfn:#x} outside the memmap");
     let mut i = 0;
-    while i < hstate.nr_pages() {
+    while i < nr {
         m.set_pageblock_migratetype(head_pfn + i, MigrateType::Movable);
         i += step;
     }

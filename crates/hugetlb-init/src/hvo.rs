@@ -2,7 +2,8 @@
 //!
 //! `__hugetlb_vmemmap_optimize_folio()` sets `HPG_vmemmap_optimized` on the folio and calls
 //! `vmemmap_remap_free(start = head_vmemmap + PAGE_SIZE, end = head_vmemmap +
-//! hugetlb_vmemmap_size(h), reuse = head_vmemmap)`, which
+//! hugetlb_vmemmap_size(h), reuse = head_vmemmap)` (vmemmap pages are base pages of the
+//! configuration: 4, 16 or 64 KiB, holding 64, 256 or 1024 struct pages), which
 //!
 //! 1. splits the vmemmap PMD into PTEs (`vmemmap_split_pmd`, which allocates a page-table page:
 //!    the allocation whose failure makes HVO fail with `-ENOMEM`),
@@ -15,14 +16,15 @@
 //! 4. frees the old vmemmap pages.
 //!
 //! On failure the flag is cleared again and the folio is left as before. Afterwards struct page
-//! `64 * k + j` of the folio *is* struct page `j` of the head vmemmap page (with 64-byte pages).
+//! `R * k + j` of the folio *is* struct page `j` of the head vmemmap page, `R` the struct pages
+//! of one vmemmap page ([`hugetlb_vmemmap_reserve_pages`]).
 //!
 //! Two implementations of step 1-4 ([`VmemmapRemap`]):
 //!
 //! * [`ModelRemap`] (no_std): the vmemmap is caller storage without an MMU, so the remapping is
 //!   a page table kept implicitly in the folio's head (an initialized hugetlb head with
 //!   `HPG_vmemmap_optimized` set *is* the remap record). Reads go through
-//!   [`VmemmapRemap::storage_pfn`], which sends struct page `64 * k + j` to `j`. The old tail vmemmap
+//!   [`VmemmapRemap::storage_pfn`], which sends struct page `R * k + j` to `j`. The old tail vmemmap
 //!   storage is not touched (freed memory keeps its bytes), so tests can prove that no tail
 //!   beyond the reserve was ever written. It keeps the current head page (the kernel's fallback
 //!   in step 2): there is no allocator to take a new page from.
@@ -32,9 +34,10 @@
 //!   file. The memory saving is measurable and a write to an optimized tail faults.
 //!
 //! HVO does not run ([`HvoUnavailable`]) when `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` is off (or
-//! SPARSEMEM_VMEMMAP, which it depends on, is), when booted with `hugetlb_free_vmemmap=off`, or
-//! when `sizeof(struct page)` is not a power of two (`hugetlb_vmemmap_optimizable_size() == 0`:
-//! the 72-byte layout). It fails ([`HvoError`]) on an injected allocation failure
+//! SPARSEMEM_VMEMMAP, which it depends on, is), when booted with `hugetlb_free_vmemmap=off`,
+//! when `sizeof(struct page)` is not a power of two (the 72-byte layout), or when the hstate's
+//! struct pages fit in one vmemmap page (`hugetlb_vmemmap_optimizable_size() == 0`: 2 MiB pages
+//! of 16 or 64 KiB base pages). It fails ([`HvoError`]) on an injected allocation failure
 //! ([`HvoFault`]). In every such case the fallback tail init runs and the bytes are those of a
 //! boot without HVO.
 
@@ -42,7 +45,8 @@ use memmap_core::model::page::offsets;
 use memmap_core::{KernelConfig, Memmap, NoHooks, StructPage, pageblocks_needed};
 
 use crate::folio::{folio_assign_hugetlb_vmemmap_optimized, is_optimized_hugetlb_head};
-use crate::types::{Hstate, HvoError, HvoOutcome, HvoUnavailable, PAGE_SIZE, hugetlb_vmemmap_reserve_pages};
+use crate::types::hugetlb_vmemmap_reserve_pages;
+use crate::types::{HUGE_MAX_HSTATE, Hstate, Hstates, HvoError, HvoOutcome, HvoUnavailable};
 
 /// Fault injection for the two allocations of `vmemmap_remap_free()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -103,14 +107,14 @@ pub enum TailPageOrigin {
     /// so `memmap_init()`'s `__init_single_page()` of every PFN it initializes at boot whose
     /// struct page lies in such a folio's tail vmemmap writes through to the shared page, the
     /// last writer of each slot winning; `hugetlb_vmemmap_init()` then runs
-    /// `init_compound_tail()` on its 64 struct pages. With `CONFIG_DEFERRED_STRUCT_PAGE_INIT`
+    /// `init_compound_tail()` on its struct pages. With `CONFIG_DEFERRED_STRUCT_PAGE_INIT`
     /// (Debian's kernels) `memmap_init()` initializes the first `PAGES_PER_SECTION` PFNs of a
     /// node's highest zone at boot; the model takes the node's memory (its `NodeSpec`) to
     /// start that zone.
     #[default]
     Boot,
     /// Pages allocated at run time (`nr_hugepages`): `vmemmap_get_tail()` allocates a zeroed
-    /// page and runs `init_compound_tail()` on its 64 struct pages.
+    /// page and runs `init_compound_tail()` on its struct pages.
     Runtime,
 }
 
@@ -165,14 +169,18 @@ impl HvoMode {
     }
 }
 
-/// Whether HVO can run at all for struct pages of layout `P` (`vmemmap_should_optimize_folio`
-/// minus the per-folio "already optimized" test).
+/// Whether HVO can run at all for folios of `hstate` with struct pages of layout `P`
+/// (`vmemmap_should_optimize_folio` minus the per-folio "already optimized" test).
 ///
 /// # Errors
 ///
 /// The first [`HvoUnavailable`] reason that applies, in the kernel's order (config, boot
 /// option, optimizable size).
-pub fn hvo_availability<P: StructPage>(cfg: &KernelConfig, params: &HvoParams) -> Result<(), HvoUnavailable> {
+pub fn hvo_availability<P: StructPage>(
+    cfg: &KernelConfig,
+    params: &HvoParams,
+    hstate: Hstate,
+) -> Result<(), HvoUnavailable> {
     if !cfg.hugetlb_vmemmap {
         return Err(HvoUnavailable::ConfigOff);
     }
@@ -182,8 +190,11 @@ pub fn hvo_availability<P: StructPage>(cfg: &KernelConfig, params: &HvoParams) -
     if !params.boot_option {
         return Err(HvoUnavailable::BootOptionOff);
     }
-    if !P::SIZE.is_power_of_two() || Hstate::H2M.vmemmap_optimizable_size::<P>() == 0 {
+    if !P::SIZE.is_power_of_two() {
         return Err(HvoUnavailable::StructPageNotPowerOfTwo);
+    }
+    if hstate.vmemmap_optimizable_size::<P>() == 0 {
+        return Err(HvoUnavailable::NothingToFree);
     }
     Ok(())
 }
@@ -199,18 +210,108 @@ pub struct RemapDone {
 
 /// What the tail vmemmap pages of an optimized folio map.
 #[derive(Debug, Clone, Copy)]
-pub enum TailTarget<'a, P> {
+pub enum TailTarget {
     /// The folio's own (possibly copied) head vmemmap page: Linux 6.x, whose reads of tails
-    /// 64.. show "fake heads".
+    /// past the first vmemmap page show "fake heads".
     HeadPage,
-    /// The node's shared tail page of the hstate (`vmemmap_tails[]`, Linux 7.1+): created with
-    /// `init` (one page of struct pages) by the first folio that needs it, then reused.
+    /// The node's shared tail page of the hstate (`vmemmap_tails[]`, Linux 7.1+): created from
+    /// `init` by the first folio that needs it, then reused.
     Shared {
         /// The hstate whose tail page it is.
         hstate: Hstate,
         /// Its struct pages, for a backend that creates it now.
-        init: &'a [P],
+        init: SharedTailInit,
     },
+}
+
+/// The struct pages of a new shared tail page (Linux 7.1+), computed slot by slot: one
+/// vmemmap page holds up to 1024 struct pages (64 KiB pages), too many to build on the stack.
+///
+/// Slot `j` is `init_compound_tail(slot, NULL, order, zone)` (`_mapcount` -1, the folio's node
+/// and zone in `flags`, `TAIL_MAPPING`, the `compound_info` mask, `private` 0) applied to what
+/// the page held: zeros ([`TailPageOrigin::Runtime`], or a boot without pre-HVO), or with
+/// pre-HVO ([`TailPageOrigin::Boot`]) the `__init_single_page()` of the last PFN of the range
+/// `memmap_init()` initialized at boot whose struct page lies in the tail vmemmap of an
+/// optimized folio of this hstate and maps to the slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedTailInit {
+    hstate: Hstate,
+    zone: u32,
+    nid: u32,
+    origin: TailPageOrigin,
+    early_start: u64,
+    early_end: u64,
+}
+
+impl SharedTailInit {
+    /// The tail page of `hstate` for the folio whose head (which gives the node and zone,
+    /// `folio_zone()`) is at `head_pfn` of `m`; `early_init` is the PFN range `memmap_init()`
+    /// initialized at boot, cut here to the memmap (only its PFNs have a struct page it could
+    /// have written).
+    ///
+    /// # Panics
+    ///
+    /// If `head_pfn` is outside the memmap.
+    #[must_use]
+    pub fn new<P: StructPage>(
+        m: &Memmap<'_, P>,
+        head_pfn: u64,
+        hstate: Hstate,
+        origin: TailPageOrigin,
+        early_init: core::ops::Range<u64>,
+    ) -> SharedTailInit {
+        let head = m.read(head_pfn);
+        let layout = *m.layout();
+        SharedTailInit {
+            hstate,
+            zone: layout.zone(head.flags()),
+            nid: layout.node(head.flags()),
+            origin,
+            early_start: early_init.start.max(m.base_pfn()),
+            early_end: early_init.end.min(m.end_pfn()),
+        }
+    }
+
+    /// Struct pages of the tail page: one vmemmap page's worth.
+    #[must_use]
+    pub const fn slots<P: StructPage>(&self) -> u64 {
+        self.hstate.vmemmap_reserve_pages::<P>()
+    }
+
+    /// The struct page of slot `j` (below [`SharedTailInit::slots`]); `m` is the memmap
+    /// [`SharedTailInit::new`] was given, which tells which folios are optimized boot folios.
+    #[must_use]
+    pub fn slot<P: StructPage>(&self, m: &Memmap<'_, P>, j: u64) -> P {
+        let cfg = *m.config();
+        let layout = *m.layout();
+        let per_page = self.slots::<P>();
+        let mut slot = P::ZEROED;
+        if self.origin == TailPageOrigin::Boot && self.early_start < self.early_end {
+            // The last PFN of the early range in slot `j` of the tail vmemmap (index >=
+            // per_page) of a folio of this hstate: every folio of the hstate on the node shares
+            // the page.
+            let nr = self.hstate.nr_pages();
+            let e = self.early_end - 1;
+            let top = e.checked_sub((e % per_page + per_page - j % per_page) % per_page);
+            let mut cand = top.filter(|&t| t >= self.early_start);
+            while let Some(p) = cand {
+                let idx = p % nr;
+                if idx >= per_page && folio_of_boot(m, p - idx, self.hstate) {
+                    slot = single_page_record(&cfg, m.vaddr(p), p, self.zone, self.nid);
+                    break;
+                }
+                cand = p.checked_sub(per_page).filter(|&q| q >= self.early_start);
+            }
+        }
+        // init_compound_tail(tail, NULL, order, zone)
+        slot.set_u32_at(offsets::MAPCOUNT, u32::MAX);
+        let flags = layout.set_zone(layout.set_node(slot.flags(), self.nid), self.zone);
+        slot.set_u64_at(offsets::FLAGS, flags);
+        slot.set_u64_at(offsets::MAPPING, cfg.tail_mapping());
+        slot.set_u64_at(offsets::COMPOUND_HEAD, cfg.compound_head_word(0, self.hstate.order(), P::SIZE));
+        slot.set_u64_at(offsets::PRIVATE, 0);
+        slot
+    }
 }
 
 /// The vmemmap remapping of steps 1-4 of the [module documentation](self), for one node's
@@ -218,7 +319,9 @@ pub enum TailTarget<'a, P> {
 pub trait VmemmapRemap<P: StructPage> {
     /// `vmemmap_remap_free()` for the folio of `nr_pages` base pages at `head_pfn`: remaps its
     /// vmemmap pages after the first read-only onto `tail` (the possibly copied head vmemmap
-    /// page, or the node's shared tail page) and frees the old ones. On error nothing changed.
+    /// page, or the node's shared tail page, whose struct pages a backend that creates it
+    /// reads from [`SharedTailInit::slot`] with `memmap`) and frees the old ones. On error
+    /// nothing changed.
     ///
     /// # Errors
     ///
@@ -229,13 +332,13 @@ pub trait VmemmapRemap<P: StructPage> {
         head_pfn: u64,
         nr_pages: u64,
         alloc: RemapAlloc,
-        tail: TailTarget<'_, P>,
+        tail: TailTarget,
     ) -> Result<RemapDone, HvoError>;
 
     /// The PFN whose stored struct page the virtual struct page of `pfn` shows: `pfn` itself
     /// when the memory management unit does the aliasing (real remaps) or `pfn` is not an
-    /// optimized tail; in the no_std model the aliased page, `head + (pfn - head) % (PAGE_SIZE /
-    /// sizeof(struct page))` or the slot of the shared tail page.
+    /// optimized tail; in the no_std model the aliased page, `head + (pfn - head) % R` (`R`
+    /// struct pages per vmemmap page) or the slot of the shared tail page.
     fn storage_pfn(&self, memmap: &Memmap<'_, P>, pfn: u64) -> u64;
 }
 
@@ -244,16 +347,11 @@ pub trait VmemmapRemap<P: StructPage> {
 pub struct ModelRemap {
     /// Vmemmap pages freed so far.
     pub freed_pages: u64,
-    /// Linux 7.1+: per hstate ([`Hstate::ALL`] index), the first PFN of the vmemmap page whose
+    /// Linux 7.1+: per hstate ([`Hstate::index`]), the first PFN of the vmemmap page whose
     /// storage holds the node's shared tail page. The model keeps it in vmemmap page 1 of the
     /// first folio that needed it: that folio's own page 1 is freed by the remap, and every
     /// read of it goes to the shared page anyway.
-    pub shared_tail: [Option<u64>; 2],
-}
-
-/// [`Hstate::ALL`] index of `h`.
-pub(crate) fn hstate_slot(h: Hstate) -> usize {
-    usize::from(h != Hstate::ALL[0])
+    pub shared_tail: [Option<u64>; HUGE_MAX_HSTATE],
 }
 
 impl<P: StructPage> VmemmapRemap<P> for ModelRemap {
@@ -263,43 +361,45 @@ impl<P: StructPage> VmemmapRemap<P> for ModelRemap {
         head_pfn: u64,
         nr_pages: u64,
         alloc: RemapAlloc,
-        tail: TailTarget<'_, P>,
+        tail: TailTarget,
     ) -> Result<RemapDone, HvoError> {
         if !alloc.page_table {
             return Err(HvoError::NoMemory);
         }
+        let page_size = memmap.config().page_size();
         if let TailTarget::Shared { hstate, init } = tail {
-            let slot = hstate_slot(hstate);
-            if self.shared_tail[slot].is_none() {
-                let per_page = hugetlb_vmemmap_reserve_pages::<P>();
+            let slot = hstate.index();
+            if self.shared_tail.get(slot).is_some_and(Option::is_none) {
+                let per_page = init.slots::<P>();
                 let frame = head_pfn + per_page;
-                if init.len() as u64 != per_page || !memmap.contains_range(frame, per_page) {
+                if !memmap.contains_range(frame, per_page) || nr_pages < 2 * per_page {
                     return Err(HvoError::Remap { errno: 22 });
                 }
-                for (i, rec) in init.iter().enumerate() {
-                    memmap.write(frame + i as u64, *rec);
+                for j in 0..per_page {
+                    let rec = init.slot(memmap, j);
+                    memmap.write(frame + j, rec);
                 }
                 self.shared_tail[slot] = Some(frame);
             }
         }
-        let freed = nr_pages.saturating_mul(P::SIZE as u64).div_ceil(PAGE_SIZE).saturating_sub(1);
+        let freed = nr_pages.saturating_mul(P::SIZE as u64).div_ceil(page_size).saturating_sub(1);
         self.freed_pages += freed;
         Ok(RemapDone { head_copied: false, freed_pages: freed })
     }
 
     fn storage_pfn(&self, memmap: &Memmap<'_, P>, pfn: u64) -> u64 {
-        let per_page = hugetlb_vmemmap_reserve_pages::<P>();
+        let per_page = hugetlb_vmemmap_reserve_pages::<P>(memmap.config());
         if !P::SIZE.is_power_of_two() {
             return pfn;
         }
         // Largest hstate first: a 1 GiB folio contains 2 MiB-aligned PFNs.
-        for h in [Hstate::H1G, Hstate::H2M] {
+        for h in &Hstates::of(memmap.config()) {
             let head = pfn & !(h.nr_pages() - 1);
             if pfn - head < per_page || !memmap.contains_range(head, 2) {
                 continue;
             }
             if is_optimized_hugetlb_head(memmap.config(), &memmap.read(head), &memmap.read(head + 1), h) {
-                return match self.shared_tail[hstate_slot(h)] {
+                return match self.shared_tail[h.index()] {
                     Some(frame) => frame + (pfn - head) % per_page,
                     None => head + (pfn - head) % per_page,
                 };
@@ -324,18 +424,16 @@ pub fn hugetlb_vmemmap_optimize_folio<P: StructPage, R: VmemmapRemap<P>>(
     list_index: u64,
     early_init: core::ops::Range<u64>,
 ) -> HvoOutcome {
-    if let Err(why) = hvo_availability::<P>(m.config(), params) {
+    if let Err(why) = hvo_availability::<P>(m.config(), params, hstate) {
         return HvoOutcome::Unavailable(why);
     }
     folio_assign_hugetlb_vmemmap_optimized(m, head_pfn, true);
-    let mut init = [P::ZEROED; MAX_STRUCT_PAGES_PER_PAGE];
     let tail = if m.config().behaviour().hvo_shared_tail {
         // Without pre-HVO boot folios are optimized after boot, onto a tail page as a run-time
         // folio's.
         let origin =
             if m.config().sparsemem_vmemmap_preinit { params.tail_page } else { TailPageOrigin::Runtime };
-        let n = shared_tail_page(m, head_pfn, hstate, origin, early_init, &mut init);
-        TailTarget::Shared { hstate, init: &init[..n] }
+        TailTarget::Shared { hstate, init: SharedTailInit::new(m, head_pfn, hstate, origin, early_init) }
     } else {
         TailTarget::HeadPage
     };
@@ -348,69 +446,6 @@ pub fn hugetlb_vmemmap_optimize_folio<P: StructPage, R: VmemmapRemap<P>>(
     }
 }
 
-/// Struct pages per 4 KiB vmemmap page for the smallest layout (64 bytes).
-const MAX_STRUCT_PAGES_PER_PAGE: usize = (PAGE_SIZE / 64) as usize;
-
-/// The struct pages of the node's shared tail page for `hstate` (Linux 7.1+), into `out`;
-/// returns how many (one vmemmap page's worth). The folio at `head_pfn` gives the node and
-/// zone (`folio_zone()`). `early_init` is the PFN range `memmap_init()` initialized at boot
-/// (see [`TailPageOrigin::Boot`]): each slot starts as the `__init_single_page()` of the last
-/// PFN of that range whose struct page lies in the tail vmemmap of an optimized folio of this
-/// hstate and maps to the slot, or zeros; then `init_compound_tail(slot, NULL, order, zone)`:
-/// `_mapcount` -1, the node and zone in `flags`, `TAIL_MAPPING`, the `compound_info` mask and
-/// `private` 0.
-fn shared_tail_page<P: StructPage>(
-    m: &Memmap<'_, P>,
-    head_pfn: u64,
-    hstate: Hstate,
-    origin: TailPageOrigin,
-    early_init: core::ops::Range<u64>,
-    out: &mut [P; MAX_STRUCT_PAGES_PER_PAGE],
-) -> usize {
-    let cfg = *m.config();
-    let layout = *m.layout();
-    let per_page = hugetlb_vmemmap_reserve_pages::<P>();
-    let n = per_page as usize;
-    let head = m.read(head_pfn);
-    let (zone, nid) = (layout.zone(head.flags()), layout.node(head.flags()));
-    // Only PFNs of this memmap have a struct page `memmap_init()` could have written: the
-    // caller's range is cut to the memmap, which also bounds the search below.
-    let early_init = early_init.start.max(m.base_pfn())..early_init.end.min(m.end_pfn());
-    for (j, slot) in out.iter_mut().enumerate().take(n) {
-        *slot = P::ZEROED;
-        if origin == TailPageOrigin::Runtime {
-            continue;
-        }
-        // The last PFN of the early range in slot `j` of the tail vmemmap (index >= per_page)
-        // of a folio of this hstate: every folio of the hstate on the node shares the page.
-        let nr = hstate.nr_pages();
-        let mut last = None;
-        let top = early_init.end.checked_sub(1).map(|e| e - (e % per_page + per_page - j as u64) % per_page);
-        let mut cand = top.filter(|&t| t >= early_init.start && t < early_init.end);
-        while let Some(p) = cand {
-            let idx = p % nr;
-            if idx >= per_page && folio_of_boot(m, p - idx, hstate) {
-                last = Some(p);
-                break;
-            }
-            cand = p.checked_sub(per_page).filter(|&q| q >= early_init.start);
-        }
-        if let Some(p) = last {
-            *slot = single_page_record(&cfg, m.vaddr(p), p, zone, nid);
-        }
-    }
-    for slot in out.iter_mut().take(n) {
-        // init_compound_tail(tail, NULL, order, zone)
-        slot.set_u32_at(offsets::MAPCOUNT, u32::MAX);
-        let flags = layout.set_zone(layout.set_node(slot.flags(), nid), zone);
-        slot.set_u64_at(offsets::FLAGS, flags);
-        slot.set_u64_at(offsets::MAPPING, cfg.tail_mapping());
-        slot.set_u64_at(offsets::COMPOUND_HEAD, cfg.compound_head_word(0, hstate.order(), P::SIZE));
-        slot.set_u64_at(offsets::PRIVATE, 0);
-    }
-    n
-}
-
 /// Whether the folio of `hstate` at `head_pfn` is a boot folio this memmap holds (its head is
 /// a hugetlb head of that order).
 fn folio_of_boot<P: StructPage>(m: &Memmap<'_, P>, head_pfn: u64, hstate: Hstate) -> bool {
@@ -421,9 +456,9 @@ fn folio_of_boot<P: StructPage>(m: &Memmap<'_, P>, head_pfn: u64, hstate: Hstate
 }
 
 /// The struct page `__init_single_page(page, pfn, zone, nid)` writes for `pfn` at `vaddr`,
-/// computed in a one-page scratch memmap. `pfn` is a PFN of a memmap of `cfg` (`shared_tail_page`
-/// cuts its range to the memmap), so `cfg` is valid and `pfn + 1` is at most its `max_pfn`: the
-/// scratch memmap is always accepted.
+/// computed in a one-page scratch memmap. `pfn` is a PFN of a memmap of `cfg`
+/// (`SharedTailInit` cuts its range to the memmap), so `cfg` is valid and `pfn + 1` is at most
+/// its `max_pfn`: the scratch memmap is always accepted.
 fn single_page_record<P: StructPage>(cfg: &KernelConfig, vaddr: u64, pfn: u64, zone: u32, nid: u32) -> P {
     let mut page = [P::ZEROED];
     let mut pageblocks = [0u8; 2];

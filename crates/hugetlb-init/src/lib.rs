@@ -26,10 +26,23 @@
 //! `mm/hugetlb_vmemmap.c` as in the releases memmap-core models (`set_page_count(page, 0)` for
 //! tails).
 //!
+//! ## Huge page sizes
+//!
+//! An [`Hstate`] is a size of one [`KernelConfig`](memmap_core::KernelConfig): its order in the
+//! configuration's base pages, made only from the configuration ([`Hstate::new`],
+//! [`Hstates::of`]) with the sizes the architecture registers for its page size (x86-64 1G, 2M;
+//! arm64 4 KiB 1G, 32M, 2M, 64K, 16 KiB 1G, 32M, 2M, 64 KiB 16G, 512M, 2M; riscv64 1G, 2M and
+//! Svnapot's 64K; powerpc64 radix 1G, 2M with 4 or 64 KiB pages). A size the architecture
+//! lacks is [`HugetlbError::UnsupportedHstate`], an hstate of another configuration than a
+//! node's [`HugetlbError::HstateNotOfConfig`]. HVO keeps one vmemmap page per folio: 64 struct
+//! pages with 4 KiB pages, 256 with 16 KiB, 1024 with 64 KiB; an hstate whose struct pages fit
+//! in that page (2 MiB pages of 16 or 64 KiB base pages) is not optimized
+//! ([`HvoUnavailable::NothingToFree`]).
+//!
 //! ## Tail init strategies
 //!
-//! [`hugetlb_folio_init_tail_vmemmap`](folio::hugetlb_folio_init_tail_vmemmap) is the hot function (for a 1 GiB folio without HVO:
-//! 262,080 struct pages, 16 MiB). Its strategies, chosen by memmap-core's
+//! [`hugetlb_folio_init_tail_vmemmap`](folio::hugetlb_folio_init_tail_vmemmap) is the hot function (for a 1 GiB folio of 4 KiB pages
+//! without HVO: 262,080 struct pages, 16 MiB). Its strategies, chosen by memmap-core's
 //! [`FillOptions::resolve`](memmap_core::FillOptions::resolve) (so `Auto` and the fallbacks
 //! follow the same rules as ZONE_DEVICE init):
 //!
@@ -57,9 +70,10 @@
 //! `MemfdVmemmap` implements it for real: the vmemmap is a memfd, HVO copies the head vmemmap
 //! page to a spare page of the file, `mmap(MAP_FIXED)`s every tail vmemmap page read-only onto
 //! it and punches the old pages out of the file, so a 1 GiB folio's 16 MiB of struct pages
-//! really shrink to one 4 KiB page and a write to an optimized tail faults. HVO is unavailable
-//! with `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` off, `hugetlb_free_vmemmap=off`, or a struct page
-//! size that is not a power of two (the 72-byte layout), and fails on an injected allocation
+//! (4 KiB base pages) really shrink to one 4 KiB page and a write to an optimized tail faults.
+//! HVO is unavailable with `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` off, `hugetlb_free_vmemmap=off`,
+//! a struct page size that is not a power of two (the 72-byte layout), or an hstate with
+//! nothing to free, and fails on an injected allocation
 //! failure ([`HvoFault`]); then the fallback runs and the bytes are those of a boot without HVO.
 //!
 //! ## Design notes
@@ -102,14 +116,15 @@
 //! use memmap_core::{KernelConfig, Memmap, NoHooks, Page64, Strategy, StructPage, pageblocks_needed};
 //!
 //! let cfg = KernelConfig::X86_64;
-//! let spec = NodeSpec::packed(0, Hstate::H2M, 2); // two 2 MiB pages on node 0
+//! let h2m = Hstate::new(&cfg, 2 << 20)?; // hstates come from the configuration
+//! let spec = NodeSpec::packed(0, h2m, 2); // two 2 MiB pages on node 0
 //! let mut pages = vec![Page64::ZEROED; spec.nr_pages as usize];
 //! let mut pb = vec![0u8; pageblocks_needed(&cfg, spec.start_pfn, spec.nr_pages)];
 //! let memmap = Memmap::new(cfg, spec.start_pfn, &mut pages, &mut pb)?;
 //! let mut nodes = [HugetlbNode::new(spec, memmap, ModelRemap::default(), NoHooks)];
 //! let mut records = [HugeBootmemPage::EMPTY; 2];
 //! let params = BootParams::new(Strategy::Streaming, HvoMode::Off.params());
-//! let report = boot(&mut nodes, &BootRequest::per_node(Hstate::H2M, 2), &params, &mut records)?;
+//! let report = boot(&mut nodes, &BootRequest::per_node(h2m, 2), &params, &mut records)?;
 //! assert_eq!((report.folios, report.optimized), (2, 0));
 //! let head = nodes[0].read(records[0].head_pfn);
 //! assert_eq!(head.refcount(), 0);
@@ -145,12 +160,14 @@ mod types;
 
 pub use boot::{BootParams, BootReport, HugetlbNode, NodeReport, boot, boot_placed};
 pub use bootmem::{BootRequest, HugeBootmemPage, NodeSpec, PagesPerNode, ZONE_NORMAL};
-pub use hvo::{HvoFault, HvoMode, HvoParams, ModelRemap, TailPageOrigin, TailTarget, VmemmapRemap};
+pub use hvo::{
+    HvoFault, HvoMode, HvoParams, ModelRemap, SharedTailInit, TailPageOrigin, TailTarget, VmemmapRemap,
+};
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub use memfd::{BootError, MemfdVmemmap, OwnedBoot};
 pub use types::{
-    FolioOutcome, HSTATE_MODEL_SIZE, HSTATES_ADDR, HUGEPAGE_FREELISTS_OFFSET, HUGETLB_VMEMMAP_RESERVE_SIZE,
-    Hstate, HugetlbError, HvoError, HvoOutcome, HvoUnavailable, PAGE_SHIFT, PAGE_SIZE, TailInit,
+    FolioOutcome, HSTATE_MODEL_SIZE, HSTATES_ADDR, HUGE_MAX_HSTATE, HUGEPAGE_FREELISTS_OFFSET, Hstate,
+    Hstates, HugePageLevel, HugetlbError, HvoError, HvoOutcome, HvoUnavailable, TailInit,
     hugepage_freelist_addr, hugetlb_vmemmap_reserve_pages,
 };
 

@@ -12,14 +12,18 @@
 //!    head page is kept, as the kernel does when that allocation fails;
 //! 3. every other vmemmap page of the folio is remapped **read-only** (`PROT_READ`,
 //!    `MAP_SHARED | MAP_FIXED`) onto the same file page, one mapping per page, so struct page
-//!    `64 * k + j` is struct page `j` and a store to it raises `SIGSEGV`;
+//!    `R * k + j` (`R` struct pages per vmemmap page) is struct page `j` and a store to it
+//!    raises `SIGSEGV`;
 //! 4. the old pages are punched out of the file (`fallocate(PUNCH_HOLE)`), which frees their
 //!    memory: [`MemfdVmemmap::resident_bytes`] (the file's allocated blocks) drops from 16 MiB to
-//!    4 KiB per 1 GiB folio.
+//!    4 KiB per 1 GiB folio of 4 KiB pages.
+//!
+//! A vmemmap page is a base page of the configuration (4, 16 or 64 KiB); the host's page size
+//! must divide it, and a 16 KiB vmemmap page is then one mapping of four 4 KiB host pages.
 //!
 //! If a mapping call fails half-way (typically `ENOMEM` from `vm.max_map_count`: each
-//! optimized 1 GiB folio costs 4095 mappings, so the default limit of 65530 admits about 15 per
-//! process), the folio's original pages are mapped back and the error is returned; the boot
+//! optimized 1 GiB folio of 4 KiB pages costs 4095 mappings, so the default limit of 65530
+//! admits about 15 per process), the folio's original pages are mapped back and the error is returned; the boot
 //! then treats the folio as the kernel treats a failed HVO (fallback tail init).
 //!
 //! The struct pages are only ever accessed through raw pointers (memmap-core's [`Memmap`] keeps
@@ -40,12 +44,9 @@ use rustix::mm::{MapFlags, ProtFlags};
 
 use crate::boot::{BootParams, BootReport, HugetlbNode, NodeReport};
 use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec};
-use crate::hvo::{RemapAlloc, RemapDone, TailTarget, VmemmapRemap, hstate_slot};
-use crate::types::HugetlbError;
-use crate::types::HvoError;
-use crate::types::{Hstate, PAGE_SIZE};
-
-const PAGE: usize = PAGE_SIZE as usize;
+use crate::hvo::{RemapAlloc, RemapDone, TailTarget, VmemmapRemap};
+use crate::types::{HUGE_MAX_HSTATE, HugetlbError};
+use crate::types::{Hstates, HvoError};
 
 fn invalid(msg: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
@@ -60,12 +61,14 @@ pub struct MemfdVmemmap<P: StructPage> {
     /// page-aligned at PFNs that are multiples of `PAGE_SIZE / sizeof(struct page)`, as the
     /// kernel's is).
     first_off: usize,
+    /// A vmemmap page: the configuration's `PAGE_SIZE`.
+    page: usize,
     base_pfn: u64,
     nr_pages: usize,
     spare_frames: u64,
     spare_used: u64,
     /// Linux 7.1+: the file offset of the node's shared tail page per hstate (a spare page).
-    shared_tail: [Option<u64>; 2],
+    shared_tail: [Option<u64>; HUGE_MAX_HSTATE],
     cfg: KernelConfig,
     pageblocks: Vec<u8>,
     _page: PhantomData<P>,
@@ -96,8 +99,8 @@ impl<P: StructPage> MemfdVmemmap<P> {
     ///
     /// # Errors
     ///
-    /// [`io::ErrorKind::InvalidInput`] for a non-4 KiB system page size or sizes that
-    /// overflow, and, carrying memmap-core's [`InitError`] ([`io::Error::get_ref`]), for an
+    /// [`io::ErrorKind::InvalidInput`] for a system page size that does not divide the
+    /// configuration's (which is the vmemmap page) or sizes that overflow, and, carrying memmap-core's [`InitError`] ([`io::Error::get_ref`]), for an
     /// invalid configuration or a range that passes the end of the `u64` PFN space or ends
     /// past the configuration's last pfn ([`InitError::BeyondMaxPfn`]: the checks of
     /// [`Memmap::new`], made here so that no later view of the vmemmap can fail); the
@@ -117,33 +120,37 @@ impl<P: StructPage> MemfdVmemmap<P> {
         if end > cfg.max_pfn() {
             return Err(refused(InitError::BeyondMaxPfn { end_pfn: end, max_pfn: cfg.max_pfn() }));
         }
-        if rustix::param::page_size() != PAGE {
-            return Err(invalid("the system page size is not 4 KiB"));
+        let page = usize::try_from(cfg.page_size()).map_err(|_| invalid("the page size is too large"))?;
+        if page % rustix::param::page_size() != 0 {
+            return Err(invalid("the system page size does not divide the configuration's"));
         }
         let nr = usize::try_from(nr_pages).map_err(|_| invalid("too many pages"))?;
-        let per_page = (PAGE / P::SIZE) as u64;
+        let per_page = (page / P::SIZE) as u64;
         let first_off = if P::SIZE.is_power_of_two() { (base_pfn % per_page) as usize * P::SIZE } else { 0 };
         let bytes = nr
             .checked_mul(P::SIZE)
             .and_then(|b| b.checked_add(first_off))
             .ok_or_else(|| invalid("too large"))?;
-        let map_len = bytes.div_ceil(PAGE).max(1) * PAGE;
+        let map_len = bytes.div_ceil(page).max(1).checked_mul(page).ok_or_else(|| invalid("too large"))?;
         let file_len = (map_len as u64)
-            .checked_add(spare_frames.checked_mul(PAGE_SIZE).ok_or_else(|| invalid("too many spare frames"))?)
+            .checked_add(
+                spare_frames.checked_mul(page as u64).ok_or_else(|| invalid("too many spare frames"))?,
+            )
             .ok_or_else(|| invalid("too large"))?;
         let fd = rustix::fs::memfd_create(c"hugetlb-vmemmap", MemfdFlags::CLOEXEC)?;
         rustix::fs::ftruncate(&fd, file_len)?;
-        let map = Self::map_all(&fd, map_len)?;
+        let map = Self::map_all(&fd, map_len, page)?;
         let mut v = MemfdVmemmap {
             fd,
             map,
             map_len,
             first_off,
+            page,
             base_pfn,
             nr_pages: nr,
             spare_frames,
             spare_used: 0,
-            shared_tail: [None; 2],
+            shared_tail: [None; HUGE_MAX_HSTATE],
             cfg,
             pageblocks: std::vec![0; pageblocks_needed(&cfg, base_pfn, nr_pages)],
             _page: PhantomData,
@@ -154,20 +161,53 @@ impl<P: StructPage> MemfdVmemmap<P> {
         Ok(v)
     }
 
-    fn map_all(fd: &OwnedFd, map_len: usize) -> io::Result<NonNull<u8>> {
-        // SAFETY: a fresh shared mapping of the memfd at an address the kernel chooses; it
+    /// Maps the file's first `map_len` bytes shared and read-write at an address aligned to
+    /// `page` (a vmemmap page, a multiple of the host's page size): HVO remaps whole vmemmap
+    /// pages, so they must start where the host's mappings can be cut. The address space is
+    /// reserved with `page - host page` bytes to spare and the slack unmapped afterwards.
+    fn map_all(fd: &OwnedFd, map_len: usize, page: usize) -> io::Result<NonNull<u8>> {
+        let slack = page - rustix::param::page_size();
+        let reserve_len = map_len.checked_add(slack).ok_or_else(|| invalid("too large"))?;
+        // SAFETY: a fresh inaccessible anonymous mapping at an address the kernel chooses; it
         // overlaps nothing of ours.
-        let p = unsafe {
-            rustix::mm::mmap(
+        let reserve = unsafe {
+            rustix::mm::mmap_anonymous(
                 core::ptr::null_mut(),
+                reserve_len,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
+            )?
+        } as usize;
+        let aligned = reserve.next_multiple_of(page);
+        // SAFETY: `[aligned, aligned + map_len)` lies inside the reservation just made (the
+        // alignment moves the start by less than `page`, which the slack covers), which nothing
+        // else uses; MAP_FIXED replaces that part of it with the shared file mapping.
+        let mapped = unsafe {
+            rustix::mm::mmap(
+                aligned as *mut c_void,
                 map_len,
                 ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED,
+                MapFlags::SHARED | MapFlags::FIXED,
                 fd,
                 0,
-            )?
+            )
         };
-        NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
+        // The reservation around the mapping (all of it when the mapping failed) is given back;
+        // unmapping is best effort (a failure leaves inaccessible address space, never data).
+        let trim = |start: usize, end: usize| {
+            if end > start {
+                // SAFETY: `[start, end)` is part of the reservation made above and holds no
+                // mapping anything refers to.
+                let _ = unsafe { rustix::mm::munmap(start as *mut c_void, end - start) };
+            }
+        };
+        if let Err(e) = mapped {
+            trim(reserve, reserve + reserve_len);
+            return Err(e.into());
+        }
+        trim(reserve, aligned);
+        trim(aligned + map_len, reserve + reserve_len);
+        NonNull::new(aligned as *mut u8).ok_or_else(|| io::Error::other("mmap returned null"))
     }
 
     fn poison(&mut self) {
@@ -185,12 +225,12 @@ impl<P: StructPage> MemfdVmemmap<P> {
     pub fn reset(&mut self, poison: bool) -> io::Result<()> {
         // SAFETY: the mapping is ours and nothing borrows it (`&mut self`).
         unsafe { rustix::mm::munmap(self.map.as_ptr().cast::<c_void>(), self.map_len)? };
-        let file_len = self.map_len as u64 + self.spare_frames * PAGE_SIZE;
+        let file_len = self.map_len as u64 + self.spare_frames * self.page as u64;
         rustix::fs::ftruncate(&self.fd, 0)?;
         rustix::fs::ftruncate(&self.fd, file_len)?;
-        self.map = Self::map_all(&self.fd, self.map_len)?;
+        self.map = Self::map_all(&self.fd, self.map_len, self.page)?;
         self.spare_used = 0;
-        self.shared_tail = [None; 2];
+        self.shared_tail = [None; HUGE_MAX_HSTATE];
         if poison {
             self.poison();
         }
@@ -235,6 +275,7 @@ impl<P: StructPage> MemfdVmemmap<P> {
             fd: self.fd.as_fd(),
             map: self.map,
             map_len: self.map_len,
+            page: self.page,
             spare_base: self.map_len as u64,
             spare_frames: self.spare_frames,
             spare_used: &mut self.spare_used,
@@ -337,10 +378,12 @@ pub(crate) struct MemfdRemap<'a, P: StructPage> {
     fd: BorrowedFd<'a>,
     map: NonNull<u8>,
     map_len: usize,
+    /// A vmemmap page (the configuration's `PAGE_SIZE`).
+    page: usize,
     spare_base: u64,
     spare_frames: u64,
     spare_used: &'a mut u64,
-    shared_tail: &'a mut [Option<u64>; 2],
+    shared_tail: &'a mut [Option<u64>; HUGE_MAX_HSTATE],
     _page: PhantomData<P>,
 }
 
@@ -400,7 +443,7 @@ impl<P: StructPage> MemfdRemap<'_, P> {
     /// Takes the next spare page, if any.
     fn take_spare(&mut self) -> Option<u64> {
         (*self.spare_used < self.spare_frames).then(|| {
-            let off = self.spare_base + *self.spare_used * PAGE_SIZE;
+            let off = self.spare_base + *self.spare_used * self.page as u64;
             *self.spare_used += 1;
             off
         })
@@ -415,22 +458,22 @@ impl<P: StructPage> MemfdRemap<'_, P> {
     /// The shared tail page of `tail`'s hstate (Linux 7.1+ `vmemmap_get_tail()`), made from
     /// its initial struct pages on first use, or `(None, None)` for tails mapped onto the head
     /// page.
-    fn shared_tail_page(&mut self, tail: TailTarget<'_, P>) -> Result<TailPages, HvoError> {
+    fn shared_tail_page(&mut self, memmap: &Memmap<'_, P>, tail: TailTarget) -> Result<TailPages, HvoError> {
         const ENOMEM: i32 = 12;
         let TailTarget::Shared { hstate, init } = tail else { return Ok((None, None)) };
-        let slot = hstate_slot(hstate);
+        let slot = hstate.index();
         if let Some(off) = self.shared_tail[slot] {
             return Ok((Some(off), None));
         }
         let Some(off) = self.take_spare() else {
             return Err(HvoError::Remap { errno: ENOMEM });
         };
-        let mut bytes = std::vec![0u8; PAGE];
-        for (rec, chunk) in init.iter().zip(bytes.chunks_exact_mut(P::SIZE)) {
-            rec.to_bytes(chunk);
+        let mut bytes = std::vec![0u8; self.page];
+        for (j, chunk) in (0..init.slots::<P>()).zip(bytes.chunks_exact_mut(P::SIZE)) {
+            init.slot(memmap, j).to_bytes(chunk);
         }
         if let Err(e) = self.pwrite_all(&bytes, off) {
-            self.punch(off, PAGE_SIZE);
+            self.punch(off, self.page as u64);
             *self.spare_used -= 1;
             return Err(e);
         }
@@ -445,9 +488,9 @@ impl<P: StructPage> MemfdRemap<'_, P> {
         let Some(off) = self.take_spare() else { return Ok(None) };
         // SAFETY: the head vmemmap page is inside the mapping and readable (the caller checked
         // the folio's range); nothing writes it during this call.
-        let head = unsafe { core::slice::from_raw_parts(reuse as *const u8, PAGE) };
+        let head = unsafe { core::slice::from_raw_parts(reuse as *const u8, self.page) };
         if let Err(e) = self.pwrite_all(head, off) {
-            self.punch(off, PAGE_SIZE);
+            self.punch(off, self.page as u64);
             *self.spare_used -= 1;
             return Err(e);
         }
@@ -462,29 +505,31 @@ impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
         head_pfn: u64,
         nr_pages: u64,
         alloc: RemapAlloc,
-        tail: TailTarget<'_, P>,
+        tail: TailTarget,
     ) -> Result<RemapDone, HvoError> {
         const EINVAL: i32 = 22;
+        let (page, page_bytes) = (self.page, self.page as u64);
         let Some(size) = nr_pages.checked_mul(P::SIZE as u64) else {
             return Err(HvoError::Remap { errno: EINVAL });
         };
-        if !P::SIZE.is_power_of_two() || size % PAGE_SIZE != 0 || !memmap.contains_range(head_pfn, nr_pages) {
+        if !P::SIZE.is_power_of_two() || size % page_bytes != 0 || !memmap.contains_range(head_pfn, nr_pages)
+        {
             return Err(HvoError::Remap { errno: EINVAL });
         }
         let reuse = memmap.host_ptr(head_pfn) as usize;
         let base = self.map.as_ptr() as usize;
-        if reuse % PAGE != 0 || reuse < base || reuse + size as usize > base + self.map_len {
+        if reuse % page != 0 || reuse < base || reuse + size as usize > base + self.map_len {
             return Err(HvoError::Remap { errno: EINVAL });
         }
         let reuse_off = (reuse - base) as u64;
-        let pages = (size / PAGE_SIZE) as usize;
+        let pages = (size / page_bytes) as usize;
         // Linux 7.1+: vmemmap_get_tail(), before anything else (its failure is -ENOMEM).
-        let (shared, new_tail) = self.shared_tail_page(tail)?;
+        let (shared, new_tail) = self.shared_tail_page(memmap, tail)?;
         // Gives a tail page created by this call back.
         let drop_tail = |this: &mut Self| {
             if let Some((slot, off)) = new_tail {
                 this.shared_tail[slot] = None;
-                this.punch(off, PAGE_SIZE);
+                this.punch(off, page_bytes);
                 *this.spare_used -= 1;
             }
         };
@@ -512,36 +557,36 @@ impl<P: StructPage> VmemmapRemap<P> for MemfdRemap<'_, P> {
             // file offsets are contiguous), and give the spare pages back (last taken first).
             // SAFETY: `[reuse, reuse + mapped pages)` is inside our mapping.
             let _ = unsafe {
-                this.map_fixed(reuse, mapped * PAGE, reuse_off, ProtFlags::READ | ProtFlags::WRITE)
+                this.map_fixed(reuse, mapped * page, reuse_off, ProtFlags::READ | ProtFlags::WRITE)
             };
             if let Some(off) = new_off {
-                this.punch(off, PAGE_SIZE);
+                this.punch(off, page_bytes);
                 *this.spare_used -= 1;
             }
             drop_tail(this);
             HvoError::Remap { errno: e.raw_os_error() }
         };
         if new_off.is_some() {
-            // SAFETY: `[reuse, reuse + PAGE)` is the folio's head vmemmap page, inside our mapping
+            // SAFETY: `[reuse, reuse + page)` is the folio's head vmemmap page, inside our mapping
             // (the range was checked above); the `head` slice that read it has been dropped, so no
             // reference into it lives.
             let mapped =
-                unsafe { self.map_fixed(reuse, PAGE, head_target, ProtFlags::READ | ProtFlags::WRITE) };
+                unsafe { self.map_fixed(reuse, page, head_target, ProtFlags::READ | ProtFlags::WRITE) };
             if let Err(e) = mapped {
                 return Err(undo(self, 1, e));
             }
         }
         for k in 1..pages {
             // SAFETY: tail vmemmap page `k` of the folio is inside our mapping (range checked).
-            if let Err(e) = unsafe { self.map_fixed(reuse + k * PAGE, PAGE, tail_target, ProtFlags::READ) } {
+            if let Err(e) = unsafe { self.map_fixed(reuse + k * page, page, tail_target, ProtFlags::READ) } {
                 return Err(undo(self, k, e));
             }
         }
         // free_vmemmap_page_list(): the old pages (the old head too when it was copied).
-        let free_from = if new_off.is_some() { reuse_off } else { reuse_off + PAGE_SIZE };
+        let free_from = if new_off.is_some() { reuse_off } else { reuse_off + page_bytes };
         let freed = reuse_off + size - free_from;
         self.punch(free_from, freed);
-        Ok(RemapDone { head_copied: new_off.is_some(), freed_pages: freed / PAGE_SIZE })
+        Ok(RemapDone { head_copied: new_off.is_some(), freed_pages: freed / page_bytes })
     }
 
     fn storage_pfn(&self, _memmap: &Memmap<'_, P>, pfn: u64) -> u64 {
@@ -569,8 +614,8 @@ impl<P: StructPage> core::fmt::Debug for OwnedBoot<P> {
 
 impl<P: StructPage> OwnedBoot<P> {
     /// A machine with the given nodes, each with a memfd vmemmap covering exactly its memory
-    /// and enough spare pages for one head copy per 2 MiB of memory. `poison` as for
-    /// [`MemfdVmemmap::new`].
+    /// and enough spare pages for one head copy per huge page of `cfg`'s smallest size, and a
+    /// shared tail page per size. `poison` as for [`MemfdVmemmap::new`].
     ///
     /// # Errors
     ///
@@ -578,7 +623,11 @@ impl<P: StructPage> OwnedBoot<P> {
     pub fn new(cfg: KernelConfig, specs: &[NodeSpec], poison: bool) -> io::Result<Self> {
         let vmemmaps = specs
             .iter()
-            .map(|s| MemfdVmemmap::new(cfg, s.start_pfn, s.nr_pages, s.capacity(Hstate::H2M), poison))
+            .map(|s| {
+                let smallest = Hstates::of(&cfg).iter().last();
+                let spares = smallest.map_or(0, |h| s.capacity(h)).saturating_add(HUGE_MAX_HSTATE as u64);
+                MemfdVmemmap::new(cfg, s.start_pfn, s.nr_pages, spares, poison)
+            })
             .collect::<io::Result<Vec<_>>>()?;
         Ok(OwnedBoot {
             specs: specs.to_vec(),
@@ -598,7 +647,7 @@ impl<P: StructPage> OwnedBoot<P> {
     /// As [`MemfdVmemmap::new`].
     pub fn packed(
         cfg: KernelConfig,
-        hstate: Hstate,
+        hstate: crate::Hstate,
         nodes: u32,
         count: u64,
         poison: bool,

@@ -3,16 +3,21 @@
 //! events and per-folio outcomes as the Slow path, and leave the guard struct pages and the
 //! memory outside the folios untouched.
 //!
-//! Random: configuration preset (x86-64 with HVO, arm64 without, classic SPARSEMEM with PFN-
-//! dependent flags), CGROUP_HUGETLB, layout (64/72 bytes), hstate (1 GiB rarely), number of
-//! nodes and pages per node, node ids, zone, HVO on/off/failing every n-th folio, tracepoint.
+//! Random: configuration preset (every preset: x86-64 with HVO, arm64 4 and 16 KiB without,
+//! riscv64 with, ppc64el 4 and 64 KiB without, classic SPARSEMEM with PFN-dependent flags; and
+//! arm64 with 64 KiB pages), CGROUP_HUGETLB, layout (64/72 bytes), hstate (any of the
+//! configuration's, those of more than 8192 struct pages rarely: 1G, 16G and arm64 4K's 32M
+//! too), number of nodes and pages per node, node ids, zone, HVO on/off/failing every n-th
+//! folio (HVO forced on where the preset lacks it, half the time), tracepoint.
 //! Every strategy also runs with the fallback tails spread over three threads within each node
 //! (`BootParams::tail_threads`), which must give the same bytes, pageblocks, calls and events.
 
 mod common;
 
-use common::{Booted, boot_model, params};
-use hugetlb_init::{BootRequest, Hstate, HvoFault, HvoParams, NodeSpec, PagesPerNode, TailPageOrigin};
+use common::{Booted, boot_model, h1g, params};
+use hugetlb_init::{
+    BootRequest, Hstate, Hstates, HvoFault, HvoParams, NodeSpec, PagesPerNode, TailPageOrigin,
+};
 use memmap_core::{KernelConfig, Page64, Page72, Strategy, StrategyReason, StructPage, Threads};
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
@@ -28,44 +33,61 @@ struct Case {
     tracepoint: bool,
 }
 
+/// arm64 with 64 KiB pages (Debian builds none, so no preset): 512 MiB sections and
+/// pageblocks, `MAX_PAGE_ORDER` 13; hstates 16G, 512M, 2M.
+const ARM64_64K: KernelConfig = KernelConfig {
+    name: "arm64-64k",
+    page_shift: 16,
+    section_size_bits: 29,
+    pageblock_order: 13,
+    max_page_order: 13,
+    ..KernelConfig::ARM64
+};
+
+/// Folios of more struct pages than this are drawn rarely (1 GiB of 4 KiB pages is 262,144).
+const BIG_FOLIO: u64 = 8192;
+
+/// One of `cfg`'s hstates: the big ones (over [`BIG_FOLIO`] struct pages) when `big` and the
+/// configuration has any, else a small one; `which` picks among them. Under Miri the smallest.
+fn pick_hstate(cfg: &KernelConfig, big: bool, which: prop::sample::Index) -> Hstate {
+    let all = Hstates::of(cfg);
+    if cfg!(miri) {
+        return all.iter().last().expect("every preset has an hstate");
+    }
+    let (large, small): (Vec<Hstate>, Vec<Hstate>) = all.iter().partition(|h| h.nr_pages() > BIG_FOLIO);
+    let from = if big && !large.is_empty() { large } else { small };
+    from[which.index(from.len())]
+}
+
 fn case() -> impl proptest::strategy::Strategy<Value = Case> {
-    let hstate = if cfg!(miri) {
-        Just(Hstate::H2M).boxed()
-    } else {
-        prop_oneof![7 => Just(Hstate::H2M), 1 => Just(Hstate::H1G)].boxed()
-    };
     let max_count: u64 = if cfg!(miri) { 1 } else { 3 };
+    let configs: Vec<KernelConfig> = KernelConfig::PRESETS.iter().copied().chain([ARM64_64K]).collect();
     (
-        // hugetlb-init models 4 KiB base pages (it refuses the others).
-        prop::sample::select(
-            KernelConfig::PRESETS
-                .iter()
-                .copied()
-                .filter(|c| c.page_shift == hugetlb_init::PAGE_SHIFT)
-                .collect::<Vec<_>>(),
-        ),
+        // Every preset's page size and architecture (4, 16 and 64 KiB pages), each with its
+        // own hstates.
+        prop::sample::select(configs),
         any::<bool>(),
         any::<bool>(),
-        hstate,
+        (0u32..8, any::<prop::sample::Index>()),
         prop::collection::vec((0..=max_count, 0u64..2, 0u32..3), 1..=if cfg!(miri) { 2 } else { 3 }),
         0u32..4,
         (0u32..3, 1u32..4),
         any::<bool>(),
         0u32..16,
-        (0u8..3, any::<bool>()),
+        (0u8..3, any::<bool>(), any::<bool>()),
     )
         .prop_map(
             |(
                 preset,
                 cgroup,
                 layout72,
-                hstate,
+                (big, which),
                 nodes,
                 zone,
                 (hvo_kind, every),
                 tracepoint,
                 nid_base,
-                (old, runtime),
+                (old, runtime, force_hvo),
             )| {
                 // The preset's release, 6.12 or 6.1 (its flag bits and hugetlb `_folio_dtor`).
                 let preset = match old {
@@ -73,7 +95,12 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
                     2 => preset.with_version(memmap_core::KernelVersion::V6_1),
                     _ => preset,
                 };
-                let cfg = KernelConfig { cgroup_hugetlb: cgroup, debug_page_ref: true, ..preset };
+                // HVO built in half the time where the preset lacks it (arm64, ppc64el: the
+                // 16 and 64 KiB page arithmetic of HVO is checked on the model alone).
+                let hugetlb_vmemmap = preset.hugetlb_vmemmap || force_hvo;
+                let cfg =
+                    KernelConfig { cgroup_hugetlb: cgroup, debug_page_ref: true, hugetlb_vmemmap, ..preset };
+                let hstate = pick_hstate(&cfg, big == 0, which);
                 let nr = hstate.nr_pages();
                 let mut start = 1u64 << 20;
                 // Distinct node ids the configuration has (3 is prime to every power of two),
@@ -221,7 +248,7 @@ fn env_cases(default: u32) -> u32 {
 #[cfg_attr(miri, ignore)]
 fn tail_threads_split_gigantic_folios() {
     let cfg = KernelConfig::X86_64;
-    let h = Hstate::H1G;
+    let h = h1g();
     let specs = [NodeSpec { nid: 0, zone: 2, start_pfn: 1 << 20, nr_pages: 2 * h.nr_pages() }];
     let req = BootRequest { hstate: h, pages: PagesPerNode::Each(&[2]) };
     let hvo = HvoParams { boot_option: false, fault: HvoFault::None, tail_page: TailPageOrigin::Boot };

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Booted, NOINIT_WORD, boot_model, hstates, is_filled, packed, params, vaddr};
+use common::{Booted, NOINIT_WORD, boot_model, h1g, h2m, hs, hstates, is_filled, packed, params, vaddr};
 use hugetlb_init::boot::{gather_bootmem_prealloc, hugetlb_bootmem_alloc};
 use hugetlb_init::folio::{HPG_VMEMMAP_OPTIMIZED, folio3};
 use hugetlb_init::folio::{hugetlb_folio_init_vmemmap, reserve_bootmem_head};
@@ -33,14 +33,11 @@ fn run<P: StructPage>(
     s: Strategy,
     hvo: HvoMode,
 ) -> Booted<P> {
-    let b = boot_model::<P>(
-        cfg,
-        &packed(h, nodes, count),
-        &BootRequest::per_node(h, count),
-        &params(s, hvo.params()),
-        false,
-    )
-    .unwrap_or_else(|(e, _)| panic!("boot failed: {e}"));
+    // In the configuration's ZONE_NORMAL (ppc64el has no DMA zones).
+    let specs: Vec<NodeSpec> =
+        packed(h, nodes, count).into_iter().map(|s| NodeSpec { zone: cfg.zone_normal(), ..s }).collect();
+    let b = boot_model::<P>(cfg, &specs, &BootRequest::per_node(h, count), &params(s, hvo.params()), false)
+        .unwrap_or_else(|(e, _)| panic!("boot failed: {e}"));
     b.untouched_outside_folios().unwrap();
     b
 }
@@ -48,11 +45,11 @@ fn run<P: StructPage>(
 /// Every (hstate, HVO mode, strategy) combination: two nodes with two 2 MiB folios each, or one
 /// node with one 1 GiB folio (to keep the debug build fast).
 fn each_case(mut f: impl FnMut(Hstate, HvoMode, Strategy, &Booted<Page64>)) {
-    for &h in hstates() {
+    for h in hstates() {
         for hvo in HvoMode::ALL {
             for s in STRATEGIES {
                 // Miri: one 2 MiB folio per case.
-                let small = h == Hstate::H1G || cfg!(miri);
+                let small = h == h1g() || cfg!(miri);
                 let b = if small { run(cfg(), h, 1, 1, s, hvo) } else { run(cfg(), h, 2, 2, s, hvo) };
                 f(h, hvo, s, &b);
             }
@@ -139,7 +136,7 @@ fn check_tail<P: StructPage>(b: &Booted<P>, head: u64, h: Hstate, idx: u64) -> R
         2 => va(head + 2) + 16,
         // _hugetlb_cgroup = NULL under CONFIG_CGROUP_HUGETLB.
         3 if cfg.cgroup_hugetlb => 0,
-        _ => TAIL_MAPPING,
+        _ => cfg.tail_mapping(),
     };
     if p.mapping() != expect_mapping {
         return err("mapping");
@@ -196,10 +193,10 @@ fn tails_1_to_63_always_initialized() {
 fn page3_mapping_without_cgroup_hugetlb_is_tail_mapping() {
     let cfg = KernelConfig { cgroup_hugetlb: false, ..cfg() };
     for s in STRATEGIES {
-        let b = run::<Page64>(cfg, Hstate::H2M, 1, 1, s, HvoMode::Off);
+        let b = run::<Page64>(cfg, h2m(), 1, 1, s, HvoMode::Off);
         let head = b.records[0].head_pfn;
         assert_eq!(b.page(head + 3).mapping(), TAIL_MAPPING);
-        check_tail(&b, head, Hstate::H2M, 3).unwrap();
+        check_tail(&b, head, h2m(), 3).unwrap();
     }
 }
 
@@ -262,9 +259,9 @@ fn with_hvo_tails_beyond_the_head_vmemmap_page_are_never_written() {
 /// bytes, pageblocks and hook calls of a boot with `hugetlb_free_vmemmap=off`.
 #[test]
 fn failed_hvo_produces_the_bytes_of_a_boot_without_hvo() {
-    for &h in hstates() {
+    for h in hstates() {
         for s in STRATEGIES {
-            let (nodes, count) = if h == Hstate::H1G || cfg!(miri) { (1, 1) } else { (2, 3) };
+            let (nodes, count) = if h == h1g() || cfg!(miri) { (1, 1) } else { (2, 3) };
             let off = run::<Page64>(cfg(), h, nodes, count, s, HvoMode::Off);
             let fail = run::<Page64>(cfg(), h, nodes, count, s, HvoMode::Fail);
             for r in &fail.records {
@@ -287,14 +284,8 @@ fn partial_hvo_failure_falls_back_per_folio() {
         Strategy::Template,
         HvoParams { fault: HvoFault::PageTable { every: 2 }, ..HvoMode::On.params() },
     );
-    let b = boot_model::<Page64>(
-        cfg(),
-        &packed(Hstate::H2M, 2, 3),
-        &BootRequest::per_node(Hstate::H2M, 3),
-        &p,
-        false,
-    )
-    .unwrap();
+    let b = boot_model::<Page64>(cfg(), &packed(h2m(), 2, 3), &BootRequest::per_node(h2m(), 3), &p, false)
+        .unwrap();
     // folio_list is built with list_add(): list position 0 is the last folio processed.
     for node in b.records.chunks(3) {
         let opt: Vec<bool> = node.iter().map(|r| r.outcome.optimized()).collect();
@@ -304,7 +295,7 @@ fn partial_hvo_failure_falls_back_per_folio() {
     let l = b.cfg.flags_layout().unwrap();
     for r in &b.records {
         let first_optimized = b.records.iter().find(|o| o.nid == r.nid && o.outcome.optimized());
-        for idx in 1..Hstate::H2M.nr_pages() {
+        for idx in 1..h2m().nr_pages() {
             if r.outcome.optimized() && idx >= 64 {
                 let p = b.page(r.head_pfn + idx);
                 if shared {
@@ -319,7 +310,7 @@ fn partial_hvo_failure_falls_back_per_folio() {
                     assert_eq!(p, b.page(r.head_pfn + idx % 64));
                 }
             } else {
-                check_tail(&b, r.head_pfn, Hstate::H2M, idx).unwrap();
+                check_tail(&b, r.head_pfn, h2m(), idx).unwrap();
             }
         }
     }
@@ -331,14 +322,8 @@ fn partial_hvo_failure_falls_back_per_folio() {
 fn failed_head_copy_allocation_still_optimizes() {
     let p =
         params(Strategy::Slow, HvoParams { fault: HvoFault::HeadCopy { every: 1 }, ..HvoMode::On.params() });
-    let b = boot_model::<Page64>(
-        cfg(),
-        &packed(Hstate::H2M, 1, 2),
-        &BootRequest::per_node(Hstate::H2M, 2),
-        &p,
-        false,
-    )
-    .unwrap();
+    let b = boot_model::<Page64>(cfg(), &packed(h2m(), 1, 2), &BootRequest::per_node(h2m(), 2), &p, false)
+        .unwrap();
     for r in &b.records {
         assert_eq!(r.outcome.hvo, HvoOutcome::Optimized { head_copied: false, freed_pages: 7 });
     }
@@ -352,7 +337,7 @@ fn failed_head_copy_allocation_still_optimizes() {
 fn head_is_initialized_first_and_tails_read_zone_and_nid_from_it() {
     let cfg = cfg();
     let l = cfg.flags_layout().unwrap();
-    let spec = NodeSpec::packed(0, Hstate::H2M, 1);
+    let spec = NodeSpec::packed(0, h2m(), 1);
     for s in STRATEGIES {
         let mut pages = vec![common::filled::<Page64>(NOINIT_WORD); spec.nr_pages as usize];
         let mut pb = vec![0; pageblocks_needed(&cfg, spec.start_pfn, spec.nr_pages)];
@@ -361,7 +346,7 @@ fn head_is_initialized_first_and_tails_read_zone_and_nid_from_it() {
         // A head in ZONE_DMA32 of node 5: the tails follow it.
         reserve_bootmem_head(&mut m, head, 1, 5, &mut NoHooks);
         assert_eq!((m.read(head).refcount(), m.read(head).test_flag(PG::RESERVED)), (1, true));
-        hugetlb_folio_init_vmemmap(&mut m, head, Hstate::H2M, 64, &FillOptions::new(s), &mut NoHooks);
+        hugetlb_folio_init_vmemmap(&mut m, head, h2m(), 64, &FillOptions::new(s), &mut NoHooks);
         for pfn in head + 1..head + 64 {
             let f = m.read(pfn).flags();
             assert_eq!((l.zone(f), l.node(f)), (1, 5), "{s}: tail {pfn:#x}");
@@ -375,7 +360,7 @@ fn head_is_initialized_first_and_tails_read_zone_and_nid_from_it() {
         let m = Memmap::new(cfg, spec.start_pfn, &mut pages, &mut pb).unwrap();
         let mut nodes = [HugetlbNode::new(spec, m, ModelRemap::default(), NoHooks)];
         let mut rec = [HugeBootmemPage::EMPTY; 1];
-        let req = BootRequest::per_node(Hstate::H2M, 1);
+        let req = BootRequest::per_node(h2m(), 1);
         assert_eq!(hugetlb_bootmem_alloc(&nodes, &req, &mut rec), Ok(1));
         let err =
             gather_bootmem_prealloc(&mut nodes, &mut rec, &params(Strategy::Slow, HvoMode::On.params()));
@@ -446,10 +431,10 @@ impl InitHooks for ThreadHooks {
 #[cfg_attr(miri, ignore = "sleeps and threads; the plan arithmetic is unit-tested")]
 fn padata_one_work_item_per_node_and_the_caller_participates() {
     let cfg = cfg();
-    let mut specs = packed(Hstate::H2M, 4, 2);
+    let mut specs = packed(h2m(), 4, 2);
     specs[3].nr_pages = 0; // a memoryless node: no thread for it
     let counts = [2, 2, 2, 0];
-    let req = BootRequest { hstate: Hstate::H2M, pages: PagesPerNode::Each(&counts) };
+    let req = BootRequest { hstate: h2m(), pages: PagesPerNode::Each(&counts) };
     let mut stores: Vec<(Vec<Page64>, Vec<u8>)> = specs
         .iter()
         .map(|s| {
@@ -495,8 +480,8 @@ fn padata_one_work_item_per_node_and_the_caller_participates() {
 
 #[test]
 fn hvo_unavailable_config_boot_option_layout_and_non_vmemmap() {
-    let h = Hstate::H2M;
-    let check = |cfg: KernelConfig, hvo: HvoMode, layout72: bool, why: HvoUnavailable| {
+    let check = |cfg: KernelConfig, size: u64, hvo: HvoMode, layout72: bool, why: HvoUnavailable| {
+        let h = hs(&cfg, size);
         let b_out = if layout72 {
             let b = run::<Page72>(cfg, h, 1, 2, Strategy::Template, hvo);
             (b.records.clone(), b.report)
@@ -504,31 +489,96 @@ fn hvo_unavailable_config_boot_option_layout_and_non_vmemmap() {
             let b = run::<Page64>(cfg, h, 1, 2, Strategy::Template, hvo);
             (b.records.clone(), b.report)
         };
-        assert_eq!(b_out.1.hvo, Err(why));
+        assert_eq!(b_out.1.hvo, Err(why), "{} {h}", cfg.name);
         for r in &b_out.0 {
             assert_eq!(r.outcome.hvo, HvoOutcome::Unavailable(why));
             assert!(r.outcome.fallback.is_some());
         }
     };
-    check(KernelConfig { hugetlb_vmemmap: false, ..cfg() }, HvoMode::On, false, HvoUnavailable::ConfigOff);
-    check(KernelConfig::ARM64, HvoMode::On, false, HvoUnavailable::ConfigOff);
-    check(cfg(), HvoMode::Off, false, HvoUnavailable::BootOptionOff);
-    check(cfg(), HvoMode::On, true, HvoUnavailable::StructPageNotPowerOfTwo);
+    let m2 = 2 << 20;
+    check(
+        KernelConfig { hugetlb_vmemmap: false, ..cfg() },
+        m2,
+        HvoMode::On,
+        false,
+        HvoUnavailable::ConfigOff,
+    );
+    check(KernelConfig::ARM64, m2, HvoMode::On, false, HvoUnavailable::ConfigOff);
+    check(cfg(), m2, HvoMode::Off, false, HvoUnavailable::BootOptionOff);
+    check(cfg(), m2, HvoMode::On, true, HvoUnavailable::StructPageNotPowerOfTwo);
     let classic = KernelConfig { hugetlb_vmemmap: true, ..KernelConfig::X86_64_CLASSIC_SPARSE };
-    check(classic, HvoMode::On, false, HvoUnavailable::NoSparsememVmemmap);
+    check(classic, m2, HvoMode::On, false, HvoUnavailable::NoSparsememVmemmap);
+    // hugetlb_vmemmap_optimizable_size() == 0: the struct pages fit in the one vmemmap page HVO
+    // keeps. riscv64's 64 KiB NAPOT pages (16 struct pages; riscv64 has HVO), and, with HVO
+    // built in, 2 MiB pages of 16 KiB (128 struct pages, 256 per vmemmap page) and of 64 KiB
+    // (32, 1024 per page) base pages.
+    check(KernelConfig::RISCV64, 64 << 10, HvoMode::On, false, HvoUnavailable::NothingToFree);
+    for preset in [KernelConfig::ARM64_16K, KernelConfig::PPC64EL_64K] {
+        let cfg = KernelConfig { hugetlb_vmemmap: true, ..preset };
+        check(cfg, m2, HvoMode::On, false, HvoUnavailable::NothingToFree);
+    }
+}
+
+/// HVO with 16 and 64 KiB base pages (the model alone: no Debian kernel of those page sizes
+/// builds HVO): the head vmemmap page keeps 256 or 1024 struct pages, the rest is freed
+/// (`hugetlb_vmemmap_optimizable_size()` / `PAGE_SIZE` pages), nothing past the kept page is
+/// written, and the tails read through the vmemmap are those of the shared tail page (7.1+).
+#[test]
+fn hvo_keeps_one_vmemmap_page_of_the_configurations_page_size() {
+    let cases = [
+        (KernelConfig::ARM64_16K, 32u64 << 20, 256u64, 7u64),
+        (KernelConfig::ARM64_16K, 1 << 30, 256, 255),
+        (KernelConfig::PPC64EL_64K, 1 << 30, 1024, 15),
+    ];
+    for (preset, size, reserve, freed) in cases {
+        let cfg = KernelConfig { hugetlb_vmemmap: true, ..preset };
+        let h = hs(&cfg, size);
+        assert_eq!(h.vmemmap_reserve_pages::<Page64>(), reserve);
+        for s in STRATEGIES {
+            let b = run::<Page64>(cfg, h, 1, 2, s, HvoMode::On);
+            let what = format!("{} {h} {s}", cfg.name);
+            assert_eq!(b.report.hvo, Ok(()), "{what}");
+            for r in &b.records {
+                assert_eq!(
+                    r.outcome.hvo,
+                    HvoOutcome::Optimized { head_copied: false, freed_pages: freed },
+                    "{what}"
+                );
+                for idx in 1..reserve {
+                    check_tail(&b, r.head_pfn, h, idx).unwrap_or_else(|e| panic!("{what}: {e}"));
+                }
+                // Past the kept page and the model's shared tail page (vmemmap page 1 of one
+                // folio), nothing was written.
+                for idx in 2 * reserve..h.nr_pages() {
+                    assert!(is_filled(&b.raw(r.head_pfn + idx), NOINIT_WORD), "{what}: tail {idx} written");
+                }
+                let tail = b.page(r.head_pfn + reserve + 3);
+                assert_eq!(
+                    tail,
+                    b.page(r.head_pfn + h.nr_pages() - reserve + 3),
+                    "{what}: one shared tail page"
+                );
+                assert_eq!(
+                    (tail.mapping(), tail.mapcount(), tail.refcount()),
+                    (cfg.tail_mapping(), -1, 0),
+                    "{what}"
+                );
+            }
+        }
+    }
 }
 
 /// With the 72-byte layout `HUGETLB_VMEMMAP_RESERVE_PAGES` is 4096 / 72 = 56: the first call
 /// initializes tails 1..55 and the fallback 56..nr; every tail is right.
 #[test]
 fn layout72_reserve_is_56_and_every_tail_is_initialized() {
-    assert_eq!(hugetlb_vmemmap_reserve_pages::<Page72>(), 56);
+    assert_eq!(hugetlb_vmemmap_reserve_pages::<Page72>(&cfg()), 56);
     for s in STRATEGIES {
-        let b = run::<Page72>(cfg(), Hstate::H2M, 1, 1, s, HvoMode::On);
+        let b = run::<Page72>(cfg(), h2m(), 1, 1, s, HvoMode::On);
         let r = b.records[0];
         assert_eq!(r.outcome.fallback.unwrap().pages, 512 - 56);
         for idx in 1..512 {
-            check_tail(&b, r.head_pfn, Hstate::H2M, idx).unwrap();
+            check_tail(&b, r.head_pfn, h2m(), idx).unwrap();
         }
     }
 }
@@ -544,8 +594,8 @@ fn tracepoint_forces_slow_and_counts_events() {
         for s in [Strategy::Slow, Strategy::Template, Strategy::Streaming, Strategy::Auto] {
             let b = boot_model::<Page64>(
                 cfg,
-                &packed(Hstate::H2M, 1, 2),
-                &BootRequest::per_node(Hstate::H2M, 2),
+                &packed(h2m(), 1, 2),
+                &BootRequest::per_node(h2m(), 2),
                 &params(s, hvo.params()),
                 true,
             )
@@ -568,7 +618,7 @@ fn tracepoint_forces_slow_and_counts_events() {
 #[test]
 fn bad_input_is_a_typed_error_and_writes_nothing() {
     let cfg = cfg();
-    let h = Hstate::H2M;
+    let h = h2m();
     let p = params(Strategy::Streaming, HvoMode::On.params());
     let err = |specs: &[NodeSpec], req: BootRequest<'_>| {
         boot_model::<Page64>(cfg, specs, &req, &p, true).unwrap_err()
@@ -580,8 +630,8 @@ fn bad_input_is_a_typed_error_and_writes_nothing() {
         (HugetlbError::RangeTooSmall { nid: 0, hstate: h, requested: 3, fit: 2 }, true)
     );
     assert_eq!(
-        err(&two, BootRequest::per_node(Hstate::H1G, 1)),
-        (HugetlbError::RangeTooSmall { nid: 0, hstate: Hstate::H1G, requested: 1, fit: 0 }, true)
+        err(&two, BootRequest::per_node(h1g(), 1)),
+        (HugetlbError::RangeTooSmall { nid: 0, hstate: h1g(), requested: 1, fit: 0 }, true)
     );
     let mut memoryless = two.clone();
     memoryless[1].nr_pages = 0;
@@ -601,19 +651,38 @@ fn bad_input_is_a_typed_error_and_writes_nothing() {
         err(&dev, BootRequest::per_node(h, 1)).0,
         HugetlbError::BadZone { nid: 0, zone: 4, zone_device: 4 }
     );
-    assert_eq!(Hstate::from_size(4 << 20), Err(HugetlbError::UnsupportedHstate { size: 4 << 20 }));
+    let supported = hugetlb_init::Hstates::of(&cfg);
+    assert_eq!(Hstate::new(&cfg, 4 << 20), Err(HugetlbError::UnsupportedHstate { size: 4 << 20, supported }));
+    // An hstate of another configuration: x86-64's 2 MiB on a 16 KiB-page x86-64 (which has
+    // no huge page size at all), and on arm64 (whose 2 MiB is another slot of `hstates[]`).
     let big = KernelConfig { page_shift: 14, ..cfg };
+    let none = hugetlb_init::Hstates::of(&big);
+    assert!(none.is_empty());
     assert_eq!(
-        boot_model::<Page64>(big, &two, &BootRequest::per_node(h, 1), &p, false).unwrap_err().0,
-        HugetlbError::UnsupportedBasePage { page_shift: 14 }
+        boot_model::<Page64>(big, &two, &BootRequest::per_node(h, 1), &p, false).unwrap_err(),
+        (HugetlbError::HstateNotOfConfig { hstate: h, nid: 0, supported: none }, true)
     );
+    let arm64 = KernelConfig::ARM64;
+    assert_eq!(
+        boot_model::<Page64>(arm64, &two, &BootRequest::per_node(h, 1), &p, false).unwrap_err(),
+        (
+            HugetlbError::HstateNotOfConfig {
+                hstate: h,
+                nid: 0,
+                supported: hugetlb_init::Hstates::of(&arm64)
+            },
+            true
+        )
+    );
+    let arm64_2m = hs(&arm64, 2 << 20);
+    assert!(boot_model::<Page64>(arm64, &two, &BootRequest::per_node(arm64_2m, 1), &p, false).is_ok());
 }
 
 /// A node whose memory is not inside its memmap is refused.
 #[test]
 fn node_outside_its_memmap_is_refused() {
     let cfg = cfg();
-    let spec = NodeSpec::packed(0, Hstate::H2M, 2);
+    let spec = NodeSpec::packed(0, h2m(), 2);
     let mut pages = vec![Page64::ZEROED; 512];
     let mut pb = vec![0; 2];
     let r = {
@@ -622,7 +691,7 @@ fn node_outside_its_memmap_is_refused() {
         let mut rec = [HugeBootmemPage::EMPTY; 2];
         hugetlb_init::boot(
             &mut nodes,
-            &BootRequest::per_node(Hstate::H2M, 1),
+            &BootRequest::per_node(h2m(), 1),
             &params(Strategy::Slow, HvoMode::On.params()),
             &mut rec,
         )
@@ -643,7 +712,7 @@ fn node_outside_its_memmap_is_refused() {
 /// The 6.5 head checks hold at the word level too: `page_type` is the word at byte 48.
 #[test]
 fn page_type_is_stored_at_byte_48() {
-    let b = run::<Page64>(cfg(), Hstate::H2M, 1, 1, Strategy::Slow, HvoMode::Off);
+    let b = run::<Page64>(cfg(), h2m(), 1, 1, Strategy::Slow, HvoMode::Off);
     let head = b.page(b.records[0].head_pfn);
     let mut bytes = [0u8; 64];
     head.to_bytes(&mut bytes);

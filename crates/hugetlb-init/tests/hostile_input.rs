@@ -9,6 +9,14 @@ use memmap_core::{
     FillOptions, InitError, KernelConfig, Memmap, NoHooks, Page64, Strategy, StructPage, pageblocks_needed,
 };
 
+fn h2m() -> Hstate {
+    Hstate::new(&KernelConfig::X86_64, 2 << 20).unwrap()
+}
+
+fn h1g() -> Hstate {
+    Hstate::new(&KernelConfig::X86_64, 1 << 30).unwrap()
+}
+
 fn params() -> BootParams {
     BootParams::new(Strategy::Slow, HvoMode::On.params())
 }
@@ -34,7 +42,7 @@ fn a_vmemmap_past_the_last_pfn_is_refused_before_the_boot() {
         let booted = std::panic::catch_unwind(|| {
             let mut machine = OwnedBoot::<Page64>::new(cfg, &[spec], false)?;
             machine
-                .boot(&BootRequest::per_node(Hstate::H2M, 1), &params())
+                .boot(&BootRequest::per_node(h2m(), 1), &params())
                 .map(|_| ())
                 .map_err(|e| std::io::Error::other(e.to_string()))
         });
@@ -50,7 +58,7 @@ fn a_vmemmap_past_the_last_pfn_is_refused_before_the_boot() {
     }
     // The last 2 MiB below the last pfn boots.
     let mut machine = OwnedBoot::<Page64>::new(cfg, &[NodeSpec::new(0, max - 512, 512)], false).unwrap();
-    let r = machine.boot(&BootRequest::per_node(Hstate::H2M, 1), &params()).unwrap();
+    let r = machine.boot(&BootRequest::per_node(h2m(), 1), &params()).unwrap();
     assert_eq!(r.folios, 1);
 }
 
@@ -61,30 +69,27 @@ fn a_vmemmap_past_the_last_pfn_is_refused_before_the_boot() {
 #[test]
 fn node_helpers_saturate_and_the_boot_refuses_what_does_not_fit() {
     for count in [u64::MAX, 1 << 63, 1 << 46] {
-        let spec = NodeSpec::packed(7, Hstate::H1G, count);
+        let spec = NodeSpec::packed(7, h1g(), count);
         assert!(spec.start_pfn.checked_add(spec.nr_pages).is_none(), "{count:#x}: {spec:?}");
-        let e = hugetlb_init::bootmem::validate_request(&[spec], &BootRequest::per_node(Hstate::H1G, 1));
+        let e = hugetlb_init::bootmem::validate_request(&[spec], &BootRequest::per_node(h1g(), 1));
         assert_eq!(e, Err(HugetlbError::RangeOverflow { nid: 7 }));
     }
-    assert_eq!(NodeSpec::packed(0, Hstate::H2M, 0).nr_pages, 0);
+    assert_eq!(NodeSpec::packed(0, h2m(), 0).nr_pages, 0);
     for start in [u64::MAX, u64::MAX - 1, u64::MAX - 511] {
-        assert_eq!(NodeSpec::new(0, start, 0).capacity(Hstate::H1G), 0);
-        assert_eq!(NodeSpec::new(0, start, u64::MAX).capacity(Hstate::H2M), 0);
+        assert_eq!(NodeSpec::new(0, start, 0).capacity(h1g()), 0);
+        assert_eq!(NodeSpec::new(0, start, u64::MAX).capacity(h2m()), 0);
     }
-    let r = HugeBootmemPage { head_pfn: u64::MAX - 100, hstate: Hstate::H2M, ..HugeBootmemPage::EMPTY };
+    let r = HugeBootmemPage { head_pfn: u64::MAX - 100, hstate: h2m(), ..HugeBootmemPage::EMPTY };
     assert_eq!(r.pfns(), u64::MAX - 100..u64::MAX);
     let t = std::time::Instant::now();
-    assert_eq!(
-        BootRequest::per_node(Hstate::H2M, 3).total(usize::MAX),
-        3u64.saturating_mul(usize::MAX as u64)
-    );
-    assert_eq!(BootRequest::per_node(Hstate::H2M, 0).total(usize::MAX), 0);
+    assert_eq!(BootRequest::per_node(h2m(), 3).total(usize::MAX), 3u64.saturating_mul(usize::MAX as u64));
+    assert_eq!(BootRequest::per_node(h2m(), 0).total(usize::MAX), 0);
     assert!(t.elapsed() < std::time::Duration::from_secs(1));
     let each = [1, 2, 3];
-    let req = BootRequest { hstate: Hstate::H2M, pages: hugetlb_init::PagesPerNode::Each(&each) };
+    let req = BootRequest { hstate: h2m(), pages: hugetlb_init::PagesPerNode::Each(&each) };
     assert_eq!((req.total(2), req.total(usize::MAX)), (3, 6));
     // A modelled kernel address: it wraps for node ids no kernel has.
-    let _ = hugepage_freelist_addr(Hstate::H2M, u32::MAX);
+    let _ = hugepage_freelist_addr(h2m(), u32::MAX);
 }
 
 /// Placed folios at the top of the PFN space are refused as folios outside their node
@@ -119,7 +124,7 @@ fn placed_folios_past_the_pfn_space_are_refused() {
     let e = boot_placed(&mut nodes, &mut overlapping, &params());
     assert_eq!(e.unwrap_err(), HugetlbError::FoliosOverlap { a: base, b: base });
     let mut records = [HugeBootmemPage::EMPTY; 2];
-    assert!(boot(&mut nodes, &BootRequest::per_node(Hstate::H2M, 2), &params(), &mut records).is_ok());
+    assert!(boot(&mut nodes, &BootRequest::per_node(h2m(), 2), &params(), &mut records).is_ok());
 }
 
 /// The per-folio steps and the node's byte copy with pfns and counts past the memmap panic
@@ -151,7 +156,7 @@ fn folio_steps_past_the_pfn_space_fail_their_bounds_check() {
             assert!(msg.contains("outside the memmap"), "{head:#x}: {msg}");
         }
         let msg = panic_message(|| {
-            hugetlb_init::folio::hugetlb_bootmem_init_migratetype(&mut m, base + 512, Hstate::H1G)
+            hugetlb_init::folio::hugetlb_bootmem_init_migratetype(&mut m, base + 512, h1g())
         });
         assert!(msg.contains("outside the memmap"), "{msg}");
         assert!(m.pageblock_bytes().iter().all(|&b| b == memmap_core::PAGEBLOCK_UNSET), "nothing written");
@@ -195,7 +200,7 @@ fn the_shared_tail_search_stays_inside_the_memmap() {
         &mut m,
         &mut remap,
         head,
-        Hstate::H1G,
+        h1g(),
         &HvoMode::On.params(),
         0,
         head..u64::MAX,

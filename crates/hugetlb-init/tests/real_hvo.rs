@@ -8,9 +8,9 @@ mod common;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
 
-use common::{boot_model, packed, params};
+use common::{boot_model, h1g, h2m, packed, params};
 use hugetlb_init::{
-    BootRequest, Hstate, HvoFault, HvoMode, HvoOutcome, HvoParams, MemfdVmemmap, OwnedBoot,
+    BootRequest, Hstate, HvoFault, HvoMode, HvoOutcome, HvoParams, MemfdVmemmap, NodeSpec, OwnedBoot,
     hugetlb_vmemmap_reserve_pages,
 };
 use memmap_core::{KernelConfig, PG, Page64, Page72, Strategy, StructPage};
@@ -29,10 +29,10 @@ fn cfg() -> KernelConfig {
 #[test]
 fn real_hvo_resident_vmemmap_is_one_page_per_1g_folio() {
     const K: u64 = 4;
-    let mut m = OwnedBoot::<Page64>::packed(cfg(), Hstate::H1G, 2, 2, true).unwrap();
-    let full = K * Hstate::H1G.vmemmap_size::<Page64>();
+    let mut m = OwnedBoot::<Page64>::packed(cfg(), h1g(), 2, 2, true).unwrap();
+    let full = K * h1g().vmemmap_size::<Page64>();
     assert_eq!(m.resident_vmemmap_bytes().unwrap(), full, "poisoned vmemmap is fully resident");
-    let req = BootRequest::per_node(Hstate::H1G, 2);
+    let req = BootRequest::per_node(h1g(), 2);
     let report = m.boot(&req, &params(Strategy::Streaming, HvoMode::On.params())).unwrap();
     assert_eq!((report.folios, report.optimized, report.fallback_folios), (K, K, 0));
     let resident = m.resident_vmemmap_bytes().unwrap();
@@ -70,12 +70,12 @@ fn real_hvo_resident_vmemmap_is_one_page_per_1g_folio() {
 /// spare page used for heads (from 7.1, one for the node's shared tail page).
 #[test]
 fn real_hvo_without_head_copy_keeps_the_old_head_page() {
-    let mut m = OwnedBoot::<Page64>::packed(cfg(), Hstate::H2M, 1, 3, true).unwrap();
+    let mut m = OwnedBoot::<Page64>::packed(cfg(), h2m(), 1, 3, true).unwrap();
     let p = params(
         Strategy::Template,
         HvoParams { fault: HvoFault::HeadCopy { every: 1 }, ..HvoMode::On.params() },
     );
-    m.boot(&BootRequest::per_node(Hstate::H2M, 3), &p).unwrap();
+    m.boot(&BootRequest::per_node(h2m(), 3), &p).unwrap();
     assert_eq!(m.vmemmap(0).head_copies(), 0);
     let tails = u64::from(cfg().behaviour().hvo_shared_tail);
     assert_eq!(m.vmemmap(0).shared_tail_pages(), tails);
@@ -117,11 +117,11 @@ fn child_write(addr: usize) -> Result<i32, i32> {
 /// same write to a tail of a folio whose HVO failed goes through (so the test can fail).
 #[test]
 fn real_hvo_write_to_an_optimized_tail_faults() {
-    let mut m = OwnedBoot::<Page64>::packed(cfg(), Hstate::H2M, 1, 2, true).unwrap();
+    let mut m = OwnedBoot::<Page64>::packed(cfg(), h2m(), 1, 2, true).unwrap();
     // List position 0 fails (the higher folio), position 1 is optimized.
     let p =
         params(Strategy::Slow, HvoParams { fault: HvoFault::PageTable { every: 2 }, ..HvoMode::On.params() });
-    m.boot(&BootRequest::per_node(Hstate::H2M, 2), &p).unwrap();
+    m.boot(&BootRequest::per_node(h2m(), 2), &p).unwrap();
     let optimized = m.folios().iter().find(|r| r.outcome.optimized()).unwrap().head_pfn;
     let failed = m.folios().iter().find(|r| !r.outcome.optimized()).unwrap().head_pfn;
     let v = m.vmemmap(0);
@@ -136,9 +136,8 @@ fn real_hvo_write_to_an_optimized_tail_faults() {
 /// read-write.
 #[test]
 fn real_hvo_maps_tail_vmemmap_pages_read_only() {
-    let mut m = OwnedBoot::<Page64>::packed(cfg(), Hstate::H2M, 1, 1, false).unwrap();
-    m.boot(&BootRequest::per_node(Hstate::H2M, 1), &params(Strategy::Template, HvoMode::On.params()))
-        .unwrap();
+    let mut m = OwnedBoot::<Page64>::packed(cfg(), h2m(), 1, 1, false).unwrap();
+    m.boot(&BootRequest::per_node(h2m(), 1), &params(Strategy::Template, HvoMode::On.params())).unwrap();
     let head = m.folios()[0].head_pfn;
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
     let perms = |addr: usize| -> String {
@@ -159,21 +158,37 @@ fn real_hvo_maps_tail_vmemmap_pages_read_only() {
 }
 
 /// The real implementation and the no_std model produce the same vmemmap view, for every HVO
-/// mode and strategy (2 MiB: 2 nodes x 2; 1 GiB: one folio, Template only).
+/// mode and strategy (x86-64 2 MiB: 2 nodes x 2; 1 GiB: one folio, Template only), and with 16
+/// and 64 KiB vmemmap pages (HVO built into arm64 16K and ppc64el 64K: 32 MiB and 1 GiB pages,
+/// each vmemmap page one mapping of several host pages).
 #[test]
 fn real_hvo_view_equals_the_model() {
-    let cases: &[(Hstate, u32, u64, &[Strategy])] = &[
-        (Hstate::H2M, 2, 2, &[Strategy::Slow, Strategy::Template, Strategy::Streaming]),
-        (Hstate::H1G, 1, 1, &[Strategy::Template]),
+    let arm16 = KernelConfig { hugetlb_vmemmap: true, ..KernelConfig::ARM64_16K };
+    let ppc64 = KernelConfig { hugetlb_vmemmap: true, ..KernelConfig::PPC64EL_64K };
+    let all: &[Strategy] = &[Strategy::Slow, Strategy::Template, Strategy::Streaming];
+    let cases: &[(KernelConfig, Hstate, u32, u64, &[Strategy])] = &[
+        (cfg(), h2m(), 2, 2, all),
+        (cfg(), h1g(), 1, 1, &[Strategy::Template]),
+        (arm16, Hstate::new(&arm16, 32 << 20).unwrap(), 1, 2, all),
+        (ppc64, Hstate::new(&ppc64, 1 << 30).unwrap(), 1, 2, &[Strategy::Streaming]),
     ];
-    for &(h, nodes, count, strategies) in cases {
+    for &(cfg, h, nodes, count, strategies) in cases {
+        let specs: Vec<_> =
+            packed(h, nodes, count).into_iter().map(|s| NodeSpec { zone: cfg.zone_normal(), ..s }).collect();
         for hvo in HvoMode::ALL {
             for &s in strategies {
+                let what = format!("{} {h} {hvo:?} {s}", cfg.name);
                 let p = params(s, hvo.params());
                 let req = BootRequest::per_node(h, count);
-                let model = boot_model::<Page64>(cfg(), &packed(h, nodes, count), &req, &p, false).unwrap();
-                let mut real = OwnedBoot::<Page64>::packed(cfg(), h, nodes, count, true).unwrap();
-                real.boot(&req, &p).unwrap();
+                let model = boot_model::<Page64>(cfg, &specs, &req, &p, false).unwrap();
+                let mut real = OwnedBoot::<Page64>::packed(cfg, h, nodes, count, true).unwrap();
+                let report = real.boot(&req, &p).unwrap();
+                assert_eq!(
+                    report.optimized,
+                    if hvo == HvoMode::On { u64::from(nodes) * count } else { 0 },
+                    "{what}: {:?}",
+                    real.folios()
+                );
                 let bytes = real.folio_bytes();
                 let mut i = 0;
                 let mut heads: Vec<u64> = model.records.iter().map(|r| r.head_pfn).collect();
@@ -182,17 +197,29 @@ fn real_hvo_view_equals_the_model() {
                     for pfn in head..head + h.nr_pages() {
                         let mut want = [0u8; 64];
                         model.page(pfn).to_bytes(&mut want);
-                        assert!(bytes[i..i + 64] == want, "{h} {hvo:?} {s}: pfn {pfn:#x}");
+                        assert!(bytes[i..i + 64] == want, "{what}: pfn {pfn:#x}");
                         i += 64;
                     }
                 }
                 assert_eq!(i, bytes.len());
                 let outcomes: Vec<_> = real.folios().iter().map(|r| r.outcome.optimized()).collect();
                 assert_eq!(outcomes, model.records.iter().map(|r| r.outcome.optimized()).collect::<Vec<_>>());
+                let order = cfg.pageblock_order;
                 for (a, b) in model.nodes.iter().zip(0..) {
-                    let off = ((a.spec.start_pfn >> 9) - (a.base >> 9)) as usize;
+                    let off = ((a.spec.start_pfn >> order) - (a.base >> order)) as usize;
                     let pb = real.vmemmap(b).pageblocks();
-                    assert_eq!(&a.pageblocks[off..off + pb.len()], pb, "{h} {hvo:?} {s}: pageblocks");
+                    assert_eq!(&a.pageblocks[off..off + pb.len()], pb, "{what}: pageblocks");
+                }
+                if hvo == HvoMode::On {
+                    // One vmemmap page (a head copy) per folio and the node's shared tail page
+                    // stay resident.
+                    let page = cfg.page_size();
+                    let tails = u64::from(cfg.behaviour().hvo_shared_tail);
+                    assert_eq!(
+                        real.resident_vmemmap_bytes().unwrap(),
+                        u64::from(nodes) * (count + tails) * page,
+                        "{what}"
+                    );
                 }
             }
         }
@@ -202,7 +229,7 @@ fn real_hvo_view_equals_the_model() {
 /// The 72-byte layout cannot be optimized: the memfd vmemmap falls back and matches the model.
 #[test]
 fn real_hvo_layout72_falls_back() {
-    let h = Hstate::H2M;
+    let h = h2m();
     let p = params(Strategy::Streaming, HvoMode::On.params());
     let req = BootRequest::per_node(h, 2);
     let mut real = OwnedBoot::<Page72>::packed(cfg(), h, 1, 2, true).unwrap();
@@ -210,7 +237,7 @@ fn real_hvo_layout72_falls_back() {
     assert_eq!((report.optimized, report.fallback_folios), (0, 2));
     let model = boot_model::<Page72>(cfg(), &packed(h, 1, 2), &req, &p, false).unwrap();
     for r in real.folios() {
-        assert_eq!(r.outcome.fallback.unwrap().pages, 512 - hugetlb_vmemmap_reserve_pages::<Page72>());
+        assert_eq!(r.outcome.fallback.unwrap().pages, 512 - hugetlb_vmemmap_reserve_pages::<Page72>(&cfg()));
         for pfn in r.pfns() {
             assert_eq!(real.read(pfn).unwrap(), model.page(pfn));
         }

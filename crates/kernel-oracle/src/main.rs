@@ -320,7 +320,18 @@ fn run_configs(cache: &Path, args: &RunArgs) -> Result<()> {
     let chosen = chosen_kernels(cache, args)?;
     let mut runs = Runs::default();
     for k in &chosen {
+        let hstates = kernel_oracle::model::kernel_hstates(k)?;
         for sc in scenarios(args, k)?.iter().filter(|s| s.arch == k.arch) {
+            // A hugetlb size the kernel's page size does not have (64 KiB pages on 16 KiB ones).
+            if let Some(h) = sc.hugetlb.filter(|h| hstates.find(h.size_kb << 10).is_none()) {
+                eprintln!(
+                    "== {} {}: skipped, {} is not a huge page size of it ({hstates})",
+                    k.id,
+                    sc.name,
+                    h.size_name()
+                );
+                continue;
+            }
             runs.run(cache, args, k, sc)?;
         }
     }

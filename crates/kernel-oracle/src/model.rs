@@ -162,6 +162,26 @@ pub fn kernel_config_of(kernel: &crate::facts::KernelFacts) -> Result<(KernelCon
     Ok((cfg, args))
 }
 
+/// The huge page sizes the model gives kernel `k` (its architecture, page size and
+/// `.config`): a hugetlb configuration whose size is not among them cannot run on it (64 KiB
+/// pages are arm64's with 4 KiB base pages, 32 MiB arm64's with 4 or 16 KiB, ...).
+///
+/// # Errors
+///
+/// The kernel's `.config` cannot be read or is refused ([`kernel_config_of`]).
+pub fn kernel_hstates(k: &crate::kernel::Kernel) -> Result<hugetlb_init::Hstates> {
+    let facts = crate::facts::KernelFacts {
+        id: k.id.clone(),
+        release: k.release.clone(),
+        version: String::new(),
+        suite: k.suite.clone(),
+        arch: k.arch.debian().into(),
+        packages: Vec::new(),
+        kconfig: crate::kernel::kconfig_symbols(&k.config)?,
+    };
+    Ok(hugetlb_init::Hstates::of(&kernel_config_of(&facts)?.0))
+}
+
 /// The end of the boot RAM below `start_pfn` (the top-level `System RAM` ranges of the
 /// guest's `/proc/iomem`), for `--boot-memory-end`: a device range in the same section as boot
 /// RAM reuses that section's boot memmap. 0 when the guest's iomem is not recorded.
@@ -270,8 +290,13 @@ pub fn hugetlb_spec(facts: &Facts) -> Result<Spec> {
     let per_node = (0..nodes).map(|n| hs.iter().filter(|r| r.nid == n).count()).max().unwrap_or(1);
     let (config, mut argv) = kernel_config(facts)?;
     let hstate_name = first.hstate.clone().context("hstate")?;
-    let hstate =
-        Hstate::from_name(&hstate_name).with_context(|| format!("unknown hstate {hstate_name:?}"))?;
+    let hstate = Hstate::from_name(&config, &hstate_name).with_context(|| {
+        format!(
+            "hstate {hstate_name:?} is not one of {} ({})",
+            config.name,
+            hugetlb_init::Hstates::of(&config)
+        )
+    })?;
     let hvo = if first.hvo == Some(true) { HvoMode::On } else { HvoMode::Off };
     let runtime = first.boot == Some(false);
     let mut head: Vec<String> = vec!["dump".into(), "hugetlb".into()];

@@ -977,7 +977,8 @@ impl Dumper<'_> {
     /// One region per hugetlb folio found in the memmap of the guest's RAM (`h.per_node` on each
     /// of `nodes`), then their positions on the hstate free lists.
     fn hugetlb(&mut self, h: Hugetlb, nodes: u64) -> Result<()> {
-        let order = (h.size_kb / 4).trailing_zeros();
+        // The order in the kernel's base pages (a 2 MiB page is order 9 of 4 KiB, 7 of 16 KiB).
+        let order = ((h.size_kb << 10) >> self.page_shift).trailing_zeros();
         let ram = ram_pfns(&self.block("iomem"), self.page_shift);
         let spans = node_spans(&self.block("zoneinfo"));
         let heads = find_hugetlb(self.qmp, self.vbase, &ram, order, &self.tmp)?;
@@ -995,7 +996,7 @@ impl Dumper<'_> {
             }
             eprintln!("  hugetlb folio at pfn {head:#x} (order {order}, node {fnid})");
             let region = Region {
-                hstate: Some(if order == 18 { "1G" } else { "2M" }.into()),
+                hstate: Some(h.size_name()),
                 hvo: Some(h.hvo),
                 boot: Some(h.boot),
                 folio: Some(Folio { head_pfn: head, order, nid: fnid, list_pos: None }),

@@ -16,7 +16,7 @@ pub struct Pmem {
 /// The hugetlb pages a configuration allocates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hugetlb {
-    /// Huge page size in KiB (2048 or 1048576).
+    /// Huge page size in KiB (2048, 32768, 1048576, ...).
     pub size_kb: u64,
     /// Pages per node.
     pub per_node: u64,
@@ -35,6 +35,18 @@ pub struct Hotplug {
     pub size_mb: u64,
     /// `online_movable` (ZONE_MOVABLE) rather than `online_kernel` (ZONE_NORMAL).
     pub movable: bool,
+}
+
+impl Hugetlb {
+    /// The size as `hugepagesz=` and the model's `--hstate` take it (`64K`, `2M`, `32M`, `1G`).
+    #[must_use]
+    pub fn size_name(&self) -> String {
+        match self.size_kb {
+            kb if kb >= 1 << 20 && kb % (1 << 20) == 0 => format!("{}G", kb >> 20),
+            kb if kb >= 1 << 10 && kb % (1 << 10) == 0 => format!("{}M", kb >> 10),
+            kb => format!("{kb}K"),
+        }
+    }
 }
 
 impl Hotplug {
@@ -244,13 +256,22 @@ pub const SCENARIOS: &[Scenario] = &[
         boot: None,
         module: false,
     },
+    // The arm64 hstates beyond 2M and 1G: boot-time 32 MiB pages (contiguous PMDs with 4 KiB
+    // pages, gigantic: memblock; one PMD with 16 KiB pages, order 11: the buddy allocator) and
+    // run-time 64 KiB pages (contiguous PTEs, 4 KiB pages only). Both arm64 kernels run the
+    // configurations their page size has (the 16 KiB kernel's 2M and 1G are a contiguous PTE
+    // run and a contiguous PMD run).
+    huge_on(Arch::Arm64, "arm64-hugetlb-32m", 1024, h(32 << 10, 4, true, false)),
+    huge_on(Arch::Arm64, "arm64-hugetlb-64k", 1024, h(64, 16, false, false)),
     // riscv64 (`virt`, Sv39): 2 MiB pages at run time with and without HVO, boot-time 1 GiB
-    // pages with HVO.
+    // pages with HVO, run-time 64 KiB Svnapot pages with HVO on (which leaves them alone: their
+    // 16 struct pages fit in the vmemmap page it keeps).
     huge_on(Arch::Riscv64, "riscv64-hugetlb-2m-hvo-off", 1024, h(2048, 4, false, false)),
     huge_on(Arch::Riscv64, "riscv64-hugetlb-2m-hvo-on", 1024, h(2048, 4, false, true)),
     huge_on(Arch::Riscv64, "riscv64-hugetlb-1g-hvo-on", 5120, h(1 << 20, 1, true, true)),
+    huge_on(Arch::Riscv64, "riscv64-hugetlb-64k-hvo-on", 1024, h(64, 16, false, true)),
     // ppc64el (`pseries`, radix): 2 MiB pages at run time, boot-time 1 GiB pages (Debian's
-    // ppc64el kernels have no HVO and no LIBNVDIMM).
+    // ppc64el kernels have no HVO and no LIBNVDIMM); on the 64 KiB kernel too (orders 5 and 14).
     huge_on(Arch::Ppc64el, "ppc64el-hugetlb-2m", 1024, h(2048, 4, false, false)),
     huge_on(Arch::Ppc64el, "ppc64el-hugetlb-1g", 3072, h(1 << 20, 1, true, false)),
     // Memory hotplug: a 2 GiB guest (all of it below 4 GiB, in ZONE_DMA32) with a DIMM at 4 GiB
@@ -328,8 +349,7 @@ impl Scenario {
         if let Some(h) = self.hugetlb {
             a.push(format!("hugetlb_free_vmemmap={}", if h.hvo { "on" } else { "off" }));
             if h.boot {
-                let size = if h.size_kb == 1 << 20 { "1G" } else { "2M" };
-                a.push(format!("hugepagesz={size}"));
+                a.push(format!("hugepagesz={}", h.size_name()));
                 if self.numa_mb.len() > 1 {
                     let per: Vec<String> =
                         (0..self.numa_mb.len()).map(|n| format!("{n}:{}", h.per_node)).collect();

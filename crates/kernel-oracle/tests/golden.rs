@@ -44,6 +44,36 @@ fn extracts_cover_both_kernels_and_record_their_config() {
     }
 }
 
+/// A hugetlb folio's order counts its kernel's base pages, and its size is one of the huge
+/// page sizes the model gives that kernel's architecture and page size (2 MiB is order 9 of 4
+/// KiB, 7 of 16 KiB, 5 of 64 KiB): the order the oracle found (a head whose page\[1\] carries
+/// it) is the model's `Hstate::order` and page\[1\]'s flags hold it.
+#[test]
+fn hugetlb_folios_count_the_kernels_base_pages() {
+    let mut page_shifts = std::collections::BTreeSet::new();
+    for g in load_all() {
+        let Ok((cfg, _)) = kernel_oracle::model::kernel_config(&g.facts) else { continue };
+        for (i, r) in g.facts.regions.iter().enumerate() {
+            let (Some(f), Some(name)) = (r.folio, r.hstate.as_deref()) else { continue };
+            let h = hugetlb_init::Hstate::from_name(&cfg, name)
+                .unwrap_or_else(|| panic!("{}: {name} is not a size of {}", g.dir.display(), cfg.name));
+            assert_eq!((h.order(), h.page_shift()), (f.order, cfg.page_shift), "{}", g.dir.display());
+            assert_eq!(h.size(), r.nr_pages << cfg.page_shift, "{}", g.dir.display());
+            let pages = g.pages(i);
+            let (_, p1) = pages.iter().find(|(pfn, _)| *pfn == r.start_pfn + 1).expect("page[1]");
+            // 6.1 keeps the order in page[1]'s `_folio_order` byte (+17), later releases in its flags.
+            let order = if cfg.behaviour().folio_layout == memmap_core::FolioLayout::FolioDtor {
+                u64::from(p1[17])
+            } else {
+                word(p1, 0) & 0xff
+            };
+            assert_eq!(order, u64::from(f.order), "{}: page[1] order", g.dir.display());
+            page_shifts.insert(cfg.page_shift);
+        }
+    }
+    assert_eq!(page_shifts.into_iter().collect::<Vec<_>>(), [12, 14, 16], "4, 16 and 64 KiB kernels");
+}
+
 /// Linux 7.x keeps `compound_info = GENMASK(63, order + 6) | 1` in every tail when
 /// `compound_info_has_mask()` (`CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` and a power-of-two struct
 /// page: Debian's amd64, not its arm64); otherwise, and in 6.12, tails keep `head | 1`.

@@ -804,6 +804,17 @@ fn refusals_say_what_is_wrong_and_what_would_be_accepted() {
             "overflows a 64-bit byte count: use a smaller --count",
             &[],
         ),
+        // A huge page size the configuration's architecture and page size lack, and no size.
+        (
+            &["dump", "hugetlb", "--hstate", "64K", "--config", "arm64-16k", "--count", "1", "--out", "x"],
+            "--hstate 64K: unsupported huge page size 0x10000 (the configuration has 1G, 32M, 2M) (--config arm64-16k)",
+            &[],
+        ),
+        (
+            &["dump", "hugetlb", "--hstate", "2MB", "--count", "1", "--out", "x"],
+            "--hstate 2MB: not a size (the configuration x86_64 has 1G, 2M)",
+            &[],
+        ),
         (&["all", "--hugetlb-count", "18446744073709551615"], "use a smaller --hugetlb-count", &[]),
         (
             &["zone-device", "--size", "100G", "--memory-budget", "4G"],
@@ -868,4 +879,76 @@ fn every_timing_command_runs_with_extreme_accepted_values() {
     // 480 MiB of L3.
     let out = run(&words("sweep --quick --no-progress --max-size 64K --rounds 1 --memory-budget 2G")[..]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Scenario names and struct page counts a command reports.
+type Expected = Vec<(&'static str, u64)>;
+
+/// `hugetlb` and `zone-device` run on every preset, each page size and architecture with its
+/// own hstate and struct page counts, and report a ratio to the limit for every strategy.
+/// `hugetlb`'s 1 GiB pages are the configuration's (a PUD on x86-64, riscv64, ppc64el and arm64
+/// 4K; a contiguous PMD run on arm64 16K; 16,384 base pages on ppc64el 64K); its HVO case runs
+/// where the configuration builds HVO and is left out with the reason elsewhere.
+#[test]
+fn every_preset_runs_hugetlb_and_zone_device_with_ratios_to_the_limit() {
+    let common = ["--quick", "--no-progress", "--json", "--rounds", "1", "--threads", "1"];
+    for cfg in memmap_core::KernelConfig::PRESETS {
+        let h = hugetlb_init::Hstate::new(&cfg, 1 << 30).expect("every preset has 1 GiB pages");
+        let tails = h.nr_pages() - h.vmemmap_reserve_pages::<memmap_core::Page64>();
+        let hvo = hugetlb_init::hvo::hvo_availability::<memmap_core::Page64>(
+            &cfg,
+            &hugetlb_init::HvoMode::On.params(),
+            h,
+        );
+        // 16 MiB of the configuration's base pages; devdax's 2 MiB compound pages write two
+        // vmemmap pages of struct pages each where the DAX vmemmap is deduplicated (more than
+        // two vmemmap pages per compound page: 4 KiB pages only), every struct page elsewhere.
+        let pages = (16u64 << 20) >> cfg.page_shift;
+        let per = (2u64 << 20) >> cfg.page_shift;
+        let dedup = cfg.optimize_dax_vmemmap && per * 64 / cfg.page_size() > 2;
+        let devdax = if dedup { pages / per * (2 * cfg.page_size() / 64) } else { pages };
+        let runs: [(&[&str], Expected); 2] = [
+            (
+                &["hugetlb", "--count", "1"],
+                if hvo.is_ok() {
+                    vec![
+                        ("hugetlb-1g-nohvo", tails),
+                        ("hugetlb-1g-hvo", h.vmemmap_reserve_pages::<memmap_core::Page64>()),
+                    ]
+                } else {
+                    vec![("hugetlb-1g-nohvo", tails)]
+                },
+            ),
+            (
+                &["zone-device", "--size", "16M"],
+                vec![("zone-device-fsdax", pages), ("zone-device-devdax-2m", devdax)],
+            ),
+        ];
+        for (cmd, want) in runs {
+            let args = [cmd, &common[..], &["--config", cfg.name]].concat();
+            let out = run(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+            let got: Vec<(&str, u64)> = v["scenarios"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| (s["name"].as_str().unwrap(), s["struct_pages"].as_u64().unwrap()))
+                .collect();
+            assert_eq!(got, want, "{args:?}");
+            for sc in v["scenarios"].as_array().unwrap() {
+                for r in sc["results"].as_array().unwrap() {
+                    assert!(r["x_limit"].as_f64().is_some_and(|x| x > 0.0), "{args:?}: {r}");
+                }
+            }
+            let skipped = v["skipped"].as_array().unwrap();
+            if cmd[0] == "hugetlb" && hvo.is_err() {
+                assert_eq!(skipped.len(), 1, "{args:?}: {skipped:?}");
+                assert!(skipped[0]["reason"].as_str().unwrap().contains("no HVO"), "{skipped:?}");
+            } else {
+                assert!(skipped.is_empty(), "{args:?}: {skipped:?}");
+            }
+        }
+    }
 }

@@ -343,9 +343,9 @@ pub struct HugetlbDump {
     /// Zone index of the memory the gigantic pages come from.
     pub zone: u32,
     /// Pages allocated at run time rather than at boot ([`hugetlb_init::TailPageOrigin`]).
-    /// Boot-time pages of an hstate no larger than `MAX_PAGE_ORDER` (2 MiB) come from the buddy
-    /// allocator too (`alloc_pool_huge_folio()`, after the memmap is up) and are modelled as
-    /// such whatever this says.
+    /// Boot-time pages of an hstate no larger than `MAX_PAGE_ORDER` (2 MiB of 4 KiB pages, 32
+    /// MiB of 16 KiB) come from the buddy allocator too (`alloc_pool_huge_folio()`, after the
+    /// memmap is up) and are modelled as such whatever this says.
     pub runtime: bool,
     /// Where the folios are, `(head pfn, nid)`, grouped by node in ascending node order, each
     /// node's folios in the order of its free list (the first is first on

@@ -198,9 +198,24 @@ pub fn packed(hstate: Hstate, nodes: u32, count: u64) -> Vec<NodeSpec> {
     (0..nodes).map(|nid| NodeSpec::packed(nid, hstate, count)).collect()
 }
 
-/// Hstates to test: both natively, 2 MiB only under Miri.
-pub fn hstates() -> &'static [Hstate] {
-    if cfg!(miri) { &[Hstate::H2M] } else { &Hstate::ALL }
+/// The hstate of `bytes`-sized pages of `cfg`.
+pub fn hs(cfg: &KernelConfig, bytes: u64) -> Hstate {
+    Hstate::new(cfg, bytes).unwrap_or_else(|e| panic!("{}: {e}", cfg.name))
+}
+
+/// x86-64's 2 MiB pages.
+pub fn h2m() -> Hstate {
+    hs(&KernelConfig::X86_64, 2 << 20)
+}
+
+/// x86-64's 1 GiB pages.
+pub fn h1g() -> Hstate {
+    hs(&KernelConfig::X86_64, 1 << 30)
+}
+
+/// x86-64's hstates to test: both natively, 2 MiB only under Miri.
+pub fn hstates() -> Vec<Hstate> {
+    if cfg!(miri) { vec![h2m()] } else { vec![h2m(), h1g()] }
 }
 
 /// The modelled address of the struct page of `pfn` (default vmemmap base).

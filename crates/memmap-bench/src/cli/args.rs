@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand};
-use hugetlb_init::{Hstate, HvoMode};
+use hugetlb_init::HvoMode;
 use memmap_core::{KernelConfig, MemoryType, Strategy};
 
 use super::named::named;
@@ -282,9 +282,10 @@ pub(super) struct DumpCommon {
 
 #[derive(Debug, Args)]
 pub(super) struct DumpHugetlbArgs {
-    /// Huge page size.
-    #[arg(long, value_parser = named::<Hstate>())]
-    pub(super) hstate: Hstate,
+    /// Huge page size, as hugepagesz= takes it: 2M or 1G; 64K, 32M, 512M or 16G where the
+    /// configuration's architecture and page size have them.
+    #[arg(long, value_name = "SIZE")]
+    pub(super) hstate: String,
     /// Pages per node (not with --place).
     #[arg(long, value_parser = count::<u64>, required_unless_present = "place", conflicts_with = "place")]
     pub(super) count: Option<u64>,

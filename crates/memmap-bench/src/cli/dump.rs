@@ -79,7 +79,7 @@ pub(super) fn hugetlb(a: &DumpHugetlbArgs, info: &MemInfo) -> Result<Invocation,
         zone: a.zone.unwrap_or(config.zone_device().saturating_sub(2)),
         config,
         layout72: c.layout == 72,
-        hstate: a.hstate,
+        hstate: hstate(&a.hstate, &config)?,
         count: a.count.unwrap_or(0),
         nodes: a.nodes,
         hvo: a.hvo,
@@ -91,6 +91,19 @@ pub(super) fn hugetlb(a: &DumpHugetlbArgs, info: &MemInfo) -> Result<Invocation,
         memory::hugetlb_dump_need(&opts).map_err(|e| usage(memory::MemoryError::from(e).to_string()))?;
     memory::check(&who, &need, info).map_err(|e| usage(e.to_string()))?;
     Ok(Invocation::DumpHugetlb(opts, c.out.clone(), c.force))
+}
+
+/// `--hstate`: a size of the configuration's architecture and page size.
+fn hstate(name: &str, config: &memmap_core::KernelConfig) -> Result<hugetlb_init::Hstate, CliError> {
+    let supported = hugetlb_init::Hstates::of(config);
+    let size = hugetlb_init::Hstate::parse_size(name).ok_or_else(|| {
+        CliError::Usage(format!(
+            "--hstate {name}: not a size (the configuration {} has {supported})",
+            config.name
+        ))
+    })?;
+    hugetlb_init::Hstate::new(config, size)
+        .map_err(|e| CliError::Usage(format!("--hstate {name}: {e} (--config {})", config.name)))
 }
 
 /// Refuses a `--place` folio that does not fit below the configuration's last pfn (the model

@@ -96,6 +96,16 @@ impl Hugetlb {
         1
     }
 
+    /// The 1 GiB hstate of the configuration (the PUD size, or arm64's contiguous PMD with 16
+    /// KiB pages).
+    ///
+    /// # Errors
+    ///
+    /// The configuration has no 1 GiB pages.
+    pub fn hstate(&self) -> Result<Hstate, hugetlb_init::HugetlbError> {
+        Hstate::new(&self.config, 1 << 30)
+    }
+
     /// Memmap sets: one per strategy, and without HVO one more per strategy for the all-core
     /// run (the paired limit runs write the strategies' own memmaps).
     fn sets(&self) -> u64 {
@@ -128,7 +138,8 @@ impl Scenario for Hugetlb {
     /// they are in (the memmaps ask for transparent huge pages, as the kernel's vmemmap is
     /// PMD-mapped): [`HVO_RESIDENT_PER_FOLIO`].
     fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
-        let vmemmap = Hstate::H1G.vmemmap_size::<Page64>();
+        // A configuration without 1 GiB pages is left out (`unsupported`); its need is zero.
+        let vmemmap = self.hstate().map_or(0, Hstate::vmemmap_size::<Page64>);
         let mapped = mul(self.count, vmemmap, "the hugetlb memmap")?;
         let per_node = mapped / self.nodes();
         let one = if self.hvo {
@@ -152,14 +163,22 @@ impl Scenario for Hugetlb {
         Ok(())
     }
 
+    /// A configuration without 1 GiB pages, and for the HVO case one whose kernel would not run
+    /// HVO on them (Debian's arm64 and ppc64el configurations lack
+    /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP`): the fallback would run instead, which the other
+    /// case measures.
     fn unsupported(&self) -> Option<String> {
-        (self.config.page_shift != hugetlb_init::PAGE_SHIFT).then(|| {
-            format!(
-                "--config {}: {}",
-                self.config.name,
-                hugetlb_init::HugetlbError::UnsupportedBasePage { page_shift: self.config.page_shift }
-            )
-        })
+        let h = match self.hstate() {
+            Ok(h) => h,
+            Err(e) => return Some(format!("--config {}: {e}", self.config.name)),
+        };
+        if self.hvo {
+            let on = HvoMode::On.params();
+            if let Err(why) = hugetlb_init::hvo::hvo_availability::<Page64>(&self.config, &on, h) {
+                return Some(format!("--config {}: no HVO ({why})", self.config.name));
+            }
+        }
+        None
     }
 
     fn knob(&self) -> Option<Knob> {
@@ -183,7 +202,10 @@ impl Scenario for Hugetlb {
 
 fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
     let hvo = p.hvo;
-    let h = Hstate::H1G;
+    let h = p
+        .hstate()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+        .map_err(RunError::of(name(hvo), "choose the hstate"))?;
     let nodes = p.nodes() as u32;
     let per_node = p.count / u64::from(nodes);
     let zone = p.config.zone_normal();
@@ -266,10 +288,12 @@ fn reports(
     memmap_bytes: u64,
     fault: f64,
 ) -> Vec<ScenarioReport> {
-    let (hvo, h, nodes) = (p.hvo, Hstate::H1G, p.nodes());
+    let (hvo, nodes) = (p.hvo, p.nodes());
+    // `run` refused a configuration without 1 GiB pages before measuring.
+    let Ok(h) = p.hstate() else { return Vec::new() };
     let count = p.count / nodes * nodes;
     let rounds = ctx.common.rounds(ROUNDS);
-    let reserve = hugetlb_init::hugetlb_vmemmap_reserve_pages::<Page64>();
+    let reserve = h.vmemmap_reserve_pages::<Page64>();
     let struct_pages = count * reserve;
     let mut out = Vec::new();
     let n = INIT_STRATEGIES.len();

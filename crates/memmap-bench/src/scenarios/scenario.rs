@@ -129,8 +129,8 @@ pub trait Scenario {
         Ok(())
     }
 
-    /// Why the libraries cannot run this scenario on its configuration at all (hugetlb-init's
-    /// hstates and the node's page arena are 4 KiB-page models): the suite leaves it out and
+    /// Why the libraries cannot run this scenario on its configuration at all (a huge page size
+    /// or HVO the configuration lacks, the node's 4 KiB page arena): the suite leaves it out and
     /// says why. `None` when it can.
     fn unsupported(&self) -> Option<String> {
         None

@@ -136,6 +136,10 @@ pub struct KernelConfig {
     pub sparsemem_vmemmap_preinit: bool,
     /// `CONFIG_CGROUP_HUGETLB` (hugetlb folios carry cgroup pointers in page\[3\]).
     pub cgroup_hugetlb: bool,
+    /// `CONFIG_RISCV_ISA_SVNAPOT` on riscv64 (with a CPU that has Svnapot, as QEMU's `max`):
+    /// `arch_hugetlb_valid_size()` also accepts the NAPOT sizes (64 KiB), which hugetlb-init
+    /// then models as an hstate. Ignored on other architectures.
+    pub riscv_svnapot: bool,
     /// The release modelled: selects the behaviours that changed between releases
     /// ([`KernelConfig::behaviour`]).
     pub version: KernelVersion,
@@ -177,6 +181,7 @@ impl KernelConfig {
         hugetlb_vmemmap: true,
         sparsemem_vmemmap_preinit: true,
         cgroup_hugetlb: true,
+        riscv_svnapot: false,
         version: KernelVersion::V7_2,
     };
 
@@ -221,8 +226,8 @@ impl KernelConfig {
     /// riscv64 as Debian builds Linux 7.2 (`linux-image-7.2.13+deb14-riscv64`, compared under
     /// QEMU's `virt` machine with Sv39 paging, `no4lvl`): 4 KiB pages, SPARSEMEM_VMEMMAP,
     /// 4 nodes (`NODES_SHIFT` 2), zones DMA32, NORMAL, MOVABLE, DEVICE, NUMA balancing with
-    /// `NR_CPUS` 256, MGLRU, HVO and DAX vmemmap optimization, no `MEMORY_FAILURE` (no
-    /// `PG_hwpoison`). `vmemmap` is Sv39's `VMEMMAP_START` (pfn 0's struct page, as the
+    /// `NR_CPUS` 256, MGLRU, HVO and DAX vmemmap optimization, Svnapot (64 KiB NAPOT huge
+    /// pages), no `MEMORY_FAILURE` (no `PG_hwpoison`). `vmemmap` is Sv39's `VMEMMAP_START` (pfn 0's struct page, as the
     /// guest's `mem_section` says; RAM starts at 2 GiB), `PAGE_OFFSET` Sv39's direct map.
     pub const RISCV64: KernelConfig = KernelConfig {
         name: "riscv64",
@@ -236,6 +241,7 @@ impl KernelConfig {
         page_offset: 0xffff_ffd6_0000_0000,
         vmemmap_start: 0xffff_ffc5_0000_0000,
         sparsemem_vmemmap_preinit: false,
+        riscv_svnapot: true,
         // The rest as Debian's x86-64 build of the same release: page, section and pageblock
         // size, MAX_PAGE_ORDER 10, the poison, MGLRU, MEMCG, PAGE_MAPCOUNT, MM_ID,
         // CGROUP_HUGETLB, HVO and DAX vmemmap optimization.

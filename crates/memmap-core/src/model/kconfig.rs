@@ -137,7 +137,7 @@ impl KernelConfig {
     /// `KMSAN`, `DEBUG_PAGE_REF`, `MEMCG`/`SLAB_OBJ_EXT`, `PAGE_MAPCOUNT`, `MM_ID`,
     /// `SPARSEMEM_VMEMMAP` and `_PREINIT`, `ARCH_WANT_OPTIMIZE_DAX_VMEMMAP`,
     /// `HUGETLB_PAGE_OPTIMIZE_VMEMMAP`,
-    /// `CGROUP_HUGETLB`, `ARCH_FORCE_MAX_ORDER`, `ILLEGAL_POINTER_VALUE` (the poison), and for
+    /// `CGROUP_HUGETLB`, riscv64's `RISCV_ISA_SVNAPOT`, `ARCH_FORCE_MAX_ORDER`, `ILLEGAL_POINTER_VALUE` (the poison), and for
     /// `__NR_PAGEFLAGS` the optional flags (`PG_uncached` with x86-64's `X86_PAT`,
     /// `PG_hwpoison` with `MEMORY_FAILURE`, `PG_young`/`PG_idle` with `PAGE_IDLE_FLAG`,
     /// `PG_arch_2`/`_3` with arm64's `ARM64_MTE`). The architecture symbol (`X86_64`, `ARM64`,
@@ -228,6 +228,9 @@ impl KernelConfig {
         set(&mut c.hugetlb_vmemmap, "CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP");
         set(&mut c.sparsemem_vmemmap_preinit, "CONFIG_SPARSEMEM_VMEMMAP_PREINIT");
         set(&mut c.cgroup_hugetlb, "CONFIG_CGROUP_HUGETLB");
+        if self.arch == Arch::Riscv64 {
+            set(&mut c.riscv_svnapot, "CONFIG_RISCV_ISA_SVNAPOT");
+        }
         if let Some(order) = kconfig.number("CONFIG_ARCH_FORCE_MAX_ORDER")? {
             c.max_page_order = u32::try_from(order).unwrap_or(u32::MAX);
         }
