@@ -121,19 +121,59 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> R
             "virtio-pmem-pci,memdev=pm0,id=vp0".into(),
         ]);
     }
-    if let Some(hp) = sc.hotplug {
-        a.extend([
+    match (sc.hotplug, sc.arch) {
+        // pseries: the DIMM comes after boot (`hot_add_dimm`).
+        (None, _) | (Some(_), Arch::Ppc64el) => {}
+        (Some(hp), Arch::Arm64) => a.extend([
             "-object".into(),
             format!("memory-backend-ram,id=hp0,size={}M", hp.size_mb),
             "-device".into(),
-            "pc-dimm,id=dimm0,memdev=hp0".into(),
-        ]);
+            format!("virtio-mem-pci,id={HOTPLUG_DEVICE},memdev=hp0,requested-size={}M", hp.size_mb),
+        ]),
+        (Some(hp), _) => a.extend([
+            "-object".into(),
+            format!("memory-backend-ram,id=hp0,size={}M", hp.size_mb),
+            "-device".into(),
+            format!("pc-dimm,id={HOTPLUG_DEVICE},memdev=hp0"),
+        ]),
     }
     append.extend(sc.append());
     a.extend(["-kernel".into(), kernel.image.display().to_string()]);
     a.extend(["-initrd".into(), initrd.display().to_string()]);
     a.extend(["-append".into(), append.join(" ")]);
     Ok((qemu.to_string(), a))
+}
+
+/// QEMU's id of the hot-added memory device.
+const HOTPLUG_DEVICE: &str = "dimm0";
+
+/// pseries: once the guest prints `@@hotplug-wait`, adds a `pc-dimm` of `size_mb` with QMP
+/// (`object-add`, `device_add`); the kernel's DLPAR handler adds and onlines its memory blocks.
+fn hot_add_dimm(guest: &mut Guest, size_mb: u64, timeout: Duration) -> Result<()> {
+    let start = Instant::now();
+    while !guest.console().text.contains("\n@@hotplug-wait\n") {
+        let c = guest.console();
+        if c.text.contains("@@fail ") || c.text.contains("Kernel panic") || start.elapsed() > timeout {
+            let tail: Vec<&str> = c.text.lines().rev().take(30).collect();
+            bail!(
+                "the guest did not wait for the DIMM within {} s\n--- console tail ---\n{}",
+                timeout.as_secs(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let qmp = guest.qmp();
+    qmp.execute(
+        "object-add",
+        serde_json::json!({"qom-type": "memory-backend-ram", "id": "hp0", "size": size_mb << 20}),
+    )?;
+    qmp.execute(
+        "device_add",
+        serde_json::json!({"driver": "pc-dimm", "id": HOTPLUG_DEVICE, "memdev": "hp0"}),
+    )?;
+    eprintln!("  added a {size_mb} MiB pc-dimm after {:.1} s", start.elapsed().as_secs_f64());
+    Ok(())
 }
 
 /// `PAGE_SHIFT` from the kernel's `.config` (`CONFIG_PAGE_SHIFT`, since Linux 6.8; 12 when a
@@ -552,7 +592,11 @@ pub fn run(kernel: &Kernel, sc: &Scenario, opts: &RunOptions) -> Result<Facts> {
     let (qemu, args) = qemu_command(kernel, sc, &initrd, &work)?;
     let qemu_version = Guest::version(&qemu)?;
     let mut guest = Guest::start(&qemu, &args, &work)?;
-    let console = match guest.wait_ready(opts.timeout) {
+    let added = match sc.hotplug {
+        Some(hp) if sc.arch == Arch::Ppc64el => hot_add_dimm(&mut guest, hp.size_mb, opts.timeout),
+        _ => Ok(()),
+    };
+    let console = match added.and_then(|()| guest.wait_ready(opts.timeout)) {
         Ok(c) => c,
         Err(e) => {
             let _ = crate::files::write_file(&opts.out.join("console.log"), guest.console().text.as_bytes());
@@ -984,12 +1028,17 @@ impl Dumper<'_> {
         let devs = self.qmp.execute("query-memory-devices", serde_json::json!({}))?;
         let dimm = devs
             .as_array()
-            .and_then(|a| a.iter().find(|d| d["data"]["id"] == "dimm0"))
-            .context("QEMU reports no dimm0 (query-memory-devices)")?;
-        let addr = dimm["data"]["addr"].as_u64().context("dimm0 addr")?;
-        let size = dimm["data"]["size"].as_u64().context("dimm0 size")?;
-        if size / 4096 == 0
-            || size / 4096 > crate::facts::MAX_REGION_PAGES
+            .and_then(|a| a.iter().find(|d| d["data"]["id"] == HOTPLUG_DEVICE))
+            .with_context(|| format!("QEMU reports no {HOTPLUG_DEVICE} (query-memory-devices)"))?;
+        // A pc-dimm's first byte is `addr`, a virtio-mem device's `memaddr`.
+        let addr = dimm["data"]["addr"]
+            .as_u64()
+            .or_else(|| dimm["data"]["memaddr"].as_u64())
+            .context("the memory device's address")?;
+        let size = dimm["data"]["size"].as_u64().context("the memory device's size")?;
+        let page = 1u64 << self.page_shift;
+        if size / page == 0
+            || size / page > crate::facts::MAX_REGION_PAGES
             || addr.checked_add(size).is_none()
         {
             bail!(
@@ -997,8 +1046,8 @@ impl Dumper<'_> {
                 crate::facts::MAX_REGION_PAGES
             );
         }
-        let block_pages = online_blocks(&self.block("hotplug"), addr, size)?;
-        let (start_pfn, nr) = (addr / 4096, size / 4096);
+        let block_pages = online_blocks(&self.block("hotplug"), addr, size, self.page_shift)?;
+        let (start_pfn, nr) = (addr / page, size / page);
         eprintln!(
             "  DIMM pfns [{start_pfn:#x}, {:#x}), {block_pages} pages per memory block",
             start_pfn + nr
@@ -1010,7 +1059,7 @@ impl Dumper<'_> {
         let region = Region {
             online_type: Some(hp.online_type().into()),
             memory_block_pages: Some(block_pages),
-            allocated_blocks: allocated_blocks(&bytes, start_pfn, MAX_PAGE_ORDER),
+            allocated_blocks: allocated_blocks(&bytes, start_pfn, self.max_order),
             pageblock_first_pfn: Some(pb_first),
             pageblock_migratetypes: pbs,
             vmemmap_gpa: gpas,
@@ -1117,17 +1166,17 @@ impl Dumper<'_> {
 
 /// Pages per memory block from the guest's `hotplug` block, after checking that every memory
 /// block of the DIMM at `[addr, addr + size)` is online.
-fn online_blocks(hb: &str, addr: u64, size: u64) -> Result<u64> {
+fn online_blocks(hb: &str, addr: u64, size: u64, page_shift: u32) -> Result<u64> {
     let bs = hb
         .lines()
         .find_map(|l| l.strip_prefix("block_size_bytes "))
         .context("the guest did not report block_size_bytes")?;
-    let block_pages = u64::from_str_radix(bs.trim(), 16).context("block_size_bytes")? / 4096;
+    let block_pages = u64::from_str_radix(bs.trim(), 16).context("block_size_bytes")? >> page_shift;
     if block_pages == 0 {
         bail!("the guest reported block_size_bytes {bs:?}: expected at least a page");
     }
-    let nr = size / 4096;
-    let first_block = addr / 4096 / block_pages;
+    let nr = size >> page_shift;
+    let first_block = (addr >> page_shift) / block_pages;
     for k in 0..nr / block_pages {
         let name = format!("memory{}", first_block + k);
         let line = hb.lines().find(|l| l.split(' ').next() == Some(name.as_str())).unwrap_or_default();
@@ -1194,7 +1243,7 @@ mod tests {
             let e = Namespace::of(&bad).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(e.starts_with("the guest's "), "{bad}: {e:?}");
         }
-        let e = online_blocks("block_size_bytes 0\n", 1 << 32, 1 << 28).unwrap_err().to_string();
+        let e = online_blocks("block_size_bytes 0\n", 1 << 32, 1 << 28, 12).unwrap_err().to_string();
         assert!(e.contains("expected at least a page"), "{e}");
     }
 

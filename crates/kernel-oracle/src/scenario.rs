@@ -26,9 +26,13 @@ pub struct Hugetlb {
     pub hvo: bool,
 }
 
-/// The memory a configuration hot-adds: a `pc-dimm` present from boot (ACPI hotplug memory,
-/// `memhp_default_state=offline`), onlined by the guest block by block through sysfs as the last
-/// thing it does before it is read.
+/// The memory a configuration hot-adds, by architecture: on x86-64 a `pc-dimm` present from boot
+/// (ACPI hotplug memory, `memhp_default_state=offline`); on arm64 a `virtio-mem-pci` device
+/// plugged whole (Debian's arm64 kernels have no `ACPI_HOTPLUG_MEMORY`; the `virtio_mem` driver
+/// adds its memory blocks offline); on ppc64el a `pc-dimm` the host adds after boot with QMP
+/// `device_add` (pseries DLPAR: the kernel adds and onlines it block by block). x86-64 and arm64
+/// guests online the blocks in ascending order through sysfs as the last thing they do before
+/// they are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hotplug {
     /// DIMM size in MiB (a multiple of the 128 MiB memory block).
@@ -115,9 +119,13 @@ const fn huge_on(arch: Arch, name: &'static str, mem_mb: u64, h: Hugetlb) -> Sce
 }
 
 const fn hotplug(name: &'static str, size_mb: u64, movable: bool) -> Scenario {
+    hotplug_on(Arch::Amd64, name, size_mb, movable)
+}
+
+const fn hotplug_on(arch: Arch, name: &'static str, size_mb: u64, movable: bool) -> Scenario {
     Scenario {
         name,
-        arch: Arch::Amd64,
+        arch,
         mem_mb: 2048,
         numa_mb: &[],
         memmap: None,
@@ -239,6 +247,14 @@ pub const SCENARIOS: &[Scenario] = &[
     hotplug("hotplug-256m-movable", 256, true),
     hotplug("hotplug-1g-normal", 1024, false),
     hotplug("hotplug-1g-movable", 1024, true),
+    // arm64 (`virt`, RAM from 1 GiB, all of it ZONE_DMA): a 256 MiB virtio-mem device right
+    // above RAM onlined into an empty ZONE_NORMAL or ZONE_MOVABLE, 128 MiB memory blocks.
+    hotplug_on(Arch::Arm64, "arm64-hotplug-256m-normal", 256, false),
+    hotplug_on(Arch::Arm64, "arm64-hotplug-256m-movable", 256, true),
+    // ppc64el (`pseries`, RAM from 0, all ZONE_NORMAL): a 512 MiB DIMM at 2 GiB added after boot,
+    // two 256 MiB LMBs that DLPAR adds and onlines one after the other.
+    hotplug_on(Arch::Ppc64el, "ppc64el-hotplug-512m-normal", 512, false),
+    hotplug_on(Arch::Ppc64el, "ppc64el-hotplug-512m-movable", 512, true),
     // The boot memmap of ordinary RAM: ZONE_DMA and ZONE_DMA32 below 2 GiB (q35), ZONE_NORMAL
     // from 4 GiB, ZONE_MOVABLE through `movablecore=`, two nodes; one vCPU (deferred init on
     // one thread) and two (in parallel).
@@ -282,8 +298,11 @@ impl Scenario {
         if let Some(m) = self.memmap {
             a.push(format!("memmap={m}"));
         }
-        if self.hotplug.is_some() {
-            a.push("memhp_default_state=offline".into());
+        if let Some(hp) = self.hotplug {
+            // pseries DLPAR onlines each block it adds (`dlpar_online_lmb()`, the kernel zone);
+            // into ZONE_MOVABLE only when that is the default state.
+            let movable_now = self.arch == Arch::Ppc64el && hp.movable;
+            a.push(format!("memhp_default_state={}", if movable_now { "online_movable" } else { "offline" }));
         }
         if let Some(b) = self.boot {
             // Every memblock reservation and free in the log, and room for them.
@@ -326,6 +345,27 @@ impl Scenario {
         }
         let Some(hp) = self.hotplug else { return String::new() };
         let mut s = String::new();
+        if self.arch != Arch::Amd64 {
+            // The device's blocks come after boot: virtio-mem adds them offline from its work
+            // queue, DLPAR adds and onlines them once the host has sent `device_add` (it waits
+            // for `@@hotplug-wait`). Polled with builtins, a second apart.
+            let state = if self.arch == Arch::Ppc64el { "online" } else { "offline" };
+            s.push_str(&format!(
+                "read bs < /sys/devices/system/memory/block_size_bytes
+exp=$(( {size} / 0x$bs ))
+count() {{ n=0; for b in /sys/devices/system/memory/memory*; do read st < $b/state; [ \"$st\" = {state} ] && n=$((n + 1)); done; }}
+count; before=$n
+[ {state} = offline ] && before=0
+echo \"@@hotplug-wait\"
+tries=0
+while count; [ $n -lt $((before + exp)) ]; do
+  tries=$((tries + 1)); [ $tries -gt 300 ] && fail \"{state} memory blocks: $n, expected $((before + exp))\"
+  read -t 1 x
+done
+",
+                size = hp.size_mb << 20
+            ));
+        }
         s.push_str(
             "for b in /sys/devices/system/memory/memory*; do
 ",

@@ -262,22 +262,23 @@ fn hot_added_blocks_hold_the_isolation_poison_and_few_are_allocated() {
             seen += 1;
             assert!(r.allocated_blocks.len() <= 4, "{}: {:?}", g.dir.display(), r.allocated_blocks);
             let pages: std::collections::BTreeMap<u64, &[u8]> = g.pages(i).into_iter().collect();
-            let block = 1u64 << kernel_oracle::run::MAX_PAGE_ORDER;
+            let max_order = kernel_oracle::run::max_page_order(&g.facts.kernel.kconfig).unwrap();
+            let (block, pb) = (1u64 << max_order, 1u64 << g.facts.pageblock_order);
             let first = (r.start_pfn..r.start_pfn + r.nr_pages)
                 .step_by(block as usize)
                 .find(|b| !r.allocated_blocks.contains(b))
                 .expect("a free block");
             let head = pages[&first];
-            assert!(kernel_oracle::run::is_free_block_head(head, 10), "{}", g.dir.display());
+            assert!(kernel_oracle::run::is_free_block_head(head, max_order), "{}", g.dir.display());
             let next = g.facts.vmemmap_base + (first + block) * 64 + 8;
             assert_eq!(word(head, 8), next, "{}: the next block on the list", g.dir.display());
             // From 6.10 (7.2, 6.12) the isolation poison; 6.1 leaves the self pointers.
-            let second = pages[&(first + 512)];
-            let own = g.facts.vmemmap_base + (first + 512) * 64 + 8;
+            let second = pages[&(first + pb)];
+            let own = g.facts.vmemmap_base + (first + pb) * 64 + 8;
             let expect = if g.facts.kernel.id.starts_with("6.1-") {
                 (own, own)
             } else {
-                (0xdead_0000_0000_0100, 0xdead_0000_0000_0122)
+                kernel_oracle::model::kernel_config(&g.facts).unwrap().0.list_poison()
             };
             assert_eq!((word(second, 8), word(second, 16)), expect, "{}", g.dir.display());
         }
