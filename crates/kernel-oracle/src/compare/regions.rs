@@ -180,7 +180,7 @@ impl<'f> Models<'f> {
             ..Normalizer::default()
         };
         Ok(ModelSide {
-            pageblocks: compare_pageblocks(r, &md.meta),
+            pageblocks: compare_pageblocks(r, self.facts.pageblock_order, &md.meta),
             stale: stale_ranges(&md.meta),
             stale_fields: Vec::new(),
             bytes: md.bytes,
@@ -255,7 +255,9 @@ impl<'f> Models<'f> {
         };
         let block = 1u64 << crate::run::max_page_order(&self.facts.kernel.kconfig)?;
         let taken = &r.allocated_blocks;
-        let pageblocks = compare_pageblocks_except(r, &md.meta, |pfn| taken.contains(&(pfn & !(block - 1))));
+        let pageblocks = compare_pageblocks_except(r, self.facts.pageblock_order, &md.meta, |pfn| {
+            taken.contains(&(pfn & !(block - 1)))
+        });
         Ok(ModelSide {
             bytes: md.bytes,
             start_pfn: md.start_pfn,
