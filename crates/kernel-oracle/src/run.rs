@@ -106,6 +106,10 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> R
         a.extend(["-m".into(), format!("{}M", sc.mem_mb)]);
     }
     for (i, mb) in sc.numa_mb.iter().enumerate() {
+        if *mb == 0 {
+            a.extend(["-numa".into(), format!("node,nodeid={i}")]);
+            continue;
+        }
         a.extend(["-object".into(), format!("memory-backend-ram,id=m{i},size={mb}M")]);
         a.extend(["-numa".into(), format!("node,nodeid={i},memdev=m{i}")]);
     }
@@ -148,8 +152,9 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> R
 const HOTPLUG_DEVICE: &str = "dimm0";
 
 /// pseries: once the guest prints `@@hotplug-wait`, adds a `pc-dimm` of `size_mb` with QMP
-/// (`object-add`, `device_add`); the kernel's DLPAR handler adds and onlines its memory blocks.
-fn hot_add_dimm(guest: &mut Guest, size_mb: u64, timeout: Duration) -> Result<()> {
+/// (`object-add`, `device_add`) to `node` (QEMU's default where `None`); the kernel's DLPAR
+/// handler adds and onlines its memory blocks.
+fn hot_add_dimm(guest: &mut Guest, size_mb: u64, node: Option<usize>, timeout: Duration) -> Result<()> {
     let start = Instant::now();
     while !guest.console().text.contains("\n@@hotplug-wait\n") {
         let c = guest.console();
@@ -168,10 +173,11 @@ fn hot_add_dimm(guest: &mut Guest, size_mb: u64, timeout: Duration) -> Result<()
         "object-add",
         serde_json::json!({"qom-type": "memory-backend-ram", "id": "hp0", "size": size_mb << 20}),
     )?;
-    qmp.execute(
-        "device_add",
-        serde_json::json!({"driver": "pc-dimm", "id": HOTPLUG_DEVICE, "memdev": "hp0"}),
-    )?;
+    let mut dev = serde_json::json!({"driver": "pc-dimm", "id": HOTPLUG_DEVICE, "memdev": "hp0"});
+    if let Some(n) = node {
+        dev["node"] = n.into();
+    }
+    qmp.execute("device_add", dev)?;
     eprintln!("  added a {size_mb} MiB pc-dimm after {:.1} s", start.elapsed().as_secs_f64());
     Ok(())
 }
@@ -593,7 +599,11 @@ pub fn run(kernel: &Kernel, sc: &Scenario, opts: &RunOptions) -> Result<Facts> {
     let qemu_version = Guest::version(&qemu)?;
     let mut guest = Guest::start(&qemu, &args, &work)?;
     let added = match sc.hotplug {
-        Some(hp) if sc.arch == Arch::Ppc64el => hot_add_dimm(&mut guest, hp.size_mb, opts.timeout),
+        Some(hp) if sc.arch == Arch::Ppc64el => {
+            // The node without memory, where there is one.
+            let node = sc.numa_mb.iter().rposition(|&mb| mb == 0);
+            hot_add_dimm(&mut guest, hp.size_mb, node, opts.timeout)
+        }
         _ => Ok(()),
     };
     let console = match added.and_then(|()| guest.wait_ready(opts.timeout)) {
