@@ -73,11 +73,13 @@ configs=${ORACLE_CONFIGS:-"fsdax-dev devdax-2m-mem-early-section hotplug-256m-no
 if [ "$configs" = all ]; then set -- --all; else set -- $configs; fi
 $oracle run "$@" --out target/kernel-oracle --force --golden crates/kernel-oracle/golden
 # One boot per further architecture: riscv64's boot-time 1 GiB page with HVO (optimized after
-# boot: no SPARSEMEM_VMEMMAP_PREINIT) and ppc64el's run-time 2 MiB pages (its own list poison).
+# boot: no SPARSEMEM_VMEMMAP_PREINIT) and ppc64el's run-time 2 MiB pages (its own list poison),
+# and ppc64el's memory hotplug (a DIMM added with QMP after boot, onlined by DLPAR into a node
+# without memory, 16 MiB MAX_PAGE_ORDER blocks).
 if [ -z "${ORACLE_CONFIGS:-}" ]; then
     $oracle run --kernel 7.2-riscv64 riscv64-hugetlb-1g-hvo-on --out target/kernel-oracle --force \
         --golden crates/kernel-oracle/golden
-    $oracle run --kernel 7.2-ppc64el ppc64el-hugetlb-2m --out target/kernel-oracle --force \
+    $oracle run --kernel 7.2-ppc64el ppc64el-hugetlb-2m ppc64el-hotplug-512m-normal --out target/kernel-oracle --force \
         --golden crates/kernel-oracle/golden
 fi
 $oracle check --golden crates/kernel-oracle/golden

@@ -148,6 +148,100 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> R
     Ok((qemu.to_string(), a))
 }
 
+/// `SIZE!START` (`1G!3G`, `960M!4160M`) as bytes `(size, start)`.
+///
+/// # Errors
+///
+/// Not two sizes in M or G around a `!`.
+pub fn parse_carve(carve: &str) -> Result<(u64, u64)> {
+    let bytes = |v: &str| -> Option<u64> {
+        let (n, unit) = v.split_at(v.len().checked_sub(1)?);
+        let shift = match unit {
+            "M" => 20,
+            "G" => 30,
+            _ => return None,
+        };
+        n.parse::<u64>().ok()?.checked_mul(1 << shift)
+    };
+    let (size, start) = carve.split_once('!').context("no '!'")?;
+    bytes(size).zip(bytes(start)).with_context(|| format!("{carve:?}: expected SIZE!START in M or G"))
+}
+
+/// The device tree `dts` (dtc's text) with the carve-out `[start, start + size)` taken off the end
+/// of the memory node that holds it and declared a `pmem-region` node, which the kernel's of_pmem
+/// driver turns into a label-less pmem region.
+fn carve_pmem(dts: &str, start: u64, size: u64) -> Result<String> {
+    let cells = |v: u64| format!("{:#x} {:#x}", v >> 32, v & 0xffff_ffff);
+    let mut out = String::new();
+    let mut rest = dts;
+    let mut found = false;
+    while let Some(i) = rest.find("memory@") {
+        let end = rest[i..].find("};").context("a memory node without its end")? + i;
+        let node = &rest[i..end];
+        out.push_str(&rest[..i]);
+        let reg = node.find("reg = <").map(|r| r + 7);
+        let parsed = reg.and_then(|r| {
+            let close = node[r..].find('>')? + r;
+            let c: Vec<u64> = node[r..close]
+                .split_whitespace()
+                .filter_map(|w| u64::from_str_radix(w.strip_prefix("0x")?, 16).ok())
+                .collect();
+            match c[..] {
+                [a, b, x, y] => Some((r, close, (a << 32) | b, (x << 32) | y)),
+                _ => None,
+            }
+        });
+        match parsed {
+            Some((r, close, base, len)) if base < start && base + len == start + size => {
+                out.push_str(&node[..r]);
+                out.push_str(&format!("{} {}", cells(base), cells(start - base)));
+                out.push_str(&node[close..]);
+                found = true;
+            }
+            _ => out.push_str(node),
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    if !found {
+        bail!("no memory node of the device tree ends with the pmem carve-out [{start:#x}, +{size:#x})");
+    }
+    let root_end = out.rfind("};").context("the device tree has no root node")?;
+    out.insert_str(
+        root_end,
+        &format!(
+            "\tpmem@{start:x} {{\n\t\tcompatible = \"pmem-region\";\n\t\treg = <{} {}>;\n\t}};\n",
+            cells(start),
+            cells(size)
+        ),
+    );
+    Ok(out)
+}
+
+/// arm64 and riscv64: the device tree QEMU builds for `qemu args` (`-machine dumpdtb`, read with
+/// `dtc`) with the `memmap` carve-out as a pmem region ([`carve_pmem`]), compiled into
+/// `work/pmem.dtb` for `-dtb`.
+fn pmem_dtb(qemu: &str, args: &[String], carve: &str, work: &Path) -> Result<PathBuf> {
+    let (size, start) = parse_carve(carve).with_context(|| format!("the carve-out {carve:?}"))?;
+    let raw = work.join("qemu.dtb");
+    let mut a = args.to_vec();
+    a.extend(["-machine".into(), format!("dumpdtb={}", crate::files::qemu_opt_path(&raw)?)]);
+    a.extend(["-display".into(), "none".into()]);
+    crate::cmd::run(qemu, &a, None, Duration::from_secs(60)).context("dumping QEMU's device tree")?;
+    let dtc = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_string()).collect();
+        crate::cmd::run("dtc", &args, None, Duration::from_secs(60))
+            .context("dtc (Debian's device-tree-compiler) failed or is not installed")
+    };
+    let raw_s = raw.display().to_string();
+    let dts = dtc(&["-q", "-I", "dtb", "-O", "dts", &raw_s])?.stdout;
+    let src = work.join("pmem.dts");
+    crate::files::write_file(&src, carve_pmem(&dts, start, size)?.as_bytes())?;
+    let out = work.join("pmem.dtb");
+    dtc(&["-q", "-I", "dts", "-O", "dtb", "-o", &out.display().to_string(), &src.display().to_string()])?;
+    Ok(out)
+}
+
 /// QEMU's id of the hot-added memory device.
 const HOTPLUG_DEVICE: &str = "dimm0";
 
@@ -595,7 +689,11 @@ pub fn run(kernel: &Kernel, sc: &Scenario, opts: &RunOptions) -> Result<Facts> {
     let base = initramfs::base(kernel, &opts.cache)?;
     let initrd = work.join("initrd.img");
     crate::files::write_file(&initrd, &initramfs::with_scenario(&base, &sc.script(), &sc.late_script()))?;
-    let (qemu, args) = qemu_command(kernel, sc, &initrd, &work)?;
+    let (qemu, mut args) = qemu_command(kernel, sc, &initrd, &work)?;
+    if let Some(carve) = sc.memmap.filter(|_| sc.arch != Arch::Amd64) {
+        let dtb = pmem_dtb(&qemu, &args, carve, &work)?;
+        args.extend(["-dtb".into(), dtb.display().to_string()]);
+    }
     let qemu_version = Guest::version(&qemu)?;
     let mut guest = Guest::start(&qemu, &args, &work)?;
     let added = match sc.hotplug {
@@ -946,15 +1044,18 @@ impl Dumper<'_> {
     /// range from the holder's data offset, its pageblocks where they can be read (amd64).
     fn pmem(&mut self, p: Pmem) -> Result<()> {
         let ns = Namespace::of(&self.block("nd"))?;
-        let start_pfn = ns.start / 4096;
-        let nr = ns.size / 4096;
-        let dataoff = (ns.data_start - ns.start) / 4096;
+        let shift = self.page_shift;
+        let start_pfn = ns.start >> shift;
+        let nr = ns.size >> shift;
+        let dataoff = (ns.data_start - ns.start) >> shift;
         // nvdimm's __nvdimm_setup_pfn: base_pfn = the (subsection-aligned) namespace start,
-        // reserve = the 8 KiB info block, free = the rest of the data offset.
+        // reserve = the info block (`ALIGN(SZ_8K, PAGE_SIZE)`: 2 pages of 4 KiB, 1 of 16 or 64
+        // KiB), free = the rest of the data offset.
+        let reserve = 8192u64.div_ceil(1 << shift);
         let altmap =
-            (ns.mode == "pmem").then(|| Altmap { base_pfn: start_pfn, reserve: 2, free: dataoff - 2 });
+            (ns.mode == "pmem").then(|| Altmap { base_pfn: start_pfn, reserve, free: dataoff - reserve });
         let init_start = start_pfn + altmap.map_or(0, |a| a.reserve + a.free);
-        let vmemmap_shift = if p.mode == "devdax" { (ns.align / 4096).trailing_zeros() } else { 0 };
+        let vmemmap_shift = if p.mode == "devdax" { (ns.align >> shift).trailing_zeros() } else { 0 };
         eprintln!(
             "  namespace pfns [{start_pfn:#x}, {:#x}) holder {} mode {} align {} data offset {dataoff} pfns",
             start_pfn + nr,
@@ -964,14 +1065,14 @@ impl Dumper<'_> {
         );
         let (bytes, gpas) = self.dump(start_pfn, nr)?;
         let pageblocks = match self.sysmap.addr("mem_section") {
-            Some(ms) if self.arch == Arch::Amd64 => match self.pageblocks(ms, start_pfn, nr) {
+            Some(ms) => match self.pageblocks(ms, start_pfn, nr) {
                 Ok(p) => Some(p),
                 Err(e) => {
                     eprintln!("  note: pageblock migrate types not read: {e:#}");
                     None
                 }
             },
-            _ => None,
+            None => None,
         };
         let io = ((init_start - start_pfn) * STRUCT_PAGE) as usize;
         let first = bytes.get(io..io + 64).context("init start beyond the namespace")?;

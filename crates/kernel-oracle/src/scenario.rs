@@ -68,9 +68,12 @@ pub struct Scenario {
     pub arch: Arch,
     /// Guest RAM in MiB.
     pub mem_mb: u64,
-    /// NUMA node sizes in MiB (empty: one node).
+    /// NUMA node sizes in MiB (empty: one node; 0: a node without memory, where a hot-added
+    /// DIMM goes).
     pub numa_mb: &'static [u64],
-    /// `memmap=SIZE!START` pmem carve-out, x86 legacy pmem (e.g. `1G!4G`).
+    /// A `SIZE!START` pmem carve-out of the guest's RAM (e.g. `1G!4G`): `memmap=` (x86 legacy
+    /// pmem) on x86-64, a device-tree `pmem-region` (of_pmem) on arm64 and riscv64. Either gives
+    /// a label-less namespace0.0.
     pub memmap: Option<&'static str>,
     /// virtio-pmem device size in MiB (arm64).
     pub virtio_pmem_mb: Option<u64>,
@@ -85,9 +88,13 @@ pub struct Scenario {
 }
 
 const fn pmem(name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) -> Scenario {
+    pmem_on(Arch::Amd64, name, memmap, mem_mb, p)
+}
+
+const fn pmem_on(arch: Arch, name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) -> Scenario {
     Scenario {
         name,
-        arch: Arch::Amd64,
+        arch,
         mem_mb,
         numa_mb: &[],
         memmap: Some(memmap),
@@ -205,9 +212,24 @@ pub const SCENARIOS: &[Scenario] = &[
         hotplug: None,
         boot: None,
     },
-    // arm64: runtime 2 MiB hugetlb pages and boot-time 1 GiB pages (QEMU 10.0's
-    // qemu-system-aarch64 has no virtio-pmem-pci, and `memmap=` is x86-only, so arm64 has no
-    // ZONE_DEVICE configuration here).
+    // arm64 (`virt`, RAM from 1 GiB) and riscv64 (RAM from 2 GiB): the top 1 GiB of 3 GiB of RAM
+    // as a device-tree pmem region (QEMU 10.0 has no virtio-pmem-pci for either machine, and the
+    // nvdimm of arm64's `virt` is described by ACPI only), namespaces set up through sysfs.
+    pmem_on(Arch::Arm64, "arm64-fsdax-mem", "1G!3G", 3072, Pmem { mode: "fsdax", map: "mem", align: None }),
+    pmem_on(Arch::Arm64, "arm64-fsdax-dev", "1G!3G", 3072, Pmem { mode: "fsdax", map: "dev", align: None }),
+    pmem_on(Arch::Arm64, "arm64-devdax-4k-mem", "1G!3G", 3072, dd("mem", "4K")),
+    pmem_on(Arch::Arm64, "arm64-devdax-2m-mem", "1G!3G", 3072, dd("mem", "2M")),
+    pmem_on(Arch::Arm64, "arm64-devdax-2m-dev", "1G!3G", 3072, dd("dev", "2M")),
+    pmem_on(
+        Arch::Riscv64,
+        "riscv64-fsdax-dev",
+        "1G!4G",
+        3072,
+        Pmem { mode: "fsdax", map: "dev", align: None },
+    ),
+    pmem_on(Arch::Riscv64, "riscv64-devdax-2m-mem", "1G!4G", 3072, dd("mem", "2M")),
+    pmem_on(Arch::Riscv64, "riscv64-devdax-2m-dev", "1G!4G", 3072, dd("dev", "2M")),
+    // arm64: runtime 2 MiB hugetlb pages and boot-time 1 GiB pages.
     Scenario {
         name: "arm64-hugetlb-2m",
         arch: Arch::Arm64,
@@ -252,8 +274,10 @@ pub const SCENARIOS: &[Scenario] = &[
     hotplug_on(Arch::Arm64, "arm64-hotplug-256m-normal", 256, false),
     hotplug_on(Arch::Arm64, "arm64-hotplug-256m-movable", 256, true),
     // ppc64el (`pseries`, RAM from 0, all ZONE_NORMAL): a 512 MiB DIMM at 2 GiB added after boot,
-    // two 256 MiB LMBs that DLPAR adds and onlines one after the other.
-    hotplug_on(Arch::Ppc64el, "ppc64el-hotplug-512m-normal", 512, false),
+    // two 256 MiB LMBs that DLPAR adds and onlines one after the other. Into ZONE_NORMAL on a
+    // node without memory (node 1): node 0's ZONE_NORMAL holds the boot memory, whose free
+    // blocks the hot-added ones would be linked in front of.
+    Scenario { numa_mb: &[2048, 0], ..hotplug_on(Arch::Ppc64el, "ppc64el-hotplug-512m-normal", 512, false) },
     hotplug_on(Arch::Ppc64el, "ppc64el-hotplug-512m-movable", 512, true),
     // The boot memmap of ordinary RAM: ZONE_DMA and ZONE_DMA32 below 2 GiB (q35), ZONE_NORMAL
     // from 4 GiB, ZONE_MOVABLE through `movablecore=`, two nodes; one vCPU (deferred init on
@@ -284,6 +308,42 @@ echo \"@@ready\"
 while true; do read x; done
 ";
 
+/// The guest has no `ndctl` off x86-64: what `ndctl create-namespace -f -e namespace0.0 -m MODE
+/// -M MAP [-a ALIGN]` does to a label-less namespace, through sysfs. The raw namespace is
+/// unbound, the region's pfn (fsdax) or dax (devdax) seed gets a UUID, the memmap's location
+/// (`ram` for map=mem, `pmem` for map=dev, the altmap), the alignment and the namespace, and is
+/// probed: its driver writes the info block and maps the pages.
+fn sysfs_namespace(p: Pmem) -> String {
+    let seed = if p.mode == "devdax" { "dax_seed" } else { "pfn_seed" };
+    let location = if p.map == "dev" { "pmem" } else { "ram" };
+    let mut s = format!(
+        "w() {{ echo \"@@run echo $2 > $1\"; echo \"$2\" > \"$1\" || fail \"echo $2 > $1\"; }}
+[ -e /sys/bus/nd/devices/namespace0.0/driver ] && w /sys/bus/nd/drivers/nd_pmem/unbind namespace0.0
+read seed < /sys/bus/nd/devices/region0/{seed}
+d=/sys/bus/nd/devices/$seed
+w $d/uuid 5b0c8f3e-6a2d-4e1f-9c7b-2d4e6f8a0b1c
+w $d/mode {location}
+"
+    );
+    if let Some(a) = p.align {
+        let (n, unit) = a.split_at(a.len() - 1);
+        let shift = match unit {
+            "K" => 10,
+            "M" => 20,
+            _ => 30,
+        };
+        s.push_str(&format!("w $d/align $(( {n} << {shift} ))\n"));
+    }
+    s.push_str(
+        "w $d/namespace namespace0.0
+w /sys/bus/nd/drivers_probe $seed
+read h < /sys/bus/nd/devices/namespace0.0/holder
+[ \"$h\" = \"$seed\" ] || fail \"namespace0.0 is held by '$h', not $seed\"
+",
+    );
+    s
+}
+
 /// Looks a configuration up by name.
 #[must_use]
 pub fn find(name: &str) -> Option<Scenario> {
@@ -295,8 +355,15 @@ impl Scenario {
     #[must_use]
     pub fn append(&self) -> Vec<String> {
         let mut a = Vec::new();
-        if let Some(m) = self.memmap {
-            a.push(format!("memmap={m}"));
+        match self.memmap {
+            Some(m) if self.arch == Arch::Amd64 => a.push(format!("memmap={m}")),
+            // QEMU's arm64 `virt` writes its own memory node into a `-dtb`, so the kernel is
+            // kept off the carve-out (the top of RAM) by `mem=`.
+            Some(m) => {
+                let size_mb = crate::run::parse_carve(m).map_or(0, |(size, _)| size >> 20);
+                a.push(format!("mem={}M", self.mem_mb.saturating_sub(size_mb)));
+            }
+            None => {}
         }
         if let Some(hp) = self.hotplug {
             // pseries DLPAR onlines each block it adds (`dlpar_online_lmb()`, the kernel zone);
@@ -430,6 +497,8 @@ done
             }
             s.push_str(&c);
             s.push('\n');
+        } else if let Some(p) = self.pmem {
+            s.push_str(&sysfs_namespace(p));
         }
         if let Some(h) = self.hugetlb {
             if !h.boot {
