@@ -167,8 +167,8 @@ pub fn parse_carve(carve: &str) -> Result<(u64, u64)> {
     bytes(size).zip(bytes(start)).with_context(|| format!("{carve:?}: expected SIZE!START in M or G"))
 }
 
-/// The device tree `dts` (dtc's text) with the carve-out `[start, start + size)` taken off the end
-/// of the memory node that holds it and declared a `pmem-region` node, which the kernel's of_pmem
+/// The device tree `dts` (dtc's text) with the carve-out `[start, start + size)` taken out of the
+/// memory node that holds it and declared a `pmem-region` node, which the kernel's of_pmem
 /// driver turns into a label-less pmem region.
 fn carve_pmem(dts: &str, start: u64, size: u64) -> Result<String> {
     let cells = |v: u64| format!("{:#x} {:#x}", v >> 32, v & 0xffff_ffff);
@@ -192,9 +192,12 @@ fn carve_pmem(dts: &str, start: u64, size: u64) -> Result<String> {
             }
         });
         match parsed {
-            Some((r, close, base, len)) if base < start && base + len == start + size => {
+            Some((r, close, base, len)) if base < start && start + size <= base + len => {
                 out.push_str(&node[..r]);
                 out.push_str(&format!("{} {}", cells(base), cells(start - base)));
+                if start + size < base + len {
+                    out.push_str(&format!(" {} {}", cells(start + size), cells(base + len - start - size)));
+                }
                 out.push_str(&node[close..]);
                 found = true;
             }
@@ -1356,6 +1359,33 @@ mod tests {
         }
         let e = online_blocks("block_size_bytes 0\n", 1 << 32, 1 << 28, 12).unwrap_err().to_string();
         assert!(e.contains("expected at least a page"), "{e}");
+    }
+
+    #[test]
+    fn a_pmem_carve_out_leaves_the_memory_node_and_becomes_a_pmem_region() {
+        assert_eq!(parse_carve("1G!3G").unwrap(), (1 << 30, 3 << 30));
+        assert_eq!(parse_carve("960M!4160M").unwrap(), (960 << 20, 4160 << 20));
+        for bad in ["1G", "1G!", "!3G", "1T!3G", "xG!3G", "99999999999G!1G"] {
+            assert!(parse_carve(bad).is_err(), "{bad}");
+        }
+        // QEMU's arm64 `virt` with 3 GiB: RAM [1 GiB, 4 GiB), the top 1 GiB carved out.
+        let dts = "/dts-v1/;\n\n/ {\n\tmemory@40000000 {\n\t\treg = <0x00 0x40000000 0x00 0xc0000000>;\n\t\t\
+                   device_type = \"memory\";\n\t};\n};\n";
+        let out = carve_pmem(dts, 3 << 30, 1 << 30).unwrap();
+        assert!(out.contains("reg = <0x0 0x40000000 0x0 0x80000000>;"), "{out}");
+        assert!(out.contains(
+            "pmem@c0000000 {\n\t\tcompatible = \"pmem-region\";\n\t\treg = <0x0 0xc0000000 0x0 0x40000000>;"
+        ));
+        assert!(out.trim_end().ends_with("};\n};"), "{out}");
+        // Inside the node: the memory on both sides stays.
+        let mid = carve_pmem(dts, 2 << 30, 1 << 30).unwrap();
+        assert!(
+            mid.contains("reg = <0x0 0x40000000 0x0 0x40000000 0x0 0xc0000000 0x0 0x40000000>;"),
+            "{mid}"
+        );
+        // A carve-out outside every memory node is refused.
+        assert!(carve_pmem(dts, 4 << 30, 1 << 30).is_err());
+        assert!(carve_pmem("/ {\n};\n", 3 << 30, 1 << 30).is_err());
     }
 
     #[test]

@@ -212,9 +212,10 @@ pub const SCENARIOS: &[Scenario] = &[
         hotplug: None,
         boot: None,
     },
-    // arm64 (`virt`, RAM from 1 GiB) and riscv64 (RAM from 2 GiB): the top 1 GiB of 3 GiB of RAM
-    // as a device-tree pmem region (QEMU 10.0 has no virtio-pmem-pci for either machine, and the
-    // nvdimm of arm64's `virt` is described by ACPI only), namespaces set up through sysfs.
+    // arm64 (`virt`, RAM from 1 GiB): the top 1 GiB of 3 GiB of RAM as a device-tree pmem
+    // region (QEMU 10.0 has no virtio-pmem-pci for either machine, and the nvdimm of arm64's
+    // `virt` is described by ACPI only), namespaces set up through sysfs. riscv64 (RAM from 2
+    // GiB): [4 GiB, 5 GiB) of 3.5 GiB, below the device tree QEMU puts at the top of RAM.
     pmem_on(Arch::Arm64, "arm64-fsdax-mem", "1G!3G", 3072, Pmem { mode: "fsdax", map: "mem", align: None }),
     pmem_on(Arch::Arm64, "arm64-fsdax-dev", "1G!3G", 3072, Pmem { mode: "fsdax", map: "dev", align: None }),
     pmem_on(Arch::Arm64, "arm64-devdax-4k-mem", "1G!3G", 3072, dd("mem", "4K")),
@@ -224,11 +225,11 @@ pub const SCENARIOS: &[Scenario] = &[
         Arch::Riscv64,
         "riscv64-fsdax-dev",
         "1G!4G",
-        3072,
+        3584,
         Pmem { mode: "fsdax", map: "dev", align: None },
     ),
-    pmem_on(Arch::Riscv64, "riscv64-devdax-2m-mem", "1G!4G", 3072, dd("mem", "2M")),
-    pmem_on(Arch::Riscv64, "riscv64-devdax-2m-dev", "1G!4G", 3072, dd("dev", "2M")),
+    pmem_on(Arch::Riscv64, "riscv64-devdax-2m-mem", "1G!4G", 3584, dd("mem", "2M")),
+    pmem_on(Arch::Riscv64, "riscv64-devdax-2m-dev", "1G!4G", 3584, dd("dev", "2M")),
     // arm64: runtime 2 MiB hugetlb pages and boot-time 1 GiB pages.
     Scenario {
         name: "arm64-hugetlb-2m",
@@ -358,10 +359,11 @@ impl Scenario {
         match self.memmap {
             Some(m) if self.arch == Arch::Amd64 => a.push(format!("memmap={m}")),
             // QEMU's arm64 `virt` writes its own memory node into a `-dtb`, so the kernel is
-            // kept off the carve-out (the top of RAM) by `mem=`.
+            // kept to the RAM below the carve-out by `mem=`.
             Some(m) => {
-                let size_mb = crate::run::parse_carve(m).map_or(0, |(size, _)| size >> 20);
-                a.push(format!("mem={}M", self.mem_mb.saturating_sub(size_mb)));
+                let ram_base = if self.arch == Arch::Riscv64 { 2 << 30 } else { 1 << 30 };
+                let below = crate::run::parse_carve(m).map_or(0, |(_, start)| start.saturating_sub(ram_base));
+                a.push(format!("mem={}M", below >> 20));
             }
             None => {}
         }
@@ -510,5 +512,53 @@ done
             }
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_x86_pmem_is_a_device_tree_carve_out_set_up_through_sysfs() {
+        let sc = find("arm64-devdax-2m-dev").unwrap();
+        // No `memmap=` outside x86-64: the kernel is kept off the carve-out with `mem=`.
+        assert!(sc.append().contains(&"mem=2048M".to_string()));
+        assert!(!sc.append().iter().any(|a| a.starts_with("memmap=")));
+        let script = sc.script();
+        for line in [
+            "read seed < /sys/bus/nd/devices/region0/dax_seed",
+            "w $d/mode pmem",
+            "w $d/align $(( 2 << 20 ))",
+            "w /sys/bus/nd/drivers_probe $seed",
+        ] {
+            assert!(script.contains(line), "{line}: {script}");
+        }
+        assert!(!script.contains("ndctl"));
+        let fsdax = find("arm64-fsdax-mem").unwrap().script();
+        assert!(fsdax.contains("pfn_seed") && fsdax.contains("w $d/mode ram") && !fsdax.contains("align"));
+        // x86-64 keeps ndctl and `memmap=`.
+        let x86 = find("devdax-2m-dev").unwrap();
+        assert!(x86.script().starts_with("run ndctl create-namespace"));
+        assert!(x86.append().contains(&"memmap=1G!4G".to_string()));
+    }
+
+    #[test]
+    fn hot_added_memory_waits_for_the_devices_blocks_off_x86() {
+        // ppc64el: the host's device_add comes after `@@hotplug-wait`; DLPAR onlines the blocks,
+        // into ZONE_MOVABLE only as the default state.
+        let ppc = find("ppc64el-hotplug-512m-movable").unwrap();
+        assert!(ppc.append().contains(&"memhp_default_state=online_movable".to_string()));
+        let late = ppc.late_script();
+        assert!(late.contains("exp=$(( 536870912 / 0x$bs ))") && late.contains("= online ]"));
+        assert!(late.find("@@hotplug-wait").unwrap() < late.find("@@ready").unwrap());
+        let normal = find("ppc64el-hotplug-512m-normal").unwrap();
+        assert_eq!(normal.numa_mb, &[2048, 0]);
+        assert!(normal.append().contains(&"memhp_default_state=offline".to_string()));
+        // arm64: virtio-mem adds its blocks offline; the guest waits for them, then onlines.
+        let arm = find("arm64-hotplug-256m-normal").unwrap().late_script();
+        assert!(arm.contains("= offline ]") && arm.contains("echo online_kernel > $b/state"));
+        // x86-64: the DIMM is there from boot, nothing to wait for.
+        assert!(!find("hotplug-256m-normal").unwrap().late_script().contains("@@hotplug-wait"));
     }
 }
