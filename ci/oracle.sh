@@ -14,7 +14,7 @@ start=$(date +%s)
 sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
 need=()
-for pkg in busybox-static ndctl xz-utils file; do
+for pkg in busybox-static ndctl xz-utils file device-tree-compiler; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -9,7 +9,8 @@ pub struct Pmem {
     pub mode: &'static str,
     /// `-M`: `mem` (struct pages in RAM) or `dev` (in the namespace, through an altmap).
     pub map: &'static str,
-    /// `-a` for devdax (`4K`, `2M`, `1G`); `None` for fsdax.
+    /// `-a` for devdax (`4K`, `2M`, `1G`, or `PMD`: the kernel's PMD huge page, 2 MiB with 4 KiB
+    /// pages and 32 MiB with 16 KiB, off x86-64); `None` for fsdax.
     pub align: Option<&'static str>,
 }
 
@@ -219,8 +220,8 @@ pub const SCENARIOS: &[Scenario] = &[
     pmem_on(Arch::Arm64, "arm64-fsdax-mem", "1G!3G", 3072, Pmem { mode: "fsdax", map: "mem", align: None }),
     pmem_on(Arch::Arm64, "arm64-fsdax-dev", "1G!3G", 3072, Pmem { mode: "fsdax", map: "dev", align: None }),
     pmem_on(Arch::Arm64, "arm64-devdax-4k-mem", "1G!3G", 3072, dd("mem", "4K")),
-    pmem_on(Arch::Arm64, "arm64-devdax-2m-mem", "1G!3G", 3072, dd("mem", "2M")),
-    pmem_on(Arch::Arm64, "arm64-devdax-2m-dev", "1G!3G", 3072, dd("dev", "2M")),
+    pmem_on(Arch::Arm64, "arm64-devdax-pmd-mem", "1G!3G", 3072, dd("mem", "PMD")),
+    pmem_on(Arch::Arm64, "arm64-devdax-pmd-dev", "1G!3G", 3072, dd("dev", "PMD")),
     pmem_on(
         Arch::Riscv64,
         "riscv64-fsdax-dev",
@@ -326,7 +327,11 @@ w $d/uuid 5b0c8f3e-6a2d-4e1f-9c7b-2d4e6f8a0b1c
 w $d/mode {location}
 "
     );
-    if let Some(a) = p.align {
+    if p.align == Some("PMD") {
+        // `supported_alignments` lists PAGE_SIZE, the PMD size and (where the kernel maps PUD
+        // pages) the PUD size, ascending.
+        s.push_str("read -r a pmd rest < $d/supported_alignments\nw $d/align $pmd\n");
+    } else if let Some(a) = p.align {
         let (n, unit) = a.split_at(a.len() - 1);
         let shift = match unit {
             "K" => 10,
@@ -521,9 +526,10 @@ mod tests {
 
     #[test]
     fn off_x86_pmem_is_a_device_tree_carve_out_set_up_through_sysfs() {
-        let sc = find("arm64-devdax-2m-dev").unwrap();
+        let sc = find("riscv64-devdax-2m-dev").unwrap();
         // No `memmap=` outside x86-64: the kernel is kept off the carve-out with `mem=`.
         assert!(sc.append().contains(&"mem=2048M".to_string()));
+        assert!(find("arm64-devdax-pmd-dev").unwrap().script().contains("w $d/align $pmd"));
         assert!(!sc.append().iter().any(|a| a.starts_with("memmap=")));
         let script = sc.script();
         for line in [
