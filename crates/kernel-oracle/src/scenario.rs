@@ -224,6 +224,13 @@ pub const SCENARIOS: &[Scenario] = &[
     pmem_on(Arch::Arm64, "arm64-devdax-pmd-dev", "1G!3G", 3072, dd("dev", "PMD")),
     pmem_on(
         Arch::Riscv64,
+        "riscv64-fsdax-mem",
+        "1G!4G",
+        3584,
+        Pmem { mode: "fsdax", map: "mem", align: None },
+    ),
+    pmem_on(
+        Arch::Riscv64,
         "riscv64-fsdax-dev",
         "1G!4G",
         3584,
