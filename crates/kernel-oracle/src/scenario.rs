@@ -9,8 +9,8 @@ pub struct Pmem {
     pub mode: &'static str,
     /// `-M`: `mem` (struct pages in RAM) or `dev` (in the namespace, through an altmap).
     pub map: &'static str,
-    /// `-a` for devdax (`4K`, `2M`, `1G`, or `PMD`: the kernel's PMD huge page, 2 MiB with 4 KiB
-    /// pages and 32 MiB with 16 KiB, off x86-64); `None` for fsdax.
+    /// `-a` for devdax (`4K`, `2M`, `1G`; off x86-64 also `PAGE`, the kernel's page size, and
+    /// `PMD`, its PMD huge page: 2 MiB with 4 KiB pages, 32 MiB with 16 KiB); `None` for fsdax.
     pub align: Option<&'static str>,
 }
 
@@ -219,7 +219,7 @@ pub const SCENARIOS: &[Scenario] = &[
     // GiB): [4 GiB, 5 GiB) of 3.5 GiB, below the device tree QEMU puts at the top of RAM.
     pmem_on(Arch::Arm64, "arm64-fsdax-mem", "1G!3G", 3072, Pmem { mode: "fsdax", map: "mem", align: None }),
     pmem_on(Arch::Arm64, "arm64-fsdax-dev", "1G!3G", 3072, Pmem { mode: "fsdax", map: "dev", align: None }),
-    pmem_on(Arch::Arm64, "arm64-devdax-4k-mem", "1G!3G", 3072, dd("mem", "4K")),
+    pmem_on(Arch::Arm64, "arm64-devdax-page-mem", "1G!3G", 3072, dd("mem", "PAGE")),
     pmem_on(Arch::Arm64, "arm64-devdax-pmd-mem", "1G!3G", 3072, dd("mem", "PMD")),
     pmem_on(Arch::Arm64, "arm64-devdax-pmd-dev", "1G!3G", 3072, dd("dev", "PMD")),
     pmem_on(
@@ -334,10 +334,11 @@ w $d/uuid 5b0c8f3e-6a2d-4e1f-9c7b-2d4e6f8a0b1c
 w $d/mode {location}
 "
     );
-    if p.align == Some("PMD") {
+    if let Some(which @ ("PAGE" | "PMD")) = p.align {
         // `supported_alignments` lists PAGE_SIZE, the PMD size and (where the kernel maps PUD
         // pages) the PUD size, ascending.
-        s.push_str("read -r a pmd rest < $d/supported_alignments\nw $d/align $pmd\n");
+        let var = if which == "PAGE" { "page" } else { "pmd" };
+        s.push_str(&format!("read -r page pmd rest < $d/supported_alignments\nw $d/align ${var}\n"));
     } else if let Some(a) = p.align {
         let (n, unit) = a.split_at(a.len() - 1);
         let shift = match unit {
