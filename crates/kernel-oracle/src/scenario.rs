@@ -416,8 +416,9 @@ impl Scenario {
     }
 
     /// The part of the guest script that runs last (`/late.sh`, sourced by `/init` after it
-    /// printed what it reports and before `@@ready`): the hotplug configurations online the
-    /// DIMM's memory blocks there, in ascending order, report the blocks, print `@@ready`
+    /// printed what it reports and before `@@ready`): the hotplug configurations (off x86-64
+    /// after polling for the device's blocks) online the offline ones there, in ascending order,
+    /// report the blocks, print `@@ready`
     /// themselves and then wait on the console with shell builtins only, so that nothing the
     /// guest does after onlining forks a process (the host stops the guest before reading it).
     #[must_use]
