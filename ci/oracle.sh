@@ -7,7 +7,7 @@
 # ORACLE_CONFIGS="a b c" picks configurations (default: four that together exercise every
 # kernel behaviour the model distinguishes; "all" for every x86-64 configuration). Fails when
 # any struct page or pageblock differs from the model. Without ORACLE_CONFIGS it also boots one
-# riscv64 and one ppc64el configuration (Debian's 7.2 for those architectures, QEMU 10 from
+# riscv64 and two ppc64el configurations (Debian's 7.2 for those architectures, QEMU 10 from
 # bookworm-backports). The cache is ${XDG_CACHE_HOME:-$HOME/.cache}/memmap-oracle.
 source "$(dirname "$0")/env.sh"
 start=$(date +%s)
