@@ -7,14 +7,14 @@
 # ORACLE_CONFIGS="a b c" picks configurations (default: four that together exercise every
 # kernel behaviour the model distinguishes; "all" for every x86-64 configuration). Fails when
 # any struct page or pageblock differs from the model. Without ORACLE_CONFIGS it also boots one
-# riscv64 and one ppc64el configuration (Debian's 7.2 for those architectures, QEMU 10 from
+# riscv64 and two ppc64el configurations (Debian's 7.2 for those architectures, QEMU 10 from
 # bookworm-backports). The cache is ${XDG_CACHE_HOME:-$HOME/.cache}/memmap-oracle.
 source "$(dirname "$0")/env.sh"
 start=$(date +%s)
 sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
 need=()
-for pkg in busybox-static ndctl xz-utils file; do
+for pkg in busybox-static ndctl xz-utils file device-tree-compiler; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -73,11 +73,13 @@ configs=${ORACLE_CONFIGS:-"fsdax-dev devdax-2m-mem-early-section hotplug-256m-no
 if [ "$configs" = all ]; then set -- --all; else set -- $configs; fi
 $oracle run "$@" --out target/kernel-oracle --force --golden crates/kernel-oracle/golden
 # One boot per further architecture: riscv64's boot-time 1 GiB page with HVO (optimized after
-# boot: no SPARSEMEM_VMEMMAP_PREINIT) and ppc64el's run-time 2 MiB pages (its own list poison).
+# boot: no SPARSEMEM_VMEMMAP_PREINIT) and ppc64el's run-time 2 MiB pages (its own list poison),
+# and ppc64el's memory hotplug (a DIMM added with QMP after boot, onlined by DLPAR into a node
+# without memory, 16 MiB MAX_PAGE_ORDER blocks).
 if [ -z "${ORACLE_CONFIGS:-}" ]; then
     $oracle run --kernel 7.2-riscv64 riscv64-hugetlb-1g-hvo-on --out target/kernel-oracle --force \
         --golden crates/kernel-oracle/golden
-    $oracle run --kernel 7.2-ppc64el ppc64el-hugetlb-2m --out target/kernel-oracle --force \
+    $oracle run --kernel 7.2-ppc64el ppc64el-hugetlb-2m ppc64el-hotplug-512m-normal --out target/kernel-oracle --force \
         --golden crates/kernel-oracle/golden
 fi
 # The module configurations (docs/linux-module.md): memmap_stream.ko on the Rust-enabled 7.2

@@ -58,9 +58,10 @@ pub struct Extract {
     pub regions: Vec<RegionExtract>,
 }
 
-/// The runs kept for region `r`.
+/// The runs kept for region `r` of a kernel with `MAX_PAGE_ORDER` `max_order` and
+/// `pageblock_order` `pb_order`.
 #[must_use]
-pub fn runs_for(r: &Region) -> Vec<Run> {
+pub fn runs_for(r: &Region, max_order: u32, pb_order: u32) -> Vec<Run> {
     let geo = Geometry::of(r);
     let (start, end) = (r.start_pfn, r.start_pfn + r.nr_pages);
     let init = geo.init_start;
@@ -83,12 +84,12 @@ pub fn runs_for(r: &Region) -> Vec<Run> {
     if r.kind == "hotplug" {
         // The first and the last free MAX_PAGE_ORDER block: head (with its free-list links) and
         // the struct page one pageblock in (the list poison), and a head the guest allocated.
-        let block = 1u64 << crate::run::MAX_PAGE_ORDER;
+        let (block, pb) = (1u64 << max_order, 1u64 << pb_order);
         let blocks = (start.next_multiple_of(block)..end).step_by(block as usize);
         let free: Vec<u64> = blocks.filter(|b| !r.allocated_blocks.contains(b)).collect();
         for b in [free.first(), free.last()].into_iter().flatten() {
             v.push((b.saturating_sub(2), b + 4));
-            v.push((b + 510, b + 514));
+            v.push((b + pb - 2, b + pb + 2));
         }
         if let Some(&a) = r.allocated_blocks.last() {
             v.push((a, a + 2));
@@ -129,9 +130,10 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
     let out = crate::files::create_dirs_below(golden, &Path::new(kernel).join(config))?;
     let mut pages = Vec::new();
     let mut regions = Vec::new();
+    let max_order = crate::run::max_page_order(&facts.kernel.kconfig)?;
     for (i, r) in facts.regions.iter().enumerate() {
         let bytes = facts.region_bytes(dump, i)?;
-        let runs = runs_for(r);
+        let runs = runs_for(r, max_order, facts.pageblock_order);
         let first_vpage = r.start_pfn * SP / 4096;
         let mut gpa = BTreeMap::new();
         for run in &runs {
@@ -559,7 +561,7 @@ mod tests {
     fn runs_are_disjoint_sorted_and_inside_the_region() {
         for (nr, order) in [(512u64, 9u32), (1 << 18, 18)] {
             let r = region(0x100000, nr, order);
-            let runs = runs_for(&r);
+            let runs = runs_for(&r, 10, 9);
             assert!(runs.windows(2).all(|w| w[0].start_pfn + w[0].nr_pages < w[1].start_pfn));
             assert!(
                 runs.iter()

@@ -106,6 +106,10 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> R
         a.extend(["-m".into(), format!("{}M", sc.mem_mb)]);
     }
     for (i, mb) in sc.numa_mb.iter().enumerate() {
+        if *mb == 0 {
+            a.extend(["-numa".into(), format!("node,nodeid={i}")]);
+            continue;
+        }
         a.extend(["-object".into(), format!("memory-backend-ram,id=m{i},size={mb}M")]);
         a.extend(["-numa".into(), format!("node,nodeid={i},memdev=m{i}")]);
     }
@@ -121,19 +125,158 @@ fn qemu_command(kernel: &Kernel, sc: &Scenario, initrd: &Path, work: &Path) -> R
             "virtio-pmem-pci,memdev=pm0,id=vp0".into(),
         ]);
     }
-    if let Some(hp) = sc.hotplug {
-        a.extend([
+    match (sc.hotplug, sc.arch) {
+        // pseries: the DIMM comes after boot (`hot_add_dimm`).
+        (None, _) | (Some(_), Arch::Ppc64el) => {}
+        (Some(hp), Arch::Arm64) => a.extend([
             "-object".into(),
             format!("memory-backend-ram,id=hp0,size={}M", hp.size_mb),
             "-device".into(),
-            "pc-dimm,id=dimm0,memdev=hp0".into(),
-        ]);
+            format!("virtio-mem-pci,id={HOTPLUG_DEVICE},memdev=hp0,requested-size={}M", hp.size_mb),
+        ]),
+        (Some(hp), _) => a.extend([
+            "-object".into(),
+            format!("memory-backend-ram,id=hp0,size={}M", hp.size_mb),
+            "-device".into(),
+            format!("pc-dimm,id={HOTPLUG_DEVICE},memdev=hp0"),
+        ]),
     }
     append.extend(sc.append());
     a.extend(["-kernel".into(), kernel.image.display().to_string()]);
     a.extend(["-initrd".into(), initrd.display().to_string()]);
     a.extend(["-append".into(), append.join(" ")]);
     Ok((qemu.to_string(), a))
+}
+
+/// `SIZE!START` (`1G!3G`, `960M!4160M`) as bytes `(size, start)`.
+///
+/// # Errors
+///
+/// Not two sizes in M or G around a `!`.
+pub fn parse_carve(carve: &str) -> Result<(u64, u64)> {
+    let bytes = |v: &str| -> Option<u64> {
+        let (n, unit) = v.split_at(v.len().checked_sub(1)?);
+        let shift = match unit {
+            "M" => 20,
+            "G" => 30,
+            _ => return None,
+        };
+        n.parse::<u64>().ok()?.checked_mul(1 << shift)
+    };
+    let (size, start) = carve.split_once('!').context("no '!'")?;
+    bytes(size).zip(bytes(start)).with_context(|| format!("{carve:?}: expected SIZE!START in M or G"))
+}
+
+/// The device tree `dts` (dtc's text) with the carve-out `[start, start + size)` taken out of the
+/// memory node that holds it and declared a `pmem-region` node, which the kernel's of_pmem
+/// driver turns into a label-less pmem region.
+fn carve_pmem(dts: &str, start: u64, size: u64) -> Result<String> {
+    let cells = |v: u64| format!("{:#x} {:#x}", v >> 32, v & 0xffff_ffff);
+    let mut out = String::new();
+    let mut rest = dts;
+    let mut found = false;
+    while let Some(i) = rest.find("memory@") {
+        let end = rest[i..].find("};").context("a memory node without its end")? + i;
+        let node = &rest[i..end];
+        out.push_str(&rest[..i]);
+        let reg = node.find("reg = <").map(|r| r + 7);
+        let parsed = reg.and_then(|r| {
+            let close = node[r..].find('>')? + r;
+            let c: Vec<u64> = node[r..close]
+                .split_whitespace()
+                .filter_map(|w| u64::from_str_radix(w.strip_prefix("0x")?, 16).ok())
+                .collect();
+            match c[..] {
+                [a, b, x, y] => Some((r, close, (a << 32) | b, (x << 32) | y)),
+                _ => None,
+            }
+        });
+        match parsed {
+            Some((r, close, base, len)) if base < start && start + size <= base + len => {
+                out.push_str(&node[..r]);
+                out.push_str(&format!("{} {}", cells(base), cells(start - base)));
+                if start + size < base + len {
+                    out.push_str(&format!(" {} {}", cells(start + size), cells(base + len - start - size)));
+                }
+                out.push_str(&node[close..]);
+                found = true;
+            }
+            _ => out.push_str(node),
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    if !found {
+        bail!("no memory node of the device tree ends with the pmem carve-out [{start:#x}, +{size:#x})");
+    }
+    let root_end = out.rfind("};").context("the device tree has no root node")?;
+    out.insert_str(
+        root_end,
+        &format!(
+            "\tpmem@{start:x} {{\n\t\tcompatible = \"pmem-region\";\n\t\treg = <{} {}>;\n\t}};\n",
+            cells(start),
+            cells(size)
+        ),
+    );
+    Ok(out)
+}
+
+/// arm64 and riscv64: the device tree QEMU builds for `qemu args` (`-machine dumpdtb`, read with
+/// `dtc`) with the `memmap` carve-out as a pmem region ([`carve_pmem`]), compiled into
+/// `work/pmem.dtb` for `-dtb`.
+fn pmem_dtb(qemu: &str, args: &[String], carve: &str, work: &Path) -> Result<PathBuf> {
+    let (size, start) = parse_carve(carve).with_context(|| format!("the carve-out {carve:?}"))?;
+    let raw = work.join("qemu.dtb");
+    let mut a = args.to_vec();
+    a.extend(["-machine".into(), format!("dumpdtb={}", crate::files::qemu_opt_path(&raw)?)]);
+    a.extend(["-display".into(), "none".into()]);
+    crate::cmd::run(qemu, &a, None, Duration::from_secs(60)).context("dumping QEMU's device tree")?;
+    let dtc = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_string()).collect();
+        crate::cmd::run("dtc", &args, None, Duration::from_secs(60))
+            .context("dtc (Debian's device-tree-compiler) failed or is not installed")
+    };
+    let raw_s = raw.display().to_string();
+    let dts = dtc(&["-q", "-I", "dtb", "-O", "dts", &raw_s])?.stdout;
+    let src = work.join("pmem.dts");
+    crate::files::write_file(&src, carve_pmem(&dts, start, size)?.as_bytes())?;
+    let out = work.join("pmem.dtb");
+    dtc(&["-q", "-I", "dts", "-O", "dtb", "-o", &out.display().to_string(), &src.display().to_string()])?;
+    Ok(out)
+}
+
+/// QEMU's id of the hot-added memory device.
+const HOTPLUG_DEVICE: &str = "dimm0";
+
+/// pseries: once the guest prints `@@hotplug-wait`, adds a `pc-dimm` of `size_mb` with QMP
+/// (`object-add`, `device_add`) to `node` (QEMU's default where `None`); the kernel's DLPAR
+/// handler adds and onlines its memory blocks.
+fn hot_add_dimm(guest: &mut Guest, size_mb: u64, node: Option<usize>, timeout: Duration) -> Result<()> {
+    let start = Instant::now();
+    while !guest.console().text.contains("\n@@hotplug-wait\n") {
+        let c = guest.console();
+        if c.text.contains("@@fail ") || c.text.contains("Kernel panic") || start.elapsed() > timeout {
+            let tail: Vec<&str> = c.text.lines().rev().take(30).collect();
+            bail!(
+                "the guest did not wait for the DIMM within {} s\n--- console tail ---\n{}",
+                timeout.as_secs(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let qmp = guest.qmp();
+    qmp.execute(
+        "object-add",
+        serde_json::json!({"qom-type": "memory-backend-ram", "id": "hp0", "size": size_mb << 20}),
+    )?;
+    let mut dev = serde_json::json!({"driver": "pc-dimm", "id": HOTPLUG_DEVICE, "memdev": "hp0"});
+    if let Some(n) = node {
+        dev["node"] = n.into();
+    }
+    qmp.execute("device_add", dev)?;
+    eprintln!("  added a {size_mb} MiB pc-dimm after {:.1} s", start.elapsed().as_secs_f64());
+    Ok(())
 }
 
 /// `PAGE_SHIFT` from the kernel's `.config` (`CONFIG_PAGE_SHIFT`, since Linux 6.8; 12 when a
@@ -568,10 +711,22 @@ pub fn run(kernel: &Kernel, sc: &Scenario, opts: &RunOptions) -> Result<Facts> {
     let base = initramfs::base(kernel, &opts.cache)?;
     let initrd = work.join("initrd.img");
     crate::files::write_file(&initrd, &initramfs::with_scenario(&base, &sc.script(), &sc.late_script()))?;
-    let (qemu, args) = qemu_command(kernel, sc, &initrd, &work)?;
+    let (qemu, mut args) = qemu_command(kernel, sc, &initrd, &work)?;
+    if let Some(carve) = sc.memmap.filter(|_| sc.arch != Arch::Amd64) {
+        let dtb = pmem_dtb(&qemu, &args, carve, &work)?;
+        args.extend(["-dtb".into(), dtb.display().to_string()]);
+    }
     let qemu_version = Guest::version(&qemu)?;
     let mut guest = Guest::start(&qemu, &args, &work)?;
-    let console = match guest.wait_ready(opts.timeout) {
+    let added = match sc.hotplug {
+        Some(hp) if sc.arch == Arch::Ppc64el => {
+            // The node without memory, where there is one.
+            let node = sc.numa_mb.iter().rposition(|&mb| mb == 0);
+            hot_add_dimm(&mut guest, hp.size_mb, node, opts.timeout)
+        }
+        _ => Ok(()),
+    };
+    let console = match added.and_then(|()| guest.wait_ready(opts.timeout)) {
         Ok(c) => c,
         Err(e) => {
             let _ = crate::files::write_file(&opts.out.join("console.log"), guest.console().text.as_bytes());
@@ -922,15 +1077,18 @@ impl Dumper<'_> {
     /// range from the holder's data offset, its pageblocks where they can be read (amd64).
     fn pmem(&mut self, p: Pmem) -> Result<()> {
         let ns = Namespace::of(&self.block("nd"))?;
-        let start_pfn = ns.start / 4096;
-        let nr = ns.size / 4096;
-        let dataoff = (ns.data_start - ns.start) / 4096;
+        let shift = self.page_shift;
+        let start_pfn = ns.start >> shift;
+        let nr = ns.size >> shift;
+        let dataoff = (ns.data_start - ns.start) >> shift;
         // nvdimm's __nvdimm_setup_pfn: base_pfn = the (subsection-aligned) namespace start,
-        // reserve = the 8 KiB info block, free = the rest of the data offset.
+        // reserve = the info block (`ALIGN(SZ_8K, PAGE_SIZE)`: 2 pages of 4 KiB, 1 of 16 or 64
+        // KiB), free = the rest of the data offset.
+        let reserve = 8192u64.div_ceil(1 << shift);
         let altmap =
-            (ns.mode == "pmem").then(|| Altmap { base_pfn: start_pfn, reserve: 2, free: dataoff - 2 });
+            (ns.mode == "pmem").then(|| Altmap { base_pfn: start_pfn, reserve, free: dataoff - reserve });
         let init_start = start_pfn + altmap.map_or(0, |a| a.reserve + a.free);
-        let vmemmap_shift = if p.mode == "devdax" { (ns.align / 4096).trailing_zeros() } else { 0 };
+        let vmemmap_shift = if p.mode == "devdax" { (ns.align >> shift).trailing_zeros() } else { 0 };
         eprintln!(
             "  namespace pfns [{start_pfn:#x}, {:#x}) holder {} mode {} align {} data offset {dataoff} pfns",
             start_pfn + nr,
@@ -940,14 +1098,14 @@ impl Dumper<'_> {
         );
         let (bytes, gpas) = self.dump(start_pfn, nr)?;
         let pageblocks = match self.sysmap.addr("mem_section") {
-            Some(ms) if self.arch == Arch::Amd64 => match self.pageblocks(ms, start_pfn, nr) {
+            Some(ms) => match self.pageblocks(ms, start_pfn, nr) {
                 Ok(p) => Some(p),
                 Err(e) => {
                     eprintln!("  note: pageblock migrate types not read: {e:#}");
                     None
                 }
             },
-            _ => None,
+            None => None,
         };
         let io = ((init_start - start_pfn) * STRUCT_PAGE) as usize;
         let first = bytes.get(io..io + 64).context("init start beyond the namespace")?;
@@ -1015,12 +1173,17 @@ impl Dumper<'_> {
         let devs = self.qmp.execute("query-memory-devices", serde_json::json!({}))?;
         let dimm = devs
             .as_array()
-            .and_then(|a| a.iter().find(|d| d["data"]["id"] == "dimm0"))
-            .context("QEMU reports no dimm0 (query-memory-devices)")?;
-        let addr = dimm["data"]["addr"].as_u64().context("dimm0 addr")?;
-        let size = dimm["data"]["size"].as_u64().context("dimm0 size")?;
-        if size / 4096 == 0
-            || size / 4096 > crate::facts::MAX_REGION_PAGES
+            .and_then(|a| a.iter().find(|d| d["data"]["id"] == HOTPLUG_DEVICE))
+            .with_context(|| format!("QEMU reports no {HOTPLUG_DEVICE} (query-memory-devices)"))?;
+        // A pc-dimm's first byte is `addr`, a virtio-mem device's `memaddr`.
+        let addr = dimm["data"]["addr"]
+            .as_u64()
+            .or_else(|| dimm["data"]["memaddr"].as_u64())
+            .context("the memory device's address")?;
+        let size = dimm["data"]["size"].as_u64().context("the memory device's size")?;
+        let page = 1u64 << self.page_shift;
+        if size / page == 0
+            || size / page > crate::facts::MAX_REGION_PAGES
             || addr.checked_add(size).is_none()
         {
             bail!(
@@ -1028,8 +1191,8 @@ impl Dumper<'_> {
                 crate::facts::MAX_REGION_PAGES
             );
         }
-        let block_pages = online_blocks(&self.block("hotplug"), addr, size)?;
-        let (start_pfn, nr) = (addr / 4096, size / 4096);
+        let block_pages = online_blocks(&self.block("hotplug"), addr, size, self.page_shift)?;
+        let (start_pfn, nr) = (addr / page, size / page);
         eprintln!(
             "  DIMM pfns [{start_pfn:#x}, {:#x}), {block_pages} pages per memory block",
             start_pfn + nr
@@ -1041,7 +1204,7 @@ impl Dumper<'_> {
         let region = Region {
             online_type: Some(hp.online_type().into()),
             memory_block_pages: Some(block_pages),
-            allocated_blocks: allocated_blocks(&bytes, start_pfn, MAX_PAGE_ORDER),
+            allocated_blocks: allocated_blocks(&bytes, start_pfn, self.max_order),
             pageblock_first_pfn: Some(pb_first),
             pageblock_migratetypes: pbs,
             vmemmap_gpa: gpas,
@@ -1148,17 +1311,17 @@ impl Dumper<'_> {
 
 /// Pages per memory block from the guest's `hotplug` block, after checking that every memory
 /// block of the DIMM at `[addr, addr + size)` is online.
-fn online_blocks(hb: &str, addr: u64, size: u64) -> Result<u64> {
+fn online_blocks(hb: &str, addr: u64, size: u64, page_shift: u32) -> Result<u64> {
     let bs = hb
         .lines()
         .find_map(|l| l.strip_prefix("block_size_bytes "))
         .context("the guest did not report block_size_bytes")?;
-    let block_pages = u64::from_str_radix(bs.trim(), 16).context("block_size_bytes")? / 4096;
+    let block_pages = u64::from_str_radix(bs.trim(), 16).context("block_size_bytes")? >> page_shift;
     if block_pages == 0 {
         bail!("the guest reported block_size_bytes {bs:?}: expected at least a page");
     }
-    let nr = size / 4096;
-    let first_block = addr / 4096 / block_pages;
+    let nr = size >> page_shift;
+    let first_block = (addr >> page_shift) / block_pages;
     for k in 0..nr / block_pages {
         let name = format!("memory{}", first_block + k);
         let line = hb.lines().find(|l| l.split(' ').next() == Some(name.as_str())).unwrap_or_default();
@@ -1239,8 +1402,35 @@ mod tests {
             let e = Namespace::of(&bad).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(e.starts_with("the guest's "), "{bad}: {e:?}");
         }
-        let e = online_blocks("block_size_bytes 0\n", 1 << 32, 1 << 28).unwrap_err().to_string();
+        let e = online_blocks("block_size_bytes 0\n", 1 << 32, 1 << 28, 12).unwrap_err().to_string();
         assert!(e.contains("expected at least a page"), "{e}");
+    }
+
+    #[test]
+    fn a_pmem_carve_out_leaves_the_memory_node_and_becomes_a_pmem_region() {
+        assert_eq!(parse_carve("1G!3G").unwrap(), (1 << 30, 3 << 30));
+        assert_eq!(parse_carve("960M!4160M").unwrap(), (960 << 20, 4160 << 20));
+        for bad in ["1G", "1G!", "!3G", "1T!3G", "xG!3G", "99999999999G!1G"] {
+            assert!(parse_carve(bad).is_err(), "{bad}");
+        }
+        // QEMU's arm64 `virt` with 3 GiB: RAM [1 GiB, 4 GiB), the top 1 GiB carved out.
+        let dts = "/dts-v1/;\n\n/ {\n\tmemory@40000000 {\n\t\treg = <0x00 0x40000000 0x00 0xc0000000>;\n\t\t\
+                   device_type = \"memory\";\n\t};\n};\n";
+        let out = carve_pmem(dts, 3 << 30, 1 << 30).unwrap();
+        assert!(out.contains("reg = <0x0 0x40000000 0x0 0x80000000>;"), "{out}");
+        assert!(out.contains(
+            "pmem@c0000000 {\n\t\tcompatible = \"pmem-region\";\n\t\treg = <0x0 0xc0000000 0x0 0x40000000>;"
+        ));
+        assert!(out.trim_end().ends_with("};\n};"), "{out}");
+        // Inside the node: the memory on both sides stays.
+        let mid = carve_pmem(dts, 2 << 30, 1 << 30).unwrap();
+        assert!(
+            mid.contains("reg = <0x0 0x40000000 0x0 0x40000000 0x0 0xc0000000 0x0 0x40000000>;"),
+            "{mid}"
+        );
+        // A carve-out outside every memory node is refused.
+        assert!(carve_pmem(dts, 4 << 30, 1 << 30).is_err());
+        assert!(carve_pmem("/ {\n};\n", 3 << 30, 1 << 30).is_err());
     }
 
     #[test]

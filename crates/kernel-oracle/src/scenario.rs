@@ -9,7 +9,8 @@ pub struct Pmem {
     pub mode: &'static str,
     /// `-M`: `mem` (struct pages in RAM) or `dev` (in the namespace, through an altmap).
     pub map: &'static str,
-    /// `-a` for devdax (`4K`, `2M`, `1G`); `None` for fsdax.
+    /// `-a` for devdax (`4K`, `2M`, `1G`; off x86-64 also `PAGE`, the kernel's page size, and
+    /// `PMD`, its PMD huge page: 2 MiB with 4 KiB pages, 32 MiB with 16 KiB); `None` for fsdax.
     pub align: Option<&'static str>,
 }
 
@@ -26,9 +27,13 @@ pub struct Hugetlb {
     pub hvo: bool,
 }
 
-/// The memory a configuration hot-adds: a `pc-dimm` present from boot (ACPI hotplug memory,
-/// `memhp_default_state=offline`), onlined by the guest block by block through sysfs as the last
-/// thing it does before it is read.
+/// The memory a configuration hot-adds, by architecture: on x86-64 a `pc-dimm` present from boot
+/// (ACPI hotplug memory, `memhp_default_state=offline`); on arm64 a `virtio-mem-pci` device
+/// plugged whole (Debian's arm64 kernels have no `ACPI_HOTPLUG_MEMORY`; the `virtio_mem` driver
+/// adds its memory blocks offline); on ppc64el a `pc-dimm` the host adds after boot with QMP
+/// `device_add` (pseries DLPAR: the kernel adds and onlines it block by block). x86-64 and arm64
+/// guests online the blocks in ascending order through sysfs as the last thing they do before
+/// they are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hotplug {
     /// DIMM size in MiB (a multiple of the 128 MiB memory block).
@@ -76,9 +81,12 @@ pub struct Scenario {
     pub arch: Arch,
     /// Guest RAM in MiB.
     pub mem_mb: u64,
-    /// NUMA node sizes in MiB (empty: one node).
+    /// NUMA node sizes in MiB (empty: one node; 0: a node without memory, where a hot-added
+    /// DIMM goes).
     pub numa_mb: &'static [u64],
-    /// `memmap=SIZE!START` pmem carve-out, x86 legacy pmem (e.g. `1G!4G`).
+    /// A `SIZE!START` pmem carve-out of the guest's RAM (e.g. `1G!4G`): `memmap=` (x86 legacy
+    /// pmem) on x86-64, a device-tree `pmem-region` (of_pmem) on arm64 and riscv64. Either gives
+    /// a label-less namespace0.0.
     pub memmap: Option<&'static str>,
     /// virtio-pmem device size in MiB (arm64).
     pub virtio_pmem_mb: Option<u64>,
@@ -97,9 +105,13 @@ pub struct Scenario {
 }
 
 const fn pmem(name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) -> Scenario {
+    pmem_on(Arch::Amd64, name, memmap, mem_mb, p)
+}
+
+const fn pmem_on(arch: Arch, name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) -> Scenario {
     Scenario {
         name,
-        arch: Arch::Amd64,
+        arch,
         mem_mb,
         numa_mb: &[],
         memmap: Some(memmap),
@@ -138,9 +150,13 @@ const fn huge_on(arch: Arch, name: &'static str, mem_mb: u64, h: Hugetlb) -> Sce
 }
 
 const fn hotplug(name: &'static str, size_mb: u64, movable: bool) -> Scenario {
+    hotplug_on(Arch::Amd64, name, size_mb, movable)
+}
+
+const fn hotplug_on(arch: Arch, name: &'static str, size_mb: u64, movable: bool) -> Scenario {
     Scenario {
         name,
-        arch: Arch::Amd64,
+        arch,
         mem_mb: 2048,
         numa_mb: &[],
         memmap: None,
@@ -227,9 +243,32 @@ pub const SCENARIOS: &[Scenario] = &[
         boot: None,
         module: false,
     },
-    // arm64: runtime 2 MiB hugetlb pages and boot-time 1 GiB pages (QEMU 10.0's
-    // qemu-system-aarch64 has no virtio-pmem-pci, and `memmap=` is x86-only, so arm64 has no
-    // ZONE_DEVICE configuration here).
+    // arm64 (`virt`, RAM from 1 GiB): the top 1 GiB of 3 GiB of RAM as a device-tree pmem
+    // region (QEMU 10.0 has no virtio-pmem-pci for either machine, and the nvdimm of arm64's
+    // `virt` is described by ACPI only), namespaces set up through sysfs. riscv64 (RAM from 2
+    // GiB): [4 GiB, 5 GiB) of 3.5 GiB, below the device tree QEMU puts at the top of RAM.
+    pmem_on(Arch::Arm64, "arm64-fsdax-mem", "1G!3G", 3072, Pmem { mode: "fsdax", map: "mem", align: None }),
+    pmem_on(Arch::Arm64, "arm64-fsdax-dev", "1G!3G", 3072, Pmem { mode: "fsdax", map: "dev", align: None }),
+    pmem_on(Arch::Arm64, "arm64-devdax-page-mem", "1G!3G", 3072, dd("mem", "PAGE")),
+    pmem_on(Arch::Arm64, "arm64-devdax-pmd-mem", "1G!3G", 3072, dd("mem", "PMD")),
+    pmem_on(Arch::Arm64, "arm64-devdax-pmd-dev", "1G!3G", 3072, dd("dev", "PMD")),
+    pmem_on(
+        Arch::Riscv64,
+        "riscv64-fsdax-mem",
+        "1G!4G",
+        3584,
+        Pmem { mode: "fsdax", map: "mem", align: None },
+    ),
+    pmem_on(
+        Arch::Riscv64,
+        "riscv64-fsdax-dev",
+        "1G!4G",
+        3584,
+        Pmem { mode: "fsdax", map: "dev", align: None },
+    ),
+    pmem_on(Arch::Riscv64, "riscv64-devdax-2m-mem", "1G!4G", 3584, dd("mem", "2M")),
+    pmem_on(Arch::Riscv64, "riscv64-devdax-2m-dev", "1G!4G", 3584, dd("dev", "2M")),
+    // arm64: runtime 2 MiB hugetlb pages and boot-time 1 GiB pages.
     Scenario {
         name: "arm64-hugetlb-2m",
         arch: Arch::Arm64,
@@ -280,6 +319,16 @@ pub const SCENARIOS: &[Scenario] = &[
     hotplug("hotplug-256m-movable", 256, true),
     hotplug("hotplug-1g-normal", 1024, false),
     hotplug("hotplug-1g-movable", 1024, true),
+    // arm64 (`virt`, RAM from 1 GiB, all of it ZONE_DMA): a 256 MiB virtio-mem device right
+    // above RAM onlined into an empty ZONE_NORMAL or ZONE_MOVABLE, 128 MiB memory blocks.
+    hotplug_on(Arch::Arm64, "arm64-hotplug-256m-normal", 256, false),
+    hotplug_on(Arch::Arm64, "arm64-hotplug-256m-movable", 256, true),
+    // ppc64el (`pseries`, RAM from 0, all ZONE_NORMAL): a 512 MiB DIMM at 2 GiB added after boot,
+    // two 256 MiB LMBs that DLPAR adds and onlines one after the other. Into ZONE_NORMAL on a
+    // node without memory (node 1): node 0's ZONE_NORMAL holds the boot memory, whose free
+    // blocks the hot-added ones would be linked in front of.
+    Scenario { numa_mb: &[2048, 0], ..hotplug_on(Arch::Ppc64el, "ppc64el-hotplug-512m-normal", 512, false) },
+    hotplug_on(Arch::Ppc64el, "ppc64el-hotplug-512m-movable", 512, true),
     // The boot memmap of ordinary RAM: ZONE_DMA and ZONE_DMA32 below 2 GiB (q35), ZONE_NORMAL
     // from 4 GiB, ZONE_MOVABLE through `movablecore=`, two nodes; one vCPU (deferred init on
     // one thread) and two (in parallel).
@@ -317,6 +366,47 @@ const MODULE_SCRIPT: &str = "block memmap_stream sh -c 'insmod /mods/memmap_stre
 /// The name of the module the module configurations load.
 pub const MODULE_NAME: &str = "memmap_stream";
 
+/// The guest has no `ndctl` off x86-64: what `ndctl create-namespace -f -e namespace0.0 -m MODE
+/// -M MAP [-a ALIGN]` does to a label-less namespace, through sysfs. The raw namespace is
+/// unbound, the region's pfn (fsdax) or dax (devdax) seed gets a UUID, the memmap's location
+/// (`ram` for map=mem, `pmem` for map=dev, the altmap), the alignment and the namespace, and is
+/// probed: its driver writes the info block and maps the pages.
+fn sysfs_namespace(p: Pmem) -> String {
+    let seed = if p.mode == "devdax" { "dax_seed" } else { "pfn_seed" };
+    let location = if p.map == "dev" { "pmem" } else { "ram" };
+    let mut s = format!(
+        "w() {{ echo \"@@run echo $2 > $1\"; echo \"$2\" > \"$1\" || fail \"echo $2 > $1\"; }}
+[ -e /sys/bus/nd/devices/namespace0.0/driver ] && w /sys/bus/nd/drivers/nd_pmem/unbind namespace0.0
+read seed < /sys/bus/nd/devices/region0/{seed}
+d=/sys/bus/nd/devices/$seed
+w $d/uuid 5b0c8f3e-6a2d-4e1f-9c7b-2d4e6f8a0b1c
+w $d/mode {location}
+"
+    );
+    if let Some(which @ ("PAGE" | "PMD")) = p.align {
+        // `supported_alignments` lists PAGE_SIZE, the PMD size and (where the kernel maps PUD
+        // pages) the PUD size, ascending.
+        let var = if which == "PAGE" { "page" } else { "pmd" };
+        s.push_str(&format!("read -r page pmd rest < $d/supported_alignments\nw $d/align ${var}\n"));
+    } else if let Some(a) = p.align {
+        let (n, unit) = a.split_at(a.len() - 1);
+        let shift = match unit {
+            "K" => 10,
+            "M" => 20,
+            _ => 30,
+        };
+        s.push_str(&format!("w $d/align $(( {n} << {shift} ))\n"));
+    }
+    s.push_str(
+        "w $d/namespace namespace0.0
+w /sys/bus/nd/drivers_probe $seed
+read h < /sys/bus/nd/devices/namespace0.0/holder
+[ \"$h\" = \"$seed\" ] || fail \"namespace0.0 is held by '$h', not $seed\"
+",
+    );
+    s
+}
+
 /// Looks a configuration up by name.
 #[must_use]
 pub fn find(name: &str) -> Option<Scenario> {
@@ -328,11 +418,22 @@ impl Scenario {
     #[must_use]
     pub fn append(&self) -> Vec<String> {
         let mut a = Vec::new();
-        if let Some(m) = self.memmap {
-            a.push(format!("memmap={m}"));
+        match self.memmap {
+            Some(m) if self.arch == Arch::Amd64 => a.push(format!("memmap={m}")),
+            // QEMU's arm64 `virt` writes its own memory node into a `-dtb`, so the kernel is
+            // kept to the RAM below the carve-out by `mem=`.
+            Some(m) => {
+                let ram_base = if self.arch == Arch::Riscv64 { 2 << 30 } else { 1 << 30 };
+                let below = crate::run::parse_carve(m).map_or(0, |(_, start)| start.saturating_sub(ram_base));
+                a.push(format!("mem={}M", below >> 20));
+            }
+            None => {}
         }
-        if self.hotplug.is_some() {
-            a.push("memhp_default_state=offline".into());
+        if let Some(hp) = self.hotplug {
+            // pseries DLPAR onlines each block it adds (`dlpar_online_lmb()`, the kernel zone);
+            // into ZONE_MOVABLE only when that is the default state.
+            let movable_now = self.arch == Arch::Ppc64el && hp.movable;
+            a.push(format!("memhp_default_state={}", if movable_now { "online_movable" } else { "offline" }));
         }
         if let Some(b) = self.boot {
             // Every memblock reservation and free in the log, and room for them.
@@ -363,8 +464,9 @@ impl Scenario {
     }
 
     /// The part of the guest script that runs last (`/late.sh`, sourced by `/init` after it
-    /// printed what it reports and before `@@ready`): the hotplug configurations online the
-    /// DIMM's memory blocks there, in ascending order, report the blocks, print `@@ready`
+    /// printed what it reports and before `@@ready`): the hotplug configurations (off x86-64
+    /// after polling for the device's blocks) online the offline ones there, in ascending order,
+    /// report the blocks, print `@@ready`
     /// themselves and then wait on the console with shell builtins only, so that nothing the
     /// guest does after onlining forks a process (the host stops the guest before reading it).
     #[must_use]
@@ -374,6 +476,27 @@ impl Scenario {
         }
         let Some(hp) = self.hotplug else { return String::new() };
         let mut s = String::new();
+        if self.arch != Arch::Amd64 {
+            // The device's blocks come after boot: virtio-mem adds them offline from its work
+            // queue, DLPAR adds and onlines them once the host has sent `device_add` (it waits
+            // for `@@hotplug-wait`). Polled with builtins, a second apart.
+            let state = if self.arch == Arch::Ppc64el { "online" } else { "offline" };
+            s.push_str(&format!(
+                "read bs < /sys/devices/system/memory/block_size_bytes
+exp=$(( {size} / 0x$bs ))
+count() {{ n=0; for b in /sys/devices/system/memory/memory*; do read st < $b/state; [ \"$st\" = {state} ] && n=$((n + 1)); done; }}
+count; before=$n
+[ {state} = offline ] && before=0
+echo \"@@hotplug-wait\"
+tries=0
+while count; [ $n -lt $((before + exp)) ]; do
+  tries=$((tries + 1)); [ $tries -gt 300 ] && fail \"{state} memory blocks: $n, expected $((before + exp))\"
+  read -t 1 x
+done
+",
+                size = hp.size_mb << 20
+            ));
+        }
         s.push_str(
             "for b in /sys/devices/system/memory/memory*; do
 ",
@@ -438,6 +561,8 @@ impl Scenario {
             }
             s.push_str(&c);
             s.push('\n');
+        } else if let Some(p) = self.pmem {
+            s.push_str(&sysfs_namespace(p));
         }
         if self.module {
             s.push_str(MODULE_SCRIPT);
@@ -470,5 +595,49 @@ mod tests {
             assert!(script.contains(&format!("/mods/{MODULE_NAME}.ko")));
         }
         assert!(!find("fsdax-dev").unwrap().script().contains("insmod"));
+    }
+
+    #[test]
+    fn off_x86_pmem_is_a_device_tree_carve_out_set_up_through_sysfs() {
+        let sc = find("riscv64-devdax-2m-dev").unwrap();
+        // No `memmap=` outside x86-64: the kernel is kept off the carve-out with `mem=`.
+        assert!(sc.append().contains(&"mem=2048M".to_string()));
+        assert!(find("arm64-devdax-pmd-dev").unwrap().script().contains("w $d/align $pmd"));
+        assert!(!sc.append().iter().any(|a| a.starts_with("memmap=")));
+        let script = sc.script();
+        for line in [
+            "read seed < /sys/bus/nd/devices/region0/dax_seed",
+            "w $d/mode pmem",
+            "w $d/align $(( 2 << 20 ))",
+            "w /sys/bus/nd/drivers_probe $seed",
+        ] {
+            assert!(script.contains(line), "{line}: {script}");
+        }
+        assert!(!script.contains("ndctl"));
+        let fsdax = find("arm64-fsdax-mem").unwrap().script();
+        assert!(fsdax.contains("pfn_seed") && fsdax.contains("w $d/mode ram") && !fsdax.contains("align"));
+        // x86-64 keeps ndctl and `memmap=`.
+        let x86 = find("devdax-2m-dev").unwrap();
+        assert!(x86.script().starts_with("run ndctl create-namespace"));
+        assert!(x86.append().contains(&"memmap=1G!4G".to_string()));
+    }
+
+    #[test]
+    fn hot_added_memory_waits_for_the_devices_blocks_off_x86() {
+        // ppc64el: the host's device_add comes after `@@hotplug-wait`; DLPAR onlines the blocks,
+        // into ZONE_MOVABLE only as the default state.
+        let ppc = find("ppc64el-hotplug-512m-movable").unwrap();
+        assert!(ppc.append().contains(&"memhp_default_state=online_movable".to_string()));
+        let late = ppc.late_script();
+        assert!(late.contains("exp=$(( 536870912 / 0x$bs ))") && late.contains("= online ]"));
+        assert!(late.find("@@hotplug-wait").unwrap() < late.find("@@ready").unwrap());
+        let normal = find("ppc64el-hotplug-512m-normal").unwrap();
+        assert_eq!(normal.numa_mb, &[2048, 0]);
+        assert!(normal.append().contains(&"memhp_default_state=offline".to_string()));
+        // arm64: virtio-mem adds its blocks offline; the guest waits for them, then onlines.
+        let arm = find("arm64-hotplug-256m-normal").unwrap().late_script();
+        assert!(arm.contains("= offline ]") && arm.contains("echo online_kernel > $b/state"));
+        // x86-64: the DIMM is there from boot, nothing to wait for.
+        assert!(!find("hotplug-256m-normal").unwrap().late_script().contains("@@hotplug-wait"));
     }
 }

@@ -292,22 +292,31 @@ fn hot_added_blocks_hold_the_isolation_poison_and_few_are_allocated() {
             seen += 1;
             assert!(r.allocated_blocks.len() <= 4, "{}: {:?}", g.dir.display(), r.allocated_blocks);
             let pages: std::collections::BTreeMap<u64, &[u8]> = g.pages(i).into_iter().collect();
-            let block = 1u64 << kernel_oracle::run::MAX_PAGE_ORDER;
+            let max_order = kernel_oracle::run::max_page_order(&g.facts.kernel.kconfig).unwrap();
+            let (block, pb) = (1u64 << max_order, 1u64 << g.facts.pageblock_order);
             let first = (r.start_pfn..r.start_pfn + r.nr_pages)
                 .step_by(block as usize)
                 .find(|b| !r.allocated_blocks.contains(b))
                 .expect("a free block");
             let head = pages[&first];
-            assert!(kernel_oracle::run::is_free_block_head(head, 10), "{}", g.dir.display());
+            assert!(kernel_oracle::run::is_free_block_head(head, max_order), "{}", g.dir.display());
+            // Linked to the block above it: as its `lru.next` where a block holds two pageblocks
+            // (ascending pfn order on the list), as its `lru.prev` where it holds eight (ppc64el,
+            // 4 and 64 KiB pages: descending), as the model does.
             let next = g.facts.vmemmap_base + (first + block) * 64 + 8;
-            assert_eq!(word(head, 8), next, "{}: the next block on the list", g.dir.display());
-            // From 6.10 (7.2, 6.12) the isolation poison; 6.1 leaves the self pointers.
-            let second = pages[&(first + 512)];
-            let own = g.facts.vmemmap_base + (first + 512) * 64 + 8;
+            let at = if block / pb > 2 { 16 } else { 8 };
+            assert_eq!(word(head, at), next, "{}: the neighbour block on the list", g.dir.display());
+            // From 6.10 (7.2, 6.12) the isolation poison; 6.1 leaves the self pointers. A block
+            // of one pageblock (arm64 16K: both orders 11) is never split, so has none.
+            if pb == block {
+                continue;
+            }
+            let second = pages[&(first + pb)];
+            let own = g.facts.vmemmap_base + (first + pb) * 64 + 8;
             let expect = if g.facts.kernel.id.starts_with("6.1-") {
                 (own, own)
             } else {
-                (0xdead_0000_0000_0100, 0xdead_0000_0000_0122)
+                kernel_oracle::model::kernel_config(&g.facts).unwrap().0.list_poison()
             };
             assert_eq!((word(second, 8), word(second, 16)), expect, "{}", g.dir.display());
         }
@@ -496,4 +505,40 @@ fn a_tails_buddy_history_shows_through_its_aliases() {
     let res = torn.compare_with_model().unwrap();
     let failed = torn.checks().iter().any(|c| c.failure.is_some());
     assert!(kernel_oracle::compare::differs(&res) || failed, "an alias unlike its frame passed");
+}
+
+/// ZONE_DEVICE vmemmap dedup is the architecture's choice on 7.x: with
+/// `ARCH_WANT_OPTIMIZE_DAX_VMEMMAP` (x86-64, riscv64) vmemmap pages 2.. of a 2 MiB compound page
+/// mapped with struct pages in RAM share vmemmap page 1's frame; arm64 does not select it, so
+/// every vmemmap page has its own frame and all 512 struct pages are written.
+#[test]
+fn dax_vmemmap_dedup_follows_the_architecture_option() {
+    let mut seen = std::collections::BTreeSet::new();
+    for g in load_all().into_iter().filter(|g| g.facts.kernel.id.starts_with("7.")) {
+        for (i, r) in g.facts.regions.iter().enumerate() {
+            let c = r.vmemmap_shift.map_or(1, |s| 1u64 << s);
+            if r.kind != "zone-device"
+                || c != 512
+                || r.altmap.is_some()
+                || g.facts.config.contains("early-section")
+            {
+                continue;
+            }
+            let init = r.init_start_pfn.unwrap_or(r.start_pfn);
+            let last_head = init + (r.start_pfn + r.nr_pages - 1 - init) / c * c;
+            let vpage = last_head * 64 / 4096;
+            let frames = &g.extract.regions[i].gpa;
+            let (one, two) = (frames[&(vpage + 1)], frames[&(vpage + 2)]);
+            let option =
+                g.facts.kernel.kconfig.get("CONFIG_ARCH_WANT_OPTIMIZE_DAX_VMEMMAP").is_some_and(|v| v == "y");
+            assert_eq!(one == two, option, "{}: frames {one:#x} {two:#x}", g.dir.display());
+            seen.insert((g.facts.kernel.arch.clone(), option));
+        }
+    }
+    for want in [("amd64", true), ("riscv64", true), ("arm64", false)] {
+        assert!(
+            seen.contains(&(want.0.to_string(), want.1)),
+            "no 2 MiB map=mem extract of {want:?}: {seen:?}"
+        );
+    }
 }

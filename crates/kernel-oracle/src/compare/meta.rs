@@ -75,14 +75,20 @@ fn stale_ranges_in(v: &serde_json::Value) -> Vec<(u64, u64)> {
         .unwrap_or_default()
 }
 
-/// Compares the kernel's MOVABLE pageblocks with the model's `movable_pageblock_pfns`.
-pub(super) fn compare_pageblocks(r: &Region, model_meta: &serde_json::Value) -> Option<Vec<String>> {
-    compare_pageblocks_except(r, model_meta, |_| false)
+/// Compares the kernel's MOVABLE pageblocks (of `1 << pb_order` pages) with the model's
+/// `movable_pageblock_pfns`.
+pub(super) fn compare_pageblocks(
+    r: &Region,
+    pb_order: u32,
+    model_meta: &serde_json::Value,
+) -> Option<Vec<String>> {
+    compare_pageblocks_except(r, pb_order, model_meta, |_| false)
 }
 
 /// [`compare_pageblocks`] leaving out the pageblocks `skip` names.
 pub(super) fn compare_pageblocks_except(
     r: &Region,
+    pb_order: u32,
     model_meta: &serde_json::Value,
     skip: impl Fn(u64) -> bool,
 ) -> Option<Vec<String>> {
@@ -95,7 +101,7 @@ pub(super) fn compare_pageblocks_except(
         .collect();
     let mut out = Vec::new();
     for (i, &mt) in r.pageblock_migratetypes.iter().enumerate() {
-        let pfn = first + i as u64 * 512;
+        let pfn = first + ((i as u64) << pb_order);
         if skip(pfn) {
             continue;
         }

@@ -64,6 +64,9 @@ pub fn compare_regions(
     let mut renames: BTreeMap<String, String> = BTreeMap::new();
     let mut models = Models::new(facts);
     let shared = shared_hugetlb_gpas(facts, &models.hugetlb);
+    // The hot-added blocks are the kernel's `MAX_PAGE_ORDER` blocks (12 on ppc64el, 8 with 64 KiB
+    // pages there).
+    let max_order = crate::run::max_page_order(&facts.kernel.kconfig)?;
     for (i, r) in facts.regions.iter().enumerate() {
         let (kbytes, known) = kernel(i)?;
         let kn = kernel_normalizer(facts, r);
@@ -72,14 +75,14 @@ pub fn compare_regions(
         let side = models.side(r)?;
         let m_aliased = content_aliased(&side.bytes, side.start_pfn);
         if r.kind == "hotplug" {
-            check_allocated_heads(r, &kbytes, known.as_deref())?;
+            check_allocated_heads(r, max_order, &kbytes, known.as_deref())?;
         }
         let mut cmp = Blanked { k: kbytes, m: side.bytes };
         if let Some(known) = &known {
             cmp.unknown(known);
         }
         let stale_pages = cmp.stale(&side.stale, geo.start_pfn, side.start_pfn);
-        let allocated_pages = if r.kind == "hotplug" { cmp.allocated_blocks(r) } else { 0 };
+        let allocated_pages = if r.kind == "hotplug" { cmp.allocated_blocks(r, max_order) } else { 0 };
         let stale_fields = cmp.stale_fields(&side.stale_fields, side.start_pfn, r.nr_pages, known.as_deref());
         let (differing, first, groups) = compare_pages(
             geo,
@@ -177,7 +180,7 @@ impl<'f> Models<'f> {
             ..Normalizer::default()
         };
         Ok(ModelSide {
-            pageblocks: compare_pageblocks(r, &md.meta),
+            pageblocks: compare_pageblocks(r, self.facts.pageblock_order, &md.meta),
             stale: stale_ranges(&md.meta),
             stale_fields: Vec::new(),
             bytes: md.bytes,
@@ -250,9 +253,11 @@ impl<'f> Models<'f> {
             direct_map: Some((page_offset, 1u64 << 46)),
             ..Normalizer::default()
         };
-        let block = 1u64 << crate::run::MAX_PAGE_ORDER;
+        let block = 1u64 << crate::run::max_page_order(&self.facts.kernel.kconfig)?;
         let taken = &r.allocated_blocks;
-        let pageblocks = compare_pageblocks_except(r, &md.meta, |pfn| taken.contains(&(pfn & !(block - 1))));
+        let pageblocks = compare_pageblocks_except(r, self.facts.pageblock_order, &md.meta, |pfn| {
+            taken.contains(&(pfn & !(block - 1)))
+        });
         Ok(ModelSide {
             bytes: md.bytes,
             start_pfn: md.start_pfn,
@@ -318,8 +323,8 @@ impl Blanked {
 
     /// hotplug: blanks the blocks the guest allocated from after onlining (checked against the
     /// kernel's heads by [`check_allocated_heads`]); returns the struct pages blanked.
-    fn allocated_blocks(&mut self, r: &Region) -> u64 {
-        let block = 1u64 << crate::run::MAX_PAGE_ORDER;
+    fn allocated_blocks(&mut self, r: &Region, max_order: u32) -> u64 {
+        let block = 1u64 << max_order;
         let mut n = 0;
         let mut pfn = r.start_pfn.next_multiple_of(block);
         while pfn + block <= r.start_pfn + r.nr_pages {
@@ -375,8 +380,7 @@ impl Blanked {
 /// hotplug: the kernel's heads (`kbytes`, as read, before anything is blanked) must confirm the
 /// blocks the facts say the guest allocated from: a head the side holds must not be a free
 /// `MAX_PAGE_ORDER` block, and every other block's head must be one.
-fn check_allocated_heads(r: &Region, kbytes: &[u8], known: Option<&[bool]>) -> Result<()> {
-    let order = crate::run::MAX_PAGE_ORDER;
+fn check_allocated_heads(r: &Region, order: u32, kbytes: &[u8], known: Option<&[bool]>) -> Result<()> {
     let block = 1u64 << order;
     let end = r.start_pfn + r.nr_pages;
     let mut pfn = r.start_pfn.next_multiple_of(block);

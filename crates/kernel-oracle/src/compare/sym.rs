@@ -155,8 +155,13 @@ pub fn kernel_normalizer(facts: &Facts, r: &Region) -> Normalizer {
         .filter_map(|(k, v)| Some((u64::from_str_radix(k.strip_prefix("0x")?, 16).ok()?, v.clone())))
         .collect();
     let folio_heads = facts.regions.iter().filter_map(|x| x.folio.map(|f| (f.nid, f.head_pfn))).collect();
-    // x86-64 with `nokaslr` and 4-level paging: the direct map at 0xffff888000000000, 64 TiB.
-    let direct_map = (r.kind == "hotplug").then_some((0xffff_8880_0000_0000, 1u64 << 46));
+    // The direct map where the kernel's configuration puts it with `nokaslr` (x86-64 with 4-level
+    // paging at 0xffff888000000000, arm64 at 0xfff0000000000000, ppc64el at 0xc000000000000000),
+    // 64 TiB of it.
+    let direct_map = (r.kind == "hotplug")
+        .then(|| crate::model::kernel_config(facts).ok())
+        .flatten()
+        .map(|(c, _)| (c.page_offset, 1u64 << 46));
     Normalizer {
         vmemmap_base: facts.vmemmap_base,
         vmemmap_size: facts.vmemmap_size,
