@@ -439,7 +439,7 @@ fn discard_mapped(
     act: &mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
     absent: &mut dyn FnMut(usize, usize),
 ) -> Result<(), Error> {
-    /// Why the scan stopped: the kernel (discard the rest), or `act`.
+    /// Why the scan stopped: the kernel (`mincore` decides the rest), or `act`.
     enum Stop {
         Kernel,
         Act(Error),
