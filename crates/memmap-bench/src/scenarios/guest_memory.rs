@@ -52,7 +52,7 @@
 //! The populate strategies run in two groups, the 4 KiB ones interleaved round by round, then
 //! the THP ones: memory an unmapped THP round frees comes back in 2 MiB blocks, a 4 KiB round's
 //! does not, so a THP round right after a 4 KiB one would also pay the kernel's compaction
-//! (rotating the order would not change which strategy follows which). On a host that ignores
+//! (shuffling the order would not change that). On a host that ignores
 //! the `madvise` advice measured (qemu-user before 8.1) both scenarios stop with an error.
 
 use std::cell::{Cell, RefCell};
@@ -337,7 +337,7 @@ fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<ScenarioReport
     // Two groups, each interleaved on its own: the 4 KiB strategies, then the THP ones, so
     // that every round of a strategy starts after a round of the same kind. (The memory an
     // unmapped THP round frees is in 2 MiB blocks, a 4 KiB round's is not; a THP round after a
-    // 4 KiB one would pay the kernel's compaction, rotating the order would not change that.)
+    // 4 KiB one would pay the kernel's compaction, shuffling the order would not change that.)
     let mut samples: Vec<Samples> = Vec::new();
     for thp in [false, true] {
         let mut runners = populate_runners(s, &counts, ctx.threads.count(), thp, &seen);

@@ -8,7 +8,7 @@
 //!
 //! Every strategy (slow, template, streaming) and auto run on one memmap per size and
 //! initializer (mapped and faulted in before the rounds), interleaved round by round
-//! ([`crate::measure::interleaved`], the order rotated each round). Each run of a strategy is a
+//! ([`crate::measure::interleaved`], in a new order each round). Each run of a strategy is a
 //! pair: **cold** (a buffer of twice the last-level cache written with normal stores just
 //! before, so at most a cache's worth of anything is cached, and the memmap flushed from the
 //! caches; timed with the write-back the run leaves behind: the memmap flushed again after it,
