@@ -28,11 +28,16 @@ pub enum ResetPolicy {
     /// memory that is not resident, only the pages swapped out need a discard: the page tables
     /// tell them from pages with no entry (never faulted in, or discarded before), which read
     /// as zero already and are left as they are, counted as discarded (`PAGEMAP_SCAN` on
-    /// `/proc/self/pagemap`, Linux 6.7; before it, all are discarded). For 16 MiB or
-    /// more of a shared file (memfd, tmpfs) the file's holes are first skipped with
+    /// `/proc/self/pagemap`, Linux 6.7; before it, all are discarded). Of a shared file
+    /// (memfd, tmpfs), the same scan finds the pages mapped here, and the page cache is asked
+    /// about the others with one `cachestat` per run (Linux 6.5), where `mincore` would look
+    /// every page of a hole up; for 16 MiB or more the file's holes are first skipped with
     /// `lseek(SEEK_DATA)` (on a second, read-only description of it, so the caller's file
     /// offset does not move), where `mincore` would look every page of a hole up in the page
-    /// cache; a hole reads as zero already and is left as it is, counted as discarded.
+    /// cache; a hole reads as zero already and is left as it is, counted as discarded. A
+    /// region piece of 16 MiB or more that is out of memory as a whole (no page-table entry,
+    /// or all hole) is found so by one such call on the calling thread, and where all of a
+    /// range of up to 128 MiB is, no worker starts.
     #[default]
     Auto,
     /// Streaming zero in place ([`zero_parallel`](crate::zero_parallel)): the pages stay where
@@ -96,6 +101,9 @@ enum Action {
     InPlace,
     /// Discard where not resident ([`reset_path`]).
     Auto,
+    /// Out of memory as a whole and read as zero already ([`wholly_absent`]): nothing to do
+    /// but count and mark dirty.
+    Absent,
     Discard {
         repopulate: bool,
     },
@@ -168,8 +176,8 @@ where
         .iter()
         .zip(&actions)
         .map(|(p, a)| match (a, p.backing.kind, p.backing.file) {
-            // Below one mincore batch, mincore's lookups of a hole's pages cost less than
-            // opening the file again.
+            // Below one mincore batch, the page tables and `cachestat` say
+            // (`for_each_mapped_run`) without opening the file again.
             (Action::Auto, BackingKind::SharedFile, Some((f, _)))
                 if !p.backing.hugetlb && p.len >= MINCORE_BATCH * sys::base_page() =>
             {
@@ -178,6 +186,18 @@ where
             _ => None,
         })
         .collect();
+    // A piece that is out of memory as a whole needs nothing but its dirty bits, and one call
+    // on this thread says so; when every piece is, and the range is small enough that marking
+    // it on one thread costs less than starting another, no worker starts.
+    for (k, p) in pieces.pieces.iter().enumerate() {
+        if actions[k] == Action::Auto && p.len as u64 >= 2 * MIN_CHUNK && wholly_absent(p, probes[k].as_ref())
+        {
+            actions[k] = Action::Absent;
+        }
+    }
+    let one = Workers::one();
+    let alone = len <= ABSENT_ALONE && actions.iter().all(|a| *a == Action::Absent);
+    let workers = if alone { &one } else { workers };
     let counters = Counters::default();
     let work = engine::run(
         &pieces.pieces,
@@ -197,6 +217,11 @@ where
                 Ok(n)
             }
             Action::Auto => discard_part(p, off, n, Mode::Auto(probes[k].as_ref()), &counters, stop),
+            Action::Absent => {
+                counters.discarded.fetch_add(n as u64, Ordering::Relaxed);
+                p.bitmap.mark_dirty(off, n);
+                Ok(n)
+            }
             Action::Discard { repopulate } => {
                 discard_part(p, off, n, Mode::Forced { repopulate }, &counters, stop)
             }
@@ -217,6 +242,28 @@ struct Counters {
     in_place: AtomicU64,
     discarded: AtomicU64,
     repopulated: AtomicU64,
+}
+
+/// Whether all of `p` is out of memory and reads as zero already, as [`ResetPolicy::Auto`]
+/// leaves such pages: private anonymous memory with no page-table entry (one `PAGEMAP_SCAN`
+/// that stops at the first entry), a hole of a shared file (`file`, its read-only second
+/// description: one `lseek(SEEK_DATA)`). `false` where it cannot say, and for a piece of
+/// partial pages or of huge pages.
+fn wholly_absent<B>(p: &RegionPart<'_, B>, file: Option<&std::fs::File>) -> bool {
+    let base = sys::base_page();
+    if p.backing.page_size != base || p.host % base != 0 || p.len % base != 0 {
+        return false;
+    }
+    match (p.backing.kind, file, p.backing.file) {
+        (BackingKind::PrivateAnonymous, _, _) => {
+            matches!(sys::pagemap_first(p.host, p.host + p.len), Ok(None))
+        }
+        (BackingKind::SharedFile, Some(f), Some((_, start))) => {
+            let off = start + (p.host - p.region_host) as u64;
+            matches!(sys::data_extent_start(f, off, off + p.len as u64), Ok(None))
+        }
+        _ => false,
+    }
 }
 
 /// How [`discard_part`] treats the whole pages of a part.
@@ -287,24 +334,24 @@ fn discard_part<B: Bitmap>(
         in_place += (y - x) as u64;
         Ok(())
     };
-    let done = match mode {
-        Mode::Forced { .. } if a < b => act(a, b, ResetPath::Discard),
-        Mode::Forced { .. } => Ok(()),
-        Mode::Auto(Some(file)) => match p.backing.file {
-            Some((_, start)) => {
-                let mut absent = |u: usize, v: usize| {
-                    counters.discarded.fetch_add((v - u) as u64, Ordering::Relaxed);
-                };
-                for_each_data_run(file, a, b, page, start + (a - p.region_host) as u64, &mut act, &mut absent)
-            }
-            None => for_each_resident_run(p.backing.kind, a, b, page, &mut act),
-        },
-        Mode::Auto(None) if p.backing.kind == BackingKind::PrivateAnonymous => {
-            for_each_private_run(a, b, page, &mut act, &mut |u, v| {
-                counters.discarded.fetch_add((v - u) as u64, Ordering::Relaxed);
-            })
+    let mut absent = |u: usize, v: usize| {
+        counters.discarded.fetch_add((v - u) as u64, Ordering::Relaxed);
+    };
+    let kind = p.backing.kind;
+    let done = match (mode, p.backing.file) {
+        (Mode::Forced { .. }, _) if a < b => act(a, b, ResetPath::Discard),
+        (Mode::Forced { .. }, _) => Ok(()),
+        (Mode::Auto(Some(file)), Some((_, start))) => {
+            for_each_data_run(file, a, b, page, start + (a - p.region_host) as u64, &mut act, &mut absent)
         }
-        Mode::Auto(None) => for_each_resident_run(p.backing.kind, a, b, page, &mut act),
+        (Mode::Auto(_), _) if kind == BackingKind::PrivateAnonymous => {
+            for_each_mapped_run(kind, a, b, page, None, &mut act, &mut absent)
+        }
+        (Mode::Auto(_), Some((file, start))) if kind == BackingKind::SharedFile && !p.backing.hugetlb => {
+            let file = FileAt { file, a, off_a: start + (a - p.region_host) as u64 };
+            for_each_mapped_run(kind, a, b, page, Some(file), &mut act, &mut absent)
+        }
+        (Mode::Auto(_), _) => for_each_resident_run(kind, a, b, page, &mut act),
     };
     if let Err(e) = done {
         // What was zeroed or discarded before the error changed: drained and marked dirty (the
@@ -377,10 +424,21 @@ fn for_each_data_run(
     Ok(())
 }
 
-/// Calls `act` for the whole pages `[a, b)` of private anonymous memory by [`reset_path`],
-/// with as few system calls as the residency allows (each costs 1-3 us on the project's
-/// machine, as much as zeroing 64 KiB), and `absent` for the pages with no page-table entry,
-/// which read as zero already and are left as they are:
+/// The file of a shared file mapping, for telling its holes: host address `a` maps offset
+/// `off_a` of `file`.
+#[derive(Clone, Copy)]
+struct FileAt<'f> {
+    file: &'f std::fs::File,
+    a: usize,
+    off_a: u64,
+}
+
+/// Calls `act` for the whole pages `[a, b)` of private anonymous memory or of a shared file
+/// mapping (`file`) by [`reset_path`], with as few system calls as the residency allows (each
+/// costs 0.5-3 us on the project's machine, as much as zeroing 64 KiB), and `absent` for the
+/// pages that read as zero already and are left as they are: of private memory, those with
+/// no page-table entry; of a shared file, those with no entry here that are a hole of the
+/// file ([`skip`]):
 ///
 /// * up to [`SCAN_ALL_PAGES`]: one `PAGEMAP_SCAN` ([`discard_mapped`]) says for every page;
 /// * above, one `PAGEMAP_SCAN` that stops at the first page with an entry: none (memory
@@ -389,32 +447,30 @@ fn for_each_data_run(
 ///   4 KiB page where the scan costs 12.6), whose runs that are not resident go to
 ///   [`discard_mapped`].
 ///
-/// Huge pages of hugetlbfs, and a kernel without `PAGEMAP_SCAN` (before 6.7): `mincore` alone.
-fn for_each_private_run(
+/// Huge pages (hugetlbfs), and a kernel without `PAGEMAP_SCAN` (before 6.7): `mincore` alone.
+fn for_each_mapped_run(
+    kind: BackingKind,
     a: usize,
     b: usize,
     page: usize,
+    file: Option<FileAt<'_>>,
     act: &mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
     absent: &mut dyn FnMut(usize, usize),
 ) -> Result<(), Error> {
     let base = sys::base_page();
-    let kind = BackingKind::PrivateAnonymous;
     let from = if page != base {
         a
     } else if b - a <= SCAN_ALL_PAGES * base {
-        return discard_mapped(a, b, page, act, absent);
+        return discard_mapped(kind, a, b, page, file, act, absent);
     } else {
         match sys::pagemap_first(a, b) {
-            Ok(None) => {
-                absent(a, b);
-                return Ok(());
-            }
+            Ok(None) => return skip(a, b, page, file, act, absent),
             Ok(Some((x, sys::Mapped::Swapped))) if (a..b).contains(&x) => {
-                absent(a, x);
-                return discard_mapped(x, b, page, act, absent);
+                skip(a, x, page, file, act, absent)?;
+                return discard_mapped(kind, x, b, page, file, act, absent);
             }
             Ok(Some((x, sys::Mapped::Present))) if (a..b).contains(&x) => {
-                absent(a, x);
+                skip(a, x, page, file, act, absent)?;
                 x
             }
             _ => a,
@@ -422,20 +478,53 @@ fn for_each_private_run(
     };
     for_each_resident_run(kind, from, b, page, &mut |x, y, path| match path {
         ResetPath::InPlace => act(x, y, path),
-        ResetPath::Discard => discard_mapped(x, y, page, act, absent),
+        ResetPath::Discard => discard_mapped(kind, x, y, page, file, act, absent),
     })
 }
 
-/// Resets the whole pages `[a, b)` of private anonymous memory by what the page tables hold
-/// ([`sys::pagemap_runs`], one `PAGEMAP_SCAN` per 64 runs, Linux 6.7), through `act`: present
-/// pages are zeroed in place, pages swapped out discarded, and pages with no entry (never
-/// faulted in, or discarded before) read as zero already: `absent` is told of them and nothing
-/// is done (a `MADV_DONTNEED` of them costs as much as the scan, 0.5 ms per GiB on the
-/// project's machine). Where the kernel cannot scan, `mincore` decides.
+/// The whole pages `[u, v)`, which have no page-table entry here: of private memory
+/// (`file` `None`) they read as zero already, `absent` is told; of a shared file, so are
+/// those of a hole (one `cachestat` call, 0.6 us whatever the length, where `mincore` would
+/// look every page up in the page cache), and the rest (data not mapped here, or a kernel
+/// before 6.5) go by `mincore`.
+fn skip(
+    u: usize,
+    v: usize,
+    page: usize,
+    file: Option<FileAt<'_>>,
+    act: &mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
+    absent: &mut dyn FnMut(usize, usize),
+) -> Result<(), Error> {
+    if u >= v {
+        return Ok(());
+    }
+    match file {
+        None => {
+            absent(u, v);
+            Ok(())
+        }
+        Some(f) => match sys::is_hole(f.file, f.off_a + (u - f.a) as u64, (v - u) as u64) {
+            Ok(true) => {
+                absent(u, v);
+                Ok(())
+            }
+            _ => for_each_resident_run(BackingKind::SharedFile, u, v, page, act),
+        },
+    }
+}
+
+/// Resets the whole pages `[a, b)` of private anonymous memory or of a shared file mapping
+/// (`file`) by what the page tables hold ([`sys::pagemap_runs`], one `PAGEMAP_SCAN` per 64
+/// runs, Linux 6.7), through `act`: present pages are zeroed in place, pages swapped out
+/// discarded, and pages with no entry go to [`skip`] (of private memory, they read as zero
+/// already and nothing is done: a `MADV_DONTNEED` of them costs as much as the scan, 0.5 ms
+/// per GiB on the project's machine). Where the kernel cannot scan, `mincore` decides.
 fn discard_mapped(
+    kind: BackingKind,
     a: usize,
     b: usize,
     page: usize,
+    file: Option<FileAt<'_>>,
     act: &mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
     absent: &mut dyn FnMut(usize, usize),
 ) -> Result<(), Error> {
@@ -457,7 +546,7 @@ fn discard_mapped(
         if x >= y {
             return Ok(());
         }
-        absent(at.get(), x);
+        skip(at.get(), x, page, file, act, absent).map_err(Stop::Act)?;
         let path = match what {
             sys::Mapped::Present => ResetPath::InPlace,
             sys::Mapped::Swapped => ResetPath::Discard,
@@ -467,18 +556,22 @@ fn discard_mapped(
         Ok(())
     };
     match sys::pagemap_runs(a, b, &mut run) {
-        Ok(()) => {
-            absent(at.get(), b);
-            Ok(())
-        }
+        Ok(()) => skip(at.get(), b, page, file, act, absent),
         Err(Stop::Act(e)) => Err(e),
         // The kernel cannot say (before Linux 6.7, or it stopped answering): `mincore` for the
         // rest, its runs that are not resident discarded.
-        Err(Stop::Kernel) => for_each_resident_run(BackingKind::PrivateAnonymous, at.get(), b, page, act),
+        Err(Stop::Kernel) => for_each_resident_run(kind, at.get(), b, page, act),
     }
 }
 
-/// Base pages up to which [`for_each_private_run`] asks the page tables about every page
+/// The largest range [`reset`] leaves to the calling thread alone when all of it is out of
+/// memory: 128 MiB. What is left to do is marking its pages dirty, and vm-memory's
+/// `AtomicBitmap` sets one bit per page with an atomic operation: 0.6 ms per GiB of 4 KiB pages
+/// on one thread on the project's machine, where a second worker starts in 0.05-0.1 ms
+/// (docs/performance/reset-sweep.txt).
+const ABSENT_ALONE: usize = 128 << 20;
+
+/// Base pages up to which [`for_each_mapped_run`] asks the page tables about every page
 /// (512 KiB of 4 KiB pages: the scan's 12.6 ns per present page is then less than the one more
 /// system call the probe and `mincore` would make).
 const SCAN_ALL_PAGES: usize = 128;

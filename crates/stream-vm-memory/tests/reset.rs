@@ -233,6 +233,38 @@ fn memfd_auto_keeps_the_files_holes_and_the_callers_offset() {
     assert_eq!(caller.stream_position().unwrap(), 0x777);
 }
 
+/// Below 16 MiB of a memfd, pages with no page-table entry here are asked of the page cache
+/// (`cachestat`): a hole is left alone, data written through the file and never mapped here
+/// (or a kernel without `cachestat`, which `mincore` answers) is zeroed in place, at 512 KiB
+/// (every page scanned) and 4 MiB (the scan stops at the first entry).
+#[test]
+fn memfd_auto_tells_holes_from_data_not_mapped_here() {
+    if shmem_unchecked() {
+        return;
+    }
+    for len in [512 << 10, 4 * MIB] {
+        let file = memfd(len, false).unwrap();
+        let writer = file.try_clone().unwrap();
+        let mem =
+            GuestMemoryMmap::from_regions(vec![file_region(file, 0, len, libc::MAP_SHARED, 0)]).unwrap();
+        // Two pages through the file; one through the mapping; holes around them.
+        writer.write_all_at(&[0x31; 4096], 4096).unwrap();
+        writer.write_all_at(&[0x32; 4096], (len - 8192) as u64).unwrap();
+        mem.write_slice(&[0x33; 16], GuestAddress((len / 2) as u64)).unwrap();
+        let r = reset(&mem, GuestAddress(0), len, ResetPolicy::Auto, &workers()).unwrap();
+        assert_eq!((r.in_place, r.discarded), (3 * 4096, (len - 3 * 4096) as u64), "{len}: {r:?}");
+        let data = |at: u64| rustix::fs::seek(&writer, rustix::fs::SeekFrom::Data(at)).unwrap();
+        assert_eq!(data(0), 4096, "{len}: a hole was filled");
+        assert_eq!(data(8192), (len / 2) as u64, "{len}: a hole was filled");
+        let mut page = [0xffu8; 4096];
+        for at in [4096, (len / 2) as u64, (len - 8192) as u64] {
+            writer.read_exact_at(&mut page, at).unwrap();
+            assert!(page.iter().all(|&b| b == 0), "{len}: the data at {at:#x} was not zeroed");
+        }
+        assert_eq!(dirty(&mem).len(), len / 4096);
+    }
+}
+
 /// 16 MiB or more of a memfd: the holes are found with `lseek(SEEK_DATA)` on a reopened
 /// description, the data by `mincore`.
 #[test]
@@ -263,6 +295,44 @@ fn a_large_memfd_auto_reset_skips_its_holes() {
     assert_eq!(caller.stream_position().unwrap(), 0x999, "the reset moved the caller's file offset");
     assert!(bytes(&mem).iter().all(|&b| b == 0));
     assert_eq!(dirty(&mem).len(), len / 4096);
+}
+
+/// Memory out of memory as a whole (a memfd with no data, anonymous memory never touched) is
+/// reset by the calling thread alone: Auto finds it so with one call per region and starts no
+/// worker (a memfd: `lseek`; anonymous memory: `PAGEMAP_SCAN` where the kernel has it); with
+/// one page written, that page is zeroed and the rest left alone.
+#[test]
+fn auto_starts_no_worker_for_memory_that_is_out_of_memory() {
+    let len = 40 * MIB;
+    if !shmem_unchecked() {
+        let file = memfd(len, false).unwrap();
+        let mem =
+            GuestMemoryMmap::from_regions(vec![file_region(file, 0, len, libc::MAP_SHARED, 0)]).unwrap();
+        let r = reset(&mem, GuestAddress(0), len, ResetPolicy::Auto, &workers()).unwrap();
+        assert_eq!(
+            (r.in_place, r.discarded, r.work.threads, r.work.bytes),
+            (0, len as u64, 1, len as u64),
+            "{r:?}"
+        );
+        assert_eq!(dirty(&mem).len(), len / 4096);
+        mem.write_slice(&[0x5a; 8], GuestAddress(33 * MIB as u64)).unwrap();
+        let r = reset(&mem, GuestAddress(0), len, ResetPolicy::Auto, &workers()).unwrap();
+        assert_eq!((r.in_place, r.discarded), (4096, (len - 4096) as u64), "{r:?}");
+        assert!(bytes(&mem).iter().all(|&b| b == 0));
+    }
+    // Anonymous memory in two regions: the page tables say (`PAGEMAP_SCAN`, Linux 6.7); an older
+    // kernel asks `mincore` per chunk, on the workers, with the same result.
+    let mem = Mem::from_ranges(&[(GuestAddress(0), len), (GuestAddress(len as u64), len)]).unwrap();
+    let r = reset(&mem, GuestAddress(0), 2 * len, ResetPolicy::Auto, &workers()).unwrap();
+    assert_eq!((r.in_place, r.discarded, r.work.bytes), (0, 2 * len as u64, 2 * len as u64), "{r:?}");
+    for at in [0, len as u64] {
+        assert!(resident_guest(&mem, at, len).iter().all(|&r| !r), "Auto faulted pages in");
+    }
+    assert_eq!(dirty(&mem).len(), 2 * len / 4096);
+    mem.write_slice(&[0x5a; 8], GuestAddress(len as u64 + 5)).unwrap();
+    let r = reset(&mem, GuestAddress(0), 2 * len, ResetPolicy::Auto, &workers()).unwrap();
+    assert_eq!((r.in_place, r.discarded), (4096, 2 * len as u64 - 4096), "{r:?}");
+    assert!(bytes(&mem).iter().all(|&b| b == 0));
 }
 
 #[test]
