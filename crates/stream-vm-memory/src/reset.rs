@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use vm_memory::bitmap::{BS, Bitmap};
 use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
 
-use crate::backing::{BackingKind, HostBacking, RegionBacking};
+use crate::backing::{BackingKind, HostBacking, RegionBacking, Stores};
 use crate::engine::{self, MIN_CHUNK, RegionPart, Start, Stop, WorkReport, Workers};
 use crate::error::{Error, HostOp};
 use crate::fault::{prepare, prepare_part};
@@ -28,10 +28,11 @@ pub enum ResetPolicy {
     /// memory that is not resident, only the pages swapped out need a discard: the page tables
     /// tell them from pages with no entry (never faulted in, or discarded before), which read
     /// as zero already and are left as they are, counted as discarded (`PAGEMAP_SCAN` on
-    /// `/proc/self/pagemap`, Linux 6.7; before it, all are discarded). Of a shared file
+    /// `/proc/self/pagemap`, Linux 6.7; before it, all are discarded). Of a shmem file
     /// (memfd, tmpfs), the same scan finds the pages mapped here, and the page cache is asked
     /// about the others with one `cachestat` per run (Linux 6.5), where `mincore` would look
-    /// every page of a hole up; for 16 MiB or more the file's holes are first skipped with
+    /// every page of a hole up (a file on disk goes by `mincore`: its data need not be in the
+    /// page cache); for 16 MiB or more of a shared file its holes are first skipped with
     /// `lseek(SEEK_DATA)` (on a second, read-only description of it, so the caller's file
     /// offset does not move), where `mincore` would look every page of a hole up in the page
     /// cache; a hole reads as zero already and is left as it is, counted as discarded. A
@@ -347,7 +348,12 @@ fn discard_part<B: Bitmap>(
         (Mode::Auto(_), _) if kind == BackingKind::PrivateAnonymous => {
             for_each_mapped_run(kind, a, b, page, None, &mut act, &mut absent)
         }
-        (Mode::Auto(_), Some((file, start))) if kind == BackingKind::SharedFile && !p.backing.hugetlb => {
+        // A page the page cache neither holds nor remembers is a hole only of shmem (memfd,
+        // tmpfs: the one file backing given `FaultInAbsent`); a file on disk may hold data that
+        // was never read.
+        (Mode::Auto(_), Some((file, start)))
+            if kind == BackingKind::SharedFile && p.backing.stores() == Stores::FaultInAbsent =>
+        {
             let file = FileAt { file, a, off_a: start + (a - p.region_host) as u64 };
             for_each_mapped_run(kind, a, b, page, Some(file), &mut act, &mut absent)
         }
@@ -424,7 +430,7 @@ fn for_each_data_run(
     Ok(())
 }
 
-/// The file of a shared file mapping, for telling its holes: host address `a` maps offset
+/// The file of a shmem file mapping (memfd, tmpfs), for telling its holes: host address `a` maps offset
 /// `off_a` of `file`.
 #[derive(Clone, Copy)]
 struct FileAt<'f> {
@@ -433,11 +439,11 @@ struct FileAt<'f> {
     off_a: u64,
 }
 
-/// Calls `act` for the whole pages `[a, b)` of private anonymous memory or of a shared file
+/// Calls `act` for the whole pages `[a, b)` of private anonymous memory or of a shmem file
 /// mapping (`file`) by [`reset_path`], with as few system calls as the residency allows (each
 /// costs 0.5-3 us on the project's machine, as much as zeroing 64 KiB), and `absent` for the
 /// pages that read as zero already and are left as they are: of private memory, those with
-/// no page-table entry; of a shared file, those with no entry here that are a hole of the
+/// no page-table entry; of a shmem file, those with no entry here that are a hole of the
 /// file ([`skip`]):
 ///
 /// * up to [`SCAN_ALL_PAGES`]: one `PAGEMAP_SCAN` ([`discard_mapped`]) says for every page;
@@ -483,7 +489,7 @@ fn for_each_mapped_run(
 }
 
 /// The whole pages `[u, v)`, which have no page-table entry here: of private memory
-/// (`file` `None`) they read as zero already, `absent` is told; of a shared file, so are
+/// (`file` `None`) they read as zero already, `absent` is told; of a shmem file, so are
 /// those of a hole (one `cachestat` call, 0.6 us whatever the length, where `mincore` would
 /// look every page up in the page cache), and the rest (data not mapped here, or a kernel
 /// before 6.5) go by `mincore`.
@@ -513,7 +519,7 @@ fn skip(
     }
 }
 
-/// Resets the whole pages `[a, b)` of private anonymous memory or of a shared file mapping
+/// Resets the whole pages `[a, b)` of private anonymous memory or of a shmem file mapping
 /// (`file`) by what the page tables hold ([`sys::pagemap_runs`], one `PAGEMAP_SCAN` per 64
 /// runs, Linux 6.7), through `act`: present pages are zeroed in place, pages swapped out
 /// discarded, and pages with no entry go to [`skip`] (of private memory, they read as zero

@@ -129,8 +129,9 @@ mod linux {
     /// and 4451), so it is `pidfd_open`'s number, which libc has everywhere, plus 17.
     const SYS_CACHESTAT: libc::c_long = libc::SYS_pidfd_open + 17;
 
-    /// Whether the `len` bytes of `file` from `off` are a hole: no page of them in the page
-    /// cache and none evicted (swapped out, for shmem). One `cachestat` call: 0.6 us on the
+    /// Whether the `len` bytes of shmem file (memfd, tmpfs) `file` from `off` are a hole: no
+    /// page of them in the page cache and none swapped out. (Of a file on disk it says nothing:
+    /// data never read is in neither.) One `cachestat` call: 0.6 us on the
     /// project's machine whatever the length, plus 42 ns per cached page it counts. `Err` where
     /// the kernel has no `cachestat` (before 6.5) or refuses the file (hugetlbfs).
     pub(crate) fn is_hole(file: &File, off: u64, len: u64) -> io::Result<bool> {

@@ -265,6 +265,38 @@ fn memfd_auto_tells_holes_from_data_not_mapped_here() {
     }
 }
 
+/// A shared mapping of a file on disk whose data is not in the page cache (written, synced
+/// and dropped from the cache with `POSIX_FADV_DONTNEED`): the page cache does not hold it and
+/// remembers nothing of it, but it is data, not a hole, and Auto zeroes it (in place or by a
+/// punched hole), below 16 MiB (the page tables, then `mincore`) and above (`lseek`).
+#[test]
+fn auto_zeroes_file_data_that_is_not_in_the_page_cache() {
+    if shmem_unchecked() {
+        return;
+    }
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    for len in [4 * MIB, 20 * MIB] {
+        let path = dir.join(format!("reset-evicted-{}-{len}", std::process::id()));
+        let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        file.write_all_at(&vec![0x4d; len], 0).unwrap();
+        file.sync_all().unwrap();
+        rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        let reader = file.try_clone().unwrap();
+        let mem =
+            GuestMemoryMmap::from_regions(vec![file_region(file, 0, len, libc::MAP_SHARED, 0)]).unwrap();
+        let r = reset(&mem, GuestAddress(0), len, ResetPolicy::Auto, &workers()).unwrap();
+        assert_eq!(r.in_place + r.discarded, len as u64, "{len}: {r:?}");
+        let mut back = vec![0xffu8; len];
+        reader.read_exact_at(&mut back, 0).unwrap();
+        assert!(
+            back.iter().all(|&b| b == 0),
+            "{len}: data left at {:#x}",
+            back.iter().position(|&b| b != 0).unwrap()
+        );
+    }
+}
+
 /// 16 MiB or more of a memfd: the holes are found with `lseek(SEEK_DATA)` on a reopened
 /// description, the data by `mincore`.
 #[test]
