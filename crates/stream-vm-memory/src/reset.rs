@@ -430,8 +430,8 @@ fn for_each_data_run(
     Ok(())
 }
 
-/// The file of a shmem file mapping (memfd, tmpfs), for telling its holes: host address `a` maps offset
-/// `off_a` of `file`.
+/// The file of a shmem file mapping (memfd, tmpfs), for telling its holes: host address `a`
+/// maps offset `off_a` of `file`.
 #[derive(Clone, Copy)]
 struct FileAt<'f> {
     file: &'f std::fs::File,
