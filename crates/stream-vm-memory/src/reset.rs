@@ -178,7 +178,7 @@ where
         .zip(&actions)
         .map(|(p, a)| match (a, p.backing.kind, p.backing.file) {
             // Below one mincore batch, the page tables and `cachestat` say
-            // (`for_each_mapped_run`) without opening the file again.
+            // (`MappedWalk`) without opening the file again.
             (Action::Auto, BackingKind::SharedFile, Some((f, _)))
                 if !p.backing.hugetlb && p.len >= MINCORE_BATCH * sys::base_page() =>
             {
@@ -346,7 +346,7 @@ fn discard_part<B: Bitmap>(
             for_each_data_run(file, a, b, page, start + (a - p.region_host) as u64, &mut act, &mut absent)
         }
         (Mode::Auto(_), _) if kind == BackingKind::PrivateAnonymous => {
-            for_each_mapped_run(kind, a, b, page, None, &mut act, &mut absent)
+            MappedWalk { kind, page, file: None, act: &mut act, absent: &mut absent }.runs(a, b)
         }
         // A page the page cache neither holds nor remembers is a hole only of shmem (memfd,
         // tmpfs: the one file backing given `FaultInAbsent`); a file on disk may hold data that
@@ -354,8 +354,8 @@ fn discard_part<B: Bitmap>(
         (Mode::Auto(_), Some((file, start)))
             if kind == BackingKind::SharedFile && p.backing.stores() == Stores::FaultInAbsent =>
         {
-            let file = FileAt { file, a, off_a: start + (a - p.region_host) as u64 };
-            for_each_mapped_run(kind, a, b, page, Some(file), &mut act, &mut absent)
+            let file = Some(FileAt { file, a, off_a: start + (a - p.region_host) as u64 });
+            MappedWalk { kind, page, file, act: &mut act, absent: &mut absent }.runs(a, b)
         }
         (Mode::Auto(_), _) => for_each_resident_run(kind, a, b, page, &mut act),
     };
@@ -439,134 +439,123 @@ struct FileAt<'f> {
     off_a: u64,
 }
 
-/// Calls `act` for the whole pages `[a, b)` of private anonymous memory or of a shmem file
-/// mapping (`file`) by [`reset_path`], with as few system calls as the residency allows (each
-/// costs 0.5-3 us on the project's machine, as much as zeroing 64 KiB), and `absent` for the
-/// pages that read as zero already and are left as they are: of private memory, those with
-/// no page-table entry; of a shmem file, those with no entry here that are a hole of the
-/// file ([`skip`]):
-///
-/// * up to [`SCAN_ALL_PAGES`]: one `PAGEMAP_SCAN` ([`discard_mapped`]) says for every page;
-/// * above, one `PAGEMAP_SCAN` that stops at the first page with an entry: none (memory
-///   discarded before, or never used) ends the call, a swapped page goes on by the page
-///   tables, a present one by `mincore` ([`for_each_resident_run`]: 1.4 ns per present
-///   4 KiB page where the scan costs 12.6), whose runs that are not resident go to
-///   [`discard_mapped`].
-///
-/// Huge pages (hugetlbfs), and a kernel without `PAGEMAP_SCAN` (before 6.7): `mincore` alone.
-fn for_each_mapped_run(
+/// The residency walk of private anonymous memory or of a shmem file mapping (`file`): whole
+/// pages of `page` bytes of `kind`, each run handed to `act` with its path by [`reset_path`],
+/// and `absent` told of the pages that read as zero already and are left as they are: of
+/// private memory, those with no page-table entry; of a shmem file, those with no entry here
+/// that are a hole of the file ([`MappedWalk::skip`]).
+struct MappedWalk<'w, 'f> {
     kind: BackingKind,
-    a: usize,
-    b: usize,
     page: usize,
-    file: Option<FileAt<'_>>,
-    act: &mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
-    absent: &mut dyn FnMut(usize, usize),
-) -> Result<(), Error> {
-    let base = sys::base_page();
-    let from = if page != base {
-        a
-    } else if b - a <= SCAN_ALL_PAGES * base {
-        return discard_mapped(kind, a, b, page, file, act, absent);
-    } else {
-        match sys::pagemap_first(a, b) {
-            Ok(None) => return skip(a, b, page, file, act, absent),
-            Ok(Some((x, sys::Mapped::Swapped))) if (a..b).contains(&x) => {
-                skip(a, x, page, file, act, absent)?;
-                return discard_mapped(kind, x, b, page, file, act, absent);
-            }
-            Ok(Some((x, sys::Mapped::Present))) if (a..b).contains(&x) => {
-                skip(a, x, page, file, act, absent)?;
-                x
-            }
-            _ => a,
-        }
-    };
-    for_each_resident_run(kind, from, b, page, &mut |x, y, path| match path {
-        ResetPath::InPlace => act(x, y, path),
-        ResetPath::Discard => discard_mapped(kind, x, y, page, file, act, absent),
-    })
+    file: Option<FileAt<'f>>,
+    act: &'w mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
+    absent: &'w mut dyn FnMut(usize, usize),
 }
 
-/// The whole pages `[u, v)`, which have no page-table entry here: of private memory
-/// (`file` `None`) they read as zero already, `absent` is told; of a shmem file, so are
-/// those of a hole (one `cachestat` call, 0.6 us whatever the length, where `mincore` would
-/// look every page up in the page cache), and the rest (data not mapped here, or a kernel
-/// before 6.5) go by `mincore`.
-fn skip(
-    u: usize,
-    v: usize,
-    page: usize,
-    file: Option<FileAt<'_>>,
-    act: &mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
-    absent: &mut dyn FnMut(usize, usize),
-) -> Result<(), Error> {
-    if u >= v {
-        return Ok(());
-    }
-    match file {
-        None => {
-            absent(u, v);
-            Ok(())
-        }
-        Some(f) => match sys::is_hole(f.file, f.off_a + (u - f.a) as u64, (v - u) as u64) {
-            Ok(true) => {
-                absent(u, v);
-                Ok(())
+impl MappedWalk<'_, '_> {
+    /// Walks the whole pages `[a, b)` with as few system calls as the residency allows (each
+    /// costs 0.5-3 us on the project's machine, as much as zeroing 64 KiB):
+    ///
+    /// * up to [`SCAN_ALL_PAGES`]: one `PAGEMAP_SCAN` ([`MappedWalk::scanned`]) says for every
+    ///   page;
+    /// * above, one `PAGEMAP_SCAN` that stops at the first page with an entry: none (memory
+    ///   discarded before, or never used) ends the call, a swapped page goes on by the page
+    ///   tables, a present one by `mincore` ([`for_each_resident_run`]: 1.4 ns per present
+    ///   4 KiB page where the scan costs 12.6), whose runs that are not resident go to
+    ///   [`MappedWalk::scanned`].
+    ///
+    /// Huge pages (hugetlbfs), and a kernel without `PAGEMAP_SCAN` (before 6.7): `mincore`
+    /// alone.
+    fn runs(&mut self, a: usize, b: usize) -> Result<(), Error> {
+        let base = sys::base_page();
+        let from = if self.page != base {
+            a
+        } else if b - a <= SCAN_ALL_PAGES * base {
+            return self.scanned(a, b);
+        } else {
+            match sys::pagemap_first(a, b) {
+                Ok(None) => return self.skip(a, b),
+                Ok(Some((x, sys::Mapped::Swapped))) if (a..b).contains(&x) => {
+                    self.skip(a, x)?;
+                    return self.scanned(x, b);
+                }
+                Ok(Some((x, sys::Mapped::Present))) if (a..b).contains(&x) => {
+                    self.skip(a, x)?;
+                    x
+                }
+                _ => a,
             }
-            _ => for_each_resident_run(BackingKind::SharedFile, u, v, page, act),
-        },
+        };
+        let (kind, page) = (self.kind, self.page);
+        for_each_resident_run(kind, from, b, page, &mut |x, y, path| match path {
+            ResetPath::InPlace => (self.act)(x, y, path),
+            ResetPath::Discard => self.scanned(x, y),
+        })
     }
-}
 
-/// Resets the whole pages `[a, b)` of private anonymous memory or of a shmem file mapping
-/// (`file`) by what the page tables hold ([`sys::pagemap_runs`], one `PAGEMAP_SCAN` per 64
-/// runs, Linux 6.7), through `act`: present pages are zeroed in place, pages swapped out
-/// discarded, and pages with no entry go to [`skip`] (of private memory, they read as zero
-/// already and nothing is done: a `MADV_DONTNEED` of them costs as much as the scan, 0.5 ms
-/// per GiB on the project's machine). Where the kernel cannot scan, `mincore` decides.
-fn discard_mapped(
-    kind: BackingKind,
-    a: usize,
-    b: usize,
-    page: usize,
-    file: Option<FileAt<'_>>,
-    act: &mut dyn FnMut(usize, usize, ResetPath) -> Result<(), Error>,
-    absent: &mut dyn FnMut(usize, usize),
-) -> Result<(), Error> {
-    /// Why the scan stopped: the kernel (`mincore` decides the rest), or `act`.
-    enum Stop {
-        Kernel,
-        Act(Error),
-    }
-    impl From<std::io::Error> for Stop {
-        fn from(_: std::io::Error) -> Stop {
-            Stop::Kernel
-        }
-    }
-    // Everything below `at` is done (zeroed, discarded, or found absent).
-    let at = std::cell::Cell::new(a);
-    let mut run = |x: usize, y: usize, what: sys::Mapped| -> Result<(), Stop> {
-        // Whole pages of the mapping (the kernel reports huge pages whole), inside `[a, b)`.
-        let (x, y) = ((x / page * page).max(at.get()), y.next_multiple_of(page).min(b));
-        if x >= y {
+    /// The whole pages `[u, v)`, which have no page-table entry here: of private memory they
+    /// read as zero already, `absent` is told; of a shmem file, so are those of a hole (one
+    /// `cachestat` call, 0.6 us whatever the length, where `mincore` would look every page up
+    /// in the page cache), and the rest (data not mapped here, or a kernel before 6.5) go by
+    /// `mincore`.
+    fn skip(&mut self, u: usize, v: usize) -> Result<(), Error> {
+        if u >= v {
             return Ok(());
         }
-        skip(at.get(), x, page, file, act, absent).map_err(Stop::Act)?;
-        let path = match what {
-            sys::Mapped::Present => ResetPath::InPlace,
-            sys::Mapped::Swapped => ResetPath::Discard,
+        let hole = match self.file {
+            None => true,
+            Some(f) => matches!(sys::is_hole(f.file, f.off_a + (u - f.a) as u64, (v - u) as u64), Ok(true)),
         };
-        act(x, y, path).map_err(Stop::Act)?;
-        at.set(y);
-        Ok(())
-    };
-    match sys::pagemap_runs(a, b, &mut run) {
-        Ok(()) => skip(at.get(), b, page, file, act, absent),
-        Err(Stop::Act(e)) => Err(e),
-        // The kernel cannot say (before Linux 6.7, or it stopped answering): `mincore` for the
-        // rest, its runs that are not resident discarded.
-        Err(Stop::Kernel) => for_each_resident_run(kind, at.get(), b, page, act),
+        if hole {
+            (self.absent)(u, v);
+            Ok(())
+        } else {
+            for_each_resident_run(BackingKind::SharedFile, u, v, self.page, self.act)
+        }
+    }
+
+    /// Resets the whole pages `[a, b)` by what the page tables hold ([`sys::pagemap_runs`],
+    /// one `PAGEMAP_SCAN` per 64 runs, Linux 6.7): present pages are zeroed in place, pages
+    /// swapped out discarded, and pages with no entry go to [`MappedWalk::skip`] (of private
+    /// memory, they read as zero already and nothing is done: a `MADV_DONTNEED` of them costs
+    /// as much as the scan, 0.5 ms per GiB on the project's machine). Where the kernel cannot
+    /// scan, `mincore` decides.
+    fn scanned(&mut self, a: usize, b: usize) -> Result<(), Error> {
+        /// Why the scan stopped: the kernel (`mincore` decides the rest), or `act`.
+        enum Stop {
+            Kernel,
+            Act(Error),
+        }
+        impl From<std::io::Error> for Stop {
+            fn from(_: std::io::Error) -> Stop {
+                Stop::Kernel
+            }
+        }
+        let page = self.page;
+        // Everything below `at` is done (zeroed, discarded, or found absent).
+        let at = std::cell::Cell::new(a);
+        let mut run = |x: usize, y: usize, what: sys::Mapped| -> Result<(), Stop> {
+            // Whole pages of the mapping (the kernel reports huge pages whole), inside `[a, b)`.
+            let (x, y) = ((x / page * page).max(at.get()), y.next_multiple_of(page).min(b));
+            if x >= y {
+                return Ok(());
+            }
+            self.skip(at.get(), x).map_err(Stop::Act)?;
+            let path = match what {
+                sys::Mapped::Present => ResetPath::InPlace,
+                sys::Mapped::Swapped => ResetPath::Discard,
+            };
+            (self.act)(x, y, path).map_err(Stop::Act)?;
+            at.set(y);
+            Ok(())
+        };
+        match sys::pagemap_runs(a, b, &mut run) {
+            Ok(()) => self.skip(at.get(), b),
+            Err(Stop::Act(e)) => Err(e),
+            // The kernel cannot say (before Linux 6.7, or it stopped answering): `mincore` for
+            // the rest, its runs that are not resident discarded.
+            Err(Stop::Kernel) => for_each_resident_run(self.kind, at.get(), b, page, self.act),
+        }
     }
 }
 
@@ -577,7 +566,7 @@ fn discard_mapped(
 /// (docs/performance/reset-sweep.txt).
 const ABSENT_ALONE: usize = 128 << 20;
 
-/// Base pages up to which [`for_each_mapped_run`] asks the page tables about every page
+/// Base pages up to which [`MappedWalk::runs`] asks the page tables about every page
 /// (512 KiB of 4 KiB pages: the scan's 12.6 ns per present page is then less than the one more
 /// system call the probe and `mincore` would make).
 const SCAN_ALL_PAGES: usize = 128;

@@ -104,7 +104,7 @@ mod linux {
     }
 
     /// A second open file description of `file` (`/proc/self/fd/N` opened read-only), whose
-    /// file offset [`data_extent`] may move without moving the caller's.
+    /// file offset [`data_extent_start`] may move without moving the caller's.
     pub(crate) fn reopen_readonly(file: &File) -> io::Result<File> {
         use rustix::fs::{Mode, OFlags};
         use std::os::fd::AsRawFd;
