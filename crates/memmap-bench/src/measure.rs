@@ -173,23 +173,15 @@ pub fn interleaved_paired(
 }
 
 /// The order of the runners in round `round` of `n`: as given in round 0, then a permutation
-/// of its own per round (Fisher-Yates driven by xorshift64 seeded with the round, the same in
-/// every run). A run can leave the machine in a state the next one inherits (which memory is
+/// of its own per round (`fastrand`'s shuffle seeded with the round, the same in every run). A run can leave the machine in a state the next one inherits (which memory is
 /// free, where the host placed the vCPUs); a rotation would keep every runner after the same
 /// one and pass such a carry-over to one runner in every round
 /// (docs/performance/populate-baselines.md has a case).
 #[must_use]
 pub fn round_order(round: usize, n: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
-    if round == 0 {
-        return order;
-    }
-    let mut x = 0x9e37_79b9_7f4a_7c15_u64 ^ (round as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    for i in (1..n).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        order.swap(i, (x % (i as u64 + 1)) as usize);
+    if round > 0 {
+        fastrand::Rng::with_seed(round as u64).shuffle(&mut order);
     }
     order
 }

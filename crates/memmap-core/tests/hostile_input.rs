@@ -412,8 +412,11 @@ fn the_kernels_zone_device_alignment_rules() {
 #[test]
 fn hotplug_free_lists_survive_foreign_and_forged_struct_pages() {
     use memmap_core::{HotplugError, HotplugZone, OnlineOptions, online_pages, take_free_block};
-    let cfg = KernelConfig::X86_64;
+    // Sections of 256 struct pages under Miri (`support::cfg`), 32768 otherwise.
+    let cfg = support::cfg();
     let pps = cfg.pages_per_section();
+    let max = cfg.max_page_order;
+    let block = 1u64 << max;
     let (base, n) = (pps, 2 * pps as usize);
     let mut pages = vec![Page64::ZEROED; n];
     let mut pb = vec![0u8; pageblocks_needed(&cfg, base, n as u64)];
@@ -421,11 +424,11 @@ fn hotplug_free_lists_survive_foreign_and_forged_struct_pages() {
     let mut zone = HotplugZone::new(&cfg, 0, 2).unwrap();
     online_pages(&mut m, &mut zone, base, pps, &OnlineOptions::default(), &mut NoHooks).unwrap();
     // A forged free block in the part not onlined: page type, order, links to nowhere.
-    let forged = base + pps + 1024;
+    let forged = base + pps + block;
     let mut p = m.read(base);
     p.set_u64_at(8, 0x1234_5678);
     p.set_u64_at(16, 0x9abc_def0);
-    for order in [10, 23, 24, 200] {
+    for order in [u64::from(max), 23, 24, 200] {
         p.set_u64_at(40, order);
         m.write(forged, p);
         assert_eq!(
@@ -437,16 +440,16 @@ fn hotplug_free_lists_survive_foreign_and_forged_struct_pages() {
     // A cycle on a real list: the walk ends after the list's count.
     let first = {
         let mut v = Vec::new();
-        zone.for_each_free_block(&m, 10, MigrateType::Movable, |pfn| v.push(pfn));
+        zone.for_each_free_block(&m, max, MigrateType::Movable, |pfn| v.push(pfn));
         v
     };
-    assert_eq!(first.len() as u64, pps / 1024);
+    assert_eq!(first.len() as u64, pps / block);
     let mut head = m.read(first[0]);
     head.set_u64_at(8, m.vaddr(first[0]) + 8);
     m.write(first[0], head);
     let mut walked = 0;
-    zone.for_each_free_block(&m, 10, MigrateType::Movable, |_| walked += 1);
-    assert_eq!(walked, pps / 1024);
+    zone.for_each_free_block(&m, max, MigrateType::Movable, |_| walked += 1);
+    assert_eq!(walked, pps / block);
     // The same zone with a memmap elsewhere: onlining there neither panics nor links its
     // pages into the other memmap's lists.
     let other_base = 8 * pps;

@@ -107,7 +107,7 @@ fn touch_all(mem: &Mem) {
 fn print_header(mib: usize, backing: &str, rounds: usize) {
     let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
     println!(
-        "stream-vm-memory zero bench: {mib} MiB of {backing} memory in 2 regions, {rounds} rounds interleaved (order rotated), load average {}, \
+        "stream-vm-memory zero bench: {mib} MiB of {backing} memory in 2 regions, {rounds} rounds interleaved (order shuffled), load average {}, \
          stream-hal backend {}, streaming clear {}, THP {}",
         std::fs::read_to_string("/proc/loadavg")
             .unwrap_or_default()
@@ -121,12 +121,14 @@ fn print_header(mib: usize, backing: &str, rounds: usize) {
     );
 }
 
-/// `rounds` rounds of every method, interleaved, the order rotated by one each round.
+/// `rounds` rounds of every method, interleaved, in a new order each round (a rotation would
+/// run each method after the same one every round).
 fn run_rounds(methods: &mut [Method<'_>], rounds: usize) {
     for round in 0..rounds {
-        let k = methods.len();
-        for i in 0..k {
-            let m = &mut methods[(i + round) % k];
+        let mut order: Vec<usize> = (0..methods.len()).collect();
+        fastrand::Rng::with_seed(round as u64).shuffle(&mut order);
+        for i in order {
+            let m = &mut methods[i];
             let t = Instant::now();
             (m.run)();
             m.times.push(t.elapsed().as_secs_f64());
