@@ -178,39 +178,9 @@ fn main() {
                     }
                     break;
                 }
-                // The paths, then one `mincore` of the whole range alone, then the cheapest
-                // system call (`getppid`), timed like them.
-                let mut times: Vec<Vec<Duration>> = vec![Vec::new(); PATHS.len() + 2];
                 // More rounds where a round takes microseconds (a shared machine's noise).
                 let n = rounds.max((rounds * (4 << 20) / len).min(61));
-                let mut auto_in_place = 0u64;
-                let mut vec = vec![0u8; len.div_ceil(4096)];
-                for round in 0..n {
-                    // A new order each round: a rotation would run each path after the same
-                    // one every round and hand it whatever that one leaves behind.
-                    let mut order: Vec<usize> = (0..times.len()).collect();
-                    fastrand::Rng::with_seed(round as u64).shuffle(&mut order);
-                    for k in order {
-                        let mem = map(backing, len);
-                        prepare(&mem, backing, state, len, &w);
-                        let t = Instant::now();
-                        if let Some(&(_, policy)) = PATHS.get(k) {
-                            let r = reset(&mem, GuestAddress(0), len, policy, &w).expect("reset");
-                            if k == 3 {
-                                auto_in_place += r.in_place;
-                            }
-                        } else if k == PATHS.len() {
-                            query(&mem, len, &mut vec);
-                        } else {
-                            // SAFETY: getppid has no preconditions.
-                            std::hint::black_box(unsafe { libc::getppid() });
-                        }
-                        times[k].push(t.elapsed());
-                        drop(mem);
-                    }
-                }
-                let took = auto_in_place as f64 / (n * len) as f64;
-                let med: Vec<Duration> = times.iter_mut().map(|v| median(v)).collect();
+                let (med, took) = measure(backing, state, len, n, &w);
                 let best =
                     (0..3).filter(|&k| keeps_residency(state, k)).map(|k| med[k]).min().expect("a candidate");
                 let ratio = med[3].as_secs_f64() / best.as_secs_f64();
@@ -250,6 +220,41 @@ fn main() {
     println!(
         "# {failures} size(s) where auto was more than 10 % slower than the fastest candidate; at {over_mincore} of them one mincore of the range alone took more than 10 % of it, at {over_syscall} one getppid did"
     );
+}
+
+/// `n` rounds of every path on fresh memory of `len` bytes, then one `mincore` of the whole
+/// range alone, then the cheapest system call (`getppid`), timed like them: the medians, and
+/// the share of the bytes Auto zeroed in place.
+fn measure(backing: Backing, state: State, len: usize, n: usize, w: &Workers) -> (Vec<Duration>, f64) {
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); PATHS.len() + 2];
+    let mut auto_in_place = 0u64;
+    let mut vec = vec![0u8; len.div_ceil(4096)];
+    for round in 0..n {
+        // A new order each round: a rotation would run each path after the same one every
+        // round and hand it whatever that one leaves behind.
+        let mut order: Vec<usize> = (0..times.len()).collect();
+        fastrand::Rng::with_seed(round as u64).shuffle(&mut order);
+        for k in order {
+            let mem = map(backing, len);
+            prepare(&mem, backing, state, len, w);
+            let t = Instant::now();
+            if let Some(&(_, policy)) = PATHS.get(k) {
+                let r = reset(&mem, GuestAddress(0), len, policy, w).expect("reset");
+                if k == 3 {
+                    auto_in_place += r.in_place;
+                }
+            } else if k == PATHS.len() {
+                query(&mem, len, &mut vec);
+            } else {
+                // SAFETY: getppid has no preconditions.
+                std::hint::black_box(unsafe { libc::getppid() });
+            }
+            times[k].push(t.elapsed());
+            drop(mem);
+        }
+    }
+    let took = auto_in_place as f64 / (n * len) as f64;
+    (times.iter_mut().map(|v| median(v)).collect(), took)
 }
 
 /// One `mincore` of all of `mem`'s first `len` bytes: the least a residency answer costs.
