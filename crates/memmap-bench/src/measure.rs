@@ -173,10 +173,11 @@ pub fn interleaved_paired(
 }
 
 /// The order of the runners in round `round` of `n`: as given in round 0, then a permutation
-/// of its own per round (`fastrand`'s shuffle seeded with the round, the same in every run). A run can leave the machine in a state the next one inherits (which memory is
-/// free, where the host placed the vCPUs); a rotation would keep every runner after the same
-/// one and pass such a carry-over to one runner in every round
-/// (docs/performance/populate-baselines.md has a case).
+/// of its own per round (`fastrand`'s shuffle seeded with the round, the same in every run).
+/// A run can leave the machine in a state the next one inherits (which memory is free, where
+/// the host placed the vCPUs); a rotation would keep every runner after the same one and pass
+/// such a carry-over to one runner in every round (docs/performance/populate-baselines.md has
+/// a case).
 #[must_use]
 pub fn round_order(round: usize, n: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();

@@ -428,7 +428,7 @@ fn hotplug_free_lists_survive_foreign_and_forged_struct_pages() {
     let mut p = m.read(base);
     p.set_u64_at(8, 0x1234_5678);
     p.set_u64_at(16, 0x9abc_def0);
-    for order in [u64::from(max), 23, 24, 200] {
+    for order in [u64::from(max), u64::from(max) + 1, 23, 24, 200] {
         p.set_u64_at(40, order);
         m.write(forged, p);
         assert_eq!(

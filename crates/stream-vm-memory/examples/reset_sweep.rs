@@ -126,41 +126,11 @@ fn main() {
     let cpus: usize =
         flag("--threads").and_then(|s| s.parse().ok()).unwrap_or_else(stream_par::available_cpus).max(1);
     let w = Workers::new(Threads::Fixed(cpus)).with_placement(Placement::Auto);
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
-    let shmem =
-        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled").unwrap_or_default();
-    println!("# stream-vm-memory reset sweep: {}", args[1..].join(" "));
-    println!(
-        "# {cpus} thread(s) (Threads::Fixed({cpus}); {} CPUs available), {rounds} rounds per path, median; load average at start {}; THP {}, shmem THP {}; stream-hal {} ({})",
-        stream_par::available_cpus(),
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
-        thp.trim(),
-        shmem.trim(),
-        stream_hal::backend().name(),
-        stream_hal::streaming_clear_method(),
-    );
-    println!(
-        "# times in ms; candidates (*) are the paths that keep every resident page resident; ok: auto <= 1.10 x the fastest candidate"
-    );
-    println!(
-        "# mincore/best, syscall/best: one mincore of the whole range alone, and one getppid (the cheapest system call), timed like a path, over the fastest candidate; where syscall/best is above 0.10 no Auto that asks the kernel anything can be within 10 %, where mincore/best is, none that asks mincore"
-    );
-    println!(
-        "{:<8} {:<12} {:>8} {:>11} {:>11} {:>16} {:>11}  {:>9} {:>12} {:>12} verdict auto in place rounds",
-        "backing",
-        "state",
-        "size",
-        "in-place",
-        "discard",
-        "discard+refault",
-        "auto",
-        "auto/best",
-        "mincore/best",
-        "syscall/best"
-    );
+    print_header(&args, cpus, rounds);
     let mut failures = 0;
-    let (mut over_mincore, mut over_syscall) = (0, 0);
+    // Misses where the fastest path is in place and one getppid alone takes more than 10 % of
+    // it; misses where it is the discard (one system call, as Auto's question is).
+    let (mut floored, mut against_discard) = (0, 0);
     let huge_free = free_huge_pages() * (2 << 20);
     for backing in [Backing::Anon4k, Backing::AnonThp, Backing::Memfd, Backing::Hugetlb] {
         for state in [State::Resident, State::NotResident, State::Half] {
@@ -181,15 +151,18 @@ fn main() {
                 // More rounds where a round takes microseconds (a shared machine's noise).
                 let n = rounds.max((rounds * (4 << 20) / len).min(61));
                 let (med, took) = measure(backing, state, len, n, &w);
-                let best =
-                    (0..3).filter(|&k| keeps_residency(state, k)).map(|k| med[k]).min().expect("a candidate");
+                let (fastest, best) = (0..3)
+                    .filter(|&k| keeps_residency(state, k))
+                    .map(|k| (k, med[k]))
+                    .min_by_key(|&(_, t)| t)
+                    .expect("a candidate");
                 let ratio = med[3].as_secs_f64() / best.as_secs_f64();
                 let mincore = med[4].as_secs_f64() / best.as_secs_f64();
                 let syscall = med[5].as_secs_f64() / best.as_secs_f64();
                 let ok = ratio <= 1.10;
                 failures += usize::from(!ok);
-                over_mincore += usize::from(!ok && mincore > 0.10);
-                over_syscall += usize::from(!ok && syscall > 0.10);
+                floored += usize::from(!ok && fastest == 0 && syscall > 0.10);
+                against_discard += usize::from(!ok && fastest == 1);
                 let cell = |k: usize| {
                     format!(
                         "{:.3}{}",
@@ -218,13 +191,51 @@ fn main() {
         }
     }
     println!(
-        "# {failures} size(s) where auto was more than 10 % slower than the fastest candidate; at {over_mincore} of them one mincore of the range alone took more than 10 % of it, at {over_syscall} one getppid did"
+        "# {failures} size(s) where auto was more than 10 % slower than the fastest candidate: at {floored} of them the fastest is in place and one getppid alone took more than 10 % of it; at {against_discard} the fastest is the discard"
     );
 }
 
-/// `n` rounds of every path on fresh memory of `len` bytes, then one `mincore` of the whole
-/// range alone, then the cheapest system call (`getppid`), timed like them: the medians, and
-/// the share of the bytes Auto zeroed in place.
+/// The sweep's command, machine and column heads.
+fn print_header(args: &[String], cpus: usize, rounds: usize) {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let shmem =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled").unwrap_or_default();
+    println!("# stream-vm-memory reset sweep: {}", args[1..].join(" "));
+    println!(
+        "# {cpus} thread(s) (Threads::Fixed({cpus}); {} CPUs available), {rounds} rounds per path, median; load average at start {}; THP {}, shmem THP {}; stream-hal {} ({})",
+        stream_par::available_cpus(),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        thp.trim(),
+        shmem.trim(),
+        stream_hal::backend().name(),
+        stream_hal::streaming_clear_method(),
+    );
+    println!(
+        "# times in ms; candidates (*) are the paths that keep every resident page resident; ok: auto <= 1.10 x the fastest candidate"
+    );
+    println!(
+        "# mincore/best, syscall/best: one mincore of the whole range alone, and one getppid (the cheapest system call), timed like a path, over the fastest candidate. Where the fastest is in place (no system call) and syscall/best is above 0.10, no Auto that asks the kernel anything can be within 10 %; where it is a discard (one system call), Auto's question has to cost no more than that call"
+    );
+    println!(
+        "{:<8} {:<12} {:>8} {:>11} {:>11} {:>16} {:>11}  {:>9} {:>12} {:>12} verdict auto in place rounds",
+        "backing",
+        "state",
+        "size",
+        "in-place",
+        "discard",
+        "discard+refault",
+        "auto",
+        "auto/best",
+        "mincore/best",
+        "syscall/best"
+    );
+}
+
+/// `n` rounds of every path on fresh memory of `len` bytes, with one `mincore` of the whole
+/// range and one `getppid` (the cheapest system call) timed among them like paths, in a new
+/// order each round: the medians (the paths', then `mincore`'s, then `getppid`'s), and the
+/// share of the bytes Auto zeroed in place.
 fn measure(backing: Backing, state: State, len: usize, n: usize, w: &Workers) -> (Vec<Duration>, f64) {
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); PATHS.len() + 2];
     let mut auto_in_place = 0u64;
@@ -235,6 +246,12 @@ fn measure(backing: Backing, state: State, len: usize, n: usize, w: &Workers) ->
         let mut order: Vec<usize> = (0..times.len()).collect();
         fastrand::Rng::with_seed(round as u64).shuffle(&mut order);
         for k in order {
+            if k == PATHS.len() + 1 {
+                let t = Instant::now();
+                std::hint::black_box(std::os::unix::process::parent_id());
+                times[k].push(t.elapsed());
+                continue;
+            }
             let mem = map(backing, len);
             prepare(&mem, backing, state, len, w);
             let t = Instant::now();
@@ -243,11 +260,8 @@ fn measure(backing: Backing, state: State, len: usize, n: usize, w: &Workers) ->
                 if k == 3 {
                     auto_in_place += r.in_place;
                 }
-            } else if k == PATHS.len() {
-                query(&mem, len, &mut vec);
             } else {
-                // SAFETY: getppid has no preconditions.
-                std::hint::black_box(unsafe { libc::getppid() });
+                query(&mem, len, &mut vec);
             }
             times[k].push(t.elapsed());
             drop(mem);
@@ -258,11 +272,14 @@ fn measure(backing: Backing, state: State, len: usize, n: usize, w: &Workers) ->
 }
 
 /// One `mincore` of all of `mem`'s first `len` bytes: the least a residency answer costs.
+/// `vec` has a byte per 4 KiB of `len`.
 fn query(mem: &Mem, len: usize, vec: &mut [u8]) {
     use vm_memory::GuestMemoryBackend;
     let host = mem.get_host_address(GuestAddress(0)).expect("host address");
-    // SAFETY: `host..host + len` is mapped (all of `mem`'s one region) and `vec` has a byte for
-    // each of its pages of 4 KiB or more.
+    // SAFETY: `mincore` writes one byte per page of `[host, host + len)` into `vec`, which
+    // has `len.div_ceil(4096)` bytes: at least that many, since no page is smaller than
+    // 4 KiB. (The range is `mem`'s one mapping; were it not mapped, the call would fail with
+    // ENOMEM.)
     let rc = unsafe { libc::mincore(host.cast(), len, vec.as_mut_ptr()) };
     assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
 }
