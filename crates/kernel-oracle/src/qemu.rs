@@ -1,7 +1,7 @@
 //! Running a guest: QEMU with its serial console in a file and QMP on a UNIX socket.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -28,9 +28,8 @@ pub struct Qmp {
 }
 
 impl Qmp {
-    fn connect(path: &Path) -> Result<Self> {
-        let stream =
-            UnixStream::connect(path).with_context(|| format!("connecting to QMP at {}", path.display()))?;
+    /// Reads the greeting on a new connection and negotiates the capabilities.
+    fn greet(stream: UnixStream) -> Result<Self> {
         stream.set_read_timeout(Some(Duration::from_secs(120)))?;
         let writer = stream.try_clone()?;
         let mut q = Qmp { reader: BufReader::new(stream), writer };
@@ -166,19 +165,27 @@ impl Guest {
             .with_context(|| format!("starting {qemu}"))?;
         let mut g =
             Guest { child, serial, qmp: None, argv: std::iter::once(qemu.to_string()).chain(argv).collect() };
+        // QEMU binds the socket before it listens on it: a connection in between is refused,
+        // so refusals are retried like a socket not there yet.
         let start = Instant::now();
-        while !sock.exists() {
+        loop {
+            match UnixStream::connect(&sock) {
+                Ok(stream) => {
+                    g.qmp = Some(Qmp::greet(stream)?);
+                    return Ok(g);
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {}
+                Err(e) => return Err(e).with_context(|| format!("connecting to QMP at {}", sock.display())),
+            }
             if let Some(status) = g.child.try_wait()? {
                 let err = fs::read_to_string(dir.join("qemu.stderr")).unwrap_or_default();
                 bail!("{qemu} exited at once ({status}): {err}");
             }
             if start.elapsed() > Duration::from_secs(30) {
-                bail!("{qemu} did not open its QMP socket within 30 s");
+                bail!("{qemu} did not accept a connection on its QMP socket {} within 30 s", sock.display());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        g.qmp = Some(Qmp::connect(&sock)?);
-        Ok(g)
     }
 
     /// The console text so far: its first [`MAX_CONSOLE_BYTES`] (a guest that prints more
