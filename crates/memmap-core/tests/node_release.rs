@@ -101,9 +101,9 @@ fn a_node_writes_its_releases_bits() {
         let strategies = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
         for (i, mode) in modes.into_iter().enumerate() {
             for (j, strategy) in strategies.into_iter().enumerate() {
-                // Under Miri, three of the nine pairs per release, a different three for each:
-                // every pair once over the three releases (54 boots took five minutes).
-                if cfg!(miri) && (i + j + v) % 3 != 0 {
+                // Under Miri, one of the nine pairs per release: each mode and each strategy
+                // once over the three releases (54 boots took five minutes).
+                if cfg!(miri) && (i != v || j != (v + 1) % 3) {
                     continue;
                 }
                 let kernel = BootOptions {

@@ -292,6 +292,7 @@ CONFIG_ZONE_DMA32=y
 ";
 
     #[test]
+    #[cfg_attr(miri, ignore = "parses Debian's whole config: safe code only, slow under Miri")]
     fn debian_amd64_gives_the_x86_64_preset() {
         let cfg = KernelConfig::X86_64.with_kconfig(&Kconfig::new(DEBIAN_7_2_AMD64)).unwrap();
         // The preset leaves PG_young and PG_idle out (see `KernelConfig::nr_pageflags`): with

@@ -201,14 +201,19 @@ pub(crate) unsafe fn load64(src: *const u8) -> u64 {
 #[cfg(test)]
 mod line_walk_tests {
     use super::for_each_line;
+    use std::vec;
     use std::vec::Vec;
 
     /// Every line of the range is visited once, in order, at an address inside the range.
     #[test]
     fn every_line_once_inside_the_range() {
         let buf = [0u8; 1024];
+        // Under Miri (twice per CI run, minutes for every start) the starts next to a line
+        // boundary only.
+        let starts: Vec<usize> =
+            if cfg!(miri) { vec![0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129] } else { (0..130).collect() };
         for line in [16usize, 64, 128] {
-            for start in 0..130 {
+            for &start in &starts {
                 for len in [0usize, 1, 2, 15, 16, 63, 64, 65, 127, 128, 300, 700] {
                     let base = buf.as_ptr().wrapping_add(start);
                     let (lo, hi) = (base.addr(), base.addr() + len);
