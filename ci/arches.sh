@@ -1,31 +1,25 @@
 #!/usr/bin/env bash
-# stream-hal on the architectures beyond x86-64 and aarch64, and aarch64's FEAT_MOPS, under qemu-user:
+# stream-hal on the architectures beyond x86-64 and aarch64 under qemu-user (aarch64's tests, with
+# and without FEAT_MOPS, run in ci/cross.sh with the whole workspace):
 #
 # * riscv64 (real `ntl.all` stores, `fence w, rw`, and `cbo.zero` through `riscv_hwprobe`):
 #   stream-hal's unit and integration tests twice, with `-cpu rv64,zicboz=true` (Zicboz with
 #   64-byte blocks must be detected and used) and `zicboz=false` (it must not be: the safe
 #   feature API must refuse the claim, and the unsafe claim in a child process must SIGILL);
 # * ppc64le (`dcbz` with the kernel's AT_DCACHEBSIZE, `sync`): the same tests;
-# * aarch64 FEAT_MOPS: the same tests with `-cpu max` (MOPS must be detected from HWCAP2_MOPS and
-#   `clear` must take its SETPN/SETMN/SETEN path) and `-cpu neoverse-n1` (no MOPS: not claimed,
-#   `dc zva` and `stnp` run, the unsafe claim in a child process must SIGILL); the rest of the
-#   aarch64 backend runs in ci/aarch64.sh (or ci/cross.sh) with the whole workspace;
 # * loongarch64 (the generic backend): the baremetal-tests checks as a Linux user-mode program
 #   (no loongarch64 C library or standard library exists here to run the test suite);
-# * memmap-core and hugetlb-init on riscv64 and ppc64le, fewer property cases than the host run
-#   (and on aarch64 with ARCHES_AARCH64=1);
+# * memmap-core and hugetlb-init on riscv64 and ppc64le, fewer property cases than the host run;
 # * x86-64: the safe-CPU-features regression test under `qemu-x86_64 -cpu Skylake-Client`
 #   (no CLZERO);
 # * clippy for the new targets, the instruction checks (cbo.zero in the riscv64 code, only in
 #   its cbo.zero path, none with --cfg stream_hal_force_generic; dcbz in the ppc64le code; the
 #   MOPS memory sets in the aarch64 code only in its two MOPS clears, none force-generic).
 #
-# qemu-user comes from bookworm-backports (QEMU 10: bookworm's 7.2 knows no Zicboz and no
-# riscv_hwprobe): its statically linked `qemu-user` package is downloaded with a private apt
-# configuration and unpacked into target/qemu-user-10, beside the system's qemu-user, which
-# stays as it is.
+# qemu-user is QEMU 10 or newer (ci/setup.sh: bookworm's 7.2 knows no Zicboz, no riscv_hwprobe
+# and no FEAT_MOPS).
 source "$(dirname "$0")/env.sh"
-reclaim target/debug target/force-generic target/qemu-user-10 target/loongarch64-none \
+reclaim target/debug target/force-generic target/loongarch64-none \
     target/riscv64gc-unknown-linux-gnu target/powerpc64le-unknown-linux-gnu target/aarch64-unknown-linux-gnu \
     target/riscv64gc-unknown-none-elf
 root=$PWD
@@ -40,33 +34,6 @@ export RUSTFLAGS="--cfg stream_hal_no_bench_deps"
 export CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_LINKER=riscv64-linux-gnu-gcc
 export CARGO_TARGET_POWERPC64LE_UNKNOWN_LINUX_GNU_LINKER=powerpc64le-linux-gnu-gcc
 
-# --- QEMU 10 user mode, private ----------------------------------------------------------------
-t=$(now)
-qdir="$PWD/target/qemu-user-10"
-Q="$qdir/usr/bin"
-if ! "$Q/qemu-riscv64" --version 2>/dev/null | grep -q 'version 10\.'; then
-    apt_dir=$(mktemp -d)
-    mkdir -p "$apt_dir/sources.list.d" "$apt_dir/lists/partial" "$apt_dir/deb"
-    cp /etc/apt/sources.list.d/*.sources "$apt_dir/sources.list.d/" 2>/dev/null || true
-    if [ -f /etc/apt/sources.list ]; then cp /etc/apt/sources.list "$apt_dir/sources.list"; else : >"$apt_dir/sources.list"; fi
-    cat >"$apt_dir/sources.list.d/backports.sources" <<'SRC'
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-    apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourceParts=$apt_dir/sources.list.d"
-              -o "Dir::State::Lists=$apt_dir/lists")
-    apt-get "${apt_opts[@]}" update -qq
-    (cd "$apt_dir/deb" && apt-get "${apt_opts[@]}" download -qq qemu-user/bookworm-backports 2>/dev/null)
-    rm -rf "$qdir"
-    dpkg-deb -x "$apt_dir"/deb/qemu-user_*.deb "$qdir"
-    rm -rf "$apt_dir"
-fi
-"$Q/qemu-riscv64" --version | head -1
-echo "arches: qemu-user 10 ready in $(elapsed "$t") s ($Q)"
-
 # --- builds and lints -------------------------------------------------------------------------
 t=$(now)
 for target in riscv64gc-unknown-linux-gnu powerpc64le-unknown-linux-gnu; do
@@ -77,8 +44,7 @@ done
 RUSTFLAGS="$RUSTFLAGS --cfg stream_hal_emulate" cargo clippy --locked -p stream-hal --target riscv64gc-unknown-linux-gnu --lib --tests -- -D warnings
 RUSTFLAGS="$RUSTFLAGS --cfg stream_hal_emulate" cargo clippy --locked -p stream-hal --target powerpc64le-unknown-linux-gnu --lib --tests -- -D warnings
 RUSTFLAGS="$RUSTFLAGS --cfg stream_hal_no_cpuid" cargo clippy --locked -p stream-hal --target riscv64gc-unknown-none-elf -- -D warnings
-# aarch64's clippy is ci/clippy.sh's.
-cargo test --locked -p stream-hal --target aarch64-unknown-linux-gnu --lib --tests --no-run
+# aarch64's clippy is ci/clippy.sh's; its tests run in ci/cross.sh.
 echo "arches: riscv64, ppc64le and aarch64 test builds, riscv64 and ppc64le clippy in $(elapsed "$t") s"
 
 # --- runs -------------------------------------------------------------------------------------
@@ -90,7 +56,7 @@ run_tests() {
     var="CARGO_TARGET_$(tr 'a-z-' 'A-Z_' <<<"$target")_RUNNER"
     t=$(now)
     echo "arches: $target under $*: expecting backend $backend, features $features"
-    if env "$var=$*" STREAM_HAL_TEST_RUNNER="$*" STREAM_HAL_EXPECT_BACKEND="$backend" \
+    if env "$var=$*" STREAM_HAL_EXPECT_BACKEND="$backend" \
             STREAM_HAL_EXPECT_FEATURES="$features" "${extra_env[@]}" \
             cargo test --locked -p stream-hal --target "$target" --lib --tests 2>&1 | tee "$log" |
             grep -E '^test result|FAILED|panicked|error'; then :; fi
@@ -101,39 +67,23 @@ run_tests() {
 }
 mkdir -p target/arches
 log=target/arches/riscv64-zicboz.log extra_env=()
-run_tests riscv64gc-unknown-linux-gnu riscv64 zicboz=64 "$Q/qemu-riscv64" -cpu rv64,zicboz=true -L /usr/riscv64-linux-gnu
+run_tests riscv64gc-unknown-linux-gnu riscv64 zicboz=64 qemu-riscv64 -cpu rv64,zicboz=true -L /usr/riscv64-linux-gnu
 log=target/arches/riscv64-no-zicboz.log extra_env=(STREAM_HAL_EXPECT_NO_OPTIONAL_FEATURES=1)
-run_tests riscv64gc-unknown-linux-gnu riscv64 zicboz=none "$Q/qemu-riscv64" -cpu rv64,zicboz=false -L /usr/riscv64-linux-gnu
+run_tests riscv64gc-unknown-linux-gnu riscv64 zicboz=none qemu-riscv64 -cpu rv64,zicboz=false -L /usr/riscv64-linux-gnu
 # (With STREAM_HAL_EXPECT_NO_OPTIONAL_FEATURES the cpu_features test also requires the unsafe
 # claim in its child process to die of SIGILL.)
 log=target/arches/ppc64le.log extra_env=()
-run_tests powerpc64le-unknown-linux-gnu powerpc64 dcbz=128 "$Q/qemu-ppc64le" -L /usr/powerpc64le-linux-gnu
-# aarch64 with and without FEAT_MOPS (QEMU has no property that turns it off on `max`; Neoverse N1
-# is Armv8.2, without it).
-log=target/arches/aarch64-mops.log extra_env=()
-run_tests aarch64-unknown-linux-gnu aarch64 mops=yes "$Q/qemu-aarch64" -cpu max -L /usr/aarch64-linux-gnu
-log=target/arches/aarch64-no-mops.log extra_env=(STREAM_HAL_EXPECT_NO_OPTIONAL_FEATURES=1)
-run_tests aarch64-unknown-linux-gnu aarch64 mops=no "$Q/qemu-aarch64" -cpu neoverse-n1 -L /usr/aarch64-linux-gnu
-# The MOPS tests must have run in both (under neoverse-n1 the range test finds MOPS absent).
-for f in aarch64-mops aarch64-no-mops; do
-    for test in mops_paths_zero_exactly_the_range clear_uses_mops_exactly_where_it_is_in_effect; do
-        grep -q "^test arch::aarch64::tests::$test ... ok$" "target/arches/$f.log" ||
-            { echo "arches: FAILED: $test did not pass in target/arches/$f.log"; failed=1; }
-    done
-done
+run_tests powerpc64le-unknown-linux-gnu powerpc64 dcbz=128 qemu-ppc64le -L /usr/powerpc64le-linux-gnu
 
 # memmap-core and hugetlb-init (their streaming fast paths equal to the slow path, the node
-# boot, deferred init, hotplug) on the riscv64 and ppc64le backends. (aarch64's: `ci/aarch64.sh`,
-# the whole workspace under qemu-aarch64, outside the CI budget; set ARCHES_AARCH64=1 to add
-# memmap-core, hugetlb-init and stream-hal on aarch64 here.)
+# boot, deferred init, hotplug) on the riscv64 and ppc64le backends (aarch64's: ci/cross.sh).
 # run_crates TARGET BACKEND QEMU...: the crates' lib and integration tests under QEMU.
 run_crates() {
     local target=$1 backend=$2 t var crates=(-p memmap-core -p hugetlb-init)
     shift 2
-    [ "$target" = aarch64-unknown-linux-gnu ] && crates+=(-p stream-hal)
     var="CARGO_TARGET_$(tr 'a-z-' 'A-Z_' <<<"$target")_RUNNER"
     t=$(now)
-    if env "$var=$*" STREAM_HAL_TEST_RUNNER="$*" STREAM_HAL_EXPECT_BACKEND="$backend" \
+    if env "$var=$*" STREAM_HAL_EXPECT_BACKEND="$backend" \
             cargo test --locked "${crates[@]}" --target "$target" --lib --tests --no-fail-fast 2>&1 | tee "$log" |
             grep -E '^test result: FAILED|FAILED|panicked|^error'; then :; fi
     if ! grep -q '^test result' "$log" || grep -qE '^test result: FAILED|error: test failed|could not compile' "$log"; then
@@ -142,19 +92,15 @@ run_crates() {
     echo "arches: ${crates[*]} on $target: $(grep -c '^test .* ok$' "$log") tests passed in $(elapsed "$t") s (with the build)"
 }
 log=target/arches/riscv64-crates.log
-run_crates riscv64gc-unknown-linux-gnu riscv64 "$Q/qemu-riscv64" -cpu rv64,zicboz=true -L /usr/riscv64-linux-gnu
+run_crates riscv64gc-unknown-linux-gnu riscv64 qemu-riscv64 -cpu rv64,zicboz=true -L /usr/riscv64-linux-gnu
 log=target/arches/ppc64le-crates.log
-run_crates powerpc64le-unknown-linux-gnu powerpc64 "$Q/qemu-ppc64le" -L /usr/powerpc64le-linux-gnu
-if [ "${ARCHES_AARCH64:-0}" = 1 ]; then
-    log=target/arches/aarch64-crates.log
-    run_crates aarch64-unknown-linux-gnu aarch64 qemu-aarch64 -L /usr/aarch64-linux-gnu
-fi
+run_crates powerpc64le-unknown-linux-gnu powerpc64 qemu-ppc64le -L /usr/powerpc64le-linux-gnu
 
 # x86-64 without CLZERO: the host build's test binary (the test step built it already).
 t=$(now)
 bin=$(cargo test --locked -p stream-hal --test cpu_features --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\))$/\1/p')
-runner="$Q/qemu-x86_64 -cpu Skylake-Client"
-if STREAM_HAL_EXPECT_NO_OPTIONAL_FEATURES=1 STREAM_HAL_TEST_RUNNER="$runner" $runner "$bin" --nocapture \
+runner="qemu-x86_64 -cpu Skylake-Client"
+if STREAM_HAL_EXPECT_NO_OPTIONAL_FEATURES=1 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$runner" $runner "$bin" --nocapture \
         >target/arches/x86_64-skylake.log 2>&1 && grep -q 'SIGILL, as expected' target/arches/x86_64-skylake.log; then
     echo "arches: x86-64 -cpu Skylake-Client: the safe claim of clzero was refused and 1-2 MiB clears ran; the unsafe one died of SIGILL ($(elapsed "$t") s)"
 else
@@ -180,7 +126,7 @@ rustup component add --toolchain nightly rust-src >/dev/null 2>&1 || true
 )
 la=target/loongarch64-none/loongarch64-unknown-none/release/baremetal-tests
 # The console writes CR LF (it is the kernels' serial console): drop the CRs.
-if timeout 300 "$Q/qemu-loongarch64" "$la" 2>&1 | sed 's/\r$//' >target/arches/loongarch64.log &&
+if timeout 300 qemu-loongarch64 "$la" 2>&1 | sed 's/\r$//' >target/arches/loongarch64.log &&
         grep -q '^stream-hal backend: generic (generic (loongarch64 has no streaming store' target/arches/loongarch64.log &&
         grep -qE '^summary: [1-9][0-9]* passed, 0 failed$' target/arches/loongarch64.log; then
     echo "arches: loongarch64 (generic backend) under qemu-loongarch64: $(grep '^summary' target/arches/loongarch64.log) ($(elapsed "$t") s with the build)"
@@ -249,4 +195,4 @@ echo "arches: aarch64 library: $(awk '{s+=$1} END {print s+0}' <<<"$a64_mops") M
 
 echo "arches: step time $(elapsed "$step_start") s"
 if [ "$failed" -ne 0 ]; then echo "arches: FAILED"; exit 1; fi
-echo "arches: riscv64 (Zicboz on and off), ppc64le, aarch64 (MOPS on and off), loongarch64 and the x86-64 regression passed"
+echo "arches: riscv64 (Zicboz on and off), ppc64le, loongarch64, the aarch64 object code and the x86-64 regression passed"

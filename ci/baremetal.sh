@@ -17,50 +17,7 @@ elapsed() { local ds=$(( ($(now) - $1) / 100000000 )); echo "$(( ds / 10 )).$(( 
 
 # --- tools --------------------------------------------------------------------------------------
 t=$(now)
-sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-need=()
-for pkg in binutils binutils-aarch64-linux-gnu binutils-riscv64-linux-gnu; do
-    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
-done
-if [ ${#need[@]} -gt 0 ]; then
-    echo "baremetal: installing ${need[*]}"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
-qemu=()
-if ! command -v qemu-system-x86_64 >/dev/null || ! command -v qemu-system-aarch64 >/dev/null ||
-        ! command -v qemu-system-riscv64 >/dev/null; then
-    # All from the same release: backports' qemu-system-common removes an installed
-    # bookworm qemu-system-x86 (7.2), so installing only the missing one can lose the others.
-    # QEMU 10 packages riscv64 as qemu-system-riscv, which needs backports' opensbi.
-    qemu=(qemu-system-x86 qemu-system-arm qemu-system-riscv opensbi)
-fi
-if [ ${#qemu[@]} -gt 0 ]; then
-    # From bookworm-backports: the machine image ships qemu-utils 10.0 from there, which Breaks
-    # bookworm's own qemu-system-common 7.2 (apt refuses that install). Only the QEMU packages
-    # (and the SeaBIOS they need) are taken from backports, so qemu-user and the rest stay as
-    # they are; a private sources directory and package lists leave the machine's apt setup
-    # untouched. (The kernels also pass under bookworm's QEMU 7.2.)
-    apt_dir=$(mktemp -d)
-    mkdir -p "$apt_dir/sources.list.d" "$apt_dir/lists/partial"
-    cp /etc/apt/sources.list.d/*.sources "$apt_dir/sources.list.d/" 2>/dev/null || true
-    if [ -f /etc/apt/sources.list ]; then cp /etc/apt/sources.list "$apt_dir/sources.list"; else : >"$apt_dir/sources.list"; fi
-    cat >"$apt_dir/sources.list.d/backports.sources" <<'EOF'
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-    apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourceParts=$apt_dir/sources.list.d"
-              -o "Dir::State::Lists=$apt_dir/lists")
-    pkgs=()
-    for pkg in "${qemu[@]}" qemu-system-common qemu-system-data seabios; do pkgs+=("$pkg/bookworm-backports"); done
-    echo "baremetal: installing ${pkgs[*]}"
-    $sudo apt-get "${apt_opts[@]}" update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends "${pkgs[@]}"
-    rm -rf "$apt_dir"
-fi
+# QEMU 10 and the binutils come from ci/setup.sh.
 rustup target add x86_64-unknown-none aarch64-unknown-none riscv64gc-unknown-none-elf
 qemu-system-x86_64 --version | head -1
 qemu-system-aarch64 --version | head -1

@@ -20,7 +20,9 @@ source "$(dirname "$self")/env.sh"
 # linked for the host inside the container), the aarch64 cross linker and C library, and
 # qemu-user to run the aarch64 test binaries. ca-certificates lets cargo inside the container
 # reach crates.io should a crate be missing from the mounted cargo home (ci/cross.sh fetches
-# every crate on the host first, so CI needs no network inside the container).
+# every crate on the host first, so CI needs no network inside the container). qemu-user is
+# QEMU 10 or newer: on bookworm from its backports (its own 7.2 answers `madvise` without doing
+# it and knows no FEAT_MOPS, which the default `max` CPU of QEMU 10 has).
 PACKAGES=(gcc libc6-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user ca-certificates)
 # The image's own configuration for cargo, so that `cross` (and a plain `docker run`) link with
 # the cross linker and run aarch64 binaries under qemu-user without anything from the host
@@ -34,31 +36,7 @@ IMAGE_ENV=(
 )
 REPOSITORY=memmap-stream-cross-aarch64
 
-# The host's Debian release (bookworm, trixie, ...).
-codename() {
-    local c
-    c=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-    [ -n "$c" ] || { echo "cross-image: no VERSION_CODENAME in /etc/os-release" >&2; return 1; }
-    echo "$c"
-}
-
-# The host's Debian mirror: the first main-archive URI of its apt sources (deb822 or one-line
-# format), never the security archive.
-mirror() {
-    local uri=""
-    if [ -r /etc/apt/sources.list.d/debian.sources ]; then
-        uri=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) { print $i; exit } }' \
-            /etc/apt/sources.list.d/debian.sources)
-    fi
-    if [ -z "$uri" ] && [ -r /etc/apt/sources.list ]; then
-        uri=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^https?:/ && $i !~ /security/) { print $i; exit } }' \
-            /etc/apt/sources.list)
-    fi
-    [ -n "$uri" ] || { echo "cross-image: no Debian mirror found in the host's apt sources" >&2; return 1; }
-    echo "$uri"
-}
-
-suite=$(codename)
+suite=$(debian_suite)
 hash=$({ cat "$self"; echo "$suite"; } | sha256sum | cut -c1-12)
 tag="$REPOSITORY:$suite-$hash"
 if [ "${1:-}" = --tag ]; then
@@ -79,14 +57,14 @@ if ! command -v debootstrap >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >&2
 fi
 
-url=$(mirror)
+url=$(debian_mirror)
 rootfs=$(mktemp -d "${TMPDIR:-/var/tmp}/cross-rootfs.XXXXXX")
 cleanup() {
     # Never leave a mount behind inside the tree that is being deleted.
     mountpoint -q "$rootfs/proc" && umount "$rootfs/proc"
     rm -rf --one-file-system "$rootfs"
 }
-trap cleanup EXIT
+at_exit cleanup
 
 start=$(date +%s)
 echo "cross-image: building $tag: debootstrap --variant=minbase $suite from $url" >&2
@@ -98,8 +76,13 @@ debootstrap --variant=minbase "$suite" "$rootfs" "$url" >"$rootfs.log" 2>&1 || {
 rm -f "$rootfs.log"
 echo "cross-image: debootstrap done in $(( $(date +%s) - start ))s; installing ${PACKAGES[*]}" >&2
 mount -t proc proc "$rootfs/proc"
-chroot "$rootfs" /usr/bin/env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -q --no-install-recommends "${PACKAGES[@]}" >"$rootfs.log" 2>&1 || {
+install=("${PACKAGES[@]}")
+if [ "$suite" = bookworm ]; then
+    echo "deb $url $suite-backports main" >>"$rootfs/etc/apt/sources.list"
+    install=("${install[@]/#qemu-user/qemu-user/$suite-backports}")
+fi
+{ chroot "$rootfs" apt-get update -q && chroot "$rootfs" /usr/bin/env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "${install[@]}"; } >"$rootfs.log" 2>&1 || {
     tail -20 "$rootfs.log" >&2
     echo "cross-image: apt-get install in the new root failed (full log: $rootfs.log)" >&2
     exit 1

@@ -11,48 +11,7 @@
 # bookworm-backports). The cache is ${XDG_CACHE_HOME:-$HOME/.cache}/memmap-oracle.
 source "$(dirname "$0")/env.sh"
 start=$(date +%s)
-sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-
-need=()
-for pkg in busybox-static ndctl xz-utils file device-tree-compiler; do
-    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
-done
-if [ ${#need[@]} -gt 0 ]; then
-    echo "oracle: installing ${need[*]}"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
-# Installs packages from bookworm-backports through a source list of its own (the machine's
-# mirror, suite bookworm-backports), so /etc/apt stays untouched.
-install_backports() {
-    local mirror bpo opts
-    mirror=$(grep -hoE '^(URIs:|deb) +[^ ]+/debian/?' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null \
-             | awk '{print $2}' | head -1)
-    [ -n "$mirror" ] || { echo "oracle: no Debian mirror configured"; exit 1; }
-    bpo=$(mktemp -d)
-    mkdir -p "$bpo/lists/partial" "$bpo/parts"
-    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bookworm-backports main" > "$bpo/bpo.list"
-    cp /etc/apt/sources.list.d/*.sources "$bpo/parts/" 2>/dev/null || true
-    opts=(-o "Dir::Etc::SourceList=$bpo/bpo.list" -o "Dir::Etc::SourceParts=$bpo/parts" -o "Dir::State::Lists=$bpo/lists")
-    $sudo apt-get "${opts[@]}" update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get "${opts[@]}" install -y -qq --no-install-recommends \
-        -t bookworm-backports "$@"
-    rm -rf "$bpo"
-}
-if ! command -v qemu-system-x86_64 >/dev/null; then
-    echo "oracle: installing qemu-system-x86"
-    # Debian 12 images that carry qemu-utils from bookworm-backports cannot take bookworm's
-    # qemu-system-x86 (qemu-utils Breaks it): the backports build then.
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends qemu-system-x86 \
-        || install_backports qemu-system-x86
-fi
-# riscv64 and ppc64el guests: QEMU 10 from bookworm-backports (its riscv64 machine is in
-# qemu-system-riscv; OpenSBI is the riscv64 firmware), the same release as the x86-64 one.
-if ! command -v qemu-system-riscv64 >/dev/null || ! command -v qemu-system-ppc64 >/dev/null \
-    || [ ! -f /usr/share/qemu/opensbi-riscv64-generic-fw_dynamic.bin ]; then
-    echo "oracle: installing qemu-system-riscv, qemu-system-ppc and opensbi (bookworm-backports)"
-    install_backports qemu-system-riscv qemu-system-ppc opensbi
-fi
+# Packages (QEMU 10, busybox, ndctl, dtc) come from ci/setup.sh.
 qemu-system-x86_64 --version | head -1
 
 # QEMU started with its scratch files under a path holding a comma and a space (QEMU's

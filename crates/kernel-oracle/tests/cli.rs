@@ -3,8 +3,31 @@
 
 use std::process::Command;
 
+/// `kernel-oracle` as a command: the program itself, or, when the tests run under an emulator,
+/// the emulator and the program. The emulator is cargo's runner for this architecture, from the
+/// environment (`CARGO_TARGET_<TRIPLE>_RUNNER`, as the cross image and CI set it for qemu-user):
+/// cargo wraps only the test binary in it, not the programs a test starts.
+fn program() -> Command {
+    let arch = format!("CARGO_TARGET_{}", std::env::consts::ARCH.to_ascii_uppercase());
+    let runner = std::env::vars()
+        .find(|(k, v)| {
+            k.starts_with(&arch) && k.contains("_LINUX_") && k.ends_with("_RUNNER") && !v.trim().is_empty()
+        })
+        .map(|(_, v)| v)
+        .unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    match words.next() {
+        Some(emulator) => {
+            let mut cmd = Command::new(emulator);
+            cmd.args(words).arg(env!("CARGO_BIN_EXE_kernel-oracle"));
+            cmd
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_kernel-oracle")),
+    }
+}
+
 fn oracle(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kernel-oracle")).args(args).output().unwrap();
+    let out = program().args(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!err.contains("panicked"), "{args:?}: {err}");
     (out.status.code().unwrap_or(-1), err)
@@ -46,10 +69,8 @@ fn refusals_name_the_input_and_happen_before_any_work() {
 fn build_cached_only_says_plainly_that_nothing_is_cached() {
     let tmp = tempfile::Builder::new().prefix("oracle-cli-").tempdir().unwrap();
     let cache = tmp.path().join("cache");
-    let out = Command::new(env!("CARGO_BIN_EXE_kernel-oracle"))
-        .args(["--cache", cache.to_str().unwrap(), "build", "--cached-only"])
-        .output()
-        .unwrap();
+    let out =
+        program().args(["--cache", cache.to_str().unwrap(), "build", "--cached-only"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(!text.contains("panicked"), "{text}");
     // Status 3, not a failure: CI reports the module configurations as skipped.

@@ -8,6 +8,8 @@
 //! Elsewhere it says why and passes, unless `MEMMAP_BENCH_REQUIRE_CGROUP=1` (set in CI) makes
 //! that a failure.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -84,7 +86,7 @@ impl TestCgroup {
             .arg("-c")
             .arg(r#"echo $$ > "$0" && exec "$@""#)
             .arg(&procs)
-            .arg(env!("CARGO_BIN_EXE_memmap-bench"))
+            .args(common::program_words())
             .args(args)
             .output()
             .expect("run sh")

@@ -3,20 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The program under test. When the tests themselves run under an emulator (qemu-user for
-/// aarch64 in CI), `MEMMAP_BENCH_TEST_RUNNER` names it so the child runs under it too.
-fn bin() -> Command {
-    let exe = env!("CARGO_BIN_EXE_memmap-bench");
-    match std::env::var("MEMMAP_BENCH_TEST_RUNNER") {
-        Ok(runner) if !runner.trim().is_empty() => {
-            let mut parts = runner.split_whitespace();
-            let mut cmd = Command::new(parts.next().expect("non-empty"));
-            cmd.args(parts).arg(exe);
-            cmd
-        }
-        _ => Command::new(exe),
-    }
-}
+mod common;
+use common::program as bin;
 
 /// The words of `line`: a command line written as one string (no word has a space).
 fn words(line: &str) -> Vec<&str> {
@@ -872,6 +860,12 @@ fn every_timing_command_runs_with_extreme_accepted_values() {
     ] {
         let out = run(&[cmd, &common[..]].concat());
         let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("this host ignores MADV_POPULATE_WRITE") {
+            // An emulator that answers madvise without doing it (qemu-user): the guest-memory
+            // scenario has nothing to measure, says so and fails the run.
+            assert_eq!((cmd[0], out.status.code()), ("guest-memory", Some(1)), "{err}");
+            continue;
+        }
         assert_eq!(out.status.code(), Some(0), "{cmd:?}: {err}");
         assert!(!err.contains("panicked"), "{cmd:?}: {err}");
     }

@@ -4,7 +4,7 @@
 //! ([`MemInfo::with_available`]), so nothing here depends on the host's memory; the ones that
 //! are refused are also run, to see the exit status.
 
-use std::process::Command;
+mod common;
 
 use memmap_bench::cli::{CliError, Invocation, parse};
 use memmap_bench::memory::MemInfo;
@@ -30,7 +30,7 @@ fn accepted(args: &[&str]) -> Invocation {
 
 /// Runs the binary: its exit status and stderr.
 fn run(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_memmap-bench")).args(args).output().expect("run memmap-bench");
+    let out = common::program().args(args).output().expect("run memmap-bench");
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 

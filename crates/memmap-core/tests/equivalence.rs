@@ -167,11 +167,7 @@ fn check<P: StructPage>(c: &Case) -> Result<(), TestCaseError> {
 }
 
 fn config() -> ProptestConfig {
-    if cfg!(miri) {
-        ProptestConfig { cases: 4, failure_persistence: None, ..ProptestConfig::default() }
-    } else {
-        ProptestConfig { cases: env_cases(160), max_shrink_iters: 2000, ..ProptestConfig::default() }
-    }
+    ProptestConfig { max_shrink_iters: 2000, ..support::sized(160, 4) }
 }
 
 proptest! {
@@ -228,9 +224,4 @@ fn corner_matrix_equal_slow() {
             }
         }
     }
-}
-
-/// `PROPTEST_CASES` from the environment (CI lowers it under emulation), else `default`.
-fn env_cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }

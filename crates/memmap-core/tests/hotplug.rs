@@ -4,6 +4,8 @@
 //! measurement on Linux 7.2 and 6.12: `LIST_POISON1/2` in the struct page at `head + 0x200` of
 //! every `MAX_PAGE_ORDER` block, blocks on the free list in ascending pfn order).
 
+mod support;
+
 use memmap_core::{
     CountingHooks, HotplugError, HotplugTarget, HotplugZone, KernelConfig, KernelVersion, Memmap,
     MigrateType, OnlineOptions, Page64, Page72, PageType, Strategy, StructPage, online_pages,
@@ -181,13 +183,10 @@ fn bad_ranges_are_typed_errors_and_write_nothing() {
 
 fn configs() -> impl proptest::strategy::Strategy<Value = KernelConfig> {
     if cfg!(miri) {
-        // 4 MiB sections (1024 struct pages): ranges Miri can run.
-        let small = |c: KernelConfig| KernelConfig { section_size_bits: 22, ..c };
-        return prop_oneof![
-            Just(small(KernelConfig::X86_64)),
-            Just(small(KernelConfig::X86_64_6_12.with_version(KernelVersion::V6_1))),
-        ]
-        .boxed();
+        // 256-page sections, 16-page pageblocks, MAX_PAGE_ORDER 6 (support::tiny): ranges Miri
+        // can run, in the newest release and in 6.1 (the other free path).
+        return prop_oneof![Just(support::tiny()), Just(support::tiny().with_version(KernelVersion::V6_1)),]
+            .boxed();
     }
     prop_oneof![
         Just(KernelConfig::X86_64),
@@ -200,13 +199,8 @@ fn configs() -> impl proptest::strategy::Strategy<Value = KernelConfig> {
 }
 
 proptest! {
-    // Under Miri one case (each runs the slow, template and streaming paths; about 85 s), and
-    // no failure persistence (isolation has no `getcwd` to find the file).
-    #![proptest_config(ProptestConfig {
-        cases: if cfg!(miri) { 1 } else { 24 },
-        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
-        ..ProptestConfig::default()
-    })]
+    // Under Miri one case (each runs the slow, template and streaming paths).
+    #![proptest_config(support::sized(24, 1))]
 
     /// Slow, template and streaming leave the same everything, over one to three memory blocks
     /// onlined in a random order, each starting at a random pageblock (as with

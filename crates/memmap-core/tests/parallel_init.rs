@@ -175,12 +175,8 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
         )
 }
 
-fn env_cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: env_cases(48), max_shrink_iters: 200, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { max_shrink_iters: 200, ..support::sized(48, 2) })]
 
     #[test]
     fn parallel_zone_device_init_equals_one_thread(c in case()) {

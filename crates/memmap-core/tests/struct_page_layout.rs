@@ -313,11 +313,7 @@ fn initialized_flags_depend_on_the_pfn_only_without_vmemmap() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: if cfg!(miri) { 8 } else { env_cases(256) },
-        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(support::sized(256, 8))]
 
     #[test]
     fn setters_preserve_every_bit_outside_their_mask(flags: u64, zone in 0u32..8, node: u32, section: u64, which in 0usize..5) {
@@ -340,9 +336,4 @@ fn pages_per_section() {
     let arm64_64k = KernelConfig { page_shift: 16, section_size_bits: 29, ..KernelConfig::ARM64 };
     assert_eq!(arm64_64k.pages_per_section(), 8192);
     assert_eq!(KernelConfig::X86_64.pageblock_nr_pages(), 512);
-}
-
-/// `PROPTEST_CASES` from the environment (CI lowers it under emulation), else `default`.
-fn env_cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }

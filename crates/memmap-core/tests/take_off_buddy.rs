@@ -72,12 +72,7 @@ fn taking_nothing_free_changes_nothing_and_a_taken_page_cannot_be_taken_twice() 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: if cfg!(miri) { 2 } else { 48 },
-        // Miri's isolation has no working directory for the persistence file.
-        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(support::sized(48, 2))]
     #[test]
     fn the_free_lists_stay_canonical(
         taken in proptest::collection::vec(256u64..1280, 0..40),

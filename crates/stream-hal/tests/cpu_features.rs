@@ -101,14 +101,21 @@ fn the_safe_api_only_removes_features() {
     unsafe { stream_hal::set_cpu_features(before) };
 }
 
-/// Runs this test in a child process (under `STREAM_HAL_TEST_RUNNER`, the qemu-user command
-/// line CI runs this binary with, if set) that claims every feature with the `unsafe` setter:
-/// on this CPU model the clear must raise SIGILL.
+/// Runs this test in a child process that claims every feature with the `unsafe` setter: on
+/// this CPU model the clear must raise SIGILL. Under an emulator the child runs under it too:
+/// cargo's runner for this architecture, from the environment (`CARGO_TARGET_<TRIPLE>_RUNNER`,
+/// the qemu-user command line with the CPU model CI runs this binary with).
 #[cfg(unix)]
 fn unsafe_claim_dies_of_sigill() {
     use std::os::unix::process::ExitStatusExt;
     let exe = std::env::current_exe().unwrap();
-    let runner = std::env::var("STREAM_HAL_TEST_RUNNER").unwrap_or_default();
+    let arch = format!("CARGO_TARGET_{}", std::env::consts::ARCH.to_ascii_uppercase());
+    let runner = std::env::vars()
+        .find(|(k, v)| {
+            k.starts_with(&arch) && k.contains("_LINUX_") && k.ends_with("_RUNNER") && !v.trim().is_empty()
+        })
+        .map(|(_, v)| v)
+        .unwrap_or_default();
     let mut words = runner.split_whitespace();
     let mut cmd = match words.next() {
         Some(program) => {

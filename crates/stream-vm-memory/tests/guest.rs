@@ -2,6 +2,8 @@
 //! bytes read back through vm-memory, dirty bits, region boundaries, unaligned ranges and the
 //! error cases.
 
+mod common;
+
 use proptest::prelude::*;
 use stream_vm_memory::{Error, GuestMemoryStreamExt, fill, fill_pattern, write, zero};
 use vm_memory::bitmap::{AtomicBitmap, Bitmap};
@@ -187,7 +189,7 @@ fn empty_ranges_are_no_ops_anywhere() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(common::proptest_config(64))]
 
     /// Any range inside the two adjacent regions, any operation: the bytes match a model and
     /// exactly the touched pages are dirty.

@@ -201,7 +201,7 @@ fn the_hosts_topology_and_the_kernels_memory_nodes() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #![proptest_config(common::proptest_config(12))]
 
     /// Any range of the odd regions, any fill, any thread count: byte-identical to one thread,
     /// same dirty bits.

@@ -548,7 +548,7 @@ fn hugetlbfs_memory_where_the_machine_has_huge_pages() {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..proptest::prelude::ProptestConfig::default() })]
+    #![proptest_config(common::proptest_config(24))]
 
     /// Any range over adjacent regions of odd sizes, any policy: zero inside, untouched outside,
     /// exactly the touched pages dirty.

@@ -235,13 +235,19 @@ pub fn layouts(nid: u32) -> impl proptest::strategy::Strategy<Value = Layout> {
         })
 }
 
-/// The node property tests' configuration: `cases` natively, 2 under Miri, no persistence
-/// (Miri's isolation forbids the file system it needs).
+/// The node property tests' configuration: `cases` natively, 2 under Miri (see [`sized`]).
 pub fn proptest_config(cases: u32) -> ProptestConfig {
-    // `PROPTEST_CASES` overrides the count (CI lowers it under emulation, a long run raises it).
+    sized(cases, 2)
+}
+
+/// A property test's configuration: `native` cases, or `PROPTEST_CASES` where that is set (CI
+/// lowers it under emulation and sanitizers, a long run raises it; docs/testing.md, "Sizes");
+/// `miri` cases under Miri, whatever the environment says. No failure persistence (Miri's
+/// isolation forbids the file system it needs; CI's runs keep no files).
+pub fn sized(native: u32, miri: u32) -> ProptestConfig {
     let env = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok());
     ProptestConfig {
-        cases: if cfg!(miri) { 2 } else { env.unwrap_or(cases) },
+        cases: if cfg!(miri) { miri } else { env.unwrap_or(native) },
         failure_persistence: None,
         ..ProptestConfig::default()
     }

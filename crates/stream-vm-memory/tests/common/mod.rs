@@ -253,3 +253,10 @@ pub fn short_file(flags: i32) -> (Mem, usize) {
     keep.set_len((len / 2) as u64 + 100).unwrap();
     (mem, len)
 }
+
+/// A property test's configuration: `cases` cases, or `PROPTEST_CASES` where that is set (CI
+/// lowers it under emulation and sanitizers; docs/testing.md, "Sizes").
+pub fn proptest_config(cases: u32) -> proptest::prelude::ProptestConfig {
+    let env = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok());
+    proptest::prelude::ProptestConfig { cases: env.unwrap_or(cases), ..Default::default() }
+}
