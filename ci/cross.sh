@@ -86,6 +86,9 @@ export CROSS_TARGET_AARCH64_UNKNOWN_LINUX_GNU_IMAGE="$image"
 # does the full count; docs/testing.md, "Sizes").
 export STREAM_HAL_EXPECT_BACKEND=aarch64 STREAM_HAL_EXPECT_FEATURES=mops=yes
 export PROPTEST_CASES="${PROPTEST_CASES:-16}"
+# Emulated code at opt-level 2: half the run time of the test profile's 1, for a tenth more build
+# time (docs/testing.md, "Sizes"); debug assertions and overflow checks stay on.
+export CARGO_PROFILE_TEST_OPT_LEVEL=2
 log=target/ci-cross.log
 echo "cross: cross +$version test --workspace --target $TARGET in $image"
 t=$(now)

@@ -54,7 +54,7 @@ fn check_block(node: &mut Node<'_, Page64>, cfg: &KernelConfig, b: &PageBlock) {
 }
 
 proptest! {
-    #![proptest_config(support::proptest_config(48))]
+    #![proptest_config(support::sized(48, 1))]
 
     #[test]
     fn random_alloc_free_never_hands_out_uninitialized_or_duplicate_pages(

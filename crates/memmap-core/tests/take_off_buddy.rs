@@ -72,7 +72,7 @@ fn taking_nothing_free_changes_nothing_and_a_taken_page_cannot_be_taken_twice() 
 }
 
 proptest! {
-    #![proptest_config(support::sized(48, 2))]
+    #![proptest_config(support::sized(48, 1))]
     #[test]
     fn the_free_lists_stay_canonical(
         taken in proptest::collection::vec(256u64..1280, 0..40),

@@ -235,11 +235,6 @@ pub fn layouts(nid: u32) -> impl proptest::strategy::Strategy<Value = Layout> {
         })
 }
 
-/// The node property tests' configuration: `cases` natively, 2 under Miri (see [`sized`]).
-pub fn proptest_config(cases: u32) -> ProptestConfig {
-    sized(cases, 2)
-}
-
 /// A property test's configuration: `native` cases, or `PROPTEST_CASES` where that is set (CI
 /// lowers it under emulation and sanitizers, a long run raises it; docs/testing.md, "Sizes");
 /// `miri` cases under Miri, whatever the environment says. No failure persistence (Miri's
