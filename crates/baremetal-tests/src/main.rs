@@ -62,15 +62,6 @@ mod report;
 #[cfg_attr(target_arch = "loongarch64", path = "loongarch64/mod.rs")]
 mod arch;
 
-/// How the kernel ends the QEMU run.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Status {
-    /// Every check passed.
-    Pass,
-    /// A check failed, the kernel panicked or took an unexpected exception.
-    Fail,
-}
-
 /// Prints the backend lines and checks that the build selected `expected`.
 fn check_backend(report: &mut report::Report, expected: &str) {
     println!("stream-hal backend: {} ({})", hal::backend_name(), hal::backend());
@@ -86,5 +77,5 @@ fn check_backend(report: &mut report::Report, expected: &str) {
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     println!("panic: {info}");
     println!("result: FAIL");
-    arch::exit(Status::Fail)
+    arch::exit(report::Status::Fail)
 }

@@ -5,10 +5,9 @@
 use core::arch::asm;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::Status;
 use crate::arena::Arena;
 use crate::checks::{self, Plan};
-use crate::report::Report;
+use crate::report::{Report, Status};
 
 mod boot;
 mod mmu;
@@ -166,10 +165,10 @@ fn ram_from_device_tree() -> Result<fdt::Memory, fdt::FdtError> {
 extern "C" fn kmain(boot_el: u64) -> ! {
     println!("baremetal-tests: aarch64-unknown-none kernel, stream-hal checks on guest RAM");
     println!("boot: entered at EL{boot_el}, kernel runs at EL{}", current_el());
-    let mut report = Report::new();
+    let mut report = Report::new(now_ns);
     if boot_el != 2 {
         report.fail(format_args!("entered at EL2 (run qemu-system-aarch64 -machine virt,virtualization=on)"));
-        report.finish();
+        exit(report.finish());
     }
 
     let ram = match ram_from_device_tree() {
@@ -177,7 +176,7 @@ extern "C" fn kmain(boot_el: u64) -> ! {
         Err(e) => {
             println!("{e}");
             report.fail(format_args!("RAM found in the device tree at {DTB:#x}"));
-            report.finish();
+            exit(report.finish());
         }
     };
     let ram_end = ram.base.saturating_add(ram.size);
@@ -188,14 +187,14 @@ extern "C" fn kmain(boot_el: u64) -> ! {
     let end = ram_end & !(crate::hal::PAGE_SIZE as u64 - 1);
     if kernel_start < ram.base || end <= start {
         report.fail(format_args!("kernel {kernel_start:#x}..{kernel_end:#x} inside RAM, with RAM above it"));
-        report.finish();
+        exit(report.finish());
     }
     // SAFETY: first call, at EL1 (checked: boot_el is 2 and boot.rs dropped to EL1), MMU off
     // (boot.rs wrote SCTLR_EL1 without M); the image and stacks are in RAM (checked just
     // above), the PL011 is in the first GiB.
     if unsafe { mmu::enable(ram.base, ram_end) }.is_err() {
         report.fail(format_args!("identity map of RAM {:#x}..{ram_end:#x}", ram.base));
-        report.finish();
+        exit(report.finish());
     }
     println!("mmu: on (identity map; RAM normal write-back, first GiB device)");
 
@@ -244,5 +243,5 @@ extern "C" fn kmain(boot_el: u64) -> ! {
     }
     set_tdz(false);
     report.set_prefix("");
-    report.finish()
+    exit(report.finish())
 }

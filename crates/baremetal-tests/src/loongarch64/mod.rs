@@ -9,10 +9,9 @@
 
 use core::arch::asm;
 
-use crate::Status;
 use crate::arena::Arena;
 use crate::checks::{self, Plan};
-use crate::report::Report;
+use crate::report::{Report, Status};
 
 /// Generic Linux system call numbers (include/uapi/asm-generic/unistd.h), which LoongArch uses.
 const SYS_WRITE: usize = 64;
@@ -94,14 +93,14 @@ pub(crate) fn now_ns() -> Option<u64> {
 #[unsafe(no_mangle)]
 extern "C" fn lmain() -> ! {
     println!("baremetal-tests: loongarch64 (loongarch64-unknown-none, Linux user mode), stream-hal checks");
-    let mut report = Report::new();
+    let mut report = Report::new(now_ns);
     crate::check_backend(&mut report, "generic");
     println!("stream-hal backend reason: {}", crate::hal::backend());
     // SAFETY: a fresh private anonymous mapping: no existing memory is affected.
     let base = unsafe { syscall6(SYS_MMAP, [0, ARENA_BYTES, PROT_RW, MAP_PRIVATE_ANONYMOUS, usize::MAX, 0]) };
     if base < 0 {
         report.fail(format_args!("mmap of {ARENA_BYTES} bytes (errno {})", -base));
-        report.finish();
+        exit(report.finish());
     }
     println!(
         "test arena {base:#x}..{:#x} ({} MiB, anonymous mmap)",
@@ -112,5 +111,5 @@ extern "C" fn lmain() -> ! {
     // else in this single-threaded program uses.
     let mut arena = unsafe { Arena::new(base as usize, ARENA_BYTES) };
     checks::run_all(&mut arena, &mut report, &Plan { big_clear_pages: None });
-    report.finish()
+    exit(report.finish())
 }

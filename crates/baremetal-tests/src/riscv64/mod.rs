@@ -9,11 +9,10 @@
 
 use core::arch::asm;
 
-use crate::Status;
 use crate::arena::Arena;
 use crate::checks::{self, Plan};
 use crate::fdt;
-use crate::report::Report;
+use crate::report::{Report, Status};
 
 mod boot;
 
@@ -113,7 +112,7 @@ fn zicboz_from_device_tree(blob: &[u8]) -> Result<Option<u32>, fdt::FdtError> {
 #[unsafe(no_mangle)]
 extern "C" fn kmain(hartid: u64, dtb: usize) -> ! {
     println!("baremetal-tests: riscv64gc-unknown-none-elf kernel (M-mode), stream-hal checks on guest RAM");
-    let mut report = Report::new();
+    let mut report = Report::new(now_ns);
     // SAFETY: QEMU passes the address of the device tree it placed in RAM in a1; its header
     // (40 bytes) is readable there and nothing writes it.
     let header = unsafe { core::slice::from_raw_parts(dtb as *const u8, 40) };
@@ -124,12 +123,12 @@ extern "C" fn kmain(hartid: u64, dtb: usize) -> ! {
         }
         Ok(_) => {
             report.fail(format_args!("device tree at {dtb:#x} smaller than {DTB_MAX} bytes"));
-            report.finish();
+            exit(report.finish());
         }
         Err(e) => {
             println!("{e}");
             report.fail(format_args!("device tree at {dtb:#x}"));
-            report.finish();
+            exit(report.finish());
         }
     };
     let ram = match fdt::memory(blob) {
@@ -137,7 +136,7 @@ extern "C" fn kmain(hartid: u64, dtb: usize) -> ! {
         Err(e) => {
             println!("{e}");
             report.fail(format_args!("RAM in the device tree"));
-            report.finish();
+            exit(report.finish());
         }
     };
     let ram_end = ram.base.saturating_add(ram.size);
@@ -152,7 +151,7 @@ extern "C" fn kmain(hartid: u64, dtb: usize) -> ! {
         Err(e) => {
             println!("{e}");
             report.fail(format_args!("CPU node in the device tree"));
-            report.finish();
+            exit(report.finish());
         }
     };
     match zicboz {
@@ -182,7 +181,7 @@ extern "C" fn kmain(hartid: u64, dtb: usize) -> ! {
     let end = (dtb as u64).min(ram_end) & !(crate::hal::PAGE_SIZE as u64 - 1);
     if kernel_start < ram.base || end <= start {
         report.fail(format_args!("kernel {kernel_start:#x}..{kernel_end:#x} inside RAM, with RAM above it"));
-        report.finish();
+        exit(report.finish());
     }
     println!(
         "kernel image {kernel_start:#x}..{kernel_end:#x}; test arena {start:#x}..{end:#x} ({} MiB)",
@@ -194,5 +193,5 @@ extern "C" fn kmain(hartid: u64, dtb: usize) -> ! {
     // no device is set up to access it.
     let mut arena = unsafe { Arena::new(start as usize, (end - start) as usize) };
     checks::run_all(&mut arena, &mut report, &Plan { big_clear_pages: None });
-    report.finish()
+    exit(report.finish())
 }

@@ -3,10 +3,9 @@
 
 use core::arch::asm;
 
-use crate::Status;
 use crate::arena::Arena;
 use crate::checks::{self, Plan};
-use crate::report::Report;
+use crate::report::{Report, Status};
 
 mod boot;
 
@@ -344,7 +343,7 @@ extern "C" fn kmain(start_info: u32) -> ! {
     serial_init();
     install_idt();
     println!("baremetal-tests: x86_64-unknown-none kernel, stream-hal checks on guest RAM");
-    let mut report = Report::new();
+    let mut report = Report::new(now_ns);
 
     let cpu = cpu_features();
     let vendor = core::str::from_utf8(&cpu.vendor).unwrap_or("?");
@@ -391,14 +390,14 @@ extern "C" fn kmain(start_info: u32) -> ! {
     // SAFETY: `start_info` is what the PVH entry received in `ebx`.
     let Some(ram) = (unsafe { memory_map(start_info) }) else {
         report.fail(format_args!("PVH memory map present"));
-        report.finish();
+        exit(report.finish());
     };
     let kernel_end = &raw const __kernel_end as u64;
     let start = kernel_end.max(ram.start).next_multiple_of(2 << 20);
     let end = ram.end.min(MAPPED_END) & !(crate::hal::PAGE_SIZE as u64 - 1);
     if end <= start {
         report.fail(format_args!("RAM above the kernel ({kernel_end:#x})"));
-        report.finish();
+        exit(report.finish());
     }
     let kernel_start = &raw const __kernel_start as u64;
     println!(
@@ -413,5 +412,5 @@ extern "C" fn kmain(start_info: u32) -> ! {
     let mut arena = unsafe { Arena::new(start as usize, (end - start) as usize) };
 
     checks::run_all(&mut arena, &mut report, &Plan { big_clear_pages: Some(BIG_CLEAR_PAGES) });
-    report.finish()
+    exit(report.finish())
 }
