@@ -176,19 +176,8 @@ impl Limits {
     }
 }
 
-/// A pre-faulted anonymous mapping with transparent huge pages requested, like the memmaps and
-/// arenas the scenarios write (and the kernel's direct map and vmemmap).
-struct Buffer {
-    map: memmap2::MmapMut,
-}
-
-impl Buffer {
-    fn new(bytes: usize) -> std::io::Result<Buffer> {
-        Ok(Buffer { map: resident_buffer(bytes)? })
-    }
-}
-
 /// An anonymous mapping of `bytes` (at least one page) with transparent huge pages requested,
+/// like the memmaps and arenas the scenarios write (and the kernel's direct map and vmemmap),
 /// every page touched with a non-zero byte so that none is the shared zero page: the limit
 /// buffers, and the buffers of the examples that measure methods against each other.
 ///
@@ -495,10 +484,10 @@ pub fn measure(
     phase: &crate::progress::Phase,
 ) -> std::io::Result<Limits> {
     let len = usize::try_from(bytes / 4096).map_err(std::io::Error::other)?.max(1) * 4096;
-    let mut a = Buffer::new(len)?;
-    let mut b = Buffer::new(len)?;
-    let pa = a.map.as_mut_ptr() as usize;
-    let pb = b.map.as_mut_ptr() as usize;
+    let mut a = resident_buffer(len)?;
+    let mut b = resident_buffer(len)?;
+    let pa = a.as_mut_ptr() as usize;
+    let pb = b.as_mut_ptr() as usize;
     let all_cores = memmap_core::available_cpus();
     let mut counts = vec![1, all_cores];
     counts.extend_from_slice(extra_threads);
@@ -598,8 +587,8 @@ mod tests {
     #[test]
     fn the_paired_limit_methods_are_measured_methods_of_the_kind() {
         let l = measure(8 << 20, 2, &[], &crate::progress::Phase::hidden()).unwrap();
-        let mut buf = Buffer::new(8 << 20).unwrap();
-        let (p, n) = (buf.map.as_mut_ptr(), buf.map.len());
+        let mut buf = resident_buffer(8 << 20).unwrap();
+        let (p, n) = (buf.as_mut_ptr(), buf.len());
         for kind in [FillKind::Zero, FillKind::Nonzero] {
             // SAFETY: `buf` is a page-aligned mapping of whole pages, used by nothing else.
             let best = unsafe { best_on(&l, kind, 2, p, n) };
@@ -611,6 +600,6 @@ mod tests {
         // SAFETY: as above.
         assert!(unsafe { best_on(&l, FillKind::Copy, 1, p, n) }.is_empty());
         // The last fills were non-zero ones, over the whole buffer.
-        assert_eq!((buf.map[0], buf.map[n - 1]), (0x5a, 0x5a));
+        assert_eq!((buf[0], buf[n - 1]), (0x5a, 0x5a));
     }
 }

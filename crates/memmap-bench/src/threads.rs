@@ -7,9 +7,9 @@
 //! handed the value, runs at its [`AllCore::counts`] and gives a library a count as [`policy`].
 //! The report carries the count and where it came from ([`AllCore::reason`]).
 
-use stream_par::Threads;
 use schemars::JsonSchema;
 use serde::Serialize;
+use stream_par::Threads;
 
 /// The largest `--threads N`.
 pub const MAX_THREADS: usize = 1024;

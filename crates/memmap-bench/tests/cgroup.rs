@@ -151,7 +151,11 @@ fn limits_and_the_suite_run_by_default_in_a_256_mib_cgroup() {
         let (text, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert_eq!(out.status.code(), Some(0), "{args:?} (a signal: None): {err}{text}");
         assert!(text.contains("left under the memory cgroup's 256 MiB limit"), "{args:?}: {text}");
-        assert!(text.contains("limits 2 x") && text.contains("--threads auto: one thread, the memory budget cannot hold"), "{text}");
+        assert!(
+            text.contains("limits 2 x")
+                && text.contains("--threads auto: one thread, the memory budget cannot hold"),
+            "{text}"
+        );
         if args[0] == "--quick" {
             // Some scenarios ran, the others are listed with the budget they would need.
             assert!(text.contains("zone-device-fsdax") && text.contains("skipped clear-2m:"), "{text}");

@@ -17,13 +17,13 @@ pub enum Backend {
         vector: bool,
     },
     /// aarch64 `stnp` streaming stores with a `dmb ish` drain, `dc zva` clearing (MOPS memory
-    /// sets where [`cpu_features`] reports FEAT_MOPS).
+    /// sets where [`cpu_features`](crate::cpu_features) reports FEAT_MOPS).
     Aarch64,
     /// riscv64: `ntl.all`-hinted stores with a `fence w, rw` drain, Zicboz `cbo.zero` clearing
-    /// where [`cpu_features`] reports it.
+    /// where [`cpu_features`](crate::cpu_features) reports it.
     Riscv64,
     /// powerpc64: plain copies (the ISA has no non-temporal store) with a `sync` drain, `dcbz`
-    /// clearing where [`cpu_features`] gives the block size. Not [streaming](Backend::is_streaming).
+    /// clearing where [`cpu_features`](crate::cpu_features) gives the block size. Not [streaming](Backend::is_streaming).
     Powerpc64,
     /// Plain stores (`copy_nonoverlapping`, `write_bytes`); the reason says why.
     Generic(GenericReason),
@@ -172,7 +172,7 @@ pub struct BuildConfig {
     pub backend: Backend,
     /// Implicit CPU feature detection is off (`STREAM_HAL_NO_CPUID=1` or `--cfg
     /// stream_hal_no_cpuid`): no `CPUID`, `riscv_hwprobe` or auxiliary vector; only what
-    /// [`set_cpu_features`] passes is used.
+    /// [`set_cpu_features`](crate::set_cpu_features) passes is used.
     pub no_cpuid: bool,
     /// The generic backend was forced (`STREAM_HAL_FORCE_GENERIC=1` or `--cfg
     /// stream_hal_force_generic`).

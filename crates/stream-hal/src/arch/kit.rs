@@ -70,7 +70,12 @@ pub fn flush_cache_range<T>(data: &[T]) -> bool {
 /// called for any readable `p`.
 #[inline(always)]
 #[allow(dead_code)] // unused by the backends without a flush instruction
-pub(crate) unsafe fn for_each_line(start: *const u8, len: usize, line: usize, mut flush: impl FnMut(*const u8)) {
+pub(crate) unsafe fn for_each_line(
+    start: *const u8,
+    len: usize,
+    line: usize,
+    mut flush: impl FnMut(*const u8),
+) {
     if len == 0 {
         return;
     }

@@ -90,13 +90,13 @@ pub(crate) mod x86_cache;
 /// Brings one backend's implementation of the crate-internal surface into scope.
 macro_rules! use_backend {
     ($m:ident) => {
+        #[cfg(feature = "bench-kit")]
+        use self::$m::kit as selected_kit;
         pub(crate) use self::$m::{
             clear, clear_cached, clear_streaming, detect_cache_info, detect_cpu_features, drain,
             memcpy_nontemporal, prefetch, store_record, store_record_words, store_words,
             streaming_clear_method,
         };
-        #[cfg(feature = "bench-kit")]
-        use self::$m::kit as selected_kit;
     };
 }
 
@@ -195,6 +195,28 @@ const fn target_arch_name() -> &'static str {
         "wasm64"
     } else {
         "unknown"
+    }
+}
+
+/// The C library's `getauxval(kind)` (glibc and musl on Linux): the auxiliary vector's value
+/// for `kind`, 0 if absent. `None` elsewhere and when emulating, where nothing is detected.
+#[allow(dead_code)] // used by the aarch64 and powerpc64 backends only
+pub(crate) fn auxval(kind: core::ffi::c_ulong) -> Option<core::ffi::c_ulong> {
+    #[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
+    {
+        unsafe extern "C" {
+            safe fn getauxval(kind: core::ffi::c_ulong) -> core::ffi::c_ulong;
+        }
+        Some(getauxval(kind))
+    }
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_env = "gnu", target_env = "musl"),
+        not(stream_hal_emulate)
+    )))]
+    {
+        let _ = kind;
+        None
     }
 }
 

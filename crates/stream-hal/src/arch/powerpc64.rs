@@ -75,30 +75,14 @@ pub(crate) mod insn {
 }
 
 /// `AT_DCACHEBSIZE` (arch/powerpc/include/uapi/asm/auxvec.h).
-#[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
 const AT_DCACHEBSIZE: core::ffi::c_ulong = 19;
-
-#[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
-unsafe extern "C" {
-    /// glibc's and musl's auxiliary-vector lookup: the value of `kind`, or 0 if absent.
-    safe fn getauxval(kind: core::ffi::c_ulong) -> core::ffi::c_ulong;
-}
 
 /// Linux with glibc or musl: the `dcbz` block size from the kernel's `AT_DCACHEBSIZE`.
 /// Elsewhere, and when emulating, `None`: a kernel passes the device tree's
 /// `d-cache-block-size` with [`crate::set_cpu_features`].
 pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
-    #[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
-    {
-        let block = usize::try_from(getauxval(AT_DCACHEBSIZE)).ok().and_then(crate::BlockSize::new);
-        Some(CpuFeatures::NONE.with_dcbz(block))
-    }
-    #[cfg(not(all(
-        target_os = "linux",
-        any(target_env = "gnu", target_env = "musl"),
-        not(stream_hal_emulate)
-    )))]
-    None
+    let block = super::auxval(AT_DCACHEBSIZE)?;
+    Some(CpuFeatures::NONE.with_dcbz(usize::try_from(block).ok().and_then(crate::BlockSize::new)))
 }
 
 /// The caches from Linux's sysfs (with the `std` feature); elsewhere the caller passes them

@@ -61,34 +61,13 @@ pub(crate) mod kit;
 pub(crate) use insn::{dmb_ish as drain, prfm_pldl1keep as prefetch};
 
 /// `AT_HWCAP2` (include/uapi/linux/auxvec.h).
-#[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
 const AT_HWCAP2: core::ffi::c_ulong = 26;
 
 /// `HWCAP2_MOPS` (arch/arm64/include/uapi/asm/hwcap.h): FEAT_MOPS, set only when the kernel
 /// has enabled the instructions for user space (`SCTLR_EL1.MSCEn`).
-#[cfg_attr(
-    not(any(
-        test,
-        all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate))
-    )),
-    allow(dead_code)
-)]
 const HWCAP2_MOPS: u64 = 1 << 43;
 
-#[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
-unsafe extern "C" {
-    /// glibc's and musl's auxiliary-vector lookup: the value of `kind`, or 0 if absent.
-    safe fn getauxval(kind: core::ffi::c_ulong) -> core::ffi::c_ulong;
-}
-
 /// The features an `AT_HWCAP2` value describes: FEAT_MOPS.
-#[cfg_attr(
-    not(any(
-        test,
-        all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate))
-    )),
-    allow(dead_code)
-)]
 fn features_from_hwcap2(hwcap2: u64) -> crate::CpuFeatures {
     crate::CpuFeatures::NONE.with_mops(hwcap2 & HWCAP2_MOPS != 0)
 }
@@ -98,16 +77,7 @@ fn features_from_hwcap2(hwcap2: u64) -> crate::CpuFeatures {
 /// `[19:16]`) at EL1, enables the instructions and passes what it found with
 /// [`crate::set_cpu_features`]. `DCZID_EL0` is not a feature: it is read at every clear.
 pub(crate) fn detect_cpu_features() -> Option<crate::CpuFeatures> {
-    #[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
-    {
-        Some(features_from_hwcap2(getauxval(AT_HWCAP2)))
-    }
-    #[cfg(not(all(
-        target_os = "linux",
-        any(target_env = "gnu", target_env = "musl"),
-        not(stream_hal_emulate)
-    )))]
-    None
+    super::auxval(AT_HWCAP2).map(features_from_hwcap2)
 }
 
 /// The caches from Linux's sysfs (with the `std` feature): `CCSIDR_EL1` and `CLIDR_EL1` trap

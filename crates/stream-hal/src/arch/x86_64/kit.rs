@@ -224,5 +224,4 @@ mod tests {
             methods.iter().map(|m| m.name).collect::<std::vec::Vec<_>>()
         );
     }
-
 }
