@@ -65,6 +65,11 @@ fn main() {
         println!("cargo::rustc-cfg=stream_hal_sanitizer");
     }
     println!("cargo::rustc-env=STREAM_HAL_SANITIZERS={}", sanitizers.join(","));
+    // The architecture's name for `GenericReason::UnsupportedTarget`.
+    println!(
+        "cargo::rustc-env=STREAM_HAL_TARGET_ARCH={}",
+        env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default()
+    );
 }
 
 /// Emits the `cfg` of each switch variable that is set to on ([`ENV_SWITCHES`]).

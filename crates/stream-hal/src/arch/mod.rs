@@ -159,42 +159,13 @@ const fn generic_reason() -> crate::GenericReason {
     }
 }
 
-/// The target architecture's name as `cfg(target_arch)` spells it, for the architectures Rust
-/// supports (`unknown` for any other).
-#[allow(dead_code)]
+/// The target architecture's name as `cfg(target_arch)` spells it (from the build script;
+/// `unknown` in a build that does not run it).
+#[allow(dead_code)] // unused when a streaming backend is selected
 const fn target_arch_name() -> &'static str {
-    if cfg!(target_arch = "x86") {
-        "x86"
-    } else if cfg!(target_arch = "x86_64") {
-        "x86_64"
-    } else if cfg!(target_arch = "arm") {
-        "arm"
-    } else if cfg!(target_arch = "aarch64") {
-        "aarch64"
-    } else if cfg!(target_arch = "riscv32") {
-        "riscv32"
-    } else if cfg!(target_arch = "riscv64") {
-        "riscv64"
-    } else if cfg!(target_arch = "powerpc") {
-        "powerpc"
-    } else if cfg!(target_arch = "powerpc64") {
-        "powerpc64"
-    } else if cfg!(target_arch = "s390x") {
-        "s390x"
-    } else if cfg!(target_arch = "loongarch64") {
-        "loongarch64"
-    } else if cfg!(target_arch = "mips") {
-        "mips"
-    } else if cfg!(target_arch = "mips64") {
-        "mips64"
-    } else if cfg!(target_arch = "sparc64") {
-        "sparc64"
-    } else if cfg!(target_arch = "wasm32") {
-        "wasm32"
-    } else if cfg!(target_arch = "wasm64") {
-        "wasm64"
-    } else {
-        "unknown"
+    match option_env!("STREAM_HAL_TARGET_ARCH") {
+        Some(arch) => arch,
+        None => "unknown",
     }
 }
 
