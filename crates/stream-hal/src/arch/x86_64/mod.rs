@@ -129,33 +129,18 @@ unsafe fn store_words_from(dst: *mut u8, src: *const u8, size: usize, mut off: u
 #[inline(always)]
 pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
     #[cfg(target_feature = "sse2")]
-    {
-        let misalign = dst.addr() % 16;
-        if misalign == 0 && size >= 16 {
-            let mut off = 0;
-            while off + 16 <= size {
-                // SAFETY: `dst + off` is 16-byte aligned (dst is, off is a multiple of 16) and
-                // `off + 16 <= size`.
-                unsafe { copy16(dst.add(off), src.add(off)) };
-                off += 16;
+    match dst.addr() % 16 {
+        // SAFETY: `dst` is 16-byte aligned; `0 <= size`.
+        0 if size >= 16 => return unsafe { store_pairs_from::<false>(dst, src, size, 0) },
+        8 if size >= 24 => {
+            // SAFETY: `size >= 8`, so word 0 is inside both ranges; then `dst + 8` is 16-byte
+            // aligned and `8 <= size`.
+            unsafe {
+                insn::movnti64(dst, ptr::read_unaligned(src.cast::<u64>()));
+                return store_pairs_from::<false>(dst, src, size, 8);
             }
-            // SAFETY: as for this function; `off <= size`.
-            unsafe { store_words_from(dst, src, size, off) };
-            return;
         }
-        if misalign == 8 && size >= 24 {
-            // SAFETY: `size >= 8`.
-            unsafe { insn::movnti64(dst, ptr::read_unaligned(src.cast::<u64>())) };
-            let mut off = 8;
-            while off + 16 <= size {
-                // SAFETY: `dst + 8` is 16-byte aligned, `off` stays `8 + 16k`, `off + 16 <= size`.
-                unsafe { copy16(dst.add(off), src.add(off)) };
-                off += 16;
-            }
-            // SAFETY: as for this function; `off <= size`.
-            unsafe { store_words_from(dst, src, size, off) };
-            return;
-        }
+        _ => {}
     }
     // SAFETY: as for this function.
     unsafe { store_words_from(dst, src, size, 0) }
@@ -183,21 +168,29 @@ unsafe fn copy16_from_words(dst: *mut u8, src: *const u8) {
     unsafe { insn::movntdq(dst, _mm_set_epi64x(hi, lo)) };
 }
 
-/// Streams `[start, size)` of a record in 16-byte pairs of words, then the 8/4/1-byte rest.
-/// `start` is a constant at both call sites, so the loop unrolls completely.
+/// Streams `[start, size)` of a record with `movntdq` per 16 bytes, then the 8/4/1-byte rest:
+/// loaded with one 16-byte load ([`copy16`]), or with `WORDS` as two 8-byte loads
+/// ([`copy16_from_words`]). `start` is a constant at every call site, so the loop unrolls
+/// completely.
 ///
 /// # Safety
 ///
-/// `src` readable (8-aligned, initialized) and `dst` writable for `size` bytes; `dst + start`
-/// 16-byte aligned; `start <= size`.
+/// `src` readable (initialized; with `WORDS` 8-aligned) and `dst` writable for `size` bytes;
+/// `dst + start` 16-byte aligned; `start <= size`.
 #[cfg(target_feature = "sse2")]
 #[inline(always)]
-unsafe fn store_pairs_from(dst: *mut u8, src: *const u8, size: usize, start: usize) {
+unsafe fn store_pairs_from<const WORDS: bool>(dst: *mut u8, src: *const u8, size: usize, start: usize) {
     let mut off = start;
     while off + 16 <= size {
         // SAFETY: `dst + off` is 16-byte aligned (`dst + start` is, `off - start` is a multiple
-        // of 16) and `off + 16 <= size`; `src + off` stays 8-aligned.
-        unsafe { copy16_from_words(dst.add(off), src.add(off)) };
+        // of 16) and `off + 16 <= size`; with `WORDS`, `src + off` stays 8-aligned.
+        unsafe {
+            if WORDS {
+                copy16_from_words(dst.add(off), src.add(off));
+            } else {
+                copy16(dst.add(off), src.add(off));
+            }
+        }
         off += 16;
     }
     // SAFETY: as for this function; `off <= size`.
@@ -218,13 +211,13 @@ pub(crate) unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usiz
     if size >= 16 && src.addr() % 8 == 0 {
         match dst.addr() % 16 {
             // SAFETY: `dst` is 16-byte aligned; `src` 8-aligned; `0 <= size`.
-            0 => return unsafe { store_pairs_from(dst, src, size, 0) },
+            0 => return unsafe { store_pairs_from::<true>(dst, src, size, 0) },
             8 => {
                 // SAFETY: `size >= 16 > 8`, so word 0 is inside both ranges; then `dst + 8` is
                 // 16-byte aligned and `8 <= size`.
                 unsafe {
                     insn::movnti64(dst, src.cast::<u64>().read_volatile());
-                    return store_pairs_from(dst, src, size, 8);
+                    return store_pairs_from::<true>(dst, src, size, 8);
                 }
             }
             _ => {}
