@@ -1,5 +1,6 @@
 //! Tells the crate when a sanitizer is on, the one backend input `cfg` cannot express, and
-//! takes the two user switches from the environment as well as from `--cfg`.
+//! takes the two user switches from the environment as well as from `--cfg` (and passes the
+//! target architecture's name on, for the generic backend's reason).
 //!
 //! The backend is chosen in `src/arch/mod.rs` from what rustc already knows: `target_arch`,
 //! `target_feature` (SSE2 or not), `cfg(miri)`, and the user's `--cfg stream_hal_force_generic`,
@@ -65,6 +66,11 @@ fn main() {
         println!("cargo::rustc-cfg=stream_hal_sanitizer");
     }
     println!("cargo::rustc-env=STREAM_HAL_SANITIZERS={}", sanitizers.join(","));
+    // The architecture's name for `GenericReason::UnsupportedTarget`.
+    println!(
+        "cargo::rustc-env=STREAM_HAL_TARGET_ARCH={}",
+        env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default()
+    );
 }
 
 /// Emits the `cfg` of each switch variable that is set to on ([`ENV_SWITCHES`]).

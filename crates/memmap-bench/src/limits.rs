@@ -7,7 +7,7 @@
 //!
 //! | kind | methods |
 //! |---|---|
-//! | zero fill | `memset(0)`, `rep stosb` (x86-64; `dc zva` on aarch64: `stream_hal::clear_cached`), a streaming fill of zero records (`movntdq` on x86-64, `stnp` on aarch64: `stream_hal::fill`), `vmovntdq` of ymm and zmm registers where the CPU has AVX / AVX-512F (`stream_hal::wide_fill_methods`), `clzero` where the CPU has it (`stream_hal::clear_streaming`), `stream_hal::clear_pages` |
+//! | zero fill | `memset(0)`, `rep stosb` (x86-64; `dc zva` on aarch64: `stream_hal::clear_cached`), a streaming fill of zero records (`movntdq` on x86-64, `stnp` on aarch64: `stream_hal::fill`), `vmovntdq` of ymm and zmm registers where the CPU has AVX / AVX-512F (`stream_hal::bench_kit::wide_fill_methods`), `clzero` where the CPU has it (`stream_hal::clear_streaming`), `stream_hal::clear_pages` |
 //! | non-zero fill | `memset` with a non-zero byte, a streaming fill of non-zero 64-byte records (`stream_hal::fill`, the store pattern of the streaming struct page init), `vmovntdq` ymm/zmm fills of the same records where the CPU has them |
 //! | struct page fill | the bytes struct page init writes ([`STRUCT_PAGE_RECORD`]: a boot struct page's shape, four of its eight words zero): a streaming fill (`stream_hal::fill`), the `vmovntdq` ymm/zmm fills, and normal stores of the record (`store_loop`, what the template strategy's copies are) |
 //! | copy | `memcpy`, `stream_hal::memcpy_nontemporal` |
@@ -176,19 +176,8 @@ impl Limits {
     }
 }
 
-/// A pre-faulted anonymous mapping with transparent huge pages requested, like the memmaps and
-/// arenas the scenarios write (and the kernel's direct map and vmemmap).
-struct Buffer {
-    map: memmap2::MmapMut,
-}
-
-impl Buffer {
-    fn new(bytes: usize) -> std::io::Result<Buffer> {
-        Ok(Buffer { map: resident_buffer(bytes)? })
-    }
-}
-
 /// An anonymous mapping of `bytes` (at least one page) with transparent huge pages requested,
+/// like the memmaps and arenas the scenarios write (and the kernel's direct map and vmemmap),
 /// every page touched with a non-zero byte so that none is the shared zero page: the limit
 /// buffers, and the buffers of the examples that measure methods against each other.
 ///
@@ -286,7 +275,7 @@ fn methods() -> Vec<(&'static str, FillKind, Method)> {
     }
     // Wider streaming stores than the library's own (`vmovntdq` of ymm/zmm where the CPU has
     // them): if they were faster, the library's fill would not be at the limit.
-    let wide: Vec<&str> = stream_hal::wide_fill_methods().map(|m| m.name).collect();
+    let wide: Vec<&str> = stream_hal::bench_kit::wide_fill_methods().map(|m| m.name).collect();
     let variants: [(&'static str, [Method; 3]); 2] = [
         (WIDE[0], [wide_fill::<0, 0>, wide_fill::<0, 1>, wide_fill::<0, 2>]),
         (WIDE[1], [wide_fill::<1, 0>, wide_fill::<1, 1>, wide_fill::<1, 2>]),
@@ -321,7 +310,7 @@ unsafe fn stream_fill(dst: *mut u8, len: usize, rec: [u64; 8]) {
     stream_hal::fill(slots, &rec);
 }
 
-/// The wide streaming fills the limits try, by index ([`stream_hal::wide_fill_methods`] names).
+/// The wide streaming fills the limits try, by index ([`stream_hal::bench_kit::wide_fill_methods`] names).
 const WIDE: [&str; 2] = ["vmovntdq_ymm", "vmovntdq_zmm"];
 
 /// The lines of the zero, non-zero and struct page fills, by index.
@@ -336,7 +325,7 @@ const PATTERNS: [[u64; 8]; 3] = [[0; 8], [0x5a5a_5a5a_5a5a_5a5a; 8], STRUCT_PAGE
 /// bytes (a multiple of 4096), nothing else touching it.
 unsafe fn wide_fill<const K: usize, const P: usize>(dst: *mut u8, _: *const u8, len: usize) {
     let line = PATTERNS[P];
-    if let Some(m) = stream_hal::wide_fill_methods().find(|m| m.name == WIDE[K]) {
+    if let Some(m) = stream_hal::bench_kit::wide_fill_methods().find(|m| m.name == WIDE[K]) {
         // SAFETY: `dst` is page-aligned (so 64-byte aligned) and writable for `len` bytes, a
         // whole number of lines; the drain below runs before anything else touches them.
         unsafe { m.fill(dst.cast(), len / 64, &line) };
@@ -495,10 +484,10 @@ pub fn measure(
     phase: &crate::progress::Phase,
 ) -> std::io::Result<Limits> {
     let len = usize::try_from(bytes / 4096).map_err(std::io::Error::other)?.max(1) * 4096;
-    let mut a = Buffer::new(len)?;
-    let mut b = Buffer::new(len)?;
-    let pa = a.map.as_mut_ptr() as usize;
-    let pb = b.map.as_mut_ptr() as usize;
+    let mut a = resident_buffer(len)?;
+    let mut b = resident_buffer(len)?;
+    let pa = a.as_mut_ptr() as usize;
+    let pb = b.as_mut_ptr() as usize;
     let all_cores = memmap_core::available_cpus();
     let mut counts = vec![1, all_cores];
     counts.extend_from_slice(extra_threads);
@@ -561,44 +550,6 @@ pub fn measure(
 }
 
 #[cfg(test)]
-impl ThreadLimits {
-    /// Limits at `threads` whose best struct page fill is `gbps` (tests of decisions made from
-    /// limits).
-    pub(crate) fn with_struct_page(threads: usize, gbps: f64) -> ThreadLimits {
-        ThreadLimits::from_methods(
-            threads,
-            vec![MethodRate { method: "stream_fill".into(), kind: FillKind::StructPage, gbps }],
-        )
-    }
-}
-
-#[cfg(test)]
-impl Limits {
-    /// Limits of 10 GB/s for every kind on one thread (tests).
-    pub(crate) fn example() -> Limits {
-        let one = ThreadLimits::from_methods(
-            1,
-            [FillKind::Zero, FillKind::Nonzero, FillKind::Copy, FillKind::StructPage]
-                .map(|kind| MethodRate { method: "m".into(), kind, gbps: 10.0 })
-                .to_vec(),
-        );
-        Limits {
-            fill_zero_gbps: 10.0,
-            fill_nonzero_gbps: 10.0,
-            fill_struct_page_gbps: 10.0,
-            memset_zero_gbps: 10.0,
-            clear_pages_gbps: 10.0,
-            copy_gbps: 10.0,
-            scattered_line_ns: 1.0,
-            buffer_bytes: 1 << 20,
-            rounds: 2,
-            all_cores: 1,
-            per_threads: vec![one],
-        }
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -636,8 +587,8 @@ mod tests {
     #[test]
     fn the_paired_limit_methods_are_measured_methods_of_the_kind() {
         let l = measure(8 << 20, 2, &[], &crate::progress::Phase::hidden()).unwrap();
-        let mut buf = Buffer::new(8 << 20).unwrap();
-        let (p, n) = (buf.map.as_mut_ptr(), buf.map.len());
+        let mut buf = resident_buffer(8 << 20).unwrap();
+        let (p, n) = (buf.as_mut_ptr(), buf.len());
         for kind in [FillKind::Zero, FillKind::Nonzero] {
             // SAFETY: `buf` is a page-aligned mapping of whole pages, used by nothing else.
             let best = unsafe { best_on(&l, kind, 2, p, n) };
@@ -649,6 +600,6 @@ mod tests {
         // SAFETY: as above.
         assert!(unsafe { best_on(&l, FillKind::Copy, 1, p, n) }.is_empty());
         // The last fills were non-zero ones, over the whole buffer.
-        assert_eq!((buf.map[0], buf.map[n - 1]), (0x5a, 0x5a));
+        assert_eq!((buf[0], buf[n - 1]), (0x5a, 0x5a));
     }
 }

@@ -81,13 +81,7 @@ pub fn median(v: &[Duration]) -> f64 {
 /// Median of plain numbers (NaN for none).
 #[must_use]
 pub fn median_f64(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
+    quantile(v, 0.5)
 }
 
 /// The `q`-quantile (0..=1) of plain numbers, linearly interpolated (NaN for none).

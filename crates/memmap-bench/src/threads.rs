@@ -1,32 +1,29 @@
 //! The all-core thread count of a timing run: `--threads N|auto` decided once, with the reason.
 //!
-//! The command line gives a [`ThreadPolicy`]. The limits phase measures the machine at the
-//! counts the policy needs ([`ThreadPolicy::limit_counts`]: with `auto`, 1, 2, 4, ... and every
-//! CPU available); then [`ThreadPolicy::resolve`] turns the policy into the run's [`AllCore`],
-//! once, from those limits and outside every timed region, so that the count the run uses
-//! agrees with the limits it reports. Every scenario is handed that value, runs at its
-//! [`AllCore::counts`] and gives a library a count as [`policy`]. The report carries the count,
-//! where it came from and why ([`AllCore::reason`]).
+//! The command line gives a [`ThreadPolicy`]; [`ThreadPolicy::resolve`] turns it into the run's
+//! [`AllCore`] once, before the limits phase and outside every timed region: `auto` is
+//! stream-par's [`Threads::Auto`], the workspace's one rule for where streaming bandwidth stops
+//! growing. The limits phase measures 1 thread, every CPU and that count; every scenario is
+//! handed the value, runs at its [`AllCore::counts`] and gives a library a count as [`policy`].
+//! The report carries the count and where it came from ([`AllCore::reason`]).
 
-use memmap_core::Threads;
 use schemars::JsonSchema;
 use serde::Serialize;
-
-use crate::limits::Limits;
+use stream_par::Threads;
 
 /// The largest `--threads N`.
 pub const MAX_THREADS: usize = 1024;
 
-/// `--threads auto` takes the fewest threads whose struct page fill limit is within this
-/// fraction of the best at any count the limits phase measured.
-pub const AUTO_WITHIN: f64 = 0.05;
+/// The buffer stream-par's `Threads::Auto` search fills (its documented 256 MiB): a budget
+/// smaller than this cannot hold the search, and `auto` takes one thread instead.
+pub const AUTO_SEARCH_BYTES: u64 = 256 << 20;
 
 /// What `--threads` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ThreadPolicy {
     /// `--threads N` (1 leaves the all-core rows out).
     Given(usize),
-    /// `--threads auto`: the count where the limits phase's bandwidth stops growing.
+    /// `--threads auto`: stream-par's [`Threads::Auto`].
     Auto,
 }
 
@@ -51,34 +48,22 @@ impl ThreadPolicy {
         }
     }
 
-    /// The thread counts the limits phase must measure besides 1 and every CPU (`cpus`): the
-    /// given count, or for `auto` the powers of two below `cpus`.
+    /// The run's all-core count: `--threads N` as given; `auto` stream-par's [`Threads::Auto`]
+    /// resolved now (measured once per process), or one thread where the memory budget
+    /// (`budget` bytes, if known) cannot hold its search ([`AUTO_SEARCH_BYTES`]).
     #[must_use]
-    pub fn limit_counts(self, cpus: usize) -> Vec<usize> {
+    pub fn resolve(self, budget: Option<u64>) -> AllCore {
         match self {
-            ThreadPolicy::Given(n) => vec![n.max(1)],
-            ThreadPolicy::Auto => (1..usize::BITS).map(|k| 1usize << k).take_while(|&n| n < cpus).collect(),
-        }
-    }
-
-    /// The run's all-core count, from the limits phase of the same run: `--threads N` as
-    /// given; `auto` the fewest threads whose struct page fill limit is within [`AUTO_WITHIN`] of
-    /// the best of every count `limits` measured (so no count the limits show faster by more
-    /// than that is left out).
-    #[must_use]
-    pub fn resolve(self, limits: &Limits) -> AllCore {
-        match self {
-            ThreadPolicy::Given(n) => AllCore { count: n.max(1), source: ThreadSource::Flag },
+            ThreadPolicy::Given(n) => AllCore::given(n),
+            ThreadPolicy::Auto if budget.is_some_and(|b| b < AUTO_SEARCH_BYTES) => {
+                AllCore { count: 1, source: ThreadSource::Budget }
+            }
             ThreadPolicy::Auto => {
-                let best = limits.per_threads.iter().map(|t| t.fill_struct_page_gbps).fold(0.0, f64::max);
-                let count = limits
-                    .per_threads
-                    .iter()
-                    .filter(|t| t.fill_struct_page_gbps >= best * (1.0 - AUTO_WITHIN))
-                    .map(|t| t.threads)
-                    .min()
-                    .unwrap_or(1);
-                AllCore { count, source: ThreadSource::Limits }
+                let count = match Threads::Auto.resolve() {
+                    Threads::Fixed(n) => n.max(1),
+                    _ => 1,
+                };
+                AllCore { count, source: ThreadSource::Auto }
             }
         }
     }
@@ -90,8 +75,10 @@ impl ThreadPolicy {
 pub enum ThreadSource {
     /// `--threads N`.
     Flag,
-    /// `--threads auto`, chosen from the same run's limits.
-    Limits,
+    /// `--threads auto`: stream-par's `Threads::Auto`.
+    Auto,
+    /// `--threads auto` in a budget too small for its search: one thread.
+    Budget,
 }
 
 /// A run's all-core count, decided once ([`ThreadPolicy::resolve`]), and why.
@@ -132,10 +119,13 @@ impl AllCore {
     pub fn reason(self) -> String {
         match self.source {
             ThreadSource::Flag => format!("--threads {}", self.count),
-            ThreadSource::Limits => format!(
-                "--threads auto: the fewest threads whose struct page fill limit is within {:.0}% of the \
-                 best count this run measured",
-                AUTO_WITHIN * 100.0
+            ThreadSource::Auto => {
+                "--threads auto: where this machine's streaming bandwidth stops growing (stream-par's Threads::Auto)"
+                    .to_string()
+            }
+            ThreadSource::Budget => format!(
+                "--threads auto: one thread, the memory budget cannot hold the {} search of stream-par's Threads::Auto",
+                crate::size::Bytes(AUTO_SEARCH_BYTES)
             ),
         }
     }
@@ -171,29 +161,18 @@ mod tests {
     }
 
     #[test]
-    fn the_count_is_decided_once_from_the_runs_limits() {
-        use crate::limits::ThreadLimits;
-        let limits = |rates: &[(usize, f64)]| Limits {
-            per_threads: rates.iter().map(|&(t, g)| ThreadLimits::with_struct_page(t, g)).collect(),
-            ..Limits::example()
-        };
-        // The run the issue reported: 31.3 GB/s on 1 thread, 55.9 on 2: both counts run.
-        let two = ThreadPolicy::Auto.resolve(&limits(&[(1, 31.3), (2, 55.9)]));
-        assert_eq!((two.count(), two.source(), two.counts()), (2, ThreadSource::Limits, vec![1, 2]));
-        assert!(two.reason().contains("within 5%"), "{}", two.reason());
-        // No gain worth a thread: the fewest within 5% of the best.
-        assert_eq!(ThreadPolicy::Auto.resolve(&limits(&[(1, 33.7), (2, 34.9)])).count(), 1);
-        assert_eq!(
-            ThreadPolicy::Auto.resolve(&limits(&[(1, 10.0), (2, 19.0), (4, 30.0), (8, 30.5)])).count(),
-            4
-        );
-        let given = ThreadPolicy::Given(4).resolve(&limits(&[(1, 1.0)]));
+    fn the_count_is_given_or_stream_pars_auto() {
+        let given = ThreadPolicy::Given(4).resolve(Some(1 << 20));
         assert_eq!((given.count(), given.source(), given.counts()), (4, ThreadSource::Flag, vec![1, 4]));
         assert_eq!(given.reason(), "--threads 4");
         assert_eq!(AllCore::given(1).counts(), [1]);
-        assert_eq!(ThreadPolicy::Auto.limit_counts(2), Vec::<usize>::new());
-        assert_eq!(ThreadPolicy::Auto.limit_counts(12), [2, 4, 8]);
-        assert_eq!(ThreadPolicy::Given(3).limit_counts(2), [3]);
+        let small = ThreadPolicy::Auto.resolve(Some(AUTO_SEARCH_BYTES - 1));
+        assert_eq!((small.count(), small.source()), (1, ThreadSource::Budget));
+        assert!(small.reason().contains("256 MiB"), "{}", small.reason());
+        let auto = ThreadPolicy::Auto.resolve(None);
+        assert_eq!(auto.source(), ThreadSource::Auto);
+        assert!((1..=memmap_core::available_cpus()).contains(&auto.count()), "{}", auto.count());
+        assert!(auto.reason().contains("Threads::Auto"), "{}", auto.reason());
         assert_eq!((policy(1), policy(0), policy(3)), (Threads::One, Threads::One, Threads::Fixed(3)));
     }
 }

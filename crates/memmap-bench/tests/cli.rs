@@ -187,7 +187,7 @@ fn json_report_follows_the_schema() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert!(v["machine"].is_object());
-    assert_eq!(v["format"], 3);
+    assert_eq!(v["format"], 4);
     assert!(!v["machine"]["backend_name"].as_str().unwrap().is_empty());
     assert!(v["limits"]["fill_zero_gbps"].as_f64().unwrap() > 0.0);
     assert!(v["limits"]["fill_nonzero_gbps"].as_f64().unwrap() > 0.0);

@@ -1,18 +1,11 @@
 //! CPU features the backends use beyond what the target enables at compile time, who decides
 //! them, and why safe code can only take them away.
 //!
-//! | feature | used by | detected (unless `--cfg stream_hal_no_cpuid`) |
-//! |---|---|---|
-//! | `CLZERO` (AMD) | x86-64 [`clear`](crate::clear) from 1 MiB | `CPUID 0x8000_0008`, EBX bit 0 |
-//! | `rep stosb` streams large ranges (AMD) | x86-64 [`clear`](crate::clear) from [`CLEAR_REP_LARGE_MIN`](crate::CLEAR_REP_LARGE_MIN) without `CLZERO` | `CPUID 0` vendor `AuthenticAMD` or `HygonGenuine` |
-//! | Zicboz `cbo.zero` and its block size | riscv64 [`clear`](crate::clear) | Linux: the `riscv_hwprobe` syscall (`IMA_EXT_0` bit `ZICBOZ`, key `ZICBOZ_BLOCK_SIZE`); elsewhere not at all |
-//! | `dcbz` block size | powerpc64 [`clear`](crate::clear) | Linux: `getauxval(AT_DCACHEBSIZE)`; elsewhere not at all |
-//! | FEAT_MOPS (`SETP`/`SETM`/`SETE` and their non-temporal `SETPN`/`SETMN`/`SETEN`) | aarch64 [`clear`](crate::clear) and [`clear_cached`](crate::clear_cached) | Linux: `getauxval(AT_HWCAP2)` bit `HWCAP2_MOPS` (`1 << 43`); elsewhere not at all |
-//!
-//! Every one of them but the `rep stosb` choice (a speed rule: `rep stosb` runs on every
-//! x86-64 CPU) is an instruction the CPU must have, and for the block-zeroing ones a
-//! size the code must know exactly (`cbo.zero` and `dcbz` zero the *whole* block around an
-//! address: a block size claimed too small makes them zero bytes outside the range). So:
+//! Every feature ([`CpuFeatures`] has the table of what uses each and where it is detected)
+//! but the `rep stosb` choice (a speed rule: `rep stosb` runs on every x86-64 CPU) is an
+//! instruction the CPU must have, and for the block-zeroing ones a size the code must know
+//! exactly (`cbo.zero` and `dcbz` zero the *whole* block around an address: a block size
+//! claimed too small makes them zero bytes outside the range). So:
 //!
 //! * [`set_cpu_features`] is `unsafe`: the caller vouches for every feature it claims, as the
 //!   caller of a `#[target_feature]` function vouches for the CPU. A kernel passes what its own
@@ -80,7 +73,7 @@ impl BlockSize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub struct CpuFeatures {
-    /// x86-64 `CLZERO` (CPUID `0x8000_0008`, EBX bit 0; AMD Zen and later): zeroes a 64-byte
+    /// x86-64 `CLZERO` (CPUID `0x8000_0008`, EBX bit 0; AMD): zeroes a 64-byte
     /// line without reading it, weakly ordered like a non-temporal store.
     pub clzero: bool,
     /// riscv64 Zicboz: `cbo.zero` present, with this block size.
@@ -89,7 +82,7 @@ pub struct CpuFeatures {
     dcbz: Option<BlockSize>,
     /// x86-64: `rep stosb` clears large ranges with the fast-string microcode's own
     /// non-temporal stores (AMD), so it beats `movntdq` there; on Intel it stays on the cached
-    /// path at about half the streaming rate.
+    /// path.
     large_rep_stosb: bool,
     /// aarch64 FEAT_MOPS: the memory-set instructions (`SETP`/`SETM`/`SETE`, `SETPN`/...).
     mops: bool,

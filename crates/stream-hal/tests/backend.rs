@@ -157,11 +157,15 @@ fn flush_cache_range_flushes_where_it_can_and_changes_nothing() {
         other => !other.name().starts_with("riscv64"),
     };
     for (start, len) in [(0, 0), (0, 1), (63, 2), (1, 64), (5, 200), (64, 4096), (3, buf.len() - 3)] {
-        assert_eq!(stream_hal::flush_cache_range(&buf[start..start + len]), expect, "{start}+{len}");
+        assert_eq!(
+            stream_hal::bench_kit::flush_cache_range(&buf[start..start + len]),
+            expect,
+            "{start}+{len}"
+        );
     }
     let words: Vec<u64> = (0..1000).collect();
-    assert_eq!(stream_hal::flush_cache_range(&words), expect);
-    assert_eq!(stream_hal::flush_cache_range::<u64>(&[]), expect);
+    assert_eq!(stream_hal::bench_kit::flush_cache_range(&words), expect);
+    assert_eq!(stream_hal::bench_kit::flush_cache_range::<u64>(&[]), expect);
     assert_eq!(buf, before);
     assert!(words.iter().copied().eq(0..1000));
 }

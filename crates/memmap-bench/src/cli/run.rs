@@ -9,10 +9,10 @@ use super::suite::Suite;
 use crate::limits::{self, Limits};
 use crate::machine::Machine;
 use crate::progress::Phase;
-use crate::report::{AutoStep, AutoThreads, Provenance, REPORT_FORMAT, Report};
+use crate::report::{Provenance, REPORT_FORMAT, Report};
 use crate::scenarios::scenario::Context;
 use crate::sweep::plan::Sweep;
-use crate::threads::{AllCore, ThreadSource};
+use crate::threads::AllCore;
 
 /// Where the human-readable text goes: stdout, or stderr when stdout carries the JSON.
 struct Out {
@@ -29,12 +29,11 @@ impl Out {
     }
 }
 
-/// The limits phase, at every thread count the run's `--threads` needs.
-fn measure_limits(s: &Suite) -> std::io::Result<Limits> {
+/// The limits phase, at the run's all-core count besides 1 and every CPU.
+fn measure_limits(s: &Suite, threads: AllCore) -> std::io::Result<Limits> {
     let phase = Phase::new("limits", s.common.progress);
     phase.step(format!("limits: map and fault in 2 x {}", crate::size::Bytes(s.limit_buffer)));
-    let counts = s.threads.limit_counts(memmap_core::available_cpus());
-    let l = limits::measure(s.limit_buffer, s.limit_rounds, &counts, &phase);
+    let l = limits::measure(s.limit_buffer, s.limit_rounds, &[threads.count()], &phase);
     phase.finish();
     l
 }
@@ -48,13 +47,12 @@ pub(super) fn run_suite(s: &Suite) -> ExitCode {
             return fail(&format!("--plot: {e}"), 2);
         }
     }
-    let limits = match measure_limits(s) {
+    // The one place the all-core count is decided: every scenario gets this value.
+    let threads = s.threads.resolve(s.memory.budget_bytes);
+    let limits = match measure_limits(s, threads) {
         Ok(l) => l,
         Err(e) => return fail(&format!("map the limit probe's buffers: {e}"), 1),
     };
-    // The one place the all-core count is decided, from the limits just measured: every
-    // scenario gets this value.
-    let threads = s.threads.resolve(&limits);
     let mut report = Report {
         format: REPORT_FORMAT,
         provenance: Provenance::now(),
@@ -63,7 +61,6 @@ pub(super) fn run_suite(s: &Suite) -> ExitCode {
         all_core_threads: threads.count(),
         all_core_threads_source: threads.source(),
         all_core_threads_reason: threads.reason(),
-        auto_threads: auto_threads(threads, &limits),
         limits,
         scenarios: Vec::new(),
         skipped: s.skipped.clone(),
@@ -96,18 +93,6 @@ pub(super) fn run_suite(s: &Suite) -> ExitCode {
         report.wall_s = start.elapsed().as_secs_f64();
     }
     finish(s, &report, &out)
-}
-
-/// What `--threads auto` chose from: the struct page fill limit at each thread count.
-fn auto_threads(threads: AllCore, limits: &Limits) -> Option<AutoThreads> {
-    (threads.source() == ThreadSource::Limits).then(|| AutoThreads {
-        steps: limits
-            .per_threads
-            .iter()
-            .map(|t| AutoStep { threads: t.threads, gbps: t.fill_struct_page_gbps })
-            .collect(),
-        threads: threads.count(),
-    })
 }
 
 /// The plot and the JSON.

@@ -14,28 +14,7 @@ use crate::threads::ThreadSource;
 
 /// Version of the `--json` report's format: raised when a field changes meaning or goes away
 /// (adding fields keeps it).
-pub const REPORT_FORMAT: u32 = 3;
-
-/// One thread count `--threads auto` chose among.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct AutoStep {
-    /// Threads.
-    #[schemars(range(min = 1))]
-    pub threads: usize,
-    /// The limits phase's best struct page fill with them, GB/s.
-    pub gbps: f64,
-}
-
-/// What `--threads auto` chose from and chose (rule: the fewest threads whose struct page fill
-/// limit is within 5% of the best count the limits phase measured: 1, 2, 4, ... and every CPU).
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct AutoThreads {
-    /// The steps measured.
-    pub steps: Vec<AutoStep>,
-    /// The count chosen.
-    #[schemars(range(min = 1))]
-    pub threads: usize,
-}
+pub const REPORT_FORMAT: u32 = 4;
 
 /// A scenario run at a smaller size than its default to fit the memory budget.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
@@ -119,14 +98,11 @@ pub struct Report {
     /// Workers of the all-core rows (`--threads`; 1: no all-core rows).
     #[schemars(range(min = 1))]
     pub all_core_threads: usize,
-    /// Where that count came from: `flag` (`--threads N`) or `limits` (`--threads auto`, chosen
-    /// from this run's limits).
+    /// Where that count came from: `flag` (`--threads N`) or `auto` (`--threads auto`:
+    /// stream-par's `Threads::Auto`).
     pub all_core_threads_source: ThreadSource,
     /// Why that count, in a phrase.
     pub all_core_threads_reason: String,
-    /// What `--threads auto` chose from (the limits' struct page fill per thread count), when
-    /// it chose.
-    pub auto_threads: Option<AutoThreads>,
     /// Limits measured in this run.
     pub limits: Limits,
     /// Scenarios, in run order.
@@ -167,7 +143,6 @@ pub(crate) mod tests {
             all_core_threads: 2,
             all_core_threads_source: ThreadSource::Flag,
             all_core_threads_reason: "--threads 2".into(),
-            auto_threads: None,
             limits: limits(),
             scenarios,
             skipped: vec![Skipped { name: "x".into(), reason: "does not fit".into() }],

@@ -46,7 +46,7 @@ pub mod schema;
 pub mod text;
 pub mod verdict;
 
-pub use document::{AutoStep, AutoThreads, MemoryPlan, REPORT_FORMAT, Report, Scaled, Skipped};
+pub use document::{MemoryPlan, REPORT_FORMAT, Report, Scaled, Skipped};
 pub use provenance::{CpuModel, Provenance};
 pub use scenario::{
     Column, Figure, LimitKind, MEASUREMENT_ERROR_RATIO, ScenarioReport, ScenarioSpec, StrategyResult,

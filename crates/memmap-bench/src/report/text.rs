@@ -224,21 +224,16 @@ impl Report {
         s
     }
 
-    /// The all-core count, why it was chosen, and what `--threads auto` measured.
+    /// The all-core count and why it was chosen.
     fn threads_line(&self) -> String {
-        let steps = self.auto_threads.as_ref().map_or(String::new(), |a| {
-            let steps: Vec<String> =
-                a.steps.iter().map(|s| format!("{} GB/s on {}", num(s.gbps), s.threads)).collect();
-            format!(": {}", steps.join(", "))
-        });
         let why = &self.all_core_threads_reason;
         if self.all_core_threads > 1 {
             format!(
-                "all-core rows: {} threads ({why}{steps}); every scenario also runs on 1 thread, as the kernel does",
+                "all-core rows: {} threads ({why}); every scenario also runs on 1 thread, as the kernel does",
                 self.all_core_threads
             )
         } else {
-            format!("all-core rows: none, one thread only ({why}{steps}); --threads N adds them")
+            format!("all-core rows: none, one thread only ({why}); --threads N adds them")
         }
     }
 

@@ -13,7 +13,7 @@
 //! before, so at most a cache's worth of anything is cached, and the memmap flushed from the
 //! caches; timed with the write-back the run leaves behind: the memmap flushed again after it,
 //! less a flush of the uncached memmap, where the backend has a cache flush,
-//! [`stream_hal::flush_cache_range`]) and **warm** (the same strategy again after a run that
+//! [`stream_hal::bench_kit::flush_cache_range`]) and **warm** (the same strategy again after a run that
 //! caches the memmap, or right after where nothing was flushed).
 //! The figures are medians of the rounds after the first, in ns per struct page. Per size, the
 //! verdict compares auto with the best of the three strategies, cold and warm, against

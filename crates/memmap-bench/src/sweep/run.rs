@@ -80,11 +80,11 @@ impl Job {
 
 impl Job {
     /// Writes the memmap's dirty lines back and drops all of its lines from the caches
-    /// ([`stream_hal::flush_cache_range`]); the time it took, or `None` where the backend has
+    /// ([`stream_hal::bench_kit::flush_cache_range`]); the time it took, or `None` where the backend has
     /// no cache flush.
     fn write_back(&self) -> Option<Duration> {
         let t = Instant::now();
-        stream_hal::flush_cache_range(self.owned.as_bytes()).then(|| t.elapsed())
+        stream_hal::bench_kit::flush_cache_range(self.owned.as_bytes()).then(|| t.elapsed())
     }
 }
 
@@ -241,7 +241,7 @@ pub fn measure_all(s: &Sweep) -> Result<SweepReport, RunError> {
         config: s.config.name.into(),
         llc_bytes: llc_bytes(),
         flush_bytes: s.flush_bytes,
-        cold_counts_write_back: stream_hal::flush_cache_range(&[0u8; 64]),
+        cold_counts_write_back: stream_hal::bench_kit::flush_cache_range(&[0u8; 64]),
         target: TARGET,
         auto_threshold_bytes: FillOptions::default().threshold() as u64,
         sizes: out,

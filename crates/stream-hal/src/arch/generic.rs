@@ -30,17 +30,6 @@ pub(crate) fn drain() {}
 #[allow(dead_code)] // unused when a streaming backend is selected
 pub(crate) fn prefetch(_p: *const u8) {}
 
-/// No cache-maintenance instruction: nothing is flushed (the caller learns it from `false`).
-///
-/// # Safety
-///
-/// None beyond the surface's (`start..start + len` readable); nothing is accessed.
-#[inline(always)]
-#[allow(dead_code)] // unused when a streaming backend is selected
-pub(crate) unsafe fn flush_cache_range(_start: *const u8, _len: usize) -> bool {
-    false
-}
-
 /// No CPU features to detect.
 #[allow(dead_code)] // unused when a streaming backend is selected
 pub(crate) fn detect_cpu_features() -> Option<crate::CpuFeatures> {
@@ -65,34 +54,14 @@ pub unsafe fn clear(dst: *mut u8, len: usize) {
     unsafe { ptr::write_bytes(dst, 0, len) }
 }
 
-/// Same as [`clear`] (the generic backend has one way to clear).
-///
-/// # Safety
-///
-/// As for [`clear`].
-#[inline]
-#[allow(dead_code)] // unused when a streaming backend is selected
-pub(crate) unsafe fn clear_cached(dst: *mut u8, len: usize) {
-    // SAFETY: same contract.
-    unsafe { clear(dst, len) }
-}
+// The generic backend has one way to clear.
+#[allow(unused_imports)] // unused when a streaming backend is selected
+pub(crate) use self::{clear as clear_cached, clear as clear_streaming};
 
-/// The method [`clear_streaming`] uses.
+/// The method of the streaming clear.
 #[allow(dead_code)] // unused when a streaming backend is selected
 pub(crate) fn streaming_clear_method() -> &'static str {
     "write_bytes"
-}
-
-/// Same as [`clear`] (the generic backend has one way to clear).
-///
-/// # Safety
-///
-/// As for [`clear`].
-#[inline]
-#[allow(dead_code)] // unused when a streaming backend is selected
-pub(crate) unsafe fn clear_streaming(dst: *mut u8, len: usize) {
-    // SAFETY: same contract.
-    unsafe { clear(dst, len) }
 }
 
 /// Stores one `size`-byte record with a normal copy (`size` is a compile-time constant at
@@ -120,20 +89,11 @@ pub(crate) unsafe fn store_words<const N: usize>(dst: *mut u64, words: [u64; N])
     unsafe { dst.cast::<[u64; N]>().write(words) }
 }
 
-/// Same as [`store_record`]: with normal stores the load width does not matter.
-///
-/// # Safety
-///
-/// As for [`store_record`].
-#[inline(always)]
-#[allow(dead_code)] // unused when a streaming backend is selected
-pub(crate) unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usize) {
-    // SAFETY: same contract as `store_record`.
-    unsafe { store_record(dst, src, size) }
-}
+// With normal stores the load width does not matter.
+#[allow(unused_imports)] // unused when a streaming backend is selected
+pub(crate) use self::store_record as store_record_words;
 
-/// No wide registers: see [`crate::wide_fill_methods`].
-#[allow(dead_code)] // unused when a streaming backend is selected
-pub(crate) fn wide_fill_methods() -> impl Iterator<Item = crate::FillMethod> {
-    core::iter::empty()
-}
+/// The benchmark's kit: nothing (no cache-maintenance instruction, no wide register).
+#[cfg(feature = "bench-kit")]
+#[allow(unused_imports)] // unused when a streaming backend is selected
+pub(crate) use super::kit::none as kit;

@@ -3,18 +3,17 @@
 //! * `unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize)`
 //! * `fn drain()`
 //! * `fn prefetch(p: *const u8)`: a cache hint that never faults
-//! * `unsafe fn flush_cache_range(start: *const u8, len: usize) -> bool`: write back and
-//!   invalidate the range's cache lines, or `false` where the backend has no instruction for it
 //! * `unsafe fn clear(dst: *mut u8, len: usize)`, `clear_cached`, `clear_streaming`
 //! * `fn streaming_clear_method() -> &'static str`
 //! * `fn detect_cpu_features() -> Option<CpuFeatures>`, `fn detect_cache_info() -> CacheInfo`
-//! * `fn wide_fill_methods() -> impl Iterator<Item = FillMethod>`
 //! * `unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize)`: `size` is always a
 //!   compile-time constant at the call site (`size_of::<T>()`) and the function is
 //!   `#[inline(always)]`, so every branch on it folds away
 //! * `unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usize)`
 //! * `unsafe fn store_words<const N: usize>(dst: *mut u64, words: [u64; N])`
 //! * `const BACKEND: Backend`
+//! * with the `bench-kit` feature, `mod kit` with `flush_cache_range` and `wide_fill_methods`
+//!   (see [`kit`]; [`kit::none`] where the backend has neither)
 //!
 //! The choice, first match wins:
 //!
@@ -37,41 +36,52 @@
 
 pub(crate) mod blocks;
 
-/// Calls `flush(p)` once for every `line`-byte cache line that holds a byte of
-/// `start..start + len`, with `p` inside the range (the line's start, or `start` for the first
-/// line): a line-granular instruction given any address of a line acts on the whole line, and
-/// an address inside the caller's range is one it may name. A `line` smaller than the CPU's
-/// visits some lines twice, never skips one.
-///
-/// # Safety
-///
-/// `start..start + len` is valid for reads, `line` is a power of two, and `flush(p)` may be
-/// called for any readable `p`.
-#[inline(always)]
-#[allow(dead_code)] // unused when the generic backend is selected
-pub(crate) unsafe fn for_each_line(
-    start: *const u8,
-    len: usize,
-    line: usize,
-    mut flush: impl FnMut(*const u8),
-) {
-    if len == 0 {
-        return;
-    }
-    let end = start.addr() + len;
-    let mut p = start;
-    loop {
-        flush(p);
-        // The next line's start, as an offset from `start` (no pointer leaves the range).
-        let next = (p.addr() & !(line - 1)) + line;
-        if next >= end {
-            break;
+/// A function for an instruction that takes no operand and orders memory (a fence): `asm!`
+/// natively, the emulation's drain under `cfg(stream_hal_emulate)`.
+#[allow(unused_macros)] // unused when the generic backend is selected
+macro_rules! barrier {
+    ($(#[$doc:meta])* $name:ident = $insn:literal) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub(crate) fn $name() {
+            #[cfg(not(stream_hal_emulate))]
+            // SAFETY: the barrier has no operands and no preconditions, writes no register, no
+            // flag and no stack. Not `nomem`: it is also a compiler barrier, which keeps memory
+            // accesses on their side of it.
+            unsafe {
+                core::arch::asm!($insn, options(nostack, preserves_flags));
+            }
+            #[cfg(stream_hal_emulate)]
+            crate::emulation::drain();
         }
-        p = start.wrapping_add(next - start.addr());
-    }
+    };
 }
+
+/// A function for a prefetch hint at `p` (the instruction's operand `{p}`, of register class
+/// `$class`): `asm!` natively, nothing under `cfg(stream_hal_emulate)`.
+#[allow(unused_macros)] // unused when the generic backend is selected
+macro_rules! prefetch_hint {
+    ($(#[$doc:meta])* $name:ident($class:ident) = $($insn:literal),+) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub(crate) fn $name(p: *const u8) {
+            #[cfg(not(stream_hal_emulate))]
+            // SAFETY: a prefetch hint has no architecturally visible effect besides timing: it
+            // cannot fault whatever `p` is, writes no memory, no register and no flag, and uses
+            // no stack.
+            unsafe {
+                core::arch::asm!($($insn),+, p = in($class) p, options(nostack, preserves_flags, readonly));
+            }
+            #[cfg(stream_hal_emulate)]
+            let _ = p;
+        }
+    };
+}
+
 pub(crate) mod dczid;
 pub(crate) mod generic;
+#[cfg(feature = "bench-kit")]
+pub mod kit;
 #[cfg(test)]
 #[allow(dead_code)] // used by the tests of the aarch64, riscv64 and powerpc64 backends only
 pub(crate) mod testing;
@@ -80,10 +90,12 @@ pub(crate) mod x86_cache;
 /// Brings one backend's implementation of the crate-internal surface into scope.
 macro_rules! use_backend {
     ($m:ident) => {
+        #[cfg(feature = "bench-kit")]
+        use self::$m::kit as selected_kit;
         pub(crate) use self::$m::{
             clear, clear_cached, clear_streaming, detect_cache_info, detect_cpu_features, drain,
-            flush_cache_range, memcpy_nontemporal, prefetch, store_record, store_record_words, store_words,
-            streaming_clear_method, wide_fill_methods,
+            memcpy_nontemporal, prefetch, store_record, store_record_words, store_words,
+            streaming_clear_method,
         };
     };
 }
@@ -147,42 +159,35 @@ const fn generic_reason() -> crate::GenericReason {
     }
 }
 
-/// The target architecture's name as `cfg(target_arch)` spells it, for the architectures Rust
-/// supports (`unknown` for any other).
-#[allow(dead_code)]
+/// The target architecture's name as `cfg(target_arch)` spells it (from the build script;
+/// `unknown` in a build that does not run it).
+#[allow(dead_code)] // unused when a streaming backend is selected
 const fn target_arch_name() -> &'static str {
-    if cfg!(target_arch = "x86") {
-        "x86"
-    } else if cfg!(target_arch = "x86_64") {
-        "x86_64"
-    } else if cfg!(target_arch = "arm") {
-        "arm"
-    } else if cfg!(target_arch = "aarch64") {
-        "aarch64"
-    } else if cfg!(target_arch = "riscv32") {
-        "riscv32"
-    } else if cfg!(target_arch = "riscv64") {
-        "riscv64"
-    } else if cfg!(target_arch = "powerpc") {
-        "powerpc"
-    } else if cfg!(target_arch = "powerpc64") {
-        "powerpc64"
-    } else if cfg!(target_arch = "s390x") {
-        "s390x"
-    } else if cfg!(target_arch = "loongarch64") {
-        "loongarch64"
-    } else if cfg!(target_arch = "mips") {
-        "mips"
-    } else if cfg!(target_arch = "mips64") {
-        "mips64"
-    } else if cfg!(target_arch = "sparc64") {
-        "sparc64"
-    } else if cfg!(target_arch = "wasm32") {
-        "wasm32"
-    } else if cfg!(target_arch = "wasm64") {
-        "wasm64"
-    } else {
-        "unknown"
+    match option_env!("STREAM_HAL_TARGET_ARCH") {
+        Some(arch) => arch,
+        None => "unknown",
+    }
+}
+
+/// The C library's `getauxval(kind)` (glibc and musl on Linux): the auxiliary vector's value
+/// for `kind`, 0 if absent. `None` elsewhere and when emulating, where nothing is detected.
+#[allow(dead_code)] // used by the aarch64 and powerpc64 backends only
+pub(crate) fn auxval(kind: core::ffi::c_ulong) -> Option<core::ffi::c_ulong> {
+    #[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
+    {
+        unsafe extern "C" {
+            safe fn getauxval(kind: core::ffi::c_ulong) -> core::ffi::c_ulong;
+        }
+        Some(getauxval(kind))
+    }
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_env = "gnu", target_env = "musl"),
+        not(stream_hal_emulate)
+    )))]
+    {
+        let _ = kind;
+        None
     }
 }
 
@@ -196,39 +201,4 @@ const fn target_arch_name() -> &'static str {
 pub(crate) unsafe fn load64(src: *const u8) -> u64 {
     // SAFETY: the caller guarantees 8 readable bytes; `read_unaligned` has no alignment needs.
     unsafe { core::ptr::read_unaligned(src.cast::<u64>()) }
-}
-
-#[cfg(test)]
-mod line_walk_tests {
-    use super::for_each_line;
-    use std::vec;
-    use std::vec::Vec;
-
-    /// Every line of the range is visited once, in order, at an address inside the range.
-    #[test]
-    fn every_line_once_inside_the_range() {
-        let buf = [0u8; 1024];
-        // Under Miri (twice per CI run, minutes for every start) the starts next to a line
-        // boundary only.
-        let starts: Vec<usize> =
-            if cfg!(miri) { vec![0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129] } else { (0..130).collect() };
-        for line in [16usize, 64, 128] {
-            for &start in &starts {
-                for len in [0usize, 1, 2, 15, 16, 63, 64, 65, 127, 128, 300, 700] {
-                    let base = buf.as_ptr().wrapping_add(start);
-                    let (lo, hi) = (base.addr(), base.addr() + len);
-                    let mut seen = Vec::new();
-                    // SAFETY: `start + len <= 830 < 1024`: the range is readable; the closure
-                    // reads nothing.
-                    unsafe { for_each_line(base, len, line, |p| seen.push(p.addr())) };
-                    let lines = if len == 0 { 0 } else { (hi - 1) / line - lo / line + 1 };
-                    assert_eq!(seen.len(), lines, "line {line} start {start} len {len}");
-                    for (i, &p) in seen.iter().enumerate() {
-                        assert!(lo <= p && p < hi, "{p:#x} outside {lo:#x}..{hi:#x}");
-                        assert_eq!(p / line, lo / line + i, "line {i} of {start}+{len}");
-                    }
-                }
-            }
-        }
-    }
 }

@@ -34,7 +34,7 @@ use crate::CpuFeatures;
 
 /// The instructions of this backend, one function each. Under `cfg(stream_hal_emulate)` each is
 /// replaced by an ordinary Rust access of the same bytes.
-mod insn {
+pub(crate) mod insn {
     #[cfg(not(stream_hal_emulate))]
     use core::arch::asm;
 
@@ -62,79 +62,27 @@ mod insn {
         }
     }
 
-    /// `sync`.
-    #[inline(always)]
-    pub(super) fn sync() {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: `sync` has no operands and no preconditions. Not `nomem`: it is also a
-        // compiler barrier for memory accesses.
-        unsafe {
-            asm!("sync", options(nostack, preserves_flags));
-        }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::drain();
-    }
+    barrier!(
+        /// `sync`: see the backend's documentation.
+        sync = "sync"
+    );
 
-    /// `dcbf 0, p`: writes back (if modified) and invalidates the data-cache block holding `p`.
-    ///
-    /// # Safety
-    ///
-    /// `p` is valid for reads (a mapped address: the instruction faults like a load).
-    #[inline(always)]
-    pub(super) unsafe fn dcbf(p: *const u8) {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: the caller guarantees `p` is readable, so the instruction cannot fault; it
-        // changes no value in memory and no register.
-        unsafe {
-            asm!("dcbf 0, {p}", p = in(reg_nonzero) p, options(nostack, preserves_flags));
-        }
-        #[cfg(stream_hal_emulate)]
-        // SAFETY: as above.
-        unsafe {
-            crate::emulation::flush_line(p);
-        }
-    }
-
-    /// `dcbt 0, p`: a touch hint; never raises an exception (an inaccessible block is not
-    /// fetched).
-    #[inline(always)]
-    pub(super) fn dcbt(p: *const u8) {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: `dcbt` has no architecturally visible effect besides timing; it cannot fault,
-        // writes nothing and changes no register.
-        unsafe {
-            asm!("dcbt 0, {p}", p = in(reg_nonzero) p, options(nostack, preserves_flags, readonly));
-        }
-        #[cfg(stream_hal_emulate)]
-        let _ = p;
-    }
+    prefetch_hint!(
+        /// `dcbt 0, p`: a touch hint; never raises an exception (an inaccessible block is not
+        /// fetched).
+        dcbt(reg_nonzero) = "dcbt 0, {p}"
+    );
 }
 
 /// `AT_DCACHEBSIZE` (arch/powerpc/include/uapi/asm/auxvec.h).
-#[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
 const AT_DCACHEBSIZE: core::ffi::c_ulong = 19;
-
-#[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
-unsafe extern "C" {
-    /// glibc's and musl's auxiliary-vector lookup: the value of `kind`, or 0 if absent.
-    safe fn getauxval(kind: core::ffi::c_ulong) -> core::ffi::c_ulong;
-}
 
 /// Linux with glibc or musl: the `dcbz` block size from the kernel's `AT_DCACHEBSIZE`.
 /// Elsewhere, and when emulating, `None`: a kernel passes the device tree's
 /// `d-cache-block-size` with [`crate::set_cpu_features`].
 pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
-    #[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
-    {
-        let block = usize::try_from(getauxval(AT_DCACHEBSIZE)).ok().and_then(crate::BlockSize::new);
-        Some(CpuFeatures::NONE.with_dcbz(block))
-    }
-    #[cfg(not(all(
-        target_os = "linux",
-        any(target_env = "gnu", target_env = "musl"),
-        not(stream_hal_emulate)
-    )))]
-    None
+    let block = super::auxval(AT_DCACHEBSIZE)?;
+    Some(CpuFeatures::NONE.with_dcbz(usize::try_from(block).ok().and_then(crate::BlockSize::new)))
 }
 
 /// The caches from Linux's sysfs (with the `std` feature); elsewhere the caller passes them
@@ -177,37 +125,55 @@ pub(crate) unsafe fn store_words<const N: usize>(dst: *mut u64, words: [u64; N])
     unsafe { dst.cast::<[u64; N]>().write(words) }
 }
 
-/// `sync`: see the module documentation.
-#[inline(always)]
-pub(crate) fn drain() {
-    insn::sync();
-}
+// `drain` is `sync` (see the module documentation), `prefetch` is `dcbt`.
+pub(crate) use insn::{dcbt as prefetch, sync as drain};
 
-/// `dcbt`: a hint that never faults.
-#[inline(always)]
-pub(crate) fn prefetch(p: *const u8) {
-    insn::dcbt(p);
-}
+/// The benchmark's kit ([`crate::arch::kit`]): `dcbf` of a range; no wide fill.
+#[cfg(feature = "bench-kit")]
+pub(crate) mod kit {
+    pub(crate) use crate::arch::kit::none::wide_fill_methods;
 
-/// See [`crate::flush_cache_range`]: `sync`, `dcbf` of every data-cache block, `sync` (Linux's
-/// `flush_dcache_range`). The block is the one [`crate::cpu_features`] reports, else 32 bytes,
-/// the smallest any 64-bit POWER processor has (a smaller step only flushes blocks twice).
-///
-/// # Safety
-///
-/// `start..start + len` is valid for reads.
-#[inline]
-pub(crate) unsafe fn flush_cache_range(start: *const u8, len: usize) -> bool {
-    let block = dcbz_block().unwrap_or(32);
-    insn::sync();
-    let flush = |p| {
-        // SAFETY: `for_each_line` passes only addresses inside the range, which is readable.
-        unsafe { insn::dcbf(p) }
-    };
-    // SAFETY: the range is readable (caller) and the block size is a power of two.
-    unsafe { super::for_each_line(start, len, block, flush) };
-    insn::sync();
-    true
+    /// `dcbf 0, p`: writes back (if modified) and invalidates the data-cache block holding `p`.
+    ///
+    /// # Safety
+    ///
+    /// `p` is valid for reads (a mapped address: the instruction faults like a load).
+    #[inline(always)]
+    unsafe fn dcbf(p: *const u8) {
+        #[cfg(not(stream_hal_emulate))]
+        // SAFETY: the caller guarantees `p` is readable, so the instruction cannot fault; it
+        // changes no value in memory and no register.
+        unsafe {
+            core::arch::asm!("dcbf 0, {p}", p = in(reg_nonzero) p, options(nostack, preserves_flags));
+        }
+        #[cfg(stream_hal_emulate)]
+        // SAFETY: as above.
+        unsafe {
+            crate::emulation::flush_line(p);
+        }
+    }
+
+    /// See [`crate::arch::kit::flush_cache_range`]: `sync`, `dcbf` of every data-cache block,
+    /// `sync` (Linux's `flush_dcache_range`). The block is the one [`crate::cpu_features`]
+    /// reports, else 32 bytes, the smallest any 64-bit POWER processor has (a smaller step only
+    /// flushes blocks twice).
+    ///
+    /// # Safety
+    ///
+    /// `start..start + len` is valid for reads.
+    #[inline]
+    pub(crate) unsafe fn flush_cache_range(start: *const u8, len: usize) -> bool {
+        let block = super::dcbz_block().unwrap_or(32);
+        super::insn::sync();
+        let flush = |p| {
+            // SAFETY: `for_each_line` passes only addresses inside the range, which is readable.
+            unsafe { dcbf(p) }
+        };
+        // SAFETY: the range is readable (caller) and the block size is a power of two.
+        unsafe { crate::arch::kit::for_each_line(start, len, block, flush) };
+        super::insn::sync();
+        true
+    }
 }
 
 /// The `dcbz` block size, if [`crate::cpu_features`] gives one.
@@ -232,36 +198,13 @@ pub(crate) unsafe fn clear(dst: *mut u8, len: usize) {
     }
 }
 
-/// The same as [`clear`]: `dcbz` is the only clearing instruction.
-///
-/// # Safety
-///
-/// As for [`clear`].
-#[inline]
-pub(crate) unsafe fn clear_cached(dst: *mut u8, len: usize) {
-    // SAFETY: same contract.
-    unsafe { clear(dst, len) }
-}
-
-/// The same as [`clear`]: there is no non-temporal store to clear with.
-///
-/// # Safety
-///
-/// As for [`clear`].
-#[inline]
-pub(crate) unsafe fn clear_streaming(dst: *mut u8, len: usize) {
-    // SAFETY: same contract.
-    unsafe { clear(dst, len) }
-}
+// `dcbz` is the only clearing instruction, and there is no non-temporal store to clear with:
+// the cached and the streaming clear are `clear`.
+pub(crate) use self::{clear as clear_cached, clear as clear_streaming};
 
 /// `dcbz` or `write_bytes`.
 pub(crate) fn streaming_clear_method() -> &'static str {
     if dcbz_block().is_some() { "dcbz" } else { "write_bytes" }
-}
-
-/// None: see [`crate::wide_fill_methods`].
-pub(crate) fn wide_fill_methods() -> impl Iterator<Item = crate::FillMethod> {
-    core::iter::empty()
 }
 
 /// Zeroes `len` bytes with `dcbz` on every whole, aligned block and normal stores on the edges.

@@ -156,39 +156,16 @@ mod insn {
         }
     }
 
-    /// `fence w, rw`.
-    #[inline(always)]
-    pub(super) fn fence_w_rw() {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: a fence has no operands and no preconditions. Not `nomem`: it is also a
-        // compiler barrier for memory accesses.
-        unsafe {
-            asm!("fence w, rw", options(nostack, preserves_flags));
-        }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::drain();
-    }
+    barrier!(
+        /// `fence w, rw`: see the backend's documentation.
+        fence_w_rw = "fence w, rw"
+    );
 
-    /// Zicbop `prefetch.r 0(p)`: a HINT encoding (`ori x0, p, 0`), a no-op where Zicbop is
-    /// missing; never faults.
-    #[inline(always)]
-    pub(super) fn prefetch_r(p: *const u8) {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: `prefetch.r` writes no register (rd = x0) and no memory, and a prefetch of an
-        // inaccessible address raises no exception (Zicbop); no stack use.
-        unsafe {
-            asm!(
-                ".option push",
-                ".option arch, +zicbop",
-                "prefetch.r 0({p})",
-                ".option pop",
-                p = in(reg) p,
-                options(nostack, preserves_flags, readonly),
-            );
-        }
-        #[cfg(stream_hal_emulate)]
-        let _ = p;
-    }
+    prefetch_hint!(
+        /// Zicbop `prefetch.r 0(p)`: a HINT encoding (`ori x0, p, 0`), a no-op where Zicbop is
+        /// missing; never faults.
+        prefetch_r(reg) = ".option push", ".option arch, +zicbop", "prefetch.r 0({p})", ".option pop"
+    );
 
     /// The Linux `riscv_hwprobe` syscall: fills in the values of `pairs` (key, value) for all
     /// online harts. Returns 0 on success, a negative errno otherwise (`-ENOSYS` on kernels
@@ -346,30 +323,14 @@ pub(crate) unsafe fn store_words<const N: usize>(dst: *mut u64, words: [u64; N])
     }
 }
 
-/// `fence w, rw`: see the module documentation.
-#[inline(always)]
-pub(crate) fn drain() {
-    insn::fence_w_rw();
-}
+// `drain` is `fence w, rw` (see the module documentation), `prefetch` is Zicbop `prefetch.r`.
+pub(crate) use insn::{fence_w_rw as drain, prefetch_r as prefetch};
 
-/// See [`crate::flush_cache_range`]: nothing. Zicbom's `cbo.flush` would do it, but its
-/// presence and block size are not detected (the `riscv_hwprobe` keys for them are newer than
-/// the kernels this backend is tested on), so the caller learns from `false` that nothing was
-/// flushed.
-///
-/// # Safety
-///
-/// None beyond the surface's (`start..start + len` readable); nothing is accessed.
-#[inline(always)]
-pub(crate) unsafe fn flush_cache_range(_start: *const u8, _len: usize) -> bool {
-    false
-}
-
-/// Zicbop `prefetch.r`: a hint (a no-op on harts without Zicbop) that never faults.
-#[inline(always)]
-pub(crate) fn prefetch(p: *const u8) {
-    insn::prefetch_r(p);
-}
+/// The benchmark's kit: nothing. Zicbom's `cbo.flush` would flush, but its presence and block
+/// size are not detected (the `riscv_hwprobe` keys for them are newer than the kernels this
+/// backend is tested on); the vector extension's stores are not offered as wide fills.
+#[cfg(feature = "bench-kit")]
+pub(crate) use super::kit::none as kit;
 
 /// The `cbo.zero` block size, if [`crate::cpu_features`] reports Zicboz.
 #[inline]
@@ -426,12 +387,6 @@ pub(crate) unsafe fn clear_streaming(dst: *mut u8, len: usize) {
 /// The method [`clear_streaming`] uses.
 pub(crate) fn streaming_clear_method() -> &'static str {
     "ntl.all sd"
-}
-
-/// None: the general-purpose-register stores are this backend's only streaming stores (the
-/// vector extension's stores are not offered: no RVV machine was at hand to check them on).
-pub(crate) fn wide_fill_methods() -> impl Iterator<Item = crate::FillMethod> {
-    core::iter::empty()
 }
 
 /// Zeroes `len` bytes with `cbo.zero` on every whole, aligned `block` and normal stores on the

@@ -51,329 +51,23 @@ use core::ptr;
 
 use super::dczid::{self, ZeroMethod};
 
-/// The instructions of this backend, one function each. Under `cfg(stream_hal_emulate)` each is
-/// replaced by an ordinary Rust access of the same bytes with the same alignment requirement
-/// (and `DCZID_EL0` by the value [`crate::emulation::set_dczid`] set), so that Miri and the
-/// sanitizers check the address arithmetic and the loads of everything else in this file.
 use super::load64;
 
-mod insn {
-    #[cfg(not(stream_hal_emulate))]
-    use core::arch::asm;
+mod insn;
+#[cfg(feature = "bench-kit")]
+pub(crate) mod kit;
 
-    /// `stnp` of two 64-bit registers: `a` at `dst`, `b` at `dst + 8`.
-    ///
-    /// # Safety
-    ///
-    /// `dst` writable for 16 bytes and 8-byte aligned (pair stores are only issued to aligned
-    /// addresses, which keeps them legal where `SCTLR_ELx.A` enforces alignment).
-    #[inline(always)]
-    pub(super) unsafe fn stnp64(dst: *mut u8, a: u64, b: u64) {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: the caller guarantees `dst..dst+16` is writable and aligned for the pair;
-        // `stnp` writes exactly those bytes and neither uses the stack nor changes flags.
-        unsafe {
-            asm!(
-                "stnp {a}, {b}, [{dst}]",
-                a = in(reg) a,
-                b = in(reg) b,
-                dst = in(reg) dst,
-                options(nostack, preserves_flags),
-            );
-        }
-        #[cfg(stream_hal_emulate)]
-        // SAFETY: the caller guarantees 16 writable, 8-aligned bytes; a typed `[u64; 2]` write requires
-        // that alignment, so a misaligned emulated pair is reported.
-        unsafe {
-            crate::emulation::weak_store(dst.cast::<[u64; 2]>(), [a, b]);
-        }
-    }
-
-    /// `stnp` of two 32-bit registers: `a` at `dst`, `b` at `dst + 4`.
-    ///
-    /// # Safety
-    ///
-    /// `dst` writable for 8 bytes and 4-byte aligned.
-    #[inline(always)]
-    pub(super) unsafe fn stnp32(dst: *mut u8, a: u32, b: u32) {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: the caller guarantees `dst..dst+8` is writable and aligned for the pair.
-        unsafe {
-            asm!(
-                "stnp {a:w}, {b:w}, [{dst}]",
-                a = in(reg) a,
-                b = in(reg) b,
-                dst = in(reg) dst,
-                options(nostack, preserves_flags),
-            );
-        }
-        #[cfg(stream_hal_emulate)]
-        // SAFETY: the caller guarantees 8 writable, 4-aligned bytes.
-        unsafe {
-            crate::emulation::weak_store(dst.cast::<[u32; 2]>(), [a, b]);
-        }
-    }
-
-    /// `stnp xzr, xzr` on 64 bytes: four zero pairs at `p`, `p + 16`, `p + 32`, `p + 48`.
-    ///
-    /// # Safety
-    ///
-    /// `p` writable for 64 bytes and 16-byte aligned.
-    #[inline(always)]
-    pub(super) unsafe fn stnp_zero64(p: *mut u8) {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: the caller guarantees 64 writable bytes at the 16-byte-aligned `p`; the four
-        // pair stores write exactly those.
-        unsafe {
-            asm!(
-                "stnp xzr, xzr, [{p}]",
-                "stnp xzr, xzr, [{p}, #16]",
-                "stnp xzr, xzr, [{p}, #32]",
-                "stnp xzr, xzr, [{p}, #48]",
-                p = in(reg) p,
-                options(nostack, preserves_flags),
-            );
-        }
-        #[cfg(stream_hal_emulate)]
-        // SAFETY: the caller guarantees 64 writable bytes at the 16-byte-aligned `p`.
-        unsafe {
-            crate::emulation::weak_store(p.cast::<[u128; 4]>(), [0; 4]);
-        }
-    }
-
-    /// `stnp xzr, xzr` on 16 bytes.
-    ///
-    /// # Safety
-    ///
-    /// `p` writable for 16 bytes and 16-byte aligned.
-    #[inline(always)]
-    pub(super) unsafe fn stnp_zero16(p: *mut u8) {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: the caller guarantees 16 writable bytes at the 16-byte-aligned `p`.
-        unsafe {
-            asm!("stnp xzr, xzr, [{p}]", p = in(reg) p, options(nostack, preserves_flags));
-        }
-        #[cfg(stream_hal_emulate)]
-        // SAFETY: as above.
-        unsafe {
-            crate::emulation::weak_store(p.cast::<u128>(), 0);
-        }
-    }
-
-    /// `dc zva`: zeroes the whole `block`-byte block that contains `p` (the instruction ignores
-    /// the address bits below the block size).
-    ///
-    /// # Safety
-    ///
-    /// `dc zva` is permitted, `block` is this CPU's block size, and the whole block containing
-    /// `p` must be valid for writes.
-    #[inline(always)]
-    pub(super) unsafe fn dc_zva(p: *mut u8, block: usize) {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: the caller guarantees `dc zva` is permitted and the block around `p` is
-        // writable; `dc zva` writes exactly that block, changes no flags, uses no stack.
-        unsafe {
-            let _ = block;
-            asm!("dc zva, {}", in(reg) p, options(nostack, preserves_flags));
-        }
-        #[cfg(stream_hal_emulate)]
-        // SAFETY: the caller guarantees the block containing `p` is writable; `block` is the
-        // `DCZID_EL0` block size, a power of two.
-        unsafe {
-            crate::emulation::zero_block(p, block);
-        }
-    }
-
-    /// One memory set of zero: `len` zero bytes at `dst`, any alignment. `SETPN`/`SETMN`/`SETEN`
-    /// (the non-temporal set, Linux's `clear_page`) with `NT`, `SETP`/`SETM`/`SETE` without.
-    ///
-    /// # Safety
-    ///
-    /// FEAT_MOPS is implemented and enabled at this exception level; `dst` is valid for writes
-    /// of `len` bytes.
-    #[inline(always)]
-    pub(super) unsafe fn set_zero<const NT: bool>(dst: *mut u8, len: usize) {
-        // The prologue, main and epilogue of one set; `$n` is the non-temporal suffix or none.
-        #[cfg(not(stream_hal_emulate))]
-        macro_rules! set {
-            ($n:literal) => {
-                asm!(
-                    ".arch_extension mops",
-                    concat!("setp", $n, " [{d}]!, {n}!, xzr"),
-                    concat!("setm", $n, " [{d}]!, {n}!, xzr"),
-                    concat!("sete", $n, " [{d}]!, {n}!, xzr"),
-                    d = inout(reg) dst => _,
-                    n = inout(reg) len => _,
-                    options(nostack),
-                )
-            };
-        }
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: the caller guarantees that the instructions exist and are enabled (so none is
-        // undefined) and that `dst..dst + len` is writable; with `Xs = xzr` the triple writes
-        // exactly those `len` zero bytes: the architecture saturates only a size with bit 63
-        // set, and a range valid for writes lies in one allocated object, which Rust bounds by
-        // `isize::MAX` bytes. The three are consecutive in one block, as the architecture requires,
-        // with distinct `Xd` and `Xn` (two operands) and neither the zero register; both are
-        // written back (declared `inout`, discarded), `NZCV` is written (no `preserves_flags`),
-        // no stack is used.
-        unsafe {
-            if NT {
-                set!("n");
-            } else {
-                set!("");
-            }
-        }
-        #[cfg(stream_hal_emulate)]
-        // SAFETY: the caller guarantees `len` writable bytes at `dst`.
-        unsafe {
-            crate::emulation::memory_set_zero(dst, len, NT);
-        }
-    }
-
-    /// `dmb ish`.
-    #[inline(always)]
-    pub(super) fn dmb_ish() {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: `dmb ish` has no operands and no preconditions. Not `nomem`: it is also a
-        // compiler barrier for memory accesses.
-        unsafe {
-            asm!("dmb ish", options(nostack, preserves_flags));
-        }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::drain();
-    }
-
-    /// `prfm pldl1keep, [p]`: a hint; never faults.
-    #[inline(always)]
-    pub(super) fn prfm_pldl1keep(p: *const u8) {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: `prfm` has no architecturally visible effect besides timing: it cannot fault,
-        // writes nothing and changes no flags.
-        unsafe {
-            asm!("prfm pldl1keep, [{}]", in(reg) p, options(nostack, preserves_flags, readonly));
-        }
-        #[cfg(stream_hal_emulate)]
-        let _ = p;
-    }
-
-    /// `dc civac, p`: cleans (writes back) and invalidates the data-cache line holding `p` to
-    /// the point of coherency.
-    ///
-    /// # Safety
-    ///
-    /// `p` is valid for reads (a mapped address: the instruction faults like a load). At EL0
-    /// `SCTLR_EL1.UCI` must be set, as Linux sets it.
-    #[inline(always)]
-    pub(super) unsafe fn dc_civac(p: *const u8) {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: the caller guarantees `p` is readable (and EL0 access is enabled), so the
-        // instruction cannot fault; it changes no value in memory, no register and no flag.
-        unsafe {
-            asm!("dc civac, {}", in(reg) p, options(nostack, preserves_flags));
-        }
-        #[cfg(stream_hal_emulate)]
-        // SAFETY: as above.
-        unsafe {
-            crate::emulation::flush_line(p);
-        }
-    }
-
-    /// `dsb sy`: waits until every earlier memory access and cache maintenance completes.
-    #[inline(always)]
-    pub(super) fn dsb_sy() {
-        #[cfg(not(stream_hal_emulate))]
-        // SAFETY: no operands, no preconditions; not `nomem`, so also a compiler barrier.
-        unsafe {
-            asm!("dsb sy", options(nostack, preserves_flags));
-        }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::drain();
-    }
-
-    /// `mrs CTR_EL0` (readable at EL0 where `SCTLR_EL1.UCT` is set, as Linux sets it);
-    /// emulated: `DminLine` 4 (64-byte lines).
-    #[inline]
-    pub(super) fn read_ctr() -> u64 {
-        #[cfg(not(stream_hal_emulate))]
-        {
-            let value: u64;
-            // SAFETY: `mrs` of CTR_EL0 is permitted at EL1 and, under Linux, at EL0; it reads
-            // no memory and changes no flags.
-            unsafe { asm!("mrs {}, ctr_el0", out(reg) value, options(nomem, nostack, preserves_flags)) };
-            value
-        }
-        #[cfg(stream_hal_emulate)]
-        {
-            4 << 16
-        }
-    }
-
-    /// `mrs DCZID_EL0`.
-    #[inline]
-    pub(super) fn read_dczid() -> u64 {
-        #[cfg(not(stream_hal_emulate))]
-        {
-            let value: u64;
-            // SAFETY: `mrs` of DCZID_EL0 is permitted at every exception level this code runs
-            // at, reads no memory and changes no flags.
-            unsafe { asm!("mrs {}, dczid_el0", out(reg) value, options(nomem, nostack, preserves_flags)) };
-            value
-        }
-        #[cfg(stream_hal_emulate)]
-        crate::emulation::dczid()
-    }
-}
-
-/// See [`crate::flush_cache_range`]: `dc civac` of every line of `CTR_EL0.DminLine` (the
-/// smallest data-cache line, `4 << DminLine` bytes), then `dsb sy`: Linux's
-/// `dcache_clean_inval_poc`.
-///
-/// # Safety
-///
-/// `start..start + len` is valid for reads.
-#[inline]
-pub(crate) unsafe fn flush_cache_range(start: *const u8, len: usize) -> bool {
-    let line = 4usize << ((insn::read_ctr() >> 16) & 0xf);
-    let flush = |p| {
-        // SAFETY: `for_each_line` passes only addresses inside the range, which is readable.
-        unsafe { insn::dc_civac(p) }
-    };
-    // SAFETY: the range is readable (caller) and `line` is a power of two.
-    unsafe { super::for_each_line(start, len, line, flush) };
-    insn::dsb_sy();
-    true
-}
+// `drain` is `dmb ish` (see the module documentation), `prefetch` is `prfm pldl1keep`.
+pub(crate) use insn::{dmb_ish as drain, prfm_pldl1keep as prefetch};
 
 /// `AT_HWCAP2` (include/uapi/linux/auxvec.h).
-#[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
 const AT_HWCAP2: core::ffi::c_ulong = 26;
 
 /// `HWCAP2_MOPS` (arch/arm64/include/uapi/asm/hwcap.h): FEAT_MOPS, set only when the kernel
 /// has enabled the instructions for user space (`SCTLR_EL1.MSCEn`).
-#[cfg_attr(
-    not(any(
-        test,
-        all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate))
-    )),
-    allow(dead_code)
-)]
 const HWCAP2_MOPS: u64 = 1 << 43;
 
-#[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
-unsafe extern "C" {
-    /// glibc's and musl's auxiliary-vector lookup: the value of `kind`, or 0 if absent.
-    safe fn getauxval(kind: core::ffi::c_ulong) -> core::ffi::c_ulong;
-}
-
 /// The features an `AT_HWCAP2` value describes: FEAT_MOPS.
-#[cfg_attr(
-    not(any(
-        test,
-        all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate))
-    )),
-    allow(dead_code)
-)]
 fn features_from_hwcap2(hwcap2: u64) -> crate::CpuFeatures {
     crate::CpuFeatures::NONE.with_mops(hwcap2 & HWCAP2_MOPS != 0)
 }
@@ -383,16 +77,7 @@ fn features_from_hwcap2(hwcap2: u64) -> crate::CpuFeatures {
 /// `[19:16]`) at EL1, enables the instructions and passes what it found with
 /// [`crate::set_cpu_features`]. `DCZID_EL0` is not a feature: it is read at every clear.
 pub(crate) fn detect_cpu_features() -> Option<crate::CpuFeatures> {
-    #[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl"), not(stream_hal_emulate)))]
-    {
-        Some(features_from_hwcap2(getauxval(AT_HWCAP2)))
-    }
-    #[cfg(not(all(
-        target_os = "linux",
-        any(target_env = "gnu", target_env = "musl"),
-        not(stream_hal_emulate)
-    )))]
-    None
+    super::auxval(AT_HWCAP2).map(features_from_hwcap2)
 }
 
 /// The caches from Linux's sysfs (with the `std` feature): `CCSIDR_EL1` and `CLIDR_EL1` trap
@@ -508,19 +193,6 @@ pub(crate) unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize
     }
 }
 
-/// `dmb ish`: see the module documentation for why the full inner-shareable barrier.
-#[inline(always)]
-pub(crate) fn drain() {
-    insn::dmb_ish();
-}
-
-/// `prfm pldl1keep`: a hint to bring the line holding `p` into L1 for reading. Prefetches never
-/// fault (Arm ARM: a PRFM to an address that would abort is ignored).
-#[inline(always)]
-pub(crate) fn prefetch(p: *const u8) {
-    insn::prfm_pldl1keep(p);
-}
-
 /// How [`clear`] and [`clear_cached`] zero on this CPU now: FEAT_MOPS where
 /// [`crate::cpu_features`] reports it, else what `DCZID_EL0` says.
 fn zero_method() -> ZeroMethod {
@@ -570,13 +242,6 @@ pub(crate) unsafe fn clear_cached(dst: *mut u8, len: usize) {
 }
 
 /// The method [`clear_streaming`] uses.
-/// None: the `stnp` pairs [`crate::fill`] uses are this backend's streaming store (SVE's
-/// `stnt1` is not offered: no SVE machine was at hand to check it on). See
-/// [`crate::wide_fill_methods`].
-pub(crate) fn wide_fill_methods() -> impl Iterator<Item = crate::FillMethod> {
-    core::iter::empty()
-}
-
 pub(crate) fn streaming_clear_method() -> &'static str {
     "stnp"
 }
@@ -629,7 +294,7 @@ unsafe fn clear_mops(dst: *mut u8, len: usize) {
 unsafe fn clear_dc_zva(dst: *mut u8, len: usize, block: usize) {
     // SAFETY: the caller's contract; `block` is a power of two and `dc zva` may run, so
     // `insn::dc_zva` zeroes exactly the `block`-aligned block it is given.
-    unsafe { super::blocks::zero_blocks(dst, len, block, insn::dc_zva) }
+    unsafe { crate::arch::blocks::zero_blocks(dst, len, block, insn::dc_zva) }
 }
 
 /// Zeroes `len` bytes with `stnp xzr, xzr` on the 16-byte-aligned body (64 bytes per
@@ -643,7 +308,7 @@ unsafe fn clear_stnp(dst: *mut u8, len: usize) {
     // `stnp_zero16` write exactly their 64 or 16 bytes at the 16-byte-aligned addresses
     // `zero_streamed` gives them.
     unsafe {
-        super::blocks::zero_streamed(dst, len, 16, insn::stnp_zero64, (16, insn::stnp_zero16));
+        crate::arch::blocks::zero_streamed(dst, len, 16, insn::stnp_zero64, (16, insn::stnp_zero16));
     }
 }
 
