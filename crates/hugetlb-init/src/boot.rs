@@ -27,16 +27,17 @@ use crate::folio::Folio;
 use crate::phase;
 use memmap_core::{FillOptions, InitHooks, Memmap, NoHooks, Strategy, StrategyReason, StructPage, Threads};
 
+use crate::HugetlbError;
 use crate::MaybeSend;
 use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec, alloc_with, bootmem_flags};
+use crate::folio::TailInit;
 use crate::folio::{
     enqueue_hugetlb_folio, hugetlb_bootmem_init_migratetype, hugetlb_folio_init_tail_vmemmap,
     hugetlb_folio_init_vmemmap, init_new_hugetlb_folio, reserve_bootmem_head,
 };
+use crate::hstate::{HUGE_MAX_HSTATE, Hstate, Hstates, hugepage_freelist_addr};
+use crate::hvo::{HvoOutcome, HvoUnavailable};
 use crate::hvo::{HvoParams, ModelRemap, VmemmapRemap, hugetlb_vmemmap_optimize_folio, hvo_availability};
-use crate::types::{HUGE_MAX_HSTATE, HugetlbError};
-use crate::types::{Hstate, Hstates, hugepage_freelist_addr};
-use crate::types::{HvoOutcome, HvoUnavailable, TailInit};
 use memmap_core::PadataJob;
 
 /// One node of the simulated machine: its memory, its memmap (which must cover the memory),
@@ -290,7 +291,7 @@ where
     }
     for r in records.iter_mut() {
         r.flags = 0;
-        r.outcome = crate::types::FolioOutcome::default();
+        r.outcome = crate::bootmem::FolioOutcome::default();
     }
     memmap_init_reserved_heads(nodes, records)?;
     // Before the batched enqueue (6.1) the free list ends in the reverse of the gather's order:
@@ -705,7 +706,7 @@ fn parallel_tails<P: StructPage, R, H: InitHooks>(
         let h = r.hstate;
         let pages = h.nr_pages() - reserve_of(h);
         let (used, reason) =
-            params.tail.resolve(&node.memmap, &node.hooks, pages.saturating_mul(P::SIZE as u64));
+            params.tail.resolve(node.memmap.config(), &node.hooks, pages.saturating_mul(P::SIZE as u64));
         total = total.saturating_add(pages.saturating_mul(P::SIZE as u64));
         results[i] = Some(TailInit { used, reason, pages, drains: 0 });
     }

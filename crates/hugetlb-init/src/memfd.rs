@@ -42,11 +42,12 @@ use memmap_core::{
 use rustix::fs::{FallocateFlags, MemfdFlags};
 use rustix::mm::{MapFlags, ProtFlags};
 
+use crate::HugetlbError;
 use crate::boot::{BootParams, BootReport, HugetlbNode, NodeReport};
 use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec};
+use crate::hstate::{HUGE_MAX_HSTATE, Hstates};
+use crate::hvo::HvoError;
 use crate::hvo::{RemapAlloc, RemapDone, TailTarget, VmemmapRemap};
-use crate::types::{HUGE_MAX_HSTATE, HugetlbError};
-use crate::types::{Hstates, HvoError};
 
 fn invalid(msg: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)

@@ -6,7 +6,7 @@
 //! * **Slow**: the kernel's per-page code (`__init_single_page`, `__init_zone_device_page`,
 //!   `memmap_init_compound`, `prep_compound_head`/`_tail`), same stores, same order;
 //! * **Template**: one template page built through the slow path, copied into every slot with
-//!   only the PFN-dependent fields refreshed (the 2026 Li Zhe series);
+//!   only the PFN-dependent fields refreshed (the upstream template series);
 //! * **Streaming**: the template copied with `stream-hal` streaming stores, drained where the
 //!   upstream ordering rules require.
 //!
@@ -37,8 +37,8 @@
 //! | module | what | kernel |
 //! |---|---|---|
 //! | [`model`] | what a struct page is: [`KernelConfig`], [`FlagsLayout`], flag bits, [`Page64`]/[`Page72`] and the folio overlay | `page-flags-layout.h`, `page-flags.h`, `mm_types.h` |
-//! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations, the one safe access path to a struct page ([`Memmap::page_mut`], [`PageMut`]) | `mm/mm_init.c`, `mm/internal.h` |
-//! | `fill` | the one template engine: strategy choice ([`FillOptions`]), stores, the copy loop with its per-PFN refresh | the 2026 template and streaming series |
+//! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations, the one safe access path to a struct page ([`Memmap::page_mut`], [`PageMut`]) and its copy engine (stores, the template loop with its per-PFN refresh, [`Memmap::copy_template`]) | `mm/mm_init.c`, `mm/internal.h` |
+//! | `fill` | the strategy policy: [`Strategy`], [`FillOptions`], the choice of every initializer ([`FillOptions::resolve`]) | the upstream template and streaming series |
 //! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
 //! | [`parallel`] | [`run_views`](parallel::run_views), the parallel runner over views of one memmap; the [`Threads`] policy (`Auto`: where bandwidth stops growing) and the padata runner come from `stream-par`, the family's parallel runtime; the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
 //! | `freelist` | the one zone free-list model: list heads per order and migrate type, the release's buddy encoding ([`buddy_page_type`]), every buddy routine, used by the node and hotplug | `mm/page_alloc.c`, `mm/page_isolation.c` |
@@ -143,7 +143,7 @@ mod sync;
 mod zone_device;
 
 pub use error::InitError;
-pub use fill::{CopyReport, FillOptions, ListSelf, Strategy, StrategyReason};
+pub use fill::{FillOptions, Strategy, StrategyReason};
 pub use freelist::{LIST_POISON1, LIST_POISON2, buddy_page_type};
 #[cfg(feature = "std")]
 pub use hooks::RecordingHooks;
@@ -151,6 +151,7 @@ pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};
 pub use hotplug::{
     HotplugError, HotplugTarget, HotplugZone, OnlineOptions, OnlineReport, online_pages, take_free_block,
 };
+pub use memmap::engine::{CopyReport, ListSelf};
 pub use memmap::ops::BootmemType;
 #[cfg(feature = "std")]
 pub use memmap::owned::OwnedMemmap;

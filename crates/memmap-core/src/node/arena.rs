@@ -4,7 +4,7 @@
 //! A [`PhysArena`] holds the *contents* of a PFN range (4 KiB per PFN): a caller-provided byte
 //! slice in `no_std`, an anonymous `mmap` under `std` ([`OwnedArena`]). With init_on_alloc on,
 //! the node's allocator zeroes each allocation of order `k` either with **one**
-//! `stream_hal::clear_pages(addr, 1 << k)` call (the 2026 batch-clear patch,
+//! `stream_hal::clear_pages(addr, 1 << k)` call (the upstream batch-clear patch,
 //! `clear_highpages_kasan_tagged()`) or with one 4 KiB `clear_pages(addr, 1)` per page (the old
 //! `kernel_init_pages()` loop), selected by [`ClearMode`].
 

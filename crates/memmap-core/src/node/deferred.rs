@@ -258,7 +258,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         let n = self.cfg.max_order_nr_pages();
         if spfn % n != 0
             || self.opts.order == crate::BootOrder::Kernel
-            || self.strategy == crate::Strategy::Slow
+            || self.strategy.0 == crate::Strategy::Slow
             || self.opts.policy.want_init_on_free()
         {
             return None;

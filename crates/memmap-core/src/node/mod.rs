@@ -65,20 +65,20 @@ use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::InitError;
-use crate::fill::{
-    AtPageblock, FillOptions, ListSelf, Pages, Plain, Refresh, Strategy, StrategyReason, with_store,
-};
+use crate::fill::{FillOptions, Strategy, StrategyReason};
 use crate::freelist::{MAX_ORDERS, Rules};
 use crate::hooks::{InitHooks, NoHooks};
 use crate::memmap::Memmap;
 use crate::memmap::PageAccess;
+use crate::memmap::engine::{AtPageblock, ListSelf, Pages, Plain, Refresh, with_store};
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
 use crate::model::version::PageFlagBits;
 use crate::node::buddy::FreeArea;
 use crate::sync::{BlockStates, SpinLock};
-use owned::{LockedZone, Owned};
+use buddy::LockedZone;
+use owned::Owned;
 
 /// Zone slots of a node (`MAX_NR_ZONES` is at most 8).
 pub(crate) const MAX_ZONES: usize = 8;
@@ -354,14 +354,12 @@ pub struct Node<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
     layout: NodeLayout<'a>,
     span: PfnRange,
     opts: BootOptions,
-    /// The strategy of runs after boot (deferred init, on-demand expansion, growing).
-    strategy: Strategy,
-    reason: StrategyReason,
-    /// The strategy of the boot's runs.
-    boot_strategy: Strategy,
-    /// Set while [`Node::boot`] runs: runs use `boot_strategy`. Only the booting thread reads
-    /// or writes it, before the node is returned (and so before any other thread sees it).
-    booting: AtomicBool,
+    /// The node's strategy and why: runs after boot (deferred init, on-demand expansion,
+    /// growing) and the boot's runs written in their final state.
+    strategy: (Strategy, StrategyReason),
+    /// The strategy of the current phase's other runs: the boot's (read back right away)
+    /// while [`Node::boot`] runs, set to the node's before the node is returned.
+    run: Strategy,
     /// One state per pageblock: the node's exclusive borrow of the caller's bytes.
     states: BlockStates<'a>,
     /// The `page_ref_set` tracepoint is active.
@@ -392,7 +390,7 @@ impl<P: StructPage, H: InitHooks + Send> fmt::Debug for Node<'_, P, H> {
             .field("nid", &self.layout.nid)
             .field("span", &self.span)
             .field("mode", &self.opts.mode)
-            .field("strategy", &self.strategy)
+            .field("strategy", &self.strategy.0)
             .finish()
     }
 }
@@ -459,7 +457,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// and why. The boot's own is in its [`BootReport`].
     #[must_use]
     pub fn strategy(&self) -> (Strategy, StrategyReason) {
-        (self.strategy, self.reason)
+        self.strategy
     }
 
     /// The counters.
@@ -615,7 +613,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         };
         let n = to - from;
         self.stats.pages_initialized.fetch_add(n, Ordering::Relaxed);
-        let strategy = if kind.final_state { self.strategy } else { self.run_strategy() };
+        let strategy = if kind.final_state { self.strategy.0 } else { self.run };
         with_store!(strategy, S => {
             let mut tmpl = {
                 let mut g = self.inner.lock();
@@ -643,12 +641,6 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             }
         });
         n
-    }
-
-    /// The strategy of runs now: the boot's while booting, the node's after.
-    #[inline]
-    pub(super) fn run_strategy(&self) -> Strategy {
-        if self.booting.load(Ordering::Relaxed) { self.boot_strategy } else { self.strategy }
     }
 
     /// The per-PFN refresh of this node's template copies: pages fresh from

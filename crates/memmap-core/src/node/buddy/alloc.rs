@@ -7,7 +7,8 @@ use crate::memmap::PageAccess;
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
 use crate::node::arena::Gfp;
-use crate::node::owned::{LockedZone, Owned};
+use crate::node::buddy::LockedZone;
+use crate::node::owned::Owned;
 use crate::node::{InitMode, Node};
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {

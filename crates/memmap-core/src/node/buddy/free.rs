@@ -7,7 +7,8 @@ use crate::hooks::InitHooks;
 use crate::memmap::PageAccess;
 use crate::model::page::{StructPage, offsets};
 use crate::node::boot::FREE_PREFETCH_AHEAD;
-use crate::node::owned::{LockedZone, Owned};
+use crate::node::buddy::LockedZone;
+use crate::node::owned::Owned;
 use crate::node::{InitMode, Node};
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
