@@ -344,7 +344,7 @@ pub fn enqueue_hugetlb_folio<P: StructPage>(
 
 /// `folio_test_hugetlb_vmemmap_optimized(folio)` on a head page.
 #[must_use]
-pub fn folio_test_hugetlb_vmemmap_optimized<P: StructPage>(head: &P) -> bool {
+pub(crate) fn folio_test_hugetlb_vmemmap_optimized<P: StructPage>(head: &P) -> bool {
     head.private() & (1 << HPG_VMEMMAP_OPTIMIZED) != 0
 }
 
@@ -354,7 +354,11 @@ pub fn folio_test_hugetlb_vmemmap_optimized<P: StructPage>(head: &P) -> bool {
 /// # Panics
 ///
 /// If `head_pfn` is outside the memmap.
-pub fn folio_assign_hugetlb_vmemmap_optimized<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64, on: bool) {
+pub(crate) fn folio_assign_hugetlb_vmemmap_optimized<P: StructPage>(
+    m: &mut Memmap<'_, P>,
+    head_pfn: u64,
+    on: bool,
+) {
     assert!(m.contains(head_pfn), "pfn {head_pfn:#x} outside memmap");
     let mut p = m.page_mut(head_pfn);
     let v = p.u64_at(offsets::PRIVATE);

@@ -29,14 +29,14 @@ pub const fn hugetlb_vmemmap_reserve_pages<P: StructPage>(cfg: &KernelConfig) ->
 /// The modelled kernel address of `hstates[]`, the array of `struct hstate` in the kernel
 /// image. Real kernels place it where their build puts it; a comparison with a real kernel
 /// matches the two by name (see [`hugepage_freelist_addr`]).
-pub const HSTATES_ADDR: u64 = 0xffff_ffff_8400_0000;
+pub(crate) const HSTATES_ADDR: u64 = 0xffff_ffff_8400_0000;
 
 /// The modelled size of one `struct hstate` in [`HSTATES_ADDR`]'s array.
-pub const HSTATE_MODEL_SIZE: u64 = 0x1_0000;
+pub(crate) const HSTATE_MODEL_SIZE: u64 = 0x1_0000;
 
 /// The modelled offset of `hugepage_freelists[]` (one `struct list_head` per node) in a
 /// `struct hstate`.
-pub const HUGEPAGE_FREELISTS_OFFSET: u64 = 0x100;
+pub(crate) const HUGEPAGE_FREELISTS_OFFSET: u64 = 0x100;
 
 /// The modelled address of `&h->hugepage_freelists[nid]` for `hstate` (`hstates[]` slot
 /// [`Hstate::index`], the largest size first): the list head the free folios' `lru` links
@@ -371,7 +371,7 @@ impl Hstate {
     /// struct pages fit in one vmemmap page: 2 MiB pages of 16 or 64 KiB pages) or
     /// `sizeof(struct page)` is not a power of two ("struct page crosses page boundaries").
     #[must_use]
-    pub const fn vmemmap_optimizable_size<P: StructPage>(self) -> u64 {
+    pub(crate) const fn vmemmap_optimizable_size<P: StructPage>(self) -> u64 {
         if !P::SIZE.is_power_of_two() {
             return 0;
         }

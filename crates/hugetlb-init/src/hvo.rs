@@ -73,7 +73,7 @@ pub enum HvoFault {
 impl HvoFault {
     /// Which allocations succeed for the folio at list position `index`.
     #[must_use]
-    pub const fn alloc_for(self, index: u64) -> RemapAlloc {
+    pub(crate) const fn alloc_for(self, index: u64) -> RemapAlloc {
         const fn hit_at(index: u64, every: u32) -> bool {
             index % (if every == 0 { 1 } else { every as u64 }) == 0
         }

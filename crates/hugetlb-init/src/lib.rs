@@ -155,24 +155,29 @@ pub mod phase {
 pub mod boot;
 pub mod bootmem;
 pub mod folio;
-pub mod hstate;
+mod gather;
+mod hstate;
 pub mod hvo;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod memfd;
+mod node;
+#[cfg(all(feature = "std", target_os = "linux"))]
+mod owned;
 
 pub use boot::{BootParams, BootReport, HugetlbNode, NodeReport, boot, boot_placed};
 pub use bootmem::{BootRequest, FolioOutcome, HugeBootmemPage, NodeSpec, PagesPerNode, ZONE_NORMAL};
 pub use folio::TailInit;
 pub use hstate::{
-    HSTATE_MODEL_SIZE, HSTATES_ADDR, HUGE_MAX_HSTATE, HUGEPAGE_FREELISTS_OFFSET, Hstate, Hstates,
-    HugePageLevel, hugepage_freelist_addr, hugetlb_vmemmap_reserve_pages,
+    HUGE_MAX_HSTATE, Hstate, Hstates, HugePageLevel, hugepage_freelist_addr, hugetlb_vmemmap_reserve_pages,
 };
 pub use hvo::{
     HvoError, HvoFault, HvoMode, HvoOutcome, HvoParams, HvoUnavailable, ModelRemap, SharedTailInit,
     TailPageOrigin, TailTarget, VmemmapRemap,
 };
 #[cfg(all(feature = "std", target_os = "linux"))]
-pub use memfd::{BootError, MemfdVmemmap, OwnedBoot};
+pub use memfd::MemfdVmemmap;
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub use owned::{BootError, OwnedBoot};
 
 /// Bad input to the boot. Nothing is written when one is returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

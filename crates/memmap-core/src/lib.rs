@@ -40,9 +40,9 @@
 //! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations, the one safe access path to a struct page ([`Memmap::page_mut`], [`PageMut`]) and its copy engine (stores, the template loop with its per-PFN refresh, [`Memmap::copy_template`]) | `mm/mm_init.c`, `mm/internal.h` |
 //! | `fill` | the strategy policy: [`Strategy`], [`FillOptions`], the choice of every initializer ([`FillOptions::resolve`]) | the upstream template and streaming series |
 //! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
-//! | [`parallel`] | [`run_views`](parallel::run_views), the parallel runner over views of one memmap; the [`Threads`] policy (`Auto`: where bandwidth stops growing) and the padata runner come from `stream-par`, the family's parallel runtime; the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
+//! | `parallel` | [`run_views`], the parallel runner over views of one memmap; the [`Threads`] policy (`Auto`: where bandwidth stops growing) and the padata runner come from `stream-par`, the family's parallel runtime; the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
 //! | `freelist` | the one zone free-list model: list heads per order and migrate type, the release's buddy encoding ([`buddy_page_type`]), every buddy routine, used by the node and hotplug | `mm/page_alloc.c`, `mm/page_isolation.c` |
-//! | [`hotplug`] | onlining hot-added memory: the struct pages, the isolated pageblocks, the free lists | `online_pages()`, `undo_isolate_page_range()` |
+//! | `hotplug` | onlining hot-added memory: the struct pages, the isolated pageblocks, the free lists | `online_pages()`, `undo_isolate_page_range()` |
 //! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |
 //!
 //! The kernel behaviour each part models is described, with the kernel functions named, in the
@@ -133,18 +133,18 @@ mod error;
 mod fill;
 mod freelist;
 mod hooks;
-pub mod hotplug;
+mod hotplug;
 mod memmap;
 pub mod model;
 mod named;
 mod node;
-pub mod parallel;
+mod parallel;
 mod sync;
 mod zone_device;
 
 pub use error::InitError;
 pub use fill::{FillOptions, Strategy, StrategyReason};
-pub use freelist::{LIST_POISON1, LIST_POISON2, buddy_page_type};
+pub use freelist::buddy_page_type;
 #[cfg(feature = "std")]
 pub use hooks::RecordingHooks;
 pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};
@@ -168,14 +168,16 @@ pub use node::{
     FreeError, Gfp, InitMode, InitPolicy, LayoutError, Node, NodeError, NodeLayout, NodeParts, NodeStats,
     PageBlock, PfnRange, PhysArena, ReservedRange, ZoneSpan, pg_uninitialized_2m,
 };
-pub use parallel::Threads;
+pub use parallel::{Piece, Threads};
 #[cfg(feature = "std")]
-pub use parallel::{auto_threads, available_cpus};
+pub use parallel::{ViewsReport, run_views};
 /// The reuse hint of [`FillOptions::reuse`] (from `stream-hal`).
 pub use stream_hal::Reuse;
 pub use stream_par::{PadataError, PadataJob, PadataPlan};
 #[cfg(feature = "std")]
 pub use stream_par::{PadataReport, padata_do_multithreaded};
+#[cfg(feature = "std")]
+pub use stream_par::{auto_threads, available_cpus};
 pub use zone_device::{
     DevPagemap, DrainPolicy, InitOptions, InitReport, MAX_VMEMMAP_SHIFT, MemoryType, Unmappable, VmemAltmap,
     ZoneDeviceRange, check_memremap_pages, compound_nr_pages, hotplug_align_pages, memmap_init_zone_device,

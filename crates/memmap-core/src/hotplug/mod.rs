@@ -53,8 +53,6 @@
 //! All three leave the same bytes, pageblocks, hook calls and free lists (the property tests in
 //! `tests/hotplug.rs`).
 
-pub use crate::freelist::buddy_page_type;
-
 use core::fmt;
 
 use crate::InitError;

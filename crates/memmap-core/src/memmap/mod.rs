@@ -250,7 +250,7 @@ impl<'a, P: StructPage> Memmap<'a, P> {
     /// The PFN of the struct page at modelled address `vaddr` (`page_to_pfn`), if it is in this
     /// memmap and a struct page boundary.
     #[must_use]
-    pub fn vaddr_to_pfn(&self, vaddr: u64) -> Option<u64> {
+    pub(crate) fn vaddr_to_pfn(&self, vaddr: u64) -> Option<u64> {
         let off = vaddr.checked_sub(self.vaddr_base)?;
         if off % P::SIZE as u64 != 0 {
             return None;
@@ -423,7 +423,7 @@ impl<'a, P: StructPage> Memmap<'a, P> {
 
     /// A shorter-lived view of the same memmap (to split it without giving it up).
     #[must_use]
-    pub fn reborrow(&mut self) -> Memmap<'_, P> {
+    pub(crate) fn reborrow(&mut self) -> Memmap<'_, P> {
         Memmap { _borrow: PhantomData, ..*self }
     }
 

@@ -5,9 +5,10 @@
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use super::buddy::{CoreRun, FreeArea};
+use super::run::{PbMode, RunKind};
 use super::{
-    BootOptions, BootOrder, BootReport, InitMode, Inner, Node, NodeError, NodeParts, NodeStats, PbMode,
-    RunKind, pg_uninitialized_2m,
+    BootOptions, BootOrder, BootReport, InitMode, Inner, Node, NodeError, NodeParts, NodeStats,
+    pg_uninitialized_2m,
 };
 use crate::InitError;
 use crate::fill::{Job, resolve};

@@ -24,9 +24,10 @@ use core::sync::atomic::Ordering;
 use crate::hooks::InitHooks;
 use crate::model::flags::MigrateType;
 use crate::model::page::StructPage;
+use crate::node::Node;
 use crate::node::layout::ZoneSpan;
 use crate::node::owned::Owned;
-use crate::node::{Node, PbMode, RunKind};
+use crate::node::run::{PbMode, RunKind};
 use stream_par::PadataJob;
 
 /// The static state of `defer_init()` (`prev_end_pfn`, `nr_initialised`).

@@ -43,7 +43,8 @@ use crate::memmap::PageAccess;
 use crate::memmap::engine::{Cached, PageblockFirsts, with_store};
 use crate::model::page::{StructPage, offsets};
 use crate::node::owned::Owned;
-use crate::node::{Inner, Node, PbMode, RunKind};
+use crate::node::run::{PbMode, RunKind};
+use crate::node::{Inner, Node};
 use crate::sync::RunOnce;
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {

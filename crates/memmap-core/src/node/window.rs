@@ -34,7 +34,8 @@ use crate::memmap::engine::{PageblockFirsts, PageblockHeads, Stores, with_store}
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
 use crate::node::owned::Owned;
-use crate::node::{InitMode, Inner, Node, PbMode, RunKind};
+use crate::node::run::{PbMode, RunKind};
+use crate::node::{InitMode, Inner, Node};
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// The zone of `[lo, hi)` if the fused boot can write it in one final-state pass
