@@ -134,7 +134,7 @@ pub fn hugetlb_bootmem_alloc<P: StructPage, R, H>(
 ///
 /// [`HugetlbError::RecordsNotGrouped`], [`HugetlbError::HstateNotOfConfig`] or
 /// [`HugetlbError::FolioOutsideNode`] (nothing written).
-pub(crate) fn memmap_init_reserved_heads<P: StructPage, R, H: InitHooks>(
+pub fn memmap_init_reserved_heads<P: StructPage, R, H: InitHooks>(
     nodes: &mut [HugetlbNode<'_, P, R, H>],
     records: &[HugeBootmemPage],
 ) -> Result<(), HugetlbError> {

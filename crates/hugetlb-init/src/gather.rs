@@ -56,7 +56,7 @@ use crate::node::{
 /// Validated before any write: [`HugetlbError::RecordsNotGrouped`],
 /// [`HugetlbError::HstateNotOfConfig`], [`HugetlbError::FolioOutsideNode`],
 /// [`HugetlbError::HeadNotReserved`] (a head did not come
-/// from [`memmap_init_reserved_heads`]: refcount 1 and `PG_reserved`).
+/// from [`memmap_init_reserved_heads`](crate::boot::memmap_init_reserved_heads): refcount 1 and `PG_reserved`).
 pub fn gather_bootmem_prealloc<P, R, H>(
     nodes: &mut [HugetlbNode<'_, P, R, H>],
     records: &mut [HugeBootmemPage],
@@ -190,7 +190,7 @@ fn gather_sequential<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
 /// `adjust_managed_page_count()`, `cond_resched()`; finally
 /// [`prep_and_add_bootmem_folios`] for the last hstate.
 ///
-/// The heads must come from [`memmap_init_reserved_heads`] ([`gather_bootmem_prealloc`]
+/// The heads must come from [`memmap_init_reserved_heads`](crate::boot::memmap_init_reserved_heads) ([`gather_bootmem_prealloc`]
 /// checks it).
 ///
 /// # Panics

@@ -8,7 +8,7 @@
 //!    simulated physical range, each recorded as a `huge_bootmem_page` ([`HugeBootmemPage`]);
 //!    every struct page but the head is `MEMBLOCK_RSRV_NOINIT` and keeps whatever the storage
 //!    held.
-//! 2. **Heads** ([`memmap_init_reserved_heads`](boot::memmap_init_reserved_heads)): the reserved-region path,
+//! 2. **Heads** (`memmap_init_reserved_heads`): the reserved-region path,
 //!    `__init_single_page()` + `MIGRATE_MOVABLE` for the (aligned) pageblock + `PG_reserved`,
 //!    refcount 1.
 //! 3. **Gather** ([`gather_bootmem_prealloc`](boot::gather_bootmem_prealloc), one worker per node, padata-style with
@@ -41,40 +41,19 @@
 //!
 //! ## Tail init strategies
 //!
-//! [`hugetlb_folio_init_tail_vmemmap`](folio::hugetlb_folio_init_tail_vmemmap) is the hot function (for a 1 GiB folio of 4 KiB pages
-//! without HVO: 262,080 struct pages, 16 MiB). Its strategies, chosen by memmap-core's
-//! [`FillOptions::resolve`](memmap_core::FillOptions::resolve) (so `Auto` and the fallbacks
-//! follow the same rules as ZONE_DEVICE init):
-//!
-//! * **Slow**: the kernel's loop, `__init_single_page()`, `prep_compound_tail()`,
-//!   `set_page_count(page, 0)` per page;
-//! * **Template**: the first tail through the slow path, the others copies of it with the
-//!   per-page fields refreshed in registers, normal stores;
-//! * **Streaming**: the same records streamed from registers (`stream_hal::store_words` through
-//!   `StructPage::store_streaming`) and drained before
-//!   the function returns, i.e. before `prep_compound_head()` or anyone else reads the folio;
-//! * **Auto**: Slow when the `page_ref_set` tracepoint is active, KASAN/KMSAN is configured or
-//!   the build is a sanitizer build; Streaming from the threshold up; Template below it (with
-//!   the default write-once hint the threshold is 4 KiB of struct pages, so the 64-page call
-//!   of step 3 and the 16 MiB fallback both stream).
-//!
-//! The loop is monomorphized on the struct page layout and the store kind; there is no
-//! runtime-sized copy in it. A hugetlb tail has one more per-page field than the ZONE_DEVICE
-//! pages of the upstream template series: `lru.prev` keeps the `INIT_LIST_HEAD` self-pointer
-//! (see [`folio`] for the table, and why a template that only refreshes section bits and
-//! `virtual` would be wrong here).
+//! [`hugetlb_folio_init_tail_vmemmap`](folio::hugetlb_folio_init_tail_vmemmap), the hot
+//! function, runs the strategy memmap-core's
+//! [`FillOptions::resolve`](memmap_core::FillOptions::resolve) chooses (Slow, Template,
+//! Streaming, or Auto by the same rules as ZONE_DEVICE init), monomorphized on the struct page
+//! layout and the store kind. A hugetlb tail has one more per-page field than a ZONE_DEVICE
+//! page: `lru.prev` keeps the `INIT_LIST_HEAD` self-pointer (see [`folio`]).
 //!
 //! ## HVO
 //!
-//! [`hvo::ModelRemap`] (no_std) models the remapping; on Linux with `std`,
-//! `MemfdVmemmap` implements it for real: the vmemmap is a memfd, HVO copies the head vmemmap
-//! page to a spare page of the file, `mmap(MAP_FIXED)`s every tail vmemmap page read-only onto
-//! it and punches the old pages out of the file, so a 1 GiB folio's 16 MiB of struct pages
-//! (4 KiB base pages) really shrink to one 4 KiB page and a write to an optimized tail faults.
-//! HVO is unavailable with `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` off, `hugetlb_free_vmemmap=off`,
-//! a struct page size that is not a power of two (the 72-byte layout), or an hstate with
-//! nothing to free, and fails on an injected allocation
-//! failure ([`HvoFault`]); then the fallback runs and the bytes are those of a boot without HVO.
+//! [`ModelRemap`] (no_std) models the remapping; on Linux with `std`, [`MemfdVmemmap`] does it
+//! for real on a memfd-backed vmemmap (see [`memfd`]). Where HVO is unavailable
+//! ([`HvoUnavailable`]) or fails ([`HvoFault`]), the fallback runs and the bytes are those of
+//! a boot without HVO.
 //!
 //! ## Design notes
 //!
@@ -296,7 +275,7 @@ pub enum HugetlbError {
         /// Head PFN.
         pfn: u64,
     },
-    /// Two folios given to [`boot_placed`](crate::boot_placed) overlap.
+    /// Two folios given to [`boot_placed`] overlap.
     FoliosOverlap {
         /// Head PFN of one.
         a: u64,

@@ -42,7 +42,7 @@
 //! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
 //! | `parallel` | [`run_views`], the parallel runner over views of one memmap; the [`Threads`] policy (`Auto`: where bandwidth stops growing) and the padata runner come from `stream-par`, the family's parallel runtime; the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
 //! | `freelist` | the one zone free-list model: list heads per order and migrate type, the release's buddy encoding ([`buddy_page_type`]), every buddy routine, used by the node and hotplug | `mm/page_alloc.c`, `mm/page_isolation.c` |
-//! | `hotplug` | onlining hot-added memory: the struct pages, the isolated pageblocks, the free lists | `online_pages()`, `undo_isolate_page_range()` |
+//! | [`hotplug`] | onlining hot-added memory: the struct pages, the isolated pageblocks, the free lists | `online_pages()`, `undo_isolate_page_range()` |
 //! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |
 //!
 //! The kernel behaviour each part models is described, with the kernel functions named, in the
@@ -84,18 +84,11 @@
 //! ## Kernel releases
 //!
 //! The model follows the release in [`KernelConfig::version`]; the presets are the kernels the
-//! `kernel-oracle` tool boots under QEMU and compares byte for byte (Debian's 7.2 for amd64 and
-//! arm64, 6.12 for amd64; 6.1 for amd64 with [`KernelConfig::with_version`]), and
+//! `kernel-oracle` tool boots under QEMU and compares byte for byte, and
 //! [`KernelConfig::with_kconfig`] reads any other kernel's `.config`. What changed between
-//! releases is one table, [`model::version::Behaviour`] (`compound_info` mask, HVO's shared
-//! tails, the folio layout, FS_DAX refcount, ZONE_DEVICE pageblocks and early sections, the
-//! page flag bits the ZONE_DEVICE and hugetlb initializers set, the DAX vmemmap rule, the
-//! hotplug free path, the `page_type` encoding, and what 6.1's buddy allocator and gigantic
-//! pages leave). Common to all: `prep_compound_head()` after the tail
-//! loop of `memmap_init_compound()`, `folio->pgmap` at byte 8. The [`PG`] constants are the
-//! v6.14+ `enum pageflags` order (`PG_reserved` = 13, `PG_head` = 6); every initializer, the
-//! boot-time and buddy code of [`Node`] included, writes the release's bits
-//! ([`Behaviour::page_flags`]) and the release's free-block `page_type` ([`buddy_page_type`]).
+//! releases is one table, [`model::version::Behaviour`]; every initializer, the boot-time and
+//! buddy code of [`Node`] included, writes the release's page flag bits
+//! ([`Behaviour::page_flags`]) and free-block `page_type` ([`buddy_page_type`]).
 //!
 //! ## Example
 //!
@@ -133,7 +126,7 @@ mod error;
 mod fill;
 mod freelist;
 mod hooks;
-mod hotplug;
+pub mod hotplug;
 mod memmap;
 pub mod model;
 mod named;

@@ -423,7 +423,7 @@ impl<'a, P: StructPage> Memmap<'a, P> {
 
     /// A shorter-lived view of the same memmap (to split it without giving it up).
     #[must_use]
-    pub(crate) fn reborrow(&mut self) -> Memmap<'_, P> {
+    pub fn reborrow(&mut self) -> Memmap<'_, P> {
         Memmap { _borrow: PhantomData, ..*self }
     }
 
