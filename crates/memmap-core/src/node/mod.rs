@@ -498,11 +498,12 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         pfn & !(self.cfg.pageblock_nr_pages() - 1)
     }
 
-    /// Whether the struct page of `pfn` may be read by a thread that holds the zone lock:
-    /// its block is published as initialized, or (on-demand) it is a block's first page, which
-    /// boot always initializes.
+    /// Whether `pfn`'s struct page was initialized, as far as the node's bookkeeping knows, and
+    /// so may be read by a thread that holds the zone lock: its block is published as
+    /// initialized, or (on-demand) it is a block's first page, which boot always initializes.
     #[inline]
-    pub(crate) fn initialized(&self, pfn: u64) -> bool {
+    #[must_use]
+    pub fn is_initialized(&self, pfn: u64) -> bool {
         if !self.span.contains(pfn) {
             return false;
         }
@@ -510,13 +511,6 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             || (self.opts.mode == InitMode::OnDemand
                 && pfn == self.block_start(pfn)
                 && self.layout.is_memory(pfn))
-    }
-
-    /// Whether `pfn`'s struct page was initialized, as far as the node's bookkeeping knows
-    /// (the block is published as done, or it is an on-demand block's first page).
-    #[must_use]
-    pub fn is_initialized(&self, pfn: u64) -> bool {
-        self.initialized(pfn)
     }
 
     /// The zone lock of `zone` with access to the struct pages of its free blocks: the one

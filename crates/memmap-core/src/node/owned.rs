@@ -46,12 +46,6 @@ impl<P: StructPage> Owned<'_, P> {
     pub(crate) unsafe fn new(pages: Pages<P>, start: u64, end: u64) -> Self {
         Owned { pages, start, end: end.max(start), _owner: PhantomData }
     }
-
-    /// Whether `pfn` is in the handle's range.
-    #[inline(always)]
-    pub(crate) fn contains(&self, pfn: u64) -> bool {
-        self.owns(pfn)
-    }
 }
 
 // SAFETY: the window is the handle's range, inside the storage and owned by this thread for

@@ -46,7 +46,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     #[inline]
     pub(in crate::node) fn set_count(&self, own: &mut Owned<'_, P>, pfn: u64, v: i32) {
         if self.trace {
-            assert!(own.contains(pfn), "struct page {pfn:#x} is not owned here");
+            assert!(own.owns(pfn), "struct page {pfn:#x} is not owned here");
             let mut g = self.inner.lock();
             let Inner { memmap, hooks } = &mut *g;
             memmap.set_page_count(pfn, v, hooks);
@@ -73,7 +73,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         if from >= to {
             return 0;
         }
-        assert!(own.contains(from) && own.contains(to - 1), "init_run of pages not owned");
+        assert!(own.owns(from) && own.owns(to - 1), "init_run of pages not owned");
         let nid = self.layout.nid;
         let slow_one = |inner: &mut Inner<'a, P, H>, own: &mut Owned<'_, P>, pfn: u64| {
             let Inner { memmap, hooks } = inner;

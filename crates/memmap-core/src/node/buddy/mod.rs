@@ -316,7 +316,7 @@ impl<P: StructPage, H: InitHooks + Send> ZoneFreeLists for NodeZone<'_, '_, '_, 
     #[inline(always)]
     fn is_buddy(&self, pfn: u64) -> bool {
         self.z.owns(pfn)
-            && self.node.initialized(pfn)
+            && self.node.is_initialized(pfn)
             && self.z.read(pfn).page_type() == self.node.rules.buddy_type
     }
     /// The buddy's flags name this zone (every struct page of the span carries this node's id).
@@ -379,20 +379,6 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     }
 
     // ------------------------------------------------------------------ inspection
-
-    /// The `PAGE_FLAGS_CHECK_AT_PREP` mask this node applies (includes `PG_uninitialized_2m`
-    /// in on-demand mode).
-    #[must_use]
-    pub fn page_flags_check_at_prep(&self) -> u64 {
-        self.check_at_prep()
-    }
-
-    /// The `PAGE_FLAGS_CHECK_AT_FREE` mask this node applies (includes `PG_uninitialized_2m`
-    /// in on-demand mode).
-    #[must_use]
-    pub fn page_flags_check_at_free(&self) -> u64 {
-        self.check_at_free()
-    }
 
     /// Pages in zone `zone`'s free lists (0 for a zone the node does not have).
     #[must_use]
