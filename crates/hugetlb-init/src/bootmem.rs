@@ -18,9 +18,10 @@
 //!   (poison, garbage) stays until hugetlb initializes them (`CONFIG_DEFERRED_STRUCT_PAGE_INIT`
 //!   with the pages above `first_deferred_pfn`, the usual case for top-down allocations).
 
-use crate::types::HugetlbError;
-use crate::types::{FolioOutcome, HvoOutcome};
-use crate::types::{Hstate, Hstates};
+use crate::HugetlbError;
+use crate::folio::TailInit;
+use crate::hstate::{Hstate, Hstates};
+use crate::hvo::HvoOutcome;
 
 /// `ZONE_NORMAL` of the x86-64 and arm64 presets (zones DMA 0, DMA32 1, NORMAL 2, MOVABLE 3,
 /// DEVICE 4): where boot-time gigantic pages normally land. Other configurations:
@@ -315,6 +316,27 @@ pub(crate) fn alloc_with(
         }
     }
     Ok(out)
+}
+
+/// What the boot did to one folio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct FolioOutcome {
+    /// The folio went through `hugetlb_folio_init_vmemmap` and `init_new_hugetlb_folio`.
+    pub initialized: bool,
+    /// What HVO did.
+    pub hvo: HvoOutcome,
+    /// The fallback `hugetlb_folio_init_tail_vmemmap(folio, RESERVE, nr)`, when HVO did not
+    /// cover the folio.
+    pub fallback: Option<TailInit>,
+}
+
+impl FolioOutcome {
+    /// Whether HVO optimized the folio (`folio_test_hugetlb_vmemmap_optimized`).
+    #[must_use]
+    pub const fn optimized(&self) -> bool {
+        matches!(self.hvo, HvoOutcome::Optimized { .. })
+    }
 }
 
 #[cfg(test)]

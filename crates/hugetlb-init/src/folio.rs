@@ -26,17 +26,18 @@
 //! keeps the `INIT_LIST_HEAD(&page->lru)` self-pointer in `lru.prev`: `prep_compound_tail()`
 //! overwrites only `lru.next` (the `compound_head` word). So a template copy must refresh word
 //! 16 for every page, besides the PFN-dependent fields `memmap_init_page_from_template()`
-//! refreshes (section bits, `virtual`). The seed patch (Li Zhe, "mm/hugetlb: optimize bootmem
-//! hugepage tail vmemmap init") refreshes only the latter; on the baseline's
+//! refreshes (section bits, `virtual`). The upstream patch ("mm/hugetlb: optimize bootmem hugepage
+//! tail vmemmap init") refreshes only the latter; on the baseline's
 //! `__init_single_page()` its copies would carry the template page's `lru.prev`. This crate's
 //! template and streaming paths refresh all three, and the property tests compare them byte for
 //! byte with the slow path.
 
 use memmap_core::model::page::offsets;
-use memmap_core::{FillOptions, InitHooks, ListSelf, Memmap, MigrateType, PageType, Strategy, StructPage};
+use memmap_core::{
+    FillOptions, InitHooks, ListSelf, Memmap, MigrateType, PageType, Strategy, StrategyReason, StructPage,
+};
 
-use crate::types::Hstate;
-use crate::types::TailInit;
+use crate::hstate::Hstate;
 
 /// `enum hugetlb_page_flags` bit `HPG_vmemmap_optimized`, kept in the head's `private` word
 /// (`folio->private`). \[recalled\] order of ≈6.15: `HPG_restore_reserve` 0, `HPG_migratable` 1,
@@ -104,7 +105,7 @@ pub fn reserve_bootmem_head<P: StructPage, H: InitHooks>(
 /// * Streaming: the same records streamed from registers (`StructPage::store_streaming`), drained before
 ///   returning (so before the folio is used by anyone).
 ///
-/// `start >= end` is a no-op (Balbir Singh asked whether it can happen: with HVO
+/// `start >= end` is a no-op (it can happen with HVO
 /// unavailable and `HUGETLB_VMEMMAP_RESERVE_PAGES >= pages_per_huge_page`, which no gigantic
 /// hstate has, it could; the model's boot path, which also takes smaller hstates such as 2 MiB
 /// pages of 16 KiB base pages, passes `min(RESERVE, nr)`).
@@ -123,7 +124,7 @@ pub fn hugetlb_folio_init_tail_vmemmap<P: StructPage, H: InitHooks>(
 ) -> TailInit {
     assert!(order < 64 && end <= 1 << order, "tail range beyond the folio");
     let pages = end.saturating_sub(start);
-    let (used, reason) = opts.resolve(m, hooks, pages.saturating_mul(P::SIZE as u64));
+    let (used, reason) = opts.resolve(m.config(), hooks, pages.saturating_mul(P::SIZE as u64));
     let mut out = TailInit { used, reason, pages, drains: 0 };
     if pages == 0 {
         return out;
@@ -343,7 +344,7 @@ pub fn enqueue_hugetlb_folio<P: StructPage>(
 
 /// `folio_test_hugetlb_vmemmap_optimized(folio)` on a head page.
 #[must_use]
-pub fn folio_test_hugetlb_vmemmap_optimized<P: StructPage>(head: &P) -> bool {
+pub(crate) fn folio_test_hugetlb_vmemmap_optimized<P: StructPage>(head: &P) -> bool {
     head.private() & (1 << HPG_VMEMMAP_OPTIMIZED) != 0
 }
 
@@ -353,7 +354,11 @@ pub fn folio_test_hugetlb_vmemmap_optimized<P: StructPage>(head: &P) -> bool {
 /// # Panics
 ///
 /// If `head_pfn` is outside the memmap.
-pub fn folio_assign_hugetlb_vmemmap_optimized<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64, on: bool) {
+pub(crate) fn folio_assign_hugetlb_vmemmap_optimized<P: StructPage>(
+    m: &mut Memmap<'_, P>,
+    head_pfn: u64,
+    on: bool,
+) {
     assert!(m.contains(head_pfn), "pfn {head_pfn:#x} outside memmap");
     let mut p = m.page_mut(head_pfn);
     let v = p.u64_at(offsets::PRIVATE);
@@ -372,4 +377,18 @@ pub fn is_optimized_hugetlb_head<P: StructPage>(
     hstate: Hstate,
 ) -> bool {
     is_hugetlb_head(cfg, head, page1, hstate.order()) && folio_test_hugetlb_vmemmap_optimized(head)
+}
+
+/// How one folio's fallback tails were initialized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TailInit {
+    /// Strategy used (never [`Strategy::Auto`]).
+    pub used: Strategy,
+    /// Why that strategy ran.
+    pub reason: StrategyReason,
+    /// Tail struct pages written.
+    pub pages: u64,
+    /// `stream_hal::drain()` calls.
+    pub drains: u64,
 }

@@ -41,12 +41,13 @@
 //! ([`HvoFault`]). In every such case the fallback tail init runs and the bytes are those of a
 //! boot without HVO.
 
+use core::fmt;
+
 use memmap_core::model::page::offsets;
 use memmap_core::{KernelConfig, Memmap, NoHooks, StructPage, pageblocks_needed};
 
 use crate::folio::{folio_assign_hugetlb_vmemmap_optimized, is_optimized_hugetlb_head};
-use crate::types::hugetlb_vmemmap_reserve_pages;
-use crate::types::{HUGE_MAX_HSTATE, Hstate, Hstates, HvoError, HvoOutcome, HvoUnavailable};
+use crate::hstate::{HUGE_MAX_HSTATE, Hstate, Hstates, hugetlb_vmemmap_reserve_pages};
 
 /// Fault injection for the two allocations of `vmemmap_remap_free()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -72,7 +73,7 @@ pub enum HvoFault {
 impl HvoFault {
     /// Which allocations succeed for the folio at list position `index`.
     #[must_use]
-    pub const fn alloc_for(self, index: u64) -> RemapAlloc {
+    pub(crate) const fn alloc_for(self, index: u64) -> RemapAlloc {
         const fn hit_at(index: u64, every: u32) -> bool {
             index % (if every == 0 { 1 } else { every as u64 }) == 0
         }
@@ -468,4 +469,78 @@ fn single_page_record<P: StructPage>(cfg: &KernelConfig, vaddr: u64, pfn: u64, z
         .with_vaddr_base(vaddr);
     scratch.init_single_page(pfn, zone, nid, &mut NoHooks);
     scratch.read(pfn)
+}
+
+/// Why HVO does not run at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HvoUnavailable {
+    /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` is not set ([`KernelConfig::hugetlb_vmemmap`](memmap_core::KernelConfig::hugetlb_vmemmap)).
+    ConfigOff,
+    /// The configuration is not SPARSEMEM_VMEMMAP, which HVO depends on.
+    NoSparsememVmemmap,
+    /// Booted with `hugetlb_free_vmemmap=off` ([`HvoParams::boot_option`](crate::HvoParams::boot_option) false).
+    BootOptionOff,
+    /// `sizeof(struct page)` is not a power of two (72-byte layout): nothing is optimizable.
+    StructPageNotPowerOfTwo,
+    /// The hstate's struct pages fit in the one vmemmap page HVO keeps
+    /// (`hugetlb_vmemmap_optimizable_size()` is 0: 2 MiB pages of 16 or 64 KiB base pages, the
+    /// 64 KiB pages of 4 KiB).
+    NothingToFree,
+}
+
+impl fmt::Display for HvoUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HvoUnavailable::ConfigOff => "CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP is off",
+            HvoUnavailable::NoSparsememVmemmap => "not SPARSEMEM_VMEMMAP",
+            HvoUnavailable::BootOptionOff => "hugetlb_free_vmemmap=off",
+            HvoUnavailable::StructPageNotPowerOfTwo => "sizeof(struct page) is not a power of two",
+            HvoUnavailable::NothingToFree => "the hstate's struct pages fit in one vmemmap page",
+        })
+    }
+}
+
+/// Why HVO failed for one folio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HvoError {
+    /// `-ENOMEM`: the page-table page for splitting the vmemmap PMD could not be allocated.
+    NoMemory,
+    /// The real (memfd) remapping failed with this errno (e.g. `ENOMEM` when the process runs
+    /// out of `vm.max_map_count` mappings); the folio's vmemmap was restored.
+    Remap {
+        /// `errno`.
+        errno: i32,
+    },
+}
+
+impl fmt::Display for HvoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HvoError::NoMemory => f.write_str("-ENOMEM (vmemmap page-table allocation failed)"),
+            HvoError::Remap { errno } => write!(f, "vmemmap remap failed, errno {errno}"),
+        }
+    }
+}
+
+/// What HVO did to one folio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum HvoOutcome {
+    /// The folio has not reached `prep_and_add_bootmem_folios()` yet.
+    #[default]
+    NotAttempted,
+    /// Optimized: the tail vmemmap pages map the head vmemmap page read-only.
+    Optimized {
+        /// A new page received a copy of the head vmemmap page (false: the current head page
+        /// was kept, after a failed allocation or in the no_std model).
+        head_copied: bool,
+        /// Old vmemmap pages freed.
+        freed_pages: u64,
+    },
+    /// HVO does not run.
+    Unavailable(HvoUnavailable),
+    /// HVO failed; the folio is as before.
+    Failed(HvoError),
 }

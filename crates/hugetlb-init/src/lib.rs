@@ -8,7 +8,7 @@
 //!    simulated physical range, each recorded as a `huge_bootmem_page` ([`HugeBootmemPage`]);
 //!    every struct page but the head is `MEMBLOCK_RSRV_NOINIT` and keeps whatever the storage
 //!    held.
-//! 2. **Heads** ([`memmap_init_reserved_heads`](boot::memmap_init_reserved_heads)): the reserved-region path,
+//! 2. **Heads** (`memmap_init_reserved_heads`): the reserved-region path,
 //!    `__init_single_page()` + `MIGRATE_MOVABLE` for the (aligned) pageblock + `PG_reserved`,
 //!    refcount 1.
 //! 3. **Gather** ([`gather_bootmem_prealloc`](boot::gather_bootmem_prealloc), one worker per node, padata-style with
@@ -41,40 +41,19 @@
 //!
 //! ## Tail init strategies
 //!
-//! [`hugetlb_folio_init_tail_vmemmap`](folio::hugetlb_folio_init_tail_vmemmap) is the hot function (for a 1 GiB folio of 4 KiB pages
-//! without HVO: 262,080 struct pages, 16 MiB). Its strategies, chosen by memmap-core's
-//! [`FillOptions::resolve`](memmap_core::FillOptions::resolve) (so `Auto` and the fallbacks
-//! follow the same rules as ZONE_DEVICE init):
-//!
-//! * **Slow**: the kernel's loop, `__init_single_page()`, `prep_compound_tail()`,
-//!   `set_page_count(page, 0)` per page;
-//! * **Template**: the first tail through the slow path, the others copies of it with the
-//!   per-page fields refreshed in registers, normal stores;
-//! * **Streaming**: the same records streamed from registers (`stream_hal::store_words` through
-//!   `StructPage::store_streaming`) and drained before
-//!   the function returns, i.e. before `prep_compound_head()` or anyone else reads the folio;
-//! * **Auto**: Slow when the `page_ref_set` tracepoint is active, KASAN/KMSAN is configured or
-//!   the build is a sanitizer build; Streaming from the threshold up; Template below it (with
-//!   the default write-once hint the threshold is 4 KiB of struct pages, so the 64-page call
-//!   of step 3 and the 16 MiB fallback both stream).
-//!
-//! The loop is monomorphized on the struct page layout and the store kind; there is no
-//! runtime-sized copy in it. A hugetlb tail has one more per-page field than the ZONE_DEVICE
-//! pages of the upstream template series: `lru.prev` keeps the `INIT_LIST_HEAD` self-pointer
-//! (see [`folio`] for the table, and why a template that only refreshes section bits and
-//! `virtual` would be wrong here).
+//! [`hugetlb_folio_init_tail_vmemmap`](folio::hugetlb_folio_init_tail_vmemmap), the hot
+//! function, runs the strategy memmap-core's
+//! [`FillOptions::resolve`](memmap_core::FillOptions::resolve) chooses (Slow, Template,
+//! Streaming, or Auto by the same rules as ZONE_DEVICE init), monomorphized on the struct page
+//! layout and the store kind. A hugetlb tail has one more per-page field than a ZONE_DEVICE
+//! page: `lru.prev` keeps the `INIT_LIST_HEAD` self-pointer (see [`folio`]).
 //!
 //! ## HVO
 //!
-//! [`hvo::ModelRemap`] (no_std) models the remapping; on Linux with `std`,
-//! `MemfdVmemmap` implements it for real: the vmemmap is a memfd, HVO copies the head vmemmap
-//! page to a spare page of the file, `mmap(MAP_FIXED)`s every tail vmemmap page read-only onto
-//! it and punches the old pages out of the file, so a 1 GiB folio's 16 MiB of struct pages
-//! (4 KiB base pages) really shrink to one 4 KiB page and a write to an optimized tail faults.
-//! HVO is unavailable with `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` off, `hugetlb_free_vmemmap=off`,
-//! a struct page size that is not a power of two (the 72-byte layout), or an hstate with
-//! nothing to free, and fails on an injected allocation
-//! failure ([`HvoFault`]); then the fallback runs and the bytes are those of a boot without HVO.
+//! [`ModelRemap`] (no_std) models the remapping; on Linux with `std`, [`MemfdVmemmap`] does it
+//! for real on a memfd-backed vmemmap (see [`memfd`]). Where HVO is unavailable
+//! ([`HvoUnavailable`]) or fails ([`HvoFault`]), the fallback runs and the bytes are those of
+//! a boot without HVO.
 //!
 //! ## Design notes
 //!
@@ -138,6 +117,8 @@
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+use core::fmt;
+
 /// The phases `hugetlb-init` announces through [`InitHooks::phase`](memmap_core::InitHooks::phase),
 /// for a caller that times them.
 pub mod phase {
@@ -145,31 +126,212 @@ pub mod phase {
     /// fallback tails, migrate types).
     pub const GATHER_NODE: &str = "hugetlb_gather_node";
     /// The fallback tail init (the tails HVO did not cover,
-    /// `hugetlb_folio_init_tail_vmemmap(folio, RESERVE, nr)`), the figure the seed series
-    /// measured; announced once around a node's whole list.
+    /// `hugetlb_folio_init_tail_vmemmap(folio, RESERVE, nr)`), the time the upstream series
+    /// is about; announced once around a node's whole list.
     pub const FALLBACK_TAILS: &str = "hugetlb_fallback_tails";
 }
 
 pub mod boot;
 pub mod bootmem;
 pub mod folio;
+mod gather;
+mod hstate;
 pub mod hvo;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub mod memfd;
-mod types;
+mod node;
+#[cfg(all(feature = "std", target_os = "linux"))]
+mod owned;
 
 pub use boot::{BootParams, BootReport, HugetlbNode, NodeReport, boot, boot_placed};
-pub use bootmem::{BootRequest, HugeBootmemPage, NodeSpec, PagesPerNode, ZONE_NORMAL};
+pub use bootmem::{BootRequest, FolioOutcome, HugeBootmemPage, NodeSpec, PagesPerNode, ZONE_NORMAL};
+pub use folio::TailInit;
+pub use hstate::{
+    HUGE_MAX_HSTATE, Hstate, Hstates, HugePageLevel, hugepage_freelist_addr, hugetlb_vmemmap_reserve_pages,
+};
 pub use hvo::{
-    HvoFault, HvoMode, HvoParams, ModelRemap, SharedTailInit, TailPageOrigin, TailTarget, VmemmapRemap,
+    HvoError, HvoFault, HvoMode, HvoOutcome, HvoParams, HvoUnavailable, ModelRemap, SharedTailInit,
+    TailPageOrigin, TailTarget, VmemmapRemap,
 };
 #[cfg(all(feature = "std", target_os = "linux"))]
-pub use memfd::{BootError, MemfdVmemmap, OwnedBoot};
-pub use types::{
-    FolioOutcome, HSTATE_MODEL_SIZE, HSTATES_ADDR, HUGE_MAX_HSTATE, HUGEPAGE_FREELISTS_OFFSET, Hstate,
-    Hstates, HugePageLevel, HugetlbError, HvoError, HvoOutcome, HvoUnavailable, TailInit,
-    hugepage_freelist_addr, hugetlb_vmemmap_reserve_pages,
-};
+pub use memfd::MemfdVmemmap;
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub use owned::{BootError, OwnedBoot};
+
+/// Bad input to the boot. Nothing is written when one is returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HugetlbError {
+    /// The request asks for no page on any node.
+    ZeroPages,
+    /// Not a huge page size of the configuration's architecture and page size
+    /// (`arch_hugetlb_valid_size()` refuses it).
+    UnsupportedHstate {
+        /// Size asked for, in bytes.
+        size: u64,
+        /// The sizes the configuration has.
+        supported: Hstates,
+    },
+    /// An hstate of another configuration (another page size or architecture) than the
+    /// node's memmap.
+    HstateNotOfConfig {
+        /// The hstate.
+        hstate: Hstate,
+        /// The node.
+        nid: u32,
+        /// The sizes the node's configuration has.
+        supported: Hstates,
+    },
+    /// A node's range cannot hold the pages asked for on it.
+    RangeTooSmall {
+        /// The node id.
+        nid: u32,
+        /// Page size.
+        hstate: Hstate,
+        /// Pages asked for.
+        requested: u64,
+        /// Aligned pages that fit.
+        fit: u64,
+    },
+    /// Pages were asked for on a node without memory.
+    NodeWithoutMemory {
+        /// The node id.
+        nid: u32,
+    },
+    /// A per-node count list does not match the node list.
+    CountsMismatch {
+        /// Nodes.
+        nodes: usize,
+        /// Counts given.
+        counts: usize,
+    },
+    /// Two nodes have the same id.
+    DuplicateNode {
+        /// The node id.
+        nid: u32,
+    },
+    /// Two nodes' ranges overlap.
+    NodesOverlap {
+        /// First node.
+        a: u32,
+        /// Second node.
+        b: u32,
+    },
+    /// A node's PFN range overflows `u64`.
+    RangeOverflow {
+        /// The node id.
+        nid: u32,
+    },
+    /// The record storage is too short for the request.
+    RecordsTooShort {
+        /// Records needed.
+        needed: usize,
+        /// Records given.
+        got: usize,
+    },
+    /// The node id does not fit in the flags' node field.
+    NodeOutOfRange {
+        /// The node id.
+        nid: u32,
+        /// Largest id.
+        max: u32,
+    },
+    /// The node's zone is not a memory zone below `ZONE_DEVICE`.
+    BadZone {
+        /// The node id.
+        nid: u32,
+        /// Zone given.
+        zone: u32,
+        /// `ZONE_DEVICE`.
+        zone_device: u32,
+    },
+    /// A node's memory is not inside its memmap.
+    NodeOutsideMemmap {
+        /// The node id.
+        nid: u32,
+        /// Node start.
+        start_pfn: u64,
+        /// Node pages.
+        nr_pages: u64,
+        /// Memmap start.
+        memmap_start: u64,
+        /// Memmap end.
+        memmap_end: u64,
+    },
+    /// The records are not grouped by node in node order (first offending index).
+    RecordsNotGrouped {
+        /// Index.
+        index: usize,
+    },
+    /// A record's folio is misaligned or not inside its node's memory.
+    FolioOutsideNode {
+        /// Head PFN.
+        head_pfn: u64,
+        /// The node id.
+        nid: u32,
+    },
+    /// A head is not as the reserved-region path leaves it (refcount 1, `PG_reserved`).
+    HeadNotReserved {
+        /// Head PFN.
+        pfn: u64,
+    },
+    /// Two folios given to [`boot_placed`] overlap.
+    FoliosOverlap {
+        /// Head PFN of one.
+        a: u64,
+        /// Head PFN of the other.
+        b: u64,
+    },
+}
+
+impl fmt::Display for HugetlbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            HugetlbError::ZeroPages => f.write_str("no huge pages requested"),
+            HugetlbError::UnsupportedHstate { size, supported } => {
+                write!(f, "unsupported huge page size {size:#x} (the configuration has {supported})")
+            }
+            HugetlbError::HstateNotOfConfig { hstate, nid, supported } => write!(
+                f,
+                "node {nid}: the {hstate} hstate of {} KiB pages is not one of its configuration's ({supported})",
+                1u64 << hstate.page_shift().saturating_sub(10)
+            ),
+            HugetlbError::RangeTooSmall { nid, hstate, requested, fit } => {
+                write!(f, "node {nid}: {requested} pages of {hstate} requested, only {fit} fit in its memory")
+            }
+            HugetlbError::NodeWithoutMemory { nid } => write!(f, "node {nid} has no memory"),
+            HugetlbError::CountsMismatch { nodes, counts } => {
+                write!(f, "{counts} per-node counts for {nodes} nodes")
+            }
+            HugetlbError::DuplicateNode { nid } => write!(f, "node {nid} listed twice"),
+            HugetlbError::NodesOverlap { a, b } => write!(f, "nodes {a} and {b} overlap"),
+            HugetlbError::RangeOverflow { nid } => write!(f, "node {nid}: pfn range overflows"),
+            HugetlbError::RecordsTooShort { needed, got } => {
+                write!(f, "{got} huge_bootmem_page records given, {needed} needed")
+            }
+            HugetlbError::NodeOutOfRange { nid, max } => write!(f, "node {nid} does not fit (max {max})"),
+            HugetlbError::BadZone { nid, zone, zone_device } => {
+                write!(f, "node {nid}: zone {zone} is not a memory zone below ZONE_DEVICE ({zone_device})")
+            }
+            HugetlbError::NodeOutsideMemmap { nid, start_pfn, nr_pages, memmap_start, memmap_end } => write!(
+                f,
+                "node {nid}: pfns [{start_pfn:#x}, +{nr_pages}) not inside its memmap [{memmap_start:#x}, {memmap_end:#x})"
+            ),
+            HugetlbError::RecordsNotGrouped { index } => {
+                write!(f, "huge_bootmem_page records not grouped by node in node order (index {index})")
+            }
+            HugetlbError::FolioOutsideNode { head_pfn, nid } => {
+                write!(f, "folio at {head_pfn:#x} is misaligned or outside node {nid}")
+            }
+            HugetlbError::HeadNotReserved { pfn } => {
+                write!(f, "head {pfn:#x} is not a reserved page with refcount 1")
+            }
+            HugetlbError::FoliosOverlap { a, b } => write!(f, "the folios at {a:#x} and {b:#x} overlap"),
+        }
+    }
+}
+
+impl core::error::Error for HugetlbError {}
 
 /// `Send` under `std` (the nodes are gathered on parallel threads), nothing without it.
 #[cfg(feature = "std")]

@@ -7,8 +7,7 @@
 //!   their `nr_free`, per order and migrate type.
 //! * [`Rules`]: the release's encodings and orders: the `page_type` of a free block's head
 //!   ([`buddy_page_type`]), `MAX_PAGE_ORDER`, `pageblock_order`, and whether a free larger
-//!   than a pageblock is split into pageblocks (6.10+).
-//! * The list poison `list_del()` leaves ([`LIST_POISON1`], [`LIST_POISON2`]).
+//!   than a pageblock is split into pageblocks (6.10+), the list poison `list_del()` leaves.
 
 use crate::model::config::KernelConfig;
 use crate::model::flags::{MigrateType, PageType};
@@ -20,12 +19,6 @@ pub(crate) const MAX_ORDERS: usize = 24;
 /// Migrate types with a free list in the model: UNMOVABLE, MOVABLE, RECLAIMABLE, ISOLATE.
 const MT_SLOTS: usize = 4;
 
-/// `LIST_POISON1` (`0x100 + POISON_POINTER_DELTA`) of x86-64, arm64 and riscv64; a
-/// configuration's own is [`KernelConfig::list_poison`].
-pub const LIST_POISON1: u64 = KernelConfig::X86_64.list_poison().0;
-/// `LIST_POISON2` (`0x122 + POISON_POINTER_DELTA`) of x86-64, arm64 and riscv64.
-pub const LIST_POISON2: u64 = KernelConfig::X86_64.list_poison().1;
-
 /// `page_type` of an untyped page (`_mapcount == -1`): what `__ClearPageBuddy()` leaves.
 pub(crate) const PAGE_TYPE_NONE: u32 = u32::MAX;
 
@@ -34,10 +27,8 @@ const FREE_AREA_OFFSET: u64 = 0x100;
 /// Modelled `sizeof(struct free_area)`: `MIGRATE_TYPES` (6) list heads and `nr_free`.
 const FREE_AREA_SIZE: u64 = 6 * 16 + 8;
 
-/// Modelled kernel address of `NODE_DATA(nid)->node_zones[zone]`: a direct-map address, one
-/// 256 KiB `pglist_data` per node, 0x1000 bytes per zone. Only used so the free lists hold
-/// stable, recognisable list-head addresses; it wraps like the kernel's pointer arithmetic
-/// (the base is the configuration's `page_offset`).
+/// Modelled kernel address of `NODE_DATA(nid)->node_zones[zone]` (one 256 KiB `pglist_data`
+/// per node from `page_offset`, 0x1000 bytes per zone), so the list heads are recognisable.
 #[must_use]
 pub(crate) const fn zone_struct_addr(cfg: &KernelConfig, nid: u32, zone: u32) -> u64 {
     cfg.page_offset.wrapping_add(0x7f00_0000 + nid as u64 * 0x4_0000 + 0x1000 + zone as u64 * 0x1000)
@@ -109,16 +100,10 @@ impl FreeLists {
         self.heads[order as usize][slot(mt)]
     }
 
-    /// Sets `next` of the list head of `(order, mt)`.
+    /// `(next, prev)` of the list head of `(order, mt)`, to change.
     #[inline]
-    pub(crate) fn set_head_next(&mut self, order: u32, mt: MigrateType, v: u64) {
-        self.heads[order as usize][slot(mt)].0 = v;
-    }
-
-    /// Sets `prev` of the list head of `(order, mt)`.
-    #[inline]
-    pub(crate) fn set_head_prev(&mut self, order: u32, mt: MigrateType, v: u64) {
-        self.heads[order as usize][slot(mt)].1 = v;
+    pub(crate) fn head_mut(&mut self, order: u32, mt: MigrateType) -> &mut (u64, u64) {
+        &mut self.heads[order as usize][slot(mt)]
     }
 
     /// `free_area[order].nr_free` of migrate type `mt` (0 for orders beyond the model's).
@@ -221,10 +206,9 @@ impl Rules {
 /// An implementor says where the lists and struct pages are and what it knows about a page
 /// (whether it heads a free block, its zone, its pageblock's migrate type).
 pub(crate) trait ZoneFreeLists {
-    /// `__list_add_valid()`/`__list_del_entry_valid()` (`CONFIG_LIST_HARDENED`, on in the
-    /// kernels modelled): a list operation whose neighbours do not point back is skipped. Off
-    /// where every list node is known to be one of the zone's (the node, whose boot free pass
-    /// must not pay two extra loads per block).
+    /// `__list_add_valid()`/`__list_del_entry_valid()` (`CONFIG_LIST_HARDENED`): a list
+    /// operation whose neighbours do not point back is skipped. Off where every list node is
+    /// known to be one of the zone's (the node).
     const LIST_HARDENED: bool;
     /// `buddy_merge_likely()` sends a freed block that may merge soon to the tail of its list
     /// (the node's model leaves it out: its frees of allocations go to the head).
@@ -289,7 +273,7 @@ pub(crate) trait ZoneFreeLists {
     /// node that is neither is left alone).
     fn set_next(&mut self, order: u32, mt: MigrateType, entry: u64, v: u64) {
         if entry == self.lists().head_addr(order, mt) {
-            self.lists_mut().set_head_next(order, mt, v);
+            self.lists_mut().head_mut(order, mt).0 = v;
         } else if let Some(pfn) = self.pfn_of_node(entry) {
             self.set_word(pfn, offsets::LRU_NEXT, v);
         }
@@ -298,7 +282,7 @@ pub(crate) trait ZoneFreeLists {
     /// Sets `entry->prev`, as [`ZoneFreeLists::set_next`].
     fn set_prev(&mut self, order: u32, mt: MigrateType, entry: u64, v: u64) {
         if entry == self.lists().head_addr(order, mt) {
-            self.lists_mut().set_head_prev(order, mt, v);
+            self.lists_mut().head_mut(order, mt).1 = v;
         } else if let Some(pfn) = self.pfn_of_node(entry) {
             self.set_word(pfn, offsets::LRU_PREV, v);
         }

@@ -6,7 +6,7 @@
 //! * **Slow**: the kernel's per-page code (`__init_single_page`, `__init_zone_device_page`,
 //!   `memmap_init_compound`, `prep_compound_head`/`_tail`), same stores, same order;
 //! * **Template**: one template page built through the slow path, copied into every slot with
-//!   only the PFN-dependent fields refreshed (the 2026 Li Zhe series);
+//!   only the PFN-dependent fields refreshed (the upstream template series);
 //! * **Streaming**: the template copied with `stream-hal` streaming stores, drained where the
 //!   upstream ordering rules require.
 //!
@@ -37,10 +37,10 @@
 //! | module | what | kernel |
 //! |---|---|---|
 //! | [`model`] | what a struct page is: [`KernelConfig`], [`FlagsLayout`], flag bits, [`Page64`]/[`Page72`] and the folio overlay | `page-flags-layout.h`, `page-flags.h`, `mm_types.h` |
-//! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations, the one safe access path to a struct page ([`Memmap::page_mut`], [`PageMut`]) | `mm/mm_init.c`, `mm/internal.h` |
-//! | `fill` | the one template engine: strategy choice ([`FillOptions`]), stores, the copy loop with its per-PFN refresh | the 2026 template and streaming series |
+//! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations, the one safe access path to a struct page ([`Memmap::page_mut`], [`PageMut`]) and its copy engine (stores, the template loop with its per-PFN refresh, [`Memmap::copy_template`]) | `mm/mm_init.c`, `mm/internal.h` |
+//! | `fill` | the strategy policy: [`Strategy`], [`FillOptions`], the choice of every initializer ([`FillOptions::resolve`]) | the upstream template and streaming series |
 //! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
-//! | [`parallel`] | [`run_views`](parallel::run_views), the parallel runner over views of one memmap; the [`Threads`] policy (`Auto`: where bandwidth stops growing) and the padata runner come from `stream-par`, the family's parallel runtime; the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
+//! | `parallel` | [`run_views`], the parallel runner over views of one memmap; the [`Threads`] policy (`Auto`: where bandwidth stops growing) and the padata runner come from `stream-par`, the family's parallel runtime; the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
 //! | `freelist` | the one zone free-list model: list heads per order and migrate type, the release's buddy encoding ([`buddy_page_type`]), every buddy routine, used by the node and hotplug | `mm/page_alloc.c`, `mm/page_isolation.c` |
 //! | [`hotplug`] | onlining hot-added memory: the struct pages, the isolated pageblocks, the free lists | `online_pages()`, `undo_isolate_page_range()` |
 //! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |
@@ -84,18 +84,11 @@
 //! ## Kernel releases
 //!
 //! The model follows the release in [`KernelConfig::version`]; the presets are the kernels the
-//! `kernel-oracle` tool boots under QEMU and compares byte for byte (Debian's 7.2 for amd64 and
-//! arm64, 6.12 for amd64; 6.1 for amd64 with [`KernelConfig::with_version`]), and
+//! `kernel-oracle` tool boots under QEMU and compares byte for byte, and
 //! [`KernelConfig::with_kconfig`] reads any other kernel's `.config`. What changed between
-//! releases is one table, [`model::version::Behaviour`] (`compound_info` mask, HVO's shared
-//! tails, the folio layout, FS_DAX refcount, ZONE_DEVICE pageblocks and early sections, the
-//! page flag bits the ZONE_DEVICE and hugetlb initializers set, the DAX vmemmap rule, the
-//! hotplug free path, the `page_type` encoding, and what 6.1's buddy allocator and gigantic
-//! pages leave). Common to all: `prep_compound_head()` after the tail
-//! loop of `memmap_init_compound()`, `folio->pgmap` at byte 8. The [`PG`] constants are the
-//! v6.14+ `enum pageflags` order (`PG_reserved` = 13, `PG_head` = 6); every initializer, the
-//! boot-time and buddy code of [`Node`] included, writes the release's bits
-//! ([`Behaviour::page_flags`]) and the release's free-block `page_type` ([`buddy_page_type`]).
+//! releases is one table, [`model::version::Behaviour`]; every initializer, the boot-time and
+//! buddy code of [`Node`] included, writes the release's page flag bits
+//! ([`Behaviour::page_flags`]) and free-block `page_type` ([`buddy_page_type`]).
 //!
 //! ## Example
 //!
@@ -138,19 +131,20 @@ mod memmap;
 pub mod model;
 mod named;
 mod node;
-pub mod parallel;
+mod parallel;
 mod sync;
 mod zone_device;
 
 pub use error::InitError;
-pub use fill::{CopyReport, FillOptions, ListSelf, Strategy, StrategyReason};
-pub use freelist::{LIST_POISON1, LIST_POISON2, buddy_page_type};
+pub use fill::{FillOptions, Strategy, StrategyReason};
+pub use freelist::buddy_page_type;
 #[cfg(feature = "std")]
 pub use hooks::RecordingHooks;
 pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};
 pub use hotplug::{
     HotplugError, HotplugTarget, HotplugZone, OnlineOptions, OnlineReport, online_pages, take_free_block,
 };
+pub use memmap::engine::{CopyReport, ListSelf};
 pub use memmap::ops::BootmemType;
 #[cfg(feature = "std")]
 pub use memmap::owned::OwnedMemmap;
@@ -167,14 +161,16 @@ pub use node::{
     FreeError, Gfp, InitMode, InitPolicy, LayoutError, Node, NodeError, NodeLayout, NodeParts, NodeStats,
     PageBlock, PfnRange, PhysArena, ReservedRange, ZoneSpan, pg_uninitialized_2m,
 };
-pub use parallel::Threads;
+pub use parallel::{Piece, Threads};
 #[cfg(feature = "std")]
-pub use parallel::{auto_threads, available_cpus};
+pub use parallel::{ViewsReport, run_views};
 /// The reuse hint of [`FillOptions::reuse`] (from `stream-hal`).
 pub use stream_hal::Reuse;
 pub use stream_par::{PadataError, PadataJob, PadataPlan};
 #[cfg(feature = "std")]
 pub use stream_par::{PadataReport, padata_do_multithreaded};
+#[cfg(feature = "std")]
+pub use stream_par::{auto_threads, available_cpus};
 pub use zone_device::{
     DevPagemap, DrainPolicy, InitOptions, InitReport, MAX_VMEMMAP_SHIFT, MemoryType, Unmappable, VmemAltmap,
     ZoneDeviceRange, check_memremap_pages, compound_nr_pages, hotplug_align_pages, memmap_init_zone_device,

@@ -1,7 +1,6 @@
 //! The parallel runner of the initializers that split a memmap, [`run_views`], and the
 //! thread-count policy every parallel runner takes, [`Threads`] (from `stream-par`, the family's
-//! parallel runtime, re-exported here with its `Auto` measurement: [`auto_threads`],
-//! [`available_cpus`], [`AUTO_MIN_BYTES`], [`AUTO_MIN_GAIN`]). The parallel ZONE_DEVICE init is
+//! parallel runtime). The parallel ZONE_DEVICE init is
 //! [`memmap_init_zone_device_parallel`](crate::memmap_init_zone_device_parallel), deferred init
 //! is [`Node::deferred_init_memmap`](crate::Node::deferred_init_memmap).
 //!
@@ -23,9 +22,6 @@ use crate::model::page::StructPage;
 use stream_par::{PadataJob, padata_do_multithreaded};
 
 pub use stream_par::Threads;
-pub use stream_par::threads::{AUTO_MIN_BYTES, AUTO_MIN_GAIN};
-#[cfg(feature = "std")]
-pub use stream_par::{auto_threads, auto_threads_steps, available_cpus};
 
 /// One piece of a memmap for [`run_views`]: the struct pages `[start, end)` and what the work
 /// on it needs (its hooks, the folio it belongs to, ...).

@@ -53,14 +53,13 @@
 //! All three leave the same bytes, pageblocks, hook calls and free lists (the property tests in
 //! `tests/hotplug.rs`).
 
-pub use crate::freelist::buddy_page_type;
-
 use core::fmt;
 
 use crate::InitError;
-use crate::fill::{FillOptions, Store, Strategy, StrategyReason, with_store};
+use crate::fill::{FillOptions, Strategy, StrategyReason};
 use crate::freelist::{FreeLists, Rules, ZoneFreeLists, zone_struct_addr};
 use crate::hooks::InitHooks;
+use crate::memmap::engine::{Store, with_store};
 use crate::memmap::{Memmap, PageAccess};
 use crate::model::config::KernelConfig;
 use crate::model::flags::MigrateType;
@@ -333,7 +332,7 @@ pub fn online_pages<P: StructPage, H: InitHooks>(
         return Err(HotplugError::ZoneConfigMismatch);
     }
     let bytes = nr_pages.saturating_mul(P::SIZE as u64);
-    let (used, reason) = opts.fill.resolve(memmap, hooks, bytes);
+    let (used, reason) = opts.fill.resolve(memmap.config(), hooks, bytes);
     let mut report = OnlineReport {
         start_pfn,
         nr_pages,

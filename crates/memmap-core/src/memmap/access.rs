@@ -9,8 +9,8 @@ use core::marker::PhantomData;
 use core::mem::size_of;
 use core::ptr::NonNull;
 
-use crate::fill::{AtPageblock, Edges, ListSelf, Pages, Refresh, Store, copy_run};
 use crate::memmap::Memmap;
+use crate::memmap::engine::{AtPageblock, Edges, ListSelf, Pages, Refresh, Store, copy_run};
 use crate::model::page::StructPage;
 
 /// Exclusive access to the bytes of one struct page of a [`Memmap`] ([`Memmap::page_mut`]).
@@ -421,7 +421,9 @@ impl<P: StructPage> Memmap<'_, P> {
         match at {
             // SAFETY: `[from, to)` is inside the memmap (checked), which `&mut self` borrows
             // exclusively; the session drains the streamed stores before anything reads them.
-            None => unsafe { copy_run::<P, S, _>(pages, refresh, (from, to), tmpl, &mut crate::fill::Plain) },
+            None => unsafe {
+                copy_run::<P, S, _>(pages, refresh, (from, to), tmpl, &mut crate::memmap::engine::Plain)
+            },
             Some(at) => {
                 let mut edge = |pfn: u64| at(&mut PageblockWork { m: self, pfn });
                 // SAFETY: as above; the pages handed to `at` are stored normally, and the

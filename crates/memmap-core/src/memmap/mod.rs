@@ -24,6 +24,7 @@
 //! physical page (HVO in `hugetlb-init`).
 
 mod access;
+pub(crate) mod engine;
 pub(crate) mod ops;
 #[cfg(feature = "std")]
 pub(crate) mod owned;
@@ -249,7 +250,7 @@ impl<'a, P: StructPage> Memmap<'a, P> {
     /// The PFN of the struct page at modelled address `vaddr` (`page_to_pfn`), if it is in this
     /// memmap and a struct page boundary.
     #[must_use]
-    pub fn vaddr_to_pfn(&self, vaddr: u64) -> Option<u64> {
+    pub(crate) fn vaddr_to_pfn(&self, vaddr: u64) -> Option<u64> {
         let off = vaddr.checked_sub(self.vaddr_base)?;
         if off % P::SIZE as u64 != 0 {
             return None;
@@ -284,10 +285,10 @@ impl<'a, P: StructPage> Memmap<'a, P> {
 
     /// The storage as the fill engine writes it: a copy of the pointer with the PFN and address
     /// bases. Valid as long as this view's borrow.
-    pub(crate) fn raw_pages(&self) -> crate::fill::Pages<P> {
+    pub(crate) fn raw_pages(&self) -> crate::memmap::engine::Pages<P> {
         // SAFETY: `self.pages` points at the struct page of `base_pfn` in storage this view
         // borrows for `'a`, and `vaddr_base` is that page's modelled address.
-        unsafe { crate::fill::Pages::new(self.pages, self.base_pfn, self.vaddr_base) }
+        unsafe { crate::memmap::engine::Pages::new(self.pages, self.base_pfn, self.vaddr_base) }
     }
 
     /// The storage slot of the struct page of `pfn`: the one place where a PFN becomes a host

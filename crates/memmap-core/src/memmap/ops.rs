@@ -198,7 +198,7 @@ impl<P: StructPage> Memmap<'_, P> {
     ///
     /// If `pfn` is outside the memmap.
     #[must_use]
-    pub fn page_folio(&self, pfn: u64) -> Option<u64> {
+    pub(crate) fn page_folio(&self, pfn: u64) -> Option<u64> {
         let word = self.read(pfn).compound_head();
         match self.config().compound_head_of(word, self.vaddr(pfn), P::SIZE) {
             None => Some(pfn),
@@ -350,7 +350,7 @@ impl<P: StructPage> Memmap<'_, P> {
     /// `set_pageblock_migratetype(page, MIGRATE_MOVABLE)` followed by `cond_resched()`: what
     /// every initializer does at a pageblock-aligned PFN.
     #[inline]
-    pub fn pageblock_init<H: InitHooks>(&mut self, pfn: u64, hooks: &mut H) {
+    pub(crate) fn pageblock_init<H: InitHooks>(&mut self, pfn: u64, hooks: &mut H) {
         self.set_pageblock_migratetype(pfn, MigrateType::Movable);
         hooks.cond_resched(pfn);
     }

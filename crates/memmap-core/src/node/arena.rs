@@ -4,7 +4,7 @@
 //! A [`PhysArena`] holds the *contents* of a PFN range (4 KiB per PFN): a caller-provided byte
 //! slice in `no_std`, an anonymous `mmap` under `std` ([`OwnedArena`]). With init_on_alloc on,
 //! the node's allocator zeroes each allocation of order `k` either with **one**
-//! `stream_hal::clear_pages(addr, 1 << k)` call (the 2026 batch-clear patch,
+//! `stream_hal::clear_pages(addr, 1 << k)` call (the upstream batch-clear patch,
 //! `clear_highpages_kasan_tagged()`) or with one 4 KiB `clear_pages(addr, 1)` per page (the old
 //! `kernel_init_pages()` loop), selected by [`ClearMode`].
 
@@ -75,26 +75,26 @@ pub struct InitPolicy {
 impl InitPolicy {
     /// The `init_on_alloc` static key after `init_mem_debugging_and_hardening()`.
     #[must_use]
-    pub const fn init_on_alloc_key(&self) -> bool {
+    pub(crate) const fn init_on_alloc_key(&self) -> bool {
         self.init_on_alloc && !self.page_poisoning
     }
 
     /// `want_init_on_free()`: the `init_on_free` static key.
     #[must_use]
-    pub const fn want_init_on_free(&self) -> bool {
+    pub(crate) const fn want_init_on_free(&self) -> bool {
         self.init_on_free && !self.page_poisoning
     }
 
     /// `want_init_on_alloc(gfp)` = static key `|| (gfp & __GFP_ZERO)`.
     #[must_use]
-    pub const fn want_init_on_alloc(&self, gfp: Gfp) -> bool {
+    pub(crate) const fn want_init_on_alloc(&self, gfp: Gfp) -> bool {
         self.init_on_alloc_key() || gfp.contains(Gfp::ZERO)
     }
 
     /// `should_skip_init(gfp)`: false unless hardware tag-based KASAN is on, then
     /// `gfp & __GFP_SKIP_ZERO`.
     #[must_use]
-    pub const fn should_skip_init(&self, gfp: Gfp) -> bool {
+    pub(crate) const fn should_skip_init(&self, gfp: Gfp) -> bool {
         self.kasan_hw_tags && gfp.contains(Gfp::SKIP_ZERO)
     }
 

@@ -5,9 +5,10 @@
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use super::buddy::{CoreRun, FreeArea};
+use super::run::{PbMode, RunKind};
 use super::{
-    BootOptions, BootOrder, BootReport, InitMode, Inner, Node, NodeError, NodeParts, NodeStats, PbMode,
-    RunKind, pg_uninitialized_2m,
+    BootOptions, BootOrder, BootReport, InitMode, Inner, Node, NodeError, NodeParts, NodeStats,
+    pg_uninitialized_2m,
 };
 use crate::InitError;
 use crate::fill::{Job, resolve};
@@ -50,8 +51,8 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         // Runs the fused boot initializes and then frees (windows with reserved pages or
         // partial blocks, on-demand block heads) are read back right away: `Auto` treats them
         // as read-soon jobs of one window, which the window's size keeps below that threshold,
-        // so they are stored normally (measured on the 64 GiB eager boot before the single
-        // pass: 169 ms against 192 ms streamed). Runs of whole free blocks are written once in
+        // so they are stored normally (docs/performance/fill-notes.md). Runs of whole free
+        // blocks are written once in
         // their final state and never read back (`window::final_pass`), so they take
         // `strategy`, the caller's hint's.
         let window_bytes = fused_window_written(&cfg, opts).saturating_mul(P::SIZE as u64);
@@ -66,7 +67,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             let area = FreeArea::new(zone_struct_addr(&cfg, layout.nid, z as u32));
             SpinLock::of_node(area, node_id)
         });
-        let node = Node {
+        let mut node = Node {
             // The hooks run under this lock: the innermost (see `SpinLock::hooks_of_node`).
             inner: SpinLock::hooks_of_node(Inner { memmap, hooks }, node_id),
             pages,
@@ -75,10 +76,8 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             layout,
             span,
             opts: *opts,
-            strategy,
-            reason,
-            boot_strategy,
-            booting: AtomicBool::new(true),
+            strategy: (strategy, reason),
+            run: boot_strategy,
             states,
             trace,
             uninit_bit,
@@ -105,8 +104,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             node.reserve_bootmem_regions(&mut own, fdp, lo, hi);
             (fdp, node.free_boot_memory(&mut own, fdp, (lo, hi), false))
         };
-        // Relaxed: only the booting thread reads `booting`, before the node is shared.
-        node.booting.store(false, Ordering::Relaxed);
+        node.run = strategy;
         // Release: pairs with the Acquire load in `Node::deferred_pending` (other threads get
         // the node after this; the release makes the boot's writes visible with the flag).
         node.deferred_pages.store(fdp != u64::MAX, Ordering::Release);
@@ -199,7 +197,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// Pages per window of [`Self::fused_boot`]: a power of two, a multiple of the
     /// `MAX_PAGE_ORDER` block. [`BootOrder::Fused`] sizes it so that the struct pages a window
     /// writes stay cached until its free pass: 4 `MAX_PAGE_ORDER` blocks when every struct page
-    /// is written (256 KiB of struct pages on x86-64, half the L2 of the machines measured),
+    /// is written (256 KiB of struct pages on x86-64, well inside a core's L2),
     /// 1024 pageblocks when only their first struct pages are (64 KiB of them, 32 KiB apart:
     /// they stay in the last-level cache, where a 32 KiB stride spreads over enough sets).
     fn fused_window(&self) -> u64 {
@@ -518,9 +516,9 @@ fn check_parts<'a, P: StructPage>(
     Ok(BlockStates::from_bytes(&mut states[..needed]))
 }
 
-/// How many `__free_pages_core` chunks ahead the boot free pass prefetches. Measured on the
-/// 64 GiB on-demand boot with a cold cache: the free pass drops from about 1.1 ms to 0.9 ms
-/// with 4 or 8, and gets slower again with 16 (prefetched lines evicted before use).
+/// How many `__free_pages_core` chunks ahead the boot free pass prefetches: far enough to
+/// hide a miss, near enough that the lines are not evicted before use
+/// (docs/performance/fill-notes.md).
 pub(crate) const FREE_PREFETCH_AHEAD: u64 = 8;
 
 /// How many `MAX_PAGE_ORDER` chunks the boot free pass frees under one hold of the zone lock.

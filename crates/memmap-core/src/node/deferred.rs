@@ -24,9 +24,10 @@ use core::sync::atomic::Ordering;
 use crate::hooks::InitHooks;
 use crate::model::flags::MigrateType;
 use crate::model::page::StructPage;
+use crate::node::Node;
 use crate::node::layout::ZoneSpan;
 use crate::node::owned::Owned;
-use crate::node::{Node, PbMode, RunKind};
+use crate::node::run::{PbMode, RunKind};
 use stream_par::PadataJob;
 
 /// The static state of `defer_init()` (`prev_end_pfn`, `nr_initialised`).
@@ -258,7 +259,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         let n = self.cfg.max_order_nr_pages();
         if spfn % n != 0
             || self.opts.order == crate::BootOrder::Kernel
-            || self.strategy == crate::Strategy::Slow
+            || self.strategy.0 == crate::Strategy::Slow
             || self.opts.policy.want_init_on_free()
         {
             return None;

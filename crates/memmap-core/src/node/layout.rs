@@ -238,13 +238,13 @@ impl<'r> NodeLayout<'r> {
     ///
     /// If there is no zone.
     #[must_use]
-    pub fn highest_zone(&self) -> ZoneSpan {
+    pub(crate) fn highest_zone(&self) -> ZoneSpan {
         self.zones[self.zones.len() - 1]
     }
 
     /// The zone spanning `pfn`.
     #[must_use]
-    pub fn zone_of(&self, pfn: u64) -> Option<&ZoneSpan> {
+    pub(crate) fn zone_of(&self, pfn: u64) -> Option<&ZoneSpan> {
         self.zones.iter().find(|z| z.span.contains(pfn))
     }
 
@@ -262,7 +262,7 @@ impl<'r> NodeLayout<'r> {
 
     /// The reserved range containing `pfn`, if any.
     #[must_use]
-    pub fn reserved_at(&self, pfn: u64) -> Option<&ReservedRange> {
+    pub(crate) fn reserved_at(&self, pfn: u64) -> Option<&ReservedRange> {
         self.reserved.iter().find(|r| r.range.contains(pfn))
     }
 
@@ -276,7 +276,7 @@ impl<'r> NodeLayout<'r> {
     /// (`deferred_init_mem_pfn_range_in_zone` / one step of
     /// `for_each_free_mem_pfn_range_in_zone_from`).
     #[must_use]
-    pub fn next_free_range(&self, zone: &ZoneSpan, from: u64) -> Option<PfnRange> {
+    pub(crate) fn next_free_range(&self, zone: &ZoneSpan, from: u64) -> Option<PfnRange> {
         for m in self.memory {
             let lo = m.start.max(zone.span.start).max(from);
             let hi = m.end.min(zone.span.end);
@@ -307,7 +307,7 @@ impl<'r> NodeLayout<'r> {
     }
 
     /// Iterates the free ranges of `zone` from `from` on.
-    pub fn free_ranges(&self, zone: ZoneSpan, from: u64) -> impl Iterator<Item = PfnRange> + '_ {
+    pub(crate) fn free_ranges(&self, zone: ZoneSpan, from: u64) -> impl Iterator<Item = PfnRange> + '_ {
         let mut next = from;
         core::iter::from_fn(move || {
             let r = self.next_free_range(&zone, next)?;

@@ -52,6 +52,7 @@ mod deferred;
 mod layout;
 mod ondemand;
 mod owned;
+mod run;
 mod window;
 
 #[cfg(feature = "std")]
@@ -65,20 +66,18 @@ use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::InitError;
-use crate::fill::{
-    AtPageblock, FillOptions, ListSelf, Pages, Plain, Refresh, Strategy, StrategyReason, with_store,
-};
+use crate::fill::{FillOptions, Strategy, StrategyReason};
 use crate::freelist::{MAX_ORDERS, Rules};
 use crate::hooks::{InitHooks, NoHooks};
 use crate::memmap::Memmap;
-use crate::memmap::PageAccess;
+use crate::memmap::engine::Pages;
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::flags::MigrateType;
-use crate::model::page::{StructPage, offsets};
+use crate::model::page::StructPage;
 use crate::model::version::PageFlagBits;
 use crate::node::buddy::FreeArea;
 use crate::sync::{BlockStates, SpinLock};
-use owned::{LockedZone, Owned};
+use buddy::LockedZone;
 
 /// Zone slots of a node (`MAX_NR_ZONES` is at most 8).
 pub(crate) const MAX_ZONES: usize = 8;
@@ -312,35 +311,6 @@ struct Inner<'a, P: StructPage, H> {
     hooks: H,
 }
 
-/// How [`Node::init_run`] treats pageblock-aligned PFNs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PbMode {
-    /// Nothing (`deferred_init_pages`, `init_unavailable_range`, on-demand expansion).
-    None,
-    /// `set_pageblock_migratetype(MOVABLE)` (`__init_page_from_nid`).
-    Movable,
-    /// `set_pageblock_migratetype(MOVABLE)` and `cond_resched()` (`memmap_init_range`).
-    MovableResched,
-}
-
-/// One run of [`Node::init_run`]: `__init_single_page` on each PFN, then `extra_flags` ORed
-/// in, then `set_page_count(count)` when `count != 1`, then the pageblock work.
-#[derive(Debug, Clone, Copy)]
-struct RunKind {
-    pageblock: PbMode,
-    extra_flags: u64,
-    count: i32,
-    /// Written in its final state, never read back while the node boots: the node's strategy
-    /// rather than the boot's.
-    final_state: bool,
-}
-
-impl RunKind {
-    const fn plain(pageblock: PbMode) -> Self {
-        RunKind { pageblock, extra_flags: 0, count: 1, final_state: false }
-    }
-}
-
 /// A node: its memmap, layout, per-zone free lists and deferred/on-demand state.
 pub struct Node<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
     /// The memmap view and the hooks (the *memmap lock*): slow paths, pageblock migrate types
@@ -354,14 +324,12 @@ pub struct Node<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
     layout: NodeLayout<'a>,
     span: PfnRange,
     opts: BootOptions,
-    /// The strategy of runs after boot (deferred init, on-demand expansion, growing).
-    strategy: Strategy,
-    reason: StrategyReason,
-    /// The strategy of the boot's runs.
-    boot_strategy: Strategy,
-    /// Set while [`Node::boot`] runs: runs use `boot_strategy`. Only the booting thread reads
-    /// or writes it, before the node is returned (and so before any other thread sees it).
-    booting: AtomicBool,
+    /// The node's strategy and why: runs after boot (deferred init, on-demand expansion,
+    /// growing) and the boot's runs written in their final state.
+    strategy: (Strategy, StrategyReason),
+    /// The strategy of the current phase's other runs: the boot's (read back right away)
+    /// while [`Node::boot`] runs, set to the node's before the node is returned.
+    run: Strategy,
     /// One state per pageblock: the node's exclusive borrow of the caller's bytes.
     states: BlockStates<'a>,
     /// The `page_ref_set` tracepoint is active.
@@ -392,7 +360,7 @@ impl<P: StructPage, H: InitHooks + Send> fmt::Debug for Node<'_, P, H> {
             .field("nid", &self.layout.nid)
             .field("span", &self.span)
             .field("mode", &self.opts.mode)
-            .field("strategy", &self.strategy)
+            .field("strategy", &self.strategy.0)
             .finish()
     }
 }
@@ -459,7 +427,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// and why. The boot's own is in its [`BootReport`].
     #[must_use]
     pub fn strategy(&self) -> (Strategy, StrategyReason) {
-        (self.strategy, self.reason)
+        self.strategy
     }
 
     /// The counters.
@@ -506,11 +474,6 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         self.inner.get_mut().memmap.pageblock_migratetype(pfn)
     }
 
-    /// The hooks, through exclusive access.
-    pub fn hooks_mut(&mut self) -> &mut H {
-        &mut self.inner.get_mut().hooks
-    }
-
     /// The arena, through exclusive access.
     pub fn arena_mut(&mut self) -> Option<&mut PhysArena<'a>> {
         self.arena.as_mut()
@@ -535,11 +498,12 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         pfn & !(self.cfg.pageblock_nr_pages() - 1)
     }
 
-    /// Whether the struct page of `pfn` may be read by a thread that holds the zone lock:
-    /// its block is published as initialized, or (on-demand) it is a block's first page, which
-    /// boot always initializes.
+    /// Whether `pfn`'s struct page was initialized, as far as the node's bookkeeping knows, and
+    /// so may be read by a thread that holds the zone lock: its block is published as
+    /// initialized, or (on-demand) it is a block's first page, which boot always initializes.
     #[inline]
-    pub(crate) fn initialized(&self, pfn: u64) -> bool {
+    #[must_use]
+    pub fn is_initialized(&self, pfn: u64) -> bool {
         if !self.span.contains(pfn) {
             return false;
         }
@@ -547,13 +511,6 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             || (self.opts.mode == InitMode::OnDemand
                 && pfn == self.block_start(pfn)
                 && self.layout.is_memory(pfn))
-    }
-
-    /// Whether `pfn`'s struct page was initialized, as far as the node's bookkeeping knows
-    /// (the block is published as done, or it is an on-demand block's first page).
-    #[must_use]
-    pub fn is_initialized(&self, pfn: u64) -> bool {
-        self.initialized(pfn)
     }
 
     /// The zone lock of `zone` with access to the struct pages of its free blocks: the one
@@ -566,95 +523,5 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         // through a `LockedZone` of the block's zone (the buddy allocator's rule), so the
         // holder of this guard is the only thread touching them.
         unsafe { LockedZone::new(area, self.pages, span) }
-    }
-
-    /// `set_page_count(page, v)` on a page `own` owns: a raw store, or the memmap's version
-    /// (with the tracepoint) when the tracepoint is active.
-    #[inline]
-    pub(in crate::node) fn set_count(&self, own: &mut Owned<'_, P>, pfn: u64, v: i32) {
-        if self.trace {
-            assert!(own.contains(pfn), "struct page {pfn:#x} is not owned here");
-            let mut g = self.inner.lock();
-            let Inner { memmap, hooks } = &mut *g;
-            memmap.set_page_count(pfn, v, hooks);
-        } else {
-            own.set_word32_once(pfn, offsets::REFCOUNT, v as u32);
-        }
-    }
-
-    /// `__init_single_page` on `[from, to)` of `zone`, pages `own` owns, with the node's
-    /// strategy, plus `kind`'s extras (see [`RunKind`]). Returns the number of pages written.
-    ///
-    /// Template and streaming runs build the template through the slow path at `from` and copy
-    /// it with the address-dependent fields refreshed (`lru` self-pointers, `virtual`, section
-    /// bits); pageblock-aligned PFNs are stored normally because `set_pageblock_migratetype` may
-    /// read them back; streaming runs drain before returning.
-    fn init_run(&self, own: &mut Owned<'_, P>, from: u64, to: u64, zone: u32, kind: RunKind) -> u64 {
-        if from >= to {
-            return 0;
-        }
-        assert!(own.contains(from) && own.contains(to - 1), "init_run of pages not owned");
-        let nid = self.layout.nid;
-        let slow_one = |inner: &mut Inner<'a, P, H>, own: &mut Owned<'_, P>, pfn: u64| {
-            let Inner { memmap, hooks } = inner;
-            memmap.init_single_page(pfn, zone, nid, hooks);
-            if kind.extra_flags != 0 {
-                let f = own.word(pfn, offsets::FLAGS);
-                own.set_word(pfn, offsets::FLAGS, f | kind.extra_flags);
-            }
-            if kind.count != 1 {
-                memmap.set_page_count(pfn, kind.count, hooks);
-            }
-            if memmap.pageblock_aligned(pfn) {
-                match kind.pageblock {
-                    PbMode::None => {}
-                    PbMode::Movable => memmap.set_pageblock_migratetype(pfn, MigrateType::Movable),
-                    PbMode::MovableResched => memmap.pageblock_init(pfn, hooks),
-                }
-            }
-        };
-        let n = to - from;
-        self.stats.pages_initialized.fetch_add(n, Ordering::Relaxed);
-        let strategy = if kind.final_state { self.strategy } else { self.run_strategy() };
-        with_store!(strategy, S => {
-            let mut tmpl = {
-                let mut g = self.inner.lock();
-                slow_one(&mut g, own, from);
-                g.memmap.read(from)
-            };
-            let refresh = self.refresh();
-            let mut pageblock = |pfn: u64| {
-                let mut g = self.inner.lock();
-                let Inner { memmap, hooks } = &mut *g;
-                match kind.pageblock {
-                    PbMode::MovableResched => memmap.pageblock_init(pfn, hooks),
-                    _ => memmap.set_pageblock_migratetype(pfn, MigrateType::Movable),
-                }
-            };
-            if kind.pageblock == PbMode::None {
-                own.copy_run::<S, _>(&refresh, (from + 1, to), &mut tmpl, &mut Plain);
-            } else {
-                own.copy_run::<S, _>(&refresh, (from + 1, to), &mut tmpl, &mut AtPageblock(&mut pageblock));
-            }
-        }, slow => {
-            let mut g = self.inner.lock();
-            for pfn in from..to {
-                slow_one(&mut g, own, pfn);
-            }
-        });
-        n
-    }
-
-    /// The strategy of runs now: the boot's while booting, the node's after.
-    #[inline]
-    pub(super) fn run_strategy(&self) -> Strategy {
-        if self.booting.load(Ordering::Relaxed) { self.boot_strategy } else { self.strategy }
-    }
-
-    /// The per-PFN refresh of this node's template copies: pages fresh from
-    /// `__init_single_page`, whose `lru` words are self-pointers.
-    #[inline(always)]
-    pub(super) fn refresh(&self) -> Refresh<'_> {
-        Refresh::new(&self.cfg, &self.flags_layout, ListSelf::Both)
     }
 }

@@ -38,12 +38,13 @@
 use core::sync::atomic::Ordering;
 
 use crate::Strategy;
-use crate::fill::{Cached, PageblockFirsts, with_store};
 use crate::hooks::InitHooks;
 use crate::memmap::PageAccess;
+use crate::memmap::engine::{Cached, PageblockFirsts, with_store};
 use crate::model::page::{StructPage, offsets};
 use crate::node::owned::Owned;
-use crate::node::{Inner, Node, PbMode, RunKind};
+use crate::node::run::{PbMode, RunKind};
+use crate::node::{Inner, Node};
 use crate::sync::RunOnce;
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
@@ -85,9 +86,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     ///
     /// They are written with normal stores, not streamed: the boot's free pass reads every one
     /// of them back right away (`__free_pages_core`), and one line per 2 MiB block is 2 MiB of
-    /// struct pages for a 64 GiB zone, which stays in the last-level cache. Streaming them sent
-    /// each line to DRAM only for the free pass to miss on it (measured about 10% slower on the
-    /// 64 GiB boot, `cargo bench -p memmap-core --bench deferred` with `MEMMAP_BENCH_GIB=64`).
+    /// struct pages for a 64 GiB zone, which stays in the last-level cache. Streaming them
+    /// would send each line to DRAM only for the free pass to miss on it.
     fn ondemand_base_pages(&self, own: &mut Owned<'_, P>, first: u64, nblocks: u64, zone: u32) {
         let kind = RunKind {
             pageblock: PbMode::MovableResched,
@@ -97,7 +97,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         };
         self.init_run(own, first, first + 1, zone, kind);
         let bs = self.cfg.pageblock_nr_pages();
-        let template = if nblocks < 2 { Strategy::Slow } else { self.strategy };
+        let template = if nblocks < 2 { Strategy::Slow } else { self.strategy.0 };
         // Template and streaming copies alike are stored normally (see above).
         with_store!(template, _S => {
             let mut t = own.read(first);

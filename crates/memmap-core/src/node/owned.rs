@@ -10,8 +10,9 @@
 //!   resize lock, a block whose [`BlockStates::run_once`](crate::sync::BlockStates::run_once) this
 //!   thread won, and an allocation (taken off the free lists under the zone lock, then held
 //!   through its [`PageBlock`](crate::PageBlock)).
-//! * [`LockedZone`], the zone lock: its holder owns the struct pages of the zone's free blocks
-//!   (the list heads and their links, the buddies it merges), and nothing else.
+//! * [`LockedZone`](crate::node::buddy::LockedZone), the zone lock (beside the free lists it
+//!   guards): its holder owns the struct pages of the zone's free blocks (the list heads and
+//!   their links, the buddies it merges), and nothing else.
 //!
 //! The handles' methods are safe: the proof is made once, in the `unsafe` constructor at the
 //! hand-over point. A range handle checks every PFN against its range (a miss is a bug and
@@ -22,11 +23,9 @@
 
 use core::marker::PhantomData;
 
-use crate::fill::Pages;
 use crate::memmap::PageAccess;
+use crate::memmap::engine::Pages;
 use crate::model::page::StructPage;
-use crate::node::buddy::FreeArea;
-use crate::sync::SpinGuard;
 
 /// Exclusive access to the struct pages `[start, end)` of a node for `'o` (see the
 /// [module documentation](self)).
@@ -47,12 +46,6 @@ impl<P: StructPage> Owned<'_, P> {
     pub(crate) unsafe fn new(pages: Pages<P>, start: u64, end: u64) -> Self {
         Owned { pages, start, end: end.max(start), _owner: PhantomData }
     }
-
-    /// Whether `pfn` is in the handle's range.
-    #[inline(always)]
-    pub(crate) fn contains(&self, pfn: u64) -> bool {
-        self.owns(pfn)
-    }
 }
 
 // SAFETY: the window is the handle's range, inside the storage and owned by this thread for
@@ -66,47 +59,5 @@ unsafe impl<P: StructPage> PageAccess<P> for Owned<'_, P> {
     #[inline(always)]
     fn window(&self) -> (u64, u64) {
         (self.start, self.end)
-    }
-}
-
-/// A zone's free lists under the zone lock, with the struct pages the lock holder owns: those
-/// of the zone's free blocks (see the [module documentation](self)).
-pub(in crate::node) struct LockedZone<'z, P: StructPage> {
-    /// The free lists and counters.
-    pub(in crate::node) area: SpinGuard<'z, FreeArea>,
-    pages: Pages<P>,
-    span: (u64, u64),
-}
-
-impl<'z, P: StructPage> LockedZone<'z, P> {
-    /// The zone of `area` with access to the struct pages of its free blocks.
-    ///
-    /// # Safety
-    ///
-    /// `area` is the lock guard of the zone spanning `[span.0, span.1)`, inside `pages`'
-    /// storage; every thread follows the buddy allocator's rule: a struct page that heads a
-    /// free block (or is a buddy being merged) is read or written only under its zone's lock,
-    /// and the methods of this type are used on such pages only (and on the block being freed
-    /// into the zone, which the caller also owns).
-    pub(in crate::node) unsafe fn new(
-        area: SpinGuard<'z, FreeArea>,
-        pages: Pages<P>,
-        span: (u64, u64),
-    ) -> Self {
-        LockedZone { area, pages, span }
-    }
-}
-
-// SAFETY: the window is the zone's span, inside the storage (constructor); the struct pages
-// its methods are used on are owned by the zone lock's holder (the buddy allocator's rule the
-// constructor's caller vouches for); nothing streams through a zone guard.
-unsafe impl<P: StructPage> PageAccess<P> for LockedZone<'_, P> {
-    #[inline(always)]
-    fn pages(&self) -> Pages<P> {
-        self.pages
-    }
-    #[inline(always)]
-    fn window(&self) -> (u64, u64) {
-        self.span
     }
 }

@@ -27,14 +27,15 @@
 use core::sync::atomic::Ordering;
 
 use crate::Strategy;
-use crate::fill::{PageblockFirsts, PageblockHeads, Stores, with_store};
 use crate::freelist::ZoneFreeLists;
 use crate::hooks::InitHooks;
 use crate::memmap::PageAccess;
+use crate::memmap::engine::{PageblockFirsts, PageblockHeads, Stores, with_store};
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
 use crate::node::owned::Owned;
-use crate::node::{InitMode, Inner, Node, PbMode, RunKind};
+use crate::node::run::{PbMode, RunKind};
+use crate::node::{InitMode, Inner, Node};
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// The zone of `[lo, hi)` if the fused boot can write it in one final-state pass
@@ -43,7 +44,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// caller keeps the windows below `first_deferred_pfn`).
     pub(in crate::node) fn simple_window(&self, lo: u64, hi: u64) -> Option<u32> {
         let block = self.cfg.max_order_nr_pages();
-        if self.boot_strategy == Strategy::Slow
+        if self.run == Strategy::Slow
             || self.opts.policy.want_init_on_free()
             || lo >= hi
             || lo % block != 0
@@ -107,7 +108,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         if every_page {
             // Nothing is read back, so the node's own strategy (streaming from the threshold
             // up) rather than the fused boot's.
-            with_store!(Stores::of(self.strategy), S => {
+            with_store!(Stores::of(self.strategy.0), S => {
                 own.copy_run::<S, _>(&refresh, (lo, hi), &mut t, &mut PageblockHeads { block: n, head: block_head })
             });
         } else {
@@ -117,7 +118,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
                     block_head(b, rec);
                 }
             };
-            with_store!(Stores::of(self.run_strategy()), S => {
+            with_store!(Stores::of(self.run), S => {
                 own.copy_run::<S, _>(&refresh, (lo, hi), &mut t, &mut PageblockFirsts(base))
             });
         }

@@ -5,9 +5,9 @@
 use super::plan;
 use super::{DevPagemap, InitOptions, InitReport, ZoneDeviceRange};
 use crate::InitError;
-use crate::fill::with_store;
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
+use crate::memmap::engine::with_store;
 use crate::model::flags::MigrateType;
 use crate::model::page::StructPage;
 
@@ -48,11 +48,11 @@ pub fn move_pfn_range_to_zone<P: StructPage, H: InitHooks>(
         _ => None,
     };
     let Some((plan, start, end)) = part else {
-        let resolved = opts.fill.resolve(memmap, hooks, 0);
+        let resolved = opts.fill.resolve(memmap.config(), hooks, 0);
         return Ok(InitReport::new(opts, (range.start_pfn, range.start_pfn), 0, resolved, 0));
     };
     let n = end - start;
-    let (used, reason) = opts.fill.resolve(memmap, hooks, n.saturating_mul(P::SIZE as u64));
+    let (used, reason) = opts.fill.resolve(memmap.config(), hooks, n.saturating_mul(P::SIZE as u64));
     let zone_nid = (plan.zone, plan.nid);
     let drains = with_store!(used, S => {
         // The first page through the slow path, the rest copied from it.

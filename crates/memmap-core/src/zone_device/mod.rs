@@ -3,7 +3,7 @@
 //!
 //! * [`Strategy::Slow`] is the kernel's code (`__init_zone_device_page()` per PFN,
 //!   `memmap_init_compound()` per compound page).
-//! * [`Strategy::Template`] is the Li Zhe series: the first head page is initialized through the
+//! * [`Strategy::Template`] is the upstream template series: the first head page is initialized through the
 //!   slow path and copied as the head template; each compound page's first tail (page\[1\]) is
 //!   initialized through the slow path and copied as that compound's tail template; every other
 //!   page is a copy of its template with only the PFN-dependent fields refreshed (section bits
@@ -42,9 +42,10 @@ pub use mappable::{Unmappable, check_memremap_pages, hotplug_align_pages};
 pub use parallel::{ParallelInit, memmap_init_zone_device_parallel};
 
 use crate::InitError;
-use crate::fill::{FillOptions, Strategy, StrategyReason, with_store};
+use crate::fill::{FillOptions, Strategy, StrategyReason};
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
+use crate::memmap::engine::with_store;
 use crate::model::flags::VMEMMAP_RESERVE_NR;
 use crate::model::page::StructPage;
 use crate::model::version::Behaviour;
@@ -420,12 +421,12 @@ pub fn memmap_init_zone_device<P: StructPage, H: InitHooks>(
     let plan = match empty {
         Ok(plan) => plan,
         Err(start_pfn) => {
-            let resolved = opts.fill.resolve(memmap, hooks, 0);
+            let resolved = opts.fill.resolve(memmap.config(), hooks, 0);
             return Ok(InitReport::new(opts, (start_pfn, start_pfn), 0, resolved, 0));
         }
     };
     let written = plan.pages_written();
-    let (used, reason) = opts.fill.resolve(memmap, hooks, written.saturating_mul(P::SIZE as u64));
+    let (used, reason) = opts.fill.resolve(memmap.config(), hooks, written.saturating_mul(P::SIZE as u64));
     let drains = run_plan(memmap, &plan, pgmap, opts.drains, used, hooks);
     Ok(InitReport::new(opts, (plan.start, plan.end), written, (used, reason), drains))
 }

@@ -101,7 +101,7 @@ where
         drop(probe);
         return one_thread(memmap, (plan.start, plan.end));
     }
-    let (used, reason) = opts.fill.resolve(memmap, &probe, bytes);
+    let (used, reason) = opts.fill.resolve(memmap.config(), &probe, bytes);
     drop(probe);
     // The chunks of the kernel's padata split of the range: every end but the last is a
     // multiple of `align` (a section, so pageblock-aligned), where the memmap can be split.

@@ -18,7 +18,7 @@ impl<P: StructPage> Memmap<'_, P> {
     /// # Panics
     ///
     /// If `pfn` is outside the memmap.
-    pub fn init_zone_device_page<H: InitHooks>(
+    pub(crate) fn init_zone_device_page<H: InitHooks>(
         &mut self,
         pfn: u64,
         zone: u32,

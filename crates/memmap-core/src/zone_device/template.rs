@@ -17,8 +17,8 @@ use core::marker::PhantomData;
 
 use super::plan::Plan;
 use super::{DevPagemap, DrainPolicy};
-use crate::fill::{Cached, ListSelf, Refresh, Store};
 use crate::hooks::InitHooks;
+use crate::memmap::engine::{Cached, ListSelf, Refresh, Store};
 use crate::memmap::{AtPageblockFn, Memmap, PageblockWork, Streaming};
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::page::{StructPage, offsets};

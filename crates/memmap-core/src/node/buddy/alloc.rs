@@ -7,7 +7,8 @@ use crate::memmap::PageAccess;
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
 use crate::node::arena::Gfp;
-use crate::node::owned::{LockedZone, Owned};
+use crate::node::buddy::LockedZone;
+use crate::node::owned::Owned;
 use crate::node::{InitMode, Node};
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
@@ -84,7 +85,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             }
             // An on-demand block's pages past its first are not initialized yet: free (their
             // block's head says so), never a held page.
-            if self.initialized(head) && z.read(head).refcount() > 0 {
+            if self.is_initialized(head) && z.read(head).refcount() > 0 {
                 return false;
             }
         }
@@ -130,7 +131,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             self.ensure_range_initialized(pfn, n);
         }
         let checked = if self.opts.check_pages { n } else { 1 };
-        let mask = self.check_at_prep();
+        let mask = self.page_flags_check_at_prep();
         for p in pfn..pfn + checked {
             // Initialized (expanded above) and owned.
             let page = own.read(p);

@@ -17,13 +17,17 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         if self.opts.mode == InitMode::OnDemand { 1 << self.uninit_bit } else { 0 }
     }
 
-    /// `PAGE_FLAGS_CHECK_AT_PREP`: every page flag, the LRU fields and `PG_uninitialized_2m`.
-    pub(in crate::node) fn check_at_prep(&self) -> u64 {
+    /// The `PAGE_FLAGS_CHECK_AT_PREP` mask this node applies: every page flag, the LRU fields
+    /// and (on-demand) `PG_uninitialized_2m`.
+    #[must_use]
+    pub fn page_flags_check_at_prep(&self) -> u64 {
         ((1u64 << self.cfg.nr_pageflags) - 1) | self.lru_field_mask() | self.uninit_mask()
     }
 
-    /// `PAGE_FLAGS_CHECK_AT_FREE` of the release, the LRU fields and `PG_uninitialized_2m`.
-    pub(in crate::node) fn check_at_free(&self) -> u64 {
+    /// The `PAGE_FLAGS_CHECK_AT_FREE` mask this node applies: the release's, the LRU fields and
+    /// (on-demand) `PG_uninitialized_2m`.
+    #[must_use]
+    pub fn page_flags_check_at_free(&self) -> u64 {
         self.pg.check_at_free | self.lru_field_mask() | self.uninit_mask()
     }
 

@@ -7,7 +7,8 @@ use crate::hooks::InitHooks;
 use crate::memmap::PageAccess;
 use crate::model::page::{StructPage, offsets};
 use crate::node::boot::FREE_PREFETCH_AHEAD;
-use crate::node::owned::{LockedZone, Owned};
+use crate::node::buddy::LockedZone;
+use crate::node::owned::Owned;
 use crate::node::{InitMode, Node};
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
@@ -148,7 +149,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         let span = z;
         let mut z = self.lock_zone(zone);
         let checked = if self.opts.check_pages { n } else { 1 };
-        if let Some(p) = (pfn..pfn + checked).find(|&p| !self.initialized(p)) {
+        if let Some(p) = (pfn..pfn + checked).find(|&p| !self.is_initialized(p)) {
             return Err(FreeError::Uninitialized { pfn: p });
         }
         if self.is_free_buddy_page(&z, &span, pfn) {
@@ -165,7 +166,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             return Err(FreeError::BadPage { pfn, reason: BadPageReason::Refcount(head.refcount()) });
         }
         // free_page_is_bad(), as if put_page_testzero() had dropped the count to 0.
-        let mask = self.check_at_free();
+        let mask = self.page_flags_check_at_free();
         let mut as_freed = head;
         as_freed.set_u32_at(offsets::REFCOUNT, 0);
         self.page_state(&as_freed, zone, mask).map_err(|reason| FreeError::BadPage { pfn, reason })?;
@@ -181,7 +182,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         // put_page_testzero(), then free_pages_prepare(): flags &= ~PAGE_FLAGS_CHECK_AT_PREP.
         self.set_count(&mut own, pfn, 0);
         let f = own.word(pfn, offsets::FLAGS);
-        own.set_word(pfn, offsets::FLAGS, f & !self.check_at_prep());
+        own.set_word(pfn, offsets::FLAGS, f & !self.page_flags_check_at_prep());
         if self.opts.policy.want_init_on_free() {
             if let Some(a) = &self.arena {
                 // SAFETY: the block is still allocated (not linked yet): the caller owns it.
@@ -202,7 +203,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     ) -> bool {
         (0..=self.cfg.max_page_order).any(|o| {
             let head = pfn & !((1u64 << o) - 1);
-            span.span.contains(head) && self.initialized(head) && {
+            span.span.contains(head) && self.is_initialized(head) && {
                 let p = z.read(head);
                 p.page_type() == self.rules.buddy_type && p.private() >= u64::from(o)
             }

@@ -40,10 +40,12 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use crate::freelist::{FreeLists, MAX_ORDERS, Rules, ZoneFreeLists};
 use crate::hooks::InitHooks;
 use crate::memmap::PageAccess;
+use crate::memmap::engine::Pages;
 use crate::model::flags::MigrateType;
 use crate::model::page::{StructPage, offsets};
 use crate::node::Node;
-use crate::node::owned::{LockedZone, Owned};
+use crate::node::owned::Owned;
+use crate::sync::SpinGuard;
 
 /// The free lists of one zone and its page counters (behind the zone lock). The node's boot
 /// memory is all `MIGRATE_MOVABLE`, so its blocks are on the MOVABLE lists only.
@@ -314,7 +316,7 @@ impl<P: StructPage, H: InitHooks + Send> ZoneFreeLists for NodeZone<'_, '_, '_, 
     #[inline(always)]
     fn is_buddy(&self, pfn: u64) -> bool {
         self.z.owns(pfn)
-            && self.node.initialized(pfn)
+            && self.node.is_initialized(pfn)
             && self.z.read(pfn).page_type() == self.node.rules.buddy_type
     }
     /// The buddy's flags name this zone (every struct page of the span carries this node's id).
@@ -377,20 +379,6 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     }
 
     // ------------------------------------------------------------------ inspection
-
-    /// The `PAGE_FLAGS_CHECK_AT_PREP` mask this node applies (includes `PG_uninitialized_2m`
-    /// in on-demand mode).
-    #[must_use]
-    pub fn page_flags_check_at_prep(&self) -> u64 {
-        self.check_at_prep()
-    }
-
-    /// The `PAGE_FLAGS_CHECK_AT_FREE` mask this node applies (includes `PG_uninitialized_2m`
-    /// in on-demand mode).
-    #[must_use]
-    pub fn page_flags_check_at_free(&self) -> u64 {
-        self.check_at_free()
-    }
 
     /// Pages in zone `zone`'s free lists (0 for a zone the node does not have).
     #[must_use]
@@ -458,5 +446,47 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         // this node (handles are not `Clone`, `from_raw` does not exist, and `free_pages_raw`
         // requires no live handle), so its holder owns these bytes for the borrow.
         Some(unsafe { a.range_mut(block.pfn, block.nr_pages()) })
+    }
+}
+
+/// A zone's free lists under the zone lock, with the struct pages the lock holder owns: those
+/// of the zone's free blocks (see the [ownership rules](crate::node::owned)).
+pub(in crate::node) struct LockedZone<'z, P: StructPage> {
+    /// The free lists and counters.
+    pub(in crate::node) area: SpinGuard<'z, FreeArea>,
+    pages: Pages<P>,
+    span: (u64, u64),
+}
+
+impl<'z, P: StructPage> LockedZone<'z, P> {
+    /// The zone of `area` with access to the struct pages of its free blocks.
+    ///
+    /// # Safety
+    ///
+    /// `area` is the lock guard of the zone spanning `[span.0, span.1)`, inside `pages`'
+    /// storage; every thread follows the buddy allocator's rule: a struct page that heads a
+    /// free block (or is a buddy being merged) is read or written only under its zone's lock,
+    /// and the methods of this type are used on such pages only (and on the block being freed
+    /// into the zone, which the caller also owns).
+    pub(in crate::node) unsafe fn new(
+        area: SpinGuard<'z, FreeArea>,
+        pages: Pages<P>,
+        span: (u64, u64),
+    ) -> Self {
+        LockedZone { area, pages, span }
+    }
+}
+
+// SAFETY: the window is the zone's span, inside the storage (constructor); the struct pages
+// its methods are used on are owned by the zone lock's holder (the buddy allocator's rule the
+// constructor's caller vouches for); nothing streams through a zone guard.
+unsafe impl<P: StructPage> PageAccess<P> for LockedZone<'_, P> {
+    #[inline(always)]
+    fn pages(&self) -> Pages<P> {
+        self.pages
+    }
+    #[inline(always)]
+    fn window(&self) -> (u64, u64) {
+        self.span
     }
 }

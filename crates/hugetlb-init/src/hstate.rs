@@ -1,295 +1,12 @@
-//! The types the other modules share: the huge page sizes ([`Hstate`]), bad input, HVO's
-//! outcome, a folio's tail init. This
-//! module imports nothing else of the crate, so the boot path's modules form a chain
-//! (`types` → `bootmem`, `folio` → `hvo` → `boot`) without cycles.
+//! The huge page sizes of a configuration ([`Hstate`], [`Hstates`]): which sizes the
+//! architecture registers for its page size, their orders, their vmemmap arithmetic and the
+//! modelled addresses of `hstates[]`.
 
 use core::fmt;
 
-use memmap_core::{Arch, KernelConfig, Strategy, StrategyReason, StructPage};
+use memmap_core::{Arch, KernelConfig, StructPage};
 
-/// Bad input to the boot. Nothing is written when one is returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum HugetlbError {
-    /// The request asks for no page on any node.
-    ZeroPages,
-    /// Not a huge page size of the configuration's architecture and page size
-    /// (`arch_hugetlb_valid_size()` refuses it).
-    UnsupportedHstate {
-        /// Size asked for, in bytes.
-        size: u64,
-        /// The sizes the configuration has.
-        supported: Hstates,
-    },
-    /// An hstate of another configuration (another page size or architecture) than the
-    /// node's memmap.
-    HstateNotOfConfig {
-        /// The hstate.
-        hstate: Hstate,
-        /// The node.
-        nid: u32,
-        /// The sizes the node's configuration has.
-        supported: Hstates,
-    },
-    /// A node's range cannot hold the pages asked for on it.
-    RangeTooSmall {
-        /// The node id.
-        nid: u32,
-        /// Page size.
-        hstate: Hstate,
-        /// Pages asked for.
-        requested: u64,
-        /// Aligned pages that fit.
-        fit: u64,
-    },
-    /// Pages were asked for on a node without memory.
-    NodeWithoutMemory {
-        /// The node id.
-        nid: u32,
-    },
-    /// A per-node count list does not match the node list.
-    CountsMismatch {
-        /// Nodes.
-        nodes: usize,
-        /// Counts given.
-        counts: usize,
-    },
-    /// Two nodes have the same id.
-    DuplicateNode {
-        /// The node id.
-        nid: u32,
-    },
-    /// Two nodes' ranges overlap.
-    NodesOverlap {
-        /// First node.
-        a: u32,
-        /// Second node.
-        b: u32,
-    },
-    /// A node's PFN range overflows `u64`.
-    RangeOverflow {
-        /// The node id.
-        nid: u32,
-    },
-    /// The record storage is too short for the request.
-    RecordsTooShort {
-        /// Records needed.
-        needed: usize,
-        /// Records given.
-        got: usize,
-    },
-    /// The node id does not fit in the flags' node field.
-    NodeOutOfRange {
-        /// The node id.
-        nid: u32,
-        /// Largest id.
-        max: u32,
-    },
-    /// The node's zone is not a memory zone below `ZONE_DEVICE`.
-    BadZone {
-        /// The node id.
-        nid: u32,
-        /// Zone given.
-        zone: u32,
-        /// `ZONE_DEVICE`.
-        zone_device: u32,
-    },
-    /// A node's memory is not inside its memmap.
-    NodeOutsideMemmap {
-        /// The node id.
-        nid: u32,
-        /// Node start.
-        start_pfn: u64,
-        /// Node pages.
-        nr_pages: u64,
-        /// Memmap start.
-        memmap_start: u64,
-        /// Memmap end.
-        memmap_end: u64,
-    },
-    /// The records are not grouped by node in node order (first offending index).
-    RecordsNotGrouped {
-        /// Index.
-        index: usize,
-    },
-    /// A record's folio is misaligned or not inside its node's memory.
-    FolioOutsideNode {
-        /// Head PFN.
-        head_pfn: u64,
-        /// The node id.
-        nid: u32,
-    },
-    /// A head is not as the reserved-region path leaves it (refcount 1, `PG_reserved`).
-    HeadNotReserved {
-        /// Head PFN.
-        pfn: u64,
-    },
-    /// Two folios given to [`boot_placed`](crate::boot_placed) overlap.
-    FoliosOverlap {
-        /// Head PFN of one.
-        a: u64,
-        /// Head PFN of the other.
-        b: u64,
-    },
-}
-
-impl fmt::Display for HugetlbError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            HugetlbError::ZeroPages => f.write_str("no huge pages requested"),
-            HugetlbError::UnsupportedHstate { size, supported } => {
-                write!(f, "unsupported huge page size {size:#x} (the configuration has {supported})")
-            }
-            HugetlbError::HstateNotOfConfig { hstate, nid, supported } => write!(
-                f,
-                "node {nid}: the {hstate} hstate of {} KiB pages is not one of its configuration's ({supported})",
-                1u64 << hstate.page_shift().saturating_sub(10)
-            ),
-            HugetlbError::RangeTooSmall { nid, hstate, requested, fit } => {
-                write!(f, "node {nid}: {requested} pages of {hstate} requested, only {fit} fit in its memory")
-            }
-            HugetlbError::NodeWithoutMemory { nid } => write!(f, "node {nid} has no memory"),
-            HugetlbError::CountsMismatch { nodes, counts } => {
-                write!(f, "{counts} per-node counts for {nodes} nodes")
-            }
-            HugetlbError::DuplicateNode { nid } => write!(f, "node {nid} listed twice"),
-            HugetlbError::NodesOverlap { a, b } => write!(f, "nodes {a} and {b} overlap"),
-            HugetlbError::RangeOverflow { nid } => write!(f, "node {nid}: pfn range overflows"),
-            HugetlbError::RecordsTooShort { needed, got } => {
-                write!(f, "{got} huge_bootmem_page records given, {needed} needed")
-            }
-            HugetlbError::NodeOutOfRange { nid, max } => write!(f, "node {nid} does not fit (max {max})"),
-            HugetlbError::BadZone { nid, zone, zone_device } => {
-                write!(f, "node {nid}: zone {zone} is not a memory zone below ZONE_DEVICE ({zone_device})")
-            }
-            HugetlbError::NodeOutsideMemmap { nid, start_pfn, nr_pages, memmap_start, memmap_end } => write!(
-                f,
-                "node {nid}: pfns [{start_pfn:#x}, +{nr_pages}) not inside its memmap [{memmap_start:#x}, {memmap_end:#x})"
-            ),
-            HugetlbError::RecordsNotGrouped { index } => {
-                write!(f, "huge_bootmem_page records not grouped by node in node order (index {index})")
-            }
-            HugetlbError::FolioOutsideNode { head_pfn, nid } => {
-                write!(f, "folio at {head_pfn:#x} is misaligned or outside node {nid}")
-            }
-            HugetlbError::HeadNotReserved { pfn } => {
-                write!(f, "head {pfn:#x} is not a reserved page with refcount 1")
-            }
-            HugetlbError::FoliosOverlap { a, b } => write!(f, "the folios at {a:#x} and {b:#x} overlap"),
-        }
-    }
-}
-
-impl core::error::Error for HugetlbError {}
-
-/// Why HVO does not run at all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HvoUnavailable {
-    /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` is not set ([`KernelConfig::hugetlb_vmemmap`](memmap_core::KernelConfig::hugetlb_vmemmap)).
-    ConfigOff,
-    /// The configuration is not SPARSEMEM_VMEMMAP, which HVO depends on.
-    NoSparsememVmemmap,
-    /// Booted with `hugetlb_free_vmemmap=off` ([`HvoParams::boot_option`](crate::HvoParams::boot_option) false).
-    BootOptionOff,
-    /// `sizeof(struct page)` is not a power of two (72-byte layout): nothing is optimizable.
-    StructPageNotPowerOfTwo,
-    /// The hstate's struct pages fit in the one vmemmap page HVO keeps
-    /// (`hugetlb_vmemmap_optimizable_size()` is 0: 2 MiB pages of 16 or 64 KiB base pages, the
-    /// 64 KiB pages of 4 KiB).
-    NothingToFree,
-}
-
-impl fmt::Display for HvoUnavailable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            HvoUnavailable::ConfigOff => "CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP is off",
-            HvoUnavailable::NoSparsememVmemmap => "not SPARSEMEM_VMEMMAP",
-            HvoUnavailable::BootOptionOff => "hugetlb_free_vmemmap=off",
-            HvoUnavailable::StructPageNotPowerOfTwo => "sizeof(struct page) is not a power of two",
-            HvoUnavailable::NothingToFree => "the hstate's struct pages fit in one vmemmap page",
-        })
-    }
-}
-
-/// Why HVO failed for one folio.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HvoError {
-    /// `-ENOMEM`: the page-table page for splitting the vmemmap PMD could not be allocated.
-    NoMemory,
-    /// The real (memfd) remapping failed with this errno (e.g. `ENOMEM` when the process runs
-    /// out of `vm.max_map_count` mappings); the folio's vmemmap was restored.
-    Remap {
-        /// `errno`.
-        errno: i32,
-    },
-}
-
-impl fmt::Display for HvoError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HvoError::NoMemory => f.write_str("-ENOMEM (vmemmap page-table allocation failed)"),
-            HvoError::Remap { errno } => write!(f, "vmemmap remap failed, errno {errno}"),
-        }
-    }
-}
-
-/// What HVO did to one folio.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum HvoOutcome {
-    /// The folio has not reached `prep_and_add_bootmem_folios()` yet.
-    #[default]
-    NotAttempted,
-    /// Optimized: the tail vmemmap pages map the head vmemmap page read-only.
-    Optimized {
-        /// A new page received a copy of the head vmemmap page (false: the current head page
-        /// was kept, after a failed allocation or in the no_std model).
-        head_copied: bool,
-        /// Old vmemmap pages freed.
-        freed_pages: u64,
-    },
-    /// HVO does not run.
-    Unavailable(HvoUnavailable),
-    /// HVO failed; the folio is as before.
-    Failed(HvoError),
-}
-
-/// How one folio's fallback tails were initialized.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct TailInit {
-    /// Strategy used (never [`Strategy::Auto`]).
-    pub used: Strategy,
-    /// Why that strategy ran.
-    pub reason: StrategyReason,
-    /// Tail struct pages written.
-    pub pages: u64,
-    /// `stream_hal::drain()` calls.
-    pub drains: u64,
-}
-
-/// What the boot did to one folio.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct FolioOutcome {
-    /// The folio went through `hugetlb_folio_init_vmemmap` and `init_new_hugetlb_folio`.
-    pub initialized: bool,
-    /// What HVO did.
-    pub hvo: HvoOutcome,
-    /// The fallback `hugetlb_folio_init_tail_vmemmap(folio, RESERVE, nr)`, when HVO did not
-    /// cover the folio.
-    pub fallback: Option<TailInit>,
-}
-
-impl FolioOutcome {
-    /// Whether HVO optimized the folio (`folio_test_hugetlb_vmemmap_optimized`).
-    #[must_use]
-    pub const fn optimized(&self) -> bool {
-        matches!(self.hvo, HvoOutcome::Optimized { .. })
-    }
-}
+use crate::HugetlbError;
 
 /// `HUGE_MAX_HSTATE` of the modelled architectures: the most huge page sizes one configuration
 /// has (arm64 with 4 KiB pages registers four: PUD, contiguous PMD, PMD, contiguous PTE).
@@ -312,14 +29,14 @@ pub const fn hugetlb_vmemmap_reserve_pages<P: StructPage>(cfg: &KernelConfig) ->
 /// The modelled kernel address of `hstates[]`, the array of `struct hstate` in the kernel
 /// image. Real kernels place it where their build puts it; a comparison with a real kernel
 /// matches the two by name (see [`hugepage_freelist_addr`]).
-pub const HSTATES_ADDR: u64 = 0xffff_ffff_8400_0000;
+pub(crate) const HSTATES_ADDR: u64 = 0xffff_ffff_8400_0000;
 
 /// The modelled size of one `struct hstate` in [`HSTATES_ADDR`]'s array.
-pub const HSTATE_MODEL_SIZE: u64 = 0x1_0000;
+pub(crate) const HSTATE_MODEL_SIZE: u64 = 0x1_0000;
 
 /// The modelled offset of `hugepage_freelists[]` (one `struct list_head` per node) in a
 /// `struct hstate`.
-pub const HUGEPAGE_FREELISTS_OFFSET: u64 = 0x100;
+pub(crate) const HUGEPAGE_FREELISTS_OFFSET: u64 = 0x100;
 
 /// The modelled address of `&h->hugepage_freelists[nid]` for `hstate` (`hstates[]` slot
 /// [`Hstate::index`], the largest size first): the list head the free folios' `lru` links
@@ -654,7 +371,7 @@ impl Hstate {
     /// struct pages fit in one vmemmap page: 2 MiB pages of 16 or 64 KiB pages) or
     /// `sizeof(struct page)` is not a power of two ("struct page crosses page boundaries").
     #[must_use]
-    pub const fn vmemmap_optimizable_size<P: StructPage>(self) -> u64 {
+    pub(crate) const fn vmemmap_optimizable_size<P: StructPage>(self) -> u64 {
         if !P::SIZE.is_power_of_two() {
             return 0;
         }
