@@ -6,7 +6,8 @@
 //!
 //! * [`Threads`], the thread-count policy: one thread, a fixed count, one per work item, or
 //!   [`Threads::Auto`], the count where this machine's streaming-store bandwidth stops growing
-//!   (measured once per process, see [`threads`]).
+//!   by [`AUTO_MIN_GAIN`] a step (measured once per process, see [`auto_threads`]; the
+//!   workspace's one auto-thread rule).
 //! * The kernel's `padata_do_multithreaded()` (kernel/padata.c): [`PadataJob`] says how a job is
 //!   split ([`PadataJob::plan`], [`PadataJob::chunks`], pure functions, also without `std`), and
 //!   [`padata_do_multithreaded`] runs it on scoped threads, the caller participating.
@@ -49,11 +50,17 @@
 extern crate std;
 
 mod padata;
+/// Not part of the API: public only while `memmap_core::parallel` still re-exports
+/// `threads::{AUTO_MIN_BYTES, AUTO_MIN_GAIN}` and `auto_threads_steps`; private after.
+#[doc(hidden)]
 pub mod threads;
 
 pub use padata::{PadataChunks, PadataError, PadataJob, PadataPlan};
 #[cfg(feature = "std")]
 pub use padata::{PadataReport, padata_do_multithreaded, padata_do_multithreaded_together};
-pub use threads::Threads;
 #[cfg(feature = "std")]
-pub use threads::{auto_threads, auto_threads_steps, available_cpus};
+#[doc(hidden)]
+pub use threads::auto_threads_steps;
+pub use threads::{AUTO_MIN_BYTES, AUTO_MIN_GAIN, Threads};
+#[cfg(feature = "std")]
+pub use threads::{auto_threads, available_cpus};

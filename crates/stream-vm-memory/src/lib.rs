@@ -25,13 +25,11 @@
 //! [`Placement::Topology`].
 //!
 //! [`Threads::Auto`] measures the machine's bandwidth once per process, on the first call of
-//! 8 MiB or more that asks for it: that call is slower by the search (0.34-0.49 s on this
-//! project's 2-vCPU guest, up to 1.6 s while other builds load it) and the process's peak resident
-//! memory grows by the search's 256 MiB buffer (from 130 to 322 MiB in
-//! `cargo run --release -p stream-vm-memory --example threads_auto_cost`; freed afterwards). A
-//! VMM that cannot pay that on its first reset passes [`Threads::Fixed`] (the count it wants),
-//! or resolves the policy at start-up, before a guest runs: [`Threads::resolve`] measures then
-//! and returns the [`Threads::Fixed`] count to pass from there on.
+//! 8 MiB or more that asks for it: that call is slower by the search and the process's peak
+//! resident memory grows by the search's 256 MiB buffer (freed afterwards). A VMM that cannot
+//! pay that on its first reset passes [`Threads::Fixed`] (the count it wants), or resolves the
+//! policy at start-up, before a guest runs: [`Threads::resolve`] measures then and returns the
+//! [`Threads::Fixed`] count to pass from there on.
 //!
 //! ## Guarantees of every call
 //!
@@ -63,17 +61,13 @@
 //!   own writes are (a discarded page reads as zero: it changed). Populating changes no byte and
 //!   marks nothing.
 //!
-//! What the store checks cost (`cargo bench -p stream-vm-memory --bench zero`, with
-//! `STREAM_VM_MEMORY_BENCH_BACKING=anon|memfd|shm`, on this project's 2-vCPU guest): on
-//! private anonymous memory nothing measurable (a 4 KiB zero about 60 ns more, the region
-//! lookup); on shmem a `mincore` per 16 MiB, which left a 4 GiB zero of a memfd or of a
-//! `/dev/shm` file at 1.00-1.03x the streaming-clear limit as before, and per call a `statx`
-//! of the region's file (its size, which can change; its file system is asked once per mount)
-//! and a one-page `MADV_POPULATE_WRITE` (with an `fstat` and an `fstatfs` every call instead of
-//! the `statx`, a 4 KiB zero of a memfd took 1.9 µs instead of 0.4). Where every page is faulted in first the walk is
-//! per huge page on hugetlbfs (cheap), per 4 KiB page elsewhere (a file on another file system,
-//! unknown backing: on resident memory about as long as the zero itself; a region type that
-//! knows better says so in its [`RegionBacking`]).
+//! What the store checks cost: on private anonymous memory only the region lookup; on shmem
+//! a `mincore` per 16 MiB, and per call a `statx` of the region's file (its size, which can
+//! change; its file system is asked once per mount) and a one-page `MADV_POPULATE_WRITE`.
+//! Where every page is faulted in first the walk is per huge page on hugetlbfs (cheap), per
+//! 4 KiB page elsewhere (a file on another file system, unknown backing: on resident memory
+//! about as long as the zero itself; a region type that knows better says so in its
+//! [`RegionBacking`]). Figures: `docs/performance/vmm-notes.md`.
 //!
 //! ## Concurrent guest access
 //!
@@ -114,7 +108,8 @@
 //!
 //! None of its own. It depends on `vm-memory` with `backend-mmap` and `backend-bitmap`
 //! (for [`GuestMemoryMmap`](vm_memory::GuestMemoryMmap) and its dirty bitmap), on
-//! `stream-par` (`std`: the [`Threads`] policy and the padata runner) and on
+//! `stream-par` (`std`: the [`Threads`] policy and the padata runner; name the policy as
+//! `stream_par::Threads`) and on
 //! `stream-hal` with its default features; a VMM that wants `stream-hal`'s switches sets them in
 //! its build's `RUSTFLAGS` (`--cfg stream_hal_no_cpuid`, `--cfg stream_hal_force_generic`).
 //!
@@ -128,15 +123,11 @@
 //! Rust 1.85 (edition 2024), the workspace's `rust-version`, checked in CI with the versions
 //! in the repository's `Cargo.lock`.
 //!
-//! ## Measured
+//! ## Performance
 //!
-//! The crate's README has the figures: populate against Cloud Hypervisor's algorithm (and,
-//! in `memmap-bench guest-memory`, against the other VMM algorithms of [`baseline`]: Cloud
-//! Hypervisor's NUMA-aware prefault, QEMU's preallocation, one `MADV_POPULATE_WRITE` per
-//! region), reset (in place and by discard) against `write_slice`, `memset` and the machine's
-//! zero-fill limit (`memmap-bench guest-memory`), the reset rule's sweep
-//! (`cargo run --release -p stream-vm-memory --example reset_sweep`), and the one-thread zero
-//! against `write_slice` (`cargo bench -p stream-vm-memory --bench zero`).
+//! How fast populate and reset are against the VMMs' own algorithms and the machine's limits
+//! is measured by `memmap-bench guest-memory`; the figures and the commands that produced
+//! them are in the repository's `docs/performance/` (`vmm-notes.md`, `populate-baselines.md`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -147,7 +138,6 @@
 struct ReadmeDoctests;
 
 mod backing;
-pub mod baseline;
 mod engine;
 mod error;
 mod fault;
@@ -169,16 +159,14 @@ pub use populate::{
 };
 pub use reset::{ResetPath, ResetPolicy, ResetReport, reset, reset_path};
 pub use serial::{fill, fill_pattern, write, zero};
-pub use stream_par::Threads;
 
 /// What the host does with the `madvise` advice this crate relies on, probed once per process on
 /// pages of its own (an emulator such as qemu-user before 8.1 answers every `madvise` with
 /// success and does nothing; a kernel before 5.14 has no `MADV_POPULATE_WRITE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HostSupport {
-    /// `MADV_POPULATE_WRITE` faults pages in ([`populate`] and [`baseline::qemu_prealloc`]
-    /// touch private anonymous pages themselves otherwise, and the other baselines fail with
-    /// [`Error::Os`]).
+    /// `MADV_POPULATE_WRITE` faults pages in ([`populate`] touches private anonymous pages
+    /// itself otherwise).
     pub populate_write: bool,
     /// `MADV_DONTNEED` drops private anonymous pages ([`ResetPolicy::Discard`] of such memory
     /// fails with [`Error::Os`] otherwise, and [`ResetPolicy::Auto`] zeroes it in place).
@@ -198,6 +186,8 @@ pub fn host_support() -> HostSupport {
     }
 }
 
+#[cfg(doc)]
+use stream_par::Threads;
 use vm_memory::GuestAddress;
 #[cfg(doc)]
 use vm_memory::bitmap::Bitmap;

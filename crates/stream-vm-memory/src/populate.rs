@@ -47,14 +47,9 @@ pub enum PopulateMethod {
 
 /// Transparent huge pages for the populated memory.
 ///
-/// The default is [`HugePageAdvice::Advise`], from measurement: on this project's machine
-/// (a 2-vCPU guest, THP `madvise`), populating 4 GiB of fresh memory in two regions was faster
-/// with the advice in each of five runs of 7 rounds (`memmap-bench guest-memory --size 4G
-/// --threads 2 --rounds 7`): medians of 412-2047 ms with it against 2136-3766 ms without on
-/// one thread, 560-2202 against 1543-3276 ms on two. Rounds with the advice are bimodal (0.2
-/// to 9 s: the host compacting memory to find 2 MiB blocks), and on a host that must compact
-/// for every round the advice can lose (a report of 1752 ms with it against 1079 ms without):
-/// there, pass [`HugePageAdvice::Leave`].
+/// The default is [`HugePageAdvice::Advise`]: fewer, larger faults populate fresh memory
+/// faster, unless the host must compact memory to find 2 MiB blocks for every call; there,
+/// pass [`HugePageAdvice::Leave`] (`docs/performance/vmm-notes.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum HugePageAdvice {
     /// `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of each anonymous or shmem/memfd

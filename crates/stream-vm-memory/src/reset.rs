@@ -18,8 +18,7 @@ use crate::sys::{self, Advice};
 /// How [`reset`] makes the range read as zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ResetPolicy {
-    /// The faster path, page by page, by the rule of [`reset_path`] (measured; see the
-    /// crate's README): resident pages are zeroed in place, pages that are not resident (never
+    /// The faster path, page by page, by the rule of [`reset_path`]: resident pages are zeroed in place, pages that are not resident (never
     /// faulted in, discarded before, swapped out) are discarded where the backing allows it,
     /// so that they stay out of memory and read as zero. Residency is kept as it was: what was
     /// resident is resident and zero, the rest is not faulted in.
@@ -69,12 +68,10 @@ pub enum ResetPath {
 /// The rule of [`ResetPolicy::Auto`] for one page of memory of kind `kind`, `resident` or not
 /// (as `mincore`, or for a shared file its data extents, report it).
 ///
-/// Measured on this project's machine (the crate's README has the sweep and its command):
-/// on resident memory, in place is faster than discard and refault at every size (from 4 KiB
-/// to 4 GiB, with and without transparent huge pages, anonymous or memfd; the refault costs
-/// the kernel's page clearing plus a fault per page, which is several times the streaming
-/// zero); on memory that is not resident, discarding is faster at every size (it does nearly
-/// nothing, while zeroing in place faults every page in first). Memory whose discard would not
+/// On resident memory, zeroing in place is faster than discard and refault at every size (the
+/// refault costs the kernel's page clearing plus a fault per page); on memory that is not
+/// resident, discarding is faster (it does nearly nothing, while zeroing in place faults every
+/// page in first). The sweep behind the rule: `docs/performance/reset-sweep.txt`. Memory whose discard would not
 /// read as zero (a private file mapping, an unknown backing) is always zeroed in place.
 #[must_use]
 pub const fn reset_path(kind: BackingKind, resident: bool) -> ResetPath {
@@ -454,14 +451,14 @@ struct MappedWalk<'w, 'f> {
 
 impl MappedWalk<'_, '_> {
     /// Walks the whole pages `[a, b)` with as few system calls as the residency allows (each
-    /// costs 0.5-3 us on the project's machine, as much as zeroing 64 KiB):
+    /// costs as much as zeroing tens of KiB):
     ///
     /// * up to [`SCAN_ALL_PAGES`]: one `PAGEMAP_SCAN` ([`MappedWalk::scanned`]) says for every
     ///   page;
     /// * above, one `PAGEMAP_SCAN` that stops at the first page with an entry: none (memory
     ///   discarded before, or never used) ends the call, a swapped page goes on by the page
-    ///   tables, a present one by `mincore` ([`for_each_resident_run`]: 1.4 ns per present
-    ///   4 KiB page where the scan costs 12.6), whose runs that are not resident go to
+    ///   tables, a present one by `mincore` ([`for_each_resident_run`]: cheaper per present
+    ///   page than the scan), whose runs that are not resident go to
     ///   [`MappedWalk::scanned`].
     ///
     /// Huge pages (hugetlbfs), and a kernel without `PAGEMAP_SCAN` (before 6.7): `mincore`
@@ -495,7 +492,7 @@ impl MappedWalk<'_, '_> {
 
     /// The whole pages `[u, v)`, which have no page-table entry here: of private memory they
     /// read as zero already, `absent` is told; of a shmem file, so are those of a hole (one
-    /// `cachestat` call, 0.6 us whatever the length, where `mincore` would look every page up
+    /// `cachestat` call whatever the length, where `mincore` would look every page up
     /// in the page cache), and the rest (data not mapped here, or a kernel before 6.5) go by
     /// `mincore`.
     fn skip(&mut self, u: usize, v: usize) -> Result<(), Error> {
@@ -518,7 +515,7 @@ impl MappedWalk<'_, '_> {
     /// one `PAGEMAP_SCAN` per 64 runs, Linux 6.7): present pages are zeroed in place, pages
     /// swapped out discarded, and pages with no entry go to [`MappedWalk::skip`] (of private
     /// memory, they read as zero already and nothing is done: a `MADV_DONTNEED` of them costs
-    /// as much as the scan, 0.5 ms per GiB on the project's machine). Where the kernel cannot
+    /// as much as the scan). Where the kernel cannot
     /// scan, `mincore` decides.
     fn scanned(&mut self, a: usize, b: usize) -> Result<(), Error> {
         /// Why the scan stopped: the kernel (`mincore` decides the rest), or `act`.
@@ -561,13 +558,12 @@ impl MappedWalk<'_, '_> {
 
 /// The largest range [`reset`] leaves to the calling thread alone when all of it is out of
 /// memory: 128 MiB. What is left to do is marking its pages dirty, and vm-memory's
-/// `AtomicBitmap` sets one bit per page with an atomic operation: 0.6 ms per GiB of 4 KiB pages
-/// on one thread on the project's machine, where a second worker starts in 0.05-0.1 ms
-/// (docs/performance/reset-sweep.txt).
+/// `AtomicBitmap` sets one bit per page with an atomic operation, which below this size takes
+/// less than starting a second worker (docs/performance/reset-sweep.txt).
 const ABSENT_ALONE: usize = 128 << 20;
 
 /// Base pages up to which [`MappedWalk::runs`] asks the page tables about every page
-/// (512 KiB of 4 KiB pages: the scan's 12.6 ns per present page is then less than the one more
+/// (512 KiB of 4 KiB pages: the scan of that many present pages costs less than the one more
 /// system call the probe and `mincore` would make).
 const SCAN_ALL_PAGES: usize = 128;
 

@@ -131,8 +131,7 @@ mod linux {
 
     /// Whether the `len` bytes of shmem file (memfd, tmpfs) `file` from `off` are a hole: no
     /// page of them in the page cache and none swapped out. (Of a file on disk it says nothing:
-    /// data never read is in neither.) One `cachestat` call: 0.6 us on the
-    /// project's machine whatever the length, plus 42 ns per cached page it counts. `Err` where
+    /// data never read is in neither.) One `cachestat` call whatever the length. `Err` where
     /// the kernel has no `cachestat` (before 6.5) or refuses the file (hugetlbfs).
     pub(crate) fn is_hole(file: &File, off: u64, len: u64) -> io::Result<bool> {
         use std::os::fd::AsRawFd;

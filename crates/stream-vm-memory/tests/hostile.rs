@@ -13,10 +13,11 @@
 mod common;
 
 use common::*;
+use stream_par::Threads;
 use stream_vm_memory::baseline::cloud_hypervisor_prefault;
 use stream_vm_memory::{
     Error, GuestMemoryStreamExt, HostOp, HugePageAdvice, Placement, PopulateMethod, PopulateOptions,
-    RegionBacking, ResetPolicy, Stores, Threads, Unwritable, Workers, advise_huge_pages, fill, fill_parallel,
+    RegionBacking, ResetPolicy, Stores, Unwritable, Workers, advise_huge_pages, fill, fill_parallel,
     fill_pattern, fill_pattern_parallel, host_support, populate, populate_all, reset, write, zero,
     zero_parallel,
 };

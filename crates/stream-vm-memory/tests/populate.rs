@@ -7,11 +7,12 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
+use stream_par::Threads;
 use stream_vm_memory::baseline::{cloud_hypervisor_prefault, cloud_hypervisor_threads};
 use stream_vm_memory::numa::{GuestNodeRange, HostNode, MemoryNodes, Topology};
 use stream_vm_memory::{
     BackingKind, Cancel, Error, HostOp, HugePageAdvice, Placement, PopulateMethod, PopulateOptions,
-    RegionBacking, Threads, Workers, populate, populate_all,
+    RegionBacking, Workers, populate, populate_all,
 };
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 

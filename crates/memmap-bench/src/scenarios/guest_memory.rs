@@ -2,7 +2,7 @@
 //! `GuestMemoryMmap<AtomicBitmap>` of `--size` bytes in two anonymous regions (default 4 GiB).
 //!
 //! * `guest-memory-populate`: faulting fresh guest memory in before a guest boots, ours against
-//!   the VMMs' algorithms (`stream_vm_memory::baseline`). Every round of every strategy maps
+//!   the VMMs' algorithms (`crate::vmm_prefault`). Every round of every strategy maps
 //!   new regions (not timed), faults them in (timed) and unmaps them (not timed):
 //!   * `ch-prefault`: Cloud Hypervisor mainline (region after region, `min(CPUs, 16,
 //!     size / 4 GiB)` threads each, one `MADV_POPULATE_WRITE` per thread), with its own thread
@@ -58,10 +58,6 @@
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
-use stream_vm_memory::baseline::{
-    BaselineRegion, QemuPrealloc, cloud_hypervisor_numa_prefault, cloud_hypervisor_prefault, qemu_prealloc,
-    single_populate_write,
-};
 use stream_vm_memory::{
     HugePageAdvice, Placement, PopulateOptions, ResetPolicy, Workers, advise_huge_pages, populate_all, reset,
 };
@@ -79,6 +75,10 @@ use crate::measure::{Runner, Samples, interleaved, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow};
 use crate::report::scenario::{Column, Figure, LimitKind, ScenarioReport, ScenarioSpec, StrategyResult};
 use crate::size::Bytes as Size;
+use crate::vmm_prefault::{
+    BaselineRegion, cloud_hypervisor_numa_prefault, cloud_hypervisor_prefault, qemu_prealloc,
+    single_populate_write,
+};
 
 /// The populate scenario's name.
 pub const POPULATE: &str = "guest-memory-populate";
@@ -387,7 +387,7 @@ fn baseline_runner<'a>(
     label: String,
     fresh: Fresh,
     seen: &'a Seen,
-    f: impl Fn(&Mem) -> Result<Vec<BaselineRegion>, stream_vm_memory::Error> + 'a,
+    f: impl Fn(&Mem) -> std::io::Result<Vec<BaselineRegion>> + 'a,
 ) -> Runner<'a> {
     Runner::new(name, move |_| {
         let mem = fresh.memory(true);
@@ -436,15 +436,15 @@ fn populate_runners<'a>(
     let row = |base: &str| if thp { format!("{base}-thp") } else { base.to_string() };
     let mut runners = vec![
         baseline_runner(row(CH), row(CH), fresh, seen, move |m| cloud_hypervisor_prefault(m, cpus)),
-        baseline_runner(row(ONCE), row(ONCE), fresh, seen, single_populate_write::<Mem>),
+        baseline_runner(row(ONCE), row(ONCE), fresh, seen, single_populate_write),
     ];
     for &threads in counts {
         let on = |base: &str| format!("{} on {threads} thread(s)", row(base));
         runners.push(baseline_runner(row(CH_NUMA), on(CH_NUMA), fresh, seen, move |m| {
-            cloud_hypervisor_numa_prefault(m, threads, &Placement::Auto)
+            cloud_hypervisor_numa_prefault(m, threads)
         }));
         runners.push(baseline_runner(row(QEMU), on(QEMU), fresh, seen, move |m| {
-            qemu_prealloc(m, &QemuPrealloc::new(threads, cpus))
+            qemu_prealloc(m, threads, cpus)
         }));
         runners.push(populate_runner(fresh, seen, threads));
     }
