@@ -218,7 +218,7 @@ unsafe fn run_workers(workers: &[Vec<Call>], touch: Option<usize>) -> io::Result
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("a prefault worker panicked")).collect()
+        handles.into_iter().try_for_each(|h| h.join().expect("a prefault worker panicked"))
     })
 }
 

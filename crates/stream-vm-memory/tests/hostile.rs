@@ -14,7 +14,6 @@ mod common;
 
 use common::*;
 use stream_par::Threads;
-use stream_vm_memory::baseline::cloud_hypervisor_prefault;
 use stream_vm_memory::{
     Error, GuestMemoryStreamExt, HostOp, HugePageAdvice, Placement, PopulateMethod, PopulateOptions,
     RegionBacking, ResetPolicy, Stores, Unwritable, Workers, advise_huge_pages, fill, fill_parallel,
@@ -70,7 +69,7 @@ fn got<T>(r: Result<T, Error>) -> Got {
 }
 
 /// Every public function of the crate, on `len` bytes at `addr` of `mem` (the whole memory for
-/// `populate_all` and the baseline).
+/// `populate_all`).
 type Op = (&'static str, fn(&Mem, GuestAddress, usize) -> Got);
 
 const OPS: &[Op] = &[
@@ -93,12 +92,11 @@ const OPS: &[Op] = &[
     ("reset discard repopulate", |m, a, n| {
         got(reset(m, a, n, ResetPolicy::Discard { repopulate: true }, &workers()))
     }),
-    ("cloud_hypervisor_prefault", |m, _, _| got(cloud_hypervisor_prefault(m, 2))),
 ];
 
 /// Whether `name` is one of the functions that fault pages in rather than store.
 fn populates(name: &str) -> bool {
-    name.starts_with("populate") || name == "cloud_hypervisor_prefault"
+    name.starts_with("populate")
 }
 
 /// The outcomes a function may have on a hostile region (alone, or after the anonymous one).

@@ -194,6 +194,22 @@ fn cloud_hypervisor_prefaults_every_whole_page_of_each_region() {
 }
 
 #[test]
+fn the_baseline_prefaults_whole_regions_with_cloud_hypervisors_thread_rule() {
+    let mem = fresh(&[(0, 8 * MIB), (16 << 20, 4 * MIB + 0x800)]);
+    let r = cloud_hypervisor_prefault(&mem, 4);
+    if unavailable(&r) {
+        return;
+    }
+    let regions = r.unwrap();
+    assert_eq!(regions.len(), 2);
+    assert_eq!((regions[0].bytes, regions[0].threads), (8 * MIB as u64, 1));
+    // Whole pages only: Cloud Hypervisor leaves the partial last page.
+    assert_eq!(regions[1].bytes, 4 * MIB as u64);
+    assert!(write_faulted(&mem, 0, 8 * MIB) && write_faulted(&mem, 16 << 20, 4 * MIB));
+    assert_eq!(cloud_hypervisor_threads(4, 4096, 2048), 1);
+}
+
+#[test]
 fn the_numa_prefault_populates_every_whole_page_at_every_thread_count() {
     for threads in [0, 1, 2, 3, 5, 64] {
         // Two regions of odd sizes, the second not page aligned in guest space, and one of no
