@@ -143,21 +143,26 @@ mod error;
 mod fault;
 pub mod numa;
 mod parallel;
+mod plan;
 mod populate;
 mod range;
 mod reset;
+mod residency;
 mod serial;
 mod sys;
 
 pub use backing::{BASE_PAGE, BackingKind, HostBacking, RegionBacking, Stores};
-pub use engine::{CHUNK_ALIGN, Cancel, ChunkReport, GroupReport, MIN_CHUNK, Placement, WorkReport, Workers};
+pub use engine::{Cancel, ChunkReport, GroupReport, MIN_CHUNK, Placement, WorkReport, Workers};
 pub use error::{Error, HostOp, Unwritable};
+pub use fault::POPULATE_STEP;
 pub use parallel::{fill_parallel, fill_pattern_parallel, zero_parallel};
+pub use plan::CHUNK_ALIGN;
 pub use populate::{
-    HugePageAdvice, POPULATE_STEP, PopulateMethod, PopulateOptions, PopulateReport, THP_SIZE,
-    advise_huge_pages, populate, populate_all,
+    HugePageAdvice, PopulateMethod, PopulateOptions, PopulateReport, THP_SIZE, advise_huge_pages, populate,
+    populate_all,
 };
-pub use reset::{ResetPath, ResetPolicy, ResetReport, reset, reset_path};
+pub use reset::{ResetPolicy, ResetReport, reset};
+pub use residency::{ResetPath, reset_path};
 pub use serial::{fill, fill_pattern, write, zero};
 
 /// What the host does with the `madvise` advice this crate relies on, probed once per process on

@@ -9,14 +9,9 @@ use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
 use crate::backing::{RegionBacking, Stores};
 use crate::engine::{self, Cancel, MIN_CHUNK, RegionPart, Start, Stop, WorkReport, Workers};
 use crate::error::{Error, HostOp};
+use crate::fault::POPULATE_STEP;
 use crate::range::{RegionPieces, all_region_pieces, region_pieces};
 use crate::sys::{self, Advice};
-
-/// Bytes per `MADV_POPULATE_WRITE` call: 16 MiB (or the region's page size, if larger).
-/// Cancellation is checked between calls, and each call holds the process's `mmap_lock` for
-/// reading only as long as it runs, so a thread start (which takes it for writing to map its
-/// stack) waits for one call at most instead of a whole chunk.
-pub const POPULATE_STEP: usize = 16 << 20;
 
 /// The size transparent huge pages have on the hosts this crate knows (x86-64 and arm64 with
 /// 4 KiB base pages): 2 MiB. [`HugePageAdvice::Advise`] advises the 2 MiB-aligned part of
