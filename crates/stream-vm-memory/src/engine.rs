@@ -56,12 +56,6 @@ impl Workers {
         Workers { threads, placement: Placement::Auto }
     }
 
-    /// The calling thread alone.
-    #[must_use]
-    pub fn one() -> Workers {
-        Workers::new(Threads::One)
-    }
-
     /// The same workers placed by `placement`.
     #[must_use]
     pub fn with_placement(mut self, placement: Placement) -> Workers {

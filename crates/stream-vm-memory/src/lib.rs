@@ -12,7 +12,7 @@
 //! | fault a new guest's memory in before it boots (what Cloud Hypervisor's and QEMU's `prefault` do) | [`populate`] / [`populate_all`] with [`PopulateOptions`] |
 //! | make memory read as zero again: a VM reset or reboot, a pooled region handed to the next guest, scrubbing hugetlbfs memory | [`reset`] with [`ResetPolicy::Auto`] |
 //! | zero or fill a large range on every core | [`zero_parallel`], [`fill_parallel`], [`fill_pattern_parallel`] |
-//! | zero, fill or copy on the calling thread (a page, a firmware image) | [`zero`], [`fill`], [`fill_pattern`], [`write()`] (or the [`GuestMemoryStreamExt`] methods) |
+//! | zero, fill or copy on the calling thread (a page, a firmware image) | [`zero`], [`fill`], [`fill_pattern`], [`write()`] |
 //!
 //! Do not zero fresh memory: anonymous memory already reads as zero, and writing it only
 //! faults it in more slowly than [`populate`] does. Zeroing pays when memory is *reused*.
@@ -193,61 +193,5 @@ pub fn host_support() -> HostSupport {
 
 #[cfg(doc)]
 use stream_par::Threads;
-use vm_memory::GuestAddress;
 #[cfg(doc)]
-use vm_memory::bitmap::Bitmap;
-use vm_memory::{GuestMemory, GuestMemoryBackend};
-
-/// The functions of this crate as methods of every [`GuestMemory`] whose regions say how they
-/// are backed ([`RegionBacking`]: `vm-memory`'s own do).
-pub trait GuestMemoryStreamExt: GuestMemory {
-    /// [`zero`].
-    ///
-    /// # Errors
-    ///
-    /// As for [`zero`].
-    fn stream_zero(&self, addr: GuestAddress, len: usize) -> Result<(), Error>
-    where
-        <Self::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
-    {
-        zero(self, addr, len)
-    }
-
-    /// [`fill`].
-    ///
-    /// # Errors
-    ///
-    /// As for [`fill`].
-    fn stream_fill(&self, addr: GuestAddress, len: usize, value: u8) -> Result<(), Error>
-    where
-        <Self::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
-    {
-        fill(self, addr, len, value)
-    }
-
-    /// [`fill_pattern`].
-    ///
-    /// # Errors
-    ///
-    /// As for [`fill_pattern`].
-    fn stream_fill_pattern(&self, addr: GuestAddress, len: usize, pattern: &[u8]) -> Result<(), Error>
-    where
-        <Self::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
-    {
-        fill_pattern(self, addr, len, pattern)
-    }
-
-    /// [`write()`].
-    ///
-    /// # Errors
-    ///
-    /// As for [`write()`].
-    fn stream_write(&self, addr: GuestAddress, src: &[u8]) -> Result<(), Error>
-    where
-        <Self::PhysicalMemory as GuestMemoryBackend>::R: RegionBacking,
-    {
-        write(self, addr, src)
-    }
-}
-
-impl<M: GuestMemory + ?Sized> GuestMemoryStreamExt for M {}
+use vm_memory::{GuestMemory, bitmap::Bitmap};

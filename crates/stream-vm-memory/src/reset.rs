@@ -174,7 +174,7 @@ where
             actions[k] = Action::Absent;
         }
     }
-    let one = Workers::one();
+    let one = Workers::new(stream_par::Threads::One);
     let alone = len <= ABSENT_ALONE && actions.iter().all(|a| *a == Action::Absent);
     let workers = if alone { &one } else { workers };
     let counters = Counters::default();

@@ -15,10 +15,9 @@ mod common;
 use common::*;
 use stream_par::Threads;
 use stream_vm_memory::{
-    Error, GuestMemoryStreamExt, HostOp, HugePageAdvice, Placement, PopulateMethod, PopulateOptions,
-    RegionBacking, ResetPolicy, Stores, Unwritable, Workers, advise_huge_pages, fill, fill_parallel,
-    fill_pattern, fill_pattern_parallel, host_support, populate, populate_all, reset, write, zero,
-    zero_parallel,
+    Error, HostOp, HugePageAdvice, Placement, PopulateMethod, PopulateOptions, RegionBacking, ResetPolicy,
+    Stores, Unwritable, Workers, advise_huge_pages, fill, fill_parallel, fill_pattern, fill_pattern_parallel,
+    host_support, populate, populate_all, reset, write, zero, zero_parallel,
 };
 use vm_memory::bitmap::AtomicBitmap;
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryBackend, GuestRegionMmap, MmapRegion};
@@ -82,7 +81,6 @@ const OPS: &[Op] = &[
     ("fill", |m, a, n| got(fill(m, a, n, 0x5c))),
     ("fill_pattern", |m, a, n| got(fill_pattern(m, a, n, &[1, 2, 3]))),
     ("write", |m, a, n| got(write(m, a, &vec![0x77; n]))),
-    ("stream_zero", |m, a, n| got(m.stream_zero(a, n))),
     ("zero_parallel", |m, a, n| got(zero_parallel(m, a, n, &workers()))),
     ("fill_parallel", |m, a, n| got(fill_parallel(m, a, n, 0x5c, &workers()))),
     ("fill_pattern_parallel", |m, a, n| got(fill_pattern_parallel(m, a, n, &[4, 5], &workers()))),
