@@ -6,7 +6,7 @@ use crate::backing::BackingKind;
 use crate::error::Error;
 use crate::sys;
 
-/// The path [`ResetPolicy::Auto`] takes for a page.
+/// The path [`ResetPolicy::Auto`](crate::ResetPolicy::Auto) takes for a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ResetPath {
     /// Streaming zero in place.
@@ -15,7 +15,7 @@ pub enum ResetPath {
     Discard,
 }
 
-/// The rule of [`ResetPolicy::Auto`] for one page of memory of kind `kind`, `resident` or not
+/// The rule of [`ResetPolicy::Auto`](crate::ResetPolicy::Auto) for one page of memory of kind `kind`, `resident` or not
 /// (as `mincore`, or for a shared file its data extents, report it).
 ///
 /// On resident memory, zeroing in place is faster than discard and refault at every size (the
