@@ -82,17 +82,6 @@ impl Threads {
             t => t,
         }
     }
-
-    /// Parses `1`, `N`, `auto` or `each` (the spelling of [`Threads`]' `Display`).
-    #[must_use]
-    pub fn from_name(s: &str) -> Option<Threads> {
-        match s {
-            "auto" => Some(Threads::Auto),
-            "each" => Some(Threads::Each),
-            "1" => Some(Threads::One),
-            n => n.parse::<usize>().ok().filter(|&n| n >= 1).map(Threads::Fixed),
-        }
-    }
 }
 
 impl core::fmt::Display for Threads {
@@ -263,10 +252,6 @@ mod tests {
         assert_eq!(Threads::Auto.count(AUTO_MIN_BYTES - 1), 1);
         let auto = Threads::Auto.count(1 << 30);
         assert!((1..=available_cpus()).contains(&auto));
-        assert_eq!(Threads::from_name("auto"), Some(Threads::Auto));
-        assert_eq!(Threads::from_name("1"), Some(Threads::One));
-        assert_eq!(Threads::from_name("4"), Some(Threads::Fixed(4)));
-        assert_eq!(Threads::from_name("0"), None);
         assert_eq!(Threads::Fixed(4).to_string(), "4");
         assert_eq!(Threads::default(), Threads::One, "nothing is measured unless asked");
         assert_eq!(Threads::Fixed(3).resolve(), Threads::Fixed(3));
