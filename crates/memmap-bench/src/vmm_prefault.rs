@@ -1,42 +1,24 @@
 //! The prefault algorithms of the VMMs, reimplemented as the baselines `guest-memory-populate`
-//! measures `stream_vm_memory::populate_all` against:
+//! measures `stream_vm_memory::populate_all` against, on the bench's guest memory only
+//! (private anonymous regions; anything else is refused before anything is done). Each faults
+//! every region's pages in for writing, changes no byte, and reports per region its bytes and
+//! threads ([`BaselineRegion`]). Huge-page advice is the caller's, as the VMMs advise a region
+//! when they create it.
 //!
-//! | function | reimplements |
-//! |---|---|
-//! | [`cloud_hypervisor_prefault`] | Cloud Hypervisor mainline (`vmm/src/prefault.rs`, `prefault_regions`) |
-//! | [`cloud_hypervisor_numa_prefault`] | Cloud Hypervisor's proposed NUMA-aware prefault (pull request #8785, not merged) |
-//! | [`qemu_prealloc`] | QEMU's `qemu_prealloc_mem` (`util/oslib-posix.c`), once per memory backend as `backends/hostmem.c` calls it |
-//! | [`single_populate_write`] | one `madvise(MADV_POPULATE_WRITE)` per region on the calling thread, what a VMM without a parallel prefault does |
-//!
-//! Each faults the pages of every region in for writing and changes no byte, and reports each
-//! region's bytes and the threads that worked on it ([`BaselineRegion`]). They take the
-//! bench's guest memory only: private anonymous regions (anything else is refused before
-//! anything is done), with no NUMA memory policy. Huge-page advice is not part of any of them:
-//! the VMMs apply `MADV_HUGEPAGE` when they create a region, as the scenario does before the
-//! clock starts.
-//!
-//! * **Cloud Hypervisor mainline**: the regions one after the other; for each
-//!   `min(available CPUs, 16, pages, max(1, region bytes / 4 GiB))` threads
-//!   ([`cloud_hypervisor_threads`]), the region's whole pages split evenly ([`split_pages`]),
-//!   every thread started and waiting on a barrier (no thread stack is mapped, which takes the
-//!   `mmap_lock` for writing, while another thread's populate holds it), then one
-//!   `MADV_POPULATE_WRITE` per thread over its share. A partial last page is left out; a
-//!   region smaller than a page is skipped (Cloud Hypervisor would divide by zero threads).
-//! * **Cloud Hypervisor's NUMA-aware prefault**: the workers of every region started at once,
-//!   one group per host node of the memory, pinned to its CPUs. The bench's memory is fresh
-//!   and follows no single-node policy, so the kernel knows no node for it and the group is
-//!   one, unpinned: all regions' whole pages laid end to end and split evenly between
-//!   `threads` workers ([`split_runs`]), each making one `MADV_POPULATE_WRITE` per region its
-//!   share crosses.
-//! * **QEMU**: per region (one backend), `min(online CPUs, 16, prealloc-threads, pages,
-//!   max(1, bytes / 64 MiB))` threads ([`qemu_prealloc_threads`]) over contiguous chunks
-//!   ([`split_pages`]), pages counted rounded up (a partial last page is faulted in); with
-//!   `MADV_POPULATE_WRITE` (usable unless the advice on the first page fails with `EINVAL`)
-//!   one call per thread, and on one thread the call on the calling thread; without it every
-//!   thread reads one byte per page and writes it back (here an atomic load and store of the
-//!   same value, QEMU's volatile read and write).
-//! * **One `MADV_POPULATE_WRITE` per region**, the regions one after the other, on the calling
-//!   thread.
+//! * [`cloud_hypervisor_prefault`]: Cloud Hypervisor mainline (`vmm/src/prefault.rs`): region
+//!   after region, [`cloud_hypervisor_threads`] threads each over its whole pages
+//!   ([`split_pages`]), started together behind a barrier (no thread stack is mapped, which
+//!   takes the `mmap_lock` for writing, while a populate holds it), one `MADV_POPULATE_WRITE`
+//!   per thread. A partial last page is left out; a region of no whole page is skipped.
+//! * [`cloud_hypervisor_numa_prefault`]: its NUMA-aware proposal (pull request #8785): every
+//!   region at once, one worker group per host node of the memory. The bench's fresh memory
+//!   follows no single-node policy, so the kernel knows no node for it and there is one
+//!   unpinned group: all regions' whole pages split between `threads` workers ([`split_runs`]).
+//! * [`qemu_prealloc`]: QEMU's `qemu_prealloc_mem` (`util/oslib-posix.c`) per region (one
+//!   backend): [`qemu_prealloc_threads`] threads over contiguous chunks, pages rounded up;
+//!   `MADV_POPULATE_WRITE` unless the advice on the first page fails with `EINVAL`, else
+//!   QEMU's touch (one byte per page read and written back, here atomically).
+//! * [`single_populate_write`]: one `MADV_POPULATE_WRITE` per region on the calling thread.
 
 use std::io;
 use std::ops::Range;

@@ -4,15 +4,9 @@
 //! * `guest-memory-populate`: faulting fresh guest memory in before a guest boots, ours against
 //!   the VMMs' algorithms (`crate::vmm_prefault`). Every round of every strategy maps
 //!   new regions (not timed), faults them in (timed) and unmaps them (not timed):
-//!   * `ch-prefault`: Cloud Hypervisor mainline (region after region, `min(CPUs, 16,
-//!     size / 4 GiB)` threads each, one `MADV_POPULATE_WRITE` per thread), with its own thread
-//!     rule;
-//!   * `ch-numa-prefault`: Cloud Hypervisor's NUMA-aware prefault (pull request #8785): all
-//!     regions at once, one worker group per host node holding the memory, pinned to its CPUs
-//!     (on a one-node host: all regions at once over the count, unpinned), at each count;
-//!   * `qemu-prealloc`: QEMU's `qemu_prealloc_mem` per region, `prealloc-threads` the count;
-//!   * `madvise-once`: one `MADV_POPULATE_WRITE` per region on the calling thread (the same runs
-//!     in both reports);
+//!   * `ch-prefault`, `ch-numa-prefault`, `qemu-prealloc`, `madvise-once`: the VMMs' algorithms
+//!     ([`crate::vmm_prefault`]); `ch-prefault` and `madvise-once` with their own thread rules
+//!     (the same runs in both reports), the others at each count;
 //!   * `populate`: `stream_vm_memory::populate_all` without huge-page advice, on one thread
 //!     (the one-thread report) and on the all-core count (the all-core report);
 //!   * the same with `-thp`: on memory advised `MADV_HUGEPAGE` (what Cloud Hypervisor's
