@@ -7,17 +7,21 @@
 extern crate std;
 
 mod padata;
-/// Not part of the API: public only while `memmap_core::parallel` still re-exports
-/// `threads::{AUTO_MIN_BYTES, AUTO_MIN_GAIN}` and `auto_threads_steps`; private after.
+mod policy;
+
+/// Not part of the API: the old path of two constants, kept only while
+/// `memmap_core::parallel` re-exports them from here. Delete it with that re-export.
 #[doc(hidden)]
-pub mod threads;
+pub mod threads {
+    pub use crate::policy::{AUTO_MIN_BYTES, AUTO_MIN_GAIN};
+}
 
 pub use padata::{PadataChunks, PadataError, PadataJob, PadataPlan};
 #[cfg(feature = "std")]
 pub use padata::{PadataReport, padata_do_multithreaded, padata_do_multithreaded_together};
 #[cfg(feature = "std")]
 #[doc(hidden)]
-pub use threads::auto_threads_steps;
-pub use threads::{AUTO_MIN_BYTES, AUTO_MIN_GAIN, Threads};
+pub use policy::auto_threads_steps;
+pub use policy::{AUTO_MIN_BYTES, AUTO_MIN_GAIN, Threads};
 #[cfg(feature = "std")]
-pub use threads::{auto_threads, available_cpus};
+pub use policy::{auto_threads, available_cpus};

@@ -233,7 +233,7 @@ fn populate_runners<'a>(
     seen: &'a Seen,
 ) -> Vec<Runner<'a>> {
     let fresh = Fresh { ranges: s.ranges(), size: s.size, all, thp };
-    let cpus = memmap_core::available_cpus();
+    let cpus = stream_par::available_cpus();
     let row = |base: &str| if thp { format!("{base}-thp") } else { base.to_string() };
     let mut runners = vec![
         baseline_runner(row(CH), row(CH), fresh, seen, move |m| cloud_hypervisor_prefault(m, cpus)),
