@@ -66,3 +66,4 @@ pub mod scenarios;
 pub mod size;
 pub mod sweep;
 pub mod threads;
+pub mod vmm_prefault;

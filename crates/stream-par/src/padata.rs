@@ -206,9 +206,8 @@ where
 /// [`padata_do_multithreaded`], with no chunk taken until every helper thread has started:
 /// for work that holds a lock a thread start needs. `MADV_POPULATE_WRITE` holds the process's
 /// `mmap_lock`, and a new thread maps memory under it (its signal stack): when the caller
-/// began populating while its helper was starting, a two-thread populate of 4 GiB ran at the
-/// speed of one thread on the project's machine (1668 ms; 947 ms started together). The
-/// caller waits for its helpers to start (tens of microseconds) instead of working meanwhile.
+/// begins populating while its helper is starting, the helper waits for the lock and a
+/// two-thread populate runs at the speed of one thread. The caller waits for its helpers to start (tens of microseconds) instead of working meanwhile.
 ///
 /// # Errors
 ///

@@ -20,9 +20,9 @@
 use std::fs::File;
 use std::time::{Duration, Instant};
 
+use stream_par::Threads;
 use stream_vm_memory::{
-    HugePageAdvice, Placement, PopulateOptions, ResetPolicy, Threads, Workers, advise_huge_pages,
-    fill_parallel, reset,
+    HugePageAdvice, Placement, PopulateOptions, ResetPolicy, Workers, advise_huge_pages, fill_parallel, reset,
 };
 use vm_memory::bitmap::AtomicBitmap;
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};

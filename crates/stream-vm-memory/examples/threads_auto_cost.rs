@@ -15,7 +15,8 @@
 
 use std::time::Instant;
 
-use stream_vm_memory::{Placement, Threads, Workers, zero_parallel};
+use stream_par::Threads;
+use stream_vm_memory::{Placement, Workers, zero_parallel};
 use vm_memory::bitmap::AtomicBitmap;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 

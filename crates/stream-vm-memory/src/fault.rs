@@ -9,9 +9,14 @@ use vm_memory::GuestAddress;
 use crate::backing::{HostBacking, Stores};
 use crate::engine::RegionPart;
 use crate::error::{Error, Unwritable};
-use crate::populate::POPULATE_STEP;
-use crate::reset::run_end;
+use crate::residency::run_end;
 use crate::sys::{self, Advice};
+
+/// Bytes per `MADV_POPULATE_WRITE` call: 16 MiB (or the region's page size, if larger).
+/// Cancellation is checked between calls, and each call holds the process's `mmap_lock` for
+/// reading only as long as it runs, so a thread start (which takes it for writing to map its
+/// stack) waits for one call at most instead of a whole chunk.
+pub const POPULATE_STEP: usize = 16 << 20;
 
 /// Base pages asked of `mincore` per step: a step is at most [`POPULATE_STEP`] (16 MiB), 4096
 /// pages of 4 KiB.

@@ -58,25 +58,10 @@ pub struct Topology {
     memory: MemoryNodes,
 }
 
-/// A `cpulist` that does not parse.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CpulistError(pub String);
-
-impl std::fmt::Display for CpulistError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "bad cpulist {:?}", self.0)
-    }
-}
-
-impl std::error::Error for CpulistError {}
-
-/// Parses a kernel CPU list (`0-3,8-11`, `5`, or empty), sorted and without duplicates.
-///
-/// # Errors
-///
-/// [`CpulistError`] for anything else (a reversed range, a non-number, more than 2^20 CPUs).
-pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, CpulistError> {
-    let bad = || CpulistError(s.to_string());
+/// Parses a kernel CPU list (`0-3,8-11`, `5`, or empty), sorted and without duplicates; an
+/// error for anything else (a reversed range, a non-number, more than 2^20 CPUs).
+fn parse_cpulist(s: &str) -> io::Result<Vec<usize>> {
+    let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("bad cpulist {s:?}"));
     let mut cpus = Vec::new();
     for part in s.trim().split(',').filter(|p| !p.is_empty()) {
         let (a, b) = match part.split_once('-') {
@@ -129,7 +114,7 @@ impl Topology {
                 continue;
             };
             let list = std::fs::read_to_string(entry.path().join("cpulist"))?;
-            let cpus = parse_cpulist(&list).map_err(io::Error::other)?;
+            let cpus = parse_cpulist(&list)?;
             nodes.push(HostNode { id, cpus });
         }
         if nodes.is_empty() {

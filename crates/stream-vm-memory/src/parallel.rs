@@ -18,7 +18,7 @@ use crate::serial::{staging, stream_pattern};
 /// as zero from any thread and is marked dirty.
 ///
 /// With one worker ([`stream_par::Threads::One`], or a range below
-/// [`stream_par::threads::AUTO_MIN_BYTES`] under `Threads::Auto`) it is [`zero`](crate::zero)
+/// [`stream_par::AUTO_MIN_BYTES`] under `Threads::Auto`) it is [`zero`](crate::zero)
 /// on the calling thread, byte for byte.
 ///
 /// # Errors

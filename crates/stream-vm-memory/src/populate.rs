@@ -9,14 +9,9 @@ use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
 use crate::backing::{RegionBacking, Stores};
 use crate::engine::{self, Cancel, MIN_CHUNK, RegionPart, Start, Stop, WorkReport, Workers};
 use crate::error::{Error, HostOp};
+use crate::fault::POPULATE_STEP;
 use crate::range::{RegionPieces, all_region_pieces, region_pieces};
 use crate::sys::{self, Advice};
-
-/// Bytes per `MADV_POPULATE_WRITE` call: 16 MiB (or the region's page size, if larger).
-/// Cancellation is checked between calls, and each call holds the process's `mmap_lock` for
-/// reading only as long as it runs, so a thread start (which takes it for writing to map its
-/// stack) waits for one call at most instead of a whole chunk.
-pub const POPULATE_STEP: usize = 16 << 20;
 
 /// The size transparent huge pages have on the hosts this crate knows (x86-64 and arm64 with
 /// 4 KiB base pages): 2 MiB. [`HugePageAdvice::Advise`] advises the 2 MiB-aligned part of
@@ -47,14 +42,9 @@ pub enum PopulateMethod {
 
 /// Transparent huge pages for the populated memory.
 ///
-/// The default is [`HugePageAdvice::Advise`], from measurement: on this project's machine
-/// (a 2-vCPU guest, THP `madvise`), populating 4 GiB of fresh memory in two regions was faster
-/// with the advice in each of five runs of 7 rounds (`memmap-bench guest-memory --size 4G
-/// --threads 2 --rounds 7`): medians of 412-2047 ms with it against 2136-3766 ms without on
-/// one thread, 560-2202 against 1543-3276 ms on two. Rounds with the advice are bimodal (0.2
-/// to 9 s: the host compacting memory to find 2 MiB blocks), and on a host that must compact
-/// for every round the advice can lose (a report of 1752 ms with it against 1079 ms without):
-/// there, pass [`HugePageAdvice::Leave`].
+/// The default is [`HugePageAdvice::Advise`]: fewer, larger faults populate fresh memory
+/// faster, unless the host must compact memory to find 2 MiB blocks for every call; there,
+/// pass [`HugePageAdvice::Leave`] (`docs/performance/vmm-notes.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum HugePageAdvice {
     /// `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of each anonymous or shmem/memfd

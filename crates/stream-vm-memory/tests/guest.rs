@@ -5,7 +5,7 @@
 mod common;
 
 use proptest::prelude::*;
-use stream_vm_memory::{Error, GuestMemoryStreamExt, fill, fill_pattern, write, zero};
+use stream_vm_memory::{Error, fill, fill_pattern, write, zero};
 use vm_memory::bitmap::{AtomicBitmap, Bitmap};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
 
@@ -86,7 +86,7 @@ fn zero_of_several_mib_streams_and_reads_back() {
     let mem = Mem::from_ranges(&[(GuestAddress(0), 3 << 20), (GuestAddress(3 << 20), 2 << 20)]).unwrap();
     mem.write_slice(&vec![0xff; 5 << 20], GuestAddress(0)).unwrap();
     mem.iter().for_each(|r| vm_memory::MmapRegion::bitmap(r).reset());
-    mem.stream_zero(GuestAddress(0x801), (5 << 20) - 0x802).unwrap();
+    zero(&mem, GuestAddress(0x801), (5 << 20) - 0x802).unwrap();
     let mut back = vec![0u8; 5 << 20];
     mem.read_slice(&mut back, GuestAddress(0)).unwrap();
     assert!(back[..0x801].iter().all(|&b| b == 0xff));

@@ -13,12 +13,11 @@
 mod common;
 
 use common::*;
-use stream_vm_memory::baseline::cloud_hypervisor_prefault;
+use stream_par::Threads;
 use stream_vm_memory::{
-    Error, GuestMemoryStreamExt, HostOp, HugePageAdvice, Placement, PopulateMethod, PopulateOptions,
-    RegionBacking, ResetPolicy, Stores, Threads, Unwritable, Workers, advise_huge_pages, fill, fill_parallel,
-    fill_pattern, fill_pattern_parallel, host_support, populate, populate_all, reset, write, zero,
-    zero_parallel,
+    Error, HostOp, HugePageAdvice, Placement, PopulateMethod, PopulateOptions, RegionBacking, ResetPolicy,
+    Stores, Unwritable, Workers, advise_huge_pages, fill, fill_parallel, fill_pattern, fill_pattern_parallel,
+    host_support, populate, populate_all, reset, write, zero, zero_parallel,
 };
 use vm_memory::bitmap::AtomicBitmap;
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryBackend, GuestRegionMmap, MmapRegion};
@@ -69,7 +68,7 @@ fn got<T>(r: Result<T, Error>) -> Got {
 }
 
 /// Every public function of the crate, on `len` bytes at `addr` of `mem` (the whole memory for
-/// `populate_all` and the baseline).
+/// `populate_all`).
 type Op = (&'static str, fn(&Mem, GuestAddress, usize) -> Got);
 
 const OPS: &[Op] = &[
@@ -82,7 +81,6 @@ const OPS: &[Op] = &[
     ("fill", |m, a, n| got(fill(m, a, n, 0x5c))),
     ("fill_pattern", |m, a, n| got(fill_pattern(m, a, n, &[1, 2, 3]))),
     ("write", |m, a, n| got(write(m, a, &vec![0x77; n]))),
-    ("stream_zero", |m, a, n| got(m.stream_zero(a, n))),
     ("zero_parallel", |m, a, n| got(zero_parallel(m, a, n, &workers()))),
     ("fill_parallel", |m, a, n| got(fill_parallel(m, a, n, 0x5c, &workers()))),
     ("fill_pattern_parallel", |m, a, n| got(fill_pattern_parallel(m, a, n, &[4, 5], &workers()))),
@@ -92,12 +90,11 @@ const OPS: &[Op] = &[
     ("reset discard repopulate", |m, a, n| {
         got(reset(m, a, n, ResetPolicy::Discard { repopulate: true }, &workers()))
     }),
-    ("cloud_hypervisor_prefault", |m, _, _| got(cloud_hypervisor_prefault(m, 2))),
 ];
 
 /// Whether `name` is one of the functions that fault pages in rather than store.
 fn populates(name: &str) -> bool {
-    name.starts_with("populate") || name == "cloud_hypervisor_prefault"
+    name.starts_with("populate")
 }
 
 /// The outcomes a function may have on a hostile region (alone, or after the anonymous one).

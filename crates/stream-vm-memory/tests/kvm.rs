@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 
 use kvm_bindings::{KVM_MEM_LOG_DIRTY_PAGES, kvm_regs, kvm_userspace_memory_region};
 use kvm_ioctls::{Kvm, VcpuExit, VcpuFd, VmFd};
-use stream_vm_memory::{Placement, ResetPolicy, ResetReport, Threads, Workers, reset};
+use stream_par::Threads;
+use stream_vm_memory::{Placement, ResetPolicy, ResetReport, Workers, reset};
 use vm_memory::bitmap::{AtomicBitmap, Bitmap};
 use vm_memory::{
     Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion, MemoryRegionAddress,

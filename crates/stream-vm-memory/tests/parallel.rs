@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use common::*;
 use proptest::prelude::*;
+use stream_par::Threads;
 use stream_vm_memory::numa::{GuestNodeRange, HostNode, MemoryNodes, Topology};
 use stream_vm_memory::{
-    Error, Placement, Threads, Workers, fill_parallel, fill_pattern, fill_pattern_parallel, zero,
-    zero_parallel,
+    Error, Placement, Workers, fill_parallel, fill_pattern, fill_pattern_parallel, zero, zero_parallel,
 };
 use vm_memory::GuestAddress;
 

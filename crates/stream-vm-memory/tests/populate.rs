@@ -1,4 +1,4 @@
-//! Populate and the Cloud Hypervisor baseline: pages faulted in (asked of the kernel with
+//! Populate: pages faulted in (asked of the kernel with
 //! `mincore`), bytes unchanged, nothing marked dirty, cancellation, errors before any work,
 //! file-backed and hugetlbfs memory.
 
@@ -7,11 +7,11 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use stream_vm_memory::baseline::{cloud_hypervisor_prefault, cloud_hypervisor_threads};
+use stream_par::Threads;
 use stream_vm_memory::numa::{GuestNodeRange, HostNode, MemoryNodes, Topology};
 use stream_vm_memory::{
     BackingKind, Cancel, Error, HostOp, HugePageAdvice, Placement, PopulateMethod, PopulateOptions,
-    RegionBacking, Threads, Workers, populate, populate_all,
+    RegionBacking, Workers, populate, populate_all,
 };
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
@@ -157,24 +157,6 @@ fn huge_page_advice_on_anonymous_memory() {
         assert_eq!(r.huge_advised, aligned as u64);
     }
     assert!(resident_guest(&mem, 0, 16 * MIB).iter().all(|&r| r));
-}
-
-#[test]
-fn the_baseline_prefaults_whole_regions_with_cloud_hypervisors_thread_rule() {
-    let mem = fresh(&[(0, 8 * MIB), (16 << 20, 4 * MIB + 0x800)]);
-    match cloud_hypervisor_prefault(&mem, 4) {
-        Ok(regions) => {
-            assert_eq!(regions.len(), 2);
-            assert_eq!((regions[0].bytes, regions[0].threads), (8 * MIB as u64, 1));
-            // Whole pages only: Cloud Hypervisor leaves the partial last page.
-            assert_eq!(regions[1].bytes, 4 * MIB as u64);
-            assert!(resident_guest(&mem, 0, 8 * MIB).iter().all(|&r| r));
-            assert!(resident_guest(&mem, 16 << 20, 4 * MIB).iter().all(|&r| r));
-        }
-        Err(Error::Os { source, .. }) => println!("MADV_POPULATE_WRITE unavailable here: {source}"),
-        Err(e) => panic!("{e}"),
-    }
-    assert_eq!(cloud_hypervisor_threads(4, 4096, 2048), 1);
 }
 
 #[test]

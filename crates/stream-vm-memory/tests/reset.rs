@@ -8,9 +8,10 @@ mod common;
 use std::os::unix::fs::FileExt;
 
 use common::*;
+use stream_par::Threads;
 use stream_vm_memory::{
-    BackingKind, Error, HostOp, Placement, RegionBacking, ResetPath, ResetPolicy, ResetReport, Threads,
-    Workers, reset, reset_path,
+    BackingKind, Error, HostOp, Placement, RegionBacking, ResetPath, ResetPolicy, ResetReport, Workers,
+    reset, reset_path,
 };
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 

@@ -2,7 +2,8 @@
 //! dependency graph: guest memory populated, written, reset and zeroed on two workers must
 //! behave as in any other build (memmap-core's padata runner and locks on core's atomics, not
 //! loom's, which panic outside a loom model).
-use stream_vm_memory::{PopulateOptions, ResetPolicy, Threads, Workers, populate_all, reset, zero_parallel};
+use stream_par::Threads;
+use stream_vm_memory::{PopulateOptions, ResetPolicy, Workers, populate_all, reset, zero_parallel};
 use vm_memory::bitmap::AtomicBitmap;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 

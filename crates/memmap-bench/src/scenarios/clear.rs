@@ -9,7 +9,7 @@
 //!   `clear_highpages_kasan_tagged` → `clear_pages`).
 //!
 //! `batch` also runs on the all-core count, interleaved in the same rounds: a padata job
-//! (`memmap_core::padata_do_multithreaded`) of 2 MiB-aligned chunks of the range, each one
+//! (`stream_par::padata_do_multithreaded`) of 2 MiB-aligned chunks of the range, each one
 //! `stream_hal::clear` call, each worker draining before it reports its chunk done.
 //!
 //! The memory is resident before measuring (allocated pages are, in the kernel; the time to
@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use memmap2::MmapOptions;
 
-use memmap_core::{PadataJob, padata_do_multithreaded};
+use stream_par::{PadataJob, padata_do_multithreaded};
 
 use super::paired::{calibrate, limit_run};
 use super::scenario::{CatalogEntry, Context, RunError, Scenario, Setup};

@@ -21,7 +21,8 @@ use hugetlb_init::phase;
 use hugetlb_init::{
     BootParams, BootRequest, Hstate, HugeBootmemPage, HugetlbNode, HvoMode, ModelRemap, NodeSpec, boot,
 };
-use memmap_core::{FillOptions, InitHooks, KernelConfig, OwnedMemmap, Page64, Threads};
+use memmap_core::{FillOptions, InitHooks, KernelConfig, OwnedMemmap, Page64};
+use stream_par::Threads;
 
 use super::paired::{self, Grid, Measured};
 use super::scenario::{

@@ -34,7 +34,10 @@
 pub mod alloc;
 pub mod clear;
 pub mod deferred;
+pub mod guest_host;
 pub mod guest_memory;
+pub mod guest_populate;
+pub mod guest_reset;
 pub mod hotplug;
 pub mod hugetlb;
 pub mod paired;

@@ -1,30 +1,5 @@
-//! The thread-count policy of every parallel runner, [`Threads`] (also without `std`, where
-//! every policy counts one thread): memmap-core's parallel ZONE_DEVICE init and deferred init,
-//! hugetlb-init's gather of gigantic-page tails and stream-vm-memory's guest-memory zeroing all
-//! take one.
-//!
-//! Every parallel runner is a padata job ([`padata_do_multithreaded`](crate::padata_do_multithreaded)):
-//! the caller's thread participates, the chunks are aligned so that each is a valid call of the
-//! one-thread function on its own, and the result is byte-identical to one thread (the users'
-//! property tests check it).
-//!
-//! ## `Threads::Auto`
-//!
-//! The kernel's padata users saw no gain past about a quarter of a node's CPUs: memory
-//! bandwidth saturates, and then more threads only cost. [`Threads::Auto`] therefore measures,
-//! once per process, the streaming non-zero fill bandwidth (the store pattern of the template
-//! and streaming initializers) of a 256 MiB buffer with 1, 2, 4, ... threads up to the available
-//! CPUs (the last step is the CPU count itself), and keeps stepping up while a step gains at
-//! least [`AUTO_MIN_GAIN`] (10 %) over the best count so far; the first step that gains less
-//! stops the search. Each step runs five times alternating with the best count so far, and a
-//! count's figure is its fastest run: on a shared machine the bandwidth moves between modes
-//! from one run to the next (on a 2-vCPU guest, two threads reach about one or about two
-//! times one thread's rate depending on where the host runs the vCPUs), a median of a few runs
-//! lands in either mode at random, and the fastest run is what the count can do. The count is cached for the process
-//! ([`auto_threads`]); it never exceeds [`available_cpus`] (the CPUs this process may run on,
-//! `std::thread::available_parallelism`; the NUMA node of the memory is not consulted, so on
-//! a multi-node machine pin the process to the node first). Below [`AUTO_MIN_BYTES`] of work
-//! an `Auto` job runs on one thread: a thread start costs more than it saves there.
+//! The thread-count policy of every parallel runner, [`Threads`], and its `Auto` search
+//! ([`auto_threads`]).
 
 #[cfg(feature = "std")]
 use std::sync::OnceLock;
@@ -47,11 +22,10 @@ pub enum Threads {
     Fixed(usize),
     /// The count where bandwidth stops growing on this machine ([`auto_threads`]: measured
     /// once per process, on the first job of at least [`AUTO_MIN_BYTES`] that asks); never
-    /// more than [`available_cpus`]. The measurement makes that first job slower by 0.3-0.5 s
-    /// on a 2-CPU machine (up to 1.6 s measured while other work loads it) and raises the
-    /// process's peak resident memory by its 256 MiB buffer (freed afterwards). Resolve it up
-    /// front with [`Threads::resolve`] to keep the measurement out of a timed region or a
-    /// latency-bound first call (a VMM's first guest reset), or pass [`Threads::Fixed`].
+    /// more than [`available_cpus`]. The measurement makes that first job slower and raises
+    /// the process's peak resident memory by its 256 MiB buffer (freed afterwards): resolve it
+    /// up front with [`Threads::resolve`] to keep it out of a timed region or a latency-bound
+    /// first call (a VMM's first guest reset), or pass [`Threads::Fixed`].
     Auto,
     /// As many workers as the job has work items: the kernel's own count where it sets one per
     /// item (`gather_bootmem_prealloc()`: one per node with memory). For jobs split by size it
@@ -108,17 +82,6 @@ impl Threads {
             t => t,
         }
     }
-
-    /// Parses `1`, `N`, `auto` or `each` (the spelling of [`Threads`]' `Display`).
-    #[must_use]
-    pub fn from_name(s: &str) -> Option<Threads> {
-        match s {
-            "auto" => Some(Threads::Auto),
-            "each" => Some(Threads::Each),
-            "1" => Some(Threads::One),
-            n => n.parse::<usize>().ok().filter(|&n| n >= 1).map(Threads::Fixed),
-        }
-    }
 }
 
 impl core::fmt::Display for Threads {
@@ -140,40 +103,32 @@ pub fn available_cpus() -> usize {
 }
 
 #[cfg(feature = "std")]
-/// What the [`Threads::Auto`] search measured: `(threads, GB/s)` per step, and the choice.
-#[derive(Debug, Clone, PartialEq)]
-struct AutoProbe {
-    /// The steps measured, in order.
-    steps: Vec<(usize, f64)>,
-    /// The chosen count.
-    threads: usize,
-}
-
-#[cfg(feature = "std")]
-/// The [`Threads::Auto`] count, measured on the first call and cached for the process (see
-/// the [module documentation](self) for the rule). The first call costs the measurement:
-/// 0.3-0.5 s on a 2-CPU machine (up to 1.6 s while other work loads it), and 256 MiB more
-/// peak resident memory for its buffer, freed before it returns; later calls cost nothing.
+/// The [`Threads::Auto`] count, measured on the first call and cached for the process.
+///
+/// The search fills a 256 MiB buffer with the streaming non-zero stores of the template
+/// initializers on 1, 2, 4, ... threads up to [`available_cpus`] (the last step is the CPU
+/// count itself) and keeps stepping up while a step gains at least [`AUTO_MIN_GAIN`] over the
+/// best count so far: past the point where memory bandwidth saturates, more threads only cost
+/// (the kernel's padata users saw no gain past about a quarter of a node's CPUs). Each step
+/// runs five times alternating with the best count so far, and a count's figure is its
+/// fastest run: a shared machine's bandwidth moves between modes from run to run, and the
+/// fastest run is what the count can do. The NUMA node of the memory is not consulted: on a
+/// multi-node machine, pin the process to the node first. The first call costs the search and
+/// the buffer's memory (freed before it returns); later calls cost nothing
+/// (`docs/performance/threads-auto.md`).
 #[must_use]
 pub fn auto_threads() -> usize {
-    auto_probe().threads
+    static COUNT: OnceLock<usize> = OnceLock::new();
+    *COUNT.get_or_init(|| measure_auto(available_cpus(), AUTO_PROBE_BYTES))
 }
 
+/// Not part of the API: kept only while `memmap_core::parallel` still re-exports it (it
+/// reports nothing). Delete it with that re-export.
 #[cfg(feature = "std")]
-static PROBE: OnceLock<AutoProbe> = OnceLock::new();
-
-/// The cached measurement behind [`auto_threads`] (measured on the first call).
-#[cfg(feature = "std")]
-fn auto_probe() -> &'static AutoProbe {
-    PROBE.get_or_init(|| measure_auto(available_cpus(), AUTO_PROBE_BYTES))
-}
-
-/// The `(threads, GB/s)` steps the [`Threads::Auto`] search measured, if it has run in this
-/// process (for a report of why it chose its count).
-#[cfg(feature = "std")]
+#[doc(hidden)]
 #[must_use]
 pub fn auto_threads_steps() -> Option<&'static [(usize, f64)]> {
-    PROBE.get().map(|p| &p.steps[..])
+    None
 }
 
 #[cfg(feature = "std")]
@@ -209,10 +164,10 @@ fn auto_choice(steps: &[(usize, f64)]) -> usize {
 }
 
 #[cfg(feature = "std")]
-fn measure_auto(cpus: usize, bytes: usize) -> AutoProbe {
+fn measure_auto(cpus: usize, bytes: usize) -> usize {
     let steps_to_try = auto_steps(cpus);
     if steps_to_try.len() == 1 {
-        return AutoProbe { steps: std::vec![(1, 0.0)], threads: 1 };
+        return 1;
     }
     let lines = bytes / 64;
     let mut buf: Vec<[u64; 8]> = std::vec![[1u64; 8]; lines];
@@ -257,7 +212,7 @@ fn measure_auto(cpus: usize, bytes: usize) -> AutoProbe {
         best = Some((t, mine));
     }
     std::hint::black_box(&buf);
-    AutoProbe { threads: auto_choice(&steps).min(cpus), steps }
+    auto_choice(&steps).min(cpus)
 }
 
 #[cfg(feature = "std")]
@@ -297,16 +252,11 @@ mod tests {
         assert_eq!(Threads::Auto.count(AUTO_MIN_BYTES - 1), 1);
         let auto = Threads::Auto.count(1 << 30);
         assert!((1..=available_cpus()).contains(&auto));
-        assert_eq!(Threads::from_name("auto"), Some(Threads::Auto));
-        assert_eq!(Threads::from_name("1"), Some(Threads::One));
-        assert_eq!(Threads::from_name("4"), Some(Threads::Fixed(4)));
-        assert_eq!(Threads::from_name("0"), None);
         assert_eq!(Threads::Fixed(4).to_string(), "4");
         assert_eq!(Threads::default(), Threads::One, "nothing is measured unless asked");
         assert_eq!(Threads::Fixed(3).resolve(), Threads::Fixed(3));
         let resolved = Threads::Auto.resolve();
         assert_ne!(resolved, Threads::Auto);
         assert_eq!(resolved.count(1), auto);
-        assert!(auto_threads_steps().is_some_and(|s| !s.is_empty()));
     }
 }
