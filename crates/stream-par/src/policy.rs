@@ -122,15 +122,6 @@ pub fn auto_threads() -> usize {
     *COUNT.get_or_init(|| measure_auto(available_cpus(), AUTO_PROBE_BYTES))
 }
 
-/// Not part of the API: kept only while `memmap_core::parallel` still re-exports it (it
-/// reports nothing). Delete it with that re-export.
-#[cfg(feature = "std")]
-#[doc(hidden)]
-#[must_use]
-pub fn auto_threads_steps() -> Option<&'static [(usize, f64)]> {
-    None
-}
-
 #[cfg(feature = "std")]
 /// The thread counts the search tries: 1, 2, 4, ... below `cpus`, then `cpus`.
 #[must_use]
