@@ -27,7 +27,8 @@ use crate::folio::Folio;
 use crate::phase;
 use memmap_core::{InitHooks, StructPage};
 #[cfg(feature = "std")]
-use memmap_core::{NoHooks, Strategy, Threads};
+use memmap_core::{NoHooks, Strategy};
+use stream_par::Threads;
 
 use crate::HugetlbError;
 use crate::MaybeSend;
@@ -40,7 +41,7 @@ use crate::folio::{
 use crate::hstate::{Hstate, hugepage_freelist_addr};
 use crate::hvo::HvoOutcome;
 use crate::hvo::{VmemmapRemap, hugetlb_vmemmap_optimize_folio, hvo_availability};
-use memmap_core::PadataJob;
+use stream_par::PadataJob;
 
 use crate::node::{
     BootParams, BootReport, HugetlbNode, take_group, take_group_mut, validate_nodes, validate_records,
@@ -141,7 +142,7 @@ where
         items.push(Mutex::new(Some((n, mine))));
     }
     // One item per node from 0: the job cannot end past u64::MAX, padata's only error.
-    let report = memmap_core::padata_do_multithreaded(job, |start, end| {
+    let report = stream_par::padata_do_multithreaded(job, |start, end| {
         for i in start..end {
             let taken = items[i as usize].lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
             if let Some((node, recs)) = taken {

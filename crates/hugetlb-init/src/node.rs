@@ -2,7 +2,8 @@
 //! is asked ([`BootParams`]) and reports ([`NodeReport`], [`BootReport`]), and the checks of
 //! nodes and records every entry point makes before it writes.
 
-use memmap_core::{FillOptions, Memmap, NoHooks, Strategy, StrategyReason, StructPage, Threads};
+use memmap_core::{FillOptions, Memmap, NoHooks, Strategy, StrategyReason, StructPage};
+use stream_par::Threads;
 
 use crate::HugetlbError;
 use crate::bootmem::{HugeBootmemPage, NodeSpec};

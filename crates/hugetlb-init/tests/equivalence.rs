@@ -18,9 +18,10 @@ use common::{Booted, boot_model, h1g, params};
 use hugetlb_init::{
     BootRequest, Hstate, Hstates, HvoFault, HvoParams, NodeSpec, PagesPerNode, TailPageOrigin,
 };
-use memmap_core::{KernelConfig, Page64, Page72, Strategy, StrategyReason, StructPage, Threads};
+use memmap_core::{KernelConfig, Page64, Page72, Strategy, StrategyReason, StructPage};
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
+use stream_par::Threads;
 
 #[derive(Debug, Clone)]
 struct Case {

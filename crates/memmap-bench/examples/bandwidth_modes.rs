@@ -31,7 +31,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let cores = memmap_core::available_cpus();
+    let cores = stream_par::available_cpus();
     let columns: Vec<(usize, &str)> =
         [1, cores].into_iter().flat_map(|t| [(t, "stream_fill"), (t, "memset")]).collect();
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); columns.len()];

@@ -63,7 +63,7 @@ fn main() {
         }
     };
     let base = map.as_mut_ptr() as usize;
-    let cores = memmap_core::available_cpus();
+    let cores = stream_par::available_cpus();
     let threads: Vec<usize> = if cores > 1 { vec![1, cores] } else { vec![1] };
     println!(
         "{}; backend {}, streaming clear {}; 2 GiB cleared per cell, median of {rounds} rounds, GB/s",

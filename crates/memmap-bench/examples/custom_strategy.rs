@@ -16,7 +16,8 @@ use std::process::ExitCode;
 
 use memmap_bench::compare::{Candidate, Comparison};
 use memmap_bench::scenarios::zone_device::Case;
-use memmap_core::{InitOptions, NoHooks, Strategy, Threads, memmap_init_zone_device_parallel};
+use memmap_core::{InitOptions, NoHooks, Strategy, memmap_init_zone_device_parallel};
+use stream_par::Threads;
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -36,7 +37,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cpus = memmap_core::available_cpus();
+    let cpus = stream_par::available_cpus();
     let mine = Candidate::new(format!("streaming-{cpus}t"), move |memmap, range, pgmap| {
         let opts = InitOptions::new(Strategy::Streaming);
         memmap_init_zone_device_parallel(memmap, range, pgmap, &opts, Threads::Fixed(cpus), |_, _| NoHooks)

@@ -220,7 +220,8 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memmap_core::{Threads, memmap_init_zone_device_parallel};
+    use memmap_core::memmap_init_zone_device_parallel;
+    use stream_par::Threads;
 
     #[test]
     fn candidates_run_beside_the_library_and_are_checked_against_slow() {

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use memmap_core::{PadataJob, padata_do_multithreaded};
+use stream_par::{PadataJob, padata_do_multithreaded};
 
 use crate::measure::{Runner, gbps, interleaved};
 
@@ -488,7 +488,7 @@ pub fn measure(
     let mut b = resident_buffer(len)?;
     let pa = a.as_mut_ptr() as usize;
     let pb = b.as_mut_ptr() as usize;
-    let all_cores = memmap_core::available_cpus();
+    let all_cores = stream_par::available_cpus();
     let mut counts = vec![1, all_cores];
     counts.extend_from_slice(extra_threads);
     counts.sort_unstable();

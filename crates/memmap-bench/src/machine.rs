@@ -36,7 +36,7 @@ impl Machine {
         let mem = crate::memory::MemInfo::read();
         Machine {
             cpu: crate::report::provenance::CpuModel::detect().name,
-            cpus: memmap_core::available_cpus(),
+            cpus: stream_par::available_cpus(),
             mem_total_bytes: mem.total,
             mem_available_bytes: mem.available,
             backend: stream_hal::backend().to_string(),

@@ -171,7 +171,7 @@ mod tests {
         assert!(small.reason().contains("256 MiB"), "{}", small.reason());
         let auto = ThreadPolicy::Auto.resolve(None);
         assert_eq!(auto.source(), ThreadSource::Auto);
-        assert!((1..=memmap_core::available_cpus()).contains(&auto.count()), "{}", auto.count());
+        assert!((1..=stream_par::available_cpus()).contains(&auto.count()), "{}", auto.count());
         assert!(auto.reason().contains("Threads::Auto"), "{}", auto.reason());
         assert_eq!((policy(1), policy(0), policy(3)), (Threads::One, Threads::One, Threads::Fixed(3)));
     }

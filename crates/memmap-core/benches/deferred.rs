@@ -4,7 +4,7 @@
 //! * `boot/{eager,deferred,on-demand}`: `Node::boot` of one zone (the "boot" time), and
 //!   `boot/{eager,on-demand}-kernel-order` with the kernel's pass order ([`BootOrder::Kernel`])
 //!   instead of the fused boot;
-//!   `full/deferred` adds `deferred_init_memmap(memmap_core::Threads::Fixed(2))`, `full/on-demand` adds `expand_all()` (the
+//!   `full/deferred` adds `deferred_init_memmap(stream_par::Threads::Fixed(2))`, `full/on-demand` adds `expand_all()` (the
 //!   "full availability" time);
 //! * `alloc/order-{0,9}/{eager,on-demand}`: allocate every page of the zone at that order and free
 //!   it again, on a fully initialized zone versus an on-demand zone (whose first allocation pass
@@ -97,7 +97,7 @@ fn boot_and_full(c: &mut Criterion) {
                         if full {
                             match mode {
                                 InitMode::Deferred => {
-                                    black_box(node.deferred_init_memmap(memmap_core::Threads::Fixed(2)));
+                                    black_box(node.deferred_init_memmap(stream_par::Threads::Fixed(2)));
                                 }
                                 InitMode::OnDemand => {
                                     black_box(node.expand_all());

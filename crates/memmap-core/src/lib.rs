@@ -40,7 +40,7 @@
 //! | `memmap` | the PFN-indexed view ([`Memmap`]), pageblock bits, the kernel's per-page operations, the one safe access path to a struct page ([`Memmap::page_mut`], [`PageMut`]) and its copy engine (stores, the template loop with its per-PFN refresh, [`Memmap::copy_template`]) | `mm/mm_init.c`, `mm/internal.h` |
 //! | `fill` | the strategy policy: [`Strategy`], [`FillOptions`], the choice of every initializer ([`FillOptions::resolve`]) | the upstream template and streaming series |
 //! | `zone_device` | [`memmap_init_zone_device`]: slow path and template path, compound pages, altmap, vmemmap dedup | `memmap_init_zone_device()` |
-//! | `parallel` | [`run_views`], the parallel runner over views of one memmap; the [`Threads`] policy (`Auto`: where bandwidth stops growing) and the padata runner come from `stream-par`, the family's parallel runtime; the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
+//! | `parallel` | [`run_views`], the parallel runner over views of one memmap; the [`Threads`](stream_par::Threads) policy (`Auto`: where bandwidth stops growing) and the padata runner come from `stream-par`, the family's parallel runtime; the parallel ZONE_DEVICE init is [`memmap_init_zone_device_parallel`] | padata users: `deferred_init_memmap()`, `gather_bootmem_prealloc()` |
 //! | `freelist` | the one zone free-list model: list heads per order and migrate type, the release's buddy encoding ([`buddy_page_type`]), every buddy routine, used by the node and hotplug | `mm/page_alloc.c`, `mm/page_isolation.c` |
 //! | [`hotplug`] | onlining hot-added memory: the struct pages, the isolated pageblocks, the free lists | `online_pages()`, `undo_isolate_page_range()` |
 //! | `node` | a node's boot ([`Node`]): memblock layout, eager/deferred/on-demand init, the buddy allocator, init_on_alloc | `memmap_init()`, `deferred_init_memmap()`, `mm/page_alloc.c` |
@@ -53,9 +53,9 @@
 //! ## Crate features
 //!
 //! * `std` (default): [`OwnedMemmap`] and [`OwnedArena`] (anonymous `mmap` storage),
-//!   [`RecordingHooks`], and the threaded runners ([`padata_do_multithreaded`],
+//!   [`RecordingHooks`], and the threaded runners ([`stream_par::padata_do_multithreaded`],
 //!   [`Node::deferred_init_memmap`], [`memmap_init_zone_device_parallel`] with the
-//!   [`Threads`] policy). Without it the crate is `no_std` without `alloc`: all
+//!   [`stream_par::Threads`] policy). Without it the crate is `no_std` without `alloc`: all
 //!   storage comes from the caller.
 //!
 //! ## MSRV
@@ -78,7 +78,7 @@
 //! std`. Without them everything but the items listed under the `std` feature is there: the
 //! model, [`Memmap`] over caller-provided `&mut [P]` and pageblock storage,
 //! [`memmap_init_zone_device`], [`Node::boot`] and the buddy allocator; the threaded runners
-//! are replaced by the caller's own (the padata split, [`PadataPlan`], stays). CI builds it
+//! are replaced by the caller's own (the padata split, [`stream_par::PadataPlan`], stays). CI builds it
 //! this way for `x86_64-unknown-none` and `aarch64-unknown-none`.
 //!
 //! ## Kernel releases
@@ -161,16 +161,9 @@ pub use node::{
     FreeError, Gfp, InitMode, InitPolicy, LayoutError, Node, NodeError, NodeLayout, NodeParts, NodeStats,
     PageBlock, PfnRange, PhysArena, ReservedRange, ZoneSpan, pg_uninitialized_2m,
 };
-pub use parallel::{Piece, Threads};
+pub use parallel::Piece;
 #[cfg(feature = "std")]
 pub use parallel::{ViewsReport, run_views};
-/// The reuse hint of [`FillOptions::reuse`] (from `stream-hal`).
-pub use stream_hal::Reuse;
-pub use stream_par::{PadataError, PadataJob, PadataPlan};
-#[cfg(feature = "std")]
-pub use stream_par::{PadataReport, padata_do_multithreaded};
-#[cfg(feature = "std")]
-pub use stream_par::{auto_threads, available_cpus};
 pub use zone_device::{
     DevPagemap, DrainPolicy, InitOptions, InitReport, MAX_VMEMMAP_SHIFT, MemoryType, Unmappable, VmemAltmap,
     ZoneDeviceRange, check_memremap_pages, compound_nr_pages, hotplug_align_pages, memmap_init_zone_device,

@@ -1,5 +1,5 @@
 //! The parallel runner of the initializers that split a memmap, [`run_views`], and the
-//! thread-count policy every parallel runner takes, [`Threads`] (from `stream-par`, the family's
+//! thread-count policy every parallel runner takes, [`stream_par::Threads`] (from `stream-par`, the family's
 //! parallel runtime). The parallel ZONE_DEVICE init is
 //! [`memmap_init_zone_device_parallel`](crate::memmap_init_zone_device_parallel), deferred init
 //! is [`Node::deferred_init_memmap`](crate::Node::deferred_init_memmap).
@@ -20,8 +20,6 @@ use crate::memmap::Memmap;
 use crate::model::page::StructPage;
 #[cfg(feature = "std")]
 use stream_par::{PadataJob, padata_do_multithreaded};
-
-pub use stream_par::Threads;
 
 /// One piece of a memmap for [`run_views`]: the struct pages `[start, end)` and what the work
 /// on it needs (its hooks, the folio it belongs to, ...).

@@ -8,9 +8,10 @@
 mod support;
 
 use memmap_core::{
-    BootOptions, BootOrder, FillOptions, InitMode, KernelConfig, NodeLayout, PfnRange, ReservedRange, Reuse,
+    BootOptions, BootOrder, FillOptions, InitMode, KernelConfig, NodeLayout, PfnRange, ReservedRange,
     Strategy, StrategyReason, ZoneSpan,
 };
+use stream_hal::Reuse;
 use stream_hal::{CacheInfo, set_cache_info};
 use support::Storage;
 

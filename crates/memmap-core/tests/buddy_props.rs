@@ -98,7 +98,7 @@ proptest! {
                 }
             }
         }
-        node.deferred_init_memmap(memmap_core::Threads::Fixed(2));
+        node.deferred_init_memmap(stream_par::Threads::Fixed(2));
         for b in held.drain(..) {
             node.free_pages(b).unwrap();
         }

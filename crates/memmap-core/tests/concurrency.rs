@@ -116,7 +116,7 @@ fn allocators_race_deferred_init_without_losing_or_duplicating_pages() {
     let ledger = Ledger(Mutex::new(BTreeMap::new()));
     let iters = if cfg!(miri) { 6 } else { 3000 };
     let held: Vec<PageBlock> = std::thread::scope(|s| {
-        let init = s.spawn(|| node.deferred_init_memmap(memmap_core::Threads::Fixed(2)));
+        let init = s.spawn(|| node.deferred_init_memmap(stream_par::Threads::Fixed(2)));
         let workers: Vec<_> = (0..2)
             .map(|t| {
                 s.spawn({

@@ -8,10 +8,11 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use memmap_core::{
-    BootOptions, Gfp, InitMode, MigrateType, PG, PadataJob, PadataPlan, Page64, PfnRange, RecordingHooks,
-    ReservedRange, Strategy, StructPage, ZoneSpan, padata_do_multithreaded,
+    BootOptions, Gfp, InitMode, MigrateType, PG, Page64, PfnRange, RecordingHooks, ReservedRange, Strategy,
+    StructPage, ZoneSpan,
 };
 use memmap_core::{Memmap, Node, NodeLayout, NodeParts, pageblocks_needed};
+use stream_par::{PadataJob, PadataPlan, padata_do_multithreaded};
 use support::{Storage, cfg, free_blocks, free_map, is_guard, layout, maximal_blocks};
 
 const NID: u32 = 1;
@@ -147,7 +148,7 @@ fn workers_touch_only_free_ranges(cfg: memmap_core::KernelConfig) {
     let mut st = Storage::new(&cfg, span, false);
     let (mut node, _) = st.boot(cfg, l, &BootOptions::new(InitMode::Deferred));
     let before: Vec<Page64> = (span.start..span.end).map(|p| node.read_page(p)).collect();
-    let report = node.deferred_init_memmap(memmap_core::Threads::Fixed(2));
+    let report = node.deferred_init_memmap(stream_par::Threads::Fixed(2));
     if cfg.behaviour().deferred_job_per_zone {
         assert_eq!(report.jobs, 1, "one job per zone");
     } else {
@@ -298,7 +299,7 @@ fn pages_are_freed_only_after_they_are_initialized() {
         NodeParts { memmap, layout: l, states: &mut states, arena: None, hooks: RecordingHooks::new(true) };
     let (node, report) = Node::boot(parts, &BootOptions::new(InitMode::Deferred)).unwrap();
     assert_eq!(report.strategy, Strategy::Slow, "tracepoint active: per-page path");
-    node.deferred_init_memmap(memmap_core::Threads::Fixed(2));
+    node.deferred_init_memmap(stream_par::Threads::Fixed(2));
     let (_, hooks) = node.into_memmap();
     let mut inited = BTreeSet::new();
     let mut frees = 0;
@@ -336,7 +337,7 @@ fn full_max_order_blocks_freed_at_max_order_partial_ones_at_order_0() {
     let (mut node, r) = st.boot(cfg, l, &BootOptions::new(InitMode::Deferred));
     let fdp = r.first_deferred_pfn.unwrap();
     let (max0, zero0) = (node.stats().free_core(cfg.max_page_order), node.stats().free_core(0));
-    node.deferred_init_memmap(memmap_core::Threads::Fixed(2));
+    node.deferred_init_memmap(stream_par::Threads::Fixed(2));
     let (mut full, mut partial) = (0, 0);
     let end = zones[0].span.end;
     for b in (fdp..end).step_by(mo as usize) {
@@ -406,9 +407,10 @@ fn grow_zone_grows_a_section_multiple_stops_on_section_boundaries_and_is_monoton
 /// the same blocks: the workers' interleaving is the scheduler's, in the kernel too).
 mod single_pass_equals_the_kernel_order {
     use super::*;
-    use memmap_core::{BootOrder, FillOptions, Strategy, Threads};
+    use memmap_core::{BootOrder, FillOptions, Strategy};
     use proptest::prelude::{prop, prop_assert, prop_assert_eq, proptest};
     use std::sync::atomic::Ordering;
+    use stream_par::Threads;
     use support::{layouts, tiny};
 
     /// Every zone's free list, in list order.

@@ -225,7 +225,7 @@ fn deferred_init_resched_hook_that_allocates_with_the_tracepoint_panics() {
 fn deferred_init_on_padata_threads_panics_with_the_rule() {
     let o = run("deferred init on two threads, hook allocates", || {
         let node = boot(tiny(), InitMode::Deferred, Reenter::new(slot(), Action::AllocFree));
-        node.deferred_init_memmap(memmap_core::Threads::Fixed(2));
+        node.deferred_init_memmap(stream_par::Threads::Fixed(2));
     });
     assert_reentry_panic("deferred init on two threads", o);
 }

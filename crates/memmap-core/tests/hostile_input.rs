@@ -316,7 +316,7 @@ fn compound_orders_and_tails_past_every_limit_do_not_overflow() {
 /// that ends past `u64::MAX` is a typed error with no call made.
 #[test]
 fn padata_jobs_at_the_top_of_the_u64_space() {
-    use memmap_core::{PadataError, PadataJob, PadataPlan, padata_do_multithreaded};
+    use stream_par::{PadataError, PadataJob, PadataPlan, padata_do_multithreaded};
     let huge = PadataJob { start: 0, size: u64::MAX, align: 1, min_chunk: 1, max_threads: usize::MAX };
     let plan = huge.plan().unwrap();
     assert_eq!(plan.chunk, 1);

@@ -12,11 +12,12 @@ mod support;
 
 use memmap_core::{
     DevPagemap, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType, Page64, Page72, RecordingHooks,
-    Strategy, StructPage, Threads, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,
+    Strategy, StructPage, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,
     memmap_init_zone_device_parallel, move_pfn_range_to_zone, pageblocks_needed,
 };
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
+use stream_par::Threads;
 use support::{guard_page, range, with_debug_page_ref};
 
 #[derive(Debug, Clone)]

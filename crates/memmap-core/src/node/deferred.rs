@@ -145,7 +145,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// struct page bytes of each job). When it returns, every deferred page is initialized and
     /// freed, and the `deferred_pages` static key is off (`page_alloc_init_late`).
     #[cfg(feature = "std")]
-    pub fn deferred_init_memmap(&self, threads: crate::Threads) -> DeferredReport {
+    pub fn deferred_init_memmap(&self, threads: stream_par::Threads) -> DeferredReport {
         self.deferred_init_memmap_with(|job, f| {
             let max_threads = threads.count(job.size.saturating_mul(P::SIZE as u64));
             let job = PadataJob { max_threads, ..*job };

@@ -18,8 +18,9 @@ use crate::InitError;
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
 use crate::model::page::StructPage;
-use crate::parallel::{Piece, Threads, run_views};
+use crate::parallel::{Piece, run_views};
 use stream_par::PadataJob;
+use stream_par::Threads;
 
 /// What [`memmap_init_zone_device_parallel`] did.
 #[derive(Debug)]
