@@ -506,8 +506,8 @@ fn hugetlb_boot<P: StructPage>(
     let params = BootParams {
         tail: memmap_core::FillOptions::new(opts.strategy),
         hvo: hugetlb_init::HvoParams { tail_page, ..opts.hvo.params() },
-        gather: memmap_core::Threads::Each,
-        tail_threads: memmap_core::Threads::One,
+        gather: stream_par::Threads::Each,
+        tail_threads: stream_par::Threads::One,
     };
     let booted = if opts.placed.is_empty() {
         machine.boot_with_hooks(&BootRequest::per_node(opts.hstate, opts.count), &params, |_| counts.clone())
