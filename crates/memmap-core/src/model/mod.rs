@@ -6,5 +6,6 @@
 pub mod config;
 pub mod flags;
 pub mod kconfig;
+mod layout;
 pub mod page;
 pub mod version;
