@@ -251,7 +251,7 @@ pub fn parse(dir: &Path, json: &[u8], gz: &[u8]) -> Result<LoadedBoot> {
     if golden.format != FORMAT {
         bail!("{}/boot.json: format {} (expected {FORMAT})", dir.display(), golden.format);
     }
-    let (cfg, _) = crate::model::kernel_config_of(&golden.kernel)?;
+    let cfg = crate::facts::model_config(&golden.kernel.kconfig, &golden.kernel.release)?;
     let mut sampled = 0u64;
     for n in &golden.nodes {
         check_node(n).with_context(|| format!("{}/boot.json: node {}", dir.display(), n.nid))?;

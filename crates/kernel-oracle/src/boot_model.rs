@@ -25,14 +25,13 @@ use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
 use memmap_core::{
-    BootOrder, BootmemType, FlagsLayout, InitMode, KernelConfig, MigrateType, PfnRange, ReservedRange,
+    Arch, BootOrder, BootmemType, FlagsLayout, InitMode, KernelConfig, MigrateType, PfnRange, ReservedRange,
     Strategy, ZoneSpan,
 };
 use memmap_dump::{Dump, NodeDump, ZoneCounts};
 
 use crate::boot::{Class, classify};
-use crate::facts::{Facts, Region};
-use crate::run::{NO_SECTION, STRUCT_PAGE};
+use crate::facts::{Facts, NO_SECTION, Region, STRUCT_PAGE, iomem_ranges};
 use serde::{Deserialize, Serialize};
 
 /// The classes the comparison counts, in report order.
@@ -227,34 +226,6 @@ fn path_name((mode, order, strategy): (InitMode, BootOrder, Strategy)) -> String
     format!("{mode:?}/{order:?}/{}", strategy.name()).to_lowercase()
 }
 
-/// `/proc/iomem`'s top-level System RAM ranges as whole 4 KiB pages.
-#[must_use]
-pub fn system_ram(iomem: &str) -> Vec<PfnRange> {
-    iomem_ranges(iomem, false, 12)
-}
-
-/// `memblock.memory` as `/proc/iomem` shows it: the top-level System RAM ranges, and with
-/// `nomap` the top-level `Reserved` ones too, which on riscv64 are memblock's no-map memory
-/// regions (`init_resources()` names them so; the kernel counts them present and reserves
-/// their struct pages). On x86-64 a top-level `Reserved` range is e820's, no memory.
-fn iomem_ranges(iomem: &str, nomap: bool, page_shift: u32) -> Vec<PfnRange> {
-    let mut v: Vec<PfnRange> = iomem
-        .lines()
-        .filter(|l| {
-            !l.starts_with(' ') && (l.ends_with(": System RAM") || (nomap && l.ends_with(": Reserved")))
-        })
-        .filter_map(|l| {
-            let (start, end) = l.split(" : ").next()?.split_once('-')?;
-            let start = u64::from_str_radix(start.trim(), 16).ok()?;
-            let end = u128::from(u64::from_str_radix(end.trim(), 16).ok()?) + 1;
-            let r = PfnRange::new(start.div_ceil(1 << page_shift), (end >> page_shift) as u64);
-            (!r.is_empty()).then_some(r)
-        })
-        .collect();
-    v.sort_by_key(|r| r.start);
-    v
-}
-
 /// The memory of `zones`: `ram` clipped to each zone, adjacent pieces merged.
 fn node_memory(ram: &[PfnRange], zones: &[ZoneSpan]) -> Vec<PfnRange> {
     let mut out: Vec<PfnRange> = Vec::new();
@@ -407,8 +378,7 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
         );
     }
     let iomem = facts.guest.get("iomem").context("the guest's iomem is not recorded")?;
-    let ram =
-        iomem_ranges(iomem, facts.kernel.arch == "riscv64", crate::run::page_shift(&facts.kernel.kconfig)?);
+    let ram = iomem_ranges(iomem, cfg.arch == Arch::Riscv64, cfg.page_shift);
     let kzones = crate::boot::zones(facts.guest.get("zoneinfo-full").context("no zoneinfo-full")?)?;
     let mut nids: Vec<u32> = facts.regions.iter().filter(|r| r.kind == "boot").map(|r| r.nid).collect();
     nids.sort_unstable();
@@ -430,7 +400,7 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
                 .with_context(|| format!("node {nid} zone {} is not in the guest's zoneinfo", r.zone))?;
             // Only x86-64's `mem_init()` registers the memmap's frames as boot memory
             // (`register_page_bootmem_info()`, arch/x86/mm/init_64.c).
-            if facts.kernel.arch == "amd64" {
+            if cfg.arch == Arch::X86_64 {
                 vmemmap_frames(facts, r, &cfg, &mut frames);
             }
             zones.push(KernelZone {

@@ -130,7 +130,7 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
     let out = crate::files::create_dirs_below(golden, &Path::new(kernel).join(config))?;
     let mut pages = Vec::new();
     let mut regions = Vec::new();
-    let max_order = crate::run::max_page_order(&facts.kernel.kconfig)?;
+    let max_order = crate::model::kernel_config(facts)?.0.max_page_order;
     for (i, r) in facts.regions.iter().enumerate() {
         let bytes = facts.region_bytes(dump, i)?;
         let runs = runs_for(r, max_order, facts.pageblock_order);

@@ -7,9 +7,12 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use serde::{Deserialize, Serialize};
+
+use memmap_core::Arch;
+use memmap_core::model::kconfig::Kconfig;
 
 use crate::apt::{self, PrivateApt};
+pub use crate::facts::Package;
 
 /// How a kernel is split into packages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,30 +25,51 @@ pub enum Packaging {
     Single,
 }
 
-/// Guest CPU architecture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Arch {
-    /// x86-64 (`qemu-system-x86_64`).
-    Amd64,
-    /// arm64 (`qemu-system-aarch64 -machine virt`).
-    Arm64,
-    /// riscv64 (`qemu-system-riscv64 -machine virt`).
-    Riscv64,
-    /// Little-endian 64-bit POWER (`qemu-system-ppc64 -machine pseries`).
-    Ppc64el,
+/// The Debian architecture name of `arch` (`amd64`, `arm64`, `riscv64`, `ppc64el`).
+#[must_use]
+pub fn debian(arch: Arch) -> &'static str {
+    match arch {
+        Arch::Arm64 => "arm64",
+        Arch::Riscv64 => "riscv64",
+        Arch::Powerpc64 => "ppc64el",
+        _ => "amd64",
+    }
 }
 
-impl Arch {
-    /// Debian architecture name.
-    #[must_use]
-    pub fn debian(self) -> &'static str {
-        match self {
-            Arch::Amd64 => "amd64",
-            Arch::Arm64 => "arm64",
-            Arch::Riscv64 => "riscv64",
-            Arch::Ppc64el => "ppc64el",
-        }
+/// Modules to load, in dependency order.
+#[must_use]
+pub fn guest_modules(arch: Arch) -> &'static [&'static str] {
+    match arch {
+        Arch::X86_64 => &[
+            "nvdimm/libnvdimm",
+            "nvdimm/nd_btt",
+            "nvdimm/nd_e820",
+            "nvdimm/nd_pmem",
+            "dax/device_dax",
+            "dax/dax_pmem",
+        ],
+        // pmem from a device-tree `pmem-region` (QEMU 10.0 has no virtio-pmem-pci for these
+        // machines); arm64's hot-added memory comes from virtio-mem (Debian's riscv64 kernels
+        // have no VIRTIO_MEM, and QEMU's riscv64 `virt` no memory devices).
+        Arch::Arm64 => &[
+            "nvdimm/libnvdimm",
+            "nvdimm/nd_btt",
+            "nvdimm/nd_pmem",
+            "nvdimm/of_pmem",
+            "dax/device_dax",
+            "dax/dax_pmem",
+            "virtio/virtio_mem",
+        ],
+        Arch::Riscv64 => &[
+            "nvdimm/libnvdimm",
+            "nvdimm/nd_btt",
+            "nvdimm/nd_pmem",
+            "nvdimm/of_pmem",
+            "dax/device_dax",
+            "dax/dax_pmem",
+        ],
+        // Debian's ppc64el kernels have no LIBNVDIMM.
+        _ => &[],
     }
 }
 
@@ -72,7 +96,7 @@ pub const KERNELS: [KernelSpec; 8] = [
     KernelSpec {
         id: "7.2-amd64",
         suite: "sid",
-        arch: Arch::Amd64,
+        arch: Arch::X86_64,
         image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-amd64$",
         image_prefix: "linux-binary-",
         packaging: Packaging::Split,
@@ -80,7 +104,7 @@ pub const KERNELS: [KernelSpec; 8] = [
     KernelSpec {
         id: "6.12-amd64",
         suite: "bookworm-backports",
-        arch: Arch::Amd64,
+        arch: Arch::X86_64,
         image_pattern: r"^linux-image-6\.12\.[0-9]+\+deb[0-9]+-amd64$",
         image_prefix: "linux-image-",
         packaging: Packaging::Single,
@@ -88,7 +112,7 @@ pub const KERNELS: [KernelSpec; 8] = [
     KernelSpec {
         id: "6.1-amd64",
         suite: "bookworm",
-        arch: Arch::Amd64,
+        arch: Arch::X86_64,
         image_pattern: r"^linux-image-6\.1\.0-[0-9]+-amd64$",
         image_prefix: "linux-image-",
         packaging: Packaging::Single,
@@ -120,7 +144,7 @@ pub const KERNELS: [KernelSpec; 8] = [
     KernelSpec {
         id: "7.2-ppc64el",
         suite: "sid",
-        arch: Arch::Ppc64el,
+        arch: Arch::Powerpc64,
         image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-powerpc64le$",
         image_prefix: "linux-binary-",
         packaging: Packaging::Split,
@@ -128,7 +152,7 @@ pub const KERNELS: [KernelSpec; 8] = [
     KernelSpec {
         id: "7.2-ppc64el-64k",
         suite: "sid",
-        arch: Arch::Ppc64el,
+        arch: Arch::Powerpc64,
         image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-powerpc64le-64k$",
         image_prefix: "linux-binary-",
         packaging: Packaging::Split,
@@ -147,15 +171,6 @@ pub fn spec(id: &str) -> Result<KernelSpec> {
             KERNELS.iter().map(|k| k.id).collect::<Vec<_>>().join(", ")
         )
     })
-}
-
-/// A `(package, version)` pair.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Package {
-    /// Package name.
-    pub name: String,
-    /// Version.
-    pub version: String,
 }
 
 /// A kernel to boot: a fetched and unpacked Debian package ([`fetch`]) or one a user built
@@ -180,6 +195,18 @@ pub struct Kernel {
     pub system_map: Option<PathBuf>,
     /// The module files the guest loads, by module name ([`find_modules`]).
     pub modules: BTreeMap<String, PathBuf>,
+}
+
+impl Kernel {
+    /// The model's configuration of this kernel ([`crate::facts::model_config`] of its
+    /// `.config` and release).
+    ///
+    /// # Errors
+    ///
+    /// The `.config` cannot be read or is refused, or the release is not `MAJOR.MINOR...`.
+    pub fn model_config(&self) -> Result<memmap_core::KernelConfig> {
+        crate::facts::model_config(&kconfig_symbols(&self.config)?, &self.release)
+    }
 }
 
 /// Largest kernel image read (a distribution's bzImage is about 12 MiB, an arm64 `Image`
@@ -373,7 +400,7 @@ pub fn image_release_of(raw: &[u8]) -> Result<(Arch, String)> {
             bail!("a bzImage without a kernel_version string");
         }
         crate::files::name("the release in its kernel_version string", &release)?;
-        return Ok((Arch::Amd64, release));
+        return Ok((Arch::X86_64, release));
     }
     let arm64 = if raw.starts_with(&[0x1f, 0x8b]) {
         let gz = flate2::read::MultiGzDecoder::new(raw).take(MAX_BINARY_BYTES);
@@ -475,12 +502,13 @@ pub fn from_paths(
         }
     };
     let kconfig = kconfig_symbols(config).context("--config")?;
-    crate::run::node_zone_layout(&kconfig).with_context(|| format!("--config {}", config.display()))?;
+    crate::facts::model_config(&kconfig, &release)
+        .with_context(|| format!("--config {}", config.display()))?;
     if let Some(m) = system_map {
         memmap_dump::read_user_file(m, MAX_SYSTEM_MAP_BYTES).context("--system-map")?;
     }
     let modules_dir = modules;
-    let mut modules = find_modules(modules_dir, crate::initramfs::modules(arch))?;
+    let mut modules = find_modules(modules_dir, guest_modules(arch))?;
     // The module configurations' module, where the kernel has one (`kernel-oracle build`).
     if let Ok(m) = find_modules(modules_dir, &[crate::scenario::MODULE_NAME]) {
         modules.extend(m);
@@ -526,12 +554,12 @@ fn package_release(package: &str, prefix: &str) -> Result<String> {
 ///
 /// apt errors, no matching package, or an unpacked tree without the expected files.
 pub fn fetch(spec: KernelSpec, cache: &Path, refresh: bool) -> Result<Kernel> {
-    let apt = PrivateApt::new(cache, spec.suite, spec.arch.debian())?;
+    let apt = PrivateApt::new(cache, spec.suite, debian(spec.arch))?;
     apt.update(refresh)?;
     let mut names = apt.search(spec.image_pattern)?;
     names.sort_by_key(|n| release_key(n));
     let image_pkg = names.pop().with_context(|| {
-        format!("no package matching {} in suite {} ({})", spec.image_pattern, spec.suite, spec.arch.debian())
+        format!("no package matching {} in suite {} ({})", spec.image_pattern, spec.suite, debian(spec.arch))
     })?;
     let release = package_release(&image_pkg, spec.image_prefix)?;
     let pkgs: Vec<String> = match spec.packaging {
@@ -573,7 +601,7 @@ pub fn fetch(spec: KernelSpec, cache: &Path, refresh: bool) -> Result<Kernel> {
             bail!("{} is missing from the unpacked packages of {release}", p.display());
         }
     }
-    let modules = find_modules(&modules, crate::initramfs::modules(spec.arch))?;
+    let modules = find_modules(&modules, guest_modules(spec.arch))?;
     Ok(Kernel {
         id: spec.id.into(),
         suite: spec.suite.into(),
@@ -655,15 +683,10 @@ pub const KCONFIG_SYMBOLS: &[&str] = &[
 /// The file cannot be read.
 pub fn kconfig_symbols(config: &Path) -> Result<BTreeMap<String, String>> {
     let text = memmap_dump::read_user_file(config, memmap_dump::MAX_USER_FILE_BYTES)?.text;
-    let mut all = BTreeMap::new();
-    for line in text.lines() {
-        if let Some((k, v)) = line.split_once('=') {
-            all.insert(k.to_string(), v.trim_matches('"').to_string());
-        }
-    }
+    let kconfig = Kconfig::new(&text);
     Ok(KCONFIG_SYMBOLS
         .iter()
-        .map(|s| (s.to_string(), all.get(*s).cloned().unwrap_or_else(|| "n".into())))
+        .map(|s| (s.to_string(), kconfig.get(s).unwrap_or("n").trim_matches('"').to_string()))
         .collect())
 }
 
@@ -775,7 +798,7 @@ mod tests {
         for sub in ["nvdimm", "dax"] {
             std::fs::create_dir_all(m.join(sub)).unwrap();
         }
-        let wanted = crate::initramfs::modules(Arch::Amd64);
+        let wanted = guest_modules(Arch::X86_64);
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         std::io::Write::write_all(&mut gz, b"\x7fELF module").unwrap();
         let gz = gz.finish().unwrap();
@@ -795,7 +818,7 @@ mod tests {
         let k = from_paths(&d.join("bzImage"), &d.join("lib"), &d.join(".config"), None, None).unwrap();
         assert_eq!(
             (k.release.as_str(), k.arch, k.id.as_str()),
-            ("7.3.0-rc1-patched", Arch::Amd64, "path-7.3.0-rc1-patched")
+            ("7.3.0-rc1-patched", Arch::X86_64, "path-7.3.0-rc1-patched")
         );
         assert_eq!(k.modules.len(), wanted.len());
         assert_eq!(module_bytes(&k.modules["nd_btt"]).unwrap(), b"\x7fELF plain");
@@ -942,12 +965,12 @@ mod tests {
         );
         assert!(e.starts_with("--id \"a/b\" cannot name"), "{e}");
         // The .config is checked before a boot needs it.
-        std::fs::write(d.join(".config"), "CONFIG_NODES_SHIFT=100\n").unwrap();
+        std::fs::write(d.join(".config"), "CONFIG_NUMA=y\nCONFIG_NODES_SHIFT=100\n").unwrap();
         let e = format!(
             "{:#}",
             from_paths(&d.join("bzImage"), &d.join("mods"), &d.join(".config"), None, None).unwrap_err()
         );
-        assert!(e.contains("CONFIG_NODES_SHIFT=100: expected a number from 0 to 10"), "{e}");
+        assert!(e.contains("--config") && e.contains("page->flags"), "{e}");
     }
 
     #[test]

@@ -320,7 +320,7 @@ fn run_configs(cache: &Path, args: &RunArgs) -> Result<()> {
     let chosen = chosen_kernels(cache, args)?;
     let mut runs = Runs::default();
     for k in &chosen {
-        let hstates = kernel_oracle::model::kernel_hstates(k)?;
+        let hstates = hugetlb_init::Hstates::of(&k.model_config()?);
         for sc in scenarios(args, k)?.iter().filter(|s| s.arch == k.arch) {
             // A hugetlb size the kernel's page size does not have (64 KiB pages on 16 KiB ones).
             if let Some(h) = sc.hugetlb.filter(|h| hstates.find(h.size_kb << 10).is_none()) {

@@ -1,6 +1,7 @@
 //! The memory configurations the oracle sets up in a guest, as data.
 
-use crate::kernel::Arch;
+use anyhow::{Context, Result};
+use memmap_core::Arch;
 
 /// The ZONE_DEVICE namespace a configuration creates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +106,7 @@ pub struct Scenario {
 }
 
 const fn pmem(name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) -> Scenario {
-    pmem_on(Arch::Amd64, name, memmap, mem_mb, p)
+    pmem_on(Arch::X86_64, name, memmap, mem_mb, p)
 }
 
 const fn pmem_on(arch: Arch, name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) -> Scenario {
@@ -130,7 +131,7 @@ const fn with_module(sc: Scenario) -> Scenario {
 }
 
 const fn huge(name: &'static str, mem_mb: u64, h: Hugetlb) -> Scenario {
-    huge_on(Arch::Amd64, name, mem_mb, h)
+    huge_on(Arch::X86_64, name, mem_mb, h)
 }
 
 const fn huge_on(arch: Arch, name: &'static str, mem_mb: u64, h: Hugetlb) -> Scenario {
@@ -150,7 +151,7 @@ const fn huge_on(arch: Arch, name: &'static str, mem_mb: u64, h: Hugetlb) -> Sce
 }
 
 const fn hotplug(name: &'static str, size_mb: u64, movable: bool) -> Scenario {
-    hotplug_on(Arch::Amd64, name, size_mb, movable)
+    hotplug_on(Arch::X86_64, name, size_mb, movable)
 }
 
 const fn hotplug_on(arch: Arch, name: &'static str, size_mb: u64, movable: bool) -> Scenario {
@@ -170,7 +171,7 @@ const fn hotplug_on(arch: Arch, name: &'static str, size_mb: u64, movable: bool)
 }
 
 const fn boot(name: &'static str, mem_mb: u64, numa_mb: &'static [u64], b: Boot) -> Scenario {
-    boot_on(Arch::Amd64, name, mem_mb, numa_mb, b)
+    boot_on(Arch::X86_64, name, mem_mb, numa_mb, b)
 }
 
 const fn boot_on(arch: Arch, name: &'static str, mem_mb: u64, numa_mb: &'static [u64], b: Boot) -> Scenario {
@@ -232,7 +233,7 @@ pub const SCENARIOS: &[Scenario] = &[
     // with HVO (each node's shared tail page), and a 2 MiB devdax namespace in node 1.
     Scenario {
         name: "numa2-hugetlb-1g-hvo-on-devdax-2m",
-        arch: Arch::Amd64,
+        arch: Arch::X86_64,
         mem_mb: 7168,
         numa_mb: &[4096, 3072],
         memmap: Some("1G!7G"),
@@ -311,8 +312,8 @@ pub const SCENARIOS: &[Scenario] = &[
     huge_on(Arch::Riscv64, "riscv64-hugetlb-64k-hvo-on", 1024, h(64, 16, false, true)),
     // ppc64el (`pseries`, radix): 2 MiB pages at run time, boot-time 1 GiB pages (Debian's
     // ppc64el kernels have no HVO and no LIBNVDIMM); on the 64 KiB kernel too (orders 5 and 14).
-    huge_on(Arch::Ppc64el, "ppc64el-hugetlb-2m", 1024, h(2048, 4, false, false)),
-    huge_on(Arch::Ppc64el, "ppc64el-hugetlb-1g", 3072, h(1 << 20, 1, true, false)),
+    huge_on(Arch::Powerpc64, "ppc64el-hugetlb-2m", 1024, h(2048, 4, false, false)),
+    huge_on(Arch::Powerpc64, "ppc64el-hugetlb-1g", 3072, h(1 << 20, 1, true, false)),
     // Memory hotplug: a 2 GiB guest (all of it below 4 GiB, in ZONE_DMA32) with a DIMM at 4 GiB
     // onlined into an empty ZONE_NORMAL or ZONE_MOVABLE, 128 MiB memory blocks.
     hotplug("hotplug-256m-normal", 256, false),
@@ -327,8 +328,11 @@ pub const SCENARIOS: &[Scenario] = &[
     // two 256 MiB LMBs that DLPAR adds and onlines one after the other. Into ZONE_NORMAL on a
     // node without memory (node 1): node 0's ZONE_NORMAL holds the boot memory, whose free
     // blocks the hot-added ones would be linked in front of.
-    Scenario { numa_mb: &[2048, 0], ..hotplug_on(Arch::Ppc64el, "ppc64el-hotplug-512m-normal", 512, false) },
-    hotplug_on(Arch::Ppc64el, "ppc64el-hotplug-512m-movable", 512, true),
+    Scenario {
+        numa_mb: &[2048, 0],
+        ..hotplug_on(Arch::Powerpc64, "ppc64el-hotplug-512m-normal", 512, false)
+    },
+    hotplug_on(Arch::Powerpc64, "ppc64el-hotplug-512m-movable", 512, true),
     // The boot memmap of ordinary RAM: ZONE_DMA and ZONE_DMA32 below 2 GiB (q35), ZONE_NORMAL
     // from 4 GiB, ZONE_MOVABLE through `movablecore=`, two nodes; one vCPU (deferred init on
     // one thread) and two (in parallel).
@@ -337,7 +341,7 @@ pub const SCENARIOS: &[Scenario] = &[
     // sections of 256 pages, pageblock_order 5).
     boot_on(Arch::Arm64, "arm64-boot-2g", 2048, &[], Boot { smp: 1, movablecore_mb: None }),
     boot_on(Arch::Riscv64, "riscv64-boot-3g", 3072, &[], Boot { smp: 1, movablecore_mb: None }),
-    boot_on(Arch::Ppc64el, "ppc64el-boot-2g", 2048, &[], Boot { smp: 1, movablecore_mb: None }),
+    boot_on(Arch::Powerpc64, "ppc64el-boot-2g", 2048, &[], Boot { smp: 1, movablecore_mb: None }),
     boot("boot-3g", 3072, &[], Boot { smp: 1, movablecore_mb: None }),
     boot("boot-3g-smp2", 3072, &[], Boot { smp: 2, movablecore_mb: None }),
     boot("boot-3g-movable", 3072, &[], Boot { smp: 1, movablecore_mb: Some(512) }),
@@ -419,12 +423,12 @@ impl Scenario {
     pub fn append(&self) -> Vec<String> {
         let mut a = Vec::new();
         match self.memmap {
-            Some(m) if self.arch == Arch::Amd64 => a.push(format!("memmap={m}")),
+            Some(m) if self.arch == Arch::X86_64 => a.push(format!("memmap={m}")),
             // QEMU's arm64 `virt` writes its own memory node into a `-dtb`, so the kernel is
             // kept to the RAM below the carve-out by `mem=`.
             Some(m) => {
                 let ram_base = if self.arch == Arch::Riscv64 { 2 << 30 } else { 1 << 30 };
-                let below = crate::run::parse_carve(m).map_or(0, |(_, start)| start.saturating_sub(ram_base));
+                let below = parse_carve(m).map_or(0, |(_, start)| start.saturating_sub(ram_base));
                 a.push(format!("mem={}M", below >> 20));
             }
             None => {}
@@ -432,7 +436,7 @@ impl Scenario {
         if let Some(hp) = self.hotplug {
             // pseries DLPAR onlines each block it adds (`dlpar_online_lmb()`, the kernel zone);
             // into ZONE_MOVABLE only when that is the default state.
-            let movable_now = self.arch == Arch::Ppc64el && hp.movable;
+            let movable_now = self.arch == Arch::Powerpc64 && hp.movable;
             a.push(format!("memhp_default_state={}", if movable_now { "online_movable" } else { "offline" }));
         }
         if let Some(b) = self.boot {
@@ -443,7 +447,7 @@ impl Scenario {
             }
             // No CMA area: the model does not model one (MIGRATE_CMA pageblocks), and Debian's
             // riscv64 and ppc64el kernels reserve one by default (amd64's reserve none).
-            if self.arch != Arch::Amd64 {
+            if self.arch != Arch::X86_64 {
                 a.push("cma=0".into());
             }
         }
@@ -476,11 +480,11 @@ impl Scenario {
         }
         let Some(hp) = self.hotplug else { return String::new() };
         let mut s = String::new();
-        if self.arch != Arch::Amd64 {
+        if self.arch != Arch::X86_64 {
             // The device's blocks come after boot: virtio-mem adds them offline from its work
             // queue, DLPAR adds and onlines them once the host has sent `device_add` (it waits
             // for `@@hotplug-wait`). Polled with builtins, a second apart.
-            let state = if self.arch == Arch::Ppc64el { "online" } else { "offline" };
+            let state = if self.arch == Arch::Powerpc64 { "online" } else { "offline" };
             s.push_str(&format!(
                 "read bs < /sys/devices/system/memory/block_size_bytes
 exp=$(( {size} / 0x$bs ))
@@ -554,7 +558,7 @@ done
         if self.boot.is_some() {
             s.push_str("block pagetypeinfo cat /proc/pagetypeinfo\n");
         }
-        if let Some(p) = self.pmem.filter(|_| self.arch == Arch::Amd64) {
+        if let Some(p) = self.pmem.filter(|_| self.arch == Arch::X86_64) {
             let mut c = format!("run ndctl create-namespace -f -e namespace0.0 -m {} -M {}", p.mode, p.map);
             if let Some(a) = p.align {
                 c.push_str(&format!(" -a {a}"));
@@ -578,6 +582,25 @@ done
         }
         s
     }
+}
+
+/// `SIZE!START` (`1G!3G`, `960M!4160M`) as bytes `(size, start)`.
+///
+/// # Errors
+///
+/// Not two sizes in M or G around a `!`.
+pub fn parse_carve(carve: &str) -> Result<(u64, u64)> {
+    let bytes = |v: &str| -> Option<u64> {
+        let (n, unit) = v.split_at(v.len().checked_sub(1)?);
+        let shift = match unit {
+            "M" => 20,
+            "G" => 30,
+            _ => return None,
+        };
+        n.parse::<u64>().ok()?.checked_mul(1 << shift)
+    };
+    let (size, start) = carve.split_once('!').context("no '!'")?;
+    bytes(size).zip(bytes(start)).with_context(|| format!("{carve:?}: expected SIZE!START in M or G"))
 }
 
 #[cfg(test)]

@@ -106,7 +106,8 @@ fn tails_hold_the_compound_word_of_their_kernel() {
 #[test]
 fn flags_carry_zone_and_node_at_the_debian_layout() {
     for g in load_all() {
-        let (nshift, zshift, zwidth) = kernel_oracle::run::node_zone_layout(&g.facts.kernel.kconfig).unwrap();
+        let layout = kernel_oracle::model::kernel_config(&g.facts).unwrap().0.flags_layout().unwrap();
+        let (nshift, zshift, zwidth) = (layout.nodes_pgshift, layout.zones_pgshift, layout.zones_width);
         let expect = match g.facts.kernel.arch.as_str() {
             "arm64" => (60, 57, 3),
             "riscv64" => (62, 60, 2),
@@ -292,14 +293,14 @@ fn hot_added_blocks_hold_the_isolation_poison_and_few_are_allocated() {
             seen += 1;
             assert!(r.allocated_blocks.len() <= 4, "{}: {:?}", g.dir.display(), r.allocated_blocks);
             let pages: std::collections::BTreeMap<u64, &[u8]> = g.pages(i).into_iter().collect();
-            let max_order = kernel_oracle::run::max_page_order(&g.facts.kernel.kconfig).unwrap();
+            let max_order = kernel_oracle::model::kernel_config(&g.facts).unwrap().0.max_page_order;
             let (block, pb) = (1u64 << max_order, 1u64 << g.facts.pageblock_order);
             let first = (r.start_pfn..r.start_pfn + r.nr_pages)
                 .step_by(block as usize)
                 .find(|b| !r.allocated_blocks.contains(b))
                 .expect("a free block");
             let head = pages[&first];
-            assert!(kernel_oracle::run::is_free_block_head(head, max_order), "{}", g.dir.display());
+            assert!(kernel_oracle::guest::is_free_block_head(head, max_order), "{}", g.dir.display());
             // Linked to the block above it: as its `lru.next` where a block holds two pageblocks
             // (ascending pfn order on the list), as its `lru.prev` where it holds eight (ppc64el,
             // 4 and 64 KiB pages: descending), as the model does.

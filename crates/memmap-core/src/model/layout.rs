@@ -93,7 +93,6 @@ pub struct FlagsLayout {
 
 const BITS_PER_LONG: u32 = 64;
 
-
 const fn zones_shift(max_nr_zones: u32) -> Option<u32> {
     match max_nr_zones {
         1 => Some(0),
