@@ -24,17 +24,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::boot::Class;
 use crate::boot_model::{KernelCounts, KernelPages, KernelZone, NodeInput};
-use crate::facts::{Facts, KernelFacts, MAX_REGION_PAGES};
+use crate::facts::{Facts, JSON_LIMITS, KernelFacts, MAX_JSON_BYTES, MAX_PAGES_BYTES, MAX_REGION_PAGES};
 
 /// The extract's description.
 pub const JSON_FILE: &str = "boot.json";
 
 /// `boot.json`'s format.
 pub const FORMAT: u32 = 1;
-/// The largest `boot.json` read.
-pub const MAX_JSON_BYTES: u64 = 4 << 20;
-/// The largest `pages.bin.gz`, compressed and decompressed.
-pub const MAX_PAGES_BYTES: u64 = 16 << 20;
 /// Every 1024th page of a run is kept.
 const STRIDE: u64 = 1024;
 /// Tails kept after each free block's head.
@@ -245,7 +241,7 @@ pub fn load(dir: &Path) -> Result<LoadedBoot> {
 ///
 /// As [`load`].
 pub fn parse(dir: &Path, json: &[u8], gz: &[u8]) -> Result<LoadedBoot> {
-    memmap_dump::check_json(json, &crate::golden::JSON_LIMITS, &dir.join("boot.json"))?;
+    memmap_dump::check_json(json, &JSON_LIMITS, &dir.join("boot.json"))?;
     let golden: BootGolden =
         serde_json::from_slice(json).with_context(|| format!("{}/boot.json", dir.display()))?;
     if golden.format != FORMAT {

@@ -293,6 +293,16 @@ pub const MAX_FACTS_BYTES: u64 = 16 << 20;
 pub const FACTS_LIMITS: memmap_dump::JsonLimits =
     memmap_dump::JsonLimits { max_bytes: MAX_FACTS_BYTES, max_values: 512 << 10, max_depth: 16 };
 
+/// The most bytes a golden extract's `facts.json`, `extract.json` or `boot.json` may hold.
+pub const MAX_JSON_BYTES: u64 = 4 << 20;
+/// The limits `facts.json` and `extract.json` are held to before they are parsed
+/// ([`memmap_dump::check_json`]): [`MAX_JSON_BYTES`], 256 Ki values (arrays counting 4,
+/// objects 8; the committed ones hold at most 3.5 Ki), 16 levels of nesting. Parsing one
+/// allocates at most about 100 bytes per value plus twice its size, under 40 MiB.
+pub const JSON_LIMITS: memmap_dump::JsonLimits =
+    memmap_dump::JsonLimits { max_bytes: MAX_JSON_BYTES, max_values: 256 << 10, max_depth: 16 };
+/// The most bytes a golden extract's `pages.bin.gz` may hold, compressed or decompressed.
+pub const MAX_PAGES_BYTES: u64 = 16 << 20;
 /// The most regions a configuration may have (a boot-time hugetlb run has 64 folios).
 pub const MAX_REGIONS: usize = 64;
 /// The most struct pages a region may span: the model is run for the whole region and the

@@ -185,17 +185,9 @@ pub struct Golden {
     pub bytes: Vec<Vec<Vec<u8>>>,
 }
 
-/// The most bytes `facts.json` or `extract.json` of a golden extract may hold.
-pub const MAX_JSON_BYTES: u64 = 4 << 20;
-/// The limits `facts.json` and `extract.json` are held to before they are parsed
-/// ([`memmap_dump::check_json`]): [`MAX_JSON_BYTES`], 256 Ki values (arrays counting 4,
-/// objects 8; the committed ones hold at most 3.5 Ki), 16 levels of nesting. Parsing one
-/// allocates at most about 100 bytes per value plus twice its size, under 40 MiB.
-pub const JSON_LIMITS: memmap_dump::JsonLimits =
-    memmap_dump::JsonLimits { max_bytes: MAX_JSON_BYTES, max_values: 256 << 10, max_depth: 16 };
-/// The most bytes `pages.bin.gz` may hold, compressed or decompressed.
-pub const MAX_PAGES_BYTES: u64 = 16 << 20;
-pub use crate::facts::{MAX_COMPOUND_ORDER, MAX_NID, MAX_REGION_PAGES, MAX_REGIONS};
+pub use crate::facts::{
+    JSON_LIMITS, MAX_COMPOUND_ORDER, MAX_JSON_BYTES, MAX_NID, MAX_PAGES_BYTES, MAX_REGION_PAGES, MAX_REGIONS,
+};
 
 /// Why a golden extract was refused.
 #[derive(Debug)]
