@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
+use kernel_oracle::compare::golden::{Golden, JSON_LIMITS};
 use kernel_oracle::facts::{FACTS_LIMITS, Facts};
-use kernel_oracle::golden::{Golden, JSON_LIMITS};
 use kernel_oracle::kernel::{self, MAX_BINARY_BYTES, MAX_MODULE_BYTES};
 
 // The counting allocator and the JSON shapes memmap-dump's reader tests use too.

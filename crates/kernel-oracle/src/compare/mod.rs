@@ -27,9 +27,13 @@ use anyhow::Result;
 use crate::facts::Facts;
 
 mod alias;
+pub mod boot;
+pub mod boot_golden;
 mod checks;
 mod geometry;
+pub mod golden;
 mod meta;
+pub mod model;
 mod pages;
 mod regions;
 mod report;

@@ -13,8 +13,8 @@ use super::{
     FirstDiff, Geometry, Group, Normalizer, SP, aliased_vmemmap_pages, compare_pages, content_aliased,
     kernel_normalizer,
 };
+use crate::compare::model::{self, ModelDump};
 use crate::facts::{Facts, Region};
-use crate::model::{self, ModelDump};
 
 /// Comparison of one kernel region with the model.
 #[derive(Debug, Clone)]
@@ -391,7 +391,7 @@ fn check_allocated_heads(r: &Region, order: u32, kbytes: &[u8], known: Option<&[
         let head_known = known.is_none_or(|k| k.get(i).copied().unwrap_or(false));
         let taken = r.allocated_blocks.contains(&pfn);
         if let Some(head) = kbytes.get(i * SP..(i + 1) * SP).filter(|_| head_known) {
-            let free = crate::guest::is_free_block_head(head, order);
+            let free = crate::facts::read::is_free_block_head(head, order);
             if free == taken {
                 bail!(
                     "hotplug block {pfn:#x}: the facts say {}, the kernel's head says {}",

@@ -1,6 +1,10 @@
 //! The kernels the oracle boots, as data: which Debian suite and package names hold them, and
 //! where the unpacked packages keep the image, the `.config`, `System.map` and the modules.
 
+pub mod apt;
+pub mod initramfs;
+pub mod kbuild;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
@@ -11,8 +15,8 @@ use anyhow::{Context, Result, bail};
 use memmap_core::Arch;
 use memmap_core::model::kconfig::Kconfig;
 
-use crate::apt::{self, PrivateApt};
 pub use crate::facts::Package;
+use apt::PrivateApt;
 
 /// How a kernel is split into packages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -510,7 +514,7 @@ pub fn from_paths(
     let modules_dir = modules;
     let mut modules = find_modules(modules_dir, guest_modules(arch))?;
     // The module configurations' module, where the kernel has one (`kernel-oracle build`).
-    if let Ok(m) = find_modules(modules_dir, &[crate::scenario::MODULE_NAME]) {
+    if let Ok(m) = find_modules(modules_dir, &[crate::guest::scenario::MODULE_NAME]) {
         modules.extend(m);
     }
     Ok(Kernel {

@@ -130,7 +130,7 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
     let out = crate::files::create_dirs_below(golden, &Path::new(kernel).join(config))?;
     let mut pages = Vec::new();
     let mut regions = Vec::new();
-    let max_order = crate::model::kernel_config(facts)?.0.max_page_order;
+    let max_order = crate::compare::model::kernel_config(facts)?.0.max_page_order;
     for (i, r) in facts.regions.iter().enumerate() {
         let bytes = facts.region_bytes(dump, i)?;
         let runs = runs_for(r, max_order, facts.pageblock_order);
@@ -438,8 +438,8 @@ pub fn dirs(golden: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for k in subdirs(golden)? {
         for c in subdirs(&k)? {
-            if c.join(crate::boot_golden::JSON_FILE).is_file() {
-                // A boot configuration's extract ([`crate::boot_golden`]).
+            if c.join(crate::compare::boot_golden::JSON_FILE).is_file() {
+                // A boot configuration's extract ([`crate::compare::boot_golden`]).
                 continue;
             }
             if !c.join("facts.json").is_file() {
@@ -470,7 +470,7 @@ pub fn boot_dirs(golden: &Path) -> Result<Vec<PathBuf>> {
         }
         for c in fs::read_dir(&k).with_context(|| format!("{}: cannot be listed", k.display()))? {
             let c = c?.path();
-            if c.join(crate::boot_golden::JSON_FILE).is_file() {
+            if c.join(crate::compare::boot_golden::JSON_FILE).is_file() {
                 out.push(c);
             }
         }
@@ -516,13 +516,13 @@ pub fn check_all(golden: &Path, mut report: impl FnMut(&str)) -> Result<usize> {
     }
     let boot = boot_dirs(golden)?;
     for d in &boot {
-        let checked = crate::boot_golden::load(d)
-            .and_then(|b| crate::boot_model::compare_nodes(&b.cfg, b.golden.vmemmap_size, &b.nodes));
+        let checked = crate::compare::boot_golden::load(d)
+            .and_then(|b| crate::compare::boot::compare_nodes(&b.cfg, b.golden.vmemmap_size, &b.nodes));
         match checked {
             Ok(res) => {
-                let text = format!("== {}\n{}", d.display(), crate::boot_model::render(&res));
+                let text = format!("== {}\n{}", d.display(), crate::compare::boot::render(&res));
                 report(&text);
-                if !crate::boot_model::equal(&res) {
+                if !crate::compare::boot::equal(&res) {
                     failures.push(format!("{}: differs from the model:\n{text}", d.display()));
                 }
             }

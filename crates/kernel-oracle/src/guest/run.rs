@@ -10,16 +10,16 @@ use anyhow::{Context, Result, anyhow, bail};
 use memmap_core::model::kconfig::Kconfig;
 use memmap_core::{Arch, FlagsLayout, KernelConfig};
 
-use crate::facts::{Altmap, FORMAT, Facts, Folio, KernelFacts, Region, STRUCT_PAGE};
-use crate::guest::{
+use crate::facts::read::{
     Namespace, Sections, allocated_blocks, dump_pages, find_hugetlb, free_list_positions, module_passed,
     node_spans, online_blocks, pageblock_bits, read_pageblocks, read_u64, vmemmap, word,
 };
-use crate::initramfs;
+use crate::facts::{Altmap, FORMAT, Facts, Folio, KernelFacts, Region, STRUCT_PAGE};
+use crate::guest::qemu::{Console, Guest, Qmp};
+use crate::guest::scenario::{Hotplug, Hugetlb, Pmem, Scenario};
+use crate::guest::vm::{HOTPLUG_DEVICE, hot_add_dimm, pmem_dtb, qemu_command};
+use crate::kernel::initramfs;
 use crate::kernel::{self, Kernel, SystemMap};
-use crate::qemu::{Console, Guest, Qmp};
-use crate::scenario::{Hotplug, Hugetlb, Pmem, Scenario};
-use crate::vm::{HOTPLUG_DEVICE, hot_add_dimm, pmem_dtb, qemu_command};
 
 /// Options of a run.
 #[derive(Debug, Clone)]
@@ -493,7 +493,7 @@ impl Dumper<'_> {
     /// One region per populated zone of every node, its whole span (holes included: their
     /// struct pages exist where their section is present), with its pageblocks.
     fn boot(&mut self) -> Result<()> {
-        let zones = crate::boot::zones(&self.block("zoneinfo-full"))?;
+        let zones = crate::facts::zones::zones(&self.block("zoneinfo-full"))?;
         let rel = self.block("release");
         let ms = self.sysmap.addr("mem_section").context("mem_section not in the guest's kallsyms")?;
         for z in zones.iter().filter(|z| z.spanned > 0) {
@@ -518,11 +518,11 @@ impl Dumper<'_> {
             let (bytes, gpas) = self.dump(z.start_pfn, z.spanned)?;
             let first_vpage = (self.vbase + z.start_pfn * STRUCT_PAGE) / 4096;
             let vpage = |pfn: u64| ((self.vbase + pfn * STRUCT_PAGE) / 4096 - first_vpage) as usize;
-            let classes = crate::boot::classify(&bytes, z.start_pfn, &self.cfg, |pfn| {
+            let classes = crate::facts::zones::classify(&bytes, z.start_pfn, &self.cfg, |pfn| {
                 gpas.get(vpage(pfn)).is_some_and(Option::is_some)
             });
-            let counts = crate::boot::counts(&classes);
-            let line: Vec<String> = crate::boot::Class::ALL
+            let counts = crate::facts::zones::counts(&classes);
+            let line: Vec<String> = crate::facts::zones::Class::ALL
                 .iter()
                 .zip(counts)
                 .map(|(k, n)| format!("{n} {}", k.name()))

@@ -2,7 +2,7 @@
 //! guest reported (its zones, `/proc/iomem`'s System RAM, the pages it left `PG_reserved`, the
 //! frames behind its vmemmap), booted by the model on every init path, the pages the guest had
 //! allocated since taken off the model's free lists, and every struct page compared by class
-//! ([`crate::boot::Class`]), with the pageblocks and the zones' counts.
+//! ([`crate::facts::zones::Class`]), with the pageblocks and the zones' counts.
 //!
 //! What is compared, per kernel class:
 //!
@@ -30,7 +30,7 @@ use memmap_core::{
 };
 use memmap_dump::{Dump, NodeDump, ZoneCounts};
 
-use crate::boot::{Class, classify};
+use crate::facts::zones::{Class, classify};
 use crate::facts::{Facts, NO_SECTION, Region, STRUCT_PAGE, iomem_ranges};
 use serde::{Deserialize, Serialize};
 
@@ -369,7 +369,7 @@ fn vmemmap_frames(facts: &Facts, r: &Region, cfg: &KernelConfig, out: &mut BTree
 /// A boot region that cannot be read, missing guest text, a guest whose vmemmap base is not
 /// the model's.
 pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>)> {
-    let (cfg, _) = crate::model::kernel_config(facts)?;
+    let (cfg, _) = crate::compare::model::kernel_config(facts)?;
     if facts.vmemmap_base != cfg.vmemmap_start {
         bail!(
             "the guest's vmemmap is at {:#x}, the model's at {:#x}: boot configurations run with nokaslr",
@@ -379,7 +379,7 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
     }
     let iomem = facts.guest.get("iomem").context("the guest's iomem is not recorded")?;
     let ram = iomem_ranges(iomem, cfg.arch == Arch::Riscv64, cfg.page_shift);
-    let kzones = crate::boot::zones(facts.guest.get("zoneinfo-full").context("no zoneinfo-full")?)?;
+    let kzones = crate::facts::zones::zones(facts.guest.get("zoneinfo-full").context("no zoneinfo-full")?)?;
     let mut nids: Vec<u32> = facts.regions.iter().filter(|r| r.kind == "boot").map(|r| r.nid).collect();
     nids.sort_unstable();
     nids.dedup();
@@ -416,7 +416,7 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
                     spanned: k.spanned,
                     present: k.present,
                     managed: k.managed,
-                    free: crate::boot::counts(&classes)[..2].iter().sum(),
+                    free: crate::facts::zones::counts(&classes)[..2].iter().sum(),
                 },
                 pages: KernelPages::All { bytes, classes },
             });

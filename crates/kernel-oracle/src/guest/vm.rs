@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use memmap_core::Arch;
 
+use crate::guest::qemu::Guest;
+use crate::guest::scenario::{Scenario, parse_carve};
 use crate::kernel::Kernel;
-use crate::qemu::Guest;
-use crate::scenario::{Scenario, parse_carve};
 
 /// The QEMU binary and arguments that boot `sc` on `kernel` with `initrd` (files QEMU makes
 /// go to `work`).

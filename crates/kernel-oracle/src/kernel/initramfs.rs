@@ -12,8 +12,8 @@ use anyhow::{Context, Result, bail};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
-use crate::apt::{self, PrivateApt};
 use crate::cmd;
+use crate::kernel::apt::{self, PrivateApt};
 use memmap_core::Arch;
 
 use crate::kernel::Kernel;
@@ -229,9 +229,9 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
     }
     cpio.file("modules.order", 0o644, order.as_bytes());
     // Loaded by the module configurations' scripts, not at boot.
-    if let Some(src) = kernel.modules.get(crate::scenario::MODULE_NAME) {
+    if let Some(src) = kernel.modules.get(crate::guest::scenario::MODULE_NAME) {
         cpio.file(
-            &format!("mods/{}.ko", crate::scenario::MODULE_NAME),
+            &format!("mods/{}.ko", crate::guest::scenario::MODULE_NAME),
             0o644,
             &crate::kernel::module_bytes(src)?,
         );

@@ -1,6 +1,9 @@
 //! `facts.json`: what the host learned about one guest configuration, written next to the raw
 //! struct page dumps (`region-N.bin`, the struct pages of each region in pfn order).
 
+pub mod read;
+pub mod zones;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -22,8 +22,8 @@ use flate2::write::GzEncoder;
 use memmap_core::{KernelConfig, PfnRange, ReservedRange};
 use serde::{Deserialize, Serialize};
 
-use crate::boot::Class;
-use crate::boot_model::{KernelCounts, KernelPages, KernelZone, NodeInput};
+use crate::compare::boot::{KernelCounts, KernelPages, KernelZone, NodeInput};
+use crate::facts::zones::Class;
 use crate::facts::{Facts, JSON_LIMITS, KernelFacts, MAX_JSON_BYTES, MAX_PAGES_BYTES, MAX_REGION_PAGES};
 
 /// The extract's description.
@@ -85,7 +85,7 @@ pub struct ZoneGolden {
     pub pageblocks: String,
     /// The kernel's counters.
     pub counts: KernelCounts,
-    /// Pages of each comparison class ([`crate::boot_model::CmpClass::ALL`]) in the whole zone.
+    /// Pages of each comparison class ([`crate::compare::boot::CmpClass::ALL`]) in the whole zone.
     pub class_pages: Vec<u64>,
     /// Runs of sampled pfns `(first, pages, class)`, ascending, with the class's position in
     /// [`Class::ALL`].
@@ -136,9 +136,9 @@ fn sample(z: &KernelZone, keep: &dyn Fn(u64) -> bool) -> Vec<u64> {
 pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
     let kernel = crate::files::name("the facts' kernel id", &facts.kernel.id)?;
     let config = crate::files::name("the facts' configuration", &facts.config)?;
-    let (cfg, nodes) = crate::boot_model::inputs(dump, facts)?;
-    let results = crate::boot_model::compare_nodes(&cfg, facts.vmemmap_size, &nodes)?;
-    if !crate::boot_model::equal(&results) {
+    let (cfg, nodes) = crate::compare::boot::inputs(dump, facts)?;
+    let results = crate::compare::boot::compare_nodes(&cfg, facts.vmemmap_size, &nodes)?;
+    if !crate::compare::boot::equal(&results) {
         bail!("{}: the model differs from the guest, so no golden extract is written", dump.display());
     }
     let mut pages = Vec::new();
@@ -148,14 +148,14 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
         for (z, zr) in n.zones.iter().zip(&r.zones) {
             let keep = |pfn: u64| {
                 let k = z.page(pfn).unwrap_or(&[0; 64]);
-                let c = crate::boot_model::class_of(&cfg, n, pfn, k);
+                let c = crate::compare::boot::class_of(&cfg, n, pfn, k);
                 let poison =
                     u64::from_le_bytes(k[8..16].try_into().unwrap_or_default()) == cfg.list_poison().0;
                 poison
                     || matches!(
                         c,
-                        crate::boot_model::CmpClass::FreeUsed
-                            | crate::boot_model::CmpClass::ReservedReferenced
+                        crate::compare::boot::CmpClass::FreeUsed
+                            | crate::compare::boot::CmpClass::ReservedReferenced
                     )
             };
             let kept = sample(z, &keep);

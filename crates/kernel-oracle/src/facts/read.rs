@@ -12,7 +12,7 @@ use memmap_core::model::page::offsets;
 use memmap_core::{Arch, KernelConfig, KernelVersion, PageType, PfnRange};
 
 use crate::facts::{NO_SECTION, Region, STRUCT_PAGE};
-use crate::qemu::Qmp;
+use crate::guest::qemu::Qmp;
 
 /// Where the vmemmap starts and how large it is, for `arch` with KASLR off.
 #[must_use]
