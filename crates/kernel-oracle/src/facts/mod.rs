@@ -2,6 +2,7 @@
 //! struct page dumps (`region-N.bin`, the struct pages of each region in pfn order).
 
 pub mod read;
+pub mod symbols;
 pub mod zones;
 
 use std::collections::BTreeMap;

@@ -14,12 +14,13 @@ use crate::facts::read::{
     Namespace, Sections, allocated_blocks, dump_pages, find_hugetlb, free_list_positions, module_passed,
     node_spans, online_blocks, pageblock_bits, read_pageblocks, read_u64, vmemmap, word,
 };
+use crate::facts::symbols::SystemMap;
 use crate::facts::{Altmap, FORMAT, Facts, Folio, KernelFacts, Region, STRUCT_PAGE};
 use crate::guest::qemu::{Console, Guest, Qmp};
 use crate::guest::scenario::{Hotplug, Hugetlb, Pmem, Scenario};
 use crate::guest::vm::{HOTPLUG_DEVICE, hot_add_dimm, pmem_dtb, qemu_command};
+use crate::kernel::Kernel;
 use crate::kernel::initramfs;
-use crate::kernel::{self, Kernel, SystemMap};
 
 /// Options of a run.
 #[derive(Debug, Clone)]
@@ -105,7 +106,7 @@ fn collect(
     qemu_version: String,
 ) -> Result<Facts> {
     let block = |n: &str| console.block(n).unwrap_or_default();
-    let kconfig = kernel::kconfig_symbols(&kernel.config)?;
+    let kconfig = crate::kernel::kconfig_symbols(&kernel.config)?;
     let mut sysmap = match &kernel.system_map {
         Some(p) => SystemMap::load(p)?,
         None => SystemMap::default(),

@@ -223,7 +223,7 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
     for m in crate::kernel::guest_modules(arch) {
         let name = m.rsplit('/').next().unwrap_or(m);
         let src = kernel.modules.get(name).with_context(|| format!("module {name} was not found"))?;
-        cpio.file(&format!("mods/{name}.ko"), 0o644, &crate::kernel::module_bytes(src)?);
+        cpio.file(&format!("mods/{name}.ko"), 0o644, &crate::kernel::modules::module_bytes(src)?);
         order.push_str(name);
         order.push('\n');
     }
@@ -233,7 +233,7 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
         cpio.file(
             &format!("mods/{}.ko", crate::guest::scenario::MODULE_NAME),
             0o644,
-            &crate::kernel::module_bytes(src)?,
+            &crate::kernel::modules::module_bytes(src)?,
         );
     }
     if arch == Arch::X86_64 {
