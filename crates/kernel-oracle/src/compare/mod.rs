@@ -29,6 +29,8 @@ use crate::facts::Facts;
 mod alias;
 pub mod boot;
 pub mod boot_golden;
+pub mod boot_input;
+pub mod boot_report;
 mod checks;
 mod geometry;
 pub mod golden;

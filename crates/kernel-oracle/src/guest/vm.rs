@@ -8,7 +8,8 @@ use anyhow::{Context, Result, bail};
 use memmap_core::Arch;
 
 use crate::guest::qemu::Guest;
-use crate::guest::scenario::{Scenario, parse_carve};
+use crate::guest::scenario::Scenario;
+use crate::guest::script::parse_carve;
 use crate::kernel::Kernel;
 
 /// The QEMU binary and arguments that boot `sc` on `kernel` with `initrd` (files QEMU makes
