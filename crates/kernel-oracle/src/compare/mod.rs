@@ -50,14 +50,9 @@ pub use report::{differs, render, verdict};
 pub use sym::{Normalizer, Sym, classify, kernel_normalizer};
 
 /// Bytes per struct page.
-const SP: usize = 64;
+const SP: usize = crate::facts::STRUCT_PAGE as usize;
 
-/// The little-endian word at byte `off` of `b`.
-fn word(b: &[u8], off: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[off..off + 8]);
-    u64::from_le_bytes(w)
-}
+use crate::facts::read::word;
 
 /// Comparison of one configuration.
 #[derive(Debug, Clone)]
