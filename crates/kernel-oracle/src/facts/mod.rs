@@ -124,7 +124,7 @@ pub struct Folio {
 }
 
 /// A pfn range whose struct pages were dumped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Region {
     /// `zone-device`, `hugetlb`, `hotplug` or `boot`.
     pub kind: String,
@@ -212,34 +212,7 @@ impl Region {
     /// zone `zone`, with none of the kind-specific facts yet.
     #[must_use]
     pub fn new(kind: &str, file: String, start_pfn: u64, nr_pages: u64, nid: u32, zone: u32) -> Region {
-        Region {
-            kind: kind.into(),
-            file,
-            start_pfn,
-            nr_pages,
-            nid,
-            zone,
-            memory_type: None,
-            mode: None,
-            map: None,
-            holder: None,
-            align: None,
-            vmemmap_shift: None,
-            altmap: None,
-            init_start_pfn: None,
-            pgmap_addr: None,
-            hstate: None,
-            hvo: None,
-            boot: None,
-            folio: None,
-            zone_name: None,
-            online_type: None,
-            memory_block_pages: None,
-            allocated_blocks: Vec::new(),
-            pageblock_first_pfn: None,
-            pageblock_migratetypes: Vec::new(),
-            vmemmap_gpa: Vec::new(),
-        }
+        Region { kind: kind.into(), file, start_pfn, nr_pages, nid, zone, ..Region::default() }
     }
 }
 

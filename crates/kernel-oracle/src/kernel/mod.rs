@@ -96,16 +96,23 @@ pub struct KernelSpec {
     pub packaging: Packaging,
 }
 
+/// A Linux 7.2 kernel of sid (split packaging, `linux-binary-7.2.N+debN-FLAVOUR`).
+macro_rules! sid_7_2 {
+    ($id:literal, $arch:expr, $flavour:literal) => {
+        KernelSpec {
+            id: $id,
+            suite: "sid",
+            arch: $arch,
+            image_pattern: concat!(r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-", $flavour, "$"),
+            image_prefix: "linux-binary-",
+            packaging: Packaging::Split,
+        }
+    };
+}
+
 /// Every kernel the oracle knows.
 pub const KERNELS: [KernelSpec; 8] = [
-    KernelSpec {
-        id: "7.2-amd64",
-        suite: "sid",
-        arch: Arch::X86_64,
-        image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-amd64$",
-        image_prefix: "linux-binary-",
-        packaging: Packaging::Split,
-    },
+    sid_7_2!("7.2-amd64", Arch::X86_64, "amd64"),
     KernelSpec {
         id: "6.12-amd64",
         suite: "bookworm-backports",
@@ -122,46 +129,11 @@ pub const KERNELS: [KernelSpec; 8] = [
         image_prefix: "linux-image-",
         packaging: Packaging::Single,
     },
-    KernelSpec {
-        id: "7.2-arm64",
-        suite: "sid",
-        arch: Arch::Arm64,
-        image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-arm64$",
-        image_prefix: "linux-binary-",
-        packaging: Packaging::Split,
-    },
-    KernelSpec {
-        id: "7.2-arm64-16k",
-        suite: "sid",
-        arch: Arch::Arm64,
-        image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-arm64-16k$",
-        image_prefix: "linux-binary-",
-        packaging: Packaging::Split,
-    },
-    KernelSpec {
-        id: "7.2-riscv64",
-        suite: "sid",
-        arch: Arch::Riscv64,
-        image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-riscv64$",
-        image_prefix: "linux-binary-",
-        packaging: Packaging::Split,
-    },
-    KernelSpec {
-        id: "7.2-ppc64el",
-        suite: "sid",
-        arch: Arch::Powerpc64,
-        image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-powerpc64le$",
-        image_prefix: "linux-binary-",
-        packaging: Packaging::Split,
-    },
-    KernelSpec {
-        id: "7.2-ppc64el-64k",
-        suite: "sid",
-        arch: Arch::Powerpc64,
-        image_pattern: r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-powerpc64le-64k$",
-        image_prefix: "linux-binary-",
-        packaging: Packaging::Split,
-    },
+    sid_7_2!("7.2-arm64", Arch::Arm64, "arm64"),
+    sid_7_2!("7.2-arm64-16k", Arch::Arm64, "arm64-16k"),
+    sid_7_2!("7.2-riscv64", Arch::Riscv64, "riscv64"),
+    sid_7_2!("7.2-ppc64el", Arch::Powerpc64, "powerpc64le"),
+    sid_7_2!("7.2-ppc64el-64k", Arch::Powerpc64, "powerpc64le-64k"),
 ];
 
 /// Looks a kernel up by id.
@@ -609,6 +581,14 @@ mod tests {
         for bad in ["linux-image-../../x", "linux-image-a/b", "linux-image-", "linux-binary-7.2"] {
             assert!(package_release(bad, "linux-image-").is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn sid_kernels_match_their_flavour_only() {
+        assert_eq!(
+            spec("7.2-arm64-16k").unwrap().image_pattern,
+            r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-arm64-16k$"
+        );
     }
 
     #[test]
