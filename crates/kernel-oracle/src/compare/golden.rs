@@ -111,12 +111,6 @@ pub fn runs_for(r: &Region, max_order: u32, pb_order: u32) -> Vec<Run> {
     out
 }
 
-/// The golden directory of a configuration.
-#[must_use]
-pub fn dir_of(golden: &Path, facts: &Facts) -> PathBuf {
-    golden.join(&facts.kernel.id).join(&facts.config)
-}
-
 /// Writes the extract of dump directory `dump` into `golden/<kernel>/<config>/`.
 ///
 /// # Errors
