@@ -72,7 +72,7 @@ pub struct KernelZone {
     pub nr_pages: u64,
     /// First pfn of the first pageblock overlapping the span.
     pub pageblock_first_pfn: u64,
-    /// The pageblocks' migrate types ([`NO_SECTION`] where the section is absent).
+    /// The pageblocks' migrate types ([`NO_SECTION`](crate::facts::NO_SECTION) where the section is absent).
     pub pageblocks: Vec<u8>,
     /// The zone's counters.
     pub counts: KernelCounts,

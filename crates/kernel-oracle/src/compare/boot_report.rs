@@ -6,29 +6,29 @@ use std::fmt::Write as _;
 /// The classes the comparison counts, in report order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CmpClass {
-    /// [`Class::FreeHead`].
+    /// [`Class::FreeHead`](crate::facts::zones::Class::FreeHead).
     FreeHead,
-    /// [`Class::FreeTail`].
+    /// [`Class::FreeTail`](crate::facts::zones::Class::FreeTail).
     FreeTail,
-    /// [`Class::FreeHead`] or [`Class::FreeTail`] that was in use since boot: its `index` is
+    /// [`Class::FreeHead`](crate::facts::zones::Class::FreeHead) or [`Class::FreeTail`](crate::facts::zones::Class::FreeTail) that was in use since boot: its `index` is
     /// not 0, or (a page inside a block) its `lru` is neither init's self-pointers nor a
     /// merge's poison (a user's words). The free path resets the other words.
     FreeUsed,
-    /// [`Class::FreeTail`] holding the poison of a merge (`list_del()` took it off a list as
+    /// [`Class::FreeTail`](crate::facts::zones::Class::FreeTail) holding the poison of a merge (`list_del()` took it off a list as
     /// an upper buddy) where the model's boot leaves init's self-pointers: merged since boot
     /// (a page freed after boot found its buddy free). Where the model's boot leaves the same
     /// poison (deferred init frees a partly reserved block page by page), the page is a
     /// [`CmpClass::FreeTail`] and compared whole.
     FreeMerged,
-    /// [`Class::Reserved`], as init left it (count 1).
+    /// [`Class::Reserved`](crate::facts::zones::Class::Reserved), as init left it (count 1).
     Reserved,
-    /// [`Class::Reserved`] holding the vmemmap (`SECTION_INFO`), modelled.
+    /// [`Class::Reserved`](crate::facts::zones::Class::Reserved) holding the vmemmap (`SECTION_INFO`), modelled.
     ReservedVmemmap,
-    /// [`Class::Reserved`] with more references than init's and no vmemmap frame.
+    /// [`Class::Reserved`](crate::facts::zones::Class::Reserved) with more references than init's and no vmemmap frame.
     ReservedReferenced,
-    /// [`Class::Allocated`].
+    /// [`Class::Allocated`](crate::facts::zones::Class::Allocated).
     Allocated,
-    /// [`Class::Absent`].
+    /// [`Class::Absent`](crate::facts::zones::Class::Absent).
     Absent,
 }
 

@@ -105,8 +105,7 @@ impl<'a> Kconfig<'a> {
 
 impl Kconfig<'_> {
     /// The architecture whose symbol (`CONFIG_X86_64`, `CONFIG_ARM64`, ...) is set.
-    #[must_use]
-    pub fn arch(&self) -> Option<Arch> {
+    fn arch(&self) -> Option<Arch> {
         Arch::ALL.into_iter().find(|a| self.enabled(a.kconfig_symbol()) == Some(true))
     }
 
@@ -117,7 +116,7 @@ impl Kconfig<'_> {
     /// # Errors
     ///
     /// [`KconfigError::BadValue`] when `CONFIG_PAGE_SHIFT` is not a number.
-    pub fn page_shift(&self) -> Result<Option<u64>, KconfigError> {
+    fn page_shift(&self) -> Result<Option<u64>, KconfigError> {
         Ok(match self.number("CONFIG_PAGE_SHIFT")? {
             Some(s) => Some(s),
             None if self.enabled("CONFIG_ARM64_16K_PAGES") == Some(true) => Some(14),
@@ -177,9 +176,8 @@ const fn order_base_2(n: u64) -> u32 {
 const BASE_PAGEFLAGS: u32 = 20;
 
 impl KernelConfig {
-    /// The preset of the `.config`'s architecture ([`Kconfig::arch`], x86-64 where it names
-    /// none) and page size ([`Kconfig::page_shift`], 4 KiB where it says none) with the
-    /// `.config` applied ([`KernelConfig::with_kconfig`]).
+    /// The preset of the `.config`'s architecture (x86-64 where it names none) and page size
+    /// (4 KiB where it says none) with the `.config` applied ([`KernelConfig::with_kconfig`]).
     ///
     /// # Errors
     ///

@@ -25,7 +25,7 @@ pub struct FieldDiff {
 pub struct PageDiff {
     /// Its pfn.
     pub pfn: u64,
-    /// Its role ([module documentation](self)).
+    /// Its role ([module documentation](super)).
     pub role: &'static str,
     /// The fields that differ.
     pub fields: Vec<FieldDiff>,
@@ -38,7 +38,7 @@ pub struct RoleCount {
     pub role: &'static str,
     /// Differing struct pages in it.
     pub pages: u64,
-    /// The first [`EXAMPLES_PER_ROLE`] of them.
+    /// The first [`EXAMPLES_PER_ROLE`](super::EXAMPLES_PER_ROLE) of them.
     pub examples: Vec<PageDiff>,
 }
 
