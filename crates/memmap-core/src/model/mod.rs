@@ -6,6 +6,5 @@
 pub mod config;
 pub mod flags;
 pub mod kconfig;
-mod layout;
 pub mod page;
 pub mod version;

@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-use super::config::KernelConfig;
+use super::KernelConfig;
 
 /// Why a [`KernelConfig`] cannot be modelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,8 +12,9 @@
 //! [`FlagsLayout`] is `include/linux/page-flags-layout.h` and the `*_PGOFF`/`*_PGSHIFT`
 //! arithmetic of `include/linux/mmzone.h`, evaluated for one config.
 
-pub use super::layout::{ConfigError, FlagsLayout};
+mod layout;
 use super::version::{Behaviour, KernelVersion};
+pub use layout::{ConfigError, FlagsLayout};
 
 /// The architecture of a modelled kernel: which `.config` it accepts and the constants it
 /// fixes (the presets carry them as [`KernelConfig`] fields).
