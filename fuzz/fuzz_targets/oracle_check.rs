@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use arbitrary::{Arbitrary, Unstructured};
-use kernel_oracle::golden::{Golden, MAX_PAGES_BYTES};
+use kernel_oracle::compare::golden::{Golden, MAX_PAGES_BYTES};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

@@ -11,7 +11,7 @@
 //! * 0: `Facts::parse` of raw bytes; a parsed `Facts` keeps the validated geometry;
 //! * 1: `parse_meta` of a `meta.json` built from `(shape, count, depth)`: a committed dump's
 //!   metadata with an extra key holding `count` copies of a shape nested `depth` deep;
-//! * 2, 3, 4: `kernel::decompress` as gzip, xz and zstd with a 1 MiB maximum (xz and zstd only
+//! * 2, 3, 4: `modules::decompress` as gzip, xz and zstd with a 1 MiB maximum (xz and zstd only
 //!   where installed): at most 1 MiB comes out;
 //! * 5: `image_release_of` (a release it returns is one plain file name) and `files::name` of
 //!   the input as text (an accepted name is one path component).
@@ -21,7 +21,8 @@ use std::path::{Component, Path};
 
 use arbitrary::{Arbitrary, Unstructured};
 use kernel_oracle::facts::{Facts, MAX_REGION_PAGES, MAX_REGIONS, MAX_TOTAL_PAGES};
-use kernel_oracle::kernel::{self, Compression};
+use kernel_oracle::kernel;
+use kernel_oracle::kernel::modules::{self, Compression};
 use libfuzzer_sys::fuzz_target;
 use memmap_dump::{DumpError, parse_meta};
 
@@ -112,7 +113,7 @@ fn decompress(how: Compression, data: &[u8]) {
     if !tool.is_empty() && !kernel_oracle::cmd::on_path(tool) {
         return;
     }
-    if let Ok(out) = kernel::decompress(Path::new("m.ko"), data, how, MAX) {
+    if let Ok(out) = modules::decompress(Path::new("m.ko"), data, how, MAX) {
         assert!(out.len() as u64 <= MAX);
     }
 }

@@ -1,31 +1,25 @@
 //! # kernel-oracle
 //!
-//! Real Linux as the oracle for the memmap model. The tool fetches Debian kernel packages by
-//! name through a private apt configuration (no installation), builds a busybox initramfs with
-//! the nvdimm/dax modules and `ndctl`, boots the kernel under QEMU (TCG), sets up a memory
-//! configuration in the guest (pmem namespaces in fsdax/devdax mode with either map, hugetlb
-//! pages with and without HVO, NUMA), learns the pfn ranges from the guest, and reads the
-//! guest's real `struct page` bytes through QMP `memsave` of the vmemmap.
+//! Real Linux as the oracle for the memmap model, in four stages:
 //!
-//! The guest-facing part ([`run`]) writes raw dumps plus a [`facts::Facts`] file per
-//! configuration; the host-facing part ([`compare`]) normalizes pointers by class and compares
-//! the bytes with `memmap-bench dump` of the same pfns ([`model`]); [`golden`] writes and
-//! checks the small compressed extracts committed under `golden/`.
+//! * what we boot ([`kernel`]): Debian kernel packages fetched by name through a private apt
+//!   configuration (no installation) or a kernel a user built, and a busybox initramfs with the
+//!   nvdimm/dax modules and `ndctl`;
+//! * what we do in the guest ([`guest`]): a memory configuration ([`guest::scenario`]: pmem
+//!   namespaces in fsdax/devdax mode with either map, hugetlb pages with and without HVO,
+//!   hot-added memory, NUMA, a booted node) under QEMU (TCG), the guest stopped to be read;
+//! * the facts we read ([`facts`]): the pfn ranges the guest reports and its real
+//!   `struct page` bytes read through QMP `memsave` of the vmemmap, written as raw dumps and a
+//!   [`facts::Facts`] file per configuration;
+//! * the comparison ([`compare`]): pointers normalized by class, the bytes compared with the
+//!   memmap-core model of the same pfns ([`compare::model`]) on the model's configuration of the
+//!   kernel ([`facts::model_config`]); [`compare::golden`] writes and checks the small
+//!   compressed extracts committed under `golden/`.
 #![deny(unsafe_code)]
 
-pub mod apt;
-pub mod boot;
-pub mod boot_golden;
-pub mod boot_model;
 pub mod cmd;
 pub mod compare;
 pub mod facts;
 pub mod files;
-pub mod golden;
-pub mod initramfs;
-pub mod kbuild;
+pub mod guest;
 pub mod kernel;
-pub mod model;
-pub mod qemu;
-pub mod run;
-pub mod scenario;

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
-use kernel_oracle::{compare, facts::Facts, golden, kernel, run, scenario};
+use kernel_oracle::compare::{self, golden};
+use kernel_oracle::guest::{run, scenario};
+use kernel_oracle::{facts::Facts, kernel};
 
 #[derive(Parser)]
 #[command(name = "kernel-oracle", about = "Real Linux kernels under QEMU as the oracle for the memmap model")]
@@ -169,7 +171,7 @@ fn real_main() -> Result<()> {
             for d in dirs {
                 let facts = Facts::load(&d)?;
                 if facts.regions.iter().any(|r| r.kind == "boot") {
-                    kernel_oracle::boot_golden::write(&d, &facts, &to)?;
+                    kernel_oracle::compare::boot_golden::write(&d, &facts, &to)?;
                 } else {
                     golden::write(&d, &facts, &to)?;
                 }
@@ -218,16 +220,16 @@ fn fetch(cache: &Path, kernels: &[String], refresh: bool) -> Result<()> {
 /// `build`: the cached kernel and the module; with `--run`, the module configurations on it.
 fn build(cache: &Path, args: &BuildArgs) -> Result<()> {
     let workspace = std::path::absolute(&args.workspace)?;
-    let opts = kernel_oracle::kbuild::BuildOptions {
+    let opts = kernel_oracle::kernel::kbuild::BuildOptions {
         cache: cache.to_path_buf(),
         workspace,
         toolchain: args.toolchain.clone(),
         jobs: args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
         cached_only: args.cached_only,
     };
-    let built = match kernel_oracle::kbuild::build(&opts) {
+    let built = match kernel_oracle::kernel::kbuild::build(&opts) {
         Ok(b) => b,
-        Err(e) if e.downcast_ref::<kernel_oracle::kbuild::NotCached>().is_some() => {
+        Err(e) if e.downcast_ref::<kernel_oracle::kernel::kbuild::NotCached>().is_some() => {
             println!("kernel-oracle: {e}");
             std::process::exit(3);
         }
@@ -288,9 +290,9 @@ fn compare_dirs(dirs: &[PathBuf], verbose: bool) -> Result<()> {
     for d in dirs {
         let facts = Facts::load(d)?;
         if facts.regions.iter().any(|r| r.kind == "boot") {
-            let nodes = kernel_oracle::boot_model::compare(d, &facts)?;
-            print!("{}", kernel_oracle::boot_model::render(&nodes));
-            if !kernel_oracle::boot_model::equal(&nodes) {
+            let nodes = kernel_oracle::compare::boot::compare(d, &facts)?;
+            print!("{}", kernel_oracle::compare::boot::render(&nodes));
+            if !kernel_oracle::compare::boot::equal(&nodes) {
                 differing.push(d.display().to_string());
             }
             continue;
@@ -320,7 +322,7 @@ fn run_configs(cache: &Path, args: &RunArgs) -> Result<()> {
     let chosen = chosen_kernels(cache, args)?;
     let mut runs = Runs::default();
     for k in &chosen {
-        let hstates = kernel_oracle::model::kernel_hstates(k)?;
+        let hstates = hugetlb_init::Hstates::of(&k.model_config()?);
         for sc in scenarios(args, k)?.iter().filter(|s| s.arch == k.arch) {
             // A hugetlb size the kernel's page size does not have (64 KiB pages on 16 KiB ones).
             if let Some(h) = sc.hugetlb.filter(|h| hstates.find(h.size_kb << 10).is_none()) {
@@ -399,20 +401,20 @@ fn scenarios(args: &RunArgs, k: &kernel::Kernel) -> Result<Vec<scenario::Scenari
 /// writes that layout beside the dump (`layout.json`, for `memmap-bench dump node
 /// --node-layout` and `memmap-bench deferred --node-layout`); returns whether they are equal.
 fn compare_boot(dir: &Path, facts: &Facts) -> Result<bool> {
-    let (cfg, inputs) = kernel_oracle::boot_model::inputs(dir, facts)?;
-    let layout = kernel_oracle::boot_model::layout_file(facts, &inputs);
+    let (cfg, inputs) = kernel_oracle::compare::boot::inputs(dir, facts)?;
+    let layout = kernel_oracle::compare::boot::layout_file(facts, &inputs);
     kernel_oracle::files::write_file(
         &dir.join("layout.json"),
         (serde_json::to_string(&layout)? + "\n").as_bytes(),
     )?;
-    let nodes = kernel_oracle::boot_model::compare_nodes(&cfg, facts.vmemmap_size, &inputs)?;
-    print!("{}", kernel_oracle::boot_model::render(&nodes));
+    let nodes = kernel_oracle::compare::boot::compare_nodes(&cfg, facts.vmemmap_size, &inputs)?;
+    print!("{}", kernel_oracle::compare::boot::render(&nodes));
     eprintln!(
         "  model: memmap-bench dump node --node-layout {} --kernel {} --kconfig KCONFIG --mode deferred --strategy slow --out DIR",
         dir.join("layout.json").display(),
         cfg.version
     );
-    Ok(kernel_oracle::boot_model::equal(&nodes))
+    Ok(kernel_oracle::compare::boot::equal(&nodes))
 }
 
 /// What the runs of one `run` came to: a summary line per run and what failed.
@@ -454,7 +456,7 @@ impl Runs {
                 }
                 match (&args.golden, sc.boot.is_some()) {
                     (Some(g), false) => golden::write(&dir, &facts, g)?,
-                    (Some(g), true) => kernel_oracle::boot_golden::write(&dir, &facts, g)?,
+                    (Some(g), true) => kernel_oracle::compare::boot_golden::write(&dir, &facts, g)?,
                     (None, _) => {}
                 }
                 self.summary.push(line);

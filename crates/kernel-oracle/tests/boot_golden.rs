@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use kernel_oracle::boot_golden;
-use kernel_oracle::boot_model::{self, CmpClass};
+use kernel_oracle::compare::boot::{self, CmpClass};
+use kernel_oracle::compare::boot_golden;
 
 fn golden_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("golden")
@@ -13,7 +13,7 @@ fn golden_dir() -> PathBuf {
 
 #[test]
 fn every_boot_extract_equals_the_model_on_every_path() {
-    let dirs = kernel_oracle::golden::boot_dirs(&golden_dir()).expect("golden directory");
+    let dirs = kernel_oracle::compare::golden::boot_dirs(&golden_dir()).expect("golden directory");
     let kernels: Vec<String> =
         dirs.iter().filter_map(|d| Some(d.parent()?.file_name()?.to_str()?.to_string())).collect();
     for k in ["7.2-amd64", "6.12-amd64", "6.1-amd64"] {
@@ -21,12 +21,12 @@ fn every_boot_extract_equals_the_model_on_every_path() {
     }
     for d in dirs {
         let b = boot_golden::load(&d).unwrap_or_else(|e| panic!("{}: {e:#}", d.display()));
-        let res = boot_model::compare_nodes(&b.cfg, b.golden.vmemmap_size, &b.nodes)
+        let res = boot::compare_nodes(&b.cfg, b.golden.vmemmap_size, &b.nodes)
             .unwrap_or_else(|e| panic!("{}: {e:#}", d.display()));
-        let report = boot_model::render(&res);
-        assert!(boot_model::equal(&res), "{}:\n{report}", d.display());
+        let report = boot::render(&res);
+        assert!(boot::equal(&res), "{}:\n{report}", d.display());
         for n in &res {
-            assert_eq!(n.paths.len(), boot_model::PATHS.len() - 1);
+            assert_eq!(n.paths.len(), boot::PATHS.len() - 1);
             for z in &n.zones {
                 let free =
                     z.classes[CmpClass::ALL.iter().position(|&c| c == CmpClass::FreeHead).unwrap()].pages;
@@ -38,7 +38,7 @@ fn every_boot_extract_equals_the_model_on_every_path() {
 
 #[test]
 fn a_damaged_boot_extract_is_refused() {
-    let dirs = kernel_oracle::golden::boot_dirs(&golden_dir()).expect("golden directory");
+    let dirs = kernel_oracle::compare::golden::boot_dirs(&golden_dir()).expect("golden directory");
     let d = dirs.first().expect("a boot extract");
     let json = std::fs::read(d.join("boot.json")).unwrap();
     let gz = std::fs::read(d.join("pages.bin.gz")).unwrap();

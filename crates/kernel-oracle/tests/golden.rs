@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use kernel_oracle::golden::{self, Golden};
+use kernel_oracle::compare::golden::{self, Golden};
 
 fn golden_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("golden")
@@ -52,7 +52,7 @@ fn extracts_cover_both_kernels_and_record_their_config() {
 fn hugetlb_folios_count_the_kernels_base_pages() {
     let mut page_shifts = std::collections::BTreeSet::new();
     for g in load_all() {
-        let Ok((cfg, _)) = kernel_oracle::model::kernel_config(&g.facts) else { continue };
+        let Ok((cfg, _)) = kernel_oracle::compare::model::kernel_config(&g.facts) else { continue };
         for (i, r) in g.facts.regions.iter().enumerate() {
             let (Some(f), Some(name)) = (r.folio, r.hstate.as_deref()) else { continue };
             let h = hugetlb_init::Hstate::from_name(&cfg, name)
@@ -106,7 +106,9 @@ fn tails_hold_the_compound_word_of_their_kernel() {
 #[test]
 fn flags_carry_zone_and_node_at_the_debian_layout() {
     for g in load_all() {
-        let (nshift, zshift, zwidth) = kernel_oracle::run::node_zone_layout(&g.facts.kernel.kconfig).unwrap();
+        let layout =
+            kernel_oracle::compare::model::kernel_config(&g.facts).unwrap().0.flags_layout().unwrap();
+        let (nshift, zshift, zwidth) = (layout.nodes_pgshift, layout.zones_pgshift, layout.zones_width);
         let expect = match g.facts.kernel.arch.as_str() {
             "arm64" => (60, 57, 3),
             "riscv64" => (62, 60, 2),
@@ -292,14 +294,14 @@ fn hot_added_blocks_hold_the_isolation_poison_and_few_are_allocated() {
             seen += 1;
             assert!(r.allocated_blocks.len() <= 4, "{}: {:?}", g.dir.display(), r.allocated_blocks);
             let pages: std::collections::BTreeMap<u64, &[u8]> = g.pages(i).into_iter().collect();
-            let max_order = kernel_oracle::run::max_page_order(&g.facts.kernel.kconfig).unwrap();
+            let max_order = kernel_oracle::compare::model::kernel_config(&g.facts).unwrap().0.max_page_order;
             let (block, pb) = (1u64 << max_order, 1u64 << g.facts.pageblock_order);
             let first = (r.start_pfn..r.start_pfn + r.nr_pages)
                 .step_by(block as usize)
                 .find(|b| !r.allocated_blocks.contains(b))
                 .expect("a free block");
             let head = pages[&first];
-            assert!(kernel_oracle::run::is_free_block_head(head, max_order), "{}", g.dir.display());
+            assert!(kernel_oracle::facts::read::is_free_block_head(head, max_order), "{}", g.dir.display());
             // Linked to the block above it: as its `lru.next` where a block holds two pageblocks
             // (ascending pfn order on the list), as its `lru.prev` where it holds eight (ppc64el,
             // 4 and 64 KiB pages: descending), as the model does.
@@ -316,7 +318,7 @@ fn hot_added_blocks_hold_the_isolation_poison_and_few_are_allocated() {
             let expect = if g.facts.kernel.id.starts_with("6.1-") {
                 (own, own)
             } else {
-                kernel_oracle::model::kernel_config(&g.facts).unwrap().0.list_poison()
+                kernel_oracle::compare::model::kernel_config(&g.facts).unwrap().0.list_poison()
             };
             assert_eq!((word(second, 8), word(second, 16)), expect, "{}", g.dir.display());
         }
@@ -397,12 +399,14 @@ fn hostile_facts_are_refused_before_the_regions_are_read() {
 #[test]
 fn checking_no_golden_extract_is_an_error() {
     let empty = tempfile::Builder::new().prefix("oracle-golden-empty-").tempdir().unwrap();
-    let e = kernel_oracle::golden::check_all(empty.path(), |_| {}).unwrap_err().to_string();
+    let e = kernel_oracle::compare::golden::check_all(empty.path(), |_| {}).unwrap_err().to_string();
     assert!(e.contains("no golden extracts (expected"), "{e}");
-    let e = kernel_oracle::golden::check_all(&empty.path().join("nope"), |_| {}).unwrap_err().to_string();
+    let e = kernel_oracle::compare::golden::check_all(&empty.path().join("nope"), |_| {})
+        .unwrap_err()
+        .to_string();
     assert!(e.ends_with("nope: does not exist"), "{e}");
     std::fs::create_dir_all(empty.path().join("7.2-amd64/fsdax-mem")).unwrap();
-    let e = kernel_oracle::golden::check_all(empty.path(), |_| {}).unwrap_err().to_string();
+    let e = kernel_oracle::compare::golden::check_all(empty.path(), |_| {}).unwrap_err().to_string();
     assert!(e.contains("fsdax-mem: holds no facts.json"), "{e}");
 }
 
@@ -412,7 +416,7 @@ fn checking_no_golden_extract_is_an_error() {
 /// from 6.12 in ascending (`prep_and_add_bootmem_folios()`).
 #[test]
 fn counted_boot_folios_are_linked_in_the_kernels_order() {
-    use kernel_oracle::model::{ModelDump, What, hugetlb_spec};
+    use kernel_oracle::compare::model::{ModelDump, What, hugetlb_spec};
     let mut checked = 0;
     for g in load_all() {
         // Gigantic pages: memblock's (2 MiB boot-time pages come from the buddy allocator, in
@@ -487,7 +491,7 @@ fn a_tails_buddy_history_shows_through_its_aliases() {
         .iter()
         .position(|r| r.start_pfn == head && r.nr_pages > 69)
         .expect("the folio's first struct pages");
-    let poison = |g: &mut kernel_oracle::golden::Golden, idx: usize| {
+    let poison = |g: &mut kernel_oracle::compare::golden::Golden, idx: usize| {
         let at = idx * 64 + 16;
         g.bytes[region][run][at..at + 8].copy_from_slice(&0xdead_0000_0000_0122u64.to_le_bytes());
     };

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use kernel_oracle::files::WorkDir;
-use kernel_oracle::qemu::Guest;
+use kernel_oracle::guest::qemu::Guest;
 
 #[test]
 fn qemu_finds_its_files_under_a_path_with_a_comma_and_a_space() {

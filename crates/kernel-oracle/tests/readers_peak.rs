@@ -7,9 +7,10 @@
 
 use std::path::Path;
 
+use kernel_oracle::compare::golden::{Golden, JSON_LIMITS};
 use kernel_oracle::facts::{FACTS_LIMITS, Facts};
-use kernel_oracle::golden::{Golden, JSON_LIMITS};
-use kernel_oracle::kernel::{self, MAX_BINARY_BYTES, MAX_MODULE_BYTES};
+use kernel_oracle::kernel::modules::{self, MAX_MODULE_BYTES};
+use kernel_oracle::kernel::{self, MAX_BINARY_BYTES};
 
 // The counting allocator and the JSON shapes memmap-dump's reader tests use too.
 #[path = "../../memmap-dump/tests/common/peak.rs"]
@@ -133,7 +134,7 @@ fn check_bomb(dir: &Path, suffix: &str, frame: &[u8], bound: usize) {
     // 200 MiB of zeros.
     let path = dir.join(format!("nd_pmem.ko.{suffix}"));
     std::fs::write(&path, frame.repeat(200)).unwrap();
-    let (peak, r) = peak_of(|| kernel::module_bytes(&path).map(drop));
+    let (peak, r) = peak_of(|| modules::module_bytes(&path).map(drop));
     assert!(r.is_err(), "{suffix}: a 200 MiB module accepted");
     assert!(peak <= bound, "{suffix}: {peak} bytes allocated, bound {bound}");
     eprintln!("module .ko.{suffix} bomb: peak {peak}");

@@ -17,16 +17,7 @@ pub fn field_name(role: &str, offset: usize) -> &'static str {
         ("page[1]", 7) => "_nr_pages (@56)",
         ("page[2]", 2) => "_deferred_list.next (@16)",
         ("page[2]", 3) => "_deferred_list.prev (@24)",
-        (_, 0) => "flags",
-        (_, 1) => "lru.next/compound_head/pgmap (@8)",
-        (_, 2) => "lru.prev/zone_device_data (@16)",
-        (_, 3) => "mapping",
-        (_, 4) => "index",
-        (_, 5) => "private",
-        (_, 6) if offset % 8 < 4 => "_mapcount/page_type",
-        (_, 6) => "_refcount",
-        (_, 7) => "memcg_data",
-        _ => "(beyond struct page)",
+        _ => memmap_dump::diff::field_name(offset),
     }
 }
 

@@ -27,9 +27,15 @@ use anyhow::Result;
 use crate::facts::Facts;
 
 mod alias;
+pub mod boot;
+pub mod boot_golden;
+pub mod boot_input;
+pub mod boot_report;
 mod checks;
 mod geometry;
+pub mod golden;
 mod meta;
+pub mod model;
 mod pages;
 mod regions;
 mod report;
@@ -44,14 +50,9 @@ pub use report::{differs, render, verdict};
 pub use sym::{Normalizer, Sym, classify, kernel_normalizer};
 
 /// Bytes per struct page.
-const SP: usize = 64;
+const SP: usize = crate::facts::STRUCT_PAGE as usize;
 
-/// The little-endian word at byte `off` of `b`.
-fn word(b: &[u8], off: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[off..off + 8]);
-    u64::from_le_bytes(w)
-}
+use crate::facts::read::word;
 
 /// Comparison of one configuration.
 #[derive(Debug, Clone)]

@@ -13,8 +13,8 @@ use super::{
     FirstDiff, Geometry, Group, Normalizer, SP, aliased_vmemmap_pages, compare_pages, content_aliased,
     kernel_normalizer,
 };
+use crate::compare::model::{self, ModelDump};
 use crate::facts::{Facts, Region};
-use crate::model::{self, ModelDump};
 
 /// Comparison of one kernel region with the model.
 #[derive(Debug, Clone)]
@@ -66,7 +66,8 @@ pub fn compare_regions(
     let shared = shared_hugetlb_gpas(facts, &models.hugetlb);
     // The hot-added blocks are the kernel's `MAX_PAGE_ORDER` blocks (12 on ppc64el, 8 with 64 KiB
     // pages there).
-    let max_order = crate::run::max_page_order(&facts.kernel.kconfig)?;
+    let cfg = model::kernel_config(facts)?.0;
+    let max_order = cfg.max_page_order;
     for (i, r) in facts.regions.iter().enumerate() {
         let (kbytes, known) = kernel(i)?;
         let kn = kernel_normalizer(facts, r);
@@ -246,14 +247,15 @@ impl<'f> Models<'f> {
     /// compared.
     fn hotplug(&self, r: &Region) -> Result<ModelSide> {
         let md = ModelDump::run(&model::hotplug_spec(self.facts, r)?)?;
-        let page_offset = model::kernel_config(self.facts)?.0.page_offset;
+        let cfg = model::kernel_config(self.facts)?.0;
+        let page_offset = cfg.page_offset;
         let normalizer = Normalizer {
             vmemmap_base: md.vmemmap_base,
             vmemmap_size: md.span(),
             direct_map: Some((page_offset, 1u64 << 46)),
             ..Normalizer::default()
         };
-        let block = 1u64 << crate::run::max_page_order(&self.facts.kernel.kconfig)?;
+        let block = cfg.max_order_nr_pages();
         let taken = &r.allocated_blocks;
         let pageblocks = compare_pageblocks_except(r, self.facts.pageblock_order, &md.meta, |pfn| {
             taken.contains(&(pfn & !(block - 1)))
@@ -389,7 +391,7 @@ fn check_allocated_heads(r: &Region, order: u32, kbytes: &[u8], known: Option<&[
         let head_known = known.is_none_or(|k| k.get(i).copied().unwrap_or(false));
         let taken = r.allocated_blocks.contains(&pfn);
         if let Some(head) = kbytes.get(i * SP..(i + 1) * SP).filter(|_| head_known) {
-            let free = crate::run::is_free_block_head(head, order);
+            let free = crate::facts::read::is_free_block_head(head, order);
             if free == taken {
                 bail!(
                     "hotplug block {pfn:#x}: the facts say {}, the kernel's head says {}",

@@ -159,7 +159,7 @@ pub fn kernel_normalizer(facts: &Facts, r: &Region) -> Normalizer {
     // paging at 0xffff888000000000, arm64 at 0xfff0000000000000, ppc64el at 0xc000000000000000),
     // 64 TiB of it.
     let direct_map = (r.kind == "hotplug")
-        .then(|| crate::model::kernel_config(facts).ok())
+        .then(|| crate::compare::model::kernel_config(facts).ok())
         .flatten()
         .map(|(c, _)| (c.page_offset, 1u64 << 46));
     Normalizer {

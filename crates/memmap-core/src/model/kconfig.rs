@@ -17,18 +17,40 @@ use core::fmt;
 
 use super::config::{Arch, ConfigError, KernelConfig};
 
-/// A kernel `.config`: `CONFIG_FOO=value` lines and `# CONFIG_FOO is not set` comments. Read
-/// in place, no allocation.
-#[derive(Debug, Clone, Copy)]
+/// A kernel `.config`: `CONFIG_FOO=value` lines and `# CONFIG_FOO is not set` comments, read
+/// in place without allocation, or symbols already read elsewhere ([`Kconfig::from_fn`]).
+#[derive(Clone, Copy)]
 pub struct Kconfig<'a> {
-    text: &'a str,
+    source: Source<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Text(&'a str),
+    Lookup(&'a dyn Fn(&str) -> Option<&'a str>),
+}
+
+impl fmt::Debug for Kconfig<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.source {
+            Source::Text(text) => f.debug_struct("Kconfig").field("text", &text).finish(),
+            Source::Lookup(_) => f.write_str("Kconfig(lookup)"),
+        }
+    }
 }
 
 impl<'a> Kconfig<'a> {
     /// The `.config` text.
     #[must_use]
     pub const fn new(text: &'a str) -> Self {
-        Kconfig { text }
+        Kconfig { source: Source::Text(text) }
+    }
+
+    /// Symbols kept elsewhere (a map of a recorded `.config`): `lookup(symbol)` answers what
+    /// [`Kconfig::get`] would.
+    #[must_use]
+    pub const fn from_fn(lookup: &'a dyn Fn(&str) -> Option<&'a str>) -> Self {
+        Kconfig { source: Source::Lookup(lookup) }
     }
 
     /// The value of `symbol` (with its `CONFIG_` prefix): `Some("y")`, `Some("m")`,
@@ -36,8 +58,12 @@ impl<'a> Kconfig<'a> {
     /// when the text does not mention it. The last mention wins, as in Kconfig.
     #[must_use]
     pub fn get(&self, symbol: &str) -> Option<&'a str> {
+        let text = match self.source {
+            Source::Text(text) => text,
+            Source::Lookup(lookup) => return lookup(symbol),
+        };
         let mut found = None;
-        for line in self.text.lines() {
+        for line in text.lines() {
             let line = line.trim();
             if let Some(rest) = line.strip_prefix("# ") {
                 if rest.strip_prefix(symbol).is_some_and(|r| r == " is not set") {
@@ -74,6 +100,30 @@ impl<'a> Kconfig<'a> {
                 parsed.map(Some).map_err(|_| KconfigError::BadValue { symbol })
             }
         }
+    }
+}
+
+impl Kconfig<'_> {
+    /// The architecture whose symbol (`CONFIG_X86_64`, `CONFIG_ARM64`, ...) is set.
+    fn arch(&self) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|a| self.enabled(a.kconfig_symbol()) == Some(true))
+    }
+
+    /// `PAGE_SHIFT`: `CONFIG_PAGE_SHIFT` (6.8+), or the architecture's page-size option
+    /// (`ARM64_16K_PAGES`, `ARM64_64K_PAGES`, `PPC_64K_PAGES`); `None` when the text says
+    /// neither.
+    ///
+    /// # Errors
+    ///
+    /// [`KconfigError::BadValue`] when `CONFIG_PAGE_SHIFT` is not a number.
+    fn page_shift(&self) -> Result<Option<u64>, KconfigError> {
+        Ok(match self.number("CONFIG_PAGE_SHIFT")? {
+            Some(s) => Some(s),
+            None if self.enabled("CONFIG_ARM64_16K_PAGES") == Some(true) => Some(14),
+            None if self.enabled("CONFIG_ARM64_64K_PAGES") == Some(true) => Some(16),
+            None if self.enabled("CONFIG_PPC_64K_PAGES") == Some(true) => Some(16),
+            None => None,
+        })
     }
 }
 
@@ -126,6 +176,25 @@ const fn order_base_2(n: u64) -> u32 {
 const BASE_PAGEFLAGS: u32 = 20;
 
 impl KernelConfig {
+    /// The preset of the `.config`'s architecture (x86-64 where it names none) and page size
+    /// (4 KiB where it says none) with the `.config` applied ([`KernelConfig::with_kconfig`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`KernelConfig::with_kconfig`]; a page size no preset of the architecture has is
+    /// [`KconfigError::UnsupportedPageSize`].
+    pub fn from_kconfig(kconfig: &Kconfig<'_>) -> Result<KernelConfig, KconfigError> {
+        let base = match (kconfig.arch().unwrap_or(Arch::X86_64), kconfig.page_shift()?.unwrap_or(12)) {
+            (Arch::Arm64, 14) => KernelConfig::ARM64_16K,
+            (Arch::Arm64, _) => KernelConfig::ARM64,
+            (Arch::Riscv64, _) => KernelConfig::RISCV64,
+            (Arch::Powerpc64, 16) => KernelConfig::PPC64EL_64K,
+            (Arch::Powerpc64, _) => KernelConfig::PPC64EL,
+            (Arch::X86_64, _) => KernelConfig::X86_64,
+        };
+        base.with_kconfig(kconfig)
+    }
+
     /// This configuration with the Kconfig symbols of `kconfig` applied. The base supplies the
     /// architecture's constants (address layout, section size) and the release
     /// ([`KernelConfig::version`]); symbols the text does not mention keep the base's values (a
@@ -155,16 +224,8 @@ impl KernelConfig {
                 return Err(KconfigError::ArchMismatch { kconfig: arch.name(), base: self.name });
             }
         }
-        // The page size is the base's (a preset per page size): `PAGE_SHIFT` (6.8+), or the
-        // architecture's page-size option.
-        let page_shift = match kconfig.number("CONFIG_PAGE_SHIFT")? {
-            Some(s) => Some(s),
-            None if kconfig.enabled("CONFIG_ARM64_16K_PAGES") == Some(true) => Some(14),
-            None if kconfig.enabled("CONFIG_ARM64_64K_PAGES") == Some(true) => Some(16),
-            None if kconfig.enabled("CONFIG_PPC_64K_PAGES") == Some(true) => Some(16),
-            None => None,
-        };
-        if page_shift.is_some_and(|s| s != u64::from(self.page_shift)) {
+        // The page size is the base's (a preset per page size).
+        if kconfig.page_shift()?.is_some_and(|s| s != u64::from(self.page_shift)) {
             return Err(KconfigError::UnsupportedPageSize);
         }
         if let Some(delta) = kconfig.number("CONFIG_ILLEGAL_POINTER_VALUE")? {
@@ -337,6 +398,19 @@ CONFIG_ZONE_DMA32=y
         assert_eq!(order_base_2(512), 9);
         assert_eq!(order_base_2(8192), 13);
         assert_eq!(order_base_2(100), 7);
+    }
+
+    #[test]
+    fn the_preset_follows_the_architecture_and_page_size() {
+        let text = "CONFIG_PPC64=y\nCONFIG_PAGE_SHIFT=16\n";
+        assert_eq!(KernelConfig::from_kconfig(&Kconfig::new(text)).unwrap().name, "ppc64el-64k");
+        let map = |s: &str| (s == "CONFIG_ARM64_16K_PAGES" || s == "CONFIG_ARM64").then_some("y");
+        assert_eq!(KernelConfig::from_kconfig(&Kconfig::from_fn(&map)).unwrap().name, "arm64-16k");
+        assert_eq!(
+            KernelConfig::from_kconfig(&Kconfig::new("CONFIG_ARM64=y\nCONFIG_ARM64_64K_PAGES=y")),
+            Err(KconfigError::UnsupportedPageSize)
+        );
+        assert_eq!(KernelConfig::from_kconfig(&Kconfig::new("")), Ok(KernelConfig::X86_64));
     }
 
     #[test]

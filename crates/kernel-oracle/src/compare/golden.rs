@@ -111,12 +111,6 @@ pub fn runs_for(r: &Region, max_order: u32, pb_order: u32) -> Vec<Run> {
     out
 }
 
-/// The golden directory of a configuration.
-#[must_use]
-pub fn dir_of(golden: &Path, facts: &Facts) -> PathBuf {
-    golden.join(&facts.kernel.id).join(&facts.config)
-}
-
 /// Writes the extract of dump directory `dump` into `golden/<kernel>/<config>/`.
 ///
 /// # Errors
@@ -130,7 +124,7 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
     let out = crate::files::create_dirs_below(golden, &Path::new(kernel).join(config))?;
     let mut pages = Vec::new();
     let mut regions = Vec::new();
-    let max_order = crate::run::max_page_order(&facts.kernel.kconfig)?;
+    let max_order = crate::compare::model::kernel_config(facts)?.0.max_page_order;
     for (i, r) in facts.regions.iter().enumerate() {
         let bytes = facts.region_bytes(dump, i)?;
         let runs = runs_for(r, max_order, facts.pageblock_order);
@@ -185,17 +179,9 @@ pub struct Golden {
     pub bytes: Vec<Vec<Vec<u8>>>,
 }
 
-/// The most bytes `facts.json` or `extract.json` of a golden extract may hold.
-pub const MAX_JSON_BYTES: u64 = 4 << 20;
-/// The limits `facts.json` and `extract.json` are held to before they are parsed
-/// ([`memmap_dump::check_json`]): [`MAX_JSON_BYTES`], 256 Ki values (arrays counting 4,
-/// objects 8; the committed ones hold at most 3.5 Ki), 16 levels of nesting. Parsing one
-/// allocates at most about 100 bytes per value plus twice its size, under 40 MiB.
-pub const JSON_LIMITS: memmap_dump::JsonLimits =
-    memmap_dump::JsonLimits { max_bytes: MAX_JSON_BYTES, max_values: 256 << 10, max_depth: 16 };
-/// The most bytes `pages.bin.gz` may hold, compressed or decompressed.
-pub const MAX_PAGES_BYTES: u64 = 16 << 20;
-pub use crate::facts::{MAX_COMPOUND_ORDER, MAX_NID, MAX_REGION_PAGES, MAX_REGIONS};
+pub use crate::facts::{
+    JSON_LIMITS, MAX_COMPOUND_ORDER, MAX_JSON_BYTES, MAX_NID, MAX_PAGES_BYTES, MAX_REGION_PAGES, MAX_REGIONS,
+};
 
 /// Why a golden extract was refused.
 #[derive(Debug)]
@@ -446,8 +432,8 @@ pub fn dirs(golden: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for k in subdirs(golden)? {
         for c in subdirs(&k)? {
-            if c.join(crate::boot_golden::JSON_FILE).is_file() {
-                // A boot configuration's extract ([`crate::boot_golden`]).
+            if c.join(crate::compare::boot_golden::JSON_FILE).is_file() {
+                // A boot configuration's extract ([`crate::compare::boot_golden`]).
                 continue;
             }
             if !c.join("facts.json").is_file() {
@@ -478,7 +464,7 @@ pub fn boot_dirs(golden: &Path) -> Result<Vec<PathBuf>> {
         }
         for c in fs::read_dir(&k).with_context(|| format!("{}: cannot be listed", k.display()))? {
             let c = c?.path();
-            if c.join(crate::boot_golden::JSON_FILE).is_file() {
+            if c.join(crate::compare::boot_golden::JSON_FILE).is_file() {
                 out.push(c);
             }
         }
@@ -524,13 +510,13 @@ pub fn check_all(golden: &Path, mut report: impl FnMut(&str)) -> Result<usize> {
     }
     let boot = boot_dirs(golden)?;
     for d in &boot {
-        let checked = crate::boot_golden::load(d)
-            .and_then(|b| crate::boot_model::compare_nodes(&b.cfg, b.golden.vmemmap_size, &b.nodes));
+        let checked = crate::compare::boot_golden::load(d)
+            .and_then(|b| crate::compare::boot::compare_nodes(&b.cfg, b.golden.vmemmap_size, &b.nodes));
         match checked {
             Ok(res) => {
-                let text = format!("== {}\n{}", d.display(), crate::boot_model::render(&res));
+                let text = format!("== {}\n{}", d.display(), crate::compare::boot::render(&res));
                 report(&text);
-                if !crate::boot_model::equal(&res) {
+                if !crate::compare::boot::equal(&res) {
                     failures.push(format!("{}: differs from the model:\n{text}", d.display()));
                 }
             }

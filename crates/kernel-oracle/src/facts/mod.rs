@@ -1,13 +1,79 @@
 //! `facts.json`: what the host learned about one guest configuration, written next to the raw
 //! struct page dumps (`region-N.bin`, the struct pages of each region in pfn order).
 
+pub mod read;
+pub mod symbols;
+pub mod zones;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
+use memmap_core::model::kconfig::Kconfig;
+use memmap_core::{KernelConfig, KernelVersion, PfnRange};
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::Package;
+/// A `(package, version)` pair.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Package {
+    /// Package name.
+    pub name: String,
+    /// Version.
+    pub version: String,
+}
+
+/// `sizeof(struct page)` of every kernel the oracle boots (no `WANT_PAGE_VIRTUAL`).
+pub const STRUCT_PAGE: u64 = size_of::<memmap_core::Page64>() as u64;
+
+/// The migrate type recorded for a pageblock whose section is not present.
+pub const NO_SECTION: u8 = 0xff;
+
+/// The model configuration of a kernel from its `.config` symbols (`n` when unset) and its
+/// release: the preset of the `.config`'s architecture and page size with the symbols applied
+/// ([`KernelConfig::from_kconfig`]), modelling the release's `MAJOR.MINOR`.
+///
+/// # Errors
+///
+/// The release is not `MAJOR.MINOR...`, or the `.config` is refused.
+pub fn model_config(kconfig: &BTreeMap<String, String>, release: &str) -> Result<KernelConfig> {
+    let version = KernelVersion::parse(release)
+        .with_context(|| format!("kernel release {release:?} is not MAJOR.MINOR..."))?;
+    let lookup = |s: &str| kconfig.get(s).map(String::as_str);
+    let cfg = KernelConfig::from_kconfig(&Kconfig::from_fn(&lookup))
+        .map_err(|e| anyhow!("the kernel's .config: {e}"))?;
+    Ok(cfg.with_version(version))
+}
+
+/// `memblock.memory` as `/proc/iomem` shows it, in pages of `1 << page_shift` bytes: the
+/// top-level System RAM ranges, and with `nomap` the top-level `Reserved` ones too, which on
+/// riscv64 are memblock's no-map memory regions (`init_resources()` names them so; the kernel
+/// counts them present and reserves their struct pages). On x86-64 a top-level `Reserved`
+/// range is e820's, no memory. A range ending at the top of the address space ends at pfn
+/// `2^64 >> page_shift`, not in an overflow.
+#[must_use]
+pub fn iomem_ranges(iomem: &str, nomap: bool, page_shift: u32) -> Vec<PfnRange> {
+    let mut v: Vec<PfnRange> = iomem
+        .lines()
+        .filter(|l| {
+            !l.starts_with(' ') && (l.ends_with(": System RAM") || (nomap && l.ends_with(": Reserved")))
+        })
+        .filter_map(|l| {
+            let (start, end) = l.split(" : ").next()?.split_once('-')?;
+            let start = u64::from_str_radix(start.trim(), 16).ok()?;
+            let end = u128::from(u64::from_str_radix(end.trim(), 16).ok()?) + 1;
+            let r = PfnRange::new(start.div_ceil(1 << page_shift), (end >> page_shift) as u64);
+            (!r.is_empty()).then_some(r)
+        })
+        .collect();
+    v.sort_by_key(|r| r.start);
+    v
+}
+
+/// The top-level `System RAM` ranges of `/proc/iomem` in 4 KiB pfns.
+#[must_use]
+pub fn system_ram(iomem: &str) -> Vec<PfnRange> {
+    iomem_ranges(iomem, false, 12)
+}
 
 /// Version of the facts format.
 pub const FORMAT: u32 = 1;
@@ -58,7 +124,7 @@ pub struct Folio {
 }
 
 /// A pfn range whose struct pages were dumped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Region {
     /// `zone-device`, `hugetlb`, `hotplug` or `boot`.
     pub kind: String,
@@ -146,34 +212,7 @@ impl Region {
     /// zone `zone`, with none of the kind-specific facts yet.
     #[must_use]
     pub fn new(kind: &str, file: String, start_pfn: u64, nr_pages: u64, nid: u32, zone: u32) -> Region {
-        Region {
-            kind: kind.into(),
-            file,
-            start_pfn,
-            nr_pages,
-            nid,
-            zone,
-            memory_type: None,
-            mode: None,
-            map: None,
-            holder: None,
-            align: None,
-            vmemmap_shift: None,
-            altmap: None,
-            init_start_pfn: None,
-            pgmap_addr: None,
-            hstate: None,
-            hvo: None,
-            boot: None,
-            folio: None,
-            zone_name: None,
-            online_type: None,
-            memory_block_pages: None,
-            allocated_blocks: Vec::new(),
-            pageblock_first_pfn: None,
-            pageblock_migratetypes: Vec::new(),
-            vmemmap_gpa: Vec::new(),
-        }
+        Region { kind: kind.into(), file, start_pfn, nr_pages, nid, zone, ..Region::default() }
     }
 }
 
@@ -231,6 +270,16 @@ pub const MAX_FACTS_BYTES: u64 = 16 << 20;
 pub const FACTS_LIMITS: memmap_dump::JsonLimits =
     memmap_dump::JsonLimits { max_bytes: MAX_FACTS_BYTES, max_values: 512 << 10, max_depth: 16 };
 
+/// The most bytes a golden extract's `facts.json`, `extract.json` or `boot.json` may hold.
+pub const MAX_JSON_BYTES: u64 = 4 << 20;
+/// The limits `facts.json` and `extract.json` are held to before they are parsed
+/// ([`memmap_dump::check_json`]): [`MAX_JSON_BYTES`], 256 Ki values (arrays counting 4,
+/// objects 8; the committed ones hold at most 3.5 Ki), 16 levels of nesting. Parsing one
+/// allocates at most about 100 bytes per value plus twice its size, under 40 MiB.
+pub const JSON_LIMITS: memmap_dump::JsonLimits =
+    memmap_dump::JsonLimits { max_bytes: MAX_JSON_BYTES, max_values: 256 << 10, max_depth: 16 };
+/// The most bytes a golden extract's `pages.bin.gz` may hold, compressed or decompressed.
+pub const MAX_PAGES_BYTES: u64 = 16 << 20;
 /// The most regions a configuration may have (a boot-time hugetlb run has 64 folios).
 pub const MAX_REGIONS: usize = 64;
 /// The most struct pages a region may span: the model is run for the whole region and the

@@ -6,7 +6,7 @@
 use anyhow::{Result, bail};
 use memmap_core::KernelConfig;
 
-use crate::run::STRUCT_PAGE;
+use crate::facts::STRUCT_PAGE;
 
 /// One zone of one node, as `/proc/zoneinfo` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,9 +12,11 @@ use anyhow::{Context, Result, bail};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
-use crate::apt::{self, PrivateApt};
 use crate::cmd;
-use crate::kernel::{Arch, Kernel};
+use crate::kernel::apt::{self, PrivateApt};
+use memmap_core::Arch;
+
+use crate::kernel::Kernel;
 
 /// A `newc` cpio archive being built.
 #[derive(Default)]
@@ -129,48 +131,11 @@ pub const MAX_HOST_FILE_BYTES: u64 = 64 << 20;
 /// Largest cached base initramfs read back: its modules and host files, compressed.
 pub const MAX_INITRAMFS_BYTES: u64 = 1 << 30;
 
-/// Modules to load, in dependency order.
-#[must_use]
-pub fn modules(arch: Arch) -> &'static [&'static str] {
-    match arch {
-        Arch::Amd64 => &[
-            "nvdimm/libnvdimm",
-            "nvdimm/nd_btt",
-            "nvdimm/nd_e820",
-            "nvdimm/nd_pmem",
-            "dax/device_dax",
-            "dax/dax_pmem",
-        ],
-        // Debian's ppc64el kernels have no LIBNVDIMM.
-        Arch::Ppc64el => &[],
-        // pmem from a device-tree `pmem-region` (QEMU 10.0 has no virtio-pmem-pci for these
-        // machines); arm64's hot-added memory comes from virtio-mem (Debian's riscv64 kernels
-        // have no VIRTIO_MEM, and QEMU's riscv64 `virt` no memory devices).
-        Arch::Arm64 => &[
-            "nvdimm/libnvdimm",
-            "nvdimm/nd_btt",
-            "nvdimm/nd_pmem",
-            "nvdimm/of_pmem",
-            "dax/device_dax",
-            "dax/dax_pmem",
-            "virtio/virtio_mem",
-        ],
-        Arch::Riscv64 => &[
-            "nvdimm/libnvdimm",
-            "nvdimm/nd_btt",
-            "nvdimm/nd_pmem",
-            "nvdimm/of_pmem",
-            "dax/device_dax",
-            "dax/dax_pmem",
-        ],
-    }
-}
-
 /// Finds the static busybox for `arch`: the host's for amd64 (Debian's `busybox-static`),
 /// the architecture's `busybox-static` package unpacked from the private apt tree otherwise.
 fn busybox(arch: Arch, cache: &Path) -> Result<Vec<u8>> {
     match arch {
-        Arch::Amd64 => {
+        Arch::X86_64 => {
             let path = ["/bin/busybox", "/usr/bin/busybox"]
                 .iter()
                 .map(PathBuf::from)
@@ -185,11 +150,11 @@ fn busybox(arch: Arch, cache: &Path) -> Result<Vec<u8>> {
             }
             crate::files::read_binary(&path, MAX_HOST_FILE_BYTES)
         }
-        Arch::Arm64 | Arch::Riscv64 | Arch::Ppc64el => {
-            let apt = PrivateApt::new(cache, "sid", arch.debian())?;
+        _ => {
+            let apt = PrivateApt::new(cache, "sid", crate::kernel::debian(arch))?;
             apt.update(false)?;
             let deb = apt.download("busybox-static", &cache.join("debs"))?;
-            let dest = cache.join(format!("busybox-{}", arch.debian()));
+            let dest = cache.join(format!("busybox-{}", crate::kernel::debian(arch)));
             apt::extract(&deb, &dest)?;
             crate::files::read_binary(&dest.join("bin/busybox"), MAX_HOST_FILE_BYTES)
                 .or_else(|_| crate::files::read_binary(&dest.join("usr/bin/busybox"), MAX_HOST_FILE_BYTES))
@@ -236,7 +201,7 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
         stamp.push_str(&format!("{name}={}:{}:{:?};", p.display(), m.len(), mtime));
     }
     let mut key: u64 = 0xcbf2_9ce4_8422_2325;
-    let text = [INIT, &modules(kernel.arch).concat(), &kernel.release, &stamp];
+    let text = [INIT, &crate::kernel::guest_modules(kernel.arch).concat(), &kernel.release, &stamp];
     for b in text.iter().flat_map(|t| t.bytes().chain([0])) {
         key = (key ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
@@ -255,23 +220,23 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
     cpio.symlink("bin/sh", "busybox");
     cpio.file("init", 0o755, INIT.as_bytes());
     let mut order = String::new();
-    for m in modules(arch) {
+    for m in crate::kernel::guest_modules(arch) {
         let name = m.rsplit('/').next().unwrap_or(m);
         let src = kernel.modules.get(name).with_context(|| format!("module {name} was not found"))?;
-        cpio.file(&format!("mods/{name}.ko"), 0o644, &crate::kernel::module_bytes(src)?);
+        cpio.file(&format!("mods/{name}.ko"), 0o644, &crate::kernel::modules::module_bytes(src)?);
         order.push_str(name);
         order.push('\n');
     }
     cpio.file("modules.order", 0o644, order.as_bytes());
     // Loaded by the module configurations' scripts, not at boot.
-    if let Some(src) = kernel.modules.get(crate::scenario::MODULE_NAME) {
+    if let Some(src) = kernel.modules.get(crate::guest::scenario::MODULE_NAME) {
         cpio.file(
-            &format!("mods/{}.ko", crate::scenario::MODULE_NAME),
+            &format!("mods/{}.ko", crate::guest::scenario::MODULE_NAME),
             0o644,
-            &crate::kernel::module_bytes(src)?,
+            &crate::kernel::modules::module_bytes(src)?,
         );
     }
-    if arch == Arch::Amd64 {
+    if arch == Arch::X86_64 {
         for (p, data) in ndctl_files()? {
             cpio.file(&p, 0o755, &data);
         }

@@ -2,7 +2,7 @@
 //! and in memory (nothing is written), with the `memmap-bench dump` command line that runs the
 //! same model so that every comparison names a command a reader can rerun.
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use hugetlb_init::{Hstate, HvoMode};
 use memmap_core::{KernelConfig, MemoryType, Strategy};
 use memmap_dump::{HotplugDump, HugetlbDump, ZoneDeviceDump};
@@ -83,103 +83,17 @@ pub enum What {
     Hotplug(HotplugDump),
 }
 
-/// The model preset of the kernel's architecture and page size (`x86_64`, `arm64`, `arm64-16k`,
-/// `riscv64`, `ppc64el`, `ppc64el-64k`).
-#[must_use]
-pub fn preset(facts: &Facts) -> &'static str {
-    preset_of(&facts.kernel)
-}
-
-/// The preset of the kernel's architecture and page size.
-fn preset_of(kernel: &crate::facts::KernelFacts) -> &'static str {
-    let page_shift = crate::run::page_shift(&kernel.kconfig).unwrap_or(12);
-    match (kernel.arch.as_str(), page_shift) {
-        ("arm64", 14) => "arm64-16k",
-        ("arm64", _) => "arm64",
-        ("riscv64", _) => "riscv64",
-        ("ppc64el", 16) => "ppc64el-64k",
-        ("ppc64el", _) => "ppc64el",
-        _ => "x86_64",
-    }
-}
-
-/// The kernel's `.config` symbols recorded in `facts`, as `.config` text (`n` as
-/// `# CONFIG_FOO is not set`).
-#[must_use]
-pub fn kconfig_text(facts: &Facts) -> String {
-    kconfig_text_of(&facts.kernel)
-}
-
-fn kconfig_text_of(kernel: &crate::facts::KernelFacts) -> String {
-    let mut text = String::new();
-    for (k, v) in &kernel.kconfig {
-        if v == "n" {
-            text.push_str(&format!("# {k} is not set\n"));
-        } else {
-            text.push_str(&format!("{k}={v}\n"));
-        }
-    }
-    text
-}
-
-/// The model configuration of the kernel of `facts` (its architecture's preset, its release,
-/// its `.config`) and the arguments that select it.
+/// The model configuration of the kernel of `facts` ([`crate::facts::model_config`] of its
+/// `.config` symbols and release) and the arguments that select it.
 ///
 /// # Errors
 ///
 /// The release is not `MAJOR.MINOR...`, or the `.config` is refused.
 pub fn kernel_config(facts: &Facts) -> Result<(KernelConfig, Vec<String>)> {
-    kernel_config_of(&facts.kernel)
-}
-
-/// [`kernel_config`] from the kernel's facts alone.
-///
-/// # Errors
-///
-/// As [`kernel_config`].
-pub fn kernel_config_of(kernel: &crate::facts::KernelFacts) -> Result<(KernelConfig, Vec<String>)> {
-    let release = &kernel.release;
-    let mut parts = release.split(|c: char| !c.is_ascii_digit());
-    let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
-        bail!("kernel release {release:?} is not MAJOR.MINOR...");
-    };
-    let version = format!("{major}.{minor}");
-    let base = KernelConfig::preset(preset_of(kernel)).context("preset")?;
-    let v = memmap_core::KernelVersion::parse(&version)
-        .with_context(|| format!("kernel release {release:?} is not one the model knows"))?;
-    let cfg = base
-        .with_kconfig(&memmap_core::model::kconfig::Kconfig::new(&kconfig_text_of(kernel)))
-        .map_err(|e| anyhow!("the kernel's .config: {e}"))?
-        .with_version(v);
-    let args = vec![
-        "--config".into(),
-        preset_of(kernel).into(),
-        "--kernel".into(),
-        version,
-        "--kconfig".into(),
-        "KCONFIG".into(),
-    ];
-    Ok((cfg, args))
-}
-
-/// The huge page sizes the model gives kernel `k` (its architecture, page size and
-/// `.config`): a hugetlb configuration whose size is not among them cannot run on it (64 KiB
-/// pages are arm64's with 4 KiB base pages, 32 MiB arm64's with 4 or 16 KiB, ...).
-///
-/// # Errors
-///
-/// The kernel's `.config` cannot be read or is refused ([`kernel_config_of`]).
-pub fn kernel_hstates(k: &crate::kernel::Kernel) -> Result<hugetlb_init::Hstates> {
-    let facts = crate::facts::KernelFacts {
-        id: k.id.clone(),
-        release: k.release.clone(),
-        version: String::new(),
-        suite: k.suite.clone(),
-        arch: k.arch.debian().into(),
-        packages: Vec::new(),
-        kconfig: crate::kernel::kconfig_symbols(&k.config)?,
-    };
-    Ok(hugetlb_init::Hstates::of(&kernel_config_of(&facts)?.0))
+    let cfg = crate::facts::model_config(&facts.kernel.kconfig, &facts.kernel.release)?;
+    let version = cfg.version.to_string();
+    let args = ["--config", cfg.name, "--kernel", &version, "--kconfig", "KCONFIG"];
+    Ok((cfg, args.map(String::from).to_vec()))
 }
 
 /// The end of the boot RAM below `start_pfn` (the top-level `System RAM` ranges of the
@@ -188,20 +102,7 @@ pub fn kernel_hstates(k: &crate::kernel::Kernel) -> Result<hugetlb_init::Hstates
 #[must_use]
 pub fn boot_memory_end(facts: &Facts, start_pfn: u64) -> u64 {
     let Some(iomem) = facts.guest.get("iomem") else { return 0 };
-    iomem
-        .lines()
-        .filter(|l| !l.starts_with(' ') && l.ends_with(": System RAM"))
-        .filter_map(|l| {
-            let range = l.split(" : ").next()?;
-            let (_, end) = range.split_once('-')?;
-            let end = u64::from_str_radix(end.trim(), 16).ok()?;
-            // The inclusive end + 1 in 65 bits: a range ending at the top of the address
-            // space is pfn 2^52, not an overflow.
-            Some(((u128::from(end) + 1) >> 12) as u64)
-        })
-        .filter(|&end| end <= start_pfn)
-        .max()
-        .unwrap_or(0)
+    crate::facts::system_ram(iomem).iter().map(|r| r.end).filter(|&end| end <= start_pfn).max().unwrap_or(0)
 }
 
 /// The start of the boot RAM at or above `end_pfn` (the top-level `System RAM` ranges of the
@@ -211,7 +112,7 @@ pub fn boot_memory_end(facts: &Facts, start_pfn: u64) -> u64 {
 #[must_use]
 pub fn boot_memory_above(facts: &Facts, end_pfn: u64) -> u64 {
     let Some(iomem) = facts.guest.get("iomem") else { return u64::MAX };
-    crate::boot_model::system_ram(iomem)
+    crate::facts::system_ram(iomem)
         .iter()
         .map(|r| r.start)
         .filter(|&s| s >= end_pfn)

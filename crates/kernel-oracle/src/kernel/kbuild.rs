@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::apt::{self, PrivateApt};
 use crate::cmd;
+use crate::kernel::apt::{self, PrivateApt};
 
 /// The configuration fragment: `make allnoconfig` with these options.
-pub const CONFIG_FRAGMENT: &str = include_str!("../kbuild/rust-module.config");
+pub const CONFIG_FRAGMENT: &str = include_str!("../../kbuild/rust-module.config");
 
 /// The source package.
 pub const SOURCE_PACKAGE: &str = "linux-source-7.2";

@@ -22,19 +22,15 @@ use flate2::write::GzEncoder;
 use memmap_core::{KernelConfig, PfnRange, ReservedRange};
 use serde::{Deserialize, Serialize};
 
-use crate::boot::Class;
-use crate::boot_model::{KernelCounts, KernelPages, KernelZone, NodeInput};
-use crate::facts::{Facts, KernelFacts, MAX_REGION_PAGES};
+use crate::compare::boot::{KernelCounts, KernelPages, KernelZone, NodeInput};
+use crate::facts::zones::Class;
+use crate::facts::{Facts, JSON_LIMITS, KernelFacts, MAX_JSON_BYTES, MAX_PAGES_BYTES, MAX_REGION_PAGES};
 
 /// The extract's description.
 pub const JSON_FILE: &str = "boot.json";
 
 /// `boot.json`'s format.
 pub const FORMAT: u32 = 1;
-/// The largest `boot.json` read.
-pub const MAX_JSON_BYTES: u64 = 4 << 20;
-/// The largest `pages.bin.gz`, compressed and decompressed.
-pub const MAX_PAGES_BYTES: u64 = 16 << 20;
 /// Every 1024th page of a run is kept.
 const STRIDE: u64 = 1024;
 /// Tails kept after each free block's head.
@@ -89,7 +85,7 @@ pub struct ZoneGolden {
     pub pageblocks: String,
     /// The kernel's counters.
     pub counts: KernelCounts,
-    /// Pages of each comparison class ([`crate::boot_model::CmpClass::ALL`]) in the whole zone.
+    /// Pages of each comparison class ([`crate::compare::boot::CmpClass::ALL`]) in the whole zone.
     pub class_pages: Vec<u64>,
     /// Runs of sampled pfns `(first, pages, class)`, ascending, with the class's position in
     /// [`Class::ALL`].
@@ -140,9 +136,9 @@ fn sample(z: &KernelZone, keep: &dyn Fn(u64) -> bool) -> Vec<u64> {
 pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
     let kernel = crate::files::name("the facts' kernel id", &facts.kernel.id)?;
     let config = crate::files::name("the facts' configuration", &facts.config)?;
-    let (cfg, nodes) = crate::boot_model::inputs(dump, facts)?;
-    let results = crate::boot_model::compare_nodes(&cfg, facts.vmemmap_size, &nodes)?;
-    if !crate::boot_model::equal(&results) {
+    let (cfg, nodes) = crate::compare::boot::inputs(dump, facts)?;
+    let results = crate::compare::boot::compare_nodes(&cfg, facts.vmemmap_size, &nodes)?;
+    if !crate::compare::boot::equal(&results) {
         bail!("{}: the model differs from the guest, so no golden extract is written", dump.display());
     }
     let mut pages = Vec::new();
@@ -152,14 +148,14 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
         for (z, zr) in n.zones.iter().zip(&r.zones) {
             let keep = |pfn: u64| {
                 let k = z.page(pfn).unwrap_or(&[0; 64]);
-                let c = crate::boot_model::class_of(&cfg, n, pfn, k);
+                let c = crate::compare::boot::class_of(&cfg, n, pfn, k);
                 let poison =
                     u64::from_le_bytes(k[8..16].try_into().unwrap_or_default()) == cfg.list_poison().0;
                 poison
                     || matches!(
                         c,
-                        crate::boot_model::CmpClass::FreeUsed
-                            | crate::boot_model::CmpClass::ReservedReferenced
+                        crate::compare::boot::CmpClass::FreeUsed
+                            | crate::compare::boot::CmpClass::ReservedReferenced
                     )
             };
             let kept = sample(z, &keep);
@@ -245,13 +241,13 @@ pub fn load(dir: &Path) -> Result<LoadedBoot> {
 ///
 /// As [`load`].
 pub fn parse(dir: &Path, json: &[u8], gz: &[u8]) -> Result<LoadedBoot> {
-    memmap_dump::check_json(json, &crate::golden::JSON_LIMITS, &dir.join("boot.json"))?;
+    memmap_dump::check_json(json, &JSON_LIMITS, &dir.join("boot.json"))?;
     let golden: BootGolden =
         serde_json::from_slice(json).with_context(|| format!("{}/boot.json", dir.display()))?;
     if golden.format != FORMAT {
         bail!("{}/boot.json: format {} (expected {FORMAT})", dir.display(), golden.format);
     }
-    let (cfg, _) = crate::model::kernel_config_of(&golden.kernel)?;
+    let cfg = crate::facts::model_config(&golden.kernel.kconfig, &golden.kernel.release)?;
     let mut sampled = 0u64;
     for n in &golden.nodes {
         check_node(n).with_context(|| format!("{}/boot.json: node {}", dir.display(), n.nid))?;
