@@ -160,8 +160,17 @@ fn by_size_clear_method(len: usize) -> &'static str {
 }
 
 #[cfg(target_arch = "aarch64")]
+/// `DCZID_EL0` as this exception level sees it.
+pub(crate) fn dczid() -> u64 {
+    let value: u64;
+    // SAFETY: DCZID_EL0 is readable at EL0 and above; no side effects.
+    unsafe { core::arch::asm!("mrs {}, dczid_el0", out(reg) value, options(nomem, nostack, preserves_flags)) };
+    value
+}
+
+#[cfg(target_arch = "aarch64")]
 fn cached_clear_method() -> &'static str {
-    if crate::arch::dczid() & (1 << 4) != 0 { "stnp" } else { "dc zva" }
+    if dczid() & (1 << 4) != 0 { "stnp" } else { "dc zva" }
 }
 
 #[cfg(target_arch = "aarch64")]

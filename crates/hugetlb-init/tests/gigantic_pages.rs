@@ -15,7 +15,7 @@ use hugetlb_init::{
 use memmap_core::model::page::offsets;
 use memmap_core::{
     FillOptions, InitHooks, KernelConfig, Memmap, MigrateType, NoHooks, PG, Page64, Page72, PageType,
-    Strategy, StructPage, TAIL_MAPPING, pageblocks_needed,
+    Strategy, StructPage, pageblocks_needed,
 };
 
 const STRATEGIES: [Strategy; 3] = [Strategy::Slow, Strategy::Template, Strategy::Streaming];
@@ -195,7 +195,7 @@ fn page3_mapping_without_cgroup_hugetlb_is_tail_mapping() {
     for s in STRATEGIES {
         let b = run::<Page64>(cfg, h2m(), 1, 1, s, HvoMode::Off);
         let head = b.records[0].head_pfn;
-        assert_eq!(b.page(head + 3).mapping(), TAIL_MAPPING);
+        assert_eq!(b.page(head + 3).mapping(), cfg.tail_mapping());
         check_tail(&b, head, h2m(), 3).unwrap();
     }
 }
@@ -304,7 +304,7 @@ fn partial_hvo_failure_falls_back_per_folio() {
                     let other = first_optimized.unwrap().head_pfn + idx;
                     assert_eq!(p, b.page(other));
                     assert_eq!(p.compound_head(), 0xffff_ffff_ffff_8001);
-                    assert_eq!((p.mapping(), p.private(), p.mapcount()), (TAIL_MAPPING, 0, -1));
+                    assert_eq!((p.mapping(), p.private(), p.mapcount()), (b.cfg.tail_mapping(), 0, -1));
                     assert_eq!((l.node(p.flags()), l.zone(p.flags())), (r.nid, hugetlb_init::ZONE_NORMAL));
                 } else {
                     assert_eq!(p, b.page(r.head_pfn + idx % 64));

@@ -144,13 +144,14 @@ pub use hooks::{CountingHooks, InitHooks, NoHooks, PageRefEvent};
 pub use hotplug::{
     HotplugError, HotplugTarget, HotplugZone, OnlineOptions, OnlineReport, online_pages, take_free_block,
 };
-pub use memmap::engine::{CopyReport, ListSelf};
+pub use memmap::engine::ListSelf;
 pub use memmap::ops::BootmemType;
 #[cfg(feature = "std")]
 pub use memmap::owned::OwnedMemmap;
+pub use memmap::template::CopyReport;
 pub use memmap::{Memmap, PAGE_POISON_BYTE, PAGEBLOCK_UNSET, PageMut, pageblocks_needed};
 pub use model::config::{Arch, ConfigError, FlagsLayout, KernelConfig};
-pub use model::flags::{MigrateType, PG, PageType, TAIL_MAPPING};
+pub use model::flags::{MigrateType, PG, PageType};
 pub use model::page::{Page, Page64, Page72, StructPage};
 pub use model::version::{Behaviour, FolioLayout, KernelVersion, PageFlagBits};
 pub use named::Named;

@@ -8,7 +8,7 @@ mod support;
 
 use memmap_core::{
     DevPagemap, InitOptions, KernelConfig, KernelVersion, MemoryType, MigrateType, PG, Page64, Strategy,
-    StructPage, TAIL_MAPPING, VmemAltmap, vmemmap_alias,
+    StructPage, VmemAltmap, vmemmap_alias,
 };
 use support::{GUARD_WORD, range, run, run_full, vaddr};
 
@@ -59,7 +59,7 @@ fn folio_pages_1_and_2_per_release() {
             assert_eq!(p1.u64_at(56), 0, "6.12 {s}");
             assert_eq!(p1.compound_head(), vaddr::<Page64>(&cfg, head) + 1, "6.12 {s}: head | 1");
             let p2 = r.page(head + 2);
-            assert_eq!((p2.u64_at(16), p2.u64_at(24)), (0, TAIL_MAPPING), "6.12 {s}");
+            assert_eq!((p2.u64_at(16), p2.u64_at(24)), (0, cfg.tail_mapping()), "6.12 {s}");
         }
         // 7.2: @16 _large_mapcount -1 / _nr_pages_mapped 0, @24 _entire_mapcount -1 /
         // _pincount 0, @32 _mm_id_mapcount[] -1, @40 _mm_ids 0, @56 _nr_pages; page[2] the

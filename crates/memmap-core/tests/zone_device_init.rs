@@ -7,8 +7,8 @@ mod support;
 
 use memmap_core::{
     DevPagemap, InitError, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType, MigrateType, PG,
-    Page64, Page72, RecordingHooks, Strategy, StrategyReason, StructPage, TAIL_MAPPING, VmemAltmap,
-    ZoneDeviceRange, memmap_init_zone_device, pageblocks_needed,
+    Page64, Page72, RecordingHooks, Strategy, StrategyReason, StructPage, VmemAltmap, ZoneDeviceRange,
+    memmap_init_zone_device, pageblocks_needed,
 };
 use support::{range, run, vaddr, with_debug_page_ref};
 
@@ -143,11 +143,12 @@ fn refcount_by_memory_type_and_zero_for_every_tail() {
     }
 }
 
-/// Every tail has `mapping == TAIL_MAPPING` and `private == 0`, except page\[1\] (folio counters)
+/// Every tail has `mapping == TAIL_MAPPING` (the configuration's) and `private == 0`, except page\[1\] (folio counters)
 /// and, for order > 1, page\[2\] (`_deferred_list.prev`) in the v6.18+ order.
 #[test]
 fn tails_have_tail_mapping_except_page1_and_page2() {
     let cfg = cfg();
+    let tail_mapping = cfg.tail_mapping();
     for shift in [1, 2, 5] {
         let pgmap = DevPagemap::new(MemoryType::FsDax).with_vmemmap_shift(shift);
         let ppc = 1u64 << shift;
@@ -158,9 +159,9 @@ fn tails_have_tail_mapping_except_page1_and_page2() {
                 let p = r.page(pfn);
                 match k {
                     0 => assert_eq!(p.mapping(), 0),
-                    1 => assert_ne!(p.mapping(), TAIL_MAPPING),
+                    1 => assert_ne!(p.mapping(), tail_mapping),
                     2 => assert_eq!(p.mapping(), vaddr::<Page64>(&cfg, pfn) + 16, "{s} shift {shift}"),
-                    _ => assert_eq!(p.mapping(), TAIL_MAPPING, "{s} shift {shift} pfn {pfn:#x}"),
+                    _ => assert_eq!(p.mapping(), tail_mapping, "{s} shift {shift} pfn {pfn:#x}"),
                 }
                 if k != 1 {
                     assert_eq!(p.private(), 0);

@@ -1,9 +1,7 @@
-//! Which backend a build uses and why ([`backend()`]), and the switches it was built with
-//! ([`build_config`]).
+//! Which backend a build uses and why ([`backend()`](crate::backend)), and the switches it was built with
+//! ([`build_config`](crate::build_config)).
 
 use core::fmt;
-
-use crate::arch;
 
 /// The backend this build of `stream-hal` uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -136,15 +134,9 @@ impl fmt::Display for GenericReason {
     }
 }
 
-/// Which backend this build uses and, when generic, why. Decided at compile time.
-#[must_use]
-pub const fn backend() -> Backend {
-    arch::BACKEND
-}
-
 /// What this build of `stream-hal` was compiled with: the backend and the two switches.
 ///
-/// Returned by the `const fn` [`build_config`], so that a kernel asserts at compile time that
+/// Returned by the `const fn` [`build_config`](crate::build_config), so that a kernel asserts at compile time that
 /// its build took the switches it relies on; the image then cannot be built without them (a
 /// `RUSTFLAGS` in the environment replaces every `rustflags` of `.cargo/config.toml`, and with
 /// them a `--cfg` kept there):
@@ -168,7 +160,7 @@ pub const fn backend() -> Backend {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct BuildConfig {
-    /// The backend ([`backend()`]).
+    /// The backend ([`backend()`](crate::backend)).
     pub backend: Backend,
     /// Implicit CPU feature detection is off (`STREAM_HAL_NO_CPUID=1` or `--cfg
     /// stream_hal_no_cpuid`): no `CPUID`, `riscv_hwprobe` or auxiliary vector; only what
@@ -177,14 +169,4 @@ pub struct BuildConfig {
     /// The generic backend was forced (`STREAM_HAL_FORCE_GENERIC=1` or `--cfg
     /// stream_hal_force_generic`).
     pub force_generic: bool,
-}
-
-/// The backend and switches of this build ([`BuildConfig`]), for compile-time assertions.
-#[must_use]
-pub const fn build_config() -> BuildConfig {
-    BuildConfig {
-        backend: arch::BACKEND,
-        no_cpuid: cfg!(stream_hal_no_cpuid),
-        force_generic: cfg!(stream_hal_force_generic),
-    }
 }

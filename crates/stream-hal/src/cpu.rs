@@ -173,15 +173,6 @@ impl CpuFeatures {
         }
     }
 
-    /// Detects the features (x86-64: `CPUID`; aarch64 Linux: `AT_HWCAP2`; riscv64 Linux:
-    /// `riscv_hwprobe`; powerpc64 Linux: `AT_DCACHEBSIZE`). `None` where there is nothing to detect with (other architectures and
-    /// operating systems, the generic backend, emulated builds). It runs the detection even with
-    /// `--cfg stream_hal_no_cpuid`, which only stops the crate from calling it by itself.
-    #[must_use]
-    pub fn detect() -> Option<CpuFeatures> {
-        crate::arch::detect_cpu_features()
-    }
-
     const fn encode(self) -> u32 {
         KNOWN
             | self.clzero as u32

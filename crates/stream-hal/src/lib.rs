@@ -35,7 +35,7 @@ mod record;
 mod slice;
 mod writer;
 
-pub use backend::{Arch, Backend, BuildConfig, GenericReason, backend, build_config};
+pub use backend::{Arch, Backend, BuildConfig, GenericReason};
 
 pub use cache::{
     CacheInfo, CacheSource, MAX_CACHE_LEVELS, NoCacheInfo, READ_SOON_FALLBACK, Reuse, WRITE_ONCE_FLOOR,
@@ -327,4 +327,56 @@ pub unsafe fn store_words<const N: usize>(dst: *mut [u64; N], words: [u64; N]) {
 /// only normal stores, so they need no [`drain`].
 pub mod generic {
     pub use crate::arch::generic::{clear, memcpy_nontemporal};
+}
+
+/// Which backend this build uses and, when generic, why. Decided at compile time.
+#[must_use]
+pub const fn backend() -> Backend {
+    arch::BACKEND
+}
+
+/// The backend and switches of this build ([`BuildConfig`]), for compile-time assertions.
+#[must_use]
+pub const fn build_config() -> BuildConfig {
+    BuildConfig {
+        backend: arch::BACKEND,
+        no_cpuid: cfg!(stream_hal_no_cpuid),
+        force_generic: cfg!(stream_hal_force_generic),
+    }
+}
+
+impl CpuFeatures {
+    /// Detects the features (x86-64: `CPUID`; aarch64 Linux: `AT_HWCAP2`; riscv64 Linux:
+    /// `riscv_hwprobe`; powerpc64 Linux: `AT_DCACHEBSIZE`). `None` where there is nothing to
+    /// detect with (other architectures and operating systems, the generic backend, emulated
+    /// builds). It runs the detection even with `--cfg stream_hal_no_cpuid`, which only stops the
+    /// crate from calling it by itself.
+    #[must_use]
+    pub fn detect() -> Option<CpuFeatures> {
+        arch::detect_cpu_features()
+    }
+}
+
+impl CacheInfo {
+    /// Detects the caches now, without caching the answer. It runs even with `--cfg
+    /// stream_hal_no_cpuid`, which only stops the crate from calling it by itself.
+    ///
+    /// | target | read from |
+    /// |---|---|
+    /// | x86-64, Intel and others | `CPUID` leaf 4 (deterministic cache parameters), the last level's sharers capped by the package's logical processors (leaf `0x1F`, else `0xB`) |
+    /// | x86-64, AMD and Hygon | `CPUID` leaf `0x8000_001D` (with `TopologyExtensions`), else `0x8000_0005`/`0x8000_0006` |
+    /// | aarch64, riscv64, powerpc64 and other targets, on Linux | `/sys/devices/system/cpu/cpu0/cache/index*/`, with the `std` feature |
+    /// | bare metal, other operating systems, Miri, emulated builds | nothing ([`NoCacheInfo`]): the caller passes the caches with [`set_cache_info`] |
+    ///
+    /// On aarch64 the cache geometry registers (`CCSIDR_EL1`, `CLIDR_EL1`) are readable at
+    /// EL1 only (they trap at EL0): a user-space program learns the caches from Linux's sysfs,
+    /// a kernel reads the registers itself and calls [`set_cache_info`].
+    ///
+    /// `CPUID` describes the CPU the call runs on, sysfs CPU 0. Where CPUs differ (Intel's
+    /// P- and E-cores, big.LITTLE), pass the caches of the CPUs that fill with
+    /// [`set_cache_info`].
+    #[must_use]
+    pub fn detect() -> CacheInfo {
+        arch::detect_cache_info()
+    }
 }

@@ -82,14 +82,6 @@ pub(crate) fn now_ns() -> Option<u64> {
     Some((u128::from(count) * 1_000_000_000 / u128::from(freq)) as u64)
 }
 
-/// `DCZID_EL0` as this exception level sees it.
-pub(crate) fn dczid() -> u64 {
-    let value: u64;
-    // SAFETY: DCZID_EL0 is readable at EL0 and above; no side effects.
-    unsafe { asm!("mrs {}, dczid_el0", out(reg) value, options(nomem, nostack, preserves_flags)) };
-    value
-}
-
 /// The current exception level.
 fn current_el() -> u64 {
     let value: u64;
@@ -217,7 +209,7 @@ extern "C" fn kmain(boot_el: u64) -> ! {
 
     for (pass, prohibit, prefix) in [(1, false, "[pass 1] "), (2, true, "[pass 2] ")] {
         let hcr = set_tdz(prohibit);
-        let dczid = dczid();
+        let dczid = crate::hal::dczid();
         let dzp = u64::from(dczid & DZP != 0);
         println!(
             "pass {pass} of 2: HCR_EL2 = {hcr:#x} (TDZ = {}): DCZID_EL0 = {dczid:#x} (BS = {}: {}-byte blocks, DZP = {dzp}): clear_pages uses {}",

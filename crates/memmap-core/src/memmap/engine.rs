@@ -8,7 +8,7 @@
 //!   reloading it with wider loads stalls store forwarding).
 //! * **The template loop with its per-PFN refresh** (`copy_run`, one loop over pageblock
 //!   segments whose first pages an `Edges` value treats specially; reached through the access
-//!   path and the safe [`Memmap::copy_template`] and [`Memmap::fill_run`]): a copy of the
+//!   path and the safe [`Memmap::copy_template`](crate::Memmap::copy_template) and [`Memmap::fill_run`](crate::Memmap::fill_run)): a copy of the
 //!   template for each PFN with the fields that depend on the PFN refreshed: the section number
 //!   in `page->flags` under classic SPARSEMEM (once per pageblock), `virtual` under
 //!   `WANT_PAGE_VIRTUAL`, and the `lru` list self-pointers where the page keeps
@@ -22,9 +22,7 @@
 
 use core::ptr::NonNull;
 
-use crate::InitError;
 use crate::fill::Strategy;
-use crate::memmap::{Memmap, PageAccess};
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::page::{StructPage, offsets};
 
@@ -414,104 +412,6 @@ pub(crate) unsafe fn copy_run<P: StructPage, S: Store, E: Edges<P>>(
             unsafe { store_refreshed::<P, S>(pages, refresh, *tmpl, pfn, seg_end) };
         }
         pfn = seg_end;
-    }
-}
-
-/// What [`Memmap::copy_template`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CopyReport {
-    /// Struct pages written.
-    pub pages: u64,
-    /// `stream_hal::drain()` calls (1 for a streamed run, else 0).
-    pub drains: u64,
-}
-
-impl<P: StructPage> Memmap<'_, P> {
-    /// Copies `template` into every struct page of `[from, to)` with the per-PFN fields
-    /// refreshed (section bits, `virtual`, and the list self-pointers `list` names), with the
-    /// stores of the resolved strategy `used`: `stream-hal` streaming stores drained before
-    /// returning for [`Strategy::Streaming`], normal stores for any other.
-    /// Pageblock-aligned PFNs get no pageblock work here (callers that need it use the slow
-    /// path's `pageblock_init`).
-    ///
-    /// This is the template engine for initializers built on this crate, such as
-    /// `hugetlb-init`'s gigantic-page tails: build the first page through the slow path, read
-    /// it, and copy it.
-    ///
-    /// # Errors
-    ///
-    /// [`InitError::OutOfRange`] if the range is not inside the memmap (nothing is written).
-    pub fn copy_template(
-        &mut self,
-        template: &P,
-        from: u64,
-        to: u64,
-        list: ListSelf,
-        used: Strategy,
-    ) -> Result<CopyReport, InitError> {
-        let n = to.saturating_sub(from);
-        if n == 0 {
-            return Ok(CopyReport { pages: 0, drains: 0 });
-        }
-        self.check_run(from, n)?;
-        let (cfg, layout) = (*self.config(), *self.layout());
-        let refresh = Refresh::new(&cfg, &layout, list);
-        let mut tmpl = *template;
-        let drains = with_store!(Stores::of(used), S => {
-            u64::from(PageAccess::copy_run::<S, _>(self, &refresh, (from, to), &mut tmpl, &mut Plain))
-        });
-        Ok(CopyReport { pages: n, drains })
-    }
-}
-
-impl<P: StructPage> Memmap<'_, P> {
-    /// [`InitError::OutOfRange`] unless the `n` PFNs from `from` are inside the memmap.
-    fn check_run(&self, from: u64, n: u64) -> Result<(), InitError> {
-        if self.contains_range(from, n) {
-            return Ok(());
-        }
-        Err(InitError::OutOfRange {
-            start_pfn: from,
-            nr_pages: n,
-            memmap_start: self.base_pfn(),
-            memmap_end: self.end_pfn(),
-        })
-    }
-
-    /// The run of an initializer built on this crate, such as `hugetlb-init`'s gigantic-page
-    /// tails, for the resolved strategy `used`: the slow path `init_one` on every PFN of
-    /// `[from, to)` for [`Strategy::Slow`]; otherwise `init_one` on `from` only, whose struct
-    /// page is then the template [`Memmap::copy_template`] copies into the rest with the
-    /// per-PFN fields `list` names refreshed. `init_one` must leave each page in the state the
-    /// template path copies (the same for every PFN but the refreshed fields).
-    ///
-    /// # Errors
-    ///
-    /// [`InitError::OutOfRange`] if the range is not inside the memmap (nothing is written).
-    pub fn fill_run(
-        &mut self,
-        (from, to): (u64, u64),
-        list: ListSelf,
-        used: Strategy,
-        mut init_one: impl FnMut(&mut Self, u64),
-    ) -> Result<CopyReport, InitError> {
-        let n = to.saturating_sub(from);
-        if n == 0 {
-            return Ok(CopyReport { pages: 0, drains: 0 });
-        }
-        self.check_run(from, n)?;
-        with_store!(used, _S => {
-            init_one(self, from);
-            let template = self.read(from);
-            let copied = self.copy_template(&template, from + 1, to, list, used)?;
-            Ok(CopyReport { pages: n, drains: copied.drains })
-        }, slow => {
-            for pfn in from..to {
-                init_one(self, pfn);
-            }
-            Ok(CopyReport { pages: n, drains: 0 })
-        })
     }
 }
 

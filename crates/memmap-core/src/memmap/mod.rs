@@ -28,6 +28,7 @@ pub(crate) mod engine;
 pub(crate) mod ops;
 #[cfg(feature = "std")]
 pub(crate) mod owned;
+pub(crate) mod template;
 
 pub use access::PageMut;
 pub(crate) use access::{AtPageblockFn, PageAccess, PageblockWork, Streaming};

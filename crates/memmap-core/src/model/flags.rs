@@ -105,11 +105,6 @@ impl MigrateType {
     }
 }
 
-/// `TAIL_MAPPING`: `(void *)0x400 + POISON_POINTER_DELTA` with x86-64's, arm64's and
-/// riscv64's `CONFIG_ILLEGAL_POINTER_VALUE` 0xdead000000000000; a configuration's own is
-/// [`KernelConfig::tail_mapping`](crate::KernelConfig::tail_mapping).
-pub const TAIL_MAPPING: u64 = crate::KernelConfig::X86_64.tail_mapping();
-
 /// `VMEMMAP_RESERVE_NR`: vmemmap pages of a ZONE_DEVICE compound page that are unique when the
 /// DAX vmemmap optimization applies (the rest map the second one again).
 pub const VMEMMAP_RESERVE_NR: u64 = 2;

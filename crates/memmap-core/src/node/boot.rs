@@ -516,11 +516,6 @@ fn check_parts<'a, P: StructPage>(
     Ok(BlockStates::from_bytes(&mut states[..needed]))
 }
 
-/// How many `__free_pages_core` chunks ahead the boot free pass prefetches: far enough to
-/// hide a miss, near enough that the lines are not evicted before use
-/// (docs/performance/fill-notes.md).
-pub(crate) const FREE_PREFETCH_AHEAD: u64 = 8;
-
 /// How many `MAX_PAGE_ORDER` chunks the boot free pass frees under one hold of the zone lock.
 const FREE_BATCH: u64 = 64;
 

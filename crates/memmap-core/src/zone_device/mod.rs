@@ -34,12 +34,14 @@ mod parallel;
 mod plan;
 mod slow;
 mod template;
+mod unmappable;
 
 pub use altmap::move_pfn_range_to_zone;
-pub(crate) use mappable::KernelMessage;
-pub use mappable::{Unmappable, check_memremap_pages, hotplug_align_pages};
+pub use mappable::{check_memremap_pages, hotplug_align_pages};
 #[cfg(feature = "std")]
 pub use parallel::{ParallelInit, memmap_init_zone_device_parallel};
+pub(crate) use unmappable::KernelMessage;
+pub use unmappable::Unmappable;
 
 use crate::InitError;
 use crate::fill::{FillOptions, Strategy, StrategyReason};

@@ -6,10 +6,14 @@ use super::{BadPageReason, FreeError, PageBlock};
 use crate::hooks::InitHooks;
 use crate::memmap::PageAccess;
 use crate::model::page::{StructPage, offsets};
-use crate::node::boot::FREE_PREFETCH_AHEAD;
 use crate::node::buddy::LockedZone;
 use crate::node::owned::Owned;
 use crate::node::{InitMode, Node};
+
+/// How many `__free_pages_core` chunks ahead the boot free pass prefetches: far enough to
+/// hide a miss, near enough that the lines are not evicted before use
+/// (docs/performance/fill-notes.md).
+pub(crate) const FREE_PREFETCH_AHEAD: u64 = 8;
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `__free_pages_core(page, order, MEMINIT_EARLY)`: every page gets `PG_reserved` cleared
