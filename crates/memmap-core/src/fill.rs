@@ -98,7 +98,8 @@ impl fmt::Display for StrategyReason {
 /// one window, whatever the options say ([`StrategyReason::ReadBackSoon`]).
 ///
 /// ```
-/// use memmap_core::{FillOptions, Reuse, Strategy};
+/// use memmap_core::{FillOptions, Strategy};
+/// use stream_hal::Reuse;
 ///
 /// let kernel = FillOptions::new(Strategy::Auto);
 /// assert_eq!(kernel.threshold(), stream_hal::WRITE_ONCE_FLOOR);

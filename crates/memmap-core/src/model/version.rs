@@ -160,7 +160,7 @@ impl FolioLayout {
 pub struct Behaviour {
     /// A tail page's `compound_info` (the word at byte 8) holds the mask
     /// `GENMASK(63, order + log2(sizeof(struct page))) | 1` that turns the tail's own address
-    /// into its head's, instead of `head | 1`: 7.1, Kiryl Shutsemau's "mm: rework
+    /// into its head's, instead of `head | 1`: 7.1, "mm: rework
     /// compound_head() for power-of-2 sizeof(struct page)". Only with
     /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` (`compound_info_has_mask()`) and a power-of-two
     /// struct page; [`KernelConfig::behaviour`](crate::KernelConfig::behaviour) applies the
@@ -173,24 +173,24 @@ pub struct Behaviour {
     pub hvo_shared_tail: bool,
     /// The folio overlay of pages 1 to 3.
     pub folio_layout: FolioLayout,
-    /// `MEMORY_DEVICE_FS_DAX` pages start with `_refcount` 0 (6.15, Alistair Popple's "fs/dax:
-    /// properly refcount fs dax pages"); 1 before, as for `MEMORY_DEVICE_GENERIC`.
+    /// `MEMORY_DEVICE_FS_DAX` pages start with `_refcount` 0 (6.15, "fs/dax: properly refcount
+    /// fs dax pages"); 1 before, as for `MEMORY_DEVICE_GENERIC`.
     pub fsdax_refcount_zero: bool,
     /// `memmap_init_zone_device()` sets the migrate type of every pageblock of the range after
     /// the struct pages (`pageblock_migratetype_init_range()`, `cond_resched()` at
-    /// section-aligned pfns): 7.2, Muchun Song's "mm/mm_init: fix pageblock migratetype for
-    /// ZONE_DEVICE compound pages". Before, `__init_zone_device_page()` set it (with
+    /// section-aligned pfns): 7.2, "mm/mm_init: fix pageblock migratetype for ZONE_DEVICE
+    /// compound pages". Before, `__init_zone_device_page()` set it (with
     /// `cond_resched()`) for each initialized pageblock-aligned struct page only, which with the
     /// DAX vmemmap optimization leaves the later pageblocks of a large compound page unset.
     pub zone_device_pageblock_range: bool,
     /// `compound_nr_pages()` initializes every struct page of a compound page in an early
-    /// section (one populated at boot, whose memmap is not deduplicated): 7.2, Muchun Song's
-    /// "mm/mm_init: fix uninitialized struct pages for ZONE_DEVICE". Before, only the 128 of
+    /// section (one populated at boot, whose memmap is not deduplicated): 7.2, "mm/mm_init: fix
+    /// uninitialized struct pages for ZONE_DEVICE". Before, only the 128 of
     /// an optimized layout were written there and the rest kept stale contents.
     pub zone_device_early_sections: bool,
     /// `deferred_init_memmap()` runs one padata job over the deferred zone, from
-    /// `first_deferred_pfn` to the section-aligned zone end (6.18, Mike Rapoport's
-    /// "mm/mm_init: deferred_init_memmap: use a job per zone"); before, one job per free range,
+    /// `first_deferred_pfn` to the section-aligned zone end (6.18, "mm/mm_init:
+    /// deferred_init_memmap: use a job per zone"); before, one job per free range,
     /// each extended to the next section boundary. The memmap left is the same; the chunks the
     /// workers take differ.
     pub deferred_job_per_zone: bool,
@@ -198,13 +198,13 @@ pub struct Behaviour {
     /// own block's migrate type (`split_large_buddy()` in `free_one_page()`), and
     /// `unset_migratetype_isolate()` takes the free head of an isolated pageblock off its list
     /// (`__isolate_free_page()`, a `list_del()` that leaves `LIST_POISON1/2` in its `lru`) to
-    /// free it again and let it merge: 6.10, Johannes Weiner's "mm: page_isolation: prepare
+    /// free it again and let it merge: 6.10, "mm: page_isolation: prepare
     /// for hygienic freelists". What memory hotplug leaves in the struct pages of a range it
     /// onlines depends on it ([`crate::hotplug`]): since then the struct page at the second
     /// pageblock of every `MAX_PAGE_ORDER` block holds the list poison; before, nothing does.
     pub free_splits_pageblocks: bool,
     /// `page_type` holds the type in its top byte (`PGTY_buddy << 24` = `0xf0000000` for a free
-    /// block's head), Matthew Wilcox's page_type rework; before, the types were cleared bits of
+    /// block's head), the page_type rework; before, the types were cleared bits of
     /// `PAGE_TYPE_BASE` (`0xf0000000`): a free block's head held `~PG_buddy` = `0xffffff7f`.
     /// **oracle**: 6.1 has the old encoding, 6.12 the new; the model switches at 6.12, the first
     /// release it compared with the new one.
@@ -223,7 +223,7 @@ pub struct Behaviour {
     /// A block taken from a free list keeps the list's migrate type in the head's `index`
     /// (`set_pcppage_migratetype()` in `__rmqueue_smallest()`): **oracle**, a run-time 2 MiB
     /// hugetlb folio's head on 6.1 holds `MIGRATE_MOVABLE` (1) there. The cache went with
-    /// Johannes Weiner's "mm: page_alloc: remove pcppage migratetype caching" in the 6.10
+    /// "mm: page_alloc: remove pcppage migratetype caching" in the 6.10
     /// freelist-hygiene series (source for the release, as `free_splits_pageblocks`).
     pub alloc_migratetype_in_index: bool,
     /// The tails of a gigantic hugetlb folio (order above `MAX_PAGE_ORDER`) get
@@ -249,7 +249,7 @@ pub struct Behaviour {
     /// batch; it came between the two.
     pub hugetlb_bootmem_batched: bool,
     /// Deferred init frees its free pages in `MAX_PAGE_ORDER` chunks: an aligned whole block at
-    /// once, any other chunk page by page (`deferred_free_pages()`): 6.5, Kirill A. Shutemov's
+    /// once, any other chunk page by page (`deferred_free_pages()`): 6.5,
     /// "mm/page_alloc: make deferred page init free pages in MAX_ORDER blocks" (the unaccepted
     /// memory series). Before, in pageblock chunks (`deferred_free_range()`): a whole aligned
     /// pageblock at `pageblock_order`, so the free pageblock of a partly reserved block
