@@ -164,7 +164,9 @@ fn by_size_clear_method(len: usize) -> &'static str {
 pub(crate) fn dczid() -> u64 {
     let value: u64;
     // SAFETY: DCZID_EL0 is readable at EL0 and above; no side effects.
-    unsafe { core::arch::asm!("mrs {}, dczid_el0", out(reg) value, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        core::arch::asm!("mrs {}, dczid_el0", out(reg) value, options(nomem, nostack, preserves_flags))
+    };
     value
 }
 
