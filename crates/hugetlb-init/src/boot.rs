@@ -1,5 +1,5 @@
-//! The boot sequence: [`hugetlb_bootmem_alloc`], reserved heads
-//! ([`memmap_init_reserved_heads`]), then [`gather_bootmem_prealloc`] per node (in parallel under
+//! The boot sequence: `hugetlb_bootmem_alloc`, reserved heads
+//! (`memmap_init_reserved_heads`), then `gather_bootmem_prealloc` per node (in parallel under
 //! `std`), [`prep_and_add_bootmem_folios`] with HVO and the fallback tail init.
 
 use memmap_core::{InitHooks, StructPage};
@@ -10,12 +10,12 @@ use crate::bootmem::{BootRequest, HugeBootmemPage, alloc_with};
 use crate::folio::reserve_bootmem_head;
 use crate::hvo::VmemmapRemap;
 
-pub use crate::gather::{gather_bootmem_prealloc, gather_bootmem_prealloc_node, prep_and_add_bootmem_folios};
+pub(crate) use crate::gather::gather_bootmem_prealloc;
 pub use crate::node::{BootParams, BootReport, HugetlbNode, NodeReport};
 use crate::node::{hstate_of_config, take_group, take_group_mut, validate_nodes, validate_records};
 
-/// The whole boot: [`hugetlb_bootmem_alloc`] (records), [`memmap_init_reserved_heads`]
-/// (heads), [`gather_bootmem_prealloc`] (everything else). Fills `records[..n]` (the per-folio
+/// The whole boot: `hugetlb_bootmem_alloc` (records), `memmap_init_reserved_heads`
+/// (heads), `gather_bootmem_prealloc` (everything else). Fills `records[..n]` (the per-folio
 /// summary: head PFN, hstate (order), nid, HVO outcome, fallback strategy) and each node's
 /// report.
 ///
@@ -46,11 +46,11 @@ where
 /// kernel did with huge pages it did not take from memblock, such as boot-time 2 MiB pages,
 /// which `alloc_pool_huge_folio()` takes from the buddy allocator wherever it hands them out:
 /// the oracle learns the heads and the list order from the guest. The rest is
-/// [`memmap_init_reserved_heads`] and [`gather_bootmem_prealloc`], as in [`boot()`].
+/// `memmap_init_reserved_heads` and `gather_bootmem_prealloc`, as in [`boot()`].
 ///
 /// # Errors
 ///
-/// Nothing is written on error: the node errors of [`hugetlb_bootmem_alloc`],
+/// Nothing is written on error: the node errors of `hugetlb_bootmem_alloc`,
 /// [`HugetlbError::ZeroPages`] for no record, [`HugetlbError::RecordsNotGrouped`],
 /// [`HugetlbError::FolioOutsideNode`], [`HugetlbError::FoliosOverlap`].
 pub fn boot_placed<P, R, H>(
@@ -104,7 +104,7 @@ fn reverse_groups<P: StructPage, R, H>(nodes: &[HugetlbNode<'_, P, R, H>], recor
 }
 
 /// `hugetlb_bootmem_alloc()` on the nodes: validates the nodes and the request and computes the
-/// `huge_bootmem_page` records (see [`crate::bootmem::alloc_bootmem_huge_pages`]). Writes no
+/// `huge_bootmem_page` records (see [`crate::bootmem::alloc_with`]). Writes no
 /// struct page. Returns the number of records.
 ///
 /// # Errors
@@ -114,7 +114,7 @@ fn reverse_groups<P: StructPage, R, H>(nodes: &[HugetlbNode<'_, P, R, H>], recor
 /// request's hstate is not one of a node's configuration), and request errors
 /// ([`HugetlbError::ZeroPages`], [`HugetlbError::NodeWithoutMemory`],
 /// [`HugetlbError::RangeTooSmall`], ...). Nothing is written on error.
-pub fn hugetlb_bootmem_alloc<P: StructPage, R, H>(
+pub(crate) fn hugetlb_bootmem_alloc<P: StructPage, R, H>(
     nodes: &[HugetlbNode<'_, P, R, H>],
     request: &BootRequest<'_>,
     records: &mut [HugeBootmemPage],
@@ -134,7 +134,7 @@ pub fn hugetlb_bootmem_alloc<P: StructPage, R, H>(
 ///
 /// [`HugetlbError::RecordsNotGrouped`], [`HugetlbError::HstateNotOfConfig`] or
 /// [`HugetlbError::FolioOutsideNode`] (nothing written).
-pub fn memmap_init_reserved_heads<P: StructPage, R, H: InitHooks>(
+pub(crate) fn memmap_init_reserved_heads<P: StructPage, R, H: InitHooks>(
     nodes: &mut [HugetlbNode<'_, P, R, H>],
     records: &[HugeBootmemPage],
 ) -> Result<(), HugetlbError> {

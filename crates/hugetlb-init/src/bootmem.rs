@@ -23,10 +23,9 @@ use crate::folio::TailInit;
 use crate::hstate::{Hstate, Hstates};
 use crate::hvo::HvoOutcome;
 
-/// `ZONE_NORMAL` of the x86-64 and arm64 presets (zones DMA 0, DMA32 1, NORMAL 2, MOVABLE 3,
-/// DEVICE 4): where boot-time gigantic pages normally land. Other configurations:
-/// [`KernelConfig::zone_normal`](memmap_core::KernelConfig::zone_normal).
-pub const ZONE_NORMAL: u32 = 2;
+/// `ZONE_NORMAL` of the x86-64 preset, where boot-time gigantic pages normally land (other
+/// configurations: [`KernelConfig::zone_normal`](memmap_core::KernelConfig::zone_normal)).
+pub(crate) const ZONE_NORMAL: u32 = memmap_core::KernelConfig::X86_64.zone_normal();
 
 /// One NUMA node's memory in the simulated machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,7 +54,7 @@ impl NodeSpec {
     }
 
     /// Node `nid` of a machine whose nodes each hold exactly `count` pages of `hstate` and are
-    /// laid out back to back from [`PACKED_BASE_ADDR`] (4 GiB: PFN `0x100000` with 4 KiB pages,
+    /// laid out back to back from `PACKED_BASE_ADDR` (4 GiB: PFN `0x100000` with 4 KiB pages,
     /// `0x40000` with 16 KiB, `0x10000` with 64 KiB; rounded up to the huge page size),
     /// `ZONE_NORMAL`. What the bench program and the tests use to build "K gigantic pages on N
     /// nodes".
@@ -85,7 +84,7 @@ impl NodeSpec {
 }
 
 /// Where [`NodeSpec::packed`] layouts start: 4 GiB, in bytes.
-pub const PACKED_BASE_ADDR: u64 = 1 << 32;
+pub(crate) const PACKED_BASE_ADDR: u64 = 1 << 32;
 
 const fn align_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
@@ -141,18 +140,9 @@ impl<'a> BootRequest<'a> {
     }
 }
 
-/// `huge_bootmem_page` flags (\[recalled\] names of ≈6.15 `mm/hugetlb.c`; the values are this
-/// model's).
-pub mod bootmem_flags {
-    /// `HUGE_BOOTMEM_HVO`: pre-HVO (`SPARSEMEM_VMEMMAP_PREINIT`) already done. Never set by this
-    /// model, which does not implement pre-HVO.
-    pub const HVO: u32 = 1 << 0;
-    /// `HUGE_BOOTMEM_ZONES_VALID`: `hugetlb_bootmem_page_zones_valid()` found the page inside
-    /// one zone.
-    pub const ZONES_VALID: u32 = 1 << 1;
-    /// `HUGE_BOOTMEM_CMA`: from hugetlb CMA. Never set by this model.
-    pub const CMA: u32 = 1 << 2;
-}
+/// `HUGE_BOOTMEM_ZONES_VALID` (the value is this model's): `hugetlb_bootmem_page_zones_valid()`
+/// found the page inside one zone.
+pub(crate) const ZONES_VALID: u32 = 1 << 1;
 
 /// `struct huge_bootmem_page` plus what the boot did to the folio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +153,8 @@ pub struct HugeBootmemPage {
     pub nid: u32,
     /// `hstate`.
     pub hstate: Hstate,
-    /// `flags` ([`bootmem_flags`]); 0 when allocated.
+    /// `flags`: 0 when allocated, bit 1 (`HUGE_BOOTMEM_ZONES_VALID`) once the gather found the
+    /// page inside one zone.
     pub flags: u32,
     /// The boot's outcome for this folio.
     pub outcome: FolioOutcome,
@@ -202,15 +193,8 @@ impl Default for HugeBootmemPage {
     }
 }
 
-/// Checks the node list and the request; returns the total page count.
-///
-/// # Errors
-///
-/// See [`alloc_bootmem_huge_pages`].
-pub fn validate_request(nodes: &[NodeSpec], request: &BootRequest<'_>) -> Result<u64, HugetlbError> {
-    validate_with(nodes.len(), |i| nodes[i], request)
-}
-
+/// Checks the node list (node `i` is `node(i)`) and the request; returns the total page count.
+/// The errors are [`alloc_with`]'s.
 pub(crate) fn validate_with(
     n_nodes: usize,
     node: impl Fn(usize) -> NodeSpec,
@@ -276,14 +260,6 @@ pub(crate) fn validate_with(
 /// [`HugetlbError::NodeWithoutMemory`] (pages requested on a node with no memory),
 /// [`HugetlbError::RangeTooSmall`] (fewer aligned huge pages fit than requested),
 /// [`HugetlbError::RecordsTooShort`].
-pub fn alloc_bootmem_huge_pages(
-    nodes: &[NodeSpec],
-    request: &BootRequest<'_>,
-    records: &mut [HugeBootmemPage],
-) -> Result<usize, HugetlbError> {
-    alloc_with(nodes.len(), |i| nodes[i], request, records)
-}
-
 pub(crate) fn alloc_with(
     n_nodes: usize,
     node: impl Fn(usize) -> NodeSpec,
@@ -345,6 +321,14 @@ mod tests {
     use memmap_core::KernelConfig;
 
     const CFG: KernelConfig = KernelConfig::X86_64;
+
+    fn alloc_bootmem_huge_pages(
+        nodes: &[NodeSpec],
+        request: &BootRequest<'_>,
+        records: &mut [HugeBootmemPage],
+    ) -> Result<usize, HugetlbError> {
+        alloc_with(nodes.len(), |i| nodes[i], request, records)
+    }
 
     fn h2m() -> Hstate {
         Hstate::new(&CFG, 2 << 20).unwrap()

@@ -43,21 +43,21 @@ use crate::hstate::Hstate;
 /// (`folio->private`). \[recalled\] order of ≈6.15: `HPG_restore_reserve` 0, `HPG_migratable` 1,
 /// `HPG_temporary` 2, `HPG_freed` 3, `HPG_vmemmap_optimized` 4, `HPG_raw_hwp_unreliable` 5,
 /// `HPG_cma` 6.
-pub const HPG_VMEMMAP_OPTIMIZED: u32 = 4;
+pub(crate) const HPG_VMEMMAP_OPTIMIZED: u32 = 4;
 
 /// `HPG_freed`: the folio is on the hstate's free list (`folio_set_hugetlb_freed`).
-pub const HPG_FREED: u32 = 3;
+pub(crate) const HPG_FREED: u32 = 3;
 
 /// Byte offsets of the hugetlb folio fields inside the page that holds them: page\[3\] from
 /// 6.15, page\[2\] before ([`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page)(memmap_core::FolioLayout::hugetlb_fields_page)). `struct folio` pads each
 /// page to `sizeof(struct page)`, so these hold for the 72-byte layout too.
-pub mod folio3 {
+pub(crate) mod folio3 {
     /// `_hugetlb_subpool` (+16: folio byte 208 from 6.15, 144 before, with 64-byte pages).
-    pub const HUGETLB_SUBPOOL: usize = 16;
+    pub(crate) const HUGETLB_SUBPOOL: usize = 16;
     /// `_hugetlb_cgroup` (the page's `mapping`), only with `CONFIG_CGROUP_HUGETLB`.
-    pub const HUGETLB_CGROUP: usize = 24;
+    pub(crate) const HUGETLB_CGROUP: usize = 24;
     /// `_hugetlb_cgroup_rsvd` (the page's `index`), only with `CONFIG_CGROUP_HUGETLB`.
-    pub const HUGETLB_CGROUP_RSVD: usize = 32;
+    pub(crate) const HUGETLB_CGROUP_RSVD: usize = 32;
 
     const _: () = {
         use memmap_core::model::page::folio;
@@ -78,7 +78,7 @@ pub mod folio3 {
 /// # Panics
 ///
 /// If `pfn` is outside the memmap.
-pub fn reserve_bootmem_head<P: StructPage, H: InitHooks>(
+pub(crate) fn reserve_bootmem_head<P: StructPage, H: InitHooks>(
     m: &mut Memmap<'_, P>,
     pfn: u64,
     zone: u32,
@@ -113,7 +113,7 @@ pub fn reserve_bootmem_head<P: StructPage, H: InitHooks>(
 /// # Panics
 ///
 /// If a tail is outside the memmap or `end` exceeds the folio.
-pub fn hugetlb_folio_init_tail_vmemmap<P: StructPage, H: InitHooks>(
+pub(crate) fn hugetlb_folio_init_tail_vmemmap<P: StructPage, H: InitHooks>(
     m: &mut Memmap<'_, P>,
     head_pfn: u64,
     order: u32,
@@ -194,7 +194,7 @@ impl Folio {
 ///
 /// If the folio is outside the memmap, or the head's refcount is not 1 (`VM_BUG_ON(!ret)` of
 /// the freeze: the head did not come from the reserved-region path).
-pub fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
+pub(crate) fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
     m: &mut Memmap<'_, P>,
     head_pfn: u64,
     hstate: Hstate,
@@ -226,7 +226,7 @@ pub fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
 /// # Panics
 ///
 /// If page\[3\] of the folio is outside the memmap.
-pub fn init_new_hugetlb_folio<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64) {
+pub(crate) fn init_new_hugetlb_folio<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64) {
     let layout = m.config().behaviour().folio_layout;
     assert!(m.contains_range(head_pfn, 4), "folio head pages [{head_pfn:#x}, +4) outside the memmap");
     let page3 = head_pfn + layout.hugetlb_fields_page();
@@ -301,7 +301,11 @@ pub(crate) fn is_hugetlb_head<P: StructPage>(
 /// If the folio is outside the memmap or its head is not aligned to the smaller of a pageblock
 /// and the folio (`WARN_ON_ONCE(!pageblock_aligned(folio_pfn(folio)))`, fatal here); both are
 /// checked before anything is written.
-pub fn hugetlb_bootmem_init_migratetype<P: StructPage>(m: &mut Memmap<'_, P>, head_pfn: u64, hstate: Hstate) {
+pub(crate) fn hugetlb_bootmem_init_migratetype<P: StructPage>(
+    m: &mut Memmap<'_, P>,
+    head_pfn: u64,
+    hstate: Hstate,
+) {
     let step = m.config().pageblock_nr_pages();
     let nr = hstate.nr_pages();
     assert!(head_pfn % step.min(nr) == 0, "head {head_pfn:#x} not pageblock-aligned");
@@ -321,7 +325,7 @@ pub fn hugetlb_bootmem_init_migratetype<P: StructPage>(m: &mut Memmap<'_, P>, he
 /// # Panics
 ///
 /// If `head_pfn` or `first` is outside the memmap.
-pub fn enqueue_hugetlb_folio<P: StructPage>(
+pub(crate) fn enqueue_hugetlb_folio<P: StructPage>(
     m: &mut Memmap<'_, P>,
     head_pfn: u64,
     list_head: u64,
@@ -370,7 +374,7 @@ pub(crate) fn folio_assign_hugetlb_vmemmap_optimized<P: StructPage>(
 /// (`PG_head`, hugetlb page type, page\[1\] order; 6.1: the hugetlb `_folio_dtor`) with
 /// `HPG_vmemmap_optimized` set, in a kernel configured as `cfg`.
 #[must_use]
-pub fn is_optimized_hugetlb_head<P: StructPage>(
+pub(crate) fn is_optimized_hugetlb_head<P: StructPage>(
     cfg: &memmap_core::KernelConfig,
     head: &P,
     page1: &P,

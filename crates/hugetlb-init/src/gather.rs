@@ -32,7 +32,7 @@ use stream_par::Threads;
 
 use crate::HugetlbError;
 use crate::MaybeSend;
-use crate::bootmem::{HugeBootmemPage, bootmem_flags};
+use crate::bootmem::{HugeBootmemPage, ZONES_VALID};
 use crate::folio::TailInit;
 use crate::folio::{
     enqueue_hugetlb_folio, hugetlb_bootmem_init_migratetype, hugetlb_folio_init_tail_vmemmap,
@@ -57,8 +57,8 @@ use crate::node::{
 /// Validated before any write: [`HugetlbError::RecordsNotGrouped`],
 /// [`HugetlbError::HstateNotOfConfig`], [`HugetlbError::FolioOutsideNode`],
 /// [`HugetlbError::HeadNotReserved`] (a head did not come
-/// from [`memmap_init_reserved_heads`](crate::boot::memmap_init_reserved_heads): refcount 1 and `PG_reserved`).
-pub fn gather_bootmem_prealloc<P, R, H>(
+/// from `memmap_init_reserved_heads`: refcount 1 and `PG_reserved`).
+pub(crate) fn gather_bootmem_prealloc<P, R, H>(
     nodes: &mut [HugetlbNode<'_, P, R, H>],
     records: &mut [HugeBootmemPage],
     params: &BootParams,
@@ -191,14 +191,14 @@ fn gather_sequential<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
 /// `adjust_managed_page_count()`, `cond_resched()`; finally
 /// [`prep_and_add_bootmem_folios`] for the last hstate.
 ///
-/// The heads must come from [`memmap_init_reserved_heads`](crate::boot::memmap_init_reserved_heads) ([`gather_bootmem_prealloc`]
+/// The heads must come from `memmap_init_reserved_heads` ([`gather_bootmem_prealloc`]
 /// checks it).
 ///
 /// # Panics
 ///
 /// If a folio is not inside the node's memmap or its head is not reserved with refcount 1
 /// (the kernel's `VM_BUG_ON`); [`gather_bootmem_prealloc`] checks both and returns an error.
-pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
+pub(crate) fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
     node: &mut HugetlbNode<'_, P, R, H>,
     records: &mut [HugeBootmemPage],
     params: &BootParams,
@@ -208,7 +208,7 @@ pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHo
     let mut prev: Option<Hstate> = None;
     for i in 0..records.len() {
         let h = records[i].hstate;
-        records[i].flags |= bootmem_flags::ZONES_VALID;
+        records[i].flags |= ZONES_VALID;
         if prev.is_some_and(|p| p != h) {
             prep_and_add_bootmem_folios(node, &mut records[list_start..i], params);
             list_start = i;
@@ -236,7 +236,7 @@ pub fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H: InitHo
 /// [`enqueue_hugetlb_folio`] onto the node's free list of
 /// the hstate (the head's `lru` links and `HPG_freed`; the list head is at
 /// [`hugepage_freelist_addr`]). The hstate's counters are not modelled.
-pub fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
+pub(crate) fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
     node: &mut HugetlbNode<'_, P, R, H>,
     records: &mut [HugeBootmemPage],
     params: &BootParams,

@@ -10,7 +10,7 @@ use crate::HugetlbError;
 
 /// `HUGE_MAX_HSTATE` of the modelled architectures: the most huge page sizes one configuration
 /// has (arm64 with 4 KiB pages registers four: PUD, contiguous PMD, PMD, contiguous PTE).
-pub const HUGE_MAX_HSTATE: usize = 4;
+pub(crate) const HUGE_MAX_HSTATE: usize = 4;
 
 /// `HUGETLB_VMEMMAP_RESERVE_PAGES` = `HUGETLB_VMEMMAP_RESERVE_SIZE / sizeof(struct page)` for
 /// `cfg`: the struct pages of one vmemmap page (`HUGETLB_VMEMMAP_RESERVE_SIZE` is `PAGE_SIZE`,
@@ -22,7 +22,7 @@ pub const HUGE_MAX_HSTATE: usize = 4;
 /// straddles the page boundary); HVO is off with that layout anyway, so the fallback
 /// initializes tails `56..nr` and the bytes are the same as with any other split.
 #[must_use]
-pub const fn hugetlb_vmemmap_reserve_pages<P: StructPage>(cfg: &KernelConfig) -> u64 {
+pub(crate) const fn hugetlb_vmemmap_reserve_pages<P: StructPage>(cfg: &KernelConfig) -> u64 {
     cfg.page_size() / P::SIZE as u64
 }
 
@@ -360,7 +360,7 @@ impl Hstate {
     }
 
     /// `HUGETLB_VMEMMAP_RESERVE_PAGES` of the hstate's page size (see
-    /// [`hugetlb_vmemmap_reserve_pages`]).
+    /// `hugetlb_vmemmap_reserve_pages`).
     #[must_use]
     pub const fn vmemmap_reserve_pages<P: StructPage>(self) -> u64 {
         (1u64 << self.page_shift) / P::SIZE as u64

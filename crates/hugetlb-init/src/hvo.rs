@@ -17,7 +17,7 @@
 //!
 //! On failure the flag is cleared again and the folio is left as before. Afterwards struct page
 //! `R * k + j` of the folio *is* struct page `j` of the head vmemmap page, `R` the struct pages
-//! of one vmemmap page ([`hugetlb_vmemmap_reserve_pages`]).
+//! of one vmemmap page (`hugetlb_vmemmap_reserve_pages`).
 //!
 //! Two implementations of step 1-4 ([`VmemmapRemap`]):
 //!
@@ -315,7 +315,7 @@ impl SharedTailInit {
     }
 }
 
-/// The vmemmap remapping of steps 1-4 of the [module documentation](self), for one node's
+/// The vmemmap remapping of steps 1-4 of the `hvo` module documentation, for one node's
 /// memmap.
 pub trait VmemmapRemap<P: StructPage> {
     /// `vmemmap_remap_free()` for the folio of `nr_pages` base pages at `head_pfn`: remaps its
@@ -343,7 +343,7 @@ pub trait VmemmapRemap<P: StructPage> {
     fn storage_pfn(&self, memmap: &Memmap<'_, P>, pfn: u64) -> u64;
 }
 
-/// The no_std HVO model (see the [module documentation](self)).
+/// The no_std HVO model (see the `hvo` module documentation).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ModelRemap {
     /// Vmemmap pages freed so far.
@@ -416,7 +416,7 @@ impl<P: StructPage> VmemmapRemap<P> for ModelRemap {
 /// # Panics
 ///
 /// If the head is outside the memmap.
-pub fn hugetlb_vmemmap_optimize_folio<P: StructPage, R: VmemmapRemap<P>>(
+pub(crate) fn hugetlb_vmemmap_optimize_folio<P: StructPage, R: VmemmapRemap<P>>(
     m: &mut Memmap<'_, P>,
     remap: &mut R,
     head_pfn: u64,

@@ -4,69 +4,34 @@
 //! (`hugepagesz=1G hugepages=N`), built on [`memmap_core`]'s struct page model and kernel
 //! operations and on [`stream_hal`]'s streaming stores:
 //!
-//! 1. **Allocation** ([`bootmem`]): N pages of a [`Hstate`] per node, top-down from each node's
-//!    simulated physical range, each recorded as a `huge_bootmem_page` ([`HugeBootmemPage`]);
-//!    every struct page but the head is `MEMBLOCK_RSRV_NOINIT` and keeps whatever the storage
-//!    held.
-//! 2. **Heads** (`memmap_init_reserved_heads`): the reserved-region path,
-//!    `__init_single_page()` + `MIGRATE_MOVABLE` for the (aligned) pageblock + `PG_reserved`,
-//!    refcount 1.
-//! 3. **Gather** ([`gather_bootmem_prealloc`](boot::gather_bootmem_prealloc), one worker per node, padata-style with
-//!    `min_chunk = 1` and the caller participating, under `std`):
-//!    [`hugetlb_folio_init_vmemmap`](folio::hugetlb_folio_init_vmemmap) (clear reserved, set head, `folio_ref_freeze(1)`, tails
-//!    `1..HUGETLB_VMEMMAP_RESERVE_PAGES`, `prep_compound_head`), [`init_new_hugetlb_folio`](folio::init_new_hugetlb_folio)
-//!    (hugetlb page type, `lru`, subpool and cgroup pointers), then per hstate
-//!    [`prep_and_add_bootmem_folios`](boot::prep_and_add_bootmem_folios): HVO ([`hvo`]), the fallback
-//!    [`hugetlb_folio_init_tail_vmemmap`](folio::hugetlb_folio_init_tail_vmemmap) for folios HVO did not cover, and
-//!    `MIGRATE_MOVABLE` on every pageblock.
+//! 1. **Allocation**: N pages of a [`Hstate`] per node, top-down from each node's range, each
+//!    recorded as a `huge_bootmem_page` ([`HugeBootmemPage`]); every struct page but the head
+//!    is `MEMBLOCK_RSRV_NOINIT` and keeps whatever the storage held.
+//! 2. **Heads** (`memmap_init_reserved_heads`): `__init_single_page()`, `MIGRATE_MOVABLE` for
+//!    the pageblock, `PG_reserved`, refcount 1.
+//! 3. **Gather** (`gather_bootmem_prealloc`, one worker per node under `std`):
+//!    `hugetlb_folio_init_vmemmap`, `init_new_hugetlb_folio`, then per hstate
+//!    `prep_and_add_bootmem_folios`: HVO, the fallback `hugetlb_folio_init_tail_vmemmap` for
+//!    the folios HVO did not cover, and `MIGRATE_MOVABLE` on every pageblock.
 //!
-//! [`boot()`] runs all three, for the release in the configuration's
-//! [`KernelConfig::version`](memmap_core::KernelConfig::version): the struct page operations and
-//! the `compound_info` encoding come from memmap-core, `mm/hugetlb.c` and
-//! `mm/hugetlb_vmemmap.c` as in the releases memmap-core models (`set_page_count(page, 0)` for
-//! tails).
+//! [`boot()`] runs all three for the release in the configuration's
+//! [`KernelConfig::version`](memmap_core::KernelConfig::version), with memmap-core's struct page
+//! operations and encodings. An [`Hstate`] is a huge page size the configuration's architecture
+//! registers ([`Hstates::of`]); another size is [`HugetlbError::UnsupportedHstate`]. The
+//! fallback tail init runs the strategy
+//! [`FillOptions::resolve`](memmap_core::FillOptions::resolve) chooses.
 //!
-//! ## Huge page sizes
-//!
-//! An [`Hstate`] is a size of one [`KernelConfig`](memmap_core::KernelConfig): its order in the
-//! configuration's base pages, made only from the configuration ([`Hstate::new`],
-//! [`Hstates::of`]) with the sizes the architecture registers for its page size (x86-64 1G, 2M;
-//! arm64 4 KiB 1G, 32M, 2M, 64K, 16 KiB 1G, 32M, 2M, 64 KiB 16G, 512M, 2M; riscv64 1G, 2M and
-//! Svnapot's 64K; powerpc64 radix 1G, 2M with 4 or 64 KiB pages). A size the architecture
-//! lacks is [`HugetlbError::UnsupportedHstate`], an hstate of another configuration than a
-//! node's [`HugetlbError::HstateNotOfConfig`]. HVO keeps one vmemmap page per folio: 64 struct
-//! pages with 4 KiB pages, 256 with 16 KiB, 1024 with 64 KiB; an hstate whose struct pages fit
-//! in that page (2 MiB pages of 16 or 64 KiB base pages) is not optimized
-//! ([`HvoUnavailable::NothingToFree`]).
-//!
-//! ## Tail init strategies
-//!
-//! [`hugetlb_folio_init_tail_vmemmap`](folio::hugetlb_folio_init_tail_vmemmap), the hot
-//! function, runs the strategy memmap-core's
-//! [`FillOptions::resolve`](memmap_core::FillOptions::resolve) chooses (Slow, Template,
-//! Streaming, or Auto by the same rules as ZONE_DEVICE init), monomorphized on the struct page
-//! layout and the store kind. A hugetlb tail has one more per-page field than a ZONE_DEVICE
-//! page: `lru.prev` keeps the `INIT_LIST_HEAD` self-pointer (see [`folio`]).
-//!
-//! ## HVO
-//!
-//! [`ModelRemap`] (no_std) models the remapping; on Linux with `std`, [`MemfdVmemmap`] does it
-//! for real on a memfd-backed vmemmap (see [`memfd`]). Where HVO is unavailable
-//! ([`HvoUnavailable`]) or fails ([`HvoFault`]), the fallback runs and the bytes are those of
-//! a boot without HVO.
-//!
-//! ## Design notes
-//!
-//! Why the template is a read-only local value copied per page, and what of the kernel is not
-//! modelled, are in `docs/hugetlb-init.md` in the repository.
+//! [`ModelRemap`] (no_std) models HVO's remapping; on Linux with `std`, [`OwnedBoot`] does it
+//! for real on a memfd-backed vmemmap. Where HVO is unavailable ([`HvoUnavailable`]) or fails
+//! ([`HvoFault`]), the fallback runs and the bytes are those of a boot without HVO. Design
+//! notes are in `docs/hugetlb-init.md` in the repository.
 //!
 //! ## Crate features
 //!
-//! * `std` (default, enables memmap-core's `std`): the gather runs one thread per node
-//!   (padata-style), and on Linux the real memfd-backed HVO
-//!   ([`MemfdVmemmap`], [`OwnedBoot`]) is available. Without it the crate is `no_std` without
-//!   `alloc`: the nodes are gathered one after the other on the caller's thread, with the
-//!   [`ModelRemap`] (or the caller's own [`VmemmapRemap`]) for HVO.
+//! * `std` (default, enables memmap-core's `std`): the gather runs one thread per node, and on
+//!   Linux the real memfd-backed HVO ([`OwnedBoot`]) is available. Without it the crate is
+//!   `no_std` without `alloc`: the nodes are gathered one after the other on the caller's
+//!   thread, with the [`ModelRemap`] (or the caller's own [`VmemmapRemap`]) for HVO.
 //!
 //! ## MSRV
 //!
@@ -131,30 +96,26 @@ pub mod phase {
     pub const FALLBACK_TAILS: &str = "hugetlb_fallback_tails";
 }
 
-pub mod boot;
-pub mod bootmem;
-pub mod folio;
+mod boot;
+mod bootmem;
+mod folio;
 mod gather;
 mod hstate;
-pub mod hvo;
+mod hvo;
 #[cfg(all(feature = "std", target_os = "linux"))]
-pub mod memfd;
+mod memfd;
 mod node;
 #[cfg(all(feature = "std", target_os = "linux"))]
 mod owned;
 
 pub use boot::{BootParams, BootReport, HugetlbNode, NodeReport, boot, boot_placed};
-pub use bootmem::{BootRequest, FolioOutcome, HugeBootmemPage, NodeSpec, PagesPerNode, ZONE_NORMAL};
+pub use bootmem::{BootRequest, FolioOutcome, HugeBootmemPage, NodeSpec, PagesPerNode};
 pub use folio::TailInit;
-pub use hstate::{
-    HUGE_MAX_HSTATE, Hstate, Hstates, HugePageLevel, hugepage_freelist_addr, hugetlb_vmemmap_reserve_pages,
-};
+pub use hstate::{Hstate, Hstates, HugePageLevel, hugepage_freelist_addr};
 pub use hvo::{
-    HvoError, HvoFault, HvoMode, HvoOutcome, HvoParams, HvoUnavailable, ModelRemap, SharedTailInit,
-    TailPageOrigin, TailTarget, VmemmapRemap,
+    HvoError, HvoFault, HvoMode, HvoOutcome, HvoParams, HvoUnavailable, ModelRemap, RemapAlloc, RemapDone,
+    SharedTailInit, TailPageOrigin, TailTarget, VmemmapRemap, hvo_availability,
 };
-#[cfg(all(feature = "std", target_os = "linux"))]
-pub use memfd::MemfdVmemmap;
 #[cfg(all(feature = "std", target_os = "linux"))]
 pub use owned::{BootError, OwnedBoot};
 
@@ -343,3 +304,9 @@ impl<T: Send> MaybeSend for T {}
 pub trait MaybeSend {}
 #[cfg(not(feature = "std"))]
 impl<T> MaybeSend for T {}
+
+#[cfg(test)]
+extern crate self as hugetlb_init;
+
+#[cfg(all(test, not(miri)))]
+mod tests;

@@ -49,7 +49,7 @@ fn invalid(msg: &'static str) -> io::Error {
 }
 
 /// One node's vmemmap in a memfd (see the [module documentation](self)).
-pub struct MemfdVmemmap<P: StructPage> {
+pub(crate) struct MemfdVmemmap<P: StructPage> {
     fd: OwnedFd,
     map: NonNull<u8>,
     map_len: usize,
@@ -101,7 +101,7 @@ impl<P: StructPage> MemfdVmemmap<P> {
     /// past the configuration's last pfn ([`InitError::BeyondMaxPfn`]: the checks of
     /// [`Memmap::new`], made here so that no later view of the vmemmap can fail); the
     /// `memfd_create`/`ftruncate`/`mmap` error otherwise.
-    pub fn new(
+    pub(crate) fn new(
         cfg: KernelConfig,
         base_pfn: u64,
         nr_pages: u64,
@@ -218,7 +218,7 @@ impl<P: StructPage> MemfdVmemmap<P> {
     /// # Errors
     ///
     /// The `munmap`/`ftruncate`/`mmap` error.
-    pub fn reset(&mut self, poison: bool) -> io::Result<()> {
+    pub(crate) fn reset(&mut self, poison: bool) -> io::Result<()> {
         // SAFETY: the mapping is ours and nothing borrows it (`&mut self`).
         unsafe { rustix::mm::munmap(self.map.as_ptr().cast::<c_void>(), self.map_len)? };
         let file_len = self.map_len as u64 + self.spare_frames * self.page as u64;
@@ -283,13 +283,13 @@ impl<P: StructPage> MemfdVmemmap<P> {
 
     /// First PFN.
     #[must_use]
-    pub fn base_pfn(&self) -> u64 {
+    pub(crate) fn base_pfn(&self) -> u64 {
         self.base_pfn
     }
 
     /// Number of struct pages.
     #[must_use]
-    pub fn nr_pages(&self) -> u64 {
+    pub(crate) fn nr_pages(&self) -> u64 {
         self.nr_pages as u64
     }
 
@@ -298,8 +298,8 @@ impl<P: StructPage> MemfdVmemmap<P> {
     /// # Panics
     ///
     /// If `pfn` is outside the vmemmap.
-    #[must_use]
-    pub fn host_addr(&self, pfn: u64) -> usize {
+    #[cfg(test)]
+    pub(crate) fn host_addr(&self, pfn: u64) -> usize {
         assert!(pfn >= self.base_pfn && pfn - self.base_pfn < self.nr_pages as u64, "pfn outside vmemmap");
         self.map.as_ptr() as usize + self.first_off + (pfn - self.base_pfn) as usize * P::SIZE
     }
@@ -313,7 +313,7 @@ impl<P: StructPage> MemfdVmemmap<P> {
     ///
     /// If `pfn` is outside the vmemmap.
     #[must_use]
-    pub fn read(&self, pfn: u64) -> P {
+    pub(crate) fn read(&self, pfn: u64) -> P {
         assert!(pfn >= self.base_pfn && pfn - self.base_pfn < self.nr_pages as u64, "pfn outside vmemmap");
         let off = self.first_off + (pfn - self.base_pfn) as usize * P::SIZE;
         // SAFETY: `off + P::SIZE <= map_len` (the pfn is inside the vmemmap, checked), so the
@@ -326,7 +326,7 @@ impl<P: StructPage> MemfdVmemmap<P> {
 
     /// The pageblock bytes of the last boot (`memmap_core::PAGEBLOCK_UNSET` where never set).
     #[must_use]
-    pub fn pageblocks(&self) -> &[u8] {
+    pub(crate) fn pageblocks(&self) -> &[u8] {
         &self.pageblocks
     }
 
@@ -336,20 +336,20 @@ impl<P: StructPage> MemfdVmemmap<P> {
     /// # Errors
     ///
     /// The `fstat` error.
-    pub fn resident_bytes(&self) -> io::Result<u64> {
+    pub(crate) fn resident_bytes(&self) -> io::Result<u64> {
         let st = rustix::fs::fstat(&self.fd)?;
         Ok(st.st_blocks as u64 * 512)
     }
 
     /// Spare pages used for head copies.
-    #[must_use]
-    pub fn head_copies(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn head_copies(&self) -> u64 {
         self.spare_used - self.shared_tail_pages()
     }
 
     /// Spare pages used as shared tail pages (Linux 7.1+: one per hstate HVO optimized).
-    #[must_use]
-    pub fn shared_tail_pages(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn shared_tail_pages(&self) -> u64 {
         self.shared_tail.iter().flatten().count() as u64
     }
 }

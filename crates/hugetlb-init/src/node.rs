@@ -23,7 +23,7 @@ pub struct HugetlbNode<'a, P: StructPage, R = ModelRemap, H = NoHooks> {
     pub remap: R,
     /// `cond_resched` and tracepoint hooks of this node's worker.
     pub hooks: H,
-    /// Filled by [`gather_bootmem_prealloc`](crate::boot::gather_bootmem_prealloc).
+    /// Filled by `gather_bootmem_prealloc`.
     pub report: NodeReport,
     /// The first folio (head PFN) on each hstate's free list of this node
     /// (`h->hugepage_freelists[nid]`), by [`Hstate::index`]: where the next
@@ -101,7 +101,7 @@ pub struct NodeReport {
     pub drains: u64,
     /// `adjust_managed_page_count()` total.
     pub managed_pages: u64,
-    /// The node was gathered on the thread that called [`gather_bootmem_prealloc`](crate::boot::gather_bootmem_prealloc).
+    /// The node was gathered on the thread that called `gather_bootmem_prealloc`.
     pub on_caller_thread: bool,
 }
 
@@ -132,13 +132,6 @@ impl BootParams {
             gather: Threads::Each,
             tail_threads: Threads::One,
         }
-    }
-
-    /// With `threads` workers for the fallback tails within each node.
-    #[must_use]
-    pub const fn with_tail_threads(mut self, threads: Threads) -> Self {
-        self.tail_threads = threads;
-        self
     }
 }
 

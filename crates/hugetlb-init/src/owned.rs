@@ -1,4 +1,4 @@
-//! An owned machine (`std`, Linux): one [`MemfdVmemmap`] per node with real HVO and the records
+//! An owned machine (`std`, Linux): one memfd-backed vmemmap per node with real HVO and the records
 //! of its last boot, for the bench program and the tests.
 
 use std::io;
@@ -12,8 +12,8 @@ use crate::bootmem::{BootRequest, HugeBootmemPage, NodeSpec};
 use crate::hstate::{HUGE_MAX_HSTATE, Hstates};
 use crate::memfd::{MemfdRemap, MemfdVmemmap};
 
-/// An owned machine for the bench program and the tests: one [`MemfdVmemmap`] per node (real
-/// HVO), and the records of the last boot.
+/// An owned machine for the bench program and the tests: one memfd-backed vmemmap per node
+/// (real HVO), and the records of the last boot.
 pub struct OwnedBoot<P: StructPage> {
     specs: Vec<NodeSpec>,
     vmemmaps: Vec<MemfdVmemmap<P>>,
@@ -31,11 +31,14 @@ impl<P: StructPage> core::fmt::Debug for OwnedBoot<P> {
 impl<P: StructPage> OwnedBoot<P> {
     /// A machine with the given nodes, each with a memfd vmemmap covering exactly its memory
     /// and enough spare pages for one head copy per huge page of `cfg`'s smallest size, and a
-    /// shared tail page per size. `poison` as for [`MemfdVmemmap::new`].
+    /// shared tail page per size. With `poison` the struct pages start as memmap-core's
+    /// `PAGE_POISON_BYTE` (all resident), without it as the file's zeros.
     ///
     /// # Errors
     ///
-    /// As [`MemfdVmemmap::new`].
+    /// [`io::ErrorKind::InvalidInput`] (carrying memmap-core's `InitError` where it applies)
+    /// for a node range the configuration cannot map, else the `memfd_create`/`ftruncate`/`mmap`
+    /// error.
     pub fn new(cfg: KernelConfig, specs: &[NodeSpec], poison: bool) -> io::Result<Self> {
         let vmemmaps = specs
             .iter()
@@ -53,7 +56,7 @@ impl<P: StructPage> OwnedBoot<P> {
     ///
     /// # Errors
     ///
-    /// As [`MemfdVmemmap::new`].
+    /// As [`OwnedBoot::new`].
     pub fn packed(
         cfg: KernelConfig,
         hstate: crate::Hstate,
@@ -68,7 +71,7 @@ impl<P: StructPage> OwnedBoot<P> {
     }
 
     /// Boots (see [`crate::boot()`]) with no hooks. A second boot first resets the vmemmaps
-    /// ([`MemfdVmemmap::reset`]) so that it starts from the same state as the first.
+    /// so that it starts from the same state as the first.
     ///
     /// # Errors
     ///
@@ -88,7 +91,7 @@ impl<P: StructPage> OwnedBoot<P> {
         params: &BootParams,
         hooks: impl FnMut(u32) -> H,
     ) -> Result<BootReport, BootError> {
-        let total = crate::bootmem::validate_request(&self.specs, request)?;
+        let total = crate::bootmem::validate_with(self.specs.len(), |i| self.specs[i], request)?;
         // One record per page asked for; a count no address space holds (32-bit hosts) is refused.
         let total = usize::try_from(total)
             .map_err(|_| HugetlbError::RecordsTooShort { needed: usize::MAX, got: 0 })?;
@@ -158,13 +161,20 @@ impl<P: StructPage> OwnedBoot<P> {
     }
 
     /// Node `i`'s vmemmap.
+    #[cfg(test)]
+    pub(crate) fn vmemmap(&self, i: usize) -> &MemfdVmemmap<P> {
+        &self.vmemmaps[i]
+    }
+
+    /// Node `i`'s pageblock bytes of the last boot (`memmap_core::PAGEBLOCK_UNSET` where never
+    /// set).
     ///
     /// # Panics
     ///
     /// If there is no node `i`.
     #[must_use]
-    pub fn vmemmap(&self, i: usize) -> &MemfdVmemmap<P> {
-        &self.vmemmaps[i]
+    pub fn pageblocks(&self, i: usize) -> &[u8] {
+        self.vmemmaps[i].pageblocks()
     }
 
     /// The struct page of `pfn` as the CPU sees it, if some node's vmemmap has it.
@@ -198,7 +208,7 @@ impl<P: StructPage> OwnedBoot<P> {
         out
     }
 
-    /// Memory all vmemmaps occupy ([`MemfdVmemmap::resident_bytes`] summed).
+    /// Memory all vmemmaps occupy (the memfds' allocated blocks: struct pages and head copies).
     ///
     /// # Errors
     ///

@@ -16,7 +16,7 @@ mod common;
 
 use common::{Booted, boot_model, h1g, params};
 use hugetlb_init::{
-    BootRequest, Hstate, Hstates, HvoFault, HvoParams, NodeSpec, PagesPerNode, TailPageOrigin,
+    BootParams, BootRequest, Hstate, Hstates, HvoFault, HvoParams, NodeSpec, PagesPerNode, TailPageOrigin,
 };
 use memmap_core::{KernelConfig, Page64, Page72, Strategy, StrategyReason, StructPage};
 use proptest::prelude::*;
@@ -184,7 +184,7 @@ fn check<P: StructPage>(c: &Case) -> Result<(), TestCaseError> {
         .flat_map(|s| [(s, Threads::One), (s, Threads::Fixed(3))])
         .filter(|&(s, t)| s != Strategy::Slow || t != Threads::One);
     for (s, threads) in runs {
-        let p = params(s, c.hvo).with_tail_threads(threads);
+        let p = BootParams { tail_threads: threads, ..params(s, c.hvo) };
         let fast = boot_model::<P>(c.cfg, &c.specs, &req, &p, c.tracepoint).map_err(|(e, _)| {
             TestCaseError::fail(format!("{s} ({threads} tail threads) boot failed: {e}"))
         })?;
@@ -258,7 +258,7 @@ fn tail_threads_split_gigantic_folios() {
         cfg,
         &specs,
         &req,
-        &params(Strategy::Streaming, hvo).with_tail_threads(Threads::Fixed(2)),
+        &BootParams { tail_threads: Threads::Fixed(2), ..params(Strategy::Streaming, hvo) },
         false,
     )
     .unwrap();

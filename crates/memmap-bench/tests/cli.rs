@@ -889,7 +889,7 @@ fn every_preset_runs_hugetlb_and_zone_device_with_ratios_to_the_limit() {
     for cfg in memmap_core::KernelConfig::PRESETS {
         let h = hugetlb_init::Hstate::new(&cfg, 1 << 30).expect("every preset has 1 GiB pages");
         let tails = h.nr_pages() - h.vmemmap_reserve_pages::<memmap_core::Page64>();
-        let hvo = hugetlb_init::hvo::hvo_availability::<memmap_core::Page64>(
+        let hvo = hugetlb_init::hvo_availability::<memmap_core::Page64>(
             &cfg,
             &hugetlb_init::HvoMode::On.params(),
             h,

@@ -301,7 +301,7 @@ fn hugetlb_movable_pageblocks<P: StructPage>(
     let mut movable = Vec::new();
     for (i, spec) in machine.specs().iter().enumerate() {
         let first = spec.start_pfn >> cfg.pageblock_order;
-        for (k, &v) in machine.vmemmap(i).pageblocks().iter().enumerate() {
+        for (k, &v) in machine.pageblocks(i).iter().enumerate() {
             if v == MigrateType::Movable.value() {
                 movable.push((first + k as u64) << cfg.pageblock_order);
             }

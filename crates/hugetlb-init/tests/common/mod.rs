@@ -3,6 +3,9 @@
 //! captures everything observable.
 #![allow(dead_code, unreachable_pub)]
 
+#[allow(unused_imports)] // the std prelude, for the unit-test build of a no_std crate
+use std::{borrow::ToOwned, boxed::Box, format, string::String, string::ToString, vec, vec::Vec};
+
 use hugetlb_init::{
     BootParams, BootReport, BootRequest, Hstate, HugeBootmemPage, HugetlbError, HugetlbNode, HvoParams,
     ModelRemap, NodeReport, NodeSpec, boot,

@@ -175,7 +175,7 @@ impl Scenario for Hugetlb {
         };
         if self.hvo {
             let on = HvoMode::On.params();
-            if let Err(why) = hugetlb_init::hvo::hvo_availability::<Page64>(&self.config, &on, h) {
+            if let Err(why) = hugetlb_init::hvo_availability::<Page64>(&self.config, &on, h) {
                 return Some(format!("--config {}: no HVO ({why})", self.config.name));
             }
         }

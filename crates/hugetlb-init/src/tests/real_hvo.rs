@@ -1,18 +1,16 @@
 //! Real HVO on a memfd-backed vmemmap (Linux, `std`; not under Miri, which cannot run mmap):
 //! the memory saving is measured, writes to optimized tails fault, and the bytes equal the
 //! no_std model's.
-#![cfg(all(target_os = "linux", not(miri)))]
-
-mod common;
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
+#[allow(unused_imports)] // the std prelude, for the unit-test build of a no_std crate
+use std::{borrow::ToOwned, boxed::Box, format, string::String, string::ToString, vec, vec::Vec};
 
-use common::{boot_model, h1g, h2m, packed, params};
-use hugetlb_init::{
-    BootRequest, Hstate, HvoFault, HvoMode, HvoOutcome, HvoParams, MemfdVmemmap, NodeSpec, OwnedBoot,
-    hugetlb_vmemmap_reserve_pages,
-};
+use super::common::{boot_model, h1g, h2m, packed, params};
+use hugetlb_init::hstate::hugetlb_vmemmap_reserve_pages;
+use hugetlb_init::memfd::MemfdVmemmap;
+use hugetlb_init::{BootRequest, Hstate, HvoFault, HvoMode, HvoOutcome, HvoParams, NodeSpec, OwnedBoot};
 use memmap_core::{KernelConfig, PG, Page64, Page72, Strategy, StructPage};
 
 const SIGSEGV: i32 = 11;

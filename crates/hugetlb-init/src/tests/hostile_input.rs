@@ -8,6 +8,8 @@ use hugetlb_init::{
 use memmap_core::{
     FillOptions, InitError, KernelConfig, Memmap, NoHooks, Page64, Strategy, StructPage, pageblocks_needed,
 };
+#[allow(unused_imports)] // the std prelude, for the unit-test build of a no_std crate
+use std::{borrow::ToOwned, boxed::Box, format, string::String, string::ToString, vec, vec::Vec};
 
 fn h2m() -> Hstate {
     Hstate::new(&KernelConfig::X86_64, 2 << 20).unwrap()
@@ -30,10 +32,11 @@ fn panic_message(f: impl FnOnce()) -> String {
 /// A node whose memory ends past the configuration's last pfn is refused when its vmemmap is
 /// created, with memmap-core's typed error (`OwnedBoot::new` accepted it and the boot then
 /// reached an `unreachable!`: exit 101 in `memmap-bench dump hugetlb --place`).
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "std", target_os = "linux"))]
 #[test]
 fn a_vmemmap_past_the_last_pfn_is_refused_before_the_boot() {
-    use hugetlb_init::{MemfdVmemmap, OwnedBoot};
+    use hugetlb_init::OwnedBoot;
+    use hugetlb_init::memfd::MemfdVmemmap;
     let cfg = KernelConfig::X86_64;
     let max = cfg.max_pfn();
     for (start, nr) in [(max, 512), (max - 256, 512), (u64::MAX - 511, 512), (0xffff_ffff_fffc_0000, 1 << 18)]
@@ -71,7 +74,7 @@ fn node_helpers_saturate_and_the_boot_refuses_what_does_not_fit() {
     for count in [u64::MAX, 1 << 63, 1 << 46] {
         let spec = NodeSpec::packed(7, h1g(), count);
         assert!(spec.start_pfn.checked_add(spec.nr_pages).is_none(), "{count:#x}: {spec:?}");
-        let e = hugetlb_init::bootmem::validate_request(&[spec], &BootRequest::per_node(h1g(), 1));
+        let e = hugetlb_init::bootmem::validate_with(1, |_| spec, &BootRequest::per_node(h1g(), 1));
         assert_eq!(e, Err(HugetlbError::RangeOverflow { nid: 7 }));
     }
     assert_eq!(NodeSpec::packed(0, h2m(), 0).nr_pages, 0);
