@@ -14,7 +14,7 @@ use vm_memory::bitmap::Bitmap;
 /// The base page size this crate assumes for memory that is not hugetlbfs: 4 KiB. (On a host
 /// with larger base pages every figure that depends on it stays correct, only coarser: the
 /// page-granular operations round to 4 KiB boundaries, which are inside the host's pages.)
-pub const BASE_PAGE: usize = 4096;
+pub(crate) const BASE_PAGE: usize = 4096;
 
 /// What kind of host memory a region is: what [`reset`](crate::reset)'s discard does to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -40,14 +40,14 @@ pub enum BackingKind {
 impl BackingKind {
     /// Whether discarded pages of this kind read as zero.
     #[must_use]
-    pub const fn discards_to_zero(self) -> bool {
+    pub(crate) const fn discards_to_zero(self) -> bool {
         matches!(self, BackingKind::PrivateAnonymous | BackingKind::SharedAnonymous | BackingKind::SharedFile)
     }
 
     /// Whether `MADV_HUGEPAGE` applies (anonymous memory, and shmem/memfd where the host's
     /// `shmem_enabled` honours the advice); hugetlbfs pages are huge already.
     #[must_use]
-    pub const fn takes_huge_page_advice(self) -> bool {
+    pub(crate) const fn takes_huge_page_advice(self) -> bool {
         matches!(self, BackingKind::PrivateAnonymous | BackingKind::SharedAnonymous | BackingKind::SharedFile)
     }
 
@@ -106,7 +106,7 @@ pub enum Stores {
 pub struct HostBacking<'a> {
     /// The kind of memory.
     pub kind: BackingKind,
-    /// Its page size: [`BASE_PAGE`], or the huge page size of hugetlbfs memory.
+    /// Its page size: 4 KiB, or the huge page size of hugetlbfs memory.
     pub page_size: usize,
     /// Whether it is hugetlbfs memory (`MAP_HUGETLB`, a hugetlbfs file or a `MFD_HUGETLB` memfd).
     pub hugetlb: bool,
@@ -122,7 +122,7 @@ pub struct HostBacking<'a> {
 
 impl<'a> HostBacking<'a> {
     /// Memory nothing is known about, in base pages.
-    pub const UNKNOWN: HostBacking<'static> = HostBacking::new(BackingKind::Unknown, BASE_PAGE, false, None);
+    pub(crate) const UNKNOWN: HostBacking<'static> = HostBacking::new(BackingKind::Unknown, BASE_PAGE, false, None);
 
     /// A backing of `kind` in pages of `page_size` bytes (`hugetlb`: hugetlbfs pages), of
     /// `file` at an offset for a file mapping. Its stores are [`Stores::FaultInAll`]: every page
@@ -182,8 +182,8 @@ impl<'a> HostBacking<'a> {
 /// [`HostBacking::stores`] (whether a store can raise a signal).
 ///
 /// Implemented for `vm-memory`'s [`GuestRegionMmap`]; implement it for your own region type
-/// to use those functions with it ([`HostBacking::UNKNOWN`] or [`HostBacking::new`] are always
-/// safe answers). Reporting a kind whose discard does not zero the memory is a logic error
+/// to use those functions with it ([`HostBacking::new`] with [`BackingKind::Unknown`] is always a
+/// safe answer). Reporting a kind whose discard does not zero the memory is a logic error
 /// that makes [`reset`](crate::reset) leave old bytes in place (never undefined behaviour);
 /// when in doubt, report [`BackingKind::Unknown`].
 pub trait RegionBacking: GuestMemoryRegion {

@@ -20,14 +20,14 @@ use crate::plan::{Group, Span, plan, split_units, unit_size, units};
 
 /// The smallest chunk a worker is handed: 8 MiB (a thread start costs about what streaming
 /// 1 MiB does; eight keep it under a few percent).
-pub const MIN_CHUNK: u64 = 8 << 20;
+pub(crate) const MIN_CHUNK: u64 = 8 << 20;
 
 /// Where the workers of a parallel call run.
 #[derive(Debug, Clone, Default)]
 pub enum Placement {
     /// Pin each worker to the CPUs of the node that holds its memory when the host has two or
-    /// more NUMA nodes with CPUs (the host's topology, [`Topology::host_cached`], and the
-    /// kernel's answer for the memory, [`crate::numa::memory_nodes`]); on a one-node host,
+    /// more NUMA nodes with CPUs (the host's topology, read once, and the kernel's answer for
+    /// the memory); on a one-node host,
     /// unpinned and without lookups.
     #[default]
     Auto,
@@ -66,7 +66,7 @@ impl Workers {
 
 /// A cancellation token for [`populate`](crate::populate): clone it into another thread and
 /// call [`Cancel::cancel`]; the workers stop between steps of at most
-/// [`POPULATE_STEP`](crate::POPULATE_STEP) bytes and the call returns what was populated.
+/// 16 MiB and the call returns what was populated.
 #[derive(Debug, Clone, Default)]
 pub struct Cancel(Arc<AtomicBool>);
 
@@ -86,7 +86,7 @@ impl Cancel {
 
     /// Whether [`Cancel::cancel`] was called.
     #[must_use]
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         // Acquire pairs with the Release store in `cancel`.
         self.0.load(Ordering::Acquire)
     }
@@ -255,7 +255,7 @@ where
             let nodes: Vec<Option<u32>> = match t.memory() {
                 MemoryNodes::Kernel => {
                     let addrs: Vec<usize> = units.iter().map(|u| spans[u.span].host + u.off).collect();
-                    crate::numa::memory_nodes_of(&addrs)
+                    crate::numa::memory_nodes(&addrs)
                 }
                 MemoryNodes::Guest(_) => units
                     .iter()

@@ -16,7 +16,7 @@ use crate::sys::{self, Advice};
 /// Cancellation is checked between calls, and each call holds the process's `mmap_lock` for
 /// reading only as long as it runs, so a thread start (which takes it for writing to map its
 /// stack) waits for one call at most instead of a whole chunk.
-pub const POPULATE_STEP: usize = 16 << 20;
+pub(crate) const POPULATE_STEP: usize = 16 << 20;
 
 /// Base pages asked of `mincore` per step: a step is at most [`POPULATE_STEP`] (16 MiB), 4096
 /// pages of 4 KiB.

@@ -16,14 +16,12 @@ mod residency;
 mod serial;
 mod sys;
 
-pub use backing::{BASE_PAGE, BackingKind, HostBacking, RegionBacking, Stores};
-pub use engine::{Cancel, ChunkReport, GroupReport, MIN_CHUNK, Placement, WorkReport, Workers};
+pub use backing::{BackingKind, HostBacking, RegionBacking, Stores};
+pub use engine::{Cancel, ChunkReport, GroupReport, Placement, WorkReport, Workers};
 pub use error::{Error, HostOp, Unwritable};
-pub use fault::POPULATE_STEP;
 pub use parallel::{fill_parallel, fill_pattern_parallel, zero_parallel};
-pub use plan::CHUNK_ALIGN;
 pub use populate::{
-    HugePageAdvice, PopulateMethod, PopulateOptions, PopulateReport, THP_SIZE, advise_huge_pages, populate,
+    HugePageAdvice, PopulateMethod, PopulateOptions, PopulateReport, advise_huge_pages, populate,
     populate_all,
 };
 pub use reset::{ResetPolicy, ResetReport, reset};

@@ -3,7 +3,7 @@
 //! A [`Topology`] is plain data: the nodes with their CPUs and where the memory's node comes
 //! from ([`MemoryNodes`]). [`Topology::host`] reads it from the kernel
 //! (`/sys/devices/system/node/nodeN/cpulist`, and for memory the kernel's page tables and memory
-//! policies, [`memory_nodes`]); a VMM that knows how it bound its memory zones, or a test, builds
+//! policies); a VMM that knows how it bound its memory zones, or a test, builds
 //! one with [`Topology::new`] and hands it to the parallel functions through
 //! [`Placement::Topology`](crate::Placement::Topology).
 //!
@@ -44,7 +44,8 @@ pub struct GuestNodeRange {
 /// Where the node of each part of guest memory comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemoryNodes {
-    /// Asked of the kernel on the first page of each unit ([`memory_nodes`]).
+    /// Asked of the kernel on the first page of each unit (`move_pages`, else the memory
+    /// policy).
     Kernel,
     /// Given: guest ranges and their nodes (what a VMM that `mbind`s its memory zones knows).
     /// Guest memory outside every range has no known node.
@@ -104,7 +105,7 @@ impl Topology {
     /// # Errors
     ///
     /// As for [`Topology::host`].
-    pub fn from_sysfs(dir: &Path) -> io::Result<Topology> {
+    pub(crate) fn from_sysfs(dir: &Path) -> io::Result<Topology> {
         let mut nodes = Vec::new();
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;
@@ -124,7 +125,7 @@ impl Topology {
     }
 
     /// [`Topology::host`], read once per process (`None` if it could not be read).
-    pub fn host_cached() -> Option<&'static Topology> {
+    pub(crate) fn host_cached() -> Option<&'static Topology> {
         static HOST: OnceLock<Option<Topology>> = OnceLock::new();
         HOST.get_or_init(|| Topology::host().ok()).as_ref()
     }
@@ -150,14 +151,14 @@ impl Topology {
     /// Nodes that have CPUs: where workers can be pinned. [`Placement::Auto`](crate::Placement::Auto)
     /// pins when there are two or more.
     #[must_use]
-    pub fn nodes_with_cpus(&self) -> usize {
+    pub(crate) fn nodes_with_cpus(&self) -> usize {
         self.nodes.iter().filter(|n| !n.cpus.is_empty()).count()
     }
 
     /// The node of the guest address `addr` under [`MemoryNodes::Guest`] (`None` for
     /// [`MemoryNodes::Kernel`] and for addresses outside every range).
     #[must_use]
-    pub fn guest_node(&self, addr: GuestAddress) -> Option<u32> {
+    pub(crate) fn guest_node(&self, addr: GuestAddress) -> Option<u32> {
         match &self.memory {
             MemoryNodes::Kernel => None,
             MemoryNodes::Guest(ranges) => {
@@ -176,14 +177,7 @@ impl Topology {
 ///
 /// Addresses are only looked up in this process's page tables, never dereferenced, so any
 /// value is allowed (an unmapped one gives `None`).
-#[must_use]
-pub fn memory_nodes(addrs: &[*const u8]) -> Vec<Option<u32>> {
-    let addrs: Vec<usize> = addrs.iter().map(|&p| p as usize).collect();
-    memory_nodes_of(&addrs)
-}
-
-/// [`memory_nodes`] on addresses as integers.
-pub(crate) fn memory_nodes_of(addrs: &[usize]) -> Vec<Option<u32>> {
+pub(crate) fn memory_nodes(addrs: &[usize]) -> Vec<Option<u32>> {
     match crate::sys::move_pages_status(addrs) {
         Ok(status) => status
             .iter()
@@ -255,7 +249,7 @@ mod tests {
         // This process's own memory: a page it has written is on a node of the host (where the
         // kernel has NUMA: under qemu-user or without CONFIG_NUMA the answer is None).
         let v = vec![1u8; 1 << 16];
-        let nodes = memory_nodes(&[v.as_ptr(), core::ptr::null()]);
+        let nodes = memory_nodes(&[v.as_ptr() as usize, 0]);
         assert_eq!(nodes.len(), 2);
         assert_eq!(nodes[1], None, "an unmapped address has no node");
         match (Topology::host(), nodes[0]) {

@@ -8,7 +8,7 @@ use crate::numa::Topology;
 
 /// Chunks are split at multiples of this in the host mapping, or of the region's page size if
 /// larger: 2 MiB, so that no two workers share a transparent huge page.
-pub const CHUNK_ALIGN: u64 = 2 << 20;
+pub(crate) const CHUNK_ALIGN: u64 = 2 << 20;
 
 /// The smallest NUMA lookup unit: 2 MiB.
 const UNIT_MIN: u64 = 2 << 20;
@@ -226,7 +226,7 @@ pub(crate) fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::BASE_PAGE;
+    use crate::backing::BASE_PAGE;
     use crate::numa::{GuestNodeRange, HostNode, MemoryNodes};
 
     const MIB: usize = 1 << 20;

@@ -16,7 +16,7 @@ use crate::sys::{self, Advice};
 /// The size transparent huge pages have on the hosts this crate knows (x86-64 and arm64 with
 /// 4 KiB base pages): 2 MiB. [`HugePageAdvice::Advise`] advises the 2 MiB-aligned part of
 /// each region piece.
-pub const THP_SIZE: usize = 2 << 20;
+pub(crate) const THP_SIZE: usize = 2 << 20;
 
 /// How pages are faulted in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
