@@ -1,22 +1,5 @@
-//! Boot-time allocation of gigantic pages (`mm/hugetlb.c` `alloc_bootmem()` /
-//! `__alloc_bootmem_huge_page()`), modelled on simulated per-node physical ranges.
-//!
-//! The kernel allocates each page with `memblock_alloc_try_nid_raw(huge_page_size, align =
-//! huge_page_size, ..., nid)`, which searches **top-down**, records a `struct huge_bootmem_page`
-//! on `huge_boot_pages[nid]` with `list_add()` (so the most recent allocation is first), and
-//! marks everything but the first base page `MEMBLOCK_RSRV_NOINIT`: only the head struct page is
-//! initialized by `memmap_init_reserved_pages()`, the tails are left for hugetlb.
-//!
-//! Modelling choices:
-//!
-//! * a node is one physical range in one zone ([`NodeSpec`]); nothing else is allocated from
-//!   it, so the pages are stacked from the highest huge-page-aligned address down;
-//! * the kernel keeps the `huge_bootmem_page` *inside* the huge page's memory; the model has no
-//!   page contents, so the records live in a caller-provided slice, grouped by node in node
-//!   order, each node's group in list order (ascending PFN, the reverse of allocation order);
-//! * the tail struct pages are not written by anything here: whatever the storage held
-//!   (poison, garbage) stays until hugetlb initializes them (`CONFIG_DEFERRED_STRUCT_PAGE_INIT`
-//!   with the pages above `first_deferred_pfn`, the usual case for top-down allocations).
+//! Boot-time allocation of gigantic pages (`mm/hugetlb.c` `alloc_bootmem()`), modelled on
+//! simulated per-node physical ranges (the modelling choices: `docs/hugetlb-init.md`).
 
 use crate::HugetlbError;
 use crate::folio::TailInit;

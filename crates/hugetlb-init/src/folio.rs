@@ -1,36 +1,7 @@
-//! The per-folio kernel operations of the boot path, step for step (`mm/mm_init.c`,
-//! `mm/hugetlb.c`), on a memmap-core [`Memmap`], plus the tail-init strategies.
-//!
-//! Every struct page store goes through memmap-core's kernel operations
-//! (`init_single_page`, `prep_compound_tail`, `set_page_count`, `prep_compound_head`,
-//! `page_ref_freeze`, `set_flag`/`clear_flag`, `set_pageblock_migratetype`); the template paths
-//! only copy what those produced.
-//!
-//! ## Tail pages and the template
-//!
-//! After `__init_single_page()` + `prep_compound_tail()` + `set_page_count(0)` a hugetlb tail
-//! page holds (64-byte layout, VMEMMAP):
-//!
-//! | word | value | depends on |
-//! |---|---|---|
-//! | flags @0 | node, zone, last-cpupid ones | nothing (section bits under classic SPARSEMEM: the PFN) |
-//! | @8 `compound_head` | `head + 1`, or from 7.1 with HVO the mask `GENMASK(63, order + 6) \| 1` | the folio (the order) |
-//! | @16 `lru.prev` | `&page->lru` (the page's own address + 8) | **the page's address** |
-//! | @24 `mapping` | `TAIL_MAPPING` | nothing |
-//! | @32, @40 | 0 | nothing |
-//! | @48 / @52 | `_mapcount` -1 / `_refcount` 0 | nothing |
-//! | @56 | 0 | nothing |
-//! | @64 `virtual` (72-byte layout) | `__va(pfn << PAGE_SHIFT)` | the PFN |
-//!
-//! Unlike a ZONE_DEVICE page, whose word 16 (`zone_device_data`) is set to NULL, a hugetlb tail
-//! keeps the `INIT_LIST_HEAD(&page->lru)` self-pointer in `lru.prev`: `prep_compound_tail()`
-//! overwrites only `lru.next` (the `compound_head` word). So a template copy must refresh word
-//! 16 for every page, besides the PFN-dependent fields `memmap_init_page_from_template()`
-//! refreshes (section bits, `virtual`). The upstream patch ("mm/hugetlb: optimize bootmem hugepage
-//! tail vmemmap init") refreshes only the latter; on the baseline's
-//! `__init_single_page()` its copies would carry the template page's `lru.prev`. This crate's
-//! template and streaming paths refresh all three, and the property tests compare them byte for
-//! byte with the slow path.
+//! The per-folio kernel operations of the boot path (`mm/mm_init.c`, `mm/hugetlb.c`) on a
+//! memmap-core [`Memmap`], through memmap-core's kernel operations, plus the tail-init
+//! strategies. The tail page words and why the template refreshes `lru.prev`:
+//! `docs/hugetlb-init.md` in the repository.
 
 use memmap_core::model::page::offsets;
 use memmap_core::{
@@ -49,7 +20,7 @@ pub(crate) const HPG_VMEMMAP_OPTIMIZED: u32 = 4;
 pub(crate) const HPG_FREED: u32 = 3;
 
 /// Byte offsets of the hugetlb folio fields inside the page that holds them: page\[3\] from
-/// 6.15, page\[2\] before ([`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page)(memmap_core::FolioLayout::hugetlb_fields_page)). `struct folio` pads each
+/// 6.15, page\[2\] before ([`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page)). `struct folio` pads each
 /// page to `sizeof(struct page)`, so these hold for the 72-byte layout too.
 pub(crate) mod folio3 {
     /// `_hugetlb_subpool` (+16: folio byte 208 from 6.15, 144 before, with 64-byte pages).
@@ -100,7 +71,7 @@ pub(crate) fn reserve_bootmem_head<P: StructPage, H: InitHooks>(
 ///
 /// * Slow: per page `__init_single_page()`, `prep_compound_tail()`, `set_page_count(page, 0)`.
 /// * Template: the first tail through the slow path, every other tail a copy of it with
-///   `lru.prev`, the section bits and `virtual` refreshed (see the module documentation),
+///   `lru.prev`, the section bits and `virtual` refreshed (see `docs/hugetlb-init.md`),
 ///   built in registers and stored with normal stores.
 /// * Streaming: the same records streamed from registers (`StructPage::store_streaming`), drained before
 ///   returning (so before the folio is used by anyone).

@@ -1,26 +1,7 @@
 //! `gather_bootmem_prealloc()` per node (in parallel under `std`) and
-//! `prep_and_add_bootmem_folios()` with HVO and the fallback tail init.
-//!
-//! ## Parallel tail init within a node
-//!
-//! The kernel gathers nodes in parallel (one padata work per node) but initializes a node's
-//! fallback tails on that node's one worker. With [`BootParams::tail_threads`] above one
-//! (`std`), [`prep_and_add_bootmem_folios`] first initializes the fallback tails of every
-//! folio of its list as one padata job: each folio's tails are cut at memory-section
-//! boundaries (whole folios for hstates smaller than a section), each piece runs the
-//! one-thread tail init on its own view of the memmap, and each worker drains its streaming
-//! stores before it reports a piece done. The per-folio loop then does the rest (migrate type,
-//! free list) in kernel order. The memmap is byte-identical to one thread: the tails are written
-//! by nothing else and depend on nothing the rest of the loop writes (property tests check it).
-//! What changes:
-//!
-//! * the [`crate::phase::FALLBACK_TAILS`] hook brackets the whole job once per list instead of
-//!   once per folio (the time is that of all the list's fallback tails);
-//! * `drains` counts one drain per streamed piece instead of one per folio;
-//! * `cond_resched` is not called by the tail init in either case;
-//! * `page_ref_set` events: when the tracepoint is active the tails are initialized on the
-//!   node's worker in kernel order, as with one thread (the events' order is part of the
-//!   result).
+//! `prep_and_add_bootmem_folios()` with HVO and the fallback tail init; the fallback tails of a
+//! node's list on several threads with [`BootParams::tail_threads`] (what that changes:
+//! `docs/hugetlb-init.md`).
 
 #[cfg(feature = "std")]
 use crate::folio::Folio;
@@ -308,7 +289,7 @@ pub(crate) fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: 
 }
 
 /// The fallback tails of the list's folios as one padata job over `params.tail_threads`
-/// workers (see the module documentation): `Some(per-record result)` when it ran, `None` when
+/// workers (see `docs/hugetlb-init.md`): `Some(per-record result)` when it ran, `None` when
 /// the tails are to be initialized by the per-folio loop (one worker, an active tracepoint, or
 /// nothing to do).
 #[cfg(feature = "std")]

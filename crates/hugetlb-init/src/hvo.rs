@@ -1,45 +1,6 @@
-//! HVO, the HugeTLB vmemmap optimization (`mm/hugetlb_vmemmap.c`), and when it does not run.
-//!
-//! `__hugetlb_vmemmap_optimize_folio()` sets `HPG_vmemmap_optimized` on the folio and calls
-//! `vmemmap_remap_free(start = head_vmemmap + PAGE_SIZE, end = head_vmemmap +
-//! hugetlb_vmemmap_size(h), reuse = head_vmemmap)` (vmemmap pages are base pages of the
-//! configuration: 4, 16 or 64 KiB, holding 64, 256 or 1024 struct pages), which
-//!
-//! 1. splits the vmemmap PMD into PTEs (`vmemmap_split_pmd`, which allocates a page-table page:
-//!    the allocation whose failure makes HVO fail with `-ENOMEM`),
-//! 2. allocates a **new** page, copies the head vmemmap page into it and maps it read-write
-//!    as the head vmemmap page (so the old, physically contiguous vmemmap block can be freed
-//!    whole); if that allocation fails it keeps the current head page (\[recalled\]
-//!    `vmemmap_remap_free()`/`vmemmap_pte_range()`: "Fallback to the currently mapped head page
-//!    in case should it fail to allocate"),
-//! 3. maps every vmemmap page in `[start, end)` read-only (`PAGE_KERNEL_RO`) onto that page,
-//! 4. frees the old vmemmap pages.
-//!
-//! On failure the flag is cleared again and the folio is left as before. Afterwards struct page
-//! `R * k + j` of the folio *is* struct page `j` of the head vmemmap page, `R` the struct pages
-//! of one vmemmap page (`hugetlb_vmemmap_reserve_pages`).
-//!
-//! Two implementations of step 1-4 ([`VmemmapRemap`]):
-//!
-//! * [`ModelRemap`] (no_std): the vmemmap is caller storage without an MMU, so the remapping is
-//!   a page table kept implicitly in the folio's head (an initialized hugetlb head with
-//!   `HPG_vmemmap_optimized` set *is* the remap record). Reads go through
-//!   [`VmemmapRemap::storage_pfn`], which sends struct page `R * k + j` to `j`. The old tail vmemmap
-//!   storage is not touched (freed memory keeps its bytes), so tests can prove that no tail
-//!   beyond the reserve was ever written. It keeps the current head page (the kernel's fallback
-//!   in step 2): there is no allocator to take a new page from.
-//! * `MemfdVmemmap`'s remapper (`std`, Linux): the vmemmap is a memfd mapped `MAP_SHARED`, and
-//!   steps 2-4 are real: a spare page of the file receives the head copy, the tail vmemmap
-//!   pages are `mmap(MAP_FIXED, PROT_READ)`ed onto it, and the old pages are punched out of the
-//!   file. The memory saving is measurable and a write to an optimized tail faults.
-//!
-//! HVO does not run ([`HvoUnavailable`]) when `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` is off (or
-//! SPARSEMEM_VMEMMAP, which it depends on, is), when booted with `hugetlb_free_vmemmap=off`,
-//! when `sizeof(struct page)` is not a power of two (the 72-byte layout), or when the hstate's
-//! struct pages fit in one vmemmap page (`hugetlb_vmemmap_optimizable_size() == 0`: 2 MiB pages
-//! of 16 or 64 KiB base pages). It fails ([`HvoError`]) on an injected allocation failure
-//! ([`HvoFault`]). In every such case the fallback tail init runs and the bytes are those of a
-//! boot without HVO.
+//! HVO, the HugeTLB vmemmap optimization (`mm/hugetlb_vmemmap.c`), and when it does not run:
+//! the model ([`ModelRemap`]) and the remapping interface ([`VmemmapRemap`]). What each step
+//! does and when HVO is unavailable: `docs/hugetlb-init.md` in the repository.
 
 use core::fmt;
 
@@ -315,7 +276,7 @@ impl SharedTailInit {
     }
 }
 
-/// The vmemmap remapping of steps 1-4 of the `hvo` module documentation, for one node's
+/// The vmemmap remapping of steps 1-4 of `docs/hugetlb-init.md`, for one node's
 /// memmap.
 pub trait VmemmapRemap<P: StructPage> {
     /// `vmemmap_remap_free()` for the folio of `nr_pages` base pages at `head_pfn`: remaps its
@@ -343,7 +304,7 @@ pub trait VmemmapRemap<P: StructPage> {
     fn storage_pfn(&self, memmap: &Memmap<'_, P>, pfn: u64) -> u64;
 }
 
-/// The no_std HVO model (see the `hvo` module documentation).
+/// The no_std HVO model (see `docs/hugetlb-init.md`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ModelRemap {
     /// Vmemmap pages freed so far.

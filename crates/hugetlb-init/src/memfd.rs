@@ -1,30 +1,5 @@
 //! Real HVO on Linux (`std`): a memfd-backed vmemmap whose optimized tail pages are mapped
-//! read-only onto one page.
-//!
-//! [`MemfdVmemmap`] is one node's vmemmap: a memfd whose first `map_len` bytes hold the struct
-//! pages (mapped `MAP_SHARED`, read-write) and whose remaining pages are a pool of spare pages
-//! for HVO's head copies (`alloc_pages_node(nid, ...)` in `vmemmap_remap_free()`). Its
-//! remapper (`MemfdRemap`, crate-private) performs `vmemmap_remap_free()` for real:
-//!
-//! 1. an injected page-table allocation failure returns `-ENOMEM` before anything changes;
-//! 2. a spare page receives a copy of the head vmemmap page (`pwrite`), and the head vmemmap
-//!    page is remapped read-write onto it (`mmap(MAP_FIXED)`); without a spare page the current
-//!    head page is kept, as the kernel does when that allocation fails;
-//! 3. every other vmemmap page of the folio is remapped **read-only** (`PROT_READ`,
-//!    `MAP_SHARED | MAP_FIXED`) onto the same file page, one mapping per page, so struct page
-//!    `R * k + j` (`R` struct pages per vmemmap page) is struct page `j` and a store to it
-//!    raises `SIGSEGV`;
-//! 4. the old pages are punched out of the file (`fallocate(PUNCH_HOLE)`), which frees their
-//!    memory: [`MemfdVmemmap::resident_bytes`] (the file's allocated blocks) drops from 16 MiB to
-//!    4 KiB per 1 GiB folio of 4 KiB pages.
-//!
-//! A vmemmap page is a base page of the configuration (4, 16 or 64 KiB); the host's page size
-//! must divide it, and a 16 KiB vmemmap page is then one mapping of four 4 KiB host pages.
-//!
-//! If a mapping call fails half-way (typically `ENOMEM` from `vm.max_map_count`: each
-//! optimized 1 GiB folio of 4 KiB pages costs 4095 mappings, so the default limit of 65530
-//! admits about 15 per process), the folio's original pages are mapped back and the error is returned; the boot
-//! then treats the folio as the kernel treats a failed HVO (fallback tail init).
+//! read-only onto one page (the steps: `docs/hugetlb-init.md` in the repository).
 //!
 //! The struct pages are only ever accessed through raw pointers (memmap-core's [`Memmap`] keeps
 //! no references into its storage), which is what makes replacing pages under it sound.
@@ -48,7 +23,7 @@ fn invalid(msg: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
-/// One node's vmemmap in a memfd (see the [module documentation](self)).
+/// One node's vmemmap in a memfd (see `docs/hugetlb-init.md`).
 pub(crate) struct MemfdVmemmap<P: StructPage> {
     fd: OwnedFd,
     map: NonNull<u8>,
@@ -362,7 +337,7 @@ impl<P: StructPage> Drop for MemfdVmemmap<P> {
     }
 }
 
-/// The HVO backend of one [`MemfdVmemmap`] (see the [module documentation](self)).
+/// The HVO backend of one [`MemfdVmemmap`] (see `docs/hugetlb-init.md`).
 pub(crate) struct MemfdRemap<'a, P: StructPage> {
     fd: BorrowedFd<'a>,
     map: NonNull<u8>,
