@@ -122,7 +122,8 @@ pub struct HostBacking<'a> {
 
 impl<'a> HostBacking<'a> {
     /// Memory nothing is known about, in base pages.
-    pub(crate) const UNKNOWN: HostBacking<'static> = HostBacking::new(BackingKind::Unknown, BASE_PAGE, false, None);
+    pub(crate) const UNKNOWN: HostBacking<'static> =
+        HostBacking::new(BackingKind::Unknown, BASE_PAGE, false, None);
 
     /// A backing of `kind` in pages of `page_size` bytes (`hugetlb`: hugetlbfs pages), of
     /// `file` at an offset for a file mapping. Its stores are [`Stores::FaultInAll`]: every page
