@@ -6,27 +6,13 @@
 //! * Clear: `dcbz` on every whole block where [`crate::cpu_features`] gives the data-cache
 //!   block size (Linux: `AT_DCACHEBSIZE` from the auxiliary vector; a kernel: the device tree's
 //!   `d-cache-block-size`, passed with [`crate::set_cpu_features`]), as Linux's `clear_page`
-//!   does on powerpc; `write_bytes` without it. `dcbz` establishes the block in the cache as
+//!   does on powerpc; `write_bytes` without it (the size is never guessed: `dcbz` zeroes the
+//!   whole block around its address). `dcbz` establishes the block in the cache as
 //!   zeros without reading it from memory: the read-for-ownership traffic a write-once clear
 //!   should not cause.
 //! * Drain: `sync` (heavyweight sync).
 //!
-//! ## Why the block size must be known exactly
-//!
-//! `dcbz` zeroes the whole block containing its address, and the block is 128 bytes on POWER7
-//! to POWER10 but 32 bytes on many embedded cores. Guessing 32 on a 128-byte machine would
-//! zero 96 bytes outside the range, so without a block size from the kernel or the caller
-//! `dcbz` is not used at all.
-//!
-//! ## Which barrier `drain()` needs
-//!
-//! `dcbz` is ordered as a store. What `drain()` promises is that every earlier streaming
-//! store is ordered before any later load or store of this thread as other processors observe
-//! them. `lwsync` orders store-store, load-load and load-store but not an earlier store
-//! against a later load, so the barrier is `sync`. It runs once per batch.
-//!
-//! `dcbz` to caching-inhibited or write-through memory raises an alignment interrupt: this
-//! backend is for normal (cacheable) memory, which is all this crate is for.
+//! Why this barrier and these hints: `docs/stream-hal.md` in the repository.
 
 use core::ptr;
 

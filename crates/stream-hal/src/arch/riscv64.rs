@@ -8,42 +8,14 @@
 //!   `write_bytes` below [`crate::CLEAR_STREAMING_MIN`] and `ntl.all`-hinted zero stores from
 //!   there.
 //!
-//! ## Why `ntl.all`, and why it is safe everywhere
-//!
-//! Zihintntl's four hints say how far up the memory hierarchy the *next* memory access has
-//! temporal locality: `ntl.p1` (the innermost private cache), `ntl.pall` (all private caches),
-//! `ntl.s1` (the innermost shared cache) and `ntl.all`, which the specification defines as no
-//! temporal locality within the capacity of any level of the hierarchy. Write-once data much
-//! larger than the caches (a memmap, cleared pages that are handed out later) is exactly that
-//! case, and `ntl.all` is the hint the specification names for such streaming accesses; the
-//! three narrower hints describe data that is reused from some cache level, which the
-//! destinations of this crate's streaming entry points are not (the safe API leaves small,
-//! soon-reread destinations to the cached paths through [`crate::FillMode::READ_SOON`] and the
-//! clear size bands). Nothing on riscv64 has been measured for this crate: no riscv64 hardware
-//! was at hand, and QEMU ignores the hints, so the choice rests on the specification's
-//! definitions, not on timings.
-//!
-//! The hints are HINT encodings (`add x0, x0, x5`, or `c.add x0, x5` compressed), which every
-//! RV64I hart executes as a no-op where Zihintntl is not implemented, so they need no
-//! detection. A hint applies to the instruction right after it, so each hint and its store are
-//! emitted in one `asm!` block where the compiler cannot put anything between them.
-//!
-//! ## Which fence `drain()` needs
-//!
-//! Under RVWMO a store hinted with `ntl.all` is an ordinary store, and `cbo.zero` is ordered as
-//! a store of zeros (the CMO specification), so neither leaves the memory model: this hart
-//! observes them in program order. What `drain()` promises is that every earlier streaming
-//! store is ordered before any later load or store of this hart, as observed by the other
-//! harts: predecessor set `w`, successor set `rw`, `fence w, rw`. (A release store only gives
-//! `fence rw, w` ordering, which leaves a later load free to be satisfied before the streamed
-//! stores become visible.) Device memory needs `fence o, ...` and is not what this crate is for.
-//!
 //! ## Alignment
 //!
 //! Misaligned accesses may trap and be emulated (slowly) by the execution environment, so the
 //! body is stored with naturally aligned `sd` only, and `cbo.zero` gets block-aligned
 //! addresses; the source is read with `read_unaligned`, which the compiler turns into aligned
 //! loads where it can prove alignment and byte loads otherwise.
+//!
+//! Why this barrier and these hints: `docs/stream-hal.md` in the repository.
 
 use core::ptr;
 

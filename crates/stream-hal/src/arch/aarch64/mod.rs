@@ -28,24 +28,7 @@
 //! `unsafe` [`crate::set_cpu_features`]; the safe [`crate::restrict_cpu_features`] can only
 //! take it away.
 //!
-//! ## Which barrier `drain()` needs
-//!
-//! `stnp` is architecturally an ordinary store with a hint that the data will not be reused
-//! soon; the Arm ARM's only ordering relaxation for the non-temporal pair instructions concerns
-//! *loads* (`ldnp` need not respect an address dependency on the earlier load). So, unlike x86
-//! `movnt*`, `stnp` does not leave the normal memory model: it is observed in program order by
-//! this PE, and by other observers under the same weak ordering as any store. What `drain()`
-//! promises is stronger than what a release store gives for free: *every earlier streaming store
-//! is ordered before any later load or store*. Ordering stores against later stores would be
-//! `dmb ishst`; ordering them against later *loads* as well (for example a streamed buffer
-//! followed by a load that decides whether to publish it, a store-then-load pattern) needs the
-//! full `dmb ish`. The MOPS memory sets are explicit writes of Normal memory too (their bytes
-//! may be written in any order among themselves) and `dmb ish` orders them in the same way.
-//! Normal cacheable memory shared between the CPUs of one OS is the
-//! inner-shareable domain, so `ish` is the right scope; device or pmem users that must reach the
-//! point of persistence need cache maintenance (`dc cvap`) and `dsb`, which is not what this
-//! crate is for. `drain()` runs once per batch, so the cost of the stronger barrier is
-//! negligible.
+//! Why this barrier and these hints: `docs/stream-hal.md` in the repository.
 
 use core::ptr;
 
