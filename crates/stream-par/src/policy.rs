@@ -1,5 +1,4 @@
-//! The thread-count policy of every parallel runner, [`Threads`], and its `Auto` search
-//! ([`auto_threads`]).
+//! The thread-count policy of every parallel runner, [`Threads`], and its `Auto` search.
 
 #[cfg(feature = "std")]
 use std::sync::OnceLock;
@@ -20,7 +19,7 @@ pub enum Threads {
     /// Exactly this many workers (the caller included; 0 counts as 1). Not capped by the CPU
     /// count: an explicit request is honoured.
     Fixed(usize),
-    /// The count where bandwidth stops growing on this machine ([`auto_threads`]: measured
+    /// The count where bandwidth stops growing on this machine (measured
     /// once per process, on the first job of at least [`AUTO_MIN_BYTES`] that asks); never
     /// more than [`available_cpus`]. The measurement makes that first job slower and raises
     /// the process's peak resident memory by its 256 MiB buffer (freed afterwards): resolve it
@@ -34,7 +33,7 @@ pub enum Threads {
 }
 
 /// The smallest gain of a step in the [`Threads::Auto`] search: 10 %.
-pub const AUTO_MIN_GAIN: f64 = 1.10;
+pub(crate) const AUTO_MIN_GAIN: f64 = 1.10;
 
 /// Below this many bytes of work, [`Threads::Auto`] uses one thread: 8 MiB.
 pub const AUTO_MIN_BYTES: u64 = 8 << 20;
@@ -69,7 +68,7 @@ impl Threads {
         n
     }
 
-    /// The policy with `Auto` replaced by the count it stands for ([`auto_threads`], measured
+    /// The policy with `Auto` replaced by the count it stands for (measured
     /// now if this process has not measured it yet); other policies unchanged.
     #[must_use]
     pub fn resolve(self) -> Threads {
@@ -117,7 +116,7 @@ pub fn available_cpus() -> usize {
 /// the buffer's memory (freed before it returns); later calls cost nothing
 /// (`docs/performance/threads-auto.md`).
 #[must_use]
-pub fn auto_threads() -> usize {
+pub(crate) fn auto_threads() -> usize {
     static COUNT: OnceLock<usize> = OnceLock::new();
     *COUNT.get_or_init(|| measure_auto(available_cpus(), AUTO_PROBE_BYTES))
 }

@@ -1,5 +1,5 @@
 //! What the first parallel call with `Threads::Auto` costs a process: the bandwidth search
-//! behind it (`stream_par::auto_threads`) runs once per process, on that call, on a
+//! behind it (in stream-par) runs once per process, on that call, on a
 //! buffer of its own. Each run of this program is a fresh process that zeroes 64 MiB of
 //! resident guest memory twice with the policy named on the command line and prints both
 //! times and the peak resident memory (`VmHWM`) before and after the first call:
