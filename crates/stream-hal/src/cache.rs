@@ -9,7 +9,7 @@ mod slot;
 use slot::Slot;
 
 /// The cache levels [`CacheInfo`] describes: 1 to 4.
-pub const MAX_CACHE_LEVELS: usize = 4;
+pub(crate) const MAX_CACHE_LEVELS: usize = 4;
 
 /// Where [`Reuse::WriteOnce`] streams from: 4 KiB, one base page of records.
 pub const WRITE_ONCE_FLOOR: usize = 4096;
@@ -222,7 +222,7 @@ impl CacheInfo {
         if self.line_size == 0 { None } else { Some(self.line_size) }
     }
 
-    /// The data or unified cache of `level` (1 to [`MAX_CACHE_LEVELS`]) in bytes, if there is
+    /// The data or unified cache of `level` (1 to 4) in bytes, if there is
     /// one.
     #[must_use]
     pub const fn level_size(&self, level: usize) -> Option<u64> {

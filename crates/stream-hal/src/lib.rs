@@ -38,8 +38,8 @@ mod writer;
 pub use backend::{Arch, Backend, BuildConfig, GenericReason};
 
 pub use cache::{
-    CacheInfo, CacheSource, MAX_CACHE_LEVELS, NoCacheInfo, READ_SOON_FALLBACK, Reuse, WRITE_ONCE_FLOOR,
-    auto_threshold, cache_info, set_cache_info, streaming_threshold,
+    CacheInfo, CacheSource, NoCacheInfo, READ_SOON_FALLBACK, Reuse, WRITE_ONCE_FLOOR, auto_threshold,
+    cache_info, set_cache_info, streaming_threshold,
 };
 pub use cpu::{BlockSize, CpuFeatures, cpu_features, restrict_cpu_features, set_cpu_features};
 pub use fill::{FillMode, fill_records, template_fill, template_fill_with};

@@ -109,20 +109,6 @@ impl<T: Record> StreamWriter<'_, T> {
         n
     }
 
-    /// Streams `f(i)` into the next `n` slots (`i` is the absolute slot index).
-    ///
-    /// # Errors
-    ///
-    /// [`WriterFull`] if fewer than `n` slots remain (nothing is written, `f` is not called).
-    pub fn fill_n_with(&mut self, n: usize, f: impl FnMut(usize) -> T) -> Result<(), WriterFull> {
-        if n > self.remaining() {
-            return Err(WriterFull { requested: n, remaining: self.remaining() });
-        }
-        // SAFETY: `n <= remaining()`.
-        unsafe { self.fill_with_unchecked(n, f) };
-        Ok(())
-    }
-
     /// # Safety
     ///
     /// `n <= self.remaining()`.

@@ -12,6 +12,6 @@ mod policy;
 pub use padata::{PadataChunks, PadataError, PadataJob, PadataPlan};
 #[cfg(feature = "std")]
 pub use padata::{PadataReport, padata_do_multithreaded, padata_do_multithreaded_together};
-pub use policy::{AUTO_MIN_BYTES, Threads};
 #[cfg(feature = "std")]
 pub use policy::available_cpus;
+pub use policy::{AUTO_MIN_BYTES, Threads};
