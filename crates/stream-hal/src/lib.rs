@@ -139,13 +139,10 @@ pub fn drain() {
 /// Hints the CPU to bring the cache line holding `p` into the caches, for a read (or a
 /// read-modify-write) that follows soon.
 ///
-/// A hint only: it never faults, whatever `p` points to (so it is safe to call with any
-/// pointer), has no effect on program semantics, and is not held back by locks or fences, so
-/// a loop that takes a lock per item can issue the prefetch for an item a few iterations ahead
-/// and overlap its cache miss with the current item's work (the serial miss-per-lock pattern
-/// of a boot-time free pass). x86-64: `prefetcht0`. aarch64: `prfm pldl1keep`. riscv64:
-/// Zicbop `prefetch.r` (a no-op hint on harts without Zicbop). powerpc64: `dcbt`. Generic
-/// backend (and therefore Miri and sanitizer builds): nothing.
+/// A hint only: it never faults, whatever `p` points to, and changes nothing a program can
+/// observe, so a loop can prefetch an item a few iterations ahead of the one it works on.
+/// x86-64 `prefetcht0`, aarch64 `prfm pldl1keep`, riscv64 Zicbop `prefetch.r`, powerpc64
+/// `dcbt`; nothing on the generic backend.
 #[inline(always)]
 pub fn prefetch<T>(p: *const T) {
     arch::prefetch(p.cast());
@@ -157,35 +154,17 @@ pub fn prefetch<T>(p: *const T) {
 pub const CLEAR_STREAMING_MIN: usize = 1 << 20;
 
 /// Smallest range (bytes) the x86-64 [`clear`] hands back to one `rep stosb` on AMD CPUs
-/// without `CLZERO` ([`CpuFeatures::large_rep_stosb`]): 512 MiB. From about that size AMD's
-/// fast-string microcode uses its own non-temporal protocol and beats `movntdq` stores; below
-/// it it stays on the cached path. Intel's stays on the cached path at every size, so Intel
-/// CPUs stream from [`CLEAR_STREAMING_MIN`] up, as AMD CPUs with `CLZERO` do
-/// (`docs/performance/clear-methods.md` has the measurements).
+/// without `CLZERO` ([`CpuFeatures::large_rep_stosb`]): 512 MiB, from where AMD's fast-string
+/// microcode stores non-temporally itself. Other CPUs stream from [`CLEAR_STREAMING_MIN`] up.
 pub const CLEAR_REP_LARGE_MIN: usize = 512 << 20;
 
 /// Zeroes `len` bytes at `dst` with the architecture's best bulk primitive for that size.
 ///
-/// This is the `clear_pages()` range primitive of the Linux batch-clear series, in bytes:
-/// one call for a whole high-order allocation instead of one `clear_page()` per page.
-///
-/// * x86-64: `rep stosb` (Linux's choice on ERMS CPUs) below [`CLEAR_STREAMING_MIN`];
-///   streaming zeroing from there up: `clzero` per 64-byte line where [`cpu_features`] reports
-///   it (AMD), else `movntdq` (or `movnti` without SSE), on AMD CPUs without `CLZERO` up to
-///   [`CLEAR_REP_LARGE_MIN`] and `rep stosb` beyond (`rep stosb` stays on the cached path
-///   there, at a fraction of the streaming rate).
-/// * aarch64: where [`cpu_features`] reports FEAT_MOPS (Linux: `HWCAP2_MOPS`), one
-///   `setpn`/`setmn`/`seten` (non-temporal memory set) sequence over the range, as Linux's
-///   `clear_page`; else `dc zva` in blocks of `4 << DCZID_EL0.BS` bytes, or `stnp xzr, xzr`
-///   when `DCZID_EL0.DZP` prohibits `dc zva`.
-/// * riscv64: `cbo.zero` blocks where [`cpu_features`] reports Zicboz; else `write_bytes`
-///   below [`CLEAR_STREAMING_MIN`] and `ntl.all`-hinted zero stores from there.
-/// * powerpc64: `dcbz` blocks where [`cpu_features`] gives the block size; else `write_bytes`.
-/// * generic: `write_bytes`.
-///
-/// Any alignment and length are accepted (edges are cleared with normal stores), but
-/// page-aligned ranges are the fast case. [`clear_cached`] and [`clear_streaming`] force one
-/// method.
+/// The `clear_pages()` range primitive of the Linux batch-clear series, in bytes: one call
+/// for a whole high-order allocation. Which instruction per architecture and size (with
+/// [`CLEAR_STREAMING_MIN`], [`CLEAR_REP_LARGE_MIN`] and the [`cpu_features`] in effect): the
+/// table in the [crate documentation](crate). Any alignment and length are accepted (edges get
+/// normal stores); [`clear_cached`] and [`clear_streaming`] force one method.
 ///
 /// # Safety
 ///
@@ -225,10 +204,8 @@ pub unsafe fn clear_pages_of(dst: *mut u8, npages: usize, page_size: PageSize) {
     unsafe { arch::clear(dst, npages * page_size.bytes()) }
 }
 
-/// [`clear`] with the cached method whatever the size: x86-64 one `rep stosb`, aarch64 the
-/// temporal MOPS memory set `setp`/`setm`/`sete` with FEAT_MOPS, else `dc zva` (or `stnp` where
-/// prohibited), riscv64 `cbo.zero` (or `write_bytes` without Zicboz),
-/// powerpc64 `dcbz` (or `write_bytes`), generic `write_bytes`.
+/// [`clear`] with the cached method whatever the size (x86-64 `rep stosb`, aarch64 the
+/// temporal MOPS set or `dc zva`, the block-zeroing instruction or `write_bytes` elsewhere).
 ///
 /// # Safety
 ///
@@ -239,10 +216,7 @@ pub unsafe fn clear_cached(dst: *mut u8, len: usize) {
     unsafe { arch::clear_cached(dst, len) }
 }
 
-/// [`clear`] with streaming stores whatever the size ([`streaming_clear_method`] says which:
-/// x86-64 `clzero` or `movntdq`/`movnti` of zero, aarch64 `stnp xzr, xzr`, riscv64
-/// `ntl.all`-hinted `sd`, powerpc64 `dcbz` (or `write_bytes`: it has no non-temporal store),
-/// generic `write_bytes`).
+/// [`clear`] with streaming stores whatever the size ([`streaming_clear_method`] says which).
 ///
 /// # Safety
 ///

@@ -27,8 +27,7 @@ pub(crate) const MIN_CHUNK: u64 = 8 << 20;
 pub enum Placement {
     /// Pin each worker to the CPUs of the node that holds its memory when the host has two or
     /// more NUMA nodes with CPUs (the host's topology, read once, and the kernel's answer for
-    /// the memory); on a one-node host,
-    /// unpinned and without lookups.
+    /// the memory); on a one-node host, unpinned and without lookups.
     #[default]
     Auto,
     /// Never pin, never look nodes up.

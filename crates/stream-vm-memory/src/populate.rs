@@ -21,39 +21,31 @@ pub(crate) const THP_SIZE: usize = 2 << 20;
 /// How pages are faulted in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum PopulateMethod {
-    /// `MADV_POPULATE_WRITE` (Linux 5.14 and later) where the host has it (checked once per
-    /// process on a page of its own, [`HostSupport::populate_write`](crate::HostSupport::populate_write):
-    /// a kernel before 5.14 refuses the advice, qemu-user before 8.1 ignores every `madvise`),
-    /// [`PopulateMethod::Touch`] where it does not. The kernel's refusal of the advice for a
-    /// mapping (`EINVAL`: not writable, or a device mapping) is an error, never a reason to
-    /// touch.
+    /// `MADV_POPULATE_WRITE` where the host has it
+    /// ([`HostSupport::populate_write`](crate::HostSupport::populate_write)), else
+    /// [`PopulateMethod::Touch`]. The kernel's refusal of the advice for a mapping (`EINVAL`) is
+    /// an error, never a reason to touch.
     #[default]
     Auto,
     /// `MADV_POPULATE_WRITE` only: where it is unavailable, [`Error::Os`].
     Madvise,
-    /// One write fault per page: an atomic compare-and-swap of one byte with itself, which
-    /// takes a write fault without changing the byte, even if a vCPU writes it at the same
-    /// moment (a plain read-then-write could lose that write). Only where such a store cannot
-    /// raise a signal ([`Stores::Direct`]: private anonymous memory); other memory is faulted
-    /// in with `MADV_POPULATE_WRITE`, or refused before anything is done
+    /// One write fault per page: a compare-and-swap of one byte with itself (a vCPU's
+    /// concurrent write is not lost). Only where a store cannot raise a signal
+    /// ([`Stores::Direct`]); other memory takes `MADV_POPULATE_WRITE`, or is refused up front
     /// ([`Unwritable::Unchecked`](crate::Unwritable::Unchecked)) on a host without it.
     Touch,
 }
 
 /// Transparent huge pages for the populated memory.
 ///
-/// The default is [`HugePageAdvice::Advise`]: fewer, larger faults populate fresh memory
-/// faster, unless the host must compact memory to find 2 MiB blocks for every call; there,
-/// pass [`HugePageAdvice::Leave`] (`docs/performance/vmm-notes.md`).
+/// The default is [`HugePageAdvice::Advise`] (fewer, larger faults); on a host that must
+/// compact memory to find 2 MiB blocks, pass [`HugePageAdvice::Leave`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum HugePageAdvice {
     /// `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of each anonymous or shmem/memfd
-    /// region piece before populating (not hugetlbfs, whose pages are huge already), as Cloud
-    /// Hypervisor's `thp=on` and Firecracker's huge-page option do: with THP in `madvise` mode
-    /// the pages are then faulted in as 2 MiB pages. The advice stays on the mapping after the
-    /// call: the guest's own later faults take huge pages too, and `khugepaged` may collapse
-    /// the rest (more resident memory where the guest uses little of each 2 MiB). A kernel
-    /// without THP refuses it; that is not an error (see [`PopulateReport::huge_advised`]).
+    /// region piece (not hugetlbfs) before populating. The advice stays on the mapping after
+    /// the call. A kernel without THP refuses it, which is not an error
+    /// ([`PopulateReport::huge_advised`]).
     #[default]
     Advise,
     /// Leave the mapping's advice as it is.
@@ -74,9 +66,7 @@ pub struct PopulateOptions {
 }
 
 impl PopulateOptions {
-    /// `workers`, [`PopulateMethod::Auto`], [`HugePageAdvice::Advise`] (`MADV_HUGEPAGE`, which
-    /// stays on the mapping: see [`HugePageAdvice`] for the measurement behind the default and
-    /// when to pass [`HugePageAdvice::Leave`]), no cancellation.
+    /// `workers`, [`PopulateMethod::Auto`], [`HugePageAdvice::Advise`], no cancellation.
     #[must_use]
     pub fn new(workers: Workers) -> PopulateOptions {
         PopulateOptions { workers, ..PopulateOptions::default() }
@@ -92,30 +82,23 @@ pub struct PopulateReport {
     pub populated: u64,
     /// Whether the call stopped early because of its [`Cancel`] token.
     pub cancelled: bool,
-    /// The guest ranges populated, merged and sorted: all of the range unless cancelled (the
-    /// workers take chunks in order, so a cancelled call has done a prefix of each node's
-    /// part, less the chunks in flight; call again to finish, populating is idempotent).
+    /// The guest ranges populated, merged and sorted: all of the range unless cancelled
+    /// (populating is idempotent: call again to finish).
     pub done: Vec<(GuestAddress, u64)>,
-    /// The method used: [`PopulateMethod::Madvise`] or [`PopulateMethod::Touch`] (which
-    /// touches only memory where a store cannot raise a signal, see [`PopulateMethod::Touch`]).
+    /// The method used: [`PopulateMethod::Madvise`] or [`PopulateMethod::Touch`].
     pub method: PopulateMethod,
     /// The huge-page advice the call was given ([`PopulateOptions::huge_pages`]).
     pub huge_pages: HugePageAdvice,
-    /// Bytes given `MADV_HUGEPAGE` (0 with [`HugePageAdvice::Leave`], for hugetlbfs, or when the
-    /// kernel refused the advice).
+    /// Bytes given `MADV_HUGEPAGE` (0 when left, for hugetlbfs, or refused).
     pub huge_advised: u64,
     /// The workers' report.
     pub work: WorkReport,
 }
 
 /// Faults in the pages of `len` guest bytes from `addr` on for writing, in parallel (see
-/// [`Workers`]: chunks of at least 8 MiB split at 2 MiB (or huge page) boundaries, a padata job
-/// per NUMA node with its workers pinned to the node's CPUs), with huge-page advice where the
-/// region allows, stopping early when `options.cancel` is cancelled.
-///
-/// Populating changes no byte: a fresh anonymous page reads as zero before and after, a
-/// present page keeps its contents. So nothing is marked dirty. Pages are whole: the first
-/// and last page of the range are faulted in entirely.
+/// [`Workers`]), with huge-page advice where the region allows, stopping early when
+/// `options.cancel` is cancelled. No byte changes, so nothing is marked dirty; the first and
+/// last page of the range are faulted in whole.
 ///
 /// # Errors
 ///

@@ -21,38 +21,24 @@ use crate::sys::{self, Advice};
 /// How [`reset`] makes the range read as zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ResetPolicy {
-    /// The faster path, page by page, by the rule of [`reset_path`](crate::reset_path):
-    /// resident pages are zeroed in place, pages that are not resident (never faulted in, discarded before, swapped out) are discarded where the backing allows it,
-    /// so that they stay out of memory and read as zero. Residency is kept as it was: what was
-    /// resident is resident and zero, the rest is not faulted in.
+    /// Page by page, by the rule of [`reset_path`](crate::reset_path): resident pages are
+    /// zeroed in place, pages that are not resident are discarded where the backing allows it,
+    /// so residency stays as it was.
     ///
-    /// Residency is asked of the kernel: `mincore` (one call per 16 MiB). Of private anonymous
-    /// memory that is not resident, only the pages swapped out need a discard: the page tables
-    /// tell them from pages with no entry (never faulted in, or discarded before), which read
-    /// as zero already and are left as they are, counted as discarded (`PAGEMAP_SCAN` on
-    /// `/proc/self/pagemap`, Linux 6.7; before it, all are discarded). Of a shmem file
-    /// (memfd, tmpfs), the same scan finds the pages mapped here, and the page cache is asked
-    /// about the others with one `cachestat` per run (Linux 6.5), where `mincore` would look
-    /// every page of a hole up (a file on disk goes by `mincore`: its data need not be in the
-    /// page cache); for 16 MiB or more of a shared file its holes are first skipped with
-    /// `lseek(SEEK_DATA)` (on a second, read-only description of it, so the caller's file
-    /// offset does not move), where `mincore` would look every page of a hole up in the page
-    /// cache; a hole reads as zero already and is left as it is, counted as discarded. A
-    /// region piece of 16 MiB or more that is out of memory as a whole (no page-table entry,
-    /// or all hole) is found so by one such call on the calling thread, and where all of a
-    /// range of up to 128 MiB is, no worker starts.
+    /// Residency is asked of the kernel (`mincore`; the page tables through `PAGEMAP_SCAN`
+    /// from Linux 6.7, the page cache through `cachestat` from 6.5 and `lseek(SEEK_DATA)`).
+    /// Pages that are out of memory and read as zero already (no page-table entry, a file
+    /// hole) are left as they are and counted as discarded; where a whole range of up to
+    /// 128 MiB is, no worker starts.
     #[default]
     Auto,
     /// Streaming zero in place ([`zero_parallel`](crate::zero_parallel)): the pages stay where
     /// they are, resident.
     InPlace,
-    /// Give the pages back to the host and let them be faulted in again as zero pages:
-    /// `MADV_DONTNEED` for private anonymous memory, `MADV_REMOVE` for shared anonymous
-    /// memory, a punched hole (`fallocate(PUNCH_HOLE)`) for shared file mappings (memfd,
-    /// hugetlbfs). Partial pages at the ends of the range are zeroed in place. With
-    /// `repopulate`, the discarded pages are faulted back in right away
-    /// ([`populate`](crate::populate)'s `MADV_POPULATE_WRITE`), as a VMM that prefaults its
-    /// guest memory wants.
+    /// Give the pages back to the host (`MADV_DONTNEED` for private anonymous memory,
+    /// `MADV_REMOVE` for shared anonymous memory, a punched hole for memfd and hugetlbfs);
+    /// partial pages at the ends are zeroed in place. With `repopulate`, the discarded pages
+    /// are faulted back in right away, as for [`populate`](crate::populate).
     Discard {
         /// Fault the pages back in.
         repopulate: bool,
@@ -64,9 +50,7 @@ pub enum ResetPolicy {
 pub struct ResetReport {
     /// Bytes zeroed in place (partial pages of a discard included).
     pub in_place: u64,
-    /// Bytes discarded, or, under [`ResetPolicy::Auto`], left as they were because they are out
-    /// of memory and read as zero already (private anonymous pages with no page-table entry,
-    /// the holes of a shared file).
+    /// Bytes discarded, or, under [`ResetPolicy::Auto`], left out of memory as they were.
     pub discarded: u64,
     /// Bytes faulted back in after the discard.
     pub repopulated: u64,
@@ -89,15 +73,9 @@ enum Action {
 }
 
 /// Makes `len` guest bytes from `addr` on read as zero, with `workers` (see [`Workers`]), by
-/// `policy`, and marks them dirty: every byte, zeroed or discarded (a discarded page reads as
-/// zero, so it changed).
-///
-/// Ranges may span regions of different backings; each region piece takes its own path under
-/// [`ResetPolicy::Auto`]. The zeroing is drained before each part is marked dirty, and
-/// before return.
-///
-/// Where a store could raise a signal ([`Stores`](crate::Stores)), the pages zeroed in place
-/// are faulted in for writing first, as [`zero`](crate::zero) does.
+/// `policy`, and marks every byte dirty (a discarded page changed too). Each region piece
+/// takes its own path; where a store could raise a signal ([`Stores`](crate::Stores)), pages
+/// zeroed in place are faulted in for writing first, as [`zero`](crate::zero) does.
 ///
 /// # Errors
 ///
