@@ -39,14 +39,11 @@ where
     gather_bootmem_prealloc(nodes, &mut records[..n], params)
 }
 
-/// The boot with the folios where the caller puts them, rather than where memblock's top-down
-/// allocation would: `records` holds each folio's head pfn, hstate and node, grouped by node in
-/// node order, each node's group in the order its free list is to hold them (the first record
-/// ends up first on `h->hugepage_freelists[nid]`). This is how a model reproduces what a
-/// kernel did with huge pages it did not take from memblock, such as boot-time 2 MiB pages,
-/// which `alloc_pool_huge_folio()` takes from the buddy allocator wherever it hands them out:
-/// the oracle learns the heads and the list order from the guest. The rest is
-/// `memmap_init_reserved_heads` and `gather_bootmem_prealloc`, as in [`boot()`].
+/// The boot with the folios where the caller puts them rather than where memblock would:
+/// `records` holds each folio's head pfn, hstate and node, grouped by node in node order, each
+/// group in free-list order (the first record ends up first on `h->hugepage_freelists[nid]`).
+/// For pages a kernel took from the buddy allocator (`alloc_pool_huge_folio()`: boot-time
+/// 2 MiB pages). The rest is as in [`boot()`].
 ///
 /// # Errors
 ///

@@ -63,16 +63,13 @@ pub struct RemapAlloc {
 #[non_exhaustive]
 pub enum TailPageOrigin {
     /// Boot-time pages (`hugepagesz=1G hugepages=N`) with pre-HVO
-    /// ([`KernelConfig::sparsemem_vmemmap_preinit`]; without it they are optimized after boot
-    /// and their tail page is [`TailPageOrigin::Runtime`]'s): `vmemmap_populate_hvo()` maps the
-    /// folio's vmemmap onto the zone's tail page (a zeroed block) before `memmap_init()` runs,
-    /// so `memmap_init()`'s `__init_single_page()` of every PFN it initializes at boot whose
-    /// struct page lies in such a folio's tail vmemmap writes through to the shared page, the
-    /// last writer of each slot winning; `hugetlb_vmemmap_init()` then runs
-    /// `init_compound_tail()` on its struct pages. With `CONFIG_DEFERRED_STRUCT_PAGE_INIT`
-    /// (Debian's kernels) `memmap_init()` initializes the first `PAGES_PER_SECTION` PFNs of a
-    /// node's highest zone at boot; the model takes the node's memory (its `NodeSpec`) to
-    /// start that zone.
+    /// ([`KernelConfig::sparsemem_vmemmap_preinit`]; without it their tail page is
+    /// [`TailPageOrigin::Runtime`]'s): `vmemmap_populate_hvo()` maps the folio's tail vmemmap
+    /// onto the zone's zeroed tail page before `memmap_init()`, whose `__init_single_page()` of
+    /// the PFNs it initializes at boot writes through to it (the last writer of a slot wins);
+    /// `hugetlb_vmemmap_init()` then runs `init_compound_tail()` on it. The model takes a node's
+    /// memory to start its highest zone, of which `memmap_init()` initializes the first
+    /// `PAGES_PER_SECTION` PFNs under `CONFIG_DEFERRED_STRUCT_PAGE_INIT`.
     #[default]
     Boot,
     /// Pages allocated at run time (`nr_hugepages`): `vmemmap_get_tail()` allocates a zeroed

@@ -52,26 +52,20 @@ impl fmt::Display for Reuse {
 /// rule of [`FillMode::AUTO`](crate::FillMode::AUTO) and [`FillMode::Reuse`](crate::FillMode::Reuse)
 /// here and of memmap-core's `Strategy::Auto` (a fill of `bytes` streams when `bytes >=` this).
 ///
-/// * [`Reuse::WriteOnce`] (the default: a kernel's memmap, written once and read much later):
-///   [`WRITE_ONCE_FLOOR`], 4 KiB, whatever the cache. Streaming never reads the destination
-///   and leaves the cache to the data the caller does use; below one page the drain and the
-///   partly filled write-combining lines make it no faster than normal stores.
-/// * [`Reuse::ReadSoon`] (the caller reads the records right after the fill): three quarters
-///   of one CPU's share of the last-level cache ([`CacheInfo::last_level_share`]: its size
-///   divided by the CPUs sharing it), at least [`WRITE_ONCE_FLOOR`]. That is glibc's
-///   non-temporal threshold for `memcpy` on x86 (3/4 of the per-thread share of the shared
-///   cache: its default since glibc 2.26, its lower bound since 2.38): the quarter left keeps
-///   the caller's stack and other hot data cached, and a destination larger than that would
-///   not stay cached until it is read anyway. [`READ_SOON_FALLBACK`] (1 MiB) where the last
-///   level is unknown.
+/// * [`Reuse::WriteOnce`]: [`WRITE_ONCE_FLOOR`] whatever the cache; streaming never reads the
+///   destination, and below one page the drain makes it no faster than normal stores.
+/// * [`Reuse::ReadSoon`]: three quarters of one CPU's share of the last-level cache
+///   ([`CacheInfo::last_level_share`]), at least [`WRITE_ONCE_FLOOR`], as glibc's non-temporal
+///   `memcpy` threshold on x86: the quarter left keeps the caller's hot data cached.
+///   [`READ_SOON_FALLBACK`] where the last level is unknown.
 ///
 /// ```
 /// use stream_hal::{CacheInfo, Reuse, WRITE_ONCE_FLOOR, streaming_threshold};
 ///
 /// // 32 MiB of L3 shared by 2 CPUs.
-/// let zen4 = CacheInfo::new(64, [32 << 10, 1 << 20, 32 << 20, 0], 2);
-/// assert_eq!(streaming_threshold(Reuse::WriteOnce, &zen4), WRITE_ONCE_FLOOR);
-/// assert_eq!(streaming_threshold(Reuse::ReadSoon, &zen4), 12 << 20);
+/// let cache = CacheInfo::new(64, [32 << 10, 1 << 20, 32 << 20, 0], 2);
+/// assert_eq!(streaming_threshold(Reuse::WriteOnce, &cache), WRITE_ONCE_FLOOR);
+/// assert_eq!(streaming_threshold(Reuse::ReadSoon, &cache), 12 << 20);
 /// ```
 #[must_use]
 pub const fn streaming_threshold(reuse: Reuse, cache: &CacheInfo) -> usize {
