@@ -211,18 +211,13 @@ impl<P: StructPage> MemfdVmemmap<P> {
     /// A [`Memmap`] over the struct pages and the [`MemfdRemap`] that optimizes them. The
     /// pageblock array is reset to unset.
     ///
-    /// Crate-private on purpose: once the remapper has run, tail vmemmap pages are mapped
-    /// read-only and alias the head page, so a safe `Memmap::write` through the view could
-    /// fault, and a read of one alias after a write through another could be served from a
-    /// value the compiler kept (it assumes distinct addresses do not alias). The boot, the only
-    /// user, never writes an optimized tail and never reads one through this view; after the
-    /// boot the struct pages are read with [`MemfdVmemmap::read`], whose loads are volatile.
-    ///
-    /// ```compile_fail
-    /// let mut v = hugetlb_init::MemfdVmemmap::<memmap_core::Page64>::new(
-    ///     memmap_core::KernelConfig::X86_64, 1 << 20, 512, 1, false).unwrap();
-    /// let (memmap, _remap) = v.parts(); // private: no safe writable view after HVO
-    /// ```
+    /// Crate-private on purpose (as is the whole type): once the remapper has run, tail
+    /// vmemmap pages are mapped read-only and alias the head page, so a safe `Memmap::write`
+    /// through the view could fault, and a read of one alias after a write through another
+    /// could be served from a value the compiler kept (it assumes distinct addresses do not
+    /// alias). The boot, the only user, never writes an optimized tail and never reads one
+    /// through this view; after the boot the struct pages are read with
+    /// [`MemfdVmemmap::read`], whose loads are volatile.
     ///
     /// # Panics
     ///

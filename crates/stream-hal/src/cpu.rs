@@ -1,28 +1,12 @@
-//! CPU features the backends use beyond what the target enables at compile time, who decides
-//! them, and why safe code can only take them away.
+//! CPU features the backends use beyond what the target enables at compile time
+//! ([`CpuFeatures`]): detected once, or vouched for by the caller with the `unsafe`
+//! [`set_cpu_features`] (a missing instruction faults, a block size claimed too small zeroes
+//! memory outside the range), and only ever taken away by the safe [`restrict_cpu_features`].
 //!
-//! Every feature ([`CpuFeatures`] has the table of what uses each and where it is detected)
-//! but the `rep stosb` choice (a speed rule: `rep stosb` runs on every x86-64 CPU) is an
-//! instruction the CPU must have, and for the block-zeroing ones a size the code must know
-//! exactly (`cbo.zero` and `dcbz` zero the *whole* block around an address: a block size
-//! claimed too small makes them zero bytes outside the range). So:
-//!
-//! * [`set_cpu_features`] is `unsafe`: the caller vouches for every feature it claims, as the
-//!   caller of a `#[target_feature]` function vouches for the CPU. A kernel passes what its own
-//!   CPU setup found (CPUID, the device tree's `riscv,isa-extensions` and `riscv,cboz-block-size`,
-//!   `d-cache-block-size`). From then on the crate detects nothing.
-//! * [`restrict_cpu_features`] is safe and can only **remove** features from the ones in
-//!   effect (detected, or vouched for earlier): the result is the intersection. Where the crate
-//!   cannot detect (`--cfg stream_hal_no_cpuid`, bare-metal aarch64, riscv64 and powerpc64,
-//!   emulated builds) nothing is in effect until an `unsafe` call said so, so the safe function
-//!   can only turn features off there.
-//! * If nothing was set, the first clear that needs to know detects once and caches the answer.
-//!
-//! On aarch64 only FEAT_MOPS is decided here: the `dc zva` block size and permission, which the
-//! clears use without MOPS, are read from `DCZID_EL0` at every clear (an EL0/EL1 register read
-//! that does not trap). The crate reads no ID register for MOPS: `ID_AA64ISAR2_EL1` traps at
-//! EL0 (Linux emulates the read) and says nothing about whether the instructions are enabled,
-//! so a bare-metal kernel that reads it at EL1 passes what it found with [`set_cpu_features`].
+//! On aarch64 only FEAT_MOPS is decided here (the `dc zva` block size and permission are read
+//! from `DCZID_EL0` at every clear). The crate reads no ID register for MOPS: `ID_AA64ISAR2_EL1`
+//! traps at EL0 and says nothing about whether the instructions are enabled, so a bare-metal
+//! kernel passes what it found with [`set_cpu_features`].
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
