@@ -1,19 +1,8 @@
-//! Host NUMA: which CPUs each node has, and which node holds each part of guest memory.
-//!
-//! A [`Topology`] is plain data: the nodes with their CPUs and where the memory's node comes
-//! from ([`MemoryNodes`]). [`Topology::host`] reads it from the kernel
-//! (`/sys/devices/system/node/nodeN/cpulist`, and for memory the kernel's page tables and memory
-//! policies); a VMM that knows how it bound its memory zones, or a test, builds
-//! one with [`Topology::new`] and hands it to the parallel functions through
-//! [`Placement::Topology`](crate::Placement::Topology).
-//!
-//! How the parallel functions use it: the range is cut into units (2 MiB, or larger so that a
-//! range has at most about 4096 of them), the node of each unit is looked up on its first page,
-//! consecutive units of one node form a run, and each node's runs are one padata job whose
-//! workers are pinned to that node's CPUs (intersected with the CPUs the calling thread may use,
-//! so an operator's restriction is never widened). Memory whose node is unknown (not faulted in
-//! yet under the default first-touch policy, or a kernel without NUMA) is worked on by unpinned
-//! workers, the calling thread among them.
+//! Host NUMA: which CPUs each node has, and which node holds each part of guest memory. A
+//! [`Topology`] is plain data: [`Topology::host`] reads it from the kernel, a VMM that knows how
+//! it bound its memory zones (or a test) builds one with [`Topology::new`] and passes it in
+//! [`Placement::Topology`](crate::Placement::Topology). How the parallel functions use it: the
+//! crate documentation's "Threads and NUMA".
 
 use std::io;
 use std::path::Path;
