@@ -12,15 +12,7 @@ use crate::HugetlbError;
 /// has (arm64 with 4 KiB pages registers four: PUD, contiguous PMD, PMD, contiguous PTE).
 pub(crate) const HUGE_MAX_HSTATE: usize = 4;
 
-/// `HUGETLB_VMEMMAP_RESERVE_PAGES` = `HUGETLB_VMEMMAP_RESERVE_SIZE / sizeof(struct page)` for
-/// `cfg`: the struct pages of one vmemmap page (`HUGETLB_VMEMMAP_RESERVE_SIZE` is `PAGE_SIZE`,
-/// "reserve one vmemmap page, all vmemmap addresses are mapped to it"). HVO keeps them unique
-/// and `hugetlb_folio_init_vmemmap()` always initializes them (head plus tails `1..RESERVE`).
-///
-/// 64 with 4 KiB pages and the 64-byte layout, 256 with 16 KiB pages, 1024 with 64 KiB. For
-/// the 72-byte layout the C integer division gives 56 with 4 KiB pages (the 57th struct page
-/// straddles the page boundary); HVO is off with that layout anyway, so the fallback
-/// initializes tails `56..nr` and the bytes are the same as with any other split.
+/// [`Hstate::vmemmap_reserve_pages`] of any hstate of `cfg`.
 #[must_use]
 pub(crate) const fn hugetlb_vmemmap_reserve_pages<P: StructPage>(cfg: &KernelConfig) -> u64 {
     cfg.page_size() / P::SIZE as u64
@@ -359,8 +351,10 @@ impl Hstate {
         self.vmemmap_size::<P>().div_ceil(1 << self.page_shift)
     }
 
-    /// `HUGETLB_VMEMMAP_RESERVE_PAGES` of the hstate's page size (see
-    /// `hugetlb_vmemmap_reserve_pages`).
+    /// `HUGETLB_VMEMMAP_RESERVE_PAGES`: the struct pages of one vmemmap page, which HVO keeps
+    /// and `hugetlb_folio_init_vmemmap()` always initializes (head and tails `1..RESERVE`): 64
+    /// with 4 KiB pages, 256 with 16 KiB, 1024 with 64 KiB; 56 for the 72-byte layout with
+    /// 4 KiB pages (C integer division; HVO is off with that layout).
     #[must_use]
     pub const fn vmemmap_reserve_pages<P: StructPage>(self) -> u64 {
         (1u64 << self.page_shift) / P::SIZE as u64
