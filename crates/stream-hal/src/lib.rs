@@ -332,23 +332,11 @@ impl CpuFeatures {
 }
 
 impl CacheInfo {
-    /// Detects the caches now, without caching the answer. It runs even with `--cfg
-    /// stream_hal_no_cpuid`, which only stops the crate from calling it by itself.
-    ///
-    /// | target | read from |
-    /// |---|---|
-    /// | x86-64, Intel and others | `CPUID` leaf 4 (deterministic cache parameters), the last level's sharers capped by the package's logical processors (leaf `0x1F`, else `0xB`) |
-    /// | x86-64, AMD and Hygon | `CPUID` leaf `0x8000_001D` (with `TopologyExtensions`), else `0x8000_0005`/`0x8000_0006` |
-    /// | aarch64, riscv64, powerpc64 and other targets, on Linux | `/sys/devices/system/cpu/cpu0/cache/index*/`, with the `std` feature |
-    /// | bare metal, other operating systems, Miri, emulated builds | nothing ([`NoCacheInfo`]): the caller passes the caches with [`set_cache_info`] |
-    ///
-    /// On aarch64 the cache geometry registers (`CCSIDR_EL1`, `CLIDR_EL1`) are readable at
-    /// EL1 only (they trap at EL0): a user-space program learns the caches from Linux's sysfs,
-    /// a kernel reads the registers itself and calls [`set_cache_info`].
-    ///
-    /// `CPUID` describes the CPU the call runs on, sysfs CPU 0. Where CPUs differ (Intel's
-    /// P- and E-cores, big.LITTLE), pass the caches of the CPUs that fill with
-    /// [`set_cache_info`].
+    /// Detects the caches now, without caching the answer (even with `--cfg
+    /// stream_hal_no_cpuid`, which only stops the crate from calling it by itself): `CPUID` on
+    /// x86-64, Linux's sysfs elsewhere with `std`, nothing on bare metal and under Miri (see
+    /// the crate documentation). `CPUID` describes the CPU the call runs on, sysfs CPU 0:
+    /// where CPUs differ, pass the caches of the CPUs that fill with [`set_cache_info`].
     #[must_use]
     pub fn detect() -> CacheInfo {
         arch::detect_cache_info()
