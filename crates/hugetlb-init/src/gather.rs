@@ -9,6 +9,7 @@ use crate::phase;
 use memmap_core::{InitHooks, StructPage};
 #[cfg(feature = "std")]
 use memmap_core::{NoHooks, Strategy};
+#[cfg(feature = "std")]
 use stream_par::Threads;
 
 use crate::HugetlbError;

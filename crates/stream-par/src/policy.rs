@@ -33,7 +33,8 @@ pub enum Threads {
 }
 
 /// The smallest gain of a step in the [`Threads::Auto`] search: 10 %.
-pub(crate) const AUTO_MIN_GAIN: f64 = 1.10;
+#[cfg(feature = "std")]
+const AUTO_MIN_GAIN: f64 = 1.10;
 
 /// Below this many bytes of work, [`Threads::Auto`] uses one thread: 8 MiB.
 pub const AUTO_MIN_BYTES: u64 = 8 << 20;
