@@ -1,17 +1,11 @@
 //! Controls of the emulated backends (only with `--cfg stream_hal_emulate`).
 //!
 //! Under `cfg(stream_hal_emulate)` the x86-64, aarch64, riscv64 and powerpc64 backends keep all
-//! of their Rust code
-//! (address arithmetic, alignment steps, edge handling, the loads of the source) and replace
-//! each instruction with an ordinary Rust access of the same bytes and alignment, so Miri and
-//! the sanitizers check that code on any host:
-//!
-//! ```sh
-//! RUSTFLAGS="--cfg stream_hal_emulate" cargo +nightly miri test -p stream-hal
-//! RUSTFLAGS="--cfg stream_hal_emulate" cargo +nightly miri test -p stream-hal --target aarch64-unknown-linux-gnu
-//! RUSTFLAGS="--cfg stream_hal_emulate" cargo +nightly miri test -p stream-hal --target riscv64gc-unknown-linux-gnu
-//! RUSTFLAGS="--cfg stream_hal_emulate" cargo +nightly miri test -p stream-hal --target powerpc64le-unknown-linux-gnu
-//! ```
+//! of their Rust code (address arithmetic, alignment steps, edge handling, the loads of the
+//! source) and replace each instruction with an ordinary Rust access of the same bytes and
+//! alignment, so Miri and the sanitizers check that code on any host
+//! (`RUSTFLAGS="--cfg stream_hal_emulate" cargo +nightly miri test -p stream-hal`, with
+//! `--target` for the other architectures).
 //!
 //! [`backend`](crate::backend) then reports [`Backend::Emulated`](crate::Backend::Emulated).
 //! Nothing is detected (no CPUID, `riscv_hwprobe` or auxiliary vector): the features are what

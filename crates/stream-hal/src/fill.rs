@@ -1,10 +1,8 @@
 //! Template fills: one record built once, copied into every slot, with only what depends on the
 //! slot's index patched. The idea of the Linux memmap template series, for any [`Record`].
 //!
-//! Not every kernel's frame metadata is a Linux `struct page`: Asterinas writes one 64-byte
-//! `MetaSlot` per frame in a plain loop, Redox zero-fills `PageInfo` arrays. These functions fill
-//! caller-provided `&mut [MaybeUninit<T>]` with normal or streaming stores ([`FillMode`]) and
-//! hand back `&mut [T]` only after the streaming stores are drained.
+//! These functions fill caller-provided `&mut [MaybeUninit<T>]` with normal or streaming stores
+//! ([`FillMode`]) and hand back `&mut [T]` only after the streaming stores are drained.
 //!
 //! ```
 //! use core::mem::MaybeUninit;

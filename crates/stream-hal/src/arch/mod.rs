@@ -1,19 +1,7 @@
-//! Backend selection: one implementation of the crate-internal surface per build.
-//!
-//! * `unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize)`
-//! * `fn drain()`
-//! * `fn prefetch(p: *const u8)`: a cache hint that never faults
-//! * `unsafe fn clear(dst: *mut u8, len: usize)`, `clear_cached`, `clear_streaming`
-//! * `fn streaming_clear_method() -> &'static str`
-//! * `fn detect_cpu_features() -> Option<CpuFeatures>`, `fn detect_cache_info() -> CacheInfo`
-//! * `unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize)`: `size` is always a
-//!   compile-time constant at the call site (`size_of::<T>()`) and the function is
-//!   `#[inline(always)]`, so every branch on it folds away
-//! * `unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usize)`
-//! * `unsafe fn store_words<const N: usize>(dst: *mut u64, words: [u64; N])`
-//! * `const BACKEND: Backend`
-//! * with the `bench-kit` feature, `mod kit` with `flush_cache_range` and `wide_fill_methods`
-//!   (see [`kit`]; [`kit::none`] where the backend has neither)
+//! Backend selection: one implementation of the crate-internal surface per build
+//! (`memcpy_nontemporal`, `drain`, `prefetch`, the clears, `store_record`, `store_words`,
+//! detection, `BACKEND`, and with `bench-kit` the [`kit`]; `store_record` takes `size` as a
+//! compile-time constant and is `#[inline(always)]`, so its branches fold away).
 //!
 //! The choice, first match wins:
 //!

@@ -13,22 +13,8 @@
 //!   `stnp xzr, xzr` — the three paths, in that order, of Linux's
 //!   `arch/arm64/lib/clear_page.S` (its MOPS path when `ARM64_HAS_MOPS`).
 //!
-//! ## MOPS
-//!
-//! The memory-set instructions come in triples that must run back to back with the same
-//! registers (prologue, main, epilogue); each writes back the address and the remaining size
-//! and sets `NZCV` (the flags carry the algorithm, option A or B, from one to the next), so
-//! each triple is one `asm!` block that declares both registers clobbered and does not claim
-//! `preserves_flags`. The size needs no alignment, so the range's edges need no separate
-//! stores. The assembler gets the extension from `.arch_extension mops` inside the block
-//! (the `mops` target feature is unstable in Rust, and the instructions must assemble for every
-//! aarch64 target whatever it enables); LLVM parses each inline-assembly block with its own
-//! copy of the subtarget, so the directive does not reach any other code. The instructions
-//! only run where the feature is in effect: detected by the crate, or vouched for with the
-//! `unsafe` [`crate::set_cpu_features`]; the safe [`crate::restrict_cpu_features`] can only
-//! take it away.
-//!
-//! Why this barrier and these hints: `docs/stream-hal.md` in the repository.
+//! How the MOPS sequences are issued, and why this barrier: `docs/stream-hal.md` in the
+//! repository.
 
 use core::ptr;
 

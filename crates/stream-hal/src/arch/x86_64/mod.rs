@@ -1,17 +1,7 @@
-//! x86-64 backend.
-//!
-//! * Streaming stores: `movntdq` (16 bytes from an XMM register; needs a 16-byte-aligned
-//!   destination) when SSE2 is enabled at compile time, and `movnti` (4 or 8 bytes from a
-//!   general-purpose register; any alignment) to reach that alignment, for the tail, and for
-//!   everything on targets without SSE such as `x86_64-unknown-none` (soft-float: the kernel
-//!   may not touch vector registers, exactly like Linux's `__memcpy_flushcache`). The 0-3 bytes
-//!   that cannot be stored by `movnti` are stored normally.
-//! * Drain: `sfence`, which orders all earlier non-temporal stores before every later store.
-//! * Clear: `rep stosb` for small ranges (the caller is about to use them from cache), streaming
-//!   zeroing from [`crate::CLEAR_STREAMING_MIN`] up: `clzero` where [`crate::cpu_features`]
-//!   reports it, else `movntdq`/`movnti`, except that on AMD CPUs without `CLZERO` ranges from
-//!   [`crate::CLEAR_REP_LARGE_MIN`] up take one `rep stosb`, where AMD's fast-string microcode
-//!   uses its own non-temporal protocol (Intel's stays on the cached path at every size).
+//! x86-64 backend: `movntdq` (with SSE2) and `movnti` streaming stores, `sfence`, and the
+//! clear size bands of [`crate::CLEAR_STREAMING_MIN`] and [`crate::CLEAR_REP_LARGE_MIN`] (the
+//! table in the crate documentation). Without SSE (`x86_64-unknown-none`, soft-float kernels)
+//! everything is `movnti` from general-purpose registers, as Linux's `__memcpy_flushcache`.
 //!
 //! Records are moved in registers: 16-byte loads feed `movntdq`, 8-byte loads feed `movnti`;
 //! nothing is written to memory and reloaded with a different width inside this module.
