@@ -44,7 +44,7 @@ pub use cache::{
 pub use cpu::{BlockSize, CpuFeatures, cpu_features, restrict_cpu_features, set_cpu_features};
 pub use fill::{FillMode, fill_records, template_fill, template_fill_with};
 pub use record::Record;
-pub use slice::{SliceError, clear_pages_in, clear_slice, copy_nontemporal, copy_to_uninit};
+pub use slice::{SliceError, clear_pages_in, clear_slice, copy_nontemporal, copy_to_uninit, fill_bytes};
 pub use writer::{StreamWriter, WriterFull, fill, fill_with, scope};
 
 /// The measurement kit of the repository's benchmark (`bench-kit` feature): wider fills than

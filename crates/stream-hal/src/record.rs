@@ -9,16 +9,17 @@
 /// memory"), so `T: Copy` is not enough: a `#[repr(C, align(64))] struct Line([u64; 9])` has 56
 /// bytes of padding. `Record` rules that out at compile time.
 ///
-/// Implemented for the integer, floating-point, `bool` and `char` types, the atomics, and arrays
-/// of records. For your own types there are two ways.
+/// Implemented for the integer, floating-point, `bool` and `char` types, the atomics,
+/// `UnsafeCell` and `Cell` of a record (a frame table's interior-mutable slot), and arrays of
+/// records. For your own types there are two ways.
 ///
 /// **Without `unsafe`**, with a derive that proves the type has no padding, and one of this
 /// crate's helper macros that implements `Record` on the strength of that proof:
 ///
 /// * feature `bytemuck`: `#[derive(bytemuck::NoUninit)]` (or `Pod`) on the type, then
 ///   `stream_hal::bytemuck_record!(Type)`;
-/// * feature `zerocopy`: `#[derive(zerocopy::IntoBytes, zerocopy::Immutable)]`, then
-///   `stream_hal::zerocopy_record!(Type)`.
+/// * feature `zerocopy`: `#[derive(zerocopy::IntoBytes)]`, then
+///   `stream_hal::zerocopy_record!(Type)` (also for slots with atomics or `UnsafeCell`).
 ///
 /// What is checked, and by whom: the derive (bytemuck's or zerocopy's proc macro, at compile
 /// time) checks that the type is `repr(C)`/`repr(transparent)` (or `packed`), that every field
@@ -26,9 +27,8 @@
 /// padding; the macro checks at compile time that the type implements the trait (a type whose
 /// derive was refused does not), and its `unsafe impl` is sound because each trait's safety
 /// contract implies `Record`'s: bytemuck's `NoUninit` promises no uninitialized or padding
-/// bytes, zerocopy's `IntoBytes` that every byte is initialized (and `Immutable` that the bytes
-/// cannot change behind a shared reference while they are read). Neither derive accepts
-/// atomics (`UnsafeCell`), so frame tables with atomics use the `unsafe impl` below.
+/// bytes, zerocopy's `IntoBytes` that every byte is initialized. bytemuck's derive refuses
+/// atomics and `UnsafeCell`; zerocopy's accepts them.
 ///
 /// **With `unsafe impl`**, for `#[repr(C)]` (or `#[repr(transparent)]`) types whose fields are
 /// all `Record` and which have no padding; a `const` assertion on the size does the derives'
@@ -83,7 +83,7 @@
     message = "`{Self}` is not a `stream_hal::Record`: stream-hal copies only types whose every byte is initialized (no padding)",
     label = "`{Self}` does not implement `stream_hal::Record`",
     note = "with stream-hal's `bytemuck` feature: `#[derive(bytemuck::NoUninit)]` on the type, then `stream_hal::bytemuck_record!({Self});`",
-    note = "with stream-hal's `zerocopy` feature: `#[derive(zerocopy::IntoBytes, zerocopy::Immutable)]`, then `stream_hal::zerocopy_record!({Self});`",
+    note = "with stream-hal's `zerocopy` feature: `#[derive(zerocopy::IntoBytes)]`, then `stream_hal::zerocopy_record!({Self});`",
     note = "or, for a `#[repr(C)]` type without padding whose fields are all `Record`s: `unsafe impl stream_hal::Record for {Self} {{}}` with a `// SAFETY:` comment"
 )]
 pub unsafe trait Record: Sized {}
@@ -102,6 +102,16 @@ records!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f6
 // SAFETY: an array has no padding between its elements (its size is `N * size_of::<T>()`), so
 // its bytes are initialized exactly when every element's are.
 unsafe impl<T: Record, const N: usize> Record for [T; N] {}
+
+// SAFETY: `UnsafeCell<T>` and `Cell<T>` have the in-memory representation of `T` (std
+// documents both), so their bytes are initialized exactly when `T`'s are. Neither is `Copy`,
+// so the by-reference fills (`fill`, `template_fill`, bounded by `Copy`) never read one that
+// another thread could be writing: the value-taking paths (`fill_with`, `fill_records`,
+// `StreamWriter::push`) store a value the caller handed over, and `store_record` leaves that
+// rule to its caller, as for atomics.
+unsafe impl<T: Record> Record for core::cell::UnsafeCell<T> {}
+// SAFETY: as for `UnsafeCell<T>` above.
+unsafe impl<T: Record> Record for core::cell::Cell<T> {}
 
 macro_rules! atomic_records {
     ($($width:literal => $($t:ident),*;)*) => {
@@ -171,8 +181,8 @@ macro_rules! bytemuck_record {
     )+};
 }
 
-/// Implements [`Record`] for types that implement `zerocopy::IntoBytes` and
-/// `zerocopy::Immutable` (feature `zerocopy`), without an `unsafe` at the call site.
+/// Implements [`Record`] for types that implement `zerocopy::IntoBytes` (feature `zerocopy`),
+/// without an `unsafe` at the call site.
 ///
 /// ```
 /// # #[cfg(feature = "zerocopy")] {
@@ -194,6 +204,34 @@ macro_rules! bytemuck_record {
 /// # }
 /// ```
 ///
+/// A frame-table slot with interior mutability (an `UnsafeCell` payload and atomics, as
+/// Asterinas' `MetaSlot`) needs no `unsafe` either: `IntoBytes` is all the macro asks.
+///
+/// ```
+/// # #[cfg(feature = "zerocopy")] {
+/// use core::cell::UnsafeCell;
+/// use core::mem::MaybeUninit;
+/// use core::sync::atomic::AtomicU32;
+///
+/// #[derive(zerocopy::IntoBytes)]
+/// #[repr(C)]
+/// struct MetaSlot {
+///     storage: UnsafeCell<[u8; 56]>,
+///     refcount: AtomicU32,
+///     vtable_id: u32,
+/// }
+/// stream_hal::zerocopy_record!(MetaSlot);
+///
+/// let mut slots: Vec<_> = (0..256).map(|_| MaybeUninit::<MetaSlot>::uninit()).collect();
+/// let slots = stream_hal::fill_with(&mut slots, |i| MetaSlot {
+///     storage: UnsafeCell::new([0; 56]),
+///     refcount: AtomicU32::new(0),
+///     vtable_id: i as u32,
+/// });
+/// assert_eq!(slots[255].vtable_id, 255);
+/// # }
+/// ```
+///
 /// A padded type is refused by zerocopy's derive:
 ///
 /// ```compile_fail
@@ -208,14 +246,15 @@ macro_rules! bytemuck_record {
 macro_rules! zerocopy_record {
     ($($t:ty),+ $(,)?) => {$(
         const _: () = {
-            /// Compiles only for `T: zerocopy::IntoBytes + zerocopy::Immutable`.
-            const fn is_into_bytes<T: $crate::__private::zerocopy::IntoBytes + $crate::__private::zerocopy::Immutable>() {}
+            /// Compiles only for `T: zerocopy::IntoBytes`.
+            const fn is_into_bytes<T: $crate::__private::zerocopy::IntoBytes>() {}
             is_into_bytes::<$t>();
         };
         // SAFETY: `$t: zerocopy::IntoBytes` (the constant above does not compile otherwise),
         // whose safety contract is that every byte of every value is initialized (no padding),
-        // which is `Record`'s contract; `Immutable` adds that no byte changes behind a shared
-        // reference, so the streaming loads of `&$t` read stable bytes.
+        // which is `Record`'s contract. Interior mutability (`UnsafeCell`, atomics) needs no
+        // bound here: the fills that read a record by reference require `Copy`, which no
+        // interior-mutable type is, and `store_record` leaves that rule to its caller.
         unsafe impl $crate::Record for $t {}
     )+};
 }

@@ -4,7 +4,7 @@
 use core::fmt;
 use core::mem::MaybeUninit;
 
-use crate::{PageSize, clear, drain, memcpy_nontemporal};
+use crate::{FillMode, PageSize, clear, clear_cached, clear_streaming, drain, memcpy_nontemporal};
 
 /// Error of the safe slice entry points ([`copy_nontemporal`], [`copy_to_uninit`],
 /// [`clear_pages_in`]). Nothing was written when one is returned.
@@ -86,6 +86,46 @@ pub fn clear_slice(dst: &mut [u8]) {
     // SAFETY: `dst` is writable for its whole length; `drain` runs before the borrow ends.
     unsafe { clear(dst.as_mut_ptr(), dst.len()) };
     drain();
+}
+
+/// Safe memset of initialized bytes: every byte of `dst` becomes `value`, with streaming stores
+/// when `mode` streams at this length (a zero value takes [`clear_streaming`], the fastest
+/// streaming clear; any other value is streamed as 8-byte words) and normal stores otherwise;
+/// drains before returning. `fill_bytes(dst, 0, FillMode::Streaming)` and
+/// `fill_bytes(dst, 0, FillMode::Cached)` are the safe forms of [`clear_streaming`] and
+/// [`clear_cached`].
+///
+/// ```
+/// use stream_hal::{FillMode, fill_bytes};
+/// let mut buf = vec![0u8; 1 << 20];
+/// fill_bytes(&mut buf[3..], 0xa5, FillMode::Streaming);
+/// assert!(buf[..3].iter().all(|&b| b == 0) && buf[3..].iter().all(|&b| b == 0xa5));
+/// ```
+pub fn fill_bytes(dst: &mut [u8], value: u8, mode: FillMode) {
+    if !mode.streams(dst.len()) {
+        if value == 0 {
+            // SAFETY: `dst` is writable for its whole length; the cached method issues normal
+            // stores, and `drain` (a no-op for them) keeps the contract of `clear` regardless.
+            unsafe { clear_cached(dst.as_mut_ptr(), dst.len()) };
+            drain();
+        } else {
+            dst.fill(value);
+        }
+        return;
+    }
+    if value == 0 {
+        // SAFETY: `dst` is writable for its whole length; `drain` runs before the borrow ends.
+        unsafe { clear_streaming(dst.as_mut_ptr(), dst.len()) };
+        drain();
+        return;
+    }
+    // SAFETY: every bit pattern of 8 bytes is a valid `MaybeUninit<u64>`, and only initialized
+    // `u64`s are written through the middle view below, so `dst`'s bytes stay initialized.
+    let (head, words, tail) = unsafe { dst.align_to_mut::<MaybeUninit<u64>>() };
+    head.fill(value);
+    tail.fill(value);
+    // `fill` streams the word into every slot and drains before returning.
+    crate::fill(words, &u64::from_ne_bytes([value; 8]));
 }
 
 /// Safe [`clear`] of a slice of whole pages of `page_size`; drains before returning.

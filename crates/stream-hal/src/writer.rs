@@ -256,7 +256,9 @@ pub fn scope<'a, T: Record, R>(
     (init, result)
 }
 
-/// Streams `template` into every slot and returns them initialized (drained).
+/// Streams `template` into every slot and returns them initialized (drained). A record that is
+/// not `Copy` (atomics, cells) is built per slot with [`fill_with`] or [`fill_records`](crate::fill_records)
+/// instead; initialized bytes are filled with [`fill_bytes`](crate::fill_bytes).
 pub fn fill<'a, T: Record + Copy>(slots: &'a mut [MaybeUninit<T>], template: &T) -> &'a mut [T] {
     scope(slots, |w| {
         w.fill(template);

@@ -40,6 +40,28 @@ proptest! {
     }
 
     #[test]
+    fn fill_bytes_equals_slice_fill(
+        len in 0usize..if cfg!(miri) { 300 } else { 48 * 4096 },
+        off in 0usize..64,
+        value: u8,
+        mode in 0usize..4,
+    ) {
+        // Every mode (cached, streaming, auto below and above its threshold), any alignment;
+        // the guard bytes on both sides stay as they were.
+        let mode = [
+            stream_hal::FillMode::Cached,
+            stream_hal::FillMode::Streaming,
+            stream_hal::FillMode::AUTO,
+            stream_hal::FillMode::Auto { threshold_bytes: 1 },
+        ][mode];
+        let mut buf = vec![GUARD_BYTE; 2 * GUARD + off + len];
+        stream_hal::fill_bytes(&mut buf[GUARD + off..GUARD + off + len], value, mode);
+        prop_assert!(buf[..GUARD + off].iter().all(|&b| b == GUARD_BYTE));
+        prop_assert!(buf[GUARD + off..GUARD + off + len].iter().all(|&b| b == value));
+        prop_assert!(buf[GUARD + off + len..].iter().all(|&b| b == GUARD_BYTE));
+    }
+
+    #[test]
     fn writer_slots_equal_the_model(
         n in 0usize..if cfg!(miri) { 8 } else { 3000 },
         split in 0usize..64,
