@@ -1,19 +1,11 @@
 //! The command line: clap types ([`args`]), their validation into an [`Invocation`] (every
-//! size and every memory need checked before any work; timing commands fitted to the memory
-//! budget, [`suite`]), and running it ([`run`], and `dump` for dump and diff).
+//! size and memory need checked before any work; timing commands fitted to the memory budget,
+//! [`suite`]), and running it ([`run`], and `dump` for dump and diff). Each subcommand accepts
+//! only the flags it uses.
 //!
-//! Each subcommand accepts only the flags it uses. The output flags (`--json`, `--quick`,
-//! `--no-progress`, `--verbose`) go before or after the subcommand and belong to the timing
-//! commands (`all`, which is also what runs without a subcommand, `zone-device`, `hugetlb`,
-//! `clear`, `deferred`) and `limits`; the timing flags (`--plot`, `--threads`, `--rounds`,
-//! `--memory-budget`, `--config`) go after a timing command, or alone for the whole suite;
-//! `dump` takes its own `--config` and `--force`; `diff` takes two directories.
-//!
-//! Exit status: 0 success (or identical dumps), 1 dumps differ or the machine failed (a
-//! mapping refused after the checks, a plot that cannot be written after the run), 2 bad input,
-//! which includes a timing command whose every scenario the memory budget leaves out (nothing
-//! would run; the message names the budget that would run each) and a `--plot` FILE that cannot
-//! be written (found before anything is measured). A panic (101) on any input is a bug.
+//! Exit status: 0 success (or identical dumps), 1 dumps differ or the machine failed after the
+//! checks, 2 bad input (including a timing command the memory budget leaves nothing of, and a
+//! `--plot` FILE that cannot be written). A panic (101) on any input is a bug.
 
 pub mod args;
 mod dump;

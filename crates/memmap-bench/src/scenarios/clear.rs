@@ -1,20 +1,6 @@
-//! `clear`: the init_on_alloc case of the batch-clear series: zeroing `--size` bytes worth of
-//! freshly allocated 2 MiB pages.
-//!
-//! * `per-page`: one 4 KiB clear per base page with a loop of normal 8-byte stores, eight per
-//!   64 bytes, like the kernel's `clear_page_orig` (what `kernel_init_pages` did page by page);
-//! * `per-page-erms`: one `clear_pages(page, 1)` (`rep stosb` of 4 KiB) per base page, which is
-//!   what `clear_page` is on ERMS machines;
-//! * `batch`: one `stream_hal::clear_pages(page, 512)` per 2 MiB page (the series'
-//!   `clear_highpages_kasan_tagged` → `clear_pages`).
-//!
-//! `batch` also runs on the all-core count, interleaved in the same rounds: a padata job
-//! (`stream_par::padata_do_multithreaded`) of 2 MiB-aligned chunks of the range, each one
-//! `stream_hal::clear` call, each worker draining before it reports its chunk done.
-//!
-//! The memory is resident before measuring (allocated pages are, in the kernel; the time to
-//! fault it in is reported apart), so the first round is a cold-cache round rather than a
-//! page-fault round, the same for every strategy.
+//! `clear`: the init_on_alloc case of the batch-clear series: zeroing freshly allocated 2 MiB
+//! pages page by page (`per-page`, `per-page-erms`) against one `stream_hal::clear_pages` call per
+//! 2 MiB page (`batch`, also on the all-core count). `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it is timed.
 
 use std::time::Instant;
 

@@ -1,15 +1,6 @@
-//! `hotplug`: memory hotplug onlining of a hot-added range (4 GiB by default) into
-//! `ZONE_NORMAL` through [`memmap_core::online_pages`], memory block by memory block (a section
-//! each, x86-64's 128 MiB, as the kernel onlines a DIMM), with a fresh [`HotplugZone`] every
-//! round: the struct pages, the isolated pageblocks, the free lists and undoing the isolation,
-//! all timed.
-//!
-//! The strategies are slow, template, streaming and auto (which streams from the threshold up:
-//! every memory block's 2 MiB of struct pages is above it), each on its own mmap-backed memmap,
-//! faulted in before the rounds, one thread (`online_pages()` has no parallel form), every round
-//! paired with a run of the one-thread struct page fill limit on the strategy's own memmap right
-//! before it, as the zone-device scenario does. After the rounds every memmap is compared with
-//! the slow one byte for byte.
+//! `hotplug`: onlining a hot-added range into `ZONE_NORMAL` memory block by memory block
+//! ([`memmap_core::online_pages`], a fresh [`HotplugZone`] every round), each round paired with
+//! the struct page fill limit on the strategy's own memmap. `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it is timed.
 
 use std::time::Instant;
 

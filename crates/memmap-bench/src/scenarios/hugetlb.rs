@@ -1,19 +1,6 @@
-//! `hugetlb`: boot-time 1 GiB pages, by default 64 of them with HVO unavailable, as in the
-//! upstream series' measurement of the fallback tail initialization.
-//!
-//! * `hugetlb-1g-nohvo`: `hugetlb_free_vmemmap=off`, so every folio's tails 64..262143 go
-//!   through the fallback `hugetlb_folio_init_tail_vmemmap`; the time reported is that fallback
-//!   tail initialization, summed over nodes, as the upstream series' temporary printk measured it.
-//! * `hugetlb-1g-hvo`: HVO on (the no_std remapping model, which handles any number of folios;
-//!   the real memfd HVO is exercised by hugetlb-init's tests), for contrast: only the 63 tails
-//!   of the head vmemmap page are written and the time reported is the whole gather.
-//!
-//! Without HVO each strategy also runs with the fallback tails spread over the all-core count
-//! within the node (`BootParams::tail_threads`), interleaved in the same rounds. Each
-//! (strategy, thread count) has its own mmap-backed memmap, faulted in before the rounds (the
-//! fault time is reported apart), so every first round starts from the same state. Memmaps are
-//! compared with the one-thread slow path's afterwards. All pages are on one node (the kernel
-//! gathers nodes in parallel; within a node it uses one worker).
+//! `hugetlb`: boot-time 1 GiB pages: the fallback tail initialization without HVO
+//! (`hugetlb-1g-nohvo`, one thread and all cores), and the whole gather with HVO
+//! (`hugetlb-1g-hvo`). `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it is timed.
 
 use std::time::{Duration, Instant};
 

@@ -1,15 +1,6 @@
-//! `zone-device`: `memmap_init_zone_device` for the two cases of the upstream series.
-//!
-//! * `zone-device-fsdax`: the nd_pmem case: fsdax, `--align 4K`, one struct page per compound
-//!   (no compound pages), every struct page written.
-//! * `zone-device-devdax-2m`: the dax_pmem case: devdax (`MEMORY_DEVICE_GENERIC`), `--align 2M`:
-//!   2 MiB compound pages with the DAX vmemmap dedup, so 128 of every 512 struct pages written.
-//!
-//! Each strategy runs on one thread (the kernel's `memmap_init_zone_device`) and on the
-//! all-core count (`memmap_init_zone_device_parallel`), interleaved in the same rounds. Each
-//! (strategy, thread count) gets its own mmap-backed memmap, faulted in before the rounds (the
-//! fault time is reported apart), so every first round starts from the same state. After the
-//! rounds every memmap is compared with the one-thread slow one byte for byte.
+//! `zone-device`: `memmap_init_zone_device` for the nd_pmem (fsdax, 4 KiB) and dax_pmem
+//! (devdax, 2 MiB compound pages, vmemmap dedup) cases, on one thread and on all cores; every
+//! memmap is compared with the slow one afterwards. `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it is timed.
 
 use std::time::Instant;
 
