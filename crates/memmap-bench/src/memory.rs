@@ -31,19 +31,11 @@ impl fmt::Display for Overflow {
 impl std::error::Error for Overflow {}
 
 /// `a * b`, or an [`Overflow`] naming `what`.
-///
-/// # Errors
-///
-/// On overflow.
 pub fn mul(a: u64, b: u64, what: &str) -> Result<u64, Overflow> {
     a.checked_mul(b).ok_or_else(|| Overflow { what: what.to_string() })
 }
 
 /// `a + b`, or an [`Overflow`] naming `what`.
-///
-/// # Errors
-///
-/// On overflow.
 pub fn add(a: u64, b: u64, what: &str) -> Result<u64, Overflow> {
     a.checked_add(b).ok_or_else(|| Overflow { what: what.to_string() })
 }
@@ -74,10 +66,6 @@ impl MemoryNeed {
     }
 
     /// `self` and `other` at the same time.
-    ///
-    /// # Errors
-    ///
-    /// On overflow.
     pub fn and(self, other: MemoryNeed) -> Result<MemoryNeed, Overflow> {
         Ok(MemoryNeed {
             resident: add(self.resident, other.resident, "the memory needed")?,
@@ -87,10 +75,6 @@ impl MemoryNeed {
     }
 
     /// `n` copies of `self` at the same time.
-    ///
-    /// # Errors
-    ///
-    /// On overflow.
     pub fn times(self, n: u64) -> Result<MemoryNeed, Overflow> {
         Ok(MemoryNeed {
             resident: mul(self.resident, n, "the memory needed")?,
@@ -131,10 +115,6 @@ fn recorded_events(nr_pages: u64, trace: Option<u64>) -> Result<MemoryNeed, Over
 /// The memory `memmap-bench dump zone-device` needs: the memmap and its pageblock bits, and
 /// with the tracepoint on the recorded `page_ref_set` events (up to three
 /// per page, by memory type and compound pages: 40 bytes each).
-///
-/// # Errors
-///
-/// On overflow.
 pub fn zone_device_dump_need(d: &memmap_dump::ZoneDeviceDump) -> Result<MemoryNeed, Overflow> {
     let memmap = mul(d.nr_pages, d.struct_page_size(), "the dump's memmap")?;
     let trace = d.page_ref_trace.then(|| {
@@ -151,10 +131,6 @@ pub fn zone_device_dump_need(d: &memmap_dump::ZoneDeviceDump) -> Result<MemoryNe
 /// The memory `memmap-bench dump hotplug` needs: the memmap and its pageblock bits, and with
 /// the tracepoint on two recorded `page_ref_set` events per page (`__init_single_page()` and
 /// `__free_pages_core()`).
-///
-/// # Errors
-///
-/// On overflow.
 pub fn hotplug_dump_need(d: &memmap_dump::HotplugDump) -> Result<MemoryNeed, Overflow> {
     let memmap = mul(d.nr_pages, d.struct_page_size(), "the dump's memmap")?;
     MemoryNeed::resident(memmap)
@@ -165,10 +141,6 @@ pub fn hotplug_dump_need(d: &memmap_dump::HotplugDump) -> Result<MemoryNeed, Ove
 /// The memory `memmap-bench dump node` needs for a node spanning `span_pages` pfns: the memmap,
 /// its pageblock bits, and one `u64` per page for the lists read from the layout file (taken
 /// pages, pageblock migrate types); checked before any of them is built.
-///
-/// # Errors
-///
-/// On overflow.
 pub fn node_dump_need(span_pages: u64, struct_page_size: u64) -> Result<MemoryNeed, Overflow> {
     let memmap = mul(span_pages, struct_page_size, "the dump's memmap")?;
     MemoryNeed::resident(memmap)

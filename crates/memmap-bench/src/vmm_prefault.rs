@@ -189,8 +189,11 @@ unsafe fn run_workers(workers: &[Vec<Call>], touch: Option<usize>) -> io::Result
     })
 }
 
-/// Prefaults every region of `mem` as Cloud Hypervisor does (see the [module
-/// documentation](self)), with `cpus` as its available parallelism.
+/// Prefaults every region of `mem` as Cloud Hypervisor mainline does (`vmm/src/prefault.rs`),
+/// with `cpus` as its available parallelism: region after region,
+/// [`cloud_hypervisor_threads`] threads each over its whole pages ([`split_pages`]), started
+/// together behind a barrier, one `MADV_POPULATE_WRITE` per thread; a partial last page is
+/// left out.
 ///
 /// # Errors
 ///
@@ -213,9 +216,9 @@ pub fn cloud_hypervisor_prefault(mem: &Mem, cpus: usize) -> io::Result<Vec<Basel
     Ok(out)
 }
 
-/// Prefaults every region of `mem` as Cloud Hypervisor's NUMA-aware prefault does on memory
-/// of no known node (see the [module documentation](self)): all regions at once over
-/// `threads` workers (0 counts as 1).
+/// Prefaults every region of `mem` as Cloud Hypervisor's NUMA-aware proposal (pull request
+/// #8785) does on memory of no known node: one unpinned group, all regions' whole pages split
+/// between `threads` workers ([`split_runs`]; 0 counts as 1).
 ///
 /// # Errors
 ///
@@ -247,9 +250,9 @@ pub fn cloud_hypervisor_numa_prefault(mem: &Mem, threads: usize) -> io::Result<V
         .collect())
 }
 
-/// Preallocates every region of `mem` as QEMU's `qemu_prealloc_mem` preallocates a memory
-/// backend (see the [module documentation](self)), one region after the other, with
-/// `prealloc_threads` on `cpus` online CPUs.
+/// Preallocates every region of `mem` as QEMU's `qemu_prealloc_mem` (`util/oslib-posix.c`)
+/// does, one region after the other: [`qemu_prealloc_threads`] threads over contiguous chunks,
+/// `MADV_POPULATE_WRITE`, or QEMU's touch of one byte per page where that fails with `EINVAL`.
 ///
 /// # Errors
 ///
