@@ -30,12 +30,6 @@ pub const NAME: &str = "clear-2m";
 /// Its strategies, baseline first.
 pub const STRATEGIES: &[&str] = &["per-page", "per-page-erms", "batch"];
 
-/// The default size: 16 GiB, as the series measured.
-pub const DEFAULT_SIZE: u64 = 16 << 30;
-
-/// The `--quick` size.
-pub const QUICK_SIZE: u64 = 1 << 30;
-
 /// The smallest size the suite scales down to.
 pub const MIN_SIZE: u64 = 256 << 20;
 
@@ -49,16 +43,19 @@ pub fn knob(size: u64, fixed: bool) -> Knob {
 pub const COMMAND: CommandSpec = CommandSpec::new(
     "clear",
     "init_on_alloc clearing of 2 MiB pages: page by page versus one clear_pages call",
-    SizeSpec::bytes("clear-size", SIZE_UNIT, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+    SizeSpec::bytes(
+        "clear-size",
+        SIZE_UNIT,
+        "Memory to clear, whole 2 MiB pages; the default is the series' measurement",
+        16 << 30,
+        1 << 30,
+    ),
 )
-.pick(PickSpec::switch("alloc", ALLOC_HELP));
-
-/// `--size`.
-const SIZE_HELP: &str = "Memory to clear, whole 2 MiB pages; the default is the series' measurement";
-
-/// `--alloc`.
-const ALLOC_HELP: &str = "Allocate through the buddy allocator with init_on_alloc (batch versus per page) \
-                          instead of clearing a flat arena";
+.pick(PickSpec::switch(
+    "alloc",
+    "Allocate through the buddy allocator with init_on_alloc (batch versus per page) instead of clearing a \
+     flat arena",
+));
 
 /// 7 rounds (3 under `--quick`).
 const ROUNDS: Rounds = Rounds::new(7, 3);

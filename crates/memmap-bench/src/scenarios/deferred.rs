@@ -43,12 +43,6 @@ pub(crate) fn parts<'a>(
 /// The scenario's name.
 pub const NAME: &str = "deferred";
 
-/// The default zone: 64 GiB (1 GiB of struct pages).
-pub const DEFAULT_SIZE: u64 = 64 << 30;
-
-/// The `--quick` zone.
-pub const QUICK_SIZE: u64 = 4 << 30;
-
 /// The smallest zone the suite scales down to.
 pub const MIN_SIZE: u64 = 1 << 30;
 
@@ -56,11 +50,14 @@ pub const MIN_SIZE: u64 = 1 << 30;
 pub const COMMAND: CommandSpec = CommandSpec::new(
     "deferred",
     "Boot-time struct page init of a zone: eager, deferred, on demand; the allocator's check",
-    SizeSpec::bytes("deferred-size", 4096, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+    SizeSpec::bytes(
+        "deferred-size",
+        4096,
+        "Zone size, whole 4 KiB pages; 64 GiB is 1 GiB of struct pages",
+        64 << 30,
+        4 << 30,
+    ),
 );
-
-/// `--size`.
-const SIZE_HELP: &str = "Zone size, whole 4 KiB pages; 64 GiB is 1 GiB of struct pages";
 
 /// 15: the on-demand boots are about 1 ms each, and single runs on a shared machine vary by a
 /// factor of two; the eager boots set the time per round (about 0.6 s for all six).

@@ -26,12 +26,6 @@ use crate::size::Bytes as Size;
 /// The size unit: two regions of whole 2 MiB pages.
 pub const SIZE_UNIT: u64 = 4 << 20;
 
-/// The default guest memory: 4 GiB (the size the VMM measurements used).
-pub const DEFAULT_SIZE: u64 = 4 << 30;
-
-/// The `--quick` guest memory.
-pub const QUICK_SIZE: u64 = 256 << 20;
-
 /// The smallest guest memory the suite scales down to.
 pub const MIN_SIZE: u64 = 256 << 20;
 
@@ -43,8 +37,8 @@ pub const COMMAND: CommandSpec = CommandSpec::new(
         "guest-memory-size",
         SIZE_UNIT,
         "Guest memory, in two regions, a multiple of 4 MiB",
-        DEFAULT_SIZE,
-        QUICK_SIZE,
+        4 << 30,
+        256 << 20,
     ),
 );
 

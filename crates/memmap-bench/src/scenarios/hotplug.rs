@@ -30,12 +30,6 @@ pub const STRATEGY_NAMES: [&str; 4] =
 /// First pfn of the hot-added range: 64 GiB physical, above the boot memory, section-aligned.
 pub const START_PFN: u64 = 1 << 24;
 
-/// The default range: 4 GiB (64 MiB of struct pages).
-pub const DEFAULT_SIZE: u64 = 4 << 30;
-
-/// The `--quick` range.
-pub const QUICK_SIZE: u64 = 1 << 30;
-
 /// The smallest range the suite scales down to.
 pub const MIN_SIZE: u64 = 256 << 20;
 
@@ -43,11 +37,14 @@ pub const MIN_SIZE: u64 = 256 << 20;
 pub const COMMAND: CommandSpec = CommandSpec::new(
     "hotplug",
     "Memory hotplug: onlining a hot-added range into ZONE_NORMAL (online_pages)",
-    SizeSpec::bytes("hotplug-size", 4096, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+    SizeSpec::bytes(
+        "hotplug-size",
+        4096,
+        "Hot-added memory, whole memory blocks: the config's sections, 128 MiB on x86-64",
+        4 << 30,
+        1 << 30,
+    ),
 );
-
-/// `--size` (any whole pages parse; [`Scenario::check`] wants whole memory blocks).
-const SIZE_HELP: &str = "Hot-added memory, whole memory blocks: the config's sections, 128 MiB on x86-64";
 
 /// 10: a round of the four onlinings and their limit runs is about 0.1 s at 4 GiB.
 const ROUNDS: Rounds = Rounds::new(10, 5);

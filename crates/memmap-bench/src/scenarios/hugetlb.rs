@@ -21,25 +21,23 @@ use crate::limits::FillKind;
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 
-/// The default number of 1 GiB pages: 64, as the upstream measurement.
-pub const DEFAULT_COUNT: u64 = 64;
-
-/// The `--quick` number.
-pub const QUICK_COUNT: u64 = 4;
-
 /// The `hugetlb` subcommand.
 pub const COMMAND: CommandSpec = CommandSpec::new(
     "hugetlb",
     "Boot-time 1 GiB pages: the fallback tail init with HVO off, and the gather with HVO on",
-    SizeSpec::count("hugetlb-count", COUNT_HELP, DEFAULT_COUNT, QUICK_COUNT),
+    SizeSpec::count(
+        "hugetlb-count",
+        "Number of 1 GiB pages; the default is the upstream measurement's",
+        64,
+        4,
+    ),
 )
-.pick(PickSpec::value("hvo", "HVO", Some("both"), HVO_HELP));
-
-/// `--count`.
-const COUNT_HELP: &str = "Number of 1 GiB pages; the default is the upstream measurement's";
-
-/// `--hvo`.
-const HVO_HELP: &str = "HVO off (the fallback the upstream series measured), on, or both";
+.pick(PickSpec::value(
+    "hvo",
+    "HVO",
+    Some("both"),
+    "HVO off (the fallback the upstream series measured), on, or both",
+));
 
 /// 9 rounds (3 under `--quick`).
 const ROUNDS: Rounds = Rounds::new(9, 3);

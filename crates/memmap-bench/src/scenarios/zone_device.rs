@@ -59,16 +59,20 @@ impl Case {
 pub const COMMAND: CommandSpec = CommandSpec::new(
     "zone-device",
     "memmap_init_zone_device: nd_pmem (fsdax, 4 KiB) and dax_pmem (devdax, 2 MiB compound pages)",
-    SizeSpec::bytes("zone-device-size", SIZE_UNIT, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+    SizeSpec::bytes(
+        "zone-device-size",
+        SIZE_UNIT,
+        "Device (namespace) size, whole 2 MiB pages; the default is the upstream series' namespace",
+        100 << 30,
+        1 << 30,
+    ),
 )
-.pick(PickSpec::value("align", "ALIGN", None, ALIGN_HELP));
-
-/// `--size`.
-const SIZE_HELP: &str =
-    "Device (namespace) size, whole 2 MiB pages; the default is the upstream series' namespace";
-
-/// `--align`.
-const ALIGN_HELP: &str = "Only one case (default: both): 4K (fsdax, nd_pmem) or 2M (devdax, dax_pmem)";
+.pick(PickSpec::value(
+    "align",
+    "ALIGN",
+    None,
+    "Only one case (default: both): 4K (fsdax, nd_pmem) or 2M (devdax, dax_pmem)",
+));
 
 /// 10: nine rebinds give a stable median, and at the default 100 GiB a round of the six runs
 /// and their limit runs takes a few seconds.
@@ -93,12 +97,6 @@ pub const DEVICE_START_PFN: u64 = 1 << 24;
 
 /// The devdax alignment the device size must be a multiple of.
 pub const SIZE_UNIT: u64 = 2 << 20;
-
-/// The default device size: the upstream series' 100 GiB namespace (1.56 GiB of memmap).
-pub const DEFAULT_SIZE: u64 = 100 << 30;
-
-/// The `--quick` device size.
-pub const QUICK_SIZE: u64 = 1 << 30;
 
 /// The smallest device the suite scales down to.
 pub const MIN_SIZE: u64 = 64 << 20;
