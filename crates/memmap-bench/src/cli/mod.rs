@@ -152,10 +152,10 @@ where
 pub fn execute(inv: Invocation) -> ExitCode {
     match inv {
         Invocation::Suite(s) => run::run_suite(&s),
-        Invocation::DumpZoneDevice(opts, dir, force) => dump::run_zone_device(&opts, &dir, force),
-        Invocation::DumpHugetlb(opts, dir, force) => dump::run_hugetlb(&opts, &dir, force),
-        Invocation::DumpHotplug(opts, dir, force) => dump::run_hotplug(&opts, &dir, force),
-        Invocation::DumpNode(opts, dir, force) => dump::run_node(&opts, &dir, force),
+        Invocation::DumpZoneDevice(o, dir, force) => dump::run_dump(&dir, force, false, || o.run()),
+        Invocation::DumpHugetlb(o, dir, force) => dump::run_dump(&dir, force, true, || o.run()),
+        Invocation::DumpHotplug(o, dir, force) => dump::run_dump(&dir, force, false, || o.run()),
+        Invocation::DumpNode(o, dir, force) => dump::run_dump(&dir, force, false, || o.run()),
         Invocation::Diff(a, b, json) => dump::run_diff(&a, &b, json),
         Invocation::Sweep(s) => run::run_sweep(&s),
     }
