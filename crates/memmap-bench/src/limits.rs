@@ -322,25 +322,24 @@ const CALIBRATION_RUNS: usize = 3;
 /// How far behind the fastest a third method of [`best_on`] may be and still be kept.
 const CALIBRATION_SLACK: f64 = 0.10;
 
-/// The best methods of `kind` at `threads` on the storage `[dst, dst + len)`: every method of
+/// Whether `bytes` is whole 4 KiB pages at a page-aligned address (what the methods need).
+fn whole_pages(bytes: &[u8]) -> bool {
+    bytes.as_ptr().addr() % 4096 == 0 && bytes.len() % 4096 == 0 && !bytes.is_empty()
+}
+
+/// The best methods of `kind` at `threads` on the storage `bytes`: every method of
 /// the kind that the limits phase measured runs [`CALIBRATION_RUNS`] times on this storage,
 /// interleaved; the fastest comes first, then the runner-up, then a third within
 /// [`CALIBRATION_SLACK`] of the fastest. More than one is kept because a few runs do not rank
 /// close methods reliably, and the best method on the limit buffer is not always the best on a
 /// scenario's storage; the limit is whichever is fastest at the moment ([`run_fastest`]).
-/// Empty if no method of `kind` was measured.
-///
-/// # Safety
-///
-/// `dst` is valid for writes of `len` bytes, page-aligned, `len` a multiple of 4096, and
-/// nothing else accesses it until this returns. Not for [`FillKind::Copy`].
-pub unsafe fn best_on(
-    limits: &Limits,
-    kind: FillKind,
-    threads: usize,
-    dst: *mut u8,
-    len: usize,
-) -> Vec<String> {
+/// Empty if no method of `kind` was measured, for [`FillKind::Copy`], and for storage that is
+/// not whole, page-aligned pages.
+pub fn best_on(limits: &Limits, kind: FillKind, threads: usize, bytes: &mut [u8]) -> Vec<String> {
+    if !whole_pages(bytes) {
+        return Vec::new();
+    }
+    let (dst, len) = (bytes.as_mut_ptr() as usize, bytes.len());
     let candidates: Vec<(&str, Method)> = limits
         .at(threads)
         .methods
@@ -351,8 +350,8 @@ pub unsafe fn best_on(
     let mut best: Vec<Duration> = vec![Duration::MAX; candidates.len()];
     for _ in 0..CALIBRATION_RUNS {
         for (b, &(_, f)) in best.iter_mut().zip(&candidates) {
-            // The caller's contract is `run_split`'s.
-            *b = (*b).min(run_split(threads, dst as usize, dst as usize, len, f));
+            // `bytes` is exclusively borrowed, page-aligned whole pages: `run_split`'s contract.
+            *b = (*b).min(run_split(threads, dst, dst, len, f));
         }
     }
     let mut ranked: Vec<(Duration, &str)> = best.into_iter().zip(candidates.iter().map(|c| c.0)).collect();
@@ -367,24 +366,22 @@ pub unsafe fn best_on(
         .collect()
 }
 
-/// Runs each of `methods` ([`best_on`]'s answer) once over `[dst, dst + len)` split between
-/// `threads` threads, starting with `methods[first % n]`, and returns the fastest run's wall
-/// time (zero if none ran).
-///
-/// # Safety
-///
-/// As for [`best_on`].
-pub unsafe fn run_fastest(
+/// Runs each of `methods` ([`best_on`]'s answer) once over `bytes` split between `threads`
+/// threads, starting with `methods[first % n]`, and returns the fastest run's wall time (zero
+/// if none ran, or for storage that is not whole, page-aligned pages).
+pub fn run_fastest(
     methods: &[String],
     kind: FillKind,
     threads: usize,
     first: usize,
-    dst: *mut u8,
-    len: usize,
+    bytes: &mut [u8],
 ) -> Duration {
-    let n = methods.len();
+    if !whole_pages(bytes) {
+        return Duration::ZERO;
+    }
+    let (dst, len, n) = (bytes.as_mut_ptr(), bytes.len(), methods.len());
     (0..n)
-        // SAFETY: the caller's contract is `run_method`'s.
+        // SAFETY: `bytes` is exclusively borrowed, page-aligned whole pages (checked above).
         .filter_map(|k| unsafe { run_method(&methods[(first + k) % n], kind, threads, dst, len) })
         .min()
         .unwrap_or_default()
@@ -555,17 +552,14 @@ mod tests {
     fn the_paired_limit_methods_are_measured_methods_of_the_kind() {
         let l = measure(8 << 20, 2, &[], &crate::progress::Phase::hidden()).unwrap();
         let mut buf = resident_buffer(8 << 20).unwrap();
-        let (p, n) = (buf.as_mut_ptr(), buf.len());
+        let n = buf.len();
         for kind in [FillKind::Zero, FillKind::Nonzero] {
-            // SAFETY: `buf` is a page-aligned mapping of whole pages, used by nothing else.
-            let best = unsafe { best_on(&l, kind, 2, p, n) };
+            let best = best_on(&l, kind, 2, &mut buf);
             assert!((1..=3).contains(&best.len()), "{best:?}");
             assert!(best.iter().all(|m| l.at(2).method(kind, m).is_some()), "{best:?}");
-            // SAFETY: as above.
-            assert!(unsafe { run_fastest(&best, kind, 2, 1, p, n) } > Duration::ZERO);
+            assert!(run_fastest(&best, kind, 2, 1, &mut buf) > Duration::ZERO);
         }
-        // SAFETY: as above.
-        assert!(unsafe { best_on(&l, FillKind::Copy, 1, p, n) }.is_empty());
+        assert!(best_on(&l, FillKind::Copy, 1, &mut buf).is_empty());
         // The last fills were non-zero ones, over the whole buffer.
         assert_eq!((buf[0], buf[n - 1]), (0x5a, 0x5a));
     }

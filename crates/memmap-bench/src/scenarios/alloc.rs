@@ -13,11 +13,11 @@ use memmap_core::{
 };
 
 use super::clear;
-use super::paired::{calibrate, limit_run};
 use super::scenario::{CatalogEntry, Context, RunError, Scenario, Setup, past_the_pfns};
 use super::spec::Rounds;
 use crate::budget::Knob;
 use crate::limits::FillKind;
+use crate::limits::{best_on, run_fastest};
 use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
@@ -159,11 +159,11 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
     let mut runners = vec![runner(ClearMode::PerPage), runner(ClearMode::Batch)];
     // The limit run next to each round: the best zero fill on one thread, on the arena itself
     // (borrowed again for every run, as the strategies do).
-    let limit_methods = calibrate(limits, FillKind::Zero, 1, storage.borrow_mut().1.arena().bytes_mut());
+    let limit_methods = best_on(limits, FillKind::Zero, 1, storage.borrow_mut().1.arena().bytes_mut());
     let mut companions = vec![Runner::new("limit", |round| {
         let mut guard = storage.borrow_mut();
         let mut arena = guard.1.arena();
-        limit_run(&limit_methods, FillKind::Zero, 1, round, arena.bytes_mut())
+        run_fastest(&limit_methods, FillKind::Zero, 1, round, arena.bytes_mut())
     })];
     phase.step(format!("{NAME}: {rounds} rounds"));
     let (samples, paired) =

@@ -8,11 +8,11 @@ use memmap2::MmapOptions;
 
 use stream_par::{PadataJob, padata_do_multithreaded};
 
-use super::paired::{calibrate, limit_run};
 use super::scenario::{CatalogEntry, Context, RunError, Scenario, Setup};
 use super::spec::{CommandSpec, PickSpec, Rounds, SizeSpec};
 use crate::budget::Knob;
 use crate::limits::FillKind;
+use crate::limits::{best_on, run_fastest};
 use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow};
 use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
@@ -205,13 +205,13 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
         unsafe { std::slice::from_raw_parts_mut(base as *mut u8, len) }
     };
     let limit_methods: Vec<Vec<String>> =
-        counts.iter().map(|&t| calibrate(limits, FillKind::Zero, t, arena_bytes())).collect();
+        counts.iter().map(|&t| best_on(limits, FillKind::Zero, t, arena_bytes())).collect();
     let mut companions: Vec<Runner<'_>> = counts
         .iter()
         .zip(&limit_methods)
         .map(|(&threads, methods)| {
             Runner::new("limit", move |round| {
-                limit_run(methods, FillKind::Zero, threads, round, arena_bytes())
+                run_fastest(methods, FillKind::Zero, threads, round, arena_bytes())
             })
         })
         .collect();

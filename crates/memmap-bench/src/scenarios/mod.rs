@@ -23,7 +23,7 @@ pub mod scenario;
 pub mod spec;
 pub mod zone_device;
 
-pub use paired::{calibrate, limit_run, prefault};
+pub use paired::prefault;
 pub use scenario::{CatalogEntry, Common, Context, RunError, Scenario, Setup, past_the_pfns};
 pub use spec::{CommandSpec, PickKind, PickSpec, Rounds, SizeSpec, SizeUnit};
 
