@@ -9,21 +9,19 @@ use std::time::Instant;
 
 use memmap_core::{
     BootOptions, ClearMode, Gfp, InitMode, InitPolicy, KernelConfig, Node, NodeLayout, NodeParts, OwnedArena,
-    OwnedMemmap, Page64, PfnRange, ZoneSpan,
+    OwnedMemmap, Page64,
 };
 
 use super::clear;
+use super::deferred::BASE;
 use super::scenario::{CatalogEntry, Context, RunError, Scenario, Setup, past_the_pfns};
 use super::spec::Rounds;
 use crate::budget::Knob;
-use crate::limits::FillKind;
-use crate::limits::{best_on, run_fastest};
+use crate::limits::{FillKind, best_on, run_fastest};
 use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
-
-const BASE: u64 = 1 << 20;
 
 /// The scenario's name.
 pub const NAME: &str = "alloc-init-on-alloc";
@@ -118,8 +116,7 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
     let limits = ctx.limits;
     let nr = (size / (2 << 20)).max(1) * 512;
     let zone = cfg.zone_normal();
-    let zones = [ZoneSpan::new(zone, BASE, BASE + nr)];
-    let memory = [PfnRange::new(BASE, BASE + nr)];
+    let (zones, memory) = super::deferred::zone_layout(&cfg, nr);
     let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
     let rounds = ctx.common.rounds(ROUNDS);
     let phase = ctx.phase(NAME);

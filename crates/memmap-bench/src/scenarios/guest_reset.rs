@@ -9,8 +9,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryRegion, Memo
 use super::guest_host::{GuestMemory, Mem, unsupported, workers};
 use super::scenario::{Context, RunError};
 use super::spec::Rounds;
-use crate::limits::FillKind;
-use crate::limits::{best_on, run_fastest};
+use crate::limits::{FillKind, best_on, run_fastest};
 use crate::measure::{Runner, interleaved_paired};
 use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes as Size;
