@@ -1,13 +1,7 @@
-//! What a run needs from the machine's memory, computed with checked arithmetic, and the check
-//! of that need against what the machine has, before any work starts.
-//!
-//! Every scenario and every dump states its need as a [`MemoryNeed`]: the bytes it makes
-//! resident (written or faulted in), the bytes of address space it maps in all, and its largest
-//! single mapping. [`check`] compares them with `/proc/meminfo`, the overcommit policy, the
-//! address-space limit (`RLIMIT_AS`) and the user address space of the architecture, so that a
-//! size that cannot work is refused with a message (exit status 2) instead of an out-of-memory
-//! kill, a failed `mmap` halfway through, or arithmetic that wraps. How the suite fits its
-//! scenarios into a memory budget is [`crate::budget`].
+//! What a run needs from the machine's memory ([`MemoryNeed`]: resident bytes, mapped bytes,
+//! largest mapping), computed with checked arithmetic, and its [`check`] against `/proc/meminfo`,
+//! the overcommit policy, `RLIMIT_AS` and the user address space before any work starts, so that a
+//! size that cannot work is refused with a message instead of an out-of-memory kill.
 
 use std::fmt;
 

@@ -1,9 +1,6 @@
-//! `clear --alloc`: init_on_alloc through the buddy allocator. A zone of `--size` bytes (default
-//! 16 GiB) with init_on_alloc on is allocated completely in order-9 (2 MiB) blocks; each
-//! allocation is zeroed either page by page (`per-page`: one 4 KiB `clear_pages(page, 1)` per
-//! page, the old `kernel_init_pages` loop) or with one `clear_pages(block, 512)` (`batch`, the
-//! 2026 series). The arena holding the page contents is resident before measuring. Every round
-//! runs next to the best zero fill of one thread on the arena itself (the paired limit).
+//! `clear --alloc`: init_on_alloc through the buddy allocator: a zone allocated completely in
+//! order-9 blocks, each zeroed page by page (`per-page`) or with one `clear_pages` call (`batch`),
+//! every round paired with the best zero fill on the zone's page arena.
 
 use std::time::Instant;
 

@@ -1,7 +1,8 @@
 //! `deferred`: boot-time struct page init of a zone three ways (eager, deferred, on demand),
 //! each in the kernel's order and fused ([`BootOrder`]), and the cost of the on-demand check in
 //! the allocator. The main figure is the boot time; `full_ms` adds what it takes until every
-//! struct page is initialized. `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it is timed.
+//! struct page is initialized. `crates/memmap-bench/METHODOLOGY.md` describes each strategy and
+//! how it is timed.
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,7 @@
 //! `hugetlb`: boot-time 1 GiB pages: the fallback tail initialization without HVO
 //! (`hugetlb-1g-nohvo`, one thread and all cores), and the whole gather with HVO
-//! (`hugetlb-1g-hvo`). `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it is timed.
+//! (`hugetlb-1g-hvo`). `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it
+//! is timed.
 
 use std::time::{Duration, Instant};
 
