@@ -28,7 +28,7 @@ pub use args::Cli;
 use args::{Command, GlobalArgs, TimingArgs};
 pub use error::CliError;
 pub use invocation::Invocation;
-pub use named::{NamedParser, named};
+pub use named::named;
 pub use suite::Suite;
 
 use crate::memory::MemInfo;
