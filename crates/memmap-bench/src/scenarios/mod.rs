@@ -74,12 +74,6 @@ pub fn report_schema() -> serde_json::Value {
     crate::report::schema::json_schema(&names, &strategies)
 }
 
-/// [`report_schema`] as the checked-in text.
-#[must_use]
-pub fn report_schema_text() -> String {
-    crate::report::schema::schema_text(&report_schema())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
