@@ -53,12 +53,6 @@ impl MemoryNeed {
         MemoryNeed { resident: bytes, mapped: bytes, largest_mapping: bytes }
     }
 
-    /// One mapping of `mapped` bytes of which `resident` are touched.
-    #[must_use]
-    pub const fn sparse(mapped: u64, resident: u64) -> Self {
-        MemoryNeed { resident, mapped, largest_mapping: mapped }
-    }
-
     /// `self` and `other` at the same time.
     pub fn and(self, other: MemoryNeed) -> Result<MemoryNeed, Overflow> {
         Ok(MemoryNeed {
@@ -453,6 +447,11 @@ pub fn check(who: &str, need: &MemoryNeed, info: &MemInfo) -> Result<(), MemoryE
 pub(crate) mod tests {
     use super::*;
 
+    /// One mapping of `mapped` bytes of which `resident` are touched.
+    fn sparse(mapped: u64, resident: u64) -> MemoryNeed {
+        MemoryNeed { resident, mapped, largest_mapping: mapped }
+    }
+
     /// This project's machine: 24 GiB, 20 available, heuristic overcommit, no swap.
     pub(crate) fn info() -> MemInfo {
         MemInfo {
@@ -473,18 +472,18 @@ pub(crate) mod tests {
         assert_eq!(check("x", &MemoryNeed::resident(1 << 30), &i), Ok(()));
         assert!(matches!(check("x", &MemoryNeed::resident(19 << 30), &i), Err(MemoryError::Resident { .. })));
         // Sparse: little resident, but one mapping larger than RAM + swap.
-        let e = check("x", &MemoryNeed::sparse(30 << 30, 1 << 20), &i).unwrap_err();
+        let e = check("x", &sparse(30 << 30, 1 << 20), &i).unwrap_err();
         assert!(e.to_string().contains("RAM plus swap"), "{e}");
         // Several mappings each below RAM: fine under the heuristic.
-        let many = MemoryNeed::sparse(10 << 30, 1 << 20).times(3).unwrap();
+        let many = sparse(10 << 30, 1 << 20).times(3).unwrap();
         assert_eq!(check("x", &many, &i), Ok(()));
         let strict = MemInfo { overcommit: Some(2), ..i.clone() };
         assert!(check("x", &many, &strict).unwrap_err().to_string().contains("commit limit"));
         let limited = MemInfo { rlimit_as: Some(1 << 30), ..i };
         assert!(
-            check("x", &MemoryNeed::sparse(2 << 30, 0), &limited).unwrap_err().to_string().contains("ulimit")
+            check("x", &sparse(2 << 30, 0), &limited).unwrap_err().to_string().contains("ulimit")
         );
-        let huge = MemoryNeed::sparse(1 << 50, 0);
+        let huge = sparse(1 << 50, 0);
         assert!(
             check("x", &huge, &MemInfo::default()).unwrap_err().to_string().contains("user address space")
         );
