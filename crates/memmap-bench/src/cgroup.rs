@@ -104,9 +104,7 @@ impl Version {
 /// A cgroup limit file: a byte count, `None` for `max` (v2) or v1's "unlimited" (a value of
 /// 2^62 or more: the page-rounded `LONG_MAX`), or an unreadable file.
 fn limit_file(path: &Path) -> Option<u64> {
-    let s = std::fs::read_to_string(path).ok()?;
-    let v: u64 = s.trim().parse().ok()?;
-    (v < 1 << 62).then_some(v)
+    number_file(path).filter(|&v| v < 1 << 62)
 }
 
 fn number_file(path: &Path) -> Option<u64> {
