@@ -480,9 +480,7 @@ pub(crate) mod tests {
         let strict = MemInfo { overcommit: Some(2), ..i.clone() };
         assert!(check("x", &many, &strict).unwrap_err().to_string().contains("commit limit"));
         let limited = MemInfo { rlimit_as: Some(1 << 30), ..i };
-        assert!(
-            check("x", &sparse(2 << 30, 0), &limited).unwrap_err().to_string().contains("ulimit")
-        );
+        assert!(check("x", &sparse(2 << 30, 0), &limited).unwrap_err().to_string().contains("ulimit"));
         let huge = sparse(1 << 50, 0);
         assert!(
             check("x", &huge, &MemInfo::default()).unwrap_err().to_string().contains("user address space")

@@ -9,5 +9,5 @@ use memmap_core::Named;
 #[must_use]
 pub fn named<T: Named + Send + Sync>() -> impl TypedValueParser<Value = T> {
     PossibleValuesParser::new(T::ALL.iter().map(|v| v.name()))
-        .map(|s| T::from_name(&s).expect("PossibleValuesParser accepts only the names of T::ALL"))
+        .try_map(|s| T::from_name(&s).ok_or(format!("no value is named {s}")))
 }
