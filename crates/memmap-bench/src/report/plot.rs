@@ -7,7 +7,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::document::Report;
 use super::scenario::{Figure, ScenarioReport, StrategyResult};
-use super::text::{num, ratio};
+use super::verdict::{num, ratio};
 use crate::measure::gbps;
 
 /// Bars by position in the scenario: the baseline, intermediate strategies, the last
