@@ -1,24 +1,12 @@
 //! # example-kernel: stream-hal and memmap-core in a `no_std` kernel, in one file to copy
 //!
 //! What a Rust kernel does with the two crates at boot, without an allocator and with one
-//! `unsafe` block per hardware fact:
-//!
-//! 1. assert at compile time that stream-hal got the switch the kernel relies on (no `CPUID`
-//!    of its own: the constant below fails the build otherwise);
-//! 2. hand over the CPU features its own CPU setup found ([`boot_cpu_features`]);
-//! 3. take its boot memory, once, from static storage ([`BOOT_STORAGE`], [`BootStorage::take`]):
-//!    `MaybeUninit` arrays in `.bss`, no allocator;
-//! 4. initialize the struct pages of a device (pmem) range in that uninitialized storage with
-//!    memmap-core ([`init_device_memmap`]): `Memmap::from_uninit` and
-//!    `memmap_init_zone_device`, streamed;
-//! 5. fill its frame-metadata table (one 64-byte record per 4 KiB frame, as Asterinas'
-//!    `MetaSlot`) with write-once streaming stores ([`init_frame_table`]): the record type
-//!    derives `bytemuck::NoUninit`, so no `unsafe impl Record` is written;
-//! 6. zero free pages in bulk before handing them out ([`zero_free_pages`]), with preemption
-//!    off so that the drain runs on the CPU that issued the stores;
-//! 7. copy a boot module to its final place with streaming stores ([`copy_boot_module`]);
-//! 8. check every result ([`self_test`] runs 3 to 7 on the static storage and reads each
-//!    result back).
+//! `unsafe` block per hardware fact: it refuses to build a stream-hal that would run `CPUID`
+//! itself, hands over the CPU features it detected ([`boot_cpu_features`]), takes its boot
+//! memory once from `.bss` ([`BOOT_STORAGE`]), initializes a pmem range's struct pages in that
+//! uninitialized storage ([`init_device_memmap`]), streams its frame-metadata table
+//! ([`init_frame_table`]), zeroes free pages and copies a boot module with preemption off
+//! ([`zero_free_pages`], [`copy_boot_module`]), and checks every result ([`self_test`]).
 //!
 //! Build it for any kernel target (`.cargo/config.toml` sets `STREAM_HAL_NO_CPUID = "1"` in
 //! its `[env]` table, which a `RUSTFLAGS` in the environment does not replace):
@@ -93,12 +81,6 @@ pub unsafe fn boot_cpu_features(cpu: DetectedCpu) {
     // SAFETY: the caller guarantees that `cpu` is what every CPU has; a block size that is not
     // a power of two in 8..=4096 was dropped by `BlockSize::new` (the feature is then unused).
     unsafe { stream_hal::set_cpu_features(features) };
-}
-
-/// Turns features off again (for example after finding that a CPU brought up later lacks
-/// one): the safe function can only remove.
-pub fn drop_cpu_features(keep: CpuFeatures) -> CpuFeatures {
-    stream_hal::restrict_cpu_features(keep)
 }
 
 /// One frame's metadata: 64 bytes, no padding (the derive checks it).
@@ -422,12 +404,6 @@ fn first_mismatch(mut checks: impl Iterator<Item = bool>, check: &'static str) -
         Some(index) => Err(SelfTestError::Mismatch { check, index }),
         None => Ok(()),
     }
-}
-
-/// The backend this kernel image was built with, for its boot log.
-#[must_use]
-pub fn stream_backend() -> stream_hal::Backend {
-    stream_hal::backend()
 }
 
 #[cfg(test)]

@@ -1,19 +1,13 @@
-//! The memory budget of a timing run and how the suite fits into it.
-//!
-//! Scenarios run one after the other and free their storage before the next, so each one may
-//! use the whole budget: `--memory-budget SIZE`, by default two thirds of `MemAvailable`, or of
-//! the memory cgroup's room where that is less ([`MemInfo::room`], [`MemInfo::default_budget`]:
-//! the rest is left to the system and to other programs, which on a
-//! shared machine may grow while the bench runs), at most 90% of it ([`MemInfo::usable`]). A scenario whose size the user did not give is sized to the budget: its
-//! one scalable parameter ([`Knob`]: the device size, the number of gigantic pages, ...) is the
-//! largest multiple of its unit, up to its default, whose need fits the budget and passes every
-//! other check of [`memory::check`] (address space, overcommit). One that does not fit even at
-//! its smallest size is skipped, with the reason. A size the user gave is never changed: it
-//! fits, or the command is refused.
+//! The memory budget of a timing run: `--memory-budget SIZE`, by default two thirds of
+//! `MemAvailable` or of the memory cgroup's room where that is less ([`MemInfo::room`]), at
+//! most 90% of it ([`MemInfo::usable`]). Scenarios run one after the other, so each may use
+//! all of it. One whose size the user did not give is scaled down through its [`Knob`] to the
+//! largest size that fits (the suite does it, `cli::suite`); one that does not fit at its
+//! smallest is skipped ([`Skipped`]); a size the user gave fits or the command is refused.
 
 use std::fmt;
 
-use crate::memory::{self, MemInfo, MemoryError, MemoryNeed, Overflow};
+use crate::memory::{self, MemInfo, MemoryError, MemoryNeed};
 use crate::size::Bytes;
 
 /// What the bench itself keeps resident besides a scenario's storage (its code, heap, thread
@@ -210,7 +204,7 @@ pub struct Skipped {
 
 impl Skipped {
     /// `name` left out because of `error` (a need as "it"), with `budget`'s advice.
-    fn new(name: &'static str, what: &str, error: &MemoryError, budget: &Budget) -> Skipped {
+    pub(crate) fn new(name: &'static str, what: &str, error: &MemoryError, budget: &Budget) -> Skipped {
         let budget_needed = match error {
             MemoryError::Budget { need, own, .. } => Some(need.saturating_add(*own)),
             _ => None,
@@ -219,91 +213,6 @@ impl Skipped {
             .map_or_else(String::new, |b| format!("; {}", budget.advice(b).unwrap_or_else(|e| e)));
         Skipped { name, reason: format!("{what}{error}{advice}"), budget_needed }
     }
-}
-
-/// What [`fit`] sizes: a scenario (the scenarios implement it for `dyn Scenario`).
-pub trait Scalable {
-    /// The name a refusal or a skip names.
-    fn name(&self) -> &'static str;
-
-    /// The memory it needs while it runs.
-    ///
-    /// # Errors
-    ///
-    /// [`Overflow`] when its parameters ask for more than a 64-bit byte count.
-    fn memory_needed(&self) -> Result<MemoryNeed, Overflow>;
-
-    /// Its one scalable parameter; `None`: it runs at its size or not at all.
-    fn knob(&self) -> Option<Knob>;
-
-    /// The same with its knob at `value`; `None` if it has no knob.
-    fn resized(&self, value: u64) -> Option<Box<Self>>;
-}
-
-/// Fits `s` into `budget` on `info`.
-///
-/// # Errors
-///
-/// [`Skipped`] when a scenario without a knob, or at its knob's smallest value, does not fit.
-/// A user-given size that does not fit is an error of the command line ([`FitError::Refused`]).
-pub fn fit<S: Scalable + ?Sized>(
-    s: Box<S>,
-    budget: &Budget,
-    info: &MemInfo,
-) -> Result<(Box<S>, Fitted), FitError> {
-    // The need of `s` as `who` against the budget and the machine.
-    let need_of = |s: &S, who: &str| -> Result<(), MemoryError> {
-        let need = s.memory_needed()?;
-        budget.check(who, &need, info)
-    };
-    let fits = |s: &S| need_of(s, s.name());
-    let error = match fits(s.as_ref()) {
-        Ok(()) => return Ok((s, Fitted::Unchanged)),
-        Err(e) => e,
-    };
-    let knob = match s.knob() {
-        Some(k) if !k.fixed && k.step > 0 => k,
-        Some(_) => return Err(FitError::Refused(error)),
-        None => {
-            let e = need_of(s.as_ref(), "it").err().unwrap_or(error);
-            return Err(FitError::Skipped(Skipped::new(s.name(), "", &e, budget)));
-        }
-    };
-    // The largest k * step in [min, value] that fits: needs grow with the knob.
-    let (mut lo, mut hi) = (knob.min / knob.step, knob.value / knob.step);
-    let at = |k: u64| s.resized(k * knob.step);
-    let smallest = knob.show(lo * knob.step);
-    match at(lo).map(|small| need_of(small.as_ref(), "it")) {
-        Some(Ok(())) => {}
-        Some(Err(e)) => {
-            let what = format!("does not fit even at its smallest size ({smallest}): ");
-            return Err(FitError::Skipped(Skipped::new(s.name(), &what, &e, budget)));
-        }
-        None => {
-            let what = format!("cannot be made as small as {smallest}: ");
-            return Err(FitError::Skipped(Skipped::new(s.name(), &what, &error, budget)));
-        }
-    }
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        if at(mid).is_some_and(|m| fits(m.as_ref()).is_ok()) {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    let scaled = at(lo).ok_or_else(|| FitError::Refused(error.clone()))?;
-    let fitted = Fitted::Scaled { from: knob.show(knob.value), to: knob.show(lo * knob.step) };
-    Ok((scaled, fitted))
-}
-
-/// Why [`fit`] did not return a scenario to run.
-#[derive(Debug)]
-pub enum FitError {
-    /// It cannot run within the budget: leave it out and say why.
-    Skipped(Skipped),
-    /// A size the user gave does not fit: refuse the command.
-    Refused(MemoryError),
 }
 
 #[cfg(test)]

@@ -1,17 +1,7 @@
-//! The memory a process's cgroup leaves it.
-//!
-//! In a container started with a memory limit (`docker run -m 8g`, a systemd unit with
-//! `MemoryMax=`, a CI runner's slice), `/proc/meminfo` still shows the host: a run sized by
-//! `MemAvailable` alone overruns the limit and is killed by the cgroup's OOM killer (or, over
-//! cgroup v2's `memory.high`, throttled). [`read`] finds the tightest limit on the path from the
-//! process's memory cgroup up to the root of its hierarchy, cgroup v2 (`memory.max`,
-//! `memory.high`) or v1 (`memory.limit_in_bytes`), and the room left under it: the limit minus
-//! what that cgroup holds, its inactive file cache (which the kernel reclaims before it kills)
-//! not counted.
-//!
-//! The hierarchies are found through `/proc/self/cgroup` and `/proc/self/mountinfo` (a mount's
-//! root maps the process's cgroup path to a directory, as with a cgroup namespace), parsed by
-//! the `procfs` crate.
+//! The memory a process's cgroup leaves it: in a container `/proc/meminfo` shows the host.
+//! [`read`] finds the tightest limit (cgroup v2 `memory.max`, `memory.high`, v1
+//! `memory.limit_in_bytes`) from the process's memory cgroup up to its hierarchy's root, and the
+//! room under it (inactive file cache not counted).
 
 use std::path::{Path, PathBuf};
 
@@ -114,9 +104,7 @@ impl Version {
 /// A cgroup limit file: a byte count, `None` for `max` (v2) or v1's "unlimited" (a value of
 /// 2^62 or more: the page-rounded `LONG_MAX`), or an unreadable file.
 fn limit_file(path: &Path) -> Option<u64> {
-    let s = std::fs::read_to_string(path).ok()?;
-    let v: u64 = s.trim().parse().ok()?;
-    (v < 1 << 62).then_some(v)
+    number_file(path).filter(|&v| v < 1 << 62)
 }
 
 fn number_file(path: &Path) -> Option<u64> {

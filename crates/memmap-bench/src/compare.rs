@@ -1,10 +1,6 @@
 //! Time your own struct page initializer against the library's slow, template and streaming
-//! paths and this machine's fill limit, on the same memory and with the bench's methodology:
-//! every strategy on its own memmap of the same ZONE_DEVICE range, faulted in before the
-//! rounds; all strategies interleaved round by round; each round right after a run of the
-//! best fill method of the machine over that strategy's own memmap (the paired limit); medians
-//! of the rounds after the first. Each candidate's memmap is compared byte for byte with the
-//! slow path's afterwards.
+//! paths and this machine's fill limit, on the same memory and with the bench's methodology;
+//! each candidate's memmap is compared byte for byte with the slow path's afterwards.
 //!
 //! ```no_run
 //! use memmap_bench::compare::{Candidate, Comparison};

@@ -1,25 +1,9 @@
-//! The machine's limits, measured in the same run as the scenarios: how fast this machine can
-//! fill memory with zero and with non-zero data, and copy it, on one thread and on every core.
-//!
-//! For each thread count (1, the CPUs available, and the count the all-core rows use if that is
-//! another) every method of a kind runs on the same buffer, split between the threads as the
-//! scenarios split their work (a padata job of page-aligned chunks):
-//!
-//! | kind | methods |
-//! |---|---|
-//! | zero fill | `memset(0)`, `rep stosb` (x86-64; `dc zva` on aarch64: `stream_hal::clear_cached`), a streaming fill of zero records (`movntdq` on x86-64, `stnp` on aarch64: `stream_hal::fill`), `vmovntdq` of ymm and zmm registers where the CPU has AVX / AVX-512F (`stream_hal::bench_kit::wide_fill_methods`), `clzero` where the CPU has it (`stream_hal::clear_streaming`), `stream_hal::clear_pages` |
-//! | non-zero fill | `memset` with a non-zero byte, a streaming fill of non-zero 64-byte records (`stream_hal::fill`, the store pattern of the streaming struct page init), `vmovntdq` ymm/zmm fills of the same records where the CPU has them |
-//! | struct page fill | the bytes struct page init writes ([`STRUCT_PAGE_RECORD`]: a boot struct page's shape, four of its eight words zero): a streaming fill (`stream_hal::fill`), the `vmovntdq` ymm/zmm fills, and normal stores of the record (`store_loop`, what the template strategy's copies are) |
-//! | copy | `memcpy`, `stream_hal::memcpy_nontemporal` |
-//!
-//! The limit of a kind for a thread count is the best method of that kind at that count, and
-//! the report names the method. Struct page init is judged against the struct page fill limit:
-//! the best rate of writing the same bytes (on some machines zero words stream faster than
-//! non-zero ones, so a non-zero limit would be beaten); clearing pages against the zero fill
-//! limit. Buffers
-//! are faulted in before measuring, every method and thread count runs interleaved round by
-//! round, and the figure is the median of the rounds after the first. With several threads the
-//! time is the wall time from starting the threads to the last one's end.
+//! The machine's limits, measured in the same run as the scenarios: how fast it fills memory
+//! with zero, non-zero and struct-page-shaped data, and copies it, on one thread and on every
+//! core. The limit of a kind at a thread count is its best method there (`methods` lists
+//! them); struct page init is judged against the struct page fill limit, clearing against the
+//! zero fill limit. Methods and thread counts run interleaved round by round on resident
+//! buffers, and a figure is the median of the rounds after the first.
 
 use std::time::{Duration, Instant};
 
@@ -145,11 +129,8 @@ pub struct Limits {
     pub clear_pages_gbps: f64,
     /// Best copy on one thread (bytes copied per second).
     pub copy_gbps: f64,
-    /// Nanoseconds per 64-byte line written at a 32 KiB stride (32,768 lines spread over 1 GiB,
-    /// normal stores, caches cold from the other variants): the cost of touching one struct page
-    /// per 2 MiB block, which bounds what on-demand init can gain at boot (no hardware
-    /// prefetcher follows that stride, and on a guest every line is a TLB miss with a nested
-    /// page walk unless the host maps huge pages).
+    /// Nanoseconds per 64-byte line written at a 32 KiB stride (normal stores, cold caches): the
+    /// cost of touching one struct page per 2 MiB block, which bounds what on-demand init gains.
     pub scattered_line_ns: f64,
     /// Buffer size used.
     pub buffer_bytes: u64,
@@ -176,10 +157,8 @@ impl Limits {
     }
 }
 
-/// An anonymous mapping of `bytes` (at least one page) with transparent huge pages requested,
-/// like the memmaps and arenas the scenarios write (and the kernel's direct map and vmemmap),
-/// every page touched with a non-zero byte so that none is the shared zero page: the limit
-/// buffers, and the buffers of the examples that measure methods against each other.
+/// An anonymous mapping of `bytes` (at least one page), transparent huge pages requested, every
+/// page touched with a non-zero byte so that none is the shared zero page.
 ///
 /// # Errors
 ///
@@ -259,8 +238,7 @@ fn methods() -> Vec<(&'static str, FillKind, Method)> {
             stream_hal::drain();
         }),
     ];
-    // `clear_cached` is `rep stosb` on x86-64 and `dc zva` on aarch64 (the generic backend's is
-    // `memset` again).
+    // `clear_cached` is `rep stosb` on x86-64 and `dc zva` on aarch64 (`memset` elsewhere).
     let cached = match stream_hal::backend().name() {
         "x86_64" => Some("rep_stosb"),
         "aarch64" => Some("dc_zva"),
@@ -273,8 +251,7 @@ fn methods() -> Vec<(&'static str, FillKind, Method)> {
             stream_hal::drain();
         }));
     }
-    // Wider streaming stores than the library's own (`vmovntdq` of ymm/zmm where the CPU has
-    // them): if they were faster, the library's fill would not be at the limit.
+    // Wider streaming stores than the library's own, where the CPU has them.
     let wide: Vec<&str> = stream_hal::bench_kit::wide_fill_methods().map(|m| m.name).collect();
     let variants: [(&'static str, [Method; 3]); 2] = [
         (WIDE[0], [wide_fill::<0, 0>, wide_fill::<0, 1>, wide_fill::<0, 2>]),
@@ -345,31 +322,24 @@ const CALIBRATION_RUNS: usize = 3;
 /// How far behind the fastest a third method of [`best_on`] may be and still be kept.
 const CALIBRATION_SLACK: f64 = 0.10;
 
-/// The best methods of `kind` at `threads` on the storage `[dst, dst + len)`: every method of
-/// the kind that the limits phase measured runs three times on this storage,
-/// interleaved, split between `threads` threads; the method with the fastest run comes first,
-/// followed by the runner-up. Both are kept because three runs do not rank methods reliably:
-/// on the project's guest `vmovntdq_ymm` won the calibration on a 1 GiB hugetlb memmap and then
-/// filled it at 14 GB/s in every round where `stream_fill` reached 20, and methods within a
-/// few percent swap places from run to run; the limit is whichever of the two is faster at
-/// the moment ([`run_fastest`]). A third method within 10% of the fastest is
-/// kept too: on an AMD Zen 4 guest `memset` (the C library's `rep stosb`) lost the calibration
-/// of 2 GiB of guest memory to the two `vmovntdq` fills by a few percent and then zeroed it at
-/// 1.07x of their rate in the rounds. The method that is best on a 1 GiB buffer is not always
-/// best on a scenario's storage (`memset` of a large range, for one, takes another path inside
-/// the C library). Empty if no method of `kind` was measured.
-///
-/// # Safety
-///
-/// `dst` is valid for writes of `len` bytes, page-aligned, `len` a multiple of 4096, and
-/// nothing else accesses it until this returns. Not for [`FillKind::Copy`].
-pub unsafe fn best_on(
-    limits: &Limits,
-    kind: FillKind,
-    threads: usize,
-    dst: *mut u8,
-    len: usize,
-) -> Vec<String> {
+/// Whether `bytes` is whole 4 KiB pages at a page-aligned address (what the methods need).
+fn whole_pages(bytes: &[u8]) -> bool {
+    bytes.as_ptr().addr() % 4096 == 0 && bytes.len() % 4096 == 0 && !bytes.is_empty()
+}
+
+/// The best methods of `kind` at `threads` on the storage `bytes`: every method of
+/// the kind that the limits phase measured runs [`CALIBRATION_RUNS`] times on this storage,
+/// interleaved; the fastest comes first, then the runner-up, then a third within
+/// [`CALIBRATION_SLACK`] of the fastest. More than one is kept because a few runs do not rank
+/// close methods reliably, and the best method on the limit buffer is not always the best on a
+/// scenario's storage; the limit is whichever is fastest at the moment ([`run_fastest`]).
+/// Empty if no method of `kind` was measured, for [`FillKind::Copy`], and for storage that is
+/// not whole, page-aligned pages.
+pub fn best_on(limits: &Limits, kind: FillKind, threads: usize, bytes: &mut [u8]) -> Vec<String> {
+    if !whole_pages(bytes) {
+        return Vec::new();
+    }
+    let (dst, len) = (bytes.as_mut_ptr() as usize, bytes.len());
     let candidates: Vec<(&str, Method)> = limits
         .at(threads)
         .methods
@@ -380,8 +350,8 @@ pub unsafe fn best_on(
     let mut best: Vec<Duration> = vec![Duration::MAX; candidates.len()];
     for _ in 0..CALIBRATION_RUNS {
         for (b, &(_, f)) in best.iter_mut().zip(&candidates) {
-            // The caller's contract is `run_split`'s.
-            *b = (*b).min(run_split(threads, dst as usize, dst as usize, len, f));
+            // `bytes` is exclusively borrowed, page-aligned whole pages: `run_split`'s contract.
+            *b = (*b).min(run_split(threads, dst, dst, len, f));
         }
     }
     let mut ranked: Vec<(Duration, &str)> = best.into_iter().zip(candidates.iter().map(|c| c.0)).collect();
@@ -396,24 +366,22 @@ pub unsafe fn best_on(
         .collect()
 }
 
-/// Runs each of `methods` ([`best_on`]'s answer) once over `[dst, dst + len)` split between
-/// `threads` threads, starting with `methods[first % n]`, and returns the fastest run's wall
-/// time (zero if none ran).
-///
-/// # Safety
-///
-/// As for [`best_on`].
-pub unsafe fn run_fastest(
+/// Runs each of `methods` ([`best_on`]'s answer) once over `bytes` split between `threads`
+/// threads, starting with `methods[first % n]`, and returns the fastest run's wall time (zero
+/// if none ran, or for storage that is not whole, page-aligned pages).
+pub fn run_fastest(
     methods: &[String],
     kind: FillKind,
     threads: usize,
     first: usize,
-    dst: *mut u8,
-    len: usize,
+    bytes: &mut [u8],
 ) -> Duration {
-    let n = methods.len();
+    if !whole_pages(bytes) {
+        return Duration::ZERO;
+    }
+    let (dst, len, n) = (bytes.as_mut_ptr(), bytes.len(), methods.len());
     (0..n)
-        // SAFETY: the caller's contract is `run_method`'s.
+        // SAFETY: `bytes` is exclusively borrowed, page-aligned whole pages (checked above).
         .filter_map(|k| unsafe { run_method(&methods[(first + k) % n], kind, threads, dst, len) })
         .min()
         .unwrap_or_default()
@@ -439,16 +407,12 @@ pub unsafe fn run_method(
     Some(run_split(threads, dst as usize, dst as usize, len, f))
 }
 
-/// The chunk [`run_split`] never splits below: 2 MiB (a thread start costs about what a
-/// streaming fill of a few hundred KiB does).
+/// The chunk [`run_split`] never splits below (a thread start costs about a short fill).
 const SPLIT_MIN_CHUNK: u64 = 2 << 20;
 
 /// Runs `f` over `[dst, dst + len)` (and the same bytes of `src`) on `threads` workers, the
-/// calling thread among them, as a padata job of page-aligned chunks (about four per worker,
-/// none under [`SPLIT_MIN_CHUNK`]): the parallel runner the scenarios use, so a worker whose
-/// vCPU the host slows is balanced the same way in a limit run as in the rounds it judges (a
-/// static split into equal slices waits for the slowest slice, and read 1.06x under a
-/// two-thread scenario's rate on an AMD Zen 3 guest). Returns the wall time.
+/// calling thread among them, as the scenarios' padata job of page-aligned chunks, so that a
+/// limit run is balanced as the rounds it judges are. Returns the wall time.
 fn run_split(threads: usize, dst: usize, src: usize, len: usize, f: Method) -> Duration {
     let job = PadataJob {
         start: 0,
@@ -588,17 +552,14 @@ mod tests {
     fn the_paired_limit_methods_are_measured_methods_of_the_kind() {
         let l = measure(8 << 20, 2, &[], &crate::progress::Phase::hidden()).unwrap();
         let mut buf = resident_buffer(8 << 20).unwrap();
-        let (p, n) = (buf.as_mut_ptr(), buf.len());
+        let n = buf.len();
         for kind in [FillKind::Zero, FillKind::Nonzero] {
-            // SAFETY: `buf` is a page-aligned mapping of whole pages, used by nothing else.
-            let best = unsafe { best_on(&l, kind, 2, p, n) };
+            let best = best_on(&l, kind, 2, &mut buf);
             assert!((1..=3).contains(&best.len()), "{best:?}");
             assert!(best.iter().all(|m| l.at(2).method(kind, m).is_some()), "{best:?}");
-            // SAFETY: as above.
-            assert!(unsafe { run_fastest(&best, kind, 2, 1, p, n) } > Duration::ZERO);
+            assert!(run_fastest(&best, kind, 2, 1, &mut buf) > Duration::ZERO);
         }
-        // SAFETY: as above.
-        assert!(unsafe { best_on(&l, FillKind::Copy, 1, p, n) }.is_empty());
+        assert!(best_on(&l, FillKind::Copy, 1, &mut buf).is_empty());
         // The last fills were non-zero ones, over the whole buffer.
         assert_eq!((buf[0], buf[n - 1]), (0x5a, 0x5a));
     }

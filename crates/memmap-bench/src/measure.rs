@@ -1,9 +1,7 @@
 //! Interleaved, round-by-round timing of several strategies in one process.
 //!
-//! Round `r` runs every strategy once, starting with strategy `r % n`, so no strategy always
-//! runs first (after a cold cache) or last. Round 0 is the "first binding" (each strategy's
-//! storage is fresh), rounds 1.. are the "rebinds". Each run moves the phase's progress bar by
-//! the runner's weight ([`Runner::weight`]), set exactly after the run, so a bar ends at 100%.
+//! Every round runs each strategy once, in a new order per round ([`round_order`]). Round 0 is
+//! the "first binding" (each strategy's storage is fresh), rounds 1.. are the "rebinds".
 
 use std::time::Duration;
 
@@ -113,11 +111,8 @@ pub fn interleaved(rounds: usize, runners: &mut [Runner<'_>], phase: &Phase) -> 
 /// and, per runner, its companion's samples of the same rounds (empty for an unpaired runner).
 ///
 /// A companion is the limit method on the runner's own storage: a shared machine's bandwidth
-/// moves between modes within a second (on a 2-vCPU guest two threads alternate between about
-/// one and two times one thread's rate as the host places the vCPUs), so a limit measured at
-/// another time can be from another mode; a run next to the strategy's is from the same one.
-/// It runs before the strategy, so the strategy's output is what the storage holds after
-/// every round. `phase` becomes a bar of every run's weight, set after each run.
+/// changes within a second, so a limit measured next to the strategy's run is the fair one.
+/// It runs first, so the storage holds the strategy's output after every round.
 ///
 /// # Panics
 ///
@@ -166,12 +161,8 @@ pub fn interleaved_paired(
     (out, paired)
 }
 
-/// The order of the runners in round `round` of `n`: as given in round 0, then a permutation
-/// of its own per round (`fastrand`'s shuffle seeded with the round, the same in every run).
-/// A run can leave the machine in a state the next one inherits (which memory is free, where
-/// the host placed the vCPUs); a rotation would keep every runner after the same one and pass
-/// such a carry-over to one runner in every round (docs/performance/populate-baselines.md has
-/// a case).
+/// The order of the runners in round `round` of `n`: as given in round 0, then a shuffle
+/// seeded with the round, so that no runner always inherits the state another leaves behind.
 #[must_use]
 pub fn round_order(round: usize, n: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();

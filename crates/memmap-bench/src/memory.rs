@@ -1,13 +1,7 @@
-//! What a run needs from the machine's memory, computed with checked arithmetic, and the check
-//! of that need against what the machine has, before any work starts.
-//!
-//! Every scenario and every dump states its need as a [`MemoryNeed`]: the bytes it makes
-//! resident (written or faulted in), the bytes of address space it maps in all, and its largest
-//! single mapping. [`check`] compares them with `/proc/meminfo`, the overcommit policy, the
-//! address-space limit (`RLIMIT_AS`) and the user address space of the architecture, so that a
-//! size that cannot work is refused with a message (exit status 2) instead of an out-of-memory
-//! kill, a failed `mmap` halfway through, or arithmetic that wraps. How the suite fits its
-//! scenarios into a memory budget is [`crate::budget`].
+//! What a run needs from the machine's memory ([`MemoryNeed`]: resident bytes, mapped bytes,
+//! largest mapping), computed with checked arithmetic, and its [`check`] against `/proc/meminfo`,
+//! the overcommit policy, `RLIMIT_AS` and the user address space before any work starts, so that a
+//! size that cannot work is refused with a message instead of an out-of-memory kill.
 
 use std::fmt;
 
@@ -31,19 +25,11 @@ impl fmt::Display for Overflow {
 impl std::error::Error for Overflow {}
 
 /// `a * b`, or an [`Overflow`] naming `what`.
-///
-/// # Errors
-///
-/// On overflow.
 pub fn mul(a: u64, b: u64, what: &str) -> Result<u64, Overflow> {
     a.checked_mul(b).ok_or_else(|| Overflow { what: what.to_string() })
 }
 
 /// `a + b`, or an [`Overflow`] naming `what`.
-///
-/// # Errors
-///
-/// On overflow.
 pub fn add(a: u64, b: u64, what: &str) -> Result<u64, Overflow> {
     a.checked_add(b).ok_or_else(|| Overflow { what: what.to_string() })
 }
@@ -67,17 +53,7 @@ impl MemoryNeed {
         MemoryNeed { resident: bytes, mapped: bytes, largest_mapping: bytes }
     }
 
-    /// One mapping of `mapped` bytes of which `resident` are touched.
-    #[must_use]
-    pub const fn sparse(mapped: u64, resident: u64) -> Self {
-        MemoryNeed { resident, mapped, largest_mapping: mapped }
-    }
-
     /// `self` and `other` at the same time.
-    ///
-    /// # Errors
-    ///
-    /// On overflow.
     pub fn and(self, other: MemoryNeed) -> Result<MemoryNeed, Overflow> {
         Ok(MemoryNeed {
             resident: add(self.resident, other.resident, "the memory needed")?,
@@ -87,10 +63,6 @@ impl MemoryNeed {
     }
 
     /// `n` copies of `self` at the same time.
-    ///
-    /// # Errors
-    ///
-    /// On overflow.
     pub fn times(self, n: u64) -> Result<MemoryNeed, Overflow> {
         Ok(MemoryNeed {
             resident: mul(self.resident, n, "the memory needed")?,
@@ -131,10 +103,6 @@ fn recorded_events(nr_pages: u64, trace: Option<u64>) -> Result<MemoryNeed, Over
 /// The memory `memmap-bench dump zone-device` needs: the memmap and its pageblock bits, and
 /// with the tracepoint on the recorded `page_ref_set` events (up to three
 /// per page, by memory type and compound pages: 40 bytes each).
-///
-/// # Errors
-///
-/// On overflow.
 pub fn zone_device_dump_need(d: &memmap_dump::ZoneDeviceDump) -> Result<MemoryNeed, Overflow> {
     let memmap = mul(d.nr_pages, d.struct_page_size(), "the dump's memmap")?;
     let trace = d.page_ref_trace.then(|| {
@@ -151,10 +119,6 @@ pub fn zone_device_dump_need(d: &memmap_dump::ZoneDeviceDump) -> Result<MemoryNe
 /// The memory `memmap-bench dump hotplug` needs: the memmap and its pageblock bits, and with
 /// the tracepoint on two recorded `page_ref_set` events per page (`__init_single_page()` and
 /// `__free_pages_core()`).
-///
-/// # Errors
-///
-/// On overflow.
 pub fn hotplug_dump_need(d: &memmap_dump::HotplugDump) -> Result<MemoryNeed, Overflow> {
     let memmap = mul(d.nr_pages, d.struct_page_size(), "the dump's memmap")?;
     MemoryNeed::resident(memmap)
@@ -165,10 +129,6 @@ pub fn hotplug_dump_need(d: &memmap_dump::HotplugDump) -> Result<MemoryNeed, Ove
 /// The memory `memmap-bench dump node` needs for a node spanning `span_pages` pfns: the memmap,
 /// its pageblock bits, and one `u64` per page for the lists read from the layout file (taken
 /// pages, pageblock migrate types); checked before any of them is built.
-///
-/// # Errors
-///
-/// On overflow.
 pub fn node_dump_need(span_pages: u64, struct_page_size: u64) -> Result<MemoryNeed, Overflow> {
     let memmap = mul(span_pages, struct_page_size, "the dump's memmap")?;
     MemoryNeed::resident(memmap)
@@ -487,6 +447,11 @@ pub fn check(who: &str, need: &MemoryNeed, info: &MemInfo) -> Result<(), MemoryE
 pub(crate) mod tests {
     use super::*;
 
+    /// One mapping of `mapped` bytes of which `resident` are touched.
+    fn sparse(mapped: u64, resident: u64) -> MemoryNeed {
+        MemoryNeed { resident, mapped, largest_mapping: mapped }
+    }
+
     /// This project's machine: 24 GiB, 20 available, heuristic overcommit, no swap.
     pub(crate) fn info() -> MemInfo {
         MemInfo {
@@ -507,18 +472,16 @@ pub(crate) mod tests {
         assert_eq!(check("x", &MemoryNeed::resident(1 << 30), &i), Ok(()));
         assert!(matches!(check("x", &MemoryNeed::resident(19 << 30), &i), Err(MemoryError::Resident { .. })));
         // Sparse: little resident, but one mapping larger than RAM + swap.
-        let e = check("x", &MemoryNeed::sparse(30 << 30, 1 << 20), &i).unwrap_err();
+        let e = check("x", &sparse(30 << 30, 1 << 20), &i).unwrap_err();
         assert!(e.to_string().contains("RAM plus swap"), "{e}");
         // Several mappings each below RAM: fine under the heuristic.
-        let many = MemoryNeed::sparse(10 << 30, 1 << 20).times(3).unwrap();
+        let many = sparse(10 << 30, 1 << 20).times(3).unwrap();
         assert_eq!(check("x", &many, &i), Ok(()));
         let strict = MemInfo { overcommit: Some(2), ..i.clone() };
         assert!(check("x", &many, &strict).unwrap_err().to_string().contains("commit limit"));
         let limited = MemInfo { rlimit_as: Some(1 << 30), ..i };
-        assert!(
-            check("x", &MemoryNeed::sparse(2 << 30, 0), &limited).unwrap_err().to_string().contains("ulimit")
-        );
-        let huge = MemoryNeed::sparse(1 << 50, 0);
+        assert!(check("x", &sparse(2 << 30, 0), &limited).unwrap_err().to_string().contains("ulimit"));
+        let huge = sparse(1 << 50, 0);
         assert!(
             check("x", &huge, &MemInfo::default()).unwrap_err().to_string().contains("user address space")
         );

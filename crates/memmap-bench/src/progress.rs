@@ -1,12 +1,7 @@
-//! Progress on stderr for every phase of a run: the limits and each
-//! scenario, drawn only when stderr is a terminal and progress is wanted (`--no-progress` turns
-//! it off).
-//!
-//! A phase starts as a spinner with its elapsed time (mapping and faulting in storage)
-//! and becomes a bar once its work is known ([`Phase::work`]). The timing loop
-//! ([`crate::measure::interleaved_paired`]) sets the bar to the exact work done after every
-//! run, so a bar ends at 100%; inside a run the initializers' `cond_resched` hook
-//! ([`ProgressHooks`]) moves it on.
+//! Progress on stderr for every phase of a run, drawn only when stderr is a terminal and
+//! `--no-progress` is not given: a spinner until the phase's work is known ([`Phase::work`]), then
+//! a bar that the timing loop sets after every run and the initializers' `cond_resched` hook
+//! ([`ProgressHooks`]) moves on within one.
 
 use std::time::Duration;
 

@@ -1,24 +1,9 @@
 //! The prefault algorithms of the VMMs, reimplemented as the baselines `guest-memory-populate`
-//! measures `stream_vm_memory::populate_all` against, on the bench's guest memory only
-//! (private anonymous regions; anything else is refused before anything is done). Each faults
-//! every region's pages in for writing, changes no byte, and reports per region its bytes and
-//! threads ([`BaselineRegion`]). Huge-page advice is the caller's, as the VMMs advise a region
-//! when they create it.
-//!
-//! * [`cloud_hypervisor_prefault`]: Cloud Hypervisor mainline (`vmm/src/prefault.rs`): region
-//!   after region, [`cloud_hypervisor_threads`] threads each over its whole pages
-//!   ([`split_pages`]), started together behind a barrier (no thread stack is mapped, which
-//!   takes the `mmap_lock` for writing, while a populate holds it), one `MADV_POPULATE_WRITE`
-//!   per thread. A partial last page is left out; a region of no whole page is skipped.
-//! * [`cloud_hypervisor_numa_prefault`]: its NUMA-aware proposal (pull request #8785): every
-//!   region at once, one worker group per host node of the memory. The bench's fresh memory
-//!   follows no single-node policy, so the kernel knows no node for it and there is one
-//!   unpinned group: all regions' whole pages split between `threads` workers ([`split_runs`]).
-//! * [`qemu_prealloc`]: QEMU's `qemu_prealloc_mem` (`util/oslib-posix.c`) per region (one
-//!   backend): [`qemu_prealloc_threads`] threads over contiguous chunks, pages rounded up;
-//!   `MADV_POPULATE_WRITE` unless the advice on the first page fails with `EINVAL`, else
-//!   QEMU's touch (one byte per page read and written back, here atomically).
-//! * [`single_populate_write`]: one `MADV_POPULATE_WRITE` per region on the calling thread.
+//! measures `stream_vm_memory::populate_all` against, on private anonymous regions only: Cloud
+//! Hypervisor's ([`cloud_hypervisor_prefault`]) and its NUMA-aware proposal
+//! ([`cloud_hypervisor_numa_prefault`]), QEMU's ([`qemu_prealloc`]), and one
+//! `MADV_POPULATE_WRITE` per region ([`single_populate_write`]). Each faults every page in for
+//! writing and changes no byte.
 
 use std::io;
 use std::ops::Range;
@@ -204,8 +189,11 @@ unsafe fn run_workers(workers: &[Vec<Call>], touch: Option<usize>) -> io::Result
     })
 }
 
-/// Prefaults every region of `mem` as Cloud Hypervisor does (see the [module
-/// documentation](self)), with `cpus` as its available parallelism.
+/// Prefaults every region of `mem` as Cloud Hypervisor mainline does (`vmm/src/prefault.rs`),
+/// with `cpus` as its available parallelism: region after region,
+/// [`cloud_hypervisor_threads`] threads each over its whole pages ([`split_pages`]), started
+/// together behind a barrier, one `MADV_POPULATE_WRITE` per thread; a partial last page is
+/// left out.
 ///
 /// # Errors
 ///
@@ -228,9 +216,9 @@ pub fn cloud_hypervisor_prefault(mem: &Mem, cpus: usize) -> io::Result<Vec<Basel
     Ok(out)
 }
 
-/// Prefaults every region of `mem` as Cloud Hypervisor's NUMA-aware prefault does on memory
-/// of no known node (see the [module documentation](self)): all regions at once over
-/// `threads` workers (0 counts as 1).
+/// Prefaults every region of `mem` as Cloud Hypervisor's NUMA-aware proposal (pull request
+/// #8785) does on memory of no known node: one unpinned group, all regions' whole pages split
+/// between `threads` workers ([`split_runs`]; 0 counts as 1).
 ///
 /// # Errors
 ///
@@ -262,9 +250,9 @@ pub fn cloud_hypervisor_numa_prefault(mem: &Mem, threads: usize) -> io::Result<V
         .collect())
 }
 
-/// Preallocates every region of `mem` as QEMU's `qemu_prealloc_mem` preallocates a memory
-/// backend (see the [module documentation](self)), one region after the other, with
-/// `prealloc_threads` on `cpus` online CPUs.
+/// Preallocates every region of `mem` as QEMU's `qemu_prealloc_mem` (`util/oslib-posix.c`)
+/// does, one region after the other: [`qemu_prealloc_threads`] threads over contiguous chunks,
+/// `MADV_POPULATE_WRITE`, or QEMU's touch of one byte per page where that fails with `EINVAL`.
 ///
 /// # Errors
 ///

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use memmap_core::KernelConfig;
 use memmap_dump::diff::{DiffError, diff_dumps_report};
 use memmap_dump::{
-    DumpError, HotplugDump, HugetlbDump, LayoutFile, MAX_USER_FILE_BYTES, NodeDump, OutputDir,
-    ZoneDeviceDump, open_dump,
+    Dump, DumpError, HotplugDump, HugetlbDump, LayoutFile, MAX_USER_FILE_BYTES, OutputDir, ZoneDeviceDump,
+    open_dump,
 };
 
 use super::args::{DumpCommon, DumpHotplugArgs, DumpHugetlbArgs, DumpNodeArgs, DumpZoneDeviceArgs};
@@ -192,34 +192,32 @@ pub(super) fn node(a: &DumpNodeArgs, info: &MemInfo) -> Result<Invocation, CliEr
     Ok(Invocation::DumpNode(opts, c.out.clone(), c.force))
 }
 
-/// Runs `dump node`.
-pub(super) fn run_node(opts: &NodeDump, dir: &Path, force: bool) -> ExitCode {
-    let r = OutputDir::prepare(dir, force)
-        .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
-    dumped(r, dir, None)
-}
-
-/// Runs `dump zone-device`.
-pub(super) fn run_zone_device(opts: &ZoneDeviceDump, dir: &Path, force: bool) -> ExitCode {
-    let r = OutputDir::prepare(dir, force)
-        .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
-    dumped(r, dir, None)
-}
-
-/// Runs `dump hugetlb`.
-pub(super) fn run_hugetlb(opts: &HugetlbDump, dir: &Path, force: bool) -> ExitCode {
-    let r = OutputDir::prepare(dir, force)
-        .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
-    let folios =
-        r.as_ref().ok().map(|m| m.detail.get("folios").and_then(|f| f.as_array()).map_or(0, Vec::len));
-    dumped(r, dir, folios)
-}
-
-/// Runs `dump hotplug`.
-pub(super) fn run_hotplug(opts: &HotplugDump, dir: &Path, force: bool) -> ExitCode {
-    let r = OutputDir::prepare(dir, force)
-        .and_then(|out| opts.run().and_then(|d| d.write(&out).map(|()| d.meta)));
-    dumped(r, dir, None)
+/// Runs a dump into `dir` (prepared first, replaced with `force`): `made` is its model's `run`;
+/// `folios` says how many folios it wrote (`dump hugetlb`).
+pub(super) fn run_dump(
+    dir: &Path,
+    force: bool,
+    folios: bool,
+    made: impl FnOnce() -> Result<Dump, DumpError>,
+) -> ExitCode {
+    let r =
+        OutputDir::prepare(dir, force).and_then(|out| made().and_then(|d| d.write(&out).map(|()| d.meta)));
+    match r {
+        Ok(meta) => {
+            let n = meta.detail.get("folios").and_then(|f| f.as_array()).map_or(0, Vec::len);
+            let of = if folios { format!(" of {n} folio(s)") } else { String::new() };
+            println!(
+                "wrote {} struct pages ({} bytes each){of} to {}: strategy {} ({})",
+                meta.nr_pages,
+                meta.struct_page_size,
+                dir.display(),
+                meta.strategy,
+                meta.strategy_reason
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e, e.exit_code()),
+    }
 }
 
 /// Runs `diff A B [--json]`.
@@ -239,23 +237,5 @@ pub(super) fn run_diff(a: &Path, b: &Path, json: bool) -> ExitCode {
             ExitCode::from(r.exit_code())
         }
         Err(e @ (DiffError::Incomparable(_) | DiffError::Read(_))) => fail(&e, 2),
-    }
-}
-
-fn dumped(r: Result<memmap_dump::DumpMeta, DumpError>, dir: &Path, folios: Option<usize>) -> ExitCode {
-    match r {
-        Ok(meta) => {
-            let of = folios.map_or(String::new(), |n| format!(" of {n} folio(s)"));
-            println!(
-                "wrote {} struct pages ({} bytes each){of} to {}: strategy {} ({})",
-                meta.nr_pages,
-                meta.struct_page_size,
-                dir.display(),
-                meta.strategy,
-                meta.strategy_reason
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(&e, e.exit_code()),
     }
 }

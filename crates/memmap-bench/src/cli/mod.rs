@@ -1,19 +1,11 @@
 //! The command line: clap types ([`args`]), their validation into an [`Invocation`] (every
-//! size and every memory need checked before any work; timing commands fitted to the memory
-//! budget, [`suite`]), and running it ([`run`], and `dump` for dump and diff).
+//! size and memory need checked before any work; timing commands fitted to the memory budget,
+//! [`suite`]), and running it ([`run`], and `dump` for dump and diff). Each subcommand accepts
+//! only the flags it uses.
 //!
-//! Each subcommand accepts only the flags it uses. The output flags (`--json`, `--quick`,
-//! `--no-progress`, `--verbose`) go before or after the subcommand and belong to the timing
-//! commands (`all`, which is also what runs without a subcommand, `zone-device`, `hugetlb`,
-//! `clear`, `deferred`) and `limits`; the timing flags (`--plot`, `--threads`, `--rounds`,
-//! `--memory-budget`, `--config`) go after a timing command, or alone for the whole suite;
-//! `dump` takes its own `--config` and `--force`; `diff` takes two directories.
-//!
-//! Exit status: 0 success (or identical dumps), 1 dumps differ or the machine failed (a
-//! mapping refused after the checks, a plot that cannot be written after the run), 2 bad input,
-//! which includes a timing command whose every scenario the memory budget leaves out (nothing
-//! would run; the message names the budget that would run each) and a `--plot` FILE that cannot
-//! be written (found before anything is measured). A panic (101) on any input is a bug.
+//! Exit status: 0 success (or identical dumps), 1 dumps differ or the machine failed after the
+//! checks, 2 bad input (including a timing command the memory budget leaves nothing of, and a
+//! `--plot` FILE that cannot be written). A panic (101) on any input is a bug.
 
 pub mod args;
 mod dump;
@@ -36,7 +28,7 @@ pub use args::Cli;
 use args::{Command, GlobalArgs, TimingArgs};
 pub use error::CliError;
 pub use invocation::Invocation;
-pub use named::{NamedParser, named};
+pub use named::named;
 pub use suite::Suite;
 
 use crate::memory::MemInfo;
@@ -160,10 +152,10 @@ where
 pub fn execute(inv: Invocation) -> ExitCode {
     match inv {
         Invocation::Suite(s) => run::run_suite(&s),
-        Invocation::DumpZoneDevice(opts, dir, force) => dump::run_zone_device(&opts, &dir, force),
-        Invocation::DumpHugetlb(opts, dir, force) => dump::run_hugetlb(&opts, &dir, force),
-        Invocation::DumpHotplug(opts, dir, force) => dump::run_hotplug(&opts, &dir, force),
-        Invocation::DumpNode(opts, dir, force) => dump::run_node(&opts, &dir, force),
+        Invocation::DumpZoneDevice(o, dir, force) => dump::run_dump(&dir, force, false, || o.run()),
+        Invocation::DumpHugetlb(o, dir, force) => dump::run_dump(&dir, force, true, || o.run()),
+        Invocation::DumpHotplug(o, dir, force) => dump::run_dump(&dir, force, false, || o.run()),
+        Invocation::DumpNode(o, dir, force) => dump::run_dump(&dir, force, false, || o.run()),
         Invocation::Diff(a, b, json) => dump::run_diff(&a, &b, json),
         Invocation::Sweep(s) => run::run_sweep(&s),
     }

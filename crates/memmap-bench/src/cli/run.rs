@@ -125,12 +125,8 @@ pub fn run_sweep(s: &Sweep) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(&e, 1),
     };
-    let text = crate::sweep::text::render(&report, s.verbose);
-    if s.json {
-        eprint!("{text}")
-    } else {
-        print!("{text}")
-    }
+    let out = Out { json: s.json };
+    out.say(&crate::sweep::text::render(&report, s.verbose));
     if let Some(file) = &s.plot {
         let mut svg = String::new();
         if let Err(e) = crate::sweep::plot::draw(&report, &mut svg) {
@@ -139,8 +135,7 @@ pub fn run_sweep(s: &Sweep) -> ExitCode {
         if let Err(e) = file.commit(svg.as_bytes()) {
             return fail(&format!("--plot: {e}"), 1);
         }
-        let msg = format!("plot written to {}\n", file.path().display());
-        if s.json { eprint!("{msg}") } else { print!("{msg}") }
+        out.say(&format!("plot written to {}\n", file.path().display()));
     }
     if s.json {
         match serde_json::to_string_pretty(&report) {

@@ -4,7 +4,7 @@
 use super::args::{GlobalArgs, TimingArgs};
 use super::error::CliError;
 use super::timing::Selection;
-use crate::budget::{self, Budget, BudgetSource, FitError, Fitted, fit};
+use crate::budget::{self, Budget, BudgetSource, Fitted};
 use crate::limits;
 use crate::memory::{MemInfo, MemoryError};
 use crate::progress::ProgressMode;
@@ -226,4 +226,70 @@ fn limit_buffer(
         });
     }
     Ok(buffer)
+}
+
+/// Fits `s` into `budget` on `info`: unchanged, or its knob at the largest value that fits.
+///
+/// # Errors
+///
+/// [`budget::Skipped`] when a scenario without a knob, or at its knob's smallest value, does not fit.
+/// A user-given size that does not fit is an error of the command line ([`FitError::Refused`]).
+fn fit(
+    s: Box<dyn Scenario>,
+    budget: &Budget,
+    info: &MemInfo,
+) -> Result<(Box<dyn Scenario>, Fitted), FitError> {
+    // The need of `s` as `who` against the budget and the machine.
+    let need_of = |s: &dyn Scenario, who: &str| -> Result<(), MemoryError> {
+        let need = s.memory_needed()?;
+        budget.check(who, &need, info)
+    };
+    let fits = |s: &dyn Scenario| need_of(s, s.name());
+    let error = match fits(s.as_ref()) {
+        Ok(()) => return Ok((s, Fitted::Unchanged)),
+        Err(e) => e,
+    };
+    let knob = match s.knob() {
+        Some(k) if !k.fixed && k.step > 0 => k,
+        Some(_) => return Err(FitError::Refused(error)),
+        None => {
+            let e = need_of(s.as_ref(), "it").err().unwrap_or(error);
+            return Err(FitError::Skipped(budget::Skipped::new(s.name(), "", &e, budget)));
+        }
+    };
+    // The largest k * step in [min, value] that fits: needs grow with the knob.
+    let (mut lo, mut hi) = (knob.min / knob.step, knob.value / knob.step);
+    let at = |k: u64| s.resized(k * knob.step);
+    let smallest = knob.show(lo * knob.step);
+    match at(lo).map(|small| need_of(small.as_ref(), "it")) {
+        Some(Ok(())) => {}
+        Some(Err(e)) => {
+            let what = format!("does not fit even at its smallest size ({smallest}): ");
+            return Err(FitError::Skipped(budget::Skipped::new(s.name(), &what, &e, budget)));
+        }
+        None => {
+            let what = format!("cannot be made as small as {smallest}: ");
+            return Err(FitError::Skipped(budget::Skipped::new(s.name(), &what, &error, budget)));
+        }
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if at(mid).is_some_and(|m| fits(m.as_ref()).is_ok()) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let scaled = at(lo).ok_or_else(|| FitError::Refused(error.clone()))?;
+    let fitted = Fitted::Scaled { from: knob.show(knob.value), to: knob.show(lo * knob.step) };
+    Ok((scaled, fitted))
+}
+
+/// Why [`fit`] did not return a scenario to run.
+#[derive(Debug)]
+enum FitError {
+    /// It cannot run within the budget: leave it out and say why.
+    Skipped(budget::Skipped),
+    /// A size the user gave does not fit: refuse the command.
+    Refused(MemoryError),
 }

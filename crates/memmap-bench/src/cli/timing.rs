@@ -1,9 +1,6 @@
 //! The timing subcommands, built from the scenario catalog: one per
-//! [`CommandSpec`](crate::scenarios::spec::CommandSpec) with its size flag (`--size`,
-//! `--count`), its pick flag (`--align`, `--hvo`, `--alloc`) and the timing flags; `all` (and
-//! the command line without a subcommand) with every command's size flag; the `--rounds` help
-//! from each scenario's rounds. Reading a parsed command back ([`Selection`]) gives the sizes
-//! given and the catalog rows it runs.
+//! [`CommandSpec`](crate::scenarios::spec::CommandSpec) with its size and pick flags, and `all`
+//! with every command's size flag. [`Selection`] reads a parsed command back.
 
 use clap::builder::{PossibleValuesParser, ValueParser};
 use clap::{Arg, ArgAction, ArgMatches, Args as _, Command};

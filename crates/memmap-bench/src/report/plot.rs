@@ -1,16 +1,13 @@
-//! The `--plot` SVG: a horizontal bar per strategy of every bandwidth scenario and thread count,
-//! grouped under a heading line that names the scenario and its limit. A bar is the median GB/s
-//! of the rounds after the first, its whisker the first to third quartile of those rounds, the
-//! black tick the scenario's limit; the text after the bar (right of the bar, its whisker and
-//! the tick, so nothing overlaps) is the GB/s and the ratio to the limit. Scenarios whose
-//! figure is a time, and scenarios left out of the run, are listed under the chart.
+//! The `--plot` SVG: a horizontal bar per strategy of every bandwidth scenario and thread count
+//! (the median GB/s, a whisker from the first to the third quartile, a tick at the limit), the
+//! scenarios whose figure is a time and those left out listed under the chart.
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::document::Report;
 use super::scenario::{Figure, ScenarioReport, StrategyResult};
-use super::text::{num, ratio};
+use super::verdict::{num, ratio};
 use crate::measure::gbps;
 
 /// Bars by position in the scenario: the baseline, intermediate strategies, the last

@@ -161,12 +161,9 @@ pub struct ScenarioReport {
     /// ([`ScenarioReport::paired`]): the median of every limit run paired with this scenario's
     /// rounds (after the first); otherwise the limits phase's (`limits_phase_gbps`).
     pub limit_gbps: f64,
-    /// The limit's method (`stream_fill`, `vmovntdq_ymm`, `clzero`, `memset`, ...): paired, the
-    /// best method of the kind at this thread count on the scenario's own storage, chosen
-    /// there just before the rounds (every method's fastest of three runs), with the runner-up
-    /// and any third within 10% (`clzero or clear_pages`: each limit run runs them all and
-    /// counts the fastest); otherwise
-    /// the best in the limits phase.
+    /// The limit's method (`stream_fill`, `clzero`, ...): paired, the best methods of the kind
+    /// on the scenario's own storage (`clzero or clear_pages`: each limit run counts the
+    /// fastest); otherwise the best in the limits phase.
     pub limit_method: String,
     /// The thread count whose limit is used ([`Limits::at`]: `threads`, or the largest count
     /// measured below it).
@@ -178,12 +175,8 @@ pub struct ScenarioReport {
     pub limits_phase_gbps: f64,
     /// Whether every strategy's round ran right after a run of the limit method over that
     /// strategy's own storage ([`ScenarioReport::set_paired_limit`]) and `x_limit` is the
-    /// median of the per-round ratios. A shared machine's bandwidth moves between modes within
-    /// a second (two threads on a 2-vCPU guest alternate between about one and two times one
-    /// thread's rate), so only a limit run next to the strategy's is from the same mode; and
-    /// what memory allows depends on how it is backed (transparent huge pages or not, which
-    /// differs between mappings of one process once memory is fragmented), so only the same
-    /// storage is a limit for it.
+    /// median of the per-round ratios: a shared machine's bandwidth changes within a second,
+    /// and what memory allows depends on how it is backed.
     pub paired: bool,
     /// The strategy speedups are relative to.
     pub baseline: String,
@@ -278,12 +271,10 @@ impl ScenarioReport {
         self.verdict = verdict(self);
     }
 
-    /// Judges every result against the limit runs paired with its rounds (see
-    /// [`ScenarioReport::paired`]): `pairs[i]` are the times of the limit method `method` over
-    /// `probe_bytes` next to `results[i]`'s rounds (as [`crate::measure::interleaved_paired`]
-    /// returns them). `x_limit` becomes the median of the per-round ratios (rounds after the
-    /// first), `paired_limit_gbps` the median limit run, and the scenario's `limit_gbps` the
-    /// median of all its limit runs.
+    /// Judges every result against the limit runs paired with its rounds: `pairs[i]` are the
+    /// times of the limit method `method` over `probe_bytes` next to `results[i]`'s rounds.
+    /// `x_limit` becomes the median of the per-round ratios, `paired_limit_gbps` the median
+    /// limit run, and `limit_gbps` the median of all the scenario's limit runs.
     ///
     /// # Panics
     ///

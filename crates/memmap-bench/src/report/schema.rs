@@ -34,14 +34,6 @@ pub fn json_schema(scenario_names: &[&str], strategy_names: &[&str]) -> serde_js
     v
 }
 
-/// `schema` as the checked-in text: pretty JSON with a final newline.
-#[must_use]
-pub fn schema_text(schema: &serde_json::Value) -> String {
-    let mut text = serde_json::to_string_pretty(schema).unwrap_or_default();
-    text.push('\n');
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

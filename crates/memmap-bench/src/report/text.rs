@@ -8,7 +8,7 @@ use comfy_table::{CellAlignment, ContentArrangement, Table};
 
 use super::document::Report;
 use super::scenario::{Figure, ScenarioReport, verdict};
-use super::verdict::times;
+use super::verdict::{num, ratio, times};
 use crate::limits::{FillKind, Limits};
 use crate::size::Bytes;
 
@@ -71,28 +71,6 @@ pub(crate) fn align_numbers(t: &mut Table) {
             c.set_cell_alignment(CellAlignment::Right);
         }
     }
-}
-
-/// A number with three significant digits, no unit.
-#[must_use]
-pub fn num(v: f64) -> String {
-    if !v.is_finite() {
-        return "-".into();
-    }
-    let digits = match v.abs() {
-        a if a >= 100.0 => 0,
-        a if a >= 10.0 => 1,
-        a if a >= 1.0 => 2,
-        a if a >= 0.1 => 3,
-        _ => 4,
-    };
-    format!("{v:.digits$}")
-}
-
-/// A ratio with two decimals (`0.99`).
-#[must_use]
-pub fn ratio(v: f64) -> String {
-    if v.is_finite() { format!("{v:.2}") } else { "-".into() }
 }
 
 fn threads_label(n: usize) -> String {

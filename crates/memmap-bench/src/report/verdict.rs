@@ -1,5 +1,5 @@
-//! How the report states ratios and times: with three significant digits
-//! ([`times`], [`ms`]), in the verdicts ([`super::scenario::verdict`]) and the tables.
+//! How the report states numbers, ratios and times: with three significant digits ([`num`],
+//! [`times`], [`ms`]), in the verdicts ([`super::scenario::verdict`]) and the tables.
 
 /// `5.8x`, `60x`, `1.02x`: two significant decimals below 10, one below 100, none above.
 #[must_use]
@@ -13,21 +13,32 @@ pub fn times(x: f64) -> String {
     }
 }
 
+/// A number with three significant digits, no unit.
+#[must_use]
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let digits = match v.abs() {
+        a if a >= 100.0 => 0,
+        a if a >= 10.0 => 1,
+        a if a >= 1.0 => 2,
+        a if a >= 0.1 => 3,
+        _ => 4,
+    };
+    format!("{v:.digits$}")
+}
+
+/// A ratio with two decimals (`0.99`).
+#[must_use]
+pub fn ratio(v: f64) -> String {
+    if v.is_finite() { format!("{v:.2}") } else { "-".into() }
+}
+
 /// A time in ms with three significant digits (`0.0312 ms`, `5.21 ms`, `812 ms`).
 #[must_use]
 pub fn ms(v: f64) -> String {
-    let digits = if v >= 100.0 {
-        0
-    } else if v >= 10.0 {
-        1
-    } else if v >= 1.0 {
-        2
-    } else if v >= 0.1 {
-        3
-    } else {
-        4
-    };
-    format!("{v:.digits$} ms")
+    format!("{} ms", num(v))
 }
 
 #[cfg(test)]

@@ -1,29 +1,24 @@
-//! `clear --alloc`: init_on_alloc through the buddy allocator. A zone of `--size` bytes (default
-//! 16 GiB) with init_on_alloc on is allocated completely in order-9 (2 MiB) blocks; each
-//! allocation is zeroed either page by page (`per-page`: one 4 KiB `clear_pages(page, 1)` per
-//! page, the old `kernel_init_pages` loop) or with one `clear_pages(block, 512)` (`batch`, the
-//! 2026 series). The arena holding the page contents is resident before measuring. Every round
-//! runs next to the best zero fill of one thread on the arena itself (the paired limit).
+//! `clear --alloc`: init_on_alloc through the buddy allocator: a zone allocated completely in
+//! order-9 blocks, each zeroed page by page (`per-page`) or with one `clear_pages` call (`batch`),
+//! every round paired with the best zero fill on the zone's page arena.
 
 use std::time::Instant;
 
 use memmap_core::{
     BootOptions, ClearMode, Gfp, InitMode, InitPolicy, KernelConfig, Node, NodeLayout, NodeParts, OwnedArena,
-    OwnedMemmap, Page64, PfnRange, ZoneSpan,
+    OwnedMemmap, Page64,
 };
 
 use super::clear;
-use super::paired::{calibrate, limit_run};
+use super::deferred::BASE;
 use super::scenario::{CatalogEntry, Context, RunError, Scenario, Setup, past_the_pfns};
 use super::spec::Rounds;
 use crate::budget::Knob;
-use crate::limits::FillKind;
+use crate::limits::{FillKind, best_on, run_fastest};
 use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
-
-const BASE: u64 = 1 << 20;
 
 /// The scenario's name.
 pub const NAME: &str = "alloc-init-on-alloc";
@@ -118,8 +113,7 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
     let limits = ctx.limits;
     let nr = (size / (2 << 20)).max(1) * 512;
     let zone = cfg.zone_normal();
-    let zones = [ZoneSpan::new(zone, BASE, BASE + nr)];
-    let memory = [PfnRange::new(BASE, BASE + nr)];
+    let (zones, memory) = super::deferred::zone_layout(&cfg, nr);
     let layout = NodeLayout { nid: 0, zones: &zones, memory: &memory, reserved: &[] };
     let rounds = ctx.common.rounds(ROUNDS);
     let phase = ctx.phase(NAME);
@@ -159,11 +153,11 @@ fn run(size: u64, cfg: KernelConfig, ctx: &Context<'_>) -> Result<ScenarioReport
     let mut runners = vec![runner(ClearMode::PerPage), runner(ClearMode::Batch)];
     // The limit run next to each round: the best zero fill on one thread, on the arena itself
     // (borrowed again for every run, as the strategies do).
-    let limit_methods = calibrate(limits, FillKind::Zero, 1, storage.borrow_mut().1.arena().bytes_mut());
+    let limit_methods = best_on(limits, FillKind::Zero, 1, storage.borrow_mut().1.arena().bytes_mut());
     let mut companions = vec![Runner::new("limit", |round| {
         let mut guard = storage.borrow_mut();
         let mut arena = guard.1.arena();
-        limit_run(&limit_methods, FillKind::Zero, 1, round, arena.bytes_mut())
+        run_fastest(&limit_methods, FillKind::Zero, 1, round, arena.bytes_mut())
     })];
     phase.step(format!("{NAME}: {rounds} rounds"));
     let (samples, paired) =

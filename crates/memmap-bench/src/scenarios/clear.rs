@@ -1,20 +1,7 @@
-//! `clear`: the init_on_alloc case of the batch-clear series: zeroing `--size` bytes worth of
-//! freshly allocated 2 MiB pages.
-//!
-//! * `per-page`: one 4 KiB clear per base page with a loop of normal 8-byte stores, eight per
-//!   64 bytes, like the kernel's `clear_page_orig` (what `kernel_init_pages` did page by page);
-//! * `per-page-erms`: one `clear_pages(page, 1)` (`rep stosb` of 4 KiB) per base page, which is
-//!   what `clear_page` is on ERMS machines;
-//! * `batch`: one `stream_hal::clear_pages(page, 512)` per 2 MiB page (the series'
-//!   `clear_highpages_kasan_tagged` → `clear_pages`).
-//!
-//! `batch` also runs on the all-core count, interleaved in the same rounds: a padata job
-//! (`stream_par::padata_do_multithreaded`) of 2 MiB-aligned chunks of the range, each one
-//! `stream_hal::clear` call, each worker draining before it reports its chunk done.
-//!
-//! The memory is resident before measuring (allocated pages are, in the kernel; the time to
-//! fault it in is reported apart), so the first round is a cold-cache round rather than a
-//! page-fault round, the same for every strategy.
+//! `clear`: the init_on_alloc case of the batch-clear series: zeroing freshly allocated 2 MiB
+//! pages page by page (`per-page`, `per-page-erms`) against one `stream_hal::clear_pages` call
+//! per 2 MiB page (`batch`, also on the all-core count). `crates/memmap-bench/METHODOLOGY.md`
+//! describes each strategy and how it is timed.
 
 use std::time::Instant;
 
@@ -22,11 +9,10 @@ use memmap2::MmapOptions;
 
 use stream_par::{PadataJob, padata_do_multithreaded};
 
-use super::paired::{calibrate, limit_run};
 use super::scenario::{CatalogEntry, Context, RunError, Scenario, Setup};
 use super::spec::{CommandSpec, PickSpec, Rounds, SizeSpec};
 use crate::budget::Knob;
-use crate::limits::FillKind;
+use crate::limits::{FillKind, best_on, run_fastest};
 use crate::measure::{Runner, interleaved_paired};
 use crate::memory::{MemoryNeed, Overflow};
 use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
@@ -44,12 +30,6 @@ pub const NAME: &str = "clear-2m";
 /// Its strategies, baseline first.
 pub const STRATEGIES: &[&str] = &["per-page", "per-page-erms", "batch"];
 
-/// The default size: 16 GiB, as the series measured.
-pub const DEFAULT_SIZE: u64 = 16 << 30;
-
-/// The `--quick` size.
-pub const QUICK_SIZE: u64 = 1 << 30;
-
 /// The smallest size the suite scales down to.
 pub const MIN_SIZE: u64 = 256 << 20;
 
@@ -63,16 +43,19 @@ pub fn knob(size: u64, fixed: bool) -> Knob {
 pub const COMMAND: CommandSpec = CommandSpec::new(
     "clear",
     "init_on_alloc clearing of 2 MiB pages: page by page versus one clear_pages call",
-    SizeSpec::bytes("clear-size", SIZE_UNIT, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+    SizeSpec::bytes(
+        "clear-size",
+        SIZE_UNIT,
+        "Memory to clear, whole 2 MiB pages; the default is the series' measurement",
+        16 << 30,
+        1 << 30,
+    ),
 )
-.pick(PickSpec::switch("alloc", ALLOC_HELP));
-
-/// `--size`.
-const SIZE_HELP: &str = "Memory to clear, whole 2 MiB pages; the default is the series' measurement";
-
-/// `--alloc`.
-const ALLOC_HELP: &str = "Allocate through the buddy allocator with init_on_alloc (batch versus per page) \
-                          instead of clearing a flat arena";
+.pick(PickSpec::switch(
+    "alloc",
+    "Allocate through the buddy allocator with init_on_alloc (batch versus per page) instead of clearing a \
+     flat arena",
+));
 
 /// 7 rounds (3 under `--quick`).
 const ROUNDS: Rounds = Rounds::new(7, 3);
@@ -222,13 +205,13 @@ fn run(size: u64, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> {
         unsafe { std::slice::from_raw_parts_mut(base as *mut u8, len) }
     };
     let limit_methods: Vec<Vec<String>> =
-        counts.iter().map(|&t| calibrate(limits, FillKind::Zero, t, arena_bytes())).collect();
+        counts.iter().map(|&t| best_on(limits, FillKind::Zero, t, arena_bytes())).collect();
     let mut companions: Vec<Runner<'_>> = counts
         .iter()
         .zip(&limit_methods)
         .map(|(&threads, methods)| {
             Runner::new("limit", move |round| {
-                limit_run(methods, FillKind::Zero, threads, round, arena_bytes())
+                run_fastest(methods, FillKind::Zero, threads, round, arena_bytes())
             })
         })
         .collect();

@@ -1,28 +1,8 @@
-//! `deferred`: boot-time struct page init of a 64 GiB zone (16,777,216 struct pages, 1 GiB of
-//! memmap) three ways, and the cost of the on-demand check in the allocator.
-//!
-//! * `eager`: every struct page initialized and freed at boot (`memmap_init_range`), in the
-//!   kernel's order ([`BootOrder::Kernel`]: all of `memmap_init`, then the free pass): the
-//!   baseline;
-//! * `eager-fused`: the same boot window by window ([`BootOrder::Fused`], byte-identical);
-//! * `deferred-kernel-order`: DEFERRED_STRUCT_PAGE_INIT: the zone is initialized up to the first
-//!   deferred section at boot, the rest by `deferred_init_memmap` (padata on real threads), each
-//!   block initialized, then freed, as the kernel does;
-//! * `deferred`: the same with whole free `MAX_PAGE_ORDER` blocks written once in their final
-//!   state, streamed (`BootOrder::Fused`, byte-identical);
-//! * `on-demand-kernel-order`: the 2013 RFC as it was: one struct page per 2 MiB block at boot,
-//!   each block expanded the first time the allocator touches it, boot passes in the kernel's
-//!   order;
-//! * `on-demand`: the same with the fused boot, which writes each of those struct pages once.
-//!
-//! The main figure per strategy is the boot time (what `memmap_init_zone` cost in the RFC's
-//! measurement); `full_ms` adds what it takes until every struct page is initialized
-//! (`deferred_init_memmap`, or expanding every block). Then order-0 and order-9 allocation
-//! throughput of a fully initialized zone is compared with an on-demand zone whose blocks are
-//! all expanded already, which isolates the per-allocation check (the RFC measured +2.6% in a
-//! page-fault test). The two zones swap their memmaps every round and are rebooted each round
-//! (untimed), and the short order-9 cycles are timed 64 at a time, so neither memory placement
-//! nor timer noise can pass for the check's cost.
+//! `deferred`: boot-time struct page init of a zone three ways (eager, deferred, on demand),
+//! each in the kernel's order and fused ([`BootOrder`]), and the cost of the on-demand check in
+//! the allocator. The main figure is the boot time; `full_ms` adds what it takes until every
+//! struct page is initialized. `crates/memmap-bench/METHODOLOGY.md` describes each strategy and
+//! how it is timed.
 
 use std::time::{Duration, Instant};
 
@@ -64,12 +44,6 @@ pub(crate) fn parts<'a>(
 /// The scenario's name.
 pub const NAME: &str = "deferred";
 
-/// The default zone: 64 GiB (1 GiB of struct pages).
-pub const DEFAULT_SIZE: u64 = 64 << 30;
-
-/// The `--quick` zone.
-pub const QUICK_SIZE: u64 = 4 << 30;
-
 /// The smallest zone the suite scales down to.
 pub const MIN_SIZE: u64 = 1 << 30;
 
@@ -77,11 +51,14 @@ pub const MIN_SIZE: u64 = 1 << 30;
 pub const COMMAND: CommandSpec = CommandSpec::new(
     "deferred",
     "Boot-time struct page init of a zone: eager, deferred, on demand; the allocator's check",
-    SizeSpec::bytes("deferred-size", 4096, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+    SizeSpec::bytes(
+        "deferred-size",
+        4096,
+        "Zone size, whole 4 KiB pages; 64 GiB is 1 GiB of struct pages",
+        64 << 30,
+        4 << 30,
+    ),
 );
-
-/// `--size`.
-const SIZE_HELP: &str = "Zone size, whole 4 KiB pages; 64 GiB is 1 GiB of struct pages";
 
 /// 15: the on-demand boots are about 1 ms each, and single runs on a shared machine vary by a
 /// factor of two; the eager boots set the time per round (about 0.6 s for all six).

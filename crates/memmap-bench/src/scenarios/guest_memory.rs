@@ -1,53 +1,17 @@
 //! `guest-memory`: what a VMM does with guest RAM, through `stream-vm-memory`, on a
-//! `GuestMemoryMmap<AtomicBitmap>` of `--size` bytes in two anonymous regions (default 4 GiB).
+//! `GuestMemoryMmap<AtomicBitmap>` of `--size` bytes in two anonymous regions.
 //!
-//! * `guest-memory-populate`: faulting fresh guest memory in before a guest boots, ours against
-//!   the VMMs' algorithms (`crate::vmm_prefault`). Every round of every strategy maps
-//!   new regions (not timed), faults them in (timed) and unmaps them (not timed):
-//!   * `ch-prefault`, `ch-numa-prefault`, `qemu-prealloc`, `madvise-once`: the VMMs' algorithms
-//!     ([`crate::vmm_prefault`]); `ch-prefault` and `madvise-once` with their own thread rules
-//!     (the same runs in both reports), the others at each count;
-//!   * `populate`: `stream_vm_memory::populate_all` without huge-page advice, on one thread
-//!     (the one-thread report) and on the all-core count (the all-core report);
-//!   * the same with `-thp`: on memory advised `MADV_HUGEPAGE` (what Cloud Hypervisor's
-//!     `thp=on`, its default, and QEMU do when they create a region; the advice is set before
-//!     the clock starts for the baselines, and is part of `populate`'s own timed call for
-//!     `populate-thp`).
+//! * `guest-memory-populate`: faulting fresh guest memory in, ours against the VMMs' algorithms
+//!   ([`crate::vmm_prefault`]), on fresh regions every round; judged against the zero-fill
+//!   limit and a populate limit measured in the same run (the fastest implementation per page
+//!   kind). The 4 KiB strategies run before the THP ones, so that no THP round pays for the
+//!   compaction a 4 KiB round leaves behind.
+//! * `guest-memory-reset`: making used guest memory read as zero again (a VM reset, a pooled
+//!   region handed to the next guest), each round paired with the best zero-fill method on
+//!   the same regions.
 //!
-//!   Before each round, untimed, as much memory is faulted in with huge pages and unmapped, so
-//!   that every round starts from the same free memory (without it, on a machine whose memory
-//!   is mostly page cache, a THP round's time was mostly the kernel reclaiming and compacting
-//!   for it: from 0.6 s to 31 s for the same strategy; and the first touch of guest-physical
-//!   memory the hypervisor has not backed yet costs several times a later one).
-//!
-//!   Judged against the zero-fill limit of the limits phase at the report's thread count (the
-//!   kernel zeroes every page it faults in; no paired limit runs, since they would fault the
-//!   memory in), and against a populate limit measured in the same run: per page kind, the
-//!   fastest of all implementations (ours included) given at most the report's threads (the
-//!   `x pop. limit` column, the `populate_limit` field).
-//! * `guest-memory-reset`: making used guest memory read as zero again (a VM reset or
-//!   reboot, a pooled region handed to the next guest). The regions are advised
-//!   `MADV_HUGEPAGE` and faulted in once before the rounds (the time is reported apart), and
-//!   every round of every strategy writes all of them:
-//!   * `write-slice`: vm-memory's `Bytes::write_slice` of a 2 MiB zero buffer, in a loop (what
-//!     a VMM without a bulk zero does);
-//!   * `memset`: `libc::memset` on each region's host mapping (unsafe, no dirty bits);
-//!   * `zero`: `stream_vm_memory::reset` in place (streaming zero, drained, dirty-marked), on
-//!     one thread and on the all-core count;
-//!   * `reset-auto`: `stream_vm_memory::reset` with `ResetPolicy::Auto` (resident memory: in
-//!     place, after its `mincore`);
-//!   * `discard-refault`: `ResetPolicy::Discard { repopulate: true }`: `MADV_DONTNEED`, then
-//!     `MADV_POPULATE_WRITE` of the same pages.
-//!
-//!   Each round is paired with a run of the best zero-fill method at its thread count on the
-//!   same regions right before it (as the clear scenario does). The all-core report has the
-//!   strategies that use the all-core count.
-//!
-//! The populate strategies run in two groups, the 4 KiB ones interleaved round by round, then
-//! the THP ones: memory an unmapped THP round frees comes back in 2 MiB blocks, a 4 KiB round's
-//! does not, so a THP round right after a 4 KiB one would also pay the kernel's compaction
-//! (shuffling the order would not change that). On a host that ignores
-//! the `madvise` advice measured (qemu-user before 8.1) both scenarios stop with an error.
+//! `crates/memmap-bench/METHODOLOGY.md` describes every strategy and the memory state each
+//! round starts from.
 
 use super::guest_host::{GuestMemory, Part};
 use super::guest_populate::{POPULATE, POPULATE_ROUNDS, POPULATE_STRATEGIES, run_populate};
@@ -62,12 +26,6 @@ use crate::size::Bytes as Size;
 /// The size unit: two regions of whole 2 MiB pages.
 pub const SIZE_UNIT: u64 = 4 << 20;
 
-/// The default guest memory: 4 GiB (the size the VMM measurements used).
-pub const DEFAULT_SIZE: u64 = 4 << 30;
-
-/// The `--quick` guest memory.
-pub const QUICK_SIZE: u64 = 256 << 20;
-
 /// The smallest guest memory the suite scales down to.
 pub const MIN_SIZE: u64 = 256 << 20;
 
@@ -79,8 +37,8 @@ pub const COMMAND: CommandSpec = CommandSpec::new(
         "guest-memory-size",
         SIZE_UNIT,
         "Guest memory, in two regions, a multiple of 4 MiB",
-        DEFAULT_SIZE,
-        QUICK_SIZE,
+        4 << 30,
+        256 << 20,
     ),
 );
 

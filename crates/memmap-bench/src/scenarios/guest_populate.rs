@@ -52,31 +52,17 @@ fn all_resident(mem: &Mem) -> bool {
 }
 
 /// Bytes of the regions' mappings backed by transparent huge pages (`AnonHugePages` of
-/// `/proc/self/smaps`), 0 if it cannot be read.
+/// `/proc/self/smaps`, read by `procfs`), 0 if it cannot be read.
 fn thp_bytes(mem: &Mem) -> u64 {
-    let ranges: Vec<(usize, usize)> = mem
+    let ranges: Vec<(u64, u64)> = mem
         .iter()
-        .filter_map(|r| {
-            r.get_host_address(MemoryRegionAddress(0)).ok().map(|h| (h as usize, r.len() as usize))
-        })
+        .filter_map(|r| r.get_host_address(MemoryRegionAddress(0)).ok().map(|h| (h as u64, r.len())))
         .collect();
-    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else { return 0 };
-    let mut inside = false;
-    let mut total = 0u64;
-    for line in smaps.lines() {
-        let vma_start = line
-            .split_once('-')
-            .filter(|(a, rest)| {
-                !a.is_empty() && a.bytes().all(|b| b.is_ascii_hexdigit()) && rest.contains(' ')
-            })
-            .and_then(|(a, _)| usize::from_str_radix(a, 16).ok());
-        if let Some(a) = vma_start {
-            inside = ranges.iter().any(|&(h, n)| a >= h && a < h + n);
-        } else if let Some(kb) = line.strip_prefix("AnonHugePages:").filter(|_| inside) {
-            total += kb.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap_or(0) << 10;
-        }
-    }
-    total
+    let Ok(maps) = procfs::process::Process::myself().and_then(|p| p.smaps()) else { return 0 };
+    maps.iter()
+        .filter(|m| ranges.iter().any(|&(h, n)| m.address.0 >= h && m.address.0 < h + n))
+        .filter_map(|m| m.extension.map.get("AnonHugePages"))
+        .sum()
 }
 
 /// Cloud Hypervisor mainline's populate row (each row's name gets `-thp` in the THP group).

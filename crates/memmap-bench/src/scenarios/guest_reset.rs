@@ -7,10 +7,9 @@ use stream_vm_memory::{PopulateOptions, ResetPolicy, advise_huge_pages, populate
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryRegion, MemoryRegionAddress};
 
 use super::guest_host::{GuestMemory, Mem, unsupported, workers};
-use super::paired::{calibrate, limit_run};
 use super::scenario::{Context, RunError};
 use super::spec::Rounds;
-use crate::limits::FillKind;
+use crate::limits::{FillKind, best_on, run_fastest};
 use crate::measure::{Runner, interleaved_paired};
 use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 use crate::size::Bytes as Size;
@@ -135,7 +134,7 @@ pub(crate) fn run_reset(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<Scenar
         unsafe { std::slice::from_raw_parts_mut(p as *mut u8, n) }
     };
     let methods: Vec<Vec<String>> =
-        counts.iter().map(|&t| calibrate(ctx.limits, FillKind::Zero, t, region_bytes(0))).collect();
+        counts.iter().map(|&t| best_on(ctx.limits, FillKind::Zero, t, region_bytes(0))).collect();
     let mut companions: Vec<Runner<'_>> = counts
         .iter()
         .zip(&methods)
@@ -143,7 +142,7 @@ pub(crate) fn run_reset(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<Scenar
             let (host, region_bytes) = (&host, &region_bytes);
             Runner::new("limit", move |round| {
                 (0..host.len())
-                    .map(|i| limit_run(m, FillKind::Zero, threads, round, region_bytes(i)))
+                    .map(|i| run_fastest(m, FillKind::Zero, threads, round, region_bytes(i)))
                     .sum::<Duration>()
             })
         })

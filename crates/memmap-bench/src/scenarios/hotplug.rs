@@ -1,15 +1,7 @@
-//! `hotplug`: memory hotplug onlining of a hot-added range (4 GiB by default) into
-//! `ZONE_NORMAL` through [`memmap_core::online_pages`], memory block by memory block (a section
-//! each, x86-64's 128 MiB, as the kernel onlines a DIMM), with a fresh [`HotplugZone`] every
-//! round: the struct pages, the isolated pageblocks, the free lists and undoing the isolation,
-//! all timed.
-//!
-//! The strategies are slow, template, streaming and auto (which streams from the threshold up:
-//! every memory block's 2 MiB of struct pages is above it), each on its own mmap-backed memmap,
-//! faulted in before the rounds, one thread (`online_pages()` has no parallel form), every round
-//! paired with a run of the one-thread struct page fill limit on the strategy's own memmap right
-//! before it, as the zone-device scenario does. After the rounds every memmap is compared with
-//! the slow one byte for byte.
+//! `hotplug`: onlining a hot-added range into `ZONE_NORMAL` memory block by memory block
+//! ([`memmap_core::online_pages`], a fresh [`HotplugZone`] every round), each round paired with
+//! the struct page fill limit on the strategy's own memmap.
+//! `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it is timed.
 
 use std::time::Instant;
 
@@ -39,12 +31,6 @@ pub const STRATEGY_NAMES: [&str; 4] =
 /// First pfn of the hot-added range: 64 GiB physical, above the boot memory, section-aligned.
 pub const START_PFN: u64 = 1 << 24;
 
-/// The default range: 4 GiB (64 MiB of struct pages).
-pub const DEFAULT_SIZE: u64 = 4 << 30;
-
-/// The `--quick` range.
-pub const QUICK_SIZE: u64 = 1 << 30;
-
 /// The smallest range the suite scales down to.
 pub const MIN_SIZE: u64 = 256 << 20;
 
@@ -52,11 +38,14 @@ pub const MIN_SIZE: u64 = 256 << 20;
 pub const COMMAND: CommandSpec = CommandSpec::new(
     "hotplug",
     "Memory hotplug: onlining a hot-added range into ZONE_NORMAL (online_pages)",
-    SizeSpec::bytes("hotplug-size", 4096, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+    SizeSpec::bytes(
+        "hotplug-size",
+        4096,
+        "Hot-added memory, whole memory blocks: the config's sections, 128 MiB on x86-64",
+        4 << 30,
+        1 << 30,
+    ),
 );
-
-/// `--size` (any whole pages parse; [`Scenario::check`] wants whole memory blocks).
-const SIZE_HELP: &str = "Hot-added memory, whole memory blocks: the config's sections, 128 MiB on x86-64";
 
 /// 10: a round of the four onlinings and their limit runs is about 0.1 s at 4 GiB.
 const ROUNDS: Rounds = Rounds::new(10, 5);

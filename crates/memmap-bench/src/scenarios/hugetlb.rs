@@ -1,19 +1,7 @@
-//! `hugetlb`: boot-time 1 GiB pages, by default 64 of them with HVO unavailable, as in the
-//! upstream series' measurement of the fallback tail initialization.
-//!
-//! * `hugetlb-1g-nohvo`: `hugetlb_free_vmemmap=off`, so every folio's tails 64..262143 go
-//!   through the fallback `hugetlb_folio_init_tail_vmemmap`; the time reported is that fallback
-//!   tail initialization, summed over nodes, as the upstream series' temporary printk measured it.
-//! * `hugetlb-1g-hvo`: HVO on (the no_std remapping model, which handles any number of folios;
-//!   the real memfd HVO is exercised by hugetlb-init's tests), for contrast: only the 63 tails
-//!   of the head vmemmap page are written and the time reported is the whole gather.
-//!
-//! Without HVO each strategy also runs with the fallback tails spread over the all-core count
-//! within the node (`BootParams::tail_threads`), interleaved in the same rounds. Each
-//! (strategy, thread count) has its own mmap-backed memmap, faulted in before the rounds (the
-//! fault time is reported apart), so every first round starts from the same state. Memmaps are
-//! compared with the one-thread slow path's afterwards. All pages are on one node (the kernel
-//! gathers nodes in parallel; within a node it uses one worker).
+//! `hugetlb`: boot-time 1 GiB pages: the fallback tail initialization without HVO
+//! (`hugetlb-1g-nohvo`, one thread and all cores), and the whole gather with HVO
+//! (`hugetlb-1g-hvo`). `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it
+//! is timed.
 
 use std::time::{Duration, Instant};
 
@@ -34,25 +22,23 @@ use crate::limits::FillKind;
 use crate::memory::{MemoryNeed, Overflow, mul};
 use crate::report::scenario::{Figure, LimitKind, ScenarioReport, ScenarioSpec};
 
-/// The default number of 1 GiB pages: 64, as the upstream measurement.
-pub const DEFAULT_COUNT: u64 = 64;
-
-/// The `--quick` number.
-pub const QUICK_COUNT: u64 = 4;
-
 /// The `hugetlb` subcommand.
 pub const COMMAND: CommandSpec = CommandSpec::new(
     "hugetlb",
     "Boot-time 1 GiB pages: the fallback tail init with HVO off, and the gather with HVO on",
-    SizeSpec::count("hugetlb-count", COUNT_HELP, DEFAULT_COUNT, QUICK_COUNT),
+    SizeSpec::count(
+        "hugetlb-count",
+        "Number of 1 GiB pages; the default is the upstream measurement's",
+        64,
+        4,
+    ),
 )
-.pick(PickSpec::value("hvo", "HVO", Some("both"), HVO_HELP));
-
-/// `--count`.
-const COUNT_HELP: &str = "Number of 1 GiB pages; the default is the upstream measurement's";
-
-/// `--hvo`.
-const HVO_HELP: &str = "HVO off (the fallback the upstream series measured), on, or both";
+.pick(PickSpec::value(
+    "hvo",
+    "HVO",
+    Some("both"),
+    "HVO off (the fallback the upstream series measured), on, or both",
+));
 
 /// 9 rounds (3 under `--quick`).
 const ROUNDS: Rounds = Rounds::new(9, 3);

@@ -1,35 +1,13 @@
-//! The timing scenarios, as data: each is a [`Scenario`] (name, what it needs from memory, the
-//! one parameter the suite may scale to fit the memory budget, how it runs, the report it
-//! returns), and [`CATALOG`] lists every one the program knows in run order. `all`, the memory
-//! budget, `--json` and `--plot` iterate that one list; a subcommand runs the entries of its
-//! [`CatalogEntry::command`].
+//! The timing scenarios, as data: each is a [`Scenario`] (name, memory need, the one parameter
+//! the suite may scale to fit the memory budget, how it runs, its reports), and [`CATALOG`]
+//! lists them in run order. `all`, the memory budget, `--json`, `--plot` and the subcommands
+//! follow from that list; adding a scenario is a file here, its [`CommandSpec`], its
+//! [`CatalogEntry`] and its row in [`CATALOG`].
 //!
-//! Adding a scenario: a file here with its struct implementing [`Scenario`] (its sizes,
-//! memory need, checks and report rows), its [`CommandSpec`] (the subcommand, its size flag
-//! with the default and `--quick` values, a flag that picks among its scenarios) and its
-//! [`CatalogEntry`] (name, strategies, rounds, how to build it); then its `mod` line and its
-//! row in [`CATALOG`]. The subcommand, its help, the size flag of `all`, the memory budget,
-//! `--json`, `--plot` and the schema's names all follow from the catalog.
-//!
-//! Each scenario builds its storage, runs its strategies interleaved with
-//! [`crate::measure::interleaved`], and returns [`crate::report::ScenarioReport`]s: the zone-device, hugetlb
-//! (without HVO) and clear scenarios return two, the kernel-faithful one-thread run and the
-//! all-core run ([`Context::threads`] workers, through the libraries' parallel runners), whose
-//! strategies run interleaved in the same rounds. Those three (and alloc-init-on-alloc) also
-//! pair every round of every strategy with a run of the limit method of its thread count on
-//! the strategy's own storage, right before it ([`crate::measure::interleaved_paired`],
-//! [`paired`]), so each round is judged against what that memory allows at that moment.
-//!
-//! ## What "first" measures
-//!
-//! Round 0 ("first") of every strategy starts from the same memory state: each strategy's
-//! storage is mapped and faulted in (`MADV_POPULATE_WRITE`) before any round runs, so no
-//! strategy pays for page faults, THP compaction or reclaim that another did not. The first
-//! round is then the first initialization of resident memory with cold caches (in the paired
-//! scenarios the limit run has just filled it with a non-initialized pattern, with streaming
-//! stores or a large `memset`, so at most a last-level cache's worth of it is cached); the
-//! cost of faulting the storage in is measured separately (`fault_ms` in the scenario's JSON
-//! and its description line), once per strategy's storage, outside the rounds.
+//! Each strategy's storage is faulted in before the rounds (the fault time is reported apart),
+//! so round 0 ("first") is the first initialization of resident memory with cold caches for
+//! every strategy. The zone-device, hugetlb, clear and alloc scenarios pair every round with a
+//! run of the limit method on the strategy's own storage ([`paired`]).
 
 pub mod alloc;
 pub mod clear;
@@ -45,7 +23,7 @@ pub mod scenario;
 pub mod spec;
 pub mod zone_device;
 
-pub use paired::{calibrate, limit_run, prefault};
+pub use paired::prefault;
 pub use scenario::{CatalogEntry, Common, Context, RunError, Scenario, Setup, past_the_pfns};
 pub use spec::{CommandSpec, PickKind, PickSpec, Rounds, SizeSpec, SizeUnit};
 
@@ -94,12 +72,6 @@ pub fn report_schema() -> serde_json::Value {
         }
     }
     crate::report::schema::json_schema(&names, &strategies)
-}
-
-/// [`report_schema`] as the checked-in text.
-#[must_use]
-pub fn report_schema_text() -> String {
-    crate::report::schema::schema_text(&report_schema())
 }
 
 #[cfg(test)]

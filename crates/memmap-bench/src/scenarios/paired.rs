@@ -1,6 +1,6 @@
-//! Rounds paired with limit runs on a strategy's own storage: the limit methods chosen on the
-//! storage ([`calibrate`]), one limit run ([`limit_run`]), and the whole pattern of the memmap
-//! scenarios ([`measure`]): every run (a strategy at a thread count) on storage of its own,
+//! Rounds paired with limit runs on a strategy's own storage ([`crate::limits::best_on`],
+//! [`crate::limits::run_fastest`]), the whole pattern of the memmap scenarios ([`measure`]):
+//! every run (a strategy at a thread count) on storage of its own,
 //! faulted in before the rounds ([`memmaps`]), interleaved round by round, each round right
 //! after a limit run of its thread count over its storage, and the storages compared
 //! afterwards ([`Measured::identical`]).
@@ -12,45 +12,11 @@ use std::time::Duration;
 use memmap_core::{KernelConfig, OwnedMemmap, Page64};
 
 use super::scenario::RunError;
-use crate::limits::{FillKind, Limits};
+use crate::limits::{FillKind, Limits, best_on, run_fastest};
 use crate::measure::{Runner, Samples, interleaved_paired};
 use crate::progress::Phase;
 use crate::report::scenario::{ScenarioReport, ScenarioSpec};
 use crate::size::Bytes;
-
-/// The limit methods for a scenario's paired limit runs ([`ScenarioReport::paired`]): the two
-/// best methods of `kind` at `threads` on `bytes` (a scenario's own storage;
-/// [`crate::limits::best_on`]). Empty for storage that is not whole, page-aligned pages (no
-/// limit run can use it).
-pub fn calibrate(limits: &Limits, kind: FillKind, threads: usize, bytes: &mut [u8]) -> Vec<String> {
-    if !whole_pages(bytes) {
-        return Vec::new();
-    }
-    // SAFETY: `bytes` is exclusively borrowed for the call, page-aligned whole pages (checked).
-    unsafe { crate::limits::best_on(limits, kind, threads, bytes.as_mut_ptr(), bytes.len()) }
-}
-
-/// One paired limit run over `bytes` (the storage of the strategy that runs next): each of
-/// `methods` ([`calibrate`]) once, starting with the one `round` selects; the fastest counts.
-/// Zero for storage that is not whole, page-aligned pages.
-pub fn limit_run(
-    methods: &[String],
-    kind: FillKind,
-    threads: usize,
-    round: usize,
-    bytes: &mut [u8],
-) -> Duration {
-    if !whole_pages(bytes) {
-        return Duration::ZERO;
-    }
-    // SAFETY: `bytes` is exclusively borrowed for the call, page-aligned whole pages (checked).
-    unsafe { crate::limits::run_fastest(methods, kind, threads, round, bytes.as_mut_ptr(), bytes.len()) }
-}
-
-/// Whether `bytes` is whole 4 KiB pages at a page-aligned address (what the limit methods need).
-fn whole_pages(bytes: &[u8]) -> bool {
-    bytes.as_ptr().addr() % 4096 == 0 && bytes.len() % 4096 == 0 && !bytes.is_empty()
-}
 
 /// Faults `o`'s storage in and returns the time it took in ms (the fault cost "first" no
 /// longer includes).
@@ -216,7 +182,7 @@ pub fn measure<S: Storage>(
         for (k, &(threads, _)) in grid.runs.iter().enumerate() {
             if !by_count.iter().any(|(t, _)| *t == threads) {
                 let first = storage[k].regions().into_iter().next();
-                let m = first.map_or_else(Vec::new, |b| calibrate(limits, grid.kind, threads, b));
+                let m = first.map_or_else(Vec::new, |b| best_on(limits, grid.kind, threads, b));
                 by_count.push((threads, m));
             }
         }
@@ -244,7 +210,7 @@ pub fn measure<S: Storage>(
             .map(|((&(threads, _), cell), m)| {
                 Runner::new("limit", move |round| {
                     let mut s = cell.borrow_mut();
-                    s.regions().into_iter().map(|b| limit_run(m, grid.kind, threads, round, b)).sum()
+                    s.regions().into_iter().map(|b| run_fastest(m, grid.kind, threads, round, b)).sum()
                 })
                 .weight(grid.weights.1)
             })

@@ -6,7 +6,7 @@ use std::fmt;
 use memmap_core::{KernelConfig, Strategy};
 
 use super::spec::{CommandSpec, Rounds, SizeSpec};
-use crate::budget::{Knob, Scalable};
+use crate::budget::Knob;
 use crate::limits::Limits;
 use crate::memory::{MemoryNeed, Overflow};
 use crate::progress::{Phase, ProgressMode};
@@ -136,7 +136,7 @@ pub trait Scenario {
         None
     }
 
-    /// The parameter the suite may scale to fit the memory budget ([`crate::budget::fit`]);
+    /// The parameter the suite may scale to fit the memory budget (the suite fits it);
     /// `None`: it runs at its size or not at all.
     fn knob(&self) -> Option<Knob> {
         None
@@ -155,25 +155,6 @@ pub trait Scenario {
     ///
     /// When its storage cannot be mapped or prepared.
     fn run(&self, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError>;
-}
-
-/// The budget fits scenarios by their own need and knob.
-impl Scalable for dyn Scenario {
-    fn name(&self) -> &'static str {
-        Scenario::name(self)
-    }
-
-    fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
-        Scenario::memory_needed(self)
-    }
-
-    fn knob(&self) -> Option<Knob> {
-        Scenario::knob(self)
-    }
-
-    fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
-        Scenario::resized(self, value)
-    }
 }
 
 /// What a scenario is built from: the size the user gave its command (`None`: the default,

@@ -1,15 +1,7 @@
-//! `zone-device`: `memmap_init_zone_device` for the two cases of the upstream series.
-//!
-//! * `zone-device-fsdax`: the nd_pmem case: fsdax, `--align 4K`, one struct page per compound
-//!   (no compound pages), every struct page written.
-//! * `zone-device-devdax-2m`: the dax_pmem case: devdax (`MEMORY_DEVICE_GENERIC`), `--align 2M`:
-//!   2 MiB compound pages with the DAX vmemmap dedup, so 128 of every 512 struct pages written.
-//!
-//! Each strategy runs on one thread (the kernel's `memmap_init_zone_device`) and on the
-//! all-core count (`memmap_init_zone_device_parallel`), interleaved in the same rounds. Each
-//! (strategy, thread count) gets its own mmap-backed memmap, faulted in before the rounds (the
-//! fault time is reported apart), so every first round starts from the same state. After the
-//! rounds every memmap is compared with the one-thread slow one byte for byte.
+//! `zone-device`: `memmap_init_zone_device` for the nd_pmem (fsdax, 4 KiB) and dax_pmem
+//! (devdax, 2 MiB compound pages, vmemmap dedup) cases, on one thread and on all cores; every
+//! memmap is compared with the slow one afterwards. `crates/memmap-bench/METHODOLOGY.md`
+//! describes each strategy and how it is timed.
 
 use std::time::Instant;
 
@@ -68,16 +60,20 @@ impl Case {
 pub const COMMAND: CommandSpec = CommandSpec::new(
     "zone-device",
     "memmap_init_zone_device: nd_pmem (fsdax, 4 KiB) and dax_pmem (devdax, 2 MiB compound pages)",
-    SizeSpec::bytes("zone-device-size", SIZE_UNIT, SIZE_HELP, DEFAULT_SIZE, QUICK_SIZE),
+    SizeSpec::bytes(
+        "zone-device-size",
+        SIZE_UNIT,
+        "Device (namespace) size, whole 2 MiB pages; the default is the upstream series' namespace",
+        100 << 30,
+        1 << 30,
+    ),
 )
-.pick(PickSpec::value("align", "ALIGN", None, ALIGN_HELP));
-
-/// `--size`.
-const SIZE_HELP: &str =
-    "Device (namespace) size, whole 2 MiB pages; the default is the upstream series' namespace";
-
-/// `--align`.
-const ALIGN_HELP: &str = "Only one case (default: both): 4K (fsdax, nd_pmem) or 2M (devdax, dax_pmem)";
+.pick(PickSpec::value(
+    "align",
+    "ALIGN",
+    None,
+    "Only one case (default: both): 4K (fsdax, nd_pmem) or 2M (devdax, dax_pmem)",
+));
 
 /// 10: nine rebinds give a stable median, and at the default 100 GiB a round of the six runs
 /// and their limit runs takes a few seconds.
@@ -102,12 +98,6 @@ pub const DEVICE_START_PFN: u64 = 1 << 24;
 
 /// The devdax alignment the device size must be a multiple of.
 pub const SIZE_UNIT: u64 = 2 << 20;
-
-/// The default device size: the upstream series' 100 GiB namespace (1.56 GiB of memmap).
-pub const DEFAULT_SIZE: u64 = 100 << 30;
-
-/// The `--quick` device size.
-pub const QUICK_SIZE: u64 = 1 << 30;
 
 /// The smallest device the suite scales down to.
 pub const MIN_SIZE: u64 = 64 << 20;

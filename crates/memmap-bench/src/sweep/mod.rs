@@ -1,28 +1,8 @@
-//! `sweep`: cost against size. Two initializers, at memmap sizes (struct page bytes) from
-//! `--min-size` to `--max-size` in steps of `--step` (x2 or x4):
-//!
-//! * `zone-device-fsdax`: `memmap_init_zone_device` of an fsdax device, one thread, the
-//!   zone-device scenario's code path (`scenarios::zone_device::init_threads`);
-//! * `node-boot-eager`: the eager boot of a one-zone node ([`memmap_core::Node::boot`],
-//!   [`memmap_core::BootOrder::Fused`]), as the deferred scenario boots it.
-//!
-//! Every strategy (slow, template, streaming) and auto run on one memmap per size and
-//! initializer (mapped and faulted in before the rounds), interleaved round by round
-//! ([`crate::measure::interleaved`], in a new order each round). Each run of a strategy is a
-//! pair: **cold** (a buffer of twice the last-level cache written with normal stores just
-//! before, so at most a cache's worth of anything is cached, and the memmap flushed from the
-//! caches; timed with the write-back the run leaves behind: the memmap flushed again after it,
-//! less a flush of the uncached memmap, where the backend has a cache flush,
-//! [`stream_hal::bench_kit::flush_cache_range`]) and **warm** (the same strategy again after a run that
-//! caches the memmap, or right after where nothing was flushed).
-//! The figures are medians of the rounds after the first, in ns per struct page. Per size, the
-//! verdict compares auto with the best of the three strategies, cold and warm, against
-//! [`TARGET`], and the sweep checks itself ([`SelfCheck`]): auto runs the code of the strategy it
-//! used, so the two must time within [`result::CONSISTENCY`]; a size that fails is measured
-//! again with twice the rounds, up to [`result::RETRIES`] times.
-//!
-//! A size whose memmap, node state and cache-flush buffer do not fit the memory budget is
-//! skipped with the reason; sizes are checked before anything runs.
+//! `sweep`: cost against size of ZONE_DEVICE init (fsdax) and the eager node boot, per strategy
+//! and auto, **cold** (caches flushed before, write-back counted) and **warm**, in ns per
+//! struct page. Per size auto is judged against the best strategy ([`TARGET`]) and checked
+//! against the strategy it used ([`SelfCheck`]). `crates/memmap-bench/METHODOLOGY.md` describes
+//! each strategy and how it is timed.
 
 pub mod plan;
 pub mod plot;

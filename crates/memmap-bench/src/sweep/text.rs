@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use super::plan::Init;
 use super::result::{SizeResult, SweepReport, TARGET};
-use crate::report::text::{align_numbers, indented, num, table, wrap};
+use crate::report::text::{align_numbers, indented, table, wrap};
+use crate::report::verdict::num;
 use crate::size::Bytes;
 
 /// `cold / warm` of a strategy, ns per struct page.
