@@ -24,7 +24,7 @@ pub use populate::{
     HugePageAdvice, PopulateMethod, PopulateOptions, PopulateReport, advise_huge_pages, populate,
     populate_all,
 };
-pub use reset::{ResetPolicy, ResetReport, reset};
+pub use reset::{ResetPolicy, ResetReport, reset, reset_all};
 pub use residency::{ResetPath, reset_path};
 pub use serial::{fill, fill_pattern, write, zero};
 

@@ -12,7 +12,7 @@ use crate::error::{Error, HostOp};
 use crate::fault::{prepare, prepare_part};
 use crate::parallel::zero_part;
 use crate::populate::{PopulateMethod, populate_part, resolved};
-use crate::range::region_pieces;
+use crate::range::{RegionPieces, all_region_pieces, region_pieces};
 use crate::residency::{
     FileAt, MINCORE_BATCH, MappedWalk, ResetPath, for_each_data_run, for_each_resident_run,
 };
@@ -104,7 +104,36 @@ where
     if len == 0 {
         return Ok(ResetReport::default());
     }
-    let pieces = region_pieces(mem, addr, len)?;
+    reset_pieces(&region_pieces(mem, addr, len)?, len as u64, policy, workers)
+}
+
+/// [`reset`] of every region of `mem`, whole: a guest's reboot, holes (a PCI hole between two
+/// regions) and all.
+///
+/// # Errors
+///
+/// As for [`reset`]; nothing is written when a region is refused up front.
+pub fn reset_all<M>(mem: &M, policy: ResetPolicy, workers: &Workers) -> Result<ResetReport, Error>
+where
+    M: GuestMemoryBackend + ?Sized,
+    M::R: RegionBacking,
+    for<'a> BS<'a, <M::R as GuestMemoryRegion>::B>: Sync,
+{
+    let pieces = all_region_pieces(mem)?;
+    let total = pieces.pieces.iter().map(|p| p.len as u64).sum();
+    reset_pieces(&pieces, total, policy, workers)
+}
+
+fn reset_pieces<B>(
+    pieces: &RegionPieces<'_, B>,
+    len: u64,
+    policy: ResetPolicy,
+    workers: &Workers,
+) -> Result<ResetReport, Error>
+where
+    B: Bitmap,
+    for<'a> BS<'a, B>: Sync,
+{
     pieces.check_fault_in()?;
     let mut actions = Vec::with_capacity(pieces.pieces.len());
     for p in &pieces.pieces {
@@ -153,7 +182,7 @@ where
         }
     }
     let one = Workers::new(stream_par::Threads::One);
-    let alone = len <= ABSENT_ALONE && actions.iter().all(|a| *a == Action::Absent);
+    let alone = len <= ABSENT_ALONE as u64 && actions.iter().all(|a| *a == Action::Absent);
     let workers = if alone { &one } else { workers };
     let counters = Counters::default();
     let work = engine::run(

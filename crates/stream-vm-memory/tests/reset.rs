@@ -11,7 +11,7 @@ use common::*;
 use stream_par::Threads;
 use stream_vm_memory::{
     BackingKind, Error, HostOp, Placement, RegionBacking, ResetPath, ResetPolicy, ResetReport, Workers,
-    reset, reset_path,
+    reset, reset_all, reset_path,
 };
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
@@ -578,4 +578,34 @@ proptest::proptest! {
         proptest::prop_assert!(bytes(&mem) == model);
         proptest::prop_assert_eq!(dirty(&mem), dirty_model(&lay, &[(start, len as u64)]));
     }
+}
+
+#[test]
+fn reset_all_zeroes_every_region_around_a_hole() {
+    // A guest with a PCI-hole-like gap between its two regions; every policy.
+    for policy in [ResetPolicy::InPlace, ResetPolicy::Auto, ResetPolicy::Discard { repopulate: false }] {
+        let mem = anon(&[(0, 6 * MIB), (16 * MIB as u64, 4 * MIB + 0x321)], 0xa5);
+        let lay = layout(&mem);
+        let Some(r) = discarded(reset_all(&mem, policy, &workers())) else {
+            continue;
+        };
+        assert_eq!(r.in_place + r.discarded, (10 * MIB + 0x321) as u64, "{policy:?}");
+        assert!(bytes(&mem).iter().all(|&b| b == 0), "{policy:?}");
+        assert_eq!(
+            dirty(&mem),
+            dirty_model(&lay, &[(0, 6 * MIB as u64), (16 * MIB as u64, (4 * MIB + 0x321) as u64)])
+        );
+    }
+}
+
+#[test]
+fn reset_all_refuses_before_writing_when_one_region_is_read_only() {
+    let ro = anon_region(2 * MIB, libc::PROT_READ, 0).unwrap();
+    let mem = with_anon(ro);
+    mem.write_slice(&[0x5a; 4096], GuestAddress(0)).unwrap();
+    let (before, dirty_before) = (bytes(&mem), dirty(&mem));
+    let e = reset_all(&mem, ResetPolicy::InPlace, &workers()).unwrap_err();
+    assert!(matches!(e, Error::Unwritable { .. }), "{e}");
+    assert!(bytes(&mem) == before);
+    assert_eq!(dirty(&mem), dirty_before);
 }
