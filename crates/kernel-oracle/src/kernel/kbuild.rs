@@ -315,17 +315,8 @@ fn make(src: &Path, args: &[String], t: &Tools, log: &Path, timeout: Duration) -
         .stdout(out.try_clone()?)
         .stderr(out);
     let mut child = c.spawn().context("cannot start make")?;
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("make {} ran past {} s (log: {})", args.join(" "), timeout.as_secs(), log.display());
-        }
-        std::thread::sleep(Duration::from_millis(500));
+    let Some(status) = cmd::wait(&mut child, timeout, Duration::from_millis(500))? else {
+        bail!("make {} ran past {} s (log: {})", args.join(" "), timeout.as_secs(), log.display());
     };
     if !status.success() {
         bail!("make {} failed ({status}); the end of {}:\n{}", args.join(" "), log.display(), tail(log, 40));
