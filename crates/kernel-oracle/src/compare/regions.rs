@@ -173,7 +173,7 @@ impl<'f> Models<'f> {
 
     fn zone_device(&self, r: &Region) -> Result<ModelSide> {
         let md = ModelDump::run(&model::zone_device_spec(self.facts, r)?)?;
-        let pgmap = md.meta.get("pgmap_addr").and_then(serde_json::Value::as_u64);
+        let pgmap = md.meta.detail.get("pgmap_addr").and_then(serde_json::Value::as_u64);
         let normalizer = Normalizer {
             vmemmap_base: md.vmemmap_base,
             vmemmap_size: md.span(),
@@ -199,6 +199,7 @@ impl<'f> Models<'f> {
             let md = ModelDump::run(&model::hugetlb_spec(facts)?)?;
             let mut folios: Vec<(u64, u32)> = md
                 .meta
+                .detail
                 .get("folios")
                 .and_then(serde_json::Value::as_array)
                 .context("model meta has no folios")?

@@ -15,7 +15,7 @@ use crate::facts::read::{
     node_spans, online_blocks, pageblock_bits, read_pageblocks, read_u64, vmemmap, word,
 };
 use crate::facts::symbols::SystemMap;
-use crate::facts::{Altmap, FORMAT, Facts, Folio, KernelFacts, Region, STRUCT_PAGE};
+use crate::facts::{FORMAT, Facts, Folio, KernelFacts, Region, STRUCT_PAGE};
 use crate::guest::qemu::{Console, Guest, Qmp};
 use crate::guest::scenario::{Hotplug, Hugetlb, Pmem, Scenario};
 use crate::guest::vm::{HOTPLUG_DEVICE, hot_add_dimm, pmem_dtb, qemu_command};
@@ -354,7 +354,7 @@ impl Dumper<'_> {
         // KiB), free = the rest of the data offset.
         let reserve = 8192u64.div_ceil(1 << shift);
         let altmap =
-            (ns.mode == "pmem").then(|| Altmap { base_pfn: start_pfn, reserve, free: dataoff - reserve });
+            (ns.mode == "pmem").then(|| memmap_dump::AltmapJson { base_pfn: start_pfn, reserve, free: dataoff - reserve });
         let init_start = start_pfn + altmap.map_or(0, |a| a.reserve + a.free);
         let vmemmap_shift = if p.mode == "devdax" { (ns.align >> shift).trailing_zeros() } else { 0 };
         eprintln!(
