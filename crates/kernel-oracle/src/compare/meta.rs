@@ -11,7 +11,8 @@ use crate::facts::Region;
 
 /// The model's `kernel_symbols` (`"0x..."` address to name) from its `meta.json`.
 pub(super) fn model_symbols(meta: &DumpMeta) -> BTreeMap<u64, String> {
-    meta.detail.get("kernel_symbols")
+    meta.detail
+        .get("kernel_symbols")
         .and_then(serde_json::Value::as_object)
         .map(|o| {
             o.iter()
@@ -44,7 +45,8 @@ pub(super) struct StaleField {
 
 /// The model's `stale_fields` from its `meta.json`.
 pub(super) fn stale_fields(meta: &DumpMeta) -> Vec<StaleField> {
-    meta.detail.get("stale_fields")
+    meta.detail
+        .get("stale_fields")
         .and_then(serde_json::Value::as_array)
         .map(|a| {
             a.iter()
@@ -79,11 +81,7 @@ fn stale_ranges_in(v: &serde_json::Value) -> Vec<(u64, u64)> {
 
 /// Compares the kernel's MOVABLE pageblocks (of `1 << pb_order` pages) with the model's
 /// `movable_pageblock_pfns`.
-pub(super) fn compare_pageblocks(
-    r: &Region,
-    pb_order: u32,
-    model_meta: &DumpMeta,
-) -> Option<Vec<String>> {
+pub(super) fn compare_pageblocks(r: &Region, pb_order: u32, model_meta: &DumpMeta) -> Option<Vec<String>> {
     compare_pageblocks_except(r, pb_order, model_meta, |_| false)
 }
 

@@ -353,8 +353,11 @@ impl Dumper<'_> {
         // reserve = the info block (`ALIGN(SZ_8K, PAGE_SIZE)`: 2 pages of 4 KiB, 1 of 16 or 64
         // KiB), free = the rest of the data offset.
         let reserve = 8192u64.div_ceil(1 << shift);
-        let altmap =
-            (ns.mode == "pmem").then(|| memmap_dump::AltmapJson { base_pfn: start_pfn, reserve, free: dataoff - reserve });
+        let altmap = (ns.mode == "pmem").then(|| memmap_dump::AltmapJson {
+            base_pfn: start_pfn,
+            reserve,
+            free: dataoff - reserve,
+        });
         let init_start = start_pfn + altmap.map_or(0, |a| a.reserve + a.free);
         let vmemmap_shift = if p.mode == "devdax" { (ns.align >> shift).trailing_zeros() } else { 0 };
         eprintln!(
