@@ -7,7 +7,7 @@
 //! a known `format`, `kind`, `endianness` and `struct_page_size`; `memmap.bin` must be a regular
 //! file (not `/dev/zero`, a FIFO or a directory) whose length, from `fstat` before any byte is
 //! read, is exactly `nr_pages * struct_page_size` (computed with checked arithmetic). Only then
-//! is data read, by [`read_dump`] into memory or by [`crate::diff::diff_dumps`] a chunk at a
+//! is data read, by [`read_dump`] into memory or by [`crate::diff::diff_dumps_report`] a chunk at a
 //! time.
 //!
 //! Every file is opened non-blocking (`O_NONBLOCK | O_NOCTTY`) and its type checked with

@@ -80,13 +80,8 @@ fn stale_ranges_in(v: &serde_json::Value) -> Vec<(u64, u64)> {
 }
 
 /// Compares the kernel's MOVABLE pageblocks (of `1 << pb_order` pages) with the model's
-/// `movable_pageblock_pfns`.
-pub(super) fn compare_pageblocks(r: &Region, pb_order: u32, model_meta: &DumpMeta) -> Option<Vec<String>> {
-    compare_pageblocks_except(r, pb_order, model_meta, |_| false)
-}
-
-/// [`compare_pageblocks`] leaving out the pageblocks `skip` names.
-pub(super) fn compare_pageblocks_except(
+/// `movable_pageblock_pfns`, leaving out the pageblocks `skip` names.
+pub(super) fn compare_pageblocks(
     r: &Region,
     pb_order: u32,
     model_meta: &DumpMeta,

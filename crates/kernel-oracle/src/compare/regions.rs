@@ -6,9 +6,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, bail};
 
-use super::meta::{
-    StaleField, compare_pageblocks, compare_pageblocks_except, model_symbols, stale_fields, stale_ranges,
-};
+use super::meta::{StaleField, compare_pageblocks, model_symbols, stale_fields, stale_ranges};
 use super::{
     FirstDiff, Geometry, Group, Normalizer, SP, aliased_vmemmap_pages, compare_pages, content_aliased,
     kernel_normalizer,
@@ -181,7 +179,7 @@ impl<'f> Models<'f> {
             ..Normalizer::default()
         };
         Ok(ModelSide {
-            pageblocks: compare_pageblocks(r, self.facts.pageblock_order, &md.meta),
+            pageblocks: compare_pageblocks(r, self.facts.pageblock_order, &md.meta, |_| false),
             stale: stale_ranges(&md.meta),
             stale_fields: Vec::new(),
             bytes: md.bytes,
@@ -258,7 +256,7 @@ impl<'f> Models<'f> {
         };
         let block = cfg.max_order_nr_pages();
         let taken = &r.allocated_blocks;
-        let pageblocks = compare_pageblocks_except(r, self.facts.pageblock_order, &md.meta, |pfn| {
+        let pageblocks = compare_pageblocks(r, self.facts.pageblock_order, &md.meta, |pfn| {
             taken.contains(&(pfn & !(block - 1)))
         });
         Ok(ModelSide {
