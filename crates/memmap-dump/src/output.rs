@@ -181,7 +181,7 @@ fn split(path: &Path) -> Option<(PathBuf, OsString)> {
 }
 
 /// What a file type is, for messages.
-fn kind(t: FileType) -> &'static str {
+pub(crate) fn kind(t: FileType) -> &'static str {
     match t {
         FileType::RegularFile => "a regular file",
         FileType::Directory => "a directory",
