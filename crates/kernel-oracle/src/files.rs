@@ -20,17 +20,6 @@ pub fn write_file(path: &Path, data: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Reads a binary file a user named (a kernel image, a module): a regular file of at most
-/// `max` bytes, opened non-blocking (a FIFO or device is refused by the `fstat` of what was
-/// opened, never waited on) and read with that bound.
-///
-/// # Errors
-///
-/// Missing, not a regular file, too large, or a read error; each naming the path.
-pub fn read_binary(path: &Path, max: u64) -> Result<Vec<u8>> {
-    Ok(memmap_dump::read_file(path, max, memmap_dump::Links::Follow)?)
-}
-
 /// The longest name [`name`] accepts.
 pub const MAX_NAME_BYTES: usize = 128;
 
@@ -226,7 +215,7 @@ mod tests {
             std::thread::spawn(move || {
                 let (mut files, mut fifos) = (0u64, 0u64);
                 while !stop.load(Ordering::SeqCst) {
-                    match read_binary(&path, 1 << 20) {
+                    match memmap_dump::read_user_bytes(&path, 1 << 20) {
                         Ok(b) => {
                             assert_eq!(b, b"image");
                             files += 1;

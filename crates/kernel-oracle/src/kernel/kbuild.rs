@@ -130,7 +130,7 @@ pub fn build(opts: &BuildOptions) -> Result<Built> {
         build_kernel(&src, &dir, &tools, &version, opts.jobs)?;
     }
     let record: serde_json::Value =
-        serde_json::from_slice(&crate::files::read_binary(&record_path, 1 << 20)?)
+        serde_json::from_slice(&memmap_dump::read_user_bytes(&record_path, 1 << 20)?)
             .with_context(|| format!("{} is not JSON", record_path.display()))?;
     let module = build_module(&dir, &tools, &opts.workspace, opts.jobs)?;
     let movnti = count_instructions(&module, "movnti")?;
@@ -326,7 +326,7 @@ fn make(src: &Path, args: &[String], t: &Tools, log: &Path, timeout: Duration) -
 
 /// The last `n` lines of a log.
 fn tail(log: &Path, n: usize) -> String {
-    let text = crate::files::read_binary(log, 256 << 20).unwrap_or_default();
+    let text = memmap_dump::read_user_bytes(log, 256 << 20).unwrap_or_default();
     let text = String::from_utf8_lossy(&text);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
@@ -351,7 +351,7 @@ fn build_kernel(src: &Path, dir: &Path, t: &Tools, version: &str, jobs: usize) -
         TOOL_TIMEOUT,
     )?;
     let config =
-        String::from_utf8_lossy(&crate::files::read_binary(&dir.join(".config"), 16 << 20)?).into_owned();
+        String::from_utf8_lossy(&memmap_dump::read_user_bytes(&dir.join(".config"), 16 << 20)?).into_owned();
     let missing = fragment_mismatches(CONFIG_FRAGMENT, &config);
     if !missing.is_empty() {
         bail!(
