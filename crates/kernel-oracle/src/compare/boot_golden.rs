@@ -19,6 +19,7 @@ use anyhow::{Context, Result, bail};
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
+use memmap_core::model::page::offsets;
 use memmap_core::{KernelConfig, PfnRange, ReservedRange};
 use serde::{Deserialize, Serialize};
 
@@ -149,8 +150,7 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
             let keep = |pfn: u64| {
                 let k = z.page(pfn).unwrap_or(&[0; 64]);
                 let c = crate::compare::boot::class_of(&cfg, n, pfn, k);
-                let poison =
-                    u64::from_le_bytes(k[8..16].try_into().unwrap_or_default()) == cfg.list_poison().0;
+                let poison = crate::facts::read::word(k, offsets::LRU_NEXT) == cfg.list_poison().0;
                 poison
                     || matches!(
                         c,

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, bail};
+use memmap_core::model::page::offsets;
 
 use super::meta::{StaleField, compare_pageblocks, model_symbols, stale_fields, stale_ranges};
 use super::{
@@ -310,7 +311,8 @@ impl Blanked {
                 // Only a struct page the kernel left as it was too is left out: one the kernel
                 // initialized as a compound tail (bit 0 of its compound word) is compared, so a
                 // model that wrongly declares pages stale differs instead of hiding them.
-                let kernel_tail = self.k.get(ki * SP + 8..ki * SP + 16).is_some_and(|w| w[0] & 1 == 1);
+                let head = ki * SP + offsets::COMPOUND_HEAD;
+                let kernel_tail = self.k.get(head..head + 8).is_some_and(|w| w[0] & 1 == 1);
                 if kernel_tail {
                     continue;
                 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use memmap_core::model::kconfig::Kconfig;
+use memmap_core::model::page::offsets;
 use memmap_core::{Arch, FlagsLayout, KernelConfig};
 
 use crate::facts::read::{
@@ -393,7 +394,7 @@ impl Dumper<'_> {
             vmemmap_shift: Some(vmemmap_shift),
             altmap,
             init_start_pfn: Some(init_start),
-            pgmap_addr: Some(word(first, 8)),
+            pgmap_addr: Some(word(first, offsets::PGMAP)),
             pageblock_first_pfn: pageblocks.as_ref().map(|p| p.0),
             pageblock_migratetypes: pageblocks.map(|p| p.1).unwrap_or_default(),
             vmemmap_gpa: gpas,
