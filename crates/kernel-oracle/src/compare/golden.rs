@@ -26,7 +26,7 @@ use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 
 use crate::compare::{Check, Geometry, PageSet, class_checks};
-use crate::facts::{Facts, Region};
+use crate::facts::{Facts, JSON_LIMITS, MAX_JSON_BYTES, MAX_PAGES_BYTES, Region};
 
 const SP: u64 = 64;
 /// Struct pages kept from the start of a compound page.
@@ -179,10 +179,6 @@ pub struct Golden {
     pub bytes: Vec<Vec<Vec<u8>>>,
 }
 
-pub use crate::facts::{
-    JSON_LIMITS, MAX_COMPOUND_ORDER, MAX_JSON_BYTES, MAX_NID, MAX_PAGES_BYTES, MAX_REGION_PAGES, MAX_REGIONS,
-};
-
 impl Golden {
     /// Reads `dir` (`facts.json`, `extract.json`, `pages.bin.gz`, each a regular file within
     /// its limit) and checks it with [`Golden::parse`].
@@ -201,10 +197,9 @@ impl Golden {
     /// A golden extract from the contents of its three files (`dir` names it in errors), what
     /// `kernel-oracle check` reads. Any bytes give either an extract on which
     /// [`Golden::checks`], [`Golden::pages`] and [`Golden::compare_with_model`] cannot panic and
-    /// allocate within the limits above, or an error: the sizes and geometry are
-    /// checked before anything is allocated from them (regions within [`MAX_REGION_PAGES`] and
-    /// inside the vmemmap, orders up to [`MAX_COMPOUND_ORDER`], runs inside their regions, the
-    /// decompressed pages exactly the runs' struct pages and at most [`MAX_PAGES_BYTES`]).
+    /// allocate within the limits of [`crate::facts`], or an error: the sizes and geometry are
+    /// checked before anything is allocated from them ([`Facts::validate`], runs inside their
+    /// regions, the decompressed pages exactly the runs' struct pages).
     ///
     /// # Errors
     ///
