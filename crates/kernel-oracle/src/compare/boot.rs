@@ -60,37 +60,37 @@ fn path_name((mode, order, strategy): (InitMode, BootOrder, Strategy)) -> String
 /// The nodes' layouts as `memmap-bench dump node --node-layout` reads them.
 #[must_use]
 pub fn layout_file(facts: &Facts, nodes: &[NodeInput]) -> memmap_dump::LayoutFile {
-    let runs = |v: &mut Vec<(u64, u64)>, p: u64| match v.last_mut() {
-        Some(last) if last.1 == p => last.1 += 1,
-        _ => v.push((p, p + 1)),
-    };
     memmap_dump::LayoutFile {
         format: memmap_dump::node::LAYOUT_FORMAT,
         source: format!("kernel-oracle: {} {} ({})", facts.kernel.id, facts.config, facts.kernel.release),
-        nodes: nodes
-            .iter()
-            .map(|n| {
-                let mut taken = Vec::new();
-                for &p in &n.taken {
-                    runs(&mut taken, p);
-                }
-                let mut bootmem: Vec<(u64, u64, u64)> = Vec::new();
-                for (&f, &s) in &n.frames {
-                    match bootmem.last_mut() {
-                        Some(last) if last.0 + last.1 == f && last.2 == s => last.1 += 1,
-                        _ => bootmem.push((f, 1, s)),
-                    }
-                }
-                memmap_dump::NodeLayoutJson {
-                    nid: n.nid,
-                    zones: n.zones.iter().map(|z| (z.zone, z.start_pfn, z.start_pfn + z.nr_pages)).collect(),
-                    memory: n.memory.iter().map(|m| (m.start, m.end)).collect(),
-                    reserved: n.reserved.iter().map(|r| (r.range.start, r.range.end)).collect(),
-                    taken,
-                    bootmem,
-                }
-            })
-            .collect(),
+        nodes: nodes.iter().map(node_layout).collect(),
+    }
+}
+
+/// The layout of node `n`: its ranges, and its taken pages and vmemmap frames as runs.
+#[must_use]
+pub fn node_layout(n: &NodeInput) -> memmap_dump::NodeLayoutJson {
+    let mut taken: Vec<(u64, u64)> = Vec::new();
+    for &p in &n.taken {
+        match taken.last_mut() {
+            Some(last) if last.1 == p => last.1 += 1,
+            _ => taken.push((p, p + 1)),
+        }
+    }
+    let mut bootmem: Vec<(u64, u64, u64)> = Vec::new();
+    for (&f, &s) in &n.frames {
+        match bootmem.last_mut() {
+            Some(last) if last.0 + last.1 == f && last.2 == s => last.1 += 1,
+            _ => bootmem.push((f, 1, s)),
+        }
+    }
+    memmap_dump::NodeLayoutJson {
+        nid: n.nid,
+        zones: n.zones.iter().map(|z| (z.zone, z.start_pfn, z.start_pfn + z.nr_pages)).collect(),
+        memory: n.memory.iter().map(|m| (m.start, m.end)).collect(),
+        reserved: n.reserved.iter().map(|r| (r.range.start, r.range.end)).collect(),
+        taken,
+        bootmem,
     }
 }
 

@@ -93,17 +93,6 @@ pub struct ZoneGolden {
     pub samples: Vec<(u64, u64, u8)>,
 }
 
-fn runs(pfns: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
-    let mut v: Vec<(u64, u64)> = Vec::new();
-    for p in pfns {
-        match v.last_mut() {
-            Some(last) if last.1 == p => last.1 += 1,
-            _ => v.push((p, p + 1)),
-        }
-    }
-    v
-}
-
 /// The pfns of `z` the extract keeps.
 fn sample(z: &KernelZone, keep: &dyn Fn(u64) -> bool) -> Vec<u64> {
     let mut out = Vec::new();
@@ -181,21 +170,9 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
                 samples,
             });
         }
-        let mut frames: Vec<(u64, u64, u64)> = Vec::new();
-        for (&f, &s) in &n.frames {
-            match frames.last_mut() {
-                Some(last) if last.0 + last.1 == f && last.2 == s => last.1 += 1,
-                _ => frames.push((f, 1, s)),
-            }
-        }
-        out_nodes.push(NodeGolden {
-            nid: n.nid,
-            memory: n.memory.iter().map(|m| (m.start, m.end)).collect(),
-            reserved: n.reserved.iter().map(|r| (r.range.start, r.range.end)).collect(),
-            taken: runs(n.taken.iter().copied()),
-            frames,
-            zones,
-        });
+        let l = crate::compare::boot::node_layout(n);
+        let (memory, reserved, taken, frames) = (l.memory, l.reserved, l.taken, l.bootmem);
+        out_nodes.push(NodeGolden { nid: n.nid, memory, reserved, taken, frames, zones });
     }
     let g = BootGolden {
         format: FORMAT,
