@@ -3,7 +3,7 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -43,21 +43,8 @@ pub fn run(program: &str, args: &[String], cwd: Option<&Path>, timeout: Duration
         let _ = err.read_to_end(&mut s);
         s
     });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "`{program} {}` did not finish within {} s and was stopped",
-                args.join(" "),
-                timeout.as_secs()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = wait(&mut child, timeout, Duration::from_millis(50))? else {
+        bail!("`{program} {}` did not finish within {} s and was stopped", args.join(" "), timeout.as_secs());
     };
     let stdout = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).into_owned();
     let stderr = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).into_owned();
@@ -65,6 +52,23 @@ pub fn run(program: &str, args: &[String], cwd: Option<&Path>, timeout: Duration
         bail!("`{program} {}` failed ({status}):\n{}", args.join(" "), stderr.trim_end());
     }
     Ok(Output { stdout, stderr })
+}
+
+/// Waits for `child` at most `timeout`, polling every `poll`; `None` when it ran too long
+/// (it is then killed).
+pub(crate) fn wait(child: &mut Child, timeout: Duration, poll: Duration) -> Result<Option<ExitStatus>> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(poll);
+    }
 }
 
 /// What [`filter`] got from a program: its whole output, or the sign it printed more.

@@ -1,25 +1,6 @@
 //! Every path the oracle writes, by one set of rules: nothing is written through a symbolic
-//! link, nothing a user made is replaced unless they said so, and nothing is deleted that this
-//! run did not create.
-//!
-//! * Output files ([`write_file`]) are written under a temporary name in their directory and
-//!   then renamed into place (`rename(2)` replaces a link rather than following it).
-//! * A run's output directory ([`prepare_run_dir`]) must be new or empty, or the user passed
-//!   `--force`; the directories the oracle creates below a root it was given must not be
-//!   symbolic links ([`create_dirs_below`]).
-//! * QEMU's scratch files (serial log, QMP socket, guest memory dumps, a pmem backing file)
-//!   live in a fresh directory of the cache made for one boot and removed with it
-//!   ([`WorkDir`]).
-//! * Paths passed inside QEMU's comma-separated options are escaped as QEMU requires
-//!   ([`qemu_opt_path`]).
-//! * Every file or directory name taken from data (a kernel's release read from its image or a
-//!   package name, a kernel id, a configuration name, a package version) passes one check,
-//!   [`name`], before it is joined to a path: a single plain component of a restricted
-//!   alphabet, so no such name can leave the directory it is joined to or land where a reader
-//!   of that directory does not look.
-//! * Every file is read by one reader ([`read_binary`], memmap-dump's [`memmap_dump::read_file`]):
-//!   opened non-blocking, its type and size taken from the opened descriptor, read with the
-//!   caller's bound.
+//! link, nothing a user made is replaced unless they said so, nothing is deleted that this run
+//! did not create, and every name taken from data passes [`name`] before it is joined to a path.
 
 use std::fs;
 use std::io;
@@ -37,17 +18,6 @@ pub fn write_file(path: &Path, data: &[u8]) -> Result<()> {
     let out = OutputFile::prepare(path, true)?;
     out.commit(data)?;
     Ok(())
-}
-
-/// Reads a binary file a user named (a kernel image, a module): a regular file of at most
-/// `max` bytes, opened non-blocking (a FIFO or device is refused by the `fstat` of what was
-/// opened, never waited on) and read with that bound.
-///
-/// # Errors
-///
-/// Missing, not a regular file, too large, or a read error; each naming the path.
-pub fn read_binary(path: &Path, max: u64) -> Result<Vec<u8>> {
-    Ok(memmap_dump::read_file(path, max, memmap_dump::Links::Follow)?)
 }
 
 /// The longest name [`name`] accepts.
@@ -245,7 +215,7 @@ mod tests {
             std::thread::spawn(move || {
                 let (mut files, mut fifos) = (0u64, 0u64);
                 while !stop.load(Ordering::SeqCst) {
-                    match read_binary(&path, 1 << 20) {
+                    match memmap_dump::read_user_bytes(&path, 1 << 20) {
                         Ok(b) => {
                             assert_eq!(b, b"image");
                             files += 1;

@@ -439,7 +439,7 @@ fn counted_boot_folios_are_linked_in_the_kernels_order() {
             (word(&md.bytes[i..], 8), word(&md.bytes[i..], 16))
         };
         let node_of = |pfn: u64| md.vmemmap_base + pfn * 64 + 8;
-        let model_folios: Vec<(u64, u64)> = md.meta["folios"]
+        let model_folios: Vec<(u64, u64)> = md.meta.detail["folios"]
             .as_array()
             .expect("folios")
             .iter()

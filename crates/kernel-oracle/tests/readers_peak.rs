@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
-use kernel_oracle::compare::golden::{Golden, JSON_LIMITS};
-use kernel_oracle::facts::{FACTS_LIMITS, Facts};
+use kernel_oracle::compare::golden::Golden;
+use kernel_oracle::facts::{FACTS_LIMITS, Facts, JSON_LIMITS};
 use kernel_oracle::kernel::modules::{self, MAX_MODULE_BYTES};
 use kernel_oracle::kernel::{self, MAX_BINARY_BYTES};
 

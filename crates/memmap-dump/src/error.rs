@@ -198,36 +198,6 @@ impl fmt::Display for DumpError {
 /// `{:#}`) would print the OS error twice.
 impl std::error::Error for DumpError {}
 
-/// What a file type is, for [`DumpError::NotRegular`].
-#[must_use]
-pub(crate) fn file_kind(ft: std::fs::FileType) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if ft.is_char_device() {
-            return "a character device";
-        }
-        if ft.is_block_device() {
-            return "a block device";
-        }
-        if ft.is_fifo() {
-            return "a FIFO";
-        }
-        if ft.is_socket() {
-            return "a socket";
-        }
-    }
-    if ft.is_dir() {
-        "a directory"
-    } else if ft.is_symlink() {
-        "a symbolic link"
-    } else if ft.is_file() {
-        "a regular file"
-    } else {
-        "not a regular file"
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

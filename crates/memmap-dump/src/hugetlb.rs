@@ -1,14 +1,12 @@
 //! `dump hugetlb`: boot-time or run-time gigantic pages ([`hugetlb_init`]), with real
 //! memfd-backed HVO on Linux, in memory.
 
+use memmap_core::model::page::offsets;
 use memmap_core::{KernelConfig, MigrateType, Page64, Page72, Strategy, StructPage};
 
 use crate::error::DumpError;
 use crate::meta::{DumpMeta, Placement, Written};
 use crate::model::{Dump, DumpBytes, invalid, map_error, struct_page_bytes, traced};
-
-/// Byte offset of `lru.prev` in a struct page.
-const RUNTIME_LRU_PREV_OFFSET: usize = 16;
 
 /// The tails of gigantic pages allocated at run time whose `lru.prev` still holds the self
 /// pointer `memmap_init` wrote (a tail's own, or through an aliased vmemmap page the pointer
@@ -27,14 +25,14 @@ fn runtime_lru_prev_ranges<P: StructPage>(
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     for f in folios {
         for pfn in f.head_pfn + 1..f.head_pfn + f.hstate.nr_pages() {
-            let off = (pfn - start_pfn) as usize * P::SIZE + RUNTIME_LRU_PREV_OFFSET;
+            let off = (pfn - start_pfn) as usize * P::SIZE + offsets::LRU_PREV;
             let Some(word) = bytes.get(off..off + 8) else { continue };
             let word = u64::from_ne_bytes(word.try_into().unwrap_or([0; 8]));
             // The self pointer of a struct page of the folio: the slot's own, or (read through
             // an aliased vmemmap page, 6.12's HVO maps a folio's tail vmemmap pages onto its
             // first frame) the one of the struct page whose bytes it shows, whose history it
             // shares.
-            let rel = word.wrapping_sub(cfg.vmemmap_start).wrapping_sub(8);
+            let rel = word.wrapping_sub(cfg.vmemmap_start).wrapping_sub(offsets::LRU_NEXT as u64);
             let of = rel / P::SIZE as u64;
             let folio_self =
                 rel % P::SIZE as u64 == 0 && (f.head_pfn..f.head_pfn + f.hstate.nr_pages()).contains(&of);
@@ -320,7 +318,7 @@ fn mark_alloc_migratetype<P: StructPage>(
     folios: &[hugetlb_init::HugeBootmemPage],
     start_pfn: u64,
 ) -> Result<(), DumpError> {
-    let index = memmap_core::model::page::offsets::INDEX;
+    let index = offsets::INDEX;
     let mt = u64::from(MigrateType::Movable.value()).to_ne_bytes();
     for r in folios {
         let first = usize::try_from(r.head_pfn - start_pfn).map_err(invalid)? * P::SIZE;
@@ -382,7 +380,7 @@ fn hugetlb_detail<P: StructPage>(
             "stale_fields".into(),
             serde_json::json!([{
                 "field": "lru.prev",
-                "offset": RUNTIME_LRU_PREV_OFFSET,
+                "offset": offsets::LRU_PREV,
                 "len": 8,
                 "pfn_ranges": ranges,
                 "history_values": [format!("{:#x}", cfg.list_poison().1)],

@@ -26,24 +26,10 @@
 //!   `_mapcount`/`page_type` @48 (4 bytes), `_refcount` @52 (4 bytes), `memcg_data` @56,
 //!   `virtual` @64 (72-byte layout only).
 //! * `DIR/meta.json`: an object with at least
-//!   * `format` (1), `kind` (`"zone-device"`, `"hugetlb"` or `"hotplug"`), `config` (preset name),
-//!     `endianness`;
-//!   * `start_pfn`, `nr_pages`, `struct_page_size` (64 or 72);
-//!   * `page_addr_base`: the modelled kernel address of the struct page of `start_pfn` at init
-//!     time (`vmemmap_start + start_pfn * struct_page_size`), so that pointer-valued fields can
-//!     be checked: a tail's `compound_head` is `page_addr_base + (head - start_pfn) *
-//!     struct_page_size + 1`; also `page_addr_base_hex`;
-//!   * `zone` (`ZONE_DEVICE`'s index), `nid`;
-//!   * `flags_layout`: `{zones_pgshift, zones_width, nodes_pgshift, nodes_width,
-//!     sections_pgshift, sections_width, last_cpupid_pgshift, last_cpupid_width}`;
-//!   * `pg_bits`: `{reserved, head, hugetlb_page_type}` (flag bit numbers, and the `page_type`
-//!     word of a hugetlb folio);
-//!   * `movable_pageblock_pfns`: the first PFN of every pageblock overlapping the range whose
-//!     migrate type is MOVABLE;
-//!   * `resched_pfns`: number of `cond_resched` hook calls; `page_ref_events`: number of
-//!     `page_ref_set` tracepoint events;
-//!   * `strategy` (the one actually used), `strategy_requested`, `strategy_reason`, `backend`
-//!     (the stream-hal backend's description) and `backend_name` (its short name);
+//!   * the fields of [`DumpMeta`]: format, kind, preset, byte order, the pfn range and its
+//!     first struct page's modelled address (`page_addr_base`, what pointer-valued fields are
+//!     checked against), zone and node, flags layout and bits, MOVABLE pageblocks, hook counts,
+//!     strategy and backend;
 //!   * for `zone-device`: `pgmap_addr` (what `folio->pgmap` holds), `memory_type`,
 //!     `vmemmap_shift`, `altmap` (`{base_pfn, reserve, free}` or `null`),
 //!     `compound_nr_pages`, `init_start_pfn` (first PFN initialized, after the altmap),

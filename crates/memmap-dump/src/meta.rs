@@ -95,87 +95,102 @@ pub struct AltmapJson {
     pub free: u64,
 }
 
-/// Fields common to every dump.
-///
-/// Deserialized field by field (not through `#[serde(flatten)]`, which buffers the whole
-/// object in an intermediate tree first and so allocates twice what the fields take): the
-/// fields below typed, every other key into [`DumpMeta::detail`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DumpMeta {
-    /// [`FORMAT_VERSION`].
-    pub format: u32,
-    /// `zone-device`, `hugetlb` or `hotplug`.
-    pub kind: String,
-    /// Kernel config preset name.
-    pub config: String,
-    /// `little` or `big`: byte order of the words in `memmap.bin`.
-    pub endianness: String,
-    /// First PFN in `memmap.bin`.
-    pub start_pfn: u64,
-    /// Struct pages in `memmap.bin`.
-    pub nr_pages: u64,
-    /// `sizeof(struct page)`: 64, or 72 with `virtual`.
-    pub struct_page_size: usize,
-    /// Modelled kernel address of the struct page of `start_pfn` at init time.
-    pub page_addr_base: u64,
-    /// `page_addr_base` in hex, for people.
-    pub page_addr_base_hex: String,
-    /// `ZONE_DEVICE`'s index (the zone of the initialized pages, for `zone-device`).
-    pub zone: u32,
-    /// Node id.
-    pub nid: u32,
-    /// Page-flags layout.
-    pub flags_layout: FlagsLayoutJson,
-    /// Flag bits and type values.
-    pub pg_bits: PgBits,
-    /// PFN of the first page of every pageblock overlapping the range whose migrate type is
-    /// MOVABLE, ascending.
-    pub movable_pageblock_pfns: Vec<u64>,
-    /// Number of `cond_resched` hook calls.
-    pub resched_pfns: u64,
-    /// Number of `page_ref_set` tracepoint events.
-    pub page_ref_events: u64,
-    /// The strategy actually used.
-    pub strategy: String,
-    /// The strategy requested.
-    pub strategy_requested: String,
-    /// Why `strategy` was used.
-    pub strategy_reason: String,
-    /// `stream_hal::backend()` of the build that wrote the dump.
-    pub backend: String,
-    /// `stream_hal::backend().name()` of that build (absent in dumps of older builds).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend_name: Option<String>,
-    /// Kind-specific fields.
-    #[serde(flatten)]
-    pub detail: serde_json::Map<String, serde_json::Value>,
+/// Declares [`DumpMeta`] and the `Partial` it is deserialized through, from one list of its
+/// required fields.
+macro_rules! dump_meta {
+    ($($(#[doc = $doc:literal])* $name:ident: $ty:ty,)*) => {
+        /// Fields common to every dump.
+        ///
+        /// Deserialized field by field (not through `#[serde(flatten)]`, which buffers the whole
+        /// object in an intermediate tree first and so allocates twice what the fields take): the
+        /// fields below typed, every other key into [`DumpMeta::detail`].
+        #[derive(Debug, Clone, PartialEq, Serialize)]
+        pub struct DumpMeta {
+            $($(#[doc = $doc])* pub $name: $ty,)*
+            /// `stream_hal::backend().name()` of that build (absent in dumps of older builds).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub backend_name: Option<String>,
+            /// Kind-specific fields.
+            #[serde(flatten)]
+            pub detail: serde_json::Map<String, serde_json::Value>,
+        }
+
+        /// The fields of a [`DumpMeta`] met so far, while it is deserialized.
+        #[derive(Default)]
+        struct Partial {
+            $($name: Option<$ty>,)*
+            backend_name: Option<Option<String>>,
+            detail: serde_json::Map<String, serde_json::Value>,
+        }
+
+        impl Partial {
+            /// Takes the value of `key` from `map`.
+            fn field<'de, A: MapAccess<'de>>(&mut self, key: String, map: &mut A) -> Result<(), A::Error> {
+                match key.as_str() {
+                    $(stringify!($name) => set(&mut self.$name, map, stringify!($name)),)*
+                    "backend_name" => set(&mut self.backend_name, map, "backend_name"),
+                    _ => {
+                        let v = map.next_value()?;
+                        self.detail.insert(key, v);
+                        Ok(())
+                    }
+                }
+            }
+
+            /// The metadata, once every required field was met.
+            fn finish<E: de::Error>(self) -> Result<DumpMeta, E> {
+                Ok(DumpMeta {
+                    $($name: self.$name.ok_or_else(|| E::missing_field(stringify!($name)))?,)*
+                    backend_name: self.backend_name.flatten(),
+                    detail: self.detail,
+                })
+            }
+        }
+    };
 }
 
-/// The fields of a [`DumpMeta`] met so far, while it is deserialized.
-#[derive(Default)]
-struct Partial {
-    format: Option<u32>,
-    kind: Option<String>,
-    config: Option<String>,
-    endianness: Option<String>,
-    start_pfn: Option<u64>,
-    nr_pages: Option<u64>,
-    struct_page_size: Option<usize>,
-    page_addr_base: Option<u64>,
-    page_addr_base_hex: Option<String>,
-    zone: Option<u32>,
-    nid: Option<u32>,
-    flags_layout: Option<FlagsLayoutJson>,
-    pg_bits: Option<PgBits>,
-    movable_pageblock_pfns: Option<Vec<u64>>,
-    resched_pfns: Option<u64>,
-    page_ref_events: Option<u64>,
-    strategy: Option<String>,
-    strategy_requested: Option<String>,
-    strategy_reason: Option<String>,
-    backend: Option<String>,
-    backend_name: Option<Option<String>>,
-    detail: serde_json::Map<String, serde_json::Value>,
+dump_meta! {
+    /// [`FORMAT_VERSION`].
+    format: u32,
+    /// `zone-device`, `hugetlb` or `hotplug`.
+    kind: String,
+    /// Kernel config preset name.
+    config: String,
+    /// `little` or `big`: byte order of the words in `memmap.bin`.
+    endianness: String,
+    /// First PFN in `memmap.bin`.
+    start_pfn: u64,
+    /// Struct pages in `memmap.bin`.
+    nr_pages: u64,
+    /// `sizeof(struct page)`: 64, or 72 with `virtual`.
+    struct_page_size: usize,
+    /// Modelled kernel address of the struct page of `start_pfn` at init time.
+    page_addr_base: u64,
+    /// `page_addr_base` in hex, for people.
+    page_addr_base_hex: String,
+    /// `ZONE_DEVICE`'s index (the zone of the initialized pages, for `zone-device`).
+    zone: u32,
+    /// Node id.
+    nid: u32,
+    /// Page-flags layout.
+    flags_layout: FlagsLayoutJson,
+    /// Flag bits and type values.
+    pg_bits: PgBits,
+    /// PFN of the first page of every pageblock overlapping the range whose migrate type is
+    /// MOVABLE, ascending.
+    movable_pageblock_pfns: Vec<u64>,
+    /// Number of `cond_resched` hook calls.
+    resched_pfns: u64,
+    /// Number of `page_ref_set` tracepoint events.
+    page_ref_events: u64,
+    /// The strategy actually used.
+    strategy: String,
+    /// The strategy requested.
+    strategy_requested: String,
+    /// Why `strategy` was used.
+    strategy_reason: String,
+    /// `stream_hal::backend()` of the build that wrote the dump.
+    backend: String,
 }
 
 /// Stores the next value of `map` in `slot`, refusing a second one for the same field.
@@ -189,71 +204,6 @@ fn set<'de, T: Deserialize<'de>, A: MapAccess<'de>>(
     }
     *slot = Some(map.next_value()?);
     Ok(())
-}
-
-impl Partial {
-    /// Takes the value of `key` from `map`.
-    fn field<'de, A: MapAccess<'de>>(&mut self, key: String, map: &mut A) -> Result<(), A::Error> {
-        match key.as_str() {
-            "format" => set(&mut self.format, map, "format"),
-            "kind" => set(&mut self.kind, map, "kind"),
-            "config" => set(&mut self.config, map, "config"),
-            "endianness" => set(&mut self.endianness, map, "endianness"),
-            "start_pfn" => set(&mut self.start_pfn, map, "start_pfn"),
-            "nr_pages" => set(&mut self.nr_pages, map, "nr_pages"),
-            "struct_page_size" => set(&mut self.struct_page_size, map, "struct_page_size"),
-            "page_addr_base" => set(&mut self.page_addr_base, map, "page_addr_base"),
-            "page_addr_base_hex" => set(&mut self.page_addr_base_hex, map, "page_addr_base_hex"),
-            "zone" => set(&mut self.zone, map, "zone"),
-            "nid" => set(&mut self.nid, map, "nid"),
-            "flags_layout" => set(&mut self.flags_layout, map, "flags_layout"),
-            "pg_bits" => set(&mut self.pg_bits, map, "pg_bits"),
-            "movable_pageblock_pfns" => set(&mut self.movable_pageblock_pfns, map, "movable_pageblock_pfns"),
-            "resched_pfns" => set(&mut self.resched_pfns, map, "resched_pfns"),
-            "page_ref_events" => set(&mut self.page_ref_events, map, "page_ref_events"),
-            "strategy" => set(&mut self.strategy, map, "strategy"),
-            "strategy_requested" => set(&mut self.strategy_requested, map, "strategy_requested"),
-            "strategy_reason" => set(&mut self.strategy_reason, map, "strategy_reason"),
-            "backend" => set(&mut self.backend, map, "backend"),
-            "backend_name" => set(&mut self.backend_name, map, "backend_name"),
-            _ => {
-                let v = map.next_value()?;
-                self.detail.insert(key, v);
-                Ok(())
-            }
-        }
-    }
-
-    /// The metadata, once every required field was met.
-    fn finish<E: de::Error>(self) -> Result<DumpMeta, E> {
-        fn need<T, E: de::Error>(v: Option<T>, name: &'static str) -> Result<T, E> {
-            v.ok_or_else(|| E::missing_field(name))
-        }
-        Ok(DumpMeta {
-            format: need(self.format, "format")?,
-            kind: need(self.kind, "kind")?,
-            config: need(self.config, "config")?,
-            endianness: need(self.endianness, "endianness")?,
-            start_pfn: need(self.start_pfn, "start_pfn")?,
-            nr_pages: need(self.nr_pages, "nr_pages")?,
-            struct_page_size: need(self.struct_page_size, "struct_page_size")?,
-            page_addr_base: need(self.page_addr_base, "page_addr_base")?,
-            page_addr_base_hex: need(self.page_addr_base_hex, "page_addr_base_hex")?,
-            zone: need(self.zone, "zone")?,
-            nid: need(self.nid, "nid")?,
-            flags_layout: need(self.flags_layout, "flags_layout")?,
-            pg_bits: need(self.pg_bits, "pg_bits")?,
-            movable_pageblock_pfns: need(self.movable_pageblock_pfns, "movable_pageblock_pfns")?,
-            resched_pfns: need(self.resched_pfns, "resched_pfns")?,
-            page_ref_events: need(self.page_ref_events, "page_ref_events")?,
-            strategy: need(self.strategy, "strategy")?,
-            strategy_requested: need(self.strategy_requested, "strategy_requested")?,
-            strategy_reason: need(self.strategy_reason, "strategy_reason")?,
-            backend: need(self.backend, "backend")?,
-            backend_name: self.backend_name.flatten(),
-            detail: self.detail,
-        })
-    }
 }
 
 /// What a dump of one range places where: `[start_pfn, start_pfn + nr_pages)`, its first

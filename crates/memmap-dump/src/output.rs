@@ -1,26 +1,8 @@
 //! One output file, written safely: a plot or a report of the bench, a file of the oracle; and
 //! the temporary file and the placing by name that [`OutputDir`](crate::OutputDir) writes a
-//! dump's two files with.
-//!
-//! * [`OutputFile::prepare`] (before any work) opens FILE's directory and refuses, with a
-//!   message naming FILE: a path that names no file (`""`, `dir/`, `dir/.`, `..`), a missing
-//!   directory or one that is not a directory, a directory that is not writable, a file name
-//!   longer than the directory's file system allows (`NAME_MAX`), a directory path of
-//!   `PATH_MAX` bytes or more, and an existing FILE unless it may be replaced.
-//! * What may be replaced, and only with `force` (a command line's `--force`): a regular file,
-//!   or a symbolic link (the link itself is replaced by the new file; whatever it points to is
-//!   left as it is), unless the link points to something that is not a regular file. A
-//!   directory, a device, a FIFO or a socket (or a link to one) is never replaced, and the
-//!   refusal does not suggest `--force`.
-//! * [`OutputFile::probe`] creates and removes the temporary file, so that a directory the
-//!   kernel refuses to create files in (`/proc`, a read-only mount) is refused before a long
-//!   run rather than after it.
-//! * [`OutputFile::commit`] writes the data under a temporary name of at most
-//!   [`TEMP_NAME_MAX`] bytes in FILE's directory (created exclusively, never through a link),
-//!   flushes it and then gives it FILE's name: with `link(2)` without `force` (which fails
-//!   rather than replace a file that appeared meanwhile), with `rename(2)` with `force` after
-//!   checking again what FILE is. Every call goes through the directory's descriptor, so the
-//!   length of FILE's whole path does not matter, and the temporary name always fits.
+//! dump's two files with. [`OutputFile::prepare`] refuses a bad path before any work,
+//! [`OutputFile::probe`] before a long run, and [`OutputFile::commit`] writes under a temporary
+//! name and then links (or, with `force`, renames) it into place, never through a link.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -199,7 +181,7 @@ fn split(path: &Path) -> Option<(PathBuf, OsString)> {
 }
 
 /// What a file type is, for messages.
-fn kind(t: FileType) -> &'static str {
+pub(crate) fn kind(t: FileType) -> &'static str {
     match t {
         FileType::RegularFile => "a regular file",
         FileType::Directory => "a directory",

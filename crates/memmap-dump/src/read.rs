@@ -7,7 +7,7 @@
 //! a known `format`, `kind`, `endianness` and `struct_page_size`; `memmap.bin` must be a regular
 //! file (not `/dev/zero`, a FIFO or a directory) whose length, from `fstat` before any byte is
 //! read, is exactly `nr_pages * struct_page_size` (computed with checked arithmetic). Only then
-//! is data read, by [`read_dump`] into memory or by [`crate::diff::diff_dumps`] a chunk at a
+//! is data read, by [`read_dump`] into memory or by [`crate::diff::diff_dumps_report`] a chunk at a
 //! time.
 //!
 //! Every file is opened non-blocking (`O_NONBLOCK | O_NOCTTY`) and its type checked with
@@ -24,7 +24,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use crate::error::{DumpError, file_kind};
+use crate::error::DumpError;
 use crate::json::{JsonLimits, check_json};
 use crate::meta::{DumpMeta, FORMAT_VERSION, KINDS};
 use crate::write::{MEMMAP_FILE, META_FILE};
@@ -198,12 +198,20 @@ fn open_regular(path: &Path, max: u64, links: Links) -> Result<(File, u64), Dump
     let file = o.open(path).map_err(|e| open_error(path, e, links))?;
     let m = file.metadata().map_err(DumpError::io(path, "stat"))?;
     if !m.is_file() {
-        return Err(DumpError::NotRegular { path: path.to_path_buf(), is: file_kind(m.file_type()) });
+        return Err(DumpError::NotRegular {
+            path: path.to_path_buf(),
+            is: crate::output::kind(file_type(&m)),
+        });
     }
     if m.len() > max {
         return Err(DumpError::TooLarge { path: path.to_path_buf(), len: m.len(), max });
     }
     Ok((file, m.len()))
+}
+
+/// The type of the file `m` describes.
+fn file_type(m: &fs::Metadata) -> rustix::fs::FileType {
+    rustix::fs::FileType::from_raw_mode(std::os::unix::fs::MetadataExt::mode(m))
 }
 
 /// The error of a failed open: a missing file, a refused link, or the OS error.

@@ -30,6 +30,9 @@ use memmap_dump::{Dump, NodeDump, ZoneCounts};
 use crate::facts::zones::Class;
 use crate::facts::{Facts, NO_SECTION, STRUCT_PAGE};
 
+/// The offset of `lru` in a struct page.
+const LRU: u64 = memmap_core::model::page::offsets::LRU_NEXT as u64;
+
 pub use super::boot_input::{KernelCounts, KernelPages, KernelZone, NodeInput, inputs};
 pub use super::boot_report::{
     ClassCount, CmpClass, NodeResult, PageblockCount, PathOutcome, ZoneResult, equal, render,
@@ -57,37 +60,37 @@ fn path_name((mode, order, strategy): (InitMode, BootOrder, Strategy)) -> String
 /// The nodes' layouts as `memmap-bench dump node --node-layout` reads them.
 #[must_use]
 pub fn layout_file(facts: &Facts, nodes: &[NodeInput]) -> memmap_dump::LayoutFile {
-    let runs = |v: &mut Vec<(u64, u64)>, p: u64| match v.last_mut() {
-        Some(last) if last.1 == p => last.1 += 1,
-        _ => v.push((p, p + 1)),
-    };
     memmap_dump::LayoutFile {
         format: memmap_dump::node::LAYOUT_FORMAT,
         source: format!("kernel-oracle: {} {} ({})", facts.kernel.id, facts.config, facts.kernel.release),
-        nodes: nodes
-            .iter()
-            .map(|n| {
-                let mut taken = Vec::new();
-                for &p in &n.taken {
-                    runs(&mut taken, p);
-                }
-                let mut bootmem: Vec<(u64, u64, u64)> = Vec::new();
-                for (&f, &s) in &n.frames {
-                    match bootmem.last_mut() {
-                        Some(last) if last.0 + last.1 == f && last.2 == s => last.1 += 1,
-                        _ => bootmem.push((f, 1, s)),
-                    }
-                }
-                memmap_dump::NodeLayoutJson {
-                    nid: n.nid,
-                    zones: n.zones.iter().map(|z| (z.zone, z.start_pfn, z.start_pfn + z.nr_pages)).collect(),
-                    memory: n.memory.iter().map(|m| (m.start, m.end)).collect(),
-                    reserved: n.reserved.iter().map(|r| (r.range.start, r.range.end)).collect(),
-                    taken,
-                    bootmem,
-                }
-            })
-            .collect(),
+        nodes: nodes.iter().map(node_layout).collect(),
+    }
+}
+
+/// The layout of node `n`: its ranges, and its taken pages and vmemmap frames as runs.
+#[must_use]
+pub fn node_layout(n: &NodeInput) -> memmap_dump::NodeLayoutJson {
+    let mut taken: Vec<(u64, u64)> = Vec::new();
+    for &p in &n.taken {
+        match taken.last_mut() {
+            Some(last) if last.1 == p => last.1 += 1,
+            _ => taken.push((p, p + 1)),
+        }
+    }
+    let mut bootmem: Vec<(u64, u64, u64)> = Vec::new();
+    for (&f, &s) in &n.frames {
+        match bootmem.last_mut() {
+            Some(last) if last.0 + last.1 == f && last.2 == s => last.1 += 1,
+            _ => bootmem.push((f, 1, s)),
+        }
+    }
+    memmap_dump::NodeLayoutJson {
+        nid: n.nid,
+        zones: n.zones.iter().map(|z| (z.zone, z.start_pfn, z.start_pfn + z.nr_pages)).collect(),
+        memory: n.memory.iter().map(|m| (m.start, m.end)).collect(),
+        reserved: n.reserved.iter().map(|r| (r.range.start, r.range.end)).collect(),
+        taken,
+        bootmem,
     }
 }
 
@@ -128,7 +131,7 @@ fn path_difference(a: &Dump, b: &Dump, poison: (u64, u64)) -> (Option<String>, u
             continue;
         }
         let pfn = a.meta.start_pfn + i as u64;
-        let own = a.meta.page_addr_base + i as u64 * 64 + 8;
+        let own = a.meta.page_addr_base + i as u64 * STRUCT_PAGE + LRU;
         let others_equal = [0, 3, 4, 5, 6, 7].iter().all(|&w| word(pa, w) == word(pb, w));
         if others_equal && (word(pa, 1), word(pa, 2)) == poison && (word(pb, 1), word(pb, 2)) == (own, own) {
             poison_only += 1;
@@ -215,7 +218,7 @@ fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, n: &NodeInput) -> Result<
 #[must_use]
 pub fn class_of(cfg: &KernelConfig, node: &NodeInput, pfn: u64, k: &[u8]) -> CmpClass {
     let zone = node.zones.iter().find_map(|z| z.class(pfn));
-    let own = cfg.vmemmap_start + pfn * STRUCT_PAGE + 8;
+    let own = cfg.vmemmap_start + pfn * STRUCT_PAGE + LRU;
     let lru = (word(k, 1), word(k, 2));
     let init_lru = lru == (own, own) || lru == cfg.list_poison();
     match zone {
@@ -271,7 +274,7 @@ impl Ctx<'_> {
     /// the list node of a free head of `order` in this zone of `classes`.
     fn link_ok(&self, value: u64, order: u64, page_of: &dyn Fn(u64) -> Option<(Class, u64)>) -> bool {
         let base = self.cfg.vmemmap_start;
-        let Some(off) = value.checked_sub(base + 8) else { return true };
+        let Some(off) = value.checked_sub(base + LRU) else { return true };
         if off >= self.vmemmap_size {
             return true;
         }
@@ -301,7 +304,7 @@ impl Ctx<'_> {
             let (Some(k), m) = (z.page(pfn), self.model_page(pfn)) else { continue };
             let mut class = self.class_of(pfn, k);
             if let (CmpClass::FreeTail, Some(m)) = (class, m) {
-                let own = self.cfg.vmemmap_start + pfn * STRUCT_PAGE + 8;
+                let own = self.cfg.vmemmap_start + pfn * STRUCT_PAGE + LRU;
                 let poison = self.cfg.list_poison();
                 if (word(k, 1), word(k, 2)) == poison && (word(m, 1), word(m, 2)) == (own, own) {
                     class = CmpClass::FreeMerged;

@@ -19,6 +19,7 @@ use anyhow::{Context, Result, bail};
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
+use memmap_core::model::page::offsets;
 use memmap_core::{KernelConfig, PfnRange, ReservedRange};
 use serde::{Deserialize, Serialize};
 
@@ -92,17 +93,6 @@ pub struct ZoneGolden {
     pub samples: Vec<(u64, u64, u8)>,
 }
 
-fn runs(pfns: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
-    let mut v: Vec<(u64, u64)> = Vec::new();
-    for p in pfns {
-        match v.last_mut() {
-            Some(last) if last.1 == p => last.1 += 1,
-            _ => v.push((p, p + 1)),
-        }
-    }
-    v
-}
-
 /// The pfns of `z` the extract keeps.
 fn sample(z: &KernelZone, keep: &dyn Fn(u64) -> bool) -> Vec<u64> {
     let mut out = Vec::new();
@@ -149,8 +139,7 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
             let keep = |pfn: u64| {
                 let k = z.page(pfn).unwrap_or(&[0; 64]);
                 let c = crate::compare::boot::class_of(&cfg, n, pfn, k);
-                let poison =
-                    u64::from_le_bytes(k[8..16].try_into().unwrap_or_default()) == cfg.list_poison().0;
+                let poison = crate::facts::read::word(k, offsets::LRU_NEXT) == cfg.list_poison().0;
                 poison
                     || matches!(
                         c,
@@ -181,21 +170,9 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
                 samples,
             });
         }
-        let mut frames: Vec<(u64, u64, u64)> = Vec::new();
-        for (&f, &s) in &n.frames {
-            match frames.last_mut() {
-                Some(last) if last.0 + last.1 == f && last.2 == s => last.1 += 1,
-                _ => frames.push((f, 1, s)),
-            }
-        }
-        out_nodes.push(NodeGolden {
-            nid: n.nid,
-            memory: n.memory.iter().map(|m| (m.start, m.end)).collect(),
-            reserved: n.reserved.iter().map(|r| (r.range.start, r.range.end)).collect(),
-            taken: runs(n.taken.iter().copied()),
-            frames,
-            zones,
-        });
+        let l = crate::compare::boot::node_layout(n);
+        let (memory, reserved, taken, frames) = (l.memory, l.reserved, l.taken, l.bootmem);
+        out_nodes.push(NodeGolden { nid: n.nid, memory, reserved, taken, frames, zones });
     }
     let g = BootGolden {
         format: FORMAT,

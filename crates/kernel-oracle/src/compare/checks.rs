@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use memmap_core::model::page::offsets;
+
 use super::{Geometry, Normalizer, SP, Sym, kernel_normalizer, word};
 use crate::facts::{Facts, Region};
 
@@ -101,7 +103,7 @@ fn pgmap_check(set: &PageSet<'_>, what: &str) -> Check {
     for &(pfn, p) in &set.pages {
         if geo.index(pfn) == Some(0) || (geo.compound == 1 && geo.index(pfn).is_some()) {
             seen += 1;
-            let v = word(p, 8);
+            let v = word(p, offsets::PGMAP);
             if Some(v) != r.pgmap_addr && bad.is_none() {
                 bad = Some(format!("pfn {pfn:#x} holds {v:#x}"));
             }
@@ -179,7 +181,7 @@ impl<'a> PointerScan<'a> {
     fn compound_word(&mut self, pfn: u64, p: &[u8]) {
         let geo = self.geo;
         let Some(idx) = geo.index(pfn).filter(|&x| x > 0 && geo.compound > 1) else { return };
-        let ch = word(p, 8);
+        let ch = word(p, offsets::COMPOUND_HEAD);
         let head_addr = self.vmemmap_base + (pfn - idx) * SP as u64;
         let own = self.vmemmap_base + pfn * SP as u64;
         if ch & 1 == 0 && self.aliased(pfn) {

@@ -19,14 +19,14 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 
 use crate::compare::{Check, Geometry, PageSet, class_checks};
-use crate::facts::{Facts, Region};
+use crate::facts::{Facts, JSON_LIMITS, MAX_JSON_BYTES, MAX_PAGES_BYTES, Region};
 
 const SP: u64 = 64;
 /// Struct pages kept from the start of a compound page.
@@ -179,77 +179,15 @@ pub struct Golden {
     pub bytes: Vec<Vec<Vec<u8>>>,
 }
 
-pub use crate::facts::{
-    JSON_LIMITS, MAX_COMPOUND_ORDER, MAX_JSON_BYTES, MAX_NID, MAX_PAGES_BYTES, MAX_REGION_PAGES, MAX_REGIONS,
-};
-
-/// Why a golden extract was refused.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum GoldenError {
-    /// A file could not be read: missing, not a regular file, larger than its limit, or a
-    /// JSON file over its value or depth limit (memmap-dump's reader, naming the file).
-    Read(memmap_dump::DumpError),
-    /// A file (for `pages.bin.gz`: or its decompressed contents) is larger than its limit.
-    TooLarge {
-        /// The file.
-        path: PathBuf,
-        /// The limit in bytes.
-        limit: u64,
-    },
-    /// A JSON file does not parse.
-    Json {
-        /// The file.
-        path: PathBuf,
-        /// What failed.
-        source: serde_json::Error,
-    },
-    /// `pages.bin.gz` is not valid gzip.
-    Gzip {
-        /// The file.
-        path: PathBuf,
-        /// What failed.
-        source: std::io::Error,
-    },
-    /// The files parse but disagree with each other or describe what no kernel dump holds.
-    Invalid {
-        /// The extract's directory.
-        dir: PathBuf,
-        /// What is wrong.
-        what: String,
-    },
-}
-
-impl std::fmt::Display for GoldenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            GoldenError::Read(e) => write!(f, "{e}"),
-            GoldenError::TooLarge { path, limit } => {
-                write!(f, "{}: larger than {limit} bytes", path.display())
-            }
-            GoldenError::Json { path, source } => write!(f, "parsing {}: {source}", path.display()),
-            GoldenError::Gzip { path, source } => write!(f, "decompressing {}: {source}", path.display()),
-            GoldenError::Invalid { dir, what } => write!(f, "{}: {what}", dir.display()),
-        }
-    }
-}
-
-/// Each message holds its cause's text already, so no cause is chained as a `source` too (a
-/// report walking the chain would print it twice).
-impl std::error::Error for GoldenError {}
-
 impl Golden {
     /// Reads `dir` (`facts.json`, `extract.json`, `pages.bin.gz`, each a regular file within
     /// its limit) and checks it with [`Golden::parse`].
     ///
     /// # Errors
     ///
-    /// Missing, oversized or malformed files, or contents that disagree ([`GoldenError`]).
-    pub fn load(dir: &Path) -> Result<Golden, GoldenError> {
-        let read = |name: &str, max| {
-            memmap_dump::read_file(&dir.join(name), max, memmap_dump::Links::Follow)
-                .map_err(GoldenError::Read)
-        };
+    /// Missing, oversized or malformed files, or contents that disagree.
+    pub fn load(dir: &Path) -> Result<Golden> {
+        let read = |name: &str, max| memmap_dump::read_file(&dir.join(name), max, memmap_dump::Links::Follow);
         let facts = read("facts.json", MAX_JSON_BYTES)?;
         let extract = read("extract.json", MAX_JSON_BYTES)?;
         let pages = read("pages.bin.gz", MAX_PAGES_BYTES)?;
@@ -259,30 +197,31 @@ impl Golden {
     /// A golden extract from the contents of its three files (`dir` names it in errors), what
     /// `kernel-oracle check` reads. Any bytes give either an extract on which
     /// [`Golden::checks`], [`Golden::pages`] and [`Golden::compare_with_model`] cannot panic and
-    /// allocate within the limits above, or a [`GoldenError`]: the sizes and geometry are
-    /// checked before anything is allocated from them (regions within [`MAX_REGION_PAGES`] and
-    /// inside the vmemmap, orders up to [`MAX_COMPOUND_ORDER`], runs inside their regions, the
-    /// decompressed pages exactly the runs' struct pages and at most [`MAX_PAGES_BYTES`]).
+    /// allocate within the limits of [`crate::facts`], or an error: the sizes and geometry are
+    /// checked before anything is allocated from them ([`Facts::validate`], runs inside their
+    /// regions, the decompressed pages exactly the runs' struct pages).
     ///
     /// # Errors
     ///
-    /// [`GoldenError`] for malformed, oversized or inconsistent contents.
-    pub fn parse(dir: &Path, facts: &[u8], extract: &[u8], pages_gz: &[u8]) -> Result<Golden, GoldenError> {
-        let invalid = |what: String| GoldenError::Invalid { dir: dir.to_path_buf(), what };
+    /// Malformed, oversized or inconsistent contents.
+    pub fn parse(dir: &Path, facts: &[u8], extract: &[u8], pages_gz: &[u8]) -> Result<Golden> {
+        let invalid = |what: String| anyhow!("{}: {what}", dir.display());
+        let too_large =
+            |name: &str, limit: u64| anyhow!("{}: larger than {limit} bytes", dir.join(name).display());
         for (name, bytes, limit) in [
             ("facts.json", facts, MAX_JSON_BYTES),
             ("extract.json", extract, MAX_JSON_BYTES),
             ("pages.bin.gz", pages_gz, MAX_PAGES_BYTES),
         ] {
             if bytes.len() as u64 > limit {
-                return Err(GoldenError::TooLarge { path: dir.join(name), limit });
+                return Err(too_large(name, limit));
             }
         }
         for (name, bytes) in [("facts.json", facts), ("extract.json", extract)] {
-            memmap_dump::check_json(bytes, &JSON_LIMITS, &dir.join(name)).map_err(GoldenError::Read)?;
+            memmap_dump::check_json(bytes, &JSON_LIMITS, &dir.join(name))?;
         }
-        let facts: Facts = serde_json::from_slice(facts)
-            .map_err(|source| GoldenError::Json { path: dir.join("facts.json"), source })?;
+        let json_error = |name: &str, e| anyhow!("parsing {}: {e}", dir.join(name).display());
+        let facts: Facts = serde_json::from_slice(facts).map_err(|e| json_error("facts.json", e))?;
         if facts.format != crate::facts::FORMAT {
             return Err(invalid(format!(
                 "facts format {} (expected {})",
@@ -290,15 +229,11 @@ impl Golden {
                 crate::facts::FORMAT
             )));
         }
-        let extract: Extract = serde_json::from_slice(extract)
-            .map_err(|source| GoldenError::Json { path: dir.join("extract.json"), source })?;
+        let extract: Extract = serde_json::from_slice(extract).map_err(|e| json_error("extract.json", e))?;
         validate(&facts, &extract).map_err(invalid)?;
         let raw = memmap_dump::read_capped(GzDecoder::new(pages_gz), MAX_PAGES_BYTES, pages_gz.len() as u64)
-            .map_err(|source| GoldenError::Gzip { path: dir.join("pages.bin.gz"), source })?
-            .ok_or_else(|| GoldenError::TooLarge {
-                path: dir.join("pages.bin.gz"),
-                limit: MAX_PAGES_BYTES,
-            })?;
+            .map_err(|e| anyhow!("decompressing {}: {e}", dir.join("pages.bin.gz").display()))?
+            .ok_or_else(|| too_large("pages.bin.gz", MAX_PAGES_BYTES))?;
         let mut off = 0usize;
         let mut bytes = Vec::new();
         for e in &extract.regions {

@@ -4,12 +4,15 @@
 
 use std::collections::BTreeMap;
 
+use memmap_dump::DumpMeta;
+
 use super::SP;
 use crate::facts::Region;
 
 /// The model's `kernel_symbols` (`"0x..."` address to name) from its `meta.json`.
-pub(super) fn model_symbols(meta: &serde_json::Value) -> BTreeMap<u64, String> {
-    meta.get("kernel_symbols")
+pub(super) fn model_symbols(meta: &DumpMeta) -> BTreeMap<u64, String> {
+    meta.detail
+        .get("kernel_symbols")
         .and_then(serde_json::Value::as_object)
         .map(|o| {
             o.iter()
@@ -23,8 +26,8 @@ pub(super) fn model_symbols(meta: &serde_json::Value) -> BTreeMap<u64, String> {
 }
 
 /// The model's `stale_pfn_ranges` (`[start, end)` pairs) from its `meta.json`.
-pub(super) fn stale_ranges(meta: &serde_json::Value) -> Vec<(u64, u64)> {
-    meta.get("stale_pfn_ranges").map(stale_ranges_in).unwrap_or_default()
+pub(super) fn stale_ranges(meta: &DumpMeta) -> Vec<(u64, u64)> {
+    meta.detail.get("stale_pfn_ranges").map(stale_ranges_in).unwrap_or_default()
 }
 
 /// A struct page field the model declares history-dependent (its `meta.json`'s
@@ -41,8 +44,9 @@ pub(super) struct StaleField {
 }
 
 /// The model's `stale_fields` from its `meta.json`.
-pub(super) fn stale_fields(meta: &serde_json::Value) -> Vec<StaleField> {
-    meta.get("stale_fields")
+pub(super) fn stale_fields(meta: &DumpMeta) -> Vec<StaleField> {
+    meta.detail
+        .get("stale_fields")
         .and_then(serde_json::Value::as_array)
         .map(|a| {
             a.iter()
@@ -76,29 +80,15 @@ fn stale_ranges_in(v: &serde_json::Value) -> Vec<(u64, u64)> {
 }
 
 /// Compares the kernel's MOVABLE pageblocks (of `1 << pb_order` pages) with the model's
-/// `movable_pageblock_pfns`.
+/// `movable_pageblock_pfns`, leaving out the pageblocks `skip` names.
 pub(super) fn compare_pageblocks(
     r: &Region,
     pb_order: u32,
-    model_meta: &serde_json::Value,
-) -> Option<Vec<String>> {
-    compare_pageblocks_except(r, pb_order, model_meta, |_| false)
-}
-
-/// [`compare_pageblocks`] leaving out the pageblocks `skip` names.
-pub(super) fn compare_pageblocks_except(
-    r: &Region,
-    pb_order: u32,
-    model_meta: &serde_json::Value,
+    model_meta: &DumpMeta,
     skip: impl Fn(u64) -> bool,
 ) -> Option<Vec<String>> {
     let first = r.pageblock_first_pfn?;
-    let model: std::collections::BTreeSet<u64> = model_meta
-        .get("movable_pageblock_pfns")?
-        .as_array()?
-        .iter()
-        .filter_map(serde_json::Value::as_u64)
-        .collect();
+    let model: std::collections::BTreeSet<u64> = model_meta.movable_pageblock_pfns.iter().copied().collect();
     let mut out = Vec::new();
     for (i, &mt) in r.pageblock_migratetypes.iter().enumerate() {
         let pfn = first + ((i as u64) << pb_order);

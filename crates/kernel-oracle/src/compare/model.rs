@@ -6,7 +6,6 @@ use anyhow::{Context, Result, anyhow};
 use hugetlb_init::{Hstate, HvoMode};
 use memmap_core::{KernelConfig, MemoryType, Strategy};
 use memmap_dump::{HotplugDump, HugetlbDump, ZoneDeviceDump};
-use serde_json::Value;
 
 use crate::facts::{Facts, Region};
 
@@ -14,7 +13,7 @@ use crate::facts::{Facts, Region};
 #[derive(Debug, Clone)]
 pub struct ModelDump {
     /// `meta.json`.
-    pub meta: Value,
+    pub meta: memmap_dump::DumpMeta,
     /// `memmap.bin`.
     pub bytes: Vec<u8>,
     /// `start_pfn`.
@@ -48,12 +47,11 @@ impl ModelDump {
             What::Hotplug(h) => h.run(),
         }
         .map_err(|e| anyhow!("memmap-bench {}: {e}", spec.argv.join(" ")))?;
-        let meta = serde_json::to_value(&dump.meta)?;
         let (start_pfn, size) = (dump.meta.start_pfn, dump.meta.struct_page_size as u64);
         let vmemmap_base = dump.meta.page_addr_base.wrapping_sub(start_pfn.wrapping_mul(size));
         Ok(ModelDump {
-            meta,
             bytes: dump.memmap().to_vec(),
+            meta: dump.meta,
             start_pfn,
             vmemmap_base,
             argv: spec.argv.clone(),

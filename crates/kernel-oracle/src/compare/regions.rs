@@ -5,10 +5,9 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, bail};
+use memmap_core::model::page::offsets;
 
-use super::meta::{
-    StaleField, compare_pageblocks, compare_pageblocks_except, model_symbols, stale_fields, stale_ranges,
-};
+use super::meta::{StaleField, compare_pageblocks, model_symbols, stale_fields, stale_ranges};
 use super::{
     FirstDiff, Geometry, Group, Normalizer, SP, aliased_vmemmap_pages, compare_pages, content_aliased,
     kernel_normalizer,
@@ -173,7 +172,7 @@ impl<'f> Models<'f> {
 
     fn zone_device(&self, r: &Region) -> Result<ModelSide> {
         let md = ModelDump::run(&model::zone_device_spec(self.facts, r)?)?;
-        let pgmap = md.meta.get("pgmap_addr").and_then(serde_json::Value::as_u64);
+        let pgmap = md.meta.detail.get("pgmap_addr").and_then(serde_json::Value::as_u64);
         let normalizer = Normalizer {
             vmemmap_base: md.vmemmap_base,
             vmemmap_size: md.span(),
@@ -181,7 +180,7 @@ impl<'f> Models<'f> {
             ..Normalizer::default()
         };
         Ok(ModelSide {
-            pageblocks: compare_pageblocks(r, self.facts.pageblock_order, &md.meta),
+            pageblocks: compare_pageblocks(r, self.facts.pageblock_order, &md.meta, |_| false),
             stale: stale_ranges(&md.meta),
             stale_fields: Vec::new(),
             bytes: md.bytes,
@@ -199,6 +198,7 @@ impl<'f> Models<'f> {
             let md = ModelDump::run(&model::hugetlb_spec(facts)?)?;
             let mut folios: Vec<(u64, u32)> = md
                 .meta
+                .detail
                 .get("folios")
                 .and_then(serde_json::Value::as_array)
                 .context("model meta has no folios")?
@@ -257,7 +257,7 @@ impl<'f> Models<'f> {
         };
         let block = cfg.max_order_nr_pages();
         let taken = &r.allocated_blocks;
-        let pageblocks = compare_pageblocks_except(r, self.facts.pageblock_order, &md.meta, |pfn| {
+        let pageblocks = compare_pageblocks(r, self.facts.pageblock_order, &md.meta, |pfn| {
             taken.contains(&(pfn & !(block - 1)))
         });
         Ok(ModelSide {
@@ -311,7 +311,8 @@ impl Blanked {
                 // Only a struct page the kernel left as it was too is left out: one the kernel
                 // initialized as a compound tail (bit 0 of its compound word) is compared, so a
                 // model that wrongly declares pages stale differs instead of hiding them.
-                let kernel_tail = self.k.get(ki * SP + 8..ki * SP + 16).is_some_and(|w| w[0] & 1 == 1);
+                let head = ki * SP + offsets::COMPOUND_HEAD;
+                let kernel_tail = self.k.get(head..head + 8).is_some_and(|w| w[0] & 1 == 1);
                 if kernel_tail {
                     continue;
                 }

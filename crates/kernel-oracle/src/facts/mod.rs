@@ -97,17 +97,6 @@ pub struct KernelFacts {
     pub kconfig: BTreeMap<String, String>,
 }
 
-/// `pgmap->altmap` of a namespace mapped with `map=dev`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Altmap {
-    /// `base_pfn`.
-    pub base_pfn: u64,
-    /// `reserve` (pfns).
-    pub reserve: u64,
-    /// `free` (pfns).
-    pub free: u64,
-}
-
 /// One gigantic or huge page (hugetlb folio).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Folio {
@@ -159,7 +148,7 @@ pub struct Region {
     pub vmemmap_shift: Option<u32>,
     /// ZONE_DEVICE: the altmap (`map=dev`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub altmap: Option<Altmap>,
+    pub altmap: Option<memmap_dump::AltmapJson>,
     /// ZONE_DEVICE: first pfn `memmap_init_zone_device` initializes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_start_pfn: Option<u64>,

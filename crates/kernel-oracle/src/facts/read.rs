@@ -269,7 +269,7 @@ pub(crate) fn find_hugetlb(
 /// one chain through all its folios.
 pub fn free_list_positions(regions: &mut [Region], blobs: &[Vec<u8>], vbase: u64) {
     let lru_pfn = |v: u64| {
-        let rel = v.wrapping_sub(vbase).wrapping_sub(8);
+        let rel = v.wrapping_sub(vbase).wrapping_sub(offsets::LRU_NEXT as u64);
         (rel % STRUCT_PAGE == 0).then_some(rel / STRUCT_PAGE)
     };
     let nids: std::collections::BTreeSet<u32> =
@@ -278,11 +278,14 @@ pub fn free_list_positions(regions: &mut [Region], blobs: &[Vec<u8>], vbase: u64
         let idx: Vec<usize> =
             (0..regions.len()).filter(|&i| regions[i].folio.is_some_and(|f| f.nid == nid)).collect();
         let of = |pfn: Option<u64>| idx.iter().copied().find(|&i| Some(regions[i].start_pfn) == pfn);
-        let first: Vec<usize> =
-            idx.iter().copied().filter(|&i| of(lru_pfn(word(&blobs[i], 16))).is_none()).collect();
+        let first: Vec<usize> = idx
+            .iter()
+            .copied()
+            .filter(|&i| of(lru_pfn(word(&blobs[i], offsets::LRU_PREV))).is_none())
+            .collect();
         let [mut at] = first[..] else { continue };
         let mut chain = vec![at];
-        while let Some(next) = of(lru_pfn(word(&blobs[at], 8))) {
+        while let Some(next) = of(lru_pfn(word(&blobs[at], offsets::LRU_NEXT))) {
             if chain.contains(&next) {
                 break;
             }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use memmap_core::model::kconfig::Kconfig;
+use memmap_core::model::page::offsets;
 use memmap_core::{Arch, FlagsLayout, KernelConfig};
 
 use crate::facts::read::{
@@ -15,7 +16,7 @@ use crate::facts::read::{
     node_spans, online_blocks, pageblock_bits, read_pageblocks, read_u64, vmemmap, word,
 };
 use crate::facts::symbols::SystemMap;
-use crate::facts::{Altmap, FORMAT, Facts, Folio, KernelFacts, Region, STRUCT_PAGE};
+use crate::facts::{FORMAT, Facts, Folio, KernelFacts, Region, STRUCT_PAGE};
 use crate::guest::qemu::{Console, Guest, Qmp};
 use crate::guest::scenario::{Hotplug, Hugetlb, Pmem, Scenario};
 use crate::guest::vm::{HOTPLUG_DEVICE, hot_add_dimm, pmem_dtb, qemu_command};
@@ -353,8 +354,11 @@ impl Dumper<'_> {
         // reserve = the info block (`ALIGN(SZ_8K, PAGE_SIZE)`: 2 pages of 4 KiB, 1 of 16 or 64
         // KiB), free = the rest of the data offset.
         let reserve = 8192u64.div_ceil(1 << shift);
-        let altmap =
-            (ns.mode == "pmem").then(|| Altmap { base_pfn: start_pfn, reserve, free: dataoff - reserve });
+        let altmap = (ns.mode == "pmem").then(|| memmap_dump::AltmapJson {
+            base_pfn: start_pfn,
+            reserve,
+            free: dataoff - reserve,
+        });
         let init_start = start_pfn + altmap.map_or(0, |a| a.reserve + a.free);
         let vmemmap_shift = if p.mode == "devdax" { (ns.align >> shift).trailing_zeros() } else { 0 };
         eprintln!(
@@ -390,7 +394,7 @@ impl Dumper<'_> {
             vmemmap_shift: Some(vmemmap_shift),
             altmap,
             init_start_pfn: Some(init_start),
-            pgmap_addr: Some(word(first, 8)),
+            pgmap_addr: Some(word(first, offsets::PGMAP)),
             pageblock_first_pfn: pageblocks.as_ref().map(|p| p.0),
             pageblock_migratetypes: pageblocks.map(|p| p.1).unwrap_or_default(),
             vmemmap_gpa: gpas,

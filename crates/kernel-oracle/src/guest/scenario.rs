@@ -104,24 +104,27 @@ pub struct Scenario {
     pub module: bool,
 }
 
+/// The fields a configuration does not set: an x86-64 guest with nothing set up.
+const BASE: Scenario = Scenario {
+    name: "",
+    arch: Arch::X86_64,
+    mem_mb: 2048,
+    numa_mb: &[],
+    memmap: None,
+    virtio_pmem_mb: None,
+    pmem: None,
+    hugetlb: None,
+    hotplug: None,
+    boot: None,
+    module: false,
+};
+
 const fn pmem(name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) -> Scenario {
     pmem_on(Arch::X86_64, name, memmap, mem_mb, p)
 }
 
 const fn pmem_on(arch: Arch, name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) -> Scenario {
-    Scenario {
-        name,
-        arch,
-        mem_mb,
-        numa_mb: &[],
-        memmap: Some(memmap),
-        virtio_pmem_mb: None,
-        pmem: Some(p),
-        hugetlb: None,
-        hotplug: None,
-        boot: None,
-        module: false,
-    }
+    Scenario { name, arch, mem_mb, memmap: Some(memmap), pmem: Some(p), ..BASE }
 }
 
 /// A pmem configuration that also loads `memmap_stream.ko`.
@@ -134,19 +137,7 @@ const fn huge(name: &'static str, mem_mb: u64, h: Hugetlb) -> Scenario {
 }
 
 const fn huge_on(arch: Arch, name: &'static str, mem_mb: u64, h: Hugetlb) -> Scenario {
-    Scenario {
-        name,
-        arch,
-        mem_mb,
-        numa_mb: &[],
-        memmap: None,
-        virtio_pmem_mb: None,
-        pmem: None,
-        hugetlb: Some(h),
-        hotplug: None,
-        boot: None,
-        module: false,
-    }
+    Scenario { name, arch, mem_mb, hugetlb: Some(h), ..BASE }
 }
 
 const fn hotplug(name: &'static str, size_mb: u64, movable: bool) -> Scenario {
@@ -154,19 +145,7 @@ const fn hotplug(name: &'static str, size_mb: u64, movable: bool) -> Scenario {
 }
 
 const fn hotplug_on(arch: Arch, name: &'static str, size_mb: u64, movable: bool) -> Scenario {
-    Scenario {
-        name,
-        arch,
-        mem_mb: 2048,
-        numa_mb: &[],
-        memmap: None,
-        virtio_pmem_mb: None,
-        pmem: None,
-        hugetlb: None,
-        hotplug: Some(Hotplug { size_mb, movable }),
-        boot: None,
-        module: false,
-    }
+    Scenario { name, arch, hotplug: Some(Hotplug { size_mb, movable }), ..BASE }
 }
 
 const fn boot(name: &'static str, mem_mb: u64, numa_mb: &'static [u64], b: Boot) -> Scenario {
@@ -174,19 +153,7 @@ const fn boot(name: &'static str, mem_mb: u64, numa_mb: &'static [u64], b: Boot)
 }
 
 const fn boot_on(arch: Arch, name: &'static str, mem_mb: u64, numa_mb: &'static [u64], b: Boot) -> Scenario {
-    Scenario {
-        name,
-        arch,
-        mem_mb,
-        numa_mb,
-        memmap: None,
-        virtio_pmem_mb: None,
-        pmem: None,
-        hugetlb: None,
-        hotplug: None,
-        boot: Some(b),
-        module: false,
-    }
+    Scenario { name, arch, mem_mb, numa_mb, boot: Some(b), ..BASE }
 }
 
 const fn dd(map: &'static str, align: &'static str) -> Pmem {
@@ -231,17 +198,9 @@ pub const SCENARIOS: &[Scenario] = &[
     // Two nodes: node 0 is [0, 2G) + [4G, 6G), node 1 is [6G, 9G). One 1 GiB page per node
     // with HVO (each node's shared tail page), and a 2 MiB devdax namespace in node 1.
     Scenario {
-        name: "numa2-hugetlb-1g-hvo-on-devdax-2m",
-        arch: Arch::X86_64,
-        mem_mb: 7168,
         numa_mb: &[4096, 3072],
-        memmap: Some("1G!7G"),
-        virtio_pmem_mb: None,
-        pmem: Some(dd("mem", "2M")),
         hugetlb: Some(h(1 << 20, 1, true, true)),
-        hotplug: None,
-        boot: None,
-        module: false,
+        ..pmem("numa2-hugetlb-1g-hvo-on-devdax-2m", "1G!7G", 7168, dd("mem", "2M"))
     },
     // arm64 (`virt`, RAM from 1 GiB): the top 1 GiB of 3 GiB of RAM as a device-tree pmem
     // region (QEMU 10.0 has no virtio-pmem-pci for either machine, and the nvdimm of arm64's
@@ -269,32 +228,8 @@ pub const SCENARIOS: &[Scenario] = &[
     pmem_on(Arch::Riscv64, "riscv64-devdax-2m-mem", "1G!4G", 3584, dd("mem", "2M")),
     pmem_on(Arch::Riscv64, "riscv64-devdax-2m-dev", "1G!4G", 3584, dd("dev", "2M")),
     // arm64: runtime 2 MiB hugetlb pages and boot-time 1 GiB pages.
-    Scenario {
-        name: "arm64-hugetlb-2m",
-        arch: Arch::Arm64,
-        mem_mb: 1024,
-        numa_mb: &[],
-        memmap: None,
-        virtio_pmem_mb: None,
-        pmem: None,
-        hugetlb: Some(h(2048, 4, false, false)),
-        hotplug: None,
-        boot: None,
-        module: false,
-    },
-    Scenario {
-        name: "arm64-hugetlb-1g",
-        arch: Arch::Arm64,
-        mem_mb: 3072,
-        numa_mb: &[],
-        memmap: None,
-        virtio_pmem_mb: None,
-        pmem: None,
-        hugetlb: Some(h(1 << 20, 1, true, false)),
-        hotplug: None,
-        boot: None,
-        module: false,
-    },
+    huge_on(Arch::Arm64, "arm64-hugetlb-2m", 1024, h(2048, 4, false, false)),
+    huge_on(Arch::Arm64, "arm64-hugetlb-1g", 3072, h(1 << 20, 1, true, false)),
     // The arm64 hstates beyond 2M and 1G: boot-time 32 MiB pages (contiguous PMDs with 4 KiB
     // pages, gigantic: memblock; one PMD with 16 KiB pages, order 11: the buddy allocator) and
     // run-time 64 KiB pages (contiguous PTEs, 4 KiB pages only). Both arm64 kernels run the

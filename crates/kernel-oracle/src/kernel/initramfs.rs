@@ -148,7 +148,7 @@ fn busybox(arch: Arch, cache: &Path) -> Result<Vec<u8>> {
                     bail!("{} is not statically linked: install busybox-static", path.display());
                 }
             }
-            crate::files::read_binary(&path, MAX_HOST_FILE_BYTES)
+            Ok(memmap_dump::read_user_bytes(&path, MAX_HOST_FILE_BYTES)?)
         }
         _ => {
             let apt = PrivateApt::new(cache, "sid", crate::kernel::debian(arch))?;
@@ -156,8 +156,8 @@ fn busybox(arch: Arch, cache: &Path) -> Result<Vec<u8>> {
             let deb = apt.download("busybox-static", &cache.join("debs"))?;
             let dest = cache.join(format!("busybox-{}", crate::kernel::debian(arch)));
             apt::extract(&deb, &dest)?;
-            crate::files::read_binary(&dest.join("bin/busybox"), MAX_HOST_FILE_BYTES)
-                .or_else(|_| crate::files::read_binary(&dest.join("usr/bin/busybox"), MAX_HOST_FILE_BYTES))
+            let read = |p: &str| memmap_dump::read_user_bytes(&dest.join(p), MAX_HOST_FILE_BYTES);
+            Ok(read("bin/busybox").or_else(|_| read("usr/bin/busybox"))?)
         }
     }
 }
@@ -169,7 +169,8 @@ fn ndctl_files() -> Result<Vec<(String, Vec<u8>)>> {
         .map(PathBuf::from)
         .find(|p| p.is_file())
         .context("ndctl not found: install Debian's ndctl")?;
-    let mut files = vec![("bin/ndctl".to_string(), crate::files::read_binary(&ndctl, MAX_HOST_FILE_BYTES)?)];
+    let mut files =
+        vec![("bin/ndctl".to_string(), memmap_dump::read_user_bytes(&ndctl, MAX_HOST_FILE_BYTES)?)];
     let ldd = cmd::run("ldd", &[ndctl.display().to_string()], None, Duration::from_secs(30))?;
     for line in ldd.stdout.lines() {
         let path = line.split_whitespace().find(|w| w.starts_with('/'));
@@ -177,7 +178,7 @@ fn ndctl_files() -> Result<Vec<(String, Vec<u8>)>> {
             let real = fs::canonicalize(p)?;
             files.push((
                 p.trim_start_matches('/').to_string(),
-                crate::files::read_binary(&real, MAX_HOST_FILE_BYTES)?,
+                memmap_dump::read_user_bytes(&real, MAX_HOST_FILE_BYTES)?,
             ));
         }
     }
@@ -209,7 +210,7 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
     let id = crate::files::name("the kernel id", &kernel.id)?;
     let path = cache.join("initramfs").join(format!("{id}-{key:016x}.cpio.gz"));
     if path.is_file() {
-        return crate::files::read_binary(&path, MAX_INITRAMFS_BYTES);
+        return Ok(memmap_dump::read_user_bytes(&path, MAX_INITRAMFS_BYTES)?);
     }
     let arch = kernel.arch;
     let mut cpio = Cpio::default();

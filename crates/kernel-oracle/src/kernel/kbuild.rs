@@ -130,7 +130,7 @@ pub fn build(opts: &BuildOptions) -> Result<Built> {
         build_kernel(&src, &dir, &tools, &version, opts.jobs)?;
     }
     let record: serde_json::Value =
-        serde_json::from_slice(&crate::files::read_binary(&record_path, 1 << 20)?)
+        serde_json::from_slice(&memmap_dump::read_user_bytes(&record_path, 1 << 20)?)
             .with_context(|| format!("{} is not JSON", record_path.display()))?;
     let module = build_module(&dir, &tools, &opts.workspace, opts.jobs)?;
     let movnti = count_instructions(&module, "movnti")?;
@@ -315,17 +315,8 @@ fn make(src: &Path, args: &[String], t: &Tools, log: &Path, timeout: Duration) -
         .stdout(out.try_clone()?)
         .stderr(out);
     let mut child = c.spawn().context("cannot start make")?;
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("make {} ran past {} s (log: {})", args.join(" "), timeout.as_secs(), log.display());
-        }
-        std::thread::sleep(Duration::from_millis(500));
+    let Some(status) = cmd::wait(&mut child, timeout, Duration::from_millis(500))? else {
+        bail!("make {} ran past {} s (log: {})", args.join(" "), timeout.as_secs(), log.display());
     };
     if !status.success() {
         bail!("make {} failed ({status}); the end of {}:\n{}", args.join(" "), log.display(), tail(log, 40));
@@ -335,7 +326,7 @@ fn make(src: &Path, args: &[String], t: &Tools, log: &Path, timeout: Duration) -
 
 /// The last `n` lines of a log.
 fn tail(log: &Path, n: usize) -> String {
-    let text = crate::files::read_binary(log, 256 << 20).unwrap_or_default();
+    let text = memmap_dump::read_user_bytes(log, 256 << 20).unwrap_or_default();
     let text = String::from_utf8_lossy(&text);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
@@ -360,7 +351,7 @@ fn build_kernel(src: &Path, dir: &Path, t: &Tools, version: &str, jobs: usize) -
         TOOL_TIMEOUT,
     )?;
     let config =
-        String::from_utf8_lossy(&crate::files::read_binary(&dir.join(".config"), 16 << 20)?).into_owned();
+        String::from_utf8_lossy(&memmap_dump::read_user_bytes(&dir.join(".config"), 16 << 20)?).into_owned();
     let missing = fragment_mismatches(CONFIG_FRAGMENT, &config);
     if !missing.is_empty() {
         bail!(

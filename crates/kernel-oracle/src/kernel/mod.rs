@@ -200,7 +200,7 @@ pub const MAX_BINARY_BYTES: u64 = 256 << 20;
 /// The file is not a regular file, too large, neither format (the error says which were
 /// tried), or its release cannot name a directory.
 pub fn image_release(image: &Path) -> Result<(Arch, String)> {
-    let raw = crate::files::read_binary(image, MAX_BINARY_BYTES)?;
+    let raw = memmap_dump::read_user_bytes(image, MAX_BINARY_BYTES)?;
     image_release_of(&raw).with_context(|| image.display().to_string())
 }
 

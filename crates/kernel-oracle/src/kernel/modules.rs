@@ -156,7 +156,7 @@ pub fn decompress(path: &Path, data: &[u8], how: Compression, max: u64) -> Resul
 /// Not a regular file, too large before or after decompression (the error says the limit),
 /// or the decompressor fails (named).
 pub fn module_bytes(path: &Path) -> Result<Vec<u8>> {
-    let raw = crate::files::read_binary(path, MAX_MODULE_BYTES)?;
+    let raw = memmap_dump::read_user_bytes(path, MAX_MODULE_BYTES)?;
     match Compression::of(&path.to_string_lossy()) {
         Compression::None => Ok(raw),
         how => decompress(path, &raw, how, MAX_MODULE_BYTES),

@@ -187,16 +187,6 @@ impl fmt::Display for DiffError {
 
 impl std::error::Error for DiffError {}
 
-/// Compares two opened dumps (see [`crate::open_dump`]), reading both a chunk at a time: the
-/// summary of [`diff_dumps_report`].
-///
-/// # Errors
-///
-/// As [`diff_dumps_report`].
-pub fn diff_dumps(a: &mut OpenDump, b: &mut OpenDump) -> Result<DiffResult, DiffError> {
-    diff_dumps_report(a, b).map(|r| r.summary)
-}
-
 /// Compares two opened dumps (see [`crate::open_dump`]), reading both a chunk at a time, into
 /// a [`DiffReport`].
 ///
