@@ -51,3 +51,51 @@ fn a_damaged_boot_extract_is_refused() {
     let fmt = text.replacen("\"format\":1", "\"format\":9", 1);
     assert!(boot_golden::parse(d, fmt.as_bytes(), &gz).is_err(), "another format");
 }
+
+/// Hostile `boot.json`s built from every boot extract (every architecture): each is refused
+/// with an error, never a panic or an allocation of the size it claims.
+#[test]
+fn hostile_boot_extracts_are_refused_without_allocating_what_they_claim() {
+    let dirs = kernel_oracle::compare::golden::boot_dirs(&golden_dir()).expect("golden directory");
+    for d in &dirs {
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(d.join("boot.json")).unwrap()).unwrap();
+        let gz = std::fs::read(d.join("pages.bin.gz")).unwrap();
+        let refused = |what: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+            let mut j = json.clone();
+            edit(&mut j);
+            let e = boot_golden::parse(d, &serde_json::to_vec(&j).unwrap(), &gz)
+                .err()
+                .unwrap_or_else(|| panic!("{}: {what}: accepted", d.display()));
+            format!("{e:#}")
+        };
+        // A one-page zone up to 2^30 pfns past the last one (inside the vmemmap) and a taken
+        // range across the gap: inside the node's span, not inside its zones (it once expanded
+        // pfn by pfn: 8 GiB).
+        let vmemmap_pages = json["vmemmap_size"].as_u64().unwrap() / 64;
+        let e = refused("a taken range across a gap", &|j| {
+            let zones = j["nodes"][0]["zones"].as_array_mut().unwrap();
+            let last = zones.last().unwrap().clone();
+            let end = last["start_pfn"].as_u64().unwrap() + last["nr_pages"].as_u64().unwrap();
+            let gap = (vmemmap_pages - end - 2).min(1 << 30);
+            let mut far = last.clone();
+            far["start_pfn"] = (end + gap).into();
+            far["nr_pages"] = 1.into();
+            far["pageblocks"] = "".into();
+            far["samples"] = serde_json::json!([]);
+            zones.push(far);
+            j["nodes"][0]["taken"].as_array_mut().unwrap().push(serde_json::json!([end - 1, end + gap + 1]));
+        });
+        assert!(e.contains("taken pages"), "{e}");
+        for (what, blocks) in [("non-ASCII pageblocks", "é0"), ("odd pageblocks", "0"), ("non-hex", "zz")] {
+            let e = refused(what, &|j| {
+                let z = &mut j["nodes"][0]["zones"][0]["pageblocks"];
+                *z = format!("{blocks}{}", z.as_str().unwrap()).into();
+            });
+            assert!(e.contains("hex digits"), "{what}: {e}");
+        }
+        for size in [0, u64::MAX, 64] {
+            refused("vmemmap_size", &|j| j["vmemmap_size"] = size.into());
+        }
+    }
+}

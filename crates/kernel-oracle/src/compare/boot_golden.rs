@@ -227,7 +227,8 @@ pub fn parse(dir: &Path, json: &[u8], gz: &[u8]) -> Result<LoadedBoot> {
     let cfg = crate::facts::model_config(&golden.kernel.kconfig, &golden.kernel.release)?;
     let mut sampled = 0u64;
     for n in &golden.nodes {
-        check_node(n).with_context(|| format!("{}/boot.json: node {}", dir.display(), n.nid))?;
+        check_node(n, golden.vmemmap_size)
+            .with_context(|| format!("{}/boot.json: node {}", dir.display(), n.nid))?;
         sampled += n.zones.iter().flat_map(|z| &z.samples).map(|s| s.1).sum::<u64>();
     }
     let want = sampled.checked_mul(64).filter(|&b| b <= MAX_PAGES_BYTES).context("too many sampled pages")?;
@@ -249,10 +250,9 @@ pub fn parse(dir: &Path, json: &[u8], gz: &[u8]) -> Result<LoadedBoot> {
                     m.insert(pfn, (class, page));
                 }
             }
-            let pageblocks = (0..z.pageblocks.len() / 2)
-                .map(|i| u8::from_str_radix(&z.pageblocks[i * 2..i * 2 + 2], 16))
-                .collect::<Result<Vec<u8>, _>>()
-                .context("pageblocks are not hex")?;
+            // Pairs of ASCII hex digits (`check_node`).
+            let pageblocks =
+                z.pageblocks.as_bytes().chunks_exact(2).map(|d| (hex(d[0]) << 4) | hex(d[1])).collect();
             zones.push(KernelZone {
                 zone: z.zone,
                 name: z.name.clone(),
@@ -276,14 +276,25 @@ pub fn parse(dir: &Path, json: &[u8], gz: &[u8]) -> Result<LoadedBoot> {
     Ok(LoadedBoot { golden, cfg, nodes })
 }
 
-/// The ranges of a node inside its zones, the zones within [`MAX_REGION_PAGES`], the samples
-/// ascending inside their zone, so that loading allocates within the limits.
-fn check_node(n: &NodeGolden) -> Result<()> {
+/// The value of an ASCII hex digit.
+fn hex(d: u8) -> u8 {
+    (d as char).to_digit(16).map_or(0, |v| v as u8)
+}
+
+/// The ranges of a node inside its zones, the zones within [`MAX_REGION_PAGES`] and the
+/// vmemmap, the samples ascending inside their zone, the taken pages and vmemmap frames no more
+/// than the zones' pages (loading lists them one by one), the pageblocks hex digit pairs, so
+/// that loading allocates within the limits.
+fn check_node(n: &NodeGolden, vmemmap_size: u64) -> Result<()> {
+    if vmemmap_size == 0 || vmemmap_size % 64 != 0 {
+        bail!("vmemmap_size {vmemmap_size:#x} is not a whole number of struct pages");
+    }
     let span = n.zones.first().map(|z| z.start_pfn).unwrap_or(0)
         ..n.zones.last().map_or(0, |z| z.start_pfn.saturating_add(z.nr_pages));
     let mut total = 0u64;
     for z in &n.zones {
-        if z.nr_pages > MAX_REGION_PAGES || z.start_pfn.checked_add(z.nr_pages).is_none_or(|e| e > 1 << 52) {
+        let end = z.start_pfn.checked_add(z.nr_pages);
+        if z.nr_pages > MAX_REGION_PAGES || end.is_none_or(|e| e > 1 << 52 || e > vmemmap_size / 64) {
             bail!("zone {}: {} pages at {:#x}", z.zone, z.nr_pages, z.start_pfn);
         }
         total += z.nr_pages;
@@ -294,6 +305,9 @@ fn check_node(n: &NodeGolden) -> Result<()> {
         // pages).
         if z.pageblocks.len() as u64 > z.nr_pages / 16 + 8 {
             bail!("zone {}: {} pageblock digits", z.zone, z.pageblocks.len());
+        }
+        if z.pageblocks.len() % 2 != 0 || !z.pageblocks.bytes().all(|b| b.is_ascii_hexdigit()) {
+            bail!("zone {}: pageblocks are not pairs of hex digits", z.zone);
         }
         let mut next = z.start_pfn;
         for &(first, count, _) in &z.samples {
@@ -309,6 +323,16 @@ fn check_node(n: &NodeGolden) -> Result<()> {
     }
     if !n.frames.iter().all(|&(f, c, _)| f.checked_add(c).is_some_and(|e| span.start <= f && e <= span.end)) {
         bail!("vmemmap frames outside the node's zones");
+    }
+    // Zones need not be adjacent: a range across a gap is inside the span but not the zones.
+    let listed = n
+        .taken
+        .iter()
+        .map(|&(s, e)| e - s)
+        .chain(n.frames.iter().map(|f| f.1))
+        .try_fold(0u64, u64::checked_add);
+    if listed.is_none_or(|l| l > total) {
+        bail!("more taken pages and vmemmap frames than the zones' {total} pages");
     }
     Ok(())
 }
