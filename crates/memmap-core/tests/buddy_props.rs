@@ -5,6 +5,7 @@
 
 mod support;
 
+use memmap_core::Named;
 use std::collections::BTreeMap;
 
 use memmap_core::{
@@ -150,7 +151,7 @@ fn drain_and_refill_every_zone() {
     let memory = [PfnRange::new(pps + 1, 5 * pps - 7)];
     let reserved = [ReservedRange::new(3 * pps + 3, 3 * pps + 9)];
     let l = NodeLayout { nid: NID, zones: &zones, memory: &memory, reserved: &reserved };
-    for mode in InitMode::ALL {
+    for mode in InitMode::ALL.iter().copied() {
         let mut st = Storage::new(&cfg, l.span(), false);
         let (node, _) = st.boot(cfg, l, &BootOptions::new(mode));
         for z in &zones {

@@ -4,6 +4,7 @@
 
 mod support;
 
+use memmap_core::Named;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
@@ -497,7 +498,7 @@ mod single_pass_equals_the_kernel_order {
         let zones = [ZoneSpan::new(2, 4 * pps, 12 * pps)];
         let memory = [PfnRange::new(4 * pps, 12 * pps)];
         let l = layout(NID, &zones, &memory, &[]);
-        for strategy in Strategy::ALL {
+        for strategy in Strategy::ALL.iter().copied() {
             let opts =
                 BootOptions { fill: FillOptions::new(strategy), ..BootOptions::new(InitMode::Deferred) };
             let (_, _, lists, single, used) = outcome(cfg, &l, &opts, Some(Threads::Fixed(2)));

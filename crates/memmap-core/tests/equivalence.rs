@@ -12,6 +12,7 @@
 
 mod support;
 
+use memmap_core::Named;
 use memmap_core::{
     DevPagemap, DrainPolicy, InitOptions, KernelConfig, KernelVersion, MemoryType, Page64, Page72, Strategy,
     StrategyReason, StructPage, VmemAltmap, ZoneDeviceRange,

@@ -10,6 +10,7 @@
 
 mod support;
 
+use memmap_core::Named;
 use memmap_core::{
     DevPagemap, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType, Page64, Page72, RecordingHooks,
     Strategy, StructPage, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,

@@ -5,11 +5,9 @@
 
 mod support;
 
-use core::mem::offset_of;
 
-use memmap_core::model::page::{CStructPage, CStructPageVirtual, folio, offsets};
 use memmap_core::{
-    DevPagemap, FlagsLayout, KernelConfig, MemoryType, Page64, Page72, Strategy, StructPage,
+    DevPagemap, FlagsLayout, folio, offsets, KernelConfig, MemoryType, Page64, Page72, Strategy, StructPage,
     compound_nr_pages, vmemmap_can_optimize,
 };
 use proptest::prelude::*;
@@ -22,16 +20,17 @@ fn size_is_64_and_offsets_match_the_kernel() {
     assert_eq!(size_of::<Page64>(), 64);
     assert_eq!(align_of::<Page64>(), 8);
     assert_eq!(Page64::SIZE, 64);
+    // The `#[repr(C)]` mirror of the C struct is checked against these at compile time.
     let expect = [
-        (offset_of!(CStructPage, flags), 0),
-        (offset_of!(CStructPage, lru_next), 8),
-        (offset_of!(CStructPage, lru_prev), 16),
-        (offset_of!(CStructPage, mapping), 24),
-        (offset_of!(CStructPage, index), 32),
-        (offset_of!(CStructPage, private), 40),
-        (offset_of!(CStructPage, mapcount), 48),
-        (offset_of!(CStructPage, refcount), 52),
-        (offset_of!(CStructPage, memcg_data), 56),
+        (offsets::FLAGS, 0),
+        (offsets::LRU_NEXT, 8),
+        (offsets::LRU_PREV, 16),
+        (offsets::MAPPING, 24),
+        (offsets::INDEX, 32),
+        (offsets::PRIVATE, 40),
+        (offsets::MAPCOUNT, 48),
+        (offsets::REFCOUNT, 52),
+        (offsets::MEMCG_DATA, 56),
     ];
     for (got, want) in expect {
         assert_eq!(got, want);
@@ -49,19 +48,19 @@ fn size_is_64_and_offsets_match_the_kernel() {
     assert_eq!(p.flags(), at8(offsets::FLAGS));
     assert_eq!(p.pgmap(), at8(offsets::PGMAP));
     assert_eq!(p.compound_head(), at8(offsets::COMPOUND_HEAD));
-    assert_eq!(p.zone_device_data(), at8(offsets::ZONE_DEVICE_DATA));
-    assert_eq!(p.mapping(), at8(offsets::MAPPING));
-    assert_eq!(p.index(), at8(offsets::INDEX));
-    assert_eq!(p.private(), at8(offsets::PRIVATE));
+    assert_eq!(p.u64_at(memmap_core::offsets::ZONE_DEVICE_DATA), at8(offsets::ZONE_DEVICE_DATA));
+    assert_eq!(p.u64_at(memmap_core::offsets::MAPPING), at8(offsets::MAPPING));
+    assert_eq!(p.u64_at(memmap_core::offsets::INDEX), at8(offsets::INDEX));
+    assert_eq!(p.u64_at(memmap_core::offsets::PRIVATE), at8(offsets::PRIVATE));
     assert_eq!(p.mapcount() as u32, at4(offsets::MAPCOUNT));
     assert_eq!(p.refcount() as u32, at4(offsets::REFCOUNT));
-    assert_eq!(p.memcg_data(), at8(offsets::MEMCG_DATA));
+    assert_eq!(p.u64_at(memmap_core::offsets::MEMCG_DATA), at8(offsets::MEMCG_DATA));
 }
 
 #[test]
 fn want_page_virtual_layout_is_72_bytes_with_virtual_at_64() {
     assert_eq!(size_of::<Page72>(), 72);
-    assert_eq!(offset_of!(CStructPageVirtual, virtual_), offsets::VIRTUAL);
+    assert_eq!(offsets::VIRTUAL, 64);
     let mut p = Page72::ZEROED;
     p.set_virtual_address(0xffff_8880_1234_5000);
     assert_eq!(p.word(8), 0xffff_8880_1234_5000);
@@ -179,7 +178,7 @@ fn entire_mapcount_and_pincount_overwrite_tail_mapping_of_page1() {
     // TAIL_MAPPING but {_entire_mapcount = -1, _pincount = 0}.
     for order in [1, 2, 9] {
         let r = one_compound(order);
-        let m = r.page((1 << 20) + 1).mapping();
+        let m = r.page((1 << 20) + 1).u64_at(memmap_core::offsets::MAPPING);
         assert_ne!(m, KernelConfig::X86_64.tail_mapping(), "order {order}");
         let bytes = m.to_ne_bytes();
         assert_eq!(i32::from_ne_bytes(bytes[..4].try_into().unwrap()), -1, "_entire_mapcount");
@@ -194,7 +193,7 @@ fn deferred_list_overwrites_page2_mapping_only_for_order_above_1() {
     let r = one_compound(2);
     let list = support::vaddr::<Page64>(&cfg, head + 2) + 16;
     assert_eq!(r.page(head + 2).u64_at(16), list, "_deferred_list.next");
-    assert_eq!(r.page(head + 2).mapping(), list, "_deferred_list.prev overwrites page[2].mapping");
+    assert_eq!(r.page(head + 2).u64_at(memmap_core::offsets::MAPPING), list, "_deferred_list.prev overwrites page[2].mapping");
     // Order 1 has no page[2] to touch: the next struct page is not part of the compound.
     let r = one_compound(1);
     assert!(support::is_guard(r.page(head + 2)));

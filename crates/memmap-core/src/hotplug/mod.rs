@@ -267,7 +267,7 @@ impl HotplugZone {
     ) {
         let page_of = |node: u64| {
             let pfn = memmap.vaddr_to_pfn(node.wrapping_sub(offsets::LRU_NEXT as u64))?;
-            Some((pfn, memmap.read(pfn).lru_next()))
+            Some((pfn, memmap.read(pfn).u64_at(crate::offsets::LRU_NEXT)))
         };
         self.lists.walk(order, mt, page_of, f);
     }

@@ -511,7 +511,7 @@ mod tests {
         p.set_u8_at(64 + 7, 0xab);
         assert_eq!((p.u64_at(offsets::LRU_NEXT), p.u32_at(offsets::REFCOUNT)), (0x1122, 3));
         let page = p.read();
-        assert_eq!((page.private(), page.refcount(), page.mapcount()), (7, 3, -1));
+        assert_eq!((page.u64_at(crate::offsets::PRIVATE), page.refcount(), page.mapcount()), (7, 3, -1));
         assert_eq!(page.u64_at(64).to_ne_bytes()[7], 0xab);
         assert_eq!(m.read(10), Page72::ZEROED);
         assert_eq!(m.read(12), Page72::ZEROED);

@@ -57,7 +57,7 @@ impl<P: StructPage> Memmap<'_, P> {
                 flags: page.flags(),
                 count: page.refcount(),
                 mapcount: page.mapcount(),
-                mapping: page.mapping(),
+                mapping: page.u64_at(crate::offsets::MAPPING),
                 migratetype: self.pageblock_migratetype(pfn),
                 val: v,
             };

@@ -18,7 +18,7 @@
 //! | 64 | 8 | `virtual` ([`Page72`] only) |
 //!
 //! The offsets are checked at compile time against a `#[repr(C)]` mirror of the C struct
-//! (`CStructPage`, hidden: a layout check, not an API), and the large-folio overlay ([`folio`]) against the page words it must
+//! (`CStructPage`), and the large-folio overlay ([`folio`]) against the page words it must
 //! alias, the way the kernel's `FOLIO_MATCH` static assertions do.
 
 use core::fmt;
@@ -90,27 +90,25 @@ pub type Page72 = Page<9>;
 /// The `#[repr(C)]` mirror of the 64-byte C `struct page`, used only for the compile-time layout
 /// checks (`offset_of!`), as `FOLIO_MATCH` does in C.
 #[repr(C)]
-#[allow(missing_docs)]
-#[doc(hidden)]
-pub struct CStructPage {
-    pub flags: u64,
-    pub lru_next: u64,
-    pub lru_prev: u64,
-    pub mapping: u64,
-    pub index: u64,
-    pub private: u64,
-    pub mapcount: i32,
-    pub refcount: i32,
-    pub memcg_data: u64,
+#[allow(dead_code)]
+struct CStructPage {
+    flags: u64,
+    lru_next: u64,
+    lru_prev: u64,
+    mapping: u64,
+    index: u64,
+    private: u64,
+    mapcount: i32,
+    refcount: i32,
+    memcg_data: u64,
 }
 
 /// The `#[repr(C)]` mirror of the 72-byte `WANT_PAGE_VIRTUAL` C `struct page`.
 #[repr(C)]
-#[allow(missing_docs)]
-#[doc(hidden)]
-pub struct CStructPageVirtual {
-    pub page: CStructPage,
-    pub virtual_: u64,
+#[allow(dead_code)]
+struct CStructPageVirtual {
+    page: CStructPage,
+    virtual_: u64,
 }
 
 const _: () = {
@@ -183,24 +181,10 @@ pub trait StructPage:
     word_fields! {
         /// `flags`.
         flags = offsets::FLAGS;
-        /// `lru.next` (word at 8).
-        lru_next = offsets::LRU_NEXT;
-        /// `lru.prev` (word at 16).
-        lru_prev = offsets::LRU_PREV;
         /// `compound_head` (word at 8; bit 0 set on tail pages).
         compound_head = offsets::COMPOUND_HEAD;
         /// `folio->pgmap` of a ZONE_DEVICE head or single page (word at 8).
         pgmap = offsets::PGMAP;
-        /// `zone_device_data` (word at 16).
-        zone_device_data = offsets::ZONE_DEVICE_DATA;
-        /// `mapping`.
-        mapping = offsets::MAPPING;
-        /// `index`.
-        index = offsets::INDEX;
-        /// `private`.
-        private = offsets::PRIVATE;
-        /// `memcg_data`.
-        memcg_data = offsets::MEMCG_DATA;
     }
     /// Sets `flags`.
     #[inline(always)]

@@ -89,6 +89,7 @@ pub fn check_memremap_pages(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Named;
     use std::string::ToString;
 
     fn range(start_pfn: u64, nr_pages: u64) -> ZoneDeviceRange {
@@ -125,7 +126,7 @@ mod tests {
     #[test]
     fn aligned_ranges_of_every_type_pass_and_classic_sparsemem_wants_sections() {
         let cfg = KernelConfig::X86_64;
-        for t in MemoryType::ALL {
+        for t in MemoryType::ALL.iter().copied() {
             let pgmap = DevPagemap::new(t);
             assert_eq!(check_memremap_pages(&cfg, &range(0x100000, 0x40000), &pgmap), Ok(()));
             assert_eq!(check_memremap_pages(&cfg, &range(0x100200, 0x200), &pgmap), Ok(()));
