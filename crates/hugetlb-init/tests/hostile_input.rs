@@ -187,7 +187,7 @@ fn the_shared_tail_search_stays_inside_the_memmap() {
     m.set_flag(head, bits.head);
     let mut h = m.read(head);
     h.set_u32_at(
-        memmap_core::model::page::offsets::PAGE_TYPE,
+        memmap_core::offsets::PAGE_TYPE,
         memmap_core::PageType::word(memmap_core::PageType::HUGETLB),
     );
     m.write(head, h);

@@ -5,6 +5,7 @@
 
 mod common;
 
+use memmap_core::Named;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
 
@@ -175,7 +176,7 @@ fn real_hvo_view_equals_the_model() {
     for &(cfg, h, nodes, count, strategies) in cases {
         let specs: Vec<_> =
             packed(h, nodes, count).into_iter().map(|s| NodeSpec { zone: cfg.zone_normal(), ..s }).collect();
-        for hvo in HvoMode::ALL {
+        for hvo in HvoMode::ALL.iter().copied() {
             for &s in strategies {
                 let what = format!("{} {h} {hvo:?} {s}", cfg.name);
                 let p = params(s, hvo.params());

@@ -7,7 +7,6 @@
 //! bench program `memmap-bench` reports first-binding figures and the machine's limit too.
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
-use memmap_core::Named;
 use std::hint::black_box;
 use std::time::Duration;
 

@@ -20,8 +20,9 @@ pub trait Named: Copy + 'static {
     }
 }
 
-/// Implements [`Named`] for an enum from its `Variant => "name"` list, and a `Display` that
-/// writes the name (`no_display` after the type leaves `Display` to the enum).
+/// Implements [`Named`] for an enum from its `Variant => "name"` list, with an inherent
+/// `const fn name` (for const contexts) and a `Display` that writes the name (`no_display` after
+/// the type leaves `Display` to the enum).
 ///
 /// ```
 /// use memmap_core::Named;
@@ -45,7 +46,7 @@ macro_rules! named {
         $crate::named!(@items $ty { $($variant => $name),+ });
         impl ::core::fmt::Display for $ty {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                f.write_str(<$ty as $crate::Named>::name(*self))
+                f.write_str($ty::name(*self))
             }
         }
     };
@@ -53,19 +54,29 @@ macro_rules! named {
         $crate::named!(@items $ty { $($variant => $name),+ });
     };
     (@items $ty:ident { $($variant:ident => $name:literal),+ }) => {
-        impl $crate::Named for $ty {
-            const ALL: &'static [$ty] = &[$($ty::$variant),+];
-
-            fn name(self) -> &'static str {
+        impl $ty {
+            #[doc = "The value's name (`Named::name`, usable in const contexts)."]
+            #[must_use]
+            pub const fn name(self) -> &'static str {
                 match self {
                     $($ty::$variant => $name,)+
                 }
             }
         }
+
+        impl $crate::Named for $ty {
+            const ALL: &'static [$ty] = &[$($ty::$variant),+];
+
+            fn name(self) -> &'static str {
+                $ty::name(self)
+            }
+        }
     };
 }
 
+// The generated `name` is `pub`, the test's enum is not.
 #[cfg(test)]
+#[allow(unreachable_pub)]
 mod tests {
     use super::Named;
     use std::string::ToString;

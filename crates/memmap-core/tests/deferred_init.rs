@@ -442,8 +442,8 @@ mod single_pass_equals_the_kernel_order {
         let mut pages = pages.to_vec();
         for (pfn, _) in lists.iter().flat_map(|(_, b)| b) {
             let p = &mut pages[(pfn - base) as usize];
-            p.set_word(1, 0);
-            p.set_word(2, 0);
+            p.words_mut()[1] = 0;
+            p.words_mut()[2] = 0;
         }
         pages
     }

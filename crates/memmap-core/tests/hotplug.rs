@@ -108,11 +108,27 @@ fn a_hot_added_dimm_holds_the_list_poison_at_the_second_pageblock_of_every_block
                 assert_eq!(p.u64_at(memmap_core::offsets::PRIVATE), 10);
             }
             0x200 => {
-                assert_eq!((p.u64_at(memmap_core::offsets::LRU_NEXT), p.u64_at(memmap_core::offsets::LRU_PREV), p.u64_at(memmap_core::offsets::PRIVATE)), (POISON1, POISON2, 0), "pfn {pfn:#x}");
+                assert_eq!(
+                    (
+                        p.u64_at(memmap_core::offsets::LRU_NEXT),
+                        p.u64_at(memmap_core::offsets::LRU_PREV),
+                        p.u64_at(memmap_core::offsets::PRIVATE)
+                    ),
+                    (POISON1, POISON2, 0),
+                    "pfn {pfn:#x}"
+                );
                 assert_eq!(p.page_type(), u32::MAX);
             }
             _ => {
-                assert_eq!((p.u64_at(memmap_core::offsets::LRU_NEXT), p.u64_at(memmap_core::offsets::LRU_PREV), p.page_type()), (own, own, u32::MAX), "pfn {pfn:#x}");
+                assert_eq!(
+                    (
+                        p.u64_at(memmap_core::offsets::LRU_NEXT),
+                        p.u64_at(memmap_core::offsets::LRU_PREV),
+                        p.page_type()
+                    ),
+                    (own, own, u32::MAX),
+                    "pfn {pfn:#x}"
+                );
             }
         }
         if pfn % 512 == 0 {

@@ -5,10 +5,10 @@
 
 mod support;
 
-
+use memmap_core::Named;
 use memmap_core::{
-    DevPagemap, FlagsLayout, folio, offsets, KernelConfig, MemoryType, Page64, Page72, Strategy, StructPage,
-    compound_nr_pages, vmemmap_can_optimize,
+    DevPagemap, FlagsLayout, KernelConfig, MemoryType, Page64, Page72, Strategy, StructPage,
+    compound_nr_pages, folio, offsets, vmemmap_can_optimize,
 };
 use proptest::prelude::*;
 use support::{range, run};
@@ -63,7 +63,7 @@ fn want_page_virtual_layout_is_72_bytes_with_virtual_at_64() {
     assert_eq!(offsets::VIRTUAL, 64);
     let mut p = Page72::ZEROED;
     p.set_virtual_address(0xffff_8880_1234_5000);
-    assert_eq!(p.word(8), 0xffff_8880_1234_5000);
+    assert_eq!(p.words()[8], 0xffff_8880_1234_5000);
     assert_eq!(Page64::ZEROED.virtual_address(), None);
 }
 
@@ -193,7 +193,11 @@ fn deferred_list_overwrites_page2_mapping_only_for_order_above_1() {
     let r = one_compound(2);
     let list = support::vaddr::<Page64>(&cfg, head + 2) + 16;
     assert_eq!(r.page(head + 2).u64_at(16), list, "_deferred_list.next");
-    assert_eq!(r.page(head + 2).u64_at(memmap_core::offsets::MAPPING), list, "_deferred_list.prev overwrites page[2].mapping");
+    assert_eq!(
+        r.page(head + 2).u64_at(memmap_core::offsets::MAPPING),
+        list,
+        "_deferred_list.prev overwrites page[2].mapping"
+    );
     // Order 1 has no page[2] to touch: the next struct page is not part of the compound.
     let r = one_compound(1);
     assert!(support::is_guard(r.page(head + 2)));
@@ -202,7 +206,7 @@ fn deferred_list_overwrites_page2_mapping_only_for_order_above_1() {
 // ---------------------------------------------------------------- page-flags layout
 
 fn layouts() -> Vec<(KernelConfig, FlagsLayout)> {
-    let mut v: Vec<_> = KernelConfig::PRESETS.iter().map(|c| (*c, c.flags_layout().unwrap())).collect();
+    let mut v: Vec<_> = KernelConfig::ALL.iter().map(|c| (*c, c.flags_layout().unwrap())).collect();
     let arm64_64k =
         KernelConfig { name: "arm64-64k", page_shift: 16, section_size_bits: 29, ..KernelConfig::ARM64 };
     v.push((arm64_64k, arm64_64k.flags_layout().unwrap()));
@@ -287,7 +291,7 @@ fn section_bits_equal_pfn_section_only_with_section_in_page_flags() {
 /// 32768-PFN boundary without it.
 #[test]
 fn initialized_flags_depend_on_the_pfn_only_without_vmemmap() {
-    for cfg in KernelConfig::PRESETS {
+    for cfg in KernelConfig::ALL.iter().copied() {
         let start = 32768 - 4;
         let r = run::<Page64>(
             cfg,

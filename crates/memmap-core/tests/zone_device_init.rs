@@ -44,8 +44,19 @@ fn init_single_page_runs_in_kernel_order() {
     let p = m.read(BASE + 2);
     let v = vaddr::<Page64>(&cfg, BASE + 2);
     assert_eq!(p.flags(), l.cpupid_reset_last(l.set_links(0, 2, 3, 0)));
-    assert_eq!((p.u64_at(memmap_core::offsets::LRU_NEXT), p.u64_at(memmap_core::offsets::LRU_PREV)), (v + 8, v + 8), "INIT_LIST_HEAD self-pointers");
-    assert_eq!((p.u64_at(memmap_core::offsets::MAPPING), p.u64_at(memmap_core::offsets::INDEX), p.u64_at(memmap_core::offsets::PRIVATE)), (0, 0, 0));
+    assert_eq!(
+        (p.u64_at(memmap_core::offsets::LRU_NEXT), p.u64_at(memmap_core::offsets::LRU_PREV)),
+        (v + 8, v + 8),
+        "INIT_LIST_HEAD self-pointers"
+    );
+    assert_eq!(
+        (
+            p.u64_at(memmap_core::offsets::MAPPING),
+            p.u64_at(memmap_core::offsets::INDEX),
+            p.u64_at(memmap_core::offsets::PRIVATE)
+        ),
+        (0, 0, 0)
+    );
     assert_eq!((p.mapcount(), p.refcount(), p.u64_at(memmap_core::offsets::MEMCG_DATA)), (-1, 1, 0));
     assert!(support::is_guard(&m.read(BASE + 1)) && support::is_guard(&m.read(BASE + 3)));
 }
@@ -161,8 +172,16 @@ fn tails_have_tail_mapping_except_page1_and_page2() {
                 match k {
                     0 => assert_eq!(p.u64_at(memmap_core::offsets::MAPPING), 0),
                     1 => assert_ne!(p.u64_at(memmap_core::offsets::MAPPING), tail_mapping),
-                    2 => assert_eq!(p.u64_at(memmap_core::offsets::MAPPING), vaddr::<Page64>(&cfg, pfn) + 16, "{s} shift {shift}"),
-                    _ => assert_eq!(p.u64_at(memmap_core::offsets::MAPPING), tail_mapping, "{s} shift {shift} pfn {pfn:#x}"),
+                    2 => assert_eq!(
+                        p.u64_at(memmap_core::offsets::MAPPING),
+                        vaddr::<Page64>(&cfg, pfn) + 16,
+                        "{s} shift {shift}"
+                    ),
+                    _ => assert_eq!(
+                        p.u64_at(memmap_core::offsets::MAPPING),
+                        tail_mapping,
+                        "{s} shift {shift} pfn {pfn:#x}"
+                    ),
                 }
                 if k != 1 {
                     assert_eq!(p.u64_at(memmap_core::offsets::PRIVATE), 0);
@@ -393,7 +412,7 @@ fn cfg_without_debug() -> KernelConfig {
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
 fn template_and_streaming_equal_slow_for_each_type_with_and_without_altmap() {
-    for cfg in KernelConfig::PRESETS {
+    for cfg in KernelConfig::ALL.iter().copied() {
         for ty in MemoryType::ALL.iter().copied() {
             for shift in [0, 1, 2, 9] {
                 for altmap in [false, true] {

@@ -320,7 +320,7 @@ fn mark_alloc_migratetype<P: StructPage>(
     folios: &[hugetlb_init::HugeBootmemPage],
     start_pfn: u64,
 ) -> Result<(), DumpError> {
-    let index = memmap_core::model::page::offsets::INDEX;
+    let index = memmap_core::offsets::INDEX;
     let mt = u64::from(MigrateType::Movable.value()).to_ne_bytes();
     for r in folios {
         let first = usize::try_from(r.head_pfn - start_pfn).map_err(invalid)? * P::SIZE;

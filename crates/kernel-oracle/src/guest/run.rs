@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use memmap_core::model::kconfig::Kconfig;
+use memmap_core::Kconfig;
 use memmap_core::{Arch, FlagsLayout, KernelConfig};
 
 use crate::facts::read::{

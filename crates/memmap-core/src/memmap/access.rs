@@ -112,7 +112,7 @@ impl<'p, P: StructPage> PageMut<'p, P> {
     /// `atomic_set`/`WRITE_ONCE` of the 4-byte field at byte `offset` (a volatile store).
     #[inline(always)]
     #[track_caller]
-    pub fn set_u32_once_at(&mut self, offset: usize, v: u32) {
+    pub(crate) fn set_u32_once_at(&mut self, offset: usize, v: u32) {
         let p = self.field::<u32>(offset);
         // SAFETY: as in `set_u64_at`.
         unsafe { p.write_volatile(v) }

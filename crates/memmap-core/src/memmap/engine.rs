@@ -436,7 +436,11 @@ mod tests {
             let r = Refresh::new(&cfg, &layout, list).record(&t, pfn, 0x9000);
             assert_eq!(layout.section(r.flags()), 3);
             assert_eq!(r.virtual_address(), Some(0xffff_8880_0000_0000 + (pfn << 12)));
-            assert_eq!((r.u64_at(crate::offsets::LRU_NEXT), r.u64_at(crate::offsets::LRU_PREV)), (next, prev), "{list:?}");
+            assert_eq!(
+                (r.u64_at(crate::offsets::LRU_NEXT), r.u64_at(crate::offsets::LRU_PREV)),
+                (next, prev),
+                "{list:?}"
+            );
         }
     }
 }

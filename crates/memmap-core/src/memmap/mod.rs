@@ -311,7 +311,7 @@ impl<'a, P: StructPage> Memmap<'a, P> {
     /// # Panics
     ///
     /// If the range is not in the memmap.
-    pub fn for_each(&self, start: u64, nr: u64, mut f: impl FnMut(u64, &P)) {
+    pub(crate) fn for_each(&self, start: u64, nr: u64, mut f: impl FnMut(u64, &P)) {
         assert!(self.contains_range(start, nr), "range outside memmap");
         for pfn in start..start + nr {
             f(pfn, &self.read(pfn));

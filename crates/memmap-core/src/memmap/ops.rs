@@ -364,7 +364,12 @@ impl<P: StructPage> Memmap<'_, P> {
     ///
     /// If a pageblock that starts in the range is outside the memmap, or as
     /// [`Memmap::set_pageblock_migratetype`].
-    pub fn pageblock_migratetype_init_range<H: InitHooks>(&mut self, pfn: u64, nr_pages: u64, hooks: &mut H) {
+    pub(crate) fn pageblock_migratetype_init_range<H: InitHooks>(
+        &mut self,
+        pfn: u64,
+        nr_pages: u64,
+        hooks: &mut H,
+    ) {
         let bs = self.config().pageblock_nr_pages();
         let pps = self.config().pages_per_section();
         let end = pfn.saturating_add(nr_pages);

@@ -32,7 +32,7 @@ impl<P: StructPage> Memmap<'_, P> {
     /// # Errors
     ///
     /// [`InitError::OutOfRange`] if the range is not inside the memmap (nothing is written).
-    pub fn copy_template(
+    pub(crate) fn copy_template(
         &mut self,
         template: &P,
         from: u64,

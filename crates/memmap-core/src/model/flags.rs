@@ -11,17 +11,17 @@ pub struct PG;
 
 #[allow(missing_docs)]
 impl PG {
-    pub const LOCKED: u32 = 0;
-    pub const WRITEBACK: u32 = 1;
+    pub(crate) const LOCKED: u32 = 0;
+    pub(crate) const WRITEBACK: u32 = 1;
     pub const LRU: u32 = 5;
     /// "Must be in bit 6".
     pub const HEAD: u32 = 6;
-    pub const ACTIVE: u32 = 8;
+    pub(crate) const ACTIVE: u32 = 8;
     pub const RESERVED: u32 = 13;
     pub const PRIVATE: u32 = 14;
-    pub const PRIVATE_2: u32 = 15;
-    pub const UNEVICTABLE: u32 = 18;
-    pub const MLOCKED: u32 = 20;
+    pub(crate) const PRIVATE_2: u32 = 15;
+    pub(crate) const UNEVICTABLE: u32 = 18;
+    pub(crate) const MLOCKED: u32 = 20;
 }
 
 /// The page types the model writes, stored in the top byte of `page_type` (`PGTY_* << 24`,
@@ -32,7 +32,7 @@ pub struct PageType;
 #[allow(missing_docs)]
 impl PageType {
     pub const BUDDY: u8 = 0xf0;
-    pub const OFFLINE: u8 = 0xf1;
+    pub(crate) const OFFLINE: u8 = 0xf1;
     pub const HUGETLB: u8 = 0xf4;
 
     /// The `page_type` word of a page of type `ty`: `ty << 24`.
@@ -65,7 +65,7 @@ impl MigrateType {
     /// `migratetype_is_mergeable()`: a free block of this type may merge with a buddy of
     /// another such type (`mt < MIGRATE_PCPTYPES`); an isolated one never does.
     #[must_use]
-    pub const fn is_mergeable(self) -> bool {
+    pub(crate) const fn is_mergeable(self) -> bool {
         !matches!(self, MigrateType::Isolate)
     }
 

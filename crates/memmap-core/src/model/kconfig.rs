@@ -89,7 +89,7 @@ impl<'a> Kconfig<'a> {
     /// # Errors
     ///
     /// [`KconfigError::BadValue`] when the value is not a number.
-    pub fn number(&self, symbol: &'static str) -> Result<Option<u64>, KconfigError> {
+    pub(crate) fn number(&self, symbol: &'static str) -> Result<Option<u64>, KconfigError> {
         match self.get(symbol) {
             None | Some("n") => Ok(None),
             Some(v) => {
@@ -360,8 +360,8 @@ CONFIG_ZONE_DMA32=y
         // them Debian's layout has no spare bit for the on-demand RFC's flag.
         assert_eq!(cfg.nr_pageflags, 25);
         assert_eq!(cfg, KernelConfig { nr_pageflags: 25, ..KernelConfig::X86_64 });
-        assert_eq!(crate::pg_uninitialized_2m(&cfg), None);
-        assert_eq!(crate::pg_uninitialized_2m(&KernelConfig::X86_64), Some(23));
+        assert_eq!(crate::node::pg_uninitialized_2m(&cfg), None);
+        assert_eq!(crate::node::pg_uninitialized_2m(&KernelConfig::X86_64), Some(23));
         // The layout the kernel booted under QEMU uses: node 63..54, zone 53..51, cpupid 50..30.
         let l = cfg.flags_layout().unwrap();
         assert_eq!((l.nodes_pgshift, l.zones_pgshift, l.last_cpupid_pgshift), (54, 51, 30));

@@ -281,23 +281,6 @@ impl<const W: usize> Page<W> {
     pub const fn from_words(words: [u64; W]) -> Self {
         Page { words }
     }
-
-    /// The raw words.
-    #[must_use]
-    pub const fn into_words(self) -> [u64; W] {
-        self.words
-    }
-
-    /// Raw 64-bit word at byte offset `8 * i`.
-    #[must_use]
-    pub const fn word(&self, i: usize) -> u64 {
-        self.words[i]
-    }
-
-    /// Sets the raw word at byte offset `8 * i`.
-    pub fn set_word(&mut self, i: usize, value: u64) {
-        self.words[i] = value;
-    }
 }
 
 impl<const W: usize> fmt::Debug for Page<W> {

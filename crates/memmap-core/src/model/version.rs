@@ -26,20 +26,20 @@ impl KernelVersion {
     /// Linux 6.1 (a long-term release; Debian 12 "bookworm").
     pub const V6_1: KernelVersion = KernelVersion::new(6, 1);
     /// Linux 6.5: deferred init frees whole `MAX_PAGE_ORDER` blocks, not pageblocks.
-    pub const V6_5: KernelVersion = KernelVersion::new(6, 5);
+    pub(crate) const V6_5: KernelVersion = KernelVersion::new(6, 5);
     /// Linux 6.10: frees of blocks larger than a pageblock split into pageblocks
     /// (`split_large_buddy()`), isolation undone through `__isolate_free_page()`.
-    pub const V6_10: KernelVersion = KernelVersion::new(6, 10);
+    pub(crate) const V6_10: KernelVersion = KernelVersion::new(6, 10);
     /// Linux 6.12 (a long-term release; Debian 12 backports).
     pub const V6_12: KernelVersion = KernelVersion::new(6, 12);
     /// Linux 6.14: `PG_dropbehind` before `PG_mlocked` in `enum pageflags`.
     pub const V6_14: KernelVersion = KernelVersion::new(6, 14);
     /// Linux 6.15: the folio layout with `_mm_ids` (`CONFIG_MM_ID`), refcounted FS_DAX pages.
-    pub const V6_15: KernelVersion = KernelVersion::new(6, 15);
+    pub(crate) const V6_15: KernelVersion = KernelVersion::new(6, 15);
     /// Linux 6.18: deferred init as one padata job per zone.
-    pub const V6_18: KernelVersion = KernelVersion::new(6, 18);
+    pub(crate) const V6_18: KernelVersion = KernelVersion::new(6, 18);
     /// Linux 7.1: the `compound_info` mask and HVO's shared tail pages.
-    pub const V7_1: KernelVersion = KernelVersion::new(7, 1);
+    pub(crate) const V7_1: KernelVersion = KernelVersion::new(7, 1);
     /// Linux 7.2 (Debian sid).
     pub const V7_2: KernelVersion = KernelVersion::new(7, 2);
 
@@ -104,7 +104,7 @@ impl KernelVersion {
 
     /// `self >= v`, usable in `const fn`.
     #[must_use]
-    pub const fn at_least(self, v: KernelVersion) -> bool {
+    pub(crate) const fn at_least(self, v: KernelVersion) -> bool {
         self.major > v.major || (self.major == v.major && self.minor >= v.minor)
     }
 }

@@ -184,7 +184,7 @@ impl<'a> PhysArena<'a> {
 
     /// Whether `[start, start + nr)` has contents here.
     #[must_use]
-    pub fn covers(&self, start: u64, nr: u64) -> bool {
+    pub(crate) fn covers(&self, start: u64, nr: u64) -> bool {
         start >= self.base_pfn && start.checked_add(nr).is_some_and(|e| e <= self.base_pfn + self.nr_pages)
     }
 

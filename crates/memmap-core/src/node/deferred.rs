@@ -169,7 +169,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `deferred_init_memmap(pgdat)` with a caller-supplied padata runner: `run(job, thread_fn)`
     /// must call `thread_fn` on chunks that cover `[job.start, job.start + job.size)` exactly
     /// once (any threads, any order) and return when they are done.
-    pub fn deferred_init_memmap_with<R>(&self, mut run: R) -> DeferredReport
+    pub(crate) fn deferred_init_memmap_with<R>(&self, mut run: R) -> DeferredReport
     where
         R: FnMut(&PadataJob, &(dyn Fn(u64, u64) + Sync)),
     {

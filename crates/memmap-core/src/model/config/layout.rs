@@ -123,7 +123,7 @@ impl FlagsLayout {
     /// # Errors
     ///
     /// As [`KernelConfig::flags_layout`].
-    pub const fn compute(cfg: &KernelConfig) -> Result<FlagsLayout, ConfigError> {
+    pub(crate) const fn compute(cfg: &KernelConfig) -> Result<FlagsLayout, ConfigError> {
         if cfg.page_shift < 10 || cfg.page_shift > 18 {
             return Err(ConfigError::BadParameter("page_shift must be in 10..=18"));
         }
@@ -240,13 +240,13 @@ impl FlagsLayout {
 
     /// `LAST_CPUPID_MASK` (from `LAST_CPUPID_SHIFT`, not the width).
     #[must_use]
-    pub const fn last_cpupid_mask(&self) -> u64 {
+    pub(crate) const fn last_cpupid_mask(&self) -> u64 {
         mask(self.last_cpupid_shift)
     }
 
     /// `KASAN_TAG_MASK`.
     #[must_use]
-    pub const fn kasan_tag_mask(&self) -> u64 {
+    pub(crate) const fn kasan_tag_mask(&self) -> u64 {
         mask(self.kasan_tag_width)
     }
 
@@ -308,7 +308,7 @@ impl FlagsLayout {
 
     /// `page_kasan_tag_set(page, tag)`: stores `tag ^ 0xff` in the KASAN tag field.
     #[must_use]
-    pub const fn kasan_tag_set(&self, flags: u64, tag: u8) -> u64 {
+    pub(crate) const fn kasan_tag_set(&self, flags: u64, tag: u8) -> u64 {
         let m = self.kasan_tag_mask();
         let stored = (tag ^ 0xff) as u64 & m;
         (flags & !(m << self.kasan_tag_pgshift)) | (stored << self.kasan_tag_pgshift)

@@ -37,7 +37,7 @@ impl Arch {
 
     /// The Kconfig symbol a `.config` of this architecture sets.
     #[must_use]
-    pub const fn kconfig_symbol(self) -> &'static str {
+    pub(crate) const fn kconfig_symbol(self) -> &'static str {
         match self {
             Arch::X86_64 => "CONFIG_X86_64",
             Arch::Arm64 => "CONFIG_ARM64",
@@ -314,25 +314,6 @@ impl KernelConfig {
         ..KernelConfig::X86_64
     };
 
-    /// The presets, by name.
-    pub const PRESETS: [KernelConfig; 8] = [
-        KernelConfig::X86_64,
-        KernelConfig::ARM64,
-        KernelConfig::ARM64_16K,
-        KernelConfig::RISCV64,
-        KernelConfig::PPC64EL,
-        KernelConfig::PPC64EL_64K,
-        KernelConfig::X86_64_CLASSIC_SPARSE,
-        KernelConfig::X86_64_6_12,
-    ];
-
-    /// Looks a preset up by name (`x86_64`, `arm64`, `arm64-16k`, `riscv64`, `ppc64el`, `ppc64el-64k`,
-    /// `x86_64-classic-sparse`, `x86_64-6.12`).
-    #[must_use]
-    pub fn preset(name: &str) -> Option<KernelConfig> {
-        <KernelConfig as crate::Named>::from_name(name)
-    }
-
     /// The behaviours of the modelled kernel that changed between releases: those of
     /// [`KernelConfig::version`], with the ones that also depend on the configuration
     /// applied (the `compound_info` mask and HVO's shared tail pages need
@@ -456,7 +437,7 @@ impl KernelConfig {
 
     /// `compound_info_has_mask()` for struct pages of `page_size` bytes.
     #[must_use]
-    pub const fn compound_info_has_mask(&self, page_size: usize) -> bool {
+    pub(crate) const fn compound_info_has_mask(&self, page_size: usize) -> bool {
         self.behaviour().compound_info_mask && page_size.is_power_of_two()
     }
 
@@ -491,11 +472,20 @@ const fn pow2(shift: u32) -> u64 {
     if shift >= 64 { u64::MAX } else { 1 << shift }
 }
 
-/// The presets are the named configurations ([`KernelConfig::PRESETS`], named by their
+/// The presets are the named configurations (`Named::ALL`, named by their
 /// [`KernelConfig::name`]); a configuration read from a `.config` has a name too, but is none
 /// of these values.
 impl crate::Named for KernelConfig {
-    const ALL: &'static [KernelConfig] = &KernelConfig::PRESETS;
+    const ALL: &'static [KernelConfig] = &[
+        KernelConfig::X86_64,
+        KernelConfig::ARM64,
+        KernelConfig::ARM64_16K,
+        KernelConfig::RISCV64,
+        KernelConfig::PPC64EL,
+        KernelConfig::PPC64EL_64K,
+        KernelConfig::X86_64_CLASSIC_SPARSE,
+        KernelConfig::X86_64_6_12,
+    ];
 
     fn name(self) -> &'static str {
         self.name
@@ -505,6 +495,7 @@ impl crate::Named for KernelConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Named;
 
     #[test]
     fn x86_64_layout_matches_the_worked_example() {
@@ -554,10 +545,10 @@ mod tests {
 
     #[test]
     fn presets_are_found_by_name() {
-        for p in KernelConfig::PRESETS {
-            assert_eq!(KernelConfig::preset(p.name), Some(p));
+        for p in KernelConfig::ALL.iter().copied() {
+            assert_eq!(KernelConfig::from_name(p.name), Some(p));
             assert!(p.flags_layout().is_ok(), "{}", p.name);
         }
-        assert_eq!(KernelConfig::preset("mips"), None);
+        assert_eq!(KernelConfig::from_name("mips"), None);
     }
 }

@@ -163,7 +163,10 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         // and an allocation's pages are written by nobody but their holder, who is freeing
         // them now.
         let head = z.read(pfn);
-        if head.refcount() == 0 || (head.u64_at(crate::offsets::LRU_NEXT), head.u64_at(crate::offsets::LRU_PREV)) != self.cfg.list_poison() {
+        if head.refcount() == 0
+            || (head.u64_at(crate::offsets::LRU_NEXT), head.u64_at(crate::offsets::LRU_PREV))
+                != self.cfg.list_poison()
+        {
             return Err(FreeError::NotAllocated { pfn });
         }
         if head.refcount() != 1 {
