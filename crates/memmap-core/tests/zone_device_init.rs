@@ -37,13 +37,15 @@ fn init_single_page_runs_in_kernel_order() {
     let [ev] = hooks.page_ref_events[..] else { panic!("one init_page_count event expected") };
     assert_eq!(ev.val, 1);
     assert_eq!(ev.count, 1);
-    assert_eq!(ev.flags, l.set_links(0, 2, 3, 0), "links set, cpupid not yet reset");
+    let links = l.set_node(l.set_zone(0, 2), 3);
+    assert_eq!(ev.flags, links, "links set, cpupid not yet reset");
     assert_eq!(ev.mapcount, 0, "_mapcount not yet -1: zeroed before, set after init_page_count");
     assert_eq!(ev.mapping, 0);
     // Final bytes: the field table of `__init_single_page` (docs/kernel-model.md).
     let p = m.read(BASE + 2);
     let v = vaddr::<Page64>(&cfg, BASE + 2);
-    assert_eq!(p.flags(), l.cpupid_reset_last(l.set_links(0, 2, 3, 0)));
+    let last_cpupid = ((1u64 << l.last_cpupid_width) - 1) << l.last_cpupid_pgshift;
+    assert_eq!(p.flags(), links | last_cpupid, "page_cpupid_reset_last: LAST_CPUPID all ones");
     assert_eq!(
         (p.u64_at(memmap_core::offsets::LRU_NEXT), p.u64_at(memmap_core::offsets::LRU_PREV)),
         (v + 8, v + 8),

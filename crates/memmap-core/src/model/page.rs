@@ -306,12 +306,8 @@ impl<const W: usize> fmt::Debug for Page<W> {
 
 /// The large-folio overlay of `struct folio` on the first four pages of a compound page
 /// (`include/linux/mm_types.h`, 64-bit, 6.15+; [`folio::v6_12`] has the fields that moved), as
-/// byte offsets from the head page.
-///
-/// The `FOLIO_MATCH`-style compile-time checks below pin every field to the page word it
-/// aliases, for the 64-byte layout (the only one large folios are modelled with: with a
-/// non-power-of-two `struct page` the offsets are computed from [`StructPage::SIZE`] by
-/// [`folio::page_word`]).
+/// byte offsets from the head page of the 64-byte layout, each pinned at compile time to the
+/// page word it aliases (`FOLIO_MATCH`).
 pub mod folio {
     use super::offsets;
 
@@ -320,33 +316,33 @@ pub mod folio {
     /// `_head_1` (page\[1\].compound_head).
     pub const HEAD_1: usize = 72;
     /// `atomic_t _large_mapcount` (page\[1\] + 16, low half).
-    pub const LARGE_MAPCOUNT: usize = 80;
+    pub(crate) const LARGE_MAPCOUNT: usize = 80;
     /// `atomic_t _nr_pages_mapped` (page\[1\] + 16, high half).
-    pub const NR_PAGES_MAPPED: usize = 84;
+    pub(crate) const NR_PAGES_MAPPED: usize = 84;
     /// `atomic_t _entire_mapcount` (page\[1\].mapping, low half).
-    pub const ENTIRE_MAPCOUNT: usize = 88;
+    pub(crate) const ENTIRE_MAPCOUNT: usize = 88;
     /// `atomic_t _pincount` (page\[1\].mapping, high half).
-    pub const PINCOUNT: usize = 92;
+    pub(crate) const PINCOUNT: usize = 92;
     /// `mm_id_mapcount_t _mm_id_mapcount[2]` (page\[1\].index).
-    pub const MM_ID_MAPCOUNT: usize = 96;
+    pub(crate) const MM_ID_MAPCOUNT: usize = 96;
     /// `unsigned long _mm_ids` (page\[1\].private).
-    pub const MM_IDS: usize = 104;
+    pub(crate) const MM_IDS: usize = 104;
     /// `atomic_t _mapcount_1` (page\[1\]._mapcount).
-    pub const MAPCOUNT_1: usize = 112;
+    pub(crate) const MAPCOUNT_1: usize = 112;
     /// `atomic_t _refcount_1` (page\[1\]._refcount).
-    pub const REFCOUNT_1: usize = 116;
+    pub(crate) const REFCOUNT_1: usize = 116;
     /// `unsigned int _nr_pages` (page\[1\].memcg_data, low half; `NR_PAGES_IN_LARGE_FOLIO`).
-    pub const NR_PAGES: usize = 120;
+    pub(crate) const NR_PAGES: usize = 120;
     /// `_flags_2` (page\[2\].flags).
-    pub const FLAGS_2: usize = 128;
+    pub(crate) const FLAGS_2: usize = 128;
     /// `_head_2` (page\[2\].compound_head).
-    pub const HEAD_2: usize = 136;
+    pub(crate) const HEAD_2: usize = 136;
     /// `struct list_head _deferred_list` (`next` at page\[2\] + 16, `prev` = page\[2\].mapping).
-    pub const DEFERRED_LIST: usize = 144;
+    pub(crate) const DEFERRED_LIST: usize = 144;
     /// `_flags_3` (page\[3\].flags).
-    pub const FLAGS_3: usize = 192;
+    pub(crate) const FLAGS_3: usize = 192;
     /// `_head_3` (page\[3\].compound_head).
-    pub const HEAD_3: usize = 200;
+    pub(crate) const HEAD_3: usize = 200;
     /// `_hugetlb_subpool` (page\[3\] + 16).
     pub const HUGETLB_SUBPOOL: usize = 208;
     /// `_hugetlb_cgroup` (page\[3\].mapping).
@@ -354,7 +350,7 @@ pub mod folio {
     /// `_hugetlb_cgroup_rsvd` (page\[3\].index).
     pub const HUGETLB_CGROUP_RSVD: usize = 224;
     /// `_hugetlb_hwpoison` (page\[3\].private).
-    pub const HUGETLB_HWPOISON: usize = 232;
+    pub(crate) const HUGETLB_HWPOISON: usize = 232;
 
     /// The folio fields whose place differs in the layout before 6.15
     /// ([`FolioLayout::NrPages`](crate::model::version::FolioLayout::NrPages)), as byte
@@ -362,23 +358,21 @@ pub mod folio {
     /// `_head_N`, `_mapcount_1`, `_refcount_1`) are where the module's constants say.
     pub mod v6_12 {
         /// `atomic_t _large_mapcount` (page\[1\] + 16, low half).
-        pub const LARGE_MAPCOUNT: usize = 80;
+        pub(crate) const LARGE_MAPCOUNT: usize = 80;
         /// `atomic_t _entire_mapcount` (page\[1\] + 16, high half).
-        pub const ENTIRE_MAPCOUNT: usize = 84;
+        pub(crate) const ENTIRE_MAPCOUNT: usize = 84;
         /// `atomic_t _nr_pages_mapped` (page\[1\].mapping, low half).
-        pub const NR_PAGES_MAPPED: usize = 88;
+        pub(crate) const NR_PAGES_MAPPED: usize = 88;
         /// `atomic_t _pincount` (page\[1\].mapping, high half).
-        pub const PINCOUNT: usize = 92;
+        pub(crate) const PINCOUNT: usize = 92;
         /// `unsigned int _folio_nr_pages` (page\[1\].index, low half).
-        pub const FOLIO_NR_PAGES: usize = 96;
+        pub(crate) const FOLIO_NR_PAGES: usize = 96;
         /// `_hugetlb_subpool` (page\[2\] + 16).
         pub const HUGETLB_SUBPOOL: usize = 144;
         /// `_hugetlb_cgroup` (page\[2\].mapping).
         pub const HUGETLB_CGROUP: usize = 152;
         /// `_hugetlb_cgroup_rsvd` (page\[2\].index).
         pub const HUGETLB_CGROUP_RSVD: usize = 160;
-        /// `_hugetlb_hwpoison` (page\[2\].private).
-        pub const HUGETLB_HWPOISON: usize = 168;
     }
 
     /// The folio fields of 6.1's layout
@@ -391,22 +385,15 @@ pub mod folio {
         /// `unsigned char _folio_order` (page\[1\] + 16, byte 1).
         pub const FOLIO_ORDER: usize = 81;
         /// `atomic_t _total_mapcount` (page\[1\] + 16, high half).
-        pub const TOTAL_MAPCOUNT: usize = 84;
+        pub(crate) const TOTAL_MAPCOUNT: usize = 84;
         /// `atomic_t _pincount` (page\[1\].mapping, low half).
-        pub const PINCOUNT: usize = 88;
+        pub(crate) const PINCOUNT: usize = 88;
         /// `unsigned int _folio_nr_pages` (page\[1\].mapping, high half).
-        pub const FOLIO_NR_PAGES: usize = 92;
+        pub(crate) const FOLIO_NR_PAGES: usize = 92;
         /// `COMPOUND_PAGE_DTOR` (`enum compound_dtor_id`).
-        pub const COMPOUND_PAGE_DTOR: u8 = 1;
+        pub(crate) const COMPOUND_PAGE_DTOR: u8 = 1;
         /// `HUGETLB_PAGE_DTOR`.
         pub const HUGETLB_PAGE_DTOR: u8 = 2;
-    }
-
-    /// Splits a folio byte offset (for the 64-byte layout) into (page index, byte offset in
-    /// that page).
-    #[must_use]
-    pub const fn page_word(folio_offset: usize) -> (usize, usize) {
-        (folio_offset / 64, folio_offset % 64)
     }
 
     /// `FOLIO_MATCH(page_field, folio_field)`: the folio field lands on the page field of
@@ -470,5 +457,32 @@ mod tests {
         p.set_u32_at(offsets::REFCOUNT, 0x9abc_def0);
         assert_eq!(p.u32_at(offsets::MAPCOUNT), 0x1234_5678);
         assert_eq!(p.u32_at(offsets::REFCOUNT), 0x9abc_def0);
+    }
+
+    #[test]
+    fn folio_constants_are_the_kernel_offsets() {
+        // `struct folio` on 64-bit, offsets from the head as the kernel lays them out
+        // (`include/linux/mm_types.h`): the folio constants must be those numbers.
+        let kernel = [
+            (folio::FLAGS_1, 64),
+            (folio::HEAD_1, 72),
+            (folio::LARGE_MAPCOUNT, 80),
+            (folio::NR_PAGES_MAPPED, 84),
+            (folio::ENTIRE_MAPCOUNT, 88),
+            (folio::PINCOUNT, 92),
+            (folio::MM_ID_MAPCOUNT, 96),
+            (folio::MM_IDS, 104),
+            (folio::MAPCOUNT_1, 112),
+            (folio::REFCOUNT_1, 116),
+            (folio::NR_PAGES, 120),
+            (folio::FLAGS_2, 128),
+            (folio::HEAD_2, 136),
+            (folio::DEFERRED_LIST, 144),
+            (folio::FLAGS_3, 192),
+            (folio::HEAD_3, 200),
+        ];
+        for (ours, theirs) in kernel {
+            assert_eq!(ours, theirs);
+        }
     }
 }
