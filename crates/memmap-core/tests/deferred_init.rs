@@ -337,7 +337,7 @@ fn full_max_order_blocks_freed_at_max_order_partial_ones_at_order_0() {
     let mut st = Storage::new(&cfg, l.span(), false);
     let (mut node, r) = st.boot(cfg, l, &BootOptions::new(InitMode::Deferred));
     let fdp = r.first_deferred_pfn.unwrap();
-    let (max0, zero0) = (node.stats().free_core(cfg.max_page_order), node.stats().free_core(0));
+    let (max0, zero0) = (free_core(&node, cfg.max_page_order), free_core(&node, 0));
     node.deferred_init_memmap(stream_par::Threads::Fixed(2));
     let (mut full, mut partial) = (0, 0);
     let end = zones[0].span.end;
@@ -350,8 +350,8 @@ fn full_max_order_blocks_freed_at_max_order_partial_ones_at_order_0() {
         }
     }
     assert!(full > 0 && partial > 0, "the layout has both kinds");
-    assert_eq!(node.stats().free_core(cfg.max_page_order) - max0, full);
-    assert_eq!(node.stats().free_core(0) - zero0, partial);
+    assert_eq!(free_core(&node, cfg.max_page_order) - max0, full);
+    assert_eq!(free_core(&node, 0) - zero0, partial);
     let pbn = cfg.pageblock_nr_pages();
     // deferred_free_pages() sets the migrate type at the pageblock-aligned free pfns.
     for pb in (fdp..end).step_by(pbn as usize) {
@@ -359,6 +359,11 @@ fn full_max_order_blocks_freed_at_max_order_partial_ones_at_order_0() {
             assert_eq!(node.pageblock_migratetype(pb), Some(MigrateType::Movable), "pageblock {pb:#x}");
         }
     }
+}
+
+/// `__free_pages_core()` calls of `order` so far.
+fn free_core(node: &Node<'_, Page64>, order: u32) -> u64 {
+    node.stats().free_core_calls[order as usize].load(std::sync::atomic::Ordering::Relaxed)
 }
 
 // ---------------------------------------------------------------- deferred_grow_zone

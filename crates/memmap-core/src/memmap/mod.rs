@@ -306,37 +306,6 @@ impl<'a, P: StructPage> Memmap<'a, P> {
         unsafe { self.pages.add((pfn - self.base_pfn) as usize) }
     }
 
-    /// Calls `f` with each struct page of `[start, start + nr)` in PFN order.
-    ///
-    /// # Panics
-    ///
-    /// If the range is not in the memmap.
-    pub(crate) fn for_each(&self, start: u64, nr: u64, mut f: impl FnMut(u64, &P)) {
-        assert!(self.contains_range(start, nr), "range outside memmap");
-        for pfn in start..start + nr {
-            f(pfn, &self.read(pfn));
-        }
-    }
-
-    /// The struct pages' bytes for `[start, start + nr)`, in PFN order, into `out`
-    /// (`nr * sizeof(struct page)` bytes).
-    ///
-    /// # Panics
-    ///
-    /// If the range is not in the memmap or `out` has the wrong length.
-    pub fn copy_bytes(&self, start: u64, nr: u64, out: &mut [u8]) {
-        assert!(self.contains_range(start, nr), "range outside memmap");
-        // In the memmap, so `nr <= len` and the product is at most the storage's size.
-        assert_eq!(out.len(), nr as usize * P::SIZE, "output length");
-        let mut chunks = out.chunks_exact_mut(P::SIZE);
-        self.for_each(start, nr, |_, page| {
-            let chunk = chunks.next().expect("length checked");
-            for (dst, w) in chunk.chunks_exact_mut(8).zip(page.words()) {
-                dst.copy_from_slice(&w.to_ne_bytes());
-            }
-        });
-    }
-
     /// Index of `pfn`'s pageblock in the pageblock array.
     fn pageblock_index(&self, pfn: u64) -> usize {
         ((pfn >> self.cfg.pageblock_order) - (self.base_pfn >> self.cfg.pageblock_order)) as usize

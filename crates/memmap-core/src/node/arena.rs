@@ -46,12 +46,6 @@ impl Gfp {
     pub const fn contains(self, other: Gfp) -> bool {
         self.0 & other.0 == other.0
     }
-
-    /// Union.
-    #[must_use]
-    pub const fn union(self, other: Gfp) -> Gfp {
-        Gfp(self.0 | other.0)
-    }
 }
 
 /// The boot-time memory auto-init settings (`init_on_alloc=`, `init_on_free=`, page poisoning,

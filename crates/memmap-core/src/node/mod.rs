@@ -297,12 +297,6 @@ impl NodeStats {
             single_pass_pages: AtomicU64::new(0),
         }
     }
-
-    /// `__free_pages_core()` calls of `order` (0 for orders the allocator does not have).
-    #[must_use]
-    pub fn free_core(&self, order: u32) -> u64 {
-        self.free_core_calls.get(order as usize).map_or(0, |c| c.load(Ordering::Relaxed))
-    }
 }
 
 /// The memmap view and the hooks, behind the memmap lock.

@@ -48,12 +48,6 @@ use crate::node::{Inner, Node};
 use crate::sync::RunOnce;
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
-    /// The `PG_uninitialized_2m` bit of this node's configuration.
-    #[must_use]
-    pub fn uninitialized_2m_bit(&self) -> u32 {
-        self.uninit_bit
-    }
-
     /// `memmap_init_zone` of the RFC on `[s, e)` of `zone` (a memory range clamped to the zone).
     pub(in crate::node) fn ondemand_memmap_init_range(
         &self,

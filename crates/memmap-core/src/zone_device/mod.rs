@@ -137,7 +137,7 @@ pub struct DevPagemap {
 
 impl DevPagemap {
     /// A default modelled address for the `struct dev_pagemap` (an x86-64 direct-map address).
-    pub const DEFAULT_ADDR: u64 = 0xffff_8881_0420_0000;
+    pub(crate) const DEFAULT_ADDR: u64 = 0xffff_8881_0420_0000;
 
     /// A pagemap of `memory_type` without compound pages or altmap.
     #[must_use]

@@ -33,7 +33,7 @@ impl Unmappable {
 
     /// The error the kernel function returns.
     #[must_use]
-    pub const fn errno(self) -> &'static str {
+    pub(crate) const fn errno(self) -> &'static str {
         match self {
             Unmappable::PmemMisaligned => "-EOPNOTSUPP",
             Unmappable::AddPagesMisaligned => "-EINVAL",

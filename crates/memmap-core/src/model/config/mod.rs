@@ -33,7 +33,7 @@ pub enum Arch {
 
 impl Arch {
     /// Every architecture.
-    pub const ALL: [Arch; 4] = [Arch::X86_64, Arch::Arm64, Arch::Riscv64, Arch::Powerpc64];
+    pub(crate) const ALL: [Arch; 4] = [Arch::X86_64, Arch::Arm64, Arch::Riscv64, Arch::Powerpc64];
 
     /// The Kconfig symbol a `.config` of this architecture sets.
     #[must_use]
