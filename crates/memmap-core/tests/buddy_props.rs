@@ -94,7 +94,7 @@ proptest! {
                     node.deferred_init_memmap_serial();
                 }
                 Op::Expand(x) => {
-                    let span = node.span();
+                    let span = node.layout().span();
                     let _ = node.ensure_initialized(span.start + x % span.len(), 1);
                 }
             }

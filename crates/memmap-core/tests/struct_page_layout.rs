@@ -41,7 +41,8 @@ fn size_is_64_and_offsets_match_the_kernel() {
     }
     let words: [u64; 8] =
         core::array::from_fn(|i| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap()));
-    let p = Page64::from_words(words);
+    let mut p = Page64::ZEROED;
+    p.words_mut().copy_from_slice(&words);
     let at8 = |o: usize| u64::from_ne_bytes(bytes[o..o + 8].try_into().unwrap());
     let at4 = |o: usize| u32::from_ne_bytes(bytes[o..o + 4].try_into().unwrap());
     assert_eq!(p.flags(), at8(offsets::FLAGS));

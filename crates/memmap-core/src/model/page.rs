@@ -275,14 +275,6 @@ const fn half_shift(offset: usize) -> u32 {
     if cfg!(target_endian = "little") == low_half { 0 } else { 32 }
 }
 
-impl<const W: usize> Page<W> {
-    /// A page from raw words.
-    #[must_use]
-    pub const fn from_words(words: [u64; W]) -> Self {
-        Page { words }
-    }
-}
-
 impl<const W: usize> fmt::Debug for Page<W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let w = &self.words;

@@ -405,12 +405,6 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         &self.layout
     }
 
-    /// The node span.
-    #[must_use]
-    pub fn span(&self) -> PfnRange {
-        self.span
-    }
-
     /// The boot options.
     #[must_use]
     pub fn options(&self) -> &BootOptions {
