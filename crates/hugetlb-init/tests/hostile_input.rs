@@ -192,7 +192,7 @@ fn the_shared_tail_search_stays_inside_the_memmap() {
     );
     m.write(head, h);
     let mut p1 = m.read(head + 1);
-    p1.set_flags((p1.flags() & !0xff) | 18);
+    p1.set_u64_at(memmap_core::offsets::FLAGS, (p1.flags() & !0xff) | 18);
     m.write(head + 1, p1);
     let t = std::time::Instant::now();
     let mut remap = ModelRemap::default();

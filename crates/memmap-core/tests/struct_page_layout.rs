@@ -62,7 +62,7 @@ fn want_page_virtual_layout_is_72_bytes_with_virtual_at_64() {
     assert_eq!(size_of::<Page72>(), 72);
     assert_eq!(offsets::VIRTUAL, 64);
     let mut p = Page72::ZEROED;
-    p.set_virtual_address(0xffff_8880_1234_5000);
+    p.set_u64_at(offsets::VIRTUAL, 0xffff_8880_1234_5000);
     assert_eq!(p.words()[8], 0xffff_8880_1234_5000);
     assert_eq!(Page64::ZEROED.virtual_address(), None);
 }

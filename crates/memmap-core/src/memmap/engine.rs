@@ -218,7 +218,7 @@ impl<'c> Refresh<'c> {
     #[inline(always)]
     pub(crate) fn section(&self, t: &mut impl StructPage, pfn: u64) {
         if self.layout.section_in_page_flags() {
-            t.set_flags(self.layout.set_section(t.flags(), self.cfg.pfn_to_section_nr(pfn)));
+            t.set_u64_at(offsets::FLAGS, self.layout.set_section(t.flags(), self.cfg.pfn_to_section_nr(pfn)));
         }
     }
 
@@ -236,7 +236,7 @@ impl<'c> Refresh<'c> {
             }
         }
         if P::WANT_PAGE_VIRTUAL {
-            rec.set_virtual_address(self.cfg.pfn_to_virt(pfn));
+            rec.set_u64_at(offsets::VIRTUAL, self.cfg.pfn_to_virt(pfn));
         }
         rec
     }

@@ -561,7 +561,7 @@ mod tests {
         a.set_pageblock_migratetype(1023, MigrateType::Movable);
         b.set_pageblock_migratetype(1024, MigrateType::Reclaimable);
         let mut p = Page64::ZEROED;
-        p.set_flags(7);
+        p.set_u64_at(crate::offsets::FLAGS, 7);
         b.write(1024, p);
         assert_eq!(m.read(1024).flags(), 7);
         assert_eq!(m.pageblock_migratetype(1023), Some(MigrateType::Movable));

@@ -31,7 +31,7 @@ pub struct PageType;
 
 #[allow(missing_docs)]
 impl PageType {
-    pub const BUDDY: u8 = 0xf0;
+    pub(crate) const BUDDY: u8 = 0xf0;
     pub(crate) const OFFLINE: u8 = 0xf1;
     pub const HUGETLB: u8 = 0xf4;
 

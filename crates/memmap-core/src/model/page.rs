@@ -186,11 +186,6 @@ pub trait StructPage:
         /// `folio->pgmap` of a ZONE_DEVICE head or single page (word at 8).
         pgmap = offsets::PGMAP;
     }
-    /// Sets `flags`.
-    #[inline(always)]
-    fn set_flags(&mut self, v: u64) {
-        self.words_mut()[0] = v;
-    }
     /// Tests flag bit `bit` (a [`crate::model::flags::PG`] number). `page->flags` is one
     /// 64-bit word: a `bit` of 64 or more names no flag and reads as clear.
     #[inline(always)]
@@ -216,13 +211,6 @@ pub trait StructPage:
     #[inline(always)]
     fn virtual_address(&self) -> Option<u64> {
         self.words().get(8).copied()
-    }
-    /// Sets `virtual` (no effect on layouts without it).
-    #[inline(always)]
-    fn set_virtual_address(&mut self, v: u64) {
-        if let Some(w) = self.words_mut().get_mut(8) {
-            *w = v;
-        }
     }
     /// The page's bytes in memory order (`out` is `SIZE` bytes).
     fn to_bytes(&self, out: &mut [u8]) {

@@ -33,7 +33,7 @@ impl KernelVersion {
     /// Linux 6.12 (a long-term release; Debian 12 backports).
     pub const V6_12: KernelVersion = KernelVersion::new(6, 12);
     /// Linux 6.14: `PG_dropbehind` before `PG_mlocked` in `enum pageflags`.
-    pub const V6_14: KernelVersion = KernelVersion::new(6, 14);
+    pub(crate) const V6_14: KernelVersion = KernelVersion::new(6, 14);
     /// Linux 6.15: the folio layout with `_mm_ids` (`CONFIG_MM_ID`), refcounted FS_DAX pages.
     pub(crate) const V6_15: KernelVersion = KernelVersion::new(6, 15);
     /// Linux 6.18: deferred init as one padata job per zone.

@@ -91,7 +91,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         self.init_run(own, lo, lo + 1, zone, kind);
         let mut t = own.read(lo);
         // __free_pages_core(): __ClearPageReserved(), set_page_count(0), on every page.
-        t.set_flags(t.flags() & !(1 << self.pg.reserved));
+        t.set_u64_at(crate::offsets::FLAGS, t.flags() & !(1 << self.pg.reserved));
         t.set_u32_at(offsets::REFCOUNT, 0);
         let list_of = |pfn: u64| self.pages.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
         // __add_to_free_list(tail) + set_buddy_order() of a block head. The run's blocks go to
