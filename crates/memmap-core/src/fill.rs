@@ -82,20 +82,10 @@ impl fmt::Display for StrategyReason {
 /// [`Strategy::Auto`] starts streaming.
 ///
 /// Auto streams a job of `bytes` bytes of struct pages when `bytes >=`
-/// [`FillOptions::threshold`]: the explicit [`FillOptions::threshold_bytes`] if set, else
-/// `stream-hal`'s rule for the machine's caches and the [`Reuse`] hint
-/// ([`stream_hal::streaming_threshold`]):
-///
-/// * [`Reuse::WriteOnce`], the default, is the kernel's case: a memmap written at boot or
-///   device bind and read much later. It streams from 4 KiB of struct pages
-///   ([`stream_hal::WRITE_ONCE_FLOOR`]), so the memmap does not push the caller's data out of
-///   the cache and no struct page is read from memory before it is overwritten.
-/// * [`Reuse::ReadSoon`]: the caller reads the struct pages right after the job. It streams
-///   only from three quarters of one CPU's share of the last-level cache, where the memmap
-///   would not stay cached until it is read anyway.
-///
-/// The fused node boot's runs that it frees right after writing them are `ReadSoon` jobs of
-/// one window, whatever the options say ([`StrategyReason::ReadBackSoon`]).
+/// [`FillOptions::threshold`]: [`FillOptions::threshold_bytes`] if set, else
+/// [`stream_hal::streaming_threshold`] for the [`Reuse`] hint ([`Reuse::WriteOnce`], the
+/// kernel's case, streams from a few KiB; [`Reuse::ReadSoon`] only where the memmap would not
+/// stay cached anyway).
 ///
 /// ```
 /// use memmap_core::{FillOptions, Strategy};

@@ -1,31 +1,14 @@
 //! ZONE_DEVICE memmap initialization: `memmap_init_zone_device()` with the slow, template and
 //! streaming strategies.
 //!
-//! * [`Strategy::Slow`] is the kernel's code (`__init_zone_device_page()` per PFN,
-//!   `memmap_init_compound()` per compound page).
-//! * [`Strategy::Template`] is the upstream template series: the first head page is initialized through the
-//!   slow path and copied as the head template; each compound page's first tail (page\[1\]) is
-//!   initialized through the slow path and copied as that compound's tail template; every other
-//!   page is a copy of its template with only the PFN-dependent fields refreshed (section bits
-//!   when they live in `page->flags`, `virtual` under `WANT_PAGE_VIRTUAL`).
-//! * [`Strategy::Streaming`] is the template path with `stream_hal` streaming stores, following
-//!   the upstream ordering rules: nothing reads a streamed page back or rewrites it with normal
-//!   stores before a drain. Pageblock-aligned pages are written with normal stores because
-//!   `set_pageblock_migratetype()` may read them back (as upstream does). Upstream then drains
-//!   before `memmap_init_compound()` reads the head, before `prep_compound_head()` and before
-//!   returning ([`DrainPolicy::Upstream`]); by default ([`DrainPolicy::Minimal`]) the head and
-//!   page\[2\] are written with normal stores too, so those two reads touch no streamed memory
-//!   and the one drain before returning is the only one needed. A drain per compound page waits
-//!   for the write-combining buffers every 128 struct pages and halves the devdax throughput.
-//! * [`Strategy::Auto`] applies the kernel's rules: the slow path when the `page_ref_set`
-//!   tracepoint is active, when KASAN or KMSAN is configured, or when `stream-hal` reports a
-//!   sanitizer build; otherwise streaming when the struct pages to write reach
-//!   [`FillOptions::threshold`] (from 4 KiB for the default write-once hint, from the
-//!   last-level cache's share for a read-soon one), the cached template below it.
-//!
-//! Template and Streaming also fall back to Slow when the tracepoint is active or KASAN/KMSAN is
-//! configured, as `zone_device_page_init_optimization_enabled()` does, so every strategy emits
-//! the same tracepoint events and `cond_resched` calls and produces the same bytes.
+//! Slow is the kernel's code (`__init_zone_device_page()`, `memmap_init_compound()`); Template
+//! copies a head template and each compound page's first tail, refreshing only the
+//! PFN-dependent fields; Streaming does the same with streaming stores, never reading a
+//! streamed page back before a drain (pageblock-aligned pages, and by default
+//! ([`DrainPolicy::Minimal`]) the head and page\[2\], use normal stores, so one drain at the end
+//! suffices). Every strategy falls back to Slow when the `page_ref_set` tracepoint is active or
+//! KASAN/KMSAN is configured, as `zone_device_page_init_optimization_enabled()` does, so all
+//! emit the same bytes, events and `cond_resched` calls.
 
 mod altmap;
 mod mappable;
