@@ -47,17 +47,11 @@ pub struct ViewsReport<T, R> {
 #[cfg(feature = "std")]
 /// The parallel runner of every initializer that splits a memmap: each [`Piece`] gets a view of
 /// its own struct pages ([`Memmap::split_at`]), and a padata job of up to `threads` workers
-/// (the caller participating) runs `work(view, data)` once per piece, taking consecutive
-/// pieces, at least `min_pieces` at a time. `work` runs on several threads at once but each
-/// piece's view and data on one only, so it needs `Sync` and the data `Send`.
+/// runs `work(view, data)` once per piece, at least `min_pieces` consecutive pieces at a time.
 ///
-/// Pieces must be disjoint, in PFN order and inside the memmap, and all but the last end at
-/// pageblock-aligned PFNs (or the memmap's end), where a memmap can be split; a piece's view
-/// starts at the pageblock that holds its first PFN, and the last one's ends at the end of the
-/// pageblock that holds its last PFN (a ZONE_DEVICE range is only subsection-aligned, and a
-/// pageblock can be larger: 32 MiB with 16 KiB pages), so the work must write only its piece. Workers that
-/// stream drain inside `work`, before it returns; the job's join publishes their stores to the
-/// caller.
+/// Pieces must be disjoint, in PFN order, inside the memmap, and all but the last end at a
+/// pageblock boundary (where a memmap can be split); a view covers whole pageblocks, so `work`
+/// must write only its piece, and drain its streaming stores before it returns.
 ///
 /// # Errors
 ///

@@ -1,27 +1,11 @@
-//! The memmap: PFN-indexed `struct page` storage plus the per-pageblock migrate types.
+//! The memmap: PFN-indexed `struct page` storage plus the per-pageblock migrate types, over
+//! caller storage (or [`OwnedMemmap`](crate::OwnedMemmap) under `std`).
 //!
-//! The storage comes from the caller. A [`Memmap`] is a view over
-//! caller-provided `&mut [P]` (or `&mut [MaybeUninit<P>]`, which it first fills with the kernel's
-//! struct-page poison, as `memmap_alloc` + `page_init_poison` do) and a caller-provided byte per
-//! pageblock; under the `std` feature [`OwnedMemmap`](crate::OwnedMemmap) owns an anonymous
-//! `mmap` large enough for 100 GiB-class ranges.
-//!
-//! ## Addresses
-//!
-//! `struct page` contains pointers: `lru` points at itself, a tail's `compound_head` at its head,
-//! `_deferred_list` at itself. A byte-faithful model needs the *kernel* addresses, not wherever
-//! the host allocator put the buffer, so a memmap has a modelled virtual address for each struct
-//! page: by default `vmemmap_start + pfn * sizeof(struct page)` exactly as `pfn_to_page()` is
-//! on SPARSEMEM_VMEMMAP, settable with [`Memmap::with_vaddr_base`]. Two memmaps with the same
-//! base and configuration therefore produce the same bytes, wherever their buffers live.
-//!
-//! ## Access
-//!
-//! Pages are read and written by value ([`Memmap::read`], [`Memmap::write`]) or field by field
-//! through a [`PageMut`] handle ([`Memmap::page_mut`]) that lives as long as the memmap's
-//! mutable borrow; the memmap never hands out references into itself. This keeps
-//! it sound when the storage is remapped memory in which several virtual pages alias one
-//! physical page (HVO in `hugetlb-init`).
+//! Struct pages hold pointers (`lru` to itself, a tail's `compound_head` to its head), so each
+//! has a modelled kernel address, `vmemmap_start + pfn * sizeof(struct page)` by default
+//! ([`Memmap::with_vaddr_base`]): the bytes do not depend on where the buffer lives. Pages are
+//! read and written by value or through a [`PageMut`]; the memmap never hands out references
+//! into itself, which keeps it sound over remapped storage where pages alias (HVO).
 
 mod access;
 pub(crate) mod engine;

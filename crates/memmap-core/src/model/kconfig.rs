@@ -200,17 +200,9 @@ impl KernelConfig {
     /// ([`KernelConfig::version`]); symbols the text does not mention keep the base's values (a
     /// complete `.config` mentions every one of them, set or `is not set`).
     ///
-    /// Read: `CONFIG_NUMA`/`NODES_SHIFT`, `NR_CPUS` with `NUMA_BALANCING` (`LAST_CPUPID_SHIFT` =
-    /// 8 + `order_base_2(NR_CPUS)`), the zones (`ZONE_DMA`, `ZONE_DMA32`, `HIGHMEM`, with
-    /// NORMAL, MOVABLE and DEVICE), `LRU_GEN`, `KASAN` (`KASAN_SW_TAGS`/`KASAN_HW_TAGS`),
-    /// `KMSAN`, `DEBUG_PAGE_REF`, `MEMCG`/`SLAB_OBJ_EXT`, `PAGE_MAPCOUNT`, `MM_ID`,
-    /// `SPARSEMEM_VMEMMAP` and `_PREINIT`, `ARCH_WANT_OPTIMIZE_DAX_VMEMMAP`,
-    /// `HUGETLB_PAGE_OPTIMIZE_VMEMMAP`,
-    /// `CGROUP_HUGETLB`, riscv64's `RISCV_ISA_SVNAPOT`, `ARCH_FORCE_MAX_ORDER`, `ILLEGAL_POINTER_VALUE` (the poison), and for
-    /// `__NR_PAGEFLAGS` the optional flags (`PG_uncached` with x86-64's `X86_PAT`,
-    /// `PG_hwpoison` with `MEMORY_FAILURE`, `PG_young`/`PG_idle` with `PAGE_IDLE_FLAG`,
-    /// `PG_arch_2`/`_3` with arm64's `ARM64_MTE`). The architecture symbol (`X86_64`, `ARM64`,
-    /// `RISCV`, `PPC64`) must be the base's, and `PAGE_SHIFT` its page size.
+    /// Every symbol the model depends on is read (NUMA and CPUs, the zones, the sanitizers,
+    /// memcg, the mapcount and vmemmap options, the optional page flags, ...); the
+    /// architecture symbol must be the base's, and `PAGE_SHIFT` its page size.
     ///
     /// # Errors
     ///

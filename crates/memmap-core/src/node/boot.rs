@@ -131,13 +131,6 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// each zone's chunks are freed in the same ascending order, so every free list is linked
     /// in the same order (`tests/fused_boot.rs` checks all of it).
     ///
-    /// Why it is faster: the kernel's free pass reads back every struct page it frees (all of
-    /// them eagerly; the first one of each 2 MiB block on demand) after `memmap_init` has
-    /// written the whole node, and by then they are out of the cache. On demand it is worse
-    /// than the size suggests: the first struct pages of 2 MiB blocks sit 32 KiB apart, a
-    /// power-of-two stride that maps them to a handful of cache sets, so even the 2 MiB of them
-    /// that a 64 GiB node has do not stay cached.
-    ///
     /// Deferred: the windows end at `first_deferred_pfn` (section-aligned, so a window
     /// boundary, and no free chunk crosses it); from there on the boot only initializes the
     /// holes and the reserved pages, in the kernel's order, and frees nothing.
