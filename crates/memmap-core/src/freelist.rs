@@ -11,7 +11,7 @@
 
 use crate::model::config::KernelConfig;
 use crate::model::flags::{MigrateType, PageType};
-use crate::model::page::offsets;
+use crate::offsets;
 
 /// Orders the model keeps free lists for (`MAX_PAGE_ORDER` must be below this).
 pub(crate) const MAX_ORDERS: usize = 24;

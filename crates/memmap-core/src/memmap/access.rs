@@ -2,7 +2,7 @@
 //! for as long as the memmap is borrowed mutably, with the field reads and writes the kernel's
 //! per-page code makes (plain and `WRITE_ONCE`/`atomic_set` stores of 8-, 4- and 1-byte
 //! fields). Every field offset is checked against the struct page's size, so a handle cannot
-//! reach outside its page; with the constant offsets of [`offsets`](crate::model::page::offsets)
+//! reach outside its page; with the constant offsets of [`offsets`](crate::offsets)
 //! the checks fold away.
 
 use core::marker::PhantomData;

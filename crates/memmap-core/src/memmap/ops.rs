@@ -28,7 +28,7 @@ pub enum BootmemType {
 }
 use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, PageType};
 use crate::model::page::{StructPage, offsets};
-use crate::model::version::FolioLayout;
+use crate::FolioLayout;
 
 /// `-1` as stored in an `atomic_t`.
 const MINUS_ONE: u32 = u32::MAX;

@@ -1,17 +1,4 @@
 //! Reading a kernel's own `.config` into a [`KernelConfig`].
-//!
-//! ```
-//! use memmap_core::KernelConfig;
-//! use memmap_core::model::kconfig::Kconfig;
-//!
-//! let dotconfig = "CONFIG_X86_64=y\nCONFIG_NUMA=y\nCONFIG_NODES_SHIFT=6\nCONFIG_NR_CPUS=64\n\
-//!                  CONFIG_NUMA_BALANCING=y\n# CONFIG_LRU_GEN is not set\n";
-//! let cfg = KernelConfig::X86_64.with_kconfig(&Kconfig::new(dotconfig))?;
-//! assert_eq!(cfg.nodes_shift, 6);
-//! assert_eq!(cfg.last_cpupid_shift, 8 + 6);
-//! assert_eq!(cfg.lru_gen_width, 0);
-//! # Ok::<(), memmap_core::model::kconfig::KconfigError>(())
-//! ```
 
 use core::fmt;
 
@@ -19,6 +6,18 @@ use super::config::{Arch, ConfigError, KernelConfig};
 
 /// A kernel `.config`: `CONFIG_FOO=value` lines and `# CONFIG_FOO is not set` comments, read
 /// in place without allocation, or symbols already read elsewhere ([`Kconfig::from_fn`]).
+///
+/// ```
+/// use memmap_core::{Kconfig, KernelConfig};
+///
+/// let dotconfig = "CONFIG_X86_64=y\nCONFIG_NUMA=y\nCONFIG_NODES_SHIFT=6\nCONFIG_NR_CPUS=64\n\
+///                  CONFIG_NUMA_BALANCING=y\n# CONFIG_LRU_GEN is not set\n";
+/// let cfg = KernelConfig::X86_64.with_kconfig(&Kconfig::new(dotconfig))?;
+/// assert_eq!(cfg.nodes_shift, 6);
+/// assert_eq!(cfg.last_cpupid_shift, 8 + 6);
+/// assert_eq!(cfg.lru_gen_width, 0);
+/// # Ok::<(), memmap_core::KconfigError>(())
+/// ```
 #[derive(Clone, Copy)]
 pub struct Kconfig<'a> {
     source: Source<'a>,

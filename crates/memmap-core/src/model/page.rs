@@ -1,25 +1,8 @@
-//! `struct page` as a type whose size is a compile-time constant, as `sizeof(struct page)` is in C.
-//!
-//! [`Page64`] is the 64-byte x86-64/arm64 layout; [`Page72`] adds `void *virtual` for
-//! `WANT_PAGE_VIRTUAL` builds. Both are `#[repr(C, align(8))]` arrays of native-endian 64-bit
-//! words, with typed accessors for every field and raw word access:
-//!
-//! | offset | size | field |
-//! |---|---|---|
-//! | 0 | 8 | `flags` (`memdesc_flags_t`) |
-//! | 8 | 8 | `lru.next` / `compound_head` (tail) / `folio->pgmap` (ZONE_DEVICE) |
-//! | 16 | 8 | `lru.prev` / `zone_device_data` |
-//! | 24 | 8 | `mapping` |
-//! | 32 | 8 | `index` |
-//! | 40 | 8 | `private` |
-//! | 48 | 4 | `_mapcount` / `page_type` |
-//! | 52 | 4 | `_refcount` |
-//! | 56 | 8 | `memcg_data` |
-//! | 64 | 8 | `virtual` ([`Page72`] only) |
-//!
-//! The offsets are checked at compile time against a `#[repr(C)]` mirror of the C struct
-//! (`CStructPage`), and the large-folio overlay ([`folio`]) against the page words it must
-//! alias, the way the kernel's `FOLIO_MATCH` static assertions do.
+//! `struct page` as a type whose size is a compile-time constant, as `sizeof(struct page)` is in
+//! C: [`Page64`] (x86-64/arm64) and [`Page72`] (`WANT_PAGE_VIRTUAL`), `#[repr(C, align(8))]`
+//! arrays of native-endian words. The field offsets ([`offsets`]) are checked at compile time
+//! against a `#[repr(C)]` mirror of the C struct, and the large-folio overlay ([`folio`])
+//! against the page words it aliases, as the kernel's `FOLIO_MATCH` does.
 
 use core::fmt;
 use core::mem::{offset_of, size_of};
@@ -186,7 +169,7 @@ pub trait StructPage:
         /// `folio->pgmap` of a ZONE_DEVICE head or single page (word at 8).
         pgmap = offsets::PGMAP;
     }
-    /// Tests flag bit `bit` (a [`crate::model::flags::PG`] number). `page->flags` is one
+    /// Tests flag bit `bit` (a [`crate::PG`] number). `page->flags` is one
     /// 64-bit word: a `bit` of 64 or more names no flag and reads as clear.
     #[inline(always)]
     fn test_flag(&self, bit: u32) -> bool {
@@ -333,7 +316,7 @@ pub mod folio {
     pub(crate) const HUGETLB_HWPOISON: usize = 232;
 
     /// The folio fields whose place differs in the layout before 6.15
-    /// ([`FolioLayout::NrPages`](crate::model::version::FolioLayout::NrPages)), as byte
+    /// ([`FolioLayout::NrPages`](crate::FolioLayout::NrPages)), as byte
     /// offsets from the head page (64-byte layout). The fields not listed here (`_flags_N`,
     /// `_head_N`, `_mapcount_1`, `_refcount_1`) are where the module's constants say.
     pub mod v6_12 {
@@ -356,7 +339,7 @@ pub mod folio {
     }
 
     /// The folio fields of 6.1's layout
-    /// ([`FolioLayout::FolioDtor`](crate::model::version::FolioLayout::FolioDtor)), as byte
+    /// ([`FolioLayout::FolioDtor`](crate::FolioLayout::FolioDtor)), as byte
     /// offsets from the head page (64-byte layout); the hugetlb subpool and cgroup pointers are
     /// the `private` words of page\[1\] to page\[3\].
     pub mod v6_1 {

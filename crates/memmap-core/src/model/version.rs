@@ -4,7 +4,7 @@
 
 use core::fmt;
 
-use crate::model::flags::PG;
+use crate::PG;
 
 /// A kernel release, `major.minor`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

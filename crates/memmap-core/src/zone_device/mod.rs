@@ -33,7 +33,7 @@ use crate::memmap::Memmap;
 use crate::memmap::engine::with_store;
 use crate::model::flags::VMEMMAP_RESERVE_NR;
 use crate::model::page::StructPage;
-use crate::model::version::Behaviour;
+use crate::Behaviour;
 
 /// `enum memory_type` (`include/linux/memremap.h`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

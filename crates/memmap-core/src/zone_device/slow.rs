@@ -7,7 +7,7 @@ use crate::InitError;
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
 use crate::model::page::{StructPage, offsets};
-use crate::model::version::FolioLayout;
+use crate::FolioLayout;
 
 impl<P: StructPage> Memmap<'_, P> {
     /// `__init_zone_device_page(page, pfn, zone_idx, nid, pgmap)`: `__init_single_page`,

@@ -1,16 +1,6 @@
-//! Kernel configuration as data, and the page-flags layout computed from it.
-//!
-//! Kernel behaviour is data, not scattered `if`s. One [`KernelConfig`] value says everything the
-//! initializers need to know about the kernel being modelled: the Kconfig values that shape
-//! `struct page` and its initialization, the architecture's constants, and the release
-//! ([`KernelVersion`]), whose changes [`KernelConfig::behaviour`] lists. Presets give the kernels
-//! real machines run (Debian's 7.2 and 6.12 for amd64, 7.2 for arm64: 4 KiB pages, 32768 pages
-//! per section, pageblock order 9) and a classic SPARSEMEM variant whose section number lives in
-//! `page->flags` (so flags depend on the PFN); [`KernelConfig::with_kconfig`] reads a kernel's
-//! own `.config`.
-//!
-//! [`FlagsLayout`] is `include/linux/page-flags-layout.h` and the `*_PGOFF`/`*_PGSHIFT`
-//! arithmetic of `include/linux/mmzone.h`, evaluated for one config.
+//! Kernel configuration as data ([`KernelConfig`]: the Kconfig values that shape `struct
+//! page`, the architecture's constants and the release), and the page-flags layout computed
+//! from it ([`FlagsLayout`], `include/linux/page-flags-layout.h`).
 
 mod layout;
 use super::version::{Behaviour, KernelVersion};
@@ -86,7 +76,7 @@ pub struct KernelConfig {
     pub nodes_shift: u32,
     /// `MAX_NR_ZONES`, counting `ZONE_DEVICE`, which is always the last zone.
     pub max_nr_zones: u32,
-    /// `__NR_PAGEFLAGS` of the modelled build (see [`crate::model::flags::PG`]). No byte an
+    /// `__NR_PAGEFLAGS` of the modelled build (see [`crate::PG`]). No byte an
     /// initializer writes depends on it: it bounds the fields' layout and places the on-demand
     /// RFC's `PG_uninitialized_2m` ([`pg_uninitialized_2m`](crate::pg_uninitialized_2m)). The
     /// presets leave `PG_young` and `PG_idle` out (`CONFIG_PAGE_IDLE_FLAG`, set in Debian's
