@@ -262,24 +262,13 @@ pub struct OnlineReport {
 /// free lists with the pageblocks isolated, and undoes the isolation. A zero-length range is a
 /// no-op.
 ///
-/// The kernel's three steps, each modelled on the struct pages:
-///
-/// 1. `move_pfn_range_to_zone(..., MIGRATE_ISOLATE)`: every page through
-///    `__init_single_page()` and `__SetPageOffline()`, every pageblock isolated,
-///    `cond_resched()` at each pageblock.
-/// 2. `online_pages_range()`: chunks of `min(MAX_PAGE_ORDER, __ffs(pfn))` pages through
-///    `generic_online_page()` → `__free_pages_core()` (split into pageblocks from 6.10,
-///    [`Behaviour::free_splits_pageblocks`](crate::Behaviour::free_splits_pageblocks)).
-/// 3. `undo_isolate_page_range(..., MIGRATE_MOVABLE)`: from 6.10 through
-///    `__isolate_free_page()` and `__putback_isolated_page()` (leaving `LIST_POISON1`/`2` in
-///    the `lru` of the second pageblock's head), before 6.10 `move_freepages_block()`.
-///
-/// The zone's free lists live in a [`HotplugZone`] the caller keeps across the memory blocks it
-/// onlines; `memmap` must cover the range and every struct page of memory onlined into the zone
-/// before (the allocator looks at buddies there). [`Strategy::Slow`] runs the kernel's per-page
-/// code; the template strategies copy one page built that way (taken to the state
-/// `__free_pages_core()` leaves) with the `lru` self-pointers refreshed, then run the same
-/// free-list steps: all three leave the same bytes, pageblocks, hook calls and free lists.
+/// The kernel's steps, on the struct pages: `move_pfn_range_to_zone(..., MIGRATE_ISOLATE)`,
+/// `online_pages_range()` (chunks through `generic_online_page()`; split into pageblocks from
+/// 6.10, [`Behaviour::free_splits_pageblocks`](crate::Behaviour::free_splits_pageblocks)) and
+/// `undo_isolate_page_range(..., MIGRATE_MOVABLE)`. The zone's free lists live in a
+/// [`HotplugZone`] the caller keeps across the memory blocks it onlines; `memmap` must also
+/// cover memory onlined into the zone before (the allocator looks at buddies there). Every
+/// strategy leaves the same bytes, pageblocks, hook calls and free lists.
 ///
 /// # Errors
 ///
@@ -356,13 +345,9 @@ pub fn online_pages<P: StructPage, H: InitHooks>(
     Ok(report)
 }
 
-/// Takes the free block that starts at `pfn` off its free list, as an allocation that takes a
-/// whole free block does first (`__rmqueue_smallest()` → `del_page_from_free_list()`:
-/// `LIST_POISON1/2` in its `lru`, no buddy type, `private` 0); returns its order. What the
-/// block's struct pages hold after that depends on what the allocation did with them; the
-/// kernel-oracle uses this for the blocks a guest allocated from after onlining, whose
-/// struct pages it leaves out of the comparison while their neighbours on the list must still
-/// link around them.
+/// Takes the free block that starts at `pfn` off its free list, as an allocation of the whole
+/// block does first (`__rmqueue_smallest()` → `del_page_from_free_list()`: `LIST_POISON1/2`
+/// in its `lru`, no buddy type, `private` 0); returns its order.
 ///
 /// # Errors
 ///
@@ -409,19 +394,12 @@ fn init_template<P: StructPage, H: InitHooks, S: Store>(
     m.copy_hotplug_run::<S, H>((start, end), MigrateType::Isolate, hooks)
 }
 
-/// The zone's free lists over the memmap: the free-list steps of onlining, as
-/// `mm/page_alloc.c` and `mm/page_isolation.c` run them ([`ZoneFreeLists`]), on the struct
-/// pages of a [`Memmap`] and the list heads of a [`HotplugZone`], in both versions of the
-/// algorithm (6.10 and later, [`Behaviour::free_splits_pageblocks`], and before).
-///
-/// Every struct page these steps read or write heads a free block of at least pageblock order
-/// when the range starts pageblock-aligned (which [`online_pages`] requires): that is what lets
-/// the template paths keep only pageblock-aligned struct pages cached. The one exception is
-/// `move_freepages_block()` on a pageblock whose first page is not free (before 6.10, the
-/// second pageblock of every block), which scans the pageblock's struct pages as the kernel
-/// does; the template paths have drained by then.
-///
-/// [`Behaviour::free_splits_pageblocks`]: crate::Behaviour::free_splits_pageblocks
+/// The zone's free lists over the memmap: the free-list steps of onlining
+/// ([`ZoneFreeLists`]) on the struct pages of a [`Memmap`] and the list heads of a
+/// [`HotplugZone`], for both versions of the algorithm (6.10 and later, and before). With a
+/// pageblock-aligned start, every struct page they touch heads a free block of at least
+/// pageblock order (before 6.10 `move_freepages_block()` also scans a pageblock, after the
+/// template paths have drained).
 struct Buddy<'m, 'a, P: StructPage> {
     m: &'m mut Memmap<'a, P>,
     z: &'m mut HotplugZone,

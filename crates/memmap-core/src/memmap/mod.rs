@@ -350,11 +350,8 @@ impl<'a, P: StructPage> Memmap<'a, P> {
 
     /// `set_pageblock_migratetype(pfn_to_page(pfn), mt)`.
     ///
-    /// Like the kernel, this finds the pageblock through `page_to_pfn(page)`. On classic
-    /// SPARSEMEM that reads the section number back out of the page's flags (the
-    /// read-after-write dependency that made the upstream template series write
-    /// pageblock-aligned pages with normal stores); the section read is checked against the
-    /// PFN.
+    /// Like the kernel, this finds the pageblock through `page_to_pfn(page)`, which on classic
+    /// SPARSEMEM reads the section back out of the page's flags (checked against the PFN).
     ///
     /// # Panics
     ///

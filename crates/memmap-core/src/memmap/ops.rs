@@ -1,15 +1,7 @@
 //! The kernel's per-page operations, step for step (`mm/mm_init.c`, `mm/internal.h`,
-//! `include/linux/mm.h`, `include/linux/page_ref.h`), as methods of [`Memmap`].
-//!
-//! These are the *slow path*: every function performs the kernel's stores in the kernel's
-//! order. Stores the kernel makes with `atomic_set()` or `WRITE_ONCE()` (`_refcount`,
-//! `_mapcount`, `lru.next`, `compound_head`, the folio counters) are volatile here too, so the
-//! compiler can neither merge them with the zeroing nor drop them, just as in C. The template and
-//! streaming paths in [`crate::zone_device`] (and in `hugetlb-init`) are tested byte for byte
-//! against these.
-//!
-//! All pages are addressed by PFN; pointer-valued fields hold the modelled kernel addresses of
-//! [`Memmap::vaddr`].
+//! `include/linux/mm.h`, `include/linux/page_ref.h`), as methods of [`Memmap`]: the slow path,
+//! the kernel's stores in the kernel's order (the `atomic_set()`/`WRITE_ONCE()` ones volatile
+//! here too), which the template and streaming paths are tested against byte for byte.
 
 use crate::hooks::{InitHooks, PageRefEvent};
 use crate::memmap::Memmap;

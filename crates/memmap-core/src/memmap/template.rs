@@ -25,10 +25,6 @@ impl<P: StructPage> Memmap<'_, P> {
     /// Pageblock-aligned PFNs get no pageblock work here (callers that need it use the slow
     /// path's `pageblock_init`).
     ///
-    /// This is the template engine for initializers built on this crate, such as
-    /// `hugetlb-init`'s gigantic-page tails: build the first page through the slow path, read
-    /// it, and copy it.
-    ///
     /// # Errors
     ///
     /// [`InitError::OutOfRange`] if the range is not inside the memmap (nothing is written).

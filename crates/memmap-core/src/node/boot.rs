@@ -123,13 +123,10 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// The fused boot ([`BootOrder::Fused`]): the three boot passes on one window after the
     /// other. Returns `(first_deferred_pfn, pages freed)`.
     ///
-    /// Why it is byte-identical to the kernel's order: a window is `MAX_PAGE_ORDER`-aligned, so
-    /// it holds whole pageblocks (on-demand flags the same blocks), whole free chunks (the
-    /// greedy chunking of `__free_pages_memory` never crosses such a boundary) and every buddy
-    /// a chunk can merge with. Initialization writes depend on the PFN only; reservation and
-    /// freeing of a window read only its own struct pages, which are initialized by then; and
-    /// each zone's chunks are freed in the same ascending order, so every free list is linked
-    /// in the same order (`tests/fused_boot.rs` checks all of it).
+    /// Byte-identical to the kernel's order: a `MAX_PAGE_ORDER`-aligned window holds whole
+    /// pageblocks, whole free chunks and every buddy a chunk can merge with, its reservation and
+    /// free read only its own (already initialized) struct pages, and chunks are freed in the
+    /// same ascending order (`tests/fused_boot.rs`).
     ///
     /// Deferred: the windows end at `first_deferred_pfn` (section-aligned, so a window
     /// boundary, and no free chunk crosses it); from there on the boot only initializes the

@@ -244,19 +244,12 @@ impl ZoneDeviceRange {
 }
 
 /// The struct page whose contents the kernel's vmemmap shows at `pfn`'s place after
-/// `memmap_init_zone_device(range, pgmap)`: `Some(source)` when `pfn`'s struct page is an alias
-/// of another one, `None` when it has memory of its own.
-///
-/// With the DAX vmemmap optimization ([`vmemmap_can_optimize`]) only the first
-/// [`VMEMMAP_RESERVE_NR`] vmemmap pages of a compound page are its own; the later ones all map
-/// the second (`vmemmap_populate_compound_pages()`), so struct page `i` of the compound page
-/// (for `i` past the first `VMEMMAP_RESERVE_NR * PAGE_SIZE / sizeof(struct page)`) reads as
-/// struct page `PAGE_SIZE / sizeof(struct page) + i % (PAGE_SIZE / sizeof(struct page))`. The
-/// model writes only the struct pages with memory of their own; a reader that wants the bytes a
-/// kernel would show (a dump compared with a real kernel) copies the sources. Compound pages in
-/// early sections are not deduplicated from 7.2 on (see
-/// [`ZoneDeviceRange::boot_memory_end_pfn`]); in earlier kernels their later struct pages are
-/// neither written nor aliased, and this returns `None` for them.
+/// `memmap_init_zone_device(range, pgmap)`: `Some(source)` when it is an alias of another one
+/// (the DAX vmemmap optimization maps every vmemmap page of a compound page past the first
+/// `VMEMMAP_RESERVE_NR` onto the second, `vmemmap_populate_compound_pages()`), `None` when it
+/// has memory of its own. The model writes only the latter; a reader that wants the kernel's
+/// view copies the sources. Early sections are not deduplicated from 7.2 on
+/// ([`ZoneDeviceRange::boot_memory_end_pfn`]).
 #[must_use]
 pub fn vmemmap_alias<P: StructPage>(
     cfg: &crate::KernelConfig,
