@@ -1,13 +1,6 @@
-//! The parallel runner of the initializers that split a memmap, [`run_views`], and the
-//! thread-count policy every parallel runner takes, [`stream_par::Threads`] (from `stream-par`, the family's
-//! parallel runtime). The parallel ZONE_DEVICE init is
-//! [`memmap_init_zone_device_parallel`](crate::memmap_init_zone_device_parallel), deferred init
-//! is [`Node::deferred_init_memmap`](crate::Node::deferred_init_memmap).
-//!
-//! Every parallel runner is a padata job ([`padata_do_multithreaded`], from `stream-par`): the
-//! caller's thread participates, the chunks are aligned so that each is a valid call of the
-//! one-thread function on its own, and the result is byte-identical to one thread (property
-//! tests check it).
+//! The parallel runner of the initializers that split a memmap, [`run_views`]: a padata job
+//! ([`padata_do_multithreaded`]) over chunks that are each a valid one-thread call, with a
+//! byte-identical result.
 
 #[cfg(feature = "std")]
 use std::vec::Vec;

@@ -18,9 +18,9 @@ pub enum BootmemType {
     /// `NODE_INFO`: the node's `pglist_data`; `info` is the node id.
     Node = 3,
 }
+use crate::FolioLayout;
 use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, PageType};
 use crate::model::page::{StructPage, offsets};
-use crate::FolioLayout;
 
 /// `-1` as stored in an `atomic_t`.
 const MINUS_ONE: u32 = u32::MAX;

@@ -21,7 +21,9 @@ use crate::node::owned::Owned;
 use crate::sync::{BlockStates, SpinLock};
 
 impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
-    /// Boot-time init of the node (see the module documentation).
+    /// Boots the node as `mm/mm_init.c` does: `memmap_init()` (the highest zone as the
+    /// [`InitMode`] says), `memmap_init_reserved_pages()` and `free_low_memory_core_early()`,
+    /// in the [`BootOrder`] of `opts`.
     ///
     /// # Errors
     ///
@@ -128,9 +130,8 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// free read only its own (already initialized) struct pages, and chunks are freed in the
     /// same ascending order (`tests/fused_boot.rs`).
     ///
-    /// Deferred: the windows end at `first_deferred_pfn` (section-aligned, so a window
-    /// boundary, and no free chunk crosses it); from there on the boot only initializes the
-    /// holes and the reserved pages, in the kernel's order, and frees nothing.
+    /// Deferred: the windows end at `first_deferred_pfn` (a window boundary); above it only
+    /// holes and reserved pages are initialized.
     fn fused_boot(&self, own: &mut Owned<'_, P>) -> (u64, u64) {
         let fdp = if self.opts.mode == InitMode::Deferred { self.layout_defer_point() } else { u64::MAX };
         *self.resize_lock.lock() = fdp;

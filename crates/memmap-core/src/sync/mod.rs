@@ -1,12 +1,9 @@
 //! Synchronization for the shared node: a spin lock (the kernel's `spinlock_t`, usable in
 //! `no_std`) and per-block initialization states.
 //!
-//! The node's struct pages are written by several threads at once (padata workers of deferred
-//! init, allocating threads expanding on-demand blocks), always on disjoint pages, and every
-//! hand-over of a page from one thread to another goes through a [`SpinLock`] (zone lock,
-//! memmap lock) or an acquire/release pair on a [`BlockStates`] byte. That is what makes the
-//! raw-pointer accesses of the `node` module free of data races (ThreadSanitizer runs the concurrency
-//! tests).
+//! Every hand-over of a struct page between threads goes through a [`SpinLock`] or an
+//! acquire/release pair on a [`BlockStates`] byte; that is what makes the `node` module's
+//! raw-pointer accesses free of data races.
 
 #[cfg(all(test, memmap_core_loom))]
 mod loom_tests;

@@ -26,6 +26,7 @@ pub use parallel::{ParallelInit, memmap_init_zone_device_parallel};
 pub(crate) use unmappable::KernelMessage;
 pub use unmappable::Unmappable;
 
+use crate::Behaviour;
 use crate::InitError;
 use crate::fill::{FillOptions, Strategy, StrategyReason};
 use crate::hooks::InitHooks;
@@ -33,7 +34,6 @@ use crate::memmap::Memmap;
 use crate::memmap::engine::with_store;
 use crate::model::flags::VMEMMAP_RESERVE_NR;
 use crate::model::page::StructPage;
-use crate::Behaviour;
 
 /// `enum memory_type` (`include/linux/memremap.h`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,14 +1,6 @@
-//! [`memmap_init_zone_device_parallel`] (`std`): `memmap_init_zone_device()` as a padata job.
-//!
-//! The kernel runs `memmap_init_zone_device()` on one thread. This splits the validated range
-//! into chunks aligned to both a memory section and a compound page, runs each chunk with the
-//! one-thread code on its own view of the memmap (a padata job, the caller participating), and
-//! returns when every worker is done. Each chunk is exactly the call the one-thread function
-//! would make for that part of the range (its compound pages, its pageblock pass, its drain),
-//! so the memmap and the pageblock bits are byte-identical to one thread (property tests check
-//! every strategy, memory type, compound order, altmap and early-section case they generate).
-//!
-//! The hooks, progress and tracepoint rules are in the function's documentation.
+//! [`memmap_init_zone_device_parallel`] (`std`): `memmap_init_zone_device()` as a padata job
+//! over chunks aligned to a section and a compound page, each exactly the one-thread call for
+//! its part, so the result is byte-identical to one thread.
 
 use std::vec::Vec;
 
@@ -41,8 +33,7 @@ pub struct ParallelInit<H> {
 /// time. Every PFN reaches `cond_resched` once, in the one-thread order within its chunk. With
 /// the `page_ref_set` tracepoint active the job runs on the calling thread, so events keep the
 /// kernel's order. Each worker drains its streaming stores before its chunk is done
-/// ([`InitReport::drains`] is the sum). Everything is validated before anything is written, and
-/// the strategy is resolved once for the whole range.
+/// ([`InitReport::drains`] is the sum). It validates first and resolves the strategy once.
 ///
 /// # Errors
 ///

@@ -8,12 +8,12 @@ use core::marker::PhantomData;
 
 use super::plan::Plan;
 use super::{DevPagemap, DrainPolicy};
+use crate::FolioLayout;
 use crate::hooks::InitHooks;
 use crate::memmap::engine::{Cached, ListSelf, Refresh, Store};
 use crate::memmap::{AtPageblockFn, Memmap, PageblockWork, Streaming};
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::page::{StructPage, offsets};
-use crate::FolioLayout;
 
 /// The template (cached or streaming, `S`) loop over a validated plan; returns the number of
 /// drains (see the [module documentation](self)).

@@ -340,13 +340,8 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// merges with free buddies up to `MAX_PAGE_ORDER`, then links (at the tail when
     /// `to_tail`); the zone's free pages grow by the block.
     ///
-    /// From 6.10 the kernel's `free_one_page()` frees a block above `pageblock_order` pageblock
-    /// by pageblock (`split_large_buddy()`), each with its pageblock's type. The node's
-    /// pageblocks are all MOVABLE and a block is freed whole, so the pieces merge straight back:
-    /// the first piece is linked and then taken off again as the second's buddy (its struct
-    /// page ends as the merged head, written last), the other pieces' heads are never written,
-    /// and the merged block is linked where the unsplit free links it. The bytes, lists and
-    /// counters are the same, so the node skips the split (and its pageblock reads).
+    /// The kernel's `split_large_buddy()` (6.10+) is skipped: the node's pageblocks are all
+    /// MOVABLE, so the pieces would merge straight back into the same bytes, lists and counters.
     pub(in crate::node) fn free_one_page(
         &self,
         z: &mut LockedZone<'_, P>,
