@@ -887,7 +887,7 @@ type Expected = Vec<(&'static str, u64)>;
 #[test]
 fn every_preset_runs_hugetlb_and_zone_device_with_ratios_to_the_limit() {
     let common = ["--quick", "--no-progress", "--json", "--rounds", "1", "--threads", "1"];
-    for cfg in memmap_core::KernelConfig::ALL {
+    for &cfg in memmap_core::KernelConfig::ALL {
         let h = hugetlb_init::Hstate::new(&cfg, 1 << 30).expect("every preset has 1 GiB pages");
         let tails = h.nr_pages() - h.vmemmap_reserve_pages::<memmap_core::Page64>();
         let hvo = hugetlb_init::hvo::hvo_availability::<memmap_core::Page64>(

@@ -187,9 +187,9 @@ fn corner_matrix_equal_slow() {
     // Under Miri (about 10^4 times slower) a representative slice of the matrix.
     let shifts: &[u32] = if cfg!(miri) { &[0, 2] } else { &[0, 1, 2, 9] };
     let presets: &[KernelConfig] =
-        if cfg!(miri) { &[KernelConfig::X86_64_CLASSIC_SPARSE] } else { &KernelConfig::ALL };
+        if cfg!(miri) { &[KernelConfig::X86_64_CLASSIC_SPARSE] } else { KernelConfig::ALL };
     let types: &[MemoryType] =
-        if cfg!(miri) { &[MemoryType::FsDax, MemoryType::Generic] } else { &MemoryType::ALL };
+        if cfg!(miri) { &[MemoryType::FsDax, MemoryType::Generic] } else { MemoryType::ALL };
     let tracepoints: &[bool] = if cfg!(miri) { &[false] } else { &[false, true] };
     for &cfg in presets {
         for &ty in types {
