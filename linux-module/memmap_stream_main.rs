@@ -18,7 +18,7 @@
 //! with `EIO`, so `insmod` fails too.
 
 use kernel::prelude::*;
-use memmap_core::model::kconfig::Kconfig;
+use memmap_core::{Kconfig, Named};
 use memmap_core::{
     DevPagemap, InitHooks, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType, Page64, Strategy,
     StructPage, VmemAltmap, ZoneDeviceRange,

@@ -13,6 +13,7 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+use memmap_core::Named;
 use memmap_core::{BootOptions, BootOrder, FillOptions, InitMode, InitPolicy, KernelConfig, Memmap, Node, NodeError, NodeLayout, NodeParts, Page64, PfnRange, PhysArena, RecordingHooks, ReservedRange, Strategy, StructPage, ZoneSpan, pageblocks_needed};
 use stream_par::{PadataError, PadataJob};
 

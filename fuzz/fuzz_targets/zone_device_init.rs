@@ -13,6 +13,7 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+use memmap_core::Named;
 use memmap_core::{
     DevPagemap, DrainPolicy, InitError, InitOptions, InitReport, KernelConfig, Memmap, MemoryType, NoHooks,
     Page64, Page72, RecordingHooks, Strategy, StructPage, VmemAltmap, ZoneDeviceRange, check_memremap_pages,
@@ -221,7 +222,7 @@ fn per_page_ops<P: StructPage>(cfg: KernelConfig, base: u64, n: usize, ops: &[(i
 }
 
 fn check<P: StructPage>(input: &Input) {
-    let presets = KernelConfig::PRESETS;
+    let presets = KernelConfig::ALL;
     let cfg = KernelConfig {
         debug_page_ref: input.debug_page_ref,
         optimize_dax_vmemmap: input.optimize_dax_vmemmap,

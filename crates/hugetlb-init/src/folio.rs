@@ -3,7 +3,7 @@
 //! strategies. The tail page words and why the template refreshes `lru.prev`:
 //! `docs/hugetlb-init.md` in the repository.
 
-use memmap_core::model::page::offsets;
+use memmap_core::offsets;
 use memmap_core::{
     FillOptions, InitHooks, ListSelf, Memmap, MigrateType, PageType, Strategy, StrategyReason, StructPage,
 };
@@ -31,7 +31,7 @@ pub(crate) mod folio3 {
     pub(crate) const HUGETLB_CGROUP_RSVD: usize = 32;
 
     const _: () = {
-        use memmap_core::model::page::folio;
+        use memmap_core::folio;
         assert!(folio::HUGETLB_SUBPOOL == 3 * 64 + HUGETLB_SUBPOOL);
         assert!(folio::HUGETLB_CGROUP == 3 * 64 + HUGETLB_CGROUP);
         assert!(folio::HUGETLB_CGROUP_RSVD == 3 * 64 + HUGETLB_CGROUP_RSVD);
@@ -187,7 +187,7 @@ pub(crate) fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
 /// `CONFIG_CGROUP_HUGETLB` `set_hugetlb_cgroup(folio, NULL)` and
 /// `set_hugetlb_cgroup_rsvd(folio, NULL)`. The fields are words of page\[3\] from 6.15 and of
 /// page\[2\] before ([`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page); the folio overlay is
-/// [`memmap_core::model::page::folio`]).
+/// [`memmap_core::folio`]).
 ///
 /// 6.1 ([`FolioLayout::FolioDtor`](memmap_core::FolioLayout::FolioDtor)) has no hugetlb page
 /// type: `__prep_new_huge_page()` sets `_folio_dtor` to `HUGETLB_PAGE_DTOR` in page\[1\], and
@@ -208,8 +208,7 @@ pub(crate) fn init_new_hugetlb_folio<P: StructPage>(m: &mut Memmap<'_, P>, head_
         let mut head = m.page_mut(head_pfn);
         head.set_u64_once_at(offsets::LRU_NEXT, list);
         head.set_u64_once_at(offsets::LRU_PREV, list);
-        m.page_mut(head_pfn + 1)
-            .set_u8_at(DTOR_OFFSET, memmap_core::model::page::folio::v6_1::HUGETLB_PAGE_DTOR);
+        m.page_mut(head_pfn + 1).set_u8_at(DTOR_OFFSET, memmap_core::folio::v6_1::HUGETLB_PAGE_DTOR);
         let last = if cgroup { 3 } else { 1 };
         for i in 1..=last {
             m.page_mut(head_pfn + i).set_u64_at(offsets::PRIVATE, 0);
@@ -233,7 +232,7 @@ pub(crate) fn init_new_hugetlb_folio<P: StructPage>(m: &mut Memmap<'_, P>, head_
 }
 
 /// `_folio_dtor` in page\[1\] (6.1).
-const DTOR_OFFSET: usize = memmap_core::model::page::folio::v6_1::FOLIO_DTOR - 64;
+const DTOR_OFFSET: usize = memmap_core::folio::v6_1::FOLIO_DTOR - 64;
 
 /// Whether `head` and `page1` are the first two struct pages of a hugetlb folio of `order`:
 /// `PG_head`, and the hugetlb page type with the order in page\[1\]'s flags, or in 6.1
@@ -252,7 +251,7 @@ pub(crate) fn is_hugetlb_head<P: StructPage>(
     if b.folio_layout == memmap_core::FolioLayout::FolioDtor {
         let mut bytes = [0u8; 128];
         page1.to_bytes(&mut bytes[..P::SIZE]);
-        return bytes[DTOR_OFFSET] == memmap_core::model::page::folio::v6_1::HUGETLB_PAGE_DTOR
+        return bytes[DTOR_OFFSET] == memmap_core::folio::v6_1::HUGETLB_PAGE_DTOR
             && u32::from(bytes[DTOR_OFFSET + 1]) == order;
     }
     head.page_type() == PageType::word(PageType::HUGETLB) && page1.flags() & 0xff == u64::from(order)
@@ -320,7 +319,7 @@ pub(crate) fn enqueue_hugetlb_folio<P: StructPage>(
 /// `folio_test_hugetlb_vmemmap_optimized(folio)` on a head page.
 #[must_use]
 pub(crate) fn folio_test_hugetlb_vmemmap_optimized<P: StructPage>(head: &P) -> bool {
-    head.private() & (1 << HPG_VMEMMAP_OPTIMIZED) != 0
+    head.u64_at(memmap_core::offsets::PRIVATE) & (1 << HPG_VMEMMAP_OPTIMIZED) != 0
 }
 
 /// Sets or clears `HPG_vmemmap_optimized` in the head's `private`

@@ -383,6 +383,7 @@ impl fmt::Display for Hstate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memmap_core::Named;
     use memmap_core::{Page64, Page72};
     use std::string::ToString;
 
@@ -427,7 +428,7 @@ mod tests {
         assert!(Hstates::of(&x86_16k).is_empty());
         assert_eq!(Hstates::of(&x86_16k).to_string(), "none");
         assert_eq!(Hstates::of(&KernelConfig::ARM64).to_string(), "1G, 32M, 2M, 64K");
-        for cfg in KernelConfig::PRESETS.iter().chain([&ARM64_64K]) {
+        for cfg in KernelConfig::ALL.iter().chain([&ARM64_64K]) {
             for (i, h) in Hstates::of(cfg).iter().enumerate() {
                 assert_eq!(
                     (h.index(), h.page_shift(), h.size()),

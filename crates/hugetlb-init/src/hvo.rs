@@ -4,7 +4,7 @@
 
 use core::fmt;
 
-use memmap_core::model::page::offsets;
+use memmap_core::offsets;
 use memmap_core::{KernelConfig, Memmap, NoHooks, StructPage, pageblocks_needed};
 
 use crate::folio::{folio_assign_hugetlb_vmemmap_optimized, is_optimized_hugetlb_head};

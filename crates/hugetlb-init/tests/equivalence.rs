@@ -18,6 +18,7 @@ use common::{Booted, boot_model, h1g, params};
 use hugetlb_init::{
     BootParams, BootRequest, Hstate, Hstates, HvoFault, HvoParams, NodeSpec, PagesPerNode, TailPageOrigin,
 };
+use memmap_core::Named;
 use memmap_core::{KernelConfig, Page64, Page72, Strategy, StrategyReason, StructPage};
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
@@ -62,7 +63,7 @@ fn pick_hstate(cfg: &KernelConfig, big: bool, which: prop::sample::Index) -> Hst
 
 fn case() -> impl proptest::strategy::Strategy<Value = Case> {
     let max_count: u64 = if cfg!(miri) { 1 } else { 3 };
-    let configs: Vec<KernelConfig> = KernelConfig::PRESETS.iter().copied().chain([ARM64_64K]).collect();
+    let configs: Vec<KernelConfig> = KernelConfig::ALL.iter().copied().chain([ARM64_64K]).collect();
     (
         // Every preset's page size and architecture (4, 16 and 64 KiB pages), each with its
         // own hstates.

@@ -1,5 +1,6 @@
 //! The command-line interface from the outside: dump, diff, argument errors, the JSON report.
 
+use memmap_core::Named;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -886,7 +887,7 @@ type Expected = Vec<(&'static str, u64)>;
 #[test]
 fn every_preset_runs_hugetlb_and_zone_device_with_ratios_to_the_limit() {
     let common = ["--quick", "--no-progress", "--json", "--rounds", "1", "--threads", "1"];
-    for cfg in memmap_core::KernelConfig::PRESETS {
+    for &cfg in memmap_core::KernelConfig::ALL {
         let h = hugetlb_init::Hstate::new(&cfg, 1 << 30).expect("every preset has 1 GiB pages");
         let tails = h.nr_pages() - h.vmemmap_reserve_pages::<memmap_core::Page64>();
         let hvo = hugetlb_init::hvo_availability::<memmap_core::Page64>(

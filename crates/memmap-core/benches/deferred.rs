@@ -15,6 +15,7 @@
 //! memmap). The bench program `memmap-bench` runs the full-size scenarios.
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
+use memmap_core::Named;
 use std::hint::black_box;
 
 use std::time::{Duration, Instant};
@@ -76,7 +77,8 @@ fn boot_and_full(c: &mut Criterion) {
     let mut g = group(c, "deferred");
     g.throughput(Throughput::Bytes(nr * 64));
     let variants = InitMode::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .flat_map(|m| [(m, BootOrder::Fused), (m, BootOrder::Kernel)])
         .filter(|&(m, o)| m != InitMode::Deferred || o == BootOrder::Fused);
     for (mode, order) in variants {

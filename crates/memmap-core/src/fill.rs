@@ -1,13 +1,5 @@
-//! The strategy policy of every initializer of this crate (ZONE_DEVICE init, node boot,
-//! deferred init, on-demand expansion, hotplug) and of `hugetlb-init` (gigantic-page tails):
-//! which [`Strategy`] a job uses and why ([`resolve`], [`FillOptions`], [`StrategyReason`]).
-//!
-//! [`Strategy::Slow`] is the kernel's per-page code; [`Strategy::Template`] and
-//! [`Strategy::Streaming`] copy one slow-path page with normal or `stream-hal` streaming stores
-//! (the copy engine of the memmap's access path); [`Strategy::Auto`] follows the kernel's rules
-//! (slow path while the `page_ref_set` tracepoint is active or with KASAN/KMSAN, and in
-//! sanitizer builds) and a size threshold from the machine's caches and the caller's [`Reuse`]
-//! hint.
+//! The strategy policy of every initializer (this crate's and `hugetlb-init`'s): which
+//! [`Strategy`] a job uses and why ([`resolve`], [`FillOptions`], [`StrategyReason`]).
 
 use core::fmt;
 
@@ -82,20 +74,10 @@ impl fmt::Display for StrategyReason {
 /// [`Strategy::Auto`] starts streaming.
 ///
 /// Auto streams a job of `bytes` bytes of struct pages when `bytes >=`
-/// [`FillOptions::threshold`]: the explicit [`FillOptions::threshold_bytes`] if set, else
-/// `stream-hal`'s rule for the machine's caches and the [`Reuse`] hint
-/// ([`stream_hal::streaming_threshold`]):
-///
-/// * [`Reuse::WriteOnce`], the default, is the kernel's case: a memmap written at boot or
-///   device bind and read much later. It streams from 4 KiB of struct pages
-///   ([`stream_hal::WRITE_ONCE_FLOOR`]), so the memmap does not push the caller's data out of
-///   the cache and no struct page is read from memory before it is overwritten.
-/// * [`Reuse::ReadSoon`]: the caller reads the struct pages right after the job. It streams
-///   only from three quarters of one CPU's share of the last-level cache, where the memmap
-///   would not stay cached until it is read anyway.
-///
-/// The fused node boot's runs that it frees right after writing them are `ReadSoon` jobs of
-/// one window, whatever the options say ([`StrategyReason::ReadBackSoon`]).
+/// [`FillOptions::threshold`]: [`FillOptions::threshold_bytes`] if set, else
+/// [`stream_hal::streaming_threshold`] for the [`Reuse`] hint ([`Reuse::WriteOnce`], the
+/// kernel's case, streams from a few KiB; [`Reuse::ReadSoon`] only where the memmap would not
+/// stay cached anyway).
 ///
 /// ```
 /// use memmap_core::{FillOptions, Strategy};
@@ -222,17 +204,9 @@ fn sanitizer_build() -> bool {
     matches!(stream_hal::backend(), stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_)))
 }
 
-/// The strategy a job actually uses for a request of `requested` (never [`Strategy::Auto`]),
-/// and why:
-///
-/// * [`Strategy::Slow`] is always honoured;
-/// * every other request falls back to Slow while the `page_ref_set` tracepoint is active
-///   (every page must emit its event; the kernel's
-///   `zone_device_page_init_optimization_enabled()`) and when KASAN or KMSAN is configured;
-/// * [`Strategy::Template`] and [`Strategy::Streaming`] are otherwise honoured;
-/// * [`Strategy::Auto`] chooses Slow in a sanitizer build (`stream-hal` generic for a
-///   sanitizer), Streaming at or above the job's threshold and Template below it (with the
-///   reason [`StrategyReason::ReadBackSoon`] for a [`Reuse::ReadSoon`] job).
+/// The strategy a job uses for a request of `requested`, and why (the rules are on
+/// [`FillOptions::resolve`]; a [`Reuse::ReadSoon`] job below its threshold gives
+/// [`StrategyReason::ReadBackSoon`]).
 #[must_use]
 pub(crate) fn resolve(cfg: &KernelConfig, requested: Strategy, job: &Job) -> (Strategy, StrategyReason) {
     match requested {

@@ -2,16 +2,13 @@
 //! allocator encodes a free block in its head's struct page, defined once for the node's
 //! allocator ([`Node`](crate::Node)) and memory hotplug ([`HotplugZone`](crate::HotplugZone)).
 //!
-//! * [`FreeLists`]: the list heads `zone->free_area[order].free_list[mt]` (at modelled kernel
-//!   addresses, so the first and last block of a list point at a recognisable address) and
-//!   their `nr_free`, per order and migrate type.
-//! * [`Rules`]: the release's encodings and orders: the `page_type` of a free block's head
-//!   ([`buddy_page_type`]), `MAX_PAGE_ORDER`, `pageblock_order`, and whether a free larger
-//!   than a pageblock is split into pageblocks (6.10+), the list poison `list_del()` leaves.
+//! [`FreeLists`] are the list heads `zone->free_area[order].free_list[mt]` (at modelled kernel
+//! addresses) with their `nr_free`; [`Rules`] the release's encodings (the free head's
+//! `page_type`, [`buddy_page_type`]) and orders.
 
 use crate::model::config::KernelConfig;
 use crate::model::flags::{MigrateType, PageType};
-use crate::model::page::offsets;
+use crate::offsets;
 
 /// Orders the model keeps free lists for (`MAX_PAGE_ORDER` must be below this).
 pub(crate) const MAX_ORDERS: usize = 24;

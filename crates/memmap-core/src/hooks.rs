@@ -1,11 +1,5 @@
-//! Hooks the initializers call: `cond_resched()` and the `page_ref_set` tracepoint.
-//!
-//! `cond_resched` is a hook. The initializers call
-//! [`InitHooks::cond_resched`] at every pageblock-aligned PFN they initialize, as the kernel
-//! does (`__init_zone_device_page`, `memmap_init_range`); the bench program drives its progress
-//! bar from it. [`InitHooks::page_ref_set`] receives one event per `set_page_count()` /
-//! `init_page_count()` while the tracepoint is enabled (and the configuration has
-//! `CONFIG_DEBUG_PAGE_REF`), exactly where the kernel emits `trace_page_ref_set`.
+//! Hooks the initializers call: `cond_resched()` at every pageblock-aligned PFN, and the
+//! `page_ref_set` tracepoint where the kernel emits it.
 
 use crate::model::flags::MigrateType;
 

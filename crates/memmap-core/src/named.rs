@@ -1,11 +1,6 @@
-//! Named values: [`Named`], and [`named!`](crate::named!), the one way an enum of the crate
-//! family gets its `ALL`, `name`, `from_name` and `Display`.
-//!
-//! A command line, a report or a configuration file spells a value by its name; [`Named`] is
-//! what such a front end is generic over (the bench's clap value parser is one adapter for
-//! every named type). [`named!`](crate::named!) writes the enum's items from one list of
-//! `Variant => "name"` pairs, so the list of values, their names and the parser cannot
-//! disagree: the `match` of `name` is exhaustive and `ALL` is the same list.
+//! Named values: [`Named`], what a command line or report spelling a value by its name is
+//! generic over, and [`named!`](crate::named!), which implements it for an enum from one
+//! `Variant => "name"` list (so the values, their names and the parser cannot disagree).
 
 /// A type whose values have names: every value, each one's name, and the inverse.
 ///
@@ -25,12 +20,13 @@ pub trait Named: Copy + 'static {
     }
 }
 
-/// Implements [`Named`] for an enum from its `Variant => "name"` list, with the inherent items
-/// `ALL` (an array), `const fn name` and `from_name`, and a `Display` that writes the name.
-/// `no_display` after the type leaves `Display` to the enum (where it must say more than the
-/// name).
+/// Implements [`Named`] for an enum from its `Variant => "name"` list, with an inherent
+/// `const fn name` (for const contexts) and a `Display` that writes the name (`no_display` after
+/// the type leaves `Display` to the enum).
 ///
 /// ```
+/// use memmap_core::Named;
+///
 /// #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 /// enum Side {
 ///     Left,
@@ -57,29 +53,19 @@ macro_rules! named {
     ($ty:ident, no_display { $($variant:ident => $name:literal),+ $(,)? }) => {
         $crate::named!(@items $ty { $($variant => $name),+ });
     };
-    (@items $ty:ident { $v0:ident => $n0:literal $(, $variant:ident => $name:literal)* }) => {
+    (@items $ty:ident { $($variant:ident => $name:literal),+ }) => {
         impl $ty {
-            #[doc = concat!("Every `", stringify!($ty), "`, in the order listings show them.")]
-            pub const ALL: [$ty; [$n0 $(, $name)*].len()] = [$ty::$v0 $(, $ty::$variant)*];
-
-            #[doc = concat!("The value's name: `", $n0, "`" $(, ", `", $name, "`")*, ".")]
+            #[doc = "The value's name (`Named::name`, usable in const contexts)."]
             #[must_use]
             pub const fn name(self) -> &'static str {
                 match self {
-                    $ty::$v0 => $n0,
-                    $($ty::$variant => $name,)*
+                    $($ty::$variant => $name,)+
                 }
-            }
-
-            #[doc = concat!("The value named `s` (the inverse of [`", stringify!($ty), "::name`]).")]
-            #[must_use]
-            pub fn from_name(s: &str) -> Option<$ty> {
-                <$ty as $crate::Named>::from_name(s)
             }
         }
 
         impl $crate::Named for $ty {
-            const ALL: &'static [$ty] = &$ty::ALL;
+            const ALL: &'static [$ty] = &[$($ty::$variant),+];
 
             fn name(self) -> &'static str {
                 $ty::name(self)
@@ -88,7 +74,7 @@ macro_rules! named {
     };
 }
 
-// The generated items are `pub`, the test's enum is not.
+// The generated `name` is `pub`, the test's enum is not.
 #[cfg(test)]
 #[allow(unreachable_pub)]
 mod tests {
@@ -111,7 +97,7 @@ mod tests {
     #[test]
     fn names_round_trip_and_display_can_be_left_to_the_type() {
         assert_eq!(<Loud as Named>::ALL, &[Loud::A, Loud::B]);
-        for v in Loud::ALL {
+        for &v in Loud::ALL {
             assert_eq!(Loud::from_name(v.name()), Some(v));
             assert_eq!(<Loud as Named>::name(v), v.name());
         }

@@ -1,13 +1,6 @@
-//! The parallel runner of the initializers that split a memmap, [`run_views`], and the
-//! thread-count policy every parallel runner takes, [`stream_par::Threads`] (from `stream-par`, the family's
-//! parallel runtime). The parallel ZONE_DEVICE init is
-//! [`memmap_init_zone_device_parallel`](crate::memmap_init_zone_device_parallel), deferred init
-//! is [`Node::deferred_init_memmap`](crate::Node::deferred_init_memmap).
-//!
-//! Every parallel runner is a padata job ([`padata_do_multithreaded`], from `stream-par`): the
-//! caller's thread participates, the chunks are aligned so that each is a valid call of the
-//! one-thread function on its own, and the result is byte-identical to one thread (property
-//! tests check it).
+//! The parallel runner of the initializers that split a memmap, [`run_views`]: a padata job
+//! ([`padata_do_multithreaded`]) over chunks that are each a valid one-thread call, with a
+//! byte-identical result.
 
 #[cfg(feature = "std")]
 use std::vec::Vec;
@@ -47,17 +40,11 @@ pub struct ViewsReport<T, R> {
 #[cfg(feature = "std")]
 /// The parallel runner of every initializer that splits a memmap: each [`Piece`] gets a view of
 /// its own struct pages ([`Memmap::split_at`]), and a padata job of up to `threads` workers
-/// (the caller participating) runs `work(view, data)` once per piece, taking consecutive
-/// pieces, at least `min_pieces` at a time. `work` runs on several threads at once but each
-/// piece's view and data on one only, so it needs `Sync` and the data `Send`.
+/// runs `work(view, data)` once per piece, at least `min_pieces` consecutive pieces at a time.
 ///
-/// Pieces must be disjoint, in PFN order and inside the memmap, and all but the last end at
-/// pageblock-aligned PFNs (or the memmap's end), where a memmap can be split; a piece's view
-/// starts at the pageblock that holds its first PFN, and the last one's ends at the end of the
-/// pageblock that holds its last PFN (a ZONE_DEVICE range is only subsection-aligned, and a
-/// pageblock can be larger: 32 MiB with 16 KiB pages), so the work must write only its piece. Workers that
-/// stream drain inside `work`, before it returns; the job's join publishes their stores to the
-/// caller.
+/// Pieces must be disjoint, in PFN order, inside the memmap, and all but the last end at a
+/// pageblock boundary (where a memmap can be split); a view covers whole pageblocks, so `work`
+/// must write only its piece, and drain its streaming stores before it returns.
 ///
 /// # Errors
 ///

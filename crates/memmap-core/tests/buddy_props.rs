@@ -5,13 +5,14 @@
 
 mod support;
 
+use memmap_core::Named;
 use std::collections::BTreeMap;
 
 use memmap_core::{
     BootOptions, FillOptions, Gfp, InitMode, KernelConfig, PageBlock, PfnRange, ReservedRange,
     Strategy as InitStrategy, StructPage, ZoneSpan,
 };
-use memmap_core::{Node, NodeLayout, Page64};
+use memmap_core::{Node, NodeLayout, Page64, pg_uninitialized_2m};
 use proptest::prelude::*;
 use support::{Storage, free_blocks, free_map, is_guard, layouts, maximal_blocks, tiny};
 
@@ -41,14 +42,14 @@ fn strategies() -> impl Strategy<Value = InitStrategy> {
 
 fn check_block(node: &mut Node<'_, Page64>, cfg: &KernelConfig, b: &PageBlock) {
     let fl = cfg.flags_layout().unwrap();
-    let bit = node.uninitialized_2m_bit();
+    let flagged = |p: &Page64| pg_uninitialized_2m(cfg).is_some_and(|bit| p.test_flag(bit));
     for pfn in b.pfn()..b.pfn() + b.nr_pages() {
         let p = node.read_page(pfn);
         assert!(!is_guard(&p), "uninitialized struct page {pfn:#x} handed out");
         assert_eq!(fl.zone(p.flags()), b.zone(), "pfn {pfn:#x}");
         assert_eq!(fl.node(p.flags()), NID, "pfn {pfn:#x}");
         assert_eq!(p.mapcount(), -1, "pfn {pfn:#x}");
-        assert!(!p.test_flag(bit) || node.options().mode != InitMode::OnDemand);
+        assert!(!flagged(&p) || node.options().mode != InitMode::OnDemand);
         assert_eq!(p.refcount(), i32::from(pfn == b.pfn()), "pfn {pfn:#x}");
     }
 }
@@ -93,7 +94,7 @@ proptest! {
                     node.deferred_init_memmap_serial();
                 }
                 Op::Expand(x) => {
-                    let span = node.span();
+                    let span = node.layout().span();
                     let _ = node.ensure_initialized(span.start + x % span.len(), 1);
                 }
             }
@@ -125,7 +126,7 @@ proptest! {
         let mut od_st = Storage::new(&cfg, span, false);
         let (mut od, _) = od_st.boot(cfg, l, &BootOptions { fill: FillOptions::new(strategy), ..BootOptions::new(InitMode::OnDemand) });
         let bs = cfg.pageblock_nr_pages();
-        let bit = od.uninitialized_2m_bit();
+        let bit = pg_uninitialized_2m(od.config()).unwrap();
         let flagged: Vec<u64> = (span.start..span.end)
             .step_by(1)
             .filter(|&p| p % bs == 0)
@@ -150,7 +151,7 @@ fn drain_and_refill_every_zone() {
     let memory = [PfnRange::new(pps + 1, 5 * pps - 7)];
     let reserved = [ReservedRange::new(3 * pps + 3, 3 * pps + 9)];
     let l = NodeLayout { nid: NID, zones: &zones, memory: &memory, reserved: &reserved };
-    for mode in InitMode::ALL {
+    for mode in InitMode::ALL.iter().copied() {
         let mut st = Storage::new(&cfg, l.span(), false);
         let (node, _) = st.boot(cfg, l, &BootOptions::new(mode));
         for z in &zones {

@@ -4,6 +4,7 @@
 
 mod support;
 
+use memmap_core::Named;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
@@ -336,7 +337,7 @@ fn full_max_order_blocks_freed_at_max_order_partial_ones_at_order_0() {
     let mut st = Storage::new(&cfg, l.span(), false);
     let (mut node, r) = st.boot(cfg, l, &BootOptions::new(InitMode::Deferred));
     let fdp = r.first_deferred_pfn.unwrap();
-    let (max0, zero0) = (node.stats().free_core(cfg.max_page_order), node.stats().free_core(0));
+    let (max0, zero0) = (free_core(&node, cfg.max_page_order), free_core(&node, 0));
     node.deferred_init_memmap(stream_par::Threads::Fixed(2));
     let (mut full, mut partial) = (0, 0);
     let end = zones[0].span.end;
@@ -349,8 +350,8 @@ fn full_max_order_blocks_freed_at_max_order_partial_ones_at_order_0() {
         }
     }
     assert!(full > 0 && partial > 0, "the layout has both kinds");
-    assert_eq!(node.stats().free_core(cfg.max_page_order) - max0, full);
-    assert_eq!(node.stats().free_core(0) - zero0, partial);
+    assert_eq!(free_core(&node, cfg.max_page_order) - max0, full);
+    assert_eq!(free_core(&node, 0) - zero0, partial);
     let pbn = cfg.pageblock_nr_pages();
     // deferred_free_pages() sets the migrate type at the pageblock-aligned free pfns.
     for pb in (fdp..end).step_by(pbn as usize) {
@@ -358,6 +359,11 @@ fn full_max_order_blocks_freed_at_max_order_partial_ones_at_order_0() {
             assert_eq!(node.pageblock_migratetype(pb), Some(MigrateType::Movable), "pageblock {pb:#x}");
         }
     }
+}
+
+/// `__free_pages_core()` calls of `order` so far.
+fn free_core(node: &Node<'_, Page64>, order: u32) -> u64 {
+    node.stats().free_core_calls[order as usize].load(std::sync::atomic::Ordering::Relaxed)
 }
 
 // ---------------------------------------------------------------- deferred_grow_zone
@@ -441,8 +447,8 @@ mod single_pass_equals_the_kernel_order {
         let mut pages = pages.to_vec();
         for (pfn, _) in lists.iter().flat_map(|(_, b)| b) {
             let p = &mut pages[(pfn - base) as usize];
-            p.set_word(1, 0);
-            p.set_word(2, 0);
+            p.words_mut()[1] = 0;
+            p.words_mut()[2] = 0;
         }
         pages
     }
@@ -497,7 +503,7 @@ mod single_pass_equals_the_kernel_order {
         let zones = [ZoneSpan::new(2, 4 * pps, 12 * pps)];
         let memory = [PfnRange::new(4 * pps, 12 * pps)];
         let l = layout(NID, &zones, &memory, &[]);
-        for strategy in Strategy::ALL {
+        for strategy in Strategy::ALL.iter().copied() {
             let opts =
                 BootOptions { fill: FillOptions::new(strategy), ..BootOptions::new(InitMode::Deferred) };
             let (_, _, lists, single, used) = outcome(cfg, &l, &opts, Some(Threads::Fixed(2)));

@@ -12,6 +12,7 @@
 
 mod support;
 
+use memmap_core::Named;
 use memmap_core::{
     DevPagemap, DrainPolicy, InitOptions, KernelConfig, KernelVersion, MemoryType, Page64, Page72, Strategy,
     StrategyReason, StructPage, VmemAltmap, ZoneDeviceRange,
@@ -39,7 +40,7 @@ fn shifts() -> impl proptest::strategy::Strategy<Value = u32> {
 
 fn case() -> impl proptest::strategy::Strategy<Value = Case> {
     (
-        prop::sample::select(KernelConfig::PRESETS.to_vec()),
+        prop::sample::select(KernelConfig::ALL.to_vec()),
         any::<bool>(),
         prop::sample::select(MemoryType::ALL.to_vec()),
         shifts(),
@@ -88,7 +89,7 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
                 let start = (raw_start / ppc) * ppc;
                 let nr = count * ppc;
                 let mut pgmap = DevPagemap::new(memory_type).with_vmemmap_shift(shift);
-                pgmap.addr = DevPagemap::DEFAULT_ADDR + (addr_salt % 4096) * 64;
+                pgmap.addr += (addr_salt % 4096) * 64;
                 if altmap {
                     // reserve + free is a whole number of compounds, split at random.
                     let offset = reserve_units.min(count - 1) * ppc;
@@ -97,7 +98,7 @@ fn case() -> impl proptest::strategy::Strategy<Value = Case> {
                         pgmap.with_altmap(VmemAltmap { base_pfn: start, reserve, free: offset - reserve });
                 }
                 let cfg = with_debug_page_ref(cfg);
-                let nid = nid & memmap_core::FlagsLayout::compute(&cfg).unwrap().nodes_mask() as u32;
+                let nid = nid & cfg.flags_layout().unwrap().nodes_mask() as u32;
                 Case {
                     cfg,
                     layout72,
@@ -186,9 +187,9 @@ fn corner_matrix_equal_slow() {
     // Under Miri (about 10^4 times slower) a representative slice of the matrix.
     let shifts: &[u32] = if cfg!(miri) { &[0, 2] } else { &[0, 1, 2, 9] };
     let presets: &[KernelConfig] =
-        if cfg!(miri) { &[KernelConfig::X86_64_CLASSIC_SPARSE] } else { &KernelConfig::PRESETS };
+        if cfg!(miri) { &[KernelConfig::X86_64_CLASSIC_SPARSE] } else { KernelConfig::ALL };
     let types: &[MemoryType] =
-        if cfg!(miri) { &[MemoryType::FsDax, MemoryType::Generic] } else { &MemoryType::ALL };
+        if cfg!(miri) { &[MemoryType::FsDax, MemoryType::Generic] } else { MemoryType::ALL };
     let tracepoints: &[bool] = if cfg!(miri) { &[false] } else { &[false, true] };
     for &cfg in presets {
         for &ty in types {

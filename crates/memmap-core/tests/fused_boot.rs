@@ -7,6 +7,7 @@
 
 mod support;
 
+use memmap_core::Named;
 use std::sync::atomic::Ordering;
 
 use memmap_core::{
@@ -228,7 +229,7 @@ fn windows_cut_by_every_boundary_match() {
         if cfg!(miri) { &[Some(6)] } else { &[None, Some(0), Some(6), Some(7), Some(9), Some(12)] };
     for &w in windows {
         let order = w.map_or(BootOrder::Fused, |order| BootOrder::FusedWindow { order });
-        for mode in InitMode::ALL {
+        for mode in InitMode::ALL.iter().copied() {
             for strategy in strategies() {
                 check(cfg, &l, mode, strategy, order, false);
             }
@@ -341,7 +342,7 @@ fn a_window_over_a_zone_gap_and_noinit_memory_matches() {
     let reserved =
         [ReservedRange::new(1535, 1535), ReservedRange::noinit(566, 830), ReservedRange::new(568, 568)];
     let l = NodeLayout { nid: 44, zones: &zones, memory: &memory, reserved: &reserved };
-    for mode in InitMode::ALL {
+    for mode in InitMode::ALL.iter().copied() {
         for strategy in strategies() {
             check(tiny(), &l, mode, strategy, BootOrder::FusedWindow { order: 13 }, false);
         }

@@ -199,7 +199,7 @@ fn panic_message(f: impl FnOnce()) -> String {
 fn flag_bits_of_64_and_more_name_no_flag() {
     with_memmap(KernelConfig::X86_64, 0x1000, 16, |m| {
         let mut p = Page64::ZEROED;
-        p.set_flags(0x00ff_00ff_00ff_00fe);
+        p.set_u64_at(memmap_core::offsets::FLAGS, 0x00ff_00ff_00ff_00fe);
         m.write(0x1000, p);
         for bit in [64, 65, 127, 1 << 20, u32::MAX] {
             m.set_flag(0x1000, bit);

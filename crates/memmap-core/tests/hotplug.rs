@@ -8,8 +8,7 @@ mod support;
 
 use memmap_core::{
     CountingHooks, HotplugError, HotplugTarget, HotplugZone, KernelConfig, KernelVersion, Memmap,
-    MigrateType, OnlineOptions, Page64, Page72, PageType, Strategy, StructPage, online_pages,
-    pageblocks_needed,
+    MigrateType, OnlineOptions, Page64, Page72, Strategy, StructPage, online_pages, pageblocks_needed,
 };
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
@@ -104,15 +103,31 @@ fn a_hot_added_dimm_holds_the_list_poison_at_the_second_pageblock_of_every_block
         let own = m.vaddr(pfn) + 8;
         match pfn % 0x400 {
             0 => {
-                assert_eq!(p.page_type(), PageType::word(PageType::BUDDY), "pfn {pfn:#x}");
-                assert_eq!(p.private(), 10);
+                assert_eq!(p.page_type(), 0xf000_0000, "pfn {pfn:#x}: PGTY_buddy << 24");
+                assert_eq!(p.u64_at(memmap_core::offsets::PRIVATE), 10);
             }
             0x200 => {
-                assert_eq!((p.lru_next(), p.lru_prev(), p.private()), (POISON1, POISON2, 0), "pfn {pfn:#x}");
+                assert_eq!(
+                    (
+                        p.u64_at(memmap_core::offsets::LRU_NEXT),
+                        p.u64_at(memmap_core::offsets::LRU_PREV),
+                        p.u64_at(memmap_core::offsets::PRIVATE)
+                    ),
+                    (POISON1, POISON2, 0),
+                    "pfn {pfn:#x}"
+                );
                 assert_eq!(p.page_type(), u32::MAX);
             }
             _ => {
-                assert_eq!((p.lru_next(), p.lru_prev(), p.page_type()), (own, own, u32::MAX), "pfn {pfn:#x}");
+                assert_eq!(
+                    (
+                        p.u64_at(memmap_core::offsets::LRU_NEXT),
+                        p.u64_at(memmap_core::offsets::LRU_PREV),
+                        p.page_type()
+                    ),
+                    (own, own, u32::MAX),
+                    "pfn {pfn:#x}"
+                );
             }
         }
         if pfn % 512 == 0 {
@@ -141,7 +156,7 @@ fn before_6_10_blocks_go_to_the_tail_unpoisoned() {
     zone.for_each_free_block(&m, 10, MigrateType::Movable, |p| order.push(p));
     assert_eq!(order, (0..32).map(|k| base + k * 0x400).collect::<Vec<_>>());
     let p = m.read(base + 0x200);
-    assert_eq!(p.lru_next(), m.vaddr(base + 0x200) + 8);
+    assert_eq!(p.u64_at(memmap_core::offsets::LRU_NEXT), m.vaddr(base + 0x200) + 8);
     assert_eq!(m.layout().zone(p.flags()), 3);
     // 6.1's page_type encoding: ~PG_buddy.
     assert_eq!(m.read(base).page_type(), 0xffff_ff7f);

@@ -132,7 +132,12 @@ fn the_altmap_part_is_initialized_as_reserved_pages() {
             for pfn in BASE + 2..BASE + 4608 {
                 let p = r.page(pfn);
                 let own = vaddr::<Page64>(&cfg, pfn) + 8;
-                assert_eq!((p.lru_next(), p.lru_prev()), (own, own), "{} {s} {pfn:#x}", cfg.version);
+                assert_eq!(
+                    (p.u64_at(memmap_core::offsets::LRU_NEXT), p.u64_at(memmap_core::offsets::LRU_PREV)),
+                    (own, own),
+                    "{} {s} {pfn:#x}",
+                    cfg.version
+                );
                 assert!(p.test_flag(PG::RESERVED));
                 assert_eq!((p.refcount(), p.mapcount()), (1, -1));
                 assert_eq!((l.zone(p.flags()), l.node(p.flags())), (cfg.zone_device(), 1));

@@ -62,7 +62,7 @@ fn boot_and_check(cfg: KernelConfig, want: &Expected, opts: &BootOptions) -> Vec
     for &(pfn, order) in &blocks {
         let p = node.read_page(pfn);
         assert_eq!(p.page_type(), want.buddy_type, "{what}: free block head {pfn:#x}");
-        assert_eq!(p.private(), u64::from(order), "{what}");
+        assert_eq!(p.u64_at(memmap_core::offsets::PRIVATE), u64::from(order), "{what}");
         assert!(!p.test_flag(want.reserved), "{what}: a free page is not reserved");
     }
     let free = |p: u64| blocks.iter().any(|&(b, o)| b <= p && p < b + (1 << o));

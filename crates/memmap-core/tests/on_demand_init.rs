@@ -41,7 +41,7 @@ fn on_demand_blocks(reserved: bool, test: impl FnOnce(KernelConfig, NodeLayout<'
 fn ondemand_one_initialized_page_and_the_flag_per_block() {
     on_demand_blocks(false, |cfg, l, node| {
         let bs = cfg.pageblock_nr_pages();
-        let bit = node.uninitialized_2m_bit();
+        let bit = pg_uninitialized_2m(node.config()).unwrap();
         assert_eq!(Some(bit), pg_uninitialized_2m(&cfg));
         assert_eq!(bit, cfg.nr_pageflags);
         let s0 = l.zones[0].span.start;
@@ -66,7 +66,7 @@ fn ondemand_one_initialized_page_and_the_flag_per_block() {
 fn ondemand_expansion_is_idempotent_and_precedes_allocator_use() {
     on_demand_blocks(false, |cfg, _, node| {
         let bs = cfg.pageblock_nr_pages();
-        let bit = node.uninitialized_2m_bit();
+        let bit = pg_uninitialized_2m(node.config()).unwrap();
         let block = node.alloc_pages(ZONE, 0, Gfp::NONE).expect("a page");
         let pfn = block.pfn();
         let base = pfn & !(bs - 1);
@@ -92,7 +92,7 @@ fn ondemand_expansion_is_idempotent_and_precedes_allocator_use() {
 #[test]
 fn ondemand_flag_is_checked_at_free_and_at_prep() {
     on_demand_blocks(false, |_, l, node| {
-        let bit = 1u64 << node.uninitialized_2m_bit();
+        let bit = 1u64 << pg_uninitialized_2m(node.config()).unwrap();
         assert_ne!(node.page_flags_check_at_prep() & bit, 0);
         assert_ne!(node.page_flags_check_at_free() & bit, 0);
         assert_ne!(node.page_flags_check_at_free() & 1 << PG::RESERVED, 0);

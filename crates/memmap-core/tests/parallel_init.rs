@@ -10,6 +10,7 @@
 
 mod support;
 
+use memmap_core::Named;
 use memmap_core::{
     DevPagemap, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType, Page64, Page72, RecordingHooks,
     Strategy, StructPage, VmemAltmap, ZoneDeviceRange, memmap_init_zone_device,
@@ -133,7 +134,7 @@ fn check<P: StructPage>(c: &Case) -> Result<(), TestCaseError> {
 
 fn case() -> impl proptest::strategy::Strategy<Value = Case> {
     (
-        prop::sample::select(KernelConfig::PRESETS.to_vec()),
+        prop::sample::select(KernelConfig::ALL.to_vec()),
         prop::sample::select(vec![None, Some(KernelVersion::V6_12), Some(KernelVersion::V6_1)]),
         prop::sample::select(MemoryType::ALL.to_vec()),
         prop::sample::select(vec![0u32, 1, 9, 18]),

@@ -5,14 +5,11 @@
 
 mod support;
 
-use core::mem::offset_of;
-
-use memmap_core::model::page::{CStructPage, CStructPageVirtual, folio, offsets};
+use memmap_core::Named;
 use memmap_core::{
-    DevPagemap, FlagsLayout, KernelConfig, MemoryType, Page64, Page72, Strategy, StructPage,
-    compound_nr_pages, vmemmap_can_optimize,
+    DevPagemap, KernelConfig, MemoryType, Page64, Page72, Strategy, StructPage, compound_nr_pages, folio,
+    offsets, vmemmap_can_optimize,
 };
-use proptest::prelude::*;
 use support::{range, run};
 
 // ---------------------------------------------------------------- struct page layout
@@ -22,16 +19,17 @@ fn size_is_64_and_offsets_match_the_kernel() {
     assert_eq!(size_of::<Page64>(), 64);
     assert_eq!(align_of::<Page64>(), 8);
     assert_eq!(Page64::SIZE, 64);
+    // The `#[repr(C)]` mirror of the C struct is checked against these at compile time.
     let expect = [
-        (offset_of!(CStructPage, flags), 0),
-        (offset_of!(CStructPage, lru_next), 8),
-        (offset_of!(CStructPage, lru_prev), 16),
-        (offset_of!(CStructPage, mapping), 24),
-        (offset_of!(CStructPage, index), 32),
-        (offset_of!(CStructPage, private), 40),
-        (offset_of!(CStructPage, mapcount), 48),
-        (offset_of!(CStructPage, refcount), 52),
-        (offset_of!(CStructPage, memcg_data), 56),
+        (offsets::FLAGS, 0),
+        (offsets::LRU_NEXT, 8),
+        (offsets::LRU_PREV, 16),
+        (offsets::MAPPING, 24),
+        (offsets::INDEX, 32),
+        (offsets::PRIVATE, 40),
+        (offsets::MAPCOUNT, 48),
+        (offsets::REFCOUNT, 52),
+        (offsets::MEMCG_DATA, 56),
     ];
     for (got, want) in expect {
         assert_eq!(got, want);
@@ -43,28 +41,29 @@ fn size_is_64_and_offsets_match_the_kernel() {
     }
     let words: [u64; 8] =
         core::array::from_fn(|i| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap()));
-    let p = Page64::from_words(words);
+    let mut p = Page64::ZEROED;
+    p.words_mut().copy_from_slice(&words);
     let at8 = |o: usize| u64::from_ne_bytes(bytes[o..o + 8].try_into().unwrap());
     let at4 = |o: usize| u32::from_ne_bytes(bytes[o..o + 4].try_into().unwrap());
     assert_eq!(p.flags(), at8(offsets::FLAGS));
     assert_eq!(p.pgmap(), at8(offsets::PGMAP));
     assert_eq!(p.compound_head(), at8(offsets::COMPOUND_HEAD));
-    assert_eq!(p.zone_device_data(), at8(offsets::ZONE_DEVICE_DATA));
-    assert_eq!(p.mapping(), at8(offsets::MAPPING));
-    assert_eq!(p.index(), at8(offsets::INDEX));
-    assert_eq!(p.private(), at8(offsets::PRIVATE));
+    assert_eq!(p.u64_at(memmap_core::offsets::ZONE_DEVICE_DATA), at8(offsets::ZONE_DEVICE_DATA));
+    assert_eq!(p.u64_at(memmap_core::offsets::MAPPING), at8(offsets::MAPPING));
+    assert_eq!(p.u64_at(memmap_core::offsets::INDEX), at8(offsets::INDEX));
+    assert_eq!(p.u64_at(memmap_core::offsets::PRIVATE), at8(offsets::PRIVATE));
     assert_eq!(p.mapcount() as u32, at4(offsets::MAPCOUNT));
     assert_eq!(p.refcount() as u32, at4(offsets::REFCOUNT));
-    assert_eq!(p.memcg_data(), at8(offsets::MEMCG_DATA));
+    assert_eq!(p.u64_at(memmap_core::offsets::MEMCG_DATA), at8(offsets::MEMCG_DATA));
 }
 
 #[test]
 fn want_page_virtual_layout_is_72_bytes_with_virtual_at_64() {
     assert_eq!(size_of::<Page72>(), 72);
-    assert_eq!(offset_of!(CStructPageVirtual, virtual_), offsets::VIRTUAL);
+    assert_eq!(offsets::VIRTUAL, 64);
     let mut p = Page72::ZEROED;
-    p.set_virtual_address(0xffff_8880_1234_5000);
-    assert_eq!(p.word(8), 0xffff_8880_1234_5000);
+    p.set_u64_at(offsets::VIRTUAL, 0xffff_8880_1234_5000);
+    assert_eq!(p.words()[8], 0xffff_8880_1234_5000);
     assert_eq!(Page64::ZEROED.virtual_address(), None);
 }
 
@@ -88,12 +87,12 @@ fn one_compound(order: u32) -> support::Run<Page64> {
 
 /// Reads a folio field (byte offset from the head, 64-byte layout) out of the run's pages.
 fn folio_u64(r: &support::Run<Page64>, head: u64, off: usize) -> u64 {
-    let (i, o) = folio::page_word(off);
+    let (i, o) = (off / 64, off % 64); // 64-byte struct pages
     r.page(head + i as u64).u64_at(o)
 }
 
 fn folio_u32(r: &support::Run<Page64>, head: u64, off: usize) -> u32 {
-    let (i, o) = folio::page_word(off);
+    let (i, o) = (off / 64, off % 64); // 64-byte struct pages
     r.page(head + i as u64).u32_at(o)
 }
 
@@ -116,29 +115,7 @@ fn at_u64(b: &[u8], off: usize) -> u64 {
 fn folio_fields_land_on_page_words() {
     let r = one_compound(9);
     let head = 1 << 20;
-    // `struct folio` on 64-bit, offsets from the head as the kernel lays them out
-    // (`include/linux/mm_types.h`): the folio constants must be those numbers.
-    let kernel = [
-        (folio::FLAGS_1, 64),
-        (folio::HEAD_1, 72),
-        (folio::LARGE_MAPCOUNT, 80),
-        (folio::NR_PAGES_MAPPED, 84),
-        (folio::ENTIRE_MAPCOUNT, 88),
-        (folio::PINCOUNT, 92),
-        (folio::MM_ID_MAPCOUNT, 96),
-        (folio::MM_IDS, 104),
-        (folio::MAPCOUNT_1, 112),
-        (folio::REFCOUNT_1, 116),
-        (folio::NR_PAGES, 120),
-        (folio::FLAGS_2, 128),
-        (folio::HEAD_2, 136),
-        (folio::DEFERRED_LIST, 144),
-        (folio::FLAGS_3, 192),
-        (folio::HEAD_3, 200),
-    ];
-    for (ours, theirs) in kernel {
-        assert_eq!(ours, theirs);
-    }
+    // The folio constants against `include/linux/mm_types.h` are a unit test of the model.
     // And the raw bytes at those offsets hold what prep_compound_head (and prep_compound_tail
     // for the `_head_N` words) stored.
     let b = folio_bytes(&r, head);
@@ -151,14 +128,14 @@ fn folio_fields_land_on_page_words() {
     }
     // And through the typed accessors.
     assert_eq!(folio_u64(&r, head, folio::FLAGS_1) & 0xff, 9, "order in _flags_1");
-    assert_eq!(folio_u32(&r, head, folio::LARGE_MAPCOUNT) as i32, -1);
-    assert_eq!(folio_u32(&r, head, folio::NR_PAGES_MAPPED), 0);
-    assert_eq!(folio_u32(&r, head, folio::ENTIRE_MAPCOUNT) as i32, -1);
-    assert_eq!(folio_u32(&r, head, folio::PINCOUNT), 0);
-    assert_eq!(folio_u32(&r, head, folio::MM_ID_MAPCOUNT) as i32, -1);
-    assert_eq!(folio_u32(&r, head, folio::MM_ID_MAPCOUNT + 4) as i32, -1);
-    assert_eq!(folio_u64(&r, head, folio::MM_IDS), 0);
-    assert_eq!(folio_u32(&r, head, folio::NR_PAGES), 512);
+    assert_eq!(folio_u32(&r, head, 80 /* large_mapcount */) as i32, -1);
+    assert_eq!(folio_u32(&r, head, 84 /* nr_pages_mapped */), 0);
+    assert_eq!(folio_u32(&r, head, 88 /* entire_mapcount */) as i32, -1);
+    assert_eq!(folio_u32(&r, head, 92 /* pincount */), 0);
+    assert_eq!(folio_u32(&r, head, 96 /* mm_id_mapcount */) as i32, -1);
+    assert_eq!(folio_u32(&r, head, 96 /* mm_id_mapcount */ + 4) as i32, -1);
+    assert_eq!(folio_u64(&r, head, 104 /* mm_ids */), 0);
+    assert_eq!(folio_u32(&r, head, 120 /* nr_pages */), 512);
 }
 
 /// `_mapcount_1` and `_refcount_1` are page\[1\]'s `_mapcount` and `_refcount`: folio bytes 112
@@ -179,7 +156,7 @@ fn entire_mapcount_and_pincount_overwrite_tail_mapping_of_page1() {
     // TAIL_MAPPING but {_entire_mapcount = -1, _pincount = 0}.
     for order in [1, 2, 9] {
         let r = one_compound(order);
-        let m = r.page((1 << 20) + 1).mapping();
+        let m = r.page((1 << 20) + 1).u64_at(memmap_core::offsets::MAPPING);
         assert_ne!(m, KernelConfig::X86_64.tail_mapping(), "order {order}");
         let bytes = m.to_ne_bytes();
         assert_eq!(i32::from_ne_bytes(bytes[..4].try_into().unwrap()), -1, "_entire_mapcount");
@@ -194,101 +171,24 @@ fn deferred_list_overwrites_page2_mapping_only_for_order_above_1() {
     let r = one_compound(2);
     let list = support::vaddr::<Page64>(&cfg, head + 2) + 16;
     assert_eq!(r.page(head + 2).u64_at(16), list, "_deferred_list.next");
-    assert_eq!(r.page(head + 2).mapping(), list, "_deferred_list.prev overwrites page[2].mapping");
+    assert_eq!(
+        r.page(head + 2).u64_at(memmap_core::offsets::MAPPING),
+        list,
+        "_deferred_list.prev overwrites page[2].mapping"
+    );
     // Order 1 has no page[2] to touch: the next struct page is not part of the compound.
     let r = one_compound(1);
     assert!(support::is_guard(r.page(head + 2)));
 }
 
 // ---------------------------------------------------------------- page-flags layout
-
-fn layouts() -> Vec<(KernelConfig, FlagsLayout)> {
-    let mut v: Vec<_> = KernelConfig::PRESETS.iter().map(|c| (*c, c.flags_layout().unwrap())).collect();
-    let arm64_64k =
-        KernelConfig { name: "arm64-64k", page_shift: 16, section_size_bits: 29, ..KernelConfig::ARM64 };
-    v.push((arm64_64k, arm64_64k.flags_layout().unwrap()));
-    let kasan_sw =
-        KernelConfig { name: "arm64-kasan-sw-tags", kasan: true, kasan_tag_width: 8, ..KernelConfig::ARM64 };
-    v.push((kasan_sw, kasan_sw.flags_layout().unwrap()));
-    v
-}
-
-fn field_masks(l: &FlagsLayout) -> Vec<(&'static str, u64)> {
-    let m = |w: u32, s: u32| if w == 0 { 0 } else { ((1u64 << w) - 1) << s };
-    vec![
-        ("section", m(l.sections_width, l.sections_pgshift)),
-        ("node", m(l.nodes_width, l.nodes_pgshift)),
-        ("zone", m(l.zones_width, l.zones_pgshift)),
-        ("last_cpupid", m(l.last_cpupid_width, l.last_cpupid_pgshift)),
-        ("kasan_tag", m(l.kasan_tag_width, l.kasan_tag_pgshift)),
-        ("lru_gen", m(l.lru_gen_width, l.lru_gen_pgshift)),
-        ("lru_refs", m(l.lru_refs_width, l.lru_refs_pgshift)),
-    ]
-}
-
-#[test]
-fn widths_fit_and_each_field_sits_at_its_pgshift() {
-    for (cfg, l) in layouts() {
-        assert!(l.field_bits() <= 64 - cfg.nr_pageflags, "{}", cfg.name);
-        let masks = field_masks(&l);
-        let mut union = 0u64;
-        let mut next_top = 64u32;
-        for (name, mask) in &masks {
-            assert_eq!(union & mask, 0, "{}: {name} overlaps another field", cfg.name);
-            union |= mask;
-            if *mask != 0 {
-                // Fields are packed downward from bit 63 in the kernel's order.
-                assert_eq!(64 - mask.leading_zeros(), next_top, "{}: {name} not packed", cfg.name);
-                next_top = mask.trailing_zeros();
-            }
-        }
-        let pageflags = (1u64 << cfg.nr_pageflags) - 1;
-        assert_eq!(union & pageflags, 0, "{}: fields overlap the NR_PAGEFLAGS flag bits", cfg.name);
-    }
-}
-
-#[test]
-fn zone_and_node_round_trip() {
-    for (cfg, l) in layouts() {
-        for zone in 0..cfg.max_nr_zones {
-            for nid in [0, 1, l.nodes_mask() as u32 / 2, l.nodes_mask() as u32] {
-                let f = l.set_links(0, zone, nid, 0);
-                assert_eq!(l.zone(f), zone, "{}", cfg.name);
-                assert_eq!(l.node(f), nid, "{}", cfg.name);
-            }
-        }
-    }
-}
-
-/// With classic SPARSEMEM the section number (`pfn >> 15` with 128 MiB sections of 4 KiB
-/// pages) sits in the top 19 bits of `page->flags` (`MAX_PHYSMEM_BITS - SECTION_SIZE_BITS` =
-/// 46 - 27); with SPARSEMEM_VMEMMAP the flags do not depend on the PFN.
-#[test]
-fn section_bits_equal_pfn_section_only_with_section_in_page_flags() {
-    for (cfg, l) in layouts() {
-        for (pfn, section) in [(0u64, 0u64), (32767, 0), (32768, 1), (5 << 15, 5), ((1 << 30) + 7, 1 << 15)] {
-            let f = l.set_links(0, 2, 1, cfg.pfn_to_section_nr(pfn));
-            if l.section_in_page_flags() {
-                assert_eq!(cfg.pfn_to_section_nr(pfn), section, "{}", cfg.name);
-                assert_eq!(f >> 45, section, "{}: section in bits 63..45", cfg.name);
-            } else {
-                assert_eq!(l.section(f), 0, "{}", cfg.name);
-                assert_eq!(
-                    f,
-                    l.set_links(0, 2, 1, 0),
-                    "{}: VMEMMAP flags must not depend on the pfn",
-                    cfg.name
-                );
-            }
-        }
-    }
-}
+// (the layout's own checks are unit tests of `model/config/layout.rs`)
 
 /// Initialized flags: PFN-independent with VMEMMAP (template-safe), changing at every
 /// 32768-PFN boundary without it.
 #[test]
 fn initialized_flags_depend_on_the_pfn_only_without_vmemmap() {
-    for cfg in KernelConfig::PRESETS {
+    for cfg in KernelConfig::ALL.iter().copied() {
         let start = 32768 - 4;
         let r = run::<Page64>(
             cfg,
@@ -309,23 +209,6 @@ fn initialized_flags_depend_on_the_pfn_only_without_vmemmap() {
             let l = cfg.flags_layout().unwrap();
             assert_eq!((l.section(before), l.section(after)), (0, 1));
         }
-    }
-}
-
-proptest! {
-    #![proptest_config(support::sized(256, 8))]
-
-    #[test]
-    fn setters_preserve_every_bit_outside_their_mask(flags: u64, zone in 0u32..8, node: u32, section: u64, which in 0usize..5) {
-        let (_, l) = layouts()[which];
-        let zm = l.zones_mask() << l.zones_pgshift;
-        let nm = l.nodes_mask() << l.nodes_pgshift;
-        let sm = l.sections_mask() << l.sections_pgshift;
-        prop_assert_eq!(l.set_zone(flags, zone) & !zm, flags & !zm);
-        prop_assert_eq!(l.set_node(flags, node) & !nm, flags & !nm);
-        prop_assert_eq!(l.set_section(flags, section) & !sm, flags & !sm);
-        // clear-then-OR: setting twice equals setting once with the last value.
-        prop_assert_eq!(l.set_zone(l.set_zone(flags, zone ^ 1), zone), l.set_zone(flags, zone));
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod support;
 
+use memmap_core::Named;
 use memmap_core::{
     DevPagemap, InitError, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType, MigrateType, PG,
     Page64, Page72, RecordingHooks, Strategy, StrategyReason, StructPage, VmemAltmap, ZoneDeviceRange,
@@ -36,16 +37,29 @@ fn init_single_page_runs_in_kernel_order() {
     let [ev] = hooks.page_ref_events[..] else { panic!("one init_page_count event expected") };
     assert_eq!(ev.val, 1);
     assert_eq!(ev.count, 1);
-    assert_eq!(ev.flags, l.set_links(0, 2, 3, 0), "links set, cpupid not yet reset");
+    let links = l.set_node(l.set_zone(0, 2), 3);
+    assert_eq!(ev.flags, links, "links set, cpupid not yet reset");
     assert_eq!(ev.mapcount, 0, "_mapcount not yet -1: zeroed before, set after init_page_count");
     assert_eq!(ev.mapping, 0);
     // Final bytes: the field table of `__init_single_page` (docs/kernel-model.md).
     let p = m.read(BASE + 2);
     let v = vaddr::<Page64>(&cfg, BASE + 2);
-    assert_eq!(p.flags(), l.cpupid_reset_last(l.set_links(0, 2, 3, 0)));
-    assert_eq!((p.lru_next(), p.lru_prev()), (v + 8, v + 8), "INIT_LIST_HEAD self-pointers");
-    assert_eq!((p.mapping(), p.index(), p.private()), (0, 0, 0));
-    assert_eq!((p.mapcount(), p.refcount(), p.memcg_data()), (-1, 1, 0));
+    let last_cpupid = ((1u64 << l.last_cpupid_width) - 1) << l.last_cpupid_pgshift;
+    assert_eq!(p.flags(), links | last_cpupid, "page_cpupid_reset_last: LAST_CPUPID all ones");
+    assert_eq!(
+        (p.u64_at(memmap_core::offsets::LRU_NEXT), p.u64_at(memmap_core::offsets::LRU_PREV)),
+        (v + 8, v + 8),
+        "INIT_LIST_HEAD self-pointers"
+    );
+    assert_eq!(
+        (
+            p.u64_at(memmap_core::offsets::MAPPING),
+            p.u64_at(memmap_core::offsets::INDEX),
+            p.u64_at(memmap_core::offsets::PRIVATE)
+        ),
+        (0, 0, 0)
+    );
+    assert_eq!((p.mapcount(), p.refcount(), p.u64_at(memmap_core::offsets::MEMCG_DATA)), (-1, 1, 0));
     assert!(support::is_guard(&m.read(BASE + 1)) && support::is_guard(&m.read(BASE + 3)));
 }
 
@@ -87,7 +101,7 @@ fn every_initialized_page_is_reserved_device_zone_node_unmapped() {
                 // zone_device_data is word 16, which page[1] of a compound reuses for the
                 // _large_mapcount/_nr_pages_mapped pair and page[2] for _deferred_list.
                 if ppc == 1 || !matches!((pfn - BASE) % ppc, 1 | 2) {
-                    assert_eq!(p.zone_device_data(), 0, "{s} pfn {pfn:#x}");
+                    assert_eq!(p.u64_at(memmap_core::offsets::ZONE_DEVICE_DATA), 0, "{s} pfn {pfn:#x}");
                 }
                 assert_eq!(l.zone(p.flags()), cfg.zone_device());
                 assert_eq!(l.node(p.flags()), 5);
@@ -127,7 +141,7 @@ fn word8_is_pgmap_for_heads_and_the_compound_info_for_tails() {
 )]
 fn refcount_by_memory_type_and_zero_for_every_tail() {
     let cfg = cfg();
-    for ty in MemoryType::ALL {
+    for ty in MemoryType::ALL.iter().copied() {
         let want_head = if ty == MemoryType::Generic { 1 } else { 0 };
         for shift in [0, 4] {
             let pgmap = DevPagemap::new(ty).with_vmemmap_shift(shift);
@@ -158,13 +172,21 @@ fn tails_have_tail_mapping_except_page1_and_page2() {
                 let k = (pfn - BASE) % ppc;
                 let p = r.page(pfn);
                 match k {
-                    0 => assert_eq!(p.mapping(), 0),
-                    1 => assert_ne!(p.mapping(), tail_mapping),
-                    2 => assert_eq!(p.mapping(), vaddr::<Page64>(&cfg, pfn) + 16, "{s} shift {shift}"),
-                    _ => assert_eq!(p.mapping(), tail_mapping, "{s} shift {shift} pfn {pfn:#x}"),
+                    0 => assert_eq!(p.u64_at(memmap_core::offsets::MAPPING), 0),
+                    1 => assert_ne!(p.u64_at(memmap_core::offsets::MAPPING), tail_mapping),
+                    2 => assert_eq!(
+                        p.u64_at(memmap_core::offsets::MAPPING),
+                        vaddr::<Page64>(&cfg, pfn) + 16,
+                        "{s} shift {shift}"
+                    ),
+                    _ => assert_eq!(
+                        p.u64_at(memmap_core::offsets::MAPPING),
+                        tail_mapping,
+                        "{s} shift {shift} pfn {pfn:#x}"
+                    ),
                 }
                 if k != 1 {
-                    assert_eq!(p.private(), 0);
+                    assert_eq!(p.u64_at(memmap_core::offsets::PRIVATE), 0);
                 }
             }
         }
@@ -350,7 +372,7 @@ fn pr_debug_reports_nr_pages_after_the_altmap_adjustment() {
 )]
 fn tracepoint_emits_one_event_per_set_page_count() {
     let cfg = with_debug_page_ref(cfg());
-    for ty in MemoryType::ALL {
+    for ty in MemoryType::ALL.iter().copied() {
         for shift in [0, 3] {
             let pgmap = DevPagemap::new(ty).with_vmemmap_shift(shift);
             let nr = 64u64;
@@ -392,8 +414,8 @@ fn cfg_without_debug() -> KernelConfig {
     ignore = "thousands of struct pages: too slow for Miri; equivalence.rs covers these paths at Miri sizes"
 )]
 fn template_and_streaming_equal_slow_for_each_type_with_and_without_altmap() {
-    for cfg in KernelConfig::PRESETS {
-        for ty in MemoryType::ALL {
+    for cfg in KernelConfig::ALL.iter().copied() {
+        for ty in MemoryType::ALL.iter().copied() {
             for shift in [0, 1, 2, 9] {
                 for altmap in [false, true] {
                     let ppc = 1u64 << shift;
@@ -564,7 +586,7 @@ fn streaming_drains_at_the_upstream_points() {
 // ---------------------------------------------------------------- typed errors
 
 fn expect_err(range: ZoneDeviceRange, pgmap: DevPagemap, want: fn(&InitError) -> bool) {
-    for s in Strategy::ALL {
+    for s in Strategy::ALL.iter().copied() {
         let Err((e, untouched)) = run::<Page64>(cfg(), &range, &pgmap, s, false) else {
             panic!("{s}: {range:?} {pgmap:?} accepted");
         };
@@ -640,7 +662,7 @@ fn errors_vmemmap_shift_too_large_wrong_zone_bad_node() {
 
 #[test]
 fn zero_pages_is_a_no_op() {
-    for s in Strategy::ALL {
+    for s in Strategy::ALL.iter().copied() {
         let r = run::<Page64>(cfg(), &range(&cfg(), BASE, 0), &DevPagemap::new(MemoryType::FsDax), s, false)
             .unwrap();
         assert!(r.pages.iter().all(support::is_guard));

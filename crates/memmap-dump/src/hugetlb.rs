@@ -1,7 +1,7 @@
 //! `dump hugetlb`: boot-time or run-time gigantic pages ([`hugetlb_init`]), with real
 //! memfd-backed HVO on Linux, in memory.
 
-use memmap_core::model::page::offsets;
+use memmap_core::offsets;
 use memmap_core::{KernelConfig, MigrateType, Page64, Page72, Strategy, StructPage};
 
 use crate::error::DumpError;

@@ -21,7 +21,7 @@
 //! * `DIR/memmap.bin`: the raw bytes of the struct pages of PFNs `[start_pfn, start_pfn +
 //!   nr_pages)` in PFN order, exactly as they sit in memory (`struct_page_size` bytes each, words
 //!   in the byte order named by `endianness`). Field offsets are those of
-//!   [`memmap_core::model::page::offsets`]: `flags` @0, `lru.next`/`compound_head`/`pgmap` @8,
+//!   [`memmap_core::offsets`]: `flags` @0, `lru.next`/`compound_head`/`pgmap` @8,
 //!   `lru.prev`/`zone_device_data` @16, `mapping` @24, `index` @32, `private` @40,
 //!   `_mapcount`/`page_type` @48 (4 bytes), `_refcount` @52 (4 bytes), `memcg_data` @56,
 //!   `virtual` @64 (72-byte layout only).

@@ -16,6 +16,7 @@ use memmap_core::{
     FillOptions, InitHooks, KernelConfig, Memmap, MigrateType, NoHooks, PG, Page64, PageType, Strategy,
     StructPage, pageblocks_needed,
 };
+use memmap_core::{Named, offsets};
 #[allow(unused_imports)] // the std prelude, for the unit-test build of a no_std crate
 use std::{borrow::ToOwned, boxed::Box, format, string::String, string::ToString, vec, vec::Vec};
 
@@ -47,7 +48,7 @@ pub(super) fn run<P: StructPage>(
 /// node with one 1 GiB folio (to keep the debug build fast).
 fn each_case(mut f: impl FnMut(Hstate, HvoMode, Strategy, &Booted<Page64>)) {
     for h in hstates() {
-        for hvo in HvoMode::ALL {
+        for &hvo in HvoMode::ALL {
             for s in STRATEGIES {
                 // Miri: one 2 MiB folio per case.
                 let small = h == h1g() || cfg!(miri);
@@ -81,13 +82,25 @@ fn head_refcount_0_not_reserved_head_hugetlb_type() {
             let same_node = |j: usize| b.records.get(j).filter(|o| o.nid == r.nid);
             let next = i.checked_add(1).and_then(same_node).map_or(list_head, |o| lru(o.head_pfn));
             let prev = i.checked_sub(1).and_then(same_node).map_or(list_head, |o| lru(o.head_pfn));
-            assert_eq!((head.lru_next(), head.lru_prev()), (next, prev), "{what}");
-            assert_eq!(head.private() >> hugetlb_init::folio::HPG_FREED & 1, 1, "{what}: HPG_freed");
+            assert_eq!(
+                (head.u64_at(offsets::LRU_NEXT), head.u64_at(offsets::LRU_PREV)),
+                (next, prev),
+                "{what}"
+            );
+            assert_eq!(
+                head.u64_at(offsets::PRIVATE) >> hugetlb_init::folio::HPG_FREED & 1,
+                1,
+                "{what}: HPG_freed"
+            );
             let l = b.cfg.flags_layout().unwrap();
             assert_eq!(l.node(head.flags()), r.nid, "{what}");
             assert_eq!(l.zone(head.flags()), hugetlb_init::bootmem::ZONE_NORMAL, "{what}");
             // folio->private: HPG_vmemmap_optimized exactly when HVO optimized the folio.
-            assert_eq!(head.private() >> HPG_VMEMMAP_OPTIMIZED & 1 == 1, r.outcome.optimized(), "{what}");
+            assert_eq!(
+                head.u64_at(offsets::PRIVATE) >> HPG_VMEMMAP_OPTIMIZED & 1 == 1,
+                r.outcome.optimized(),
+                "{what}"
+            );
             assert_eq!(r.outcome.optimized(), hvo == HvoMode::On, "{what}");
         }
     });
@@ -127,7 +140,7 @@ pub(super) fn check_tail<P: StructPage>(b: &Booted<P>, head: u64, h: Hstate, idx
     if p.mapcount() != -1 {
         return err("_mapcount != -1");
     }
-    if p.private() != 0 {
+    if p.u64_at(offsets::PRIVATE) != 0 {
         return err("private != 0");
     }
     let expect_mapping = match idx {
@@ -139,7 +152,7 @@ pub(super) fn check_tail<P: StructPage>(b: &Booted<P>, head: u64, h: Hstate, idx
         3 if cfg.cgroup_hugetlb => 0,
         _ => cfg.tail_mapping(),
     };
-    if p.mapping() != expect_mapping {
+    if p.u64_at(offsets::MAPPING) != expect_mapping {
         return err("mapping");
     }
     let expect_word16 = match idx {
@@ -151,15 +164,15 @@ pub(super) fn check_tail<P: StructPage>(b: &Booted<P>, head: u64, h: Hstate, idx
         // INIT_LIST_HEAD(&page->lru).prev survives prep_compound_tail().
         _ => va(head + idx) + 8,
     };
-    if p.lru_prev() != expect_word16 {
+    if p.u64_at(offsets::LRU_PREV) != expect_word16 {
         return err("word 16");
     }
     let expect_index = if idx == 1 && cfg.mm_id { u64::MAX } else { 0 };
-    if p.index() != expect_index {
+    if p.u64_at(offsets::INDEX) != expect_index {
         return err("index");
     }
     let expect_memcg = if idx == 1 && cfg.nr_pages_in_large_folio { 1u64 << h.order() } else { 0 };
-    if p.memcg_data() & 0xffff_ffff != expect_memcg {
+    if p.u64_at(offsets::MEMCG_DATA) & 0xffff_ffff != expect_memcg {
         return err("memcg_data / _nr_pages");
     }
     if idx == 1 && p.flags() & 0xff != u64::from(h.order()) {
@@ -196,7 +209,7 @@ fn page3_mapping_without_cgroup_hugetlb_is_tail_mapping() {
     for s in STRATEGIES {
         let b = run::<Page64>(cfg, h2m(), 1, 1, s, HvoMode::Off);
         let head = b.records[0].head_pfn;
-        assert_eq!(b.page(head + 3).mapping(), cfg.tail_mapping());
+        assert_eq!(b.page(head + 3).u64_at(offsets::MAPPING), cfg.tail_mapping());
         check_tail(&b, head, h2m(), 3).unwrap();
     }
 }
@@ -305,7 +318,10 @@ fn partial_hvo_failure_falls_back_per_folio() {
                     let other = first_optimized.unwrap().head_pfn + idx;
                     assert_eq!(p, b.page(other));
                     assert_eq!(p.compound_head(), 0xffff_ffff_ffff_8001);
-                    assert_eq!((p.mapping(), p.private(), p.mapcount()), (b.cfg.tail_mapping(), 0, -1));
+                    assert_eq!(
+                        (p.u64_at(offsets::MAPPING), p.u64_at(offsets::PRIVATE), p.mapcount()),
+                        (b.cfg.tail_mapping(), 0, -1)
+                    );
                     assert_eq!(
                         (l.node(p.flags()), l.zone(p.flags())),
                         (r.nid, hugetlb_init::bootmem::ZONE_NORMAL)
@@ -384,10 +400,18 @@ fn prep_compound_head_runs_last_after_pg_head() {
             let p2 = b.page(r.head_pfn + 2);
             let what = format!("{h} {hvo:?} {s}");
             assert_eq!(p1.flags() & 0xff, u64::from(h.order()), "{what}: order (PG_head set first)");
-            assert_eq!(p1.mapping(), u64::from(u32::MAX), "{what}: _entire_mapcount/_pincount survived");
+            assert_eq!(
+                p1.u64_at(offsets::MAPPING),
+                u64::from(u32::MAX),
+                "{what}: _entire_mapcount/_pincount survived"
+            );
             assert_eq!(p1.u32_at(16), u32::MAX, "{what}: _large_mapcount");
             let list = vaddr::<Page64>(&b.cfg, r.head_pfn + 2) + 16;
-            assert_eq!((p2.lru_prev(), p2.mapping()), (list, list), "{what}: _deferred_list self-pointers");
+            assert_eq!(
+                (p2.u64_at(offsets::LRU_PREV), p2.u64_at(offsets::MAPPING)),
+                (list, list),
+                "{what}: _deferred_list self-pointers"
+            );
         }
     });
 }

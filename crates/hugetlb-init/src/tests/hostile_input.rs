@@ -190,12 +190,12 @@ fn the_shared_tail_search_stays_inside_the_memmap() {
     m.set_flag(head, bits.head);
     let mut h = m.read(head);
     h.set_u32_at(
-        memmap_core::model::page::offsets::PAGE_TYPE,
+        memmap_core::offsets::PAGE_TYPE,
         memmap_core::PageType::word(memmap_core::PageType::HUGETLB),
     );
     m.write(head, h);
     let mut p1 = m.read(head + 1);
-    p1.set_flags((p1.flags() & !0xff) | 18);
+    p1.set_u64_at(memmap_core::offsets::FLAGS, (p1.flags() & !0xff) | 18);
     m.write(head + 1, p1);
     let t = std::time::Instant::now();
     let mut remap = ModelRemap::default();

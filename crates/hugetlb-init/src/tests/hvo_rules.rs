@@ -8,8 +8,8 @@ use hugetlb_init::{
     BootRequest, Hstate, HugeBootmemPage, HugetlbError, HugetlbNode, HvoMode, HvoOutcome, HvoUnavailable,
     ModelRemap, NodeSpec,
 };
-use memmap_core::model::page::offsets;
 use memmap_core::{KernelConfig, Memmap, NoHooks, Page64, Page72, Strategy, StructPage};
+use memmap_core::{Named, offsets};
 #[allow(unused_imports)] // the std prelude, for the unit-test build of a no_std crate
 use std::{borrow::ToOwned, boxed::Box, format, string::String, string::ToString, vec, vec::Vec};
 
@@ -98,7 +98,7 @@ fn hvo_keeps_one_vmemmap_page_of_the_configurations_page_size() {
                     "{what}: one shared tail page"
                 );
                 assert_eq!(
-                    (tail.mapping(), tail.mapcount(), tail.refcount()),
+                    (tail.u64_at(offsets::MAPPING), tail.mapcount(), tail.refcount()),
                     (cfg.tail_mapping(), -1, 0),
                     "{what}"
                 );
@@ -128,7 +128,7 @@ fn layout72_reserve_is_56_and_every_tail_is_initialized() {
 #[test]
 fn tracepoint_forces_slow_and_counts_events() {
     let cfg = KernelConfig { debug_page_ref: true, ..cfg() };
-    for hvo in HvoMode::ALL {
+    for &hvo in HvoMode::ALL {
         let mut slow_events = None;
         for s in [Strategy::Slow, Strategy::Template, Strategy::Streaming, Strategy::Auto] {
             let b = boot_model::<Page64>(

@@ -2,6 +2,7 @@
 //! the memory saving is measured, writes to optimized tails fault, and the bytes equal the
 //! no_std model's.
 
+use memmap_core::Named;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
 #[allow(unused_imports)] // the std prelude, for the unit-test build of a no_std crate
@@ -173,7 +174,7 @@ fn real_hvo_view_equals_the_model() {
     for &(cfg, h, nodes, count, strategies) in cases {
         let specs: Vec<_> =
             packed(h, nodes, count).into_iter().map(|s| NodeSpec { zone: cfg.zone_normal(), ..s }).collect();
-        for hvo in HvoMode::ALL {
+        for hvo in HvoMode::ALL.iter().copied() {
             for &s in strategies {
                 let what = format!("{} {h} {hvo:?} {s}", cfg.name);
                 let p = params(s, hvo.params());

@@ -31,7 +31,7 @@ use crate::facts::zones::Class;
 use crate::facts::{Facts, NO_SECTION, STRUCT_PAGE};
 
 /// The offset of `lru` in a struct page.
-const LRU: u64 = memmap_core::model::page::offsets::LRU_NEXT as u64;
+const LRU: u64 = memmap_core::offsets::LRU_NEXT as u64;
 
 pub use super::boot_input::{KernelCounts, KernelPages, KernelZone, NodeInput, inputs};
 pub use super::boot_report::{

@@ -19,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
-use memmap_core::model::page::offsets;
+use memmap_core::offsets;
 use memmap_core::{KernelConfig, PfnRange, ReservedRange};
 use serde::{Deserialize, Serialize};
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use memmap_core::model::page::offsets;
+use memmap_core::offsets;
 
 use super::{Geometry, Normalizer, SP, Sym, kernel_normalizer, word};
 use crate::facts::{Facts, Region};

@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result, anyhow};
 use hugetlb_init::{Hstate, HvoMode};
+use memmap_core::Named;
 use memmap_core::{KernelConfig, MemoryType, Strategy};
 use memmap_dump::{HotplugDump, HugetlbDump, ZoneDeviceDump};
 

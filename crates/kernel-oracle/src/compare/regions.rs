@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, bail};
-use memmap_core::model::page::offsets;
+use memmap_core::offsets;
 
 use super::meta::{StaleField, compare_pageblocks, model_symbols, stale_fields, stale_ranges};
 use super::{

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
-use memmap_core::model::kconfig::Kconfig;
+use memmap_core::Kconfig;
 use memmap_core::{KernelConfig, KernelVersion, PfnRange};
 use serde::{Deserialize, Serialize};
 

@@ -7,8 +7,8 @@ use std::fs;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use memmap_core::model::page::folio::{self, v6_1};
-use memmap_core::model::page::offsets;
+use memmap_core::folio::{self, v6_1};
+use memmap_core::offsets;
 use memmap_core::{Arch, KernelConfig, KernelVersion, PageType, PfnRange};
 
 use crate::facts::{NO_SECTION, Region, STRUCT_PAGE};

@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use memmap_core::model::kconfig::Kconfig;
-use memmap_core::model::page::offsets;
 use memmap_core::{Arch, FlagsLayout, KernelConfig};
+use memmap_core::{Kconfig, offsets};
 
 use crate::facts::read::{
     Namespace, Sections, allocated_blocks, dump_pages, find_hugetlb, free_list_positions, module_passed,

@@ -395,7 +395,7 @@ fn loadavg() -> String {
 /// does not hold as written.
 #[must_use]
 pub fn fragment_mismatches(fragment: &str, config: &str) -> Vec<String> {
-    let kconfig = memmap_core::model::kconfig::Kconfig::new(config);
+    let kconfig = memmap_core::Kconfig::new(config);
     let mut out = Vec::new();
     for line in fragment.lines().map(str::trim) {
         let (symbol, want) =

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use memmap_core::Arch;
-use memmap_core::model::kconfig::Kconfig;
+use memmap_core::Kconfig;
 
 pub use crate::facts::Package;
 use apt::PrivateApt;

@@ -1,5 +1,6 @@
 //! `dump` and `diff`: the dump options checked against memory, and running them.
 
+use memmap_core::Named;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -22,7 +23,7 @@ fn dump_config(c: &DumpCommon) -> Result<KernelConfig, CliError> {
         let file = memmap_dump::read_user_file(path, MAX_USER_FILE_BYTES)
             .map_err(|e| CliError::Usage(format!("--kconfig: {e}")))?;
         cfg = cfg
-            .with_kconfig(&memmap_core::model::kconfig::Kconfig::new(&file.text))
+            .with_kconfig(&memmap_core::Kconfig::new(&file.text))
             .map_err(|e| CliError::Usage(format!("--kconfig {}: {e}", path.display())))?;
         eprintln!("kconfig: read {}", file.describe());
     }

@@ -1,57 +1,5 @@
-//! Memory hotplug: onlining a hot-added range of ordinary memory into `ZONE_NORMAL` or
-//! `ZONE_MOVABLE` (`mm/memory_hotplug.c`), on a [`Memmap`] of caller storage.
-//!
-//! What the kernel does for each memory block that is onlined (`online_pages()`):
-//!
-//! 1. `move_pfn_range_to_zone(zone, pfn, nr_pages, NULL, MIGRATE_ISOLATE)` →
-//!    `memmap_init_range(..., MEMINIT_HOTPLUG, ...)`: every struct page through
-//!    `__init_single_page()`, then `__SetPageOffline()` (`page_type = PGTY_offline << 24`);
-//!    every pageblock isolated (`MIGRATE_ISOLATE`; from 6.16 `MIGRATE_MOVABLE` with the
-//!    `PB_migrate_isolate` bit), `cond_resched()` at each pageblock-aligned pfn.
-//! 2. `online_pages_range()`: the range in chunks of `min(MAX_PAGE_ORDER, __ffs(pfn))` pages,
-//!    each through `generic_online_page()` → `__free_pages_core(page, order, MEMINIT_HOTPLUG)`:
-//!    `__ClearPageOffline()` and `set_page_count(0)` on every page, then `__free_pages_ok(...,
-//!    FPI_TO_TAIL)`. From 6.10 ([`Behaviour::free_splits_pageblocks`](crate::Behaviour::free_splits_pageblocks)) the free is split into
-//!    pageblocks (`split_large_buddy()`), and the second half of a `MAX_PAGE_ORDER` block merges
-//!    with the first inside the isolated pageblocks.
-//! 3. `undo_isolate_page_range(pfn, pfn + nr_pages, MIGRATE_MOVABLE)`: pageblock by pageblock,
-//!    `unset_migratetype_isolate()`. From 6.10 the first pageblock of a `MAX_PAGE_ORDER` block
-//!    takes the block off the list and frees its halves again (the first becomes a MOVABLE
-//!    order-9 block, the second stays isolated); the second pageblock then finds its head free
-//!    with a MOVABLE buddy, takes it off its list with `__isolate_free_page()` (`list_del()`:
-//!    `LIST_POISON1`/`LIST_POISON2` in its `lru`) and frees it again
-//!    (`__putback_isolated_page()`, to the tail of the list), which merges the block back to
-//!    `MAX_PAGE_ORDER`. Before 6.10, `move_freepages_block()` moves each block to the tail of
-//!    the MOVABLE list and nothing is poisoned.
-//!
-//! So a hot-added range onlined on 6.10+ holds, in every `MAX_PAGE_ORDER` block: the head as a
-//! free buddy (`PGTY_buddy`, the order in `private`, `lru` linked into the zone's free list),
-//! `LIST_POISON1`/`LIST_POISON2` in `lru` of the struct page at `head + pageblock_nr_pages`, and
-//! every other struct page as `__init_single_page()` left it with `_refcount` 0; all pageblocks
-//! MOVABLE; the blocks on the free list in ascending pfn order (each block goes to the tail), as
-//! in every release the oracle compared (Linux 7.2, 6.12 and 6.1: 256 MiB and 1 GiB DIMMs
-//! onlined into ZONE_NORMAL and ZONE_MOVABLE). The free-list algorithm itself is
-//! `mm/page_alloc.c`'s, run on the struct pages (the crate's one zone free-list model, over this module's `Buddy`), so other ranges (a start that is
-//! only pageblock-aligned, as with `memmap_on_memory`) get what the kernel's rules give them.
-//!
-//! ## The design
-//!
-//! The zone's free lists of the hot-added memory live in a [`HotplugZone`] the caller keeps
-//! across the memory blocks it onlines (the kernel onlines each memory block with its own
-//! `online_pages()` call); the struct pages live in the caller's [`Memmap`], which must cover
-//! every struct page the allocator may look at (the range and any memory onlined into the zone
-//! before it). Nothing is allocated. [`online_pages`] writes the struct pages three ways:
-//!
-//! * [`Strategy::Slow`]: the kernel's per-page code (steps 1 and 2 for every page, in order);
-//! * [`Strategy::Template`] / [`Strategy::Streaming`]: one struct page built through the slow
-//!   path and taken to the state `__free_pages_core()` leaves (`page_type` -1, `_refcount` 0),
-//!   copied into every other slot with the `lru` self-pointers refreshed (streamed, drained
-//!   once), pageblock-aligned struct pages stored normally (they get their migrate type and
-//!   `cond_resched()` there, and they are the only ones the free-list steps read and write);
-//!   then the same free-list steps.
-//!
-//! All three leave the same bytes, pageblocks, hook calls and free lists (the property tests in
-//! `tests/hotplug.rs`).
+//! Memory hotplug: onlining a hot-added range into `ZONE_NORMAL` or `ZONE_MOVABLE`
+//! (`mm/memory_hotplug.c`); the kernel's steps are documented on [`online_pages`].
 
 use core::fmt;
 
@@ -267,7 +215,7 @@ impl HotplugZone {
     ) {
         let page_of = |node: u64| {
             let pfn = memmap.vaddr_to_pfn(node.wrapping_sub(offsets::LRU_NEXT as u64))?;
-            Some((pfn, memmap.read(pfn).lru_next()))
+            Some((pfn, memmap.read(pfn).u64_at(crate::offsets::LRU_NEXT)))
         };
         self.lists.walk(order, mt, page_of, f);
     }
@@ -309,11 +257,18 @@ pub struct OnlineReport {
     pub drains: u64,
 }
 
-/// `online_pages(pfn, nr_pages, zone)` of one memory block (see the module documentation):
-/// initializes the struct pages of `[start_pfn, start_pfn + nr_pages)` as hot-added memory of
-/// `zone`, frees them to `zone`'s free lists with the pageblocks isolated, and undoes the
-/// isolation. `memmap` must cover the range and every struct page of memory onlined into the
-/// zone before (the allocator looks at buddies there). A zero-length range is a no-op.
+/// `online_pages(pfn, nr_pages, zone)` of one memory block: initializes the struct pages of
+/// `[start_pfn, start_pfn + nr_pages)` as hot-added memory of `zone`, frees them to `zone`'s
+/// free lists with the pageblocks isolated, and undoes the isolation. A zero-length range is a
+/// no-op.
+///
+/// The kernel's steps, on the struct pages: `move_pfn_range_to_zone(..., MIGRATE_ISOLATE)`,
+/// `online_pages_range()` (chunks through `generic_online_page()`; split into pageblocks from
+/// 6.10, [`Behaviour::free_splits_pageblocks`](crate::Behaviour::free_splits_pageblocks)) and
+/// `undo_isolate_page_range(..., MIGRATE_MOVABLE)`. The zone's free lists live in a
+/// [`HotplugZone`] the caller keeps across the memory blocks it onlines; `memmap` must also
+/// cover memory onlined into the zone before (the allocator looks at buddies there). Every
+/// strategy leaves the same bytes, pageblocks, hook calls and free lists.
 ///
 /// # Errors
 ///
@@ -390,13 +345,9 @@ pub fn online_pages<P: StructPage, H: InitHooks>(
     Ok(report)
 }
 
-/// Takes the free block that starts at `pfn` off its free list, as an allocation that takes a
-/// whole free block does first (`__rmqueue_smallest()` → `del_page_from_free_list()`:
-/// `LIST_POISON1/2` in its `lru`, no buddy type, `private` 0); returns its order. What the
-/// block's struct pages hold after that depends on what the allocation did with them; the
-/// kernel-oracle uses this for the blocks a guest allocated from after onlining, whose
-/// struct pages it leaves out of the comparison while their neighbours on the list must still
-/// link around them.
+/// Takes the free block that starts at `pfn` off its free list, as an allocation of the whole
+/// block does first (`__rmqueue_smallest()` → `del_page_from_free_list()`: `LIST_POISON1/2`
+/// in its `lru`, no buddy type, `private` 0); returns its order.
 ///
 /// # Errors
 ///
@@ -443,19 +394,12 @@ fn init_template<P: StructPage, H: InitHooks, S: Store>(
     m.copy_hotplug_run::<S, H>((start, end), MigrateType::Isolate, hooks)
 }
 
-/// The zone's free lists over the memmap: the free-list steps of onlining, as
-/// `mm/page_alloc.c` and `mm/page_isolation.c` run them ([`ZoneFreeLists`]), on the struct
-/// pages of a [`Memmap`] and the list heads of a [`HotplugZone`], in both versions of the
-/// algorithm (6.10 and later, [`Behaviour::free_splits_pageblocks`], and before).
-///
-/// Every struct page these steps read or write heads a free block of at least pageblock order
-/// when the range starts pageblock-aligned (which [`online_pages`] requires): that is what lets
-/// the template paths keep only pageblock-aligned struct pages cached. The one exception is
-/// `move_freepages_block()` on a pageblock whose first page is not free (before 6.10, the
-/// second pageblock of every block), which scans the pageblock's struct pages as the kernel
-/// does; the template paths have drained by then.
-///
-/// [`Behaviour::free_splits_pageblocks`]: crate::Behaviour::free_splits_pageblocks
+/// The zone's free lists over the memmap: the free-list steps of onlining
+/// ([`ZoneFreeLists`]) on the struct pages of a [`Memmap`] and the list heads of a
+/// [`HotplugZone`], for both versions of the algorithm (6.10 and later, and before). With a
+/// pageblock-aligned start, every struct page they touch heads a free block of at least
+/// pageblock order (before 6.10 `move_freepages_block()` also scans a pageblock, after the
+/// template paths have drained).
 struct Buddy<'m, 'a, P: StructPage> {
     m: &'m mut Memmap<'a, P>,
     z: &'m mut HotplugZone,

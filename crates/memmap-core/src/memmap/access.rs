@@ -2,7 +2,7 @@
 //! for as long as the memmap is borrowed mutably, with the field reads and writes the kernel's
 //! per-page code makes (plain and `WRITE_ONCE`/`atomic_set` stores of 8-, 4- and 1-byte
 //! fields). Every field offset is checked against the struct page's size, so a handle cannot
-//! reach outside its page; with the constant offsets of [`offsets`](crate::model::page::offsets)
+//! reach outside its page; with the constant offsets of [`offsets`](crate::offsets)
 //! the checks fold away.
 
 use core::marker::PhantomData;
@@ -112,7 +112,7 @@ impl<'p, P: StructPage> PageMut<'p, P> {
     /// `atomic_set`/`WRITE_ONCE` of the 4-byte field at byte `offset` (a volatile store).
     #[inline(always)]
     #[track_caller]
-    pub fn set_u32_once_at(&mut self, offset: usize, v: u32) {
+    pub(crate) fn set_u32_once_at(&mut self, offset: usize, v: u32) {
         let p = self.field::<u32>(offset);
         // SAFETY: as in `set_u64_at`.
         unsafe { p.write_volatile(v) }
@@ -511,7 +511,7 @@ mod tests {
         p.set_u8_at(64 + 7, 0xab);
         assert_eq!((p.u64_at(offsets::LRU_NEXT), p.u32_at(offsets::REFCOUNT)), (0x1122, 3));
         let page = p.read();
-        assert_eq!((page.private(), page.refcount(), page.mapcount()), (7, 3, -1));
+        assert_eq!((page.u64_at(crate::offsets::PRIVATE), page.refcount(), page.mapcount()), (7, 3, -1));
         assert_eq!(page.u64_at(64).to_ne_bytes()[7], 0xab);
         assert_eq!(m.read(10), Page72::ZEROED);
         assert_eq!(m.read(12), Page72::ZEROED);

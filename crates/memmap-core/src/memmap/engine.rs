@@ -1,24 +1,12 @@
-//! The copy engine of the access path: how runs of struct pages are copied from a template,
-//! for every initializer (ZONE_DEVICE init, node boot, deferred init, on-demand expansion,
-//! hotplug, `hugetlb-init`'s tails); [`crate::fill`] decides which strategy runs.
+//! The copy engine of the access path: runs of struct pages copied from a template for every
+//! initializer; [`crate::fill`] decides which strategy runs.
 //!
-//! * **The stores** (`Store`): normal stores, or records handed *by value* to
-//!   `stream_hal::store_words`, so a record patched per page goes from registers to the
-//!   streaming store without a round trip through memory (patching a memory template and
-//!   reloading it with wider loads stalls store forwarding).
-//! * **The template loop with its per-PFN refresh** (`copy_run`, one loop over pageblock
-//!   segments whose first pages an `Edges` value treats specially; reached through the access
-//!   path and the safe [`Memmap::copy_template`](crate::Memmap::copy_template) and [`Memmap::fill_run`](crate::Memmap::fill_run)): a copy of the
-//!   template for each PFN with the fields that depend on the PFN refreshed: the section number
-//!   in `page->flags` under classic SPARSEMEM (once per pageblock), `virtual` under
-//!   `WANT_PAGE_VIRTUAL`, and the `lru` list self-pointers where the page keeps
-//!   `INIT_LIST_HEAD`'s values ([`ListSelf`]). Pageblock-aligned PFNs can get a callback
-//!   (`set_pageblock_migratetype`, `cond_resched`) after a normal store, because the callback
-//!   may read the page back (classic SPARSEMEM's `page_to_pfn`).
-//!
-//! Streaming runs drain through a session (`Streaming`), so a caller hook that panics in the
-//! middle of a run still leaves the streamed stores ordered before the unwinding code touches
-//! anything.
+//! The stores (`Store`) are normal, or streaming with each record handed by value to
+//! `stream_hal::store_words` (straight from registers). The template loop (`copy_run`, reached
+//! through [`Memmap::fill_run`](crate::Memmap::fill_run)) refreshes what depends on the PFN: the
+//! section in `page->flags` under classic SPARSEMEM, `virtual`, and the `lru` self-pointers
+//! ([`ListSelf`]); pageblock-aligned PFNs get a callback after a normal store, since it may read
+//! the page back. Streaming runs drain through a session (`Streaming`), also when a hook panics.
 
 use core::ptr::NonNull;
 
@@ -218,7 +206,7 @@ impl<'c> Refresh<'c> {
     #[inline(always)]
     pub(crate) fn section(&self, t: &mut impl StructPage, pfn: u64) {
         if self.layout.section_in_page_flags() {
-            t.set_flags(self.layout.set_section(t.flags(), self.cfg.pfn_to_section_nr(pfn)));
+            t.set_u64_at(offsets::FLAGS, self.layout.set_section(t.flags(), self.cfg.pfn_to_section_nr(pfn)));
         }
     }
 
@@ -236,7 +224,7 @@ impl<'c> Refresh<'c> {
             }
         }
         if P::WANT_PAGE_VIRTUAL {
-            rec.set_virtual_address(self.cfg.pfn_to_virt(pfn));
+            rec.set_u64_at(offsets::VIRTUAL, self.cfg.pfn_to_virt(pfn));
         }
         rec
     }
@@ -436,7 +424,11 @@ mod tests {
             let r = Refresh::new(&cfg, &layout, list).record(&t, pfn, 0x9000);
             assert_eq!(layout.section(r.flags()), 3);
             assert_eq!(r.virtual_address(), Some(0xffff_8880_0000_0000 + (pfn << 12)));
-            assert_eq!((r.lru_next(), r.lru_prev()), (next, prev), "{list:?}");
+            assert_eq!(
+                (r.u64_at(crate::offsets::LRU_NEXT), r.u64_at(crate::offsets::LRU_PREV)),
+                (next, prev),
+                "{list:?}"
+            );
         }
     }
 }

@@ -1,27 +1,11 @@
-//! The memmap: PFN-indexed `struct page` storage plus the per-pageblock migrate types.
+//! The memmap: PFN-indexed `struct page` storage plus the per-pageblock migrate types, over
+//! caller storage (or [`OwnedMemmap`](crate::OwnedMemmap) under `std`).
 //!
-//! The storage comes from the caller. A [`Memmap`] is a view over
-//! caller-provided `&mut [P]` (or `&mut [MaybeUninit<P>]`, which it first fills with the kernel's
-//! struct-page poison, as `memmap_alloc` + `page_init_poison` do) and a caller-provided byte per
-//! pageblock; under the `std` feature [`OwnedMemmap`](crate::OwnedMemmap) owns an anonymous
-//! `mmap` large enough for 100 GiB-class ranges.
-//!
-//! ## Addresses
-//!
-//! `struct page` contains pointers: `lru` points at itself, a tail's `compound_head` at its head,
-//! `_deferred_list` at itself. A byte-faithful model needs the *kernel* addresses, not wherever
-//! the host allocator put the buffer, so a memmap has a modelled virtual address for each struct
-//! page: by default `vmemmap_start + pfn * sizeof(struct page)` exactly as `pfn_to_page()` is
-//! on SPARSEMEM_VMEMMAP, settable with [`Memmap::with_vaddr_base`]. Two memmaps with the same
-//! base and configuration therefore produce the same bytes, wherever their buffers live.
-//!
-//! ## Access
-//!
-//! Pages are read and written by value ([`Memmap::read`], [`Memmap::write`]) or field by field
-//! through a [`PageMut`] handle ([`Memmap::page_mut`]) that lives as long as the memmap's
-//! mutable borrow; the memmap never hands out references into itself. This keeps
-//! it sound when the storage is remapped memory in which several virtual pages alias one
-//! physical page (HVO in `hugetlb-init`).
+//! Struct pages hold pointers (`lru` to itself, a tail's `compound_head` to its head), so each
+//! has a modelled kernel address, `vmemmap_start + pfn * sizeof(struct page)` by default
+//! ([`Memmap::with_vaddr_base`]): the bytes do not depend on where the buffer lives. Pages are
+//! read and written by value or through a [`PageMut`]; the memmap never hands out references
+//! into itself, which keeps it sound over remapped storage where pages alias (HVO).
 
 mod access;
 pub(crate) mod engine;
@@ -306,37 +290,6 @@ impl<'a, P: StructPage> Memmap<'a, P> {
         unsafe { self.pages.add((pfn - self.base_pfn) as usize) }
     }
 
-    /// Calls `f` with each struct page of `[start, start + nr)` in PFN order.
-    ///
-    /// # Panics
-    ///
-    /// If the range is not in the memmap.
-    pub fn for_each(&self, start: u64, nr: u64, mut f: impl FnMut(u64, &P)) {
-        assert!(self.contains_range(start, nr), "range outside memmap");
-        for pfn in start..start + nr {
-            f(pfn, &self.read(pfn));
-        }
-    }
-
-    /// The struct pages' bytes for `[start, start + nr)`, in PFN order, into `out`
-    /// (`nr * sizeof(struct page)` bytes).
-    ///
-    /// # Panics
-    ///
-    /// If the range is not in the memmap or `out` has the wrong length.
-    pub fn copy_bytes(&self, start: u64, nr: u64, out: &mut [u8]) {
-        assert!(self.contains_range(start, nr), "range outside memmap");
-        // In the memmap, so `nr <= len` and the product is at most the storage's size.
-        assert_eq!(out.len(), nr as usize * P::SIZE, "output length");
-        let mut chunks = out.chunks_exact_mut(P::SIZE);
-        self.for_each(start, nr, |_, page| {
-            let chunk = chunks.next().expect("length checked");
-            for (dst, w) in chunk.chunks_exact_mut(8).zip(page.words()) {
-                dst.copy_from_slice(&w.to_ne_bytes());
-            }
-        });
-    }
-
     /// Index of `pfn`'s pageblock in the pageblock array.
     fn pageblock_index(&self, pfn: u64) -> usize {
         ((pfn >> self.cfg.pageblock_order) - (self.base_pfn >> self.cfg.pageblock_order)) as usize
@@ -397,11 +350,8 @@ impl<'a, P: StructPage> Memmap<'a, P> {
 
     /// `set_pageblock_migratetype(pfn_to_page(pfn), mt)`.
     ///
-    /// Like the kernel, this finds the pageblock through `page_to_pfn(page)`. On classic
-    /// SPARSEMEM that reads the section number back out of the page's flags (the
-    /// read-after-write dependency that made the upstream template series write
-    /// pageblock-aligned pages with normal stores); the section read is checked against the
-    /// PFN.
+    /// Like the kernel, this finds the pageblock through `page_to_pfn(page)`, which on classic
+    /// SPARSEMEM reads the section back out of the page's flags (checked against the PFN).
     ///
     /// # Panics
     ///
@@ -592,7 +542,7 @@ mod tests {
         a.set_pageblock_migratetype(1023, MigrateType::Movable);
         b.set_pageblock_migratetype(1024, MigrateType::Reclaimable);
         let mut p = Page64::ZEROED;
-        p.set_flags(7);
+        p.set_u64_at(crate::offsets::FLAGS, 7);
         b.write(1024, p);
         assert_eq!(m.read(1024).flags(), 7);
         assert_eq!(m.pageblock_migratetype(1023), Some(MigrateType::Movable));

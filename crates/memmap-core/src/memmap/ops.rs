@@ -1,15 +1,7 @@
 //! The kernel's per-page operations, step for step (`mm/mm_init.c`, `mm/internal.h`,
-//! `include/linux/mm.h`, `include/linux/page_ref.h`), as methods of [`Memmap`].
-//!
-//! These are the *slow path*: every function performs the kernel's stores in the kernel's
-//! order. Stores the kernel makes with `atomic_set()` or `WRITE_ONCE()` (`_refcount`,
-//! `_mapcount`, `lru.next`, `compound_head`, the folio counters) are volatile here too, so the
-//! compiler can neither merge them with the zeroing nor drop them, just as in C. The template and
-//! streaming paths in [`crate::zone_device`] (and in `hugetlb-init`) are tested byte for byte
-//! against these.
-//!
-//! All pages are addressed by PFN; pointer-valued fields hold the modelled kernel addresses of
-//! [`Memmap::vaddr`].
+//! `include/linux/mm.h`, `include/linux/page_ref.h`), as methods of [`Memmap`]: the slow path,
+//! the kernel's stores in the kernel's order (the `atomic_set()`/`WRITE_ONCE()` ones volatile
+//! here too), which the template and streaming paths are tested against byte for byte.
 
 use crate::hooks::{InitHooks, PageRefEvent};
 use crate::memmap::Memmap;
@@ -26,9 +18,9 @@ pub enum BootmemType {
     /// `NODE_INFO`: the node's `pglist_data`; `info` is the node id.
     Node = 3,
 }
+use crate::FolioLayout;
 use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, PageType};
 use crate::model::page::{StructPage, offsets};
-use crate::model::version::FolioLayout;
 
 /// `-1` as stored in an `atomic_t`.
 const MINUS_ONE: u32 = u32::MAX;
@@ -57,7 +49,7 @@ impl<P: StructPage> Memmap<'_, P> {
                 flags: page.flags(),
                 count: page.refcount(),
                 mapcount: page.mapcount(),
-                mapping: page.mapping(),
+                mapping: page.u64_at(crate::offsets::MAPPING),
                 migratetype: self.pageblock_migratetype(pfn),
                 val: v,
             };
@@ -228,29 +220,14 @@ impl<P: StructPage> Memmap<'_, P> {
         p.set_u64_at(offsets::PRIVATE, 0);
     }
 
-    /// `prep_compound_head(page, order)` on the folio at `head_pfn`, for the folio layout of
-    /// the modelled release ([`Behaviour::folio_layout`](crate::model::version::Behaviour)):
-    ///
-    /// * [`FolioLayout::MmIds`] (6.15+): `folio_set_order()` (order in `_flags_1`, `_nr_pages`
-    ///   with `NR_PAGES_IN_LARGE_FOLIO`), `_large_mapcount` -1, `_nr_pages_mapped` 0
-    ///   (`CONFIG_PAGE_MAPCOUNT`), `_mm_ids` 0 and `_mm_id_mapcount[]` -1 (`CONFIG_MM_ID`),
-    ///   `_pincount` 0, `_entire_mapcount` -1, and for order > 1 `INIT_LIST_HEAD(&folio->_deferred_list)`
-    ///   in page\[2\];
-    /// * [`FolioLayout::NrPages`] (before 6.15): `folio_set_order()` (order in `_flags_1`, the
-    ///   32-bit `_folio_nr_pages`), `_large_mapcount` -1, `_entire_mapcount` -1,
-    ///   `_nr_pages_mapped` 0, `_pincount` 0; page\[2\] is left alone (the deferred list is
-    ///   initialized when the folio becomes large-rmappable, not here).
-    /// * [`FolioLayout::FolioDtor`] (6.1): `set_compound_page_dtor(COMPOUND_PAGE_DTOR)`,
-    ///   `set_compound_order()` (the `_folio_order` byte and the 32-bit `_folio_nr_pages`, not
-    ///   the flags), `_total_mapcount` -1, `_pincount` 0; nothing is checked (6.1 has no
-    ///   `WARN_ON_ONCE` here), so it returns `true`.
+    /// `prep_compound_head(page, order)` on the folio at `head_pfn`, in the folio layout of the
+    /// modelled release ([`Behaviour::folio_layout`](crate::Behaviour::folio_layout)): the
+    /// order and page count, the mapcounts and pincount, and from 6.15 the `_mm_ids` and (order
+    /// > 1) `_deferred_list`.
     ///
     /// Returns `false` when `folio_set_order()` would `WARN_ON_ONCE` (order 0, or the head
-    /// lacks `PG_head`): then, as in the kernel, the order and the page count are not set but
-    /// the rest of the function still runs.
-    ///
-    /// The page counts `1 << order` of the 32-bit fields are 0 for orders of 32 and more,
-    /// which no compound page has (the kernel's `1U << order` is undefined there).
+    /// lacks `PG_head`): then, as in the kernel, the order and page count are not set but the
+    /// rest still runs.
     ///
     /// # Panics
     ///
@@ -364,7 +341,12 @@ impl<P: StructPage> Memmap<'_, P> {
     ///
     /// If a pageblock that starts in the range is outside the memmap, or as
     /// [`Memmap::set_pageblock_migratetype`].
-    pub fn pageblock_migratetype_init_range<H: InitHooks>(&mut self, pfn: u64, nr_pages: u64, hooks: &mut H) {
+    pub(crate) fn pageblock_migratetype_init_range<H: InitHooks>(
+        &mut self,
+        pfn: u64,
+        nr_pages: u64,
+        hooks: &mut H,
+    ) {
         let bs = self.config().pageblock_nr_pages();
         let pps = self.config().pages_per_section();
         let end = pfn.saturating_add(nr_pages);

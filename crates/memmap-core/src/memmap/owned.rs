@@ -189,7 +189,7 @@ mod tests {
             let mut m = o.memmap();
             assert_eq!(m.read((1 << 20) + 5), Page64::ZEROED);
             let mut p = Page64::ZEROED;
-            p.set_flags(42);
+            p.set_u64_at(crate::offsets::FLAGS, 42);
             m.write((1 << 20) + 5, p);
             assert_eq!(m.read((1 << 20) + 5).flags(), 42);
         }

@@ -7,7 +7,7 @@ use crate::fill::Strategy;
 use crate::memmap::{Memmap, PageAccess};
 use crate::model::page::StructPage;
 
-/// What [`Memmap::copy_template`] did.
+/// What a template run ([`Memmap::fill_run`]) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CopyReport {
@@ -25,14 +25,10 @@ impl<P: StructPage> Memmap<'_, P> {
     /// Pageblock-aligned PFNs get no pageblock work here (callers that need it use the slow
     /// path's `pageblock_init`).
     ///
-    /// This is the template engine for initializers built on this crate, such as
-    /// `hugetlb-init`'s gigantic-page tails: build the first page through the slow path, read
-    /// it, and copy it.
-    ///
     /// # Errors
     ///
     /// [`InitError::OutOfRange`] if the range is not inside the memmap (nothing is written).
-    pub fn copy_template(
+    pub(crate) fn copy_template(
         &mut self,
         template: &P,
         from: u64,
@@ -69,12 +65,11 @@ impl<P: StructPage> Memmap<'_, P> {
         })
     }
 
-    /// The run of an initializer built on this crate, such as `hugetlb-init`'s gigantic-page
-    /// tails, for the resolved strategy `used`: the slow path `init_one` on every PFN of
-    /// `[from, to)` for [`Strategy::Slow`]; otherwise `init_one` on `from` only, whose struct
-    /// page is then the template [`Memmap::copy_template`] copies into the rest with the
-    /// per-PFN fields `list` names refreshed. `init_one` must leave each page in the state the
-    /// template path copies (the same for every PFN but the refreshed fields).
+    /// The run of an initializer built on this crate (`hugetlb-init`'s gigantic-page tails) for
+    /// the resolved strategy `used`: `init_one` on every PFN of `[from, to)` for
+    /// [`Strategy::Slow`]; otherwise on `from` only, whose struct page is then copied into the
+    /// rest with the per-PFN fields `list` names refreshed (so `init_one` must leave every page
+    /// the same but for those).
     ///
     /// # Errors
     ///

@@ -5,52 +5,35 @@
 //! from the modelled release's [`Behaviour::page_flags`](crate::Behaviour::page_flags) (6.1 has
 //! `PG_reserved` 12 and `PG_head` 16, 6.12 `PG_mlocked` 19).
 
-/// `enum pageflags` bit numbers (v6.14+ order, from `include/linux/page-flags.h`).
+/// The `enum pageflags` bit numbers the model uses (v6.14+ order, `include/linux/page-flags.h`).
 #[allow(missing_docs)]
 pub struct PG;
 
 #[allow(missing_docs)]
 impl PG {
-    pub const LOCKED: u32 = 0;
-    pub const WRITEBACK: u32 = 1;
-    pub const REFERENCED: u32 = 2;
-    pub const UPTODATE: u32 = 3;
-    pub const DIRTY: u32 = 4;
+    pub(crate) const LOCKED: u32 = 0;
+    pub(crate) const WRITEBACK: u32 = 1;
     pub const LRU: u32 = 5;
     /// "Must be in bit 6".
     pub const HEAD: u32 = 6;
-    pub const WAITERS: u32 = 7;
-    pub const ACTIVE: u32 = 8;
-    pub const WORKINGSET: u32 = 9;
-    pub const OWNER_PRIV_1: u32 = 10;
-    pub const OWNER_2: u32 = 11;
-    pub const ARCH_1: u32 = 12;
+    pub(crate) const ACTIVE: u32 = 8;
     pub const RESERVED: u32 = 13;
     pub const PRIVATE: u32 = 14;
-    pub const PRIVATE_2: u32 = 15;
-    pub const RECLAIM: u32 = 16;
-    pub const SWAPBACKED: u32 = 17;
-    pub const UNEVICTABLE: u32 = 18;
-    pub const DROPBEHIND: u32 = 19;
-    pub const MLOCKED: u32 = 20;
+    pub(crate) const PRIVATE_2: u32 = 15;
+    pub(crate) const UNEVICTABLE: u32 = 18;
+    pub(crate) const MLOCKED: u32 = 20;
 }
 
-/// Page types stored in the top byte of `page_type` (`PGTY_* << 24`), from
-/// `include/linux/page-flags.h`. `page_type == 0xffff_ffff` (`_mapcount == -1`) means no type.
+/// The page types the model writes, stored in the top byte of `page_type` (`PGTY_* << 24`,
+/// `include/linux/page-flags.h`). `page_type == 0xffff_ffff` (`_mapcount == -1`) means no type.
 #[allow(missing_docs)]
 pub struct PageType;
 
 #[allow(missing_docs)]
 impl PageType {
-    pub const BUDDY: u8 = 0xf0;
-    pub const OFFLINE: u8 = 0xf1;
-    pub const TABLE: u8 = 0xf2;
-    pub const GUARD: u8 = 0xf3;
+    pub(crate) const BUDDY: u8 = 0xf0;
+    pub(crate) const OFFLINE: u8 = 0xf1;
     pub const HUGETLB: u8 = 0xf4;
-    pub const SLAB: u8 = 0xf5;
-    pub const ZSMALLOC: u8 = 0xf6;
-    pub const UNACCEPTED: u8 = 0xf7;
-    pub const LARGE_KMALLOC: u8 = 0xf8;
 
     /// The `page_type` word of a page of type `ty`: `ty << 24`.
     #[must_use]
@@ -82,7 +65,7 @@ impl MigrateType {
     /// `migratetype_is_mergeable()`: a free block of this type may merge with a buddy of
     /// another such type (`mt < MIGRATE_PCPTYPES`); an isolated one never does.
     #[must_use]
-    pub const fn is_mergeable(self) -> bool {
+    pub(crate) const fn is_mergeable(self) -> bool {
         !matches!(self, MigrateType::Isolate)
     }
 
@@ -107,7 +90,7 @@ impl MigrateType {
 
 /// `VMEMMAP_RESERVE_NR`: vmemmap pages of a ZONE_DEVICE compound page that are unique when the
 /// DAX vmemmap optimization applies (the rest map the second one again).
-pub const VMEMMAP_RESERVE_NR: u64 = 2;
+pub(crate) const VMEMMAP_RESERVE_NR: u64 = 2;
 
 /// `KASAN_TAG_KERNEL`, the tag `page_kasan_tag_reset` sets.
-pub const KASAN_TAG_KERNEL: u8 = 0xff;
+pub(crate) const KASAN_TAG_KERNEL: u8 = 0xff;

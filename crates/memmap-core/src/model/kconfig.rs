@@ -1,17 +1,4 @@
 //! Reading a kernel's own `.config` into a [`KernelConfig`].
-//!
-//! ```
-//! use memmap_core::KernelConfig;
-//! use memmap_core::model::kconfig::Kconfig;
-//!
-//! let dotconfig = "CONFIG_X86_64=y\nCONFIG_NUMA=y\nCONFIG_NODES_SHIFT=6\nCONFIG_NR_CPUS=64\n\
-//!                  CONFIG_NUMA_BALANCING=y\n# CONFIG_LRU_GEN is not set\n";
-//! let cfg = KernelConfig::X86_64.with_kconfig(&Kconfig::new(dotconfig))?;
-//! assert_eq!(cfg.nodes_shift, 6);
-//! assert_eq!(cfg.last_cpupid_shift, 8 + 6);
-//! assert_eq!(cfg.lru_gen_width, 0);
-//! # Ok::<(), memmap_core::model::kconfig::KconfigError>(())
-//! ```
 
 use core::fmt;
 
@@ -19,6 +6,18 @@ use super::config::{Arch, ConfigError, KernelConfig};
 
 /// A kernel `.config`: `CONFIG_FOO=value` lines and `# CONFIG_FOO is not set` comments, read
 /// in place without allocation, or symbols already read elsewhere ([`Kconfig::from_fn`]).
+///
+/// ```
+/// use memmap_core::{Kconfig, KernelConfig};
+///
+/// let dotconfig = "CONFIG_X86_64=y\nCONFIG_NUMA=y\nCONFIG_NODES_SHIFT=6\nCONFIG_NR_CPUS=64\n\
+///                  CONFIG_NUMA_BALANCING=y\n# CONFIG_LRU_GEN is not set\n";
+/// let cfg = KernelConfig::X86_64.with_kconfig(&Kconfig::new(dotconfig))?;
+/// assert_eq!(cfg.nodes_shift, 6);
+/// assert_eq!(cfg.last_cpupid_shift, 8 + 6);
+/// assert_eq!(cfg.lru_gen_width, 0);
+/// # Ok::<(), memmap_core::KconfigError>(())
+/// ```
 #[derive(Clone, Copy)]
 pub struct Kconfig<'a> {
     source: Source<'a>,
@@ -89,7 +88,7 @@ impl<'a> Kconfig<'a> {
     /// # Errors
     ///
     /// [`KconfigError::BadValue`] when the value is not a number.
-    pub fn number(&self, symbol: &'static str) -> Result<Option<u64>, KconfigError> {
+    pub(crate) fn number(&self, symbol: &'static str) -> Result<Option<u64>, KconfigError> {
         match self.get(symbol) {
             None | Some("n") => Ok(None),
             Some(v) => {
@@ -200,17 +199,9 @@ impl KernelConfig {
     /// ([`KernelConfig::version`]); symbols the text does not mention keep the base's values (a
     /// complete `.config` mentions every one of them, set or `is not set`).
     ///
-    /// Read: `CONFIG_NUMA`/`NODES_SHIFT`, `NR_CPUS` with `NUMA_BALANCING` (`LAST_CPUPID_SHIFT` =
-    /// 8 + `order_base_2(NR_CPUS)`), the zones (`ZONE_DMA`, `ZONE_DMA32`, `HIGHMEM`, with
-    /// NORMAL, MOVABLE and DEVICE), `LRU_GEN`, `KASAN` (`KASAN_SW_TAGS`/`KASAN_HW_TAGS`),
-    /// `KMSAN`, `DEBUG_PAGE_REF`, `MEMCG`/`SLAB_OBJ_EXT`, `PAGE_MAPCOUNT`, `MM_ID`,
-    /// `SPARSEMEM_VMEMMAP` and `_PREINIT`, `ARCH_WANT_OPTIMIZE_DAX_VMEMMAP`,
-    /// `HUGETLB_PAGE_OPTIMIZE_VMEMMAP`,
-    /// `CGROUP_HUGETLB`, riscv64's `RISCV_ISA_SVNAPOT`, `ARCH_FORCE_MAX_ORDER`, `ILLEGAL_POINTER_VALUE` (the poison), and for
-    /// `__NR_PAGEFLAGS` the optional flags (`PG_uncached` with x86-64's `X86_PAT`,
-    /// `PG_hwpoison` with `MEMORY_FAILURE`, `PG_young`/`PG_idle` with `PAGE_IDLE_FLAG`,
-    /// `PG_arch_2`/`_3` with arm64's `ARM64_MTE`). The architecture symbol (`X86_64`, `ARM64`,
-    /// `RISCV`, `PPC64`) must be the base's, and `PAGE_SHIFT` its page size.
+    /// Every symbol the model depends on is read (NUMA and CPUs, the zones, the sanitizers,
+    /// memcg, the mapcount and vmemmap options, the optional page flags, ...); the
+    /// architecture symbol must be the base's, and `PAGE_SHIFT` its page size.
     ///
     /// # Errors
     ///
@@ -360,8 +351,8 @@ CONFIG_ZONE_DMA32=y
         // them Debian's layout has no spare bit for the on-demand RFC's flag.
         assert_eq!(cfg.nr_pageflags, 25);
         assert_eq!(cfg, KernelConfig { nr_pageflags: 25, ..KernelConfig::X86_64 });
-        assert_eq!(crate::pg_uninitialized_2m(&cfg), None);
-        assert_eq!(crate::pg_uninitialized_2m(&KernelConfig::X86_64), Some(23));
+        assert_eq!(crate::node::pg_uninitialized_2m(&cfg), None);
+        assert_eq!(crate::node::pg_uninitialized_2m(&KernelConfig::X86_64), Some(23));
         // The layout the kernel booted under QEMU uses: node 63..54, zone 53..51, cpupid 50..30.
         let l = cfg.flags_layout().unwrap();
         assert_eq!((l.nodes_pgshift, l.zones_pgshift, l.last_cpupid_pgshift), (54, 51, 30));

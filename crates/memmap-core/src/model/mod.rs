@@ -3,8 +3,8 @@
 //! folio overlay ([`page`]), what changed between kernel releases ([`version`]), and a kernel's
 //! own `.config` read into a configuration ([`kconfig`]).
 
-pub mod config;
-pub mod flags;
-pub mod kconfig;
-pub mod page;
-pub mod version;
+pub(crate) mod config;
+pub(crate) mod flags;
+pub(crate) mod kconfig;
+pub(crate) mod page;
+pub(crate) mod version;

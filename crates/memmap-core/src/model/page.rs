@@ -1,25 +1,8 @@
-//! `struct page` as a type whose size is a compile-time constant, as `sizeof(struct page)` is in C.
-//!
-//! [`Page64`] is the 64-byte x86-64/arm64 layout; [`Page72`] adds `void *virtual` for
-//! `WANT_PAGE_VIRTUAL` builds. Both are `#[repr(C, align(8))]` arrays of native-endian 64-bit
-//! words, with typed accessors for every field and raw word access:
-//!
-//! | offset | size | field |
-//! |---|---|---|
-//! | 0 | 8 | `flags` (`memdesc_flags_t`) |
-//! | 8 | 8 | `lru.next` / `compound_head` (tail) / `folio->pgmap` (ZONE_DEVICE) |
-//! | 16 | 8 | `lru.prev` / `zone_device_data` |
-//! | 24 | 8 | `mapping` |
-//! | 32 | 8 | `index` |
-//! | 40 | 8 | `private` |
-//! | 48 | 4 | `_mapcount` / `page_type` |
-//! | 52 | 4 | `_refcount` |
-//! | 56 | 8 | `memcg_data` |
-//! | 64 | 8 | `virtual` ([`Page72`] only) |
-//!
-//! The offsets are checked at compile time against a `#[repr(C)]` mirror of the C struct
-//! (`CStructPage`, hidden: a layout check, not an API), and the large-folio overlay ([`folio`]) against the page words it must
-//! alias, the way the kernel's `FOLIO_MATCH` static assertions do.
+//! `struct page` as a type whose size is a compile-time constant, as `sizeof(struct page)` is in
+//! C: [`Page64`] (x86-64/arm64) and [`Page72`] (`WANT_PAGE_VIRTUAL`), `#[repr(C, align(8))]`
+//! arrays of native-endian words. The field offsets ([`offsets`]) are checked at compile time
+//! against a `#[repr(C)]` mirror of the C struct, and the large-folio overlay ([`folio`])
+//! against the page words it aliases, as the kernel's `FOLIO_MATCH` does.
 
 use core::fmt;
 use core::mem::{offset_of, size_of};
@@ -90,27 +73,25 @@ pub type Page72 = Page<9>;
 /// The `#[repr(C)]` mirror of the 64-byte C `struct page`, used only for the compile-time layout
 /// checks (`offset_of!`), as `FOLIO_MATCH` does in C.
 #[repr(C)]
-#[allow(missing_docs)]
-#[doc(hidden)]
-pub struct CStructPage {
-    pub flags: u64,
-    pub lru_next: u64,
-    pub lru_prev: u64,
-    pub mapping: u64,
-    pub index: u64,
-    pub private: u64,
-    pub mapcount: i32,
-    pub refcount: i32,
-    pub memcg_data: u64,
+#[allow(dead_code)]
+struct CStructPage {
+    flags: u64,
+    lru_next: u64,
+    lru_prev: u64,
+    mapping: u64,
+    index: u64,
+    private: u64,
+    mapcount: i32,
+    refcount: i32,
+    memcg_data: u64,
 }
 
 /// The `#[repr(C)]` mirror of the 72-byte `WANT_PAGE_VIRTUAL` C `struct page`.
 #[repr(C)]
-#[allow(missing_docs)]
-#[doc(hidden)]
-pub struct CStructPageVirtual {
-    pub page: CStructPage,
-    pub virtual_: u64,
+#[allow(dead_code)]
+struct CStructPageVirtual {
+    page: CStructPage,
+    virtual_: u64,
 }
 
 const _: () = {
@@ -183,31 +164,12 @@ pub trait StructPage:
     word_fields! {
         /// `flags`.
         flags = offsets::FLAGS;
-        /// `lru.next` (word at 8).
-        lru_next = offsets::LRU_NEXT;
-        /// `lru.prev` (word at 16).
-        lru_prev = offsets::LRU_PREV;
         /// `compound_head` (word at 8; bit 0 set on tail pages).
         compound_head = offsets::COMPOUND_HEAD;
         /// `folio->pgmap` of a ZONE_DEVICE head or single page (word at 8).
         pgmap = offsets::PGMAP;
-        /// `zone_device_data` (word at 16).
-        zone_device_data = offsets::ZONE_DEVICE_DATA;
-        /// `mapping`.
-        mapping = offsets::MAPPING;
-        /// `index`.
-        index = offsets::INDEX;
-        /// `private`.
-        private = offsets::PRIVATE;
-        /// `memcg_data`.
-        memcg_data = offsets::MEMCG_DATA;
     }
-    /// Sets `flags`.
-    #[inline(always)]
-    fn set_flags(&mut self, v: u64) {
-        self.words_mut()[0] = v;
-    }
-    /// Tests flag bit `bit` (a [`crate::model::flags::PG`] number). `page->flags` is one
+    /// Tests flag bit `bit` (a [`crate::PG`] number). `page->flags` is one
     /// 64-bit word: a `bit` of 64 or more names no flag and reads as clear.
     #[inline(always)]
     fn test_flag(&self, bit: u32) -> bool {
@@ -232,13 +194,6 @@ pub trait StructPage:
     #[inline(always)]
     fn virtual_address(&self) -> Option<u64> {
         self.words().get(8).copied()
-    }
-    /// Sets `virtual` (no effect on layouts without it).
-    #[inline(always)]
-    fn set_virtual_address(&mut self, v: u64) {
-        if let Some(w) = self.words_mut().get_mut(8) {
-            *w = v;
-        }
     }
     /// The page's bytes in memory order (`out` is `SIZE` bytes).
     fn to_bytes(&self, out: &mut [u8]) {
@@ -291,31 +246,6 @@ const fn half_shift(offset: usize) -> u32 {
     if cfg!(target_endian = "little") == low_half { 0 } else { 32 }
 }
 
-impl<const W: usize> Page<W> {
-    /// A page from raw words.
-    #[must_use]
-    pub const fn from_words(words: [u64; W]) -> Self {
-        Page { words }
-    }
-
-    /// The raw words.
-    #[must_use]
-    pub const fn into_words(self) -> [u64; W] {
-        self.words
-    }
-
-    /// Raw 64-bit word at byte offset `8 * i`.
-    #[must_use]
-    pub const fn word(&self, i: usize) -> u64 {
-        self.words[i]
-    }
-
-    /// Sets the raw word at byte offset `8 * i`.
-    pub fn set_word(&mut self, i: usize, value: u64) {
-        self.words[i] = value;
-    }
-}
-
 impl<const W: usize> fmt::Debug for Page<W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let w = &self.words;
@@ -339,12 +269,8 @@ impl<const W: usize> fmt::Debug for Page<W> {
 
 /// The large-folio overlay of `struct folio` on the first four pages of a compound page
 /// (`include/linux/mm_types.h`, 64-bit, 6.15+; [`folio::v6_12`] has the fields that moved), as
-/// byte offsets from the head page.
-///
-/// The `FOLIO_MATCH`-style compile-time checks below pin every field to the page word it
-/// aliases, for the 64-byte layout (the only one large folios are modelled with: with a
-/// non-power-of-two `struct page` the offsets are computed from [`StructPage::SIZE`] by
-/// [`folio::page_word`]).
+/// byte offsets from the head page of the 64-byte layout, each pinned at compile time to the
+/// page word it aliases (`FOLIO_MATCH`).
 pub mod folio {
     use super::offsets;
 
@@ -353,33 +279,33 @@ pub mod folio {
     /// `_head_1` (page\[1\].compound_head).
     pub const HEAD_1: usize = 72;
     /// `atomic_t _large_mapcount` (page\[1\] + 16, low half).
-    pub const LARGE_MAPCOUNT: usize = 80;
+    pub(crate) const LARGE_MAPCOUNT: usize = 80;
     /// `atomic_t _nr_pages_mapped` (page\[1\] + 16, high half).
-    pub const NR_PAGES_MAPPED: usize = 84;
+    pub(crate) const NR_PAGES_MAPPED: usize = 84;
     /// `atomic_t _entire_mapcount` (page\[1\].mapping, low half).
-    pub const ENTIRE_MAPCOUNT: usize = 88;
+    pub(crate) const ENTIRE_MAPCOUNT: usize = 88;
     /// `atomic_t _pincount` (page\[1\].mapping, high half).
-    pub const PINCOUNT: usize = 92;
+    pub(crate) const PINCOUNT: usize = 92;
     /// `mm_id_mapcount_t _mm_id_mapcount[2]` (page\[1\].index).
-    pub const MM_ID_MAPCOUNT: usize = 96;
+    pub(crate) const MM_ID_MAPCOUNT: usize = 96;
     /// `unsigned long _mm_ids` (page\[1\].private).
-    pub const MM_IDS: usize = 104;
+    pub(crate) const MM_IDS: usize = 104;
     /// `atomic_t _mapcount_1` (page\[1\]._mapcount).
-    pub const MAPCOUNT_1: usize = 112;
+    pub(crate) const MAPCOUNT_1: usize = 112;
     /// `atomic_t _refcount_1` (page\[1\]._refcount).
-    pub const REFCOUNT_1: usize = 116;
+    pub(crate) const REFCOUNT_1: usize = 116;
     /// `unsigned int _nr_pages` (page\[1\].memcg_data, low half; `NR_PAGES_IN_LARGE_FOLIO`).
-    pub const NR_PAGES: usize = 120;
+    pub(crate) const NR_PAGES: usize = 120;
     /// `_flags_2` (page\[2\].flags).
-    pub const FLAGS_2: usize = 128;
+    pub(crate) const FLAGS_2: usize = 128;
     /// `_head_2` (page\[2\].compound_head).
-    pub const HEAD_2: usize = 136;
+    pub(crate) const HEAD_2: usize = 136;
     /// `struct list_head _deferred_list` (`next` at page\[2\] + 16, `prev` = page\[2\].mapping).
-    pub const DEFERRED_LIST: usize = 144;
+    pub(crate) const DEFERRED_LIST: usize = 144;
     /// `_flags_3` (page\[3\].flags).
-    pub const FLAGS_3: usize = 192;
+    pub(crate) const FLAGS_3: usize = 192;
     /// `_head_3` (page\[3\].compound_head).
-    pub const HEAD_3: usize = 200;
+    pub(crate) const HEAD_3: usize = 200;
     /// `_hugetlb_subpool` (page\[3\] + 16).
     pub const HUGETLB_SUBPOOL: usize = 208;
     /// `_hugetlb_cgroup` (page\[3\].mapping).
@@ -387,35 +313,33 @@ pub mod folio {
     /// `_hugetlb_cgroup_rsvd` (page\[3\].index).
     pub const HUGETLB_CGROUP_RSVD: usize = 224;
     /// `_hugetlb_hwpoison` (page\[3\].private).
-    pub const HUGETLB_HWPOISON: usize = 232;
+    pub(crate) const HUGETLB_HWPOISON: usize = 232;
 
     /// The folio fields whose place differs in the layout before 6.15
-    /// ([`FolioLayout::NrPages`](crate::model::version::FolioLayout::NrPages)), as byte
+    /// ([`FolioLayout::NrPages`](crate::FolioLayout::NrPages)), as byte
     /// offsets from the head page (64-byte layout). The fields not listed here (`_flags_N`,
     /// `_head_N`, `_mapcount_1`, `_refcount_1`) are where the module's constants say.
     pub mod v6_12 {
         /// `atomic_t _large_mapcount` (page\[1\] + 16, low half).
-        pub const LARGE_MAPCOUNT: usize = 80;
+        pub(crate) const LARGE_MAPCOUNT: usize = 80;
         /// `atomic_t _entire_mapcount` (page\[1\] + 16, high half).
-        pub const ENTIRE_MAPCOUNT: usize = 84;
+        pub(crate) const ENTIRE_MAPCOUNT: usize = 84;
         /// `atomic_t _nr_pages_mapped` (page\[1\].mapping, low half).
-        pub const NR_PAGES_MAPPED: usize = 88;
+        pub(crate) const NR_PAGES_MAPPED: usize = 88;
         /// `atomic_t _pincount` (page\[1\].mapping, high half).
-        pub const PINCOUNT: usize = 92;
+        pub(crate) const PINCOUNT: usize = 92;
         /// `unsigned int _folio_nr_pages` (page\[1\].index, low half).
-        pub const FOLIO_NR_PAGES: usize = 96;
+        pub(crate) const FOLIO_NR_PAGES: usize = 96;
         /// `_hugetlb_subpool` (page\[2\] + 16).
         pub const HUGETLB_SUBPOOL: usize = 144;
         /// `_hugetlb_cgroup` (page\[2\].mapping).
         pub const HUGETLB_CGROUP: usize = 152;
         /// `_hugetlb_cgroup_rsvd` (page\[2\].index).
         pub const HUGETLB_CGROUP_RSVD: usize = 160;
-        /// `_hugetlb_hwpoison` (page\[2\].private).
-        pub const HUGETLB_HWPOISON: usize = 168;
     }
 
     /// The folio fields of 6.1's layout
-    /// ([`FolioLayout::FolioDtor`](crate::model::version::FolioLayout::FolioDtor)), as byte
+    /// ([`FolioLayout::FolioDtor`](crate::FolioLayout::FolioDtor)), as byte
     /// offsets from the head page (64-byte layout); the hugetlb subpool and cgroup pointers are
     /// the `private` words of page\[1\] to page\[3\].
     pub mod v6_1 {
@@ -424,22 +348,15 @@ pub mod folio {
         /// `unsigned char _folio_order` (page\[1\] + 16, byte 1).
         pub const FOLIO_ORDER: usize = 81;
         /// `atomic_t _total_mapcount` (page\[1\] + 16, high half).
-        pub const TOTAL_MAPCOUNT: usize = 84;
+        pub(crate) const TOTAL_MAPCOUNT: usize = 84;
         /// `atomic_t _pincount` (page\[1\].mapping, low half).
-        pub const PINCOUNT: usize = 88;
+        pub(crate) const PINCOUNT: usize = 88;
         /// `unsigned int _folio_nr_pages` (page\[1\].mapping, high half).
-        pub const FOLIO_NR_PAGES: usize = 92;
+        pub(crate) const FOLIO_NR_PAGES: usize = 92;
         /// `COMPOUND_PAGE_DTOR` (`enum compound_dtor_id`).
-        pub const COMPOUND_PAGE_DTOR: u8 = 1;
+        pub(crate) const COMPOUND_PAGE_DTOR: u8 = 1;
         /// `HUGETLB_PAGE_DTOR`.
         pub const HUGETLB_PAGE_DTOR: u8 = 2;
-    }
-
-    /// Splits a folio byte offset (for the 64-byte layout) into (page index, byte offset in
-    /// that page).
-    #[must_use]
-    pub const fn page_word(folio_offset: usize) -> (usize, usize) {
-        (folio_offset / 64, folio_offset % 64)
     }
 
     /// `FOLIO_MATCH(page_field, folio_field)`: the folio field lands on the page field of
@@ -503,5 +420,32 @@ mod tests {
         p.set_u32_at(offsets::REFCOUNT, 0x9abc_def0);
         assert_eq!(p.u32_at(offsets::MAPCOUNT), 0x1234_5678);
         assert_eq!(p.u32_at(offsets::REFCOUNT), 0x9abc_def0);
+    }
+
+    #[test]
+    fn folio_constants_are_the_kernel_offsets() {
+        // `struct folio` on 64-bit, offsets from the head as the kernel lays them out
+        // (`include/linux/mm_types.h`): the folio constants must be those numbers.
+        let kernel = [
+            (folio::FLAGS_1, 64),
+            (folio::HEAD_1, 72),
+            (folio::LARGE_MAPCOUNT, 80),
+            (folio::NR_PAGES_MAPPED, 84),
+            (folio::ENTIRE_MAPCOUNT, 88),
+            (folio::PINCOUNT, 92),
+            (folio::MM_ID_MAPCOUNT, 96),
+            (folio::MM_IDS, 104),
+            (folio::MAPCOUNT_1, 112),
+            (folio::REFCOUNT_1, 116),
+            (folio::NR_PAGES, 120),
+            (folio::FLAGS_2, 128),
+            (folio::HEAD_2, 136),
+            (folio::DEFERRED_LIST, 144),
+            (folio::FLAGS_3, 192),
+            (folio::HEAD_3, 200),
+        ];
+        for (ours, theirs) in kernel {
+            assert_eq!(ours, theirs);
+        }
     }
 }

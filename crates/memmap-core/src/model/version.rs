@@ -1,17 +1,10 @@
-//! Kernel releases, and what changed between them that shows in the struct pages: the one
-//! place where the model's behaviour depends on the kernel version.
-//!
-//! Every initializer asks [`KernelConfig::behaviour`](crate::KernelConfig::behaviour) rather
-//! than comparing versions itself. Each field of [`Behaviour`] names the kernel change and the
-//! release that has it. The releases compared byte for byte with real kernels booted under QEMU
-//! are 6.1 (Debian's 6.1.176), 6.12 (Debian's 6.12.95) and 7.2 (Debian's 7.2.13); the release
-//! of each change between 6.12 and 7.2 is taken from its merge, and a change seen between 6.1
-//! and 6.12 switches at 6.12, the first release compared with it (`docs/kernel-model.md` in the
-//! repository has the table).
+//! Kernel releases and what changed between them that shows in the struct pages: the one place
+//! where the model depends on the version (initializers ask
+//! [`KernelConfig::behaviour`](crate::KernelConfig::behaviour), never the version).
 
 use core::fmt;
 
-use crate::model::flags::PG;
+use crate::PG;
 
 /// A kernel release, `major.minor`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,20 +19,20 @@ impl KernelVersion {
     /// Linux 6.1 (a long-term release; Debian 12 "bookworm").
     pub const V6_1: KernelVersion = KernelVersion::new(6, 1);
     /// Linux 6.5: deferred init frees whole `MAX_PAGE_ORDER` blocks, not pageblocks.
-    pub const V6_5: KernelVersion = KernelVersion::new(6, 5);
+    pub(crate) const V6_5: KernelVersion = KernelVersion::new(6, 5);
     /// Linux 6.10: frees of blocks larger than a pageblock split into pageblocks
     /// (`split_large_buddy()`), isolation undone through `__isolate_free_page()`.
-    pub const V6_10: KernelVersion = KernelVersion::new(6, 10);
+    pub(crate) const V6_10: KernelVersion = KernelVersion::new(6, 10);
     /// Linux 6.12 (a long-term release; Debian 12 backports).
     pub const V6_12: KernelVersion = KernelVersion::new(6, 12);
     /// Linux 6.14: `PG_dropbehind` before `PG_mlocked` in `enum pageflags`.
-    pub const V6_14: KernelVersion = KernelVersion::new(6, 14);
+    pub(crate) const V6_14: KernelVersion = KernelVersion::new(6, 14);
     /// Linux 6.15: the folio layout with `_mm_ids` (`CONFIG_MM_ID`), refcounted FS_DAX pages.
-    pub const V6_15: KernelVersion = KernelVersion::new(6, 15);
+    pub(crate) const V6_15: KernelVersion = KernelVersion::new(6, 15);
     /// Linux 6.18: deferred init as one padata job per zone.
-    pub const V6_18: KernelVersion = KernelVersion::new(6, 18);
+    pub(crate) const V6_18: KernelVersion = KernelVersion::new(6, 18);
     /// Linux 7.1: the `compound_info` mask and HVO's shared tail pages.
-    pub const V7_1: KernelVersion = KernelVersion::new(7, 1);
+    pub(crate) const V7_1: KernelVersion = KernelVersion::new(7, 1);
     /// Linux 7.2 (Debian sid).
     pub const V7_2: KernelVersion = KernelVersion::new(7, 2);
 
@@ -104,7 +97,7 @@ impl KernelVersion {
 
     /// `self >= v`, usable in `const fn`.
     #[must_use]
-    pub const fn at_least(self, v: KernelVersion) -> bool {
+    pub(crate) const fn at_least(self, v: KernelVersion) -> bool {
         self.major > v.major || (self.major == v.major && self.minor >= v.minor)
     }
 }
@@ -119,32 +112,21 @@ impl fmt::Display for KernelVersion {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FolioLayout {
-    /// 6.12 to 6.14 (**oracle**: 6.12.95): page\[1\] holds `_large_mapcount` and `_entire_mapcount` at +16/+20,
-    /// `_nr_pages_mapped` and `_pincount` at +24/+28 and the 64-bit `_folio_nr_pages` at +32;
-    /// page\[2\] holds the hugetlb fields (subpool, cgroup, cgroup_rsvd, hwpoison) from +16;
-    /// `prep_compound_head()` leaves `_deferred_list` alone.
+    /// 6.12 to 6.14: the 64-bit `_folio_nr_pages` in page\[1\], the hugetlb fields in page\[2\]
+    /// ([`folio::v6_12`](crate::folio::v6_12)).
     NrPages,
-    /// From 6.15 (`CONFIG_MM_ID`, "mm: CONFIG_NO_PAGE_MAPCOUNT"): page\[1\] holds
-    /// `_large_mapcount`/`_nr_pages_mapped` at +16, `_entire_mapcount`/`_pincount` at +24,
-    /// `_mm_id_mapcount` at +32, `_mm_ids` at +40, `_nr_pages` at +56; page\[2\] the
-    /// `_deferred_list` that `prep_compound_head()` initializes for order > 1; page\[3\] the
-    /// hugetlb fields from +16.
+    /// From 6.15 (`CONFIG_MM_ID`): `_mm_ids` and `_nr_pages` in page\[1\], `_deferred_list` in
+    /// page\[2\], the hugetlb fields in page\[3\] ([`folio`](crate::folio)).
     MmIds,
-    /// 6.1 (**oracle**: Debian's 6.1.176; the model keeps it up to 6.11, the change lies between
-    /// 6.1 and 6.12, the first release compared with [`FolioLayout::NrPages`]): page\[1\]
-    /// holds the bytes `_folio_dtor` (`COMPOUND_PAGE_DTOR` 1, `HUGETLB_PAGE_DTOR` 2) and
-    /// `_folio_order` at +16/+17, `_total_mapcount` (-1) at +20, `_pincount` (0) at +24 and
-    /// the 32-bit `_folio_nr_pages` at +28 (over the `mapping` that `prep_compound_tail()`
-    /// set); page\[1\]'s flags carry no order; the hugetlb subpool and cgroup pointers are the
-    /// `private` words of page\[1\], page\[2\] and page\[3\] (`SUBPAGE_INDEX_*`), so page\[2\]
-    /// keeps its tail words.
+    /// 6.1 to 6.11: `_folio_dtor` and `_folio_order` bytes in page\[1\], the hugetlb pointers in
+    /// the `private` words of pages 1 to 3 ([`folio::v6_1`](crate::folio::v6_1)).
     FolioDtor,
 }
 
 impl FolioLayout {
-    /// The page of the folio whose words from +16 hold `_hugetlb_subpool`, `_hugetlb_cgroup`,
-    /// `_hugetlb_cgroup_rsvd` and `_hugetlb_hwpoison` (for [`FolioLayout::FolioDtor`], which
-    /// keeps them in `private` words instead, the last page `init_new_hugetlb_folio()` needs).
+    /// The page of the folio whose words from +16 hold the hugetlb subpool and cgroup fields
+    /// (for [`FolioLayout::FolioDtor`], which keeps them in `private` words, the last page
+    /// `init_new_hugetlb_folio()` needs).
     #[must_use]
     pub const fn hugetlb_fields_page(self) -> u64 {
         match self {
@@ -154,107 +136,66 @@ impl FolioLayout {
     }
 }
 
-/// What a kernel does that changed between releases (see the module documentation).
+/// What a kernel does that changed between releases, one field per upstream change (the
+/// release of each, and what the oracle saw, are in `docs/kernel-model.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Behaviour {
-    /// A tail page's `compound_info` (the word at byte 8) holds the mask
-    /// `GENMASK(63, order + log2(sizeof(struct page))) | 1` that turns the tail's own address
-    /// into its head's, instead of `head | 1`: 7.1, "mm: rework
-    /// compound_head() for power-of-2 sizeof(struct page)". Only with
-    /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` (`compound_info_has_mask()`) and a power-of-two
-    /// struct page; [`KernelConfig::behaviour`](crate::KernelConfig::behaviour) applies the
-    /// first condition, [`KernelConfig::compound_head_word`](crate::KernelConfig::compound_head_word)
-    /// the second.
+    /// 7.1, "mm: rework compound_head() for power-of-2 sizeof(struct page)": a tail's
+    /// `compound_info` holds `GENMASK(63, order + log2(sizeof(struct page))) | 1` instead of
+    /// `head | 1`, with `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` and a power-of-two struct page
+    /// ([`KernelConfig::compound_head_word`](crate::KernelConfig::compound_head_word)).
     pub compound_info_mask: bool,
-    /// HVO maps the optimized tail vmemmap pages of every folio of a node onto one shared page
-    /// of tail struct pages per order (`vmemmap_tails[]`): 7.1, "mm/hugetlb: remove fake head
-    /// pages". Before, onto the folio's own head vmemmap page ("fake heads").
+    /// 7.1, "mm/hugetlb: remove fake head pages": HVO maps the optimized tail vmemmap of every
+    /// folio onto one shared page per order, not onto the folio's own head page.
     pub hvo_shared_tail: bool,
     /// The folio overlay of pages 1 to 3.
     pub folio_layout: FolioLayout,
-    /// `MEMORY_DEVICE_FS_DAX` pages start with `_refcount` 0 (6.15, "fs/dax: properly refcount
-    /// fs dax pages"); 1 before, as for `MEMORY_DEVICE_GENERIC`.
+    /// 6.15, "fs/dax: properly refcount fs dax pages": `MEMORY_DEVICE_FS_DAX` pages start with
+    /// `_refcount` 0, not 1.
     pub fsdax_refcount_zero: bool,
-    /// `memmap_init_zone_device()` sets the migrate type of every pageblock of the range after
-    /// the struct pages (`pageblock_migratetype_init_range()`, `cond_resched()` at
-    /// section-aligned pfns): 7.2, "mm/mm_init: fix pageblock migratetype for ZONE_DEVICE
-    /// compound pages". Before, `__init_zone_device_page()` set it (with
-    /// `cond_resched()`) for each initialized pageblock-aligned struct page only, which with the
-    /// DAX vmemmap optimization leaves the later pageblocks of a large compound page unset.
+    /// 7.2, "mm/mm_init: fix pageblock migratetype for ZONE_DEVICE compound pages":
+    /// `memmap_init_zone_device()` sets every pageblock's migrate type after the struct pages,
+    /// not only those of the pageblock-aligned struct pages it initialized.
     pub zone_device_pageblock_range: bool,
-    /// `compound_nr_pages()` initializes every struct page of a compound page in an early
-    /// section (one populated at boot, whose memmap is not deduplicated): 7.2, "mm/mm_init: fix
-    /// uninitialized struct pages for ZONE_DEVICE". Before, only the 128 of
-    /// an optimized layout were written there and the rest kept stale contents.
+    /// 7.2, "mm/mm_init: fix uninitialized struct pages for ZONE_DEVICE": `compound_nr_pages()`
+    /// initializes every struct page of a compound page in an early section.
     pub zone_device_early_sections: bool,
-    /// `deferred_init_memmap()` runs one padata job over the deferred zone, from
-    /// `first_deferred_pfn` to the section-aligned zone end (6.18, "mm/mm_init:
-    /// deferred_init_memmap: use a job per zone"); before, one job per free range,
-    /// each extended to the next section boundary. The memmap left is the same; the chunks the
-    /// workers take differ.
+    /// 6.18, "mm/mm_init: deferred_init_memmap: use a job per zone": one padata job over the
+    /// deferred zone instead of one per free range (same memmap, other chunks).
     pub deferred_job_per_zone: bool,
-    /// Freeing a block larger than a pageblock frees it pageblock by pageblock, each with its
-    /// own block's migrate type (`split_large_buddy()` in `free_one_page()`), and
-    /// `unset_migratetype_isolate()` takes the free head of an isolated pageblock off its list
-    /// (`__isolate_free_page()`, a `list_del()` that leaves `LIST_POISON1/2` in its `lru`) to
-    /// free it again and let it merge: 6.10, "mm: page_isolation: prepare
-    /// for hygienic freelists". What memory hotplug leaves in the struct pages of a range it
-    /// onlines depends on it ([`crate::hotplug`]): since then the struct page at the second
-    /// pageblock of every `MAX_PAGE_ORDER` block holds the list poison; before, nothing does.
+    /// 6.10, "mm: page_isolation: prepare for hygienic freelists": frees above a pageblock are
+    /// split into pageblocks (`split_large_buddy()`), and `unset_migratetype_isolate()` frees
+    /// an isolated free head again (leaving `LIST_POISON1/2` in its `lru`, see
+    /// [`online_pages`](crate::online_pages)).
     pub free_splits_pageblocks: bool,
-    /// `page_type` holds the type in its top byte (`PGTY_buddy << 24` = `0xf0000000` for a free
-    /// block's head), the page_type rework; before, the types were cleared bits of
-    /// `PAGE_TYPE_BASE` (`0xf0000000`): a free block's head held `~PG_buddy` = `0xffffff7f`.
-    /// **oracle**: 6.1 has the old encoding, 6.12 the new; the model switches at 6.12, the first
-    /// release it compared with the new one.
+    /// The page_type rework (from 6.12 in the model): the type in the top byte (`PGTY_buddy <<
+    /// 24`); before, cleared bits of `PAGE_TYPE_BASE` (`~PG_buddy` = `0xffffff7f`).
     pub page_type_top_byte: bool,
     /// The bit numbers of the page flags the initializers set (`enum pageflags` changed order
     /// between 6.1 and 6.12).
     pub page_flags: PageFlagBits,
-    /// The DAX vmemmap optimization (`vmemmap_can_optimize()`) needs
-    /// `CONFIG_ARCH_WANT_OPTIMIZE_DAX_VMEMMAP`. Before, `compound_nr_pages()` and
-    /// `__populate_section_memmap()` asked only `is_power_of_2(sizeof(struct page)) && !altmap`
-    /// (and the populate side a compound `pgmap`), on every architecture: **oracle**, 6.1's
-    /// `.config` has no such symbol and its devdax 2 MiB / 1 GiB vmemmap is deduplicated. The
-    /// model switches at 6.12, the first release compared with the option (the change lies
-    /// between the two).
+    /// From 6.12 in the model: the DAX vmemmap optimization (`vmemmap_can_optimize()`) needs
+    /// `CONFIG_ARCH_WANT_OPTIMIZE_DAX_VMEMMAP`; before, only a power-of-two struct page and no
+    /// altmap.
     pub dax_vmemmap_needs_arch_option: bool,
-    /// A block taken from a free list keeps the list's migrate type in the head's `index`
-    /// (`set_pcppage_migratetype()` in `__rmqueue_smallest()`): **oracle**, a run-time 2 MiB
-    /// hugetlb folio's head on 6.1 holds `MIGRATE_MOVABLE` (1) there. The cache went with
-    /// "mm: page_alloc: remove pcppage migratetype caching" in the 6.10
-    /// freelist-hygiene series (source for the release, as `free_splits_pageblocks`).
+    /// Before 6.10 ("mm: page_alloc: remove pcppage migratetype caching"): a block taken from a
+    /// free list keeps the list's migrate type in the head's `index`.
     pub alloc_migratetype_in_index: bool,
-    /// The tails of a gigantic hugetlb folio (order above `MAX_PAGE_ORDER`) get
-    /// `prep_compound_tail()`, with `mapping = TAIL_MAPPING`. Before, 6.1's
-    /// `__prep_compound_gigantic_page()` only clears `PG_reserved`, freezes the refcount and
-    /// sets the compound head: **oracle**, the tails of 6.1's boot-time 1 GiB pages keep
-    /// `mapping` 0. The model switches at 6.12, the first release compared with it.
+    /// From 6.12 in the model: the tails of a gigantic hugetlb folio get
+    /// `prep_compound_tail()` (`mapping = TAIL_MAPPING`); 6.1's
+    /// `__prep_compound_gigantic_page()` leaves `mapping` 0.
     pub gigantic_tail_mapping: bool,
-    /// `get_page_bootmem()` (the record memory hot-remove keeps of the boot memory holding the
-    /// memmap, the usemaps and the node data) packs its type into `private` (`info << 4 |
-    /// type`, `SECTION_INFO` 1) and sets no page flag. Before, the type went to `index`
-    /// (`SECTION_INFO` 12), `info` to `private`, and the page got `PG_private`: **oracle**, 6.1
-    /// and 6.12 hold the latter, 7.2 the former (the boot configurations' vmemmap pages). The
-    /// model switches at 7.2, the first release compared with it; the change lies between 6.12
-    /// and 7.2.
+    /// From 7.2 in the model: `get_page_bootmem()` packs its type into `private` (`info << 4 |
+    /// type`) and sets no flag; before, the type in `index`, `info` in `private` and
+    /// `PG_private`.
     pub bootmem_type_in_private: bool,
-    /// Boot-time hugetlb folios are gathered onto a local list with `list_add()` and then
-    /// enqueued walking it (`prep_and_add_bootmem_folios()`), so the hstate's free list ends
-    /// in the gather's order (`huge_boot_pages`: ascending pfn). Before, each folio was enqueued
-    /// as it was gathered (`put_page()` into `enqueue_huge_page()`, at the list's head), so the
-    /// list ends reversed: **oracle**, 6.1's two boot-time 1 GiB pages are on the free list in
-    /// descending pfn order. The model switches at 6.12, the first release compared with the
-    /// batch; it came between the two.
+    /// From 6.12 in the model: boot-time hugetlb folios are enqueued as a batch
+    /// (`prep_and_add_bootmem_folios()`), so the free list keeps ascending pfn order; before,
+    /// one by one at the list's head (descending).
     pub hugetlb_bootmem_batched: bool,
-    /// Deferred init frees its free pages in `MAX_PAGE_ORDER` chunks: an aligned whole block at
-    /// once, any other chunk page by page (`deferred_free_pages()`): 6.5,
-    /// "mm/page_alloc: make deferred page init free pages in MAX_ORDER blocks" (the unaccepted
-    /// memory series). Before, in pageblock chunks (`deferred_free_range()`): a whole aligned
-    /// pageblock at `pageblock_order`, so the free pageblock of a partly reserved block
-    /// merges nothing page by page: **oracle**, 6.1's two-node guest keeps the self pointers of
-    /// such a pageblock where 6.12 and 7.2 hold the merges' poison.
+    /// 6.5, "mm/page_alloc: make deferred page init free pages in MAX_ORDER blocks": deferred
+    /// init frees `MAX_PAGE_ORDER` chunks (`deferred_free_pages()`), not pageblocks.
     pub deferred_free_max_order: bool,
 }
 

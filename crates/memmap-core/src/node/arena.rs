@@ -46,12 +46,6 @@ impl Gfp {
     pub const fn contains(self, other: Gfp) -> bool {
         self.0 & other.0 == other.0
     }
-
-    /// Union.
-    #[must_use]
-    pub const fn union(self, other: Gfp) -> Gfp {
-        Gfp(self.0 | other.0)
-    }
 }
 
 /// The boot-time memory auto-init settings (`init_on_alloc=`, `init_on_free=`, page poisoning,
@@ -102,7 +96,7 @@ impl InitPolicy {
     /// !should_skip_init(gfp)`: whether an allocation is zeroed (init_on_free takes precedence,
     /// because the pages were zeroed when freed).
     #[must_use]
-    pub const fn init_at_alloc(&self, gfp: Gfp) -> bool {
+    pub(crate) const fn init_at_alloc(&self, gfp: Gfp) -> bool {
         !self.want_init_on_free() && self.want_init_on_alloc(gfp) && !self.should_skip_init(gfp)
     }
 }
@@ -184,7 +178,7 @@ impl<'a> PhysArena<'a> {
 
     /// Whether `[start, start + nr)` has contents here.
     #[must_use]
-    pub fn covers(&self, start: u64, nr: u64) -> bool {
+    pub(crate) fn covers(&self, start: u64, nr: u64) -> bool {
         start >= self.base_pfn && start.checked_add(nr).is_some_and(|e| e <= self.base_pfn + self.nr_pages)
     }
 
@@ -321,6 +315,28 @@ impl OwnedArena {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// init_on_alloc zeroes only when init_on_free is off and `__GFP_SKIP_ZERO` (with hardware
+    /// tag-based KASAN) does not skip it; `__GFP_ZERO` zeroes without init_on_alloc; page
+    /// poisoning turns both keys off.
+    #[test]
+    fn init_at_alloc_is_post_alloc_hooks_rule() {
+        let on = InitPolicy { init_on_alloc: true, ..InitPolicy::default() };
+        let cases: [(InitPolicy, Gfp, bool); 7] = [
+            (InitPolicy::default(), Gfp::NONE, false),
+            (InitPolicy::default(), Gfp::ZERO, true),
+            (on, Gfp::NONE, true),
+            (on, Gfp::SKIP_ZERO, true),
+            (InitPolicy { kasan_hw_tags: true, ..on }, Gfp::SKIP_ZERO, false),
+            (InitPolicy { kasan_hw_tags: true, ..on }, Gfp::NONE, true),
+            (InitPolicy { page_poisoning: true, ..on }, Gfp::NONE, false),
+        ];
+        for (policy, gfp, zeroed) in cases {
+            assert_eq!(policy.init_at_alloc(gfp), zeroed, "{policy:?} {gfp:?}");
+        }
+        let both = InitPolicy { init_on_free: true, ..on };
+        assert!(!both.init_at_alloc(Gfp::NONE) && !both.init_at_alloc(Gfp::ZERO));
+    }
 
     #[test]
     fn init_on_free_takes_precedence_and_skip_zero_needs_hw_tags() {

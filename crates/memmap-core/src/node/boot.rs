@@ -21,7 +21,9 @@ use crate::node::owned::Owned;
 use crate::sync::{BlockStates, SpinLock};
 
 impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
-    /// Boot-time init of the node (see the module documentation).
+    /// Boots the node as `mm/mm_init.c` does: `memmap_init()` (the highest zone as the
+    /// [`InitMode`] says), `memmap_init_reserved_pages()` and `free_low_memory_core_early()`,
+    /// in the [`BootOrder`] of `opts`.
     ///
     /// # Errors
     ///
@@ -123,24 +125,13 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// The fused boot ([`BootOrder::Fused`]): the three boot passes on one window after the
     /// other. Returns `(first_deferred_pfn, pages freed)`.
     ///
-    /// Why it is byte-identical to the kernel's order: a window is `MAX_PAGE_ORDER`-aligned, so
-    /// it holds whole pageblocks (on-demand flags the same blocks), whole free chunks (the
-    /// greedy chunking of `__free_pages_memory` never crosses such a boundary) and every buddy
-    /// a chunk can merge with. Initialization writes depend on the PFN only; reservation and
-    /// freeing of a window read only its own struct pages, which are initialized by then; and
-    /// each zone's chunks are freed in the same ascending order, so every free list is linked
-    /// in the same order (`tests/fused_boot.rs` checks all of it).
+    /// Byte-identical to the kernel's order: a `MAX_PAGE_ORDER`-aligned window holds whole
+    /// pageblocks, whole free chunks and every buddy a chunk can merge with, its reservation and
+    /// free read only its own (already initialized) struct pages, and chunks are freed in the
+    /// same ascending order (`tests/fused_boot.rs`).
     ///
-    /// Why it is faster: the kernel's free pass reads back every struct page it frees (all of
-    /// them eagerly; the first one of each 2 MiB block on demand) after `memmap_init` has
-    /// written the whole node, and by then they are out of the cache. On demand it is worse
-    /// than the size suggests: the first struct pages of 2 MiB blocks sit 32 KiB apart, a
-    /// power-of-two stride that maps them to a handful of cache sets, so even the 2 MiB of them
-    /// that a 64 GiB node has do not stay cached.
-    ///
-    /// Deferred: the windows end at `first_deferred_pfn` (section-aligned, so a window
-    /// boundary, and no free chunk crosses it); from there on the boot only initializes the
-    /// holes and the reserved pages, in the kernel's order, and frees nothing.
+    /// Deferred: the windows end at `first_deferred_pfn` (a window boundary); above it only
+    /// holes and reserved pages are initialized.
     fn fused_boot(&self, own: &mut Owned<'_, P>) -> (u64, u64) {
         let fdp = if self.opts.mode == InitMode::Deferred { self.layout_defer_point() } else { u64::MAX };
         *self.resize_lock.lock() = fdp;

@@ -1,23 +1,8 @@
-//! Deferred struct page init (`CONFIG_DEFERRED_STRUCT_PAGE_INIT`).
-//!
-//! * At boot, [`DeferCounter`] (`defer_init()`) stops `memmap_init_range()` in a node's highest
-//!   zone at the first section-aligned PFN after more than `PAGES_PER_SECTION` PFNs of that zone
-//!   were initialized; that PFN becomes `first_deferred_pfn`. Lower zones are initialized
-//!   fully, holes are initialized as unavailable, and reserved pages above `first_deferred_pfn`
-//!   are initialized by `reserve_bootmem_region()` unless `MEMBLOCK_RSRV_NOINIT`.
-//! * [`Node::deferred_init_memmap`] is the `pgdatinit` kthread: it takes the deferred range
-//!   under the resize lock and, for each free range, runs a padata job (`align` and `min_chunk`
-//!   one section) whose chunks initialize and free `MAX_ORDER_NR_PAGES` at a time
-//!   (`deferred_init_maxorder`: an init pass, then a free pass; full aligned blocks are freed at
-//!   `MAX_PAGE_ORDER` with `MIGRATE_MOVABLE` on each of their pageblocks, partial ones page by
-//!   page at order 0).
-//! * [`Node::deferred_grow_zone`] serves allocations that arrive first: it initializes and frees
-//!   at least `ALIGN(1 << order, PAGES_PER_SECTION)` pages, stopping only on a section boundary,
-//!   and moves `first_deferred_pfn` forward.
-//!
-//! Each block is published as initialized ([`BlockStates`](crate::BlockStates)) after the init
-//! pass and before its pages are freed, so a thread holding the zone lock can tell which struct
-//! pages it may read.
+//! Deferred struct page init (`CONFIG_DEFERRED_STRUCT_PAGE_INIT`): [`DeferCounter`]
+//! (`defer_init()`) picks `first_deferred_pfn` at boot; [`Node::deferred_init_memmap`] is the
+//! `pgdatinit` kthread (padata jobs whose chunks run `deferred_init_maxorder`);
+//! [`Node::deferred_grow_zone`] serves allocations that arrive first. Each block is published
+//! as initialized ([`BlockStates`](crate::BlockStates)) before its pages are freed.
 
 use core::sync::atomic::Ordering;
 
@@ -169,7 +154,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `deferred_init_memmap(pgdat)` with a caller-supplied padata runner: `run(job, thread_fn)`
     /// must call `thread_fn` on chunks that cover `[job.start, job.start + job.size)` exactly
     /// once (any threads, any order) and return when they are done.
-    pub fn deferred_init_memmap_with<R>(&self, mut run: R) -> DeferredReport
+    pub(crate) fn deferred_init_memmap_with<R>(&self, mut run: R) -> DeferredReport
     where
         R: FnMut(&PadataJob, &(dyn Fn(u64, u64) + Sync)),
     {

@@ -1,49 +1,17 @@
-//! A NUMA node's memmap at boot, shared between threads: the home of deferred init
-//! ([`crate::node::deferred`]), on-demand init ([`crate::node::ondemand`]) and the buddy allocator
-//! ([`crate::node::buddy`]).
+//! A NUMA node's memmap at boot, shared between threads: deferred init, on-demand init and the
+//! buddy allocator.
 //!
-//! [`Node::boot`] is the boot-time part of `mm/mm_init.c` for one node:
+//! [`Node::boot`] is `mm/mm_init.c` for one node: `memmap_init()` (what the highest zone gets
+//! depends on the [`InitMode`]), `memmap_init_reserved_pages()` and
+//! `free_low_memory_core_early()`. [`BootOrder::Kernel`] runs each step over the node before
+//! the next; [`BootOrder::Fused`] runs all three per `MAX_PAGE_ORDER` window, with the same
+//! result (`window.rs` says why).
 //!
-//! 1. `memmap_init()`: for every memory range and zone, `memmap_init_range()` initializes the
-//!    struct pages (`__init_single_page`, `MIGRATE_MOVABLE` and `cond_resched()` at
-//!    pageblock-aligned PFNs); holes between ranges get `init_unavailable_range()`
-//!    (initialized and `PG_reserved`). What happens in the highest zone depends on the
-//!    [`InitMode`]: everything ([`InitMode::Eager`]), up to the first deferred PFN chosen by
-//!    `defer_init()` ([`InitMode::Deferred`]), or only the first struct page of each 2 MiB block
-//!    ([`InitMode::OnDemand`], the 2013 RFC, applied to every zone of the node as the RFC did).
-//! 2. `memmap_init_reserved_pages()`: `reserve_bootmem_region()` on every reserved range that is
-//!    not `MEMBLOCK_RSRV_NOINIT`: deferred struct pages are initialized now
-//!    (`__init_deferred_page`), on-demand blocks expanded, and every page gets `PG_reserved`.
-//! 3. `free_low_memory_core_early()`: every free range is handed to the buddy allocator in the
-//!    largest naturally aligned chunks (`__free_pages_memory()`), except the deferred ones
-//!    (`memblock_free_pages()` skips PFNs that are not `early_page_initialised()`).
-//!
-//! The kernel runs each step over the whole node before the next ([`BootOrder::Kernel`]). By
-//! default the node runs all three on one `MAX_PAGE_ORDER`-aligned window before the next
-//! ([`BootOrder::Fused`]), which leaves the same bytes, lists and counters; runs of whole free
-//! `MAX_PAGE_ORDER` blocks without reserved pages take a single pass that writes each struct
-//! page once, in its final state (`window.rs` in the source explains why it is byte-identical),
-//! and the other windows find the struct pages step 1 wrote still in the cache when step 3
-//! reads them.
-//!
-//! ## Sharing
-//!
-//! A node is `Sync`. Struct pages are written by the one thread that owns them at that moment:
-//! the booting thread, a padata worker for its chunk, the zone lock holder for free pages, an
-//! allocating thread for its allocation. Ownership moves only through a [`SpinLock`] (the zone
-//! locks, the resize lock, the memmap lock) or a [`BlockStates`] release/acquire pair, and is a
-//! type (`owned.rs`: a handle made at each hand-over point, through which every read and write
-//! goes), so there is no data race. The [`Memmap`] view sits behind the *memmap lock* together
-//! with the [`InitHooks`]: the slow paths, pageblock migrate types and tracepoint events go
-//! through it.
-//!
-//! The locks nest in one order: resize lock, zone lock, memmap lock. The hooks run under the
-//! memmap lock, so a hook must not call into the node it is called from (allocate, free,
-//! expand, grow, or read anything behind a lock): that would take a node lock under the
-//! memmap lock, a deadlock on the spot or against another thread. With `std` such a call
-//! panics with a message instead, every time, before it waits for anything
-//! (`tests/hook_reentrancy.rs`); without `std` it deadlocks. A hook may use another node. A
-//! hook called from `Node::boot` cannot reach its node: it does not exist outside `boot` yet.
+//! A struct page is written only by the thread that owns it (the booting thread, a padata
+//! worker, the zone lock holder, an allocating thread); ownership moves through a [`SpinLock`]
+//! or a [`BlockStates`] release/acquire pair, and is a type (`owned.rs`). The locks nest as
+//! resize lock, zone lock, memmap lock; the hooks run under the memmap lock, so a hook must not
+//! call into its own node (with `std` that panics, without it deadlocks).
 
 mod arena;
 mod boot;
@@ -297,12 +265,6 @@ impl NodeStats {
             single_pass_pages: AtomicU64::new(0),
         }
     }
-
-    /// `__free_pages_core()` calls of `order` (0 for orders the allocator does not have).
-    #[must_use]
-    pub fn free_core(&self, order: u32) -> u64 {
-        self.free_core_calls.get(order as usize).map_or(0, |c| c.load(Ordering::Relaxed))
-    }
 }
 
 /// The memmap view and the hooks, behind the memmap lock.
@@ -409,12 +371,6 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     #[must_use]
     pub fn layout(&self) -> &NodeLayout<'a> {
         &self.layout
-    }
-
-    /// The node span.
-    #[must_use]
-    pub fn span(&self) -> PfnRange {
-        self.span
     }
 
     /// The boot options.

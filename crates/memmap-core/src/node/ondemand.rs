@@ -1,39 +1,16 @@
-//! On-demand struct page init: the 2013 RFC "Transparent on-demand struct page initialization
-//! embedded in the buddy allocator" (Robin Holt, Nathan Zimmer; v3, 12 Aug 2013).
+//! On-demand struct page init, the 2013 RFC "Transparent on-demand struct page initialization
+//! embedded in the buddy allocator".
 //!
-//! At boot, `memmap_init_zone` initializes only the **first** struct page of each 2 MiB-aligned
-//! block (`PTRS_PER_PMD` = 512 pages with 4 KiB pages; in this model the block is the pageblock,
-//! which is the same 512 pages on the presets) that lies entirely inside one memory range of one
-//! zone, and flags it `PG_uninitialized_2m`. Blocks cut by a range edge are initialized fully, as
-//! the RFC's `pfn_range_init_avail` check does. The first time the allocator touches a block
-//! (`expand()` splitting below the block size, `prep_new_page()`, and at boot
-//! `reserve_bootmem_region()`), `__expand_page_initialization` clears the flag and initializes
-//! the other 511 struct pages from the base page's zone, node and reference count.
+//! At boot only the first struct page of each 2 MiB block (the pageblock here) lying inside one
+//! memory range is initialized and flagged `PG_uninitialized_2m`; blocks cut by a range edge are
+//! initialized fully (`pfn_range_init_avail`). The allocator's first touch of a block
+//! (`expand()`, `prep_new_page()`, `reserve_bootmem_region()`) runs
+//! `__expand_page_initialization`: it clears the flag and initializes the other struct pages.
 //!
-//! ## The flag bit
-//!
-//! The RFC added `PG_uninitialized_2m` right after `PG_reserved`, which renumbers every later
-//! flag. This model keeps the v6.18 baseline numbering used everywhere else
-//! ([`crate::model::flags::PG`]) and puts the flag in the first bit after the baseline's flags:
-//! bit `KernelConfig::nr_pageflags` (23 on the x86-64 presets, 24 on arm64), i.e. a new last entry
-//! of `enum pageflags` before `__NR_PAGEFLAGS`. [`pg_uninitialized_2m`](crate::pg_uninitialized_2m)
-//! returns it, or `None` when a `page->flags` field (LRU refs, LRU gen, cpupid, zone, node)
-//! starts at that bit. As in the RFC, the flag is part of the free and prep page checks.
-//!
-//! ## Concurrency
-//!
-//! Each block has a state byte ([`BlockStates`](crate::BlockStates)): `UNINIT → INITIALIZING →
-//! DONE`. The thread that wins the compare-and-swap expands the block and publishes it with a
-//! release store; others wait for `DONE`. The node expands a block only while holding the lock
-//! of the block's zone (the RFC's hooks run under `zone->lock`), which also orders the base
-//! page's buddy-list words against the expansion's clear of its flag.
-//!
-//! Expansion uses the node's strategy: the first tail through the slow path, then a template
-//! copy (normal or streaming stores, drained before the block is published). The boot-time
-//! base pages are template copies written with normal stores (see `ondemand_base_pages`); the
-//! fused boot ([`BootOrder::Fused`](crate::BootOrder::Fused), the default) writes the base
-//! pages of whole free `MAX_PAGE_ORDER` blocks once, already freed to the buddy allocator
-//! (`Node::boot_window`).
+//! The flag is the first bit after the baseline's flags ([`pg_uninitialized_2m`](crate::pg_uninitialized_2m)),
+//! not the RFC's renumbering after `PG_reserved`; as in the RFC it is part of the free and prep
+//! checks. Each block has a state byte (`UNINIT → INITIALIZING → DONE`): the compare-and-swap
+//! winner expands the block, under its zone's lock, and publishes it with a release store.
 
 use core::sync::atomic::Ordering;
 
@@ -48,12 +25,6 @@ use crate::node::{Inner, Node};
 use crate::sync::RunOnce;
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
-    /// The `PG_uninitialized_2m` bit of this node's configuration.
-    #[must_use]
-    pub fn uninitialized_2m_bit(&self) -> u32 {
-        self.uninit_bit
-    }
-
     /// `memmap_init_zone` of the RFC on `[s, e)` of `zone` (a memory range clamped to the zone).
     pub(in crate::node) fn ondemand_memmap_init_range(
         &self,

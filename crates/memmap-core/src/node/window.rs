@@ -1,28 +1,14 @@
-//! The fused boot's windows written once, in their final state: a run of whole free
-//! `MAX_PAGE_ORDER` blocks of one zone and one memory range, without reserved pages, where
-//! `memmap_init`, `reserve_bootmem_regions` and the free pass collapse into one pass that writes
-//! each struct page as the kernel leaves it after the three.
+//! The fused boot's windows written once, in their final state: for a run of whole free
+//! `MAX_PAGE_ORDER` blocks of one zone and memory range without reserved pages, `memmap_init`,
+//! `reserve_bootmem_regions` and the free pass collapse into one pass.
 //!
-//! The kernel writes such a struct page up to three times: `__init_single_page` (every page),
-//! then `__free_pages_core`'s `__ClearPageReserved` and `set_page_count(0)`, then, for a block's
-//! first page, the buddy fields and free-list links (`__add_to_free_list` at the tail and
-//! `set_buddy_order`). Every one of those values is known before the first write: the page's
-//! own address (its `lru` self-pointers), its section, a count of 0, and for a block head its
-//! neighbours in the free list, because the blocks of the run go to the tail of the
-//! `MAX_PAGE_ORDER` list in ascending order (the previous block of the run, or the list's tail
-//! before it; the next block, or the list head after the last). Nothing reads these struct
-//! pages back during the pass, so eagerly booted runs stream them ([`Strategy::Auto`] resolves
-//! to streaming for the node's size), and the pass runs at the machine's store bandwidth.
-//!
-//! On demand the pass writes only each pageblock's first struct page, flagged
-//! `PG_uninitialized_2m`, with normal stores: one line per 2 MiB block stays cached, and a
-//! streamed line per block was slower (docs/performance has the figures).
-//!
-//! The bytes left are the kernel order's: memmap, pageblock bits, `cond_resched()` calls, free
-//! lists in their order and the counters (`tests/fused_boot.rs` compares all of it with
-//! [`BootOrder::Kernel`](crate::BootOrder::Kernel)).
-//!
-//! [`Strategy::Auto`]: crate::Strategy::Auto
+//! The kernel writes such a struct page up to three times (`__init_single_page`,
+//! `__free_pages_core`, and for a block head `__add_to_free_list` and `set_buddy_order`), but
+//! every final value is known up front: the page's own address, its section, a count of 0, and
+//! a head's list neighbours (the run's blocks go to the list's tail in ascending order). Nothing
+//! reads them back during the pass, so eager runs may stream; on demand only each pageblock's
+//! flagged first page is written, with normal stores. `tests/fused_boot.rs` compares the result
+//! with [`BootOrder::Kernel`](crate::BootOrder::Kernel).
 
 use core::sync::atomic::Ordering;
 
@@ -91,7 +77,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         self.init_run(own, lo, lo + 1, zone, kind);
         let mut t = own.read(lo);
         // __free_pages_core(): __ClearPageReserved(), set_page_count(0), on every page.
-        t.set_flags(t.flags() & !(1 << self.pg.reserved));
+        t.set_u64_at(crate::offsets::FLAGS, t.flags() & !(1 << self.pg.reserved));
         t.set_u32_at(offsets::REFCOUNT, 0);
         let list_of = |pfn: u64| self.pages.vaddr(pfn).wrapping_add(offsets::LRU_NEXT as u64);
         // __add_to_free_list(tail) + set_buddy_order() of a block head. The run's blocks go to

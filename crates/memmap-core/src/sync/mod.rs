@@ -1,12 +1,9 @@
 //! Synchronization for the shared node: a spin lock (the kernel's `spinlock_t`, usable in
 //! `no_std`) and per-block initialization states.
 //!
-//! The node's struct pages are written by several threads at once (padata workers of deferred
-//! init, allocating threads expanding on-demand blocks), always on disjoint pages, and every
-//! hand-over of a page from one thread to another goes through a [`SpinLock`] (zone lock,
-//! memmap lock) or an acquire/release pair on a [`BlockStates`] byte. That is what makes the
-//! raw-pointer accesses of the `node` module free of data races (ThreadSanitizer runs the concurrency
-//! tests).
+//! Every hand-over of a struct page between threads goes through a [`SpinLock`] or an
+//! acquire/release pair on a [`BlockStates`] byte; that is what makes the `node` module's
+//! raw-pointer accesses free of data races.
 
 #[cfg(all(test, memmap_core_loom))]
 mod loom_tests;
@@ -127,16 +124,10 @@ mod cell {
 
 /// The re-entry check (`std`): a hook must not call back into the node it is called from.
 ///
-/// The node calls its hooks (`cond_resched`, `page_ref_set`) holding its memmap lock, the
-/// innermost of its locks (resize lock, then zone locks, then memmap lock). A node lock
-/// requested by the thread that holds the memmap lock of the same node is a hook calling back
-/// into its node: the memmap lock itself would spin forever on its own holder, and a zone or
-/// resize lock inverts the lock order (a deadlock against any thread holding that lock and
-/// waiting for the memmap lock, as an on-demand expansion does). Each thread records which
-/// node's memmap lock it holds; a node lock taken in that state panics with a message, every
-/// time, whether or not this particular call would have deadlocked. Without `std` there is no
-/// thread identity: the rule stands, unchecked. Under loom (whose threads share one OS thread)
-/// the check is off; the loom models use locks of no node.
+/// Hooks run under the memmap lock, the innermost node lock; a node lock requested by the
+/// thread holding the same node's memmap lock would spin on itself or invert the lock order.
+/// Each thread records which node's memmap lock it holds, and such a request panics, every
+/// time. Without `std` (no thread identity) and under loom the rule stands unchecked.
 #[cfg(all(feature = "std", not(all(test, memmap_core_loom))))]
 mod reentry {
     use core::cell::Cell;

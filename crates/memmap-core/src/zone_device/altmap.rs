@@ -13,15 +13,10 @@ use crate::model::page::StructPage;
 
 /// `move_pfn_range_to_zone(zone, start_pfn, nr_pages, altmap, MIGRATE_MOVABLE, false)` for a
 /// ZONE_DEVICE range, as `pagemap_range()` calls it before [`memmap_init_zone_device`]: the
-/// struct pages of `[start_pfn, altmap.base_pfn + reserve + free)`, skipping the `reserve`
-/// PFNs when the range starts at the altmap's base, become plain reserved ZONE_DEVICE pages
-/// (`__init_single_page` and `__SetPageReserved`: `lru` self-pointers, refcount 1, mapcount
-/// -1, no pgmap), and each pageblock-aligned one gets `MIGRATE_MOVABLE` and `cond_resched()`.
-/// Without an altmap `memmap_init_range()` returns at once for ZONE_DEVICE, and so does this.
-///
-/// Only the memmap part of the kernel function is modelled (not the zone span, the node's
-/// present pages or the resize lock). Every page of the part is identical up to its list
-/// self-pointers and section bits, so the template strategies copy the first one.
+/// altmap's struct pages (skipping its `reserve` PFNs at the base) become reserved ZONE_DEVICE
+/// pages through `__init_single_page` and `__SetPageReserved`, each pageblock-aligned one with
+/// `MIGRATE_MOVABLE` and `cond_resched()`. Without an altmap it does nothing, as the kernel.
+/// Only the memmap part of the kernel function is modelled.
 ///
 /// Validates as [`memmap_init_zone_device`] does and writes nothing on error.
 ///

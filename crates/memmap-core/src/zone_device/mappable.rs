@@ -1,24 +1,6 @@
-//! What the kernel refuses before `memremap_pages()` creates any ZONE_DEVICE struct page.
-//!
-//! `memmap_init_zone_device()` itself checks nothing: the ranges it gets passed two earlier
-//! checks, which [`check_memremap_pages`] makes on a [`ZoneDeviceRange`]:
-//!
-//! 1. A persistent-memory namespace mapped with struct pages (`MEMORY_DEVICE_FS_DAX`, `ndctl
-//!    create-namespace -m fsdax`, or a raw namespace of a `memmap=` region) must start and end
-//!    at a multiple of `memremap_compat_align()`: `SUBSECTION_SIZE` (2 MiB) on x86-64 and
-//!    arm64, so that the namespace can switch modes. `nvdimm_namespace_common_probe()`
-//!    (`drivers/nvdimm/namespace_devs.c`) prints `"%pr misaligned, unable to map"` and fails
-//!    the probe with `-EOPNOTSUPP` (`nd_pfn_init()` likewise refuses to create an fsdax
-//!    namespace whose start is misaligned).
-//! 2. Every memory type reaches `__add_pages()` (`arch_add_memory()`, or `add_pages()` for
-//!    `MEMORY_DEVICE_PRIVATE`), whose `check_pfn_span()` (`mm/memory_hotplug.c`) wants the
-//!    first pfn and the page count to be multiples of `PAGES_PER_SUBSECTION` (2 MiB of pages)
-//!    with `CONFIG_SPARSEMEM_VMEMMAP`, of `PAGES_PER_SECTION` without it; otherwise it
-//!    `WARN`s `"Misaligned __add_pages start: %#lx end: #%lx"` and returns `-EINVAL`.
-//!
-//! Both checks read the same in 6.1 and 6.12 (6.5 moved the `WARN` of the second from
-//! `check_pfn_span()` into `__add_pages()`, with the same text); the model applies them to
-//! every release.
+//! What the kernel refuses before `memremap_pages()` creates any ZONE_DEVICE struct page
+//! (`nvdimm_namespace_common_probe()`'s alignment of FS_DAX namespaces, `check_pfn_span()` in
+//! `__add_pages()`): [`check_memremap_pages`], the same rules for every modelled release.
 
 use super::unmappable::{SUBSECTION_SHIFT, Unmappable};
 use super::{DevPagemap, MemoryType, ZoneDeviceRange};
@@ -41,21 +23,11 @@ const fn subsection_pages(cfg: &KernelConfig) -> u64 {
 }
 
 /// The checks `memremap_pages()` and the pmem driver make before any ZONE_DEVICE struct page
-/// of `range` exists: an `Err` means the kernel creates no ZONE_DEVICE page for it, so there
-/// is nothing for [`memmap_init_zone_device`] to initialize. A zero-length range passes.
-///
-/// 1. An FS_DAX range (a persistent-memory namespace mapped with struct pages) must start and
-///    end at a multiple of `memremap_compat_align()`, 2 MiB on x86-64 and arm64:
-///    `nvdimm_namespace_common_probe()` prints `"%pr misaligned, unable to map"` and fails
-///    with `-EOPNOTSUPP` ([`Unmappable::PmemMisaligned`]).
-/// 2. Every range reaches `__add_pages()`, whose `check_pfn_span()` wants the first pfn and the
-///    page count to be multiples of [`hotplug_align_pages`] (a 2 MiB sub-section with
-///    `CONFIG_SPARSEMEM_VMEMMAP`, a section without): `"Misaligned __add_pages start: %#lx
-///    end: #%lx"`, `-EINVAL` ([`Unmappable::AddPagesMisaligned`]).
-///
-/// [`memmap_init_zone_device`] does not call this (the kernel's function checks nothing and
-/// the model's initializes any range inside a memmap); a caller that models a namespace or a
-/// device-dax range calls it first.
+/// of `range` exists: an `Err` means the kernel creates no page for it. An FS_DAX range must
+/// be aligned to `memremap_compat_align()` (`nvdimm_namespace_common_probe()`), and every
+/// range's start and length to [`hotplug_align_pages`] (`check_pfn_span()` in
+/// `__add_pages()`). [`memmap_init_zone_device`] does not call it, as the kernel's does not; a
+/// caller modelling a namespace calls it first. A zero-length range passes.
 ///
 /// # Errors
 ///
@@ -89,6 +61,7 @@ pub fn check_memremap_pages(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Named;
     use std::string::ToString;
 
     fn range(start_pfn: u64, nr_pages: u64) -> ZoneDeviceRange {
@@ -125,7 +98,7 @@ mod tests {
     #[test]
     fn aligned_ranges_of_every_type_pass_and_classic_sparsemem_wants_sections() {
         let cfg = KernelConfig::X86_64;
-        for t in MemoryType::ALL {
+        for t in MemoryType::ALL.iter().copied() {
             let pgmap = DevPagemap::new(t);
             assert_eq!(check_memremap_pages(&cfg, &range(0x100000, 0x40000), &pgmap), Ok(()));
             assert_eq!(check_memremap_pages(&cfg, &range(0x100200, 0x200), &pgmap), Ok(()));

@@ -1,31 +1,14 @@
 //! ZONE_DEVICE memmap initialization: `memmap_init_zone_device()` with the slow, template and
 //! streaming strategies.
 //!
-//! * [`Strategy::Slow`] is the kernel's code (`__init_zone_device_page()` per PFN,
-//!   `memmap_init_compound()` per compound page).
-//! * [`Strategy::Template`] is the upstream template series: the first head page is initialized through the
-//!   slow path and copied as the head template; each compound page's first tail (page\[1\]) is
-//!   initialized through the slow path and copied as that compound's tail template; every other
-//!   page is a copy of its template with only the PFN-dependent fields refreshed (section bits
-//!   when they live in `page->flags`, `virtual` under `WANT_PAGE_VIRTUAL`).
-//! * [`Strategy::Streaming`] is the template path with `stream_hal` streaming stores, following
-//!   the upstream ordering rules: nothing reads a streamed page back or rewrites it with normal
-//!   stores before a drain. Pageblock-aligned pages are written with normal stores because
-//!   `set_pageblock_migratetype()` may read them back (as upstream does). Upstream then drains
-//!   before `memmap_init_compound()` reads the head, before `prep_compound_head()` and before
-//!   returning ([`DrainPolicy::Upstream`]); by default ([`DrainPolicy::Minimal`]) the head and
-//!   page\[2\] are written with normal stores too, so those two reads touch no streamed memory
-//!   and the one drain before returning is the only one needed. A drain per compound page waits
-//!   for the write-combining buffers every 128 struct pages and halves the devdax throughput.
-//! * [`Strategy::Auto`] applies the kernel's rules: the slow path when the `page_ref_set`
-//!   tracepoint is active, when KASAN or KMSAN is configured, or when `stream-hal` reports a
-//!   sanitizer build; otherwise streaming when the struct pages to write reach
-//!   [`FillOptions::threshold`] (from 4 KiB for the default write-once hint, from the
-//!   last-level cache's share for a read-soon one), the cached template below it.
-//!
-//! Template and Streaming also fall back to Slow when the tracepoint is active or KASAN/KMSAN is
-//! configured, as `zone_device_page_init_optimization_enabled()` does, so every strategy emits
-//! the same tracepoint events and `cond_resched` calls and produces the same bytes.
+//! Slow is the kernel's code (`__init_zone_device_page()`, `memmap_init_compound()`); Template
+//! copies a head template and each compound page's first tail, refreshing only the
+//! PFN-dependent fields; Streaming does the same with streaming stores, never reading a
+//! streamed page back before a drain (pageblock-aligned pages, and by default
+//! ([`DrainPolicy::Minimal`]) the head and page\[2\], use normal stores, so one drain at the end
+//! suffices). Every strategy falls back to Slow when the `page_ref_set` tracepoint is active or
+//! KASAN/KMSAN is configured, as `zone_device_page_init_optimization_enabled()` does, so all
+//! emit the same bytes, events and `cond_resched` calls.
 
 mod altmap;
 mod mappable;
@@ -43,6 +26,7 @@ pub use parallel::{ParallelInit, memmap_init_zone_device_parallel};
 pub(crate) use unmappable::KernelMessage;
 pub use unmappable::Unmappable;
 
+use crate::Behaviour;
 use crate::InitError;
 use crate::fill::{FillOptions, Strategy, StrategyReason};
 use crate::hooks::InitHooks;
@@ -50,7 +34,6 @@ use crate::memmap::Memmap;
 use crate::memmap::engine::with_store;
 use crate::model::flags::VMEMMAP_RESERVE_NR;
 use crate::model::page::StructPage;
-use crate::model::version::Behaviour;
 
 /// `enum memory_type` (`include/linux/memremap.h`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -137,7 +120,7 @@ pub struct DevPagemap {
 
 impl DevPagemap {
     /// A default modelled address for the `struct dev_pagemap` (an x86-64 direct-map address).
-    pub const DEFAULT_ADDR: u64 = 0xffff_8881_0420_0000;
+    pub(crate) const DEFAULT_ADDR: u64 = 0xffff_8881_0420_0000;
 
     /// A pagemap of `memory_type` without compound pages or altmap.
     #[must_use]
@@ -261,19 +244,12 @@ impl ZoneDeviceRange {
 }
 
 /// The struct page whose contents the kernel's vmemmap shows at `pfn`'s place after
-/// `memmap_init_zone_device(range, pgmap)`: `Some(source)` when `pfn`'s struct page is an alias
-/// of another one, `None` when it has memory of its own.
-///
-/// With the DAX vmemmap optimization ([`vmemmap_can_optimize`]) only the first
-/// [`VMEMMAP_RESERVE_NR`] vmemmap pages of a compound page are its own; the later ones all map
-/// the second (`vmemmap_populate_compound_pages()`), so struct page `i` of the compound page
-/// (for `i` past the first `VMEMMAP_RESERVE_NR * PAGE_SIZE / sizeof(struct page)`) reads as
-/// struct page `PAGE_SIZE / sizeof(struct page) + i % (PAGE_SIZE / sizeof(struct page))`. The
-/// model writes only the struct pages with memory of their own; a reader that wants the bytes a
-/// kernel would show (a dump compared with a real kernel) copies the sources. Compound pages in
-/// early sections are not deduplicated from 7.2 on (see
-/// [`ZoneDeviceRange::boot_memory_end_pfn`]); in earlier kernels their later struct pages are
-/// neither written nor aliased, and this returns `None` for them.
+/// `memmap_init_zone_device(range, pgmap)`: `Some(source)` when it is an alias of another one
+/// (the DAX vmemmap optimization maps every vmemmap page of a compound page past the first
+/// `VMEMMAP_RESERVE_NR` onto the second, `vmemmap_populate_compound_pages()`), `None` when it
+/// has memory of its own. The model writes only the latter; a reader that wants the kernel's
+/// view copies the sources. Early sections are not deduplicated from 7.2 on
+/// ([`ZoneDeviceRange::boot_memory_end_pfn`]).
 #[must_use]
 pub fn vmemmap_alias<P: StructPage>(
     cfg: &crate::KernelConfig,

@@ -1,14 +1,6 @@
-//! [`memmap_init_zone_device_parallel`] (`std`): `memmap_init_zone_device()` as a padata job.
-//!
-//! The kernel runs `memmap_init_zone_device()` on one thread. This splits the validated range
-//! into chunks aligned to both a memory section and a compound page, runs each chunk with the
-//! one-thread code on its own view of the memmap (a padata job, the caller participating), and
-//! returns when every worker is done. Each chunk is exactly the call the one-thread function
-//! would make for that part of the range (its compound pages, its pageblock pass, its drain),
-//! so the memmap and the pageblock bits are byte-identical to one thread (property tests check
-//! every strategy, memory type, compound order, altmap and early-section case they generate).
-//!
-//! The hooks, progress and tracepoint rules are in the function's documentation.
+//! [`memmap_init_zone_device_parallel`] (`std`): `memmap_init_zone_device()` as a padata job
+//! over chunks aligned to a section and a compound page, each exactly the one-thread call for
+//! its part, so the result is byte-identical to one thread.
 
 use std::vec::Vec;
 
@@ -34,35 +26,14 @@ pub struct ParallelInit<H> {
 }
 
 /// `memmap_init_zone_device()` split into section- and compound-aligned chunks run on up to
-/// `threads` workers.
+/// `threads` workers, with the same result as [`memmap_init_zone_device`].
 ///
-/// # Hooks, progress and tracepoint events when chunks run concurrently
-///
-/// * Each chunk gets its own hooks value, built on the calling thread by `make_hooks(start,
-///   end)` before any worker starts, and returned in PFN order in
-///   [`ParallelInit::chunks`]. A hook is therefore only ever called from one thread at a time,
-///   and needs `Send` but not `Sync`; a progress bar shared by the chunks must be thread-safe
-///   itself (an atomic counter, `indicatif`'s bar).
-/// * `cond_resched(pfn)`: every PFN the one-thread run passes is passed exactly once, to the
-///   hooks of the chunk that holds it. Within a chunk the order is the one-thread order
-///   restricted to the chunk. Before 7.2 (migrate types set per page) concatenating the chunks'
-///   calls in PFN order gives the one-thread sequence exactly; from 7.2 each chunk runs its own
-///   pageblock pass after its own struct pages, so the concatenation interleaves "struct pages,
-///   pageblocks" per chunk instead of once for the whole range (same multiset of PFNs).
-/// * Progress driven from `cond_resched` advances concurrently from several threads; the total
-///   is the same.
-/// * `page_ref_set` tracepoint events: their order is part of what the kernel emits, so when the
-///   tracepoint is active (as `make_hooks(start, end)` of the whole range reports it) the job
-///   runs on the calling thread only, exactly as [`memmap_init_zone_device`], and the one chunk
-///   holds every event in kernel order. The tracepoint also forces the slow strategy, as in the
-///   one-thread function.
-/// * Streaming stores: each worker drains its own streaming stores before it reports its chunk
-///   done (the one-thread function's final drain, once per chunk), and the join at the end of
-///   the job publishes them to the caller. [`InitReport::drains`] is the sum over chunks.
-///
-/// Validates everything before writing anything, as [`memmap_init_zone_device`]; the strategy
-/// is resolved once for the whole range (the [`Strategy::Auto`](crate::Strategy::Auto) threshold applies to the whole
-/// job), and `Threads::Auto` counts the struct page bytes written.
+/// Each chunk gets its own hooks from `make_hooks(start, end)` (built on the calling thread,
+/// returned in PFN order in [`ParallelInit::chunks`]), so a hook is called from one thread at a
+/// time. Every PFN reaches `cond_resched` once, in the one-thread order within its chunk. With
+/// the `page_ref_set` tracepoint active the job runs on the calling thread, so events keep the
+/// kernel's order. Each worker drains its streaming stores before its chunk is done
+/// ([`InitReport::drains`] is the sum). It validates first and resolves the strategy once.
 ///
 /// # Errors
 ///

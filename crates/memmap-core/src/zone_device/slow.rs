@@ -3,11 +3,11 @@
 
 use super::plan::Plan;
 use super::{DevPagemap, MAX_VMEMMAP_SHIFT};
+use crate::FolioLayout;
 use crate::InitError;
 use crate::hooks::InitHooks;
 use crate::memmap::Memmap;
 use crate::model::page::{StructPage, offsets};
-use crate::model::version::FolioLayout;
 
 impl<P: StructPage> Memmap<'_, P> {
     /// `__init_zone_device_page(page, pfn, zone_idx, nid, pgmap)`: `__init_single_page`,
@@ -51,9 +51,7 @@ impl<P: StructPage> Memmap<'_, P> {
     /// `prep_compound_tail` + `set_page_count(page, 0)`, then `prep_compound_head` after the
     /// loop.
     ///
-    /// `nr_pages` counts the head too (the kernel's `compound_nr_pages()`: tails
-    /// `head_pfn + 1 .. head_pfn + nr_pages`); `prep_compound_head` also needs page\[1\] and,
-    /// for the 6.15+ folio layout with order > 1, page\[2\].
+    /// `nr_pages` counts the head too (`compound_nr_pages()`).
     ///
     /// # Errors
     ///

@@ -1,28 +1,19 @@
 //! The template paths (cached and streaming): the fill engine applied to ZONE_DEVICE pages and
-//! compound pages.
-//!
-//! With [`DrainPolicy::Minimal`] every page that is later read back or partly rewritten with
-//! normal stores is itself written with normal stores: the compound head (`__SetPageHead` reads
-//! it), page\[1\] (seeded through the slow path) and page\[2\] (`prep_compound_head` writes its
-//! `_deferred_list`), and every pageblock-aligned page (`set_pageblock_migratetype` may read it).
-//! No streamed byte is ever touched again before the drain at return, so that one drain is the
-//! only one needed. [`DrainPolicy::Upstream`] streams the head and page\[2\] like the other
-//! tails and drains where the Linux series does: before `memmap_init_compound` reads the head,
-//! before `prep_compound_head`, and before returning.
-//!
-//! The final drain runs through the run's [`Streaming`] session, so it also runs when a hook
-//! panics.
+//! compound pages. With [`DrainPolicy::Minimal`] every page read back or partly rewritten later
+//! (the compound head, page\[1\], page\[2\], pageblock-aligned pages) gets normal stores, so
+//! the one drain at return (through the run's [`Streaming`] session, also on a hook's panic)
+//! suffices; [`DrainPolicy::Upstream`] drains where the Linux series does.
 
 use core::marker::PhantomData;
 
 use super::plan::Plan;
 use super::{DevPagemap, DrainPolicy};
+use crate::FolioLayout;
 use crate::hooks::InitHooks;
 use crate::memmap::engine::{Cached, ListSelf, Refresh, Store};
 use crate::memmap::{AtPageblockFn, Memmap, PageblockWork, Streaming};
 use crate::model::config::{FlagsLayout, KernelConfig};
 use crate::model::page::{StructPage, offsets};
-use crate::model::version::FolioLayout;
 
 /// The template (cached or streaming, `S`) loop over a validated plan; returns the number of
 /// drains (see the [module documentation](self)).

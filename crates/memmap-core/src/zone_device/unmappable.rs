@@ -24,7 +24,7 @@ pub enum Unmappable {
 impl Unmappable {
     /// The kernel function that refuses the range.
     #[must_use]
-    pub const fn function(self) -> &'static str {
+    pub(crate) const fn function(self) -> &'static str {
         match self {
             Unmappable::PmemMisaligned => "nvdimm_namespace_common_probe",
             Unmappable::AddPagesMisaligned => "__add_pages",
@@ -33,7 +33,7 @@ impl Unmappable {
 
     /// The error the kernel function returns.
     #[must_use]
-    pub const fn errno(self) -> &'static str {
+    pub(crate) const fn errno(self) -> &'static str {
         match self {
             Unmappable::PmemMisaligned => "-EOPNOTSUPP",
             Unmappable::AddPagesMisaligned => "-EINVAL",

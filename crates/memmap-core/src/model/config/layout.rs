@@ -123,7 +123,7 @@ impl FlagsLayout {
     /// # Errors
     ///
     /// As [`KernelConfig::flags_layout`].
-    pub const fn compute(cfg: &KernelConfig) -> Result<FlagsLayout, ConfigError> {
+    pub(crate) const fn compute(cfg: &KernelConfig) -> Result<FlagsLayout, ConfigError> {
         if cfg.page_shift < 10 || cfg.page_shift > 18 {
             return Err(ConfigError::BadParameter("page_shift must be in 10..=18"));
         }
@@ -222,7 +222,7 @@ impl FlagsLayout {
 
     /// `ZONES_MASK`.
     #[must_use]
-    pub const fn zones_mask(&self) -> u64 {
+    pub(crate) const fn zones_mask(&self) -> u64 {
         mask(self.zones_width)
     }
 
@@ -234,25 +234,25 @@ impl FlagsLayout {
 
     /// `SECTIONS_MASK`.
     #[must_use]
-    pub const fn sections_mask(&self) -> u64 {
+    pub(crate) const fn sections_mask(&self) -> u64 {
         mask(self.sections_width)
     }
 
     /// `LAST_CPUPID_MASK` (from `LAST_CPUPID_SHIFT`, not the width).
     #[must_use]
-    pub const fn last_cpupid_mask(&self) -> u64 {
+    pub(crate) const fn last_cpupid_mask(&self) -> u64 {
         mask(self.last_cpupid_shift)
     }
 
     /// `KASAN_TAG_MASK`.
     #[must_use]
-    pub const fn kasan_tag_mask(&self) -> u64 {
+    pub(crate) const fn kasan_tag_mask(&self) -> u64 {
         mask(self.kasan_tag_width)
     }
 
     /// `SECTION_IN_PAGE_FLAGS`: flags depend on the PFN.
     #[must_use]
-    pub const fn section_in_page_flags(&self) -> bool {
+    pub(crate) const fn section_in_page_flags(&self) -> bool {
         self.sections_width != 0
     }
 
@@ -273,7 +273,7 @@ impl FlagsLayout {
     /// `set_page_section` (only meaningful with `SECTION_IN_PAGE_FLAGS`; a no-op otherwise,
     /// because the mask is empty).
     #[must_use]
-    pub const fn set_section(&self, flags: u64, section: u64) -> u64 {
+    pub(crate) const fn set_section(&self, flags: u64, section: u64) -> u64 {
         let m = self.sections_mask();
         (flags & !(m << self.sections_pgshift)) | ((section & m) << self.sections_pgshift)
     }
@@ -298,7 +298,7 @@ impl FlagsLayout {
 
     /// `page_cpupid_reset_last` applied to `flags`: the LAST_CPUPID field all ones.
     #[must_use]
-    pub const fn cpupid_reset_last(&self, flags: u64) -> u64 {
+    pub(crate) const fn cpupid_reset_last(&self, flags: u64) -> u64 {
         if self.last_cpupid_width == 0 {
             flags
         } else {
@@ -308,7 +308,7 @@ impl FlagsLayout {
 
     /// `page_kasan_tag_set(page, tag)`: stores `tag ^ 0xff` in the KASAN tag field.
     #[must_use]
-    pub const fn kasan_tag_set(&self, flags: u64, tag: u8) -> u64 {
+    pub(crate) const fn kasan_tag_set(&self, flags: u64, tag: u8) -> u64 {
         let m = self.kasan_tag_mask();
         let stored = (tag ^ 0xff) as u64 & m;
         (flags & !(m << self.kasan_tag_pgshift)) | (stored << self.kasan_tag_pgshift)
@@ -316,21 +316,12 @@ impl FlagsLayout {
 
     /// `set_page_links(page, zone, node, pfn)` on the given flags.
     #[must_use]
-    pub const fn set_links(&self, flags: u64, zone: u32, node: u32, section: u64) -> u64 {
+    pub(crate) const fn set_links(&self, flags: u64, zone: u32, node: u32, section: u64) -> u64 {
         let f = self.set_zone(flags, zone);
         let f = self.set_node(f, node);
         if self.section_in_page_flags() { self.set_section(f, section) } else { f }
     }
-
-    /// Bits occupied by the non-flag fields (for the fits-in-a-long check).
-    #[must_use]
-    pub const fn field_bits(&self) -> u32 {
-        self.sections_width
-            + self.nodes_width
-            + self.zones_width
-            + self.last_cpupid_width
-            + self.kasan_tag_width
-            + self.lru_gen_width
-            + self.lru_refs_width
-    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,16 +1,6 @@
-//! Kernel configuration as data, and the page-flags layout computed from it.
-//!
-//! Kernel behaviour is data, not scattered `if`s. One [`KernelConfig`] value says everything the
-//! initializers need to know about the kernel being modelled: the Kconfig values that shape
-//! `struct page` and its initialization, the architecture's constants, and the release
-//! ([`KernelVersion`]), whose changes [`KernelConfig::behaviour`] lists. Presets give the kernels
-//! real machines run (Debian's 7.2 and 6.12 for amd64, 7.2 for arm64: 4 KiB pages, 32768 pages
-//! per section, pageblock order 9) and a classic SPARSEMEM variant whose section number lives in
-//! `page->flags` (so flags depend on the PFN); [`KernelConfig::with_kconfig`] reads a kernel's
-//! own `.config`.
-//!
-//! [`FlagsLayout`] is `include/linux/page-flags-layout.h` and the `*_PGOFF`/`*_PGSHIFT`
-//! arithmetic of `include/linux/mmzone.h`, evaluated for one config.
+//! Kernel configuration as data ([`KernelConfig`]: the Kconfig values that shape `struct
+//! page`, the architecture's constants and the release), and the page-flags layout computed
+//! from it ([`FlagsLayout`], `include/linux/page-flags-layout.h`).
 
 mod layout;
 use super::version::{Behaviour, KernelVersion};
@@ -33,11 +23,11 @@ pub enum Arch {
 
 impl Arch {
     /// Every architecture.
-    pub const ALL: [Arch; 4] = [Arch::X86_64, Arch::Arm64, Arch::Riscv64, Arch::Powerpc64];
+    pub(crate) const ALL: [Arch; 4] = [Arch::X86_64, Arch::Arm64, Arch::Riscv64, Arch::Powerpc64];
 
     /// The Kconfig symbol a `.config` of this architecture sets.
     #[must_use]
-    pub const fn kconfig_symbol(self) -> &'static str {
+    pub(crate) const fn kconfig_symbol(self) -> &'static str {
         match self {
             Arch::X86_64 => "CONFIG_X86_64",
             Arch::Arm64 => "CONFIG_ARM64",
@@ -86,7 +76,7 @@ pub struct KernelConfig {
     pub nodes_shift: u32,
     /// `MAX_NR_ZONES`, counting `ZONE_DEVICE`, which is always the last zone.
     pub max_nr_zones: u32,
-    /// `__NR_PAGEFLAGS` of the modelled build (see [`crate::model::flags::PG`]). No byte an
+    /// `__NR_PAGEFLAGS` of the modelled build (see [`crate::PG`]). No byte an
     /// initializer writes depends on it: it bounds the fields' layout and places the on-demand
     /// RFC's `PG_uninitialized_2m` ([`pg_uninitialized_2m`](crate::pg_uninitialized_2m)). The
     /// presets leave `PG_young` and `PG_idle` out (`CONFIG_PAGE_IDLE_FLAG`, set in Debian's
@@ -314,25 +304,6 @@ impl KernelConfig {
         ..KernelConfig::X86_64
     };
 
-    /// The presets, by name.
-    pub const PRESETS: [KernelConfig; 8] = [
-        KernelConfig::X86_64,
-        KernelConfig::ARM64,
-        KernelConfig::ARM64_16K,
-        KernelConfig::RISCV64,
-        KernelConfig::PPC64EL,
-        KernelConfig::PPC64EL_64K,
-        KernelConfig::X86_64_CLASSIC_SPARSE,
-        KernelConfig::X86_64_6_12,
-    ];
-
-    /// Looks a preset up by name (`x86_64`, `arm64`, `arm64-16k`, `riscv64`, `ppc64el`, `ppc64el-64k`,
-    /// `x86_64-classic-sparse`, `x86_64-6.12`).
-    #[must_use]
-    pub fn preset(name: &str) -> Option<KernelConfig> {
-        <KernelConfig as crate::Named>::from_name(name)
-    }
-
     /// The behaviours of the modelled kernel that changed between releases: those of
     /// [`KernelConfig::version`], with the ones that also depend on the configuration
     /// applied (the `compound_info` mask and HVO's shared tail pages need
@@ -456,7 +427,7 @@ impl KernelConfig {
 
     /// `compound_info_has_mask()` for struct pages of `page_size` bytes.
     #[must_use]
-    pub const fn compound_info_has_mask(&self, page_size: usize) -> bool {
+    pub(crate) const fn compound_info_has_mask(&self, page_size: usize) -> bool {
         self.behaviour().compound_info_mask && page_size.is_power_of_two()
     }
 
@@ -491,11 +462,20 @@ const fn pow2(shift: u32) -> u64 {
     if shift >= 64 { u64::MAX } else { 1 << shift }
 }
 
-/// The presets are the named configurations ([`KernelConfig::PRESETS`], named by their
+/// The presets are the named configurations (`Named::ALL`, named by their
 /// [`KernelConfig::name`]); a configuration read from a `.config` has a name too, but is none
 /// of these values.
 impl crate::Named for KernelConfig {
-    const ALL: &'static [KernelConfig] = &KernelConfig::PRESETS;
+    const ALL: &'static [KernelConfig] = &[
+        KernelConfig::X86_64,
+        KernelConfig::ARM64,
+        KernelConfig::ARM64_16K,
+        KernelConfig::RISCV64,
+        KernelConfig::PPC64EL,
+        KernelConfig::PPC64EL_64K,
+        KernelConfig::X86_64_CLASSIC_SPARSE,
+        KernelConfig::X86_64_6_12,
+    ];
 
     fn name(self) -> &'static str {
         self.name
@@ -505,6 +485,7 @@ impl crate::Named for KernelConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Named;
 
     #[test]
     fn x86_64_layout_matches_the_worked_example() {
@@ -554,10 +535,10 @@ mod tests {
 
     #[test]
     fn presets_are_found_by_name() {
-        for p in KernelConfig::PRESETS {
-            assert_eq!(KernelConfig::preset(p.name), Some(p));
+        for p in KernelConfig::ALL.iter().copied() {
+            assert_eq!(KernelConfig::from_name(p.name), Some(p));
             assert!(p.flags_layout().is_ok(), "{}", p.name);
         }
-        assert_eq!(KernelConfig::preset("mips"), None);
+        assert_eq!(KernelConfig::from_name("mips"), None);
     }
 }

@@ -46,14 +46,14 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         if page.mapcount() != -1 {
             return Err(BadPageReason::Mapcount(page.mapcount()));
         }
-        if page.mapping() != 0 {
-            return Err(BadPageReason::Mapping(page.mapping()));
+        if page.u64_at(crate::offsets::MAPPING) != 0 {
+            return Err(BadPageReason::Mapping(page.u64_at(crate::offsets::MAPPING)));
         }
         if page.refcount() != 0 {
             return Err(BadPageReason::Refcount(page.refcount()));
         }
-        if page.memcg_data() != 0 {
-            return Err(BadPageReason::MemcgData(page.memcg_data()));
+        if page.u64_at(crate::offsets::MEMCG_DATA) != 0 {
+            return Err(BadPageReason::MemcgData(page.u64_at(crate::offsets::MEMCG_DATA)));
         }
         if f & check_flags != 0 {
             return Err(BadPageReason::Flags(f & check_flags));

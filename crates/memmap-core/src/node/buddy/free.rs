@@ -163,7 +163,10 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         // and an allocation's pages are written by nobody but their holder, who is freeing
         // them now.
         let head = z.read(pfn);
-        if head.refcount() == 0 || (head.lru_next(), head.lru_prev()) != self.cfg.list_poison() {
+        if head.refcount() == 0
+            || (head.u64_at(crate::offsets::LRU_NEXT), head.u64_at(crate::offsets::LRU_PREV))
+                != self.cfg.list_poison()
+        {
             return Err(FreeError::NotAllocated { pfn });
         }
         if head.refcount() != 1 {
@@ -209,7 +212,7 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             let head = pfn & !((1u64 << o) - 1);
             span.span.contains(head) && self.is_initialized(head) && {
                 let p = z.read(head);
-                p.page_type() == self.rules.buddy_type && p.private() >= u64::from(o)
+                p.page_type() == self.rules.buddy_type && p.u64_at(crate::offsets::PRIVATE) >= u64::from(o)
             }
         })
     }

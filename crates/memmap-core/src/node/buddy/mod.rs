@@ -1,33 +1,14 @@
 //! The buddy allocator over the zones of a [`Node`]: `mm/page_alloc.c` reduced to what the
 //! struct pages show.
 //!
-//! * Free lists per order `0..=MAX_PAGE_ORDER`, threaded through the free blocks' first struct
-//!   pages (`page->buddy_list`, the `lru` words at bytes 8 and 16) with the modelled kernel
-//!   addresses of the pages and of `zone->free_area[order].free_list[MIGRATE_MOVABLE]`. All boot
-//!   memory is `MIGRATE_MOVABLE`, so the model keeps that one list per order (no pcp lists, no
-//!   fallback between migrate types, no `buddy_merge_likely()` tail placement).
-//! * A free block's first page is marked `PGTY_buddy << 24` in `page_type` with its order in
-//!   `private` (`set_buddy_order()`); `__del_page_from_free_list()` poisons the list words
-//!   (`LIST_POISON1`/`LIST_POISON2`), resets `page_type` to -1 and `private` to 0.
-//! * Allocation is `__rmqueue_smallest()` + `expand()` + `prep_new_page()` under the zone lock;
-//!   free is `free_pages_prepare()` + `__free_one_page()` (merging with the buddy while
-//!   `page_is_buddy()`).
-//! * `check_new_page()` with `PAGE_FLAGS_CHECK_AT_PREP` (every page flag, the LRU gen/refs
-//!   fields, and `PG_uninitialized_2m`) runs on the first page of every allocation, and on all
-//!   of them with [`BootOptions::check_pages`](crate::BootOptions::check_pages)
-//!   (`CONFIG_DEBUG_VM`'s `is_check_pages_enabled()`). The model also checks that the zone and
-//!   node in `page->flags` are the zone's: an uninitialized struct page cannot pass. Frees run
-//!   `free_page_is_bad()` with `PAGE_FLAGS_CHECK_AT_FREE` (again including the on-demand flag).
-//! * A double free (the page is inside a free block: `is_free_buddy_page()`), a free of a page
-//!   that was never handed out (its reference count is 0, or its list words are not the
-//!   poison `__rmqueue_smallest` leaves), a misaligned or out-of-zone free, and a bad page state
-//!   are [`FreeError`]s; nothing is modified when one is returned.
-//! * On-demand: `expand()` and `prep_new_page()` expand the blocks they touch first (the RFC's
-//!   hooks). Deferred: when the highest zone cannot serve an allocation while deferred init is
-//!   pending, [`Node::deferred_grow_zone`] runs and the allocation is retried.
-//! * init_on_alloc / `__GFP_ZERO`: the allocation's contents in the node's arena are zeroed after
-//!   the zone lock is dropped, in one `clear_pages` call or one per page
-//!   ([`ClearMode`](crate::ClearMode)); init_on_free zeroes at free instead and takes precedence.
+//! One `MIGRATE_MOVABLE` free list per order, threaded through the free blocks' `lru` words
+//! with the modelled kernel addresses; a free head carries `PGTY_buddy` and its order
+//! (`set_buddy_order()`). Allocation is `__rmqueue_smallest()` + `expand()` +
+//! `prep_new_page()` under the zone lock, free is `free_pages_prepare()` + `__free_one_page()`;
+//! `check_new_page()` and `free_page_is_bad()` apply the node's flag checks, and a bad free is
+//! a [`FreeError`] that modifies nothing. On-demand blocks are expanded on first touch, a
+//! deferred zone grows through [`Node::deferred_grow_zone`], and init_on_alloc zeroes outside
+//! the zone lock ([`ClearMode`](crate::ClearMode)).
 
 mod alloc;
 mod check;
@@ -359,13 +340,8 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// merges with free buddies up to `MAX_PAGE_ORDER`, then links (at the tail when
     /// `to_tail`); the zone's free pages grow by the block.
     ///
-    /// From 6.10 the kernel's `free_one_page()` frees a block above `pageblock_order` pageblock
-    /// by pageblock (`split_large_buddy()`), each with its pageblock's type. The node's
-    /// pageblocks are all MOVABLE and a block is freed whole, so the pieces merge straight back:
-    /// the first piece is linked and then taken off again as the second's buddy (its struct
-    /// page ends as the merged head, written last), the other pieces' heads are never written,
-    /// and the merged block is linked where the unsplit free links it. The bytes, lists and
-    /// counters are the same, so the node skips the split (and its pageblock reads).
+    /// The kernel's `split_large_buddy()` (6.10+) is skipped: the node's pageblocks are all
+    /// MOVABLE, so the pieces would merge straight back into the same bytes, lists and counters.
     pub(in crate::node) fn free_one_page(
         &self,
         z: &mut LockedZone<'_, P>,
