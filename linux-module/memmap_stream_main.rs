@@ -18,11 +18,11 @@
 //! with `EIO`, so `insmod` fails too.
 
 use kernel::prelude::*;
-use memmap_core::{Kconfig, Named};
 use memmap_core::{
     DevPagemap, InitHooks, InitOptions, KernelConfig, KernelVersion, Memmap, MemoryType, Page64, Strategy,
     StructPage, VmemAltmap, ZoneDeviceRange,
 };
+use memmap_core::{Kconfig, Named};
 
 module! {
     type: MemmapStream,

@@ -17,8 +17,8 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use stream_par::Threads;
 use stream_vm_memory::{
-    Error, HugePageAdvice, Placement, PopulateOptions, ResetPolicy, Unwritable, Workers, fill,
-    fill_parallel, fill_pattern, fill_pattern_parallel, populate, reset, write, zero, zero_parallel,
+    Error, HugePageAdvice, Placement, PopulateOptions, ResetPolicy, Unwritable, Workers, fill, fill_parallel,
+    fill_pattern, fill_pattern_parallel, populate, reset, write, zero, zero_parallel,
 };
 use vm_memory::bitmap::{AtomicBitmap, Bitmap};
 use vm_memory::{

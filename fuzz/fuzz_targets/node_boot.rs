@@ -14,7 +14,11 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use memmap_core::Named;
-use memmap_core::{BootOptions, BootOrder, FillOptions, InitMode, InitPolicy, KernelConfig, Memmap, Node, NodeError, NodeLayout, NodeParts, Page64, PfnRange, PhysArena, RecordingHooks, ReservedRange, Strategy, StructPage, ZoneSpan, pageblocks_needed};
+use memmap_core::{
+    BootOptions, BootOrder, FillOptions, InitMode, InitPolicy, KernelConfig, Memmap, Node, NodeError,
+    NodeLayout, NodeParts, Page64, PfnRange, PhysArena, RecordingHooks, ReservedRange, Strategy, StructPage,
+    ZoneSpan, pageblocks_needed,
+};
 use stream_par::{PadataError, PadataJob};
 
 /// A configuration with 256-page sections, 16-page pageblocks and `MAX_PAGE_ORDER` 6 (the

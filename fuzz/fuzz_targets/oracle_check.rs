@@ -19,7 +19,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use arbitrary::{Arbitrary, Unstructured};
-use kernel_oracle::compare::golden::{Golden, MAX_PAGES_BYTES};
+use kernel_oracle::compare::golden::Golden;
+use kernel_oracle::facts::MAX_PAGES_BYTES;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
