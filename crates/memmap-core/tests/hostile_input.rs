@@ -472,3 +472,36 @@ fn accessors_of_absurd_configurations_do_not_panic() {
     let _ = zone.free_list_addr(23, MigrateType::Isolate);
     assert_eq!(zone.nr_free(u32::MAX, MigrateType::Movable), 0);
 }
+
+/// `max_pfn` of a configuration no validation has seen saturates instead of wrapping its shift
+/// (`& 63` once made 80 physical address bits a 16-page machine).
+#[test]
+fn max_pfn_saturates_past_64_bits_of_pfns() {
+    let at = |bits| KernelConfig { max_physmem_bits: bits, ..KernelConfig::X86_64 }.max_pfn();
+    assert_eq!(at(75), 1 << 63);
+    assert_eq!(at(76), u64::MAX);
+    assert_eq!(at(80), u64::MAX);
+    assert_eq!(at(u32::MAX), u64::MAX);
+    assert_eq!(at(0), 1);
+}
+
+/// A `.config` that chooses two page sizes (a Kconfig `choice` sets one) is refused, naming both
+/// symbols, instead of taking the first one silently.
+#[test]
+fn a_config_with_two_page_sizes_is_refused() {
+    use memmap_core::{Kconfig, KconfigError};
+    for text in [
+        "CONFIG_ARM64=y\nCONFIG_ARM64_16K_PAGES=y\nCONFIG_ARM64_64K_PAGES=y\n",
+        "CONFIG_ARM64=y\nCONFIG_ARM64_4K_PAGES=y\nCONFIG_ARM64_16K_PAGES=y\n",
+        "CONFIG_ARM64=y\nCONFIG_PAGE_SHIFT=12\nCONFIG_ARM64_64K_PAGES=y\n",
+        "CONFIG_PPC64=y\nCONFIG_PPC_4K_PAGES=y\nCONFIG_PPC_64K_PAGES=y\n",
+    ] {
+        let got = KernelConfig::from_kconfig(&Kconfig::new(text));
+        assert!(matches!(got, Err(KconfigError::Conflict { .. })), "{text}: {got:?}");
+    }
+    // One choice, agreeing with CONFIG_PAGE_SHIFT, is the 16 KiB preset.
+    let one = KernelConfig::from_kconfig(&Kconfig::new(
+        "CONFIG_ARM64=y\nCONFIG_PAGE_SHIFT=14\nCONFIG_ARM64_16K_PAGES=y\n",
+    ));
+    assert_eq!(one.map(|c| c.page_shift), Ok(14));
+}

@@ -108,21 +108,37 @@ impl Kconfig<'_> {
         Arch::ALL.into_iter().find(|a| self.enabled(a.kconfig_symbol()) == Some(true))
     }
 
-    /// `PAGE_SHIFT`: `CONFIG_PAGE_SHIFT` (6.8+), or the architecture's page-size option
-    /// (`ARM64_16K_PAGES`, `ARM64_64K_PAGES`, `PPC_64K_PAGES`); `None` when the text says
-    /// neither.
+    /// `PAGE_SHIFT`: `CONFIG_PAGE_SHIFT` (6.8+), or the architecture's page-size choice
+    /// (`ARM64_{4K,16K,64K}_PAGES`, `PPC_{4K,64K}_PAGES`); `None` when the text says neither.
     ///
     /// # Errors
     ///
-    /// [`KconfigError::BadValue`] when `CONFIG_PAGE_SHIFT` is not a number.
+    /// [`KconfigError::BadValue`] when `CONFIG_PAGE_SHIFT` is not a number,
+    /// [`KconfigError::Conflict`] when two page sizes are chosen (a Kconfig `choice` has one).
     fn page_shift(&self) -> Result<Option<u64>, KconfigError> {
-        Ok(match self.number("CONFIG_PAGE_SHIFT")? {
-            Some(s) => Some(s),
-            None if self.enabled("CONFIG_ARM64_16K_PAGES") == Some(true) => Some(14),
-            None if self.enabled("CONFIG_ARM64_64K_PAGES") == Some(true) => Some(16),
-            None if self.enabled("CONFIG_PPC_64K_PAGES") == Some(true) => Some(16),
-            None => None,
-        })
+        const CHOICES: [(&str, u64); 5] = [
+            ("CONFIG_ARM64_4K_PAGES", 12),
+            ("CONFIG_ARM64_16K_PAGES", 14),
+            ("CONFIG_ARM64_64K_PAGES", 16),
+            ("CONFIG_PPC_4K_PAGES", 12),
+            ("CONFIG_PPC_64K_PAGES", 16),
+        ];
+        let mut chosen: Option<(&'static str, u64)> = None;
+        for (symbol, shift) in CHOICES {
+            if self.enabled(symbol) == Some(true) {
+                if let Some((first, _)) = chosen {
+                    return Err(KconfigError::Conflict { first, second: symbol });
+                }
+                chosen = Some((symbol, shift));
+            }
+        }
+        match (self.number("CONFIG_PAGE_SHIFT")?, chosen) {
+            (Some(s), Some((symbol, c))) if s != c => {
+                Err(KconfigError::Conflict { first: "CONFIG_PAGE_SHIFT", second: symbol })
+            }
+            (Some(s), _) => Ok(Some(s)),
+            (None, c) => Ok(c.map(|(_, shift)| shift)),
+        }
     }
 }
 
@@ -142,6 +158,13 @@ pub enum KconfigError {
         /// The symbol.
         symbol: &'static str,
     },
+    /// Two symbols that exclude each other are both set (two page sizes).
+    Conflict {
+        /// The first symbol.
+        first: &'static str,
+        /// The symbol that contradicts it.
+        second: &'static str,
+    },
     /// The `.config`'s page size is not the base configuration's (16 and 64 KiB pages have
     /// presets of their own where they are modelled: [`KernelConfig::PPC64EL_64K`]).
     UnsupportedPageSize,
@@ -156,6 +179,9 @@ impl fmt::Display for KconfigError {
                 write!(f, "the .config is for {kconfig}, the base configuration {base} is not")
             }
             KconfigError::BadValue { symbol } => write!(f, "{symbol} has a value that is not a number"),
+            KconfigError::Conflict { first, second } => {
+                write!(f, "{first} and {second} contradict each other")
+            }
             KconfigError::UnsupportedPageSize => {
                 f.write_str("the .config's page size is not the base configuration's")
             }

@@ -394,7 +394,11 @@ impl KernelConfig {
     /// overflow.
     #[must_use]
     pub const fn max_pfn(&self) -> u64 {
-        1u64 << (self.max_physmem_bits.saturating_sub(self.page_shift) & 63)
+        // Saturates where the shift reaches 64 (a configuration no validation has seen).
+        match 1u64.checked_shl(self.max_physmem_bits.saturating_sub(self.page_shift)) {
+            Some(n) => n,
+            None => u64::MAX,
+        }
     }
 
     /// `pfn_to_section_nr(pfn)`.
