@@ -7,7 +7,6 @@
 
 use std::io;
 use std::ops::Range;
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use stream_vm_memory::{BackingKind, RegionBacking};
@@ -70,17 +69,18 @@ pub fn split_pages(num_pages: usize, threads: usize) -> Vec<Range<usize>> {
 /// the parts of its share, in order, as `(run index, pages of that run)`, none empty.
 #[must_use]
 pub fn split_runs(runs: &[usize], threads: usize) -> Vec<Vec<(usize, Range<usize>)>> {
-    split_pages(runs.iter().sum(), threads)
+    // Saturating: runs of more than `usize::MAX` pages in all (no host has them) end there.
+    split_pages(runs.iter().fold(0, |a: usize, &n| a.saturating_add(n)), threads)
         .into_iter()
         .map(|share| {
-            let mut base = 0;
+            let mut base = 0usize;
             let mut parts = Vec::new();
             for (k, &n) in runs.iter().enumerate() {
-                let (a, b) = (share.start.max(base), share.end.min(base + n));
+                let (a, b) = (share.start.max(base), share.end.min(base.saturating_add(n)));
                 if a < b {
                     parts.push((k, a - base..b - base));
                 }
-                base += n;
+                base = base.saturating_add(n);
             }
             parts
         })
@@ -165,27 +165,61 @@ unsafe fn fault_in(call: Call, touch: Option<usize>) -> io::Result<()> {
     Ok(())
 }
 
-/// Runs every worker (its calls) on a thread of its own, all waiting on one barrier first;
-/// the calling thread waits. The first error in worker order comes back.
+/// Runs every worker (its calls) on a thread of its own, all started together; the calling
+/// thread waits. The first error in worker order comes back, and a thread that cannot start
+/// (too many for the host) is an error too: the ones started then do nothing.
 ///
 /// # Safety
 ///
 /// Every call meets [`fault_in`]'s contract with `touch`.
 unsafe fn run_workers(workers: &[Vec<Call>], touch: Option<usize>) -> io::Result<()> {
-    let barrier = Barrier::new(workers.len());
+    // SAFETY: forwarded.
+    unsafe { run_workers_with(workers, touch, std::thread::Builder::new) }
+}
+
+/// [`run_workers`] with the threads made by `builder` (a test's cannot start).
+///
+/// # Safety
+///
+/// As for [`run_workers`].
+unsafe fn run_workers_with(
+    workers: &[Vec<Call>],
+    touch: Option<usize>,
+    builder: impl Fn() -> std::thread::Builder,
+) -> io::Result<()> {
+    // The gate: workers start when the caller releases the write lock, after every spawn; a
+    // failed spawn sets `abort` first, so no started worker waits for one that never came.
+    let gate = std::sync::RwLock::new(());
+    let abort = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
-        let handles: Vec<_> = workers
-            .iter()
-            .map(|calls| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    barrier.wait();
-                    // SAFETY: the caller's contract, for each call.
-                    calls.iter().try_for_each(|&c| unsafe { fault_in(c, touch) })
-                })
-            })
-            .collect();
-        handles.into_iter().try_for_each(|h| h.join().expect("a prefault worker panicked"))
+        let started = gate.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut handles = Vec::with_capacity(workers.len());
+        let mut failed = None;
+        for (i, calls) in workers.iter().enumerate() {
+            let (gate, abort) = (&gate, &abort);
+            let spawned = builder().spawn_scoped(s, move || {
+                drop(gate.read().unwrap_or_else(std::sync::PoisonError::into_inner));
+                if abort.load(Ordering::Acquire) {
+                    return Ok(());
+                }
+                // SAFETY: the caller's contract, for each call.
+                calls.iter().try_for_each(|&c| unsafe { fault_in(c, touch) })
+            });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    failed = Some(io::Error::new(
+                        e.kind(),
+                        format!("prefault worker {i} of {} could not start: {e}", workers.len()),
+                    ));
+                    abort.store(true, Ordering::Release);
+                    break;
+                }
+            }
+        }
+        drop(started);
+        let joined = handles.into_iter().try_for_each(|h| h.join().expect("a prefault worker panicked"));
+        failed.map_or(joined, Err)
     })
 }
 

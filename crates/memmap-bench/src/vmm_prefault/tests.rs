@@ -336,3 +336,36 @@ fn memory_other_than_private_anonymous_is_refused_before_anything_is_done() {
     }
     assert!(!write_faulted(&mem, 0, 4096));
 }
+
+/// A worker that cannot start is an error, not an abort, and the workers started before it
+/// neither wait for it forever nor fault anything in (issue 45: a huge thread count started one
+/// thread per page and died of SIGABRT when one could not start).
+#[test]
+fn a_worker_that_cannot_start_is_an_error_and_no_one_waits_for_it() {
+    let mem = fresh(&[(0, 4 * MIB)]);
+    let r = regions(&mem).unwrap()[0];
+    let workers: Vec<Vec<Call>> = split_pages(r.len / r.page, 8).iter().map(|p| vec![r.call(p)]).collect();
+    let made = std::sync::atomic::AtomicUsize::new(0);
+    // The fourth thread asks for a stack no host can map.
+    let builder = || {
+        let b = std::thread::Builder::new();
+        if made.fetch_add(1, Ordering::Relaxed) == 3 { b.stack_size(usize::MAX / 2) } else { b }
+    };
+    // SAFETY: whole pages of the private anonymous region of `mem`, which outlives the call.
+    let e = unsafe { run_workers_with(&workers, None, builder) }.unwrap_err();
+    assert!(e.to_string().contains("prefault worker 3 of 8 could not start"), "{e}");
+    assert!(!write_faulted(&mem, 0, 4 * MIB), "the started workers did nothing");
+    // A thread count far above the pages starts one worker per page at most, and succeeds.
+    let small = fresh(&[(0, 64 * 4096)]);
+    let r = cloud_hypervisor_numa_prefault(&small, 1_000_000);
+    if !unavailable(&r) {
+        assert_eq!(r.unwrap()[0].threads, 64);
+    }
+}
+
+#[test]
+fn split_runs_saturates_instead_of_wrapping() {
+    let shares = split_runs(&[usize::MAX, 5, usize::MAX], 3);
+    assert_eq!(shares.len(), 3);
+    assert!(shares.iter().flatten().all(|(_, r)| !r.is_empty()));
+}
