@@ -189,30 +189,43 @@ impl PrivateApt {
     ///
     /// apt fails or does not know the package.
     pub fn version(&self, package: &str) -> Result<String> {
+        self.field(package, "Version")
+    }
+
+    /// Field `name` of the candidate version's record (`apt-cache show`).
+    fn field(&self, package: &str, name: &str) -> Result<String> {
         let mut args = self.options();
         args.extend(["show".into(), "--no-all-versions".into(), package.into()]);
         let out = cmd::run("apt-cache", &args, None, Duration::from_secs(120))?;
+        let prefix = format!("{name}: ");
         out.stdout
             .lines()
-            .find_map(|l| l.strip_prefix("Version: "))
+            .find_map(|l| l.strip_prefix(&prefix))
             .map(str::to_string)
-            .with_context(|| format!("apt-cache show {package}: no Version"))
+            .with_context(|| format!("apt-cache show {package}: no {name}"))
     }
 
-    /// Downloads `package` (the candidate version) into `dir` unless it is there already, and
-    /// returns the `.deb`'s path.
+    /// Downloads `package` (the candidate version) into `dir` unless a copy whose SHA-256 is
+    /// the index's is there already (a damaged copy, say truncated, is replaced), and returns
+    /// the `.deb`'s path.
     ///
     /// # Errors
     ///
-    /// apt fails or the file is not where apt puts it.
+    /// apt fails, the file is not where apt puts it, or its SHA-256 is not the index's.
     pub fn download(&self, package: &str, dir: &Path) -> Result<PathBuf> {
         let version = self.version(package)?;
         deb_name(package, &version, &self.arch)?;
+        let want = self.field(package, "SHA256")?;
         // apt names files NAME_VERSION_ARCH.deb with the epoch's ':' escaped as %3a.
         let file = |arch: &str| dir.join(format!("{package}_{}_{arch}.deb", version.replace(':', "%3a")));
         for arch in [self.arch.as_str(), "all"] {
-            if file(arch).is_file() {
-                return Ok(file(arch));
+            let f = file(arch);
+            if f.is_file() {
+                if sha256(&f)? == want {
+                    return Ok(f);
+                }
+                eprintln!("apt: {} does not match the index's SHA-256; fetching it again", f.display());
+                fs::remove_file(&f).with_context(|| format!("remove the damaged {}", f.display()))?;
             }
         }
         fs::create_dir_all(dir)?;
@@ -222,12 +235,32 @@ impl PrivateApt {
         cmd::run("apt-get", &args, Some(dir), APT_TIMEOUT)
             .with_context(|| format!("apt-get download {package} failed: is {} reachable?", self.mirror))?;
         for arch in [self.arch.as_str(), "all"] {
-            if file(arch).is_file() {
-                return Ok(file(arch));
+            let f = file(arch);
+            if f.is_file() {
+                if sha256(&f)? != want {
+                    bail!("{}: its SHA-256 is not the index's {want}", f.display());
+                }
+                return Ok(f);
             }
         }
         bail!("apt-get download {package} left no {} in {}", file(&self.arch).display(), dir.display())
     }
+}
+
+/// The SHA-256 of `path`'s bytes, lowercase hex (`sha256sum`).
+///
+/// # Errors
+///
+/// `sha256sum` fails.
+pub fn sha256(path: &Path) -> Result<String> {
+    let out =
+        cmd::run("sha256sum", &["--".into(), path.display().to_string()], None, Duration::from_secs(600))?;
+    out.stdout
+        .split_whitespace()
+        .next()
+        .filter(|h| h.len() == 64)
+        .map(str::to_string)
+        .with_context(|| format!("sha256sum {}: no hash", path.display()))
 }
 
 /// The file name apt gives a downloaded package, `NAME_VERSION_ARCH.deb` (the epoch's `:` as

@@ -114,12 +114,22 @@ pub fn build(opts: &BuildOptions) -> Result<Built> {
         Err(e) if opts.cached_only => return Err(NotCached { why: format!("{e:#}") }.into()),
         Err(e) => return Err(e),
     };
-    let apt = PrivateApt::new(&opts.cache, SOURCE_SUITE, "amd64")?;
-    apt.update(false)?;
-    let version = apt.version(SOURCE_PACKAGE)?;
-    crate::files::name(&format!("the version apt reports for {SOURCE_PACKAGE}"), &version)?;
+    // With `cached_only` nothing is fetched (the package lists as they are, cargo offline), and
+    // a cache apt cannot use (read-only, offline without lists) is a build not found.
+    let located = (|| {
+        let apt = PrivateApt::new(&opts.cache, SOURCE_SUITE, "amd64")?;
+        apt.update(false).or_else(|e| if opts.cached_only { Ok(()) } else { Err(e) })?;
+        let version = apt.version(SOURCE_PACKAGE)?;
+        crate::files::name(&format!("the version apt reports for {SOURCE_PACKAGE}"), &version)?;
+        anyhow::Ok((apt, version, kbuild_dir(&opts.cache)?))
+    })();
+    let (apt, version, kbuild) = match located {
+        Ok(l) => l,
+        Err(e) if opts.cached_only => return Err(NotCached { why: format!("{e:#}") }.into()),
+        Err(e) => return Err(e),
+    };
     let key = cache_key(&version, &tools);
-    let dir = opts.cache.join("kbuild").join(format!("rust-7.2-{version}-{key:016x}"));
+    let dir = kbuild.join(format!("rust-7.2-{version}-{key:016x}"));
     let record_path = dir.join("build.json");
     let fresh = !record_path.is_file();
     if fresh {
@@ -132,7 +142,7 @@ pub fn build(opts: &BuildOptions) -> Result<Built> {
     let record: serde_json::Value =
         serde_json::from_slice(&memmap_dump::read_user_bytes(&record_path, 1 << 20)?)
             .with_context(|| format!("{} is not JSON", record_path.display()))?;
-    let module = build_module(&dir, &tools, &opts.workspace, opts.jobs)?;
+    let module = build_module(&dir, &tools, &opts.workspace, opts.jobs, opts.cached_only)?;
     let movnti = count_instructions(&module, "movnti")?;
     let sfence = count_instructions(&module, "sfence")?;
     if movnti == 0 {
@@ -273,19 +283,24 @@ fn bindgen(cache: &Path, install: bool) -> Result<PathBuf> {
 
 /// The unpacked source tree of `linux-source-7.2` `version` (downloaded and unpacked once).
 fn source_tree(cache: &Path, apt: &PrivateApt, version: &str) -> Result<PathBuf> {
-    let root = cache.join("kbuild").join(format!("src-{version}"));
+    let root = kbuild_dir(cache)?.join(format!("src-{version}"));
     let tree = root.join(SOURCE_PACKAGE);
     let stamp = root.join(".unpacked");
     if stamp.is_file() {
         return Ok(tree);
     }
-    if root.exists() {
-        fs::remove_dir_all(&root).with_context(|| format!("remove the partial {}", root.display()))?;
-    }
+    remove_own_dir(&root, "the partial source tree")?;
     let deb = apt.download(SOURCE_PACKAGE, &cache.join("debs"))?;
     let pkg = root.join("pkg");
     apt::extract(&deb, &pkg)?;
     let tarball = pkg.join(format!("usr/src/{SOURCE_PACKAGE}.tar.xz"));
+    let size = unpacked_size(&tarball)?;
+    if size > MAX_SOURCE_BYTES {
+        bail!(
+            "{} unpacks to {size} bytes (more than {MAX_SOURCE_BYTES}): not a kernel source",
+            tarball.display()
+        );
+    }
     eprintln!("build: unpacking {}", tarball.display());
     cmd::run(
         "tar",
@@ -299,6 +314,41 @@ fn source_tree(cache: &Path, apt: &PrivateApt, version: &str) -> Result<PathBuf>
     }
     crate::files::write_file(&stamp, b"")?;
     Ok(tree)
+}
+
+/// The most a kernel source tarball may unpack to (a Linux tree is about 1.5 GB).
+const MAX_SOURCE_BYTES: u64 = 8 << 30;
+
+/// `cache/kbuild`, made if missing; refused when it (or the cache's part of the path) is a
+/// symbolic link, since builds below it are deleted when unfinished.
+fn kbuild_dir(cache: &Path) -> Result<PathBuf> {
+    crate::files::create_dirs_below(cache, Path::new("kbuild"))
+}
+
+/// Deletes `dir`, a directory this tool made in its cache, if it exists; refuses a symbolic
+/// link or a file in its place (someone else's, not to be followed or removed).
+fn remove_own_dir(dir: &Path, what: &str) -> Result<()> {
+    match fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => {
+            fs::remove_dir_all(dir).with_context(|| format!("remove {what} {}", dir.display()))
+        }
+        Ok(_) => bail!("{}: {what} is not a directory (a link?); refusing to remove it", dir.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("inspect {}", dir.display())),
+    }
+}
+
+/// The bytes an `.xz` file unpacks to, as its index records them (`xz --robot --list`),
+/// read before anything is unpacked.
+fn unpacked_size(xz: &Path) -> Result<u64> {
+    let out =
+        cmd::run("xz", &["--robot".into(), "--list".into(), xz.display().to_string()], None, TOOL_TIMEOUT)?;
+    out.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("totals\t"))
+        .and_then(|t| t.split('\t').nth(3))
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("xz --list {}: no uncompressed size", xz.display()))
 }
 
 /// `make` in `src` with the toolchain's variables, output appended to `log`.
@@ -335,7 +385,7 @@ fn tail(log: &Path, n: usize) -> String {
 /// Configures and builds the kernel into `dir` (from scratch) and writes `build.json`.
 fn build_kernel(src: &Path, dir: &Path, t: &Tools, version: &str, jobs: usize) -> Result<()> {
     if dir.exists() {
-        fs::remove_dir_all(dir).with_context(|| format!("remove the unfinished build {}", dir.display()))?;
+        remove_own_dir(dir, "the unfinished build")?;
     }
     fs::create_dir_all(dir)?;
     let fragment = dir.join("rust-module.config");
@@ -419,20 +469,14 @@ pub fn fragment_mismatches(fragment: &str, config: &str) -> Vec<String> {
 
 /// The directory of the `cfg-if` package the workspace's lockfile resolves (stream-hal's one
 /// dependency), from `cargo metadata`.
-fn cfg_if_dir(workspace: &Path) -> Result<PathBuf> {
-    let out = cmd::run(
-        "cargo",
-        &[
-            "metadata".into(),
-            "--format-version".into(),
-            "1".into(),
-            "--locked".into(),
-            "--manifest-path".into(),
-            workspace.join("Cargo.toml").display().to_string(),
-        ],
-        None,
-        Duration::from_secs(600),
-    )?;
+fn cfg_if_dir(workspace: &Path, offline: bool) -> Result<PathBuf> {
+    let mut args: Vec<String> =
+        ["metadata", "--format-version", "1", "--locked", "--manifest-path"].map(String::from).into();
+    args.push(workspace.join("Cargo.toml").display().to_string());
+    if offline {
+        args.push("--offline".into());
+    }
+    let out = cmd::run("cargo", &args, None, Duration::from_secs(600))?;
     let meta: serde_json::Value = serde_json::from_str(&out.stdout).context("cargo metadata's output")?;
     let manifest = meta["packages"]
         .as_array()
@@ -444,7 +488,7 @@ fn cfg_if_dir(workspace: &Path) -> Result<PathBuf> {
 
 /// Builds `linux-module/` against the kernel in `dir` (objects under `dir/memmap_stream`) and
 /// returns the `.ko`.
-fn build_module(dir: &Path, t: &Tools, workspace: &Path, jobs: usize) -> Result<PathBuf> {
+fn build_module(dir: &Path, t: &Tools, workspace: &Path, jobs: usize, offline: bool) -> Result<PathBuf> {
     let src = workspace.join("linux-module");
     if !src.join("Kbuild").is_file() {
         bail!("{} has no Kbuild (is --workspace the repository?)", src.display());
@@ -453,7 +497,7 @@ fn build_module(dir: &Path, t: &Tools, workspace: &Path, jobs: usize) -> Result<
     fs::create_dir_all(&out)?;
     let log = out.join("build.log");
     let _ = fs::remove_file(&log);
-    let cfg_if = cfg_if_dir(workspace)?;
+    let cfg_if = cfg_if_dir(workspace, offline)?;
     eprintln!("build: memmap_stream.ko from {} (log: {})", src.display(), log.display());
     make(
         dir,
@@ -490,6 +534,56 @@ fn count_instructions(object: &Path, mnemonic: &str) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cache whose `kbuild` is a link, or whose partial build is one, is refused and the
+    /// link's target keeps what it had (issue 45: `build` once deleted a `src-<version>` in it).
+    #[test]
+    fn links_in_the_cache_are_refused_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let (cache, elsewhere) = (t.path().join("cache"), t.path().join("elsewhere"));
+        fs::create_dir_all(elsewhere.join("src-7.2.13-1/keep")).unwrap();
+        fs::create_dir_all(&cache).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, cache.join("kbuild")).unwrap();
+        let e = kbuild_dir(&cache).unwrap_err();
+        assert!(format!("{e:#}").contains("symbolic link"), "{e:#}");
+        let e = remove_own_dir(&cache.join("kbuild"), "the partial source tree").unwrap_err();
+        assert!(format!("{e:#}").contains("refusing"), "{e:#}");
+        assert!(elsewhere.join("src-7.2.13-1/keep").is_dir());
+        // A directory of its own is removed; a missing one is nothing to do.
+        fs::create_dir_all(t.path().join("own/a/b")).unwrap();
+        remove_own_dir(&t.path().join("own"), "x").unwrap();
+        assert!(!t.path().join("own").exists());
+        remove_own_dir(&t.path().join("own"), "x").unwrap();
+    }
+
+    /// The size a tarball unpacks to is read from the `.xz` index before unpacking (a small
+    /// `.tar.xz` can hold a gigabyte of zeros).
+    #[test]
+    fn the_unpacked_size_is_known_before_unpacking() {
+        let t = tempfile::tempdir().unwrap();
+        let raw = t.path().join("zeros");
+        fs::write(&raw, vec![0u8; 3 << 20]).unwrap();
+        cmd::run("xz", &["-0".into(), raw.display().to_string()], None, TOOL_TIMEOUT).unwrap();
+        let xz = t.path().join("zeros.xz");
+        assert!(fs::metadata(&xz).unwrap().len() < 64 << 10);
+        assert_eq!(unpacked_size(&xz).unwrap(), 3 << 20);
+        fs::write(t.path().join("bad.xz"), b"not xz").unwrap();
+        assert!(unpacked_size(&t.path().join("bad.xz")).is_err());
+    }
+
+    /// A cached `.deb` is compared with the index's SHA-256 (a truncated one once failed every
+    /// run with an lzma error and no hint).
+    #[test]
+    fn a_file_hash_is_its_sha256() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("abc");
+        fs::write(&f, b"abc").unwrap();
+        assert_eq!(
+            crate::kernel::apt::sha256(&f).unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert!(crate::kernel::apt::sha256(&t.path().join("missing")).is_err());
+    }
 
     #[test]
     fn the_fragment_check_names_what_the_config_lost() {
