@@ -39,7 +39,10 @@ pub enum PopulateMethod {
 /// Transparent huge pages for the populated memory.
 ///
 /// The default is [`HugePageAdvice::Advise`] (fewer, larger faults); on a host that must
-/// compact memory to find 2 MiB blocks, pass [`HugePageAdvice::Leave`].
+/// compact memory to find 2 MiB blocks, pass [`HugePageAdvice::Leave`]. The advice is the
+/// call's: a VMM that decides THP per memory zone (its own `madvise` when it maps the zone)
+/// passes [`HugePageAdvice::Leave`], or calls [`populate`] once per zone with that zone's
+/// advice, rather than [`populate_all`] with one advice for every region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum HugePageAdvice {
     /// `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of each anonymous or shmem/memfd
