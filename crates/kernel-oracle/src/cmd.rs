@@ -84,9 +84,8 @@ pub enum Filtered {
 const MAX_FILTER_STDERR: u64 = 64 << 10;
 
 /// Runs `program args` with `input` on its standard input and reads at most `max` bytes of its
-/// standard output ([`memmap_dump::read_capped`]: the buffer never grows past `max + 1`); a
-/// program that prints more is killed there and [`Filtered::TooLong`] returned, so a
-/// decompressor given a bomb stops at the caller's limit.
+/// output; a program that prints more is killed ([`Filtered::TooLong`]), so a decompressor given
+/// a bomb stops at the caller's limit.
 ///
 /// # Errors
 ///

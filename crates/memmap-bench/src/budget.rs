@@ -92,10 +92,8 @@ impl Budget {
         }
     }
 
-    /// What to do when a need of `budget_needed` bytes (the bench's own memory included) does
-    /// not fit: `Ok`, the `--memory-budget` that would hold it where this machine allows one
-    /// that large; `Err`, what this machine allows at most. Only for commands that take
-    /// `--memory-budget`.
+    /// What to do when a need of `budget_needed` bytes (the bench's own memory included) does not
+    /// fit: `Ok`, the `--memory-budget` that would hold it; `Err`, what this machine allows at most.
     ///
     /// # Errors
     ///
@@ -112,9 +110,8 @@ impl Budget {
         }
     }
 
-    /// A `--memory-budget` of at least `budget_needed` to suggest: rounded up to whole MiB (a
-    /// value typed from a rounded message must not fall short), at most what the machine
-    /// allows.
+    /// A `--memory-budget` of at least `budget_needed` to suggest, rounded up to whole MiB (so a
+    /// value typed from the message does not fall short), at most what the machine allows.
     #[must_use]
     pub fn suggest(&self, budget_needed: u64) -> u64 {
         let mib = 1 << 20;
@@ -193,9 +190,7 @@ pub enum Fitted {
 pub struct Skipped {
     /// Its name.
     pub name: &'static str,
-    /// Why, with what would run it (`does not fit even at its smallest size (1 x 1 GiB pages):
-    /// it needs ..., more than the memory budget 1 GiB (--memory-budget); --memory-budget 1.06
-    /// GiB or more would hold it`).
+    /// Why, with the `--memory-budget` that would run it.
     pub reason: String,
     /// The memory budget that would run it at its smallest size, when the budget is what it
     /// exceeds (`None`: a limit of the machine, which no budget changes).

@@ -29,9 +29,8 @@ pub fn read() -> Option<CgroupMemory> {
     tightest(&groups.0, &mounts.0)
 }
 
-/// The cgroup with the least room over `groups` (the lines of `/proc/self/cgroup`) in their
-/// memory hierarchies as `mounts` (of `/proc/self/mountinfo`) place them: for each, every
-/// directory from the process's cgroup up to the mount point.
+/// The cgroup with the least room over `groups` (`/proc/self/cgroup`), from the process's
+/// cgroup up to each hierarchy's mount point in `mounts` (`/proc/self/mountinfo`).
 #[must_use]
 pub fn tightest(groups: &[ProcessCGroup], mounts: &[MountInfo]) -> Option<CgroupMemory> {
     let mut best: Option<CgroupMemory> = None;

@@ -106,13 +106,9 @@ pub fn interleaved(rounds: usize, runners: &mut [Runner<'_>], phase: &Phase) -> 
     interleaved_paired(rounds, runners, &mut [], &vec![None; runners.len()], phase).0
 }
 
-/// Runs `rounds` interleaved rounds of every runner, as [`interleaved`], and pairs each run of
-/// runner `i` with a run of `companions[pair[i]]` right before it. Returns the runners' samples
-/// and, per runner, its companion's samples of the same rounds (empty for an unpaired runner).
-///
-/// A companion is the limit method on the runner's own storage: a shared machine's bandwidth
-/// changes within a second, so a limit measured next to the strategy's run is the fair one.
-/// It runs first, so the storage holds the strategy's output after every round.
+/// As [`interleaved`], each run of runner `i` right after a run of `companions[pair[i]]`, the
+/// limit method on its storage (a shared machine's bandwidth changes within a second). Returns
+/// the runners' samples and each one's companion samples (empty for an unpaired runner).
 ///
 /// # Panics
 ///

@@ -82,15 +82,12 @@ impl MemoryNeed {
     }
 }
 
-/// `page_ref_set` events recorded per struct page, at most: `__init_single_page()`'s
-/// `init_page_count()`, the memory type's `set_page_count(page, 0)`, and a compound tail's own
-/// `set_page_count(page, 0)`.
+/// `page_ref_set` events recorded per struct page, at most: `init_page_count()`, the memory
+/// type's and a compound tail's `set_page_count(page, 0)`.
 const MAX_EVENTS_PER_PAGE: u64 = 3;
 
-/// The tracepoint events a dump records: with the tracepoint on, `per_page` `page_ref_set`
-/// events per struct page, resident as written, their vector's capacity (up to twice its
-/// length) mapped. (The `cond_resched()` pfns it records either way, 8 bytes per pageblock or
-/// section, are 1/4096 of the memmap at most and not counted.)
+/// The tracepoint events a dump records: with the tracepoint on, `per_page` events per struct
+/// page, their vector's capacity mapped (the `cond_resched()` pfns are too few to count).
 fn recorded_events(nr_pages: u64, trace: Option<u64>) -> Result<MemoryNeed, Overflow> {
     let Some(per_page) = trace else { return Ok(MemoryNeed::default()) };
     let size = size_of::<memmap_core::PageRefEvent>() as u64;
@@ -100,9 +97,8 @@ fn recorded_events(nr_pages: u64, trace: Option<u64>) -> Result<MemoryNeed, Over
     Ok(MemoryNeed { resident: events, mapped, largest_mapping: mapped })
 }
 
-/// The memory `memmap-bench dump zone-device` needs: the memmap and its pageblock bits, and
-/// with the tracepoint on the recorded `page_ref_set` events (up to three
-/// per page, by memory type and compound pages: 40 bytes each).
+/// The memory `memmap-bench dump zone-device` needs: the memmap, its pageblock bits and the
+/// traced events.
 pub fn zone_device_dump_need(d: &memmap_dump::ZoneDeviceDump) -> Result<MemoryNeed, Overflow> {
     let memmap = mul(d.nr_pages, d.struct_page_size(), "the dump's memmap")?;
     let trace = d.page_ref_trace.then(|| {
@@ -116,9 +112,8 @@ pub fn zone_device_dump_need(d: &memmap_dump::ZoneDeviceDump) -> Result<MemoryNe
         .and(recorded_events(d.nr_pages, trace)?)
 }
 
-/// The memory `memmap-bench dump hotplug` needs: the memmap and its pageblock bits, and with
-/// the tracepoint on two recorded `page_ref_set` events per page (`__init_single_page()` and
-/// `__free_pages_core()`).
+/// The memory `memmap-bench dump hotplug` needs: the memmap, its pageblock bits and the traced
+/// events (two per page).
 pub fn hotplug_dump_need(d: &memmap_dump::HotplugDump) -> Result<MemoryNeed, Overflow> {
     let memmap = mul(d.nr_pages, d.struct_page_size(), "the dump's memmap")?;
     MemoryNeed::resident(memmap)
@@ -127,8 +122,7 @@ pub fn hotplug_dump_need(d: &memmap_dump::HotplugDump) -> Result<MemoryNeed, Ove
 }
 
 /// The memory `memmap-bench dump node` needs for a node spanning `span_pages` pfns: the memmap,
-/// its pageblock bits, and one `u64` per page for the lists read from the layout file (taken
-/// pages, pageblock migrate types); checked before any of them is built.
+/// its pageblock bits, and one `u64` per page for the layout file's lists.
 pub fn node_dump_need(span_pages: u64, struct_page_size: u64) -> Result<MemoryNeed, Overflow> {
     let memmap = mul(span_pages, struct_page_size, "the dump's memmap")?;
     MemoryNeed::resident(memmap)
@@ -140,12 +134,9 @@ pub fn node_dump_need(span_pages: u64, struct_page_size: u64) -> Result<MemoryNe
 /// PFN order and its object in `meta.json` (as a JSON value and as text); 1 KiB bounds them.
 pub const HUGETLB_PER_FOLIO_BYTES: u64 = 1024;
 
-/// The memory `memmap-bench dump hugetlb` needs: the memfd vmemmap of every node (filled with
-/// poison, so all resident until HVO frees it; with `--place` a node's vmemmap spans from its
-/// lowest head to the end of its highest folio), the copy written as `memmap.bin` (with
-/// `--place`, every struct page from the lowest head to the end of the highest folio), the
-/// spare pages HVO may copy heads into (one per folio), and [`HUGETLB_PER_FOLIO_BYTES`] per
-/// folio.
+/// The memory `memmap-bench dump hugetlb` needs: every node's memfd vmemmap (all resident until
+/// HVO frees it), the copy written as `memmap.bin`, a spare page per folio for HVO and
+/// [`HUGETLB_PER_FOLIO_BYTES`] per folio.
 ///
 /// # Errors
 ///
@@ -210,9 +201,8 @@ pub struct MemInfo {
     pub cgroup: Option<CgroupMemory>,
 }
 
-/// The user address space a process can map on this architecture, conservatively: 128 TiB on
-/// 64-bit targets (x86-64 with 4-level paging; arm64 with 48-bit VAs has twice that), 2 GiB on
-/// 32-bit ones.
+/// The user address space a process can map, conservatively: 128 TiB on 64-bit targets (4-level
+/// paging), 2 GiB on 32-bit ones.
 pub const USER_ADDRESS_SPACE: u64 = if usize::BITS >= 64 { 1 << 47 } else { 1 << 31 };
 
 /// Share of the room ([`MemInfo::room`]) a run may use (the rest is left to the system and the bench itself).
@@ -323,8 +313,7 @@ pub enum MemoryError {
         /// What is available: [`MemInfo::room_text`].
         available: String,
     },
-    /// More than the memory budget (`--memory-budget`). Its text says how much and against
-    /// what; what to do about it depends on the command, which adds it
+    /// More than the memory budget (`--memory-budget`); the command adds what to do
     /// (`Budget::advice` in [`crate::budget`]).
     Budget {
         /// Who needs it.

@@ -82,9 +82,8 @@ impl Phase {
     }
 }
 
-/// `InitHooks` that advance a bar by the PFNs an initializer has passed: the first call after
-/// `start` adds what lies between, and so on, batched so the bar costs nothing measurable. The
-/// timing loop sets the exact position after the run.
+/// `InitHooks` that advance a bar by the PFNs an initializer has passed, batched so the bar
+/// costs nothing measurable.
 #[derive(Debug)]
 pub struct ProgressHooks {
     bar: ProgressBar,

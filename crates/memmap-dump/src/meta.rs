@@ -101,9 +101,8 @@ macro_rules! dump_meta {
     ($($(#[doc = $doc:literal])* $name:ident: $ty:ty,)*) => {
         /// Fields common to every dump.
         ///
-        /// Deserialized field by field (not through `#[serde(flatten)]`, which buffers the whole
-        /// object in an intermediate tree first and so allocates twice what the fields take): the
-        /// fields below typed, every other key into [`DumpMeta::detail`].
+        /// Deserialized field by field, not through `#[serde(flatten)]` (which buffers the whole object
+        /// first): every other key goes into [`DumpMeta::detail`].
         #[derive(Debug, Clone, PartialEq, Serialize)]
         pub struct DumpMeta {
             $($(#[doc = $doc])* pub $name: $ty,)*
@@ -226,9 +225,8 @@ pub(crate) struct Written {
 }
 
 impl DumpMeta {
-    /// The meta of a `kind` dump of `cfg` (flags `layout`, `struct_page_size`-byte struct
-    /// pages) at `at`, written as `how` by this machine's backend; its movable pageblocks,
-    /// the hooks' counts and `detail` left empty for the caller.
+    /// The meta of a `kind` dump of `cfg`; movable pageblocks, hook counts and `detail` are left to
+    /// the caller.
     pub(crate) fn of(
         kind: &str,
         cfg: &memmap_core::KernelConfig,

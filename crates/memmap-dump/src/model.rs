@@ -110,9 +110,8 @@ pub struct ZoneDeviceDump {
 }
 
 impl ZoneDeviceDump {
-    /// Runs `move_pfn_range_to_zone` and `memmap_init_zone_device` on a fresh memmap and
-    /// returns the dump (deduplicated struct pages read as their vmemmap page's source, as
-    /// the kernel's vmemmap shows them).
+    /// Runs `move_pfn_range_to_zone` and `memmap_init_zone_device` on a fresh memmap and returns the
+    /// dump as the kernel's vmemmap shows it.
     ///
     /// # Errors
     ///
@@ -124,10 +123,8 @@ impl ZoneDeviceDump {
     }
 
     /// Refuses what the kernel refuses before `memremap_pages()` makes any struct page
-    /// ([`memmap_core::check_memremap_pages`]: a misaligned pmem namespace, a range
-    /// `__add_pages()` refuses); [`run`](Self::run) calls it first. A range the model cannot
-    /// hold at all (past the configuration's last pfn, or a node id its flags cannot hold)
-    /// passes here and is refused by the run with the initializer's own typed error.
+    /// ([`memmap_core::check_memremap_pages`]); a range the model cannot hold at all is refused by
+    /// the run itself.
     ///
     /// # Errors
     ///
@@ -255,10 +252,8 @@ fn zone_device_as<P: DumpLayout>(opts: &ZoneDeviceDump) -> Result<Dump, DumpErro
     Ok(Dump { meta, bytes: P::owned(owned, n * P::SIZE) })
 }
 
-/// The struct pages `memmap_init_zone_device` leaves as they were, `[start, end)` ranges:
-/// before 7.2, the deduplicated count of struct pages is written for compound pages in early
-/// sections too, and the rest of the boot memmap there keeps whatever it held (the dump has
-/// zeros; a kernel shows an earlier mapping's pages).
+/// The struct pages `memmap_init_zone_device` leaves as they were (before 7.2, compound pages in
+/// early sections), as `[start, end)` ranges.
 fn stale_ranges<P: StructPage>(
     cfg: &KernelConfig,
     range: &ZoneDeviceRange,

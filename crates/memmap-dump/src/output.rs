@@ -261,8 +261,8 @@ impl OutputFile {
         if refuse_any { Err(OutputError::Exists { path: path(), target }) } else { Ok(()) }
     }
 
-    /// Creates and removes the temporary file: refuses a directory the kernel will not create
-    /// a file in (`/proc`, a read-only mount) before a run rather than after it.
+    /// Creates and removes the temporary file, so a directory nothing can be created in is refused
+    /// before a run.
     ///
     /// # Errors
     ///
@@ -353,12 +353,9 @@ impl<'d> Temp<'d> {
         }
     }
 
-    /// Gives this file the name `name` in its directory: by `rename(2)` when `replace` (a link
-    /// there is replaced, never followed), else by `link(2)`, which fails rather than replace
-    /// anything that took the name meanwhile. `Ok(false)`, nothing done, when the name is
-    /// taken and not to be replaced. On a file system without hard links the name is checked
-    /// and then renamed to (a file created between the two is replaced; nothing better is
-    /// possible there). An error says what was being done.
+    /// Gives this file the name `name`: by `rename(2)` when `replace`, else by `link(2)`, which fails
+    /// rather than replace what took the name meanwhile (`Ok(false)`). Without hard links the name
+    /// is checked, then renamed to.
     pub(crate) fn place(
         &self,
         name: &OsStr,

@@ -134,9 +134,8 @@ pub struct NodeInput {
     pub frames: BTreeMap<u64, u64>,
 }
 
-/// The vmemmap frames of a zone and the section whose memmap each holds, from the region's
-/// `vmemmap_gpa` (one guest-physical frame per vmemmap page, from the first page holding the
-/// region's first struct page).
+/// The vmemmap frames of a zone, each with the section whose memmap it holds, from the region's
+/// `vmemmap_gpa`.
 fn vmemmap_frames(facts: &Facts, r: &Region, cfg: &KernelConfig, out: &mut BTreeMap<u64, u64>) {
     let first_vpage = (facts.vmemmap_base + r.start_pfn * STRUCT_PAGE) / 4096;
     let section_shift = cfg.section_size_bits - 12;

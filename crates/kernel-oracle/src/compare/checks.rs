@@ -17,9 +17,8 @@ pub struct Check {
     pub failure: Option<String>,
 }
 
-/// Struct pages of one region to check: `(pfn, 64 bytes)` in pfn order (the whole region, or
-/// the runs of a golden extract), and the guest-physical frame of each vmemmap page
-/// (`pfn * 64 / 4096`) where known.
+/// Struct pages of one region to check: `(pfn, 64 bytes)` in pfn order, and the guest-physical
+/// frame of each vmemmap page where known.
 pub struct PageSet<'a> {
     /// The region.
     pub region: &'a Region,
@@ -46,11 +45,8 @@ impl<'a> PageSet<'a> {
     }
 }
 
-/// The class checks of the regions of one configuration (see the module documentation):
-/// per region, the pgmap words are equal, self pointers point at their own list head and tails
-/// resolve to their head; over all regions, struct pages read through the same vmemmap frame
-/// and slot are identical (aliased vmemmap pages, including a node-wide HVO tail page shared
-/// by several folios).
+/// The class checks of the regions of one configuration (see the module documentation); struct
+/// pages read through the same vmemmap frame and slot are compared across all regions.
 #[must_use]
 pub fn class_checks(facts: &Facts, sets: &[PageSet<'_>]) -> Vec<Check> {
     let mut out = Vec::new();

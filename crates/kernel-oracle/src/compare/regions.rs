@@ -38,9 +38,8 @@ pub struct RegionResult {
     /// Struct page fields the model declares history-dependent (`stale_fields`: field name and
     /// how many struct pages), not compared.
     pub stale_fields: Vec<(String, u64)>,
-    /// hotplug: struct pages of the `MAX_PAGE_ORDER` blocks the guest allocated from after
-    /// onlining (the kernel's head is not a free block of that order; the model takes them off
-    /// its free list), not compared, nor are their pageblocks.
+    /// hotplug: struct pages of the blocks the guest allocated from after onlining (taken off the
+    /// model's free list), not compared, nor their pageblocks.
     pub allocated_pages: u64,
 }
 
@@ -344,9 +343,8 @@ impl Blanked {
         n
     }
 
-    /// Blanks each stale field where the kernel holds one of its history values, in the
-    /// struct pages the kernel side has; returns per field how many struct pages (those with
-    /// any).
+    /// Blanks each stale field where the kernel holds one of its history values; returns per field
+    /// how many struct pages.
     fn stale_fields(
         &mut self,
         fields: &[StaleField],
@@ -380,9 +378,8 @@ impl Blanked {
     }
 }
 
-/// hotplug: the kernel's heads (`kbytes`, as read, before anything is blanked) must confirm the
-/// blocks the facts say the guest allocated from: a head the side holds must not be a free
-/// `MAX_PAGE_ORDER` block, and every other block's head must be one.
+/// hotplug: the kernel's heads (`kbytes`, as read) must confirm the blocks the facts say the
+/// guest allocated from: those are not free `MAX_PAGE_ORDER` blocks, every other one is.
 fn check_allocated_heads(r: &Region, order: u32, kbytes: &[u8], known: Option<&[bool]>) -> Result<()> {
     let block = 1u64 << order;
     let end = r.start_pfn + r.nr_pages;

@@ -136,11 +136,9 @@ impl Class {
     }
 }
 
-/// The class of every struct page of `bytes` (the struct pages of pfns `start_pfn..`) in the
-/// release of `cfg` (its buddy `page_type` and `PG_reserved` bit), with `mapped(pfn)` whether
-/// the vmemmap page holding that pfn's struct page had a frame. A buddy head's order must
-/// be at most `cfg`'s `MAX_PAGE_ORDER`, the head aligned to it and the block inside the dump;
-/// otherwise the head is classified by its flags like any page.
+/// The class of every struct page of `bytes` (pfns `start_pfn..`) in the release of `cfg`;
+/// `mapped(pfn)` says whether its vmemmap page had a frame. A buddy head whose order or block
+/// does not fit is classified by its flags like any page.
 #[must_use]
 pub fn classify(
     bytes: &[u8],

@@ -265,10 +265,8 @@ impl Dumper<'_> {
         Ok(())
     }
 
-    /// Learns `pageblock_order` where it is a variable, and where pfn 0's struct page is where
-    /// the architecture does not fix it (arm64 with 4 KiB pages from `memstart_addr`, the others
-    /// from `mem_section[]`); returns the vmemmap area's size from there (its end stays where
-    /// [`vmemmap`] puts it).
+    /// Learns `pageblock_order` where it is a variable, and pfn 0's struct page where the
+    /// architecture does not fix it; returns the vmemmap area's size from there.
     fn learn_geometry(&mut self, sparsemem_extreme: bool, vsize: u64) -> Result<u64> {
         if let Some(a) = self.sysmap.addr("pageblock_order") {
             let order = (read_u64(self.qmp, a, &self.tmp)? & 0xffff_ffff) as u32;
@@ -293,11 +291,9 @@ impl Dumper<'_> {
         }
     }
 
-    /// The address of pfn 0's struct page, from the guest's `mem_section[]`: with
-    /// SPARSEMEM_VMEMMAP a present section's `section_mem_map` is its `mem_map` minus its first
-    /// pfn (`sparse_encode_mem_map()`), which is `vmemmap`, with the section flags in the bits
-    /// below `SECTION_MAP_LAST_BIT` (5 in 7.2; struct pages are 64-byte aligned, so the low six
-    /// bits are cleared). `pfn` is a pfn of RAM (its section is present).
+    /// The address of pfn 0's struct page from `mem_section[]`: a present section's
+    /// `section_mem_map` is `vmemmap` (its `mem_map` minus its first pfn) with flags in the low six
+    /// bits (`sparse_encode_mem_map()`). `pfn` is a pfn of RAM.
     fn mem_section_vmemmap(&mut self, sparsemem_extreme: bool, pfn: u64) -> Result<u64> {
         if !sparsemem_extreme || !self.cfg.sparsemem_vmemmap {
             bail!("the kernel's memmap is not SPARSEMEM_EXTREME with VMEMMAP");
@@ -487,11 +483,9 @@ impl Dumper<'_> {
     }
 }
 
-/// How far a boot zone's free buddy pages may be from the `pages free` the guest printed: the
-/// guest runs between printing and the host's stop (the shell's read of `/proc/zoneinfo`
-/// allocates, kernel threads run on every vCPU), and per-CPU vmstat differences up to the
-/// kernel's threshold (at most 125 per CPU) are not in a printed total. A classifier that
-/// misread free blocks would be off by whole blocks of thousands of pages in a zone.
+/// How far a boot zone's free buddy pages may be from the `pages free` the guest printed (the
+/// guest runs until stopped, per-CPU vmstat deltas are not in the total); a misread free block
+/// would be off by thousands of pages.
 pub const BOOT_FREE_DRIFT: u64 = 512;
 
 impl Dumper<'_> {

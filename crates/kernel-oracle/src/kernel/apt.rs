@@ -231,8 +231,7 @@ impl PrivateApt {
 }
 
 /// The file name apt gives a downloaded package, `NAME_VERSION_ARCH.deb` (the epoch's `:` as
-/// `%3a`), after checking that the name and the version apt reported are each one plain name
-/// ([`crate::files::name`]): the file is looked for in, and unpacked from, the cache.
+/// `%3a`), once the name and version are checked to be plain names ([`crate::files::name`]).
 ///
 /// # Errors
 ///

@@ -1,11 +1,7 @@
 //! `kernel-oracle build`: a small Rust-enabled x86-64 kernel from Debian's `linux-source-7.2`,
 //! built once and cached, and the `memmap_stream` module (`linux-module/`) built against it
-//! from the workspace's crates on every call.
-//!
-//! The kernel's inputs are all named in its cache key: the source package's version, the
-//! configuration fragment (`kbuild/rust-module.config`, applied to `make allnoconfig`), the
-//! versions of rustc, bindgen, libclang and gcc. A finished build leaves `build.json` beside
-//! its tree; a build without it is started again from a clean directory.
+//! on every call. The cache key names every input (source version, config fragment, rustc,
+//! bindgen, libclang, gcc); a build without `build.json` is started again from clean.
 
 use std::fs;
 use std::path::{Path, PathBuf};

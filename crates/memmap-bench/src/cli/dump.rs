@@ -106,9 +106,8 @@ fn hstate(name: &str, config: &memmap_core::KernelConfig) -> Result<hugetlb_init
         .map_err(|e| CliError::Usage(format!("--hstate {name}: {e} (--config {})", config.name)))
 }
 
-/// Refuses a `--place` folio that does not fit below the configuration's last pfn (the model
-/// has no struct page there); returns who needs the memory, for the memory check's message:
-/// with `--place`, the struct pages from the lowest head to the end of the highest folio.
+/// Refuses a `--place` folio past the configuration's last pfn; returns who needs the memory,
+/// for the memory check's message.
 fn placed_in_range(opts: &HugetlbDump) -> Result<String, CliError> {
     let nr = opts.hstate.nr_pages();
     let max_pfn = opts.config.max_pfn();

@@ -191,8 +191,7 @@ fn nothing_fits(command: &str, skipped: &[budget::Skipped]) -> String {
 }
 
 /// The limit probe's buffer size within `budget` (see [`LIMIT_BUFFER`]), recorded in `scaled`
-/// when it is below the default (with a note when it is not above twice the last-level cache:
-/// then the limits may be cache rates).
+/// when below the default, with a note when the limits may then be cache rates.
 fn limit_buffer(
     quick: bool,
     budget: &Budget,
@@ -229,9 +228,6 @@ fn limit_buffer(
 }
 
 /// Fits `s` into `budget` on `info`: unchanged, or its knob at the largest value that fits.
-///
-/// # Errors
-///
 /// [`budget::Skipped`] when a scenario without a knob, or at its knob's smallest value, does not fit.
 /// A user-given size that does not fit is an error of the command line ([`FitError::Refused`]).
 fn fit(

@@ -103,9 +103,8 @@ fn rounds_help(rows: &[&CatalogEntry]) -> String {
     }
 }
 
-/// The command line: the derived flags and subcommands with the catalog's timing subcommands
-/// and `all`'s size flags added, and the subcommands listed in this order: `all`, the catalog's,
-/// `sweep`, `limits`, `dump`, `diff`.
+/// The command line: the derived one with the catalog's timing subcommands and `all`'s size
+/// flags added, the subcommands in order (`all`, the catalog's, `sweep`, `limits`, `dump`, `diff`).
 pub(super) fn augment(cmd: Command) -> Command {
     let all_rounds = rounds_help(CATALOG);
     let mut cmd = cmd

@@ -276,9 +276,8 @@ fn map_arena(len: usize) -> Result<(memmap2::MmapMut, f64), RunError> {
 /// streaming clear of 1 MiB does).
 const PARALLEL_MIN_CHUNK: u64 = 8 << 20;
 
-/// Zeroes the `len` bytes at `base` on `threads` workers: a padata job of 2 MiB-aligned chunks,
-/// each one `stream_hal::clear`, each worker draining before it reports its chunk done (the
-/// job's join then publishes the stores to the caller).
+/// Zeroes the `len` bytes at `base` on `threads` workers: a padata job of 2 MiB-aligned
+/// `stream_hal::clear` chunks, each drained before its worker reports it done.
 fn clear_parallel(base: usize, len: usize, threads: usize) {
     let job = PadataJob {
         start: 0,

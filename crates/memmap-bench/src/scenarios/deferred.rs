@@ -339,9 +339,8 @@ fn annotate(sc: &mut ScenarioReport, full_ms: &[f64], boot_pages: &[u64], blocks
     sc.extra.insert("on_demand_scattered_lines_ms".into(), line_ms.into());
 }
 
-/// Time to full availability as a bandwidth (every struct page of the zone written once)
-/// against this run's struct page fill limit: the eager fused boot on one thread, deferred init on
-/// its `threads` workers.
+/// Time to full availability as a bandwidth against this run's struct page fill limit: the eager
+/// fused boot on one thread, deferred init on its `threads` workers.
 fn availability(
     sc: &mut ScenarioReport,
     full_ms: &[f64],

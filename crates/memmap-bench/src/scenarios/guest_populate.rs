@@ -136,11 +136,8 @@ pub(crate) fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<Sce
     Ok(populate_reports(s, ctx, &counts, rounds, &samples, seen))
 }
 
-/// How every populate round gets its memory: before it, untimed, as much memory faulted in
-/// (with huge pages, on the all-core count) and freed, so that every implementation finds the
-/// same free memory (2 MiB blocks the kernel need not reclaim or compact first,
-/// guest-physical pages the hypervisor has backed already); then the same two regions
-/// mapped fresh, not faulted in.
+/// How every populate round gets its memory: untimed, as much memory faulted in and freed, so
+/// every implementation finds the same free memory; then the same two regions mapped fresh.
 #[derive(Debug, Clone, Copy)]
 struct Fresh {
     ranges: [(GuestAddress, usize); 2],
@@ -152,9 +149,8 @@ struct Fresh {
 }
 
 impl Fresh {
-    /// The round's fresh memory, after the warm-up; for a baseline's THP row (`advise`)
-    /// advised `MADV_HUGEPAGE` before the clock starts, as the VMMs advise a region when they
-    /// create it.
+    /// The round's fresh memory after the warm-up, advised `MADV_HUGEPAGE` for a baseline's THP row
+    /// (`advise`), as the VMMs advise a region.
     fn memory(&self, advise: bool) -> Mem {
         if let Ok(m) = Mem::from_ranges(&self.ranges) {
             let _ = populate_all(&m, &PopulateOptions::new(workers(self.all)));
@@ -207,10 +203,8 @@ fn populate_runner(fresh: Fresh, seen: &Seen, threads: usize) -> Runner<'_> {
     })
 }
 
-/// One group of the populate strategies (`thp`: the ones on memory advised `MADV_HUGEPAGE`):
-/// Cloud Hypervisor mainline and one `MADV_POPULATE_WRITE` per region (their own thread
-/// rules), then at each of `counts` Cloud Hypervisor's NUMA prefault, QEMU's prealloc and
-/// ours; `all` is the all-core count the untimed warm-up uses.
+/// One group of the populate strategies (`thp`: on memory advised `MADV_HUGEPAGE`): ch and once,
+/// then at each of `counts` ch-numa, qemu and ours; `all` is the warm-up's thread count.
 fn populate_runners<'a>(
     s: &GuestMemory,
     counts: &[usize],
@@ -238,9 +232,8 @@ fn populate_runners<'a>(
     runners
 }
 
-/// The rows of the report at count index `k` of `n` counts, from `samples` (each group: ch,
-/// once, then ch-numa, qemu and populate at each count): ch, ch-numa, qemu, once and populate
-/// of the 4 KiB group, then the same of the THP group.
+/// The rows of the report at count index `k` of `n` from the groups' `samples`: ch, ch-numa,
+/// qemu, once and populate of the 4 KiB group, then of the THP group.
 fn populate_rows(samples: &[Samples], n: usize, k: usize) -> Vec<Samples> {
     let group = 2 + 3 * n;
     [0, group]
@@ -262,9 +255,8 @@ struct PopulateLimit {
     ours_vs_best: (f64, String),
 }
 
-/// The limit of the rows `results` (one page kind: ch, ch-numa, qemu, once, populate), where
-/// Cloud Hypervisor mainline counts only if it used no more than the report's threads
-/// (`ch_counts`).
+/// The limit of the rows `results` of one page kind; Cloud Hypervisor mainline counts only if
+/// it used no more than the report's threads (`ch_counts`).
 fn populate_limit(results: &[StrategyResult], ch_counts: bool) -> PopulateLimit {
     let eligible: Vec<&StrategyResult> =
         results.iter().enumerate().filter(|&(i, _)| i != 0 || ch_counts).map(|(_, r)| r).collect();

@@ -52,9 +52,8 @@ fn timed(f: impl FnOnce()) -> Duration {
     t.elapsed()
 }
 
-/// The reset strategies over `len` bytes of `mem` (its regions' host memory `host`), each
-/// with the thread count whose limit run it follows (an index into `counts`): write-slice and
-/// memset on one thread, then zero, reset-auto and discard-refault at each count.
+/// The reset strategies over `len` bytes of `mem` (host memory `host`), each with the index into
+/// `counts` of the limit run it follows.
 fn reset_runners<'a>(
     mem: &'a Mem,
     host: &'a [(usize, usize)],

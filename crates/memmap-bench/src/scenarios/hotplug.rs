@@ -131,9 +131,8 @@ impl Scenario for Hotplug {
     }
 }
 
-/// Onlines `[START_PFN, START_PFN + nr)` of `memmap` into a fresh `ZONE_NORMAL`, one
-/// `online_pages()` per memory block of `block` pages; returns the strategy the first block
-/// used and the `online_pages()` calls.
+/// Onlines `[START_PFN, START_PFN + nr)` into a fresh `ZONE_NORMAL` one memory block of `block`
+/// pages at a time; returns the first block's strategy and the `online_pages()` calls.
 fn online(
     memmap: &mut Memmap<'_, Page64>,
     nr: u64,

@@ -1,9 +1,6 @@
-//! Rounds paired with limit runs on a strategy's own storage ([`crate::limits::best_on`],
-//! [`crate::limits::run_fastest`]), the whole pattern of the memmap scenarios ([`measure`]):
-//! every run (a strategy at a thread count) on storage of its own,
-//! faulted in before the rounds ([`memmaps`]), interleaved round by round, each round right
-//! after a limit run of its thread count over its storage, and the storages compared
-//! afterwards ([`Measured::identical`]).
+//! Rounds paired with limit runs on a strategy's own storage, the pattern of the memmap
+//! scenarios ([`measure`]): every run on storage of its own faulted in beforehand ([`memmaps`]),
+//! each round right after a limit run over that storage, the storages compared afterwards.
 
 use std::cell::RefCell;
 use std::ops::Range;
