@@ -407,7 +407,8 @@ pub unsafe fn run_method(
 const SPLIT_MIN_CHUNK: u64 = 2 << 20;
 
 /// Runs `f` over `[dst, dst + len)` (and the same bytes of `src`) on `threads` workers as the
-/// scenarios' padata job, so a limit run is balanced as the rounds it judges; returns the wall time.
+/// scenarios' padata job, so a limit run is balanced as the rounds it judges; returns the wall
+/// time.
 fn run_split(threads: usize, dst: usize, src: usize, len: usize, f: Method) -> Duration {
     let job = PadataJob {
         start: 0,

@@ -72,8 +72,8 @@ pub struct HugetlbDump {
     pub runtime: bool,
     /// Where the folios are, `(head pfn, nid)`, grouped by node in ascending order, each node's in
     /// its free list's order: what a kernel did, learned from the guest. Empty: `count` folios per
-    /// node packed from 4 GiB ([`hugetlb_init::NodeSpec::packed`]). With placed folios, `memmap.bin`
-    /// holds every struct page from the lowest head to the end of the highest folio.
+    /// node packed from 4 GiB ([`hugetlb_init::NodeSpec::packed`]). With placed folios,
+    /// `memmap.bin` holds every struct page from the lowest head to the end of the highest folio.
     pub placed: Vec<(u64, u32)>,
 }
 
@@ -107,13 +107,13 @@ impl memmap_core::InitHooks for SharedCounts {
 }
 
 impl HugetlbDump {
-    /// Boots the gigantic pages (real memfd HVO on Linux) and returns the dump of their struct pages
-    /// as the CPU reads them.
+    /// Boots the gigantic pages (real memfd HVO on Linux) and returns the dump of their struct
+    /// pages as the CPU reads them.
     ///
     /// # Errors
     ///
-    /// [`DumpError::Input`] carrying the boot's typed error, [`DumpError::Map`] when the
-    /// vmemmap cannot be created.
+    /// [`DumpError::Input`] carrying the boot's typed error, [`DumpError::Map`] when the vmemmap
+    /// cannot be created.
     pub fn run(&self) -> Result<Dump, DumpError> {
         if self.layout72 { hugetlb_as::<Page72>(self) } else { hugetlb_as::<Page64>(self) }
     }

@@ -101,8 +101,8 @@ macro_rules! dump_meta {
     ($($(#[doc = $doc:literal])* $name:ident: $ty:ty,)*) => {
         /// Fields common to every dump.
         ///
-        /// Deserialized field by field, not through `#[serde(flatten)]` (which buffers the whole object
-        /// first): every other key goes into [`DumpMeta::detail`].
+        /// Deserialized field by field, not through `#[serde(flatten)]` (which buffers the whole
+        /// object first): every other key goes into [`DumpMeta::detail`].
         #[derive(Debug, Clone, PartialEq, Serialize)]
         pub struct DumpMeta {
             $($(#[doc = $doc])* pub $name: $ty,)*

@@ -110,8 +110,8 @@ pub struct ZoneDeviceDump {
 }
 
 impl ZoneDeviceDump {
-    /// Runs `move_pfn_range_to_zone` and `memmap_init_zone_device` on a fresh memmap and returns the
-    /// dump as the kernel's vmemmap shows it.
+    /// Runs `move_pfn_range_to_zone` and `memmap_init_zone_device` on a fresh memmap and returns
+    /// the dump as the kernel's vmemmap shows it.
     ///
     /// # Errors
     ///

@@ -353,9 +353,9 @@ impl<'d> Temp<'d> {
         }
     }
 
-    /// Gives this file the name `name`: by `rename(2)` when `replace`, else by `link(2)`, which fails
-    /// rather than replace what took the name meanwhile (`Ok(false)`). Without hard links the name
-    /// is checked, then renamed to.
+    /// Gives this file the name `name`: by `rename(2)` when `replace`, else by `link(2)`, which
+    /// fails rather than replace what took the name meanwhile (`Ok(false)`). Without hard links the
+    /// name is checked, then renamed to.
     pub(crate) fn place(
         &self,
         name: &OsStr,

@@ -83,7 +83,8 @@ impl OutputDir {
         &self.dir
     }
 
-    /// Writes `memmap` and `meta` (the text of `meta.json`) as the [module documentation](self) says.
+    /// Writes `memmap` and `meta` (the text of `meta.json`) as the [module documentation](self)
+    /// says.
     ///
     /// # Errors
     ///

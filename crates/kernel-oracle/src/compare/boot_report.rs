@@ -10,12 +10,14 @@ pub enum CmpClass {
     FreeHead,
     /// [`Class::FreeTail`](crate::facts::zones::Class::FreeTail).
     FreeTail,
-    /// [`Class::FreeHead`](crate::facts::zones::Class::FreeHead) or [`Class::FreeTail`](crate::facts::zones::Class::FreeTail) in use since boot: `index` set, or
-    /// `lru` neither init's self-pointers nor a merge's poison. The free path resets the other words.
+    /// [`Class::FreeHead`](crate::facts::zones::Class::FreeHead) or
+    /// [`Class::FreeTail`](crate::facts::zones::Class::FreeTail) in use since boot: `index` set, or
+    /// `lru` neither init's self-pointers nor a merge's poison. The free path resets the other
+    /// words.
     FreeUsed,
-    /// [`Class::FreeTail`](crate::facts::zones::Class::FreeTail) holding a merge's poison where the model's boot leaves
-    /// self-pointers: merged since boot. Where the model's boot leaves the same poison the page is a
-    /// [`CmpClass::FreeTail`] and compared whole.
+    /// [`Class::FreeTail`](crate::facts::zones::Class::FreeTail) holding a merge's poison where the
+    /// model's boot leaves self-pointers: merged since boot. Where the model's boot leaves the same
+    /// poison the page is a [`CmpClass::FreeTail`] and compared whole.
     FreeMerged,
     /// [`Class::Reserved`](crate::facts::zones::Class::Reserved), as init left it (count 1).
     Reserved,

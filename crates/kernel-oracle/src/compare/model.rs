@@ -25,8 +25,8 @@ pub struct ModelDump {
 }
 
 impl ModelDump {
-    /// The part of the model's vmemmap its pointers can point into (up to one gigantic page past the
-    /// dump), so that values such as `-1` are not read as struct page pointers.
+    /// The part of the model's vmemmap its pointers can point into (up to one gigantic page past
+    /// the dump), so that values such as `-1` are not read as struct page pointers.
     #[must_use]
     pub fn span(&self) -> u64 {
         (self.start_pfn + (self.bytes.len() as u64) / 64 + (1 << 18)) * 64

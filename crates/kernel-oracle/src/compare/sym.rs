@@ -107,7 +107,8 @@ pub struct Normalizer {
     /// Kernel-image addresses and their names.
     pub kimage: BTreeMap<u64, String>,
     /// The heads of the huge page folios, per node in PFN order: a pointer to a head is read by the
-    /// folio's rank, since the model packs its folios while a kernel places them where memory was free.
+    /// folio's rank, since the model packs its folios while a kernel places them where memory was
+    /// free.
     pub folio_heads: Vec<(u32, u64)>,
     /// The direct map `[start, start + size)`: pointers into it (free-list heads in `struct zone`)
     /// become [`Sym::Direct`], matched by consistent renaming; `None`: raw values.

@@ -296,8 +296,8 @@ impl Facts {
         Facts::parse(&bytes, &p)
     }
 
-    /// Parses the text of a `facts.json` (`path` names it in errors) within [`FACTS_LIMITS`], of the
-    /// known [`FORMAT`] and with a geometry [`Facts::validate`] accepts.
+    /// Parses the text of a `facts.json` (`path` names it in errors) within [`FACTS_LIMITS`], of
+    /// the known [`FORMAT`] and with a geometry [`Facts::validate`] accepts.
     ///
     /// # Errors
     ///
@@ -313,8 +313,8 @@ impl Facts {
     }
 
     /// Checks what the readers of a configuration rely on, so that reading its regions cannot
-    /// overflow or allocate past [`MAX_TOTAL_PAGES`]: plain file names, 64-byte struct pages, at most
-    /// [`MAX_REGIONS`] regions within [`MAX_REGION_PAGES`] inside the vmemmap, orders up to
+    /// overflow or allocate past [`MAX_TOTAL_PAGES`]: plain file names, 64-byte struct pages, at
+    /// most [`MAX_REGIONS`] regions within [`MAX_REGION_PAGES`] inside the vmemmap, orders up to
     /// [`MAX_COMPOUND_ORDER`], node ids up to [`MAX_NID`], every pfn named inside its region.
     ///
     /// # Errors

@@ -113,8 +113,8 @@ impl Scenario {
     }
 
     /// The part of the guest script that runs last (`/late.sh`, before `@@ready`): the hotplug
-    /// configurations online the offline blocks in ascending order, report them, print `@@ready` and
-    /// wait with shell builtins only, so nothing forks after onlining.
+    /// configurations online the offline blocks in ascending order, report them, print `@@ready`
+    /// and wait with shell builtins only, so nothing forks after onlining.
     #[must_use]
     pub fn late_script(&self) -> String {
         if self.boot.is_some() {

@@ -228,8 +228,9 @@ fn limit_buffer(
 }
 
 /// Fits `s` into `budget` on `info`: unchanged, or its knob at the largest value that fits.
-/// [`budget::Skipped`] when a scenario without a knob, or at its knob's smallest value, does not fit.
-/// A user-given size that does not fit is an error of the command line ([`FitError::Refused`]).
+/// [`budget::Skipped`] when a scenario without a knob, or at its knob's smallest value, does not
+/// fit. A user-given size that does not fit is an error of the command line
+/// ([`FitError::Refused`]).
 fn fit(
     s: Box<dyn Scenario>,
     budget: &Budget,
