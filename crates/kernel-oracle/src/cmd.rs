@@ -54,8 +54,7 @@ pub fn run(program: &str, args: &[String], cwd: Option<&Path>, timeout: Duration
     Ok(Output { stdout, stderr })
 }
 
-/// Waits for `child` at most `timeout`, polling every `poll`; `None` when it ran too long
-/// (it is then killed).
+/// Waits for `child` at most `timeout`; `None`, the child killed, when it ran too long.
 pub(crate) fn wait(child: &mut Child, timeout: Duration, poll: Duration) -> Result<Option<ExitStatus>> {
     let start = Instant::now();
     loop {

@@ -108,8 +108,7 @@ pub fn qemu_opt_path(path: &Path) -> Result<String> {
     Ok(s.replace(',', ",,"))
 }
 
-/// A fresh directory for one boot's scratch files, in `cache/work/`, removed when dropped
-/// (unless [`WorkDir::keep`] was called, for a failure to look at).
+/// A fresh directory for one boot's scratch files in `cache/work/`, removed on drop unless kept.
 #[derive(Debug)]
 pub struct WorkDir {
     dir: Option<tempfile::TempDir>,

@@ -363,8 +363,7 @@ fn chosen_kernels(cache: &Path, args: &RunArgs) -> Result<Vec<kernel::Kernel>> {
     Ok(vec![k])
 }
 
-/// The configurations `run` boots on `k`: every one of its architecture with `--all`, else
-/// those named.
+/// The configurations `run` boots on `k`: all of its architecture with `--all`, else those named.
 fn scenarios(args: &RunArgs, k: &kernel::Kernel) -> Result<Vec<scenario::Scenario>> {
     let has_module = k.modules.contains_key(scenario::MODULE_NAME);
     if args.all {

@@ -1,7 +1,6 @@
-//! The memory a process's cgroup leaves it: in a container `/proc/meminfo` shows the host.
-//! [`read`] finds the tightest limit (cgroup v2 `memory.max`, `memory.high`, v1
-//! `memory.limit_in_bytes`) from the process's memory cgroup up to its hierarchy's root, and the
-//! room under it (inactive file cache not counted).
+//! The memory a process's cgroup leaves it (in a container `/proc/meminfo` shows the host's):
+//! [`read`] finds the tightest limit from the process's cgroup up to its hierarchy's root, and
+//! the room under it.
 
 use std::path::{Path, PathBuf};
 
@@ -76,8 +75,7 @@ impl Version {
         }
     }
 
-    /// The limit and room of the cgroup at `dir`, `None` if it has no limit or its files are
-    /// missing.
+    /// The limit and room of the cgroup at `dir`, `None` without a limit or its files.
     fn read_dir(self, dir: &Path) -> Option<CgroupMemory> {
         let (limit, usage, inactive) = match self {
             Version::V2 => {

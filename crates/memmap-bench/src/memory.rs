@@ -1,15 +1,13 @@
-//! What a run needs from the machine's memory ([`MemoryNeed`]: resident bytes, mapped bytes,
-//! largest mapping), computed with checked arithmetic, and its [`check`] against `/proc/meminfo`,
-//! the overcommit policy, `RLIMIT_AS` and the user address space before any work starts, so that a
-//! size that cannot work is refused with a message instead of an out-of-memory kill.
+//! What a run needs from the machine's memory ([`MemoryNeed`]), with checked arithmetic, and its
+//! [`check`] against the machine before any work, so a size that cannot work is refused with a
+//! message instead of an out-of-memory kill.
 
 use std::fmt;
 
 use crate::cgroup::{self, CgroupMemory};
 use crate::size::Bytes;
 
-/// A size computation overflowed `u64`: the input asks for more bytes than a 64-bit machine
-/// can address.
+/// A size computation overflowed `u64`: more bytes than a 64-bit machine can address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overflow {
     /// What was being computed.
@@ -167,8 +165,7 @@ pub fn hugetlb_dump_need(d: &memmap_dump::HugetlbDump) -> Result<MemoryNeed, Ove
     vmemmap.and(copy)?.and(spare)?.and(per_folio)
 }
 
-/// The pages of each node's vmemmap with placed folios `(head, nid)` of `nr` pages each,
-/// grouped by node: from the node's lowest head to the end of its highest folio.
+/// The pages of each node's vmemmap from its lowest placed head to the end of its highest folio.
 fn placed_node_spans(placed: &[(u64, u32)], nr: u64) -> Result<Vec<u64>, Overflow> {
     let mut spans = Vec::new();
     for group in placed.chunk_by(|a, b| a.1 == b.1) {
@@ -196,8 +193,7 @@ pub struct MemInfo {
     pub overcommit: Option<u32>,
     /// `RLIMIT_AS` (`None`: unlimited or unknown).
     pub rlimit_as: Option<u64>,
-    /// The tightest limit of the process's memory cgroups and the room under it ([`cgroup`]):
-    /// in a container with a memory limit, less than `MemAvailable` says.
+    /// The tightest memory-cgroup limit and the room under it ([`cgroup`]).
     pub cgroup: Option<CgroupMemory>,
 }
 
@@ -209,8 +205,7 @@ pub const USER_ADDRESS_SPACE: u64 = if usize::BITS >= 64 { 1 << 47 } else { 1 <<
 const AVAILABLE_SHARE: (u64, u64) = (9, 10);
 
 impl MemInfo {
-    /// Reads the machine's values: `/proc/meminfo`, `/proc/sys/vm/overcommit_memory` and
-    /// `/proc/self/limits`, parsed by the `procfs` crate (each `None` where unreadable).
+    /// Reads the machine's values with the `procfs` crate (each `None` where unreadable).
     #[must_use]
     pub fn read() -> MemInfo {
         use procfs::Current as _;
@@ -237,15 +232,13 @@ impl MemInfo {
         }
     }
 
-    /// The bytes a run can make resident: `MemAvailable`, or the memory cgroup's room where
-    /// that is less.
+    /// The bytes a run can make resident: `MemAvailable`, or the cgroup's room where less.
     #[must_use]
     pub fn room(&self) -> Option<u64> {
         self.binding_cgroup().map(|c| c.room).or(self.available)
     }
 
-    /// The memory cgroup, where its room is less than `MemAvailable` (it then sets
-    /// [`room`](Self::room)).
+    /// The memory cgroup, where it sets [`room`](Self::room).
     #[must_use]
     pub fn binding_cgroup(&self) -> Option<&CgroupMemory> {
         self.cgroup.as_ref().filter(|c| self.available.is_none_or(|a| c.room < a))
@@ -266,15 +259,13 @@ impl MemInfo {
         }
     }
 
-    /// The resident bytes a run may use: 90% of the [`room`](Self::room) (the rest is left to
-    /// the system and to the bench itself): the largest memory budget ([`crate::budget`]).
+    /// The resident bytes a run may use, the largest budget: 90% of the [`room`](Self::room).
     #[must_use]
     pub fn usable(&self) -> Option<u64> {
         self.room().map(|a| a / AVAILABLE_SHARE.1 * AVAILABLE_SHARE.0)
     }
 
-    /// The default memory budget of a timing run ([`crate::budget`]): two thirds of the
-    /// [`room`](Self::room), leaving the rest to the system and to other programs.
+    /// The default memory budget of a timing run: two thirds of the [`room`](Self::room).
     #[must_use]
     pub fn default_budget(&self) -> Option<u64> {
         self.room().map(|a| a / 3 * 2)

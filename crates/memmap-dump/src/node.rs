@@ -1,8 +1,6 @@
-//! `dump node`: the boot memmap of one node laid out as a real machine's (its zones, memory
-//! ranges and reserved ranges, for example read from a booted guest), booted with a chosen
-//! init mode, boot order and strategy, deferred and on-demand init run to completion, and the
-//! pages the machine had allocated since taken off the free lists
-//! ([`memmap_core::Node::take_page_off_buddy`]).
+//! `dump node`: the boot memmap of one node laid out as a real machine's, booted with a chosen
+//! init mode, order and strategy, run to completion, and the pages the machine had allocated
+//! taken off the free lists.
 
 use memmap_core::{
     BootOptions, BootOrder, BootmemType, FillOptions, InitMode, KernelConfig, MigrateType, Node, NodeLayout,
@@ -34,8 +32,7 @@ pub struct NodeDump {
     pub order: BootOrder,
     /// Strategy.
     pub strategy: Strategy,
-    /// Pages taken off the free lists after boot, in this order: what the machine allocated
-    /// since. A pfn that is not free then is an error.
+    /// Pages taken off the free lists after boot, in order; one that is not free is an error.
     pub taken: Vec<u64>,
     /// `get_page_bootmem(info, pfn_to_page(pfn), type)` calls after boot, as `(pfn, info, type)`;
     /// a pfn outside the node or not reserved is an error.

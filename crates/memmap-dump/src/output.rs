@@ -1,8 +1,7 @@
-//! One output file, written safely: a plot or a report of the bench, a file of the oracle; and
-//! the temporary file and the placing by name that [`OutputDir`](crate::OutputDir) writes a
-//! dump's two files with. [`OutputFile::prepare`] refuses a bad path before any work,
-//! [`OutputFile::probe`] before a long run, and [`OutputFile::commit`] writes under a temporary
-//! name and then links (or, with `force`, renames) it into place, never through a link.
+//! One output file written safely (a plot, a report, a file of the oracle), and the temporary
+//! file and placing by name that [`OutputDir`](crate::OutputDir) uses: refused before any work
+//! ([`OutputFile::prepare`]), written under a temporary name, then linked (or, with `force`,
+//! renamed) into place, never through a link.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -14,12 +13,10 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
-/// The longest temporary name: `.memmap-dump-PID-N.tmp` with a 10-digit PID and a 3-digit
-/// attempt.
+/// The longest temporary name: `.memmap-dump-PID-N.tmp`, 10-digit PID, 3-digit attempt.
 pub const TEMP_NAME_MAX: usize = 32;
 
-/// Linux's `PATH_MAX`, the terminating NUL included: a path given to the kernel has fewer
-/// bytes.
+/// Linux's `PATH_MAX`, the terminating NUL included.
 pub const PATH_MAX: usize = 4096;
 
 /// Why an output file cannot be written.
@@ -224,8 +221,7 @@ impl OutputFile {
         &self.path
     }
 
-    /// Refuses what is at the file's name now: anything when `refuse_any`, else what is never
-    /// replaced.
+    /// Refuses what is at the file's name now: anything if `refuse_any`, else the irreplaceable.
     fn check_existing(&self, refuse_any: bool) -> Result<(), OutputError> {
         let path = || self.path.clone();
         let stat = match rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -338,8 +334,7 @@ pub(crate) struct Temp<'d> {
 }
 
 impl<'d> Temp<'d> {
-    /// Creates `.memmap-dump-PID-N.tmp` in `dir` with `O_CREAT | O_EXCL | O_NOFOLLOW`: never
-    /// through a link, never onto an existing file.
+    /// Creates `.memmap-dump-PID-N.tmp` in `dir` with `O_CREAT | O_EXCL | O_NOFOLLOW`.
     pub(crate) fn create(dir: BorrowedFd<'d>) -> rustix::io::Result<(Temp<'d>, File)> {
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mut attempt = 0u32;

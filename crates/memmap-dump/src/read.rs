@@ -249,8 +249,7 @@ pub fn read_file(path: &Path, max: u64, links: Links) -> Result<Vec<u8>, DumpErr
     }
 }
 
-/// The largest file other than a dump that [`read_user_file`] reads whole, before and after
-/// gunzip: 16 MiB (a distribution kernel's `.config` is about 300 KiB).
+/// The largest file [`read_user_file`] reads whole, before and after gunzip.
 pub const MAX_USER_FILE_BYTES: u64 = 16 << 20;
 
 /// A text file a user named, read whole by [`read_user_file`].

@@ -1,8 +1,7 @@
-//! The model side of the boot configurations: each node of the guest laid out from what the
-//! guest reported, booted by the model on every init path, the pages the guest allocated since
-//! taken off the model's free lists, and every struct page compared by its kernel class
-//! ([`crate::facts::zones::Class`]) with the pageblocks and the zones' counts. What each class
-//! compares is tabled in `docs/kernel-oracle.md` ("Boot configurations").
+//! The model side of the boot configurations: each guest node's layout booted by the model on
+//! every init path and every struct page compared by its kernel class
+//! ([`crate::facts::zones::Class`]); what each class compares is tabled in
+//! `docs/kernel-oracle.md` ("Boot configurations").
 
 use std::path::Path;
 
@@ -23,12 +22,10 @@ pub use super::boot_report::{
     ClassCount, CmpClass, NodeResult, PageblockCount, PathOutcome, ZoneResult, equal, render,
 };
 
-/// `MIGRATE_UNMOVABLE`, `MIGRATE_RECLAIMABLE`, `MIGRATE_HIGHATOMIC`: the types an allocation
-/// gives a MOVABLE pageblock it steals.
+/// The migrate types an allocation gives a MOVABLE pageblock it steals.
 const STEAL_TYPES: [u8; 3] = [0, 2, 3];
 
-/// The init paths run on each layout: the kernel's (deferred, as Debian builds it, on the slow
-/// path) first, as the reference, then the others.
+/// The init paths run on each layout, the reference first: the kernel's (deferred, slow path).
 pub const PATHS: [(InitMode, BootOrder, Strategy); 6] = [
     (InitMode::Deferred, BootOrder::Kernel, Strategy::Slow),
     (InitMode::Eager, BootOrder::Kernel, Strategy::Slow),

@@ -82,8 +82,7 @@ pub struct ZoneGolden {
     pub counts: KernelCounts,
     /// Pages of each comparison class ([`crate::compare::boot::CmpClass::ALL`]) in the whole zone.
     pub class_pages: Vec<u64>,
-    /// Runs of sampled pfns `(first, pages, class)`, ascending, with the class's position in
-    /// [`Class::ALL`].
+    /// Runs of sampled pfns `(first, pages, class)`, ascending, the class as in [`Class::ALL`].
     pub samples: Vec<(u64, u64, u8)>,
 }
 

@@ -39,13 +39,11 @@ pub struct KernelCounts {
     pub present: u64,
     /// `managed`.
     pub managed: u64,
-    /// Pages in free buddy blocks when the guest was stopped (`pages free` as the dump holds
-    /// them).
+    /// Pages in free buddy blocks when the guest was stopped, as the dump holds them.
     pub free: u64,
 }
 
-/// The struct pages of a kernel zone: all of them (a run's dump) or a sample (a golden
-/// extract), each with its kernel class.
+/// The struct pages of a kernel zone (all, or a golden sample), each with its kernel class.
 #[derive(Debug, Clone)]
 pub enum KernelPages {
     /// Every struct page of the span, and its class.
@@ -134,8 +132,7 @@ pub struct NodeInput {
     pub frames: BTreeMap<u64, u64>,
 }
 
-/// The vmemmap frames of a zone, each with the section whose memmap it holds, from the region's
-/// `vmemmap_gpa`.
+/// The vmemmap frames of a zone and the section whose memmap each holds, from `vmemmap_gpa`.
 fn vmemmap_frames(facts: &Facts, r: &Region, cfg: &KernelConfig, out: &mut BTreeMap<u64, u64>) {
     let first_vpage = (facts.vmemmap_base + r.start_pfn * STRUCT_PAGE) / 4096;
     let section_shift = cfg.section_size_bits - 12;

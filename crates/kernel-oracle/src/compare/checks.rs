@@ -57,8 +57,7 @@ pub fn class_checks(facts: &Facts, sets: &[PageSet<'_>]) -> Vec<Check> {
     out
 }
 
-/// The checks of one region: its pgmap words (ZONE_DEVICE), its self pointers and, for
-/// compound pages, its tails' compound words.
+/// The checks of one region: pgmap words, self pointers, tails' compound words.
 fn region_checks(facts: &Facts, set: &PageSet<'_>, out: &mut Vec<Check>) {
     let r = set.region;
     let what = format!("region at pfn {:#x}", r.start_pfn);
@@ -111,8 +110,7 @@ fn pgmap_check(set: &PageSet<'_>, what: &str) -> Check {
     }
 }
 
-/// The pointer checks of one region's struct pages, page by page: what was counted and the
-/// first failure of each check.
+/// The pointer checks of one region's struct pages: the counts and each check's first failure.
 struct PointerScan<'a> {
     region: &'a Region,
     geo: Geometry,
@@ -152,8 +150,7 @@ impl<'a> PointerScan<'a> {
         }
     }
 
-    /// Whether the struct page of `pfn` is read through a frame that backs more than one of
-    /// the region's vmemmap pages.
+    /// Whether `pfn`'s struct page is read through a frame backing several vmemmap pages.
     fn aliased(&self, pfn: u64) -> bool {
         self.gpa.get(&(pfn * SP as u64 / 4096)).is_some_and(|g| self.frame_uses[g] > 1)
     }

@@ -39,8 +39,7 @@ pub struct Run {
 pub struct RegionExtract {
     /// Runs, ascending and disjoint.
     pub runs: Vec<Run>,
-    /// Vmemmap page number (`pfn * 64 / 4096`) to guest-physical frame, for the pages the runs
-    /// touch.
+    /// Vmemmap page number (`pfn * 64 / 4096`) to guest-physical frame, for the runs' pages.
     pub gpa: BTreeMap<u64, u64>,
 }
 
@@ -51,8 +50,7 @@ pub struct Extract {
     pub regions: Vec<RegionExtract>,
 }
 
-/// The runs kept for region `r` of a kernel with `MAX_PAGE_ORDER` `max_order` and
-/// `pageblock_order` `pb_order`.
+/// The runs kept for region `r` with `MAX_PAGE_ORDER` `max_order` and `pageblock_order` `pb_order`.
 #[must_use]
 pub fn runs_for(r: &Region, max_order: u32, pb_order: u32) -> Vec<Run> {
     let geo = Geometry::of(r);

@@ -58,8 +58,7 @@ impl ModelDump {
     }
 }
 
-/// What the model runs for a kernel region, and the `memmap-bench` command line that runs the
-/// same model (`--kconfig KCONFIG` standing for the kernel's `.config`).
+/// What the model runs for a kernel region, and the `memmap-bench` command line that runs it.
 #[derive(Debug, Clone)]
 pub struct Spec {
     /// The model run.

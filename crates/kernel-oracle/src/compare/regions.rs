@@ -32,11 +32,9 @@ pub struct RegionResult {
     pub groups: Vec<Group>,
     /// Pageblock migrate types: `None` when not compared, else the differences (empty: equal).
     pub pageblocks: Option<Vec<String>>,
-    /// Struct pages the modelled kernel leaves as they were (the model's `stale_pfn_ranges`:
-    /// their contents depend on what the memory held before), not compared.
+    /// Struct pages the modelled kernel leaves as they were (`stale_pfn_ranges`), not compared.
     pub stale_pages: u64,
-    /// Struct page fields the model declares history-dependent (`stale_fields`: field name and
-    /// how many struct pages), not compared.
+    /// History-dependent fields (`stale_fields`) and how many struct pages each, not compared.
     pub stale_fields: Vec<(String, u64)>,
     /// hotplug: struct pages of the blocks the guest allocated from after onlining (taken off the
     /// model's free list), not compared, nor their pageblocks.
@@ -123,8 +121,7 @@ fn shared_hugetlb_gpas(facts: &Facts, hugetlb: &[usize]) -> Vec<u64> {
     gpa_regions.iter().filter(|(_, c)| **c > 1).map(|(g, _)| *g).collect()
 }
 
-/// The model side of one region: its struct pages and how to read them, and what the model
-/// says is not to be compared.
+/// The model side of one region: its struct pages and what is not to be compared.
 struct ModelSide {
     /// The model's struct pages, compared index for index with the kernel's.
     bytes: Vec<u8>,
@@ -189,8 +186,7 @@ impl<'f> Models<'f> {
         })
     }
 
-    /// The model's folio for kernel folio `r`: the k-th kernel folio of a node is compared with
-    /// the model's k-th of that node.
+    /// The model's folio for kernel folio `r`: a node's k-th folio against the model's k-th.
     fn hugetlb(&mut self, r: &Region) -> Result<ModelSide> {
         let facts = self.facts;
         if self.hugetlb_model.is_none() {
@@ -242,8 +238,7 @@ impl<'f> Models<'f> {
         })
     }
 
-    /// The hot-added range; the pageblocks of the blocks the guest allocated from are not
-    /// compared.
+    /// The hot-added range, the pageblocks of the blocks the guest allocated from left out.
     fn hotplug(&self, r: &Region) -> Result<ModelSide> {
         let md = ModelDump::run(&model::hotplug_spec(self.facts, r)?)?;
         let cfg = model::kernel_config(self.facts)?.0;
@@ -271,8 +266,7 @@ impl<'f> Models<'f> {
     }
 }
 
-/// Both sides' struct pages as compared: what is not to be compared is blanked (zeroed) on
-/// both sides, so it compares equal.
+/// Both sides' struct pages, what is not compared zeroed on both sides.
 struct Blanked {
     /// The kernel's.
     k: Vec<u8>,
@@ -300,8 +294,7 @@ impl Blanked {
         }
     }
 
-    /// Blanks the model's stale struct pages (`[start, end)` pfn ranges) that the kernel left
-    /// as they were too; returns how many.
+    /// Blanks the model's stale struct pages the kernel left as they were too; returns how many.
     fn stale(&mut self, stale: &[(u64, u64)], k_start: u64, m_start: u64) -> u64 {
         let mut n = 0;
         for &(a, b) in stale {

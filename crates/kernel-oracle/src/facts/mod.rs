@@ -104,8 +104,7 @@ pub struct Folio {
     pub order: u32,
     /// The node id.
     pub nid: u32,
-    /// Position on the node's hstate free list (0: first after `h->hugepage_freelists[nid]`),
-    /// read from the heads' `lru` links in the guest.
+    /// Position on the node's hstate free list (0: first), read from the heads' `lru` links.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub list_pos: Option<u32>,
 }
@@ -168,8 +167,7 @@ pub struct Region {
     /// boot: the zone's name in `/proc/zoneinfo` (`DMA`, `DMA32`, `Normal`, `Movable`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone_name: Option<String>,
-    /// hotplug: what the guest wrote to the memory blocks' `state` (`online_kernel`,
-    /// `online_movable`).
+    /// hotplug: what the guest wrote to the blocks' `state` (`online_kernel`, `online_movable`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub online_type: Option<String>,
     /// hotplug: pages per memory block (`/sys/devices/system/memory/block_size_bytes`); each
@@ -193,8 +191,7 @@ pub struct Region {
 }
 
 impl Region {
-    /// A region of `kind` dumped to `file`: `nr_pages` pfns from `start_pfn` on node `nid`,
-    /// zone `zone`, with none of the kind-specific facts yet.
+    /// A region of `kind` dumped to `file`, without the kind-specific facts yet.
     #[must_use]
     pub fn new(kind: &str, file: String, start_pfn: u64, nr_pages: u64, nid: u32, zone: u32) -> Region {
         Region { kind: kind.into(), file, start_pfn, nr_pages, nid, zone, ..Region::default() }
@@ -222,8 +219,7 @@ pub struct Facts {
     pub vmemmap_size: u64,
     /// `sizeof(struct page)`.
     pub struct_page_size: u64,
-    /// The kernel's `pageblock_order` (9 where a run did not record it: every 4 KiB-page
-    /// kernel compared before 64 KiB pages).
+    /// The kernel's `pageblock_order` (9 where a run did not record it).
     #[serde(default = "default_pageblock_order")]
     pub pageblock_order: u32,
     /// Kernel image range `[_text, _end)` from `System.map`.

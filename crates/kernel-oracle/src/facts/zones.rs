@@ -1,7 +1,5 @@
-//! The boot memmap of ordinary RAM, as a booted guest left it: its zones from `/proc/zoneinfo`
-//! and every struct page of a zone put in one class (free in the buddy allocator, reserved,
-//! allocated after boot, or no struct page at all), so that a comparison can say for each page
-//! what may be compared and count what may not.
+//! The boot memmap of ordinary RAM as a booted guest left it: its zones (`/proc/zoneinfo`) and
+//! each struct page's class, which says what of it a comparison may compare.
 
 use anyhow::{Result, bail};
 use memmap_core::KernelConfig;
@@ -13,8 +11,7 @@ use crate::facts::STRUCT_PAGE;
 pub struct Zone {
     /// Node id.
     pub nid: u32,
-    /// Zone index: its position among the node's zones (`/proc/zoneinfo` prints every zone of
-    /// a node, populated or not, in `enum zone_type` order).
+    /// Zone index in `enum zone_type` order (`/proc/zoneinfo` prints every zone of a node).
     pub index: u32,
     /// `DMA`, `DMA32`, `Normal`, `Movable`, `Device`.
     pub name: String,

@@ -228,8 +228,7 @@ fn write_regions(
     Ok(kernel_symbols)
 }
 
-/// Reads the regions of one configuration out of the guest: each kind's
-/// pfn range learned from what the guest reported, its struct pages dumped through QMP.
+/// Reads the regions of one configuration out of the guest through QMP.
 struct Dumper<'a> {
     console: &'a Console,
     qmp: &'a mut Qmp,
@@ -435,8 +434,7 @@ impl Dumper<'_> {
         Ok(())
     }
 
-    /// The hot-added DIMM's pfn range (QEMU's `dimm0`), checked online block by block, and
-    /// the blocks the guest allocated from since.
+    /// The hot-added DIMM's pfn range, checked online, and the blocks allocated from since.
     fn hotplug(&mut self, hp: Hotplug) -> Result<()> {
         let devs = self.qmp.execute("query-memory-devices", serde_json::json!({}))?;
         let dimm = devs

@@ -78,8 +78,7 @@ pub struct Scenario {
     pub arch: Arch,
     /// Guest RAM in MiB.
     pub mem_mb: u64,
-    /// NUMA node sizes in MiB (empty: one node; 0: a node without memory, where a hot-added
-    /// DIMM goes).
+    /// NUMA node sizes in MiB (empty: one node; 0: a memoryless node, where a DIMM goes).
     pub numa_mb: &'static [u64],
     /// A `SIZE!START` pmem carve-out of the guest's RAM (e.g. `1G!4G`): `memmap=` on x86-64, a
     /// device-tree `pmem-region` on arm64 and riscv64, giving a label-less namespace0.0.

@@ -197,8 +197,7 @@ pub(crate) fn pmem_dtb(qemu: &str, args: &[String], carve: &str, work: &Path) ->
 /// QEMU's id of the hot-added memory device.
 pub(crate) const HOTPLUG_DEVICE: &str = "dimm0";
 
-/// pseries: once the guest prints `@@hotplug-wait`, hot-adds a `pc-dimm` of `size_mb` with QMP
-/// to `node`.
+/// pseries: hot-adds a `pc-dimm` to `node` with QMP once the guest prints `@@hotplug-wait`.
 pub(crate) fn hot_add_dimm(
     guest: &mut Guest,
     size_mb: u64,

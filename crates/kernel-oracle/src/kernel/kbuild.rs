@@ -212,8 +212,7 @@ fn first_line(program: &Path, arg: &str) -> Result<String> {
     Ok(out.stdout.lines().next().unwrap_or_default().trim().to_string())
 }
 
-/// The newest `/usr/lib/llvm-N/lib` holding `libclang.so` with N at least
-/// [`MIN_LIBCLANG_MAJOR`].
+/// The newest `/usr/lib/llvm-N/lib` with `libclang.so`, N at least [`MIN_LIBCLANG_MAJOR`].
 fn libclang() -> Result<(PathBuf, u32)> {
     let mut found: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib")
         .map(|d| {
@@ -237,8 +236,7 @@ fn libclang() -> Result<(PathBuf, u32)> {
     }
 }
 
-/// `bindgen` [`BINDGEN_VERSION`] under the cache, installed with `cargo install` if missing
-/// (and `install`).
+/// `bindgen` [`BINDGEN_VERSION`] under the cache, `cargo install`ed if missing (and `install`).
 fn bindgen(cache: &Path, install: bool) -> Result<PathBuf> {
     let root = cache.join("tools").join(format!("bindgen-cli-{BINDGEN_VERSION}"));
     let bin = root.join("bin/bindgen");
@@ -387,8 +385,7 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
-/// The fragment's `CONFIG_X=v` and `# CONFIG_X is not set` lines that the final `.config`
-/// does not hold as written.
+/// The fragment's lines that the final `.config` does not hold as written.
 #[must_use]
 pub fn fragment_mismatches(fragment: &str, config: &str) -> Vec<String> {
     let kconfig = memmap_core::model::kconfig::Kconfig::new(config);
@@ -413,8 +410,7 @@ pub fn fragment_mismatches(fragment: &str, config: &str) -> Vec<String> {
     out
 }
 
-/// The directory of the `cfg-if` package the workspace's lockfile resolves (stream-hal's one
-/// dependency), from `cargo metadata`.
+/// The directory of the `cfg-if` package (stream-hal's dependency) the lockfile resolves.
 fn cfg_if_dir(workspace: &Path) -> Result<PathBuf> {
     let out = cmd::run(
         "cargo",
@@ -438,8 +434,7 @@ fn cfg_if_dir(workspace: &Path) -> Result<PathBuf> {
     Ok(Path::new(manifest).parent().context("cfg-if's manifest path")?.to_path_buf())
 }
 
-/// Builds `linux-module/` against the kernel in `dir` (objects under `dir/memmap_stream`) and
-/// returns the `.ko`.
+/// Builds `linux-module/` against the kernel in `dir` and returns the `.ko`.
 fn build_module(dir: &Path, t: &Tools, workspace: &Path, jobs: usize) -> Result<PathBuf> {
     let src = workspace.join("linux-module");
     if !src.join("Kbuild").is_file() {

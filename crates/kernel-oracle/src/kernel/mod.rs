@@ -150,8 +150,7 @@ pub fn spec(id: &str) -> Result<KernelSpec> {
     })
 }
 
-/// A kernel to boot: a fetched and unpacked Debian package ([`fetch`]) or one a user built
-/// ([`from_paths`]).
+/// A kernel to boot: an unpacked Debian package ([`fetch`]) or one a user built ([`from_paths`]).
 #[derive(Debug, Clone)]
 pub struct Kernel {
     /// Short id used in directory names (`7.2-amd64`; `path-RELEASE` for a kernel by path).
@@ -186,8 +185,7 @@ impl Kernel {
     }
 }
 
-/// Largest kernel image read (a distribution's bzImage is about 12 MiB, an arm64 `Image`
-/// about 40 MiB decompressed); also the most its gzip'd form is read out to.
+/// Largest kernel image read, also after gunzip (an arm64 `Image` is about 40 MiB).
 pub const MAX_BINARY_BYTES: u64 = 256 << 20;
 
 /// The architecture and release of a kernel image: an x86 bzImage (the setup header's

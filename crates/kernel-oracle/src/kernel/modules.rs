@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-/// Largest module read, compressed or decompressed: no module the guest loads comes near it
-/// (libnvdimm is about 400 KiB, a few MiB with debug information); decompression stops there.
+/// Largest module read, compressed or decompressed (libnvdimm is about 400 KiB).
 pub const MAX_MODULE_BYTES: u64 = 64 << 20;
 
 /// Suffixes of module files, as `find_modules` looks for them.

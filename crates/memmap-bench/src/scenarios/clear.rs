@@ -1,7 +1,6 @@
-//! `clear`: the init_on_alloc case of the batch-clear series: zeroing freshly allocated 2 MiB
-//! pages page by page (`per-page`, `per-page-erms`) against one `stream_hal::clear_pages` call
-//! per 2 MiB page (`batch`, also on the all-core count). `crates/memmap-bench/METHODOLOGY.md`
-//! describes each strategy and how it is timed.
+//! `clear`: the init_on_alloc case of the batch-clear series, page-by-page clears against one
+//! `stream_hal::clear_pages` per 2 MiB page. `crates/memmap-bench/METHODOLOGY.md` describes each
+//! strategy and how it is timed.
 
 use std::time::Instant;
 

@@ -51,8 +51,7 @@ fn all_resident(mem: &Mem) -> bool {
     })
 }
 
-/// Bytes of the regions' mappings backed by transparent huge pages (`AnonHugePages` of
-/// `/proc/self/smaps`, read by `procfs`), 0 if it cannot be read.
+/// Bytes of the regions' mappings backed by transparent huge pages, 0 if unreadable.
 fn thp_bytes(mem: &Mem) -> u64 {
     let ranges: Vec<(u64, u64)> = mem
         .iter()
@@ -91,8 +90,7 @@ struct Seen {
 }
 
 impl Seen {
-    /// After a round of `name` that populated `mem` (of `size` bytes): whether every page is
-    /// resident, and how much of it is backed by huge pages.
+    /// After a round of `name` that populated `mem`: is every page resident, how much is THP.
     fn after(&self, name: String, mem: &Mem, size: u64) {
         self.failures.set(self.failures.get() + usize::from(!all_resident(mem)));
         let f = thp_bytes(mem) as f64 / size as f64;
@@ -163,8 +161,7 @@ impl Fresh {
     }
 }
 
-/// A round of the baseline `f` in the row `name` (`label` says its thread count): fresh
-/// memory, the timed call, its check.
+/// A round of the baseline `f` in the row `name`: fresh memory, the timed call, its check.
 fn baseline_runner<'a>(
     name: String,
     label: String,
@@ -184,8 +181,7 @@ fn baseline_runner<'a>(
     })
 }
 
-/// A round of ours on `threads` workers: fresh memory (the THP rows' advice is part of the
-/// timed call), the timed `populate_all`, its check.
+/// A round of ours on `threads` workers; the THP rows' advice is part of the timed call.
 fn populate_runner(fresh: Fresh, seen: &Seen, threads: usize) -> Runner<'_> {
     let name = if fresh.thp { "populate-thp" } else { OURS };
     Runner::new(name, move |_| {

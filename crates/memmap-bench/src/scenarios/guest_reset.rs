@@ -26,8 +26,7 @@ pub const RESET_ROUNDS: Rounds = Rounds::new(7, 3);
 /// The chunk `write-slice` loops over.
 const CHUNK: usize = 2 << 20;
 
-/// The guest memory of `s`, advised `MADV_HUGEPAGE` and faulted in on `all` workers: the
-/// memory, the bytes advised and the fault time in ms.
+/// The guest memory of `s` faulted in as THP on `all` workers, the bytes advised, the time in ms.
 fn resident_guest_memory(s: &GuestMemory, all: usize) -> Result<(Mem, u64, f64), RunError> {
     let size = s.size;
     let mem = Mem::from_ranges(&s.ranges()).map_err(|e| {

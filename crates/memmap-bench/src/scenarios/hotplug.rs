@@ -1,6 +1,5 @@
-//! `hotplug`: onlining a hot-added range into `ZONE_NORMAL` memory block by memory block
-//! ([`memmap_core::online_pages`], a fresh [`HotplugZone`] every round), each round paired with
-//! the struct page fill limit on the strategy's own memmap.
+//! `hotplug`: onlining a hot-added range into `ZONE_NORMAL` block by block
+//! ([`memmap_core::online_pages`]), each round paired with the struct page fill limit.
 //! `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it is timed.
 
 use std::time::Instant;

@@ -1,7 +1,5 @@
-//! `hugetlb`: boot-time 1 GiB pages: the fallback tail initialization without HVO
-//! (`hugetlb-1g-nohvo`, one thread and all cores), and the whole gather with HVO
-//! (`hugetlb-1g-hvo`). `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it
-//! is timed.
+//! `hugetlb`: boot-time 1 GiB pages, the fallback tail init without HVO and the whole gather
+//! with HVO. `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it is timed.
 
 use std::time::{Duration, Instant};
 
@@ -93,8 +91,7 @@ impl Hugetlb {
         Hstate::new(&self.config, 1 << 30)
     }
 
-    /// Memmap sets: one per strategy, and without HVO one more per strategy for the all-core
-    /// run (the paired limit runs write the strategies' own memmaps).
+    /// Memmap sets: one per strategy, and without HVO one more each for the all-core run.
     fn sets(&self) -> u64 {
         if self.hvo { 3 } else { 6 }
     }

@@ -105,8 +105,7 @@ impl Grid {
         Grid { runs, kind, rounds, weights: (1, 1), paired: true }
     }
 
-    /// The same, a strategy's run standing for `run` units of progress and a limit run for
-    /// `limit`.
+    /// The same, a run standing for `run` units of progress and a limit run for `limit`.
     #[must_use]
     pub fn weights(self, run: u64, limit: u64) -> Grid {
         Grid { weights: (run, limit), ..self }

@@ -100,8 +100,7 @@ pub enum DiffResult {
     },
     /// The first difference.
     Differs {
-        /// PFN of the first differing struct page (or of the pageblock, for pageblock-only
-        /// differences).
+        /// PFN of the first differing struct page (or pageblock, for pageblock-only differences).
         pfn: u64,
         /// Field name.
         field: &'static str,
@@ -414,8 +413,7 @@ impl PageTally {
     }
 }
 
-/// The named fields that differ between two struct pages of the same size, their values read
-/// in the dump's byte order.
+/// The named fields that differ between two struct pages, read in the dump's byte order.
 fn field_diffs(pa: &[u8], pb: &[u8], big: bool) -> Vec<FieldDiff> {
     let size = pa.len();
     FIELDS
