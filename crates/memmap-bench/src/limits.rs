@@ -145,8 +145,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The limits measured at `threads`, else those of the largest count below it (one thread
-    /// at least).
+    /// The limits measured at `threads`, else at the largest count below it (one at least).
     #[must_use]
     pub fn at(&self, threads: usize) -> &ThreadLimits {
         self.per_threads

@@ -128,8 +128,7 @@ pub fn node_dump_need(span_pages: u64, struct_page_size: u64) -> Result<MemoryNe
         .and(MemoryNeed::resident(mul(span_pages, 8, "the node's page lists")?))
 }
 
-/// Bytes a dump keeps per hugetlb folio besides struct pages: its boot record, its copy in
-/// PFN order and its object in `meta.json` (as a JSON value and as text); 1 KiB bounds them.
+/// Bytes a dump keeps per hugetlb folio besides struct pages (boot record, copy, JSON), at most.
 pub const HUGETLB_PER_FOLIO_BYTES: u64 = 1024;
 
 /// The memory `memmap-bench dump hugetlb` needs: every node's memfd vmemmap (all resident until
@@ -244,8 +243,7 @@ impl MemInfo {
         self.cgroup.as_ref().filter(|c| self.available.is_none_or(|a| c.room < a))
     }
 
-    /// What [`room`](Self::room) is, for messages: `MemAvailable 20 GiB`, or `5.10 GiB left
-    /// under the memory cgroup's 6 GiB limit, /sys/fs/cgroup/...`.
+    /// What [`room`](Self::room) is, for messages (`MemAvailable 20 GiB`, or the cgroup's room).
     #[must_use]
     pub fn room_text(&self) -> String {
         match self.binding_cgroup() {
@@ -271,8 +269,7 @@ impl MemInfo {
         self.room().map(|a| a / 3 * 2)
     }
 
-    /// A machine with `available` bytes available of `total`, heuristic overcommit, no swap and
-    /// no address-space limit (for tests and for planning a run on another machine).
+    /// A machine with `available` of `total` bytes, heuristic overcommit, no swap and no limits.
     #[must_use]
     pub const fn with_available(available: u64, total: u64) -> MemInfo {
         MemInfo {

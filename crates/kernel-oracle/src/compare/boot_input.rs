@@ -127,8 +127,7 @@ pub struct NodeInput {
     pub reserved: Vec<ReservedRange>,
     /// The pages allocated after boot, ascending.
     pub taken: Vec<u64>,
-    /// The vmemmap's frames inside the node that hold reserved struct pages, and the section
-    /// whose memmap each holds (`SECTION_INFO`).
+    /// The vmemmap's frames in the node and the section whose memmap each holds (`SECTION_INFO`).
     pub frames: BTreeMap<u64, u64>,
 }
 
@@ -209,8 +208,7 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
     Ok((cfg, out))
 }
 
-/// The layout of a node from its zones' classes: memory from `ram`, reserved runs, the pages
-/// taken, the vmemmap frames that hold reserved pages.
+/// The layout of a node from its zones' classes, `ram` and the vmemmap frames.
 fn node_input(nid: u32, zones: Vec<KernelZone>, ram: &[PfnRange], frames: BTreeMap<u64, u64>) -> NodeInput {
     let spans: Vec<ZoneSpan> =
         zones.iter().map(|z| ZoneSpan::new(z.zone, z.start_pfn, z.start_pfn + z.nr_pages)).collect();

@@ -307,8 +307,7 @@ impl Golden {
     }
 }
 
-/// The geometry checks of [`Golden::parse`]: the facts' own ([`Facts::validate`]), then the
-/// extract's runs inside their regions.
+/// The geometry checks of [`Golden::parse`]: [`Facts::validate`], then the runs in their regions.
 fn validate(facts: &Facts, extract: &Extract) -> Result<(), String> {
     facts.validate()?;
     if extract.regions.len() != facts.regions.len() {

@@ -77,8 +77,7 @@ fn stale_ranges_in(v: &serde_json::Value) -> Vec<(u64, u64)> {
         .unwrap_or_default()
 }
 
-/// Compares the kernel's MOVABLE pageblocks (of `1 << pb_order` pages) with the model's
-/// `movable_pageblock_pfns`, leaving out the pageblocks `skip` names.
+/// Compares the kernel's MOVABLE pageblocks with the model's but those `skip` names.
 pub(super) fn compare_pageblocks(
     r: &Region,
     pb_order: u32,

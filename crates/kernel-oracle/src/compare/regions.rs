@@ -139,8 +139,7 @@ struct ModelSide {
     stale_fields: Vec<StaleField>,
 }
 
-/// Runs the model for the regions of one configuration: one run per ZONE_DEVICE or hotplug
-/// region, one run for all hugetlb folios (made on the first and shared by the others).
+/// Runs the model for one configuration's regions, one run for all hugetlb folios.
 struct Models<'f> {
     facts: &'f Facts,
     /// The indices of the hugetlb regions.
@@ -286,8 +285,7 @@ impl Blanked {
         }
     }
 
-    /// Blanks the struct pages the kernel side does not have (`known[i]` false); the model's
-    /// pages are compared index for index with the region's.
+    /// Blanks the struct pages the kernel side does not have (`known[i]` false).
     fn unknown(&mut self, known: &[bool]) {
         for (ki, _) in known.iter().enumerate().filter(|(_, k)| !**k) {
             self.blank(ki * SP..(ki + 1) * SP, ki * SP..(ki + 1) * SP);

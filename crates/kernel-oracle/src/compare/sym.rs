@@ -51,8 +51,7 @@ pub enum Sym {
     Pgmap,
     /// A kernel-image address, by name.
     Kimage(String),
-    /// A direct-map address (kernel data such as `zone->free_area[]` list heads), in the
-    /// regions whose normalizer names them ([`Normalizer::direct_map`]).
+    /// A direct-map address (such as `zone->free_area[]` list heads) ([`Normalizer::direct_map`]).
     Direct(u64),
 }
 

@@ -133,8 +133,7 @@ pub struct Region {
     /// ZONE_DEVICE: ndctl map (`mem`, `dev`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map: Option<String>,
-    /// ZONE_DEVICE: the namespace's holder device (`pfn0.0`, `dax0.0`; empty for a raw
-    /// namespace, which has no info block).
+    /// ZONE_DEVICE: the namespace's holder device (`pfn0.0`, `dax0.0`; empty: a raw namespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holder: Option<String>,
     /// ZONE_DEVICE: alignment in bytes.
@@ -170,8 +169,7 @@ pub struct Region {
     /// hotplug: what the guest wrote to the blocks' `state` (`online_kernel`, `online_movable`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub online_type: Option<String>,
-    /// hotplug: pages per memory block (`/sys/devices/system/memory/block_size_bytes`); each
-    /// block is one `online_pages()` call, in ascending order.
+    /// hotplug: pages per memory block, each one `online_pages()` call in ascending order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_block_pages: Option<u64>,
     /// hotplug: first pfns of the `MAX_PAGE_ORDER` blocks whose head the guest shows not free:

@@ -399,8 +399,7 @@ impl Dumper<'_> {
         Ok(())
     }
 
-    /// One region per hugetlb folio found in the memmap of the guest's RAM (`h.per_node` on each
-    /// of `nodes`), then their positions on the hstate free lists.
+    /// One region per hugetlb folio found in the guest's RAM, with its free-list position.
     fn hugetlb(&mut self, h: Hugetlb, nodes: u64) -> Result<()> {
         // The order in the kernel's base pages (a 2 MiB page is order 9 of 4 KiB, 7 of 16 KiB).
         let order = ((h.size_kb << 10) >> self.cfg.page_shift).trailing_zeros();
@@ -487,8 +486,7 @@ impl Dumper<'_> {
 pub const BOOT_FREE_DRIFT: u64 = 512;
 
 impl Dumper<'_> {
-    /// One region per populated zone of every node, its whole span (holes included: their
-    /// struct pages exist where their section is present), with its pageblocks.
+    /// One region per populated zone of every node, holes included, with its pageblocks.
     fn boot(&mut self) -> Result<()> {
         let zones = crate::facts::zones::zones(&self.block("zoneinfo-full"))?;
         let rel = self.block("release");

@@ -359,8 +359,7 @@ fn availability(
     sc.extra.insert("full_availability_x_limit".into(), json.into());
 }
 
-/// Order-0 and order-9 allocate-everything-then-free throughput on a fully initialized zone and
-/// on an on-demand zone whose blocks were all expanded by a first pass, interleaved.
+/// Order-0 and order-9 allocate-all-then-free throughput, fully initialized against on demand.
 fn alloc_check(
     cfg: KernelConfig,
     common: &Common,

@@ -239,8 +239,7 @@ fn populate_rows(samples: &[Samples], n: usize, k: usize) -> Vec<Samples> {
         .collect()
 }
 
-/// The populate limit of one page kind at one thread count: the fastest of its rows given at
-/// most that many threads (ours included).
+/// The populate limit of one page kind and thread count: its fastest row within that many threads.
 #[derive(Debug, Clone, PartialEq)]
 struct PopulateLimit {
     /// GB/s.
@@ -324,8 +323,7 @@ fn json_map(entries: impl IntoIterator<Item = (String, serde_json::Value)>) -> s
     entries.into_iter().collect::<serde_json::Map<_, _>>().into()
 }
 
-/// The populate limits (4 KiB, THP), the threads per region and the THP coverage of one
-/// report: a table column, JSON fields and notes.
+/// The populate limits, threads per region and THP coverage of one report.
 fn add_populate_figures(
     sc: &mut ScenarioReport,
     size: u64,

@@ -138,8 +138,7 @@ impl<S: Storage> Measured<S> {
         self.storage.split_first().is_none_or(|(first, rest)| rest.iter().all(|s| s.same_as(first)))
     }
 
-    /// The report of `runs` (one thread count's) as `spec`, judged against the limit runs
-    /// paired with them over `probe_bytes` when the rounds were paired.
+    /// The report of one thread count's `runs` as `spec`, judged against their paired limit runs.
     #[must_use]
     pub fn report(
         &self,

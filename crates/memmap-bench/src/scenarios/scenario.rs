@@ -175,8 +175,7 @@ impl Setup {
         Setup { size: None, quick, config, layout: None }
     }
 
-    /// The size given, else `spec`'s default (its `--quick` one under `--quick`), and whether
-    /// it was given (a given size is never scaled).
+    /// The size given, else `spec`'s default (or `--quick` one), and whether it was given.
     #[must_use]
     pub fn size(&self, spec: &SizeSpec) -> (u64, bool) {
         match self.size {
