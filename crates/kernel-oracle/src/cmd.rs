@@ -54,8 +54,7 @@ pub fn run(program: &str, args: &[String], cwd: Option<&Path>, timeout: Duration
     Ok(Output { stdout, stderr })
 }
 
-/// Waits for `child` at most `timeout`, polling every `poll`; `None` when it ran too long
-/// (it is then killed).
+/// Waits for `child` at most `timeout`; `None`, the child killed, when it ran too long.
 pub(crate) fn wait(child: &mut Child, timeout: Duration, poll: Duration) -> Result<Option<ExitStatus>> {
     let start = Instant::now();
     loop {
@@ -84,9 +83,8 @@ pub enum Filtered {
 const MAX_FILTER_STDERR: u64 = 64 << 10;
 
 /// Runs `program args` with `input` on its standard input and reads at most `max` bytes of its
-/// standard output ([`memmap_dump::read_capped`]: the buffer never grows past `max + 1`); a
-/// program that prints more is killed there and [`Filtered::TooLong`] returned, so a
-/// decompressor given a bomb stops at the caller's limit.
+/// output; a program that prints more is killed ([`Filtered::TooLong`]), so a decompressor given
+/// a bomb stops at the caller's limit.
 ///
 /// # Errors
 ///

@@ -26,11 +26,8 @@ pub const MAX_NAME_BYTES: usize = 128;
 /// What [`name`] accepts, for error messages.
 pub const NAME_RULE: &str = "1 to 128 ASCII letters, digits and `. _ + ~ : -`, not starting with `.` or `-`";
 
-/// Checks that `value`, taken from data (`what` says which, for the error), can be used as one
-/// file or directory name: 1 to [`MAX_NAME_BYTES`] ASCII letters, digits and `. _ + ~ : -`,
-/// not starting with `.` or `-` (so never `.`, `..`, a hidden file or an option). Kernel
-/// releases (`7.2.13+deb14-amd64`), Debian versions (`1:10.0.2+ds-2~bpo12+1`), package names,
-/// kernel ids and configuration names all are.
+/// Checks that `value` (`what` names it in the error) can be one file or directory name: 1 to
+/// [`MAX_NAME_BYTES`] ASCII letters, digits and `. _ + ~ : -`, not starting with `.` or `-`.
 ///
 /// # Errors
 ///
@@ -87,9 +84,8 @@ pub fn create_dirs_below(root: &Path, rel: &Path) -> Result<PathBuf> {
     Ok(at)
 }
 
-/// Makes `root/rel` the output directory of one configuration's run: created if missing;
-/// if it holds files (an earlier run's), refused unless `force`, in which case the files this
-/// run writes replace theirs and nothing else in it is touched.
+/// Makes `root/rel` the output directory of one configuration's run: one holding an earlier
+/// run's files is refused unless `force`, and then only this run's files are replaced.
 ///
 /// # Errors
 ///
@@ -102,8 +98,7 @@ pub fn prepare_run_dir(root: &Path, rel: &Path, force: bool) -> Result<PathBuf> 
     Ok(dir)
 }
 
-/// `path` as QEMU's option parser reads it inside a comma-separated option (`path=`,
-/// `mem-path=`, `unix:`): every comma doubled.
+/// `path` inside a comma-separated QEMU option: every comma doubled.
 ///
 /// # Errors
 ///
@@ -113,8 +108,7 @@ pub fn qemu_opt_path(path: &Path) -> Result<String> {
     Ok(s.replace(',', ",,"))
 }
 
-/// A fresh directory for one boot's scratch files, in `cache/work/`, removed when dropped
-/// (unless [`WorkDir::keep`] was called, for a failure to look at).
+/// A fresh directory for one boot's scratch files in `cache/work/`, removed on drop unless kept.
 #[derive(Debug)]
 pub struct WorkDir {
     dir: Option<tempfile::TempDir>,

@@ -363,8 +363,7 @@ fn chosen_kernels(cache: &Path, args: &RunArgs) -> Result<Vec<kernel::Kernel>> {
     Ok(vec![k])
 }
 
-/// The configurations `run` boots on `k`: every one of its architecture with `--all`, else
-/// those named.
+/// The configurations `run` boots on `k`: all of its architecture with `--all`, else those named.
 fn scenarios(args: &RunArgs, k: &kernel::Kernel) -> Result<Vec<scenario::Scenario>> {
     let has_module = k.modules.contains_key(scenario::MODULE_NAME);
     if args.all {
@@ -398,8 +397,7 @@ fn scenarios(args: &RunArgs, k: &kernel::Kernel) -> Result<Vec<scenario::Scenari
 }
 
 /// Compares a boot configuration's zones with the model booted on the guest's layout, and
-/// writes that layout beside the dump (`layout.json`, for `memmap-bench dump node
-/// --node-layout` and `memmap-bench deferred --node-layout`); returns whether they are equal.
+/// writes that layout beside the dump (`layout.json`); returns whether they are equal.
 fn compare_boot(dir: &Path, facts: &Facts) -> Result<bool> {
     let (cfg, inputs) = kernel_oracle::compare::boot::inputs(dir, facts)?;
     let layout = kernel_oracle::compare::boot::layout_file(facts, &inputs);
@@ -425,10 +423,8 @@ struct Runs {
 }
 
 impl Runs {
-    /// Boots `sc` on `k` into its output directory, compares the dump with the model (unless
-    /// `--no-compare`) and refreshes the golden extracts (with `--golden`). A failed boot is
-    /// recorded and the next run goes on; an error after it (the comparison, the files) ends
-    /// `run`.
+    /// Boots `sc` on `k`, compares the dump with the model (unless `--no-compare`) and refreshes
+    /// the golden extracts (with `--golden`). A failed boot is recorded and the next run goes on.
     fn run(
         &mut self,
         cache: &Path,

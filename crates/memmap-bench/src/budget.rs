@@ -1,17 +1,14 @@
-//! The memory budget of a timing run: `--memory-budget SIZE`, by default two thirds of
-//! `MemAvailable` or of the memory cgroup's room where that is less ([`MemInfo::room`]), at
-//! most 90% of it ([`MemInfo::usable`]). Scenarios run one after the other, so each may use
-//! all of it. One whose size the user did not give is scaled down through its [`Knob`] to the
-//! largest size that fits (the suite does it, `cli::suite`); one that does not fit at its
-//! smallest is skipped ([`Skipped`]); a size the user gave fits or the command is refused.
+//! The memory budget of a timing run: `--memory-budget SIZE`, by default two thirds of the room
+//! ([`MemInfo::room`]), at most 90% of it ([`MemInfo::usable`]). A scenario whose size was not
+//! given is scaled down through its [`Knob`] to fit, or skipped ([`Skipped`]); a size the user
+//! gave fits or the command is refused.
 
 use std::fmt;
 
 use crate::memory::{self, MemInfo, MemoryError, MemoryNeed};
 use crate::size::Bytes;
 
-/// What the bench itself keeps resident besides a scenario's storage (its code, heap, thread
-/// stacks and page tables), counted against the budget: 64 MiB.
+/// What the bench itself keeps resident besides a scenario's storage, counted against the budget.
 pub const OWN_MEMORY: u64 = 64 << 20;
 
 /// Where the budget came from.
@@ -32,8 +29,7 @@ pub struct Budget {
     pub bytes: u64,
     /// Where it came from.
     pub source: BudgetSource,
-    /// The largest budget this machine allows ([`MemInfo::usable`]; `None` when unknown) and
-    /// what it is 90% of ([`MemInfo::room_text`]), for the advice of a refusal.
+    /// The largest budget this machine allows and what it is 90% of, for a refusal's advice.
     pub max: Option<(u64, String)>,
 }
 
@@ -92,10 +88,8 @@ impl Budget {
         }
     }
 
-    /// What to do when a need of `budget_needed` bytes (the bench's own memory included) does
-    /// not fit: `Ok`, the `--memory-budget` that would hold it where this machine allows one
-    /// that large; `Err`, what this machine allows at most. Only for commands that take
-    /// `--memory-budget`.
+    /// What to do when a need of `budget_needed` bytes (the bench's own memory included) does not
+    /// fit: `Ok`, the `--memory-budget` that would hold it; `Err`, what this machine allows at most.
     ///
     /// # Errors
     ///
@@ -112,9 +106,8 @@ impl Budget {
         }
     }
 
-    /// A `--memory-budget` of at least `budget_needed` to suggest: rounded up to whole MiB (a
-    /// value typed from a rounded message must not fall short), at most what the machine
-    /// allows.
+    /// A `--memory-budget` of at least `budget_needed` to suggest, rounded up to whole MiB (so a
+    /// value typed from the message does not fall short), at most what the machine allows.
     #[must_use]
     pub fn suggest(&self, budget_needed: u64) -> u64 {
         let mib = 1 << 20;
@@ -157,8 +150,7 @@ pub struct Knob {
 }
 
 impl Knob {
-    /// A size in bytes at `value`, in multiples of `step`, down to `min`; `fixed` when the user
-    /// gave it.
+    /// A size at `value`, in multiples of `step`, down to `min`; `fixed` when the user gave it.
     #[must_use]
     pub const fn bytes(value: u64, step: u64, min: u64, fixed: bool) -> Knob {
         Knob { value, step, min, fixed, unit: KnobUnit::Bytes }
@@ -193,9 +185,7 @@ pub enum Fitted {
 pub struct Skipped {
     /// Its name.
     pub name: &'static str,
-    /// Why, with what would run it (`does not fit even at its smallest size (1 x 1 GiB pages):
-    /// it needs ..., more than the memory budget 1 GiB (--memory-budget); --memory-budget 1.06
-    /// GiB or more would hold it`).
+    /// Why, with the `--memory-budget` that would run it.
     pub reason: String,
     /// The memory budget that would run it at its smallest size, when the budget is what it
     /// exceeds (`None`: a limit of the machine, which no budget changes).

@@ -1,7 +1,6 @@
-//! The memory a process's cgroup leaves it: in a container `/proc/meminfo` shows the host.
-//! [`read`] finds the tightest limit (cgroup v2 `memory.max`, `memory.high`, v1
-//! `memory.limit_in_bytes`) from the process's memory cgroup up to its hierarchy's root, and the
-//! room under it (inactive file cache not counted).
+//! The memory a process's cgroup leaves it (in a container `/proc/meminfo` shows the host's):
+//! [`read`] finds the tightest limit from the process's cgroup up to its hierarchy's root, and
+//! the room under it.
 
 use std::path::{Path, PathBuf};
 
@@ -29,9 +28,8 @@ pub fn read() -> Option<CgroupMemory> {
     tightest(&groups.0, &mounts.0)
 }
 
-/// The cgroup with the least room over `groups` (the lines of `/proc/self/cgroup`) in their
-/// memory hierarchies as `mounts` (of `/proc/self/mountinfo`) place them: for each, every
-/// directory from the process's cgroup up to the mount point.
+/// The cgroup with the least room over `groups` (`/proc/self/cgroup`), from the process's
+/// cgroup up to each hierarchy's mount point in `mounts` (`/proc/self/mountinfo`).
 #[must_use]
 pub fn tightest(groups: &[ProcessCGroup], mounts: &[MountInfo]) -> Option<CgroupMemory> {
     let mut best: Option<CgroupMemory> = None;
@@ -77,8 +75,7 @@ impl Version {
         }
     }
 
-    /// The limit and room of the cgroup at `dir`, `None` if it has no limit or its files are
-    /// missing.
+    /// The limit and room of the cgroup at `dir`, `None` without a limit or its files.
     fn read_dir(self, dir: &Path) -> Option<CgroupMemory> {
         let (limit, usage, inactive) = match self {
             Version::V2 => {

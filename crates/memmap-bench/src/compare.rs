@@ -36,8 +36,7 @@ use crate::scenarios::scenario::RunError;
 use crate::scenarios::zone_device::{Case, DEVICE_START_PFN, SIZE_UNIT};
 use crate::size::Bytes;
 
-/// An initializer's body: initializes `range` of the memmap for `pgmap` and returns the
-/// number of struct pages it wrote.
+/// An initializer's body: initializes `range` for `pgmap`, returns the struct pages written.
 pub type InitFn<'a> =
     dyn FnMut(&mut Memmap<'_, Page64>, &ZoneDeviceRange, &DevPagemap) -> Result<u64, InitError> + 'a;
 

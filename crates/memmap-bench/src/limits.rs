@@ -145,8 +145,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The limits measured at `threads`, else those of the largest count below it (one thread
-    /// at least).
+    /// The limits measured at `threads`, else at the largest count below it (one at least).
     #[must_use]
     pub fn at(&self, threads: usize) -> &ThreadLimits {
         self.per_threads
@@ -158,7 +157,7 @@ impl Limits {
 }
 
 /// An anonymous mapping of `bytes` (at least one page), transparent huge pages requested, every
-/// page touched with a non-zero byte so that none is the shared zero page.
+/// page touched so that none is the shared zero page.
 ///
 /// # Errors
 ///
@@ -327,14 +326,11 @@ fn whole_pages(bytes: &[u8]) -> bool {
     bytes.as_ptr().addr() % 4096 == 0 && bytes.len() % 4096 == 0 && !bytes.is_empty()
 }
 
-/// The best methods of `kind` at `threads` on the storage `bytes`: every method of
-/// the kind that the limits phase measured runs [`CALIBRATION_RUNS`] times on this storage,
-/// interleaved; the fastest comes first, then the runner-up, then a third within
-/// [`CALIBRATION_SLACK`] of the fastest. More than one is kept because a few runs do not rank
-/// close methods reliably, and the best method on the limit buffer is not always the best on a
-/// scenario's storage; the limit is whichever is fastest at the moment ([`run_fastest`]).
-/// Empty if no method of `kind` was measured, for [`FillKind::Copy`], and for storage that is
-/// not whole, page-aligned pages.
+/// The best methods of `kind` at `threads` on the storage `bytes`, fastest first: each measured
+/// method runs `CALIBRATION_RUNS` times here, interleaved, and the fastest two and a third within
+/// `CALIBRATION_SLACK` are kept, since a few runs do not rank close methods reliably; the limit
+/// is whichever is fastest at the moment ([`run_fastest`]). Empty for [`FillKind::Copy`], for an
+/// unmeasured kind, and for storage that is not whole, page-aligned pages.
 pub fn best_on(limits: &Limits, kind: FillKind, threads: usize, bytes: &mut [u8]) -> Vec<String> {
     if !whole_pages(bytes) {
         return Vec::new();
@@ -366,9 +362,8 @@ pub fn best_on(limits: &Limits, kind: FillKind, threads: usize, bytes: &mut [u8]
         .collect()
 }
 
-/// Runs each of `methods` ([`best_on`]'s answer) once over `bytes` split between `threads`
-/// threads, starting with `methods[first % n]`, and returns the fastest run's wall time (zero
-/// if none ran, or for storage that is not whole, page-aligned pages).
+/// Runs each of `methods` ([`best_on`]'s answer) once over `bytes` on `threads` threads, from
+/// `methods[first % n]`, and returns the fastest wall time (zero if none ran).
 pub fn run_fastest(
     methods: &[String],
     kind: FillKind,
@@ -410,9 +405,9 @@ pub unsafe fn run_method(
 /// The chunk [`run_split`] never splits below (a thread start costs about a short fill).
 const SPLIT_MIN_CHUNK: u64 = 2 << 20;
 
-/// Runs `f` over `[dst, dst + len)` (and the same bytes of `src`) on `threads` workers, the
-/// calling thread among them, as the scenarios' padata job of page-aligned chunks, so that a
-/// limit run is balanced as the rounds it judges are. Returns the wall time.
+/// Runs `f` over `[dst, dst + len)` (and the same bytes of `src`) on `threads` workers as the
+/// scenarios' padata job, so a limit run is balanced as the rounds it judges; returns the wall
+/// time.
 fn run_split(threads: usize, dst: usize, src: usize, len: usize, f: Method) -> Duration {
     let job = PadataJob {
         start: 0,
@@ -435,8 +430,8 @@ fn run_split(threads: usize, dst: usize, src: usize, len: usize, f: Method) -> D
     t.elapsed()
 }
 
-/// Measures the limits on a `bytes`-byte buffer (rounded down to whole pages) for one thread,
-/// every available CPU, and each count of `extra_threads`, showing the work on `phase`.
+/// Measures the limits on a `bytes`-byte buffer for one thread, every available CPU, and each of
+/// `extra_threads`.
 ///
 /// # Errors
 ///

@@ -1,14 +1,11 @@
-//! Interleaved, round-by-round timing of several strategies in one process.
-//!
-//! Every round runs each strategy once, in a new order per round ([`round_order`]). Round 0 is
-//! the "first binding" (each strategy's storage is fresh), rounds 1.. are the "rebinds".
+//! Interleaved, round-by-round timing of several strategies in one process, in a new order per
+//! round ([`round_order`]). Round 0 is the "first binding" on fresh storage, later ones "rebinds".
 
 use std::time::Duration;
 
 use crate::progress::Phase;
 
-/// One strategy under measurement: a name and a closure that runs one round and returns the
-/// time of the measured part only.
+/// One strategy under measurement: a name and a closure that times one round's measured part.
 pub struct Runner<'a> {
     /// Strategy name.
     pub name: String,
@@ -24,8 +21,7 @@ impl<'a> Runner<'a> {
         Runner { name: name.into(), run: Box::new(run), weight: 1 }
     }
 
-    /// The same runner, one run standing for `units` of progress (the PFNs it initializes, say,
-    /// when its hooks advance the bar by PFN).
+    /// The same runner, one run standing for `units` of progress (the PFNs it initializes, say).
     #[must_use]
     pub fn weight(mut self, units: u64) -> Self {
         self.weight = units;
@@ -106,13 +102,9 @@ pub fn interleaved(rounds: usize, runners: &mut [Runner<'_>], phase: &Phase) -> 
     interleaved_paired(rounds, runners, &mut [], &vec![None; runners.len()], phase).0
 }
 
-/// Runs `rounds` interleaved rounds of every runner, as [`interleaved`], and pairs each run of
-/// runner `i` with a run of `companions[pair[i]]` right before it. Returns the runners' samples
-/// and, per runner, its companion's samples of the same rounds (empty for an unpaired runner).
-///
-/// A companion is the limit method on the runner's own storage: a shared machine's bandwidth
-/// changes within a second, so a limit measured next to the strategy's run is the fair one.
-/// It runs first, so the storage holds the strategy's output after every round.
+/// As [`interleaved`], each run of runner `i` right after a run of `companions[pair[i]]`, the
+/// limit method on its storage (a shared machine's bandwidth changes within a second). Returns
+/// the runners' samples and each one's companion samples (empty for an unpaired runner).
 ///
 /// # Panics
 ///

@@ -1,15 +1,13 @@
-//! What a run needs from the machine's memory ([`MemoryNeed`]: resident bytes, mapped bytes,
-//! largest mapping), computed with checked arithmetic, and its [`check`] against `/proc/meminfo`,
-//! the overcommit policy, `RLIMIT_AS` and the user address space before any work starts, so that a
-//! size that cannot work is refused with a message instead of an out-of-memory kill.
+//! What a run needs from the machine's memory ([`MemoryNeed`]), with checked arithmetic, and its
+//! [`check`] against the machine before any work, so a size that cannot work is refused with a
+//! message instead of an out-of-memory kill.
 
 use std::fmt;
 
 use crate::cgroup::{self, CgroupMemory};
 use crate::size::Bytes;
 
-/// A size computation overflowed `u64`: the input asks for more bytes than a 64-bit machine
-/// can address.
+/// A size computation overflowed `u64`: more bytes than a 64-bit machine can address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overflow {
     /// What was being computed.
@@ -82,15 +80,12 @@ impl MemoryNeed {
     }
 }
 
-/// `page_ref_set` events recorded per struct page, at most: `__init_single_page()`'s
-/// `init_page_count()`, the memory type's `set_page_count(page, 0)`, and a compound tail's own
-/// `set_page_count(page, 0)`.
+/// `page_ref_set` events recorded per struct page, at most: `init_page_count()`, the memory
+/// type's and a compound tail's `set_page_count(page, 0)`.
 const MAX_EVENTS_PER_PAGE: u64 = 3;
 
-/// The tracepoint events a dump records: with the tracepoint on, `per_page` `page_ref_set`
-/// events per struct page, resident as written, their vector's capacity (up to twice its
-/// length) mapped. (The `cond_resched()` pfns it records either way, 8 bytes per pageblock or
-/// section, are 1/4096 of the memmap at most and not counted.)
+/// The tracepoint events a dump records: with the tracepoint on, `per_page` events per struct
+/// page, their vector's capacity mapped (the `cond_resched()` pfns are too few to count).
 fn recorded_events(nr_pages: u64, trace: Option<u64>) -> Result<MemoryNeed, Overflow> {
     let Some(per_page) = trace else { return Ok(MemoryNeed::default()) };
     let size = size_of::<memmap_core::PageRefEvent>() as u64;
@@ -100,9 +95,8 @@ fn recorded_events(nr_pages: u64, trace: Option<u64>) -> Result<MemoryNeed, Over
     Ok(MemoryNeed { resident: events, mapped, largest_mapping: mapped })
 }
 
-/// The memory `memmap-bench dump zone-device` needs: the memmap and its pageblock bits, and
-/// with the tracepoint on the recorded `page_ref_set` events (up to three
-/// per page, by memory type and compound pages: 40 bytes each).
+/// The memory `memmap-bench dump zone-device` needs: the memmap, its pageblock bits and the
+/// traced events.
 pub fn zone_device_dump_need(d: &memmap_dump::ZoneDeviceDump) -> Result<MemoryNeed, Overflow> {
     let memmap = mul(d.nr_pages, d.struct_page_size(), "the dump's memmap")?;
     let trace = d.page_ref_trace.then(|| {
@@ -116,9 +110,8 @@ pub fn zone_device_dump_need(d: &memmap_dump::ZoneDeviceDump) -> Result<MemoryNe
         .and(recorded_events(d.nr_pages, trace)?)
 }
 
-/// The memory `memmap-bench dump hotplug` needs: the memmap and its pageblock bits, and with
-/// the tracepoint on two recorded `page_ref_set` events per page (`__init_single_page()` and
-/// `__free_pages_core()`).
+/// The memory `memmap-bench dump hotplug` needs: the memmap, its pageblock bits and the traced
+/// events (two per page).
 pub fn hotplug_dump_need(d: &memmap_dump::HotplugDump) -> Result<MemoryNeed, Overflow> {
     let memmap = mul(d.nr_pages, d.struct_page_size(), "the dump's memmap")?;
     MemoryNeed::resident(memmap)
@@ -127,8 +120,7 @@ pub fn hotplug_dump_need(d: &memmap_dump::HotplugDump) -> Result<MemoryNeed, Ove
 }
 
 /// The memory `memmap-bench dump node` needs for a node spanning `span_pages` pfns: the memmap,
-/// its pageblock bits, and one `u64` per page for the lists read from the layout file (taken
-/// pages, pageblock migrate types); checked before any of them is built.
+/// its pageblock bits, and one `u64` per page for the layout file's lists.
 pub fn node_dump_need(span_pages: u64, struct_page_size: u64) -> Result<MemoryNeed, Overflow> {
     let memmap = mul(span_pages, struct_page_size, "the dump's memmap")?;
     MemoryNeed::resident(memmap)
@@ -136,16 +128,12 @@ pub fn node_dump_need(span_pages: u64, struct_page_size: u64) -> Result<MemoryNe
         .and(MemoryNeed::resident(mul(span_pages, 8, "the node's page lists")?))
 }
 
-/// Bytes a dump keeps per hugetlb folio besides struct pages: its boot record, its copy in
-/// PFN order and its object in `meta.json` (as a JSON value and as text); 1 KiB bounds them.
+/// Bytes a dump keeps per hugetlb folio besides struct pages (boot record, copy, JSON), at most.
 pub const HUGETLB_PER_FOLIO_BYTES: u64 = 1024;
 
-/// The memory `memmap-bench dump hugetlb` needs: the memfd vmemmap of every node (filled with
-/// poison, so all resident until HVO frees it; with `--place` a node's vmemmap spans from its
-/// lowest head to the end of its highest folio), the copy written as `memmap.bin` (with
-/// `--place`, every struct page from the lowest head to the end of the highest folio), the
-/// spare pages HVO may copy heads into (one per folio), and [`HUGETLB_PER_FOLIO_BYTES`] per
-/// folio.
+/// The memory `memmap-bench dump hugetlb` needs: every node's memfd vmemmap (all resident until
+/// HVO frees it), the copy written as `memmap.bin`, a spare page per folio for HVO and
+/// [`HUGETLB_PER_FOLIO_BYTES`] per folio.
 ///
 /// # Errors
 ///
@@ -176,8 +164,7 @@ pub fn hugetlb_dump_need(d: &memmap_dump::HugetlbDump) -> Result<MemoryNeed, Ove
     vmemmap.and(copy)?.and(spare)?.and(per_folio)
 }
 
-/// The pages of each node's vmemmap with placed folios `(head, nid)` of `nr` pages each,
-/// grouped by node: from the node's lowest head to the end of its highest folio.
+/// The pages of each node's vmemmap from its lowest placed head to the end of its highest folio.
 fn placed_node_spans(placed: &[(u64, u32)], nr: u64) -> Result<Vec<u64>, Overflow> {
     let mut spans = Vec::new();
     for group in placed.chunk_by(|a, b| a.1 == b.1) {
@@ -205,22 +192,19 @@ pub struct MemInfo {
     pub overcommit: Option<u32>,
     /// `RLIMIT_AS` (`None`: unlimited or unknown).
     pub rlimit_as: Option<u64>,
-    /// The tightest limit of the process's memory cgroups and the room under it ([`cgroup`]):
-    /// in a container with a memory limit, less than `MemAvailable` says.
+    /// The tightest memory-cgroup limit and the room under it ([`cgroup`]).
     pub cgroup: Option<CgroupMemory>,
 }
 
-/// The user address space a process can map on this architecture, conservatively: 128 TiB on
-/// 64-bit targets (x86-64 with 4-level paging; arm64 with 48-bit VAs has twice that), 2 GiB on
-/// 32-bit ones.
+/// The user address space a process can map, conservatively: 128 TiB on 64-bit targets (4-level
+/// paging), 2 GiB on 32-bit ones.
 pub const USER_ADDRESS_SPACE: u64 = if usize::BITS >= 64 { 1 << 47 } else { 1 << 31 };
 
 /// Share of the room ([`MemInfo::room`]) a run may use (the rest is left to the system and the bench itself).
 const AVAILABLE_SHARE: (u64, u64) = (9, 10);
 
 impl MemInfo {
-    /// Reads the machine's values: `/proc/meminfo`, `/proc/sys/vm/overcommit_memory` and
-    /// `/proc/self/limits`, parsed by the `procfs` crate (each `None` where unreadable).
+    /// Reads the machine's values with the `procfs` crate (each `None` where unreadable).
     #[must_use]
     pub fn read() -> MemInfo {
         use procfs::Current as _;
@@ -247,22 +231,19 @@ impl MemInfo {
         }
     }
 
-    /// The bytes a run can make resident: `MemAvailable`, or the memory cgroup's room where
-    /// that is less.
+    /// The bytes a run can make resident: `MemAvailable`, or the cgroup's room where less.
     #[must_use]
     pub fn room(&self) -> Option<u64> {
         self.binding_cgroup().map(|c| c.room).or(self.available)
     }
 
-    /// The memory cgroup, where its room is less than `MemAvailable` (it then sets
-    /// [`room`](Self::room)).
+    /// The memory cgroup, where it sets [`room`](Self::room).
     #[must_use]
     pub fn binding_cgroup(&self) -> Option<&CgroupMemory> {
         self.cgroup.as_ref().filter(|c| self.available.is_none_or(|a| c.room < a))
     }
 
-    /// What [`room`](Self::room) is, for messages: `MemAvailable 20 GiB`, or `5.10 GiB left
-    /// under the memory cgroup's 6 GiB limit, /sys/fs/cgroup/...`.
+    /// What [`room`](Self::room) is, for messages (`MemAvailable 20 GiB`, or the cgroup's room).
     #[must_use]
     pub fn room_text(&self) -> String {
         match self.binding_cgroup() {
@@ -276,22 +257,19 @@ impl MemInfo {
         }
     }
 
-    /// The resident bytes a run may use: 90% of the [`room`](Self::room) (the rest is left to
-    /// the system and to the bench itself): the largest memory budget ([`crate::budget`]).
+    /// The resident bytes a run may use, the largest budget: 90% of the [`room`](Self::room).
     #[must_use]
     pub fn usable(&self) -> Option<u64> {
         self.room().map(|a| a / AVAILABLE_SHARE.1 * AVAILABLE_SHARE.0)
     }
 
-    /// The default memory budget of a timing run ([`crate::budget`]): two thirds of the
-    /// [`room`](Self::room), leaving the rest to the system and to other programs.
+    /// The default memory budget of a timing run: two thirds of the [`room`](Self::room).
     #[must_use]
     pub fn default_budget(&self) -> Option<u64> {
         self.room().map(|a| a / 3 * 2)
     }
 
-    /// A machine with `available` bytes available of `total`, heuristic overcommit, no swap and
-    /// no address-space limit (for tests and for planning a run on another machine).
+    /// A machine with `available` of `total` bytes, heuristic overcommit, no swap and no limits.
     #[must_use]
     pub const fn with_available(available: u64, total: u64) -> MemInfo {
         MemInfo {
@@ -323,8 +301,7 @@ pub enum MemoryError {
         /// What is available: [`MemInfo::room_text`].
         available: String,
     },
-    /// More than the memory budget (`--memory-budget`). Its text says how much and against
-    /// what; what to do about it depends on the command, which adds it
+    /// More than the memory budget (`--memory-budget`); the command adds what to do
     /// (`Budget::advice` in [`crate::budget`]).
     Budget {
         /// Who needs it.

@@ -1,7 +1,6 @@
-//! Progress on stderr for every phase of a run, drawn only when stderr is a terminal and
-//! `--no-progress` is not given: a spinner until the phase's work is known ([`Phase::work`]), then
-//! a bar that the timing loop sets after every run and the initializers' `cond_resched` hook
-//! ([`ProgressHooks`]) moves on within one.
+//! Progress on stderr for every phase of a run, drawn only on a terminal without
+//! `--no-progress`: a spinner until the phase's work is known, then a bar moved by the timing
+//! loop and the initializers' `cond_resched` hook ([`ProgressHooks`]).
 
 use std::time::Duration;
 
@@ -82,9 +81,8 @@ impl Phase {
     }
 }
 
-/// `InitHooks` that advance a bar by the PFNs an initializer has passed: the first call after
-/// `start` adds what lies between, and so on, batched so the bar costs nothing measurable. The
-/// timing loop sets the exact position after the run.
+/// `InitHooks` that advance a bar by the PFNs an initializer has passed, batched so the bar
+/// costs nothing measurable.
 #[derive(Debug)]
 pub struct ProgressHooks {
     bar: ProgressBar,

@@ -1,11 +1,6 @@
-//! Byte sizes on the command line, parsed by the `parse-size` crate with binary units: `16G`,
-//! `16GiB`, `16gb`, `1.5G`, `512M`, `4K`, `2M`, or plain bytes (`4096`). K, M, G, T, P and E
-//! are powers of 1024 whether or not an `i` or `B` follows, as `ndctl` and the kernel's
-//! `memmap=`/`hugepagesz=` spell them.
-//!
-//! A size that stands for a number of pages must be a whole number of them:
-//! [`parse_pages`] refuses `3M` where 2 MiB pages are meant instead of silently running on
-//! 2 MiB.
+//! Byte sizes on the command line, parsed by `parse-size` with binary units (`16G`, `1.5GiB`,
+//! `4096`), as `ndctl` and the kernel's `memmap=` spell them. [`parse_pages`] refuses a size that
+//! is not a whole number of pages.
 
 use std::fmt;
 

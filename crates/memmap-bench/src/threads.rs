@@ -1,11 +1,8 @@
 //! The all-core thread count of a timing run: `--threads N|auto` decided once, with the reason.
 //!
-//! The command line gives a [`ThreadPolicy`]; [`ThreadPolicy::resolve`] turns it into the run's
-//! [`AllCore`] once, before the limits phase and outside every timed region: `auto` is
-//! stream-par's [`Threads::Auto`], the workspace's one rule for where streaming bandwidth stops
-//! growing. The limits phase measures 1 thread, every CPU and that count; every scenario is
-//! handed the value, runs at its [`AllCore::counts`] and gives a library a count as [`policy`].
-//! The report carries the count and where it came from ([`AllCore::reason`]).
+//! [`ThreadPolicy::resolve`] turns the command line's policy into the run's [`AllCore`] before
+//! the limits phase and outside every timed region (`auto` is stream-par's [`Threads::Auto`]);
+//! every scenario runs at its [`AllCore::counts`] and gives a library a count as [`policy`].
 
 use schemars::JsonSchema;
 use serde::Serialize;

@@ -1,9 +1,6 @@
-//! The prefault algorithms of the VMMs, reimplemented as the baselines `guest-memory-populate`
-//! measures `stream_vm_memory::populate_all` against, on private anonymous regions only: Cloud
-//! Hypervisor's ([`cloud_hypervisor_prefault`]) and its NUMA-aware proposal
-//! ([`cloud_hypervisor_numa_prefault`]), QEMU's ([`qemu_prealloc`]), and one
-//! `MADV_POPULATE_WRITE` per region ([`single_populate_write`]). Each faults every page in for
-//! writing and changes no byte.
+//! The VMMs' prefault algorithms, reimplemented as the baselines of `guest-memory-populate` (on
+//! private anonymous regions only): Cloud Hypervisor's, its NUMA-aware proposal, QEMU's, and one
+//! `MADV_POPULATE_WRITE` per region. Each faults every page in for writing and changes no byte.
 
 use std::io;
 use std::ops::Range;

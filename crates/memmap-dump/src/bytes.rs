@@ -2,18 +2,15 @@
 
 use std::fmt;
 
-/// A size formatted with a binary suffix (`16 GiB`, `256 MiB`, `1.50 GiB`, `123 B`): a whole
-/// number of the unit, or two decimals; a size that two decimals would show as a whole number
-/// (`16 MiB + 1` as `16.00 MiB`, `u64::MAX` as `16.00 EiB`) is shown as that number and the
-/// difference (`16 MiB + 1 B`, `16 EiB - 1 B`), so that a message never presents an inexact
-/// size as an exact one.
+/// A size formatted with a binary suffix (`16 GiB`, `1.50 GiB`, `123 B`); a size two decimals
+/// would show as a whole number is shown as that number and the difference (`16 MiB + 1 B`), so a
+/// message never presents an inexact size as an exact one.
 #[derive(Debug, Clone, Copy)]
 pub struct Bytes(pub u64);
 
 impl Bytes {
-    /// `a` and `b` shown so that two different sizes never read the same (a need and the limit
-    /// it exceeds): in their units, or both in bytes where two decimals show them alike
-    /// (1 GiB + 11 MiB and 1 GiB + 12 MiB are both `1.01 GiB`).
+    /// `a` and `b` shown so that two different sizes never read the same (a need and the limit it
+    /// exceeds): in their units, or both in bytes where two decimals show them alike.
     #[must_use]
     pub fn distinct(a: u64, b: u64) -> (String, String) {
         let (x, y) = (Bytes(a).to_string(), Bytes(b).to_string());

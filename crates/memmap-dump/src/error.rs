@@ -54,8 +54,7 @@ pub enum DumpError {
         /// The maximum.
         max: u64,
     },
-    /// A JSON file holds more values or deeper nesting than its reader accepts
-    /// ([`crate::json::check_json`]).
+    /// A JSON file holds more values or deeper nesting than its reader accepts.
     JsonLimit {
         /// The file the error concerns.
         path: PathBuf,
@@ -118,8 +117,7 @@ pub enum DumpError {
         /// The file the error concerns.
         path: PathBuf,
     },
-    /// The dump's parameters were refused by the initializer (a typed error of memmap-core or
-    /// hugetlb-init).
+    /// The initializer refused the dump's parameters (memmap-core's or hugetlb-init's typed error).
     Input(String),
     /// The storage could not be mapped.
     Map {

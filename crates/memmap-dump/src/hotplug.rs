@@ -25,8 +25,7 @@ pub struct HotplugDump {
     pub target: HotplugTarget,
     /// Node id.
     pub nid: u32,
-    /// Pages per memory block: one `online_pages()` per block, in ascending order (0: the
-    /// whole range at once).
+    /// Pages per memory block, one `online_pages()` each in ascending order (0: the whole range).
     pub memory_block_pages: u64,
     /// Strategy.
     pub strategy: Strategy,

@@ -8,14 +8,10 @@ use crate::error::DumpError;
 use crate::meta::{DumpMeta, Placement, Written};
 use crate::model::{Dump, DumpBytes, invalid, map_error, struct_page_bytes, traced};
 
-/// The tails of gigantic pages allocated at run time whose `lru.prev` still holds the self
-/// pointer `memmap_init` wrote (a tail's own, or through an aliased vmemmap page the pointer
-/// of the tail it shows), as `[start, end)` ranges. Neither `prep_compound_tail()` nor the
-/// hugetlb code writes that word, and at run time the pages come from the buddy allocator: a
-/// page that was once the head of a free block was unlinked with `list_del()`, which leaves
-/// `LIST_POISON2` ([`KernelConfig::list_poison`]) there. Which pages those were depends on the allocator's history, so the
-/// word is either of the two values and not a function of the configuration: the dump's
-/// `stale_fields` names the field, the struct pages and the other value (`history_values`).
+/// The tails of run-time gigantic pages whose `lru.prev` still holds the self pointer
+/// `memmap_init` wrote, as `[start, end)` ranges. A page that was once the head of a free buddy
+/// block holds `LIST_POISON2` ([`KernelConfig::list_poison`]) there instead, which depends on the
+/// allocator's history: the dump's `stale_fields` names the field and both values.
 fn runtime_lru_prev_ranges<P: StructPage>(
     cfg: &KernelConfig,
     bytes: &[u8],
@@ -74,12 +70,10 @@ pub struct HugetlbDump {
     /// MiB of 16 KiB) come from the buddy allocator too (`alloc_pool_huge_folio()`, after the
     /// memmap is up) and are modelled as such whatever this says.
     pub runtime: bool,
-    /// Where the folios are, `(head pfn, nid)`, grouped by node in ascending node order, each
-    /// node's folios in the order of its free list (the first is first on
-    /// `h->hugepage_freelists[nid]`): what a kernel did, learned from the guest. Empty: `count`
-    /// folios per node packed from 4 GiB ([`hugetlb_init::NodeSpec::packed`]). With placed
-    /// folios, `memmap.bin` holds every struct page from the lowest head to the end of the
-    /// highest folio (the pages between folios as the model's memmap left them: poison).
+    /// Where the folios are, `(head pfn, nid)`, grouped by node in ascending order, each node's in
+    /// its free list's order: what a kernel did, learned from the guest. Empty: `count` folios per
+    /// node packed from 4 GiB ([`hugetlb_init::NodeSpec::packed`]). With placed folios,
+    /// `memmap.bin` holds every struct page from the lowest head to the end of the highest folio.
     pub placed: Vec<(u64, u32)>,
 }
 
@@ -113,14 +107,13 @@ impl memmap_core::InitHooks for SharedCounts {
 }
 
 impl HugetlbDump {
-    /// Boots the gigantic pages (real memfd HVO on Linux) and returns the dump: the struct
-    /// pages of every gigantic page in PFN order, as the CPU reads them (HVO-optimized tails
-    /// read through their read-only alias).
+    /// Boots the gigantic pages (real memfd HVO on Linux) and returns the dump of their struct
+    /// pages as the CPU reads them.
     ///
     /// # Errors
     ///
-    /// [`DumpError::Input`] carrying the boot's typed error, [`DumpError::Map`] when the
-    /// vmemmap cannot be created.
+    /// [`DumpError::Input`] carrying the boot's typed error, [`DumpError::Map`] when the vmemmap
+    /// cannot be created.
     pub fn run(&self) -> Result<Dump, DumpError> {
         if self.layout72 { hugetlb_as::<Page72>(self) } else { hugetlb_as::<Page64>(self) }
     }
@@ -180,8 +173,7 @@ fn hugetlb_as<P: StructPage>(opts: &HugetlbDump) -> Result<Dump, DumpError> {
     Ok(Dump { meta, bytes: DumpBytes::Vec(bytes) })
 }
 
-/// The nodes the model's vmemmap covers: `count` folios per node packed from 4 GiB, or, with
-/// placed folios, per node the PFN range from its lowest head to the end of its highest folio.
+/// The nodes the model's vmemmap covers: packed folios, or each node's placed folios' pfn range.
 ///
 /// # Errors
 ///
@@ -212,8 +204,7 @@ fn hugetlb_node_specs(opts: &HugetlbDump) -> Result<Vec<hugetlb_init::NodeSpec>,
         .collect())
 }
 
-/// Boots the gigantic pages on `machine` with `counts` as every node's hooks: `count` per node
-/// (the kernel's per-node request), or the placed folios as the bootmem records a kernel had.
+/// Boots the gigantic pages on `machine` with `counts` as every node's hooks.
 ///
 /// # Errors
 ///
@@ -259,8 +250,7 @@ fn hugetlb_boot<P: StructPage>(
     })
 }
 
-/// The content of `memmap.bin` from `start_pfn` on: the packed folios' struct pages back to
-/// back, or, with placed folios, every struct page up to the end of the highest folio.
+/// The content of `memmap.bin` from `start_pfn` on.
 ///
 /// # Errors
 ///
@@ -308,10 +298,8 @@ fn hugetlb_movable_pageblocks<P: StructPage>(
     movable
 }
 
-/// Before 6.10 the buddy allocator leaves the free list's migrate type in the head's `index`;
-/// hugetlb folios of an hstate that can migrate come from MIGRATE_MOVABLE (`htlb_alloc_mask()`
-/// is `GFP_HIGHUSER_MOVABLE`). It is written before HVO remaps the vmemmap, so the fake heads
-/// (struct pages read through the head's frame, the only ones whose bytes equal the head's)
+/// Before 6.10 the buddy allocator leaves the free list's migrate type (MOVABLE for a migratable
+/// hstate) in the head's `index`; it is written before HVO remaps the vmemmap, so the fake heads
 /// show it too.
 fn mark_alloc_migratetype<P: StructPage>(
     bytes: &mut [u8],

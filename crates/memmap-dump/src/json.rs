@@ -1,19 +1,12 @@
 //! Limits a JSON text is held to before it is parsed ([`check_json`]), so that what a parse
 //! allocates is bounded by the limits and not by how the text is shaped.
 //!
-//! A parse into typed fields or a [`serde_json::Value`] allocates per JSON value, not per byte:
-//! `[0,0,0,...]` is two bytes per value, and each value in a `Value` tree takes 32 bytes plus
-//! its share of the vector that holds it (up to twice that while the vector grows); an array's
-//! first allocation holds four values and an object's a tree node of eleven entries (about 700
-//! bytes for `{"a":0}`). So a size cap alone lets a file at the cap allocate tens of times its
-//! size. [`check_json`] counts the values (every scalar, string and key as 1, every array as 4,
-//! every object as 8: what each first allocates) and the nesting depth in one pass over the
-//! bytes, allocating nothing, and refuses the text before the parser sees it when either is
-//! above its limit. A parse into a `Value` then allocates at most about 100 bytes per counted
-//! value plus twice the bytes of its strings; each reader states its limits and the peak they
-//! bound, measured by a counting allocator in `tests/json_peak.rs`.
-//!
-//! The depth limit is below serde_json's own recursion limit (128), which stays on as well.
+//! A parse allocates per value, not per byte (`[0,0,...]` is two bytes per value), so a size cap
+//! alone lets a file allocate tens of times its size. [`check_json`] counts values (scalars and
+//! keys as 1, arrays as 4, objects as 8: what each first allocates) and depth in one pass,
+//! allocating nothing; a parse into a `Value` then allocates at most about 100 bytes per counted
+//! value plus twice the bytes of its strings (`tests/json_peak.rs` measures it). The depth limit
+//! is below serde_json's own recursion limit (128), which stays on as well.
 
 use std::path::Path;
 
@@ -30,9 +23,8 @@ pub struct JsonLimits {
     pub max_depth: u32,
 }
 
-/// Checks that `json` keeps `limits` (`path` names it in errors), without parsing or
-/// allocating. Malformed text is not refused here (the parser says what is wrong with it); the
-/// count is an upper bound of what a parse would build.
+/// Checks that `json` keeps `limits` without parsing or allocating; malformed text is left to the
+/// parser.
 ///
 /// # Errors
 ///

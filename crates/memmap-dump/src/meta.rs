@@ -65,8 +65,7 @@ pub struct PgBits {
 }
 
 impl PgBits {
-    /// The bits of the release `cfg` models
-    /// ([`Behaviour::page_flags`](memmap_core::Behaviour::page_flags)).
+    /// The bits of the release `cfg` models.
     #[must_use]
     pub fn of(cfg: &memmap_core::KernelConfig) -> Self {
         let bits = cfg.behaviour().page_flags;
@@ -95,15 +94,13 @@ pub struct AltmapJson {
     pub free: u64,
 }
 
-/// Declares [`DumpMeta`] and the `Partial` it is deserialized through, from one list of its
-/// required fields.
+/// Declares [`DumpMeta`] and the `Partial` it is deserialized through from one field list.
 macro_rules! dump_meta {
     ($($(#[doc = $doc:literal])* $name:ident: $ty:ty,)*) => {
         /// Fields common to every dump.
         ///
-        /// Deserialized field by field (not through `#[serde(flatten)]`, which buffers the whole
-        /// object in an intermediate tree first and so allocates twice what the fields take): the
-        /// fields below typed, every other key into [`DumpMeta::detail`].
+        /// Deserialized field by field, not through `#[serde(flatten)]` (which buffers the whole
+        /// object first): every other key goes into [`DumpMeta::detail`].
         #[derive(Debug, Clone, PartialEq, Serialize)]
         pub struct DumpMeta {
             $($(#[doc = $doc])* pub $name: $ty,)*
@@ -176,8 +173,7 @@ dump_meta! {
     flags_layout: FlagsLayoutJson,
     /// Flag bits and type values.
     pg_bits: PgBits,
-    /// PFN of the first page of every pageblock overlapping the range whose migrate type is
-    /// MOVABLE, ascending.
+    /// First PFN of every MOVABLE pageblock overlapping the range, ascending.
     movable_pageblock_pfns: Vec<u64>,
     /// Number of `cond_resched` hook calls.
     resched_pfns: u64,
@@ -206,8 +202,7 @@ fn set<'de, T: Deserialize<'de>, A: MapAccess<'de>>(
     Ok(())
 }
 
-/// What a dump of one range places where: `[start_pfn, start_pfn + nr_pages)`, its first
-/// struct page's modelled address, its zone and node.
+/// Where a dump of one range is: its pfns, first struct page's modelled address, zone and node.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Placement {
     pub(crate) start_pfn: u64,
@@ -226,9 +221,8 @@ pub(crate) struct Written {
 }
 
 impl DumpMeta {
-    /// The meta of a `kind` dump of `cfg` (flags `layout`, `struct_page_size`-byte struct
-    /// pages) at `at`, written as `how` by this machine's backend; its movable pageblocks,
-    /// the hooks' counts and `detail` left empty for the caller.
+    /// The meta of a `kind` dump of `cfg`; movable pageblocks, hook counts and `detail` are left to
+    /// the caller.
     pub(crate) fn of(
         kind: &str,
         cfg: &memmap_core::KernelConfig,

@@ -1,8 +1,6 @@
-//! Running the model into a dump: [`ZoneDeviceDump`] (`memmap_init_zone_device` of one device
-//! range) and [`HugetlbDump`](crate::HugetlbDump) (boot-time gigantic pages, with real memfd-backed HVO on Linux)
-//! describe what to model; [`ZoneDeviceDump::run`] and [`HugetlbDump::run`](crate::HugetlbDump::run) run it in this
-//! process and return the [`Dump`] in memory, which [`Dump::write`] writes to a checked
-//! [`OutputDir`]. Nothing here touches the file system until `write`.
+//! Running the model into a dump: [`ZoneDeviceDump`] and [`HugetlbDump`](crate::HugetlbDump)
+//! describe what to model, their `run` returns the [`Dump`] in memory, and [`Dump::write`]
+//! writes it to a checked [`OutputDir`].
 
 use memmap_core::{
     DevPagemap, InitOptions, InitReport, KernelConfig, MemoryType, MigrateType, OwnedMemmap, Page64, Page72,
@@ -20,8 +18,7 @@ pub struct Dump {
     pub(crate) bytes: DumpBytes,
 }
 
-/// Where a dump's struct page bytes live: the model's own mapping (a large ZONE_DEVICE range
-/// is not copied) or a buffer.
+/// Where a dump's struct pages live: the model's own mapping (not copied) or a buffer.
 pub(crate) enum DumpBytes {
     Owned64(OwnedMemmap<memmap_core::Page64>, usize),
     Owned72(OwnedMemmap<memmap_core::Page72>, usize),
@@ -35,8 +32,7 @@ impl core::fmt::Debug for Dump {
 }
 
 impl Dump {
-    /// The struct pages, `meta.nr_pages * meta.struct_page_size` bytes in pfn order: the
-    /// content of `memmap.bin`.
+    /// The struct pages in pfn order: the content of `memmap.bin`.
     #[must_use]
     pub fn memmap(&self) -> &[u8] {
         match &self.bytes {
@@ -101,18 +97,15 @@ pub struct ZoneDeviceDump {
     pub strategy: Strategy,
     /// Enable `CONFIG_DEBUG_PAGE_REF` and the `page_ref_set` tracepoint.
     pub page_ref_trace: bool,
-    /// End of boot memory ([`ZoneDeviceRange::boot_memory_end_pfn`]): 0 when the range has
-    /// sections of its own.
+    /// End of boot memory ([`ZoneDeviceRange::boot_memory_end_pfn`]; 0: none in its sections).
     pub boot_memory_end_pfn: u64,
-    /// Boot memory above the range ([`ZoneDeviceRange::boot_memory_above_pfn`]): `u64::MAX`
-    /// when none.
+    /// Boot memory above the range ([`ZoneDeviceRange::boot_memory_above_pfn`]; `u64::MAX`: none).
     pub boot_memory_above_pfn: u64,
 }
 
 impl ZoneDeviceDump {
-    /// Runs `move_pfn_range_to_zone` and `memmap_init_zone_device` on a fresh memmap and
-    /// returns the dump (deduplicated struct pages read as their vmemmap page's source, as
-    /// the kernel's vmemmap shows them).
+    /// Runs `move_pfn_range_to_zone` and `memmap_init_zone_device` on a fresh memmap and returns
+    /// the dump as the kernel's vmemmap shows it.
     ///
     /// # Errors
     ///
@@ -124,10 +117,8 @@ impl ZoneDeviceDump {
     }
 
     /// Refuses what the kernel refuses before `memremap_pages()` makes any struct page
-    /// ([`memmap_core::check_memremap_pages`]: a misaligned pmem namespace, a range
-    /// `__add_pages()` refuses); [`run`](Self::run) calls it first. A range the model cannot
-    /// hold at all (past the configuration's last pfn, or a node id its flags cannot hold)
-    /// passes here and is refused by the run with the initializer's own typed error.
+    /// ([`memmap_core::check_memremap_pages`]); a range the model cannot hold at all is refused by
+    /// the run itself.
     ///
     /// # Errors
     ///
@@ -255,10 +246,8 @@ fn zone_device_as<P: DumpLayout>(opts: &ZoneDeviceDump) -> Result<Dump, DumpErro
     Ok(Dump { meta, bytes: P::owned(owned, n * P::SIZE) })
 }
 
-/// The struct pages `memmap_init_zone_device` leaves as they were, `[start, end)` ranges:
-/// before 7.2, the deduplicated count of struct pages is written for compound pages in early
-/// sections too, and the rest of the boot memmap there keeps whatever it held (the dump has
-/// zeros; a kernel shows an earlier mapping's pages).
+/// The struct pages `memmap_init_zone_device` leaves as they were (before 7.2, compound pages in
+/// early sections), as `[start, end)` ranges.
 fn stale_ranges<P: StructPage>(
     cfg: &KernelConfig,
     range: &ZoneDeviceRange,

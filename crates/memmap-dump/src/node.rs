@@ -1,8 +1,6 @@
-//! `dump node`: the boot memmap of one node laid out as a real machine's (its zones, memory
-//! ranges and reserved ranges, for example read from a booted guest), booted with a chosen
-//! init mode, boot order and strategy, deferred and on-demand init run to completion, and the
-//! pages the machine had allocated since taken off the free lists
-//! ([`memmap_core::Node::take_page_off_buddy`]).
+//! `dump node`: the boot memmap of one node laid out as a real machine's, booted with a chosen
+//! init mode, order and strategy, run to completion, and the pages the machine had allocated
+//! taken off the free lists.
 
 use memmap_core::{
     BootOptions, BootOrder, BootmemType, FillOptions, InitMode, KernelConfig, MigrateType, Node, NodeLayout,
@@ -34,12 +32,10 @@ pub struct NodeDump {
     pub order: BootOrder,
     /// Strategy.
     pub strategy: Strategy,
-    /// Pages taken off the free lists after boot, in this order: what the machine allocated
-    /// since. A pfn that is not free then is an error.
+    /// Pages taken off the free lists after boot, in order; one that is not free is an error.
     pub taken: Vec<u64>,
-    /// `get_page_bootmem(info, pfn_to_page(pfn), type)` calls after boot, as `(pfn, info,
-    /// type)`: the boot memory holding the node's metadata, recorded for memory hot-remove. A
-    /// pfn outside the node or not reserved is an error.
+    /// `get_page_bootmem(info, pfn_to_page(pfn), type)` calls after boot, as `(pfn, info, type)`;
+    /// a pfn outside the node or not reserved is an error.
     pub bootmem: Vec<(u64, u64, BootmemType)>,
 }
 
@@ -182,9 +178,8 @@ pub const MAX_LAYOUT_BYTES: u64 = 16 << 20;
 pub const LAYOUT_JSON_LIMITS: crate::JsonLimits =
     crate::JsonLimits { max_bytes: MAX_LAYOUT_BYTES, max_values: 4 << 20, max_depth: 8 };
 
-/// A machine's boot memory layout, node by node, as `kernel-oracle` writes it from a booted
-/// guest (`layout.json` beside the run's dump) and `memmap-bench dump node --node-layout` reads it.
-/// All ranges are pfn ranges `[start, end)`.
+/// A machine's boot memory layout, node by node, in pfn ranges `[start, end)`: what
+/// `kernel-oracle` writes and `memmap-bench dump node --node-layout` reads.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LayoutFile {
     /// [`LAYOUT_FORMAT`].
@@ -214,8 +209,7 @@ pub struct NodeLayoutJson {
 }
 
 impl LayoutFile {
-    /// Parses `json` (read from `path`, which names it in errors) after checking its size and
-    /// shape.
+    /// Parses `json` (`path` names it in errors) after checking its size and shape.
     ///
     /// # Errors
     ///

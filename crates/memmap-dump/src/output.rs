@@ -1,8 +1,7 @@
-//! One output file, written safely: a plot or a report of the bench, a file of the oracle; and
-//! the temporary file and the placing by name that [`OutputDir`](crate::OutputDir) writes a
-//! dump's two files with. [`OutputFile::prepare`] refuses a bad path before any work,
-//! [`OutputFile::probe`] before a long run, and [`OutputFile::commit`] writes under a temporary
-//! name and then links (or, with `force`, renames) it into place, never through a link.
+//! One output file written safely (a plot, a report, a file of the oracle), and the temporary
+//! file and placing by name that [`OutputDir`](crate::OutputDir) uses: refused before any work
+//! ([`OutputFile::prepare`]), written under a temporary name, then linked (or, with `force`,
+//! renamed) into place, never through a link.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -14,12 +13,10 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
-/// The longest temporary name: `.memmap-dump-PID-N.tmp` with a 10-digit PID and a 3-digit
-/// attempt.
+/// The longest temporary name: `.memmap-dump-PID-N.tmp`, 10-digit PID, 3-digit attempt.
 pub const TEMP_NAME_MAX: usize = 32;
 
-/// Linux's `PATH_MAX`, the terminating NUL included: a path given to the kernel has fewer
-/// bytes.
+/// Linux's `PATH_MAX`, the terminating NUL included.
 pub const PATH_MAX: usize = 4096;
 
 /// Why an output file cannot be written.
@@ -224,8 +221,7 @@ impl OutputFile {
         &self.path
     }
 
-    /// Refuses what is at the file's name now: anything when `refuse_any`, else what is never
-    /// replaced.
+    /// Refuses what is at the file's name now: anything if `refuse_any`, else the irreplaceable.
     fn check_existing(&self, refuse_any: bool) -> Result<(), OutputError> {
         let path = || self.path.clone();
         let stat = match rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -261,8 +257,8 @@ impl OutputFile {
         if refuse_any { Err(OutputError::Exists { path: path(), target }) } else { Ok(()) }
     }
 
-    /// Creates and removes the temporary file: refuses a directory the kernel will not create
-    /// a file in (`/proc`, a read-only mount) before a run rather than after it.
+    /// Creates and removes the temporary file, so a directory nothing can be created in is refused
+    /// before a run.
     ///
     /// # Errors
     ///
@@ -338,8 +334,7 @@ pub(crate) struct Temp<'d> {
 }
 
 impl<'d> Temp<'d> {
-    /// Creates `.memmap-dump-PID-N.tmp` in `dir` with `O_CREAT | O_EXCL | O_NOFOLLOW`: never
-    /// through a link, never onto an existing file.
+    /// Creates `.memmap-dump-PID-N.tmp` in `dir` with `O_CREAT | O_EXCL | O_NOFOLLOW`.
     pub(crate) fn create(dir: BorrowedFd<'d>) -> rustix::io::Result<(Temp<'d>, File)> {
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mut attempt = 0u32;
@@ -353,12 +348,9 @@ impl<'d> Temp<'d> {
         }
     }
 
-    /// Gives this file the name `name` in its directory: by `rename(2)` when `replace` (a link
-    /// there is replaced, never followed), else by `link(2)`, which fails rather than replace
-    /// anything that took the name meanwhile. `Ok(false)`, nothing done, when the name is
-    /// taken and not to be replaced. On a file system without hard links the name is checked
-    /// and then renamed to (a file created between the two is replaced; nothing better is
-    /// possible there). An error says what was being done.
+    /// Gives this file the name `name`: by `rename(2)` when `replace`, else by `link(2)`, which
+    /// fails rather than replace what took the name meanwhile (`Ok(false)`). Without hard links the
+    /// name is checked, then renamed to.
     pub(crate) fn place(
         &self,
         name: &OsStr,

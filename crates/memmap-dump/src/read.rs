@@ -1,24 +1,11 @@
 //! Reading a dump back, checking everything before reading data.
 //!
-//! [`parse_meta`] and [`parse_dump`] are pure (bytes in, typed result out: what the fuzz target
-//! drives); [`open_dump`] applies them to a directory: `meta.json` must be a regular file of at
-//! most [`MAX_META_BYTES`] holding at most [`MAX_META_VALUES`] JSON values nested at most
-//! [`MAX_META_DEPTH`] deep (checked before it is parsed, see [`crate::json`]), parse, and carry
-//! a known `format`, `kind`, `endianness` and `struct_page_size`; `memmap.bin` must be a regular
-//! file (not `/dev/zero`, a FIFO or a directory) whose length, from `fstat` before any byte is
-//! read, is exactly `nr_pages * struct_page_size` (computed with checked arithmetic). Only then
-//! is data read, by [`read_dump`] into memory or by [`crate::diff::diff_dumps_report`] a chunk at a
-//! time.
-//!
-//! Every file is opened non-blocking (`O_NONBLOCK | O_NOCTTY`) and its type checked with
-//! `fstat` on the opened descriptor ([`read_file`]): a FIFO or device swapped in for a checked
-//! path is refused, never waited on. Every read is bounded by the caller's maximum, and the
-//! buffer it fills never grows past that maximum ([`read_capped`]).
-//!
-//! What parsing a `meta.json` allocates is bounded by its limits: at most about 100 bytes per
-//! counted value plus twice the file's size, so under 300 MiB at [`MAX_META_VALUES`] and
-//! [`MAX_META_BYTES`] whatever the file's shape (measured by a counting allocator in
-//! `tests/json_peak.rs`); the parsed metadata keeps about two thirds of that.
+//! [`parse_meta`] and [`parse_dump`] are pure (what the fuzz target drives); [`open_dump`]
+//! applies them to a directory. `meta.json` is held to [`META_LIMITS`] before it is parsed, and
+//! `memmap.bin` must be a regular file of exactly `nr_pages * struct_page_size` bytes by `fstat`
+//! before a byte is read. Every file is opened non-blocking and its type checked on the opened
+//! descriptor ([`read_file`]), so a FIFO or device is refused, never waited on; every read is
+//! bounded ([`read_capped`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -32,9 +19,8 @@ use crate::write::{MEMMAP_FILE, META_FILE};
 /// The largest `meta.json` accepted (a 100 GiB zone-device dump's is about 1 MiB).
 pub const MAX_META_BYTES: u64 = 32 << 20;
 
-/// The most JSON values a `meta.json` may hold, counted as [`check_json`] counts them (keys
-/// included, arrays as 4, objects as 8): 2 Mi, what a zone-device dump of 4 TiB (one value per
-/// pageblock) or a hugetlb dump of about 80 Ki folios (some 25 per folio) holds.
+/// The most JSON values a `meta.json` may hold, counted as [`check_json`] counts them: a 4 TiB
+/// zone-device dump or about 80 Ki hugetlb folios.
 pub const MAX_META_VALUES: u64 = 2 << 20;
 
 /// The deepest nesting a `meta.json` may have (the format nests 4 deep).
@@ -50,8 +36,7 @@ pub const STRUCT_PAGE_SIZES: [usize; 2] = [64, 72];
 /// The byte orders a dump may be written in.
 pub const ENDIANNESS: [&str; 2] = ["little", "big"];
 
-/// Parses and validates `meta.json` (`path` names it in errors); returns the metadata and the
-/// length `memmap.bin` must have.
+/// Parses and validates `meta.json`; returns the metadata and the length `memmap.bin` must have.
 ///
 /// # Errors
 ///
@@ -65,8 +50,7 @@ pub fn parse_meta(json: &[u8], path: &Path) -> Result<(DumpMeta, u64), DumpError
     Ok((meta, len))
 }
 
-/// Checks the fields of `meta` this reader relies on (`path` names it in errors); returns the
-/// length `memmap.bin` must have.
+/// Checks the fields of `meta` this reader relies on; returns the length `memmap.bin` must have.
 ///
 /// # Errors
 ///
@@ -104,9 +88,7 @@ pub fn validate_meta(meta: &DumpMeta, path: &Path) -> Result<u64, DumpError> {
     Ok(len)
 }
 
-/// Checks the kind-specific fields the diff reads roles from, where present: a compound order
-/// (`vmemmap_shift`, a folio's `order`) below 64, `init_start_pfn` a pfn, folios as objects
-/// with a `head_pfn` and an `order`.
+/// Checks the kind-specific fields the diff reads roles from, where present.
 fn validate_detail(meta: &DumpMeta) -> Result<(), (&'static str, String)> {
     let d = &meta.detail;
     let order_ok = |v: &serde_json::Value| v.as_u64().is_some_and(|o| o < 64);
@@ -182,10 +164,8 @@ pub enum Links {
     Refuse,
 }
 
-/// Opens `path` for reading if it is a regular file of at most `max` bytes. It is opened
-/// non-blocking and without becoming a controlling terminal, so a FIFO or a device there
-/// (swapped in or not) never blocks the open, and its type and size are taken from the opened
-/// descriptor (`fstat`), so what is checked is what is read.
+/// Opens `path` if it is a regular file of at most `max` bytes: non-blocking and `O_NOCTTY`, so
+/// a FIFO or device never blocks, and checked with `fstat` on the opened descriptor.
 fn open_regular(path: &Path, max: u64, links: Links) -> Result<(File, u64), DumpError> {
     let mut o = OpenOptions::new();
     o.read(true);
@@ -229,9 +209,7 @@ fn open_error(path: &Path, e: io::Error, links: Links) -> DumpError {
 }
 
 /// Reads all of `r`, at most `max` bytes: `Ok(None)` when there is more. The buffer starts at
-/// `hint + 1` bytes (the size the file reports, capped) and doubles, never past `max + 1`
-/// bytes, so a read allocates at most `max + 1` bytes (and, while the buffer grows, the old one
-/// beside the new: under twice that), whatever the source claims or holds.
+/// `hint + 1` bytes and doubles up to `max + 1`, whatever the source claims or holds.
 ///
 /// # Errors
 ///
@@ -256,10 +234,8 @@ pub fn read_capped(mut r: impl Read, max: u64, hint: u64) -> io::Result<Option<V
     }
 }
 
-/// Reads the file `path` whole if it is a regular file of at most `max` bytes (opened as
-/// `open_regular` opens it: never a FIFO or device, checked on the opened file), read with that
-/// bound whatever size it reports (procfs files report 0); `links` says whether a symbolic
-/// link at `path` is followed.
+/// Reads the file `path` whole if it is a regular file of at most `max` bytes, whatever size it
+/// reports (procfs files report 0); `links` says whether a symbolic link is followed.
 ///
 /// # Errors
 ///
@@ -273,8 +249,7 @@ pub fn read_file(path: &Path, max: u64, links: Links) -> Result<Vec<u8>, DumpErr
     }
 }
 
-/// The largest file other than a dump that [`read_user_file`] reads whole, before and after
-/// gunzip: 16 MiB (a distribution kernel's `.config` is about 300 KiB).
+/// The largest file [`read_user_file`] reads whole, before and after gunzip.
 pub const MAX_USER_FILE_BYTES: u64 = 16 << 20;
 
 /// A text file a user named, read whole by [`read_user_file`].
@@ -298,10 +273,8 @@ impl UserFile {
     }
 }
 
-/// Reads the text file `path` a user named (a kernel `.config`), plain or gzip: only a regular
-/// file ([`read_file`]: a FIFO or device is opened non-blocking and refused), at most `max`
-/// bytes as stored and `max` bytes of text after gunzip (the decompressor stops at `max + 1`).
-/// Files that report a size of 0 (procfs) are read up to the cap.
+/// Reads the text file `path` a user named (a kernel `.config`), plain or gzip, at most `max`
+/// bytes before and after gunzip.
 ///
 /// # Errors
 ///
@@ -320,8 +293,7 @@ pub fn read_user_file(path: &Path, max: u64) -> Result<UserFile, DumpError> {
     Ok(UserFile { path: path.to_path_buf(), text, gzip })
 }
 
-/// Reads the file `path` a user named (a dump's data file, a facts file) whole: [`read_file`]
-/// following a symbolic link.
+/// Reads the file `path` a user named whole: [`read_file`] following a symbolic link.
 ///
 /// # Errors
 ///
@@ -330,8 +302,7 @@ pub fn read_user_bytes(path: &Path, max: u64) -> Result<Vec<u8>, DumpError> {
     read_file(path, max, Links::Follow)
 }
 
-/// Opens and validates the dump in `dir` (see the [module documentation](self)); reads only
-/// `meta.json`.
+/// Opens and validates the dump in `dir`; reads only `meta.json`.
 ///
 /// # Errors
 ///

@@ -1,18 +1,10 @@
 //! Where a dump goes: `DIR/memmap.bin` and `DIR/meta.json`, written so that no data is lost and
 //! the pair stays consistent.
 //!
-//! * [`OutputDir::prepare`] runs before any work: `DIR` must be (or be creatable as) a
-//!   writable directory, and an existing `memmap.bin` or `meta.json` (a file, or a link, even a
-//!   dangling one) is refused unless `force`.
-//! * [`OutputDir::commit`] creates `DIR` if needed, writes both files under temporary names in
-//!   `DIR` (created with `O_CREAT | O_EXCL | O_NOFOLLOW`: never through a symbolic link, never
-//!   onto an existing file), flushes them, and only then gives them their names. Without
-//!   `force` a name is given by `link(2)`, which fails rather than replace a file that appeared
-//!   meanwhile; with `force` the old `meta.json` is removed first, then `memmap.bin` and
-//!   `meta.json` are renamed over (`rename(2)` replaces a link, it does not follow it). So a
-//!   failure at any point leaves either the old pair, or a directory without `meta.json` (which
-//!   the reader refuses as incomplete), or the new pair; never a new `memmap.bin` beside an old
-//!   `meta.json`.
+//! Both files are written under temporary names (`O_EXCL | O_NOFOLLOW`), flushed, and only then
+//! named: by `link(2)` without `force`, by `rename(2)` with `force` after removing the old
+//! `meta.json`. So a failure leaves the old pair, a directory without `meta.json` (which the
+//! reader refuses), or the new pair; never a new `memmap.bin` beside an old `meta.json`.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -91,8 +83,8 @@ impl OutputDir {
         &self.dir
     }
 
-    /// Writes `memmap` and `meta` (the text of `meta.json`) as described in the
-    /// [module documentation](self).
+    /// Writes `memmap` and `meta` (the text of `meta.json`) as the [module documentation](self)
+    /// says.
     ///
     /// # Errors
     ///

@@ -17,9 +17,8 @@ pub fn aliased_vmemmap_pages(r: &Region, shared: &[u64]) -> Vec<bool> {
     r.vmemmap_gpa.iter().map(|g| g.is_some_and(|g| count[&g] > 1 || shared.contains(&g))).collect()
 }
 
-/// Vmemmap pages (4 KiB blocks of `bytes`, whose first struct page is pfn `start_pfn`) that
-/// read byte for byte like another block: how aliasing shows in a dump without frame
-/// addresses (the model's).
+/// Vmemmap pages (4 KiB blocks of `bytes` from pfn `start_pfn`) that read byte for byte like
+/// another: aliasing in a dump without frame addresses (the model's).
 #[must_use]
 pub fn content_aliased(bytes: &[u8], start_pfn: u64) -> Vec<bool> {
     let first = (start_pfn * SP as u64 / 4096) * 4096 / SP as u64;

@@ -1,23 +1,7 @@
-//! The model side of the boot configurations: each node of the guest laid out from what the
-//! guest reported (its zones, `/proc/iomem`'s System RAM, the pages it left `PG_reserved`, the
-//! frames behind its vmemmap), booted by the model on every init path, the pages the guest had
-//! allocated since taken off the model's free lists, and every struct page compared by class
-//! ([`crate::facts::zones::Class`]), with the pageblocks and the zones' counts.
-//!
-//! What is compared, per kernel class:
-//!
-//! * a free block's head: every word but the `lru` links, which depend on the order of frees;
-//!   the links are checked to point at the head of a free block of the same order and zone, or
-//!   out of the memmap (the free list's head), in both memmaps;
-//! * a page inside a free block, and a reserved page: every word;
-//! * a reserved page holding the vmemmap: every word, after the model's `get_page_bootmem()`
-//!   of the frames the guest's page tables map the vmemmap to;
-//! * a reserved page referenced after boot (its count above 1 but no vmemmap frame: the
-//!   usemaps' and the node data's bootmem records, the zero page): the zone, node and section
-//!   bits and `PG_reserved` (the rest is the later user's);
-//! * a page allocated after boot: the zone, node and section bits, which nothing changes after
-//!   init (the rest is its user's); the page must be memory in the layout;
-//! * no struct page: the layout has no memory there.
+//! The model side of the boot configurations: each guest node's layout booted by the model on
+//! every init path and every struct page compared by its kernel class
+//! ([`crate::facts::zones::Class`]); what each class compares is tabled in
+//! `docs/kernel-oracle.md` ("Boot configurations").
 
 use std::path::Path;
 
@@ -38,12 +22,10 @@ pub use super::boot_report::{
     ClassCount, CmpClass, NodeResult, PageblockCount, PathOutcome, ZoneResult, equal, render,
 };
 
-/// `MIGRATE_UNMOVABLE`, `MIGRATE_RECLAIMABLE`, `MIGRATE_HIGHATOMIC`: the types an allocation
-/// gives a MOVABLE pageblock it steals.
+/// The migrate types an allocation gives a MOVABLE pageblock it steals.
 const STEAL_TYPES: [u8; 3] = [0, 2, 3];
 
-/// The init paths run on each layout: the kernel's (deferred, as Debian builds it, on the slow
-/// path) first, as the reference, then the others.
+/// The init paths run on each layout, the reference first: the kernel's (deferred, slow path).
 pub const PATHS: [(InitMode, BootOrder, Strategy); 6] = [
     (InitMode::Deferred, BootOrder::Kernel, Strategy::Slow),
     (InitMode::Eager, BootOrder::Kernel, Strategy::Slow),
@@ -114,12 +96,10 @@ pub fn compare_nodes(cfg: &KernelConfig, vmemmap_size: u64, nodes: &[NodeInput])
     nodes.iter().map(|n| compare_node(cfg, vmemmap_size, n)).collect()
 }
 
-/// Where the dump `b` of another path first differs from the reference `a`, and how many
-/// struct pages differ only in the one way the kernels' paths differ too: a free page whose
-/// `lru` holds the poison of a merge in the reference (deferred init frees the pages of a
-/// block that is partly reserved one by one, in ascending order, so the upper buddies merged
-/// keep `list_del()`'s poison) and self-pointers in the other (eager boot frees such a block
-/// in aligned blocks, `__free_pages_memory()`).
+/// Where the dump `b` of another path first differs from the reference `a`, and how many struct
+/// pages differ only as the kernels' paths differ too: a merge's poison in `lru` in the reference
+/// (deferred init frees a partly reserved block page by page) and self-pointers in `b` (eager
+/// boot frees it in aligned blocks).
 fn path_difference(a: &Dump, b: &Dump, poison: (u64, u64)) -> (Option<String>, u64) {
     let mut poison_only = 0;
     let (ma, mb) = (a.memmap(), b.memmap());

@@ -1,15 +1,9 @@
 //! Golden extracts of the boot configurations, so that `cargo test` boots the model on real
-//! guests' layouts offline: `golden/<kernel>/<config>/` holds
-//!
-//! * `boot.json`: the kernel's facts, and per node the model's inputs taken from the guest
-//!   (memory, reserved ranges, the pages allocated after boot, the vmemmap frames), per zone its
-//!   span, counters, pageblocks, the page counts of each comparison class and the runs of
-//!   sampled pfns with their kernel class;
-//! * `pages.bin.gz`: the sampled struct pages, gzip'd, in pfn order.
-//!
-//! The sample keeps every free block's head (the link checks follow the lists), every page used
-//! since boot, every free page holding a merge's poison, every reserved page referenced after
-//! boot, and of every run of pages of one class its first and last page and every 1024th.
+//! guests' layouts offline: `golden/<kernel>/<config>/boot.json` (the kernel's facts, the model's
+//! inputs per node, per zone its counters, pageblocks, class counts and sampled runs) and
+//! `pages.bin.gz` (the sampled struct pages). The sample keeps every free head, every page used
+//! since boot or holding a merge's poison, every reserved page referenced after boot, and of every
+//! run of one class its ends and every 1024th page.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -88,8 +82,7 @@ pub struct ZoneGolden {
     pub counts: KernelCounts,
     /// Pages of each comparison class ([`crate::compare::boot::CmpClass::ALL`]) in the whole zone.
     pub class_pages: Vec<u64>,
-    /// Runs of sampled pfns `(first, pages, class)`, ascending, with the class's position in
-    /// [`Class::ALL`].
+    /// Runs of sampled pfns `(first, pages, class)`, ascending, the class as in [`Class::ALL`].
     pub samples: Vec<(u64, u64, u8)>,
 }
 

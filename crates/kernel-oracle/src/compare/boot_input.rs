@@ -39,13 +39,11 @@ pub struct KernelCounts {
     pub present: u64,
     /// `managed`.
     pub managed: u64,
-    /// Pages in free buddy blocks when the guest was stopped (`pages free` as the dump holds
-    /// them).
+    /// Pages in free buddy blocks when the guest was stopped, as the dump holds them.
     pub free: u64,
 }
 
-/// The struct pages of a kernel zone: all of them (a run's dump) or a sample (a golden
-/// extract), each with its kernel class.
+/// The struct pages of a kernel zone (all, or a golden sample), each with its kernel class.
 #[derive(Debug, Clone)]
 pub enum KernelPages {
     /// Every struct page of the span, and its class.
@@ -129,14 +127,11 @@ pub struct NodeInput {
     pub reserved: Vec<ReservedRange>,
     /// The pages allocated after boot, ascending.
     pub taken: Vec<u64>,
-    /// The vmemmap's frames inside the node that hold reserved struct pages, and the section
-    /// whose memmap each holds (`SECTION_INFO`).
+    /// The vmemmap's frames in the node and the section whose memmap each holds (`SECTION_INFO`).
     pub frames: BTreeMap<u64, u64>,
 }
 
-/// The vmemmap frames of a zone and the section whose memmap each holds, from the region's
-/// `vmemmap_gpa` (one guest-physical frame per vmemmap page, from the first page holding the
-/// region's first struct page).
+/// The vmemmap frames of a zone and the section whose memmap each holds, from `vmemmap_gpa`.
 fn vmemmap_frames(facts: &Facts, r: &Region, cfg: &KernelConfig, out: &mut BTreeMap<u64, u64>) {
     let first_vpage = (facts.vmemmap_base + r.start_pfn * STRUCT_PAGE) / 4096;
     let section_shift = cfg.section_size_bits - 12;
@@ -213,8 +208,7 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
     Ok((cfg, out))
 }
 
-/// The layout of a node from its zones' classes: memory from `ram`, reserved runs, the pages
-/// taken, the vmemmap frames that hold reserved pages.
+/// The layout of a node from its zones' classes, `ram` and the vmemmap frames.
 fn node_input(nid: u32, zones: Vec<KernelZone>, ram: &[PfnRange], frames: BTreeMap<u64, u64>) -> NodeInput {
     let spans: Vec<ZoneSpan> =
         zones.iter().map(|z| ZoneSpan::new(z.zone, z.start_pfn, z.start_pfn + z.nr_pages)).collect();

@@ -10,15 +10,14 @@ pub enum CmpClass {
     FreeHead,
     /// [`Class::FreeTail`](crate::facts::zones::Class::FreeTail).
     FreeTail,
-    /// [`Class::FreeHead`](crate::facts::zones::Class::FreeHead) or [`Class::FreeTail`](crate::facts::zones::Class::FreeTail) that was in use since boot: its `index` is
-    /// not 0, or (a page inside a block) its `lru` is neither init's self-pointers nor a
-    /// merge's poison (a user's words). The free path resets the other words.
+    /// [`Class::FreeHead`](crate::facts::zones::Class::FreeHead) or
+    /// [`Class::FreeTail`](crate::facts::zones::Class::FreeTail) in use since boot: `index` set, or
+    /// `lru` neither init's self-pointers nor a merge's poison. The free path resets the other
+    /// words.
     FreeUsed,
-    /// [`Class::FreeTail`](crate::facts::zones::Class::FreeTail) holding the poison of a merge (`list_del()` took it off a list as
-    /// an upper buddy) where the model's boot leaves init's self-pointers: merged since boot
-    /// (a page freed after boot found its buddy free). Where the model's boot leaves the same
-    /// poison (deferred init frees a partly reserved block page by page), the page is a
-    /// [`CmpClass::FreeTail`] and compared whole.
+    /// [`Class::FreeTail`](crate::facts::zones::Class::FreeTail) holding a merge's poison where the
+    /// model's boot leaves self-pointers: merged since boot. Where the model's boot leaves the same
+    /// poison the page is a [`CmpClass::FreeTail`] and compared whole.
     FreeMerged,
     /// [`Class::Reserved`](crate::facts::zones::Class::Reserved), as init left it (count 1).
     Reserved,
@@ -103,9 +102,8 @@ impl ClassCount {
 pub struct PageblockCount {
     /// The same migrate type.
     pub equal: u64,
-    /// MOVABLE in the model, a type an allocation falls back for in the kernel (an allocation
-    /// took the block for its own type since boot, `steal_suitable_fallback()`; boot sets
-    /// every pageblock of memory MOVABLE and nothing else sets these types without CMA).
+    /// MOVABLE in the model, a type an allocation falls back for in the kernel: an allocation stole
+    /// the block since boot (`steal_suitable_fallback()`).
     pub changed_by_allocation: u64,
     /// No section: the kernel has no pageblock bits, the layout no memory.
     pub absent: u64,
@@ -147,10 +145,8 @@ pub struct NodeResult {
     pub nid: u32,
     /// Its zones.
     pub zones: Vec<ZoneResult>,
-    /// Each other init path (mode, order, strategy), where its memmap, pageblocks or counters
-    /// first differ from the reference path's (`None`: nowhere) and how many struct pages
-    /// differ only in a merge's poison (as the kernels' eager and deferred paths do), or why the model refused it for
-    /// this configuration (on-demand init needs a free page-flag bit).
+    /// Each other init path (mode, order, strategy) against the reference path, or why the model
+    /// refused it for this configuration (on-demand init needs a free page-flag bit).
     pub paths: Vec<(String, PathOutcome)>,
     /// The reference path.
     pub reference: String,
@@ -163,9 +159,8 @@ pub struct NodeResult {
 /// How another init path's model run came out against the reference path's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathOutcome {
-    /// The same memmap, pageblocks and counters, but for `poison_only` struct pages that hold
-    /// a merge's poison in the reference and self-pointers here (as the kernels' deferred and
-    /// eager paths differ).
+    /// The same memmap, pageblocks and counters, but for `poison_only` struct pages that differ as
+    /// the kernels' deferred and eager paths do.
     Same {
         /// Those struct pages.
         poison_only: u64,

@@ -17,9 +17,8 @@ pub struct Check {
     pub failure: Option<String>,
 }
 
-/// Struct pages of one region to check: `(pfn, 64 bytes)` in pfn order (the whole region, or
-/// the runs of a golden extract), and the guest-physical frame of each vmemmap page
-/// (`pfn * 64 / 4096`) where known.
+/// Struct pages of one region to check: `(pfn, 64 bytes)` in pfn order, and the guest-physical
+/// frame of each vmemmap page where known.
 pub struct PageSet<'a> {
     /// The region.
     pub region: &'a Region,
@@ -46,11 +45,8 @@ impl<'a> PageSet<'a> {
     }
 }
 
-/// The class checks of the regions of one configuration (see the module documentation):
-/// per region, the pgmap words are equal, self pointers point at their own list head and tails
-/// resolve to their head; over all regions, struct pages read through the same vmemmap frame
-/// and slot are identical (aliased vmemmap pages, including a node-wide HVO tail page shared
-/// by several folios).
+/// The class checks of the regions of one configuration (see the module documentation); struct
+/// pages read through the same vmemmap frame and slot are compared across all regions.
 #[must_use]
 pub fn class_checks(facts: &Facts, sets: &[PageSet<'_>]) -> Vec<Check> {
     let mut out = Vec::new();
@@ -61,8 +57,7 @@ pub fn class_checks(facts: &Facts, sets: &[PageSet<'_>]) -> Vec<Check> {
     out
 }
 
-/// The checks of one region: its pgmap words (ZONE_DEVICE), its self pointers and, for
-/// compound pages, its tails' compound words.
+/// The checks of one region: pgmap words, self pointers, tails' compound words.
 fn region_checks(facts: &Facts, set: &PageSet<'_>, out: &mut Vec<Check>) {
     let r = set.region;
     let what = format!("region at pfn {:#x}", r.start_pfn);
@@ -115,8 +110,7 @@ fn pgmap_check(set: &PageSet<'_>, what: &str) -> Check {
     }
 }
 
-/// The pointer checks of one region's struct pages, page by page: what was counted and the
-/// first failure of each check.
+/// The pointer checks of one region's struct pages: the counts and each check's first failure.
 struct PointerScan<'a> {
     region: &'a Region,
     geo: Geometry,
@@ -156,8 +150,7 @@ impl<'a> PointerScan<'a> {
         }
     }
 
-    /// Whether the struct page of `pfn` is read through a frame that backs more than one of
-    /// the region's vmemmap pages.
+    /// Whether `pfn`'s struct page is read through a frame backing several vmemmap pages.
     fn aliased(&self, pfn: u64) -> bool {
         self.gpa.get(&(pfn * SP as u64 / 4096)).is_some_and(|g| self.frame_uses[g] > 1)
     }

@@ -50,8 +50,7 @@ impl Geometry {
         (pfn >= self.init_start).then(|| (pfn - self.init_start) % self.compound)
     }
 
-    /// `head`, `page[1]`, `page[2]`, `page[3]`, `tail`, `page` (not compound), `altmap`
-    /// (before the initialized range).
+    /// The struct page's role: `head`, `page[1]`..`page[3]`, `tail`, `page`, `altmap`.
     #[must_use]
     pub fn role(&self, pfn: u64) -> &'static str {
         match self.index(pfn) {

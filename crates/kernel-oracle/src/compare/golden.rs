@@ -1,18 +1,11 @@
 //! Golden extracts: small compressed pieces of real kernel dumps committed to the repository,
 //! so that `cargo test` checks real kernel bytes offline.
 //!
-//! `golden/<kernel>/<config>/` holds
-//!
-//! * `facts.json`: the configuration's [`Facts`] with each region's `vmemmap_gpa` emptied and
-//!   host paths replaced by `$CACHE`;
-//! * `extract.json`: per region, the extracted pfn runs and the guest-physical frame of every
-//!   vmemmap page they touch;
-//! * `pages.bin.gz`: the struct pages of all runs, region by region, run by run, gzip'd.
-//!
-//! The runs are the first struct pages of the region, the first compound page (or its first
-//! 130 struct pages: head, page\[1\]-\[3\], the first tails, the start of the second and third
-//! vmemmap pages), the boundary to the next compound page, a pageblock boundary, the last
-//! compound page and the region's end.
+//! `golden/<kernel>/<config>/` holds `facts.json` (the [`Facts`], frames emptied, host paths as
+//! `$CACHE`), `extract.json` (per region the pfn runs extracted and their vmemmap frames) and
+//! `pages.bin.gz` (the runs' struct pages). The runs are the region's first struct pages, its first
+//! compound page (at most 130 struct pages), the boundary to the next, a pageblock boundary, the
+//! last compound page and the region's end.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -46,8 +39,7 @@ pub struct Run {
 pub struct RegionExtract {
     /// Runs, ascending and disjoint.
     pub runs: Vec<Run>,
-    /// Vmemmap page number (`pfn * 64 / 4096`) to guest-physical frame, for the pages the runs
-    /// touch.
+    /// Vmemmap page number (`pfn * 64 / 4096`) to guest-physical frame, for the runs' pages.
     pub gpa: BTreeMap<u64, u64>,
 }
 
@@ -58,8 +50,7 @@ pub struct Extract {
     pub regions: Vec<RegionExtract>,
 }
 
-/// The runs kept for region `r` of a kernel with `MAX_PAGE_ORDER` `max_order` and
-/// `pageblock_order` `pb_order`.
+/// The runs kept for region `r` with `MAX_PAGE_ORDER` `max_order` and `pageblock_order` `pb_order`.
 #[must_use]
 pub fn runs_for(r: &Region, max_order: u32, pb_order: u32) -> Vec<Run> {
     let geo = Geometry::of(r);
@@ -195,11 +186,9 @@ impl Golden {
     }
 
     /// A golden extract from the contents of its three files (`dir` names it in errors), what
-    /// `kernel-oracle check` reads. Any bytes give either an extract on which
-    /// [`Golden::checks`], [`Golden::pages`] and [`Golden::compare_with_model`] cannot panic and
-    /// allocate within the limits of [`crate::facts`], or an error: the sizes and geometry are
-    /// checked before anything is allocated from them ([`Facts::validate`], runs inside their
-    /// regions, the decompressed pages exactly the runs' struct pages).
+    /// `kernel-oracle check` reads. Any bytes give either an extract whose methods cannot panic and
+    /// allocate within the limits of [`crate::facts`], or an error: sizes and geometry are checked
+    /// before anything is allocated from them.
     ///
     /// # Errors
     ///
@@ -318,8 +307,7 @@ impl Golden {
     }
 }
 
-/// The geometry checks of [`Golden::parse`]: the facts' own ([`Facts::validate`]), then the
-/// extract's runs inside their regions.
+/// The geometry checks of [`Golden::parse`]: [`Facts::validate`], then the runs in their regions.
 fn validate(facts: &Facts, extract: &Extract) -> Result<(), String> {
     facts.validate()?;
     if extract.regions.len() != facts.regions.len() {
@@ -340,8 +328,8 @@ fn validate(facts: &Facts, extract: &Extract) -> Result<(), String> {
     Ok(())
 }
 
-/// Every golden directory (`golden/<kernel>/<config>`) under `golden`: each directory two
-/// levels down (files beside them are left alone; symbolic links are not followed).
+/// Every golden directory (`golden/<kernel>/<config>`) under `golden` (symbolic links are not
+/// followed).
 ///
 /// # Errors
 ///
@@ -408,8 +396,8 @@ pub fn boot_dirs(golden: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Loads and checks every extract, and compares it with the model (dumps written to a
-/// temporary directory), handing each extract's report to `report`; returns how many passed.
+/// Loads, checks and compares every extract with the model, handing each report to `report`;
+/// returns how many passed.
 ///
 /// # Errors
 ///

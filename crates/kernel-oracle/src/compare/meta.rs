@@ -30,10 +30,8 @@ pub(super) fn stale_ranges(meta: &DumpMeta) -> Vec<(u64, u64)> {
     meta.detail.get("stale_pfn_ranges").map(stale_ranges_in).unwrap_or_default()
 }
 
-/// A struct page field the model declares history-dependent (its `meta.json`'s
-/// `stale_fields`): in the listed struct pages, the word at `offset` may hold, instead of the
-/// model's value, one of `history_values` that an earlier owner of the memory left there.
-/// Only a kernel value among `values` is left out (the model's own value compares equal anyway).
+/// A struct page field the model declares history-dependent (`meta.json`'s `stale_fields`): in
+/// the listed struct pages the word at `offset` may hold one of `history_values` instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct StaleField {
     pub(super) field: String,
@@ -79,8 +77,7 @@ fn stale_ranges_in(v: &serde_json::Value) -> Vec<(u64, u64)> {
         .unwrap_or_default()
 }
 
-/// Compares the kernel's MOVABLE pageblocks (of `1 << pb_order` pages) with the model's
-/// `movable_pageblock_pfns`, leaving out the pageblocks `skip` names.
+/// Compares the kernel's MOVABLE pageblocks with the model's but those `skip` names.
 pub(super) fn compare_pageblocks(
     r: &Region,
     pb_order: u32,

@@ -1,24 +1,11 @@
 //! The normalizing comparator: kernel struct pages against the model's, every byte, after
 //! mapping pointers to symbols by class.
 //!
-//! Each 8-byte word of a struct page is turned into a [`Sym`]:
-//!
-//! * a pointer into the vmemmap becomes `page(+d)+off|tag`: the struct page `d` pfns away from
-//!   the page holding the word, byte `off` in it, low tag bits `tag` (so `page(+0)+8` is a
-//!   self-pointing `lru`, `page(-5)+0|1` a tail's `compound_head` of a head 5 pages back);
-//! * the region's `pgmap` pointer becomes `PGMAP`;
-//! * a pointer into the kernel image becomes its `System.map` name (`hstates+0x58`);
-//! * anything else stays a raw value.
-//!
-//! Two regions match when every word's symbol is equal. The class checks
-//! ([`class_checks`]) verify what the symbols assume: all pgmap words of a range are equal,
-//! aliased vmemmap pages read identically, self pointers point at their own list head, and
-//! every tail's `compound_head`/`compound_info` resolves to its head.
-//!
-//! One concept per submodule: symbols and normalizers (`sym`), compound geometry and field
-//! names (`geometry`), aliased vmemmap pages (`alias`), the page-by-page comparison (`pages`),
-//! the model's `meta.json` (`meta`), the per-region comparison (`regions`), the class checks
-//! (`checks`) and the report (`report`).
+//! Each 8-byte word becomes a [`Sym`]: a vmemmap pointer `page(+d)+off|tag` relative to the page
+//! holding it, the region's pgmap `PGMAP`, a kernel-image pointer its `System.map` name, anything
+//! else its raw value. Two regions match when every word's symbol is equal; the class checks
+//! ([`class_checks`]) verify what the symbols assume (pgmap words equal, aliased vmemmap pages
+//! identical, self pointers at their own list head, every tail resolving to its head).
 
 use std::path::Path;
 
@@ -68,8 +55,7 @@ pub struct DirResult {
 }
 
 /// Runs the model for every region of a dump directory and compares. Memory: every region's
-/// struct pages once (at most [`crate::facts::MAX_TOTAL_PAGES`] in all, each file read with
-/// its exact size as the bound) and, one region at a time, the model's struct pages twice.
+/// struct pages once (at most [`crate::facts::MAX_TOTAL_PAGES`]) and the model's of one region.
 ///
 /// # Errors
 ///

@@ -26,9 +26,8 @@ pub struct ModelDump {
 }
 
 impl ModelDump {
-    /// The part of the model's vmemmap its pointers can point into: from pfn 0 to the end of
-    /// the dump plus one gigantic page (the model places nothing beyond), so that values such
-    /// as `-1` near the top of the address space are not read as struct page pointers.
+    /// The part of the model's vmemmap its pointers can point into (up to one gigantic page past
+    /// the dump), so that values such as `-1` are not read as struct page pointers.
     #[must_use]
     pub fn span(&self) -> u64 {
         (self.start_pfn + (self.bytes.len() as u64) / 64 + (1 << 18)) * 64
@@ -60,9 +59,7 @@ impl ModelDump {
     }
 }
 
-/// What the model runs for a kernel region, and the `memmap-bench` command line that runs the
-/// same model (with `--kconfig KCONFIG` standing for the kernel's `.config`, whose symbols the
-/// facts record).
+/// What the model runs for a kernel region, and the `memmap-bench` command line that runs it.
 #[derive(Debug, Clone)]
 pub struct Spec {
     /// The model run.
@@ -95,19 +92,17 @@ pub fn kernel_config(facts: &Facts) -> Result<(KernelConfig, Vec<String>)> {
     Ok((cfg, args.map(String::from).to_vec()))
 }
 
-/// The end of the boot RAM below `start_pfn` (the top-level `System RAM` ranges of the
-/// guest's `/proc/iomem`), for `--boot-memory-end`: a device range in the same section as boot
-/// RAM reuses that section's boot memmap. 0 when the guest's iomem is not recorded.
+/// The end of the boot RAM below `start_pfn` (from the guest's `/proc/iomem`, 0 when not
+/// recorded), for `--boot-memory-end`: a device range sharing a section with boot RAM reuses its
+/// boot memmap.
 #[must_use]
 pub fn boot_memory_end(facts: &Facts, start_pfn: u64) -> u64 {
     let Some(iomem) = facts.guest.get("iomem") else { return 0 };
     crate::facts::system_ram(iomem).iter().map(|r| r.end).filter(|&end| end <= start_pfn).max().unwrap_or(0)
 }
 
-/// The start of the boot RAM at or above `end_pfn` (the top-level `System RAM` ranges of the
-/// guest's `/proc/iomem`), for `--boot-memory-above`: a device range that ends in a section
-/// whose rest is boot RAM reuses that section's boot memmap. `u64::MAX` when there is none or
-/// the guest's iomem is not recorded.
+/// The start of the boot RAM at or above `end_pfn` (`u64::MAX` when none or not recorded), for
+/// `--boot-memory-above`.
 #[must_use]
 pub fn boot_memory_above(facts: &Facts, end_pfn: u64) -> u64 {
     let Some(iomem) = facts.guest.get("iomem") else { return u64::MAX };
@@ -119,8 +114,7 @@ pub fn boot_memory_above(facts: &Facts, end_pfn: u64) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
-/// The model run of a ZONE_DEVICE region: `memmap-bench dump zone-device` with the region's
-/// memory type, pfns, compound order, node, altmap and early-section boundary.
+/// The model run of a ZONE_DEVICE region (`memmap-bench dump zone-device`).
 ///
 /// # Errors
 ///
@@ -177,8 +171,7 @@ pub fn zone_device_spec(facts: &Facts, r: &Region) -> Result<Spec> {
     Ok(Spec { what: What::ZoneDevice(dump), argv: head })
 }
 
-/// The model run of the hugetlb regions of `facts`: `memmap-bench dump hugetlb` with their
-/// page size, count per node, nodes, zone, HVO and boot or run-time origin.
+/// The model run of the hugetlb regions of `facts` (`memmap-bench dump hugetlb`).
 ///
 /// # Errors
 ///
@@ -244,9 +237,8 @@ pub fn hugetlb_spec(facts: &Facts) -> Result<Spec> {
     Ok(Spec { what: What::Hugetlb(dump), argv: head })
 }
 
-/// The model run of a hot-added region: `memmap-bench dump hotplug` with its pfns, zone,
-/// node and memory block size, and the blocks the guest allocated from after onlining taken off
-/// the free list (`--taken`).
+/// The model run of a hot-added region (`memmap-bench dump hotplug`), the blocks the guest
+/// allocated from taken off the free list.
 ///
 /// # Errors
 ///

@@ -42,14 +42,10 @@ pub struct FirstDiff {
     pub model: u64,
 }
 
-/// Compares kernel struct pages `k` (pfns `geo.start_pfn..`) with model struct pages `m`
-/// (pfns `m_start..`), page by page after normalization. `aliased[i]` marks kernel vmemmap
-/// page `i` (64 struct pages each, counted from the region's first vmemmap page) as aliased.
-///
-/// Kernel-image pointers (`&name` on both sides) are matched by consistent renaming: the first
-/// time a kernel symbol meets a model symbol the two are paired in `renames`, and afterwards
-/// each side must keep its partner (the model's addresses of kernel data, such as the hstate
-/// free lists, are modelled, not the build's).
+/// Compares kernel struct pages `k` (pfns `geo.start_pfn..`) with model struct pages `m` (pfns
+/// `m_start..`) after normalization; `aliased[i]` marks kernel vmemmap page `i` as aliased.
+/// Kernel-image pointers are matched by consistent renaming in `renames`, since the model's
+/// addresses of kernel data are modelled, not the build's.
 #[must_use]
 #[allow(clippy::too_many_arguments)]
 pub fn compare_pages(

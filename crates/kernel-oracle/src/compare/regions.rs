@@ -32,15 +32,12 @@ pub struct RegionResult {
     pub groups: Vec<Group>,
     /// Pageblock migrate types: `None` when not compared, else the differences (empty: equal).
     pub pageblocks: Option<Vec<String>>,
-    /// Struct pages the modelled kernel leaves as they were (the model's `stale_pfn_ranges`:
-    /// their contents depend on what the memory held before), not compared.
+    /// Struct pages the modelled kernel leaves as they were (`stale_pfn_ranges`), not compared.
     pub stale_pages: u64,
-    /// Struct page fields the model declares history-dependent (`stale_fields`: field name and
-    /// how many struct pages), not compared.
+    /// History-dependent fields (`stale_fields`) and how many struct pages each, not compared.
     pub stale_fields: Vec<(String, u64)>,
-    /// hotplug: struct pages of the `MAX_PAGE_ORDER` blocks the guest allocated from after
-    /// onlining (the kernel's head is not a free block of that order; the model takes them off
-    /// its free list), not compared, nor are their pageblocks.
+    /// hotplug: struct pages of the blocks the guest allocated from after onlining (taken off the
+    /// model's free list), not compared, nor their pageblocks.
     pub allocated_pages: u64,
 }
 
@@ -124,8 +121,7 @@ fn shared_hugetlb_gpas(facts: &Facts, hugetlb: &[usize]) -> Vec<u64> {
     gpa_regions.iter().filter(|(_, c)| **c > 1).map(|(g, _)| *g).collect()
 }
 
-/// The model side of one region: its struct pages and how to read them, and what the model
-/// says is not to be compared.
+/// The model side of one region: its struct pages and what is not to be compared.
 struct ModelSide {
     /// The model's struct pages, compared index for index with the kernel's.
     bytes: Vec<u8>,
@@ -143,8 +139,7 @@ struct ModelSide {
     stale_fields: Vec<StaleField>,
 }
 
-/// Runs the model for the regions of one configuration: one run per ZONE_DEVICE or hotplug
-/// region, one run for all hugetlb folios (made on the first and shared by the others).
+/// Runs the model for one configuration's regions, one run for all hugetlb folios.
 struct Models<'f> {
     facts: &'f Facts,
     /// The indices of the hugetlb regions.
@@ -190,8 +185,7 @@ impl<'f> Models<'f> {
         })
     }
 
-    /// The model's folio for kernel folio `r`: the k-th kernel folio of a node is compared with
-    /// the model's k-th of that node.
+    /// The model's folio for kernel folio `r`: a node's k-th folio against the model's k-th.
     fn hugetlb(&mut self, r: &Region) -> Result<ModelSide> {
         let facts = self.facts;
         if self.hugetlb_model.is_none() {
@@ -243,8 +237,7 @@ impl<'f> Models<'f> {
         })
     }
 
-    /// The hot-added range; the pageblocks of the blocks the guest allocated from are not
-    /// compared.
+    /// The hot-added range, the pageblocks of the blocks the guest allocated from left out.
     fn hotplug(&self, r: &Region) -> Result<ModelSide> {
         let md = ModelDump::run(&model::hotplug_spec(self.facts, r)?)?;
         let cfg = model::kernel_config(self.facts)?.0;
@@ -272,8 +265,7 @@ impl<'f> Models<'f> {
     }
 }
 
-/// Both sides' struct pages as compared: what is not to be compared is blanked (zeroed) on
-/// both sides, so it compares equal.
+/// Both sides' struct pages, what is not compared zeroed on both sides.
 struct Blanked {
     /// The kernel's.
     k: Vec<u8>,
@@ -293,16 +285,14 @@ impl Blanked {
         }
     }
 
-    /// Blanks the struct pages the kernel side does not have (`known[i]` false); the model's
-    /// pages are compared index for index with the region's.
+    /// Blanks the struct pages the kernel side does not have (`known[i]` false).
     fn unknown(&mut self, known: &[bool]) {
         for (ki, _) in known.iter().enumerate().filter(|(_, k)| !**k) {
             self.blank(ki * SP..(ki + 1) * SP, ki * SP..(ki + 1) * SP);
         }
     }
 
-    /// Blanks the model's stale struct pages (`[start, end)` pfn ranges) that the kernel left
-    /// as they were too; returns how many.
+    /// Blanks the model's stale struct pages the kernel left as they were too; returns how many.
     fn stale(&mut self, stale: &[(u64, u64)], k_start: u64, m_start: u64) -> u64 {
         let mut n = 0;
         for &(a, b) in stale {
@@ -344,9 +334,8 @@ impl Blanked {
         n
     }
 
-    /// Blanks each stale field where the kernel holds one of its history values, in the
-    /// struct pages the kernel side has; returns per field how many struct pages (those with
-    /// any).
+    /// Blanks each stale field where the kernel holds one of its history values; returns per field
+    /// how many struct pages.
     fn stale_fields(
         &mut self,
         fields: &[StaleField],
@@ -380,9 +369,8 @@ impl Blanked {
     }
 }
 
-/// hotplug: the kernel's heads (`kbytes`, as read, before anything is blanked) must confirm the
-/// blocks the facts say the guest allocated from: a head the side holds must not be a free
-/// `MAX_PAGE_ORDER` block, and every other block's head must be one.
+/// hotplug: the kernel's heads (`kbytes`, as read) must confirm the blocks the facts say the
+/// guest allocated from: those are not free `MAX_PAGE_ORDER` blocks, every other one is.
 fn check_allocated_heads(r: &Region, order: u32, kbytes: &[u8], known: Option<&[bool]>) -> Result<()> {
     let block = 1u64 << order;
     let end = r.start_pfn + r.nr_pages;

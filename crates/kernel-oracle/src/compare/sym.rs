@@ -28,9 +28,8 @@ pub enum Sym {
         /// Low tag bits.
         tag: u8,
     },
-    /// In an aliased vmemmap page (dedup or HVO): a pointer into the same slot of another
-    /// vmemmap page, i.e. a self pointer written when the shared frame was initialized at its
-    /// original address.
+    /// In an aliased vmemmap page (dedup or HVO): a pointer into the same slot of another vmemmap
+    /// page (a self pointer written at the shared frame's original address).
     AliasSelf {
         /// Byte offset.
         off: u8,
@@ -52,8 +51,7 @@ pub enum Sym {
     Pgmap,
     /// A kernel-image address, by name.
     Kimage(String),
-    /// A direct-map address (kernel data such as `zone->free_area[]` list heads), in the
-    /// regions whose normalizer names them ([`Normalizer::direct_map`]).
+    /// A direct-map address (such as `zone->free_area[]` list heads) ([`Normalizer::direct_map`]).
     Direct(u64),
 }
 
@@ -107,13 +105,12 @@ pub struct Normalizer {
     pub pgmap: Option<u64>,
     /// Kernel-image addresses and their names.
     pub kimage: BTreeMap<u64, String>,
-    /// The heads of the huge page folios of the comparison, per node in PFN order: a pointer
-    /// into another folio's head is read by the folio's rank (the hstate free lists), since
-    /// the model packs its folios while a kernel places them where memory was free.
+    /// The heads of the huge page folios, per node in PFN order: a pointer to a head is read by the
+    /// folio's rank, since the model packs its folios while a kernel places them where memory was
+    /// free.
     pub folio_heads: Vec<(u32, u64)>,
-    /// The direct map `[start, start + size)`: pointers into it become [`Sym::Direct`] and are
-    /// matched by consistent renaming like kernel-image addresses (the free-list heads in
-    /// `struct zone` that hot-added blocks link to). `None`: such pointers stay raw values.
+    /// The direct map `[start, start + size)`: pointers into it (free-list heads in `struct zone`)
+    /// become [`Sym::Direct`], matched by consistent renaming; `None`: raw values.
     pub direct_map: Option<(u64, u64)>,
 }
 
@@ -173,10 +170,8 @@ pub fn kernel_normalizer(facts: &Facts, r: &Region) -> Normalizer {
 }
 
 /// Refines a page pointer by class: into the compound head ([`Sym::Head`]), or, in an aliased
-/// vmemmap page, into the same slot of another vmemmap page ([`Sym::AliasSelf`]). `pfn` is in
-/// `geo`'s numbering (the model side is compared at the same offsets). A compound head is
-/// never an alias (its vmemmap page is the compound page's own; with 6.x HVO the fake heads
-/// alias *it*), so its pointers to other heads (the hstate free list) stay page pointers.
+/// vmemmap page, into the same slot of another vmemmap page ([`Sym::AliasSelf`]); `pfn` is in
+/// `geo`'s numbering. A compound head is never an alias, so its pointers stay page pointers.
 #[must_use]
 pub fn classify(geo: Geometry, pfn: u64, s: Sym, aliased: bool) -> Sym {
     let per = (4096 / SP) as i64;

@@ -45,11 +45,9 @@ pub fn model_config(kconfig: &BTreeMap<String, String>, release: &str) -> Result
 }
 
 /// `memblock.memory` as `/proc/iomem` shows it, in pages of `1 << page_shift` bytes: the
-/// top-level System RAM ranges, and with `nomap` the top-level `Reserved` ones too, which on
-/// riscv64 are memblock's no-map memory regions (`init_resources()` names them so; the kernel
-/// counts them present and reserves their struct pages). On x86-64 a top-level `Reserved`
-/// range is e820's, no memory. A range ending at the top of the address space ends at pfn
-/// `2^64 >> page_shift`, not in an overflow.
+/// top-level System RAM ranges, and with `nomap` the top-level `Reserved` ones (riscv64's no-map
+/// memory, which has reserved struct pages; on x86-64 they are e820's, no memory). A range at
+/// the top of the address space ends at pfn `2^64 >> page_shift`.
 #[must_use]
 pub fn iomem_ranges(iomem: &str, nomap: bool, page_shift: u32) -> Vec<PfnRange> {
     let mut v: Vec<PfnRange> = iomem
@@ -106,8 +104,7 @@ pub struct Folio {
     pub order: u32,
     /// The node id.
     pub nid: u32,
-    /// Position on the node's hstate free list (0: first after `h->hugepage_freelists[nid]`),
-    /// read from the heads' `lru` links in the guest.
+    /// Position on the node's hstate free list (0: first), read from the heads' `lru` links.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub list_pos: Option<u32>,
 }
@@ -136,8 +133,7 @@ pub struct Region {
     /// ZONE_DEVICE: ndctl map (`mem`, `dev`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map: Option<String>,
-    /// ZONE_DEVICE: the namespace's holder device (`pfn0.0`, `dax0.0`; empty for a raw
-    /// namespace, which has no info block).
+    /// ZONE_DEVICE: the namespace's holder device (`pfn0.0`, `dax0.0`; empty: a raw namespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holder: Option<String>,
     /// ZONE_DEVICE: alignment in bytes.
@@ -170,18 +166,14 @@ pub struct Region {
     /// boot: the zone's name in `/proc/zoneinfo` (`DMA`, `DMA32`, `Normal`, `Movable`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone_name: Option<String>,
-    /// hotplug: what the guest wrote to the memory blocks' `state` (`online_kernel`,
-    /// `online_movable`).
+    /// hotplug: what the guest wrote to the blocks' `state` (`online_kernel`, `online_movable`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub online_type: Option<String>,
-    /// hotplug: pages per memory block (`/sys/devices/system/memory/block_size_bytes`); each
-    /// block is one `online_pages()` call, in ascending order.
+    /// hotplug: pages per memory block, each one `online_pages()` call in ascending order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_block_pages: Option<u64>,
-    /// hotplug: first pfns of the `MAX_PAGE_ORDER` blocks whose head the guest shows not as a
-    /// free block of that order (`PageBuddy`, order in `private`): blocks allocated from after
-    /// onlining. Their struct pages and pageblocks are not compared; the model takes them off
-    /// its free list, as the allocation did.
+    /// hotplug: first pfns of the `MAX_PAGE_ORDER` blocks whose head the guest shows not free:
+    /// allocated from after onlining. Not compared; the model takes them off its free list.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allocated_blocks: Vec<u64>,
     /// First pfn of the first pageblock overlapping the region (with `pageblock_migratetypes`).
@@ -197,8 +189,7 @@ pub struct Region {
 }
 
 impl Region {
-    /// A region of `kind` dumped to `file`: `nr_pages` pfns from `start_pfn` on node `nid`,
-    /// zone `zone`, with none of the kind-specific facts yet.
+    /// A region of `kind` dumped to `file`, without the kind-specific facts yet.
     #[must_use]
     pub fn new(kind: &str, file: String, start_pfn: u64, nr_pages: u64, nid: u32, zone: u32) -> Region {
         Region { kind: kind.into(), file, start_pfn, nr_pages, nid, zone, ..Region::default() }
@@ -226,8 +217,7 @@ pub struct Facts {
     pub vmemmap_size: u64,
     /// `sizeof(struct page)`.
     pub struct_page_size: u64,
-    /// The kernel's `pageblock_order` (9 where a run did not record it: every 4 KiB-page
-    /// kernel compared before 64 KiB pages).
+    /// The kernel's `pageblock_order` (9 where a run did not record it).
     #[serde(default = "default_pageblock_order")]
     pub pageblock_order: u32,
     /// Kernel image range `[_text, _end)` from `System.map`.
@@ -251,29 +241,24 @@ fn default_pageblock_order() -> u32 {
 /// The largest `facts.json` read (a two-node hugetlb run's is about 2 MiB).
 pub const MAX_FACTS_BYTES: u64 = 16 << 20;
 
-/// The limits a `facts.json` is held to before it is parsed ([`memmap_dump::check_json`]):
-/// [`MAX_FACTS_BYTES`], 512 Ki values (arrays counting 4, objects 8; a run's facts at
-/// [`MAX_TOTAL_PAGES`] hold about 80 Ki, most of them the vmemmap frames), 16 levels of
-/// nesting (the format has 5). Parsing one allocates at most about 100 bytes per value plus
-/// twice its size, under 90 MiB (measured by `tests/json_peak.rs`).
+/// The limits a `facts.json` is held to before it is parsed ([`memmap_dump::check_json`]); a
+/// run's facts at [`MAX_TOTAL_PAGES`] hold about 80 Ki values, and a parse stays under 90 MiB
+/// (`tests/json_peak.rs`).
 pub const FACTS_LIMITS: memmap_dump::JsonLimits =
     memmap_dump::JsonLimits { max_bytes: MAX_FACTS_BYTES, max_values: 512 << 10, max_depth: 16 };
 
 /// The most bytes a golden extract's `facts.json`, `extract.json` or `boot.json` may hold.
 pub const MAX_JSON_BYTES: u64 = 4 << 20;
-/// The limits `facts.json` and `extract.json` are held to before they are parsed
-/// ([`memmap_dump::check_json`]): [`MAX_JSON_BYTES`], 256 Ki values (arrays counting 4,
-/// objects 8; the committed ones hold at most 3.5 Ki), 16 levels of nesting. Parsing one
-/// allocates at most about 100 bytes per value plus twice its size, under 40 MiB.
+/// The limits a golden `facts.json` and `extract.json` are held to before they are parsed
+/// (the committed ones hold at most 3.5 Ki values; a parse stays under 40 MiB).
 pub const JSON_LIMITS: memmap_dump::JsonLimits =
     memmap_dump::JsonLimits { max_bytes: MAX_JSON_BYTES, max_values: 256 << 10, max_depth: 16 };
 /// The most bytes a golden extract's `pages.bin.gz` may hold, compressed or decompressed.
 pub const MAX_PAGES_BYTES: u64 = 16 << 20;
 /// The most regions a configuration may have (a boot-time hugetlb run has 64 folios).
 pub const MAX_REGIONS: usize = 64;
-/// The most struct pages a region may span: the model is run for the whole region and the
-/// comparison holds a buffer of its struct pages (2 Mi pages: 8 GiB of memory, 128 MiB of
-/// struct pages; the configurations have at most 512 Ki).
+/// The most struct pages a region may span (8 GiB of memory): the model is run for the whole
+/// region and the comparison buffers its struct pages.
 pub const MAX_REGION_PAGES: u64 = 1 << 21;
 /// The most struct pages all regions of a configuration may span together: `compare` holds
 /// them all at once (4 Mi pages, 256 MiB; the configurations have at most 768 Ki).
@@ -305,10 +290,8 @@ impl Facts {
         Facts::parse(&bytes, &p)
     }
 
-    /// Parses the text of a `facts.json` (`path` names it in errors): within [`FACTS_LIMITS`]
-    /// before it is parsed, of the known [`FORMAT`], and with a geometry [`Facts::validate`]
-    /// accepts, so that what reads the regions cannot overflow or allocate past
-    /// [`MAX_TOTAL_PAGES`].
+    /// Parses the text of a `facts.json` (`path` names it in errors) within [`FACTS_LIMITS`], of
+    /// the known [`FORMAT`] and with a geometry [`Facts::validate`] accepts.
     ///
     /// # Errors
     ///
@@ -323,12 +306,10 @@ impl Facts {
         Ok(f)
     }
 
-    /// Checks what the readers of a configuration rely on: names that stay plain file names,
-    /// 64-byte struct pages, a vmemmap that does not wrap, at most [`MAX_REGIONS`] known
-    /// regions of 1 to [`MAX_REGION_PAGES`] struct pages each and [`MAX_TOTAL_PAGES`] in all,
-    /// each inside the vmemmap, with orders up to [`MAX_COMPOUND_ORDER`], node ids up to
-    /// [`MAX_NID`], and the pfns they name (init start, folio head, altmap, pageblocks,
-    /// allocated blocks, vmemmap frames) inside or covering the region.
+    /// Checks what the readers of a configuration rely on, so that reading its regions cannot
+    /// overflow or allocate past [`MAX_TOTAL_PAGES`]: plain file names, 64-byte struct pages, at
+    /// most [`MAX_REGIONS`] regions within [`MAX_REGION_PAGES`] inside the vmemmap, orders up to
+    /// [`MAX_COMPOUND_ORDER`], node ids up to [`MAX_NID`], every pfn named inside its region.
     ///
     /// # Errors
     ///
@@ -421,9 +402,8 @@ impl Facts {
         )
     }
 
-    /// Reads region `i`'s struct pages: `dir/FILE`, where `FILE` (from the facts) must be a
-    /// plain file name ([`crate::files::name`]) and not a link, a regular file of exactly the
-    /// region's size (at most [`MAX_REGION_PAGES`] struct pages).
+    /// Reads region `i`'s struct pages from `dir/FILE`: a plain file name, not a link, of exactly
+    /// the region's size.
     ///
     /// # Errors
     ///

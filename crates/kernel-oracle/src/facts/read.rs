@@ -221,8 +221,7 @@ pub(crate) fn word(b: &[u8], off: usize) -> u64 {
 }
 
 /// Finds the hugetlb folios of `order` in the guest's RAM by reading its memmap section by
-/// section: a head is an `order`-aligned struct page whose `page_type` is `PGTY_hugetlb` and
-/// whose next struct page is a tail (`compound_head` bit 0) with `order` in its flags.
+/// section: `order`-aligned `PGTY_hugetlb` heads followed by a tail with `order` in its flags.
 pub(crate) fn find_hugetlb(
     qmp: &mut Qmp,
     base: u64,
@@ -263,10 +262,9 @@ pub(crate) fn find_hugetlb(
     Ok(heads)
 }
 
-/// Sets each hugetlb folio's position on its node's free list from the heads' `lru.next`
-/// links (`blobs[i]` holds region `i`'s struct pages): the first folio is the one whose
-/// `lru.prev` is no other folio's head. Leaves them unset for a node whose links do not form
-/// one chain through all its folios.
+/// Sets each hugetlb folio's position on its node's free list from the heads' `lru` links
+/// (`blobs[i]` holds region `i`'s struct pages); left unset where the links do not chain a node's
+/// folios.
 pub fn free_list_positions(regions: &mut [Region], blobs: &[Vec<u8>], vbase: u64) {
     let lru_pfn = |v: u64| {
         let rel = v.wrapping_sub(vbase).wrapping_sub(offsets::LRU_NEXT as u64);
@@ -303,9 +301,9 @@ pub fn free_list_positions(regions: &mut [Region], blobs: &[Vec<u8>], vbase: u64
     }
 }
 
-/// Whether a struct page heads a free buddy block of `order`: `PageBuddy` in the `page_type`
-/// encoding of either side of 6.12's change ([`memmap_core::buddy_page_type`] of 6.1 and 6.12:
-/// the bytes are checked before the facts' release is trusted) and the order in `private`.
+/// Whether a struct page heads a free buddy block of `order`: `PageBuddy` in either encoding
+/// ([`memmap_core::buddy_page_type`] of 6.1 and 6.12, checked before the release is trusted) and
+/// the order in `private`.
 #[must_use]
 pub fn is_free_block_head(page: &[u8], order: u32) -> bool {
     let t = &page[offsets::PAGE_TYPE..offsets::PAGE_TYPE + 4];
@@ -334,8 +332,7 @@ pub fn allocated_blocks(bytes: &[u8], start_pfn: u64, order: u32) -> Vec<u64> {
     out
 }
 
-/// Checks the `memmap_stream` block of a module configuration: the module loaded and said
-/// that every check passed.
+/// Checks that the `memmap_stream` module loaded and said that every check passed.
 ///
 /// # Errors
 ///

@@ -1,7 +1,5 @@
-//! The boot memmap of ordinary RAM, as a booted guest left it: its zones from `/proc/zoneinfo`
-//! and every struct page of a zone put in one class (free in the buddy allocator, reserved,
-//! allocated after boot, or no struct page at all), so that a comparison can say for each page
-//! what may be compared and count what may not.
+//! The boot memmap of ordinary RAM as a booted guest left it: its zones (`/proc/zoneinfo`) and
+//! each struct page's class, which says what of it a comparison may compare.
 
 use anyhow::{Result, bail};
 use memmap_core::KernelConfig;
@@ -13,8 +11,7 @@ use crate::facts::STRUCT_PAGE;
 pub struct Zone {
     /// Node id.
     pub nid: u32,
-    /// Zone index: its position among the node's zones (`/proc/zoneinfo` prints every zone of
-    /// a node, populated or not, in `enum zone_type` order).
+    /// Zone index in `enum zone_type` order (`/proc/zoneinfo` prints every zone of a node).
     pub index: u32,
     /// `DMA`, `DMA32`, `Normal`, `Movable`, `Device`.
     pub name: String,
@@ -136,11 +133,9 @@ impl Class {
     }
 }
 
-/// The class of every struct page of `bytes` (the struct pages of pfns `start_pfn..`) in the
-/// release of `cfg` (its buddy `page_type` and `PG_reserved` bit), with `mapped(pfn)` whether
-/// the vmemmap page holding that pfn's struct page had a frame. A buddy head's order must
-/// be at most `cfg`'s `MAX_PAGE_ORDER`, the head aligned to it and the block inside the dump;
-/// otherwise the head is classified by its flags like any page.
+/// The class of every struct page of `bytes` (pfns `start_pfn..`) in the release of `cfg`;
+/// `mapped(pfn)` says whether its vmemmap page had a frame. A buddy head whose order or block
+/// does not fit is classified by its flags like any page.
 #[must_use]
 pub fn classify(
     bytes: &[u8],

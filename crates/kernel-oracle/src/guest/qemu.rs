@@ -72,8 +72,7 @@ impl Qmp {
         Ok(r.as_str().unwrap_or_default().to_string())
     }
 
-    /// Copies `size` bytes of guest *virtual* memory at `addr` (through the guest's page
-    /// tables, as CPU 0 sees them) into `file`.
+    /// Copies `size` bytes of guest *virtual* memory at `addr`, as CPU 0 sees it, into `file`.
     ///
     /// # Errors
     ///
@@ -126,8 +125,8 @@ impl Console {
 }
 
 impl Guest {
-    /// Starts `qemu` with `args` plus the serial, QMP and display options. `dir` holds the
-    /// console log and the QMP socket.
+    /// Starts `qemu` with `args` plus the serial, QMP and display options; `dir` holds the console
+    /// log and the QMP socket.
     ///
     /// # Errors
     ///

@@ -227,8 +227,7 @@ fn write_regions(
     Ok(kernel_symbols)
 }
 
-/// Reads the regions of one configuration out of the guest: each kind's
-/// pfn range learned from what the guest reported, its struct pages dumped through QMP.
+/// Reads the regions of one configuration out of the guest through QMP.
 struct Dumper<'a> {
     console: &'a Console,
     qmp: &'a mut Qmp,
@@ -264,10 +263,8 @@ impl Dumper<'_> {
         Ok(())
     }
 
-    /// Learns `pageblock_order` where it is a variable, and where pfn 0's struct page is where
-    /// the architecture does not fix it (arm64 with 4 KiB pages from `memstart_addr`, the others
-    /// from `mem_section[]`); returns the vmemmap area's size from there (its end stays where
-    /// [`vmemmap`] puts it).
+    /// Learns `pageblock_order` where it is a variable, and pfn 0's struct page where the
+    /// architecture does not fix it; returns the vmemmap area's size from there.
     fn learn_geometry(&mut self, sparsemem_extreme: bool, vsize: u64) -> Result<u64> {
         if let Some(a) = self.sysmap.addr("pageblock_order") {
             let order = (read_u64(self.qmp, a, &self.tmp)? & 0xffff_ffff) as u32;
@@ -292,11 +289,9 @@ impl Dumper<'_> {
         }
     }
 
-    /// The address of pfn 0's struct page, from the guest's `mem_section[]`: with
-    /// SPARSEMEM_VMEMMAP a present section's `section_mem_map` is its `mem_map` minus its first
-    /// pfn (`sparse_encode_mem_map()`), which is `vmemmap`, with the section flags in the bits
-    /// below `SECTION_MAP_LAST_BIT` (5 in 7.2; struct pages are 64-byte aligned, so the low six
-    /// bits are cleared). `pfn` is a pfn of RAM (its section is present).
+    /// The address of pfn 0's struct page from `mem_section[]`: a present section's
+    /// `section_mem_map` is `vmemmap` (its `mem_map` minus its first pfn) with flags in the low six
+    /// bits (`sparse_encode_mem_map()`). `pfn` is a pfn of RAM.
     fn mem_section_vmemmap(&mut self, sparsemem_extreme: bool, pfn: u64) -> Result<u64> {
         if !sparsemem_extreme || !self.cfg.sparsemem_vmemmap {
             bail!("the kernel's memmap is not SPARSEMEM_EXTREME with VMEMMAP");
@@ -403,8 +398,7 @@ impl Dumper<'_> {
         Ok(())
     }
 
-    /// One region per hugetlb folio found in the memmap of the guest's RAM (`h.per_node` on each
-    /// of `nodes`), then their positions on the hstate free lists.
+    /// One region per hugetlb folio found in the guest's RAM, with its free-list position.
     fn hugetlb(&mut self, h: Hugetlb, nodes: u64) -> Result<()> {
         // The order in the kernel's base pages (a 2 MiB page is order 9 of 4 KiB, 7 of 16 KiB).
         let order = ((h.size_kb << 10) >> self.cfg.page_shift).trailing_zeros();
@@ -438,8 +432,7 @@ impl Dumper<'_> {
         Ok(())
     }
 
-    /// The hot-added DIMM's pfn range (QEMU's `dimm0`), checked online block by block, and
-    /// the blocks the guest allocated from since.
+    /// The hot-added DIMM's pfn range, checked online, and the blocks allocated from since.
     fn hotplug(&mut self, hp: Hotplug) -> Result<()> {
         let devs = self.qmp.execute("query-memory-devices", serde_json::json!({}))?;
         let dimm = devs
@@ -486,16 +479,13 @@ impl Dumper<'_> {
     }
 }
 
-/// How far a boot zone's free buddy pages may be from the `pages free` the guest printed: the
-/// guest runs between printing and the host's stop (the shell's read of `/proc/zoneinfo`
-/// allocates, kernel threads run on every vCPU), and per-CPU vmstat differences up to the
-/// kernel's threshold (at most 125 per CPU) are not in a printed total. A classifier that
-/// misread free blocks would be off by whole blocks of thousands of pages in a zone.
+/// How far a boot zone's free buddy pages may be from the `pages free` the guest printed (the
+/// guest runs until stopped, per-CPU vmstat deltas are not in the total); a misread free block
+/// would be off by thousands of pages.
 pub const BOOT_FREE_DRIFT: u64 = 512;
 
 impl Dumper<'_> {
-    /// One region per populated zone of every node, its whole span (holes included: their
-    /// struct pages exist where their section is present), with its pageblocks.
+    /// One region per populated zone of every node, holes included, with its pageblocks.
     fn boot(&mut self) -> Result<()> {
         let zones = crate::facts::zones::zones(&self.block("zoneinfo-full"))?;
         let rel = self.block("release");

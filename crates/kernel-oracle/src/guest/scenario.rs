@@ -27,13 +27,10 @@ pub struct Hugetlb {
     pub hvo: bool,
 }
 
-/// The memory a configuration hot-adds, by architecture: on x86-64 a `pc-dimm` present from boot
-/// (ACPI hotplug memory, `memhp_default_state=offline`); on arm64 a `virtio-mem-pci` device
-/// plugged whole (Debian's arm64 kernels have no `ACPI_HOTPLUG_MEMORY`; the `virtio_mem` driver
-/// adds its memory blocks offline); on ppc64el a `pc-dimm` the host adds after boot with QMP
-/// `device_add` (pseries DLPAR: the kernel adds and onlines it block by block). x86-64 and arm64
-/// guests online the blocks in ascending order through sysfs as the last thing they do before
-/// they are read.
+/// The memory a configuration hot-adds: a `pc-dimm` present from boot on x86-64, a
+/// `virtio-mem-pci` device on arm64 (no `ACPI_HOTPLUG_MEMORY` there), a `pc-dimm` added after
+/// boot with QMP on ppc64el (DLPAR onlines it). x86-64 and arm64 guests online the blocks in
+/// ascending order just before they are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hotplug {
     /// DIMM size in MiB (a multiple of the 128 MiB memory block).
@@ -81,12 +78,10 @@ pub struct Scenario {
     pub arch: Arch,
     /// Guest RAM in MiB.
     pub mem_mb: u64,
-    /// NUMA node sizes in MiB (empty: one node; 0: a node without memory, where a hot-added
-    /// DIMM goes).
+    /// NUMA node sizes in MiB (empty: one node; 0: a memoryless node, where a DIMM goes).
     pub numa_mb: &'static [u64],
-    /// A `SIZE!START` pmem carve-out of the guest's RAM (e.g. `1G!4G`): `memmap=` (x86 legacy
-    /// pmem) on x86-64, a device-tree `pmem-region` (of_pmem) on arm64 and riscv64. Either gives
-    /// a label-less namespace0.0.
+    /// A `SIZE!START` pmem carve-out of the guest's RAM (e.g. `1G!4G`): `memmap=` on x86-64, a
+    /// device-tree `pmem-region` on arm64 and riscv64, giving a label-less namespace0.0.
     pub memmap: Option<&'static str>,
     /// virtio-pmem device size in MiB (arm64).
     pub virtio_pmem_mb: Option<u64>,
@@ -98,9 +93,8 @@ pub struct Scenario {
     pub hotplug: Option<Hotplug>,
     /// The boot memmap to dump.
     pub boot: Option<Boot>,
-    /// Load `memmap_stream.ko` (`linux-module/`, built by `kernel-oracle build`) once the
-    /// namespace exists: it compares memmap-core's ZONE_DEVICE init with the kernel's memmap
-    /// in place and checks stream-hal's clears and copies; only kernels with the module run it.
+    /// Load `memmap_stream.ko` (built by `kernel-oracle build`) once the namespace exists, to check
+    /// memmap-core's and stream-hal's code against the kernel in place.
     pub module: bool,
 }
 
@@ -164,10 +158,8 @@ const fn h(size_kb: u64, per_node: u64, boot: bool, hvo: bool) -> Hugetlb {
     Hugetlb { size_kb, per_node, boot, hvo }
 }
 
-/// Every configuration. The x86-64 guests use `-machine q35`, whose RAM above 2 GiB starts at
-/// 4 GiB: the legacy pmem carve-outs sit at 4 GiB so that they are backed by guest RAM (a
-/// carve-out in the PCI hole would have no memory behind it, and an altmap there would lose
-/// the struct pages written into it).
+/// Every configuration. x86-64 legacy pmem carve-outs sit at 4 GiB, where q35's RAM above 2 GiB
+/// starts, so that guest RAM backs them.
 pub const SCENARIOS: &[Scenario] = &[
     pmem("fsdax-mem", "1G!4G", 3072, Pmem { mode: "fsdax", map: "mem", align: None }),
     pmem("fsdax-dev", "1G!4G", 3072, Pmem { mode: "fsdax", map: "dev", align: None }),

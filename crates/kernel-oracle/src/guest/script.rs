@@ -7,9 +7,7 @@ use memmap_core::Arch;
 use super::scenario::{Pmem, Scenario};
 
 /// The end of a boot configuration's script: the zones' counts, read with shell builtins only
-/// (no process is forked, so nothing is allocated or freed for it) after `stat_refresh` folded
-/// the per-CPU counter deltas, then `@@ready`; the host stops the guest and the struct pages it
-/// reads agree with these counts.
+/// (nothing forked allocates) after `stat_refresh`, then `@@ready`.
 const BOOT_LATE: &str = "echo 1 > /proc/sys/vm/stat_refresh
 for f in zoneinfo buddyinfo; do
   if [ $f = zoneinfo ]; then echo \"@@begin zoneinfo-full\"; else echo \"@@begin $f\"; fi
@@ -25,11 +23,9 @@ while true; do read x; done
 const MODULE_SCRIPT: &str = "block memmap_stream sh -c 'insmod /mods/memmap_stream.ko; s=$?; dmesg | grep memmap_stream:; echo \"insmod exit $s\"'
 ";
 
-/// The guest has no `ndctl` off x86-64: what `ndctl create-namespace -f -e namespace0.0 -m MODE
-/// -M MAP [-a ALIGN]` does to a label-less namespace, through sysfs. The raw namespace is
-/// unbound, the region's pfn (fsdax) or dax (devdax) seed gets a UUID, the memmap's location
-/// (`ram` for map=mem, `pmem` for map=dev, the altmap), the alignment and the namespace, and is
-/// probed: its driver writes the info block and maps the pages.
+/// What `ndctl create-namespace -f -e namespace0.0 -m MODE -M MAP [-a ALIGN]` does, through
+/// sysfs, for guests without `ndctl` (off x86-64): the region's pfn or dax seed configured and
+/// probed.
 fn sysfs_namespace(p: Pmem) -> String {
     let seed = if p.mode == "devdax" { "dax_seed" } else { "pfn_seed" };
     let location = if p.map == "dev" { "pmem" } else { "ram" };
@@ -116,12 +112,9 @@ impl Scenario {
         a
     }
 
-    /// The part of the guest script that runs last (`/late.sh`, sourced by `/init` after it
-    /// printed what it reports and before `@@ready`): the hotplug configurations (off x86-64
-    /// after polling for the device's blocks) online the offline ones there, in ascending order,
-    /// report the blocks, print `@@ready`
-    /// themselves and then wait on the console with shell builtins only, so that nothing the
-    /// guest does after onlining forks a process (the host stops the guest before reading it).
+    /// The part of the guest script that runs last (`/late.sh`, before `@@ready`): the hotplug
+    /// configurations online the offline blocks in ascending order, report them, print `@@ready`
+    /// and wait with shell builtins only, so nothing forks after onlining.
     #[must_use]
     pub fn late_script(&self) -> String {
         if self.boot.is_some() {

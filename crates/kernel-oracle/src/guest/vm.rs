@@ -118,9 +118,8 @@ pub fn qemu_command(
     Ok((qemu.to_string(), a))
 }
 
-/// The device tree `dts` (dtc's text) with the carve-out `[start, start + size)` taken out of the
-/// memory node that holds it and declared a `pmem-region` node, which the kernel's of_pmem
-/// driver turns into a label-less pmem region.
+/// The device tree `dts` (dtc's text) with `[start, start + size)` taken out of its memory node
+/// and declared a `pmem-region` (of_pmem's label-less pmem region).
 fn carve_pmem(dts: &str, start: u64, size: u64) -> Result<String> {
     let cells = |v: u64| format!("{:#x} {:#x}", v >> 32, v & 0xffff_ffff);
     let mut out = String::new();
@@ -172,9 +171,8 @@ fn carve_pmem(dts: &str, start: u64, size: u64) -> Result<String> {
     Ok(out)
 }
 
-/// arm64 and riscv64: the device tree QEMU builds for `qemu args` (`-machine dumpdtb`, read with
-/// `dtc`) with the `memmap` carve-out as a pmem region ([`carve_pmem`]), compiled into
-/// `work/pmem.dtb` for `-dtb`.
+/// arm64 and riscv64: QEMU's device tree for `qemu args` with the `memmap` carve-out as a pmem
+/// region ([`carve_pmem`]), compiled into `work/pmem.dtb` for `-dtb`.
 pub(crate) fn pmem_dtb(qemu: &str, args: &[String], carve: &str, work: &Path) -> Result<PathBuf> {
     let (size, start) = parse_carve(carve).with_context(|| format!("the carve-out {carve:?}"))?;
     let raw = work.join("qemu.dtb");
@@ -199,9 +197,7 @@ pub(crate) fn pmem_dtb(qemu: &str, args: &[String], carve: &str, work: &Path) ->
 /// QEMU's id of the hot-added memory device.
 pub(crate) const HOTPLUG_DEVICE: &str = "dimm0";
 
-/// pseries: once the guest prints `@@hotplug-wait`, adds a `pc-dimm` of `size_mb` with QMP
-/// (`object-add`, `device_add`) to `node` (QEMU's default where `None`); the kernel's DLPAR
-/// handler adds and onlines its memory blocks.
+/// pseries: hot-adds a `pc-dimm` to `node` with QMP once the guest prints `@@hotplug-wait`.
 pub(crate) fn hot_add_dimm(
     guest: &mut Guest,
     size_mb: u64,

@@ -1,8 +1,6 @@
-//! A private apt configuration: its own sources list, package lists and archive cache under the
-//! oracle's cache directory, built from the Debian mirror the machine already uses with the
-//! suite changed. The machine's own package set and apt state are never touched: every
-//! `apt-get`/`apt-cache` call carries `-o Dir::...` options pointing into the cache, and the
-//! dpkg status file is `/dev/null`.
+//! A private apt configuration under the oracle's cache, from the machine's Debian mirror with
+//! the suite changed; the machine's packages and apt state are never touched (`-o Dir::...`
+//! options, dpkg status `/dev/null`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -264,8 +262,7 @@ pub fn sha256(path: &Path) -> Result<String> {
 }
 
 /// The file name apt gives a downloaded package, `NAME_VERSION_ARCH.deb` (the epoch's `:` as
-/// `%3a`), after checking that the name and the version apt reported are each one plain name
-/// ([`crate::files::name`]): the file is looked for in, and unpacked from, the cache.
+/// `%3a`), once the name and version are checked to be plain names ([`crate::files::name`]).
 ///
 /// # Errors
 ///

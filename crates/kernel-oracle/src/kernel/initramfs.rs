@@ -131,8 +131,7 @@ pub const MAX_HOST_FILE_BYTES: u64 = 64 << 20;
 /// Largest cached base initramfs read back: its modules and host files, compressed.
 pub const MAX_INITRAMFS_BYTES: u64 = 1 << 30;
 
-/// Finds the static busybox for `arch`: the host's for amd64 (Debian's `busybox-static`),
-/// the architecture's `busybox-static` package unpacked from the private apt tree otherwise.
+/// Finds the static busybox for `arch`: the host's on amd64, else unpacked with apt.
 fn busybox(arch: Arch, cache: &Path) -> Result<Vec<u8>> {
     match arch {
         Arch::X86_64 => {

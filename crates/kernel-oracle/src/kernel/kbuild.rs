@@ -1,11 +1,7 @@
 //! `kernel-oracle build`: a small Rust-enabled x86-64 kernel from Debian's `linux-source-7.2`,
 //! built once and cached, and the `memmap_stream` module (`linux-module/`) built against it
-//! from the workspace's crates on every call.
-//!
-//! The kernel's inputs are all named in its cache key: the source package's version, the
-//! configuration fragment (`kbuild/rust-module.config`, applied to `make allnoconfig`), the
-//! versions of rustc, bindgen, libclang and gcc. A finished build leaves `build.json` beside
-//! its tree; a build without it is started again from a clean directory.
+//! on every call. The cache key names every input (source version, config fragment, rustc,
+//! bindgen, libclang, gcc); a build without `build.json` is started again from clean.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -226,8 +222,7 @@ fn first_line(program: &Path, arg: &str) -> Result<String> {
     Ok(out.stdout.lines().next().unwrap_or_default().trim().to_string())
 }
 
-/// The newest `/usr/lib/llvm-N/lib` holding `libclang.so` with N at least
-/// [`MIN_LIBCLANG_MAJOR`].
+/// The newest `/usr/lib/llvm-N/lib` with `libclang.so`, N at least [`MIN_LIBCLANG_MAJOR`].
 fn libclang() -> Result<(PathBuf, u32)> {
     let mut found: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib")
         .map(|d| {
@@ -251,8 +246,7 @@ fn libclang() -> Result<(PathBuf, u32)> {
     }
 }
 
-/// `bindgen` [`BINDGEN_VERSION`] under the cache, installed with `cargo install` if missing
-/// (and `install`).
+/// `bindgen` [`BINDGEN_VERSION`] under the cache, `cargo install`ed if missing (and `install`).
 fn bindgen(cache: &Path, install: bool) -> Result<PathBuf> {
     let root = cache.join("tools").join(format!("bindgen-cli-{BINDGEN_VERSION}"));
     let bin = root.join("bin/bindgen");
@@ -441,8 +435,7 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
-/// The fragment's `CONFIG_X=v` and `# CONFIG_X is not set` lines that the final `.config`
-/// does not hold as written.
+/// The fragment's lines that the final `.config` does not hold as written.
 #[must_use]
 pub fn fragment_mismatches(fragment: &str, config: &str) -> Vec<String> {
     let kconfig = memmap_core::Kconfig::new(config);
@@ -467,8 +460,7 @@ pub fn fragment_mismatches(fragment: &str, config: &str) -> Vec<String> {
     out
 }
 
-/// The directory of the `cfg-if` package the workspace's lockfile resolves (stream-hal's one
-/// dependency), from `cargo metadata`.
+/// The directory of the `cfg-if` package (stream-hal's dependency) the lockfile resolves.
 fn cfg_if_dir(workspace: &Path, offline: bool) -> Result<PathBuf> {
     let mut args: Vec<String> =
         ["metadata", "--format-version", "1", "--locked", "--manifest-path"].map(String::from).into();
@@ -486,8 +478,7 @@ fn cfg_if_dir(workspace: &Path, offline: bool) -> Result<PathBuf> {
     Ok(Path::new(manifest).parent().context("cfg-if's manifest path")?.to_path_buf())
 }
 
-/// Builds `linux-module/` against the kernel in `dir` (objects under `dir/memmap_stream`) and
-/// returns the `.ko`.
+/// Builds `linux-module/` against the kernel in `dir` and returns the `.ko`.
 fn build_module(dir: &Path, t: &Tools, workspace: &Path, jobs: usize, offline: bool) -> Result<PathBuf> {
     let src = workspace.join("linux-module");
     if !src.join("Kbuild").is_file() {

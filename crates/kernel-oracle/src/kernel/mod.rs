@@ -150,8 +150,7 @@ pub fn spec(id: &str) -> Result<KernelSpec> {
     })
 }
 
-/// A kernel to boot: a fetched and unpacked Debian package ([`fetch`]) or one a user built
-/// ([`from_paths`]).
+/// A kernel to boot: an unpacked Debian package ([`fetch`]) or one a user built ([`from_paths`]).
 #[derive(Debug, Clone)]
 pub struct Kernel {
     /// Short id used in directory names (`7.2-amd64`; `path-RELEASE` for a kernel by path).
@@ -186,14 +185,12 @@ impl Kernel {
     }
 }
 
-/// Largest kernel image read (a distribution's bzImage is about 12 MiB, an arm64 `Image`
-/// about 40 MiB decompressed); also the most its gzip'd form is read out to.
+/// Largest kernel image read, also after gunzip (an arm64 `Image` is about 40 MiB).
 pub const MAX_BINARY_BYTES: u64 = 256 << 20;
 
 /// The architecture and release of a kernel image: an x86 bzImage (the setup header's
-/// `kernel_version` string, whose first word is `uname -r`) or an arm64 `Image` (plain or
-/// gzip, its `Linux version RELEASE` banner). The release must be one file name
-/// ([`crate::files::name`]): it names the output directory.
+/// `kernel_version`) or an arm64 `Image` (plain or gzip, its `Linux version` banner). The
+/// release must be a plain name ([`crate::files::name`]): it names the output directory.
 ///
 /// # Errors
 ///
@@ -292,8 +289,7 @@ fn arm64_banner(mut r: impl Read) -> std::io::Result<Arm64Image> {
     }
 }
 
-/// A kernel a user built: the image (its release and architecture read from it), the
-/// directory holding its modules (compressed or not, see [`find_modules`]), its `.config`, and
+/// A kernel a user built: the image, its modules' directory ([`find_modules`]), its `.config` and
 /// optionally its `System.map`. `id` names its output directories (default `path-RELEASE`).
 ///
 /// # Errors

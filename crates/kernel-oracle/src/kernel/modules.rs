@@ -7,17 +7,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-/// Largest module read, compressed or decompressed: no module the guest loads comes near it
-/// (libnvdimm is about 400 KiB, a few MiB with debug information); decompression stops there.
+/// Largest module read, compressed or decompressed (libnvdimm is about 400 KiB).
 pub const MAX_MODULE_BYTES: u64 = 64 << 20;
 
 /// Suffixes of module files, as `find_modules` looks for them.
 pub const MODULE_SUFFIXES: [&str; 4] = [".ko", ".ko.xz", ".ko.zst", ".ko.gz"];
 
-/// Finds the files of the modules `wanted` (paths like `nvdimm/libnvdimm`) below `dir`: any
-/// file named `NAME.ko`, `NAME.ko.xz`, `NAME.ko.zst` or `NAME.ko.gz` (`-` and `_` are the same
-/// in module names), preferring one under the wanted subdirectory. Symbolic links to
-/// directories are not followed.
+/// Finds the files of the modules `wanted` (paths like `nvdimm/libnvdimm`) below `dir`, as
+/// `NAME.ko[.xz|.zst|.gz]` (`-` and `_` alike), preferring the wanted subdirectory and not
+/// following symbolic links to directories.
 ///
 /// # Errors
 ///
@@ -105,10 +103,8 @@ impl Compression {
     }
 }
 
-/// `data` (the file `path`, named in errors) decompressed, at most `max` bytes of output: the
-/// decompressor stops at `max + 1` bytes (in process for gzip, by reading at most that much of
-/// `xz -dc` or `zstd -dc`, which are killed there and run with a decoder memory limit of
-/// 128 MiB, what `xz -9` and `zstd --ultra -22` streams need).
+/// `data` (the file `path`) decompressed, at most `max` bytes: gzip in process, `xz -dc` or
+/// `zstd -dc` read up to `max + 1` bytes, killed there, with a 128 MiB decoder memory limit.
 ///
 /// # Errors
 ///
@@ -148,8 +144,8 @@ pub fn decompress(path: &Path, data: &[u8], how: Compression, max: u64) -> Resul
     }
 }
 
-/// The bytes of a module file, decompressed by its suffix ([`decompress`]): only a regular
-/// file of at most [`MAX_MODULE_BYTES`] is read, and at most that many bytes decompressed.
+/// The bytes of a module file, decompressed by its suffix, at most [`MAX_MODULE_BYTES`] before
+/// and after.
 ///
 /// # Errors
 ///

@@ -61,8 +61,7 @@ pub(super) fn zone_device(a: &DumpZoneDeviceArgs, info: &MemInfo) -> Result<Invo
     Ok(Invocation::DumpZoneDevice(opts, c.out.clone(), c.force))
 }
 
-/// Refuses a range the kernel maps no ZONE_DEVICE pages for, with the kernel's reason
-/// ([`ZoneDeviceDump::check_mappable`], which the run checks too), naming the flags.
+/// Refuses a range the kernel maps no ZONE_DEVICE pages for, naming the flags.
 fn mappable(opts: &ZoneDeviceDump) -> Result<(), CliError> {
     opts.check_mappable().map_err(|e| {
         CliError::Usage(format!("--start-pfn {:#x} --pages {}: {e}", opts.start_pfn, opts.nr_pages))
@@ -107,9 +106,8 @@ fn hstate(name: &str, config: &memmap_core::KernelConfig) -> Result<hugetlb_init
         .map_err(|e| CliError::Usage(format!("--hstate {name}: {e} (--config {})", config.name)))
 }
 
-/// Refuses a `--place` folio that does not fit below the configuration's last pfn (the model
-/// has no struct page there); returns who needs the memory, for the memory check's message:
-/// with `--place`, the struct pages from the lowest head to the end of the highest folio.
+/// Refuses a `--place` folio past the configuration's last pfn; returns who needs the memory,
+/// for the memory check's message.
 fn placed_in_range(opts: &HugetlbDump) -> Result<String, CliError> {
     let nr = opts.hstate.nr_pages();
     let max_pfn = opts.config.max_pfn();
@@ -163,8 +161,7 @@ pub(super) fn hotplug(a: &DumpHotplugArgs, info: &MemInfo) -> Result<Invocation,
     Ok(Invocation::DumpHotplug(opts, c.out.clone(), c.force))
 }
 
-/// `dump node`, checked: the layout file read and parsed, the memory of the node's memmap
-/// checked before anything is allocated from the file.
+/// `dump node`, checked: the node's memmap need checked before anything is built from the file.
 pub(super) fn node(a: &DumpNodeArgs, info: &MemInfo) -> Result<Invocation, CliError> {
     let usage = CliError::Usage;
     let c = &a.common;

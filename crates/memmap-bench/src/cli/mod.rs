@@ -33,8 +33,7 @@ pub use suite::Suite;
 
 use crate::memory::MemInfo;
 
-/// The whole command line: the clap types of [`args`] with the timing subcommands and the
-/// sizes of `all` built from the scenario catalog.
+/// The whole command line: [`args`] with the catalog's timing subcommands and `all`'s sizes.
 #[must_use]
 pub fn command() -> clap::Command {
     timing::augment(Cli::command())
@@ -56,8 +55,7 @@ fn command_error(kind: clap::error::ErrorKind, msg: String) -> clap::Error {
     command().error(kind, msg)
 }
 
-/// Refuses `all`'s options given before a subcommand: `--threads 2 zone-device` would
-/// otherwise be silently ignored.
+/// Refuses `all`'s options before a subcommand, which would otherwise be silently ignored.
 fn nothing_before_the_subcommand(cmd: &clap::Command, matches: &clap::ArgMatches) -> Result<(), CliError> {
     let Some((sub, _)) = matches.subcommand() else { return Ok(()) };
     let top = cmd.get_arguments().filter(|a| !a.is_global_set());

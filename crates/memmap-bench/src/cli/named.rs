@@ -4,8 +4,7 @@
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use memmap_core::Named;
 
-/// The clap value parser of a [`Named`] type: accepts exactly the names, lists them in help
-/// and in the error for anything else.
+/// The clap value parser of a [`Named`] type, listing the names in help and errors.
 #[must_use]
 pub fn named<T: Named + Send + Sync>() -> impl TypedValueParser<Value = T> {
     PossibleValuesParser::new(T::ALL.iter().map(|v| v.name()))

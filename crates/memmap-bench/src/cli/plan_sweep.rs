@@ -12,8 +12,7 @@ use crate::scenarios::{deferred, zone_device};
 use crate::size::Bytes;
 use crate::sweep::plan::{self as sweep, MIN_SIZE, Skip, Sweep};
 
-/// What one size needs at once: its memmap, the node's pageblock states and the cold runs'
-/// flush buffer (the two initializers run one after the other, each on its own memmap).
+/// What one size needs at once: its memmap, the node's pageblock states and the flush buffer.
 fn need(memmap_bytes: u64, flush: u64, cfg: &memmap_core::KernelConfig) -> MemoryNeed {
     let nr = memmap_bytes / 64;
     let (zones, memory) = deferred::zone_layout(cfg, nr);

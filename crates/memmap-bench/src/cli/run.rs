@@ -112,8 +112,7 @@ fn finish(s: &Suite, report: &Report, out: &Out) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `sweep`: measures, prints the tables (to stderr under `--json`), writes the plot and the
-/// JSON.
+/// `sweep`: measures, prints the tables (to stderr under `--json`), writes the plot and JSON.
 #[must_use]
 pub fn run_sweep(s: &Sweep) -> ExitCode {
     if let Some(file) = &s.plot {

@@ -57,15 +57,13 @@ impl std::fmt::Debug for Suite {
 /// the budget, down to 32 MiB (what two thirds of a 256 MiB container holds beside the bench).
 const LIMIT_BUFFER: (u64, u64, u64) = (1 << 30, 256 << 20, 32 << 20);
 
-/// The flag that sets the size of `e`'s scenario: the subcommand's own (`--size`, `--count`)
-/// when `command` is `e`'s, else `all`'s (`--zone-device-size`, ...).
+/// The flag that sets the size of `e`'s scenario: the subcommand's own, or `all`'s.
 fn size_flag(command: &str, e: &CatalogEntry) -> String {
     let size = &e.command.size;
     format!("--{}", if command == e.command.name { size.own } else { size.all })
 }
 
-/// The refusal of a size given on the command line (`flag`) that does not fit: what it needs
-/// and what to do about it.
+/// The refusal of a size given on the command line (`flag`) that does not fit, with advice.
 fn refused(name: &str, flag: &str, e: &MemoryError, budget: &Budget) -> CliError {
     CliError::Usage(match e {
         MemoryError::Overflow(o) => format!("{name}: {o}: use a smaller {flag}"),
@@ -183,16 +181,14 @@ fn memory_plan(budget: &Budget, info: &MemInfo, scaled: Vec<Scaled>) -> MemoryPl
     }
 }
 
-/// The refusal of a command whose every scenario was skipped: why each was, each with the
-/// budget that would run it or what the machine allows at most.
+/// The refusal of a command whose every scenario was skipped, each with its advice.
 fn nothing_fits(command: &str, skipped: &[budget::Skipped]) -> String {
     let why: Vec<String> = skipped.iter().map(|k| format!("{}: {}", k.name, k.reason)).collect();
     format!("{command}: nothing would run, every scenario it selects was left out: {}", why.join("; "))
 }
 
 /// The limit probe's buffer size within `budget` (see [`LIMIT_BUFFER`]), recorded in `scaled`
-/// when it is below the default (with a note when it is not above twice the last-level cache:
-/// then the limits may be cache rates).
+/// when below the default, with a note when the limits may then be cache rates.
 fn limit_buffer(
     quick: bool,
     budget: &Budget,
@@ -229,11 +225,9 @@ fn limit_buffer(
 }
 
 /// Fits `s` into `budget` on `info`: unchanged, or its knob at the largest value that fits.
-///
-/// # Errors
-///
-/// [`budget::Skipped`] when a scenario without a knob, or at its knob's smallest value, does not fit.
-/// A user-given size that does not fit is an error of the command line ([`FitError::Refused`]).
+/// [`budget::Skipped`] when a scenario without a knob, or at its knob's smallest value, does not
+/// fit. A user-given size that does not fit is an error of the command line
+/// ([`FitError::Refused`]).
 fn fit(
     s: Box<dyn Scenario>,
     budget: &Budget,

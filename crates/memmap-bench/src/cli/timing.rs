@@ -103,9 +103,8 @@ fn rounds_help(rows: &[&CatalogEntry]) -> String {
     }
 }
 
-/// The command line: the derived flags and subcommands with the catalog's timing subcommands
-/// and `all`'s size flags added, and the subcommands listed in this order: `all`, the catalog's,
-/// `sweep`, `limits`, `dump`, `diff`.
+/// The command line: the derived one with the catalog's timing subcommands and `all`'s size
+/// flags added, the subcommands in order (`all`, the catalog's, `sweep`, `limits`, `dump`, `diff`).
 pub(super) fn augment(cmd: Command) -> Command {
     let all_rounds = rounds_help(CATALOG);
     let mut cmd = cmd
@@ -124,8 +123,7 @@ pub(super) fn augment(cmd: Command) -> Command {
     cmd
 }
 
-/// What `all` (or the command line without a subcommand) runs, from its matches: every row,
-/// each command's size from its `all` flag.
+/// What `all` runs: every row, each command's size from its `all` flag.
 pub(super) fn all(m: &ArgMatches) -> Selection {
     let sizes =
         commands().into_iter().filter_map(|c| m.get_one::<u64>(c.size.all).map(|&v| (c.name, v))).collect();
@@ -137,8 +135,7 @@ pub(super) fn spec(name: &str) -> Option<&'static CommandSpec> {
     commands().into_iter().find(|c| c.name == name)
 }
 
-/// What the catalog subcommand `spec` runs, from its matches: its size, the rows its pick
-/// flag picks.
+/// What the catalog subcommand `spec` runs: its size and the rows its pick flag picks.
 pub(super) fn selection(spec: &CommandSpec, m: &ArgMatches) -> Selection {
     let sizes = m.get_one::<u64>(spec.size.own).map(|&v| vec![(spec.name, v)]).unwrap_or_default();
     let given: Option<&str> = spec.pick.and_then(|p| match p.kind {

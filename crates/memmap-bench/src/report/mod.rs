@@ -1,11 +1,7 @@
-//! The report: what a run measured, as tables and verdicts for a person ([`text`]), as the
-//! `--json` document ([`Report`] serialized; its JSON Schema, `schema/report.schema.json`, is
-//! derived from these types) and as the `--plot` SVG ([`plot`]).
-//!
-//! A scenario hands the report a [`ScenarioReport`] carrying everything shown of it; the report
-//! knows no scenario. A scenario reports one entry per thread count, each against the limit of
-//! that count; a bandwidth above [`MEASUREMENT_ERROR_RATIO`] of its limit is flagged as a
-//! measurement error.
+//! The report: what a run measured, as text ([`text`]), as the `--json` document ([`Report`];
+//! its schema, `schema/report.schema.json`, is derived from these types) and as the `--plot` SVG
+//! ([`plot`]). A scenario hands it a [`ScenarioReport`]; the report knows no scenario. A
+//! bandwidth above [`MEASUREMENT_ERROR_RATIO`] of its limit is flagged as a measurement error.
 
 pub mod document;
 pub mod plot;

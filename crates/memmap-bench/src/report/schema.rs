@@ -1,7 +1,5 @@
-//! The `--json` report's JSON Schema (draft 2020-12), derived from [`Report`] with `schemars`.
-//! The names a program's scenarios and strategies report under are handed in by the caller
-//! (the bench passes its catalog's: [`crate::scenarios::report_schema`]), so the report knows
-//! nothing of the scenarios.
+//! The `--json` report's JSON Schema (draft 2020-12), derived from [`Report`] with `schemars`;
+//! the caller hands in the scenario and strategy names ([`crate::scenarios::report_schema`]).
 
 use super::document::Report;
 

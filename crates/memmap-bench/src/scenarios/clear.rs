@@ -1,7 +1,6 @@
-//! `clear`: the init_on_alloc case of the batch-clear series: zeroing freshly allocated 2 MiB
-//! pages page by page (`per-page`, `per-page-erms`) against one `stream_hal::clear_pages` call
-//! per 2 MiB page (`batch`, also on the all-core count). `crates/memmap-bench/METHODOLOGY.md`
-//! describes each strategy and how it is timed.
+//! `clear`: the init_on_alloc case of the batch-clear series, page-by-page clears against one
+//! `stream_hal::clear_pages` per 2 MiB page. `crates/memmap-bench/METHODOLOGY.md` describes each
+//! strategy and how it is timed.
 
 use std::time::Instant;
 
@@ -276,9 +275,8 @@ fn map_arena(len: usize) -> Result<(memmap2::MmapMut, f64), RunError> {
 /// streaming clear of 1 MiB does).
 const PARALLEL_MIN_CHUNK: u64 = 8 << 20;
 
-/// Zeroes the `len` bytes at `base` on `threads` workers: a padata job of 2 MiB-aligned chunks,
-/// each one `stream_hal::clear`, each worker draining before it reports its chunk done (the
-/// job's join then publishes the stores to the caller).
+/// Zeroes the `len` bytes at `base` on `threads` workers: a padata job of 2 MiB-aligned
+/// `stream_hal::clear` chunks, each drained before its worker reports it done.
 fn clear_parallel(base: usize, len: usize, threads: usize) {
     let job = PadataJob {
         start: 0,

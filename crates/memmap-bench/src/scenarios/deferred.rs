@@ -1,8 +1,6 @@
-//! `deferred`: boot-time struct page init of a zone three ways (eager, deferred, on demand),
-//! each in the kernel's order and fused ([`BootOrder`]), and the cost of the on-demand check in
-//! the allocator. The main figure is the boot time; `full_ms` adds what it takes until every
-//! struct page is initialized. `crates/memmap-bench/METHODOLOGY.md` describes each strategy and
-//! how it is timed.
+//! `deferred`: boot-time struct page init of a zone eager, deferred and on demand, each in the
+//! kernel's order and fused ([`BootOrder`]), and the on-demand check's cost in the allocator.
+//! `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it is timed.
 
 use std::time::{Duration, Instant};
 
@@ -23,15 +21,13 @@ use crate::size::Bytes;
 /// First pfn of the booted zone (4 GiB physical).
 pub(crate) const BASE: u64 = 1 << 20;
 
-/// The booted node's one zone and one memory range: `nr` pages of `cfg`'s `ZONE_NORMAL` from
-/// [`BASE`] (what [`NodeLayout`] borrows; `sweep` boots the same node).
+/// The booted node's one zone and memory range: `nr` pages of `ZONE_NORMAL` from [`BASE`].
 #[must_use]
 pub(crate) fn zone_layout(cfg: &KernelConfig, nr: u64) -> ([ZoneSpan; 1], [PfnRange; 1]) {
     ([ZoneSpan::new(cfg.zone_normal(), BASE, BASE + nr)], [PfnRange::new(BASE, BASE + nr)])
 }
 
-/// The parts of a boot of `memmap` over `layout` with `states`: no page contents, no hooks
-/// (every boot of the bench but init_on_alloc's, which adds its arena).
+/// The parts of a boot of `memmap` over `layout` with `states`, without contents or hooks.
 #[must_use]
 pub(crate) fn parts<'a>(
     memmap: Memmap<'a, Page64>,
@@ -80,8 +76,7 @@ pub struct Deferred {
     pub fixed: bool,
     /// Kernel config.
     pub config: KernelConfig,
-    /// A real machine's node instead of the synthetic zone (`--node-layout`; the size is then
-    /// its span).
+    /// A real machine's node instead of the synthetic zone (`--node-layout`; size: its span).
     pub layout: Option<std::sync::Arc<crate::guest_layout::GuestLayout>>,
 }
 
@@ -339,9 +334,8 @@ fn annotate(sc: &mut ScenarioReport, full_ms: &[f64], boot_pages: &[u64], blocks
     sc.extra.insert("on_demand_scattered_lines_ms".into(), line_ms.into());
 }
 
-/// Time to full availability as a bandwidth (every struct page of the zone written once)
-/// against this run's struct page fill limit: the eager fused boot on one thread, deferred init on
-/// its `threads` workers.
+/// Time to full availability as a bandwidth against this run's struct page fill limit: the eager
+/// fused boot on one thread, deferred init on its `threads` workers.
 fn availability(
     sc: &mut ScenarioReport,
     full_ms: &[f64],
@@ -365,8 +359,7 @@ fn availability(
     sc.extra.insert("full_availability_x_limit".into(), json.into());
 }
 
-/// Order-0 and order-9 allocate-everything-then-free throughput on a fully initialized zone and
-/// on an on-demand zone whose blocks were all expanded by a first pass, interleaved.
+/// Order-0 and order-9 allocate-all-then-free throughput, fully initialized against on demand.
 fn alloc_check(
     cfg: KernelConfig,
     common: &Common,

@@ -2,16 +2,11 @@
 //! `GuestMemoryMmap<AtomicBitmap>` of `--size` bytes in two anonymous regions.
 //!
 //! * `guest-memory-populate`: faulting fresh guest memory in, ours against the VMMs' algorithms
-//!   ([`crate::vmm_prefault`]), on fresh regions every round; judged against the zero-fill
-//!   limit and a populate limit measured in the same run (the fastest implementation per page
-//!   kind). The 4 KiB strategies run before the THP ones, so that no THP round pays for the
-//!   compaction a 4 KiB round leaves behind.
-//! * `guest-memory-reset`: making used guest memory read as zero again (a VM reset, a pooled
-//!   region handed to the next guest), each round paired with the best zero-fill method on
-//!   the same regions.
+//!   ([`crate::vmm_prefault`]), judged against the zero-fill and populate limits;
+//! * `guest-memory-reset`: making used guest memory read as zero again, each round paired with
+//!   the best zero-fill method.
 //!
-//! `crates/memmap-bench/METHODOLOGY.md` describes every strategy and the memory state each
-//! round starts from.
+//! `crates/memmap-bench/METHODOLOGY.md` describes every strategy and each round's memory state.
 
 use super::guest_host::{GuestMemory, Part};
 use super::guest_populate::{POPULATE, POPULATE_ROUNDS, POPULATE_STRATEGIES, run_populate};

@@ -51,8 +51,7 @@ fn all_resident(mem: &Mem) -> bool {
     })
 }
 
-/// Bytes of the regions' mappings backed by transparent huge pages (`AnonHugePages` of
-/// `/proc/self/smaps`, read by `procfs`), 0 if it cannot be read.
+/// Bytes of the regions' mappings backed by transparent huge pages, 0 if unreadable.
 fn thp_bytes(mem: &Mem) -> u64 {
     let ranges: Vec<(u64, u64)> = mem
         .iter()
@@ -91,8 +90,7 @@ struct Seen {
 }
 
 impl Seen {
-    /// After a round of `name` that populated `mem` (of `size` bytes): whether every page is
-    /// resident, and how much of it is backed by huge pages.
+    /// After a round of `name` that populated `mem`: is every page resident, how much is THP.
     fn after(&self, name: String, mem: &Mem, size: u64) {
         self.failures.set(self.failures.get() + usize::from(!all_resident(mem)));
         let f = thp_bytes(mem) as f64 / size as f64;
@@ -136,11 +134,8 @@ pub(crate) fn run_populate(s: &GuestMemory, ctx: &Context<'_>) -> Result<Vec<Sce
     Ok(populate_reports(s, ctx, &counts, rounds, &samples, seen))
 }
 
-/// How every populate round gets its memory: before it, untimed, as much memory faulted in
-/// (with huge pages, on the all-core count) and freed, so that every implementation finds the
-/// same free memory (2 MiB blocks the kernel need not reclaim or compact first,
-/// guest-physical pages the hypervisor has backed already); then the same two regions
-/// mapped fresh, not faulted in.
+/// How every populate round gets its memory: untimed, as much memory faulted in and freed, so
+/// every implementation finds the same free memory; then the same two regions mapped fresh.
 #[derive(Debug, Clone, Copy)]
 struct Fresh {
     ranges: [(GuestAddress, usize); 2],
@@ -152,9 +147,8 @@ struct Fresh {
 }
 
 impl Fresh {
-    /// The round's fresh memory, after the warm-up; for a baseline's THP row (`advise`)
-    /// advised `MADV_HUGEPAGE` before the clock starts, as the VMMs advise a region when they
-    /// create it.
+    /// The round's fresh memory after the warm-up, advised `MADV_HUGEPAGE` for a baseline's THP row
+    /// (`advise`), as the VMMs advise a region.
     fn memory(&self, advise: bool) -> Mem {
         if let Ok(m) = Mem::from_ranges(&self.ranges) {
             let _ = populate_all(&m, &PopulateOptions::new(workers(self.all)));
@@ -167,8 +161,7 @@ impl Fresh {
     }
 }
 
-/// A round of the baseline `f` in the row `name` (`label` says its thread count): fresh
-/// memory, the timed call, its check.
+/// A round of the baseline `f` in the row `name`: fresh memory, the timed call, its check.
 fn baseline_runner<'a>(
     name: String,
     label: String,
@@ -188,8 +181,7 @@ fn baseline_runner<'a>(
     })
 }
 
-/// A round of ours on `threads` workers: fresh memory (the THP rows' advice is part of the
-/// timed call), the timed `populate_all`, its check.
+/// A round of ours on `threads` workers; the THP rows' advice is part of the timed call.
 fn populate_runner(fresh: Fresh, seen: &Seen, threads: usize) -> Runner<'_> {
     let name = if fresh.thp { "populate-thp" } else { OURS };
     Runner::new(name, move |_| {
@@ -207,10 +199,8 @@ fn populate_runner(fresh: Fresh, seen: &Seen, threads: usize) -> Runner<'_> {
     })
 }
 
-/// One group of the populate strategies (`thp`: the ones on memory advised `MADV_HUGEPAGE`):
-/// Cloud Hypervisor mainline and one `MADV_POPULATE_WRITE` per region (their own thread
-/// rules), then at each of `counts` Cloud Hypervisor's NUMA prefault, QEMU's prealloc and
-/// ours; `all` is the all-core count the untimed warm-up uses.
+/// One group of the populate strategies (`thp`: on memory advised `MADV_HUGEPAGE`): ch and once,
+/// then at each of `counts` ch-numa, qemu and ours; `all` is the warm-up's thread count.
 fn populate_runners<'a>(
     s: &GuestMemory,
     counts: &[usize],
@@ -238,9 +228,8 @@ fn populate_runners<'a>(
     runners
 }
 
-/// The rows of the report at count index `k` of `n` counts, from `samples` (each group: ch,
-/// once, then ch-numa, qemu and populate at each count): ch, ch-numa, qemu, once and populate
-/// of the 4 KiB group, then the same of the THP group.
+/// The rows of the report at count index `k` of `n` from the groups' `samples`: ch, ch-numa,
+/// qemu, once and populate of the 4 KiB group, then of the THP group.
 fn populate_rows(samples: &[Samples], n: usize, k: usize) -> Vec<Samples> {
     let group = 2 + 3 * n;
     [0, group]
@@ -250,8 +239,7 @@ fn populate_rows(samples: &[Samples], n: usize, k: usize) -> Vec<Samples> {
         .collect()
 }
 
-/// The populate limit of one page kind at one thread count: the fastest of its rows given at
-/// most that many threads (ours included).
+/// The populate limit of one page kind and thread count: its fastest row within that many threads.
 #[derive(Debug, Clone, PartialEq)]
 struct PopulateLimit {
     /// GB/s.
@@ -262,9 +250,8 @@ struct PopulateLimit {
     ours_vs_best: (f64, String),
 }
 
-/// The limit of the rows `results` (one page kind: ch, ch-numa, qemu, once, populate), where
-/// Cloud Hypervisor mainline counts only if it used no more than the report's threads
-/// (`ch_counts`).
+/// The limit of the rows `results` of one page kind; Cloud Hypervisor mainline counts only if
+/// it used no more than the report's threads (`ch_counts`).
 fn populate_limit(results: &[StrategyResult], ch_counts: bool) -> PopulateLimit {
     let eligible: Vec<&StrategyResult> =
         results.iter().enumerate().filter(|&(i, _)| i != 0 || ch_counts).map(|(_, r)| r).collect();
@@ -336,8 +323,7 @@ fn json_map(entries: impl IntoIterator<Item = (String, serde_json::Value)>) -> s
     entries.into_iter().collect::<serde_json::Map<_, _>>().into()
 }
 
-/// The populate limits (4 KiB, THP), the threads per region and the THP coverage of one
-/// report: a table column, JSON fields and notes.
+/// The populate limits, threads per region and THP coverage of one report.
 fn add_populate_figures(
     sc: &mut ScenarioReport,
     size: u64,

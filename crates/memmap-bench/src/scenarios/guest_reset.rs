@@ -26,8 +26,7 @@ pub const RESET_ROUNDS: Rounds = Rounds::new(7, 3);
 /// The chunk `write-slice` loops over.
 const CHUNK: usize = 2 << 20;
 
-/// The guest memory of `s`, advised `MADV_HUGEPAGE` and faulted in on `all` workers: the
-/// memory, the bytes advised and the fault time in ms.
+/// The guest memory of `s` faulted in as THP on `all` workers, the bytes advised, the time in ms.
 fn resident_guest_memory(s: &GuestMemory, all: usize) -> Result<(Mem, u64, f64), RunError> {
     let size = s.size;
     let mem = Mem::from_ranges(&s.ranges()).map_err(|e| {
@@ -52,9 +51,8 @@ fn timed(f: impl FnOnce()) -> Duration {
     t.elapsed()
 }
 
-/// The reset strategies over `len` bytes of `mem` (its regions' host memory `host`), each
-/// with the thread count whose limit run it follows (an index into `counts`): write-slice and
-/// memset on one thread, then zero, reset-auto and discard-refault at each count.
+/// The reset strategies over `len` bytes of `mem` (host memory `host`), each with the index into
+/// `counts` of the limit run it follows.
 fn reset_runners<'a>(
     mem: &'a Mem,
     host: &'a [(usize, usize)],

@@ -1,6 +1,5 @@
-//! `hotplug`: onlining a hot-added range into `ZONE_NORMAL` memory block by memory block
-//! ([`memmap_core::online_pages`], a fresh [`HotplugZone`] every round), each round paired with
-//! the struct page fill limit on the strategy's own memmap.
+//! `hotplug`: onlining a hot-added range into `ZONE_NORMAL` block by block
+//! ([`memmap_core::online_pages`]), each round paired with the struct page fill limit.
 //! `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it is timed.
 
 use std::time::Instant;
@@ -131,9 +130,8 @@ impl Scenario for Hotplug {
     }
 }
 
-/// Onlines `[START_PFN, START_PFN + nr)` of `memmap` into a fresh `ZONE_NORMAL`, one
-/// `online_pages()` per memory block of `block` pages; returns the strategy the first block
-/// used and the `online_pages()` calls.
+/// Onlines `[START_PFN, START_PFN + nr)` into a fresh `ZONE_NORMAL` one memory block of `block`
+/// pages at a time; returns the first block's strategy and the `online_pages()` calls.
 fn online(
     memmap: &mut Memmap<'_, Page64>,
     nr: u64,

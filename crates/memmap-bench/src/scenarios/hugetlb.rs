@@ -1,7 +1,5 @@
-//! `hugetlb`: boot-time 1 GiB pages: the fallback tail initialization without HVO
-//! (`hugetlb-1g-nohvo`, one thread and all cores), and the whole gather with HVO
-//! (`hugetlb-1g-hvo`). `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it
-//! is timed.
+//! `hugetlb`: boot-time 1 GiB pages, the fallback tail init without HVO and the whole gather
+//! with HVO. `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it is timed.
 
 use std::time::{Duration, Instant};
 
@@ -93,16 +91,14 @@ impl Hugetlb {
         Hstate::new(&self.config, 1 << 30)
     }
 
-    /// Memmap sets: one per strategy, and without HVO one more per strategy for the all-core
-    /// run (the paired limit runs write the strategies' own memmaps).
+    /// Memmap sets: one per strategy, and without HVO one more each for the all-core run.
     fn sets(&self) -> u64 {
         if self.hvo { 3 } else { 6 }
     }
 }
 
-/// What one folio's memmap makes resident with HVO: its head vmemmap pages are 8 KiB, but
-/// in a memmap backed by transparent huge pages they fault in a 2 MiB page (a 64-page run in a
-/// 256 MiB container was killed for counting 8 KiB).
+/// What one folio's memmap makes resident with HVO: its 8 KiB of head vmemmap pages fault in a
+/// whole 2 MiB transparent huge page.
 pub const HVO_RESIDENT_PER_FOLIO: u64 = 2 << 20;
 
 /// Scenario name.
@@ -120,10 +116,8 @@ impl Scenario for Hugetlb {
         format!("{}: {} x 1 GiB pages on {} node(s)", name(self.hvo), self.count, self.nodes())
     }
 
-    /// Per strategy, a memmap mapping every folio's struct pages: all written without HVO, the
-    /// two head vmemmap pages of each folio with it, which fault in the whole 2 MiB huge page
-    /// they are in (the memmaps ask for transparent huge pages, as the kernel's vmemmap is
-    /// PMD-mapped): [`HVO_RESIDENT_PER_FOLIO`].
+    /// Per strategy, a memmap of every folio's struct pages: all written without HVO,
+    /// [`HVO_RESIDENT_PER_FOLIO`] per folio with it.
     fn memory_needed(&self) -> Result<MemoryNeed, Overflow> {
         // A configuration without 1 GiB pages is left out (`unsupported`); its need is zero.
         let vmemmap = self.hstate().map_or(0, Hstate::vmemmap_size::<Page64>);
@@ -150,10 +144,8 @@ impl Scenario for Hugetlb {
         Ok(())
     }
 
-    /// A configuration without 1 GiB pages, and for the HVO case one whose kernel would not run
-    /// HVO on them (Debian's arm64 and ppc64el configurations lack
-    /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP`): the fallback would run instead, which the other
-    /// case measures.
+    /// A configuration without 1 GiB pages, and for HVO one whose kernel lacks
+    /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` (the fallback the other case measures would run).
     fn unsupported(&self) -> Option<String> {
         let h = match self.hstate() {
             Ok(h) => h,
@@ -237,9 +229,8 @@ fn run(p: &Hugetlb, ctx: &Context<'_>) -> Result<Vec<ScenarioReport>, RunError> 
     Ok(reports(p, ctx, &counts, &m, memmap_bytes, fault))
 }
 
-/// One set of memmaps (one per node) for each of `sets` runs, and the time to fault each set
-/// in: the same starting state for every strategy's first round. With HVO only the head
-/// vmemmap pages are written, so nothing is faulted in ahead (the fault time is then 0).
+/// One set of memmaps (one per node) for each of `sets` runs, and the time to fault each in
+/// (0 with HVO, which writes only the head vmemmap pages).
 fn map_storage(
     p: &Hugetlb,
     specs: &[NodeSpec],

@@ -1,13 +1,9 @@
-//! The timing scenarios, as data: each is a [`Scenario`] (name, memory need, the one parameter
-//! the suite may scale to fit the memory budget, how it runs, its reports), and [`CATALOG`]
-//! lists them in run order. `all`, the memory budget, `--json`, `--plot` and the subcommands
-//! follow from that list; adding a scenario is a file here, its [`CommandSpec`], its
-//! [`CatalogEntry`] and its row in [`CATALOG`].
+//! The timing scenarios, as data: each is a [`Scenario`], and [`CATALOG`] lists them in run
+//! order; `all`, the memory budget, `--json`, `--plot` and the subcommands follow from it. Adding
+//! a scenario is a file here, its [`CommandSpec`], its [`CatalogEntry`] and its row in [`CATALOG`].
 //!
-//! Each strategy's storage is faulted in before the rounds (the fault time is reported apart),
-//! so round 0 ("first") is the first initialization of resident memory with cold caches for
-//! every strategy. The zone-device, hugetlb, clear and alloc scenarios pair every round with a
-//! run of the limit method on the strategy's own storage ([`paired`]).
+//! Storage is faulted in before the rounds, so round 0 ("first") is the first initialization of
+//! resident memory with cold caches; most scenarios pair every round with a limit run ([`paired`]).
 
 pub mod alloc;
 pub mod clear;
@@ -59,8 +55,7 @@ pub fn rows_of(command: &str) -> Vec<&'static CatalogEntry> {
     CATALOG.iter().copied().filter(|e| e.command.name == command).collect()
 }
 
-/// The report's JSON Schema with the catalog's scenario and strategy names
-/// ([`crate::report::schema::json_schema`]): the content of
+/// The report's JSON Schema with the catalog's names: the content of
 /// `crates/memmap-bench/schema/report.schema.json`.
 #[must_use]
 pub fn report_schema() -> serde_json::Value {

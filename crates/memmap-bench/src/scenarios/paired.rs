@@ -1,9 +1,6 @@
-//! Rounds paired with limit runs on a strategy's own storage ([`crate::limits::best_on`],
-//! [`crate::limits::run_fastest`]), the whole pattern of the memmap scenarios ([`measure`]):
-//! every run (a strategy at a thread count) on storage of its own,
-//! faulted in before the rounds ([`memmaps`]), interleaved round by round, each round right
-//! after a limit run of its thread count over its storage, and the storages compared
-//! afterwards ([`Measured::identical`]).
+//! Rounds paired with limit runs on a strategy's own storage, the pattern of the memmap
+//! scenarios ([`measure`]): every run on storage of its own faulted in beforehand ([`memmaps`]),
+//! each round right after a limit run over that storage, the storages compared afterwards.
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -108,8 +105,7 @@ impl Grid {
         Grid { runs, kind, rounds, weights: (1, 1), paired: true }
     }
 
-    /// The same, a strategy's run standing for `run` units of progress and a limit run for
-    /// `limit`.
+    /// The same, a run standing for `run` units of progress and a limit run for `limit`.
     #[must_use]
     pub fn weights(self, run: u64, limit: u64) -> Grid {
         Grid { weights: (run, limit), ..self }
@@ -142,8 +138,7 @@ impl<S: Storage> Measured<S> {
         self.storage.split_first().is_none_or(|(first, rest)| rest.iter().all(|s| s.same_as(first)))
     }
 
-    /// The report of `runs` (one thread count's) as `spec`, judged against the limit runs
-    /// paired with them over `probe_bytes` when the rounds were paired.
+    /// The report of one thread count's `runs` as `spec`, judged against their paired limit runs.
     #[must_use]
     pub fn report(
         &self,

@@ -39,14 +39,12 @@ impl Common {
     }
 }
 
-/// What a scenario runs with: the shared settings, the run's all-core count and the limits
-/// measured in this run.
+/// What a scenario runs with: the shared settings, all-core count and this run's limits.
 #[derive(Debug, Clone, Copy)]
 pub struct Context<'a> {
     /// Shared settings.
     pub common: &'a Common,
-    /// The all-core count of the run, decided once before it
-    /// ([`crate::threads::ThreadPolicy::resolve`]).
+    /// The all-core count of the run ([`crate::threads::ThreadPolicy::resolve`]).
     pub threads: AllCore,
     /// The limits the results are compared with.
     pub limits: &'a Limits,
@@ -136,14 +134,12 @@ pub trait Scenario {
         None
     }
 
-    /// The parameter the suite may scale to fit the memory budget (the suite fits it);
-    /// `None`: it runs at its size or not at all.
+    /// The parameter the suite may scale to fit the budget; `None`: it runs at its size or not.
     fn knob(&self) -> Option<Knob> {
         None
     }
 
-    /// The same scenario with its knob at `value` (a multiple of the knob's step); `None` if it
-    /// has no knob.
+    /// The same scenario with its knob at `value`; `None` if it has no knob.
     fn resized(&self, value: u64) -> Option<Box<dyn Scenario>> {
         let _ = value;
         None
@@ -179,8 +175,7 @@ impl Setup {
         Setup { size: None, quick, config, layout: None }
     }
 
-    /// The size given, else `spec`'s default (its `--quick` one under `--quick`), and whether
-    /// it was given (a given size is never scaled).
+    /// The size given, else `spec`'s default (or `--quick` one), and whether it was given.
     #[must_use]
     pub fn size(&self, spec: &SizeSpec) -> (u64, bool) {
         match self.size {
@@ -190,8 +185,7 @@ impl Setup {
     }
 }
 
-/// One row of the catalog: a scenario's static facts and how to build it. Each scenario's
-/// file defines its rows; the catalog lists them.
+/// One row of the catalog: a scenario's static facts and how to build it.
 #[derive(Debug, Clone, Copy)]
 pub struct CatalogEntry {
     /// The name its report carries.

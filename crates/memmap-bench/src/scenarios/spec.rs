@@ -1,8 +1,5 @@
-//! What a scenario's file declares about the subcommand that runs it ([`CommandSpec`]): its
-//! name and help, its one size (the flag under the subcommand and under `all`, the unit, the
-//! default and `--quick` values) and a flag that picks some of its scenarios. The command line,
-//! its help and the sizes of `all` are built from these; nothing else names a scenario's
-//! flags.
+//! What a scenario's file declares about the subcommand that runs it ([`CommandSpec`]): name,
+//! help, its one size and a pick flag; the command line and `all`'s sizes are built from these.
 
 use crate::size::Bytes;
 

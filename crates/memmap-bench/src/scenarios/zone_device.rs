@@ -1,7 +1,5 @@
-//! `zone-device`: `memmap_init_zone_device` for the nd_pmem (fsdax, 4 KiB) and dax_pmem
-//! (devdax, 2 MiB compound pages, vmemmap dedup) cases, on one thread and on all cores; every
-//! memmap is compared with the slow one afterwards. `crates/memmap-bench/METHODOLOGY.md`
-//! describes each strategy and how it is timed.
+//! `zone-device`: `memmap_init_zone_device` for the fsdax and devdax cases, on one thread and on
+//! all cores. `crates/memmap-bench/METHODOLOGY.md` describes each strategy and how it is timed.
 
 use std::time::Instant;
 

@@ -1,8 +1,6 @@
 //! `sweep`: cost against size of ZONE_DEVICE init (fsdax) and the eager node boot, per strategy
-//! and auto, **cold** (caches flushed before, write-back counted) and **warm**, in ns per
-//! struct page. Per size auto is judged against the best strategy ([`TARGET`]) and checked
-//! against the strategy it used ([`SelfCheck`]). `crates/memmap-bench/METHODOLOGY.md` describes
-//! each strategy and how it is timed.
+//! and auto, cold and warm, in ns per struct page; auto is judged against the best strategy
+//! ([`TARGET`]) and against the one it used ([`SelfCheck`]). See `METHODOLOGY.md`.
 
 pub mod plan;
 pub mod plot;

@@ -1,19 +1,10 @@
 //! Comparing two dumps: every differing struct page counted by field and by role, the first
-//! few of each role shown, and the pageblocks and hook counts compared whatever the struct
-//! pages say ([`DiffReport`]).
+//! few of each role shown, and the pageblocks and hook counts compared ([`DiffReport`]).
 //!
-//! Two dumps are compared when they describe the same memory the same way: same `format`,
-//! `kind`, `endianness`, `struct_page_size`, `start_pfn`, `nr_pages`, page-flags layout, flag
-//! bits and kernel release (when both record one). The preset's *name* is not compared: a dump
-//! of `--config x86_64-6.12` and one of `--config x86_64 --kernel 6.12` compare when what they
-//! contain is laid out alike (the report notes that the names differ). Otherwise
-//! [`Incomparable`] says what differs (exit status 2). The struct pages are read a chunk at a
-//! time, so two 100 GiB-device dumps do not need memory for both.
-//!
-//! A struct page's *role* comes from the dump's metadata: `head`, `page[1]`, `page[2]`,
-//! `tail` of a compound page (ZONE_DEVICE with `vmemmap_shift`, a hugetlb folio), `aliased` for
-//! the struct pages a deduplicated (DAX) or optimized (HVO) vmemmap maps onto another's, `page`
-//! for everything else, `before-init` for the altmap part before `init_start_pfn`.
+//! Two dumps compare when they describe the same memory the same way (the preset's *name* may
+//! differ); otherwise [`Incomparable`] says what differs. The struct pages are read a chunk at a
+//! time. A struct page's *role* (`head`, `page[1]`, `page[2]`, `tail`, `aliased` for a
+//! deduplicated or HVO vmemmap, `page`, `before-init` for the altmap part) comes from the metadata.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -71,8 +62,7 @@ impl fmt::Display for Incomparable {
 
 impl std::error::Error for Incomparable {}
 
-/// Checks that `a` and `b` describe the same memory the same way (see the
-/// [module documentation](self)): not the preset names.
+/// Checks that `a` and `b` describe the same memory the same way (not the preset names).
 ///
 /// # Errors
 ///
@@ -110,8 +100,7 @@ pub enum DiffResult {
     },
     /// The first difference.
     Differs {
-        /// PFN of the first differing struct page (or of the pageblock, for pageblock-only
-        /// differences).
+        /// PFN of the first differing struct page (or pageblock, for pageblock-only differences).
         pfn: u64,
         /// Field name.
         field: &'static str,
@@ -187,8 +176,7 @@ impl fmt::Display for DiffError {
 
 impl std::error::Error for DiffError {}
 
-/// Compares two opened dumps (see [`crate::open_dump`]), reading both a chunk at a time, into
-/// a [`DiffReport`].
+/// Compares two opened dumps (see [`crate::open_dump`]) a chunk at a time into a [`DiffReport`].
 ///
 /// # Errors
 ///
@@ -215,8 +203,7 @@ pub fn diff_dumps_report(a: &mut OpenDump, b: &mut OpenDump) -> Result<DiffRepor
     })
 }
 
-/// Compares two dumps held in memory (each validated by [`crate::parse_dump`]): the summary of
-/// [`diff_report`].
+/// The summary of [`diff_report`].
 ///
 /// # Errors
 ///
@@ -426,8 +413,7 @@ impl PageTally {
     }
 }
 
-/// The named fields that differ between two struct pages of the same size, their values read
-/// in the dump's byte order.
+/// The named fields that differ between two struct pages, read in the dump's byte order.
 fn field_diffs(pa: &[u8], pb: &[u8], big: bool) -> Vec<FieldDiff> {
     let size = pa.len();
     FIELDS
