@@ -1,7 +1,5 @@
-//! The machine's data caches ([`CacheInfo`], [`cache_info`], [`set_cache_info`]) and the rule
-//! that turns them and the caller's [`Reuse`] hint into the size from which Auto streams
-//! ([`streaming_threshold`]). The public items say what is detected where and why the rule is
-//! what it is; the CPUID and sysfs decoders are the private `x86` and `sysfs` modules.
+//! The machine's data caches ([`CacheInfo`]) and the rule that turns them and the caller's
+//! [`Reuse`] hint into the size from which Auto streams ([`streaming_threshold`]).
 
 use core::fmt;
 

@@ -1,26 +1,11 @@
 //! Controls of the emulated backends (only with `--cfg stream_hal_emulate`).
 //!
-//! Under `cfg(stream_hal_emulate)` the x86-64, aarch64, riscv64 and powerpc64 backends keep all
-//! of their Rust code (address arithmetic, alignment steps, edge handling, the loads of the
-//! source) and replace each instruction with an ordinary Rust access of the same bytes and
-//! alignment, so Miri and the sanitizers check that code on any host
-//! (`RUSTFLAGS="--cfg stream_hal_emulate" cargo +nightly miri test -p stream-hal`, with
-//! `--target` for the other architectures).
-//!
-//! [`backend`](crate::backend) then reports [`Backend::Emulated`](crate::Backend::Emulated).
-//! Nothing is detected (no CPUID, `riscv_hwprobe` or auxiliary vector): the features are what
-//! [`set_cpu_features`](crate::set_cpu_features) says, which in an emulated build executes no
-//! instruction, so claiming `clzero`, Zicboz, a `dcbz` block size or FEAT_MOPS there runs
-//! those paths through the emulation. `DCZID_EL0` reads the value given to [`set_dczid`].
-//!
-//! The emulation also counts the streaming stores (`movnti`, `movntdq`, `clzero`, `stnp`,
-//! riscv64's `ntl.all`-hinted `sd` and `cbo.zero`, powerpc64's `dcbz`) issued since the last
-//! drain (`sfence`, `dmb ish`, `fence w, rw`, `sync`): [`undrained_stores`]. A test that
-//! streams on one thread can check that every path, unwinding included, ends with a drain.
-//! [`block_zeroes`] counts the block-zeroing instructions (`clzero`, `dc zva`, `cbo.zero`,
-//! `dcbz`) and [`memory_sets`] aarch64's MOPS memory-set sequences (`SETP`/`SETM`/`SETE` and
-//! the non-temporal `SETPN`/`SETMN`/`SETEN`, which count as streaming stores too), so a test
-//! can tell which clear method ran.
+//! The native backends keep all their Rust code and replace each instruction with an ordinary
+//! access of the same bytes and alignment, so Miri and the sanitizers check that code on any
+//! host. Nothing is detected: the features are what
+//! [`set_cpu_features`](crate::set_cpu_features) says, so claiming an instruction runs its path
+//! through the emulation. The counters let a test check that every path ends with a drain
+//! ([`undrained_stores`]) and which clear method ran ([`block_zeroes`], [`memory_sets`]).
 
 use core::sync::atomic::{AtomicU64, Ordering};
 

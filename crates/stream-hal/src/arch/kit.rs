@@ -1,12 +1,6 @@
-//! The measurement kit of the repository's benchmark, behind the `bench-kit` feature and
-//! hidden from the documentation: unstable, not part of the crate's API, and absent from the
-//! default build, so a kernel never carries it. The library's own paths use none of it.
-//!
-//! * [`wide_fill_methods`]: streaming fills of registers wider than the library's (x86-64
-//!   `vmovntdq` of `ymm` and `zmm`), so that the benchmark's fill limit is the best method of
-//!   the machine and not only the library's.
-//! * [`flush_cache_range`]: write back and invalidate a range's cache lines, so that a cold
-//!   run starts with its memory in no cache and pays the write-back cached stores defer.
+//! The benchmark's measurement kit (`bench-kit` feature; unstable, not part of the API):
+//! [`wide_fill_methods`], fills wider than the library's, and [`flush_cache_range`], for cold
+//! runs.
 
 /// A streaming fill loop of one register width ([`wide_fill_methods`]).
 #[derive(Debug, Clone, Copy)]

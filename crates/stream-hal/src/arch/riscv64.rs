@@ -8,14 +8,8 @@
 //!   `write_bytes` below [`crate::CLEAR_STREAMING_MIN`] and `ntl.all`-hinted zero stores from
 //!   there.
 //!
-//! ## Alignment
-//!
-//! Misaligned accesses may trap and be emulated (slowly) by the execution environment, so the
-//! body is stored with naturally aligned `sd` only, and `cbo.zero` gets block-aligned
-//! addresses; the source is read with `read_unaligned`, which the compiler turns into aligned
-//! loads where it can prove alignment and byte loads otherwise.
-//!
-//! Why this barrier and these hints: `docs/stream-hal.md` in the repository.
+//! Misaligned accesses may trap and be emulated slowly, so stores are naturally aligned (the
+//! source is read with `read_unaligned`). The barrier and hints: `docs/stream-hal.md`.
 
 use core::ptr;
 

@@ -1,20 +1,13 @@
 //! aarch64 backend.
 //!
-//! * Streaming stores: `stnp` (store pair, non-temporal hint) of general-purpose registers on
-//!   the 16-byte-aligned body, normal stores for the misaligned edges. General-purpose
-//!   registers only, so the code is valid in kernels that must not touch FP/SIMD state
-//!   (`aarch64-unknown-none-softfloat`). Pair stores are only issued to naturally aligned
-//!   addresses, which keeps them legal on `+strict-align` targets where `SCTLR_ELx.A` may be
-//!   set.
-//! * Clear: where [`crate::cpu_features`] reports FEAT_MOPS (Linux: `HWCAP2_MOPS` in
-//!   `AT_HWCAP2`), one `SETPN`/`SETMN`/`SETEN` sequence of zero over the whole range (the
-//!   non-temporal memory set; `clear_cached` uses the temporal `SETP`/`SETM`/`SETE`); else
-//!   `dc zva` in blocks of `4 << DCZID_EL0.BS` bytes unless `DCZID_EL0.DZP` prohibits it, then
-//!   `stnp xzr, xzr` — the three paths, in that order, of Linux's
-//!   `arch/arm64/lib/clear_page.S` (its MOPS path when `ARM64_HAS_MOPS`).
+//! * Streaming stores: `stnp` of general-purpose registers (valid without FP/SIMD) on the
+//!   16-byte-aligned body, normal stores on the edges; pairs only at naturally aligned
+//!   addresses, so `+strict-align` targets work.
+//! * Clear: the non-temporal MOPS set `SETPN`/`SETMN`/`SETEN` where [`crate::cpu_features`]
+//!   reports FEAT_MOPS, else `dc zva` unless `DCZID_EL0.DZP` prohibits it, else
+//!   `stnp xzr, xzr`: the paths of Linux's `arch/arm64/lib/clear_page.S`.
 //!
-//! How the MOPS sequences are issued, and why this barrier: `docs/stream-hal.md` in the
-//! repository.
+//! The MOPS sequences and the barrier: `docs/stream-hal.md` in the repository.
 
 use core::ptr;
 

@@ -3,13 +3,8 @@
 //! table in the crate documentation). Without SSE (`x86_64-unknown-none`, soft-float kernels)
 //! everything is `movnti` from general-purpose registers, as Linux's `__memcpy_flushcache`.
 //!
-//! Records are moved in registers: 16-byte loads feed `movntdq`, 8-byte loads feed `movnti`;
-//! nothing is written to memory and reloaded with a different width inside this module.
-//!
-//! Every instruction is issued through the [`insn`] module. Under `cfg(stream_hal_emulate)`
-//! each is replaced by an ordinary Rust access of the same bytes with the same alignment
-//! requirement, and everything else in this file (the address arithmetic, the edges, the loads
-//! of the source) stays as it is, so that Miri and the sanitizers check it.
+//! Records are moved in registers (16-byte loads feed `movntdq`, 8-byte loads `movnti`). Every
+//! instruction goes through [`insn`], which `cfg(stream_hal_emulate)` emulates.
 
 use core::ptr;
 
