@@ -37,15 +37,10 @@ pub fn wide_fill_methods() -> impl Iterator<Item = FillMethod> {
     super::selected_kit::wide_fill_methods()
 }
 
-/// Writes back and invalidates every cache line that holds a byte of `data`, and waits until
-/// that is done: when it returns `true`, no cache of any CPU holds the range and memory has its
-/// contents. Returns `false`, having done nothing, where the backend has no such instruction
-/// (the generic backend, so also under Miri and the sanitizers; riscv64). It changes no value,
-/// so any readable data may be flushed, shared or not.
-///
-/// x86-64: `clflush` per 64-byte line between two `mfence`s. aarch64: `dc civac` per
-/// `CTR_EL0.DminLine` line, then `dsb sy` (at EL0 this needs `SCTLR_EL1.UCI` and `UCT`, which
-/// Linux sets). powerpc64: `dcbf` per data-cache block between two `sync`s.
+/// Writes back and invalidates every cache line that holds a byte of `data` and waits: on
+/// `true` no cache of any CPU holds the range. `false`, having done nothing, where the backend
+/// has no such instruction (generic, riscv64). It changes no value, so any readable data may
+/// be flushed.
 #[inline]
 pub fn flush_cache_range<T>(data: &[T]) -> bool {
     // SAFETY: a shared slice is valid for reads of all its bytes.
@@ -53,10 +48,8 @@ pub fn flush_cache_range<T>(data: &[T]) -> bool {
 }
 
 /// Calls `flush(p)` once for every `line`-byte cache line that holds a byte of
-/// `start..start + len`, with `p` inside the range (the line's start, or `start` for the first
-/// line): a line-granular instruction given any address of a line acts on the whole line, and
-/// an address inside the caller's range is one it may name. A `line` smaller than the CPU's
-/// visits some lines twice, never skips one.
+/// `start..start + len`, with `p` inside the range (the line's start, or `start` for the
+/// first). A `line` smaller than the CPU's visits some lines twice, never skips one.
 ///
 /// # Safety
 ///

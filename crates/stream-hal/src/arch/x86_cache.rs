@@ -1,8 +1,5 @@
-//! Decoding of the x86 `CPUID` cache leaves, for any source of answers: the instruction in
-//! `arch/x86_64.rs`, canned answers in the tests.
-//!
-//! This is pure bit arithmetic with no assembly, so it is compiled and tested on every host
-//! (the tests are in `src/cache/tests.rs`, with the answers of an AMD and an Intel CPU).
+//! Decoding of the x86 `CPUID` cache leaves, for any source of answers (the instruction, or
+//! the canned answers of `src/cache/tests.rs`), so it is tested on every host.
 #![cfg_attr(not(test), allow(dead_code))] // only the x86-64 backend calls it outside tests
 
 use crate::cache::{CacheInfo, CacheSource, MAX_CACHE_LEVELS};

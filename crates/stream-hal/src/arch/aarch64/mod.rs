@@ -112,8 +112,7 @@ pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
 /// sequence (loads are already 8 bytes wide here).
 pub(crate) use self::store_record as store_record_words;
 
-/// See [`crate::memcpy_nontemporal`]: normal stores up to the first 16-byte boundary, `stnp`
-/// pairs (64 bytes per iteration, then 16) on the body, normal stores for the last 0-15 bytes.
+/// See [`crate::memcpy_nontemporal`]: `stnp` pairs on the 16-byte-aligned body.
 ///
 /// # Safety
 ///
@@ -161,9 +160,7 @@ fn zero_method() -> ZeroMethod {
     dczid::select(crate::cpu_features().mops(), insn::read_dczid)
 }
 
-/// See [`crate::clear`]: the non-temporal MOPS memory set (`SETPN`/`SETMN`/`SETEN`) where
-/// FEAT_MOPS is in effect, else `dc zva` where `DCZID_EL0` permits it, else the `stnp` loop:
-/// Linux's arm64 `clear_page`.
+/// See [`crate::clear`] and the module documentation.
 ///
 /// # Safety
 ///
@@ -184,9 +181,8 @@ pub(crate) unsafe fn clear(dst: *mut u8, len: usize) {
     }
 }
 
-/// The temporal MOPS memory set (`SETP`/`SETM`/`SETE`, which leaves the lines in the cache)
-/// where FEAT_MOPS is in effect, else `dc zva` where permitted (it zeroes whole cache lines in
-/// place), else the `stnp` fallback.
+/// The temporal MOPS set (`SETP`/`SETM`/`SETE`) where FEAT_MOPS is in effect, else `dc zva`
+/// where permitted, else the `stnp` fallback.
 ///
 /// # Safety
 ///

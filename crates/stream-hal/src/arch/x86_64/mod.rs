@@ -131,12 +131,9 @@ pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
     unsafe { store_words_from(dst, src, size, 0) }
 }
 
-/// Loads 16 bytes from `src` as two 8-byte loads, combines them in an XMM register and stores
-/// them at `dst` with `movntdq`.
-///
-/// The loads are volatile so that the compiler cannot merge them back into one 16-byte load:
-/// that wider load of bytes just written by 8-byte stores (a record patched per page) would
-/// miss store-to-load forwarding and stall (slower than even the slow path).
+/// Loads 16 bytes from `src` as two 8-byte loads and stores them with `movntdq`. The loads are
+/// volatile so the compiler cannot merge them into one 16-byte load, which would stall store
+/// forwarding on bytes just written by 8-byte stores.
 ///
 /// # Safety
 ///
@@ -182,10 +179,8 @@ unsafe fn store_pairs_from<const WORDS: bool>(dst: *mut u8, src: *const u8, size
     unsafe { store_words_from(dst, src, size, off) };
 }
 
-/// See `arch/mod.rs`: the record is read with 8-byte loads only (never a wider load of bytes
-/// that may have just been written by 8-byte stores). With SSE2, an 8-byte-aligned source and a
-/// 16-byte-aligned (or 8-mod-16) destination, pairs of words are combined in XMM registers and
-/// stored with `movntdq`; otherwise each word is stored with `movnti`.
+/// See `arch/mod.rs`: 8-byte loads only; word pairs with `movntdq` where SSE2 and the
+/// alignments allow, else `movnti` per word.
 ///
 /// # Safety
 ///
@@ -212,10 +207,8 @@ pub(crate) unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usiz
     unsafe { store_words_from(dst, src, size, 0) }
 }
 
-/// See `arch/mod.rs`: stores `N` words given by value. Pairs of words are combined in XMM
-/// registers (`_mm_set_epi64x`) and stored with `movntdq` when the destination is 16-byte
-/// aligned (after one `movnti` when it is 8 mod 16); a last odd word gets a `movnti`. Nothing is
-/// loaded from memory: a record built in registers stays there.
+/// See `arch/mod.rs`: word pairs combined in XMM registers and stored with `movntdq` (after one
+/// `movnti` when `dst` is 8 mod 16), a last odd word with `movnti`.
 ///
 /// # Safety
 ///
@@ -273,12 +266,8 @@ unsafe fn store_word_pairs<const N: usize, const FIRST: usize>(dst: *mut u64, wo
     }
 }
 
-/// See [`crate::memcpy_nontemporal`].
-///
-/// Layout of the stores: 0-3 normal head bytes up to 4-byte alignment, one `movnti` dword and
-/// one `movnti` qword to reach 16-byte alignment, then 64-byte blocks of four `movntdq`, then
-/// `movntdq` per 16 bytes, then `movnti` for the 8- and 4-byte remainder, then 0-3 normal tail
-/// bytes. Without SSE2 the 16-byte steps are 8-byte `movnti` steps, four per 32-byte block.
+/// See [`crate::memcpy_nontemporal`]: normal head bytes, `movnti` to 16-byte alignment,
+/// `movntdq` (or without SSE2 `movnti`) on the body, `movnti` and normal stores on the tail.
 ///
 /// # Safety
 ///
