@@ -18,10 +18,8 @@ static UNDRAINED: AtomicU64 = AtomicU64::new(0);
 /// Block-zeroing instructions executed, over all threads.
 static BLOCK_ZEROES: AtomicU64 = AtomicU64::new(0);
 
-/// How many block-zeroing instructions (`clzero`, `dc zva`, `cbo.zero`, `dcbz`) the emulated
-/// backend has executed since the program started, over all threads: compare two readings
-/// around a clear on one thread (with no other thread clearing) to see whether the clear used
-/// one.
+/// Block-zeroing instructions (`clzero`, `dc zva`, `cbo.zero`, `dcbz`) executed since the
+/// program started, over all threads: compare two readings around a clear.
 #[must_use]
 pub fn block_zeroes() -> u64 {
     // Relaxed: a statistic, as `undrained_stores`.
@@ -31,18 +29,16 @@ pub fn block_zeroes() -> u64 {
 /// MOPS memory-set sequences executed, over all threads.
 static MEMORY_SETS: AtomicU64 = AtomicU64::new(0);
 
-/// How many aarch64 MOPS memory-set sequences (a `SETP`, `SETM`, `SETE` triple, or its
-/// non-temporal `SETPN` form) the emulated backend has executed since the program started, over
-/// all threads; read it as [`block_zeroes`].
+/// aarch64 MOPS memory-set sequences executed since the program started, over all threads;
+/// read it as [`block_zeroes`].
 #[must_use]
 pub fn memory_sets() -> u64 {
     // Relaxed: a statistic, as `undrained_stores`.
     MEMORY_SETS.load(Ordering::Relaxed)
 }
 
-/// What an emulated MOPS memory-set sequence of zero does: `len` zero bytes at `dst` with one
-/// byte-granular write (the instructions have no alignment requirement), counted in
-/// [`memory_sets`] and, for the non-temporal form, in [`undrained_stores`].
+/// An emulated MOPS set of zero: one byte-granular write, counted in [`memory_sets`] and, for
+/// the non-temporal form, in [`undrained_stores`].
 ///
 /// # Safety
 ///
@@ -64,9 +60,8 @@ pub(crate) fn note_block_zero() {
     BLOCK_ZEROES.fetch_add(1, Ordering::Relaxed);
 }
 
-/// How many streaming stores (see the [module documentation](self)) were issued since the last
-/// drain, counted over all threads: a drain on any thread resets
-/// it, so read it in a test that streams on one thread.
+/// Streaming stores issued since the last drain, over all threads (a drain on any thread
+/// resets it): read it in a test that streams on one thread.
 #[must_use]
 pub fn undrained_stores() -> u64 {
     // Relaxed: a statistic; the stores and fences it counts are ordered by their own thread.
@@ -85,17 +80,14 @@ pub(crate) fn note_drain() {
     UNDRAINED.store(0, Ordering::Relaxed);
 }
 
-/// What every emulated drain instruction (`sfence`, `dmb ish`, `fence w, rw`, `sync`) does: a
-/// sequentially consistent fence, and the [`undrained_stores`] count reset.
+/// Every emulated drain: a sequentially consistent fence and the [`undrained_stores`] reset.
 pub(crate) fn drain() {
     core::sync::atomic::fence(Ordering::SeqCst);
     note_drain();
 }
 
-/// What every emulated block-zeroing instruction (`clzero`, `dc zva`, `cbo.zero`, `dcbz`)
-/// writes: the `block`-aligned `block` bytes around `p`, even when `p` is not the block's start
-/// (so a misaligned call is reported, as the real instruction would overwrite the bytes before
-/// `p`); counted in [`block_zeroes`].
+/// Every emulated block-zeroing instruction: zeroes the `block`-aligned `block` bytes around
+/// `p`, as the real one does; counted in [`block_zeroes`].
 ///
 /// # Safety
 ///
@@ -109,10 +101,9 @@ pub(crate) unsafe fn zero_block(p: *mut u8, block: usize) {
     note_block_zero();
 }
 
-/// What every emulated streaming store instruction does: an ordinary typed write of `value` at
-/// `dst`, counted in [`undrained_stores`]. The write requires `dst` to be aligned for `T`, so
-/// each instruction picks a `T` with its own alignment requirement (a byte array for one with
-/// none) and a misaligned emulated store is reported where the real one would fault.
+/// Every emulated streaming store: a typed write of `value` at `dst` (each instruction picks a
+/// `T` with its alignment requirement, so misalignment is caught), counted in
+/// [`undrained_stores`].
 ///
 /// # Safety
 ///
@@ -150,9 +141,8 @@ pub fn dczid() -> u64 {
     DCZID.load(Ordering::Relaxed)
 }
 
-/// What every emulated cache-line flush (`clflush`, `dc civac`, `dcbf`) does: a read of the
-/// byte at `p` (which the backends keep inside the caller's range), so that Miri checks the
-/// address arithmetic; the real instruction changes no value.
+/// Every emulated cache-line flush: a read of the byte at `p`, so Miri checks the address
+/// arithmetic (the real instruction changes no value).
 ///
 /// # Safety
 ///

@@ -148,10 +148,8 @@ where
     populate_pieces(&pieces, total, options)
 }
 
-/// `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of each piece of `len` guest bytes
-/// from `addr` whose backing takes the advice (anonymous, shmem/memfd; not hugetlbfs); returns
-/// the bytes advised. [`populate`] does this itself under [`HugePageAdvice::Advise`]; this is
-/// for a VMM that advises at setup and faults in later (or never).
+/// `madvise(MADV_HUGEPAGE)` as [`HugePageAdvice::Advise`] does, without populating; returns
+/// the bytes advised.
 ///
 /// # Errors
 ///

@@ -199,10 +199,8 @@ pub(crate) unsafe fn stream_pattern(
     }
 }
 
-/// Copies `src` into guest memory at `addr` with streaming stores, across as many regions as
-/// it spans; drains, then marks the bytes dirty. The streaming counterpart of
-/// [`Bytes::write_slice`](vm_memory::Bytes::write_slice), for data the host will not read back
-/// soon (a kernel or firmware image, a restored snapshot).
+/// [`Bytes::write_slice`](vm_memory::Bytes::write_slice) with streaming stores, for data the
+/// host will not read back soon; drains, then marks the bytes dirty.
 ///
 /// # Errors
 ///

@@ -184,9 +184,8 @@ fn features_from_hwprobe(pairs: [[u64; 2]; 2]) -> CpuFeatures {
     CpuFeatures::NONE.with_zicboz(block)
 }
 
-/// Linux: Zicboz and its block size from `riscv_hwprobe` (all online harts: the syscall ANDs
-/// the extension bits over them). Elsewhere, and when emulating, `None`: a bare-metal kernel
-/// reads the device tree and passes what it found with [`crate::set_cpu_features`].
+/// Linux: Zicboz and its block size from `riscv_hwprobe` (over all online harts). Elsewhere,
+/// and when emulating, `None`: a kernel passes it with [`crate::set_cpu_features`].
 pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
     #[cfg(all(target_os = "linux", not(stream_hal_emulate)))]
     {

@@ -34,17 +34,14 @@ fn features_from_hwcap2(hwcap2: u64) -> crate::CpuFeatures {
     crate::CpuFeatures::NONE.with_mops(hwcap2 & HWCAP2_MOPS != 0)
 }
 
-/// Linux with glibc or musl: FEAT_MOPS from the kernel's `AT_HWCAP2` (`HWCAP2_MOPS`). Elsewhere,
-/// and when emulating, `None`: a bare-metal kernel reads `ID_AA64ISAR2_EL1.MOPS` (bits
-/// `[19:16]`) at EL1, enables the instructions and passes what it found with
-/// [`crate::set_cpu_features`]. `DCZID_EL0` is not a feature: it is read at every clear.
+/// Linux: FEAT_MOPS from `AT_HWCAP2`. Elsewhere, and when emulating, `None`: a bare-metal
+/// kernel passes what it found with [`crate::set_cpu_features`].
 pub(crate) fn detect_cpu_features() -> Option<crate::CpuFeatures> {
     super::auxval(AT_HWCAP2).map(features_from_hwcap2)
 }
 
-/// The caches from Linux's sysfs (with the `std` feature): `CCSIDR_EL1` and `CLIDR_EL1` trap
-/// at EL0. Elsewhere a kernel reads them at EL1 and passes them with
-/// [`crate::set_cache_info`].
+/// The caches from Linux's sysfs (`CCSIDR_EL1` traps at EL0); elsewhere the caller passes
+/// them with [`crate::set_cache_info`].
 pub(crate) use crate::cache::detect_from_sysfs as detect_cache_info;
 
 /// 4 bytes from `src`, any alignment.
