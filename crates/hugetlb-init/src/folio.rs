@@ -17,9 +17,8 @@ pub(crate) const HPG_VMEMMAP_OPTIMIZED: u32 = 4;
 /// `HPG_freed`: the folio is on the hstate's free list (`folio_set_hugetlb_freed`).
 pub(crate) const HPG_FREED: u32 = 3;
 
-/// Byte offsets of the hugetlb folio fields inside the page that holds them: page\[3\] from
-/// 6.15, page\[2\] before ([`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page)). `struct folio` pads each
-/// page to `sizeof(struct page)`, so these hold for the 72-byte layout too.
+/// Byte offsets of the hugetlb folio fields inside the page that holds them (page\[3\] from
+/// 6.15, page\[2\] before), for 64- and 72-byte layouts alike.
 pub(crate) mod folio3 {
     /// `_hugetlb_subpool` (+16: folio byte 208 from 6.15, 144 before, with 64-byte pages).
     pub(crate) const HUGETLB_SUBPOOL: usize = 16;
@@ -170,17 +169,11 @@ pub(crate) fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
     tails
 }
 
-/// `init_new_hugetlb_folio(h, folio)`: `__folio_set_hugetlb()` (`page_type = PGTY_hugetlb <<
-/// 24`), `INIT_LIST_HEAD(&folio->lru)`, `hugetlb_set_folio_subpool(folio, NULL)`, and under
-/// `CONFIG_CGROUP_HUGETLB` `set_hugetlb_cgroup(folio, NULL)` and
-/// `set_hugetlb_cgroup_rsvd(folio, NULL)`. The fields are words of page\[3\] from 6.15 and of
-/// page\[2\] before ([`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page); the folio overlay is
-/// [`memmap_core::model::page::folio`]).
-///
-/// 6.1 ([`FolioLayout::FolioDtor`](memmap_core::FolioLayout::FolioDtor)) has no hugetlb page
-/// type: `__prep_new_huge_page()` sets `_folio_dtor` to `HUGETLB_PAGE_DTOR` in page\[1\], and
-/// the subpool and cgroup pointers are the `private` words of page\[1\], page\[2\] and
-/// page\[3\] (`SUBPAGE_INDEX_SUBPOOL`, `_CGROUP`, `_CGROUP_RSVD`), set to NULL.
+/// `init_new_hugetlb_folio(h, folio)`: the hugetlb page type, an empty `lru`, and NULL subpool
+/// and (with `CONFIG_CGROUP_HUGETLB`) cgroup pointers, in the page
+/// [`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page) names.
+/// 6.1 ([`FolioLayout::FolioDtor`](memmap_core::FolioLayout::FolioDtor)) sets `_folio_dtor` to
+/// `HUGETLB_PAGE_DTOR` in page\[1\] and NULLs the `private` words of pages 1 to 3 instead.
 ///
 /// # Panics
 ///

@@ -58,9 +58,8 @@ impl Workers {
     }
 }
 
-/// A cancellation token for [`populate`](crate::populate): clone it into another thread and
-/// call [`Cancel::cancel`]; the workers stop between steps of at most
-/// 16 MiB and the call returns what was populated.
+/// A cancellation token for [`populate`](crate::populate): the workers stop between steps of at
+/// most 16 MiB after [`Cancel::cancel`], and the call returns what was populated.
 #[derive(Debug, Clone, Default)]
 pub struct Cancel(Arc<AtomicBool>);
 

@@ -29,10 +29,8 @@ impl FillMethod {
     }
 }
 
-/// The streaming fills of registers wider than the library's own paths use, that this CPU has,
-/// narrowest first: `vmovntdq` of `ymm` (AVX, with the OS saving the state) and of `zmm`
-/// (AVX-512F) on x86-64, detected on every call. Empty on the other backends, on x86-64
-/// targets without SSE, in emulated builds and with `--cfg stream_hal_no_cpuid`.
+/// The streaming fills wider than the library's that this CPU has, narrowest first (x86-64
+/// `vmovntdq` of `ymm` and `zmm`, detected on every call); empty elsewhere.
 pub fn wide_fill_methods() -> impl Iterator<Item = FillMethod> {
     super::selected_kit::wide_fill_methods()
 }

@@ -22,19 +22,13 @@ pub(crate) use clear::{clear, clear_cached, clear_streaming, streaming_clear_met
 // `drain` is `sfence`, `prefetch` is `prefetcht0` (see `insn`).
 pub(crate) use insn::{prefetcht0 as prefetch, sfence as drain};
 
-/// Detects the CPU features this backend uses with CPUID: `CLZERO` is CPUID `0x8000_0008`, EBX
-/// bit 0 (AMD); `rep stosb` is the faster large clear on AMD and Hygon CPUs (the vendor string
-/// of leaf 0, in EBX, EDX, ECX). `None` when emulating (no CPUID: the features are whatever
-/// [`crate::set_cpu_features`] says).
+/// Detects `CLZERO` and the AMD/Hygon vendor (see [`CpuFeatures`]) with CPUID; `None` when
+/// emulating.
 pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
     #[cfg(not(stream_hal_emulate))]
     {
         let (_, b, c, d) = insn::cpuid(0);
-        let mut vendor = [0u8; 12];
-        vendor[..4].copy_from_slice(&b.to_le_bytes());
-        vendor[4..8].copy_from_slice(&d.to_le_bytes());
-        vendor[8..].copy_from_slice(&c.to_le_bytes());
-        let amd = &vendor == b"AuthenticAMD" || &vendor == b"HygonGenuine";
+        let amd = crate::arch::x86_cache::amd_vendor(b, c, d);
         let (max_extended, ..) = insn::cpuid(0x8000_0000);
         let clzero = max_extended >= 0x8000_0008 && insn::cpuid(0x8000_0008).1 & 1 != 0;
         Some(CpuFeatures::NONE.with_clzero(clzero).with_large_rep_stosb(amd))
