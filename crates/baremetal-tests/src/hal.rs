@@ -1,12 +1,5 @@
-//! Every call into `stream-hal`, in one place, so that a change of its API touches only this
-//! module.
-//!
-//! Besides forwarding, it names the method each clear entry point uses for a given size on this
-//! machine, from the rules `stream-hal` documents (x86-64: `rep stosb` below
-//! `CLEAR_STREAMING_MIN`, streaming from there, back to `rep stosb` from `CLEAR_REP_LARGE_MIN`
-//! on AMD CPUs without `CLZERO`; aarch64: `dc zva` unless `DCZID_EL0.DZP` is set, then `stnp`;
-//! riscv64: `cbo.zero` with Zicboz, else `write_bytes` below `CLEAR_STREAMING_MIN` and hinted
-//! stores from there; loongarch64, generic: `write_bytes`).
+//! Every call into `stream-hal`, so that a change of its API touches only this module, and the
+//! method each clear uses for a size on this machine, from the rules stream-hal documents.
 
 use core::mem::MaybeUninit;
 

@@ -1,14 +1,8 @@
 //! # baremetal-tests: stream-hal on bare metal, under QEMU
 //!
-//! A small test kernel for `x86_64-unknown-none`, `aarch64-unknown-none` and
-//! `riscv64gc-unknown-none-elf` that boots under QEMU, runs stream-hal's checks ([`checks`]) on
-//! the guest's RAM, prints one line per check and a summary on the serial port, and exits QEMU
-//! with a status that says pass or fail. On `loongarch64-unknown-none` the same program runs
-//! as a Linux user-mode binary under `qemu-loongarch64`. On aarch64 the checks run twice, with
-//! `dc zva` permitted and prohibited from EL2; on riscv64 Zicboz comes from the device tree.
-//!
-//! Build and run it with `ci/baremetal.sh` (loongarch64: `ci/arches.sh`); the architecture code
-//! is in `src/<arch>/`, every `stream-hal` call in `src/hal.rs`.
+//! A test kernel that boots under QEMU (x86-64, aarch64, riscv64; loongarch64 as a user-mode
+//! binary), runs stream-hal's [`checks`] on the guest's RAM and exits with pass or fail. Run
+//! it with `ci/baremetal.sh` (`docs/baremetal.md`); every `stream-hal` call is in `src/hal.rs`.
 #![no_std]
 #![no_main]
 #![deny(unsafe_op_in_unsafe_fn)]

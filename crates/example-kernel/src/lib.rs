@@ -1,15 +1,11 @@
 //! # example-kernel: stream-hal and memmap-core in a `no_std` kernel, in one file to copy
 //!
 //! What a Rust kernel does with the two crates at boot, without an allocator and with one
-//! `unsafe` block per hardware fact: it refuses to build a stream-hal that would run `CPUID`
-//! itself, hands over the CPU features it detected ([`boot_cpu_features`]), takes its boot
-//! memory once from `.bss` ([`BOOT_STORAGE`]), initializes a pmem range's struct pages in that
-//! uninitialized storage ([`init_device_memmap`]), streams its frame-metadata table
-//! ([`init_frame_table`]), zeroes free pages and copies a boot module with preemption off
-//! ([`zero_free_pages`], [`copy_boot_module`]), and checks every result ([`self_test`]).
+//! `unsafe` block per hardware fact: [`boot_cpu_features`], [`BOOT_STORAGE`],
+//! [`init_device_memmap`], [`init_frame_table`], [`zero_free_pages`], [`copy_boot_module`],
+//! and [`self_test`], which checks every result.
 //!
-//! Build it for any kernel target (`.cargo/config.toml` sets `STREAM_HAL_NO_CPUID = "1"` in
-//! its `[env]` table, which a `RUSTFLAGS` in the environment does not replace):
+//! Build it for any kernel target (`.cargo/config.toml` sets `STREAM_HAL_NO_CPUID = "1"`):
 //!
 //! ```sh
 //! cargo build --release --target x86_64-unknown-none        # or aarch64-unknown-none,
@@ -37,10 +33,8 @@ use memmap_core::{
 };
 use stream_hal::{BlockSize, CpuFeatures, PageSize, SliceError};
 
-// The kernel runs where `CPUID` must not run implicitly (a confidential guest's #VC handler is
-// not up yet): refuse to build an image whose stream-hal would. A `RUSTFLAGS` in the
-// environment replaces `.cargo/config.toml`'s `rustflags` and with them any `--cfg`; the
-// `[env]` switch survives it, and this assertion catches whatever still goes wrong.
+// `CPUID` must not run implicitly (a confidential guest's #VC handler is not up yet): refuse
+// to build an image whose stream-hal would.
 const _: () = assert!(
     stream_hal::build_config().no_cpuid,
     "stream-hal was built without STREAM_HAL_NO_CPUID=1 (or --cfg stream_hal_no_cpuid) and would \

@@ -15,8 +15,7 @@ pub use crate::node::{BootParams, BootReport, HugetlbNode, NodeReport};
 use crate::node::{hstate_of_config, take_group, take_group_mut, validate_nodes, validate_records};
 
 /// The whole boot: `hugetlb_bootmem_alloc` (records), `memmap_init_reserved_heads`
-/// (heads), `gather_bootmem_prealloc` (everything else). Fills `records[..n]` (the per-folio
-/// summary: head PFN, hstate (order), nid, HVO outcome, fallback strategy) and each node's
+/// (heads), `gather_bootmem_prealloc` (everything else); fills `records[..n]` and each node's
 /// report.
 ///
 /// # Errors
@@ -39,11 +38,8 @@ where
     gather_bootmem_prealloc(nodes, &mut records[..n], params)
 }
 
-/// The boot with the folios where the caller puts them rather than where memblock would:
-/// `records` holds each folio's head pfn, hstate and node, grouped by node in node order, each
-/// group in free-list order (the first record ends up first on `h->hugepage_freelists[nid]`).
-/// For pages a kernel took from the buddy allocator (`alloc_pool_huge_folio()`: boot-time
-/// 2 MiB pages). The rest is as in [`boot()`].
+/// [`boot()`] with the folios where the caller puts them (pages taken from the buddy
+/// allocator): `records` grouped by node in node order, each group in free-list order.
 ///
 /// # Errors
 ///
@@ -100,9 +96,8 @@ fn reverse_groups<P: StructPage, R, H>(nodes: &[HugetlbNode<'_, P, R, H>], recor
     }
 }
 
-/// `hugetlb_bootmem_alloc()` on the nodes: validates the nodes and the request and computes the
-/// `huge_bootmem_page` records (see [`crate::bootmem::alloc_with`]). Writes no
-/// struct page. Returns the number of records.
+/// `hugetlb_bootmem_alloc()` on the nodes: validates them and the request and computes the
+/// records. Writes no struct page. Returns the number of records.
 ///
 /// # Errors
 ///
@@ -123,9 +118,8 @@ pub(crate) fn hugetlb_bootmem_alloc<P: StructPage, R, H>(
     alloc_with(nodes.len(), |i| nodes[i].spec, request, records)
 }
 
-/// `memmap_init_reserved_pages()` for the boot pages: only the first base page of each
-/// gigantic page is a normal reserved region (the rest is `MEMBLOCK_RSRV_NOINIT`), so only the
-/// head struct page is initialized, through [`reserve_bootmem_head`].
+/// `memmap_init_reserved_pages()` for the boot pages: only the heads (the rest is
+/// `MEMBLOCK_RSRV_NOINIT`), through [`reserve_bootmem_head`].
 ///
 /// # Errors
 ///

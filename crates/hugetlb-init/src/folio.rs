@@ -1,7 +1,5 @@
 //! The per-folio kernel operations of the boot path (`mm/mm_init.c`, `mm/hugetlb.c`) on a
-//! memmap-core [`Memmap`], through memmap-core's kernel operations, plus the tail-init
-//! strategies. The tail page words and why the template refreshes `lru.prev`:
-//! `docs/hugetlb-init.md` in the repository.
+//! memmap-core [`Memmap`], and the tail-init strategies (`docs/hugetlb-init.md`).
 
 use memmap_core::offsets;
 use memmap_core::{
@@ -19,9 +17,8 @@ pub(crate) const HPG_VMEMMAP_OPTIMIZED: u32 = 4;
 /// `HPG_freed`: the folio is on the hstate's free list (`folio_set_hugetlb_freed`).
 pub(crate) const HPG_FREED: u32 = 3;
 
-/// Byte offsets of the hugetlb folio fields inside the page that holds them: page\[3\] from
-/// 6.15, page\[2\] before ([`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page)). `struct folio` pads each
-/// page to `sizeof(struct page)`, so these hold for the 72-byte layout too.
+/// Byte offsets of the hugetlb folio fields inside the page that holds them (page\[3\] from
+/// 6.15, page\[2\] before), for 64- and 72-byte layouts alike.
 pub(crate) mod folio3 {
     /// `_hugetlb_subpool` (+16: folio byte 208 from 6.15, 144 before, with 64-byte pages).
     pub(crate) const HUGETLB_SUBPOOL: usize = 16;
@@ -42,9 +39,7 @@ pub(crate) mod folio3 {
 }
 
 /// The head of a boot-time gigantic page as `memmap_init_reserved_pages()` leaves it:
-/// `reserve_bootmem_region()` → `__init_deferred_page()` → `__init_page_from_nid()`
-/// (`__init_single_page()`, then `MIGRATE_MOVABLE` for the pageblock because the PFN is
-/// pageblock-aligned), then `__SetPageReserved()`. Refcount 1, `PG_reserved`.
+/// `__init_single_page()`, MOVABLE pageblock, `PG_reserved`, refcount 1.
 ///
 /// # Panics
 ///
@@ -64,22 +59,15 @@ pub(crate) fn reserve_bootmem_head<P: StructPage, H: InitHooks>(
 }
 
 /// `hugetlb_folio_init_tail_vmemmap(folio, start, end)`: initializes tails
-/// `[head + start, head + end)` of the folio of order `order` at `head_pfn`, with the zone and
-/// node read from the head's flags (`folio_zonenum`, `folio_nid`), using `opts`' strategy
-/// (resolved as memmap-core does: Slow when the `page_ref_set` tracepoint is active or
-/// KASAN/KMSAN is configured; Auto by the size threshold).
+/// `[head + start, head + end)` with the head's zone and node, by `opts`' strategy as
+/// memmap-core resolves it.
 ///
 /// * Slow: per page `__init_single_page()`, `prep_compound_tail()`, `set_page_count(page, 0)`.
 /// * Template: the first tail through the slow path, every other tail a copy of it with
-///   `lru.prev`, the section bits and `virtual` refreshed (see `docs/hugetlb-init.md`),
-///   built in registers and stored with normal stores.
-/// * Streaming: the same records streamed from registers (`StructPage::store_streaming`), drained before
-///   returning (so before the folio is used by anyone).
+///   `lru.prev`, the section bits and `virtual` refreshed (see `docs/hugetlb-init.md`).
+/// * Streaming: the same records streamed, drained before returning.
 ///
-/// `start >= end` is a no-op (it can happen with HVO
-/// unavailable and `HUGETLB_VMEMMAP_RESERVE_PAGES >= pages_per_huge_page`, which no gigantic
-/// hstate has, it could; the model's boot path, which also takes smaller hstates such as 2 MiB
-/// pages of 16 KiB base pages, passes `min(RESERVE, nr)`).
+/// `start >= end` is a no-op.
 ///
 /// # Panics
 ///
@@ -109,8 +97,7 @@ pub(crate) fn hugetlb_folio_init_tail_vmemmap<P: StructPage, H: InitHooks>(
     out
 }
 
-/// A folio whose tails are being initialized: where it is, its order, and the zone and node
-/// its head's flags name (`folio_zonenum`, `folio_nid`), which every tail copies.
+/// A folio whose tails are being initialized, with the zone and node every tail copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Folio {
     /// The head's PFN.
@@ -182,17 +169,11 @@ pub(crate) fn hugetlb_folio_init_vmemmap<P: StructPage, H: InitHooks>(
     tails
 }
 
-/// `init_new_hugetlb_folio(h, folio)`: `__folio_set_hugetlb()` (`page_type = PGTY_hugetlb <<
-/// 24`), `INIT_LIST_HEAD(&folio->lru)`, `hugetlb_set_folio_subpool(folio, NULL)`, and under
-/// `CONFIG_CGROUP_HUGETLB` `set_hugetlb_cgroup(folio, NULL)` and
-/// `set_hugetlb_cgroup_rsvd(folio, NULL)`. The fields are words of page\[3\] from 6.15 and of
-/// page\[2\] before ([`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page); the folio overlay is
-/// [`memmap_core::folio`]).
-///
-/// 6.1 ([`FolioLayout::FolioDtor`](memmap_core::FolioLayout::FolioDtor)) has no hugetlb page
-/// type: `__prep_new_huge_page()` sets `_folio_dtor` to `HUGETLB_PAGE_DTOR` in page\[1\], and
-/// the subpool and cgroup pointers are the `private` words of page\[1\], page\[2\] and
-/// page\[3\] (`SUBPAGE_INDEX_SUBPOOL`, `_CGROUP`, `_CGROUP_RSVD`), set to NULL.
+/// `init_new_hugetlb_folio(h, folio)`: the hugetlb page type, an empty `lru`, and NULL subpool
+/// and (with `CONFIG_CGROUP_HUGETLB`) cgroup pointers, in the page
+/// [`FolioLayout::hugetlb_fields_page`](memmap_core::FolioLayout::hugetlb_fields_page) names.
+/// 6.1 ([`FolioLayout::FolioDtor`](memmap_core::FolioLayout::FolioDtor)) sets `_folio_dtor` to
+/// `HUGETLB_PAGE_DTOR` in page\[1\] and NULLs the `private` words of pages 1 to 3 instead.
 ///
 /// # Panics
 ///
@@ -258,13 +239,8 @@ pub(crate) fn is_hugetlb_head<P: StructPage>(
 }
 
 /// `hugetlb_bootmem_init_migratetype(folio, h)`: `MIGRATE_MOVABLE` on every pageblock of the
-/// folio (`init_pageblock_migratetype(folio_page(folio, i), MIGRATE_MOVABLE, false)` for
-/// `i = 0, pageblock_nr_pages, ...`).
-///
-/// The kernel calls it for gigantic folios only, which are never smaller than a pageblock. A
-/// folio smaller than a pageblock (2 MiB pages of 16 KiB base pages, whose pageblocks are 32
-/// MiB; the model takes every hstate through the boot path) sets its pageblock MOVABLE: the type
-/// of the pageblocks the buddy allocator hands such folios out of.
+/// folio. A folio smaller than a pageblock (which the kernel never passes) sets its pageblock
+/// MOVABLE, the type the buddy allocator hands such folios out of.
 ///
 /// # Panics
 ///
@@ -287,10 +263,8 @@ pub(crate) fn hugetlb_bootmem_init_migratetype<P: StructPage>(
     }
 }
 
-/// `enqueue_hugetlb_folio(h, folio)` for a folio whose `lru` is not on another list yet:
-/// `list_move(&folio->lru, &h->hugepage_freelists[nid])` (added first, after the list head at
-/// `list_head`, before `first`, the folio that was first until now, if any) and
-/// `folio_set_hugetlb_freed(folio)`. Returns the new first folio (`head_pfn`).
+/// `enqueue_hugetlb_folio(h, folio)` for a folio on no list yet: added first on the list at
+/// `list_head`, before `first`, and `HPG_freed` set. Returns the new first folio (`head_pfn`).
 ///
 /// # Panics
 ///

@@ -1,7 +1,5 @@
-//! `gather_bootmem_prealloc()` per node (in parallel under `std`) and
-//! `prep_and_add_bootmem_folios()` with HVO and the fallback tail init; the fallback tails of a
-//! node's list on several threads with [`BootParams::tail_threads`] (what that changes:
-//! `docs/hugetlb-init.md`).
+//! `gather_bootmem_prealloc()` per node and `prep_and_add_bootmem_folios()` with HVO and the
+//! fallback tail init (`docs/hugetlb-init.md`).
 
 #[cfg(feature = "std")]
 use crate::folio::Folio;
@@ -29,10 +27,9 @@ use crate::node::{
     BootParams, BootReport, HugetlbNode, take_group, take_group_mut, validate_nodes, validate_records,
 };
 
-/// `gather_bootmem_prealloc()`: a padata job with one work item per node (`min_chunk = align =
-/// 1`, at most one thread per node with memory, the caller participating); each item is
-/// [`gather_bootmem_prealloc_node`]. Without `std`, or with one worker
-/// ([`BootParams::gather`]), the nodes are gathered in order on the calling thread.
+/// `gather_bootmem_prealloc()`: a padata job with one work item per node, each
+/// [`gather_bootmem_prealloc_node`]; in node order on the calling thread without `std` or with
+/// one worker ([`BootParams::gather`]).
 ///
 /// # Errors
 ///
@@ -165,16 +162,9 @@ fn gather_sequential<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
     }
 }
 
-/// `gather_bootmem_prealloc_node(nid)`: for each `huge_bootmem_page` of the node's list
-/// (`records`, in list order): the zones check (`HUGE_BOOTMEM_ZONES_VALID`; a node here is one
-/// zone, so it always passes), a flush of the pending folios when the hstate changes,
-/// [`hugetlb_folio_init_vmemmap`] with `HUGETLB_VMEMMAP_RESERVE_PAGES`,
-/// [`init_new_hugetlb_folio`], `list_add()` to the pending list,
-/// `adjust_managed_page_count()`, `cond_resched()`; finally
-/// [`prep_and_add_bootmem_folios`] for the last hstate.
-///
-/// The heads must come from `memmap_init_reserved_heads` ([`gather_bootmem_prealloc`]
-/// checks it).
+/// `gather_bootmem_prealloc_node(nid)` over the node's `records`, in list order, with a flush
+/// of the pending folios ([`prep_and_add_bootmem_folios`]) when the hstate changes and at the
+/// end.
 ///
 /// # Panics
 ///
@@ -210,14 +200,10 @@ pub(crate) fn gather_bootmem_prealloc_node<P: StructPage, R: VmemmapRemap<P>, H:
     node.hooks.phase(phase::GATHER_NODE, false);
 }
 
-/// `prep_and_add_bootmem_folios(h, folio_list)` for the folios of `records` (all of one
-/// hstate, in processing order; the kernel's `folio_list` is built with `list_add()`, so it is
-/// walked in reverse): `hugetlb_vmemmap_optimize_bootmem_folios()` on every folio, then per
-/// folio the fallback `hugetlb_folio_init_tail_vmemmap(folio, RESERVE, nr)` if HVO did not
-/// optimize it (timed), [`hugetlb_bootmem_init_migratetype`], and
-/// [`enqueue_hugetlb_folio`] onto the node's free list of
-/// the hstate (the head's `lru` links and `HPG_freed`; the list head is at
-/// [`hugepage_freelist_addr`]). The hstate's counters are not modelled.
+/// `prep_and_add_bootmem_folios(h, folio_list)` for `records` (one hstate, walked in reverse
+/// as the kernel's `list_add()`-built list): HVO on every folio, then per folio the fallback
+/// tails if HVO did not optimize it, the migratetype and [`enqueue_hugetlb_folio`]. The
+/// hstate's counters are not modelled.
 pub(crate) fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: InitHooks>(
     node: &mut HugetlbNode<'_, P, R, H>,
     records: &mut [HugeBootmemPage],
@@ -290,9 +276,7 @@ pub(crate) fn prep_and_add_bootmem_folios<P: StructPage, R: VmemmapRemap<P>, H: 
 }
 
 /// The fallback tails of the list's folios as one padata job over `params.tail_threads`
-/// workers (see `docs/hugetlb-init.md`): `Some(per-record result)` when it ran, `None` when
-/// the tails are to be initialized by the per-folio loop (one worker, an active tracepoint, or
-/// nothing to do).
+/// workers: `Some(per-record result)` when it ran, `None` when the per-folio loop does them.
 #[cfg(feature = "std")]
 fn parallel_tails<P: StructPage, R, H: InitHooks>(
     node: &mut HugetlbNode<'_, P, R, H>,

@@ -18,9 +18,8 @@ pub(crate) const fn hugetlb_vmemmap_reserve_pages<P: StructPage>(cfg: &KernelCon
     cfg.page_size() / P::SIZE as u64
 }
 
-/// The modelled kernel address of `hstates[]`, the array of `struct hstate` in the kernel
-/// image. Real kernels place it where their build puts it; a comparison with a real kernel
-/// matches the two by name (see [`hugepage_freelist_addr`]).
+/// The modelled kernel address of `hstates[]`; a comparison with a real kernel matches the
+/// two by name.
 pub(crate) const HSTATES_ADDR: u64 = 0xffff_ffff_8400_0000;
 
 /// The modelled size of one `struct hstate` in [`HSTATES_ADDR`]'s array.
@@ -30,9 +29,8 @@ pub(crate) const HSTATE_MODEL_SIZE: u64 = 0x1_0000;
 /// `struct hstate`.
 pub(crate) const HUGEPAGE_FREELISTS_OFFSET: u64 = 0x100;
 
-/// The modelled address of `&h->hugepage_freelists[nid]` for `hstate` (`hstates[]` slot
-/// [`Hstate::index`], the largest size first): the list head the free folios' `lru` links
-/// point to at either end.
+/// The modelled address of `&h->hugepage_freelists[nid]`, the list head the free folios'
+/// `lru` links point to at either end.
 #[must_use]
 pub const fn hugepage_freelist_addr(hstate: Hstate, nid: u32) -> u64 {
     let slot = hstate.index() as u64;

@@ -183,15 +183,10 @@ pub enum TailTarget {
     },
 }
 
-/// The struct pages of a new shared tail page (Linux 7.1+), computed slot by slot: one
-/// vmemmap page holds up to 1024 struct pages (64 KiB pages), too many to build on the stack.
-///
-/// Slot `j` is `init_compound_tail(slot, NULL, order, zone)` (`_mapcount` -1, the folio's node
-/// and zone in `flags`, `TAIL_MAPPING`, the `compound_info` mask, `private` 0) applied to what
-/// the page held: zeros ([`TailPageOrigin::Runtime`], or a boot without pre-HVO), or with
-/// pre-HVO ([`TailPageOrigin::Boot`]) the `__init_single_page()` of the last PFN of the range
-/// `memmap_init()` initialized at boot whose struct page lies in the tail vmemmap of an
-/// optimized folio of this hstate and maps to the slot.
+/// The struct pages of a new shared tail page (Linux 7.1+), computed slot by slot (up to 1024,
+/// too many to build on the stack): `init_compound_tail()` applied to what the page held, zeros
+/// ([`TailPageOrigin::Runtime`]) or the boot's `__init_single_page()` of the last PFN mapping
+/// to the slot ([`TailPageOrigin::Boot`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SharedTailInit {
     hstate: Hstate,
@@ -415,9 +410,7 @@ fn folio_of_boot<P: StructPage>(m: &Memmap<'_, P>, head_pfn: u64, hstate: Hstate
 }
 
 /// The struct page `__init_single_page(page, pfn, zone, nid)` writes for `pfn` at `vaddr`,
-/// computed in a one-page scratch memmap. `pfn` is a PFN of a memmap of `cfg`
-/// (`SharedTailInit` cuts its range to the memmap), so `cfg` is valid and `pfn + 1` is at most
-/// its `max_pfn`: the scratch memmap is always accepted.
+/// computed in a one-page scratch memmap (always accepted: `pfn` is inside a memmap of `cfg`).
 fn single_page_record<P: StructPage>(cfg: &KernelConfig, vaddr: u64, pfn: u64, zone: u32, nid: u32) -> P {
     let mut page = [P::ZEROED];
     let mut pageblocks = [0u8; 2];

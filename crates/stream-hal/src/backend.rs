@@ -134,12 +134,8 @@ impl fmt::Display for GenericReason {
     }
 }
 
-/// What this build of `stream-hal` was compiled with: the backend and the two switches.
-///
-/// Returned by the `const fn` [`build_config`](crate::build_config), so that a kernel asserts at compile time that
-/// its build took the switches it relies on; the image then cannot be built without them (a
-/// `RUSTFLAGS` in the environment replaces every `rustflags` of `.cargo/config.toml`, and with
-/// them a `--cfg` kept there):
+/// What this build of `stream-hal` was compiled with, for a kernel's compile-time assertion
+/// that its build took the switches it relies on:
 ///
 /// ```
 /// use stream_hal::{Backend, BuildConfig, build_config};

@@ -1,7 +1,5 @@
-//! The machine's data caches ([`CacheInfo`], [`cache_info`], [`set_cache_info`]) and the rule
-//! that turns them and the caller's [`Reuse`] hint into the size from which Auto streams
-//! ([`streaming_threshold`]). The public items say what is detected where and why the rule is
-//! what it is; the CPUID and sysfs decoders are the private `x86` and `sysfs` modules.
+//! The machine's data caches ([`CacheInfo`]) and the rule that turns them and the caller's
+//! [`Reuse`] hint into the size from which Auto streams ([`streaming_threshold`]).
 
 use core::fmt;
 
@@ -333,27 +331,20 @@ static CALLER: Slot = Slot::new();
 /// What detection found, written once.
 static DETECTED: Slot = Slot::new();
 
-/// Sets the caches this crate plans with ([`cache_info`], and through it the threshold of
-/// [`FillMode::AUTO`](crate::FillMode::AUTO) and memmap-core's `Strategy::Auto`), replacing
-/// any earlier value; the stored value's [`source`](CacheInfo::source) is
-/// [`CacheSource::Caller`]. A kernel calls it once at boot with what its CPU setup found
-/// (`CCSIDR_EL1` on aarch64, the device tree's cache nodes on riscv64, `CPUID` where
-/// `STREAM_HAL_NO_CPUID` keeps the crate from running it).
+/// Sets the caches this crate plans with ([`cache_info`]), replacing any earlier value, with
+/// source [`CacheSource::Caller`]; a kernel calls it once at boot with what its CPU setup found.
 ///
-/// Safe: the value only chooses between normal and streaming stores of the same bytes, so a
-/// wrong size is a speed mistake, never undefined behaviour. A reader on another CPU that runs
-/// while the value is being replaced may still get the previous one (or, if it kept meeting
-/// the write in progress, the detected caches); readers never wait. Calls that overlap are
-/// serialized, the later one waiting for the earlier one to finish: in a kernel, do not call
-/// it from an interrupt handler that may interrupt another call on the same CPU.
+/// Safe: a wrong size is a speed mistake, never undefined behaviour. A reader during the
+/// replacement may get the previous value (or the detected one); readers never wait. Overlapping
+/// calls are serialized: in a kernel, do not call it from an interrupt handler that may
+/// interrupt another call on the same CPU.
 pub fn set_cache_info(info: CacheInfo) {
     CALLER.write(&info.with_source(CacheSource::Caller));
 }
 
-/// The caches in effect: the value of the last [`set_cache_info`], else (without `--cfg
-/// stream_hal_no_cpuid`) the detected ones ([`CacheInfo::detect`]), detected on the first call
-/// and cached, else nothing known ([`NoCacheInfo::NoCpuid`]). [`CacheInfo::source`] says
-/// which.
+/// The caches in effect: the last [`set_cache_info`], else (without `--cfg
+/// stream_hal_no_cpuid`) [`CacheInfo::detect`] on the first call, cached, else nothing known
+/// ([`NoCacheInfo::NoCpuid`]); [`CacheInfo::source`] says which.
 #[must_use]
 pub fn cache_info() -> CacheInfo {
     if let Some(info) = CALLER.read() {

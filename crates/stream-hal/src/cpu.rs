@@ -1,12 +1,7 @@
-//! CPU features the backends use beyond what the target enables at compile time
-//! ([`CpuFeatures`]): detected once, or vouched for by the caller with the `unsafe`
-//! [`set_cpu_features`] (a missing instruction faults, a block size claimed too small zeroes
-//! memory outside the range), and only ever taken away by the safe [`restrict_cpu_features`].
-//!
-//! On aarch64 only FEAT_MOPS is decided here (the `dc zva` block size and permission are read
-//! from `DCZID_EL0` at every clear). The crate reads no ID register for MOPS: `ID_AA64ISAR2_EL1`
-//! traps at EL0 and says nothing about whether the instructions are enabled, so a bare-metal
-//! kernel passes what it found with [`set_cpu_features`].
+//! CPU features the backends use beyond the compile-time target ([`CpuFeatures`]): detected
+//! once, vouched for with the `unsafe` [`set_cpu_features`], or narrowed with the safe
+//! [`restrict_cpu_features`]. No ID register is read for aarch64's MOPS (`ID_AA64ISAR2_EL1`
+//! traps at EL0 and does not say whether it is enabled).
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -51,9 +46,6 @@ impl BlockSize {
 /// | Zicboz `cbo.zero` and its block size | riscv64 `clear` | Linux: `riscv_hwprobe`; elsewhere not at all |
 /// | `dcbz` block size | powerpc64 `clear` | Linux: `getauxval(AT_DCACHEBSIZE)`; elsewhere not at all |
 /// | FEAT_MOPS | aarch64 `clear`, `clear_cached` | Linux: `getauxval(AT_HWCAP2)` bit `HWCAP2_MOPS`; elsewhere not at all |
-///
-/// They are claimed with the `unsafe` [`set_cpu_features`] (the caller vouches for the CPU)
-/// and narrowed with the safe [`restrict_cpu_features`], which can only remove.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub struct CpuFeatures {
@@ -237,9 +229,7 @@ pub unsafe fn set_cpu_features(features: CpuFeatures) {
 }
 
 /// Removes features: the features in effect become their [intersection](CpuFeatures::intersection)
-/// with `allowed`, which is returned. Safe because it can only take away what was detected or
-/// vouched for with [`set_cpu_features`]: claiming a feature here that is not in effect leaves
-/// it absent. Tests use it to run the clear paths without `CLZERO`, Zicboz or `dcbz`.
+/// with `allowed`, which is returned. Safe because it can only take away.
 pub fn restrict_cpu_features(allowed: CpuFeatures) -> CpuFeatures {
     let mut current = cpu_features().encode();
     loop {

@@ -1,26 +1,11 @@
 //! Controls of the emulated backends (only with `--cfg stream_hal_emulate`).
 //!
-//! Under `cfg(stream_hal_emulate)` the x86-64, aarch64, riscv64 and powerpc64 backends keep all
-//! of their Rust code (address arithmetic, alignment steps, edge handling, the loads of the
-//! source) and replace each instruction with an ordinary Rust access of the same bytes and
-//! alignment, so Miri and the sanitizers check that code on any host
-//! (`RUSTFLAGS="--cfg stream_hal_emulate" cargo +nightly miri test -p stream-hal`, with
-//! `--target` for the other architectures).
-//!
-//! [`backend`](crate::backend) then reports [`Backend::Emulated`](crate::Backend::Emulated).
-//! Nothing is detected (no CPUID, `riscv_hwprobe` or auxiliary vector): the features are what
-//! [`set_cpu_features`](crate::set_cpu_features) says, which in an emulated build executes no
-//! instruction, so claiming `clzero`, Zicboz, a `dcbz` block size or FEAT_MOPS there runs
-//! those paths through the emulation. `DCZID_EL0` reads the value given to [`set_dczid`].
-//!
-//! The emulation also counts the streaming stores (`movnti`, `movntdq`, `clzero`, `stnp`,
-//! riscv64's `ntl.all`-hinted `sd` and `cbo.zero`, powerpc64's `dcbz`) issued since the last
-//! drain (`sfence`, `dmb ish`, `fence w, rw`, `sync`): [`undrained_stores`]. A test that
-//! streams on one thread can check that every path, unwinding included, ends with a drain.
-//! [`block_zeroes`] counts the block-zeroing instructions (`clzero`, `dc zva`, `cbo.zero`,
-//! `dcbz`) and [`memory_sets`] aarch64's MOPS memory-set sequences (`SETP`/`SETM`/`SETE` and
-//! the non-temporal `SETPN`/`SETMN`/`SETEN`, which count as streaming stores too), so a test
-//! can tell which clear method ran.
+//! The native backends keep all their Rust code and replace each instruction with an ordinary
+//! access of the same bytes and alignment, so Miri and the sanitizers check that code on any
+//! host. Nothing is detected: the features are what
+//! [`set_cpu_features`](crate::set_cpu_features) says, so claiming an instruction runs its path
+//! through the emulation. The counters let a test check that every path ends with a drain
+//! ([`undrained_stores`]) and which clear method ran ([`block_zeroes`], [`memory_sets`]).
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -33,10 +18,8 @@ static UNDRAINED: AtomicU64 = AtomicU64::new(0);
 /// Block-zeroing instructions executed, over all threads.
 static BLOCK_ZEROES: AtomicU64 = AtomicU64::new(0);
 
-/// How many block-zeroing instructions (`clzero`, `dc zva`, `cbo.zero`, `dcbz`) the emulated
-/// backend has executed since the program started, over all threads: compare two readings
-/// around a clear on one thread (with no other thread clearing) to see whether the clear used
-/// one.
+/// Block-zeroing instructions (`clzero`, `dc zva`, `cbo.zero`, `dcbz`) executed since the
+/// program started, over all threads: compare two readings around a clear.
 #[must_use]
 pub fn block_zeroes() -> u64 {
     // Relaxed: a statistic, as `undrained_stores`.
@@ -46,18 +29,16 @@ pub fn block_zeroes() -> u64 {
 /// MOPS memory-set sequences executed, over all threads.
 static MEMORY_SETS: AtomicU64 = AtomicU64::new(0);
 
-/// How many aarch64 MOPS memory-set sequences (a `SETP`, `SETM`, `SETE` triple, or its
-/// non-temporal `SETPN` form) the emulated backend has executed since the program started, over
-/// all threads; read it as [`block_zeroes`].
+/// aarch64 MOPS memory-set sequences executed since the program started, over all threads;
+/// read it as [`block_zeroes`].
 #[must_use]
 pub fn memory_sets() -> u64 {
     // Relaxed: a statistic, as `undrained_stores`.
     MEMORY_SETS.load(Ordering::Relaxed)
 }
 
-/// What an emulated MOPS memory-set sequence of zero does: `len` zero bytes at `dst` with one
-/// byte-granular write (the instructions have no alignment requirement), counted in
-/// [`memory_sets`] and, for the non-temporal form, in [`undrained_stores`].
+/// An emulated MOPS set of zero: one byte-granular write, counted in [`memory_sets`] and, for
+/// the non-temporal form, in [`undrained_stores`].
 ///
 /// # Safety
 ///
@@ -79,9 +60,8 @@ pub(crate) fn note_block_zero() {
     BLOCK_ZEROES.fetch_add(1, Ordering::Relaxed);
 }
 
-/// How many streaming stores (see the [module documentation](self)) were issued since the last
-/// drain, counted over all threads: a drain on any thread resets
-/// it, so read it in a test that streams on one thread.
+/// Streaming stores issued since the last drain, over all threads (a drain on any thread
+/// resets it): read it in a test that streams on one thread.
 #[must_use]
 pub fn undrained_stores() -> u64 {
     // Relaxed: a statistic; the stores and fences it counts are ordered by their own thread.
@@ -100,17 +80,14 @@ pub(crate) fn note_drain() {
     UNDRAINED.store(0, Ordering::Relaxed);
 }
 
-/// What every emulated drain instruction (`sfence`, `dmb ish`, `fence w, rw`, `sync`) does: a
-/// sequentially consistent fence, and the [`undrained_stores`] count reset.
+/// Every emulated drain: a sequentially consistent fence and the [`undrained_stores`] reset.
 pub(crate) fn drain() {
     core::sync::atomic::fence(Ordering::SeqCst);
     note_drain();
 }
 
-/// What every emulated block-zeroing instruction (`clzero`, `dc zva`, `cbo.zero`, `dcbz`)
-/// writes: the `block`-aligned `block` bytes around `p`, even when `p` is not the block's start
-/// (so a misaligned call is reported, as the real instruction would overwrite the bytes before
-/// `p`); counted in [`block_zeroes`].
+/// Every emulated block-zeroing instruction: zeroes the `block`-aligned `block` bytes around
+/// `p`, as the real one does; counted in [`block_zeroes`].
 ///
 /// # Safety
 ///
@@ -124,10 +101,9 @@ pub(crate) unsafe fn zero_block(p: *mut u8, block: usize) {
     note_block_zero();
 }
 
-/// What every emulated streaming store instruction does: an ordinary typed write of `value` at
-/// `dst`, counted in [`undrained_stores`]. The write requires `dst` to be aligned for `T`, so
-/// each instruction picks a `T` with its own alignment requirement (a byte array for one with
-/// none) and a misaligned emulated store is reported where the real one would fault.
+/// Every emulated streaming store: a typed write of `value` at `dst` (each instruction picks a
+/// `T` with its alignment requirement, so misalignment is caught), counted in
+/// [`undrained_stores`].
 ///
 /// # Safety
 ///
@@ -165,9 +141,8 @@ pub fn dczid() -> u64 {
     DCZID.load(Ordering::Relaxed)
 }
 
-/// What every emulated cache-line flush (`clflush`, `dc civac`, `dcbf`) does: a read of the
-/// byte at `p` (which the backends keep inside the caller's range), so that Miri checks the
-/// address arithmetic; the real instruction changes no value.
+/// Every emulated cache-line flush: a read of the byte at `p`, so Miri checks the address
+/// arithmetic (the real instruction changes no value).
 ///
 /// # Safety
 ///

@@ -1,8 +1,5 @@
-//! Template fills: one record built once, copied into every slot, with only what depends on the
-//! slot's index patched. The idea of the Linux memmap template series, for any [`Record`].
-//!
-//! These functions fill caller-provided `&mut [MaybeUninit<T>]` with normal or streaming stores
-//! ([`FillMode`]) and hand back `&mut [T]` only after the streaming stores are drained.
+//! Template fills: one record copied into every slot with the per-index fields patched, handed
+//! back as `&mut [T]` only after the streaming stores are drained.
 //!
 //! ```
 //! use core::mem::MaybeUninit;
@@ -95,8 +92,7 @@ impl FillMode {
 }
 
 /// Fills slot `i` with `f(i)`, in order, and returns the slots initialized (drained when
-/// streamed). Works for any [`Record`], `Copy` or not: each record is built by value (the
-/// optimizer keeps it in registers) and moved into its slot.
+/// streamed). Works for any [`Record`], `Copy` or not.
 pub fn fill_records<T: Record>(
     slots: &mut [MaybeUninit<T>],
     mode: FillMode,
@@ -130,8 +126,7 @@ pub fn template_fill<'a, T: Record + Copy>(
 }
 
 /// Copies `template` into every slot after `patch(index, &mut copy)` and returns the slots
-/// initialized. The copy is a local value the optimizer keeps in registers, so patching it does
-/// not reload a patched template from memory (a store-forwarding stall).
+/// initialized. The copy is a local value kept in registers (no store-forwarding stall).
 pub fn template_fill_with<'a, T: Record + Copy>(
     slots: &'a mut [MaybeUninit<T>],
     template: &T,

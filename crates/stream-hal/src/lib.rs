@@ -6,9 +6,7 @@
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
-// The Cargo features these switches once were: a dependency that still turns one on gets told
-// what replaced it instead of an unknown-feature error (rustdoc, which documents every feature,
-// is let through).
+// Removed features name their replacement (rustdoc, which documents every feature, passes).
 #[cfg(all(feature = "no-cpuid", not(doc)))]
 compile_error!(
     "stream-hal's `no-cpuid` feature was removed: a dependency's feature would turn detection off \
@@ -62,8 +60,7 @@ pub mod __private {
     pub use zerocopy;
 }
 
-/// Size of the pages [`clear_pages`] clears: 4 KiB, the base page of x86-64 and of arm64's
-/// default configuration. Other page sizes: [`clear_pages_of`].
+/// Size of the pages [`clear_pages`] clears (4 KiB); other sizes: [`clear_pages_of`].
 pub const PAGE_SIZE: usize = 4096;
 
 /// A base page size, for the page-counted clears ([`clear_pages_of`], [`clear_pages_in`]).
@@ -101,13 +98,9 @@ impl PageSize {
     }
 }
 
-/// Copies `len` bytes from `src` to `dst` with write-once streaming stores where the backend has
-/// them; the result is the same as `memcpy`.
-///
-/// Any alignment of `dst` and `src` and any length (including 0) is accepted. Misaligned edge
-/// bytes are written with normal stores, the aligned body with streaming stores (see the table
-/// in the [crate documentation](crate)). It does **not** fence: call [`drain`] before anything
-/// reads, overwrites or publishes `dst`.
+/// `memcpy` with streaming stores on the aligned body (normal stores on the edges); any
+/// alignment and length. It does **not** fence: call [`drain`] before anything reads,
+/// overwrites or publishes `dst`.
 ///
 /// # Safety
 ///
@@ -125,32 +118,22 @@ pub unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize) {
     unsafe { arch::memcpy_nontemporal(dst, src, len) }
 }
 
-/// Orders every streaming store this thread issued before the call before any load or store
-/// that follows it.
-///
-/// x86-64: `sfence`. aarch64: `dmb ish` (see `arch/aarch64.rs` for why a full inner-shareable
-/// barrier and not `dmb ishst`). riscv64: `fence w, rw`. powerpc64: `sync` (see their module
-/// documentation). Generic backend: nothing, because it only issues normal stores.
+/// Orders this thread's earlier streaming stores before its later loads and stores (x86-64
+/// `sfence`, aarch64 `dmb ish`, riscv64 `fence w, rw`, powerpc64 `sync`; generic: nothing).
 #[inline]
 pub fn drain() {
     arch::drain();
 }
 
-/// Hints the CPU to bring the cache line holding `p` into the caches, for a read (or a
-/// read-modify-write) that follows soon.
-///
-/// A hint only: it never faults, whatever `p` points to, and changes nothing a program can
-/// observe, so a loop can prefetch an item a few iterations ahead of the one it works on.
-/// x86-64 `prefetcht0`, aarch64 `prfm pldl1keep`, riscv64 Zicbop `prefetch.r`, powerpc64
-/// `dcbt`; nothing on the generic backend.
+/// Hints the CPU to cache the line holding `p` for a read soon; never faults, whatever `p`
+/// points to, and changes nothing a program can observe.
 #[inline(always)]
 pub fn prefetch<T>(p: *const T) {
     arch::prefetch(p.cast());
 }
 
-/// Smallest range (bytes) the x86-64 [`clear`] (and the riscv64 one without Zicboz) clears
-/// with streaming stores: 1 MiB, larger than a core's private L2. Below it cached stores keep
-/// the pages in cache for the caller who is about to use them.
+/// Smallest range (bytes) the x86-64 [`clear`] (and riscv64 without Zicboz) streams: 1 MiB,
+/// past a private L2; below it cached stores keep the pages for the caller about to use them.
 pub const CLEAR_STREAMING_MIN: usize = 1 << 20;
 
 /// Smallest range (bytes) the x86-64 [`clear`] hands back to one `rep stosb` on AMD CPUs
@@ -158,13 +141,9 @@ pub const CLEAR_STREAMING_MIN: usize = 1 << 20;
 /// microcode stores non-temporally itself. Other CPUs stream from [`CLEAR_STREAMING_MIN`] up.
 pub const CLEAR_REP_LARGE_MIN: usize = 512 << 20;
 
-/// Zeroes `len` bytes at `dst` with the architecture's best bulk primitive for that size.
-///
-/// The `clear_pages()` range primitive of the Linux batch-clear series, in bytes: one call
-/// for a whole high-order allocation. Which instruction per architecture and size (with
-/// [`CLEAR_STREAMING_MIN`], [`CLEAR_REP_LARGE_MIN`] and the [`cpu_features`] in effect): the
-/// table in the [crate documentation](crate). Any alignment and length are accepted (edges get
-/// normal stores); [`clear_cached`] and [`clear_streaming`] force one method.
+/// Zeroes `len` bytes at `dst` with the architecture's best bulk primitive for that size (the
+/// table in the [crate documentation](crate)); any alignment and length. [`clear_cached`] and
+/// [`clear_streaming`] force one method.
 ///
 /// # Safety
 ///
@@ -190,8 +169,7 @@ pub unsafe fn clear_pages(dst: *mut u8, npages: usize) {
     unsafe { arch::clear(dst, npages * PAGE_SIZE) }
 }
 
-/// [`clear`] of `npages` pages of `page_size` (a 16 KiB-page or 64 KiB-page kernel passes its
-/// own page count and size).
+/// [`clear`] of `npages` pages of `page_size`.
 ///
 /// # Safety
 ///
@@ -227,27 +205,19 @@ pub unsafe fn clear_streaming(dst: *mut u8, len: usize) {
     unsafe { arch::clear_streaming(dst, len) }
 }
 
-/// What [`clear_streaming`] (and [`clear`] for large ranges) uses on this CPU: `clzero`,
-/// `movntdq`, `movnti`, `stnp`, `ntl.all sd`, `dcbz` or `write_bytes`. For a boot log or a
-/// report, beside [`backend()`]: it also depends on the CPU features in effect.
+/// The instruction [`clear_streaming`] uses with the CPU features in effect (`clzero`,
+/// `movntdq`, `movnti`, `stnp`, `ntl.all sd`, `dcbz` or `write_bytes`), for a boot log.
 #[must_use]
 pub fn streaming_clear_method() -> &'static str {
     arch::streaming_clear_method()
 }
 
-/// Stores one `T` at `dst` with streaming stores, as a fixed sequence of stores whose length
-/// is known at compile time (no runtime copy loop for records of 8 to 128 bytes).
+/// Stores one `T` at `dst` with streaming stores, a sequence fixed at compile time. Does **not**
+/// fence. The bytes of `*src` are copied: for a `T` that is not `Copy`, the caller decides what
+/// becomes of `*src` afterwards.
 ///
-/// On x86-64 with SSE2 a 16-byte-aligned destination gets `movntdq` stores loaded with 16-byte
-/// loads; otherwise `movnti` stores loaded with 8-byte loads. Edge bytes of records whose size
-/// is not a multiple of 4 are stored normally. Does **not** fence. The bytes of `*src` are
-/// copied: for a `T` that is not `Copy`, the caller decides what becomes of `*src` afterwards
-/// (the safe writer forgets it, having moved it into the slot).
-///
-/// Performance note: if you just patched `*src` in memory with 8-byte stores, a 16-byte reload
-/// of it stalls store-to-load forwarding (slower than no template at all). Build the
-/// record as a value (the optimizer keeps it in registers) or use [`store_record_words`], which
-/// reloads with the same 8-byte width.
+/// If `*src` was just patched with 8-byte stores, the 16-byte reload stalls store forwarding:
+/// build the record as a value or use [`store_record_words`].
 ///
 /// # Safety
 ///
@@ -262,10 +232,8 @@ pub unsafe fn store_record<T: Record>(dst: *mut T, src: &T) {
     unsafe { arch::store_record(dst.cast::<u8>(), core::ptr::from_ref(src).cast::<u8>(), size_of::<T>()) }
 }
 
-/// Like [`store_record`], but reads `src` with 8-byte loads only, which is the fast choice when
-/// `src` was just patched in memory by 8-byte stores (a wider load of such bytes stalls store
-/// forwarding). On x86-64 with SSE2 the words are paired in XMM registers and stored with
-/// `movntdq`; without SSE2 (and for misaligned destinations) each word gets a `movnti`.
+/// [`store_record`] reading `src` with 8-byte loads only, for a `src` just patched by 8-byte
+/// stores.
 ///
 /// # Safety
 ///
@@ -278,12 +246,8 @@ pub unsafe fn store_record_words<T: Record>(dst: *mut T, src: &T) {
     }
 }
 
-/// Stores a record of `N` 64-bit words given **by value** with streaming stores (x86-64:
-/// `movntdq` of word pairs combined in registers, `movnti` for an odd word or an 8-mod-16
-/// destination; aarch64: `stnp`). Nothing is read from memory, so a record built in registers
-/// (a template copy with per-page fields patched) goes from registers to the store without a
-/// round trip through the stack: the fastest way to stream records that change per slot.
-/// Does **not** fence.
+/// Stores `N` 64-bit words given **by value** with streaming stores: a record built in
+/// registers reaches the store without a round trip through memory. Does **not** fence.
 ///
 /// # Safety
 ///
@@ -294,11 +258,8 @@ pub unsafe fn store_words<const N: usize>(dst: *mut [u64; N], words: [u64; N]) {
     // SAFETY: forwarded; the caller upholds the contract above.
     unsafe { arch::store_words(dst.cast::<u64>(), words) }
 }
-/// The portable reference implementation, compiled on every target.
-///
-/// These are the generic backend's functions, exported so that users (and this crate's own
-/// differential tests) can compare the native backend against them on one host. They issue
-/// only normal stores, so they need no [`drain`].
+/// The generic backend's functions (normal stores, no [`drain`] needed), compiled on every
+/// target to compare the native backend against.
 pub mod generic {
     pub use crate::arch::generic::{clear, memcpy_nontemporal};
 }
@@ -320,11 +281,9 @@ pub const fn build_config() -> BuildConfig {
 }
 
 impl CpuFeatures {
-    /// Detects the features (x86-64: `CPUID`; aarch64 Linux: `AT_HWCAP2`; riscv64 Linux:
-    /// `riscv_hwprobe`; powerpc64 Linux: `AT_DCACHEBSIZE`). `None` where there is nothing to
-    /// detect with (other architectures and operating systems, the generic backend, emulated
-    /// builds). It runs the detection even with `--cfg stream_hal_no_cpuid`, which only stops the
-    /// crate from calling it by itself.
+    /// Detects the features (x86-64 `CPUID`, Linux `AT_HWCAP2`, `riscv_hwprobe` or
+    /// `AT_DCACHEBSIZE`); `None` where there is nothing to detect with. Runs even with `--cfg
+    /// stream_hal_no_cpuid`, which only stops the crate from calling it by itself.
     #[must_use]
     pub fn detect() -> Option<CpuFeatures> {
         arch::detect_cpu_features()
@@ -332,11 +291,9 @@ impl CpuFeatures {
 }
 
 impl CacheInfo {
-    /// Detects the caches now, without caching the answer (even with `--cfg
-    /// stream_hal_no_cpuid`, which only stops the crate from calling it by itself): `CPUID` on
-    /// x86-64, Linux's sysfs elsewhere with `std`, nothing on bare metal and under Miri (see
-    /// the crate documentation). `CPUID` describes the CPU the call runs on, sysfs CPU 0:
-    /// where CPUs differ, pass the caches of the CPUs that fill with [`set_cache_info`].
+    /// Detects the caches now, uncached, even with `--cfg stream_hal_no_cpuid` (`CPUID` of the
+    /// calling CPU, else sysfs CPU 0 with `std`). Where CPUs differ, pass the filling CPUs'
+    /// caches with [`set_cache_info`].
     #[must_use]
     pub fn detect() -> CacheInfo {
         arch::detect_cache_info()

@@ -3,36 +3,20 @@
 /// A type whose values can be copied byte for byte by the streaming stores: **every byte of
 /// every value is initialized**.
 ///
-/// The streaming backends load a record with integer and vector loads (`movdqu`, 8-byte loads
-/// feeding `movnti` or `stnp`) before they store it. Loading a padding byte as part of an
-/// integer is undefined behaviour in Rust (Miri: "constructing invalid value ... uninitialized
-/// memory"), so `T: Copy` is not enough: a `#[repr(C, align(64))] struct Line([u64; 9])` has 56
-/// bytes of padding. `Record` rules that out at compile time.
+/// The backends load a record with integer and vector loads, and loading a padding byte as an
+/// integer is undefined behaviour, so `T: Copy` is not enough.
 ///
-/// Implemented for the integer, floating-point, `bool` and `char` types, the atomics,
-/// `UnsafeCell` and `Cell` of a record (a frame table's interior-mutable slot), and arrays of
-/// records. For your own types there are two ways.
-///
-/// **Without `unsafe`**, with a derive that proves the type has no padding, and one of this
-/// crate's helper macros that implements `Record` on the strength of that proof:
+/// Implemented for the primitives, the atomics, `UnsafeCell` and `Cell` of a record, and arrays
+/// of records. For your own types, **without `unsafe`**: a derive that proves there is no
+/// padding, then this crate's macro that implements `Record` on that proof:
 ///
 /// * feature `bytemuck`: `#[derive(bytemuck::NoUninit)]` (or `Pod`) on the type, then
 ///   `stream_hal::bytemuck_record!(Type)`;
 /// * feature `zerocopy`: `#[derive(zerocopy::IntoBytes)]`, then
 ///   `stream_hal::zerocopy_record!(Type)` (also for slots with atomics or `UnsafeCell`).
 ///
-/// What is checked, and by whom: the derive (bytemuck's or zerocopy's proc macro, at compile
-/// time) checks that the type is `repr(C)`/`repr(transparent)` (or `packed`), that every field
-/// has the trait, and that the fields' sizes add up to the type's size, i.e. that there is no
-/// padding; the macro checks at compile time that the type implements the trait (a type whose
-/// derive was refused does not), and its `unsafe impl` is sound because each trait's safety
-/// contract implies `Record`'s: bytemuck's `NoUninit` promises no uninitialized or padding
-/// bytes, zerocopy's `IntoBytes` that every byte is initialized. bytemuck's derive refuses
-/// atomics and `UnsafeCell`; zerocopy's accepts them.
-///
-/// **With `unsafe impl`**, for `#[repr(C)]` (or `#[repr(transparent)]`) types whose fields are
-/// all `Record` and which have no padding; a `const` assertion on the size does the derives'
-/// check by hand:
+/// **With `unsafe impl`**, for `#[repr(C)]` types without padding whose fields are all
+/// `Record`; a `const` assertion on the size does the derives' check by hand:
 ///
 /// ```
 /// use core::sync::atomic::{AtomicU32, AtomicU64};
@@ -132,8 +116,7 @@ atomic_records! {
     "ptr" => AtomicUsize, AtomicIsize;
 }
 
-/// Implements [`Record`] for types that implement `bytemuck::NoUninit` (feature `bytemuck`),
-/// without an `unsafe` at the call site.
+/// Implements [`Record`] for types that implement `bytemuck::NoUninit` (feature `bytemuck`).
 ///
 /// ```
 /// # #[cfg(feature = "bytemuck")] {
@@ -181,8 +164,7 @@ macro_rules! bytemuck_record {
     )+};
 }
 
-/// Implements [`Record`] for types that implement `zerocopy::IntoBytes` (feature `zerocopy`),
-/// without an `unsafe` at the call site.
+/// Implements [`Record`] for types that implement `zerocopy::IntoBytes` (feature `zerocopy`).
 ///
 /// ```
 /// # #[cfg(feature = "zerocopy")] {
@@ -204,8 +186,7 @@ macro_rules! bytemuck_record {
 /// # }
 /// ```
 ///
-/// A frame-table slot with interior mutability (an `UnsafeCell` payload and atomics, as
-/// Asterinas' `MetaSlot`) needs no `unsafe` either: `IntoBytes` is all the macro asks.
+/// A slot with interior mutability (`UnsafeCell`, atomics) needs no `unsafe` either:
 ///
 /// ```
 /// # #[cfg(feature = "zerocopy")] {

@@ -88,12 +88,9 @@ pub fn clear_slice(dst: &mut [u8]) {
     drain();
 }
 
-/// Safe memset of initialized bytes: every byte of `dst` becomes `value`, with streaming stores
-/// when `mode` streams at this length (a zero value takes [`clear_streaming`], the fastest
-/// streaming clear; any other value is streamed as 8-byte words) and normal stores otherwise;
-/// drains before returning. `fill_bytes(dst, 0, FillMode::Streaming)` and
-/// `fill_bytes(dst, 0, FillMode::Cached)` are the safe forms of [`clear_streaming`] and
-/// [`clear_cached`].
+/// Safe memset: every byte of `dst` becomes `value`, with streaming stores when `mode` streams
+/// at this length; drains before returning. With 0 it is the safe form of [`clear_streaming`]
+/// and [`clear_cached`].
 ///
 /// ```
 /// use stream_hal::{FillMode, fill_bytes};

@@ -204,10 +204,8 @@ where
 }
 
 /// [`padata_do_multithreaded`], with no chunk taken until every helper thread has started:
-/// for work that holds a lock a thread start needs. `MADV_POPULATE_WRITE` holds the process's
-/// `mmap_lock`, and a new thread maps memory under it (its signal stack): when the caller
-/// begins populating while its helper is starting, the helper waits for the lock and a
-/// two-thread populate runs at the speed of one thread. The caller waits for its helpers to start (tens of microseconds) instead of working meanwhile.
+/// for work that holds a lock a thread start needs (`MADV_POPULATE_WRITE` holds `mmap_lock`,
+/// under which a new thread maps its stack).
 ///
 /// # Errors
 ///

@@ -19,16 +19,13 @@ pub enum Threads {
     /// Exactly this many workers (the caller included; 0 counts as 1). Not capped by the CPU
     /// count: an explicit request is honoured.
     Fixed(usize),
-    /// The count where bandwidth stops growing on this machine (measured
-    /// once per process, on the first job of at least [`AUTO_MIN_BYTES`] that asks); never
-    /// more than [`available_cpus`]. The measurement makes that first job slower and raises
-    /// the process's peak resident memory by its 256 MiB buffer (freed afterwards): resolve it
-    /// up front with [`Threads::resolve`] to keep it out of a timed region or a latency-bound
-    /// first call (a VMM's first guest reset), or pass [`Threads::Fixed`].
+    /// The count where bandwidth stops growing on this machine, at most [`available_cpus`],
+    /// measured once per process by the first job of at least [`AUTO_MIN_BYTES`] (slower, and
+    /// 256 MiB more peak memory): resolve it up front with [`Threads::resolve`] to keep it out
+    /// of a timed or latency-bound call, or pass [`Threads::Fixed`].
     Auto,
-    /// As many workers as the job has work items: the kernel's own count where it sets one per
-    /// item (`gather_bootmem_prealloc()`: one per node with memory). For jobs split by size it
-    /// is bounded only by the job's `min_chunk`.
+    /// As many workers as the job has work items (`gather_bootmem_prealloc()`: one per node);
+    /// for jobs split by size, bounded only by the job's `min_chunk`.
     Each,
 }
 
@@ -105,17 +102,11 @@ pub fn available_cpus() -> usize {
 #[cfg(feature = "std")]
 /// The [`Threads::Auto`] count, measured on the first call and cached for the process.
 ///
-/// The search fills a 256 MiB buffer with the streaming non-zero stores of the template
-/// initializers on 1, 2, 4, ... threads up to [`available_cpus`] (the last step is the CPU
-/// count itself) and keeps stepping up while a step gains at least [`AUTO_MIN_GAIN`] over the
-/// best count so far: past the point where memory bandwidth saturates, more threads only cost
-/// (the kernel's padata users saw no gain past about a quarter of a node's CPUs). Each step
-/// runs five times alternating with the best count so far, and a count's figure is its
-/// fastest run: a shared machine's bandwidth moves between modes from run to run, and the
-/// fastest run is what the count can do. The NUMA node of the memory is not consulted: on a
-/// multi-node machine, pin the process to the node first. The first call costs the search and
-/// the buffer's memory (freed before it returns); later calls cost nothing
-/// (`docs/performance/threads-auto.md`).
+/// Streaming fills of a 256 MiB buffer on 1, 2, 4, ... threads up to [`available_cpus`] step
+/// up while a step gains at least [`AUTO_MIN_GAIN`] over the best so far: past saturated
+/// bandwidth more threads only cost. A count's figure is its fastest of five runs, alternating
+/// with the best count. The NUMA node is not consulted: pin the process to a node first
+/// (costs: `docs/performance/vmm-notes.md`).
 #[must_use]
 pub(crate) fn auto_threads() -> usize {
     static COUNT: OnceLock<usize> = OnceLock::new();

@@ -1,9 +1,5 @@
-//! How a region's host memory is backed, which decides what discarding it does and which pages
-//! populate and huge-page advice work on.
-//!
-//! The engine never guesses: [`RegionBacking`] is the one place a region tells it, implemented
-//! here for `vm-memory`'s [`GuestRegionMmap`] (from its `mmap` flags, its file and, for the
-//! file, the kernel's `fstatfs`) and open to any other region type.
+//! How a region's host memory is backed, which decides what discarding, populating and
+//! huge-page advice do: told by [`RegionBacking`], never guessed.
 
 use std::fs::File;
 
@@ -64,14 +60,9 @@ impl BackingKind {
     }
 }
 
-/// How the functions of this crate keep a store into a region's memory from raising a signal
-/// (`SIGSEGV`, `SIGBUS`), as far as the region's backing shows: [`HostBacking::stores`].
-///
-/// A store into a mapping the kernel cannot back kills the process: a read-only or `PROT_NONE`
-/// mapping, a page of a file mapping past the end of the file, a hugetlbfs page when the pool
-/// is empty, a new page of a full file system, a device (`VM_PFNMAP`/`VM_IO`) mapping.
-/// `madvise(MADV_POPULATE_WRITE)` faults pages in for writing and reports the same refusal as
-/// an error code instead, so where a signal is possible the pages are faulted in with it first.
+/// How this crate keeps a store into a region's memory from raising `SIGSEGV` or `SIGBUS`
+/// ([`HostBacking::stores`]): where the kernel may refuse a page, `MADV_POPULATE_WRITE` faults
+/// it in first and reports the refusal as an error code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Stores {
@@ -98,10 +89,7 @@ pub enum Stores {
     FaultInAll,
 }
 
-/// A region's host backing, as [`RegionBacking::host_backing`] reports it. Made with
-/// [`HostBacking::new`] (whose stores are [`Stores::FaultInAll`]) and adjusted with
-/// [`HostBacking::not_writable`] or, for a backing that proves more, the `unsafe`
-/// [`HostBacking::with_stores`].
+/// A region's host backing, as [`RegionBacking::host_backing`] reports it.
 #[derive(Debug, Clone, Copy)]
 pub struct HostBacking<'a> {
     /// The kind of memory.

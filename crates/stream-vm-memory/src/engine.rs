@@ -1,11 +1,6 @@
-//! The one parallel runner every multi-threaded function uses: the range as pieces (one per
-//! region it crosses), cut into runs of one NUMA node each, each node's runs one padata job
-//! ([`stream_par::padata_do_multithreaded`]) whose workers are pinned to that node's CPUs,
-//! chunks split at 2 MiB boundaries of the host mapping (or the region's huge page size), and
-//! one operation applied to every part of a chunk.
-//!
-//! The split and the placement are pure functions ([`plan`](crate::plan)), unit-tested with
-//! injected topologies; [`execute`] runs a plan on real threads.
+//! The one parallel runner: the range's pieces cut into runs of one NUMA node, each node's runs
+//! one padata job pinned to its CPUs, chunks split at 2 MiB (or huge page) boundaries. The
+//! split is the pure [`plan`](crate::plan); [`execute`] runs it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -63,9 +58,8 @@ impl Workers {
     }
 }
 
-/// A cancellation token for [`populate`](crate::populate): clone it into another thread and
-/// call [`Cancel::cancel`]; the workers stop between steps of at most
-/// 16 MiB and the call returns what was populated.
+/// A cancellation token for [`populate`](crate::populate): the workers stop between steps of at
+/// most 16 MiB after [`Cancel::cancel`], and the call returns what was populated.
 #[derive(Debug, Clone, Default)]
 pub struct Cancel(Arc<AtomicBool>);
 

@@ -1,8 +1,6 @@
-//! Keeping stores from raising signals. The checks made before anything is written (a mapping
-//! without `PROT_WRITE`, pages past the end of a mapped file, a host that cannot check pages
-//! first), and, right before the stores into a part of a region whose backing may refuse a
-//! page ([`Stores`]), its pages faulted in for writing with `MADV_POPULATE_WRITE`, which
-//! reports the refusal as an error code where a store would take `SIGSEGV` or `SIGBUS`.
+//! Keeping stores from raising signals: the checks made before anything is written, and the
+//! `MADV_POPULATE_WRITE` fault-in right before stores into memory that may refuse a page
+//! ([`Stores`]).
 
 use vm_memory::GuestAddress;
 
@@ -12,10 +10,8 @@ use crate::error::{Error, Unwritable};
 use crate::residency::run_end;
 use crate::sys::{self, Advice};
 
-/// Bytes per `MADV_POPULATE_WRITE` call: 16 MiB (or the region's page size, if larger).
-/// Cancellation is checked between calls, and each call holds the process's `mmap_lock` for
-/// reading only as long as it runs, so a thread start (which takes it for writing to map its
-/// stack) waits for one call at most instead of a whole chunk.
+/// Bytes per `MADV_POPULATE_WRITE` call: 16 MiB (or the region's page size, if larger), so
+/// cancellation and a thread start (waiting for `mmap_lock`) wait for one call at most.
 pub(crate) const POPULATE_STEP: usize = 16 << 20;
 
 /// Base pages asked of `mincore` per step: a step is at most [`POPULATE_STEP`] (16 MiB), 4096

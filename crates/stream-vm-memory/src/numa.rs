@@ -157,15 +157,9 @@ impl Topology {
     }
 }
 
-/// The node of the host memory at each of `addrs`, as the kernel knows it: where the page is
-/// (`move_pages` with no target nodes), or, for a page not faulted in yet, where the memory
-/// policy of its mapping (`mbind`) or of the calling thread (`set_mempolicy`, `numactl
-/// --membind`) will put it, when that policy names a single node. `None` where neither says
-/// (the default policy places a new page on the node of the CPU that faults it) or the kernel
-/// has no NUMA support.
-///
-/// Addresses are only looked up in this process's page tables, never dereferenced, so any
-/// value is allowed (an unmapped one gives `None`).
+/// The node of the host memory at each of `addrs`: where the page is (`move_pages`), or where
+/// the single-node memory policy of its mapping or thread will put it; `None` where neither
+/// says. Addresses are never dereferenced, so any value is allowed.
 pub(crate) fn memory_nodes(addrs: &[usize]) -> Vec<Option<u32>> {
     match crate::sys::move_pages_status(addrs) {
         Ok(status) => status

@@ -11,15 +11,9 @@ use crate::fault::prepare_part;
 use crate::range::slice_pieces;
 use crate::serial::{staging, stream_pattern};
 
-/// Zeroes `len` guest bytes from `addr` on with `workers`: the range is split across regions
-/// and threads at 2 MiB boundaries of the host mapping (chunks of at least 8 MiB, a padata job
-/// per NUMA node, see [`Workers`]); each worker streams its chunks ([`stream_hal::clear`]),
-/// drains, and marks them dirty before it takes the next. When this returns every byte reads
-/// as zero from any thread and is marked dirty.
-///
-/// With one worker ([`stream_par::Threads::One`], or a range below
-/// [`stream_par::AUTO_MIN_BYTES`] under `Threads::Auto`) it is [`zero`](crate::zero)
-/// on the calling thread, byte for byte.
+/// Zeroes `len` guest bytes from `addr` on with `workers` ([`Workers`]); each worker streams,
+/// drains and marks dirty its chunks. With one worker it is [`zero`](crate::zero), byte for
+/// byte.
 ///
 /// # Errors
 ///

@@ -13,9 +13,7 @@ use crate::fault::POPULATE_STEP;
 use crate::range::{RegionPieces, all_region_pieces, region_pieces};
 use crate::sys::{self, Advice};
 
-/// The size transparent huge pages have on the hosts this crate knows (x86-64 and arm64 with
-/// 4 KiB base pages): 2 MiB. [`HugePageAdvice::Advise`] advises the 2 MiB-aligned part of
-/// each region piece.
+/// The transparent huge page size of x86-64 and 4 KiB-page arm64 hosts.
 pub(crate) const THP_SIZE: usize = 2 << 20;
 
 /// How pages are faulted in.
@@ -153,10 +151,8 @@ where
     populate_pieces(&pieces, total, options)
 }
 
-/// `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of each piece of `len` guest bytes
-/// from `addr` whose backing takes the advice (anonymous, shmem/memfd; not hugetlbfs); returns
-/// the bytes advised. [`populate`] does this itself under [`HugePageAdvice::Advise`]; this is
-/// for a VMM that advises at setup and faults in later (or never).
+/// `madvise(MADV_HUGEPAGE)` as [`HugePageAdvice::Advise`] does, without populating; returns
+/// the bytes advised.
 ///
 /// # Errors
 ///
@@ -245,10 +241,8 @@ where
     })
 }
 
-/// Populates bytes `off..off + n` of `p` (whole pages, within the region) in steps of
-/// [`POPULATE_STEP`], checking `stop` between steps, with `method` ([`resolved`]: `Madvise`
-/// or `Touch`, which touches only memory whose stores cannot raise a signal and asks the
-/// kernel for the rest); the bytes of the part done.
+/// Populates bytes `off..off + n` of `p` (whole pages) in steps of [`POPULATE_STEP`], checking
+/// `stop` between steps, with `method` ([`resolved`]); the bytes done.
 pub(crate) fn populate_part<B>(
     p: &RegionPart<'_, B>,
     off: usize,

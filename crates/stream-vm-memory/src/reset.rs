@@ -230,11 +230,9 @@ struct Counters {
     repopulated: AtomicU64,
 }
 
-/// Whether all of `p` is out of memory and reads as zero already, as [`ResetPolicy::Auto`]
-/// leaves such pages: private anonymous memory with no page-table entry (one `PAGEMAP_SCAN`
-/// that stops at the first entry), a hole of a shared file (`file`, its read-only second
-/// description: one `lseek(SEEK_DATA)`). `false` where it cannot say, and for a piece of
-/// partial pages or of huge pages.
+/// Whether all of `p` is out of memory and reads as zero already: private anonymous memory
+/// with no page-table entry, or a hole of a shared file (`file`, its read-only second
+/// description). `false` where it cannot say, and for partial or huge pages.
 fn wholly_absent<B>(p: &RegionPart<'_, B>, file: Option<&std::fs::File>) -> bool {
     let base = sys::base_page();
     if p.backing.page_size != base || p.host % base != 0 || p.len % base != 0 {
@@ -360,9 +358,7 @@ fn discard_part<B: Bitmap>(
 }
 
 /// The largest range [`reset`] leaves to the calling thread alone when all of it is out of
-/// memory: 128 MiB. What is left to do is marking its pages dirty, and vm-memory's
-/// `AtomicBitmap` sets one bit per page with an atomic operation, which below this size takes
-/// less than starting a second worker (docs/performance/reset-sweep.txt).
+/// memory: marking 128 MiB dirty takes less than starting a second worker.
 const ABSENT_ALONE: usize = 128 << 20;
 
 /// Discards `[host, host + len)` (whole pages) of memory backed by `backing`, whose mapping

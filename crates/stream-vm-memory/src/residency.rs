@@ -15,26 +15,19 @@ pub enum ResetPath {
     Discard,
 }
 
-/// The rule of [`ResetPolicy::Auto`](crate::ResetPolicy::Auto) for one page of memory of kind `kind`, `resident` or not
-/// (as `mincore`, or for a shared file its data extents, report it).
-///
-/// On resident memory, zeroing in place is faster than discard and refault at every size (the
-/// refault costs the kernel's page clearing plus a fault per page); on memory that is not
-/// resident, discarding is faster (it does nearly nothing, while zeroing in place faults every
-/// page in first); the sweep behind the rule is in `docs/performance/reset-sweep.txt`. Memory
-/// whose discard would not read as zero (a private file mapping, an unknown backing) is always zeroed in place.
+/// The rule of [`ResetPolicy::Auto`](crate::ResetPolicy::Auto) for one page of kind `kind`:
+/// resident memory is zeroed in place (a refault would clear it again), memory that is not is
+/// discarded (zeroing would fault it in) where discarded pages read as zero
+/// (`docs/performance/reset-sweep.txt`).
 #[must_use]
 pub const fn reset_path(kind: BackingKind, resident: bool) -> ResetPath {
     if !resident && kind.discards_to_zero() { ResetPath::Discard } else { ResetPath::InPlace }
 }
 
-/// Calls `act` for the whole pages `[a, b)` of a shared file mapping as runs by
-/// [`reset_path`]: the file's holes (`lseek(SEEK_DATA)` on `file`, whose offset `a` maps,
-/// skips them without looking at every page) read as zero already and nothing maps them:
-/// `absent` is told of them and nothing is done; from the data on, `mincore`
-/// (cheap where the pages are mapped here) finds the resident run, zeroed in place; a
-/// non-resident run inside the data (swapped-out pages) is discarded. All in place if the
-/// file cannot say.
+/// Calls `act` for the whole pages `[a, b)` of a shared file mapping (`file` at offset `off_a`)
+/// as runs by [`reset_path`]: holes (`lseek(SEEK_DATA)`) read as zero already and go to
+/// `absent`; in the data, `mincore` finds the resident runs. By `mincore` alone if the file
+/// cannot say.
 pub(crate) fn for_each_data_run(
     file: &std::fs::File,
     a: usize,

@@ -24,9 +24,8 @@ pub(crate) enum Source<'s> {
     Buffer(&'s [u8]),
 }
 
-/// Writes `src` into `addr..addr + len` region piece by region piece: checks the whole range
-/// first ([`check`]), then per piece faults its pages in where a store could raise a signal
-/// ([`prepare`]), streams, drains, marks dirty.
+/// Writes `src` into `addr..addr + len`: checks the whole range first, then per region piece
+/// [`prepare`]s, streams, drains, marks dirty.
 fn write_range<M>(mem: &M, addr: GuestAddress, len: usize, src: Source<'_>) -> Result<(), Error>
 where
     M: GuestMemory + ?Sized,
@@ -200,10 +199,8 @@ pub(crate) unsafe fn stream_pattern(
     }
 }
 
-/// Copies `src` into guest memory at `addr` with streaming stores, across as many regions as
-/// it spans; drains, then marks the bytes dirty. The streaming counterpart of
-/// [`Bytes::write_slice`](vm_memory::Bytes::write_slice), for data the host will not read back
-/// soon (a kernel or firmware image, a restored snapshot).
+/// [`Bytes::write_slice`](vm_memory::Bytes::write_slice) with streaming stores, for data the
+/// host will not read back soon; drains, then marks the bytes dirty.
 ///
 /// # Errors
 ///

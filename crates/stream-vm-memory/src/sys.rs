@@ -1,8 +1,5 @@
-//! The host system calls: `madvise`, `fallocate`, `statx` and `fstatfs` through `rustix`; the NUMA
-//! queries `move_pages` and `get_mempolicy` (which `rustix` does not wrap) through
-//! `libc::syscall`; CPU affinity through `rustix`; `mincore` and the `PAGEMAP_SCAN` ioctl of
-//! `/proc/self/pagemap` through `libc`. Off Linux every call reports
-//! [`std::io::ErrorKind::Unsupported`] and the callers take their portable paths.
+//! The host system calls (`rustix`, and `libc` for what it does not wrap). Off Linux every call
+//! reports [`std::io::ErrorKind::Unsupported`] and the callers take their portable paths.
 
 use std::fs::File;
 use std::io;

@@ -1,26 +1,13 @@
 //! Entry and exception vectors.
 //!
-//! QEMU's `-kernel` loads this ELF at its physical addresses and starts `_start` on the boot
-//! CPU at the highest implemented exception level with the MMU off: EL2 with
-//! `-machine virt,virtualization=on`. The entry code
-//!
-//! 1. zeroes `.bss` (16 bytes per store: the bounds are 16-byte aligned by the linker script,
-//!    which matters because with the MMU off every access is to Device memory, where a
-//!    misaligned access faults);
-//! 2. at EL2: installs the EL2 vectors, makes EL1 AArch64 (`HCR_EL2.RW`) with nothing else
-//!    trapped (`HCR_EL2.TDZ` clear, `CPTR_EL2.TFP` clear so EL1 may use FP/SIMD registers, which
-//!    the `aarch64-unknown-none` target's code uses), lets EL1 read the physical counter
-//!    (`CNTHCTL_EL2`), zeroes the virtual counter offset, gives EL1 a known `SCTLR_EL1` with
-//!    the MMU off, and `eret`s to EL1 on the kernel stack; EL2 keeps its own small stack for
-//!    exception reports;
-//! 3. at EL1: enables FP/SIMD (`CPACR_EL1.FPEN`), installs the EL1 vectors and calls
-//!    `kmain(boot_el)`.
+//! The entry starts at EL2 with the MMU off, zeroes `.bss` with aligned 16-byte stores (Device
+//! memory faults on misaligned ones), sets up EL1 and calls `kmain(boot_el)` there (the steps:
+//! `docs/baremetal.md`).
 //!
 //! EL2 then serves one call from EL1: `hvc #0` with `x0 = 1` sets `HCR_EL2.TDZ` (EL1's
 //! `dc zva` traps to EL2 and `DCZID_EL0.DZP` reads 1 at EL1), with `x0 = 0` clears it; the new
-//! `HCR_EL2` comes back in `x0` (`x1` is clobbered). Every other exception taken to EL2 or
-//! EL1 (a `dc zva` while `TDZ` is set among them) calls `exception_report`, which prints the
-//! syndrome and fails the run.
+//! `HCR_EL2` comes back in `x0` (`x1` is clobbered). Every other exception calls
+//! `exception_report`, which prints the syndrome and fails the run.
 
 core::arch::global_asm!(
     r#"

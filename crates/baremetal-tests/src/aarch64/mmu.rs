@@ -1,10 +1,8 @@
 //! An identity map for EL1 with one level of 1 GiB blocks (4 KiB granule, 39-bit addresses):
 //! the first GiB (the `virt` machine's devices, the PL011 among them) as Device-nGnRnE, the
 //! RAM's GiBs as Normal write-back cacheable, inner shareable; nothing else is mapped.
-//!
-//! The MMU matters for what the checks mean: with it off every data access is a Device access,
-//! where `dc zva` and misaligned accesses fault and nothing is cached, which is not how a
-//! kernel runs `clear_pages` or `memcpy_nontemporal`.
+//! With the MMU off every access is a Device access (no cache, `dc zva` faults), not how a
+//! kernel runs the clears.
 
 use core::arch::asm;
 

@@ -1,11 +1,6 @@
-//! loongarch64 as a Linux user-mode program under `qemu-loongarch64` (a `loongarch64-unknown-none`
-//! binary with its own entry and raw system calls: Debian has no loongarch64 cross C library,
-//! and the stable toolchain here has no loongarch64 standard library). stream-hal's backend
-//! there is the generic one, on purpose (LoongArch has no streaming store and no
-//! block-zeroing instruction); the checks show that it is correct on real loongarch64 code.
-//!
-//! Console: `write(1, ...)`; exit: `exit_group`; clock: `clock_gettime(CLOCK_MONOTONIC)`; the
-//! test arena: one anonymous `mmap`.
+//! loongarch64 as a Linux user-mode program under `qemu-loongarch64`, with raw system calls
+//! (there is no loongarch64 cross C library or standard library here). The backend is the
+//! generic one: LoongArch has no streaming store.
 
 use core::arch::asm;
 

@@ -1,12 +1,8 @@
 //! Entry and trap vector.
 //!
-//! With `-bios none`, QEMU's reset vector jumps to `_start` in M-mode on hart 0 with the MMU
-//! off, `a0` = the hart id and `a1` = the device tree's address. The entry code sets the
-//! stack, zeroes `.bss`, turns the FPU on (`mstatus.FS` = Initial: the
-//! `riscv64gc-unknown-none-elf` target's code may use FP registers), installs the trap vector
-//! and calls `kmain(hartid, dtb)`. Every trap (an illegal instruction such as a `cbo.zero` on a
-//! hart without Zicboz among them) calls `trap_report`, which prints `mcause`, `mepc` and
-//! `mtval` and fails the run.
+//! M-mode entry with `a0` = the hart id and `a1` = the device tree: stack, `.bss`, FPU on (the
+//! target's code may use FP registers), trap vector, then `kmain(hartid, dtb)`. Every trap
+//! calls `trap_report`, which fails the run.
 
 core::arch::global_asm!(
     r#"

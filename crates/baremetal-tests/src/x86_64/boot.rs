@@ -1,16 +1,8 @@
-//! PVH entry: QEMU's `-kernel` loads this ELF at its physical addresses and, through the
-//! firmware's PVH option ROM, jumps to the address in the `XEN_ELFNOTE_PHYS32_ENTRY` note in
-//! 32-bit protected mode with paging off, flat segments, interrupts disabled and `ebx` holding
-//! the physical address of the `hvm_start_info` structure (no stack).
-//!
-//! The entry code zeroes `.bss`, identity-maps the first 4 GiB with 2 MiB pages, enables PAE
-//! and long mode, loads a GDT with a 64-bit code segment, jumps to 64-bit code, and calls
-//! `kmain(start_info)`. It leaves `CR4.OSFXSR` and `CR4.OSXMMEXCPT` clear: SSE is never
-//! enabled, so an SSE instruction anywhere in the kernel would raise `#UD` (reported by the
-//! exception handlers below); `movnti` and `sfence` need only CPUID's SSE2 bit.
-//!
-//! The exception stubs push the vector (and a zero error code where the CPU pushes none) and
-//! call `x86_exception`, which prints them and fails the run.
+//! PVH entry (`docs/baremetal.md`): from 32-bit protected mode with `ebx` holding the
+//! `hvm_start_info` address, to long mode with the first 4 GiB identity-mapped and
+//! `kmain(start_info)`. SSE stays off, so an SSE instruction raises `#UD` (`movnti` and
+//! `sfence` need only CPUID's SSE2 bit); the exception stubs call `x86_exception`, which fails
+//! the run.
 
 core::arch::global_asm!(
     r#"

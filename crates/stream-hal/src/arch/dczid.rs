@@ -1,14 +1,8 @@
-//! How the aarch64 `clear_pages` zeroes: FEAT_MOPS where [`crate::cpu_features`] reports it,
-//! else the decoding of the `DCZID_EL0` register (Data Cache Zero ID), which chooses between
-//! `dc zva` and the `stnp xzr, xzr` fallback: the order of Linux's
-//! `arch/arm64/lib/clear_page.S`, which branches to its MOPS path before it reads `DCZID_EL0`.
+//! How the aarch64 `clear_pages` zeroes, in the order of Linux's `clear_page.S`: FEAT_MOPS,
+//! else `dc zva` as `DCZID_EL0` allows, else `stnp xzr, xzr`. Pure logic, tested on every host.
 //!
-//! This is pure logic with no assembly, so it is compiled and tested on every host; the
-//! register and the features are only read in `arch/aarch64.rs`.
-//!
-//! Layout (Arm ARM, `DCZID_EL0`): bits `[3:0]` are `BS`, log2 of the `dc zva` block size in
-//! 4-byte words; bit `4` is `DZP`, "DC ZVA prohibited". Linux's `arch/arm64/lib/clear_page.S`
-//! tests `DZP` with `tbnz x1, #4` and computes the block size as `4 << BS`.
+//! `DCZID_EL0`: bits `[3:0]` are `BS`, log2 of the block size in 4-byte words; bit `4` is
+//! `DZP`, "DC ZVA prohibited".
 
 /// How the aarch64 backend zeroes memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

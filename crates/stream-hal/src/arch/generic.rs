@@ -1,9 +1,7 @@
 //! Generic backend: plain stores through `copy_nonoverlapping` and `write_bytes`.
 //!
-//! Used on targets without a streaming backend, under every sanitizer (so that the sanitizer
-//! instruments every store), under Miri, and with `--cfg stream_hal_force_generic`. It is compiled on
-//! every target and exported as [`crate::generic`] so that the native backend can be tested
-//! against it on one host.
+//! Compiled on every target and exported as [`crate::generic`], the reference the native
+//! backends are tested against.
 
 use core::ptr;
 

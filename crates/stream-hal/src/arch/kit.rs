@@ -1,12 +1,6 @@
-//! The measurement kit of the repository's benchmark, behind the `bench-kit` feature and
-//! hidden from the documentation: unstable, not part of the crate's API, and absent from the
-//! default build, so a kernel never carries it. The library's own paths use none of it.
-//!
-//! * [`wide_fill_methods`]: streaming fills of registers wider than the library's (x86-64
-//!   `vmovntdq` of `ymm` and `zmm`), so that the benchmark's fill limit is the best method of
-//!   the machine and not only the library's.
-//! * [`flush_cache_range`]: write back and invalidate a range's cache lines, so that a cold
-//!   run starts with its memory in no cache and pays the write-back cached stores defer.
+//! The benchmark's measurement kit (`bench-kit` feature; unstable, not part of the API):
+//! [`wide_fill_methods`], fills wider than the library's, and [`flush_cache_range`], for cold
+//! runs.
 
 /// A streaming fill loop of one register width ([`wide_fill_methods`]).
 #[derive(Debug, Clone, Copy)]
@@ -35,23 +29,16 @@ impl FillMethod {
     }
 }
 
-/// The streaming fills of registers wider than the library's own paths use, that this CPU has,
-/// narrowest first: `vmovntdq` of `ymm` (AVX, with the OS saving the state) and of `zmm`
-/// (AVX-512F) on x86-64, detected on every call. Empty on the other backends, on x86-64
-/// targets without SSE, in emulated builds and with `--cfg stream_hal_no_cpuid`.
+/// The streaming fills wider than the library's that this CPU has, narrowest first (x86-64
+/// `vmovntdq` of `ymm` and `zmm`, detected on every call); empty elsewhere.
 pub fn wide_fill_methods() -> impl Iterator<Item = FillMethod> {
     super::selected_kit::wide_fill_methods()
 }
 
-/// Writes back and invalidates every cache line that holds a byte of `data`, and waits until
-/// that is done: when it returns `true`, no cache of any CPU holds the range and memory has its
-/// contents. Returns `false`, having done nothing, where the backend has no such instruction
-/// (the generic backend, so also under Miri and the sanitizers; riscv64). It changes no value,
-/// so any readable data may be flushed, shared or not.
-///
-/// x86-64: `clflush` per 64-byte line between two `mfence`s. aarch64: `dc civac` per
-/// `CTR_EL0.DminLine` line, then `dsb sy` (at EL0 this needs `SCTLR_EL1.UCI` and `UCT`, which
-/// Linux sets). powerpc64: `dcbf` per data-cache block between two `sync`s.
+/// Writes back and invalidates every cache line that holds a byte of `data` and waits: on
+/// `true` no cache of any CPU holds the range. `false`, having done nothing, where the backend
+/// has no such instruction (generic, riscv64). It changes no value, so any readable data may
+/// be flushed.
 #[inline]
 pub fn flush_cache_range<T>(data: &[T]) -> bool {
     // SAFETY: a shared slice is valid for reads of all its bytes.
@@ -59,10 +46,8 @@ pub fn flush_cache_range<T>(data: &[T]) -> bool {
 }
 
 /// Calls `flush(p)` once for every `line`-byte cache line that holds a byte of
-/// `start..start + len`, with `p` inside the range (the line's start, or `start` for the first
-/// line): a line-granular instruction given any address of a line acts on the whole line, and
-/// an address inside the caller's range is one it may name. A `line` smaller than the CPU's
-/// visits some lines twice, never skips one.
+/// `start..start + len`, with `p` inside the range (the line's start, or `start` for the
+/// first). A `line` smaller than the CPU's visits some lines twice, never skips one.
 ///
 /// # Safety
 ///

@@ -1,15 +1,9 @@
-//! Backend selection: one implementation of the crate-internal surface per build
-//! (`memcpy_nontemporal`, `drain`, `prefetch`, the clears, `store_record`, `store_words`,
-//! detection, `BACKEND`, and with `bench-kit` the [`kit`]; `store_record` takes `size` as a
-//! compile-time constant and is `#[inline(always)]`, so its branches fold away).
-//!
-//! The choice, first match wins:
+//! Backend selection: one implementation of the crate-internal surface per build. First match
+//! wins:
 //!
 //! 1. `--cfg stream_hal_force_generic`: generic;
 //! 2. `cfg(stream_hal_emulate)` (a test switch, set with `RUSTFLAGS="--cfg stream_hal_emulate"`):
-//!    the target architecture's backend with its instructions emulated by ordinary accesses,
-//!    so that Miri and the sanitizers check all of its address arithmetic and loads (see
-//!    [`emulation`](crate::emulation));
+//!    the target architecture's backend, instructions emulated ([`emulation`](crate::emulation));
 //! 3. Miri, or a sanitizer (`cfg(stream_hal_sanitizer)`, from the build script): generic, so
 //!    the tool sees every store as an ordinary store;
 //! 4. `target_arch = "x86_64"`, `"aarch64"`, `"riscv64"` or `"powerpc64"`: that backend
@@ -17,8 +11,7 @@
 //! 5. anything else: generic (for loongarch64 with the reason that the ISA has no streaming
 //!    store or block-zeroing instruction, see [`GenericReason::NoStreamingInstructions`]).
 //!
-//! Everything is decided from `cfg`, which comes from the target specification, so custom
-//! target JSON files get the same backend as the built-in targets of their architecture.
+//! Decided from `cfg` alone, so custom target JSON files get their architecture's backend.
 //!
 //! [`GenericReason::NoStreamingInstructions`]: crate::GenericReason::NoStreamingInstructions
 

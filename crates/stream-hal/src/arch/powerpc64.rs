@@ -1,16 +1,11 @@
 //! powerpc64 backend (little- and big-endian; CI runs ppc64le).
 //!
-//! * Copy and record stores: plain stores (`copy_nonoverlapping`). The Power ISA has no
-//!   non-temporal store; its only locality hints are the `dcbt`/`dcbtst` touch hints, which
-//!   prefetch and so do the opposite of what a write-once store wants.
-//! * Clear: `dcbz` on every whole block where [`crate::cpu_features`] gives the data-cache
-//!   block size (Linux: `AT_DCACHEBSIZE` from the auxiliary vector; a kernel: the device tree's
-//!   `d-cache-block-size`, passed with [`crate::set_cpu_features`]), as Linux's `clear_page`
-//!   does on powerpc; `write_bytes` without it (the size is never guessed: `dcbz` zeroes the
-//!   whole block around its address). `dcbz` establishes the block in the cache as
-//!   zeros without reading it from memory: the read-for-ownership traffic a write-once clear
-//!   should not cause.
-//! * Drain: `sync` (heavyweight sync).
+//! * Copy and record stores: plain stores; the Power ISA has no non-temporal store (its touch
+//!   hints prefetch, the opposite of what a write-once store wants).
+//! * Clear: `dcbz` (zeroes a block without reading it) where [`crate::cpu_features`] gives the
+//!   block size, as Linux's `clear_page`; `write_bytes` without it (never guessed: `dcbz`
+//!   zeroes the whole block around its address).
+//! * Drain: `sync`.
 //!
 //! Why this barrier and these hints: `docs/stream-hal.md` in the repository.
 

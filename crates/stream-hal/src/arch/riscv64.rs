@@ -8,23 +8,15 @@
 //!   `write_bytes` below [`crate::CLEAR_STREAMING_MIN`] and `ntl.all`-hinted zero stores from
 //!   there.
 //!
-//! ## Alignment
-//!
-//! Misaligned accesses may trap and be emulated (slowly) by the execution environment, so the
-//! body is stored with naturally aligned `sd` only, and `cbo.zero` gets block-aligned
-//! addresses; the source is read with `read_unaligned`, which the compiler turns into aligned
-//! loads where it can prove alignment and byte loads otherwise.
-//!
-//! Why this barrier and these hints: `docs/stream-hal.md` in the repository.
+//! Misaligned accesses may trap and be emulated slowly, so stores are naturally aligned (the
+//! source is read with `read_unaligned`). The barrier and hints: `docs/stream-hal.md`.
 
 use core::ptr;
 
 use crate::CpuFeatures;
 
-/// The instructions of this backend, one function each. Under `cfg(stream_hal_emulate)` each is
-/// replaced by an ordinary Rust access of the same bytes with the same alignment requirement,
-/// so that Miri and the sanitizers check the address arithmetic and the loads of everything
-/// else in this file.
+/// The instructions of this backend, one function each, emulated under
+/// `cfg(stream_hal_emulate)`.
 use super::load64;
 
 mod insn {
@@ -192,9 +184,8 @@ fn features_from_hwprobe(pairs: [[u64; 2]; 2]) -> CpuFeatures {
     CpuFeatures::NONE.with_zicboz(block)
 }
 
-/// Linux: Zicboz and its block size from `riscv_hwprobe` (all online harts: the syscall ANDs
-/// the extension bits over them). Elsewhere, and when emulating, `None`: a bare-metal kernel
-/// reads the device tree and passes what it found with [`crate::set_cpu_features`].
+/// Linux: Zicboz and its block size from `riscv_hwprobe` (over all online harts). Elsewhere,
+/// and when emulating, `None`: a kernel passes it with [`crate::set_cpu_features`].
 pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
     #[cfg(all(target_os = "linux", not(stream_hal_emulate)))]
     {
@@ -213,8 +204,7 @@ pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
 /// with [`crate::set_cache_info`].
 pub(crate) use crate::cache::detect_from_sysfs as detect_cache_info;
 
-/// Copies `len` bytes: normal stores up to the first 8-byte boundary, `ntl.all`-hinted `sd` on
-/// the body (64 bytes per iteration, then 8), normal stores for the last 0-7 bytes.
+/// Copies `len` bytes with `ntl.all`-hinted `sd` on the 8-byte-aligned body.
 ///
 /// # Safety
 ///
@@ -250,9 +240,8 @@ pub(crate) unsafe fn memcpy_nontemporal(dst: *mut u8, src: *const u8, len: usize
     unsafe { ptr::copy_nonoverlapping(s, d, n) };
 }
 
-/// See `arch/mod.rs`. `size` is a compile-time constant at every call site: an 8-aligned
-/// destination gets one hinted `sd` per whole word, the 0-7 tail bytes (and every byte of a
-/// misaligned destination) normal stores.
+/// See `arch/mod.rs`: a hinted `sd` per whole word of an 8-aligned destination, normal stores
+/// otherwise.
 ///
 /// # Safety
 ///
@@ -298,9 +287,7 @@ pub(crate) unsafe fn store_words<const N: usize>(dst: *mut u64, words: [u64; N])
 // `drain` is `fence w, rw` (see the module documentation), `prefetch` is Zicbop `prefetch.r`.
 pub(crate) use insn::{fence_w_rw as drain, prefetch_r as prefetch};
 
-/// The benchmark's kit: nothing. Zicbom's `cbo.flush` would flush, but its presence and block
-/// size are not detected (the `riscv_hwprobe` keys for them are newer than the kernels this
-/// backend is tested on); the vector extension's stores are not offered as wide fills.
+/// The benchmark's kit: nothing (Zicbom's `cbo.flush` is not detected).
 #[cfg(feature = "bench-kit")]
 pub(crate) use super::kit::none as kit;
 

@@ -1,8 +1,5 @@
-//! Decoding of the x86 `CPUID` cache leaves, for any source of answers: the instruction in
-//! `arch/x86_64.rs`, canned answers in the tests.
-//!
-//! This is pure bit arithmetic with no assembly, so it is compiled and tested on every host
-//! (the tests are in `src/cache/tests.rs`, with the answers of an AMD and an Intel CPU).
+//! Decoding of the x86 `CPUID` cache leaves, for any source of answers (the instruction, or
+//! the canned answers of `src/cache/tests.rs`), so it is tested on every host.
 #![cfg_attr(not(test), allow(dead_code))] // only the x86-64 backend calls it outside tests
 
 use crate::cache::{CacheInfo, CacheSource, MAX_CACHE_LEVELS};
@@ -13,14 +10,19 @@ pub(crate) type Cpuid<'a> = &'a mut dyn FnMut(u32, u32) -> [u32; 4];
 /// Subleaves read at most from a cache or topology leaf (real CPUs have 4 to 6).
 const MAX_SUBLEAVES: u32 = 16;
 
-/// The caches `CPUID` reports (see [`CacheSource`] for which leaves, by vendor).
-pub(crate) fn from_cpuid(cpuid: Cpuid<'_>) -> CacheInfo {
-    let [max_basic, b, c, d] = cpuid(0, 0);
+/// Whether leaf 0's vendor string (EBX, EDX, ECX) is AMD's or Hygon's.
+pub(crate) fn amd_vendor(b: u32, c: u32, d: u32) -> bool {
     let mut vendor = [0u8; 12];
     vendor[..4].copy_from_slice(&b.to_le_bytes());
     vendor[4..8].copy_from_slice(&d.to_le_bytes());
     vendor[8..].copy_from_slice(&c.to_le_bytes());
-    let amd = &vendor == b"AuthenticAMD" || &vendor == b"HygonGenuine";
+    &vendor == b"AuthenticAMD" || &vendor == b"HygonGenuine"
+}
+
+/// The caches `CPUID` reports (see [`CacheSource`] for which leaves, by vendor).
+pub(crate) fn from_cpuid(cpuid: Cpuid<'_>) -> CacheInfo {
+    let [max_basic, b, c, d] = cpuid(0, 0);
+    let amd = amd_vendor(b, c, d);
     let max_ext = cpuid(0x8000_0000, 0)[0];
     let info = if amd {
         let topology_ext = max_ext >= 0x8000_001d && cpuid(0x8000_0001, 0)[2] & (1 << 22) != 0;
@@ -76,8 +78,7 @@ fn deterministic(cpuid: Cpuid<'_>, leaf: u32) -> Option<CacheInfo> {
 
 /// The logical processors of the package: EBX\[15:0\] of the last subleaf of leaf `0x1F`
 /// (else `0xB`) whose level type (ECX\[15:8\]) is not 0. Leaf 4's sharer count is the
-/// width of an APIC ID field, a power of two that can far exceed the CPUs there are (128
-/// for the 20 threads of an Alder Lake-S), so the last level's count is capped by this.
+/// width of an APIC ID field, which can far exceed the CPUs there are, so it is capped by this.
 fn package_cpus(cpuid: Cpuid<'_>, max_basic: u32) -> Option<u32> {
     for leaf in [0x1f, 0xb] {
         if max_basic < leaf {

@@ -1,7 +1,5 @@
-//! The instructions of the aarch64 backend, one function each. Under `cfg(stream_hal_emulate)`
-//! each is replaced by an ordinary Rust access of the same bytes with the same alignment
-//! requirement (and `DCZID_EL0` by the value [`crate::emulation::set_dczid`] set), so that
-//! Miri and the sanitizers check the address arithmetic and the loads of the backend.
+//! The instructions of the aarch64 backend, one function each, emulated under
+//! `cfg(stream_hal_emulate)` (`DCZID_EL0` then reads [`crate::emulation::set_dczid`]'s value).
 
 #[cfg(not(stream_hal_emulate))]
 use core::arch::asm;

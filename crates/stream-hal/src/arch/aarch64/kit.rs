@@ -1,6 +1,5 @@
-//! The aarch64 part of the benchmark's kit ([`crate::arch::kit`]): `dc civac` of a range. No
-//! wide fill: the `stnp` pairs the library uses are this backend's streaming store (SVE's
-//! `stnt1` is not offered).
+//! The aarch64 part of the benchmark's kit ([`crate::arch::kit`]): `dc civac` of a range, no
+//! wide fill.
 
 #[cfg(not(stream_hal_emulate))]
 use core::arch::asm;

@@ -1,20 +1,13 @@
 //! aarch64 backend.
 //!
-//! * Streaming stores: `stnp` (store pair, non-temporal hint) of general-purpose registers on
-//!   the 16-byte-aligned body, normal stores for the misaligned edges. General-purpose
-//!   registers only, so the code is valid in kernels that must not touch FP/SIMD state
-//!   (`aarch64-unknown-none-softfloat`). Pair stores are only issued to naturally aligned
-//!   addresses, which keeps them legal on `+strict-align` targets where `SCTLR_ELx.A` may be
-//!   set.
-//! * Clear: where [`crate::cpu_features`] reports FEAT_MOPS (Linux: `HWCAP2_MOPS` in
-//!   `AT_HWCAP2`), one `SETPN`/`SETMN`/`SETEN` sequence of zero over the whole range (the
-//!   non-temporal memory set; `clear_cached` uses the temporal `SETP`/`SETM`/`SETE`); else
-//!   `dc zva` in blocks of `4 << DCZID_EL0.BS` bytes unless `DCZID_EL0.DZP` prohibits it, then
-//!   `stnp xzr, xzr` — the three paths, in that order, of Linux's
-//!   `arch/arm64/lib/clear_page.S` (its MOPS path when `ARM64_HAS_MOPS`).
+//! * Streaming stores: `stnp` of general-purpose registers (valid without FP/SIMD) on the
+//!   16-byte-aligned body, normal stores on the edges; pairs only at naturally aligned
+//!   addresses, so `+strict-align` targets work.
+//! * Clear: the non-temporal MOPS set `SETPN`/`SETMN`/`SETEN` where [`crate::cpu_features`]
+//!   reports FEAT_MOPS, else `dc zva` unless `DCZID_EL0.DZP` prohibits it, else
+//!   `stnp xzr, xzr`: the paths of Linux's `arch/arm64/lib/clear_page.S`.
 //!
-//! How the MOPS sequences are issued, and why this barrier: `docs/stream-hal.md` in the
-//! repository.
+//! The MOPS sequences and the barrier: `docs/stream-hal.md` in the repository.
 
 use core::ptr;
 
@@ -41,17 +34,14 @@ fn features_from_hwcap2(hwcap2: u64) -> crate::CpuFeatures {
     crate::CpuFeatures::NONE.with_mops(hwcap2 & HWCAP2_MOPS != 0)
 }
 
-/// Linux with glibc or musl: FEAT_MOPS from the kernel's `AT_HWCAP2` (`HWCAP2_MOPS`). Elsewhere,
-/// and when emulating, `None`: a bare-metal kernel reads `ID_AA64ISAR2_EL1.MOPS` (bits
-/// `[19:16]`) at EL1, enables the instructions and passes what it found with
-/// [`crate::set_cpu_features`]. `DCZID_EL0` is not a feature: it is read at every clear.
+/// Linux: FEAT_MOPS from `AT_HWCAP2`. Elsewhere, and when emulating, `None`: a bare-metal
+/// kernel passes what it found with [`crate::set_cpu_features`].
 pub(crate) fn detect_cpu_features() -> Option<crate::CpuFeatures> {
     super::auxval(AT_HWCAP2).map(features_from_hwcap2)
 }
 
-/// The caches from Linux's sysfs (with the `std` feature): `CCSIDR_EL1` and `CLIDR_EL1` trap
-/// at EL0. Elsewhere a kernel reads them at EL1 and passes them with
-/// [`crate::set_cache_info`].
+/// The caches from Linux's sysfs (`CCSIDR_EL1` traps at EL0); elsewhere the caller passes
+/// them with [`crate::set_cache_info`].
 pub(crate) use crate::cache::detect_from_sysfs as detect_cache_info;
 
 /// 4 bytes from `src`, any alignment.
@@ -119,8 +109,7 @@ pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
 /// sequence (loads are already 8 bytes wide here).
 pub(crate) use self::store_record as store_record_words;
 
-/// See [`crate::memcpy_nontemporal`]: normal stores up to the first 16-byte boundary, `stnp`
-/// pairs (64 bytes per iteration, then 16) on the body, normal stores for the last 0-15 bytes.
+/// See [`crate::memcpy_nontemporal`]: `stnp` pairs on the 16-byte-aligned body.
 ///
 /// # Safety
 ///
@@ -168,9 +157,7 @@ fn zero_method() -> ZeroMethod {
     dczid::select(crate::cpu_features().mops(), insn::read_dczid)
 }
 
-/// See [`crate::clear`]: the non-temporal MOPS memory set (`SETPN`/`SETMN`/`SETEN`) where
-/// FEAT_MOPS is in effect, else `dc zva` where `DCZID_EL0` permits it, else the `stnp` loop:
-/// Linux's arm64 `clear_page`.
+/// See [`crate::clear`] and the module documentation.
 ///
 /// # Safety
 ///
@@ -191,9 +178,8 @@ pub(crate) unsafe fn clear(dst: *mut u8, len: usize) {
     }
 }
 
-/// The temporal MOPS memory set (`SETP`/`SETM`/`SETE`, which leaves the lines in the cache)
-/// where FEAT_MOPS is in effect, else `dc zva` where permitted (it zeroes whole cache lines in
-/// place), else the `stnp` fallback.
+/// The temporal MOPS set (`SETP`/`SETM`/`SETE`) where FEAT_MOPS is in effect, else `dc zva`
+/// where permitted, else the `stnp` fallback.
 ///
 /// # Safety
 ///

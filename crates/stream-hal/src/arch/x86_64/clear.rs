@@ -11,11 +11,8 @@ fn has_clzero() -> bool {
     crate::cpu_features().clzero
 }
 
-/// See [`crate::clear`]: `rep stosb` for ranges the CPU's fast-string microcode clears well
-/// (below [`crate::CLEAR_STREAMING_MIN`], where the pages are likely reused from cache, and, on
-/// AMD CPUs without `CLZERO`, from [`crate::CLEAR_REP_LARGE_MIN`] up, where the microcode
-/// switches to its own non-temporal protocol), streaming zeroing otherwise (`clzero` where
-/// available, else `movntdq`).
+/// See [`crate::clear`]: `rep stosb` below [`crate::CLEAR_STREAMING_MIN`] and, on AMD without
+/// `CLZERO`, from [`crate::CLEAR_REP_LARGE_MIN`] up; streaming zeroing otherwise.
 ///
 /// # Safety
 ///
@@ -53,9 +50,8 @@ pub(crate) unsafe fn clear_cached(dst: *mut u8, len: usize) {
     unsafe { insn::rep_stosb_zero(dst, len) }
 }
 
-/// Zeroes `len` bytes with streaming stores: `clzero` per 64-byte line where the CPU has it,
-/// else `movntdq` of a zero register (64 bytes per iteration) with SSE2, else `movnti` of a zero
-/// general-purpose register. Normal stores for a misaligned head or tail. Does not fence.
+/// Zeroes `len` bytes with streaming stores (`clzero` where the CPU has it, else
+/// [`clear_movnt`]). Does not fence.
 ///
 /// # Safety
 ///

@@ -34,12 +34,9 @@ mod fence {
 }
 use fence::mfence;
 
-/// See [`crate::arch::kit::flush_cache_range`]: `clflush` of every 64-byte line between two `mfence`s
-/// (Linux's `clflush_cache_range` order: the first orders earlier stores, streaming ones
-/// included, before the flushes; the second waits for the flushes). `clflush` is part of every
-/// x86-64 CPU (CPUID.1:EDX.CLFSH is in the baseline with SSE2; it uses no SSE register, so
-/// soft-float kernel targets have it too) and every x86-64 CPU's line is 64 bytes (a larger
-/// one would only be flushed more than once).
+/// See [`crate::arch::kit::flush_cache_range`]: `clflush` of every 64-byte line between two
+/// `mfence`s (Linux's `clflush_cache_range`: earlier stores before, the flushes done after).
+/// `clflush` is baseline x86-64 and uses no SSE register.
 ///
 /// # Safety
 ///
@@ -57,11 +54,8 @@ pub(crate) unsafe fn flush_cache_range(start: *const u8, len: usize) -> bool {
     true
 }
 
-/// `vmovntdq` line fills of 32- and 64-byte registers: not used by the library's own paths (a
-/// kernel must save the vector state before it touches `ymm`/`zmm` registers). Only in native builds with SSE
-/// enabled at compile time: the emulated backend has no wide registers to emulate, and a
-/// target without SSE (x86_64-unknown-none, soft-float kernels) keeps vector registers out of
-/// its code altogether.
+/// `vmovntdq` line fills of 32- and 64-byte registers (not the library's: a kernel must save
+/// vector state first). Native builds with SSE only.
 #[cfg(all(not(stream_hal_emulate), target_feature = "sse2"))]
 mod wide {
     use core::arch::asm;

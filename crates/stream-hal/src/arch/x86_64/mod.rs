@@ -3,13 +3,8 @@
 //! table in the crate documentation). Without SSE (`x86_64-unknown-none`, soft-float kernels)
 //! everything is `movnti` from general-purpose registers, as Linux's `__memcpy_flushcache`.
 //!
-//! Records are moved in registers: 16-byte loads feed `movntdq`, 8-byte loads feed `movnti`;
-//! nothing is written to memory and reloaded with a different width inside this module.
-//!
-//! Every instruction is issued through the [`insn`] module. Under `cfg(stream_hal_emulate)`
-//! each is replaced by an ordinary Rust access of the same bytes with the same alignment
-//! requirement, and everything else in this file (the address arithmetic, the edges, the loads
-//! of the source) stays as it is, so that Miri and the sanitizers check it.
+//! Records are moved in registers (16-byte loads feed `movntdq`, 8-byte loads `movnti`). Every
+//! instruction goes through [`insn`], which `cfg(stream_hal_emulate)` emulates.
 
 use core::ptr;
 
@@ -27,19 +22,13 @@ pub(crate) use clear::{clear, clear_cached, clear_streaming, streaming_clear_met
 // `drain` is `sfence`, `prefetch` is `prefetcht0` (see `insn`).
 pub(crate) use insn::{prefetcht0 as prefetch, sfence as drain};
 
-/// Detects the CPU features this backend uses with CPUID: `CLZERO` is CPUID `0x8000_0008`, EBX
-/// bit 0 (AMD); `rep stosb` is the faster large clear on AMD and Hygon CPUs (the vendor string
-/// of leaf 0, in EBX, EDX, ECX). `None` when emulating (no CPUID: the features are whatever
-/// [`crate::set_cpu_features`] says).
+/// Detects `CLZERO` and the AMD/Hygon vendor (see [`CpuFeatures`]) with CPUID; `None` when
+/// emulating.
 pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
     #[cfg(not(stream_hal_emulate))]
     {
         let (_, b, c, d) = insn::cpuid(0);
-        let mut vendor = [0u8; 12];
-        vendor[..4].copy_from_slice(&b.to_le_bytes());
-        vendor[4..8].copy_from_slice(&d.to_le_bytes());
-        vendor[8..].copy_from_slice(&c.to_le_bytes());
-        let amd = &vendor == b"AuthenticAMD" || &vendor == b"HygonGenuine";
+        let amd = crate::arch::x86_cache::amd_vendor(b, c, d);
         let (max_extended, ..) = insn::cpuid(0x8000_0000);
         let clzero = max_extended >= 0x8000_0008 && insn::cpuid(0x8000_0008).1 & 1 != 0;
         Some(CpuFeatures::NONE.with_clzero(clzero).with_large_rep_stosb(amd))
@@ -136,12 +125,9 @@ pub(crate) unsafe fn store_record(dst: *mut u8, src: *const u8, size: usize) {
     unsafe { store_words_from(dst, src, size, 0) }
 }
 
-/// Loads 16 bytes from `src` as two 8-byte loads, combines them in an XMM register and stores
-/// them at `dst` with `movntdq`.
-///
-/// The loads are volatile so that the compiler cannot merge them back into one 16-byte load:
-/// that wider load of bytes just written by 8-byte stores (a record patched per page) would
-/// miss store-to-load forwarding and stall (slower than even the slow path).
+/// Loads 16 bytes from `src` as two 8-byte loads and stores them with `movntdq`. The loads are
+/// volatile so the compiler cannot merge them into one 16-byte load, which would stall store
+/// forwarding on bytes just written by 8-byte stores.
 ///
 /// # Safety
 ///
@@ -187,10 +173,8 @@ unsafe fn store_pairs_from<const WORDS: bool>(dst: *mut u8, src: *const u8, size
     unsafe { store_words_from(dst, src, size, off) };
 }
 
-/// See `arch/mod.rs`: the record is read with 8-byte loads only (never a wider load of bytes
-/// that may have just been written by 8-byte stores). With SSE2, an 8-byte-aligned source and a
-/// 16-byte-aligned (or 8-mod-16) destination, pairs of words are combined in XMM registers and
-/// stored with `movntdq`; otherwise each word is stored with `movnti`.
+/// See `arch/mod.rs`: 8-byte loads only; word pairs with `movntdq` where SSE2 and the
+/// alignments allow, else `movnti` per word.
 ///
 /// # Safety
 ///
@@ -217,10 +201,8 @@ pub(crate) unsafe fn store_record_words(dst: *mut u8, src: *const u8, size: usiz
     unsafe { store_words_from(dst, src, size, 0) }
 }
 
-/// See `arch/mod.rs`: stores `N` words given by value. Pairs of words are combined in XMM
-/// registers (`_mm_set_epi64x`) and stored with `movntdq` when the destination is 16-byte
-/// aligned (after one `movnti` when it is 8 mod 16); a last odd word gets a `movnti`. Nothing is
-/// loaded from memory: a record built in registers stays there.
+/// See `arch/mod.rs`: word pairs combined in XMM registers and stored with `movntdq` (after one
+/// `movnti` when `dst` is 8 mod 16), a last odd word with `movnti`.
 ///
 /// # Safety
 ///
@@ -278,12 +260,8 @@ unsafe fn store_word_pairs<const N: usize, const FIRST: usize>(dst: *mut u64, wo
     }
 }
 
-/// See [`crate::memcpy_nontemporal`].
-///
-/// Layout of the stores: 0-3 normal head bytes up to 4-byte alignment, one `movnti` dword and
-/// one `movnti` qword to reach 16-byte alignment, then 64-byte blocks of four `movntdq`, then
-/// `movntdq` per 16 bytes, then `movnti` for the 8- and 4-byte remainder, then 0-3 normal tail
-/// bytes. Without SSE2 the 16-byte steps are 8-byte `movnti` steps, four per 32-byte block.
+/// See [`crate::memcpy_nontemporal`]: normal head bytes, `movnti` to 16-byte alignment,
+/// `movntdq` (or without SSE2 `movnti`) on the body, `movnti` and normal stores on the tail.
 ///
 /// # Safety
 ///
