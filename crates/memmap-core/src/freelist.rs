@@ -196,12 +196,9 @@ impl Rules {
     }
 }
 
-/// The buddy allocator's free-list routines over one zone's [`FreeLists`] and the struct pages
-/// of its free blocks, written once (`mm/page_alloc.c`, `mm/page_isolation.c`): list add and
-/// delete with the list hardening checks, `page_is_buddy()`, `buddy_merge_likely()`,
-/// `__free_one_page()`, `split_large_buddy()`, and undoing the isolation of onlined memory.
-/// An implementor says where the lists and struct pages are and what it knows about a page
-/// (whether it heads a free block, its zone, its pageblock's migrate type).
+/// The buddy allocator's free-list routines (`mm/page_alloc.c`, `mm/page_isolation.c`) over
+/// one zone's [`FreeLists`] and the struct pages of its free blocks. An implementor says where
+/// the lists and struct pages are and what it knows about a page.
 pub(crate) trait ZoneFreeLists {
     /// `__list_add_valid()`/`__list_del_entry_valid()` (`CONFIG_LIST_HARDENED`): a list
     /// operation whose neighbours do not point back is skipped. Off where every list node is

@@ -104,11 +104,9 @@ impl From<InitError> for HotplugError {
     }
 }
 
-/// The free lists and counters of the zone that hot-added memory is onlined into, as far as
-/// that memory goes: `zone->free_area[order].free_list[mt]` heads (at modelled addresses of
-/// `NODE_DATA(nid)->node_zones[zone]`) and their `nr_free`, `managed_pages`,
-/// `present_pages`. The blocks on the lists are struct pages of the caller's memmap; a new
-/// zone has empty lists (memory hot-added above the boot memory into a zone that had none).
+/// The free lists and counters of the zone that hot-added memory is onlined into:
+/// `zone->free_area[order].free_list[mt]` heads (at modelled addresses), `nr_free`,
+/// `managed_pages`, `present_pages`. The listed blocks are struct pages of the caller's memmap.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HotplugZone {
     cfg: KernelConfig,
@@ -262,13 +260,9 @@ pub struct OnlineReport {
 /// free lists with the pageblocks isolated, and undoes the isolation. A zero-length range is a
 /// no-op.
 ///
-/// The kernel's steps, on the struct pages: `move_pfn_range_to_zone(..., MIGRATE_ISOLATE)`,
-/// `online_pages_range()` (chunks through `generic_online_page()`; split into pageblocks from
-/// 6.10, [`Behaviour::free_splits_pageblocks`](crate::Behaviour::free_splits_pageblocks)) and
-/// `undo_isolate_page_range(..., MIGRATE_MOVABLE)`. The zone's free lists live in a
-/// [`HotplugZone`] the caller keeps across the memory blocks it onlines; `memmap` must also
-/// cover memory onlined into the zone before (the allocator looks at buddies there). Every
-/// strategy leaves the same bytes, pageblocks, hook calls and free lists.
+/// The caller keeps the [`HotplugZone`] across the memory blocks it onlines; `memmap` must
+/// also cover memory onlined into the zone before (the allocator looks at buddies there).
+/// Every strategy leaves the same bytes, pageblocks, hook calls and free lists.
 ///
 /// # Errors
 ///
@@ -375,9 +369,8 @@ fn free_core_page<P: StructPage, H: InitHooks>(m: &mut Memmap<'_, P>, pfn: u64, 
 }
 
 /// The template paths of steps 1 and 2's per-page part: the first struct page through the slow
-/// path and taken to what `__free_pages_core()` leaves, then a refreshed copy of it into every
-/// other struct page of `[start, end)` with `S`'s stores; pageblock-aligned pages are stored
-/// normally and get their migrate type and `cond_resched()`. Returns the drains.
+/// path (as `__free_pages_core()` leaves it), copied into the rest of `[start, end)` with
+/// `S`'s stores. Returns the drains.
 fn init_template<P: StructPage, H: InitHooks, S: Store>(
     m: &mut Memmap<'_, P>,
     zone: &HotplugZone,
@@ -394,12 +387,8 @@ fn init_template<P: StructPage, H: InitHooks, S: Store>(
     m.copy_hotplug_run::<S, H>((start, end), MigrateType::Isolate, hooks)
 }
 
-/// The zone's free lists over the memmap: the free-list steps of onlining
-/// ([`ZoneFreeLists`]) on the struct pages of a [`Memmap`] and the list heads of a
-/// [`HotplugZone`], for both versions of the algorithm (6.10 and later, and before). With a
-/// pageblock-aligned start, every struct page they touch heads a free block of at least
-/// pageblock order (before 6.10 `move_freepages_block()` also scans a pageblock, after the
-/// template paths have drained).
+/// The free-list steps of onlining ([`ZoneFreeLists`]) on the struct pages of a [`Memmap`]
+/// and the list heads of a [`HotplugZone`], before and from 6.10.
 struct Buddy<'m, 'a, P: StructPage> {
     m: &'m mut Memmap<'a, P>,
     z: &'m mut HotplugZone,

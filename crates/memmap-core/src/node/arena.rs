@@ -1,12 +1,8 @@
 //! Simulated physical memory, and the init_on_alloc / init_on_free policy (`mm/page_alloc.c`'s
 //! `want_init_on_alloc()`, `want_init_on_free()`, `should_skip_init()`) as data.
 //!
-//! A [`PhysArena`] holds the *contents* of a PFN range (4 KiB per PFN): a caller-provided byte
-//! slice in `no_std`, an anonymous `mmap` under `std` ([`OwnedArena`]). With init_on_alloc on,
-//! the node's allocator zeroes each allocation of order `k` either with **one**
-//! `stream_hal::clear_pages(addr, 1 << k)` call (the upstream batch-clear patch,
-//! `clear_highpages_kasan_tagged()`) or with one 4 KiB `clear_pages(addr, 1)` per page (the old
-//! `kernel_init_pages()` loop), selected by [`ClearMode`].
+//! A [`PhysArena`] holds the *contents* of a PFN range (4 KiB per PFN): caller storage, or an
+//! anonymous `mmap` under `std` ([`OwnedArena`]).
 
 use core::fmt;
 use core::marker::PhantomData;

@@ -1,14 +1,10 @@
 //! The buddy allocator over the zones of a [`Node`]: `mm/page_alloc.c` reduced to what the
 //! struct pages show.
 //!
-//! One `MIGRATE_MOVABLE` free list per order, threaded through the free blocks' `lru` words
-//! with the modelled kernel addresses; a free head carries `PGTY_buddy` and its order
-//! (`set_buddy_order()`). Allocation is `__rmqueue_smallest()` + `expand()` +
-//! `prep_new_page()` under the zone lock, free is `free_pages_prepare()` + `__free_one_page()`;
-//! `check_new_page()` and `free_page_is_bad()` apply the node's flag checks, and a bad free is
-//! a [`FreeError`] that modifies nothing. On-demand blocks are expanded on first touch, a
-//! deferred zone grows through [`Node::deferred_grow_zone`], and init_on_alloc zeroes outside
-//! the zone lock ([`ClearMode`](crate::ClearMode)).
+//! One `MIGRATE_MOVABLE` free list per order, threaded through the free blocks' `lru` words.
+//! Allocation is `__rmqueue_smallest()` + `expand()` + `prep_new_page()` under the zone lock,
+//! free is `free_pages_prepare()` + `__free_one_page()`; a bad free is a [`FreeError`] that
+//! modifies nothing.
 
 mod alloc;
 mod check;
