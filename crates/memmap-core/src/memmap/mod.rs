@@ -343,7 +343,10 @@ impl<'a, P: StructPage> Memmap<'a, P> {
                 self.set_pageblock_migratetype(pfn + k * bs, MigrateType::Movable);
             }
         } else if n > 0 {
-            assert!(self.contains(pfn) && self.contains(pfn + (n - 1) * bs), "pageblocks outside memmap");
+            assert!(
+                self.contains(pfn) && self.contains(pfn + (n - 1) * bs),
+                "pageblocks of pfn {pfn:#x} + {n} outside memmap"
+            );
             self.store_pageblocks(pfn, n, MigrateType::Movable);
         }
     }
