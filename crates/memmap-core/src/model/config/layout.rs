@@ -158,35 +158,20 @@ impl FlagsLayout {
         let available = BITS_PER_LONG - cfg.nr_pageflags;
         let sections_width =
             if cfg.sparsemem_vmemmap { 0 } else { cfg.max_physmem_bits - cfg.section_size_bits };
-        // NODES_WIDTH: NODES_SHIFT if it fits next to zones, MGLRU and sections.
-        let nodes_width = if zones_width + cfg.lru_gen_width + sections_width + cfg.nodes_shift <= available {
-            cfg.nodes_shift
-        } else {
+        // NODES_WIDTH, then KASAN_TAG_WIDTH, then LAST_CPUPID_WIDTH must fit next to zones,
+        // MGLRU and sections, or the kernel moves the field out of `page->flags` (not modelled).
+        let (nodes_width, last_cpupid_width) = (cfg.nodes_shift, cfg.last_cpupid_shift);
+        let mut used = zones_width + cfg.lru_gen_width + sections_width + nodes_width;
+        if used > available {
             return Err(ConfigError::NodeNotInPageFlags);
-        };
-        if zones_width + cfg.lru_gen_width + sections_width + nodes_width + cfg.kasan_tag_width > available {
+        }
+        used += cfg.kasan_tag_width;
+        if used > available {
             return Err(ConfigError::KasanTagDoesNotFit);
         }
-        let last_cpupid_width = if zones_width
-            + cfg.lru_gen_width
-            + sections_width
-            + nodes_width
-            + cfg.kasan_tag_width
-            + cfg.last_cpupid_shift
-            <= available
-        {
-            cfg.last_cpupid_shift
-        } else {
-            return Err(ConfigError::LastCpupidNotInPageFlags);
-        };
-        let used = zones_width
-            + cfg.lru_gen_width
-            + sections_width
-            + nodes_width
-            + cfg.kasan_tag_width
-            + last_cpupid_width;
+        used += last_cpupid_width;
         if used > available {
-            return Err(ConfigError::PageFlagsFull { needed: used, available });
+            return Err(ConfigError::LastCpupidNotInPageFlags);
         }
         // LRU_REFS_WIDTH = min(__LRU_REFS_WIDTH, what is left).
         let left = available - used;
