@@ -2,7 +2,7 @@
 //! of `memblock_free_all()`, in the kernel's order or fused window by window (see the
 //! [node documentation](super)).
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::buddy::{CoreRun, FreeArea};
 use super::run::{PbMode, RunKind};
@@ -60,7 +60,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             (strategy, reason)
         };
         let pages = memmap.raw_pages();
-        let node_id = crate::node::buddy::next_node_id();
+        let node_id = NEXT_NODE_ID.fetch_add(1, Ordering::Relaxed);
         let zones = core::array::from_fn(|z| {
             let area = FreeArea::new(zone_struct_addr(&cfg, layout.nid, z as u32));
             SpinLock::of_node(area, node_id)
@@ -415,6 +415,9 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         freed
     }
 }
+
+/// Unique ids of nodes, so a [`crate::PageBlock`] cannot be used with another node.
+static NEXT_NODE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Pages per window of the fused boot: a power of two, a multiple of the `MAX_PAGE_ORDER`
 /// block, sized so that the struct pages a window writes stay cached until its free pass

@@ -12,7 +12,6 @@ mod free;
 pub(in crate::node) use free::CoreRun;
 
 use core::fmt;
-use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::freelist::{FreeLists, MAX_ORDERS, Rules, ZoneFreeLists};
 use crate::hooks::InitHooks;
@@ -310,13 +309,6 @@ impl<P: StructPage, H: InitHooks + Send> ZoneFreeLists for NodeZone<'_, '_, '_, 
     fn set_migratetype(&mut self, pfn: u64, mt: MigrateType) {
         self.node.inner.lock().memmap.set_pageblock_migratetype(pfn, mt);
     }
-}
-
-/// Unique ids of nodes, so a [`PageBlock`] cannot be used with another node.
-static NEXT_NODE_ID: AtomicU64 = AtomicU64::new(1);
-
-pub(crate) fn next_node_id() -> u64 {
-    NEXT_NODE_ID.fetch_add(1, Ordering::Relaxed)
 }
 
 impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
