@@ -222,8 +222,7 @@ impl HotplugZone {
 /// Options of [`online_pages`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OnlineOptions {
-    /// How the struct pages are written. `Auto` streams from the threshold up unless the
-    /// kernel's rules (tracepoint, KASAN/KMSAN, sanitizer build) require the slow path.
+    /// How the struct pages are written.
     pub fill: FillOptions,
 }
 
@@ -325,8 +324,13 @@ pub fn online_pages<P: StructPage, H: InitHooks>(
         let order = if pfn == 0 { cfg.max_page_order } else { cfg.max_page_order.min(pfn.trailing_zeros()) };
         let n = 1u64 << order;
         if per_page_free {
+            // The per-page part of `__free_pages_core(page, order, MEMINIT_HOTPLUG)`:
+            // `__ClearPageOffline()` (`page_type = UINT_MAX`) and `set_page_count(page, 0)`.
             for p in pfn..pfn + n {
-                free_core_page(b.m, p, hooks);
+                let mut page = b.m.read(p);
+                page.set_u32_at(offsets::PAGE_TYPE, u32::MAX);
+                b.m.write(p, page);
+                b.m.set_page_count(p, 0, hooks);
             }
         }
         b.z.managed_pages = b.z.managed_pages.saturating_add(n);
@@ -356,16 +360,18 @@ pub fn take_free_block<P: StructPage>(
         return Err(HotplugError::ZoneConfigMismatch);
     }
     let mut b = Buddy { m: memmap, z: zone };
-    b.take(pfn).ok_or(HotplugError::NotFree { pfn })
-}
-
-/// The per-page part of `__free_pages_core(page, order, MEMINIT_HOTPLUG)`:
-/// `__ClearPageOffline()` (`page_type = UINT_MAX`) and `set_page_count(page, 0)`.
-fn free_core_page<P: StructPage, H: InitHooks>(m: &mut Memmap<'_, P>, pfn: u64, hooks: &mut H) {
-    let mut p = m.read(pfn);
-    p.set_u32_at(offsets::PAGE_TYPE, u32::MAX);
-    m.write(pfn, p);
-    m.set_page_count(pfn, 0, hooks);
+    if !b.is_buddy(pfn) {
+        return Err(HotplugError::NotFree { pfn });
+    }
+    let (l, f) = (b.m.layout(), b.m.read(pfn).flags());
+    let (order, mt) = (b.order_of(pfn), b.migratetype(pfn));
+    // A struct page that looks free but is of another zone or on none of this zone's lists
+    // (written by the caller, or onlined through another memmap) is not taken.
+    if l.zone(f) != b.z.zone || l.node(f) != b.z.nid || !b.linked(pfn, order, mt) {
+        return Err(HotplugError::NotFree { pfn });
+    }
+    b.del(pfn, order, mt);
+    Ok(order)
 }
 
 /// The template paths of steps 1 and 2's per-page part: the first struct page through the slow
@@ -443,29 +449,5 @@ impl<P: StructPage> ZoneFreeLists for Buddy<'_, '_, P> {
     }
     fn set_migratetype(&mut self, pfn: u64, mt: MigrateType) {
         self.m.set_pageblock_migratetype(pfn, mt);
-    }
-}
-
-impl<P: StructPage> Buddy<'_, '_, P> {
-    /// Takes the free block at `pfn` (of this zone) off its list; its order, or `None` when no
-    /// free block starts there.
-    fn take(&mut self, pfn: u64) -> Option<u32> {
-        if !self.is_buddy(pfn) {
-            return None;
-        }
-        let l = self.m.layout();
-        let f = self.m.read(pfn).flags();
-        if l.zone(f) != self.z.zone || l.node(f) != self.z.nid {
-            return None;
-        }
-        let order = self.order_of(pfn);
-        let mt = self.migratetype(pfn);
-        // A struct page that looks free but is on none of this zone's lists (written by the
-        // caller, or onlined through another memmap) is not taken.
-        if !self.linked(pfn, order, mt) {
-            return None;
-        }
-        self.del(pfn, order, mt);
-        Some(order)
     }
 }
