@@ -531,23 +531,13 @@ pub(crate) trait ZoneFreeLists {
     fn move_freepages_block_isolate(&mut self, start: u64) {
         let Rules { max_order: max, pageblock_order: pb, .. } = self.rules();
         if pb != max {
+            // A larger buddy that `start` is a tail block of, or the starting block of.
             let large = self.find_large_buddy(start);
-            if large != start {
-                // A tail block of a larger buddy.
-                let order = self.order_of(large);
-                let mt = self.migratetype(large);
+            if large != start || (self.is_buddy(start) && self.order_of(start) > pb) {
+                let (order, mt) = (self.order_of(large), self.migratetype(large));
                 self.del(large, order, mt);
                 self.set_migratetype(start, MigrateType::Movable);
                 self.split_large_buddy(large, order, false);
-                return;
-            }
-            if self.is_buddy(start) && self.order_of(start) > pb {
-                // The starting block of a larger buddy.
-                let order = self.order_of(start);
-                let mt = self.migratetype(start);
-                self.del(start, order, mt);
-                self.set_migratetype(start, MigrateType::Movable);
-                self.split_large_buddy(start, order, false);
                 return;
             }
         }
