@@ -7,7 +7,7 @@ use crate::InitError;
 use crate::fill::{FillOptions, Strategy, StrategyReason};
 use crate::freelist::{FreeLists, Rules, ZoneFreeLists, zone_struct_addr};
 use crate::hooks::InitHooks;
-use crate::memmap::engine::{Store, with_store};
+use crate::memmap::engine::with_store;
 use crate::memmap::{Memmap, PageAccess};
 use crate::model::config::KernelConfig;
 use crate::model::flags::MigrateType;
@@ -309,7 +309,14 @@ pub fn online_pages<P: StructPage, H: InitHooks>(
     // 1. move_pfn_range_to_zone() → memmap_init_range(MEMINIT_HOTPLUG, MIGRATE_ISOLATE), and
     // for the template paths also the per-page part of __free_pages_core().
     let per_page_free = with_store!(used, S => {
-        report.drains = init_template::<P, H, S>(memmap, zone, start_pfn, end, hooks);
+        // The first struct page through the slow path and taken to what `__free_pages_core()`
+        // leaves, then copied into the rest (drained before the free-list steps read anything).
+        memmap.init_hotplug_page(start_pfn, (zone.zone, zone.nid), MigrateType::Isolate, hooks);
+        let mut tmpl = memmap.read(start_pfn);
+        tmpl.set_u32_at(offsets::PAGE_TYPE, u32::MAX);
+        tmpl.set_u32_at(offsets::REFCOUNT, 0);
+        memmap.write(start_pfn, tmpl);
+        report.drains = memmap.copy_hotplug_run::<S, H>((start_pfn, end), MigrateType::Isolate, hooks);
         false
     }, slow => {
         for pfn in start_pfn..end {
@@ -372,25 +379,6 @@ pub fn take_free_block<P: StructPage>(
     }
     b.del(pfn, order, mt);
     Ok(order)
-}
-
-/// The template paths of steps 1 and 2's per-page part: the first struct page through the slow
-/// path (as `__free_pages_core()` leaves it), copied into the rest of `[start, end)` with
-/// `S`'s stores. Returns the drains.
-fn init_template<P: StructPage, H: InitHooks, S: Store>(
-    m: &mut Memmap<'_, P>,
-    zone: &HotplugZone,
-    start: u64,
-    end: u64,
-    hooks: &mut H,
-) -> u64 {
-    m.init_hotplug_page(start, (zone.zone, zone.nid), MigrateType::Isolate, hooks);
-    let mut tmpl = m.read(start);
-    tmpl.set_u32_at(offsets::PAGE_TYPE, u32::MAX);
-    tmpl.set_u32_at(offsets::REFCOUNT, 0);
-    m.write(start, tmpl);
-    // Drained before the free-list steps read anything.
-    m.copy_hotplug_run::<S, H>((start, end), MigrateType::Isolate, hooks)
 }
 
 /// The free-list steps of onlining ([`ZoneFreeLists`]) on the struct pages of a [`Memmap`]

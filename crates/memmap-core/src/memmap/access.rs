@@ -243,20 +243,6 @@ pub(crate) unsafe trait PageAccess<P: StructPage> {
         self.page_mut(pfn).set_u64_at(offset, v);
     }
 
-    /// Sets the 4-byte word at `offset` of the struct page of `pfn`.
-    #[inline(always)]
-    #[track_caller]
-    fn set_word32(&mut self, pfn: u64, offset: usize, v: u32) {
-        self.page_mut(pfn).set_u32_at(offset, v);
-    }
-
-    /// `atomic_set` of the 4-byte word at `offset` of the struct page of `pfn`.
-    #[inline(always)]
-    #[track_caller]
-    fn set_word32_once(&mut self, pfn: u64, offset: usize, v: u32) {
-        self.page_mut(pfn).set_u32_once_at(offset, v);
-    }
-
     /// The modelled kernel address of the struct page of `pfn`.
     #[inline(always)]
     fn vaddr(&self, pfn: u64) -> u64 {

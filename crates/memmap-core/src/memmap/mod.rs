@@ -317,14 +317,6 @@ impl<'a, P: StructPage> Memmap<'a, P> {
         unsafe { core::slice::from_raw_parts(self.pageblocks.as_ptr(), self.pageblocks_len) }
     }
 
-    /// Stores `mt` for `pfn`'s pageblock (the bitmap write of `set_pageblock_migratetype`).
-    pub(crate) fn store_pageblock(&mut self, pfn: u64, mt: MigrateType) {
-        let i = self.pageblock_index(pfn);
-        assert!(i < self.pageblocks_len, "pageblock of pfn {pfn:#x} outside the pageblock array");
-        // SAFETY: bounds checked above; exclusive borrow.
-        unsafe { self.pageblocks.as_ptr().add(i).write(mt.value()) };
-    }
-
     /// Stores `mt` for the `n` consecutive pageblocks from `pfn`'s.
     pub(crate) fn store_pageblocks(&mut self, pfn: u64, n: u64, mt: MigrateType) {
         let i = self.pageblock_index(pfn);
@@ -372,7 +364,7 @@ impl<'a, P: StructPage> Memmap<'a, P> {
                 "set_pageblock_migratetype: page {pfn:#x} has foreign section bits (not initialized?)"
             );
         }
-        self.store_pageblock(pfn, mt);
+        self.store_pageblocks(pfn, 1, mt);
     }
 
     /// A shorter-lived view of the same memmap (to split it without giving it up).

@@ -51,7 +51,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             let Inner { memmap, hooks } = &mut *g;
             memmap.set_page_count(pfn, v, hooks);
         } else {
-            own.set_word32_once(pfn, offsets::REFCOUNT, v as u32);
+            own.page_mut(pfn).set_u32_once_at(offsets::REFCOUNT, v as u32);
         }
     }
 

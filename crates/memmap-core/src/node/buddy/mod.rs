@@ -277,7 +277,7 @@ impl<P: StructPage, H: InitHooks + Send> ZoneFreeLists for NodeZone<'_, '_, '_, 
     }
     #[inline(always)]
     fn set_u32(&mut self, pfn: u64, off: usize, v: u32) {
-        self.z.set_word32(pfn, off, v);
+        self.z.page_mut(pfn).set_u32_at(off, v);
     }
     #[inline(always)]
     fn list_node(&self, pfn: u64) -> u64 {
