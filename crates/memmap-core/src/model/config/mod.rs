@@ -75,8 +75,9 @@ pub struct KernelConfig {
     pub nodes_shift: u32,
     /// `MAX_NR_ZONES`, counting `ZONE_DEVICE`, which is always the last zone.
     pub max_nr_zones: u32,
-    /// `__NR_PAGEFLAGS` of the modelled build: it places
-    /// [`pg_uninitialized_2m`](crate::pg_uninitialized_2m); no initialized byte depends on it.
+    /// `__NR_PAGEFLAGS` of the modelled build: it bounds the fields' layout and places
+    /// [`pg_uninitialized_2m`](crate::pg_uninitialized_2m); no byte an initializer writes
+    /// depends on it.
     /// The presets leave out `PG_young` and `PG_idle` (`CONFIG_PAGE_IDLE_FLAG`, counted by
     /// [`KernelConfig::with_kconfig`]), which would leave no bit for that flag.
     pub nr_pageflags: u32,

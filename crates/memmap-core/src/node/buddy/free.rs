@@ -17,8 +17,8 @@ pub(crate) const FREE_PREFETCH_AHEAD: u64 = 8;
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `__free_pages_core(page, order, MEMINIT_EARLY)`: every page gets `PG_reserved` cleared
-    /// and a zero count (on-demand: only the first page of a block not expanded yet; the others
-    /// copy the count when expanded), then the block goes to the buddy allocator at the tail.
+    /// and a zero count (on-demand: only a not yet expanded block's first page), then the block
+    /// goes to the buddy allocator at the tail.
     pub(in crate::node) fn free_pages_core(&self, own: &mut Owned<'_, P>, zone: u32, pfn: u64, order: u32) {
         self.free_pages_core_run(
             own,
