@@ -73,11 +73,7 @@ impl fmt::Display for StrategyReason {
 /// The strategy request every initializer takes: which [`Strategy`], and where
 /// [`Strategy::Auto`] starts streaming.
 ///
-/// Auto streams a job of `bytes` bytes of struct pages when `bytes >=`
-/// [`FillOptions::threshold`]: [`FillOptions::threshold_bytes`] if set, else
-/// [`stream_hal::streaming_threshold`] for the [`Reuse`] hint ([`Reuse::WriteOnce`], the
-/// kernel's case, streams from a few KiB; [`Reuse::ReadSoon`] only where the memmap would not
-/// stay cached anyway).
+/// Auto streams a job from [`FillOptions::threshold`] bytes of struct pages up.
 ///
 /// ```
 /// use memmap_core::{FillOptions, Strategy};
@@ -94,8 +90,7 @@ impl fmt::Display for StrategyReason {
 pub struct FillOptions {
     /// The requested strategy.
     pub strategy: Strategy,
-    /// How soon the caller reads the struct pages after the job: with the machine's caches,
-    /// where [`Strategy::Auto`] streams from.
+    /// How soon the caller reads the struct pages after the job (where Auto streams from).
     pub reuse: Reuse,
     /// An explicit [`Strategy::Auto`] threshold in bytes of struct pages, replacing the one of
     /// [`FillOptions::reuse`] and the caches; `None` (the default) for that one.
@@ -103,8 +98,7 @@ pub struct FillOptions {
 }
 
 impl FillOptions {
-    /// `strategy` for a memmap written once ([`Reuse::WriteOnce`]), with the threshold of
-    /// the machine's caches.
+    /// `strategy` for a memmap written once ([`Reuse::WriteOnce`]).
     #[must_use]
     pub const fn new(strategy: Strategy) -> Self {
         FillOptions { strategy, reuse: Reuse::WriteOnce, threshold_bytes: None }
@@ -135,15 +129,13 @@ impl FillOptions {
         }
     }
 
-    /// What a job of `bytes` bytes of struct pages is, for [`resolve`], with the tracepoint
-    /// state `tracepoint`.
+    /// The [`Job`] of `bytes` bytes of struct pages, for [`resolve`].
     pub(crate) fn job(&self, bytes: u64, tracepoint: bool) -> Job {
         Job { bytes, threshold_bytes: self.threshold(), tracepoint, reuse: self.reuse }
     }
 
     /// The strategy a job of `bytes` bytes of struct pages under `cfg` uses (never
-    /// [`Strategy::Auto`]), and why: the one strategy choice of every initializer, here for
-    /// initializers built on this crate such as `hugetlb-init`'s tails.
+    /// [`Strategy::Auto`]), and why: every initializer's one strategy choice.
     ///
     /// * [`Strategy::Slow`] is always honoured;
     /// * every other request falls back to Slow while the `page_ref_set` tracepoint is active
@@ -177,17 +169,14 @@ pub(crate) struct Job {
     pub(crate) bytes: u64,
     /// [`Strategy::Auto`] streams from this many bytes up.
     pub(crate) threshold_bytes: usize,
-    /// Whether the `page_ref_set` tracepoint is active (the configuration has
-    /// `CONFIG_DEBUG_PAGE_REF` and the hooks report it enabled).
+    /// Whether the `page_ref_set` tracepoint is active.
     pub(crate) tracepoint: bool,
-    /// How soon the pages are read after the job (the fused boot's read-back runs are
-    /// [`Reuse::ReadSoon`]); only the reason below the threshold depends on it.
+    /// How soon the pages are read after the job; only the reason below the threshold uses it.
     pub(crate) reuse: Reuse,
 }
 
 impl Job {
-    /// A run that is read back right after it is written, `bytes` long: Auto streams it only
-    /// from `stream-hal`'s [`Reuse::ReadSoon`] threshold of the machine's caches.
+    /// A run of `bytes` read back right after it is written ([`Reuse::ReadSoon`]'s threshold).
     pub(crate) fn read_back_soon(bytes: u64, tracepoint: bool) -> Job {
         Job {
             bytes,
@@ -204,9 +193,7 @@ fn sanitizer_build() -> bool {
     matches!(stream_hal::backend(), stream_hal::Backend::Generic(stream_hal::GenericReason::Sanitizer(_)))
 }
 
-/// The strategy a job uses for a request of `requested`, and why (the rules are on
-/// [`FillOptions::resolve`]; a [`Reuse::ReadSoon`] job below its threshold gives
-/// [`StrategyReason::ReadBackSoon`]).
+/// The strategy a job uses for `requested`, and why (the rules are on [`FillOptions::resolve`]).
 #[must_use]
 pub(crate) fn resolve(cfg: &KernelConfig, requested: Strategy, job: &Job) -> (Strategy, StrategyReason) {
     match requested {

@@ -196,12 +196,9 @@ impl Rules {
     }
 }
 
-/// The buddy allocator's free-list routines over one zone's [`FreeLists`] and the struct pages
-/// of its free blocks, written once (`mm/page_alloc.c`, `mm/page_isolation.c`): list add and
-/// delete with the list hardening checks, `page_is_buddy()`, `buddy_merge_likely()`,
-/// `__free_one_page()`, `split_large_buddy()`, and undoing the isolation of onlined memory.
-/// An implementor says where the lists and struct pages are and what it knows about a page
-/// (whether it heads a free block, its zone, its pageblock's migrate type).
+/// The buddy allocator's free-list routines (`mm/page_alloc.c`, `mm/page_isolation.c`) over
+/// one zone's [`FreeLists`] and the struct pages of its free blocks. An implementor says where
+/// the lists and struct pages are and what it knows about a page.
 pub(crate) trait ZoneFreeLists {
     /// `__list_add_valid()`/`__list_del_entry_valid()` (`CONFIG_LIST_HARDENED`): a list
     /// operation whose neighbours do not point back is skipped. Off where every list node is
@@ -534,23 +531,13 @@ pub(crate) trait ZoneFreeLists {
     fn move_freepages_block_isolate(&mut self, start: u64) {
         let Rules { max_order: max, pageblock_order: pb, .. } = self.rules();
         if pb != max {
+            // A larger buddy that `start` is a tail block of, or the starting block of.
             let large = self.find_large_buddy(start);
-            if large != start {
-                // A tail block of a larger buddy.
-                let order = self.order_of(large);
-                let mt = self.migratetype(large);
+            if large != start || (self.is_buddy(start) && self.order_of(start) > pb) {
+                let (order, mt) = (self.order_of(large), self.migratetype(large));
                 self.del(large, order, mt);
                 self.set_migratetype(start, MigrateType::Movable);
                 self.split_large_buddy(large, order, false);
-                return;
-            }
-            if self.is_buddy(start) && self.order_of(start) > pb {
-                // The starting block of a larger buddy.
-                let order = self.order_of(start);
-                let mt = self.migratetype(start);
-                self.del(start, order, mt);
-                self.set_migratetype(start, MigrateType::Movable);
-                self.split_large_buddy(start, order, false);
                 return;
             }
         }

@@ -45,9 +45,7 @@ pub trait InitHooks {
     fn page_ref_set(&mut self, _event: &PageRefEvent) {}
 
     /// A named phase of an initializer begins (`begin == true`) or ends, on the thread that
-    /// runs it, so that a caller can time it (the initializers keep no clocks: they say what
-    /// ran, the caller measures). The names are the initializer's own constants (for
-    /// `hugetlb-init`, its `phase` module).
+    /// runs it, so that a caller can time it (the initializers keep no clocks).
     #[inline(always)]
     fn phase(&mut self, _phase: &'static str, _begin: bool) {}
 }

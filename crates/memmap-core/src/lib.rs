@@ -27,9 +27,7 @@
 //! ## Features and `no_std`
 //!
 //! `std` (default): [`OwnedMemmap`], [`OwnedArena`], [`RecordingHooks`] and the threaded
-//! runners ([`Node::deferred_init_memmap`], [`memmap_init_zone_device_parallel`]). Without it
-//! (`default-features = false`) the crate is `no_std` without `alloc`: all storage comes from
-//! the caller, and everything else is there. MSRV: Rust 1.85 (the workspace's `rust-version`).
+//! runners. Without it the crate is `no_std` without `alloc`: all storage comes from the caller.
 //!
 //! ## Example
 //!

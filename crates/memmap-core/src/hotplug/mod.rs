@@ -7,7 +7,7 @@ use crate::InitError;
 use crate::fill::{FillOptions, Strategy, StrategyReason};
 use crate::freelist::{FreeLists, Rules, ZoneFreeLists, zone_struct_addr};
 use crate::hooks::InitHooks;
-use crate::memmap::engine::{Store, with_store};
+use crate::memmap::engine::with_store;
 use crate::memmap::{Memmap, PageAccess};
 use crate::model::config::KernelConfig;
 use crate::model::flags::MigrateType;
@@ -104,11 +104,9 @@ impl From<InitError> for HotplugError {
     }
 }
 
-/// The free lists and counters of the zone that hot-added memory is onlined into, as far as
-/// that memory goes: `zone->free_area[order].free_list[mt]` heads (at modelled addresses of
-/// `NODE_DATA(nid)->node_zones[zone]`) and their `nr_free`, `managed_pages`,
-/// `present_pages`. The blocks on the lists are struct pages of the caller's memmap; a new
-/// zone has empty lists (memory hot-added above the boot memory into a zone that had none).
+/// The free lists and counters of the zone that hot-added memory is onlined into:
+/// `zone->free_area[order].free_list[mt]` heads (at modelled addresses), `nr_free`,
+/// `managed_pages`, `present_pages`. The listed blocks are struct pages of the caller's memmap.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HotplugZone {
     cfg: KernelConfig,
@@ -224,8 +222,7 @@ impl HotplugZone {
 /// Options of [`online_pages`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OnlineOptions {
-    /// How the struct pages are written. `Auto` streams from the threshold up unless the
-    /// kernel's rules (tracepoint, KASAN/KMSAN, sanitizer build) require the slow path.
+    /// How the struct pages are written.
     pub fill: FillOptions,
 }
 
@@ -262,13 +259,9 @@ pub struct OnlineReport {
 /// free lists with the pageblocks isolated, and undoes the isolation. A zero-length range is a
 /// no-op.
 ///
-/// The kernel's steps, on the struct pages: `move_pfn_range_to_zone(..., MIGRATE_ISOLATE)`,
-/// `online_pages_range()` (chunks through `generic_online_page()`; split into pageblocks from
-/// 6.10, [`Behaviour::free_splits_pageblocks`](crate::Behaviour::free_splits_pageblocks)) and
-/// `undo_isolate_page_range(..., MIGRATE_MOVABLE)`. The zone's free lists live in a
-/// [`HotplugZone`] the caller keeps across the memory blocks it onlines; `memmap` must also
-/// cover memory onlined into the zone before (the allocator looks at buddies there). Every
-/// strategy leaves the same bytes, pageblocks, hook calls and free lists.
+/// The caller keeps the [`HotplugZone`] across the memory blocks it onlines; `memmap` must
+/// also cover memory onlined into the zone before (the allocator looks at buddies there).
+/// Every strategy leaves the same bytes, pageblocks, hook calls and free lists.
 ///
 /// # Errors
 ///
@@ -316,7 +309,14 @@ pub fn online_pages<P: StructPage, H: InitHooks>(
     // 1. move_pfn_range_to_zone() → memmap_init_range(MEMINIT_HOTPLUG, MIGRATE_ISOLATE), and
     // for the template paths also the per-page part of __free_pages_core().
     let per_page_free = with_store!(used, S => {
-        report.drains = init_template::<P, H, S>(memmap, zone, start_pfn, end, hooks);
+        // The first struct page through the slow path and taken to what `__free_pages_core()`
+        // leaves, then copied into the rest (drained before the free-list steps read anything).
+        memmap.init_hotplug_page(start_pfn, (zone.zone, zone.nid), MigrateType::Isolate, hooks);
+        let mut tmpl = memmap.read(start_pfn);
+        tmpl.set_u32_at(offsets::PAGE_TYPE, u32::MAX);
+        tmpl.set_u32_at(offsets::REFCOUNT, 0);
+        memmap.write(start_pfn, tmpl);
+        report.drains = memmap.copy_hotplug_run::<S, H>((start_pfn, end), MigrateType::Isolate, hooks);
         false
     }, slow => {
         for pfn in start_pfn..end {
@@ -331,8 +331,13 @@ pub fn online_pages<P: StructPage, H: InitHooks>(
         let order = if pfn == 0 { cfg.max_page_order } else { cfg.max_page_order.min(pfn.trailing_zeros()) };
         let n = 1u64 << order;
         if per_page_free {
+            // The per-page part of `__free_pages_core(page, order, MEMINIT_HOTPLUG)`:
+            // `__ClearPageOffline()` (`page_type = UINT_MAX`) and `set_page_count(page, 0)`.
             for p in pfn..pfn + n {
-                free_core_page(b.m, p, hooks);
+                let mut page = b.m.read(p);
+                page.set_u32_at(offsets::PAGE_TYPE, u32::MAX);
+                b.m.write(p, page);
+                b.m.set_page_count(p, 0, hooks);
             }
         }
         b.z.managed_pages = b.z.managed_pages.saturating_add(n);
@@ -362,44 +367,22 @@ pub fn take_free_block<P: StructPage>(
         return Err(HotplugError::ZoneConfigMismatch);
     }
     let mut b = Buddy { m: memmap, z: zone };
-    b.take(pfn).ok_or(HotplugError::NotFree { pfn })
+    if !b.is_buddy(pfn) {
+        return Err(HotplugError::NotFree { pfn });
+    }
+    let (l, f) = (b.m.layout(), b.m.read(pfn).flags());
+    let (order, mt) = (b.order_of(pfn), b.migratetype(pfn));
+    // A struct page that looks free but is of another zone or on none of this zone's lists
+    // (written by the caller, or onlined through another memmap) is not taken.
+    if l.zone(f) != b.z.zone || l.node(f) != b.z.nid || !b.linked(pfn, order, mt) {
+        return Err(HotplugError::NotFree { pfn });
+    }
+    b.del(pfn, order, mt);
+    Ok(order)
 }
 
-/// The per-page part of `__free_pages_core(page, order, MEMINIT_HOTPLUG)`:
-/// `__ClearPageOffline()` (`page_type = UINT_MAX`) and `set_page_count(page, 0)`.
-fn free_core_page<P: StructPage, H: InitHooks>(m: &mut Memmap<'_, P>, pfn: u64, hooks: &mut H) {
-    let mut p = m.read(pfn);
-    p.set_u32_at(offsets::PAGE_TYPE, u32::MAX);
-    m.write(pfn, p);
-    m.set_page_count(pfn, 0, hooks);
-}
-
-/// The template paths of steps 1 and 2's per-page part: the first struct page through the slow
-/// path and taken to what `__free_pages_core()` leaves, then a refreshed copy of it into every
-/// other struct page of `[start, end)` with `S`'s stores; pageblock-aligned pages are stored
-/// normally and get their migrate type and `cond_resched()`. Returns the drains.
-fn init_template<P: StructPage, H: InitHooks, S: Store>(
-    m: &mut Memmap<'_, P>,
-    zone: &HotplugZone,
-    start: u64,
-    end: u64,
-    hooks: &mut H,
-) -> u64 {
-    m.init_hotplug_page(start, (zone.zone, zone.nid), MigrateType::Isolate, hooks);
-    let mut tmpl = m.read(start);
-    tmpl.set_u32_at(offsets::PAGE_TYPE, u32::MAX);
-    tmpl.set_u32_at(offsets::REFCOUNT, 0);
-    m.write(start, tmpl);
-    // Drained before the free-list steps read anything.
-    m.copy_hotplug_run::<S, H>((start, end), MigrateType::Isolate, hooks)
-}
-
-/// The zone's free lists over the memmap: the free-list steps of onlining
-/// ([`ZoneFreeLists`]) on the struct pages of a [`Memmap`] and the list heads of a
-/// [`HotplugZone`], for both versions of the algorithm (6.10 and later, and before). With a
-/// pageblock-aligned start, every struct page they touch heads a free block of at least
-/// pageblock order (before 6.10 `move_freepages_block()` also scans a pageblock, after the
-/// template paths have drained).
+/// The free-list steps of onlining ([`ZoneFreeLists`]) on the struct pages of a [`Memmap`]
+/// and the list heads of a [`HotplugZone`], before and from 6.10.
 struct Buddy<'m, 'a, P: StructPage> {
     m: &'m mut Memmap<'a, P>,
     z: &'m mut HotplugZone,
@@ -454,29 +437,5 @@ impl<P: StructPage> ZoneFreeLists for Buddy<'_, '_, P> {
     }
     fn set_migratetype(&mut self, pfn: u64, mt: MigrateType) {
         self.m.set_pageblock_migratetype(pfn, mt);
-    }
-}
-
-impl<P: StructPage> Buddy<'_, '_, P> {
-    /// Takes the free block at `pfn` (of this zone) off its list; its order, or `None` when no
-    /// free block starts there.
-    fn take(&mut self, pfn: u64) -> Option<u32> {
-        if !self.is_buddy(pfn) {
-            return None;
-        }
-        let l = self.m.layout();
-        let f = self.m.read(pfn).flags();
-        if l.zone(f) != self.z.zone || l.node(f) != self.z.nid {
-            return None;
-        }
-        let order = self.order_of(pfn);
-        let mt = self.migratetype(pfn);
-        // A struct page that looks free but is on none of this zone's lists (written by the
-        // caller, or onlined through another memmap) is not taken.
-        if !self.linked(pfn, order, mt) {
-            return None;
-        }
-        self.del(pfn, order, mt);
-        Some(order)
     }
 }

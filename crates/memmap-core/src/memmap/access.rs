@@ -161,10 +161,8 @@ impl<P: StructPage> Memmap<'_, P> {
         unsafe { PageMut::new(page) }
     }
 
-    /// The host address of the struct page of `pfn` (where the storage holds it, not the
-    /// modelled kernel address of [`Memmap::vaddr`]), for callers that manage the storage's
-    /// mapping themselves, such as `hugetlb-init`'s memfd-backed vmemmap. Dereferencing it is
-    /// the caller's business: the memmap may be written through its own methods meanwhile.
+    /// The host address of the struct page of `pfn` (not the modelled [`Memmap::vaddr`]), for
+    /// callers that manage the storage's mapping themselves; dereferencing it is their business.
     ///
     /// # Panics
     ///
@@ -245,20 +243,6 @@ pub(crate) unsafe trait PageAccess<P: StructPage> {
         self.page_mut(pfn).set_u64_at(offset, v);
     }
 
-    /// Sets the 4-byte word at `offset` of the struct page of `pfn`.
-    #[inline(always)]
-    #[track_caller]
-    fn set_word32(&mut self, pfn: u64, offset: usize, v: u32) {
-        self.page_mut(pfn).set_u32_at(offset, v);
-    }
-
-    /// `atomic_set` of the 4-byte word at `offset` of the struct page of `pfn`.
-    #[inline(always)]
-    #[track_caller]
-    fn set_word32_once(&mut self, pfn: u64, offset: usize, v: u32) {
-        self.page_mut(pfn).set_u32_once_at(offset, v);
-    }
-
     /// The modelled kernel address of the struct page of `pfn`.
     #[inline(always)]
     fn vaddr(&self, pfn: u64) -> u64 {
@@ -303,9 +287,8 @@ pub(crate) unsafe trait PageAccess<P: StructPage> {
 }
 
 /// A session of template runs that may stream: it drains on [`Streaming::drain`],
-/// [`Streaming::finish`] and on drop whenever something was streamed since the last drain, so
-/// the streamed stores are ordered before anything else touches the pages, also when a hook
-/// panics in the middle of a run.
+/// [`Streaming::finish`] and on drop (also when a hook panics mid-run) if something was
+/// streamed since the last drain.
 #[must_use = "a streaming session drains when it is finished or dropped"]
 pub(crate) struct Streaming {
     /// Something was (or, from [`Streaming::new`], may have been) streamed since the last drain.
@@ -359,11 +342,8 @@ unsafe impl<P: StructPage> PageAccess<P> for Memmap<'_, P> {
     }
 }
 
-/// The pageblock work at a pageblock-aligned PFN of a memmap's template run
-/// ([`Memmap::copy_run_pageblocks`]): `set_pageblock_migratetype` (which on classic SPARSEMEM
-/// reads the page back, stored normally for that reason) and `cond_resched()` through the
-/// caller's hooks. It reaches that one page only, so the run's other, possibly streamed and
-/// not yet drained, pages stay untouched.
+/// The pageblock work at a pageblock-aligned PFN of [`Memmap::copy_run_pageblocks`]: it
+/// reaches that one (normally stored) page only, so the run's streamed pages stay untouched.
 pub(crate) struct PageblockWork<'w, 'a, P: StructPage> {
     m: &'w mut Memmap<'a, P>,
     pfn: u64,
@@ -435,12 +415,9 @@ impl<P: StructPage> Memmap<'_, P> {
     }
 
     /// The template form of `memmap_init_range()`'s `MEMINIT_HOTPLUG` loop after its first
-    /// page: the struct page of `start` (already initialized) copied with `S`'s stores into every
-    /// other struct page of `[start, end)`, list self-pointers and section bits refreshed.
-    /// Pageblock-aligned pages are stored normally (the pageblock work may read them back), then
-    /// get the migrate type `mt` and `cond_resched()`, as [`Memmap::init_hotplug_page`] gives
-    /// them. The streamed stores are drained before this returns, also if a hook panics; returns
-    /// the number of drains.
+    /// page: the (initialized) struct page of `start` copied into the rest of `[start, end)`,
+    /// pageblock-aligned pages then getting `mt` and `cond_resched()`. Drains before it returns
+    /// (or unwinds); returns the number of drains.
     ///
     /// # Panics
     ///

@@ -1,12 +1,9 @@
 //! The copy engine of the access path: runs of struct pages copied from a template for every
 //! initializer; [`crate::fill`] decides which strategy runs.
 //!
-//! The stores (`Store`) are normal, or streaming with each record handed by value to
-//! `stream_hal::store_words` (straight from registers). The template loop (`copy_run`, reached
-//! through [`Memmap::fill_run`](crate::Memmap::fill_run)) refreshes what depends on the PFN: the
-//! section in `page->flags` under classic SPARSEMEM, `virtual`, and the `lru` self-pointers
-//! ([`ListSelf`]); pageblock-aligned PFNs get a callback after a normal store, since it may read
-//! the page back. Streaming runs drain through a session (`Streaming`), also when a hook panics.
+//! The template loop (`copy_run`, reached through [`Memmap::fill_run`](crate::Memmap::fill_run))
+//! refreshes what depends on the PFN (section bits, `virtual`, the `lru` self-pointers); pages
+//! that may be read back mid-run are stored normally. Streaming runs drain through `Streaming`.
 
 use core::ptr::NonNull;
 
@@ -78,9 +75,8 @@ pub(crate) enum Stores {
 }
 
 impl Stores {
-    /// The stores of the copies of a run with the resolved strategy `used`: streaming for
-    /// [`Strategy::Streaming`], normal for any other (a [`Strategy::Slow`] run that still
-    /// copies a page, such as [`Memmap::copy_template`]'s, copies it with normal stores).
+    /// The stores of a run with the resolved strategy `used`: streaming for
+    /// [`Strategy::Streaming`], normal for any other.
     #[must_use]
     pub(crate) const fn of(used: Strategy) -> Stores {
         match used {
@@ -123,19 +119,12 @@ pub(crate) use with_store;
 
 /// Raw access to struct pages indexed by PFN, with the modelled kernel address of each: what
 /// the engine writes through. A copy of a memmap's (or a node's) storage pointer.
+#[derive(Clone, Copy)]
 pub(crate) struct Pages<P> {
     ptr: NonNull<P>,
     base_pfn: u64,
     vaddr_base: u64,
 }
-
-impl<P> Clone for Pages<P> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<P> Copy for Pages<P> {}
 
 // SAFETY: `Pages` is a pointer into storage that its owner (a memmap view, or a node holding
 // one) borrows exclusively; the owner's rules decide which thread accesses which page, so
@@ -238,30 +227,6 @@ impl<'c> Refresh<'c> {
     }
 }
 
-/// The inner loop of the template copies: `t` with the per-PFN fields refreshed into every
-/// struct page of `[from, to)`, with `S` (the run lies in one pageblock, so `t`'s section bits
-/// hold for all of it).
-///
-/// # Safety
-///
-/// As [`copy_run`], for `[from, to)`.
-#[inline(always)]
-unsafe fn store_refreshed<P: StructPage, S: Store>(
-    pages: Pages<P>,
-    refresh: &Refresh<'_>,
-    t: P,
-    from: u64,
-    to: u64,
-) {
-    let mut vaddr = pages.vaddr(from);
-    for p in from..to {
-        let rec = refresh.per_pfn(t, p, vaddr);
-        // SAFETY: `p` is in `[from, to)`; the caller's contract covers the store.
-        unsafe { S::store(pages.ptr(p), rec) };
-        vaddr = vaddr.wrapping_add(P::SIZE as u64);
-    }
-}
-
 /// What the template loop does with the first struct page of a pageblock segment that an
 /// [`Edges`] takes.
 pub(crate) enum Edge<P> {
@@ -271,10 +236,9 @@ pub(crate) enum Edge<P> {
     Run(P),
 }
 
-/// The pages of a template run that differ from a plain refreshed copy: the first PFN of some
-/// pageblock segments. [`copy_run`] calls [`Edges::takes`] at the first PFN of every segment
-/// (every pageblock of the run, the first one possibly partial) and, when it takes it, hands
-/// over the refreshed record to be finished by [`Edges::finish`].
+/// The pages of a template run that differ from a plain refreshed copy: [`copy_run`] asks
+/// [`Edges::takes`] at the first PFN of every pageblock segment and has [`Edges::finish`]
+/// finish the refreshed record of those it takes.
 pub(crate) trait Edges<P: StructPage> {
     /// Only the first struct page of each pageblock is written (a strided run).
     const FIRSTS_ONLY: bool = false;
@@ -358,10 +322,8 @@ impl<P: StructPage, F: FnMut(u64, &mut P)> Edges<P> for PageblockFirsts<F> {
 }
 
 /// The template loop, the one loop of every template copy: a refreshed copy of `tmpl` into
-/// the struct pages of `[from, to)` with `S`, one pageblock segment at a time (so the inner
-/// loop is a bare sequence of record stores, and the section bits are refreshed once per
-/// segment); the first page of a segment goes through `edges` (see [`Edges`]). `tmpl`'s
-/// section bits are left at those of the last segment.
+/// the struct pages of `[from, to)` with `S`, one pageblock segment at a time; the first page
+/// of a segment goes through `edges`. `tmpl` keeps the last segment's section bits.
 ///
 /// # Safety
 ///
@@ -396,8 +358,14 @@ pub(crate) unsafe fn copy_run<P: StructPage, S: Store, E: Edges<P>>(
             pfn += 1;
         }
         if !E::FIRSTS_ONLY {
-            // SAFETY: `[pfn, seg_end)` is inside `[from, to)`; the caller's contract covers it.
-            unsafe { store_refreshed::<P, S>(pages, refresh, *tmpl, pfn, seg_end) };
+            // The segment lies in one pageblock, so `tmpl`'s section bits hold for all of it.
+            let mut vaddr = pages.vaddr(pfn);
+            for p in pfn..seg_end {
+                let rec = refresh.per_pfn(*tmpl, p, vaddr);
+                // SAFETY: `p` is in `[from, to)`; the caller's contract covers the store.
+                unsafe { S::store(pages.ptr(p), rec) };
+                vaddr = vaddr.wrapping_add(P::SIZE as u64);
+            }
         }
         pfn = seg_end;
     }

@@ -317,14 +317,6 @@ impl<'a, P: StructPage> Memmap<'a, P> {
         unsafe { core::slice::from_raw_parts(self.pageblocks.as_ptr(), self.pageblocks_len) }
     }
 
-    /// Stores `mt` for `pfn`'s pageblock (the bitmap write of `set_pageblock_migratetype`).
-    pub(crate) fn store_pageblock(&mut self, pfn: u64, mt: MigrateType) {
-        let i = self.pageblock_index(pfn);
-        assert!(i < self.pageblocks_len, "pageblock of pfn {pfn:#x} outside the pageblock array");
-        // SAFETY: bounds checked above; exclusive borrow.
-        unsafe { self.pageblocks.as_ptr().add(i).write(mt.value()) };
-    }
-
     /// Stores `mt` for the `n` consecutive pageblocks from `pfn`'s.
     pub(crate) fn store_pageblocks(&mut self, pfn: u64, n: u64, mt: MigrateType) {
         let i = self.pageblock_index(pfn);
@@ -343,7 +335,10 @@ impl<'a, P: StructPage> Memmap<'a, P> {
                 self.set_pageblock_migratetype(pfn + k * bs, MigrateType::Movable);
             }
         } else if n > 0 {
-            assert!(self.contains(pfn) && self.contains(pfn + (n - 1) * bs), "pageblocks outside memmap");
+            assert!(
+                self.contains(pfn) && self.contains(pfn + (n - 1) * bs),
+                "pageblocks of pfn {pfn:#x} + {n} outside memmap"
+            );
             self.store_pageblocks(pfn, n, MigrateType::Movable);
         }
     }
@@ -369,7 +364,7 @@ impl<'a, P: StructPage> Memmap<'a, P> {
                 "set_pageblock_migratetype: page {pfn:#x} has foreign section bits (not initialized?)"
             );
         }
-        self.store_pageblock(pfn, mt);
+        self.store_pageblocks(pfn, 1, mt);
     }
 
     /// A shorter-lived view of the same memmap (to split it without giving it up).
@@ -379,10 +374,8 @@ impl<'a, P: StructPage> Memmap<'a, P> {
     }
 
     /// Splits the memmap at `pfn` into `[base, pfn)` and `[pfn, end)`, two independent views
-    /// (for example one per thread, as the kernel's padata jobs split a range at section
-    /// boundaries). `pfn` must be pageblock-aligned so that the pageblock array splits too
-    /// (or be the first or one-past-the-last PFN, which always works). Use [`Memmap::reborrow`]
-    /// to split a memmap you want to keep.
+    /// (one per thread, say). `pfn` must be pageblock-aligned, or the first or one-past-the-last
+    /// PFN. Use [`Memmap::reborrow`] to split a memmap you want to keep.
     ///
     /// # Errors
     ///
@@ -403,45 +396,25 @@ impl<'a, P: StructPage> Memmap<'a, P> {
         }
         let left_len = (pfn - self.base_pfn) as usize;
         let left_pb = if left_len == 0 { 0 } else { self.pageblock_index(pfn - 1) + 1 };
-        let part = |base_pfn: u64,
-                    pages: NonNull<P>,
-                    len: usize,
-                    pageblocks: NonNull<u8>,
-                    pageblocks_len: usize,
-                    vaddr_base: u64| {
-            Memmap {
-                pages,
-                len,
-                base_pfn,
-                vaddr_base,
-                pageblocks,
-                pageblocks_len,
-                cfg: self.cfg,
-                layout: self.layout,
-                _borrow: PhantomData,
-            }
-        };
         // SAFETY: `left_len <= len` and `left_pb <= pageblocks_len` (the split pfn is inside the
         // memmap and pageblock-aligned, so the pageblocks left of it are exactly the first
         // `left_pb`); the two halves are disjoint and inherit this view's exclusive borrow.
         let (right_pages, right_pb) = unsafe { (self.pages.add(left_len), self.pageblocks.add(left_pb)) };
-        let left = part(self.base_pfn, self.pages, left_len, self.pageblocks, left_pb, self.vaddr_base);
-        let right = part(
-            pfn,
-            right_pages,
-            self.len - left_len,
-            right_pb,
-            self.pageblocks_len - left_pb,
-            self.vaddr(pfn),
-        );
-        Ok((left, right))
+        let right = Memmap {
+            pages: right_pages,
+            len: self.len - left_len,
+            base_pfn: pfn,
+            vaddr_base: self.vaddr(pfn),
+            pageblocks: right_pb,
+            pageblocks_len: self.pageblocks_len - left_pb,
+            ..self
+        };
+        Ok((Memmap { len: left_len, pageblocks_len: left_pb, ..self }, right))
     }
 
     /// PFNs at the start of every pageblock overlapping both `[start, start + nr)` and the
-    /// memmap whose migrate type is `mt`, in ascending order. Only the memmap's own pageblocks
-    /// are visited, so a range of any length (one reaching past the end of the `u64` PFN
-    /// space included, which no memmap reaches) costs at most one step per pageblock of the
-    /// memmap.
+    /// memmap whose migrate type is `mt`, in ascending order (only the memmap's own pageblocks
+    /// are visited, whatever `nr`).
     pub fn pageblocks_with(&self, start: u64, nr: u64, mt: MigrateType) -> impl Iterator<Item = u64> + '_ {
         let order = self.cfg.pageblock_order;
         // The overlap of the two ranges; empty when they do not meet.

@@ -20,7 +20,7 @@ pub enum BootmemType {
 }
 use crate::FolioLayout;
 use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, PageType};
-use crate::model::page::{StructPage, offsets};
+use crate::model::page::{StructPage, folio, offsets};
 
 /// `-1` as stored in an `atomic_t`.
 const MINUS_ONE: u32 = u32::MAX;
@@ -58,9 +58,8 @@ impl<P: StructPage> Memmap<'_, P> {
     }
 
     /// `get_page_bootmem(info, page, type)` on the reserved struct page of `pfn`: memory
-    /// hot-remove's record that the page holds boot-time metadata (`register_page_bootmem_info()`
-    /// after the buddy allocator is up), one more reference and the record in the release's
-    /// encoding ([`Behaviour::bootmem_type_in_private`](crate::Behaviour::bootmem_type_in_private)).
+    /// hot-remove's record that the page holds boot-time metadata, in the release's encoding
+    /// ([`Behaviour::bootmem_type_in_private`](crate::Behaviour::bootmem_type_in_private)).
     ///
     /// # Panics
     ///
@@ -181,10 +180,9 @@ impl<P: StructPage> Memmap<'_, P> {
         page.set_u64_at(offsets::FLAGS, page.u64_at(offsets::FLAGS) & !mask);
     }
 
-    /// `page_folio(page)`: the PFN of the folio `pfn` belongs to, decoded from the
-    /// `compound_head` word by [`KernelConfig::compound_head_of`](crate::KernelConfig::compound_head_of). On a freshly initialized page
-    /// word 8 is `&page->lru` (bit 0 clear), so the folio is the page itself. `None` if a tail's
-    /// head is not a struct page of this memmap.
+    /// `page_folio(page)`: the PFN of the folio `pfn` belongs to
+    /// ([`KernelConfig::compound_head_of`](crate::KernelConfig::compound_head_of)); `None` if a
+    /// tail's head is not a struct page of this memmap.
     ///
     /// # Panics
     ///
@@ -243,7 +241,7 @@ impl<P: StructPage> Memmap<'_, P> {
         let nr_pages_u32 = 1u32.checked_shl(order).unwrap_or(0);
         if layout == FolioLayout::FolioDtor {
             let mut page1 = self.page_mut(p1);
-            page1.set_u8_at(DTOR_DTOR, crate::model::page::folio::v6_1::COMPOUND_PAGE_DTOR);
+            page1.set_u8_at(DTOR_DTOR, folio::v6_1::COMPOUND_PAGE_DTOR);
             // Orders of 256 and more do not exist (MAX_VMEMMAP_SHIFT); the byte keeps the low
             // bits as the kernel's `unsigned char` would.
             page1.set_u8_at(DTOR_ORDER, order as u8);
@@ -262,7 +260,7 @@ impl<P: StructPage> Memmap<'_, P> {
             page1.set_u64_at(offsets::FLAGS, (flags_1 & !0xff) | u64::from(order));
             match layout {
                 FolioLayout::MmIds if cfg.nr_pages_in_large_folio => {
-                    page1.set_u32_at(offsets::MEMCG_DATA, nr_pages_u32);
+                    page1.set_u32_at(NR_PAGES, nr_pages_u32);
                 }
                 FolioLayout::MmIds | FolioLayout::FolioDtor => {}
                 FolioLayout::NrPages => page1.set_u32_at(OLD_FOLIO_NR_PAGES, nr_pages_u32),
@@ -361,75 +359,39 @@ impl<P: StructPage> Memmap<'_, P> {
     }
 
     /// [`Memmap::pageblock_init`] on `n` consecutive pageblocks from the pageblock-aligned
-    /// `pfn`, in ascending order: the same pageblock bits and `cond_resched()` calls, with one
-    /// bounds check for the run where the pageblock is found from the PFN alone (classic
-    /// SPARSEMEM reads each page's section back, as the kernel does, block by block).
+    /// `pfn`, in ascending order, with one bounds check for the run (but on classic SPARSEMEM).
     ///
     /// # Panics
     ///
     /// If a pageblock of the run is outside the memmap, or as [`Memmap::set_pageblock_migratetype`].
     pub(crate) fn pageblock_init_run<H: InitHooks>(&mut self, pfn: u64, n: u64, hooks: &mut H) {
         let bs = self.config().pageblock_nr_pages();
-        if n == 0 {
-            return;
-        }
-        if self.layout().section_in_page_flags() {
-            for k in 0..n {
-                self.pageblock_init(pfn + k * bs, hooks);
-            }
-            return;
-        }
-        assert!(
-            self.contains(pfn) && self.contains(pfn + (n - 1) * bs),
-            "pageblocks of pfn {pfn:#x} + {n} outside memmap"
-        );
-        self.store_pageblocks(pfn, n, MigrateType::Movable);
+        self.pageblock_movable_run(pfn, n);
         for k in 0..n {
             hooks.cond_resched(pfn + k * bs);
         }
     }
 }
 
-/// Offsets of the folio fields inside page\[1\] and page\[2\] (valid for any `struct page`
-/// size: `struct folio` pads each of its pages to `sizeof(struct page)`).
-const LARGE_MAPCOUNT: usize = 16;
-const NR_PAGES_MAPPED: usize = 20;
-const ENTIRE_MAPCOUNT: usize = 24;
-const PINCOUNT: usize = 28;
-const MM_ID_MAPCOUNT: usize = 32;
-const MM_IDS: usize = 40;
-const DEFERRED_LIST: usize = 16;
+/// The folio fields inside page\[1\] and page\[2\]: the [`folio`] offsets less their page's
+/// start (valid for any `struct page` size: `struct folio` pads each of its pages to it).
+const LARGE_MAPCOUNT: usize = folio::LARGE_MAPCOUNT - 64;
+const NR_PAGES_MAPPED: usize = folio::NR_PAGES_MAPPED - 64;
+const ENTIRE_MAPCOUNT: usize = folio::ENTIRE_MAPCOUNT - 64;
+const PINCOUNT: usize = folio::PINCOUNT - 64;
+const MM_ID_MAPCOUNT: usize = folio::MM_ID_MAPCOUNT - 64;
+const MM_IDS: usize = folio::MM_IDS - 64;
+const NR_PAGES: usize = folio::NR_PAGES - 64;
+const DEFERRED_LIST: usize = folio::DEFERRED_LIST - 128;
 /// The same for the layout before 6.15 ([`FolioLayout::NrPages`]).
-const OLD_LARGE_MAPCOUNT: usize = 16;
-const OLD_ENTIRE_MAPCOUNT: usize = 20;
-const OLD_NR_PAGES_MAPPED: usize = 24;
-const OLD_PINCOUNT: usize = 28;
-const OLD_FOLIO_NR_PAGES: usize = 32;
+const OLD_LARGE_MAPCOUNT: usize = folio::v6_12::LARGE_MAPCOUNT - 64;
+const OLD_ENTIRE_MAPCOUNT: usize = folio::v6_12::ENTIRE_MAPCOUNT - 64;
+const OLD_NR_PAGES_MAPPED: usize = folio::v6_12::NR_PAGES_MAPPED - 64;
+const OLD_PINCOUNT: usize = folio::v6_12::PINCOUNT - 64;
+const OLD_FOLIO_NR_PAGES: usize = folio::v6_12::FOLIO_NR_PAGES - 64;
 /// The same for 6.1's layout ([`FolioLayout::FolioDtor`]).
-const DTOR_DTOR: usize = 16;
-const DTOR_ORDER: usize = 17;
-const DTOR_TOTAL_MAPCOUNT: usize = 20;
-const DTOR_PINCOUNT: usize = 24;
-const DTOR_NR_PAGES: usize = 28;
-
-const _: () = {
-    use crate::model::page::folio;
-    assert!(folio::LARGE_MAPCOUNT == 64 + LARGE_MAPCOUNT);
-    assert!(folio::NR_PAGES_MAPPED == 64 + NR_PAGES_MAPPED);
-    assert!(folio::ENTIRE_MAPCOUNT == 64 + ENTIRE_MAPCOUNT);
-    assert!(folio::PINCOUNT == 64 + PINCOUNT);
-    assert!(folio::MM_ID_MAPCOUNT == 64 + MM_ID_MAPCOUNT);
-    assert!(folio::MM_IDS == 64 + MM_IDS);
-    assert!(folio::NR_PAGES == 64 + offsets::MEMCG_DATA);
-    assert!(folio::DEFERRED_LIST == 128 + DEFERRED_LIST);
-    assert!(folio::v6_12::LARGE_MAPCOUNT == 64 + OLD_LARGE_MAPCOUNT);
-    assert!(folio::v6_12::ENTIRE_MAPCOUNT == 64 + OLD_ENTIRE_MAPCOUNT);
-    assert!(folio::v6_12::NR_PAGES_MAPPED == 64 + OLD_NR_PAGES_MAPPED);
-    assert!(folio::v6_12::PINCOUNT == 64 + OLD_PINCOUNT);
-    assert!(folio::v6_12::FOLIO_NR_PAGES == 64 + OLD_FOLIO_NR_PAGES);
-    assert!(folio::v6_1::FOLIO_DTOR == 64 + DTOR_DTOR);
-    assert!(folio::v6_1::FOLIO_ORDER == 64 + DTOR_ORDER);
-    assert!(folio::v6_1::TOTAL_MAPCOUNT == 64 + DTOR_TOTAL_MAPCOUNT);
-    assert!(folio::v6_1::PINCOUNT == 64 + DTOR_PINCOUNT);
-    assert!(folio::v6_1::FOLIO_NR_PAGES == 64 + DTOR_NR_PAGES);
-};
+const DTOR_DTOR: usize = folio::v6_1::FOLIO_DTOR - 64;
+const DTOR_ORDER: usize = folio::v6_1::FOLIO_ORDER - 64;
+const DTOR_TOTAL_MAPCOUNT: usize = folio::v6_1::TOTAL_MAPCOUNT - 64;
+const DTOR_PINCOUNT: usize = folio::v6_1::PINCOUNT - 64;
+const DTOR_NR_PAGES: usize = folio::v6_1::FOLIO_NR_PAGES - 64;

@@ -15,9 +15,6 @@ use crate::model::page::StructPage;
 /// A memmap that owns its storage: an anonymous private mapping of `nr_pages` struct pages
 /// (zero-filled and faulted in lazily by the OS, like fresh memory; transparent huge pages are
 /// requested, as the kernel maps the vmemmap with 2 MiB pages) and the pageblock array.
-///
-/// 100 GiB of 4 KiB pages is 26,214,400 struct pages, 1.56 GiB of memmap with
-/// [`Page64`](crate::Page64): this is the storage the bench program uses for such ranges.
 pub struct OwnedMemmap<P: StructPage> {
     map: MmapMut,
     nr_pages: usize,

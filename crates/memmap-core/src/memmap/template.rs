@@ -1,7 +1,7 @@
 //! The safe entry points of the copy engine ([`super::engine`]): a template copied into a run
 //! of a memmap's struct pages, through the access path.
 
-use super::engine::{ListSelf, Plain, Refresh, Stores, with_store};
+use super::engine::{ListSelf, Plain, Refresh, with_store};
 use crate::InitError;
 use crate::fill::Strategy;
 use crate::memmap::{Memmap, PageAccess};
@@ -18,53 +18,6 @@ pub struct CopyReport {
 }
 
 impl<P: StructPage> Memmap<'_, P> {
-    /// Copies `template` into every struct page of `[from, to)` with the per-PFN fields
-    /// refreshed (section bits, `virtual`, and the list self-pointers `list` names), with the
-    /// stores of the resolved strategy `used`: `stream-hal` streaming stores drained before
-    /// returning for [`Strategy::Streaming`], normal stores for any other.
-    /// Pageblock-aligned PFNs get no pageblock work here (callers that need it use the slow
-    /// path's `pageblock_init`).
-    ///
-    /// # Errors
-    ///
-    /// [`InitError::OutOfRange`] if the range is not inside the memmap (nothing is written).
-    pub(crate) fn copy_template(
-        &mut self,
-        template: &P,
-        from: u64,
-        to: u64,
-        list: ListSelf,
-        used: Strategy,
-    ) -> Result<CopyReport, InitError> {
-        let n = to.saturating_sub(from);
-        if n == 0 {
-            return Ok(CopyReport { pages: 0, drains: 0 });
-        }
-        self.check_run(from, n)?;
-        let (cfg, layout) = (*self.config(), *self.layout());
-        let refresh = Refresh::new(&cfg, &layout, list);
-        let mut tmpl = *template;
-        let drains = with_store!(Stores::of(used), S => {
-            u64::from(PageAccess::copy_run::<S, _>(self, &refresh, (from, to), &mut tmpl, &mut Plain))
-        });
-        Ok(CopyReport { pages: n, drains })
-    }
-}
-
-impl<P: StructPage> Memmap<'_, P> {
-    /// [`InitError::OutOfRange`] unless the `n` PFNs from `from` are inside the memmap.
-    fn check_run(&self, from: u64, n: u64) -> Result<(), InitError> {
-        if self.contains_range(from, n) {
-            return Ok(());
-        }
-        Err(InitError::OutOfRange {
-            start_pfn: from,
-            nr_pages: n,
-            memmap_start: self.base_pfn(),
-            memmap_end: self.end_pfn(),
-        })
-    }
-
     /// The run of an initializer built on this crate (`hugetlb-init`'s gigantic-page tails) for
     /// the resolved strategy `used`: `init_one` on every PFN of `[from, to)` for
     /// [`Strategy::Slow`]; otherwise on `from` only, whose struct page is then copied into the
@@ -85,12 +38,21 @@ impl<P: StructPage> Memmap<'_, P> {
         if n == 0 {
             return Ok(CopyReport { pages: 0, drains: 0 });
         }
-        self.check_run(from, n)?;
-        with_store!(used, _S => {
+        if !self.contains_range(from, n) {
+            return Err(InitError::OutOfRange {
+                start_pfn: from,
+                nr_pages: n,
+                memmap_start: self.base_pfn(),
+                memmap_end: self.end_pfn(),
+            });
+        }
+        with_store!(used, S => {
             init_one(self, from);
-            let template = self.read(from);
-            let copied = self.copy_template(&template, from + 1, to, list, used)?;
-            Ok(CopyReport { pages: n, drains: copied.drains })
+            let (cfg, layout) = (*self.config(), *self.layout());
+            let refresh = Refresh::new(&cfg, &layout, list);
+            let mut tmpl = self.read(from);
+            let drained = PageAccess::copy_run::<S, _>(self, &refresh, (from + 1, to), &mut tmpl, &mut Plain);
+            Ok(CopyReport { pages: n, drains: u64::from(drained) })
         }, slow => {
             for pfn in from..to {
                 init_one(self, pfn);

@@ -53,11 +53,8 @@ pub enum MigrateType {
     Movable = 1,
     /// `MIGRATE_RECLAIMABLE` (2).
     Reclaimable = 2,
-    /// `MIGRATE_ISOLATE` (5 with `CONFIG_CMA`: after `MIGRATE_HIGHATOMIC` 3 and `MIGRATE_CMA`
-    /// 4), what memory hotplug gives the pageblocks of a range while it is onlined. From 6.16
-    /// the kernel keeps isolation in a bit of its own (`PB_migrate_isolate`) beside the
-    /// migrate type; `get_pfnblock_migratetype()` reports an isolated block as this value
-    /// either way, and so does the model.
+    /// `MIGRATE_ISOLATE` (5 with `CONFIG_CMA`), what memory hotplug gives the pageblocks of a
+    /// range while it is onlined (from 6.16 a bit of its own, reported as this value).
     Isolate = 5,
 }
 

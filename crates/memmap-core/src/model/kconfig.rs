@@ -220,14 +220,10 @@ impl KernelConfig {
         base.with_kconfig(kconfig)
     }
 
-    /// This configuration with the Kconfig symbols of `kconfig` applied. The base supplies the
-    /// architecture's constants (address layout, section size) and the release
-    /// ([`KernelConfig::version`]); symbols the text does not mention keep the base's values (a
-    /// complete `.config` mentions every one of them, set or `is not set`).
-    ///
-    /// Every symbol the model depends on is read (NUMA and CPUs, the zones, the sanitizers,
-    /// memcg, the mapcount and vmemmap options, the optional page flags, ...); the
-    /// architecture symbol must be the base's, and `PAGE_SHIFT` its page size.
+    /// This configuration with every Kconfig symbol the model depends on read from `kconfig`.
+    /// The base supplies the architecture's constants (address layout, section size) and the
+    /// release ([`KernelConfig::version`]); symbols the text does not mention keep the base's
+    /// values. The architecture symbol must be the base's, and `PAGE_SHIFT` its page size.
     ///
     /// # Errors
     ///

@@ -109,11 +109,8 @@ const _: () = {
     assert!(offset_of!(CStructPageVirtual, virtual_) == offsets::VIRTUAL);
 };
 
-/// A `struct page` layout: implemented by [`Page64`] and [`Page72`].
-///
-/// Everything the initializers need is a compile-time constant here, so hot loops are
-/// monomorphized on the layout (no runtime-sized copy in them). The provided methods are the typed field
-/// accessors, identical for both layouts.
+/// A `struct page` layout: implemented by [`Page64`] and [`Page72`]. Its size is a
+/// compile-time constant, so hot loops are monomorphized on the layout.
 pub trait StructPage:
     Copy + Eq + fmt::Debug + Send + Sync + 'static + stream_hal::Record + sealed::Sealed
 {
@@ -130,8 +127,7 @@ pub trait StructPage:
     fn words_mut(&mut self) -> &mut [u64];
 
     /// Stores this page at `dst` with streaming stores, straight from its words (by value, so a
-    /// page built in registers is stored without a round trip through memory; see
-    /// `stream_hal::store_words`). Does not fence.
+    /// page built in registers is stored without a round trip through memory). Does not fence.
     ///
     /// # Safety
     ///

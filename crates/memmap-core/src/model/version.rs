@@ -18,20 +18,13 @@ pub struct KernelVersion {
 impl KernelVersion {
     /// Linux 6.1 (a long-term release; Debian 12 "bookworm").
     pub const V6_1: KernelVersion = KernelVersion::new(6, 1);
-    /// Linux 6.5: deferred init frees whole `MAX_PAGE_ORDER` blocks, not pageblocks.
     pub(crate) const V6_5: KernelVersion = KernelVersion::new(6, 5);
-    /// Linux 6.10: frees of blocks larger than a pageblock split into pageblocks
-    /// (`split_large_buddy()`), isolation undone through `__isolate_free_page()`.
     pub(crate) const V6_10: KernelVersion = KernelVersion::new(6, 10);
     /// Linux 6.12 (a long-term release; Debian 12 backports).
     pub const V6_12: KernelVersion = KernelVersion::new(6, 12);
-    /// Linux 6.14: `PG_dropbehind` before `PG_mlocked` in `enum pageflags`.
     pub(crate) const V6_14: KernelVersion = KernelVersion::new(6, 14);
-    /// Linux 6.15: the folio layout with `_mm_ids` (`CONFIG_MM_ID`), refcounted FS_DAX pages.
     pub(crate) const V6_15: KernelVersion = KernelVersion::new(6, 15);
-    /// Linux 6.18: deferred init as one padata job per zone.
     pub(crate) const V6_18: KernelVersion = KernelVersion::new(6, 18);
-    /// Linux 7.1: the `compound_info` mask and HVO's shared tail pages.
     pub(crate) const V7_1: KernelVersion = KernelVersion::new(7, 1);
     /// Linux 7.2 (Debian sid).
     pub const V7_2: KernelVersion = KernelVersion::new(7, 2);
@@ -216,9 +209,8 @@ pub struct PageFlagBits {
     pub check_at_free: u64,
 }
 
-/// `PAGE_FLAGS_CHECK_AT_FREE`'s flag bits from the bit numbers of `PG_lru`, `PG_locked`,
-/// `PG_private`, `PG_private_2`, `PG_writeback`, `PG_reserved`, `PG_active`,
-/// `PG_unevictable`, `PG_mlocked`, and any others of the release (`PG_slab` before 6.10).
+/// `PAGE_FLAGS_CHECK_AT_FREE`'s flag bits from the bit numbers of the nine flags
+/// [`PageFlagBits::check_at_free`] lists and any others of the release.
 const fn check_at_free(bits: [u32; 9], others: u64) -> u64 {
     let mut mask = others;
     let mut i = 0;
@@ -229,8 +221,7 @@ const fn check_at_free(bits: [u32; 9], others: u64) -> u64 {
     mask
 }
 
-/// [`check_at_free`] for the order from 6.12 (the bits of [`PG`]), with `PG_mlocked` at
-/// `mlocked`: the one bit of the check that 6.14's `PG_dropbehind` moved.
+/// [`check_at_free`] from 6.12 (the bits of [`PG`]), with `PG_mlocked` (moved by 6.14) at `mlocked`.
 const fn check_at_free_from_6_12(mlocked: u32) -> u64 {
     check_at_free(
         [

@@ -1,12 +1,8 @@
 //! Simulated physical memory, and the init_on_alloc / init_on_free policy (`mm/page_alloc.c`'s
 //! `want_init_on_alloc()`, `want_init_on_free()`, `should_skip_init()`) as data.
 //!
-//! A [`PhysArena`] holds the *contents* of a PFN range (4 KiB per PFN): a caller-provided byte
-//! slice in `no_std`, an anonymous `mmap` under `std` ([`OwnedArena`]). With init_on_alloc on,
-//! the node's allocator zeroes each allocation of order `k` either with **one**
-//! `stream_hal::clear_pages(addr, 1 << k)` call (the upstream batch-clear patch,
-//! `clear_highpages_kasan_tagged()`) or with one 4 KiB `clear_pages(addr, 1)` per page (the old
-//! `kernel_init_pages()` loop), selected by [`ClearMode`].
+//! A [`PhysArena`] holds the *contents* of a PFN range (4 KiB per PFN): caller storage, or an
+//! anonymous `mmap` under `std` ([`OwnedArena`]).
 
 use core::fmt;
 use core::marker::PhantomData;
@@ -67,29 +63,10 @@ pub struct InitPolicy {
 }
 
 impl InitPolicy {
-    /// The `init_on_alloc` static key after `init_mem_debugging_and_hardening()`.
-    #[must_use]
-    pub(crate) const fn init_on_alloc_key(&self) -> bool {
-        self.init_on_alloc && !self.page_poisoning
-    }
-
     /// `want_init_on_free()`: the `init_on_free` static key.
     #[must_use]
     pub(crate) const fn want_init_on_free(&self) -> bool {
         self.init_on_free && !self.page_poisoning
-    }
-
-    /// `want_init_on_alloc(gfp)` = static key `|| (gfp & __GFP_ZERO)`.
-    #[must_use]
-    pub(crate) const fn want_init_on_alloc(&self, gfp: Gfp) -> bool {
-        self.init_on_alloc_key() || gfp.contains(Gfp::ZERO)
-    }
-
-    /// `should_skip_init(gfp)`: false unless hardware tag-based KASAN is on, then
-    /// `gfp & __GFP_SKIP_ZERO`.
-    #[must_use]
-    pub(crate) const fn should_skip_init(&self, gfp: Gfp) -> bool {
-        self.kasan_hw_tags && gfp.contains(Gfp::SKIP_ZERO)
     }
 
     /// `post_alloc_hook()`'s `init = !want_init_on_free() && want_init_on_alloc(gfp) &&
@@ -97,7 +74,10 @@ impl InitPolicy {
     /// because the pages were zeroed when freed).
     #[must_use]
     pub(crate) const fn init_at_alloc(&self, gfp: Gfp) -> bool {
-        !self.want_init_on_free() && self.want_init_on_alloc(gfp) && !self.should_skip_init(gfp)
+        // The `init_on_alloc` static key (off under page poisoning), or `__GFP_ZERO`.
+        let want_init_on_alloc = (self.init_on_alloc && !self.page_poisoning) || gfp.contains(Gfp::ZERO);
+        let should_skip_init = self.kasan_hw_tags && gfp.contains(Gfp::SKIP_ZERO);
+        !self.want_init_on_free() && want_init_on_alloc && !should_skip_init
     }
 }
 

@@ -2,7 +2,7 @@
 //! of `memblock_free_all()`, in the kernel's order or fused window by window (see the
 //! [node documentation](super)).
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::buddy::{CoreRun, FreeArea};
 use super::run::{PbMode, RunKind};
@@ -50,13 +50,9 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         let eager_windows = fused && opts.mode != InitMode::OnDemand;
         let job = opts.fill.job(span.len().saturating_mul(P::SIZE as u64), trace);
         let (strategy, reason) = resolve(&cfg, opts.fill.strategy, &job);
-        // Runs the fused boot initializes and then frees (windows with reserved pages or
-        // partial blocks, on-demand block heads) are read back right away: `Auto` treats them
-        // as read-soon jobs of one window, which the window's size keeps below that threshold,
-        // so they are stored normally (docs/performance/fill-notes.md). Runs of whole free
-        // blocks are written once in
-        // their final state and never read back (`window::final_pass`), so they take
-        // `strategy`, the caller's hint's.
+        // Runs the fused boot initializes and then frees are read back right away: `Auto`
+        // treats them as read-soon jobs of one window (docs/performance/fill-notes.md). Runs
+        // written once in their final state (`window::final_pass`) take `strategy`.
         let window_bytes = fused_window_written(&cfg, opts).saturating_mul(P::SIZE as u64);
         let (boot_strategy, boot_reason) = if fused {
             resolve(&cfg, opts.fill.strategy, &Job::read_back_soon(window_bytes, trace))
@@ -64,7 +60,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             (strategy, reason)
         };
         let pages = memmap.raw_pages();
-        let node_id = crate::node::buddy::next_node_id();
+        let node_id = NEXT_NODE_ID.fetch_add(1, Ordering::Relaxed);
         let zones = core::array::from_fn(|z| {
             let area = FreeArea::new(zone_struct_addr(&cfg, layout.nid, z as u32));
             SpinLock::of_node(area, node_id)
@@ -136,7 +132,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         let fdp = if self.opts.mode == InitMode::Deferred { self.layout_defer_point() } else { u64::MAX };
         *self.resize_lock.lock() = fdp;
         self.mark_boot_states(fdp);
-        let window = self.fused_window();
+        let window = fused_window(&self.cfg, &self.opts);
         let end = self.span.end.min(fdp);
         let mut freed = 0;
         let mut lo = self.span.start;
@@ -185,27 +181,15 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
         fdp
     }
 
-    /// Pages per window of [`Self::fused_boot`]: a power of two, a multiple of the
-    /// `MAX_PAGE_ORDER` block. [`BootOrder::Fused`] sizes it so that the struct pages a window
-    /// writes stay cached until its free pass: 4 `MAX_PAGE_ORDER` blocks when every struct page
-    /// is written (256 KiB of struct pages on x86-64, well inside a core's L2),
-    /// 1024 pageblocks when only their first struct pages are (64 KiB of them, 32 KiB apart:
-    /// they stay in the last-level cache, where a 32 KiB stride spreads over enough sets).
-    fn fused_window(&self) -> u64 {
-        fused_window(&self.cfg, &self.opts)
-    }
-
     /// `memmap_init()` for this node, restricted to `[lo, hi)` (the whole span, or a window of
     /// [`Self::fused_boot`]); returns `first_deferred_pfn`.
     fn memmap_init(&self, own: &mut Owned<'_, P>, lo: u64, hi: u64) -> u64 {
         self.memmap_init_inner(own, lo, hi, false)
     }
 
-    /// [`Self::memmap_init`]; with `reserved_too` (a fused window below `first_deferred_pfn`,
-    /// eager or deferred) the reserved memory (not `MEMBLOCK_RSRV_NOINIT`) is written in the
-    /// state `reserve_bootmem_region()` leaves, `PG_reserved` set, with the node's strategy:
-    /// nothing reads those struct pages back while the node boots, and the window's reserve
-    /// pass has only the reserved pages outside memory left ([`Self::reserve_outside_memory`]).
+    /// [`Self::memmap_init`]; with `reserved_too` (a fused window below `first_deferred_pfn`)
+    /// the reserved memory (not `MEMBLOCK_RSRV_NOINIT`) is written in the state
+    /// `reserve_bootmem_region()` leaves, with the node's strategy (nothing reads it back).
     fn memmap_init_inner(&self, own: &mut Owned<'_, P>, lo: u64, hi: u64, reserved_too: bool) -> u64 {
         // defer_init() stops the node's highest zone at first_deferred_pfn, found from the
         // layout (every range counted, inside the window or not).
@@ -245,11 +229,8 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     }
 
     /// `memmap_init_range()` on `[from, to)` of `zone` in a fused window, with the later passes
-    /// of the window folded in: reserved parts (not NOINIT) in the state
-    /// `reserve_bootmem_region()` leaves, free parts in the state `__free_pages_core()` leaves
-    /// (`PG_reserved` clear, count 0; the window's free pass only does the buddy work, see
-    /// [`Self::free_boot_memory`]), both with the node's strategy. NOINIT parts stay as
-    /// `__init_single_page` leaves them.
+    /// folded in: reserved parts (not NOINIT) as `reserve_bootmem_region()` leaves them, free
+    /// parts as `__free_pages_core()` does, both with the node's strategy.
     fn init_memory_run(&self, own: &mut Owned<'_, P>, from: u64, to: u64, zone: u32) {
         let plain = RunKind::plain(PbMode::MovableResched);
         let reserved = RunKind { extra_flags: 1 << self.pg.reserved, final_state: true, ..plain };
@@ -320,9 +301,8 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             let done = match self.opts.mode {
                 InitMode::Eager => true,
                 InitMode::Deferred => b + pb <= fdp,
-                // Exactly the blocks `ondemand_memmap_init_range` flagged stay unexpanded. The
-                // predicate is computed from the layout rather than by reading every base page
-                // back (a cache miss per 2 MiB block, most of the on-demand boot time).
+                // Exactly the blocks `ondemand_memmap_init_range` flagged stay unexpanded, found
+                // from the layout (reading each block's first page back would miss the cache).
                 InitMode::OnDemand => {
                     if !matches!(flagged_range, Some((s, e)) if s <= b && b + pb <= e) {
                         flagged_range = self.ondemand_flagging_range(b);
@@ -401,11 +381,8 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     /// `__free_pages_memory(start, end)`: the largest naturally aligned chunks, each through
     /// `memblock_free_pages()`, which skips deferred PFNs.
     ///
-    /// Runs of `MAX_PAGE_ORDER` chunks (all of a range but its unaligned ends) go to
-    /// `__free_pages_core` [`FREE_BATCH`] at a time under one zone lock hold, which prefetches
-    /// ahead of each chunk (see [`Node::free_pages_core_run`]): each lock round trip is a locked
-    /// instruction, which waits for earlier loads, so the loop's cache misses would queue
-    /// behind one lock each instead of overlapping. Timing only; the bytes written are the same.
+    /// Runs of `MAX_PAGE_ORDER` chunks go to `__free_pages_core` [`FREE_BATCH`] at a time under
+    /// one zone lock hold, so their cache misses overlap (timing only; the same bytes).
     fn free_pages_memory(
         &self,
         own: &mut Owned<'_, P>,
@@ -439,7 +416,12 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
     }
 }
 
-/// Pages per window of the fused boot (see `Node::fused_window`).
+/// Unique ids of nodes, so a [`crate::PageBlock`] cannot be used with another node.
+static NEXT_NODE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Pages per window of the fused boot: a power of two, a multiple of the `MAX_PAGE_ORDER`
+/// block, sized so that the struct pages a window writes stay cached until its free pass
+/// (4 blocks when every struct page is written, 1024 pageblocks when only their first are).
 fn fused_window(cfg: &KernelConfig, opts: &BootOptions) -> u64 {
     let max_block = 1u64 << cfg.max_page_order;
     match (opts.order, opts.mode) {

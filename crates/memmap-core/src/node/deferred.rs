@@ -125,10 +125,9 @@ pub struct DeferredReport {
 }
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
-    /// `deferred_init_memmap(pgdat)` on real threads: the `pgdatinit` kthread, its padata jobs
-    /// on up to `threads` works (the calling thread is one of them; `Threads::Auto` counts the
-    /// struct page bytes of each job). When it returns, every deferred page is initialized and
-    /// freed, and the `deferred_pages` static key is off (`page_alloc_init_late`).
+    /// `deferred_init_memmap(pgdat)` on up to `threads` threads (the calling thread is one).
+    /// When it returns, every deferred page is initialized and freed, and the `deferred_pages`
+    /// static key is off (`page_alloc_init_late`).
     #[cfg(feature = "std")]
     pub fn deferred_init_memmap(&self, threads: stream_par::Threads) -> DeferredReport {
         self.deferred_init_memmap_with(|job, f| {
@@ -159,7 +158,6 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
         R: FnMut(&PadataJob, &(dyn Fn(u64, u64) + Sync)),
     {
         let before = self.stats.pages_initialized.load(Ordering::Relaxed);
-        // Take the deferred range under the resize lock.
         let first = {
             let mut g = self.resize_lock.lock();
             core::mem::replace(&mut *g, u64::MAX)
@@ -235,11 +233,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     }
 
     /// The end of the run of whole free `MAX_PAGE_ORDER` blocks of `zone` from `spfn`, below
-    /// `end`, that [`Node::deferred_run`] can write in one pass (`None` if `spfn` does not start
-    /// one, or the pass is not taken: the kernel's order asked for ([`BootOrder::Kernel`]), the
-    /// slow strategy, or init_on_free).
-    ///
-    /// [`BootOrder::Kernel`]: crate::BootOrder::Kernel
+    /// `end`, that [`Node::deferred_run`] can write in one pass (`None`: no such run, or the
+    /// pass is off: `BootOrder::Kernel`, the slow strategy, or init_on_free).
     fn final_run_end(&self, zone: &ZoneSpan, spfn: u64, end: u64) -> Option<u64> {
         let n = self.cfg.max_order_nr_pages();
         if spfn % n != 0
@@ -259,7 +254,6 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// when the zone has no free range left).
     fn deferred_init_maxorder(&self, own: &mut Owned<'_, P>, zone: &ZoneSpan, spfn: u64) -> (u64, u64) {
         let mo_pfn = (spfn + 1).next_multiple_of(self.cfg.max_order_nr_pages());
-        // First pass: initialize.
         let mut nr = 0;
         let mut next = u64::MAX;
         let mut from = spfn;
@@ -284,7 +278,6 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
             self.states.mark_done(self.block_index(b));
             b += bs;
         }
-        // Second pass: free.
         let mut from = spfn;
         while let Some(r) = self.layout.next_free_range(zone, from) {
             if mo_pfn <= r.start {

@@ -70,10 +70,7 @@ crate::named!(InitMode { Eager => "eager", Deferred => "deferred", OnDemand => "
 pub struct BootOptions {
     /// The init mode.
     pub mode: InitMode,
-    /// How runs of struct pages are written (boot init, deferred init, on-demand expansion):
-    /// the slow path, or a template copied with normal or streaming stores. `Auto` streams
-    /// from the threshold up (the node's struct pages) unless the kernel's rules (tracepoint,
-    /// KASAN/KMSAN, sanitizer build) require the slow path.
+    /// How runs of struct pages are written (boot init, deferred init, on-demand expansion).
     pub fill: FillOptions,
     /// init_on_alloc / init_on_free and the clear mode.
     pub policy: InitPolicy,
@@ -93,17 +90,12 @@ pub struct BootOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum BootOrder {
-    /// The kernel's: each pass over the whole node in turn. The free pass then reads back
-    /// struct pages written long before, out of the cache by then.
+    /// The kernel's: each pass over the whole node in turn.
     Kernel,
-    /// Window by window: the three passes on one `MAX_PAGE_ORDER`-aligned window of the node,
-    /// then on the next, with a window size that keeps the window's struct pages cached from
-    /// initialization to freeing. On-demand windows that lie in one memory range of one zone
-    /// without reserved pages take a single pass that writes each first struct page once, in
-    /// its final state; eager and deferred windows write their reserved memory in its final
-    /// state too. In [`InitMode::Deferred`] the windows stop at `first_deferred_pfn`. Falls back
-    /// to [`BootOrder::Kernel`] while the `page_ref_set` tracepoint is active (its events keep
-    /// the kernel's order).
+    /// Window by window: the three passes on one `MAX_PAGE_ORDER`-aligned window, then the
+    /// next, so the window's struct pages stay cached from initialization to freeing (runs that
+    /// can be are written once, in their final state). Falls back to [`BootOrder::Kernel`]
+    /// while the `page_ref_set` tracepoint is active (its events keep the kernel's order).
     #[default]
     Fused,
     /// [`BootOrder::Fused`] with windows of `2^order` pages (raised to `MAX_PAGE_ORDER` if
@@ -121,33 +113,27 @@ impl BootOptions {
         BootOptions {
             mode,
             fill: FillOptions::new(Strategy::Auto),
-            policy: policy_off(),
+            policy: InitPolicy {
+                init_on_alloc: false,
+                init_on_free: false,
+                page_poisoning: false,
+                kasan_hw_tags: false,
+                clear: crate::node::arena::ClearMode::Batch,
+            },
             check_pages: true,
             order: BootOrder::Fused,
         }
     }
 }
 
-const fn policy_off() -> InitPolicy {
-    InitPolicy {
-        init_on_alloc: false,
-        init_on_free: false,
-        page_poisoning: false,
-        kasan_hw_tags: false,
-        clear: crate::node::arena::ClearMode::Batch,
-    }
-}
-
 /// What a node is built from.
 pub struct NodeParts<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
-    /// The memmap view; it must cover the node span. The node keeps it (and its pageblock
-    /// array) until [`Node::into_memmap`].
+    /// The memmap view; it must cover the node span. Given back by [`Node::into_memmap`].
     pub memmap: Memmap<'a, P>,
     /// The memblock-shaped layout.
     pub layout: NodeLayout<'a>,
-    /// One state byte per pageblock overlapping the node span ([`Node::states_needed`]); any
-    /// content (boot resets them). The node keeps the exclusive borrow for its lifetime, so no
-    /// other code can change a block's state while the node's threads rely on it.
+    /// One state byte per pageblock overlapping the node span ([`Node::states_needed`]), any
+    /// content (boot resets them), borrowed for the node's lifetime.
     pub states: &'a mut [u8],
     /// Page contents, for init_on_alloc/init_on_free; must cover the node span.
     pub arena: Option<PhysArena<'a>>,
@@ -172,8 +158,7 @@ pub enum NodeError {
     },
     /// The arena does not cover the node span.
     ArenaTooSmall,
-    /// An arena holds 4 KiB per PFN ([`stream_hal::PAGE_SIZE`]): a configuration with other
-    /// pages cannot have one.
+    /// An arena holds 4 KiB per PFN: a configuration with other pages cannot have one.
     ArenaPageSize {
         /// The configuration's `PAGE_SIZE`.
         page_size: u64,
@@ -275,11 +260,9 @@ struct Inner<'a, P: StructPage, H> {
 
 /// A node: its memmap, layout, per-zone free lists and deferred/on-demand state.
 pub struct Node<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
-    /// The memmap view and the hooks (the *memmap lock*): slow paths, pageblock migrate types
-    /// and tracepoint events go through it.
+    /// The memmap view and the hooks (the *memmap lock*).
     inner: SpinLock<Inner<'a, P, H>>,
-    /// The struct pages, written through raw pointers by the thread that owns each page (see
-    /// the module documentation).
+    /// The struct pages, written by the thread that owns each page (see the module docs).
     pages: Pages<P>,
     cfg: KernelConfig,
     flags_layout: FlagsLayout,
@@ -298,15 +281,11 @@ pub struct Node<'a, P: StructPage, H: InitHooks + Send = NoHooks> {
     trace: bool,
     /// The `PG_uninitialized_2m` bit.
     uninit_bit: u32,
-    /// The page flag bits of the configuration's release (`PG_reserved`, `PAGE_FLAGS_CHECK_AT_FREE`).
     pg: PageFlagBits,
-    /// The buddy allocator's rules of the release (the free block's `page_type`, the orders).
     rules: Rules,
     /// `pgdat_resize_lock` around `NODE_DATA(nid)->first_deferred_pfn`.
     resize_lock: SpinLock<u64>,
-    /// The `deferred_pages` static key: on from boot until deferred init has finished. The
-    /// release store that turns it off (end of `deferred_init_memmap`) pairs with the acquire
-    /// load in [`Node::deferred_pending`].
+    /// The `deferred_pages` static key: on from boot until deferred init has finished.
     deferred_pages: AtomicBool,
     /// Free lists and counters, one lock per zone (the *zone lock*).
     zones: [SpinLock<FreeArea>; MAX_ZONES],

@@ -3,14 +3,8 @@
 //!
 //! At boot only the first struct page of each 2 MiB block (the pageblock here) lying inside one
 //! memory range is initialized and flagged `PG_uninitialized_2m`; blocks cut by a range edge are
-//! initialized fully (`pfn_range_init_avail`). The allocator's first touch of a block
-//! (`expand()`, `prep_new_page()`, `reserve_bootmem_region()`) runs
-//! `__expand_page_initialization`: it clears the flag and initializes the other struct pages.
-//!
-//! The flag is the first bit after the baseline's flags ([`pg_uninitialized_2m`](crate::pg_uninitialized_2m)),
-//! not the RFC's renumbering after `PG_reserved`; as in the RFC it is part of the free and prep
-//! checks. Each block has a state byte (`UNINIT → INITIALIZING → DONE`): the compare-and-swap
-//! winner expands the block, under its zone's lock, and publishes it with a release store.
+//! initialized fully. The allocator's first touch of a block runs
+//! `__expand_page_initialization`, once per block (the winner of its state byte's CAS).
 
 use core::sync::atomic::Ordering;
 
@@ -51,14 +45,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     }
 
     /// The flagged first struct pages of `nblocks` consecutive whole blocks from `first`: the
-    /// first through `__init_single_page` (the slow path), the others copies of it with the
-    /// address-dependent fields refreshed (`lru` self-pointers, section bits, `virtual`) in
-    /// registers; then `set_pageblock_migratetype(MOVABLE)` and `cond_resched()` for each, in one run.
-    ///
-    /// They are written with normal stores, not streamed: the boot's free pass reads every one
-    /// of them back right away (`__free_pages_core`), and one line per 2 MiB block is 2 MiB of
-    /// struct pages for a 64 GiB zone, which stays in the last-level cache. Streaming them
-    /// would send each line to DRAM only for the free pass to miss on it.
+    /// first through the slow path, the others refreshed copies of it, each with its pageblock
+    /// work. Normal stores: the boot's free pass reads every one of them back right away.
     fn ondemand_base_pages(&self, own: &mut Owned<'_, P>, first: u64, nblocks: u64, zone: u32) {
         let kind = RunKind {
             pageblock: PbMode::MovableResched,
@@ -159,9 +147,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     }
 
     /// Expands the blocks overlapping `[start, start + nr)` (taking each block's zone lock), as
-    /// the allocator would on first use. Returns the number of expansions made. A no-op outside
-    /// [`InitMode::OnDemand`](crate::InitMode::OnDemand), for PFNs outside the node, and for
-    /// blocks outside every zone.
+    /// the allocator would on first use; returns the expansions made. A no-op outside
+    /// [`InitMode::OnDemand`](crate::InitMode::OnDemand) and the node's zones.
     #[must_use = "the number of expansions tells whether anything was still uninitialized"]
     pub fn ensure_initialized(&self, start: u64, nr: u64) -> u64 {
         if self.opts.mode != crate::InitMode::OnDemand {

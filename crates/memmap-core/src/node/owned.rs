@@ -1,25 +1,12 @@
 //! Ownership of a node's struct pages as types: the one place where a thread's exclusive access
 //! to struct pages is established, so that everything after it reads and writes safely.
 //!
-//! A node is shared between threads (the booting thread, padata workers, allocating threads),
-//! and each struct page is written by the one thread that owns it at that moment. Ownership is
-//! handed over at a few points only, and each makes a handle:
-//!
-//! * [`Owned`], a PFN range: the whole node while [`Node::boot`](super::Node::boot) runs (the
-//!   node is not shared yet), a deferred-init padata chunk, the deferred range taken under the
-//!   resize lock, a block whose [`BlockStates::run_once`](crate::sync::BlockStates::run_once) this
-//!   thread won, and an allocation (taken off the free lists under the zone lock, then held
-//!   through its [`PageBlock`](crate::PageBlock)).
-//! * [`LockedZone`](crate::node::buddy::LockedZone), the zone lock (beside the free lists it
-//!   guards): its holder owns the struct pages of the zone's free blocks (the list heads and
-//!   their links, the buddies it merges), and nothing else.
-//!
-//! The handles' methods are safe: the proof is made once, in the `unsafe` constructor at the
-//! hand-over point. A range handle checks every PFN against its range (a miss is a bug and
-//! panics rather than touching a page another thread owns), and its streaming runs drain
-//! before they return (also when a hook panics), so no handle leaves a streamed page unfenced
-//! and several handles may be used on one thread (a boot that expands an on-demand block
-//! through the block's own handle).
+//! Each struct page is written by the one thread that owns it at that moment. Ownership is
+//! handed over at a few points, each making a handle: [`Owned`], a PFN range (the node during
+//! boot, a padata chunk, a won block, an allocation), and
+//! [`LockedZone`](crate::node::buddy::LockedZone), the zone lock, whose holder owns the struct
+//! pages of the zone's free blocks. The proof is made once, in the `unsafe` constructor; the
+//! handles' methods are safe, check every PFN (a miss panics) and drain their streaming runs.
 
 use core::marker::PhantomData;
 

@@ -51,17 +51,12 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             let Inner { memmap, hooks } = &mut *g;
             memmap.set_page_count(pfn, v, hooks);
         } else {
-            own.set_word32_once(pfn, offsets::REFCOUNT, v as u32);
+            own.page_mut(pfn).set_u32_once_at(offsets::REFCOUNT, v as u32);
         }
     }
 
     /// `__init_single_page` on `[from, to)` of `zone`, pages `own` owns, with the node's
     /// strategy, plus `kind`'s extras (see [`RunKind`]). Returns the number of pages written.
-    ///
-    /// Template and streaming runs build the template through the slow path at `from` and copy
-    /// it with the address-dependent fields refreshed (`lru` self-pointers, `virtual`, section
-    /// bits); pageblock-aligned PFNs are stored normally because `set_pageblock_migratetype` may
-    /// read them back; streaming runs drain before returning.
     pub(in crate::node) fn init_run(
         &self,
         own: &mut Owned<'_, P>,

@@ -2,13 +2,9 @@
 //! `MAX_PAGE_ORDER` blocks of one zone and memory range without reserved pages, `memmap_init`,
 //! `reserve_bootmem_regions` and the free pass collapse into one pass.
 //!
-//! The kernel writes such a struct page up to three times (`__init_single_page`,
-//! `__free_pages_core`, and for a block head `__add_to_free_list` and `set_buddy_order`), but
-//! every final value is known up front: the page's own address, its section, a count of 0, and
-//! a head's list neighbours (the run's blocks go to the list's tail in ascending order). Nothing
-//! reads them back during the pass, so eager runs may stream; on demand only each pageblock's
-//! flagged first page is written, with normal stores. `tests/fused_boot.rs` compares the result
-//! with [`BootOrder::Kernel`](crate::BootOrder::Kernel).
+//! The kernel writes such a struct page up to three times, but every final value is known up
+//! front (a head's list neighbours too: the run's blocks go to the list's tail in ascending
+//! order), and nothing reads them back during the pass, so eager runs may stream.
 
 use core::sync::atomic::Ordering;
 

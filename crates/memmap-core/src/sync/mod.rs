@@ -15,12 +15,8 @@ use core::ops::{Deref, DerefMut};
 use core::sync::atomic::Ordering;
 
 // The atomics the primitives below are built on: core's, or loom's in memmap-core's own test
-// build under `--cfg memmap_core_loom`, where the loom models (`loom_tests.rs`, `ci/loom.sh`)
-// explore every interleaving and every value a weaker ordering lets a load return. The cfg is
-// the crate's own (crossbeam's `crossbeam_loom` is the pattern) and works only together with
-// `cfg(test)`: a program's `--cfg loom` for its own loom tests, or any build that uses
-// memmap-core as a dependency, always gets core's atomics (loom, a dev-dependency, is not even
-// there). The node keeps its own counters and flags on core's.
+// build under `--cfg memmap_core_loom` (`loom_tests.rs`, `ci/loom.sh`). The cfg is the crate's
+// own and needs `cfg(test)`, so a dependent's `--cfg loom` never reaches it.
 #[cfg(not(all(test, memmap_core_loom)))]
 pub(crate) use core::sync::atomic::{AtomicBool, AtomicU8};
 #[cfg(all(test, memmap_core_loom))]
@@ -29,9 +25,8 @@ pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8};
 #[cfg(all(test, memmap_core_loom, not(feature = "std")))]
 compile_error!("`--cfg memmap_core_loom` needs memmap-core's `std` feature (loom runs on std threads)");
 
-/// Spins politely: a CPU hint, and under `std` a yield after a while, so that waiting threads
-/// on an oversubscribed machine (or under Miri's scheduler) let the holder run. Under loom,
-/// every turn yields to the model's scheduler.
+/// Spins politely: a CPU hint, and under `std` a yield after a while so that the holder can
+/// run on an oversubscribed machine; under loom every turn yields to the model's scheduler.
 #[inline]
 fn relax(spins: &mut u32) {
     *spins = spins.wrapping_add(1);
@@ -48,9 +43,8 @@ fn relax(spins: &mut u32) {
     core::hint::spin_loop();
 }
 
-/// The lock's data: in a `core::cell::UnsafeCell`, or under loom in loom's, which checks every
-/// access against the happens-before order of the interleaving it explores (a lock whose
-/// acquire or release is too weak shows up there as a data race on the data).
+/// The lock's data: in a `core::cell::UnsafeCell`, or under loom in loom's, which reports a
+/// too-weak acquire or release as a data race on the data.
 #[cfg(not(all(test, memmap_core_loom)))]
 mod cell {
     pub(super) struct DataCell<T>(core::cell::UnsafeCell<T>);
@@ -125,9 +119,8 @@ mod cell {
 /// The re-entry check (`std`): a hook must not call back into the node it is called from.
 ///
 /// Hooks run under the memmap lock, the innermost node lock; a node lock requested by the
-/// thread holding the same node's memmap lock would spin on itself or invert the lock order.
-/// Each thread records which node's memmap lock it holds, and such a request panics, every
-/// time. Without `std` (no thread identity) and under loom the rule stands unchecked.
+/// thread holding it would spin on itself or invert the lock order, so it panics. Without `std`
+/// (no thread identity) and under loom the rule stands unchecked.
 #[cfg(all(feature = "std", not(all(test, memmap_core_loom))))]
 mod reentry {
     use core::cell::Cell;
@@ -166,9 +159,7 @@ mod reentry {
 /// A test-and-test-and-set spin lock, as `spin_lock()`/`spin_unlock()`: acquire on lock,
 /// release on unlock.
 ///
-/// A lock of a node ([`SpinLock::of_node`], [`SpinLock::hooks_of_node`]) also carries the
-/// node's id for the re-entry check (`std`): taking any lock of a node on a thread that holds
-/// the lock under which that node runs its hooks panics (see the `reentry` module).
+/// A lock of a node ([`SpinLock::of_node`]) also carries the node's id for the `reentry` check.
 pub(crate) struct SpinLock<T> {
     locked: AtomicBool,
     /// The node the lock belongs to (0: none). Read by the re-entry check only.
@@ -272,11 +263,8 @@ impl<T> fmt::Debug for SpinLock<T> {
 
 /// Access to the value of a held [`SpinLock`]; unlocks on drop.
 ///
-/// `Sync` only when `T: Sync` (like `std::sync::MutexGuard`): a `&SpinGuard` hands out `&T`,
-/// so sharing the guard between threads shares the `T`. Without the explicit impl below the
-/// guard would be `Sync` whenever `T: Send` (through `&SpinLock<T>`), and two threads holding
-/// `&SpinGuard<Cell<_>>` could race on the cell. Never `Send` (like `MutexGuard`): the guard
-/// drops on the thread that locked, where the re-entry check restores that thread's state.
+/// `Sync` only when `T: Sync` and never `Send`, like `std::sync::MutexGuard` (a `&SpinGuard`
+/// hands out `&T`; the guard drops on the thread that locked, whose re-entry state it restores).
 pub(crate) struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
     /// Dropped (under loom: the tracked access ends) right before the unlock.
@@ -335,10 +323,7 @@ pub(crate) const BLOCK_DONE: u8 = 2;
 ///
 /// A block goes `UNINIT → INITIALIZING → DONE` exactly once. The thread that moves it to
 /// `INITIALIZING` (a compare-and-swap) writes the block's struct pages and publishes them with a
-/// release store of `DONE`; every other thread that finds the block `INITIALIZING` waits until it
-/// reads `DONE` with acquire ordering, after which the writes are visible to it. This is how the
-/// on-demand expansion of the 2013 RFC runs once when two threads touch the same block, and how
-/// deferred init publishes the blocks it finished.
+/// release store of `DONE`; the others wait until they read `DONE` with acquire ordering.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BlockStates<'a> {
     states: &'a [AtomicU8],
@@ -379,9 +364,8 @@ impl<'a> BlockStates<'a> {
         BlockStates { states }
     }
 
-    /// Under loom the states are loom's atomics, which cannot live in the caller's bytes: a
-    /// node built in the loom test build gets fresh ones, leaked (one per pageblock; only that build,
-    /// where no node runs outside a model), and the caller's bytes are only reset.
+    /// Under loom the states are loom's atomics, which cannot live in the caller's bytes: fresh
+    /// ones, leaked (only in that test build); the caller's bytes are only reset.
     #[cfg(all(test, memmap_core_loom))]
     #[must_use]
     pub(crate) fn from_bytes(states: &'a mut [u8]) -> Self {

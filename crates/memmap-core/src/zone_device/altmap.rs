@@ -18,11 +18,9 @@ use crate::model::page::StructPage;
 /// `MIGRATE_MOVABLE` and `cond_resched()`. Without an altmap it does nothing, as the kernel.
 /// Only the memmap part of the kernel function is modelled.
 ///
-/// Validates as [`memmap_init_zone_device`] does and writes nothing on error.
-///
 /// # Errors
 ///
-/// The errors of [`memmap_init_zone_device`] for the same range and pagemap.
+/// The errors of [`memmap_init_zone_device`] for the same range and pagemap (nothing written).
 ///
 /// [`memmap_init_zone_device`]: super::memmap_init_zone_device
 pub fn move_pfn_range_to_zone<P: StructPage, H: InitHooks>(

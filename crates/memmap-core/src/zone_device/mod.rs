@@ -2,13 +2,9 @@
 //! streaming strategies.
 //!
 //! Slow is the kernel's code (`__init_zone_device_page()`, `memmap_init_compound()`); Template
-//! copies a head template and each compound page's first tail, refreshing only the
-//! PFN-dependent fields; Streaming does the same with streaming stores, never reading a
-//! streamed page back before a drain (pageblock-aligned pages, and by default
-//! ([`DrainPolicy::Minimal`]) the head and page\[2\], use normal stores, so one drain at the end
-//! suffices). Every strategy falls back to Slow when the `page_ref_set` tracepoint is active or
-//! KASAN/KMSAN is configured, as `zone_device_page_init_optimization_enabled()` does, so all
-//! emit the same bytes, events and `cond_resched` calls.
+//! copies a head template and each compound page's first tail, refreshing the PFN-dependent
+//! fields; Streaming does the same with streaming stores, never reading a streamed page back
+//! before a drain. All emit the same bytes, events and `cond_resched` calls.
 
 mod altmap;
 mod mappable;
@@ -63,20 +59,12 @@ crate::named!(MemoryType {
 
 impl MemoryType {
     /// The refcount a head or single page has after `__init_zone_device_page()` in a kernel
-    /// with `behaviour`: `set_page_count(page, 0)` for PRIVATE, COHERENT and PCI_P2PDMA, and
-    /// from 6.15 for FS_DAX too ([`Behaviour::fsdax_refcount_zero`]); GENERIC (and FS_DAX
-    /// before 6.15) keep the 1 of `__init_single_page()`.
+    /// with `behaviour`: 0, but 1 for GENERIC and (before 6.15) FS_DAX.
     #[must_use]
     pub const fn head_refcount(self, behaviour: &Behaviour) -> i32 {
         match self {
             MemoryType::Generic => 1,
-            MemoryType::FsDax => {
-                if behaviour.fsdax_refcount_zero {
-                    0
-                } else {
-                    1
-                }
-            }
+            MemoryType::FsDax => !behaviour.fsdax_refcount_zero as i32,
             MemoryType::Private | MemoryType::Coherent | MemoryType::PciP2pdma => 0,
         }
     }
@@ -152,11 +140,9 @@ impl DevPagemap {
 
 /// `vmemmap_can_optimize(altmap, pgmap)` for a struct page of `page_size` bytes:
 /// `CONFIG_ARCH_WANT_OPTIMIZE_DAX_VMEMMAP && is_power_of_2(sizeof(struct page)) && !altmap &&
-/// (pgmap_vmemmap_nr(pgmap) * sizeof(struct page)) >> PAGE_SHIFT > VMEMMAP_RESERVE_NR`. The
-/// optimization remaps vmemmap pages, so it also needs `CONFIG_SPARSEMEM_VMEMMAP` (every
-/// architecture that selects it has that). Before 6.12 in the model (6.1 in the kernel) there is
-/// no arch option: the rest of the condition applies on every architecture
-/// ([`Behaviour::dax_vmemmap_needs_arch_option`](crate::Behaviour::dax_vmemmap_needs_arch_option)).
+/// (pgmap_vmemmap_nr(pgmap) * sizeof(struct page)) >> PAGE_SHIFT > VMEMMAP_RESERVE_NR`, with
+/// `CONFIG_SPARSEMEM_VMEMMAP` (and no arch option before
+/// [`Behaviour::dax_vmemmap_needs_arch_option`](crate::Behaviour::dax_vmemmap_needs_arch_option)).
 #[must_use]
 pub fn vmemmap_can_optimize(cfg: &crate::KernelConfig, page_size: usize, pgmap: &DevPagemap) -> bool {
     (cfg.optimize_dax_vmemmap || !cfg.behaviour().dax_vmemmap_needs_arch_option)
@@ -190,17 +176,12 @@ pub struct ZoneDeviceRange {
     pub start_pfn: u64,
     /// `nr_pages`.
     pub nr_pages: u64,
-    /// The end of boot memory: every memory section holding a PFN below it was present at
-    /// boot (an *early section*, `SECTION_IS_EARLY`). Device memory hot-plugged into the
-    /// unused part of an early section reuses the section's boot memmap, which is never
-    /// deduplicated, so from 7.2 `compound_nr_pages()` initializes every struct page of a
-    /// compound page there. 0 (the usual case: device memory in sections of its own) when no
-    /// section of the range is early.
+    /// The end of boot memory: sections holding a PFN below it are *early* (`SECTION_IS_EARLY`),
+    /// their boot memmap never deduplicated, so from 7.2 `compound_nr_pages()` initializes every
+    /// struct page of a compound page there. 0 (the usual case) when no section is early.
     pub boot_memory_end_pfn: u64,
-    /// The first PFN of boot memory above the range: every memory section holding a PFN at or
-    /// above it was present at boot, so a range that ends inside such a section has early
-    /// sections at its end (a namespace carved out of RAM below more RAM). `u64::MAX` (the
-    /// usual case) when none.
+    /// The first PFN of boot memory above the range: sections holding a PFN at or above it are
+    /// early (a namespace carved out of RAM below more RAM). `u64::MAX` (the usual case) when none.
     pub boot_memory_above_pfn: u64,
 }
 
@@ -244,12 +225,9 @@ impl ZoneDeviceRange {
 }
 
 /// The struct page whose contents the kernel's vmemmap shows at `pfn`'s place after
-/// `memmap_init_zone_device(range, pgmap)`: `Some(source)` when it is an alias of another one
-/// (the DAX vmemmap optimization maps every vmemmap page of a compound page past the first
-/// `VMEMMAP_RESERVE_NR` onto the second, `vmemmap_populate_compound_pages()`), `None` when it
-/// has memory of its own. The model writes only the latter; a reader that wants the kernel's
-/// view copies the sources. Early sections are not deduplicated from 7.2 on
-/// ([`ZoneDeviceRange::boot_memory_end_pfn`]).
+/// `memmap_init_zone_device(range, pgmap)`: `Some(source)` when the DAX vmemmap optimization
+/// maps it onto another one (`vmemmap_populate_compound_pages()`), `None` when it has memory of
+/// its own. The model writes only the latter; a reader wanting the kernel's view copies sources.
 #[must_use]
 pub fn vmemmap_alias<P: StructPage>(
     cfg: &crate::KernelConfig,
@@ -349,8 +327,7 @@ pub struct InitReport {
 
 impl InitReport {
     /// The report of a call with `opts` over `[start_pfn, end_pfn)` that wrote `written` struct
-    /// pages with the strategy `used` (for `reason`) and `drains` drains: the one constructor
-    /// of the one-thread, parallel and altmap inits.
+    /// pages with the strategy `used` (for `reason`) and `drains` drains.
     pub(crate) fn new(
         opts: &InitOptions,
         (start_pfn, end_pfn): (u64, u64),
@@ -409,8 +386,7 @@ pub fn memmap_init_zone_device<P: StructPage, H: InitHooks>(
     Ok(InitReport::new(opts, (plan.start, plan.end), written, (used, reason), drains))
 }
 
-/// Runs a validated plan with the resolved strategy `used`; returns the drains. The one call
-/// of the one-thread and the parallel init (each chunk is a plan of its own).
+/// Runs a validated plan with the resolved strategy `used`; returns the drains.
 fn run_plan<P: StructPage, H: InitHooks>(
     memmap: &mut Memmap<'_, P>,
     plan: &plan::Plan,

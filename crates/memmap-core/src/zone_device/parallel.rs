@@ -30,10 +30,8 @@ pub struct ParallelInit<H> {
 ///
 /// Each chunk gets its own hooks from `make_hooks(start, end)` (built on the calling thread,
 /// returned in PFN order in [`ParallelInit::chunks`]), so a hook is called from one thread at a
-/// time. Every PFN reaches `cond_resched` once, in the one-thread order within its chunk. With
-/// the `page_ref_set` tracepoint active the job runs on the calling thread, so events keep the
-/// kernel's order. Each worker drains its streaming stores before its chunk is done
-/// ([`InitReport::drains`] is the sum). It validates first and resolves the strategy once.
+/// time. With the `page_ref_set` tracepoint active the job runs on the calling thread, so
+/// events keep the kernel's order. [`InitReport::drains`] sums the chunks'.
 ///
 /// # Errors
 ///

@@ -46,11 +46,7 @@ impl<P: StructPage> Memmap<'_, P> {
         }
     }
 
-    /// `memmap_init_compound(head, head_pfn, zone_idx, nid, pgmap, nr_pages)`, v6.18+ order:
-    /// `__SetPageHead(head)`, then per tail `__init_zone_device_page` +
-    /// `prep_compound_tail` + `set_page_count(page, 0)`, then `prep_compound_head` after the
-    /// loop.
-    ///
+    /// `memmap_init_compound(head, head_pfn, zone_idx, nid, pgmap, nr_pages)`, v6.18+ order;
     /// `nr_pages` counts the head too (`compound_nr_pages()`).
     ///
     /// # Errors

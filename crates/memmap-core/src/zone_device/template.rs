@@ -1,8 +1,5 @@
-//! The template paths (cached and streaming): the fill engine applied to ZONE_DEVICE pages and
-//! compound pages. With [`DrainPolicy::Minimal`] every page read back or partly rewritten later
-//! (the compound head, page\[1\], page\[2\], pageblock-aligned pages) gets normal stores, so
-//! the one drain at return (through the run's [`Streaming`] session, also on a hook's panic)
-//! suffices; [`DrainPolicy::Upstream`] drains where the Linux series does.
+//! The template paths (cached and streaming) for ZONE_DEVICE pages and compound pages, with
+//! the drains of [`DrainPolicy`].
 
 use core::marker::PhantomData;
 
@@ -81,12 +78,9 @@ impl<P: StructPage, S: Store> Run<'_, P, S> {
         }
     }
 
-    /// One run of the engine: `[from, to)` from `tmpl`, streamed (`streams`) or with normal
-    /// stores. Before 7.2, `__init_zone_device_page` sets the migrate type (and calls
-    /// `cond_resched`) at every pageblock-aligned PFN it initializes, so those pages are stored
-    /// normally and get `pageblock_init`. From 7.2 the migrate types come in a pass after the
-    /// loop, and the loop only calls `cond_resched` at section-aligned compound heads: `heads`
-    /// says the run's pages are heads (single pages).
+    /// One run of the engine: `[from, to)` from `tmpl`, streamed (`streams`) or not. Before
+    /// 7.2 pageblock-aligned pages get `pageblock_init`; from 7.2 the migrate types come in a
+    /// later pass and only section-aligned heads (`heads`: single pages) get `cond_resched`.
     fn copy<H: InitHooks>(
         &mut self,
         m: &mut Memmap<'_, P>,
@@ -182,12 +176,9 @@ impl<P: StructPage, S: Store> Run<'_, P, S> {
         self.drain();
     }
 
-    /// Minimal: the first compound page is built in memory with normal stores where it is read
-    /// back (head, page\[1\], page\[2\]), which seeds the final head, page\[1\] and page\[2\]
-    /// templates; every later compound page is then streamed record by record
-    /// ([`Run::later_compound`]). Nothing streamed is ever read back or rewritten, so the one
-    /// drain before returning is the only one needed (and, from 7.2 under classic SPARSEMEM,
-    /// one before the pageblock pass).
+    /// Minimal: the first compound page is built in memory with normal stores, seeding the
+    /// final head, page\[1\] and page\[2\] templates; every later compound page is streamed
+    /// record by record ([`Run::later_compound`]), and nothing streamed is read back.
     fn minimal<H: InitHooks>(&mut self, m: &mut Memmap<'_, P>, pgmap: &DevPagemap, hooks: &mut H) {
         let plan = self.plan;
         let first = plan.start;
@@ -221,9 +212,7 @@ impl<P: StructPage, S: Store> Run<'_, P, S> {
     }
 
     /// A compound page after the first: its head, page\[1\] and page\[2\] from the final
-    /// templates with their compound-dependent words (the compound head, the `_deferred_list`
-    /// self-pointers) and PFN-dependent fields (section bits, `virtual`) refreshed in
-    /// registers, then its tails from the tail template.
+    /// templates, refreshed in registers, then its tails from the tail template.
     fn later_compound<H: InitHooks>(
         &mut self,
         m: &mut Memmap<'_, P>,

@@ -158,35 +158,20 @@ impl FlagsLayout {
         let available = BITS_PER_LONG - cfg.nr_pageflags;
         let sections_width =
             if cfg.sparsemem_vmemmap { 0 } else { cfg.max_physmem_bits - cfg.section_size_bits };
-        // NODES_WIDTH: NODES_SHIFT if it fits next to zones, MGLRU and sections.
-        let nodes_width = if zones_width + cfg.lru_gen_width + sections_width + cfg.nodes_shift <= available {
-            cfg.nodes_shift
-        } else {
+        // NODES_WIDTH, then KASAN_TAG_WIDTH, then LAST_CPUPID_WIDTH must fit next to zones,
+        // MGLRU and sections, or the kernel moves the field out of `page->flags` (not modelled).
+        let (nodes_width, last_cpupid_width) = (cfg.nodes_shift, cfg.last_cpupid_shift);
+        let mut used = zones_width + cfg.lru_gen_width + sections_width + nodes_width;
+        if used > available {
             return Err(ConfigError::NodeNotInPageFlags);
-        };
-        if zones_width + cfg.lru_gen_width + sections_width + nodes_width + cfg.kasan_tag_width > available {
+        }
+        used += cfg.kasan_tag_width;
+        if used > available {
             return Err(ConfigError::KasanTagDoesNotFit);
         }
-        let last_cpupid_width = if zones_width
-            + cfg.lru_gen_width
-            + sections_width
-            + nodes_width
-            + cfg.kasan_tag_width
-            + cfg.last_cpupid_shift
-            <= available
-        {
-            cfg.last_cpupid_shift
-        } else {
-            return Err(ConfigError::LastCpupidNotInPageFlags);
-        };
-        let used = zones_width
-            + cfg.lru_gen_width
-            + sections_width
-            + nodes_width
-            + cfg.kasan_tag_width
-            + last_cpupid_width;
+        used += last_cpupid_width;
         if used > available {
-            return Err(ConfigError::PageFlagsFull { needed: used, available });
+            return Err(ConfigError::LastCpupidNotInPageFlags);
         }
         // LRU_REFS_WIDTH = min(__LRU_REFS_WIDTH, what is left).
         let left = available - used;
@@ -238,18 +223,6 @@ impl FlagsLayout {
         mask(self.sections_width)
     }
 
-    /// `LAST_CPUPID_MASK` (from `LAST_CPUPID_SHIFT`, not the width).
-    #[must_use]
-    pub(crate) const fn last_cpupid_mask(&self) -> u64 {
-        mask(self.last_cpupid_shift)
-    }
-
-    /// `KASAN_TAG_MASK`.
-    #[must_use]
-    pub(crate) const fn kasan_tag_mask(&self) -> u64 {
-        mask(self.kasan_tag_width)
-    }
-
     /// `SECTION_IN_PAGE_FLAGS`: flags depend on the PFN.
     #[must_use]
     pub(crate) const fn section_in_page_flags(&self) -> bool {
@@ -296,20 +269,21 @@ impl FlagsLayout {
         (flags >> self.sections_pgshift) & self.sections_mask()
     }
 
-    /// `page_cpupid_reset_last` applied to `flags`: the LAST_CPUPID field all ones.
+    /// `page_cpupid_reset_last` applied to `flags`: the LAST_CPUPID field all ones
+    /// (`LAST_CPUPID_MASK` is from `LAST_CPUPID_SHIFT`, not the width).
     #[must_use]
     pub(crate) const fn cpupid_reset_last(&self, flags: u64) -> u64 {
         if self.last_cpupid_width == 0 {
             flags
         } else {
-            flags | (self.last_cpupid_mask() << self.last_cpupid_pgshift)
+            flags | (mask(self.last_cpupid_shift) << self.last_cpupid_pgshift)
         }
     }
 
     /// `page_kasan_tag_set(page, tag)`: stores `tag ^ 0xff` in the KASAN tag field.
     #[must_use]
     pub(crate) const fn kasan_tag_set(&self, flags: u64, tag: u8) -> u64 {
-        let m = self.kasan_tag_mask();
+        let m = mask(self.kasan_tag_width);
         let stored = (tag ^ 0xff) as u64 & m;
         (flags & !(m << self.kasan_tag_pgshift)) | (stored << self.kasan_tag_pgshift)
     }

@@ -6,8 +6,7 @@ mod layout;
 use super::version::{Behaviour, KernelVersion};
 pub use layout::{ConfigError, FlagsLayout};
 
-/// The architecture of a modelled kernel: which `.config` it accepts and the constants it
-/// fixes (the presets carry them as [`KernelConfig`] fields).
+/// The architecture of a modelled kernel (which `.config` it accepts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Arch {
@@ -76,12 +75,11 @@ pub struct KernelConfig {
     pub nodes_shift: u32,
     /// `MAX_NR_ZONES`, counting `ZONE_DEVICE`, which is always the last zone.
     pub max_nr_zones: u32,
-    /// `__NR_PAGEFLAGS` of the modelled build (see [`crate::PG`]). No byte an
-    /// initializer writes depends on it: it bounds the fields' layout and places the on-demand
-    /// RFC's `PG_uninitialized_2m` ([`pg_uninitialized_2m`](crate::pg_uninitialized_2m)). The
-    /// presets leave `PG_young` and `PG_idle` out (`CONFIG_PAGE_IDLE_FLAG`, set in Debian's
-    /// builds, which [`KernelConfig::with_kconfig`] counts): with them Debian's 7.2 amd64 flags
-    /// reach the `LRU_REFS` field at bit 25 and leave no bit for that flag.
+    /// `__NR_PAGEFLAGS` of the modelled build: it bounds the fields' layout and places
+    /// [`pg_uninitialized_2m`](crate::pg_uninitialized_2m); no byte an initializer writes
+    /// depends on it.
+    /// The presets leave out `PG_young` and `PG_idle` (`CONFIG_PAGE_IDLE_FLAG`, counted by
+    /// [`KernelConfig::with_kconfig`]), which would leave no bit for that flag.
     pub nr_pageflags: u32,
     /// `LAST_CPUPID_SHIFT` = `LAST__PID_SHIFT` (8) + `NR_CPUS_BITS` with
     /// `CONFIG_NUMA_BALANCING`; 0 without it.
@@ -120,9 +118,8 @@ pub struct KernelConfig {
     /// `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` (HVO is available to `hugetlb-init`).
     pub hugetlb_vmemmap: bool,
     /// `CONFIG_SPARSEMEM_VMEMMAP_PREINIT` (x86-64): boot-time gigantic pages are optimized
-    /// before `memmap_init()` (pre-HVO), so their shared tail page starts as what
-    /// `memmap_init()` wrote through it. Without it (riscv64) they are optimized after boot,
-    /// as run-time pages are, onto a zeroed tail page.
+    /// before `memmap_init()`, so their shared tail page holds what `memmap_init()` wrote
+    /// through it; without it they are optimized after boot onto a zeroed tail page.
     pub sparsemem_vmemmap_preinit: bool,
     /// `CONFIG_CGROUP_HUGETLB` (hugetlb folios carry cgroup pointers in page\[3\]).
     pub cgroup_hugetlb: bool,
@@ -194,9 +191,7 @@ impl KernelConfig {
         optimize_dax_vmemmap: false,
         hugetlb_vmemmap: false,
         sparsemem_vmemmap_preinit: false,
-        // The rest as Debian's x86-64 build of the same release: page and section size, zones,
-        // MGLRU, pageblock and buddy orders, no KASAN, KMSAN or DEBUG_PAGE_REF, MEMCG,
-        // PAGE_MAPCOUNT, MM_ID and CGROUP_HUGETLB.
+        // The rest as Debian's x86-64 build of the same release.
         ..KernelConfig::X86_64
     };
 
@@ -232,9 +227,7 @@ impl KernelConfig {
         vmemmap_start: 0xffff_ffc5_0000_0000,
         sparsemem_vmemmap_preinit: false,
         riscv_svnapot: true,
-        // The rest as Debian's x86-64 build of the same release: page, section and pageblock
-        // size, MAX_PAGE_ORDER 10, the poison, MGLRU, MEMCG, PAGE_MAPCOUNT, MM_ID,
-        // CGROUP_HUGETLB, HVO and DAX vmemmap optimization.
+        // The rest as Debian's x86-64 build of the same release.
         ..KernelConfig::X86_64
     };
 
@@ -260,9 +253,8 @@ impl KernelConfig {
         vmemmap_start: 0xc00c_0000_0000_0000,
         hugetlb_vmemmap: false,
         sparsemem_vmemmap_preinit: false,
-        // The rest as Debian's x86-64 build of the same release: page size, pageblock order 9
-        // (`pageblock_order` is a variable here, set to the 2 MiB huge page's order), MGLRU,
-        // MEMCG, PAGE_MAPCOUNT, MM_ID, CGROUP_HUGETLB, DAX vmemmap optimization.
+        // The rest as Debian's x86-64 build (`pageblock_order` is a variable here, set to the
+        // 2 MiB huge page's order).
         ..KernelConfig::X86_64
     };
 
@@ -389,9 +381,7 @@ impl KernelConfig {
     }
 
     /// One past the largest PFN the configuration can address: `1 << (MAX_PHYSMEM_BITS -
-    /// PAGE_SHIFT)`. Memmaps must end at or below it, which also keeps every PFN computation of
-    /// the initializers (a PFN plus a pageblock, a section or a compound page) far from `u64`
-    /// overflow.
+    /// PAGE_SHIFT)`. Memmaps end at or below it, which keeps PFN arithmetic far from overflow.
     #[must_use]
     pub const fn max_pfn(&self) -> u64 {
         // Saturates where the shift reaches 64 (a configuration no validation has seen).
@@ -460,15 +450,12 @@ impl KernelConfig {
     }
 }
 
-/// `1 << shift`, saturating at `u64::MAX` for shifts the configuration validation refuses
-/// (the accessors stay total on configurations that were never validated).
+/// `1 << shift`, saturating at `u64::MAX` (for configurations that were never validated).
 const fn pow2(shift: u32) -> u64 {
     if shift >= 64 { u64::MAX } else { 1 << shift }
 }
 
-/// The presets are the named configurations (`Named::ALL`, named by their
-/// [`KernelConfig::name`]); a configuration read from a `.config` has a name too, but is none
-/// of these values.
+/// The presets, named by their [`KernelConfig::name`].
 impl crate::Named for KernelConfig {
     const ALL: &'static [KernelConfig] = &[
         KernelConfig::X86_64,

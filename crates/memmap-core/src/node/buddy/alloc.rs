@@ -59,10 +59,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `take_page_off_buddy(page)` without its `SetPageHWPoisonTakenOff()`: the one page `pfn`
     /// taken out of the free block that holds it, the rest of the block going back to the
     /// free lists in halves (`break_down_buddy_pages()`), as memory-failure handling takes a
-    /// page. Returns whether `pfn` was free. The page keeps what the free lists left in it
-    /// (`LIST_POISON1/2` where it headed the block, a free tail's words elsewhere) and is
-    /// owned by nobody: this is for reproducing a known allocation state (the kernel-oracle
-    /// takes the pages a booted guest had allocated), not for handing memory out.
+    /// page. Returns whether `pfn` was free. The page keeps what the free lists left in it and
+    /// is owned by nobody: this reproduces a known allocation state, it hands no memory out.
     pub fn take_page_off_buddy(&self, pfn: u64) -> bool {
         let Some(zone) = self.layout.zone_of(pfn).map(|z| z.zone) else { return false };
         let mut z = self.lock_zone(zone);

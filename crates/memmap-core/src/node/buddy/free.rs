@@ -17,8 +17,8 @@ pub(crate) const FREE_PREFETCH_AHEAD: u64 = 8;
 
 impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     /// `__free_pages_core(page, order, MEMINIT_EARLY)`: every page gets `PG_reserved` cleared
-    /// and a zero count (on-demand: only the first page of a block not expanded yet; the others
-    /// copy the count when expanded), then the block goes to the buddy allocator at the tail.
+    /// and a zero count (on-demand: only a not yet expanded block's first page), then the block
+    /// goes to the buddy allocator at the tail.
     pub(in crate::node) fn free_pages_core(&self, own: &mut Owned<'_, P>, zone: u32, pfn: u64, order: u32) {
         self.free_pages_core_run(
             own,
@@ -28,10 +28,8 @@ impl<P: StructPage, H: InitHooks + Send> Node<'_, P, H> {
     }
 
     /// `__free_pages_core()` on `count` consecutive blocks of `order` from `pfn`, in ascending
-    /// order, under one hold of the zone lock (the boot free pass: nothing else runs yet, so
-    /// the kernel's per-block lock round trip only costs time; the bytes, lists and counters are
-    /// the same). While it frees a block it prefetches the first struct page of each pageblock
-    /// [`FREE_PREFETCH_AHEAD`] blocks ahead, below `prefetch_end`. `own` owns the blocks.
+    /// order, under one hold of the zone lock (the same bytes as a hold per block), prefetching
+    /// [`FREE_PREFETCH_AHEAD`] blocks ahead below `prefetch_end`. `own` owns the blocks.
     pub(in crate::node) fn free_pages_core_run(&self, own: &mut Owned<'_, P>, zone: u32, run: CoreRun) {
         let CoreRun { pfn, order, count, prefetch_end, ready } = run;
         let n = 1u64 << order;

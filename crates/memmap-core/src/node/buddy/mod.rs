@@ -1,14 +1,10 @@
 //! The buddy allocator over the zones of a [`Node`]: `mm/page_alloc.c` reduced to what the
 //! struct pages show.
 //!
-//! One `MIGRATE_MOVABLE` free list per order, threaded through the free blocks' `lru` words
-//! with the modelled kernel addresses; a free head carries `PGTY_buddy` and its order
-//! (`set_buddy_order()`). Allocation is `__rmqueue_smallest()` + `expand()` +
-//! `prep_new_page()` under the zone lock, free is `free_pages_prepare()` + `__free_one_page()`;
-//! `check_new_page()` and `free_page_is_bad()` apply the node's flag checks, and a bad free is
-//! a [`FreeError`] that modifies nothing. On-demand blocks are expanded on first touch, a
-//! deferred zone grows through [`Node::deferred_grow_zone`], and init_on_alloc zeroes outside
-//! the zone lock ([`ClearMode`](crate::ClearMode)).
+//! One `MIGRATE_MOVABLE` free list per order, threaded through the free blocks' `lru` words.
+//! Allocation is `__rmqueue_smallest()` + `expand()` + `prep_new_page()` under the zone lock,
+//! free is `free_pages_prepare()` + `__free_one_page()`; a bad free is a [`FreeError`] that
+//! modifies nothing.
 
 mod alloc;
 mod check;
@@ -16,7 +12,6 @@ mod free;
 pub(in crate::node) use free::CoreRun;
 
 use core::fmt;
-use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::freelist::{FreeLists, MAX_ORDERS, Rules, ZoneFreeLists};
 use crate::hooks::InitHooks;
@@ -282,7 +277,7 @@ impl<P: StructPage, H: InitHooks + Send> ZoneFreeLists for NodeZone<'_, '_, '_, 
     }
     #[inline(always)]
     fn set_u32(&mut self, pfn: u64, off: usize, v: u32) {
-        self.z.set_word32(pfn, off, v);
+        self.z.page_mut(pfn).set_u32_at(off, v);
     }
     #[inline(always)]
     fn list_node(&self, pfn: u64) -> u64 {
@@ -314,13 +309,6 @@ impl<P: StructPage, H: InitHooks + Send> ZoneFreeLists for NodeZone<'_, '_, '_, 
     fn set_migratetype(&mut self, pfn: u64, mt: MigrateType) {
         self.node.inner.lock().memmap.set_pageblock_migratetype(pfn, mt);
     }
-}
-
-/// Unique ids of nodes, so a [`PageBlock`] cannot be used with another node.
-static NEXT_NODE_ID: AtomicU64 = AtomicU64::new(1);
-
-pub(crate) fn next_node_id() -> u64 {
-    NEXT_NODE_ID.fetch_add(1, Ordering::Relaxed)
 }
 
 impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
