@@ -184,21 +184,31 @@ unsafe fn run_workers_with(
     touch: Option<usize>,
     builder: impl Fn() -> std::thread::Builder,
 ) -> io::Result<()> {
-    // The gate: workers start when the caller releases the write lock, after every spawn; a
-    // failed spawn sets `abort` first, so no started worker waits for one that never came.
-    let gate = std::sync::RwLock::new(());
-    let abort = std::sync::atomic::AtomicBool::new(false);
+    // A barrier that can be called off: the last worker to arrive opens it (`Some(true)`) and
+    // goes on without sleeping, as `std::sync::Barrier`'s does; a worker that cannot start
+    // makes the caller close it (`Some(false)`), and every worker started returns at once.
+    let n = workers.len();
+    let gate = (std::sync::Mutex::new((0usize, None::<bool>)), std::sync::Condvar::new());
+    let lock = || gate.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     std::thread::scope(|s| {
-        let started = gate.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut handles = Vec::with_capacity(workers.len());
+        let mut handles = Vec::with_capacity(n);
         let mut failed = None;
         for (i, calls) in workers.iter().enumerate() {
-            let (gate, abort) = (&gate, &abort);
+            let (gate, lock) = (&gate, &lock);
             let spawned = builder().spawn_scoped(s, move || {
-                drop(gate.read().unwrap_or_else(std::sync::PoisonError::into_inner));
-                if abort.load(Ordering::Acquire) {
+                let mut g = lock();
+                g.0 += 1;
+                if g.0 == n && g.1.is_none() {
+                    g.1 = Some(true);
+                    gate.1.notify_all();
+                }
+                while g.1.is_none() {
+                    g = gate.1.wait(g).unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                if g.1 == Some(false) {
                     return Ok(());
                 }
+                drop(g);
                 // SAFETY: the caller's contract, for each call.
                 calls.iter().try_for_each(|&c| unsafe { fault_in(c, touch) })
             });
@@ -207,14 +217,14 @@ unsafe fn run_workers_with(
                 Err(e) => {
                     failed = Some(io::Error::new(
                         e.kind(),
-                        format!("prefault worker {i} of {} could not start: {e}", workers.len()),
+                        format!("prefault worker {i} of {n} could not start: {e}"),
                     ));
-                    abort.store(true, Ordering::Release);
+                    lock().1 = Some(false);
+                    gate.1.notify_all();
                     break;
                 }
             }
         }
-        drop(started);
         let joined = handles.into_iter().try_for_each(|h| h.join().expect("a prefault worker panicked"));
         failed.map_or(joined, Err)
     })
