@@ -153,13 +153,12 @@ pub(crate) fn read_u64(qmp: &mut Qmp, addr: u64, tmp: &Path) -> Result<u64> {
     Ok(word(&b, 0))
 }
 
-/// Bits per pageblock in `pageblock_flags`: 4 before Linux 6.16, 8 since the isolation bit
-/// became `PB_migrate_isolate` (bit 7; `NR_PAGEBLOCK_BITS` is rounded up to a power of two).
+/// Bits per pageblock in `pageblock_flags` of the kernel `release` (memmap-core's
+/// [`Behaviour::pageblock_bits`](memmap_core::Behaviour::pageblock_bits); 4 for a release it
+/// cannot read).
 #[must_use]
 pub fn pageblock_bits(release: &str) -> u32 {
-    let mut it = release.split(|c: char| !c.is_ascii_digit()).filter_map(|x| x.parse::<u32>().ok());
-    let (major, minor) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
-    if (major, minor) >= (6, 16) { 8 } else { 4 }
+    memmap_core::KernelVersion::parse(release).map_or(4, |v| v.behaviour().pageblock_bits)
 }
 
 /// Reads the migrate type of every pageblock overlapping `[start, start + nr)` from the guest's

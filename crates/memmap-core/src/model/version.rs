@@ -24,6 +24,7 @@ impl KernelVersion {
     pub const V6_12: KernelVersion = KernelVersion::new(6, 12);
     pub(crate) const V6_14: KernelVersion = KernelVersion::new(6, 14);
     pub(crate) const V6_15: KernelVersion = KernelVersion::new(6, 15);
+    pub(crate) const V6_16: KernelVersion = KernelVersion::new(6, 16);
     pub(crate) const V6_18: KernelVersion = KernelVersion::new(6, 18);
     pub(crate) const V7_1: KernelVersion = KernelVersion::new(7, 1);
     /// Linux 7.2 (Debian sid).
@@ -72,6 +73,7 @@ impl KernelVersion {
             bootmem_type_in_private: self.at_least(KernelVersion::V7_2),
             hugetlb_bootmem_batched: self.at_least(KernelVersion::V6_12),
             deferred_free_max_order: self.at_least(KernelVersion::V6_5),
+            pageblock_bits: if self.at_least(KernelVersion::V6_16) { 8 } else { 4 },
         }
     }
 
@@ -190,6 +192,10 @@ pub struct Behaviour {
     /// 6.5, "mm/page_alloc: make deferred page init free pages in MAX_ORDER blocks": deferred
     /// init frees `MAX_PAGE_ORDER` chunks (`deferred_free_pages()`), not pageblocks.
     pub deferred_free_max_order: bool,
+    /// 6.16, "mm/page_isolation: make page isolation a standalone bit": bits per pageblock in
+    /// a section's `pageblock_flags` (`NR_PAGEBLOCK_BITS` rounded up to a power of two), 8
+    /// with `PB_migrate_isolate`, 4 before.
+    pub pageblock_bits: u32,
 }
 
 /// The bit numbers in `page->flags` of the page flags the model's initializers set, and the
@@ -281,6 +287,13 @@ mod tests {
         for b in [PageFlagBits::V6_1, PageFlagBits::V6_12, PageFlagBits::V6_14] {
             assert_ne!(b.check_at_free & 1 << b.reserved, 0);
         }
+    }
+
+    #[test]
+    fn pageblocks_take_8_bits_from_6_16() {
+        let bits = |major, minor| KernelVersion::new(major, minor).behaviour().pageblock_bits;
+        assert_eq!((bits(6, 1), bits(6, 12), bits(6, 15)), (4, 4, 4));
+        assert_eq!((bits(6, 16), bits(7, 2)), (8, 8));
     }
 
     #[test]
