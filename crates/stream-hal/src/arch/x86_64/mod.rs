@@ -43,10 +43,19 @@ pub(crate) fn detect_cpu_features() -> Option<CpuFeatures> {
 pub(crate) fn detect_cache_info() -> crate::CacheInfo {
     #[cfg(not(stream_hal_emulate))]
     {
-        super::x86_cache::from_cpuid(&mut insn::cpuid_count)
+        super::x86_cache::from_cpuid(&mut detect_cache_info_cpuid)
     }
     #[cfg(stream_hal_emulate)]
     crate::CacheInfo::unknown(crate::NoCacheInfo::NoSource)
+}
+
+/// The CPUID the cache decoder reads through, as a named function: its instruction stays in
+/// a symbol `ci/nostd.sh` can attribute to [`detect_cache_info`] (inlined into the `dyn FnMut`
+/// shim it had a generic name).
+#[cfg(not(stream_hal_emulate))]
+#[inline(never)]
+fn detect_cache_info_cpuid(leaf: u32, subleaf: u32) -> [u32; 4] {
+    insn::cpuid_count(leaf, subleaf)
 }
 
 /// Loads 16 bytes from `src` (any alignment) and stores them at `dst` with `movntdq`.
