@@ -147,8 +147,7 @@ where
     for<'a> BS<'a, <M::R as GuestMemoryRegion>::B>: Sync,
 {
     let pieces = all_region_pieces(mem)?;
-    let total = pieces.pieces.iter().map(|p| p.len as u64).sum();
-    populate_pieces(&pieces, total, options)
+    populate_pieces(&pieces, pieces.total(), options)
 }
 
 /// `madvise(MADV_HUGEPAGE)` as [`HugePageAdvice::Advise`] does, without populating; returns

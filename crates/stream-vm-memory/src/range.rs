@@ -168,6 +168,11 @@ pub(crate) struct RegionPieces<'m, B: Bitmap + 'm> {
 }
 
 impl<'m, B: Bitmap + 'm> RegionPieces<'m, B> {
+    /// The bytes of all pieces.
+    pub(crate) fn total(&self) -> u64 {
+        self.pieces.iter().map(|p| p.len as u64).sum()
+    }
+
     fn new() -> Self {
         RegionPieces { pieces: Vec::new(), _slices: Vec::new(), _guards: Vec::new() }
     }

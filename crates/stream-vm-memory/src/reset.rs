@@ -120,8 +120,7 @@ where
     for<'a> BS<'a, <M::R as GuestMemoryRegion>::B>: Sync,
 {
     let pieces = all_region_pieces(mem)?;
-    let total = pieces.pieces.iter().map(|p| p.len as u64).sum();
-    reset_pieces(&pieces, total, policy, workers)
+    reset_pieces(&pieces, pieces.total(), policy, workers)
 }
 
 fn reset_pieces<B>(
