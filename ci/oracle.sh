@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Real Linux as the oracle, end to end: fetches Debian's 7.2 (sid) and 6.12 (bookworm-backports)
-# kernels through a private apt configuration (cached), boots each memory configuration under
+# Real Linux as the oracle, end to end: fetches Debian's 7.2 (sid), 7.3 (experimental) and 6.12
+# (bookworm-backports) kernels through a private apt configuration (cached), boots each memory configuration under
 # QEMU (TCG), dumps the guest's struct pages, compares them with `memmap-bench dump`, and
 # refreshes the golden extracts in the work tree (reported with git diff --stat, not committed).
 #
@@ -39,6 +39,13 @@ if [ -z "${ORACLE_CONFIGS:-}" ]; then
     $oracle run --kernel 7.2-riscv64 riscv64-hugetlb-1g-hvo-on --out target/kernel-oracle --force \
         --golden crates/kernel-oracle/golden
     $oracle run --kernel 7.2-ppc64el ppc64el-hugetlb-2m ppc64el-hotplug-512m-normal --out target/kernel-oracle --force \
+        --golden crates/kernel-oracle/golden
+    # Linux 7.3 where it differs from 7.2: the vmemmap frames without boot memory info
+    # (boot-3g) and the boot-time gigantic pages' list order (hugetlb-1g-hvo-on), and arm64 16K's
+    # boot memmap (every 7.3 configuration's golden extract is checked below).
+    $oracle run --kernel 7.3-amd64 boot-3g hugetlb-1g-hvo-on --out target/kernel-oracle --force \
+        --golden crates/kernel-oracle/golden
+    $oracle run --kernel 7.3-arm64-16k arm64-boot-2g --out target/kernel-oracle --force \
         --golden crates/kernel-oracle/golden
 fi
 # The module configurations (docs/linux-module.md): memmap_stream.ko on the Rust-enabled 7.2

@@ -115,7 +115,8 @@ pub(crate) fn hugetlb_bootmem_alloc<P: StructPage, R, H>(
     for n in nodes {
         hstate_of_config(n, request.hstate)?;
     }
-    alloc_with(nodes.len(), |i| nodes[i].spec, request, records)
+    let list_tail = nodes.first().is_some_and(|n| n.memmap.config().behaviour().hugetlb_boot_list_tail);
+    alloc_with(nodes.len(), |i| nodes[i].spec, request, list_tail, records)
 }
 
 /// `memmap_init_reserved_pages()` for the boot pages: only the heads (the rest is

@@ -232,7 +232,9 @@ pub(crate) fn validate_with(
 
 /// `hugetlb_hstate_alloc_pages()` for a gigantic hstate on every node: computes where memblock
 /// puts each page and fills `records[..total]` (grouped by node in node order, each group in
-/// `huge_boot_pages[nid]` list order). Writes no struct page. Returns the total.
+/// `huge_boot_pages[nid]` list order: allocation order when `list_tail`
+/// ([`Behaviour::hugetlb_boot_list_tail`](memmap_core::Behaviour::hugetlb_boot_list_tail)), else
+/// its reverse). Writes no struct page. Returns the total.
 ///
 /// # Errors
 ///
@@ -247,6 +249,7 @@ pub(crate) fn alloc_with(
     n_nodes: usize,
     node: impl Fn(usize) -> NodeSpec,
     request: &BootRequest<'_>,
+    list_tail: bool,
     records: &mut [HugeBootmemPage],
 ) -> Result<usize, HugetlbError> {
     let total = validate_with(n_nodes, &node, request)?;
@@ -261,11 +264,13 @@ pub(crate) fn alloc_with(
         let n = node(i);
         let count = request.count(i);
         let top = align_down(n.end_pfn(), nr);
-        // Allocation k (k = 0, 1, ...) lands at top - (k + 1) * nr; list_add() puts the last
-        // allocation first, so list position j holds allocation count - 1 - j.
+        // Allocation k (k = 0, 1, ...) lands at top - (k + 1) * nr; list_add_tail() keeps
+        // allocation order, list_add() puts the last allocation first (list position j holds
+        // allocation count - 1 - j).
         for j in 0..count {
+            let k = if list_tail { j } else { count - 1 - j };
             records[out] = HugeBootmemPage {
-                head_pfn: top - (count - j) * nr,
+                head_pfn: top - (k + 1) * nr,
                 nid: n.nid,
                 hstate: request.hstate,
                 flags: 0,
@@ -310,7 +315,15 @@ mod tests {
         request: &BootRequest<'_>,
         records: &mut [HugeBootmemPage],
     ) -> Result<usize, HugetlbError> {
-        alloc_with(nodes.len(), |i| nodes[i], request, records)
+        alloc_with(nodes.len(), |i| nodes[i], request, false, records)
+    }
+
+    fn alloc_bootmem_huge_pages_tail(
+        nodes: &[NodeSpec],
+        request: &BootRequest<'_>,
+        records: &mut [HugeBootmemPage],
+    ) -> Result<usize, HugetlbError> {
+        alloc_with(nodes.len(), |i| nodes[i], request, true, records)
     }
 
     fn h2m() -> Hstate {
@@ -322,7 +335,7 @@ mod tests {
     }
 
     #[test]
-    fn pages_are_stacked_top_down_and_listed_last_first() {
+    fn pages_are_stacked_top_down_and_listed_in_the_releases_order() {
         let nodes = [NodeSpec::new(0, 1000, 3 * 512 + 700), NodeSpec::new(1, 1 << 20, 1024)];
         let mut rec = [HugeBootmemPage::EMPTY; 4];
         let req = BootRequest { hstate: h2m(), pages: PagesPerNode::Each(&[2, 2]) };
@@ -333,6 +346,12 @@ mod tests {
             [(0, 2048), (0, 2560), (1, (1 << 20)), (1, (1 << 20) + 512)]
         );
         assert_eq!(nodes[0].capacity(h2m()), 4);
+        // From 7.3 (list_add_tail) the list keeps allocation order.
+        assert_eq!(alloc_bootmem_huge_pages_tail(&nodes, &req, &mut rec), Ok(4));
+        assert_eq!(
+            rec.map(|r| (r.nid, r.head_pfn)),
+            [(0, 2560), (0, 2048), (1, (1 << 20) + 512), (1, (1 << 20))]
+        );
     }
 
     #[test]

@@ -413,7 +413,8 @@ fn checking_no_golden_extract_is_an_error() {
 /// Without the guest's placement (`dump hugetlb --count`, the folios where memblock's top-down
 /// allocation puts them), the model links the boot-time folios on each node's free list in
 /// the kernel's order: on 6.1 in descending pfn order (each folio enqueued as it was gathered),
-/// from 6.12 in ascending (`prep_and_add_bootmem_folios()`).
+/// on 6.12 and 7.2 in ascending (`prep_and_add_bootmem_folios()`), from 7.3 descending again
+/// (`huge_boot_pages` built with `list_add_tail()`).
 #[test]
 fn counted_boot_folios_are_linked_in_the_kernels_order() {
     use kernel_oracle::compare::model::{ModelDump, What, hugetlb_spec};

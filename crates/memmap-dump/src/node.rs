@@ -34,8 +34,10 @@ pub struct NodeDump {
     pub strategy: Strategy,
     /// Pages taken off the free lists after boot, in order; one that is not free is an error.
     pub taken: Vec<u64>,
-    /// `get_page_bootmem(info, pfn_to_page(pfn), type)` calls after boot, as `(pfn, info, type)`;
-    /// a pfn outside the node or not reserved is an error.
+    /// `get_page_bootmem(info, pfn_to_page(pfn), type)` calls after boot, as `(pfn, info, type)`,
+    /// made where the release registers boot memory info
+    /// ([`Behaviour::bootmem_info_registered`](memmap_core::Behaviour::bootmem_info_registered));
+    /// a pfn outside the node or not reserved is an error either way.
     pub bootmem: Vec<(u64, u64, BootmemType)>,
 }
 
@@ -124,11 +126,15 @@ fn node_as<P: DumpLayout>(opts: &NodeDump) -> Result<Dump, DumpError> {
         let (used, reason) = node.strategy();
         let (mut memmap, _) = node.into_memmap();
         let reserved = 1u64 << cfg.behaviour().page_flags.reserved;
+        // From 7.3 the kernel registers no boot memory info: the frames stay reserved pages.
+        let registered = cfg.behaviour().bootmem_info_registered;
         for &(pfn, info, ty) in &opts.bootmem {
             if !memmap.contains(pfn) || memmap.read(pfn).flags() & reserved == 0 {
                 return Err(invalid(format!("bootmem page {pfn:#x} is not a reserved page of the node")));
             }
-            memmap.get_page_bootmem(pfn, info, ty);
+            if registered {
+                memmap.get_page_bootmem(pfn, info, ty);
+            }
         }
         let movable: Vec<u64> =
             memmap.pageblocks_with(span.start, span.len(), MigrateType::Movable).collect();

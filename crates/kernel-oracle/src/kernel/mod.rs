@@ -96,22 +96,38 @@ pub struct KernelSpec {
     pub packaging: Packaging,
 }
 
-/// A Linux 7.2 kernel of sid (split packaging, `linux-binary-7.2.N+debN-FLAVOUR`).
-macro_rules! sid_7_2 {
-    ($id:literal, $arch:expr, $flavour:literal) => {
+/// A kernel with split packaging (`linux-binary-RELEASE-FLAVOUR`): `$release` is the pattern of
+/// the release before the flavour.
+macro_rules! split {
+    ($id:literal, $suite:literal, $release:literal, $arch:expr, $flavour:literal) => {
         KernelSpec {
             id: $id,
-            suite: "sid",
+            suite: $suite,
             arch: $arch,
-            image_pattern: concat!(r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-", $flavour, "$"),
+            image_pattern: concat!("^linux-binary-", $release, "-", $flavour, "$"),
             image_prefix: "linux-binary-",
             packaging: Packaging::Split,
         }
     };
 }
 
+/// A Linux 7.2 kernel of sid (`linux-binary-7.2.N+debN-FLAVOUR`).
+macro_rules! sid_7_2 {
+    ($id:literal, $arch:expr, $flavour:literal) => {
+        split!($id, "sid", r"7\.2\.[0-9]+\+deb[0-9]+", $arch, $flavour)
+    };
+}
+
+/// A Linux 7.3 kernel of experimental: a release candidate (`linux-binary-7.3-FLAVOUR`) or, once
+/// one is there, a stable update (`7.3.N+debN`).
+macro_rules! experimental_7_3 {
+    ($id:literal, $arch:expr, $flavour:literal) => {
+        split!($id, "experimental", r"7\.3(\.[0-9]+\+deb[0-9]+)?", $arch, $flavour)
+    };
+}
+
 /// Every kernel the oracle knows.
-pub const KERNELS: [KernelSpec; 8] = [
+pub const KERNELS: [KernelSpec; 13] = [
     sid_7_2!("7.2-amd64", Arch::X86_64, "amd64"),
     KernelSpec {
         id: "6.12-amd64",
@@ -134,6 +150,11 @@ pub const KERNELS: [KernelSpec; 8] = [
     sid_7_2!("7.2-riscv64", Arch::Riscv64, "riscv64"),
     sid_7_2!("7.2-ppc64el", Arch::Powerpc64, "powerpc64le"),
     sid_7_2!("7.2-ppc64el-64k", Arch::Powerpc64, "powerpc64le-64k"),
+    experimental_7_3!("7.3-amd64", Arch::X86_64, "amd64"),
+    experimental_7_3!("7.3-arm64", Arch::Arm64, "arm64"),
+    experimental_7_3!("7.3-arm64-16k", Arch::Arm64, "arm64-16k"),
+    experimental_7_3!("7.3-ppc64el", Arch::Powerpc64, "powerpc64le"),
+    experimental_7_3!("7.3-ppc64el-64k", Arch::Powerpc64, "powerpc64le-64k"),
 ];
 
 /// Looks a kernel up by id.
@@ -585,6 +606,22 @@ mod tests {
             spec("7.2-arm64-16k").unwrap().image_pattern,
             r"^linux-binary-7\.2\.[0-9]+\+deb[0-9]+-arm64-16k$"
         );
+    }
+
+    /// 7.3 is in experimental for every architecture of 7.2 but riscv64, as a release candidate
+    /// (`linux-binary-7.3-FLAVOUR`) or a stable update.
+    #[test]
+    fn experimental_kernels_follow_sid_but_riscv64() {
+        assert_eq!(
+            spec("7.3-arm64-16k").unwrap().image_pattern,
+            r"^linux-binary-7\.3(\.[0-9]+\+deb[0-9]+)?-arm64-16k$"
+        );
+        let ids = |prefix: &str| -> Vec<String> {
+            KERNELS.iter().filter_map(|k| k.id.strip_prefix(prefix)).map(String::from).collect()
+        };
+        let sid: Vec<String> = ids("7.2-").into_iter().filter(|a| a != "riscv64").collect();
+        assert_eq!(ids("7.3-"), sid);
+        assert!(KERNELS.iter().filter(|k| k.id.starts_with("7.3-")).all(|k| k.suite == "experimental"));
     }
 
     #[test]

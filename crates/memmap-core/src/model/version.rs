@@ -29,6 +29,8 @@ impl KernelVersion {
     pub(crate) const V7_1: KernelVersion = KernelVersion::new(7, 1);
     /// Linux 7.2 (Debian sid).
     pub const V7_2: KernelVersion = KernelVersion::new(7, 2);
+    /// Linux 7.3 (Debian experimental).
+    pub const V7_3: KernelVersion = KernelVersion::new(7, 3);
 
     /// `major.minor`.
     #[must_use]
@@ -71,6 +73,8 @@ impl KernelVersion {
             alloc_migratetype_in_index: !self.at_least(KernelVersion::V6_10),
             gigantic_tail_mapping: self.at_least(KernelVersion::V6_12),
             bootmem_type_in_private: self.at_least(KernelVersion::V7_2),
+            bootmem_info_registered: !self.at_least(KernelVersion::V7_3),
+            hugetlb_boot_list_tail: self.at_least(KernelVersion::V7_3),
             hugetlb_bootmem_batched: self.at_least(KernelVersion::V6_12),
             deferred_free_max_order: self.at_least(KernelVersion::V6_5),
             pageblock_bits: if self.at_least(KernelVersion::V6_16) { 8 } else { 4 },
@@ -185,6 +189,15 @@ pub struct Behaviour {
     /// type`) and sets no flag; before, the type in `index`, `info` in `private` and
     /// `PG_private`.
     pub bootmem_type_in_private: bool,
+    /// Before 7.3, which removed `mm/bootmem_info.c` (x86-64 with `MEMORY_HOTREMOVE`): after boot,
+    /// `register_page_bootmem_info()` calls `get_page_bootmem()` on the frames holding each
+    /// section's memmap, usemap, page tables and the node's pgdat; from 7.3 those frames keep
+    /// the reserved struct page `reserve_bootmem_region()` wrote.
+    pub bootmem_info_registered: bool,
+    /// From 7.3, `alloc_bootmem_huge_page()` adds each boot-time gigantic page at the tail of
+    /// `huge_boot_pages[nid]` (`list_add_tail()`), so the list keeps allocation order (highest
+    /// pfn first) and the free list ends in descending pfn order; before, `list_add()`.
+    pub hugetlb_boot_list_tail: bool,
     /// From 6.12 in the model: boot-time hugetlb folios are enqueued as a batch
     /// (`prep_and_add_bootmem_folios()`), so the free list keeps ascending pfn order; before,
     /// one by one at the list's head (descending).
@@ -301,6 +314,7 @@ mod tests {
         assert_eq!(KernelVersion::parse("7.2.13+deb14-amd64"), Some(KernelVersion::V7_2));
         assert_eq!(KernelVersion::parse("6.12.95+deb12-amd64"), Some(KernelVersion::V6_12));
         assert_eq!(KernelVersion::parse("6.12"), Some(KernelVersion::V6_12));
+        assert_eq!(KernelVersion::parse("7.3-amd64"), Some(KernelVersion::V7_3));
         assert_eq!(KernelVersion::parse("7"), None);
         assert_eq!(KernelVersion::parse("x.y"), None);
         assert_eq!(std::format!("{}", KernelVersion::V7_2), "7.2");
@@ -325,5 +339,11 @@ mod tests {
         assert!(!v6_1.dax_vmemmap_needs_arch_option && !v6_1.page_type_top_byte);
         assert!(KernelVersion::V6_12 < KernelVersion::V6_14 && KernelVersion::V6_14 < KernelVersion::V6_15);
         assert!(KernelVersion::V6_12 < KernelVersion::V6_15 && KernelVersion::V7_1 < KernelVersion::V7_2);
+        // 7.3: no boot memory info, boot gigantic pages listed in allocation order; the rest as
+        // 7.2.
+        let v7_3 = KernelVersion::V7_3.behaviour();
+        assert!(new.bootmem_info_registered && !v7_3.bootmem_info_registered);
+        assert!(!new.hugetlb_boot_list_tail && v7_3.hugetlb_boot_list_tail);
+        assert_eq!(Behaviour { bootmem_info_registered: true, hugetlb_boot_list_tail: false, ..v7_3 }, new);
     }
 }
