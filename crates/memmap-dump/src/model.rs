@@ -246,25 +246,33 @@ fn zone_device_as<P: DumpLayout>(opts: &ZoneDeviceDump) -> Result<Dump, DumpErro
     Ok(Dump { meta, bytes: P::owned(owned, n * P::SIZE) })
 }
 
-/// The struct pages `memmap_init_zone_device` leaves as they were (before 7.2, compound pages in
-/// early sections), as `[start, end)` ranges.
+/// The struct pages the kernel leaves as they were, as `[start, end)` ranges: the altmap's
+/// reserved pfns when they lie in an early section (no init writes them; their struct pages are
+/// the boot memmap's, holding what boot or an earlier bind wrote), and before 7.2 the tails of
+/// compound pages in early sections that `memmap_init_zone_device` skips.
 fn stale_ranges<P: StructPage>(
     cfg: &KernelConfig,
     range: &ZoneDeviceRange,
     pgmap: &DevPagemap,
     report: &InitReport,
 ) -> Vec<(u64, u64)> {
+    let mut stale = Vec::new();
+    if let Some(a) = pgmap.altmap.filter(|a| a.reserve > 0 && range.is_early(cfg, a.base_pfn)) {
+        stale.push((a.base_pfn, a.base_pfn.saturating_add(a.reserve)));
+    }
     let ppc = pgmap.vmemmap_nr();
     let written = memmap_core::compound_nr_pages(cfg, P::SIZE, pgmap);
     if cfg.behaviour().zone_device_early_sections || written >= ppc || report.nr_pages == 0 {
-        return Vec::new();
+        return stale;
     }
     let end = report.start_pfn + report.nr_pages;
-    (report.start_pfn..end)
-        .step_by(usize::try_from(ppc).unwrap_or(usize::MAX))
-        .filter(|&head| range.is_early(cfg, head))
-        .map(|head| (head + written, head + ppc))
-        .collect()
+    stale.extend(
+        (report.start_pfn..end)
+            .step_by(usize::try_from(ppc).unwrap_or(usize::MAX))
+            .filter(|&head| range.is_early(cfg, head))
+            .map(|head| (head + written, head + ppc)),
+    );
+    stale
 }
 
 /// What a zone-device dump's run did, for its `meta.json`.

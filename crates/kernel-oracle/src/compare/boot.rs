@@ -60,7 +60,7 @@ pub fn node_layout(n: &NodeInput) -> memmap_dump::NodeLayoutJson {
         }
     }
     let mut bootmem: Vec<(u64, u64, u64)> = Vec::new();
-    for (&f, &s) in &n.frames {
+    for &(f, s) in &n.frames {
         match bootmem.last_mut() {
             Some(last) if last.0 + last.1 == f && last.2 == s => last.1 += 1,
             _ => bootmem.push((f, 1, s)),
@@ -144,7 +144,7 @@ fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, n: &NodeInput) -> Result<
         order: PATHS[0].1,
         strategy: PATHS[0].2,
         taken: n.taken.clone(),
-        bootmem: n.frames.iter().map(|(&f, &section)| (f, section, BootmemType::Section)).collect(),
+        bootmem: n.frames.iter().map(|&(f, section)| (f, section, BootmemType::Section)).collect(),
     };
     let reference = spec.run().map_err(|e| anyhow!("model of node {nid}: {e}"))?;
     let mut paths = Vec::new();
@@ -206,7 +206,7 @@ pub fn class_of(cfg: &KernelConfig, node: &NodeInput, pfn: u64, k: &[u8]) -> Cmp
         Some(Class::FreeTail) if !init_lru => CmpClass::FreeUsed,
         Some(Class::FreeHead) => CmpClass::FreeHead,
         Some(Class::FreeTail) => CmpClass::FreeTail,
-        Some(Class::Reserved) if node.frames.contains_key(&pfn) => CmpClass::ReservedVmemmap,
+        Some(Class::Reserved) if node.is_frame(pfn) => CmpClass::ReservedVmemmap,
         Some(Class::Reserved) if u32::from_le_bytes([k[52], k[53], k[54], k[55]]) > 1 => {
             CmpClass::ReservedReferenced
         }

@@ -257,13 +257,16 @@ pub fn parse(dir: &Path, json: &[u8], gz: &[u8]) -> Result<LoadedBoot> {
                 pages: KernelPages::Sample(m),
             });
         }
+        let mut frames: Vec<(u64, u64)> =
+            n.frames.iter().flat_map(|&(f, c, s)| (f..f + c).map(move |f| (f, s))).collect();
+        frames.sort_unstable();
         nodes.push(NodeInput {
             nid: n.nid,
             zones,
             memory: n.memory.iter().map(|&(s, e)| PfnRange::new(s, e)).collect(),
             reserved: n.reserved.iter().map(|&(s, e)| ReservedRange::new(s, e)).collect(),
             taken: n.taken.iter().flat_map(|&(s, e)| s..e).collect(),
-            frames: n.frames.iter().flat_map(|&(f, c, s)| (f..f + c).map(move |f| (f, s))).collect(),
+            frames,
         });
     }
     Ok(LoadedBoot { golden, cfg, nodes })

@@ -10,7 +10,7 @@ use memmap_core::{Arch, KernelConfig, PfnRange, ReservedRange, ZoneSpan};
 use serde::{Deserialize, Serialize};
 
 use crate::facts::zones::{Class, classify};
-use crate::facts::{Facts, Region, STRUCT_PAGE, iomem_ranges};
+use crate::facts::{Facts, STRUCT_PAGE, iomem_ranges};
 
 /// The memory of `zones`: `ram` clipped to each zone, adjacent pieces merged.
 fn node_memory(ram: &[PfnRange], zones: &[ZoneSpan]) -> Vec<PfnRange> {
@@ -127,20 +127,66 @@ pub struct NodeInput {
     pub reserved: Vec<ReservedRange>,
     /// The pages allocated after boot, ascending.
     pub taken: Vec<u64>,
-    /// The vmemmap's frames in the node and the section whose memmap each holds (`SECTION_INFO`).
-    pub frames: BTreeMap<u64, u64>,
+    /// The vmemmap frames in the node that `register_page_bootmem_info_node()` gives a
+    /// `get_page_bootmem(section, frame, SECTION_INFO)`, once per call, as `(frame, section)`
+    /// sorted (a frame whose section two nodes register comes twice).
+    pub frames: Vec<(u64, u64)>,
 }
 
-/// The vmemmap frames of a zone and the section whose memmap each holds, from `vmemmap_gpa`.
-fn vmemmap_frames(facts: &Facts, r: &Region, cfg: &KernelConfig, out: &mut BTreeMap<u64, u64>) {
-    let first_vpage = (facts.vmemmap_base + r.start_pfn * STRUCT_PAGE) / 4096;
-    let section_shift = cfg.section_size_bits - 12;
-    for (i, gpa) in r.vmemmap_gpa.iter().enumerate() {
-        let Some(gpa) = gpa else { continue };
-        let vaddr = (first_vpage + i as u64) * 4096;
-        let pfn = vaddr.saturating_sub(facts.vmemmap_base) / STRUCT_PAGE;
-        out.entry(gpa >> 12).or_insert(pfn >> section_shift);
+impl NodeInput {
+    /// Whether `pfn` is a vmemmap frame the kernel registered.
+    #[must_use]
+    pub fn is_frame(&self, pfn: u64) -> bool {
+        self.frames.binary_search_by(|&(f, _)| f.cmp(&pfn)).is_ok()
     }
+}
+
+/// The frame behind each 4 KiB vmemmap page the boot regions map, by vmemmap page.
+fn vmemmap_pages(facts: &Facts) -> BTreeMap<u64, u64> {
+    let mut out = BTreeMap::new();
+    for r in facts.regions.iter().filter(|r| r.kind == "boot") {
+        let first_vpage = (facts.vmemmap_base + r.start_pfn * STRUCT_PAGE) / 4096;
+        for (i, gpa) in r.vmemmap_gpa.iter().enumerate() {
+            if let Some(gpa) = gpa {
+                out.insert(first_vpage + i as u64, gpa >> 12);
+            }
+        }
+    }
+    out
+}
+
+/// The `get_page_bootmem(section, frame, SECTION_INFO)` calls of x86-64's
+/// `register_page_bootmem_info_node()` for every node, as `(frame, section)`: from each node's
+/// first pfn in steps of a section to its end, every section that has a memmap and whose
+/// stepped pfn `early_pfn_to_nid()` puts in the node (memory of the node; outside memory, the
+/// first node) gets its memmap's frames registered. A section two nodes share is registered
+/// by both when both step into it; a frame the regions do not map is left out.
+fn bootmem_calls(
+    vpages: &BTreeMap<u64, u64>,
+    vmemmap_base: u64,
+    cfg: &KernelConfig,
+    nodes: &[(u32, PfnRange, Vec<PfnRange>)],
+) -> Vec<(u64, u64)> {
+    let pps = cfg.pages_per_section();
+    let vpages_per_section = (pps * STRUCT_PAGE).div_ceil(4096);
+    let first_nid = nodes.iter().map(|n| n.0).min().unwrap_or(0);
+    let nid_of =
+        |pfn: u64| nodes.iter().find(|n| n.2.iter().any(|m| m.contains(pfn))).map_or(first_nid, |n| n.0);
+    let mut calls = Vec::new();
+    for &(nid, span, _) in nodes {
+        let mut pfn = span.start;
+        while pfn < span.end {
+            let section = pfn / pps;
+            let first = (vmemmap_base + section * pps * STRUCT_PAGE) / 4096;
+            let frames: Vec<u64> =
+                (first..first + vpages_per_section).filter_map(|v| vpages.get(&v).copied()).collect();
+            if !frames.is_empty() && nid_of(pfn) == nid {
+                calls.extend(frames.into_iter().map(|f| (f, section)));
+            }
+            pfn += pps;
+        }
+    }
+    calls
 }
 
 /// The model's configuration of the run in `dir` and the inputs of each of its nodes.
@@ -164,10 +210,9 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
     let mut nids: Vec<u32> = facts.regions.iter().filter(|r| r.kind == "boot").map(|r| r.nid).collect();
     nids.sort_unstable();
     nids.dedup();
-    let mut out = Vec::new();
+    let mut nodes = Vec::new();
     for nid in nids {
         let mut zones = Vec::new();
-        let mut frames = BTreeMap::new();
         for (i, r) in facts.regions.iter().enumerate().filter(|(_, r)| r.kind == "boot" && r.nid == nid) {
             let bytes = facts.region_bytes(dir, i)?;
             let first_vpage = (facts.vmemmap_base + r.start_pfn * STRUCT_PAGE) / 4096;
@@ -179,11 +224,6 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
                 .iter()
                 .find(|k| k.nid == nid && k.index == r.zone)
                 .with_context(|| format!("node {nid} zone {} is not in the guest's zoneinfo", r.zone))?;
-            // Only x86-64's `mem_init()` registers the memmap's frames as boot memory
-            // (`register_page_bootmem_info()`, arch/x86/mm/init_64.c).
-            if cfg.arch == Arch::X86_64 {
-                vmemmap_frames(facts, r, &cfg, &mut frames);
-            }
             zones.push(KernelZone {
                 zone: r.zone,
                 name: r.zone_name.clone().unwrap_or_default(),
@@ -203,13 +243,31 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
             });
         }
         zones.sort_by_key(|z| z.start_pfn);
-        out.push(node_input(nid, zones, &ram, frames));
+        nodes.push((nid, zones));
     }
-    Ok((cfg, out))
+    let spans: Vec<(u32, PfnRange, Vec<PfnRange>)> = nodes
+        .iter()
+        .map(|(nid, zones)| {
+            let spans: Vec<ZoneSpan> =
+                zones.iter().map(|z| ZoneSpan::new(z.zone, z.start_pfn, z.start_pfn + z.nr_pages)).collect();
+            let start = zones.first().map_or(0, |z| z.start_pfn);
+            let end = zones.iter().map(|z| z.start_pfn + z.nr_pages).max().unwrap_or(start);
+            (*nid, PfnRange::new(start, end), node_memory(&ram, &spans))
+        })
+        .collect();
+    // Only x86-64's `mem_init()` registers the memmap's frames as boot memory
+    // (`register_page_bootmem_info()`, arch/x86/mm/init_64.c), and only before 7.3.
+    let calls = if cfg.arch == Arch::X86_64 {
+        bootmem_calls(&vmemmap_pages(facts), facts.vmemmap_base, &cfg, &spans)
+    } else {
+        Vec::new()
+    };
+    Ok((cfg, nodes.into_iter().map(|(nid, zones)| node_input(nid, zones, &ram, &calls)).collect()))
 }
 
-/// The layout of a node from its zones' classes, `ram` and the vmemmap frames.
-fn node_input(nid: u32, zones: Vec<KernelZone>, ram: &[PfnRange], frames: BTreeMap<u64, u64>) -> NodeInput {
+/// The layout of a node from its zones' classes, `ram` and the registration calls of every node
+/// (those on its reserved pages are its frames).
+fn node_input(nid: u32, zones: Vec<KernelZone>, ram: &[PfnRange], calls: &[(u64, u64)]) -> NodeInput {
     let spans: Vec<ZoneSpan> =
         zones.iter().map(|z| ZoneSpan::new(z.zone, z.start_pfn, z.start_pfn + z.nr_pages)).collect();
     let memory = node_memory(ram, &spans);
@@ -228,11 +286,53 @@ fn node_input(nid: u32, zones: Vec<KernelZone>, ram: &[PfnRange], frames: BTreeM
             }
         }
     }
-    let frames = frames
-        .into_iter()
+    let mut frames: Vec<(u64, u64)> = calls
+        .iter()
+        .copied()
         .filter(|&(f, _)| {
             zones.iter().find(|z| z.contains(f)).and_then(|z| z.class(f)) == Some(Class::Reserved)
         })
         .collect();
+    frames.sort_unstable();
     NodeInput { nid, zones, memory, reserved, taken, frames }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// x86-64's walk: node 1 starts 64 MiB into section 32, which node 0 ends in, so both
+    /// register it; a node whose steps miss its last section leaves that one out.
+    #[test]
+    fn sections_are_registered_as_each_node_steps_through_them() {
+        let cfg = KernelConfig::X86_64;
+        let pps = cfg.pages_per_section();
+        let base = cfg.vmemmap_start;
+        // Every section of [0, 48) mapped, its first vmemmap page on frame 1000 + section.
+        let per = pps * STRUCT_PAGE / 4096;
+        let vpages: BTreeMap<u64, u64> =
+            (0..48).map(|sec| ((base + sec * pps * STRUCT_PAGE) / 4096, 1000 + sec)).collect();
+        assert_eq!(per, 512);
+        let r = |s: u64, e: u64| PfnRange::new(s, e);
+        let split = 32 * pps + pps / 2;
+        let nodes = [(0, r(0, split), vec![r(0, split)]), (1, r(split, 48 * pps), vec![r(split, 48 * pps)])];
+        let calls = bootmem_calls(&vpages, base, &cfg, &nodes);
+        assert_eq!(calls.iter().filter(|c| c.1 == 32).count(), 2);
+        assert_eq!(calls.len(), 48 + 1);
+        // Node 1 from 0x4000 into section 32 to 0x4000 into section 47: its steps land in 32..=46
+        // only, and section 47 (node 1's memory) is registered by nobody.
+        let short = [
+            (0, r(0, split), vec![r(0, split)]),
+            (1, r(split, 47 * pps + pps / 2), vec![r(split, 47 * pps + pps / 2)]),
+        ];
+        let calls = bootmem_calls(&vpages, base, &cfg, &short);
+        assert!(!calls.iter().any(|c| c.1 == 47));
+        // A stepped pfn outside every node's memory counts as the first node's.
+        let hole = [
+            (0, r(0, 16 * pps), vec![r(0, 16 * pps)]),
+            (1, r(16 * pps, 32 * pps), vec![r(20 * pps, 32 * pps)]),
+        ];
+        let calls = bootmem_calls(&vpages, base, &cfg, &hole);
+        assert!(!calls.iter().any(|c| (16..20).contains(&c.1)));
+    }
 }

@@ -174,9 +174,12 @@ impl<'f> Models<'f> {
             pgmap,
             ..Normalizer::default()
         };
+        // A pageblock whose first struct page the kernel leaves as it was keeps its bits too.
+        let stale = stale_ranges(&md.meta);
+        let untouched = |pfn: u64| stale.iter().any(|&(a, b)| (a..b).contains(&pfn));
         Ok(ModelSide {
-            pageblocks: compare_pageblocks(r, self.facts.pageblock_order, &md.meta, |_| false),
-            stale: stale_ranges(&md.meta),
+            pageblocks: compare_pageblocks(r, self.facts.pageblock_order, &md.meta, untouched),
+            stale,
             stale_fields: Vec::new(),
             bytes: md.bytes,
             start_pfn: md.start_pfn,

@@ -177,6 +177,10 @@ pub const SCENARIOS: &[Scenario] = &[
     // The namespace ends 64 MiB before the end of the section at 4 GiB + 896 MiB, whose last
     // 64 MiB are boot RAM: its last compound pages live in an early section.
     pmem("devdax-2m-mem-trailing-early-section", "960M!4G", 4096, dd("mem", "2M")),
+    // The same start with an altmap (`map=dev`): the altmap's first pfns, and the namespace's
+    // first pageblock, share the early section with boot RAM.
+    pmem("fsdax-dev-early-section", "960M!4160M", 4096, Pmem { mode: "fsdax", map: "dev", align: None }),
+    pmem("devdax-2m-dev-early-section", "960M!4160M", 4096, dd("dev", "2M")),
     pmem("devdax-1g-mem", "2G!4G", 4096, dd("mem", "1G")),
     pmem("devdax-1g-dev", "2G!4G", 4096, dd("dev", "1G")),
     huge("hugetlb-2m-hvo-off", 1024, h(2048, 4, false, false)),
@@ -272,6 +276,12 @@ pub const SCENARIOS: &[Scenario] = &[
     boot("boot-3g-smp2", 3072, &[], Boot { smp: 2, movablecore_mb: None }),
     boot("boot-3g-movable", 3072, &[], Boot { smp: 1, movablecore_mb: Some(512) }),
     boot("boot-numa2-4g", 4096, &[2048, 2048], Boot { smp: 2, movablecore_mb: None }),
+    // Node boundaries inside a section: node 0 ends 64 MiB into the section at 4 GiB; and node 1
+    // starts at 1.5 GiB, below the hole under 4 GiB that holds the firmware's tables.
+    boot("boot-numa2-split-section-4g", 4096, &[2112, 1984], Boot { smp: 2, movablecore_mb: None }),
+    boot("boot-numa2-low-split-4g", 4096, &[1536, 2560], Boot { smp: 2, movablecore_mb: None }),
+    // One node whose last zone ends inside a section (32 MiB into the section at 5 GiB).
+    boot("boot-3g-partial-section", 3104, &[], Boot { smp: 1, movablecore_mb: None }),
 ];
 
 /// The name of the module the module configurations load.
