@@ -405,12 +405,14 @@ fn compare_boot(dir: &Path, facts: &Facts) -> Result<bool> {
         &dir.join("layout.json"),
         (serde_json::to_string(&layout)? + "\n").as_bytes(),
     )?;
-    let nodes = kernel_oracle::compare::boot::compare_nodes(&cfg, facts.vmemmap_size, &inputs)?;
+    let mode = kernel_oracle::compare::boot::kernel_mode(&facts.cmdline);
+    let nodes = kernel_oracle::compare::boot::compare_nodes(&cfg, facts.vmemmap_size, mode, &inputs)?;
     print!("{}", kernel_oracle::compare::boot::render(&nodes));
     eprintln!(
-        "  model: memmap-bench dump node --node-layout {} --kernel {} --kconfig KCONFIG --mode deferred --strategy slow --out DIR",
+        "  model: memmap-bench dump node --node-layout {} --kernel {} --kconfig KCONFIG --mode {} --strategy slow --out DIR",
         dir.join("layout.json").display(),
-        cfg.version
+        cfg.version,
+        format!("{mode:?}").to_lowercase()
     );
     Ok(kernel_oracle::compare::boot::equal(&nodes))
 }

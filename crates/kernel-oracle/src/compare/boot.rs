@@ -3,6 +3,8 @@
 //! ([`crate::facts::zones::Class`]); what each class compares is tabled in
 //! `docs/kernel-oracle.md` ("Boot configurations").
 
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow};
@@ -25,7 +27,9 @@ pub use super::boot_report::{
 /// The migrate types an allocation gives a MOVABLE pageblock it steals.
 const STEAL_TYPES: [u8; 3] = [0, 2, 3];
 
-/// The init paths run on each layout, the reference first: the kernel's (deferred, slow path).
+/// The init paths run on each layout; the reference is the one in the kernel's mode
+/// ([`kernel_mode`]) on the kernel's order and slow path, compared with the guest, and the
+/// others are compared with it.
 pub const PATHS: [(InitMode, BootOrder, Strategy); 6] = [
     (InitMode::Deferred, BootOrder::Kernel, Strategy::Slow),
     (InitMode::Eager, BootOrder::Kernel, Strategy::Slow),
@@ -34,6 +38,17 @@ pub const PATHS: [(InitMode, BootOrder, Strategy); 6] = [
     (InitMode::Deferred, BootOrder::Fused, Strategy::Streaming),
     (InitMode::OnDemand, BootOrder::Fused, Strategy::Streaming),
 ];
+
+/// How the guest's kernel initialized its memmap: eagerly when booted with `early_page_ext`
+/// (`defer_init()` defers nothing when page extensions are set up early), deferred otherwise.
+#[must_use]
+pub fn kernel_mode(cmdline: &str) -> InitMode {
+    if cmdline.split_whitespace().any(|a| a == "early_page_ext") {
+        InitMode::Eager
+    } else {
+        InitMode::Deferred
+    }
+}
 
 fn path_name((mode, order, strategy): (InitMode, BootOrder, Strategy)) -> String {
     format!("{mode:?}/{order:?}/{}", strategy.name()).to_lowercase()
@@ -83,23 +98,28 @@ pub fn node_layout(n: &NodeInput) -> memmap_dump::NodeLayoutJson {
 /// As [`inputs`] and [`compare_nodes`].
 pub fn compare(dir: &Path, facts: &Facts) -> Result<Vec<NodeResult>> {
     let (cfg, nodes) = inputs(dir, facts)?;
-    compare_nodes(&cfg, facts.vmemmap_size, &nodes)
+    compare_nodes(&cfg, facts.vmemmap_size, kernel_mode(&facts.cmdline), &nodes)
 }
 
-/// Boots the model on each node's layout on every path of [`PATHS`] and compares it with the
-/// kernel's zones.
+/// Boots the model on each node's layout on every path of [`PATHS`] and compares the one in
+/// the kernel's `mode` with the kernel's zones.
 ///
 /// # Errors
 ///
 /// The model refuses the reference path's layout.
-pub fn compare_nodes(cfg: &KernelConfig, vmemmap_size: u64, nodes: &[NodeInput]) -> Result<Vec<NodeResult>> {
-    nodes.iter().map(|n| compare_node(cfg, vmemmap_size, n)).collect()
+pub fn compare_nodes(
+    cfg: &KernelConfig,
+    vmemmap_size: u64,
+    mode: InitMode,
+    nodes: &[NodeInput],
+) -> Result<Vec<NodeResult>> {
+    nodes.iter().map(|n| compare_node(cfg, vmemmap_size, mode, n)).collect()
 }
 
 /// Where the dump `b` of another path first differs from the reference `a`, and how many struct
-/// pages differ only as the kernels' paths differ too: a merge's poison in `lru` in the reference
-/// (deferred init frees a partly reserved block page by page) and self-pointers in `b` (eager
-/// boot frees it in aligned blocks).
+/// pages differ only as the kernels' paths differ too: a merge's poison in `lru` on the deferred
+/// side (deferred init frees a partly reserved block page by page) and self-pointers on the
+/// other (eager boot frees it in aligned blocks), either way round.
 fn path_difference(a: &Dump, b: &Dump, poison: (u64, u64)) -> (Option<String>, u64) {
     let mut poison_only = 0;
     let (ma, mb) = (a.memmap(), b.memmap());
@@ -113,7 +133,8 @@ fn path_difference(a: &Dump, b: &Dump, poison: (u64, u64)) -> (Option<String>, u
         let pfn = a.meta.start_pfn + i as u64;
         let own = a.meta.page_addr_base + i as u64 * STRUCT_PAGE + LRU;
         let others_equal = [0, 3, 4, 5, 6, 7].iter().all(|&w| word(pa, w) == word(pb, w));
-        if others_equal && (word(pa, 1), word(pa, 2)) == poison && (word(pb, 1), word(pb, 2)) == (own, own) {
+        let (la, lb) = ((word(pa, 1), word(pa, 2)), (word(pb, 1), word(pb, 2)));
+        if others_equal && ((la == poison && lb == (own, own)) || (la == (own, own) && lb == poison)) {
             poison_only += 1;
             continue;
         }
@@ -131,8 +152,9 @@ fn path_difference(a: &Dump, b: &Dump, poison: (u64, u64)) -> (Option<String>, u
     (None, poison_only)
 }
 
-fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, n: &NodeInput) -> Result<NodeResult> {
+fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, mode: InitMode, n: &NodeInput) -> Result<NodeResult> {
     let nid = n.nid;
+    let reference = (mode, BootOrder::Kernel, Strategy::Slow);
     let mut spec = NodeDump {
         config: *cfg,
         layout72: false,
@@ -140,19 +162,19 @@ fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, n: &NodeInput) -> Result<
         zones: n.zones.iter().map(|z| ZoneSpan::new(z.zone, z.start_pfn, z.start_pfn + z.nr_pages)).collect(),
         memory: n.memory.clone(),
         reserved: n.reserved.clone(),
-        mode: PATHS[0].0,
-        order: PATHS[0].1,
-        strategy: PATHS[0].2,
+        mode: reference.0,
+        order: reference.1,
+        strategy: reference.2,
         taken: n.taken.clone(),
         bootmem: n.frames.iter().map(|&(f, section)| (f, section, BootmemType::Section)).collect(),
     };
-    let reference = spec.run().map_err(|e| anyhow!("model of node {nid}: {e}"))?;
+    let reference_dump = spec.run().map_err(|e| anyhow!("model of node {nid}: {e}"))?;
     let mut paths = Vec::new();
-    for &p in &PATHS[1..] {
+    for &p in PATHS.iter().filter(|&&p| p != reference) {
         (spec.mode, spec.order, spec.strategy) = p;
         let same = match spec.run() {
             Err(e) => PathOutcome::Refused(e.to_string()),
-            Ok(other) => match path_difference(&reference, &other, cfg.list_poison()) {
+            Ok(other) => match path_difference(&reference_dump, &other, cfg.list_poison()) {
                 (None, poison_only) => PathOutcome::Same { poison_only },
                 (Some(d), _) => PathOutcome::Differs(d),
             },
@@ -160,13 +182,43 @@ fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, n: &NodeInput) -> Result<
         paths.push((path_name(p), same));
     }
     let model_zones: Vec<ZoneCounts> = serde_json::from_value(
-        reference.meta.detail.get("zones").cloned().context("the model dump has no zone counts")?,
+        reference_dump.meta.detail.get("zones").cloned().context("the model dump has no zone counts")?,
     )?;
     let model_pbs: Vec<Option<u8>> = serde_json::from_value(
-        reference.meta.detail.get("pageblock_migratetypes").cloned().context("no pageblocks")?,
+        reference_dump.meta.detail.get("pageblock_migratetypes").cloned().context("no pageblocks")?,
     )?;
     let flags = cfg.flags_layout().map_err(|e| anyhow!("{e:?}"))?;
-    let ctx = Ctx { cfg, vmemmap_size, flags, model: &reference, node: n };
+    let ctx = Ctx {
+        cfg,
+        vmemmap_size,
+        flags,
+        model: &reference_dump,
+        node: n,
+        model_pbs: &model_pbs,
+        list_heads: RefCell::new(BTreeMap::new()),
+        moved: BTreeSet::new(),
+        kernel_lists: BTreeMap::new(),
+        model_lists: BTreeMap::new(),
+    };
+    let moved: BTreeSet<u64> = n
+        .zones
+        .iter()
+        .flat_map(|z| {
+            let ctx = &ctx;
+            z.pfns().filter(move |&pfn| {
+                z.class(pfn) == Some(Class::FreeHead) && {
+                    let (kt, mt) = ctx.pageblock_types(z, pfn);
+                    kt.is_some_and(|kt| kt != mt && kt != NO_SECTION)
+                }
+            })
+        })
+        .collect();
+    let heads: Vec<u64> =
+        n.zones.iter().flat_map(|z| z.pfns().filter(|&pfn| z.class(pfn) == Some(Class::FreeHead))).collect();
+    let kernel_page = |pfn: u64| n.zones.iter().find_map(|z| z.page(pfn));
+    let kernel_lists = ctx.lists_of(&heads, &kernel_page);
+    let model_lists = ctx.lists_of(&heads, &|pfn| ctx.model_page(pfn));
+    let ctx = Ctx { moved, kernel_lists, model_lists, ..ctx };
     let mut results = Vec::new();
     for z in &n.zones {
         let m = model_zones
@@ -175,7 +227,7 @@ fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, n: &NodeInput) -> Result<
             .with_context(|| format!("node {nid} zone {}: no model counts", z.zone))?;
         let k = z.counts;
         let mut res = ctx.zone(z);
-        res.pageblocks = ctx.pageblocks(z, &model_pbs);
+        res.pageblocks = ctx.pageblocks(z);
         res.counts = vec![
             ("spanned", k.spanned, m.spanned),
             ("present", k.present, m.present),
@@ -188,7 +240,7 @@ fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, n: &NodeInput) -> Result<
         nid,
         zones: results,
         paths,
-        reference: path_name(PATHS[0]),
+        reference: path_name(reference),
         taken: spec.taken.len() as u64,
         bootmem: spec.bootmem.len() as u64,
     })
@@ -228,6 +280,18 @@ struct Ctx<'c> {
     flags: FlagsLayout,
     model: &'c Dump,
     node: &'c NodeInput,
+    /// The model's pageblock migrate types from its node's first pageblock.
+    model_pbs: &'c [Option<u8>],
+    /// The free lists' heads (in the zones, outside the vmemmap) paired so far: the kernel's
+    /// address to the model's, and back.
+    list_heads: RefCell<BTreeMap<(bool, u64), u64>>,
+    /// The kernel's free heads in pageblocks an allocation since boot gave another migrate type
+    /// than the model's: the steal moved them to that type's lists.
+    moved: BTreeSet<u64>,
+    /// The list head each kernel free head's links reach.
+    kernel_lists: BTreeMap<u64, u64>,
+    /// The list head each model free head's links reach.
+    model_lists: BTreeMap<u64, u64>,
 }
 
 impl Ctx<'_> {
@@ -261,6 +325,65 @@ impl Ctx<'_> {
         off % STRUCT_PAGE == 0 && page_of(off / STRUCT_PAGE) == Some((Class::FreeHead, order))
     }
 
+    fn in_vmemmap(&self, v: u64) -> bool {
+        v.checked_sub(self.cfg.vmemmap_start).is_some_and(|o| o < self.vmemmap_size)
+    }
+
+    /// Whether free head `pfn` is on the free list of the model that corresponds to its list in
+    /// the kernel: each kernel list head (in the zone, outside the vmemmap) pairs with one model
+    /// list head, the first pairing holding for every other head, both ways. `None` when a side's
+    /// links reach no list head (a sample without the pages between).
+    fn same_list(&self, pfn: u64) -> Option<bool> {
+        let (k, m) = (*self.kernel_lists.get(&pfn)?, *self.model_lists.get(&pfn)?);
+        let mut heads = self.list_heads.borrow_mut();
+        Some(*heads.entry((true, k)).or_insert(m) == m && *heads.entry((false, m)).or_insert(k) == k)
+    }
+
+    /// The list head (outside the vmemmap) each of `heads` reaches through its `next` links, on
+    /// the pages `page_of` gives.
+    fn lists_of<'p>(&self, heads: &[u64], page_of: &dyn Fn(u64) -> Option<&'p [u8]>) -> BTreeMap<u64, u64> {
+        let mut out = BTreeMap::new();
+        for &h in heads {
+            let mut path = vec![h];
+            let mut cur = h;
+            let found = loop {
+                if let Some(&known) = out.get(&cur) {
+                    break Some(known);
+                }
+                let Some(next) = page_of(cur).map(|p| word(p, 1)) else { break None };
+                if !self.in_vmemmap(next) {
+                    break Some(next);
+                }
+                let off = next - self.cfg.vmemmap_start;
+                if off % STRUCT_PAGE != LRU || path.len() > heads.len() {
+                    break None;
+                }
+                cur = off / STRUCT_PAGE;
+                path.push(cur);
+            };
+            if let Some(list) = found {
+                for p in path {
+                    out.insert(p, list);
+                }
+            }
+        }
+        out
+    }
+
+    /// The migrate types of the pageblock of `pfn`: the kernel's and the model's.
+    fn pageblock_types(&self, z: &KernelZone, pfn: u64) -> (Option<u8>, u8) {
+        let pb = self.cfg.pageblock_nr_pages();
+        let i = pfn.checked_sub(z.pageblock_first_pfn).map(|o| (o / pb) as usize);
+        let model_first = self.model.meta.start_pfn & !(pb - 1);
+        let m = (pfn & !(pb - 1))
+            .checked_sub(model_first)
+            .and_then(|o| self.model_pbs.get((o / pb) as usize))
+            .copied()
+            .flatten()
+            .unwrap_or(0);
+        (i.and_then(|i| z.pageblocks.get(i)).copied(), m)
+    }
+
     fn class_of(&self, pfn: u64, k: &[u8]) -> CmpClass {
         class_of(self.cfg, self.node, pfn, k)
     }
@@ -283,6 +406,9 @@ impl Ctx<'_> {
         for pfn in z.pfns() {
             let (Some(k), m) = (z.page(pfn), self.model_page(pfn)) else { continue };
             let mut class = self.class_of(pfn, k);
+            if class == CmpClass::FreeHead && self.moved.contains(&pfn) {
+                class = CmpClass::FreeMoved;
+            }
             if let (CmpClass::FreeTail, Some(m)) = (class, m) {
                 let own = self.cfg.vmemmap_start + pfn * STRUCT_PAGE + LRU;
                 let poison = self.cfg.list_poison();
@@ -301,16 +427,29 @@ impl Ctx<'_> {
                     }
                 }
                 (_, None) => Some(format!("pfn {pfn:#x}: not in the model's memmap")),
-                (CmpClass::FreeHead, Some(m)) => Self::words(pfn, k, m, &[0, 3, 4, 5, 6, 7]).or_else(|| {
-                    let order = word(k, 5);
-                    let bad = [1, 2].iter().find(|&&w| {
-                        !self.link_ok(word(k, w), order, &kernel_of)
-                            || !self.link_ok(word(m, w), order, &model_of)
-                    });
-                    bad.map(|w| format!("pfn {pfn:#x}: lru word {w} links to no free block of order {order}"))
-                }),
+                (CmpClass::FreeHead, Some(m)) => Self::words(pfn, k, m, &[0, 3, 4, 5, 6, 7])
+                    .or_else(|| {
+                        let order = word(k, 5);
+                        let bad = [1, 2].iter().find(|&&w| {
+                            !self.link_ok(word(k, w), order, &kernel_of)
+                                || !self.link_ok(word(m, w), order, &model_of)
+                        });
+                        bad.map(|w| {
+                            format!("pfn {pfn:#x}: lru word {w} links to no free block of order {order}")
+                        })
+                    })
+                    .or_else(|| {
+                        (self.same_list(pfn) == Some(false)).then(|| {
+                            format!(
+                                "pfn {pfn:#x}: on another free list than the model's (order {})",
+                                word(k, 5)
+                            )
+                        })
+                    }),
                 (CmpClass::FreeUsed, Some(m)) => Self::words(pfn, k, m, &[0, 3, 5, 6, 7]),
-                (CmpClass::FreeMerged, Some(m)) => Self::words(pfn, k, m, &[0, 3, 4, 5, 6, 7]),
+                (CmpClass::FreeMerged | CmpClass::FreeMoved, Some(m)) => {
+                    Self::words(pfn, k, m, &[0, 3, 4, 5, 6, 7])
+                }
                 (CmpClass::FreeTail | CmpClass::Reserved | CmpClass::ReservedVmemmap, Some(m)) => {
                     Self::words(pfn, k, m, &all)
                 }
@@ -340,7 +479,8 @@ impl Ctx<'_> {
         }
     }
 
-    fn pageblocks(&self, z: &KernelZone, model: &[Option<u8>]) -> PageblockCount {
+    fn pageblocks(&self, z: &KernelZone) -> PageblockCount {
+        let model = self.model_pbs;
         let mut c = PageblockCount::default();
         let pb = self.cfg.pageblock_nr_pages();
         let first = z.pageblock_first_pfn;

@@ -42,6 +42,10 @@ pub struct BootGolden {
     pub kernel: KernelFacts,
     /// Size of the vmemmap area (pointers inside it are struct page pointers).
     pub vmemmap_size: u64,
+    /// The guest's `/proc/cmdline` (it says how the kernel initialized the memmap:
+    /// [`kernel_mode`](crate::compare::boot::kernel_mode)); older extracts have none.
+    #[serde(default)]
+    pub cmdline: String,
     /// The nodes.
     pub nodes: Vec<NodeGolden>,
 }
@@ -120,7 +124,8 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
     let kernel = crate::files::name("the facts' kernel id", &facts.kernel.id)?;
     let config = crate::files::name("the facts' configuration", &facts.config)?;
     let (cfg, nodes) = crate::compare::boot::inputs(dump, facts)?;
-    let results = crate::compare::boot::compare_nodes(&cfg, facts.vmemmap_size, &nodes)?;
+    let mode = crate::compare::boot::kernel_mode(&facts.cmdline);
+    let results = crate::compare::boot::compare_nodes(&cfg, facts.vmemmap_size, mode, &nodes)?;
     if !crate::compare::boot::equal(&results) {
         bail!("{}: the model differs from the guest, so no golden extract is written", dump.display());
     }
@@ -172,6 +177,7 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
         config: facts.config.clone(),
         kernel: facts.kernel.clone(),
         vmemmap_size: facts.vmemmap_size,
+        cmdline: facts.cmdline.clone(),
         nodes: out_nodes,
     };
     let out = crate::files::create_dirs_below(golden, &Path::new(kernel).join(config))?;

@@ -19,6 +19,10 @@ pub enum CmpClass {
     /// model's boot leaves self-pointers: merged since boot. Where the model's boot leaves the same
     /// poison the page is a [`CmpClass::FreeTail`] and compared whole.
     FreeMerged,
+    /// [`Class::FreeHead`](crate::facts::zones::Class::FreeHead) whose links differ from the
+    /// model's and whose pageblock an allocation since boot gave another migrate type (it moved
+    /// the pageblock's free blocks to that type's lists).
+    FreeMoved,
     /// [`Class::Reserved`](crate::facts::zones::Class::Reserved), as init left it (count 1).
     Reserved,
     /// [`Class::Reserved`](crate::facts::zones::Class::Reserved) holding the vmemmap (`SECTION_INFO`), modelled.
@@ -33,11 +37,12 @@ pub enum CmpClass {
 
 impl CmpClass {
     /// Every class, in report order.
-    pub const ALL: [CmpClass; 9] = [
+    pub const ALL: [CmpClass; 10] = [
         CmpClass::FreeHead,
         CmpClass::FreeTail,
         CmpClass::FreeUsed,
         CmpClass::FreeMerged,
+        CmpClass::FreeMoved,
         CmpClass::Reserved,
         CmpClass::ReservedVmemmap,
         CmpClass::ReservedReferenced,
@@ -53,6 +58,7 @@ impl CmpClass {
             CmpClass::FreeTail => "free (in a block)",
             CmpClass::FreeUsed => "free (used since boot)",
             CmpClass::FreeMerged => "free (merged since boot)",
+            CmpClass::FreeMoved => "free (head, moved by a steal)",
             CmpClass::Reserved => "reserved",
             CmpClass::ReservedVmemmap => "reserved (vmemmap, bootmem info)",
             CmpClass::ReservedReferenced => "reserved (referenced after boot)",
@@ -65,10 +71,12 @@ impl CmpClass {
     #[must_use]
     pub const fn compared(self) -> &'static str {
         match self {
-            CmpClass::FreeHead => "all but lru (links checked)",
+            CmpClass::FreeHead => {
+                "all but the lru order (links: a free block of its order, on the model's list)"
+            }
             CmpClass::FreeTail | CmpClass::Reserved | CmpClass::ReservedVmemmap => "every byte",
             CmpClass::FreeUsed => "all but lru and index",
-            CmpClass::FreeMerged => "all but lru",
+            CmpClass::FreeMerged | CmpClass::FreeMoved => "all but lru",
             CmpClass::ReservedReferenced => "zone/node/section, PG_reserved",
             CmpClass::Allocated => "zone/node/section",
             CmpClass::Absent => "no memory in the layout, nothing written",

@@ -433,8 +433,10 @@ pub fn check_all(golden: &Path, mut report: impl FnMut(&str)) -> Result<usize> {
     }
     let boot = boot_dirs(golden)?;
     for d in &boot {
-        let checked = crate::compare::boot_golden::load(d)
-            .and_then(|b| crate::compare::boot::compare_nodes(&b.cfg, b.golden.vmemmap_size, &b.nodes));
+        let checked = crate::compare::boot_golden::load(d).and_then(|b| {
+            let mode = crate::compare::boot::kernel_mode(&b.golden.cmdline);
+            crate::compare::boot::compare_nodes(&b.cfg, b.golden.vmemmap_size, mode, &b.nodes)
+        });
         match checked {
             Ok(res) => {
                 let text = format!("== {}\n{}", d.display(), crate::compare::boot::render(&res));

@@ -67,6 +67,9 @@ pub struct Boot {
     pub smp: u32,
     /// `movablecore=` in MiB: the top of the memory becomes ZONE_MOVABLE.
     pub movablecore_mb: Option<u64>,
+    /// `early_page_ext`: page extensions need every struct page early, so `defer_init()` defers
+    /// nothing and the kernel initializes the memmap eagerly.
+    pub eager: bool,
 }
 
 /// One configuration.
@@ -269,19 +272,43 @@ pub const SCENARIOS: &[Scenario] = &[
     // The boot memmap of riscv64 (RAM from 2 GiB: ZONE_DMA32 up to 4 GiB, ZONE_NORMAL above)
     // and ppc64el (RAM from 0, all ZONE_NORMAL; on 7.2-ppc64el-64k too: 64 KiB pages, 16 MiB
     // sections of 256 pages, pageblock_order 5).
-    boot_on(Arch::Arm64, "arm64-boot-2g", 2048, &[], Boot { smp: 1, movablecore_mb: None }),
-    boot_on(Arch::Riscv64, "riscv64-boot-3g", 3072, &[], Boot { smp: 1, movablecore_mb: None }),
-    boot_on(Arch::Powerpc64, "ppc64el-boot-2g", 2048, &[], Boot { smp: 1, movablecore_mb: None }),
-    boot("boot-3g", 3072, &[], Boot { smp: 1, movablecore_mb: None }),
-    boot("boot-3g-smp2", 3072, &[], Boot { smp: 2, movablecore_mb: None }),
-    boot("boot-3g-movable", 3072, &[], Boot { smp: 1, movablecore_mb: Some(512) }),
-    boot("boot-numa2-4g", 4096, &[2048, 2048], Boot { smp: 2, movablecore_mb: None }),
+    boot_on(Arch::Arm64, "arm64-boot-2g", 2048, &[], Boot { smp: 1, movablecore_mb: None, eager: false }),
+    boot_on(Arch::Riscv64, "riscv64-boot-3g", 3072, &[], Boot { smp: 1, movablecore_mb: None, eager: false }),
+    boot_on(
+        Arch::Powerpc64,
+        "ppc64el-boot-2g",
+        2048,
+        &[],
+        Boot { smp: 1, movablecore_mb: None, eager: false },
+    ),
+    // arm64 has a spare page flag, so the model's on-demand path runs too: against the
+    // kernel's eager init.
+    boot_on(
+        Arch::Arm64,
+        "arm64-boot-2g-eager",
+        2048,
+        &[],
+        Boot { smp: 1, movablecore_mb: None, eager: true },
+    ),
+    boot("boot-3g", 3072, &[], Boot { smp: 1, movablecore_mb: None, eager: false }),
+    boot("boot-3g-smp2", 3072, &[], Boot { smp: 2, movablecore_mb: None, eager: false }),
+    boot("boot-3g-movable", 3072, &[], Boot { smp: 1, movablecore_mb: Some(512), eager: false }),
+    boot("boot-numa2-4g", 4096, &[2048, 2048], Boot { smp: 2, movablecore_mb: None, eager: false }),
     // Node boundaries inside a section: node 0 ends 64 MiB into the section at 4 GiB; and node 1
     // starts at 1.5 GiB, below the hole under 4 GiB that holds the firmware's tables.
-    boot("boot-numa2-split-section-4g", 4096, &[2112, 1984], Boot { smp: 2, movablecore_mb: None }),
-    boot("boot-numa2-low-split-4g", 4096, &[1536, 2560], Boot { smp: 2, movablecore_mb: None }),
+    boot(
+        "boot-numa2-split-section-4g",
+        4096,
+        &[2112, 1984],
+        Boot { smp: 2, movablecore_mb: None, eager: false },
+    ),
+    boot("boot-numa2-low-split-4g", 4096, &[1536, 2560], Boot { smp: 2, movablecore_mb: None, eager: false }),
     // One node whose last zone ends inside a section (32 MiB into the section at 5 GiB).
-    boot("boot-3g-partial-section", 3104, &[], Boot { smp: 1, movablecore_mb: None }),
+    boot("boot-3g-partial-section", 3104, &[], Boot { smp: 1, movablecore_mb: None, eager: false }),
+    // The kernel's eager init (`early_page_ext`), the model's eager and on-demand paths as the
+    // reference: one node, and two.
+    boot("boot-3g-eager", 3072, &[], Boot { smp: 1, movablecore_mb: None, eager: true }),
+    boot("boot-numa2-4g-eager", 4096, &[2048, 2048], Boot { smp: 2, movablecore_mb: None, eager: true }),
 ];
 
 /// The name of the module the module configurations load.

@@ -90,6 +90,9 @@ impl Scenario {
             if let Some(mb) = b.movablecore_mb {
                 a.push(format!("movablecore={mb}M"));
             }
+            if b.eager {
+                a.push("early_page_ext".into());
+            }
             // No CMA area: the model does not model one (MIGRATE_CMA pageblocks), and Debian's
             // riscv64 and ppc64el kernels reserve one by default (amd64's reserve none).
             if self.arch != Arch::X86_64 {
