@@ -113,9 +113,19 @@ fn hostile_boot_extracts_are_refused_without_allocating_what_they_claim() {
         };
         // A one-page zone up to 2^30 pfns past the last one (inside the vmemmap) and a taken
         // range across the gap: inside the node's span, not inside its zones (it once expanded
-        // pfn by pfn: 8 GiB).
+        // pfn by pfn: 8 GiB). The last zone loses its section tail (samples past its end).
         let vmemmap_pages = json["vmemmap_size"].as_u64().unwrap() / 64;
         let e = refused("a taken range across a gap", &|j| {
+            j["nodes"][0]["section_tail"] = false.into();
+            for z in j["nodes"][0]["zones"].as_array_mut().unwrap() {
+                let end = z["start_pfn"].as_u64().unwrap() + z["nr_pages"].as_u64().unwrap();
+                let samples = z["samples"].as_array_mut().unwrap();
+                samples.retain(|s| s[0].as_u64().unwrap() < end);
+                for s in samples {
+                    let first = s[0].as_u64().unwrap();
+                    s[1] = s[1].as_u64().unwrap().min(end - first).into();
+                }
+            }
             let zones = j["nodes"][0]["zones"].as_array_mut().unwrap();
             let last = zones.last().unwrap().clone();
             let end = last["start_pfn"].as_u64().unwrap() + last["nr_pages"].as_u64().unwrap();

@@ -39,6 +39,10 @@ pub struct NodeDump {
     /// ([`Behaviour::bootmem_info_registered`](memmap_core::Behaviour::bootmem_info_registered));
     /// a pfn outside the node or not reserved is an error either way.
     pub bootmem: Vec<(u64, u64, BootmemType)>,
+    /// The node holds the machine's last memory: `memmap_init()` runs its final
+    /// `init_unavailable_range()` from the node's end to the end of that section, with the node's
+    /// highest zone, and the dump covers those struct pages too.
+    pub section_tail: bool,
 }
 
 /// The counters of one zone after the dump's boot.
@@ -87,9 +91,12 @@ fn node_as<P: DumpLayout>(opts: &NodeDump) -> Result<Dump, DumpError> {
     let flags = cfg.flags_layout().map_err(invalid)?;
     let layout = opts.layout();
     let span = layout.span();
-    let n = usize::try_from(span.len()).map_err(invalid)?;
-    let mut owned = OwnedMemmap::<P>::new(cfg, span.start, span.len())
-        .map_err(map_error(format!("map a memmap of {} struct pages", span.len())))?;
+    let pps = cfg.pages_per_section();
+    let end =
+        if opts.section_tail { span.end.div_ceil(pps).saturating_mul(pps).max(span.end) } else { span.end };
+    let n = usize::try_from(end - span.start).map_err(invalid)?;
+    let mut owned = OwnedMemmap::<P>::new(cfg, span.start, end - span.start)
+        .map_err(map_error(format!("map a memmap of {} struct pages", end - span.start)))?;
     let mut states = vec![0u8; Node::<P>::states_needed(&cfg, span)];
     let boot = BootOptions {
         order: opts.order,
@@ -126,6 +133,12 @@ fn node_as<P: DumpLayout>(opts: &NodeDump) -> Result<Dump, DumpError> {
         let (used, reason) = node.strategy();
         let (mut memmap, _) = node.into_memmap();
         let reserved = 1u64 << cfg.behaviour().page_flags.reserved;
+        // The section's tail: `init_unavailable_range()` (`__init_single_page()`, `PG_reserved`).
+        let last_zone = opts.zones.iter().map(|z| z.zone).max().unwrap_or(0);
+        for pfn in span.end..end {
+            memmap.init_single_page(pfn, last_zone, opts.nid, &mut memmap_core::NoHooks);
+            memmap.set_flag(pfn, cfg.behaviour().page_flags.reserved);
+        }
         // From 7.3 the kernel registers no boot memory info: the frames stay reserved pages.
         let registered = cfg.behaviour().bootmem_info_registered;
         for &(pfn, info, ty) in &opts.bootmem {
@@ -156,8 +169,13 @@ fn node_as<P: DumpLayout>(opts: &NodeDump) -> Result<Dump, DumpError> {
     detail.insert("blocks_expanded".into(), expanded.into());
     detail.insert("bootmem_pages".into(), opts.bootmem.len().into());
     detail.insert("boot_ms".into(), serde_json::json!(took.as_secs_f64() * 1e3));
-    let at =
-        Placement { start_pfn: span.start, nr_pages: span.len(), page_addr_base, zone: 0, nid: opts.nid };
+    let at = Placement {
+        start_pfn: span.start,
+        nr_pages: end - span.start,
+        page_addr_base,
+        zone: 0,
+        nid: opts.nid,
+    };
     let how = Written { used, requested: opts.strategy, reason };
     let (movable, types) = pageblocks;
     detail.insert("pageblock_migratetypes".into(), serde_json::json!(types));
@@ -212,6 +230,9 @@ pub struct NodeLayoutJson {
     /// Runs of reserved frames holding a section's memmap `(first, frames, section)`
     /// (`get_page_bootmem(section, page, SECTION_INFO)`).
     pub bootmem: Vec<(u64, u64, u64)>,
+    /// The node holds the machine's last memory ([`NodeDump::section_tail`]).
+    #[serde(default)]
+    pub section_tail: bool,
 }
 
 impl LayoutFile {
@@ -288,6 +309,46 @@ impl LayoutFile {
                 .iter()
                 .flat_map(|&(f, c, s)| (f..f + c).map(move |f| (f, s, BootmemType::Section)))
                 .collect(),
+            section_tail: n.section_tail,
         })
+    }
+}
+
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use super::*;
+
+    /// The machine's last node ending inside a section: with `section_tail` the dump runs to the
+    /// section's end, those struct pages reserved, in the node's highest zone, nothing else moved.
+    #[test]
+    fn a_section_tail_is_initialized_as_unavailable() {
+        let cfg = KernelConfig::X86_64;
+        let (start, end) = (0x10_0000, 0x14_2000);
+        let spec = |section_tail| NodeDump {
+            config: cfg,
+            layout72: false,
+            nid: 0,
+            zones: vec![ZoneSpan::new(2, start, end)],
+            memory: vec![PfnRange::new(start, end)],
+            reserved: Vec::new(),
+            mode: InitMode::Deferred,
+            order: BootOrder::Kernel,
+            strategy: Strategy::Slow,
+            taken: Vec::new(),
+            bootmem: Vec::new(),
+            section_tail,
+        };
+        let (plain, tail) = (spec(false).run().unwrap(), spec(true).run().unwrap());
+        assert_eq!(plain.meta.nr_pages, end - start);
+        assert_eq!(tail.meta.nr_pages, 0x14_8000 - start);
+        let span = ((end - start) * 64) as usize;
+        assert_eq!(plain.memmap(), &tail.memmap()[..span]);
+        let flags = cfg.flags_layout().unwrap();
+        let reserved = 1u64 << cfg.behaviour().page_flags.reserved;
+        for page in tail.memmap()[span..].chunks_exact(64) {
+            let f = u64::from_le_bytes(page[..8].try_into().unwrap());
+            assert_eq!((flags.zone(f), flags.node(f), f & reserved), (2, 0, reserved));
+            assert_eq!(u32::from_le_bytes(page[52..56].try_into().unwrap()), 1);
+        }
     }
 }

@@ -88,6 +88,7 @@ pub fn node_layout(n: &NodeInput) -> memmap_dump::NodeLayoutJson {
         reserved: n.reserved.iter().map(|r| (r.range.start, r.range.end)).collect(),
         taken,
         bootmem,
+        section_tail: n.section_tail,
     }
 }
 
@@ -167,6 +168,7 @@ fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, mode: InitMode, n: &NodeI
         strategy: reference.2,
         taken: n.taken.clone(),
         bootmem: n.frames.iter().map(|&(f, section)| (f, section, BootmemType::Section)).collect(),
+        section_tail: n.section_tail,
     };
     let reference_dump = spec.run().map_err(|e| anyhow!("model of node {nid}: {e}"))?;
     let mut paths = Vec::new();

@@ -63,6 +63,9 @@ pub struct NodeGolden {
     pub taken: Vec<(u64, u64)>,
     /// Runs of vmemmap frames `(first frame, frames, section)`.
     pub frames: Vec<(u64, u64, u64)>,
+    /// The last zone's samples run on to its section's end ([`NodeInput::section_tail`]).
+    #[serde(default)]
+    pub section_tail: bool,
     /// The zones.
     pub zones: Vec<ZoneGolden>,
 }
@@ -170,7 +173,15 @@ pub fn write(dump: &Path, facts: &Facts, golden: &Path) -> Result<()> {
         }
         let l = crate::compare::boot::node_layout(n);
         let (memory, reserved, taken, frames) = (l.memory, l.reserved, l.taken, l.bootmem);
-        out_nodes.push(NodeGolden { nid: n.nid, memory, reserved, taken, frames, zones });
+        out_nodes.push(NodeGolden {
+            nid: n.nid,
+            memory,
+            reserved,
+            taken,
+            frames,
+            section_tail: l.section_tail,
+            zones,
+        });
     }
     let g = BootGolden {
         format: FORMAT,
@@ -273,6 +284,7 @@ pub fn parse(dir: &Path, json: &[u8], gz: &[u8]) -> Result<LoadedBoot> {
             reserved: n.reserved.iter().map(|&(s, e)| ReservedRange::new(s, e)).collect(),
             taken: n.taken.iter().flat_map(|&(s, e)| s..e).collect(),
             frames,
+            section_tail: n.section_tail,
         });
     }
     Ok(LoadedBoot { golden, cfg, nodes })
@@ -311,9 +323,12 @@ fn check_node(n: &NodeGolden, vmemmap_size: u64) -> Result<()> {
         if z.pageblocks.len() % 2 != 0 || !z.pageblocks.bytes().all(|b| b.is_ascii_hexdigit()) {
             bail!("zone {}: pageblocks are not pairs of hex digits", z.zone);
         }
+        // The last zone of a node with a section tail may run on up to a section (at most
+        // 2^20 pages on every configuration) past its end.
+        let tail = if n.section_tail && std::ptr::eq(z, n.zones.last().unwrap_or(z)) { 1 << 20 } else { 0 };
         let mut next = z.start_pfn;
         for &(first, count, _) in &z.samples {
-            if first < next || first.checked_add(count).is_none_or(|e| e > z.start_pfn + z.nr_pages) {
+            if first < next || first.checked_add(count).is_none_or(|e| e > z.start_pfn + z.nr_pages + tail) {
                 bail!("zone {}: samples not ascending inside the zone", z.zone);
             }
             next = first + count;

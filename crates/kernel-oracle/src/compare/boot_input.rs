@@ -131,6 +131,9 @@ pub struct NodeInput {
     /// `get_page_bootmem(section, frame, SECTION_INFO)`, once per call, as `(frame, section)`
     /// sorted (a frame whose section two nodes register comes twice).
     pub frames: Vec<(u64, u64)>,
+    /// The node holds the machine's last memory and its last zone's struct pages run on to the
+    /// section's end ([`memmap_dump::NodeDump::section_tail`]).
+    pub section_tail: bool,
 }
 
 impl NodeInput {
@@ -228,7 +231,8 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
                 zone: r.zone,
                 name: r.zone_name.clone().unwrap_or_default(),
                 start_pfn: r.start_pfn,
-                nr_pages: r.nr_pages,
+                // The zone's span; the last zone's dump runs on to its section's end.
+                nr_pages: k.spanned.min(r.nr_pages),
                 pageblock_first_pfn: r.pageblock_first_pfn.unwrap_or(r.start_pfn),
                 pageblocks: r.pageblock_migratetypes.clone(),
                 // `pages free` as the dump shows it: the guest printed its counters a moment
@@ -294,7 +298,8 @@ fn node_input(nid: u32, zones: Vec<KernelZone>, ram: &[PfnRange], calls: &[(u64,
         })
         .collect();
     frames.sort_unstable();
-    NodeInput { nid, zones, memory, reserved, taken, frames }
+    let section_tail = zones.iter().any(|z| z.pfns().last().is_some_and(|p| p >= z.start_pfn + z.nr_pages));
+    NodeInput { nid, zones, memory, reserved, taken, frames, section_tail }
 }
 
 #[cfg(test)]

@@ -509,7 +509,13 @@ impl Dumper<'_> {
                 z.present,
                 z.managed
             );
-            let (bytes, gpas) = self.dump(z.start_pfn, z.spanned)?;
+            // The machine's last zone runs to the end of its section: memmap_init()'s last
+            // init_unavailable_range() writes the struct pages from its end to there.
+            let end = z.start_pfn + z.spanned;
+            let last = zones.iter().all(|o| o.start_pfn + o.spanned <= end);
+            let pps = self.cfg.pages_per_section();
+            let dumped = if last { end.div_ceil(pps) * pps - z.start_pfn } else { z.spanned };
+            let (bytes, gpas) = self.dump(z.start_pfn, dumped)?;
             let first_vpage = (self.vbase + z.start_pfn * STRUCT_PAGE) / 4096;
             let vpage = |pfn: u64| ((self.vbase + pfn * STRUCT_PAGE) / 4096 - first_vpage) as usize;
             let classes = crate::facts::zones::classify(&bytes, z.start_pfn, &self.cfg, |pfn| {
@@ -555,7 +561,7 @@ impl Dumper<'_> {
                 pageblock_first_pfn: Some(pb_first),
                 pageblock_migratetypes: pbs,
                 vmemmap_gpa: gpas,
-                ..Region::new("boot", self.file(), z.start_pfn, z.spanned, z.nid, z.index)
+                ..Region::new("boot", self.file(), z.start_pfn, dumped, z.nid, z.index)
             };
             self.push(region, bytes);
         }
