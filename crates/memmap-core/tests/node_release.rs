@@ -142,3 +142,39 @@ fn the_releases_differ_only_where_their_encodings_do() {
         }
     }
 }
+
+/// 6.1's `init_reserved_page()` takes a reserved page's node from its pfn: outside memory
+/// that is node 0, which spans no zone there, so deferred init leaves the page node 0's, zone
+/// `MAX_NR_ZONES`; eager init and later releases keep the hole's node and zone. Every boot
+/// order and strategy agrees.
+#[test]
+#[cfg_attr(miri, ignore = "eighteen boots; the rule is one loop")]
+fn reserved_pages_outside_memory_belong_to_node_0_on_6_1_deferred() {
+    const OUTSIDE: [ReservedRange; 2] = [ReservedRange::new(300, 310), ReservedRange::new(610, 612)];
+    let l = NodeLayout { nid: NID, zones: &ZONES, memory: &MEMORY, reserved: &OUTSIDE };
+    for version in [KernelVersion::V6_1, KernelVersion::V6_12] {
+        let cfg = tiny().with_version(version);
+        let flags = cfg.flags_layout().unwrap();
+        for mode in [InitMode::Eager, InitMode::Deferred] {
+            for order in [BootOrder::Kernel, BootOrder::Fused] {
+                for strategy in [Strategy::Slow, Strategy::Template, Strategy::Streaming] {
+                    let opts =
+                        BootOptions { fill: FillOptions::new(strategy), order, ..BootOptions::new(mode) };
+                    let mut st = Storage::new(&cfg, l.span(), false);
+                    let (mut node, _) = st.boot(cfg, l, &opts);
+                    let rehomed = version == KernelVersion::V6_1 && mode == InitMode::Deferred;
+                    let want = if rehomed { (cfg.max_nr_zones, 0) } else { (ZONE, NID) };
+                    for pfn in [609, 610, 611, 612] {
+                        let p = node.read_page(pfn);
+                        let f = p.u64_at(memmap_core::offsets::FLAGS);
+                        let got = (flags.zone(f), flags.node(f));
+                        let what = format!("{version} {mode:?} {order:?} {strategy}: pfn {pfn}");
+                        assert_eq!(got, if (610..612).contains(&pfn) { want } else { (ZONE, NID) }, "{what}");
+                        assert!(p.test_flag(cfg.behaviour().page_flags.reserved), "{what}");
+                    }
+                    let _ = node.into_memmap();
+                }
+            }
+        }
+    }
+}

@@ -120,13 +120,25 @@ pub fn compare_nodes(
 /// Where the dump `b` of another path first differs from the reference `a`, and how many struct
 /// pages differ only as the kernels' paths differ too: a merge's poison in `lru` on the deferred
 /// side (deferred init frees a partly reserved block page by page) and self-pointers on the
-/// other (eager boot frees it in aligned blocks), either way round.
-fn path_difference(a: &Dump, b: &Dump, poison: (u64, u64)) -> (Option<String>, u64) {
-    let mut poison_only = 0;
+/// other (eager boot frees it in aligned blocks), either way round; and, before 6.12, a
+/// reserved page outside memory that deferred init gives node 0 and zone `MAX_NR_ZONES`
+/// (`Behaviour::reserved_page_nid_by_pfn`), in only its zone and node bits. Returns the
+/// difference and those two counts.
+fn path_difference(cfg: &KernelConfig, a: &Dump, b: &Dump) -> (Option<String>, u64, u64) {
+    let poison = cfg.list_poison();
+    let (mut poison_only, mut rehomed) = (0, 0);
     let (ma, mb) = (a.memmap(), b.memmap());
     if ma.len() != mb.len() {
-        return (Some("sizes differ".into()), 0);
+        return (Some("sizes differ".into()), 0, 0);
     }
+    let layout = cfg.flags_layout().ok();
+    let moved_to_node0 = |fa: u64, fb: u64| {
+        layout.is_some_and(|l| {
+            let rest = |f: u64| l.set_node(l.set_zone(f, 0), 0);
+            let node0 = |f: u64| (l.zone(f), l.node(f)) == (cfg.max_nr_zones, 0);
+            cfg.behaviour().reserved_page_nid_by_pfn && rest(fa) == rest(fb) && (node0(fa) || node0(fb))
+        })
+    };
     for (i, (pa, pb)) in ma.chunks_exact(64).zip(mb.chunks_exact(64)).enumerate() {
         if pa == pb {
             continue;
@@ -139,18 +151,23 @@ fn path_difference(a: &Dump, b: &Dump, poison: (u64, u64)) -> (Option<String>, u
             poison_only += 1;
             continue;
         }
+        if (1..8).all(|w| word(pa, w) == word(pb, w)) && moved_to_node0(word(pa, 0), word(pb, 0)) {
+            rehomed += 1;
+            continue;
+        }
         let w = (0..8).find(|&w| word(pa, w) != word(pb, w)).unwrap_or(0);
         return (
             Some(format!("pfn {pfn:#x} word {w}: {:#x} against {:#x}", word(pa, w), word(pb, w))),
             poison_only,
+            rehomed,
         );
     }
     for key in ["pageblock_migratetypes", "zones"] {
         if a.meta.detail.get(key) != b.meta.detail.get(key) {
-            return (Some(format!("{key} differ")), poison_only);
+            return (Some(format!("{key} differ")), poison_only, rehomed);
         }
     }
-    (None, poison_only)
+    (None, poison_only, rehomed)
 }
 
 fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, mode: InitMode, n: &NodeInput) -> Result<NodeResult> {
@@ -176,9 +193,9 @@ fn compare_node(cfg: &KernelConfig, vmemmap_size: u64, mode: InitMode, n: &NodeI
         (spec.mode, spec.order, spec.strategy) = p;
         let same = match spec.run() {
             Err(e) => PathOutcome::Refused(e.to_string()),
-            Ok(other) => match path_difference(&reference_dump, &other, cfg.list_poison()) {
-                (None, poison_only) => PathOutcome::Same { poison_only },
-                (Some(d), _) => PathOutcome::Differs(d),
+            Ok(other) => match path_difference(cfg, &reference_dump, &other) {
+                (None, poison_only, rehomed) => PathOutcome::Same { poison_only, rehomed },
+                (Some(d), ..) => PathOutcome::Differs(d),
             },
         };
         paths.push((path_name(p), same));

@@ -192,6 +192,81 @@ fn bootmem_calls(
     calls
 }
 
+/// The byte ranges `[start, end)` of `memblock.reserved` the guest's `memblock=debug` log shows:
+/// each `memblock_reserve` added, each `memblock_free`/`memblock_phys_free` taken out, in log
+/// order (reservations before the option is parsed are not logged; they hold the kernel, inside
+/// memory).
+fn logged_reservations(log: &str) -> Vec<(u64, u64)> {
+    let mut set: Vec<(u64, u64)> = Vec::new();
+    for line in log.lines() {
+        let (add, rest) = if let Some(r) = line.split("memblock_reserve: [").nth(1) {
+            (true, r)
+        } else if let Some(r) =
+            line.split("memblock_free: [").nth(1).or_else(|| line.split("memblock_phys_free: [").nth(1))
+        {
+            (false, r)
+        } else {
+            continue;
+        };
+        let Some((a, b)) = rest.split(']').next().and_then(|r| r.split_once('-')) else { continue };
+        let hex = |t: &str| u64::from_str_radix(t.trim().trim_start_matches("0x"), 16).ok();
+        let (Some(a), Some(b)) = (hex(a), hex(b)) else { continue };
+        let Some(end) = b.checked_add(1).filter(|&e| e > a) else { continue };
+        // Take [a, end) out, then put it back in when reserving.
+        let mut next = Vec::with_capacity(set.len() + 2);
+        for &(s, e) in &set {
+            if e <= a || end <= s {
+                next.push((s, e));
+                continue;
+            }
+            if s < a {
+                next.push((s, a));
+            }
+            if end < e {
+                next.push((end, e));
+            }
+        }
+        if add {
+            next.push((a, end));
+        }
+        next.sort_unstable();
+        set = next;
+    }
+    set
+}
+
+/// The reserved pages outside memory, from the guest's log ([`logged_reservations`]): the
+/// pfns `reserve_bootmem_region()` covers (`PFN_DOWN(start)` to `PFN_UP(end)`), less `ram`,
+/// in sections that hold memory (`pfn_valid()`).
+fn reserved_outside_memory(log: &str, ram: &[PfnRange], cfg: &KernelConfig) -> Vec<PfnRange> {
+    let pps = cfg.pages_per_section();
+    let page = 1u64 << cfg.page_shift;
+    let mut out: Vec<PfnRange> = Vec::new();
+    for (a, e) in logged_reservations(log) {
+        let (first, end) = (a >> cfg.page_shift, e.div_ceil(page));
+        let mut pfn = first;
+        while pfn < end {
+            // The next boundary: a memory range's start or end, or the section's end.
+            let in_ram = ram.iter().find(|r| r.contains(pfn));
+            let stop = match in_ram {
+                Some(r) => r.end.min(end),
+                None => ram.iter().map(|r| r.start).filter(|&s| s > pfn).min().unwrap_or(end).min(end),
+            };
+            let stop = stop.min((pfn / pps + 1) * pps).max(pfn + 1);
+            let section = (pfn / pps * pps, pfn / pps * pps + pps);
+            if in_ram.is_none() && ram.iter().any(|r| r.start < section.1 && section.0 < r.end) {
+                match out.last_mut() {
+                    Some(l) if l.end == pfn => l.end = stop,
+                    _ => out.push(PfnRange::new(pfn, stop)),
+                }
+            }
+            pfn = stop;
+        }
+    }
+    out.sort_by_key(|r| r.start);
+    out
+}
+
 /// The model's configuration of the run in `dir` and the inputs of each of its nodes.
 ///
 /// # Errors
@@ -266,12 +341,23 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
     } else {
         Vec::new()
     };
-    Ok((cfg, nodes.into_iter().map(|(nid, zones)| node_input(nid, zones, &ram, &calls)).collect()))
+    // The console log of a run (a golden extract keeps the layout instead).
+    let log = memmap_dump::read_user_bytes(&dir.join("console.log"), 64 << 20)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let outside = reserved_outside_memory(&log, &ram, &cfg);
+    Ok((cfg, nodes.into_iter().map(|(nid, zones)| node_input(nid, zones, &ram, &calls, &outside)).collect()))
 }
 
 /// The layout of a node from its zones' classes, `ram` and the registration calls of every node
 /// (those on its reserved pages are its frames).
-fn node_input(nid: u32, zones: Vec<KernelZone>, ram: &[PfnRange], calls: &[(u64, u64)]) -> NodeInput {
+fn node_input(
+    nid: u32,
+    zones: Vec<KernelZone>,
+    ram: &[PfnRange],
+    calls: &[(u64, u64)],
+    outside: &[PfnRange],
+) -> NodeInput {
     let spans: Vec<ZoneSpan> =
         zones.iter().map(|z| ZoneSpan::new(z.zone, z.start_pfn, z.start_pfn + z.nr_pages)).collect();
     let memory = node_memory(ram, &spans);
@@ -290,6 +376,22 @@ fn node_input(nid: u32, zones: Vec<KernelZone>, ram: &[PfnRange], calls: &[(u64,
             }
         }
     }
+    // memblock.reserved outside memory, inside the zones' spans.
+    for z in &zones {
+        let (zs, ze) = (z.start_pfn, z.start_pfn + z.nr_pages);
+        for r in outside.iter().filter(|r| r.start < ze && zs < r.end) {
+            reserved.push(ReservedRange::new(r.start.max(zs), r.end.min(ze)));
+        }
+    }
+    reserved.sort_by_key(|r| r.range.start);
+    let mut merged: Vec<ReservedRange> = Vec::with_capacity(reserved.len());
+    for r in reserved {
+        match merged.last_mut() {
+            Some(last) if last.range.end >= r.range.start => last.range.end = last.range.end.max(r.range.end),
+            _ => merged.push(r),
+        }
+    }
+    let reserved = merged;
     let mut frames: Vec<(u64, u64)> = calls
         .iter()
         .copied()
@@ -305,6 +407,28 @@ fn node_input(nid: u32, zones: Vec<KernelZone>, ram: &[PfnRange], calls: &[(u64,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The log's reservations less its frees, byte exact; outside memory, by whole pages of
+    /// sections that hold memory.
+    #[test]
+    fn reservations_outside_memory_come_from_the_memblock_log() {
+        let log = "\
+[    0.19] memblock_reserve: [0x000000007ffe21a8-0x000000007ffe229b] acpi_reserve_initial_tables+0x51/0x61
+[    0.19] memblock_reserve: [0x000000007ffe0000-0x000000007ffe21a7] acpi_reserve_initial_tables+0x51/0x61
+[    0.20] memblock_reserve: [0x0000000010000000-0x0000000010ffffff] memblock_alloc_range_nid+0xb0/0x13d
+[    0.21] memblock_phys_free: [0x0000000010800000-0x0000000010ffffff] pcpu_embed_first_chunk+0x216/0x70f
+[    0.22] memblock_reserve: [0x00000000fee00000-0x00000000fee00fff] a section without memory
+[    0.23] memblock_reserve: [0xzz-0x1] garbage
+[    0.24] memblock_free: [0x000000007ffe2000-0x000000007ffe2fff] gives the third page back
+";
+        assert_eq!(
+            logged_reservations(log),
+            [(0x1000_0000, 0x1080_0000), (0x7ffe_0000, 0x7ffe_2000), (0xfee0_0000, 0xfee0_1000)]
+        );
+        let cfg = KernelConfig::X86_64;
+        let ram = [PfnRange::new(0x100, 0x7ffe0), PfnRange::new(0x10_0000, 0x14_0000)];
+        assert_eq!(reserved_outside_memory(log, &ram, &cfg), [PfnRange::new(0x7ffe0, 0x7ffe2)]);
+    }
 
     /// x86-64's walk: node 1 starts 64 MiB into section 32, which node 0 ends in, so both
     /// register it; a node whose steps miss its last section leaves that one out.

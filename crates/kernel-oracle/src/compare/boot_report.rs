@@ -167,11 +167,14 @@ pub struct NodeResult {
 /// How another init path's model run came out against the reference path's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathOutcome {
-    /// The same memmap, pageblocks and counters, but for `poison_only` struct pages that differ as
-    /// the kernels' deferred and eager paths do.
+    /// The same memmap, pageblocks and counters, but for struct pages that differ as the
+    /// kernels' deferred and eager paths do.
     Same {
-        /// Those struct pages.
+        /// Struct pages with a merge's poison on one side and self-pointers on the other.
         poison_only: u64,
+        /// Reserved struct pages outside memory that 6.1's deferred init moves to node 0
+        /// ([`Behaviour::reserved_page_nid_by_pfn`](memmap_core::Behaviour::reserved_page_nid_by_pfn)).
+        rehomed: u64,
     },
     /// The first difference.
     Differs(String),
@@ -194,9 +197,12 @@ pub fn render(nodes: &[NodeResult]) -> String {
             n.paths
                 .iter()
                 .map(|(p, same)| match same {
-                    PathOutcome::Same { poison_only: 0 } => format!("{p} same"),
-                    PathOutcome::Same { poison_only } =>
+                    PathOutcome::Same { poison_only: 0, rehomed: 0 } => format!("{p} same"),
+                    PathOutcome::Same { poison_only, rehomed: 0 } =>
                         format!("{p} same but for {poison_only} pages' merge poison"),
+                    PathOutcome::Same { poison_only, rehomed } => format!(
+                        "{p} same but for {poison_only} pages' merge poison and {rehomed} reserved pages' node"
+                    ),
                     PathOutcome::Differs(d) => format!("{p} DIFFERS ({d})"),
                     PathOutcome::Refused(e) => format!("{p} refused ({e})"),
                 })

@@ -75,6 +75,7 @@ impl KernelVersion {
             bootmem_type_in_private: self.at_least(KernelVersion::V7_2),
             bootmem_info_registered: !self.at_least(KernelVersion::V7_3),
             hugetlb_boot_list_tail: self.at_least(KernelVersion::V7_3),
+            reserved_page_nid_by_pfn: !self.at_least(KernelVersion::V6_12),
             hugetlb_bootmem_batched: self.at_least(KernelVersion::V6_12),
             deferred_free_max_order: self.at_least(KernelVersion::V6_5),
             pageblock_bits: if self.at_least(KernelVersion::V6_16) { 8 } else { 4 },
@@ -198,6 +199,11 @@ pub struct Behaviour {
     /// `huge_boot_pages[nid]` (`list_add_tail()`), so the list keeps allocation order (highest
     /// pfn first) and the free list ends in descending pfn order; before, `list_add()`.
     pub hugetlb_boot_list_tail: bool,
+    /// Before 6.12 in the model (the change lies between 6.1 and 6.12): `init_reserved_page()`
+    /// takes a reserved page's node from `early_pfn_to_nid()` (node 0 outside memory) instead of
+    /// the reserved region's node, and with deferred init re-initializes such a page of another
+    /// node as node 0's, zone `MAX_NR_ZONES`.
+    pub reserved_page_nid_by_pfn: bool,
     /// From 6.12 in the model: boot-time hugetlb folios are enqueued as a batch
     /// (`prep_and_add_bootmem_folios()`), so the free list keeps ascending pfn order; before,
     /// one by one at the list's head (descending).

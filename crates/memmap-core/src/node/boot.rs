@@ -266,6 +266,34 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
             }
             set_reserved(own, p, stop, self.pg.reserved);
         }
+        self.rehome_reserved_outside_memory(own, lo, hi);
+    }
+
+    /// Before 6.12 ([`Behaviour::reserved_page_nid_by_pfn`](crate::Behaviour::reserved_page_nid_by_pfn)),
+    /// in deferred mode: `init_reserved_page()` looks a reserved page's node up by pfn, and
+    /// outside memory `early_pfn_to_nid()` answers the first online node (node 0), whose
+    /// `first_deferred_pfn` the page lies above when node 0 lies below this node and defers its
+    /// highest zone (the layouts the model is given); no zone of node 0 spans the page, so it is
+    /// initialized as node 0's, zone `MAX_NR_ZONES`, and `PG_reserved`.
+    fn rehome_reserved_outside_memory(&self, own: &mut Owned<'_, P>, lo: u64, hi: u64) {
+        let b = self.cfg.behaviour();
+        if !b.reserved_page_nid_by_pfn || self.opts.mode != InitMode::Deferred || self.layout.nid == 0 {
+            return;
+        }
+        for r in
+            self.layout.reserved.iter().filter(|r| !r.noinit && r.range.start.max(lo) < r.range.end.min(hi))
+        {
+            for pfn in r.range.start.max(lo)..r.range.end.min(hi) {
+                if self.layout.memory.iter().any(|m| m.contains(pfn)) {
+                    continue;
+                }
+                let mut g = self.inner.lock();
+                let Inner { memmap, hooks } = &mut *g;
+                memmap.init_single_page(pfn, self.cfg.max_nr_zones, 0, hooks);
+                drop(g);
+                set_reserved(own, pfn, pfn + 1, self.pg.reserved);
+            }
+        }
     }
 
     /// `init_unavailable_range()`: holes are initialized and `PG_reserved`, in the sections that
@@ -360,6 +388,7 @@ impl<'a, P: StructPage, H: InitHooks + Send> Node<'a, P, H> {
                 pfn = end;
             }
         }
+        self.rehome_reserved_outside_memory(own, lo, hi);
     }
 
     /// `free_low_memory_core_early()` for this node, restricted to `[lo, hi)`; returns the
