@@ -318,14 +318,6 @@ mod tests {
         alloc_with(nodes.len(), |i| nodes[i], request, false, records)
     }
 
-    fn alloc_bootmem_huge_pages_tail(
-        nodes: &[NodeSpec],
-        request: &BootRequest<'_>,
-        records: &mut [HugeBootmemPage],
-    ) -> Result<usize, HugetlbError> {
-        alloc_with(nodes.len(), |i| nodes[i], request, true, records)
-    }
-
     fn h2m() -> Hstate {
         Hstate::new(&CFG, 2 << 20).unwrap()
     }
@@ -347,7 +339,7 @@ mod tests {
         );
         assert_eq!(nodes[0].capacity(h2m()), 4);
         // From 7.3 (list_add_tail) the list keeps allocation order.
-        assert_eq!(alloc_bootmem_huge_pages_tail(&nodes, &req, &mut rec), Ok(4));
+        assert_eq!(alloc_with(nodes.len(), |i| nodes[i], &req, true, &mut rec), Ok(4));
         assert_eq!(
             rec.map(|r| (r.nid, r.head_pfn)),
             [(0, 2560), (0, 2048), (1, (1 << 20) + 512), (1, (1 << 20))]
