@@ -110,8 +110,15 @@ pub fn build(opts: &BuildOptions) -> Result<Built> {
         Err(e) if opts.cached_only => return Err(NotCached { why: format!("{e:#}") }.into()),
         Err(e) => return Err(e),
     };
-    // With `cached_only` nothing is fetched (the package lists as they are, cargo offline), and
-    // a cache apt cannot use (read-only, offline without lists) is a build not found.
+    // With `cached_only` nothing is fetched: the build is found by its key among the cache's
+    // builds (no apt: offline works without package lists), cargo runs offline. The module and
+    // the boots write into the cache, so a read-only one is a build not found.
+    if opts.cached_only {
+        let dir = cached_build(&opts.cache, &tools)
+            .and_then(|d| if writable(&d) { Ok(d) } else { bail!("{} is read-only", d.display()) })
+            .map_err(|e| NotCached { why: format!("{e:#}") })?;
+        return finish(dir, &tools, opts, false);
+    }
     let located = (|| {
         let apt = PrivateApt::new(&opts.cache, SOURCE_SUITE, "amd64")?;
         apt.update(false).or_else(|e| if opts.cached_only { Ok(()) } else { Err(e) })?;
@@ -119,26 +126,59 @@ pub fn build(opts: &BuildOptions) -> Result<Built> {
         crate::files::name(&format!("the version apt reports for {SOURCE_PACKAGE}"), &version)?;
         anyhow::Ok((apt, version, kbuild_dir(&opts.cache)?))
     })();
-    let (apt, version, kbuild) = match located {
-        Ok(l) => l,
-        Err(e) if opts.cached_only => return Err(NotCached { why: format!("{e:#}") }.into()),
-        Err(e) => return Err(e),
-    };
+    let (apt, version, kbuild) = located?;
     let key = cache_key(&version, &tools);
     let dir = kbuild.join(format!("rust-7.2-{version}-{key:016x}"));
-    let record_path = dir.join("build.json");
-    let fresh = !record_path.is_file();
+    let fresh = !dir.join("build.json").is_file();
     if fresh {
-        if opts.cached_only {
-            return Err(NotCached { why: format!("{} has no build.json", dir.display()) }.into());
-        }
         let src = source_tree(&opts.cache, &apt, &version)?;
         build_kernel(&src, &dir, &tools, &version, opts.jobs)?;
     }
+    finish(dir, &tools, opts, fresh)
+}
+
+/// The cached build whose name carries the key of these tools and its source version
+/// (`kbuild/rust-7.2-VERSION-KEY` with a `build.json`; the newest version when several), found
+/// without apt and without writing anything.
+fn cached_build(cache: &Path, tools: &Tools) -> Result<PathBuf> {
+    let kbuild = cache.join("kbuild");
+    match fs::symlink_metadata(&kbuild) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => bail!("{} is not a directory (a link?)", kbuild.display()),
+        Err(e) => return Err(e).with_context(|| format!("{} has no builds", cache.display())),
+    }
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    for entry in fs::read_dir(&kbuild).with_context(|| format!("read {}", kbuild.display()))? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((version, key)) = name.strip_prefix("rust-7.2-").and_then(|r| r.rsplit_once('-')) else {
+            continue;
+        };
+        let dir = entry.path();
+        let real_dir = fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir());
+        if real_dir
+            && key == format!("{:016x}", cache_key(version, tools))
+            && dir.join("build.json").is_file()
+        {
+            found.push((version.to_string(), dir));
+        }
+    }
+    // Newest by the numbers in the version (7.2.13-1 after 7.2.9-1).
+    found.sort_by_key(|(v, _)| {
+        v.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse::<u64>().ok()).collect::<Vec<_>>()
+    });
+    found.pop().map(|(_, d)| d).with_context(|| {
+        format!("{} has no finished build for these tools (rustc, bindgen, libclang, gcc)", kbuild.display())
+    })
+}
+
+/// The module against the kernel build in `dir`, and what `build` returns.
+fn finish(dir: PathBuf, tools: &Tools, opts: &BuildOptions, fresh: bool) -> Result<Built> {
+    let record_path = dir.join("build.json");
     let record: serde_json::Value =
         serde_json::from_slice(&memmap_dump::read_user_bytes(&record_path, 1 << 20)?)
             .with_context(|| format!("{} is not JSON", record_path.display()))?;
-    let module = build_module(&dir, &tools, &opts.workspace, opts.jobs, opts.cached_only)?;
+    let module = build_module(&dir, tools, &opts.workspace, opts.jobs, opts.cached_only)?;
     let movnti = count_instructions(&module, "movnti")?;
     let sfence = count_instructions(&module, "sfence")?;
     if movnti == 0 {
@@ -511,6 +551,14 @@ fn build_module(dir: &Path, t: &Tools, workspace: &Path, jobs: usize, offline: b
     Ok(ko)
 }
 
+/// Whether a file can be made in `dir` (a read-only mount says no even to root).
+fn writable(dir: &Path) -> bool {
+    let probe = dir.join(format!(".write-probe-{}", std::process::id()));
+    let ok = fs::File::create(&probe).is_ok();
+    let _ = fs::remove_file(&probe);
+    ok
+}
+
 /// How many instructions named `mnemonic` `objdump -d` shows in `object`.
 fn count_instructions(object: &Path, mnemonic: &str) -> Result<usize> {
     let out =
@@ -525,6 +573,43 @@ fn count_instructions(object: &Path, mnemonic: &str) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--cached-only` finds a finished build by the tools' key alone (no apt): the newest
+    /// version with this key and a `build.json`, never another key's, a partial one, or one
+    /// through a linked `kbuild`.
+    #[test]
+    fn a_cached_build_is_found_by_its_key_without_apt() {
+        let tools = Tools {
+            rustc: "rustc".into(),
+            rustfmt: "rustfmt".into(),
+            rustc_version: "rustc 1.97.0-nightly".into(),
+            bindgen: "bindgen".into(),
+            bindgen_version: BINDGEN_VERSION.into(),
+            libclang_dir: "/usr/lib/llvm-19/lib".into(),
+            libclang_major: 19,
+            gcc_version: "gcc 12.2.0".into(),
+        };
+        let t = tempfile::tempdir().unwrap();
+        let kbuild = t.path().join("kbuild");
+        let make = |version: &str, key: u64, finished: bool| {
+            let d = kbuild.join(format!("rust-7.2-{version}-{key:016x}"));
+            fs::create_dir_all(&d).unwrap();
+            if finished {
+                fs::write(d.join("build.json"), "{}").unwrap();
+            }
+            d
+        };
+        assert!(cached_build(t.path(), &tools).is_err(), "no kbuild directory");
+        make("7.2.14-1", cache_key("7.2.14-1", &tools) ^ 1, true);
+        make("7.2.15-1", cache_key("7.2.15-1", &tools), false);
+        assert!(cached_build(t.path(), &tools).is_err(), "another key, a partial build");
+        make("7.2.9-1", cache_key("7.2.9-1", &tools), true);
+        let newest = make("7.2.13-1", cache_key("7.2.13-1", &tools), true);
+        assert_eq!(cached_build(t.path(), &tools).unwrap(), newest);
+        let other = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(&kbuild, other.path().join("kbuild")).unwrap();
+        assert!(cached_build(other.path(), &tools).is_err(), "a linked kbuild");
+    }
 
     /// A cache whose `kbuild` is a link, or whose partial build is one, is refused and the
     /// link's target keeps what it had (issue 45: `build` once deleted a `src-<version>` in it).
