@@ -196,8 +196,9 @@ fn bootmem_calls(
 /// each `memblock_reserve` added, each `memblock_free`/`memblock_phys_free` taken out, in log
 /// order (reservations before the option is parsed are not logged; they hold the kernel, inside
 /// memory).
-fn logged_reservations(log: &str) -> Vec<(u64, u64)> {
+fn logged_reservations(log: &str) -> Result<Vec<(u64, u64)>> {
     let mut set: Vec<(u64, u64)> = Vec::new();
+    let mut lines = 0usize;
     for line in log.lines() {
         let (add, rest) = if let Some(r) = line.split("memblock_reserve: [").nth(1) {
             (true, r)
@@ -212,6 +213,11 @@ fn logged_reservations(log: &str) -> Vec<(u64, u64)> {
         let hex = |t: &str| u64::from_str_radix(t.trim().trim_start_matches("0x"), 16).ok();
         let (Some(a), Some(b)) = (hex(a), hex(b)) else { continue };
         let Some(end) = b.checked_add(1).filter(|&e| e > a) else { continue };
+        // Each line costs a pass over the set: a guest logs hundreds.
+        lines += 1;
+        if lines > MAX_MEMBLOCK_LINES {
+            bail!("more than {MAX_MEMBLOCK_LINES} memblock reservations and frees in the guest's log");
+        }
         // Take [a, end) out, then put it back in when reserving.
         let mut next = Vec::with_capacity(set.len() + 2);
         for &(s, e) in &set {
@@ -232,18 +238,30 @@ fn logged_reservations(log: &str) -> Vec<(u64, u64)> {
         next.sort_unstable();
         set = next;
     }
-    set
+    Ok(set)
 }
+
+/// The most memblock reservations and frees read from a guest's log.
+const MAX_MEMBLOCK_LINES: usize = 1 << 14;
 
 /// The reserved pages outside memory, from the guest's log ([`logged_reservations`]): the
 /// pfns `reserve_bootmem_region()` covers (`PFN_DOWN(start)` to `PFN_UP(end)`), less `ram`,
-/// in sections that hold memory (`pfn_valid()`).
-fn reserved_outside_memory(log: &str, ram: &[PfnRange], cfg: &KernelConfig) -> Vec<PfnRange> {
+/// in sections that hold memory (`pfn_valid()`), inside the nodes' `spans`.
+fn reserved_outside_memory(
+    log: &str,
+    ram: &[PfnRange],
+    cfg: &KernelConfig,
+    spans: &[PfnRange],
+) -> Result<Vec<PfnRange>> {
     let pps = cfg.pages_per_section();
     let page = 1u64 << cfg.page_shift;
     let mut out: Vec<PfnRange> = Vec::new();
-    for (a, e) in logged_reservations(log) {
+    let reserved = logged_reservations(log)?;
+    let clipped = reserved.iter().flat_map(|&(a, e)| {
         let (first, end) = (a >> cfg.page_shift, e.div_ceil(page));
+        spans.iter().map(move |s| (first.max(s.start), end.min(s.end))).filter(|(f, e)| f < e)
+    });
+    for (first, end) in clipped {
         let mut pfn = first;
         while pfn < end {
             // The next boundary: a memory range's start or end, or the section's end.
@@ -264,7 +282,7 @@ fn reserved_outside_memory(log: &str, ram: &[PfnRange], cfg: &KernelConfig) -> V
         }
     }
     out.sort_by_key(|r| r.start);
-    out
+    Ok(out)
 }
 
 /// The model's configuration of the run in `dir` and the inputs of each of its nodes.
@@ -345,7 +363,8 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
     let log = memmap_dump::read_user_bytes(&dir.join("console.log"), 64 << 20)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    let outside = reserved_outside_memory(&log, &ram, &cfg);
+    let node_spans: Vec<PfnRange> = spans.iter().map(|s| s.1).collect();
+    let outside = reserved_outside_memory(&log, &ram, &cfg, &node_spans)?;
     Ok((cfg, nodes.into_iter().map(|(nid, zones)| node_input(nid, zones, &ram, &calls, &outside)).collect()))
 }
 
@@ -422,12 +441,26 @@ mod tests {
 [    0.24] memblock_free: [0x000000007ffe2000-0x000000007ffe2fff] gives the third page back
 ";
         assert_eq!(
-            logged_reservations(log),
+            logged_reservations(log).unwrap(),
             [(0x1000_0000, 0x1080_0000), (0x7ffe_0000, 0x7ffe_2000), (0xfee0_0000, 0xfee0_1000)]
         );
         let cfg = KernelConfig::X86_64;
         let ram = [PfnRange::new(0x100, 0x7ffe0), PfnRange::new(0x10_0000, 0x14_0000)];
-        assert_eq!(reserved_outside_memory(log, &ram, &cfg), [PfnRange::new(0x7ffe0, 0x7ffe2)]);
+        let spans = [PfnRange::new(0, 0x14_0000)];
+        assert_eq!(
+            reserved_outside_memory(log, &ram, &cfg, &spans).unwrap(),
+            [PfnRange::new(0x7ffe0, 0x7ffe2)]
+        );
+        // Hostile logs: a reservation of everything is clipped to the nodes (no walk of 2^52
+        // pfns), and a log of a million lines is refused, not read in quadratic time.
+        let all = "memblock_reserve: [0x0-0xfffffffffffffffe] x\n";
+        let t = std::time::Instant::now();
+        assert_eq!(reserved_outside_memory(all, &ram, &cfg, &spans).unwrap().len(), 2);
+        let many: String = (0..1_000_000u64)
+            .map(|i| format!("memblock_reserve: [{:#x}-{:#x}] x\n", i * 8192, i * 8192 + 100))
+            .collect();
+        assert!(logged_reservations(&many).unwrap_err().to_string().contains("more than"));
+        assert!(t.elapsed().as_secs() < 30, "{:?}", t.elapsed());
     }
 
     /// x86-64's walk: node 1 starts 64 MiB into section 32, which node 0 ends in, so both
