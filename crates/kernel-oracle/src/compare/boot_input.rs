@@ -175,18 +175,24 @@ fn bootmem_calls(
     let first_nid = nodes.iter().map(|n| n.0).min().unwrap_or(0);
     let nid_of =
         |pfn: u64| nodes.iter().find(|n| n.2.iter().any(|m| m.contains(pfn))).map_or(first_nid, |n| n.0);
+    // Only sections with a mapped memmap can be registered: visit those (a few hundred), not
+    // every step of a span (which facts could make 2^40 pfns long).
+    let base_vpage = vmemmap_base / 4096;
+    let sections: std::collections::BTreeSet<u64> =
+        vpages.keys().map(|&v| (v - base_vpage.min(v)) * 4096 / STRUCT_PAGE / pps).collect();
     let mut calls = Vec::new();
     for &(nid, span, _) in nodes {
-        let mut pfn = span.start;
-        while pfn < span.end {
-            let section = pfn / pps;
-            let first = (vmemmap_base + section * pps * STRUCT_PAGE) / 4096;
-            let frames: Vec<u64> =
-                (first..first + vpages_per_section).filter_map(|v| vpages.get(&v).copied()).collect();
-            if !frames.is_empty() && nid_of(pfn) == nid {
-                calls.extend(frames.into_iter().map(|f| (f, section)));
+        for &section in &sections {
+            // The node's step inside this section, if it has one.
+            let (lo, hi) = (section * pps, section * pps + pps);
+            let pfn = span.start + lo.saturating_sub(span.start).div_ceil(pps) * pps;
+            if pfn >= hi || pfn >= span.end || pfn < lo || nid_of(pfn) != nid {
+                continue;
             }
-            pfn += pps;
+            let first = (vmemmap_base + section * pps * STRUCT_PAGE) / 4096;
+            calls.extend(
+                (first..first + vpages_per_section).filter_map(|v| vpages.get(&v).map(|&f| (f, section))),
+            );
         }
     }
     calls
