@@ -514,7 +514,7 @@ impl Dumper<'_> {
             let end = z.start_pfn + z.spanned;
             let last = zones.iter().all(|o| o.start_pfn + o.spanned <= end);
             let pps = self.cfg.pages_per_section();
-            let dumped = if last { end.div_ceil(pps) * pps - z.start_pfn } else { z.spanned };
+            let dumped = if last { end.div_ceil(pps).saturating_mul(pps) - z.start_pfn } else { z.spanned };
             let (bytes, gpas) = self.dump(z.start_pfn, dumped)?;
             let first_vpage = (self.vbase + z.start_pfn * STRUCT_PAGE) / 4096;
             let vpage = |pfn: u64| ((self.vbase + pfn * STRUCT_PAGE) / 4096 - first_vpage) as usize;
