@@ -84,7 +84,7 @@ pub use hotplug::{
     HotplugError, HotplugTarget, HotplugZone, OnlineOptions, OnlineReport, online_pages, take_free_block,
 };
 pub use memmap::engine::ListSelf;
-pub use memmap::ops::BootmemType;
+pub use memmap::ops::{BootmemType, bootmem_info_sections};
 #[cfg(feature = "std")]
 pub use memmap::owned::OwnedMemmap;
 pub use memmap::template::CopyReport;

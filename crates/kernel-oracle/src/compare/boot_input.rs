@@ -159,11 +159,9 @@ fn vmemmap_pages(facts: &Facts) -> BTreeMap<u64, u64> {
 }
 
 /// The `get_page_bootmem(section, frame, SECTION_INFO)` calls of x86-64's
-/// `register_page_bootmem_info_node()` for every node, as `(frame, section)`: from each node's
-/// first pfn in steps of a section to its end, every section that has a memmap and whose
-/// stepped pfn `early_pfn_to_nid()` puts in the node (memory of the node; outside memory, the
-/// first node) gets its memmap's frames registered. A section two nodes share is registered
-/// by both when both step into it; a frame the regions do not map is left out.
+/// `register_page_bootmem_info_node()` for every node, as `(frame, section)`: the sections
+/// [`memmap_core::bootmem_info_sections`] registers, each with the frames the regions map its
+/// memmap to (a frame they do not map is left out).
 fn bootmem_calls(
     vpages: &BTreeMap<u64, u64>,
     vmemmap_base: u64,
@@ -172,29 +170,18 @@ fn bootmem_calls(
 ) -> Vec<(u64, u64)> {
     let pps = cfg.pages_per_section();
     let vpages_per_section = (pps * STRUCT_PAGE).div_ceil(4096);
-    let first_nid = nodes.iter().map(|n| n.0).min().unwrap_or(0);
-    let nid_of =
-        |pfn: u64| nodes.iter().find(|n| n.2.iter().any(|m| m.contains(pfn))).map_or(first_nid, |n| n.0);
-    // Only sections with a mapped memmap can be registered: visit those (a few hundred), not
-    // every step of a span (which facts could make 2^40 pfns long).
     let base_vpage = vmemmap_base / 4096;
     let sections: std::collections::BTreeSet<u64> =
         vpages.keys().map(|&v| (v - base_vpage.min(v)) * 4096 / STRUCT_PAGE / pps).collect();
+    let sections: Vec<u64> = sections.into_iter().collect();
+    let nodes: Vec<(u32, PfnRange, &[PfnRange])> = nodes.iter().map(|(n, s, m)| (*n, *s, &m[..])).collect();
     let mut calls = Vec::new();
-    for &(nid, span, _) in nodes {
-        for &section in &sections {
-            // The node's step inside this section, if it has one.
-            let (lo, hi) = (section * pps, section * pps + pps);
-            let pfn = span.start + lo.saturating_sub(span.start).div_ceil(pps) * pps;
-            if pfn >= hi || pfn >= span.end || pfn < lo || nid_of(pfn) != nid {
-                continue;
-            }
-            let first = (vmemmap_base + section * pps * STRUCT_PAGE) / 4096;
-            calls.extend(
-                (first..first + vpages_per_section).filter_map(|v| vpages.get(&v).map(|&f| (f, section))),
-            );
-        }
-    }
+    memmap_core::bootmem_info_sections(cfg, &nodes, &sections, |_, section| {
+        let first = (vmemmap_base + section * pps * STRUCT_PAGE) / 4096;
+        calls.extend(
+            (first..first + vpages_per_section).filter_map(|v| vpages.get(&v).map(|&f| (f, section))),
+        );
+    });
     calls
 }
 
@@ -358,13 +345,7 @@ pub fn inputs(dir: &Path, facts: &Facts) -> Result<(KernelConfig, Vec<NodeInput>
             (*nid, PfnRange::new(start, end), node_memory(&ram, &spans))
         })
         .collect();
-    // Only x86-64's `mem_init()` registers the memmap's frames as boot memory
-    // (`register_page_bootmem_info()`, arch/x86/mm/init_64.c), and only before 7.3.
-    let calls = if cfg.arch == Arch::X86_64 {
-        bootmem_calls(&vmemmap_pages(facts), facts.vmemmap_base, &cfg, &spans)
-    } else {
-        Vec::new()
-    };
+    let calls = bootmem_calls(&vmemmap_pages(facts), facts.vmemmap_base, &cfg, &spans);
     // The console log of a run (a golden extract keeps the layout instead).
     let log = memmap_dump::read_user_bytes(&dir.join("console.log"), 64 << 20)
         .map(|b| String::from_utf8_lossy(&b).into_owned())

@@ -18,6 +18,40 @@ pub enum BootmemType {
     /// `NODE_INFO`: the node's `pglist_data`; `info` is the node id.
     Node = 3,
 }
+/// The sections x86-64's `register_page_bootmem_info_node()` registers, as `f(nid, section)`
+/// once per registration: each node of `nodes` (`(nid, span, memory)`) steps from its first
+/// pfn a section at a time to its end, and registers each stepped section that has a memmap
+/// (one of `sections`, ascending) and whose stepped pfn `early_pfn_to_nid()` puts in the node
+/// (the node whose memory holds it; outside all memory, the first node). A section two nodes
+/// step into is registered twice; one a node's steps miss, not at all. Other architectures have
+/// no `HAVE_BOOTMEM_INFO_NODE` and register nothing (and from 7.3 no release does:
+/// [`Behaviour::bootmem_info_registered`](crate::Behaviour::bootmem_info_registered)).
+pub fn bootmem_info_sections(
+    cfg: &crate::KernelConfig,
+    nodes: &[(u32, crate::PfnRange, &[crate::PfnRange])],
+    sections: &[u64],
+    mut f: impl FnMut(u32, u64),
+) {
+    if cfg.arch != crate::Arch::X86_64 {
+        return;
+    }
+    let pps = cfg.pages_per_section();
+    let first_nid = nodes.iter().map(|n| n.0).min().unwrap_or(0);
+    let nid_of =
+        |pfn: u64| nodes.iter().find(|n| n.2.iter().any(|m| m.contains(pfn))).map_or(first_nid, |n| n.0);
+    for &(nid, span, _) in nodes {
+        for &section in sections {
+            // The node's step inside this section, if it has one.
+            let (lo, hi) = (section.saturating_mul(pps), section.saturating_mul(pps).saturating_add(pps));
+            let pfn =
+                span.start.saturating_add(lo.saturating_sub(span.start).div_ceil(pps).saturating_mul(pps));
+            if pfn >= lo && pfn < hi && pfn < span.end && nid_of(pfn) == nid {
+                f(nid, section);
+            }
+        }
+    }
+}
+
 use crate::FolioLayout;
 use crate::model::flags::{KASAN_TAG_KERNEL, MigrateType, PageType};
 use crate::model::page::{StructPage, folio, offsets};
