@@ -49,7 +49,8 @@ if [ -z "${ORACLE_CONFIGS:-}" ]; then
         --golden crates/kernel-oracle/golden
 fi
 # The module configurations (docs/linux-module.md): memmap_stream.ko on the Rust-enabled 7.2
-# kernel `kernel-oracle build` keeps in the cache. A cold kernel build does not fit CI's budget,
+# kernel `kernel-oracle build` keeps in the cache (patched with the memmap provider hook): two
+# that compare in place, three where the module writes the memmap of 30 binds. A cold kernel build does not fit CI's budget,
 # so CI boots them only on a cached build and says plainly when there is none (exit status 3).
 module_rc=0
 $oracle build --cached-only --run --out target/kernel-oracle --force || module_rc=$?

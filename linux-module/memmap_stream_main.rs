@@ -16,6 +16,12 @@
 //!
 //! Each result is one `memmap_stream:` line in the kernel log; any difference fails the load
 //! with `EIO`, so `insmod` fails too.
+//!
+//! Then it registers memmap-core's streaming ZONE_DEVICE init as the kernel's memmap provider
+//! (the hook `kernel-oracle build` patches into `memmap_init_zone_device()`): from then on every
+//! bind of a pmem or dax device has its struct pages written by the crates, until the module is
+//! unloaded. Writing to `/sys/module/memmap_stream/parameters/check` compares the namespace
+//! with memmap-core's slow path again, as after load (`EIO` when one word differs).
 
 use kernel::prelude::*;
 use memmap_core::{
@@ -70,9 +76,22 @@ unsafe extern "C" {
     fn mms_preempt_disable();
     fn mms_preempt_enable();
     fn mms_cond_resched();
+    fn mms_ktime_ns() -> u64;
+    fn mms_register_provider() -> i32;
+    fn mms_unregister_provider();
 }
 
+/// The loaded module: the provider is registered while it lives.
 struct MemmapStream;
+
+impl Drop for MemmapStream {
+    fn drop(&mut self) {
+        // SAFETY: `init` registered the provider before returning this value; unregistering
+        // returns once no `memmap_init_zone_device()` can call into this module any more.
+        unsafe { mms_unregister_provider() };
+        pr_info!("provider unregistered: the kernel's own loop initializes ZONE_DEVICE memmaps again\n");
+    }
+}
 
 /// Prints a value of the crates' `core::fmt::Display` through the kernel's own `Display`,
 /// which the `pr_*!` macros take.
@@ -92,8 +111,16 @@ impl kernel::Module for MemmapStream {
             stream_hal::streaming_clear_method()
         );
         check_clears_and_copies()?;
-        compare_namespace()?;
+        compare_namespace(&[Strategy::Slow, Strategy::Template, Strategy::Streaming])?;
         pr_info!("all checks passed\n");
+        // SAFETY: the provider is a static of the glue with this module as its owner; `Drop`
+        // unregisters it.
+        let err = unsafe { mms_register_provider() };
+        if err != 0 {
+            pr_err!("the kernel has another ZONE_DEVICE memmap provider ({})\n", err);
+            return Err(Error::from_errno(err));
+        }
+        pr_info!("registered as the ZONE_DEVICE memmap provider\n");
         Ok(MemmapStream)
     }
 }
@@ -250,8 +277,20 @@ impl InitHooks for Resched {
     }
 }
 
+/// The model's configuration, parsed once (the provider runs on every bind).
+static CONFIG: kernel::sync::SetOnce<KernelConfig> = kernel::sync::SetOnce::new();
+
 /// The model's configuration: the x86-64 base with the kernel's `.config` and release.
 fn kernel_config() -> Result<KernelConfig> {
+    if let Some(cfg) = CONFIG.as_ref() {
+        return Ok(*cfg);
+    }
+    let cfg = parse_kernel_config()?;
+    CONFIG.populate(cfg);
+    Ok(cfg)
+}
+
+fn parse_kernel_config() -> Result<KernelConfig> {
     let version = KernelVersion::parse(RELEASE).ok_or_else(|| {
         pr_err!("the release {} is not one the model parses\n", RELEASE);
         EINVAL
@@ -277,7 +316,8 @@ impl Drop for PgmapRef {
     }
 }
 
-fn compare_namespace() -> Result {
+/// Compares the first namespace of a `memmap=` region with the model's `strategies`.
+fn compare_namespace(strategies: &[Strategy]) -> Result {
     let mut ns = Namespace::default();
     // SAFETY: `ns` is a valid, writable `struct mms_namespace`.
     if unsafe { mms_find_namespace(&mut ns) } != 0 {
@@ -286,6 +326,26 @@ fn compare_namespace() -> Result {
     }
     let _pgmap_ref = PgmapRef(ns.pgmap);
     let cfg = kernel_config()?;
+    let (range, pgmap) = model_range(&cfg, &ns)?;
+    pr_info!(
+        "namespace pfns {:#x}..{:#x} ({} pages), {}, vmemmap_shift {}, altmap reserve {} free {}, node {}\n",
+        ns.start_pfn,
+        ns.start_pfn + ns.nr_pages,
+        ns.nr_pages,
+        pgmap.memory_type.name(),
+        ns.vmemmap_shift,
+        ns.altmap_reserve,
+        ns.altmap_free,
+        range.nid
+    );
+    for &strategy in strategies {
+        compare_strategy(&cfg, &ns, &range, &pgmap, strategy)?;
+    }
+    Ok(())
+}
+
+/// The model's range and pagemap of a namespace.
+fn model_range(cfg: &KernelConfig, ns: &Namespace) -> Result<(ZoneDeviceRange, DevPagemap)> {
     let Some(ty) = memory_type(ns.memory_type) else {
         pr_err!("memory type {} is not one the model knows\n", ns.memory_type);
         return Err(EINVAL);
@@ -304,22 +364,105 @@ fn compare_namespace() -> Result {
         });
     }
     let nid = u32::try_from(ns.nid).map_err(|_| EINVAL)?;
-    let range = ZoneDeviceRange::new(cfg.zone_device(), nid, ns.start_pfn, ns.nr_pages);
-    pr_info!(
-        "namespace pfns {:#x}..{:#x} ({} pages), {}, vmemmap_shift {}, altmap reserve {} free {}, node {}\n",
-        ns.start_pfn,
-        ns.start_pfn + ns.nr_pages,
-        ns.nr_pages,
-        ty.name(),
-        ns.vmemmap_shift,
-        ns.altmap_reserve,
-        ns.altmap_free,
-        nid
-    );
-    for strategy in [Strategy::Slow, Strategy::Template, Strategy::Streaming] {
-        compare_strategy(&cfg, &ns, &range, &pgmap, strategy)?;
+    Ok((ZoneDeviceRange::new(cfg.zone_device(), nid, ns.start_pfn, ns.nr_pages), pgmap))
+}
+
+/// `memmap_init_zone_device()`'s provider (called by the glue with the module held): writes the
+/// struct pages `memmap_init_zone_device(zone, ns.start_pfn, ns.nr_pages, pgmap)` initializes
+/// (those after the altmap's) in the kernel's vmemmap with memmap-core's streaming init, and
+/// drains before returning. 0 when every one is written; a negative errno has the kernel's
+/// loop write them all.
+#[unsafe(no_mangle)]
+extern "C" fn mms_provider_init(ns: *const Namespace) -> i32 {
+    // SAFETY: the glue passes its own `struct mms_namespace`, valid and unchanged for the call.
+    let ns = unsafe { &*ns };
+    match provide(ns) {
+        Ok(()) => 0,
+        Err(e) => {
+            pr_err!(
+                "provider: pfns {:#x}..{:#x} left to the kernel's loop ({:?})\n",
+                ns.start_pfn,
+                ns.start_pfn + ns.nr_pages,
+                e
+            );
+            e.to_errno()
+        }
     }
+}
+
+fn provide(ns: &Namespace) -> Result {
+    let cfg = kernel_config()?;
+    if ns.early_first != 0 || ns.early_last != 0 {
+        // The model needs where boot memory ends to know which compound pages it shares: the
+        // kernel's loop writes such a range.
+        return Err(EINVAL);
+    }
+    let (range, pgmap) = model_range(&cfg, ns)?;
+    let len = usize::try_from(ns.nr_pages).map_err(|_| EINVAL)?;
+    let base = ns
+        .start_pfn
+        .checked_mul(Page64::SIZE as u64)
+        .and_then(|o| ns.vmemmap_addr.checked_add(o))
+        .ok_or(EINVAL)?;
+    let pages = core::ptr::NonNull::new(base as *mut Page64).ok_or(EINVAL)?;
+    let mut pageblocks = VVec::<u8>::from_elem(
+        0,
+        memmap_core::pageblocks_needed(&cfg, ns.start_pfn, ns.nr_pages),
+        GFP_KERNEL,
+    )?;
+    // SAFETY: `pages` is `pfn_to_page(ns.start_pfn)`, and the namespace's `len` struct pages
+    // follow it in the vmemmap, mapped since `memremap_pages()` added the range (the caller
+    // holds the pagemap while it binds). They are plain words, every bit pattern valid, and
+    // readable (fresh vmemmap or the previous bind's pages). Nothing else writes them until
+    // `memmap_init_zone_device()` returns: the range is not yet published (no `pfn_to_page`
+    // user finds it ZONE_DEVICE-initialized before the caller's `percpu_ref_get_many()`), as
+    // the kernel's own loop assumes. Pages the DAX vmemmap optimization maps onto another are
+    // neither read nor written by the model (`vmemmap_alias`: it writes only the pages with
+    // memory of their own), so the aliasing is not observed through this memmap. `pageblocks`
+    // is this function's own buffer.
+    let mut memmap = unsafe { Memmap::from_raw_parts(cfg, ns.start_pfn, pages, len, &mut pageblocks) }
+        .map_err(|e| {
+            pr_err!("provider memmap: {}\n", Shown(e));
+            EINVAL
+        })?
+        .with_vaddr_base(base);
+    let opts = InitOptions::new(Strategy::Streaming);
+    let mut hooks = Resched { calls: 0 };
+    // SAFETY: reading the clock has no precondition.
+    let t0 = unsafe { mms_ktime_ns() };
+    let report = {
+        let _np = NoPreempt::new();
+        let report = memmap_core::memmap_init_zone_device(&mut memmap, &range, &pgmap, &opts, &mut hooks);
+        stream_hal::drain();
+        report
+    }
+    .map_err(|e| {
+        pr_err!("provider init: {}\n", Shown(e));
+        EINVAL
+    })?;
+    // SAFETY: as above.
+    let ns_taken = unsafe { mms_ktime_ns() } - t0;
+    pr_info!(
+        "provider: pfns {:#x}..{:#x}: {} struct pages written ({}, backend {}, {} drains, {} cond_resched) in {} us\n",
+        report.start_pfn,
+        report.start_pfn + report.nr_pages,
+        report.pages_initialized,
+        report.used.name(),
+        report.backend.name(),
+        report.drains,
+        hooks.calls,
+        ns_taken / 1000
+    );
     Ok(())
+}
+
+/// `check`'s setter: the namespace compared with memmap-core's slow path (0 or `-EIO`).
+#[unsafe(no_mangle)]
+extern "C" fn mms_check() -> i32 {
+    match compare_namespace(&[Strategy::Slow]) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
 }
 
 /// Runs the model with `strategy` into a vmalloc buffer and compares it with the kernel's

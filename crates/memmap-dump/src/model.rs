@@ -210,6 +210,16 @@ fn zone_device_as<P: DumpLayout>(opts: &ZoneDeviceDump) -> Result<Dump, DumpErro
         let report: InitReport =
             memmap_init_zone_device(&mut memmap, &range, &pgmap, &init_opts, &mut hooks).map_err(invalid)?;
         let took = t.elapsed();
+        // The altmap's reserved pfns outside early sections: no init writes them, so they hold
+        // what `sparse_add_section()` left in the fresh memmap, poison under `CONFIG_DEBUG_VM`.
+        if let Some(a) = pgmap.altmap.filter(|a| cfg.debug_vm && !range.is_early(&cfg, a.base_pfn)) {
+            let mut poison = P::ZEROED;
+            poison.words_mut().fill(u64::from_ne_bytes([memmap_core::PAGE_POISON_BYTE; 8]));
+            let end = a.base_pfn.saturating_add(a.reserve).min(opts.start_pfn + opts.nr_pages);
+            for pfn in a.base_pfn.max(opts.start_pfn)..end {
+                memmap.write(pfn, poison);
+            }
+        }
         let movable: Vec<u64> =
             memmap.pageblocks_with(opts.start_pfn, opts.nr_pages, MigrateType::Movable).collect();
         // Deduplicated struct pages read as their vmemmap page's source, as the kernel's
@@ -384,5 +394,27 @@ mod tests {
         let past = fsdax(KernelConfig::X86_64.max_pfn() - 1, 2);
         let e = refusal(&past);
         assert!(past.check_mappable().is_ok() && !e.to_string().contains("isaligned"), "{e}");
+    }
+
+    /// The altmap's reserved pfns, which no init writes, read as the fresh memmap's bytes:
+    /// `page_init_poison()`'s pattern with `CONFIG_DEBUG_VM`, zeros without; in an early section
+    /// neither (the boot memmap's old bytes, declared stale).
+    #[test]
+    fn the_altmaps_reserved_pfns_hold_the_fresh_memmap_debug_vm_poisons() {
+        let dump = |debug_vm: bool, start_pfn: u64, boot_end: u64| {
+            let opts = ZoneDeviceDump {
+                config: KernelConfig { debug_vm, ..KernelConfig::X86_64 },
+                altmap: Some((2, 510)),
+                boot_memory_end_pfn: boot_end,
+                ..fsdax(start_pfn, 0x8000)
+            };
+            opts.run().unwrap().memmap()[..3 * 64].to_vec()
+        };
+        let poisoned = dump(true, 0x100000, 0);
+        assert!(poisoned[..128].iter().all(|&b| b == memmap_core::PAGE_POISON_BYTE));
+        assert!(poisoned[128..].iter().any(|&b| b != memmap_core::PAGE_POISON_BYTE), "pfn 2 is written");
+        assert!(dump(false, 0x100000, 0)[..128].iter().all(|&b| b == 0));
+        // The namespace starts 0x4000 pfns into a section whose first pages are boot memory.
+        assert!(dump(true, 0x104000, 0x104000)[..128].iter().all(|&b| b == 0));
     }
 }

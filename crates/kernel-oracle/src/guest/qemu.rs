@@ -209,10 +209,20 @@ impl Guest {
     ///
     /// See above.
     pub fn wait_ready(&mut self, timeout: Duration) -> Result<Console> {
+        self.wait_for("@@ready", timeout)
+    }
+
+    /// Waits until the guest prints the line `marker`; fails as [`Guest::wait_ready`] does.
+    ///
+    /// # Errors
+    ///
+    /// See [`Guest::wait_ready`].
+    pub fn wait_for(&mut self, marker: &str, timeout: Duration) -> Result<Console> {
         let start = Instant::now();
+        let line = format!("\n{marker}\n");
         loop {
             let c = self.console();
-            if c.text.contains("\n@@ready\n") {
+            if c.text.contains(&line) {
                 return Ok(c);
             }
             let tail = || {
@@ -237,11 +247,14 @@ impl Guest {
                 bail!("the guest kernel panicked\n--- console tail ---\n{}", tail());
             }
             if let Some(status) = self.child.try_wait()? {
-                bail!("QEMU exited ({status}) before the guest was ready\n--- console tail ---\n{}", tail());
+                bail!(
+                    "QEMU exited ({status}) before the guest printed {marker}\n--- console tail ---\n{}",
+                    tail()
+                );
             }
             if start.elapsed() > timeout {
                 bail!(
-                    "the guest was not ready within {} s\n--- console tail ---\n{}",
+                    "the guest did not print {marker} within {} s\n--- console tail ---\n{}",
                     timeout.as_secs(),
                     tail()
                 );

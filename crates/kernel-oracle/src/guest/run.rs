@@ -16,6 +16,7 @@ use crate::facts::read::{
 };
 use crate::facts::symbols::SystemMap;
 use crate::facts::{FORMAT, Facts, Folio, KernelFacts, Region, STRUCT_PAGE};
+use crate::guest::provider;
 use crate::guest::qemu::{Console, Guest, Qmp};
 use crate::guest::scenario::{Hotplug, Hugetlb, Pmem, Scenario};
 use crate::guest::vm::{HOTPLUG_DEVICE, hot_add_dimm, pmem_dtb, qemu_command};
@@ -63,7 +64,16 @@ pub fn run(kernel: &Kernel, sc: &Scenario, opts: &RunOptions) -> Result<Facts> {
         }
         _ => Ok(()),
     };
-    let console = match added.and_then(|()| guest.wait_ready(opts.timeout)) {
+    let binds = added.and_then(|()| {
+        if !sc.provider {
+            return Ok(());
+        }
+        provider::binds(&mut guest, &work, &opts.out, opts.timeout, |console, guest, out| {
+            let sub = RunOptions { out: out.to_path_buf(), ..opts.clone() };
+            collect(kernel, sc, console, guest, &work, &sub, qemu_version.clone())
+        })
+    });
+    let console = match binds.and_then(|()| guest.wait_ready(opts.timeout)) {
         Ok(c) => c,
         Err(e) => {
             let _ = crate::files::write_file(&opts.out.join("console.log"), guest.console().text.as_bytes());
@@ -82,6 +92,12 @@ pub fn run(kernel: &Kernel, sc: &Scenario, opts: &RunOptions) -> Result<Facts> {
             guest.quit();
             return Err(e);
         }
+    }
+    if sc.provider {
+        for l in console.block("timing").unwrap_or_default().lines() {
+            eprintln!("  {l}");
+        }
+        eprintln!("  {}", provider::timing_summary(&console.block("timing").unwrap_or_default()));
     }
     if sc.hotplug.is_some() || sc.boot.is_some() {
         // Nothing may allocate from the memory while it is read.

@@ -99,7 +99,17 @@ pub struct Scenario {
     /// Load `memmap_stream.ko` (built by `kernel-oracle build`) once the namespace exists, to check
     /// memmap-core's and stream-hal's code against the kernel in place.
     pub module: bool,
+    /// With `module`: the module is the kernel's ZONE_DEVICE memmap provider (the patched
+    /// `memmap_init_zone_device()`), the namespace's driver is rebound [`REBINDS`] times, each
+    /// bind checked in the module and dumped by the host, then the memory is used (ext4 with
+    /// `-o dax` on fsdax, every page of a devdax device mapped), the module unloaded and the
+    /// namespace bound once more by the kernel's own loop.
+    pub provider: bool,
 }
+
+/// How often the provider configurations rebind their namespace's driver (the upstream series'
+/// test procedure).
+pub const REBINDS: u32 = 30;
 
 /// The fields a configuration does not set: an x86-64 guest with nothing set up.
 const BASE: Scenario = Scenario {
@@ -114,6 +124,7 @@ const BASE: Scenario = Scenario {
     hotplug: None,
     boot: None,
     module: false,
+    provider: false,
 };
 
 const fn pmem(name: &'static str, memmap: &'static str, mem_mb: u64, p: Pmem) -> Scenario {
@@ -127,6 +138,11 @@ const fn pmem_on(arch: Arch, name: &'static str, memmap: &'static str, mem_mb: u
 /// A pmem configuration that also loads `memmap_stream.ko`.
 const fn with_module(sc: Scenario) -> Scenario {
     Scenario { module: true, ..sc }
+}
+
+/// A pmem configuration whose namespace the module initializes, bind after bind.
+const fn with_provider(sc: Scenario) -> Scenario {
+    Scenario { module: true, provider: true, ..sc }
 }
 
 const fn huge(name: &'static str, mem_mb: u64, h: Hugetlb) -> Scenario {
@@ -170,6 +186,20 @@ pub const SCENARIOS: &[Scenario] = &[
     // compares the model with the kernel's memmap in place as well.
     with_module(pmem("module-fsdax-mem", "1G!4G", 3072, Pmem { mode: "fsdax", map: "mem", align: None })),
     with_module(pmem("module-fsdax-dev", "1G!4G", 3072, Pmem { mode: "fsdax", map: "dev", align: None })),
+    // The kernel runs on the module's memmap: 256 MiB namespaces rebound 30 times each.
+    with_provider(pmem(
+        "provider-fsdax-mem",
+        "256M!4G",
+        3072,
+        Pmem { mode: "fsdax", map: "mem", align: None },
+    )),
+    with_provider(pmem(
+        "provider-fsdax-dev",
+        "256M!4G",
+        3072,
+        Pmem { mode: "fsdax", map: "dev", align: None },
+    )),
+    with_provider(pmem("provider-devdax-2m-mem", "256M!4G", 3072, dd("mem", "2M"))),
     pmem("devdax-4k-mem", "1G!4G", 3072, dd("mem", "4K")),
     pmem("devdax-4k-dev", "1G!4G", 3072, dd("dev", "4K")),
     pmem("devdax-2m-mem", "1G!4G", 3072, dd("mem", "2M")),
@@ -327,7 +357,16 @@ mod tests {
     #[test]
     fn module_configurations_load_the_module_after_the_namespace() {
         let m: Vec<&Scenario> = SCENARIOS.iter().filter(|s| s.module).collect();
-        assert_eq!(m.iter().map(|s| s.name).collect::<Vec<_>>(), ["module-fsdax-mem", "module-fsdax-dev"]);
+        assert_eq!(
+            m.iter().map(|s| s.name).collect::<Vec<_>>(),
+            [
+                "module-fsdax-mem",
+                "module-fsdax-dev",
+                "provider-fsdax-mem",
+                "provider-fsdax-dev",
+                "provider-devdax-2m-mem"
+            ]
+        );
         for s in m {
             let script = s.script();
             let (ns, insmod) = (script.find("create-namespace").unwrap(), script.find("insmod").unwrap());
@@ -335,6 +374,35 @@ mod tests {
             assert!(script.contains(&format!("/mods/{MODULE_NAME}.ko")));
         }
         assert!(!find("fsdax-dev").unwrap().script().contains("insmod"));
+    }
+
+    #[test]
+    fn provider_configurations_rebind_check_use_and_unload_in_that_order() {
+        for (name, used) in [
+            ("provider-fsdax-mem", "mount -t ext4 -o dax"),
+            ("provider-fsdax-dev", "e2fsck -f -n"),
+            ("provider-devdax-2m-mem", "dax-rw /dev/$d $size $align"),
+        ] {
+            let sc = find(name).unwrap();
+            assert!(sc.module && sc.provider, "{name}");
+            let s = sc.script();
+            let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{name}: no {needle:?} in {s}"));
+            let order = [
+                at("memmap_init_zone_device +p"),
+                at("create-namespace"),
+                at("insmod"),
+                at(&format!("while [ $i -le {REBINDS} ]")),
+                at("parameters/check"),
+                at("@@bound $i"),
+                at("read -r go <&3"),
+                at(used),
+                at("rmmod memmap_stream"),
+                at("ran the provider"),
+                at("the kernel log has a warning"),
+            ];
+            assert!(order.windows(2).all(|w| w[0] < w[1]), "{name}: {order:?}");
+        }
+        assert!(!find("module-fsdax-mem").unwrap().script().contains("rebind"));
     }
 
     #[test]

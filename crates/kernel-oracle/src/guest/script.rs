@@ -23,6 +23,68 @@ while true; do read x; done
 const MODULE_SCRIPT: &str = "block memmap_stream sh -c 'insmod /mods/memmap_stream.ko; s=$?; dmesg | grep memmap_stream:; echo \"insmod exit $s\"'
 ";
 
+/// The provider configurations, after `MODULE_SCRIPT`: the module is the memmap provider; the
+/// namespace's holder (`pfn0.N` on `nd_pmem`, `dax0.N` on `dax_pmem`; a legacy namespace in
+/// fsdax `map=mem` is its own, on `nd_pmem`) is unbound and bound
+/// `REBINDS` times, the module compares each bind with the slow path (`check`) and the host
+/// dumps it (`@@bound N`, then it writes a line on the second serial port). Then the memory
+/// is used (`USE_FSDAX` or `USE_DEVDAX`), and `PROVIDER_END` unloads the module and binds
+/// once more: that bind must be the kernel's own loop.
+const PROVIDER_BINDS: &str = "[ -d /sys/module/memmap_stream ] || fail \"memmap_stream.ko is not loaded\"
+report
+exec 3< /dev/ttyS1
+read -r h < /sys/bus/nd/devices/namespace0.0/holder
+[ -n \"$h\" ] || h=namespace0.0
+drv=$(readlink /sys/bus/nd/devices/$h/driver); drv=${drv##*/}
+rebind() { echo $h > /sys/bus/nd/drivers/$drv/unbind || fail \"unbind $h from $drv\"; echo $h > /sys/bus/nd/drivers/$drv/bind || fail \"bind $h to $drv\"; }
+i=1
+while [ $i -le REBINDS ]; do
+  rebind
+  echo 1 > /sys/module/memmap_stream/parameters/check || fail \"memmap_stream's check after bind $i\"
+  block bind-$i sh -c 'dmesg | grep -E \"memmap_stream: (provider|slow)|memmap_init_zone_device\" | tail -n 3'
+  echo \"@@bound $i\"
+  read -r go <&3
+  i=$((i + 1))
+done
+";
+
+/// ext4 on the fsdax namespace with `-o dax`: files written, synced, dropped from the caches,
+/// read back after a remount, and `e2fsck` clean (e2fsprogs by path: busybox's shell prefers its
+/// own `mke2fs`, which makes no ext4).
+const USE_FSDAX: &str = "mkdir -p /mnt; ln -sf /proc/mounts /etc/mtab
+run /bin/mke2fs -q -F -t ext4 -b 4096 /dev/pmem0
+run mount -t ext4 -o dax /dev/pmem0 /mnt
+grep -q ' /mnt ext4 .*dax' /proc/mounts || fail \"/mnt is not mounted with dax: $(grep /mnt /proc/mounts)\"
+for f in 0 1 2 3 4 5 6 7; do run dd if=/dev/urandom of=/mnt/f$f bs=1M count=4; done
+run sync
+sha256sum /mnt/f* > /tmp/sums
+echo 3 > /proc/sys/vm/drop_caches
+run umount /mnt
+run mount -t ext4 -o dax /dev/pmem0 /mnt
+block files sha256sum -c /tmp/sums
+sha256sum -c -s /tmp/sums || fail \"the files read back differ from those written\"
+run umount /mnt
+block fsck /bin/e2fsck -f -n /dev/pmem0
+/bin/e2fsck -f -n /dev/pmem0 > /dev/null 2>&1 || fail \"e2fsck found errors\"
+";
+
+/// Every page of the devdax device written and read back through a shared mapping.
+const USE_DEVDAX: &str = "d=$(ls /sys/bus/dax/devices | head -n 1)
+read -r size < /sys/bus/dax/devices/$d/size
+read -r align < /sys/bus/dax/devices/$d/align
+block dax-rw dax-rw /dev/$d $size $align
+dax-rw /dev/$d $size $align > /dev/null || fail \"dax-rw /dev/$d $size $align\"
+";
+
+/// The module unloaded, one more bind by the kernel's loop, and no warning from mm.
+const PROVIDER_END: &str = "run rmmod memmap_stream
+rebind
+block timing sh -c 'dmesg | grep -E \"memmap_init_zone_device|memmap_stream: provider:\"'
+dmesg | grep memmap_init_zone_device | tail -n 1 | grep -q 'by the provider' && fail \"the bind after rmmod ran the provider\"
+block mm-warnings sh -c 'dmesg | grep -E \"WARNING:|BUG:|Bad page|page dumped because\" || true'
+dmesg | grep -qE \"WARNING:|BUG:|Bad page|page dumped because\" && fail \"the kernel log has a warning\"
+";
+
 /// What `ndctl create-namespace -f -e namespace0.0 -m MODE -M MAP [-a ALIGN]` does, through
 /// sysfs, for guests without `ndctl` (off x86-64): the region's pfn or dax seed configured and
 /// probed.
@@ -213,8 +275,20 @@ done
         } else if let Some(p) = self.pmem {
             s.push_str(&sysfs_namespace(p));
         }
+        if self.provider {
+            // The kernel's `memmap_init_zone_device()` timing line (`pr_debug`), for every bind.
+            s.insert_str(
+                0,
+                "echo 'func memmap_init_zone_device +p' > /proc/dynamic_debug/control || fail dyndbg\n",
+            );
+        }
         if self.module {
             s.push_str(MODULE_SCRIPT);
+        }
+        if self.provider {
+            s.push_str(&PROVIDER_BINDS.replace("REBINDS", &super::scenario::REBINDS.to_string()));
+            s.push_str(if self.pmem.is_some_and(|p| p.mode == "devdax") { USE_DEVDAX } else { USE_FSDAX });
+            s.push_str(PROVIDER_END);
         }
         if let Some(h) = self.hugetlb {
             if !h.boot {

@@ -12,6 +12,9 @@ use crate::guest::scenario::Scenario;
 use crate::guest::script::parse_carve;
 use crate::kernel::Kernel;
 
+/// The socket of the guest's second serial port in the work directory (provider configurations).
+pub const CONTROL_SOCKET: &str = "ctl.sock";
+
 /// The QEMU binary and arguments that boot `sc` on `kernel` with `initrd` (files QEMU makes
 /// go to `work`).
 ///
@@ -110,6 +113,19 @@ pub fn qemu_command(
             "-device".into(),
             format!("pc-dimm,id={HOTPLUG_DEVICE},memdev=hp0"),
         ]),
+    }
+    if sc.provider {
+        // The host's side of the guest's waits: a second serial port (`/dev/ttyS1`, COM2) on a
+        // socket the host writes a line to when the guest may go on.
+        a.extend([
+            "-chardev".into(),
+            format!(
+                "socket,id=ctl,path={},server=on,wait=off",
+                crate::files::qemu_opt_path(&work.join(CONTROL_SOCKET))?
+            ),
+            "-device".into(),
+            "isa-serial,chardev=ctl,index=1".into(),
+        ]);
     }
     append.extend(sc.append());
     a.extend(["-kernel".into(), kernel.image.display().to_string()]);

@@ -97,7 +97,8 @@ impl Cpio {
 
 /// The `/init` of every guest. It prints `@@`-prefixed markers on the console that the host
 /// parses: `@@begin NAME` ... `@@end NAME` blocks, `@@fail WHY`, and `@@ready` once the memory
-/// is set up and may be read.
+/// is set up and may be read. `report` prints what the host reads the memory with; a script
+/// that has the host read it before the end calls it first (the host reads the first blocks).
 pub const INIT: &str = r#"#!/bin/busybox sh
 /bin/busybox mkdir -p /proc /sys /dev /tmp /run
 /bin/busybox --install -s /bin
@@ -111,7 +112,7 @@ for m in $(cat /modules.order); do insmod /mods/$m.ko || fail "insmod $m"; done
 block release uname -r
 block version cat /proc/version
 block cmdline cat /proc/cmdline
-. /scenario.sh
+report() {
 block iomem cat /proc/iomem
 block nodes sh -c 'for n in /sys/devices/system/node/node*; do echo "${n##*/} $(cat $n/cpulist)"; done'
 block hugepages sh -c 'for f in /sys/devices/system/node/node*/hugepages/hugepages-*/nr_hugepages; do echo "$f $(cat $f)"; done'
@@ -120,6 +121,9 @@ block nd sh -c 'for d in /sys/bus/nd/devices/*; do for a in devtype mode resourc
 block zoneinfo sh -c 'grep -E "^Node|spanned|present|start_pfn" /proc/zoneinfo'
 block kallsyms sh -c 'echo 0 > /proc/sys/kernel/kptr_restrict; grep -E " (_text|_stext|_etext|_sdata|_edata|__bss_start|__bss_stop|_end|hstates|max_hstate|default_hstate_idx|node_states|contig_page_data|node_data|mem_section|memstart_addr|pageblock_order)$" /proc/kallsyms'
 block dmesg dmesg
+}
+. /scenario.sh
+report
 [ -r /late.sh ] && . /late.sh
 echo "@@ready"
 while true; do sleep 3600; done
@@ -161,16 +165,18 @@ fn busybox(arch: Arch, cache: &Path) -> Result<Vec<u8>> {
     }
 }
 
-/// `ndctl` and the shared libraries `ldd` names for it, as (guest path, bytes).
-fn ndctl_files() -> Result<Vec<(String, Vec<u8>)>> {
-    let ndctl = ["/usr/bin/ndctl", "/bin/ndctl"]
+/// A host program (the first of `paths` that exists; `package` names its Debian package) as
+/// `bin/NAME`, and the shared libraries `ldd` names for it, as (guest path, bytes).
+fn host_program(paths: &[&str], package: &str) -> Result<Vec<(String, Vec<u8>)>> {
+    let program = paths
         .iter()
         .map(PathBuf::from)
         .find(|p| p.is_file())
-        .context("ndctl not found: install Debian's ndctl")?;
+        .with_context(|| format!("{} not found: install Debian's {package}", paths[0]))?;
+    let name = program.file_name().context("a program path without a name")?.to_string_lossy();
     let mut files =
-        vec![("bin/ndctl".to_string(), memmap_dump::read_user_bytes(&ndctl, MAX_HOST_FILE_BYTES)?)];
-    let ldd = cmd::run("ldd", &[ndctl.display().to_string()], None, Duration::from_secs(30))?;
+        vec![(format!("bin/{name}"), memmap_dump::read_user_bytes(&program, MAX_HOST_FILE_BYTES)?)];
+    let ldd = cmd::run("ldd", &[program.display().to_string()], None, Duration::from_secs(30))?;
     for line in ldd.stdout.lines() {
         let path = line.split_whitespace().find(|w| w.starts_with('/'));
         if let Some(p) = path {
@@ -195,8 +201,11 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
     // A kernel by path may be rebuilt under the same release: its module files' paths, sizes
     // and modification times are part of the key too.
     let mut stamp = String::new();
-    for (name, p) in &kernel.modules {
-        let m = fs::metadata(p).with_context(|| format!("module {name}: {}", p.display()))?;
+    let dax_rw = kernel.modules.get(crate::guest::scenario::MODULE_NAME).map(|p| {
+        (crate::kernel::kbuild::DAX_RW.to_string(), p.with_file_name(crate::kernel::kbuild::DAX_RW))
+    });
+    for (name, p) in kernel.modules.iter().map(|(n, p)| (n.clone(), p.clone())).chain(dax_rw) {
+        let m = fs::metadata(&p).with_context(|| format!("{name}: {}", p.display()))?;
         let mtime = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
         stamp.push_str(&format!("{name}={}:{}:{:?};", p.display(), m.len(), mtime));
     }
@@ -228,17 +237,27 @@ pub fn base(kernel: &Kernel, cache: &Path) -> Result<Vec<u8>> {
         order.push('\n');
     }
     cpio.file("modules.order", 0o644, order.as_bytes());
-    // Loaded by the module configurations' scripts, not at boot.
+    if arch == Arch::X86_64 {
+        for (p, data) in host_program(&["/usr/bin/ndctl", "/bin/ndctl"], "ndctl")? {
+            cpio.file(&p, 0o755, &data);
+        }
+    }
+    // Loaded by the module configurations' scripts, not at boot; the provider configurations
+    // use the namespace with e2fsprogs and `dax-rw` (built beside the module).
     if let Some(src) = kernel.modules.get(crate::guest::scenario::MODULE_NAME) {
         cpio.file(
             &format!("mods/{}.ko", crate::guest::scenario::MODULE_NAME),
             0o644,
             &crate::kernel::modules::module_bytes(src)?,
         );
-    }
-    if arch == Arch::X86_64 {
-        for (p, data) in ndctl_files()? {
-            cpio.file(&p, 0o755, &data);
+        let dax_rw = src.with_file_name(crate::kernel::kbuild::DAX_RW);
+        cpio.file("bin/dax-rw", 0o755, &memmap_dump::read_user_bytes(&dax_rw, MAX_HOST_FILE_BYTES)?);
+        for program in ["mke2fs", "e2fsck"] {
+            for (p, data) in
+                host_program(&[&format!("/usr/sbin/{program}"), &format!("/sbin/{program}")], "e2fsprogs")?
+            {
+                cpio.file(&p, 0o755, &data);
+            }
         }
     }
     let mut gz = GzEncoder::new(Vec::new(), Compression::fast());

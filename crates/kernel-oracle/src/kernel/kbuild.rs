@@ -11,13 +11,15 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::cmd;
-use crate::kernel::apt::{self, PrivateApt};
+use crate::kernel::apt::PrivateApt;
+use crate::kernel::ksource::{PATCH, SOURCE_PACKAGE, fnv1a, kbuild_dir, remove_own_dir, source_tree};
 
 /// The configuration fragment: `make allnoconfig` with these options.
 pub const CONFIG_FRAGMENT: &str = include_str!("../../kbuild/rust-module.config");
 
-/// The source package.
-pub const SOURCE_PACKAGE: &str = "linux-source-7.2";
+/// The guest's device-dax test program (`guest/dax-rw.c`), built static beside the module.
+pub const DAX_RW: &str = "dax-rw";
+const DAX_RW_SOURCE: &str = include_str!("../../guest/dax-rw.c");
 
 /// The suite that carries it (the oracle's 7.2 kernels come from there too).
 pub const SOURCE_SUITE: &str = "sid";
@@ -179,6 +181,7 @@ fn finish(dir: PathBuf, tools: &Tools, opts: &BuildOptions, fresh: bool) -> Resu
         serde_json::from_slice(&memmap_dump::read_user_bytes(&record_path, 1 << 20)?)
             .with_context(|| format!("{} is not JSON", record_path.display()))?;
     let module = build_module(&dir, tools, &opts.workspace, opts.jobs, opts.cached_only)?;
+    build_dax_rw(module.parent().context("the module's directory")?)?;
     let movnti = count_instructions(&module, "movnti")?;
     let sfence = count_instructions(&module, "sfence")?;
     if movnti == 0 {
@@ -198,19 +201,15 @@ fn finish(dir: PathBuf, tools: &Tools, opts: &BuildOptions, fresh: bool) -> Resu
 
 /// FNV-1a of every input of the kernel build.
 fn cache_key(version: &str, t: &Tools) -> u64 {
-    let mut key: u64 = 0xcbf2_9ce4_8422_2325;
-    let inputs = [
+    fnv1a(&[
         version,
         CONFIG_FRAGMENT,
+        PATCH,
         &t.rustc_version,
         &t.bindgen_version,
         &t.libclang_major.to_string(),
         &t.gcc_version,
-    ];
-    for b in inputs.iter().flat_map(|s| s.bytes().chain([0])) {
-        key = (key ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    key
+    ])
 }
 
 /// Finds rustc (with `rust-src`), libclang, gcc, and bindgen (installed into the cache from
@@ -315,76 +314,6 @@ fn bindgen(cache: &Path, install: bool) -> Result<PathBuf> {
     Ok(bin)
 }
 
-/// The unpacked source tree of `linux-source-7.2` `version` (downloaded and unpacked once).
-fn source_tree(cache: &Path, apt: &PrivateApt, version: &str) -> Result<PathBuf> {
-    let root = kbuild_dir(cache)?.join(format!("src-{version}"));
-    let tree = root.join(SOURCE_PACKAGE);
-    let stamp = root.join(".unpacked");
-    if stamp.is_file() {
-        return Ok(tree);
-    }
-    remove_own_dir(&root, "the partial source tree")?;
-    let deb = apt.download(SOURCE_PACKAGE, &cache.join("debs"))?;
-    let pkg = root.join("pkg");
-    apt::extract(&deb, &pkg)?;
-    let tarball = pkg.join(format!("usr/src/{SOURCE_PACKAGE}.tar.xz"));
-    let size = unpacked_size(&tarball)?;
-    if size > MAX_SOURCE_BYTES {
-        bail!(
-            "{} unpacks to {size} bytes (more than {MAX_SOURCE_BYTES}): not a kernel source",
-            tarball.display()
-        );
-    }
-    eprintln!("build: unpacking {}", tarball.display());
-    cmd::run(
-        "tar",
-        &["-C".into(), root.display().to_string(), "-xf".into(), tarball.display().to_string()],
-        None,
-        TOOL_TIMEOUT,
-    )?;
-    fs::remove_dir_all(&pkg)?;
-    if !tree.join("Makefile").is_file() {
-        bail!("{} has no {SOURCE_PACKAGE}/Makefile", tarball.display());
-    }
-    crate::files::write_file(&stamp, b"")?;
-    Ok(tree)
-}
-
-/// The most a kernel source tarball may unpack to (a Linux tree is about 1.5 GB).
-const MAX_SOURCE_BYTES: u64 = 8 << 30;
-
-/// `cache/kbuild`, made if missing; refused when it (or the cache's part of the path) is a
-/// symbolic link, since builds below it are deleted when unfinished.
-fn kbuild_dir(cache: &Path) -> Result<PathBuf> {
-    crate::files::create_dirs_below(cache, Path::new("kbuild"))
-}
-
-/// Deletes `dir`, a directory this tool made in its cache, if it exists; refuses a symbolic
-/// link or a file in its place (someone else's, not to be followed or removed).
-fn remove_own_dir(dir: &Path, what: &str) -> Result<()> {
-    match fs::symlink_metadata(dir) {
-        Ok(m) if m.is_dir() => {
-            fs::remove_dir_all(dir).with_context(|| format!("remove {what} {}", dir.display()))
-        }
-        Ok(_) => bail!("{}: {what} is not a directory (a link?); refusing to remove it", dir.display()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("inspect {}", dir.display())),
-    }
-}
-
-/// The bytes an `.xz` file unpacks to, as its index records them (`xz --robot --list`),
-/// read before anything is unpacked.
-fn unpacked_size(xz: &Path) -> Result<u64> {
-    let out =
-        cmd::run("xz", &["--robot".into(), "--list".into(), xz.display().to_string()], None, TOOL_TIMEOUT)?;
-    out.stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("totals\t"))
-        .and_then(|t| t.split('\t').nth(3))
-        .and_then(|n| n.parse().ok())
-        .with_context(|| format!("xz --list {}: no uncompressed size", xz.display()))
-}
-
 /// `make` in `src` with the toolchain's variables, output appended to `log`.
 fn make(src: &Path, args: &[String], t: &Tools, log: &Path, timeout: Duration) -> Result<()> {
     let out = fs::OpenOptions::new().create(true).append(true).open(log)?;
@@ -450,6 +379,7 @@ fn build_kernel(src: &Path, dir: &Path, t: &Tools, version: &str, jobs: usize) -
     let seconds = start.elapsed().as_secs_f64();
     let record = serde_json::json!({
         "source": format!("{SOURCE_PACKAGE} {version} ({SOURCE_SUITE})"),
+        "patch": format!("kbuild/zone-device-memmap-provider.patch applied in {}", src.display()),
         "rustc": t.rustc_version,
         "bindgen": t.bindgen_version,
         "libclang": format!("{} ({})", t.libclang_major, t.libclang_dir.display()),
@@ -551,6 +481,25 @@ fn build_module(dir: &Path, t: &Tools, workspace: &Path, jobs: usize, offline: b
     Ok(ko)
 }
 
+/// Builds [`DAX_RW`] static into `dir` unless the binary there was built from this source.
+fn build_dax_rw(dir: &Path) -> Result<()> {
+    let (src, bin) = (dir.join("dax-rw.c"), dir.join(DAX_RW));
+    let same = memmap_dump::read_user_bytes(&src, 1 << 20).is_ok_and(|b| b == DAX_RW_SOURCE.as_bytes());
+    if same && bin.is_file() {
+        return Ok(());
+    }
+    crate::files::write_file(&src, DAX_RW_SOURCE.as_bytes())?;
+    cmd::run(
+        "gcc",
+        &["-static", "-O2", "-Wall", "-o", &bin.display().to_string(), &src.display().to_string()]
+            .map(String::from),
+        None,
+        TOOL_TIMEOUT,
+    )
+    .context("gcc -static dax-rw.c (Debian: libc6-dev)")?;
+    Ok(())
+}
+
 /// Whether a file can be made in `dir` (a read-only mount says no even to root).
 fn writable(dir: &Path) -> bool {
     let probe = dir.join(format!(".write-probe-{}", std::process::id()));
@@ -630,26 +579,6 @@ mod tests {
         remove_own_dir(&t.path().join("own"), "x").unwrap();
         assert!(!t.path().join("own").exists());
         remove_own_dir(&t.path().join("own"), "x").unwrap();
-    }
-
-    /// The size a tarball unpacks to is read from the `.xz` index before unpacking (a small
-    /// `.tar.xz` can hold a gigabyte of zeros).
-    #[test]
-    fn the_unpacked_size_is_known_before_unpacking() {
-        // `build` needs xz (as `tar -xf` of the source does); a host without it says so there.
-        if cmd::run("xz", &["--version".into()], None, TOOL_TIMEOUT).is_err() {
-            println!("skipped: no xz on this host");
-            return;
-        }
-        let t = tempfile::tempdir().unwrap();
-        let raw = t.path().join("zeros");
-        fs::write(&raw, vec![0u8; 3 << 20]).unwrap();
-        cmd::run("xz", &["-0".into(), raw.display().to_string()], None, TOOL_TIMEOUT).unwrap();
-        let xz = t.path().join("zeros.xz");
-        assert!(fs::metadata(&xz).unwrap().len() < 64 << 10);
-        assert_eq!(unpacked_size(&xz).unwrap(), 3 << 20);
-        fs::write(t.path().join("bad.xz"), b"not xz").unwrap();
-        assert!(unpacked_size(&t.path().join("bad.xz")).is_err());
     }
 
     /// A cached `.deb` is compared with the index's SHA-256 (a truncated one once failed every

@@ -4,6 +4,7 @@
 pub mod apt;
 pub mod initramfs;
 pub mod kbuild;
+pub mod ksource;
 pub mod modules;
 
 use std::collections::BTreeMap;

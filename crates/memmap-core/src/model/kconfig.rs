@@ -290,6 +290,7 @@ impl KernelConfig {
         }
         set(&mut c.kmsan, "CONFIG_KMSAN");
         set(&mut c.debug_page_ref, "CONFIG_DEBUG_PAGE_REF");
+        set(&mut c.debug_vm, "CONFIG_DEBUG_VM");
         if let (Some(memcg), obj_ext) =
             (kconfig.enabled("CONFIG_MEMCG"), kconfig.enabled("CONFIG_SLAB_OBJ_EXT"))
         {

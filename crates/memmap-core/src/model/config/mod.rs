@@ -105,6 +105,10 @@ pub struct KernelConfig {
     /// `CONFIG_DEBUG_PAGE_REF`: the `page_ref_set` tracepoint exists (whether it is enabled is
     /// a run-time question for [`crate::InitHooks`]).
     pub debug_page_ref: bool,
+    /// `CONFIG_DEBUG_VM`: `page_init_poison()` fills the memmap the kernel maps after boot
+    /// (`sparse_add_section()`) with [`crate::PAGE_POISON_BYTE`], so a struct page no init
+    /// writes there reads as poison rather than as the memory's old bytes.
+    pub debug_vm: bool,
     /// `NR_PAGES_IN_LARGE_FOLIO` (`CONFIG_MEMCG || CONFIG_SLAB_OBJ_EXT`): folios keep
     /// `_nr_pages` at byte 120.
     pub nr_pages_in_large_folio: bool,
@@ -161,6 +165,7 @@ impl KernelConfig {
         kasan: false,
         kmsan: false,
         debug_page_ref: false,
+        debug_vm: false,
         nr_pages_in_large_folio: true,
         page_mapcount: true,
         mm_id: true,
