@@ -25,6 +25,8 @@ packages=(
     gcc-powerpc64le-linux-gnu libc6-dev-ppc64el-cross binutils-powerpc64le-linux-gnu
     # the oracle's guests: initramfs, namespaces, device trees, kernel packages
     busybox-static ndctl xz-utils file device-tree-compiler
+    # the provider configurations: ext4 in the guest, the static dax-rw
+    e2fsprogs libc6-dev
     # CPU time per step (.ci/run)
     time
     # the cross image (ci/cross-image.sh) and its daemon

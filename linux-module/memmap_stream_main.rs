@@ -410,16 +410,17 @@ fn provide(ns: &Namespace) -> Result {
         memmap_core::pageblocks_needed(&cfg, ns.start_pfn, ns.nr_pages),
         GFP_KERNEL,
     )?;
-    // SAFETY: `pages` is `pfn_to_page(ns.start_pfn)`, and the namespace's `len` struct pages
-    // follow it in the vmemmap, mapped since `memremap_pages()` added the range (the caller
-    // holds the pagemap while it binds). They are plain words, every bit pattern valid, and
-    // readable (fresh vmemmap or the previous bind's pages). Nothing else writes them until
-    // `memmap_init_zone_device()` returns: the range is not yet published (no `pfn_to_page`
-    // user finds it ZONE_DEVICE-initialized before the caller's `percpu_ref_get_many()`), as
-    // the kernel's own loop assumes. Pages the DAX vmemmap optimization maps onto another are
-    // neither read nor written by the model (`vmemmap_alias`: it writes only the pages with
-    // memory of their own), so the aliasing is not observed through this memmap. `pageblocks`
-    // is this function's own buffer.
+    // SAFETY: `pages` is `pfn_to_page(ns.start_pfn)`. `memremap_pages()` mapped the range's
+    // memmap (`arch_add_memory()` -> `sparse_add_section()`) before it called
+    // `memmap_init_zone_device()`, so the `len` struct pages from there are mapped, readable
+    // (poison, zeros or an earlier bind's bytes; every bit pattern is a valid `Page64`) and
+    // writable. Until `memmap_init_zone_device()` returns nothing else writes them or reads them
+    // as initialized: ZONE_DEVICE pfns are never online (`pfn_to_online_page()` skips them) and
+    // the pagemap hands out its references only afterwards (`percpu_ref_get_many()`), which is
+    // what the kernel's own loop relies on too. Struct pages the DAX vmemmap optimization maps
+    // onto another are neither read nor written by the model (it writes only those with memory
+    // of their own, see `vmemmap_alias`), so the aliasing is never observed through this
+    // memmap. `pageblocks` is this function's own buffer.
     let mut memmap = unsafe { Memmap::from_raw_parts(cfg, ns.start_pfn, pages, len, &mut pageblocks) }
         .map_err(|e| {
             pr_err!("provider memmap: {}\n", Shown(e));

@@ -36,7 +36,8 @@ enum Cmd {
     },
     /// Boot configurations, dump their struct pages, and compare them with the model.
     Run(RunArgs),
-    /// Build (once, cached) a Rust-enabled 7.2 kernel from Debian's linux-source-7.2 and,
+    /// Build (once, cached) a Rust-enabled 7.2 or 7.3 kernel from Debian's linux-source, patched
+    /// with the ZONE_DEVICE memmap provider hook, and,
     /// against it, the memmap_stream module from the workspace's crates.
     Build(BuildArgs),
     /// Compare dumps (`OUT/<kernel>/<config>` directories) with the model.
@@ -126,6 +127,10 @@ struct BuildArgs {
     /// The repository (its `crates/` and `linux-module/`).
     #[arg(long, default_value = ".")]
     workspace: PathBuf,
+    /// The kernel source: 7.2 (sid's linux-source-7.2) or 7.3 (experimental's linux-source-7.3).
+    #[arg(long, default_value = "7.2",
+          value_parser = clap::builder::PossibleValuesParser::new(kernel_oracle::kernel::ksource::SOURCES.map(|s| s.release)))]
+    source: String,
     /// Never build the kernel: use the cached build or exit with status 3 saying there is none.
     #[arg(long)]
     cached_only: bool,
@@ -227,7 +232,10 @@ fn build(cache: &Path, args: &BuildArgs) -> Result<()> {
         toolchain: args.toolchain.clone(),
         jobs: args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
         cached_only: args.cached_only,
+        source: kernel_oracle::kernel::ksource::Source::find(&args.source)
+            .with_context(|| format!("no kernel source {}", args.source))?,
     };
+    let id = format!("rust-{}", opts.source.release);
     let built = match kernel_oracle::kernel::kbuild::build(&opts) {
         Ok(b) => b,
         Err(e) if e.downcast_ref::<kernel_oracle::kernel::kbuild::NotCached>().is_some() => {
@@ -259,7 +267,7 @@ fn build(cache: &Path, args: &BuildArgs) -> Result<()> {
     );
     let module_configs: Vec<&str> = scenario::SCENARIOS.iter().filter(|s| s.module).map(|s| s.name).collect();
     let run_line = format!(
-        "kernel-oracle run --kernel-image {} --modules {} --config {} --id rust-7.2 {}",
+        "kernel-oracle run --kernel-image {} --modules {} --config {} --id {id} {}",
         built.image.display(),
         built.dir.display(),
         built.config.display(),
@@ -277,7 +285,7 @@ fn build(cache: &Path, args: &BuildArgs) -> Result<()> {
         modules: Some(built.dir),
         config: Some(built.config),
         system_map: None,
-        id: Some("rust-7.2".into()),
+        id: Some(id),
         out: args.out.clone(),
         force: args.force,
         timeout: 600,

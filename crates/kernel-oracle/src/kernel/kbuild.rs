@@ -1,4 +1,5 @@
-//! `kernel-oracle build`: a small Rust-enabled x86-64 kernel from Debian's `linux-source-7.2`,
+//! `kernel-oracle build`: a small Rust-enabled x86-64 kernel from Debian's `linux-source-7.2` (or
+//! `-7.3`, [`SOURCES`](crate::kernel::ksource::SOURCES)),
 //! built once and cached, and the `memmap_stream` module (`linux-module/`) built against it
 //! on every call. The cache key names every input (source version, config fragment, rustc,
 //! bindgen, libclang, gcc); a build without `build.json` is started again from clean.
@@ -12,7 +13,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::cmd;
 use crate::kernel::apt::PrivateApt;
-use crate::kernel::ksource::{PATCH, SOURCE_PACKAGE, fnv1a, kbuild_dir, remove_own_dir, source_tree};
+use crate::kernel::ksource::{PATCH, Source, fnv1a, kbuild_dir, remove_own_dir, source_tree};
 
 /// The configuration fragment: `make allnoconfig` with these options.
 pub const CONFIG_FRAGMENT: &str = include_str!("../../kbuild/rust-module.config");
@@ -20,9 +21,6 @@ pub const CONFIG_FRAGMENT: &str = include_str!("../../kbuild/rust-module.config"
 /// The guest's device-dax test program (`guest/dax-rw.c`), built static beside the module.
 pub const DAX_RW: &str = "dax-rw";
 const DAX_RW_SOURCE: &str = include_str!("../../guest/dax-rw.c");
-
-/// The suite that carries it (the oracle's 7.2 kernels come from there too).
-pub const SOURCE_SUITE: &str = "sid";
 
 /// The bindgen the kernel is built with: Debian's 7.2 kernels record bindgen 0.72.1.
 pub const BINDGEN_VERSION: &str = "0.72.1";
@@ -49,6 +47,8 @@ pub struct BuildOptions {
     pub jobs: usize,
     /// Only use a cached kernel build: fail with [`NotCached`] instead of building one.
     pub cached_only: bool,
+    /// The kernel source to build.
+    pub source: Source,
 }
 
 /// The error of [`build`] with `cached_only` when no finished kernel build is in the cache.
@@ -116,33 +116,34 @@ pub fn build(opts: &BuildOptions) -> Result<Built> {
     // builds (no apt: offline works without package lists), cargo runs offline. The module and
     // the boots write into the cache, so a read-only one is a build not found.
     if opts.cached_only {
-        let dir = cached_build(&opts.cache, &tools)
+        let dir = cached_build(&opts.cache, &tools, opts.source)
             .and_then(|d| if writable(&d) { Ok(d) } else { bail!("{} is read-only", d.display()) })
             .map_err(|e| NotCached { why: format!("{e:#}") })?;
         return finish(dir, &tools, opts, false);
     }
     let located = (|| {
-        let apt = PrivateApt::new(&opts.cache, SOURCE_SUITE, "amd64")?;
+        let apt = PrivateApt::new(&opts.cache, opts.source.suite, "amd64")?;
         apt.update(false).or_else(|e| if opts.cached_only { Ok(()) } else { Err(e) })?;
-        let version = apt.version(SOURCE_PACKAGE)?;
-        crate::files::name(&format!("the version apt reports for {SOURCE_PACKAGE}"), &version)?;
+        let version = apt.version(opts.source.package)?;
+        crate::files::name(&format!("the version apt reports for {}", opts.source.package), &version)?;
         anyhow::Ok((apt, version, kbuild_dir(&opts.cache)?))
     })();
     let (apt, version, kbuild) = located?;
     let key = cache_key(&version, &tools);
-    let dir = kbuild.join(format!("rust-7.2-{version}-{key:016x}"));
+    let dir = kbuild.join(format!("rust-{}-{version}-{key:016x}", opts.source.release));
     let fresh = !dir.join("build.json").is_file();
     if fresh {
-        let src = source_tree(&opts.cache, &apt, &version)?;
-        build_kernel(&src, &dir, &tools, &version, opts.jobs)?;
+        let src = source_tree(&opts.cache, &apt, opts.source, &version)?;
+        build_kernel(&src, &dir, &tools, opts.source, &version, opts.jobs)?;
     }
     finish(dir, &tools, opts, fresh)
 }
 
 /// The cached build whose name carries the key of these tools and its source version
-/// (`kbuild/rust-7.2-VERSION-KEY` with a `build.json`; the newest version when several), found
+/// (`kbuild/rust-RELEASE-VERSION-KEY` with a `build.json`; the newest version when several), found
 /// without apt and without writing anything.
-fn cached_build(cache: &Path, tools: &Tools) -> Result<PathBuf> {
+fn cached_build(cache: &Path, tools: &Tools, source: Source) -> Result<PathBuf> {
+    let prefix = format!("rust-{}-", source.release);
     let kbuild = cache.join("kbuild");
     match fs::symlink_metadata(&kbuild) {
         Ok(m) if m.is_dir() => {}
@@ -153,7 +154,7 @@ fn cached_build(cache: &Path, tools: &Tools) -> Result<PathBuf> {
     for entry in fs::read_dir(&kbuild).with_context(|| format!("read {}", kbuild.display()))? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some((version, key)) = name.strip_prefix("rust-7.2-").and_then(|r| r.rsplit_once('-')) else {
+        let Some((version, key)) = name.strip_prefix(&prefix).and_then(|r| r.rsplit_once('-')) else {
             continue;
         };
         let dir = entry.path();
@@ -346,7 +347,7 @@ fn tail(log: &Path, n: usize) -> String {
 }
 
 /// Configures and builds the kernel into `dir` (from scratch) and writes `build.json`.
-fn build_kernel(src: &Path, dir: &Path, t: &Tools, version: &str, jobs: usize) -> Result<()> {
+fn build_kernel(src: &Path, dir: &Path, t: &Tools, source: Source, version: &str, jobs: usize) -> Result<()> {
     if dir.exists() {
         remove_own_dir(dir, "the unfinished build")?;
     }
@@ -355,7 +356,12 @@ fn build_kernel(src: &Path, dir: &Path, t: &Tools, version: &str, jobs: usize) -
     crate::files::write_file(&fragment, CONFIG_FRAGMENT.as_bytes())?;
     let log = dir.join("build.log");
     let o = format!("O={}", dir.display());
-    eprintln!("build: configuring {SOURCE_PACKAGE} {version} in {} (log: {})", dir.display(), log.display());
+    eprintln!(
+        "build: configuring {} {version} in {} (log: {})",
+        source.package,
+        dir.display(),
+        log.display()
+    );
     make(
         src,
         &[o.clone(), format!("KCONFIG_ALLCONFIG={}", fragment.display()), "allnoconfig".into()],
@@ -378,7 +384,7 @@ fn build_kernel(src: &Path, dir: &Path, t: &Tools, version: &str, jobs: usize) -
     make(src, &[o, format!("-j{jobs}"), "bzImage".into(), "modules".into()], t, &log, KERNEL_BUILD_TIMEOUT)?;
     let seconds = start.elapsed().as_secs_f64();
     let record = serde_json::json!({
-        "source": format!("{SOURCE_PACKAGE} {version} ({SOURCE_SUITE})"),
+        "source": format!("{} {version} ({})", source.package, source.suite),
         "patch": format!("kbuild/zone-device-memmap-provider.patch applied in {}", src.display()),
         "rustc": t.rustc_version,
         "bindgen": t.bindgen_version,
@@ -522,6 +528,7 @@ fn count_instructions(object: &Path, mnemonic: &str) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::ksource::SOURCES;
 
     /// `--cached-only` finds a finished build by the tools' key alone (no apt): the newest
     /// version with this key and a `build.json`, never another key's, a partial one, or one
@@ -541,23 +548,29 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let kbuild = t.path().join("kbuild");
         let make = |version: &str, key: u64, finished: bool| {
-            let d = kbuild.join(format!("rust-7.2-{version}-{key:016x}"));
+            let release = if version.starts_with("7.3") { "7.3" } else { "7.2" };
+            let d = kbuild.join(format!("rust-{release}-{version}-{key:016x}"));
             fs::create_dir_all(&d).unwrap();
             if finished {
                 fs::write(d.join("build.json"), "{}").unwrap();
             }
             d
         };
-        assert!(cached_build(t.path(), &tools).is_err(), "no kbuild directory");
+        assert!(cached_build(t.path(), &tools, SOURCES[0]).is_err(), "no kbuild directory");
         make("7.2.14-1", cache_key("7.2.14-1", &tools) ^ 1, true);
         make("7.2.15-1", cache_key("7.2.15-1", &tools), false);
-        assert!(cached_build(t.path(), &tools).is_err(), "another key, a partial build");
+        assert!(cached_build(t.path(), &tools, SOURCES[0]).is_err(), "another key, a partial build");
         make("7.2.9-1", cache_key("7.2.9-1", &tools), true);
         let newest = make("7.2.13-1", cache_key("7.2.13-1", &tools), true);
-        assert_eq!(cached_build(t.path(), &tools).unwrap(), newest);
+        assert_eq!(cached_build(t.path(), &tools, SOURCES[0]).unwrap(), newest);
+        // Each release finds its own builds only.
+        assert!(cached_build(t.path(), &tools, SOURCES[1]).is_err(), "no 7.3 build yet");
+        let rc = make("7.3~rc7-1~exp1", cache_key("7.3~rc7-1~exp1", &tools), true);
+        assert_eq!(cached_build(t.path(), &tools, SOURCES[1]).unwrap(), rc);
+        assert_eq!(cached_build(t.path(), &tools, SOURCES[0]).unwrap(), newest);
         let other = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(&kbuild, other.path().join("kbuild")).unwrap();
-        assert!(cached_build(other.path(), &tools).is_err(), "a linked kbuild");
+        assert!(cached_build(other.path(), &tools, SOURCES[0]).is_err(), "a linked kbuild");
     }
 
     /// A cache whose `kbuild` is a link, or whose partial build is one, is refused and the

@@ -1,5 +1,6 @@
-//! The kernel source `kernel-oracle build` compiles: Debian's `linux-source-7.2`, unpacked once
-//! per version and patch below the cache's `kbuild/`, with the memmap provider hook applied.
+//! The kernel sources `kernel-oracle build` compiles: Debian's `linux-source-7.2` and `-7.3`,
+//! unpacked once per version and patch below the cache's `kbuild/`, with the memmap provider
+//! hook applied.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -10,8 +11,30 @@ use anyhow::{Context, Result, bail};
 use crate::cmd;
 use crate::kernel::apt::{self, PrivateApt};
 
-/// The source package.
-pub const SOURCE_PACKAGE: &str = "linux-source-7.2";
+/// A kernel source package `kernel-oracle build` compiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Source {
+    /// The release it is named by (`build --source`, the `rust-RELEASE` builds and kernel ids).
+    pub release: &'static str,
+    /// The Debian package.
+    pub package: &'static str,
+    /// The suite that carries it (where the oracle's kernels of that release come from too).
+    pub suite: &'static str,
+}
+
+/// Every source: the first is the default.
+pub const SOURCES: [Source; 2] = [
+    Source { release: "7.2", package: "linux-source-7.2", suite: "sid" },
+    Source { release: "7.3", package: "linux-source-7.3", suite: "experimental" },
+];
+
+impl Source {
+    /// The source of `release`.
+    #[must_use]
+    pub fn find(release: &str) -> Option<Source> {
+        SOURCES.into_iter().find(|s| s.release == release)
+    }
+}
 
 /// The kernel change applied to the source before it is built (`patch -p1`): the ZONE_DEVICE
 /// memmap provider hook of `memmap_init_zone_device()` (docs/linux-module.md explains it).
@@ -20,20 +43,21 @@ pub const PATCH: &str = include_str!("../../kbuild/zone-device-memmap-provider.p
 /// Limit for unpacking and patching.
 const TOOL_TIMEOUT: Duration = Duration::from_secs(1800);
 
-/// The unpacked source tree of `linux-source-7.2` `version` with [`PATCH`] applied (downloaded,
+/// The unpacked source tree of `source` at `version` with [`PATCH`] applied (downloaded,
 /// unpacked and patched once per version and patch: a build of another patch keeps its tree).
-pub(super) fn source_tree(cache: &Path, apt: &PrivateApt, version: &str) -> Result<PathBuf> {
+pub(super) fn source_tree(cache: &Path, apt: &PrivateApt, source: Source, version: &str) -> Result<PathBuf> {
+    let package = source.package;
     let root = kbuild_dir(cache)?.join(format!("src-{version}-{:016x}", fnv1a(&[PATCH])));
-    let tree = root.join(SOURCE_PACKAGE);
+    let tree = root.join(package);
     let stamp = root.join(".unpacked");
     if stamp.is_file() {
         return Ok(tree);
     }
     remove_own_dir(&root, "the partial source tree")?;
-    let deb = apt.download(SOURCE_PACKAGE, &cache.join("debs"))?;
+    let deb = apt.download(package, &cache.join("debs"))?;
     let pkg = root.join("pkg");
     apt::extract(&deb, &pkg)?;
-    let tarball = pkg.join(format!("usr/src/{SOURCE_PACKAGE}.tar.xz"));
+    let tarball = pkg.join(format!("usr/src/{package}.tar.xz"));
     let size = unpacked_size(&tarball)?;
     if size > MAX_SOURCE_BYTES {
         bail!(
@@ -50,7 +74,7 @@ pub(super) fn source_tree(cache: &Path, apt: &PrivateApt, version: &str) -> Resu
     )?;
     fs::remove_dir_all(&pkg)?;
     if !tree.join("Makefile").is_file() {
-        bail!("{} has no {SOURCE_PACKAGE}/Makefile", tarball.display());
+        bail!("{} has no {package}/Makefile", tarball.display());
     }
     let patch = root.join("kernel.patch");
     crate::files::write_file(&patch, PATCH.as_bytes())?;
