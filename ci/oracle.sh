@@ -50,7 +50,7 @@ if [ -z "${ORACLE_CONFIGS:-}" ]; then
 fi
 # The module configurations (docs/linux-module.md): memmap_stream.ko on the Rust-enabled 7.2 and 7.3
 # kernels `kernel-oracle build` keeps in the cache (patched with the memmap provider hook): two
-# that compare in place, three where the module writes the memmap of 30 binds. A cold kernel
+# that compare in place, four where the module writes the memmap of 30 binds. A cold kernel
 # build does not fit CI's budget, so CI boots each release's configurations only on a cached
 # build and says plainly when there is none (exit status 3).
 for source in 7.2 7.3; do

@@ -200,6 +200,7 @@ pub const SCENARIOS: &[Scenario] = &[
         Pmem { mode: "fsdax", map: "dev", align: None },
     )),
     with_provider(pmem("provider-devdax-2m-mem", "256M!4G", 3072, dd("mem", "2M"))),
+    with_provider(pmem("provider-devdax-2m-dev", "256M!4G", 3072, dd("dev", "2M"))),
     pmem("devdax-4k-mem", "1G!4G", 3072, dd("mem", "4K")),
     pmem("devdax-4k-dev", "1G!4G", 3072, dd("dev", "4K")),
     pmem("devdax-2m-mem", "1G!4G", 3072, dd("mem", "2M")),
@@ -364,7 +365,8 @@ mod tests {
                 "module-fsdax-dev",
                 "provider-fsdax-mem",
                 "provider-fsdax-dev",
-                "provider-devdax-2m-mem"
+                "provider-devdax-2m-mem",
+                "provider-devdax-2m-dev",
             ]
         );
         for s in m {
@@ -382,6 +384,7 @@ mod tests {
             ("provider-fsdax-mem", "mount -t ext4 -o dax"),
             ("provider-fsdax-dev", "e2fsck -f -n"),
             ("provider-devdax-2m-mem", "dax-rw /dev/$d $size $align"),
+            ("provider-devdax-2m-dev", "dax-rw /dev/$d $size $align"),
         ] {
             let sc = find(name).unwrap();
             assert!(sc.module && sc.provider, "{name}");
